@@ -1,0 +1,15 @@
+"""blu: a JAX-style functional transforms framework (trace -> jaxpr -> transform -> run)."""
+
+from blu.core import dtypes
+from blu.core.array import Array
+from blu.core.aval import ShapeDtypeStruct, ShapedArray
+from blu.core.config import config
+from blu.core.errors import BluError
+from blu.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
+from blu.core.staging import make_jaxpr
+from blu.transforms.ad import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp
+from blu.transforms.batching import vmap
+from blu.transforms.jit import eval_shape, jit
+from blu import lax, numpy  # noqa: E402
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""blu's core: dtypes, avals, primitives, interpreters and tracing, jaxprs, pytrees, arrays."""

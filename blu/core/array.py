@@ -1,0 +1,315 @@
+"""blu.Array (a concrete array) and ArrayOps, the numpy-style methods it shares with tracers.
+
+Every operator and method dispatches to ``blu.numpy``, so ``x + y`` on arrays, JVP tracers or
+staged tracers follows the same promotion and broadcasting rules and becomes the same primitives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def _bnp():
+    import blu.numpy as bnp  # late import: blu.numpy is built on top of this module
+
+    return bnp
+
+
+class ArrayOps:
+    """Operators and methods of numpy arrays, implemented with ``blu.numpy``."""
+
+    __slots__ = ()
+
+    # arithmetic
+    def __add__(self, o):
+        return _bnp().add(self, o)
+
+    def __radd__(self, o):
+        return _bnp().add(o, self)
+
+    def __sub__(self, o):
+        return _bnp().subtract(self, o)
+
+    def __rsub__(self, o):
+        return _bnp().subtract(o, self)
+
+    def __mul__(self, o):
+        return _bnp().multiply(self, o)
+
+    def __rmul__(self, o):
+        return _bnp().multiply(o, self)
+
+    def __truediv__(self, o):
+        return _bnp().true_divide(self, o)
+
+    def __rtruediv__(self, o):
+        return _bnp().true_divide(o, self)
+
+    def __floordiv__(self, o):
+        return _bnp().floor_divide(self, o)
+
+    def __rfloordiv__(self, o):
+        return _bnp().floor_divide(o, self)
+
+    def __mod__(self, o):
+        return _bnp().mod(self, o)
+
+    def __rmod__(self, o):
+        return _bnp().mod(o, self)
+
+    def __pow__(self, o):
+        return _bnp().power(self, o)
+
+    def __rpow__(self, o):
+        return _bnp().power(o, self)
+
+    def __matmul__(self, o):
+        return _bnp().matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return _bnp().matmul(o, self)
+
+    def __neg__(self):
+        return _bnp().negative(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _bnp().abs(self)
+
+    # comparisons
+    def __eq__(self, o):  # type: ignore[override]
+        return _bnp().equal(self, o)
+
+    def __ne__(self, o):  # type: ignore[override]
+        return _bnp().not_equal(self, o)
+
+    def __lt__(self, o):
+        return _bnp().less(self, o)
+
+    def __le__(self, o):
+        return _bnp().less_equal(self, o)
+
+    def __gt__(self, o):
+        return _bnp().greater(self, o)
+
+    def __ge__(self, o):
+        return _bnp().greater_equal(self, o)
+
+    # bits
+    def __and__(self, o):
+        return _bnp().bitwise_and(self, o)
+
+    def __rand__(self, o):
+        return _bnp().bitwise_and(o, self)
+
+    def __or__(self, o):
+        return _bnp().bitwise_or(self, o)
+
+    def __ror__(self, o):
+        return _bnp().bitwise_or(o, self)
+
+    def __xor__(self, o):
+        return _bnp().bitwise_xor(self, o)
+
+    def __rxor__(self, o):
+        return _bnp().bitwise_xor(o, self)
+
+    def __invert__(self):
+        return _bnp().invert(self)
+
+    def __lshift__(self, o):
+        return _bnp().left_shift(self, o)
+
+    def __rshift__(self, o):
+        return _bnp().right_shift(self, o)
+
+    # indexing
+    def __getitem__(self, idx):
+        return _bnp().getitem(self, idx)
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    @property
+    def at(self):
+        """Functional updates: ``x.at[idx].set(v)`` / ``.add`` / ``.multiply`` / ``.get()``."""
+        return _bnp().IndexUpdateHelper(self)
+
+    # methods
+    @property
+    def T(self):
+        return _bnp().transpose(self)
+
+    def astype(self, dtype):
+        return _bnp().astype(self, dtype)
+
+    def reshape(self, *shape, order="C"):
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = shape[0]
+        return _bnp().reshape(self, shape, order=order)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and not isinstance(axes[0], int):
+            axes = axes[0]
+        return _bnp().transpose(self, axes or None)
+
+    def ravel(self):
+        return _bnp().ravel(self)
+
+    flatten = ravel
+
+    def squeeze(self, axis=None):
+        return _bnp().squeeze(self, axis)
+
+    def swapaxes(self, a, b):
+        return _bnp().swapaxes(self, a, b)
+
+    def sum(self, axis=None, dtype=None, keepdims=False):
+        return _bnp().sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def prod(self, axis=None, dtype=None, keepdims=False):
+        return _bnp().prod(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def mean(self, axis=None, dtype=None, keepdims=False):
+        return _bnp().mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def var(self, axis=None, ddof=0, keepdims=False):
+        return _bnp().var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def std(self, axis=None, ddof=0, keepdims=False):
+        return _bnp().std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return _bnp().max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        return _bnp().min(self, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis=None, keepdims=False):
+        return _bnp().argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis=None, keepdims=False):
+        return _bnp().argmin(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis=None, keepdims=False):
+        return _bnp().all(self, axis=axis, keepdims=keepdims)
+
+    def any(self, axis=None, keepdims=False):
+        return _bnp().any(self, axis=axis, keepdims=keepdims)
+
+    def cumsum(self, axis=None, dtype=None):
+        return _bnp().cumsum(self, axis=axis, dtype=dtype)
+
+    def clip(self, min=None, max=None):
+        return _bnp().clip(self, min, max)
+
+    def round(self, decimals=0):
+        return _bnp().round(self, decimals)
+
+    def dot(self, o):
+        return _bnp().dot(self, o)
+
+    def sort(self, axis=-1):
+        return _bnp().sort(self, axis=axis)
+
+
+class Array(ArrayOps):
+    """A concrete blu array (on the CPU: a numpy array underneath).
+
+    Behaves like a read-only numpy array: ``np.asarray(x)``, operators, ``.shape``, ``.dtype``,
+    ``.T``, ``.astype``, indexing and ``.at[]`` updates. Python scalars that became arrays are
+    *weakly typed* (``weak_type``) and defer to the other operand's dtype in promotion.
+    """
+
+    __slots__ = ("_value", "weak_type")
+    __array_priority__ = 1000
+
+    def __init__(self, value: np.ndarray, weak_type: bool = False):
+        self._value = value
+        self.weak_type = weak_type
+
+    @property
+    def aval(self):
+        from blu.core.aval import ShapedArray
+
+        return ShapedArray(self._value.shape, self._value.dtype, self.weak_type)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._value.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._value.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._value.ndim
+
+    @property
+    def size(self) -> int:
+        return self._value.size
+
+    @property
+    def nbytes(self) -> int:
+        return self._value.nbytes
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d array")
+        return self._value.shape[0]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        v = self._value
+        if dtype is not None and v.dtype != dtype:
+            return v.astype(dtype)
+        return v.copy() if copy else v
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __int__(self) -> int:
+        return int(self._value)
+
+    def __float__(self) -> float:
+        return float(self._value)
+
+    def __index__(self) -> int:
+        return self._value.__index__()
+
+    def __complex__(self) -> complex:
+        return complex(self._value)
+
+    def item(self, *args: Any) -> Any:
+        return self._value.item(*args)
+
+    def tolist(self) -> Any:
+        return self._value.tolist()
+
+    def block_until_ready(self) -> Array:
+        """Wait until the value is computed (CPU arrays are always ready)."""
+        return self
+
+    def copy(self) -> Array:
+        return Array(self._value.copy(), self.weak_type)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._value, separator=", ", prefix="Array(")
+        return f"Array({body}, dtype={self.dtype})"
+
+    def __str__(self) -> str:
+        return str(self._value)
+
+    def __format__(self, spec: str) -> str:
+        return format(self._value.item() if self.ndim == 0 else self._value, spec)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return (Array, (self._value, self.weak_type))

@@ -1,0 +1,208 @@
+"""Dtypes and JAX's type-promotion lattice, with weakly typed Python scalars.
+
+blu's dtypes are numpy dtypes (bfloat16 comes from ml_dtypes). Promotion follows JAX's lattice
+(https://jax.readthedocs.io/en/latest/type_promotion.html): the result of combining two dtypes is
+their least upper bound in
+
+    b1 -> i* -> u8 -> u16 -> u32 -> u64 -> f*
+          i* -> i8 -> i16 -> i32 -> i64 -> f*
+          u8 -> i16,  u16 -> i32,  u32 -> i64
+          f* -> bf16 -> f32,  f* -> f16 -> f32 -> f64
+
+where ``i*`` and ``f*`` are the *weak* types of Python ints and floats: they take the dtype of
+whatever they meet, so ``x_f16 * 2.0`` stays float16. Unlike JAX, 64-bit types are always on;
+Python floats default to float32 and Python ints to int32, as in JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from blu.core.errors import BluTypeError, with_user_line
+
+bool_ = np.dtype(np.bool_)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+uint64 = np.dtype(np.uint64)
+float16 = np.dtype(np.float16)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+
+SUPPORTED = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+             float16, bfloat16, float32, float64)  # fmt: skip
+_SUPPORTED_SET = frozenset(SUPPORTED)
+
+default_float = float32
+default_int = int32
+
+_SHORT = {bool_: "bool", int8: "i8", int16: "i16", int32: "i32", int64: "i64", uint8: "u8",
+          uint16: "u16", uint32: "u32", uint64: "u64", float16: "f16", bfloat16: "bf16",
+          float32: "f32", float64: "f64"}  # fmt: skip
+
+
+def short_name(dtype: np.dtype) -> str:
+    """'f32', 'bf16', 'i32', ... as printed in jaxprs."""
+    return _SHORT.get(dtype, str(dtype))
+
+
+def canonicalize(dtype: Any) -> np.dtype:
+    """Turn anything numpy accepts as a dtype (``'float32'``, ``np.float32``, ``float``) into a
+    supported ``np.dtype``.
+
+    Raises:
+        BluTypeError: the dtype is not one blu supports (e.g. complex or strings).
+    """
+    if dtype is float:
+        return default_float
+    if dtype is int:
+        return default_int
+    if dtype is bool:
+        return bool_
+    try:
+        d = np.dtype(dtype)
+    except TypeError as e:
+        raise BluTypeError(with_user_line(f"{dtype!r} is not a dtype")) from e
+    if d not in _SUPPORTED_SET:
+        names = ", ".join(str(s) for s in SUPPORTED)
+        raise BluTypeError(with_user_line(f"dtype {d} is not supported by blu (supported: {names})"))
+    return d
+
+
+def is_float(dtype: np.dtype) -> bool:
+    """True for float16, bfloat16, float32, float64."""
+    return dtype.kind == "f" or dtype == bfloat16
+
+
+def is_int(dtype: np.dtype) -> bool:
+    """True for signed and unsigned integers (not bool)."""
+    return dtype.kind in "iu"
+
+
+def is_unsigned(dtype: np.dtype) -> bool:
+    return dtype.kind == "u"
+
+
+def is_bool(dtype: np.dtype) -> bool:
+    return dtype == bool_
+
+
+def is_inexact(dtype: np.dtype) -> bool:
+    """Dtypes that carry derivatives (floats)."""
+    return is_float(dtype)
+
+
+def finfo(dtype: Any) -> ml_dtypes.finfo:
+    """Machine limits of a float dtype (works for bfloat16)."""
+    return ml_dtypes.finfo(canonicalize(dtype))
+
+
+def iinfo(dtype: Any) -> np.iinfo:
+    return np.iinfo(canonicalize(dtype))
+
+
+# ---- the promotion lattice ---------------------------------------------------------------------
+# Nodes are dtypes plus the two weak kinds. Edges point from a type to its immediate supertypes.
+_WEAK_INT, _WEAK_FLOAT = "i*", "f*"
+_EDGES: dict[Any, list[Any]] = {
+    bool_: [_WEAK_INT],
+    _WEAK_INT: [uint8, int8],
+    uint8: [uint16, int16],
+    uint16: [uint32, int32],
+    uint32: [uint64, int64],
+    uint64: [_WEAK_FLOAT],
+    int8: [int16],
+    int16: [int32],
+    int32: [int64],
+    int64: [_WEAK_FLOAT],
+    _WEAK_FLOAT: [bfloat16, float16],
+    bfloat16: [float32],
+    float16: [float32],
+    float32: [float64],
+    float64: [],
+}
+
+
+@functools.cache
+def _upper_bounds(node: Any) -> frozenset:
+    out = {node}
+    for nxt in _EDGES[node]:
+        out |= _upper_bounds(nxt)
+    return frozenset(out)
+
+
+@functools.cache
+def _join(a: Any, b: Any) -> Any:
+    common = _upper_bounds(a) & _upper_bounds(b)
+    # the least upper bound is the common bound that every other common bound is above
+    for c in common:
+        if all(o in _upper_bounds(c) for o in common):
+            return c
+    raise AssertionError(f"lattice has no join for {a}, {b}")  # pragma: no cover
+
+
+def _node(dtype: np.dtype, weak: bool) -> Any:
+    if weak and is_int(dtype):
+        return _WEAK_INT
+    if weak and is_float(dtype):
+        return _WEAK_FLOAT
+    return dtype
+
+
+def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
+    """The dtype and weak-typedness of a value: arrays, tracers, avals, Python scalars or dtypes."""
+    if isinstance(x, bool):
+        return bool_, False
+    if isinstance(x, int):
+        return default_int, True
+    if isinstance(x, float):
+        return default_float, True
+    if isinstance(x, complex):
+        raise BluTypeError(with_user_line("complex numbers are not supported by blu"))
+    dt = getattr(x, "dtype", None)
+    if dt is not None:
+        return canonicalize(dt), bool(getattr(x, "weak_type", False))
+    return canonicalize(x), False
+
+
+def result_type(*args: Any, return_weak_type: bool = False) -> Any:
+    """The dtype that combining ``args`` promotes to (JAX's lattice).
+
+    Args:
+        *args: dtypes, arrays, tracers, avals or Python scalars.
+        return_weak_type: also return whether the result is weakly typed (all inputs weak).
+
+    Returns:
+        ``np.dtype``, or ``(np.dtype, bool)`` with ``return_weak_type``.
+    """
+    if not args:
+        raise BluTypeError("result_type needs at least one argument")
+    nodes = []
+    for a in args:
+        d, w = dtype_and_weak(a)
+        nodes.append((_node(d, w), d))
+    node = nodes[0][0]
+    for n, _ in nodes[1:]:
+        node = _join(node, n)
+    weak = node in (_WEAK_INT, _WEAK_FLOAT)
+    if node == _WEAK_INT:
+        dtype = default_int
+    elif node == _WEAK_FLOAT:
+        # all inputs weak, or a weak float met ints: default float, unless a weak input
+        # was a wider float (a weak f64 stays f64)
+        dtype = default_float
+        for n, d in nodes:
+            if n == _WEAK_FLOAT and d == float64:
+                dtype = float64
+    else:
+        dtype = node
+    return (dtype, weak) if return_weak_type else dtype

@@ -1,0 +1,57 @@
+"""The BluError family and helpers that point errors at the user's source line."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+_BLU_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class BluError(Exception):
+    """Base class of every error blu raises on purpose."""
+
+
+class BluTypeError(BluError, TypeError):
+    """Wrong dtype, or a value of the wrong kind (e.g. a tracer where a Python bool is needed)."""
+
+
+class BluShapeError(BluError, ValueError):
+    """Shapes that do not fit the operation."""
+
+
+class BluValueError(BluError, ValueError):
+    """A bad argument value (axis out of range, negative size, ...)."""
+
+
+class ConcretizationError(BluTypeError):
+    """A traced value was used where a concrete Python value is needed."""
+
+
+class EscapedTracerError(BluError):
+    """A tracer was used after the transformation that created it had finished."""
+
+
+def user_frame() -> str:
+    """Return 'file:line (function)' of the innermost stack frame outside the blu package.
+
+    Used in error messages and in jaxpr source info, so the user sees *their* line.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if not _is_internal(code.co_filename):
+            return f"{code.co_filename}:{frame.f_lineno} ({code.co_name})"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_internal(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_BLU_DIR) or filename.startswith("<frozen")
+
+
+def with_user_line(msg: str) -> str:
+    """Append the user's source line to an error message."""
+    return f"{msg}\n  at {user_frame()}"

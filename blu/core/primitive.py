@@ -1,0 +1,93 @@
+"""The Primitive: one object per operation, with its rules as visible slots.
+
+A primitive's rules sit on it (as in MLX), so a missing rule is obvious and an error can name both
+the primitive and the transform:
+
+- ``impl(*np_arrays, **params)``: the eager numpy implementation (the oracle).
+- ``abstract_eval(*avals, **params)``: output aval(s); it is also where shapes and dtypes are
+  checked, so every path (eager, traced, jitted) gives the same error.
+- ``jvp(primals, tangents, **params) -> (primal_out, tangent_out)``: forward mode; tangents may be
+  the symbolic ``Zero``. Written with ordinary blu operations, it runs under the parent
+  interpreter, so it is itself differentiable, batchable and stageable.
+- ``transpose(ct, *args, **params) -> cotangents``: for linear primitives only; linear
+  arguments arrive as ``UndefinedPrimal``; return one cotangent (or ``None``) per argument.
+- ``batch(axis_size, args, dims, **params) -> (out, out_dim)``: the vmap rule; ``dims[i]`` is
+  the batched axis of ``args[i]`` or ``None``.
+- ``partial_eval(interp, args, params)``: only for primitives holding jaxprs (jit, control flow),
+  which split themselves into a known and an unknown part.
+
+Arrays are positional, static parameters are hashable keywords (as in JAX).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from blu.core.errors import BluError
+
+
+class MissingRuleError(BluError, NotImplementedError):
+    """A transform met a primitive that has no rule for it."""
+
+
+class Primitive:
+    """A named operation with its rules.
+
+    Args:
+        name: how it prints in jaxprs.
+        multiple_results: the rules return tuples of outputs.
+    """
+
+    registry: dict[str, Primitive] = {}  # every primitive by name (for docs/primitives.md)
+
+    def __init__(self, name: str, *, multiple_results: bool = False):
+        self.name = name
+        self.multiple_results = multiple_results
+        self.impl: Callable | None = None
+        self.abstract_eval: Callable | None = None
+        self.jvp: Callable | None = None
+        self.transpose: Callable | None = None
+        self.batch: Callable | None = None
+        self.partial_eval: Callable | None = None
+        Primitive.registry[name] = self
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        """Apply the primitive under the current interpreter (eval, trace, jvp, vmap, ...)."""
+        from blu.core.interpreter import current_interpreter
+
+        return current_interpreter().process(self, args, params)
+
+    def rule(self, kind: str) -> Callable:
+        """The rule of the given kind, or a MissingRuleError naming the primitive and rule."""
+        fn = getattr(self, kind)
+        if fn is None:
+            raise MissingRuleError(f"primitive '{self.name}' has no {kind} rule")
+        return fn
+
+    # decorators, so definitions read `@add_p.def_jvp`
+    def def_impl(self, fn: Callable) -> Callable:
+        self.impl = fn
+        return fn
+
+    def def_abstract_eval(self, fn: Callable) -> Callable:
+        self.abstract_eval = fn
+        return fn
+
+    def def_jvp(self, fn: Callable) -> Callable:
+        self.jvp = fn
+        return fn
+
+    def def_transpose(self, fn: Callable) -> Callable:
+        self.transpose = fn
+        return fn
+
+    def def_batch(self, fn: Callable) -> Callable:
+        self.batch = fn
+        return fn
+
+    def def_partial_eval(self, fn: Callable) -> Callable:
+        self.partial_eval = fn
+        return fn
+
+    def __repr__(self) -> str:
+        return self.name

@@ -1,0 +1,1 @@
+"""From jaxprs to executables (simplification, fusion, memory planning, MLIR lowering)."""

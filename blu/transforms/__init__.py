@@ -1,0 +1,1 @@
+"""Transformations of jaxprs: ad (jvp/grad), batching (vmap), jit, partial evaluation."""

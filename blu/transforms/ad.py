@@ -1,0 +1,481 @@
+"""Automatic differentiation: forward mode (JVP), linearize, transpose, and reverse mode.
+
+Reverse mode is built as in JAX ("You Only Linearize Once", Radul et al. 2023):
+
+1. ``jvp``: a JVP interpreter carries (primal, tangent) pairs; each primitive's JVP rule runs
+   under the parent interpreter.
+2. ``linearize``: the JVP runs with *known* primals and *unknown* tangents under a
+   partial-evaluation interpreter, which computes everything known and stages the rest — a
+   jaxpr linear in the tangents, whose constants are the residuals.
+3. ``vjp``: that linear jaxpr is transposed (``backward_pass``); only linear primitives need
+   transpose rules.
+
+Symbolic zeros (``Zero``) keep untouched tangents and cotangents from being materialised.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from blu.core import dtypes, pytree
+from blu.core.aval import ShapedArray
+from blu.core.errors import BluTypeError, with_user_line
+from blu.core.interpreter import Interpreter, Tracer, current_interpreter, get_aval, set_interpreter
+from blu.core.jaxpr import Jaxpr, Literal, Var
+from blu.transforms.ad_util import (
+    UndefinedPrimal,
+    Zero,
+    add_tangents,
+    instantiate,
+    tangent_aval,
+    zero_like,
+)
+from blu.transforms.partial_eval import PartialEvalInterpreter
+
+# ---- forward mode ------------------------------------------------------------------------------
+
+
+class JVPTracer(Tracer):
+    """A primal value paired with its tangent (possibly a symbolic Zero)."""
+
+    __slots__ = ("primal", "tangent")
+
+    def __init__(self, interp: JVPInterpreter, primal: Any, tangent: Any):
+        self._interp = interp
+        self.primal = primal
+        self.tangent = tangent
+
+    @property
+    def aval(self) -> ShapedArray:
+        return get_aval(self.primal)
+
+
+class JVPInterpreter(Interpreter):
+    def __init__(self, parent: Interpreter):
+        self.parent = parent
+
+    def lift(self, x: Any) -> tuple[Any, Any]:
+        if isinstance(x, JVPTracer) and x._interp is self:
+            return x.primal, x.tangent
+        self.check_value(x)
+        return x, zero_like(x)
+
+    def process(self, prim: Any, args: tuple, params: dict) -> Any:
+        primals, tangents = zip(*map(self.lift, args)) if args else ((), ())
+        with set_interpreter(self.parent):
+            if all(isinstance(t, Zero) for t in tangents):
+                return prim.bind(*primals, **params)
+            out, t_out = prim.rule("jvp")(primals, tangents, **params)
+        if prim.multiple_results:
+            return [self.wrap(o, t) for o, t in zip(out, t_out)]
+        return self.wrap(out, t_out)
+
+    def wrap(self, primal: Any, tangent: Any) -> Any:
+        if isinstance(tangent, Zero):
+            return primal  # no tangent: the value is a constant of this interpreter
+        return JVPTracer(self, primal, tangent)
+
+
+def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]):
+    """JVP of a function of flat arguments; returns (primal outs, tangent outs, may be Zero)."""
+    interp = JVPInterpreter(current_interpreter())
+    ins = [interp.wrap(p, t) for p, t in zip(primals, tangents)]
+    with set_interpreter(interp):
+        outs = fun(*ins)
+    interp.finished = True
+    pairs = [interp.lift(o) for o in outs]
+    return [p for p, _ in pairs], [t for _, t in pairs]
+
+
+def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+    """Forward-mode derivative: ``(fun(*primals), d fun(primals) · tangents)``.
+
+    Args:
+        fun: function of pytrees of arrays.
+        primals: tuple of arguments.
+        tangents: tuple of the same structure, shapes and dtypes.
+
+    Raises:
+        BluTypeError: primals and tangents differ in structure, shape or dtype.
+    """
+    p_leaves, tree = pytree.tree_flatten(tuple(primals))
+    t_leaves, t_tree = pytree.tree_flatten(tuple(tangents))
+    if t_tree != tree:
+        raise BluTypeError(with_user_line(f"jvp: primals {tree} and tangents {t_tree} differ"))
+    for p, t in zip(p_leaves, t_leaves):
+        pa, ta = get_aval(p), get_aval(t)
+        if pa.shape != ta.shape or (dtypes.is_float(pa.dtype) and pa.dtype != ta.dtype):
+            raise BluTypeError(
+                with_user_line(
+                    f"jvp: primal {pa.str_short()} and tangent {ta.str_short()} must match"
+                )
+            )
+    out_tree = []
+
+    def flat_fun(*args):
+        out = fun(*pytree.tree_unflatten(tree, list(args)))
+        leaves, t = pytree.tree_flatten(out)
+        out_tree.append(t)
+        return leaves
+
+    outs, t_outs = jvp_flat(flat_fun, p_leaves, t_leaves)
+    t_outs = [instantiate(t) for t in t_outs]
+    return (pytree.tree_unflatten(out_tree[0], outs), pytree.tree_unflatten(out_tree[0], t_outs))
+
+
+# ---- linearize: JVP + partial evaluation -------------------------------------------------------
+
+
+def linearize_flat(fun: Callable, primals: Sequence[Any]):
+    """Run the JVP of ``fun`` with known primals and staged tangents.
+
+    Returns:
+        (primal outputs, linear jaxpr from tangents in to tangents out, its residual consts)
+    """
+    pe = PartialEvalInterpreter(current_interpreter())
+    tangents_in = [pe.new_arg(tangent_aval(get_aval(p))) for p in primals]
+    # integer and bool inputs have no tangent: feed symbolic zeros (the invar stays unused)
+    tangents_jvp = [
+        t if dtypes.is_float(t.aval.dtype) else Zero(t.aval) for t in tangents_in
+    ]
+    with set_interpreter(pe):
+        primals_out, tangents_out = jvp_flat(fun, primals, tangents_jvp)
+        tangents_out = [instantiate(t) for t in tangents_out]
+    jaxpr, residuals = pe.build(tangents_out)
+    return primals_out, jaxpr, residuals
+
+
+def linearize(fun: Callable, *primals: Any) -> tuple[Any, Callable]:
+    """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linearized function.
+
+    The primal computation runs once; ``f_jvp`` replays only the staged linear part.
+    """
+    leaves, tree = pytree.tree_flatten(primals)
+    out_tree = []
+
+    def flat_fun(*args):
+        out_leaves, t = pytree.tree_flatten(fun(*pytree.tree_unflatten(tree, list(args))))
+        out_tree.append(t)
+        return out_leaves
+
+    outs, jaxpr, residuals = linearize_flat(flat_fun, leaves)
+
+    def f_jvp(*tangents):
+        t_leaves = pytree.tree_leaves(tangents)
+        from blu.core.jaxpr import eval_jaxpr
+
+        return pytree.tree_unflatten(out_tree[0], eval_jaxpr(jaxpr, residuals, *t_leaves))
+
+    f_jvp.jaxpr = jaxpr  # type: ignore[attr-defined]
+    f_jvp.residuals = residuals  # type: ignore[attr-defined]
+    return pytree.tree_unflatten(out_tree[0], outs), f_jvp
+
+
+# ---- transposition -----------------------------------------------------------------------------
+
+
+def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts: Sequence[Any]):
+    """Transpose a jaxpr that is linear in its ``UndefinedPrimal`` arguments.
+
+    Args:
+        jaxpr: the program; ``consts`` are its constvars' values.
+        args: one per invar: a value (non-linear input) or an ``UndefinedPrimal``.
+        cts: cotangents of the outputs (values or ``Zero``).
+
+    Returns:
+        cotangents for each invar (``Zero`` where none flowed; ``None`` for non-linear inputs).
+    """
+    primal_env: dict[Var, Any] = dict(zip(jaxpr.constvars, consts))
+    linear: set[Var] = set()
+    for v, a in zip(jaxpr.invars, args, strict=True):
+        if isinstance(a, UndefinedPrimal):
+            linear.add(v)
+        else:
+            primal_env[v] = a
+
+    def is_lin(a: Any) -> bool:
+        return isinstance(a, Var) and a in linear
+
+    def read_primal(a: Any) -> Any:
+        if isinstance(a, Literal):
+            return a.val
+        return UndefinedPrimal(a.aval) if a in linear else primal_env[a]
+
+    # forward: evaluate the non-linear equations (those with no linear input)
+    lin_eqns = []
+    for eqn in jaxpr.eqns:
+        if any(is_lin(a) for a in eqn.invars):
+            linear.update(eqn.outvars)
+            lin_eqns.append(eqn)
+        else:
+            outs = eqn.primitive.bind(*map(read_primal, eqn.invars), **eqn.params)
+            outs = outs if eqn.primitive.multiple_results else [outs]
+            primal_env.update(zip(eqn.outvars, outs))
+
+    ct_env: dict[Var, Any] = {}
+
+    def write_ct(v: Any, ct: Any) -> None:
+        if ct is None or not is_lin(v):
+            return
+        ct_env[v] = add_tangents(ct_env[v], ct) if v in ct_env else ct
+
+    for v, ct in zip(jaxpr.outvars, cts, strict=True):
+        write_ct(v, ct)
+
+    for eqn in reversed(lin_eqns):
+        cts_out = [ct_env.pop(v, None) for v in eqn.outvars]
+        if all(c is None or isinstance(c, Zero) for c in cts_out):
+            continue
+        cts_out = [Zero(v.aval) if c is None else c for c, v in zip(cts_out, eqn.outvars)]
+        ct_arg = cts_out if eqn.primitive.multiple_results else cts_out[0]
+        cts_in = eqn.primitive.rule("transpose")(
+            ct_arg, *map(read_primal, eqn.invars), **eqn.params
+        )
+        for a, ct in zip(eqn.invars, cts_in, strict=True):
+            write_ct(a, ct)
+
+    return [
+        ct_env.pop(v, Zero(v.aval)) if v in linear else None
+        for v in jaxpr.invars  # invars stay in `linear` only if they were UndefinedPrimal
+    ]
+
+
+# ---- reverse mode ------------------------------------------------------------------------------
+
+
+def vjp_flat(fun: Callable, primals: Sequence[Any]):
+    """Returns (primal outs, f_vjp) where ``f_vjp(cts) -> cts of primals`` (may be Zero)."""
+    primals_out, jaxpr, residuals = linearize_flat(fun, primals)
+    in_avals = [tangent_aval(get_aval(p)) for p in primals]
+
+    def f_vjp(cts: Sequence[Any]) -> list[Any]:
+        return backward_pass(jaxpr, residuals, [UndefinedPrimal(a) for a in in_avals], cts)
+
+    return primals_out, f_vjp
+
+
+def vjp(fun: Callable, *primals: Any, has_aux: bool = False):
+    """``(fun(*primals), f_vjp)`` where ``f_vjp(ct)`` returns the cotangents of ``primals``.
+
+    Args:
+        fun: function of pytrees of arrays returning a pytree (or ``(out, aux)`` with has_aux).
+        primals: its arguments.
+
+    Returns:
+        ``(out, f_vjp)`` or ``(out, f_vjp, aux)``; ``f_vjp`` takes a cotangent with ``out``'s
+        structure and returns a tuple with one cotangent per primal.
+    """
+    leaves, in_tree = pytree.tree_flatten(primals)
+    out_tree: list = []
+    aux_box: list = []
+
+    def flat_fun(*args):
+        out = fun(*pytree.tree_unflatten(in_tree, list(args)))
+        if has_aux:
+            out, aux = out
+            aux_box.append(aux)
+        out_leaves, t = pytree.tree_flatten(out)
+        out_tree.append(t)
+        return out_leaves
+
+    outs, f_vjp_flat = vjp_flat(flat_fun, leaves)
+    in_avals = [tangent_aval(get_aval(x)) for x in leaves]
+
+    def f_vjp(ct: Any) -> tuple:
+        ct_leaves, ct_tree = pytree.tree_flatten(ct)
+        if ct_tree != out_tree[0]:
+            raise BluTypeError(
+                with_user_line(f"vjp: cotangent structure {ct_tree} != output {out_tree[0]}")
+            )
+        cts = f_vjp_flat(ct_leaves)
+        cts = [instantiate(c) if c is not None else instantiate(Zero(a)) for c, a in zip(cts, in_avals)]
+        return pytree.tree_unflatten(in_tree, cts)
+
+    out = pytree.tree_unflatten(out_tree[0], outs)
+    return (out, f_vjp, _unwrap_aux(aux_box)) if has_aux else (out, f_vjp)
+
+
+def _unwrap_aux(box: list) -> Any:
+    return box[0]
+
+
+def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
+    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+
+def value_and_grad(
+    fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable:
+    """A function returning ``(fun(*args), gradient of fun w.r.t. args[argnums])``.
+
+    ``fun`` must return a real scalar (shape ``()``, a float dtype), or ``(scalar, aux)`` with
+    ``has_aux``, in which case the result is ``((value, aux), grad)``.
+
+    Raises:
+        BluTypeError: the output is not a float scalar, or a differentiated input is not float.
+    """
+    nums = _argnums_tuple(argnums)
+
+    def vg(*args: Any, **kwargs: Any):
+        for i in nums:
+            if i >= len(args):
+                raise BluTypeError(
+                    with_user_line(f"argnums={argnums} but only {len(args)} positional args")
+                )
+            for leaf in pytree.tree_leaves(args[i]):
+                aval = get_aval(leaf)
+                if not dtypes.is_float(aval.dtype):
+                    raise BluTypeError(
+                        with_user_line(
+                            f"grad requires float inputs, but argument {i} has a leaf "
+                            f"{aval.str_short()}; use a float dtype or exclude it from argnums"
+                        )
+                    )
+
+        def partial_fun(*diff_args):
+            full = list(args)
+            for i, a in zip(nums, diff_args):
+                full[i] = a
+            return fun(*full, **kwargs)
+
+        diff = tuple(args[i] for i in nums)
+        res = vjp(partial_fun, *diff, has_aux=has_aux)
+        out, f_vjp = res[0], res[1]
+        aval = get_aval(out) if not isinstance(out, (tuple, list, dict)) else None
+        if aval is None or aval.shape != () or not dtypes.is_float(aval.dtype):
+            what = aval.str_short() if aval is not None else type(out).__name__
+            raise BluTypeError(
+                with_user_line(
+                    f"grad requires a function returning a float scalar, got {what}"
+                    + ("" if has_aux else " (if it returns (loss, aux), pass has_aux=True)")
+                )
+            )
+        from blu import lax
+
+        g = f_vjp(lax.full((), 1.0, aval.dtype))
+        g = g[0] if isinstance(argnums, int) else g
+        return ((out, res[2]), g) if has_aux else (out, g)
+
+    vg.__name__ = f"value_and_grad({getattr(fun, '__name__', 'fun')})"
+    return vg
+
+
+def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """The gradient of a scalar function (see ``value_and_grad``), w.r.t. ``args[argnums]``.
+
+    Returns ``grad`` (or ``(grad, aux)`` with ``has_aux``) with the structure of the argument(s).
+    """
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    def g(*args: Any, **kwargs: Any):
+        (val, grads) = vg(*args, **kwargs)
+        return (grads, val[1]) if has_aux else grads
+
+    g.__name__ = f"grad({getattr(fun, '__name__', 'fun')})"
+    return g
+
+
+def _std_basis(leaves: list[Any]) -> Any:
+    """Identity basis for the flattened inputs: (total, ...) stacked tangents per leaf."""
+    import blu.numpy as bnp
+
+    sizes = [get_aval(x).size for x in leaves]
+    total = sum(sizes)
+    dtype = dtypes.result_type(*[get_aval(x).dtype for x in leaves]) if leaves else dtypes.float32
+    eye = bnp.eye(total, dtype=dtype)
+    out, start = [], 0
+    for x, n in zip(leaves, sizes):
+        aval = get_aval(x)
+        block = eye[:, start : start + n].reshape((total,) + aval.shape).astype(aval.dtype)
+        out.append(block)
+        start += n
+    return out, total
+
+
+def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """Jacobian by forward mode (vmap of jvp over the standard basis).
+
+    The result for an output of shape ``O`` and input of shape ``I`` has shape ``O + I``.
+    """
+    from blu.transforms.batching import vmap
+
+    nums = _argnums_tuple(argnums)
+
+    def jac(*args: Any):
+        diff = tuple(args[i] for i in nums)
+        leaves, tree = pytree.tree_flatten(diff)
+        basis, total = _std_basis(leaves)
+
+        def partial_fun(*d):
+            full = list(args)
+            for i, a in zip(nums, d):
+                full[i] = a
+            return fun(*full)
+
+        def push(*tangent_leaves):
+            return jvp(partial_fun, diff, pytree.tree_unflatten(tree, list(tangent_leaves)))[1]
+
+        # outputs: (total,) + out_shape  -> move basis axis last and split per input leaf
+        out = vmap(push, in_axes=0, out_axes=-1)(*basis)
+        jac_tree = pytree.tree_map(lambda o: _split_last(o, leaves), out)
+        if isinstance(argnums, int):
+            return pytree.tree_map(lambda parts: parts[0], jac_tree, is_leaf=lambda x: isinstance(x, list))
+        return pytree.tree_map(
+            lambda parts: pytree.tree_unflatten(tree, parts), jac_tree, is_leaf=lambda x: isinstance(x, list)
+        )
+
+    return jac
+
+
+def _split_last(o: Any, leaves: list[Any]) -> list[Any]:
+    parts, start = [], 0
+    for x in leaves:
+        aval = get_aval(x)
+        piece = o[..., start : start + aval.size]
+        parts.append(piece.reshape(o.shape[:-1] + aval.shape))
+        start += aval.size
+    return parts
+
+
+def jacrev(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """Jacobian by reverse mode (vmap of vjp over the output's standard basis).
+
+    Output shape ``O + I`` as for ``jacfwd``.
+    """
+    from blu.transforms.batching import vmap
+
+    nums = _argnums_tuple(argnums)
+
+    def jac(*args: Any):
+        diff = tuple(args[i] for i in nums)
+
+        def partial_fun(*d):
+            full = list(args)
+            for i, a in zip(nums, d):
+                full[i] = a
+            return fun(*full)
+
+        out, f_vjp = vjp(partial_fun, *diff)
+        out_leaves, out_tree = pytree.tree_flatten(out)
+        basis, total = _std_basis(out_leaves)
+        cts = vmap(lambda *b: f_vjp(pytree.tree_unflatten(out_tree, list(b))), in_axes=0)(*basis)
+        # cts: tuple over diff args of pytrees with leading axis `total` = flattened outputs
+        per_out = []
+        start = 0
+        for o in out_leaves:
+            oa = get_aval(o)
+            sl = pytree.tree_map(lambda c: c[start : start + oa.size].reshape(oa.shape + c.shape[1:]), cts)
+            per_out.append(sl[0] if isinstance(argnums, int) else sl)
+            start += oa.size
+        return pytree.tree_unflatten(out_tree, per_out)
+
+    return jac
+
+
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """Second derivatives: ``jacfwd(jacrev(fun))``."""
+    return jacfwd(jacrev(fun, argnums), argnums)
+
+
+def is_tracer(x: Any) -> bool:
+    return isinstance(x, Tracer)

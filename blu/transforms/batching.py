@@ -1,0 +1,274 @@
+"""vmap: vectorizing map by batching rules.
+
+A batching interpreter carries values with a *batch dimension* (``bdim``: an axis index, or
+``None`` when the value is the same for every batch member). Each primitive's batching rule
+``batch(axis_size, args, dims, **params) -> (out, out_dim)`` rewrites the operation to act on the
+whole batch at once; it runs under the parent interpreter.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from blu.core import pytree
+from blu.core.aval import ShapedArray
+from blu.core.errors import BluValueError, with_user_line
+from blu.core.interpreter import Interpreter, Tracer, current_interpreter, get_aval, set_interpreter
+
+not_mapped = None
+
+
+class BatchTracer(Tracer):
+    """A batched value: ``val`` has an extra axis ``bdim`` of size ``axis_size``."""
+
+    __slots__ = ("val", "bdim")
+
+    def __init__(self, interp: BatchInterpreter, val: Any, bdim: int):
+        self._interp = interp
+        self.val = val
+        self.bdim = bdim
+
+    @property
+    def aval(self) -> ShapedArray:
+        aval = get_aval(self.val)
+        shape = aval.shape[: self.bdim] + aval.shape[self.bdim + 1 :]
+        return aval.update(shape=shape)
+
+
+class BatchInterpreter(Interpreter):
+    def __init__(self, parent: Interpreter, axis_size: int, axis_name: Any = None):
+        self.parent = parent
+        self.axis_size = axis_size
+        self.axis_name = axis_name
+
+    def lift(self, x: Any) -> tuple[Any, int | None]:
+        if isinstance(x, BatchTracer) and x._interp is self:
+            return x.val, x.bdim
+        self.check_value(x)
+        return x, not_mapped
+
+    def process(self, prim: Any, args: tuple, params: dict) -> Any:
+        vals, dims = zip(*map(self.lift, args)) if args else ((), ())
+        with set_interpreter(self.parent):
+            if all(d is None for d in dims):
+                return prim.bind(*vals, **params)
+            out, out_dim = prim.rule("batch")(self.axis_size, vals, dims, **params)
+        if prim.multiple_results:
+            return [self.wrap(o, d) for o, d in zip(out, out_dim)]
+        return self.wrap(out, out_dim)
+
+    def wrap(self, val: Any, bdim: int | None) -> Any:
+        return val if bdim is None else BatchTracer(self, val, bdim)
+
+
+# ---- helpers for batching rules -----------------------------------------------------------------
+
+
+def moveaxis(x: Any, src: int, dst: int) -> Any:
+    """Move one axis of ``x`` (a blu operation, so it stages/differentiates as usual)."""
+    from blu import lax
+
+    ndim = get_aval(x).ndim
+    src, dst = src % ndim, dst % ndim
+    if src == dst:
+        return x
+    perm = [i for i in range(ndim) if i != src]
+    perm.insert(dst, src)
+    return lax.transpose(x, tuple(perm))
+
+
+def bdim_to_front(x: Any, bdim: int | None, axis_size: int) -> Any:
+    """``x`` with its batch axis first; an unbatched ``x`` is broadcast to ``axis_size``."""
+    from blu import lax
+
+    if bdim is None:
+        aval = get_aval(x)
+        return lax.broadcast_in_dim(
+            x, (axis_size,) + aval.shape, tuple(range(1, aval.ndim + 1))
+        )
+    return moveaxis(x, bdim, 0)
+
+
+def defvectorized(prim: Any) -> None:
+    """Batching rule of an elementwise primitive of one operand."""
+
+    def rule(axis_size, args, dims, **params):
+        (x,), (d,) = args, dims
+        return prim.bind(x, **params), d
+
+    prim.def_batch(rule)
+
+
+def defbroadcasting(prim: Any) -> None:
+    """Batching rule of an elementwise n-ary primitive: line the batch axes up in front."""
+
+    def rule(axis_size, args, dims, **params):
+        if prim.multiple_results:
+            raise NotImplementedError
+        first = next(d for d in dims if d is not None)
+        if all(d == first for d in dims if d is not None) and all(
+            d is not None or get_aval(a).ndim == 0 for a, d in zip(args, dims)
+        ):
+            # all batched at the same axis (or scalar constants)
+            args = [
+                a if d is not None else _bcast_scalar(a, args[dims.index(first)])
+                for a, d in zip(args, dims)
+            ]
+            return prim.bind(*args, **params), first
+        args = [bdim_to_front(a, d, axis_size) for a, d in zip(args, dims)]
+        return prim.bind(*args, **params), 0
+
+    prim.def_batch(rule)
+
+
+def _bcast_scalar(s: Any, like: Any) -> Any:
+    from blu import lax
+
+    aval = get_aval(like)
+    return lax.broadcast_in_dim(s, aval.shape, ())
+
+
+# ---- vmap --------------------------------------------------------------------------------------
+
+
+def _flatten_axes(what: str, tree: Any, axes: Any) -> list[Any]:
+    """Broadcast an in_axes/out_axes spec (an int, None, or a pytree prefix) to the leaves."""
+    leaves_tree = pytree.tree_structure(tree)
+    if axes is None or isinstance(axes, int):
+        return [axes] * leaves_tree.num_leaves
+    try:
+        out = []
+        pytree.tree_map(
+            lambda ax, sub: out.extend([ax] * pytree.tree_structure(sub).num_leaves),
+            axes,
+            tree,
+            is_leaf=lambda x: x is None,
+        )
+        return out
+    except Exception as e:
+        raise BluValueError(
+            with_user_line(f"vmap {what} {axes!r} does not match the structure {leaves_tree}")
+        ) from e
+
+
+def vmap(
+    fun: Callable,
+    in_axes: Any = 0,
+    out_axes: Any = 0,
+    axis_size: int | None = None,
+    axis_name: Any = None,
+) -> Callable:
+    """Vectorize ``fun`` over an axis of its arguments.
+
+    Args:
+        fun: function of pytrees of arrays.
+        in_axes: an int, None, or a tuple/pytree prefix of the arguments giving, per argument
+            leaf, the axis to map over (negative axes count from the end) or None (not mapped).
+        out_axes: the same for the outputs; None requires the output to be unbatched.
+        axis_size: the batch size, required when no argument is mapped.
+        axis_name: a name for collectives over the mapped axis.
+
+    Raises:
+        BluValueError: inconsistent sizes, out-of-range axes, or mismatched specs.
+    """
+
+    def batched(*args: Any):
+        if isinstance(in_axes, list):
+            axes_spec: Any = tuple(in_axes)
+        else:
+            axes_spec = in_axes
+        if isinstance(axes_spec, tuple) and len(axes_spec) != len(args):
+            raise BluValueError(
+                with_user_line(
+                    f"vmap in_axes has {len(axes_spec)} entries but the function got {len(args)} "
+                    "positional arguments"
+                )
+            )
+        leaves, in_tree = pytree.tree_flatten(args)
+        axes = _flatten_axes("in_axes", args, axes_spec)
+        sizes = set()
+        norm_axes = []
+        for x, ax in zip(leaves, axes):
+            if ax is None:
+                norm_axes.append(None)
+                continue
+            aval = get_aval(x)
+            if not -aval.ndim <= ax < aval.ndim:
+                raise BluValueError(
+                    with_user_line(
+                        f"vmap in_axes={ax} is out of range for an argument of shape {aval.shape}"
+                    )
+                )
+            ax %= aval.ndim
+            norm_axes.append(ax)
+            sizes.add(aval.shape[ax])
+        if len(sizes) > 1:
+            detail = ", ".join(
+                f"{get_aval(x).shape} axis {a}" for x, a in zip(leaves, norm_axes) if a is not None
+            )
+            raise BluValueError(
+                with_user_line(f"vmap got inconsistent sizes for the mapped axis: {detail}")
+            )
+        size = sizes.pop() if sizes else axis_size
+        if size is None:
+            raise BluValueError(
+                with_user_line("vmap needs axis_size when no argument is mapped (all in_axes None)")
+            )
+        if axis_size is not None and size != axis_size:
+            raise BluValueError(with_user_line(f"vmap axis_size={axis_size} but arguments have {size}"))
+        interp = BatchInterpreter(current_interpreter(), size, axis_name)
+        ins = [interp.wrap(x, a) for x, a in zip(leaves, norm_axes)]
+        with set_interpreter(interp):
+            out = fun(*pytree.tree_unflatten(in_tree, ins))
+        interp.finished = True
+        out_leaves, out_tree = pytree.tree_flatten(out)
+        o_axes = _flatten_axes("out_axes", out, out_axes)
+        results = []
+        for o, oa in zip(out_leaves, o_axes):
+            val, d = interp.lift(o)
+            results.append(_move_out(val, d, oa, size))
+        return pytree.tree_unflatten(out_tree, results)
+
+    batched.__name__ = f"vmap({getattr(fun, '__name__', 'fun')})"
+    batched.__wrapped__ = fun  # type: ignore[attr-defined]
+    return batched
+
+
+def _move_out(val: Any, d: int | None, out_axis: int | None, size: int) -> Any:
+    if out_axis is None:
+        if d is not None:
+            raise BluValueError(
+                with_user_line("vmap out_axes=None but the output depends on the mapped axis")
+            )
+        return val
+    if d is None:
+        val = bdim_to_front(val, None, size)
+        d = 0
+    ndim = get_aval(val).ndim
+    if not -ndim <= out_axis < ndim:
+        raise BluValueError(with_user_line(f"vmap out_axes={out_axis} out of range for rank {ndim}"))
+    return moveaxis(val, d, out_axis % ndim)
+
+
+def batch_jaxpr(
+    jaxpr: Any, axis_size: int, in_dims: Sequence[int | None], axis_name: Any = None
+) -> tuple[Any, list[Any], list[int | None]]:
+    """Trace a batched version of ``jaxpr`` (no constvars). Returns (jaxpr, consts, out_dims)."""
+    from blu.core.jaxpr import eval_jaxpr
+    from blu.core.staging import StagingInterpreter
+
+    builder = StagingInterpreter(current_interpreter())
+    args = []
+    for v, d in zip(jaxpr.invars, in_dims, strict=True):
+        aval = v.aval
+        if d is not None:
+            aval = aval.update(shape=aval.shape[:d] + (axis_size,) + aval.shape[d:])
+        args.append(builder.new_arg(aval))
+    interp = BatchInterpreter(builder, axis_size, axis_name)
+    ins = [interp.wrap(a, d) for a, d in zip(args, in_dims)]
+    with set_interpreter(interp):
+        outs = eval_jaxpr(jaxpr, [], *ins)
+    interp.finished = True
+    pairs = [interp.lift(o) for o in outs]
+    new_jaxpr, consts = builder.build([v for v, _ in pairs])
+    return new_jaxpr, consts, [d for _, d in pairs]
