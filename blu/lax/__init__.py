@@ -1,8 +1,16 @@
-"""blu.lax: the primitives' user-facing functions (strict shapes and dtypes, like jax.lax)."""
+"""blu.lax: the primitives' user-facing functions (strict shapes and dtypes, like jax.lax).
 
-from blu.lax.elementwise import (
-    add, convert_element_type, cos, div, eq, exp, ge, gt, le, log, lt, mul, ne, neg, select, sin,
-    sub, tanh,
-)  # fmt: skip
-from blu.lax.reductions import reduce_sum
-from blu.lax.shapes import broadcast_in_dim, full, full_like, reshape, transpose
+Each module defines primitives with all their rules and lists its public functions in
+``__all__``; this package re-exports them.
+"""
+
+from blu.lax.elementwise import *  # noqa: F403
+from blu.lax.bits import *  # noqa: F403
+from blu.lax.special import *  # noqa: F403
+from blu.lax.shapes import *  # noqa: F403
+from blu.lax.slicing import *  # noqa: F403
+from blu.lax.reductions import *  # noqa: F403
+from blu.lax.dot import *  # noqa: F403
+from blu.lax.sorting import *  # noqa: F403
+from blu.lax.control_flow import *  # noqa: F403
+from blu.lax.ad_ops import *  # noqa: F403

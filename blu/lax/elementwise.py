@@ -6,6 +6,8 @@ of equal shape and dtype), JVP, transpose (for the linear ones) and batching.
 
 from __future__ import annotations
 
+__all__ = ['add', 'sub', 'mul', 'div', 'neg', 'sin', 'cos', 'exp', 'log', 'tanh', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'select', 'convert_element_type']  # public lax functions; keep in sync
+
 from typing import Any
 
 import numpy as np

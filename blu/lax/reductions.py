@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ['reduce_sum']  # public lax functions; keep in sync
+
 from typing import Any, Sequence
 
 import numpy as np

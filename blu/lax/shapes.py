@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ['broadcast_in_dim', 'reshape', 'transpose', 'full', 'full_like']  # public lax functions; keep in sync
+
 from typing import Any, Sequence
 
 import numpy as np
