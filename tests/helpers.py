@@ -105,6 +105,12 @@ def check_grads(f: Callable, args: Sequence[np.ndarray], order: int = 1, rng=Non
 def loop_vmap(f: Callable, args: Sequence[Any], in_axes: Sequence[int | None], out_axis: int = 0):
     """The reference for vmap: apply ``f`` to each slice and stack the results."""
     size = next(np.shape(a)[ax] for a, ax in zip(args, in_axes) if ax is not None)
+    if size == 0:  # no slices: get the per-slice output shape from zeros of the slice shape
+        proto = f(*[a if ax is None else np.zeros(np.delete(np.shape(a), ax), np.asarray(a).dtype)
+                    for a, ax in zip(args, in_axes)])
+        return pytree.tree_map(
+            lambda o: np.zeros(np.insert(np.shape(o), out_axis % (np.ndim(o) + 1), 0).astype(int),
+                               np.asarray(o).dtype), proto)
     outs = []
     for i in range(size):
         sl = [a if ax is None else np.take(np.asarray(a), i, axis=ax) for a, ax in zip(args, in_axes)]

@@ -128,7 +128,7 @@ class _Namer:
 
     def __call__(self, v: Atom) -> str:
         if isinstance(v, Literal):
-            val = v.val.item() if isinstance(v.val, np.ndarray) else v.val
+            val = v.val.item() if isinstance(v.val, (np.ndarray, np.generic)) else v.val
             return repr(val)
         if v not in self.names:
             self.names[v] = next(self.gen)

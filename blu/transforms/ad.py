@@ -267,19 +267,25 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False):
     """
     leaves, in_tree = pytree.tree_flatten(primals)
     out_tree: list = []
-    aux_box: list = []
+    aux_tree: list = []
 
     def flat_fun(*args):
         out = fun(*pytree.tree_unflatten(in_tree, list(args)))
+        aux_leaves: list = []
         if has_aux:
             out, aux = out
-            aux_box.append(aux)
+            aux_leaves, t_aux = pytree.tree_flatten(aux)
+            aux_tree.append(t_aux)
         out_leaves, t = pytree.tree_flatten(out)
         out_tree.append(t)
-        return out_leaves
+        # aux rides along as extra outputs, so it leaves the JVP as plain primal values
+        return out_leaves + aux_leaves
 
     outs, f_vjp_flat = vjp_flat(flat_fun, leaves)
+    n_out = out_tree[0].num_leaves
+    outs, aux_vals = outs[:n_out], outs[n_out:]
     in_avals = [tangent_aval(get_aval(x)) for x in leaves]
+    aux_zeros = [Zero(tangent_aval(get_aval(a))) for a in aux_vals]
 
     def f_vjp(ct: Any) -> tuple:
         ct_leaves, ct_tree = pytree.tree_flatten(ct)
@@ -287,16 +293,14 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False):
             raise BluTypeError(
                 with_user_line(f"vjp: cotangent structure {ct_tree} != output {out_tree[0]}")
             )
-        cts = f_vjp_flat(ct_leaves)
-        cts = [instantiate(c) if c is not None else instantiate(Zero(a)) for c, a in zip(cts, in_avals)]
+        cts = f_vjp_flat(ct_leaves + aux_zeros)
+        cts = [instantiate(Zero(a) if c is None else c) for c, a in zip(cts, in_avals)]
         return pytree.tree_unflatten(in_tree, cts)
 
     out = pytree.tree_unflatten(out_tree[0], outs)
-    return (out, f_vjp, _unwrap_aux(aux_box)) if has_aux else (out, f_vjp)
-
-
-def _unwrap_aux(box: list) -> Any:
-    return box[0]
+    if has_aux:
+        return out, f_vjp, pytree.tree_unflatten(aux_tree[0], aux_vals)
+    return out, f_vjp
 
 
 def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:

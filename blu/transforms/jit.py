@@ -256,7 +256,13 @@ class Jitted:
     def _lookup(self, args: tuple, kwargs: dict):
         dyn_args, dyn_kwargs, statics, donated = self._split(args, kwargs)
         leaves, in_tree = pytree.tree_flatten((dyn_args, dyn_kwargs))
-        in_avals = tuple(get_aval(x) for x in leaves)
+        try:
+            in_avals = tuple(get_aval(x) for x in leaves)
+        except BluTypeError as e:
+            raise BluTypeError(
+                f"jit({self.name}): {e.args[0].splitlines()[0]}; pass non-array arguments as "
+                "static (static_argnums=... / static_argnames=...)\n" + "\n".join(e.args[0].splitlines()[1:])
+            ) from None
         key = (in_tree, in_avals, statics)
         entry = self._cache.get(key)
         if entry is None:
@@ -298,9 +304,6 @@ class Jitted:
     def clear_cache(self) -> None:
         self._cache.clear()
         self._last_key = None
-
-    def __get__(self, obj, objtype=None):  # so @jit works on methods
-        return self if obj is None else functools.partial(self, obj)
 
 
 _hoisted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
