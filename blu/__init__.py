@@ -9,7 +9,10 @@ from blu.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
 from blu.core.staging import make_jaxpr
 from blu.transforms.ad import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp
 from blu.transforms.batching import vmap
+from blu.transforms.custom_derivatives import custom_jvp, custom_vjp
+from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policies, remat
 from blu.transforms.jit import eval_shape, jit
 from blu import lax, numpy  # noqa: E402
+from blu import nn, optim, random  # noqa: E402
 
 __version__ = "0.1.0"

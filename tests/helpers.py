@@ -20,7 +20,9 @@ from blu.core import pytree
 
 def shapes(min_dims: int = 0, max_dims: int = 3, min_side: int = 0, max_side: int = 4):
     """Array shapes including size-0 and size-1 dimensions."""
-    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
+    return hnp.array_shapes(
+        min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side
+    )
 
 
 def arrays(shape, lo: float = -2.0, hi: float = 2.0, dtype=np.float64):
@@ -36,7 +38,11 @@ def rng_for(*arrays_: np.ndarray) -> np.random.Generator:
     """A deterministic RNG seeded from the inputs (so hypothesis shrinking is reproducible)."""
     seed = 0
     for a in arrays_:
-        seed = (seed * 31 + int(np.asarray(a).size) + int(np.abs(np.asarray(a, np.float64)).sum() * 1000)) % (2**32)
+        seed = (
+            seed * 31
+            + int(np.asarray(a).size)
+            + int(np.abs(np.asarray(a, np.float64)).sum() * 1000)
+        ) % (2**32)
     return np.random.default_rng(seed)
 
 
@@ -52,7 +58,9 @@ def _tree_np(t: Any) -> Any:
 
 
 def _inner(a: Any, b: Any) -> float:
-    return float(sum(np.sum(_np(x) * _np(y)) for x, y in zip(pytree.tree_leaves(a), pytree.tree_leaves(b))))
+    return float(
+        sum(np.sum(_np(x) * _np(y)) for x, y in zip(pytree.tree_leaves(a), pytree.tree_leaves(b)))
+    )
 
 
 def numerical_jvp(f: Callable, args: Sequence[Any], tangents: Sequence[Any], eps: float = 1e-6):
@@ -63,7 +71,9 @@ def numerical_jvp(f: Callable, args: Sequence[Any], tangents: Sequence[Any], eps
     return pytree.tree_map(lambda p, m: (_np(p) - _np(m)) / (2 * eps), fp, fm)
 
 
-def check_jvp(f: Callable, args: Sequence[np.ndarray], rng: np.random.Generator, atol=1e-5, rtol=1e-5):
+def check_jvp(
+    f: Callable, args: Sequence[np.ndarray], rng: np.random.Generator, atol=1e-5, rtol=1e-5
+):
     """``blu.jvp`` in a random direction equals central differences."""
     tangents = [rng.standard_normal(np.shape(a)) for a in args]
     _, t_out = blu.jvp(f, tuple(args), tuple(tangents))
@@ -72,10 +82,14 @@ def check_jvp(f: Callable, args: Sequence[np.ndarray], rng: np.random.Generator,
         np.testing.assert_allclose(_np(got), want, atol=atol, rtol=rtol)
 
 
-def check_vjp(f: Callable, args: Sequence[np.ndarray], rng: np.random.Generator, atol=1e-5, rtol=1e-5):
+def check_vjp(
+    f: Callable, args: Sequence[np.ndarray], rng: np.random.Generator, atol=1e-5, rtol=1e-5
+):
     """``<ct, J t>`` (numerical) equals ``<J^T ct, t>`` (blu.vjp) for random ``ct`` and ``t``."""
     out, f_vjp = blu.vjp(f, *args)
-    ct = pytree.tree_map(lambda o: rng.standard_normal(np.shape(o)).astype(np.asarray(o).dtype), out)
+    ct = pytree.tree_map(
+        lambda o: rng.standard_normal(np.shape(o)).astype(np.asarray(o).dtype), out
+    )
     tangents = [rng.standard_normal(np.shape(a)) for a in args]
     cts_in = f_vjp(ct)
     lhs = _inner(ct, numerical_jvp(f, args, tangents))
@@ -83,7 +97,9 @@ def check_vjp(f: Callable, args: Sequence[np.ndarray], rng: np.random.Generator,
     np.testing.assert_allclose(rhs, lhs, atol=atol, rtol=rtol)
 
 
-def check_grads(f: Callable, args: Sequence[np.ndarray], order: int = 1, rng=None, atol=1e-5, rtol=1e-5):
+def check_grads(
+    f: Callable, args: Sequence[np.ndarray], order: int = 1, rng=None, atol=1e-5, rtol=1e-5
+):
     """Check forward and reverse derivatives of ``f`` up to ``order`` against finite differences
     (float64 inputs). Order 2 checks the derivatives of the JVP."""
     rng = rng or rng_for(*args)
@@ -106,24 +122,43 @@ def loop_vmap(f: Callable, args: Sequence[Any], in_axes: Sequence[int | None], o
     """The reference for vmap: apply ``f`` to each slice and stack the results."""
     size = next(np.shape(a)[ax] for a, ax in zip(args, in_axes) if ax is not None)
     if size == 0:  # no slices: get the per-slice output shape from zeros of the slice shape
-        proto = f(*[a if ax is None else np.zeros(np.delete(np.shape(a), ax), np.asarray(a).dtype)
-                    for a, ax in zip(args, in_axes)])
+        proto = f(
+            *[
+                a if ax is None else np.zeros(np.delete(np.shape(a), ax), np.asarray(a).dtype)
+                for a, ax in zip(args, in_axes)
+            ]
+        )
         return pytree.tree_map(
-            lambda o: np.zeros(np.insert(np.shape(o), out_axis % (np.ndim(o) + 1), 0).astype(int),
-                               np.asarray(o).dtype), proto)
+            lambda o: np.zeros(
+                np.insert(np.shape(o), out_axis % (np.ndim(o) + 1), 0).astype(int),
+                np.asarray(o).dtype,
+            ),
+            proto,
+        )
     outs = []
     for i in range(size):
-        sl = [a if ax is None else np.take(np.asarray(a), i, axis=ax) for a, ax in zip(args, in_axes)]
+        sl = [
+            a if ax is None else np.take(np.asarray(a), i, axis=ax) for a, ax in zip(args, in_axes)
+        ]
         outs.append(f(*sl))
     return pytree.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs], axis=out_axis), *outs)
 
 
-def check_vmap(f: Callable, args: Sequence[Any], in_axes: Sequence[int | None], out_axis: int = 0, atol=1e-6, rtol=1e-6):
+def check_vmap(
+    f: Callable,
+    args: Sequence[Any],
+    in_axes: Sequence[int | None],
+    out_axis: int = 0,
+    atol=1e-6,
+    rtol=1e-6,
+):
     got = blu.vmap(f, in_axes=tuple(in_axes), out_axes=out_axis)(*args)
     want = loop_vmap(f, args, in_axes, out_axis)
     for g, w in zip(pytree.tree_leaves(got), pytree.tree_leaves(want)):
         assert np.shape(g) == np.shape(w), (np.shape(g), np.shape(w))
-        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), atol=atol, rtol=rtol)
+        np.testing.assert_allclose(
+            np.asarray(g, np.float64), np.asarray(w, np.float64), atol=atol, rtol=rtol
+        )
 
 
 def check_jit(f: Callable, args: Sequence[Any], atol=0, rtol=0):
@@ -132,7 +167,9 @@ def check_jit(f: Callable, args: Sequence[Any], atol=0, rtol=0):
     want = f(*args)
     for g, w in zip(pytree.tree_leaves(got), pytree.tree_leaves(want)):
         assert np.asarray(g).dtype == np.asarray(w).dtype
-        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), atol=atol, rtol=rtol)
+        np.testing.assert_allclose(
+            np.asarray(g, np.float64), np.asarray(w, np.float64), atol=atol, rtol=rtol
+        )
 
 
 def random_in_axes(draw, ndims: Sequence[int]) -> list[int | None]:

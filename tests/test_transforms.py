@@ -31,7 +31,9 @@ def df_dx(x, y):
 def test_grad_matches_hand_derivative(data):
     shape = data.draw(shapes())
     x, y = data.draw(arrays(shape)), data.draw(arrays(shape))
-    np.testing.assert_allclose(np.asarray(blu.grad(f_scalar)(x, y)), df_dx(x, y), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(blu.grad(f_scalar)(x, y)), df_dx(x, y), rtol=1e-12, atol=1e-12
+    )
 
 
 @given(st.data())
@@ -246,7 +248,9 @@ def test_jit_lower_and_eval_shape_without_values():
     lowered = f.lower(spec, spec)
     assert "mul" in lowered.as_text() and "f32[2,3]" in lowered.as_text()
     compiled = lowered.compile()
-    np.testing.assert_array_equal(np.asarray(compiled(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))), 1)
+    np.testing.assert_array_equal(
+        np.asarray(compiled(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))), 1
+    )
     shapes_out = blu.eval_shape(lambda x: lax.reduce_sum(x, 0), spec)
     assert shapes_out.shape == (3,) and shapes_out.dtype == np.float32
 

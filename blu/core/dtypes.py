@@ -160,6 +160,8 @@ def _node(dtype: np.dtype, weak: bool) -> Any:
 
 def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
     """The dtype and weak-typedness of a value: arrays, tracers, avals, Python scalars or dtypes."""
+    if isinstance(x, np.generic):  # before the Python types: np.float64 subclasses float
+        return canonicalize(x.dtype), False
     if isinstance(x, bool):
         return bool_, False
     if isinstance(x, int):

@@ -207,5 +207,16 @@ def to_numpy(x: Any, aval: ShapedArray | None = None) -> np.ndarray:
     return np.asarray(x, aval.dtype)
 
 
+def canonicalize_arg(x: Any) -> Any:
+    """A transform's input leaf as an operand: Python scalars become weakly typed 0-d Arrays
+    and numpy scalars 0-d Arrays, so rules never see bare scalars as primals."""
+    if isinstance(x, np.generic):  # first: np.float64 subclasses float
+        return Array(np.asarray(x))
+    if isinstance(x, (bool, int, float)):
+        dtype, weak = dtypes.dtype_and_weak(x)
+        return Array(np.asarray(x, dtype), weak)
+    return x
+
+
 def is_concrete(x: Any) -> bool:
     return not isinstance(x, Tracer)

@@ -21,6 +21,7 @@ Arrays are positional, static parameters are hashable keywords (as in JAX).
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 from blu.core.errors import BluError
@@ -49,6 +50,10 @@ class Primitive:
         self.transpose: Callable | None = None
         self.batch: Callable | None = None
         self.partial_eval: Callable | None = None
+        # the defining module, for docs/primitives.md and error messages
+        self.module = sys._getframe(1).f_globals.get("__name__", "?")
+        if self.module == "blu.lax._base" or self.module.startswith("blu.lax.elementwise"):
+            self.module = sys._getframe(2).f_globals.get("__name__", self.module)
         Primitive.registry[name] = self
 
     def bind(self, *args: Any, **params: Any) -> Any:

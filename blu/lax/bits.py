@@ -1,5 +1,258 @@
-"""(to be written)"""
+"""Bitwise primitives on integers and bools: and/or/xor/not, shifts, bit counts, bitcasts.
+
+These are what a counter-based RNG (threefry2x32) is made of. Shifts follow XLA, not C/numpy:
+the shift amount is read as unsigned, and an amount of at least the bit width shifts every bit
+out (0 for the left and logical shifts, the sign for the arithmetic one). None of these is
+differentiable: their JVPs give zero tangents.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+__all__ = [  # public lax functions; keep in sync
+    "and_",
+    "or_",
+    "xor",
+    "not_",
+    "shift_left",
+    "shift_right_logical",
+    "shift_right_arithmetic",
+    "population_count",
+    "clz",
+    "bitcast_convert_type",
+]
+
+from typing import Any
+
+import numpy as np
+
+from blu.core import dtypes
+from blu.core.aval import ShapedArray
+from blu.core.errors import BluShapeError, BluTypeError, with_user_line
+from blu.core.interpreter import get_aval
+from blu.core.primitive import Primitive
+from blu.lax._base import is_int, is_int_or_bool
+from blu.lax.elementwise import binary, operands, unary
+from blu.transforms.ad_util import nondifferentiable
+from blu.transforms.batching import moveaxis
+
+
+def _bits(dtype: np.dtype) -> int:
+    return dtype.itemsize * 8
+
+
+def _unsigned(dtype: np.dtype) -> np.dtype:
+    return np.dtype(f"u{dtype.itemsize}")
+
+
+def _signed(dtype: np.dtype) -> np.dtype:
+    return np.dtype(f"i{dtype.itemsize}")
+
+
+def _as(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Reinterpret the bits of ``x`` as ``dtype`` (same width)."""
+    x = np.asarray(x)
+    # (not np.ascontiguousarray: it turns 0-d arrays into 1-d ones)
+    return (x if x.flags.c_contiguous else x.copy()).view(dtype)
+
+
+# ---- logical -----------------------------------------------------------------------------------
+
+_BOOL_OR_INT = "integer or bool"
+
+and_p = binary("and", np.bitwise_and, is_int_or_bool, _BOOL_OR_INT)
+or_p = binary("or", np.bitwise_or, is_int_or_bool, _BOOL_OR_INT)
+xor_p = binary("xor", np.bitwise_xor, is_int_or_bool, _BOOL_OR_INT)
+not_p = unary("not", np.invert, is_int_or_bool, _BOOL_OR_INT)  # on bool: logical not
+
+
+# ---- shifts ------------------------------------------------------------------------------------
+
+
+def _amount(y: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """The shift amount as unsigned (so a negative amount is huge), clamped below the width,
+    and the mask of amounts that shift every bit out."""
+    u = _as(y, _unsigned(y.dtype))
+    out_of_range = u >= bits
+    return np.where(out_of_range, 0, u).astype(u.dtype), out_of_range
+
+
+def _shift_left_impl(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    ux = _as(x, _unsigned(x.dtype))  # unsigned: no overflow questions
+    amt, out_of_range = _amount(y, _bits(x.dtype))
+    out = np.where(out_of_range, 0, np.left_shift(ux, amt)).astype(ux.dtype)
+    return _as(out, x.dtype)
+
+
+def _shift_right_logical_impl(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    ux = _as(x, _unsigned(x.dtype))  # zeros come in from the left
+    amt, out_of_range = _amount(y, _bits(x.dtype))
+    out = np.where(out_of_range, 0, np.right_shift(ux, amt)).astype(ux.dtype)
+    return _as(out, x.dtype)
+
+
+def _shift_right_arithmetic_impl(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    sx = _as(x, _signed(x.dtype))  # copies of the sign bit come in from the left
+    bits = _bits(x.dtype)
+    amt, out_of_range = _amount(y, bits)
+    amt = np.where(out_of_range, bits - 1, amt).astype(sx.dtype)
+    return _as(np.right_shift(sx, amt).astype(sx.dtype), x.dtype)
+
+
+shift_left_p = binary("shift_left", _shift_left_impl, is_int, "integer")
+shift_right_logical_p = binary("shift_right_logical", _shift_right_logical_impl, is_int, "integer")
+shift_right_arithmetic_p = binary(
+    "shift_right_arithmetic", _shift_right_arithmetic_impl, is_int, "integer"
+)
+
+
+# ---- bit counts --------------------------------------------------------------------------------
+
+
+def _population_count_impl(x: np.ndarray) -> np.ndarray:
+    # np.bitwise_count counts the bits of |x|: count the two's-complement bits instead
+    return np.bitwise_count(_as(x, _unsigned(x.dtype))).astype(x.dtype)
+
+
+def _clz_impl(x: np.ndarray) -> np.ndarray:
+    """Leading zeros by binary search: halve the window while its upper half is empty."""
+    u = _as(x, _unsigned(x.dtype)).copy()
+    count = np.zeros(u.shape, np.int64)
+    width = _bits(x.dtype) // 2
+    while width:
+        empty = (u >> u.dtype.type(_bits(x.dtype) - width)) == 0
+        count += np.where(empty, width, 0)
+        u = np.where(empty, u << u.dtype.type(width), u).astype(u.dtype)
+        width //= 2
+    count += u == 0  # the last bit
+    return count.astype(x.dtype)
+
+
+population_count_p = unary("population_count", _population_count_impl, is_int, "integer")
+clz_p = unary("clz", _clz_impl, is_int, "integer")
+
+for _p in (and_p, or_p, xor_p, not_p, shift_left_p, shift_right_logical_p,
+           shift_right_arithmetic_p, population_count_p, clz_p):  # fmt: skip
+    nondifferentiable(_p)
+
+
+# ---- bitcast -----------------------------------------------------------------------------------
+
+bitcast_convert_type_p = Primitive("bitcast_convert_type")
+
+
+@bitcast_convert_type_p.def_impl
+def _bitcast_impl(x: np.ndarray, *, new_dtype: np.dtype) -> np.ndarray:
+    x = np.asarray(x)
+    x = x if x.flags.c_contiguous else x.copy()
+    old, new = x.dtype.itemsize, new_dtype.itemsize
+    if old == new:
+        return x.view(new_dtype)
+    if old > new:  # each element becomes old/new narrower ones along a new trailing axis
+        return x.reshape(x.shape + (1,)).view(new_dtype)
+    return x.view(new_dtype).reshape(x.shape[:-1])  # the trailing axis of new/old is consumed
+
+
+@bitcast_convert_type_p.def_abstract_eval
+def _bitcast_abstract_eval(x: ShapedArray, *, new_dtype: np.dtype) -> ShapedArray:
+    if dtypes.is_bool(x.dtype) or dtypes.is_bool(new_dtype):
+        raise BluTypeError(
+            with_user_line(
+                f"bitcast_convert_type: bool has no bit layout to reinterpret, got "
+                f"{x.str_short()} -> {dtypes.short_name(new_dtype)}"
+            )
+        )
+    old, new = x.dtype.itemsize, new_dtype.itemsize
+    if old == new:
+        shape = x.shape
+    elif old > new:
+        shape = x.shape + (old // new,)
+    elif x.shape and x.shape[-1] == new // old:
+        shape = x.shape[:-1]
+    else:
+        raise BluShapeError(
+            with_user_line(
+                f"bitcast_convert_type: {x.str_short()} -> {dtypes.short_name(new_dtype)} needs "
+                f"a last axis of size {new // old} to combine into one wider element"
+            )
+        )
+    return ShapedArray(shape, new_dtype, False)
+
+
+@bitcast_convert_type_p.def_batch
+def _bitcast_batch(axis_size, args, dims, *, new_dtype):
+    (x,), (d,) = args, dims
+    # a wider target consumes the last axis: that must not be the batch axis
+    if new_dtype.itemsize > get_aval(x).dtype.itemsize and d == get_aval(x).ndim - 1:
+        x, d = moveaxis(x, d, 0), 0
+    return bitcast_convert_type_p.bind(x, new_dtype=new_dtype), d
+
+
+nondifferentiable(bitcast_convert_type_p)
+
+
+# ---- the lax functions users call --------------------------------------------------------------
+# Operands of equal shape and dtype (Python ints adapt to the other operand).
+
+
+def and_(x: Any, y: Any) -> Any:
+    """Bitwise and of integers; logical and of bools."""
+    return and_p.bind(*operands(x, y))
+
+
+def or_(x: Any, y: Any) -> Any:
+    """Bitwise or of integers; logical or of bools."""
+    return or_p.bind(*operands(x, y))
+
+
+def xor(x: Any, y: Any) -> Any:
+    """Bitwise exclusive or of integers; logical xor of bools."""
+    return xor_p.bind(*operands(x, y))
+
+
+def not_(x: Any) -> Any:
+    """Bitwise complement of integers (``~x``); logical not of bools."""
+    return not_p.bind(x)
+
+
+def shift_left(x: Any, y: Any) -> Any:
+    """``x << y`` (integers); 0 where ``y`` (read as unsigned) is at least the bit width."""
+    return shift_left_p.bind(*operands(x, y))
+
+
+def shift_right_logical(x: Any, y: Any) -> Any:
+    """``x >> y`` filling with zeros, whatever the signedness of ``x``; 0 where ``y`` (read as
+    unsigned) is at least the bit width."""
+    return shift_right_logical_p.bind(*operands(x, y))
+
+
+def shift_right_arithmetic(x: Any, y: Any) -> Any:
+    """``x >> y`` filling with copies of the sign bit (the top bit, also for unsigned ``x``);
+    where ``y`` (read as unsigned) is at least the bit width, every bit is the sign bit."""
+    return shift_right_arithmetic_p.bind(*operands(x, y))
+
+
+def population_count(x: Any) -> Any:
+    """The number of set bits of each element (of its two's-complement form), in x's dtype."""
+    return population_count_p.bind(x)
+
+
+def clz(x: Any) -> Any:
+    """The number of leading zero bits of each element (the bit width for 0), in x's dtype."""
+    return clz_p.bind(x)
+
+
+def bitcast_convert_type(x: Any, new_dtype: Any) -> Any:
+    """Reinterpret the bits of ``x`` as ``new_dtype`` (e.g. uint32 <-> float32).
+
+    Shapes: same width: unchanged. Narrower target (e.g. u32 -> u8, ratio ``r``): ``x.shape +
+    (r,)``, the element's bytes in memory order (little-endian: least significant first).
+    Wider target: the last axis of ``x`` must have size ``r`` and is consumed.
+
+    Raises:
+        BluTypeError: bool on either side.
+        BluShapeError: a wider target without a last axis of size ``r``.
+    """
+    new_dtype = dtypes.canonicalize(new_dtype)
+    if get_aval(x).dtype == new_dtype:
+        return x
+    return bitcast_convert_type_p.bind(x, new_dtype=new_dtype)

@@ -1,75 +1,151 @@
-"""Elementwise primitives: arithmetic, transcendental functions, comparisons, select, casts.
+"""Elementwise primitives: arithmetic, rounding, the basic transcendental functions (sin, cos,
+exp, log, tanh), comparisons, select and casts.
 
 Each primitive is defined in one place with all its rules: numpy impl, abstract eval (operands
-of equal shape and dtype), JVP, transpose (for the linear ones) and batching.
+of equal shape and dtype; the result is weakly typed iff every operand is), JVP, transpose (for
+the linear ones) and batching. Impls never warn (overflow, division by zero, invalid values
+give what XLA gives), integer arithmetic wraps modulo ``2**bits``, and float16/bfloat16 are
+computed in float32 and rounded back. Powers and roots and the other transcendental and special
+functions are in ``special.py``, bitwise operations in ``bits.py``.
 """
 
 from __future__ import annotations
 
-__all__ = ['add', 'sub', 'mul', 'div', 'neg', 'sin', 'cos', 'exp', 'log', 'tanh', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'select', 'convert_element_type']  # public lax functions; keep in sync
+__all__ = [  # public lax functions; keep in sync
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "rem",
+    "neg",
+    "max",
+    "min",
+    "abs",
+    "sign",
+    "floor",
+    "ceil",
+    "round",
+    "RoundingMethod",
+    "is_finite",
+    "sin",
+    "cos",
+    "exp",
+    "log",
+    "tanh",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "select",
+    "convert_element_type",
+]
 
+import enum
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from blu.core import dtypes
 from blu.core.aval import ShapedArray
+from blu.core.errors import BluShapeError, with_user_line
+from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax._base import (
     any_dtype,
-    as_operands,
+    check_dtype,
+    check_same_shapes_dtypes,
     compute_in_f32,
     elementwise_abstract_eval,
     is_float,
     is_numeric,
 )
+from blu.lax._base import as_operands as operands  # noqa: F401
 from blu.transforms.ad_util import (
     Zero,
     defjvp,
     defjvp_with_output,
     is_undefined,
+    nondifferentiable,
+    tangent_aval,
 )
 from blu.transforms.batching import defbroadcasting, defvectorized
 
 
-def _unary(name: str, impl, allowed=is_float, kind: str = "floating-point") -> Primitive:
+def quiet(fn: Callable) -> Callable:
+    """Run a numpy impl with floating-point and integer-overflow warnings off: overflow wraps,
+    0/0 is NaN, log(0) is -inf, as in XLA, without numpy's RuntimeWarnings."""
+
+    @functools.wraps(fn)
+    def impl(*args: Any, **params: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return fn(*args, **params)
+
+    return impl
+
+
+def unary(name: str, impl: Callable, allowed=is_float, kind: str = "floating-point") -> Primitive:
+    """A one-operand elementwise primitive with its impl, abstract eval and batching rule (the
+    JVP is added by the caller)."""
     p = Primitive(name)
-    p.def_impl(compute_in_f32(impl))
+    p.def_impl(compute_in_f32(quiet(impl)))
     p.def_abstract_eval(elementwise_abstract_eval(name, allowed, kind))
     defvectorized(p)
     return p
 
 
-def _binary(name: str, impl, allowed=any_dtype, kind: str = "") -> Primitive:
+def binary(name: str, impl: Callable, allowed=any_dtype, kind: str = "") -> Primitive:
+    """A two-operand elementwise primitive (operands of equal shape and dtype)."""
     p = Primitive(name)
-    p.def_impl(compute_in_f32(impl))
+    p.def_impl(compute_in_f32(quiet(impl)))
     p.def_abstract_eval(elementwise_abstract_eval(name, allowed, kind))
     defbroadcasting(p)
     return p
 
 
+def _one(like: Any) -> Any:
+    from blu.lax.shapes import full_like
+
+    return full_like(like, 1)
+
+
+def _zeros_like(x: Any) -> Any:
+    from blu.lax.shapes import full_like
+
+    return full_like(x, 0)
+
+
+def _all_ones(dtype: np.dtype) -> np.ndarray:
+    """The integer with every bit set: -1 signed, the maximum unsigned."""
+    return np.invert(np.zeros((), dtype))
+
+
 # ---- linear arithmetic -------------------------------------------------------------------------
 
-add_p = _binary("add", np.add)
-sub_p = _binary("sub", np.subtract)
-neg_p = _unary("neg", np.negative, is_numeric, "numeric")
+# add and mul also accept bool (numpy's logical or / and); sub and neg need numbers
+add_p = binary("add", np.add)
+sub_p = binary("sub", np.subtract, is_numeric, "numeric")
+neg_p = unary("neg", np.negative, is_numeric, "numeric")
 
 
-def _unbroadcast_ct(ct: Any, x: Any) -> Any:
-    """A cotangent for operand ``x`` (an UndefinedPrimal or value): None if x is not linear."""
+def _ct_if_linear(ct: Any, x: Any) -> Any:
+    """The cotangent for operand ``x``: None unless x is linear (an UndefinedPrimal)."""
     return ct if is_undefined(x) else None
 
 
 def _add_transpose(ct, x, y):
     if isinstance(ct, Zero):
         return [None, None]
-    return [_unbroadcast_ct(ct, x), _unbroadcast_ct(ct, y)]
+    return [_ct_if_linear(ct, x), _ct_if_linear(ct, y)]
 
 
 def _sub_transpose(ct, x, y):
     if isinstance(ct, Zero):
         return [None, None]
-    return [_unbroadcast_ct(ct, x), neg(ct) if is_undefined(y) else None]
+    return [_ct_if_linear(ct, x), neg(ct) if is_undefined(y) else None]
 
 
 defjvp(add_p, lambda t, x, y: t, lambda t, x, y: t)
@@ -79,7 +155,7 @@ sub_p.def_transpose(_sub_transpose)
 defjvp(neg_p, lambda t, x: neg(t))
 neg_p.def_transpose(lambda ct, x: [neg(ct)])
 
-mul_p = _binary("mul", np.multiply)
+mul_p = binary("mul", np.multiply)
 defjvp(mul_p, lambda t, x, y: mul(t, y), lambda t, x, y: mul(x, t))
 
 
@@ -92,16 +168,22 @@ def _mul_transpose(ct, x, y):
     return [None, mul(x, ct)]
 
 
+# ---- division and remainder --------------------------------------------------------------------
+
+
 def _div_impl(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    if dtypes.is_int(x.dtype):  # C-style truncating division, like lax.div
-        with np.errstate(divide="ignore", invalid="ignore"):
-            q = np.trunc(np.true_divide(x, y))
-        return np.where(y == 0, 0, q).astype(x.dtype)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    if not dtypes.is_int(x.dtype):
         return np.true_divide(x, y)
+    # C-style truncation, in integer arithmetic (a float64 detour would lose int64 bits).
+    # x / 0 is -1 (all bits set) as in XLA, so that x == (x / y) * y + rem(x, y) still holds.
+    safe = np.where(y == 0, np.ones((), y.dtype), y)
+    q = np.floor_divide(x, safe)
+    if not dtypes.is_unsigned(x.dtype):
+        q = q + ((np.remainder(x, safe) != 0) & ((x < 0) != (safe < 0))).astype(x.dtype)
+    return np.where(y == 0, _all_ones(x.dtype), q).astype(x.dtype)
 
 
-div_p = _binary("div", _div_impl, is_numeric, "numeric")
+div_p = binary("div", _div_impl, is_numeric, "numeric")
 defjvp(div_p, lambda t, x, y: div(t, y), lambda t, x, y: neg(div(mul(t, x), mul(y, y))))
 
 
@@ -109,47 +191,122 @@ defjvp(div_p, lambda t, x, y: div(t, y), lambda t, x, y: neg(div(mul(t, x), mul(
 def _div_transpose(ct, x, y):
     if is_undefined(y):
         raise NotImplementedError("div is not linear in its divisor")
+    if isinstance(ct, Zero):
+        return [None, None]
     return [div(ct, y), None]
+
+
+def _rem_impl(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if not dtypes.is_int(x.dtype):
+        return np.fmod(x, y)  # the sign of the dividend, like C's fmod
+    # x % 0 is x, as in XLA; np.fmod on integers is C's % elsewhere
+    safe = np.where(y == 0, np.ones((), y.dtype), y)
+    return np.where(y == 0, x, np.fmod(x, safe)).astype(x.dtype)
+
+
+def _trunc(q: Any) -> Any:
+    """Round toward zero, with blu operations (for derivatives)."""
+    return mul(sign(q), floor(abs(q)))
+
+
+rem_p = binary("rem", _rem_impl, is_numeric, "numeric")
+defjvp(rem_p, lambda t, x, y: t, lambda t, x, y: neg(mul(t, _trunc(div(x, y)))))
+
+
+# ---- max and min -------------------------------------------------------------------------------
+
+max_p = binary("max", np.maximum)
+min_p = binary("min", np.minimum)
+
+
+def _balanced_eq(x: Any, out: Any, y: Any) -> Any:
+    """1 where x alone gave ``out``, 1/2 where x and y tie, 0 elsewhere (as in JAX): at a tie
+    the derivative is split evenly between the two operands."""
+    from blu.lax.shapes import full_like
+
+    half_or_one = select(eq(y, out), full_like(x, 0.5), _one(x))
+    return select(eq(x, out), half_or_one, _zeros_like(x))
+
+
+for _p in (max_p, min_p):
+    defjvp_with_output(
+        _p,
+        lambda t, out, x, y: mul(t, _balanced_eq(x, out, y)),
+        lambda t, out, x, y: mul(t, _balanced_eq(y, out, x)),
+    )
+
+
+# ---- sign, magnitude and rounding --------------------------------------------------------------
+
+abs_p = unary("abs", np.abs, is_numeric, "numeric")
+defjvp(abs_p, lambda t, x: mul(t, sign(x)))  # sign(0) = 0: the derivative at 0 is 0, as in JAX
+
+sign_p = unary("sign", np.sign, is_numeric, "numeric")
+floor_p = unary("floor", np.floor)
+ceil_p = unary("ceil", np.ceil)
+
+
+class RoundingMethod(enum.IntEnum):
+    """How ``round`` breaks ties (as ``jax.lax.RoundingMethod``)."""
+
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+def _round_impl(x: np.ndarray, *, rounding_method: int) -> np.ndarray:
+    if rounding_method == RoundingMethod.TO_NEAREST_EVEN:
+        return np.rint(x)
+    t = np.trunc(x)
+    # x - trunc(x) is exact, so the tie test is exact (unlike floor(x + 0.5))
+    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
+
+
+round_p = unary("round", _round_impl)
+
+for _p in (sign_p, floor_p, ceil_p, round_p):
+    nondifferentiable(_p)  # piecewise constant: the derivative is 0 (where it exists)
+
+
+def _is_finite_impl(x: np.ndarray) -> np.ndarray:
+    if x.dtype == dtypes.bfloat16:
+        x = x.astype(np.float32)
+    return np.isfinite(x)
+
+
+is_finite_p = Primitive("is_finite")
+is_finite_p.def_impl(_is_finite_impl)
+is_finite_p.def_abstract_eval(
+    elementwise_abstract_eval("is_finite", is_float, "floating-point", out_dtype=dtypes.bool_)
+)
+defvectorized(is_finite_p)
+nondifferentiable(is_finite_p)
 
 
 # ---- transcendental ----------------------------------------------------------------------------
 
-sin_p = _unary("sin", np.sin)
-cos_p = _unary("cos", np.cos)
+sin_p = unary("sin", np.sin)
+cos_p = unary("cos", np.cos)
 defjvp(sin_p, lambda t, x: mul(t, cos(x)))
 defjvp(cos_p, lambda t, x: neg(mul(t, sin(x))))
 
-exp_p = _unary("exp", np.exp)
+exp_p = unary("exp", np.exp)
 defjvp_with_output(exp_p, lambda t, out, x: mul(t, out))
 
-log_p = _unary("log", lambda x: _errstate(np.log, x))
+log_p = unary("log", np.log)
 defjvp(log_p, lambda t, x: div(t, x))
 
-tanh_p = _unary("tanh", np.tanh)
+tanh_p = unary("tanh", np.tanh)
 defjvp_with_output(tanh_p, lambda t, out, x: mul(t, sub(_one(out), mul(out, out))))
-
-
-def _errstate(fn, *args):
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return fn(*args)
-
-
-def _one(like: Any) -> Any:
-    from blu.lax.shapes import full_like
-
-    return full_like(like, 1)
 
 
 # ---- comparisons and select --------------------------------------------------------------------
 
 
-def _compare(name: str, impl) -> Primitive:
+def _compare(name: str, impl: Callable) -> Primitive:
     p = Primitive(name)
-    p.def_impl(impl)
+    p.def_impl(impl)  # numpy compares bfloat16 directly; no float32 detour needed
     p.def_abstract_eval(elementwise_abstract_eval(name, out_dtype=dtypes.bool_))
     defbroadcasting(p)
-    from blu.transforms.ad_util import nondifferentiable
-
     nondifferentiable(p)
     return p
 
@@ -167,12 +324,8 @@ select_p.def_impl(lambda pred, on_true, on_false: np.where(pred, on_true, on_fal
 
 @select_p.def_abstract_eval
 def _select_abstract_eval(pred: ShapedArray, on_true: ShapedArray, on_false: ShapedArray):
-    from blu.lax._base import check_dtype, check_same_shapes_dtypes
-
     check_same_shapes_dtypes("select", (on_true, on_false))
     if pred.shape != on_true.shape:
-        from blu.core.errors import BluShapeError, with_user_line
-
         raise BluShapeError(
             with_user_line(
                 f"select: predicate {pred.str_short()} must have the shape of the cases "
@@ -208,26 +361,23 @@ def _select_transpose(ct, pred, on_true, on_false):
 defbroadcasting(select_p)
 
 
-def _zeros_like(x: Any) -> Any:
-    from blu.lax.shapes import full_like
-
-    return full_like(x, 0)
-
-
 # ---- casts -------------------------------------------------------------------------------------
 
 convert_element_type_p = Primitive("convert_element_type")
 
 
 @convert_element_type_p.def_impl
+@quiet
 def _convert_impl(x: np.ndarray, *, new_dtype: np.dtype, weak_type: bool) -> np.ndarray:
     if dtypes.is_float(x.dtype) and dtypes.is_int(new_dtype):
-        # float -> int truncates toward zero; NaN/inf give 0/min/max like XLA (saturating)
+        # float -> int truncates toward zero, NaN gives 0, out of range saturates (like XLA)
         info = np.iinfo(new_dtype)
-        with np.errstate(invalid="ignore"):
-            y = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0)
-            return np.clip(y, info.min, info.max).astype(new_dtype)
-    return x.astype(new_dtype)
+        y = np.nan_to_num(np.trunc(np.asarray(x, np.float64)), nan=0.0)
+        # compare in float64 but write the bounds as exact ints (float(2**64-1) rounds up)
+        out = np.clip(y, float(info.min), float(info.max)).astype(new_dtype)
+        out = np.where(y >= float(info.max), new_dtype.type(info.max), out)
+        return np.where(y <= float(info.min), new_dtype.type(info.min), out).astype(new_dtype)
+    return np.asarray(x).astype(new_dtype)
 
 
 @convert_element_type_p.def_abstract_eval
@@ -239,9 +389,6 @@ def _convert_abstract_eval(x: ShapedArray, *, new_dtype: np.dtype, weak_type: bo
 def _convert_jvp(primals, tangents, *, new_dtype, weak_type):
     (x,), (t,) = primals, tangents
     out = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
-    from blu.core.interpreter import get_aval
-    from blu.transforms.ad_util import tangent_aval
-
     if not (dtypes.is_float(new_dtype) and dtypes.is_float(get_aval(x).dtype)):
         return out, Zero(tangent_aval(get_aval(out)))
     return out, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=False)
@@ -249,6 +396,8 @@ def _convert_jvp(primals, tangents, *, new_dtype, weak_type):
 
 @convert_element_type_p.def_transpose
 def _convert_transpose(ct, x, *, new_dtype, weak_type):
+    if isinstance(ct, Zero):
+        return [None]
     return [convert_element_type_p.bind(ct, new_dtype=x.aval.dtype, weak_type=False)]
 
 
@@ -256,42 +405,97 @@ defvectorized(convert_element_type_p)
 
 
 # ---- the lax functions users call --------------------------------------------------------------
+# Operands must have equal shapes and dtypes (no promotion or broadcasting: that is blu.numpy's
+# job); Python scalars take the other operand's dtype and shape. Errors: BluShapeError for
+# unequal shapes, BluTypeError for unequal or unsupported dtypes.
 
 
 def add(x: Any, y: Any) -> Any:
-    """Elementwise ``x + y`` (equal shapes and dtypes; Python scalars adapt)."""
-    return add_p.bind(*as_operands(x, y))
+    """Elementwise ``x + y``; integers wrap modulo ``2**bits``; on bool, logical or."""
+    return add_p.bind(*operands(x, y))
 
 
 def sub(x: Any, y: Any) -> Any:
-    """Elementwise ``x - y``."""
-    return sub_p.bind(*as_operands(x, y))
+    """Elementwise ``x - y`` (numeric dtypes; integers wrap)."""
+    return sub_p.bind(*operands(x, y))
 
 
 def mul(x: Any, y: Any) -> Any:
-    """Elementwise ``x * y``."""
-    return mul_p.bind(*as_operands(x, y))
+    """Elementwise ``x * y``; integers wrap modulo ``2**bits``; on bool, logical and."""
+    return mul_p.bind(*operands(x, y))
 
 
 def div(x: Any, y: Any) -> Any:
-    """Elementwise ``x / y``; integer division truncates toward zero (C semantics)."""
-    return div_p.bind(*as_operands(x, y))
+    """Elementwise ``x / y``. Integer division truncates toward zero (C semantics); integer
+    division by zero gives -1 (all bits set), as XLA does."""
+    return div_p.bind(*operands(x, y))
+
+
+def rem(x: Any, y: Any) -> Any:
+    """Elementwise remainder of ``x / y`` with the sign of ``x`` (C's ``fmod`` / ``%``), so
+    ``x == div(x, y) * y + rem(x, y)``. Integer ``rem(x, 0)`` is ``x``, as in XLA."""
+    return rem_p.bind(*operands(x, y))
 
 
 def neg(x: Any) -> Any:
-    """Elementwise ``-x``."""
+    """Elementwise ``-x`` (numeric dtypes; unsigned integers wrap)."""
     return neg_p.bind(x)
 
 
+def max(x: Any, y: Any) -> Any:
+    """Elementwise maximum; NaN if either is NaN. At ties ``x == y`` the derivative is split
+    evenly: ``d max(x, y) = (dx + dy) / 2`` (as in JAX)."""
+    return max_p.bind(*operands(x, y))
+
+
+def min(x: Any, y: Any) -> Any:
+    """Elementwise minimum; NaN if either is NaN; ties split the derivative evenly like max."""
+    return min_p.bind(*operands(x, y))
+
+
+def abs(x: Any) -> Any:
+    """Elementwise ``|x|`` (numeric dtypes). Its derivative is ``sign(x)``, so 0 at 0."""
+    return abs_p.bind(x)
+
+
+def sign(x: Any) -> Any:
+    """-1, 0 or 1 by the sign of ``x`` (NaN stays NaN); derivative 0."""
+    return sign_p.bind(x)
+
+
+def floor(x: Any) -> Any:
+    """Round down to an integral value (floating-point dtypes); derivative 0."""
+    return floor_p.bind(x)
+
+
+def ceil(x: Any) -> Any:
+    """Round up to an integral value (floating-point dtypes); derivative 0."""
+    return ceil_p.bind(x)
+
+
+def round(x: Any, rounding_method: int = RoundingMethod.AWAY_FROM_ZERO) -> Any:
+    """Round to an integral value; ties go away from zero (default, like ``jax.lax.round``) or
+    to the nearest even value (``RoundingMethod.TO_NEAREST_EVEN``, like ``np.round``)."""
+    return round_p.bind(x, rounding_method=int(RoundingMethod(rounding_method)))
+
+
+def is_finite(x: Any) -> Any:
+    """bool array: True where ``x`` is neither infinite nor NaN (floating-point dtypes)."""
+    return is_finite_p.bind(x)
+
+
 def sin(x: Any) -> Any:
+    """Sine (radians)."""
     return sin_p.bind(x)
 
 
 def cos(x: Any) -> Any:
+    """Cosine (radians)."""
     return cos_p.bind(x)
 
 
 def exp(x: Any) -> Any:
+    """``e ** x``; overflows to inf without warning."""
     return exp_p.bind(x)
 
 
@@ -301,43 +505,49 @@ def log(x: Any) -> Any:
 
 
 def tanh(x: Any) -> Any:
+    """Hyperbolic tangent."""
     return tanh_p.bind(x)
 
 
 def eq(x: Any, y: Any) -> Any:
-    return eq_p.bind(*as_operands(x, y))
+    """bool array ``x == y``."""
+    return eq_p.bind(*operands(x, y))
 
 
 def ne(x: Any, y: Any) -> Any:
-    return ne_p.bind(*as_operands(x, y))
+    """bool array ``x != y``."""
+    return ne_p.bind(*operands(x, y))
 
 
 def lt(x: Any, y: Any) -> Any:
-    return lt_p.bind(*as_operands(x, y))
+    """bool array ``x < y``."""
+    return lt_p.bind(*operands(x, y))
 
 
 def le(x: Any, y: Any) -> Any:
-    return le_p.bind(*as_operands(x, y))
+    """bool array ``x <= y``."""
+    return le_p.bind(*operands(x, y))
 
 
 def gt(x: Any, y: Any) -> Any:
-    return gt_p.bind(*as_operands(x, y))
+    """bool array ``x > y``."""
+    return gt_p.bind(*operands(x, y))
 
 
 def ge(x: Any, y: Any) -> Any:
-    return ge_p.bind(*as_operands(x, y))
+    """bool array ``x >= y``."""
+    return ge_p.bind(*operands(x, y))
 
 
 def select(pred: Any, on_true: Any, on_false: Any) -> Any:
     """``on_true`` where ``pred`` else ``on_false`` (all of one shape; pred is bool)."""
-    on_true, on_false = as_operands(on_true, on_false)
+    on_true, on_false = operands(on_true, on_false)
     return select_p.bind(pred, on_true, on_false)
 
 
 def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any:
-    """Cast ``x`` to ``new_dtype`` (float->int truncates toward zero and saturates)."""
-    from blu.core.interpreter import get_aval
-
+    """Cast ``x`` to ``new_dtype``. Float -> int truncates toward zero, saturates out of range
+    and maps NaN to 0 (like XLA); int -> narrower int wraps; anything -> bool is ``x != 0``."""
     new_dtype = dtypes.canonicalize(new_dtype)
     aval = get_aval(x)
     if aval.dtype == new_dtype and aval.weak_type == weak_type and not isinstance(x, (int, float)):

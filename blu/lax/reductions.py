@@ -1,19 +1,45 @@
-"""Reduction primitives over a set of axes: reduce_sum (more follow the same pattern)."""
+"""Reduction primitives over a set of axes: sums, products, extrema, logical and/or, arg-extrema.
+
+Every reduction keeps the dtype and drops the reduced ``axes`` (sorted, non-negative). Over a
+size-0 axis a reduction gives its identity, like numpy's ``initial``: sum 0, prod 1, max ``-inf``
+for floats / the dtype's minimum for integers / False for bool, min the opposite, and True / False
+for and / or. (Unlike numpy, which raises for max/min of an empty axis without ``initial``.)
+``argmax``/``argmin`` of a size-0 axis raise, as in numpy.
+
+The cumulative reductions (cumsum, cumprod, cummax, cummin) live in ``blu/lax/cumulative.py``
+and are re-exported from here.
+"""
 
 from __future__ import annotations
 
-__all__ = ['reduce_sum']  # public lax functions; keep in sync
+__all__ = [
+    "reduce_sum",
+    "reduce_max",
+    "reduce_min",
+    "reduce_prod",
+    "reduce_and",
+    "reduce_or",
+    "argmax",
+    "argmin",
+    "cumsum",
+    "cumprod",
+    "cummax",
+    "cummin",
+]  # public lax functions; keep in sync
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
+from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
-from blu.lax._base import compute_in_f32
-from blu.transforms.ad_util import deflinear
+from blu.lax._base import check_dtype, compute_in_f32, is_numeric
+from blu.lax.cumulative import cummax, cummin, cumprod, cumsum  # noqa: F401  (re-exported)
+from blu.transforms.ad_util import Zero, deflinear, nondifferentiable, tangent_aval
 
 
 def _check_axes(name: str, x: ShapedArray, axes: tuple[int, ...]) -> None:
@@ -23,11 +49,13 @@ def _check_axes(name: str, x: ShapedArray, axes: tuple[int, ...]) -> None:
         )
 
 
-def reduced_aval(name: str):
-    """Abstract eval of a reduction: drop ``axes``; dtype kept."""
+def reduced_aval(name: str, allowed=None, kind: str = ""):
+    """Abstract eval of a reduction: drop ``axes``; dtype kept (``allowed`` checks it)."""
 
     def rule(x: ShapedArray, *, axes: tuple[int, ...], **_: Any) -> ShapedArray:
         _check_axes(name, x, axes)
+        if allowed is not None:
+            check_dtype(name, x, allowed, kind)
         shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
         return ShapedArray(shape, x.dtype, x.weak_type)
 
@@ -46,6 +74,16 @@ def batch_reduction(prim: Primitive):
     prim.def_batch(rule)
 
 
+def _unreduce(y: Any, x_shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
+    """Broadcast a reduction's result ``y`` back to the operand's shape."""
+    from blu.lax.shapes import broadcast_in_dim
+
+    kept = tuple(i for i in range(len(x_shape)) if i not in axes)
+    return broadcast_in_dim(y, x_shape, kept)
+
+
+# ---- reduce_sum --------------------------------------------------------------------------------
+
 reduce_sum_p = Primitive("reduce_sum")
 
 
@@ -59,24 +97,235 @@ reduce_sum_p.def_abstract_eval(reduced_aval("reduce_sum"))
 
 
 def _reduce_sum_transpose(ct, x, *, axes):
-    from blu.lax.shapes import broadcast_in_dim
-
-    shape = x.aval.shape
-    kept = tuple(i for i in range(len(shape)) if i not in axes)
-    return [broadcast_in_dim(ct, shape, kept)]
+    if isinstance(ct, Zero):
+        return [None]
+    return [_unreduce(ct, x.aval.shape, axes)]
 
 
 deflinear(reduce_sum_p, _reduce_sum_transpose)
 batch_reduction(reduce_sum_p)
 
 
+# ---- reduce_max / reduce_min -------------------------------------------------------------------
+
+
+def _identity(dtype: np.dtype, kind: str) -> Any:
+    """The identity of max (``kind='max'``) or min: the result over a size-0 axis."""
+    if dtype == dtypes.bool_:
+        return kind == "min"
+    if dtypes.is_float(dtype):
+        return -np.inf if kind == "max" else np.inf
+    info = np.iinfo(dtype)
+    return info.min if kind == "max" else info.max
+
+
+def _chooser_impl(np_fn, kind: str):
+    @compute_in_f32
+    def impl(x: np.ndarray, *, axes):
+        with np.errstate(invalid="ignore"):  # NaN propagates silently, like XLA
+            return np_fn(x, axis=axes, initial=_identity(x.dtype, kind))
+
+    return impl
+
+
+def _chooser_jvp(prim: Primitive):
+    """JVP of max/min (after JAX's ``_reduce_chooser_jvp_rule``): the tangent at the location of
+    the extremum; with ties it is the mean of the tangents at every location that attains it.
+    Where the extremum is NaN or the axis is empty, the tangent is 0."""
+
+    def rule(primals, tangents, *, axes):
+        from blu.lax.elementwise import convert_element_type, div, eq, mul, select
+
+        (x,), (t,) = primals, tangents
+        out = prim.bind(x, axes=axes)
+        if isinstance(t, Zero) or not dtypes.is_float(get_aval(x).dtype):
+            return out, Zero(tangent_aval(get_aval(out)))
+        shape = get_aval(x).shape
+        at_extremum = convert_element_type(eq(x, _unreduce(out, shape, axes)), get_aval(t).dtype)
+        counts = reduce_sum_p.bind(at_extremum, axes=axes)
+        counts = select(eq(counts, 0), _ones_like(counts), counts)  # no location: tangent 0
+        return out, div(reduce_sum_p.bind(mul(t, at_extremum), axes=axes), counts)
+
+    prim.def_jvp(rule)
+
+
+reduce_max_p = Primitive("reduce_max")
+reduce_max_p.def_impl(_chooser_impl(np.max, "max"))
+reduce_max_p.def_abstract_eval(reduced_aval("reduce_max"))
+_chooser_jvp(reduce_max_p)
+batch_reduction(reduce_max_p)
+
+reduce_min_p = Primitive("reduce_min")
+reduce_min_p.def_impl(_chooser_impl(np.min, "min"))
+reduce_min_p.def_abstract_eval(reduced_aval("reduce_min"))
+_chooser_jvp(reduce_min_p)
+batch_reduction(reduce_min_p)
+
+
+def _ones_like(x: Any) -> Any:
+    from blu.lax.shapes import full_like
+
+    return full_like(x, 1)
+
+
+def _zeros_like(x: Any) -> Any:
+    from blu.lax.shapes import full_like
+
+    return full_like(x, 0)
+
+
+# ---- reduce_prod -------------------------------------------------------------------------------
+
+reduce_prod_p = Primitive("reduce_prod")
+
+
+@reduce_prod_p.def_impl
+@compute_in_f32
+def _reduce_prod_impl(x: np.ndarray, *, axes):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.prod(x, axis=axes, dtype=x.dtype)
+
+
+reduce_prod_p.def_abstract_eval(reduced_aval("reduce_prod", is_numeric, "numeric"))
+batch_reduction(reduce_prod_p)
+
+
+def _prod_of_others(x: Any, axes: tuple[int, ...]) -> Any:
+    """For each element of ``x``, the product of the *other* elements of its reduction group.
+
+    Computed without dividing by zero: with ``y`` = x where zeros are replaced by 1 and ``c`` the
+    number of zeros in the group, the product of the others of element i is
+
+    - ``prod(y) / y_i`` if c = 0;
+    - ``prod(y)`` for the zero element and ``prod(y) / y_i * x_k`` for the others (x_k, the zero,
+      has value 0 but carries its derivative) if c = 1;
+    - 0 if c >= 2.
+
+    So first derivatives are exact everywhere and higher derivatives are exact wherever at most
+    one element of a group is zero (with two or more zeros the second derivative is taken as 0).
+    """
+    from blu.lax.elementwise import convert_element_type, div, eq, ge, mul, select
+
+    shape = get_aval(x).shape
+    is_zero = eq(x, 0)
+    one, zero = _ones_like(x), _zeros_like(x)
+    y = select(is_zero, one, x)
+    base = div(_unreduce(reduce_prod_p.bind(y, axes=axes), shape, axes), y)
+    count = _unreduce(
+        reduce_sum_p.bind(convert_element_type(is_zero, get_aval(x).dtype), axes=axes), shape, axes
+    )
+    the_zero = _unreduce(reduce_sum_p.bind(select(is_zero, x, zero), axes=axes), shape, axes)
+    factor = select(is_zero, one, select(eq(count, 0), one, the_zero))
+    return select(ge(count, 2), zero, mul(base, factor))
+
+
+@reduce_prod_p.def_jvp
+def _reduce_prod_jvp(primals, tangents, *, axes):
+    from blu.lax.elementwise import mul
+
+    (x,), (t,) = primals, tangents
+    out = reduce_prod_p.bind(x, axes=axes)
+    if isinstance(t, Zero) or not dtypes.is_float(get_aval(x).dtype):
+        return out, Zero(tangent_aval(get_aval(out)))
+    return out, reduce_sum_p.bind(mul(t, _prod_of_others(x, axes)), axes=axes)
+
+
+# ---- reduce_and / reduce_or --------------------------------------------------------------------
+
+
+def _is_bool(d: np.dtype) -> bool:
+    return d == dtypes.bool_
+
+
+reduce_and_p = Primitive("reduce_and")
+reduce_and_p.def_impl(lambda x, *, axes: np.all(x, axis=axes))
+reduce_and_p.def_abstract_eval(reduced_aval("reduce_and", _is_bool, "bool"))
+nondifferentiable(reduce_and_p)
+batch_reduction(reduce_and_p)
+
+reduce_or_p = Primitive("reduce_or")
+reduce_or_p.def_impl(lambda x, *, axes: np.any(x, axis=axes))
+reduce_or_p.def_abstract_eval(reduced_aval("reduce_or", _is_bool, "bool"))
+nondifferentiable(reduce_or_p)
+batch_reduction(reduce_or_p)
+
+
+# ---- argmax / argmin ---------------------------------------------------------------------------
+
+
+def _arg_impl(np_fn):
+    def impl(x: np.ndarray, *, axis: int, index_dtype: np.dtype):
+        if x.dtype in (dtypes.bfloat16, dtypes.float16):
+            x = x.astype(np.float32)  # exact; numpy's bf16 comparisons mishandle NaN
+        return np_fn(x, axis=axis).astype(index_dtype)
+
+    return impl
+
+
+def _arg_abstract_eval(name: str):
+    def rule(x: ShapedArray, *, axis: int, index_dtype: np.dtype) -> ShapedArray:
+        if not 0 <= axis < x.ndim:
+            raise BluValueError(
+                with_user_line(f"{name}: axis {axis} out of range for {x.str_short()}")
+            )
+        if x.shape[axis] == 0:
+            raise BluValueError(
+                with_user_line(f"{name}: axis {axis} of {x.str_short()} is empty (size 0)")
+            )
+        if not dtypes.is_int(index_dtype):
+            raise BluValueError(
+                with_user_line(f"{name}: index_dtype must be an integer dtype, got {index_dtype}")
+            )
+        return ShapedArray(x.shape[:axis] + x.shape[axis + 1 :], index_dtype)
+
+    return rule
+
+
+def _arg_batch(prim: Primitive):
+    def rule(axis_size, args, dims, *, axis, index_dtype):
+        (x,), (d,) = args, dims
+        new_axis = axis + (axis >= d)
+        return prim.bind(x, axis=new_axis, index_dtype=index_dtype), d - (axis < d)
+
+    prim.def_batch(rule)
+
+
+argmax_p = Primitive("argmax")
+argmax_p.def_impl(_arg_impl(np.argmax))
+argmax_p.def_abstract_eval(_arg_abstract_eval("argmax"))
+nondifferentiable(argmax_p)
+_arg_batch(argmax_p)
+
+argmin_p = Primitive("argmin")
+argmin_p.def_impl(_arg_impl(np.argmin))
+argmin_p.def_abstract_eval(_arg_abstract_eval("argmin"))
+nondifferentiable(argmin_p)
+_arg_batch(argmin_p)
+
+
+# ---- the lax functions users call --------------------------------------------------------------
+
+
 def _axes(x: Any, axes: Sequence[int] | int | None) -> tuple[int, ...]:
+    """Sorted non-negative axes (negative ones count from the end); None means all axes.
+
+    Raises:
+        BluValueError: an axis is out of range.
+    """
     nd = get_aval(x).ndim
     if axes is None:
         return tuple(range(nd))
-    if isinstance(axes, int):
+    if isinstance(axes, (int, np.integer)):
         axes = (axes,)
-    return tuple(sorted(int(a) % nd if nd else int(a) for a in axes))
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -nd <= a < nd:
+            raise BluValueError(
+                with_user_line(f"axis {a} out of range for {get_aval(x).str_short()}")
+            )
+        out.append(a % nd)
+    return tuple(sorted(out))
 
 
 def reduce_sum(x: Any, axes: Sequence[int] | int | None = None) -> Any:
@@ -85,3 +334,109 @@ def reduce_sum(x: Any, axes: Sequence[int] | int | None = None) -> Any:
     if not axes:
         return x
     return reduce_sum_p.bind(x, axes=axes)
+
+
+def reduce_max(x: Any, axes: Sequence[int] | int | None = None) -> Any:
+    """Maximum of ``x`` over ``axes`` (all by default); the dtype is kept.
+
+    NaN propagates. Over a size-0 axis the result is ``-inf`` (floats), the dtype's minimum
+    (integers) or False (bool). The derivative goes to the location of the maximum; with ties it
+    is split evenly among them (as in JAX).
+
+    Args:
+        x: array of any dtype, shape ``S``.
+        axes: axes to reduce (negative ones count from the end).
+
+    Returns:
+        Array of shape ``S`` without ``axes``.
+
+    Raises:
+        BluValueError: an axis is out of range or repeated.
+    """
+    axes = _axes(x, axes)
+    return reduce_max_p.bind(x, axes=axes) if axes else x
+
+
+def reduce_min(x: Any, axes: Sequence[int] | int | None = None) -> Any:
+    """Minimum of ``x`` over ``axes``; see ``reduce_max`` (size-0 axes give ``+inf``, the
+    dtype's maximum, or True)."""
+    axes = _axes(x, axes)
+    return reduce_min_p.bind(x, axes=axes) if axes else x
+
+
+def reduce_prod(x: Any, axes: Sequence[int] | int | None = None) -> Any:
+    """Product of ``x`` over ``axes`` (1 over a size-0 axis); numeric dtypes, dtype kept.
+
+    The derivative is exact when the input has zeros: each element's partial derivative is the
+    product of the other elements, computed without dividing by zero (see ``_prod_of_others``;
+    higher derivatives are exact where a group has at most one zero).
+
+    Raises:
+        BluTypeError: ``x`` is bool (use ``reduce_and``).
+    """
+    axes = _axes(x, axes)
+    if not axes:
+        check_dtype("reduce_prod", get_aval(x), is_numeric, "numeric")
+        return x
+    return reduce_prod_p.bind(x, axes=axes)
+
+
+def reduce_and(x: Any, axes: Sequence[int] | int | None = None) -> Any:
+    """Logical and (numpy ``all``) of a bool array over ``axes`` (True over a size-0 axis).
+
+    Raises:
+        BluTypeError: ``x`` is not bool.
+    """
+    axes = _axes(x, axes)
+    if not axes:
+        check_dtype("reduce_and", get_aval(x), _is_bool, "bool")
+        return x
+    return reduce_and_p.bind(x, axes=axes)
+
+
+def reduce_or(x: Any, axes: Sequence[int] | int | None = None) -> Any:
+    """Logical or (numpy ``any``) of a bool array over ``axes`` (False over a size-0 axis).
+
+    Raises:
+        BluTypeError: ``x`` is not bool.
+    """
+    axes = _axes(x, axes)
+    if not axes:
+        check_dtype("reduce_or", get_aval(x), _is_bool, "bool")
+        return x
+    return reduce_or_p.bind(x, axes=axes)
+
+
+def _arg(prim: Primitive, x: Any, axis: int, index_dtype: Any) -> Any:
+    aval = get_aval(x)
+    if not -aval.ndim <= int(axis) < aval.ndim:
+        raise BluValueError(
+            with_user_line(f"{prim.name}: axis {axis} out of range for {aval.str_short()}")
+        )
+    return prim.bind(x, axis=int(axis) % aval.ndim, index_dtype=dtypes.canonicalize(index_dtype))
+
+
+def argmax(x: Any, axis: int, index_dtype: Any = np.int32) -> Any:
+    """Index of the maximum of ``x`` along ``axis`` (first occurrence on ties).
+
+    NaN counts as the maximum (the first NaN's index is returned), like ``numpy.argmax``.
+    Not differentiable (integer output).
+
+    Args:
+        x: array, shape ``S``, any dtype.
+        axis: the axis to search (negative counts from the end).
+        index_dtype: integer dtype of the result.
+
+    Returns:
+        ``index_dtype`` array of shape ``S`` without ``axis``.
+
+    Raises:
+        BluValueError: axis out of range or of size 0; ``index_dtype`` not an integer.
+    """
+    return _arg(argmax_p, x, axis, index_dtype)
+
+
+def argmin(x: Any, axis: int, index_dtype: Any = np.int32) -> Any:
+    """Index of the minimum of ``x`` along ``axis``; see ``argmax`` (NaN also wins, like
+    ``numpy.argmin``)."""
+    return _arg(argmin_p, x, axis, index_dtype)

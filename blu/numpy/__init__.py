@@ -1,20 +1,67 @@
-"""blu.numpy: the NumPy API on blu arrays (``import blu.numpy as bnp``)."""
+"""blu.numpy: the NumPy API on blu arrays and tracers (``import blu.numpy as bnp``).
 
-from blu.numpy._promote import asarray_operand, promote_args
-from blu import lax as _lax
+Every function is a composition of ``blu.lax`` primitives, so it runs eagerly, stages under
+``jit``, differentiates and batches. Semantics are numpy's, with JAX's deviations: Python
+floats/ints (and lists of them) become float32/int32 and are *weakly typed* (they take the
+other operand's dtype), promotion follows JAX's lattice (``result_type``), arrays are immutable
+(``x.at[idx].set(v)`` instead of ``x[idx] = v``), and out-of-bounds integer-array indices are
+clamped.
 
+Modules: ``creation``, ``ufuncs`` (elementwise), ``manipulation`` (shapes), ``reductions``,
+``products`` (matmul, dot, tensordot), ``einsum``, ``sorting``, ``indexing`` (getitem and
+``.at[]``), ``linalg``.
+"""
 
-def add(x, y):
-    return _lax.add(*promote_args(x, y))
+import math as _math
 
+from blu.numpy import linalg
+from blu.numpy._dtypes import (
+    bfloat16,
+    bool_,
+    can_cast,
+    dtype,
+    finfo,
+    float16,
+    float32,
+    float64,
+    floating,
+    generic,
+    iinfo,
+    inexact,
+    int8,
+    int16,
+    int32,
+    int64,
+    integer,
+    issubdtype,
+    ndarray,
+    number,
+    promote_types,
+    result_type,
+    signedinteger,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+    unsignedinteger,
+)
+from blu.numpy._promote import asarray_operand, broadcast_shapes, promote_args
+from blu.numpy.creation import *  # noqa: F403
+from blu.numpy.einsum import einsum
+from blu.numpy.index_update import IndexUpdateHelper, IndexUpdateRef
+from blu.numpy.indexing import getitem
+from blu.numpy.logic import *  # noqa: F403
+from blu.numpy.manipulation import *  # noqa: F403
+from blu.numpy.products import *  # noqa: F403
+from blu.numpy.reductions import *  # noqa: F403
+from blu.numpy.selection import *  # noqa: F403
+from blu.numpy.sorting import *  # noqa: F403
+from blu.numpy.ufuncs import *  # noqa: F403
 
-def subtract(x, y):
-    return _lax.sub(*promote_args(x, y))
-
-
-def multiply(x, y):
-    return _lax.mul(*promote_args(x, y))
-
-
-def sin(x):
-    return _lax.sin(*promote_args(x))
+pi = _math.pi
+e = _math.e
+inf = float("inf")
+nan = float("nan")
+euler_gamma = 0.5772156649015329
+newaxis = None
+bool = bool_  # noqa: A001  (numpy 2 spells it bnp.bool as well)

@@ -1,40 +1,113 @@
-"""NumPy-style argument handling: dtype promotion (JAX lattice) and shape broadcasting."""
+"""NumPy-style argument handling: dtype promotion (JAX lattice), shape broadcasting, axes.
+
+Every ``blu.numpy`` function that takes arrays starts here: operands become blu arrays (Python
+scalars stay *weakly typed*), their dtypes are promoted along JAX's lattice
+(``blu.core.dtypes.result_type``) and their shapes are broadcast with numpy's rules.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from blu.core import dtypes
 from blu.core.array import Array
-from blu.core.errors import BluShapeError, with_user_line
+from blu.core.errors import (
+    BluShapeError,
+    BluTypeError,
+    BluValueError,
+    ConcretizationError,
+    with_user_line,
+)
 from blu.core.interpreter import Tracer, get_aval
 from blu.lax.elementwise import convert_element_type
 from blu.lax.shapes import broadcast_in_dim
 
+_SCALAR_TYPES = (bool, int, float)
+
+
+def is_python_scalar(x: Any) -> bool:
+    """A Python bool/int/float (numpy scalars such as np.float64 subclass float but are not:
+    they carry a strong dtype)."""
+    return isinstance(x, _SCALAR_TYPES) and not isinstance(x, np.generic)
+
+
+def is_array(x: Any) -> bool:
+    """A blu array or tracer (not a numpy array or Python scalar)."""
+    return isinstance(x, (Array, Tracer))
+
+
+def is_concrete(x: Any) -> bool:
+    """True unless ``x`` is a tracer (its value is known now)."""
+    return not isinstance(x, Tracer)
+
+
+def concrete_value(x: Any, what: str) -> np.ndarray:
+    """The numpy value of a concrete operand.
+
+    Raises:
+        ConcretizationError: ``x`` is a tracer; ``what`` says what needed the value.
+    """
+    if isinstance(x, Tracer):
+        raise ConcretizationError(
+            with_user_line(
+                f"{what} needs a concrete value, got a traced array {x.aval.str_short()}; "
+                "pass it as a static argument (jit(..., static_argnums=...)) or use a "
+                "static Python value"
+            )
+        )
+    return np.asarray(x)
+
+
+def _check_fits(value: Any, dtype: np.dtype) -> None:
+    if isinstance(value, int) and not isinstance(value, bool) and dtypes.is_int(dtype):
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise BluValueError(
+                with_user_line(
+                    f"Python int {value} does not fit in {dtype} (range [{info.min}, {info.max}])"
+                )
+            )
+
+
+def scalar_array(value: Any, dtype: np.dtype, weak: bool) -> Array:
+    """A 0-d blu array holding a Python scalar, range-checked for integer dtypes."""
+    _check_fits(value, dtype)
+    with np.errstate(over="ignore"):  # a Python float beyond float16's range becomes inf
+        return Array(np.asarray(value, dtype), weak)
+
 
 def asarray_operand(x: Any) -> Any:
     """Arrays and tracers pass through; numpy arrays/scalars and Python scalars (and nested
-    lists of them) become blu Arrays. Python scalars stay weakly typed."""
+    lists of them) become blu Arrays. Python scalars stay weakly typed.
+
+    Raises:
+        BluTypeError: ``x`` is not array-like (a string, None, a dict, ...) or has an
+            unsupported dtype (complex, object, ...).
+    """
     if isinstance(x, (Array, Tracer)):
         return x
-    if isinstance(x, (bool, int, float)):
-        d, weak = dtypes.dtype_and_weak(x)
-        return Array(np.asarray(x, d), weak)
-    if isinstance(x, np.ndarray) or isinstance(x, np.generic):
+    if isinstance(x, (np.ndarray, np.generic)):
         return Array(np.asarray(x, dtypes.canonicalize(x.dtype)))
-    from blu.numpy.creation import array
+    if isinstance(x, _SCALAR_TYPES):
+        d, weak = dtypes.dtype_and_weak(x)
+        return scalar_array(x, d, weak)
+    if isinstance(x, (list, tuple)) or hasattr(x, "__array__"):
+        from blu.numpy.creation import array
 
-    return array(x)
+        return array(x)
+    raise BluTypeError(with_user_line(f"expected an array, got {type(x).__name__}: {x!r:.60}"))
 
 
-def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     """numpy broadcasting of shapes.
 
     Raises:
         BluShapeError: the shapes do not broadcast (names all of them).
     """
+    shapes = tuple(tuple(int(d) for d in s) for s in shapes)
     nd = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(nd):
@@ -50,23 +123,38 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def broadcast_to(x: Any, shape: tuple[int, ...]) -> Any:
+def broadcast_to(x: Any, shape: Sequence[int]) -> Any:
+    """numpy ``broadcast_to`` (trailing axes aligned).
+
+    Raises:
+        BluShapeError: ``x`` does not broadcast to ``shape``.
+    """
+    x = asarray_operand(x)
     aval = get_aval(x)
-    if aval.shape == tuple(shape):
+    shape = tuple(int(d) for d in shape)
+    if aval.shape == shape:
         return x
     nd = len(shape)
-    if aval.ndim > nd:
+    if aval.ndim > nd or broadcast_shapes(aval.shape, shape) != shape:
         raise BluShapeError(with_user_line(f"cannot broadcast {aval.str_short()} to {shape}"))
-    broadcast_shapes(aval.shape, tuple(shape))
-    # drop size-1 axes that broadcast, so broadcast_in_dim maps each remaining axis
-    return broadcast_in_dim(x, tuple(shape), tuple(range(nd - aval.ndim, nd)))
+    return broadcast_in_dim(x, shape, tuple(range(nd - aval.ndim, nd)))
 
 
 def promote_dtypes(*args: Any) -> list[Any]:
-    """Cast operands to their common dtype (JAX promotion lattice, weak scalars defer)."""
-    args = [asarray_operand(a) for a in args]
-    dtype, weak = dtypes.result_type(*args, return_weak_type=True)
-    return [convert_element_type(a, dtype, weak_type=weak) for a in args]
+    """Cast operands to their common dtype (JAX promotion lattice, weak scalars defer).
+
+    Python scalars become 0-d arrays of the result dtype directly (so ``x_i64 + 2**40``
+    works and ``x_i8 + 300`` is an error, as in JAX).
+    """
+    raw = [a if is_python_scalar(a) else asarray_operand(a) for a in args]
+    dtype, weak = dtypes.result_type(*raw, return_weak_type=True)
+    out = []
+    for a in raw:
+        if is_python_scalar(a):
+            out.append(scalar_array(a, dtype, weak))
+        else:
+            out.append(convert_element_type(a, dtype, weak_type=weak))
+    return out
 
 
 def promote_args(*args: Any) -> list[Any]:
@@ -76,10 +164,73 @@ def promote_args(*args: Any) -> list[Any]:
     return [broadcast_to(a, shape) for a in args]
 
 
+def to_inexact(x: Any) -> Any:
+    """Integer/bool ``x`` cast to the default float (weak stays weak); floats unchanged."""
+    aval = get_aval(x)
+    if dtypes.is_float(aval.dtype):
+        return x
+    return convert_element_type(x, dtypes.default_float, weak_type=aval.weak_type)
+
+
 def promote_args_inexact(*args: Any) -> list[Any]:
     """Like ``promote_args`` but integer/bool inputs become the default float (e.g. for sin)."""
+    return [to_inexact(a) for a in promote_args(*args)]
+
+
+def promote_args_numeric(name: str, *args: Any) -> list[Any]:
+    """``promote_args``, rejecting bool results (numpy has no bool subtract/negative/...).
+
+    Raises:
+        BluTypeError: the promoted dtype is bool.
+    """
     args = promote_args(*args)
-    aval = get_aval(args[0]) if args else None
-    if aval is not None and not dtypes.is_float(aval.dtype):
-        args = [convert_element_type(a, dtypes.default_float, weak_type=aval.weak_type) for a in args]
+    if args and get_aval(args[0]).dtype == dtypes.bool_:
+        raise BluTypeError(
+            with_user_line(f"{name} is not defined for bool arrays; cast with astype first")
+        )
     return args
+
+
+def check_int_or_bool(name: str, *args: Any) -> None:
+    """Raise BluTypeError unless all operands are integer or bool."""
+    for a in args:
+        aval = get_aval(a)
+        if not (dtypes.is_int(aval.dtype) or aval.dtype == dtypes.bool_):
+            raise BluTypeError(
+                with_user_line(f"{name} needs integer or bool operands, got {aval.str_short()}")
+            )
+
+
+# ---- axes --------------------------------------------------------------------------------------
+
+
+def canonicalize_axis(axis: Any, ndim: int, name: str = "axis") -> int:
+    """A non-negative axis (negative counts from the end).
+
+    Raises:
+        BluValueError: ``axis`` is not in ``[-ndim, ndim)``.
+    """
+    try:
+        a = int(axis)
+    except TypeError as e:
+        raise BluTypeError(with_user_line(f"{name}: axis must be an int, got {axis!r}")) from e
+    if not -ndim <= a < ndim:
+        raise BluValueError(with_user_line(f"{name}: axis {a} is out of bounds for rank {ndim}"))
+    return a % ndim
+
+
+def canonicalize_axes(axis: Any, ndim: int, name: str = "axis") -> tuple[int, ...]:
+    """``axis`` (None, an int or a sequence of ints) as a tuple of distinct non-negative axes in
+    the given order; None means all axes.
+
+    Raises:
+        BluValueError: an axis is out of range or repeated.
+    """
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        axis = (axis,)
+    out = tuple(canonicalize_axis(a, ndim, name) for a in axis)
+    if len(set(out)) != len(out):
+        raise BluValueError(with_user_line(f"{name}: repeated axis in {tuple(axis)}"))
+    return out

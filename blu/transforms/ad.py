@@ -20,7 +20,14 @@ from typing import Any, Callable, Sequence
 from blu.core import dtypes, pytree
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluTypeError, with_user_line
-from blu.core.interpreter import Interpreter, Tracer, current_interpreter, get_aval, set_interpreter
+from blu.core.interpreter import (
+    Interpreter,
+    Tracer,
+    canonicalize_arg,
+    current_interpreter,
+    get_aval,
+    set_interpreter,
+)
 from blu.core.jaxpr import Jaxpr, Literal, Var
 from blu.transforms.ad_util import (
     UndefinedPrimal,
@@ -100,6 +107,8 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple
     """
     p_leaves, tree = pytree.tree_flatten(tuple(primals))
     t_leaves, t_tree = pytree.tree_flatten(tuple(tangents))
+    p_leaves = [canonicalize_arg(x) for x in p_leaves]
+    t_leaves = [canonicalize_arg(x) for x in t_leaves]
     if t_tree != tree:
         raise BluTypeError(with_user_line(f"jvp: primals {tree} and tangents {t_tree} differ"))
     for p, t in zip(p_leaves, t_leaves):
@@ -151,6 +160,7 @@ def linearize(fun: Callable, *primals: Any) -> tuple[Any, Callable]:
     The primal computation runs once; ``f_jvp`` replays only the staged linear part.
     """
     leaves, tree = pytree.tree_flatten(primals)
+    leaves = [canonicalize_arg(x) for x in leaves]
     out_tree = []
 
     def flat_fun(*args):
@@ -266,6 +276,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False):
         structure and returns a tuple with one cotangent per primal.
     """
     leaves, in_tree = pytree.tree_flatten(primals)
+    leaves = [canonicalize_arg(x) for x in leaves]
     out_tree: list = []
     aux_tree: list = []
 

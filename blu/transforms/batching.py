@@ -13,7 +13,14 @@ from typing import Any, Callable, Sequence
 from blu.core import pytree
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluValueError, with_user_line
-from blu.core.interpreter import Interpreter, Tracer, current_interpreter, get_aval, set_interpreter
+from blu.core.interpreter import (
+    Interpreter,
+    Tracer,
+    canonicalize_arg,
+    current_interpreter,
+    get_aval,
+    set_interpreter,
+)
 
 not_mapped = None
 
@@ -185,6 +192,7 @@ def vmap(
                 )
             )
         leaves, in_tree = pytree.tree_flatten(args)
+        leaves = [canonicalize_arg(x) for x in leaves]
         axes = _flatten_axes("in_axes", args, axes_spec)
         sizes = set()
         norm_axes = []

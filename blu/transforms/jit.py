@@ -19,7 +19,7 @@ from blu.core.aval import ShapeDtypeStruct, ShapedArray
 from blu.core.config import config
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import Tracer, current_interpreter, get_aval, set_interpreter
-from blu.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr, pp_jaxpr
+from blu.core.jaxpr import ClosedJaxpr, Jaxpr, dce_jaxpr, eval_jaxpr, pp_jaxpr
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter, hoist_consts, trace_to_jaxpr
 from blu.transforms.ad_util import UndefinedPrimal, Zero, instantiate, tangent_aval
@@ -235,6 +235,7 @@ class Jitted:
             return out_leaves
 
         jaxpr, consts = trace_to_jaxpr(flat_fun, in_avals)
+        jaxpr = dce_jaxpr(jaxpr)  # e.g. the unused forward value under grad
         return _CacheEntry(jaxpr, consts, out_tree_box[0])
 
     def _explain_miss(self, key) -> str:

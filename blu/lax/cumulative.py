@@ -1,0 +1,229 @@
+"""Cumulative reductions along one axis: cumsum, cumprod, cummax, cummin.
+
+Each keeps the operand's shape and dtype; ``reverse=True`` scans from the end of the axis. The
+public functions are re-exported by ``blu.lax.reductions``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["cumsum", "cumprod", "cummax", "cummin"]
+
+from typing import Any
+
+import numpy as np
+
+from blu.core import dtypes
+from blu.core.aval import ShapedArray
+from blu.core.errors import BluValueError, with_user_line
+from blu.core.interpreter import get_aval
+from blu.core.primitive import Primitive
+from blu.lax._base import any_dtype, check_dtype, compute_in_f32, is_numeric
+from blu.transforms.ad_util import Zero, nondifferentiable, tangent_aval
+
+
+def _scan_np(fn, x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
+    if reverse:
+        return np.flip(fn(np.flip(x, axis), axis), axis)
+    return fn(x, axis)
+
+
+def _check_axis(name: str, x: ShapedArray, axis: int) -> None:
+    if not 0 <= axis < x.ndim:
+        raise BluValueError(with_user_line(f"{name}: axis {axis} out of range for {x.str_short()}"))
+
+
+def _cumulative_aval(name: str, allowed, kind: str):
+    def rule(x: ShapedArray, *, axis: int, reverse: bool) -> ShapedArray:
+        _check_axis(name, x, axis)
+        check_dtype(name, x, allowed, kind)
+        return x
+
+    return rule
+
+
+def _batch_cumulative(prim: Primitive) -> None:
+    def rule(axis_size, args, dims, *, axis, **params):
+        (x,), (d,) = args, dims
+        return prim.bind(x, axis=axis + (axis >= d), **params), d
+
+    prim.def_batch(rule)
+
+
+def _cumulative(name: str, np_fn, allowed=is_numeric, kind: str = "numeric") -> Primitive:
+    p = Primitive(name)
+
+    @compute_in_f32
+    def impl(x: np.ndarray, *, axis: int, reverse: bool) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _scan_np(lambda a, ax: np_fn(a, axis=ax, dtype=x.dtype), x, axis, reverse)
+
+    p.def_impl(impl)
+    p.def_abstract_eval(_cumulative_aval(name, allowed, kind))
+    _batch_cumulative(p)
+    return p
+
+
+# ---- cumsum: linear ----------------------------------------------------------------------------
+
+cumsum_p = _cumulative("cumsum", np.cumsum)
+
+
+@cumsum_p.def_jvp
+def _cumsum_jvp(primals, tangents, *, axis, reverse):
+    (x,), (t,) = primals, tangents
+    out = cumsum_p.bind(x, axis=axis, reverse=reverse)
+    if isinstance(t, Zero):
+        return out, Zero(tangent_aval(get_aval(out)))
+    return out, cumsum_p.bind(t, axis=axis, reverse=reverse)
+
+
+@cumsum_p.def_transpose
+def _cumsum_transpose(ct, x, *, axis, reverse):
+    # out_i = sum_{j<=i} x_j, so x's cotangent is sum_{i>=j} ct_i: the scan the other way
+    if isinstance(ct, Zero):
+        return [None]
+    return [cumsum_p.bind(ct, axis=axis, reverse=not reverse)]
+
+
+# ---- cumprod -----------------------------------------------------------------------------------
+
+cumprod_p = _cumulative("cumprod", np.cumprod)
+
+
+@cumprod_p.def_jvp
+def _cumprod_jvp(primals, tangents, *, axis, reverse):
+    """d out_i = sum_{j<=i} t_j prod_{k<=i, k!=j} x_k, computed without dividing by zero.
+
+    With y = x where zeros become 1, P = cumprod(y) and c_i = zeros up to i: if c_i = 0 it is
+    P_i * cumsum(t / y)_i; if c_i = 1 (first zero at f) it is P_i * (t_f + x_f * s_i) where s is
+    the cumsum of t / y over the non-zero entries (x_f is 0 but carries its derivative); else 0.
+    First derivatives are exact everywhere, higher ones where a prefix holds at most one zero.
+    """
+    from blu.lax.elementwise import add, convert_element_type, div, eq, mul, select
+    from blu.lax.shapes import full_like
+
+    (x,), (t,) = primals, tangents
+    out = cumprod_p.bind(x, axis=axis, reverse=reverse)
+    if isinstance(t, Zero) or not dtypes.is_float(get_aval(x).dtype):
+        return out, Zero(tangent_aval(get_aval(out)))
+
+    def scan(p, v):
+        return p.bind(v, axis=axis, reverse=reverse)
+
+    one, zero = full_like(x, 1), full_like(x, 0)
+    is_zero = eq(x, 0)
+    y = select(is_zero, one, x)
+    prefix = scan(cumprod_p, y)
+    zeros_so_far = scan(cumsum_p, convert_element_type(is_zero, get_aval(x).dtype))
+    first_zero = select(is_zero, eq(zeros_so_far, 1), is_zero)
+    s = scan(cumsum_p, select(is_zero, zero, div(t, y)))
+    t_f = scan(cumsum_p, select(first_zero, t, zero))
+    x_f = scan(cumsum_p, select(first_zero, x, zero))
+    no_zero = mul(prefix, s)
+    one_zero = mul(prefix, add(t_f, mul(x_f, s)))
+    tangent = select(eq(zeros_so_far, 0), no_zero, select(eq(zeros_so_far, 1), one_zero, zero))
+    return out, tangent
+
+
+# ---- cummax / cummin ---------------------------------------------------------------------------
+
+cummax_p = _cumulative("cummax", lambda a, axis, dtype: np.maximum.accumulate(a, axis), any_dtype)
+cummin_p = _cumulative("cummin", lambda a, axis, dtype: np.minimum.accumulate(a, axis), any_dtype)
+
+# The index, along ``axis``, of the element each running extremum came from: the first position
+# in scan order that attains it (a NaN wins once seen, as NaN propagates through max/min).
+cumarg_p = Primitive("cumulative_argextremum")
+
+
+@cumarg_p.def_impl
+def _cumarg_impl(x: np.ndarray, *, axis: int, reverse: bool, kind: str) -> np.ndarray:
+    n = x.shape[axis]
+    index_dtype = np.int32 if n < 2**31 else np.int64
+    if n == 0:
+        return np.zeros(x.shape, index_dtype)
+    if x.dtype in (dtypes.bfloat16, dtypes.float16):
+        x = x.astype(np.float32)
+    x = np.moveaxis(x, axis, -1)
+    if reverse:
+        x = x[..., ::-1]
+    op = np.maximum if kind == "max" else np.minimum
+    with np.errstate(invalid="ignore"):
+        running = op.accumulate(x, axis=-1)
+    prev, cur = running[..., :-1], x[..., 1:]
+    better = np.greater(cur, prev) if kind == "max" else np.less(cur, prev)
+    if dtypes.is_float(x.dtype):
+        better |= np.isnan(cur) & ~np.isnan(prev)
+    record = np.concatenate([np.ones(x.shape[:-1] + (1,), bool), better], axis=-1)
+    idx = np.maximum.accumulate(np.where(record, np.arange(n), 0), axis=-1)
+    if reverse:
+        idx = (n - 1 - idx)[..., ::-1]
+    return np.moveaxis(idx, -1, axis).astype(index_dtype)
+
+
+@cumarg_p.def_abstract_eval
+def _cumarg_abstract_eval(x: ShapedArray, *, axis: int, reverse: bool, kind: str):
+    _check_axis("cumulative_argextremum", x, axis)
+    return ShapedArray(x.shape, np.int32 if x.shape[axis] < 2**31 else np.int64)
+
+
+nondifferentiable(cumarg_p)
+_batch_cumulative(cumarg_p)
+
+
+def _chooser_jvp(prim: Primitive, kind: str) -> None:
+    def rule(primals, tangents, *, axis, reverse):
+        from blu.lax.sorting import take_along_axis
+
+        (x,), (t,) = primals, tangents
+        out = prim.bind(x, axis=axis, reverse=reverse)
+        if isinstance(t, Zero) or not dtypes.is_float(get_aval(x).dtype):
+            return out, Zero(tangent_aval(get_aval(out)))
+        idx = cumarg_p.bind(x, axis=axis, reverse=reverse, kind=kind)
+        return out, take_along_axis(t, idx, axis)
+
+    prim.def_jvp(rule)
+
+
+_chooser_jvp(cummax_p, "max")
+_chooser_jvp(cummin_p, "min")
+
+
+# ---- the lax functions users call --------------------------------------------------------------
+
+
+def _bind(prim: Primitive, x: Any, axis: int, reverse: bool) -> Any:
+    aval = get_aval(x)
+    if not -aval.ndim <= int(axis) < aval.ndim:
+        raise BluValueError(
+            with_user_line(f"{prim.name}: axis {axis} out of range for {aval.str_short()}")
+        )
+    return prim.bind(x, axis=int(axis) % aval.ndim, reverse=bool(reverse))
+
+
+def cumsum(x: Any, axis: int = 0, reverse: bool = False) -> Any:
+    """Cumulative sum along ``axis``: ``out[..., i, ...] = sum(x[..., :i+1, ...])`` (from the end
+    with ``reverse``). Numeric dtypes; shape and dtype kept. Linear: its transpose is the cumsum
+    in the other direction.
+
+    Raises:
+        BluValueError: axis out of range. BluTypeError: bool operand.
+    """
+    return _bind(cumsum_p, x, axis, reverse)
+
+
+def cumprod(x: Any, axis: int = 0, reverse: bool = False) -> Any:
+    """Cumulative product along ``axis`` (numeric dtypes). Its derivative is exact when ``x``
+    has zeros (see ``_cumprod_jvp``)."""
+    return _bind(cumprod_p, x, axis, reverse)
+
+
+def cummax(x: Any, axis: int = 0, reverse: bool = False) -> Any:
+    """Running maximum along ``axis`` (any dtype; NaN propagates). The derivative of each output
+    is the tangent of the element it came from: the first one in scan order attaining it (on
+    ties JAX's associative scan would average instead)."""
+    return _bind(cummax_p, x, axis, reverse)
+
+
+def cummin(x: Any, axis: int = 0, reverse: bool = False) -> Any:
+    """Running minimum along ``axis``; see ``cummax``."""
+    return _bind(cummin_p, x, axis, reverse)

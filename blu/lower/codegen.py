@@ -1,0 +1,216 @@
+"""Emit a fused kernel (a ``fusion.KernelLayout``) as MLIR text: one ``func.func`` over flat
+memrefs (inputs, outputs, scratch) whose body is the layout's loop nests.
+
+Inside a nest, ``value(v, idx)`` produces element ``idx`` of ``v``: a load for inputs and
+finished buffers, else the lowering rule of ``v``'s equation applied to its operands' values
+(data movement maps the index instead). Values are cached per (variable, index) within a nest,
+so shared subexpressions are computed once per element.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from blu.core import dtypes
+from blu.core.jaxpr import Literal, Var
+from blu.lower.emit import Builder, Idx, compute_type, is_float, is_unsigned, memref_type
+from blu.lower.fusion import ARG_REDUCE, KernelLayout, Nest, is_reduction, is_suffix, loop_groups
+from blu.lower.rules import INDEX, REDUCE, SCALAR, _extreme
+
+
+class KernelEmitter:
+    def __init__(self, layout: KernelLayout, name: str):
+        self.layout, self.name = layout, name
+        self.b = Builder()
+        self.b.depth = 2
+        self.arg: dict[Var, str] = {}
+        self.aval: dict[str, Any] = {}
+        for v, (kind, i) in layout.buffer.items():
+            self.arg[v] = f"%{kind}{i}"
+            self.aval[f"%{kind}{i}"] = layout.scratch[i] if kind == "tmp" else v.aval
+        for i, a in enumerate(layout.scratch):
+            self.aval[f"%tmp{i}"] = a
+        self.done: set[Var] = set(layout.jaxpr.invars)
+        self.cache: dict[tuple, str] = {}
+
+    # ---- element values -----------------------------------------------------------------------
+
+    def value(self, v: Any, idx: Idx) -> str:
+        b = self.b
+        if isinstance(v, Literal):
+            ty = compute_type(v.aval.dtype)
+            val = v.val
+            val = bool(val) if ty == "i1" else (float(val) if is_float(v.aval.dtype) else int(val))
+            return b.const(val, ty)
+        key = (v, idx.key())
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        if v in self.done:
+            out = b.load(self.arg[v], v.aval, b.lin(idx))
+        else:
+            eqn = self.layout.producer[v]
+            name = eqn.primitive.name
+            if name in SCALAR:
+                out = SCALAR[name](b, eqn, *[self.value(a, idx) for a in eqn.invars])
+            elif name in INDEX:
+                out = INDEX[name](self, eqn, idx)
+            else:
+                raise AssertionError(f"{name} read before its nest ran")
+        self.cache[key] = out
+        return out
+
+    # ---- nests --------------------------------------------------------------------------------
+
+    def _red_init(self, m: Var) -> list[tuple[str, str]]:
+        eqn = self.layout.producer[m]
+        dt = eqn.invars[0].aval.dtype
+        ty = compute_type(dt)
+        if eqn.primitive.name in ARG_REDUCE:
+            kind = "max" if eqn.primitive.name == "argmax" else "min"
+            return [(self._const(_extreme(dt, kind), dt), ty), (self.b.index(0), "index")]
+        return [(self._const(REDUCE[eqn.primitive.name][0](dt), dt), ty)]
+
+    def _const(self, val: Any, dt: np.dtype) -> str:
+        ty = compute_type(dt)
+        return self.b.const(bool(val) if ty == "i1" else (float(val) if is_float(dt) else int(val)), ty)
+
+    def _combine(self, m: Var, accs: list[str], idx: Idx, pos: str) -> list[str]:
+        b, eqn = self.b, self.layout.producer[m]
+        x = self.value(eqn.invars[0], idx)
+        dt = eqn.invars[0].aval.dtype
+        if eqn.primitive.name not in ARG_REDUCE:
+            return [REDUCE[eqn.primitive.name][1](b, dt, accs[0], x)]
+        ty, (v, i) = compute_type(dt), accs
+        if is_float(dt):
+            better = b.op(f"arith.cmpf {'ogt' if eqn.primitive.name == 'argmax' else 'olt'}, "
+                          f"{x}, {v} : {ty}")  # fmt: skip
+            first_nan = b.op(f"arith.andi {b.op(f'arith.cmpf uno, {x}, {x} : {ty}')}, "
+                             f"{b.op(f'arith.cmpf ord, {v}, {v} : {ty}')} : i1")  # fmt: skip
+            better = b.op(f"arith.ori {better}, {first_nan} : i1")
+        else:
+            u = is_unsigned(dt) or dt == dtypes.bool_
+            pred = ("u" if u else "s") + ("gt" if eqn.primitive.name == "argmax" else "lt")
+            better = b.op(f"arith.cmpi {pred}, {x}, {v} : {ty}")
+        return [b.op(f"arith.select {better}, {x}, {v} : {ty}"),
+                b.op(f"arith.select {better}, {pos}, {i} : index")]  # fmt: skip
+
+    def _store_red(self, m: Var, accs: list[str], lin: str) -> None:
+        b, eqn = self.b, self.layout.producer[m]
+        if eqn.primitive.name in ARG_REDUCE:
+            ity = compute_type(m.aval.dtype)
+            b.store(b.op(f"arith.index_cast {accs[1]} : index to {ity}"), self.arg[m], m.aval, lin)
+        else:
+            b.store(accs[0], self.arg[m], m.aval, lin)
+
+    def emit_nest(self, nest: Nest) -> None:
+        b = self.b
+        self.cache = {}
+        groups = loop_groups(nest)
+        reds = [m for m in nest.members if is_reduction(self.layout.producer[m])]
+        pars = [m for m in nest.members if m not in reds]
+        suffix = is_suffix(nest)
+        types = [t for _, t in self._acc_types(reds)]
+        zero = b.index(0)
+        st = {"lin": zero, "out": zero, "pos": zero, "multi": [zero] * len(nest.shape)}
+
+        def open_loop(group, inits=()):
+            n, lab, dims = group
+            iv, args, res = b.begin_for(n, inits)
+            st["lin"] = b.iadd(b.imul(st["lin"], n), iv)
+            if lab == "k" and not suffix:
+                st["out"] = b.iadd(b.imul(st["out"], n), iv)
+            if lab == "r":
+                st["pos"] = iv
+            if nest.needs_multi:
+                st["multi"][dims[0]] = iv
+            return res, args
+
+        def idx() -> Idx:
+            return Idx(nest.shape, st["multi"] if nest.needs_multi else None, st["lin"])
+
+        if not suffix:  # reductions accumulate in their (or a float32 scratch) buffer
+            for m in reds:
+                buf, aval = self._acc_buffer(m)
+                iv, _, r = b.begin_for(m.aval.size)
+                b.store(self._red_init(m)[0][0], buf, aval, iv)
+                b.end_for(r)
+        kept = [g for g in groups if g[1] == "k"] if suffix else groups
+        outer = [open_loop(g)[0] for g in kept]
+        if suffix:
+            st["out"] = st["lin"]
+            accs = [v for m in reds for v, _ in self._red_init(m)]
+            inner = []
+            for g in (g for g in groups if g[1] == "r"):
+                res, accs = open_loop(g, list(zip(accs, types)))
+                inner.append(res)
+            at = idx()
+            vals = [self.value(m, at) for m in pars]  # every load before any store (in place)
+            k, new = 0, []
+            for m in reds:
+                w = 2 if self.layout.producer[m].primitive.name in ARG_REDUCE else 1
+                new += self._combine(m, accs[k : k + w], at, st["pos"])
+                k += w
+            for m, v in zip(pars, vals):
+                b.store(v, self.arg[m], m.aval, b.lin(at))
+            for res in reversed(inner):
+                new = b.end_for(res, list(zip(new, types)))
+            k = 0
+            for m in reds:
+                w = 2 if self.layout.producer[m].primitive.name in ARG_REDUCE else 1
+                self._store_red(m, new[k : k + w], st["out"])
+                k += w
+        else:
+            at = idx()
+            vals = [self.value(m, at) for m in pars]
+            for m in reds:
+                buf, aval = self._acc_buffer(m)
+                old = b.load(buf, aval, st["out"])
+                b.store(self._combine(m, [old], at, st["pos"])[0], buf, aval, st["out"])
+            for m, v in zip(pars, vals):
+                b.store(v, self.arg[m], m.aval, b.lin(at))
+        for res in reversed(outer):
+            b.end_for(res)
+        if not suffix:
+            for m in reds:
+                if m in self.layout.acc:  # float32 accumulator -> the half-precision output
+                    buf, aval = self._acc_buffer(m)
+                    iv, _, r = b.begin_for(m.aval.size)
+                    b.store(b.load(buf, aval, iv), self.arg[m], m.aval, iv)
+                    b.end_for(r)
+        self.done.update(nest.members)
+
+    def _acc_types(self, reds: list[Var]) -> list[tuple[str, str]]:
+        out = []
+        for m in reds:
+            e = self.layout.producer[m]
+            out.append(("", compute_type(e.invars[0].aval.dtype)))
+            if e.primitive.name in ARG_REDUCE:
+                out.append(("", "index"))
+        return out
+
+    def _acc_buffer(self, m: Var) -> tuple[str, Any]:
+        if m in self.layout.acc:
+            name = f"%tmp{self.layout.acc[m]}"
+            return name, self.aval[name]
+        return self.arg[m], m.aval
+
+    # ---- the function -------------------------------------------------------------------------
+
+    def emit(self) -> str:
+        for nest in self.layout.nests:
+            self.emit_nest(nest)
+        j = self.layout.jaxpr
+        params = [f"%in{i}: {memref_type(v.aval)}" for i, v in enumerate(j.invars)]
+        params += [f"%out{i}: {memref_type(v.aval)}" for i, v in enumerate(j.outvars)]
+        params += [f"%tmp{i}: {memref_type(a)}" for i, a in enumerate(self.layout.scratch)]
+        lines = [f"  func.func @{self.name}({', '.join(params)}) {{"]
+        lines += self.b.const_lines + self.b.lines + ["    return", "  }"]
+        return "module {\n" + "\n".join(lines) + "\n}\n"
+
+
+def emit_kernel(layout: KernelLayout, name: str) -> str:
+    """The MLIR text (func, arith, math, scf, memref dialects) of a fused kernel."""
+    return KernelEmitter(layout, name).emit()

@@ -1,0 +1,328 @@
+"""The CPU executable: a jaxpr simplified, partitioned into a launch plan, its fused kernels
+compiled through MLIR (``mlir_cpu``), its buffers planned (``memory``), run on numpy arrays.
+
+    exe = CpuExecutable(jaxpr, name="step", donated_invars=(True, False))
+    outs = exe(*numpy_arrays)
+    exe.memory_analysis()
+
+Opt-in while it matures: ``BLU_JIT_BACKEND=mlir`` (see ``make_executable``).
+
+Debugging: ``BLU_LOG_COMPILES=1`` logs every kernel compiled or loaded from the cache;
+``BLU_DUMP_IR=dir`` writes each kernel's jaxpr and MLIR before and after the pass pipeline;
+``BLU_DEBUG_NANS=1`` checks every node's floating-point outputs and raises at the first NaN,
+naming the primitives and the user's source line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from blu.core import dtypes
+from blu.core.config import config
+from blu.core.errors import BluError
+from blu.core.jaxpr import Jaxpr, Literal, Var
+from blu.lower import cache
+from blu.lower.codegen import emit_kernel
+from blu.lower.fusion import KernelLayout
+from blu.lower.memory import MemoryAnalysis, MemoryPlan
+from blu.lower.partition import Plan, partition
+from blu.lower.simplify import simplify
+
+log = logging.getLogger("blu.jit")
+
+
+class BluFloatingPointError(BluError, FloatingPointError):
+    """``BLU_DEBUG_NANS``: a jitted computation produced a NaN."""
+
+
+def make_executable(jaxpr: Jaxpr, name: str = "jit", donated_invars: Sequence[bool] | None = None):
+    """The executable ``jit`` runs: the MLIR-compiled one when ``BLU_JIT_BACKEND=mlir``, else
+    the numpy reference interpreter."""
+    if os.environ.get("BLU_JIT_BACKEND", "").lower() == "mlir":
+        return CpuExecutable(jaxpr, name, donated_invars)
+    from blu.lower.executable import NumpyExecutable
+
+    return NumpyExecutable(jaxpr, name)
+
+
+# ---- steps ---------------------------------------------------------------------------------------
+
+
+class _Kernel:
+    __slots__ = ("fn", "ins", "outs", "scratch", "ptrs", "packed", "node", "n")
+
+    def __init__(self, fn, ins, outs, scratch, node):
+        self.fn, self.ins, self.outs, self.scratch, self.node = fn, ins, outs, scratch, node
+        self.n = len(ins) + len(outs) + len(scratch)
+        self.ptrs = (ctypes.c_void_p * max(self.n, 1))()
+        base = ctypes.addressof(self.ptrs)
+        self.packed = (ctypes.c_void_p * max(self.n, 1))(*[base + 8 * i for i in range(self.n)])
+
+    def __call__(self, env: list, arena: np.ndarray | None) -> None:
+        p, k = self.ptrs, 0
+        for s in self.ins:
+            p[k] = env[s].ctypes.data
+            k += 1
+        for s in self.outs:
+            p[k] = env[s].ctypes.data
+            k += 1
+        if self.scratch:
+            base = arena.ctypes.data
+            for off in self.scratch:
+                p[k] = base + off
+                k += 1
+        self.fn(self.packed)
+
+
+def _dot(eqn: Any, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
+    """dot_general into ``out`` through one np.matmul (BLAS for floats), as its impl does."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lf = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
+    rf = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
+    size = lambda x, axes: int(np.prod([x.shape[a] for a in axes], dtype=np.int64))  # noqa: E731
+    b, m, kk, n = size(lhs, lb), size(lhs, lf), size(lhs, lc), size(rhs, rf)
+    comp = out.dtype
+    if comp in (dtypes.bfloat16, dtypes.float16) or lhs.dtype != comp:
+        comp = np.dtype(np.float64 if np.float64 in (lhs.dtype, out.dtype) else np.float32)
+        if not (dtypes.is_float(lhs.dtype) or dtypes.is_float(out.dtype)):
+            comp = np.promote_types(lhs.dtype, out.dtype)
+    l3 = np.transpose(lhs, tuple(lb) + tuple(lf) + tuple(lc)).reshape(b, m, kk).astype(comp, copy=False)
+    r3 = np.transpose(rhs, tuple(rb) + tuple(rc) + tuple(rf)).reshape(b, kk, n).astype(comp, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if comp == out.dtype:
+            o3 = out.reshape(b, m, n)
+            if b == 1:
+                np.matmul(l3[0], r3[0], out=o3[0])
+            else:
+                np.matmul(l3, r3, out=o3)
+        else:
+            out.reshape(b, m, n)[...] = np.matmul(l3, r3).astype(out.dtype)
+
+
+def _view(eqn: Any, x: np.ndarray) -> np.ndarray:
+    p = eqn.params
+    name = eqn.primitive.name
+    if name == "reshape":
+        return x.reshape(eqn.outvars[0].aval.shape)
+    if name == "transpose":
+        return np.transpose(x, p["permutation"])
+    if name == "squeeze":
+        return x.reshape(eqn.outvars[0].aval.shape)
+    if name == "broadcast_in_dim":
+        shape = p["shape"]
+        expanded = [1] * len(shape)
+        for src, dst in enumerate(p["broadcast_dimensions"]):
+            expanded[dst] = x.shape[src]
+        return np.broadcast_to(x.reshape(expanded), shape)
+    if name == "slice":
+        return x[tuple(slice(s, e, st) for s, e, st in zip(p["start_indices"], p["limit_indices"], p["strides"]))]
+    if name == "rev":
+        return np.flip(x, p["dimensions"])
+    raise AssertionError(name)
+
+
+class CpuExecutable:
+    """A jaxpr compiled for the CPU (see the module docstring).
+
+    Args:
+        jaxpr: the program (no constvars; ``jit`` hoists them into arguments).
+        name: for logs and errors.
+        donated_invars: per argument, whether the program may write into its buffer.
+    """
+
+    def __init__(self, jaxpr: Jaxpr, name: str = "jit", donated_invars: Sequence[bool] | None = None):
+        t0 = time.perf_counter()
+        self.name = name
+        self.source_jaxpr = jaxpr
+        self.jaxpr = simplify(jaxpr)
+        self.plan: Plan = partition(self.jaxpr)
+        donated = tuple(donated_invars) if donated_invars is not None else (False,) * len(jaxpr.invars)
+        self.donated = donated
+        kernels = {}
+        self.compile_seconds = {}
+        for node in self.plan.nodes:
+            if node.kind == "kernel":
+                node.extra = KernelLayout(node.jaxpr)
+        self.memory = MemoryPlan(
+            self.plan, donated, lambda n, o, i: n.extra.inplace_safe(o, i)
+        )
+        t1 = time.perf_counter()
+        from blu.lower import mlir_cpu
+
+        for node in self.plan.nodes:
+            if node.kind == "kernel":
+                canon = cache.canonical_text(node.jaxpr)
+                if canon not in kernels:
+                    layout = node.extra
+                    kernels[canon] = mlir_cpu.get_kernel(
+                        canon, lambda sym, lay=layout: emit_kernel(lay, sym), node.label()
+                    )
+                node.extra = (node.extra, kernels[canon])
+        self.kernels = kernels
+        self.timing = {"plan_s": t1 - t0, "kernels_s": time.perf_counter() - t1}
+        self._build()
+        self._arena: np.ndarray | None = None
+        self._arena_lock = threading.Lock()
+        if config.log_compiles:
+            log.warning(
+                "blu.jit(%s): %d nodes (%d kernels, %d distinct), planned in %.1f ms, kernels in "
+                "%.1f ms; %s", name, len(self.plan.nodes), sum(n.kind == "kernel" for n in self.plan.nodes),
+                len(kernels), self.timing["plan_s"] * 1e3, self.timing["kernels_s"] * 1e3,
+                self.memory.analysis,
+            )  # fmt: skip
+
+    # ---- building the steps -------------------------------------------------------------------
+
+    def _build(self) -> None:
+        j, mem = self.jaxpr, self.memory
+        slot: dict[Var, int] = {}
+
+        def s(v: Var) -> int:
+            if v not in slot:
+                slot[v] = len(slot)
+            return slot[v]
+
+        self.in_slots = [s(v) for v in j.invars]
+        self.steps: list[tuple] = []
+        for k, node in enumerate(self.plan.nodes):
+            allocs = []  # (slot, how) for the node's outputs that own a buffer
+            if node.kind != "fallback" and node.kind != "view":
+                for v in node.outputs:
+                    allocs.append((s(v), mem.place[mem.root[v]], v.aval))
+            if node.kind == "kernel":
+                layout, kern = node.extra
+                step = _Kernel(kern.fn, [s(v) for v in node.inputs], [s(v) for v in node.outputs],
+                               mem.scratch[k], node)  # fmt: skip
+                self.steps.append(("kernel", allocs, step, node))
+            elif node.kind == "dot":
+                e = node.eqns[0]
+                self.steps.append(("dot", allocs, (e, [s(a) if isinstance(a, Var) else a for a in e.invars],
+                                                   s(e.outvars[0])), node))  # fmt: skip
+            elif node.kind == "view":
+                e = node.eqns[0]
+                self.steps.append(("view", allocs, (e, s(e.invars[0]), s(e.outvars[0])), node))
+            else:
+                e = node.eqns[0]
+                ins = [("lit", np.asarray(a.val, a.aval.dtype)) if isinstance(a, Literal) else ("var", s(a))
+                       for a in e.invars]  # fmt: skip
+                self.steps.append(("fallback", allocs, (e, ins, [s(v) for v in e.outvars]), node))
+        self.out_spec = [
+            ("lit", np.asarray(v.val, v.aval.dtype)) if isinstance(v, Literal) else ("var", s(v))
+            for v in j.outvars
+        ]
+        self.n_slots = len(slot)
+        self.slot = slot
+
+    # ---- running ------------------------------------------------------------------------------
+
+    def _take_arena(self) -> tuple[np.ndarray, bool]:
+        if self._arena_lock.acquire(blocking=False):
+            if self._arena is None:
+                self._arena = np.empty(max(self.memory.arena_size, 64), np.uint8)
+            return self._arena, True
+        return np.empty(max(self.memory.arena_size, 64), np.uint8), False  # a concurrent call
+
+    def __call__(self, *args: Any) -> list[np.ndarray]:
+        j = self.jaxpr
+        env: list[Any] = [None] * self.n_slots
+        for k, (slot, v, x) in enumerate(zip(self.in_slots, j.invars, args, strict=True)):
+            x = np.asarray(x)
+            if x.dtype != v.aval.dtype:
+                x = x.astype(v.aval.dtype)
+            env[slot] = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+        arena, owned = self._take_arena()
+        try:
+            for kind, allocs, step, node in self.steps:
+                for slot, place, aval in allocs:
+                    env[slot] = self._buffer(place, aval, arena, env, args)
+                if kind == "kernel":
+                    step(env, arena)
+                elif kind == "dot":
+                    e, ins, out = step
+                    vals = [env[a] if isinstance(a, int) else np.asarray(a.val, a.aval.dtype) for a in ins]
+                    _dot(e, vals[0], vals[1], env[out])
+                elif kind == "view":
+                    e, i, o = step
+                    env[o] = _view(e, env[i])
+                else:
+                    self._fallback(step, env, arena)
+                if config.debug_nans:
+                    self._check_nans(node, env, step)
+            outs = []
+            for kind, x in self.out_spec:
+                if kind == "lit":
+                    outs.append(x.copy())
+                    continue
+                y = env[x]
+                if np.may_share_memory(y, arena):  # never hand out the arena
+                    y = y.copy()
+                outs.append(y)
+            return outs
+        finally:
+            if owned:
+                self._arena_lock.release()
+
+    def _buffer(self, place: tuple, aval: Any, arena: np.ndarray, env: list, args: tuple) -> np.ndarray:
+        kind = place[0]
+        if kind == "arena":
+            n = aval.size * aval.dtype.itemsize
+            return arena[place[1] : place[1] + n].view(aval.dtype).reshape(aval.shape)
+        if kind == "donated":
+            x = env[self.in_slots[place[1]]]
+            ok = x.flags.writeable and x.flags.c_contiguous and x.nbytes == aval.size * aval.dtype.itemsize
+            ok = ok and not any(
+                k != place[1] and np.may_share_memory(x, env[s]) for k, s in enumerate(self.in_slots)
+            )
+            if ok:
+                return x.reshape(-1).view(np.uint8).view(aval.dtype).reshape(aval.shape)
+        return np.empty(aval.shape, aval.dtype)
+
+    def _fallback(self, step: tuple, env: list, arena: np.ndarray) -> None:
+        e, ins, outs = step
+        vals = [x if kind == "lit" else env[x] for kind, x in ins]
+        res = e.primitive.impl(*vals, **e.params)
+        res = res if e.primitive.multiple_results else [res]
+        for slot, v, r in zip(outs, e.outvars, res):
+            r = np.asarray(r)
+            if r.dtype != v.aval.dtype:
+                r = r.astype(v.aval.dtype)
+            if not r.flags.c_contiguous or np.may_share_memory(r, arena):
+                r = r.copy()  # kernels read dense row-major buffers; temporaries die early
+            env[slot] = r
+
+    def _check_nans(self, node: Any, env: list, step: Any) -> None:
+        for v in node.outputs:
+            x = env[self.slot[v]] if v in self.slot else None
+            if x is None or not dtypes.is_float(v.aval.dtype):
+                continue
+            if np.isnan(x.astype(np.float32) if x.dtype.itemsize < 4 else x).any():
+                srcs = sorted({e.source for e in node.eqns if e.source})
+                raise BluFloatingPointError(
+                    f"jit({self.name}): NaN in the output {v.aval.str_short()} of {node.label()}"
+                    + (f"\n  from {'; '.join(srcs[:3])}" if srcs else "")
+                )
+
+    # ---- inspection ---------------------------------------------------------------------------
+
+    def memory_analysis(self) -> MemoryAnalysis:
+        return self.memory.analysis
+
+    def as_text(self) -> str:
+        """The MLIR of every distinct kernel, after the launch plan as comments."""
+        parts = ["// launch plan of " + self.name]
+        parts += ["//   " + line for line in str(self.plan).splitlines()]
+        seen = set()
+        for node in self.plan.nodes:
+            if node.kind == "kernel":
+                layout, kern = node.extra
+                if kern.name not in seen:
+                    seen.add(kern.name)
+                    parts.append(emit_kernel(layout, kern.name))
+        return "\n".join(parts)

@@ -1,0 +1,248 @@
+"""MLIR text for CPU kernels: element types, constants, SSA names, ``scf.for`` nests, index
+arithmetic, and the emission of a fused kernel's loop nests (planned by ``fusion.py``).
+
+Kernels are emitted as MLIR *text* (parsed by the bindings only when compiled), so producing a
+kernel and its cache key never imports ``mlir``. Every buffer is a flat, contiguous
+``memref<N x T>`` of the value's storage type; inside a kernel values live in their compute
+type: bfloat16 and float16 in float32 (rounded once, when stored or explicitly converted), bool
+as ``i1`` (stored as ``i8``).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any, Sequence
+
+import numpy as np
+
+from blu.core import dtypes
+
+_STORAGE = {
+    dtypes.float32: "f32", dtypes.float64: "f64", dtypes.bfloat16: "bf16", dtypes.float16: "f16",
+    dtypes.bool_: "i8", dtypes.int8: "i8", dtypes.int16: "i16", dtypes.int32: "i32",
+    dtypes.int64: "i64", dtypes.uint8: "i8", dtypes.uint16: "i16", dtypes.uint32: "i32",
+    dtypes.uint64: "i64",
+}  # fmt: skip
+
+
+def storage_type(dt: np.dtype) -> str:
+    """The MLIR element type of a buffer of ``dt`` (bool is stored as a byte)."""
+    return _STORAGE[np.dtype(dt)]
+
+
+def compute_type(dt: np.dtype) -> str:
+    """The MLIR type a value of ``dt`` has inside a kernel (half floats computed in f32)."""
+    dt = np.dtype(dt)
+    if dt in (dtypes.bfloat16, dtypes.float16):
+        return "f32"
+    if dt == dtypes.bool_:
+        return "i1"
+    return _STORAGE[dt]
+
+
+def is_float(dt: np.dtype) -> bool:
+    return dtypes.is_float(np.dtype(dt))
+
+
+def is_unsigned(dt: np.dtype) -> bool:
+    return dtypes.is_unsigned(np.dtype(dt))
+
+
+def memref_type(aval: Any) -> str:
+    return f"memref<{max(aval.size, 0)}x{storage_type(aval.dtype)}>"
+
+
+def float_literal(value: float, ty: str) -> str:
+    """An exact MLIR float literal (hex bit pattern; keeps NaN, inf and -0.0)."""
+    if ty == "f64":
+        return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+    if ty == "f32":
+        return "0x%08X" % int(np.array(value, np.float32).view(np.uint32))
+    if ty == "f16":
+        return "0x%04X" % int(np.array(value, np.float16).view(np.uint16))
+    if ty == "bf16":
+        return "0x%04X" % int(np.array(value, dtypes.bfloat16).view(np.uint16))
+    raise ValueError(ty)
+
+
+def int_literal(value: int, ty: str) -> str:
+    """A signless integer literal, written as the signed value of the same bits."""
+    if ty == "i1":
+        return "true" if value else "false"
+    bits = int(ty[1:])
+    v = int(value) & ((1 << bits) - 1)
+    if v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return str(v)
+
+
+class Idx:
+    """A point of an array of ``shape``, known as a multi-index and/or a linear (row-major)
+    offset; the other form is computed on demand (and then remembered)."""
+
+    __slots__ = ("shape", "multi", "lin")
+
+    def __init__(self, shape: Sequence[int], multi: Sequence[str] | None = None, lin=None):
+        self.shape = tuple(shape)
+        self.multi = None if multi is None else tuple(multi)
+        self.lin = lin
+
+    def key(self) -> tuple:
+        return ("m", self.shape, self.multi) if self.multi is not None else ("l", self.lin)
+
+
+class Builder:
+    """Accumulates the lines of one ``func.func``: constants (hoisted to the entry block), SSA
+    values with fresh names, loops, and folding of index arithmetic on constants."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.const_lines: list[str] = []
+        self._consts: dict[tuple[str, str], str] = {}
+        self.index_value: dict[str, int] = {}  # SSA name -> value, for index constants
+        self._n = 0
+        self.depth = 1
+
+    def fresh(self, prefix: str = "v") -> str:
+        self._n += 1
+        return f"%{prefix}{self._n}"
+
+    def stmt(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+    def op(self, rhs: str, prefix: str = "v") -> str:
+        name = self.fresh(prefix)
+        self.stmt(f"{name} = {rhs}")
+        return name
+
+    # ---- constants ----------------------------------------------------------------------------
+
+    def const(self, value: Any, ty: str) -> str:
+        if ty in ("f16", "bf16", "f32", "f64"):
+            lit = float_literal(value, ty)
+        elif ty == "index":
+            lit = str(int(value))
+        else:
+            lit = int_literal(int(value), ty)
+        key = (lit, ty)
+        name = self._consts.get(key)
+        if name is None:
+            name = self._consts[key] = self.fresh("c")
+            typed = lit if ty == "i1" else f"{lit} : {ty}"  # `true` / `false` carry their type
+            self.const_lines.append(f"    {name} = arith.constant {typed}")
+            if ty == "index":
+                self.index_value[name] = int(value)
+        return name
+
+    def index(self, n: int) -> str:
+        return self.const(n, "index")
+
+    # ---- index arithmetic with constant folding -----------------------------------------------
+
+    def imul(self, a: str, n: int) -> str:
+        if n == 1:
+            return a
+        va = self.index_value.get(a)
+        if va is not None:
+            return self.index(va * n)
+        if n == 0:
+            return self.index(0)
+        return self.op(f"arith.muli {a}, {self.index(n)} : index", "i")
+
+    def iadd(self, a: str, b: str) -> str:
+        va, vb = self.index_value.get(a), self.index_value.get(b)
+        if va is not None and vb is not None:
+            return self.index(va + vb)
+        if va == 0:
+            return b
+        if vb == 0:
+            return a
+        return self.op(f"arith.addi {a}, {b} : index", "i")
+
+    def iaddc(self, a: str, n: int) -> str:
+        return a if n == 0 else self.iadd(a, self.index(n))
+
+    def lin(self, idx: Idx) -> str:
+        if idx.lin is None:
+            acc = self.index(0)
+            for d, i in zip(idx.shape, idx.multi):
+                acc = self.iadd(self.imul(acc, d), i)
+            idx.lin = acc
+        return idx.lin
+
+    def multi(self, idx: Idx) -> tuple[str, ...]:
+        if idx.multi is None:
+            rest, out = idx.lin, []
+            for k, d in reversed(list(enumerate(idx.shape))):
+                if d == 1:
+                    out.append(self.index(0))
+                elif all(s == 1 for s in idx.shape[:k]):
+                    out.append(rest)
+                else:
+                    out.append(self.op(f"arith.remui {rest}, {self.index(d)} : index", "i"))
+                    rest = self.op(f"arith.divui {rest}, {self.index(d)} : index", "i")
+            idx.multi = tuple(reversed(out))
+        return idx.multi
+
+    # ---- loops --------------------------------------------------------------------------------
+
+    def begin_for(self, n: int, inits: Sequence[tuple[str, str]] = ()) -> tuple[str, list[str], str]:
+        """Open ``scf.for %iv = 0 to n``; returns (iv, iter-arg names, result name)."""
+        iv = self.fresh("i")
+        res = self.fresh("r") if inits else ""
+        args = [self.fresh("a") for _ in inits]
+        head = f"scf.for {iv} = {self.index(0)} to {self.index(n)} step {self.index(1)}"
+        if inits:
+            its = ", ".join(f"{a} = {v}" for a, (v, _) in zip(args, inits))
+            tys = ", ".join(t for _, t in inits)
+            multi = f":{len(inits)}" if len(inits) > 1 else ""
+            self.stmt(f"{res}{multi} = {head} iter_args({its}) -> ({tys}) {{")
+        else:
+            self.stmt(head + " {")
+        self.depth += 1
+        return iv, args, res
+
+    def end_for(self, res: str, yields: Sequence[tuple[str, str]] = ()) -> list[str]:
+        if yields:
+            self.stmt(f"scf.yield {', '.join(v for v, _ in yields)} : "
+                      f"{', '.join(t for _, t in yields)}")  # fmt: skip
+        self.depth -= 1
+        self.stmt("}")
+        if not yields:
+            return []
+        return [res] if len(yields) == 1 else [f"{res}#{k}" for k in range(len(yields))]
+
+    # ---- memory -------------------------------------------------------------------------------
+
+    def load(self, buf: str, aval: Any, lin: str) -> str:
+        st = storage_type(aval.dtype)
+        v = self.op(f"memref.load {buf}[{lin}] : {memref_type(aval)}")
+        if st in ("bf16", "f16"):
+            return self.op(f"arith.extf {v} : {st} to f32")
+        if aval.dtype == dtypes.bool_:
+            return self.op(f"arith.cmpi ne, {v}, {self.const(0, 'i8')} : i8")
+        return v
+
+    def store(self, value: str, buf: str, aval: Any, lin: str) -> None:
+        st = storage_type(aval.dtype)
+        if st in ("bf16", "f16"):
+            value = self.op(f"arith.truncf {value} : f32 to {st}")
+        elif aval.dtype == dtypes.bool_:
+            value = self.op(f"arith.extui {value} : i1 to i8")
+        self.stmt(f"memref.store {value}, {buf}[{lin}] : {memref_type(aval)}")
+
+
+def collapse(sizes: Sequence[int], labels: Sequence[str]) -> list[tuple[int, str]]:
+    """Merge adjacent loop dimensions with the same label ('k' kept / 'r' reduced)."""
+    out: list[tuple[int, str]] = []
+    for n, lab in zip(sizes, labels):
+        if out and out[-1][1] == lab:
+            out[-1] = (out[-1][0] * n, lab)
+        else:
+            out.append((n, lab))
+    return out
+
+
+def prod(xs: Sequence[int]) -> int:
+    return math.prod(xs)

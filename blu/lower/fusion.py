@@ -1,0 +1,232 @@
+"""The layout of one fused kernel: which values get buffers and in which loop nests they are
+computed. Pure Python over the kernel's jaxpr (no MLIR), so the launch plan and the memory plan
+know a kernel's scratch buffers before anything is compiled.
+
+A kernel is a jaxpr of fusible equations (elementwise, data movement, reductions). Values that
+are not *materialized* are recomputed inline, element by element, wherever they are read (data
+movement becomes index arithmetic). Materialized are: the kernel's outputs, reduction results
+(their consumers read them at other indices), and expensive values read through a broadcast
+that would recompute them many times. Each materialized value is computed in a loop *nest*
+over its iteration domain (its shape, or its operand's shape for a reduction); nests over the
+same domain share one loop (multi-output fusion: e.g. the AdamW update writes the parameter and
+both moments in one pass), unless one reads the other at a different index, or reads a
+reduction that is not finished yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blu.core import dtypes
+from blu.core.aval import ShapedArray
+from blu.core.jaxpr import Jaxpr, Literal, Var
+from blu.lower.rules import INDEX, REDUCE, SCALAR
+
+ARG_REDUCE = ("argmax", "argmin")
+_EXPENSIVE = {"exp", "log", "tanh", "logistic", "log1p", "expm1", "erf", "erfc", "sin", "cos",
+              "tan", "pow", "div", "sqrt", "rsqrt", "atan2", "sinh", "cosh", "asin", "acos",
+              "atan", "asinh", "acosh", "atanh", "exp2", "cbrt", "rem"}  # fmt: skip
+
+
+def reduce_axes(eqn: Any) -> tuple[int, ...]:
+    p = eqn.params
+    return (p["axis"],) if eqn.primitive.name in ARG_REDUCE else tuple(p["axes"])
+
+
+def is_reduction(eqn: Any) -> bool:
+    return eqn.primitive.name in REDUCE or eqn.primitive.name in ARG_REDUCE
+
+
+def can_fuse(eqn: Any) -> bool:
+    """Whether the equation has a CPU lowering rule usable inside a fused kernel."""
+    name = eqn.primitive.name
+    if eqn.primitive.multiple_results:
+        return False
+    if name == "bitcast_convert_type":
+        return eqn.invars[0].aval.dtype.itemsize == eqn.params["new_dtype"].itemsize
+    if name in ARG_REDUCE:  # only along the last (non-unit) axis: a running (value, index)
+        x = eqn.invars[0].aval
+        return all(d == 1 for d in x.shape[eqn.params["axis"] + 1 :])
+    return name in SCALAR or name in INDEX or name in REDUCE
+
+
+class Nest:
+    """One loop nest: iterates over ``shape``; reduces ``axes`` (None: no reduction yet)."""
+
+    __slots__ = ("shape", "axes", "members", "needs_multi")
+
+    def __init__(self, shape: tuple[int, ...], axes: tuple[int, ...] | None):
+        self.shape, self.axes = shape, axes
+        self.members: list[Var] = []
+        self.needs_multi = False
+
+
+class KernelLayout:
+    """Buffers and nests of a kernel jaxpr.
+
+    Attributes:
+        jaxpr: the kernel (invars: inputs, outvars: outputs; no constvars).
+        producer: the equation defining each intermediate variable.
+        buffer: materialized var -> ("in" | "out" | "tmp", position).
+        scratch: avals of the kernel-private buffers (reductions read inside, float32
+            accumulators of half-precision reductions, expensive broadcast values).
+        acc: reduction var -> scratch position of its float32 accumulator (half floats
+            reduced into a buffer).
+        nests: the loop nests, in execution order.
+    """
+
+    def __init__(self, jaxpr: Jaxpr):
+        self.jaxpr = jaxpr
+        self.producer: dict[Var, Any] = {v: e for e in jaxpr.eqns for v in e.outvars}
+        self.buffer: dict[Var, tuple[str, int]] = {}
+        for i, v in enumerate(jaxpr.invars):
+            self.buffer[v] = ("in", i)
+        for i, v in enumerate(jaxpr.outvars):
+            self.buffer[v] = ("out", i)
+        self.scratch: list[ShapedArray] = []
+        self.acc: dict[Var, int] = {}
+        consumers: dict[Var, list[Any]] = {}
+        for e in jaxpr.eqns:
+            for a in e.invars:
+                if isinstance(a, Var):
+                    consumers.setdefault(a, []).append(e)
+        for e in jaxpr.eqns:
+            v = e.outvars[0]
+            if v in self.buffer:
+                continue
+            if is_reduction(e) or self._expensive_broadcast(v, consumers.get(v, [])):
+                self.buffer[v] = ("tmp", len(self.scratch))
+                self.scratch.append(v.aval.strip_weak_type())
+        self.nests: list[Nest] = []
+        self._schedule()
+
+    # ---- materialization ----------------------------------------------------------------------
+
+    def _cost(self, v: Var, budget: int = 8) -> int:
+        """Roughly how expensive recomputing ``v`` inline is (saturating at ``budget``)."""
+        cost, stack, seen = 0, [v], set()
+        while stack and cost < budget:
+            u = stack.pop()
+            if isinstance(u, Literal) or u in seen or u in self.buffer:
+                continue
+            seen.add(u)
+            e = self.producer[u]
+            cost += 4 if e.primitive.name in _EXPENSIVE else (1 if e.primitive.name in SCALAR else 0)
+            stack.extend(e.invars)
+        return min(cost, budget)
+
+    def _expensive_broadcast(self, v: Var, consumers: list[Any]) -> bool:
+        grows = any(
+            e.primitive.name == "broadcast_in_dim" and e.outvars[0].aval.size >= 4 * max(v.aval.size, 1)
+            for e in consumers
+        )
+        return grows and self._cost(v) >= 4
+
+    # ---- scheduling ---------------------------------------------------------------------------
+
+    def reads(self, m: Var) -> tuple[dict[Var, bool], bool]:
+        """The materialized values computing ``m`` reads (True: only at its own index, through
+        elementwise operations), and whether any data movement is inlined (needs multi-indices)."""
+        e = self.producer[m]
+        if is_reduction(e):
+            roots, moves = [(e.invars[0], True)], False
+        else:
+            ew = e.primitive.name in SCALAR
+            roots, moves = [(a, ew) for a in e.invars], not ew
+        out: dict[Var, bool] = {}
+        seen: set = set()
+        while roots:
+            v, ident = roots.pop()
+            if isinstance(v, Literal) or (v, ident) in seen:
+                continue
+            seen.add((v, ident))
+            if v in self.buffer:
+                out[v] = out.get(v, True) and ident
+                continue
+            pe = self.producer[v]
+            ew = pe.primitive.name in SCALAR
+            moves = moves or not ew
+            roots.extend((a, ident and ew) for a in pe.invars)
+        return out, moves
+
+    def _schedule(self) -> None:
+        where: dict[Var, int] = {}
+        for e in self.jaxpr.eqns:
+            m = e.outvars[0]
+            if m not in self.buffer:
+                continue
+            red = is_reduction(e)
+            shape = e.invars[0].aval.shape if red else m.aval.shape
+            axes = reduce_axes(e) if red else None
+            deps, moves = self.reads(m)
+            earliest = 0
+            for d, ident in deps.items():
+                if d in where:
+                    finished = not is_reduction(self.producer[d]) and ident
+                    earliest = max(earliest, where[d] + (0 if finished else 1))
+            k = next(
+                (
+                    j
+                    for j in range(earliest, len(self.nests))
+                    if self.nests[j].shape == shape
+                    and (axes is None or self.nests[j].axes in (None, axes))
+                ),
+                None,
+            )
+            if k is None:
+                k = len(self.nests)
+                self.nests.append(Nest(shape, None))
+            nest = self.nests[k]
+            if axes is not None:
+                nest.axes = axes
+            nest.members.append(m)
+            nest.needs_multi = nest.needs_multi or moves
+            where[m] = k
+        for nest in self.nests:
+            self._plan_accumulators(nest)
+
+    def inplace_safe(self, out: Var, inp: Var) -> bool:
+        """Whether ``out`` may be written over ``inp``'s buffer: ``inp`` is read only in earlier
+        nests, or element-for-element in ``out``'s own nest (where loads precede stores)."""
+        if out not in self.buffer or is_reduction(self.producer[out]):
+            return False
+        nest_of = {m: j for j, n in enumerate(self.nests) for m in n.members}
+        j0 = nest_of[out]
+        for j, nest in enumerate(self.nests):
+            for m in nest.members:
+                reads = self.reads(m)[0]
+                if inp in reads and (j > j0 or (j == j0 and not reads[inp])):
+                    return False
+        return True
+
+    def _plan_accumulators(self, nest: Nest) -> None:
+        """Half-precision reductions that accumulate in memory get a float32 scratch buffer."""
+        if nest.axes is None or is_suffix(nest):
+            return
+        for m in nest.members:
+            if is_reduction(self.producer[m]) and m.aval.dtype in (dtypes.bfloat16, dtypes.float16):
+                self.acc[m] = len(self.scratch)
+                self.scratch.append(ShapedArray(m.aval.shape, dtypes.float32))
+
+
+def loop_groups(nest: Nest) -> list[tuple[int, str, tuple[int, ...]]]:
+    """The loops of a nest: (trip count, 'k' kept / 'r' reduced, dimensions). Unit dimensions
+    get no loop; adjacent dimensions of one kind are merged unless the nest needs per-dimension
+    indices (inlined data movement)."""
+    axes = nest.axes or ()
+    out: list[tuple[int, str, tuple[int, ...]]] = []
+    for d, n in enumerate(nest.shape):
+        if n == 1:
+            continue
+        lab = "r" if d in axes else "k"
+        if out and out[-1][1] == lab and not nest.needs_multi:
+            out[-1] = (out[-1][0] * n, lab, out[-1][2] + (d,))
+        else:
+            out.append((n, lab, (d,)))
+    return out
+
+
+def is_suffix(nest: Nest) -> bool:
+    """Whether the reduced loops are innermost (the accumulators can live in registers)."""
+    labels = [g[1] for g in loop_groups(nest)]
+    return "k" not in labels[labels.index("r") :] if "r" in labels else True

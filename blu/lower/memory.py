@@ -1,0 +1,245 @@
+"""The memory plan of a launch plan: buffer liveness, reuse of dead buffers, in-place updates.
+
+Every value the plan produces has a *root* buffer (a view shares its operand's root). A root
+lives from the node that defines it to its last reader; outputs live to the end. Temporaries
+are placed at offsets of one arena (best fit, freed blocks coalesced); a kernel may write an
+output over an input that dies in that kernel when it reads that input only element-for-element
+(in place); outputs of kernels and matrix products are written into donated arguments of the
+same size once those are dead (``donate_argnums``), else into fresh arrays. Results of numpy
+fallbacks are arrays numpy allocated (counted, not placed).
+
+``MemoryAnalysis`` reports argument, output, temporary (arena) and peak bytes, as JAX's
+``compiled.memory_analysis()`` does, plus the sum of every intermediate value's size, which
+is what running the jaxpr unfused and unplanned would keep alive at worst.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from blu.core.jaxpr import Var
+from blu.lower.partition import Plan
+
+ALIGN = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryAnalysis:
+    """Bytes of one executable's buffers.
+
+    Attributes:
+        argument_bytes: all arguments.
+        output_bytes: all outputs (including those written into donated arguments).
+        alias_bytes: output bytes written into donated arguments (counted once in the peak).
+        temp_bytes: the arena of temporaries (intermediates and kernel scratch), after reuse.
+        fallback_bytes: the largest total of live numpy-fallback results.
+        peak_bytes: most bytes live at once during a call (arguments, live outputs, the arena,
+            live fallback results).
+        intermediate_bytes: the sum of the sizes of all intermediate values of the jaxpr.
+    """
+
+    argument_bytes: int
+    output_bytes: int
+    alias_bytes: int
+    temp_bytes: int
+    fallback_bytes: int
+    peak_bytes: int
+    intermediate_bytes: int
+
+    def __str__(self) -> str:
+        mb = lambda n: f"{n / 2**20:.2f} MiB"  # noqa: E731
+        return (
+            f"arguments {mb(self.argument_bytes)}, outputs {mb(self.output_bytes)} "
+            f"({mb(self.alias_bytes)} in donated arguments), temporaries {mb(self.temp_bytes)}, "
+            f"fallback results {mb(self.fallback_bytes)}, peak {mb(self.peak_bytes)} "
+            f"(all intermediates: {mb(self.intermediate_bytes)})"
+        )
+
+
+def nbytes(aval: Any) -> int:
+    return aval.size * aval.dtype.itemsize
+
+
+class Arena:
+    """Best-fit placement of blocks in one growing byte range."""
+
+    def __init__(self) -> None:
+        self.free: list[tuple[int, int]] = []  # (offset, size), sorted, coalesced
+        self.size = 0
+
+    def alloc(self, n: int) -> int:
+        n = max(-(-n // ALIGN) * ALIGN, ALIGN)
+        best = None
+        for k, (off, sz) in enumerate(self.free):
+            if sz >= n and (best is None or sz < self.free[best][1]):
+                best = k
+        if best is not None:
+            off, sz = self.free[best]
+            if sz == n:
+                del self.free[best]
+            else:
+                self.free[best] = (off + n, sz - n)
+            return off
+        if self.free and self.free[-1][0] + self.free[-1][1] == self.size:  # grow the tail
+            off = self.free.pop()[0]
+        else:
+            off = self.size
+        self.size = off + n
+        return off
+
+    def release(self, off: int, n: int) -> None:
+        n = max(-(-n // ALIGN) * ALIGN, ALIGN)
+        self.free.append((off, n))
+        self.free.sort()
+        merged: list[tuple[int, int]] = []
+        for o, s in self.free:
+            if merged and merged[-1][0] + merged[-1][1] == o:
+                merged[-1] = (merged[-1][0], merged[-1][1] + s)
+            else:
+                merged.append((o, s))
+        self.free = merged
+
+
+class MemoryPlan:
+    """Where each value of a plan lives.
+
+    Attributes:
+        root: value -> the value owning its buffer (itself unless it is a view).
+        place: root -> ("arg", i) | ("arena", offset) | ("out",) | ("donated", arg index) |
+            ("fallback",).
+        scratch: node index -> arena offsets of the kernel's scratch buffers.
+        analysis: the MemoryAnalysis.
+    """
+
+    def __init__(self, plan: Plan, donated: tuple[bool, ...], inplace_ok: Any):
+        j = plan.jaxpr
+        nodes = plan.nodes
+        end = len(nodes)
+        self.root: dict[Var, Var] = {v: v for v in j.invars}
+        defined_at: dict[Var, int] = {v: -1 for v in j.invars}
+        kind_of: dict[Var, str] = {}
+        for k, n in enumerate(nodes):
+            for e in n.eqns if n.kind == "fallback" else []:
+                for v in e.outvars:
+                    self.root[v], defined_at[v], kind_of[v] = v, k, "fallback"
+            for v in n.outputs:
+                if n.kind == "view":
+                    self.root[v] = self.root[n.inputs[0]]
+                else:
+                    self.root[v], defined_at[v], kind_of[v] = v, k, n.kind
+        last: dict[Var, int] = {}
+        for k, n in enumerate(nodes):
+            for v in n.inputs:
+                r = self.root[v]
+                last[r] = max(last.get(r, -1), k)
+        outs = {self.root[v] for v in j.outvars if isinstance(v, Var)}
+        for r in outs:
+            last[r] = end
+        self.place: dict[Var, tuple] = {}
+        for i, v in enumerate(j.invars):
+            self.place[v] = ("arg", i)
+        self.scratch: dict[int, list[int]] = {}
+        arena = Arena()
+        offset: dict[Var, int] = {}
+        donor_free = [
+            v for v, d in zip(j.invars, donated) if d and self.root[v] is v and v not in outs
+        ]
+        used_donors: set[Var] = set()
+        live_bytes = [0] * (end + 1)  # bytes live during node k, besides the arena
+        fallback_live = [0] * (end + 1)
+
+        def span(r: Var, lo: int, hi: int, table: list[int]) -> None:
+            for k in range(max(lo, 0), min(hi, end) + 1):
+                table[k] += nbytes(r.aval)
+
+        arena_peak_at = [0] * (end + 1)
+        current = 0
+        for k, n in enumerate(nodes):
+            new_roots = [v for v in n.outputs if self.root[v] is v and defined_at.get(v) == k]
+            if n.kind == "fallback":
+                new_roots = [v for e in n.eqns for v in e.outvars if v in last or v in outs]
+            for r in new_roots:
+                if n.kind == "fallback":
+                    self.place[r] = ("fallback",)
+                    span(r, k, last.get(r, k), fallback_live)
+                    continue
+                if r in outs:
+                    donor = self._donor(r, k, n, donor_free, used_donors, last, inplace_ok)
+                    if donor is not None:
+                        used_donors.add(donor)
+                        self.place[r] = ("donated", j.invars.index(donor))
+                    else:
+                        self.place[r] = ("out",)
+                        span(r, k, end, live_bytes)
+                    continue
+                reuse = None
+                if n.kind == "kernel":
+                    for i in n.inputs:
+                        ri = self.root[i]
+                        if (ri in offset and last.get(ri) == k and ri.aval.size == r.aval.size
+                                and ri.aval.dtype.itemsize == r.aval.dtype.itemsize
+                                and inplace_ok(n, r, i)):  # fmt: skip
+                            reuse = ri
+                            break
+                if reuse is not None:
+                    offset[r] = offset.pop(reuse)
+                else:
+                    offset[r] = arena.alloc(nbytes(r.aval))
+                    current += _aligned(nbytes(r.aval))
+                self.place[r] = ("arena", offset[r])
+            if n.kind == "kernel":
+                layout = n.extra
+                self.scratch[k] = [arena.alloc(nbytes(a)) for a in layout.scratch]
+                scratch_bytes = sum(_aligned(nbytes(a)) for a in layout.scratch)
+            else:
+                scratch_bytes = 0
+            arena_peak_at[k] = current + scratch_bytes
+            for off, a in zip(self.scratch.get(k, []), n.extra.scratch if n.kind == "kernel" else []):
+                arena.release(off, nbytes(a))
+            for r in list(offset):
+                if last.get(r, k) <= k:
+                    arena.release(offset.pop(r), nbytes(r.aval))
+                    current -= _aligned(nbytes(r.aval))
+        for d in donor_free:  # a donated argument stays live until its last reader
+            if d not in used_donors:
+                span(d, 0, last.get(d, -1), live_bytes)
+        self.arena_size = arena.size
+        arg_bytes = sum(nbytes(v.aval) for v in j.invars)
+        donated_bytes = sum(nbytes(v.aval) for v in donor_free)
+        out_roots = {self.root[v] for v in j.outvars if isinstance(v, Var)}
+        out_bytes = sum(nbytes(v.aval) for v in j.outvars if isinstance(v, Var))
+        alias = sum(nbytes(r.aval) for r in out_roots if self.place.get(r, ("",))[0] == "donated")
+        peak = max(
+            (arena_peak_at[k] + live_bytes[k] + fallback_live[k] for k in range(end)), default=0
+        )
+        inter = sum(nbytes(v.aval) for e in j.eqns for v in e.outvars)
+        self.analysis = MemoryAnalysis(
+            argument_bytes=arg_bytes,
+            output_bytes=out_bytes,
+            alias_bytes=alias,
+            temp_bytes=arena.size,
+            fallback_bytes=max(fallback_live, default=0),
+            # donated arguments are counted by live_bytes while live; the others all along
+            peak_bytes=peak + arg_bytes - donated_bytes + alias,
+            intermediate_bytes=inter,
+        )
+
+    def _donor(self, r, k, node, donors, used, last, inplace_ok) -> Var | None:
+        """A donated argument whose buffer output ``r`` can take."""
+        if node.kind not in ("kernel", "dot"):
+            return None
+        for d in donors:
+            if d in used or nbytes(d.aval) != nbytes(r.aval):
+                continue
+            lu = last.get(d, -1)
+            if lu < k:
+                return d
+            if lu == k and node.kind == "kernel" and d in node.inputs:
+                if d.aval.size == r.aval.size and inplace_ok(node, r, d):
+                    return d
+        return None
+
+
+def _aligned(n: int) -> int:
+    return max(-(-n // ALIGN) * ALIGN, ALIGN)

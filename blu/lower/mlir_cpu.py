@@ -1,0 +1,182 @@
+"""Compiling kernels for the CPU: MLIR text -> pass pipeline -> LLVM -> machine code, through
+the persistent cache.
+
+The pipeline lowers ``scf``/``arith``/``math``/``memref``/``func`` to the LLVM dialect (math
+functions without a polynomial in ``mathlib`` become libm calls; bfloat16 conversions are
+expanded to integer operations); ``ExecutionEngine(opt_level=3)`` then runs LLVM's -O3 for the
+host CPU (LLVM vectorizes the loops). Memrefs use the bare-pointer calling convention, and the
+engine's packed wrapper ``_mlir_<name>(void **args)`` gives every kernel one C signature.
+
+On a cache hit, a second process loads the shared object (``ctypes``, no MLIR at all) or, where
+no linker was available, re-creates the engine from the stored LLVM-dialect text (skipping the
+pass pipeline). ``import mlir`` happens only when something must be compiled.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Callable
+
+from blu.core.config import config
+from blu.core.errors import BluError
+from blu.lower import cache
+
+log = logging.getLogger("blu.jit")
+
+PIPELINE = (
+    "builtin.module(convert-scf-to-cf,arith-expand{include-bf16=true},convert-math-to-llvm,"
+    "convert-math-to-libm,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,"
+    "convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
+    "reconcile-unrealized-casts)"
+)
+
+_PACKED = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class CompileError(BluError):
+    """MLIR rejected a kernel or the pass pipeline failed (a bug in a lowering rule)."""
+
+
+class Kernel:
+    """A compiled kernel: ``kernel(ptrs)`` calls it with a ``c_void_p`` array of buffer
+    addresses (inputs, outputs, scratch, in the kernel's parameter order).
+
+    Attributes:
+        key: its cache key; name: its symbol; source: where it came from ("compiled",
+        "cache:so", "cache:llvm", "memory"); seconds: compile or load time.
+    """
+
+    __slots__ = ("fn", "keep", "key", "name", "source", "seconds")
+
+    def __init__(self, addr: int, keep: object, key: str, name: str, source: str, seconds: float):
+        self.fn = _PACKED(addr)
+        self.keep = keep  # the engine or library that owns the code
+        self.key, self.name, self.source, self.seconds = key, name, source, seconds
+
+
+_loaded: dict[str, Kernel] = {}
+_lock = threading.Lock()
+stats = {"compiled": 0, "cache_so": 0, "cache_llvm": 0, "memory": 0, "compile_s": 0.0}
+
+
+def symbol(key: str) -> str:
+    return "k" + key[:24]
+
+
+def get_kernel(canonical: str, emit: Callable[[str], str], label: str = "") -> Kernel:
+    """The compiled kernel for a canonical text, from memory, the disk cache, or compiled.
+
+    Args:
+        canonical: ``cache.canonical_text`` of the kernel jaxpr.
+        emit: given the symbol name, returns the kernel's MLIR text (called only on a miss).
+        label: a readable description for logs.
+    """
+    key = cache.kernel_key(canonical, cache.host_target())
+    with _lock:
+        k = _loaded.get(key)
+        if k is not None:
+            stats["memory"] += 1
+            return k
+        k = _load_or_compile(key, canonical, emit, label)
+        _loaded[key] = k
+        return k
+
+
+def _load_or_compile(key: str, canonical: str, emit: Callable[[str], str], label: str) -> Kernel:
+    name = symbol(key)
+    t0 = time.perf_counter()
+    so = cache.path(key, ".so")
+    if os.path.exists(so):
+        try:
+            lib = ctypes.CDLL(so)
+            addr = ctypes.cast(getattr(lib, "_mlir_" + name), ctypes.c_void_p).value
+            stats["cache_so"] += 1
+            return _done(Kernel(addr, lib, key, name, "cache:so", time.perf_counter() - t0), label)
+        except (OSError, AttributeError):
+            pass  # unreadable or foreign: fall through and rebuild
+    llvm_text = cache.read_text(key, ".llvm.mlir")
+    if llvm_text is not None:
+        try:
+            engine = _engine(llvm_text, run_passes=False)
+            stats["cache_llvm"] += 1
+            k = Kernel(engine.raw_lookup(name), engine, key, name, "cache:llvm", time.perf_counter() - t0)
+            _store_object(key, engine)
+            return _done(k, label)
+        except CompileError:
+            pass
+    text = emit(name)
+    _dump(name, canonical, text)
+    engine, llvm_text = _compile(text)
+    _dump(name, None, llvm_text, ".llvm.mlir")
+    cache.write_bytes(key, ".llvm.mlir", llvm_text.encode())
+    _store_object(key, engine)
+    seconds = time.perf_counter() - t0
+    stats["compiled"] += 1
+    stats["compile_s"] += seconds
+    return _done(Kernel(engine.raw_lookup(name), engine, key, name, "compiled", seconds), label)
+
+
+def _done(k: Kernel, label: str) -> Kernel:
+    if config.log_compiles:
+        verb = "compiled" if k.source == "compiled" else f"loaded ({k.source})"
+        log.warning("blu.jit: %s kernel %s %s in %.1f ms", verb, k.name, label, k.seconds * 1e3)
+    return k
+
+
+def _engine(text: str, run_passes: bool):
+    from mlir import execution_engine, ir, passmanager
+
+    with ir.Context():
+        try:
+            module = ir.Module.parse(text)
+            if run_passes:
+                passmanager.PassManager.parse(PIPELINE).run(module.operation)
+        except Exception as e:  # MLIRError, ValueError: the kernel text is malformed
+            raise CompileError(f"MLIR could not compile a kernel: {e}\n{text[:4000]}") from e
+        llvm_text = str(module) if run_passes else text
+        engine = execution_engine.ExecutionEngine(module, opt_level=3)
+    engine.llvm_text = llvm_text  # type: ignore[attr-defined]
+    return engine
+
+
+def _compile(text: str):
+    engine = _engine(text, run_passes=True)
+    return engine, engine.llvm_text
+
+
+_linker = shutil.which("ld")
+
+
+def _store_object(key: str, engine) -> None:
+    """Write the engine's object code as ``<key>.so`` (needs a system ``ld``; else skipped)."""
+    if _linker is None or os.environ.get("BLU_CACHE_NO_SO"):
+        return
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            obj, so = os.path.join(d, "k.o"), os.path.join(d, "k.so")
+            engine.dump_to_object_file(obj)
+            subprocess.run([_linker, "-shared", "-o", so, obj], check=True, capture_output=True)
+            with open(so, "rb") as f:
+                cache.write_bytes(key, ".so", f.read())
+    except (OSError, subprocess.CalledProcessError):
+        pass
+
+
+def _dump(name: str, canonical: str | None, text: str, suffix: str = ".mlir") -> None:
+    """``BLU_DUMP_IR=dir``: write each compiled kernel's jaxpr and MLIR (before/after passes)."""
+    d = os.environ.get("BLU_DUMP_IR")
+    if not d:
+        return
+    os.makedirs(d, exist_ok=True)
+    if canonical is not None:
+        with open(os.path.join(d, name + ".jaxpr.txt"), "w") as f:
+            f.write(canonical)
+    with open(os.path.join(d, name + suffix), "w") as f:
+        f.write(text)

@@ -1,0 +1,522 @@
+"""CPU lowering rules: one small function per primitive, keyed by primitive name.
+
+Three kinds, all working on one element at a time inside a kernel's loop nest (``codegen.py``):
+
+- ``SCALAR[name](b, eqn, *operand_values) -> value``: elementwise primitives. Operands are SSA
+  values in their compute type (``emit.compute_type``); semantics follow each primitive's numpy
+  impl (XLA's: integer division by zero gives -1, ``rem(x, 0) = x``, shifts by the bit width or
+  more shift everything out, float -> int casts truncate, saturate and map NaN to 0).
+- ``INDEX[name](k, eqn, idx) -> value``: data movement (broadcast, reshape, transpose, slice,
+  pad, concatenate, ...) and ``iota``: the value at ``idx`` of the output, read from the
+  operand at a mapped index (``k.value(atom, idx)``), so moving data costs no copy.
+- ``REDUCE[name]``: reductions, as (identity, combine) in the compute type; ``codegen.py``
+  drives the loops.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from blu.core import dtypes
+from blu.lower import mathlib
+from blu.lower.emit import Builder, Idx, compute_type, is_float, is_unsigned
+
+SCALAR: dict[str, Callable[..., str]] = {}
+INDEX: dict[str, Callable[..., str]] = {}
+
+
+def _dt(eqn: Any, i: int = 0) -> np.dtype:
+    return eqn.invars[i].aval.dtype
+
+
+def _rule(*names: str) -> Callable:
+    def register(fn: Callable) -> Callable:
+        for n in names:
+            SCALAR[n] = fn
+        return fn
+
+    return register
+
+
+def _binop(b: Builder, op: str, x: str, y: str, ty: str) -> str:
+    return b.op(f"arith.{op} {x}, {y} : {ty}")
+
+
+def _sel(b: Builder, c: str, x: str, y: str, ty: str) -> str:
+    return b.op(f"arith.select {c}, {x}, {y} : {ty}")
+
+
+def _cmpi(b: Builder, pred: str, x: str, y: str, ty: str) -> str:
+    return b.op(f"arith.cmpi {pred}, {x}, {y} : {ty}")
+
+
+def _by_kind(fop: str, iop: str, bop: str | None = None, uop: str | None = None) -> Callable:
+    """A binary rule choosing the float / signed / unsigned / bool arith op by dtype."""
+
+    def rule(b: Builder, eqn: Any, x: str, y: str) -> str:
+        dt, ty = _dt(eqn), compute_type(_dt(eqn))
+        if is_float(dt):
+            return _binop(b, fop, x, y, ty)
+        if dt == dtypes.bool_ and bop is not None:
+            return _binop(b, bop, x, y, ty)
+        return _binop(b, uop if (uop and is_unsigned(dt)) else iop, x, y, ty)
+
+    return rule
+
+
+# ---- arithmetic --------------------------------------------------------------------------------
+
+SCALAR["add"] = _by_kind("addf", "addi", "ori")
+SCALAR["sub"] = _by_kind("subf", "subi")
+SCALAR["mul"] = _by_kind("mulf", "muli", "andi")
+SCALAR["max"] = _by_kind("maximumf", "maxsi", "ori", "maxui")
+SCALAR["min"] = _by_kind("minimumf", "minsi", "andi", "minui")
+SCALAR["and"] = _by_kind("andi", "andi", "andi")
+SCALAR["or"] = _by_kind("ori", "ori", "ori")
+SCALAR["xor"] = _by_kind("xori", "xori", "xori")
+
+
+@_rule("neg")
+def _neg(b, eqn, x):
+    ty = compute_type(_dt(eqn))
+    if is_float(_dt(eqn)):
+        return b.op(f"arith.negf {x} : {ty}")
+    return _binop(b, "subi", b.const(0, ty), x, ty)
+
+
+@_rule("not")
+def _not(b, eqn, x):
+    ty = compute_type(_dt(eqn))
+    return _binop(b, "xori", x, b.const(-1 if ty != "i1" else 1, ty), ty)
+
+
+@_rule("div")
+def _div(b, eqn, x, y):
+    dt, ty = _dt(eqn), compute_type(_dt(eqn))
+    if is_float(dt):
+        return _binop(b, "divf", x, y, ty)
+    zero, one, ones = b.const(0, ty), b.const(1, ty), b.const(-1, ty)
+    y0 = _cmpi(b, "eq", y, zero, ty)
+    if is_unsigned(dt):
+        q = _binop(b, "divui", x, _sel(b, y0, one, y, ty), ty)
+        return _sel(b, y0, ones, q, ty)
+    # x / 0 = -1 (XLA); x / -1 = -x (wraps), which divsi would trap on for the minimum
+    ym1 = _cmpi(b, "eq", y, ones, ty)
+    safe = _sel(b, _binop(b, "ori", y0, ym1, "i1"), one, y, ty)
+    q = _binop(b, "divsi", x, safe, ty)
+    q = _sel(b, ym1, _binop(b, "subi", zero, x, ty), q, ty)
+    return _sel(b, y0, ones, q, ty)
+
+
+@_rule("rem")
+def _rem(b, eqn, x, y):
+    dt, ty = _dt(eqn), compute_type(_dt(eqn))
+    if is_float(dt):
+        return _binop(b, "remf", x, y, ty)
+    zero, one = b.const(0, ty), b.const(1, ty)
+    y0 = _cmpi(b, "eq", y, zero, ty)
+    if is_unsigned(dt):
+        return _sel(b, y0, x, _binop(b, "remui", x, _sel(b, y0, one, y, ty), ty), ty)
+    ym1 = _cmpi(b, "eq", y, b.const(-1, ty), ty)
+    safe = _sel(b, _binop(b, "ori", y0, ym1, "i1"), one, y, ty)
+    r = _sel(b, ym1, zero, _binop(b, "remsi", x, safe, ty), ty)
+    return _sel(b, y0, x, r, ty)
+
+
+@_rule("abs")
+def _abs(b, eqn, x):
+    dt, ty = _dt(eqn), compute_type(_dt(eqn))
+    if is_float(dt):
+        return b.op(f"math.absf {x} : {ty}")
+    return x if is_unsigned(dt) else b.op(f"math.absi {x} : {ty}")
+
+
+@_rule("sign")
+def _sign(b, eqn, x):
+    dt, ty = _dt(eqn), compute_type(_dt(eqn))
+    zero, one = b.const(0, ty), b.const(1, ty)
+    if is_float(dt):  # 0, -0 and NaN are their own sign
+        pos = b.op(f"arith.cmpf ogt, {x}, {zero} : {ty}")
+        neg = b.op(f"arith.cmpf olt, {x}, {zero} : {ty}")
+        return _sel(b, pos, one, _sel(b, neg, b.const(-1, ty), x, ty), ty)
+    if is_unsigned(dt):
+        return _sel(b, _cmpi(b, "ne", x, zero, ty), one, zero, ty)
+    pos = _sel(b, _cmpi(b, "sgt", x, zero, ty), one, zero, ty)
+    return _sel(b, _cmpi(b, "slt", x, zero, ty), b.const(-1, ty), pos, ty)
+
+
+@_rule("square")
+def _square(b, eqn, x):
+    return SCALAR["mul"](b, eqn, x, x)
+
+
+@_rule("integer_pow")
+def _integer_pow(b, eqn, x):
+    dt, ty, y = _dt(eqn), compute_type(_dt(eqn)), eqn.params["y"]
+    mul = "mulf" if is_float(dt) else "muli"
+    acc, base, n = None, x, abs(y)
+    while n:  # square-and-multiply, as the impl does for integers
+        if n & 1:
+            acc = base if acc is None else _binop(b, mul, acc, base, ty)
+        n >>= 1
+        if n:
+            base = _binop(b, mul, base, base, ty)
+    acc = b.const(1, ty) if acc is None else acc
+    return _binop(b, "divf", b.const(1.0, ty), acc, ty) if y < 0 else acc
+
+
+@_rule("rsqrt")
+def _rsqrt(b, eqn, x):
+    ty = compute_type(_dt(eqn))
+    return _binop(b, "divf", b.const(1.0, ty), b.op(f"math.sqrt {x} : {ty}"), ty)
+
+
+@_rule("is_finite")
+def _is_finite(b, eqn, x):
+    ty = compute_type(_dt(eqn))
+    return b.op(f"arith.cmpf olt, {b.op(f'math.absf {x} : {ty}')}, {b.const(np.inf, ty)} : {ty}")
+
+
+@_rule("round")
+def _round(b, eqn, x):
+    op = "roundeven" if eqn.params["rounding_method"] == 1 else "round"
+    return b.op(f"math.{op} {x} : {compute_type(_dt(eqn))}")
+
+
+# float functions: a vectorizable polynomial in f32 where mathlib has one, else the math
+# dialect (libm); f64 always through libm (numpy's accuracy)
+_MATH = {"sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "sin": "sin", "cos": "cos",
+         "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh",
+         "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "exp2": "exp2",
+         "cbrt": "cbrt", "erfc": "erfc", "exp": "exp", "log": "log", "tanh": "tanh",
+         "log1p": "log1p", "expm1": "expm1", "erf": "erf"}  # fmt: skip
+
+
+def _math_rule(name: str) -> Callable:
+    def rule(b, eqn, x):
+        ty = compute_type(_dt(eqn))
+        if ty == "f32" and name in mathlib.FUNCTIONS:
+            return mathlib.FUNCTIONS[name](b, x)
+        return b.op(f"math.{_MATH[name]} {x} : {ty}")
+
+    return rule
+
+
+for _name in _MATH:
+    SCALAR[_name] = _math_rule(_name)
+
+
+@_rule("logistic")
+def _logistic(b, eqn, x):
+    ty = compute_type(_dt(eqn))
+    if ty == "f32":
+        return mathlib.logistic(b, x)
+    ax = b.op(f"math.absf {x} : {ty}")
+    e = b.op(f"math.exp {b.op(f'arith.negf {ax} : {ty}')} : {ty}")
+    d = _binop(b, "addf", e, b.const(1.0, ty), ty)
+    pos, neg = _binop(b, "divf", b.const(1.0, ty), d, ty), _binop(b, "divf", e, d, ty)
+    return _sel(b, b.op(f"arith.cmpf oge, {x}, {b.const(0.0, ty)} : {ty}"), pos, neg, ty)
+
+
+@_rule("pow")
+def _pow(b, eqn, x, y):
+    return b.op(f"math.powf {x}, {y} : {compute_type(_dt(eqn))}")
+
+
+@_rule("atan2")
+def _atan2(b, eqn, x, y):
+    return b.op(f"math.atan2 {x}, {y} : {compute_type(_dt(eqn))}")
+
+
+@_rule("stop_gradient")
+def _identity(b, eqn, x):
+    return x
+
+
+# ---- comparisons and select --------------------------------------------------------------------
+
+_FCMP = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
+_SCMP = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+_UCMP = {"eq": "eq", "ne": "ne", "lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge"}
+
+
+def _compare(name: str) -> Callable:
+    def rule(b, eqn, x, y):
+        dt, ty = _dt(eqn), compute_type(_dt(eqn))
+        if is_float(dt):
+            return b.op(f"arith.cmpf {_FCMP[name]}, {x}, {y} : {ty}")
+        table = _UCMP if (is_unsigned(dt) or dt == dtypes.bool_) else _SCMP
+        return _cmpi(b, table[name], x, y, ty)
+
+    return rule
+
+
+for _name in _FCMP:
+    SCALAR[_name] = _compare(_name)
+
+
+@_rule("select")
+def _select(b, eqn, p, x, y):
+    return _sel(b, p, x, y, compute_type(_dt(eqn, 1)))
+
+
+# ---- shifts and bit counts ---------------------------------------------------------------------
+
+
+def _shift(kind: str) -> Callable:
+    def rule(b, eqn, x, y):
+        ty = compute_type(_dt(eqn))
+        bits = int(ty[1:])
+        big = _cmpi(b, "uge", y, b.const(bits, ty), ty)  # the amount is read as unsigned
+        amt = _sel(b, big, b.const(bits - 1 if kind == "shrsi" else 0, ty), y, ty)
+        out = _binop(b, kind, x, amt, ty)
+        return out if kind == "shrsi" else _sel(b, big, b.const(0, ty), out, ty)
+
+    return rule
+
+
+SCALAR["shift_left"] = _shift("shli")
+SCALAR["shift_right_logical"] = _shift("shrui")
+SCALAR["shift_right_arithmetic"] = _shift("shrsi")
+
+
+@_rule("population_count")
+def _popcount(b, eqn, x):
+    return b.op(f"math.ctpop {x} : {compute_type(_dt(eqn))}")
+
+
+@_rule("clz")
+def _clz(b, eqn, x):
+    return b.op(f"math.ctlz {x} : {compute_type(_dt(eqn))}")
+
+
+# ---- casts -------------------------------------------------------------------------------------
+
+
+@_rule("convert_element_type")
+def _convert(b, eqn, x):
+    return convert(b, x, _dt(eqn), eqn.params["new_dtype"])
+
+
+def convert(b: Builder, x: str, src: np.dtype, dst: np.dtype) -> str:
+    """Cast a compute-type value of dtype ``src`` to ``dst`` (numpy's astype, with the impl's
+    float -> int rule: truncate, saturate, NaN -> 0)."""
+    src, dst = np.dtype(src), np.dtype(dst)
+    st, dt_ = compute_type(src), compute_type(dst)
+    if dst == dtypes.bool_:
+        if is_float(src):
+            return b.op(f"arith.cmpf une, {x}, {b.const(0.0, st)} : {st}")
+        return _cmpi(b, "ne", x, b.const(0, st), st)
+    if is_float(src) and is_float(dst):
+        if dst in (dtypes.bfloat16, dtypes.float16):  # round to the narrow type, compute in f32
+            x = x if st == "f32" else b.op(f"arith.truncf {x} : {st} to f32")
+            narrow = "bf16" if dst == dtypes.bfloat16 else "f16"
+            if src == dst:
+                return x
+            return b.op(f"arith.extf {b.op(f'arith.truncf {x} : f32 to {narrow}')} : "
+                        f"{narrow} to f32")  # fmt: skip
+        if st == dt_:
+            return x
+        return b.op(f"arith.{'extf' if dt_ == 'f64' else 'truncf'} {x} : {st} to {dt_}")
+    if is_float(dst):  # integer or bool -> float
+        op = "uitofp" if (is_unsigned(src) or src == dtypes.bool_) else "sitofp"
+        y = b.op(f"arith.{op} {x} : {st} to {dt_}")
+        if dst in (dtypes.bfloat16, dtypes.float16):
+            return convert(b, y, dtypes.float32, dst)
+        return y
+    if is_float(src):  # float -> integer: truncate toward zero, saturate, NaN -> 0
+        info = np.iinfo(dst)
+        t = b.op(f"math.trunc {x} : {st}")
+        lo, hi = b.const(float(info.min), st), b.const(float(info.max), st)
+        inside = b.op(f"arith.minnumf {b.op(f'arith.maxnumf {t}, {lo} : {st}')}, {hi} : {st}")
+        safe = _sel(b, b.op(f"arith.cmpf oge, {t}, {hi} : {st}"), b.const(0.0, st), inside, st)
+        op = "fptoui" if is_unsigned(dst) else "fptosi"
+        y = b.op(f"arith.{op} {safe} : {st} to {dt_}")
+        y = _sel(b, b.op(f"arith.cmpf oge, {t}, {hi} : {st}"), b.const(info.max, dt_), y, dt_)
+        y = _sel(b, b.op(f"arith.cmpf ole, {t}, {lo} : {st}"), b.const(info.min, dt_), y, dt_)
+        return _sel(b, b.op(f"arith.cmpf uno, {x}, {x} : {st}"), b.const(0, dt_), y, dt_)
+    sb, db = int(st[1:]), int(dt_[1:])  # integer or bool -> integer: wrap or extend
+    if sb == db:
+        return x
+    if sb > db:
+        return b.op(f"arith.trunci {x} : {st} to {dt_}")
+    ext = "extui" if (is_unsigned(src) or src == dtypes.bool_) else "extsi"
+    return b.op(f"arith.{ext} {x} : {st} to {dt_}")
+
+
+@_rule("bitcast_convert_type")
+def _bitcast(b, eqn, x):
+    src, dst = _dt(eqn), eqn.params["new_dtype"]
+    ty = compute_type(src)
+    if src in (dtypes.bfloat16, dtypes.float16):  # back to the stored bits first
+        ty = "bf16" if src == dtypes.bfloat16 else "f16"
+        x = b.op(f"arith.truncf {x} : f32 to {ty}")
+    narrow = {dtypes.bfloat16: "bf16", dtypes.float16: "f16"}.get(dst, compute_type(dst))
+    y = b.op(f"arith.bitcast {x} : {ty} to {narrow}")
+    return b.op(f"arith.extf {y} : {narrow} to f32") if narrow in ("bf16", "f16") else y
+
+
+# ---- data movement (index maps) ----------------------------------------------------------------
+
+
+def _index_rule(name: str) -> Callable:
+    def register(fn: Callable) -> Callable:
+        INDEX[name] = fn
+        return fn
+
+    return register
+
+
+@_index_rule("broadcast_in_dim")
+def _bid(k, eqn, idx: Idx) -> str:
+    x = eqn.invars[0]
+    out = k.b.multi(idx)
+    zero = k.b.index(0)
+    dims = eqn.params["broadcast_dimensions"]
+    multi = [zero if x.aval.shape[i] == 1 else out[d] for i, d in enumerate(dims)]
+    return k.value(x, Idx(x.aval.shape, multi))
+
+
+@_index_rule("reshape")
+def _reshape(k, eqn, idx: Idx) -> str:
+    x = eqn.invars[0]
+    return k.value(x, Idx(x.aval.shape, lin=k.b.lin(idx)))  # row-major order is unchanged
+
+
+@_index_rule("squeeze")
+def _squeeze(k, eqn, idx: Idx) -> str:
+    x = eqn.invars[0]
+    if idx.multi is None:
+        return k.value(x, Idx(x.aval.shape, lin=idx.lin))
+    it, zero = iter(idx.multi), k.b.index(0)
+    dims = set(eqn.params["dimensions"])
+    return k.value(x, Idx(x.aval.shape, [zero if d in dims else next(it) for d in range(x.aval.ndim)]))
+
+
+@_index_rule("transpose")
+def _transpose(k, eqn, idx: Idx) -> str:
+    x, perm = eqn.invars[0], eqn.params["permutation"]
+    out = k.b.multi(idx)
+    multi = [None] * len(perm)
+    for j, p in enumerate(perm):
+        multi[p] = out[j]
+    return k.value(x, Idx(x.aval.shape, multi))
+
+
+@_index_rule("slice")
+def _slice(k, eqn, idx: Idx) -> str:
+    x, b = eqn.invars[0], k.b
+    starts, strides = eqn.params["start_indices"], eqn.params["strides"]
+    multi = [b.iaddc(b.imul(i, st), s) for i, s, st in zip(b.multi(idx), starts, strides)]
+    return k.value(x, Idx(x.aval.shape, multi))
+
+
+@_index_rule("rev")
+def _rev(k, eqn, idx: Idx) -> str:
+    x, b = eqn.invars[0], k.b
+    dims = set(eqn.params["dimensions"])
+    multi = [
+        b.op(f"arith.subi {b.index(n - 1)}, {i} : index", "i") if d in dims else i
+        for d, (i, n) in enumerate(zip(b.multi(idx), x.aval.shape))
+    ]
+    return k.value(x, Idx(x.aval.shape, multi))
+
+
+@_index_rule("iota")
+def _iota(k, eqn, idx: Idx) -> str:
+    b, dt = k.b, eqn.params["dtype"]
+    i = b.multi(idx)[eqn.params["dimension"]]
+    as_int = b.op(f"arith.index_cast {i} : index to i64")
+    return convert(b, as_int, dtypes.int64, dt)
+
+
+def _clamp_index(b: Builder, t: str, n: int) -> str:
+    """min(max(t, 0), n - 1) on signed index values (keeps a masked-off load in bounds)."""
+    t = b.op(f"arith.maxsi {t}, {b.index(0)} : index", "i")
+    return b.op(f"arith.minsi {t}, {b.index(max(n - 1, 0))} : index", "i")
+
+
+@_index_rule("pad")
+def _pad(k, eqn, idx: Idx) -> str:
+    x, pv = eqn.invars
+    b = k.b
+    fill = k.value(pv, Idx((), ()))
+    if x.aval.size == 0:
+        return fill
+    ok, multi = None, []
+    for i, n, (lo, _, interior) in zip(b.multi(idx), x.aval.shape, eqn.params["padding_config"]):
+        t = b.op(f"arith.subi {i}, {b.index(lo)} : index", "i") if lo else i
+        conds = [b.op(f"arith.cmpi sge, {t}, {b.index(0)} : index")]
+        if interior:
+            step = b.index(interior + 1)
+            conds.append(b.op(f"arith.cmpi eq, {b.op(f'arith.remsi {t}, {step} : index', 'i')}, "
+                              f"{b.index(0)} : index"))  # fmt: skip
+            t = b.op(f"arith.divsi {t}, {step} : index", "i")
+        conds.append(b.op(f"arith.cmpi slt, {t}, {b.index(n)} : index"))
+        for c in conds:
+            ok = c if ok is None else b.op(f"arith.andi {ok}, {c} : i1")
+        multi.append(_clamp_index(b, t, n))
+    v = k.value(x, Idx(x.aval.shape, multi))
+    return v if ok is None else _sel(b, ok, v, fill, compute_type(x.aval.dtype))
+
+
+@_index_rule("concatenate")
+def _concatenate(k, eqn, idx: Idx) -> str:
+    b, d = k.b, eqn.params["dimension"]
+    out = b.multi(idx)
+    parts, off = [], 0
+    for x in eqn.invars:
+        n = x.aval.shape[d]
+        if n:
+            parts.append((x, off, n))
+        off += n
+    ty = compute_type(eqn.outvars[0].aval.dtype)
+    result = None
+    for x, off, n in reversed(parts):
+        t = b.op(f"arith.subi {out[d]}, {b.index(off)} : index", "i") if off else out[d]
+        multi = list(out)
+        multi[d] = _clamp_index(b, t, n) if result is not None else t
+        v = k.value(x, Idx(x.aval.shape, multi))
+        if result is None:
+            result = v
+        else:
+            below = b.op(f"arith.cmpi slt, {out[d]}, {b.index(off + n)} : index")
+            result = _sel(b, below, v, result, ty)
+    return result
+
+
+# ---- reductions --------------------------------------------------------------------------------
+
+
+def _reducer(fop: str, iop: str, bop: str, uop: str | None = None) -> Callable:
+    def combine(b: Builder, dt: np.dtype, acc: str, x: str) -> str:
+        ty = compute_type(dt)
+        if is_float(dt):  # reassociation lets LLVM vectorize the reduction
+            return b.op(f"arith.{fop} {acc}, {x} fastmath<reassoc> : {ty}")
+        if dt == dtypes.bool_:
+            return _binop(b, bop, acc, x, ty)
+        return _binop(b, uop if (uop and is_unsigned(dt)) else iop, acc, x, ty)
+
+    return combine
+
+
+def _extreme(dt: np.dtype, kind: str) -> Any:
+    if dt == dtypes.bool_:
+        return kind == "min"
+    if is_float(dt):
+        return -np.inf if kind == "max" else np.inf
+    info = np.iinfo(dt)
+    return info.min if kind == "max" else info.max
+
+
+# name -> (identity(dtype), combine(b, dtype, acc, x))
+REDUCE: dict[str, tuple[Callable, Callable]] = {
+    "reduce_sum": (lambda dt: 0, _reducer("addf", "addi", "ori")),
+    "reduce_prod": (lambda dt: 1, _reducer("mulf", "muli", "andi")),
+    "reduce_max": (lambda dt: _extreme(dt, "max"), _reducer("maximumf", "maxsi", "ori", "maxui")),
+    "reduce_min": (lambda dt: _extreme(dt, "min"), _reducer("minimumf", "minsi", "andi", "minui")),
+    "reduce_and": (lambda dt: True, _reducer("andi", "andi", "andi")),
+    "reduce_or": (lambda dt: False, _reducer("ori", "ori", "ori")),
+}

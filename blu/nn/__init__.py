@@ -1,0 +1,55 @@
+"""blu.nn: neural-network functions over arrays and parameter pytrees (functional, no modules).
+
+Everything here is a pure function of arrays, built from ``blu.numpy`` and ``blu.lax``, so it
+differentiates, vmaps and jits. Reductions that need range (softmax, log_softmax, logsumexp,
+cross_entropy, layer_norm statistics) are computed in float32 when given bfloat16/float16.
+
+- activations: ``relu``, ``gelu``, ``silu``, ``sigmoid``
+- normalization and probabilities: ``layer_norm``, ``rms_norm``, ``softmax``, ``log_softmax``,
+  ``logsumexp``
+- layers: ``linear``, ``embedding``, ``one_hot``, ``dropout``
+- losses: ``cross_entropy``
+- attention: ``dot_product_attention`` (layout ``(..., T, heads, head_dim)``),
+  ``causal_self_attention`` (GPT-2's block)
+- ``initializers``: ``normal``, ``uniform``, ``zeros``, ``ones``, ``xavier_uniform``,
+  ``lecun_normal``, ``truncated_normal``
+"""
+
+from blu.nn.functions import (
+    cross_entropy,
+    dropout,
+    embedding,
+    gelu,
+    layer_norm,
+    linear,
+    log_softmax,
+    logsumexp,
+    one_hot,
+    relu,
+    rms_norm,
+    sigmoid,
+    silu,
+    softmax,
+)
+from blu.nn.attention import causal_self_attention, dot_product_attention
+from blu.nn import initializers
+
+__all__ = [
+    "causal_self_attention",
+    "cross_entropy",
+    "dot_product_attention",
+    "dropout",
+    "embedding",
+    "gelu",
+    "initializers",
+    "layer_norm",
+    "linear",
+    "log_softmax",
+    "logsumexp",
+    "one_hot",
+    "relu",
+    "rms_norm",
+    "sigmoid",
+    "silu",
+    "softmax",
+]

@@ -1,0 +1,403 @@
+"""Activations, softmax and friends, normalization, layers and losses (pure functions)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import blu.numpy as bnp
+from blu import lax
+from blu.core import dtypes
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import get_aval
+
+_LOW_PRECISION = (dtypes.bfloat16, dtypes.float16)
+
+
+def _float_operand(x: Any) -> Any:
+    """``x`` as an array of a float dtype (integers and bools become float32)."""
+    x = bnp.asarray(x)
+    if not dtypes.is_float(x.dtype):
+        x = x.astype(dtypes.float32)
+    return x
+
+
+def _upcast(x: Any) -> Any:
+    """bfloat16/float16 to float32 (for statistics); other floats unchanged."""
+    return x.astype(dtypes.float32) if x.dtype in _LOW_PRECISION else x
+
+
+def _axes(axis: int | Sequence[int] | None, ndim: int, name: str) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise BluValueError(with_user_line(f"nn.{name}: axis {a} out of range for rank {ndim}"))
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise BluValueError(with_user_line(f"nn.{name}: repeated axis in {axis}"))
+    return tuple(sorted(out))
+
+
+# ---- activations -------------------------------------------------------------------------------
+
+
+def relu(x: Any) -> Any:
+    """``max(x, 0)`` elementwise; its derivative at 0 is taken as 0."""
+    x = bnp.asarray(x)
+    return bnp.where(x > 0, x, bnp.zeros_like(x))
+
+
+def sigmoid(x: Any) -> Any:
+    """The logistic function ``1 / (1 + exp(-x))`` elementwise."""
+    return lax.logistic(_float_operand(x))
+
+
+def silu(x: Any) -> Any:
+    """``x * sigmoid(x)`` (a.k.a. swish; Elfwing et al. 2017) elementwise."""
+    x = _float_operand(x)
+    return x * lax.logistic(x)
+
+
+def gelu(x: Any, approximate: bool = True) -> Any:
+    """Gaussian error linear unit (Hendrycks & Gimpel 2016), elementwise.
+
+    Args:
+        x: float array.
+        approximate: True: the tanh form ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``
+            (GPT-2's); False: the exact ``0.5 x (1 + erf(x / sqrt(2)))``.
+
+    Returns:
+        An array of ``x``'s shape and dtype.
+    """
+    x = _float_operand(x)
+    if approximate:
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))
+        return 0.5 * x * (1.0 + bnp.tanh(inner))
+    return 0.5 * x * (1.0 + lax.erf(x * (1.0 / math.sqrt(2.0))))
+
+
+# ---- softmax family ----------------------------------------------------------------------------
+
+
+def _stable_max(x: Any, axes: tuple[int, ...]) -> Any:
+    """The max over ``axes`` (kept as size-1 axes), with non-finite maxima (all -inf rows)
+    replaced by 0 and no gradient: a shift that softmax-like functions are invariant to."""
+    m = bnp.max(x, axis=axes, keepdims=True)
+    m = bnp.where(bnp.isfinite(m), m, bnp.zeros_like(m))
+    return lax.stop_gradient(m)
+
+
+def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
+    """``log(sum(exp(x)))`` over ``axis``, computed stably (shifted by the max).
+
+    ``-inf`` entries contribute nothing and get a zero (finite) gradient; the gradient is
+    ``softmax(x)`` over the axes. An empty reduction gives ``-inf``.
+
+    Args:
+        x: float array (bfloat16/float16 are computed in float32).
+        axis: an axis, a tuple of axes, or None for all.
+        keepdims: keep the reduced axes as size 1.
+
+    Returns:
+        An array of ``x``'s dtype, with the reduced axes removed (or size 1).
+    """
+    x = _float_operand(x)
+    axes = _axes(axis, x.ndim, "logsumexp")
+    shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    if any(x.shape[a] == 0 for a in axes):
+        out = bnp.full(shape, -np.inf, x.dtype)
+    else:
+        x32 = _upcast(x)
+        m = _stable_max(x32, axes)
+        out = (bnp.log(bnp.sum(bnp.exp(x32 - m), axis=axes, keepdims=True)) + m).astype(x.dtype)
+    if not keepdims:
+        out = bnp.reshape(out, tuple(d for i, d in enumerate(x.shape) if i not in axes))
+    return out
+
+
+def softmax(x: Any, axis: int | Sequence[int] = -1) -> Any:
+    """``exp(x) / sum(exp(x))`` over ``axis``, computed stably; ``-inf`` entries give 0.
+
+    Args:
+        x: float array (bfloat16/float16 are computed in float32).
+        axis: the normalized axis or axes.
+
+    Returns:
+        An array of ``x``'s shape and dtype.
+    """
+    x = _float_operand(x)
+    if x.size == 0:
+        return x
+    axes = _axes(axis, x.ndim, "softmax")
+    x32 = _upcast(x)
+    e = bnp.exp(x32 - _stable_max(x32, axes))
+    return (e / bnp.sum(e, axis=axes, keepdims=True)).astype(x.dtype)
+
+
+def log_softmax(x: Any, axis: int | Sequence[int] = -1) -> Any:
+    """``x - logsumexp(x)`` over ``axis``, computed stably.
+
+    Args:
+        x: float array (bfloat16/float16 are computed in float32).
+        axis: the normalized axis or axes.
+
+    Returns:
+        An array of ``x``'s shape and dtype.
+    """
+    x = _float_operand(x)
+    if x.size == 0:
+        return x
+    axes = _axes(axis, x.ndim, "log_softmax")
+    x32 = _upcast(x)
+    shifted = x32 - _stable_max(x32, axes)
+    lse = bnp.log(bnp.sum(bnp.exp(shifted), axis=axes, keepdims=True))
+    return (shifted - lse).astype(x.dtype)
+
+
+# ---- normalization -----------------------------------------------------------------------------
+
+
+def _param_for(p: Any, x: Any, axes: tuple[int, ...], what: str, name: str) -> Any:
+    """Reshape a scale/shift parameter of the normalized axes' shape so it broadcasts against
+    ``x`` (e.g. gamma (C,) for axis=1 of (N, C, L) becomes (C, 1))."""
+    p = bnp.asarray(p)
+    norm_shape = tuple(x.shape[a] for a in axes)
+    if p.shape == norm_shape:
+        first = axes[0]
+        shape = tuple(x.shape[i] if i in axes else 1 for i in range(first, x.ndim))
+        return bnp.reshape(p, shape)
+    try:
+        np.broadcast_shapes(p.shape, x.shape)
+    except ValueError:
+        raise BluShapeError(
+            with_user_line(
+                f"nn.{name}: {what} {get_aval(p).str_short()} must have the normalized shape "
+                f"{norm_shape} (or broadcast to x {get_aval(x).str_short()})"
+            )
+        ) from None
+    return p
+
+
+def layer_norm(
+    x: Any,
+    gamma: Any = None,
+    beta: Any = None,
+    eps: float = 1e-5,
+    axis: int | Sequence[int] = -1,
+) -> Any:
+    """Layer normalization (Ba, Kiros & Hinton 2016): ``(x - mean) / sqrt(var + eps) * gamma +
+    beta`` with the mean and (biased) variance over ``axis``.
+
+    Args:
+        x: float array (bfloat16/float16: statistics and the affine map in float32).
+        gamma, beta: optional scale and shift of the normalized axes' shape (e.g. ``(C,)``).
+        eps: added to the variance.
+        axis: the normalized axis or axes.
+
+    Returns:
+        An array of ``x``'s shape and dtype.
+
+    Raises:
+        BluShapeError: gamma/beta do not fit the normalized axes.
+    """
+    x = _float_operand(x)
+    axes = _axes(axis, x.ndim, "layer_norm")
+    x32 = _upcast(x)
+    mean = bnp.mean(x32, axis=axes, keepdims=True)
+    xc = x32 - mean
+    var = bnp.mean(xc * xc, axis=axes, keepdims=True)
+    y = xc * lax.rsqrt(var + eps)
+    if gamma is not None:
+        y = y * _param_for(gamma, x, axes, "gamma", "layer_norm").astype(y.dtype)
+    if beta is not None:
+        y = y + _param_for(beta, x, axes, "beta", "layer_norm").astype(y.dtype)
+    return y.astype(x.dtype)
+
+
+def rms_norm(x: Any, gamma: Any = None, eps: float = 1e-6, axis: int | Sequence[int] = -1) -> Any:
+    """Root-mean-square normalization (Zhang & Sennrich 2019): ``x / sqrt(mean(x^2) + eps) *
+    gamma``, statistics in float32 for bfloat16/float16. Shapes as in ``layer_norm``."""
+    x = _float_operand(x)
+    axes = _axes(axis, x.ndim, "rms_norm")
+    x32 = _upcast(x)
+    y = x32 * lax.rsqrt(bnp.mean(x32 * x32, axis=axes, keepdims=True) + eps)
+    if gamma is not None:
+        y = y * _param_for(gamma, x, axes, "gamma", "rms_norm").astype(y.dtype)
+    return y.astype(x.dtype)
+
+
+# ---- layers ------------------------------------------------------------------------------------
+
+
+def linear(x: Any, w: Any, b: Any = None) -> Any:
+    """An affine map ``x @ w + b``.
+
+    Args:
+        x: ``(..., in)``.
+        w: ``(in, out)``.
+        b: optional ``(out,)``.
+
+    Returns:
+        ``(..., out)`` in the promoted dtype of the operands.
+
+    Raises:
+        BluShapeError: ``x``'s last axis is not ``w``'s first, or ``b`` is not ``(out,)``.
+    """
+    x, w = bnp.asarray(x), bnp.asarray(w)
+    if w.ndim != 2 or x.ndim < 1 or x.shape[-1] != w.shape[0]:
+        raise BluShapeError(
+            with_user_line(
+                f"nn.linear: x {get_aval(x).str_short()} and w {get_aval(w).str_short()} do not "
+                "fit: w must be (in, out) with in = x.shape[-1]"
+            )
+        )
+    y = bnp.matmul(x, w)
+    if b is not None:
+        b = bnp.asarray(b)
+        if b.shape != (w.shape[1],):
+            raise BluShapeError(
+                with_user_line(
+                    f"nn.linear: bias {get_aval(b).str_short()} must have shape ({w.shape[1]},)"
+                )
+            )
+        y = y + b
+    return y
+
+
+def _check_int(x: Any, what: str, name: str) -> Any:
+    x = bnp.asarray(x)
+    if not dtypes.is_int(x.dtype):
+        raise BluTypeError(
+            with_user_line(f"nn.{name}: {what} must be integers, got {get_aval(x).str_short()}")
+        )
+    return x
+
+
+def embedding(table: Any, ids: Any) -> Any:
+    """Look up rows of ``table``: ``table[ids]``.
+
+    Args:
+        table: ``(num_embeddings, dim)``.
+        ids: integer array of any shape, values in ``[0, num_embeddings)``.
+
+    Returns:
+        ``ids.shape + (dim,)`` in ``table``'s dtype. The gradient w.r.t. ``table`` scatter-adds
+        into the looked-up rows.
+    """
+    table = bnp.asarray(table)
+    ids = _check_int(ids, "ids", "embedding")
+    if table.ndim != 2:
+        raise BluShapeError(
+            with_user_line(
+                "nn.embedding: table must be (num_embeddings, dim), got "
+                f"{get_aval(table).str_short()}"
+            )
+        )
+    return bnp.take(table, ids, axis=0)
+
+
+def one_hot(labels: Any, num_classes: int, dtype: Any = dtypes.float32) -> Any:
+    """One-hot encoding: ``out[..., c] = (labels[...] == c)``.
+
+    Args:
+        labels: integer array; values outside ``[0, num_classes)`` give all-zero rows.
+        num_classes: the length of the new last axis.
+        dtype: output dtype.
+
+    Returns:
+        ``labels.shape + (num_classes,)`` of ``dtype``.
+    """
+    labels = _check_int(labels, "labels", "one_hot")
+    shape = labels.shape + (int(num_classes),)
+    classes = lax.iota(labels.dtype, shape, len(shape) - 1)
+    return (bnp.expand_dims(labels, -1) == classes).astype(dtype)
+
+
+def dropout(key: Any, x: Any, rate: float, deterministic: bool = False) -> Any:
+    """Inverted dropout (Srivastava et al. 2014): zero each entry with probability ``rate`` and
+    scale the survivors by ``1 / (1 - rate)``, so the expectation is ``x``.
+
+    Args:
+        key: ``uint32[2]`` PRNG key (``blu.random.key``).
+        x: float array.
+        rate: drop probability in ``[0, 1]`` (a Python float).
+        deterministic: return ``x`` unchanged (evaluation mode).
+
+    Returns:
+        An array of ``x``'s shape and dtype.
+
+    Raises:
+        BluValueError: ``rate`` outside ``[0, 1]``.
+    """
+    from blu import random
+
+    x = bnp.asarray(x)
+    rate = float(rate)
+    if not 0.0 <= rate <= 1.0:
+        raise BluValueError(with_user_line(f"nn.dropout: rate must be in [0, 1], got {rate}"))
+    if deterministic or rate == 0.0:
+        return x
+    if rate == 1.0:
+        return bnp.zeros_like(x)
+    # keep an entry iff its 32 random bits fall below (1 - rate) * 2**32: one integer compare
+    threshold = min(round((1.0 - rate) * 2.0**32), 2**32 - 1)
+    keep = random.bits(key, x.shape) < np.uint32(threshold)
+    return bnp.where(keep, x * (1.0 / (1.0 - rate)), bnp.zeros_like(x))
+
+
+# ---- losses ------------------------------------------------------------------------------------
+
+
+def cross_entropy(logits: Any, labels: Any, reduction: str = "mean") -> Any:
+    """Softmax cross-entropy with integer labels: ``logsumexp(logits) - logits[label]``.
+
+    Numerically stable for any finite logits (no probabilities are formed in the forward
+    pass; the backward pass is ``softmax(logits) - one_hot(labels)``).
+
+    Args:
+        logits: ``(..., num_classes)`` floats.
+        labels: ``(...)`` integers in ``[0, num_classes)``.
+        reduction: "mean" or "sum" over all positions, or "none".
+
+    Returns:
+        A scalar (or ``(...)`` for "none"), float32 for bfloat16/float16 logits, otherwise in
+        the logits' dtype.
+
+    Raises:
+        BluShapeError: ``labels`` is not ``logits.shape[:-1]``; BluValueError: bad reduction.
+    """
+    if reduction not in ("mean", "sum", "none"):
+        raise BluValueError(
+            with_user_line(
+                f"nn.cross_entropy: reduction must be mean, sum or none, not {reduction!r}"
+            )
+        )
+    x = _upcast(_float_operand(logits))
+    labels = _check_int(labels, "labels", "cross_entropy")
+    if x.ndim < 1 or labels.shape != x.shape[:-1]:
+        raise BluShapeError(
+            with_user_line(
+                f"nn.cross_entropy: labels {get_aval(labels).str_short()} must have the shape of "
+                f"logits {get_aval(x).str_short()} without its last axis"
+            )
+        )
+    classes = lax.iota(labels.dtype, x.shape, x.ndim - 1)
+    hit = bnp.expand_dims(labels, -1) == classes
+    if x.shape[-1] == 0:
+        loss = bnp.full(labels.shape, np.inf, x.dtype)
+    else:
+        # both terms relative to the max: the picked logit's large magnitude cancels exactly
+        shifted = x - _stable_max(x, (x.ndim - 1,))
+        picked = bnp.sum(bnp.where(hit, shifted, bnp.zeros_like(shifted)), axis=-1)
+        loss = bnp.log(bnp.sum(bnp.exp(shifted), axis=-1)) - picked
+    if reduction == "mean":
+        return bnp.mean(loss)
+    if reduction == "sum":
+        return bnp.sum(loss)
+    return loss

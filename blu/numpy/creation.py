@@ -1,0 +1,424 @@
+"""Array creation: array/asarray, zeros/ones/full/empty, arange/linspace, eye/tri, *_like.
+
+As in JAX, Python floats and lists of them become float32 and Python ints int32 (numpy arrays
+keep their dtype, float64 included), and constant patterns (``arange``, ``eye``, ``tri``) are
+built from ``lax.iota`` so that under ``jit`` they are computed, not stored as constants.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import numpy as np
+
+from blu import lax
+from blu.core import dtypes
+from blu.core.array import Array
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import Tracer, get_aval
+from blu.numpy._promote import (
+    _check_fits,
+    asarray_operand,
+    broadcast_shapes,
+    broadcast_to,
+    concrete_value,
+    is_python_scalar,
+    scalar_array,
+)
+
+# fmt: off
+__all__ = [
+    "array", "asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like",
+    "full_like", "empty_like", "arange", "linspace", "logspace", "eye", "identity", "tri",
+    "tril", "triu", "meshgrid", "copy"
+]
+# fmt: on
+
+
+def _leaves(obj: Any) -> list[Any]:
+    if isinstance(obj, (list, tuple)):
+        out = []
+        for o in obj:
+            out.extend(_leaves(o))
+        return out
+    return [obj]
+
+
+def _check_int_range(value: np.ndarray, dtype: np.dtype) -> None:
+    if value.size and value.dtype.kind in "iu" and dtypes.is_int(dtype):
+        info = np.iinfo(dtype)
+        lo, hi = int(value.min()), int(value.max())
+        if lo < info.min or hi > info.max:
+            bad = lo if lo < info.min else hi
+            raise BluValueError(with_user_line(f"integer {bad} does not fit in {dtype}"))
+
+
+def _from_sequence(obj: Any, dtype: Any) -> Any:
+    leaves = _leaves(obj)
+    for leaf in leaves:
+        if not isinstance(leaf, (bool, int, float, np.generic, np.ndarray, Array, Tracer)):
+            raise BluTypeError(
+                with_user_line(
+                    f"array: cannot make an array from {type(leaf).__name__} {leaf!r:.40}"
+                )
+            )
+    if dtype is None:
+        # lists are never weakly typed (as in JAX); Python scalars in them defer to the others
+        typed = [np.asarray(v) if isinstance(v, np.generic) else v for v in leaves]
+        dtype = dtypes.result_type(*typed) if leaves else dtypes.default_float
+    dtype = dtypes.canonicalize(dtype)
+    if any(isinstance(leaf, Tracer) for leaf in leaves):
+        from blu.numpy.manipulation import stack
+
+        return stack([array(o, dtype) for o in obj]) if obj else zeros((0,), dtype)
+    return Array(_stack_concrete(obj, dtype))
+
+
+def _stack_concrete(obj: Any, dtype: np.dtype) -> np.ndarray:
+    if isinstance(obj, (list, tuple)):
+        if not obj:
+            return np.zeros((0,), dtype)
+        parts = [_stack_concrete(o, dtype) for o in obj]
+        if len({p.shape for p in parts}) > 1:
+            shapes = ", ".join(str(p.shape) for p in parts)
+            raise BluShapeError(with_user_line(f"array: ragged nested sequence (shapes {shapes})"))
+        return np.stack(parts)
+    value = np.asarray(obj)
+    _check_int_range(value, dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return value.astype(dtype)
+
+
+def array(object: Any, dtype: Any = None, copy: bool = True, order: Any = None, ndmin: int = 0):
+    """Make a blu array from an array, numpy array, Python scalar or nested sequence.
+
+    Python floats/ints become float32/int32 (weakly typed when a bare scalar and ``dtype`` is
+    None, as in JAX); numpy arrays keep their dtype (float64 too); nested lists take the
+    promoted dtype of their elements, and may hold traced values (they are stacked).
+
+    Args:
+        object: the data.
+        dtype: the result dtype (anything ``bnp.dtype`` accepts).
+        copy: ignored (blu arrays are immutable).
+        order: only None/'C'/'K'/'A' (memory order is not a blu concept).
+        ndmin: at least this many dimensions (size-1 axes prepended).
+
+    Raises:
+        BluTypeError: unsupported dtype or not array-like. BluValueError: an integer does not
+        fit the dtype. BluShapeError: a ragged nested sequence.
+    """
+    if order not in (None, "C", "K", "A"):
+        raise BluValueError(with_user_line(f"array: only C order is supported, got {order!r}"))
+    if dtype is not None:
+        dtype = dtypes.canonicalize(dtype)
+    if isinstance(object, (Array, Tracer)):
+        out = object if dtype is None else lax.convert_element_type(object, dtype)
+    elif isinstance(object, (bool, int, float)) and not isinstance(object, np.generic):
+        if dtype is None:
+            d, weak = dtypes.dtype_and_weak(object)
+            out = scalar_array(object, d, weak)
+        else:
+            out = scalar_array(object, dtype, False)
+    elif isinstance(object, (np.ndarray, np.generic)):
+        d = dtypes.canonicalize(object.dtype) if dtype is None else dtype
+        if object.dtype.kind in "iu":
+            _check_int_range(np.asarray(object), d)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = Array(np.array(object, d))
+    elif isinstance(object, (list, tuple)):
+        out = _from_sequence(object, dtype)
+    elif hasattr(object, "__array__"):
+        return array(np.asarray(object), dtype, ndmin=ndmin)
+    else:
+        raise BluTypeError(
+            with_user_line(
+                f"array: cannot make an array from {type(object).__name__} {object!r:.40}"
+            )
+        )
+    nd = get_aval(out).ndim
+    if ndmin > nd:
+        out = lax.reshape(out, (1,) * (ndmin - nd) + get_aval(out).shape)
+    return out
+
+
+def asarray(a: Any, dtype: Any = None, order: Any = None, copy: Any = None) -> Any:
+    """Like ``array`` (no copy is ever needed: blu arrays are immutable)."""
+    return array(a, dtype=dtype, order=order)
+
+
+def copy(a: Any) -> Any:
+    """A copy of ``a`` (for concrete arrays a new buffer; tracers are returned as they are)."""
+    a = asarray(a)
+    return a.copy() if isinstance(a, Array) else a
+
+
+def _shape(shape: Any, name: str) -> tuple[int, ...]:
+    """A static shape (an int or a sequence of ints).
+
+    Raises:
+        ConcretizationError: a traced dimension. BluTypeError / BluValueError: not ints, or
+            negative.
+    """
+    dims = (shape,) if isinstance(shape, (int, np.integer, Tracer)) else tuple(shape)
+    for d in dims:
+        if isinstance(d, Tracer):
+            concrete_value(d, f"{name} (the shape)")
+    try:
+        out = tuple(operator.index(d) for d in dims)
+    except TypeError as e:
+        raise BluTypeError(with_user_line(f"{name}: shape must be ints, got {shape!r}")) from e
+    if any(d < 0 for d in out):
+        raise BluValueError(with_user_line(f"{name}: negative dimensions in shape {out}"))
+    return out
+
+
+def _default_dtype(dtype: Any, default: np.dtype = dtypes.default_float) -> np.dtype:
+    return default if dtype is None else dtypes.canonicalize(dtype)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
+    """An array of ``shape`` filled with ``fill_value`` (a scalar, or an array broadcast to
+    ``shape``). A Python scalar without ``dtype`` gives the default dtype, weakly typed."""
+    shape = _shape(shape, "full")
+    if is_python_scalar(fill_value):
+        if dtype is None:
+            return lax.full(shape, fill_value)
+        d = dtypes.canonicalize(dtype)
+        _check_fits(fill_value, d)
+        return lax.full(shape, fill_value, d)
+    fill = asarray(fill_value, dtype)
+    return broadcast_to(fill, shape)
+
+
+def zeros(shape: Any, dtype: Any = None) -> Any:
+    """An array of zeros (float32 by default)."""
+    return lax.full(_shape(shape, "zeros"), 0, _default_dtype(dtype))
+
+
+def ones(shape: Any, dtype: Any = None) -> Any:
+    """An array of ones (float32 by default)."""
+    return lax.full(_shape(shape, "ones"), 1, _default_dtype(dtype))
+
+
+def empty(shape: Any, dtype: Any = None) -> Any:
+    """Like ``zeros`` (blu arrays are never uninitialised)."""
+    return zeros(shape, dtype)
+
+
+def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Any:
+    """An array like ``a`` (its shape and dtype unless given) filled with ``fill_value``.
+
+    The result is weakly typed when ``a`` is and ``dtype`` is None (as in JAX)."""
+    aval = get_aval(asarray_operand(a))
+    shape = aval.shape if shape is None else _shape(shape, "full_like")
+    d = aval.dtype if dtype is None else dtypes.canonicalize(dtype)
+    if is_python_scalar(fill_value):
+        out = lax.full(shape, fill_value, d)
+    else:
+        out = broadcast_to(lax.convert_element_type(asarray(fill_value), d), shape)
+    if dtype is None and aval.weak_type:
+        out = lax.convert_element_type(out, d, weak_type=True)
+    return out
+
+
+def zeros_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
+    return full_like(a, 0, dtype, shape)
+
+
+def ones_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
+    return full_like(a, 1, dtype, shape)
+
+
+def empty_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
+    return full_like(a, 0, dtype, shape)
+
+
+def _static_scalar(x: Any, name: str) -> Any:
+    if x is None:
+        return None
+    v = concrete_value(x, name)
+    if v.ndim != 0:
+        raise BluValueError(with_user_line(f"{name}: expected a scalar, got shape {v.shape}"))
+    return v.item()
+
+
+def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> Any:
+    """Evenly spaced values in ``[start, stop)`` (static arguments), like ``np.arange``.
+
+    The dtype is int32 when every argument is an integer and float32 otherwise (unless given).
+
+    Raises:
+        ConcretizationError: an argument is traced. BluValueError: ``step`` is 0.
+    """
+    start = _static_scalar(start, "arange")
+    stop, step = _static_scalar(stop, "arange"), _static_scalar(step, "arange")
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    if step == 0:
+        raise BluValueError(with_user_line("arange: step must not be 0"))
+    all_int = all(isinstance(v, (int, bool)) for v in (start, stop, step))
+    if dtype is None:
+        dtype = dtypes.default_int if all_int else dtypes.default_float
+    dtype = dtypes.canonicalize(dtype)
+    if all_int:
+        n = len(range(start, stop, step))
+        if dtypes.is_int(dtype) or dtypes.is_float(dtype):
+            _check_fits(start, dtype)
+            _check_fits(start + step * max(n - 1, 0), dtype)
+            out = lax.iota(dtype, (n,))
+            if step != 1:
+                out = lax.mul(out, step)
+            return lax.add(out, start) if start else out
+    n = max(math.ceil((stop - start) / step), 0)
+    values = start + step * np.arange(n, dtype=np.float64)
+    return Array(values.astype(dtype))
+
+
+def linspace(
+    start: Any,
+    stop: Any,
+    num: int = 50,
+    endpoint: bool = True,
+    retstep: bool = False,
+    dtype: Any = None,
+    axis: int = 0,
+) -> Any:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (arrays broadcast; traced and
+    differentiable), as ``start * (1 - t) + stop * t``; integer dtypes round down.
+
+    Returns:
+        the values, and the step when ``retstep``.
+    """
+    import blu.numpy as u
+    from blu.numpy import manipulation as m
+
+    num = operator.index(num)
+    if num < 0:
+        raise BluValueError(with_user_line(f"linspace: num must be >= 0, got {num}"))
+    start, stop = asarray_operand(start), asarray_operand(stop)
+    if dtype is None:
+        dtype = dtypes.result_type(start, stop, 0.0)
+    dtype = dtypes.canonicalize(dtype)
+    comp = dtype if dtypes.is_float(dtype) else dtypes.default_float
+    start = lax.convert_element_type(start, comp)
+    stop = lax.convert_element_type(stop, comp)
+    bshape = broadcast_shapes(get_aval(start).shape, get_aval(stop).shape)
+    start, stop = broadcast_to(start, bshape), broadcast_to(stop, bshape)
+    axis = axis + len(bshape) + 1 if axis < 0 else axis
+    div = num - 1 if endpoint else num
+    out_shape = bshape[:axis] + (num,) + bshape[axis:]
+    step = u.true_divide(u.subtract(stop, start), div) if div > 0 else full_like(start, np.nan)
+    if num == 0:
+        out = zeros(out_shape, comp)
+    elif num == 1:
+        out = m.expand_dims(start, axis)
+    else:
+        t = lax.div(lax.iota(comp, (div,)), float(div))
+        t = lax.broadcast_in_dim(t, bshape[:axis] + (div,) + bshape[axis:], (axis,))
+        s, e = m.expand_dims(start, axis), m.expand_dims(stop, axis)
+        out = u.add(u.multiply(s, u.subtract(1, t)), u.multiply(e, t))
+        if endpoint:
+            out = m.concatenate([out, e], axis=axis)
+    if not dtypes.is_float(dtype):
+        out = lax.floor(out)
+    out = lax.convert_element_type(out, dtype)
+    return (out, step) if retstep else out
+
+
+def logspace(
+    start: Any,
+    stop: Any,
+    num: int = 50,
+    endpoint: bool = True,
+    base: float = 10.0,
+    dtype: Any = None,
+    axis: int = 0,
+) -> Any:
+    """``base ** linspace(start, stop, num)``."""
+    import blu.numpy as u
+
+    y = linspace(start, stop, num, endpoint, dtype=None, axis=axis)
+    out = u.power(base, y)
+    return out if dtype is None else lax.convert_element_type(out, dtype)
+
+
+def _index_grid(n: int, m: int) -> tuple[Any, Any]:
+    return lax.iota(dtypes.int32, (n, m), 0), lax.iota(dtypes.int32, (n, m), 1)
+
+
+def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Any:
+    """An ``N x M`` array with ones on diagonal ``k`` (float32 by default)."""
+    N = operator.index(N)
+    M = N if M is None else operator.index(M)
+    i, j = _index_grid(N, M)
+    return lax.convert_element_type(lax.eq(lax.add(i, int(k)), j), _default_dtype(dtype))
+
+
+def identity(n: int, dtype: Any = None) -> Any:
+    """The ``n x n`` identity matrix."""
+    return eye(n, dtype=dtype)
+
+
+def tri(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Any:
+    """Ones at and below diagonal ``k`` (``j <= i + k``), zeros above."""
+    N = operator.index(N)
+    M = N if M is None else operator.index(M)
+    i, j = _index_grid(N, M)
+    return lax.convert_element_type(lax.le(j, lax.add(i, int(k))), _default_dtype(dtype))
+
+
+def _tri_select(m: Any, k: int, lower: bool, name: str) -> Any:
+    m = asarray_operand(m)
+    aval = get_aval(m)
+    if aval.ndim < 2:
+        raise BluShapeError(
+            with_user_line(f"{name}: needs at least 2 dimensions, got {aval.str_short()}")
+        )
+    n_, m_ = aval.shape[-2:]
+    mask = tri(n_, m_, k if lower else k - 1, dtypes.bool_)
+    mask = lax.broadcast_in_dim(mask, aval.shape, (aval.ndim - 2, aval.ndim - 1))
+    zero = lax.full(aval.shape, 0, aval.dtype)
+    return lax.select(mask, m, zero) if lower else lax.select(mask, zero, m)
+
+
+def tril(m: Any, k: int = 0) -> Any:
+    """``m`` with the elements above diagonal ``k`` of its last two axes zeroed."""
+    return _tri_select(m, k, True, "tril")
+
+
+def triu(m: Any, k: int = 0) -> Any:
+    """``m`` with the elements below diagonal ``k`` of its last two axes zeroed."""
+    return _tri_select(m, k, False, "triu")
+
+
+def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> list:
+    """Coordinate arrays from 1-D coordinate vectors (``indexing`` 'xy' or 'ij')."""
+    if indexing not in ("xy", "ij"):
+        raise BluValueError(
+            with_user_line(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+        )
+    xs = [asarray_operand(x) for x in xi]
+    for x in xs:
+        if get_aval(x).ndim != 1:
+            raise BluShapeError(
+                with_user_line(f"meshgrid: inputs must be 1-D, got {get_aval(x).str_short()}")
+            )
+    n = len(xs)
+    shape = [get_aval(x).shape[0] for x in xs]
+    if indexing == "xy" and n >= 2:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, x in enumerate(xs):
+        ax = i
+        if indexing == "xy" and n >= 2 and i < 2:
+            ax = 1 - i
+        if sparse:
+            s = [1] * n
+            s[ax] = get_aval(x).shape[0]
+            out.append(lax.reshape(x, s))
+        else:
+            out.append(lax.broadcast_in_dim(x, tuple(shape), (ax,)))
+    return out

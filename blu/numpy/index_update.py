@@ -1,0 +1,315 @@
+"""Functional updates: ``x.at[idx].set(v)``, ``.add``, ``.multiply``, ``.min``, ``.max``, ``.get``.
+
+The index is parsed as for ``getitem`` (``blu.numpy.indexing``). With only unit-step slices, ints
+and traced scalars, an update is one ``dynamic_update_slice`` of a window; otherwise each
+element of ``x[idx]`` gets its flat position in ``x`` and the update is a ``scatter`` /
+``scatter_add`` on the raveled array. As in JAX, updates at out-of-bounds advanced indices (and
+out-of-range traced scalars) are dropped, and repeated indices accumulate for ``add``,
+``multiply``, ``min`` and ``max`` (``set`` keeps one of the values).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from blu import lax
+from blu.core import dtypes
+from blu.core.interpreter import get_aval
+from blu.numpy._promote import asarray_operand, broadcast_to
+from blu.numpy.indexing import (
+    _adv_arrays,
+    _adv_bshape,
+    _adv_position,
+    _basic_dims,
+    _Entry,
+    _index_dtype,
+    _normalized,
+    _parse,
+    _result_shape,
+    getitem,
+)
+
+__all__ = ["IndexUpdateHelper", "IndexUpdateRef"]
+
+
+# ---- updates -----------------------------------------------------------------------------------
+
+
+class IndexUpdateHelper:
+    """``x.at``: ``x.at[idx]`` gives an ``IndexUpdateRef`` (JAX's functional updates)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any):
+        self.array = array
+
+    def __getitem__(self, idx: Any) -> IndexUpdateRef:
+        return IndexUpdateRef(self.array, idx)
+
+    def __repr__(self) -> str:
+        return f"IndexUpdateHelper({self.array!r})"
+
+
+class IndexUpdateRef:
+    """``x.at[idx]``: each method returns a new array (``x`` is never modified).
+
+    The update values are cast to ``x``'s dtype and broadcast to the shape of ``x[idx]``.
+    Updates at out-of-bounds advanced indices are dropped; repeated indices accumulate for
+    add/multiply/min/max (like ``np.add.at``), and for ``set`` one of the values is kept.
+    """
+
+    __slots__ = ("array", "index")
+
+    def __init__(self, array: Any, index: Any):
+        self.array, self.index = array, index
+
+    def get(
+        self,
+        *,
+        mode: Any = None,
+        fill_value: Any = None,
+        indices_are_sorted: bool = False,
+        unique_indices: bool = False,
+    ) -> Any:
+        """``x[idx]``."""
+        return getitem(self.array, self.index)
+
+    def set(self, values: Any, **_: Any) -> Any:
+        """``x`` with ``x[idx] = values``."""
+        return _update(self.array, self.index, values, "set")
+
+    def add(self, values: Any, **_: Any) -> Any:
+        """``x`` with ``x[idx] += values`` (repeated indices accumulate)."""
+        return _update(self.array, self.index, values, "add")
+
+    def subtract(self, values: Any, **_: Any) -> Any:
+        """``x`` with ``x[idx] -= values``."""
+        from blu.numpy import negative
+
+        return _update(self.array, self.index, negative(values), "add")
+
+    def multiply(self, values: Any, **_: Any) -> Any:
+        """``x`` with ``x[idx] *= values`` (repeated indices multiply in every value)."""
+        return _update(self.array, self.index, values, "mul")
+
+    mul = multiply
+
+    def divide(self, values: Any, **_: Any) -> Any:
+        """``x`` with ``x[idx] /= values``."""
+        from blu.numpy import reciprocal
+
+        return _update(self.array, self.index, reciprocal(values), "mul")
+
+    def min(self, values: Any, **_: Any) -> Any:
+        """``x`` with ``x[idx] = minimum(x[idx], values)``."""
+        return _update(self.array, self.index, values, "min")
+
+    def max(self, values: Any, **_: Any) -> Any:
+        """``x`` with ``x[idx] = maximum(x[idx], values)``."""
+        return _update(self.array, self.index, values, "max")
+
+    def __repr__(self) -> str:
+        return f"IndexUpdateRef({self.array!r}, {self.index!r})"
+
+
+def _combine(op: str, old: Any, new: Any) -> Any:
+    import blu.numpy as u
+
+    if op == "set":
+        return new
+    if op == "add":
+        return u.add(old, new)
+    if op == "mul":
+        return u.multiply(old, new)
+    return u.minimum(old, new) if op == "min" else u.maximum(old, new)
+
+
+def _values_for(x_aval: Any, values: Any, out_shape: tuple[int, ...]) -> Any:
+    v = lax.convert_element_type(asarray_operand(values), x_aval.dtype)
+    vs = get_aval(v).shape
+    while len(vs) > len(out_shape) and vs[0] == 1:  # numpy drops leading size-1 axes here
+        vs = vs[1:]
+        v = lax.reshape(v, vs)
+    return broadcast_to(v, out_shape)
+
+
+def _update(x: Any, idx: Any, values: Any, op: str) -> Any:
+    x = asarray_operand(x)
+    aval = get_aval(x)
+    shape = aval.shape
+    entries = _parse(idx, shape)
+    has_adv = any(e.kind == "adv" for e in entries)
+    bshape = _adv_bshape(entries)
+    out_shape = _result_shape(entries, bshape)
+    v = _values_for(aval, values, out_shape)
+    if math.prod(out_shape) == 0:
+        return x
+    simple = not has_adv and all(
+        e.kind in ("int", "dyn", "none", "ellipsis") or (e.kind == "slice" and e.step == 1)
+        for e in entries
+    )
+    if simple:
+        return _update_window(x, entries, v, op)
+    return _update_scatter(x, entries, v, op, out_shape)
+
+
+def _update_window(x: Any, entries: list[_Entry], v: Any, op: str) -> Any:
+    """Unit-step slices, ints and traced scalars: a dynamic_update_slice of one window."""
+    import blu.numpy as u
+
+    shape = get_aval(x).shape
+    starts: list[Any] = [0] * len(shape)
+    sizes = list(shape)
+    valid = None
+    for e in entries:
+        if e.kind == "slice":
+            starts[e.axis], sizes[e.axis] = e.start, e.count
+        elif e.kind == "int":
+            starts[e.axis], sizes[e.axis] = e.value, 1
+        elif e.kind == "dyn":
+            i = _normalized(asarray_operand(e.value), shape[e.axis], dtypes.int32)
+            ok = u.logical_and(u.greater_equal(i, 0), u.less(i, shape[e.axis]))
+            valid = ok if valid is None else u.logical_and(valid, ok)
+            starts[e.axis], sizes[e.axis] = i, 1
+    v = lax.reshape(v, tuple(sizes))
+    if op != "set":
+        v = _combine(op, lax.dynamic_slice(x, starts, sizes), v)
+    out = lax.dynamic_update_slice(x, v, starts)
+    if valid is not None:  # out-of-bounds traced scalars drop the update, as scatters do
+        out = u.where(valid, out, x)
+    return out
+
+
+def _flat_positions(entries: list[_Entry], shape: tuple[int, ...], out_shape: tuple[int, ...]):
+    """For each element of ``x[idx]``, its position in ``ravel(x)``; ``size(x)`` where an
+    advanced index or a traced scalar is out of bounds (so the scatter drops it). Static parts
+    are computed with numpy (constants), traced ones with blu operations."""
+    import blu.numpy as u
+
+    dt = _index_dtype(shape)
+    size = math.prod(shape)
+    row_strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
+    nd_out = len(out_shape)
+    has_adv = any(e.kind == "adv" for e in entries)
+    p = _adv_position(entries) if has_adv else 0
+    n_adv_dims = nd_out - len(_basic_dims(entries))
+    out_dim, k = {}, 0  # the output dimension of each basic entry
+    for j, e in enumerate(entries):
+        if e.kind in ("slice", "none", "bool0"):
+            if has_adv and k == p:
+                k += n_adv_dims
+            out_dim[j] = k
+            k += 1
+    static = np.zeros((1,) * nd_out, np.int64)
+    static_ok = np.ones((1,) * nd_out, bool)
+    traced: Any = None
+    valid: Any = None
+
+    def add_traced(t: Any, ok: Any) -> None:
+        nonlocal traced, valid
+        traced = t if traced is None else u.add(traced, t)
+        valid = ok if valid is None else u.logical_and(valid, ok)
+
+    for j, e in enumerate(entries):
+        if e.kind == "slice":
+            r = (e.start + e.step * np.arange(e.count, dtype=np.int64)) * row_strides[e.axis]
+            s = [1] * nd_out
+            s[out_dim[j]] = e.count
+            static = static + r.reshape(s)
+        elif e.kind == "int":
+            static = static + e.value * row_strides[e.axis]
+        elif e.kind == "dyn":
+            i = _normalized(asarray_operand(e.value), shape[e.axis], dt)
+            ok = u.logical_and(u.greater_equal(i, 0), u.less(i, shape[e.axis]))
+            add_traced(u.multiply(i, row_strides[e.axis]), ok)
+    if has_adv:
+        adv, arrs, bshape = _adv_arrays(entries, shape, dt)
+        s = (1,) * p + tuple(bshape) + (1,) * (nd_out - p - len(bshape))
+        for e, a in zip(adv, arrs):
+            n = shape[e.axis]
+            if isinstance(a, np.ndarray):
+                a = a.reshape(s).astype(np.int64)
+                static_ok = static_ok & (a >= 0) & (a < n)
+                static = static + a * row_strides[e.axis]
+            else:
+                a = lax.reshape(a, s)
+                ok = u.logical_and(u.greater_equal(a, 0), u.less(a, n))
+                add_traced(u.multiply(a, row_strides[e.axis]), ok)
+    static = np.where(static_ok, static, size)
+    static = np.broadcast_to(static, out_shape).astype(dt)
+    if traced is None:
+        return static
+    pos = u.add(broadcast_to(asarray_operand(traced), out_shape), static)
+    ok = u.logical_and(broadcast_to(valid, out_shape), np.broadcast_to(static_ok, out_shape))
+    return u.where(ok, pos, size)
+
+
+def _update_scatter(x: Any, entries: list[_Entry], v: Any, op: str, out_shape) -> Any:
+    shape = get_aval(x).shape
+    size = math.prod(shape)
+    pos = _flat_positions(entries, shape, out_shape)
+    flat = lax.reshape(x, (size,))
+    n_upd = math.prod(out_shape)
+    pos = pos.reshape(n_upd) if isinstance(pos, np.ndarray) else lax.reshape(pos, (n_upd,))
+    v = lax.reshape(v, (n_upd,))
+    if op == "set":
+        out = lax.scatter(flat, _col(pos), v, axes=(0,), mode="drop")
+    elif op == "add":
+        out = lax.scatter_add(flat, _col(pos), v, axes=(0,), mode="drop")
+    else:
+        out = _scatter_combine(flat, pos, v, op)
+    return lax.reshape(out, shape)
+
+
+def _col(pos: Any) -> Any:
+    if isinstance(pos, np.ndarray):
+        return pos.reshape(pos.shape + (1,))
+    return lax.reshape(pos, get_aval(pos).shape + (1,))
+
+
+def _identity(op: str, dtype: np.dtype) -> Any:
+    if op == "mul":
+        return 1
+    if dtypes.is_float(dtype):
+        return np.inf if op == "min" else -np.inf
+    if dtype == dtypes.bool_:
+        return op == "min"
+    info = np.iinfo(dtype)
+    return int(info.max) if op == "min" else int(info.min)
+
+
+def _scatter_combine(flat: Any, pos: Any, v: Any, op: str) -> Any:
+    """multiply/min/max at positions that may repeat: sort the updates by position, combine
+    each run of equal positions with a segmented scan, and scatter the last of each run."""
+    import blu.numpy as u
+    from blu.numpy.selection import take
+
+    n = get_aval(v).shape[0]
+    size = get_aval(flat).shape[0]
+    dtype = get_aval(flat).dtype
+    if isinstance(pos, np.ndarray):
+        perm = np.argsort(pos, kind="stable").astype(np.int32)
+        spos = pos[perm]
+    else:
+        spos, perm = lax.sort((pos, lax.iota(get_aval(pos).dtype, (n,))), 0, True, 1)
+    vals = take(v, perm)
+    shift = lambda a, d, fill: lax.pad(a, np.asarray(fill, get_aval(a).dtype)[()], [(d, -d, 0)])  # noqa: E731
+    spos_arr = asarray_operand(spos)
+    starts = u.not_equal(spos_arr, shift(spos_arr, 1, -1))
+    ident = _identity(op, dtype)
+    d = 1
+    while d < n:
+        prev_v, prev_s = shift(vals, d, ident), shift(starts, d, False)
+        vals = u.where(starts, vals, _combine(op, prev_v, vals))
+        starts = u.logical_or(starts, prev_s)
+        d *= 2
+    nxt = lax.pad(spos_arr, np.asarray(-1, get_aval(spos_arr).dtype)[()], [(-1, 1, 0)])
+    last = u.not_equal(spos_arr, nxt)
+    target = u.where(last, spos_arr, size)
+    combined = lax.scatter(
+        lax.full((size,), ident, dtype), _col(target), vals, axes=(0,), mode="drop"
+    )
+    return _combine(op, flat, combined)

@@ -1,0 +1,123 @@
+"""Comparisons, logical and bitwise functions (numpy's), with broadcasting and promotion.
+
+Comparisons return bool arrays; the logical functions treat nonzero as True; the bitwise ones
+take integer or bool arrays, and ``right_shift`` is arithmetic for signed integers and logical
+for unsigned ones (as numpy). Shifts by the bit width or more give 0 (or -1 for a negative
+signed value shifted right).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from blu import lax
+from blu.core import dtypes
+from blu.core.errors import BluTypeError, with_user_line
+from blu.core.interpreter import get_aval
+from blu.numpy._promote import asarray_operand, check_int_or_bool, promote_args
+
+# fmt: off
+__all__ = [
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+    "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "bitwise_not", "invert", "left_shift", "right_shift"
+]
+# fmt: on
+
+
+def to_bool(x: Any) -> Any:
+    """``x != 0`` (bool arrays are returned as they are)."""
+    x = asarray_operand(x)
+    aval = get_aval(x)
+    return x if aval.dtype == dtypes.bool_ else lax.ne(x, lax.full(aval.shape, 0, aval.dtype))
+
+
+# ---- comparisons -------------------------------------------------------------------------------
+
+
+def _comparison(lax_fn: Callable, name: str) -> Callable:
+    def fn(x: Any, y: Any) -> Any:
+        return lax_fn(*promote_args(x, y))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise ``{name}`` (bool result; operands promote and broadcast)."
+    return fn
+
+
+equal = _comparison(lambda x, y: lax.eq(x, y), "equal")
+not_equal = _comparison(lambda x, y: lax.ne(x, y), "not_equal")
+less = _comparison(lambda x, y: lax.lt(x, y), "less")
+less_equal = _comparison(lambda x, y: lax.le(x, y), "less_equal")
+greater = _comparison(lambda x, y: lax.gt(x, y), "greater")
+greater_equal = _comparison(lambda x, y: lax.ge(x, y), "greater_equal")
+
+
+# ---- logical and bitwise -----------------------------------------------------------------------
+
+
+def _logical(lax_fn: Callable, name: str) -> Callable:
+    def fn(x: Any, y: Any) -> Any:
+        return lax_fn(*promote_args(to_bool(x), to_bool(y)))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise ``{name}`` of the truth values (nonzero is True)."
+    return fn
+
+
+logical_and = _logical(lambda x, y: lax.and_(x, y), "logical_and")
+logical_or = _logical(lambda x, y: lax.or_(x, y), "logical_or")
+logical_xor = _logical(lambda x, y: lax.xor(x, y), "logical_xor")
+
+
+def logical_not(x: Any) -> Any:
+    return lax.not_(to_bool(x))
+
+
+def _bitwise(lax_fn: Callable, name: str) -> Callable:
+    def fn(x: Any, y: Any) -> Any:
+        x, y = promote_args(x, y)
+        check_int_or_bool(name, x)
+        return lax_fn(x, y)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise ``{name}`` of integer or bool arrays."
+    return fn
+
+
+bitwise_and = _bitwise(lambda x, y: lax.and_(x, y), "bitwise_and")
+bitwise_or = _bitwise(lambda x, y: lax.or_(x, y), "bitwise_or")
+bitwise_xor = _bitwise(lambda x, y: lax.xor(x, y), "bitwise_xor")
+
+
+def invert(x: Any) -> Any:
+    """Bitwise not (logical not for bool)."""
+    x = asarray_operand(x)
+    check_int_or_bool("invert", x)
+    return lax.not_(x)
+
+
+bitwise_not = invert
+
+
+def _check_int(name: str, x: Any) -> None:
+    if not dtypes.is_int(get_aval(x).dtype):
+        raise BluTypeError(
+            with_user_line(f"{name} needs integer operands, got {get_aval(x).str_short()}")
+        )
+
+
+def left_shift(x: Any, y: Any) -> Any:
+    """``x << y`` (shifts of the bit width or more give 0)."""
+    x, y = promote_args(x, y)
+    _check_int("left_shift", x)
+    return lax.shift_left(x, y)
+
+
+def right_shift(x: Any, y: Any) -> Any:
+    """``x >> y``: arithmetic for signed integers, logical for unsigned (as numpy)."""
+    x, y = promote_args(x, y)
+    _check_int("right_shift", x)
+    if dtypes.is_unsigned(get_aval(x).dtype):
+        return lax.shift_right_logical(x, y)
+    return lax.shift_right_arithmetic(x, y)

@@ -1,0 +1,551 @@
+"""Shape manipulation: reshape, transpose, concatenate/stack/split, tile/repeat, flip/roll,
+pad, astype, and the shape/ndim/size queries.
+
+Everything lowers to ``blu.lax`` shape primitives (reshape, transpose, broadcast_in_dim,
+concatenate, slice, rev, pad, gather), so it stages, differentiates and batches.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from blu import lax
+from blu.core import dtypes
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import Tracer, get_aval
+from blu.numpy._promote import (
+    asarray_operand,
+    broadcast_shapes,
+    broadcast_to,
+    canonicalize_axes,
+    canonicalize_axis,
+    concrete_value,
+    is_concrete,
+    promote_dtypes,
+)
+
+# fmt: off
+__all__ = [
+    "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "moveaxis", "swapaxes",
+    "expand_dims", "squeeze", "broadcast_to", "broadcast_arrays", "broadcast_shapes",
+    "concatenate", "concat", "stack", "hstack", "vstack", "dstack", "column_stack", "split",
+    "array_split", "hsplit", "vsplit", "tile", "repeat", "flip", "fliplr", "flipud", "roll",
+    "atleast_1d", "atleast_2d", "atleast_3d", "shape", "ndim", "size", "astype", "pad", "append"
+]
+# fmt: on
+
+
+def _aval(x: Any):
+    return get_aval(x)
+
+
+def astype(x: Any, dtype: Any, copy: bool = True) -> Any:
+    """``x`` cast to ``dtype`` (float -> int truncates toward zero; the result is not weak)."""
+    return lax.convert_element_type(asarray_operand(x), dtypes.canonicalize(dtype))
+
+
+def shape(a: Any) -> tuple[int, ...]:
+    return _aval(asarray_operand(a)).shape
+
+
+def ndim(a: Any) -> int:
+    return _aval(asarray_operand(a)).ndim
+
+
+def size(a: Any, axis: int | None = None) -> int:
+    s = shape(a)
+    return math.prod(s) if axis is None else s[canonicalize_axis(axis, len(s), "size")]
+
+
+# ---- reshape and axes --------------------------------------------------------------------------
+
+
+def _resolve_shape(newshape: Any, total: int, old: tuple[int, ...]) -> tuple[int, ...]:
+    if isinstance(newshape, Tracer):
+        raise BluTypeError(with_user_line("reshape: the new shape must be static"))
+    if isinstance(newshape, (int, np.integer)):
+        newshape = (newshape,)
+    try:
+        dims = [operator.index(d) for d in newshape]
+    except TypeError as e:
+        raise BluTypeError(with_user_line(f"reshape: shape must be ints, got {newshape!r}")) from e
+    unknown = [i for i, d in enumerate(dims) if d == -1]
+    if len(unknown) > 1 or any(d < -1 for d in dims):
+        raise BluValueError(with_user_line(f"reshape: invalid shape {tuple(dims)}"))
+    if unknown:
+        known = math.prod(d for d in dims if d != -1)
+        if known == 0 or total % known:
+            raise BluShapeError(
+                with_user_line(f"reshape: cannot reshape array of shape {old} into {tuple(dims)}")
+            )
+        dims[unknown[0]] = total // known
+    if math.prod(dims) != total:
+        raise BluShapeError(
+            with_user_line(f"reshape: cannot reshape array of shape {old} into {tuple(dims)}")
+        )
+    return tuple(dims)
+
+
+def reshape(a: Any, newshape: Any = None, order: str = "C", *, shape: Any = None) -> Any:
+    """Row-major reshape; one dimension may be -1 (inferred).
+
+    Raises:
+        BluShapeError: the sizes differ. BluValueError: ``order`` is not 'C'.
+    """
+    if order != "C":
+        raise BluValueError(with_user_line(f"reshape: only order='C' is supported, got {order!r}"))
+    if shape is not None:
+        newshape = shape
+    a = asarray_operand(a)
+    aval = _aval(a)
+    return lax.reshape(a, _resolve_shape(newshape, aval.size, aval.shape))
+
+
+def ravel(a: Any, order: str = "C") -> Any:
+    """The elements as a 1-D array (row-major)."""
+    if order != "C":
+        raise BluValueError(with_user_line(f"ravel: only order='C' is supported, got {order!r}"))
+    a = asarray_operand(a)
+    return lax.reshape(a, (_aval(a).size,))
+
+
+def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
+    """Permute the axes (reverse them when ``axes`` is None)."""
+    a = asarray_operand(a)
+    nd = _aval(a).ndim
+    if axes is None:
+        perm = tuple(range(nd))[::-1]
+    else:
+        perm = canonicalize_axes(axes, nd, "transpose")
+        if len(perm) != nd:
+            raise BluValueError(
+                with_user_line(f"transpose: axes {tuple(axes)} do not match {_aval(a).str_short()}")
+            )
+    return lax.transpose(a, perm)
+
+
+permute_dims = transpose
+
+
+def matrix_transpose(x: Any) -> Any:
+    """Swap the last two axes."""
+    return swapaxes(x, -1, -2)
+
+
+def moveaxis(a: Any, source: Any, destination: Any) -> Any:
+    """Move axes ``source`` to positions ``destination`` (ints or sequences of ints)."""
+    a = asarray_operand(a)
+    nd = _aval(a).ndim
+    src = canonicalize_axes(source, nd, "moveaxis")
+    dst = canonicalize_axes(destination, nd, "moveaxis")
+    if len(src) != len(dst):
+        raise BluValueError(with_user_line("moveaxis: source and destination differ in length"))
+    perm = [i for i in range(nd) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        perm.insert(d, s)
+    return lax.transpose(a, tuple(perm))
+
+
+def swapaxes(a: Any, axis1: int, axis2: int) -> Any:
+    a = asarray_operand(a)
+    nd = _aval(a).ndim
+    i, j = canonicalize_axis(axis1, nd, "swapaxes"), canonicalize_axis(axis2, nd, "swapaxes")
+    perm = list(range(nd))
+    perm[i], perm[j] = j, i
+    return lax.transpose(a, tuple(perm))
+
+
+def expand_dims(a: Any, axis: Any) -> Any:
+    """Insert size-1 axes at positions ``axis`` of the result."""
+    a = asarray_operand(a)
+    s = _aval(a).shape
+    n_new = 1 if isinstance(axis, (int, np.integer)) else len(axis)
+    axes = canonicalize_axes(axis, len(s) + n_new, "expand_dims")
+    it = iter(s)
+    return lax.reshape(a, tuple(1 if i in axes else next(it) for i in range(len(s) + n_new)))
+
+
+def squeeze(a: Any, axis: Any = None) -> Any:
+    """Drop size-1 axes (all of them, or those in ``axis``, which must have size 1).
+
+    Raises:
+        BluShapeError: an axis in ``axis`` does not have size 1.
+    """
+    a = asarray_operand(a)
+    s = _aval(a).shape
+    if axis is None:
+        axes = tuple(i for i, d in enumerate(s) if d == 1)
+    else:
+        axes = canonicalize_axes(axis, len(s), "squeeze")
+        bad = [i for i in axes if s[i] != 1]
+        if bad:
+            raise BluShapeError(
+                with_user_line(f"squeeze: axis {bad[0]} of {_aval(a).str_short()} is not of size 1")
+            )
+    return lax.reshape(a, tuple(d for i, d in enumerate(s) if i not in axes))
+
+
+def broadcast_arrays(*args: Any) -> list[Any]:
+    """The arguments broadcast to their common shape (dtypes kept)."""
+    args = [asarray_operand(a) for a in args]
+    s = broadcast_shapes(*[_aval(a).shape for a in args])
+    return [broadcast_to(a, s) for a in args]
+
+
+def atleast_1d(*arys: Any) -> Any:
+    out = [reshape(a, (1,)) if ndim(a) == 0 else asarray_operand(a) for a in arys]
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_2d(*arys: Any) -> Any:
+    out = []
+    for a in arys:
+        a = asarray_operand(a)
+        nd = _aval(a).ndim
+        out.append(lax.reshape(a, (1,) * (2 - nd) + _aval(a).shape) if nd < 2 else a)
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_3d(*arys: Any) -> Any:
+    out = []
+    for a in arys:
+        a = asarray_operand(a)
+        s = _aval(a).shape
+        if len(s) == 0:
+            a = lax.reshape(a, (1, 1, 1))
+        elif len(s) == 1:
+            a = lax.reshape(a, (1, s[0], 1))
+        elif len(s) == 2:
+            a = lax.reshape(a, s + (1,))
+        out.append(a)
+    return out[0] if len(out) == 1 else out
+
+
+# ---- joining and splitting ---------------------------------------------------------------------
+
+
+def concatenate(arrays: Sequence[Any], axis: int | None = 0, dtype: Any = None) -> Any:
+    """Join arrays along an existing axis (all are raveled when ``axis`` is None); dtypes
+    promote.
+
+    Raises:
+        BluValueError: no arrays, or 0-d arrays. BluShapeError: other dimensions differ.
+    """
+    arrays = _unstack_if_array(arrays)
+    if not arrays:
+        raise BluValueError(with_user_line("concatenate: needs at least one array"))
+    arrays = [asarray_operand(a) for a in arrays]
+    if axis is None:
+        arrays = [ravel(a) for a in arrays]
+        axis = 0
+    arrays = promote_dtypes(*arrays)
+    if dtype is not None:
+        arrays = [astype(a, dtype) for a in arrays]
+    nd = _aval(arrays[0]).ndim
+    if nd == 0:
+        raise BluValueError(with_user_line("concatenate: zero-dimensional arrays cannot be joined"))
+    axis = canonicalize_axis(axis, nd, "concatenate")
+    if len(arrays) == 1:
+        return arrays[0]
+    return lax.concatenate(arrays, axis)
+
+
+concat = concatenate
+
+
+def _unstack_if_array(arrays: Any) -> list:
+    """An array given where a sequence of arrays is expected stands for its rows."""
+    if hasattr(arrays, "shape") and not isinstance(arrays, (list, tuple)):
+        a = asarray_operand(arrays)
+        return [lax.index_in_dim(a, i, 0, keepdims=False) for i in range(_aval(a).shape[0])]
+    return list(arrays)
+
+
+def append(arr: Any, values: Any, axis: int | None = None) -> Any:
+    """``concatenate([arr, values], axis)`` (both raveled when ``axis`` is None)."""
+    return concatenate([arr, values], axis)
+
+
+def stack(arrays: Sequence[Any], axis: int = 0, dtype: Any = None) -> Any:
+    """Join arrays of one shape along a new axis.
+
+    Raises:
+        BluShapeError: the shapes differ. BluValueError: no arrays.
+    """
+    arrays = [asarray_operand(a) for a in _unstack_if_array(arrays)]
+    if not arrays:
+        raise BluValueError(with_user_line("stack: needs at least one array"))
+    shapes = {_aval(a).shape for a in arrays}
+    if len(shapes) > 1:
+        raise BluShapeError(
+            with_user_line(
+                "stack: all arrays need the same shape, got "
+                + ", ".join(_aval(a).str_short() for a in arrays)
+            )
+        )
+    nd = _aval(arrays[0]).ndim + 1
+    axis = canonicalize_axis(axis, nd, "stack")
+    return concatenate([expand_dims(a, axis) for a in arrays], axis, dtype)
+
+
+def hstack(tup: Sequence[Any], dtype: Any = None) -> Any:
+    arrs = [atleast_1d(a) for a in tup]
+    return concatenate(arrs, 0 if ndim(arrs[0]) == 1 else 1, dtype)
+
+
+def vstack(tup: Sequence[Any], dtype: Any = None) -> Any:
+    return concatenate([atleast_2d(a) for a in tup], 0, dtype)
+
+
+def dstack(tup: Sequence[Any], dtype: Any = None) -> Any:
+    return concatenate([atleast_3d(a) for a in tup], 2, dtype)
+
+
+def column_stack(tup: Sequence[Any]) -> Any:
+    arrs = [reshape(a, (-1, 1)) if ndim(a) < 2 else asarray_operand(a) for a in tup]
+    return concatenate(arrs, 1)
+
+
+def _slice_axis(a: Any, start: int, stop: int, axis: int) -> Any:
+    s = _aval(a).shape
+    starts, limits = [0] * len(s), list(s)
+    starts[axis], limits[axis] = start, stop
+    return lax.slice(a, starts, limits)
+
+
+def _split(ary: Any, indices_or_sections: Any, axis: int, even: bool, name: str) -> list:
+    ary = asarray_operand(ary)
+    s = _aval(ary).shape
+    axis = canonicalize_axis(axis, len(s), name)
+    n = s[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise BluValueError(with_user_line(f"{name}: number of sections must be > 0"))
+        if even and n % k:
+            raise BluValueError(
+                with_user_line(
+                    f"{name}: array split does not result in an equal division "
+                    f"({n} into {k} sections)"
+                )
+            )
+        q, r = builtins.divmod(n, k)
+        sizes = [q + 1] * r + [q] * (k - r)
+        bounds = np.cumsum([0] + sizes).tolist()
+    else:
+        idx = [int(i) for i in concrete_value(indices_or_sections, name).reshape(-1)]
+        bounds = [0] + idx + [n]
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        lo = builtins.min(builtins.max(lo + n if lo < 0 else lo, 0), n)
+        hi = builtins.min(builtins.max(hi + n if hi < 0 else hi, 0), n)
+        out.append(_slice_axis(ary, lo, builtins.max(lo, hi), axis))
+    return out
+
+
+def split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list:
+    """Split into equal sections (an int that must divide the axis) or at the given indices.
+
+    Raises:
+        BluValueError: the sections do not divide the axis evenly.
+    """
+    return _split(ary, indices_or_sections, axis, True, "split")
+
+
+def array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list:
+    """Like ``split``, but an int number of sections need not divide the axis (the first
+    ``n % sections`` pieces get one more element)."""
+    return _split(ary, indices_or_sections, axis, False, "array_split")
+
+
+def hsplit(ary: Any, indices_or_sections: Any) -> list:
+    return split(ary, indices_or_sections, 1 if ndim(ary) > 1 else 0)
+
+
+def vsplit(ary: Any, indices_or_sections: Any) -> list:
+    return split(ary, indices_or_sections, 0)
+
+
+def tile(A: Any, reps: Any) -> Any:
+    """Repeat the whole array ``reps`` times along each axis (numpy's rank rules)."""
+    A = asarray_operand(A)
+    reps = (int(reps),) if isinstance(reps, (int, np.integer)) else tuple(int(r) for r in reps)
+    s = _aval(A).shape
+    nd = builtins.max(len(s), len(reps))
+    s = (1,) * (nd - len(s)) + s
+    reps = (1,) * (nd - len(reps)) + reps
+    A = lax.reshape(A, s)
+    inter = tuple(v for r, d in zip(reps, s) for v in (r, d))
+    b = lax.broadcast_in_dim(A, inter, tuple(range(1, 2 * nd, 2)))
+    return lax.reshape(b, tuple(r * d for r, d in zip(reps, s)))
+
+
+def repeat(
+    a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length: int | None = None
+):
+    """Repeat each element ``repeats`` times along ``axis`` (the raveled array when None).
+
+    ``repeats`` is a static int, or a concrete array of one count per element.
+
+    Raises:
+        ConcretizationError: ``repeats`` is traced.
+    """
+    a = asarray_operand(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    s = _aval(a).shape
+    axis = canonicalize_axis(axis, len(s), "repeat")
+    reps = concrete_value(repeats, "repeat (the repeat counts)")
+    if reps.ndim == 0 or reps.size == 1:
+        r = int(reps.reshape(()))
+        if r < 0:
+            raise BluValueError(with_user_line(f"repeat: negative repeats {r}"))
+        inter = s[: axis + 1] + (r,) + s[axis + 1 :]
+        b = lax.broadcast_in_dim(a, inter, tuple(i for i in range(len(inter)) if i != axis + 1))
+        return lax.reshape(b, s[:axis] + (s[axis] * r,) + s[axis + 1 :])
+    if reps.shape != (s[axis],):
+        raise BluShapeError(
+            with_user_line(f"repeat: {reps.shape[0]} counts for an axis of length {s[axis]}")
+        )
+    from blu.numpy.selection import take
+
+    idx = np.repeat(np.arange(s[axis]), reps.astype(np.int64))
+    return take(a, idx, axis=axis)
+
+
+def flip(m: Any, axis: Any = None) -> Any:
+    """Reverse the order of elements along ``axis`` (all axes when None)."""
+    m = asarray_operand(m)
+    return lax.rev(m, canonicalize_axes(axis, _aval(m).ndim, "flip"))
+
+
+def fliplr(m: Any) -> Any:
+    return flip(m, 1)
+
+
+def flipud(m: Any) -> Any:
+    return flip(m, 0)
+
+
+def roll(a: Any, shift: Any, axis: Any = None) -> Any:
+    """Rotate elements along ``axis`` by ``shift`` (static or traced); raveled when None."""
+    a = asarray_operand(a)
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), _aval(a).shape)
+    nd = _aval(a).ndim
+    axes = (
+        canonicalize_axes(axis, nd, "roll")
+        if not isinstance(axis, (int, np.integer))
+        else (canonicalize_axis(axis, nd, "roll"),)
+    )
+    shifts = shift if isinstance(shift, (tuple, list)) else [shift] * len(axes)
+    if len(shifts) != len(axes):
+        shifts = list(np.broadcast_to(np.asarray(shifts, dtype=object), (len(axes),)))
+    for ax, sh in zip(axes, shifts):
+        a = _roll1(a, sh, ax)
+    return a
+
+
+def _roll1(a: Any, shift: Any, axis: int) -> Any:
+    n = _aval(a).shape[axis]
+    if n == 0:
+        return a
+    if is_concrete(shift):
+        k = int(np.asarray(shift)) % n
+        if k == 0:
+            return a
+        return lax.concatenate(
+            [_slice_axis(a, n - k, n, axis), _slice_axis(a, 0, n - k, axis)], axis
+        )
+    # traced shift: read a window of [a, a] starting at n - shift % n
+    from blu.numpy import mod, subtract
+
+    shift = lax.convert_element_type(shift, dtypes.int32)
+    start = subtract(n, mod(shift, n))
+    doubled = lax.concatenate([a, a], axis)
+    starts = [0] * _aval(a).ndim
+    starts[axis] = start
+    return lax.dynamic_slice(doubled, starts, _aval(a).shape)
+
+
+# ---- padding -----------------------------------------------------------------------------------
+
+
+def _pad_widths(pad_width: Any, nd: int) -> list[tuple[int, int]]:
+    pw = concrete_value(pad_width, "pad (pad_width)").astype(np.int64)
+    if pw.size == 0 and nd == 0:
+        return []
+    try:
+        pw = np.broadcast_to(pw, (nd, 2))
+    except ValueError as e:
+        raise BluValueError(
+            with_user_line(f"pad: pad_width {pad_width!r} does not fit rank {nd}")
+        ) from e
+    if (pw < 0).any():
+        raise BluValueError(with_user_line(f"pad: negative pad_width {pad_width!r}"))
+    return [(int(lo), int(hi)) for lo, hi in pw]
+
+
+def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any = 0) -> Any:
+    """Pad with ``constant_values`` (mode 'constant'), or with the edge values ('edge'), or by
+    wrapping around ('wrap').
+
+    Args:
+        pad_width: an int, ``(before, after)``, or one ``(before, after)`` per axis.
+
+    Raises:
+        BluValueError: an unsupported mode or a bad pad_width.
+    """
+    array = asarray_operand(array)
+    aval = _aval(array)
+    widths = _pad_widths(pad_width, aval.ndim)
+    if mode == "constant":
+        cv = (
+            concrete_value(constant_values, "pad (constant_values)")
+            if is_concrete(constant_values)
+            else None
+        )
+        if cv is not None and cv.ndim == 0:
+            value = lax.convert_element_type(asarray_operand(constant_values), aval.dtype)
+            return lax.pad(array, value, [(lo, hi, 0) for lo, hi in widths])
+        if cv is None and get_aval(constant_values).ndim == 0:
+            value = lax.convert_element_type(constant_values, aval.dtype)
+            return lax.pad(array, value, [(lo, hi, 0) for lo, hi in widths])
+        # per-axis (before, after) constants: pad one axis at a time
+        vals = np.broadcast_to(np.asarray(cv), (aval.ndim, 2))
+        out = array
+        for ax, ((lo, hi), (vlo, vhi)) in enumerate(zip(widths, vals)):
+            cfg = [(0, 0, 0)] * aval.ndim
+            cfg[ax] = (lo, 0, 0)
+            out = lax.pad(out, np.asarray(vlo, aval.dtype)[()], cfg)
+            cfg[ax] = (0, hi, 0)
+            out = lax.pad(out, np.asarray(vhi, aval.dtype)[()], cfg)
+        return out
+    if mode in ("edge", "wrap"):
+        out = array
+        for ax, (lo, hi) in enumerate(widths):
+            n = _aval(out).shape[ax]
+            if lo == hi == 0:
+                continue
+            if n == 0:
+                raise BluValueError(with_user_line(f"pad: mode {mode!r} on an empty axis"))
+            if mode == "edge":
+                first = _slice_axis(out, 0, 1, ax)
+                last = _slice_axis(out, n - 1, n, ax)
+                parts = [repeat(first, lo, ax), out, repeat(last, hi, ax)]
+            else:
+                reps = -(-(lo + hi) // n) + 2
+                tiled = concatenate([out] * reps, ax)
+                start = (n - lo % n) % n
+                parts = [_slice_axis(tiled, start, start + lo + n + hi, ax)]
+            out = concatenate(parts, ax)
+        return out
+    raise BluValueError(
+        with_user_line(f"pad: mode {mode!r} is not supported (use 'constant', 'edge' or 'wrap')")
+    )

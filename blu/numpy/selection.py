@@ -1,0 +1,200 @@
+"""Selecting elements: take, take_along_axis (gathers) and diagonal/diag (strided slices)."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as np
+
+from blu import lax
+from blu.core import dtypes
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import Tracer, get_aval
+from blu.numpy._promote import (
+    asarray_operand,
+    broadcast_shapes,
+    broadcast_to,
+    canonicalize_axis,
+)
+from blu.numpy.manipulation import moveaxis, ravel
+
+__all__ = ["take", "take_along_axis", "diagonal", "diag"]
+
+
+def _aval(x: Any):
+    return get_aval(x)
+
+
+# ---- take --------------------------------------------------------------------------------------
+
+
+def _normalize_index(idx: Any, n: int) -> Any:
+    """Negative indices count from the end (numpy arrays stay numpy; traced ones use lax)."""
+    if isinstance(idx, np.ndarray):
+        return np.where(idx < 0, idx + n, idx)
+    from blu.numpy import add, less, where
+
+    return where(less(idx, 0), add(idx, n), idx)
+
+
+def _index_array(indices: Any, name: str) -> Any:
+    """Integer indices as a numpy array (when concrete) or an int32 tracer.
+
+    Raises:
+        BluTypeError: the indices are not integers.
+    """
+    if not isinstance(indices, Tracer):
+        indices = np.asarray(indices)
+    d = np.dtype(_aval(indices).dtype)
+    if d.kind not in "iu":
+        raise BluTypeError(with_user_line(f"{name}: indices must be integers, got {d}"))
+    if isinstance(indices, np.ndarray):
+        big = indices.size and np.abs(indices.astype(np.int64)).max() > 2**31 - 2
+        return indices.astype(np.int64 if big else np.int32)
+    return lax.convert_element_type(indices, dtypes.int32)
+
+
+def take(
+    a: Any, indices: Any, axis: int | None = None, mode: str | None = None, fill_value: Any = None
+) -> Any:
+    """Elements of ``a`` at ``indices`` along ``axis`` (raveled when None).
+
+    Negative indices count from the end; out-of-bounds indices are clamped (``mode`` None or
+    'clip'), wrapped ('wrap') or read ``fill_value`` (default 0) with 'fill'.
+    """
+    a = asarray_operand(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    s = _aval(a).shape
+    axis = canonicalize_axis(axis, len(s), "take")
+    n = s[axis]
+    idx = _index_array(indices, "take")
+    if mode == "wrap":
+        from blu.numpy import mod
+
+        idx = np.mod(idx, n) if isinstance(idx, np.ndarray) else mod(idx, n)
+    elif mode in (None, "clip", "fill", "raise"):
+        if mode != "clip":
+            idx = _normalize_index(idx, n)
+    else:
+        raise BluValueError(with_user_line(f"take: unknown mode {mode!r}"))
+    ishape = _aval(idx).shape
+    idx_e = idx[..., None] if isinstance(idx, np.ndarray) else lax.reshape(idx, ishape + (1,))
+    out = lax.gather(a, idx_e, axes=(axis,), mode="fill" if mode == "fill" else "clip")
+    nb = len(ishape)
+    if mode == "fill" and fill_value is not None:
+        from blu.numpy import greater_equal, less, logical_or, where
+
+        bad = logical_or(less(idx, 0), greater_equal(idx, n))
+        bad = lax.broadcast_in_dim(bad, _aval(out).shape, tuple(range(nb)))
+        fill = lax.convert_element_type(asarray_operand(fill_value), _aval(a).dtype)
+        out = where(bad, fill, out)
+    # gather puts the index dims first; numpy puts them at ``axis``
+    perm = list(range(nb, nb + axis)) + list(range(nb)) + list(range(nb + axis, nb + len(s) - 1))
+    return lax.transpose(out, tuple(perm))
+
+
+def take_along_axis(arr: Any, indices: Any, axis: int | None, mode: str | None = None) -> Any:
+    """``out[..., j, ...] = arr[..., indices[..., j, ...], ...]`` along ``axis``; the other axes
+    of ``indices`` and ``arr`` broadcast (numpy's rules). Negative indices count from the end;
+    out-of-bounds ones are clamped."""
+    arr = asarray_operand(arr)
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    s = _aval(arr).shape
+    idx = _index_array(indices, "take_along_axis")
+    ishape = idx.shape if isinstance(idx, np.ndarray) else _aval(idx).shape
+    if len(ishape) != len(s):
+        raise BluShapeError(
+            with_user_line(
+                f"take_along_axis: indices of rank {len(ishape)} for an array of rank {len(s)}"
+            )
+        )
+    axis = canonicalize_axis(axis, len(s), "take_along_axis")
+    idx = _normalize_index(idx, s[axis])
+    out_shape = list(
+        broadcast_shapes(
+            tuple(d for i, d in enumerate(s) if i != axis),
+            tuple(d for i, d in enumerate(ishape) if i != axis),
+        )
+    )
+    out_shape.insert(axis, ishape[axis])
+    out_shape = tuple(out_shape)
+    cols = []
+    for ax in range(len(s)):
+        if ax == axis:
+            col = (
+                np.broadcast_to(idx, out_shape)
+                if isinstance(idx, np.ndarray)
+                else broadcast_to(idx, out_shape)
+            )
+        elif s[ax] == 1:
+            col = np.zeros(out_shape, np.int32)
+        else:
+            col = lax.iota(dtypes.int32, out_shape, ax)
+        cols.append(col)
+    if all(isinstance(c, np.ndarray) for c in cols):
+        full_idx = np.stack(cols, -1).astype(np.int32)
+    else:
+        full_idx = lax.concatenate(
+            [
+                lax.reshape(
+                    lax.convert_element_type(asarray_operand(c), dtypes.int32), out_shape + (1,)
+                )
+                for c in cols
+            ],
+            len(out_shape),
+        )
+    return lax.gather(arr, full_idx, axes=tuple(range(len(s))), mode="clip")
+
+
+# ---- diagonals ---------------------------------------------------------------------------------
+
+
+def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+    """The diagonal ``offset`` of the ``(axis1, axis2)`` planes, as the last axis (a strided
+    slice of the flattened planes)."""
+    a = asarray_operand(a)
+    s = _aval(a).shape
+    if len(s) < 2:
+        raise BluShapeError(
+            with_user_line(f"diagonal: needs rank >= 2, got {_aval(a).str_short()}")
+        )
+    i, j = (
+        canonicalize_axis(axis1, len(s), "diagonal"),
+        canonicalize_axis(axis2, len(s), "diagonal"),
+    )
+    if i == j:
+        raise BluValueError(with_user_line("diagonal: axis1 and axis2 must differ"))
+    a = moveaxis(a, (i, j), (-2, -1))
+    rest = _aval(a).shape[:-2]
+    n, m = _aval(a).shape[-2:]
+    offset = int(offset)
+    length = builtins.max(0, builtins.min(n + builtins.min(offset, 0), m - builtins.max(offset, 0)))
+    flat = lax.reshape(a, rest + (n * m,))
+    start = offset if offset >= 0 else -offset * m
+    if length == 0:
+        return lax.slice(flat, (0,) * len(rest) + (0,), rest + (0,))
+    limit = start + (length - 1) * (m + 1) + 1
+    nd = len(rest)
+    return lax.slice(flat, (0,) * nd + (start,), rest + (limit,), (1,) * nd + (m + 1,))
+
+
+def diag(v: Any, k: int = 0) -> Any:
+    """The diagonal ``k`` of a 2-D array, or a 2-D array with the 1-D ``v`` on diagonal ``k``."""
+    v = asarray_operand(v)
+    s = _aval(v).shape
+    if len(s) == 2:
+        return diagonal(v, k)
+    if len(s) != 1:
+        raise BluShapeError(
+            with_user_line(f"diag: input must be 1-D or 2-D, got {_aval(v).str_short()}")
+        )
+    n = s[0] + builtins.abs(int(k))
+    k = int(k)
+    padded = lax.pad(v, np.asarray(0, _aval(v).dtype)[()], [(0, builtins.abs(k), 0)])
+    rows, cols = lax.iota(dtypes.int32, (n, n), 0), lax.iota(dtypes.int32, (n, n), 1)
+    on = lax.eq(lax.sub(cols, rows), lax.full((n, n), k, dtypes.int32))
+    vals = lax.broadcast_in_dim(padded, (n, n), (0,) if k >= 0 else (1,))
+    return lax.select(on, vals, lax.full((n, n), 0, _aval(v).dtype))

@@ -1,0 +1,108 @@
+"""Sorting and searching: sort, argsort (stable; optional descending), searchsorted.
+
+``lax.top_k`` is the fast path for the k largest elements.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from blu import lax
+from blu.core import dtypes
+from blu.core.errors import BluShapeError, BluValueError, with_user_line
+from blu.core.interpreter import get_aval
+from blu.numpy._promote import asarray_operand, canonicalize_axis, promote_dtypes
+
+__all__ = ["sort", "argsort", "searchsorted"]
+
+
+def _prep(a: Any, axis: Any, name: str) -> tuple[Any, int]:
+    a = asarray_operand(a)
+    if axis is None:
+        return lax.reshape(a, (get_aval(a).size,)), 0
+    if get_aval(a).ndim == 0:
+        raise BluShapeError(with_user_line(f"{name}: cannot sort a 0-d array along an axis"))
+    return a, canonicalize_axis(axis, get_aval(a).ndim, name)
+
+
+def sort(
+    a: Any,
+    axis: int | None = -1,
+    *,
+    kind: Any = None,
+    order: Any = None,
+    stable: bool = True,
+    descending: bool = False,
+) -> Any:
+    """Sorted copy along ``axis`` (the raveled array when None); NaN sorts last, as numpy.
+    Differentiable (the tangent follows the permutation)."""
+    if order is not None:
+        raise BluValueError(with_user_line("sort: order= (structured arrays) is not supported"))
+    a, ax = _prep(a, axis, "sort")
+    out = lax.sort(a, ax)
+    return lax.rev(out, (ax,)) if descending else out
+
+
+def argsort(
+    a: Any,
+    axis: int | None = -1,
+    *,
+    kind: Any = None,
+    order: Any = None,
+    stable: bool = True,
+    descending: bool = False,
+) -> Any:
+    """Indices that sort ``a`` along ``axis`` (int32); always stable: equal elements keep their
+    order (also with ``descending``)."""
+    if order is not None:
+        raise BluValueError(with_user_line("argsort: order= is not supported"))
+    a, ax = _prep(a, axis, "argsort")
+    shape = get_aval(a).shape
+    n = shape[ax]
+    iota = lax.iota(dtypes.int32, shape, ax)
+    if not descending:
+        return lax.sort((a, iota), ax, True, 1)[1]
+    # a stable descending order: sort the reversed array ascending, read it backwards, and map
+    # the indices back (ties then come out in increasing original index)
+    idx = lax.sort((lax.rev(a, (ax,)), iota), ax, True, 1)[1]
+    return lax.sub(lax.full(shape, n - 1, dtypes.int32), lax.rev(idx, (ax,)))
+
+
+def searchsorted(
+    a: Any, v: Any, side: str = "left", sorter: Any = None, *, method: str = "scan"
+) -> Any:
+    """Insertion points of ``v`` into the sorted 1-D ``a`` keeping it sorted (int32): the first
+    index ``i`` with ``v <= a[i]`` ('left') or ``v < a[i]`` ('right').
+
+    An unrolled binary search of ``ceil(log2(n + 1))`` steps of gather and compare.
+    """
+    from blu.numpy import logical_and, logical_not, where
+    from blu.numpy.selection import take
+
+    if side not in ("left", "right"):
+        raise BluValueError(
+            with_user_line(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+        )
+    a = asarray_operand(a)
+    if get_aval(a).ndim != 1:
+        raise BluShapeError(
+            with_user_line(f"searchsorted: a must be 1-D, got {get_aval(a).str_short()}")
+        )
+    if sorter is not None:
+        a = take(a, sorter)
+    a, v = promote_dtypes(a, v)
+    n = get_aval(a).shape[0]
+    vshape = get_aval(v).shape
+    lo = lax.full(vshape, 0, dtypes.int32)
+    hi = lax.full(vshape, n, dtypes.int32)
+    if n == 0:
+        return lo
+    for _ in range(math.ceil(math.log2(n + 1))):
+        mid = lax.div(lax.add(lo, hi), lax.full(vshape, 2, dtypes.int32))
+        am = take(a, mid, mode="clip")
+        right = lax.lt(am, v) if side == "left" else lax.le(am, v)
+        active = lax.lt(lo, hi)
+        lo = where(logical_and(active, right), lax.add(mid, lax.full(vshape, 1, dtypes.int32)), lo)
+        hi = where(logical_and(active, logical_not(right)), mid, hi)
+    return lo

@@ -1,0 +1,396 @@
+"""Samplers: uniform, normal, truncated_normal, randint, bernoulli, gumbel, categorical,
+permutation and choice, each a pure function of a ``uint32[2]`` key (see ``blu.random``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from blu import lax
+from blu.core import dtypes
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import get_aval
+from blu.random.prng import (
+    _UINT_OF_WIDTH,
+    _as_array,
+    _bits,
+    _broadcast,
+    _broadcasts_to,
+    _check_key,
+    _normalize_axis,
+    _shape_arg,
+    _unstack2,
+    split,
+)
+
+# ---- floats ------------------------------------------------------------------------------------
+
+
+def _float_dtype(dtype: Any, name: str) -> np.dtype:
+    dtype = dtypes.canonicalize(dtype)
+    if not dtypes.is_float(dtype):
+        raise BluTypeError(with_user_line(f"random.{name}: dtype must be a float, got {dtype}"))
+    return dtype
+
+
+def _unit_floats(k: Any, shape: tuple[int, ...], dtype: np.dtype, name: str) -> Any:
+    """Floats ``m * 2**-nmant`` in [0, 1) from the top ``nmant`` random bits (exact in dtype)."""
+    nmant = dtypes.finfo(dtype).nmant
+    width = 8 * dtype.itemsize
+    b = lax.shift_right_logical(_bits(k, shape, width, name), width - nmant)
+    return lax.mul(lax.convert_element_type(b, dtype), 2.0**-nmant)
+
+
+def _as_float_operand(x: Any, dtype: np.dtype, shape: tuple[int, ...], what: str, name: str) -> Any:
+    x = lax.convert_element_type(_as_array(x), dtype)
+    return _broadcast(x, shape, what, name)
+
+
+def _below(x: Any, dtype: np.dtype) -> Any:
+    """The largest value of ``dtype`` below the Python scalar ``x`` (numpy's nextafter)."""
+    v = np.asarray(x, dtype)
+    return np.nextafter(v, np.asarray(-np.inf, dtype))
+
+
+def uniform(
+    key: Any,
+    shape: Sequence[int] = (),
+    dtype: Any = dtypes.float32,
+    minval: Any = 0.0,
+    maxval: Any = 1.0,
+) -> Any:
+    """Uniform floats in ``[minval, maxval)``.
+
+    Built from the top mantissa bits: ``u = m * 2**-nmant`` with ``m`` uniform over the
+    ``2**nmant`` values (``nmant`` = 23 for float32), then ``minval + u * (maxval - minval)``,
+    clamped so rounding cannot leave the interval (when the bounds are Python scalars the upper
+    bound is excluded exactly; traced bounds clamp to ``[minval, maxval]``).
+
+    Args:
+        key: ``uint32[2]``.
+        shape: output shape.
+        dtype: float16, bfloat16, float32 or float64.
+        minval, maxval: bounds (scalars or arrays broadcastable to ``shape``).
+
+    Returns:
+        An array of ``shape`` and ``dtype``.
+    """
+    dtype = _float_dtype(dtype, "uniform")
+    shape = _shape_arg(shape, "uniform")
+    u = _unit_floats(key, shape, dtype, "uniform")
+    lo = _as_float_operand(minval, dtype, shape, "minval", "uniform")
+    hi = _as_float_operand(maxval, dtype, shape, "maxval", "uniform")
+    out = lax.add(lax.mul(u, lax.sub(hi, lo)), lo)
+    out = lax.max(lo, out)
+    if isinstance(maxval, (int, float)) and isinstance(minval, (int, float)):
+        if minval < maxval:
+            out = lax.min(out, lax.full(shape, _below(maxval, dtype), dtype))
+    else:
+        out = lax.min(out, hi)
+    return out
+
+
+def normal(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float32) -> Any:
+    """Standard normal floats, ``sqrt(2) * erf_inv(u)`` with ``u`` uniform in (-1, 1).
+
+    Args:
+        key: ``uint32[2]``.
+        shape: output shape.
+        dtype: a float dtype.
+
+    Returns:
+        An array of ``shape`` and ``dtype`` (mean 0, variance 1).
+    """
+    dtype = _float_dtype(dtype, "normal")
+    lo = float(np.nextafter(np.asarray(-1.0, dtype), np.asarray(0.0, dtype)))
+    u = uniform(key, shape, dtype, lo, 1.0)
+    return lax.mul(lax.erf_inv(u), math.sqrt(2.0))
+
+
+def truncated_normal(
+    key: Any,
+    lower: Any,
+    upper: Any,
+    shape: Sequence[int] | None = None,
+    dtype: Any = dtypes.float32,
+) -> Any:
+    """Standard normal floats conditioned on ``lower <= x <= upper`` (inverse-CDF sampling).
+
+    Args:
+        key: ``uint32[2]``.
+        lower, upper: bounds (scalars or arrays broadcastable to ``shape``).
+        shape: output shape; default the broadcast shape of the bounds.
+        dtype: a float dtype.
+
+    Returns:
+        An array of ``shape`` and ``dtype``. Precision degrades far in the tails (|bound| > ~5
+        in float32), where ``erf`` rounds to +-1.
+    """
+    dtype = _float_dtype(dtype, "truncated_normal")
+    lower, upper = _as_array(lower), _as_array(upper)
+    if shape is None:
+        shape = np.broadcast_shapes(get_aval(lower).shape, get_aval(upper).shape)
+    shape = _shape_arg(shape, "truncated_normal")
+    lo = _as_float_operand(lower, dtype, shape, "lower", "truncated_normal")
+    hi = _as_float_operand(upper, dtype, shape, "upper", "truncated_normal")
+    s2 = math.sqrt(2.0)
+    a = lax.erf(lax.div(lo, lax.full(shape, s2, dtype)))
+    b = lax.erf(lax.div(hi, lax.full(shape, s2, dtype)))
+    u = uniform(key, shape, dtype, a, b)
+    out = lax.mul(lax.erf_inv(u), s2)
+    return lax.min(lax.max(out, lo), hi)
+
+
+# ---- integers ----------------------------------------------------------------------------------
+
+
+def _int_bound(x: Any, dtype: np.dtype, shape: tuple[int, ...], what: str) -> tuple[Any, Any]:
+    """An integer bound clipped to ``dtype``'s range (a ``dtype`` array of ``shape``), and
+    whether it was above ``dtype``'s maximum (bool array)."""
+    info = np.iinfo(dtype)
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        clipped = lax.full(shape, min(max(int(x), info.min), info.max), dtype)
+        return clipped, lax.full(shape, int(x) > info.max, dtypes.bool_)
+    x = _as_array(x)
+    aval = get_aval(x)
+    if not dtypes.is_int(aval.dtype):
+        raise BluTypeError(
+            with_user_line(f"random.randint: {what} must be an integer, got {aval.str_short()}")
+        )
+    above = lax.full(aval.shape, False, dtypes.bool_)
+    src = np.iinfo(aval.dtype)
+    if src.min < info.min or src.max > info.max:  # clip in a type holding both ranges
+        wide = dtypes.uint64 if aval.dtype == dtypes.uint64 else dtypes.int64
+        winfo = np.iinfo(wide)
+        x = lax.convert_element_type(x, wide)
+        top = lax.full(aval.shape, min(info.max, winfo.max), wide)
+        above = lax.gt(x, top)
+        x = lax.min(lax.max(x, lax.full(aval.shape, max(info.min, winfo.min), wide)), top)
+    x = lax.convert_element_type(x, dtype)
+    return _broadcast(x, shape, what, "randint"), _broadcast(above, shape, what, "randint")
+
+
+def randint(
+    key: Any,
+    shape: Sequence[int],
+    minval: Any,
+    maxval: Any,
+    dtype: Any = dtypes.int32,
+) -> Any:
+    """Uniform integers in ``[minval, maxval)``.
+
+    Two independent random words ``h, l`` per element give ``(h * 2**nbits + l) mod span``:
+    exact (bias below ``span / 2**64``) for dtypes of up to 32 bits; for 64-bit dtypes the
+    product wraps as in JAX (a small bias for spans above 2**32). Bounds are clipped to
+    ``dtype``'s range (``maxval`` one past its maximum is allowed: ``randint(k, s, 0, 256,
+    uint8)`` covers all bytes); where ``maxval <= minval`` the result is ``minval``.
+
+    Args:
+        key: ``uint32[2]``.
+        shape: output shape.
+        minval, maxval: integer bounds (scalars or arrays broadcastable to ``shape``).
+        dtype: an integer dtype (8 to 64 bits).
+
+    Returns:
+        An array of ``shape`` and ``dtype``.
+    """
+    dtype = dtypes.canonicalize(dtype)
+    if not dtypes.is_int(dtype):
+        raise BluTypeError(with_user_line(f"random.randint: dtype must be an integer, got {dtype}"))
+    shape = _shape_arg(shape, "randint")
+    nbits = dtype.itemsize * 8
+    udt, acc = _UINT_OF_WIDTH[nbits], dtypes.uint64  # acc: where the arithmetic happens
+    lo, _ = _int_bound(minval, dtype, shape, "minval")
+    hi, above = _int_bound(maxval, dtype, shape, "maxval")
+    k1, k2 = _unstack2(split(key))
+    higher = lax.convert_element_type(_bits(k1, shape, nbits, "randint"), acc)
+    lower = lax.convert_element_type(_bits(k2, shape, nbits, "randint"), acc)
+    span = lax.convert_element_type(lax.sub(hi, lo), udt)  # wraps: correct modulo 2**nbits
+    span = lax.convert_element_type(span, acc)
+    empty = lax.le(hi, lo)
+    span = lax.select(empty, lax.full(shape, 1, acc), span)
+    # maxval above dtype's max: the true span is one more than hi - lo
+    span = lax.select(lax.and_(above, lax.not_(empty)), lax.add(span, 1), span)
+    if nbits == 64:  # 2**64 mod span, with the product wrapping as in JAX
+        full_range = lax.eq(span, lax.full(shape, 0, acc))  # span = 2**64
+        span = lax.select(full_range, lax.full(shape, 1, acc), span)
+        mult = lax.rem(lax.full(shape, 2**32, acc), span)
+        mult = lax.rem(lax.mul(mult, mult), span)
+    else:  # span <= 2**nbits <= 2**32: every product below fits in 64 bits
+        full_range = lax.eq(span, lax.full(shape, 2**nbits, acc))
+        mult = lax.rem(lax.full(shape, 2**nbits, acc), span)
+    off = lax.add(lax.mul(lax.rem(higher, span), mult), lax.rem(lower, span))
+    off = lax.select(full_range, lower, lax.rem(off, span))
+    return lax.add(lo, lax.convert_element_type(off, dtype))
+
+
+def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None) -> Any:
+    """Booleans that are True with probability ``p``.
+
+    Args:
+        key: ``uint32[2]``.
+        p: probability (scalar or array broadcastable to ``shape``); compared in its float
+            dtype (float32 for Python floats).
+        shape: output shape; default ``p``'s shape.
+
+    Returns:
+        A bool array of ``shape``.
+    """
+    p = _as_array(p)
+    aval = get_aval(p)
+    dtype = aval.dtype if dtypes.is_float(aval.dtype) else dtypes.float32
+    shape = aval.shape if shape is None else _shape_arg(shape, "bernoulli")
+    p = _as_float_operand(p, dtype, shape, "p", "bernoulli")
+    return lax.lt(uniform(key, shape, dtype), p)
+
+
+def gumbel(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float32) -> Any:
+    """Standard Gumbel floats ``-log(-log(u))``, u uniform in (0, 1)."""
+    dtype = _float_dtype(dtype, "gumbel")
+    tiny = float(dtypes.finfo(dtype).tiny)
+    u = uniform(key, shape, dtype, tiny, 1.0)
+    return lax.neg(lax.log(lax.neg(lax.log(u))))
+
+
+def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | None = None) -> Any:
+    """Samples from categorical distributions given by unnormalized log-probabilities.
+
+    Gumbel-max: ``argmax(logits + g)`` with g standard Gumbel noise is distributed as
+    ``softmax(logits)``; ``-inf`` logits are never drawn.
+
+    Args:
+        key: ``uint32[2]``.
+        logits: float array; ``axis`` indexes the categories.
+        axis: the category axis.
+        shape: output shape; must end with (broadcast to) ``logits``' shape without ``axis``;
+            default that shape.
+
+    Returns:
+        int32 indices of ``shape``.
+    """
+    logits = _as_array(logits)
+    aval = get_aval(logits)
+    if not dtypes.is_float(aval.dtype):
+        logits = lax.convert_element_type(logits, dtypes.float32)
+        aval = get_aval(logits)
+    if aval.ndim == 0:
+        raise BluShapeError(with_user_line("random.categorical: logits must have a category axis"))
+    axis = _normalize_axis(axis, aval.ndim, "categorical")
+    batch = aval.shape[:axis] + aval.shape[axis + 1 :]
+    shape = batch if shape is None else _shape_arg(shape, "categorical")
+    if not _broadcasts_to(batch, shape):
+        raise BluShapeError(
+            with_user_line(
+                f"random.categorical: shape {shape} must end with the logits' batch shape {batch}"
+            )
+        )
+    prefix = shape[: len(shape) - len(batch)]
+    tail = list(shape[len(prefix) :])
+    tail.insert(axis, aval.shape[axis])
+    full_shape = prefix + tuple(tail)
+    g = gumbel(key, full_shape, aval.dtype)
+    x = lax.add(g, _broadcast(logits, full_shape, "logits", "categorical"))
+    return lax.argmax(x, len(prefix) + axis, dtypes.int32)
+
+
+def _shuffled_indices(key: Any, n: int) -> Any:
+    """A uniformly random permutation of ``arange(n)`` (int32): stable sort by random 32-bit keys,
+    repeated so that ties (probability ~ n**2 / 2**33 per round) almost surely get broken
+    (JAX's rule: ceil(3 ln n / ln 2**32) rounds)."""
+    rounds = max(1, math.ceil(3 * math.log(max(1, n)) / math.log(2**32 - 1)))
+    perm = lax.iota(dtypes.int32, n)
+    for _ in range(rounds):
+        key, sub = _unstack2(split(key))
+        _, perm = lax.sort_key_val(_bits(sub, (n,), 32, "permutation"), perm)
+    return perm
+
+
+def _take(x: Any, idx: Any, axis: int) -> Any:
+    """``numpy.take(x, idx, axis)`` for in-range int32 ``idx`` of rank 1."""
+    out = lax.gather(x, lax.reshape(idx, get_aval(idx).shape + (1,)), axes=(axis,))
+    perm = list(range(1, axis + 1)) + [0] + list(range(axis + 1, get_aval(out).ndim))
+    return lax.transpose(out, tuple(perm))
+
+
+def permutation(key: Any, x: Any, axis: int = 0) -> Any:
+    """A random permutation of ``arange(x)`` (an int), or of ``x``'s entries along ``axis``.
+
+    Args:
+        key: ``uint32[2]``.
+        x: a non-negative Python int, or an array.
+        axis: the axis of ``x`` to shuffle.
+
+    Returns:
+        int32 ``arange(x)`` permuted, or ``x`` with its slices along ``axis`` permuted.
+    """
+    _check_key(key, "permutation")
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        if x < 0:
+            raise BluValueError(with_user_line(f"random.permutation: n must be >= 0, got {x}"))
+        return _shuffled_indices(key, int(x))
+    x = _as_array(x)
+    aval = get_aval(x)
+    if aval.ndim == 0:
+        raise BluShapeError(with_user_line("random.permutation: x must be an int or an array"))
+    axis = _normalize_axis(axis, aval.ndim, "permutation")
+    return _take(x, _shuffled_indices(key, aval.shape[axis]), axis)
+
+
+def choice(
+    key: Any,
+    a: Any,
+    shape: Sequence[int] = (),
+    replace: bool = True,
+    p: Any = None,
+    axis: int = 0,
+) -> Any:
+    """Random draws from ``arange(a)`` (an int) or from ``a``'s slices along ``axis``.
+
+    Args:
+        key: ``uint32[2]``.
+        a: an int n (draw from ``arange(n)``) or an array.
+        shape: how many draws, as a shape.
+        replace: with replacement (independent draws) or without (distinct entries).
+        p: optional probabilities of the n entries (need not be normalized).
+        axis: the axis of ``a`` to draw along.
+
+    Returns:
+        The draws: int32 of ``shape`` for an int ``a``; otherwise ``a`` with ``axis`` replaced
+        by ``shape``.
+
+    Raises:
+        BluValueError: more draws than entries without replacement.
+    """
+    shape = _shape_arg(shape, "choice")
+    k = math.prod(shape)
+    if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
+        n, arr = int(a), None
+    else:
+        arr = _as_array(a)
+        axis = _normalize_axis(axis, get_aval(arr).ndim, "choice")
+        n = get_aval(arr).shape[axis]
+    if not replace and k > n:
+        raise BluValueError(
+            with_user_line(f"random.choice: cannot draw {k} > {n} entries without replacement")
+        )
+    if p is None:
+        if replace:
+            idx = randint(key, (k,), 0, n)
+        else:
+            idx = lax.slice(_shuffled_indices(key, n), (0,), (k,))
+    else:
+        logp = lax.log(lax.convert_element_type(_as_array(p), dtypes.float32))
+        if replace:
+            idx = categorical(key, logp, shape=(k,))
+        else:  # Gumbel top-k: the k largest perturbed log-probabilities, without replacement
+            g = lax.add(gumbel(key, (n,), dtypes.float32), logp)
+            _, order = lax.sort_key_val(lax.neg(g), lax.iota(dtypes.int32, n))
+            idx = lax.slice(order, (0,), (k,))
+    if arr is None:
+        return lax.reshape(idx, shape)
+    out = _take(arr, idx, axis)
+    out_shape = get_aval(out).shape
+    return lax.reshape(out, out_shape[:axis] + shape + out_shape[axis + 1 :])

@@ -1,0 +1,15 @@
+"""Train a GPT-2-style language model with blu: ``python -m examples.gpt2 --help``.
+
+Modules: ``data`` (corpus discovery and download, tokenizers, train/val split, random batches),
+``model`` (GPT-2 as pure functions over a nested dict of parameters), ``checkpoint`` (atomic
+safetensors + JSON checkpoints), ``sample`` (a sampler that compiles once), ``train`` (the
+command line and the training loop).
+"""
+
+
+class ExampleError(Exception):
+    """A problem the user can fix (bad flag, missing corpus, unusable checkpoint).
+
+    The command line prints its message as ``error: ...`` and exits with status 2, without a
+    traceback.
+    """

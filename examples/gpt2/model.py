@@ -1,0 +1,199 @@
+"""GPT-2 as pure functions over a nested dict of parameters.
+
+The architecture of Radford et al. 2019, "Language Models are Unsupervised Multitask Learners"
+(reference code: ``openai/gpt-2`` ``src/model.py``, and nanoGPT's ``model.py``): learned token and
+position embeddings, ``n_layer`` pre-LayerNorm blocks (causal multi-head self-attention, then a
+4x MLP with tanh-approximated GELU), a final LayerNorm, and an output projection tied to the
+token embedding. Initialisation as GPT-2: weights ~ N(0, 0.02²), the two residual projections
+of each block scaled by 1/sqrt(2·n_layer), biases 0, LayerNorm gains 1.
+
+Shapes: token ids ``(B, T)`` int32 with ``T <= n_ctx``; logits ``(B, T, vocab_size)``.
+Linear weights are stored ``(in, out)`` (``y = x @ w + b``), as in GPT-2's ``Conv1D``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+import blu.numpy as bnp
+from blu import nn
+from blu.core import pytree
+from examples.gpt2 import ExampleError
+
+Params = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class GPTConfig:
+    """Hyperparameters of the architecture.
+
+    Attributes:
+        n_layer: transformer blocks.
+        n_head: attention heads (must divide ``d_model``).
+        d_model: width of the residual stream.
+        n_ctx: longest sequence (rows of the position embedding).
+        vocab_size: rows of the token embedding (the tokenizer's vocabulary, maybe padded).
+        dropout: dropout rate on embeddings, attention output and MLP output (0 disables).
+        pad_vocab_to: round the tokenizer's vocabulary up to a multiple of this (64 for
+            GPT-2 124M: 50257 -> 50304, which suits matrix units); 1 keeps it exact.
+    """
+
+    n_layer: int
+    n_head: int
+    d_model: int
+    n_ctx: int
+    vocab_size: int = 0
+    dropout: float = 0.0
+    pad_vocab_to: int = 1
+
+    def with_vocab(self, n_tokens: int) -> GPTConfig:
+        """This config sized for a tokenizer of ``n_tokens`` tokens (padded as configured)."""
+        m = self.pad_vocab_to
+        return dataclasses.replace(self, vocab_size=-(-n_tokens // m) * m)
+
+    def check(self) -> None:
+        """Raise ExampleError on sizes that cannot build a model."""
+        for f in ("n_layer", "n_head", "d_model", "n_ctx", "vocab_size"):
+            if getattr(self, f) <= 0:
+                raise ExampleError(f"model config {f} must be positive, got {getattr(self, f)}")
+        if self.d_model % self.n_head:
+            raise ExampleError(f"d_model {self.d_model} is not divisible by n_head {self.n_head}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ExampleError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+CONFIGS: dict[str, GPTConfig] = {
+    # a few-second model for tests and CI
+    "tiny": GPTConfig(n_layer=2, n_head=2, d_model=32, n_ctx=32),
+    # the CPU default: reaches a char-level val loss below 2.0 nats in a few minutes on 2 cores
+    "small": GPTConfig(n_layer=3, n_head=4, d_model=128, n_ctx=64),
+    # GPT-2 small (124M parameters with the padded 50304-token vocabulary)
+    "gpt2-124m": GPTConfig(n_layer=12, n_head=12, d_model=768, n_ctx=1024, pad_vocab_to=64),
+}
+
+
+def init_params(cfg: GPTConfig, key) -> Params:
+    """GPT-2's initialisation (float32).
+
+    Args:
+        cfg: the architecture (with ``vocab_size`` set).
+        key: a ``blu.random`` key.
+
+    Returns:
+        ``{"wte": (V, d), "wpe": (n_ctx, d), "h": [block] * n_layer, "ln_f": {"g", "b"}}``,
+        a block being ``{"ln_1", "attn": {"c_attn", "c_proj"}, "ln_2", "mlp": {"c_fc",
+        "c_proj"}}`` with linears ``{"w": (in, out), "b": (out,)}``.
+    """
+    import blu.random as random
+
+    cfg.check()
+    d, std = cfg.d_model, 0.02
+    proj_std = std / math.sqrt(2 * cfg.n_layer)
+    keys = iter(random.split(key, 2 + 4 * cfg.n_layer))
+
+    def normal(shape, s):
+        return random.normal(next(keys), shape, np.float32) * np.float32(s)
+
+    def linear(n_in, n_out, s):
+        return {"w": normal((n_in, n_out), s), "b": bnp.zeros((n_out,), np.float32)}
+
+    def ln():
+        return {"g": bnp.ones((d,), np.float32), "b": bnp.zeros((d,), np.float32)}
+
+    params: Params = {"wte": normal((cfg.vocab_size, d), std), "wpe": normal((cfg.n_ctx, d), std)}
+    params["h"] = [
+        {
+            "ln_1": ln(),
+            "attn": {"c_attn": linear(d, 3 * d, std), "c_proj": linear(d, d, proj_std)},
+            "ln_2": ln(),
+            "mlp": {"c_fc": linear(d, 4 * d, std), "c_proj": linear(4 * d, d, proj_std)},
+        }
+        for _ in range(cfg.n_layer)
+    ]
+    params["ln_f"] = ln()
+    return params
+
+
+def num_params(params: Params) -> int:
+    return sum(int(np.prod(np.shape(p))) for p in pytree.tree_leaves(params))
+
+
+def cast(params: Params, dtype) -> Params:
+    """``params`` with every floating leaf cast to ``dtype`` (for bf16 compute)."""
+    return pytree.tree_map(lambda p: p.astype(dtype), params)
+
+
+def _linear(x, p):
+    return nn.linear(x, p["w"], p["b"])
+
+
+def _layer_norm(x, p):
+    return nn.layer_norm(x, p["g"], p["b"], eps=1e-5)
+
+
+def _dropout(x, rate, key, i):
+    if rate == 0.0 or key is None:
+        return x
+    import blu.random as random
+
+    return nn.dropout(random.fold_in(key, i), x, rate, deterministic=False)
+
+
+def _attention(p, x, n_head):
+    B, T, C = x.shape
+    qkv = _linear(x, p["c_attn"]).reshape(B, T, 3, n_head, C // n_head)
+    q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    y = nn.dot_product_attention(q, k, v, causal=True)  # (B, T, H, D)
+    return _linear(y.reshape(B, T, C), p["c_proj"])
+
+
+def _mlp(p, x):
+    return _linear(nn.gelu(_linear(x, p["c_fc"]), approximate=True), p["c_proj"])
+
+
+def forward(params: Params, ids, cfg: GPTConfig, key=None):
+    """Logits of the next token at every position.
+
+    Args:
+        params: from :func:`init_params` (any float dtype: the compute follows it).
+        ids: int token ids, shape ``(B, T)``, ``T <= cfg.n_ctx``.
+        cfg: the architecture.
+        key: a ``blu.random`` key enabling dropout (``None``: no dropout, e.g. for eval).
+
+    Returns:
+        logits, shape ``(B, T, vocab_size)``, in the parameters' dtype.
+    """
+    B, T = ids.shape
+    if T > cfg.n_ctx:
+        raise ExampleError(f"sequence of {T} tokens is longer than the context n_ctx={cfg.n_ctx}")
+    x = nn.embedding(params["wte"], ids) + params["wpe"][:T]
+    x = _dropout(x, cfg.dropout, key, 0)
+    for i, blk in enumerate(params["h"]):
+        a = _attention(blk["attn"], _layer_norm(x, blk["ln_1"]), cfg.n_head)
+        x = x + _dropout(a, cfg.dropout, key, 2 * i + 1)
+        m = _mlp(blk["mlp"], _layer_norm(x, blk["ln_2"]))
+        x = x + _dropout(m, cfg.dropout, key, 2 * i + 2)
+    x = _layer_norm(x, params["ln_f"])
+    return x @ params["wte"].T  # tied output projection
+
+
+def loss_fn(params: Params, x, y, cfg: GPTConfig, key=None, compute_dtype=None):
+    """Mean next-token cross-entropy in nats (float32).
+
+    Args:
+        params: float32 master parameters.
+        x, y: int token ids and targets, shape ``(B, T)``.
+        compute_dtype: e.g. ``bfloat16`` to run the model in that dtype (the gradient still
+            arrives in float32, through the cast); ``None`` computes in float32.
+    """
+    if compute_dtype is not None:
+        params = cast(params, compute_dtype)
+    logits = forward(params, x, cfg, key).astype(np.float32)
+    return nn.cross_entropy(logits, y)

@@ -1,0 +1,604 @@
+"""Train GPT-2 with blu: the command line and the training loop.
+
+``python -m examples.gpt2`` trains the small CPU model on character-level tinyshakespeare, shows
+a progress bar (loss, tokens/s), evaluates the validation loss periodically, checkpoints to
+``runs/gpt2/``, then prints the final losses, writes ``runs/gpt2/loss.png`` and prints sampled
+text. ``--help`` lists every flag.
+
+One training step is one ``blu.jit`` program: ``value_and_grad`` of the loss over
+``--grad-accum`` micro-batches (averaged), gradient clipping and the AdamW update, with the
+parameters and optimizer state donated. Every random choice (initialisation, batches, dropout,
+sampling) derives from ``--seed`` through ``blu.random`` keys folded with the step number, so a
+run resumed from a checkpoint continues bit for bit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import blu
+import blu.random as random
+from blu import optim
+from blu.core import pytree
+from blu.core.dtypes import bfloat16
+from examples.gpt2 import ExampleError, checkpoint
+from examples.gpt2.data import (
+    check_batch_fits,
+    find_corpus,
+    get_batch,
+    make_tokenizer,
+    read_corpus,
+    tokenizer_from_meta,
+    train_val_split,
+)
+from examples.gpt2.model import CONFIGS, GPTConfig, init_params, loss_fn, num_params
+from examples.gpt2.sample import Sampler
+
+# Training defaults per model config; a flag given on the command line wins.
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(
+        steps=30, batch_size=8, lr=3e-3, warmup_steps=3, beta2=0.99, eval_every=10, eval_iters=2
+    ),
+    "small": dict(
+        steps=1500,
+        batch_size=32,
+        lr=2e-3,
+        warmup_steps=50,
+        beta2=0.99,
+        eval_every=250,
+        eval_iters=20,
+    ),
+    "gpt2-124m": dict(
+        steps=5000,
+        batch_size=16,
+        lr=6e-4,
+        warmup_steps=200,
+        beta2=0.95,
+        eval_every=250,
+        eval_iters=20,
+    ),
+}
+COMMON = dict(
+    grad_accum=1,
+    weight_decay=0.1,
+    beta1=0.9,
+    grad_clip=1.0,
+    dropout=0.0,
+    seed=1337,
+    precision="fp32",
+    val_fraction=0.1,
+    tokenizer="char",
+)
+# flags that shape the training trajectory: a resumed run takes them from the checkpoint
+TRAJECTORY = (
+    "batch_size",
+    "block_size",
+    "grad_accum",
+    "lr",
+    "min_lr",
+    "warmup_steps",
+    "weight_decay",
+    "beta1",
+    "beta2",
+    "grad_clip",
+    "dropout",
+    "seed",
+    "precision",
+    "val_fraction",
+    "tokenizer",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m examples.gpt2",
+        description="Train a GPT-2-style language model with blu, then sample from it. "
+        "Defaults train the 'small' model on character-level tinyshakespeare in a few "
+        "minutes on a 2-core CPU.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    pre = ", ".join(f"{k}: {v}" for k, v in PRESETS["small"].items())
+    m = p.add_argument_group("model")
+    m.add_argument(
+        "--config",
+        choices=sorted(CONFIGS),
+        default=None,
+        help="model size (default small; a resumed run keeps its checkpoint's). "
+        + "; ".join(
+            f"{k}: {c.n_layer} layers, {c.n_head} heads, d={c.d_model}, context {c.n_ctx}"
+            for k, c in CONFIGS.items()
+        ),
+    )
+    m.add_argument("--dropout", type=float, default=None, help="dropout rate (default 0)")
+    m.add_argument(
+        "--precision",
+        choices=("fp32", "tf32", "bf16"),
+        default=None,
+        help="fp32 (default); tf32 matmuls (same as fp32 on the CPU); bf16 compute "
+        "with fp32 master weights in the optimizer",
+    )
+    d = p.add_argument_group("data")
+    d.add_argument(
+        "--data",
+        default=None,
+        help="a UTF-8 text corpus (default: tinyshakespeare.txt from $BLU_DATA_DIR, "
+        "then ../shared/data beside the checkout, else downloaded)",
+    )
+    d.add_argument(
+        "--tokenizer",
+        choices=("char", "gpt2"),
+        default=None,
+        help="characters (default) or GPT-2 BPE via tiktoken from local files",
+    )
+    d.add_argument(
+        "--val-fraction",
+        type=float,
+        default=None,
+        help="last fraction of the corpus held out for validation (default 0.1)",
+    )
+    t = p.add_argument_group("training (defaults depend on --config; small: " + pre + ")")
+    t.add_argument("--steps", type=int, default=None, help="optimizer steps in the whole run")
+    t.add_argument("--batch-size", type=int, default=None, help="sequences per micro-batch")
+    t.add_argument(
+        "--block-size",
+        type=int,
+        default=None,
+        help="tokens per sequence (default the model's context)",
+    )
+    t.add_argument(
+        "--grad-accum", type=int, default=None, help="micro-batches averaged per step (default 1)"
+    )
+    t.add_argument("--lr", type=float, default=None, help="peak learning rate")
+    t.add_argument("--min-lr", type=float, default=None, help="final learning rate (default lr/10)")
+    t.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=None,
+        help="linear warm-up steps before the cosine decay",
+    )
+    t.add_argument(
+        "--weight-decay", type=float, default=None, help="AdamW decay of the matrices (default 0.1)"
+    )
+    t.add_argument("--beta1", type=float, default=None, help="AdamW beta1 (default 0.9)")
+    t.add_argument("--beta2", type=float, default=None, help="AdamW beta2")
+    t.add_argument(
+        "--grad-clip",
+        type=float,
+        default=None,
+        help="clip the gradient's global norm to this (0: off; default 1.0)",
+    )
+    t.add_argument(
+        "--seed", type=int, default=None, help="seed of every random choice (default 1337)"
+    )
+    e = p.add_argument_group("evaluation, checkpoints and output")
+    e.add_argument("--eval-every", type=int, default=None, help="steps between validation losses")
+    e.add_argument("--eval-iters", type=int, default=None, help="batches per loss estimate")
+    e.add_argument(
+        "--ckpt-every",
+        type=int,
+        default=None,
+        help="steps between checkpoints (default: --eval-every; 0: only at the end)",
+    )
+    e.add_argument(
+        "--out",
+        default="runs/gpt2",
+        help="folder for the checkpoint (ckpt.json + ckpt-*.safetensors) and loss.png",
+    )
+    e.add_argument(
+        "--resume", action="store_true", help="continue the run checkpointed in --out, bit for bit"
+    )
+    e.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start a new run even if --out holds a checkpoint (it is replaced)",
+    )
+    e.add_argument(
+        "--stop-at",
+        type=int,
+        default=None,
+        help="stop after this step with a checkpoint, as if interrupted (the "
+        "schedule still follows --steps); continue with --resume",
+    )
+    e.add_argument("--no-progress", action="store_true", help="no progress bar")
+    e.add_argument("--no-plot", action="store_true", help="do not write loss.png")
+    s = p.add_argument_group("sampling at the end")
+    s.add_argument("--sample-tokens", type=int, default=500, help="tokens to generate (0: none)")
+    s.add_argument(
+        "--temperature", type=float, default=0.8, help="sampling temperature (0: greedy)"
+    )
+    s.add_argument("--top-k", type=int, default=40, help="sample among the k likeliest (0: all)")
+    s.add_argument("--prompt", default="\n", help="text the sample continues")
+    return p
+
+
+def _fill_defaults(a: argparse.Namespace, cfg: GPTConfig) -> None:
+    for k, v in {**COMMON, **PRESETS[a.config]}.items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+    if a.block_size is None:
+        a.block_size = cfg.n_ctx
+    if a.min_lr is None:
+        a.min_lr = a.lr / 10
+    if a.ckpt_every is None:
+        a.ckpt_every = a.eval_every
+
+
+def _check_flags(a: argparse.Namespace, cfg: GPTConfig) -> None:
+    """Raise ExampleError naming the first flag with an impossible value."""
+    positive = ("steps", "batch_size", "block_size", "grad_accum", "eval_every", "eval_iters")
+    for k in positive:
+        if getattr(a, k) <= 0:
+            raise ExampleError(f"--{k.replace('_', '-')} must be positive, got {getattr(a, k)}")
+    if a.block_size > cfg.n_ctx:
+        raise ExampleError(
+            f"--block-size {a.block_size} is larger than the model's context ({a.config}: "
+            f"n_ctx={cfg.n_ctx})"
+        )
+    if not (a.lr > 0 and math.isfinite(a.lr)) or not 0 <= a.min_lr <= a.lr:
+        raise ExampleError(f"need --lr > 0 and 0 <= --min-lr <= --lr, got {a.lr}, {a.min_lr}")
+    checks = [
+        ("warmup-steps", 0 <= a.warmup_steps < a.steps, f"in [0, --steps={a.steps})"),
+        ("weight-decay", a.weight_decay >= 0, ">= 0"),
+        ("beta1", 0 <= a.beta1 < 1, "in [0, 1)"),
+        ("beta2", 0 <= a.beta2 < 1, "in [0, 1)"),
+        ("grad-clip", a.grad_clip >= 0, ">= 0"),
+        ("dropout", 0 <= a.dropout < 1, "in [0, 1)"),
+        ("val-fraction", 0 < a.val_fraction < 1, "in (0, 1)"),
+        ("ckpt-every", a.ckpt_every >= 0, ">= 0"),
+        ("sample-tokens", a.sample_tokens >= 0, ">= 0"),
+        ("temperature", a.temperature >= 0, ">= 0"),
+        ("top-k", a.top_k >= 0, ">= 0"),
+    ]
+    for flag, ok, want in checks:
+        if not ok:
+            raise ExampleError(f"--{flag} must be {want}, got {getattr(a, flag.replace('-', '_'))}")
+    if a.stop_at is not None and not 1 <= a.stop_at <= a.steps:
+        raise ExampleError(f"--stop-at must be in [1, --steps={a.steps}], got {a.stop_at}")
+
+
+def _merge_resumed(a: argparse.Namespace, meta: dict) -> None:
+    """Take the trajectory flags from the checkpoint; refuse ones given that differ."""
+    saved = meta["train_args"]
+    diffs = []
+    if a.config is not None and a.config != meta["config_name"]:
+        diffs.append(f"--config {a.config} (checkpoint: {meta['config_name']})")
+    a.config = meta["config_name"]
+    for k in TRAJECTORY:
+        given = getattr(a, k)
+        if given is not None and given != saved[k]:
+            diffs.append(f"--{k.replace('_', '-')} {given} (checkpoint: {saved[k]})")
+        setattr(a, k, saved[k])
+    if diffs:
+        raise checkpoint.CheckpointError(
+            f"checkpoint in {a.out} does not match the flags: "
+            + "; ".join(diffs)
+            + ". Drop these flags to continue the checkpointed run, or pick another --out"
+        )
+    if a.steps is None:
+        a.steps = saved["steps"]
+    elif a.steps != saved["steps"]:
+        print(
+            f"note: --steps {a.steps} (checkpoint: {saved['steps']}): the learning-rate "
+            "schedule follows the new total"
+        )
+
+
+def load_params(tensors: dict, cfg: GPTConfig, where: str):
+    """Parameters of ``cfg`` from checkpoint tensors (shapes and names checked)."""
+    template = blu.eval_shape(lambda k: init_params(cfg, k), random.key(0))
+    return checkpoint.unflatten_named(template, "params", tensors, f"checkpoint {where}")
+
+
+def make_optimizer(a: argparse.Namespace):
+    """AdamW with linear warm-up and cosine decay; decay on matrices only (as GPT-2)."""
+    schedule = optim.warmup_cosine_decay(
+        peak_lr=a.lr, warmup_steps=a.warmup_steps, total_steps=a.steps, end_lr=a.min_lr
+    )
+    opt = optim.adamw(
+        lambda count: schedule(count + 1),  # update n (from 1) uses lr(n): no zero-lr first step
+        b1=a.beta1,
+        b2=a.beta2,
+        eps=1e-8,
+        weight_decay=a.weight_decay,
+        mask=optim.decay_mask_matrices,
+    )
+    return opt, schedule
+
+
+def make_steps(cfg: GPTConfig, opt, a: argparse.Namespace):
+    """The jitted training step and loss estimate for this run."""
+    compute_dtype = bfloat16 if a.precision == "bf16" else None
+    accum, clip = a.grad_accum, a.grad_clip
+
+    def loss(params, x, y, key):
+        return loss_fn(params, x, y, cfg, key if cfg.dropout > 0 else None, compute_dtype)
+
+    grad_fn = blu.value_and_grad(loss)
+
+    def train_step(params, opt_state, xs, ys, key):
+        """xs, ys: (accum, B, T) int32. Returns new params and state, mean loss, grad norm."""
+        total, grads = grad_fn(params, xs[0], ys[0], random.fold_in(key, 0))
+        for i in range(1, accum):  # unrolled: accum is a static Python int
+            li, gi = grad_fn(params, xs[i], ys[i], random.fold_in(key, i))
+            total = total + li
+            grads = pytree.tree_map(lambda g, h: g + h, grads, gi)
+        if accum > 1:
+            total = total / np.float32(accum)
+            grads = pytree.tree_map(lambda g: g / np.float32(accum), grads)
+        if clip > 0:
+            grads, norm = optim.clip_by_global_norm(grads, clip)
+        else:
+            norm = optim.global_norm(grads)
+        params, opt_state = opt.update(grads, opt_state, params)
+        return params, opt_state, total, norm
+
+    def eval_loss(params, x, y):
+        return loss_fn(params, x, y, cfg, None, compute_dtype)
+
+    return blu.jit(train_step, donate_argnums=(0, 1)), blu.jit(eval_loss)
+
+
+def estimate_loss(eval_fn, params, tokens, key, a) -> float:
+    """Mean loss over ``--eval-iters`` batches drawn from ``key`` (the same ones every time)."""
+    losses = [
+        float(
+            eval_fn(params, *get_batch(tokens, random.fold_in(key, j), a.batch_size, a.block_size))
+        )
+        for j in range(a.eval_iters)
+    ]
+    return float(np.mean(losses))
+
+
+def plot_losses(history: dict, path: Path, title: str) -> Path | None:
+    """Write the loss curve (train loss per step, its running mean, validation points)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("note: matplotlib is not installed (pip install -e '.[examples]'); no loss.png")
+        return None
+    tr = np.asarray(history["train_loss"], np.float64)
+    steps = np.arange(1, len(tr) + 1)
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    ax.plot(steps, tr, color="tab:blue", alpha=0.3, lw=0.8, label="train (per step)")
+    w = max(1, min(50, len(tr) // 10))
+    if len(tr) >= w:
+        ax.plot(
+            steps[w - 1 :],
+            np.convolve(tr, np.ones(w) / w, "valid"),
+            color="tab:blue",
+            label=f"train (mean of {w})",
+        )
+    if history["val_loss"]:
+        vs, vl = zip(*history["val_loss"])
+        ax.plot(vs, vl, "o-", color="tab:orange", label="validation")
+    ax.set(xlabel="step", ylabel="cross-entropy (nats per token)", title=title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+class _Progress:
+    """tqdm when available (and wanted), else a line every tenth of the run."""
+
+    def __init__(self, total: int, initial: int, enabled: bool):
+        self.bar = None
+        self.total, self.every = total, max(1, total // 10)
+        if enabled:
+            try:
+                from tqdm import tqdm
+
+                self.bar = tqdm(
+                    total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True
+                )
+            except ImportError:
+                pass
+        self.enabled = enabled
+
+    def update(self, step: int, loss: float, tok_s: float) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tok_s:,.0f}", refresh=False)
+            self.bar.update(1)
+        elif self.enabled and (step % self.every == 0 or step == self.total):
+            print(f"step {step}/{self.total}  loss {loss:.4f}  {tok_s:,.0f} tokens/s", flush=True)
+
+    def write(self, msg: str) -> None:
+        if self.bar is not None:
+            self.bar.write(msg)
+        else:
+            print(msg, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the command line; returns a summary (losses, history, paths) for callers and tests.
+
+    Raises:
+        ExampleError: bad flags, data or checkpoint (``cli`` prints it as ``error: ...``).
+    """
+    t_start = time.perf_counter()
+    a = build_parser().parse_args(argv)
+    out = Path(a.out)
+    meta = tensors = None
+    if a.resume:
+        tensors, meta = checkpoint.load(out)
+        _merge_resumed(a, meta)
+    else:
+        if checkpoint.exists(out) and not a.overwrite:
+            raise ExampleError(
+                f"{out} already holds a checkpoint: pass --resume to continue it, --overwrite "
+                f"to replace it, or --out to use another folder"
+            )
+        a.config = a.config or "small"
+    base = CONFIGS[a.config]
+    _fill_defaults(a, base)
+    _check_flags(a, base)
+    if a.precision in ("tf32", "bf16"):
+        blu.config.update("default_matmul_precision", a.precision)
+
+    # ---- data
+    corpus = Path(a.data) if a.data else find_corpus()
+    text = read_corpus(corpus)
+    tok = tokenizer_from_meta(meta["tokenizer"]) if meta else make_tokenizer(a.tokenizer, text)
+    tokens = tok.encode(text)
+    data_sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if meta and meta["data"]["sha256"] != data_sha:
+        raise checkpoint.CheckpointError(
+            f"checkpoint in {out} was trained on another corpus ({meta['data']['path']}, "
+            f"sha256 {meta['data']['sha256'][:12]}...) than {corpus} (sha256 {data_sha[:12]}...)"
+        )
+    train, val = train_val_split(tokens, a.val_fraction)
+    check_batch_fits(train, a.batch_size, a.block_size, "training")
+    check_batch_fits(val, a.batch_size, a.block_size, "validation")
+    cfg = base.with_vocab(tok.vocab_size)
+    cfg = GPTConfig(**{**cfg.to_dict(), "dropout": a.dropout})
+    if meta and GPTConfig(**meta["model_config"]) != cfg:
+        raise checkpoint.CheckpointError(
+            f"checkpoint in {out} holds model {meta['model_config']}, not {cfg.to_dict()}"
+        )
+
+    # ---- state
+    k_init, k_data, k_drop, k_eval, k_sample = random.split(random.key(a.seed), 5)
+    params = init_params(cfg, k_init)
+    opt, _ = make_optimizer(a)
+    opt_state = opt.init(params)
+    history: dict[str, list] = {"train_loss": [], "val_loss": []}
+    start = 0
+    if meta:
+        where = f"checkpoint {out}"
+        params = checkpoint.unflatten_named(params, "params", tensors, where)
+        opt_state = checkpoint.unflatten_named(opt_state, "opt", tensors, where)
+        start = int(meta["step"])
+        history = {k: list(v) for k, v in meta["history"].items()}
+        if start >= a.steps:
+            print(f"checkpoint in {out} is at step {start}, the run's end (--steps {a.steps})")
+    train_step, eval_loss = make_steps(cfg, opt, a)
+    end = min(a.steps, a.stop_at or a.steps)
+    n_tok = a.batch_size * a.block_size * a.grad_accum
+    print(
+        f"model {a.config}: {num_params(params) / 1e6:.2f}M parameters, vocab {cfg.vocab_size} "
+        f"({tok.kind}), {a.precision}; data {corpus} ({len(train):,} train / {len(val):,} val "
+        f"tokens); {a.steps} steps of {a.grad_accum} x {a.batch_size} x {a.block_size} tokens"
+        + (f"; resuming at step {start + 1}" if meta else ""),
+        flush=True,
+    )
+
+    def save(step: int) -> None:
+        train_args = {k: getattr(a, k) for k in (*TRAJECTORY, "steps")}
+        checkpoint.save(
+            out,
+            params,
+            opt_state,
+            {
+                "step": step,
+                "config_name": a.config,
+                "model_config": cfg.to_dict(),
+                "tokenizer": tok.to_meta(),
+                "train_args": train_args,
+                "data": {"path": str(corpus), "sha256": data_sha, "tokens": int(len(tokens))},
+                "history": history,
+                "blu_version": blu.__version__,
+            },
+        )
+
+    # ---- training loop
+    bar = _Progress(a.steps, start, not a.no_progress)
+    t_steps, tok_steps, saved_at = 0.0, 0, start
+    try:
+        for step in range(start + 1, end + 1):
+            x, y = get_batch(
+                train, random.fold_in(k_data, step), a.batch_size * a.grad_accum, a.block_size
+            )
+            shape = (a.grad_accum, a.batch_size, a.block_size)
+            t0 = time.perf_counter()
+            params, opt_state, loss, _ = train_step(
+                params, opt_state, x.reshape(shape), y.reshape(shape), random.fold_in(k_drop, step)
+            )
+            loss = float(loss)
+            dt = time.perf_counter() - t0
+            if step > start + 1 or end == start + 1:  # the first step includes tracing
+                t_steps, tok_steps = t_steps + dt, tok_steps + n_tok
+            if not math.isfinite(loss):
+                raise ExampleError(f"the loss became {loss} at step {step}; try a lower --lr")
+            history["train_loss"].append(loss)
+            bar.update(step, loss, n_tok / dt)
+            if step % a.eval_every == 0 or step == a.steps:
+                v = estimate_loss(eval_loss, params, val, k_eval, a)
+                history["val_loss"].append([step, v])
+                bar.write(f"step {step}: train loss {loss:.4f}, val loss {v:.4f}")
+            if (a.ckpt_every and step % a.ckpt_every == 0) or step == end:
+                save(step)
+                saved_at = step
+    finally:
+        bar.close()
+    if saved_at < end:
+        save(end)
+
+    # ---- results
+    result: dict[str, Any] = {"step": max(start, end), "history": history, "out": str(out)}
+    result["train_loss"] = estimate_loss(eval_loss, params, train, random.fold_in(k_eval, 1), a)
+    last_val = history["val_loss"][-1] if history["val_loss"] else None
+    if last_val is not None and last_val[0] == result["step"]:
+        result["val_loss"] = last_val[1]
+    else:
+        result["val_loss"] = estimate_loss(eval_loss, params, val, k_eval, a)
+    result["tokens_per_s"] = tok_steps / t_steps if t_steps > 0 else float("nan")
+    png = (
+        None
+        if a.no_plot
+        else plot_losses(
+            history,
+            out / "loss.png",
+            f"GPT-2 {a.config} on {corpus.name} ({tok.kind}, {a.precision})",
+        )
+    )
+    result["plot"] = str(png) if png else None
+    if a.stop_at is not None and end < a.steps:
+        print(f"stopped at step {end} of {a.steps}: continue with --resume --out {out}")
+    if a.sample_tokens:
+        sampler = Sampler(cfg, a.block_size, a.temperature, a.top_k, tok.vocab_size)
+        ids = sampler.generate(params, tok.encode(a.prompt), a.sample_tokens, k_sample)
+        result["sample"] = a.prompt + tok.decode(ids)
+        print(
+            f"--- sample ({a.sample_tokens} tokens, temperature {a.temperature}, top-k "
+            f"{a.top_k or 'off'}) ---\n{result['sample']}\n---"
+        )
+    result["wall_s"] = time.perf_counter() - t_start
+    unit = "nats per character" if tok.kind == "char" else "nats per token"
+    print(
+        f"final train loss {result['train_loss']:.4f} | val loss {result['val_loss']:.4f} {unit}"
+        f" | {result['tokens_per_s']:,.0f} tokens/s | wall time {result['wall_s']:.1f} s"
+    )
+    print(f"checkpoint: {out / checkpoint.RECORD}" + (f" | loss curve: {png}" if png else ""))
+    return result
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """``main`` with user errors printed as ``error: ...`` (exit status 2), no traceback."""
+    try:
+        main(argv)
+    except ExampleError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            "interrupted; the last checkpoint is intact (continue with --resume)", file=sys.stderr
+        )
+        return 130
+    return 0

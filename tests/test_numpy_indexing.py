@@ -1,0 +1,276 @@
+"""blu.numpy indexing (x[idx]) and .at[] updates against numpy, for random index expressions:
+ints, slices with random start/stop/step (negative too), None, Ellipsis, integer arrays
+(broadcasting, negative), boolean masks; eagerly, under jit with traced index arrays, and with
+out-of-bounds indices (clamped for reads, dropped for updates)."""
+
+import numpy as np
+import pytest
+from helpers import arrays, shapes
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blu
+import blu.numpy as bnp
+from blu.core.errors import BluError, ConcretizationError
+
+
+@st.composite
+def index_exprs(draw, shape, allow_masks=True):
+    """A random numpy index expression for an array of ``shape``."""
+    adv_shape = draw(st.sampled_from([(), (2,), (3,), (2, 1), (0,), (1, 3)]))
+    used = set()  # a mask's indices only broadcast with ints, so a mask excludes arrays
+    items = []
+    dim = 0
+    nd = len(shape)
+    ellipsis_at = draw(st.one_of(st.none(), st.integers(0, nd)))
+    skip = draw(st.integers(0, nd - ellipsis_at)) if ellipsis_at is not None else 0
+    while dim < nd:
+        if ellipsis_at is not None and dim == ellipsis_at:
+            items.append(Ellipsis)
+            dim += skip
+            ellipsis_at = None
+            continue
+        if draw(st.integers(0, 5)) == 0:
+            items.append(None)
+        n = shape[dim]
+        kinds = ["slice", "full"]
+        if n > 0:
+            kinds += ["int"] + (["array"] if "mask" not in used else [])
+        if allow_masks and n > 0 and not used:
+            kinds.append("mask")
+        kind = draw(st.sampled_from(kinds))
+        if kind in ("array", "mask"):
+            used.add(kind)
+        if kind == "full":
+            if any(it is Ellipsis for it in items) or draw(st.booleans()):
+                items.append(slice(None))
+            else:
+                break  # leave the remaining axes unindexed
+        elif kind == "slice":
+            bound = st.one_of(st.none(), st.integers(-n - 2, n + 2))
+            step = draw(st.sampled_from([None, 1, 2, 3, -1, -2, -3]))
+            items.append(slice(draw(bound), draw(bound), step))
+        elif kind == "int":
+            items.append(draw(st.integers(-n, n - 1)))
+        elif kind == "array":
+            ashape = adv_shape[draw(st.integers(0, len(adv_shape))) :]
+            ashape = tuple(1 if draw(st.integers(0, 3)) == 0 else d for d in ashape)
+            size = int(np.prod(ashape))
+            vals = draw(st.lists(st.integers(-n, n - 1), min_size=size, max_size=size))
+            arr = np.array(
+                vals, dtype=draw(st.sampled_from([np.int32, np.int64, np.int8]))
+            ).reshape(ashape)
+            form = draw(st.sampled_from(["numpy", "list", "blu"]))
+            items.append(
+                arr.tolist()
+                if form == "list" and arr.ndim == 1 and arr.size
+                else bnp.asarray(arr)
+                if form == "blu"
+                else arr
+            )
+        else:  # a boolean mask over one or two axes
+            k = 2 if dim + 1 < nd and draw(st.booleans()) else 1
+            mshape = shape[dim : dim + k]
+            bits = draw(
+                st.lists(
+                    st.booleans(), min_size=int(np.prod(mshape)), max_size=int(np.prod(mshape))
+                )
+            )
+            items.append(np.array(bits, bool).reshape(mshape))
+            dim += k
+            continue
+        dim += 1
+    if draw(st.integers(0, 6)) == 0:
+        items.append(None)
+    if len(items) == 1 and draw(st.booleans()):
+        return items[0]
+    return tuple(items)
+
+
+def _np_index(idx):
+    """The same index for numpy (blu arrays as numpy arrays)."""
+    conv = lambda i: np.asarray(i) if isinstance(i, blu.Array) else i  # noqa: E731
+    return tuple(conv(i) for i in idx) if isinstance(idx, tuple) else conv(idx)
+
+
+def _close(got, want, rtol=0.0):
+    g = np.asarray(got)
+    assert g.shape == np.shape(want), (g.shape, np.shape(want))
+    assert g.dtype == np.asarray(want).dtype
+    np.testing.assert_allclose(g, want, rtol=rtol)
+
+
+def _split_dynamic(idx):
+    """(template, arrays): integer arrays taken out, so jit can trace them."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    arrs, template = [], []
+    for it in items:
+        a = np.asarray(it) if isinstance(it, (np.ndarray, blu.Array)) else None
+        if a is not None and a.dtype.kind in "iu":
+            template.append(("dyn", len(arrs)))
+            arrs.append(a)
+        else:
+            template.append(("static", it))
+    return template, arrs, isinstance(idx, tuple)
+
+
+def _rebuild(template, arrs, is_tuple):
+    items = tuple(arrs[v] if k == "dyn" else v for k, v in template)
+    return items if is_tuple else items[0]
+
+
+@st.composite
+def array_and_index(draw, allow_masks=True, min_dims=0):
+    shape = draw(shapes(min_dims=min_dims, max_dims=4))
+    x = np.asarray(np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) - 3)
+    return x, draw(index_exprs(shape, allow_masks))
+
+
+@settings(max_examples=150)
+@given(array_and_index())
+def test_getitem_matches_numpy(xi):
+    x, idx = xi
+    want = x[_np_index(idx)]
+    _close(bnp.asarray(x)[idx], want)
+    _close(blu.jit(lambda x: x[idx])(x), want)
+    template, arrs, is_tuple = _split_dynamic(idx)
+    if arrs:  # integer arrays as traced values
+        got = blu.jit(lambda x, *a: x[_rebuild(template, a, is_tuple)])(x, *arrs)
+        _close(got, want)
+
+
+@settings(max_examples=100)
+@given(array_and_index(), st.data())
+def test_at_updates_match_numpy_ufunc_at(xi, data):
+    x, idx = xi
+    np_idx = _np_index(idx)
+    positions = np.arange(x.size).reshape(x.shape)[np_idx]  # numpy's own indexing, as oracle
+    rshape = positions.shape
+    vshape = rshape[data.draw(st.integers(0, len(rshape))) :]
+    vshape = tuple(1 if data.draw(st.integers(0, 3)) == 0 else d for d in vshape)
+    v = data.draw(arrays(vshape, -4, 4)).astype(np.float32)
+    vb = np.broadcast_to(v, rshape).ravel()
+    flat = positions.ravel()
+    ax = bnp.asarray(x)
+    for method, ufunc in [
+        ("add", np.add),
+        ("multiply", np.multiply),
+        ("min", np.minimum),
+        ("max", np.maximum),
+    ]:
+        want = x.copy().ravel()
+        ufunc.at(want, flat, vb)
+        # repeated indices: the products may associate differently (float32 rounding)
+        _close(
+            getattr(ax.at[idx], method)(v),
+            want.reshape(x.shape),
+            1e-6 if method == "multiply" else 0,
+        )
+    want = x.copy().ravel()
+    np.subtract.at(want, flat, vb)
+    _close(ax.at[idx].subtract(v), want.reshape(x.shape))
+    if np.unique(flat).size == flat.size:  # set: numpy's x[idx] = v when positions are unique
+        want = x.copy()
+        want[np_idx] = v
+        _close(ax.at[idx].set(v), want)
+        _close(blu.jit(lambda x, v: x.at[idx].set(v))(x, v), want)
+    _close(ax.at[idx].get(), x[np_idx])
+    template, arrs, is_tuple = _split_dynamic(idx)
+    if arrs:
+        got = blu.jit(lambda x, v, *a: x.at[_rebuild(template, a, is_tuple)].add(v))(x, v, *arrs)
+        want = x.copy().ravel()
+        np.add.at(want, flat, vb)
+        _close(got, want.reshape(x.shape))
+
+
+def test_out_of_bounds_arrays_clamp_on_read_and_drop_on_update():
+    x = np.arange(12.0).reshape(3, 4)
+    idx = np.array([5, -7, 1])
+    _close(bnp.asarray(x)[idx], x[[2, 0, 1]])
+    _close(bnp.asarray(x)[1, idx], x[1, [3, 0, 1]])
+    _close(bnp.asarray(x)[idx, :2], x[[2, 0, 1], :2])
+    _close(blu.jit(lambda x, i: x[i])(x, idx), x[[2, 0, 1]])
+    want = x.copy()
+    want[1] += 10.0
+    _close(bnp.asarray(x).at[idx].add(10.0), want)
+    _close(blu.jit(lambda x, i: x.at[i].add(10.0))(x, idx), want)
+    want = x.copy()
+    want[1, 1] = -1.0
+    _close(bnp.asarray(x).at[1, idx].set(-1.0), want)
+    _close(
+        bnp.asarray(x).at[idx, 1].multiply(0.0),
+        np.where((np.arange(3)[:, None] == 1) & (np.arange(4) == 1), 0.0, x),
+    )
+
+
+def test_traced_scalar_indices_use_dynamic_slice():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    f = lambda x, i, j: x[i, :, j]  # noqa: E731
+    for i, j in [(0, 0), (1, -1), (-2, 2)]:
+        _close(blu.jit(f)(x, i, j), x[i, :, j])
+    text = str(blu.make_jaxpr(lambda x, i: x[i])(x, 1))
+    assert "dynamic_slice" in text and "gather" not in text
+    # out of range: clamped into range (reads), dropped (updates)
+    _close(blu.jit(lambda x, i: x[i])(x, 5), x[1])
+    _close(blu.jit(lambda x, i: x.at[i].set(0.0))(x, 5), x)
+    want = x.copy()
+    want[1, 2] = 7.0
+    _close(blu.jit(lambda x, i, j: x.at[i, j].set(7.0))(x, -1, 2), want)
+    want = x.copy()
+    want[:, 1, 1:3] *= 2
+    _close(blu.jit(lambda x, i: x.at[:, i, 1:3].multiply(2.0))(x, 1), want)
+    # with an integer array too, the traced scalar is one more advanced index
+    _close(blu.jit(lambda x, i: x[i, [0, 2]])(x, 1), x[1, [0, 2]])
+
+
+def test_scalar_bool_and_empty_indices():
+    x = np.arange(6.0).reshape(2, 3)
+    for idx in (True, False, (Ellipsis, True), (0, False), (), Ellipsis, (slice(None), None)):
+        _close(bnp.asarray(x)[idx], x[idx])
+    _close(bnp.asarray(5.0)[()], np.asarray(np.float32(5.0)))
+    _close(bnp.asarray(x)[np.array(1)], x[1])
+    _close(bnp.asarray(x)[bnp.asarray(1), bnp.asarray(-1)], x[1, -1])
+
+
+def test_update_values_cast_and_broadcast():
+    x = bnp.zeros((3, 4), bnp.int32)
+    out = x.at[:, 1].set(2.7)
+    assert out.dtype == np.int32
+    _close(out, np.array([[0, 2, 0, 0]] * 3, np.int32))
+    out = x.at[1:].add(np.array([1, 2, 3, 4]))
+    _close(out, np.array([[0, 0, 0, 0], [1, 2, 3, 4], [1, 2, 3, 4]], np.int32))
+    out = x.at[0].set(np.ones((1, 1, 4), np.int32))  # numpy drops leading size-1 axes
+    _close(out, np.array([[1] * 4, [0] * 4, [0] * 4], np.int32))
+    with pytest.raises(BluError):
+        x.at[0].set(np.ones(3))
+    b = bnp.zeros(4, bnp.bool_).at[np.array([1, 1, 3])].max(True)
+    _close(b, np.array([False, True, False, True]))
+
+
+def test_index_errors():
+    x = bnp.zeros((2, 3))
+    with pytest.raises(IndexError, match=r"out of bounds.*\(2, 3\)"):
+        x[2]
+    with pytest.raises(IndexError, match="too many"):
+        x[0, 0, 0]
+    with pytest.raises(IndexError):
+        x[0.5]
+    with pytest.raises(IndexError):
+        x[np.array([0.5])]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        x[..., ...]
+    with pytest.raises(IndexError, match="boolean index"):
+        x[np.array([True, False, True])]
+    with pytest.raises(ConcretizationError, match="where"):
+        blu.jit(lambda x, m: x[m])(np.ones(3), np.array([True, False, True]))
+    with pytest.raises(ConcretizationError, match="dynamic_slice"):
+        blu.jit(lambda x, i: x[i : i + 1])(np.ones(3), 1)
+    with pytest.raises(BluError, match="zero"):
+        x[::0]
+
+
+def test_iteration_and_len():
+    x = bnp.asarray(np.arange(6).reshape(3, 2))
+    rows = list(x)
+    assert len(rows) == 3
+    _close(rows[2], np.array([4, 5]))

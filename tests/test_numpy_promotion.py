@@ -1,0 +1,189 @@
+"""blu.numpy dtypes: the JAX promotion lattice (against JAX's documented table), weak types,
+Python-scalar rules, dtype attributes and dtype functions."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import blu
+import blu.numpy as bnp
+from blu.core.errors import BluError
+
+# JAX's type promotion table (https://jax.readthedocs.io/en/latest/type_promotion.html), typed
+# in from the documentation. 'i*' / 'f*' are weakly typed Python ints / floats; a weak result
+# takes blu's defaults (int32 / float32) and stays weak.
+_NAMES = "b1 u1 u2 u4 u8 i1 i2 i4 i8 bf f2 f4 f8 i* f*".split()
+_TABLE = """
+b1 b1 u1 u2 u4 u8 i1 i2 i4 i8 bf f2 f4 f8 i* f*
+u1 u1 u1 u2 u4 u8 i2 i2 i4 i8 bf f2 f4 f8 u1 f*
+u2 u2 u2 u2 u4 u8 i4 i4 i4 i8 bf f2 f4 f8 u2 f*
+u4 u4 u4 u4 u4 u8 i8 i8 i8 i8 bf f2 f4 f8 u4 f*
+u8 u8 u8 u8 u8 u8 f* f* f* f* bf f2 f4 f8 u8 f*
+i1 i1 i2 i4 i8 f* i1 i2 i4 i8 bf f2 f4 f8 i1 f*
+i2 i2 i2 i4 i8 f* i2 i2 i4 i8 bf f2 f4 f8 i2 f*
+i4 i4 i4 i4 i8 f* i4 i4 i4 i8 bf f2 f4 f8 i4 f*
+i8 i8 i8 i8 i8 f* i8 i8 i8 i8 bf f2 f4 f8 i8 f*
+bf bf bf bf bf bf bf bf bf bf bf f4 f4 f8 bf bf
+f2 f2 f2 f2 f2 f2 f2 f2 f2 f2 f4 f2 f4 f8 f2 f2
+f4 f4 f4 f4 f4 f4 f4 f4 f4 f4 f4 f4 f4 f8 f4 f4
+f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 f8
+i* i* u1 u2 u4 u8 i1 i2 i4 i8 bf f2 f4 f8 i* f*
+f* f* f* f* f* f* f* f* f* f* bf f2 f4 f8 f* f*
+"""
+_DT = {
+    "b1": np.dtype(bool),
+    "u1": np.dtype(np.uint8),
+    "u2": np.dtype(np.uint16),
+    "u4": np.dtype(np.uint32),
+    "u8": np.dtype(np.uint64),
+    "i1": np.dtype(np.int8),
+    "i2": np.dtype(np.int16),
+    "i4": np.dtype(np.int32),
+    "i8": np.dtype(np.int64),
+    "bf": np.dtype(ml_dtypes.bfloat16),
+    "f2": np.dtype(np.float16),
+    "f4": np.dtype(np.float32),
+    "f8": np.dtype(np.float64),
+    "i*": np.dtype(np.int32),
+    "f*": np.dtype(np.float32),
+}
+_ROWS = {r.split()[0]: r.split()[1:] for r in _TABLE.strip().splitlines()}
+_PAIRS = [(a, b) for a in _NAMES for b in _NAMES]
+
+
+def _operand(name):
+    """A value of the table's kind: a 1-element array, or a Python scalar for weak types."""
+    if name == "i*":
+        return 3
+    if name == "f*":
+        return 1.5
+    return bnp.asarray(np.ones((2,), _DT[name]))
+
+
+def test_table_is_symmetric():
+    for a, b in _PAIRS:
+        assert _ROWS[a][_NAMES.index(b)] == _ROWS[b][_NAMES.index(a)], (a, b)
+
+
+@pytest.mark.parametrize("a,b", _PAIRS)
+def test_result_type_matches_jax_table(a, b):
+    want = _ROWS[a][_NAMES.index(b)]
+    got = bnp.result_type(_operand(a), _operand(b))
+    assert got == _DT[want], (a, b, got, want)
+    # the same through an operation: dtype and weakness of a + b
+    out = bnp.add(_operand(a), _operand(b))
+    assert out.dtype == _DT[want]
+    assert out.weak_type == want.endswith("*")
+
+
+@pytest.mark.parametrize("name", [n for n in _NAMES if not n.endswith("*")])
+def test_python_types_are_weak_in_result_type(name):
+    d = _DT[name]
+    assert bnp.result_type(d, int) == _DT[_ROWS[name][_NAMES.index("i*")]]
+    assert bnp.result_type(d, float) == _DT[_ROWS[name][_NAMES.index("f*")]]
+    # promote_types treats both as strong dtypes
+    assert bnp.promote_types(d, d) == d
+
+
+def test_weak_scalars_keep_narrow_dtypes():
+    x = bnp.ones((3,), bnp.float16)
+    assert (x * 2.0).dtype == np.float16
+    assert (2 * x).dtype == np.float16
+    assert (bnp.ones((2,), bnp.int8) + 3).dtype == np.int8
+    assert (bnp.ones((2,), bnp.uint8) * 2).dtype == np.uint8
+    assert (bnp.ones((2,), bnp.int32) / 2).dtype == np.float32
+    s = bnp.asarray(2.0)
+    assert s.weak_type and (s + bnp.ones(2, bnp.bfloat16)).dtype == ml_dtypes.bfloat16
+
+
+def test_python_int_out_of_range_is_an_error():
+    with pytest.raises(BluError, match="does not fit"):
+        bnp.ones((2,), bnp.int8) + 300
+    with pytest.raises(BluError, match="does not fit"):
+        bnp.asarray(2**40)
+    # a wide enough dtype takes it
+    out = bnp.ones((2,), bnp.int64) + 2**40
+    np.testing.assert_array_equal(np.asarray(out), np.full(2, 2**40 + 1))
+
+
+def test_asarray_dtypes():
+    assert bnp.asarray(1.0).dtype == np.float32 and bnp.asarray(1.0).weak_type
+    assert bnp.asarray(1).dtype == np.int32
+    assert bnp.asarray(True).dtype == np.bool_
+    assert bnp.asarray([1.0, 2.0]).dtype == np.float32 and not bnp.asarray([1.0]).weak_type
+    assert bnp.asarray([1, 2]).dtype == np.int32
+    assert bnp.asarray([1, 2.5]).dtype == np.float32
+    assert bnp.asarray([True, False]).dtype == np.bool_
+    assert bnp.asarray(np.ones(2)).dtype == np.float64  # numpy arrays keep their dtype
+    assert bnp.asarray(np.ones(2, np.int64)).dtype == np.int64
+    assert bnp.asarray(np.float64(1)).dtype == np.float64
+    assert bnp.asarray([np.float64(1), 2.0]).dtype == np.float64
+    assert bnp.asarray([1, 2], dtype=bnp.bfloat16).dtype == ml_dtypes.bfloat16
+    assert bnp.array([[1, 2], [3, 4]], ndmin=3).shape == (1, 2, 2)
+    with pytest.raises(BluError):
+        bnp.asarray(np.ones(2, np.complex64))
+    with pytest.raises(BluError):
+        bnp.asarray([[1, 2], [3]])
+    with pytest.raises(BluError):
+        bnp.asarray("abc")
+
+
+def test_scalar_types_are_dtypes_and_constructors():
+    for t, d in [
+        (bnp.float32, np.float32),
+        (bnp.bfloat16, ml_dtypes.bfloat16),
+        (bnp.int8, np.int8),
+        (bnp.bool_, np.bool_),
+        (bnp.uint64, np.uint64),
+    ]:
+        assert np.dtype(t) == np.dtype(d)
+        assert bnp.ones((2,), t).dtype == np.dtype(d)
+        assert bnp.zeros(3).astype(t).dtype == np.dtype(d)
+        assert t(1).dtype == np.dtype(d) and t(1).shape == ()
+        assert bnp.dtype(t) == np.dtype(d)
+    assert bnp.float32 == np.float32 and bnp.float32 != bnp.float64
+    assert bnp.asarray(1.5).dtype == bnp.float32
+
+
+def test_issubdtype_finfo_iinfo():
+    assert bnp.issubdtype(bnp.bfloat16, bnp.floating)
+    assert bnp.issubdtype(bnp.bfloat16, bnp.inexact)
+    assert not bnp.issubdtype(bnp.bfloat16, bnp.integer)
+    assert bnp.issubdtype(bnp.int8, bnp.signedinteger)
+    assert bnp.issubdtype(np.uint16, bnp.unsignedinteger)
+    assert not bnp.issubdtype(bnp.float32, bnp.integer)
+    assert bnp.issubdtype(bnp.float32, bnp.float32)
+    assert not bnp.issubdtype(bnp.float32, bnp.float64)
+    assert bnp.finfo(bnp.bfloat16).bits == 16 and float(bnp.finfo(bnp.bfloat16).eps) == 2.0**-7
+    assert float(bnp.finfo(bnp.float32).max) == float(np.finfo(np.float32).max)
+    assert bnp.iinfo(bnp.int16).max == 32767 and bnp.iinfo(bnp.uint8).min == 0
+    with pytest.raises(BluError):
+        bnp.iinfo(bnp.float32)
+    assert bnp.can_cast(bnp.bfloat16, bnp.float32) and not bnp.can_cast(bnp.float32, bnp.int32)
+
+
+def test_ndarray_covers_arrays_and_tracers():
+    assert isinstance(bnp.zeros(2), bnp.ndarray)
+    assert not isinstance(np.zeros(2), bnp.ndarray)
+    seen = []
+    blu.jit(lambda x: seen.append(isinstance(x, bnp.ndarray)) or x)(np.ones(2))
+    blu.grad(lambda x: seen.append(isinstance(x, bnp.ndarray)) or bnp.sum(x))(np.ones(2))
+    assert seen == [True, True]
+
+
+def test_constants():
+    assert bnp.pi == np.pi and bnp.e == np.e and bnp.inf == np.inf and np.isnan(bnp.nan)
+    assert bnp.newaxis is None
+    assert bnp.zeros((2, 3))[:, bnp.newaxis].shape == (2, 1, 3)
+
+
+def test_promotion_under_jit_matches_eager():
+    def f(x, y):
+        return x * 2 + y, (x > y).astype(bnp.int8) + 1
+
+    x, y = np.ones(3, np.float16), np.ones(3, np.float32)
+    eager = f(bnp.asarray(x), bnp.asarray(y))
+    jitted = blu.jit(f)(x, y)
+    for e, j in zip(eager, jitted):
+        assert e.dtype == j.dtype
+        np.testing.assert_array_equal(np.asarray(e), np.asarray(j))

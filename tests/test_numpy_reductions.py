@@ -1,0 +1,269 @@
+"""blu.numpy reductions, cumulative functions, statistics and sorting against numpy."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+from helpers import arrays, shapes
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import blu.numpy as bnp
+from blu.core.errors import BluError
+
+
+def _close(got, want, rtol=1e-10, atol=1e-10, dtype=None):
+    g = np.asarray(got)
+    assert g.shape == np.shape(want), (g.shape, np.shape(want))
+    if dtype is not None:
+        assert g.dtype == dtype, (g.dtype, dtype)
+    np.testing.assert_allclose(
+        g.astype(np.float64), np.asarray(want, np.float64), rtol=rtol, atol=atol
+    )
+
+
+@st.composite
+def array_and_axis(draw, min_dims=0, allow_none=True):
+    """An array and an axis argument: None, an int, or a tuple of distinct (maybe negative) ints."""
+    shape = draw(shapes(min_dims=min_dims))
+    x = draw(arrays(shape))
+    nd = len(shape)
+    choices = [st.just(None)] if allow_none else []
+    if nd:
+        choices.append(st.integers(-nd, nd - 1))
+        choices.append(
+            st.lists(st.integers(0, nd - 1), unique=True, max_size=nd).map(
+                lambda axes: tuple(a - nd if i % 2 else a for i, a in enumerate(axes))
+            )
+        )
+    axis = draw(st.one_of(*choices)) if choices else None
+    return x, axis
+
+
+def _nonempty(x, axis):
+    axes = range(x.ndim) if axis is None else ((axis,) if isinstance(axis, int) else axis)
+    return all(x.shape[a] > 0 for a in axes)
+
+
+@given(array_and_axis(), st.booleans())
+def test_sum_prod_mean_var_std(xa, keepdims):
+    x, axis = xa
+    _close(bnp.sum(x, axis, keepdims=keepdims), np.sum(x, axis, keepdims=keepdims))
+    _close(bnp.prod(x, axis, keepdims=keepdims), np.prod(x, axis, keepdims=keepdims))
+    _close(bnp.asarray(x).sum(axis, keepdims=keepdims), np.sum(x, axis, keepdims=keepdims))
+    with np.errstate(all="ignore"):
+        _close(bnp.mean(x, axis, keepdims=keepdims), np.mean(x, axis, keepdims=keepdims))
+        for ddof in (0, 1):
+            _close(
+                bnp.var(x, axis, ddof=ddof, keepdims=keepdims),
+                np.var(x, axis, ddof=ddof, keepdims=keepdims),
+            )
+            _close(
+                bnp.std(x, axis, ddof=ddof, keepdims=keepdims),
+                np.std(x, axis, ddof=ddof, keepdims=keepdims),
+            )
+            _close(
+                bnp.asarray(x).var(axis, ddof, keepdims),
+                np.var(x, axis, ddof=ddof, keepdims=keepdims),
+            )
+
+
+@given(array_and_axis(), st.booleans())
+def test_max_min_arg_all_any(xa, keepdims):
+    x, axis = xa
+    if _nonempty(x, axis):
+        _close(bnp.max(x, axis, keepdims=keepdims), np.max(x, axis, keepdims=keepdims))
+        _close(bnp.amin(x, axis, keepdims=keepdims), np.amin(x, axis, keepdims=keepdims))
+        _close(bnp.ptp(x, axis, keepdims=keepdims), np.ptp(x, axis, keepdims=keepdims))
+    else:
+        with pytest.raises(BluError, match="identity"):
+            bnp.max(x, axis)
+    _close(
+        bnp.max(x, axis, keepdims=keepdims, initial=0.5),
+        np.max(x, axis, keepdims=keepdims, initial=0.5),
+    )
+    _close(
+        bnp.min(x, axis, keepdims=keepdims, initial=-0.5),
+        np.min(x, axis, keepdims=keepdims, initial=-0.5),
+    )
+    b = x > 0
+    for f in ("all", "any"):
+        _close(
+            getattr(bnp, f)(b, axis, keepdims=keepdims),
+            getattr(np, f)(b, axis, keepdims=keepdims),
+            dtype=np.bool_,
+        )
+        _close(
+            getattr(bnp, f)(x, axis, keepdims=keepdims),
+            getattr(np, f)(x, axis, keepdims=keepdims),
+            dtype=np.bool_,
+        )
+    _close(
+        bnp.count_nonzero(b, axis, keepdims=keepdims), np.count_nonzero(b, axis, keepdims=keepdims)
+    )
+    if x.ndim and (axis is None or isinstance(axis, int)) and _nonempty(x, axis):
+        for f in ("argmax", "argmin"):
+            got = getattr(bnp, f)(x, axis, keepdims=keepdims)
+            assert got.dtype == np.int32
+            _close(got, getattr(np, f)(x, axis, keepdims=keepdims))
+            # ties go to the first occurrence
+            r = np.round(x)
+            _close(getattr(bnp, f)(r, axis), getattr(np, f)(r, axis))
+
+
+def test_where_and_initial_arguments():
+    x = np.arange(12.0).reshape(3, 4)
+    m = (x % 3) != 0
+    _close(bnp.sum(x, 1, where=m), np.sum(x, 1, where=m))
+    _close(bnp.prod(x + 1, 0, where=m, initial=2.0), np.prod(x + 1, 0, where=m, initial=2.0))
+    _close(bnp.mean(x, 1, where=m), np.mean(x, 1, where=m))
+    _close(bnp.var(x, 0, where=m), np.var(x, 0, where=m))
+    _close(bnp.max(x, 1, where=m, initial=-1.0), np.max(x, 1, where=m, initial=-1.0))
+    _close(bnp.all(x, 0, where=m), np.all(x, 0, where=m))
+    with pytest.raises(BluError):
+        bnp.max(x, where=m)
+
+
+@pytest.mark.parametrize(
+    "dtype,sum_dtype,mean_dtype",
+    [
+        (np.bool_, np.int32, np.float32),
+        (np.int8, np.int32, np.float32),
+        (np.uint8, np.uint32, np.float32),
+        (np.int16, np.int32, np.float32),
+        (np.int32, np.int32, np.float32),
+        (np.int64, np.int64, np.float32),
+        (np.uint64, np.uint64, np.float32),
+        (np.float16, np.float16, np.float16),
+        (ml_dtypes.bfloat16, ml_dtypes.bfloat16, ml_dtypes.bfloat16),
+        (np.float32, np.float32, np.float32),
+        (np.float64, np.float64, np.float64),
+    ],
+)
+def test_reduction_dtypes_follow_jax(dtype, sum_dtype, mean_dtype):
+    x = (np.arange(24) % 5).reshape(2, 3, 4).astype(dtype)
+    ref = x.astype(np.float64)
+    s = bnp.sum(x, 1)
+    assert s.dtype == sum_dtype
+    _close(s, ref.sum(1), rtol=1e-2)
+    assert bnp.prod(x, 1).dtype == sum_dtype
+    assert bnp.cumsum(x, 2).dtype == sum_dtype
+    _close(bnp.cumsum(x, 2), np.cumsum(ref, 2), rtol=1e-2)
+    m = bnp.mean(x, (0, 2))
+    assert m.dtype == mean_dtype
+    _close(m, ref.mean((0, 2)), rtol=1e-2)
+    assert bnp.var(x).dtype == mean_dtype
+    _close(bnp.var(x), ref.var(), rtol=1e-2)
+    assert bnp.sum(x, dtype=bnp.float64).dtype == np.float64
+    if dtype != np.bool_:
+        assert bnp.max(x).dtype == dtype
+
+
+def test_half_precision_mean_is_accurate():
+    # 4096 ones in float16: a float16 running sum would stall at 2048
+    x = np.ones(4096, np.float16)
+    assert float(bnp.mean(x)) == 1.0
+    assert bnp.mean(x).dtype == np.float16
+
+
+@given(array_and_axis(allow_none=True, min_dims=0))
+def test_cumsum_cumprod(xa):
+    x, axis = xa
+    if not (axis is None or isinstance(axis, int)):
+        axis = None
+    _close(bnp.cumsum(x, axis), np.cumsum(x, axis))
+    _close(bnp.cumprod(x, axis), np.cumprod(x, axis))
+    _close(bnp.asarray(x).cumsum(axis), np.cumsum(x, axis))
+    if x.ndim:
+        ax = 0 if axis is None else axis
+        _close(
+            bnp.cumulative_sum(x, axis=ax, include_initial=True),
+            np.cumulative_sum(x, axis=ax, include_initial=True),
+        )
+        _close(bnp.cumulative_prod(x, axis=ax), np.cumulative_prod(x, axis=ax))
+
+
+@given(st.data())
+def test_average_median_quantile(data):
+    shape = data.draw(shapes(min_dims=1, min_side=1))
+    x = data.draw(arrays(shape))
+    ax = data.draw(st.integers(-len(shape), len(shape) - 1))
+    w = data.draw(arrays(shape, 0.5, 2.0))
+    _close(bnp.average(x, ax, w), np.average(x, ax, w))
+    w1 = data.draw(arrays((shape[ax],), 0.5, 2.0))
+    _close(bnp.average(x, ax, w1), np.average(x, ax, w1))
+    avg, scl = bnp.average(x, ax, w, returned=True)
+    navg, nscl = np.average(x, ax, w, returned=True)
+    _close(avg, navg)
+    _close(scl, nscl)
+    _close(bnp.average(x), np.average(x))
+    _close(bnp.median(x, ax), np.median(x, ax))
+    _close(bnp.median(x), np.median(x))
+    q = np.array([0.0, 0.3, 0.5, 1.0])
+    _close(bnp.quantile(x, q, ax), np.quantile(x, q, ax))
+    _close(bnp.quantile(x, 0.25, ax, keepdims=True), np.quantile(x, 0.25, ax, keepdims=True))
+    _close(bnp.percentile(x, 75.0), np.percentile(x, 75.0))
+
+
+def test_nan_reductions():
+    x = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan]])
+    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
+        for f in ("nansum", "nanmean", "nanmax", "nanmin"):
+            _close(getattr(bnp, f)(x, 1), getattr(np, f)(x, 1))
+
+
+@given(st.data())
+def test_sort_argsort(data):
+    shape = data.draw(shapes(min_dims=1))
+    x = data.draw(
+        hnp.arrays(np.float64, shape, elements=st.sampled_from([-1.0, 0.0, 0.5, 2.0, np.nan]))
+    )
+    ax = data.draw(st.integers(-len(shape), len(shape) - 1))
+    _close(bnp.sort(x, ax), np.sort(x, ax))
+    _close(bnp.sort(x, None), np.sort(x, None))
+    _close(bnp.asarray(x).sort(ax), np.sort(x, ax))
+    got = bnp.argsort(x, ax)
+    assert got.dtype == np.int32
+    _close(got, np.argsort(x, ax, kind="stable"))
+    _close(bnp.argsort(x, None), np.argsort(x, None, kind="stable"))
+    # descending and stable: ties keep increasing index order
+    want = np.argsort(-x, ax, kind="stable")
+    finite = ~np.isnan(x).any(axis=ax, keepdims=True)
+    got = np.asarray(bnp.argsort(x, ax, descending=True))
+    np.testing.assert_array_equal(np.where(finite, got, 0), np.where(finite, want, 0))
+    r = np.nan_to_num(np.round(x))
+    _close(bnp.sort(r, ax, descending=True), -np.sort(-r, ax))
+    ints = np.nan_to_num(x * 2).astype(np.int8)
+    _close(bnp.sort(ints, ax), np.sort(ints, ax), dtype=np.int8)
+
+
+@given(st.data())
+def test_searchsorted(data):
+    a = np.sort(
+        data.draw(hnp.arrays(np.float64, st.integers(0, 9), elements=st.integers(-5, 5).map(float)))
+    )
+    v = data.draw(
+        hnp.arrays(
+            np.float64,
+            shapes(max_dims=2),
+            elements=st.floats(-6, 6).map(lambda f: round(f * 2) / 2),
+        )
+    )
+    for side in ("left", "right"):
+        _close(bnp.searchsorted(a, v, side), np.searchsorted(a, v, side))
+    perm = np.random.default_rng(0).permutation(a.size)
+    shuffled = a[perm]
+    _close(
+        bnp.searchsorted(shuffled, v, sorter=np.argsort(shuffled, kind="stable")),
+        np.searchsorted(a, v),
+    )
+
+
+def test_axis_errors():
+    x = np.ones((2, 3))
+    with pytest.raises(BluError, match="out of bounds"):
+        bnp.sum(x, 2)
+    with pytest.raises(BluError, match="repeated"):
+        bnp.sum(x, (0, -2))
+    with pytest.raises(BluError):
+        bnp.argmax(np.ones((0, 3)), 0)

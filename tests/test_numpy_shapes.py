@@ -1,0 +1,346 @@
+"""blu.numpy creation and shape manipulation against numpy, over random shapes (size 0 and 1
+included)."""
+
+import numpy as np
+import pytest
+from helpers import arrays, shapes
+from hypothesis import given
+from hypothesis import strategies as st
+
+import blu
+import blu.numpy as bnp
+from blu.core.errors import BluError, ConcretizationError
+
+
+def _eq(got, want, dtype=None):
+    g = np.asarray(got)
+    assert g.shape == np.shape(want), (g.shape, np.shape(want))
+    if dtype is not None:
+        assert g.dtype == dtype, (g.dtype, dtype)
+    np.testing.assert_allclose(g.astype(np.float64), np.asarray(want, np.float64), rtol=1e-6)
+
+
+# ---- creation ----------------------------------------------------------------------------------
+
+
+@given(st.data())
+def test_constant_creation(data):
+    shape = data.draw(shapes())
+    _eq(bnp.zeros(shape), np.zeros(shape), np.float32)
+    _eq(bnp.ones(shape, bnp.int8), np.ones(shape), np.int8)
+    _eq(bnp.empty(shape), np.zeros(shape), np.float32)
+    _eq(bnp.full(shape, 2.5), np.full(shape, 2.5), np.float32)
+    assert bnp.full(shape, 2.5).weak_type and not bnp.zeros(shape).weak_type
+    _eq(bnp.full(shape, 3, bnp.uint8), np.full(shape, 3), np.uint8)
+    x = data.draw(arrays(shape))
+    _eq(bnp.zeros_like(x), np.zeros_like(x), np.float64)
+    _eq(bnp.ones_like(x, dtype=bnp.int32), np.ones(shape), np.int32)
+    _eq(bnp.full_like(x, 7), np.full_like(x, 7), np.float64)
+    _eq(bnp.empty_like(x, shape=(2,)), np.zeros(2), np.float64)
+    if shape:
+        row = data.draw(arrays(shape[-1:]))
+        _eq(bnp.full(shape, row), np.broadcast_to(row, shape), np.float64)
+
+
+@pytest.mark.parametrize(
+    "args", [(5,), (2, 9), (2, 9, 3), (10, 0, -3), (0,), (-2, 2), (0.5, 3.0), (1, 2, 0.25)]
+)
+def test_arange(args):
+    got = bnp.arange(*args)
+    want = np.arange(*args)
+    _eq(got, want, np.int32 if want.dtype.kind == "i" else np.float32)
+    _eq(bnp.arange(*args, dtype=bnp.float64), np.arange(*args, dtype=np.float64), np.float64)
+    with pytest.raises(ConcretizationError):
+        blu.jit(lambda n: bnp.arange(n))(3)
+
+
+@pytest.mark.parametrize("num,endpoint", [(5, True), (5, False), (1, True), (0, True), (2, False)])
+def test_linspace_logspace(num, endpoint):
+    _eq(bnp.linspace(-1.0, 3.0, num, endpoint), np.linspace(-1.0, 3.0, num, endpoint), np.float32)
+    start, stop = np.array([0.0, 1.0]), np.array([[2.0], [5.0]])
+    for axis in (0, -1):
+        want = np.linspace(start, stop, num, endpoint, axis=axis)
+        _eq(bnp.linspace(start, stop, num, endpoint, axis=axis), want)
+    got, step = bnp.linspace(0, 10, num, endpoint, retstep=True)
+    if num > 1:
+        assert abs(float(step) - np.linspace(0, 10, num, endpoint, retstep=True)[1]) < 1e-6
+    _eq(
+        bnp.linspace(0, 10, num, endpoint, dtype=bnp.int32),
+        np.linspace(0, 10, num, endpoint, dtype=np.int32),
+    )
+    _eq(bnp.logspace(0.0, 2.0, num, endpoint), np.logspace(0.0, 2.0, num, endpoint))
+
+
+@pytest.mark.parametrize("n,m,k", [(3, None, 0), (3, 5, 1), (4, 2, -1), (0, 3, 0), (3, 3, 5)])
+def test_eye_tri_tril_triu(n, m, k):
+    _eq(bnp.eye(n, m, k), np.eye(n, m, k), np.float32)
+    _eq(bnp.tri(n, m, k, dtype=bnp.int32), np.tri(n, m, k, dtype=np.int32), np.int32)
+    x = np.arange(2 * n * (m or n), dtype=np.float64).reshape(2, n, m or n)
+    _eq(bnp.tril(x, k), np.tril(x, k))
+    _eq(bnp.triu(x, k), np.triu(x, k))
+    _eq(bnp.identity(n, bnp.bool_), np.identity(n, bool), np.bool_)
+
+
+def test_meshgrid_copy_array_of_tracers():
+    a, b, c = np.arange(3.0), np.arange(4.0), np.arange(2.0)
+    for indexing in ("xy", "ij"):
+        for sparse in (False, True):
+            for g, w in zip(
+                bnp.meshgrid(a, b, c, indexing=indexing, sparse=sparse),
+                np.meshgrid(a, b, c, indexing=indexing, sparse=sparse),
+            ):
+                _eq(g, w)
+    x = bnp.arange(3.0)
+    assert bnp.copy(x) is not x
+    _eq(bnp.copy(x), np.arange(3.0))
+    # a list holding traced values is stacked
+    out = blu.jit(lambda s, t: bnp.array([[s, t], [t, s]]))(1.0, 2.0)
+    _eq(out, [[1.0, 2.0], [2.0, 1.0]], np.float32)
+    out = blu.grad(lambda s: bnp.sum(bnp.array([s, 2 * s]) ** 2))(1.5)
+    assert abs(float(out) - 15.0) < 1e-6
+
+
+# ---- reshaping ---------------------------------------------------------------------------------
+
+
+@given(st.data())
+def test_reshape_ravel_transpose(data):
+    shape = data.draw(shapes())
+    x = data.draw(arrays(shape))
+    size = x.size
+    new = data.draw(st.sampled_from([(size,), (1, size, 1), (-1,), (size, -1) if size else (0, 1)]))
+    _eq(bnp.reshape(x, new), np.reshape(x, new))
+    _eq(bnp.asarray(x).reshape(new), np.reshape(x, new))
+    _eq(bnp.asarray(x).reshape(*new), np.reshape(x, new))
+    _eq(bnp.ravel(x), np.ravel(x))
+    _eq(bnp.transpose(x), np.transpose(x))
+    perm = data.draw(st.permutations(range(x.ndim)))
+    _eq(bnp.transpose(x, perm), np.transpose(x, perm))
+    _eq(
+        bnp.asarray(x).transpose(*perm) if perm else bnp.asarray(x).transpose(),
+        np.transpose(x, perm),
+    )
+    _eq(bnp.asarray(x).T, x.T)
+    if x.ndim >= 1:
+        src = data.draw(st.integers(-x.ndim, x.ndim - 1))
+        dst = data.draw(st.integers(-x.ndim, x.ndim - 1))
+        _eq(bnp.moveaxis(x, src, dst), np.moveaxis(x, src, dst))
+        _eq(bnp.swapaxes(x, src, dst), np.swapaxes(x, src, dst))
+        ax = data.draw(st.integers(-x.ndim - 1, x.ndim))
+        _eq(bnp.expand_dims(x, ax), np.expand_dims(x, ax))
+    if x.ndim >= 2:
+        _eq(bnp.moveaxis(x, (0, 1), (-1, 0)), np.moveaxis(x, (0, 1), (-1, 0)))
+        _eq(bnp.expand_dims(x, (0, -1)), np.expand_dims(x, (0, -1)))
+        _eq(bnp.matrix_transpose(x), np.swapaxes(x, -1, -2))
+    _eq(bnp.squeeze(x), np.squeeze(x))
+    ones = tuple(i for i, d in enumerate(shape) if d == 1)
+    if ones:
+        _eq(bnp.squeeze(x, ones[0]), np.squeeze(x, ones[0]))
+    assert bnp.shape(x) == x.shape and bnp.ndim(x) == x.ndim and bnp.size(x) == x.size
+    for f in (bnp.atleast_1d, bnp.atleast_2d, bnp.atleast_3d):
+        _eq(f(x), getattr(np, f.__name__)(x))
+
+
+def test_reshape_errors():
+    x = bnp.zeros((2, 3))
+    with pytest.raises(BluError, match=r"\(2, 3\)"):
+        bnp.reshape(x, (4, -1))
+    with pytest.raises(BluError, match="order"):
+        bnp.reshape(x, (6,), order="F")
+    with pytest.raises(BluError):
+        bnp.squeeze(x, 0)
+    with pytest.raises(BluError):
+        bnp.transpose(x, (0, 0))
+    with pytest.raises(BluError):
+        bnp.swapaxes(x, 0, 2)
+
+
+@given(st.data())
+def test_broadcast_to_and_arrays(data):
+    shape = data.draw(shapes(max_dims=2))
+    x = data.draw(arrays(shape))
+    target = data.draw(st.sampled_from([(2,) + shape, (3, 1) + shape, shape]))
+    _eq(bnp.broadcast_to(x, target), np.broadcast_to(x, target))
+    y = data.draw(arrays(shape[-1:] if shape else ()))
+    for g, w in zip(bnp.broadcast_arrays(x, y, 1.0), np.broadcast_arrays(x, y, 1.0)):
+        _eq(g, w)
+    assert bnp.broadcast_shapes(shape, (1,) * len(shape)) == shape
+    with pytest.raises(BluError):
+        bnp.broadcast_to(np.ones((3,)), (4,))
+
+
+# ---- joining and splitting ---------------------------------------------------------------------
+
+
+@given(st.data())
+def test_concatenate_stack(data):
+    shape = data.draw(shapes(min_dims=1))
+    ax = data.draw(st.integers(-len(shape), len(shape) - 1))
+    xs = []
+    for _ in range(data.draw(st.integers(1, 3))):
+        s = list(shape)
+        s[ax] = data.draw(st.integers(0, 3))
+        xs.append(data.draw(arrays(tuple(s))))
+    _eq(bnp.concatenate(xs, ax), np.concatenate(xs, ax))
+    _eq(bnp.concatenate(xs, None), np.concatenate(xs, None))
+    ys = [data.draw(arrays(shape)) for _ in range(2)]
+    sax = data.draw(st.integers(-len(shape) - 1, len(shape)))
+    _eq(bnp.stack(ys, sax), np.stack(ys, sax))
+    for f in ("hstack", "vstack", "dstack", "column_stack"):
+        if f == "column_stack" and len(shape) > 2:
+            continue
+        _eq(getattr(bnp, f)(ys), getattr(np, f)(ys))
+    # dtypes promote
+    out = bnp.concatenate([np.ones(2, np.int8), np.ones(3, np.float16)])
+    assert out.dtype == np.float16
+    _eq(bnp.append(xs[0], ys[0]), np.append(xs[0], ys[0]))
+
+
+def test_concatenate_errors():
+    with pytest.raises(BluError, match="zero-dimensional"):
+        bnp.concatenate([np.float32(1), np.float32(2)])
+    with pytest.raises(BluError):
+        bnp.concatenate([np.ones((2, 3)), np.ones((2, 4))], 0)
+    with pytest.raises(BluError):
+        bnp.stack([np.ones(2), np.ones(3)])
+    with pytest.raises(BluError):
+        bnp.concatenate([])
+
+
+@given(st.data())
+def test_split_array_split(data):
+    shape = data.draw(shapes(min_dims=1, max_side=6))
+    x = data.draw(arrays(shape))
+    ax = data.draw(st.integers(-len(shape), len(shape) - 1))
+    n = shape[ax]
+    k = data.draw(st.integers(1, 4))
+    for g, w in zip(bnp.array_split(x, k, ax), np.array_split(x, k, ax), strict=True):
+        _eq(g, w)
+    if n % k == 0:
+        for g, w in zip(bnp.split(x, k, ax), np.split(x, k, ax), strict=True):
+            _eq(g, w)
+    else:
+        with pytest.raises(BluError, match="equal division"):
+            bnp.split(x, k, ax)
+    idx = sorted(data.draw(st.lists(st.integers(-n - 1, n + 1), max_size=3)))
+    for g, w in zip(bnp.split(x, idx, ax), np.split(x, idx, ax), strict=True):
+        _eq(g, w)
+
+
+# ---- repeating, flipping, rolling, padding -----------------------------------------------------
+
+
+@given(st.data())
+def test_tile_repeat_flip_roll(data):
+    shape = data.draw(shapes())
+    x = data.draw(arrays(shape))
+    reps = data.draw(
+        st.one_of(st.integers(0, 3), st.lists(st.integers(0, 3), max_size=4).map(tuple))
+    )
+    _eq(bnp.tile(x, reps), np.tile(x, reps))
+    r = data.draw(st.integers(0, 3))
+    _eq(bnp.repeat(x, r), np.repeat(x, r))
+    _eq(bnp.flip(x), np.flip(x))
+    if shape:
+        ax = data.draw(st.integers(-len(shape), len(shape) - 1))
+        _eq(bnp.repeat(x, r, ax), np.repeat(x, r, ax))
+        counts = data.draw(st.lists(st.integers(0, 3), min_size=shape[ax], max_size=shape[ax]))
+        _eq(bnp.repeat(x, np.array(counts, int), ax), np.repeat(x, counts, ax))
+        _eq(bnp.flip(x, ax), np.flip(x, ax))
+        sh = data.draw(st.integers(-7, 7))
+        _eq(bnp.roll(x, sh, ax), np.roll(x, sh, ax))
+        _eq(bnp.roll(x, sh), np.roll(x, sh))
+        # a traced shift
+        _eq(blu.jit(lambda x, s: bnp.roll(x, s, ax))(x, sh), np.roll(x, sh, ax))
+        if len(shape) >= 2:
+            _eq(bnp.roll(x, (sh, 1), (0, 1)), np.roll(x, (sh, 1), (0, 1)))
+            _eq(bnp.fliplr(x), np.fliplr(x))
+        _eq(bnp.flipud(x), np.flipud(x))
+
+
+@given(st.data())
+def test_pad(data):
+    shape = data.draw(shapes(min_dims=1, max_dims=3))
+    x = data.draw(arrays(shape))
+    nd = len(shape)
+    widths = data.draw(
+        st.one_of(
+            st.integers(0, 2),
+            st.tuples(st.integers(0, 2), st.integers(0, 2)),
+            st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=nd, max_size=nd).map(
+                tuple
+            ),
+        )
+    )
+    _eq(bnp.pad(x, widths), np.pad(x, widths))
+    _eq(bnp.pad(x, widths, constant_values=-1.5), np.pad(x, widths, constant_values=-1.5))
+    if x.size:
+        for mode in ("edge", "wrap"):
+            _eq(bnp.pad(x, widths, mode), np.pad(x, widths, mode))
+    if nd:  # per-axis (before, after) constants
+        cv = tuple((float(i), float(-i)) for i in range(nd))
+        _eq(bnp.pad(x, widths, constant_values=cv), np.pad(x, widths, constant_values=cv))
+    with pytest.raises(BluError):
+        bnp.pad(x, widths, "median")
+
+
+# ---- take, diagonal, astype --------------------------------------------------------------------
+
+
+@given(st.data())
+def test_take_and_take_along_axis(data):
+    shape = data.draw(shapes(min_dims=1, min_side=1))
+    x = data.draw(arrays(shape))
+    ax = data.draw(st.integers(-len(shape), len(shape) - 1))
+    n = shape[ax]
+    idx = np.array(data.draw(st.lists(st.integers(-n, n - 1), max_size=5)), dtype=np.int32)
+    _eq(bnp.take(x, idx, axis=ax), np.take(x, idx, axis=ax))
+    _eq(bnp.take(x, idx.reshape(-1, 1), axis=ax), np.take(x, idx.reshape(-1, 1), axis=ax))
+    _eq(bnp.take(x, idx), np.take(x, idx))  # the raveled array (size >= n)
+    # out of bounds: clamped (default), wrapped, or filled
+    oob = np.array([n + 3, -n - 2], np.int32)
+    _eq(bnp.take(x, oob, axis=ax), np.take(x, [n - 1, 0], axis=ax))
+    _eq(bnp.take(x, oob, axis=ax, mode="wrap"), np.take(x, oob, axis=ax, mode="wrap"))
+    filled = bnp.take(x, oob, axis=ax, mode="fill", fill_value=np.nan)
+    assert np.isnan(np.asarray(filled)).all()
+    # take_along_axis with broadcasting of the other axes
+    m = data.draw(st.integers(0, 4))
+    ishape = tuple(
+        1 if (i != ax % len(shape) and data.draw(st.booleans())) else d for i, d in enumerate(shape)
+    )
+    ishape = tuple(m if i == ax % len(shape) else d for i, d in enumerate(ishape))
+    ind = data.draw(
+        st.lists(
+            st.integers(-n, n - 1), min_size=int(np.prod(ishape)), max_size=int(np.prod(ishape))
+        )
+    )
+    ind = np.array(ind, np.int64).reshape(ishape)
+    _eq(bnp.take_along_axis(x, ind, ax), np.take_along_axis(x, ind, ax))
+    order = np.argsort(x, axis=ax)
+    _eq(bnp.take_along_axis(x, order, ax), np.sort(x, axis=ax))
+
+
+@given(st.data())
+def test_diagonal_diag_trace(data):
+    shape = data.draw(shapes(min_dims=2, max_dims=4))
+    x = data.draw(arrays(shape))
+    k = data.draw(st.integers(-4, 4))
+    a1 = data.draw(st.integers(0, len(shape) - 1))
+    a2 = data.draw(st.integers(0, len(shape) - 1).filter(lambda a: a != a1))
+    _eq(bnp.diagonal(x, k, a1, a2), np.diagonal(x, k, a1, a2))
+    _eq(bnp.trace(x, k, a1, a2), np.trace(x, k, a1, a2))
+    v = data.draw(arrays(shape[:1]))
+    _eq(bnp.diag(v, k), np.diag(v, k))
+    m = data.draw(arrays(data.draw(shapes(min_dims=2, max_dims=2))))
+    _eq(bnp.diag(m, k), np.diag(m, k))
+
+
+@pytest.mark.parametrize("src", [np.float64, np.float32, np.int32, np.uint8, np.bool_])
+@pytest.mark.parametrize("dst", [np.float16, np.int8, np.int64, np.uint32, np.bool_, np.float64])
+def test_astype(src, dst):
+    x = np.array([0, 1, 2, 3, 100], dtype=src)
+    got = bnp.asarray(x).astype(dst)
+    assert got.dtype == dst
+    np.testing.assert_array_equal(np.asarray(got), x.astype(dst))
+    y = np.array([-1.7, -0.2, 0.0, 0.5, 2.9])
+    np.testing.assert_array_equal(np.asarray(bnp.astype(y, bnp.int32)), y.astype(np.int32))
