@@ -15,6 +15,9 @@ the primitive and the transform:
   the batched axis of ``args[i]`` or ``None``.
 - ``partial_eval(interp, args, params)``: only for primitives holding jaxprs (jit, control flow),
   which split themselves into a known and an unknown part.
+- ``batch_named(axis_size, axis_name, args, dims, **params) -> (out, out_dim)``: only for
+  collectives over named axes (psum, all_gather, axis_index...). Unlike ``batch`` it is called by
+  every vmap/shard level, even when no argument is batched, and gets that level's axis name.
 
 Arrays are positional, static parameters are hashable keywords (as in JAX).
 """
@@ -50,6 +53,7 @@ class Primitive:
         self.transpose: Callable | None = None
         self.batch: Callable | None = None
         self.partial_eval: Callable | None = None
+        self.batch_named: Callable | None = None
         # the defining module, for docs/primitives.md and error messages
         self.module = sys._getframe(1).f_globals.get("__name__", "?")
         if self.module == "blu.lax._base" or self.module.startswith("blu.lax.elementwise"):
@@ -88,6 +92,10 @@ class Primitive:
 
     def def_batch(self, fn: Callable) -> Callable:
         self.batch = fn
+        return fn
+
+    def def_batch_named(self, fn: Callable) -> Callable:
+        self.batch_named = fn
         return fn
 
     def def_partial_eval(self, fn: Callable) -> Callable:

@@ -16,12 +16,12 @@ from blu.core.jaxpr import Atom, ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
 class StagedTracer(Tracer):
     """A value being staged into a jaxpr: it only knows its aval and its variable."""
 
-    __slots__ = ("_aval", "var")
+    __slots__ = ("_aval", "_var")
 
     def __init__(self, interp: StagingInterpreter, var: Var):
         self._interp = interp
         self._aval = var.aval
-        self.var = var
+        self._var = var
 
     @property
     def aval(self) -> ShapedArray:
@@ -50,7 +50,7 @@ class StagingInterpreter(Interpreter):
 
     def to_atom(self, x: Any) -> Atom:
         if isinstance(x, StagedTracer) and x._interp is self:
-            return x.var
+            return x._var
         if isinstance(x, (bool, int, float, np.generic)):
             return Literal(x, get_aval(x))
         if isinstance(x, Array) and x.ndim == 0:

@@ -76,6 +76,13 @@ def classify(jaxpr: Jaxpr) -> list[str]:
             kinds.append("fuse")
         else:
             kinds.append("fallback")
+    producer: dict[Var, int] = {v: i for i, e in enumerate(eqns) for v in e.outvars}
+    for i, e in enumerate(eqns):  # no variable inputs, or only constant-like ones
+        if kinds[i] == "fuse" and all(
+            not isinstance(a, Var) or (a in producer and kinds[producer[a]] == "const")
+            for a in e.invars
+        ):
+            kinds[i] = "const"
     consumers: dict[Var, list[int]] = {}
     for i, e in enumerate(eqns):
         for a in e.invars:
@@ -94,8 +101,24 @@ def classify(jaxpr: Jaxpr) -> list[str]:
 
 def partition(jaxpr: Jaxpr) -> Plan:
     """Group the equations of ``jaxpr`` into launch-plan nodes (see the module docstring)."""
-    eqns = jaxpr.eqns
     kinds = classify(jaxpr)
+    groups = _group(jaxpr.eqns, kinds)
+    nodes = _build(jaxpr, kinds, groups)
+    order = _toposort(nodes)
+    if order is None:  # a cycle between groups: give up fusing the groups on it
+        done = {id(n) for n in _toposort(nodes, partial=True)}
+        split = []
+        stuck = {n.extra for n in nodes if id(n) not in done and n.extra is not None}
+        for g in groups:
+            split.extend([[i] for i in g] if tuple(g) in stuck else [g])
+        order = _toposort(_build(jaxpr, kinds, split))
+        assert order is not None
+    return Plan(jaxpr, order)
+
+
+def _group(eqns: list[JaxprEqn], kinds: list[str]) -> list[list[int]]:
+    """Greedy fusion in program order: each fusible equation joins the groups of its fusible
+    producers unless a path through a node outside them leads from one to the other."""
     producer: dict[Var, int] = {v: i for i, e in enumerate(eqns) for v in e.outvars}
     group = list(range(len(eqns)))  # union-find over fusible equations
 
@@ -106,77 +129,110 @@ def partition(jaxpr: Jaxpr) -> Plan:
         return i
 
     members: dict[int, int] = {}  # group root -> bitset of its equations
+    glib: dict[int, int] = {}  # group root -> union of its members' via_lib
     size: dict[int, int] = {}
     anc = [0] * len(eqns)  # ancestors (including itself)
-    via_lib = [0] * len(eqns)  # ancestors reached through a non-fused node
+    via_lib = [0] * len(eqns)  # ancestors reached through a node outside the path's groups
+    barrier = [False] * len(eqns)  # a fused equation that did not join a producer's group
     for i, e in enumerate(eqns):
         preds = {producer[a] for a in e.invars if isinstance(a, Var) and a in producer}
+        preds = {p for p in preds if kinds[p] != "const"}
         a, lib = 1 << i, 0
         for p in preds:
             a |= anc[p]
-            lib |= via_lib[p] | (anc[p] if kinds[p] != "fuse" else 0)
+            lib |= via_lib[p] | (anc[p] if kinds[p] != "fuse" or barrier[p] else 0)
         anc[i], via_lib[i] = a, lib
         if kinds[i] != "fuse":
             continue
-        root, members[i], size[i] = i, 1 << i, 1
+        root, members[i], glib[i], size[i] = i, 1 << i, lib, 1
         for p in sorted(preds):
             if kinds[p] != "fuse":
                 continue
             g = find(p)
-            if g == root or members[g] & lib or size[g] + size[root] > MAX_KERNEL_EQNS:
+            if g == root or members[g] & glib[root] or members[root] & glib[g]:
+                continue
+            if size[g] + size[root] > MAX_KERNEL_EQNS:
                 continue
             group[root] = g
             members[g] |= members.pop(root)
+            glib[g] |= glib.pop(root)
             size[g] += size.pop(root)
             root = g
-    # collect nodes
+        barrier[i] = any(kinds[p] == "fuse" and find(p) != root for p in preds)
     by_root: dict[int, list[int]] = {}
     for i in range(len(eqns)):
         if kinds[i] == "fuse":
             by_root.setdefault(find(i), []).append(i)
-    used_later: dict[Var, set] = {}
-    node_of_eqn: dict[int, int] = {}
+    return sorted(by_root.values())
+
+
+def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node]:
+    """Nodes from groups: constant-like equations (no variable inputs: broadcast scalars,
+    iota) are copied into every kernel that reads them; other readers get them from a kernel
+    of their own."""
+    eqns = jaxpr.eqns
+    producer: dict[Var, int] = {v: i for i, e in enumerate(eqns) for v in e.outvars}
+
+    def const_closure(idxs: list[int]) -> list[int]:
+        need, stack = set(), [a for i in idxs for a in eqns[i].invars]
+        while stack:
+            a = stack.pop()
+            p = producer.get(a) if isinstance(a, Var) else None
+            if p is not None and kinds[p] == "const" and p not in need:
+                need.add(p)
+                stack.extend(eqns[p].invars)
+        return sorted(need)
+
     specs: list[tuple[str, list[int]]] = []
-    for i in range(len(eqns)):
-        if kinds[i] == "fuse":
-            if by_root[find(i)][0] != i:
-                continue  # the group is emitted at its first equation
-            specs.append(("kernel", by_root[find(i)]))
-        else:
-            specs.append((kinds[i], [i]))
-    for n, (_, idxs) in enumerate(specs):
+    for g in groups:
+        specs.append(("kernel", const_closure(g) + g))
+    for i, k in enumerate(kinds):
+        if k not in ("fuse", "const"):
+            specs.append((k, [i]))
+    specs.sort(key=lambda s: s[1][-1])
+    defined_in = [{v for i in idxs for v in eqns[i].outvars} for _, idxs in specs]
+    needed: dict[Var, None] = {}  # constant-like values some node reads from memory
+    reads: list[list[Var]] = []
+    for (kind, idxs), defined in zip(specs, defined_in):
+        ins: list[Var] = []
         for i in idxs:
-            node_of_eqn[i] = n
-    for i, e in enumerate(eqns):
-        for a in e.invars:
-            if isinstance(a, Var):
-                used_later.setdefault(a, set()).add(node_of_eqn[i])
+            for a in eqns[i].invars:
+                if isinstance(a, Var) and a not in defined and a not in ins:
+                    ins.append(a)
+        reads.append(ins)
+        needed.update((a, None) for a in ins if a in producer and kinds[producer[a]] == "const")
+    for v in jaxpr.outvars:
+        if isinstance(v, Var) and v in producer and kinds[producer[v]] == "const":
+            needed[v] = None
+    for v in needed:  # one kernel per constant-like value that must be in memory
+        idxs = const_closure([producer[v]]) + [producer[v]]
+        specs.append(("const", idxs))
+        defined_in.append({v})
+        reads.append([])
     outset = {v for v in jaxpr.outvars if isinstance(v, Var)}
+    read_by_other = {a for ins in reads for a in ins}
     nodes = []
-    for n, (kind, idxs) in enumerate(specs):
+    for (kind, idxs), defined, ins in zip(specs, defined_in, reads):
         es = [eqns[i] for i in idxs]
-        defined = {v for e in es for v in e.outvars}
-        inputs: list[Var] = []
-        for e in es:
-            for a in e.invars:
-                if isinstance(a, Var) and a not in defined and a not in inputs:
-                    inputs.append(a)
-        outputs = [
-            v
-            for e in es
-            for v in e.outvars
-            if v in outset or (used_later.get(v, set()) - {n})
-        ]
-        node = Node(kind, es, inputs, outputs)
-        if kind == "kernel":
-            node.jaxpr = Jaxpr([], inputs, es, outputs)
+        if kind == "const":
+            (v,) = defined
+            node = Node("kernel", es, [], [v])
+        else:
+            outs = [v for e in es for v in e.outvars
+                    if v in defined and (v in outset or v in read_by_other)
+                    and kinds[producer[v]] != "const"]  # fmt: skip
+            node = Node(kind, es, ins, outs)
+        if node.kind == "kernel":
+            node.jaxpr = Jaxpr([], node.inputs, es, node.outputs)
+            node.extra = tuple(i for i in idxs if kinds[i] == "fuse") or None  # its group
         nodes.append(node)
-    return Plan(jaxpr, _toposort(nodes))
+    return nodes
 
 
-def _toposort(nodes: list[Node]) -> list[Node]:
+def _toposort(nodes: list[Node], partial: bool = False) -> list[Node] | None:
     """Order nodes so each runs after its inputs' producers (a group may sit after equations
-    it does not depend on), preferring the original order (Kahn's algorithm with a heap)."""
+    it does not depend on), preferring the original order (Kahn's algorithm with a heap).
+    None if there is a cycle (``partial``: the nodes that could be ordered)."""
     prod = {v: k for k, n in enumerate(nodes) for v in n.outputs}
     users: list[list[int]] = [[] for _ in nodes]
     indeg = [0] * len(nodes)
@@ -194,8 +250,8 @@ def _toposort(nodes: list[Node]) -> list[Node]:
             indeg[u] -= 1
             if indeg[u] == 0:
                 heapq.heappush(ready, u)
-    if len(order) != len(nodes):  # pragma: no cover - partition guarantees acyclicity
-        raise AssertionError("cycle in the launch plan")
+    if len(order) != len(nodes) and not partial:
+        return None
     return order
 
 

@@ -1,4 +1,5 @@
-"""Selecting elements: take, take_along_axis (gathers) and diagonal/diag (strided slices)."""
+"""Selecting elements: take, take_along_axis (gathers), diagonal/diag (strided slices) and
+nonzero."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from blu import lax
 from blu.core import dtypes
+from blu.core.array import Array
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import Tracer, get_aval
 from blu.numpy._promote import (
@@ -16,10 +18,12 @@ from blu.numpy._promote import (
     broadcast_shapes,
     broadcast_to,
     canonicalize_axis,
+    concrete_value,
 )
+from blu.numpy.logic import to_bool
 from blu.numpy.manipulation import moveaxis, ravel
 
-__all__ = ["take", "take_along_axis", "diagonal", "diag"]
+__all__ = ["take", "take_along_axis", "diagonal", "diag", "nonzero"]
 
 
 def _aval(x: Any):
@@ -198,3 +202,49 @@ def diag(v: Any, k: int = 0) -> Any:
     on = lax.eq(lax.sub(cols, rows), lax.full((n, n), k, dtypes.int32))
     vals = lax.broadcast_in_dim(padded, (n, n), (0,) if k >= 0 else (1,))
     return lax.select(on, vals, lax.full((n, n), 0, _aval(v).dtype))
+
+
+# ---- nonzero -------------------------------------------------------------------------------------
+
+
+def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple:
+    """Indices of the nonzero elements, one int32 array per axis (row-major order).
+
+    Without ``size`` the input must be concrete (the result's length depends on its values).
+    With a static ``size`` it also works on traced arrays (as in JAX): the first ``size``
+    indices are kept and missing ones are ``fill_value`` (default 0).
+
+    Raises:
+        ConcretizationError: ``a`` is traced and ``size`` is None (use ``bnp.where(cond, x, y)``,
+            a mask, or pass ``size=``).
+    """
+    from blu.numpy import where
+
+    fill = 0 if fill_value is None else fill_value
+    if size is None or not isinstance(a, Tracer):
+        v = concrete_value(a, "nonzero (or one-argument where) without size=")
+        idx = np.nonzero(np.atleast_1d(v))
+        if size is not None:
+            idx = tuple(
+                np.concatenate([i[:size], np.full(builtins.max(size - len(i), 0), fill)])
+                for i in idx
+            )
+        return tuple(Array(i.astype(np.int32)) for i in idx)
+    # traced, fixed size: the k-th nonzero element's flat index is written to slot k
+    mask = to_bool(a)
+    shape = get_aval(mask).shape or (1,)
+    n = int(np.prod(shape))
+    flat = lax.convert_element_type(lax.reshape(mask, (n,)), dtypes.int32)
+    slot = lax.sub(lax.cumsum(flat, 0), lax.full((n,), 1, dtypes.int32))
+    slot = lax.select(
+        lax.eq(flat, lax.full((n,), 1, dtypes.int32)), slot, lax.full_like(slot, size)
+    )
+    empty = lax.full((size,), -1, dtypes.int32)
+    pos = lax.scatter(empty, lax.reshape(slot, (n, 1)), lax.iota(dtypes.int32, (n,)), axes=(0,))
+    missing = lax.lt(pos, lax.full_like(pos, 0))
+    out = []
+    for k, d in enumerate(shape):
+        stride = int(np.prod(shape[k + 1 :]))
+        coord = lax.rem(lax.div(pos, lax.full_like(pos, stride)), lax.full_like(pos, d))
+        out.append(where(missing, fill, coord))
+    return tuple(out)

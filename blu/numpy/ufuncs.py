@@ -9,7 +9,6 @@ turn integer and bool inputs into the default float (float32).
 
 from __future__ import annotations
 
-import builtins
 import math
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +23,6 @@ from blu.numpy._promote import (
     asarray_operand,
     broadcast_shapes,
     broadcast_to,
-    concrete_value,
     promote_args,
     promote_args_inexact,
     promote_args_numeric,
@@ -51,7 +49,7 @@ __all__ = [
     "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "hypot", "deg2rad", "rad2deg", "degrees",
     "radians", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "maximum", "minimum",
     "fmax", "fmin", "clip", "where", "logaddexp", "logaddexp2", "isfinite", "isnan", "isinf",
-    "signbit", "copysign", "nan_to_num", "isclose", "allclose", "array_equal", "nonzero",
+    "signbit", "copysign", "nan_to_num", "isclose", "allclose", "array_equal",
     "conj", "conjugate", "real"
 ]
 # fmt: on
@@ -485,6 +483,8 @@ def where(
             one-argument form on a traced condition without ``size``.
     """
     if x is None and y is None:
+        from blu.numpy.selection import nonzero
+
         return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
         raise BluValueError(with_user_line("where: give both x and y, or neither"))
@@ -492,50 +492,6 @@ def where(
     x, y = promote_dtypes(x, y)
     shape = broadcast_shapes(get_aval(cond).shape, get_aval(x).shape, get_aval(y).shape)
     return lax.select(broadcast_to(cond, shape), broadcast_to(x, shape), broadcast_to(y, shape))
-
-
-def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple:
-    """Indices of the nonzero elements, one int32 array per axis (row-major order).
-
-    Without ``size`` the input must be concrete (the result's length depends on its values).
-    With a static ``size`` it also works on traced arrays (as in JAX): the first ``size``
-    indices are kept and missing ones are ``fill_value`` (default 0).
-
-    Raises:
-        ConcretizationError: ``a`` is traced and ``size`` is None (use ``bnp.where(cond, x, y)``,
-            a mask, or pass ``size=``).
-    """
-    from blu.core.array import Array
-    from blu.core.interpreter import Tracer
-
-    fill = 0 if fill_value is None else fill_value
-    if size is None or not isinstance(a, Tracer):
-        v = concrete_value(a, "nonzero (or one-argument where) without size=")
-        idx = np.nonzero(np.atleast_1d(v))
-        if size is not None:
-            idx = tuple(
-                np.concatenate([i[:size], np.full(builtins.max(size - len(i), 0), fill)])
-                for i in idx
-            )
-        return tuple(Array(i.astype(np.int32)) for i in idx)
-    # traced, fixed size: the k-th nonzero element's flat index is written to slot k
-    mask = to_bool(a)
-    shape = get_aval(mask).shape or (1,)
-    n = int(np.prod(shape))
-    flat = lax.convert_element_type(lax.reshape(mask, (n,)), dtypes.int32)
-    slot = lax.sub(lax.cumsum(flat, 0), lax.full((n,), 1, dtypes.int32))
-    slot = lax.select(
-        lax.eq(flat, lax.full((n,), 1, dtypes.int32)), slot, lax.full_like(slot, size)
-    )
-    empty = lax.full((size,), -1, dtypes.int32)
-    pos = lax.scatter(empty, lax.reshape(slot, (n, 1)), lax.iota(dtypes.int32, (n,)), axes=(0,))
-    missing = lax.lt(pos, lax.full_like(pos, 0))
-    out = []
-    for k, d in enumerate(shape):
-        stride = int(np.prod(shape[k + 1 :]))
-        coord = lax.rem(lax.div(pos, lax.full_like(pos, stride)), lax.full_like(pos, d))
-        out.append(where(missing, fill, coord))
-    return tuple(out)
 
 
 def logaddexp(x: Any, y: Any) -> Any:

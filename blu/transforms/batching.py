@@ -57,9 +57,14 @@ class BatchInterpreter(Interpreter):
     def process(self, prim: Any, args: tuple, params: dict) -> Any:
         vals, dims = zip(*map(self.lift, args)) if args else ((), ())
         with set_interpreter(self.parent):
-            if all(d is None for d in dims):
+            if prim.batch_named is not None:  # collectives see every named level
+                out, out_dim = prim.batch_named(
+                    self.axis_size, self.axis_name, vals, dims, **params
+                )
+            elif all(d is None for d in dims):
                 return prim.bind(*vals, **params)
-            out, out_dim = prim.rule("batch")(self.axis_size, vals, dims, **params)
+            else:
+                out, out_dim = prim.rule("batch")(self.axis_size, vals, dims, **params)
         if prim.multiple_results:
             return [self.wrap(o, d) for o, d in zip(out, out_dim)]
         return self.wrap(out, out_dim)

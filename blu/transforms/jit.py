@@ -120,11 +120,23 @@ def _jit_transpose(cts, *args, jaxpr, name, donated_invars):
     return [next(outs) if u else None for u in undef]
 
 
-@jit_p.def_batch
-def _jit_batch(axis_size, args, dims, *, jaxpr, name, donated_invars):
+_batch_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@jit_p.def_batch_named
+def _jit_batch(axis_size, axis_name, args, dims, *, jaxpr, name, donated_invars):
+    # a named rule, so collectives inside the jaxpr see the vmap/shard axis name
     from blu.transforms.batching import batch_jaxpr
 
-    new, consts, out_dims = batch_jaxpr(jaxpr, axis_size, dims)
+    if all(d is None for d in dims) and axis_name is None:
+        return jit_p.bind(*args, jaxpr=jaxpr, name=name, donated_invars=donated_invars), [
+            None
+        ] * len(jaxpr.outvars)
+    key = (axis_size, axis_name, tuple(dims))
+    per = _batch_cache.setdefault(jaxpr, {})
+    if key not in per:
+        per[key] = batch_jaxpr(jaxpr, axis_size, dims, axis_name)
+    new, consts, out_dims = per[key]
     return _bind_jaxpr(new, consts, args, f"vmap({name})"), out_dims
 
 
