@@ -14,5 +14,8 @@ from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policie
 from blu.transforms.jit import eval_shape, jit
 from blu import lax, numpy  # noqa: E402
 from blu import nn, optim, random  # noqa: E402
+from blu import cuda  # noqa: E402  (loads no CUDA library until used)
+from blu import parallel  # noqa: E402
+from blu.parallel import device_put, devices, shard  # noqa: E402
 
 __version__ = "0.1.0"

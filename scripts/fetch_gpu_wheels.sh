@@ -35,5 +35,7 @@ echo "wheels in $DEST:"
 for w in "$DEST"/*.whl; do
     printf '  %-70s %6s KiB\n' "$(basename "$w")" "$(( $(stat -c %s "$w") / 1024 ))"
     # what each needs (the GPU machine must already have these; see the comment above)
-    unzip -p "$w" '*/METADATA' | grep '^Requires-Dist' | grep -v 'extra ==' | sed 's/^/      /' || true
+    unzip -p "$w" '*/METADATA' | grep '^Requires-Dist' | grep -v 'extra ==' \
+        | sed 's/^/      /' || true
 done
+echo "carry .whl to the GPU machine (device run: carry [\".whl\"]) and run scripts/gpu_check.sh"

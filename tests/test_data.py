@@ -109,6 +109,26 @@ def test_download_into_explicit_folder_without_env(tmp_path, server, no_env):
     _write(www, SHAKESPEARE, "input.txt")
     p = data.find_corpus(shared_dir="", url=f"{base}/input.txt", download_dir=tmp_path / "dl")
     assert p == tmp_path / "dl" / data.CORPUS_NAME and p.read_text() == SHAKESPEARE
+    # a later run finds the downloaded copy instead of downloading again
+    again = data.find_corpus(
+        shared_dir="", url="http://127.0.0.1:9/dead", download_dir=tmp_path / "dl"
+    )
+    assert again == p
+
+
+def test_default_locations_relative_to_the_checkout(tmp_path, server, monkeypatch, no_env):
+    """No env, no shared/data beside the checkout: download into <root>/.cache/data, once."""
+    base, www = server
+    _write(www, SHAKESPEARE, "input.txt")
+    monkeypatch.setattr(data, "repo_root", lambda: tmp_path / "checkout")
+    monkeypatch.setenv("BLU_DATA_URL", f"{base}/input.txt")
+    p = data.find_corpus()
+    assert p == tmp_path / "checkout" / ".cache" / "data" / data.CORPUS_NAME
+    monkeypatch.setenv("BLU_DATA_URL", "http://127.0.0.1:9/dead")
+    assert data.find_corpus() == p
+    # a shared/data folder beside the checkout is found before the downloaded copy
+    shared = _write(tmp_path / "shared" / "data", "shared copy\n")
+    assert data.find_corpus() == shared
 
 
 @pytest.mark.parametrize(
@@ -119,8 +139,9 @@ def test_download_into_explicit_folder_without_env(tmp_path, server, no_env):
         (b"caf\xe9 latin-1", "input.txt", "not UTF-8"),
     ],
 )
-def test_failed_download_is_a_clear_error_and_leaves_no_file(tmp_path, server, no_env, body,
-                                                             path, message):  # fmt: skip
+def test_failed_download_is_a_clear_error_and_leaves_no_file(
+    tmp_path, server, no_env, body, path, message
+):
     base, www = server
     if body is not None:
         (www / "input.txt").write_bytes(body)

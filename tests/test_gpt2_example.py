@@ -17,11 +17,13 @@ import safetensors.numpy
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repo root holds examples/
 
+import blu  # noqa: E402
 import blu.random as random  # noqa: E402
 from examples.gpt2 import ExampleError, checkpoint, train  # noqa: E402
 from examples.gpt2.data import find_corpus, read_corpus  # noqa: E402
 from examples.gpt2.model import CONFIGS, forward, init_params  # noqa: E402
 from examples.gpt2.sample import Sampler  # noqa: E402
+from examples.gpt2.sample import main as sample_main  # noqa: E402
 
 STEPS = 12
 
@@ -35,10 +37,32 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def _args(corpus: Path, out: Path, *extra: str) -> list[str]:
-    return ["--config", "tiny", "--data", str(corpus), "--out", str(out), "--steps", str(STEPS),
-            "--batch-size", "8", "--block-size", "16", "--eval-every", "6", "--eval-iters", "2",
-            "--lr", "1e-2", "--warmup-steps", "2",
-            "--no-progress", "--sample-tokens", "0", *extra]  # fmt: skip
+    return [
+        "--config",
+        "tiny",
+        "--data",
+        str(corpus),
+        "--out",
+        str(out),
+        "--steps",
+        str(STEPS),
+        "--batch-size",
+        "8",
+        "--block-size",
+        "16",
+        "--eval-every",
+        "6",
+        "--eval-iters",
+        "2",
+        "--lr",
+        "1e-2",
+        "--warmup-steps",
+        "2",
+        "--no-progress",
+        "--sample-tokens",
+        "0",
+        *extra,
+    ]
 
 
 def _tensors(out: Path) -> dict[str, np.ndarray]:
@@ -74,9 +98,21 @@ def test_resume_continues_bit_for_bit(full_run, corpus, tmp_path):
     first = train.main(_args(corpus, tmp_path, "--stop-at", "3"))
     assert first["step"] == 3
     assert first["history"]["train_loss"] == full["history"]["train_loss"][:3]
-    resumed = train.main(["--resume", "--out", str(tmp_path), "--data", str(corpus),
-                          "--no-progress", "--sample-tokens", "0", "--eval-iters", "2",
-                          "--eval-every", "6", "--lr", "1e-2", "--warmup-steps", "2"])  # fmt: skip
+    # --data left out: a resumed run reads the corpus it was trained on
+    resumed = train.main(
+        [
+            "--resume",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+            "--sample-tokens",
+            "0",
+            "--eval-iters",
+            "2",
+            "--eval-every",
+            "6",
+        ]
+    )
     assert resumed["step"] == STEPS
     # the next-step loss (and every later one) equals the uninterrupted run's exactly
     assert resumed["history"] == full["history"]
@@ -162,8 +198,13 @@ def test_missing_corpus_exit_status_and_message(tmp_path, capsys):
 
 
 def test_help_documents_every_flag():
-    r = subprocess.run([sys.executable, "-m", "examples.gpt2", "--help"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "examples.gpt2", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     flags = [s for a in train.build_parser()._actions for s in a.option_strings]
     assert len(flags) > 25
@@ -175,11 +216,13 @@ def test_help_documents_every_flag():
 
 def test_grad_accum_matches_one_big_batch(corpus, tmp_path):
     one = train.main(_args(corpus, tmp_path / "a", "--stop-at", "2"))
-    two = train.main(_args(corpus, tmp_path / "b", "--stop-at", "2", "--batch-size", "4",
-                           "--grad-accum", "2"))  # fmt: skip
+    two = train.main(
+        _args(corpus, tmp_path / "b", "--stop-at", "2", "--batch-size", "4", "--grad-accum", "2")
+    )
     # the same 8 windows per step (drawn from one key), averaged in two halves
-    np.testing.assert_allclose(two["history"]["train_loss"], one["history"]["train_loss"],
-                               rtol=2e-5)  # fmt: skip
+    np.testing.assert_allclose(
+        two["history"]["train_loss"], one["history"]["train_loss"], rtol=2e-5
+    )
 
 
 def test_bf16_compute_keeps_fp32_master_weights(corpus, tmp_path, full_run):
@@ -191,6 +234,44 @@ def test_bf16_compute_keeps_fp32_master_weights(corpus, tmp_path, full_run):
     assert params and all(v.dtype == np.float32 for v in params.values())
     meta = json.loads((tmp_path / checkpoint.RECORD).read_text())["meta"]
     assert meta["train_args"]["precision"] == "bf16"
+    assert blu.config.default_matmul_precision == "fp32"  # the run's setting did not leak
+
+
+def test_tf32_is_recorded_and_dropout_changes_the_loss(corpus, tmp_path, full_run):
+    r = train.main(
+        _args(corpus, tmp_path, "--stop-at", "2", "--precision", "tf32", "--dropout", "0.2")
+    )
+    meta = json.loads((tmp_path / checkpoint.RECORD).read_text())["meta"]
+    assert meta["train_args"]["precision"] == "tf32" and meta["model_config"]["dropout"] == 0.2
+    losses = r["history"]["train_loss"]
+    assert all(np.isfinite(losses)) and losses != full_run[0]["history"]["train_loss"][:2]
+
+
+def test_gpt2_tokenizer_run_and_sample_cli(corpus, tmp_path, full_run, capsys):
+    r = train.main(
+        _args(
+            corpus,
+            tmp_path,
+            "--stop-at",
+            "1",
+            "--tokenizer",
+            "gpt2",
+            "--batch-size",
+            "2",
+            "--sample-tokens",
+            "5",
+            "--temperature",
+            "1",
+        )
+    )
+    meta = json.loads((tmp_path / checkpoint.RECORD).read_text())["meta"]
+    assert meta["model_config"]["vocab_size"] == 50257 and meta["tokenizer"] == {"kind": "gpt2"}
+    assert np.isfinite(r["train_loss"]) and r["history"]["train_loss"][0] > 9  # ~ln(50257)
+    assert isinstance(r["sample"], str) and r["sample"].startswith("\n")
+    capsys.readouterr()
+    text = sample_main(["--out", str(full_run[1]), "--tokens", "25", "--prompt", "ROMEO:"])
+    assert text.startswith("ROMEO:") and len(text) == len("ROMEO:") + 25
+    assert capsys.readouterr().out.startswith("ROMEO:")
 
 
 def test_sampler_compiles_once_and_draws_valid_tokens():

@@ -128,6 +128,17 @@ def _view(eqn: Any, x: np.ndarray) -> np.ndarray:
     raise AssertionError(name)
 
 
+def prepare(jaxpr: Jaxpr, donated: Sequence[bool]) -> tuple[Jaxpr, Plan, MemoryPlan]:
+    """Simplify, partition, lay out every kernel and plan memory (no MLIR needed)."""
+    simple = simplify(jaxpr)
+    plan = partition(simple)
+    for node in plan.nodes:
+        if node.kind == "kernel":
+            node.layout = KernelLayout(node.jaxpr)
+    memory = MemoryPlan(plan, tuple(donated), lambda n, o, i: n.layout.inplace_safe(o, i))
+    return simple, plan, memory
+
+
 class CpuExecutable:
     """A jaxpr compiled for the CPU (see the module docstring).
 
@@ -141,30 +152,23 @@ class CpuExecutable:
         t0 = time.perf_counter()
         self.name = name
         self.source_jaxpr = jaxpr
-        self.jaxpr = simplify(jaxpr)
-        self.plan: Plan = partition(self.jaxpr)
-        donated = tuple(donated_invars) if donated_invars is not None else (False,) * len(jaxpr.invars)
-        self.donated = donated
-        kernels = {}
-        self.compile_seconds = {}
-        for node in self.plan.nodes:
-            if node.kind == "kernel":
-                node.extra = KernelLayout(node.jaxpr)
-        self.memory = MemoryPlan(
-            self.plan, donated, lambda n, o, i: n.extra.inplace_safe(o, i)
-        )
+        self.donated = tuple(donated_invars or ()) or (False,) * len(jaxpr.invars)
+        self.jaxpr, self.plan, self.memory = prepare(jaxpr, self.donated)
+        kernels: dict[str, Any] = {}
         t1 = time.perf_counter()
         from blu.lower import mlir_cpu
 
+        self.node_kernels: list[Any] = []  # per node: its compiled kernel (or None)
         for node in self.plan.nodes:
+            k = None
             if node.kind == "kernel":
                 canon = cache.canonical_text(node.jaxpr)
-                if canon not in kernels:
-                    layout = node.extra
-                    kernels[canon] = mlir_cpu.get_kernel(
-                        canon, lambda sym, lay=layout: emit_kernel(lay, sym), node.label()
+                k = kernels.get(canon)
+                if k is None:
+                    k = kernels[canon] = mlir_cpu.get_kernel(
+                        canon, lambda sym, lay=node.layout: emit_kernel(lay, sym), node.label()
                     )
-                node.extra = (node.extra, kernels[canon])
+            self.node_kernels.append(k)
         self.kernels = kernels
         self.timing = {"plan_s": t1 - t0, "kernels_s": time.perf_counter() - t1}
         self._build()
@@ -197,7 +201,7 @@ class CpuExecutable:
                 for v in node.outputs:
                     allocs.append((s(v), mem.place[mem.root[v]], v.aval))
             if node.kind == "kernel":
-                layout, kern = node.extra
+                kern = self.node_kernels[k]
                 step = _Kernel(kern.fn, [s(v) for v in node.inputs], [s(v) for v in node.outputs],
                                mem.scratch[k], node)  # fmt: skip
                 self.steps.append(("kernel", allocs, step, node))
@@ -315,14 +319,58 @@ class CpuExecutable:
         return self.memory.analysis
 
     def as_text(self) -> str:
-        """The MLIR of every distinct kernel, after the launch plan as comments."""
-        parts = ["// launch plan of " + self.name]
-        parts += ["//   " + line for line in str(self.plan).splitlines()]
-        seen = set()
-        for node in self.plan.nodes:
-            if node.kind == "kernel":
-                layout, kern = node.extra
-                if kern.name not in seen:
-                    seen.add(kern.name)
-                    parts.append(emit_kernel(layout, kern.name))
-        return "\n".join(parts)
+        """The launch plan (as comments) and the MLIR of every distinct kernel."""
+        return program_text(self.name, self.plan)
+
+
+def program_text(name: str, plan: Plan) -> str:
+    """The launch plan as MLIR comments, then one module per distinct kernel (named by its
+    cache key's symbol), computed without MLIR."""
+    from blu.lower.mlir_cpu import symbol
+
+    parts = [f"// launch plan of {name}"] + ["//   " + ln for ln in str(plan).splitlines()]
+    seen = set()
+    for node in plan.nodes:
+        if node.kind == "kernel":
+            canon = cache.canonical_text(node.jaxpr)
+            sym = symbol(cache.kernel_key(canon, cache.host_target()))
+            if sym not in seen:
+                seen.add(sym)
+                parts.append(emit_kernel(node.layout, sym))
+    return "\n".join(parts)
+
+
+class Lowered:
+    """A jaxpr lowered for a target, not compiled yet (``jit(f).lower(...)``'s result).
+
+    ``as_text()`` is the MLIR (no ``mlir`` import needed); ``compile()`` gives the executable
+    (kernels from the persistent cache, or compiled into it); ``memory_analysis()`` the plan's
+    bytes; ``cache_keys()`` the keys of its kernels in ``BLU_CACHE_DIR``.
+    """
+
+    def __init__(self, jaxpr: Jaxpr, name: str = "jit", target: str = "cpu",
+                 donated_invars: Sequence[bool] | None = None):  # fmt: skip
+        if target != "cpu":
+            from blu.core.errors import BluValueError
+
+            raise BluValueError(
+                f"blu.jit(...).lower(target={target!r}): only the 'cpu' target is built so far "
+                "(the CUDA target, 'cuda:sm_90', comes with the GPU backend)"
+            )
+        self.name, self.target, self.source_jaxpr = name, target, jaxpr
+        self.donated = tuple(donated_invars or ()) or (False,) * len(jaxpr.invars)
+        self.jaxpr, self.plan, self.memory = prepare(jaxpr, self.donated)
+
+    def as_text(self) -> str:
+        return program_text(self.name, self.plan)
+
+    def cache_keys(self) -> list[str]:
+        keys = {cache.kernel_key(cache.canonical_text(n.jaxpr), cache.host_target()): None
+                for n in self.plan.nodes if n.kind == "kernel"}  # fmt: skip
+        return list(keys)
+
+    def memory_analysis(self) -> MemoryAnalysis:
+        return self.memory.analysis
+
+    def compile(self) -> CpuExecutable:
+        return CpuExecutable(self.source_jaxpr, self.name, self.donated)

@@ -5,7 +5,10 @@ Kernels are emitted as MLIR *text* (parsed by the bindings only when compiled), 
 kernel and its cache key never imports ``mlir``. Every buffer is a flat, contiguous
 ``memref<N x T>`` of the value's storage type; inside a kernel values live in their compute
 type: bfloat16 and float16 in float32 (rounded once, when stored or explicitly converted), bool
-as ``i1`` (stored as ``i8``).
+as ``i1`` (stored as ``i8``). bfloat16 is stored as its 16 bits (``i16``) and converted with
+integer operations (round to nearest even, as ml_dtypes does), which vectorize on any x86 CPU
+and leave ``arith.maximumf`` & co. intact for LLVM's reduction vectorizer (``arith-expand``,
+MLIR's bfloat16 expansion, would also rewrite them into compare-and-select chains).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import numpy as np
 from blu.core import dtypes
 
 _STORAGE = {
-    dtypes.float32: "f32", dtypes.float64: "f64", dtypes.bfloat16: "bf16", dtypes.float16: "f16",
+    dtypes.float32: "f32", dtypes.float64: "f64", dtypes.bfloat16: "i16", dtypes.float16: "f16",
     dtypes.bool_: "i8", dtypes.int8: "i8", dtypes.int16: "i16", dtypes.int32: "i32",
     dtypes.int64: "i64", dtypes.uint8: "i8", dtypes.uint16: "i16", dtypes.uint32: "i32",
     dtypes.uint64: "i64",
@@ -216,21 +219,49 @@ class Builder:
     # ---- memory -------------------------------------------------------------------------------
 
     def load(self, buf: str, aval: Any, lin: str) -> str:
-        st = storage_type(aval.dtype)
         v = self.op(f"memref.load {buf}[{lin}] : {memref_type(aval)}")
-        if st in ("bf16", "f16"):
-            return self.op(f"arith.extf {v} : {st} to f32")
+        if aval.dtype == dtypes.bfloat16:
+            return self.bf16_to_f32(v)
+        if aval.dtype == dtypes.float16:
+            return self.op(f"arith.extf {v} : f16 to f32")
         if aval.dtype == dtypes.bool_:
             return self.op(f"arith.cmpi ne, {v}, {self.const(0, 'i8')} : i8")
         return v
 
     def store(self, value: str, buf: str, aval: Any, lin: str) -> None:
-        st = storage_type(aval.dtype)
-        if st in ("bf16", "f16"):
-            value = self.op(f"arith.truncf {value} : f32 to {st}")
+        if aval.dtype == dtypes.bfloat16:
+            value = self.f32_to_bf16(value)
+        elif aval.dtype == dtypes.float16:
+            value = self.op(f"arith.truncf {value} : f32 to f16")
         elif aval.dtype == dtypes.bool_:
             value = self.op(f"arith.extui {value} : i1 to i8")
         self.stmt(f"memref.store {value}, {buf}[{lin}] : {memref_type(aval)}")
+
+    # ---- bfloat16 as bits -----------------------------------------------------------------------
+
+    def bf16_to_f32(self, bits: str) -> str:
+        """The float32 value of bfloat16 bits (``i16``): they are its upper half."""
+        wide = self.op(f"arith.extui {bits} : i16 to i32")
+        shifted = self.op(f"arith.shli {wide}, {self.const(16, 'i32')} : i32")
+        return self.op(f"arith.bitcast {shifted} : i32 to f32")
+
+    def f32_to_bf16(self, x: str) -> str:
+        """float32 -> bfloat16 bits (``i16``), rounding to nearest even; NaN stays a (quiet) NaN."""
+        i32 = "i32"
+        bits = self.op(f"arith.bitcast {x} : f32 to i32")
+        hi = self.op(f"arith.shrui {bits}, {self.const(16, i32)} : i32")
+        lsb = self.op(f"arith.andi {hi}, {self.const(1, i32)} : i32")
+        bias = self.op(f"arith.addi {lsb}, {self.const(0x7FFF, i32)} : i32")
+        rounded = self.op(f"arith.shrui {self.op(f'arith.addi {bits}, {bias} : i32')}, "
+                          f"{self.const(16, i32)} : i32")  # fmt: skip
+        quiet = self.op(f"arith.ori {hi}, {self.const(0x40, i32)} : i32")
+        nan = self.op(f"arith.cmpf uno, {x}, {x} : f32")
+        out = self.op(f"arith.select {nan}, {quiet}, {rounded} : i32")
+        return self.op(f"arith.trunci {out} : i32 to i16")
+
+    def round_to_bf16(self, x: str) -> str:
+        """A float32 value rounded to the nearest bfloat16 (kept in float32)."""
+        return self.bf16_to_f32(self.f32_to_bf16(x))
 
 
 def collapse(sizes: Sequence[int], labels: Sequence[str]) -> list[tuple[int, str]]:

@@ -2,10 +2,10 @@
 loops that use them (a ``math.exp`` would become a scalar ``expf`` call per element, which is
 about 5x slower than numpy's SIMD kernels).
 
-Algorithms and coefficients: Cephes (S. L. Moshier, ``expf.c``, ``logf.c``, ``tanhf.c``), the
-rational ``erf`` of Eigen's ``generic_fast_erf_float``, and W. Kahan's tricks for ``log1p``
-and ``expm1``. Each is within a few ulp of the correctly rounded result over the whole float32
-range (tested against numpy/scipy in ``tests/test_lower_rules.py``), including inf, NaN, zeros
+Algorithms and coefficients: Cephes (S. L. Moshier, ``expf.c``, ``logf.c``), the rational
+``tanh`` and ``erf`` of Eigen (``generic_fast_tanh_float``, ``generic_fast_erf_float``; XLA uses
+them too), and W. Kahan's tricks for ``log1p`` and ``expm1``. Each is within a few ulp (tanh 5,
+erf 7, the others 1-3) of the correctly rounded result over the whole float32 range (tested against numpy/scipy in ``tests/test_lower_rules.py``), including inf, NaN, zeros
 and subnormals. float64 uses the ``math`` dialect (libm), like numpy's accuracy.
 """
 
@@ -114,16 +114,21 @@ def log(b: Builder, x: str) -> str:
 
 
 def tanh(b: Builder, x: str) -> str:
-    """Cephes tanhf: an odd polynomial for |x| < 0.625, else 1 - 2 / (e**(2|x|) + 1)."""
-    ax = b.op(f"math.absf {x} : f32")
-    z = _bin(b, "mulf", x, x)
-    p = _horner(b, z, [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2,
-                       1.33314422036e-1, -3.33332819422e-1])  # fmt: skip
-    small = _fma(b, _bin(b, "mulf", p, z), x, x)
-    e = exp(b, _bin(b, "addf", ax, ax))
-    big = _bin(b, "subf", _c(b, 1.0), _bin(b, "divf", _c(b, 2.0), _bin(b, "addf", e, _c(b, 1.0))))
-    big = b.op(f"math.copysign {big}, {x} : f32")
-    return _sel(b, _cmp(b, "ogt", ax, _c(b, 0.625)), big, small)
+    """A rational approximation on [-7.9, 7.9] (odd degree-13 over even degree-6; Eigen's
+    ``generic_fast_tanh_float``, also XLA's), +-1 beyond, x itself below 4e-4: within 5 ulp,
+    and no exp or branch, so it is about 2.5x cheaper than the Cephes formula."""
+    lim = 7.90531110763549805
+    xc = b.op(f"arith.minnumf {b.op(f'arith.maxnumf {x}, {_c(b, -lim)} : f32')}, "
+              f"{_c(b, lim)} : f32")  # fmt: skip
+    x2 = _bin(b, "mulf", xc, xc)
+    p = _horner(b, x2, [-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
+                        5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
+                        4.89352455891786e-03])  # fmt: skip
+    q = _horner(b, x2, [1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
+                        4.89352518554385e-03])  # fmt: skip
+    r = _bin(b, "mulf", xc, _bin(b, "divf", p, q))
+    tiny = _cmp(b, "olt", b.op(f"math.absf {x} : f32"), _c(b, 0.0004))
+    return _sel(b, _is_nan(b, x), x, _sel(b, tiny, x, r))
 
 
 def logistic(b: Builder, x: str) -> str:

@@ -189,13 +189,13 @@ class MemoryPlan:
                     current += _aligned(nbytes(r.aval))
                 self.place[r] = ("arena", offset[r])
             if n.kind == "kernel":
-                layout = n.extra
+                layout = n.layout
                 self.scratch[k] = [arena.alloc(nbytes(a)) for a in layout.scratch]
                 scratch_bytes = sum(_aligned(nbytes(a)) for a in layout.scratch)
             else:
                 scratch_bytes = 0
             arena_peak_at[k] = current + scratch_bytes
-            for off, a in zip(self.scratch.get(k, []), n.extra.scratch if n.kind == "kernel" else []):
+            for off, a in zip(self.scratch.get(k, []), n.layout.scratch if n.kind == "kernel" else []):
                 arena.release(off, nbytes(a))
             for r in list(offset):
                 if last.get(r, k) <= k:

@@ -2,9 +2,9 @@
 the persistent cache.
 
 The pipeline lowers ``scf``/``arith``/``math``/``memref``/``func`` to the LLVM dialect (math
-functions without a polynomial in ``mathlib`` become libm calls; bfloat16 conversions are
-expanded to integer operations); ``ExecutionEngine(opt_level=3)`` then runs LLVM's -O3 for the
-host CPU (LLVM vectorizes the loops). Memrefs use the bare-pointer calling convention, and the
+functions without a polynomial in ``mathlib`` become libm calls); ``ExecutionEngine(opt_level=3)``
+then runs LLVM's -O3 for the host CPU (LLVM vectorizes the loops, reductions included: they
+carry ``fastmath<reassoc>``). Memrefs use the bare-pointer calling convention, and the
 engine's packed wrapper ``_mlir_<name>(void **args)`` gives every kernel one C signature.
 
 On a cache hit, a second process loads the shared object (``ctypes``, no MLIR at all) or, where
@@ -31,7 +31,7 @@ from blu.lower import cache
 log = logging.getLogger("blu.jit")
 
 PIPELINE = (
-    "builtin.module(convert-scf-to-cf,arith-expand{include-bf16=true},convert-math-to-llvm,"
+    "builtin.module(convert-scf-to-cf,convert-math-to-llvm,"
     "convert-math-to-libm,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,"
     "convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
     "reconcile-unrealized-casts)"

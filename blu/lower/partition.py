@@ -36,14 +36,16 @@ class Node:
         eqns: its equations (one, except for kernels).
         inputs / outputs: the plan-level variables it reads / defines.
         jaxpr: for kernels, the kernel as a jaxpr (inputs -> outputs).
+        layout: for kernels, the ``fusion.KernelLayout`` (set by the executable).
     """
 
-    __slots__ = ("kind", "eqns", "inputs", "outputs", "jaxpr", "extra")
+    __slots__ = ("kind", "eqns", "inputs", "outputs", "jaxpr", "group", "layout")
 
     def __init__(self, kind: str, eqns: list[JaxprEqn], inputs: list[Var], outputs: list[Var]):
         self.kind, self.eqns, self.inputs, self.outputs = kind, eqns, inputs, outputs
         self.jaxpr: Jaxpr | None = None
-        self.extra: Any = None
+        self.group: tuple[int, ...] | None = None  # the fusion group it came from
+        self.layout: Any = None  # kernels: their fusion.KernelLayout
 
     def label(self) -> str:
         names = [e.primitive.name for e in self.eqns]
@@ -108,7 +110,7 @@ def partition(jaxpr: Jaxpr) -> Plan:
     if order is None:  # a cycle between groups: give up fusing the groups on it
         done = {id(n) for n in _toposort(nodes, partial=True)}
         split = []
-        stuck = {n.extra for n in nodes if id(n) not in done and n.extra is not None}
+        stuck = {n.group for n in nodes if id(n) not in done and n.group is not None}
         for g in groups:
             split.extend([[i] for i in g] if tuple(g) in stuck else [g])
         order = _toposort(_build(jaxpr, kinds, split))
@@ -118,9 +120,18 @@ def partition(jaxpr: Jaxpr) -> Plan:
 
 def _group(eqns: list[JaxprEqn], kinds: list[str]) -> list[list[int]]:
     """Greedy fusion in program order: each fusible equation joins the groups of its fusible
-    producers unless a path through a node outside them leads from one to the other."""
+    producers, unless that would make the graph of nodes cyclic (a path leaving the merged
+    group and coming back, through other nodes or other groups)."""
     producer: dict[Var, int] = {v: i for i, e in enumerate(eqns) for v in e.outvars}
+    preds = [
+        sorted({producer[a] for a in e.invars if isinstance(a, Var) and a in producer
+                and kinds[producer[a]] != "const"})
+        for e in eqns
+    ]  # fmt: skip
     group = list(range(len(eqns)))  # union-find over fusible equations
+    mlist: dict[int, list[int]] = {}  # group root -> members
+    lo: dict[int, int] = {}  # group root -> smallest member
+    hi: dict[int, int] = {}  # group root -> largest member
 
     def find(i: int) -> int:
         while group[i] != i:
@@ -128,42 +139,58 @@ def _group(eqns: list[JaxprEqn], kinds: list[str]) -> list[list[int]]:
             i = group[i]
         return i
 
-    members: dict[int, int] = {}  # group root -> bitset of its equations
-    glib: dict[int, int] = {}  # group root -> union of its members' via_lib
-    size: dict[int, int] = {}
-    anc = [0] * len(eqns)  # ancestors (including itself)
-    via_lib = [0] * len(eqns)  # ancestors reached through a node outside the path's groups
-    barrier = [False] * len(eqns)  # a fused equation that did not join a producer's group
-    for i, e in enumerate(eqns):
-        preds = {producer[a] for a in e.invars if isinstance(a, Var) and a in producer}
-        preds = {p for p in preds if kinds[p] != "const"}
-        a, lib = 1 << i, 0
-        for p in preds:
-            a |= anc[p]
-            lib |= via_lib[p] | (anc[p] if kinds[p] != "fuse" or barrier[p] else 0)
-        anc[i], via_lib[i] = a, lib
+    def reaches(starts: list[int], target: set[int], inside: set[int]) -> bool:
+        """Whether a node-graph path from a group member in ``target`` leads to ``starts``
+        (walking backwards: predecessors, and every member of a group once one is reached),
+        without passing through ``inside``."""
+        floor = min(lo[find(t)] for t in target)
+        seen: set[int] = set()
+        groups_seen: set[int] = set()
+        stack = list(starts)
+        while stack:
+            x = stack.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            if x in target:
+                return True
+            if x in inside:
+                continue
+            if x < floor and (kinds[x] != "fuse" or hi[find(x)] < floor):
+                continue  # everything upstream of x precedes the target group
+            stack.extend(preds[x])
+            if kinds[x] == "fuse":
+                g = find(x)
+                if g not in groups_seen:
+                    groups_seen.add(g)
+                    stack.extend(mlist[g])
+        return False
+
+    def external_preds(ms: list[int], inside: set[int]) -> list[int]:
+        return [p for m in ms for p in preds[m] if p not in inside]
+
+    for i in range(len(eqns)):
         if kinds[i] != "fuse":
             continue
-        root, members[i], glib[i], size[i] = i, 1 << i, lib, 1
-        for p in sorted(preds):
+        root, mlist[i], lo[i], hi[i] = i, [i], i, i
+        for p in preds[i]:
             if kinds[p] != "fuse":
                 continue
             g = find(p)
-            if g == root or members[g] & glib[root] or members[root] & glib[g]:
+            if g == root or len(mlist[g]) + len(mlist[root]) > MAX_KERNEL_EQNS:
                 continue
-            if size[g] + size[root] > MAX_KERNEL_EQNS:
+            a, b = set(mlist[g]), set(mlist[root])
+            both = a | b
+            if reaches(external_preds(mlist[root], both), a, both) or reaches(
+                external_preds(mlist[g], both), b, both
+            ):
                 continue
             group[root] = g
-            members[g] |= members.pop(root)
-            glib[g] |= glib.pop(root)
-            size[g] += size.pop(root)
+            mlist[g].extend(mlist.pop(root))
+            lo[g] = min(lo[g], lo.pop(root))
+            hi[g] = max(hi[g], hi.pop(root))
             root = g
-        barrier[i] = any(kinds[p] == "fuse" and find(p) != root for p in preds)
-    by_root: dict[int, list[int]] = {}
-    for i in range(len(eqns)):
-        if kinds[i] == "fuse":
-            by_root.setdefault(find(i), []).append(i)
-    return sorted(by_root.values())
+    return sorted(sorted(m) for m in mlist.values())
 
 
 def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node]:
@@ -224,7 +251,7 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
             node = Node(kind, es, ins, outs)
         if node.kind == "kernel":
             node.jaxpr = Jaxpr([], node.inputs, es, node.outputs)
-            node.extra = tuple(i for i in idxs if kinds[i] == "fuse") or None  # its group
+            node.group = tuple(i for i in idxs if kinds[i] == "fuse") or None
         nodes.append(node)
     return nodes
 

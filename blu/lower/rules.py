@@ -312,11 +312,11 @@ def convert(b: Builder, x: str, src: np.dtype, dst: np.dtype) -> str:
     if is_float(src) and is_float(dst):
         if dst in (dtypes.bfloat16, dtypes.float16):  # round to the narrow type, compute in f32
             x = x if st == "f32" else b.op(f"arith.truncf {x} : {st} to f32")
-            narrow = "bf16" if dst == dtypes.bfloat16 else "f16"
             if src == dst:
                 return x
-            return b.op(f"arith.extf {b.op(f'arith.truncf {x} : f32 to {narrow}')} : "
-                        f"{narrow} to f32")  # fmt: skip
+            if dst == dtypes.bfloat16:
+                return b.round_to_bf16(x)
+            return b.op(f"arith.extf {b.op(f'arith.truncf {x} : f32 to f16')} : f16 to f32")
         if st == dt_:
             return x
         return b.op(f"arith.{'extf' if dt_ == 'f64' else 'truncf'} {x} : {st} to {dt_}")
@@ -350,12 +350,15 @@ def convert(b: Builder, x: str, src: np.dtype, dst: np.dtype) -> str:
 def _bitcast(b, eqn, x):
     src, dst = _dt(eqn), eqn.params["new_dtype"]
     ty = compute_type(src)
-    if src in (dtypes.bfloat16, dtypes.float16):  # back to the stored bits first
-        ty = "bf16" if src == dtypes.bfloat16 else "f16"
-        x = b.op(f"arith.truncf {x} : f32 to {ty}")
-    narrow = {dtypes.bfloat16: "bf16", dtypes.float16: "f16"}.get(dst, compute_type(dst))
+    if src == dtypes.bfloat16:  # back to the stored bits first
+        x, ty = b.f32_to_bf16(x), "i16"
+    elif src == dtypes.float16:
+        x, ty = b.op(f"arith.truncf {x} : f32 to f16"), "f16"
+    if dst == dtypes.bfloat16:
+        return b.bf16_to_f32(x if ty == "i16" else b.op(f"arith.bitcast {x} : {ty} to i16"))
+    narrow = "f16" if dst == dtypes.float16 else compute_type(dst)
     y = b.op(f"arith.bitcast {x} : {ty} to {narrow}")
-    return b.op(f"arith.extf {y} : {narrow} to f32") if narrow in ("bf16", "f16") else y
+    return b.op(f"arith.extf {y} : f16 to f32") if narrow == "f16" else y
 
 
 # ---- data movement (index maps) ----------------------------------------------------------------
@@ -392,7 +395,9 @@ def _squeeze(k, eqn, idx: Idx) -> str:
         return k.value(x, Idx(x.aval.shape, lin=idx.lin))
     it, zero = iter(idx.multi), k.b.index(0)
     dims = set(eqn.params["dimensions"])
-    return k.value(x, Idx(x.aval.shape, [zero if d in dims else next(it) for d in range(x.aval.ndim)]))
+    return k.value(
+        x, Idx(x.aval.shape, [zero if d in dims else next(it) for d in range(x.aval.ndim)])
+    )
 
 
 @_index_rule("transpose")

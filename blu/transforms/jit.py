@@ -168,10 +168,33 @@ def _jit_partial_eval(pe, args, params):
 
 
 class _CacheEntry:
-    __slots__ = ("jaxpr", "consts", "out_tree")
+    __slots__ = ("jaxpr", "consts", "out_tree", "uses_shard")
 
-    def __init__(self, jaxpr, consts, out_tree):
+    def __init__(self, jaxpr, consts, out_tree, uses_shard=False):
         self.jaxpr, self.consts, self.out_tree = jaxpr, consts, out_tree
+        self.uses_shard = uses_shard
+
+
+_shard_traces = 0  # bumped by blu.shard: jit takes sharded arrays only if its trace reached one
+
+
+def note_shard() -> None:
+    """Called by ``blu.shard`` each time it runs (so jit knows its trace went through one)."""
+    global _shard_traces
+    _shard_traces += 1
+
+
+def _check_sharded_args(name: str, leaves: Sequence[Any]) -> None:
+    for i, x in enumerate(leaves):
+        if getattr(x, "_blu_sharded", False) and len(x.sharding.device_set) > 1:
+            raise BluValueError(
+                with_user_line(
+                    f"jit({name}): argument leaf {i} is a sharded global array "
+                    f"({x.aval.str_short()}, {x.sharding}); jit does not partition a program "
+                    "over devices yet: run the per-device program with blu.shard(f, mesh, "
+                    "in_specs, out_specs), e.g. jit(shard(f, ...)), or pass np.asarray(x)"
+                )
+            )
 
 
 def _normalize_static(fun: Callable, static_argnums: Any, static_argnames: Any):
@@ -246,14 +269,17 @@ class Jitted:
             out_tree_box.append(out_tree)
             return out_leaves
 
+        n_shard = _shard_traces
         jaxpr, consts = trace_to_jaxpr(flat_fun, in_avals)
         jaxpr = dce_jaxpr(jaxpr)  # e.g. the unused forward value under grad
-        return _CacheEntry(jaxpr, consts, out_tree_box[0])
+        return _CacheEntry(jaxpr, consts, out_tree_box[0], _shard_traces != n_shard)
 
     def _explain_miss(self, key) -> str:
         if self._last_key is None:
             return "first call"
-        (tree, avals, statics), (otree, oavals, ostatics) = key, self._last_key
+        (tree, avals, statics, axes), (otree, oavals, ostatics, oaxes) = key, self._last_key
+        if axes != oaxes:
+            return f"named axes changed from {list(oaxes)} to {list(axes)} (another mesh)"
         if tree != otree:
             return f"argument structure changed from {otree} to {tree}"
         for i, (a, b) in enumerate(zip(avals, oavals)):
@@ -276,7 +302,10 @@ class Jitted:
                 f"jit({self.name}): {e.args[0].splitlines()[0]}; pass non-array arguments as "
                 "static (static_argnums=... / static_argnames=...)\n" + "\n".join(e.args[0].splitlines()[1:])
             ) from None
-        key = (in_tree, in_avals, statics)
+        from blu.parallel.axes import axis_env_key
+
+        # a trace under one mesh (named axes and sizes) is not valid under another
+        key = (in_tree, in_avals, statics, axis_env_key())
         entry = self._cache.get(key)
         if entry is None:
             if config.log_compiles:
@@ -292,6 +321,8 @@ class Jitted:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         entry, leaves, donated = self._lookup(args, kwargs)
+        if not entry.uses_shard:
+            _check_sharded_args(self.name, leaves)
         outs = jit_p.bind(
             *entry.consts,
             *leaves,

@@ -2,8 +2,8 @@
 
 Modules: ``data`` (corpus discovery and download, tokenizers, train/val split, random batches),
 ``model`` (GPT-2 as pure functions over a nested dict of parameters), ``checkpoint`` (atomic
-safetensors + JSON checkpoints), ``sample`` (a sampler that compiles once), ``train`` (the
-command line and the training loop).
+safetensors + JSON checkpoints), ``sample`` (a sampler that compiles once), ``report`` (progress
+bar, loss curve), ``train`` (the command line and the training loop).
 """
 
 

@@ -7,7 +7,8 @@ Where the corpus comes from (first hit wins):
 3. ``<repo root>/../shared/data/tinyshakespeare.txt`` (the ``shared/data`` folder beside the
    checkout);
 4. a download of the public copy (``$BLU_DATA_URL``, default :data:`DEFAULT_URL`) into
-   ``$BLU_DATA_DIR`` when set, else into ``<repo root>/.cache/data``.
+   ``$BLU_DATA_DIR`` when set, else into ``<repo root>/.cache/data`` (git-ignored), where later
+   runs find it.
 
 Tokenizers: characters (the corpus' sorted distinct characters; 65 for tinyshakespeare) or
 GPT-2 BPE through ``tiktoken``, built offline from ``gpt2/encoder.json`` and ``gpt2/vocab.bpe``
@@ -104,6 +105,8 @@ def find_corpus(
         env_dir = os.environ.get("BLU_DATA_DIR", "") if data_dir is None else str(data_dir)
         download_dir = env_dir or repo_root() / ".cache" / "data"
     dest = Path(download_dir) / name
+    if dest.is_file():  # downloaded by an earlier run
+        return dest
     looked = ", ".join(str(d) for d in dirs) or "(no folders)"
     print(f"{name} not found in {looked}; downloading {url} -> {dest}")
     download(url, dest)

@@ -158,6 +158,27 @@ def _mlp(p, x):
     return _linear(nn.gelu(_linear(x, p["c_fc"]), approximate=True), p["c_proj"])
 
 
+def hidden_states(params: Params, ids, cfg: GPTConfig, key=None):
+    """The final LayerNorm's output, shape ``(B, T, d_model)``: what the output projection
+    reads (see :func:`forward`)."""
+    B, T = ids.shape
+    if T > cfg.n_ctx:
+        raise ExampleError(f"sequence of {T} tokens is longer than the context n_ctx={cfg.n_ctx}")
+    x = nn.embedding(params["wte"], ids) + params["wpe"][:T]
+    x = _dropout(x, cfg.dropout, key, 0)
+    for i, blk in enumerate(params["h"]):
+        a = _attention(blk["attn"], _layer_norm(x, blk["ln_1"]), cfg.n_head)
+        x = x + _dropout(a, cfg.dropout, key, 2 * i + 1)
+        m = _mlp(blk["mlp"], _layer_norm(x, blk["ln_2"]))
+        x = x + _dropout(m, cfg.dropout, key, 2 * i + 2)
+    return _layer_norm(x, params["ln_f"])
+
+
+def logits_from_hidden(params: Params, h):
+    """The tied output projection: ``h @ wte.T``, ``(..., d_model) -> (..., vocab_size)``."""
+    return h @ params["wte"].T
+
+
 def forward(params: Params, ids, cfg: GPTConfig, key=None):
     """Logits of the next token at every position.
 
@@ -169,19 +190,11 @@ def forward(params: Params, ids, cfg: GPTConfig, key=None):
 
     Returns:
         logits, shape ``(B, T, vocab_size)``, in the parameters' dtype.
+
+    Raises:
+        ExampleError: ``T > cfg.n_ctx``.
     """
-    B, T = ids.shape
-    if T > cfg.n_ctx:
-        raise ExampleError(f"sequence of {T} tokens is longer than the context n_ctx={cfg.n_ctx}")
-    x = nn.embedding(params["wte"], ids) + params["wpe"][:T]
-    x = _dropout(x, cfg.dropout, key, 0)
-    for i, blk in enumerate(params["h"]):
-        a = _attention(blk["attn"], _layer_norm(x, blk["ln_1"]), cfg.n_head)
-        x = x + _dropout(a, cfg.dropout, key, 2 * i + 1)
-        m = _mlp(blk["mlp"], _layer_norm(x, blk["ln_2"]))
-        x = x + _dropout(m, cfg.dropout, key, 2 * i + 2)
-    x = _layer_norm(x, params["ln_f"])
-    return x @ params["wte"].T  # tied output projection
+    return logits_from_hidden(params, hidden_states(params, ids, cfg, key))
 
 
 def loss_fn(params: Params, x, y, cfg: GPTConfig, key=None, compute_dtype=None):

@@ -22,7 +22,7 @@ import blu.numpy as bnp
 import blu.random as random
 from blu import lax
 from examples.gpt2 import ExampleError
-from examples.gpt2.model import GPTConfig, forward
+from examples.gpt2.model import GPTConfig, hidden_states, logits_from_hidden
 
 
 class Sampler:
@@ -65,9 +65,10 @@ class Sampler:
         """The token following ``buf[0, :pos]``: int32 scalar. ``buf`` (1, block) int32,
         ``pos`` int32 scalar in [1, block]."""
         self.trace_count += 1  # runs only while tracing: counts compilations
-        V = self.cfg.vocab_size
-        logits = forward(params, buf, self.cfg)  # (1, block, V)
-        row = lax.dynamic_slice(logits, (0, pos - 1, 0), (1, 1, V)).reshape(V).astype(np.float32)
+        V, d = self.cfg.vocab_size, self.cfg.d_model
+        h = hidden_states(params, buf, self.cfg)  # (1, block, d)
+        h = lax.dynamic_slice(h, (0, pos - 1, 0), (1, 1, d)).reshape(d)  # project one row only
+        row = logits_from_hidden(params, h).astype(np.float32)  # (V,)
         if self.n_valid < V:
             row = bnp.where(bnp.arange(V) < self.n_valid, row, -np.inf)
         if self.temperature == 0.0:

@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 
 import blu
+import blu.numpy as bnp
 import blu.random as random
-from blu import optim
+from blu import lax, optim
 from blu.core import pytree
 from blu.core.dtypes import bfloat16
 from examples.gpt2 import ExampleError, checkpoint
@@ -40,20 +41,21 @@ from examples.gpt2.data import (
     train_val_split,
 )
 from examples.gpt2.model import CONFIGS, GPTConfig, init_params, loss_fn, num_params
+from examples.gpt2.report import Progress, plot_losses
 from examples.gpt2.sample import Sampler
 
 # Training defaults per model config; a flag given on the command line wins.
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(
-        steps=30, batch_size=8, lr=3e-3, warmup_steps=3, beta2=0.99, eval_every=10, eval_iters=2
+        steps=30, batch_size=8, lr=1e-2, warmup_steps=2, beta2=0.99, eval_every=10, eval_iters=2
     ),
     "small": dict(
-        steps=1500,
+        steps=700,
         batch_size=32,
-        lr=2e-3,
+        lr=4e-3,
         warmup_steps=50,
         beta2=0.99,
-        eval_every=250,
+        eval_every=100,
         eval_iters=20,
     ),
     "gpt2-124m": dict(
@@ -97,125 +99,115 @@ TRAJECTORY = (
 )
 
 
+def _presets_text() -> str:
+    rows = []
+    for name, pre in PRESETS.items():
+        c = CONFIGS[name]
+        rows.append(
+            f"  {name:<10} {c.n_layer} layers, {c.n_head} heads, d={c.d_model}, context {c.n_ctx}\n"
+            f"{'':13}{pre['steps']} steps x {pre['batch_size']} sequences, lr {pre['lr']:g}, "
+            f"warm-up {pre['warmup_steps']}, beta2 {pre['beta2']}; val loss every "
+            f"{pre['eval_every']} steps ({pre['eval_iters']} batches)"
+        )
+    return "\n".join(rows)
+
+
+EPILOG = """\
+model configs and their training defaults (a flag given on the command line wins):
+{presets}
+  (all)      grad-accum 1, weight-decay 0.1, beta1 0.9, grad-clip 1.0, dropout 0, seed 1337,
+             precision fp32, val-fraction 0.1, tokenizer char, block-size = the context
+
+examples:
+  python -m examples.gpt2                       # small model, char-level tinyshakespeare
+  python -m examples.gpt2 --resume --steps 1400 # continue that run (here: for longer)
+  python -m examples.gpt2 --config tiny --steps 20 --out runs/tiny --sample-tokens 100
+  python -m examples.gpt2 --config gpt2-124m --tokenizer gpt2 --precision bf16 --data book.txt
+  python -m examples.gpt2.sample --out runs/gpt2 --prompt "ROMEO:" --tokens 300
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The command line; flags left at None are filled from the config's preset."""
     p = argparse.ArgumentParser(
         prog="python -m examples.gpt2",
-        description="Train a GPT-2-style language model with blu, then sample from it. "
-        "Defaults train the 'small' model on character-level tinyshakespeare in a few "
-        "minutes on a 2-core CPU.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Train a GPT-2-style language model with blu, then sample from it. With no "
+        "flags: the 'small' model on character-level tinyshakespeare, a few minutes on 2 CPU "
+        "cores, writing runs/gpt2/ (checkpoint, loss.png).",
+        epilog=EPILOG.format(presets=_presets_text()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    pre = ", ".join(f"{k}: {v}" for k, v in PRESETS["small"].items())
+    # fmt: off
     m = p.add_argument_group("model")
-    m.add_argument(
-        "--config",
-        choices=sorted(CONFIGS),
-        default=None,
-        help="model size (default small; a resumed run keeps its checkpoint's). "
-        + "; ".join(
-            f"{k}: {c.n_layer} layers, {c.n_head} heads, d={c.d_model}, context {c.n_ctx}"
-            for k, c in CONFIGS.items()
-        ),
-    )
+    m.add_argument("--config", choices=list(CONFIGS), default=None,
+                   help="model size (default small; --resume keeps the checkpoint's)")
     m.add_argument("--dropout", type=float, default=None, help="dropout rate (default 0)")
-    m.add_argument(
-        "--precision",
-        choices=("fp32", "tf32", "bf16"),
-        default=None,
-        help="fp32 (default); tf32 matmuls (same as fp32 on the CPU); bf16 compute "
-        "with fp32 master weights in the optimizer",
-    )
+    m.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default=None,
+                   help="fp32 (default); tf32 matmuls (on the CPU the same as fp32); bf16 "
+                   "compute with fp32 master weights in the optimizer")
     d = p.add_argument_group("data")
-    d.add_argument(
-        "--data",
-        default=None,
-        help="a UTF-8 text corpus (default: tinyshakespeare.txt from $BLU_DATA_DIR, "
-        "then ../shared/data beside the checkout, else downloaded)",
-    )
-    d.add_argument(
-        "--tokenizer",
-        choices=("char", "gpt2"),
-        default=None,
-        help="characters (default) or GPT-2 BPE via tiktoken from local files",
-    )
-    d.add_argument(
-        "--val-fraction",
-        type=float,
-        default=None,
-        help="last fraction of the corpus held out for validation (default 0.1)",
-    )
-    t = p.add_argument_group("training (defaults depend on --config; small: " + pre + ")")
-    t.add_argument("--steps", type=int, default=None, help="optimizer steps in the whole run")
-    t.add_argument("--batch-size", type=int, default=None, help="sequences per micro-batch")
-    t.add_argument(
-        "--block-size",
-        type=int,
-        default=None,
-        help="tokens per sequence (default the model's context)",
-    )
-    t.add_argument(
-        "--grad-accum", type=int, default=None, help="micro-batches averaged per step (default 1)"
-    )
+    d.add_argument("--data", default=None, metavar="PATH",
+                   help="a UTF-8 text corpus (default: tinyshakespeare.txt from $BLU_DATA_DIR, "
+                   "else ../shared/data beside the checkout, else downloaded from "
+                   "$BLU_DATA_URL or the public copy)")
+    d.add_argument("--tokenizer", choices=("char", "gpt2"), default=None,
+                   help="characters (default) or GPT-2 BPE via tiktoken from the local "
+                   "gpt2/encoder.json and gpt2/vocab.bpe")
+    d.add_argument("--val-fraction", type=float, default=None, metavar="F",
+                   help="last fraction of the corpus held out for validation (default 0.1)")
+    t = p.add_argument_group("training (defaults: see the table below)")
+    t.add_argument("--steps", type=int, default=None, metavar="N",
+                   help="optimizer steps in the whole run")
+    t.add_argument("--batch-size", type=int, default=None, metavar="B",
+                   help="sequences per micro-batch")
+    t.add_argument("--block-size", type=int, default=None, metavar="T",
+                   help="tokens per sequence, at most the model's context (default: the context)")
+    t.add_argument("--grad-accum", type=int, default=None, metavar="K",
+                   help="micro-batches whose gradients are averaged per step (default 1)")
     t.add_argument("--lr", type=float, default=None, help="peak learning rate")
-    t.add_argument("--min-lr", type=float, default=None, help="final learning rate (default lr/10)")
-    t.add_argument(
-        "--warmup-steps",
-        type=int,
-        default=None,
-        help="linear warm-up steps before the cosine decay",
-    )
-    t.add_argument(
-        "--weight-decay", type=float, default=None, help="AdamW decay of the matrices (default 0.1)"
-    )
+    t.add_argument("--min-lr", type=float, default=None,
+                   help="learning rate at the end of the cosine decay (default lr/10)")
+    t.add_argument("--warmup-steps", type=int, default=None, metavar="N",
+                   help="steps of linear warm-up before the cosine decay")
+    t.add_argument("--weight-decay", type=float, default=None, metavar="WD",
+                   help="AdamW's decoupled decay of the weight matrices (default 0.1)")
     t.add_argument("--beta1", type=float, default=None, help="AdamW beta1 (default 0.9)")
     t.add_argument("--beta2", type=float, default=None, help="AdamW beta2")
-    t.add_argument(
-        "--grad-clip",
-        type=float,
-        default=None,
-        help="clip the gradient's global norm to this (0: off; default 1.0)",
-    )
-    t.add_argument(
-        "--seed", type=int, default=None, help="seed of every random choice (default 1337)"
-    )
+    t.add_argument("--grad-clip", type=float, default=None, metavar="NORM",
+                   help="clip the gradient's global norm to this (0: off; default 1.0)")
+    t.add_argument("--seed", type=int, default=None,
+                   help="seed of every random choice: init, batches, dropout, sampling "
+                   "(default 1337)")
     e = p.add_argument_group("evaluation, checkpoints and output")
-    e.add_argument("--eval-every", type=int, default=None, help="steps between validation losses")
-    e.add_argument("--eval-iters", type=int, default=None, help="batches per loss estimate")
-    e.add_argument(
-        "--ckpt-every",
-        type=int,
-        default=None,
-        help="steps between checkpoints (default: --eval-every; 0: only at the end)",
-    )
-    e.add_argument(
-        "--out",
-        default="runs/gpt2",
-        help="folder for the checkpoint (ckpt.json + ckpt-*.safetensors) and loss.png",
-    )
-    e.add_argument(
-        "--resume", action="store_true", help="continue the run checkpointed in --out, bit for bit"
-    )
-    e.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="start a new run even if --out holds a checkpoint (it is replaced)",
-    )
-    e.add_argument(
-        "--stop-at",
-        type=int,
-        default=None,
-        help="stop after this step with a checkpoint, as if interrupted (the "
-        "schedule still follows --steps); continue with --resume",
-    )
+    e.add_argument("--eval-every", type=int, default=None, metavar="N",
+                   help="steps between validation losses")
+    e.add_argument("--eval-iters", type=int, default=None, metavar="N",
+                   help="batches per loss estimate (the same batches every time)")
+    e.add_argument("--ckpt-every", type=int, default=None, metavar="N",
+                   help="steps between checkpoints (default: --eval-every; 0: only at the end)")
+    e.add_argument("--out", default="runs/gpt2", metavar="DIR",
+                   help="folder for the checkpoint (ckpt.json + ckpt-*.safetensors) and "
+                   "loss.png (default runs/gpt2)")
+    e.add_argument("--resume", action="store_true",
+                   help="continue the run checkpointed in --out, bit for bit (its flags are "
+                   "kept; giving a different one is an error, except --steps)")
+    e.add_argument("--overwrite", action="store_true",
+                   help="start a new run even if --out holds a checkpoint (it is replaced)")
+    e.add_argument("--stop-at", type=int, default=None, metavar="STEP",
+                   help="stop after this step with a checkpoint, as if interrupted (the "
+                   "schedule still follows --steps); continue with --resume")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     e.add_argument("--no-plot", action="store_true", help="do not write loss.png")
     s = p.add_argument_group("sampling at the end")
-    s.add_argument("--sample-tokens", type=int, default=500, help="tokens to generate (0: none)")
-    s.add_argument(
-        "--temperature", type=float, default=0.8, help="sampling temperature (0: greedy)"
-    )
-    s.add_argument("--top-k", type=int, default=40, help="sample among the k likeliest (0: all)")
-    s.add_argument("--prompt", default="\n", help="text the sample continues")
+    s.add_argument("--sample-tokens", type=int, default=500, metavar="N",
+                   help="tokens to generate (0: none; default 500)")
+    s.add_argument("--temperature", type=float, default=0.8,
+                   help="divides the logits; 0 is greedy (default 0.8)")
+    s.add_argument("--top-k", type=int, default=40, metavar="K",
+                   help="sample among the K likeliest tokens (0: all; default 40)")
+    s.add_argument("--prompt", default="\n",
+                   help="text the sample continues (default: a newline)")
+    # fmt: on
     return p
 
 
@@ -325,12 +317,18 @@ def make_steps(cfg: GPTConfig, opt, a: argparse.Namespace):
 
     def train_step(params, opt_state, xs, ys, key):
         """xs, ys: (accum, B, T) int32. Returns new params and state, mean loss, grad norm."""
-        total, grads = grad_fn(params, xs[0], ys[0], random.fold_in(key, 0))
-        for i in range(1, accum):  # unrolled: accum is a static Python int
-            li, gi = grad_fn(params, xs[i], ys[i], random.fold_in(key, i))
-            total = total + li
-            grads = pytree.tree_map(lambda g, h: g + h, grads, gi)
-        if accum > 1:
+        if accum == 1:
+            total, grads = grad_fn(params, xs[0], ys[0], random.fold_in(key, 0))
+        else:  # a loop over the micro-batches inside the one program, summing gradients
+
+            def micro(carry, batch):
+                x, y, i = batch
+                li, gi = grad_fn(params, x, y, random.fold_in(key, i))
+                return (carry[0] + li, pytree.tree_map(bnp.add, carry[1], gi)), None
+
+            zeros = (bnp.zeros((), np.float32), pytree.tree_map(bnp.zeros_like, params))
+            steps = bnp.arange(accum, dtype=np.int32)
+            (total, grads), _ = lax.scan(micro, zeros, (xs, ys, steps))
             total = total / np.float32(accum)
             grads = pytree.tree_map(lambda g: g / np.float32(accum), grads)
         if clip > 0:
@@ -357,75 +355,6 @@ def estimate_loss(eval_fn, params, tokens, key, a) -> float:
     return float(np.mean(losses))
 
 
-def plot_losses(history: dict, path: Path, title: str) -> Path | None:
-    """Write the loss curve (train loss per step, its running mean, validation points)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("note: matplotlib is not installed (pip install -e '.[examples]'); no loss.png")
-        return None
-    tr = np.asarray(history["train_loss"], np.float64)
-    steps = np.arange(1, len(tr) + 1)
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
-    ax.plot(steps, tr, color="tab:blue", alpha=0.3, lw=0.8, label="train (per step)")
-    w = max(1, min(50, len(tr) // 10))
-    if len(tr) >= w:
-        ax.plot(
-            steps[w - 1 :],
-            np.convolve(tr, np.ones(w) / w, "valid"),
-            color="tab:blue",
-            label=f"train (mean of {w})",
-        )
-    if history["val_loss"]:
-        vs, vl = zip(*history["val_loss"])
-        ax.plot(vs, vl, "o-", color="tab:orange", label="validation")
-    ax.set(xlabel="step", ylabel="cross-entropy (nats per token)", title=title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-class _Progress:
-    """tqdm when available (and wanted), else a line every tenth of the run."""
-
-    def __init__(self, total: int, initial: int, enabled: bool):
-        self.bar = None
-        self.total, self.every = total, max(1, total // 10)
-        if enabled:
-            try:
-                from tqdm import tqdm
-
-                self.bar = tqdm(
-                    total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True
-                )
-            except ImportError:
-                pass
-        self.enabled = enabled
-
-    def update(self, step: int, loss: float, tok_s: float) -> None:
-        if self.bar is not None:
-            self.bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tok_s:,.0f}", refresh=False)
-            self.bar.update(1)
-        elif self.enabled and (step % self.every == 0 or step == self.total):
-            print(f"step {step}/{self.total}  loss {loss:.4f}  {tok_s:,.0f} tokens/s", flush=True)
-
-    def write(self, msg: str) -> None:
-        if self.bar is not None:
-            self.bar.write(msg)
-        else:
-            print(msg, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def main(argv: list[str] | None = None) -> dict:
     """Run the command line; returns a summary (losses, history, paths) for callers and tests.
 
@@ -446,14 +375,21 @@ def main(argv: list[str] | None = None) -> dict:
                 f"to replace it, or --out to use another folder"
             )
         a.config = a.config or "small"
-    base = CONFIGS[a.config]
-    _fill_defaults(a, base)
-    _check_flags(a, base)
-    if a.precision in ("tf32", "bf16"):
-        blu.config.update("default_matmul_precision", a.precision)
+    _fill_defaults(a, CONFIGS[a.config])
+    _check_flags(a, CONFIGS[a.config])
+    with blu.config.override(default_matmul_precision=a.precision):
+        return _train(a, meta, tensors, t_start)
 
+
+def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_start: float) -> dict:
+    out, base = Path(a.out), CONFIGS[a.config]
     # ---- data
-    corpus = Path(a.data) if a.data else find_corpus()
+    if a.data:
+        corpus = Path(a.data)
+    elif meta and Path(meta["data"]["path"]).is_file():
+        corpus = Path(meta["data"]["path"])  # a resumed run reads the corpus it was trained on
+    else:
+        corpus = find_corpus()
     text = read_corpus(corpus)
     tok = tokenizer_from_meta(meta["tokenizer"]) if meta else make_tokenizer(a.tokenizer, text)
     tokens = tok.encode(text)
@@ -518,8 +454,9 @@ def main(argv: list[str] | None = None) -> dict:
         )
 
     # ---- training loop
-    bar = _Progress(a.steps, start, not a.no_progress)
-    t_steps, tok_steps, saved_at = 0.0, 0, start
+    bar = Progress(a.steps, start, not a.no_progress)
+    t_steps, tok_steps, saved_at, rate = 0.0, 0, start, None
+    t_loop = time.perf_counter()
     try:
         for step in range(start + 1, end + 1):
             x, y = get_batch(
@@ -537,7 +474,8 @@ def main(argv: list[str] | None = None) -> dict:
             if not math.isfinite(loss):
                 raise ExampleError(f"the loss became {loss} at step {step}; try a lower --lr")
             history["train_loss"].append(loss)
-            bar.update(step, loss, n_tok / dt)
+            rate = n_tok / dt if rate is None else 0.9 * rate + 0.1 * n_tok / dt
+            bar.update(step, loss, rate)
             if step % a.eval_every == 0 or step == a.steps:
                 v = estimate_loss(eval_loss, params, val, k_eval, a)
                 history["val_loss"].append([step, v])
@@ -549,6 +487,7 @@ def main(argv: list[str] | None = None) -> dict:
         bar.close()
     if saved_at < end:
         save(end)
+    train_s = time.perf_counter() - t_loop
 
     # ---- results
     result: dict[str, Any] = {"step": max(start, end), "history": history, "out": str(out)}
@@ -579,13 +518,14 @@ def main(argv: list[str] | None = None) -> dict:
             f"--- sample ({a.sample_tokens} tokens, temperature {a.temperature}, top-k "
             f"{a.top_k or 'off'}) ---\n{result['sample']}\n---"
         )
-    result["wall_s"] = time.perf_counter() - t_start
+    result["train_s"], result["wall_s"] = train_s, time.perf_counter() - t_start
     unit = "nats per character" if tok.kind == "char" else "nats per token"
     print(
-        f"final train loss {result['train_loss']:.4f} | val loss {result['val_loss']:.4f} {unit}"
-        f" | {result['tokens_per_s']:,.0f} tokens/s | wall time {result['wall_s']:.1f} s"
+        f"final train loss {result['train_loss']:.4f} | val loss {result['val_loss']:.4f} {unit}\n"
+        f"{result['tokens_per_s']:,.0f} tokens/s | training {train_s:.1f} s | wall time "
+        f"{result['wall_s']:.1f} s (steps {start + 1}-{end} of this invocation)\n"
+        f"checkpoint: {out / checkpoint.RECORD}" + (f" | loss curve: {png}" if png else "")
     )
-    print(f"checkpoint: {out / checkpoint.RECORD}" + (f" | loss curve: {png}" if png else ""))
     return result
 
 

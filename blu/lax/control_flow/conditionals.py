@@ -31,6 +31,7 @@ from blu.lax.control_flow.jaxpr_util import (
     run_jaxpr,
     to_front,
     trace_jaxpr,
+    unbatched,
 )
 from blu.transforms.ad_util import UndefinedPrimal, Zero, instantiate, is_undefined
 
@@ -184,21 +185,24 @@ def _cond_transpose(cts, index, *ops, branches):
 # ---- batching ----------------------------------------------------------------------------------
 
 
-@cond_p.def_batch
-def _cond_batch(axis_size, args, dims, *, branches):
+@cond_p.def_batch_named  # named: collectives in the branches see the vmap/shard axis name
+def _cond_batch(axis_size, axis_name, args, dims, *, branches):
     from blu import lax
 
+    if unbatched(axis_name, dims, branches):
+        outs = cond_p.bind(*args, branches=branches)
+        return outs, [None] * len(outs)
     index, ops = args[0], args[1:]
     idx_dim, op_dims = dims[0], dims[1:]
     n_out = len(branches[0].outvars)
     if idx_dim is None:
         out_b = [False] * n_out
         for br in branches:
-            _, _, o = batch_jaxpr(br, axis_size, op_dims, False)
+            _, _, o = batch_jaxpr(br, axis_size, op_dims, False, axis_name)
             out_b = [a or (d is not None) for a, d in zip(out_b, o)]
         parts = []
         for br in branches:
-            j, consts, _ = batch_jaxpr(br, axis_size, op_dims, out_b)
+            j, consts, _ = batch_jaxpr(br, axis_size, op_dims, out_b, axis_name)
             parts.append((j, consts))
         new_branches, consts = join_consts(parts)
         outs = cond_p.bind(index, *consts, *ops, branches=tuple(new_branches))
@@ -209,7 +213,7 @@ def _cond_batch(axis_size, args, dims, *, branches):
     index = lax.select(lax.lt(index, 0), lax.full_like(index, 0), index)
     results = []
     for br in branches:
-        j, consts, _ = batch_jaxpr(br, axis_size, op_dims, True)
+        j, consts, _ = batch_jaxpr(br, axis_size, op_dims, True, axis_name)
         results.append(eval_jaxpr(j, [], *consts, *ops))
     outs = results[n - 1]
     for b in range(n - 2, -1, -1):

@@ -17,7 +17,7 @@ from blu.core import dtypes, pytree
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import Interpreter, current_interpreter, get_aval, set_interpreter
-from blu.core.jaxpr import Jaxpr, Var, eval_jaxpr
+from blu.core.jaxpr import ClosedJaxpr, Jaxpr, Var, eval_jaxpr
 from blu.core.staging import StagingInterpreter, hoist_consts, trace_to_jaxpr
 from blu.transforms.ad_util import Zero, instantiate, tangent_aval
 
@@ -201,11 +201,44 @@ def partial_eval_jaxpr(
 # ---- batching ----------------------------------------------------------------------------------
 
 
+_collectives_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def uses_collectives(jaxpr: Jaxpr) -> bool:
+    """Whether ``jaxpr`` (or a jaxpr nested in its equations) calls a named-axis collective,
+    so batching it under a named axis must go inside even when no operand is batched."""
+    hit = _collectives_cache.get(jaxpr)
+    if hit is None:
+        hit = False
+        for eqn in jaxpr.eqns:
+            if getattr(eqn.primitive, "collective", False):
+                hit = True
+                break
+            for v in eqn.params.values():
+                for j in v if isinstance(v, (tuple, list)) else (v,):
+                    j = j.jaxpr if isinstance(j, ClosedJaxpr) else j
+                    if isinstance(j, Jaxpr) and uses_collectives(j):
+                        hit = True
+            if hit:
+                break
+        _collectives_cache[jaxpr] = hit
+    return hit
+
+
+def unbatched(axis_name: Any, dims: Sequence[int | None], jaxprs: Sequence[Jaxpr]) -> bool:
+    """True when a control-flow primitive can be bound as is under this batching level: no
+    operand is batched, and no collective inside needs the level's axis name."""
+    if any(d is not None for d in dims):
+        return False
+    return axis_name is None or not any(uses_collectives(j) for j in jaxprs)
+
+
 def batch_jaxpr(
     jaxpr: Jaxpr,
     axis_size: int,
     in_dims: Sequence[int | None],
     force_out: Sequence[bool] | bool = True,
+    axis_name: Any = None,
 ):
     """The batched version of a jaxpr (no constvars), with every batched output at axis 0.
 
@@ -213,6 +246,7 @@ def batch_jaxpr(
         in_dims: per input, its batch axis or None.
         force_out: per output (or for all), whether an unbatched output must be broadcast so it
             is batched too.
+        axis_name: the batching level's axis name, for the collectives inside.
 
     Returns:
         ``(batched, consts, out_dims)`` with each out dim 0 or None.
@@ -228,7 +262,7 @@ def batch_jaxpr(
         if d is not None:
             aval = aval.update(shape=aval.shape[:d] + (axis_size,) + aval.shape[d:])
         args.append(builder.new_arg(aval))
-    interp = BatchInterpreter(builder, axis_size)
+    interp = BatchInterpreter(builder, axis_size, axis_name)
     ins = [interp.wrap(a, d) for a, d in zip(args, in_dims)]
     with set_interpreter(interp):
         outs = eval_jaxpr(jaxpr, [], *ins)

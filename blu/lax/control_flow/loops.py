@@ -31,6 +31,7 @@ from blu.lax.control_flow.jaxpr_util import (
     reorder,
     run_jaxpr,
     trace_jaxpr,
+    unbatched,
 )
 from blu.lax.control_flow.scan import _scan, is_static_int
 from blu.transforms.ad_util import Zero, instantiate
@@ -185,10 +186,17 @@ def _while_transpose(cts, *args, **params):
 # ---- batching ----------------------------------------------------------------------------------
 
 
-@while_p.def_batch
-def _while_batch(axis_size, args, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+@while_p.def_batch_named  # named: collectives in the loop see the vmap/shard axis name
+def _while_batch(
+    axis_size, axis_name, args, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts
+):
     from blu import lax
     from blu.transforms.batching import bdim_to_front, moveaxis
+
+    if unbatched(axis_name, dims, [cond_jaxpr, body_jaxpr]):
+        outs = while_p.bind(*args, cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr,
+                            cond_nconsts=cond_nconsts, body_nconsts=body_nconsts)  # fmt: skip
+        return outs, [None] * len(outs)
 
     ncc, nbc = cond_nconsts, body_nconsts
     args = [x if d is None else moveaxis(x, d, 0) for x, d in zip(args, dims)]
@@ -198,8 +206,8 @@ def _while_batch(axis_size, args, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts,
     carry_b = [d is not None for d in init_d]
     while True:
         c_dims = [0 if b else None for b in carry_b]
-        _, _, out_d = batch_jaxpr(body_jaxpr, axis_size, bc_d + c_dims, carry_b)
-        _, _, (pred_d,) = batch_jaxpr(cond_jaxpr, axis_size, cc_d + c_dims, False)
+        _, _, out_d = batch_jaxpr(body_jaxpr, axis_size, bc_d + c_dims, carry_b, axis_name)
+        _, _, (pred_d,) = batch_jaxpr(cond_jaxpr, axis_size, cc_d + c_dims, False, axis_name)
         new = [a or d is not None for a, d in zip(carry_b, out_d)]
         if pred_d is not None:  # lanes stop at different times: every carry is per lane
             new = [True] * len(carry_b)
@@ -211,8 +219,8 @@ def _while_batch(axis_size, args, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts,
         bdim_to_front(x, None, axis_size) if b and d is None else x
         for x, b, d in zip(init, carry_b, init_d)
     ]
-    body, b_consts, _ = batch_jaxpr(body_jaxpr, axis_size, bc_d + c_dims, carry_b)
-    cond, c_consts, (pred_d,) = batch_jaxpr(cond_jaxpr, axis_size, cc_d + c_dims, False)
+    body, b_consts, _ = batch_jaxpr(body_jaxpr, axis_size, bc_d + c_dims, carry_b, axis_name)
+    cond, c_consts, (pred_d,) = batch_jaxpr(cond_jaxpr, axis_size, cc_d + c_dims, False, axis_name)
     out_dims = [0 if b else None for b in carry_b]
     if pred_d is None:
         outs = _bind([*c_consts, *cc], [*b_consts, *bc], init, cond_jaxpr=cond, body_jaxpr=body)

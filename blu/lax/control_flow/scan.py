@@ -37,6 +37,7 @@ from blu.lax.control_flow.jaxpr_util import (
     reorder,
     run_jaxpr,
     trace_jaxpr,
+    unbatched,
 )
 from blu.transforms.ad_util import UndefinedPrimal, Zero, add_tangents, instantiate, is_undefined
 
@@ -297,9 +298,16 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
 # ---- batching ----------------------------------------------------------------------------------
 
 
-@scan_p.def_batch
-def _scan_batch(axis_size, args, dims, *, jaxpr, num_consts, num_carry, length, reverse, unroll):
+@scan_p.def_batch_named  # named: collectives in the body see the vmap/shard axis name
+def _scan_batch(
+    axis_size, axis_name, args, dims, *, jaxpr, num_consts, num_carry, length, reverse, unroll
+):
     from blu.transforms.batching import bdim_to_front, moveaxis
+
+    if unbatched(axis_name, dims, [jaxpr]):
+        outs = scan_p.bind(*args, jaxpr=jaxpr, num_consts=num_consts, num_carry=num_carry,
+                           length=length, reverse=reverse, unroll=unroll)  # fmt: skip
+        return outs, [None] * len(outs)
 
     nc, ncar = num_consts, num_carry
     n_ys = len(jaxpr.outvars) - ncar
@@ -312,14 +320,14 @@ def _scan_batch(axis_size, args, dims, *, jaxpr, num_consts, num_carry, length, 
     while True:
         c_in = [0 if b else None for b in carry_b]
         _, _, out_dims = batch_jaxpr(
-            jaxpr, axis_size, c_dims + c_in + x_dims, carry_b + [False] * n_ys
+            jaxpr, axis_size, c_dims + c_in + x_dims, carry_b + [False] * n_ys, axis_name
         )
         new = [a or d is not None for a, d in zip(carry_b, out_dims[:ncar])]
         if new == carry_b:
             break
         carry_b = new
     body, bconsts, out_dims = batch_jaxpr(
-        jaxpr, axis_size, c_dims + c_in + x_dims, carry_b + [False] * n_ys
+        jaxpr, axis_size, c_dims + c_in + x_dims, carry_b + [False] * n_ys, axis_name
     )
     init = [
         bdim_to_front(x, None, axis_size) if b and d is None else x

@@ -1,0 +1,131 @@
+"""``BLU_PROFILE=1``: time each kernel and library call with CUDA events and print a table.
+
+The executable wraps each launch-plan step in ``profiler.region(name, stream)`` when
+``profiler.enabled``; the events are read (and the table built) only when a report is asked
+for, so profiling adds two event records per step and no synchronization. With profiling on,
+executables run their plans step by step instead of replaying a CUDA graph (events recorded
+during a capture would time nothing). At exit, a process with ``BLU_PROFILE=1`` prints the
+table to stderr.
+
+Rows group regions by name: calls, total and mean time, share of the total, min and max.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+def _cuda_event() -> Any:
+    from blu.cuda.driver import Event
+
+    return Event.create(timing=True)
+
+
+class Profiler:
+    """Collects ``(name, start event, end event)`` per timed region.
+
+    Args:
+        enabled: whether ``region`` records anything (default: ``BLU_PROFILE`` is set).
+        event_factory: makes a timing event with ``record(stream)``, ``synchronize()`` and
+            ``elapsed_ms(end)`` (default: ``blu.cuda.driver.Event``; tests pass fakes).
+    """
+
+    def __init__(self, enabled: bool | None = None, event_factory: Callable[[], Any] | None = None):
+        if enabled is None:
+            enabled = os.environ.get("BLU_PROFILE", "").lower() in ("1", "true", "yes", "on")
+        self.enabled = enabled
+        self._new_event = event_factory or _cuda_event
+        self._pool: list[Any] = []
+        self._open: list[tuple[str, Any, Any]] = []  # recorded, not yet read
+        self._times: dict[str, list[float]] = {}
+
+    def _event(self) -> Any:
+        return self._pool.pop() if self._pool else self._new_event()
+
+    @contextlib.contextmanager
+    def region(self, name: str, stream: Any) -> Iterator[None]:
+        """Time the work queued on ``stream`` inside the block (no-op when disabled)."""
+        if not self.enabled:
+            yield
+            return
+        start = self._event()
+        start.record(stream)
+        try:
+            yield
+        finally:
+            end = self._event()
+            end.record(stream)
+            self._open.append((name, start, end))
+            if len(self._open) > 4096:  # bound the events in flight
+                self._collect()
+
+    def _collect(self) -> None:
+        for name, start, end in self._open:
+            end.synchronize()
+            self._times.setdefault(name, []).append(start.elapsed_ms(end))
+            self._pool += (start, end)
+        self._open = []
+
+    def reset(self) -> None:
+        self._collect()
+        self._times = {}
+
+    def summary(self) -> list[dict[str, Any]]:
+        """One row per region name, slowest total first: ``name, calls, total_ms, mean_us,
+        min_us, max_us, percent``."""
+        self._collect()
+        grand = sum(sum(t) for t in self._times.values()) or 1.0
+        rows = [
+            {
+                "name": name,
+                "calls": len(t),
+                "total_ms": sum(t),
+                "mean_us": 1000 * sum(t) / len(t),
+                "min_us": 1000 * min(t),
+                "max_us": 1000 * max(t),
+                "percent": 100 * sum(t) / grand,
+            }
+            for name, t in self._times.items()
+        ]
+        rows.sort(key=lambda r: -r["total_ms"])
+        return rows
+
+    def table(self, limit: int = 40) -> str:
+        rows = self.summary()
+        if not rows:
+            return "blu profile: nothing was timed"
+        width = max(24, *(min(60, len(r["name"])) for r in rows[:limit]))
+        head = (
+            f"{'kernel / call':<{width}} {'calls':>7} {'total ms':>10} {'mean us':>9} "
+            f"{'min us':>9} {'max us':>9} {'%':>6}"
+        )
+        lines = [head, "-" * len(head)]
+        for r in rows[:limit]:
+            lines.append(
+                f"{r['name'][:width]:<{width}} {r['calls']:>7} {r['total_ms']:>10.3f} "
+                f"{r['mean_us']:>9.1f} {r['min_us']:>9.1f} {r['max_us']:>9.1f} "
+                f"{r['percent']:>6.1f}"
+            )
+        if len(rows) > limit:
+            rest = sum(r["total_ms"] for r in rows[limit:])
+            lines.append(f"... {len(rows) - limit} more regions, {rest:.3f} ms")
+        total = sum(r["total_ms"] for r in rows)
+        lines.append(f"{'total':<{width}} {sum(r['calls'] for r in rows):>7} {total:>10.3f}")
+        return "\n".join(lines)
+
+
+profiler = Profiler()
+
+
+@atexit.register
+def _report_at_exit() -> None:
+    if profiler.enabled and (profiler._open or profiler._times):
+        try:
+            print(profiler.table(), file=sys.stderr)
+        except Exception as e:  # noqa: BLE001 - the driver may be gone at exit
+            print(f"blu profile: could not read the events at exit: {e}", file=sys.stderr)

@@ -1,0 +1,134 @@
+"""Norms and condition numbers: norm, vector_norm, matrix_norm, cond.
+
+Euclidean, Frobenius and p-norms have a gradient that is finite at zero: the square (or p-th)
+root is taken of ``where(s == 0, 1, s)`` and replaced by 0 there, so ``grad(norm)(0) == 0``
+(a subgradient) instead of NaN. The spectral and nuclear norms differentiate through the
+singular values only (defined even when they repeat).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import blu.numpy as bnp
+from blu.core.errors import BluValueError, with_user_line
+from blu.core.interpreter import get_aval
+from blu.lax import linalg as lax_linalg
+from blu.numpy._promote import asarray_operand, canonicalize_axes, to_inexact
+from blu.numpy.linalg._util import matrices
+
+
+def _root_safe_at_zero(s: Any, p: float) -> Any:
+    """``s ** (1 / p)`` for ``s >= 0`` whose derivative at ``s == 0`` is 0, not inf/NaN."""
+    zero = bnp.equal(s, 0)
+    safe = bnp.where(zero, 1.0, s)
+    root = bnp.sqrt(safe) if p == 2 else bnp.power(safe, 1.0 / p)
+    return bnp.where(zero, 0.0, root)
+
+
+def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
+    if ord is None or ord == 2:
+        return _root_safe_at_zero(bnp.sum(x * x, axis=axes, keepdims=keepdims), 2)
+    if isinstance(ord, str):
+        raise BluValueError(with_user_line(f"linalg.norm: invalid ord {ord!r} for vectors"))
+    a = bnp.abs(x)
+    if ord == np.inf:
+        return bnp.max(a, axis=axes, keepdims=keepdims)
+    if ord == -np.inf:
+        return bnp.min(a, axis=axes, keepdims=keepdims)
+    if ord == 0:  # the number of nonzeros
+        return bnp.sum(bnp.not_equal(x, 0), axis=axes, keepdims=keepdims, dtype=x.dtype)
+    if ord == 1:
+        return bnp.sum(a, axis=axes, keepdims=keepdims)
+    p = float(ord)
+    return _root_safe_at_zero(bnp.sum(bnp.power(a, p), axis=axes, keepdims=keepdims), p)
+
+
+def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Any:
+    r, c = axes
+    if r == c:
+        raise BluValueError(with_user_line(f"linalg.norm: duplicate axes {axes}"))
+    if ord is None or ord == "fro":
+        return _root_safe_at_zero(bnp.sum(x * x, axis=axes, keepdims=keepdims), 2)
+    if ord in ("nuc", 2, -2):
+        s = lax_linalg.svd(bnp.moveaxis(x, (r, c), (-2, -1)), compute_uv=False)
+        red = {"nuc": bnp.sum, 2: bnp.max, -2: bnp.min}[ord]
+        out = red(s, axis=-1)
+        return bnp.expand_dims(out, sorted((r, c))) if keepdims else out
+    a = bnp.abs(x)
+    if ord in (1, -1):  # column sums (over rows), then extremum over columns
+        red = bnp.max if ord == 1 else bnp.min
+        out = red(bnp.sum(a, axis=r, keepdims=True), axis=c, keepdims=True)
+    elif ord in (np.inf, -np.inf):  # row sums, then extremum over rows
+        red = bnp.max if ord == np.inf else bnp.min
+        out = red(bnp.sum(a, axis=c, keepdims=True), axis=r, keepdims=True)
+    else:
+        raise BluValueError(with_user_line(f"linalg.norm: invalid ord {ord!r} for matrices"))
+    return out if keepdims else bnp.squeeze(out, axes)
+
+
+def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
+    """Vector and matrix norms, as ``numpy.linalg.norm``.
+
+    Vector norms (``axis`` an int, or ``x`` 1-D with ``axis`` None): ``ord`` None/2
+    (Euclidean), 1, inf, -inf, 0 (number of nonzeros) or any other p
+    (``sum(|x|^p)^(1/p)``). Matrix norms (``axis`` a pair, or ``x`` 2-D with ``axis`` None):
+    None/'fro' (Frobenius), 'nuc' (sum of singular values), 2/-2 (largest/smallest singular
+    value), 1/-1 (max/min column sum), inf/-inf (max/min row sum). With ``ord`` and ``axis``
+    both None the result is the 2-norm of the raveled array, whatever its rank.
+
+    The gradient is finite at ``x == 0`` (0 for the Euclidean/Frobenius/p-norms, p >= 1).
+
+    Raises:
+        BluValueError: an invalid ``ord`` or ``axis``.
+    """
+    x = to_inexact(asarray_operand(x))
+    nd = get_aval(x).ndim
+    if axis is None and ord is None:
+        axes = tuple(range(nd))
+        return _root_safe_at_zero(bnp.sum(x * x, axis=axes, keepdims=keepdims), 2)
+    if axis is None:
+        if nd not in (1, 2):
+            raise BluValueError(
+                with_user_line(f"linalg.norm: ord={ord!r} needs a 1-D or 2-D x or an axis")
+            )
+        axis = tuple(range(nd))
+    axes = canonicalize_axes(axis, nd, "norm")
+    if len(axes) == 1:
+        return _vector_norm(x, ord, axes, keepdims)
+    if len(axes) == 2:
+        return _matrix_norm(x, ord, (axes[0], axes[1]), keepdims)
+    raise BluValueError(with_user_line(f"linalg.norm: axis must be an int or a pair, got {axis!r}"))
+
+
+def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:
+    """Vector norm over ``axis`` (None: all axes; a tuple: those axes flattened), as
+    ``numpy.linalg.vector_norm``; ``ord`` as for ``norm``'s vector norms."""
+    x = to_inexact(asarray_operand(x))
+    nd = get_aval(x).ndim
+    axes = tuple(range(nd)) if axis is None else canonicalize_axes(axis, nd, "vector_norm")
+    return _vector_norm(x, ord, axes, keepdims)
+
+
+def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
+    """Matrix norm over the last two axes, as ``numpy.linalg.matrix_norm``."""
+    x = matrices(x, "matrix_norm")
+    nd = get_aval(x).ndim
+    return _matrix_norm(x, ord, (nd - 2, nd - 1), keepdims)
+
+
+def cond(x: Any, p: Any = None) -> Any:
+    """Condition numbers ``(...)`` of ``(..., m, n)`` matrices (``numpy.linalg.cond``): the
+    ratio of the extreme singular values for ``p`` None/2/-2, else
+    ``norm(x, p) * norm(inv(x), p)`` (square ``x``)."""
+    from blu.numpy.linalg.solvers import inv
+
+    x = matrices(x, "cond")
+    if p is None or p in (2, -2):
+        s = lax_linalg.svd(x, compute_uv=False)
+        big, small = bnp.max(s, axis=-1), bnp.min(s, axis=-1)
+        return big / small if p != -2 else small / big
+    x = matrices(x, "cond", True)
+    return norm(x, p, axis=(-2, -1)) * norm(inv(x), p, axis=(-2, -1))

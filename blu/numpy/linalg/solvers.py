@@ -1,0 +1,246 @@
+"""Solvers and matrix functions: solve, solve_triangular, inv, det, slogdet, lstsq, pinv,
+matrix_power, matrix_rank.
+
+Composed from the ``blu.lax.linalg`` primitives with ordinary blu operations, so they
+differentiate, batch and compile through them: square solves, ``inv``, ``det`` and ``slogdet``
+go through one LU factorization; ``lstsq``, ``pinv`` and ``matrix_rank`` through the SVD.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import blu.numpy as bnp
+from blu.core.errors import BluValueError, with_user_line
+from blu.lax import linalg as lax_linalg
+from blu.numpy.linalg._util import diag_part, dtype, eps, eye_like, matrices, mT, rhs, shape
+from blu.transforms.custom_derivatives import custom_jvp
+
+
+class SlogdetResult(NamedTuple):
+    sign: Any
+    logabsdet: Any
+
+
+# ---- LU based ----------------------------------------------------------------------------------
+
+
+def _lu_solve(lu: Any, perm: Any, b: Any) -> Any:
+    """``a^-1 b`` from ``a``'s LU factors: ``U^-1 L^-1 P b``."""
+    pb = bnp.matmul(lax_linalg.permutation_matrix(perm, dtype(b)), b)
+    y = lax_linalg.triangular_solve(lu, pb, left_side=True, lower=True, unit_diagonal=True)
+    return lax_linalg.triangular_solve(lu, y, left_side=True, lower=False)
+
+
+def solve(a: Any, b: Any) -> Any:
+    """Solve ``a @ x = b``, as ``numpy.linalg.solve`` (numpy 2 rules).
+
+    Args:
+        a: ``(..., n, n)`` array.
+        b: one vector ``(n,)``, or ``(..., n, k)`` matrices whose batch dimensions broadcast
+            with ``a``'s (a stack of vectors is ``b[..., None]``).
+
+    Returns:
+        ``x`` with ``b``'s (broadcast) shape. Through an LU factorization with partial
+        pivoting; an exactly singular ``a`` gives inf/NaN (numpy raises; ``LinAlgError`` under
+        ``blu.config.debug_nans``). Differentiable in ``a`` and ``b``.
+    """
+    a, b, vector = rhs(matrices(a, "solve", True), b, "solve")
+    lu, _, perm = lax_linalg.lu(a)
+    x = _lu_solve(lu, perm, b)
+    return bnp.squeeze(x, -1) if vector else x
+
+
+def inv(a: Any) -> Any:
+    """Inverse of square matrices ``(..., n, n)`` (``numpy.linalg.inv``), as ``solve(a, I)``;
+    an exactly singular matrix gives inf/NaN (``LinAlgError`` under ``blu.config.debug_nans``).
+    """
+    a = matrices(a, "inv", True)
+    return solve(a, eye_like(a))
+
+
+def solve_triangular(
+    a: Any, b: Any, trans: int | str = 0, lower: bool = False, unit_diagonal: bool = False
+) -> Any:
+    """Solve ``op(a) @ x = b`` for triangular ``a``, as ``scipy.linalg.solve_triangular``.
+
+    Args:
+        a: ``(..., n, n)``; only its ``lower`` (else upper) triangle is read, and not its
+            diagonal with ``unit_diagonal`` (taken as ones).
+        b: vectors or matrices, as for ``solve``.
+        trans: 0/'N' (``a``), 1/'T' or 2/'C' (``a.T``).
+
+    Returns:
+        ``x`` with ``b``'s (broadcast) shape; a zero diagonal gives inf/NaN.
+    """
+    if trans not in (0, 1, 2, "N", "T", "C"):
+        raise BluValueError(with_user_line(f"linalg.solve_triangular: bad trans {trans!r}"))
+    a, b, vector = rhs(matrices(a, "solve_triangular", True), b, "solve_triangular")
+    x = lax_linalg.triangular_solve(
+        a, b, left_side=True, lower=lower, transpose_a=trans not in (0, "N"),
+        unit_diagonal=unit_diagonal,
+    )  # fmt: skip
+    return bnp.squeeze(x, -1) if vector else x
+
+
+def _lu_sign_and_diag(a: Any) -> tuple[Any, Any]:
+    """The permutation's sign (+-1) and ``U``'s diagonal, from an LU factorization."""
+    lu, pivots, _ = lax_linalg.lu(a)
+    n = shape(a)[-1]
+    swaps = bnp.sum(bnp.not_equal(pivots, bnp.arange(n, dtype=pivots.dtype)), axis=-1)
+    sign = bnp.where(bnp.equal(swaps % 2, 0), 1.0, -1.0).astype(dtype(a))
+    return sign, diag_part(lu)
+
+
+def det(a: Any) -> Any:
+    """Determinants ``(...)`` of ``(..., n, n)`` matrices (``numpy.linalg.det``), from the LU
+    factorization. The gradient (``det(a) * inv(a).T``) is NaN at exactly singular matrices."""
+    sign, d = _lu_sign_and_diag(matrices(a, "det", True))
+    return sign * bnp.prod(d, axis=-1)
+
+
+def slogdet(a: Any) -> SlogdetResult:
+    """Sign and log of the absolute determinant (``numpy.linalg.slogdet``), from the LU
+    factorization: ``SlogdetResult(sign (...), logabsdet (...))``. A singular matrix gives
+    sign 0 and logabsdet -inf. The gradient of logabsdet is ``inv(a).T``."""
+    sign, d = _lu_sign_and_diag(matrices(a, "slogdet", True))
+    sign = sign * bnp.prod(bnp.sign(d), axis=-1)
+    return SlogdetResult(sign, bnp.sum(bnp.log(bnp.abs(d)), axis=-1))
+
+
+def matrix_power(a: Any, n: int) -> Any:
+    """``a`` to the integer power ``n`` (static), by repeated squaring; ``n < 0`` inverts
+    first and ``n == 0`` gives identities (``numpy.linalg.matrix_power``)."""
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise BluValueError(
+            with_user_line(f"linalg.matrix_power: n must be a Python int, got {n!r}")
+        ) from None
+    a = matrices(a, "matrix_power", True)
+    if n == 0:
+        return eye_like(a)
+    if n < 0:
+        a, n = inv(a), -n
+    result = None
+    while n:
+        if n & 1:
+            result = a if result is None else bnp.matmul(result, a)
+        n >>= 1
+        if n:
+            a = bnp.matmul(a, a)
+    return result
+
+
+# ---- SVD based ---------------------------------------------------------------------------------
+
+
+def _pinv_fun(a: Any, rtol: float) -> Any:
+    """Pseudo-inverse dropping singular values ``<= rtol * max(s)``."""
+    m, n = shape(a)[-2:]
+    if min(m, n) == 0:
+        return bnp.zeros(shape(a)[:-2] + (n, m), dtype(a))
+    u, s, vt = lax_linalg.svd(a, full_matrices=False)
+    large = bnp.greater(s, rtol * s[..., :1])  # s is descending
+    s_inv = bnp.where(large, 1.0 / bnp.where(large, s, 1.0), 0.0).astype(dtype(a))
+    return bnp.matmul(mT(vt), s_inv[..., :, None] * mT(u))
+
+
+_pinv = custom_jvp(_pinv_fun, nondiff_argnums=(1,))
+
+
+@_pinv.defjvp
+def _pinv_jvp(rtol, primals, tangents):
+    """``dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P`` (Golub & Pereyra 1973,
+    "The differentiation of pseudo-inverses and nonlinear least squares problems", eq. 4.12),
+    valid while the rank is locally constant; unlike differentiating the SVD it needs no
+    distinct singular values."""
+    (a,), (da,) = primals, tangents
+    p = _pinv(a, rtol)
+    mm = bnp.matmul
+    dat = mT(da)
+    t = -mm(mm(p, da), p)
+    m, n = shape(a)[-2:]
+    t = t + mm(mm(p, mT(p)), mm(dat, eye_like(a, m) - mm(a, p)))
+    t = t + mm(eye_like(a, n) - mm(p, a), mm(dat, mm(mT(p), p)))
+    return p, t
+
+
+def pinv(a: Any, rcond: float | None = None, hermitian: bool = False, *, rtol: Any = None) -> Any:
+    """Moore-Penrose pseudo-inverse ``(..., n, m)`` of ``(..., m, n)`` matrices
+    (``numpy.linalg.pinv``), from the SVD.
+
+    Args:
+        a: ``(..., m, n)`` array.
+        rcond, rtol: singular values ``<= rtol * max(s)`` are dropped (static Python floats;
+            ``rcond`` is numpy's older name). Default as numpy: 1e-15 when neither is given.
+        hermitian: accepted for numpy compatibility (the general SVD is used either way).
+
+    Returns:
+        The pseudo-inverse. Its derivative uses the Golub-Pereyra formula (valid where the rank
+        does not change; exact at repeated singular values to first order; higher orders
+        differentiate the SVD, so they need distinct singular values).
+    """
+    del hermitian
+    if rcond is not None and rtol is not None:
+        raise BluValueError(with_user_line("linalg.pinv: give rcond or rtol, not both"))
+    tol = rcond if rcond is not None else rtol
+    return _pinv(matrices(a, "pinv"), 1e-15 if tol is None else _static_float(tol, "pinv"))
+
+
+def _static_float(x: Any, name: str) -> float:
+    try:
+        return float(np.asarray(x))
+    except Exception:  # a tracer: the cutoff must be known when tracing
+        raise BluValueError(
+            with_user_line(f"linalg.{name}: the tolerance must be a Python float, got {x!r}")
+        ) from None
+
+
+def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Any, Any, Any, Any]:
+    """Least-squares solution of ``a @ x = b``, as ``numpy.linalg.lstsq`` (also batched).
+
+    Args:
+        a: ``(..., m, n)`` array.
+        b: one vector ``(m,)`` or ``(..., m, k)`` matrices (batch dimensions broadcast).
+        rcond: singular values ``<= rcond * max(s)`` count as zero (static float); default
+            ``eps * max(m, n)`` (numpy's default).
+
+    Returns:
+        ``(x, residuals, rank, s)``: the minimum-norm solution ``(..., n)`` or ``(..., n, k)``;
+        the squared residual norms ``(..., k)`` (``(..., 1)`` for a vector ``b``, as JAX), always
+        computed (numpy gives an empty array when ``rank < n`` or ``m <= n``); ``rank`` int32
+        ``(...)``; ``s`` the singular values ``(..., min(m, n))``. Differentiable in ``a`` and
+        ``b`` (through ``pinv``'s derivative).
+    """
+    a, b, vector = rhs(matrices(a, "lstsq"), b, "lstsq")
+    m, n = shape(a)[-2:]
+    tol = eps(a) * max(m, n) if rcond is None else _static_float(rcond, "lstsq")
+    x = bnp.matmul(_pinv(a, tol), b)
+    r = b - bnp.matmul(a, x)
+    resid = bnp.sum(r * r, axis=-2)
+    s = lax_linalg.svd(a, compute_uv=False)
+    rank = _rank(s, tol)
+    return (bnp.squeeze(x, -1) if vector else x), resid, rank, s
+
+
+def _rank(s: Any, rtol: float) -> Any:
+    if shape(s)[-1] == 0:
+        return bnp.zeros(shape(s)[:-1], bnp.int32)
+    return bnp.sum(bnp.greater(s, rtol * s[..., :1]), axis=-1, dtype=bnp.int32)
+
+
+def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Any:
+    """Number of singular values ``> tol`` (absolute) or ``> rtol * max(s)`` (default
+    ``rtol = eps * max(m, n)``) of ``(..., m, n)`` matrices, as int32 ``(...)``
+    (``numpy.linalg.matrix_rank``)."""
+    del hermitian
+    A = matrices(A, "matrix_rank")
+    s = lax_linalg.svd(A, compute_uv=False)
+    if tol is not None:
+        return bnp.sum(bnp.greater(s, tol), axis=-1, dtype=bnp.int32)
+    m, n = shape(A)[-2:]
+    return _rank(s, eps(A) * max(m, n) if rtol is None else _static_float(rtol, "matrix_rank"))

@@ -1,0 +1,62 @@
+"""Sharding: meshes, sharded arrays, ``shard`` (shard_map) and named-axis collectives.
+
+    import blu
+    from blu.parallel import P, NamedSharding, make_mesh, psum
+
+    mesh = make_mesh((4,), ("data",))                      # BLU_NUM_CPU_DEVICES=4
+    x = blu.device_put(batch, NamedSharding(mesh, P("data")))
+    total = blu.shard(lambda b: psum(b.sum(), "data"), mesh, P("data"), P())(x)
+
+On the CPU, ``BLU_NUM_CPU_DEVICES=N`` gives N virtual devices in one process. On GPUs, run one
+process per GPU (``python -m blu.parallel.launch --nproc N script.py``) and call
+``blu.parallel.initialize()``; the collectives then go through NCCL.
+"""
+
+from blu.parallel.axes import axis_size
+from blu.parallel.collectives import (
+    all_gather,
+    all_to_all,
+    axis_index,
+    pmax,
+    pmean,
+    pmin,
+    ppermute,
+    psum,
+    psum_scatter,
+)
+from blu.parallel.devices import Device, device_count, devices, local_devices
+from blu.parallel.mesh import Mesh, NamedSharding, P, PartitionSpec, make_mesh
+from blu.parallel.runtime import initialize, is_initialized, process_count, process_index, shutdown
+from blu.parallel.shard_map import shard
+from blu.parallel.sharded_array import Shard, ShardedArray, device_put
+
+__all__ = [
+    "Device",
+    "Mesh",
+    "NamedSharding",
+    "P",
+    "PartitionSpec",
+    "Shard",
+    "ShardedArray",
+    "all_gather",
+    "all_to_all",
+    "axis_index",
+    "axis_size",
+    "device_count",
+    "device_put",
+    "devices",
+    "initialize",
+    "is_initialized",
+    "local_devices",
+    "make_mesh",
+    "pmax",
+    "pmean",
+    "pmin",
+    "ppermute",
+    "process_count",
+    "process_index",
+    "psum",
+    "psum_scatter",
+    "shard",
+    "shutdown",
+]

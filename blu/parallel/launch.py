@@ -1,0 +1,97 @@
+"""Start one process per device: ``python -m blu.parallel.launch --nproc N script.py [args]``.
+
+Like torchrun: the launcher serves the job's key-value store on 127.0.0.1 (a free port unless
+``--master-port``), then starts N copies of the script (or ``-m module``) with ``RANK``,
+``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` set;
+the script calls ``blu.parallel.initialize()``, which reads them (rank 0 publishes the NCCL
+unique id through the store). When one process fails the others are stopped, and the launcher
+exits with the failing code. NVLink multicast stays off (``NCCL_NVLS_ENABLE=0`` unless set).
+
+Under SLURM (``srun``) or Open MPI (``mpirun``) no launcher is needed: ``initialize()`` reads
+``SLURM_PROCID``/``SLURM_NTASKS`` or ``OMPI_COMM_WORLD_RANK``/``OMPI_COMM_WORLD_SIZE`` and rank
+0 serves the store at ``MASTER_ADDR:MASTER_PORT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m blu.parallel.launch",
+        description="Run a script once per device (one process per GPU), torchrun-style.",
+    )
+    p.add_argument("--nproc", "--nproc-per-node", type=int, default=1, dest="nproc",
+                   help="processes to start (one per GPU)")  # fmt: skip
+    p.add_argument("--master-addr", default="127.0.0.1", help="address the store listens on")
+    p.add_argument("--master-port", type=int, default=0, help="store port (0: a free one)")
+    p.add_argument("-m", dest="module", action="store_true", help="run the target as a module")
+    p.add_argument("target", help="script path (or module name with -m)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    return p
+
+
+def child_env(base: dict, rank: int, nproc: int, addr: str, port: int) -> dict:
+    """The environment of process ``rank``."""
+    env = dict(base)
+    env.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(nproc),
+        LOCAL_WORLD_SIZE=str(nproc),
+        MASTER_ADDR=addr,
+        MASTER_PORT=str(port),
+        BLU_STORE_SERVED="1",  # the launcher serves the store, not rank 0
+    )
+    env.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    if a.nproc < 1:
+        print("error: --nproc must be at least 1", file=sys.stderr)
+        return 2
+    from blu.parallel.store import StoreServer
+
+    server = StoreServer(a.master_addr, a.master_port)
+    cmd = [sys.executable] + (["-m", a.target] if a.module else [a.target]) + list(a.args)
+    procs = [
+        subprocess.Popen(cmd, env=child_env(os.environ, r, a.nproc, server.host, server.port))
+        for r in range(a.nproc)
+    ]
+    code = 0
+    try:
+        while procs:
+            for p in list(procs):
+                rc = p.poll()
+                if rc is None:
+                    continue
+                procs.remove(p)
+                if rc != 0 and code == 0:
+                    code = rc
+                    for q in procs:  # one failed: the others would wait for it forever
+                        q.send_signal(signal.SIGTERM)
+            time.sleep(0.02)
+    except KeyboardInterrupt:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        code = 130
+    finally:
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        server.close()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""Mesh (devices laid out on named axes), PartitionSpec and NamedSharding, as in JAX.
+
+    mesh = blu.parallel.make_mesh((2, 2), ("data", "model"))
+    spec = P("data", None)            # dim 0 split over 'data', dim 1 replicated
+    sharding = NamedSharding(mesh, spec)
+
+A spec entry per array dimension: ``None`` (not split), an axis name, or a tuple of names (split
+over their product, first name major). Mesh axes a spec does not name are replicated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from blu.core.errors import BluShapeError, BluValueError, with_user_line
+from blu.parallel.devices import Device, devices
+
+
+class Mesh:
+    """Devices arranged in an n-d array with one name per axis.
+
+    Args:
+        devices: an n-d array (or nested lists) of distinct ``Device``s.
+        axis_names: one name per axis of ``devices``.
+
+    Raises:
+        BluValueError: names do not match the array's rank, repeat, or devices repeat.
+    """
+
+    def __init__(self, devices: Any, axis_names: Sequence[Any]):
+        if isinstance(axis_names, str):
+            axis_names = (axis_names,)
+        arr = np.empty(np.shape(devices), dtype=object)
+        arr[...] = _as_object_array(devices)
+        names = tuple(axis_names)
+        if arr.ndim != len(names):
+            raise BluValueError(
+                with_user_line(
+                    f"Mesh: {len(names)} axis names {names} for a device array of shape "
+                    f"{arr.shape} (one name per axis)"
+                )
+            )
+        if len(set(names)) != len(names):
+            raise BluValueError(with_user_line(f"Mesh: axis names {names} repeat"))
+        flat = list(arr.flat)
+        if not flat:
+            raise BluValueError(with_user_line(f"Mesh: no devices (shape {arr.shape})"))
+        if not all(isinstance(d, Device) for d in flat):
+            raise BluValueError(
+                with_user_line("Mesh: devices must be blu Device objects (blu.devices())")
+            )
+        if len(set(flat)) != len(flat):
+            raise BluValueError(with_user_line("Mesh: a device appears twice"))
+        self.devices = arr
+        self.axis_names = names
+
+    @property
+    def shape(self) -> dict[Any, int]:
+        """Axis name -> size, in axis order."""
+        return dict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def size(self) -> int:
+        return self.devices.size
+
+    @property
+    def device_ids(self) -> np.ndarray:
+        return np.vectorize(lambda d: d.id, otypes=[int])(self.devices)
+
+    def coords(self, device: Device) -> dict[Any, int]:
+        """Axis name -> index of ``device`` in this mesh."""
+        where = np.argwhere(self.devices == device)
+        if len(where) == 0:
+            raise BluValueError(f"{device} is not in {self}")
+        return dict(zip(self.axis_names, (int(i) for i in where[0])))
+
+    def _key(self):
+        return (self.axis_names, self.devices.shape, tuple(d for d in self.devices.flat))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mesh) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        axes = ", ".join(f"{n!r}: {s}" for n, s in self.shape.items())
+        return f"Mesh({{{axes}}})"
+
+
+def _as_object_array(devs: Any) -> np.ndarray:
+    if isinstance(devs, np.ndarray):
+        return devs
+    out = np.empty(np.shape(np.asarray(devs, dtype=object)), dtype=object)
+    out[...] = np.asarray(devs, dtype=object)
+    return out
+
+
+def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[Any], devices_: Any = None) -> Mesh:
+    """A mesh of the given shape over all devices (``blu.devices()``) or ``devices_``.
+
+    Raises:
+        BluValueError: the shape's product is not the number of devices.
+    """
+    devs = list(devices() if devices_ is None else devices_)
+    shape = tuple(int(s) for s in axis_shapes)
+    if math.prod(shape) != len(devs):
+        raise BluValueError(
+            with_user_line(
+                f"make_mesh: mesh shape {shape} holds {math.prod(shape)} devices but there are "
+                f"{len(devs)} (set BLU_NUM_CPU_DEVICES for virtual CPU devices, or launch one "
+                "process per GPU with python -m blu.parallel.launch)"
+            )
+        )
+    arr = np.empty(len(devs), dtype=object)
+    arr[:] = devs
+    return Mesh(arr.reshape(shape), axis_names)
+
+
+class PartitionSpec(tuple):
+    """How each dimension of an array is split over mesh axes: one entry per leading
+    dimension, ``None`` (not split), a name, or a tuple of names. Missing trailing entries are
+    ``None``."""
+
+    def __new__(cls, *entries: Any):
+        norm = []
+        for e in entries:
+            if isinstance(e, list):
+                e = tuple(e)
+            if isinstance(e, tuple) and len(e) == 1:
+                e = e[0]
+            if isinstance(e, tuple) and len(e) == 0:
+                e = None
+            norm.append(e)
+        return super().__new__(cls, norm)
+
+    def names_of(self, dim: int) -> tuple[Any, ...]:
+        """The mesh axes dimension ``dim`` is split over (major first)."""
+        if dim >= len(self):
+            return ()
+        e = self[dim]
+        if e is None:
+            return ()
+        return tuple(e) if isinstance(e, tuple) else (e,)
+
+    def all_names(self) -> tuple[Any, ...]:
+        return tuple(n for i in range(len(self)) for n in self.names_of(i))
+
+    def __repr__(self) -> str:
+        return "P(" + ", ".join(repr(e) for e in self) + ")"
+
+
+P = PartitionSpec
+
+
+def check_spec(
+    spec: Any, mesh: Mesh, shape: tuple[int, ...], where: str, divide: bool = True
+) -> PartitionSpec:
+    """Validate ``spec`` for an array of ``shape`` on ``mesh`` (``divide=False``: ``shape`` is a
+    block, to be multiplied rather than divided).
+
+    Raises:
+        BluValueError: not a PartitionSpec, an unknown axis name, an axis used twice, or more
+            entries than dimensions.
+        BluShapeError: a dimension not divisible by the product of its mesh axes.
+    """
+    if spec is None:
+        spec = PartitionSpec()
+    if not isinstance(spec, PartitionSpec):
+        raise BluValueError(
+            with_user_line(f"{where}: expected a PartitionSpec (blu.parallel.P(...)), got {spec!r}")
+        )
+    if len(spec) > len(shape):
+        raise BluValueError(
+            with_user_line(
+                f"{where}: spec {spec!r} has {len(spec)} entries for an array of rank "
+                f"{len(shape)} (shape {shape})"
+            )
+        )
+    used = spec.all_names()
+    for n in used:
+        if n not in mesh.shape:
+            raise BluValueError(
+                with_user_line(
+                    f"{where}: spec {spec!r} names axis {n!r}, which is not an axis of {mesh} "
+                    f"(axes: {mesh.axis_names})"
+                )
+            )
+    if len(set(used)) != len(used):
+        raise BluValueError(with_user_line(f"{where}: spec {spec!r} uses a mesh axis twice"))
+    for dim in range(len(spec) if divide else 0):
+        names = spec.names_of(dim)
+        k = math.prod(mesh.shape[n] for n in names)
+        if names and shape[dim] % k:
+            raise BluShapeError(
+                with_user_line(
+                    f"{where}: spec {spec!r} splits dimension {dim} (size {shape[dim]}) of an "
+                    f"array of shape {shape} over mesh axes {names} of total size {k}, which "
+                    f"does not divide {shape[dim]}"
+                )
+            )
+    return spec
+
+
+class NamedSharding:
+    """An array laid out on ``mesh`` as ``spec`` says.
+
+    Args:
+        mesh: the device mesh.
+        spec: a PartitionSpec (default: fully replicated).
+    """
+
+    def __init__(self, mesh: Mesh, spec: PartitionSpec | None = None):
+        if not isinstance(mesh, Mesh):
+            raise BluValueError(with_user_line(f"NamedSharding: expected a Mesh, got {mesh!r}"))
+        spec = PartitionSpec() if spec is None else spec
+        if not isinstance(spec, PartitionSpec):
+            raise BluValueError(
+                with_user_line(f"NamedSharding: expected a PartitionSpec, got {spec!r}")
+            )
+        for n in spec.all_names():
+            if n not in mesh.shape:
+                raise BluValueError(
+                    with_user_line(
+                        f"NamedSharding: spec {spec!r} names axis {n!r}, not an axis of {mesh}"
+                    )
+                )
+        self.mesh = mesh
+        self.spec = spec
+
+    @property
+    def device_set(self) -> set[Device]:
+        return set(self.mesh.devices.flat)
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return all(self.mesh.shape[n] == 1 for n in self.spec.all_names())
+
+    def shard_shape(self, global_shape: Sequence[int]) -> tuple[int, ...]:
+        """The shape of each device's block."""
+        shape = tuple(global_shape)
+        check_spec(self.spec, self.mesh, shape, "NamedSharding")
+        return tuple(
+            s // math.prod(self.mesh.shape[n] for n in self.spec.names_of(i))
+            for i, s in enumerate(shape)
+        )
+
+    def devices_indices_map(self, global_shape: Sequence[int]) -> dict[Device, tuple[slice, ...]]:
+        """Device -> the index (a tuple of slices) of its block in the global array."""
+        shape = tuple(global_shape)
+        block = self.shard_shape(shape)
+        out = {}
+        for dev in self.mesh.devices.flat:
+            c = self.mesh.coords(dev)
+            idx = []
+            for i in range(len(shape)):
+                lin = 0
+                for n in self.spec.names_of(i):
+                    lin = lin * self.mesh.shape[n] + c[n]
+                idx.append(slice(lin * block[i], (lin + 1) * block[i]))
+            out[dev] = tuple(idx)
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, NamedSharding)
+            and self.mesh == other.mesh
+            and _trim(self.spec) == _trim(other.spec)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.mesh, _trim(self.spec)))
+
+    def __repr__(self) -> str:
+        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+
+
+def _trim(spec: PartitionSpec) -> tuple:
+    t = tuple(spec)
+    while t and t[-1] is None:
+        t = t[:-1]
+    return t

@@ -1,0 +1,259 @@
+"""``blu.shard``: run a function once per device on its block, with collectives (shard_map).
+
+    f_sharded = blu.shard(f, mesh, in_specs=(P("data"), P()), out_specs=P())
+
+Each argument is split into blocks as its ``in_spec`` says (mesh axes the spec does not name:
+every device gets the whole dimension); ``f`` sees one device's blocks and may call collectives
+over the mesh axis names; each output is reassembled from the devices' blocks as its
+``out_spec`` says, and must be equal across the mesh axes that spec does not name.
+
+Two realizations of the same semantics:
+
+- virtual CPU devices (``BLU_NUM_CPU_DEVICES``): the blocks are stacked on leading axes and
+  ``f`` runs as nested vmaps, one level per mesh axis, with that axis's name; collectives turn
+  into array operations over the stacked axes. It is an ordinary traced program, so
+  ``jit(shard(f))``, ``grad(shard(f))`` and ``vmap(shard(f))`` are the usual transforms of it.
+- one process per device (after ``blu.parallel.initialize()``): each process runs ``f`` on its
+  own block; the collectives call the communicator (NCCL on GPUs). Arrays there are *local
+  views*: a ShardedArray's aval is this process's block, and so are tracers that reach ``shard``
+  from an enclosing ``jit`` (``jit(shard(f))`` over ShardedArrays); plain arrays passed
+  eagerly are global and sliced. Take gradients inside ``shard`` on this path.
+
+Gradients taken *inside* ``shard`` follow JAX's pmap rule: they are the gradients of the sum over
+devices of each device's output. So a loss that is replicated over R devices is divided by R (or
+its gradient averaged), and a parameter replicated over mesh axes A gets its full gradient from
+``psum``/``pmean`` over A (data parallelism: ``pmean(grads, "data")``). Gradients taken
+*outside* (``grad(shard(f))``) are the ordinary gradients of the global function.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from blu import lax
+from blu.core import pytree
+from blu.core.array import Array
+from blu.core.errors import BluValueError, with_user_line
+from blu.core.interpreter import (
+    Tracer,
+    canonicalize_arg,
+    current_interpreter,
+    get_aval,
+    set_interpreter,
+)
+from blu.parallel import runtime
+from blu.parallel.axes import ProcessAxisEnv, process_axis_env
+from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec
+from blu.parallel.sharded_array import ShardedArray, from_local
+from blu.transforms.batching import BatchInterpreter, bdim_to_front
+
+_is_spec = lambda x: isinstance(x, PartitionSpec) or x is None  # noqa: E731
+
+
+def _flat_specs(what: str, tree: Any, specs: Any) -> list[PartitionSpec]:
+    n = pytree.tree_structure(tree).num_leaves
+    if _is_spec(specs):
+        return [specs or PartitionSpec()] * n
+    out: list[PartitionSpec] = []
+    try:
+        pytree.tree_map(
+            lambda s, sub: out.extend(
+                [s or PartitionSpec()] * pytree.tree_structure(sub).num_leaves
+            ),
+            specs,
+            tree,
+            is_leaf=_is_spec,
+        )
+    except Exception as e:
+        raise BluValueError(
+            with_user_line(
+                f"shard: {what} {specs!r} does not match the structure "
+                f"{pytree.tree_structure(tree)} (give one PartitionSpec per argument/output, "
+                "or a pytree prefix of them)"
+            )
+        ) from e
+    return out
+
+
+def _notify_jit() -> None:
+    # jit over sharded arrays is allowed only when the traced function reaches a shard
+    from blu.transforms import jit as jit_mod
+
+    note = getattr(jit_mod, "note_shard", None)
+    if note is not None:
+        note()
+
+
+def shard(f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable:
+    """Run ``f`` per device on its blocks, with collectives over ``mesh``'s axis names.
+
+    Args:
+        f: a function of arrays (pytrees) returning arrays (pytrees).
+        mesh: the device mesh (``blu.parallel.make_mesh``).
+        in_specs: one ``PartitionSpec`` per positional argument (or a pytree prefix, or one
+            spec for all): how each argument is split into blocks.
+        out_specs: the same for the outputs: how blocks are reassembled.
+
+    Returns:
+        a function of the global arrays; its concrete outputs are ``ShardedArray``s.
+
+    Raises:
+        BluValueError / BluShapeError: an unknown axis name, a spec that does not divide a
+            dimension, specs that do not match the arguments, or an output that differs across
+            a mesh axis its out_spec does not name.
+    """
+    if not isinstance(mesh, Mesh):
+        raise BluValueError(with_user_line(f"shard: expected a Mesh, got {mesh!r}"))
+
+    def sharded(*args: Any) -> Any:
+        _notify_jit()
+        leaves, in_tree = pytree.tree_flatten(args)
+        specs = _flat_specs("in_specs", args, in_specs)
+        if runtime.is_initialized():
+            return _run_processes(f, mesh, leaves, in_tree, specs, out_specs)
+        return _run_virtual(f, mesh, leaves, in_tree, specs, out_specs)
+
+    sharded.__name__ = f"shard({getattr(f, '__name__', 'f')})"
+    sharded.__wrapped__ = f  # type: ignore[attr-defined]
+    return sharded
+
+
+# ---- virtual devices: nested vmaps --------------------------------------------------------------
+
+
+def _to_stacked(x: Any, spec: PartitionSpec, mesh: Mesh) -> tuple[Any, list[Any]]:
+    """Split ``x`` into blocks: leading axes = the mesh axes the spec uses (mesh order)."""
+    shape = get_aval(x).shape
+    new_shape: list[int] = []
+    pos: dict[Any, int] = {}
+    block_pos = []
+    for i, s in enumerate(shape):
+        names = spec.names_of(i)
+        for n in names:
+            pos[n] = len(new_shape)
+            new_shape.append(mesh.shape[n])
+        block_pos.append(len(new_shape))
+        new_shape.append(s // math.prod(mesh.shape[n] for n in names))
+    used = [n for n in mesh.axis_names if n in pos]
+    y = lax.reshape(x, tuple(new_shape))
+    return lax.transpose(y, tuple([pos[n] for n in used] + block_pos)), used
+
+
+def _from_stacked(y: Any, spec: PartitionSpec, mesh: Mesh) -> Any:
+    """Reassemble the global array from blocks stacked on leading axes (mesh order)."""
+    used = [n for n in mesh.axis_names if n in spec.all_names()]
+    block = get_aval(y).shape[len(used) :]
+    perm, shape = [], []
+    for i, s in enumerate(block):
+        names = spec.names_of(i)
+        perm += [used.index(n) for n in names] + [len(used) + i]
+        shape.append(s * math.prod(mesh.shape[n] for n in names))
+    return lax.reshape(lax.transpose(y, tuple(perm)), tuple(shape))
+
+
+def _run_virtual(f, mesh, leaves, in_tree, specs, out_specs):
+    ins, used = [], []
+    for i, (x, spec) in enumerate(zip(leaves, specs)):
+        x = canonicalize_arg(x)
+        spec = check_spec(spec, mesh, get_aval(x).shape, f"shard: in_specs of argument leaf {i}")
+        y, u = _to_stacked(x, spec, mesh)
+        ins.append(y)
+        used.append(u)
+    box: dict[str, Any] = {}
+
+    def innermost(*blocks):
+        out = f(*pytree.tree_unflatten(in_tree, list(blocks)))
+        out_leaves, out_tree = pytree.tree_flatten(out)
+        o_specs = _flat_specs("out_specs", out, out_specs)
+        o_specs = [
+            check_spec(s, mesh, get_aval(o).shape, f"shard: out_specs of output leaf {k}", False)
+            for k, (o, s) in enumerate(zip(out_leaves, o_specs))
+        ]
+        box["tree"], box["specs"] = out_tree, o_specs
+        return out_leaves
+
+    def level(j: int, vals: list[Any]) -> list[Any]:
+        if j == len(mesh.axis_names):
+            return innermost(*vals)
+        name, size = mesh.axis_names[j], mesh.devices.shape[j]
+        interp = BatchInterpreter(current_interpreter(), size, name)
+        wrapped = [interp.wrap(v, 0 if name in u else None) for v, u in zip(vals, used)]
+        with set_interpreter(interp):
+            outs = level(j + 1, wrapped)
+        interp.finished = True
+        results = []
+        for k, o in enumerate(outs):
+            v, d = interp.lift(o)
+            spec = box["specs"][k]
+            if name in spec.all_names():
+                results.append(bdim_to_front(v, d, size))
+            elif d is not None:
+                raise BluValueError(
+                    with_user_line(
+                        f"shard: output leaf {k} differs across mesh axis {name!r}, but its "
+                        f"out_spec {spec!r} does not name {name!r} (so it must be equal on all "
+                        f"devices): reduce it over {name!r} (psum, pmean, all_gather) or name "
+                        "the axis in out_specs"
+                    )
+                )
+            else:
+                results.append(v)
+        return results
+
+    outs = level(0, ins)
+    result = []
+    for o, spec in zip(outs, box["specs"]):
+        g = _from_stacked(o, spec, mesh)
+        if isinstance(g, Array) and not isinstance(g, Tracer):
+            g = ShardedArray(g._value, NamedSharding(mesh, spec), g.shape, weak_type=g.weak_type)
+        result.append(g)
+    return pytree.tree_unflatten(box["tree"], result)
+
+
+# ---- one process per device ---------------------------------------------------------------------
+
+
+def _run_processes(f, mesh, leaves, in_tree, specs, out_specs):
+    world = runtime.process_count()
+    procs = sorted(d.process_index for d in mesh.devices.flat)
+    if procs != list(range(world)):
+        raise BluValueError(
+            with_user_line(
+                f"shard: {mesh} has {mesh.size} devices but the job has {world} processes "
+                "(one device each): build the mesh with blu.parallel.make_mesh"
+            )
+        )
+    me = runtime.this_device()
+    blocks = []
+    for i, (x, spec) in enumerate(zip(leaves, specs)):
+        if isinstance(x, ShardedArray) and x._local:
+            if x.sharding != NamedSharding(mesh, spec) and not x.sharding.is_fully_replicated:
+                raise BluValueError(
+                    with_user_line(
+                        f"shard: argument leaf {i} is laid out as {x.sharding}, not as its "
+                        f"in_spec {spec!r} on {mesh}: device_put it with that sharding"
+                    )
+                )
+            blocks.append(x.local_block())
+        elif isinstance(x, Tracer):
+            blocks.append(x)  # under jit in a process: already this process's block
+        else:
+            x = canonicalize_arg(x)
+            shape = get_aval(x).shape
+            spec = check_spec(spec, mesh, shape, f"shard: in_specs of argument leaf {i}")
+            index = NamedSharding(mesh, spec).devices_indices_map(shape)[me]
+            blocks.append(x[index] if index else x)
+    env = ProcessAxisEnv(mesh.shape, mesh.coords(me), lambda names: runtime.comm_for(mesh, names))
+    with process_axis_env(env):
+        out = f(*pytree.tree_unflatten(in_tree, blocks))
+    out_leaves, out_tree = pytree.tree_flatten(out)
+    o_specs = _flat_specs("out_specs", out, out_specs)
+    result = []
+    for k, (o, s) in enumerate(zip(out_leaves, o_specs)):
+        s = check_spec(s, mesh, get_aval(o).shape, f"shard: out_specs of output leaf {k}", False)
+        if isinstance(o, Array) and not isinstance(o, Tracer):
+            o = from_local(o._value, NamedSharding(mesh, s), o.weak_type)
+        result.append(o)
+    return pytree.tree_unflatten(out_tree, result)

@@ -1,0 +1,217 @@
+"""Global arrays made of per-device shards: ``ShardedArray`` and ``device_put``.
+
+On virtual CPU devices every shard lives in this process: the ShardedArray keeps the global
+value and each shard is a view of its block, so ``np.asarray`` (the gathered array) costs
+nothing. With one process per device, a process holds only its own block (the *local view*:
+``aval`` and the data that jit and shard see are the block; ``shape`` is the global shape).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from blu.core import pytree
+from blu.core.array import Array
+from blu.core.aval import ShapedArray
+from blu.core.errors import BluValueError, with_user_line
+from blu.core.interpreter import Tracer, canonicalize_arg, get_aval, to_numpy
+from blu.parallel.devices import Device
+from blu.parallel.mesh import NamedSharding, check_spec
+
+
+class Shard:
+    """One device's block of a global array.
+
+    Attributes:
+        device: where it lives.
+        index: a tuple of slices: where the block sits in the global array.
+        replica_id: 0 for the first device holding this block, 1 for the next, ...
+        data: the block (a ``blu.Array``).
+    """
+
+    __slots__ = ("device", "index", "replica_id", "data")
+
+    def __init__(self, device: Device, index: tuple, replica_id: int, data: Array):
+        self.device, self.index, self.replica_id, self.data = device, index, replica_id, data
+
+    def __repr__(self) -> str:
+        return f"Shard(device={self.device}, index={self.index}, replica_id={self.replica_id})"
+
+
+class ShardedArray(Array):
+    """A global array laid out over devices by a ``NamedSharding``.
+
+    Use it like a ``blu.Array`` (``np.asarray`` gathers it); ``.sharding`` and
+    ``.addressable_shards`` tell where its blocks are. Pass it to ``blu.shard`` to run a function
+    on each device's block.
+    """
+
+    __slots__ = ("sharding", "_global_shape", "_local")
+    _blu_sharded = True  # jit refuses these outside blu.shard (it does not partition yet)
+
+    def __init__(self, value: np.ndarray, sharding: NamedSharding, global_shape: tuple,
+                 local: bool = False, weak_type: bool = False):  # fmt: skip
+        super().__init__(value, weak_type)
+        self.sharding = sharding
+        self._global_shape = tuple(global_shape)
+        self._local = local  # value is this process's block (one process per device)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._global_shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self._global_shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self._global_shape, dtype=np.int64))
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return not self._local or self.sharding.mesh.size == 1
+
+    def __len__(self) -> int:
+        if not self._global_shape:
+            raise TypeError("len() of a 0-d array")
+        return self._global_shape[0]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if self._local and not (self.is_fully_addressable or self.sharding.is_fully_replicated):
+            raise BluValueError(
+                with_user_line(
+                    f"this array ({self.sharding}) spans several processes; this process holds "
+                    "only its block (x.addressable_shards[0].data): gather it inside blu.shard "
+                    "with all_gather (out_specs P())"
+                )
+            )
+        return super().__array__(dtype, copy)
+
+    @property
+    def addressable_shards(self) -> list[Shard]:
+        """The blocks this process holds, one per device."""
+        from blu.parallel import runtime
+
+        mesh, spec = self.sharding.mesh, self.sharding.spec
+        idx = self.sharding.devices_indices_map(self._global_shape)
+        unnamed = [n for n in mesh.axis_names if n not in spec.all_names()]
+        out = []
+        for dev, index in idx.items():
+            coords = mesh.coords(dev)
+            replica = 0  # this device's index among those holding the same block
+            for n in unnamed:
+                replica = replica * mesh.shape[n] + coords[n]
+            if self._local:
+                if dev.process_index != runtime.process_index():
+                    continue
+                data = Array(self._value, self.weak_type)
+            else:
+                data = Array(np.asarray(self._value[index]), self.weak_type)
+            out.append(Shard(dev, index, replica, data))
+        return out
+
+    def local_block(self) -> Array:
+        """This process's block (with one process per device) or the whole value."""
+        return Array(self._value, self.weak_type)
+
+    def __repr__(self) -> str:
+        if self._local:
+            return (
+                f"ShardedArray(shape={self.shape}, dtype={self.dtype}, {self.sharding}, "
+                "local block)"
+            )
+        body = np.array2string(self._value, separator=", ", prefix="ShardedArray(")
+        return f"ShardedArray({body}, dtype={self.dtype}, sharding={self.sharding})"
+
+    def __reduce__(self):
+        return (Array, (np.asarray(self), self.weak_type))
+
+
+def _global_value(x: Any) -> tuple[np.ndarray, bool]:
+    if isinstance(x, ShardedArray):
+        return np.asarray(x), x.weak_type
+    if isinstance(x, Tracer):
+        raise BluValueError(
+            with_user_line(
+                "device_put of a traced value: inside jit/grad/vmap, lay data out with "
+                "blu.shard's in_specs instead"
+            )
+        )
+    x = canonicalize_arg(x)
+    if isinstance(x, Array):
+        return x._value, x.weak_type
+    aval = get_aval(x)
+    return to_numpy(x, aval), False
+
+
+def put_global(value: np.ndarray, sharding: NamedSharding, weak_type: bool = False) -> ShardedArray:
+    """A ShardedArray of the global ``value`` (every process passes the same value)."""
+    from blu.parallel import runtime
+
+    shape = tuple(value.shape)
+    check_spec(sharding.spec, sharding.mesh, shape, "device_put")
+    if runtime.is_initialized():
+        mesh_procs = sorted(d.process_index for d in sharding.mesh.devices.flat)
+        if mesh_procs != list(range(runtime.process_count())):
+            raise BluValueError(
+                with_user_line(
+                    f"device_put: {sharding.mesh} must hold one device of each of the "
+                    f"{runtime.process_count()} processes (blu.parallel.make_mesh)"
+                )
+            )
+        index = sharding.devices_indices_map(shape)[runtime.this_device()]
+        return ShardedArray(
+            np.array(value[index]), sharding, shape, local=True, weak_type=weak_type
+        )
+    return ShardedArray(np.array(value), sharding, shape, weak_type=weak_type)
+
+
+def from_local(block: np.ndarray, sharding: NamedSharding, weak_type: bool = False) -> ShardedArray:
+    """A ShardedArray from this process's block (one process per device)."""
+    block = np.asarray(block)
+    shape = []
+    for i, s in enumerate(block.shape):
+        k = int(
+            np.prod([sharding.mesh.shape[n] for n in sharding.spec.names_of(i)], dtype=np.int64)
+        )
+        shape.append(s * k)
+    return ShardedArray(block, sharding, tuple(shape), local=True, weak_type=weak_type)
+
+
+def device_put(x: Any, device_or_sharding: Any = None) -> Any:
+    """Place ``x`` (an array or pytree of arrays) on devices.
+
+    Args:
+        x: arrays (numpy, blu, Python scalars) or a pytree of them.
+        device_or_sharding: a ``NamedSharding`` (or a pytree of them matching ``x``) to lay the
+            global array out over a mesh; a ``Device`` or ``None`` for a plain array.
+
+    Returns:
+        ``ShardedArray`` leaves for shardings, ``blu.Array`` leaves otherwise.
+
+    Raises:
+        BluValueError / BluShapeError: the spec does not fit the array or the mesh.
+    """
+
+    def one(leaf, s):
+        value, weak = _global_value(leaf)
+        if s is None or isinstance(s, Device):
+            return Array(np.array(value), weak)
+        if not isinstance(s, NamedSharding):
+            raise BluValueError(
+                with_user_line(f"device_put: expected a NamedSharding or Device, got {s!r}")
+            )
+        return put_global(value, s, weak)
+
+    is_leaf = lambda v: isinstance(v, (NamedSharding, Device)) or v is None  # noqa: E731
+    if device_or_sharding is None or isinstance(device_or_sharding, (NamedSharding, Device)):
+        return pytree.tree_map(lambda leaf: one(leaf, device_or_sharding), x)
+    return pytree.tree_map(lambda s, sub: pytree.tree_map(lambda leaf: one(leaf, s), sub),
+                           device_or_sharding, x, is_leaf=is_leaf)  # fmt: skip
+
+
+def local_aval(x: ShardedArray) -> ShapedArray:
+    return ShapedArray(np.shape(x._value), x.dtype, x.weak_type)
