@@ -8,8 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import blu
+import blu.numpy as bnp
 from blu import lax
 from blu.core.errors import BluTypeError
+from blu.parallel import P, make_mesh, psum, shard
 from blu.transforms.custom_derivatives import CustomVJPForwardModeError, custom_jvp, custom_vjp
 
 
@@ -235,6 +237,9 @@ def test_errors():
         blu.jvp(softplus_vjp, (x,), (x,))
     with pytest.raises(CustomVJPForwardModeError):
         blu.jacfwd(softplus_vjp)(x)
+    for name in (None, "i"):  # batched forward mode too (custom_lin's batching rule)
+        with pytest.raises(CustomVJPForwardModeError):
+            blu.vmap(lambda x: blu.jvp(softplus_vjp, (x,), (x,))[1], axis_name=name)(x)
     bad = custom_vjp(lax.sin)
     bad.defvjp(lambda x: (lax.sin(x), None), lambda r, g: (g, g))
     with pytest.raises(BluTypeError, match="one cotangent per"):
@@ -257,3 +262,253 @@ def test_defjvps_one_rule_per_argument():
     gx, gy = blu.grad(lambda x, y: lax.reduce_sum(f(x, y)), (0, 1))(x, y)
     np.testing.assert_allclose(np.asarray(gx), np.cos(x) * y, rtol=1e-12)
     np.testing.assert_allclose(np.asarray(gy), np.sin(x), rtol=1e-12)
+
+
+# ---- higher orders: a rule calling its own function applies the rule again -----------------------
+
+# rules that are deliberately *not* sin's derivative, so each order shows which one was used
+sin_2cos = custom_jvp(lax.sin)
+
+
+@sin_2cos.defjvp
+def _sin_2cos_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return sin_2cos(x), lax.mul(lax.mul(t, lax.full_like(t, 2.0)), lax.cos(x))
+
+
+# f' = 2 f(x + pi/2) by the rule, applied recursively: the k-th derivative is
+# 2^k sin(x + k pi/2) (differentiating the inner call as plain sin would give 2^(k-1) ...)
+sin_shift = custom_jvp(lax.sin)
+
+
+@sin_shift.defjvp
+def _sin_shift_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    shifted = sin_shift(lax.add(x, lax.full_like(x, np.pi / 2)))
+    return sin_shift(x), lax.mul(lax.mul(t, lax.full_like(t, 2.0)), shifted)
+
+
+def nth_grad(f, n):
+    """The n-th derivative of an elementwise f, elementwise (nested grads of sums)."""
+    for _ in range(n):
+        f = blu.grad(sum_of(f))
+    return f
+
+
+def nth_jvp(f, n):
+    for _ in range(n):
+        f = (lambda g: lambda x: blu.jvp(g, (x,), (lax.full_like(x, 1.0),))[1])(f)
+    return f
+
+
+@given(st.data())
+def test_custom_jvp_rule_is_used_at_every_order(data):
+    shape = data.draw(shapes(max_dims=2, max_side=3))
+    x = data.draw(arrays(shape, lo=-3.0, hi=3.0))
+    # sin_2cos: f' = 2 cos, f'' = -2 sin (the rule's tangent differentiated)
+    np.testing.assert_allclose(np.asarray(nth_grad(sin_2cos, 1)(x)), 2 * np.cos(x), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(nth_grad(sin_2cos, 2)(x)), -2 * np.sin(x), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(nth_jvp(sin_2cos, 2)(x)), -2 * np.sin(x), atol=1e-12)
+    # the rule's primal output (its call of sin_2cos) is differentiated by the rule too
+    ones = np.ones_like(x)
+    primal_of_jvp = lambda x: blu.jvp(sin_2cos, (x,), (ones,))[0]  # noqa: E731
+    np.testing.assert_allclose(np.asarray(nth_jvp(primal_of_jvp, 1)(x)), 2 * np.cos(x), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(nth_grad(primal_of_jvp, 1)(x)), 2 * np.cos(x), rtol=1e-12)
+    # sin_shift: k-th derivative 2^k sin(x + k pi/2), forward, reverse and mixed
+    for k in range(4):
+        want = 2.0**k * np.sin(x + k * np.pi / 2)
+        for got in (nth_grad(sin_shift, k)(x), nth_jvp(sin_shift, k)(x)):
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-10, atol=1e-10)
+    want2 = -4 * np.sin(x)
+    mixed = (
+        nth_jvp(nth_grad(sin_shift, 1), 1),
+        nth_grad(nth_jvp(sin_shift, 1), 1),
+        blu.jit(nth_grad(sin_shift, 2)),
+        nth_grad(blu.jit(nth_grad(sin_shift, 1)), 1),
+        nth_grad(nth_grad(blu.jit(sin_shift), 1), 1),
+        blu.vmap(nth_grad(sin_shift, 2)) if x.ndim else nth_grad(sin_shift, 2),
+        nth_grad(blu.vmap(nth_grad(sin_shift, 1)), 1) if x.ndim else nth_grad(sin_shift, 2),
+    )
+    for f in mixed:
+        np.testing.assert_allclose(np.asarray(f(x)), want2, rtol=1e-10, atol=1e-10)
+    if x.ndim == 1:  # a Hessian: diagonal, 2^2 sin(x + pi)
+        h = blu.jacfwd(blu.jacrev(lambda v: lax.reduce_sum(sin_shift(v))))(x)
+        np.testing.assert_allclose(np.asarray(h), np.diag(want2), atol=1e-10)
+
+
+def naive_log1pexp(x):
+    """log(1 + e^x), kept finite by a select; its gradient is still nan for large x (the
+    discarded branch's derivative is inf/inf)."""
+    big = lax.gt(x, lax.full_like(x, 30.0))
+    return lax.select(big, x, lax.log1p(lax.exp(x)))
+
+
+log1pexp = custom_jvp(naive_log1pexp)
+
+
+@log1pexp.defjvp
+def _log1pexp_jvp(primals, tangents):
+    # sigmoid(x) = 1 - e^-log1pexp(x): its own derivative then calls the rule again, giving
+    # e^-f sigmoid, finite everywhere
+    (x,), (t,) = primals, tangents
+    y = log1pexp(x)
+    return y, lax.mul(t, lax.neg(lax.expm1(lax.neg(y))))
+
+
+@given(st.data())
+def test_log1pexp_second_derivative_matches_finite_differences_where_naive_overflows(data):
+    shape = data.draw(shapes(min_dims=1, max_dims=1, min_side=1, max_side=4))
+    x = data.draw(arrays(shape, lo=-800.0, hi=800.0))
+    x.flat[0] = 750.0  # exp overflows float64 here
+    s = sigmoid_np(x)
+    np.testing.assert_allclose(np.asarray(log1pexp(x)), np.logaddexp(0.0, x), rtol=1e-12)
+    g1, g2 = nth_grad(log1pexp, 1), nth_grad(log1pexp, 2)
+    np.testing.assert_allclose(np.asarray(g1(x)), s, rtol=1e-12, atol=1e-300)
+    d2 = np.asarray(g2(x))
+    assert np.all(np.isfinite(d2))
+    np.testing.assert_allclose(d2, s * (1 - s), rtol=1e-10, atol=1e-300)
+    np.testing.assert_allclose(np.asarray(nth_jvp(log1pexp, 2)(x)), d2, rtol=1e-12, atol=1e-300)
+    h = 1e-4  # central differences of the first derivative
+    fd = (np.asarray(g1(x + h)) - np.asarray(g1(x - h))) / (2 * h)
+    np.testing.assert_allclose(d2, fd, atol=1e-8)
+    with np.errstate(all="ignore"):
+        naive = np.asarray(nth_grad(naive_log1pexp, 2)(x))
+    assert np.isnan(naive.flat[0])
+    # and on moderate inputs every order up to 3 matches finite differences
+    check_grads(log1pexp, [data.draw(arrays(shape, lo=-5.0, hi=5.0))], order=3)
+
+
+# ---- named axes: collectives inside the function and its rules, under blu.shard ----------------
+
+MESHES = [((4,), ("x",)), ((2, 2), ("x", "y"))]
+
+
+@pytest.fixture
+def four_devices(monkeypatch):
+    monkeypatch.setenv("BLU_NUM_CPU_DEVICES", "4")
+
+
+def make_pnormalize(names: tuple, kind: str):
+    """x / ||x|| with the norm over every device of ``names`` (a psum), as a custom_vjp
+    (psum in fwd and bwd) or a custom_jvp (psum in the function and its rule); ``names=()`` is
+    the same function on the whole array."""
+
+    def norm(x):
+        return bnp.sqrt(psum(bnp.sum(x * x), names))
+
+    def vjp_fun(x):
+        return x / norm(x)
+
+    def fwd(x):
+        n = norm(x)
+        return x / n, (x, n)
+
+    def bwd(res, g):
+        x, n = res
+        return (g / n - x * (psum(bnp.sum(g * x), names) / n**3),)
+
+    def jvp_rule(primals, tangents):
+        (x,), (t,) = primals, tangents
+        n = norm(x)
+        return f(x), t / n - x * (psum(bnp.sum(t * x), names) / n**3)
+
+    f = custom_vjp(vjp_fun) if kind == "vjp" else custom_jvp(vjp_fun)
+    if kind == "vjp":
+        f.defvjp(fwd, bwd)
+    else:
+        f.defjvp(jvp_rule)
+    return f
+
+
+def _pnormalize_np(x, w):
+    y = x / np.linalg.norm(x)
+    return np.sum(np.sin(y) * w)
+
+
+@pytest.mark.parametrize("kind", ["vjp", "jvp"])
+@pytest.mark.parametrize("mesh_shape,names", MESHES)
+def test_collectives_inside_custom_rules_under_shard(four_devices, kind, mesh_shape, names):
+    mesh = make_mesh(mesh_shape, names)
+    spec = P(*names)
+    rng = np.random.default_rng(len(names))
+    x, w = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+    pnorm, whole = make_pnormalize(names, kind), make_pnormalize((), kind)
+
+    def local(x, w):  # one device's share of the loss
+        return bnp.sum(bnp.sin(pnorm(x)) * w)
+
+    def global_loss(x, w):  # the sum over devices, as the function of the whole arrays
+        return bnp.sum(shard(lambda x, w: local(x, w)[None, None], mesh, spec, spec)(x, w))
+
+    want = _pnormalize_np(x, w)
+    plain = lambda x, w: bnp.sum(bnp.sin(x / bnp.sqrt(bnp.sum(x * x))) * w)  # noqa: E731
+    want_g = np.asarray(blu.grad(plain)(x, w))  # ordinary autodiff, no custom rule
+    np.testing.assert_allclose(float(global_loss(x, w)), want, rtol=1e-12)
+    np.testing.assert_allclose(float(blu.jit(global_loss)(x, w)), want, rtol=1e-12)
+    np.testing.assert_allclose(float(bnp.sum(bnp.sin(whole(x)) * w)), want, rtol=1e-12)
+    # gradients taken outside shard, and inside it (pmap semantics: d/dx_d of the sum over
+    # devices, which bwd/the rule compute with their psum)
+    for g in (
+        blu.grad(global_loss)(x, w),
+        blu.jit(blu.grad(global_loss))(x, w),
+        shard(blu.grad(local), mesh, spec, spec)(x, w),
+        shard(blu.jit(blu.grad(local)), mesh, spec, spec)(x, w),
+        blu.jit(shard(blu.grad(local), mesh, spec, spec))(x, w),
+    ):
+        np.testing.assert_allclose(np.asarray(g), want_g, rtol=1e-10, atol=1e-12)
+    if kind == "jvp":  # forward mode inside shard runs the rule with its psum
+        t = rng.standard_normal(x.shape)
+        tan = shard(lambda x, t: blu.jvp(pnorm, (x,), (t,))[1], mesh, spec, spec)(x, t)
+        want_t = blu.jvp(lambda x: x / bnp.sqrt(bnp.sum(x * x)), (x,), (t,))[1]
+        np.testing.assert_allclose(np.asarray(tan), np.asarray(want_t), rtol=1e-10, atol=1e-12)
+        # second order: the rule's own call of pnorm (its primal output, which sin' uses) is
+        # differentiated by the rule again, inside shard and outside it
+        hvp_want = blu.jvp(lambda x: blu.grad(plain)(x, w), (x,), (t,))[1]
+        hvp_in = shard(lambda x, w, t: blu.jvp(lambda x: blu.grad(local)(x, w), (x,), (t,))[1],
+                       mesh, spec, spec)(x, w, t)  # fmt: skip
+        hvp_out = blu.jvp(lambda x: blu.grad(global_loss)(x, w), (x,), (t,))[1]
+        for got in (hvp_in, hvp_out):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(hvp_want), rtol=1e-9, atol=1e-11)
+    # a replicated argument: nothing is batched, the psum still sees the mesh axes
+    r = rng.standard_normal(3)
+    got = shard(pnorm, mesh, P(), P())(r)
+    np.testing.assert_allclose(np.asarray(got), r / (2 * np.linalg.norm(r)), rtol=1e-12)
+    got_g = blu.grad(lambda r: bnp.sum(shard(pnorm, mesh, P(), P())(r) * w[0, :3]))(r)
+    want_rg = blu.grad(lambda r: bnp.sum(r / bnp.sqrt(4 * bnp.sum(r * r)) * w[0, :3]))(r)
+    np.testing.assert_allclose(np.asarray(got_g), np.asarray(want_rg), rtol=1e-10)
+
+
+@pytest.mark.parametrize("mesh_shape,names", MESHES)
+def test_custom_vjp_cotangent_of_a_replicated_argument_sums_over_devices(
+    four_devices, mesh_shape, names
+):
+    """y = x * a + psum(x): x split over the mesh, a replicated. Under batching, bwd's
+    per-device cotangent of a is summed over the devices."""
+    mesh = make_mesh(mesh_shape, names)
+    spec = P(*names)
+    rng = np.random.default_rng(7)
+    x, c = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+    blk = (4 // mesh.shape[names[0]], 6 // (mesh.shape[names[1]] if len(names) > 1 else 1))
+    a = rng.standard_normal(blk)
+
+    @custom_vjp
+    def f(x, a):
+        return x * a + psum(x, names)
+
+    f.defvjp(lambda x, a: (f(x, a), (x, a)), lambda r, g: (g * r[1] + psum(g, names), g * r[0]))
+
+    def plain_blocks(x, a):  # the same on the whole array, by block
+        xb = bnp.reshape(x, (4 // blk[0], blk[0], 6 // blk[1], blk[1]))
+        total = bnp.sum(xb, axis=(0, 2))
+        y = xb * a[None, :, None, :] + total[None, :, None, :]
+        return bnp.reshape(y, (4, 6))
+
+    def loss(run):
+        return lambda x, a: bnp.sum(bnp.sin(run(x, a)) * c)
+
+    sharded = loss(shard(f, mesh, (spec, P()), spec))
+    np.testing.assert_allclose(float(sharded(x, a)), float(loss(plain_blocks)(x, a)), rtol=1e-12)
+    want = blu.grad(loss(plain_blocks), (0, 1))(x, a)
+    for got in (blu.grad(sharded, (0, 1))(x, a), blu.jit(blu.grad(sharded, (0, 1)))(x, a)):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-10, atol=1e-12)

@@ -50,6 +50,14 @@ def no_env(monkeypatch):
     monkeypatch.delenv("BLU_DATA_URL", raising=False)
 
 
+def local_corpus() -> Path:
+    """tinyshakespeare from $BLU_DATA_DIR or shared/data, never downloaded (else skip)."""
+    for d in data.search_dirs():
+        if (d / data.CORPUS_NAME).is_file():
+            return d / data.CORPUS_NAME
+    pytest.skip("tinyshakespeare.txt is not in $BLU_DATA_DIR or ../shared/data")
+
+
 def _write(folder: Path, text: str, name: str = data.CORPUS_NAME) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(text, encoding="utf-8")
@@ -196,7 +204,7 @@ def test_char_tokenizer_rejects_unknown_characters():
 
 
 def test_char_tokenizer_on_tinyshakespeare_has_65_tokens():
-    text = data.read_corpus(data.find_corpus())
+    text = data.read_corpus(local_corpus())
     tok = data.CharTokenizer.from_text(text)
     assert tok.vocab_size == 65
     assert tok.decode(tok.encode(text[:5000])) == text[:5000]
@@ -204,11 +212,14 @@ def test_char_tokenizer_on_tinyshakespeare_has_65_tokens():
 
 def test_gpt2_bpe_offline(monkeypatch):
     monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
-    tok = data.GPT2Tokenizer()
+    try:
+        tok = data.GPT2Tokenizer()
+    except DataError as e:
+        pytest.skip(str(e))  # the tokenizer files are not beside the checkout
     assert "TIKTOKEN_CACHE_DIR" not in os.environ  # restored after loading
     assert tok.encode("Hello world").tolist() == [15496, 995]
     assert tok.vocab_size == 50257
-    text = data.read_corpus(data.find_corpus())[:3000]
+    text = data.read_corpus(local_corpus())[:3000]
     assert tok.decode(tok.encode(text)) == text
     # <|endoftext|> inside a corpus is ordinary text, not the special token
     assert data.GPT2_EOT not in tok.encode("<|endoftext|>").tolist()

@@ -126,7 +126,10 @@ def test_softmax_layer_norm_and_cross_entropy_are_one_kernel_each(dtype):
 
 def test_bias_gelu_fuses_after_the_matmul():
     rng = np.random.default_rng(2)
-    x, w = rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal((16, 32)).astype(np.float32)
+    x, w = (
+        rng.standard_normal((8, 16)).astype(np.float32),
+        rng.standard_normal((16, 32)).astype(np.float32),
+    )
     b = rng.standard_normal(32).astype(np.float32)
     # tanh is within 5 ulp: near tanh = -1 that is ~2e-7 absolute, so GELU of very negative
     # inputs is ~1e-6 rather than numpy's rounded -0.0 (outputs here reach ~10)
@@ -138,8 +141,14 @@ def test_bias_gelu_fuses_after_the_matmul():
 
 def test_adamw_update_is_one_kernel_and_updates_in_place():
     rng = np.random.default_rng(3)
-    p = {"w": rng.standard_normal((32, 16)).astype(np.float32), "b": rng.standard_normal(16).astype(np.float32)}
-    g = {"w": rng.standard_normal((32, 16)).astype(np.float32), "b": rng.standard_normal(16).astype(np.float32)}
+    p = {
+        "w": rng.standard_normal((32, 16)).astype(np.float32),
+        "b": rng.standard_normal(16).astype(np.float32),
+    }
+    g = {
+        "w": rng.standard_normal((32, 16)).astype(np.float32),
+        "b": rng.standard_normal(16).astype(np.float32),
+    }
     opt = optim.adamw(1e-2, weight_decay=0.1)
     state = opt.init(p)
     state = blu.core.pytree.tree_map(np.asarray, state)
@@ -156,9 +165,13 @@ def test_adamw_update_is_one_kernel_and_updates_in_place():
     args = [np.array(a) for a in consts + [np.asarray(a) for a in flat]]
     got = exe(*args)
     for a, b in zip(got, want):
-        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=2e-6, atol=1e-7)
+        np.testing.assert_allclose(
+            np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=2e-6, atol=1e-7
+        )
     # params and both moments were written into the donated buffers
-    inplace = sum(any(np.shares_memory(o, a) for a in args[len(consts) + n_g:]) for o in got if o.size > 1)
+    inplace = sum(
+        any(np.shares_memory(o, a) for a in args[len(consts) + n_g :]) for o in got if o.size > 1
+    )
     assert inplace == 6
     assert exe.memory_analysis().alias_bytes >= sum(v.nbytes for v in got if v.size > 1)
 
@@ -166,7 +179,10 @@ def test_adamw_update_is_one_kernel_and_updates_in_place():
 def test_fusion_never_creates_a_cycle_through_library_calls():
     # the two halves of `a` meet again after a matmul: they must not be one kernel
     rng = np.random.default_rng(4)
-    x, w = rng.standard_normal((4, 4)).astype(np.float32), rng.standard_normal((4, 4)).astype(np.float32)
+    x, w = (
+        rng.standard_normal((4, 4)).astype(np.float32),
+        rng.standard_normal((4, 4)).astype(np.float32),
+    )
 
     def f(x):
         a = lax.exp(x)
@@ -229,7 +245,9 @@ def test_gpt2_step_peak_is_below_the_sum_of_its_intermediates():
         return params, state, loss
 
     flat, tree = blu.core.pytree.tree_flatten((params, state, x, y))
-    fn = lambda *ls: blu.core.pytree.tree_leaves(step(*blu.core.pytree.tree_unflatten(tree, list(ls))))  # noqa: E731
+    fn = lambda *ls: blu.core.pytree.tree_leaves(
+        step(*blu.core.pytree.tree_unflatten(tree, list(ls)))
+    )  # noqa: E731
     args = [np.asarray(a) for a in flat]
     exe, consts = build(fn, *args, donated=[True] * (len(args) - 2) + [False, False])
     m = exe.memory_analysis()
@@ -241,7 +259,9 @@ def test_gpt2_step_peak_is_below_the_sum_of_its_intermediates():
     got = exe(*consts, *[a.copy() for a in args])
     np.testing.assert_allclose(got[-1], want[-1], rtol=1e-5)  # the loss
     for g, w in zip(got, want):
-        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(
+            np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-4, atol=1e-5
+        )
 
 
 # ---- the persistent cache and AOT ---------------------------------------------------------------
@@ -264,7 +284,8 @@ _PROGRAM = textwrap.dedent(
     before = "mlir" in sys.modules
     (out,) = lowered.compile()(x)
     print(json.dumps({"keys": keys, "mlir_before_compile": before, "mlir": "mlir" in sys.modules,
-                      "stats": mlir_cpu.stats, "sum": float(out.sum()), "func": "func.func" in text}))
+                      "stats": mlir_cpu.stats, "sum": float(out.sum()),
+                      "func": "func.func" in text}))
     """
 )
 
@@ -273,7 +294,9 @@ def _run_program(cache_dir: str) -> dict:
     import json
 
     env = dict(os.environ, BLU_CACHE_DIR=cache_dir, PYTHONPATH=ROOT)
-    res = subprocess.run([sys.executable, "-c", _PROGRAM], env=env, capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-c", _PROGRAM], env=env, capture_output=True, text=True, timeout=300
+    )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout.strip().splitlines()[-1])
 

@@ -8,8 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import blu
+import blu.numpy as bnp
 from blu import lax
 from blu.lax.control_flow import scan
+from blu.parallel import P, make_mesh, psum, shard
 from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policies
 
 DN = (((1,), (0,)), ((), ()))  # (m, k) @ (k, n)
@@ -148,3 +150,66 @@ def test_checkpoint_static_argnums_kwargs_and_nesting():
                                np.asarray(blu.grad(lambda x: f(x, 3))(x)), rtol=1e-12)  # fmt: skip
     with pytest.raises(Exception):  # noqa: B017 - a traced n cannot drive the Python loop
         checkpoint(f)(x, np.int32(2))
+
+
+# ---- named axes: collectives inside a checkpointed block, under blu.shard ---------------------
+
+MESHES = [((4,), ("x",)), ((2, 2), ("x", "y"))]
+
+
+@pytest.fixture
+def four_devices(monkeypatch):
+    monkeypatch.setenv("BLU_NUM_CPU_DEVICES", "4")
+
+
+def centered_layer(names: tuple, total: int):
+    """rows minus the mean over every device of ``names``, then a layer; ``names=()`` is the
+    same on the whole array."""
+
+    def block(y, w):
+        mean = psum(bnp.sum(y), names) / total
+        return lax.tanh(lax.dot_general(bnp.sin(y - mean), w, DN))
+
+    return block
+
+
+@pytest.mark.parametrize("policy", ["nothing", "dots", "everything"])
+@pytest.mark.parametrize("mesh_shape,names", MESHES)
+def test_checkpoint_with_collectives_under_shard(four_devices, policy, mesh_shape, names):
+    mesh = make_mesh(mesh_shape, names)
+    spec = P(names)  # rows split over every mesh axis
+    rng = np.random.default_rng(len(names))
+    x, c = rng.standard_normal((8, 3)), rng.standard_normal((8, 3))
+    w = rng.standard_normal((3, 3))
+    layer = checkpoint(centered_layer(names, x.size), policy=POLICIES[policy])
+    plain = centered_layer((), x.size)  # unsharded, no checkpoint: ordinary autodiff
+
+    def local(x, w, c):
+        return bnp.sum(layer(x, w) * c)
+
+    def global_loss(x, w, c):
+        return bnp.sum(shard(lambda *a: local(*a)[None], mesh, (spec, P(), spec), spec)(x, w, c))
+
+    want = np.sum(np.tanh(np.sin(x - x.mean()) @ w) * c)
+    np.testing.assert_allclose(float(global_loss(x, w, c)), want, rtol=1e-12)
+    np.testing.assert_allclose(float(blu.jit(global_loss)(x, w, c)), want, rtol=1e-12)
+    want_g = blu.grad(lambda x, w: bnp.sum(plain(x, w) * c), (0, 1))(x, w)
+
+    def inside(x, w, c):  # pmap semantics: the replicated w's gradient is summed explicitly
+        gx, gw = blu.grad(local, (0, 1))(x, w, c)
+        return gx, psum(gw, names)
+
+    for got in (
+        blu.grad(global_loss, (0, 1))(x, w, c),
+        blu.jit(blu.grad(global_loss, (0, 1)))(x, w, c),
+        shard(inside, mesh, (spec, P(), spec), (spec, P()))(x, w, c),
+        shard(blu.jit(inside), mesh, (spec, P(), spec), (spec, P()))(x, w, c),
+    ):
+        for g, wg in zip(got, want_g):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(wg), rtol=1e-10, atol=1e-12)
+    # nothing batched (a replicated argument): the block still goes inside the named levels
+    r = rng.standard_normal(3)
+    sq = checkpoint(lambda r: psum(r * r, names), policy=POLICIES[policy])
+    np.testing.assert_allclose(np.asarray(shard(sq, mesh, P(), P())(r)), 4 * r * r, rtol=1e-12)
+    got = blu.grad(lambda r: bnp.sum(shard(sq, mesh, P(), P())(r)))(r)
+    np.testing.assert_allclose(np.asarray(got), 8 * r, rtol=1e-12)

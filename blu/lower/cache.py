@@ -27,14 +27,14 @@ from blu.core.config import config
 from blu.core.jaxpr import Jaxpr, Literal
 
 # bump when the generated code changes meaning, so stale entries are not reused
-CODEGEN_VERSION = "2"
+CODEGEN_VERSION = "3"
 
 
 def cache_dir() -> str:
     return os.environ.get("BLU_CACHE_DIR") or config.cache_dir
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mlir_version() -> str:
     """The version of the MLIR Python bindings, read from package metadata (no import)."""
     from importlib import metadata
@@ -47,7 +47,7 @@ def mlir_version() -> str:
     return "none"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def host_target() -> str:
     """``cpu:<arch>:<hash of the CPU's feature flags>``: object code compiled here runs on any
     machine with the same string."""
@@ -92,7 +92,9 @@ def canonical_text(jaxpr: Jaxpr) -> str:
     for e in jaxpr.eqns:
         params = ",".join(f"{k}={_param(v)}" for k, v in sorted(e.params.items()))
         ins = " ".join(name(a) for a in e.invars)
-        lines.append(f"{' '.join(typed(v) for v in e.outvars)} = {e.primitive.name}[{params}] {ins}")
+        lines.append(
+            f"{' '.join(typed(v) for v in e.outvars)} = {e.primitive.name}[{params}] {ins}"
+        )
     lines.append("out " + " ".join(name(v) for v in jaxpr.outvars))
     return "\n".join(lines)
 

@@ -75,7 +75,9 @@ class KernelEmitter:
 
     def _const(self, val: Any, dt: np.dtype) -> str:
         ty = compute_type(dt)
-        return self.b.const(bool(val) if ty == "i1" else (float(val) if is_float(dt) else int(val)), ty)
+        return self.b.const(
+            bool(val) if ty == "i1" else (float(val) if is_float(dt) else int(val)), ty
+        )
 
     def _combine(self, m: Var, accs: list[str], idx: Idx, pos: str) -> list[str]:
         b, eqn = self.b, self.layout.producer[m]
@@ -208,6 +210,7 @@ class KernelEmitter:
         params += [f"%tmp{i}: {memref_type(a)}" for i, a in enumerate(self.layout.scratch)]
         lines = [f"  func.func @{self.name}({', '.join(params)}) {{"]
         lines += self.b.const_lines + self.b.lines + ["    return", "  }"]
+        lines += list(self.b.decls.values())
         return "module {\n" + "\n".join(lines) + "\n}\n"
 
 

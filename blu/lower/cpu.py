@@ -20,7 +20,8 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -65,8 +66,14 @@ class _Kernel:
         base = ctypes.addressof(self.ptrs)
         self.packed = (ctypes.c_void_p * max(self.n, 1))(*[base + 8 * i for i in range(self.n)])
 
-    def __call__(self, env: list, arena: np.ndarray | None) -> None:
-        p, k = self.ptrs, 0
+    def __call__(self, env: list, arena: np.ndarray | None, shared: bool = True) -> None:
+        # the pointer arrays are reused across calls; a concurrent call (shared=False) makes its own
+        p, packed = self.ptrs, self.packed
+        if not shared:
+            p = (ctypes.c_void_p * max(self.n, 1))()
+            base = ctypes.addressof(p)
+            packed = (ctypes.c_void_p * max(self.n, 1))(*[base + 8 * i for i in range(self.n)])
+        k = 0
         for s in self.ins:
             p[k] = env[s].ctypes.data
             k += 1
@@ -78,7 +85,7 @@ class _Kernel:
             for off in self.scratch:
                 p[k] = base + off
                 k += 1
-        self.fn(self.packed)
+        self.fn(packed)
 
 
 def _dot(eqn: Any, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
@@ -93,8 +100,16 @@ def _dot(eqn: Any, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
         comp = np.dtype(np.float64 if np.float64 in (lhs.dtype, out.dtype) else np.float32)
         if not (dtypes.is_float(lhs.dtype) or dtypes.is_float(out.dtype)):
             comp = np.promote_types(lhs.dtype, out.dtype)
-    l3 = np.transpose(lhs, tuple(lb) + tuple(lf) + tuple(lc)).reshape(b, m, kk).astype(comp, copy=False)
-    r3 = np.transpose(rhs, tuple(rb) + tuple(rc) + tuple(rf)).reshape(b, kk, n).astype(comp, copy=False)
+    l3 = (
+        np.transpose(lhs, tuple(lb) + tuple(lf) + tuple(lc))
+        .reshape(b, m, kk)
+        .astype(comp, copy=False)
+    )
+    r3 = (
+        np.transpose(rhs, tuple(rb) + tuple(rc) + tuple(rf))
+        .reshape(b, kk, n)
+        .astype(comp, copy=False)
+    )
     with np.errstate(over="ignore", invalid="ignore"):
         if comp == out.dtype:
             o3 = out.reshape(b, m, n)
@@ -122,7 +137,12 @@ def _view(eqn: Any, x: np.ndarray) -> np.ndarray:
             expanded[dst] = x.shape[src]
         return np.broadcast_to(x.reshape(expanded), shape)
     if name == "slice":
-        return x[tuple(slice(s, e, st) for s, e, st in zip(p["start_indices"], p["limit_indices"], p["strides"]))]
+        return x[
+            tuple(
+                slice(s, e, st)
+                for s, e, st in zip(p["start_indices"], p["limit_indices"], p["strides"])
+            )
+        ]
     if name == "rev":
         return np.flip(x, p["dimensions"])
     raise AssertionError(name)
@@ -148,7 +168,9 @@ class CpuExecutable:
         donated_invars: per argument, whether the program may write into its buffer.
     """
 
-    def __init__(self, jaxpr: Jaxpr, name: str = "jit", donated_invars: Sequence[bool] | None = None):
+    def __init__(
+        self, jaxpr: Jaxpr, name: str = "jit", donated_invars: Sequence[bool] | None = None
+    ):
         t0 = time.perf_counter()
         self.name = name
         self.source_jaxpr = jaxpr
@@ -175,12 +197,18 @@ class CpuExecutable:
         self._arena: np.ndarray | None = None
         self._arena_lock = threading.Lock()
         if config.log_compiles:
+            n_kernels = sum(n.kind == "kernel" for n in self.plan.nodes)
             log.warning(
                 "blu.jit(%s): %d nodes (%d kernels, %d distinct), planned in %.1f ms, kernels in "
-                "%.1f ms; %s", name, len(self.plan.nodes), sum(n.kind == "kernel" for n in self.plan.nodes),
-                len(kernels), self.timing["plan_s"] * 1e3, self.timing["kernels_s"] * 1e3,
+                "%.1f ms; %s",
+                name,
+                len(self.plan.nodes),
+                n_kernels,
+                len(kernels),
+                self.timing["plan_s"] * 1e3,
+                self.timing["kernels_s"] * 1e3,
                 self.memory.analysis,
-            )  # fmt: skip
+            )
 
     # ---- building the steps -------------------------------------------------------------------
 
@@ -207,15 +235,19 @@ class CpuExecutable:
                 self.steps.append(("kernel", allocs, step, node))
             elif node.kind == "dot":
                 e = node.eqns[0]
-                self.steps.append(("dot", allocs, (e, [s(a) if isinstance(a, Var) else a for a in e.invars],
-                                                   s(e.outvars[0])), node))  # fmt: skip
+                ins = [s(a) if isinstance(a, Var) else a for a in e.invars]
+                self.steps.append(("dot", allocs, (e, ins, s(e.outvars[0])), node))
             elif node.kind == "view":
                 e = node.eqns[0]
                 self.steps.append(("view", allocs, (e, s(e.invars[0]), s(e.outvars[0])), node))
             else:
                 e = node.eqns[0]
-                ins = [("lit", np.asarray(a.val, a.aval.dtype)) if isinstance(a, Literal) else ("var", s(a))
-                       for a in e.invars]  # fmt: skip
+                ins = [
+                    ("lit", np.asarray(a.val, a.aval.dtype))
+                    if isinstance(a, Literal)
+                    else ("var", s(a))
+                    for a in e.invars
+                ]
                 self.steps.append(("fallback", allocs, (e, ins, [s(v) for v in e.outvars]), node))
         self.out_spec = [
             ("lit", np.asarray(v.val, v.aval.dtype)) if isinstance(v, Literal) else ("var", s(v))
@@ -236,7 +268,7 @@ class CpuExecutable:
     def __call__(self, *args: Any) -> list[np.ndarray]:
         j = self.jaxpr
         env: list[Any] = [None] * self.n_slots
-        for k, (slot, v, x) in enumerate(zip(self.in_slots, j.invars, args, strict=True)):
+        for slot, v, x in zip(self.in_slots, j.invars, args, strict=True):
             x = np.asarray(x)
             if x.dtype != v.aval.dtype:
                 x = x.astype(v.aval.dtype)
@@ -247,10 +279,13 @@ class CpuExecutable:
                 for slot, place, aval in allocs:
                     env[slot] = self._buffer(place, aval, arena, env, args)
                 if kind == "kernel":
-                    step(env, arena)
+                    step(env, arena, owned)
                 elif kind == "dot":
                     e, ins, out = step
-                    vals = [env[a] if isinstance(a, int) else np.asarray(a.val, a.aval.dtype) for a in ins]
+                    vals = [
+                        env[a] if isinstance(a, int) else np.asarray(a.val, a.aval.dtype)
+                        for a in ins
+                    ]
                     _dot(e, vals[0], vals[1], env[out])
                 elif kind == "view":
                     e, i, o = step
@@ -273,16 +308,23 @@ class CpuExecutable:
             if owned:
                 self._arena_lock.release()
 
-    def _buffer(self, place: tuple, aval: Any, arena: np.ndarray, env: list, args: tuple) -> np.ndarray:
+    def _buffer(
+        self, place: tuple, aval: Any, arena: np.ndarray, env: list, args: tuple
+    ) -> np.ndarray:
         kind = place[0]
         if kind == "arena":
             n = aval.size * aval.dtype.itemsize
             return arena[place[1] : place[1] + n].view(aval.dtype).reshape(aval.shape)
         if kind == "donated":
             x = env[self.in_slots[place[1]]]
-            ok = x.flags.writeable and x.flags.c_contiguous and x.nbytes == aval.size * aval.dtype.itemsize
+            ok = (
+                x.flags.writeable
+                and x.flags.c_contiguous
+                and x.nbytes == aval.size * aval.dtype.itemsize
+            )
             ok = ok and not any(
-                k != place[1] and np.may_share_memory(x, env[s]) for k, s in enumerate(self.in_slots)
+                k != place[1] and np.may_share_memory(x, env[s])
+                for k, s in enumerate(self.in_slots)
             )
             if ok:
                 return x.reshape(-1).view(np.uint8).view(aval.dtype).reshape(aval.shape)

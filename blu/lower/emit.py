@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -59,13 +60,13 @@ def memref_type(aval: Any) -> str:
 def float_literal(value: float, ty: str) -> str:
     """An exact MLIR float literal (hex bit pattern; keeps NaN, inf and -0.0)."""
     if ty == "f64":
-        return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+        return f"0x{struct.unpack('<Q', struct.pack('<d', float(value)))[0]:016X}"
     if ty == "f32":
-        return "0x%08X" % int(np.array(value, np.float32).view(np.uint32))
+        return f"0x{int(np.array(value, np.float32).view(np.uint32)):08X}"
     if ty == "f16":
-        return "0x%04X" % int(np.array(value, np.float16).view(np.uint16))
+        return f"0x{int(np.array(value, np.float16).view(np.uint16)):04X}"
     if ty == "bf16":
-        return "0x%04X" % int(np.array(value, dtypes.bfloat16).view(np.uint16))
+        return f"0x{int(np.array(value, dtypes.bfloat16).view(np.uint16)):04X}"
     raise ValueError(ty)
 
 
@@ -104,6 +105,7 @@ class Builder:
         self.const_lines: list[str] = []
         self._consts: dict[tuple[str, str], str] = {}
         self.index_value: dict[str, int] = {}  # SSA name -> value, for index constants
+        self.decls: dict[str, str] = {}  # external functions called (libm)
         self._n = 0
         self.depth = 1
 
@@ -140,6 +142,12 @@ class Builder:
 
     def index(self, n: int) -> str:
         return self.const(n, "index")
+
+    def libm(self, fn: str, args: Sequence[str], ty: str) -> str:
+        """A call to the C math library (for functions whose LLVM lowering loses accuracy)."""
+        sig = f"({', '.join([ty] * len(args))}) -> {ty}"
+        self.decls[fn] = f"  func.func private @{fn}{sig}"
+        return self.op(f"func.call @{fn}({', '.join(args)}) : {sig}")
 
     # ---- index arithmetic with constant folding -----------------------------------------------
 
@@ -190,7 +198,9 @@ class Builder:
 
     # ---- loops --------------------------------------------------------------------------------
 
-    def begin_for(self, n: int, inits: Sequence[tuple[str, str]] = ()) -> tuple[str, list[str], str]:
+    def begin_for(
+        self, n: int, inits: Sequence[tuple[str, str]] = ()
+    ) -> tuple[str, list[str], str]:
         """Open ``scf.for %iv = 0 to n``; returns (iv, iter-arg names, result name)."""
         iv = self.fresh("i")
         res = self.fresh("r") if inits else ""

@@ -94,10 +94,12 @@ class KernelLayout:
             v = e.outvars[0]
             if v in self.buffer:
                 continue
-            if is_reduction(e) or self._expensive_broadcast(v, consumers.get(v, [])):
+            users = consumers.get(v, [])
+            if is_reduction(e) or self._expensive_broadcast(v, users) or self._many_maps(v, users):
                 self.buffer[v] = ("tmp", len(self.scratch))
                 self.scratch.append(v.aval.strip_weak_type())
         self.nests: list[Nest] = []
+        self._reads: dict[Var, tuple[dict[Var, bool], bool]] = {}
         self._schedule()
 
     # ---- materialization ----------------------------------------------------------------------
@@ -111,22 +113,34 @@ class KernelLayout:
                 continue
             seen.add(u)
             e = self.producer[u]
-            cost += 4 if e.primitive.name in _EXPENSIVE else (1 if e.primitive.name in SCALAR else 0)
+            cost += (
+                4 if e.primitive.name in _EXPENSIVE else (1 if e.primitive.name in SCALAR else 0)
+            )
             stack.extend(e.invars)
         return min(cost, budget)
 
     def _expensive_broadcast(self, v: Var, consumers: list[Any]) -> bool:
         grows = any(
-            e.primitive.name == "broadcast_in_dim" and e.outvars[0].aval.size >= 4 * max(v.aval.size, 1)
+            e.primitive.name == "broadcast_in_dim"
+            and e.outvars[0].aval.size >= 4 * max(v.aval.size, 1)
             for e in consumers
         )
         return grows and self._cost(v) >= 4
+
+    def _many_maps(self, v: Var, consumers: list[Any]) -> bool:
+        """A costly value read through several different index maps would be recomputed once
+        per map (and chains of such reads multiply): give it a buffer instead."""
+        maps = {id(e) for e in consumers if e.primitive.name in INDEX}
+        maps |= {None for e in consumers if e.primitive.name not in INDEX}
+        return len(maps) >= 2 and self._cost(v, 12) >= 12
 
     # ---- scheduling ---------------------------------------------------------------------------
 
     def reads(self, m: Var) -> tuple[dict[Var, bool], bool]:
         """The materialized values computing ``m`` reads (True: only at its own index, through
         elementwise operations), and whether any data movement is inlined (needs multi-indices)."""
+        if m in self._reads:
+            return self._reads[m]
         e = self.producer[m]
         if is_reduction(e):
             roots, moves = [(e.invars[0], True)], False
@@ -147,6 +161,7 @@ class KernelLayout:
             ew = pe.primitive.name in SCALAR
             moves = moves or not ew
             roots.extend((a, ident and ew) for a in pe.invars)
+        self._reads[m] = (out, moves)
         return out, moves
 
     def _schedule(self) -> None:

@@ -5,13 +5,14 @@ about 5x slower than numpy's SIMD kernels).
 Algorithms and coefficients: Cephes (S. L. Moshier, ``expf.c``, ``logf.c``), the rational
 ``tanh`` and ``erf`` of Eigen (``generic_fast_tanh_float``, ``generic_fast_erf_float``; XLA uses
 them too), and W. Kahan's tricks for ``log1p`` and ``expm1``. Each is within a few ulp (tanh 5,
-erf 7, the others 1-3) of the correctly rounded result over the whole float32 range (tested against numpy/scipy in ``tests/test_lower_rules.py``), including inf, NaN, zeros
-and subnormals. float64 uses the ``math`` dialect (libm), like numpy's accuracy.
+erf 7, the others 1-3) of the correctly rounded result over the whole float32 range (tested
+against numpy/scipy in ``tests/test_lower_rules.py``), including inf, NaN, zeros and
+subnormals. float64 uses the ``math`` dialect (libm), like numpy's accuracy.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from blu.lower.emit import Builder
 
@@ -64,8 +65,8 @@ def exp(b: Builder, x: str) -> str:
     """e**x (Cephes expf): x = n ln2 + r, e**r by a degree-7 polynomial, times 2**n."""
     xc = b.op(f"arith.minnumf {b.op(f'arith.maxnumf {x}, {_c(b, _EXP_LO)} : f32')}, "
               f"{_c(b, _EXP_HI)} : f32")  # fmt: skip
-    # below _EXP_LO (and at NaN) the result is known: compute with x = 0 there, so no lane does slow subnormal
-    # arithmetic it does not need
+    # below _EXP_LO (and at NaN) the result is known: compute with x = 0 there, so no lane
+    # does slow subnormal arithmetic it does not need
     xc = _sel(b, _cmp(b, "ult", x, _c(b, _EXP_LO)), _c(b, 0.0), xc)
     z = b.op(f"math.floor {_fma(b, xc, _c(b, _LOG2E), _c(b, 0.5))} : f32")
     r = _fma(b, z, _c(b, -_C1), xc)

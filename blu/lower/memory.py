@@ -71,7 +71,7 @@ class Arena:
     def alloc(self, n: int) -> int:
         n = max(-(-n // ALIGN) * ALIGN, ALIGN)
         best = None
-        for k, (off, sz) in enumerate(self.free):
+        for k, (_, sz) in enumerate(self.free):
             if sz >= n and (best is None or sz < self.free[best][1]):
                 best = k
         if best is not None:
@@ -195,7 +195,9 @@ class MemoryPlan:
             else:
                 scratch_bytes = 0
             arena_peak_at[k] = current + scratch_bytes
-            for off, a in zip(self.scratch.get(k, []), n.layout.scratch if n.kind == "kernel" else []):
+            for off, a in zip(
+                self.scratch.get(k, []), n.layout.scratch if n.kind == "kernel" else []
+            ):
                 arena.release(off, nbytes(a))
             for r in list(offset):
                 if last.get(r, k) <= k:

@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from blu.core.config import config
 from blu.core.errors import BluError
@@ -106,7 +106,9 @@ def _load_or_compile(key: str, canonical: str, emit: Callable[[str], str], label
         try:
             engine = _engine(llvm_text, run_passes=False)
             stats["cache_llvm"] += 1
-            k = Kernel(engine.raw_lookup(name), engine, key, name, "cache:llvm", time.perf_counter() - t0)
+            k = Kernel(
+                engine.raw_lookup(name), engine, key, name, "cache:llvm", time.perf_counter() - t0
+            )
             _store_object(key, engine)
             return _done(k, label)
         except CompileError:

@@ -93,7 +93,11 @@ def classify(jaxpr: Jaxpr) -> list[str]:
     # data movement read only by library calls, fallbacks, views or the outputs: a numpy view
     for i in reversed(range(len(eqns))):
         e = eqns[i]
-        if kinds[i] != "fuse" or e.primitive.name not in VIEWABLE or not isinstance(e.invars[0], Var):
+        if (
+            kinds[i] != "fuse"
+            or e.primitive.name not in VIEWABLE
+            or not isinstance(e.invars[0], Var)
+        ):
             continue
         users = consumers.get(e.outvars[0], [])
         if all(kinds[u] in ("dot", "fallback", "view") for u in users):
@@ -220,7 +224,7 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
     defined_in = [{v for i in idxs for v in eqns[i].outvars} for _, idxs in specs]
     needed: dict[Var, None] = {}  # constant-like values some node reads from memory
     reads: list[list[Var]] = []
-    for (kind, idxs), defined in zip(specs, defined_in):
+    for (_, idxs), defined in zip(specs, defined_in):
         ins: list[Var] = []
         for i in idxs:
             for a in eqns[i].invars:

@@ -15,7 +15,8 @@ Three kinds, all working on one element at a time inside a kernel's loop nest (`
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -194,11 +195,18 @@ _MATH = {"sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "sin": "sin", "cos": 
          "log1p": "log1p", "expm1": "expm1", "erf": "erf"}  # fmt: skip
 
 
+# MLIR lowers math.log1p / math.expm1 to log(1 + x) / exp(x) - 1, which lose all precision near
+# 0: call libm instead
+_LIBM_ONLY = {"log1p": ("log1p", "log1pf"), "expm1": ("expm1", "expm1f")}
+
+
 def _math_rule(name: str) -> Callable:
     def rule(b, eqn, x):
         ty = compute_type(_dt(eqn))
         if ty == "f32" and name in mathlib.FUNCTIONS:
             return mathlib.FUNCTIONS[name](b, x)
+        if name in _LIBM_ONLY:
+            return b.libm(_LIBM_ONLY[name][ty == "f32"], [x], ty)
         return b.op(f"math.{_MATH[name]} {x} : {ty}")
 
     return rule

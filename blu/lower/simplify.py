@@ -69,7 +69,9 @@ def _is_identity(e: JaxprEqn) -> bool:
     if x is None or x.shape != out.shape or x.dtype != out.dtype:
         return False
     if name in ("convert_element_type", "reshape", "squeeze", "broadcast_in_dim"):
-        return name != "broadcast_in_dim" or tuple(p["broadcast_dimensions"]) == tuple(range(x.ndim))
+        return name != "broadcast_in_dim" or tuple(p["broadcast_dimensions"]) == tuple(
+            range(x.ndim)
+        )
     if name == "transpose":
         return tuple(p["permutation"]) == tuple(range(x.ndim))
     return False
@@ -98,7 +100,9 @@ def forward_and_fold(jaxpr: Jaxpr) -> Jaxpr:
         ):
             try:
                 with np.errstate(all="ignore"):
-                    val = e.primitive.impl(*[np.asarray(a.val, a.aval.dtype) for a in ins], **e.params)
+                    val = e.primitive.impl(
+                        *[np.asarray(a.val, a.aval.dtype) for a in ins], **e.params
+                    )
                 env[out] = Literal(np.asarray(val, out.aval.dtype)[()], out.aval)
                 continue
             except Exception:  # an impl that cannot run on literals: keep the equation

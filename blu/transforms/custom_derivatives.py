@@ -1,20 +1,22 @@
 """``custom_jvp`` and ``custom_vjp``: user-defined derivative rules (as in JAX).
 
-A call of a decorated function traces the function *and* its rules to jaxprs right away, under
+A call of a decorated function traces the function and its rules to jaxprs right away, under
 the caller's interpreter, and binds one primitive holding them:
 
-- ``custom_jvp_call``: operands ``f consts, jvp consts, args``; it evaluates like ``f``; its JVP
-  evaluates the user's rule (``jvp_jaxpr``) instead of differentiating ``f``.
+- ``custom_jvp_call``: operands ``f consts, jvp consts, args``; evaluates like ``f``; its JVP
+  applies the rule (param ``jvp``) under the parent interpreter. A call made while its own
+  rule is being traced (``f_jvp`` calling ``f``) holds a ``_DeferredJVP`` instead: the rule is
+  applied when that call is differentiated, so every order applies the custom rule again.
 - ``custom_vjp_call``: operands ``f consts, fwd consts, bwd consts, args``; its JVP runs ``fwd``
-  and emits ``custom_lin``, a linear primitive of the tangents that holds ``bwd`` and the
-  residuals; transposing ``custom_lin`` runs ``bwd``. Forward mode alone (``jvp``) cannot
-  evaluate ``custom_lin`` and says so.
+  and emits ``custom_lin``, a linear primitive of the tangents holding ``bwd`` and the
+  residuals, whose transpose runs ``bwd``; forward mode cannot evaluate it and says so. A call
+  of the function from its own ``fwd``/``bwd`` runs the function's body directly.
 
-Tracing the rules eagerly makes closures work: a traced value the function or its rules close
-over becomes an operand, so ``jit``, ``vmap`` and ``grad`` transform it like any argument.
-Differentiating with respect to a value ``f`` closes over uses ordinary autodiff of ``f`` for
-that part (the custom rule covers the explicit arguments). A call of the function from inside
-its own rule (``f_fwd`` calling ``f``) runs ``f``'s body directly.
+Tracing at the call makes closures work: a traced value the function or its rules close over
+becomes an operand, which ``jit``, ``vmap`` and ``grad`` transform like any argument (with
+respect to it, ``f`` gets ordinary autodiff). A deferred rule runs later, as JAX's rules do, so
+what it closes over must still be valid then (concrete, or traced by a running transform).
+All three primitives batch by the named rule: collectives inside see the vmap/shard axis name.
 """
 
 from __future__ import annotations
@@ -27,9 +29,15 @@ from typing import Any
 from blu.core import dtypes, pytree
 from blu.core.errors import BluError, BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.core.jaxpr import eval_jaxpr
+from blu.core.jaxpr import Jaxpr, eval_jaxpr
 from blu.core.primitive import Primitive
-from blu.lax.control_flow.jaxpr_util import batch_jaxpr, groups, run_jaxpr, trace_jaxpr
+from blu.lax.control_flow.jaxpr_util import (
+    batch_jaxpr,
+    groups,
+    run_jaxpr,
+    trace_jaxpr,
+    unbatched,
+)
 from blu.transforms.ad_util import Zero, add_tangents, instantiate, is_undefined, tangent_aval
 
 __all__ = ["custom_jvp", "custom_vjp", "CustomVJPForwardModeError"]
@@ -104,55 +112,141 @@ def _cast(x: Any, aval) -> Any:
 custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
 
 
+class _DeferredJVP:
+    """The rule of a custom_jvp call made while its own rule was being traced: the user's rule,
+    applied only when the call is differentiated, under the interpreter current then (so a rule
+    calling its function applies the custom rule again at the next order)."""
+
+    def __init__(self, cj: custom_jvp, static: list, in_tree, out_tree, out_avals: list):
+        self.cj, self.static, self.in_tree = cj, static, in_tree
+        self.out_tree, self.out_avals = out_tree, out_avals
+
+    def apply(self, primals: Sequence[Any], tangents: Sequence[Any]) -> list[Any]:
+        """Flat primal outputs then flat tangent outputs of the rule (checked and cast)."""
+        cj, name = self.cj, _name(self.cj.fun)
+        ps = pytree.tree_unflatten(self.in_tree, list(primals))
+        ts = pytree.tree_unflatten(self.in_tree, list(tangents))
+        res = cj.jvp(*[v for _, v in self.static], tuple(ps), tuple(ts))
+        if not isinstance(res, (tuple, list)) or len(res) != 2:
+            raise BluTypeError(
+                with_user_line(f"custom_jvp {name}: the rule must return (primal_out, tangent_out)")
+            )
+        p_leaves, p_tree = pytree.tree_flatten(res[0])
+        t_leaves, t_tree = pytree.tree_flatten(res[1])
+        what = f"custom_jvp {name}: the JVP rule's"
+        _check_outputs(f"{what} primal output", self.out_tree, self.out_avals, p_tree,
+                       [get_aval(p) for p in p_leaves], False)  # fmt: skip
+        _check_outputs(f"{what} tangent output", self.out_tree, self.out_avals, t_tree,
+                       [get_aval(t) for t in t_leaves], True)  # fmt: skip
+        return [_cast(p, a) for p, a in zip(p_leaves, self.out_avals)] + list(t_leaves)
+
+    def __repr__(self) -> str:
+        return f"<rule of {_name(self.cj.fun)}, applied when differentiated>"
+
+
+class _BatchedJVP:
+    """A deferred rule under vmap/shard: applied to whole batches (``in_axes`` per primal,
+    the same for its tangent; ``out_axes`` per output, the same for its tangent), with the
+    level's axis name for the collectives inside."""
+
+    def __init__(self, inner: Any, axis_size: int, axis_name: Any, in_axes: list, out_axes: list):
+        self.inner, self.axis_size, self.axis_name = inner, axis_size, axis_name
+        self.in_axes, self.out_axes = tuple(in_axes) * 2, list(out_axes) * 2
+
+    def apply(self, primals: Sequence[Any], tangents: Sequence[Any]) -> list[Any]:
+        from blu.transforms.batching import vmap
+
+        n = len(primals)
+        per_lane = lambda *a: list(self.inner.apply(a[:n], a[n:]))  # noqa: E731
+        return vmap(per_lane, self.in_axes, self.out_axes, self.axis_size, self.axis_name)(
+            *primals, *tangents
+        )
+
+    def __repr__(self) -> str:
+        return f"vmap({self.inner!r}, axis_name={self.axis_name!r})"
+
+
+def _apply_jvp(jvp: Any, jconsts: Sequence[Any], primals: Sequence[Any], tangents: Sequence[Any]):
+    """Run the rule: a traced jaxpr (consts first) or a deferred rule (no consts)."""
+    if isinstance(jvp, Jaxpr):
+        return eval_jaxpr(jvp, [], *jconsts, *primals, *tangents)
+    return jvp.apply(primals, tangents)
+
+
 @custom_jvp_call_p.def_abstract_eval
-def _cj_abstract_eval(*avals, call_jaxpr, jvp_jaxpr, num_fconsts, num_jconsts):
+def _cj_abstract_eval(*avals, call_jaxpr, jvp, num_fconsts, num_jconsts):
     return call_jaxpr.out_avals
 
 
 @custom_jvp_call_p.def_impl
-def _cj_impl(*args, call_jaxpr, jvp_jaxpr, num_fconsts, num_jconsts):
+def _cj_impl(*args, call_jaxpr, jvp, num_fconsts, num_jconsts):
     fc, _, xs = groups(args, num_fconsts, num_jconsts)
     return run_jaxpr(call_jaxpr, [*fc, *xs])
 
 
 @custom_jvp_call_p.def_jvp
-def _cj_jvp(primals, tangents, *, call_jaxpr, jvp_jaxpr, num_fconsts, num_jconsts):
+def _cj_jvp(primals, tangents, *, call_jaxpr, jvp, num_fconsts, num_jconsts):
     from blu.transforms.ad import jvp_flat
 
     fc, jc, xs = groups(primals, num_fconsts, num_jconsts)
     t_fc, _, t_xs = groups(tangents, num_fconsts, num_jconsts)
-    # the user's rule (its closed-over values' own tangents would be second order: ignored)
-    t_in = [instantiate(t) for t in t_xs]
-    outs = eval_jaxpr(jvp_jaxpr, [], *jc, *xs, *t_in)
     n = len(call_jaxpr.outvars)
-    p_out, t_out = outs[:n], outs[n:]
-    t_out = [
-        _cast(t, tangent_aval(a)) if dtypes.is_float(a.dtype) else Zero(tangent_aval(a))
-        for t, a in zip(t_out, call_jaxpr.out_avals)
-    ]
+    if all(isinstance(t, Zero) for t in t_xs):  # only closed-over values move
+        p_out: list[Any] = eval_jaxpr(call_jaxpr, [], *fc, *xs)
+        t_out: list[Any] = [Zero(tangent_aval(a)) for a in call_jaxpr.out_avals]
+    else:
+        # the user's rule (its closed-over values' own tangents would be second order: ignored)
+        outs = _apply_jvp(jvp, jc, xs, [instantiate(t) for t in t_xs])
+        p_out, t_out = outs[:n], outs[n:]
+        t_out = [
+            _cast(t, tangent_aval(a)) if dtypes.is_float(a.dtype) else Zero(tangent_aval(a))
+            for t, a in zip(t_out, call_jaxpr.out_avals)
+        ]
     if any(not isinstance(t, Zero) for t in t_fc):  # closed-over values: ordinary autodiff
         _, t_extra = jvp_flat(lambda *c: eval_jaxpr(call_jaxpr, [], *c, *xs), fc, list(t_fc))
         t_out = [add_tangents(a, b) for a, b in zip(t_out, t_extra)]
     return p_out, t_out
 
 
-@custom_jvp_call_p.def_batch
-def _cj_batch(axis_size, args, dims, *, call_jaxpr, jvp_jaxpr, num_fconsts, num_jconsts):
-    from blu.transforms.batching import bdim_to_front
-
+@custom_jvp_call_p.def_batch_named  # named: collectives in f or its rule see the axis name
+def _cj_batch(axis_size, axis_name, args, dims, *, call_jaxpr, jvp, num_fconsts, num_jconsts):
+    traced = isinstance(jvp, Jaxpr)
+    params = dict(call_jaxpr=call_jaxpr, jvp=jvp, num_fconsts=num_fconsts, num_jconsts=num_jconsts)
+    # a deferred rule is Python code that may call collectives: it goes inside every named level
+    if unbatched(axis_name, dims, [call_jaxpr, jvp] if traced else [call_jaxpr]) and (
+        traced or axis_name is None
+    ):
+        outs = custom_jvp_call_p.bind(*args, **params)
+        return outs, [None] * len(outs)
     fc, jc, xs = groups(args, num_fconsts, num_jconsts)
     fd, jd, xd = groups(dims, num_fconsts, num_jconsts)
-    # every argument batched at 0, so tangents (same shapes as the args) are batched at 0 too
-    xs = [bdim_to_front(x, d, axis_size) for x, d in zip(xs, xd)]
-    x0 = [0] * len(xs)
-    call, c_consts, _ = batch_jaxpr(call_jaxpr, axis_size, fd + x0, True)
-    jvp, j_consts, _ = batch_jaxpr(jvp_jaxpr, axis_size, jd + x0 + x0, True)
+    n = len(call_jaxpr.outvars)
+    xs, xd = _front(xs, xd)
+    if traced:  # batch only what depends on the batch (a tangent has its primal's batch axis)
+        _, _, oc = batch_jaxpr(call_jaxpr, axis_size, fd + xd, False, axis_name)
+        _, _, oj = batch_jaxpr(jvp, axis_size, jd + xd + xd, False, axis_name)
+        out_b = [a is not None or b is not None or c is not None
+                 for a, b, c in zip(oc, oj[:n], oj[n:])]  # fmt: skip
+        call, c_consts, _ = batch_jaxpr(call_jaxpr, axis_size, fd + xd, out_b, axis_name)
+        new_jvp, j_consts, _ = batch_jaxpr(jvp, axis_size, jd + xd + xd, out_b * 2, axis_name)
+    else:  # the rule's outputs take f's batch axes
+        call, c_consts, oc = batch_jaxpr(call_jaxpr, axis_size, fd + xd, False, axis_name)
+        out_b = [d is not None for d in oc]
+        new_jvp, j_consts = _BatchedJVP(jvp, axis_size, axis_name, xd, oc), []
     outs = custom_jvp_call_p.bind(
         *c_consts, *fc, *j_consts, *jc, *xs,
-        call_jaxpr=call, jvp_jaxpr=jvp,
+        call_jaxpr=call, jvp=new_jvp,
         num_fconsts=len(c_consts) + len(fc), num_jconsts=len(j_consts) + len(jc),
     )  # fmt: skip
-    return outs, [0] * len(outs)
+    return outs, [0 if b else None for b in out_b]
+
+
+def _front(xs: Sequence[Any], dims: Sequence[int | None]) -> tuple[list[Any], list[Any]]:
+    """Batched operands with their batch axis moved to 0 (unbatched ones stay)."""
+    from blu.transforms.batching import moveaxis
+
+    xs = [x if d is None else moveaxis(x, d, 0) for x, d in zip(xs, dims)]
+    return xs, [None if d is None else 0 for d in dims]
 
 
 class custom_jvp:
@@ -175,7 +269,8 @@ class custom_jvp:
     first, unchanged: ``jvp(*nondiff_args, primals, tangents)``.
 
     Composes with ``jit``, ``vmap``, ``grad`` (reverse mode transposes the rule's linear part)
-    and higher-order derivatives (the rule itself is differentiated).
+    and higher-order derivatives: the rule itself is differentiated, and where it calls the
+    function (``softplus(x)`` above) that call is differentiated by the rule again.
     """
 
     def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
@@ -183,7 +278,7 @@ class custom_jvp:
         self.fun = fun
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.jvp: Callable | None = None
-        self._in_rule = 0
+        self._tracing_rule = 0  # > 0 while the rule is being traced (its own calls defer it)
 
     def defjvp(self, jvp: Callable) -> Callable:
         """Set the JVP rule; returns it (usable as a decorator)."""
@@ -196,7 +291,7 @@ class custom_jvp:
         it has none. (Not with ``nondiff_argnums``.)"""
 
         def jvp(primals, tangents):
-            out = self.fun(*primals)
+            out = self(*primals)
             total = pytree.tree_map(lambda o: o * 0, out)
             for fn, t in zip(tangent_fns, tangents):
                 if fn is not None:
@@ -211,8 +306,6 @@ class custom_jvp:
                 with_user_line(f"custom_jvp {_name(self.fun)}: no JVP rule; call .defjvp first")
             )
         args = _resolve_args(self.fun, args, kwargs)
-        if self._in_rule:  # called from its own rule: the plain function
-            return self.fun(*args)
         static, dyn = _split_nondiff(args, self.nondiff_argnums)
         leaves, in_tree = pytree.tree_flatten(dyn)
         avals = [get_aval(x) for x in leaves]
@@ -226,36 +319,22 @@ class custom_jvp:
 
         call_jaxpr, fconsts = trace_jaxpr(f_flat, avals)
         out_tree, out_avals = out_box[0]
-        n = len(leaves)
-
-        def jvp_flat(*a):
-            primals = pytree.tree_unflatten(in_tree, list(a[:n]))
-            tangents = pytree.tree_unflatten(in_tree, list(a[n:]))
-            self._in_rule += 1
+        rule = _DeferredJVP(self, static, in_tree, out_tree, out_avals)
+        jvp: Any = rule
+        jconsts: list[Any] = []
+        if not self._tracing_rule:  # else: called from its own rule, which applies it later
+            n = len(leaves)
+            self._tracing_rule += 1
             try:
-                res = self.jvp(*[v for _, v in static], tuple(primals), tuple(tangents))
-            finally:
-                self._in_rule -= 1
-            if not isinstance(res, (tuple, list)) or len(res) != 2:
-                raise BluTypeError(
-                    with_user_line(
-                        f"custom_jvp {_name(self.fun)}: the rule must return "
-                        "(primal_out, tangent_out)"
-                    )
+                jvp, jconsts = trace_jaxpr(
+                    lambda *a: rule.apply(a[:n], a[n:]),
+                    avals + [tangent_aval(a) for a in avals],
                 )
-            p_leaves, p_tree = pytree.tree_flatten(res[0])
-            t_leaves, t_tree = pytree.tree_flatten(res[1])
-            what = f"custom_jvp {_name(self.fun)}: the JVP rule's"
-            _check_outputs(f"{what} primal output", out_tree, out_avals, p_tree,
-                           [get_aval(p) for p in p_leaves], False)  # fmt: skip
-            _check_outputs(f"{what} tangent output", out_tree, out_avals, t_tree,
-                           [get_aval(t) for t in t_leaves], True)  # fmt: skip
-            return [_cast(p, a) for p, a in zip(p_leaves, out_avals)] + list(t_leaves)
-
-        jvp_jaxpr, jconsts = trace_jaxpr(jvp_flat, avals + [tangent_aval(a) for a in avals])
+            finally:
+                self._tracing_rule -= 1
         outs = custom_jvp_call_p.bind(
             *fconsts, *jconsts, *leaves,
-            call_jaxpr=call_jaxpr, jvp_jaxpr=jvp_jaxpr,
+            call_jaxpr=call_jaxpr, jvp=jvp,
             num_fconsts=len(fconsts), num_jconsts=len(jconsts),
         )  # fmt: skip
         return pytree.tree_unflatten(out_tree, outs)
@@ -302,27 +381,59 @@ def _cv_jvp(primals, tangents, *, call_jaxpr, fwd_jaxpr, bwd_jaxpr, num_consts, 
     return p_out, t_out
 
 
-@custom_vjp_call_p.def_batch
-def _cv_batch(axis_size, args, dims, *, call_jaxpr, fwd_jaxpr, bwd_jaxpr, num_consts, num_res):
-    from blu.transforms.batching import bdim_to_front
-
+@custom_vjp_call_p.def_batch_named  # named: collectives in f, fwd or bwd see the axis name
+def _cv_batch(
+    axis_size, axis_name, args, dims, *, call_jaxpr, fwd_jaxpr, bwd_jaxpr, num_consts, num_res
+):
+    if unbatched(axis_name, dims, [call_jaxpr, fwd_jaxpr, bwd_jaxpr]):
+        outs = custom_vjp_call_p.bind(
+            *args, call_jaxpr=call_jaxpr, fwd_jaxpr=fwd_jaxpr, bwd_jaxpr=bwd_jaxpr,
+            num_consts=num_consts, num_res=num_res,
+        )  # fmt: skip
+        return outs, [None] * len(outs)
     fc, wc, bc, xs = groups(args, *num_consts)
     fd, wd, bd, xd = groups(dims, *num_consts)
-    # every argument batched at 0: the cotangents bwd returns are then per lane, and the sum
-    # over lanes of an unbatched argument is the transpose of this broadcast
-    xs = [bdim_to_front(x, d, axis_size) for x, d in zip(xs, xd)]
-    x0 = [0] * len(xs)
-    call, c_consts, _ = batch_jaxpr(call_jaxpr, axis_size, fd + x0, True)
-    fwd, w_consts, _ = batch_jaxpr(fwd_jaxpr, axis_size, wd + x0, True)
+    xs, xd = _front(xs, xd)
     n_out = len(call_jaxpr.outvars)
-    bwd, b_consts, _ = batch_jaxpr(bwd_jaxpr, axis_size, bd + [0] * (num_res + n_out), True)
+    # batch only what depends on the batch: outputs batched in f or in fwd
+    _, _, oc = batch_jaxpr(call_jaxpr, axis_size, fd + xd, False, axis_name)
+    _, _, ow = batch_jaxpr(fwd_jaxpr, axis_size, wd + xd, False, axis_name)
+    out_b = [a is not None or b is not None for a, b in zip(oc, ow[:n_out])]
+    call, c_consts, _ = batch_jaxpr(call_jaxpr, axis_size, fd + xd, out_b, axis_name)
+    fwd, w_consts, rd = batch_jaxpr(
+        fwd_jaxpr, axis_size, wd + xd, out_b + [False] * num_res, axis_name
+    )
+    ct_d = [0 if b else None for b in out_b]
+    bwd, b_consts = _batch_bwd(bwd_jaxpr, axis_size, bd + rd[n_out:] + ct_d, xd, axis_name)
     fc, wc, bc = c_consts + fc, w_consts + wc, b_consts + bc
     outs = custom_vjp_call_p.bind(
         *fc, *wc, *bc, *xs,
         call_jaxpr=call, fwd_jaxpr=fwd, bwd_jaxpr=bwd,
         num_consts=(len(fc), len(wc), len(bc)), num_res=num_res,
     )  # fmt: skip
-    return outs, [0] * len(outs)
+    return outs, ct_d
+
+
+def _batch_bwd(bwd_jaxpr: Jaxpr, axis_size: int, in_dims: list, arg_dims: list, axis_name: Any):
+    """``bwd`` batched, returning each argument's cotangent with the argument's batch axis: a
+    per-lane cotangent of an unbatched argument (one value used by every lane) is summed."""
+    from blu import lax
+    from blu.transforms.batching import bdim_to_front
+
+    bwd, consts, out_d = batch_jaxpr(bwd_jaxpr, axis_size, in_dims, False, axis_name)
+    if out_d == arg_dims:
+        return bwd, consts
+
+    def fixed(*a):
+        outs = eval_jaxpr(bwd, [], *a)
+        return [
+            o if d == want else lax.reduce_sum(o, (0,)) if want is None
+            else bdim_to_front(o, None, axis_size)
+            for o, d, want in zip(outs, out_d, arg_dims)
+        ]  # fmt: skip
+
+    new, more = trace_jaxpr(fixed, [v.aval for v in bwd.invars])
+    return new, more + consts
 
 
 @custom_lin_p.def_abstract_eval
@@ -352,9 +463,27 @@ def _lin_transpose(cts, *args, bwd_jaxpr, num_res, num_bconsts, out_avals):
     ]
 
 
-@custom_lin_p.def_batch
-def _lin_batch(axis_size, args, dims, **params):
-    return _lin_impl(*args, **params), None
+@custom_lin_p.def_batch_named  # named: collectives in bwd see the axis name
+def _lin_batch(axis_size, axis_name, args, dims, *, bwd_jaxpr, num_res, num_bconsts, out_avals):
+    from blu.transforms.batching import bdim_to_front
+
+    if unbatched(axis_name, dims, [bwd_jaxpr]):
+        outs = custom_lin_p.bind(*args, bwd_jaxpr=bwd_jaxpr, num_res=num_res,
+                                 num_bconsts=num_bconsts, out_avals=out_avals)  # fmt: skip
+        return outs, [None] * len(outs)
+    res, bc, xs = groups(args, num_res, num_bconsts)
+    rd, bd, xd = groups(dims, num_res, num_bconsts)
+    # tangents and output tangents batched at 0; bwd maps batched cotangents to batched ones
+    xs = [bdim_to_front(x, d, axis_size) for x, d in zip(xs, xd)]
+    bwd, b_consts, _ = batch_jaxpr(
+        bwd_jaxpr, axis_size, bd + rd + [0] * len(out_avals), True, axis_name
+    )
+    outs = custom_lin_p.bind(
+        *res, *b_consts, *bc, *xs,
+        bwd_jaxpr=bwd, num_res=num_res, num_bconsts=len(b_consts) + len(bc),
+        out_avals=tuple(a.update(shape=(axis_size, *a.shape)) for a in out_avals),
+    )  # fmt: skip
+    return outs, [0] * len(outs)
 
 
 class custom_vjp:

@@ -33,6 +33,7 @@ from blu.lax.control_flow.jaxpr_util import (
     partial_eval_jaxpr,
     run_jaxpr,
     trace_jaxpr,
+    unbatched,
 )
 from blu.transforms.ad_util import Zero, is_undefined
 from blu.transforms.batching import defvectorized
@@ -161,9 +162,12 @@ def _ckpt_jvp(primals, tangents, *, jaxpr, policy):
     return outs[:n], t_out
 
 
-@checkpoint_p.def_batch
-def _ckpt_batch(axis_size, args, dims, *, jaxpr, policy):
-    j, consts, out_dims = batch_jaxpr(jaxpr, axis_size, dims, False)
+@checkpoint_p.def_batch_named  # named: collectives in the block see the vmap/shard axis name
+def _ckpt_batch(axis_size, axis_name, args, dims, *, jaxpr, policy):
+    if unbatched(axis_name, dims, [jaxpr]):
+        outs = checkpoint_p.bind(*args, jaxpr=jaxpr, policy=policy)
+        return outs, [None] * len(outs)
+    j, consts, out_dims = batch_jaxpr(jaxpr, axis_size, dims, False, axis_name)
     return checkpoint_p.bind(*consts, *args, jaxpr=j, policy=policy), out_dims
 
 
