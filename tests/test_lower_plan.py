@@ -217,6 +217,19 @@ def test_temporaries_reuse_dead_buffers():
     assert m.peak_bytes < m.argument_bytes + m.intermediate_bytes
 
 
+def test_concurrent_calls_of_one_executable():
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((32, 32)).astype(np.float32)
+    exe, consts = build(lambda x: nn.softmax(lax.tanh(x) @ w, -1), w)
+    xs = [rng.standard_normal((32, 32)).astype(np.float32) for _ in range(16)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda x: exe(*consts, x)[0], xs))
+    for x, g in zip(xs, got):
+        np.testing.assert_allclose(g, exe(*consts, x)[0], rtol=0, atol=0)
+
+
 def test_donated_argument_is_updated_in_place_only_when_donated():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     f = lambda x: lax.exp(x) * 2.0  # noqa: E731

@@ -255,6 +255,7 @@ class CpuExecutable:
         ]
         self.n_slots = len(slot)
         self.slot = slot
+        self.donated_slots = [s for s, d in zip(self.in_slots, self.donated) if d]
 
     # ---- running ------------------------------------------------------------------------------
 
@@ -339,7 +340,11 @@ class CpuExecutable:
             r = np.asarray(r)
             if r.dtype != v.aval.dtype:
                 r = r.astype(v.aval.dtype)
-            if not r.flags.c_contiguous or np.may_share_memory(r, arena):
+            if (
+                not r.flags.c_contiguous
+                or np.may_share_memory(r, arena)
+                or any(np.may_share_memory(r, env[s]) for s in self.donated_slots)
+            ):
                 r = r.copy()  # kernels read dense row-major buffers; temporaries die early
             env[slot] = r
 

@@ -30,12 +30,24 @@ class NumpyExecutable:
 
                 raise MissingRuleError(f"primitive '{eqn.primitive.name}' has no impl rule")
             self._steps.append(
-                (impl, ins, eqn.params, eqn.outvars, eqn.primitive.multiple_results)
+                (impl, ins, eqn.params, eqn.outvars, eqn.primitive.multiple_results, ())
             )
+        # free each intermediate after its last use, so peak memory follows liveness
+        last_use: dict[Var, int] = {}
+        for i, eqn in enumerate(jaxpr.eqns):
+            for a in eqn.invars:
+                if isinstance(a, Var):
+                    last_use[a] = i
+        keep = {v for v in jaxpr.outvars if isinstance(v, Var)}
+        dead_after: list[list[Var]] = [[] for _ in jaxpr.eqns]
+        for v, i in last_use.items():
+            if v not in keep:
+                dead_after[i].append(v)
+        self._steps = [step[:5] + (tuple(d),) for step, d in zip(self._steps, dead_after)]
 
     def __call__(self, *args: np.ndarray) -> list[np.ndarray]:
         env: dict[Var, Any] = dict(zip(self.jaxpr.invars, args, strict=True))
-        for impl, ins, params, outvars, multi in self._steps:
+        for impl, ins, params, outvars, multi, dead in self._steps:
             vals = [x if kind == "lit" else env[x] for kind, x in ins]
             out = impl(*vals, **params)
             if multi:
@@ -43,6 +55,9 @@ class NumpyExecutable:
                     env[v] = _fix_dtype(o, v)
             else:
                 env[outvars[0]] = _fix_dtype(out, outvars[0])
+            del vals
+            for v in dead:
+                env.pop(v, None)
         return [
             np.asarray(v.val, v.aval.dtype) if isinstance(v, Literal) else env[v]
             for v in self.jaxpr.outvars

@@ -20,9 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -133,10 +133,11 @@ def download(url: str, dest: Path, timeout: float = 60.0) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so readers see the old file or the new one, never a part."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write ``data`` to ``path`` so readers see the old file or the new one, never a part:
+    a temporary file in the same folder (mode from the umask), flushed to disk, then renamed."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "xb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
