@@ -134,6 +134,7 @@ def test_scan_residuals_of_xs_are_not_copied():
     again as an output of the forward loop)."""
     rng = np.random.default_rng(1)
     ws = rng.standard_normal((5, 3, 3))
+    ws.flags.writeable = False  # blu copies writable user buffers on entry; this one it keeps
 
     def f(x, ws):
         dn = (((0,), (0,)), ((), ()))

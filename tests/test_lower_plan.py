@@ -303,10 +303,13 @@ _PROGRAM = textwrap.dedent(
 )
 
 
-def _run_program(cache_dir: str) -> dict:
+def _run_program(cache_dir: str, no_so: bool) -> dict:
     import json
 
     env = dict(os.environ, BLU_CACHE_DIR=cache_dir, PYTHONPATH=ROOT)
+    env.pop("BLU_CACHE_NO_SO", None)
+    if no_so:
+        env["BLU_CACHE_NO_SO"] = "1"
     res = subprocess.run(
         [sys.executable, "-c", _PROGRAM], env=env, capture_output=True, text=True, timeout=300
     )
@@ -314,15 +317,18 @@ def _run_program(cache_dir: str) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def test_second_process_hits_the_cache_without_mlir(tmp_path):
-    first = _run_program(str(tmp_path))
+@pytest.mark.parametrize("no_so", [False, True], ids=["shared-object", "llvm-text"])
+def test_second_process_hits_the_cache(tmp_path, no_so):
+    first = _run_program(str(tmp_path), no_so)
     assert first["stats"]["compiled"] == 1 and first["func"]
     assert not first["mlir_before_compile"]  # keys and MLIR text need no mlir import
-    second = _run_program(str(tmp_path))
+    second = _run_program(str(tmp_path), no_so)
     assert second["keys"] == first["keys"]
     assert second["stats"]["compiled"] == 0
-    assert second["stats"]["cache_so"] + second["stats"]["cache_llvm"] == 1
-    if second["stats"]["cache_so"]:
+    if no_so:  # the stored LLVM-dialect text: the pass pipeline is skipped
+        assert second["stats"]["cache_llvm"] == 1
+    elif mlir_cpu._linker is not None:
+        assert second["stats"]["cache_so"] == 1
         assert not second["mlir"]  # loaded the shared object: MLIR never imported
     np.testing.assert_allclose(second["sum"], first["sum"])
     np.testing.assert_allclose(first["sum"], 10.0, rtol=1e-5)
@@ -365,14 +371,17 @@ def test_dump_ir_and_log_compiles(tmp_path, monkeypatch, caplog):
     assert any("kernel" in r.getMessage() for r in caplog.records)
 
 
-def test_backend_is_opt_in(monkeypatch):
+def test_backend_defaults_to_mlir_and_can_be_switched(monkeypatch):
     j = blu.make_jaxpr(lambda x: x + 1.0)(np.ones(2, np.float32)).jaxpr
     monkeypatch.delenv("BLU_JIT_BACKEND", raising=False)
-    assert type(make_executable(j)).__name__ == "NumpyExecutable"
-    monkeypatch.setenv("BLU_JIT_BACKEND", "mlir")
     exe = make_executable(j)
-    assert isinstance(exe, CpuExecutable)
+    assert isinstance(exe, CpuExecutable)  # the MLIR bindings are installed here
     np.testing.assert_array_equal(exe(np.ones(2, np.float32))[0], [2.0, 2.0])
+    monkeypatch.setenv("BLU_JIT_BACKEND", "numpy")
+    assert type(make_executable(j)).__name__ == "NumpyExecutable"
+    monkeypatch.setenv("BLU_JIT_BACKEND", "llvm")
+    with pytest.raises(blu.BluError, match="BLU_JIT_BACKEND"):
+        make_executable(j)
 
 
 def test_partition_of_an_empty_and_a_passthrough_program():

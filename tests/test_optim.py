@@ -239,13 +239,14 @@ def test_jit_update_equals_eager(make):
     opt = make()
     eager_p, eager_s = _run(opt, params, grads)
     jit_p, jit_s = _run(opt, params, grads, jit=True)
-    _assert_trees_close((jit_p, jit_s), (eager_p, eager_s), rtol=0, atol=0)
+    # compiled kernels fuse the update (float32 rounding may differ from numpy by ulps)
+    _assert_trees_close((jit_p, jit_s), (eager_p, eager_s), rtol=2e-6, atol=1e-7)
     # donated params and state
     step = blu.jit(opt.update, donate_argnums=(1, 2))
     p, s = params, opt.init(params)
     for g in grads:
         p, s = step(g, s, p)
-    _assert_trees_close((p, s), (eager_p, eager_s), rtol=0, atol=0)
+    _assert_trees_close((p, s), (jit_p, jit_s), rtol=0, atol=0)  # donation changes nothing
 
 
 def test_update_vmaps_over_independent_runs():

@@ -231,6 +231,9 @@ class Array(ArrayOps):
     __array_priority__ = 1000
 
     def __init__(self, value: np.ndarray, weak_type: bool = False):
+        # arrays are immutable: np.asarray(x) gives a read-only view (as in JAX). Callers hand
+        # over buffers blu owns; user numpy arrays are copied where they enter (to_numpy)
+        value.flags.writeable = False
         self._value = value
         self.weak_type = weak_type
 
@@ -264,6 +267,16 @@ class Array(ArrayOps):
         if self.ndim == 0:
             raise TypeError("len() of a 0-d array")
         return self._value.shape[0]
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        from blu.core.errors import BluTypeError, with_user_line
+
+        raise BluTypeError(
+            with_user_line(
+                "blu arrays are immutable and do not support item assignment; use "
+                "x = x.at[idx].set(value) (or .add/.multiply/...) instead"
+            )
+        )
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         v = self._value

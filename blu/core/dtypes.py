@@ -74,7 +74,9 @@ def canonicalize(dtype: Any) -> np.dtype:
         raise BluTypeError(with_user_line(f"{dtype!r} is not a dtype")) from e
     if d not in _SUPPORTED_SET:
         names = ", ".join(str(s) for s in SUPPORTED)
-        raise BluTypeError(with_user_line(f"dtype {d} is not supported by blu (supported: {names})"))
+        raise BluTypeError(
+            with_user_line(f"dtype {d} is not supported by blu (supported: {names})")
+        )
     return d
 
 

@@ -14,7 +14,8 @@ owner is one of its ancestors. A tracer whose owner is not an ancestor escaped i
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -198,7 +199,8 @@ def to_numpy(x: Any, aval: ShapedArray | None = None) -> np.ndarray:
     if isinstance(x, Array):
         return x._value
     if isinstance(x, np.ndarray):
-        return x
+        # a user's writable buffer is copied, so later writes to it cannot change blu arrays
+        return x.copy() if x.flags.writeable else x
     aval = aval or get_aval(x)
     if isinstance(x, int) and not isinstance(x, bool) and dtypes.is_int(aval.dtype):
         info = np.iinfo(aval.dtype)

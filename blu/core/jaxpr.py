@@ -12,7 +12,8 @@ arguments. Every equation binds fresh ``outvars``; operands are ``Var``s or ``Li
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -25,7 +25,8 @@ Arrays are positional, static parameters are hashable keywords (as in JAX).
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from blu.core.errors import BluError
 

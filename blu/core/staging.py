@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +43,7 @@ class StagingInterpreter(Interpreter):
         self.constvars: list[Var] = []
         self.consts: list[Any] = []
         self._const_ids: dict[int, Var] = {}
+        self._keep_alive: list[Any] = []
 
     def new_arg(self, aval: ShapedArray) -> StagedTracer:
         var = Var(aval)
@@ -62,7 +64,10 @@ class StagingInterpreter(Interpreter):
             var = Var(get_aval(x))
             self._const_ids[id(x)] = var
             self.constvars.append(var)
-            self.consts.append(x)  # keeps x alive, so its id stays unique
+            self._keep_alive.append(x)  # so its id stays unique while tracing
+            if isinstance(x, np.ndarray):  # captured at trace time, as in JAX
+                x = Array(np.array(x) if x.flags.writeable else x)
+            self.consts.append(x)
         return var
 
     def stage(self, prim: Any, atoms: list[Atom], params: dict, out_avals: Any) -> Any:
@@ -101,7 +106,9 @@ def hoist_consts(jaxpr: Jaxpr) -> Jaxpr:
     return Jaxpr([], jaxpr.constvars + jaxpr.invars, jaxpr.eqns, jaxpr.outvars)
 
 
-def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = ()) -> Callable[..., ClosedJaxpr]:
+def make_jaxpr(
+    fun: Callable, static_argnums: int | Sequence[int] = ()
+) -> Callable[..., ClosedJaxpr]:
     """Return a function that traces ``fun`` on example arguments and gives its jaxpr.
 
     Example:

@@ -16,6 +16,8 @@ naming the primitives and the user's source line.
 from __future__ import annotations
 
 import ctypes
+import functools
+import importlib.util
 import logging
 import os
 import threading
@@ -27,7 +29,7 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.config import config
-from blu.core.errors import BluError
+from blu.core.errors import BluError, BluValueError
 from blu.core.jaxpr import Jaxpr, Literal, Var
 from blu.lower import cache
 from blu.lower.codegen import emit_kernel
@@ -44,13 +46,28 @@ class BluFloatingPointError(BluError, FloatingPointError):
 
 
 def make_executable(jaxpr: Jaxpr, name: str = "jit", donated_invars: Sequence[bool] | None = None):
-    """The executable ``jit`` runs: the MLIR-compiled one when ``BLU_JIT_BACKEND=mlir``, else
-    the numpy reference interpreter."""
-    if os.environ.get("BLU_JIT_BACKEND", "").lower() == "mlir":
+    """The executable ``jit`` runs: MLIR-compiled CPU code by default (``BLU_JIT_BACKEND=mlir``),
+    or the numpy reference interpreter with ``BLU_JIT_BACKEND=numpy`` or where the MLIR
+    bindings are not installed (e.g. the GPU test machine)."""
+    if _backend() == "mlir":
         return CpuExecutable(jaxpr, name, donated_invars)
     from blu.lower.executable import NumpyExecutable
 
     return NumpyExecutable(jaxpr, name)
+
+
+def _backend() -> str:
+    choice = os.environ.get("BLU_JIT_BACKEND", "").lower()
+    if choice in ("mlir", "numpy"):
+        return choice
+    if choice:
+        raise BluValueError(f"BLU_JIT_BACKEND={choice!r}: expected 'mlir' or 'numpy'")
+    return "mlir" if _mlir_available() else "numpy"
+
+
+@functools.cache
+def _mlir_available() -> bool:
+    return importlib.util.find_spec("mlir") is not None
 
 
 # ---- steps ---------------------------------------------------------------------------------------

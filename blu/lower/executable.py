@@ -4,7 +4,8 @@ MLIR-compiled executables will replace it behind the same ``__call__``."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -8,8 +8,9 @@ carry ``fastmath<reassoc>``). Memrefs use the bare-pointer calling convention, a
 engine's packed wrapper ``_mlir_<name>(void **args)`` gives every kernel one C signature.
 
 On a cache hit, a second process loads the shared object (``ctypes``, no MLIR at all) or, where
-no linker was available, re-creates the engine from the stored LLVM-dialect text (skipping the
-pass pipeline). ``import mlir`` happens only when something must be compiled.
+no linker was available (or ``BLU_CACHE_NO_SO=1``), re-creates the engine from the stored
+LLVM-dialect text (skipping the pass pipeline). ``import mlir`` happens only when something must
+be compiled.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def asarray_operand(x: Any) -> Any:
     if isinstance(x, (Array, Tracer)):
         return x
     if isinstance(x, (np.ndarray, np.generic)):
-        return Array(np.asarray(x, dtypes.canonicalize(x.dtype)))
+        return Array(np.array(x, dtypes.canonicalize(x.dtype)))  # a copy: arrays are immutable
     if isinstance(x, _SCALAR_TYPES):
         d, weak = dtypes.dtype_and_weak(x)
         return scalar_array(x, d, weak)

@@ -15,7 +15,8 @@ Symbolic zeros (``Zero``) keep untouched tangents and cotangents from being mate
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from blu.core import dtypes, pytree
 from blu.core.aval import ShapedArray
@@ -144,9 +145,7 @@ def linearize_flat(fun: Callable, primals: Sequence[Any]):
     pe = PartialEvalInterpreter(current_interpreter())
     tangents_in = [pe.new_arg(tangent_aval(get_aval(p))) for p in primals]
     # integer and bool inputs have no tangent: feed symbolic zeros (the invar stays unused)
-    tangents_jvp = [
-        t if dtypes.is_float(t.aval.dtype) else Zero(t.aval) for t in tangents_in
-    ]
+    tangents_jvp = [t if dtypes.is_float(t.aval.dtype) else Zero(t.aval) for t in tangents_in]
     with set_interpreter(pe):
         primals_out, tangents_out = jvp_flat(fun, primals, tangents_jvp)
         tangents_out = [instantiate(t) for t in tangents_out]
@@ -434,9 +433,13 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         out = vmap(push, in_axes=0, out_axes=-1)(*basis)
         jac_tree = pytree.tree_map(lambda o: _split_last(o, leaves), out)
         if isinstance(argnums, int):
-            return pytree.tree_map(lambda parts: parts[0], jac_tree, is_leaf=lambda x: isinstance(x, list))
+            return pytree.tree_map(
+                lambda parts: parts[0], jac_tree, is_leaf=lambda x: isinstance(x, list)
+            )
         return pytree.tree_map(
-            lambda parts: pytree.tree_unflatten(tree, parts), jac_tree, is_leaf=lambda x: isinstance(x, list)
+            lambda parts: pytree.tree_unflatten(tree, parts),
+            jac_tree,
+            is_leaf=lambda x: isinstance(x, list),
         )
 
     return jac
@@ -479,7 +482,9 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         start = 0
         for o in out_leaves:
             oa = get_aval(o)
-            sl = pytree.tree_map(lambda c: c[start : start + oa.size].reshape(oa.shape + c.shape[1:]), cts)
+            sl = pytree.tree_map(
+                lambda c: c[start : start + oa.size].reshape(oa.shape + c.shape[1:]), cts
+            )
             per_out.append(sl[0] if isinstance(argnums, int) else sl)
             start += oa.size
         return pytree.tree_unflatten(out_tree, per_out)

@@ -7,7 +7,8 @@ arguments of a primitive being transposed.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from blu.core import dtypes
 from blu.core.aval import ShapedArray
@@ -123,9 +124,7 @@ def deflinear(prim: Any, transpose_fn: Callable) -> None:
     def jvp(primals, tangents, **params):
         out = prim.bind(*primals, **params)
         if all(isinstance(t, Zero) for t in tangents):
-            zero_out = (
-                [zero_like(o) for o in out] if prim.multiple_results else zero_like(out)
-            )
+            zero_out = [zero_like(o) for o in out] if prim.multiple_results else zero_like(out)
             return out, zero_out
         return out, prim.bind(*map(instantiate, tangents), **params)
 

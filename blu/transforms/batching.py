@@ -8,7 +8,8 @@ whole batch at once; it runs under the parent interpreter.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from blu.core import pytree
 from blu.core.aval import ShapedArray
@@ -95,9 +96,7 @@ def bdim_to_front(x: Any, bdim: int | None, axis_size: int) -> Any:
 
     if bdim is None:
         aval = get_aval(x)
-        return lax.broadcast_in_dim(
-            x, (axis_size,) + aval.shape, tuple(range(1, aval.ndim + 1))
-        )
+        return lax.broadcast_in_dim(x, (axis_size,) + aval.shape, tuple(range(1, aval.ndim + 1)))
     return moveaxis(x, bdim, 0)
 
 
@@ -228,7 +227,9 @@ def vmap(
                 with_user_line("vmap needs axis_size when no argument is mapped (all in_axes None)")
             )
         if axis_size is not None and size != axis_size:
-            raise BluValueError(with_user_line(f"vmap axis_size={axis_size} but arguments have {size}"))
+            raise BluValueError(
+                with_user_line(f"vmap axis_size={axis_size} but arguments have {size}")
+            )
         interp = BatchInterpreter(current_interpreter(), size, axis_name)
         ins = [interp.wrap(x, a) for x, a in zip(leaves, norm_axes)]
         with set_interpreter(interp):
@@ -259,7 +260,9 @@ def _move_out(val: Any, d: int | None, out_axis: int | None, size: int) -> Any:
         d = 0
     ndim = get_aval(val).ndim
     if not -ndim <= out_axis < ndim:
-        raise BluValueError(with_user_line(f"vmap out_axes={out_axis} out of range for rank {ndim}"))
+        raise BluValueError(
+            with_user_line(f"vmap out_axes={out_axis} out of range for rank {ndim}")
+        )
     return moveaxis(val, d, out_axis % ndim)
 
 

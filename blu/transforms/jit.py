@@ -12,10 +12,12 @@ import functools
 import inspect
 import logging
 import weakref
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from blu.core import pytree
-from blu.core.aval import ShapeDtypeStruct, ShapedArray
+from blu.core.array import Array
+from blu.core.aval import ShapedArray, ShapeDtypeStruct
 from blu.core.config import config
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import Tracer, current_interpreter, get_aval, set_interpreter
@@ -55,11 +57,14 @@ _executables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 @jit_p.def_impl
 def _jit_impl(*args, jaxpr, name, donated_invars):
-    exe = _executables.get(jaxpr)
+    per = _executables.get(jaxpr)
+    if per is None:
+        per = _executables[jaxpr] = {}
+    exe = per.get(donated_invars)
     if exe is None:
-        from blu.lower.executable import NumpyExecutable
+        from blu.lower.cpu import make_executable
 
-        exe = _executables[jaxpr] = NumpyExecutable(jaxpr, name)
+        exe = per[donated_invars] = make_executable(jaxpr, name, donated_invars)
     return exe(*args)
 
 
@@ -94,7 +99,9 @@ def _jit_jvp(primals, tangents, *, jaxpr, name, donated_invars):
                        f"jvp({name})")  # fmt: skip
     n = len(jaxpr.outvars)
     t_iter = iter(outs[n:])
-    t_outs = [next(t_iter) if nz else Zero(tangent_aval(a)) for nz, a in zip(out_nz, jaxpr.out_avals)]
+    t_outs = [
+        next(t_iter) if nz else Zero(tangent_aval(a)) for nz, a in zip(out_nz, jaxpr.out_avals)
+    ]
     return outs[:n], t_outs
 
 
@@ -150,7 +157,9 @@ def _jit_partial_eval(pe, args, params):
         jaxpr, unknowns, pe.parent
     )
     with set_interpreter(pe.parent):
-        known_outs = _bind_jaxpr(known_j, known_consts, [a for a, u in zip(args, unknowns) if not u], name)
+        known_outs = _bind_jaxpr(
+            known_j, known_consts, [a for a, u in zip(args, unknowns) if not u], name
+        )
     n_known = len(known_outs) - num_res
     residuals = known_outs[n_known:]
     unknown_args = [*residuals, *[a for a, u in zip(args, unknowns) if u]]
@@ -165,6 +174,14 @@ def _jit_partial_eval(pe, args, params):
 
 
 # ---- the user-facing jit -----------------------------------------------------------------------
+
+
+def _release_for_donation(x: Array) -> None:
+    """Let the executable write a donated array's buffer in place (the caller gave it up)."""
+    try:
+        x._value.flags.writeable = True
+    except ValueError:  # a view of a read-only buffer: the executable allocates instead
+        pass
 
 
 class _CacheEntry:
@@ -287,7 +304,7 @@ class Jitted:
                 return f"argument leaf {i} changed from {b.str_short()} to {a.str_short()}" + (
                     " (weak type)" if a.shape == b.shape and a.dtype == b.dtype else ""
                 )
-        for (kind, w, v), (_, _, ov) in zip(statics, ostatics):
+        for (_, w, v), (_, _, ov) in zip(statics, ostatics):
             if v != ov:
                 return f"static argument {w} changed from {ov!r} to {v!r}"
         return "signature not seen before"
@@ -300,7 +317,8 @@ class Jitted:
         except BluTypeError as e:
             raise BluTypeError(
                 f"jit({self.name}): {e.args[0].splitlines()[0]}; pass non-array arguments as "
-                "static (static_argnums=... / static_argnames=...)\n" + "\n".join(e.args[0].splitlines()[1:])
+                "static (static_argnums=... / static_argnames=...)\n"
+                + "\n".join(e.args[0].splitlines()[1:])
             ) from None
         from blu.parallel.axes import axis_env_key
 
@@ -321,6 +339,9 @@ class Jitted:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         entry, leaves, donated = self._lookup(args, kwargs)
+        for leaf, d in zip(leaves, donated):
+            if d and isinstance(leaf, Array):
+                _release_for_donation(leaf)
         if not entry.uses_shard:
             _check_sharded_args(self.name, leaves)
         outs = jit_p.bind(
@@ -332,12 +353,17 @@ class Jitted:
         )
         return pytree.tree_unflatten(entry.out_tree, outs)
 
-    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        """Stage for the given arguments (arrays or ``ShapeDtypeStruct``s) without running."""
+    def lower(self, *args: Any, target: str | None = None, **kwargs: Any) -> Lowered:
+        """Stage for the given arguments (arrays or ``ShapeDtypeStruct``s) without running.
+
+        With ``target="cpu"`` the program is also lowered through MLIR: ``.as_text()`` is the
+        MLIR of its kernels and ``.compile()`` compiles them (into ``BLU_CACHE_DIR``).
+        """
         args = pytree.tree_map(_spec_to_aval_holder, args, is_leaf=_is_spec)
         kwargs = pytree.tree_map(_spec_to_aval_holder, kwargs, is_leaf=_is_spec)
-        entry, _, _ = self._lookup(args, kwargs)
-        return Lowered(self, entry)
+        entry, _, donated = self._lookup(args, kwargs)
+        donated_invars = (False,) * len(entry.consts) + tuple(donated)
+        return Lowered(self, entry, target, donated_invars)
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         entry, _, _ = self._lookup(args, kwargs)
@@ -400,28 +426,55 @@ class _SpecTracer(Tracer):
 class Lowered:
     """A staged program: ``.as_text()`` shows it, ``.compile()`` makes it runnable."""
 
-    def __init__(self, jitted: Jitted, entry: _CacheEntry):
+    def __init__(self, jitted: Jitted, entry: _CacheEntry, target: str | None = None,
+                 donated_invars: tuple[bool, ...] = ()):  # fmt: skip
         self.jitted = jitted
         self.entry = entry
+        self.target = target
+        self.donated_invars = donated_invars
+        self._program = None
+        if target is not None:
+            from blu.lower.cpu import Lowered as LoweredProgram
+
+            self._program = LoweredProgram(
+                _stable_hoisted(entry), jitted.name, target, donated_invars
+            )
 
     @property
     def jaxpr(self) -> ClosedJaxpr:
         return ClosedJaxpr(self.entry.jaxpr, self.entry.consts)
 
     def as_text(self) -> str:
-        """The staged program (the jaxpr, until the MLIR path exists)."""
+        """The MLIR of the program's kernels with a ``target``, else the staged jaxpr."""
+        if self._program is not None:
+            return self._program.as_text()
         return pp_jaxpr(self.entry.jaxpr)
 
+    def memory_analysis(self) -> Any:
+        """Argument, output, temporary and peak bytes (with a ``target``; else None)."""
+        return None if self._program is None else self._program.memory_analysis()
+
     def compile(self) -> Compiled:
-        return Compiled(self.jitted, self.entry)
+        exe = None if self._program is None else self._program.compile()
+        return Compiled(self.jitted, self.entry, exe, self.donated_invars)
 
 
 class Compiled:
     """A compiled program for one signature; call it with arrays of that signature."""
 
-    def __init__(self, jitted: Jitted, entry: _CacheEntry):
+    def __init__(self, jitted: Jitted, entry: _CacheEntry, executable: Any = None,
+                 donated_invars: tuple[bool, ...] = ()):  # fmt: skip
         self.jitted = jitted
         self.entry = entry
+        self.executable = executable
+        if executable is not None:  # calls with this signature run it (jit_p's impl finds it)
+            per = _executables.get(_stable_hoisted(entry))
+            if per is None:
+                per = _executables[_stable_hoisted(entry)] = {}
+            per[donated_invars] = executable
+
+    def memory_analysis(self) -> Any:
+        return None if self.executable is None else self.executable.memory_analysis()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.jitted(*args, **kwargs)

@@ -12,7 +12,8 @@ also outputs the residuals) and an unknown jaxpr (which takes them). Primitives 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from blu.core.interpreter import Interpreter, set_interpreter
 from blu.core.jaxpr import Jaxpr, eval_jaxpr
