@@ -271,3 +271,21 @@ def test_jit_non_array_argument_suggests_static():
 
     with pytest.raises(BluError, match="static_argnums"):
         blu.jit(lambda cfg, x: x)(Config(), 1.0)
+
+
+def test_usage_errors_are_clear():
+    with pytest.raises(BluError, match="has_aux=True requires"):
+        blu.grad(lambda x: lax.reduce_sum(x), has_aux=True)(np.ones(2))
+    with pytest.raises(BluError, match="cotangent leaf 0 is f64\\[3\\]"):
+        blu.vjp(lax.sin, np.ones(2))[1](np.ones(3))
+    with pytest.raises(BluError, match="as tuples"):
+        blu.jvp(lax.sin, np.ones(2), np.ones(2))
+    with pytest.raises(BluError, match="ints or None"):
+        blu.vmap(lax.sin, in_axes=0.0)(np.ones(2))
+    with pytest.raises(BluError, match="static_argnums \\[3\\] out of range"):
+        blu.jit(lambda x: x, static_argnums=3)
+    with pytest.raises(BluError, match="not parameters"):
+        blu.jit(lambda x: x, static_argnames="nonexistent")
+    with pytest.raises(BluError, match="immutable"):
+        x = blu.numpy.zeros(3)
+        x[0] = 1.0

@@ -106,6 +106,13 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple
     Raises:
         BluTypeError: primals and tangents differ in structure, shape or dtype.
     """
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise BluTypeError(
+            with_user_line(
+                "jvp(fun, primals, tangents) takes primals and tangents as tuples, e.g. "
+                f"jvp(f, (x,), (t,)); got {type(primals).__name__} and {type(tangents).__name__}"
+            )
+        )
     p_leaves, tree = pytree.tree_flatten(tuple(primals))
     t_leaves, t_tree = pytree.tree_flatten(tuple(tangents))
     p_leaves = [canonicalize_arg(x) for x in p_leaves]
@@ -283,6 +290,13 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False):
         out = fun(*pytree.tree_unflatten(in_tree, list(args)))
         aux_leaves: list = []
         if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise BluTypeError(
+                    with_user_line(
+                        "has_aux=True requires the function to return a pair (output, aux), "
+                        f"got {type(out).__name__}"
+                    )
+                )
             out, aux = out
             aux_leaves, t_aux = pytree.tree_flatten(aux)
             aux_tree.append(t_aux)
@@ -303,6 +317,15 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False):
             raise BluTypeError(
                 with_user_line(f"vjp: cotangent structure {ct_tree} != output {out_tree[0]}")
             )
+        for i, (c, o) in enumerate(zip(ct_leaves, outs)):
+            ca, oa = get_aval(c), get_aval(o)
+            if ca.shape != oa.shape:
+                raise BluTypeError(
+                    with_user_line(
+                        f"vjp: cotangent leaf {i} is {ca.str_short()} but the output it "
+                        f"pairs with is {oa.str_short()}"
+                    )
+                )
         cts = f_vjp_flat(ct_leaves + aux_zeros)
         cts = [instantiate(Zero(a) if c is None else c) for c, a in zip(cts, in_avals)]
         return pytree.tree_unflatten(in_tree, cts)

@@ -145,6 +145,11 @@ def _bcast_scalar(s: Any, like: Any) -> Any:
 def _flatten_axes(what: str, tree: Any, axes: Any) -> list[Any]:
     """Broadcast an in_axes/out_axes spec (an int, None, or a pytree prefix) to the leaves."""
     leaves_tree = pytree.tree_structure(tree)
+    for ax in pytree.tree_leaves(axes):
+        if not isinstance(ax, int) or isinstance(ax, bool):
+            raise BluValueError(
+                with_user_line(f"vmap {what} entries must be ints or None, got {ax!r}")
+            )
     if axes is None or isinstance(axes, int):
         return [axes] * leaves_tree.num_leaves
     try:

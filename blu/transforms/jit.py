@@ -222,6 +222,26 @@ def _normalize_static(fun: Callable, static_argnums: Any, static_argnames: Any):
     except (TypeError, ValueError):
         params = []
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if params and not any(p.kind == p.VAR_POSITIONAL for p in params):
+        bad = [i for i in nums if not -len(positional) <= i < len(positional)]
+        if bad:
+            raise BluValueError(
+                with_user_line(
+                    f"jit: static_argnums {bad} out of range for a function of "
+                    f"{len(positional)} positional parameters {positional}"
+                )
+            )
+        nums = tuple(i % len(positional) for i in nums)
+    if params and not any(p.kind == p.VAR_KEYWORD for p in params):
+        known = {p.name for p in params}
+        bad_names = [n for n in names if n not in known]
+        if bad_names:
+            raise BluValueError(
+                with_user_line(
+                    f"jit: static_argnames {bad_names} are not parameters of the function "
+                    f"(its parameters: {sorted(known)})"
+                )
+            )
     names = set(names) | {positional[i] for i in nums if i < len(positional)}
     nums = set(nums) | {positional.index(n) for n in names if n in positional}
     return frozenset(nums), frozenset(names)
