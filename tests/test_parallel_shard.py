@@ -290,7 +290,8 @@ def test_device_put_shards(data):
         np.testing.assert_array_equal(np.asarray(sh.data), x[sh.index])
     # each block once per replica: (block, replica_id) pairs are distinct, ids 0..replicas-1
     keys = {(tuple((i.start, i.stop) for i in sh.index), sh.replica_id) for sh in shards}
-    assert len(keys) == len(shards)
+    if x.size:  # empty blocks all read slice(0, 0): indistinguishable by their index
+        assert len(keys) == len(shards)
     replicas = math.prod(mesh.shape[n] for n in mesh.axis_names if n not in spec.all_names())
     assert {sh.replica_id for sh in shards} == set(range(replicas))
     # an eager operation sees the global array

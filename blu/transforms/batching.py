@@ -272,9 +272,24 @@ def _move_out(val: Any, d: int | None, out_axis: int | None, size: int) -> Any:
 
 
 def batch_jaxpr(
-    jaxpr: Any, axis_size: int, in_dims: Sequence[int | None], axis_name: Any = None
+    jaxpr: Any,
+    axis_size: int,
+    in_dims: Sequence[int | None],
+    axis_name: Any = None,
+    force_out: Sequence[bool] | bool | None = None,
 ) -> tuple[Any, list[Any], list[int | None]]:
-    """Trace a batched version of ``jaxpr`` (no constvars). Returns (jaxpr, consts, out_dims)."""
+    """Trace a batched version of ``jaxpr`` (no constvars).
+
+    Args:
+        in_dims: per input, its batch axis or None.
+        axis_name: the batching level's axis name, for the collectives inside.
+        force_out: None to leave each output's batch axis where the rules put it; otherwise
+            batched outputs move to axis 0 and those marked True (per output, or all) that came
+            out unbatched are broadcast (loop carries and branch outputs need one layout).
+
+    Returns:
+        ``(jaxpr, consts, out_dims)``.
+    """
     from blu.core.jaxpr import eval_jaxpr
     from blu.core.staging import StagingInterpreter
 
@@ -291,5 +306,14 @@ def batch_jaxpr(
         outs = eval_jaxpr(jaxpr, [], *ins)
     interp.finished = True
     pairs = [interp.lift(o) for o in outs]
+    if force_out is not None:
+        forces = [force_out] * len(pairs) if isinstance(force_out, bool) else force_out
+        with set_interpreter(builder):
+            pairs = [
+                (moveaxis(v, d, 0), 0)
+                if d is not None
+                else ((bdim_to_front(v, None, axis_size), 0) if force else (v, None))
+                for (v, d), force in zip(pairs, forces, strict=True)
+            ]
     new_jaxpr, consts = builder.build([v for v, _ in pairs])
     return new_jaxpr, consts, [d for _, d in pairs]

@@ -16,7 +16,7 @@ from typing import Any
 from blu.core import dtypes, pytree
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluTypeError, with_user_line
-from blu.core.interpreter import Interpreter, current_interpreter, get_aval, set_interpreter
+from blu.core.interpreter import Interpreter, get_aval, set_interpreter
 from blu.core.jaxpr import ClosedJaxpr, Jaxpr, Var, eval_jaxpr
 from blu.core.staging import StagingInterpreter, hoist_consts, trace_to_jaxpr
 from blu.transforms.ad_util import Zero, instantiate, tangent_aval
@@ -251,33 +251,9 @@ def batch_jaxpr(
     Returns:
         ``(batched, consts, out_dims)`` with each out dim 0 or None.
     """
-    from blu.transforms.batching import BatchInterpreter, bdim_to_front, moveaxis
+    from blu.transforms.batching import batch_jaxpr as _batch_jaxpr
 
-    if isinstance(force_out, bool):
-        force_out = [force_out] * len(jaxpr.outvars)
-    builder = StagingInterpreter(current_interpreter())
-    args = []
-    for v, d in zip(jaxpr.invars, in_dims, strict=True):
-        aval = v.aval
-        if d is not None:
-            aval = aval.update(shape=aval.shape[:d] + (axis_size,) + aval.shape[d:])
-        args.append(builder.new_arg(aval))
-    interp = BatchInterpreter(builder, axis_size, axis_name)
-    ins = [interp.wrap(a, d) for a, d in zip(args, in_dims)]
-    with set_interpreter(interp):
-        outs = eval_jaxpr(jaxpr, [], *ins)
-    interp.finished = True
-    vals, out_dims = [], []
-    with set_interpreter(builder):
-        for o, force in zip(outs, force_out, strict=True):
-            v, d = interp.lift(o)
-            if d is not None:
-                v, d = moveaxis(v, d, 0), 0
-            elif force:
-                v, d = bdim_to_front(v, None, axis_size), 0
-            vals.append(v)
-            out_dims.append(d)
-    new, consts = builder.build(vals)
+    new, consts, out_dims = _batch_jaxpr(jaxpr, axis_size, in_dims, axis_name, force_out)
     return hoist_consts(new), list(consts), out_dims
 
 
