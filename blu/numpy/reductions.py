@@ -76,6 +76,24 @@ def _masked(a: Any, where: Any, fill: Any) -> Any:
     return _where(where, a, lax.full(aval.shape, fill, aval.dtype))
 
 
+def _accumulate(name, reduce, combine, identity, a, axis, dtype, keepdims, initial, where,
+                promote_integers):  # fmt: skip
+    """sum and prod: pick the accumulation dtype, mask with ``identity``, reduce, fold in
+    ``initial`` with ``combine``."""
+    a, axes = _prep(a, axis, name)
+    d = (
+        dtypes.canonicalize(dtype)
+        if dtype is not None
+        else (_accumulation_dtype(get_aval(a).dtype) if promote_integers else get_aval(a).dtype)
+    )
+    a = _masked(_cast(a, d), where, identity)
+    in_shape = get_aval(a).shape
+    r = reduce(a, axes)
+    if initial is not None:
+        r = combine(r, lax.convert_element_type(asarray_operand(initial), d))
+    return _keep(r, in_shape, axes, keepdims)
+
+
 def sum(
     a: Any,
     axis: Any = None,
@@ -88,20 +106,10 @@ def sum(
 ) -> Any:
     """Sum over ``axis``. Bool and narrow integers sum in int32/uint32 unless ``dtype`` is
     given; ``where`` masks elements out; ``initial`` is added."""
-    a, axes = _prep(a, axis, "sum")
-    d = (
-        dtypes.canonicalize(dtype)
-        if dtype is not None
-        else (_accumulation_dtype(get_aval(a).dtype) if promote_integers else get_aval(a).dtype)
-    )
-    a = _masked(_cast(a, d), where, 0)
-    in_shape = get_aval(a).shape
-    r = lax.reduce_sum(a, axes)
-    if initial is not None:
-        from blu.numpy import add
+    from blu.numpy import add
 
-        r = add(r, lax.convert_element_type(asarray_operand(initial), d))
-    return _keep(r, in_shape, axes, keepdims)
+    return _accumulate("sum", lax.reduce_sum, add, 0, a, axis, dtype, keepdims, initial, where,
+                       promote_integers)  # fmt: skip
 
 
 def prod(
@@ -115,20 +123,10 @@ def prod(
     promote_integers: bool = True,
 ) -> Any:
     """Product over ``axis`` (dtypes as for ``sum``)."""
-    a, axes = _prep(a, axis, "prod")
-    d = (
-        dtypes.canonicalize(dtype)
-        if dtype is not None
-        else (_accumulation_dtype(get_aval(a).dtype) if promote_integers else get_aval(a).dtype)
-    )
-    a = _masked(_cast(a, d), where, 1)
-    in_shape = get_aval(a).shape
-    r = lax.reduce_prod(a, axes)
-    if initial is not None:
-        from blu.numpy import multiply
+    from blu.numpy import multiply
 
-        r = multiply(r, lax.convert_element_type(asarray_operand(initial), d))
-    return _keep(r, in_shape, axes, keepdims)
+    return _accumulate("prod", lax.reduce_prod, multiply, 1, a, axis, dtype, keepdims, initial,
+                       where, promote_integers)  # fmt: skip
 
 
 product = prod
