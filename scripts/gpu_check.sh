@@ -4,7 +4,9 @@
 #   scripts/gpu_check.sh [PART...]     PART: tests | example | bench | all (default: tests)
 #
 # Before it travels (on a machine with network): scripts/fetch_gpu_wheels.sh, which puts the
-# nvmath-python and nccl4py wheels in .whl/ (git-ignored: carry it, e.g. carry: [".whl"]).
+# nvmath-python and nccl4py wheels in .whl/; scripts/fill_gpu_cache.py, which compiles every GPU
+# kernel into .blu_cache/; and a copy of the corpora in .data/ (all git-ignored: carry them,
+# carry: [".whl", ".blu_cache", ".data"]).
 # The GPU machine has no network: the wheels are installed from .whl/ into /tmp/site, and the
 # repository root goes on PYTHONPATH (blu itself is not installed there).
 #
@@ -29,9 +31,12 @@ TOTAL_LIMIT="${TOTAL_LIMIT:-570}"
 # The example and benchmark parts: each runs once its presence check succeeds (edit these when
 # the GPU example and benchmark land).
 EXAMPLE_CHECK="${EXAMPLE_CHECK:-grep -q -- '--device' examples/gpt2/train.py}"
-EXAMPLE_CMD="${EXAMPLE_CMD:-python3 -m examples.gpt2 --device cuda --steps 50}"
-BENCH_CHECK="${BENCH_CHECK:-test -e benchmarks/gpt2_gpu.py}"
-BENCH_CMD="${BENCH_CMD:-python3 benchmarks/gpt2_gpu.py}"
+EXAMPLE_CMD="${EXAMPLE_CMD:-python3 -m examples.gpt2 --device cuda --config gpt2-124m --tokenizer gpt2 --data .data/pd_books.txt --precision bf16 --batch-size 16 --block-size 1024 --steps 60 --eval-every 30 --eval-iters 2 --sample-tokens 40 --no-progress --out /tmp/blu_gpt2_gpu --overwrite}"
+BENCH_CHECK="${BENCH_CHECK:-test -e benchmarks/gpt2_124m.py}"
+BENCH_CMD="${BENCH_CMD:-python3 benchmarks/gpt2_124m.py}"
+# Kernels come from the carried cache (filled by scripts/fill_gpu_cache.py: the GPU machine has no
+# MLIR); corpora from the carried .data/ (../shared does not travel).
+export BLU_CACHE_DIR="${BLU_CACHE_DIR:-$PWD/.blu_cache}" BLU_DATA_DIR="${BLU_DATA_DIR:-$PWD/.data}"
 START=$SECONDS
 budget() {  # the limit for a part: its own, or what is left of TOTAL_LIMIT (less 15 s)
     local left=$((TOTAL_LIMIT - (SECONDS - START) - 15))

@@ -71,6 +71,10 @@ class EvalInterpreter(Interpreter):
                 self.check_value(a)
         avals = [get_aval(a) for a in args]
         out_avals = prim.rule("abstract_eval")(*avals, **params)
+        if any(getattr(a, "_blu_device_array", False) for a in args):
+            from blu.lower.gpu_dispatch import apply_on_device  # operands on a GPU: run there
+
+            return apply_on_device(prim, args, avals, params)
         outs = prim.impl(*[to_numpy(a, av) for a, av in zip(args, avals)], **params)
         if prim.multiple_results:
             return [_wrap(o, av) for o, av in zip(outs, out_avals)]
@@ -183,6 +187,8 @@ def get_aval(x: Any) -> ShapedArray:
         BluTypeError: ``x`` is not an array, tracer or Python/numpy scalar.
     """
     if isinstance(x, (Tracer, Array)):
+        return x.aval
+    if getattr(x, "_blu_device_array", False):  # blu.cuda.DeviceArray (not imported here)
         return x.aval
     if isinstance(x, (np.ndarray, np.generic)):
         return ShapedArray(x.shape, x.dtype)

@@ -16,14 +16,19 @@ from typing import Any
 
 import numpy as np
 
+from blu.core.array import ArrayOps
 from blu.core.errors import BluValueError
 from blu.cuda import dlpack
 from blu.cuda.allocator import Block
 from blu.cuda.device import Device
 
 
-class DeviceArray:
+class DeviceArray(ArrayOps):
     """An array in device memory (C-contiguous).
+
+    Operators and numpy-style methods (``x + y``, ``x.sum()``, ``x[i]``) run on the device: each
+    operation is a single-primitive kernel from the kernel cache (``blu.lower.gpu_dispatch``),
+    and ``blu.jit`` functions called with DeviceArrays run their whole plan there.
 
     Attributes:
         shape, dtype, ndim, size, nbytes: as numpy's.
@@ -32,6 +37,9 @@ class DeviceArray:
 
     __slots__ = ("_ptr", "shape", "dtype", "device", "_block", "_owner", "__weakref__")
     __array_priority__ = 1000
+    __hash__ = object.__hash__  # ArrayOps defines an elementwise __eq__
+    _blu_device_array = True
+    weak_type = False
 
     def __init__(
         self,

@@ -249,6 +249,8 @@ _devices_lock = threading.Lock()
 def cuda_devices() -> list[CudaDevice]:
     """Every GPU as a ``CudaDevice`` (an empty list without a usable GPU)."""
     global _devices
+    if fake_gpu():
+        return [fake_gpu_device()]  # type: ignore[list-item]
     if _devices is None:
         with _devices_lock:
             if _devices is None:
@@ -260,3 +262,24 @@ def cuda_devices() -> list[CudaDevice]:
 
                 _devices = [CudaDevice(i) for i in range(driver.device_count())]
     return _devices
+
+
+def fake_gpu() -> bool:
+    """``BLU_FAKE_GPU=1``: a simulated GPU (``blu.cuda.fake.FakeDevice``) stands in for the real
+    ones, so GPU programs run on the CPU and their kernels are compiled into the kernel cache
+    (``scripts/fill_gpu_cache.py``)."""
+    import os
+
+    return os.environ.get("BLU_FAKE_GPU", "") == "1"
+
+
+_fake_device: Any = None
+
+
+def fake_gpu_device() -> Any:
+    global _fake_device
+    if _fake_device is None:
+        from blu.cuda.fake import FakeDevice
+
+        _fake_device = FakeDevice(0, capacity=64 << 30)
+    return _fake_device

@@ -34,9 +34,24 @@ def cache_dir() -> str:
     return os.environ.get("BLU_CACHE_DIR") or config.cache_dir
 
 
-@functools.cache
 def mlir_version() -> str:
-    """The version of the MLIR Python bindings, read from package metadata (no import)."""
+    """The version of the MLIR Python bindings, read from package metadata (no import).
+
+    Where the bindings are not installed (the GPU machine), the version recorded in the cache
+    directory by the machine that filled it (``mlir-version``), so its keys still match."""
+    installed = _installed_mlir_version()
+    if installed != "none":
+        _record_version(installed)
+        return installed
+    try:
+        with open(os.path.join(cache_dir(), "mlir-version")) as f:
+            return f.read().strip() or "none"
+    except OSError:
+        return "none"
+
+
+@functools.cache
+def _installed_mlir_version() -> str:
     from importlib import metadata
 
     for dist in ("xtc-mlir-python-bindings", "mlir-python-bindings", "mlir"):
@@ -45,6 +60,26 @@ def mlir_version() -> str:
         except metadata.PackageNotFoundError:
             continue
     return "none"
+
+
+_recorded: set[str] = set()
+
+
+def _record_version(version: str) -> None:
+    d = cache_dir()
+    if d in _recorded:
+        return
+    _recorded.add(d)
+    if read_text_path(os.path.join(d, "mlir-version")) != version:
+        write_file(os.path.join(d, "mlir-version"), version.encode())
+
+
+def read_text_path(p: str) -> str | None:
+    try:
+        with open(p) as f:
+            return f.read().strip()
+    except OSError:
+        return None
 
 
 @functools.cache
@@ -124,7 +159,11 @@ def read_text(key: str, suffix: str) -> str | None:
 
 def write_bytes(key: str, suffix: str, data: bytes) -> str | None:
     """Atomically store an entry; returns its path (None when the directory is not writable)."""
-    dest = path(key, suffix)
+    return write_file(path(key, suffix), data)
+
+
+def write_file(dest: str, data: bytes) -> str | None:
+    """Atomically write ``dest`` (a temporary file renamed into place)."""
     try:
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".tmp-")

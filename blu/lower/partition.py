@@ -21,6 +21,7 @@ import heapq
 from typing import Any
 
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Literal, Var
+from blu.lower.dots import library_dot
 from blu.lower.fusion import can_fuse
 
 # numpy does these without copying
@@ -67,13 +68,18 @@ class Plan:
         return "\n".join(f"{i}: {n.label()}" for i, n in enumerate(self.nodes))
 
 
-def classify(jaxpr: Jaxpr) -> list[str]:
-    """The node kind of each equation."""
+# on the GPU a view must be the same contiguous buffer; other data movement is a fused copy
+GPU_VIEWABLE = {"reshape", "squeeze"}
+
+
+def classify(jaxpr: Jaxpr, gpu: bool = False) -> list[str]:
+    """The node kind of each equation (``gpu``: for the CUDA target)."""
     eqns = jaxpr.eqns
     kinds = []
+    viewable = GPU_VIEWABLE if gpu else VIEWABLE
     for e in eqns:
         if e.primitive.name == "dot_general":
-            kinds.append("dot")
+            kinds.append("dot" if not gpu or library_dot(e) else "fallback")
         elif can_fuse(e):
             kinds.append("fuse")
         else:
@@ -95,7 +101,7 @@ def classify(jaxpr: Jaxpr) -> list[str]:
         e = eqns[i]
         if (
             kinds[i] != "fuse"
-            or e.primitive.name not in VIEWABLE
+            or e.primitive.name not in viewable
             or not isinstance(e.invars[0], Var)
         ):
             continue
@@ -105,9 +111,10 @@ def classify(jaxpr: Jaxpr) -> list[str]:
     return kinds
 
 
-def partition(jaxpr: Jaxpr) -> Plan:
-    """Group the equations of ``jaxpr`` into launch-plan nodes (see the module docstring)."""
-    kinds = classify(jaxpr)
+def partition(jaxpr: Jaxpr, gpu: bool = False) -> Plan:
+    """Group the equations of ``jaxpr`` into launch-plan nodes (see the module docstring);
+    ``gpu``: for the CUDA target (products through cuBLASLt, views only where no copy is needed)."""
+    kinds = classify(jaxpr, gpu)
     groups = _group(jaxpr.eqns, kinds)
     nodes = _build(jaxpr, kinds, groups)
     order = _toposort(nodes)

@@ -87,8 +87,8 @@ def asarray_operand(x: Any) -> Any:
         BluTypeError: ``x`` is not array-like (a string, None, a dict, ...) or has an
             unsupported dtype (complex, object, ...).
     """
-    if isinstance(x, (Array, Tracer)):
-        return x
+    if isinstance(x, (Array, Tracer)) or getattr(x, "_blu_device_array", False):
+        return x  # (a DeviceArray stays on its GPU)
     if isinstance(x, (np.ndarray, np.generic)):
         return Array(np.array(x, dtypes.canonicalize(x.dtype)))  # a copy: arrays are immutable
     if isinstance(x, _SCALAR_TYPES):

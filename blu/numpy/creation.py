@@ -113,7 +113,7 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: Any = None, 
         raise BluValueError(with_user_line(f"array: only C order is supported, got {order!r}"))
     if dtype is not None:
         dtype = dtypes.canonicalize(dtype)
-    if isinstance(object, (Array, Tracer)):
+    if isinstance(object, (Array, Tracer)) or getattr(object, "_blu_device_array", False):
         out = object if dtype is None else lax.convert_element_type(object, dtype)
     elif isinstance(object, (bool, int, float)) and not isinstance(object, np.generic):
         if dtype is None:

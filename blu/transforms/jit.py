@@ -454,7 +454,10 @@ class Lowered:
         self.donated_invars = donated_invars
         self._program = None
         if target is not None:
-            from blu.lower.cpu import Lowered as LoweredProgram
+            if target.startswith("cuda"):
+                from blu.lower.gpu import Lowered as LoweredProgram
+            else:
+                from blu.lower.cpu import Lowered as LoweredProgram
 
             self._program = LoweredProgram(
                 _stable_hoisted(entry), jitted.name, target, donated_invars
@@ -487,7 +490,11 @@ class Compiled:
         self.jitted = jitted
         self.entry = entry
         self.executable = executable
-        if executable is not None:  # calls with this signature run it (jit_p's impl finds it)
+        if executable is not None and getattr(executable, "target", "cpu").startswith("cuda"):
+            from blu.lower import gpu_dispatch  # calls with DeviceArrays find it there
+
+            gpu_dispatch.register(_stable_hoisted(entry), donated_invars, executable)
+        elif executable is not None:  # calls with this signature run it (jit_p's impl finds it)
             per = _executables.get(_stable_hoisted(entry))
             if per is None:
                 per = _executables[_stable_hoisted(entry)] = {}

@@ -30,6 +30,7 @@ import blu.numpy as bnp
 import blu.random as random
 from blu import lax, optim
 from blu.core import pytree
+from blu.core.array import Array
 from blu.core.dtypes import bfloat16
 from examples.gpt2 import ExampleError, checkpoint
 from examples.gpt2.data import (
@@ -108,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--config", choices=list(CONFIGS), default=None,
                    help="model size (default small; --resume keeps the checkpoint's)")
     m.add_argument("--dropout", type=float, default=None, help="dropout rate (default 0)")
+    m.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where to train: cpu (default) or cuda (the first GPU; kernels come "
+                   "from the kernel cache, see scripts/fill_gpu_cache.py)")
+    m.add_argument("--lower-only", action="store_true",
+                   help="with --device cuda: compile the jitted steps for the GPU into the kernel "
+                   "cache and exit (run where MLIR is installed; see scripts/fill_gpu_cache.py)")
     m.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default=None,
                    help="fp32 (default); tf32 matmuls (on the CPU the same as fp32); bf16 "
                    "compute with fp32 master weights in the optimizer")
@@ -408,6 +415,15 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
         history = {k: list(v) for k, v in meta["history"].items()}
     end = max(start, min(a.steps, a.stop_at or a.steps))
     train_step, eval_loss = make_steps(cfg, opt, a)
+    if a.lower_only:
+        return _lower_for_gpu(a, data, train_step, eval_loss, params, opt_state, k_data, k_drop)
+    if a.device == "cuda":  # the state lives on the GPU; the jitted steps run there
+        import blu.cuda as bc
+
+        if not bc.is_available():
+            raise ExampleError("--device cuda: no GPU is available (blu.cuda.is_available())")
+        params, opt_state = bc.device_put((params, opt_state))
+        bc.reset_peak_memory_stats()
     print(
         f"model {a.config}: {num_params(params) / 1e6:.2f}M parameters, vocab {cfg.vocab_size} "
         f"({data.tok.kind}), {a.precision}; data {data.corpus} ({len(data.train):,} train / "
@@ -477,6 +493,12 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
         print(f"stopped at step {end} of {a.steps}: continue with --resume --out {out}")
     elif end == start:
         print(f"the checkpoint in {out} is at the run's last step ({end}): nothing to train")
+    if a.device == "cuda":
+        import blu.cuda as bc
+
+        result["peak_gpu_bytes"] = bc.memory_stats()["peak_allocated_bytes"]
+        print(f"peak GPU memory in use: {result['peak_gpu_bytes'] / 2**30:.2f} GiB")
+        params = pytree.tree_map(lambda p: Array(np.asarray(p)), params)  # sample on the host
     if a.sample_tokens:
         sampler = Sampler(cfg, a.block_size, a.temperature, a.top_k, data.tok.vocab_size)
         ids = sampler.generate(params, data.tok.encode(a.prompt), a.sample_tokens, k_sample)
@@ -488,6 +510,20 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
     result["wall_s"] = time.perf_counter() - t_start
     _print_summary(result, data.tok.kind, start, end, out, png)
     return result
+
+
+def _lower_for_gpu(a, data, train_step, eval_loss, params, opt_state, k_data, k_drop) -> dict:
+    """Compile the programs a ``--device cuda`` run executes, with the same argument types."""
+    n_tok = a.batch_size * a.block_size * a.grad_accum
+    shape = (a.grad_accum, a.batch_size, a.block_size)
+    x, y = get_batch(data.train, random.fold_in(k_data, 1), n_tok // a.block_size, a.block_size)
+    t0 = time.perf_counter()
+    args = (params, opt_state, x.reshape(shape), y.reshape(shape), random.fold_in(k_drop, 1))
+    train_step.lower(*args, target="cuda:sm_90").compile()
+    xe, ye = get_batch(data.val, random.fold_in(k_data, 0), a.batch_size, a.block_size)
+    eval_loss.lower(params, xe, ye, target="cuda:sm_90").compile()
+    print(f"compiled the GPU programs in {time.perf_counter() - t0:.1f} s")
+    return {"lowered": True}
 
 
 def _print_summary(r: dict, tok_kind: str, start: int, end: int, out: Path, png) -> None:

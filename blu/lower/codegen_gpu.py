@@ -1,0 +1,367 @@
+"""Emit a fused kernel for the GPU: one ``gpu.module`` whose ``gpu.func`` kernels are the
+layout's loop nests, mapped onto threads (``fusion.KernelLayout`` plans the nests, as for the CPU).
+
+Each nest becomes one or two launches, by *strategy* (chosen in Python from shapes alone, so a
+machine without MLIR knows every launch's grid from the kernel's jaxpr):
+
+- ``map``: no reduction. A grid-stride loop over the nest's elements, one element per thread
+  per iteration (consecutive threads touch consecutive elements: coalesced).
+- ``row``: reductions over the innermost dimensions, many rows. One block per kept row: the
+  threads stride over the row, then ``gpu.all_reduce`` (warp shuffles and one barrier) combines
+  their partial results — softmax, layer norm and the cross-entropy's log-sum-exp.
+- ``split``: other reductions (over leading dimensions, e.g. bias gradients; or few long
+  rows). Stage 1: ``K * S`` threads, thread ``(k, s)`` combines the elements ``r = s, s + S,
+  ...`` of kept index ``k`` into a partial result in scratch memory; stage 2: one thread per
+  ``k`` combines the ``S`` partials. Consecutive threads read consecutive addresses in both the
+  leading-axis and the innermost-axis cases.
+- ``thread``: the rest (short reductions, argmax/argmin): one thread per kept index loops over
+  the reduced elements.
+
+Elements of the other members of a nest (values of the full shape computed in the same pass)
+are computed and stored by whichever thread visits them; every element is visited once.
+
+The element-level code is the CPU's: ``codegen.KernelEmitter.value`` with the rules of
+``rules.py``; buffers are flat memrefs passed as bare pointers (``cuLaunchKernel`` takes device
+addresses). Library functions the CPU takes from libm come from libdevice (``__nv_*``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from blu.core import dtypes
+from blu.core.aval import ShapedArray
+from blu.core.jaxpr import Var
+from blu.lower.codegen import KernelEmitter
+from blu.lower.emit import Builder, Idx, compute_type, memref_type
+from blu.lower.fusion import ARG_REDUCE, KernelLayout, Nest, is_reduction, is_suffix
+
+BLOCK = 256
+MAX_MAP_GRID = 1 << 16  # grid-stride loops: enough blocks to fill 132 SMs many times over
+SPLIT_THREADS = 1 << 17  # target K * S of a split reduction
+_ROW_TYPES = ("f32", "f64", "i32", "i64")  # gpu.all_reduce shuffles these
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """One ``cuLaunchKernel`` of a fused kernel: the ``gpu.func``'s name, grid and block."""
+
+    func: str
+    grid: int
+    block: int
+
+
+@dataclasses.dataclass(frozen=True)
+class NestPlan:
+    """How one nest maps onto threads (see the module docstring)."""
+
+    strategy: str  # "map" | "row" | "thread" | "split"
+    kept: tuple[int, ...]  # kept dimensions of the nest's shape
+    red: tuple[int, ...]  # reduced dimensions
+    K: int  # number of kept indices (outputs of each reduction)
+    R: int  # elements reduced per kept index
+    S: int = 1  # split: partial results per kept index
+    partials: tuple[int, ...] = ()  # split: scratch positions of each reduction's partials
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+def plan_nests(layout: KernelLayout) -> list[NestPlan]:
+    """The strategy of every nest of ``layout``; adds the split partial buffers to its scratch
+    (so call it once per layout, before the memory plan)."""
+    plans = getattr(layout, "gpu_nests", None)
+    if plans is not None:
+        return plans
+    plans = []
+    for nest in layout.nests:
+        shape = nest.shape
+        if nest.axes is None:
+            n = math.prod(shape)
+            plans.append(NestPlan("map", tuple(range(len(shape))), (), n, 1))
+            continue
+        red = tuple(sorted(nest.axes))
+        kept = tuple(d for d in range(len(shape)) if d not in red)
+        K, R = math.prod(shape[d] for d in kept), math.prod(shape[d] for d in red)
+        reds = [m for m in nest.members if is_reduction(layout.producer[m])]
+        arg = any(layout.producer[m].primitive.name in ARG_REDUCE for m in reds)
+        types = {compute_type(layout.producer[m].invars[0].aval.dtype) for m in reds}
+        if arg or R < 64 or K * R == 0:
+            plans.append(NestPlan("thread", kept, red, K, R))
+        elif is_suffix(nest) and K >= 512 and types <= set(_ROW_TYPES):
+            plans.append(NestPlan("row", kept, red, K, R))
+        else:
+            S = max(1, min(_pow2_at_least(SPLIT_THREADS // max(K, 1)), R // 16, 4096))
+            parts = []
+            for m in reds:
+                in_dt = layout.producer[m].invars[0].aval.dtype
+                dt = dtypes.float32 if in_dt in (dtypes.bfloat16, dtypes.float16) else in_dt
+                parts.append(len(layout.scratch))
+                layout.scratch.append(ShapedArray((S * K,), dt))
+            plans.append(NestPlan("split", kept, red, K, R, S, tuple(parts)))
+    layout.gpu_nests = plans  # type: ignore[attr-defined]
+    return plans
+
+
+def launches(layout: KernelLayout, sym: str) -> list[Launch]:
+    """The launches of a kernel, in order (nests with nothing to do are skipped)."""
+    out = []
+    for j, p in enumerate(plan_nests(layout)):
+        name = f"{sym}_{j}"
+        if p.strategy == "map":
+            if p.K:
+                out.append(Launch(name, min(-(-p.K // BLOCK), MAX_MAP_GRID), BLOCK))
+        elif p.strategy == "thread":
+            if p.K:
+                out.append(Launch(name, -(-p.K // BLOCK), BLOCK))
+        elif p.strategy == "row":
+            out.append(Launch(name, p.K, min(1024, max(64, _pow2_at_least(p.R // 4)))))
+        else:
+            out.append(Launch(name + "a", -(-(p.K * p.S) // BLOCK), BLOCK))
+            out.append(Launch(name + "b", -(-p.K // BLOCK), BLOCK))
+    return out
+
+
+class GpuBuilder(Builder):
+    """A Builder whose library calls go to libdevice (``__nv_log1pf``, ...)."""
+
+    def libm(self, fn: str, args: Any, ty: str) -> str:
+        return super().libm("__nv_" + fn, args, ty)
+
+
+class GpuKernelEmitter(KernelEmitter):
+    """Emits ``gpu.module @sym`` with one ``gpu.func @sym_<nest>[a|b]`` per launch."""
+
+    def __init__(self, layout: KernelLayout, name: str):
+        super().__init__(layout, name)
+        self.plans = plan_nests(layout)
+        for i, a in enumerate(layout.scratch):  # split partials were added after the base init
+            self.aval[f"%tmp{i}"] = a
+        self.funcs: list[str] = []
+        self.decls: dict[str, str] = {}
+
+    # ---- one gpu.func -------------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        self.b = GpuBuilder()
+        self.b.depth = 3
+        self.cache = {}
+
+    def _end(self, fname: str) -> None:
+        j, lay = self.layout.jaxpr, self.layout
+        params = [f"%in{i}: {memref_type(v.aval)}" for i, v in enumerate(j.invars)]
+        params += [f"%out{i}: {memref_type(v.aval)}" for i, v in enumerate(j.outvars)]
+        params += [f"%tmp{i}: {memref_type(a)}" for i, a in enumerate(lay.scratch)]
+        lines = [f"    gpu.func @{fname}({', '.join(params)}) kernel {{"]
+        lines += ["  " + ln for ln in self.b.const_lines] + self.b.lines
+        lines += ["      gpu.return", "    }"]
+        self.funcs.append("\n".join(lines))
+        for k, d in self.b.decls.items():
+            self.decls[k] = "  " + d
+
+    def _gpu(self, what: str) -> str:
+        return self.b.op(f"gpu.{what} x", "g")
+
+    def _global_thread(self) -> tuple[str, str]:
+        """(this thread's global index, the total number of threads)."""
+        b = self.b
+        bid, bdim, tid, gdim = (self._gpu(w) for w in ("block_id", "block_dim", "thread_id",
+                                                         "grid_dim"))  # fmt: skip
+        start = b.op(f"arith.addi {b.op(f'arith.muli {bid}, {bdim} : index', 'i')}, {tid} : index")
+        return start, b.op(f"arith.muli {gdim}, {bdim} : index", "i")
+
+    def _open(self, lo: str, hi: str, step: str, inits=()) -> tuple[str, list[str], str]:
+        b = self.b
+        iv, res = b.fresh("i"), (b.fresh("r") if inits else "")
+        args = [b.fresh("a") for _ in inits]
+        head = f"scf.for {iv} = {lo} to {hi} step {step}"
+        if inits:
+            its = ", ".join(f"{a} = {v}" for a, (v, _) in zip(args, inits))
+            tys = ", ".join(t for _, t in inits)
+            multi = f":{len(inits)}" if len(inits) > 1 else ""
+            b.stmt(f"{res}{multi} = {head} iter_args({its}) -> ({tys}) {{")
+        else:
+            b.stmt(head + " {")
+        b.depth += 1
+        return iv, args, res
+
+    def _if(self, cond: str) -> None:
+        self.b.stmt(f"scf.if {cond} {{")
+        self.b.depth += 1
+
+    def _close(self) -> None:
+        self.b.depth -= 1
+        self.b.stmt("}")
+
+    def _point(self, nest: Nest, p: NestPlan, k: str, r: str | None) -> Idx:
+        """The element (kept index ``k``, reduced index ``r``) of the nest."""
+        b = self.b
+        if r is None:
+            return Idx(nest.shape, None, k)
+        if is_suffix(nest) and not nest.needs_multi:
+            return Idx(nest.shape, None, b.iadd(b.imul(k, p.R), r))
+        multi = [b.index(0)] * len(nest.shape)
+        km = b.multi(Idx(tuple(nest.shape[d] for d in p.kept), None, k))
+        rm = b.multi(Idx(tuple(nest.shape[d] for d in p.red), None, r))
+        for d, i in zip(p.kept, km):
+            multi[d] = i
+        for d, i in zip(p.red, rm):
+            multi[d] = i
+        return Idx(nest.shape, multi)
+
+    def _visit(self, nest: Nest, at: Idx, reds: list[Var], accs: list[str], pos: str) -> list[str]:
+        """Compute and store the nest's full-shape members at ``at``; combine the reductions."""
+        pars = [m for m in nest.members if m not in reds]
+        vals = [self.value(m, at) for m in pars]  # every load before any store (in place)
+        new, k = [], 0
+        for m in reds:
+            w = 2 if self.layout.producer[m].primitive.name in ARG_REDUCE else 1
+            new += self._combine(m, accs[k : k + w], at, pos)
+            k += w
+        for m, v in zip(pars, vals):
+            self.b.store(v, self.arg[m], m.aval, self.b.lin(at))
+        return new
+
+    def _store_reds(self, reds: list[Var], accs: list[str], k: str) -> None:
+        j = 0
+        for m in reds:
+            w = 2 if self.layout.producer[m].primitive.name in ARG_REDUCE else 1
+            self._store_red(m, accs[j : j + w], k)
+            j += w
+
+    # ---- strategies ---------------------------------------------------------------------------
+
+    def _emit_map(self, nest: Nest, p: NestPlan, fname: str) -> None:
+        self._begin()
+        start, stride = self._global_thread()
+        lin, _, _ = self._open(start, self.b.index(p.K), stride)
+        self._visit(nest, self._point(nest, p, lin, None), [], [], lin)
+        self._close()
+        self._end(fname)
+
+    def _reductions(self, nest: Nest) -> tuple[list[Var], list[tuple[str, str]]]:
+        reds = [m for m in nest.members if is_reduction(self.layout.producer[m])]
+        inits = [v for m in reds for v in self._red_init(m)]
+        return reds, inits
+
+    def _emit_thread(self, nest: Nest, p: NestPlan, fname: str) -> None:
+        self._begin()
+        b = self.b
+        start, stride = self._global_thread()
+        k, _, _ = self._open(start, b.index(p.K), stride)
+        reds, inits = self._reductions(nest)
+        r, accs, res = self._open(b.index(0), b.index(p.R), b.index(1), inits)
+        new = self._visit(nest, self._point(nest, p, k, r), reds, accs, r)
+        b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
+        self._close()
+        outs = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
+        self._store_reds(reds, outs, k)
+        self._close()
+        self._end(fname)
+
+    def _emit_row(self, nest: Nest, p: NestPlan, fname: str) -> None:
+        self._begin()
+        b = self.b
+        k, tid, bdim = self._gpu("block_id"), self._gpu("thread_id"), self._gpu("block_dim")
+        reds, inits = self._reductions(nest)
+        r, accs, res = self._open(tid, b.index(p.R), bdim, inits)
+        new = self._visit(nest, self._point(nest, p, k, r), reds, accs, r)
+        b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
+        self._close()
+        parts = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
+        totals = [self._all_reduce(m, v) for m, v in zip(reds, parts)]
+        self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
+        self._store_reds(reds, totals, k)
+        self._close()
+        self._end(fname)
+
+    def _all_reduce(self, m: Var, x: str) -> str:
+        """Combine ``x`` over the block with the reduction's own combine (a region)."""
+        b, eqn = self.b, self.layout.producer[m]
+        from blu.lower.rules import REDUCE
+
+        dt = eqn.invars[0].aval.dtype
+        ty = compute_type(dt)
+        res, lhs, rhs = b.fresh("t"), b.fresh("p"), b.fresh("q")
+        b.stmt(f"{res} = gpu.all_reduce {x} uniform {{")
+        b.stmt(f"^bb0({lhs}: {ty}, {rhs}: {ty}):")
+        b.depth += 1
+        c = REDUCE[eqn.primitive.name][1](b, dt, lhs, rhs)
+        b.stmt(f"gpu.yield {c} : {ty}")
+        b.depth -= 1
+        b.stmt(f"}} : ({ty}) -> ({ty})")
+        return res
+
+    def _emit_split(self, nest: Nest, p: NestPlan, fname: str) -> None:
+        from blu.lower.rules import REDUCE
+
+        # stage 1: thread (k, s) -> partials[s * K + k]
+        self._begin()
+        b = self.b
+        reds, inits = self._reductions(nest)
+        start, stride = self._global_thread()
+        t, _, _ = self._open(start, b.index(p.K * p.S), stride)
+        if is_suffix(nest):  # the reduced index is innermost: s varies fastest across threads
+            k = b.op(f"arith.divui {t}, {b.index(p.S)} : index", "i")
+            s = b.op(f"arith.remui {t}, {b.index(p.S)} : index", "i")
+        else:  # kept innermost: k varies fastest
+            k = b.op(f"arith.remui {t}, {b.index(p.K)} : index", "i")
+            s = b.op(f"arith.divui {t}, {b.index(p.K)} : index", "i")
+        r, accs, res = self._open(s, b.index(p.R), b.index(p.S), inits)
+        new = self._visit(nest, self._point(nest, p, k, r), reds, accs, r)
+        b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
+        self._close()
+        outs = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
+        slot = b.iadd(b.imul(s, p.K), k)
+        for v, pos in zip(outs, p.partials):
+            b.store(v, f"%tmp{pos}", self.layout.scratch[pos], slot)
+        self._close()
+        self._end(fname + "a")
+        # stage 2: thread k combines its S partials
+        self._begin()
+        b = self.b
+        start, stride = self._global_thread()
+        k, _, _ = self._open(start, b.index(p.K), stride)
+        inits = [v for m in reds for v in self._red_init(m)]
+        s, accs, res = self._open(b.index(0), b.index(p.S), b.index(1), inits)
+        slot = b.iadd(b.imul(s, p.K), k)
+        new = []
+        for m, acc, pos in zip(reds, accs, p.partials):
+            x = b.load(f"%tmp{pos}", self.layout.scratch[pos], slot)
+            eqn = self.layout.producer[m]
+            new.append(REDUCE[eqn.primitive.name][1](b, eqn.invars[0].aval.dtype, acc, x))
+        b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
+        self._close()
+        outs = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
+        self._store_reds(reds, outs, k)
+        self._close()
+        self._end(fname + "b")
+
+    # ---- the module ---------------------------------------------------------------------------
+
+    def emit(self) -> str:
+        emitters = {"map": self._emit_map, "thread": self._emit_thread, "row": self._emit_row,
+                    "split": self._emit_split}  # fmt: skip
+        for j, (nest, p) in enumerate(zip(self.layout.nests, self.plans)):
+            emitters[p.strategy](nest, p, f"{self.name}_{j}")
+            self.done.update(nest.members)
+        body = list(self.decls.values()) + self.funcs
+        return (
+            "module attributes {gpu.container_module} {\n"
+            f"  gpu.module @{self.name} {{\n" + "\n".join(body) + "\n  }\n}\n"
+        )
+
+
+def emit_gpu_kernel(layout: KernelLayout, name: str) -> str:
+    """The MLIR text (gpu, scf, arith, math, memref dialects) of a fused kernel for the GPU."""
+    return GpuKernelEmitter(layout, name).emit()
+
+
+def partial_dtype(dt: np.dtype) -> np.dtype:
+    """The dtype split reductions keep partial results in (half floats accumulate in f32)."""
+    return np.dtype(dtypes.float32) if dt in (dtypes.bfloat16, dtypes.float16) else np.dtype(dt)

@@ -1,0 +1,344 @@
+"""Running a ``GpuExecutable`` on a device: buffers, launches, host fallbacks, CUDA graphs.
+
+``Bound`` is an executable bound to one device: its steps with kernel functions loaded into the
+device's context (or, on a fake device, their CPU builds). A call assigns every value a device
+address — arguments, planned arena offsets, fresh outputs, donated arguments' buffers — then
+queues the steps on the device's stream.
+
+Graphs: a plan without host fallbacks is captured from its second call on. A graph bakes in
+addresses, so its arena and its non-donated outputs live in buffers the binding keeps; small
+non-donated arguments are copied into kept staging buffers (a token batch changes every
+step); large ones and donated ones (updated in place, so the same address comes back each
+step) key the graph. Outputs are copied out of the kept buffers into fresh arrays after the
+replay; outputs in donated arguments take the arguments' buffers over.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from blu.core import dtypes
+from blu.core.config import config
+from blu.core.errors import BluError
+from blu.core.jaxpr import Literal, Var
+from blu.cuda.array import DeviceArray, default_device
+from blu.cuda.cublaslt import gemm_spec
+from blu.lower.gpu import GpuFallbackError, call_host_kernel, host_kernel, literal_value
+
+STAGE_BYTES = 64 << 20  # non-donated arguments up to this size are copied into graph staging
+MAX_GRAPHS = 4
+
+
+def run(exe: Any, args: tuple) -> list[Any]:
+    dev = next((a.device for a in args if isinstance(a, DeviceArray)), None) or default_device()
+    bound = exe._bound.get(dev)
+    if bound is None:
+        bound = exe._bound[dev] = Bound(exe, dev)
+    return bound(args)
+
+
+def _graphs_enabled() -> bool:
+    return os.environ.get("BLU_CUDA_GRAPHS", "1").lower() not in ("0", "false", "no", "off")
+
+
+class Bound:
+    def __init__(self, exe: Any, dev: Any):
+        self.exe, self.dev = exe, dev
+        self.fake = dev.platform == "fake"
+        j, mem = exe.jaxpr, exe.memory
+        slot: dict[Var, int] = {}
+
+        def s(v: Var) -> int:
+            if v not in slot:
+                slot[v] = len(slot)
+            return slot[v]
+
+        self.in_slots = [s(v) for v in j.invars]
+        self.steps: list[tuple] = []
+        self.allocs: list[tuple[int, tuple, Any]] = []  # (slot, place, aval) of planned buffers
+        if not self.fake:
+            dev.activate()
+
+        for k, node in enumerate(exe.plan.nodes):
+            if node.kind in ("kernel", "dot"):
+                for v in node.outputs:
+                    if mem.root[v] is v:
+                        self.allocs.append((s(v), mem.place[v], v.aval))
+            if node.kind == "kernel":
+                refs = [("s", s(v)) for v in node.inputs] + [("s", s(v)) for v in node.outputs]
+                refs += [("a", off) for off in mem.scratch[k]]
+                if self.fake:
+                    self.steps.append(("host_kernel", host_kernel(node), refs, node))
+                else:
+                    mod = exe.modules[k]
+                    module = _module(dev, mod)
+                    fns = [(module.function(la.func), la.grid, la.block) for la in exe.launches[k]]
+                    self.steps.append(("kernel", fns, refs, node))
+            elif node.kind == "dot":
+                e = node.eqns[0]
+                lhs, rhs = e.invars
+                spec = gemm_spec(lhs.aval.shape, rhs.aval.shape, e.params["dimension_numbers"])
+                assert spec is not None, "canonicalize_dots left an unreadable layout"
+                from blu.lower.gpu import _precision
+
+                out = e.outvars[0]
+                nbytes = out.aval.size * out.aval.dtype.itemsize
+                info = (spec, s(lhs), s(rhs), s(out), lhs.aval.dtype, out.aval.dtype,
+                        _precision(e, exe.precision), nbytes)  # fmt: skip
+                self.steps.append(("dot", info, None, node))
+            elif node.kind == "view":
+                e = node.eqns[0]
+                self.steps.append(("view", (s(e.invars[0]), s(e.outvars[0])), None, node))
+            else:
+                e = node.eqns[0]
+                ins = [("lit", literal_value(a)) if isinstance(a, Literal) else ("var", s(a))
+                       for a in e.invars]  # fmt: skip
+                self.steps.append(("fallback", (e, ins, [s(v) for v in e.outvars]), None, node))
+        self.slot = slot
+        self.n_slots = len(slot)
+        self.graphable = not self.fake and not exe.fallbacks and _graphs_enabled()
+        self.calls = 0
+        self.graphs: OrderedDict = OrderedDict()
+        self.kept: dict[str, Any] = {}
+
+    # ---- one call -----------------------------------------------------------------------------
+
+    def __call__(self, args: tuple) -> list[Any]:
+        exe, dev = self.exe, self.dev
+        arrays = []
+        for a, v in zip(args, exe.jaxpr.invars, strict=True):
+            if not isinstance(a, DeviceArray) or a.device is not dev:
+                a = _put(np.asarray(a, v.aval.dtype), dev)
+            arrays.append(a)
+        donatable = self._donatable(arrays)
+        self.calls += 1
+        if self.graphable and self.calls >= 2 and self._graph_ok(donatable):
+            return self._call_graph(arrays, donatable)
+        ptr: list[int] = [0] * self.n_slots
+        keep: list[Any] = [None] * self.n_slots
+        for sl, a in zip(self.in_slots, arrays):
+            ptr[sl], keep[sl] = a.ptr, a
+        arena = DeviceArray.empty((max(exe.memory.arena_size, 1),), np.uint8, dev,
+                                  tag=f"jit({exe.name}) temporaries")  # fmt: skip
+        self._assign(ptr, keep, arrays, donatable, arena.ptr, persistent=False)
+        self._launch_all(ptr, keep, arena.ptr)
+        return self._outputs(ptr, keep, arrays, donatable, copy_out=False)
+
+    def _donatable(self, arrays: list[DeviceArray]) -> list[bool]:
+        ids = [id(a) for a in arrays]
+        return [
+            d and a._block is not None and ids.count(id(a)) == 1
+            for d, a in zip(self.exe.donated, arrays)
+        ]
+
+    def _assign(self, ptr, keep, arrays, donatable, arena_ptr, persistent) -> None:
+        """Addresses of every planned buffer (arena offsets, outputs, donated arguments)."""
+        for sl, place, aval in self.allocs:
+            kind = place[0]
+            if kind == "arena":
+                ptr[sl] = arena_ptr + place[1]
+            elif kind == "donated" and donatable[place[1]]:
+                ptr[sl] = arrays[place[1]].ptr
+            else:  # an output (or a donated one whose argument cannot be taken over)
+                if persistent:
+                    buf = self.kept.get(f"out{sl}")
+                    if buf is None:
+                        buf = self.kept[f"out{sl}"] = DeviceArray.empty(aval.shape, aval.dtype,
+                                                                         self.dev)  # fmt: skip
+                else:
+                    buf = DeviceArray.empty(aval.shape, aval.dtype, self.dev)
+                ptr[sl], keep[sl] = buf.ptr, buf
+
+    def _launch_all(self, ptr: list[int], keep: list[Any], arena_ptr: int) -> None:
+        dev = self.dev
+        stream = dev.stream_id
+        debug_nans = config.debug_nans
+        for kind, info, refs, node in self.steps:
+            if kind in ("kernel", "host_kernel"):
+                addrs = [ptr[x] if t == "s" else arena_ptr + x for t, x in refs]
+                if kind == "kernel":
+                    for fn, grid, block in info:
+                        fn.launch(grid, block, addrs, stream=stream)
+                else:
+                    call_host_kernel(info, addrs)
+            elif kind == "dot":
+                spec, ls, rs, os_, in_dt, out_dt, precision, nbytes = info
+                if spec.m and spec.n:
+                    if spec.k == 0:
+                        dev.memset(ptr[os_], 0, nbytes)
+                    else:
+                        dev.matmul_handle().matmul(
+                            spec, ptr[rs], ptr[ls], ptr[os_], in_dtype=in_dt, out_dtype=out_dt,
+                            precision=precision, stream=stream,
+                        )  # fmt: skip
+            elif kind == "view":
+                i, o = info
+                ptr[o], keep[o] = ptr[i], keep[i]
+            else:
+                self._fallback(info, ptr, keep)
+            if debug_nans:
+                self._check_nans(node, ptr)
+
+    def _fallback(self, info: tuple, ptr: list[int], keep: list[Any]) -> None:
+        e, ins, outs = info
+        dev = self.dev
+        gpu_kernels = {}
+        if not self.fake:
+            try:
+                from blu.cuda.solver import GPU_KERNELS as gpu_kernels
+            except ImportError:
+                gpu_kernels = {}
+        fn = gpu_kernels.get(e.primitive.name)
+        try:
+            if fn is not None:
+                vals = [
+                    _put(x, dev) if kind == "lit" else _view(dev, ptr[x], keep[x], a.aval)
+                    for (kind, x), a in zip(ins, e.invars)
+                ]
+                res = fn(*vals, **e.params)
+                res = res if e.primitive.multiple_results else [res]
+            else:
+                vals = [x if kind == "lit" else _host(dev, ptr[x], a.aval)
+                        for (kind, x), a in zip(ins, e.invars)]  # fmt: skip
+                res = e.primitive.impl(*vals, **e.params)
+                res = res if e.primitive.multiple_results else [res]
+                res = [_put(np.asarray(r, v.aval.dtype), dev) for r, v in zip(res, e.outvars)]
+        except BluError:
+            raise
+        except Exception as err:  # noqa: BLE001 - name the primitive and the user's line
+            raise GpuFallbackError(
+                f"jit({self.exe.name}): {e.primitive.name} (run on the host) failed: {err}"
+                + (f"\n  from {e.source}" if e.source else "")
+            ) from err
+        for sl, r in zip(outs, res):
+            ptr[sl], keep[sl] = r.ptr, r
+
+    def _check_nans(self, node: Any, ptr: list[int]) -> None:
+        from blu.lower.cpu import BluFloatingPointError
+
+        for v in node.outputs:
+            if v not in self.slot or not dtypes.is_float(v.aval.dtype):
+                continue
+            x = _host(self.dev, ptr[self.slot[v]], v.aval)
+            if np.isnan(x.astype(np.float32) if x.dtype.itemsize < 4 else x).any():
+                srcs = sorted({e.source for e in node.eqns if e.source})
+                raise BluFloatingPointError(
+                    f"jit({self.exe.name}): NaN in the output {v.aval.str_short()} of "
+                    f"{node.label()} on {self.dev}"
+                    + (f"\n  from {'; '.join(srcs[:3])}" if srcs else "")
+                )
+
+    def _outputs(self, ptr, keep, arrays, donatable, copy_out: bool) -> list[Any]:
+        exe, dev, mem = self.exe, self.dev, self.exe.memory
+        outs: list[Any] = []
+        taken: dict[int, DeviceArray] = {}  # argument index -> the output that took it over
+        for v in exe.jaxpr.outvars:
+            if isinstance(v, Literal):
+                outs.append(_put(literal_value(v), dev))
+                continue
+            r = mem.root[v]
+            place = mem.place[r]
+            sl = self.slot[v]
+            if place[0] == "donated" and donatable[place[1]]:
+                i = place[1]
+                if i not in taken:
+                    a = arrays[i]
+                    taken[i] = DeviceArray(dev, a._ptr, r.aval.shape, r.aval.dtype, block=a._block)
+                    a._block, a._ptr = None, None  # donated: the argument is now deleted
+                owner = taken[i]
+                outs.append(owner if v is r else _view(dev, ptr[sl], owner, v.aval))
+            elif place[0] == "arg":
+                a = arrays[place[1]]
+                outs.append(a if v is r else _view(dev, ptr[sl], a, v.aval))
+            elif copy_out:
+                fresh = DeviceArray.empty(v.aval.shape, v.aval.dtype, dev)
+                if fresh.nbytes:
+                    dev.copy_d2d(fresh.ptr, ptr[sl], fresh.nbytes)
+                outs.append(fresh)
+            else:
+                owner = keep[self.slot[r]] if r in self.slot else keep[sl]
+                outs.append(owner if v is r else _view(dev, ptr[sl], owner, v.aval))
+        return outs
+
+    # ---- graphs -------------------------------------------------------------------------------
+
+    def _graph_ok(self, donatable: list[bool]) -> bool:
+        return all(donatable[p[1]] for _, p, _ in self.allocs if p[0] == "donated")
+
+    def _call_graph(self, arrays: list[DeviceArray], donatable: list[bool]) -> list[Any]:
+        from blu.cuda.graph import Graph
+
+        exe, dev = self.exe, self.dev
+        ptr: list[int] = [0] * self.n_slots
+        keep: list[Any] = [None] * self.n_slots
+        key = []
+        for i, (sl, a) in enumerate(zip(self.in_slots, arrays)):
+            if not exe.donated[i] and a.nbytes <= STAGE_BYTES:
+                buf = self.kept.get(f"in{i}")
+                if buf is None:
+                    buf = self.kept[f"in{i}"] = DeviceArray.empty(a.shape, a.dtype, dev)
+                if a.nbytes:
+                    dev.copy_d2d(buf.ptr, a.ptr, a.nbytes)
+                ptr[sl], keep[sl] = buf.ptr, buf
+            else:
+                ptr[sl], keep[sl] = a.ptr, a
+                key.append(a.ptr)
+        arena = self.kept.get("arena")
+        if arena is None:
+            arena = self.kept["arena"] = DeviceArray.empty(
+                (max(exe.memory.arena_size, 1),), np.uint8, dev, tag=f"jit({exe.name}) temporaries"
+            )
+        self._assign(ptr, keep, arrays, donatable, arena.ptr, persistent=True)
+        key_t = tuple(key)
+        entry = self.graphs.get(key_t)
+        if entry is None:
+            if len(self.graphs) >= MAX_GRAPHS:
+                _, (old, _) = self.graphs.popitem(last=False)
+                old.destroy()
+            g = Graph()
+            with g.capture(dev.stream):
+                self._launch_all(ptr, keep, arena.ptr)
+            entry = self.graphs[key_t] = (g, list(ptr))
+        else:
+            self.graphs.move_to_end(key_t)
+        g, captured = entry
+        g.replay(dev.stream)
+        return self._outputs(captured, keep, arrays, donatable, copy_out=True)
+
+
+def _module(dev: Any, mod: Any) -> Any:
+    """The module loaded into ``dev``'s context (cached on the device)."""
+    from blu.cuda import driver
+
+    cache = dev.__dict__.setdefault("_blu_modules", {})
+    m = cache.get(mod.key)
+    if m is None:
+        try:
+            m = driver.Module(mod.image(), name=mod.name)
+        except Exception:  # noqa: BLE001 - a cubin the driver refuses: JIT the PTX instead
+            if mod.cubin is None:
+                raise
+            m = driver.Module(mod.ptx, name=mod.name)
+        cache[mod.key] = m
+    return m
+
+
+def _put(x: np.ndarray, dev: Any) -> DeviceArray:
+    from blu.cuda.array import _put_one
+
+    return _put_one(np.asarray(x), dev, None)
+
+
+def _view(dev: Any, ptr: int, owner: Any, aval: Any) -> DeviceArray:
+    return DeviceArray(dev, ptr, aval.shape, aval.dtype, owner=owner)
+
+
+def _host(dev: Any, ptr: int, aval: Any) -> np.ndarray:
+    out = np.empty(aval.shape, aval.dtype)
+    if out.nbytes:
+        dev.copy_d2h(out, ptr)
+    return out

@@ -1,0 +1,208 @@
+"""Compiling kernels for CUDA GPUs: MLIR text -> NVVM -> PTX (and a cubin where ``ptxas``
+exists), through the persistent kernel cache.
+
+Pipeline (``PIPELINE``): attach an NVVM target (``chip=sm_90`` by default: the target string
+``cuda:sm_90`` picks it), lower ``scf`` and ``gpu`` to NVVM with the bare-pointer memref
+convention (one device address per buffer), and ``gpu-module-to-binary{format=isa}``, which
+links libdevice for the ``__nv_*`` functions and runs LLVM's NVPTX back end. The PTX is read from
+the ``gpu.binary`` op's object attribute; ``ptxas -arch=<chip>`` checks it and produces the
+cubin the runtime loads (the PTX is the fallback, JIT-compiled by the driver).
+
+Cache entries: ``<key>.ptx`` and ``<key>.cubin`` (``cache.kernel_key`` of the kernel's canonical
+text and the target). On a machine without MLIR (the GPU test machine) a miss raises
+``KernelCacheMiss`` naming the kernel and the command that fills the cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+
+from blu.core.config import config
+from blu.core.errors import BluError
+from blu.lower import cache
+from blu.lower.mlir_cpu import CompileError, _dump, symbol
+
+log = logging.getLogger("blu.jit")
+
+DEFAULT_TARGET = "cuda:sm_90"
+FILL_COMMAND = "python scripts/fill_gpu_cache.py"
+
+
+def pipeline(chip: str) -> str:
+    return (
+        f"builtin.module(nvvm-attach-target{{chip={chip} O=3}},gpu.module(convert-scf-to-cf,"
+        "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1}),gpu-to-llvm,"
+        "reconcile-unrealized-casts,gpu-module-to-binary{format=isa})"
+    )
+
+
+class KernelCacheMiss(BluError):
+    """A GPU kernel is not in the kernel cache and this machine cannot compile it (no MLIR)."""
+
+
+def parse_target(target: str) -> str:
+    """The chip (``sm_90``) of a ``cuda:sm_XX`` target string.
+
+    Raises:
+        BluValueError: not a CUDA target string.
+    """
+    from blu.core.errors import BluValueError
+
+    if not target.startswith("cuda:sm_") or not target[8:].rstrip("a").isdigit():
+        raise BluValueError(f"GPU target {target!r}: expected 'cuda:sm_XX' (e.g. 'cuda:sm_90')")
+    return target[5:]
+
+
+class GpuModule:
+    """A compiled kernel for the GPU: its images and symbol.
+
+    Attributes:
+        key: cache key; name: the ``gpu.module`` symbol (each launch's function is
+        ``<name>_<nest>``); ptx: the PTX text; cubin: the cubin, or None where ``ptxas`` was
+        missing; source: "compiled" | "cache" | "memory"; seconds: compile or load time.
+    """
+
+    __slots__ = ("key", "name", "ptx", "cubin", "source", "seconds")
+
+    def __init__(self, key, name, ptx, cubin, source, seconds):
+        self.key, self.name, self.ptx, self.cubin = key, name, ptx, cubin
+        self.source, self.seconds = source, seconds
+
+    def image(self) -> bytes:
+        return self.cubin if self.cubin is not None else self.ptx
+
+
+_loaded: dict[str, GpuModule] = {}
+_lock = threading.Lock()
+stats = {"compiled": 0, "cache": 0, "memory": 0, "compile_s": 0.0}
+
+
+def get_module(
+    canonical: str, emit: Callable[[str], str], label: str = "", target: str = DEFAULT_TARGET
+) -> GpuModule:
+    """The compiled GPU kernel for a canonical text: from memory, the disk cache, or compiled.
+
+    Args:
+        canonical: ``cache.canonical_text`` of the kernel jaxpr.
+        emit: given the symbol, returns the kernel's MLIR text (called only on a miss).
+        label: a readable description for logs and errors.
+        target: ``cuda:sm_XX``.
+
+    Raises:
+        KernelCacheMiss: not cached and MLIR is not installed here.
+        CompileError: MLIR rejected the kernel.
+    """
+    key = cache.kernel_key(canonical, target)
+    with _lock:
+        m = _loaded.get(key)
+        if m is not None:
+            stats["memory"] += 1
+            return m
+        m = _load_or_compile(key, canonical, emit, label, target)
+        _loaded[key] = m
+        return m
+
+
+def _load_or_compile(key, canonical, emit, label, target) -> GpuModule:
+    name = symbol(key)
+    t0 = time.perf_counter()
+    ptx = _read(key, ".ptx")
+    if ptx is not None:
+        stats["cache"] += 1
+        cubin = _read(key, ".cubin")
+        return _done(GpuModule(key, name, ptx, cubin, "cache", time.perf_counter() - t0), label)
+    from blu.lower.cpu import _mlir_available
+
+    if not _mlir_available():
+        raise KernelCacheMiss(
+            f"GPU kernel {name} ({label or 'a fused kernel'}) for {target} is not in the kernel "
+            f"cache {cache.cache_dir()!r}, and MLIR is not installed here to compile it. Fill the "
+            f"cache on a machine with MLIR (`{FILL_COMMAND}`) and bring it along "
+            f"(BLU_CACHE_DIR).\nkernel:\n{canonical[:2000]}"
+        )
+    text = emit(name)
+    _dump(name, canonical, text, ".gpu.mlir")
+    ptx = compile_ptx(text, parse_target(target))
+    _dump(name, None, ptx.decode(), ".ptx")
+    cubin = ptxas(ptx, parse_target(target))
+    cache.write_bytes(key, ".ptx", ptx)
+    if cubin is not None:
+        cache.write_bytes(key, ".cubin", cubin)
+    seconds = time.perf_counter() - t0
+    stats["compiled"] += 1
+    stats["compile_s"] += seconds
+    return _done(GpuModule(key, name, ptx, cubin, "compiled", seconds), label)
+
+
+def _read(key: str, suffix: str) -> bytes | None:
+    try:
+        with open(cache.path(key, suffix), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _done(m: GpuModule, label: str) -> GpuModule:
+    if config.log_compiles:
+        verb = "compiled" if m.source == "compiled" else f"loaded ({m.source})"
+        log.warning("blu.jit: %s GPU kernel %s %s in %.1f ms", verb, m.name, label, m.seconds * 1e3)
+    return m
+
+
+def compile_ptx(text: str, chip: str = "sm_90") -> bytes:
+    """Run the NVVM pipeline on a module of ``gpu.module``s; returns the PTX (one module).
+
+    Raises:
+        CompileError: the text does not parse or a pass fails.
+    """
+    from mlir import ir, passmanager
+    from mlir.dialects import gpu
+
+    with ir.Context():
+        try:
+            module = ir.Module.parse(text)
+            passmanager.PassManager.parse(pipeline(chip)).run(module.operation)
+        except Exception as e:  # MLIRError, ValueError: a lowering rule emitted bad IR
+            raise CompileError(f"MLIR could not compile a GPU kernel: {e}\n{text[:4000]}") from e
+        for op in module.body.operations:
+            if op.operation.name == "gpu.binary":
+                return bytes(gpu.ObjectAttr(op.attributes["objects"][0]).object)
+    raise CompileError("the NVVM pipeline produced no gpu.binary")
+
+
+def find_ptxas() -> str | None:
+    """``ptxas`` on PATH, under ``$CUDA_HOME``/``$CUDA_PATH``, or in /usr/local/cuda."""
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.path.exists(os.path.join(root, "bin", "ptxas")):
+            return os.path.join(root, "bin", "ptxas")
+    return None
+
+
+def ptxas(ptx: bytes, chip: str = "sm_90") -> bytes | None:
+    """Assemble PTX into a cubin with ``ptxas -arch=<chip>`` (None when ptxas is missing).
+
+    Raises:
+        CompileError: ptxas rejected the PTX (its message is included).
+    """
+    exe = find_ptxas()
+    if exe is None:
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        with open(src, "wb") as f:
+            f.write(ptx)
+        r = subprocess.run([exe, f"-arch={chip}", "-O3", src, "-o", dst], capture_output=True)
+        if r.returncode != 0:
+            raise CompileError(f"ptxas -arch={chip} rejected a kernel:\n{r.stderr.decode()[:2000]}")
+        with open(dst, "rb") as f:
+            return f.read()

@@ -1,0 +1,78 @@
+"""Fill the kernel cache for the GPU machine (which has no MLIR): every kernel the GPU tests, the
+GPT-2 example and the GPT-2 benchmark run is compiled here, to PTX and (with ptxas) cubin.
+
+    python scripts/fill_gpu_cache.py [--cache .blu_cache] [--skip-tests] [--skip-example]
+                                     [--skip-bench] [--bench-modes fp32,bf16]
+
+How: the GPU tests and the example run on a simulated GPU (``BLU_FAKE_GPU=1``: device arrays in
+host memory, each fused kernel's CPU build executed while its GPU build is compiled into the
+cache), so exactly the kernels they will ask for on the GPU get compiled; the benchmark's programs
+(GPT-2 124M, too big to run here) are lowered with ``jit(f).lower(*specs, target="cuda:sm_90")
+.compile()``, which compiles without running. Then carry the cache folder to the GPU machine and
+point ``BLU_CACHE_DIR`` at it (``scripts/gpu_check.sh`` does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_executable.py"]
+EXAMPLE_ARGS = ["--device", "cuda", "--steps", "3", "--eval-every", "3", "--eval-iters", "1",
+                "--sample-tokens", "0", "--no-progress", "--no-plot", "--overwrite"]  # fmt: skip
+
+
+def run(cmd: list[str], env: dict, what: str) -> bool:
+    t = time.perf_counter()
+    print(f"[fill] {what}: {' '.join(cmd)}", flush=True)
+    r = subprocess.run(cmd, cwd=ROOT, env=env)
+    print(f"[fill] {what}: {'ok' if r.returncode == 0 else f'FAILED rc={r.returncode}'} "
+          f"({time.perf_counter() - t:.0f} s)", flush=True)  # fmt: skip
+    return r.returncode == 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cache", default=str(ROOT / ".blu_cache"), help="the cache folder to fill")
+    p.add_argument("--skip-tests", action="store_true")
+    p.add_argument("--skip-example", action="store_true")
+    p.add_argument("--skip-bench", action="store_true")
+    p.add_argument("--bench-modes", default="fp32,tf32,bf16")
+    p.add_argument("--bench-config", default="gpt2-124m")
+    p.add_argument("--example-configs", default="small,gpt2-124m-bpe",
+                   help="example configs to run (gpt2-124m-bpe: gpt2-124m on GPT-2 BPE, lowered "
+                   "only)")  # fmt: skip
+    a = p.parse_args()
+    env = dict(os.environ, BLU_CACHE_DIR=a.cache, BLU_FAKE_GPU="1", PYTHONPATH=str(ROOT))
+    os.environ.update(BLU_CACHE_DIR=a.cache)
+    ok = True
+    if not a.skip_tests:
+        tests = [t for t in GPU_TESTS if (ROOT / t).exists()]
+        ok &= run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
+                   *tests], env, "GPU tests on the simulated GPU")  # fmt: skip
+    if not a.skip_example:
+        for cfg in a.example_configs.split(","):
+            if cfg == "small":
+                ok &= run([sys.executable, "-m", "examples.gpt2", "--config", "small",
+                           "--out", "/tmp/blu_fill_example", *EXAMPLE_ARGS], env,
+                          "GPT-2 example (small, char) on the simulated GPU")  # fmt: skip
+    if not a.skip_bench:
+        code = (
+            "import sys; sys.path.insert(0, %r)\n"
+            "from benchmarks.gpt2_124m import fill_cache\n"
+            "fill_cache(%r, %r.split(','))\n" % (str(ROOT), a.bench_config, a.bench_modes)
+        )
+        ok &= run([sys.executable, "-c", code], dict(env, BLU_FAKE_GPU="0"),
+                  "GPT-2 benchmark programs, lowered for cuda:sm_90")  # fmt: skip
+    n = sum(1 for _ in Path(a.cache).rglob("*.ptx")) if Path(a.cache).exists() else 0
+    print(f"[fill] {a.cache}: {n} GPU kernels")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""The CUDA target on a machine without a GPU: PTX that ptxas accepts, AOT lowering, the
+kernel-cache contract, and the GPU executable's logic on a simulated device (``FakeDevice``:
+host memory, each kernel's CPU build) against numpy."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import blu
+import blu.cuda as bc
+import blu.numpy as bnp
+from blu.cuda.fake import FakeDevice
+from blu.lower import codegen_gpu, mlir_gpu
+from blu.lower.gpu import prepare_gpu
+
+needs_mlir = pytest.mark.skipif(importlib.util.find_spec("mlir") is None, reason="needs MLIR")
+needs_ptxas = pytest.mark.skipif(mlir_gpu.find_ptxas() is None, reason="needs ptxas")
+TARGET = "cuda:sm_90"
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return FakeDevice(capacity=1 << 30)
+
+
+def _spec(shape, dt):
+    return blu.ShapeDtypeStruct(shape, np.dtype(dt))
+
+
+# ---- PTX through ptxas ---------------------------------------------------------------------------
+
+UNARY = ["exp", "log", "tanh", "log1p", "expm1", "sin", "cos", "sqrt", "rsqrt", "erf", "abs",
+         "floor", "round", "sign", "negative", "logistic"]  # fmt: skip
+
+
+@needs_mlir
+@needs_ptxas
+@pytest.mark.parametrize("dt", ["float32", "float64", "bfloat16", "float16"])
+def test_float_kernels_pass_ptxas(dt):
+    fns = {
+        "exp": bnp.exp, "log": bnp.log, "tanh": bnp.tanh, "log1p": bnp.log1p,
+        "expm1": bnp.expm1, "sin": bnp.sin, "cos": bnp.cos, "sqrt": bnp.sqrt,
+        "rsqrt": blu.lax.rsqrt, "erf": blu.lax.erf, "abs": bnp.abs, "floor": bnp.floor,
+        "round": bnp.round, "sign": bnp.sign, "negative": bnp.negative,
+        "logistic": blu.nn.sigmoid,
+    }  # fmt: skip
+
+    def f(x, y):
+        outs = [fns[n](x) for n in UNARY]
+        return outs + [x / y, x ** y, bnp.maximum(x, y), bnp.arctan2(x, y), x % y,
+                       (x > y).astype(np.int32), x.astype(np.int32)]  # fmt: skip
+
+    exe = blu.jit(f).lower(_spec((5, 7), dt), _spec((5, 7), dt), target=TARGET).compile()
+    ptx = exe.executable.ptx()
+    assert ptx and all(b".target sm_90" in p for p in ptx.values())
+
+
+@needs_mlir
+@needs_ptxas
+@pytest.mark.parametrize("dt", ["int32", "int64", "uint8", "uint32", "bool"])
+def test_integer_kernels_pass_ptxas(dt):
+    def f(x, y):
+        if np.dtype(dt) == np.bool_:
+            return [x & y, x | y, ~x, x ^ y, bnp.any(x, axis=0), bnp.all(x, axis=1)]
+        return [x + y, x * y, x // bnp.maximum(y, 1), x % bnp.maximum(y, 1), bnp.maximum(x, y),
+                x >> 1, x << 2, x & y, x.sum(0), x.max(1), bnp.argmax(x, 1),
+                x.astype(np.float32)]  # fmt: skip
+
+    exe = blu.jit(f).lower(_spec((6, 9), dt), _spec((6, 9), dt), target=TARGET).compile()
+    assert exe.executable.ptx()
+
+
+@needs_mlir
+@needs_ptxas
+def test_every_reduction_strategy_passes_ptxas():
+    """Shapes picking the row, split, thread and map strategies (codegen_gpu.plan_nests)."""
+
+    def f(a, b, c):
+        sm = bnp.exp(a - a.max(-1, keepdims=True))
+        return [sm / sm.sum(-1, keepdims=True), (b * 2).sum(0), bnp.argmax(c, -1), c.sum()]
+
+    low = blu.jit(f).lower(_spec((1024, 300), "float32"), _spec((2048, 96), "bfloat16"),
+                           _spec((8, 40), "float64"), target=TARGET)  # fmt: skip
+    strategies = {p.strategy for n in low._program.plan.nodes if n.kind == "kernel"
+                  for p in codegen_gpu.plan_nests(n.layout)}  # fmt: skip
+    assert strategies == {"row", "split", "thread", "map"}
+    text = low.as_text()
+    assert "gpu.all_reduce" in text and "gpu.module" in text
+    low.compile()
+
+
+# ---- lowering without a GPU, the cache contract -------------------------------------------------
+
+
+def test_lower_as_text_needs_no_gpu_and_memory_plan_reuses():
+    from examples.gpt2.model import CONFIGS, init_params, loss_fn
+
+    cfg = CONFIGS["tiny"].with_vocab(65)
+    params = init_params(cfg, blu.random.key(0))
+    x = np.zeros((4, 32), np.int32)
+    step = blu.jit(blu.grad(lambda p, x, y: loss_fn(p, x, y, cfg, None, None)))
+    low = step.lower(params, x, x, target=TARGET)
+    assert "gpu.func" in low.as_text()
+    m = low.memory_analysis()
+    assert 0 < m.peak_bytes < m.intermediate_bytes + m.argument_bytes
+    keys = low._program.cache_keys()
+    assert len(keys) == len(set(keys)) > 0
+
+
+def test_bad_target_is_a_clear_error():
+    with pytest.raises(blu.BluError, match="cuda:sm_XX"):
+        blu.jit(lambda x: x + 1).lower(_spec((3,), "float32"), target="cuda:volta")
+
+
+def test_cache_miss_without_mlir_names_the_fill_command(tmp_path, monkeypatch, dev):
+    from blu.lower import cpu
+
+    monkeypatch.setenv("BLU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(mlir_gpu, "_loaded", {})
+    cpu._mlir_available.cache_clear()
+    monkeypatch.setattr(cpu, "_mlir_available", lambda: False)
+    with pytest.raises(mlir_gpu.KernelCacheMiss, match="fill_gpu_cache"):
+        blu.jit(lambda x: bnp.sin(x) * 3.25).lower(_spec((3, 3), "float32"), target=TARGET).compile()
+
+
+@needs_mlir
+def test_second_process_hits_the_gpu_cache(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, blu, blu.numpy as bnp\n"
+        "from blu.lower import mlir_gpu\n"
+        "blu.jit(lambda x: bnp.cos(x) * 7.5).lower(blu.ShapeDtypeStruct((11,), np.float32),"
+        " target='cuda:sm_90').compile()\n"
+        "print(mlir_gpu.stats['compiled'], mlir_gpu.stats['cache'])\n"
+    )
+    env = {"BLU_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    import os
+
+    env = dict(os.environ, **env)
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert first.stdout.split() == ["1", "0"], first.stderr
+    assert second.stdout.split() == ["0", "1"], second.stderr
+    assert (tmp_path / "mlir-version").exists()  # so a machine without MLIR computes the same keys
+
+
+# ---- the executable on a simulated device -------------------------------------------------------
+
+dims = st.integers(0, 5) | st.sampled_from([1, 17, 64])
+
+
+@given(st.tuples(dims, dims), st.sampled_from([0, 1, None]), st.integers(0, 2**31 - 1))
+def test_fused_reductions_on_fake_device_match_numpy(dev, shape, axis, seed):
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+    def f(x):
+        e = bnp.exp(x - 1.0)
+        return e.sum(axis=axis), bnp.max(e * 2, axis=axis, initial=-np.inf), e.T
+
+    outs = blu.jit(f)(bc.device_put(x, dev))
+    e = np.exp(x.astype(np.float64) - 1.0)
+    refs = [e.sum(axis=axis), (e * 2).max(axis=axis, initial=-np.inf), e.T]
+    for o, r in zip(outs, refs):
+        assert isinstance(o, bc.DeviceArray)
+        np.testing.assert_allclose(np.asarray(o), r, rtol=2e-5, atol=1e-5)
+
+
+@given(st.sampled_from(["ij,jk->ik", "ij,kj->ik", "ji,jk->ik", "bij,bjk->bik", "bij,bkj->bik",
+                        "ibj,bjk->bik", "bhqd,bhkd->bhqk", "bhqk,bhkd->bqhd"]),
+       st.integers(0, 3), st.integers(1, 4))  # fmt: skip
+def test_products_in_any_layout_on_fake_device(dev, spec, zero_dim, n):
+    rng = np.random.default_rng(n)
+    ins, _ = spec.split("->")
+    sizes = {c: n + 1 + i for i, c in enumerate("bhijkqd")}
+    sizes["ijkqd"[zero_dim]] = 0 if zero_dim == 3 else sizes["ijkqd"[zero_dim]]
+    ops = [rng.standard_normal([sizes[c] for c in s]).astype(np.float32) for s in ins.split(",")]
+    with blu.config.override(default_matmul_precision="fp32"):
+        out = blu.jit(lambda a, b: bnp.einsum(spec, a, b))(*[bc.device_put(o, dev) for o in ops])
+    ref = np.einsum(spec, *[o.astype(np.float64) for o in ops])
+    np.testing.assert_allclose(np.asarray(out), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_donation_and_eager_ops_on_fake_device(dev):
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    step = blu.jit(lambda p, g: (p - 0.5 * g, (g * g).sum()), donate_argnums=0)
+    p = bc.device_put(w, dev)
+    ptr = p.ptr
+    q, s = step(p, bc.device_put(np.ones_like(w), dev))
+    assert p.is_deleted() and q.ptr == ptr
+    np.testing.assert_allclose(np.asarray(q), w - 0.5)
+    assert float(s) == 12.0
+    y = (q * 2)[1:, ::2].sum(0)
+    assert isinstance(y, bc.DeviceArray)
+    np.testing.assert_allclose(np.asarray(y), ((w - 0.5) * 2)[1:, ::2].sum(0))
+
+
+def test_gpu_plan_has_no_copying_views_and_canonical_products():
+    def f(x, w):
+        return (x @ w.T).reshape(-1), bnp.einsum("ij,ik->jk", x, x)
+
+    x, w = np.zeros((8, 5), np.float32), np.zeros((3, 5), np.float32)
+    _, plan, _ = prepare_gpu(blu.make_jaxpr(f)(x, w).jaxpr, (False, False))
+    from blu.cuda.cublaslt import gemm_spec
+
+    for n in plan.nodes:
+        if n.kind == "view":
+            assert n.eqns[0].primitive.name in ("reshape", "squeeze")
+        if n.kind == "dot":
+            e = n.eqns[0]
+            shapes = [a.aval.shape for a in e.invars]
+            assert gemm_spec(*shapes, e.params["dimension_numbers"]) is not None
+    # x @ w.T reads w as stored (TRANSA), no transpose node
+    assert not any(e.primitive.name == "transpose" for n in plan.nodes for e in n.eqns
+                   if n.kind == "kernel" and len(n.eqns) == 1)  # fmt: skip
