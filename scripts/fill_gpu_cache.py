@@ -22,7 +22,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_gpu_executable.py"]
+GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_lower_gather_scatter.py"]
+# the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps
+# sets the learning-rate schedule's constants)
+GPU_EXAMPLE = ["--config", "gpt2-124m", "--tokenizer", "gpt2", "--data", ".data/pd_books.txt",
+               "--precision", "bf16", "--batch-size", "16", "--block-size", "1024", "--steps",
+               "60", "--eval-every", "30", "--eval-iters", "2", "--sample-tokens", "40",
+               "--no-progress", "--out", "/tmp/blu_gpt2_gpu", "--overwrite"]  # fmt: skip
 EXAMPLE_ARGS = ["--device", "cuda", "--steps", "3", "--eval-every", "3", "--eval-iters", "1",
                 "--sample-tokens", "0", "--no-progress", "--no-plot", "--overwrite"]  # fmt: skip
 
@@ -57,15 +63,20 @@ def main() -> int:
                    *tests], env, "GPU tests on the simulated GPU")  # fmt: skip
     if not a.skip_example:
         for cfg in a.example_configs.split(","):
+            if cfg == "gpt2-124m-bpe":
+                lower_env = dict(env, BLU_FAKE_GPU="0", BLU_DATA_DIR=str(ROOT / ".data"))
+                ok &= run([sys.executable, "-m", "examples.gpt2", "--device", "cuda",
+                           "--lower-only", *GPU_EXAMPLE], lower_env,
+                          "GPT-2 124M example, lowered")  # fmt: skip
             if cfg == "small":
                 ok &= run([sys.executable, "-m", "examples.gpt2", "--config", "small",
                            "--out", "/tmp/blu_fill_example", *EXAMPLE_ARGS], env,
                           "GPT-2 example (small, char) on the simulated GPU")  # fmt: skip
     if not a.skip_bench:
         code = (
-            "import sys; sys.path.insert(0, %r)\n"
+            f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
             "from benchmarks.gpt2_124m import fill_cache\n"
-            "fill_cache(%r, %r.split(','))\n" % (str(ROOT), a.bench_config, a.bench_modes)
+            f"fill_cache({a.bench_config!r}, {a.bench_modes!r}.split(','))\n"
         )
         ok &= run([sys.executable, "-c", code], dict(env, BLU_FAKE_GPU="0"),
                   "GPT-2 benchmark programs, lowered for cuda:sm_90")  # fmt: skip

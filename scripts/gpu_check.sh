@@ -31,6 +31,7 @@ TOTAL_LIMIT="${TOTAL_LIMIT:-570}"
 # The example and benchmark parts: each runs once its presence check succeeds (edit these when
 # the GPU example and benchmark land).
 EXAMPLE_CHECK="${EXAMPLE_CHECK:-grep -q -- '--device' examples/gpt2/train.py}"
+# (keep in step with GPU_EXAMPLE in scripts/fill_gpu_cache.py, which compiles its kernels)
 EXAMPLE_CMD="${EXAMPLE_CMD:-python3 -m examples.gpt2 --device cuda --config gpt2-124m --tokenizer gpt2 --data .data/pd_books.txt --precision bf16 --batch-size 16 --block-size 1024 --steps 60 --eval-every 30 --eval-iters 2 --sample-tokens 40 --no-progress --out /tmp/blu_gpt2_gpu --overwrite}"
 BENCH_CHECK="${BENCH_CHECK:-test -e benchmarks/gpt2_124m.py}"
 BENCH_CMD="${BENCH_CMD:-python3 benchmarks/gpt2_124m.py}"

@@ -47,6 +47,10 @@ def can_fuse(eqn: Any) -> bool:
     if name in ARG_REDUCE:  # only along the last (non-unit) axis: a running (value, index)
         x = eqn.invars[0].aval
         return all(d == 1 for d in x.shape[eqn.params["axis"] + 1 :])
+    if name == "gather":
+        from blu.lower.rules_gather import gather_supported
+
+        return gather_supported(eqn)
     return name in SCALAR or name in INDEX or name in REDUCE
 
 

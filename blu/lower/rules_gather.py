@@ -50,9 +50,12 @@ def gather_supported(eqn: Any) -> bool:
     )
 
 
-def coordinate(b: Builder, raw: str, index_dtype: Any, n: int) -> tuple[str, str]:
+def coordinate(
+    b: Builder, raw: str, index_dtype: Any, n: int, check: bool = True
+) -> tuple[str, str | None]:
     """One coordinate for an axis of size ``n >= 1``: (clamped into ``[0, n - 1]``, ``i1`` whether
-    it was in bounds), from ``raw``, an integer SSA value of ``index_dtype``'s compute type.
+    it was in bounds, or None unless ``check``), from ``raw``, an integer SSA value of
+    ``index_dtype``'s compute type.
 
     Signed values are sign-extended, unsigned ones zero-extended, so ``ult n`` on the ``index``
     value is the bounds check for both (a negative value is a huge unsigned one).
@@ -62,7 +65,7 @@ def coordinate(b: Builder, raw: str, index_dtype: Any, n: int) -> tuple[str, str
     cast = "index_castui" if unsigned else "index_cast"
     t = b.op(f"arith.{cast} {raw} : {ty} to index", "i")
     last = b.index(n - 1)
-    valid = b.op(f"arith.cmpi ult, {t}, {b.index(n)} : index")
+    valid = b.op(f"arith.cmpi ult, {t}, {b.index(n)} : index") if check else None
     if unsigned:
         return b.op(f"arith.minui {t}, {last} : index", "i"), valid
     t = b.op(f"arith.maxsi {t}, {b.index(0)} : index", "i")
@@ -90,16 +93,17 @@ def _gather(k: Any, eqn: Any, idx: Idx) -> str:
     nb = indices.aval.ndim - 1
     batch, rest = tuple(out[:nb]), iter(out[nb:])
     coords: list[str | None] = [None] * len(oshape)
-    ok = None
+    ok, fill = None, mode == "fill_or_drop"
     for j, a in enumerate(axes):
         raw = k.value(indices, Idx(indices.aval.shape, batch + (b.index(j),)))
-        coords[a], valid = coordinate(b, raw, indices.aval.dtype, oshape[a])
-        ok = valid if ok is None else b.op(f"arith.andi {ok}, {valid} : i1")
+        coords[a], valid = coordinate(b, raw, indices.aval.dtype, oshape[a], fill)
+        if fill:
+            ok = valid if ok is None else b.op(f"arith.andi {ok}, {valid} : i1")
     for d in range(len(oshape)):
         if coords[d] is None:
             coords[d] = next(rest)
     v = k.value(operand, Idx(oshape, coords))
-    if mode != "fill_or_drop" or ok is None:
+    if ok is None:
         return v
     ty = compute_type(operand.aval.dtype)
     return b.op(f"arith.select {ok}, {v}, {zero(b, operand.aval.dtype)} : {ty}")

@@ -171,10 +171,11 @@ class _ScatterEmitter:
         for k, n in axis_of:  # (coordinate position, axis size), by position
             at = b.iaddc(b.imul(row, g.K), k)
             raw = b.op(f"memref.load %in1[{at}] : {memref_type(self.indices)}")
-            c, valid = coordinate(b, raw, self.indices.dtype, n)
+            c, valid = coordinate(b, raw, self.indices.dtype, n, self.drop)
             coords.append(c)
-            ok = valid if ok is None else b.op(f"arith.andi {ok}, {valid} : i1")
-        return coords, (ok if self.drop else None)
+            if self.drop:
+                ok = valid if ok is None else b.op(f"arith.andi {ok}, {valid} : i1")
+        return coords, ok
 
     def _target(self, coords: list[str], run_idx: list[str]) -> str:
         """The operand's flat index of a row's coordinates and a point of the runs."""

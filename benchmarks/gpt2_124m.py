@@ -1,0 +1,450 @@
+"""GPT-2 124M training step on one GPU: blu against PyTorch (eager and compiled) and JAX.
+
+    python benchmarks/gpt2_124m.py                        # every system and mode, + the table
+    python benchmarks/gpt2_124m.py --systems blu --fidelity --json runs/bench/gpt2_124m.json
+    python benchmarks/gpt2_124m.py --systems torch,torch-compile,jax --fidelity \\
+        --json runs/bench/gpt2_124m.json                  # merged into the same JSON
+    python benchmarks/gpt2_124m.py --report --update-benchmarks   # table from the JSON
+    python benchmarks/gpt2_124m.py --config tiny --batch 2 --block 32 --steps 5   # CPU smoke
+
+Each system and precision mode runs in its own process (``benchmarks/peers/``: ``blu_gpt2.py``,
+``torch_gpt2.py`` [``--compile``], ``jax_gpt2.py``), the peers measured as
+``shared/reference/`` measures them: the same model (GPT-2, tied embeddings, vocabulary padded to
+50304), batch (16 x 1024), AdamW with decay on matrices only, warm-up, then the median of the
+timed steps; peak memory from each framework's own allocator. A process that fails, times out
+or whose framework is missing is recorded as such; the driver goes on. Results are merged into
+``--json`` after every process (a record replaces the one of the same system, mode, config,
+batch and block), so runs split over several invocations make one table: tokens/s, peak GiB,
+and the ratios of blu to every peer (tokens/s and peak memory).
+
+``--fidelity`` adds the two checks of issue #7, each run by blu and by PyTorch on the same
+initial weights (made by blu's side, on the host) and the same batches: (1) fp32, the losses of
+the first 3 steps and the gradient norm at step 1 agree to 1e-4 relative; (2) bf16, over
+``--fidelity-steps`` (200) steps on real text (GPT-2 BPE of ``pd_books.txt``) the per-step
+losses stay within 2% of each other. The token source is ``--data`` (a ``.txt`` corpus or a
+``.npy`` of token ids), else the first of ``pd_books.gpt2.npy`` / ``pd_books.txt`` in
+``$BLU_DATA_DIR``, ``.cache/data/`` (git-ignored, carried to the GPU machine) and
+``../shared/data``; ``--prepare-data`` writes ``.cache/data/pd_books.gpt2.npy`` (needs tiktoken
+and the GPT-2 BPE files, so run it where they are).
+
+``--update-benchmarks`` rewrites this benchmark's marked section of BENCHMARKS.md (date,
+machine, commands, the tables); nothing else in the file changes.
+
+The GPU machine has no MLIR: :func:`fill_cache` (called by ``scripts/fill_gpu_cache.py``)
+compiles blu's programs for a config, modes, batch and block ahead of time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.peers import fidelity as fid  # noqa: E402
+from benchmarks.peers import report  # noqa: E402
+
+SYSTEMS = ("blu", "torch", "torch-compile", "jax")
+MODES = ("fp32", "tf32", "bf16")
+CONFIGS = ("tiny", "small", "gpt2-124m")
+GPT2_TOKENS = 50257
+PEERS_DIR = ROOT / "benchmarks" / "peers"
+DEFAULT_JSON = ROOT / "runs" / "bench" / "gpt2_124m.json"
+DEFAULT_WORKDIR = ROOT / ".cache" / "bench_gpt2"
+
+
+class BenchmarkError(Exception):
+    """A flag, a results file or BENCHMARKS.md that the benchmark cannot use (printed as
+    ``error: ...``, exit status 2)."""
+
+
+# ---- the programs blu runs on the GPU (for the kernel-cache fill) ------------------------------
+
+
+def blu_programs(config: str, precision: str, batch: int, block: int, vocab: int = GPT2_TOKENS):
+    """``[(jitted_fn, specs)]``: every jitted function the blu side runs on the GPU for this
+    config, precision, batch and block (see ``benchmarks/peers/blu_gpt2.py``). Lower them under
+    ``precision_scope(precision)`` — or call :func:`fill_cache`, which does."""
+    from benchmarks.peers.blu_gpt2 import blu_programs as programs
+
+    return programs(config, precision, batch, block, vocab)
+
+
+def fill_cache(
+    config: str = "gpt2-124m",
+    modes: list[str] | tuple[str, ...] = MODES,
+    batch: int = 16,
+    block: int = 1024,
+    vocab: int = GPT2_TOKENS,
+    target: str = "cuda:sm_90",
+) -> None:
+    """Compile blu's programs for every mode in ``modes`` into the kernel cache
+    (``BLU_CACHE_DIR``); the benchmark and its fidelity checks (same batch and block) then find
+    every kernel. Prints one line per program."""
+    from benchmarks.peers.blu_gpt2 import compile_blu_programs
+
+    for mode in modes:
+        t = time.perf_counter()
+        compiled = compile_blu_programs(config, mode, batch, block, vocab, target)
+        print(
+            f"[gpt2_124m] {config} {mode} {batch}x{block}: {len(compiled)} program(s) "
+            f"compiled for {target} in {time.perf_counter() - t:.0f} s",
+            flush=True,
+        )
+
+
+# ---- command line ------------------------------------------------------------------------------
+
+
+def _csv(value: str, allowed: tuple[str, ...], flag: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if bad or not items:
+        raise BenchmarkError(
+            f"{flag} takes a comma-separated list of {', '.join(allowed)}; got {value!r}"
+        )
+    return list(dict.fromkeys(items))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python benchmarks/gpt2_124m.py",
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[1:3]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--systems", default=",".join(SYSTEMS), help="default: all of " + ",".join(SYSTEMS)
+    )
+    p.add_argument("--modes", default=",".join(MODES), help="default: fp32,tf32,bf16")
+    p.add_argument(
+        "--config",
+        default="gpt2-124m",
+        choices=CONFIGS,
+        help="model size (the GPT-2 example's configs; tiny/small for CPU smoke runs)",
+    )
+    p.add_argument(
+        "--vocab",
+        type=int,
+        default=GPT2_TOKENS,
+        help="tokenizer vocabulary, padded as the config says (gpt2-124m: to 50304)",
+    )
+    p.add_argument("--batch", type=int, default=16, help="sequences per step (default 16)")
+    p.add_argument("--block", type=int, default=1024, help="tokens per sequence (default 1024)")
+    p.add_argument("--steps", type=int, default=30, help="timed steps (default 30)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="untimed steps first (default: each script's own: blu 5, torch 5, jax 3)",
+    )
+    p.add_argument("--timeout", type=float, default=420, help="seconds per process (default 420)")
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=0,
+        metavar="S",
+        help="stop starting processes once S seconds are spent (0: no limit)",
+    )
+    p.add_argument("--no-throughput", action="store_true", help="run no throughput processes")
+    p.add_argument("--fidelity", action="store_true", help="run the fidelity checks (blu, torch)")
+    p.add_argument("--fidelity-steps", type=int, default=200, help="bf16 curve steps (200)")
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH",
+        help="fidelity tokens: a .txt corpus (GPT-2 BPE) or a .npy of token ids",
+    )
+    p.add_argument(
+        "--init",
+        default="numpy",
+        choices=("numpy", "blu"),
+        help="initial weights: the example's init drawn with numpy (fast) or blu",
+    )
+    p.add_argument("--seed", type=int, default=0, help="initial weights and fidelity batches")
+    p.add_argument(
+        "--prepare-data",
+        action="store_true",
+        help="tokenize the corpus into .cache/data/pd_books.gpt2.npy and exit",
+    )
+    p.add_argument(
+        "--json",
+        default=str(DEFAULT_JSON),
+        help=f"results file (default {DEFAULT_JSON.relative_to(ROOT)})",
+    )
+    p.add_argument("--workdir", default=str(DEFAULT_WORKDIR), help="logs, weights, batches")
+    p.add_argument("--report", action="store_true", help="run nothing: print the table from --json")
+    p.add_argument(
+        "--update-benchmarks",
+        action="store_true",
+        help="rewrite this benchmark's section of BENCHMARKS.md",
+    )
+    p.add_argument("--benchmarks-md", default=str(ROOT / "BENCHMARKS.md"), help=argparse.SUPPRESS)
+    p.add_argument("--machine", default=None, help="machine name (default: the GPU's, or CPU)")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parsed and checked flags (``systems`` and ``modes`` become lists).
+
+    Raises:
+        BenchmarkError: an impossible value, naming the flag.
+    """
+    a = build_parser().parse_args(argv)
+    a.systems = _csv(a.systems, SYSTEMS, "--systems")
+    a.modes = _csv(a.modes, MODES, "--modes")
+    for flag in ("batch", "block", "steps", "vocab", "timeout"):
+        if getattr(a, flag) <= 0:
+            raise BenchmarkError(f"--{flag} must be positive, got {getattr(a, flag)}")
+    if a.warmup is not None and a.warmup < 0:
+        raise BenchmarkError(f"--warmup must be >= 0, got {a.warmup}")
+    if a.time_budget < 0:
+        raise BenchmarkError(f"--time-budget must be >= 0, got {a.time_budget}")
+    if a.fidelity_steps < fid.FP32_STEPS:
+        raise BenchmarkError(
+            f"--fidelity-steps must be >= {fid.FP32_STEPS}, got {a.fidelity_steps}"
+        )
+    n_ctx = model_dims(a.config, a.vocab)["n_ctx"]
+    if a.block > n_ctx:
+        raise BenchmarkError(
+            f"--block {a.block} is longer than the context of {a.config} ({n_ctx})"
+        )
+    if a.report and not Path(a.json).is_file():
+        raise BenchmarkError(f"--report reads --json {a.json}, which does not exist")
+    if a.data is not None and not Path(a.data).is_file():
+        raise BenchmarkError(f"--data {a.data} is not a file")
+    return a
+
+
+def model_dims(config: str, vocab: int) -> dict[str, int]:
+    """The example config's sizes, vocabulary padded (what every system builds)."""
+    from examples.gpt2.model import CONFIGS as EXAMPLE_CONFIGS
+
+    c = EXAMPLE_CONFIGS[config].with_vocab(vocab)
+    return dict(
+        vocab=c.vocab_size, n_layer=c.n_layer, n_head=c.n_head, d_model=c.d_model, n_ctx=c.n_ctx
+    )
+
+
+# ---- running one process -----------------------------------------------------------------------
+
+
+def _flags(**values: Any) -> list[str]:
+    """``--name=value`` arguments (underscores become dashes; None values are left out)."""
+    return [f"--{k.replace('_', '-')}={v}" for k, v in values.items() if v is not None]
+
+
+def worker_command(system: str, mode: str, a: argparse.Namespace) -> list[str]:
+    """The command line of one throughput process."""
+    common = _flags(mode=mode, B=a.batch, T=a.block, steps=a.steps, warmup=a.warmup)
+    if system == "blu":
+        own = _flags(config=a.config, vocab=a.vocab, seed=a.seed, init=a.init)
+        return [sys.executable, str(PEERS_DIR / "blu_gpt2.py"), *common, *own]
+    sizes = _flags(**model_dims(a.config, a.vocab))
+    script = "jax_gpt2.py" if system == "jax" else "torch_gpt2.py"
+    extra = ["--compile"] if system == "torch-compile" else []
+    return [sys.executable, str(PEERS_DIR / script), *common, *sizes, *extra]
+
+
+def fidelity_command(side: str, check: str, steps: int, inputs: Any, out: Path, a) -> list[str]:
+    """The command line of one side (``blu`` or ``torch``) of a fidelity check."""
+    common = ["--fidelity", *_flags(mode=check, weights=inputs.weights, batches=inputs.batches,
+                                    steps=steps, out=out, B=a.batch, T=a.block)]  # fmt: skip
+    if side == "blu":
+        own = _flags(config=a.config, vocab=a.vocab)
+        return [sys.executable, str(PEERS_DIR / "blu_gpt2.py"), *common, *own]
+    sizes = _flags(**model_dims(a.config, a.vocab))
+    return [sys.executable, str(PEERS_DIR / "torch_gpt2.py"), *common, *sizes]
+
+
+def run_process(cmd: list[str], timeout: float, log: Path) -> tuple[dict | None, str | None, float]:
+    """Run ``cmd`` (output to ``log``); returns ``(the last JSON line it printed, error, s)``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    t = time.perf_counter()
+    with open(log, "w") as fh:
+        fh.write("$ " + shlex.join(cmd) + "\n")
+        fh.flush()
+        # its own process group, so a timeout also ends what it started (torch.compile workers)
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=fh, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            stdout, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            stdout, _ = proc.communicate()
+            fh.write(stdout or "")
+            return None, f"timed out after {timeout:.0f} s (log {log})", time.perf_counter() - t
+        fh.write(stdout)
+    secs = time.perf_counter() - t
+    record = None
+    for line in reversed(stdout.splitlines()):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            break
+        record = None
+    if proc.returncode != 0 or record is None:
+        tail = [ln for ln in log.read_text().splitlines() if ln.strip()][-6:]
+        why = f"exit status {proc.returncode}" if proc.returncode else "no JSON result"
+        return None, f"{why}: " + " | ".join(tail)[-600:] + f" (log {log})", secs
+    return record, None, secs
+
+
+class Session:
+    """One invocation: its identity (date, machine, command) and the results file it updates."""
+
+    def __init__(self, a: argparse.Namespace, argv: list[str]):
+        self.a = a
+        self.start = time.perf_counter()
+        self.date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        self.machine = a.machine or report.machine_name()
+        self.command = shlex.join(["python", "benchmarks/gpt2_124m.py", *argv])
+        self.results = report.load(a.json)
+        self.workdir = Path(a.workdir)
+
+    def stamp(self, record: dict, **fields: Any) -> dict:
+        a = self.a
+        base = dict(
+            config=a.config,
+            B=a.batch,
+            T=a.block,
+            vocab=model_dims(a.config, a.vocab)["vocab"],
+            date=self.date,
+            machine=self.machine,
+            command=self.command,
+        )
+        return {**record, **base, **fields}
+
+    def time_left(self) -> float | None:
+        if not self.a.time_budget:
+            return None
+        return self.a.time_budget - (time.perf_counter() - self.start)
+
+    def run(self, what: str, cmd: list[str], log: Path) -> tuple[dict | None, str | None, float]:
+        left = self.time_left()
+        if left is not None and left < 20:
+            return None, f"not run: --time-budget {self.a.time_budget:.0f} s spent", 0.0
+        timeout = self.a.timeout if left is None else min(self.a.timeout, left - 5)
+        print(f"[gpt2_124m] {what} ...", flush=True)
+        rec, err, secs = run_process(cmd, timeout, log)
+        print(f"[gpt2_124m] {what}: " + (err or "ok") + f" ({secs:.0f} s)", flush=True)
+        return rec, err, secs
+
+    def save(self, kind: str, record: dict) -> None:
+        report.merge(self.results, kind, [record])
+        report.save(self.a.json, self.results)
+
+
+def run_throughput(s: Session) -> None:
+    for system in s.a.systems:
+        for mode in s.a.modes:
+            cmd = worker_command(system, mode, s.a)
+            rec, err, secs = s.run(
+                f"{system} {mode}", cmd, s.workdir / "logs" / f"{system}-{mode}.log"
+            )
+            ok = rec is not None and rec.get("tok_s") is not None
+            rec = dict(
+                rec or {}, system=system, mode=mode, ok=ok, error=err, seconds=round(secs, 1)
+            )
+            s.save("runs", s.stamp(rec))
+
+
+def run_fidelity(s: Session) -> None:
+    a = s.a
+    sides = [x for x in ("blu", "torch") if x in a.systems]
+    if not sides:
+        print("[gpt2_124m] --fidelity: neither blu nor torch in --systems; skipped")
+        return
+    dims = model_dims(a.config, a.vocab)
+    inputs = fid.prepare_inputs(
+        s.workdir,
+        a.config,
+        a.vocab,
+        dims["vocab"],
+        a.batch,
+        a.block,
+        a.fidelity_steps,
+        a.seed,
+        a.init,
+        a.data,
+    )
+    for check, steps in (("fp32", fid.FP32_STEPS), ("bf16", a.fidelity_steps)):
+        for side in sides:
+            out = s.workdir / "fidelity" / f"{side}-{check}.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.unlink(missing_ok=True)
+            cmd = fidelity_command(side, check, steps, inputs, out, a)
+            log = s.workdir / "logs" / f"fidelity-{side}-{check}.log"
+            _, err, secs = s.run(f"fidelity {check} {side} ({steps} steps)", cmd, log)
+            rec = json.loads(out.read_text()) if err is None and out.is_file() else {}
+            if err is None and not rec:
+                err = f"no result file {out}"
+            rec = dict(
+                rec,
+                system=side,
+                check=check,
+                steps=steps,
+                inputs=inputs.inputs_id,
+                data=inputs.data,
+                ok=err is None,
+                error=err,
+                seconds=round(secs, 1),
+            )
+            s.save("fidelity", s.stamp(rec))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parse_args(argv)
+    if a.prepare_data:
+        path = fid.prepare_tokens(a.data)
+        print(f"wrote {path}")
+        return 0
+    s = Session(a, argv)
+    if not a.report:
+        if not a.no_throughput:
+            run_throughput(s)
+        if a.fidelity:
+            run_fidelity(s)
+    dims = model_dims(a.config, a.vocab)
+    view = report.select(s.results, a.config, a.batch, a.block, dims["vocab"])
+    print()
+    print(report.text_report(view, a.config, a.batch, a.block))
+    if a.update_benchmarks:
+        md = Path(a.benchmarks_md)
+        text = md.read_text() if md.is_file() else "# Benchmarks\n"
+        md.write_text(
+            report.rewrite_section(text, report.markdown_section(view, a.config, a.batch, a.block))
+        )
+        print(f"updated {md}")
+    return 0
+
+
+def cli(argv: list[str] | None = None) -> int:
+    try:
+        return main(argv)
+    except (BenchmarkError, report.ReportError, fid.FidelityError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
