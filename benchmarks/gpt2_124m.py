@@ -22,10 +22,10 @@ initial weights (made by blu's side, on the host) and the same batches: (1) fp32
 the first 3 steps and the gradient norm at step 1 agree to 1e-4 relative; (2) bf16, over
 ``--fidelity-steps`` (200) steps on real text (GPT-2 BPE of ``pd_books.txt``) the per-step
 losses stay within 2% of each other. The token source is ``--data`` (a ``.txt`` corpus or a
-``.npy`` of token ids), else the first of ``pd_books.gpt2.npy`` / ``pd_books.txt`` in
-``$BLU_DATA_DIR``, ``.cache/data/`` (git-ignored, carried to the GPU machine) and
-``../shared/data``; ``--prepare-data`` writes ``.cache/data/pd_books.gpt2.npy`` (needs tiktoken
-and the GPT-2 BPE files, so run it where they are).
+``.npy`` of token ids), else the first ``pd_books.gpt2.npy``, else ``pd_books.txt``, in
+``$BLU_DATA_DIR``, ``.data/`` and ``.cache/data/`` (git-ignored; ``.data/`` is carried to the
+GPU machine) and ``../shared/data``; ``--prepare-data`` writes ``.data/pd_books.gpt2.npy``
+(tokenizing needs tiktoken and the GPT-2 BPE files; the ``.npy`` needs neither).
 
 ``--update-benchmarks`` rewrites this benchmark's marked section of BENCHMARKS.md (date,
 machine, commands, the tables); nothing else in the file changes.
@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--prepare-data",
         action="store_true",
-        help="tokenize the corpus into .cache/data/pd_books.gpt2.npy and exit",
+        help="tokenize the corpus into .data/pd_books.gpt2.npy and exit",
     )
     p.add_argument(
         "--json",

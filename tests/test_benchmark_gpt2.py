@@ -258,6 +258,22 @@ def test_batches_are_windows_with_shifted_targets():
         fidelity.make_batches(tokens[:16], 1, 1, 16, seed=0)
 
 
+def test_token_files_are_found_npy_first_and_checked(tmp_path, monkeypatch):
+    monkeypatch.setenv("BLU_DATA_DIR", str(tmp_path))
+    np.save(tmp_path / fidelity.TOKENS_FILE, np.arange(100, dtype=np.uint16))
+    (tmp_path / fidelity.TEXT_FILE).write_text("some text")
+    assert fidelity.find_token_source() == tmp_path / fidelity.TOKENS_FILE
+    assert fidelity.find_token_source(tmp_path / "x.npy") == tmp_path / "x.npy"
+    np.testing.assert_array_equal(
+        fidelity.load_tokens(tmp_path / fidelity.TOKENS_FILE), np.arange(100)
+    )
+    np.save(tmp_path / "bad.npy", np.zeros((2, 2), np.int32))
+    with pytest.raises(fidelity.FidelityError, match="1-D integer"):
+        fidelity.load_tokens(tmp_path / "bad.npy")
+    with pytest.raises(fidelity.FidelityError, match="no pd_books.txt"):
+        fidelity.prepare_tokens(str(tmp_path / fidelity.TOKENS_FILE))
+
+
 def test_digest_sees_names_shapes_and_values():
     a = {"x": np.zeros((2, 3), np.float32)}
     assert fidelity.digest(a) == fidelity.digest({"x": np.zeros((2, 3), np.float32)})

@@ -45,18 +45,20 @@ class Inputs:
 
 
 def data_dirs() -> list[Path]:
-    """Where token files are looked for: ``$BLU_DATA_DIR``, ``.cache/data``, ``../shared/data``."""
+    """Where token files are looked for: ``$BLU_DATA_DIR``, ``.data`` and ``.cache/data`` in the
+    repo (git-ignored; ``.data`` travels to the GPU machine), ``../shared/data``."""
     env = os.environ.get("BLU_DATA_DIR", "")
     dirs = [Path(env)] if env else []
-    return dirs + [ROOT / ".cache" / "data", ROOT.parent / "shared" / "data"]
+    return dirs + [ROOT / ".data", ROOT / ".cache" / "data", ROOT.parent / "shared" / "data"]
 
 
 def find_token_source(data: str | os.PathLike | None = None) -> Path | None:
-    """``data`` if given, else the first ``pd_books.gpt2.npy`` or ``pd_books.txt`` found."""
+    """``data`` if given, else the first ``pd_books.gpt2.npy`` found, else the first
+    ``pd_books.txt``."""
     if data is not None:
         return Path(data)
-    for d in data_dirs():
-        for name in (TOKENS_FILE, TEXT_FILE):
+    for name in (TOKENS_FILE, TEXT_FILE):
+        for d in data_dirs():
             if (d / name).is_file():
                 return d / name
     return None
@@ -91,7 +93,7 @@ def load_tokens(path: Path) -> np.ndarray:
 
 def prepare_tokens(data: str | None = None, out: Path | None = None) -> Path:
     """Tokenize the corpus (``data`` or the first ``pd_books.txt`` found) into ``out`` (default
-    ``.cache/data/pd_books.gpt2.npy``, uint16).
+    ``.data/pd_books.gpt2.npy``, uint16).
 
     Raises:
         FidelityError: no text corpus found.
@@ -107,7 +109,7 @@ def prepare_tokens(data: str | None = None, out: Path | None = None) -> Path:
             "pass --data CORPUS.txt"
         )
     tokens = load_tokens(src)
-    out = out or ROOT / ".cache" / "data" / TOKENS_FILE
+    out = out or ROOT / ".data" / TOKENS_FILE
     out.parent.mkdir(parents=True, exist_ok=True)
     np.save(out, tokens.astype(np.uint16 if tokens.max() < 1 << 16 else np.int32))
     return out
