@@ -125,7 +125,8 @@ def test_cache_miss_without_mlir_names_the_fill_command(tmp_path, monkeypatch, d
     cpu._mlir_available.cache_clear()
     monkeypatch.setattr(cpu, "_mlir_available", lambda: False)
     with pytest.raises(mlir_gpu.KernelCacheMiss, match="fill_gpu_cache"):
-        blu.jit(lambda x: bnp.sin(x) * 3.25).lower(_spec((3, 3), "float32"), target=TARGET).compile()
+        low = blu.jit(lambda x: bnp.sin(x) * 3.25).lower(_spec((3, 3), "float32"), target=TARGET)
+        low.compile()
 
 
 @needs_mlir
