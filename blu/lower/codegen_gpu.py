@@ -39,6 +39,7 @@ from blu.core.jaxpr import Var
 from blu.lower.codegen import KernelEmitter
 from blu.lower.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.fusion import ARG_REDUCE, KernelLayout, Nest, is_reduction, is_suffix
+from blu.lower.rules import REDUCE
 
 BLOCK = 256
 MAX_MAP_GRID = 1 << 16  # grid-stride loops: enough blocks to fill 132 SMs many times over
@@ -99,9 +100,8 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
             S = max(1, min(_pow2_at_least(SPLIT_THREADS // max(K, 1)), R // 16, 4096))
             parts = []
             for m in reds:
-                in_dt = layout.producer[m].invars[0].aval.dtype
-                dt = dtypes.float32 if in_dt in (dtypes.bfloat16, dtypes.float16) else in_dt
                 parts.append(len(layout.scratch))
+                dt = partial_dtype(layout.producer[m].invars[0].aval.dtype)
                 layout.scratch.append(ShapedArray((S * K,), dt))
             plans.append(NestPlan("split", kept, red, K, R, S, tuple(parts)))
     layout.gpu_nests = plans  # type: ignore[attr-defined]
@@ -176,19 +176,7 @@ class GpuKernelEmitter(KernelEmitter):
         return start, b.op(f"arith.muli {gdim}, {bdim} : index", "i")
 
     def _open(self, lo: str, hi: str, step: str, inits=()) -> tuple[str, list[str], str]:
-        b = self.b
-        iv, res = b.fresh("i"), (b.fresh("r") if inits else "")
-        args = [b.fresh("a") for _ in inits]
-        head = f"scf.for {iv} = {lo} to {hi} step {step}"
-        if inits:
-            its = ", ".join(f"{a} = {v}" for a, (v, _) in zip(args, inits))
-            tys = ", ".join(t for _, t in inits)
-            multi = f":{len(inits)}" if len(inits) > 1 else ""
-            b.stmt(f"{res}{multi} = {head} iter_args({its}) -> ({tys}) {{")
-        else:
-            b.stmt(head + " {")
-        b.depth += 1
-        return iv, args, res
+        return self.b.begin_range(lo, hi, step, inits)
 
     def _if(self, cond: str) -> None:
         self.b.stmt(f"scf.if {cond} {{")
@@ -283,8 +271,6 @@ class GpuKernelEmitter(KernelEmitter):
     def _all_reduce(self, m: Var, x: str) -> str:
         """Combine ``x`` over the block with the reduction's own combine (a region)."""
         b, eqn = self.b, self.layout.producer[m]
-        from blu.lower.rules import REDUCE
-
         dt = eqn.invars[0].aval.dtype
         ty = compute_type(dt)
         res, lhs, rhs = b.fresh("t"), b.fresh("p"), b.fresh("q")
@@ -298,8 +284,6 @@ class GpuKernelEmitter(KernelEmitter):
         return res
 
     def _emit_split(self, nest: Nest, p: NestPlan, fname: str) -> None:
-        from blu.lower.rules import REDUCE
-
         # stage 1: thread (k, s) -> partials[s * K + k]
         self._begin()
         b = self.b

@@ -202,10 +202,17 @@ class Builder:
         self, n: int, inits: Sequence[tuple[str, str]] = ()
     ) -> tuple[str, list[str], str]:
         """Open ``scf.for %iv = 0 to n``; returns (iv, iter-arg names, result name)."""
+        return self.begin_range(self.index(0), self.index(n), self.index(1), inits)
+
+    def begin_range(
+        self, lo: str, hi: str, step: str, inits: Sequence[tuple[str, str]] = ()
+    ) -> tuple[str, list[str], str]:
+        """Open ``scf.for %iv = lo to hi step step`` over SSA index values (e.g. a GPU thread's
+        grid-stride loop); returns (iv, iter-arg names, result name)."""
         iv = self.fresh("i")
         res = self.fresh("r") if inits else ""
         args = [self.fresh("a") for _ in inits]
-        head = f"scf.for {iv} = {self.index(0)} to {self.index(n)} step {self.index(1)}"
+        head = f"scf.for {iv} = {lo} to {hi} step {step}"
         if inits:
             its = ", ".join(f"{a} = {v}" for a, (v, _) in zip(args, inits))
             tys = ", ".join(t for _, t in inits)

@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from blu.core import dtypes
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr, Literal
@@ -127,14 +126,7 @@ class GpuExecutable:
 
     def as_text(self) -> str:
         """The launch plan (as comments) and the MLIR of every distinct kernel."""
-        parts = [f"// launch plan of {self.name} for {self.target}"]
-        parts += ["//   " + ln for ln in str(self.plan).splitlines()]
-        seen = set()
-        for k, node in enumerate(self.plan.nodes):
-            if node.kind == "kernel" and self.modules[k].name not in seen:
-                seen.add(self.modules[k].name)
-                parts.append(codegen_gpu.emit_gpu_kernel(node.layout, self.modules[k].name))
-        return "\n".join(parts)
+        return program_text(self.name, self.target, self.plan)
 
     def ptx(self) -> dict[str, bytes]:
         """The PTX of every distinct kernel, by symbol."""
@@ -160,17 +152,7 @@ class Lowered:
         self.jaxpr, self.plan, self.memory = prepare_gpu(jaxpr, self.donated)
 
     def as_text(self) -> str:
-        parts = [f"// launch plan of {self.name} for {self.target}"]
-        parts += ["//   " + ln for ln in str(self.plan).splitlines()]
-        seen = set()
-        for node in self.plan.nodes:
-            if node.kind == "kernel":
-                key = cache.kernel_key(cache.canonical_text(node.jaxpr), self.target)
-                sym = mlir_gpu.symbol(key)
-                if sym not in seen:
-                    seen.add(sym)
-                    parts.append(codegen_gpu.emit_gpu_kernel(node.layout, sym))
-        return "\n".join(parts)
+        return program_text(self.name, self.target, self.plan)
 
     def cache_keys(self) -> list[str]:
         keys = {cache.kernel_key(cache.canonical_text(n.jaxpr), self.target): None
@@ -182,6 +164,21 @@ class Lowered:
 
     def compile(self) -> GpuExecutable:
         return GpuExecutable(self.source_jaxpr, self.name, self.donated, self.target)
+
+
+def program_text(name: str, target: str, plan: Plan) -> str:
+    """The launch plan as MLIR comments, then one module per distinct kernel (named by its
+    cache key's symbol), computed without MLIR."""
+    parts = [f"// launch plan of {name} for {target}"]
+    parts += ["//   " + ln for ln in str(plan).splitlines()]
+    seen = set()
+    for node in plan.nodes:
+        if node.kind == "kernel":
+            sym = mlir_gpu.symbol(cache.kernel_key(cache.canonical_text(node.jaxpr), target))
+            if sym not in seen:
+                seen.add(sym)
+                parts.append(codegen_gpu.emit_gpu_kernel(node.layout, sym))
+    return "\n".join(parts)
 
 
 class GpuFallbackError(BluError):
@@ -206,7 +203,3 @@ def call_host_kernel(kernel: Any, ptrs: Sequence[int]) -> None:
 
 def literal_value(a: Literal) -> np.ndarray:
     return np.asarray(a.val, a.aval.dtype)
-
-
-def is_float(dt: Any) -> bool:
-    return dtypes.is_float(np.dtype(dt))

@@ -24,12 +24,6 @@ _by_jaxpr: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _eager: dict[tuple, Any] = {}
 
 
-def _target(args: tuple) -> str:
-    from blu.lower.mlir_gpu import DEFAULT_TARGET
-
-    return DEFAULT_TARGET
-
-
 def executable_for(jaxpr: Jaxpr, name: str, donated: tuple[bool, ...], target: str) -> Any:
     """The cached ``GpuExecutable`` of ``jaxpr`` (per donation, target and precision)."""
     from blu.lower.gpu import GpuExecutable
@@ -56,7 +50,7 @@ def register(jaxpr: Jaxpr, donated: tuple[bool, ...], exe: Any) -> None:
 
 def apply_on_device(prim: Any, args: tuple, avals: list, params: dict) -> Any:
     """Run ``prim`` on the device of its DeviceArray operands; returns DeviceArrays."""
-    target = _target(args)
+    from blu.lower.mlir_gpu import DEFAULT_TARGET as target  # the GPUs blu runs on: sm_90
     if prim.name == "jit":
         exe = executable_for(params["jaxpr"], params["name"], tuple(params["donated_invars"]),
                              target)  # fmt: skip

@@ -27,7 +27,13 @@ from blu.core.errors import BluError
 from blu.core.jaxpr import Literal, Var
 from blu.cuda.array import DeviceArray, default_device
 from blu.cuda.cublaslt import gemm_spec
-from blu.lower.gpu import GpuFallbackError, call_host_kernel, host_kernel, literal_value
+from blu.lower.gpu import (
+    GpuFallbackError,
+    _precision,
+    call_host_kernel,
+    host_kernel,
+    literal_value,
+)
 
 STAGE_BYTES = 64 << 20  # non-donated arguments up to this size are copied into graph staging
 MAX_GRAPHS = 4
@@ -83,8 +89,6 @@ class Bound:
                 lhs, rhs = e.invars
                 spec = gemm_spec(lhs.aval.shape, rhs.aval.shape, e.params["dimension_numbers"])
                 assert spec is not None, "canonicalize_dots left an unreadable layout"
-                from blu.lower.gpu import _precision
-
                 out = e.outvars[0]
                 nbytes = out.aval.size * out.aval.dtype.itemsize
                 info = (spec, s(lhs), s(rhs), s(out), lhs.aval.dtype, out.aval.dtype,
@@ -101,6 +105,11 @@ class Bound:
         self.slot = slot
         self.n_slots = len(slot)
         self.graphable = not self.fake and not exe.fallbacks and _graphs_enabled()
+        self.library: dict[str, Any] = {}  # primitive -> its GPU library kernel (cuSOLVER)
+        if not self.fake and exe.fallbacks:
+            from blu.cuda.solver import GPU_KERNELS
+
+            self.library = GPU_KERNELS
         self.calls = 0
         self.graphs: OrderedDict = OrderedDict()
         self.kept: dict[str, Any] = {}
@@ -186,13 +195,7 @@ class Bound:
     def _fallback(self, info: tuple, ptr: list[int], keep: list[Any]) -> None:
         e, ins, outs = info
         dev = self.dev
-        gpu_kernels = {}
-        if not self.fake:
-            try:
-                from blu.cuda.solver import GPU_KERNELS as gpu_kernels
-            except ImportError:
-                gpu_kernels = {}
-        fn = gpu_kernels.get(e.primitive.name)
+        fn = self.library.get(e.primitive.name)
         try:
             if fn is not None:
                 vals = [
