@@ -5,7 +5,8 @@ library fallback, pivots to permutations, operand checks. The kernels themselves
 on a simulated device (``FakeDevice``, real host memory) whose cuSOLVER/cuBLAS stand-ins below
 read and write column-major matrices at the given addresses and leading dimensions as the
 libraries' documentation says, computing with LAPACK/BLAS (scipy) of the same precision:
-``potrf`` touches only its triangle, ``getrf`` writes 1-based pivots, ``gesvd`` refuses
+``potrf`` touches only its triangle while ``potrfBatched`` destroys the other one (NaN here),
+``getrf`` writes 1-based pivots, ``gesvd`` refuses
 ``m < n`` and destroys its input, ``trmm`` is out of place, ``geam`` checks its in-place rules.
 Results are checked against numpy float64 by reconstruction (``L L^T = A``, ``Q R = A``,
 ``U S V^T = A``, ``A V = V W``, ``P A = L U``, residuals) and against the CPU kernels. The same
@@ -161,8 +162,14 @@ class FakeCusolverDn(_Fake):
         am[...], vec(info, 1, np.int32)[0] = c, inf  # the other triangle stays as it was
 
     def _potrf_batched(self, dt, uplo, n, parray, lda, info, count):
+        # cuSOLVER: "the other part of A is used as a workspace. For example, if uplo is
+        # CUBLAS_FILL_MODE_UPPER, upper triangle of A contains Cholesky factor U and lower
+        # triangle of A is destroyed after potrfBatched" (an H200 left the mirror of U there);
+        # here it is NaN, so that reading it shows. Only the uplo triangle is read.
         for i, p in enumerate(vec(parray, count, np.uint64)):
             self._potrf(dt, uplo, n, int(p), lda, 0, 10**9, info + 4 * i)
+            am = mat(int(p), n, n, lda, dt)
+            am[np.tril_indices(n, -1) if uplo == 1 else np.triu_indices(n, 1)] = np.nan
 
     def _getrf_buffer_size(self, dt, m, n, a, lda):
         return self._lwork(m, n)
@@ -398,6 +405,28 @@ def test_cholesky(dev, shape, dtype):
     close(out, cpu.cholesky(a), dtype, scale)
     calls = solver.handles(dev).dn.calls
     assert calls[-1].endswith("potrf_batched" if np.prod(shape[:-2]) > 1 else "potrf")
+
+
+@pytest.mark.parametrize("uplo", [0, 1])
+def test_stand_in_potrf_batched_destroys_the_other_triangle(uplo):
+    """The stand-ins' contract, as cuSOLVER documents it: potrf leaves the other triangle
+    as it was, potrfBatched uses it as a workspace (NaN here); both read only ``uplo``'s."""
+    sym = spd((2, 4, 4), 20)
+    other = np.tri(4, k=-1, dtype=bool) if uplo else np.tri(4, k=-1, dtype=bool).T
+    mats = [fortran(np.where(other, 7.0, m)) for m in sym]  # the other triangle: junk
+    dn, info = FakeCusolverDn(), np.zeros(2, np.int32)
+    h = dn.create()
+    dn.set_stream(h, 0)
+    one = fortran(mats[0])
+    dn.dpotrf(h, uplo, 4, one.ctypes.data, 4, 0, 10**9, info.ctypes.data)
+    ptrs = np.array([m.ctypes.data for m in mats], np.uint64)
+    dn.dpotrf_batched(h, uplo, 4, ptrs.ctypes.data, 4, info.ctypes.data, 2)
+    for m, ref in zip([one] + mats, [sym[0], sym[0], sym[1]]):
+        factor = scipy.linalg.cholesky(ref, lower=not uplo)
+        np.testing.assert_allclose(np.where(other, 0, m), factor, atol=1e-12)
+    assert (one[other] == 7.0).all()  # potrf: untouched
+    assert all(np.isnan(m[other]).all() for m in mats)  # potrfBatched: destroyed
+    assert (info == 0).all()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -43,16 +43,24 @@ class Profiler:
         self._pool: list[Any] = []
         self._open: list[tuple[str, Any, Any]] = []  # recorded, not yet read
         self._times: dict[str, list[float]] = {}
+        self._work: dict[str, list[int]] = {}  # name -> [bytes, flops] of all its calls
 
     def _event(self) -> Any:
         return self._pool.pop() if self._pool else self._new_event()
 
     @contextlib.contextmanager
-    def region(self, name: str, stream: Any) -> Iterator[None]:
-        """Time the work queued on ``stream`` inside the block (no-op when disabled)."""
+    def region(self, name: str, stream: Any, nbytes: int = 0, flops: int = 0) -> Iterator[None]:
+        """Time the work queued on ``stream`` inside the block (no-op when disabled).
+
+        ``nbytes`` (bytes read and written) and ``flops`` (floating-point operations) of one
+        call, when known, give the table's achieved GB/s or TFLOP/s."""
         if not self.enabled:
             yield
             return
+        if nbytes or flops:
+            w = self._work.setdefault(name, [0, 0])
+            w[0] += nbytes
+            w[1] += flops
         start = self._event()
         start.record(stream)
         try:
@@ -74,6 +82,7 @@ class Profiler:
     def reset(self) -> None:
         self._collect()
         self._times = {}
+        self._work = {}
 
     def summary(self) -> list[dict[str, Any]]:
         """One row per region name, slowest total first: ``name, calls, total_ms, mean_us,
@@ -89,6 +98,8 @@ class Profiler:
                 "min_us": 1000 * min(t),
                 "max_us": 1000 * max(t),
                 "percent": 100 * sum(t) / grand,
+                "gb_per_s": self._work.get(name, [0, 0])[0] / max(sum(t), 1e-9) / 1e6,
+                "tflop_per_s": self._work.get(name, [0, 0])[1] / max(sum(t), 1e-9) / 1e9,
             }
             for name, t in self._times.items()
         ]
@@ -102,14 +113,14 @@ class Profiler:
         width = max(24, *(min(60, len(r["name"])) for r in rows[:limit]))
         head = (
             f"{'kernel / call':<{width}} {'calls':>7} {'total ms':>10} {'mean us':>9} "
-            f"{'min us':>9} {'max us':>9} {'%':>6}"
+            f"{'min us':>9} {'max us':>9} {'%':>6} {'achieved':>12}"
         )
         lines = [head, "-" * len(head)]
         for r in rows[:limit]:
             lines.append(
                 f"{r['name'][:width]:<{width}} {r['calls']:>7} {r['total_ms']:>10.3f} "
                 f"{r['mean_us']:>9.1f} {r['min_us']:>9.1f} {r['max_us']:>9.1f} "
-                f"{r['percent']:>6.1f}"
+                f"{r['percent']:>6.1f} {_rate(r):>12}"
             )
         if len(rows) > limit:
             rest = sum(r["total_ms"] for r in rows[limit:])
@@ -117,6 +128,14 @@ class Profiler:
         total = sum(r["total_ms"] for r in rows)
         lines.append(f"{'total':<{width}} {sum(r['calls'] for r in rows):>7} {total:>10.3f}")
         return "\n".join(lines)
+
+
+def _rate(row: dict[str, Any]) -> str:
+    if row["tflop_per_s"]:
+        return f"{row['tflop_per_s']:.1f} TFLOP/s"
+    if row["gb_per_s"]:
+        return f"{row['gb_per_s']:.0f} GB/s"
+    return ""
 
 
 profiler = Profiler()

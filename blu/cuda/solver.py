@@ -13,7 +13,10 @@ transpose on the device with ``cublas<t>geam``:
 - cholesky: ``lower(A)`` is the upper triangle of ``A^T``; ``trmm`` by the identity copies that
   triangle with exact zeros elsewhere (exact: ``x * 1 + 0``; cuBLAS's default math mode keeps
   float32 in float32, no TF32), ``potrf(UPPER)`` factors it in place (``S = U^T U``), and the
-  buffer read row-major is ``U^T = L``.
+  buffer read row-major is ``U^T = L``. ``potrf`` leaves the other triangle alone (LAPACK);
+  ``potrfBatched`` does not: "the other part of A is used as a workspace ... lower triangle of
+  A is destroyed" (on an H200 it held the mirror of ``U``). So a batch is factored in a work
+  buffer and a second ``trmm`` by the identity copies ``triu(U)`` out, zeros below.
 - triangular_solve: ``op(A) X = B`` is ``X^T op(A)^T = B^T``: one ``trsm`` with the side and
   the triangle swapped, on the bytes as they are.
 - lu: geam in, ``getrf``, geam out; 1-based LAPACK pivots made 0-based, and the permutation,
@@ -442,20 +445,28 @@ def _kernel(name: str) -> Callable[[Callable], Callable]:
 def cholesky(a: DeviceArray) -> DeviceArray:
     """Lower Cholesky factors of ``(..., n, n)`` matrices (only the lower triangle is read;
     the upper triangle of the result is zero); all NaN for a matrix that is not positive
-    definite. cuBLAS ``<t>trmm`` + cuSOLVER ``<t>potrf`` / ``<t>potrfBatched`` (UPPER on the
-    column-major view); synchronizes once to read ``info``."""
+    definite. cuBLAS ``<t>trmm`` + cuSOLVER ``<t>potrf`` (one matrix) or ``<t>potrfBatched``
+    + ``<t>trmm`` (a batch: potrfBatched overwrites the other triangle, so the factor's triangle
+    is copied out); UPPER on the column-major view. Synchronizes once to read ``info``."""
     c, n = _Call("cholesky", a), a.shape[-1]
-    out, eye = c.empty(a.shape, tag="factor"), c.identity(n)
-    for i in range(c.nb):  # triu of the column-major view = lower(A), zeros below
-        c.blas("trmm", LEFT, UPPER, OP_N, NON_UNIT, n, n, c.one, at(a, i, c.nb), n, eye.ptr, n,
-               at(out, i, c.nb), n)  # fmt: skip
+    work, eye = c.empty(a.shape, tag="factor"), c.identity(n)
+
+    def triu_copy(src: DeviceArray, dst: DeviceArray) -> None:  # column-major triu, zeros below
+        for i in range(c.nb):
+            c.blas("trmm", LEFT, UPPER, OP_N, NON_UNIT, n, n, c.one, at(src, i, c.nb), n,
+                   eye.ptr, n, at(dst, i, c.nb), n)  # fmt: skip
+
+    triu_copy(a, work)  # the upper triangle of the column-major view is lower(A)
     info = c.empty((c.nb,), np.int32, "info")
     if c.nb == 1:
-        ws = c.workspace(c.dn("potrf_buffer_size", UPPER, n, out.ptr, n))
-        c.dn("potrf", UPPER, n, out.ptr, n, ws.ptr, ws.size, info.ptr)
+        ws = c.workspace(c.dn("potrf_buffer_size", UPPER, n, work.ptr, n))
+        c.dn("potrf", UPPER, n, work.ptr, n, ws.ptr, ws.size, info.ptr)
+        out = work  # potrf keeps the zeros of the other triangle
     else:
-        ptrs = c.pointers(out)
+        ptrs = c.pointers(work)
         c.dn("potrf_batched", UPPER, n, ptrs.ptr, n, info.ptr, c.nb)
+        out = c.empty(a.shape, tag="factor (copied out)")
+        triu_copy(work, out)  # potrfBatched used the lower triangle as its workspace
     c.nan_where(c.failed(info, "cholesky: not positive definite", a), [out])
     return out
 

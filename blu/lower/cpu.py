@@ -34,7 +34,7 @@ from blu.core.jaxpr import Jaxpr, Literal, Var
 from blu.lower import cache
 from blu.lower.codegen import emit_kernel
 from blu.lower.fusion import KernelLayout
-from blu.lower.memory import MemoryAnalysis, MemoryPlan
+from blu.lower.memory import MemoryAnalysis, MemoryPlan, inplace_ok
 from blu.lower.partition import Plan, partition
 from blu.lower.simplify import simplify
 
@@ -165,6 +165,27 @@ def _view(eqn: Any, x: np.ndarray) -> np.ndarray:
     raise AssertionError(name)
 
 
+def node_text(node: Any) -> str:
+    """The canonical text (cache key material) of a kernel or scatter node."""
+    if node.kind == "scatter":
+        e = node.eqns[0]
+        return cache.canonical_text(Jaxpr([], e.invars, [e], e.outvars))
+    return cache.canonical_text(node.jaxpr)
+
+
+def emit_node(node: Any, sym: str, target: str) -> str:
+    """The MLIR text of a kernel or scatter node for ``target`` ("cpu" or "cuda:sm_XX")."""
+    if node.kind == "scatter":
+        from blu.lower.scatter import emit_scatter
+
+        return emit_scatter(node.eqns[0], sym, target)
+    if target.startswith("cuda"):
+        from blu.lower.codegen_gpu import emit_gpu_kernel
+
+        return emit_gpu_kernel(node.layout, sym)
+    return emit_kernel(node.layout, sym)
+
+
 def prepare(jaxpr: Jaxpr, donated: Sequence[bool]) -> tuple[Jaxpr, Plan, MemoryPlan]:
     """Simplify, partition, lay out every kernel and plan memory (no MLIR needed)."""
     simple = simplify(jaxpr)
@@ -172,7 +193,7 @@ def prepare(jaxpr: Jaxpr, donated: Sequence[bool]) -> tuple[Jaxpr, Plan, MemoryP
     for node in plan.nodes:
         if node.kind == "kernel":
             node.layout = KernelLayout(node.jaxpr)
-    memory = MemoryPlan(plan, tuple(donated), lambda n, o, i: n.layout.inplace_safe(o, i))
+    memory = MemoryPlan(plan, tuple(donated), inplace_ok)
     return simple, plan, memory
 
 
@@ -200,12 +221,12 @@ class CpuExecutable:
         self.node_kernels: list[Any] = []  # per node: its compiled kernel (or None)
         for node in self.plan.nodes:
             k = None
-            if node.kind == "kernel":
-                canon = cache.canonical_text(node.jaxpr)
+            if node.kind in ("kernel", "scatter"):
+                canon = node_text(node)
                 k = kernels.get(canon)
                 if k is None:
                     k = kernels[canon] = mlir_cpu.get_kernel(
-                        canon, lambda sym, lay=node.layout: emit_kernel(lay, sym), node.label()
+                        canon, lambda sym, n=node: emit_node(n, sym, "cpu"), node.label()
                     )
             self.node_kernels.append(k)
         self.kernels = kernels
@@ -245,10 +266,12 @@ class CpuExecutable:
             if node.kind != "fallback" and node.kind != "view":
                 for v in node.outputs:
                     allocs.append((s(v), mem.place[mem.root[v]], v.aval))
-            if node.kind == "kernel":
+            if node.kind in ("kernel", "scatter"):
                 kern = self.node_kernels[k]
-                step = _Kernel(kern.fn, [s(v) for v in node.inputs], [s(v) for v in node.outputs],
-                               mem.scratch[k], node)  # fmt: skip
+                reads = node.inputs if node.kind == "kernel" else node.eqns[0].invars
+                ins = [s(v) for v in reads]
+                step = _Kernel(kern.fn, ins, [s(v) for v in node.outputs],
+                               mem.scratch.get(k, []), node)  # fmt: skip
                 self.steps.append(("kernel", allocs, step, node))
             elif node.kind == "dot":
                 e = node.eqns[0]
@@ -395,12 +418,11 @@ def program_text(name: str, plan: Plan) -> str:
     parts = [f"// launch plan of {name}"] + ["//   " + ln for ln in str(plan).splitlines()]
     seen = set()
     for node in plan.nodes:
-        if node.kind == "kernel":
-            canon = cache.canonical_text(node.jaxpr)
-            sym = symbol(cache.kernel_key(canon, cache.host_target()))
+        if node.kind in ("kernel", "scatter"):
+            sym = symbol(cache.kernel_key(node_text(node), cache.host_target()))
             if sym not in seen:
                 seen.add(sym)
-                parts.append(emit_kernel(node.layout, sym))
+                parts.append(emit_node(node, sym, "cpu"))
     return "\n".join(parts)
 
 
@@ -429,8 +451,8 @@ class Lowered:
         return program_text(self.name, self.plan)
 
     def cache_keys(self) -> list[str]:
-        keys = {cache.kernel_key(cache.canonical_text(n.jaxpr), cache.host_target()): None
-                for n in self.plan.nodes if n.kind == "kernel"}  # fmt: skip
+        keys = {cache.kernel_key(node_text(n), cache.host_target()): None
+                for n in self.plan.nodes if n.kind in ("kernel", "scatter")}  # fmt: skip
         return list(keys)
 
     def memory_analysis(self) -> MemoryAnalysis:

@@ -40,10 +40,11 @@ def canonicalize_dots(jaxpr: Jaxpr) -> Jaxpr:
 
     if not any(e.primitive.name == "dot_general" for e in jaxpr.eqns):
         return jaxpr
-    producer = {v: e for e in jaxpr.eqns for v in e.outvars}
+    source = _fold_output_transposes(jaxpr)
+    changed = source is not jaxpr.eqns
+    producer = {v: e for e in source for v in e.outvars}
     eqns: list[JaxprEqn] = []
-    changed = False
-    for e in jaxpr.eqns:
+    for e in source:
         if e.primitive.name != "dot_general" or not library_dot(e):
             eqns.append(e)
             continue
@@ -82,6 +83,50 @@ def canonicalize_dots(jaxpr: Jaxpr) -> Jaxpr:
     if not changed:
         return jaxpr
     return dce_jaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars))
+
+
+def _fold_output_transposes(jaxpr: Jaxpr) -> list[JaxprEqn]:
+    """``transpose(dot_general(a, b), perm)`` that only swaps the two free groups of the
+    output becomes ``dot_general(b, a)`` (e.g. a weight gradient ``(x.T @ dy).T``): the
+    product writes the layout its reader wants, with no copy. Returns ``jaxpr.eqns`` itself when
+    nothing changes."""
+    uses: dict[Var, int] = {}
+    for e in jaxpr.eqns:
+        for a in e.invars:
+            if isinstance(a, Var):
+                uses[a] = uses.get(a, 0) + 1
+    for v in jaxpr.outvars:
+        if isinstance(v, Var):
+            uses[v] = uses.get(v, 0) + 2  # an output keeps its own layout
+    swapped: dict[Var, JaxprEqn] = {}  # a dot's output -> the dot writing the transpose instead
+    for t in jaxpr.eqns:
+        if t.primitive.name != "transpose":
+            continue
+        x = t.invars[0]
+        if not isinstance(x, Var) or uses.get(x) != 1:
+            continue
+        d = next((e for e in jaxpr.eqns if x in e.outvars), None)
+        if d is None or d.primitive.name != "dot_general" or not library_dot(d):
+            continue
+        (lc, rc), (lb, rb) = d.params["dimension_numbers"]
+        nb = len(lb)
+        nl = d.invars[0].aval.ndim - len(lc) - nb
+        nr = d.invars[1].aval.ndim - len(rc) - nb
+        want = tuple(range(nb)) + tuple(range(nb + nl, nb + nl + nr)) + tuple(range(nb, nb + nl))
+        if tuple(t.params["permutation"]) != want:
+            continue
+        swapped[x] = JaxprEqn(d.primitive, [d.invars[1], d.invars[0]],
+                              {**d.params, "dimension_numbers": ((rc, lc), (rb, lb))},
+                              t.outvars, d.source)  # fmt: skip
+    if not swapped:
+        return jaxpr.eqns
+    out = []
+    for e in jaxpr.eqns:
+        if e.primitive.name == "dot_general" and e.outvars[0] in swapped:
+            out.append(swapped[e.outvars[0]])
+        elif not (e.primitive.name == "transpose" and e.invars[0] in swapped):
+            out.append(e)
+    return out
 
 
 def _fold_transpose(prod: Any, x: Var, contract, batch) -> tuple[Var, list[int], list[int]]:

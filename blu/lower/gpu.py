@@ -36,10 +36,12 @@ from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import cache, codegen_gpu, mlir_gpu
+from blu.lower.cpu import emit_node, node_text
 from blu.lower.dots import canonicalize_dots
 from blu.lower.fusion import KernelLayout
-from blu.lower.memory import MemoryAnalysis, MemoryPlan
+from blu.lower.memory import MemoryAnalysis, MemoryPlan, inplace_ok
 from blu.lower.partition import Plan, partition
+from blu.lower.scatter import scatter_launches
 from blu.lower.simplify import simplify
 
 log = logging.getLogger("blu.jit")
@@ -53,7 +55,7 @@ def prepare_gpu(jaxpr: Jaxpr, donated: Sequence[bool]) -> tuple[Jaxpr, Plan, Mem
         if node.kind == "kernel":
             node.layout = KernelLayout(node.jaxpr)
             codegen_gpu.plan_nests(node.layout)
-    memory = MemoryPlan(plan, tuple(donated), lambda n, o, i: n.layout.inplace_safe(o, i))
+    memory = MemoryPlan(plan, tuple(donated), inplace_ok)
     return simple, plan, memory
 
 
@@ -97,16 +99,18 @@ class GpuExecutable:
         self.modules: dict[int, mlir_gpu.GpuModule] = {}  # node index -> its module
         self.launches: dict[int, list[codegen_gpu.Launch]] = {}
         for k, node in enumerate(self.plan.nodes):
-            if node.kind == "kernel":
-                canon = cache.canonical_text(node.jaxpr)
+            if node.kind in ("kernel", "scatter"):
                 mod = mlir_gpu.get_module(
-                    canon,
-                    lambda sym, lay=node.layout: codegen_gpu.emit_gpu_kernel(lay, sym),
+                    node_text(node),
+                    lambda sym, n=node: emit_node(n, sym, target),
                     node.label(),
                     target,
                 )
                 self.modules[k] = mod
-                self.launches[k] = codegen_gpu.launches(node.layout, mod.name)
+                if node.kind == "kernel":
+                    self.launches[k] = codegen_gpu.launches(node.layout, mod.name)
+                else:
+                    self.launches[k] = scatter_launches(node.eqns[0], mod.name)
         self.timing = {"plan_s": t1 - t0, "kernels_s": time.perf_counter() - t1}
         self.fallbacks = [n.label() for n in self.plan.nodes if n.kind == "fallback"]
         self._bound: dict[Any, Any] = {}  # device -> per-device steps
@@ -155,8 +159,8 @@ class Lowered:
         return program_text(self.name, self.target, self.plan)
 
     def cache_keys(self) -> list[str]:
-        keys = {cache.kernel_key(cache.canonical_text(n.jaxpr), self.target): None
-                for n in self.plan.nodes if n.kind == "kernel"}  # fmt: skip
+        keys = {cache.kernel_key(node_text(n), self.target): None
+                for n in self.plan.nodes if n.kind in ("kernel", "scatter")}  # fmt: skip
         return list(keys)
 
     def memory_analysis(self) -> MemoryAnalysis:
@@ -173,11 +177,11 @@ def program_text(name: str, target: str, plan: Plan) -> str:
     parts += ["//   " + ln for ln in str(plan).splitlines()]
     seen = set()
     for node in plan.nodes:
-        if node.kind == "kernel":
-            sym = mlir_gpu.symbol(cache.kernel_key(cache.canonical_text(node.jaxpr), target))
+        if node.kind in ("kernel", "scatter"):
+            sym = mlir_gpu.symbol(cache.kernel_key(node_text(node), target))
             if sym not in seen:
                 seen.add(sym)
-                parts.append(codegen_gpu.emit_gpu_kernel(node.layout, sym))
+                parts.append(emit_node(node, sym, target))
     return "\n".join(parts)
 
 
@@ -186,12 +190,14 @@ class GpuFallbackError(BluError):
 
 
 def host_kernel(node: Any) -> Any:
-    """The CPU build of a fused kernel (for fake devices): the same parameters as the GPU's."""
+    """The CPU build of a kernel or scatter node (for fake devices): the same parameters as the
+    GPU's (a kernel's layout has the GPU's split partials in its scratch, hence its own key)."""
     from blu.lower import mlir_cpu
-    from blu.lower.codegen import emit_kernel
 
-    canon = cache.canonical_text(node.jaxpr) + "\n#gpu-scratch " + str(len(node.layout.scratch))
-    return mlir_cpu.get_kernel(canon, lambda sym: emit_kernel(node.layout, sym), node.label())
+    canon = node_text(node)
+    if node.kind == "kernel":
+        canon += "\n#gpu-scratch " + str(len(node.layout.scratch))
+    return mlir_cpu.get_kernel(canon, lambda sym: emit_node(node, sym, "cpu"), node.label())
 
 
 def call_host_kernel(kernel: Any, ptrs: Sequence[int]) -> None:

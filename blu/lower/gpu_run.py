@@ -27,6 +27,7 @@ from blu.core.errors import BluError
 from blu.core.jaxpr import Literal, Var
 from blu.cuda.array import DeviceArray, default_device
 from blu.cuda.cublaslt import gemm_spec
+from blu.cuda.profile import profiler
 from blu.lower.gpu import (
     GpuFallbackError,
     _precision,
@@ -70,19 +71,23 @@ class Bound:
             dev.activate()
 
         for k, node in enumerate(exe.plan.nodes):
-            if node.kind in ("kernel", "dot"):
+            if node.kind in ("kernel", "dot", "scatter"):
                 for v in node.outputs:
                     if mem.root[v] is v:
                         self.allocs.append((s(v), mem.place[v], v.aval))
-            if node.kind == "kernel":
-                refs = [("s", s(v)) for v in node.inputs] + [("s", s(v)) for v in node.outputs]
-                refs += [("a", off) for off in mem.scratch[k]]
+            if node.kind in ("kernel", "scatter"):
+                ins = node.inputs if node.kind == "kernel" else node.eqns[0].invars
+                refs = [("s", s(v)) for v in ins] + [("s", s(v)) for v in node.outputs]
+                refs += [("a", off) for off in mem.scratch.get(k, [])]
                 if self.fake:
                     self.steps.append(("host_kernel", host_kernel(node), refs, node))
                 else:
                     mod = exe.modules[k]
                     module = _module(dev, mod)
-                    fns = [(module.function(la.func), la.grid, la.block) for la in exe.launches[k]]
+                    # a scatter's operand copy (``<sym>_0``) is skipped when it updates in place
+                    fns = [(module.function(la.func), la.grid, la.block,
+                            node.kind == "scatter" and la.func.endswith("_0"))
+                           for la in exe.launches[k]]  # fmt: skip
                     self.steps.append(("kernel", fns, refs, node))
             elif node.kind == "dot":
                 e = node.eqns[0]
@@ -104,6 +109,7 @@ class Bound:
                 self.steps.append(("fallback", (e, ins, [s(v) for v in e.outvars]), None, node))
         self.slot = slot
         self.n_slots = len(slot)
+        self.work = [_work(step[0], step[1], step[3]) for step in self.steps]  # for BLU_PROFILE
         self.graphable = not self.fake and not exe.fallbacks and _graphs_enabled()
         self.library: dict[str, Any] = {}  # primitive -> its GPU library kernel (cuSOLVER)
         if not self.fake and exe.fallbacks:
@@ -125,7 +131,8 @@ class Bound:
             arrays.append(a)
         donatable = self._donatable(arrays)
         self.calls += 1
-        if self.graphable and self.calls >= 2 and self._graph_ok(donatable):
+        graph = self.graphable and self.calls >= 2 and not profiler.enabled
+        if graph and self._graph_ok(donatable):
             return self._call_graph(arrays, donatable)
         ptr: list[int] = [0] * self.n_slots
         keep: list[Any] = [None] * self.n_slots
@@ -163,34 +170,42 @@ class Bound:
                 ptr[sl], keep[sl] = buf.ptr, buf
 
     def _launch_all(self, ptr: list[int], keep: list[Any], arena_ptr: int) -> None:
+        if profiler.enabled:  # BLU_PROFILE=1: each step between two events
+            for step, (name, nbytes, flops) in zip(self.steps, self.work):
+                with profiler.region(name, self.dev.stream_id, nbytes, flops):
+                    self._step(step, ptr, keep, arena_ptr)
+        else:
+            for step in self.steps:
+                self._step(step, ptr, keep, arena_ptr)
+
+    def _step(self, step: tuple, ptr: list[int], keep: list[Any], arena_ptr: int) -> None:
+        kind, info, refs, node = step
         dev = self.dev
-        stream = dev.stream_id
-        debug_nans = config.debug_nans
-        for kind, info, refs, node in self.steps:
-            if kind in ("kernel", "host_kernel"):
-                addrs = [ptr[x] if t == "s" else arena_ptr + x for t, x in refs]
-                if kind == "kernel":
-                    for fn, grid, block in info:
-                        fn.launch(grid, block, addrs, stream=stream)
-                else:
-                    call_host_kernel(info, addrs)
-            elif kind == "dot":
-                spec, ls, rs, os_, in_dt, out_dt, precision, nbytes = info
-                if spec.m and spec.n:
-                    if spec.k == 0:
-                        dev.memset(ptr[os_], 0, nbytes)
-                    else:
-                        dev.matmul_handle().matmul(
-                            spec, ptr[rs], ptr[ls], ptr[os_], in_dtype=in_dt, out_dtype=out_dt,
-                            precision=precision, stream=stream,
-                        )  # fmt: skip
-            elif kind == "view":
-                i, o = info
-                ptr[o], keep[o] = ptr[i], keep[i]
+        if kind in ("kernel", "host_kernel"):
+            addrs = [ptr[x] if t == "s" else arena_ptr + x for t, x in refs]
+            if kind == "kernel":
+                for fn, grid, block, copy in info:
+                    if not (copy and addrs[0] == addrs[3]):
+                        fn.launch(grid, block, addrs, stream=dev.stream_id)
             else:
-                self._fallback(info, ptr, keep)
-            if debug_nans:
-                self._check_nans(node, ptr)
+                call_host_kernel(info, addrs)
+        elif kind == "dot":
+            spec, ls, rs, os_, in_dt, out_dt, precision, nbytes = info
+            if spec.m and spec.n:
+                if spec.k == 0:
+                    dev.memset(ptr[os_], 0, nbytes)
+                else:
+                    dev.matmul_handle().matmul(
+                        spec, ptr[rs], ptr[ls], ptr[os_], in_dtype=in_dt, out_dtype=out_dt,
+                        precision=precision, stream=dev.stream_id,
+                    )  # fmt: skip
+        elif kind == "view":
+            i, o = info
+            ptr[o], keep[o] = ptr[i], keep[i]
+        else:
+            self._fallback(info, ptr, keep)
+        if config.debug_nans:
+            self._check_nans(node, ptr)
 
     def _fallback(self, info: tuple, ptr: list[int], keep: list[Any]) -> None:
         e, ins, outs = info
@@ -311,6 +326,24 @@ class Bound:
         g, captured = entry
         g.replay(dev.stream)
         return self._outputs(captured, keep, arrays, donatable, copy_out=True)
+
+
+def _nbytes(vs: Any) -> int:
+    return sum(v.aval.size * v.aval.dtype.itemsize for v in {id(v): v for v in vs}.values())
+
+
+def _work(kind: str, info: Any, node: Any) -> tuple[str, int, int]:
+    """A step's profile row name, bytes read and written, and floating-point operations."""
+    out = node.outputs[0].aval.str_short() if node.outputs else ""
+    if kind == "dot":
+        spec, precision = info[0], info[6]
+        e = node.eqns[0]
+        ins = "x".join(a.aval.str_short() for a in e.invars)
+        flops = 2 * spec.batch * spec.m * spec.n * spec.k
+        return f"cublasLt {ins} {precision}", _nbytes([*e.invars, *e.outvars]), flops
+    ins = node.inputs if kind != "fallback" else [a for a in node.eqns[0].invars
+                                                  if isinstance(a, Var)]  # fmt: skip
+    return f"{node.label()} -> {out}", _nbytes([*ins, *node.outputs]), 0
 
 
 def _module(dev: Any, mod: Any) -> Any:

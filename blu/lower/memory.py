@@ -174,7 +174,7 @@ class MemoryPlan:
                         span(r, k, end, live_bytes)
                     continue
                 reuse = None
-                if n.kind == "kernel":
+                if n.kind in ("kernel", "scatter"):
                     for i in n.inputs:
                         ri = self.root[i]
                         if (ri in offset and last.get(ri) == k and ri.aval.size == r.aval.size
@@ -229,7 +229,7 @@ class MemoryPlan:
 
     def _donor(self, r, k, node, donors, used, last, inplace_ok) -> Var | None:
         """A donated argument whose buffer output ``r`` can take."""
-        if node.kind not in ("kernel", "dot"):
+        if node.kind not in ("kernel", "dot", "scatter"):
             return None
         for d in donors:
             if d in used or nbytes(d.aval) != nbytes(r.aval):
@@ -237,10 +237,20 @@ class MemoryPlan:
             lu = last.get(d, -1)
             if lu < k:
                 return d
-            if lu == k and node.kind == "kernel" and d in node.inputs:
+            if lu == k and node.kind in ("kernel", "scatter") and d in node.inputs:
                 if d.aval.size == r.aval.size and inplace_ok(node, r, d):
                     return d
         return None
+
+
+def inplace_ok(node: Any, out: Var, inp: Var) -> bool:
+    """Whether node output ``out`` may be written over input ``inp``'s buffer: for kernels,
+    their layout decides (``fusion.KernelLayout.inplace_safe``); a scatter may update its operand
+    in place unless the operand is also its indices or updates."""
+    if node.kind == "scatter":
+        e = node.eqns[0]
+        return inp is e.invars[0] and all(a is not inp for a in e.invars[1:])
+    return node.layout.inplace_safe(out, inp)
 
 
 def _aligned(n: int) -> int:

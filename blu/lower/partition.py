@@ -6,6 +6,8 @@
   it (softmax, layer norm, bias + GELU, the AdamW update, the cross-entropy each become one
   kernel).
 - ``dot``: ``dot_general`` as a library call (numpy's matmul, i.e. BLAS for floats).
+- ``scatter``: ``scatter_add`` / ``scatter``, a kernel of its own (``scatter.py``): it writes at
+  computed places, possibly in place over its operand.
 - ``view``: data movement whose consumers are library calls or outputs, done as a numpy view
   (no copy; BLAS takes transposed operands as they are).
 - ``fallback``: a primitive without a lowering rule (sort, gather, control flow, ...), run with
@@ -23,6 +25,7 @@ from typing import Any
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Literal, Var
 from blu.lower.dots import library_dot
 from blu.lower.fusion import can_fuse
+from blu.lower.scatter import SCATTERS, scatter_supported
 
 # numpy does these without copying
 VIEWABLE = {"reshape", "transpose", "broadcast_in_dim", "squeeze", "slice", "rev"}
@@ -33,7 +36,7 @@ class Node:
     """One step of the launch plan.
 
     Attributes:
-        kind: "kernel" | "dot" | "view" | "fallback".
+        kind: "kernel" | "dot" | "scatter" | "view" | "fallback".
         eqns: its equations (one, except for kernels).
         inputs / outputs: the plan-level variables it reads / defines.
         jaxpr: for kernels, the kernel as a jaxpr (inputs -> outputs).
@@ -80,6 +83,9 @@ def classify(jaxpr: Jaxpr, gpu: bool = False) -> list[str]:
     for e in eqns:
         if e.primitive.name == "dot_general":
             kinds.append("dot" if not gpu or library_dot(e) else "fallback")
+        elif (e.primitive.name in SCATTERS and scatter_supported(e)
+              and all(isinstance(a, Var) for a in e.invars)):  # fmt: skip
+            kinds.append("scatter")
         elif can_fuse(e):
             kinds.append("fuse")
         else:
