@@ -9,7 +9,8 @@ host memory, each fused kernel's CPU build executed while its GPU build is compi
 cache), so exactly the kernels they will ask for on the GPU get compiled; the benchmark's programs
 (GPT-2 124M, too big to run here) are lowered with ``jit(f).lower(*specs, target="cuda:sm_90")
 .compile()``, which compiles without running. Then carry the cache folder to the GPU machine and
-point ``BLU_CACHE_DIR`` at it (``scripts/gpu_check.sh`` does).
+point ``BLU_CACHE_DIR`` at it (``scripts/gpu_check.sh`` does). Only the GPU entries travel:
+they are copied to ``<cache>-gpu`` (``.blu_cache-gpu``), which is the folder to carry.
 """
 
 from __future__ import annotations
@@ -41,6 +42,24 @@ def run(cmd: list[str], env: dict, what: str) -> bool:
     print(f"[fill] {what}: {'ok' if r.returncode == 0 else f'FAILED rc={r.returncode}'} "
           f"({time.perf_counter() - t:.0f} s)", flush=True)  # fmt: skip
     return r.returncode == 0
+
+
+def export_gpu_entries(cache: Path, dest: Path) -> int:
+    """Copy the entries the GPU machine reads (``.ptx``, ``.cubin``, ``mlir-version``) to
+    ``dest``, without the CPU builds the simulated GPU left beside them (they would only add to
+    what travels). Returns the number of kernels."""
+    import shutil
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    n = 0
+    for f in cache.rglob("*"):
+        if f.suffix in (".ptx", ".cubin") or f.name == "mlir-version":
+            target = dest / f.relative_to(cache)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, target)
+            n += f.suffix == ".ptx"
+    return n
 
 
 def main() -> int:
@@ -81,8 +100,8 @@ def main() -> int:
         )
         ok &= run([sys.executable, "-c", code], dict(env, BLU_FAKE_GPU="0"),
                   "GPT-2 benchmark programs, lowered for cuda:sm_90")  # fmt: skip
-    n = sum(1 for _ in Path(a.cache).rglob("*.ptx")) if Path(a.cache).exists() else 0
-    print(f"[fill] {a.cache}: {n} GPU kernels")
+    n = export_gpu_entries(Path(a.cache), Path(a.cache + "-gpu"))
+    print(f"[fill] {a.cache}: {n} GPU kernels, copied to {a.cache}-gpu (carry that folder)")
     return 0 if ok else 1
 
 

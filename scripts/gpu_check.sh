@@ -5,8 +5,8 @@
 #
 # Before it travels (on a machine with network): scripts/fetch_gpu_wheels.sh, which puts the
 # nvmath-python and nccl4py wheels in .whl/; scripts/fill_gpu_cache.py, which compiles every GPU
-# kernel into .blu_cache/; and a copy of the corpora in .data/ (all git-ignored: carry them,
-# carry: [".whl", ".blu_cache", ".data"]).
+# kernel into .blu_cache/ and copies what the GPU reads to .blu_cache-gpu/; and a copy of the
+# corpora in .data/ (all git-ignored: carry them, carry: [".whl", ".blu_cache-gpu", ".data"]).
 # The GPU machine has no network: the wheels are installed from .whl/ into /tmp/site, and the
 # repository root goes on PYTHONPATH (blu itself is not installed there).
 #
@@ -37,7 +37,7 @@ BENCH_CHECK="${BENCH_CHECK:-test -e benchmarks/gpt2_124m.py}"
 BENCH_CMD="${BENCH_CMD:-python3 benchmarks/gpt2_124m.py}"
 # Kernels come from the carried cache (filled by scripts/fill_gpu_cache.py: the GPU machine has no
 # MLIR); corpora from the carried .data/ (../shared does not travel).
-export BLU_CACHE_DIR="${BLU_CACHE_DIR:-$PWD/.blu_cache}" BLU_DATA_DIR="${BLU_DATA_DIR:-$PWD/.data}"
+export BLU_CACHE_DIR="${BLU_CACHE_DIR:-$PWD/.blu_cache-gpu}" BLU_DATA_DIR="${BLU_DATA_DIR:-$PWD/.data}"
 START=$SECONDS
 budget() {  # the limit for a part: its own, or what is left of TOTAL_LIMIT (less 15 s)
     local left=$((TOTAL_LIMIT - (SECONDS - START) - 15))

@@ -213,3 +213,47 @@ def test_checkpoint_with_collectives_under_shard(four_devices, policy, mesh_shap
     np.testing.assert_allclose(np.asarray(shard(sq, mesh, P(), P())(r)), 4 * r * r, rtol=1e-12)
     got = blu.grad(lambda r: bnp.sum(shard(sq, mesh, P(), P())(r)))(r)
     np.testing.assert_allclose(np.asarray(got), 8 * r, rtol=1e-12)
+
+
+# ---- optimization_barrier: what makes a checkpoint's recomputation real in compiled code -------
+
+
+def test_optimization_barrier_is_an_identity_under_transforms():
+    x = np.linspace(-1.0, 2.0, 7)
+    f = lambda x: blu.numpy.sin(blu.lax.optimization_barrier(x)) * 3.0  # noqa: E731
+    np.testing.assert_allclose(np.asarray(blu.jit(f)(x)), np.sin(x) * 3.0, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(blu.grad(lambda x: f(x).sum())(x)), 3 * np.cos(x),
+                               rtol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(np.asarray(blu.vmap(f)(x)), np.sin(x) * 3.0, rtol=1e-12)
+
+
+def test_checkpointed_attention_keeps_no_float32_scores_between_passes():
+    """The compiled gradient of a checkpointed masked softmax: the forward kernel writes only
+    the bfloat16 probabilities; without the barrier, CSE merged the recomputation back into the
+    forward pass, which then kept three float32 score-sized tensors for the backward pass."""
+    from blu.lower.gpu import prepare_gpu
+
+    bf16 = blu.numpy.bfloat16
+
+    def probs(s):
+        x = blu.numpy.where(blu.nn.attention.causal_mask(64, 64), s.astype(np.float32), -1e30)
+        return blu.nn.softmax(x, axis=-1).astype(bf16)
+
+    def loss(q, k, v, ckpt):
+        p = (blu.checkpoint(probs) if ckpt else probs)(q @ k.T)
+        return ((p @ v).astype(np.float32) ** 2).sum()
+
+    q = np.random.default_rng(0).standard_normal((64, 16)).astype(bf16)
+    outs = {}
+    for ckpt in (False, True):
+        g = blu.grad(lambda q, k, v: loss(q, k, v, ckpt), argnums=(0, 1, 2))
+        _, plan, _ = prepare_gpu(blu.make_jaxpr(g)(q, q, q).jaxpr, (False,) * 3)
+        first = next(n for n in plan.nodes if n.kind == "kernel")
+        outs[ckpt] = sorted(o.aval.str_short() for o in first.outputs)
+        np.testing.assert_array_equal(  # the same gradients either way
+            np.asarray(blu.jit(g)(q, q, q)[0], np.float32),
+            np.asarray(blu.jit(blu.grad(lambda q, k, v: loss(q, k, v, False)))(q, q, q),
+                       np.float32),
+        )  # fmt: skip
+    assert outs[True] == ["bf16[64,64]"]
+    assert "f32[64,64]" in outs[False]

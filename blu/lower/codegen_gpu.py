@@ -12,7 +12,8 @@ machine without MLIR knows every launch's grid from the kernel's jaxpr):
 - ``split``: other reductions (over leading dimensions, e.g. bias gradients; or few long
   rows). Stage 1: ``K * S`` threads, thread ``(k, s)`` combines the elements ``r = s, s + S,
   ...`` of kept index ``k`` into a partial result in scratch memory; stage 2: one thread per
-  ``k`` combines the ``S`` partials. Consecutive threads read consecutive addresses in both the
+  ``k`` combines the ``S`` partials (one block per ``k`` with ``gpu.all_reduce`` when there are
+  many). Consecutive threads read consecutive addresses in both the
   leading-axis and the innermost-axis cases.
 - ``thread``: the rest (short reductions, argmax/argmin): one thread per kept index loops over
   the reduced elements.
@@ -67,6 +68,7 @@ class NestPlan:
     R: int  # elements reduced per kept index
     S: int = 1  # split: partial results per kept index
     partials: tuple[int, ...] = ()  # split: scratch positions of each reduction's partials
+    block_combine: bool = False  # split: stage 2 is one block per kept index (gpu.all_reduce)
 
 
 def _pow2_at_least(n: int) -> int:
@@ -97,13 +99,14 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
         elif is_suffix(nest) and K >= 512 and types <= set(_ROW_TYPES):
             plans.append(NestPlan("row", kept, red, K, R))
         else:
-            S = max(1, min(_pow2_at_least(SPLIT_THREADS // max(K, 1)), R // 16, 4096))
+            S = max(1, min(_pow2_at_least(SPLIT_THREADS // max(K, 1)), R // 16, 1 << 17))
             parts = []
             for m in reds:
                 parts.append(len(layout.scratch))
                 dt = partial_dtype(layout.producer[m].invars[0].aval.dtype)
                 layout.scratch.append(ShapedArray((S * K,), dt))
-            plans.append(NestPlan("split", kept, red, K, R, S, tuple(parts)))
+            block = S >= 64 and types <= set(_ROW_TYPES)
+            plans.append(NestPlan("split", kept, red, K, R, S, tuple(parts), block))
     layout.gpu_nests = plans  # type: ignore[attr-defined]
     return plans
 
@@ -123,7 +126,10 @@ def launches(layout: KernelLayout, sym: str) -> list[Launch]:
             out.append(Launch(name, p.K, min(1024, max(64, _pow2_at_least(p.R // 4)))))
         else:
             out.append(Launch(name + "a", -(-(p.K * p.S) // BLOCK), BLOCK))
-            out.append(Launch(name + "b", -(-p.K // BLOCK), BLOCK))
+            if p.block_combine:
+                out.append(Launch(name + "b", p.K, min(1024, _pow2_at_least(p.S // 8))))
+            else:
+                out.append(Launch(name + "b", -(-p.K // BLOCK), BLOCK))
     return out
 
 
@@ -306,13 +312,18 @@ class GpuKernelEmitter(KernelEmitter):
             b.store(v, f"%tmp{pos}", self.layout.scratch[pos], slot)
         self._close()
         self._end(fname + "a")
-        # stage 2: thread k combines its S partials
+        # stage 2: the S partials of k, combined by one block (or by one thread)
         self._begin()
         b = self.b
-        start, stride = self._global_thread()
-        k, _, _ = self._open(start, b.index(p.K), stride)
+        if p.block_combine:
+            k, tid = self._gpu("block_id"), self._gpu("thread_id")
+            lo, step = tid, self._gpu("block_dim")
+        else:
+            start, stride = self._global_thread()
+            k, _, _ = self._open(start, b.index(p.K), stride)
+            lo, step = b.index(0), b.index(1)
         inits = [v for m in reds for v in self._red_init(m)]
-        s, accs, res = self._open(b.index(0), b.index(p.S), b.index(1), inits)
+        s, accs, res = self._open(lo, b.index(p.S), step, inits)
         slot = b.iadd(b.imul(s, p.K), k)
         new = []
         for m, acc, pos in zip(reds, accs, p.partials):
@@ -322,7 +333,12 @@ class GpuKernelEmitter(KernelEmitter):
         b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
         self._close()
         outs = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
-        self._store_reds(reds, outs, k)
+        if p.block_combine:
+            totals = [self._all_reduce(m, v) for m, v in zip(reds, outs)]
+            self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
+            self._store_reds(reds, totals, k)
+        else:
+            self._store_reds(reds, outs, k)
         self._close()
         self._end(fname + "b")
 

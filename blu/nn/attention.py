@@ -18,6 +18,7 @@ from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.nn.functions import linear, softmax
+from blu.transforms.remat import checkpoint
 
 
 def _large_negative(dtype: Any) -> float:
@@ -54,7 +55,8 @@ def dot_product_attention(
     Returns:
         ``(..., Tq, H, Dv)`` in ``v``'s dtype (after promotion). Scores and the softmax are
         computed in float32 for bfloat16/float16 inputs. A query with every key masked
-        attends uniformly.
+        attends uniformly. Under ``grad`` the probabilities are recomputed from the scores in
+        the backward pass (``checkpoint``) rather than saved with their float32 intermediates.
 
     Raises:
         BluShapeError: the shapes do not fit together.
@@ -76,12 +78,6 @@ def dot_product_attention(
         scale = 1.0 / math.sqrt(d) if d else 1.0
     qh, kh, vh = (bnp.swapaxes(a, -2, -3) for a in (q, k, v))  # (..., H, T, D)
     scores = bnp.matmul(qh, bnp.swapaxes(kh, -1, -2))  # (..., H, Tq, Tk)
-    if scores.dtype in (dtypes.bfloat16, dtypes.float16):
-        scores = scores.astype(dtypes.float32)
-    scores = scores * scale
-    allowed = None
-    if causal:
-        allowed = causal_mask(t_q, t_k)
     if mask is not None:
         mask = bnp.asarray(mask)
         if mask.dtype != dtypes.bool_:
@@ -90,22 +86,33 @@ def dot_product_attention(
                     f"nn.dot_product_attention: mask must be bool, got {get_aval(mask).str_short()}"
                 )
             )
-        allowed = mask if allowed is None else bnp.logical_and(allowed, mask)
-    if allowed is not None:
         try:
-            target = np.broadcast_shapes(allowed.shape, scores.shape)
+            target = np.broadcast_shapes(mask.shape, scores.shape)
         except ValueError:
             target = None
         if target != scores.shape:
             raise BluShapeError(
                 with_user_line(
-                    f"nn.dot_product_attention: mask {get_aval(allowed).str_short()} does not "
+                    f"nn.dot_product_attention: mask {get_aval(mask).str_short()} does not "
                     f"broadcast to the scores' shape (..., H, Tq, Tk) = {scores.shape}"
                 )
             )
-        allowed = bnp.broadcast_to(allowed, scores.shape)
-        scores = bnp.where(allowed, scores, _large_negative(scores.dtype))
-    probs = softmax(scores, axis=-1).astype(vh.dtype)
+
+    def probabilities(scores: Any, mask: Any) -> Any:
+        if scores.dtype in (dtypes.bfloat16, dtypes.float16):
+            scores = scores.astype(dtypes.float32)
+        scores = scores * scale
+        allowed = causal_mask(t_q, t_k) if causal else None
+        if mask is not None:
+            allowed = mask if allowed is None else bnp.logical_and(allowed, mask)
+        if allowed is not None:
+            allowed = bnp.broadcast_to(allowed, scores.shape)
+            scores = bnp.where(allowed, scores, _large_negative(scores.dtype))
+        return softmax(scores, axis=-1).astype(vh.dtype)
+
+    # recomputed in the backward pass from the scores (as flash attention does): the float32
+    # softmax intermediates, several times the size of the scores, are never kept
+    probs = checkpoint(probabilities)(scores, mask)
     out = bnp.matmul(probs, vh)  # (..., H, Tq, Dv)
     return bnp.swapaxes(out, -2, -3)
 

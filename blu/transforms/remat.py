@@ -175,8 +175,12 @@ def _ckpt_batch(axis_size, axis_name, args, dims, *, jaxpr, policy):
 def _ckpt_transpose(cts, *args, jaxpr, policy):
     """Transpose inline: the backward pass first evaluates the non-linear equations, which is
     where the primal values are recomputed."""
+    from blu.lax.ad_ops import optimization_barrier
     from blu.transforms.ad import backward_pass
 
+    # the recomputation reads the saved values through a barrier, so the compiler cannot merge
+    # it with the forward pass's copies of the same values (which would keep them alive)
+    args = [a if is_undefined(a) or a is None else optimization_barrier(a) for a in args]
     out = backward_pass(jaxpr, [], list(args), list(cts))
     return [c if is_undefined(a) else None for c, a in zip(out, args)]
 
