@@ -8,7 +8,9 @@ machine without MLIR knows every launch's grid from the kernel's jaxpr):
   per iteration (consecutive threads touch consecutive elements: coalesced).
 - ``row``: reductions over the innermost dimensions, many rows. One block per kept row: the
   threads stride over the row, then ``gpu.all_reduce`` (warp shuffles and one barrier) combines
-  their partial results — softmax, layer norm and the cross-entropy's log-sum-exp.
+  their partial results. A row nest and the nests after it over the same rows (a softmax's max,
+  sum and quotient; a layer norm's mean, variance and output) form a *row group*, run by one
+  launch (``_row_groups``).
 - ``split``: other reductions (over leading dimensions, e.g. bias gradients; or few long
   rows). Stage 1: ``K * S`` threads, thread ``(k, s)`` combines the elements ``r = s, s + S,
   ...`` of kept index ``k`` into a partial result in scratch memory; stage 2: one thread per
@@ -69,6 +71,7 @@ class NestPlan:
     S: int = 1  # split: partial results per kept index
     partials: tuple[int, ...] = ()  # split: scratch positions of each reduction's partials
     block_combine: bool = False  # split: stage 2 is one block per kept index (gpu.all_reduce)
+    group: int = -1  # row group: the index of its first nest (all of it is one launch)
 
 
 def _pow2_at_least(n: int) -> int:
@@ -107,8 +110,101 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
                 layout.scratch.append(ShapedArray((S * K,), dt))
             block = S >= 64 and types <= set(_ROW_TYPES)
             plans.append(NestPlan("split", kept, red, K, R, S, tuple(parts), block))
+    plans = _row_groups(layout, plans)
     layout.gpu_nests = plans  # type: ignore[attr-defined]
     return plans
+
+
+# ---- row groups: softmax, layer norm, log-sum-exp as one launch ---------------------------------
+
+
+def _strip(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
+
+
+def _row_groups(layout: KernelLayout, plans: list[NestPlan]) -> list[NestPlan]:
+    """Runs of nests that one block per row can execute together: a ``row`` nest, then nests
+    over the same rows (more row reductions, elementwise maps over the full shape or over one
+    value per row) that read what the run produced only in their own row. The block passes
+    over its row once per nest (after the first pass, from the L1/L2 cache), with a barrier
+    between nests, instead of one launch and one trip through memory per nest."""
+    nests, out, i = layout.nests, list(plans), 0
+    while i < len(nests):
+        head = out[i]
+        if head.strategy != "row":
+            i += 1
+            continue
+        shape = nests[i].shape
+        kept_shape = _strip(tuple(shape[d] for d in head.kept))
+        made, j = set(nests[i].members), i + 1
+        while j < len(nests) and _joins(layout, nests[j], out[j], head, shape, kept_shape, made):
+            made.update(nests[j].members)
+            j += 1
+        if j - i > 1:
+            for t in range(i, j):
+                out[t] = dataclasses.replace(out[t], group=i)
+        i = j
+    return out
+
+
+def _joins(layout, nest, p, head, shape, kept_shape, made) -> bool:
+    if p.strategy == "row":
+        fits = nest.shape == shape and (p.K, p.R, p.red) == (head.K, head.R, head.red)
+    elif p.strategy == "map":
+        fits = nest.shape == shape or (p.K == head.K and _strip(nest.shape) == kept_shape)
+    else:
+        fits = False
+    allowed = {_strip(shape), kept_shape}
+    return fits and all(_row_local(layout, m, made, allowed) for m in nest.members)
+
+
+def _row_local(layout: KernelLayout, m: Var, made: set, allowed: set) -> bool:
+    """Whether computing ``m`` reads values ``made`` earlier in the group only in its own row:
+    through elementwise operations, and reshapes / broadcasts between the full and the per-row
+    shapes (one value per row broadcast along it)."""
+    from blu.lower.rules import SCALAR
+
+    stack, seen = list(layout.producer[m].invars), set()
+    while stack:
+        v = stack.pop()
+        if not isinstance(v, Var) or v in seen:
+            continue
+        seen.add(v)
+        if v in layout.buffer:
+            continue  # a buffer: inputs and earlier nests are complete; ours are row-local
+        e = layout.producer[v]
+        name = e.primitive.name
+        if name in SCALAR:
+            stack.extend(e.invars)
+        elif name in ("reshape", "squeeze", "broadcast_in_dim"):
+            x = e.invars[0]
+            moves_rows = _strip(x.aval.shape) not in allowed or _strip(v.aval.shape) not in allowed
+            if name == "broadcast_in_dim" and not moves_rows:  # operand dims lead the output
+                dims = [d for d, n in zip(e.params["broadcast_dimensions"], x.aval.shape) if n != 1]
+                lead = [d for d, n in enumerate(v.aval.shape) if n != 1][: len(dims)]
+                moves_rows = dims != lead
+            if moves_rows and _touches(layout, x, made):
+                return False
+            if not moves_rows:
+                stack.append(x)
+        elif _touches(layout, v, made):
+            return False  # other data movement of values the group makes: rows may mix
+    return True
+
+
+def _touches(layout: KernelLayout, v: Any, made: set) -> bool:
+    """Whether ``v`` is computed from a value in ``made``."""
+    stack, seen = [v], set()
+    while stack:
+        u = stack.pop()
+        if not isinstance(u, Var) or u in seen:
+            continue
+        seen.add(u)
+        if u in made:
+            return True
+        if u not in layout.buffer:
+            stack.extend(layout.producer[u].invars)
+    return False
 
 
 def launches(layout: KernelLayout, sym: str) -> list[Launch]:
@@ -116,7 +212,10 @@ def launches(layout: KernelLayout, sym: str) -> list[Launch]:
     out = []
     for j, p in enumerate(plan_nests(layout)):
         name = f"{sym}_{j}"
-        if p.strategy == "map":
+        if p.group >= 0:
+            if p.group == j:
+                out.append(Launch(name, p.K, min(1024, max(32, _pow2_at_least(p.R // 8)))))
+        elif p.strategy == "map":
             if p.K:
                 out.append(Launch(name, min(-(-p.K // BLOCK), MAX_MAP_GRID), BLOCK))
         elif p.strategy == "thread":
@@ -344,12 +443,49 @@ class GpuKernelEmitter(KernelEmitter):
 
     # ---- the module ---------------------------------------------------------------------------
 
+    def _emit_group(self, j: int, fname: str) -> None:
+        """A row group (``_row_groups``): one block per row runs its nests in order."""
+        self._begin()
+        b, head = self.b, self.plans[j]
+        k, tid, bdim = self._gpu("block_id"), self._gpu("thread_id"), self._gpu("block_dim")
+        R = b.index(head.R)
+        for t in range(j, len(self.plans)):
+            nest, p = self.layout.nests[t], self.plans[t]
+            if p.group != j:
+                break
+            self.cache = {}
+            if p.strategy == "row":
+                reds, inits = self._reductions(nest)
+                r, accs, res = self._open(tid, R, bdim, inits)
+                new = self._visit(nest, self._point(nest, head, k, r), reds, accs, r)
+                b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
+                self._close()
+                parts = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
+                totals = [self._all_reduce(m, v) for m, v in zip(reds, parts)]
+                self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
+                self._store_reds(reds, totals, k)
+                self._close()
+            elif nest.shape == self.layout.nests[j].shape:  # over the row's elements
+                r, _, _ = self._open(tid, R, bdim)
+                self._visit(nest, self._point(nest, head, k, r), [], [], r)
+                self._close()
+            else:  # one value per row
+                self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
+                self._visit(nest, Idx(nest.shape, None, k), [], [], k)
+                self._close()
+            self.done.update(nest.members)
+            b.stmt("gpu.barrier")  # this nest's writes are visible to the whole block
+        self._end(fname)
+
     def emit(self) -> str:
         emitters = {"map": self._emit_map, "thread": self._emit_thread, "row": self._emit_row,
                     "split": self._emit_split}  # fmt: skip
         for j, (nest, p) in enumerate(zip(self.layout.nests, self.plans)):
-            emitters[p.strategy](nest, p, f"{self.name}_{j}")
-            self.done.update(nest.members)
+            if p.group == j:
+                self._emit_group(j, f"{self.name}_{j}")
+            elif p.group < 0:
+                emitters[p.strategy](nest, p, f"{self.name}_{j}")
+                self.done.update(nest.members)
         body = list(self.decls.values()) + self.funcs
         return (
             "module attributes {gpu.container_module} {\n"
