@@ -220,3 +220,31 @@ def test_gpu_plan_has_no_copying_views_and_canonical_products():
     # x @ w.T reads w as stored (TRANSA), no transpose node
     assert not any(e.primitive.name == "transpose" for n in plan.nodes for e in n.eqns
                    if n.kind == "kernel" and len(n.eqns) == 1)  # fmt: skip
+
+
+def test_row_groups_join_only_row_local_nests():
+    """A softmax's max, sum and quotient run as one launch (one block per row); a nest that reads
+    the group's per-row values across rows (here: transposed) stays a launch of its own."""
+
+    def groups(f, *shapes):
+        j = blu.make_jaxpr(f)(*[np.zeros(s, np.float32) for s in shapes]).jaxpr
+        _, plan, _ = prepare_gpu(j, (False,) * len(shapes))
+        return [[(p.strategy, p.group) for p in codegen_gpu.plan_nests(n.layout)]
+                for n in plan.nodes if n.kind == "kernel"]  # fmt: skip
+
+    def softmax(x):
+        e = bnp.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    assert groups(softmax, (1024, 300)) == [[("row", 0), ("row", 0), ("map", 0)]]
+
+    def mixes_rows(x):  # x: (600, 600): row sums read back along the other axis
+        s = x.sum(-1, keepdims=True)
+        return x * s.T
+
+    (plans,) = groups(mixes_rows, (600, 600))
+    assert plans[0] == ("row", -1) and plans[1][1] == -1
+    launches = codegen_gpu.launches(
+        prepare_gpu(blu.make_jaxpr(softmax)(np.zeros((1024, 300), np.float32)).jaxpr, (False,))[1]
+        .nodes[0].layout, "k")  # fmt: skip
+    assert [(la.grid, la.block) for la in launches] == [(1024, 64)]
