@@ -13,8 +13,9 @@ cuBLASLt (``blu.cuda.cublaslt``), linear-algebra primitives with cuSOLVER
 (``blu.cuda.solver``); other primitives without a GPU lowering run their numpy impl on a host
 copy (a synchronization; ``BLU_LOG_COMPILES`` names them).
 
-CUDA graphs (``graphs.py``): from the second call on, a plan without host fallbacks is captured
-once and replayed with one driver call (``BLU_CUDA_GRAPHS=0`` turns this off).
+CUDA graphs (``BLU_CUDA_GRAPHS=1``, ``gpu_run.py``): from the second call on, a plan without host
+fallbacks is captured once and replayed with one driver call. Off by default: the GPT-2 step is
+GPU-bound and ran slower replayed than launched (BENCHMARKS.md).
 
 On a ``blu.cuda.fake.FakeDevice`` (host memory) the same executable runs each fused kernel's
 CPU build on the host buffers, after compiling (and caching) its GPU build: the CPU tests cover
@@ -114,7 +115,6 @@ class GpuExecutable:
         self.timing = {"plan_s": t1 - t0, "kernels_s": time.perf_counter() - t1}
         self.fallbacks = [n.label() for n in self.plan.nodes if n.kind == "fallback"]
         self._bound: dict[Any, Any] = {}  # device -> per-device steps
-        self.graphs: Any = None
         if config.log_compiles:
             log.warning(
                 "blu.jit(%s) for %s: %d nodes (%d kernels), planned in %.1f ms, kernels in %.1f "
