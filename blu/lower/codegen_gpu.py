@@ -74,14 +74,6 @@ class NestPlan:
     group: int = -1  # row group: the index of its first nest (all of it is one launch)
 
 
-UNROLL = 16  # row groups: most elements per thread kept in registers across the passes
-
-
-def group_block(R: int) -> int:
-    """Threads per block of a row group over rows of ``R`` elements (about 8 per thread)."""
-    return min(1024, max(32, _pow2_at_least(R // 8)))
-
-
 def _pow2_at_least(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(max(n, 1))))
 
@@ -222,7 +214,7 @@ def launches(layout: KernelLayout, sym: str) -> list[Launch]:
         name = f"{sym}_{j}"
         if p.group >= 0:
             if p.group == j:
-                out.append(Launch(name, p.K, group_block(p.R)))
+                out.append(Launch(name, p.K, min(1024, max(32, _pow2_at_least(p.R // 8)))))
         elif p.strategy == "map":
             if p.K:
                 out.append(Launch(name, min(-(-p.K // BLOCK), MAX_MAP_GRID), BLOCK))
@@ -452,65 +444,35 @@ class GpuKernelEmitter(KernelEmitter):
     # ---- the module ---------------------------------------------------------------------------
 
     def _emit_group(self, j: int, fname: str) -> None:
-        """A row group (``_row_groups``): one block per row runs its nests in order.
-
-        When the row splits evenly into at most ``UNROLL`` elements per thread, the passes are
-        unrolled: each thread's elements are points known at emission, so a value computed or
-        loaded in one nest (the row's inputs, ``exp(x - max)``) is reused from registers by the
-        later nests instead of being read and computed again."""
+        """A row group (``_row_groups``): one block per row runs its nests in order."""
         self._begin()
         b, head = self.b, self.plans[j]
         k, tid, bdim = self._gpu("block_id"), self._gpu("thread_id"), self._gpu("block_dim")
-        shape = self.layout.nests[j].shape
-        block = group_block(head.R)
-        unrolled = head.R % block == 0 and head.R // block <= UNROLL
-        if unrolled:  # this thread's points, shared by every nest of the group
-            km = b.multi(Idx(tuple(shape[d] for d in head.kept), None, k))
-            points = []
-            for i in range(head.R // block):
-                r = b.iaddc(tid, i * block)
-                rm = b.multi(Idx(tuple(shape[d] for d in head.red), None, r))
-                multi = [b.index(0)] * len(shape)
-                for d, x in [*zip(head.kept, km), *zip(head.red, rm)]:
-                    multi[d] = x
-                points.append((r, Idx(shape, multi, b.iadd(b.imul(k, head.R), r))))
         R = b.index(head.R)
         for t in range(j, len(self.plans)):
             nest, p = self.layout.nests[t], self.plans[t]
             if p.group != j:
                 break
-            if not unrolled:
-                self.cache = {}
+            self.cache = {}
             if p.strategy == "row":
                 reds, inits = self._reductions(nest)
-                if unrolled:
-                    accs = [v for v, _ in inits]
-                    for r, at in points:
-                        accs = self._visit(nest, at, reds, accs, r)
-                    parts = accs
-                else:
-                    r, accs, res = self._open(tid, R, bdim, inits)
-                    new = self._visit(nest, self._point(nest, head, k, r), reds, accs, r)
-                    b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
-                    self._close()
-                    parts = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
+                r, accs, res = self._open(tid, R, bdim, inits)
+                new = self._visit(nest, self._point(nest, head, k, r), reds, accs, r)
+                b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
+                self._close()
+                parts = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
                 totals = [self._all_reduce(m, v) for m, v in zip(reds, parts)]
                 self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
                 self._store_reds(reds, totals, k)
                 self._close()
-            elif nest.shape == shape and unrolled:  # over the row's elements
-                for r, at in points:
-                    self._visit(nest, at, [], [], r)
-            elif nest.shape == shape:
+            elif nest.shape == self.layout.nests[j].shape:  # over the row's elements
                 r, _, _ = self._open(tid, R, bdim)
                 self._visit(nest, self._point(nest, head, k, r), [], [], r)
                 self._close()
-            else:  # one value per row, by thread 0 (what it computes stays in its region)
-                saved = dict(self.cache)
+            else:  # one value per row
                 self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
                 self._visit(nest, Idx(nest.shape, None, k), [], [], k)
                 self._close()
-                self.cache = saved
             self.done.update(nest.members)
             b.stmt("gpu.barrier")  # this nest's writes are visible to the whole block
         self._end(fname)
