@@ -359,8 +359,14 @@ class GpuKernelEmitter(KernelEmitter):
 
     def _emit_row(self, nest: Nest, p: NestPlan, fname: str) -> None:
         self._begin()
-        b = self.b
         k, tid, bdim = self._gpu("block_id"), self._gpu("thread_id"), self._gpu("block_dim")
+        self._row_pass(nest, p, k, tid, bdim)
+        self._end(fname)
+
+    def _row_pass(self, nest: Nest, p: NestPlan, k: str, tid: str, bdim: str) -> None:
+        """The block's pass over row ``k``: its threads stride over the row, ``gpu.all_reduce``
+        combines their partial results, thread 0 stores them."""
+        b = self.b
         reds, inits = self._reductions(nest)
         r, accs, res = self._open(tid, b.index(p.R), bdim, inits)
         new = self._visit(nest, self._point(nest, p, k, r), reds, accs, r)
@@ -371,7 +377,6 @@ class GpuKernelEmitter(KernelEmitter):
         self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
         self._store_reds(reds, totals, k)
         self._close()
-        self._end(fname)
 
     def _all_reduce(self, m: Var, x: str) -> str:
         """Combine ``x`` over the block with the reduction's own combine (a region)."""
@@ -455,16 +460,7 @@ class GpuKernelEmitter(KernelEmitter):
                 break
             self.cache = {}
             if p.strategy == "row":
-                reds, inits = self._reductions(nest)
-                r, accs, res = self._open(tid, R, bdim, inits)
-                new = self._visit(nest, self._point(nest, head, k, r), reds, accs, r)
-                b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
-                self._close()
-                parts = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
-                totals = [self._all_reduce(m, v) for m, v in zip(reds, parts)]
-                self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
-                self._store_reds(reds, totals, k)
-                self._close()
+                self._row_pass(nest, head, k, tid, bdim)
             elif nest.shape == self.layout.nests[j].shape:  # over the row's elements
                 r, _, _ = self._open(tid, R, bdim)
                 self._visit(nest, self._point(nest, head, k, r), [], [], r)
