@@ -23,8 +23,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-GPU_TESTS = ["tests/test_gpu_kernels.py", "tests/test_lower_gather_scatter.py",
-             "tests/test_benchmark_gpt2.py"]
+GPU_TESTS = [
+    "tests/test_gpu_kernels.py",
+    "tests/test_gpu_row_groups.py",
+    "tests/test_lower_gather_scatter.py",
+    "tests/test_benchmark_gpt2.py",
+]
 # the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps
 # sets the learning-rate schedule's constants)
 GPU_EXAMPLE = ["--config", "gpt2-124m", "--tokenizer", "gpt2", "--data", ".data/pd_books.txt",

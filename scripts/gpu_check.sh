@@ -11,7 +11,8 @@
 # repository root goes on PYTHONPATH (blu itself is not installed there).
 #
 # Parts (each under its own time limit, so the table below always prints):
-#   tests    python3 -m pytest -m gpu tests/            (limit $TESTS_LIMIT s, default 480)
+#   tests    python3 -m pytest -m gpu $TESTS_ARGS       (limit $TESTS_LIMIT s, default 480;
+#            TESTS_ARGS default tests/, e.g. TESTS_ARGS=tests/test_gpu_row_groups.py for a subset)
 #   example  the GPT-2 example on the GPU, once present  (limit $EXAMPLE_LIMIT s, default 480)
 #   bench    the GPT-2 benchmark on the GPU, once present (limit $BENCH_LIMIT s, default 480)
 # All parts of one invocation share $TOTAL_LIMIT s (default 570, under the device tool's 600 s
@@ -103,7 +104,8 @@ fi
 run_tests() {
     local t=$SECONDS log="$LOG_DIR/tests.log" limit
     limit=$(budget "$TESTS_LIMIT")
-    timeout "$limit" python3 -m pytest -q -m gpu tests/ -p no:cacheprovider -rfEs \
+    # shellcheck disable=SC2086  # TESTS_ARGS: several paths or options
+    timeout "$limit" python3 -m pytest -q -m gpu ${TESTS_ARGS:-tests/} -p no:cacheprovider -rfEs \
         --durations=10 >"$log" 2>&1
     local rc=$?
     local summary

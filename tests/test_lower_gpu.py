@@ -248,3 +248,36 @@ def test_row_groups_join_only_row_local_nests():
         prepare_gpu(blu.make_jaxpr(softmax)(np.zeros((1024, 300), np.float32)).jaxpr, (False,))[1]
         .nodes[0].layout, "k")  # fmt: skip
     assert [(la.grid, la.block) for la in launches] == [(1024, 64)]
+
+
+@needs_mlir
+@needs_ptxas
+def test_unrolled_row_group_keeps_values_in_registers(monkeypatch):
+    """A layer norm over rows of 768 (block 128, 6 elements per thread) is emitted without loops:
+    each input element is loaded once for the whole group, the bfloat16 output once stored. With
+    ``BLU_GPU_UNROLL=0`` the group loops (one pass per nest) and has a cache key of its own."""
+    import ml_dtypes
+
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+
+    def ln(x):
+        x = x.astype(np.float32)
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return ((x - mu) / bnp.sqrt(var + 1e-5)).astype(bf16)
+
+    def lowered():
+        low = blu.jit(ln).lower(_spec((1024, 768), bf16), target=TARGET)
+        return low.as_text(), low._program.cache_keys()
+
+    monkeypatch.delenv("BLU_GPU_UNROLL", raising=False)
+    text, keys = lowered()
+    body = text[text.index("gpu.func") :]
+    assert "scf.for" not in body and body.count("memref.load %in0") == 768 // 128
+    assert body.count("gpu.all_reduce") == 2 and body.count("memref.store") >= 768 // 128
+    monkeypatch.setenv("BLU_GPU_UNROLL", "0")
+    looped, looped_keys = lowered()
+    assert "scf.for" in looped[looped.index("gpu.func") :] and set(keys).isdisjoint(looped_keys)
+    monkeypatch.delenv("BLU_GPU_UNROLL")
+    exe = blu.jit(ln).lower(_spec((1024, 768), bf16), target=TARGET).compile()
+    assert all(m.cubin for m in exe.executable.modules.values())  # ptxas accepted it

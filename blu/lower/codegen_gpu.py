@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -72,6 +73,32 @@ class NestPlan:
     partials: tuple[int, ...] = ()  # split: scratch positions of each reduction's partials
     block_combine: bool = False  # split: stage 2 is one block per kept index (gpu.all_reduce)
     group: int = -1  # row group: the index of its first nest (all of it is one launch)
+
+
+UNROLL = 16  # row groups: most elements per thread kept in registers across the passes
+
+
+def unroll_limit() -> int:
+    """``UNROLL``, or ``$BLU_GPU_UNROLL`` (0: row groups always loop; for checking the unrolled
+    form against the looped one)."""
+    return int(os.environ.get("BLU_GPU_UNROLL", UNROLL))
+
+
+def key_suffix() -> str:
+    """What the emitted text depends on besides the kernel's canonical text."""
+    n = unroll_limit()
+    return "" if n == UNROLL else f"\n#gpu-unroll {n}"
+
+
+def group_block(R: int) -> int:
+    """Threads per block of a row group over rows of ``R`` elements (about 8 per thread)."""
+    return min(1024, max(32, _pow2_at_least(R // 8)))
+
+
+def is_unrolled(head: NestPlan) -> bool:
+    """Whether the row group led by ``head`` is emitted unrolled (``_emit_group``)."""
+    block = group_block(head.R)
+    return head.R % block == 0 and head.R // block <= unroll_limit()
 
 
 def _pow2_at_least(n: int) -> int:
@@ -214,7 +241,7 @@ def launches(layout: KernelLayout, sym: str) -> list[Launch]:
         name = f"{sym}_{j}"
         if p.group >= 0:
             if p.group == j:
-                out.append(Launch(name, p.K, min(1024, max(32, _pow2_at_least(p.R // 8)))))
+                out.append(Launch(name, p.K, group_block(p.R)))
         elif p.strategy == "map":
             if p.K:
                 out.append(Launch(name, min(-(-p.K // BLOCK), MAX_MAP_GRID), BLOCK))
@@ -249,6 +276,7 @@ class GpuKernelEmitter(KernelEmitter):
             self.aval[f"%tmp{i}"] = a
         self.funcs: list[str] = []
         self.decls: dict[str, str] = {}
+        self.keep = False  # values stay cached across nests (an unrolled row group)
 
     # ---- one gpu.func -------------------------------------------------------------------------
 
@@ -318,6 +346,8 @@ class GpuKernelEmitter(KernelEmitter):
             k += w
         for m, v in zip(pars, vals):
             self.b.store(v, self.arg[m], m.aval, self.b.lin(at))
+            if self.keep:  # later nests of an unrolled group read m as stored: rounded
+                self.cache[(m, at.key())] = self.b.stored(v, m.aval)
         return new
 
     def _store_reds(self, reds: list[Var], accs: list[str], k: str) -> None:
@@ -449,28 +479,63 @@ class GpuKernelEmitter(KernelEmitter):
     # ---- the module ---------------------------------------------------------------------------
 
     def _emit_group(self, j: int, fname: str) -> None:
-        """A row group (``_row_groups``): one block per row runs its nests in order."""
+        """A row group (``_row_groups``): one block per row runs its nests in order.
+
+        When the row splits evenly into at most ``UNROLL`` elements per thread, the passes are
+        unrolled: each thread's elements are points known at emission, so a value computed or
+        loaded in one nest (the row's inputs, ``exp(x - max)``) is reused from registers by the
+        later nests instead of being read and computed again."""
         self._begin()
         b, head = self.b, self.plans[j]
         k, tid, bdim = self._gpu("block_id"), self._gpu("thread_id"), self._gpu("block_dim")
+        shape = self.layout.nests[j].shape
+        block = group_block(head.R)
+        unrolled = is_unrolled(head)
+        self.keep = unrolled
+        if unrolled:  # this thread's points, shared by every nest of the group
+            km = b.multi(Idx(tuple(shape[d] for d in head.kept), None, k))
+            points = []
+            for i in range(head.R // block):
+                r = b.iaddc(tid, i * block)
+                rm = b.multi(Idx(tuple(shape[d] for d in head.red), None, r))
+                multi = [b.index(0)] * len(shape)
+                for d, x in [*zip(head.kept, km), *zip(head.red, rm)]:
+                    multi[d] = x
+                points.append((r, Idx(shape, multi, b.iadd(b.imul(k, head.R), r))))
         R = b.index(head.R)
         for t in range(j, len(self.plans)):
             nest, p = self.layout.nests[t], self.plans[t]
             if p.group != j:
                 break
-            self.cache = {}
-            if p.strategy == "row":
+            if not unrolled:
+                self.cache = {}
+            if p.strategy == "row" and unrolled:
+                reds, inits = self._reductions(nest)
+                accs = [v for v, _ in inits]
+                for r, at in points:
+                    accs = self._visit(nest, at, reds, accs, r)
+                totals = [self._all_reduce(m, v) for m, v in zip(reds, accs)]
+                self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
+                self._store_reds(reds, totals, k)
+                self._close()
+            elif p.strategy == "row":
                 self._row_pass(nest, head, k, tid, bdim)
-            elif nest.shape == self.layout.nests[j].shape:  # over the row's elements
+            elif nest.shape == shape and unrolled:  # over the row's elements
+                for r, at in points:
+                    self._visit(nest, at, [], [], r)
+            elif nest.shape == shape:
                 r, _, _ = self._open(tid, R, bdim)
                 self._visit(nest, self._point(nest, head, k, r), [], [], r)
                 self._close()
-            else:  # one value per row
+            else:  # one value per row, by thread 0 (what it computes stays in its region)
+                saved = dict(self.cache)
                 self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
                 self._visit(nest, Idx(nest.shape, None, k), [], [], k)
                 self._close()
+                self.cache = saved
             self.done.update(nest.members)
             b.stmt("gpu.barrier")  # this nest's writes are visible to the whole block
+        self.keep = False
         self._end(fname)
 
     def emit(self) -> str:

@@ -254,6 +254,15 @@ class Builder:
             value = self.op(f"arith.extui {value} : i1 to i8")
         self.stmt(f"memref.store {value}, {buf}[{lin}] : {memref_type(aval)}")
 
+    def stored(self, value: str, aval: Any) -> str:
+        """``value`` as a ``load`` reads it back after ``store`` (half floats are rounded)."""
+        if aval.dtype == dtypes.bfloat16:
+            return self.bf16_to_f32(self.f32_to_bf16(value))
+        if aval.dtype == dtypes.float16:
+            half = self.op(f"arith.truncf {value} : f32 to f16")
+            return self.op(f"arith.extf {half} : f16 to f32")
+        return value
+
     # ---- bfloat16 as bits -----------------------------------------------------------------------
 
     def bf16_to_f32(self, bits: str) -> str:

@@ -102,7 +102,7 @@ class GpuExecutable:
         for k, node in enumerate(self.plan.nodes):
             if node.kind in ("kernel", "scatter"):
                 mod = mlir_gpu.get_module(
-                    node_text(node),
+                    gpu_text(node),
                     lambda sym, n=node: emit_node(n, sym, target),
                     node.label(),
                     target,
@@ -159,7 +159,7 @@ class Lowered:
         return program_text(self.name, self.target, self.plan)
 
     def cache_keys(self) -> list[str]:
-        keys = {cache.kernel_key(node_text(n), self.target): None
+        keys = {cache.kernel_key(gpu_text(n), self.target): None
                 for n in self.plan.nodes if n.kind in ("kernel", "scatter")}  # fmt: skip
         return list(keys)
 
@@ -178,11 +178,16 @@ def program_text(name: str, target: str, plan: Plan) -> str:
     seen = set()
     for node in plan.nodes:
         if node.kind in ("kernel", "scatter"):
-            sym = mlir_gpu.symbol(cache.kernel_key(node_text(node), target))
+            sym = mlir_gpu.symbol(cache.kernel_key(gpu_text(node), target))
             if sym not in seen:
                 seen.add(sym)
                 parts.append(emit_node(node, sym, target))
     return "\n".join(parts)
+
+
+def gpu_text(node: Any) -> str:
+    """The canonical text a GPU kernel's cache key is made of."""
+    return node_text(node) + codegen_gpu.key_suffix()
 
 
 class GpuFallbackError(BluError):

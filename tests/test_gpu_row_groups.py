@@ -1,0 +1,158 @@
+"""Row groups emitted unrolled against the looped form, on the GPU (marked ``gpu``).
+
+A row group (``codegen_gpu._row_groups``: softmax, layer norm, log-sum-exp and their gradients)
+whose row splits evenly into at most ``codegen_gpu.UNROLL`` elements per thread is emitted
+unrolled: each thread's elements stay in registers across the group's nests. The looped form
+(``BLU_GPU_UNROLL=0``) reloads every value from memory in each nest. Both sum in the same order
+and a value a nest stored is reused *as stored* (rounded to bfloat16), so the two must agree bit
+for bit; each is also checked against numpy float64. Shapes are fixed (the GPU machine has no
+MLIR: ``BLU_FAKE_GPU=1`` runs this file to fill the kernel cache, both forms).
+"""
+
+from __future__ import annotations
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import blu
+import blu.cuda as bc
+import blu.nn as nn
+import blu.numpy as bnp
+from blu.cuda.fake import FakeDevice
+from blu.lower import codegen_gpu
+from blu.lower.gpu import prepare_gpu
+
+FAKE = os.environ.get("BLU_FAKE_GPU") == "1"
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not (FAKE or bc.is_available()), reason="needs a GPU (or BLU_FAKE_GPU=1)"),
+]
+f32, f64, bf16 = np.float32, np.float64, ml_dtypes.bfloat16
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return FakeDevice(capacity=1 << 30) if FAKE else bc.devices()[0]
+
+
+def unrolled_groups(f, *args) -> int:
+    """How many row groups of ``jit(f)(*args)`` are emitted unrolled."""
+    closed = blu.make_jaxpr(f)(*args)
+    jaxpr = getattr(closed, "jaxpr", closed)
+    _, plan, _ = prepare_gpu(jaxpr, (False,) * len(jaxpr.invars))
+    n = 0
+    for node in plan.nodes:
+        if node.kind == "kernel":
+            plans = codegen_gpu.plan_nests(node.layout)
+            n += sum(p.group == j and codegen_gpu.is_unrolled(p) for j, p in enumerate(plans))
+    return n
+
+
+def both_forms(dev, monkeypatch, f, *args):
+    """``jit(f)`` on device copies of ``args``, unrolled and looped: the outputs, as numpy."""
+    assert unrolled_groups(f, *args) >= 1
+    put = [bc.device_put(np.asarray(a), dev) for a in args]
+    outs = []
+    for limit in (None, "0"):
+        if limit is None:
+            monkeypatch.delenv("BLU_GPU_UNROLL", raising=False)
+        else:
+            monkeypatch.setenv("BLU_GPU_UNROLL", limit)
+        out = blu.jit(lambda *a: f(*a))(*put)  # a new function: its own executable
+        outs.append([np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))])
+    monkeypatch.delenv("BLU_GPU_UNROLL", raising=False)
+    for u, lp in zip(*outs):
+        assert u.dtype == lp.dtype and u.shape == lp.shape
+        assert np.array_equal(np.atleast_1d(u).view(np.uint8), np.atleast_1d(lp).view(np.uint8)), (
+            f"unrolled and looped differ at {np.argwhere(u != lp)[:5].tolist()}"
+        )
+    return outs[0]
+
+
+def close(got, ref, tol):
+    got, ref = np.asarray(got, f64), np.asarray(ref, f64)
+    err = np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30)
+    assert err <= tol, err
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_softmax_bf16_forward_and_gradient(dev, monkeypatch):
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((512, 1024)) * 3).astype(bf16)
+    g = rng.standard_normal((512, 1024)).astype(bf16)
+
+    def f(x, g):  # bf16 activations, float32 softmax, bf16 probabilities (the GPT-2 example's)
+        p = nn.softmax(x.astype(f32)).astype(bf16)
+        dx = blu.grad(lambda x: (nn.softmax(x.astype(f32)).astype(bf16) * g).astype(f32).sum())(x)
+        return p, dx
+
+    p, dx = both_forms(dev, monkeypatch, f, x, g)
+    p64 = _softmax(x.astype(f64))
+    close(p, p64, 1e-2)
+    g64 = g.astype(f64)
+    close(dx, p64 * (g64 - (p64 * g64).sum(-1, keepdims=True)), 2e-2)
+
+
+def test_causal_softmax_bf16(dev, monkeypatch):
+    rng = np.random.default_rng(1)
+    s = (rng.standard_normal((2, 4, 256, 256)) * 2).astype(bf16)
+    mask = np.tril(np.ones((256, 256), bool))
+
+    def f(s, mask):
+        z = bnp.where(mask, s.astype(f32) * 0.125, -np.inf)
+        return nn.softmax(z).astype(bf16)
+
+    (p,) = both_forms(dev, monkeypatch, f, s, mask)
+    z = np.where(mask, s.astype(f64) * 0.125, -np.inf)
+    close(p, _softmax(z), 1e-2)
+
+
+def test_layer_norm_bf16_forward_and_gradient(dev, monkeypatch):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1024, 768)).astype(bf16)
+    w, b = rng.standard_normal(768).astype(f32), rng.standard_normal(768).astype(f32)
+    dy = rng.standard_normal((1024, 768)).astype(bf16)
+
+    def ln(x, w, b):
+        return nn.layer_norm(x.astype(f32), w, b).astype(bf16)
+
+    def f(x, w, b, dy):
+        loss = lambda x, w, b: (ln(x, w, b) * dy).astype(f32).sum()  # noqa: E731
+        return (ln(x, w, b), *blu.grad(loss, argnums=(0, 1, 2))(x, w, b))
+
+    y, dx, dw, db = both_forms(dev, monkeypatch, f, x, w, b, dy)
+    x64, d64 = x.astype(f64), dy.astype(f64)
+    mu, var = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
+    rstd = 1 / np.sqrt(var + 1e-5)
+    xh = (x64 - mu) * rstd
+    close(y, xh * w + b, 1e-2)
+    gw = d64 * w
+    ref_dx = rstd * (gw - gw.mean(-1, keepdims=True) - xh * (gw * xh).mean(-1, keepdims=True))
+    close(dx, ref_dx, 2e-2)
+    close(dw, (d64 * xh).sum(0), 1e-2)
+    close(db, d64.sum(0), 1e-2)
+
+
+def test_cross_entropy_bf16_logits_and_gradient(dev, monkeypatch):
+    rng = np.random.default_rng(3)
+    logits = (rng.standard_normal((512, 2048)) * 2).astype(bf16)
+    labels = rng.integers(0, 2048, 512).astype(np.int32)
+
+    def f(z, y):
+        loss = lambda z: nn.cross_entropy(z.astype(f32), y)  # noqa: E731
+        return loss(z), blu.grad(loss)(z)
+
+    loss, dz = both_forms(dev, monkeypatch, f, logits, labels)
+    z = logits.astype(f64)
+    p = _softmax(z)
+    close(loss, (np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1)) + z.max(-1)
+                 - z[np.arange(512), labels]).mean(), 1e-5)  # fmt: skip
+    onehot = np.eye(2048)[labels]
+    close(dz, (p - onehot) / 512, 1e-2)
