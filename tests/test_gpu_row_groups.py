@@ -1,12 +1,12 @@
-"""Row groups emitted unrolled against the looped form, on the GPU (marked ``gpu``).
+"""Row groups in their three forms on the GPU (marked ``gpu``; ``blu.lower.codegen_rows``).
 
-A row group (``codegen_gpu._row_groups``: softmax, layer norm, log-sum-exp and their gradients)
-whose row splits evenly into at most ``codegen_gpu.UNROLL`` elements per thread is emitted
-unrolled: each thread's elements stay in registers across the group's nests. The looped form
-(``BLU_GPU_UNROLL=0``) reloads every value from memory in each nest. Both sum in the same order
-and a value a nest stored is reused *as stored* (rounded to bfloat16), so the two must agree bit
-for bit; each is also checked against numpy float64. Shapes are fixed (the GPU machine has no
-MLIR: ``BLU_FAKE_GPU=1`` runs this file to fill the kernel cache, both forms).
+A row group (softmax, layer norm, log-sum-exp and their gradients) runs in the *warp* form (one
+warp per row, butterfly reductions: the default), the *unrolled* block form
+(``BLU_GPU_ROWS=block``) or the *looped* block form (``BLU_GPU_ROWS=block BLU_GPU_UNROLL=0``). The
+unrolled and looped forms sum in the same order and reuse a stored value as stored (rounded to
+bfloat16), so they must agree bit for bit; the warp form sums in another order. Every form is
+checked against numpy float64. Shapes are fixed (the GPU machine has no MLIR:
+``BLU_FAKE_GPU=1`` runs this file to fill the kernel cache, every form).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import blu.cuda as bc
 import blu.nn as nn
 import blu.numpy as bnp
 from blu.cuda.fake import FakeDevice
-from blu.lower import codegen_gpu
+from blu.lower import codegen_gpu, codegen_rows
 from blu.lower.gpu import prepare_gpu
 
 FAKE = os.environ.get("BLU_FAKE_GPU") == "1"
@@ -38,38 +38,45 @@ def dev():
     return FakeDevice(capacity=1 << 30) if FAKE else bc.devices()[0]
 
 
-def unrolled_groups(f, *args) -> int:
-    """How many row groups of ``jit(f)(*args)`` are emitted unrolled."""
+FORMS = {
+    "warp": {},
+    "unrolled": {"BLU_GPU_ROWS": "block"},
+    "looped": {"BLU_GPU_ROWS": "block", "BLU_GPU_UNROLL": "0"},
+}
+
+
+def group_forms(f, *args) -> list[str]:
+    """The forms of the row groups of ``jit(f)(*args)`` under the current environment."""
     closed = blu.make_jaxpr(f)(*args)
     jaxpr = getattr(closed, "jaxpr", closed)
     _, plan, _ = prepare_gpu(jaxpr, (False,) * len(jaxpr.invars))
-    n = 0
+    out = []
     for node in plan.nodes:
         if node.kind == "kernel":
             plans = codegen_gpu.plan_nests(node.layout)
-            n += sum(p.group == j and codegen_gpu.is_unrolled(p) for j, p in enumerate(plans))
-    return n
+            out += [codegen_rows.group_form(p) for j, p in enumerate(plans) if p.group == j]
+    return out
 
 
-def both_forms(dev, monkeypatch, f, *args):
-    """``jit(f)`` on device copies of ``args``, unrolled and looped: the outputs, as numpy."""
-    assert unrolled_groups(f, *args) >= 1
+def all_forms(dev, monkeypatch, f, *args) -> dict[str, list[np.ndarray]]:
+    """``jit(f)`` on device copies of ``args`` in each form: the outputs, as numpy."""
     put = [bc.device_put(np.asarray(a), dev) for a in args]
-    outs = []
-    for limit in (None, "0"):
-        if limit is None:
-            monkeypatch.delenv("BLU_GPU_UNROLL", raising=False)
-        else:
-            monkeypatch.setenv("BLU_GPU_UNROLL", limit)
+    outs = {}
+    for form, env in FORMS.items():
+        for var in ("BLU_GPU_ROWS", "BLU_GPU_UNROLL"):
+            monkeypatch.delenv(var, raising=False)
+        for var, val in env.items():
+            monkeypatch.setenv(var, val)
+        assert form in group_forms(f, *args)
         out = blu.jit(lambda *a: f(*a))(*put)  # a new function: its own executable
-        outs.append([np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))])
-    monkeypatch.delenv("BLU_GPU_UNROLL", raising=False)
-    for u, lp in zip(*outs):
+        outs[form] = [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
+    for var in ("BLU_GPU_ROWS", "BLU_GPU_UNROLL"):
+        monkeypatch.delenv(var, raising=False)
+    for u, lp in zip(outs["unrolled"], outs["looped"]):
         assert u.dtype == lp.dtype and u.shape == lp.shape
-        assert np.array_equal(np.atleast_1d(u).view(np.uint8), np.atleast_1d(lp).view(np.uint8)), (
-            f"unrolled and looped differ at {np.argwhere(u != lp)[:5].tolist()}"
-        )
-    return outs[0]
+        same = np.array_equal(np.atleast_1d(u).view(np.uint8), np.atleast_1d(lp).view(np.uint8))
+        assert same, f"unrolled and looped differ at {np.argwhere(u != lp)[:5].tolist()}"
+    return outs
 
 
 def close(got, ref, tol):
@@ -93,11 +100,10 @@ def test_softmax_bf16_forward_and_gradient(dev, monkeypatch):
         dx = blu.grad(lambda x: (nn.softmax(x.astype(f32)).astype(bf16) * g).astype(f32).sum())(x)
         return p, dx
 
-    p, dx = both_forms(dev, monkeypatch, f, x, g)
-    p64 = _softmax(x.astype(f64))
-    close(p, p64, 1e-2)
-    g64 = g.astype(f64)
-    close(dx, p64 * (g64 - (p64 * g64).sum(-1, keepdims=True)), 2e-2)
+    p64, g64 = _softmax(x.astype(f64)), g.astype(f64)
+    for p, dx in all_forms(dev, monkeypatch, f, x, g).values():
+        close(p, p64, 1e-2)
+        close(dx, p64 * (g64 - (p64 * g64).sum(-1, keepdims=True)), 2e-2)
 
 
 def test_causal_softmax_bf16(dev, monkeypatch):
@@ -109,9 +115,9 @@ def test_causal_softmax_bf16(dev, monkeypatch):
         z = bnp.where(mask, s.astype(f32) * 0.125, -np.inf)
         return nn.softmax(z).astype(bf16)
 
-    (p,) = both_forms(dev, monkeypatch, f, s, mask)
     z = np.where(mask, s.astype(f64) * 0.125, -np.inf)
-    close(p, _softmax(z), 1e-2)
+    for (p,) in all_forms(dev, monkeypatch, f, s, mask).values():
+        close(p, _softmax(z), 1e-2)
 
 
 def test_layer_norm_bf16_forward_and_gradient(dev, monkeypatch):
@@ -127,32 +133,46 @@ def test_layer_norm_bf16_forward_and_gradient(dev, monkeypatch):
         loss = lambda x, w, b: (ln(x, w, b) * dy).astype(f32).sum()  # noqa: E731
         return (ln(x, w, b), *blu.grad(loss, argnums=(0, 1, 2))(x, w, b))
 
-    y, dx, dw, db = both_forms(dev, monkeypatch, f, x, w, b, dy)
     x64, d64 = x.astype(f64), dy.astype(f64)
     mu, var = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
     rstd = 1 / np.sqrt(var + 1e-5)
     xh = (x64 - mu) * rstd
-    close(y, xh * w + b, 1e-2)
     gw = d64 * w
     ref_dx = rstd * (gw - gw.mean(-1, keepdims=True) - xh * (gw * xh).mean(-1, keepdims=True))
-    close(dx, ref_dx, 2e-2)
-    close(dw, (d64 * xh).sum(0), 1e-2)
-    close(db, d64.sum(0), 1e-2)
+    for y, dx, dw, db in all_forms(dev, monkeypatch, f, x, w, b, dy).values():
+        close(y, xh * w + b, 1e-2)
+        close(dx, ref_dx, 2e-2)
+        close(dw, (d64 * xh).sum(0), 1e-2)
+        close(db, d64.sum(0), 1e-2)
 
 
 def test_cross_entropy_bf16_logits_and_gradient(dev, monkeypatch):
     rng = np.random.default_rng(3)
-    logits = (rng.standard_normal((512, 2048)) * 2).astype(bf16)
-    labels = rng.integers(0, 2048, 512).astype(np.int32)
+    logits = (rng.standard_normal((512, 1024)) * 2).astype(bf16)
+    labels = rng.integers(0, 1024, 512).astype(np.int32)
 
     def f(z, y):
         loss = lambda z: nn.cross_entropy(z.astype(f32), y)  # noqa: E731
         return loss(z), blu.grad(loss)(z)
 
-    loss, dz = both_forms(dev, monkeypatch, f, logits, labels)
     z = logits.astype(f64)
     p = _softmax(z)
-    close(loss, (np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1)) + z.max(-1)
-                 - z[np.arange(512), labels]).mean(), 1e-5)  # fmt: skip
-    onehot = np.eye(2048)[labels]
-    close(dz, (p - onehot) / 512, 1e-2)
+    lse = np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1)) + z.max(-1)
+    for loss, dz in all_forms(dev, monkeypatch, f, logits, labels).values():
+        close(loss, (lse - z[np.arange(512), labels]).mean(), 1e-5)
+        close(dz, (p - np.eye(1024)[labels]) / 512, 1e-2)
+
+
+def test_warp_rows_with_a_partial_last_block(dev, monkeypatch):
+    """1027 rows of 64: 4 rows per block, the last block holds 3; two elements per lane."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((1027, 64)) * 4).astype(f32)
+
+    def f(x):
+        return nn.softmax(x), nn.layer_norm(x)
+
+    x64 = x.astype(f64)
+    ln = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+    for p, y in all_forms(dev, monkeypatch, f, x).values():
+        np.testing.assert_allclose(p, _softmax(x64), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(y, ln, rtol=1e-4, atol=1e-5)

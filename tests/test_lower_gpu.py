@@ -252,10 +252,12 @@ def test_row_groups_join_only_row_local_nests():
 
 @needs_mlir
 @needs_ptxas
-def test_unrolled_row_group_keeps_values_in_registers(monkeypatch):
+def test_row_group_forms_keep_values_in_registers(monkeypatch):
     """A layer norm over rows of 768 (block 128, 6 elements per thread) is emitted without loops:
-    each input element is loaded once for the whole group, the bfloat16 output once stored. With
-    ``BLU_GPU_UNROLL=0`` the group loops (one pass per nest) and has a cache key of its own."""
+    each input element is loaded once for the whole group, the bfloat16 output once stored: in
+    the unrolled block form (``BLU_GPU_ROWS=block``), 6 elements per thread; in the warp form (the
+    default), 24 per lane and butterfly shuffles instead of ``gpu.all_reduce``. With
+    ``BLU_GPU_UNROLL=0`` the block form loops (one pass per nest). Each form has its own key."""
     import ml_dtypes
 
     bf16 = np.dtype(ml_dtypes.bfloat16)
@@ -271,13 +273,20 @@ def test_unrolled_row_group_keeps_values_in_registers(monkeypatch):
         return low.as_text(), low._program.cache_keys()
 
     monkeypatch.delenv("BLU_GPU_UNROLL", raising=False)
+    monkeypatch.delenv("BLU_GPU_ROWS", raising=False)
+    warp, warp_keys = lowered()
+    body = warp[warp.index("gpu.func") :]
+    assert "scf.for" not in body and body.count("memref.load %in0") == 768 // 32
+    assert "gpu.all_reduce" not in body and "gpu.barrier" not in body
+    assert body.count("gpu.shuffle xor") == 2 * 5  # two reductions, five butterfly steps
+    exe = blu.jit(ln).lower(_spec((1024, 768), bf16), target=TARGET).compile()
+    assert all(m.cubin for m in exe.executable.modules.values())  # ptxas accepted it
+    monkeypatch.setenv("BLU_GPU_ROWS", "block")
     text, keys = lowered()
     body = text[text.index("gpu.func") :]
     assert "scf.for" not in body and body.count("memref.load %in0") == 768 // 128
     assert body.count("gpu.all_reduce") == 2 and body.count("memref.store") >= 768 // 128
     monkeypatch.setenv("BLU_GPU_UNROLL", "0")
     looped, looped_keys = lowered()
-    assert "scf.for" in looped[looped.index("gpu.func") :] and set(keys).isdisjoint(looped_keys)
-    monkeypatch.delenv("BLU_GPU_UNROLL")
-    exe = blu.jit(ln).lower(_spec((1024, 768), bf16), target=TARGET).compile()
-    assert all(m.cubin for m in exe.executable.modules.values())  # ptxas accepted it
+    assert "scf.for" in looped[looped.index("gpu.func") :]
+    assert len({*warp_keys, *keys, *looped_keys}) == 3 * len(keys)

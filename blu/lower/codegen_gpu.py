@@ -10,7 +10,7 @@ machine without MLIR knows every launch's grid from the kernel's jaxpr):
   threads stride over the row, then ``gpu.all_reduce`` (warp shuffles and one barrier) combines
   their partial results. A row nest and the nests after it over the same rows (a softmax's max,
   sum and quotient; a layer norm's mean, variance and output) form a *row group*, run by one
-  launch (``_row_groups``).
+  launch (``codegen_rows``: one warp or one block per row, values kept in registers).
 - ``split``: other reductions (over leading dimensions, e.g. bias gradients; or few long
   rows). Stage 1: ``K * S`` threads, thread ``(k, s)`` combines the elements ``r = s, s + S,
   ...`` of kept index ``k`` into a partial result in scratch memory; stage 2: one thread per
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from typing import Any
 
 import numpy as np
@@ -41,6 +40,7 @@ from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.jaxpr import Var
 from blu.lower.codegen import KernelEmitter
+from blu.lower.codegen_rows import RowGroupEmitter, group_launch, row_groups
 from blu.lower.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.fusion import ARG_REDUCE, KernelLayout, Nest, is_reduction, is_suffix
 from blu.lower.rules import REDUCE
@@ -73,32 +73,6 @@ class NestPlan:
     partials: tuple[int, ...] = ()  # split: scratch positions of each reduction's partials
     block_combine: bool = False  # split: stage 2 is one block per kept index (gpu.all_reduce)
     group: int = -1  # row group: the index of its first nest (all of it is one launch)
-
-
-UNROLL = 16  # row groups: most elements per thread kept in registers across the passes
-
-
-def unroll_limit() -> int:
-    """``UNROLL``, or ``$BLU_GPU_UNROLL`` (0: row groups always loop; for checking the unrolled
-    form against the looped one)."""
-    return int(os.environ.get("BLU_GPU_UNROLL", UNROLL))
-
-
-def key_suffix() -> str:
-    """What the emitted text depends on besides the kernel's canonical text."""
-    n = unroll_limit()
-    return "" if n == UNROLL else f"\n#gpu-unroll {n}"
-
-
-def group_block(R: int) -> int:
-    """Threads per block of a row group over rows of ``R`` elements (about 8 per thread)."""
-    return min(1024, max(32, _pow2_at_least(R // 8)))
-
-
-def is_unrolled(head: NestPlan) -> bool:
-    """Whether the row group led by ``head`` is emitted unrolled (``_emit_group``)."""
-    block = group_block(head.R)
-    return head.R % block == 0 and head.R // block <= unroll_limit()
 
 
 def _pow2_at_least(n: int) -> int:
@@ -137,101 +111,9 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
                 layout.scratch.append(ShapedArray((S * K,), dt))
             block = S >= 64 and types <= set(_ROW_TYPES)
             plans.append(NestPlan("split", kept, red, K, R, S, tuple(parts), block))
-    plans = _row_groups(layout, plans)
+    plans = row_groups(layout, plans)
     layout.gpu_nests = plans  # type: ignore[attr-defined]
     return plans
-
-
-# ---- row groups: softmax, layer norm, log-sum-exp as one launch ---------------------------------
-
-
-def _strip(shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(d for d in shape if d != 1)
-
-
-def _row_groups(layout: KernelLayout, plans: list[NestPlan]) -> list[NestPlan]:
-    """Runs of nests that one block per row can execute together: a ``row`` nest, then nests
-    over the same rows (more row reductions, elementwise maps over the full shape or over one
-    value per row) that read what the run produced only in their own row. The block passes
-    over its row once per nest (after the first pass, from the L1/L2 cache), with a barrier
-    between nests, instead of one launch and one trip through memory per nest."""
-    nests, out, i = layout.nests, list(plans), 0
-    while i < len(nests):
-        head = out[i]
-        if head.strategy != "row":
-            i += 1
-            continue
-        shape = nests[i].shape
-        kept_shape = _strip(tuple(shape[d] for d in head.kept))
-        made, j = set(nests[i].members), i + 1
-        while j < len(nests) and _joins(layout, nests[j], out[j], head, shape, kept_shape, made):
-            made.update(nests[j].members)
-            j += 1
-        if j - i > 1:
-            for t in range(i, j):
-                out[t] = dataclasses.replace(out[t], group=i)
-        i = j
-    return out
-
-
-def _joins(layout, nest, p, head, shape, kept_shape, made) -> bool:
-    if p.strategy == "row":
-        fits = nest.shape == shape and (p.K, p.R, p.red) == (head.K, head.R, head.red)
-    elif p.strategy == "map":
-        fits = nest.shape == shape or (p.K == head.K and _strip(nest.shape) == kept_shape)
-    else:
-        fits = False
-    allowed = {_strip(shape), kept_shape}
-    return fits and all(_row_local(layout, m, made, allowed) for m in nest.members)
-
-
-def _row_local(layout: KernelLayout, m: Var, made: set, allowed: set) -> bool:
-    """Whether computing ``m`` reads values ``made`` earlier in the group only in its own row:
-    through elementwise operations, and reshapes / broadcasts between the full and the per-row
-    shapes (one value per row broadcast along it)."""
-    from blu.lower.rules import SCALAR
-
-    stack, seen = list(layout.producer[m].invars), set()
-    while stack:
-        v = stack.pop()
-        if not isinstance(v, Var) or v in seen:
-            continue
-        seen.add(v)
-        if v in layout.buffer:
-            continue  # a buffer: inputs and earlier nests are complete; ours are row-local
-        e = layout.producer[v]
-        name = e.primitive.name
-        if name in SCALAR:
-            stack.extend(e.invars)
-        elif name in ("reshape", "squeeze", "broadcast_in_dim"):
-            x = e.invars[0]
-            moves_rows = _strip(x.aval.shape) not in allowed or _strip(v.aval.shape) not in allowed
-            if name == "broadcast_in_dim" and not moves_rows:  # operand dims lead the output
-                dims = [d for d, n in zip(e.params["broadcast_dimensions"], x.aval.shape) if n != 1]
-                lead = [d for d, n in enumerate(v.aval.shape) if n != 1][: len(dims)]
-                moves_rows = dims != lead
-            if moves_rows and _touches(layout, x, made):
-                return False
-            if not moves_rows:
-                stack.append(x)
-        elif _touches(layout, v, made):
-            return False  # other data movement of values the group makes: rows may mix
-    return True
-
-
-def _touches(layout: KernelLayout, v: Any, made: set) -> bool:
-    """Whether ``v`` is computed from a value in ``made``."""
-    stack, seen = [v], set()
-    while stack:
-        u = stack.pop()
-        if not isinstance(u, Var) or u in seen:
-            continue
-        seen.add(u)
-        if u in made:
-            return True
-        if u not in layout.buffer:
-            stack.extend(layout.producer[u].invars)
-    return False
 
 
 def launches(layout: KernelLayout, sym: str) -> list[Launch]:
@@ -241,7 +123,7 @@ def launches(layout: KernelLayout, sym: str) -> list[Launch]:
         name = f"{sym}_{j}"
         if p.group >= 0:
             if p.group == j:
-                out.append(Launch(name, p.K, group_block(p.R)))
+                out.append(Launch(name, *group_launch(p)))
         elif p.strategy == "map":
             if p.K:
                 out.append(Launch(name, min(-(-p.K // BLOCK), MAX_MAP_GRID), BLOCK))
@@ -266,7 +148,7 @@ class GpuBuilder(Builder):
         return super().libm("__nv_" + fn, args, ty)
 
 
-class GpuKernelEmitter(KernelEmitter):
+class GpuKernelEmitter(RowGroupEmitter, KernelEmitter):
     """Emits ``gpu.module @sym`` with one ``gpu.func @sym_<nest>[a|b]`` per launch."""
 
     def __init__(self, layout: KernelLayout, name: str):
@@ -277,6 +159,7 @@ class GpuKernelEmitter(KernelEmitter):
         self.funcs: list[str] = []
         self.decls: dict[str, str] = {}
         self.keep = False  # values stay cached across nests (an unrolled row group)
+        self.row_vals = {}
 
     # ---- one gpu.func -------------------------------------------------------------------------
 
@@ -477,66 +360,6 @@ class GpuKernelEmitter(KernelEmitter):
         self._end(fname + "b")
 
     # ---- the module ---------------------------------------------------------------------------
-
-    def _emit_group(self, j: int, fname: str) -> None:
-        """A row group (``_row_groups``): one block per row runs its nests in order.
-
-        When the row splits evenly into at most ``UNROLL`` elements per thread, the passes are
-        unrolled: each thread's elements are points known at emission, so a value computed or
-        loaded in one nest (the row's inputs, ``exp(x - max)``) is reused from registers by the
-        later nests instead of being read and computed again."""
-        self._begin()
-        b, head = self.b, self.plans[j]
-        k, tid, bdim = self._gpu("block_id"), self._gpu("thread_id"), self._gpu("block_dim")
-        shape = self.layout.nests[j].shape
-        block = group_block(head.R)
-        unrolled = is_unrolled(head)
-        self.keep = unrolled
-        if unrolled:  # this thread's points, shared by every nest of the group
-            km = b.multi(Idx(tuple(shape[d] for d in head.kept), None, k))
-            points = []
-            for i in range(head.R // block):
-                r = b.iaddc(tid, i * block)
-                rm = b.multi(Idx(tuple(shape[d] for d in head.red), None, r))
-                multi = [b.index(0)] * len(shape)
-                for d, x in [*zip(head.kept, km), *zip(head.red, rm)]:
-                    multi[d] = x
-                points.append((r, Idx(shape, multi, b.iadd(b.imul(k, head.R), r))))
-        R = b.index(head.R)
-        for t in range(j, len(self.plans)):
-            nest, p = self.layout.nests[t], self.plans[t]
-            if p.group != j:
-                break
-            if not unrolled:
-                self.cache = {}
-            if p.strategy == "row" and unrolled:
-                reds, inits = self._reductions(nest)
-                accs = [v for v, _ in inits]
-                for r, at in points:
-                    accs = self._visit(nest, at, reds, accs, r)
-                totals = [self._all_reduce(m, v) for m, v in zip(reds, accs)]
-                self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
-                self._store_reds(reds, totals, k)
-                self._close()
-            elif p.strategy == "row":
-                self._row_pass(nest, head, k, tid, bdim)
-            elif nest.shape == shape and unrolled:  # over the row's elements
-                for r, at in points:
-                    self._visit(nest, at, [], [], r)
-            elif nest.shape == shape:
-                r, _, _ = self._open(tid, R, bdim)
-                self._visit(nest, self._point(nest, head, k, r), [], [], r)
-                self._close()
-            else:  # one value per row, by thread 0 (what it computes stays in its region)
-                saved = dict(self.cache)
-                self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
-                self._visit(nest, Idx(nest.shape, None, k), [], [], k)
-                self._close()
-                self.cache = saved
-            self.done.update(nest.members)
-            b.stmt("gpu.barrier")  # this nest's writes are visible to the whole block
-        self.keep = False
-        self._end(fname)
 
     def emit(self) -> str:
         emitters = {"map": self._emit_map, "thread": self._emit_thread, "row": self._emit_row,

@@ -36,7 +36,7 @@ import numpy as np
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr, Literal
-from blu.lower import cache, codegen_gpu, mlir_gpu
+from blu.lower import cache, codegen_gpu, codegen_rows, mlir_gpu
 from blu.lower.cpu import emit_node, node_text
 from blu.lower.dots import canonicalize_dots
 from blu.lower.fusion import KernelLayout
@@ -187,7 +187,7 @@ def program_text(name: str, target: str, plan: Plan) -> str:
 
 def gpu_text(node: Any) -> str:
     """The canonical text a GPU kernel's cache key is made of."""
-    return node_text(node) + codegen_gpu.key_suffix()
+    return node_text(node) + codegen_rows.key_suffix()
 
 
 class GpuFallbackError(BluError):

@@ -18,7 +18,7 @@ from typing import Any
 
 from blu.core.config import config
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Var
-from blu.lower import codegen_gpu
+from blu.lower import codegen_rows
 
 _lock = threading.Lock()
 _by_jaxpr: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -29,7 +29,7 @@ def executable_for(jaxpr: Jaxpr, name: str, donated: tuple[bool, ...], target: s
     """The cached ``GpuExecutable`` of ``jaxpr`` (per donation, target and precision)."""
     from blu.lower.gpu import GpuExecutable
 
-    key = (donated, target, config.default_matmul_precision, codegen_gpu.key_suffix())
+    key = (donated, target, config.default_matmul_precision, codegen_rows.key_suffix())
     with _lock:
         per = _by_jaxpr.get(jaxpr)
         if per is None:
@@ -46,7 +46,7 @@ def register(jaxpr: Jaxpr, donated: tuple[bool, ...], exe: Any) -> None:
     """Make ``exe`` (from ``jit(f).lower(..., target=...).compile()``) the one calls use."""
     with _lock:
         per = _by_jaxpr.setdefault(jaxpr, {})
-        per[(tuple(donated), exe.target, exe.precision, codegen_gpu.key_suffix())] = exe
+        per[(tuple(donated), exe.target, exe.precision, codegen_rows.key_suffix())] = exe
 
 
 def apply_on_device(prim: Any, args: tuple, avals: list, params: dict) -> Any:

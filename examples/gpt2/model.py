@@ -125,13 +125,13 @@ def num_params(params: Params) -> int:
     return sum(int(np.prod(np.shape(p))) for p in pytree.tree_leaves(params))
 
 
-def cast(params: Params, dtype) -> Params:
-    """``params`` with every floating leaf cast to ``dtype`` (for bf16 compute)."""
-    return pytree.tree_map(lambda p: p.astype(dtype), params)
+def _mm(x, cd):
+    """A matrix product's operand in the compute dtype ``cd`` (``None``: as it is)."""
+    return x if cd is None else x.astype(cd)
 
 
-def _linear(x, p):
-    return nn.linear(x, p["w"], p["b"])
+def _linear(x, p, cd=None):
+    return nn.linear(_mm(x, cd), _mm(p["w"], cd), _mm(p["b"], cd))
 
 
 def _layer_norm(x, p):
@@ -146,40 +146,40 @@ def _dropout(x, rate, key, i):
     return nn.dropout(random.fold_in(key, i), x, rate, deterministic=False)
 
 
-def _attention(p, x, n_head):
+def _attention(p, x, n_head, cd=None):
     B, T, C = x.shape
-    qkv = _linear(x, p["c_attn"]).reshape(B, T, 3, n_head, C // n_head)
+    qkv = _linear(x, p["c_attn"], cd).reshape(B, T, 3, n_head, C // n_head)
     q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
     y = nn.dot_product_attention(q, k, v, causal=True)  # (B, T, H, D)
-    return _linear(y.reshape(B, T, C), p["c_proj"])
+    return _linear(y.reshape(B, T, C), p["c_proj"], cd)
 
 
-def _mlp(p, x):
-    return _linear(nn.gelu(_linear(x, p["c_fc"]), approximate=True), p["c_proj"])
+def _mlp(p, x, cd=None):
+    return _linear(nn.gelu(_linear(x, p["c_fc"], cd), approximate=True), p["c_proj"], cd)
 
 
-def hidden_states(params: Params, ids, cfg: GPTConfig, key=None):
+def hidden_states(params: Params, ids, cfg: GPTConfig, key=None, compute_dtype=None):
     """The final LayerNorm's output, shape ``(B, T, d_model)``: what the output projection
-    reads (see :func:`forward`)."""
+    reads (see :func:`forward`; ``compute_dtype`` as there)."""
     B, T = ids.shape
     if T > cfg.n_ctx:
         raise ExampleError(f"sequence of {T} tokens is longer than the context n_ctx={cfg.n_ctx}")
     x = nn.embedding(params["wte"], ids) + params["wpe"][:T]
     x = _dropout(x, cfg.dropout, key, 0)
     for i, blk in enumerate(params["h"]):
-        a = _attention(blk["attn"], _layer_norm(x, blk["ln_1"]), cfg.n_head)
-        x = x + _dropout(a, cfg.dropout, key, 2 * i + 1)
-        m = _mlp(blk["mlp"], _layer_norm(x, blk["ln_2"]))
+        a = _attention(blk["attn"], _layer_norm(x, blk["ln_1"]), cfg.n_head, compute_dtype)
+        x = x + _dropout(a, cfg.dropout, key, 2 * i + 1)  # the residual keeps x's dtype
+        m = _mlp(blk["mlp"], _layer_norm(x, blk["ln_2"]), compute_dtype)
         x = x + _dropout(m, cfg.dropout, key, 2 * i + 2)
     return _layer_norm(x, params["ln_f"])
 
 
-def logits_from_hidden(params: Params, h):
+def logits_from_hidden(params: Params, h, compute_dtype=None):
     """The tied output projection: ``h @ wte.T``, ``(..., d_model) -> (..., vocab_size)``."""
-    return h @ params["wte"].T
+    return _mm(h, compute_dtype) @ _mm(params["wte"], compute_dtype).T
 
 
-def forward(params: Params, ids, cfg: GPTConfig, key=None):
+def forward(params: Params, ids, cfg: GPTConfig, key=None, compute_dtype=None):
     """Logits of the next token at every position.
 
     Args:
@@ -187,14 +187,20 @@ def forward(params: Params, ids, cfg: GPTConfig, key=None):
         ids: int token ids, shape ``(B, T)``, ``T <= cfg.n_ctx``.
         cfg: the architecture.
         key: a ``blu.random`` key enabling dropout (``None``: no dropout, e.g. for eval).
+        compute_dtype: e.g. ``bfloat16``: mixed precision as ``torch.autocast`` does it: the
+            matrix products' operands (activations, weights, biases) are cast to it, so the
+            products and what directly follows them (attention, GELU) run in it; embeddings, the
+            residual stream and LayerNorm stay in the parameters' dtype (bf16 residuals lose
+            the small updates each block adds). ``None``: everything in the parameters' dtype.
 
     Returns:
-        logits, shape ``(B, T, vocab_size)``, in the parameters' dtype.
+        logits, shape ``(B, T, vocab_size)``, in ``compute_dtype`` (else the parameters').
 
     Raises:
         ExampleError: ``T > cfg.n_ctx``.
     """
-    return logits_from_hidden(params, hidden_states(params, ids, cfg, key))
+    h = hidden_states(params, ids, cfg, key, compute_dtype)
+    return logits_from_hidden(params, h, compute_dtype)
 
 
 def loss_fn(params: Params, x, y, cfg: GPTConfig, key=None, compute_dtype=None):
@@ -203,10 +209,8 @@ def loss_fn(params: Params, x, y, cfg: GPTConfig, key=None, compute_dtype=None):
     Args:
         params: float32 master parameters.
         x, y: int token ids and targets, shape ``(B, T)``.
-        compute_dtype: e.g. ``bfloat16`` to run the model in that dtype (the gradient still
-            arrives in float32, through the cast); ``None`` computes in float32.
+        compute_dtype: e.g. ``bfloat16``: mixed precision as in :func:`forward` (the gradient
+            still arrives in float32, through the casts); ``None`` computes in float32.
     """
-    if compute_dtype is not None:
-        params = cast(params, compute_dtype)
-    logits = forward(params, x, cfg, key).astype(np.float32)
+    logits = forward(params, x, cfg, key, compute_dtype).astype(np.float32)
     return nn.cross_entropy(logits, y)

@@ -1,0 +1,314 @@
+"""Row groups on the GPU: a row nest and the nests after it over the same rows (a softmax's
+max, sum and quotient; a layer norm's mean, variance and output; their gradients) run as one
+launch, planned here (``row_groups``) and emitted by ``RowGroupEmitter`` (a part of
+``codegen_gpu.GpuKernelEmitter``).
+
+Three forms, by row length ``R`` (chosen from shapes alone, like every launch):
+
+- ``warp``: ``R`` a multiple of 32 and at most ``32 * WARP_UNROLL``: one warp per row (``WARP_ROWS``
+  rows per block); lane ``l`` owns the elements ``l, l + 32, ...`` and keeps them in registers
+  across the group's nests; reductions are warp butterflies (``gpu.shuffle xor``), so every lane
+  holds each total and no block barrier or shared memory is needed: lanes only meet at a
+  ``nvvm.bar.warp.sync`` between nests.
+- ``unrolled``: ``R`` splits evenly into at most ``UNROLL`` elements per thread of a block
+  (``group_block``): one block per row, elements in registers, ``gpu.all_reduce`` per reduction.
+- ``looped``: otherwise (the vocabulary's rows of 50,304 logits): one block per row, each nest a
+  strided loop over the row (after the first, from the L1/L2 cache).
+
+A value a nest stored in a half-precision buffer is reused by later nests *as stored* (rounded),
+so the unrolled and looped forms compute the same bits (``tests/test_gpu_row_groups.py``).
+``$BLU_GPU_ROWS=block`` turns the warp form off and ``$BLU_GPU_UNROLL=0`` the unrolled one (both
+part of a kernel's cache key: ``key_suffix``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Any
+
+from blu.core.jaxpr import Var
+from blu.lower.emit import Idx
+from blu.lower.fusion import KernelLayout
+
+UNROLL = 16  # unrolled form: most elements per thread
+WARP_UNROLL = 32  # warp form: most elements per lane
+WARP_ROWS = 4  # warp form: rows (warps) per block
+
+
+def unroll_limit() -> int:
+    """``UNROLL``, or ``$BLU_GPU_UNROLL`` (0: never unrolled)."""
+    return int(os.environ.get("BLU_GPU_UNROLL", UNROLL))
+
+
+def warp_rows_on() -> bool:
+    """Whether the warp form is used (``$BLU_GPU_ROWS`` is not ``block``)."""
+    return os.environ.get("BLU_GPU_ROWS", "warp") != "block"
+
+
+def key_suffix() -> str:
+    """What the emitted text depends on besides the kernel's canonical text."""
+    n, warp = unroll_limit(), warp_rows_on()
+    return ("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("" if warp else "\n#gpu-rows block")
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+def group_block(R: int) -> int:
+    """Threads per block of a block-form row group over rows of ``R`` elements (about 8 each)."""
+    return min(1024, max(32, _pow2_at_least(R // 8)))
+
+
+def group_form(head: Any) -> str:
+    """``"warp"``, ``"unrolled"`` or ``"looped"``: how the group led by ``head`` (a
+    ``codegen_gpu.NestPlan``) is emitted."""
+    if warp_rows_on() and head.R % 32 == 0 and head.R // 32 <= WARP_UNROLL:
+        return "warp"
+    block = group_block(head.R)
+    return "unrolled" if head.R % block == 0 and head.R // block <= unroll_limit() else "looped"
+
+
+def group_launch(head: Any) -> tuple[int, int]:
+    """(grid, block) of the group led by ``head``."""
+    if group_form(head) == "warp":
+        return -(-head.K // WARP_ROWS), 32 * WARP_ROWS
+    return head.K, group_block(head.R)
+
+
+# ---- planning -----------------------------------------------------------------------------------
+
+
+def _strip(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
+
+
+def row_groups(layout: KernelLayout, plans: list[Any]) -> list[Any]:
+    """Runs of nests that one block per row can execute together: a ``row`` nest, then nests
+    over the same rows (more row reductions, elementwise maps over the full shape or over one
+    value per row) that read what the run produced only in their own row. The block passes
+    over its row once per nest (after the first pass, from the L1/L2 cache), with a barrier
+    between nests, instead of one launch and one trip through memory per nest."""
+    nests, out, i = layout.nests, list(plans), 0
+    while i < len(nests):
+        head = out[i]
+        if head.strategy != "row":
+            i += 1
+            continue
+        shape = nests[i].shape
+        kept_shape = _strip(tuple(shape[d] for d in head.kept))
+        made, j = set(nests[i].members), i + 1
+        while j < len(nests) and _joins(layout, nests[j], out[j], head, shape, kept_shape, made):
+            made.update(nests[j].members)
+            j += 1
+        if j - i > 1:
+            for t in range(i, j):
+                out[t] = dataclasses.replace(out[t], group=i)
+        i = j
+    return out
+
+
+def _joins(layout, nest, p, head, shape, kept_shape, made) -> bool:
+    if p.strategy == "row":
+        fits = nest.shape == shape and (p.K, p.R, p.red) == (head.K, head.R, head.red)
+    elif p.strategy == "map":
+        fits = nest.shape == shape or (p.K == head.K and _strip(nest.shape) == kept_shape)
+    else:
+        fits = False
+    allowed = {_strip(shape), kept_shape}
+    return fits and all(_row_local(layout, m, made, allowed) for m in nest.members)
+
+
+def _row_local(layout: KernelLayout, m: Var, made: set, allowed: set) -> bool:
+    """Whether computing ``m`` reads values ``made`` earlier in the group only in its own row:
+    through elementwise operations, and reshapes / broadcasts between the full and the per-row
+    shapes (one value per row broadcast along it)."""
+    from blu.lower.rules import SCALAR
+
+    stack, seen = list(layout.producer[m].invars), set()
+    while stack:
+        v = stack.pop()
+        if not isinstance(v, Var) or v in seen:
+            continue
+        seen.add(v)
+        if v in layout.buffer:
+            continue  # a buffer: inputs and earlier nests are complete; ours are row-local
+        e = layout.producer[v]
+        name = e.primitive.name
+        if name in SCALAR:
+            stack.extend(e.invars)
+        elif name in ("reshape", "squeeze", "broadcast_in_dim"):
+            x = e.invars[0]
+            moves_rows = _strip(x.aval.shape) not in allowed or _strip(v.aval.shape) not in allowed
+            if name == "broadcast_in_dim" and not moves_rows:  # operand dims lead the output
+                dims = [d for d, n in zip(e.params["broadcast_dimensions"], x.aval.shape) if n != 1]
+                lead = [d for d, n in enumerate(v.aval.shape) if n != 1][: len(dims)]
+                moves_rows = dims != lead
+            if moves_rows and _touches(layout, x, made):
+                return False
+            if not moves_rows:
+                stack.append(x)
+        elif _touches(layout, v, made):
+            return False  # other data movement of values the group makes: rows may mix
+    return True
+
+
+def _touches(layout: KernelLayout, v: Any, made: set) -> bool:
+    """Whether ``v`` is computed from a value in ``made``."""
+    stack, seen = [v], set()
+    while stack:
+        u = stack.pop()
+        if not isinstance(u, Var) or u in seen:
+            continue
+        seen.add(u)
+        if u in made:
+            return True
+        if u not in layout.buffer:
+            stack.extend(layout.producer[u].invars)
+    return False
+
+
+# ---- emission -----------------------------------------------------------------------------------
+
+
+class RowGroupEmitter:
+    """The row-group part of ``codegen_gpu.GpuKernelEmitter`` (a mixin: it uses the emitter's
+    builder, ``_visit``, ``_reductions``, ``_all_reduce``, ``_row_pass``...)."""
+
+    row_vals: dict[Var, str]  # warp form: a per-row value every lane holds (reductions, ...)
+
+    def value(self, v: Any, idx: Idx) -> str:
+        # within a group, values made per row are read only in their own row (``_row_local``)
+        got = self.row_vals.get(v)
+        return got if got is not None else super().value(v, idx)  # type: ignore[misc]
+
+    def _points(self, shape, head, k: str, lane: str, step: int, n: int) -> list[tuple[str, Idx]]:
+        """This thread's elements ``lane + i * step`` (``i < n``) of row ``k``: the points every
+        nest of the group visits."""
+        b = self.b
+        km = b.multi(Idx(tuple(shape[d] for d in head.kept), None, k))
+        points = []
+        for i in range(n):
+            r = b.iaddc(lane, i * step)
+            rm = b.multi(Idx(tuple(shape[d] for d in head.red), None, r))
+            multi = [b.index(0)] * len(shape)
+            for d, x in [*zip(head.kept, km), *zip(head.red, rm)]:
+                multi[d] = x
+            points.append((r, Idx(shape, multi, b.iadd(b.imul(k, head.R), r))))
+        return points
+
+    def _emit_group(self, j: int, fname: str) -> None:
+        """A row group in the block forms (module docstring): one block per row runs its nests in
+        order, with a block barrier after each. Unrolled, each thread's elements are points
+        known at emission, so a value computed or loaded in one nest (the row's inputs,
+        ``exp(x - max)``) is reused from registers by the later nests."""
+        head = self.plans[j]
+        if group_form(head) == "warp":
+            return self._emit_warp_group(j, fname)
+        self._begin()
+        b = self.b
+        k, tid, bdim = self._gpu("block_id"), self._gpu("thread_id"), self._gpu("block_dim")
+        shape = self.layout.nests[j].shape
+        block = group_block(head.R)
+        unrolled = group_form(head) == "unrolled"
+        self.keep = unrolled
+        if unrolled:  # this thread's points, shared by every nest of the group
+            points = self._points(shape, head, k, tid, block, head.R // block)
+        R = b.index(head.R)
+        for t in range(j, len(self.plans)):
+            nest, p = self.layout.nests[t], self.plans[t]
+            if p.group != j:
+                break
+            if not unrolled:
+                self.cache = {}
+            if p.strategy == "row" and unrolled:
+                reds, inits = self._reductions(nest)
+                accs = [v for v, _ in inits]
+                for r, at in points:
+                    accs = self._visit(nest, at, reds, accs, r)
+                totals = [self._all_reduce(m, v) for m, v in zip(reds, accs)]
+                self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
+                self._store_reds(reds, totals, k)
+                self._close()
+            elif p.strategy == "row":
+                self._row_pass(nest, head, k, tid, bdim)
+            elif nest.shape == shape and unrolled:  # over the row's elements
+                for r, at in points:
+                    self._visit(nest, at, [], [], r)
+            elif nest.shape == shape:
+                r, _, _ = self._open(tid, R, bdim)
+                self._visit(nest, self._point(nest, head, k, r), [], [], r)
+                self._close()
+            else:  # one value per row, by thread 0 (what it computes stays in its region)
+                saved = dict(self.cache)
+                self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
+                self._visit(nest, Idx(nest.shape, None, k), [], [], k)
+                self._close()
+                self.cache = saved
+            self.done.update(nest.members)
+            b.stmt("gpu.barrier")  # this nest's writes are visible to the whole block
+        self.keep = False
+        self._end(fname)
+
+    def _emit_warp_group(self, j: int, fname: str) -> None:
+        """A row group in the warp form (module docstring)."""
+        self._begin()
+        b, head = self.b, self.plans[j]
+        shape = self.layout.nests[j].shape
+        tid, bid = self._gpu("thread_id"), self._gpu("block_id")
+        lane = b.op(f"arith.remui {tid}, {b.index(32)} : index", "i")
+        warp = b.op(f"arith.divui {tid}, {b.index(32)} : index", "i")
+        k = b.iadd(b.imul(bid, WARP_ROWS), warp)
+        self._if(b.op(f"arith.cmpi ult, {k}, {b.index(head.K)} : index"))  # the last block's
+        points = self._points(shape, head, k, lane, 32, head.R // 32)
+        first = b.op(f"arith.cmpi eq, {lane}, {b.index(0)} : index")
+        self.keep, self.row_vals = True, {}
+        for t in range(j, len(self.plans)):
+            nest, p = self.layout.nests[t], self.plans[t]
+            if p.group != j:
+                break
+            if p.strategy == "row":
+                reds, inits = self._reductions(nest)
+                accs = [v for v, _ in inits]
+                for r, at in points:
+                    accs = self._visit(nest, at, reds, accs, r)
+                totals = [self._warp_reduce(m, v) for m, v in zip(reds, accs)]
+                self._if(first)
+                self._store_reds(reds, totals, k)
+                self._close()
+                for m, v in zip(reds, totals):  # as a load after the store would read it
+                    self.row_vals[m] = b.stored(v, m.aval)
+            elif nest.shape == shape:  # over the row's elements
+                for r, at in points:
+                    self._visit(nest, at, [], [], r)
+            else:  # one value per row: every lane computes it, lane 0 stores it
+                at = Idx(nest.shape, None, k)
+                vals = [self.value(m, at) for m in nest.members]
+                self._if(first)
+                for m, v in zip(nest.members, vals):
+                    b.store(v, self.arg[m], m.aval, k)
+                self._close()
+                for m, v in zip(nest.members, vals):
+                    self.row_vals[m] = b.stored(v, m.aval)
+            self.done.update(nest.members)
+            b.stmt(f"nvvm.bar.warp.sync {b.const(-1, 'i32')} : i32")  # the lanes' stores seen
+        self._close()
+        self.keep, self.row_vals = False, {}
+        self._end(fname)
+
+    def _warp_reduce(self, m: Var, x: str) -> str:
+        """``x`` combined over the warp by a butterfly: every lane gets the total."""
+        from blu.lower.emit import compute_type
+        from blu.lower.rules import REDUCE
+
+        b, eqn = self.b, self.layout.producer[m]
+        dt = eqn.invars[0].aval.dtype
+        ty = compute_type(dt)
+        width = b.const(32, "i32")
+        for off in (16, 8, 4, 2, 1):
+            other, ok = b.fresh("s"), b.fresh("ok")
+            b.stmt(f"{other}, {ok} = gpu.shuffle xor {x}, {b.const(off, 'i32')}, {width} : {ty}")
+            x = REDUCE[eqn.primitive.name][1](b, dt, x, other)
+        return x
