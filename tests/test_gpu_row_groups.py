@@ -1,8 +1,8 @@
 """Row groups in their three forms on the GPU (marked ``gpu``; ``blu.lower.codegen_rows``).
 
-A row group (softmax, layer norm, log-sum-exp and their gradients) runs in the *warp* form (one
-warp per row, butterfly reductions: the default), the *unrolled* block form
-(``BLU_GPU_ROWS=block``) or the *looped* block form (``BLU_GPU_ROWS=block BLU_GPU_UNROLL=0``). The
+A row group (softmax, layer norm, log-sum-exp and their gradients) runs in the *unrolled* block
+form (the default), the *looped* block form (``BLU_GPU_UNROLL=0``) or the *warp* form (one warp
+per row, butterfly reductions: ``BLU_GPU_ROWS=warp``). The
 unrolled and looped forms sum in the same order and reuse a stored value as stored (rounded to
 bfloat16), so they must agree bit for bit; the warp form sums in another order. Every form is
 checked against numpy float64. Shapes are fixed (the GPU machine has no MLIR:
@@ -39,9 +39,9 @@ def dev():
 
 
 FORMS = {
-    "warp": {},
-    "unrolled": {"BLU_GPU_ROWS": "block"},
-    "looped": {"BLU_GPU_ROWS": "block", "BLU_GPU_UNROLL": "0"},
+    "warp": {"BLU_GPU_ROWS": "warp"},
+    "unrolled": {},
+    "looped": {"BLU_GPU_UNROLL": "0"},
 }
 
 

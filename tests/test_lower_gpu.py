@@ -255,8 +255,8 @@ def test_row_groups_join_only_row_local_nests():
 def test_row_group_forms_keep_values_in_registers(monkeypatch):
     """A layer norm over rows of 768 (block 128, 6 elements per thread) is emitted without loops:
     each input element is loaded once for the whole group, the bfloat16 output once stored: in
-    the unrolled block form (``BLU_GPU_ROWS=block``), 6 elements per thread; in the warp form (the
-    default), 24 per lane and butterfly shuffles instead of ``gpu.all_reduce``. With
+    the unrolled block form (the default), 6 elements per thread; in the warp form
+    (``BLU_GPU_ROWS=warp``), 24 per lane and butterfly shuffles instead of ``gpu.all_reduce``. With
     ``BLU_GPU_UNROLL=0`` the block form loops (one pass per nest). Each form has its own key."""
     import ml_dtypes
 
@@ -273,7 +273,7 @@ def test_row_group_forms_keep_values_in_registers(monkeypatch):
         return low.as_text(), low._program.cache_keys()
 
     monkeypatch.delenv("BLU_GPU_UNROLL", raising=False)
-    monkeypatch.delenv("BLU_GPU_ROWS", raising=False)
+    monkeypatch.setenv("BLU_GPU_ROWS", "warp")
     warp, warp_keys = lowered()
     body = warp[warp.index("gpu.func") :]
     assert "scf.for" not in body and body.count("memref.load %in0") == 768 // 32
@@ -281,7 +281,7 @@ def test_row_group_forms_keep_values_in_registers(monkeypatch):
     assert body.count("gpu.shuffle xor") == 2 * 5  # two reductions, five butterfly steps
     exe = blu.jit(ln).lower(_spec((1024, 768), bf16), target=TARGET).compile()
     assert all(m.cubin for m in exe.executable.modules.values())  # ptxas accepted it
-    monkeypatch.setenv("BLU_GPU_ROWS", "block")
+    monkeypatch.delenv("BLU_GPU_ROWS")
     text, keys = lowered()
     body = text[text.index("gpu.func") :]
     assert "scf.for" not in body and body.count("memref.load %in0") == 768 // 128

@@ -27,7 +27,7 @@ from blu.core.config import config
 from blu.core.jaxpr import Jaxpr, Literal
 
 # bump when the generated code changes meaning, so stale entries are not reused
-CODEGEN_VERSION = "8"
+CODEGEN_VERSION = "9"
 
 
 def cache_dir() -> str:

@@ -5,20 +5,22 @@ launch, planned here (``row_groups``) and emitted by ``RowGroupEmitter`` (a part
 
 Three forms, by row length ``R`` (chosen from shapes alone, like every launch):
 
-- ``warp``: ``R`` a multiple of 32 and at most ``32 * WARP_UNROLL``: one warp per row (``WARP_ROWS``
-  rows per block); lane ``l`` owns the elements ``l, l + 32, ...`` and keeps them in registers
-  across the group's nests; reductions are warp butterflies (``gpu.shuffle xor``), so every lane
-  holds each total and no block barrier or shared memory is needed: lanes only meet at a
-  ``nvvm.bar.warp.sync`` between nests.
 - ``unrolled``: ``R`` splits evenly into at most ``UNROLL`` elements per thread of a block
-  (``group_block``): one block per row, elements in registers, ``gpu.all_reduce`` per reduction.
+  (``group_block``: about 8 each): one block per row, each thread's elements kept in registers
+  across the group's nests, ``gpu.all_reduce`` per reduction, a block barrier between nests.
 - ``looped``: otherwise (the vocabulary's rows of 50,304 logits): one block per row, each nest a
   strided loop over the row (after the first, from the L1/L2 cache).
+- ``warp`` (opt-in, ``$BLU_GPU_ROWS=warp``): ``R`` a multiple of 32 and at most
+  ``32 * WARP_UNROLL``: one warp per row (``WARP_ROWS`` rows per block), lane ``l`` owning the
+  elements ``l, l + 32, ...``; reductions are warp butterflies (``gpu.shuffle xor``), so every
+  lane holds each total and lanes only meet at a ``nvvm.bar.warp.sync`` between nests. Measured
+  slower than ``unrolled`` on the GPT-2 step (H200, bf16: 93.9 against 84.7 ms; 24-32 elements per
+  lane need ~117 registers, so fewer warps are resident), hence not the default.
 
 A value a nest stored in a half-precision buffer is reused by later nests *as stored* (rounded),
 so the unrolled and looped forms compute the same bits (``tests/test_gpu_row_groups.py``).
-``$BLU_GPU_ROWS=block`` turns the warp form off and ``$BLU_GPU_UNROLL=0`` the unrolled one (both
-part of a kernel's cache key: ``key_suffix``).
+``$BLU_GPU_ROWS=warp`` turns the warp form on and ``$BLU_GPU_UNROLL=0`` the unrolled one off
+(both part of a kernel's cache key: ``key_suffix``).
 """
 
 from __future__ import annotations
@@ -43,14 +45,19 @@ def unroll_limit() -> int:
 
 
 def warp_rows_on() -> bool:
-    """Whether the warp form is used (``$BLU_GPU_ROWS`` is not ``block``)."""
-    return os.environ.get("BLU_GPU_ROWS", "warp") != "block"
+    """Whether the warp form is used (``$BLU_GPU_ROWS=warp``; default ``block``)."""
+    rows = os.environ.get("BLU_GPU_ROWS", "block")
+    if rows not in ("block", "warp"):
+        from blu.core.errors import BluValueError
+
+        raise BluValueError(f"BLU_GPU_ROWS={rows!r}: expected 'block' or 'warp'")
+    return rows == "warp"
 
 
 def key_suffix() -> str:
     """What the emitted text depends on besides the kernel's canonical text."""
     n, warp = unroll_limit(), warp_rows_on()
-    return ("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("" if warp else "\n#gpu-rows block")
+    return ("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("\n#gpu-rows warp" if warp else "")
 
 
 def _pow2_at_least(n: int) -> int:
