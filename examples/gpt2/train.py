@@ -30,7 +30,6 @@ import blu.numpy as bnp
 import blu.random as random
 from blu import lax, optim
 from blu.core import pytree
-from blu.core.array import Array
 from blu.core.dtypes import bfloat16
 from examples.gpt2 import ExampleError, checkpoint
 from examples.gpt2.data import (
@@ -416,7 +415,8 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
     end = max(start, min(a.steps, a.stop_at or a.steps))
     train_step, eval_loss = make_steps(cfg, opt, a)
     if a.lower_only:
-        return _lower_for_gpu(a, data, train_step, eval_loss, params, opt_state, k_data, k_drop)
+        steps = (train_step, eval_loss)
+        return _lower_for_gpu(a, data, cfg, steps, params, opt_state, (k_data, k_drop, k_sample))
     if a.device == "cuda":  # the state lives on the GPU; the jitted steps run there
         import blu.cuda as bc
 
@@ -498,7 +498,6 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
 
         result["peak_gpu_bytes"] = bc.memory_stats()["peak_allocated_bytes"]
         print(f"peak GPU memory in use: {result['peak_gpu_bytes'] / 2**30:.2f} GiB")
-        params = pytree.tree_map(lambda p: Array(np.asarray(p)), params)  # sample on the host
     if a.sample_tokens:
         sampler = Sampler(cfg, a.block_size, a.temperature, a.top_k, data.tok.vocab_size)
         ids = sampler.generate(params, data.tok.encode(a.prompt), a.sample_tokens, k_sample)
@@ -512,8 +511,10 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
     return result
 
 
-def _lower_for_gpu(a, data, train_step, eval_loss, params, opt_state, k_data, k_drop) -> dict:
-    """Compile the programs a ``--device cuda`` run executes, with the same argument types."""
+def _lower_for_gpu(a, data, cfg, steps, params, opt_state, keys) -> dict:
+    """Compile the programs a ``--device cuda`` run executes, with the same argument types:
+    the training step, the evaluation loss and (with ``--sample-tokens``) the sampler's step."""
+    (train_step, eval_loss), (k_data, k_drop, k_sample) = steps, keys
     n_tok = a.batch_size * a.block_size * a.grad_accum
     shape = (a.grad_accum, a.batch_size, a.block_size)
     x, y = get_batch(data.train, random.fold_in(k_data, 1), n_tok // a.block_size, a.block_size)
@@ -522,6 +523,11 @@ def _lower_for_gpu(a, data, train_step, eval_loss, params, opt_state, k_data, k_
     train_step.lower(*args, target="cuda:sm_90").compile()
     xe, ye = get_batch(data.val, random.fold_in(k_data, 0), a.batch_size, a.block_size)
     eval_loss.lower(params, xe, ye, target="cuda:sm_90").compile()
+    if a.sample_tokens:
+        sampler = Sampler(cfg, a.block_size, a.temperature, a.top_k, data.tok.vocab_size)
+        buf = np.zeros((1, a.block_size), np.int32)
+        key = random.fold_in(k_sample, 0)
+        sampler.next_token.lower(params, buf, np.int32(1), key, target="cuda:sm_90").compile()
     print(f"compiled the GPU programs in {time.perf_counter() - t0:.1f} s")
     return {"lowered": True}
 
