@@ -1,11 +1,11 @@
 """GPT-2 124M training step on one GPU: blu against PyTorch (eager and compiled) and JAX.
 
-    python benchmarks/gpt2_124m.py                        # every system and mode, + the table
-    python benchmarks/gpt2_124m.py --systems blu --fidelity --json runs/bench/gpt2_124m.json
-    python benchmarks/gpt2_124m.py --systems torch,torch-compile,jax --fidelity \\
+    python benchmarks/gpt2_124m.py          # every system and mode, the fidelity checks, the table
+    python benchmarks/gpt2_124m.py --systems blu --json runs/bench/gpt2_124m.json
+    python benchmarks/gpt2_124m.py --systems torch,torch-compile,jax --no-fidelity \\
         --json runs/bench/gpt2_124m.json                  # merged into the same JSON
     python benchmarks/gpt2_124m.py --report --update-benchmarks   # table from the JSON
-    python benchmarks/gpt2_124m.py --config tiny --batch 2 --block 32 --steps 5   # CPU smoke
+    python benchmarks/gpt2_124m.py --config tiny --batch 2 --block 32 --steps 5 --no-fidelity
 
 Each system and precision mode runs in its own process (``benchmarks/peers/``: ``blu_gpt2.py``,
 ``torch_gpt2.py`` [``--compile``], ``jax_gpt2.py``), the peers measured as
@@ -17,9 +17,10 @@ or whose framework is missing is recorded as such; the driver goes on. Results a
 batch and block), so runs split over several invocations make one table: tokens/s, peak GiB,
 and the ratios of blu to every peer (tokens/s and peak memory).
 
-``--fidelity`` adds the two checks of issue #7, each run by blu and by PyTorch on the same
-initial weights (made by blu's side, on the host) and the same batches: (1) fp32, the losses of
-the first 3 steps and the gradient norm at step 1 agree to 1e-4 relative; (2) bf16, over
+The fidelity checks of issue #7 run too (``--no-fidelity`` skips them), each by blu and by
+PyTorch on the same initial weights (made by blu's side, on the host) and the same batches:
+(1) fp32, the losses of the first 3 steps and the gradient norm at step 1 agree to 1e-4
+relative; (2) bf16, over
 ``--fidelity-steps`` (200) steps on real text (GPT-2 BPE of ``pd_books.txt``) the per-step
 losses stay within 2% of each other. The token source is ``--data`` (a ``.txt`` corpus or a
 ``.npy`` of token ids), else the first ``pd_books.gpt2.npy``, else ``pd_books.txt``, in
@@ -158,7 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop starting processes once S seconds are spent (0: no limit)",
     )
     p.add_argument("--no-throughput", action="store_true", help="run no throughput processes")
-    p.add_argument("--fidelity", action="store_true", help="run the fidelity checks (blu, torch)")
+    p.add_argument("--fidelity", action=argparse.BooleanOptionalAction, default=True,
+                   help="run the fidelity checks (blu and torch; default on: --no-fidelity skips "
+                   "them)")  # fmt: skip
     p.add_argument("--fidelity-steps", type=int, default=200, help="bf16 curve steps (200)")
     p.add_argument(
         "--data",

@@ -22,7 +22,7 @@ from benchmarks.peers import blu_gpt2, fidelity, report  # noqa: E402
 from blu.core import pytree  # noqa: E402
 from examples.gpt2.checkpoint import flatten_named  # noqa: E402
 
-TINY = ["--config", "tiny", "--batch", "2", "--block", "32", "--vocab", "256"]
+TINY = ["--config", "tiny", "--batch", "2", "--block", "32", "--vocab", "256", "--no-fidelity"]
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
@@ -45,6 +45,7 @@ def fid_record(system, check, losses, norms, inputs="abc", ok=True):
 
 def test_defaults_are_the_issue_setup():
     a = drv.parse_args([])
+    assert a.fidelity and not drv.parse_args(["--no-fidelity"]).fidelity
     assert a.systems == ["blu", "torch", "torch-compile", "jax"]
     assert a.modes == ["fp32", "tf32", "bf16"]
     assert (a.config, a.batch, a.block, a.steps, a.fidelity_steps) == (
