@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GPU_TESTS = [
     "tests/test_gpu_kernels.py",
     "tests/test_gpu_row_groups.py",
+    "tests/test_gpu_executable.py",
     "tests/test_lower_gather_scatter.py",
     "tests/test_benchmark_gpt2.py",
 ]

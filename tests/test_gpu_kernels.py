@@ -9,122 +9,57 @@ MLIR, so every shape here is FIXED and the cache is filled by running this file 
 
 References are numpy float64 on the (already rounded) inputs, or numpy in the integer dtype (ints
 and bools compare exactly). Float tolerances, relative: float32 1e-5, float64 1e-12, float16 1e-3,
-bfloat16 1e-2 (one rounding of the output: 2^-11 and 2^-8); products by ``||out - ref|| / ||ref||``:
-fp32 1e-5, tf32 3e-3, bf16 inputs 1e-2. Reduction shapes are chosen to hit each strategy of
-``codegen_gpu.plan_nests`` ("map", "row", "split", "thread"), checked by ``strategies``.
+bfloat16 1e-2 (one rounding of the output: 2^-11 and 2^-8). Helpers: ``gpu_helpers.py``; products,
+donation, graphs and memory: ``test_gpu_executable.py``. Reduction shapes are chosen to hit each
+strategy of ``codegen_gpu.plan_nests`` ("map", "row", "split", "thread"), checked by
+``strategies``.
 """
 
 from __future__ import annotations
 
-import gc
 import math
-import os
 import zlib
 
-import ml_dtypes
 import numpy as np
 import pytest
+from gpu_helpers import (
+    FLOATS,
+    GPU_MARKS,
+    INTS,
+    RTOL,
+    SHAPE,
+    SINTS,
+    bf16,
+    bool_,
+    check,
+    f16,
+    f32,
+    f64,
+    gen,
+    i32,
+    i64,
+    is_float,
+    make_device,
+    put,
+    u8,
+    u32,
+)  # fmt: skip
 
 import blu
-import blu.cuda as bc
 import blu.lax as lax
 import blu.nn as nn
 import blu.numpy as bnp
 import blu.optim as optim
 from blu.core import pytree
-from blu.cuda.fake import FakeDevice
 from blu.lower import codegen_gpu
 from blu.lower.gpu import prepare_gpu
 
-FAKE = os.environ.get("BLU_FAKE_GPU") == "1"
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not (FAKE or bc.is_available()), reason="needs a GPU (or BLU_FAKE_GPU=1)"),
-]
+pytestmark = GPU_MARKS
 
 
 @pytest.fixture(scope="module")
 def dev():
-    return FakeDevice(capacity=4 << 30) if FAKE else bc.devices()[0]
-
-
-f32, f64, f16, bf16 = np.float32, np.float64, np.float16, ml_dtypes.bfloat16
-i32, i64, u8, u32, bool_ = np.int32, np.int64, np.uint8, np.uint32, np.bool_
-FLOATS = (f32, f64, bf16, f16)
-SINTS = (i32, i64)
-INTS = (i32, i64, u8, u32)
-RTOL = {np.dtype(f32): 1e-5, np.dtype(f64): 1e-12, np.dtype(f16): 1e-3, np.dtype(bf16): 1e-2}
-SHAPE = (37, 129)
-
-
-def is_float(dt) -> bool:
-    return np.dtype(dt) in RTOL
-
-
-def put(dev, *xs):
-    out = tuple(bc.device_put(np.asarray(x), dev) for x in xs)
-    return out if len(out) > 1 else out[0]
-
-
-def check(out, ref, dtype=None, rtol=None, atol=None):
-    """``out`` is a DeviceArray equal to ``ref`` (exact for ints/bools, ``rtol`` for floats)."""
-    assert isinstance(out, bc.DeviceArray), type(out)
-    got = np.asarray(out)
-    ref = np.asarray(ref)
-    assert got.shape == ref.shape, (got.shape, ref.shape)
-    if dtype is not None:
-        assert got.dtype == np.dtype(dtype), (got.dtype, dtype)
-    if is_float(got.dtype):
-        tol = rtol if rtol is not None else RTOL[got.dtype]
-        atol = tol * 1e-2 if atol is None else atol
-        np.testing.assert_allclose(got.astype(f64), ref.astype(f64), rtol=tol, atol=atol)
-    else:
-        np.testing.assert_array_equal(got, ref.astype(got.dtype))
-
-
-def rel_err(out, ref) -> float:
-    got = np.asarray(out).astype(f64)
-    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
-
-
-def gen(domain: str, dt, shape, rng) -> np.ndarray:
-    """Inputs of dtype ``dt`` from ``domain`` (see the table of elementwise cases)."""
-    dt = np.dtype(dt)
-    if dt == bool_:
-        return rng.random(shape) < 0.5
-    if is_float(dt):
-        if domain == "any":
-            x = rng.standard_normal(shape) * 1.5
-        elif domain == "pos":
-            x = rng.uniform(0.1, 4.0, shape)
-        elif domain == "unit":
-            x = rng.uniform(-0.9, 0.9, shape)
-        elif domain == "ge1":
-            x = rng.uniform(1.1, 4.0, shape)
-        elif domain == "gtm1":
-            x = rng.uniform(-0.5, 4.0, shape)
-        elif domain == "nz":
-            x = rng.choice([-1.0, 1.0], shape) * rng.uniform(0.5, 3.0, shape)
-        elif domain == "special":
-            x = rng.standard_normal(shape)
-            x.flat[::7] = np.inf
-            x.flat[3::11] = -np.inf
-            x.flat[5::13] = np.nan
-        else:
-            raise ValueError(domain)
-        return x.astype(dt)
-    info = np.iinfo(dt)
-    signed = info.min < 0
-    if domain == "shift":
-        return rng.integers(0, info.bits, shape).astype(dt)
-    if domain == "bits":
-        return rng.integers(info.min, info.max, shape, dtype=dt, endpoint=True)
-    if domain == "nz":
-        mag = rng.integers(1, 20, shape)
-        return (mag * rng.choice([-1, 1], shape) if signed else mag).astype(dt)
-    if domain in ("pos", "ge1"):
-        return rng.integers(1, 100, shape).astype(dt)
-    return rng.integers(-100 if signed else 0, 100 if signed else 200, shape).astype(dt)
+    return make_device()
 
 
 # ---- numpy references ----------------------------------------------------------------------
@@ -622,109 +557,3 @@ def test_adamw_update(dev):
         m, v = 0.9 * m + 0.1 * g64, 0.999 * v + 0.001 * g64**2
         ref2 = ref - 1e-2 * (m / (1 - 0.9**2) / (np.sqrt(v / (1 - 0.999**2)) + 1e-8) + 0.1 * ref)
         check(new2[k], ref2, rtol=1e-5, atol=1e-6)
-
-
-# ---- products through cuBLASLt -------------------------------------------------------------
-
-PRODUCTS = [
-    ("x@w", lambda a, b: a @ b, [(128, 256), (256, 192)], lambda a, b: a @ b),
-    ("x@w.T", lambda a, b: a @ b.T, [(128, 256), (192, 256)], lambda a, b: a @ b.T),
-    (
-        "bij,bjk",
-        lambda a, b: bnp.einsum("bij,bjk->bik", a, b),
-        [(4, 64, 96), (4, 96, 80)],
-        lambda a, b: a @ b,
-    ),
-    (
-        "bhqd,bhkd",
-        lambda a, b: bnp.einsum("bhqd,bhkd->bhqk", a, b),
-        [(2, 4, 64, 32), (2, 4, 48, 32)],
-        lambda a, b: a @ np.swapaxes(b, -1, -2),
-    ),
-]
-
-
-@pytest.mark.parametrize(
-    "precision, dt, tol",
-    [("fp32", f32, 1e-5), ("tf32", f32, 3e-3), ("fp32", bf16, 1e-2)],
-    ids=["fp32", "tf32", "bf16"],
-)
-@pytest.mark.parametrize(
-    "fn, shapes, ref", [pytest.param(f, s, r, id=n) for n, f, s, r in PRODUCTS]
-)
-def test_products(dev, fn, shapes, ref, precision, dt, tol):
-    rng = np.random.default_rng(12)
-    a, b = (rng.standard_normal(s).astype(dt) for s in shapes)
-    with blu.config.override(default_matmul_precision=precision):
-        out = blu.jit(fn)(*put(dev, a, b))
-    assert isinstance(out, bc.DeviceArray) and np.asarray(out).dtype == np.dtype(dt)
-    assert rel_err(out, ref(a.astype(f64), b.astype(f64))) < tol
-
-
-# ---- eager operations, donation, graphs, memory --------------------------------------------
-
-
-def test_eager_ops_on_device_arrays(dev):
-    rng = np.random.default_rng(13)
-    x, y = gen("any", f32, SHAPE, rng), gen("any", f32, SHAPE, rng)
-    dx, dy = put(dev, x, y)
-    x64, y64 = x.astype(f64), y.astype(f64)
-    check(dx + dy, x64 + y64)
-    check(dx * 2.0 - dy, x64 * 2 - y64)
-    check(dx.sum(0), x64.sum(0))
-    check(dx[::2], x[::2])
-    check(bnp.exp(dx), np.exp(x64))
-    check(dx + y, x64 + y64)  # a host operand is copied to the device
-
-
-def test_donation_reuses_buffer(dev):
-    x = gen("any", f32, SHAPE, np.random.default_rng(14))
-    f = blu.jit(lambda x: x * 2.0 + 1.0, donate_argnums=0)
-    dx = put(dev, x)
-    ptr = dx.ptr
-    out = f(dx)
-    assert dx.is_deleted()
-    assert out.ptr == ptr
-    check(out, x.astype(f64) * 2 + 1)
-
-
-@pytest.mark.parametrize("graphs", ["1", "0"])
-def test_repeated_calls_graph_capture_and_replay(dev, monkeypatch, graphs):
-    monkeypatch.setenv("BLU_CUDA_GRAPHS", graphs)
-    rng = np.random.default_rng(15)
-    w0 = rng.standard_normal((256, 64)).astype(f32)
-    lr = 0.1 if graphs == "1" else 0.05  # distinct programs: the executables are cached per program
-
-    def step(w, x):
-        h = lax.tanh(x @ w)
-        return w - lr * (x.T @ h) / x.shape[0], (h * h).sum()
-
-    with blu.config.override(default_matmul_precision="fp32"):
-        f = blu.jit(step, donate_argnums=0)
-        w, w_ref = put(dev, w0), w0.astype(f64)
-        for _ in range(3):  # 1st: runs; 2nd: captures a graph (GPU); 3rd: replays it
-            x = rng.standard_normal((32, 256)).astype(f32)
-            w, loss = f(w, put(dev, x))
-            h = np.tanh(x.astype(f64) @ w_ref)
-            w_ref = w_ref - lr * (x.T.astype(f64) @ h) / 32
-            check(w, w_ref, rtol=1e-4)
-            check(loss, np.asarray((h * h).sum()), rtol=1e-4)
-
-
-def test_memory_returns_to_start(dev, monkeypatch):
-    monkeypatch.setenv("BLU_CUDA_GRAPHS", "0")  # a graph keeps its arena and outputs
-    rng = np.random.default_rng(16)
-    x = rng.standard_normal((512, 300)).astype(f32)
-    f = blu.jit(lambda x: (bnp.exp(x - x.max(-1, keepdims=True)), (x * x).sum(0)))
-    np.asarray(f(put(dev, x))[0])  # compile and warm up
-    bc.synchronize(dev)
-    gc.collect()
-    start = bc.memory_stats(dev)["allocated_bytes"]
-    dx = put(dev, x)
-    a, b = f(dx)
-    np.testing.assert_allclose(np.asarray(b), (x.astype(f64) ** 2).sum(0), rtol=1e-5)
-    assert bc.memory_stats(dev)["allocated_bytes"] > start
-    del a, b, dx
-    gc.collect()
-    bc.synchronize(dev)
-    assert bc.memory_stats(dev)["allocated_bytes"] == start

@@ -1,0 +1,130 @@
+"""GPU tests of the executable around the kernels (marked ``gpu``): matrix products through
+cuBLASLt in every precision, eager operations on ``DeviceArray``s, buffer donation, CUDA-graph
+capture and replay, and the memory a call leaves behind. Runs on a GPU or, with
+``BLU_FAKE_GPU=1``, on a ``FakeDevice`` (see ``test_gpu_kernels.py``); shapes are fixed."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from gpu_helpers import GPU_MARKS, SHAPE, bf16, check, f32, f64, gen, make_device, put, rel_err
+
+import blu
+import blu.cuda as bc
+import blu.lax as lax
+import blu.numpy as bnp
+
+pytestmark = GPU_MARKS
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return make_device()
+
+
+# ---- products through cuBLASLt -------------------------------------------------------------
+
+PRODUCTS = [
+    ("x@w", lambda a, b: a @ b, [(128, 256), (256, 192)], lambda a, b: a @ b),
+    ("x@w.T", lambda a, b: a @ b.T, [(128, 256), (192, 256)], lambda a, b: a @ b.T),
+    (
+        "bij,bjk",
+        lambda a, b: bnp.einsum("bij,bjk->bik", a, b),
+        [(4, 64, 96), (4, 96, 80)],
+        lambda a, b: a @ b,
+    ),
+    (
+        "bhqd,bhkd",
+        lambda a, b: bnp.einsum("bhqd,bhkd->bhqk", a, b),
+        [(2, 4, 64, 32), (2, 4, 48, 32)],
+        lambda a, b: a @ np.swapaxes(b, -1, -2),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "precision, dt, tol",
+    [("fp32", f32, 1e-5), ("tf32", f32, 3e-3), ("fp32", bf16, 1e-2)],
+    ids=["fp32", "tf32", "bf16"],
+)
+@pytest.mark.parametrize(
+    "fn, shapes, ref", [pytest.param(f, s, r, id=n) for n, f, s, r in PRODUCTS]
+)
+def test_products(dev, fn, shapes, ref, precision, dt, tol):
+    rng = np.random.default_rng(12)
+    a, b = (rng.standard_normal(s).astype(dt) for s in shapes)
+    with blu.config.override(default_matmul_precision=precision):
+        out = blu.jit(fn)(*put(dev, a, b))
+    assert isinstance(out, bc.DeviceArray) and np.asarray(out).dtype == np.dtype(dt)
+    assert rel_err(out, ref(a.astype(f64), b.astype(f64))) < tol
+
+
+# ---- eager operations, donation, graphs, memory --------------------------------------------
+
+
+def test_eager_ops_on_device_arrays(dev):
+    rng = np.random.default_rng(13)
+    x, y = gen("any", f32, SHAPE, rng), gen("any", f32, SHAPE, rng)
+    dx, dy = put(dev, x, y)
+    x64, y64 = x.astype(f64), y.astype(f64)
+    check(dx + dy, x64 + y64)
+    check(dx * 2.0 - dy, x64 * 2 - y64)
+    check(dx.sum(0), x64.sum(0))
+    check(dx[::2], x[::2])
+    check(bnp.exp(dx), np.exp(x64))
+    check(dx + y, x64 + y64)  # a host operand is copied to the device
+
+
+def test_donation_reuses_buffer(dev):
+    x = gen("any", f32, SHAPE, np.random.default_rng(14))
+    f = blu.jit(lambda x: x * 2.0 + 1.0, donate_argnums=0)
+    dx = put(dev, x)
+    ptr = dx.ptr
+    out = f(dx)
+    assert dx.is_deleted()
+    assert out.ptr == ptr
+    check(out, x.astype(f64) * 2 + 1)
+
+
+@pytest.mark.parametrize("graphs", ["1", "0"])
+def test_repeated_calls_graph_capture_and_replay(dev, monkeypatch, graphs):
+    monkeypatch.setenv("BLU_CUDA_GRAPHS", graphs)
+    rng = np.random.default_rng(15)
+    w0 = rng.standard_normal((256, 64)).astype(f32)
+    lr = 0.1 if graphs == "1" else 0.05  # distinct programs: the executables are cached per program
+
+    def step(w, x):
+        h = lax.tanh(x @ w)
+        return w - lr * (x.T @ h) / x.shape[0], (h * h).sum()
+
+    with blu.config.override(default_matmul_precision="fp32"):
+        f = blu.jit(step, donate_argnums=0)
+        w, w_ref = put(dev, w0), w0.astype(f64)
+        for _ in range(3):  # 1st: runs; 2nd: captures a graph (GPU); 3rd: replays it
+            x = rng.standard_normal((32, 256)).astype(f32)
+            w, loss = f(w, put(dev, x))
+            h = np.tanh(x.astype(f64) @ w_ref)
+            w_ref = w_ref - lr * (x.T.astype(f64) @ h) / 32
+            check(w, w_ref, rtol=1e-4)
+            check(loss, np.asarray((h * h).sum()), rtol=1e-4)
+
+
+def test_memory_returns_to_start(dev, monkeypatch):
+    monkeypatch.setenv("BLU_CUDA_GRAPHS", "0")  # a graph keeps its arena and outputs
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((512, 300)).astype(f32)
+    f = blu.jit(lambda x: (bnp.exp(x - x.max(-1, keepdims=True)), (x * x).sum(0)))
+    np.asarray(f(put(dev, x))[0])  # compile and warm up
+    bc.synchronize(dev)
+    gc.collect()
+    start = bc.memory_stats(dev)["allocated_bytes"]
+    dx = put(dev, x)
+    a, b = f(dx)
+    np.testing.assert_allclose(np.asarray(b), (x.astype(f64) ** 2).sum(0), rtol=1e-5)
+    assert bc.memory_stats(dev)["allocated_bytes"] > start
+    del a, b, dx
+    gc.collect()
+    bc.synchronize(dev)
+    assert bc.memory_stats(dev)["allocated_bytes"] == start
