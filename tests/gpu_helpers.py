@@ -10,8 +10,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import blu
 import blu.cuda as bc
 from blu.cuda.fake import FakeDevice
+from blu.lower.gpu import prepare_gpu
 
 FAKE = os.environ.get("BLU_FAKE_GPU") == "1"
 f32, f64, f16, bf16 = np.float32, np.float64, np.float16, ml_dtypes.bfloat16
@@ -102,3 +104,10 @@ GPU_MARKS = [
 def make_device():
     """The device the GPU tests run on."""
     return FakeDevice(capacity=4 << 30) if FAKE else bc.devices()[0]
+
+
+def plan_nodes(f, *args) -> list:
+    """The nodes of the GPU plan of ``jit(f)(*args)`` (traced and planned, not run)."""
+    closed = blu.make_jaxpr(f)(*args)
+    jaxpr = getattr(closed, "jaxpr", closed)
+    return prepare_gpu(jaxpr, (False,) * len(jaxpr.invars))[1].nodes

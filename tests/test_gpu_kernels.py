@@ -40,6 +40,7 @@ from gpu_helpers import (
     i64,
     is_float,
     make_device,
+    plan_nodes,
     put,
     u8,
     u32,
@@ -52,7 +53,6 @@ import blu.numpy as bnp
 import blu.optim as optim
 from blu.core import pytree
 from blu.lower import codegen_gpu
-from blu.lower.gpu import prepare_gpu
 
 pytestmark = GPU_MARKS
 
@@ -379,11 +379,8 @@ def test_iota(dev, dt):
 
 def strategies(f, *args) -> list[str]:
     """The strategies ``codegen_gpu.plan_nests`` picks for the kernels of ``jit(f)(*args)``."""
-    closed = blu.make_jaxpr(f)(*args)
-    jaxpr = getattr(closed, "jaxpr", closed)
-    _, plan, _ = prepare_gpu(jaxpr, (False,) * len(jaxpr.invars))
     out = []
-    for n in plan.nodes:
+    for n in plan_nodes(f, *args):
         if n.kind == "kernel":
             out += [p.strategy for p in codegen_gpu.plan_nests(n.layout)]
         elif n.kind == "fallback":

@@ -11,31 +11,22 @@ checked against numpy float64. Shapes are fixed (the GPU machine has no MLIR:
 
 from __future__ import annotations
 
-import os
-
-import ml_dtypes
 import numpy as np
 import pytest
+from gpu_helpers import GPU_MARKS, bf16, f32, f64, make_device, plan_nodes
 
 import blu
 import blu.cuda as bc
 import blu.nn as nn
 import blu.numpy as bnp
-from blu.cuda.fake import FakeDevice
 from blu.lower import codegen_gpu, codegen_rows
-from blu.lower.gpu import prepare_gpu
 
-FAKE = os.environ.get("BLU_FAKE_GPU") == "1"
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not (FAKE or bc.is_available()), reason="needs a GPU (or BLU_FAKE_GPU=1)"),
-]
-f32, f64, bf16 = np.float32, np.float64, ml_dtypes.bfloat16
+pytestmark = GPU_MARKS
 
 
 @pytest.fixture(scope="module")
 def dev():
-    return FakeDevice(capacity=1 << 30) if FAKE else bc.devices()[0]
+    return make_device()
 
 
 FORMS = {
@@ -47,11 +38,8 @@ FORMS = {
 
 def group_forms(f, *args) -> list[str]:
     """The forms of the row groups of ``jit(f)(*args)`` under the current environment."""
-    closed = blu.make_jaxpr(f)(*args)
-    jaxpr = getattr(closed, "jaxpr", closed)
-    _, plan, _ = prepare_gpu(jaxpr, (False,) * len(jaxpr.invars))
     out = []
-    for node in plan.nodes:
+    for node in plan_nodes(f, *args):
         if node.kind == "kernel":
             plans = codegen_gpu.plan_nests(node.layout)
             out += [codegen_rows.group_form(p) for j, p in enumerate(plans) if p.group == j]

@@ -40,7 +40,7 @@ from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.jaxpr import Var
 from blu.lower.codegen import KernelEmitter
-from blu.lower.codegen_rows import RowGroupEmitter, group_launch, row_groups
+from blu.lower.codegen_rows import RowGroupEmitter, group_launch, pow2_at_least, row_groups
 from blu.lower.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.fusion import ARG_REDUCE, KernelLayout, Nest, is_reduction, is_suffix
 from blu.lower.rules import REDUCE
@@ -75,10 +75,6 @@ class NestPlan:
     group: int = -1  # row group: the index of its first nest (all of it is one launch)
 
 
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
-
-
 def plan_nests(layout: KernelLayout) -> list[NestPlan]:
     """The strategy of every nest of ``layout``; adds the split partial buffers to its scratch
     (so call it once per layout, before the memory plan)."""
@@ -103,7 +99,7 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
         elif is_suffix(nest) and K >= 512 and types <= set(_ROW_TYPES):
             plans.append(NestPlan("row", kept, red, K, R))
         else:
-            S = max(1, min(_pow2_at_least(SPLIT_THREADS // max(K, 1)), R // 16, 1 << 17))
+            S = max(1, min(pow2_at_least(SPLIT_THREADS // max(K, 1)), R // 16, 1 << 17))
             parts = []
             for m in reds:
                 parts.append(len(layout.scratch))
@@ -131,11 +127,11 @@ def launches(layout: KernelLayout, sym: str) -> list[Launch]:
             if p.K:
                 out.append(Launch(name, -(-p.K // BLOCK), BLOCK))
         elif p.strategy == "row":
-            out.append(Launch(name, p.K, min(1024, max(64, _pow2_at_least(p.R // 4)))))
+            out.append(Launch(name, p.K, min(1024, max(64, pow2_at_least(p.R // 4)))))
         else:
             out.append(Launch(name + "a", -(-(p.K * p.S) // BLOCK), BLOCK))
             if p.block_combine:
-                out.append(Launch(name + "b", p.K, min(1024, _pow2_at_least(p.S // 8))))
+                out.append(Launch(name + "b", p.K, min(1024, pow2_at_least(p.S // 8))))
             else:
                 out.append(Launch(name + "b", -(-p.K // BLOCK), BLOCK))
     return out

@@ -31,8 +31,9 @@ import os
 from typing import Any
 
 from blu.core.jaxpr import Var
-from blu.lower.emit import Idx
+from blu.lower.emit import Idx, compute_type
 from blu.lower.fusion import KernelLayout
+from blu.lower.rules import REDUCE, SCALAR
 
 UNROLL = 16  # unrolled form: most elements per thread
 WARP_UNROLL = 32  # warp form: most elements per lane
@@ -60,13 +61,14 @@ def key_suffix() -> str:
     return ("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("\n#gpu-rows warp" if warp else "")
 
 
-def _pow2_at_least(n: int) -> int:
+def pow2_at_least(n: int) -> int:
+    """The least power of two ``>= n`` (1 for ``n <= 1``)."""
     return 1 << max(0, math.ceil(math.log2(max(n, 1))))
 
 
 def group_block(R: int) -> int:
     """Threads per block of a block-form row group over rows of ``R`` elements (about 8 each)."""
-    return min(1024, max(32, _pow2_at_least(R // 8)))
+    return min(1024, max(32, pow2_at_least(R // 8)))
 
 
 def group_form(head: Any) -> str:
@@ -132,8 +134,6 @@ def _row_local(layout: KernelLayout, m: Var, made: set, allowed: set) -> bool:
     """Whether computing ``m`` reads values ``made`` earlier in the group only in its own row:
     through elementwise operations, and reshapes / broadcasts between the full and the per-row
     shapes (one value per row broadcast along it)."""
-    from blu.lower.rules import SCALAR
-
     stack, seen = list(layout.producer[m].invars), set()
     while stack:
         v = stack.pop()
@@ -206,22 +206,31 @@ class RowGroupEmitter:
             points.append((r, Idx(shape, multi, b.iadd(b.imul(k, head.R), r))))
         return points
 
+    def _reduce_points(self, nest, points, combine) -> tuple[list[Var], list[str]]:
+        """The nest's reductions over this thread's ``points`` (storing its other members on
+        the way), each partial result then combined across threads by ``combine(m, x)``."""
+        reds, inits = self._reductions(nest)
+        accs = [v for v, _ in inits]
+        for r, at in points:
+            accs = self._visit(nest, at, reds, accs, r)
+        return reds, [combine(m, v) for m, v in zip(reds, accs)]
+
     def _emit_group(self, j: int, fname: str) -> None:
         """A row group in the block forms (module docstring): one block per row runs its nests in
         order, with a block barrier after each. Unrolled, each thread's elements are points
         known at emission, so a value computed or loaded in one nest (the row's inputs,
         ``exp(x - max)``) is reused from registers by the later nests."""
         head = self.plans[j]
-        if group_form(head) == "warp":
+        form = group_form(head)
+        if form == "warp":
             return self._emit_warp_group(j, fname)
         self._begin()
         b = self.b
         k, tid, bdim = self._gpu("block_id"), self._gpu("thread_id"), self._gpu("block_dim")
         shape = self.layout.nests[j].shape
-        block = group_block(head.R)
-        unrolled = group_form(head) == "unrolled"
-        self.keep = unrolled
+        unrolled = self.keep = form == "unrolled"
         if unrolled:  # this thread's points, shared by every nest of the group
+            block = group_block(head.R)
             points = self._points(shape, head, k, tid, block, head.R // block)
         R = b.index(head.R)
         for t in range(j, len(self.plans)):
@@ -231,11 +240,7 @@ class RowGroupEmitter:
             if not unrolled:
                 self.cache = {}
             if p.strategy == "row" and unrolled:
-                reds, inits = self._reductions(nest)
-                accs = [v for v, _ in inits]
-                for r, at in points:
-                    accs = self._visit(nest, at, reds, accs, r)
-                totals = [self._all_reduce(m, v) for m, v in zip(reds, accs)]
+                reds, totals = self._reduce_points(nest, points, self._all_reduce)
                 self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
                 self._store_reds(reds, totals, k)
                 self._close()
@@ -277,11 +282,7 @@ class RowGroupEmitter:
             if p.group != j:
                 break
             if p.strategy == "row":
-                reds, inits = self._reductions(nest)
-                accs = [v for v, _ in inits]
-                for r, at in points:
-                    accs = self._visit(nest, at, reds, accs, r)
-                totals = [self._warp_reduce(m, v) for m, v in zip(reds, accs)]
+                reds, totals = self._reduce_points(nest, points, self._warp_reduce)
                 self._if(first)
                 self._store_reds(reds, totals, k)
                 self._close()
@@ -307,9 +308,6 @@ class RowGroupEmitter:
 
     def _warp_reduce(self, m: Var, x: str) -> str:
         """``x`` combined over the warp by a butterfly: every lane gets the total."""
-        from blu.lower.emit import compute_type
-        from blu.lower.rules import REDUCE
-
         b, eqn = self.b, self.layout.producer[m]
         dt = eqn.invars[0].aval.dtype
         ty = compute_type(dt)
