@@ -7,13 +7,14 @@ from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
 from blu.core.staging import make_jaxpr
-from blu.transforms.ad import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp
+from blu.transforms.ad import grad, jvp, linearize, value_and_grad, vjp
 from blu.transforms.batching import vmap
 from blu.transforms.custom_derivatives import custom_jvp, custom_vjp
 from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policies, remat
 from blu.transforms.jit import eval_shape, jit
 from blu import lax, numpy  # noqa: E402
 from blu import nn, optim, random  # noqa: E402
+from blu.jacobians import hessian, jacfwd, jacrev  # noqa: E402
 from blu import cuda  # noqa: E402  (loads no CUDA library until used)
 from blu import parallel  # noqa: E402
 from blu.parallel import device_put, devices, shard  # noqa: E402

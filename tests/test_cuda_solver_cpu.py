@@ -33,7 +33,8 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError
 from blu.cuda import solver
 from blu.cuda.errors import CudaError
 from blu.cuda.fake import FakeDevice
-from blu.lax.linalg import LinAlgError, cpu
+from blu.core import lapack as cpu
+from blu.lax.linalg import LinAlgError
 
 # ---- stand-ins for nvmath.bindings.cusolverDn / cublas ----------------------------------------
 

@@ -17,7 +17,8 @@ import pytest
 
 import blu
 import blu.cuda as bc
-from blu.lax.linalg import LinAlgError, cpu
+from blu.core import lapack as cpu
+from blu.lax.linalg import LinAlgError
 
 
 def _real_gpu() -> bool:

@@ -1,24 +1,69 @@
 """blu.Array (a concrete array) and ArrayOps, the numpy-style methods it shares with tracers.
 
-Every operator and method dispatches to ``blu.numpy``, so ``x + y`` on arrays, JVP tracers or
-staged tracers follows the same promotion and broadcasting rules and becomes the same primitives.
+Every operator and method calls a function of ``blu.numpy``, so ``x + y`` on arrays, JVP tracers
+or staged tracers follows the same promotion and broadcasting rules and becomes the same
+primitives. The core sits below ``blu.numpy`` and never imports it: ``blu.numpy`` fills the table
+of those functions when it is imported (``register_array_functions``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from blu.core.aval import ShapedArray
+from blu.core.errors import BluError, BluTypeError, with_user_line
 
-def _bnp():
-    import blu.numpy as bnp  # late import: blu.numpy is built on top of this module
+# the blu.numpy functions the methods call; blu.numpy registers each of these names
+ARRAY_FUNCTIONS = (
+    "add", "subtract", "multiply", "true_divide", "floor_divide", "mod", "power", "matmul",
+    "negative", "abs", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift", "getitem",
+    "IndexUpdateHelper", "transpose", "astype", "reshape", "ravel", "squeeze", "swapaxes", "sum",
+    "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "all", "any", "cumsum",
+    "clip", "round", "dot", "sort",
+)  # fmt: skip
 
-    return bnp
+_functions: dict[str, Callable[..., Any]] = {}
+
+
+def register_array_functions(functions: Mapping[str, Callable[..., Any]]) -> None:
+    """Give the array methods their implementations (called by ``blu.numpy`` at import).
+
+    Raises:
+        BluError: a name of ``ARRAY_FUNCTIONS`` is missing from ``functions``.
+    """
+    missing = [n for n in ARRAY_FUNCTIONS if n not in functions]
+    if missing:
+        raise BluError(f"register_array_functions: no implementation for {missing}")
+    _functions.update({n: functions[n] for n in ARRAY_FUNCTIONS})
+
+
+class _Functions:
+    """``_bnp().add`` reads the registered function (a clear error before ``import blu``)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        try:
+            return _functions[name]
+        except KeyError:
+            raise BluError(
+                f"array method needs blu.numpy's {name!r}: import blu (or blu.numpy) first"
+            ) from None
+
+
+_FUNCTIONS = _Functions()
+
+
+def _bnp() -> _Functions:
+    return _FUNCTIONS
 
 
 class ArrayOps:
-    """Operators and methods of numpy arrays, implemented with ``blu.numpy``."""
+    """Operators and methods of numpy arrays, implemented with ``blu.numpy``'s functions."""
 
     __slots__ = ()
 
@@ -239,8 +284,6 @@ class Array(ArrayOps):
 
     @property
     def aval(self):
-        from blu.core.aval import ShapedArray
-
         return ShapedArray(self._value.shape, self._value.dtype, self.weak_type)
 
     @property
@@ -269,8 +312,6 @@ class Array(ArrayOps):
         return self._value.shape[0]
 
     def __setitem__(self, idx: Any, value: Any) -> None:
-        from blu.core.errors import BluTypeError, with_user_line
-
         raise BluTypeError(
             with_user_line(
                 "blu arrays are immutable and do not support item assignment; use "

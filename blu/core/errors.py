@@ -6,6 +6,8 @@ import functools
 import os
 import sys
 
+import numpy as np
+
 _BLU_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -23,6 +25,11 @@ class BluShapeError(BluError, ValueError):
 
 class BluValueError(BluError, ValueError):
     """A bad argument value (axis out of range, negative size, ...)."""
+
+
+class LinAlgError(BluValueError, np.linalg.LinAlgError):
+    """A degenerate matrix met with ``blu.config.debug_nans`` on (singular, not positive
+    definite, non-convergent)."""
 
 
 class ConcretizationError(BluTypeError):

@@ -2,7 +2,7 @@
 
 One function per primitive of ``blu.lax.linalg``; ``GPU_KERNELS`` maps the primitive's name to
 it. Each has the signature, parameters and output conventions of its CPU kernel in
-``blu/lax/linalg/cpu.py``, on C-contiguous ``DeviceArray``s with any leading batch shape:
+``blu/core/lapack.py``, on C-contiguous ``DeviceArray``s with any leading batch shape:
 ``GPU_KERNELS[prim.name](*device_arrays, **eqn.params)`` returns what
 ``prim.impl(*numpy_arrays, **params)`` returns (a list for multiple-result primitives).
 
@@ -71,8 +71,9 @@ from typing import Any
 
 import numpy as np
 
-from blu.core import dtypes
-from blu.core.errors import BluShapeError, BluTypeError, BluValueError
+from blu.core import dtypes, lapack
+from blu.core.config import config
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, LinAlgError, with_user_line
 from blu.cuda.array import DeviceArray, device_put
 from blu.cuda.device import Device
 from blu.cuda.errors import CudaError
@@ -351,12 +352,7 @@ class _Call:
             raise CudaError(f"{self.what}: argument {-host.min()} was illegal (info < 0)")
         bad = host > 0
         if bad.any():
-            from blu.core.config import config
-
             if config.debug_nans:
-                from blu.core.errors import with_user_line
-                from blu.lax.linalg._helpers import LinAlgError
-
                 raise LinAlgError(
                     with_user_line(f"{message} (matrices of shape {a.shape}, dtype {a.dtype})")
                 )
@@ -372,9 +368,7 @@ class _Call:
 def _host_kernel(name: str, arrays: Sequence[DeviceArray], params: dict) -> Any:
     """The CPU kernel on host copies, its outputs put on the device (empty inputs, and
     simulated devices without stand-in libraries)."""
-    from blu.lax.linalg import cpu
-
-    outs = getattr(cpu, name)(*[np.asarray(x) for x in arrays], **params)
+    outs = getattr(lapack, name)(*[np.asarray(x) for x in arrays], **params)
     dev = arrays[0].device
     if isinstance(outs, list):
         return [device_put(np.asarray(o), dev) for o in outs]
@@ -487,12 +481,7 @@ def triangular_solve(
         )
     c, m = _Call("triangular_solve", a), a.shape[-1]
     if not unit_diagonal:
-        from blu.core.config import config
-
         if config.debug_nans and not np.diagonal(np.asarray(a), 0, -2, -1).all():
-            from blu.core.errors import with_user_line
-            from blu.lax.linalg._helpers import LinAlgError
-
             raise LinAlgError(with_user_line(
                 f"triangular_solve: singular (zero diagonal) matrix (matrices of shape "
                 f"{a.shape}, dtype {a.dtype})"))  # fmt: skip

@@ -13,4 +13,14 @@ from blu.lax.reductions import *  # noqa: F403
 from blu.lax.dot import *  # noqa: F403
 from blu.lax.sorting import *  # noqa: F403
 from blu.lax.control_flow import *  # noqa: F403
-from blu.lax.ad_ops import *  # noqa: F403
+from blu.transforms.ad_ops import *  # noqa: F403
+from blu.transforms import ops as _transform_ops
+
+# the transforms' helpers (zeros, tangent sums, batch-axis moves) apply these primitives
+_transform_ops.register(
+    add=add,  # noqa: F405
+    broadcast_in_dim=broadcast_in_dim,  # noqa: F405
+    transpose=transpose,  # noqa: F405
+    convert_element_type=convert_element_type,  # noqa: F405
+    reduce_sum=reduce_sum,  # noqa: F405
+)

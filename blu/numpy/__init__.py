@@ -14,6 +14,8 @@ Modules: ``creation``, ``ufuncs`` (elementwise), ``manipulation`` (shapes), ``re
 
 import math as _math
 
+from blu.core import array as _array
+
 from blu.numpy import linalg
 from blu.numpy._dtypes import (
     bfloat16,
@@ -65,3 +67,6 @@ nan = float("nan")
 euler_gamma = 0.5772156649015329
 newaxis = None
 bool = bool_  # noqa: A001  (numpy 2 spells it bnp.bool as well)
+
+# the numpy-style methods of arrays and tracers (x + y, x.sum(), x.at[...]) call these
+_array.register_array_functions({_n: globals()[_n] for _n in _array.ARRAY_FUNCTIONS})

@@ -12,7 +12,7 @@ process per GPU (``python -m blu.parallel.launch --nproc N script.py``) and call
 ``blu.parallel.initialize()``; the collectives then go through NCCL.
 """
 
-from blu.parallel.axes import axis_size
+from blu.transforms.axes import axis_size
 from blu.parallel.collectives import (
     all_gather,
     all_to_all,

@@ -44,9 +44,9 @@ from blu.core.interpreter import (
     set_interpreter,
 )
 from blu.parallel import runtime
-from blu.parallel.axes import ProcessAxisEnv, process_axis_env
 from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec
 from blu.parallel.sharded_array import ShardedArray, from_local
+from blu.transforms.axes import ProcessAxisEnv, process_axis_env
 from blu.transforms.batching import BatchInterpreter, bdim_to_front
 
 _is_spec = lambda x: isinstance(x, PartitionSpec) or x is None  # noqa: E731

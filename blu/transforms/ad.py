@@ -15,10 +15,15 @@ Symbolic zeros (``Zero``) keep untouched tangents and cotangents from being mate
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from blu.core import dtypes, pytree
+from blu.core.array import Array
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import (
@@ -29,7 +34,9 @@ from blu.core.interpreter import (
     get_aval,
     set_interpreter,
 )
-from blu.core.jaxpr import Jaxpr, Literal, Var
+from blu.core.jaxpr import Jaxpr, Literal, Var, eval_jaxpr
+from blu.core.staging import hoist_consts, trace_to_jaxpr
+from blu.transforms import ops
 from blu.transforms.ad_util import (
     UndefinedPrimal,
     Zero,
@@ -178,7 +185,6 @@ def linearize(fun: Callable, *primals: Any) -> tuple[Any, Callable]:
 
     def f_jvp(*tangents):
         t_leaves = pytree.tree_leaves(tangents)
-        from blu.core.jaxpr import eval_jaxpr
 
         return pytree.tree_unflatten(out_tree[0], eval_jaxpr(jaxpr, residuals, *t_leaves))
 
@@ -387,9 +393,7 @@ def value_and_grad(
                     + ("" if has_aux else " (if it returns (loss, aux), pass has_aux=True)")
                 )
             )
-        from blu import lax
-
-        g = f_vjp(lax.full((), 1.0, aval.dtype))
+        g = f_vjp(Array(np.ones((), aval.dtype)))
         g = g[0] if isinstance(argnums, int) else g
         return ((out, res[2]), g) if has_aux else (out, g)
 
@@ -412,112 +416,67 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
     return g
 
 
-def _std_basis(leaves: list[Any]) -> Any:
-    """Identity basis for the flattened inputs: (total, ...) stacked tangents per leaf."""
-    import blu.numpy as bnp
+# ---- the JVP of a jaxpr -------------------------------------------------------------------------
 
-    sizes = [get_aval(x).size for x in leaves]
-    total = sum(sizes)
-    dtype = dtypes.result_type(*[get_aval(x).dtype for x in leaves]) if leaves else dtypes.float32
-    eye = bnp.eye(total, dtype=dtype)
-    out, start = [], 0
-    for x, n in zip(leaves, sizes):
-        aval = get_aval(x)
-        block = eye[:, start : start + n].reshape((total,) + aval.shape).astype(aval.dtype)
-        out.append(block)
-        start += n
-    return out, total
+_jvp_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_jvp_lock = threading.Lock()
 
 
-def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """Jacobian by forward mode (vmap of jvp over the standard basis).
+def jvp_jaxpr(jaxpr: Jaxpr, nonzeros: Sequence[bool], instantiate_out: Sequence[bool]):
+    """The JVP of a jaxpr (no constvars) as a jaxpr, traced once per signature.
 
-    The result for an output of shape ``O`` and input of shape ``I`` has shape ``O + I``.
+    Args:
+        nonzeros: which inputs have a (non-symbolic-zero) tangent; non-float inputs never do.
+        instantiate_out: outputs whose tangent must be a real array even when it is zero.
+
+    Returns:
+        ``(jvp, consts, out_nz)``: ``jvp`` takes ``consts, primals, nonzero tangents`` and returns
+        ``primal outs, nonzero tangent outs``; ``out_nz`` says which output tangents it returns.
     """
-    from blu.transforms.batching import vmap
+    nonzeros = tuple(
+        bool(nz) and dtypes.is_float(v.aval.dtype)
+        for nz, v in zip(nonzeros, jaxpr.invars, strict=True)
+    )
+    inst = tuple(
+        bool(i) and dtypes.is_float(a.dtype)
+        for i, a in zip(instantiate_out, jaxpr.out_avals, strict=True)
+    )
+    with _jvp_lock:
+        hit = _jvp_cache.get(jaxpr, {}).get((nonzeros, inst))
+    if hit is not None:
+        return hit
+    n = len(jaxpr.invars)
+    t_avals = [tangent_aval(v.aval) for v, nz in zip(jaxpr.invars, nonzeros) if nz]
+    box: list[list[bool]] = []
 
-    nums = _argnums_tuple(argnums)
+    def fun(*args):
+        primals, t_iter = args[:n], iter(args[n:])
+        tangents = [
+            next(t_iter) if nz else Zero(tangent_aval(v.aval))
+            for v, nz in zip(jaxpr.invars, nonzeros)
+        ]
+        outs, touts = jvp_flat(lambda *a: eval_jaxpr(jaxpr, [], *a), primals, tangents)
+        out_nz = [
+            (not isinstance(t, Zero) or i) and dtypes.is_float(get_aval(o).dtype)
+            for t, i, o in zip(touts, inst, outs)
+        ]
+        box.append(out_nz)
+        touts = [
+            _cast_like(instantiate(t), a) for t, nz, a in zip(touts, out_nz, jaxpr.out_avals) if nz
+        ]
+        return list(outs) + touts
 
-    def jac(*args: Any):
-        diff = tuple(args[i] for i in nums)
-        leaves, tree = pytree.tree_flatten(diff)
-        basis, total = _std_basis(leaves)
-
-        def partial_fun(*d):
-            full = list(args)
-            for i, a in zip(nums, d):
-                full[i] = a
-            return fun(*full)
-
-        def push(*tangent_leaves):
-            return jvp(partial_fun, diff, pytree.tree_unflatten(tree, list(tangent_leaves)))[1]
-
-        # outputs: (total,) + out_shape  -> move basis axis last and split per input leaf
-        out = vmap(push, in_axes=0, out_axes=-1)(*basis)
-        jac_tree = pytree.tree_map(lambda o: _split_last(o, leaves), out)
-        if isinstance(argnums, int):
-            return pytree.tree_map(
-                lambda parts: parts[0], jac_tree, is_leaf=lambda x: isinstance(x, list)
-            )
-        return pytree.tree_map(
-            lambda parts: pytree.tree_unflatten(tree, parts),
-            jac_tree,
-            is_leaf=lambda x: isinstance(x, list),
-        )
-
-    return jac
-
-
-def _split_last(o: Any, leaves: list[Any]) -> list[Any]:
-    parts, start = [], 0
-    for x in leaves:
-        aval = get_aval(x)
-        piece = o[..., start : start + aval.size]
-        parts.append(piece.reshape(o.shape[:-1] + aval.shape))
-        start += aval.size
-    return parts
+    new, consts = trace_to_jaxpr(fun, [v.aval for v in jaxpr.invars] + t_avals)
+    out = (hoist_consts(new), list(consts), box[0])
+    if not any(isinstance(c, Tracer) for c in consts):  # a tracer const belongs to this trace
+        with _jvp_lock:
+            out = _jvp_cache.setdefault(jaxpr, {}).setdefault((nonzeros, inst), out)
+    return out
 
 
-def jacrev(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """Jacobian by reverse mode (vmap of vjp over the output's standard basis).
-
-    Output shape ``O + I`` as for ``jacfwd``.
-    """
-    from blu.transforms.batching import vmap
-
-    nums = _argnums_tuple(argnums)
-
-    def jac(*args: Any):
-        diff = tuple(args[i] for i in nums)
-
-        def partial_fun(*d):
-            full = list(args)
-            for i, a in zip(nums, d):
-                full[i] = a
-            return fun(*full)
-
-        out, f_vjp = vjp(partial_fun, *diff)
-        out_leaves, out_tree = pytree.tree_flatten(out)
-        basis, total = _std_basis(out_leaves)
-        cts = vmap(lambda *b: f_vjp(pytree.tree_unflatten(out_tree, list(b))), in_axes=0)(*basis)
-        # cts: tuple over diff args of pytrees with leading axis `total` = flattened outputs
-        per_out = []
-        start = 0
-        for o in out_leaves:
-            oa = get_aval(o)
-            sl = pytree.tree_map(
-                lambda c: c[start : start + oa.size].reshape(oa.shape + c.shape[1:]), cts
-            )
-            per_out.append(sl[0] if isinstance(argnums, int) else sl)
-            start += oa.size
-        return pytree.tree_unflatten(out_tree, per_out)
-
-    return jac
-
-
-def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """Second derivatives: ``jacfwd(jacrev(fun))``."""
-    return jacfwd(jacrev(fun, argnums), argnums)
+def _cast_like(t: Any, aval: ShapedArray) -> Any:
+    """A tangent with the tangent dtype of ``aval`` (a rule may return a weakly typed one)."""
+    return ops.convert_element_type(t, aval.dtype) if get_aval(t).dtype != aval.dtype else t
 
 
 def is_tracer(x: Any) -> bool:

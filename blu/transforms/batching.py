@@ -8,6 +8,8 @@ whole batch at once; it runs under the parent interpreter.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +24,10 @@ from blu.core.interpreter import (
     get_aval,
     set_interpreter,
 )
+from blu.core.jaxpr import Jaxpr, eval_jaxpr
+from blu.core.staging import StagingInterpreter, hoist_consts
+from blu.transforms import ops
+from blu.transforms.axes import axis_env_key
 
 not_mapped = None
 
@@ -79,24 +85,20 @@ class BatchInterpreter(Interpreter):
 
 def moveaxis(x: Any, src: int, dst: int) -> Any:
     """Move one axis of ``x`` (a blu operation, so it stages/differentiates as usual)."""
-    from blu import lax
-
     ndim = get_aval(x).ndim
     src, dst = src % ndim, dst % ndim
     if src == dst:
         return x
     perm = [i for i in range(ndim) if i != src]
     perm.insert(dst, src)
-    return lax.transpose(x, tuple(perm))
+    return ops.transpose(x, tuple(perm))
 
 
 def bdim_to_front(x: Any, bdim: int | None, axis_size: int) -> Any:
     """``x`` with its batch axis first; an unbatched ``x`` is broadcast to ``axis_size``."""
-    from blu import lax
-
     if bdim is None:
         aval = get_aval(x)
-        return lax.broadcast_in_dim(x, (axis_size,) + aval.shape, tuple(range(1, aval.ndim + 1)))
+        return ops.broadcast_in_dim(x, (axis_size,) + aval.shape, tuple(range(1, aval.ndim + 1)))
     return moveaxis(x, bdim, 0)
 
 
@@ -133,10 +135,8 @@ def defbroadcasting(prim: Any) -> None:
 
 
 def _bcast_scalar(s: Any, like: Any) -> Any:
-    from blu import lax
-
     aval = get_aval(like)
-    return lax.broadcast_in_dim(s, aval.shape, ())
+    return ops.broadcast_in_dim(s, aval.shape, ())
 
 
 # ---- vmap --------------------------------------------------------------------------------------
@@ -271,28 +271,40 @@ def _move_out(val: Any, d: int | None, out_axis: int | None, size: int) -> Any:
     return moveaxis(val, d, out_axis % ndim)
 
 
+_batch_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_batch_lock = threading.Lock()
+
+
 def batch_jaxpr(
-    jaxpr: Any,
+    jaxpr: Jaxpr,
     axis_size: int,
     in_dims: Sequence[int | None],
+    force_out: Sequence[bool] | bool | None = True,
     axis_name: Any = None,
-    force_out: Sequence[bool] | bool | None = None,
-) -> tuple[Any, list[Any], list[int | None]]:
-    """Trace a batched version of ``jaxpr`` (no constvars).
+) -> tuple[Jaxpr, list[Any], list[int | None]]:
+    """The batched version of a jaxpr (no constvars), traced once per signature.
 
     Args:
         in_dims: per input, its batch axis or None.
-        axis_name: the batching level's axis name, for the collectives inside.
         force_out: None to leave each output's batch axis where the rules put it; otherwise
             batched outputs move to axis 0 and those marked True (per output, or all) that came
             out unbatched are broadcast (loop carries and branch outputs need one layout).
+        axis_name: the batching level's axis name, for the collectives inside.
 
     Returns:
-        ``(jaxpr, consts, out_dims)``.
+        ``(batched, consts, out_dims)``: ``batched`` takes ``consts`` then the batched inputs.
     """
-    from blu.core.jaxpr import eval_jaxpr
-    from blu.core.staging import StagingInterpreter
-
+    key = (
+        axis_size,
+        axis_name,
+        tuple(in_dims),
+        force_out if force_out is None or isinstance(force_out, bool) else tuple(force_out),
+        axis_env_key(),  # collectives inside see the named axes around
+    )
+    with _batch_lock:
+        hit = _batch_cache.get(jaxpr, {}).get(key)
+    if hit is not None:
+        return hit
     builder = StagingInterpreter(current_interpreter())
     args = []
     for v, d in zip(jaxpr.invars, in_dims, strict=True):
@@ -316,4 +328,8 @@ def batch_jaxpr(
                 for (v, d), force in zip(pairs, forces, strict=True)
             ]
     new_jaxpr, consts = builder.build([v for v, _ in pairs])
-    return new_jaxpr, consts, [d for _, d in pairs]
+    out = (hoist_consts(new_jaxpr), list(consts), [d for _, d in pairs])
+    if not any(isinstance(c, Tracer) for c in consts):  # a tracer const belongs to this trace
+        with _batch_lock:
+            out = _batch_cache.setdefault(jaxpr, {}).setdefault(key, out)
+    return out

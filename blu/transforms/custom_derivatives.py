@@ -31,14 +31,17 @@ from blu.core.errors import BluError, BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.jaxpr import Jaxpr, eval_jaxpr
 from blu.core.primitive import Primitive
-from blu.lax.control_flow.jaxpr_util import (
+from blu.transforms import ops
+from blu.transforms.ad import jvp_flat
+from blu.transforms.ad_util import Zero, add_tangents, instantiate, is_undefined, tangent_aval
+from blu.transforms.batching import bdim_to_front, moveaxis, vmap
+from blu.transforms.jaxpr_util import (
     batch_jaxpr,
     groups,
     run_jaxpr,
     trace_jaxpr,
     unbatched,
 )
-from blu.transforms.ad_util import Zero, add_tangents, instantiate, is_undefined, tangent_aval
 
 __all__ = ["custom_jvp", "custom_vjp", "CustomVJPForwardModeError"]
 
@@ -102,9 +105,7 @@ def _check_outputs(what: str, want_tree, want_avals, got_tree, got_avals, tangen
 
 
 def _cast(x: Any, aval) -> Any:
-    from blu import lax
-
-    return lax.convert_element_type(x, aval.dtype) if get_aval(x).dtype != aval.dtype else x
+    return ops.convert_element_type(x, aval.dtype) if get_aval(x).dtype != aval.dtype else x
 
 
 # ---- custom_jvp --------------------------------------------------------------------------------
@@ -154,8 +155,6 @@ class _BatchedJVP:
         self.in_axes, self.out_axes = tuple(in_axes) * 2, list(out_axes) * 2
 
     def apply(self, primals: Sequence[Any], tangents: Sequence[Any]) -> list[Any]:
-        from blu.transforms.batching import vmap
-
         n = len(primals)
         per_lane = lambda *a: list(self.inner.apply(a[:n], a[n:]))  # noqa: E731
         return vmap(per_lane, self.in_axes, self.out_axes, self.axis_size, self.axis_name)(
@@ -186,8 +185,6 @@ def _cj_impl(*args, call_jaxpr, jvp, num_fconsts, num_jconsts):
 
 @custom_jvp_call_p.def_jvp
 def _cj_jvp(primals, tangents, *, call_jaxpr, jvp, num_fconsts, num_jconsts):
-    from blu.transforms.ad import jvp_flat
-
     fc, jc, xs = groups(primals, num_fconsts, num_jconsts)
     t_fc, _, t_xs = groups(tangents, num_fconsts, num_jconsts)
     n = len(call_jaxpr.outvars)
@@ -243,8 +240,6 @@ def _cj_batch(axis_size, axis_name, args, dims, *, call_jaxpr, jvp, num_fconsts,
 
 def _front(xs: Sequence[Any], dims: Sequence[int | None]) -> tuple[list[Any], list[Any]]:
     """Batched operands with their batch axis moved to 0 (unbatched ones stay)."""
-    from blu.transforms.batching import moveaxis
-
     xs = [x if d is None else moveaxis(x, d, 0) for x, d in zip(xs, dims)]
     return xs, [None if d is None else 0 for d in dims]
 
@@ -359,8 +354,6 @@ def _cv_impl(*args, call_jaxpr, fwd_jaxpr, bwd_jaxpr, num_consts, num_res):
 
 @custom_vjp_call_p.def_jvp
 def _cv_jvp(primals, tangents, *, call_jaxpr, fwd_jaxpr, bwd_jaxpr, num_consts, num_res):
-    from blu.transforms.ad import jvp_flat
-
     fc, wc, bc, xs = groups(primals, *num_consts)
     t_fc, _, _, t_xs = groups(tangents, *num_consts)
     outs = eval_jaxpr(fwd_jaxpr, [], *wc, *xs)
@@ -417,9 +410,6 @@ def _cv_batch(
 def _batch_bwd(bwd_jaxpr: Jaxpr, axis_size: int, in_dims: list, arg_dims: list, axis_name: Any):
     """``bwd`` batched, returning each argument's cotangent with the argument's batch axis: a
     per-lane cotangent of an unbatched argument (one value used by every lane) is summed."""
-    from blu import lax
-    from blu.transforms.batching import bdim_to_front
-
     bwd, consts, out_d = batch_jaxpr(bwd_jaxpr, axis_size, in_dims, False, axis_name)
     if out_d == arg_dims:
         return bwd, consts
@@ -427,7 +417,7 @@ def _batch_bwd(bwd_jaxpr: Jaxpr, axis_size: int, in_dims: list, arg_dims: list, 
     def fixed(*a):
         outs = eval_jaxpr(bwd, [], *a)
         return [
-            o if d == want else lax.reduce_sum(o, (0,)) if want is None
+            o if d == want else ops.reduce_sum(o, (0,)) if want is None
             else bdim_to_front(o, None, axis_size)
             for o, d, want in zip(outs, out_d, arg_dims)
         ]  # fmt: skip
@@ -465,8 +455,6 @@ def _lin_transpose(cts, *args, bwd_jaxpr, num_res, num_bconsts, out_avals):
 
 @custom_lin_p.def_batch_named  # named: collectives in bwd see the axis name
 def _lin_batch(axis_size, axis_name, args, dims, *, bwd_jaxpr, num_res, num_bconsts, out_avals):
-    from blu.transforms.batching import bdim_to_front
-
     if unbatched(axis_name, dims, [bwd_jaxpr]):
         outs = custom_lin_p.bind(*args, bwd_jaxpr=bwd_jaxpr, num_res=num_res,
                                  num_bconsts=num_bconsts, out_avals=out_avals)  # fmt: skip
@@ -591,8 +579,6 @@ class custom_vjp:
 
 def _flatten_bwd_output(name: str, cts: Any, dyn: tuple, avals: list) -> list[Any]:
     """bwd's tuple of cotangents as flat leaves of the arguments' tangent avals (None -> 0)."""
-    from blu import lax
-
     if not isinstance(cts, (tuple, list)) or len(cts) != len(dyn):
         raise BluTypeError(
             with_user_line(
@@ -608,7 +594,7 @@ def _flatten_bwd_output(name: str, cts: Any, dyn: tuple, avals: list) -> list[An
         if ct is None:
             for _ in arg_leaves:
                 a = tangent_aval(next(it))
-                out.append(lax.full(a.shape, 0, a.dtype))
+                out.append(ops.zeros(a))
             continue
         ct_leaves, ct_tree = pytree.tree_flatten(ct, is_leaf=lambda x: x is None)
         if ct_tree != pytree.tree_structure(arg, is_leaf=lambda x: x is None):
@@ -621,7 +607,7 @@ def _flatten_bwd_output(name: str, cts: Any, dyn: tuple, avals: list) -> list[An
         for c in ct_leaves:
             a = tangent_aval(next(it))
             if c is None:
-                out.append(lax.full(a.shape, 0, a.dtype))
+                out.append(ops.zeros(a))
                 continue
             ca = get_aval(c)
             if ca.shape != a.shape:

@@ -21,10 +21,15 @@ from blu.core.aval import ShapedArray, ShapeDtypeStruct
 from blu.core.config import config
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import Tracer, current_interpreter, get_aval, set_interpreter
-from blu.core.jaxpr import ClosedJaxpr, Jaxpr, dce_jaxpr, eval_jaxpr, pp_jaxpr
+from blu.core.jaxpr import ClosedJaxpr, Jaxpr, dce_jaxpr, pp_jaxpr
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter, hoist_consts, trace_to_jaxpr
+from blu.transforms.ad import backward_pass, jvp_jaxpr
 from blu.transforms.ad_util import UndefinedPrimal, Zero, instantiate, tangent_aval
+from blu.transforms.axes import axis_env_key
+from blu.transforms.batching import batch_jaxpr
+from blu.transforms.jaxpr_util import nonzero
+from blu.transforms.partial_eval import partial_eval_jaxpr
 
 log = logging.getLogger("blu.jit")
 
@@ -68,34 +73,11 @@ def _jit_impl(*args, jaxpr, name, donated_invars):
     return exe(*args)
 
 
-_jvp_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _jvp_jaxpr(jaxpr: Jaxpr, nonzeros: tuple[bool, ...]):
-    per = _jvp_cache.setdefault(jaxpr, {})
-    if nonzeros in per:
-        return per[nonzeros]
-    from blu.transforms.ad import jvp_flat
-
-    builder = StagingInterpreter(current_interpreter())
-    primals = [builder.new_arg(v.aval) for v in jaxpr.invars]
-    tangents = [
-        builder.new_arg(tangent_aval(v.aval)) if nz else Zero(tangent_aval(v.aval))
-        for v, nz in zip(jaxpr.invars, nonzeros)
-    ]
-    with set_interpreter(builder):
-        outs, touts = jvp_flat(lambda *a: eval_jaxpr(jaxpr, [], *a), primals, tangents)
-    out_nz = [not isinstance(t, Zero) for t in touts]
-    new, consts = builder.build(list(outs) + [t for t in touts if not isinstance(t, Zero)])
-    per[nonzeros] = (new, consts, out_nz)
-    return per[nonzeros]
-
-
 @jit_p.def_jvp
 def _jit_jvp(primals, tangents, *, jaxpr, name, donated_invars):
-    nonzeros = tuple(not isinstance(t, Zero) for t in tangents)
-    new, consts, out_nz = _jvp_jaxpr(jaxpr, nonzeros)
-    outs = _bind_jaxpr(new, consts, [*primals, *[t for t in tangents if not isinstance(t, Zero)]],
+    nonzeros = nonzero(tangents)  # integer tangents count as zero
+    new, consts, out_nz = jvp_jaxpr(jaxpr, nonzeros, [False] * len(jaxpr.outvars))
+    outs = _bind_jaxpr(new, consts, [*primals, *[t for t, nz in zip(tangents, nonzeros) if nz]],
                        f"jvp({name})")  # fmt: skip
     n = len(jaxpr.outvars)
     t_iter = iter(outs[n:])
@@ -107,8 +89,6 @@ def _jit_jvp(primals, tangents, *, jaxpr, name, donated_invars):
 
 @jit_p.def_transpose
 def _jit_transpose(cts, *args, jaxpr, name, donated_invars):
-    from blu.transforms.ad import backward_pass
-
     undef = [isinstance(a, UndefinedPrimal) for a in args]
     ct_nz = [not isinstance(c, Zero) for c in cts]
     builder = StagingInterpreter(current_interpreter())
@@ -127,34 +107,23 @@ def _jit_transpose(cts, *args, jaxpr, name, donated_invars):
     return [next(outs) if u else None for u in undef]
 
 
-_batch_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 @jit_p.def_batch_named
 def _jit_batch(axis_size, axis_name, args, dims, *, jaxpr, name, donated_invars):
     # a named rule, so collectives inside the jaxpr see the vmap/shard axis name
-    from blu.transforms.batching import batch_jaxpr
-
     if all(d is None for d in dims) and axis_name is None:
         return jit_p.bind(*args, jaxpr=jaxpr, name=name, donated_invars=donated_invars), [
             None
         ] * len(jaxpr.outvars)
-    key = (axis_size, axis_name, tuple(dims))
-    per = _batch_cache.setdefault(jaxpr, {})
-    if key not in per:
-        per[key] = batch_jaxpr(jaxpr, axis_size, dims, axis_name)
-    new, consts, out_dims = per[key]
+    new, consts, out_dims = batch_jaxpr(jaxpr, axis_size, dims, None, axis_name)
     return _bind_jaxpr(new, consts, args, f"vmap({name})"), out_dims
 
 
 @jit_p.def_partial_eval
 def _jit_partial_eval(pe, args, params):
-    from blu.transforms.partial_eval import partial_eval_jaxpr
-
     jaxpr, name = params["jaxpr"], params["name"]
     unknowns = [pe.is_unknown(a) for a in args]
-    known_j, known_consts, unknown_j, _, out_unknowns, num_res = partial_eval_jaxpr(
-        jaxpr, unknowns, pe.parent
+    known_j, known_consts, unknown_j, out_unknowns, num_res = partial_eval_jaxpr(
+        jaxpr, unknowns, False, pe.parent
     )
     with set_interpreter(pe.parent):
         known_outs = _bind_jaxpr(
@@ -340,8 +309,6 @@ class Jitted:
                 "static (static_argnums=... / static_argnames=...)\n"
                 + "\n".join(e.args[0].splitlines()[1:])
             ) from None
-        from blu.parallel.axes import axis_env_key
-
         # a trace under one mesh (named axes and sizes) is not valid under another
         key = (in_tree, in_avals, statics, axis_env_key())
         entry = self._cache.get(key)

@@ -17,7 +17,7 @@ from typing import Any
 
 from blu.core.interpreter import Interpreter, set_interpreter
 from blu.core.jaxpr import Jaxpr, eval_jaxpr
-from blu.core.staging import StagedTracer, StagingInterpreter
+from blu.core.staging import StagedTracer, StagingInterpreter, hoist_consts
 
 
 class PartialEvalInterpreter(StagingInterpreter):
@@ -39,37 +39,41 @@ class PartialEvalInterpreter(StagingInterpreter):
 
 
 def partial_eval_jaxpr(
-    jaxpr: Jaxpr, in_unknowns: Sequence[bool], parent: Interpreter
-) -> tuple[Jaxpr, list[Any], Jaxpr, list[Any], list[bool], int]:
-    """Split ``jaxpr`` into known and unknown parts.
+    jaxpr: Jaxpr,
+    in_unknowns: Sequence[bool],
+    instantiate: Sequence[bool] | bool,
+    parent: Interpreter,
+) -> tuple[Jaxpr, list[Any], Jaxpr, list[bool], int]:
+    """Split a jaxpr (no constvars) into a known and an unknown part.
 
     Args:
         jaxpr: a jaxpr without constvars.
         in_unknowns: which invars are unknown.
+        instantiate: per output (or for all), make it unknown even when it is known (a loop
+            carry that must stay unknown).
         parent: the interpreter the known part will run under (its tracers may appear as
             constants).
 
     Returns:
-        ``(known, known_consts, unknown, unknown_consts, out_unknowns, num_res)`` where ``known``
-        maps the known inputs to (known outputs + residuals) and ``unknown`` maps (residuals +
-        unknown inputs) to the unknown outputs. Outputs that are known are computed by
-        ``known``; ``out_unknowns`` tells which.
+        ``(known, known_consts, unknown, out_unknowns, num_res)``: ``known`` takes
+        ``known_consts, known inputs`` and returns ``known outputs, residuals``; ``unknown``
+        takes ``residuals, unknown inputs`` and returns the unknown outputs; ``out_unknowns``
+        says which outputs ``unknown`` computes.
     """
+    if isinstance(instantiate, bool):
+        instantiate = [instantiate] * len(jaxpr.outvars)
     known_builder = StagingInterpreter(parent)
     pe = PartialEvalInterpreter(known_builder)
-    args = []
-    for v, unk in zip(jaxpr.invars, in_unknowns, strict=True):
-        args.append(pe.new_arg(v.aval) if unk else known_builder.new_arg(v.aval))
+    args = [
+        pe.new_arg(v.aval) if u else known_builder.new_arg(v.aval)
+        for v, u in zip(jaxpr.invars, in_unknowns, strict=True)
+    ]
     with set_interpreter(pe):
         outs = eval_jaxpr(jaxpr, [], *args)
-    out_unknowns = [pe.is_unknown(o) for o in outs]
-    unknown_jaxpr, residuals = pe.build([o for o, u in zip(outs, out_unknowns) if u])
-    # residuals are values the unknown part needs from the known part
-    known_jaxpr, known_consts = known_builder.build(
-        [o for o, u in zip(outs, out_unknowns) if not u] + list(residuals)
+    out_uk = [pe.is_unknown(o) or bool(i) for o, i in zip(outs, instantiate, strict=True)]
+    # residuals are values the unknown part needs from the known part: its leading inputs
+    unknown, residuals = pe.build([o for o, u in zip(outs, out_uk) if u])
+    known, known_consts = known_builder.build(
+        [o for o, u in zip(outs, out_uk) if not u] + list(residuals)
     )
-    num_res = len(residuals)
-    # the unknown jaxpr takes residuals as leading inputs instead of constvars
-    unknown_jaxpr = Jaxpr([], unknown_jaxpr.constvars + unknown_jaxpr.invars,
-                          unknown_jaxpr.eqns, unknown_jaxpr.outvars)  # fmt: skip
-    return known_jaxpr, known_consts, unknown_jaxpr, [], out_unknowns, num_res
+    return hoist_consts(known), list(known_consts), hoist_consts(unknown), out_uk, len(residuals)

@@ -25,7 +25,11 @@ from blu.core.interpreter import get_aval, set_interpreter
 from blu.core.jaxpr import Jaxpr, Literal, Var, dce_jaxpr, eval_jaxpr
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
-from blu.lax.control_flow.jaxpr_util import (
+from blu.transforms.ad import backward_pass
+from blu.transforms.ad_ops import optimization_barrier
+from blu.transforms.ad_util import Zero, is_undefined
+from blu.transforms.batching import defvectorized
+from blu.transforms.jaxpr_util import (
     batch_jaxpr,
     jvp_jaxpr,
     merge,
@@ -35,8 +39,6 @@ from blu.lax.control_flow.jaxpr_util import (
     trace_jaxpr,
     unbatched,
 )
-from blu.transforms.ad_util import Zero, is_undefined
-from blu.transforms.batching import defvectorized
 
 __all__ = ["checkpoint", "remat", "checkpoint_name", "checkpoint_policies"]
 
@@ -175,9 +177,6 @@ def _ckpt_batch(axis_size, axis_name, args, dims, *, jaxpr, policy):
 def _ckpt_transpose(cts, *args, jaxpr, policy):
     """Transpose inline: the backward pass first evaluates the non-linear equations, which is
     where the primal values are recomputed."""
-    from blu.lax.ad_ops import optimization_barrier
-    from blu.transforms.ad import backward_pass
-
     # the recomputation reads the saved values through a barrier, so the compiler cannot merge
     # it with the forward pass's copies of the same values (which would keep them alive)
     args = [a if is_undefined(a) or a is None else optimization_barrier(a) for a in args]

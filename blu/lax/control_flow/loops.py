@@ -18,7 +18,9 @@ from blu.core.interpreter import get_aval, set_interpreter
 from blu.core.jaxpr import Jaxpr, Var, dce_jaxpr, eval_jaxpr
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
-from blu.lax.control_flow.jaxpr_util import (
+from blu.lax.control_flow.scan import _scan, is_static_int
+from blu.transforms.ad_util import Zero, instantiate
+from blu.transforms.jaxpr_util import (
     batch_jaxpr,
     check_same_types,
     flatten_avals,
@@ -33,8 +35,6 @@ from blu.lax.control_flow.jaxpr_util import (
     trace_jaxpr,
     unbatched,
 )
-from blu.lax.control_flow.scan import _scan, is_static_int
-from blu.transforms.ad_util import Zero, instantiate
 
 __all__ = ["while_loop", "fori_loop"]
 

@@ -24,7 +24,8 @@ from blu.core.interpreter import Tracer, get_aval, set_interpreter
 from blu.core.jaxpr import Literal
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
-from blu.lax.control_flow.jaxpr_util import (
+from blu.transforms.ad_util import UndefinedPrimal, Zero, add_tangents, instantiate, is_undefined
+from blu.transforms.jaxpr_util import (
     batch_jaxpr,
     check_same_types,
     flatten_avals,
@@ -39,7 +40,6 @@ from blu.lax.control_flow.jaxpr_util import (
     trace_jaxpr,
     unbatched,
 )
-from blu.transforms.ad_util import UndefinedPrimal, Zero, add_tangents, instantiate, is_undefined
 
 __all__ = ["scan", "map"]
 

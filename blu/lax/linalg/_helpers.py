@@ -10,17 +10,11 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.aval import ShapedArray
-from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core.errors import BluShapeError, BluTypeError, LinAlgError, with_user_line  # noqa: F401
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.transforms.ad_util import Zero, tangent_aval
 from blu.transforms.batching import bdim_to_front
-
-
-class LinAlgError(BluValueError, np.linalg.LinAlgError):
-    """A degenerate matrix met with ``blu.config.debug_nans`` on (singular, not positive
-    definite, non-convergent)."""
-
 
 # ---- checks and batching -----------------------------------------------------------------------
 

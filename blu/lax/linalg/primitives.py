@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes
+from blu.core import lapack as cpu
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
-from blu.lax.linalg import cpu
 from blu.lax.linalg._helpers import (
     batch_to_front,
     check_matrix,

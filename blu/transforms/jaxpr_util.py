@@ -1,5 +1,7 @@
-"""Jaxpr helpers shared by the primitives that hold sub-jaxprs (control flow, custom
-derivatives, remat).
+"""Jaxpr helpers shared by the primitives that hold sub-jaxprs (jit, control flow, custom
+derivatives, remat), and the jaxpr-to-jaxpr transforms they use, each defined once in its
+transform's module with one cache: ``jvp_jaxpr`` (ad), ``partial_eval_jaxpr`` (partial_eval),
+``batch_jaxpr`` (batching); ``run_jaxpr`` runs one on numpy arrays (impl rules).
 
 Every helper that builds a jaxpr returns one *without constvars*: its consts are hoisted to be
 its leading invars and returned beside it, so a primitive passes them as ordinary operands and
@@ -16,10 +18,18 @@ from typing import Any
 from blu.core import dtypes, pytree
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluTypeError, with_user_line
-from blu.core.interpreter import Interpreter, get_aval, set_interpreter
-from blu.core.jaxpr import ClosedJaxpr, Jaxpr, Var, eval_jaxpr
-from blu.core.staging import StagingInterpreter, hoist_consts, trace_to_jaxpr
-from blu.transforms.ad_util import Zero, instantiate, tangent_aval
+from blu.core.interpreter import get_aval
+from blu.core.jaxpr import ClosedJaxpr, Jaxpr, Var
+from blu.core.numpy_eval import NumpyExecutable
+from blu.core.staging import hoist_consts, trace_to_jaxpr
+from blu.transforms.ad import jvp_jaxpr
+from blu.transforms.ad_util import Zero
+from blu.transforms.batching import batch_jaxpr, moveaxis
+from blu.transforms.partial_eval import partial_eval_jaxpr
+
+__all__ = [  # the transforms of jaxprs, re-exported for the rules that use them
+    "batch_jaxpr", "jvp_jaxpr", "partial_eval_jaxpr", "run_jaxpr", "trace_jaxpr",
+]  # fmt: skip
 
 # ---- tracing and running -----------------------------------------------------------------------
 
@@ -40,10 +50,8 @@ _executables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def run_jaxpr(jaxpr: Jaxpr, args: Sequence[Any]) -> list[Any]:
     """Run a jaxpr (no constvars) on numpy arrays: what the impl rules use."""
     exe = _executables.get(jaxpr)
-    if exe is None:
-        from blu.lower.executable import NumpyExecutable
-
-        exe = _executables[jaxpr] = NumpyExecutable(jaxpr, "sub-jaxpr")
+    if exe is None:  # two threads may both build one; either is right
+        exe = _executables.setdefault(jaxpr, NumpyExecutable(jaxpr, "sub-jaxpr"))
     return exe(*args)
 
 
@@ -103,101 +111,6 @@ def nonzero(tangents: Sequence[Any]) -> list[bool]:
     return [not isinstance(t, Zero) and dtypes.is_float(get_aval(t).dtype) for t in tangents]
 
 
-_jvp_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def jvp_jaxpr(jaxpr: Jaxpr, nonzeros: Sequence[bool], instantiate_out: Sequence[bool]):
-    """The JVP of a jaxpr (no constvars) as a jaxpr.
-
-    Args:
-        nonzeros: which inputs have a (non-symbolic-zero) tangent; non-float inputs never do.
-        instantiate_out: outputs whose tangent must be a real array even when it is zero.
-
-    Returns:
-        ``(jvp, consts, out_nz)``: ``jvp`` takes ``consts, primals, nonzero tangents`` and returns
-        ``primal outs, nonzero tangent outs``; ``out_nz`` says which output tangents it returns.
-    """
-    nonzeros = tuple(
-        bool(nz) and dtypes.is_float(v.aval.dtype)
-        for nz, v in zip(nonzeros, jaxpr.invars, strict=True)
-    )
-    inst = tuple(
-        bool(i) and dtypes.is_float(a.dtype)
-        for i, a in zip(instantiate_out, jaxpr.out_avals, strict=True)
-    )
-    per = _jvp_cache.setdefault(jaxpr, {})
-    if (nonzeros, inst) in per:
-        return per[(nonzeros, inst)]
-    from blu.transforms.ad import jvp_flat
-
-    n = len(jaxpr.invars)
-    t_avals = [tangent_aval(v.aval) for v, nz in zip(jaxpr.invars, nonzeros) if nz]
-    box: list[list[bool]] = []
-
-    def fun(*args):
-        primals, t_iter = args[:n], iter(args[n:])
-        tangents = [
-            next(t_iter) if nz else Zero(tangent_aval(v.aval))
-            for v, nz in zip(jaxpr.invars, nonzeros)
-        ]
-        outs, touts = jvp_flat(lambda *a: eval_jaxpr(jaxpr, [], *a), primals, tangents)
-        out_nz = [
-            (not isinstance(t, Zero) or i) and dtypes.is_float(get_aval(o).dtype)
-            for t, i, o in zip(touts, inst, outs)
-        ]
-        box.append(out_nz)
-        touts = [
-            _cast_like(instantiate(t), a) for t, nz, a in zip(touts, out_nz, jaxpr.out_avals) if nz
-        ]
-        return list(outs) + touts
-
-    new, consts = trace_jaxpr(fun, [v.aval for v in jaxpr.invars] + t_avals)
-    per[(nonzeros, inst)] = (new, consts, box[0])
-    return per[(nonzeros, inst)]
-
-
-def _cast_like(t: Any, aval: ShapedArray) -> Any:
-    """A tangent with the tangent dtype of ``aval`` (a rule may return a weakly typed one)."""
-    from blu import lax
-
-    if get_aval(t).dtype != aval.dtype:
-        return lax.convert_element_type(t, aval.dtype)
-    return t
-
-
-# ---- partial evaluation ------------------------------------------------------------------------
-
-
-def partial_eval_jaxpr(
-    jaxpr: Jaxpr, in_unknowns: Sequence[bool], instantiate: Sequence[bool], parent: Interpreter
-):
-    """Split a jaxpr (no constvars) into a known and an unknown part.
-
-    Like ``blu.transforms.partial_eval.partial_eval_jaxpr``, but outputs marked ``instantiate``
-    are made unknown even when they are known (a loop carry that must stay unknown).
-
-    Returns:
-        ``(known, known_consts, unknown, out_unknowns, num_res)``: ``known`` takes
-        ``known_consts, known inputs`` and returns ``known outputs, residuals``; ``unknown``
-        takes ``residuals, unknown inputs`` and returns the unknown outputs.
-    """
-    from blu.transforms.partial_eval import PartialEvalInterpreter
-
-    known_builder = StagingInterpreter(parent)
-    pe = PartialEvalInterpreter(known_builder)
-    args = [
-        pe.new_arg(v.aval) if u else known_builder.new_arg(v.aval)
-        for v, u in zip(jaxpr.invars, in_unknowns, strict=True)
-    ]
-    with set_interpreter(pe):
-        outs = eval_jaxpr(jaxpr, [], *args)
-    out_uk = [pe.is_unknown(o) or bool(i) for o, i in zip(outs, instantiate, strict=True)]
-    unknown, residuals = pe.build(mask(outs, out_uk))
-    unknown = hoist_consts(unknown)
-    known, known_consts = known_builder.build(mask(outs, [not u for u in out_uk]) + list(residuals))
-    return hoist_consts(known), list(known_consts), unknown, out_uk, len(residuals)
-
-
 # ---- batching ----------------------------------------------------------------------------------
 
 
@@ -233,34 +146,8 @@ def unbatched(axis_name: Any, dims: Sequence[int | None], jaxprs: Sequence[Jaxpr
     return axis_name is None or not any(uses_collectives(j) for j in jaxprs)
 
 
-def batch_jaxpr(
-    jaxpr: Jaxpr,
-    axis_size: int,
-    in_dims: Sequence[int | None],
-    force_out: Sequence[bool] | bool = True,
-    axis_name: Any = None,
-):
-    """The batched version of a jaxpr (no constvars), with every batched output at axis 0.
-
-    Args:
-        in_dims: per input, its batch axis or None.
-        force_out: per output (or for all), whether an unbatched output must be broadcast so it
-            is batched too.
-        axis_name: the batching level's axis name, for the collectives inside.
-
-    Returns:
-        ``(batched, consts, out_dims)`` with each out dim 0 or None.
-    """
-    from blu.transforms.batching import batch_jaxpr as _batch_jaxpr
-
-    new, consts, out_dims = _batch_jaxpr(jaxpr, axis_size, in_dims, axis_name, force_out)
-    return hoist_consts(new), list(consts), out_dims
-
-
 def to_front(x: Any, d: int | None) -> Any:
     """``x`` with its batch axis moved to 0 (None stays None)."""
-    from blu.transforms.batching import moveaxis
-
     return x if d is None else moveaxis(x, d, 0)
 
 

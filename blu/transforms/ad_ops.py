@@ -1,4 +1,8 @@
-"""Primitives that exist for differentiation: stop_gradient, optimization_barrier."""
+"""Primitives that exist for differentiation: stop_gradient, optimization_barrier.
+
+They belong to the transforms (``checkpoint`` needs the barrier), as JAX's ``ad_util`` owns
+``stop_gradient_p``; ``blu.lax`` re-exports ``stop_gradient`` and ``optimization_barrier``.
+"""
 
 from __future__ import annotations
 

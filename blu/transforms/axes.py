@@ -15,10 +15,12 @@ Anything else is an unbound axis name, a clear error.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from blu.core.errors import BluValueError, with_user_line
+from blu.core.interpreter import current_interpreter
 
 
 def normalize_names(axis_name: Any, what: str) -> tuple[Any, ...]:
@@ -48,16 +50,14 @@ def _known_names_note() -> str:
 
 def _bound_levels() -> list[tuple[Any, int]]:
     """(name, size) of every named axis visible from the current interpreter, innermost first."""
-    from blu.core.interpreter import current_interpreter
-    from blu.transforms.batching import BatchInterpreter
-
     out = []
     interp = current_interpreter()
     while interp is not None:
-        if isinstance(interp, BatchInterpreter) and interp.axis_name is not None:
+        # a batching level that names its axis (BatchInterpreter; batching imports this module)
+        if getattr(interp, "axis_name", None) is not None:
             out.append((interp.axis_name, interp.axis_size))
         interp = interp.parent
-    for env in reversed(_process_envs):
+    for env in reversed(_process_envs()):
         out.extend(env.sizes.items())
     return out
 
@@ -103,7 +103,16 @@ class ProcessAxisEnv:
         self.comm_for = comm_for
 
 
-_process_envs: list[ProcessAxisEnv] = []
+_local = threading.local()  # the process meshes entered, per thread (as the trace context)
+
+
+def _process_envs() -> list[ProcessAxisEnv]:
+    envs = getattr(_local, "envs", None)
+    if envs is None:
+        envs = _local.envs = []
+    return envs
+
+
 # the last env of each set of axis names: a jitted program staged inside blu.shard runs its
 # collectives after the shard call that traced it has returned
 _remembered: dict[frozenset, ProcessAxisEnv] = {}
@@ -111,20 +120,20 @@ _remembered: dict[frozenset, ProcessAxisEnv] = {}
 
 @contextlib.contextmanager
 def process_axis_env(env: ProcessAxisEnv) -> Iterator[ProcessAxisEnv]:
-    _process_envs.append(env)
+    _process_envs().append(env)
     _remembered[frozenset(env.sizes)] = env
     try:
         yield env
     finally:
-        _process_envs.pop()
+        _process_envs().pop()
 
 
 def process_env_for(names: Sequence[Any], what: str) -> ProcessAxisEnv:
     """The process mesh binding all of ``names`` (for a collective's impl)."""
-    for env in [*reversed(_process_envs), *reversed(list(_remembered.values()))]:
+    for env in [*reversed(_process_envs()), *reversed(list(_remembered.values()))]:
         if all(n in env.sizes for n in names):
             return env
-    missing = next((n for n in names if not any(n in e.sizes for e in _process_envs)), names[0])
+    missing = next((n for n in names if not any(n in e.sizes for e in _process_envs())), names[0])
     raise BluValueError(
         f"{what}: unbound axis name {missing!r}: use it inside blu.shard or "
         "vmap(..., axis_name=...)"

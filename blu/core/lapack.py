@@ -1,9 +1,11 @@
 """CPU kernels of the linear-algebra primitives: LAPACK/BLAS through numpy and scipy.
 
-Each kernel is the primitive's ``impl``: a plain function of numpy arrays with any leading batch
-shape, so eager evaluation and compiled programs (where the primitives run as library nodes)
-share it. A GPU backend provides kernels with the same signatures and conventions (see the
-package docstring) on cuSOLVER/cuBLAS. float16/bfloat16 are computed in float32.
+Each kernel is the primitive's ``impl`` (``blu.lax.linalg``): a plain function of numpy arrays
+with any leading batch shape, so eager evaluation and compiled programs (where the primitives run
+as library nodes) share it, and the CUDA runtime (``blu.cuda.solver``) falls back to it on host
+copies. It needs only numpy, scipy and the core's config and errors, so both can import it.
+The GPU kernels (cuSOLVER/cuBLAS) have the same signatures and conventions (see
+``blu.lax.linalg``'s docstring). float16/bfloat16 are computed in float32.
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.config import config
-from blu.core.errors import with_user_line
-from blu.lax.linalg._helpers import LinAlgError
+from blu.core.errors import LinAlgError, with_user_line
 
 
 def in_f32(fn: Callable) -> Callable:
