@@ -2,6 +2,7 @@
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -21,3 +22,15 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def set_flag():
+    """``set_flag(name, value)``: ``blu.config.update`` for one test; every flag is restored
+    afterwards (flags are read from the environment once, at import, so tests set them here)."""
+    from blu.core.config import config
+
+    old = config.values()
+    yield config.update
+    for name, value in old.items():
+        config.update(name, value)

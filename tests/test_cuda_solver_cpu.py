@@ -29,11 +29,11 @@ from scipy.linalg import blas, lapack
 
 import blu
 import blu.cuda as bc
+from blu.core import lapack as cpu
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError
 from blu.cuda import solver
 from blu.cuda.errors import CudaError
 from blu.cuda.fake import FakeDevice
-from blu.core import lapack as cpu
 from blu.lax.linalg import LinAlgError
 
 # ---- stand-ins for nvmath.bindings.cusolverDn / cublas ----------------------------------------

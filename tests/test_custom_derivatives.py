@@ -231,7 +231,7 @@ def test_nondiff_argnums_and_pytrees():
     np.testing.assert_allclose(np.asarray(blu.jit(lambda x: h(x, k=5.0))(x)), [5.0, 10.0])
 
 
-def test_errors():
+def test_errors(set_flag):
     x = np.array([1.0, 2.0])
     with pytest.raises(CustomVJPForwardModeError, match="reverse mode"):
         blu.jvp(softplus_vjp, (x,), (x,))
@@ -386,8 +386,8 @@ MESHES = [((4,), ("x",)), ((2, 2), ("x", "y"))]
 
 
 @pytest.fixture
-def four_devices(monkeypatch):
-    monkeypatch.setenv("BLU_NUM_CPU_DEVICES", "4")
+def four_devices(set_flag):
+    set_flag("num_cpu_devices", 4)
 
 
 def make_pnormalize(names: tuple, kind: str):

@@ -40,8 +40,8 @@ from tests.helpers import arrays, check_grads, check_jit, check_vmap, rng_for
 
 
 @pytest.fixture(autouse=True)
-def _eight_devices(monkeypatch):
-    monkeypatch.setenv("BLU_NUM_CPU_DEVICES", "8")
+def _eight_devices(set_flag):
+    set_flag("num_cpu_devices", 8)
 
 
 MESH_SHAPES = [(4,), (2,), (1,), (2, 4), (4, 2), (2, 2), (1, 2)]

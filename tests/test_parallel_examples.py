@@ -18,8 +18,8 @@ from examples.parallel import tensor_parallel as tp
 
 
 @pytest.fixture(autouse=True)
-def _devices(monkeypatch):
-    monkeypatch.setenv("BLU_NUM_CPU_DEVICES", "4")
+def _devices(set_flag):
+    set_flag("num_cpu_devices", 4)
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +36,8 @@ def single_device_losses(tiny):
 
 
 @pytest.mark.parametrize("zero1", [False, True])
-def test_data_parallel_matches_one_device(tiny, single_device_losses, zero1, monkeypatch):
-    monkeypatch.setenv("BLU_NUM_CPU_DEVICES", "4")
+def test_data_parallel_matches_one_device(tiny, single_device_losses, zero1, set_flag):
+    set_flag("num_cpu_devices", 4)
     cfg, tokens = tiny
     mesh = bp.make_mesh((4,), ("data",))
     losses = dp.train(cfg, tokens, steps=4, batch=8, mesh=mesh, zero1=zero1)

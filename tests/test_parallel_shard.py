@@ -39,8 +39,8 @@ from tests.helpers import arrays, check_grads, loop_vmap
 
 
 @pytest.fixture(autouse=True)
-def _eight_devices(monkeypatch):
-    monkeypatch.setenv("BLU_NUM_CPU_DEVICES", "8")
+def _eight_devices(set_flag):
+    set_flag("num_cpu_devices", 8)
 
 
 MESH_SHAPES = [(8,), (4,), (2,), (1,), (2, 4), (4, 2), (1, 8), (2, 2), (2, 2, 2), (1, 2, 4)]
@@ -322,7 +322,7 @@ def test_shard_accepts_sharded_arrays_and_returns_them():
 # ---- errors -------------------------------------------------------------------------------------
 
 
-def test_errors():
+def test_errors(set_flag):
     mesh = make_mesh((2, 4), ("x", "y"))
     f = lambda b: b  # noqa: E731
     with pytest.raises(BluShapeError, match=r"splits dimension 0 \(size 6\).*total size 4"):
@@ -350,9 +350,7 @@ def test_errors():
     with pytest.raises(BluValueError, match="expected a Mesh"):
         shard(f, "mesh", P(), P())
     with pytest.raises(BluValueError, match="BLU_NUM_CPU_DEVICES must be a positive integer"):
-        import os
-
-        os.environ["BLU_NUM_CPU_DEVICES"] = "zero"
+        set_flag("num_cpu_devices", "zero")
         devices()
 
 

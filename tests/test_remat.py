@@ -158,8 +158,8 @@ MESHES = [((4,), ("x",)), ((2, 2), ("x", "y"))]
 
 
 @pytest.fixture
-def four_devices(monkeypatch):
-    monkeypatch.setenv("BLU_NUM_CPU_DEVICES", "4")
+def four_devices(set_flag):
+    set_flag("num_cpu_devices", 4)
 
 
 def centered_layer(names: tuple, total: int):

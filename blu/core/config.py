@@ -1,38 +1,110 @@
-"""Configuration: flags read from environment variables, changeable in code or for a block.
+"""Configuration: every blu setting, read from its environment variable once (at import), then
+changeable in code for the rest of the program or for a block.
 
     blu.config.update("log_compiles", True)
     with blu.config.override(log_compiles=True): ...
+    blu.config.cache_dir  # read a flag
 
-Flags: ``log_compiles`` (``BLU_LOG_COMPILES``): log every jit trace with the reason the cache
-missed; ``debug_nans`` (``BLU_DEBUG_NANS``); ``debug`` (``BLU_DEBUG``, a level 0-4);
-``cache_dir`` (``BLU_CACHE_DIR``); ``default_matmul_precision`` ("fp32" | "tf32" | "bf16").
+The environment only gives the starting values: after ``config.update("cache_dir", d)`` blu uses
+``d`` whatever ``BLU_CACHE_DIR`` says, and setting ``os.environ`` after ``import blu`` changes
+nothing (as JAX's flags). Code reads settings here, never from ``os.environ``.
+
+Flags (environment variable, type, default):
+
+- ``log_compiles`` (``BLU_LOG_COMPILES``, bool, False): log every jit trace with the reason the
+  cache missed.
+- ``debug_nans`` (``BLU_DEBUG_NANS``, bool, False): degenerate matrices raise ``LinAlgError``.
+- ``debug`` (``BLU_DEBUG``, int 0-4, 0): debug output level.
+- ``cache_dir`` (``BLU_CACHE_DIR``, path, ``~/.cache/blu``): the compiled-kernel cache.
+- ``default_matmul_precision`` (``BLU_DEFAULT_MATMUL_PRECISION``, "fp32" | "tf32" | "bf16").
+- ``jit_backend`` (``BLU_JIT_BACKEND``, "" | "mlir" | "numpy", ""): jit's CPU executor ("" is
+  the default, compiled kernels; "numpy" the reference interpreter).
+- ``cuda_graphs`` (``BLU_CUDA_GRAPHS``, bool, False): replay GPU programs as CUDA graphs.
+- ``gpu_unroll`` (``BLU_GPU_UNROLL``, int or None, None): the row-loop unroll limit of GPU
+  kernels (None: the built-in default; 0: never unrolled).
+- ``gpu_rows`` (``BLU_GPU_ROWS``, "block" | "warp", "block"): the GPU row-kernel form.
+- ``dump_ir`` (``BLU_DUMP_IR``, path or "", ""): a folder to write each kernel's IR to.
+- ``cache_no_so`` (``BLU_CACHE_NO_SO``, bool, False): keep no shared objects in the cache.
+- ``fake_gpu`` (``BLU_FAKE_GPU``, bool, False): a simulated GPU stands in for real ones.
+- ``profile`` (``BLU_PROFILE``, bool, False): time each GPU kernel; print a table at exit.
+- ``num_cpu_devices`` (``BLU_NUM_CPU_DEVICES``, int, 1): virtual CPU devices for ``shard``.
+- ``parallel_backend`` (``BLU_PARALLEL_BACKEND``, "nccl" | "cpu" or None, None): the process
+  group backend of ``blu.parallel.initialize`` (None: NCCL when available).
+
+Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
+does not parse keeps its text, so the code that uses it reports the bad value.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from blu.core.errors import BluValueError
 
 
-def _env_bool(name: str) -> bool:
-    return os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
+def _bool(raw: str) -> bool:
+    return raw.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _int(raw: str) -> Any:
+    try:
+        return int(raw)
+    except ValueError:
+        return raw  # the user of the flag names the bad value
+
+
+def _str(raw: str) -> str:
+    return raw
+
+
+def _lower(raw: str) -> str:
+    return raw.strip().lower()
+
+
+def _path_or_empty(raw: str) -> str:
+    return raw
+
+
+# name -> (environment variable, parser of a non-empty value, default when unset or empty)
+FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
+    "log_compiles": ("BLU_LOG_COMPILES", _bool, False),
+    "debug_nans": ("BLU_DEBUG_NANS", _bool, False),
+    "debug": ("BLU_DEBUG", _int, 0),
+    "cache_dir": ("BLU_CACHE_DIR", _str, os.path.join(os.path.expanduser("~"), ".cache", "blu")),
+    "default_matmul_precision": ("BLU_DEFAULT_MATMUL_PRECISION", _lower, "fp32"),
+    "jit_backend": ("BLU_JIT_BACKEND", _lower, ""),
+    "cuda_graphs": ("BLU_CUDA_GRAPHS", _bool, False),
+    "gpu_unroll": ("BLU_GPU_UNROLL", _int, None),
+    "gpu_rows": ("BLU_GPU_ROWS", _lower, "block"),
+    "dump_ir": ("BLU_DUMP_IR", _path_or_empty, ""),
+    "cache_no_so": ("BLU_CACHE_NO_SO", _bool, False),
+    "fake_gpu": ("BLU_FAKE_GPU", _bool, False),
+    "profile": ("BLU_PROFILE", _bool, False),
+    "num_cpu_devices": ("BLU_NUM_CPU_DEVICES", _int, 1),
+    "parallel_backend": ("BLU_PARALLEL_BACKEND", _lower, None),
+}
+
+
+def read_environment(environ: Any = None) -> dict[str, Any]:
+    """Every flag's value from ``environ`` (default ``os.environ``): what ``config`` starts with."""
+    environ = os.environ if environ is None else environ
+    out = {}
+    for name, (var, parse, default) in FLAGS.items():
+        raw = environ.get(var, "")
+        out[name] = parse(raw) if raw.strip() else default
+    return out
 
 
 class Config:
-    def __init__(self) -> None:
-        self._values: dict[str, Any] = {
-            "log_compiles": _env_bool("BLU_LOG_COMPILES"),
-            "debug_nans": _env_bool("BLU_DEBUG_NANS"),
-            "debug": int(os.environ.get("BLU_DEBUG", "0") or 0),
-            "cache_dir": os.environ.get(
-                "BLU_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "blu")
-            ),
-            "default_matmul_precision": os.environ.get("BLU_DEFAULT_MATMUL_PRECISION", "fp32"),
-        }
+    """The flags (``blu.config``); attributes read them, ``update``/``override`` set them."""
+
+    def __init__(self, environ: Any = None) -> None:
+        self.__dict__["_values"] = read_environment(environ)
+        self.__dict__["_lock"] = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -40,23 +112,44 @@ class Config:
         except KeyError:
             raise AttributeError(f"blu.config has no flag {name!r}") from None
 
-    def update(self, name: str, value: Any) -> None:
-        """Set a flag for the rest of the program."""
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise BluValueError(f"set flags with blu.config.update({name!r}, value)")
+
+    def _check(self, name: str) -> None:
         if name not in self._values:
             raise BluValueError(f"blu.config has no flag {name!r}; flags: {sorted(self._values)}")
-        self._values[name] = value
+
+    def update(self, name: str, value: Any) -> None:
+        """Set a flag for the rest of the program (whatever its environment variable says).
+
+        Raises:
+            BluValueError: no flag of that name.
+        """
+        self._check(name)
+        with self._lock:
+            self._values[name] = value
 
     @contextlib.contextmanager
     def override(self, **flags: Any) -> Iterator[None]:
-        """Set flags for the duration of a ``with`` block."""
-        old = {k: getattr(self, k) for k in flags}
-        for k, v in flags.items():
-            self.update(k, v)
+        """Set flags for the duration of a ``with`` block (restored on exit, also on error).
+
+        Raises:
+            BluValueError: no flag of one of the names.
+        """
+        for k in flags:
+            self._check(k)
+        with self._lock:
+            old = {k: self._values[k] for k in flags}
+            self._values.update(flags)
         try:
             yield
         finally:
-            for k, v in old.items():
-                self._values[k] = v
+            with self._lock:
+                self._values.update(old)
+
+    def values(self) -> dict[str, Any]:
+        """A copy of every flag's current value."""
+        return dict(self._values)
 
 
 config = Config()

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from blu.core.config import config
 from blu.cuda import driver as d
 from blu.cuda.allocator import CachingAllocator
 from blu.cuda.dlpack import kDLCUDA
@@ -267,10 +268,8 @@ def cuda_devices() -> list[CudaDevice]:
 def fake_gpu() -> bool:
     """``BLU_FAKE_GPU=1``: a simulated GPU (``blu.cuda.fake.FakeDevice``) stands in for the real
     ones, so GPU programs run on the CPU and their kernels are compiled into the kernel cache
-    (``scripts/fill_gpu_cache.py``)."""
-    import os
-
-    return os.environ.get("BLU_FAKE_GPU", "") == "1"
+    (``scripts/fill_gpu_cache.py``). The ``fake_gpu`` flag of ``blu.config``."""
+    return bool(config.fake_gpu)
 
 
 _fake_device: Any = None

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from blu.core.config import config
 
 
 def _cuda_event() -> Any:
@@ -37,7 +38,7 @@ class Profiler:
 
     def __init__(self, enabled: bool | None = None, event_factory: Callable[[], Any] | None = None):
         if enabled is None:
-            enabled = os.environ.get("BLU_PROFILE", "").lower() in ("1", "true", "yes", "on")
+            enabled = bool(config.profile)
         self.enabled = enabled
         self._new_event = event_factory or _cuda_event
         self._pool: list[Any] = []

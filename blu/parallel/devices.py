@@ -9,8 +9,7 @@ and this process can address only its own.
 
 from __future__ import annotations
 
-import os
-
+from blu.core.config import config
 from blu.core.errors import BluValueError
 
 
@@ -47,13 +46,13 @@ class Device:
 
 
 def num_cpu_devices() -> int:
-    raw = os.environ.get("BLU_NUM_CPU_DEVICES", "1") or "1"
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
+    raw = config.num_cpu_devices
+    n = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
     if n < 1:
-        raise BluValueError(f"BLU_NUM_CPU_DEVICES must be a positive integer, got {raw!r}")
+        raise BluValueError(
+            f"BLU_NUM_CPU_DEVICES must be a positive integer, got {raw!r} "
+            "(blu.config.num_cpu_devices)"
+        )
     return n
 
 

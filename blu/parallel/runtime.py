@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.parallel.comm import Communicator, SelfCommunicator, StoreCommunicator
 from blu.parallel.devices import Device
@@ -92,7 +93,7 @@ def initialize(
         return
     if not 0 <= rank < world:
         raise BluValueError(f"blu.parallel.initialize: rank {rank} is not in [0, {world})")
-    backend = backend or os.environ.get("BLU_PARALLEL_BACKEND") or None
+    backend = backend or config.parallel_backend or None
     if backend is None:
         from blu.parallel import nccl
 
