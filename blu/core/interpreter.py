@@ -1,6 +1,6 @@
 """Interpreters and tracers: the "stackless" core (after JAX's autodidax2).
 
-There is one *current interpreter*. ``prim.bind(*args)`` hands the operation to it. Each
+There is one *current interpreter* per thread. ``prim.bind(*args)`` hands the operation to it. Each
 interpreter remembers its *parent*, the interpreter that was current when it was made; a rule
 runs under that parent, so rules are written with ordinary operations and transforms nest with
 no levels or stacks: ``grad(vmap(f))`` is a JVP interpreter whose parent is a batching
@@ -14,6 +14,7 @@ owner is one of its ancestors. A tracer whose owner is not an ancestor escaped i
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -89,22 +90,33 @@ def _wrap(x: Any, aval: ShapedArray) -> Array:
 
 
 _root = EvalInterpreter()
-_current: Interpreter = _root
+
+
+class _TraceContext(threading.local):
+    """The current interpreter, per thread (as JAX's trace state): a trace in one thread never
+    sees another thread's tracers, and each new thread starts at the root eval interpreter."""
+
+    def __init__(self) -> None:
+        self.current: Interpreter = _root
+
+
+_context = _TraceContext()
 
 
 def current_interpreter() -> Interpreter:
-    return _current
+    """The interpreter ``bind`` hands operations to in this thread."""
+    return _context.current
 
 
 @contextlib.contextmanager
 def set_interpreter(interp: Interpreter) -> Iterator[Interpreter]:
-    """Make ``interp`` current for the duration of the block."""
-    global _current
-    prev, _current = _current, interp
+    """Make ``interp`` current in this thread for the duration of the block."""
+    ctx = _context
+    prev, ctx.current = ctx.current, interp
     try:
         yield interp
     finally:
-        _current = prev
+        ctx.current = prev
 
 
 class Tracer(ArrayOps):

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from blu.core.aval import ShapedArray
+from blu.core.dtypes import short_name
 
 _var_ids = itertools.count()
 
@@ -146,8 +147,6 @@ def _pp_param(value: Any, namer_indent: int) -> str:
         inner = pp_jaxpr(value).replace("\n", "\n" + " " * namer_indent)
         return inner
     if isinstance(value, np.dtype):
-        from blu.core.dtypes import short_name
-
         return short_name(value)
     return repr(value)
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from blu.core.errors import BluError
+from blu.core.interpreter import current_interpreter
 
 
 class MissingRuleError(BluError, NotImplementedError):
@@ -63,8 +64,6 @@ class Primitive:
 
     def bind(self, *args: Any, **params: Any) -> Any:
         """Apply the primitive under the current interpreter (eval, trace, jvp, vmap, ...)."""
-        from blu.core.interpreter import current_interpreter
-
         return current_interpreter().process(self, args, params)
 
     def rule(self, kind: str) -> Callable:

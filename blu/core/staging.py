@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from blu.core import pytree
 from blu.core.array import Array
 from blu.core.aval import ShapedArray
 from blu.core.errors import user_frame
@@ -118,8 +119,6 @@ def make_jaxpr(
             c:f32[] = mul b 2.0
           in (c,) }
     """
-    from blu.core import pytree
-
     static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
 
     def traced(*args: Any, **kwargs: Any) -> ClosedJaxpr:

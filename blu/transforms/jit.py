@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -161,13 +162,20 @@ class _CacheEntry:
         self.uses_shard = uses_shard
 
 
-_shard_traces = 0  # bumped by blu.shard: jit takes sharded arrays only if its trace reached one
+class _ShardCount(threading.local):
+    """``blu.shard`` runs seen by this thread's traces: jit takes sharded arrays only if its trace
+    reached one (per thread, so another thread's shard does not count)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+_shard_traces = _ShardCount()
 
 
 def note_shard() -> None:
     """Called by ``blu.shard`` each time it runs (so jit knows its trace went through one)."""
-    global _shard_traces
-    _shard_traces += 1
+    _shard_traces.n += 1
 
 
 def _check_sharded_args(name: str, leaves: Sequence[Any]) -> None:
@@ -275,10 +283,10 @@ class Jitted:
             out_tree_box.append(out_tree)
             return out_leaves
 
-        n_shard = _shard_traces
+        n_shard = _shard_traces.n
         jaxpr, consts = trace_to_jaxpr(flat_fun, in_avals)
         jaxpr = dce_jaxpr(jaxpr)  # e.g. the unused forward value under grad
-        return _CacheEntry(jaxpr, consts, out_tree_box[0], _shard_traces != n_shard)
+        return _CacheEntry(jaxpr, consts, out_tree_box[0], _shard_traces.n != n_shard)
 
     def _explain_miss(self, key) -> str:
         if self._last_key is None:
@@ -317,8 +325,10 @@ class Jitted:
                 log.warning("jit(%s): tracing because %s", self.name, self._explain_miss(key))
             entry = self._trace(args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals)
             if not any(isinstance(c, Tracer) for c in entry.consts):
-                self._cache[key] = entry  # closures over tracers must be re-traced each time
-            self._last_key = key
+                # closures over tracers must be re-traced each time; of two threads tracing one
+                # signature at once, both use the first entry (so one executable is compiled)
+                entry = self._cache.setdefault(key, entry)
+            self._last_key = key  # for the log message only
         n_leaf = [len(pytree.tree_leaves(a)) for a in dyn_args]
         donated_leaves = [d for d, n in zip(donated, n_leaf) for _ in range(n)]
         donated_leaves += [False] * (len(leaves) - len(donated_leaves))
@@ -372,8 +382,8 @@ def _stable_hoisted(entry: _CacheEntry) -> Jaxpr:
     if not j.constvars:
         return j
     h = _hoisted.get(j)
-    if h is None:
-        h = _hoisted[j] = hoist_consts(j)
+    if h is None:  # setdefault: threads agree on one hoisted jaxpr (executables key on it)
+        h = _hoisted.setdefault(j, hoist_consts(j))
     return h
 
 
