@@ -12,6 +12,7 @@ from blu.core.array import Array
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
+from blu.lax.shapes import broadcast_in_dim
 
 
 def is_python_scalar(x: Any) -> bool:
@@ -33,7 +34,6 @@ def as_operands(*args: Any) -> list[Any]:
     Raises:
         BluTypeError: a float scalar with an integer/bool array, or an int that does not fit.
     """
-    from blu.lax.shapes import broadcast_in_dim
 
     def is_scalar(a: Any) -> bool:
         return isinstance(a, (bool, int, float))  # np.float64 included

@@ -18,6 +18,9 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax._base import any_dtype, check_dtype, compute_in_f32, is_numeric
+from blu.lax.elementwise import add, convert_element_type, div, eq, mul, select
+from blu.lax.shapes import full_like
+from blu.lax.sorting import take_along_axis
 from blu.transforms.ad_util import Zero, nondifferentiable, tangent_aval
 
 
@@ -99,9 +102,6 @@ def _cumprod_jvp(primals, tangents, *, axis, reverse):
     the cumsum of t / y over the non-zero entries (x_f is 0 but carries its derivative); else 0.
     First derivatives are exact everywhere, higher ones where a prefix holds at most one zero.
     """
-    from blu.lax.elementwise import add, convert_element_type, div, eq, mul, select
-    from blu.lax.shapes import full_like
-
     (x,), (t,) = primals, tangents
     out = cumprod_p.bind(x, axis=axis, reverse=reverse)
     if isinstance(t, Zero) or not dtypes.is_float(get_aval(x).dtype):
@@ -172,8 +172,6 @@ _batch_cumulative(cumarg_p)
 
 def _chooser_jvp(prim: Primitive, kind: str) -> None:
     def rule(primals, tangents, *, axis, reverse):
-        from blu.lax.sorting import take_along_axis
-
         (x,), (t,) = primals, tangents
         out = prim.bind(x, axis=axis, reverse=reverse)
         if isinstance(t, Zero) or not dtypes.is_float(get_aval(x).dtype):

@@ -20,6 +20,8 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
+from blu.lax.elementwise import convert_element_type
+from blu.lax.shapes import transpose
 from blu.transforms.ad_util import Zero, add_tangents, is_undefined, tangent_aval
 
 DimensionNumbers = tuple[
@@ -141,9 +143,6 @@ def _transpose_lhs(ct, x_aval, y, dimension_numbers, precision, preferred_elemen
                    swap_ans=False):  # fmt: skip
     """The cotangent of lhs (after jax/_src/lax/lax.py ``_dot_general_transpose_lhs``): contract
     ``ct`` with ``y`` over y's free dims, then permute the result into lhs's axis order."""
-    from blu.lax.elementwise import convert_element_type
-    from blu.lax.shapes import transpose
-
     (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
     y_aval = get_aval(y)
     x_kept = _free_dims(x_aval.ndim, x_contract, x_batch)

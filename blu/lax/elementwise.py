@@ -64,6 +64,7 @@ from blu.lax._base import (
     is_numeric,
 )
 from blu.lax._base import as_operands as operands  # noqa: F401
+from blu.lax.shapes import full_like
 from blu.transforms.ad_util import (
     Zero,
     defjvp,
@@ -107,14 +108,10 @@ def binary(name: str, impl: Callable, allowed=any_dtype, kind: str = "") -> Prim
 
 
 def _one(like: Any) -> Any:
-    from blu.lax.shapes import full_like
-
     return full_like(like, 1)
 
 
 def _zeros_like(x: Any) -> Any:
-    from blu.lax.shapes import full_like
-
     return full_like(x, 0)
 
 
@@ -222,8 +219,6 @@ min_p = binary("min", np.minimum)
 def _balanced_eq(x: Any, out: Any, y: Any) -> Any:
     """1 where x alone gave ``out``, 1/2 where x and y tie, 0 elsewhere (as in JAX): at a tie
     the derivative is split evenly between the two operands."""
-    from blu.lax.shapes import full_like
-
     half_or_one = select(eq(y, out), full_like(x, 0.5), _one(x))
     return select(eq(x, out), half_or_one, _zeros_like(x))
 

@@ -39,6 +39,8 @@ from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax._base import check_dtype, compute_in_f32, is_numeric
 from blu.lax.cumulative import cummax, cummin, cumprod, cumsum  # noqa: F401  (re-exported)
+from blu.lax.elementwise import convert_element_type, div, eq, mul, select
+from blu.lax.shapes import broadcast_in_dim, full_like
 from blu.transforms.ad_util import Zero, deflinear, nondifferentiable, tangent_aval
 
 
@@ -76,8 +78,6 @@ def batch_reduction(prim: Primitive):
 
 def _unreduce(y: Any, x_shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
     """Broadcast a reduction's result ``y`` back to the operand's shape."""
-    from blu.lax.shapes import broadcast_in_dim
-
     kept = tuple(i for i in range(len(x_shape)) if i not in axes)
     return broadcast_in_dim(y, x_shape, kept)
 
@@ -134,8 +134,6 @@ def _chooser_jvp(prim: Primitive):
     Where the extremum is NaN or the axis is empty, the tangent is 0."""
 
     def rule(primals, tangents, *, axes):
-        from blu.lax.elementwise import convert_element_type, div, eq, mul, select
-
         (x,), (t,) = primals, tangents
         out = prim.bind(x, axes=axes)
         if isinstance(t, Zero) or not dtypes.is_float(get_aval(x).dtype):
@@ -163,14 +161,10 @@ batch_reduction(reduce_min_p)
 
 
 def _ones_like(x: Any) -> Any:
-    from blu.lax.shapes import full_like
-
     return full_like(x, 1)
 
 
 def _zeros_like(x: Any) -> Any:
-    from blu.lax.shapes import full_like
-
     return full_like(x, 0)
 
 

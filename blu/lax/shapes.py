@@ -33,6 +33,7 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.transforms.ad_util import Zero, deflinear, is_undefined
+from blu.transforms.batching import bdim_to_front, moveaxis
 
 # ---- broadcast_in_dim --------------------------------------------------------------------------
 
@@ -82,8 +83,6 @@ deflinear(broadcast_in_dim_p, _bid_transpose)
 
 @broadcast_in_dim_p.def_batch
 def _bid_batch(axis_size, args, dims, *, shape, broadcast_dimensions):
-    from blu.transforms.batching import moveaxis
-
     (x,), (d,) = args, dims
     x = moveaxis(x, d, 0)
     new_shape = (axis_size,) + tuple(shape)
@@ -131,8 +130,6 @@ deflinear(reshape_p, lambda ct, x, *, new_sizes: [reshape(ct, x.aval.shape)])
 
 @reshape_p.def_batch
 def _reshape_batch(axis_size, args, dims, *, new_sizes):
-    from blu.transforms.batching import moveaxis
-
     (x,), (d,) = args, dims
     return reshape(moveaxis(x, d, 0), (axis_size,) + tuple(new_sizes)), 0
 
@@ -174,7 +171,6 @@ deflinear(transpose_p, _transpose_transpose)
 @transpose_p.def_batch
 def _transpose_batch(axis_size, args, dims, *, permutation):
     (x,), (d,) = args, dims
-    from blu.transforms.batching import moveaxis
 
     x = moveaxis(x, d, 0)
     return transpose(x, (0,) + tuple(p + 1 for p in permutation)), 0
@@ -323,8 +319,6 @@ deflinear(concatenate_p, _concatenate_transpose)
 
 @concatenate_p.def_batch
 def _concatenate_batch(axis_size, args, dims, *, dimension):
-    from blu.transforms.batching import bdim_to_front
-
     xs = [bdim_to_front(x, d, axis_size) for x, d in zip(args, dims)]
     return concatenate_p.bind(*xs, dimension=dimension + 1), 0
 
@@ -426,7 +420,6 @@ deflinear(pad_p, _pad_transpose)
 @pad_p.def_batch
 def _pad_batch(axis_size, args, dims, *, padding_config):
     from blu.lax.elementwise import select
-    from blu.transforms.batching import bdim_to_front
 
     (x, pv), (xd, pvd) = args, dims
     if pvd is None:

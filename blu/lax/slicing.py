@@ -37,7 +37,7 @@ from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax import elementwise as ew
 from blu.lax.gather_scatter import gather, grid_indices, lin_jvp, scatter, scatter_add
-from blu.lax.shapes import full, reshape, squeeze
+from blu.lax.shapes import full, pad, reshape, squeeze
 from blu.transforms.ad_util import deflinear, is_undefined
 from blu.transforms.batching import bdim_to_front, moveaxis
 
@@ -73,8 +73,6 @@ def _slice_abstract_eval(x: ShapedArray, *, start_indices, limit_indices, stride
 
 
 def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
-    from blu.lax.shapes import pad
-
     in_shape, out_shape = x.aval.shape, get_aval(ct).shape
     config = []
     for s, st, n, m in zip(start_indices, strides, in_shape, out_shape):

@@ -20,6 +20,7 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax._base import fmt_avals
+from blu.lax.shapes import broadcast_in_dim
 from blu.transforms.ad_util import Zero, tangent_aval
 from blu.transforms.batching import bdim_to_front, moveaxis
 
@@ -190,8 +191,6 @@ def _sort_abstract_eval(*operands: ShapedArray, dimension: int, is_stable: bool,
 @sort_p.def_jvp
 def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
     """Sort an iota along with the operands to get the permutation; gather the tangents."""
-    from blu.lax.shapes import broadcast_in_dim
-
     shape = get_aval(primals[0]).shape
     n = shape[dimension]
     iota = broadcast_in_dim(np.arange(n, dtype=_index_dtype(n)), shape, (dimension,))

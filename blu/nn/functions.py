@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 import blu.numpy as bnp
-from blu import lax
+from blu import lax, random
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
@@ -335,8 +335,6 @@ def dropout(key: Any, x: Any, rate: float, deterministic: bool = False) -> Any:
     Raises:
         BluValueError: ``rate`` outside ``[0, 1]``.
     """
-    from blu import random
-
     x = bnp.asarray(x)
     rate = float(rate)
     if not 0.0 <= rate <= 1.0:

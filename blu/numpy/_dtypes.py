@@ -17,6 +17,7 @@ from blu.core import dtypes
 from blu.core.array import Array
 from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import Tracer
+from blu.numpy.creation import asarray
 
 
 class _ScalarMeta(type):
@@ -25,8 +26,6 @@ class _ScalarMeta(type):
     dtype: np.dtype
 
     def __call__(cls, x: Any) -> Any:
-        from blu.numpy.creation import asarray
-
         return asarray(x, dtype=cls.dtype)
 
     def __eq__(cls, other: Any) -> bool:

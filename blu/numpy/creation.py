@@ -13,11 +13,13 @@ from typing import Any
 
 import numpy as np
 
+import blu.numpy as u
 from blu import lax
 from blu.core import dtypes
 from blu.core.array import Array
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import Tracer, get_aval
+from blu.numpy import manipulation as m
 from blu.numpy._promote import (
     _check_fits,
     asarray_operand,
@@ -292,9 +294,6 @@ def linspace(
     Returns:
         the values, and the step when ``retstep``.
     """
-    import blu.numpy as u
-    from blu.numpy import manipulation as m
-
     num = operator.index(num)
     if num < 0:
         raise BluValueError(with_user_line(f"linspace: num must be >= 0, got {num}"))
@@ -338,8 +337,6 @@ def logspace(
     axis: int = 0,
 ) -> Any:
     """``base ** linspace(start, stop, num)``."""
-    import blu.numpy as u
-
     y = linspace(start, stop, num, endpoint, dtype=None, axis=axis)
     out = u.power(base, y)
     return out if dtype is None else lax.convert_element_type(out, dtype)

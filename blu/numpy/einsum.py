@@ -21,6 +21,7 @@ from blu import lax
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, promote_dtypes
+from blu.numpy.selection import diagonal
 
 __all__ = ["einsum"]
 
@@ -129,8 +130,6 @@ def _label_sizes(in_labels: list[list[str]], shapes: list[tuple[int, ...]]) -> d
 
 def _take_diagonals(x: Any, lab: list[str]) -> tuple[Any, list[str]]:
     """Repeated labels in one operand select its diagonal (``'ii'`` -> ``'i'``)."""
-    from blu.numpy.selection import diagonal
-
     while True:
         dup = next((c for c in lab if lab.count(c) > 1), None)
         if dup is None:

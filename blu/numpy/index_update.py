@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+import blu.numpy as u
 from blu import lax
 from blu.core import dtypes
 from blu.core.interpreter import get_aval
@@ -31,6 +32,7 @@ from blu.numpy.indexing import (
     _result_shape,
     getitem,
 )
+from blu.numpy.selection import take
 
 __all__ = ["IndexUpdateHelper", "IndexUpdateRef"]
 
@@ -116,8 +118,6 @@ class IndexUpdateRef:
 
 
 def _combine(op: str, old: Any, new: Any) -> Any:
-    import blu.numpy as u
-
     if op == "set":
         return new
     if op == "add":
@@ -158,8 +158,6 @@ def _update(x: Any, idx: Any, values: Any, op: str) -> Any:
 
 def _update_window(x: Any, entries: list[_Entry], v: Any, op: str) -> Any:
     """Unit-step slices, ints and traced scalars: a dynamic_update_slice of one window."""
-    import blu.numpy as u
-
     shape = get_aval(x).shape
     starts: list[Any] = [0] * len(shape)
     sizes = list(shape)
@@ -187,8 +185,6 @@ def _flat_positions(entries: list[_Entry], shape: tuple[int, ...], out_shape: tu
     """For each element of ``x[idx]``, its position in ``ravel(x)``; ``size(x)`` where an
     advanced index or a traced scalar is out of bounds (so the scatter drops it). Static parts
     are computed with numpy (constants), traced ones with blu operations."""
-    import blu.numpy as u
-
     dt = _index_dtype(shape)
     size = math.prod(shape)
     row_strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
@@ -284,9 +280,6 @@ def _identity(op: str, dtype: np.dtype) -> Any:
 def _scatter_combine(flat: Any, pos: Any, v: Any, op: str) -> Any:
     """multiply/min/max at positions that may repeat: sort the updates by position, combine
     each run of equal positions with a segmented scan, and scatter the last of each run."""
-    import blu.numpy as u
-    from blu.numpy.selection import take
-
     n = get_aval(v).shape[0]
     size = get_aval(flat).shape[0]
     dtype = get_aval(flat).dtype

@@ -13,6 +13,9 @@ from blu import lax
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import broadcast_shapes, canonicalize_axis, promote_dtypes
+from blu.numpy.manipulation import ravel
+from blu.numpy.reductions import sum as _sum
+from blu.numpy.selection import diagonal
 
 __all__ = ["matmul", "dot", "vdot", "vecdot", "inner", "outer", "tensordot", "kron", "trace"]
 
@@ -114,8 +117,6 @@ def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = 
 
 def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """The inner product of the raveled arrays."""
-    from blu.numpy.manipulation import ravel
-
     return dot(
         ravel(a), ravel(b), precision=precision, preferred_element_type=preferred_element_type
     )
@@ -124,7 +125,6 @@ def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any =
 def vecdot(x1: Any, x2: Any, axis: int = -1) -> Any:
     """Inner products of vectors along ``axis`` (other axes broadcast)."""
     from blu.numpy import multiply
-    from blu.numpy.reductions import sum as _sum
 
     return _sum(multiply(x1, x2), axis=axis)
 
@@ -146,7 +146,6 @@ def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any 
 def outer(a: Any, b: Any) -> Any:
     """``ravel(a)[:, None] * ravel(b)[None, :]``."""
     from blu.numpy import multiply
-    from blu.numpy.manipulation import ravel
 
     a, b = ravel(a), ravel(b)
     return multiply(
@@ -198,7 +197,4 @@ def kron(a: Any, b: Any) -> Any:
 
 def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None) -> Any:
     """Sum of the diagonal ``offset`` of the ``(axis1, axis2)`` planes."""
-    from blu.numpy.reductions import sum as _sum
-    from blu.numpy.selection import diagonal
-
     return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)

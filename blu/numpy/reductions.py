@@ -24,7 +24,11 @@ from blu.numpy._promote import (
     canonicalize_axes,
     canonicalize_axis,
     concrete_value,
+    to_inexact,
 )
+from blu.numpy.logic import to_bool
+from blu.numpy.manipulation import broadcast_to, moveaxis
+from blu.numpy.selection import take
 
 # fmt: off
 __all__ = [
@@ -148,7 +152,6 @@ def _inexact_dtypes(a: Any, dtype: Any) -> tuple[np.dtype, np.dtype]:
 def _where_count(a: Any, axes: tuple[int, ...], where: Any, comp: np.dtype, keepdims: bool):
     if where is None:
         return np.asarray(_count(get_aval(a).shape, axes), comp)[()]
-    from blu.numpy.manipulation import broadcast_to
 
     mask = broadcast_to(asarray_operand(where), get_aval(a).shape)
     return sum(lax.convert_element_type(mask, comp), axes, keepdims=keepdims)
@@ -306,8 +309,6 @@ def argmin(a: Any, axis: int | None = None, out: None = None, keepdims: bool = F
 
 
 def _truth(a: Any) -> Any:
-    from blu.numpy.logic import to_bool
-
     return to_bool(a)
 
 
@@ -414,8 +415,6 @@ def quantile(
         shape ``q.shape + reduced shape``; float.
     """
     from blu.numpy import add, multiply, subtract
-    from blu.numpy.manipulation import moveaxis
-    from blu.numpy.selection import take
 
     if method != "linear":
         raise BluValueError(with_user_line("quantile: only method='linear' is supported"))
@@ -428,7 +427,6 @@ def quantile(
     else:
         ax = canonicalize_axis(axis, get_aval(a).ndim, "quantile")
         keep_shape = tuple(1 if i == ax else d for i, d in enumerate(get_aval(a).shape))
-    from blu.numpy._promote import to_inexact
 
     a = to_inexact(a)
     s = lax.sort(a, ax)

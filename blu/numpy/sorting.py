@@ -13,6 +13,7 @@ from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, canonicalize_axis, promote_dtypes
+from blu.numpy.selection import take
 
 __all__ = ["sort", "argsort", "searchsorted"]
 
@@ -78,7 +79,6 @@ def searchsorted(
     An unrolled binary search of ``ceil(log2(n + 1))`` steps of gather and compare.
     """
     from blu.numpy import logical_and, logical_not, where
-    from blu.numpy.selection import take
 
     if side not in ("left", "right"):
         raise BluValueError(

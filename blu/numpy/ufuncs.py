@@ -39,6 +39,7 @@ from blu.numpy.logic import (
     not_equal,
     to_bool,
 )
+from blu.numpy.reductions import all as _all
 
 # fmt: off
 __all__ = [
@@ -594,15 +595,11 @@ def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan:
 
 def allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
     """True when ``isclose`` holds everywhere (a 0-d bool array)."""
-    from blu.numpy.reductions import all as _all
-
     return _all(isclose(a, b, rtol, atol, equal_nan))
 
 
 def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
     """True when the shapes agree and all elements are equal (a 0-d bool array)."""
-    from blu.numpy.reductions import all as _all
-
     a1, a2 = asarray_operand(a1), asarray_operand(a2)
     if get_aval(a1).shape != get_aval(a2).shape:
         return lax.full((), False, dtypes.bool_)

@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from blu.parallel.store import StoreServer
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -58,7 +60,6 @@ def main(argv: list[str] | None = None) -> int:
     if a.nproc < 1:
         print("error: --nproc must be at least 1", file=sys.stderr)
         return 2
-    from blu.parallel.store import StoreServer
 
     server = StoreServer(a.master_addr, a.master_port)
     cmd = [sys.executable] + (["-m", a.target] if a.module else [a.target]) + list(a.args)

@@ -17,6 +17,7 @@ from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.parallel.comm import Communicator, SelfCommunicator, StoreCommunicator
 from blu.parallel.devices import Device
+from blu.parallel.store import LocalStore, StoreServer, TCPStore
 
 
 class _Runtime:
@@ -117,8 +118,6 @@ def initialize(
 
 
 def _connect_store(rank: int, world: int, address: str | None, timeout: float):
-    from blu.parallel.store import LocalStore, StoreServer, TCPStore
-
     if address is None and "MASTER_PORT" not in os.environ and world == 1:
         return LocalStore(), None
     if address is not None:

@@ -46,6 +46,7 @@ from blu.core.interpreter import (
 from blu.parallel import runtime
 from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec
 from blu.parallel.sharded_array import ShardedArray, from_local
+from blu.transforms import jit as jit_mod
 from blu.transforms.axes import ProcessAxisEnv, process_axis_env
 from blu.transforms.batching import BatchInterpreter, bdim_to_front
 
@@ -79,7 +80,6 @@ def _flat_specs(what: str, tree: Any, specs: Any) -> list[PartitionSpec]:
 
 def _notify_jit() -> None:
     # jit over sharded arrays is allowed only when the traced function reaches a shard
-    from blu.transforms import jit as jit_mod
 
     note = getattr(jit_mod, "note_shard", None)
     if note is not None:

@@ -17,6 +17,7 @@ from blu.core.array import Array
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import Tracer, canonicalize_arg, get_aval, to_numpy
+from blu.parallel import runtime
 from blu.parallel.devices import Device
 from blu.parallel.mesh import NamedSharding, check_spec
 
@@ -93,8 +94,6 @@ class ShardedArray(Array):
     @property
     def addressable_shards(self) -> list[Shard]:
         """The blocks this process holds, one per device."""
-        from blu.parallel import runtime
-
         mesh, spec = self.sharding.mesh, self.sharding.spec
         idx = self.sharding.devices_indices_map(self._global_shape)
         unnamed = [n for n in mesh.axis_names if n not in spec.all_names()]
@@ -149,8 +148,6 @@ def _global_value(x: Any) -> tuple[np.ndarray, bool]:
 
 def put_global(value: np.ndarray, sharding: NamedSharding, weak_type: bool = False) -> ShardedArray:
     """A ShardedArray of the global ``value`` (every process passes the same value)."""
-    from blu.parallel import runtime
-
     shape = tuple(value.shape)
     check_spec(sharding.spec, sharding.mesh, shape, "device_put")
     if runtime.is_initialized():

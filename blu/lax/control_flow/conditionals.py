@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from blu import lax
 from blu.core import dtypes, pytree
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
@@ -18,6 +19,7 @@ from blu.core.interpreter import get_aval, set_interpreter
 from blu.core.jaxpr import eval_jaxpr
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
+from blu.transforms.ad import backward_pass
 from blu.transforms.ad_util import UndefinedPrimal, Zero, instantiate, is_undefined
 from blu.transforms.jaxpr_util import (
     batch_jaxpr,
@@ -136,7 +138,6 @@ def _cond_partial_eval(pe, args, params):
 
 def _pad_residuals(known, kconsts, n_known_out, res_avals, b):
     """Known branch ``b`` returning (known outs, residuals of every branch, zeros but its own)."""
-    from blu import lax
 
     def fun(*args):
         outs = eval_jaxpr(known, [], *args)
@@ -167,8 +168,6 @@ def _cond_transpose(cts, index, *ops, branches):
     for br in branches:
 
         def fun(*args, br=br):
-            from blu.transforms.ad import backward_pass
-
             r, c = args[: len(res)], iter(args[len(res) :])
             bw_args = merge(lin, [UndefinedPrimal(a) for a in lin_avals], r)
             bw_cts = [next(c) if nz else Zero(a) for nz, a in zip(ct_nz, br.out_avals)]
@@ -187,8 +186,6 @@ def _cond_transpose(cts, index, *ops, branches):
 
 @cond_p.def_batch_named  # named: collectives in the branches see the vmap/shard axis name
 def _cond_batch(axis_size, axis_name, args, dims, *, branches):
-    from blu import lax
-
     if unbatched(axis_name, dims, branches):
         outs = cond_p.bind(*args, branches=branches)
         return outs, [None] * len(outs)
@@ -223,8 +220,6 @@ def _cond_batch(axis_size, axis_name, args, dims, *, branches):
 
 
 def _select_lanes(pick: Any, on_true: Any, on_false: Any) -> Any:
-    from blu import lax
-
     shape = get_aval(on_true).shape
     return lax.select(lax.broadcast_in_dim(pick, shape, (0,)), on_true, on_false)
 
@@ -284,8 +279,6 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
         BluTypeError: a non-integer or non-scalar index, or branches whose outputs differ (the
             message names the leaf, its shapes and dtypes).
     """
-    from blu import lax
-
     branches = tuple(branches)
     if not branches:
         raise BluValueError(with_user_line("switch: needs at least one branch"))
@@ -316,8 +309,6 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
         BluShapeError: ``pred`` is not a scalar.
         BluTypeError: the branches' outputs differ (naming the leaf, shapes and dtypes).
     """
-    from blu import lax
-
     aval = get_aval(pred)
     if aval.shape != ():
         raise BluShapeError(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from blu import lax
 from blu.core import dtypes, pytree
 from blu.core.errors import BluError, BluTypeError, with_user_line
 from blu.core.interpreter import get_aval, set_interpreter
@@ -20,6 +21,7 @@ from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
 from blu.lax.control_flow.scan import _scan, is_static_int
 from blu.transforms.ad_util import Zero, instantiate
+from blu.transforms.batching import bdim_to_front, moveaxis
 from blu.transforms.jaxpr_util import (
     batch_jaxpr,
     check_same_types,
@@ -190,9 +192,6 @@ def _while_transpose(cts, *args, **params):
 def _while_batch(
     axis_size, axis_name, args, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts
 ):
-    from blu import lax
-    from blu.transforms.batching import bdim_to_front, moveaxis
-
     if unbatched(axis_name, dims, [cond_jaxpr, body_jaxpr]):
         outs = while_p.bind(*args, cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr,
                             cond_nconsts=cond_nconsts, body_nconsts=body_nconsts)  # fmt: skip
@@ -325,8 +324,6 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any) -> Any:
         body_fun: ``(i, val) -> val``, keeping structure, shapes and dtypes.
         init_val: the initial value (a pytree of arrays).
     """
-    from blu import lax
-
     la, ua = get_aval(lower), get_aval(upper)
     for name, a in (("lower", la), ("upper", ua)):
         if a.shape != () or not dtypes.is_int(a.dtype):

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from blu import lax
 from blu.core import dtypes, pytree
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
@@ -24,7 +25,9 @@ from blu.core.interpreter import Tracer, get_aval, set_interpreter
 from blu.core.jaxpr import Literal
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
+from blu.transforms.ad import backward_pass
 from blu.transforms.ad_util import UndefinedPrimal, Zero, add_tangents, instantiate, is_undefined
+from blu.transforms.batching import bdim_to_front, moveaxis
 from blu.transforms.jaxpr_util import (
     batch_jaxpr,
     check_same_types,
@@ -237,8 +240,6 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     The transposed scan runs the other way; its carry holds the cotangents of the carry and the
     running sums of the cotangents of the linear consts.
     """
-    from blu.transforms.ad import backward_pass
-
     nc, ncar = num_consts, num_carry
     consts, init, xs = groups(args, nc, ncar)
     c_lin = [is_undefined(c) for c in consts]
@@ -302,8 +303,6 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
 def _scan_batch(
     axis_size, axis_name, args, dims, *, jaxpr, num_consts, num_carry, length, reverse, unroll
 ):
-    from blu.transforms.batching import bdim_to_front, moveaxis
-
     if unbatched(axis_name, dims, [jaxpr]):
         outs = scan_p.bind(*args, jaxpr=jaxpr, num_consts=num_consts, num_carry=num_carry,
                            length=length, reverse=reverse, unroll=unroll)  # fmt: skip
@@ -449,8 +448,6 @@ def _scan(f, init, xs, length, reverse, unroll, what="scan", root="carry", strip
 
 
 def _promote(x: Any, aval: ShapedArray) -> Any:
-    from blu import lax
-
     return lax.convert_element_type(x, aval.dtype)
 
 

@@ -13,6 +13,10 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, LinAlgError, with_user_line  # noqa: F401
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
+from blu.lax.dot import dot_general
+from blu.lax.elementwise import add, div, mul, select
+from blu.lax.reductions import reduce_sum
+from blu.lax.shapes import broadcast_in_dim, full_like, transpose
 from blu.transforms.ad_util import Zero, tangent_aval
 from blu.transforms.batching import bdim_to_front
 
@@ -57,16 +61,12 @@ def zero_of(x: Any) -> Zero:
 
 
 def mT(x: Any) -> Any:
-    from blu.lax.shapes import transpose
-
     nd = get_aval(x).ndim
     return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
 def matmul(x: Any, y: Any) -> Any:
     """Batched ``x @ y`` for operands of equal rank and batch shape."""
-    from blu.lax.dot import dot_general
-
     nd = get_aval(x).ndim
     batch = tuple(range(nd - 2))
     return dot_general(x, y, (((nd - 1,), (nd - 2,)), (batch, batch)))
@@ -74,17 +74,12 @@ def matmul(x: Any, y: Any) -> Any:
 
 def const_like(c: np.ndarray, like: Any) -> Any:
     """A constant ``(m, n)`` matrix broadcast to ``like``'s shape ``(..., m, n)``."""
-    from blu.lax.shapes import broadcast_in_dim
-
     aval = get_aval(like)
     return broadcast_in_dim(np.asarray(c), aval.shape, (aval.ndim - 2, aval.ndim - 1))
 
 
 def _mask(x: Any, mask: np.ndarray) -> Any:
     """``x`` where the (rows, cols) boolean ``mask`` is set, else 0."""
-    from blu.lax.elementwise import select
-    from blu.lax.shapes import full_like
-
     return select(const_like(mask, x), x, full_like(x, 0))
 
 
@@ -105,38 +100,27 @@ def eye_like(x: Any) -> Any:
 
 def diag(x: Any) -> Any:
     """The main diagonals of square matrices, shape ``(..., n)``."""
-    from blu.lax.reductions import reduce_sum
-
     n = get_aval(x).shape[-1]
     return reduce_sum(_mask(x, np.eye(n, dtype=bool)), get_aval(x).ndim - 1)
 
 
 def row(v: Any, like: Any) -> Any:
     """``v[..., None, :]`` broadcast to ``like``'s shape ``(..., m, n)``."""
-    from blu.lax.shapes import broadcast_in_dim
-
     aval, nd = get_aval(like), get_aval(v).ndim
     return broadcast_in_dim(v, aval.shape, tuple(range(nd - 1)) + (nd,))
 
 
 def col(v: Any, like: Any) -> Any:
     """``v[..., :, None]`` broadcast to ``like``'s shape ``(..., m, n)``."""
-    from blu.lax.shapes import broadcast_in_dim
-
     aval, nd = get_aval(like), get_aval(v).ndim
     return broadcast_in_dim(v, aval.shape, tuple(range(nd)))
 
 
 def recip(x: Any) -> Any:
-    from blu.lax.elementwise import div
-    from blu.lax.shapes import full_like
-
     return div(full_like(x, 1), x)
 
 
 def symmetrize(x: Any, name: str) -> Any:
     """``(x + x^T) / 2`` of square matrices."""
-    from blu.lax.elementwise import add, mul
-
     check_matrix(name, get_aval(x), square=True)
     return mul(add(x, mT(x)), 0.5)

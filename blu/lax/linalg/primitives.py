@@ -15,6 +15,7 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
+from blu.lax.elementwise import add, convert_element_type, eq, mul, neg, sub
 from blu.lax.linalg._helpers import (
     batch_to_front,
     check_matrix,
@@ -31,7 +32,9 @@ from blu.lax.linalg._helpers import (
     triu,
     zero_of,
 )
-from blu.transforms.ad_util import Zero, instantiate, is_undefined
+from blu.lax.shapes import broadcast_in_dim, concatenate, iota
+from blu.lax.slicing import slice_in_dim
+from blu.transforms.ad_util import Zero, add_tangents, instantiate, is_undefined
 
 # ---- cholesky ----------------------------------------------------------------------------------
 
@@ -50,8 +53,6 @@ def _cholesky_jvp(primals, tangents):
     """``dL = L Phi(L^-1 dA L^-T)``, ``Phi`` the lower triangle with half its diagonal: Murray
     2016, "Differentiation of the Cholesky decomposition", eq. (10) (arXiv:1602.07527).
     Assumes a symmetric tangent (the wrapper symmetrizes its input)."""
-    from blu.lax.elementwise import mul
-
     (a,), (ta,) = primals, tangents
     L = cholesky_p.bind(a)
     if isinstance(ta, Zero):
@@ -125,9 +126,6 @@ def _triangular_solve_jvp(primals, tangents, **params):
     """Linear in ``b``; for ``a``: ``d(op(a)^-1 b) = -op(a)^-1 op(da) x`` (and
     ``-x op(da) op(a)^-1`` on the right side), ``da`` restricted to the triangle that is read
     (Giles 2008, "An extended collection of matrix derivative results", sec. 2.2.3)."""
-    from blu.lax.elementwise import neg
-    from blu.transforms.ad_util import add_tangents
-
     (a, b), (ta, tb) = primals, tangents
     x = _tsolve(a, b, **params)
     t = zero_of(x)
@@ -205,8 +203,6 @@ def _lu_jvp(primals, tangents):
     """``dL = L tril(X, -1)``, ``dU = triu(X) U`` with ``X = L^-1 P dA U^-1`` (the standard
     result, e.g. de Hoog, Anderssen & Lukas 2011, "Differentiation of matrix functionals using
     triangular factorization"; the rule of jax.lax.linalg)."""
-    from blu.lax.elementwise import add
-
     (a,), (ta,) = primals, tangents
     lu, piv, perm = lu_p.bind(a)
     outs = [lu, piv, perm]
@@ -223,9 +219,6 @@ def _lu_jvp(primals, tangents):
 
 def permutation_matrix(perm: Any, dtype: Any) -> Any:
     """``P`` with ``P @ a == a[..., perm, :]`` for a ``(..., n)`` integer permutation."""
-    from blu.lax.elementwise import convert_element_type, eq
-    from blu.lax.shapes import broadcast_in_dim, iota
-
     aval = get_aval(perm)
     n = aval.shape[-1]
     shape = aval.shape + (n,)
@@ -270,10 +263,6 @@ def _qr_jvp(primals, tangents, *, full_matrices):
     differentiation of linear algebra functions with application in optimum experimental
     design"; Seeger et al. 2017, "Auto-differentiating linear algebra"). For ``m < n``,
     ``x = [x1 x2]``: the square rule for ``x1 = Q R1`` and ``dR2 = dQ^T x2 + Q^T dx2``."""
-    from blu.lax.elementwise import add
-    from blu.lax.shapes import concatenate
-    from blu.lax.slicing import slice_in_dim
-
     (a,), (ta,) = primals, tangents
     q, r = qr_p.bind(a, full_matrices=full_matrices)
     if isinstance(ta, Zero):
@@ -299,8 +288,6 @@ def _qr_jvp(primals, tangents, *, full_matrices):
 
 
 def _qr_jvp_tall(q, r, ta):
-    from blu.lax.elementwise import sub
-
     ts = dict(left_side=False, lower=False, transpose_a=False, unit_diagonal=False)
     da_rinv = _tsolve(r, ta, **ts)  # dA R^-1
     x = matmul(mT(q), da_rinv)

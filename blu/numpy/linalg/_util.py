@@ -9,7 +9,10 @@ import numpy as np
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.numpy._promote import asarray_operand, promote_dtypes, to_inexact
+from blu.numpy._promote import asarray_operand, broadcast_to, promote_dtypes, to_inexact
+from blu.numpy.creation import eye
+from blu.numpy.manipulation import expand_dims, swapaxes
+from blu.numpy.selection import diagonal
 
 
 def matrices(x: Any, name: str, square: bool = False) -> Any:
@@ -46,23 +49,16 @@ def eps(x: Any) -> float:
 
 
 def mT(x: Any) -> Any:
-    from blu.numpy.manipulation import swapaxes
-
     return swapaxes(x, -1, -2)
 
 
 def diag_part(x: Any) -> Any:
     """The main diagonals of ``(..., n, n)`` matrices, as ``(..., n)``."""
-    from blu.numpy.selection import diagonal
-
     return diagonal(x, 0, -2, -1)
 
 
 def eye_like(x: Any, n: int | None = None) -> Any:
     """Identity matrices ``(..., n, n)`` with ``x``'s batch shape and dtype."""
-    from blu.numpy._promote import broadcast_to
-    from blu.numpy.creation import eye
-
     n = shape(x)[-1] if n is None else n
     return broadcast_to(eye(n, dtype=dtype(x)), shape(x)[:-2] + (n, n))
 
@@ -77,7 +73,6 @@ def rhs(a: Any, b: Any, name: str) -> tuple[Any, Any, bool]:
         BluShapeError: ``b``'s rows differ from ``a``'s, or the batch shapes do not broadcast.
     """
     from blu.numpy._promote import broadcast_shapes, broadcast_to
-    from blu.numpy.manipulation import expand_dims
 
     a, b = promote_inexact(a, b)
     vector = len(shape(b)) == 1

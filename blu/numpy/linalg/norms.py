@@ -18,6 +18,7 @@ from blu.core.interpreter import get_aval
 from blu.lax import linalg as lax_linalg
 from blu.numpy._promote import asarray_operand, canonicalize_axes, to_inexact
 from blu.numpy.linalg._util import matrices
+from blu.numpy.linalg.solvers import inv
 
 
 def _root_safe_at_zero(s: Any, p: float) -> Any:
@@ -123,8 +124,6 @@ def cond(x: Any, p: Any = None) -> Any:
     """Condition numbers ``(...)`` of ``(..., m, n)`` matrices (``numpy.linalg.cond``): the
     ratio of the extreme singular values for ``p`` None/2/-2, else
     ``norm(x, p) * norm(inv(x), p)`` (square ``x``)."""
-    from blu.numpy.linalg.solvers import inv
-
     x = matrices(x, "cond")
     if p is None or p in (2, -2):
         s = lax_linalg.svd(x, compute_uv=False)
