@@ -5,7 +5,8 @@
 
 Flags: ``log_compiles`` (``BLU_LOG_COMPILES``): log every jit trace with the reason the cache
 missed; ``debug_nans`` (``BLU_DEBUG_NANS``); ``debug`` (``BLU_DEBUG``, a level 0-4);
-``cache_dir`` (``BLU_CACHE_DIR``); ``default_matmul_precision`` ("fp32" | "tf32" | "bf16").
+``cache_dir`` (``BLU_CACHE_DIR``); ``default_matmul_precision`` ("fp32" | "tf32" | "bf16");
+``disable_jit`` (``BLU_DISABLE_JIT``): ``jit`` runs its function eagerly (``blu.disable_jit()``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class Config:
                 "BLU_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "blu")
             ),
             "default_matmul_precision": os.environ.get("BLU_DEFAULT_MATMUL_PRECISION", "fp32"),
+            # jit calls its Python function directly (``blu.disable_jit()``, jax_disable_jit)
+            "disable_jit": _env_bool("BLU_DISABLE_JIT"),
         }
 
     def __getattr__(self, name: str) -> Any:

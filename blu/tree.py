@@ -1,0 +1,34 @@
+"""blu.tree: the short names of ``jax.tree`` (``blu.tree.map``, ``blu.tree.leaves``, ...).
+
+Each is the ``blu.tree_util`` function of the longer name (``map`` is ``tree_map``), see there.
+"""
+
+from __future__ import annotations
+
+from blu.core.pytree import (
+    tree_all as all,  # noqa: A004
+    tree_flatten as flatten,
+    tree_flatten_with_path as flatten_with_path,
+    tree_leaves as leaves,
+    tree_leaves_with_path as leaves_with_path,
+    tree_map as map,  # noqa: A004
+    tree_map_with_path as map_with_path,
+    tree_reduce as reduce,
+    tree_structure as structure,
+    tree_transpose as transpose,
+    tree_unflatten as unflatten,
+)
+
+__all__ = [
+    "all",
+    "flatten",
+    "flatten_with_path",
+    "leaves",
+    "leaves_with_path",
+    "map",
+    "map_with_path",
+    "reduce",
+    "structure",
+    "transpose",
+    "unflatten",
+]
