@@ -44,7 +44,7 @@ from blu.core.interpreter import (
     set_interpreter,
 )
 from blu.parallel import runtime
-from blu.parallel.axes import ProcessAxisEnv, process_axis_env
+from blu.transforms.named_axes import ProcessAxisEnv, process_axis_env
 from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec
 from blu.parallel.mesh import PartitionSpec as P
 from blu.parallel.sharded_array import ShardedArray, from_local

@@ -340,7 +340,7 @@ class Jitted:
                 "static (static_argnums=... / static_argnames=...)\n"
                 + "\n".join(e.args[0].splitlines()[1:])
             ) from None
-        from blu.parallel.axes import axis_env_key
+        from blu.transforms.named_axes import axis_env_key
 
         # a trace under one mesh (named axes and sizes) is not valid under another
         key = (in_tree, in_avals, statics, axis_env_key())
