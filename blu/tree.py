@@ -5,19 +5,19 @@ Each is the ``blu.tree_util`` function of the longer name (``map`` is ``tree_map
 
 from __future__ import annotations
 
-from blu.core.pytree import (
-    tree_all as all,  # noqa: A004
-    tree_flatten as flatten,
-    tree_flatten_with_path as flatten_with_path,
-    tree_leaves as leaves,
-    tree_leaves_with_path as leaves_with_path,
-    tree_map as map,  # noqa: A004
-    tree_map_with_path as map_with_path,
-    tree_reduce as reduce,
-    tree_structure as structure,
-    tree_transpose as transpose,
-    tree_unflatten as unflatten,
-)
+from blu.core import pytree as _pt
+
+all = _pt.tree_all  # noqa: A001
+flatten = _pt.tree_flatten
+flatten_with_path = _pt.tree_flatten_with_path
+leaves = _pt.tree_leaves
+leaves_with_path = _pt.tree_leaves_with_path
+map = _pt.tree_map  # noqa: A001
+map_with_path = _pt.tree_map_with_path
+reduce = _pt.tree_reduce
+structure = _pt.tree_structure
+transpose = _pt.tree_transpose
+unflatten = _pt.tree_unflatten
 
 __all__ = [
     "all",

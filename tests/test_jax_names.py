@@ -16,7 +16,6 @@ from blu import lax
 from blu.core.errors import BluTypeError, BluValueError
 from blu.parallel import P, make_mesh
 
-
 # ---- tree_util ---------------------------------------------------------------------------------
 
 

@@ -32,9 +32,9 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
-from blu.transforms.named_axes import axis_size, axis_sizes, normalize_names, process_env_for
 from blu.transforms.ad_util import Zero, deflinear, instantiate, nondifferentiable
 from blu.transforms.batching import bdim_to_front, moveaxis
+from blu.transforms.named_axes import axis_size, axis_sizes, normalize_names, process_env_for
 
 __all__ = [
     "psum",

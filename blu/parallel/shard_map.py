@@ -44,11 +44,11 @@ from blu.core.interpreter import (
     set_interpreter,
 )
 from blu.parallel import runtime
-from blu.transforms.named_axes import ProcessAxisEnv, process_axis_env
 from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec
 from blu.parallel.mesh import PartitionSpec as P
 from blu.parallel.sharded_array import ShardedArray, from_local
 from blu.transforms.batching import BatchInterpreter, bdim_to_front
+from blu.transforms.named_axes import ProcessAxisEnv, process_axis_env
 
 _is_spec = lambda x: isinstance(x, PartitionSpec) or x is None  # noqa: E731
 
