@@ -16,3 +16,4 @@ from blu.lax.control_flow import *  # noqa: F403
 from blu.lax.ad_ops import *  # noqa: F403
 from blu.lax.parallel import *  # noqa: F403  (last: its rules use the functions above)
 from blu.lax.convolution import *  # noqa: F403
+from blu.lax.associative_scan import associative_scan  # noqa: F401
