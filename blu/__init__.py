@@ -18,5 +18,8 @@ from blu.jacobians import hessian, jacfwd, jacrev  # noqa: E402
 from blu import cuda  # noqa: E402  (loads no CUDA library until used)
 from blu import parallel  # noqa: E402
 from blu.parallel import device_put, devices, shard  # noqa: E402
+from blu.parallel.shard_map import shard_map  # noqa: E402
+from blu import experimental, tree, tree_util  # noqa: E402
+from blu.host import block_until_ready, device_get, disable_jit  # noqa: E402
 
 __version__ = "0.1.0"

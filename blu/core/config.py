@@ -30,6 +30,8 @@ Flags (environment variable, type, default):
 - ``num_cpu_devices`` (``BLU_NUM_CPU_DEVICES``, int, 1): virtual CPU devices for ``shard``.
 - ``parallel_backend`` (``BLU_PARALLEL_BACKEND``, "nccl" | "cpu" or None, None): the process
   group backend of ``blu.parallel.initialize`` (None: NCCL when available).
+- ``disable_jit`` (``BLU_DISABLE_JIT``, bool, False): ``jit`` runs its function eagerly
+  (``blu.disable_jit()``, as ``jax_disable_jit``).
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
@@ -86,6 +88,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "profile": ("BLU_PROFILE", _bool, False),
     "num_cpu_devices": ("BLU_NUM_CPU_DEVICES", _int, 1),
     "parallel_backend": ("BLU_PARALLEL_BACKEND", _lower, None),
+    "disable_jit": ("BLU_DISABLE_JIT", _bool, False),
 }
 
 

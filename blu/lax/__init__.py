@@ -14,6 +14,9 @@ from blu.lax.dot import *  # noqa: F403
 from blu.lax.sorting import *  # noqa: F403
 from blu.lax.control_flow import *  # noqa: F403
 from blu.transforms.ad_ops import *  # noqa: F403
+from blu.lax.parallel import *  # noqa: F403  (after the others: its rules use them)
+from blu.lax.convolution import *  # noqa: F403
+from blu.lax.associative_scan import associative_scan  # noqa: F401
 from blu.transforms import ops as _transform_ops
 
 # the transforms' helpers (zeros, tangent sums, batch-axis moves) apply these primitives

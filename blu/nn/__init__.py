@@ -4,7 +4,11 @@ Everything here is a pure function of arrays, built from ``blu.numpy`` and ``blu
 differentiates, vmaps and jits. Reductions that need range (softmax, log_softmax, logsumexp,
 cross_entropy, layer_norm statistics) are computed in float32 when given bfloat16/float16.
 
-- activations: ``relu``, ``gelu``, ``silu``, ``sigmoid``
+- activations: ``relu``, ``gelu``, ``silu``/``swish``, ``sigmoid``, and the rest of
+  ``jax.nn``'s (``blu.nn.activations``): ``softplus``, ``log_sigmoid``, ``soft_sign``,
+  ``sparse_plus``, ``sparse_sigmoid``, ``elu``, ``celu``, ``selu``, ``glu``, ``hard_tanh``,
+  ``relu6``, ``hard_sigmoid``, ``hard_silu``/``hard_swish``, ``leaky_relu``, ``mish``,
+  ``squareplus``, ``standardize``, ``tanh``, ``identity``
 - normalization and probabilities: ``layer_norm``, ``rms_norm``, ``softmax``, ``log_softmax``,
   ``logsumexp``
 - layers: ``linear``, ``embedding``, ``one_hot``, ``dropout``
@@ -31,6 +35,8 @@ from blu.nn.functions import (
     silu,
     softmax,
 )
+from blu.nn.activations import *  # noqa: F403
+from blu.nn.activations import __all__ as _activations
 from blu.nn.attention import causal_self_attention, dot_product_attention
 from blu.nn import initializers
 
@@ -52,4 +58,5 @@ __all__ = [
     "sigmoid",
     "silu",
     "softmax",
+    *_activations,
 ]

@@ -302,21 +302,27 @@ def embedding(table: Any, ids: Any) -> Any:
     return bnp.take(table, ids, axis=0)
 
 
-def one_hot(labels: Any, num_classes: int, dtype: Any = dtypes.float32) -> Any:
+def one_hot(labels: Any, num_classes: int, dtype: Any = dtypes.float32, *, axis: int = -1) -> Any:
     """One-hot encoding: ``out[..., c] = (labels[...] == c)``.
 
     Args:
         labels: integer array; values outside ``[0, num_classes)`` give all-zero rows.
-        num_classes: the length of the new last axis.
+        num_classes: the length of the new axis.
         dtype: output dtype.
+        axis: where the new axis goes in the result (``jax.nn.one_hot``'s ``axis``).
 
     Returns:
-        ``labels.shape + (num_classes,)`` of ``dtype``.
+        ``labels.shape`` with ``num_classes`` inserted at ``axis``, of ``dtype``.
+
+    Raises:
+        BluValueError: ``axis`` is out of range for ``labels.ndim + 1``.
     """
     labels = _check_int(labels, "labels", "one_hot")
     shape = labels.shape + (int(num_classes),)
     classes = lax.iota(labels.dtype, shape, len(shape) - 1)
-    return (bnp.expand_dims(labels, -1) == classes).astype(dtype)
+    out = (bnp.expand_dims(labels, -1) == classes).astype(dtype)
+    (ax,) = _axes(axis, len(shape), "one_hot")
+    return out if ax == len(shape) - 1 else bnp.moveaxis(out, -1, ax)
 
 
 def dropout(key: Any, x: Any, rate: float, deterministic: bool = False) -> Any:

@@ -58,6 +58,7 @@ from blu.numpy.products import *  # noqa: F403
 from blu.numpy.reductions import *  # noqa: F403
 from blu.numpy.selection import *  # noqa: F403
 from blu.numpy.sorting import *  # noqa: F403
+from blu.numpy.signal import convolve, correlate
 from blu.numpy.ufuncs import *  # noqa: F403
 
 pi = _math.pi

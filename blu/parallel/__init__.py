@@ -13,7 +13,7 @@ process per GPU (``python -m blu.parallel.launch --nproc N script.py``) and call
 """
 
 from blu.transforms.axes import axis_size
-from blu.parallel.collectives import (
+from blu.lax.parallel import (
     all_gather,
     all_to_all,
     axis_index,
@@ -27,7 +27,7 @@ from blu.parallel.collectives import (
 from blu.parallel.devices import Device, device_count, devices, local_devices
 from blu.parallel.mesh import Mesh, NamedSharding, P, PartitionSpec, make_mesh
 from blu.parallel.runtime import initialize, is_initialized, process_count, process_index, shutdown
-from blu.parallel.shard_map import shard
+from blu.parallel.shard_map import shard, shard_map
 from blu.parallel.sharded_array import Shard, ShardedArray, device_put
 
 __all__ = [
@@ -58,5 +58,6 @@ __all__ = [
     "psum",
     "psum_scatter",
     "shard",
+    "shard_map",
     "shutdown",
 ]

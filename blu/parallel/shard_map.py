@@ -45,10 +45,12 @@ from blu.core.interpreter import (
 )
 from blu.parallel import runtime
 from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec
+from blu.parallel.mesh import PartitionSpec as P
 from blu.parallel.sharded_array import ShardedArray, from_local
 from blu.transforms import jit as jit_mod
 from blu.transforms.axes import ProcessAxisEnv, process_axis_env
 from blu.transforms.batching import BatchInterpreter, bdim_to_front
+from blu.transforms.axes import ProcessAxisEnv, process_axis_env
 
 _is_spec = lambda x: isinstance(x, PartitionSpec) or x is None  # noqa: E731
 
@@ -86,7 +88,9 @@ def _notify_jit() -> None:
         note()
 
 
-def shard(f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable:
+def shard(
+    f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any, *, check_vma: bool = True
+) -> Callable:
     """Run ``f`` per device on its blocks, with collectives over ``mesh``'s axis names.
 
     Args:
@@ -95,6 +99,9 @@ def shard(f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable:
         in_specs: one ``PartitionSpec`` per positional argument (or a pytree prefix, or one
             spec for all): how each argument is split into blocks.
         out_specs: the same for the outputs: how blocks are reassembled.
+        check_vma: raise when an output varies along a mesh axis its out_spec does not name
+            (``False``: that output is taken from the first device along the axis, as JAX's
+            ``check_vma=False`` leaves it unchecked).
 
     Returns:
         a function of the global arrays; its concrete outputs are ``ShardedArray``s.
@@ -113,11 +120,64 @@ def shard(f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable:
         specs = _flat_specs("in_specs", args, in_specs)
         if runtime.is_initialized():
             return _run_processes(f, mesh, leaves, in_tree, specs, out_specs)
-        return _run_virtual(f, mesh, leaves, in_tree, specs, out_specs)
+        return _run_virtual(f, mesh, leaves, in_tree, specs, out_specs, check_vma)
 
     sharded.__name__ = f"shard({getattr(f, '__name__', 'f')})"
     sharded.__wrapped__ = f  # type: ignore[attr-defined]
     return sharded
+
+
+def shard_map(
+    f: Callable | None = None,
+    mesh: Mesh | None = None,
+    in_specs: Any = None,
+    out_specs: Any = None,
+    *,
+    check_vma: bool = True,
+    check_rep: bool | None = None,
+    axis_names: Any = None,
+    auto: Any = frozenset(),
+) -> Any:
+    """``jax.shard_map`` / ``jax.experimental.shard_map.shard_map``: ``blu.shard`` by JAX's name.
+
+    Both of JAX's spellings work: ``shard_map(f, mesh, in_specs, out_specs, check_rep=...)``
+    (experimental) and ``shard_map(f, mesh=..., in_specs=..., out_specs=..., check_vma=...)``;
+    with ``f`` omitted it returns a decorator.
+
+    Args:
+        f: the per-device function (see ``blu.shard``).
+        mesh: the device mesh (required: blu has no ambient mesh).
+        in_specs, out_specs: ``PartitionSpec`` pytrees (prefixes) for arguments and outputs.
+        check_vma: as ``blu.shard``'s; ``check_rep`` is its older name (either set to ``False``
+            turns the check off).
+        axis_names: the mesh axes ``f`` is manual over; only all of them is supported.
+        auto: mesh axes left to the compiler; only the empty set is supported.
+
+    Returns:
+        the sharded function (or a decorator when ``f`` is None).
+
+    Raises:
+        BluValueError: ``mesh`` or ``out_specs`` is missing, or ``axis_names``/``auto`` ask for
+            partial-manual sharding (not supported).
+    """
+    if f is None:
+        return lambda g: shard_map(
+            g, mesh, in_specs, out_specs, check_vma=check_vma, check_rep=check_rep,
+            axis_names=axis_names, auto=auto,
+        )  # fmt: skip
+    if mesh is None or out_specs is None:
+        raise BluValueError(
+            with_user_line("shard_map: pass mesh= and out_specs= (blu has no ambient mesh)")
+        )
+    if auto or (axis_names is not None and set(axis_names) != set(mesh.axis_names)):
+        raise BluValueError(
+            with_user_line(
+                f"shard_map: partial-manual sharding (axis_names={axis_names!r}, auto={auto!r}) "
+                f"is not supported; f is manual over all of {mesh.axis_names}"
+            )
+        )
+    check = check_vma and (check_rep is None or bool(check_rep))
+    return shard(f, mesh, P() if in_specs is None else in_specs, out_specs, check_vma=check)
 
 
 # ---- virtual devices: nested vmaps --------------------------------------------------------------
@@ -153,7 +213,7 @@ def _from_stacked(y: Any, spec: PartitionSpec, mesh: Mesh) -> Any:
     return lax.reshape(lax.transpose(y, tuple(perm)), tuple(shape))
 
 
-def _run_virtual(f, mesh, leaves, in_tree, specs, out_specs):
+def _run_virtual(f, mesh, leaves, in_tree, specs, out_specs, check_vma=True):
     ins, used = [], []
     for i, (x, spec) in enumerate(zip(leaves, specs)):
         x = canonicalize_arg(x)
@@ -189,6 +249,8 @@ def _run_virtual(f, mesh, leaves, in_tree, specs, out_specs):
             spec = box["specs"][k]
             if name in spec.all_names():
                 results.append(bdim_to_front(v, d, size))
+            elif d is not None and not check_vma:
+                results.append(lax.index_in_dim(v, 0, d, keepdims=False))  # device 0's value
             elif d is not None:
                 raise BluValueError(
                     with_user_line(

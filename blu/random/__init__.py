@@ -14,10 +14,15 @@ shape's layout and of how the work is split across devices. ``key``, ``split``, 
 ``bits``, ``uniform`` and ``randint`` give the same numbers as ``jax.random`` with raw
 ``PRNGKey``s (its default ``jax_threefry_partitionable=True``); ``normal`` agrees to an ulp.
 
-Modules: ``blu.random.prng`` (the cipher, keys, raw bits) and ``blu.random.samplers``.
+``exponential``, ``gamma``/``loggamma``, ``beta`` and ``dirichlet`` (``blu.random.distributions``)
+are correct in distribution but do not reproduce ``jax.random``'s bits.
+
+Modules: ``blu.random.prng`` (the cipher, keys, raw bits), ``blu.random.samplers`` and
+``blu.random.distributions``.
 """
 
 from blu.random.prng import PRNGKey, bits, fold_in, key, split, threefry2x32
+from blu.random.distributions import beta, dirichlet, exponential, gamma, loggamma
 from blu.random.samplers import (
     bernoulli,
     categorical,
@@ -33,12 +38,17 @@ from blu.random.samplers import (
 __all__ = [
     "PRNGKey",
     "bernoulli",
+    "beta",
     "bits",
     "categorical",
     "choice",
+    "dirichlet",
+    "exponential",
     "fold_in",
+    "gamma",
     "gumbel",
     "key",
+    "loggamma",
     "normal",
     "permutation",
     "randint",

@@ -335,6 +335,8 @@ class Jitted:
         return entry, leaves, donated_leaves
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if config.disable_jit:  # blu.disable_jit(): run op by op, nothing is traced or cached
+            return self.fun(*args, **kwargs)
         entry, leaves, donated = self._lookup(args, kwargs)
         for leaf, d in zip(leaves, donated):
             if d and isinstance(leaf, Array):

@@ -14,7 +14,7 @@ from typing import Any
 
 from blu import lax
 from blu.core import dtypes, pytree
-from blu.core.errors import BluError, BluTypeError, with_user_line
+from blu.core.errors import BluError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval, set_interpreter
 from blu.core.jaxpr import Jaxpr, Var, dce_jaxpr, eval_jaxpr
 from blu.core.primitive import Primitive
@@ -312,7 +312,9 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     return pytree.tree_unflatten(tree, outs)
 
 
-def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any) -> Any:
+def fori_loop(
+    lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unroll: int | bool | None = None
+) -> Any:
     """``for i in range(lower, upper): val = body_fun(i, val)`` as one traced op.
 
     With concrete bounds (Python ints or concrete arrays) this is a ``scan`` of
@@ -323,6 +325,13 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any) -> Any:
         lower, upper: integer scalars; ``i`` has their dtype (int32 for Python ints).
         body_fun: ``(i, val) -> val``, keeping structure, shapes and dtypes.
         init_val: the initial value (a pytree of arrays).
+        unroll: as ``scan``'s (iterations per compiled loop step, ``True`` for all); only with
+            concrete bounds. The result is the same for every value.
+
+    Raises:
+        BluTypeError: a bound is not an integer scalar, or ``body_fun`` changes the value's
+            structure, shapes or dtypes.
+        BluValueError: ``unroll`` is given with traced bounds, or is not a bool / positive int.
     """
     la, ua = get_aval(lower), get_aval(upper)
     for name, a in (("lower", la), ("upper", ua)):
@@ -339,9 +348,17 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any) -> Any:
             return (lax.add(i, lax.full((), 1, idx_dtype)), body_fun(i, val)), None
 
         i0 = lax.full((), lo, idx_dtype)
-        (_, val), _ = _scan(step, (i0, init_val), None, max(hi - lo, 0), False, 1,
+        n = max(hi - lo, 0)
+        (_, val), _ = _scan(step, (i0, init_val), None, n, False, 1 if unroll is None else unroll,
                             what="fori_loop", root="val", strip=1)  # fmt: skip
         return val
+    if unroll is not None:
+        raise BluValueError(
+            with_user_line(
+                "fori_loop: unroll needs concrete loop bounds (Python ints or concrete arrays); "
+                f"got lower {la.str_short()}, upper {ua.str_short()} traced"
+            )
+        )
     lower = lax.convert_element_type(lower, idx_dtype)
     upper = lax.convert_element_type(upper, idx_dtype)
 

@@ -349,7 +349,7 @@ def scan(
     xs: Any = None,
     length: int | None = None,
     reverse: bool = False,
-    unroll: int = 1,
+    unroll: int | bool = 1,
 ) -> tuple[Any, Any]:
     """Loop ``f`` over the leading axis of ``xs``, threading a carry (``jax.lax.scan``).
 
@@ -369,14 +369,18 @@ def scan(
         xs: a pytree of arrays with a common leading axis (or None, with ``length``).
         length: the number of iterations (required when ``xs`` is None).
         reverse: iterate from the last slice to the first (``ys`` keep their positions).
-        unroll: a hint for compiled lowering; the result is the same.
+        unroll: how many iterations one step of the compiled loop does (a positive int;
+            ``True`` unrolls fully, ``False`` is 1). A performance hint: the result is the same
+            for every value.
 
     Returns:
         ``(final carry, ys)``.
 
     Raises:
         BluTypeError: the carry returned by ``f`` differs from the one passed in (the message
-            names the leaf path, its shapes and dtypes), or ``f`` does not return a pair.
+            names the leaf path, its shapes and dtypes), ``f`` does not return a pair, or
+            ``unroll`` is not a bool or an int.
+        BluValueError: ``unroll`` is an int < 1, or ``length`` < 0.
         BluShapeError: the leaves of ``xs`` have different leading sizes, or ``length``
             disagrees.
     """
@@ -407,6 +411,7 @@ def _scan(f, init, xs, length, reverse, unroll, what="scan", root="carry", strip
     if not sizes:
         raise BluValueError(with_user_line("scan: pass xs or length (there is nothing to scan)"))
     length = sizes.pop()
+    unroll = _check_unroll(unroll, length, what)
     slice_avals = [ShapedArray(a.shape[1:], a.dtype, a.weak_type) for a in x_avals]
 
     init_leaves, init_tree = pytree.tree_flatten(init)
@@ -445,6 +450,21 @@ def _scan(f, init, xs, length, reverse, unroll, what="scan", root="carry", strip
                  unroll=unroll)  # fmt: skip
     n = len(init_leaves)
     return pytree.tree_unflatten(init_tree, outs[:n]), pytree.tree_unflatten(y_tree, outs[n:])
+
+
+def _check_unroll(unroll: Any, length: int, what: str) -> int:
+    """JAX's rule: a bool means all (``True``) or 1; otherwise a positive int."""
+    if isinstance(unroll, (bool, np.bool_)):
+        return max(length, 1) if unroll else 1
+    if not isinstance(unroll, (int, np.integer)):
+        raise BluTypeError(
+            with_user_line(f"{what}: unroll must be a bool or a positive int, got {unroll!r}")
+        )
+    if unroll < 1:
+        raise BluValueError(
+            with_user_line(f"{what}: unroll must be a bool or a positive int, got {unroll}")
+        )
+    return int(unroll)
 
 
 def _promote(x: Any, aval: ShapedArray) -> Any:

@@ -1,0 +1,2 @@
+"""blu.experimental: JAX's ``jax.experimental`` import paths for features blu has
+(``blu.experimental.shard_map.shard_map``)."""

@@ -1,0 +1,549 @@
+"""Collectives over named axes: psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute,
+all_to_all, axis_index and axis_size (``jax.lax``'s names; ``blu.parallel`` re-exports them).
+
+Each is a primitive with a *named* batching rule (``batch_named``): at the vmap/shard level that
+binds its axis name it becomes ordinary array operations over the batch axis (``psum`` sums it,
+``all_gather`` stacks it, ...); at other levels it passes through. So on virtual CPU devices,
+where ``blu.shard`` is nested vmaps, collectives vanish into plain programs, and ``grad``,
+``jit`` and ``vmap`` compose through the usual rules. With one process per device the ``impl``
+runs instead and calls the process group's communicator (NCCL on GPUs).
+
+Derivatives follow JAX's pmap semantics: the collectives are linear and each one's transpose
+is the transpose of its global linear map (psum <-> psum, all_gather <-> psum_scatter,
+ppermute <-> the inverse permutation, all_to_all <-> itself), so differentiating inside
+``shard`` gives the gradient of the sum over devices of the per-device outputs.
+
+Multi-axis collectives (``psum(x, ('x', 'y'))``) index devices by the axis tuple, first name
+major. The primitives gather/scatter over *stacked* leading axes (one per name), which lets each
+batching level handle its own name and leave the rest to outer levels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from blu import lax
+from blu.core import dtypes, pytree
+from blu.core.aval import ShapedArray
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import get_aval
+from blu.core.primitive import Primitive
+from blu.transforms.ad_util import Zero, deflinear, instantiate, nondifferentiable
+from blu.transforms.batching import bdim_to_front, moveaxis
+from blu.transforms.axes import axis_size, axis_sizes, normalize_names, process_env_for
+
+__all__ = [
+    "psum",
+    "pmean",
+    "pmax",
+    "pmin",
+    "all_gather",
+    "psum_scatter",
+    "ppermute",
+    "all_to_all",
+    "axis_index",
+    "axis_size",
+]
+
+
+def _collective(name: str) -> Primitive:
+    p = Primitive(name)
+    p.collective = True  # type: ignore[attr-defined]  # control flow asks: needs axis names?
+    return p
+
+
+psum_p = _collective("psum")
+pmax_p = _collective("pmax")
+pmin_p = _collective("pmin")
+all_gather_p = _collective("all_gather")  # (x) -> stacked (*sizes, *x.shape)
+reduce_scatter_p = _collective("reduce_scatter")  # stacked (*sizes, *s) -> summed block s
+ppermute_p = _collective("ppermute")
+all_to_all_p = _collective("all_to_all")  # (N, ...) chunks -> (N, ...) received chunks
+axis_index_p = _collective("axis_index")
+
+
+def _rest(names: tuple, name: Any) -> tuple:
+    return tuple(n for n in names if n != name)
+
+
+def _check_size(prim: str, name: Any, want: int, got: int) -> None:
+    if want != got:
+        raise BluValueError(
+            f"{prim}: axis {name!r} had size {want} when traced but is bound with size {got} "
+            "(a jitted function traced under another mesh?)"
+        )
+
+
+def _comm(names: tuple, what: str):
+    return process_env_for(names, what).comm_for(names)
+
+
+# ---- psum, pmax, pmin ---------------------------------------------------------------------------
+
+
+def _reduce_abstract_eval(prim: str):
+    def rule(x, *, axis_name):
+        if x.dtype == dtypes.bool_:
+            raise BluTypeError(
+                with_user_line(f"{prim} requires a numeric operand, got {x.str_short()}")
+            )
+        return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+    return rule
+
+
+for _p, _op in ((psum_p, "sum"), (pmax_p, "max"), (pmin_p, "min")):
+    _p.def_abstract_eval(_reduce_abstract_eval(_p.name))
+
+    def _impl(x, *, axis_name, _op=_op, _name=_p.name):
+        return _comm(axis_name, _name).all_reduce(np.asarray(x), _op)
+
+    _p.def_impl(_impl)
+
+
+def _psum_transpose(ct, x, *, axis_name):
+    if isinstance(ct, Zero):
+        return [Zero(x.aval)]
+    return [psum_p.bind(ct, axis_name=axis_name)]
+
+
+deflinear(psum_p, _psum_transpose)
+
+
+def _reduction_batch(prim: Primitive, reduce_fn, unbatched_fn):
+    def rule(size, name, args, dims, *, axis_name):
+        (x,), (d,) = args, dims
+        if name not in axis_name:
+            return prim.bind(x, axis_name=axis_name), d
+        y = unbatched_fn(x, size) if d is None else reduce_fn(x, (d,))
+        rest = _rest(axis_name, name)
+        return (prim.bind(y, axis_name=rest) if rest else y), None
+
+    prim.def_batch_named(rule)
+
+
+def _times(x, n):
+    aval = get_aval(x)
+    return lax.mul(x, lax.full(aval.shape, n, aval.dtype))
+
+
+_reduction_batch(psum_p, lax.reduce_sum, _times)
+_reduction_batch(pmax_p, lax.reduce_max, lambda x, n: x)
+_reduction_batch(pmin_p, lax.reduce_min, lambda x, n: x)
+
+
+def _extremum_jvp(prim: Primitive):
+    # as reduce_max: the tangent of the winners, averaged over ties
+    def jvp(primals, tangents, *, axis_name):
+        (x,), (t,) = primals, tangents
+        m = prim.bind(x, axis_name=axis_name)
+        if isinstance(t, Zero):
+            return m, Zero(get_aval(m).strip_weak_type())
+        dt = get_aval(x).dtype
+        hit = lax.convert_element_type(lax.eq(x, m), dt)
+        num = psum_p.bind(lax.mul(instantiate(t), hit), axis_name=axis_name)
+        den = psum_p.bind(hit, axis_name=axis_name)
+        return m, lax.div(num, den)
+
+    prim.def_jvp(jvp)
+
+
+_extremum_jvp(pmax_p)
+_extremum_jvp(pmin_p)
+
+
+# ---- all_gather and reduce_scatter (stacked forms) ----------------------------------------------
+
+
+@all_gather_p.def_abstract_eval
+def _all_gather_abstract_eval(x, *, axis_name, axis_sizes):
+    return ShapedArray(tuple(axis_sizes) + x.shape, x.dtype, x.weak_type)
+
+
+@all_gather_p.def_impl
+def _all_gather_impl(x, *, axis_name, axis_sizes):
+    out = _comm(axis_name, "all_gather").all_gather(np.asarray(x))
+    return out.reshape(tuple(axis_sizes) + np.shape(x))
+
+
+@reduce_scatter_p.def_abstract_eval
+def _reduce_scatter_abstract_eval(x, *, axis_name, axis_sizes):
+    k = len(axis_sizes)
+    if x.shape[:k] != tuple(axis_sizes) or x.dtype == dtypes.bool_:
+        raise BluShapeError(
+            with_user_line(
+                f"psum_scatter: operand {x.str_short()} must be numeric with leading axes "
+                f"{tuple(axis_sizes)} (the sizes of {axis_name})"
+            )
+        )
+    return ShapedArray(x.shape[k:], x.dtype, x.weak_type)
+
+
+@reduce_scatter_p.def_impl
+def _reduce_scatter_impl(x, *, axis_name, axis_sizes):
+    n = math.prod(axis_sizes)
+    k = len(axis_sizes)
+    x = np.asarray(x)
+    return _comm(axis_name, "psum_scatter").reduce_scatter(x.reshape((n,) + x.shape[k:]))
+
+
+deflinear(
+    all_gather_p,
+    lambda ct, x, **p: [Zero(x.aval) if isinstance(ct, Zero) else reduce_scatter_p.bind(ct, **p)],
+)
+deflinear(
+    reduce_scatter_p,
+    lambda ct, x, **p: [Zero(x.aval) if isinstance(ct, Zero) else all_gather_p.bind(ct, **p)],
+)
+
+
+@all_gather_p.def_batch_named
+def _all_gather_batch(size, name, args, dims, *, axis_name, axis_sizes):
+    (x,), (d,) = args, dims
+    k = len(axis_name)
+    if name not in axis_name:
+        out = all_gather_p.bind(x, axis_name=axis_name, axis_sizes=axis_sizes)
+        return out, (None if d is None else d + k)
+    i = axis_name.index(name)
+    _check_size("all_gather", name, axis_sizes[i], size)
+    x = bdim_to_front(x, d, size)  # (size, *block): the gather over this axis
+    rest = _rest(axis_name, name)
+    if rest:
+        sizes = axis_sizes[:i] + axis_sizes[i + 1 :]
+        x = all_gather_p.bind(x, axis_name=rest, axis_sizes=sizes)  # (*rest, size, *block)
+    return moveaxis(x, k - 1, i), None
+
+
+@reduce_scatter_p.def_batch_named
+def _reduce_scatter_batch(size, name, args, dims, *, axis_name, axis_sizes):
+    (x,), (d,) = args, dims
+    k = len(axis_name)
+    if name not in axis_name:
+        if d is None:
+            return reduce_scatter_p.bind(x, axis_name=axis_name, axis_sizes=axis_sizes), None
+        x = moveaxis(x, d, k)  # the batch axis belongs to the block, after the stacked axes
+        return reduce_scatter_p.bind(x, axis_name=axis_name, axis_sizes=axis_sizes), 0
+    i = axis_name.index(name)
+    _check_size("psum_scatter", name, axis_sizes[i], size)
+    z = _times(x, size) if d is None else lax.reduce_sum(x, (d,))
+    z = moveaxis(z, i, k - 1)
+    rest = _rest(axis_name, name)
+    if rest:
+        sizes = axis_sizes[:i] + axis_sizes[i + 1 :]
+        z = reduce_scatter_p.bind(z, axis_name=rest, axis_sizes=sizes)  # (size, *block)
+    return z, 0  # device j of this axis keeps row j
+
+
+# ---- ppermute -----------------------------------------------------------------------------------
+
+
+@ppermute_p.def_abstract_eval
+def _ppermute_abstract_eval(x, *, axis_name, perm):
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+@ppermute_p.def_impl
+def _ppermute_impl(x, *, axis_name, perm):
+    return _comm((axis_name,), "ppermute").permute(np.asarray(x), perm)
+
+
+def _ppermute_transpose(ct, x, *, axis_name, perm):
+    if isinstance(ct, Zero):
+        return [Zero(x.aval)]
+    inverse = tuple((dst, src) for src, dst in perm)
+    return [ppermute_p.bind(ct, axis_name=axis_name, perm=inverse)]
+
+
+deflinear(ppermute_p, _ppermute_transpose)
+
+
+@ppermute_p.def_batch_named
+def _ppermute_batch(size, name, args, dims, *, axis_name, perm):
+    (x,), (d,) = args, dims
+    if name != axis_name:
+        return ppermute_p.bind(x, axis_name=axis_name, perm=perm), d
+    x = bdim_to_front(x, d, size)
+    src_of = {dst: src for src, dst in perm}
+    aval = get_aval(x)
+    zero = lax.full((1,) + aval.shape[1:], 0, aval.dtype)
+    parts = [lax.index_in_dim(x, src_of[j], 0) if j in src_of else zero for j in range(size)]
+    return lax.concatenate(parts, 0), 0
+
+
+# ---- all_to_all ---------------------------------------------------------------------------------
+
+
+@all_to_all_p.def_abstract_eval
+def _all_to_all_abstract_eval(x, *, axis_name, axis_size):
+    if x.ndim == 0 or x.shape[0] != axis_size:
+        raise BluShapeError(
+            with_user_line(
+                f"all_to_all: operand {x.str_short()} must have a leading axis of size "
+                f"{axis_size} (the size of {axis_name!r})"
+            )
+        )
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+@all_to_all_p.def_impl
+def _all_to_all_impl(x, *, axis_name, axis_size):
+    return _comm((axis_name,), "all_to_all").all_to_all(np.asarray(x))
+
+
+deflinear(
+    all_to_all_p,
+    lambda ct, x, **p: [Zero(x.aval) if isinstance(ct, Zero) else all_to_all_p.bind(ct, **p)],
+)
+
+
+@all_to_all_p.def_batch_named
+def _all_to_all_batch(size, name, args, dims, *, axis_name, axis_size):
+    (x,), (d,) = args, dims
+    if name != axis_name:
+        if d is None:
+            return all_to_all_p.bind(x, axis_name=axis_name, axis_size=axis_size), None
+        x = moveaxis(x, d, 1)  # keep the chunk axis in front
+        return all_to_all_p.bind(x, axis_name=axis_name, axis_size=axis_size), 1
+    _check_size("all_to_all", name, axis_size, size)
+    x = bdim_to_front(x, d, size)  # [device, chunk, ...]
+    return moveaxis(x, 1, 0), 0  # device j receives chunk j of every device
+
+
+# ---- axis_index ---------------------------------------------------------------------------------
+
+
+@axis_index_p.def_abstract_eval
+def _axis_index_abstract_eval(*, axis_name):
+    return ShapedArray((), dtypes.int32)
+
+
+@axis_index_p.def_impl
+def _axis_index_impl(*, axis_name):
+    return np.asarray(process_env_for((axis_name,), "axis_index").coords[axis_name], np.int32)
+
+
+nondifferentiable(axis_index_p)
+
+
+@axis_index_p.def_batch_named
+def _axis_index_batch(size, name, args, dims, *, axis_name):
+    if name != axis_name:
+        return axis_index_p.bind(axis_name=axis_name), None
+    return lax.iota(dtypes.int32, size), 0
+
+
+# ---- the public functions -----------------------------------------------------------------------
+
+
+def _names_and_sizes(axis_name: Any, what: str) -> tuple[tuple, tuple[int, ...]]:
+    names = normalize_names(axis_name, what)
+    return names, axis_sizes(names, what)
+
+
+def _tree(fn, x):
+    return pytree.tree_map(fn, x)
+
+
+def _numeric(what: str, v: Any) -> Any:
+    # checked here too: under vmap/shard the rule runs before any abstract eval would
+    aval = get_aval(v)
+    if aval.dtype == dtypes.bool_:
+        raise BluTypeError(
+            with_user_line(f"{what} requires a numeric operand, got {aval.str_short()}")
+        )
+    return v
+
+
+def psum(x: Any, axis_name: Any) -> Any:
+    """Sum of ``x`` over the devices along the named axis (or tuple of axes).
+
+    Args:
+        x: an array or pytree of numeric arrays (any shape).
+        axis_name: a mesh axis name bound by ``blu.shard`` or ``vmap(axis_name=...)``, or a
+            tuple of them.
+
+    Returns:
+        the same shapes and dtypes; equal on every device of the group.
+    """
+    names, _ = _names_and_sizes(axis_name, "psum")
+    if not names:
+        return x
+    return _tree(lambda v: psum_p.bind(_numeric("psum", v), axis_name=names), x)
+
+
+def pmean(x: Any, axis_name: Any) -> Any:
+    """Mean of ``x`` over the devices along the named axis (or axes); floats."""
+    names, sizes = _names_and_sizes(axis_name, "pmean")
+    n = math.prod(sizes)
+
+    def one(v):
+        if not dtypes.is_float(get_aval(v).dtype):
+            raise BluTypeError(
+                with_user_line(f"pmean requires a float operand, got {get_aval(v).str_short()}")
+            )
+        return psum(v, names) / n if names else v
+
+    return _tree(one, x)
+
+
+def pmax(x: Any, axis_name: Any) -> Any:
+    """Elementwise maximum of ``x`` over the devices along the named axis (or axes)."""
+    names, _ = _names_and_sizes(axis_name, "pmax")
+    return _tree(lambda v: pmax_p.bind(_numeric("pmax", v), axis_name=names), x) if names else x
+
+
+def pmin(x: Any, axis_name: Any) -> Any:
+    """Elementwise minimum of ``x`` over the devices along the named axis (or axes)."""
+    names, _ = _names_and_sizes(axis_name, "pmin")
+    return _tree(lambda v: pmin_p.bind(_numeric("pmin", v), axis_name=names), x) if names else x
+
+
+def _check_axis(what: str, axis: int, ndim: int, inclusive: bool) -> int:
+    hi = ndim + 1 if inclusive else ndim
+    if not -hi <= axis < hi:
+        raise BluValueError(with_user_line(f"{what}: axis {axis} out of range for rank {ndim}"))
+    return axis % hi
+
+
+def all_gather(x: Any, axis_name: Any, *, axis: int = 0, tiled: bool = False) -> Any:
+    """Gather every device's ``x`` along the named axis (or axes; first name major).
+
+    Args:
+        x: array (or pytree) of shape ``s``.
+        axis: where the gathered axis goes.
+        tiled: False: a new axis of size N at ``axis`` (result rank ``len(s) + 1``);
+            True: concatenate along the existing axis ``axis`` (size ``N * s[axis]``).
+    """
+    names, sizes = _names_and_sizes(axis_name, "all_gather")
+    n = math.prod(sizes)
+
+    def one(v):
+        shape = get_aval(v).shape
+        if tiled and not shape:
+            raise BluShapeError(
+                with_user_line("all_gather(tiled=True) needs an operand of rank >= 1")
+            )
+        ax = _check_axis("all_gather", axis, len(shape), inclusive=not tiled)
+        y = all_gather_p.bind(v, axis_name=names, axis_sizes=sizes) if names else v[None]
+        y = lax.reshape(y, (n,) + shape)
+        y = moveaxis(y, 0, ax)
+        if tiled:
+            new = shape[:ax] + (n * shape[ax],) + shape[ax + 1 :]
+            y = lax.reshape(y, new)
+        return y
+
+    return _tree(one, x)
+
+
+def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, tiled: bool = False):
+    """Sum over the named axis (or axes), each device keeping its block of the result.
+
+    Args:
+        x: array (or pytree); ``x.shape[scatter_dimension]`` must be N (the group size) when
+            not tiled (that axis is removed), or a multiple of N when tiled (it shrinks N-fold).
+    """
+    names, sizes = _names_and_sizes(axis_name, "psum_scatter")
+    n = math.prod(sizes)
+
+    def one(v):
+        shape = get_aval(v).shape
+        if not shape:
+            raise BluShapeError(with_user_line("psum_scatter needs an operand of rank >= 1"))
+        _numeric("psum_scatter", v)
+        ax = _check_axis("psum_scatter", scatter_dimension, len(shape), inclusive=False)
+        m = shape[ax]
+        if (not tiled and m != n) or (tiled and m % n):
+            need = f"equal to {n}" if not tiled else f"a multiple of {n}"
+            raise BluShapeError(
+                with_user_line(
+                    f"psum_scatter: dimension {ax} of {get_aval(v).str_short()} must be {need} "
+                    f"(the size of {names}), got {m}"
+                )
+            )
+        if tiled:
+            v = lax.reshape(v, shape[:ax] + (n, m // n) + shape[ax + 1 :])
+        v = moveaxis(v, ax, 0)
+        v = lax.reshape(v, tuple(sizes) + get_aval(v).shape[1:])
+        if not names:
+            return lax.reshape(v, get_aval(v).shape)
+        return reduce_scatter_p.bind(v, axis_name=names, axis_sizes=sizes)
+
+    return _tree(one, x)
+
+
+def _single_name(axis_name: Any, what: str) -> tuple[Any, int]:
+    names = normalize_names(axis_name, what)
+    if len(names) != 1:
+        raise BluValueError(with_user_line(f"{what}: takes one axis name, got {axis_name!r}"))
+    return names[0], axis_size(names[0], what)
+
+
+def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
+    """Send ``x`` from device ``src`` to device ``dst`` for each ``(src, dst)`` in ``perm``.
+
+    Devices that receive nothing get zeros. Sources and destinations must each be distinct
+    indices along ``axis_name``.
+    """
+    name, n = _single_name(axis_name, "ppermute")
+    perm = tuple((int(s), int(d)) for s, d in perm)
+    srcs, dsts = [s for s, _ in perm], [d for _, d in perm]
+    if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
+        raise BluValueError(
+            with_user_line(f"ppermute: perm {perm} repeats a source or destination")
+        )
+    if any(not 0 <= i < n for i in srcs + dsts):
+        raise BluValueError(
+            with_user_line(f"ppermute: perm {perm} has indices outside axis {name!r} of size {n}")
+        )
+    return _tree(lambda v: ppermute_p.bind(v, axis_name=name, perm=perm), x)
+
+
+def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, tiled: bool = False):
+    """Split ``x`` along ``split_axis`` into N chunks, send chunk j to device j, and join the
+    received chunks (in device order) along ``concat_axis``.
+
+    Not tiled: ``x.shape[split_axis]`` must be N; that axis is removed and a new axis of size N
+    is inserted at ``concat_axis``. Tiled: ``x.shape[split_axis]`` must be a multiple of N; it
+    shrinks N-fold and ``concat_axis`` grows N-fold.
+    """
+    name, n = _single_name(axis_name, "all_to_all")
+
+    def one(v):
+        shape = get_aval(v).shape
+        s = _check_axis("all_to_all", split_axis, len(shape), inclusive=False)
+        c = _check_axis("all_to_all", concat_axis, len(shape), inclusive=False)
+        m = shape[s]
+        if (not tiled and m != n) or (tiled and m % n):
+            need = f"equal to {n}" if not tiled else f"a multiple of {n}"
+            raise BluShapeError(
+                with_user_line(
+                    f"all_to_all: split axis {s} of {get_aval(v).str_short()} must be {need} "
+                    f"(the size of {name!r}), got {m}"
+                )
+            )
+        if tiled:
+            v = lax.reshape(v, shape[:s] + (n, m // n) + shape[s + 1 :])
+        y = all_to_all_p.bind(moveaxis(v, s, 0), axis_name=name, axis_size=n)
+        if not tiled:
+            return moveaxis(y, 0, c)
+        rest = get_aval(y).shape[1:]  # x's shape with the split axis m // n
+        y = moveaxis(y, 0, c)
+        return lax.reshape(y, rest[:c] + (n * rest[c],) + rest[c + 1 :])
+
+    return _tree(one, x)
+
+
+def axis_index(axis_name: Any) -> Any:
+    """This device's index along the named axis (an int32 scalar); for a tuple of names, the
+    index over their product, first name major."""
+    names, sizes = _names_and_sizes(axis_name, "axis_index")
+    out: Any = lax.full((), 0, dtypes.int32)
+    for name, size in zip(names, sizes):
+        out = lax.add(
+            lax.mul(out, lax.full((), size, dtypes.int32)), axis_index_p.bind(axis_name=name)
+        )
+    return out

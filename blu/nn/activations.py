@@ -1,0 +1,250 @@
+"""The ``jax.nn`` activations beyond relu/gelu/silu/sigmoid (``blu.nn.functions``), under JAX's
+names and conventions, numerically stable and with finite gradients at their special points.
+
+Each takes a float array (integers and bools become float32) and returns one of its shape and
+dtype unless stated. Conventions at kinks (where the derivative is undefined) follow JAX's:
+``relu6`` and ``hard_sigmoid`` have derivative 0 at their corners, ``leaky_relu`` and
+``hard_tanh`` 1, ``elu``/``celu``/``selu`` take the left branch's derivative at 0 (``alpha``,
+1, ``scale * alpha``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import blu.numpy as bnp
+from blu import lax
+from blu.core.errors import BluShapeError, with_user_line
+from blu.nn.functions import _axes, _float_operand, sigmoid, silu
+from blu.transforms.custom_derivatives import custom_jvp
+
+__all__ = [
+    "celu",
+    "elu",
+    "glu",
+    "hard_sigmoid",
+    "hard_silu",
+    "hard_swish",
+    "hard_tanh",
+    "identity",
+    "leaky_relu",
+    "log_sigmoid",
+    "mish",
+    "relu6",
+    "selu",
+    "soft_sign",
+    "softplus",
+    "sparse_plus",
+    "sparse_sigmoid",
+    "squareplus",
+    "standardize",
+    "swish",
+    "tanh",
+]
+
+
+def _zeros(x: Any) -> Any:
+    return bnp.zeros_like(x)
+
+
+def identity(x: Any) -> Any:
+    """``x`` unchanged (``jax.nn.identity``)."""
+    return bnp.asarray(x)
+
+
+def tanh(x: Any) -> Any:
+    """The hyperbolic tangent elementwise (``jax.nn.tanh``)."""
+    return bnp.tanh(_float_operand(x))
+
+
+@custom_jvp
+def _softplus(x: Any) -> Any:
+    # log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large |x|
+    return bnp.where(x > 0, x, _zeros(x)) + bnp.log1p(bnp.exp(-bnp.abs(x)))
+
+
+_softplus.defjvps(lambda t, y, x: t * lax.logistic(x))
+
+
+def softplus(x: Any) -> Any:
+    """``log(1 + exp(x))`` elementwise, without overflow; its derivative is ``sigmoid(x)``.
+
+    Args:
+        x: float array (integers become float32).
+
+    Returns:
+        An array of ``x``'s shape and dtype; ``softplus(-inf) = 0``, ``softplus(inf) = inf``.
+    """
+    return _softplus(_float_operand(x))
+
+
+def log_sigmoid(x: Any) -> Any:
+    """``log(sigmoid(x)) = -softplus(-x)`` elementwise (finite for large negative ``x``)."""
+    return -softplus(-_float_operand(x))
+
+
+def soft_sign(x: Any) -> Any:
+    """``x / (|x| + 1)`` elementwise."""
+    x = _float_operand(x)
+    return x / (bnp.abs(x) + 1)
+
+
+swish = silu
+
+
+def sparse_plus(x: Any) -> Any:
+    """Sparse plus (Martins & Astudillo 2016's sparsemax, as a softplus): 0 for ``x <= -1``,
+    ``(x + 1)**2 / 4`` for ``-1 < x < 1``, ``x`` for ``x >= 1`` (continuously differentiable)."""
+    x = _float_operand(x)
+    mid = bnp.square(x + 1) / 4
+    return bnp.where(x <= -1, _zeros(x), bnp.where(x < 1, mid, x))
+
+
+def sparse_sigmoid(x: Any) -> Any:
+    """The derivative of ``sparse_plus``: 0, ``(x + 1) / 2``, 1 on the same three pieces."""
+    x = _float_operand(x)
+    return bnp.where(x <= -1, _zeros(x), bnp.where(x < 1, (x + 1) / 2, bnp.ones_like(x)))
+
+
+def elu(x: Any, alpha: Any = 1.0) -> Any:
+    """Exponential linear unit (Clevert et al. 2016): ``x`` if ``x > 0`` else
+    ``alpha * (exp(x) - 1)`` elementwise (no overflow from the untaken branch)."""
+    x = _float_operand(x)
+    neg = bnp.where(x > 0, _zeros(x), x)  # so exp never sees a large positive x
+    return bnp.where(x > 0, x, alpha * bnp.expm1(neg))
+
+
+def celu(x: Any, alpha: Any = 1.0) -> Any:
+    """Continuously differentiable ELU (Barron 2017): ``x`` if ``x > 0`` else
+    ``alpha * (exp(x / alpha) - 1)``; its derivative at 0 is 1."""
+    x = _float_operand(x)
+    neg = bnp.where(x > 0, _zeros(x), x)
+    return bnp.where(x > 0, x, alpha * bnp.expm1(neg / alpha))
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(x: Any) -> Any:
+    """Scaled ELU (Klambauer et al. 2017): ``scale * elu(x, alpha)`` with ``alpha ~ 1.6733``,
+    ``scale ~ 1.0507`` (the self-normalizing constants)."""
+    return _SELU_SCALE * elu(x, _SELU_ALPHA)
+
+
+def glu(x: Any, axis: int = -1) -> Any:
+    """Gated linear unit (Dauphin et al. 2017): ``a * sigmoid(b)`` with ``x = concat(a, b)``
+    along ``axis``.
+
+    Args:
+        x: float array whose ``axis`` has even size ``2n``.
+        axis: the axis split in two halves.
+
+    Returns:
+        ``x``'s shape with ``axis`` of size ``n``.
+
+    Raises:
+        BluShapeError: ``axis`` has odd size.
+    """
+    x = _float_operand(x)
+    (ax,) = _axes(axis, x.ndim, "glu")
+    n = x.shape[ax]
+    if n % 2:
+        raise BluShapeError(
+            with_user_line(f"nn.glu: axis {axis} of {x.shape} must have even size, got {n}")
+        )
+    a = lax.slice_in_dim(x, 0, n // 2, 1, ax)
+    b = lax.slice_in_dim(x, n // 2, n, 1, ax)
+    return a * sigmoid(b)
+
+
+def hard_tanh(x: Any) -> Any:
+    """``x`` clipped to ``[-1, 1]`` (derivative 1 on the closed interval, as JAX)."""
+    x = _float_operand(x)
+    one = bnp.ones_like(x)
+    return bnp.where(x > 1, one, bnp.where(x < -1, -one, x))
+
+
+@custom_jvp
+def _relu6(x: Any) -> Any:
+    return bnp.minimum(bnp.maximum(x, _zeros(x)), bnp.full_like(x, 6))
+
+
+# derivative 0 at the corners 0 and 6 (JAX's convention), so hard_sigmoid is 0 there too
+_relu6.defjvps(lambda t, y, x: bnp.where((x > 0) & (x < 6), t, _zeros(t)))
+
+
+def relu6(x: Any) -> Any:
+    """``min(max(x, 0), 6)`` elementwise; derivative 1 on ``(0, 6)``, 0 elsewhere (incl. the
+    corners)."""
+    return _relu6(_float_operand(x))
+
+
+def hard_sigmoid(x: Any) -> Any:
+    """``relu6(x + 3) / 6``: a piecewise-linear sigmoid."""
+    return relu6(_float_operand(x) + 3.0) / 6.0
+
+
+def hard_silu(x: Any) -> Any:
+    """``x * hard_sigmoid(x)`` (hard swish, Howard et al. 2019)."""
+    x = _float_operand(x)
+    return x * hard_sigmoid(x)
+
+
+hard_swish = hard_silu
+
+
+def leaky_relu(x: Any, negative_slope: Any = 1e-2) -> Any:
+    """``x`` if ``x >= 0`` else ``negative_slope * x`` (derivative 1 at 0, as JAX)."""
+    x = _float_operand(x)
+    return bnp.where(x >= 0, x, negative_slope * x)
+
+
+def mish(x: Any) -> Any:
+    """``x * tanh(softplus(x))`` (Misra 2019), stable for large ``|x|``."""
+    x = _float_operand(x)
+    return x * bnp.tanh(softplus(x))
+
+
+def squareplus(x: Any, b: Any = 4) -> Any:
+    """``(x + sqrt(x**2 + b)) / 2`` (So 2021), a smooth relu; ``b >= 0`` sets the curvature.
+
+    For ``x < 0`` it is computed as ``b / (2 (sqrt(x**2 + b) - x))``, which does not cancel
+    (``squareplus(-1e4)`` is ``1e-4`` in float32, not 0).
+    """
+    x = _float_operand(x)
+    pos = (x + bnp.sqrt(bnp.square(x) + b)) / 2
+    xn = bnp.where(x < 0, x, -bnp.ones_like(x))  # keeps the untaken branch finite
+    neg = b / (2 * (bnp.sqrt(bnp.square(xn) + b) - xn))
+    return bnp.where(x < 0, neg, pos)
+
+
+def standardize(
+    x: Any,
+    axis: int | tuple[int, ...] | None = -1,
+    mean: Any = None,
+    variance: Any = None,
+    epsilon: float = 1e-5,
+    where: Any = None,
+) -> Any:
+    """``(x - mean) / sqrt(variance + epsilon)`` over ``axis`` (``jax.nn.standardize``).
+
+    Args:
+        x: float array.
+        axis: the axis or axes the statistics are taken over (None: all).
+        mean: the mean to use, broadcastable to ``x`` (computed over ``axis`` if None).
+        variance: the variance to use (computed over ``axis``, biased, if None).
+        epsilon: added to the variance.
+        where: a boolean mask broadcastable to ``x``: only those elements enter the statistics.
+
+    Returns:
+        An array of ``x``'s shape and dtype.
+    """
+    x = _float_operand(x)
+    axes = _axes(axis, x.ndim, "standardize")
+    if mean is None:
+        mean = bnp.mean(x, axis=axes, keepdims=True, where=where)
+    if variance is None:
+        # mean of squared deviations: no cancellation as in E[x^2] - E[x]^2
+        variance = bnp.mean(bnp.square(x - mean), axis=axes, keepdims=True, where=where)
+    return (x - mean) / bnp.sqrt(variance + epsilon)

@@ -1,0 +1,146 @@
+"""blu.nn's jax.nn activations against float64 numpy/scipy references, finite differences away
+from kinks, the stated conventions at kinks, stability at large |x|, vmap and jit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+import blu
+import blu.nn as nn
+from tests.helpers import arrays, check_grads, shapes
+
+A, S = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+# name -> (blu function, float64 reference, points where the derivative is undefined)
+REF = {
+    "softplus": (nn.softplus, lambda x: np.logaddexp(x, 0.0), []),
+    "log_sigmoid": (nn.log_sigmoid, lambda x: -np.logaddexp(-x, 0.0), []),
+    "soft_sign": (nn.soft_sign, lambda x: x / (np.abs(x) + 1), []),
+    "swish": (nn.swish, lambda x: x * sp.expit(x), []),
+    "sparse_plus": (
+        nn.sparse_plus,
+        lambda x: np.where(x <= -1, 0.0, np.where(x < 1, (x + 1) ** 2 / 4, x)),
+        [],
+    ),
+    "sparse_sigmoid": (
+        nn.sparse_sigmoid,
+        lambda x: np.clip((x + 1) / 2, 0, 1),
+        [-1.0, 1.0],
+    ),
+    "elu": (nn.elu, lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))), [0.0]),
+    "celu": (
+        lambda x: nn.celu(x, 0.5),
+        lambda x: np.where(x > 0, x, 0.5 * np.expm1(np.minimum(x, 0) / 0.5)),
+        [],
+    ),
+    "selu": (nn.selu, lambda x: S * np.where(x > 0, x, A * np.expm1(np.minimum(x, 0))), [0.0]),
+    "hard_tanh": (nn.hard_tanh, lambda x: np.clip(x, -1, 1), [-1.0, 1.0]),
+    "relu6": (nn.relu6, lambda x: np.clip(x, 0, 6), [0.0, 6.0]),
+    "hard_sigmoid": (nn.hard_sigmoid, lambda x: np.clip(x + 3, 0, 6) / 6, [-3.0, 3.0]),
+    "hard_silu": (nn.hard_silu, lambda x: x * np.clip(x + 3, 0, 6) / 6, [-3.0, 3.0]),
+    "leaky_relu": (nn.leaky_relu, lambda x: np.where(x >= 0, x, 0.01 * x), [0.0]),
+    "mish": (nn.mish, lambda x: x * np.tanh(np.logaddexp(x, 0.0)), []),
+    "squareplus": (nn.squareplus, lambda x: (x + np.sqrt(x * x + 4)) / 2, []),
+    "gelu_exact": (
+        lambda x: nn.gelu(x, approximate=False),
+        lambda x: 0.5 * x * (1 + sp.erf(x / np.sqrt(2))),
+        [],
+    ),
+    "tanh": (nn.tanh, np.tanh, []),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REF))
+def test_values_against_float64(name):
+    f, ref, _ = REF[name]
+    x = np.concatenate([np.linspace(-8, 8, 161), [-1e4, -50.0, 50.0, 1e4, 0.0, -1.0, 1.0]])
+    np.testing.assert_allclose(np.asarray(f(x)), ref(x), rtol=1e-12, atol=1e-12)
+    y = np.asarray(f(x.astype(np.float32)))
+    assert y.dtype == np.float32 and np.all(np.isfinite(y))
+    np.testing.assert_allclose(y, ref(x), rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("name", sorted(REF))
+def test_gradients_against_finite_differences(name):
+    f, _, kinks = REF[name]
+    x = np.linspace(-7.3, 7.1, 37)  # no kink lies on or within eps of this grid
+    assert all(np.min(np.abs(x - k)) > 1e-3 for k in kinks)
+    check_grads(f, [x], order=2, atol=1e-6, rtol=1e-6)
+
+
+def _grad(f, x):
+    return float(blu.grad(lambda v: f(v))(np.float64(x)))
+
+
+def test_gradients_at_special_points():
+    # softplus family: sigmoid's exact values, finite at the extremes
+    assert _grad(nn.softplus, 0.0) == 0.5
+    assert _grad(nn.softplus, 1e4) == 1.0 and _grad(nn.softplus, -1e4) == 0.0
+    assert _grad(nn.log_sigmoid, -1e4) == 1.0 and _grad(nn.log_sigmoid, 1e4) == 0.0
+    np.testing.assert_allclose(_grad(nn.mish, 1e4), 1.0)
+    assert np.isfinite(_grad(nn.mish, -1e4))
+    np.testing.assert_allclose(_grad(nn.soft_sign, 0.0), 1.0)
+    # continuously differentiable at their joins
+    np.testing.assert_allclose(_grad(nn.sparse_plus, -1.0), 0.0)
+    np.testing.assert_allclose(_grad(nn.sparse_plus, 1.0), 1.0)
+    np.testing.assert_allclose(_grad(lambda v: nn.celu(v, 0.5), 0.0), 1.0)
+    # JAX's conventions at kinks
+    assert _grad(nn.relu6, 0.0) == 0.0 and _grad(nn.relu6, 6.0) == 0.0
+    assert _grad(nn.hard_sigmoid, 3.0) == 0.0 and _grad(nn.hard_sigmoid, -3.0) == 0.0
+    assert _grad(nn.leaky_relu, 0.0) == 1.0
+    assert _grad(nn.hard_tanh, 1.0) == 1.0 and _grad(nn.hard_tanh, -1.0) == 1.0
+    np.testing.assert_allclose(_grad(lambda v: nn.elu(v, 2.0), 0.0), 2.0)
+    np.testing.assert_allclose(_grad(nn.selu, 0.0), S * A)
+    # no NaN from the untaken branch of elu at large x
+    assert _grad(nn.elu, 1e4) == 1.0 and _grad(nn.selu, 1e4) == S
+
+
+@given(arrays(shapes(max_dims=2)))
+def test_vmap_matches_loop(x):
+    for name in ["softplus", "mish", "hard_silu", "elu"]:
+        f = REF[name][0]
+        if x.ndim == 0:
+            continue
+        got = np.asarray(blu.vmap(f)(x))
+        want = np.stack([np.asarray(f(r)) for r in x]) if len(x) else np.zeros_like(x)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(blu.jit(f)(x)), want.reshape(x.shape), rtol=1e-12)
+
+
+def test_glu():
+    x = np.random.default_rng(0).standard_normal((3, 4, 6))
+    np.testing.assert_allclose(np.asarray(nn.glu(x)), x[..., :3] * sp.expit(x[..., 3:]), rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(nn.glu(x, axis=1)), x[:, :2] * sp.expit(x[:, 2:]), rtol=1e-12
+    )
+    check_grads(lambda v: nn.glu(v, axis=0), [x[:2, :2, :2]], order=2)
+    with pytest.raises(blu.BluError, match="even"):
+        nn.glu(np.ones((3, 5)))
+
+
+def test_standardize():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 7)) * 3 + 5
+    want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(np.asarray(nn.standardize(x)), want, rtol=1e-10)
+    want0 = (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-5)
+    np.testing.assert_allclose(np.asarray(nn.standardize(x, axis=0)), want0, rtol=1e-10)
+    m = np.arange(7) < 4
+    xm = x[:, :4]
+    wantm = (x - xm.mean(-1, keepdims=True)) / np.sqrt(xm.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(np.asarray(nn.standardize(x, where=m)), wantm, rtol=1e-10)
+    got = nn.standardize(x, mean=1.0, variance=4.0, epsilon=0.0)
+    np.testing.assert_allclose(np.asarray(got), (x - 1) / 2, rtol=1e-12)
+    check_grads(nn.standardize, [x[:2, :3]], order=2)
+
+
+@given(st.integers(0, 2), st.integers(1, 5))
+def test_one_hot_axis(axis, k):
+    labels = np.array([[0, 2], [k - 1, 7]])
+    want = np.moveaxis((labels[..., None] == np.arange(k)).astype(np.float32), -1, axis)
+    got = nn.one_hot(labels, k, axis=axis)
+    np.testing.assert_array_equal(np.asarray(got), want)
