@@ -33,8 +33,8 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.transforms.ad_util import Zero, deflinear, instantiate, nondifferentiable
-from blu.transforms.batching import bdim_to_front, moveaxis
 from blu.transforms.axes import axis_size, axis_sizes, normalize_names, process_env_for
+from blu.transforms.batching import bdim_to_front, moveaxis
 
 __all__ = [
     "psum",

@@ -50,7 +50,6 @@ from blu.parallel.sharded_array import ShardedArray, from_local
 from blu.transforms import jit as jit_mod
 from blu.transforms.axes import ProcessAxisEnv, process_axis_env
 from blu.transforms.batching import BatchInterpreter, bdim_to_front
-from blu.transforms.axes import ProcessAxisEnv, process_axis_env
 
 _is_spec = lambda x: isinstance(x, PartitionSpec) or x is None  # noqa: E731
 
