@@ -5,7 +5,9 @@
 
 Flags: ``log_compiles`` (``BLU_LOG_COMPILES``): log every jit trace with the reason the cache
 missed; ``debug_nans`` (``BLU_DEBUG_NANS``); ``debug`` (``BLU_DEBUG``, a level 0-4);
-``cache_dir`` (``BLU_CACHE_DIR``); ``default_matmul_precision`` ("fp32" | "tf32" | "bf16").
+``cache_dir`` (``BLU_CACHE_DIR``); ``cache_max_bytes`` (``BLU_CACHE_MAX_BYTES``, default 2 GiB:
+the kernel cache folder is trimmed to it, least recently used entries first);
+``default_matmul_precision`` ("fp32" | "tf32" | "bf16").
 """
 
 from __future__ import annotations
@@ -22,6 +24,16 @@ def _env_bool(name: str) -> bool:
     return os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
 
 
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise BluValueError(f"{name}={raw!r}: expected a whole number of bytes") from None
+
+
 class Config:
     def __init__(self) -> None:
         self._values: dict[str, Any] = {
@@ -31,6 +43,7 @@ class Config:
             "cache_dir": os.environ.get(
                 "BLU_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "blu")
             ),
+            "cache_max_bytes": _env_int("BLU_CACHE_MAX_BYTES", 2 << 30),
             "default_matmul_precision": os.environ.get("BLU_DEFAULT_MATMUL_PRECISION", "fp32"),
         }
 
