@@ -291,8 +291,7 @@ def discard(key: str, suffix: str, why: str, label: str = "") -> None:
     """Remove a bad entry and say so once (the caller rebuilds it)."""
     p = path(key, suffix)
     warnings.warn(
-        f"blu: discarded the kernel cache entry {p} ({label or 'a kernel'}): {why}; "
-        "rebuilding it",
+        f"blu: discarded the kernel cache entry {p} ({label or 'a kernel'}): {why}; rebuilding it",
         CacheEntryWarning,
         stacklevel=3,
     )

@@ -27,10 +27,8 @@ _MATH = (
     "trunc rint nearbyint fmod remainder copysign fabs fmax fmin fma frexp ldexp modf nextafter "
     "sincos"
 ).split()
-ALLOWED_EXTERNALS = frozenset(
-    [*_MATH, *(m + "f" for m in _MATH), "malloc", "free", "aligned_alloc", "memcpy", "memset",
-     "memmove"]  # fmt: skip
-)
+_MEMORY = ["malloc", "free", "aligned_alloc", "memcpy", "memset", "memmove"]
+ALLOWED_EXTERNALS = frozenset([*_MATH, *(m + "f" for m in _MATH), *_MEMORY])
 FORBIDDEN_OPS = frozenset(
     ["llvm.inline_asm", "llvm.inttoptr", "llvm.mlir.global_ctors", "llvm.mlir.global_dtors"]
 )
