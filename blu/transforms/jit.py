@@ -327,6 +327,24 @@ def _normalize_donate(fun: Callable, donate_argnums: Any, static_nums: frozenset
     return frozenset(nums)
 
 
+def _check_addressable(name: str, jaxpr: Jaxpr) -> None:
+    """Refuse, before compiling, an array no 64-bit machine can hold (its byte count does
+    not even fit the compiler's index type).
+
+    Raises:
+        BluOutOfMemoryError: naming the array's shape, dtype, bytes and the primitive.
+    """
+    from blu.core.errors import out_of_memory
+
+    for e in jaxpr.eqns:
+        for v in e.outvars:
+            n = v.aval.dtype.itemsize
+            for d in v.aval.shape:
+                n *= d
+            if n >= 2**63:
+                raise out_of_memory(v.aval.shape, v.aval.dtype, f"jit({name}): {e.primitive.name}")
+
+
 class Jitted:
     """A function staged to a jaxpr once per signature (pytree structure, avals, static values).
 
@@ -387,6 +405,7 @@ class Jitted:
         n_shard = _shard_traces
         jaxpr, consts = trace_to_jaxpr(flat_fun, in_avals)
         jaxpr = dce_jaxpr(jaxpr)  # e.g. the unused forward value under grad
+        _check_addressable(self.name, jaxpr)
         return _CacheEntry(jaxpr, consts, out_tree_box[0], _shard_traces != n_shard)
 
     def _explain_miss(self, key) -> str:
