@@ -52,17 +52,21 @@ def run(cmd: list[str], env: dict, what: str) -> bool:
 def export_gpu_entries(cache: Path, dest: Path) -> int:
     """Copy the entries the GPU machine reads (``.ptx``, ``.cubin``, ``mlir-version``) to
     ``dest``, without the CPU builds the simulated GPU left beside them (they would only add to
-    what travels). Returns the number of kernels."""
+    what travels). Each entry carries its digest record (its header line: key, kind, blu's
+    version, sha256), checked on the GPU machine before use. The folders are made 0700: blu
+    refuses a cache folder others could write. Returns the number of kernels."""
     import shutil
 
     if dest.exists():
         shutil.rmtree(dest)
+    dest.mkdir(mode=0o700, parents=True)
     n = 0
     for f in cache.rglob("*"):
         if f.suffix in (".ptx", ".cubin") or f.name == "mlir-version":
             target = dest / f.relative_to(cache)
-            target.parent.mkdir(parents=True, exist_ok=True)
+            target.parent.mkdir(mode=0o700, exist_ok=True)
             shutil.copy2(f, target)
+            target.chmod(0o644)
             n += f.suffix == ".ptx"
     return n
 

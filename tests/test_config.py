@@ -28,6 +28,8 @@ AGREED = {
     "profile": "BLU_PROFILE",
     "num_cpu_devices": "BLU_NUM_CPU_DEVICES",
     "parallel_backend": "BLU_PARALLEL_BACKEND",
+    "disable_jit": "BLU_DISABLE_JIT",
+    "cache_max_bytes": "BLU_CACHE_MAX_BYTES",
 }
 
 

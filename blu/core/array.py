@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from blu.core.aval import ShapedArray
-from blu.core.errors import BluError, BluTypeError, with_user_line
+from blu.core.errors import BluError, BluTypeError, BluValueError, with_user_line
 
 # the blu.numpy functions the methods call; blu.numpy registers each of these names
 ARRAY_FUNCTIONS = (
@@ -272,39 +272,61 @@ class Array(ArrayOps):
     *weakly typed* (``weak_type``) and defer to the other operand's dtype in promotion.
     """
 
-    __slots__ = ("_value", "weak_type")
+    __slots__ = ("_buf", "_deleted", "weak_type")
     __array_priority__ = 1000
 
     def __init__(self, value: np.ndarray, weak_type: bool = False):
         # arrays are immutable: np.asarray(x) gives a read-only view (as in JAX). Callers hand
         # over buffers blu owns; user numpy arrays are copied where they enter (to_numpy)
         value.flags.writeable = False
-        self._value = value
+        self._buf = value
+        self._deleted: str | None = None
         self.weak_type = weak_type
+
+    # ---- lifetime (donation) -------------------------------------------------------------------
+
+    @property
+    def _value(self) -> np.ndarray:
+        """The numpy buffer; every read of the value goes through here.
+
+        Raises:
+            BluValueError: the array was deleted (donated to a jitted call).
+        """
+        if self._deleted is not None:
+            raise BluValueError(with_user_line(f"Array has been deleted: {self._deleted}"))
+        return self._buf
+
+    def delete(self, reason: str = "deleted with x.delete()") -> None:
+        """Give up the array: any later use of its value raises (its shape and dtype remain)."""
+        self._deleted = reason
+        self._buf = np.broadcast_to(np.zeros((), self._buf.dtype), self._buf.shape)
+
+    def is_deleted(self) -> bool:
+        return self._deleted is not None
 
     @property
     def aval(self):
-        return ShapedArray(self._value.shape, self._value.dtype, self.weak_type)
+        return ShapedArray(self._buf.shape, self._buf.dtype, self.weak_type)
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self._value.shape
+        return self._buf.shape
 
     @property
     def dtype(self) -> np.dtype:
-        return self._value.dtype
+        return self._buf.dtype
 
     @property
     def ndim(self) -> int:
-        return self._value.ndim
+        return self._buf.ndim
 
     @property
     def size(self) -> int:
-        return self._value.size
+        return self._buf.size
 
     @property
     def nbytes(self) -> int:
-        return self._value.nbytes
+        return self._buf.nbytes
 
     def __len__(self) -> int:
         if self.ndim == 0:
@@ -354,6 +376,8 @@ class Array(ArrayOps):
         return Array(self._value.copy(), self.weak_type)
 
     def __repr__(self) -> str:
+        if self._deleted is not None:
+            return f"Array(<deleted>, shape={self.shape}, dtype={self.dtype})"
         body = np.array2string(self._value, separator=", ", prefix="Array(")
         return f"Array({body}, dtype={self.dtype})"
 

@@ -16,6 +16,8 @@ Flags (environment variable, type, default):
 - ``debug_nans`` (``BLU_DEBUG_NANS``, bool, False): degenerate matrices raise ``LinAlgError``.
 - ``debug`` (``BLU_DEBUG``, int 0-4, 0): debug output level.
 - ``cache_dir`` (``BLU_CACHE_DIR``, path, ``~/.cache/blu``): the compiled-kernel cache.
+- ``cache_max_bytes`` (``BLU_CACHE_MAX_BYTES``, int, 2 GiB): the kernel cache folder is trimmed
+  to it, least recently used entries first.
 - ``default_matmul_precision`` (``BLU_DEFAULT_MATMUL_PRECISION``, "fp32" | "tf32" | "bf16").
 - ``jit_backend`` (``BLU_JIT_BACKEND``, "" | "mlir" | "numpy", ""): jit's CPU executor ("" is
   the default, compiled kernels; "numpy" the reference interpreter).
@@ -89,6 +91,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "num_cpu_devices": ("BLU_NUM_CPU_DEVICES", _int, 1),
     "parallel_backend": ("BLU_PARALLEL_BACKEND", _lower, None),
     "disable_jit": ("BLU_DISABLE_JIT", _bool, False),
+    "cache_max_bytes": ("BLU_CACHE_MAX_BYTES", _int, 2 << 30),
 }
 
 
@@ -100,6 +103,16 @@ def read_environment(environ: Any = None) -> dict[str, Any]:
         raw = environ.get(var, "")
         out[name] = parse(raw) if raw.strip() else default
     return out
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise BluValueError(f"{name}={raw!r}: expected a whole number of bytes") from None
 
 
 class Config:

@@ -32,6 +32,40 @@ class LinAlgError(BluValueError, np.linalg.LinAlgError):
     definite, non-convergent)."""
 
 
+class BluIndexError(BluError, IndexError):
+    """An index out of range where it can be checked (e.g. ``take(..., mode="raise")``)."""
+
+
+class BluOutOfMemoryError(BluError, MemoryError):
+    """An allocation that cannot fit: names the shape, dtype, bytes and the user's line."""
+
+
+def out_of_memory(shape: tuple, dtype: object, what: str, cause: str = "") -> BluOutOfMemoryError:
+    """A ``BluOutOfMemoryError`` for an array of ``shape`` and ``dtype`` (bytes computed with
+    Python ints: no overflow), pointing at the user's line."""
+    dt = np.dtype(dtype)  # type: ignore[call-overload]
+    n = 1
+    for d in shape:
+        n *= int(d)
+    nbytes = n * dt.itemsize
+    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"]
+    k = 0
+    size = float(nbytes)
+    while size >= 1024 and k < len(units) - 1:
+        size, k = size / 1024, k + 1
+    why = (
+        "more than a 64-bit address space can hold"
+        if nbytes >= 2**63
+        else "more memory than is available"
+    )
+    return BluOutOfMemoryError(
+        with_user_line(
+            f"{what}: cannot allocate {dt.name}{list(shape)}, {size:.1f} {units[k]} "
+            f"({nbytes:,} bytes): {why}" + (f" ({cause})" if cause else "")
+        )
+    )
+
+
 class ConcretizationError(BluTypeError):
     """A traced value was used where a concrete Python value is needed."""
 

@@ -24,16 +24,26 @@ Arrays are positional, static parameters are hashable keywords (as in JAX).
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from blu.core.errors import BluError
-from blu.core.interpreter import current_interpreter
+from blu.core.errors import BluError, BluOutOfMemoryError, out_of_memory, with_user_line
+from blu.core.interpreter import current_interpreter, get_aval
 
 
 class MissingRuleError(BluError, NotImplementedError):
     """A transform met a primitive that has no rule for it."""
+
+
+_TOO_LARGE = ("iterator is too large", "array is too big", "maximum allowed size exceeded",
+              "maximum supported dimension")  # fmt: skip
+
+
+def _is_allocation_failure(e: BaseException) -> bool:
+    """numpy's MemoryError, or its ValueErrors for arrays too large to address."""
+    return isinstance(e, MemoryError) or any(m in str(e).lower() for m in _TOO_LARGE)
 
 
 class Primitive:
@@ -64,7 +74,27 @@ class Primitive:
 
     def bind(self, *args: Any, **params: Any) -> Any:
         """Apply the primitive under the current interpreter (eval, trace, jvp, vmap, ...)."""
-        return current_interpreter().process(self, args, params)
+        try:
+            return current_interpreter().process(self, args, params)
+        except (MemoryError, ValueError) as e:
+            if isinstance(e, BluError) or not _is_allocation_failure(e):
+                raise
+            raise self._out_of_memory(args, params, e) from None
+
+    def _out_of_memory(self, args: tuple, params: dict, e: BaseException) -> BluError:
+        """The failed allocation as a BluOutOfMemoryError: numpy's MemoryError names the
+        shape; else (numpy's "iterator is too large") the largest output of this primitive."""
+        shape, dtype = getattr(e, "shape", None), getattr(e, "dtype", None)
+        if shape is None or dtype is None:
+            try:
+                out = self.abstract_eval(*[get_aval(a) for a in args], **params)
+                outs = out if isinstance(out, (list, tuple)) else [out]
+                big = max(outs, key=lambda a: math.prod(a.shape) * a.dtype.itemsize)
+                shape, dtype = big.shape, big.dtype
+            except Exception:  # the message is still better than numpy's
+                return BluOutOfMemoryError(with_user_line(f"{self.name}: {e}"))
+        what = f"{self.name}({params['name']})" if isinstance(params.get("name"), str) else None
+        return out_of_memory(tuple(shape), dtype, what or self.name, str(e).splitlines()[0])
 
     def rule(self, kind: str) -> Callable:
         """The rule of the given kind, or a MissingRuleError naming the primitive and rule."""

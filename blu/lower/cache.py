@@ -8,22 +8,45 @@ can still find every kernel a machine with MLIR compiled ahead of time.
 
 Entries (for the CPU target) are ``<key>.so`` (a shared object, when a linker is available)
 and ``<key>.llvm.mlir`` (the kernel after the pass pipeline, in the LLVM dialect: a second
-process skips the pipeline and only runs LLVM's code generation). Writes are atomic (a
-temporary file renamed into place), so concurrent processes can share one directory.
+process skips the pipeline and only runs LLVM's code generation); for CUDA ``<key>.ptx`` and
+``<key>.cubin``.
+
+Integrity (as ccache and Bazel's content-addressed caches promise): each entry file starts with
+one header line ``blu-cache-entry v1 {"blu": ..., "key": ..., "kind": ..., "sha256": ...,
+"size": ...}`` recording the key, the entry kind (suffix), blu's version and the sha256 of the
+bytes that follow. :func:`read_entry` checks the header byte for byte against the one these
+bytes, this key and this version would get, before anything is loaded: a flipped bit, a
+truncated, swapped or foreign file is discarded (with one warning) and rebuilt. Writes are
+atomic (a temporary file in the same folder, fsync, rename; the temporary file is removed on
+every failure), so concurrent processes can share one directory.
+
+Trust (as ssh does for its keys): entries are executed, so the cache folder is created 0700
+and loading refuses a folder or entry owned by another user or writable by group or others
+(:class:`CachePermissionError` says how to fix it). The folder is trimmed to
+``config.cache_max_bytes`` (``BLU_CACHE_MAX_BYTES``) by evicting the least recently used
+entries (a hit bumps the entry's modification time).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import hashlib
+import json
 import os
 import platform
+import stat
 import tempfile
+import threading
+import time
+import warnings
 from typing import Any
 
 import numpy as np
 
 from blu.core.config import config
+from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr, Literal
 
 # bump when the generated code changes meaning, so stale entries are not reused
@@ -145,32 +168,267 @@ def kernel_key(text: str, target: str) -> str:
     return h.hexdigest()
 
 
+# ---- entries: verified reads, atomic writes --------------------------------------------------
+
+MAGIC = b"blu-cache-entry v1 "
+SUFFIXES = (".so", ".llvm.mlir", ".ptx", ".cubin")
+
+
+class CachePermissionError(BluError):
+    """The kernel cache folder or an entry is owned by another user or writable by others."""
+
+
+class CacheEntryWarning(UserWarning):
+    """A kernel cache entry failed verification and was discarded (it is rebuilt)."""
+
+
 def path(key: str, suffix: str) -> str:
     return os.path.join(cache_dir(), key[:2], key + suffix)
 
 
-def read_text(key: str, suffix: str) -> str | None:
+def _blu_version() -> str:
+    import blu
+
+    return blu.__version__
+
+
+def header(key: str, suffix: str, payload: bytes) -> bytes:
+    """The header line an entry with these bytes, key and kind gets (canonical JSON)."""
+    rec = {
+        "blu": _blu_version(),
+        "key": key,
+        "kind": suffix,
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "size": len(payload),
+    }
+    return MAGIC + json.dumps(rec, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+
+
+def frame(key: str, suffix: str, payload: bytes) -> bytes:
+    """An entry file's bytes: the header line, then the payload."""
+    return header(key, suffix, payload) + payload
+
+
+def verify(key: str, suffix: str, data: bytes) -> tuple[bytes | None, str | None]:
+    """``(payload, None)`` if ``data`` is a sound entry for this key and kind, else
+    ``(None, why)``. Pure: nothing is loaded, decoded or executed."""
+    nl = data.find(b"\n", 0, 4096)
+    if not data.startswith(MAGIC) or nl < 0:
+        return None, "no blu cache header (a foreign, truncated or pre-verification file)"
+    payload = data[nl + 1 :]
     try:
-        with open(path(key, suffix)) as f:
-            return f.read()
-    except OSError:
+        rec = json.loads(data[len(MAGIC) : nl])
+    except (ValueError, UnicodeDecodeError):
+        return None, "undecodable header"
+    if not isinstance(rec, dict):
+        return None, "undecodable header"
+    if rec.get("key") != key or rec.get("kind") != suffix:
+        return None, f"it holds another entry ({rec.get('key')!s:.16}{rec.get('kind')})"
+    if rec.get("size") != len(payload):
+        return None, f"size {len(payload)} instead of the recorded {rec.get('size')} (truncated?)"
+    if data[: nl + 1] != header(key, suffix, payload):
+        return None, "sha256 mismatch (the bytes changed after they were written)"
+    return payload, None
+
+
+def check_private(p: str, is_dir: bool) -> None:
+    """Refuse (as ssh does) a cache folder or entry that someone else could have written.
+
+    Raises:
+        CachePermissionError: owned by another user, or writable by group or others.
+    """
+    st = os.stat(p)
+    what = "kernel cache folder" if is_dir else "kernel cache entry"
+    fix = f"chmod {'700' if is_dir else '600'} {p!r}"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise CachePermissionError(
+            f"the {what} {p!r} is owned by uid {st.st_uid}, not by you (uid {os.getuid()}): "
+            "blu executes what the cache holds, so it only uses a cache that only you can "
+            f"write. Use your own folder (BLU_CACHE_DIR=...), or `chown -R $USER {p!r}` and "
+            f"`{fix}`"
+        )
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        who = "group" if st.st_mode & stat.S_IWGRP else "others"
+        raise CachePermissionError(
+            f"the {what} {p!r} is writable by {who} "
+            f"(mode {stat.S_IMODE(st.st_mode):o}): blu executes what the cache holds, so it "
+            f"refuses entries someone else could have planted. Fix: `{fix}`"
+            + ("" if is_dir else f" (and `chmod 700 {os.path.dirname(p)!r}`)")
+        )
+
+
+def read_entry(key: str, suffix: str) -> tuple[bytes | None, str | None]:
+    """The verified payload of an entry: ``(payload, None)``; ``(None, None)`` when there is no
+    entry; ``(None, why)`` when it exists but failed verification (left in place: the caller
+    :func:`discard`s it or reports it).
+
+    Raises:
+        CachePermissionError: the folder or the entry could have been written by someone else.
+    """
+    p = path(key, suffix)
+    try:
+        with open(p, "rb") as f:
+            st = os.fstat(f.fileno())
+            data = f.read()
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"unreadable ({e.strerror})"
+    for d in (cache_dir(), os.path.dirname(p)):
+        check_private(d, is_dir=True)
+    if hasattr(os, "getuid") and (
+        st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    ):
+        check_private(p, is_dir=False)  # raises, naming the entry
+    payload, why = verify(key, suffix, data)
+    if payload is not None:
+        with contextlib.suppress(OSError):
+            os.utime(p)  # least recently used = oldest modification time
+    return payload, why
+
+
+def discard(key: str, suffix: str, why: str, label: str = "") -> None:
+    """Remove a bad entry and say so once (the caller rebuilds it)."""
+    p = path(key, suffix)
+    warnings.warn(
+        f"blu: discarded the kernel cache entry {p} ({label or 'a kernel'}): {why}; rebuilding it",
+        CacheEntryWarning,
+        stacklevel=3,
+    )
+    with contextlib.suppress(OSError):
+        os.unlink(p)
+
+
+def read_text(key: str, suffix: str) -> str | None:
+    """A verified entry as UTF-8 text (None when missing, bad or undecodable)."""
+    payload, _ = read_entry(key, suffix)
+    try:
+        return None if payload is None else payload.decode("utf-8")
+    except UnicodeDecodeError:
         return None
 
 
 def write_bytes(key: str, suffix: str, data: bytes) -> str | None:
-    """Atomically store an entry; returns its path (None when the directory is not writable)."""
-    return write_file(path(key, suffix), data)
+    """Atomically store an entry (header + ``data``); returns its path (None when the folder
+    is not writable or the disk is full). Then trims the cache to ``config.cache_max_bytes``."""
+    framed = frame(key, suffix, data)
+    dest = write_file(path(key, suffix), framed)
+    if dest is not None:
+        _note_written(len(framed))
+    return dest
 
 
-def write_file(dest: str, data: bytes) -> str | None:
-    """Atomically write ``dest`` (a temporary file renamed into place)."""
+def _makedirs_private(d: str) -> None:
+    root = cache_dir()
+    if not os.path.isdir(root):
+        os.makedirs(root, mode=0o700, exist_ok=True)
+    if d != root and not os.path.isdir(d):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(d, 0o700)
+
+
+def write_file(dest: str, data: bytes, mode: int = 0o644) -> str | None:
+    """Atomically write ``dest``: a temporary file in the same folder, written, fsynced and
+    renamed into place; on any failure (a full disk included) the temporary file is removed and
+    None returned."""
+    tmp = None
     try:
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".tmp-")
+        d = os.path.dirname(dest)
+        _makedirs_private(d)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; the cache may be shared
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, dest)
+        tmp = None
+        _fsync_dir(d)
         return dest
     except OSError:
         return None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _fsync_dir(d: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# ---- the size cap: least-recently-used eviction ----------------------------------------------
+
+_size_lock = threading.Lock()
+_size_estimate: dict[str, int] = {}  # cache folder -> bytes (scanned once, then added to)
+STALE_TMP_S = 3600.0  # temporary files older than this are left over from a crashed writer
+
+
+def _entries(root: str) -> list[tuple[float, int, str]]:
+    """``(mtime, size, path)`` of every entry; removes stale temporary files on the way."""
+    out = []
+    now = time.time()
+    try:
+        shards = [e for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return out
+    for shard in shards:
+        try:
+            files = list(os.scandir(shard.path))
+        except OSError:
+            continue
+        for f in files:
+            try:
+                st = f.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if f.name.startswith(".tmp-"):
+                if now - st.st_mtime > STALE_TMP_S:
+                    with contextlib.suppress(OSError):
+                        os.unlink(f.path)
+            elif f.name.endswith(SUFFIXES):
+                out.append((st.st_mtime, st.st_size, f.path))
+    return out
+
+
+def cache_bytes() -> int:
+    """Bytes the entries of the cache folder take."""
+    return sum(size for _, size, _ in _entries(cache_dir()))
+
+
+def evict(max_bytes: int | None = None) -> int:
+    """Remove least recently used entries until the folder holds at most ``max_bytes``
+    (default ``config.cache_max_bytes``); returns the bytes that remain."""
+    cap = int(config.cache_max_bytes if max_bytes is None else max_bytes)
+    root = cache_dir()
+    entries = sorted(_entries(root))
+    total = sum(size for _, size, _ in entries)
+    for _, size, p in entries:
+        if total <= cap:
+            break
+        try:
+            os.unlink(p)
+            total -= size
+        except FileNotFoundError:
+            total -= size
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EPERM):
+                raise
+    with _size_lock:
+        _size_estimate[root] = total
+    return total
+
+
+def _note_written(n: int) -> None:
+    root = cache_dir()
+    with _size_lock:
+        est = _size_estimate.get(root)
+        if est is not None:
+            _size_estimate[root] = est + n
+    if est is None or est + n > int(config.cache_max_bytes):
+        evict()

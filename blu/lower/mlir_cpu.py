@@ -10,12 +10,16 @@ engine's packed wrapper ``_mlir_<name>(void **args)`` gives every kernel one C s
 On a cache hit, a second process loads the shared object (``ctypes``, no MLIR at all) or, where
 no linker was available (or ``BLU_CACHE_NO_SO=1``), re-creates the engine from the stored
 LLVM-dialect text (skipping the pass pipeline). ``import mlir`` happens only when something must
-be compiled.
+be compiled. Entries are verified first (``cache.read_entry``: header, key, sha256; then
+``entry_check``: no load-time code, no foreign calls); a bad one is discarded with one warning
+and rebuilt, so nothing unverified is ever loaded or compiled.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import hashlib
 import logging
 import os
 import shutil
@@ -27,7 +31,7 @@ from collections.abc import Callable
 
 from blu.core.config import config
 from blu.core.errors import BluError
-from blu.lower import cache
+from blu.lower import cache, entry_check
 
 log = logging.getLogger("blu.jit")
 
@@ -43,6 +47,10 @@ _PACKED = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 class CompileError(BluError):
     """MLIR rejected a kernel or the pass pipeline failed (a bug in a lowering rule)."""
+
+
+class UntrustedEntry(BluError):
+    """A cached kernel holds code blu's pipeline never produces (see ``entry_check``)."""
 
 
 class Kernel:
@@ -93,27 +101,12 @@ def get_kernel(canonical: str, emit: Callable[[str], str], label: str = "") -> K
 def _load_or_compile(key: str, canonical: str, emit: Callable[[str], str], label: str) -> Kernel:
     name = symbol(key)
     t0 = time.perf_counter()
-    so = cache.path(key, ".so")
-    if os.path.exists(so):
-        try:
-            lib = ctypes.CDLL(so)
-            addr = ctypes.cast(getattr(lib, "_mlir_" + name), ctypes.c_void_p).value
-            stats["cache_so"] += 1
-            return _done(Kernel(addr, lib, key, name, "cache:so", time.perf_counter() - t0), label)
-        except (OSError, AttributeError):
-            pass  # unreadable or foreign: fall through and rebuild
-    llvm_text = cache.read_text(key, ".llvm.mlir")
-    if llvm_text is not None:
-        try:
-            engine = _engine(llvm_text, run_passes=False)
-            stats["cache_llvm"] += 1
-            k = Kernel(
-                engine.raw_lookup(name), engine, key, name, "cache:llvm", time.perf_counter() - t0
-            )
-            _store_object(key, engine)
-            return _done(k, label)
-        except CompileError:
-            pass
+    k = _load_so(key, name, label, t0)
+    if k is not None:
+        return _done(k, label)
+    k = _load_llvm(key, name, label, t0)
+    if k is not None:
+        return _done(k, label)
     text = emit(name)
     _dump(name, canonical, text)
     engine, llvm_text = _compile(text)
@@ -124,6 +117,74 @@ def _load_or_compile(key: str, canonical: str, emit: Callable[[str], str], label
     stats["compiled"] += 1
     stats["compile_s"] += seconds
     return _done(Kernel(engine.raw_lookup(name), engine, key, name, "compiled", seconds), label)
+
+
+def _load_so(key: str, name: str, label: str, t0: float) -> Kernel | None:
+    """The kernel from a verified ``<key>.so`` (a private copy of the verified bytes is what
+    ``dlopen`` reads: the cache file could change after it was checked), or None."""
+    data, why = cache.read_entry(key, ".so")
+    if data is None:
+        if why is not None:
+            cache.discard(key, ".so", why, label)
+        return None
+    why = entry_check.check_shared_object(data)
+    if why is not None:
+        cache.discard(key, ".so", why, label)
+        return None
+    try:
+        lib = _dlopen_private(data)
+        addr = ctypes.cast(getattr(lib, "_mlir_" + name), ctypes.c_void_p).value
+    except OSError as e:
+        cache.discard(key, ".so", f"dlopen failed ({e})", label)
+        return None
+    except AttributeError:
+        cache.discard(key, ".so", f"no symbol _mlir_{name}", label)
+        return None
+    stats["cache_so"] += 1
+    return Kernel(addr, lib, key, name, "cache:so", time.perf_counter() - t0)
+
+
+def _load_llvm(key: str, name: str, label: str, t0: float) -> Kernel | None:
+    """The kernel from a verified ``<key>.llvm.mlir`` (checked to be of the kind the pipeline
+    produces before it is compiled), or None."""
+    data, why = cache.read_entry(key, ".llvm.mlir")
+    if data is None:
+        if why is not None:
+            cache.discard(key, ".llvm.mlir", why, label)
+        return None
+    try:
+        engine = _engine(data.decode("utf-8"), run_passes=False)
+        addr = engine.raw_lookup(name)
+    except (UnicodeDecodeError, CompileError, UntrustedEntry) as e:
+        why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        cache.discard(key, ".llvm.mlir", why, label)
+        return None
+    if not addr:
+        cache.discard(key, ".llvm.mlir", f"no symbol {name}", label)
+        return None
+    stats["cache_llvm"] += 1
+    k = Kernel(addr, engine, key, name, "cache:llvm", time.perf_counter() - t0)
+    _store_object(key, engine)
+    return k
+
+
+_so_dir: str | None = None
+
+
+def _dlopen_private(data: bytes) -> ctypes.CDLL:
+    """``dlopen`` a private copy of verified bytes. Named by their sha256: the dynamic loader
+    treats a name it has loaded before as that library, and equal names mean equal bytes."""
+    global _so_dir
+    if _so_dir is None:
+        _so_dir = tempfile.mkdtemp(prefix="blu-so-")  # 0700
+        atexit.register(shutil.rmtree, _so_dir, True)
+    p = os.path.join(_so_dir, hashlib.sha256(data).hexdigest() + ".so")
+    if not os.path.exists(p):
+        fd = os.open(p + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(p + ".tmp", p)
+    return ctypes.CDLL(p)
 
 
 def _done(k: Kernel, label: str) -> Kernel:
@@ -143,6 +204,10 @@ def _engine(text: str, run_passes: bool):
                 passmanager.PassManager.parse(PIPELINE).run(module.operation)
         except Exception as e:  # MLIRError, ValueError: the kernel text is malformed
             raise CompileError(f"MLIR could not compile a kernel: {e}\n{text[:4000]}") from e
+        if not run_passes:  # cached text: refuse what the pipeline never produces
+            why = entry_check.check_llvm_module(module)
+            if why is not None:
+                raise UntrustedEntry(why)
         llvm_text = str(module) if run_passes else text
         engine = execution_engine.ExecutionEngine(module, opt_level=3)
     engine.llvm_text = llvm_text  # type: ignore[attr-defined]

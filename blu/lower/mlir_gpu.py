@@ -113,13 +113,24 @@ def get_module(
 def _load_or_compile(key, canonical, emit, label, target) -> GpuModule:
     name = symbol(key)
     t0 = time.perf_counter()
-    ptx = _read(key, ".ptx")
-    if ptx is not None:
-        stats["cache"] += 1
-        cubin = _read(key, ".cubin")
-        return _done(GpuModule(key, name, ptx, cubin, "cache", time.perf_counter() - t0), label)
     from blu.lower.cpu import _mlir_available
 
+    ptx, why = cache.read_entry(key, ".ptx")
+    if ptx is not None:
+        cubin, cubin_why = cache.read_entry(key, ".cubin")
+        if cubin_why is not None:  # the PTX is enough: the driver compiles it
+            cache.discard(key, ".cubin", cubin_why, label)
+        stats["cache"] += 1
+        return _done(GpuModule(key, name, ptx, cubin, "cache", time.perf_counter() - t0), label)
+    if why is not None:
+        if not _mlir_available():  # cannot rebuild here: say so, leave the entry to look at
+            raise KernelCacheMiss(
+                f"GPU kernel {name} ({label or 'a fused kernel'}) for {target}: its kernel "
+                f"cache entry {cache.path(key, '.ptx')!r} failed verification ({why}), and "
+                f"MLIR is not installed here to rebuild it. Refill the cache on a machine with "
+                f"MLIR (`{FILL_COMMAND}`) and bring it along (BLU_CACHE_DIR)."
+            )
+        cache.discard(key, ".ptx", why, label)
     if not _mlir_available():
         raise KernelCacheMiss(
             f"GPU kernel {name} ({label or 'a fused kernel'}) for {target} is not in the kernel "
@@ -139,14 +150,6 @@ def _load_or_compile(key, canonical, emit, label, target) -> GpuModule:
     stats["compiled"] += 1
     stats["compile_s"] += seconds
     return _done(GpuModule(key, name, ptx, cubin, "compiled", seconds), label)
-
-
-def _read(key: str, suffix: str) -> bytes | None:
-    try:
-        with open(cache.path(key, suffix), "rb") as f:
-            return f.read()
-    except OSError:
-        return None
 
 
 def _done(m: GpuModule, label: str) -> GpuModule:

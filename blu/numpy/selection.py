@@ -11,7 +11,13 @@ import numpy as np
 from blu import lax
 from blu.core import dtypes
 from blu.core.array import Array
-from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core.errors import (
+    BluIndexError,
+    BluShapeError,
+    BluTypeError,
+    BluValueError,
+    with_user_line,
+)
 from blu.core.interpreter import Tracer, get_aval
 from blu.numpy._promote import (
     asarray_operand,
@@ -65,7 +71,13 @@ def take(
     """Elements of ``a`` at ``indices`` along ``axis`` (raveled when None).
 
     Negative indices count from the end; out-of-bounds indices are clamped (``mode`` None or
-    'clip'), wrapped ('wrap') or read ``fill_value`` (default 0) with 'fill'.
+    'clip'), wrapped ('wrap') or read ``fill_value`` (default 0) with 'fill'; with 'raise'
+    (numpy's) they are an error. 'raise' needs concrete indices: traced ones (under ``jit``)
+    cannot be checked, so it is refused there (JAX refuses it too): use 'clip' or 'fill'.
+
+    Raises:
+        BluIndexError: ``mode="raise"`` and an index outside ``[-n, n)``.
+        BluValueError: ``mode="raise"`` with traced indices, or an unknown mode.
     """
     a = asarray_operand(a)
     if axis is None:
@@ -74,6 +86,8 @@ def take(
     axis = canonicalize_axis(axis, len(s), "take")
     n = s[axis]
     idx = _index_array(indices, "take")
+    if mode == "raise":
+        _check_in_range(idx, n, axis)
     if mode == "wrap":
         from blu.numpy import mod
 
@@ -97,6 +111,26 @@ def take(
     # gather puts the index dims first; numpy puts them at ``axis``
     perm = list(range(nb, nb + axis)) + list(range(nb)) + list(range(nb + axis, nb + len(s) - 1))
     return lax.transpose(out, tuple(perm))
+
+
+def _check_in_range(idx: Any, n: int, axis: int) -> None:
+    if not isinstance(idx, np.ndarray):
+        raise BluValueError(
+            with_user_line(
+                "take: mode='raise' cannot check traced indices (under jit their values are "
+                "not known); use mode='clip' or mode='fill' there, or check the indices "
+                "before jit"
+            )
+        )
+    bad = (idx < -n) | (idx >= n)
+    if bad.any():
+        i = int(idx[bad].flat[0])
+        raise BluIndexError(
+            with_user_line(
+                f"take: index {i} is out of bounds for axis {axis} with size {n} "
+                f"({int(bad.sum())} out-of-range index(es); mode='raise')"
+            )
+        )
 
 
 def take_along_axis(arr: Any, indices: Any, axis: int | None, mode: str | None = None) -> Any:

@@ -8,19 +8,23 @@ programs.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from blu.core import pytree
 from blu.core.array import Array
 from blu.core.aval import ShapedArray, ShapeDtypeStruct
 from blu.core.config import config
-from blu.core.errors import BluTypeError, BluValueError, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, user_frame, with_user_line
 from blu.core.interpreter import Tracer, current_interpreter, get_aval, set_interpreter
 from blu.core.jaxpr import ClosedJaxpr, Jaxpr, dce_jaxpr, pp_jaxpr
 from blu.core.primitive import Primitive
@@ -147,11 +151,42 @@ def _jit_partial_eval(pe, args, params):
 
 
 def _release_for_donation(x: Array) -> None:
-    """Let the executable write a donated array's buffer in place (the caller gave it up)."""
-    try:
-        x._value.flags.writeable = True
-    except ValueError:  # a view of a read-only buffer: the executable allocates instead
-        pass
+    """Let the executable write a donated array's buffer in place (the caller gave it up).
+
+    Only a buffer nothing else can see: one that owns its memory and that no view, no other
+    Array and no ``np.asarray(x)`` result refers to (else those would change silently); the
+    executable allocates for the others."""
+    v = x._value  # raises if x was deleted (donated before)
+    # references: x's slot, v, getrefcount's argument
+    if v.base is None and sys.getrefcount(v) <= 3:
+        with contextlib.suppress(ValueError):
+            v.flags.writeable = True
+
+
+def _donate_inputs(name: str, leaves: list, donated: Sequence[bool]) -> list:
+    """Prepare donated leaves: blu Arrays lend their buffers; numpy arrays are copied (the
+    caller's array is never written)."""
+    out = list(leaves)
+    for i, (leaf, d) in enumerate(zip(leaves, donated)):
+        if not d:
+            continue
+        if isinstance(leaf, Array):
+            _release_for_donation(leaf)
+        elif isinstance(leaf, np.ndarray):
+            out[i] = np.array(leaf)
+    return out
+
+
+def _delete_donated(name: str, leaves: list, donated: Sequence[bool], where: str) -> None:
+    for i, (leaf, d) in enumerate(zip(leaves, donated)):
+        if d and isinstance(leaf, Array):
+            with contextlib.suppress(ValueError):
+                leaf._buf.flags.writeable = False
+            leaf.delete(
+                f"it was donated to jit({name}) (donate_argnums; argument leaf {i}) at {where}, "
+                "which may have reused its buffer for an output. Pass a copy (x.copy()) to "
+                "keep it, or drop donate_argnums"
+            )
 
 
 class _CacheEntry:
@@ -224,6 +259,69 @@ def _normalize_static(fun: Callable, static_argnums: Any, static_argnames: Any):
     return frozenset(nums), frozenset(names)
 
 
+def _normalize_donate(fun: Callable, donate_argnums: Any, static_nums: frozenset) -> frozenset:
+    """Donated positions, checked against the signature and the static ones at ``jit`` time.
+
+    Raises:
+        BluValueError: a position that is not an int, out of range, or also static.
+    """
+    nums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums or ())
+    bad_type = [i for i in nums if not isinstance(i, int) or isinstance(i, bool)]
+    if bad_type:
+        raise BluValueError(
+            with_user_line(f"jit: donate_argnums must be ints (positions), got {bad_type}")
+        )
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if params and not any(p.kind == p.VAR_POSITIONAL for p in params):
+        bad = [i for i in nums if not -len(positional) <= i < len(positional)]
+        if bad:
+            raise BluValueError(
+                with_user_line(
+                    f"jit: donate_argnums {bad} out of range for a function of "
+                    f"{len(positional)} positional parameters {positional}"
+                )
+            )
+        nums = tuple(i % len(positional) for i in nums)
+    elif any(i < 0 for i in nums):
+        raise BluValueError(
+            with_user_line(
+                f"jit: negative donate_argnums {list(nums)} for a function of *args: the "
+                "number of arguments is not known until the call"
+            )
+        )
+    both = sorted(set(nums) & set(static_nums))
+    if both:
+        raise BluValueError(
+            with_user_line(
+                f"jit: argument(s) {both} are both static and donated: a static argument is "
+                "a Python value (part of the cache key), not a buffer that can be donated"
+            )
+        )
+    return frozenset(nums)
+
+
+def _check_addressable(name: str, jaxpr: Jaxpr) -> None:
+    """Refuse, before compiling, an array no 64-bit machine can hold (its byte count does
+    not even fit the compiler's index type).
+
+    Raises:
+        BluOutOfMemoryError: naming the array's shape, dtype, bytes and the primitive.
+    """
+    from blu.core.errors import out_of_memory
+
+    for e in jaxpr.eqns:
+        for v in e.outvars:
+            n = v.aval.dtype.itemsize
+            for d in v.aval.shape:
+                n *= d
+            if n >= 2**63:
+                raise out_of_memory(v.aval.shape, v.aval.dtype, f"jit({name}): {e.primitive.name}")
+
+
 class Jitted:
     """A function staged to a jaxpr once per signature (pytree structure, avals, static values).
 
@@ -238,9 +336,7 @@ class Jitted:
         self.static_argnums, self.static_argnames = _normalize_static(
             fun, static_argnums, static_argnames
         )
-        self.donate_argnums = (
-            (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
-        )
+        self.donate_argnums = _normalize_donate(fun, donate_argnums, self.static_argnums)
         self._cache: dict[Any, _CacheEntry] = {}
         self._last_key: Any = None
 
@@ -286,6 +382,7 @@ class Jitted:
         n_shard = _shard_traces.n
         jaxpr, consts = trace_to_jaxpr(flat_fun, in_avals)
         jaxpr = dce_jaxpr(jaxpr)  # e.g. the unused forward value under grad
+        _check_addressable(self.name, jaxpr)
         return _CacheEntry(jaxpr, consts, out_tree_box[0], _shard_traces.n != n_shard)
 
     def _explain_miss(self, key) -> str:
@@ -338,18 +435,30 @@ class Jitted:
         if config.disable_jit:  # blu.disable_jit(): run op by op, nothing is traced or cached
             return self.fun(*args, **kwargs)
         entry, leaves, donated = self._lookup(args, kwargs)
-        for leaf, d in zip(leaves, donated):
-            if d and isinstance(leaf, Array):
-                _release_for_donation(leaf)
         if not entry.uses_shard:
             _check_sharded_args(self.name, leaves)
-        outs = jit_p.bind(
-            *entry.consts,
-            *leaves,
-            jaxpr=_stable_hoisted(entry),
-            name=self.name,
-            donated_invars=(False,) * len(entry.consts) + tuple(donated),
-        )
+        if any(donated):
+            for leaf in leaves:
+                if isinstance(leaf, Array):
+                    leaf._value  # noqa: B018 - raises, naming the donation, if deleted
+            inputs = _donate_inputs(self.name, leaves, donated)
+        else:
+            inputs = leaves
+        try:
+            outs = jit_p.bind(
+                *entry.consts,
+                *inputs,
+                jaxpr=_stable_hoisted(entry),
+                name=self.name,
+                donated_invars=(False,) * len(entry.consts) + tuple(donated),
+            )
+        except BaseException:
+            for leaf, d in zip(leaves, donated):
+                if d and isinstance(leaf, Array) and not leaf.is_deleted():
+                    leaf._buf.flags.writeable = False  # not run: the caller keeps it
+            raise
+        if any(donated):
+            _delete_donated(self.name, leaves, donated, user_frame())
         return pytree.tree_unflatten(entry.out_tree, outs)
 
     def lower(self, *args: Any, target: str | None = None, **kwargs: Any) -> Lowered:
@@ -502,10 +611,13 @@ def jit(
         fun: a function of pytrees of arrays (usable as ``@jit`` or ``@jit(static_argnums=..)``).
         static_argnums / static_argnames: arguments passed as Python values (hashable; part of
             the cache key) instead of traced arrays.
-        donate_argnums: arguments whose buffers the program may reuse for outputs; the caller
-            must not use them afterwards.
+        donate_argnums: arguments whose buffers the program may reuse for outputs (as in
+            JAX). A donated ``blu.Array`` is deleted by the call: any later use of its value
+            raises a ``BluValueError`` ("Array has been deleted"); a donated numpy array is
+            copied first, so the caller's array is never written.
 
     Raises:
+        BluValueError: ``donate_argnums`` out of range, not ints, or also static.
         BluTypeError: unhashable static arguments; ConcretizationError when ``fun`` needs the
             value of a traced argument (e.g. Python ``if`` on it).
     """

@@ -1,37 +1,50 @@
 """Checkpoints: tensors in safetensors, everything else in JSON, committed atomically.
 
-A checkpoint folder holds
+A checkpoint folder (``--out``) holds
 
-- ``ckpt-<step>.safetensors``: the parameters (``params.<path>``) and optimizer state
-  (``opt.<path>``) as named tensors, ``<path>`` being the pytree key path with dots
-  (``params.h.0.attn.c_attn.w``);
+- ``ckpt-<step>-<sha256 prefix>.safetensors``: the parameters (``params.<path>``) and optimizer
+  state (``opt.<path>``) as named tensors, ``<path>`` being the pytree key path with dots
+  (``params.h.0.attn.c_attn.w``); named by its content, so a new checkpoint never overwrites
+  the file the committed one points to (also at the same step, under ``--overwrite``);
 - ``ckpt.json``: the commit record: the metadata (model config, step, RNG seed, tokenizer,
-  training flags, loss history), the tensor file's name, and its sha256.
+  training flags, loss history), the tensor file's name and sha256, and ``record_sha256``, the
+  sha256 of all of that (so the metadata is covered too: an edited step or flag is refused);
+- ``.lock``: held (``flock``) by the run using the folder, with its pid.
 
-Saving writes the new tensor file under a temporary name, renames it into place, then replaces
-``ckpt.json`` (temporary file + ``os.replace``, atomic on POSIX) and only then deletes the
-previous tensor file: a crash at any point leaves the old checkpoint or the new one, complete.
-Loading checks the JSON, the hash and every tensor's name, shape and dtype before anything is
-used; a damaged checkpoint raises :class:`CheckpointError` and is left as it is.
+The commit protocol (SQLite's promise: a crash at any point leaves the old checkpoint or the
+new one, complete): write the tensor file under a temporary name, fsync, rename it to its
+content name, fsync the folder; write the record the same way and rename it over
+``ckpt.json`` (the commit point); only then delete tensor files the record no longer names.
+Temporary files a crash left are removed when the next run takes the folder
+(:func:`lock_out_dir`). Loading checks the JSON, both hashes and every tensor's name, shape and
+dtype before anything is used; a damaged checkpoint raises :class:`CheckpointError` and is
+left as it is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
+import re
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from examples.gpt2 import ExampleError
-from examples.gpt2.data import atomic_write_bytes
 
 FORMAT = "blu-gpt2-example"
-VERSION = 1
+VERSION = 2
 RECORD = "ckpt.json"
+LOCK = ".lock"
+TMP_SUFFIX = ".ckpt-tmp"
+_TENSOR_NAME = re.compile(r"ckpt-\d{8}-[0-9a-f]{16}\.safetensors")
+_RECORD_KEYS = ("format", "version", "tensors_file", "tensors_sha256", "meta", "record_sha256")
 
 
 class CheckpointError(ExampleError):
@@ -86,7 +99,8 @@ def unflatten_named(template: Any, prefix: str, tensors: dict[str, np.ndarray], 
 
 
 def save(ckpt_dir: str | os.PathLike, params: Any, opt_state: Any, meta: dict) -> Path:
-    """Write a checkpoint of ``params`` and ``opt_state`` with JSON-serialisable ``meta``.
+    """Commit a checkpoint of ``params`` and ``opt_state`` with JSON-serialisable ``meta``
+    (the protocol in the module docstring: a crash leaves the old or the new one, complete).
 
     Returns:
         The path of the new tensor file.
@@ -100,29 +114,149 @@ def save(ckpt_dir: str | os.PathLike, params: Any, opt_state: Any, meta: dict) -
         for n, v in {**flatten_named(params, "params"), **flatten_named(opt_state, "opt")}.items()
     }
     blob = safetensors.numpy.save(tensors, metadata={"format": FORMAT, "version": str(VERSION)})
-    step = int(meta.get("step", 0))
-    name = f"ckpt-{step:08d}.safetensors"
-    old = _current_tensor_file(d)
-    atomic_write_bytes(d / name, blob)
-    record = {
-        "format": FORMAT,
-        "version": VERSION,
-        "tensors_file": name,
-        "tensors_sha256": hashlib.sha256(blob).hexdigest(),
-        "meta": meta,
-    }
-    atomic_write_bytes(d / RECORD, (json.dumps(record, indent=1) + "\n").encode())
-    if old is not None and old != name:
-        with contextlib.suppress(OSError):
-            (d / old).unlink()
+    digest = hashlib.sha256(blob).hexdigest()
+    name = f"ckpt-{int(meta.get('step', 0)):08d}-{digest[:16]}.safetensors"
+    _durable_write(d, name, blob)
+    record = _record(name, digest, meta)
+    _durable_write(d, RECORD, (json.dumps(record, indent=1) + "\n").encode())  # the commit
+    _remove_unreferenced(d, name)
     return d / name
+
+
+def _record(name: str, digest: str, meta: dict) -> dict:
+    body = {"format": FORMAT, "version": VERSION, "tensors_file": name, "tensors_sha256": digest,
+            "meta": meta}  # fmt: skip
+    return {**body, "record_sha256": _record_hash(body)}
+
+
+def _record_hash(body: dict) -> str:
+    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def _durable_write(d: Path, name: str, data: bytes) -> None:
+    """``d/name`` replaced atomically and durably: temporary file, fsync, rename, fsync of the
+    folder; the temporary file is removed on any failure."""
+    tmp = d / f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, d / name)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(d)
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_unreferenced(d: Path, keep: str | None) -> None:
+    """Delete tensor files other than ``keep`` (older checkpoints, a crashed run's)."""
+    for p in d.iterdir():
+        if p.name != keep and p.name.startswith("ckpt-") and p.name.endswith(".safetensors"):
+            with contextlib.suppress(OSError):
+                os.unlink(p)
 
 
 def _current_tensor_file(d: Path) -> str | None:
     try:
-        return json.loads((d / RECORD).read_text())["tensors_file"]
+        rec = json.loads((d / RECORD).read_text())
+        body = {k: rec[k] for k in _RECORD_KEYS[:-1]}
+        if rec["record_sha256"] == _record_hash(body) and _TENSOR_NAME.fullmatch(
+            body["tensors_file"]
+        ):
+            return body["tensors_file"]
     except (OSError, ValueError, KeyError, TypeError):
-        return None
+        pass
+    return None
+
+
+class OutDirLock:
+    """The exclusive hold of a run on its output folder (see :func:`lock_out_dir`)."""
+
+    def __init__(self, path: Path, fd: int):
+        self.path, self.fd = path, fd
+
+    def release(self) -> None:
+        import fcntl
+
+        if self.fd >= 0:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = -1
+
+
+@contextlib.contextmanager
+def lock_out_dir(out: str | os.PathLike) -> Iterator[OutDirLock]:
+    """Take ``out`` for this run before any training: create it, check it is writable, lock it
+    against a second run (``.lock`` with this pid, ``flock``: released even if the process
+    dies), and remove temporary files and unreferenced tensor files a crashed run left.
+
+    Raises:
+        CheckpointError: the folder cannot be created or written, or another run holds it.
+    """
+    import fcntl
+
+    d = Path(out)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        fd = os.open(d / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise CheckpointError(
+            f"--out {d} is not writable ({e.strerror}): checkpoints could not be saved; pick "
+            "another --out or fix its permissions"
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
+            raise CheckpointError(
+                f"--out {d} is in use by another run (pid {other}, lock {d / LOCK}): wait "
+                "for it to finish, or pick another --out"
+            ) from None
+        raise
+    lock = OutDirLock(d / LOCK, fd)
+    try:
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            probe = d / f".write-probe.{os.getpid()}{TMP_SUFFIX}"
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            os.unlink(probe)
+        except OSError as e:
+            raise CheckpointError(
+                f"--out {d} is not writable ({e.strerror}): checkpoints could not be saved; "
+                "pick another --out or fix its permissions"
+            ) from None
+        _clean_leftovers(d)
+        yield lock
+    finally:
+        lock.release()
+
+
+def _clean_leftovers(d: Path) -> None:
+    for p in d.iterdir():
+        if p.name.endswith(TMP_SUFFIX):
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+    current = _current_tensor_file(d)
+    if current is not None:  # a damaged record: leave everything for the user to look at
+        _remove_unreferenced(d, current)
 
 
 def exists(ckpt_dir: str | os.PathLike) -> bool:
@@ -149,16 +283,36 @@ def load(ckpt_dir: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict]:
         raise CheckpointError(f"no checkpoint to resume from: {rec_path} does not exist")
     try:
         record = json.loads(rec_path.read_text(encoding="utf-8"))
-        name, digest, meta = record["tensors_file"], record["tensors_sha256"], record["meta"]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+    except (OSError, UnicodeDecodeError, ValueError) as e:
         raise CheckpointError(
             f"checkpoint record {rec_path} is corrupt ({type(e).__name__}: {e}); it was left "
             f"untouched: move it away or pass --overwrite to start a new run"
         ) from None
+    if not isinstance(record, dict):
+        raise CheckpointError(f"checkpoint record {rec_path} is corrupt: not a JSON object")
     if record.get("format") != FORMAT or record.get("version") != VERSION:
         raise CheckpointError(
             f"{rec_path} is not a {FORMAT} v{VERSION} checkpoint "
             f"(format {record.get('format')!r}, version {record.get('version')!r})"
+        )
+    missing = [k for k in _RECORD_KEYS if k not in record]
+    if missing:
+        raise CheckpointError(
+            f"checkpoint record {rec_path} is corrupt: it lacks {missing}; it was left "
+            "untouched: move it away or pass --overwrite to start a new run"
+        )
+    body = {k: record[k] for k in _RECORD_KEYS[:-1]}
+    if record["record_sha256"] != _record_hash(body):
+        raise CheckpointError(
+            f"checkpoint record {rec_path} is corrupt: its record_sha256 does not match its "
+            "contents (edited or damaged); it was left untouched: move it away or pass "
+            "--overwrite to start a new run"
+        )
+    name, digest, meta = body["tensors_file"], body["tensors_sha256"], body["meta"]
+    if not isinstance(name, str) or not _TENSOR_NAME.fullmatch(name) or not isinstance(meta, dict):
+        raise CheckpointError(
+            f"checkpoint record {rec_path} is corrupt: tensors_file {name!r} is not a tensor "
+            "file name of this format, or meta is not an object"
         )
     t_path = d / str(name)
     try:
@@ -175,3 +329,13 @@ def load(ckpt_dir: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict]:
     except Exception as e:  # safetensors raises its own SafetensorError
         raise CheckpointError(f"checkpoint {t_path} is unreadable by safetensors: {e}") from None
     return tensors, meta
+
+
+def require_meta(meta: dict, keys: tuple[str, ...], where: str) -> None:
+    """Raise a CheckpointError naming the metadata keys a checkpoint lacks."""
+    missing = [k for k in keys if k not in meta]
+    if missing:
+        raise CheckpointError(
+            f"checkpoint {where} lacks the metadata {missing}: it was not written by this "
+            "example (or by an older version); start a new run with --overwrite"
+        )

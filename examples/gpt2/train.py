@@ -63,6 +63,8 @@ TRAJECTORY = ("batch_size", "block_size", "grad_accum", "lr", "min_lr", "warmup_
               "weight_decay", "beta1", "beta2", "grad_clip", "dropout", "seed", "precision",
               "val_fraction", "tokenizer")
 # fmt: on
+# what a checkpoint's metadata must hold to be resumed
+META_KEYS = ("step", "config_name", "model_config", "tokenizer", "train_args", "data", "history")
 
 
 def _presets_text() -> str:
@@ -235,6 +237,12 @@ def _check_flags(a: argparse.Namespace, cfg: GPTConfig) -> None:
 def _merge_resumed(a: argparse.Namespace, meta: dict) -> None:
     """Take the trajectory flags from the checkpoint; refuse ones given that differ."""
     saved = meta["train_args"]
+    lacking = [k for k in (*TRAJECTORY, "steps") if not isinstance(saved, dict) or k not in saved]
+    if lacking:
+        raise checkpoint.CheckpointError(
+            f"checkpoint in {a.out}: its train_args lack {lacking}; start a new run with "
+            "--overwrite"
+        )
     diffs = []
     if a.config is not None and a.config != meta["config_name"]:
         diffs.append(f"--config {a.config} (checkpoint: {meta['config_name']})")
@@ -343,6 +351,7 @@ def main(argv: list[str] | None = None) -> dict:
     meta = tensors = None
     if a.resume:
         tensors, meta = checkpoint.load(out)
+        checkpoint.require_meta(meta, META_KEYS, str(out))
         _merge_resumed(a, meta)
     else:
         if checkpoint.exists(out) and not a.overwrite:
@@ -353,8 +362,13 @@ def main(argv: list[str] | None = None) -> dict:
         a.config = a.config or "small"
     _fill_defaults(a, CONFIGS[a.config])
     _check_flags(a, CONFIGS[a.config])
-    with blu.config.override(default_matmul_precision=a.precision):
-        return _train(a, meta, tensors, t_start)
+    # the folder is checked writable and taken (against a second run) before any training;
+    # an --overwrite run replaces the old checkpoint only at its first commit
+    with checkpoint.lock_out_dir(out):
+        if a.resume:  # what another run may have committed before we took the folder
+            tensors, meta = checkpoint.load(out)
+        with blu.config.override(default_matmul_precision=a.precision):
+            return _train(a, meta, tensors, t_start)
 
 
 @dataclasses.dataclass

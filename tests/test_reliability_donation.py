@@ -1,0 +1,85 @@
+"""Donation holds (as in JAX): a donated blu.Array is deleted by the call and any later use of it
+raises a BluError naming the donation; results are never changed behind the caller's back;
+donated numpy arrays are never written; bad donate_argnums are refused at jit time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import blu
+import blu.numpy as bnp
+
+
+def double(a):
+    return a * 2.0
+
+
+def test_donated_array_is_deleted_and_result_kept():
+    f = blu.jit(double, donate_argnums=0)
+    a = bnp.arange(6.0)
+    r = f(a)
+    expect = np.arange(6.0) * 2.0
+    np.testing.assert_array_equal(np.asarray(r), expect)
+    assert a.is_deleted() and not r.is_deleted()
+    with pytest.raises(blu.BluError, match=r"Array has been deleted.*donated to jit\(double\)"):
+        f(a)  # was: silently overwrote r's buffer
+    with pytest.raises(blu.BluError, match="Array has been deleted"):
+        np.asarray(a)
+    with pytest.raises(blu.BluError, match="Array has been deleted"):
+        a + 1.0
+    assert a.shape == (6,) and "deleted" in repr(a)
+    np.testing.assert_array_equal(np.asarray(r), expect)  # r unchanged by the failed call
+    r2 = f(r)  # chaining donations is the intended use
+    np.testing.assert_array_equal(np.asarray(r2), expect * 2.0)
+    assert r.is_deleted()
+
+
+def test_donated_numpy_input_is_not_written():
+    f = blu.jit(double, donate_argnums=0)
+    n = np.arange(5.0, dtype=np.float32)
+    r = f(n)
+    np.testing.assert_array_equal(n, np.arange(5.0))
+    np.testing.assert_array_equal(np.asarray(r), np.arange(5.0) * 2.0)
+    np.testing.assert_array_equal(np.asarray(f(n)), np.arange(5.0) * 2.0)
+
+
+def test_views_of_a_donated_array_are_not_changed():
+    f = blu.jit(double, donate_argnums=0)
+    a = bnp.arange(6.0)
+    held = np.asarray(a)  # the caller still sees the buffer: it must not be written
+    view = a.reshape(2, 3)
+    f(a)
+    np.testing.assert_array_equal(held, np.arange(6.0))
+    np.testing.assert_array_equal(np.asarray(view), np.arange(6.0).reshape(2, 3))
+
+
+def test_failed_call_keeps_the_donated_array():
+    f = blu.jit(lambda a, b: a + b, donate_argnums=0)
+    a = bnp.ones(3)
+    with pytest.raises(blu.BluError):
+        f(a, bnp.ones(4))  # shapes do not broadcast: nothing ran
+    assert not a.is_deleted()
+    np.testing.assert_array_equal(np.asarray(a), np.ones(3))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(donate_argnums=2), r"donate_argnums \[2\] out of range"),
+        (dict(donate_argnums=-3), r"donate_argnums \[-3\] out of range"),
+        (dict(donate_argnums=(0,), static_argnums=(0,)), "both static and donated"),
+        (dict(donate_argnums=1, static_argnames="b"), "both static and donated"),
+        (dict(donate_argnums="a"), "must be ints"),
+    ],
+)
+def test_bad_donate_argnums_are_refused_at_jit_time(kwargs, match):
+    with pytest.raises(blu.BluError, match=match):
+        blu.jit(lambda a, b: a + b, **kwargs)
+
+
+def test_negative_donate_argnums_count_from_the_end():
+    f = blu.jit(lambda a, b: a + b, donate_argnums=-1)
+    a, b = bnp.ones(3), bnp.ones(3)
+    f(a, b)
+    assert b.is_deleted() and not a.is_deleted()
