@@ -21,10 +21,11 @@ import blu.lax as lax
 import blu.numpy as bnp
 from blu import nn, optim
 from blu.core.staging import hoist_consts
-from blu.lower import mlir_cpu
-from blu.lower.cpu import BluFloatingPointError, CpuExecutable, Lowered, make_executable
-from blu.lower.partition import partition
-from blu.lower.simplify import simplify
+from blu.lower.backend import make_executable
+from blu.lower.cpu.executable import BluFloatingPointError, CpuExecutable, Lowered
+from blu.lower.mlir import mlir_cpu
+from blu.lower.plan.partition import partition
+from blu.lower.plan.simplify import simplify
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -284,8 +285,8 @@ _PROGRAM = textwrap.dedent(
     import sys, json
     import numpy as np
     import blu, blu.lax as lax
-    from blu.lower import mlir_cpu
-    from blu.lower.cpu import Lowered
+    from blu.lower.mlir import mlir_cpu
+    from blu.lower.cpu.executable import Lowered
     x = np.linspace(-3, 3, 1000, dtype=np.float32).reshape(10, 100)
     def f(x):
         m = lax.reduce_max(x, (1,))
@@ -335,7 +336,7 @@ def test_second_process_hits_the_cache(tmp_path, no_so):
 
 
 def test_cache_key_depends_on_kernel_text_and_target():
-    from blu.lower import cache
+    from blu.lower.mlir import cache
 
     x = np.ones((4,), np.float32)
     j32 = blu.make_jaxpr(lambda x: lax.exp(x))(x).jaxpr

@@ -41,7 +41,7 @@ def run_jaxpr(jaxpr: Jaxpr, args: Sequence[Any]) -> list[Any]:
     """Run a jaxpr (no constvars) on numpy arrays: what the impl rules use."""
     exe = _executables.get(jaxpr)
     if exe is None:
-        from blu.lower.executable import NumpyExecutable
+        from blu.lower.reference import NumpyExecutable
 
         exe = _executables[jaxpr] = NumpyExecutable(jaxpr, "sub-jaxpr")
     return exe(*args)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from blu.core.config import config
 from blu.core.errors import BluError
-from blu.lower import cache
+from blu.lower.mlir import cache
 
 log = logging.getLogger("blu.jit")
 

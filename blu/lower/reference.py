@@ -1,6 +1,7 @@
-"""Executables: what ``jit`` runs. For now, the CPU reference executable interprets the jaxpr
-with each primitive's numpy implementation (no per-op tracing, wrapping or shape checks); the
-MLIR-compiled executables will replace it behind the same ``__call__``."""
+"""The reference executable: interprets a jaxpr with each primitive's numpy implementation (no
+per-op tracing, wrapping or shape checks). What ``jit`` runs with ``BLU_JIT_BACKEND=numpy`` or
+where the MLIR bindings are not installed; the oracle the compiled executables are tested
+against."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from blu.core.jaxpr import Jaxpr, Literal, Var
+from blu.core.jaxpr import Jaxpr, Literal, Var, pp_jaxpr
 
 
 class NumpyExecutable:
     """Runs a jaxpr (no constvars) on numpy arrays."""
+
+    target = "cpu"
 
     def __init__(self, jaxpr: Jaxpr, name: str = "jit"):
         self.jaxpr = jaxpr
@@ -63,6 +66,13 @@ class NumpyExecutable:
             np.asarray(v.val, v.aval.dtype) if isinstance(v, Literal) else env[v]
             for v in self.jaxpr.outvars
         ]
+
+    def memory_analysis(self) -> None:
+        """None: the reference interpreter plans no memory."""
+        return None
+
+    def as_text(self) -> str:
+        return pp_jaxpr(self.jaxpr)
 
 
 def _fix_dtype(x: Any, v: Var) -> np.ndarray:

@@ -26,8 +26,8 @@ from collections.abc import Callable
 
 from blu.core.config import config
 from blu.core.errors import BluError
-from blu.lower import cache
-from blu.lower.mlir_cpu import CompileError, _dump, symbol
+from blu.lower.mlir import cache
+from blu.lower.mlir.mlir_cpu import CompileError, _dump, symbol
 
 log = logging.getLogger("blu.jit")
 
@@ -118,7 +118,7 @@ def _load_or_compile(key, canonical, emit, label, target) -> GpuModule:
         stats["cache"] += 1
         cubin = _read(key, ".cubin")
         return _done(GpuModule(key, name, ptx, cubin, "cache", time.perf_counter() - t0), label)
-    from blu.lower.cpu import _mlir_available
+    from blu.lower.mlir import _mlir_available
 
     if not _mlir_available():
         raise KernelCacheMiss(
