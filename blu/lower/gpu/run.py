@@ -90,7 +90,7 @@ class Bound:
             fns = [(module.function(la.func), la.grid, la.block,
                     kind == NodeKind.SCATTER and la.func.endswith("_0"))
                    for la in exe.launches[k]]  # fmt: skip
-            return ("kernel", fns, refs, node)
+            return (NodeKind.KERNEL, fns, refs, node)
         if kind == NodeKind.DOT:
             lhs, rhs = e.invars
             spec = gemm_spec(lhs.aval.shape, rhs.aval.shape, e.params["dimension_numbers"])
@@ -100,14 +100,14 @@ class Bound:
             (ls, rs), (os_,) = step.ins, step.outs
             info = (spec, ls, rs, os_, lhs.aval.dtype, out.aval.dtype,
                     _precision(e, exe.precision), nbytes)  # fmt: skip
-            return ("dot", info, None, node)
+            return (NodeKind.DOT, info, None, node)
         if kind == NodeKind.VIEW:
-            return ("view", (step.ins[0], step.outs[0]), None, node)
+            return (NodeKind.VIEW, (step.ins[0], step.outs[0]), None, node)
         if kind == NodeKind.LIBRARY:
             lowering = library.lowering_for(e, exe.target)
             return (NodeKind.LIBRARY, (lowering, e, step.ins, step.outs, step.scratch), None, node)
         ins = [("var", x) if isinstance(x, int) else ("lit", literal_value(x)) for x in step.ins]
-        return ("fallback", (e, ins, step.outs), None, node)
+        return (NodeKind.FALLBACK, (e, ins, step.outs), None, node)
 
     # ---- one call -----------------------------------------------------------------------------
 
@@ -170,15 +170,15 @@ class Bound:
     def _step(self, step: tuple, ptr: list[int], keep: list[Any], arena_ptr: int) -> None:
         kind, info, refs, node = step
         dev = self.dev
-        if kind in ("kernel", "host_kernel"):
+        if kind in (NodeKind.KERNEL, "host_kernel"):
             addrs = [ptr[x] if t == "s" else arena_ptr + x for t, x in refs]
-            if kind == "kernel":
+            if kind == NodeKind.KERNEL:
                 for fn, grid, block, copy in info:
                     if not (copy and addrs[0] == addrs[3]):
                         fn.launch(grid, block, addrs, stream=dev.stream_id)
             else:
                 call_host_kernel(info, addrs)
-        elif kind == "dot":
+        elif kind == NodeKind.DOT:
             spec, ls, rs, os_, in_dt, out_dt, precision, nbytes = info
             if spec.m and spec.n:
                 if spec.k == 0:
@@ -188,7 +188,7 @@ class Bound:
                         spec, ptr[rs], ptr[ls], ptr[os_], in_dtype=in_dt, out_dtype=out_dt,
                         precision=precision, stream=dev.stream_id,
                     )  # fmt: skip
-        elif kind == "view":
+        elif kind == NodeKind.VIEW:
             i, o = info
             ptr[o], keep[o] = ptr[i], keep[i]
         elif kind == NodeKind.LIBRARY:
@@ -322,13 +322,13 @@ def _nbytes(vs: Any) -> int:
 def _work(kind: str, info: Any, node: Any) -> tuple[str, int, int]:
     """A step's profile row name, bytes read and written, and floating-point operations."""
     out = node.outputs[0].aval.str_short() if node.outputs else ""
-    if kind == "dot":
+    if kind == NodeKind.DOT:
         spec, precision = info[0], info[6]
         e = node.eqns[0]
         ins = "x".join(a.aval.str_short() for a in e.invars)
         flops = 2 * spec.batch * spec.m * spec.n * spec.k
         return f"cublasLt {ins} {precision}", _nbytes([*e.invars, *e.outvars]), flops
-    ins = node.inputs if kind != "fallback" else [a for a in node.eqns[0].invars
+    ins = node.inputs if kind != NodeKind.FALLBACK else [a for a in node.eqns[0].invars
                                                   if isinstance(a, Var)]  # fmt: skip
     return f"{node.label()} -> {out}", _nbytes([*ins, *node.outputs]), 0
 

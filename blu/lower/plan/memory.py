@@ -124,7 +124,7 @@ class MemoryPlan:
         for k, n in enumerate(nodes):
             for e in n.eqns if n.kind == NodeKind.FALLBACK else []:
                 for v in e.outvars:
-                    self.root[v], defined_at[v], kind_of[v] = v, k, "fallback"
+                    self.root[v], defined_at[v], kind_of[v] = v, k, NodeKind.FALLBACK
             for v in n.outputs:
                 if n.kind == NodeKind.VIEW:
                     self.root[v] = self.root[n.inputs[0]]

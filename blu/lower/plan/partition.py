@@ -192,7 +192,7 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
 
     specs: list[tuple[str, list[int]]] = []
     for g in groups:
-        specs.append(("kernel", const_closure(g) + g))
+        specs.append((NodeKind.KERNEL, const_closure(g) + g))
     for i, k in enumerate(kinds):
         if k not in ("fuse", "const"):
             specs.append((k, [i]))
@@ -223,13 +223,13 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
         es = [eqns[i] for i in idxs]
         if kind == "const":
             (v,) = defined
-            node = Node("kernel", es, [], [v])
+            node = Node(NodeKind.KERNEL, es, [], [v])
         else:
             outs = [v for e in es for v in e.outvars
                     if v in defined and (v in outset or v in read_by_other)
                     and kinds[producer[v]] != "const"]  # fmt: skip
             node = Node(kind, es, ins, outs)
-        if node.kind == "kernel":
+        if node.kind == NodeKind.KERNEL:
             node.jaxpr = Jaxpr([], node.inputs, es, node.outputs)
             node.group = tuple(i for i in idxs if kinds[i] == "fuse") or None
         nodes.append(node)
