@@ -144,7 +144,7 @@ def backend_for(args: Sequence[Any] = (), target: str | None = None) -> Backend:
         return CudaBackend(target)
     if target == "cpu":
         return CpuBackend()
-    return CpuBackend()  # the CPU Lowered names the accepted targets
+    raise BluValueError(f"target {target!r}: expected 'cpu' or 'cuda:sm_XX' (e.g. 'cuda:sm_90')")
 
 
 # ---- the one executable cache ------------------------------------------------------------------
