@@ -6,7 +6,8 @@
 
 For each case: eager (op by op, each primitive's numpy impl through the eval interpreter),
 ``numpy-jit`` (the jaxpr interpreted with numpy impls, today's default jit executable) and
-``mlir-jit`` (``blu.lower.cpu.CpuExecutable``: fused kernels compiled through MLIR, numpy's
+``mlir-jit`` (``blu.lower.cpu.executable.CpuExecutable``: fused kernels compiled through MLIR,
+numpy's
 BLAS for matrix products, planned memory). Times are the best of several runs (the machine
 may be shared), compile time is measured with an empty kernel cache.
 """
@@ -28,9 +29,9 @@ import blu.lax as lax  # noqa: E402
 from blu import nn, optim  # noqa: E402
 from blu.core import pytree  # noqa: E402
 from blu.core.staging import hoist_consts  # noqa: E402
-from blu.lower import mlir_cpu  # noqa: E402
-from blu.lower.cpu import CpuExecutable  # noqa: E402
-from blu.lower.executable import NumpyExecutable  # noqa: E402
+from blu.lower.cpu.executable import CpuExecutable  # noqa: E402
+from blu.lower.mlir import mlir_cpu  # noqa: E402
+from blu.lower.reference import NumpyExecutable  # noqa: E402
 
 
 def best(fn, args, reps: int, copy: bool = False) -> float:

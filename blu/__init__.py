@@ -13,6 +13,7 @@ from blu.transforms.custom_derivatives import custom_jvp, custom_vjp
 from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policies, remat
 from blu.transforms.jit import eval_shape, jit
 from blu import lax, numpy  # noqa: E402
+from blu import lower  # noqa: E402  (registers jit's backend and the device dispatch)
 from blu import nn, optim, random  # noqa: E402
 from blu.jacobians import hessian, jacfwd, jacrev  # noqa: E402
 from blu import cuda  # noqa: E402  (loads no CUDA library until used)
@@ -22,4 +23,4 @@ from blu.parallel.shard_map import shard_map  # noqa: E402
 from blu import experimental, tree, tree_util  # noqa: E402
 from blu.host import block_until_ready, device_get, disable_jit  # noqa: E402
 
-__version__ = "0.1.0"
+from blu.core.version import __version__

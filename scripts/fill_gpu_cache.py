@@ -83,7 +83,9 @@ def main() -> int:
                    help="example configs to run (gpt2-124m-bpe: gpt2-124m on GPT-2 BPE, lowered "
                    "only)")  # fmt: skip
     a = p.parse_args()
-    env = dict(os.environ, BLU_CACHE_DIR=a.cache, BLU_FAKE_GPU="1", PYTHONPATH=str(ROOT))
+    # BLU_TEST_CACHE_DIR: the tests compile into this cache (else into a temporary one)
+    env = dict(os.environ, BLU_CACHE_DIR=a.cache, BLU_TEST_CACHE_DIR=a.cache, BLU_FAKE_GPU="1",
+               PYTHONPATH=str(ROOT))  # fmt: skip
     os.environ.update(BLU_CACHE_DIR=a.cache)
     ok = True
     if not a.skip_tests:

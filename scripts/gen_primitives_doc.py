@@ -1,4 +1,6 @@
-"""Write docs/primitives.md: every primitive, where it is defined and which rules it has.
+"""Write docs/primitives.md: every primitive, where it is defined, which rules it has and how it
+is lowered on each target (``blu.lower.lowering.targets``: fused into kernels, a view, a library
+product or call, a decomposition, or a host fallback with its reason).
 
 Usage: python scripts/gen_primitives_doc.py [--check]
 (--check exits 1 if the file is out of date; the test-suite runs it.)
@@ -17,6 +19,7 @@ def render() -> str:
     import blu  # noqa: F401  (imports every module that defines primitives)
     import blu.lax.linalg  # noqa: F401  (a submodule blu does not import eagerly)
     from blu.core.primitive import Primitive
+    from blu.lower.lowering import HOST_FALLBACK, targets
 
     lines = [
         "# Primitives",
@@ -27,14 +30,20 @@ def render() -> str:
         "is JVP + partial evaluation + transpose) and `partial_eval` only for primitives that hold",
         "jaxprs; `batch_named` (the vmap rule that sees axis names) only for collectives and for",
         "primitives holding jaxprs that may contain collectives.",
+        "The `cpu` and `cuda` columns say how `jit` runs the primitive on each target (its",
+        "`lowerings`, registered in `blu/lower/lowering.py`); host fallbacks are listed below",
+        "with the reason.",
         "",
-        "| primitive | module | " + " | ".join(RULES) + " |",
-        "| --- | --- | " + " | ".join("---" for _ in RULES) + " |",
+        "| primitive | module | " + " | ".join(RULES) + " | cpu | cuda |",
+        "| --- | --- | " + " | ".join("---" for _ in RULES) + " | --- | --- |",
     ]
     for name in sorted(Primitive.registry):
         p = Primitive.registry[name]
         marks = " | ".join("yes" if getattr(p, r) is not None else "-" for r in RULES)
-        lines.append(f"| `{name}` | `{p.module}` | {marks} |")
+        t = targets(p)
+        lines.append(f"| `{name}` | `{p.module}` | {marks} | {t['cpu']} | {t['cuda']} |")
+    lines += ["", "## Host fallbacks", "", "| primitive | why |", "| --- | --- |"]
+    lines += [f"| `{n}` | {why} |" for n, why in sorted(HOST_FALLBACK.items())]
     lines.append("")
     return "\n".join(lines)
 

@@ -39,6 +39,8 @@ BENCH_CMD="${BENCH_CMD:-python3 benchmarks/gpt2_124m.py}"
 # Kernels come from the carried cache (filled by scripts/fill_gpu_cache.py: the GPU machine has no
 # MLIR); corpora from the carried .data/ (../shared does not travel).
 export BLU_CACHE_DIR="${BLU_CACHE_DIR:-$PWD/.blu_cache-gpu}" BLU_DATA_DIR="${BLU_DATA_DIR:-$PWD/.data}"
+# the tests read the carried cache too (tests/conftest.py otherwise uses a temporary one)
+export BLU_TEST_CACHE_DIR="${BLU_TEST_CACHE_DIR:-$BLU_CACHE_DIR}"
 # blu refuses a cache folder or entry others could write (as ssh does): the copy that travelled
 # may have picked up a looser umask on the way
 [ -d "$BLU_CACHE_DIR" ] && chmod -R go-w "$BLU_CACHE_DIR" && chmod 700 "$BLU_CACHE_DIR"

@@ -1,4 +1,5 @@
-"""Test configuration: hypothesis profiles ('ci' small and deterministic, 'dev' larger)."""
+"""Test configuration: hypothesis profiles ('ci' small and deterministic, 'dev' larger) and
+the temporary kernel cache every test compiles into."""
 
 import os
 
@@ -34,3 +35,35 @@ def set_flag():
     yield config.update
     for name, value in old.items():
         config.update(name, value)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernel_cache_dir(tmp_path_factory):
+    """Every test compiles into a temporary kernel cache, never the user's (``BLU_CACHE_DIR`` /
+    ``blu.config.cache_dir``). ``BLU_TEST_CACHE_DIR`` names the cache to use instead: the GPU
+    machine reads its carried cache (``scripts/gpu_check.sh``) and ``scripts/fill_gpu_cache.py``
+    fills one by running the GPU tests."""
+    import blu
+
+    d = os.environ.get("BLU_TEST_CACHE_DIR") or str(tmp_path_factory.mktemp("blu-cache"))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("BLU_CACHE_DIR", d)
+    old = blu.config.cache_dir
+    blu.config.update("cache_dir", d)
+    try:
+        yield d
+    finally:
+        blu.config.update("cache_dir", old)
+        mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def _restore_config():
+    """Flags a test changes (``set_flag``, ``helpers.env_flag``) never leak into the next test."""
+    from blu.core.config import config
+
+    old = config.values()
+    yield
+    for name, value in old.items():
+        if config.values().get(name) != value:
+            config.update(name, value)

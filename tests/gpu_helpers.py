@@ -13,7 +13,7 @@ import pytest
 import blu
 import blu.cuda as bc
 from blu.cuda.fake import FakeDevice
-from blu.lower.gpu import prepare_gpu
+from blu.lower.plan.prepare import prepare
 
 FAKE = os.environ.get("BLU_FAKE_GPU") == "1"
 f32, f64, f16, bf16 = np.float32, np.float64, np.float16, ml_dtypes.bfloat16
@@ -110,4 +110,4 @@ def plan_nodes(f, *args) -> list:
     """The nodes of the GPU plan of ``jit(f)(*args)`` (traced and planned, not run)."""
     closed = blu.make_jaxpr(f)(*args)
     jaxpr = getattr(closed, "jaxpr", closed)
-    return prepare_gpu(jaxpr, (False,) * len(jaxpr.invars))[1].nodes
+    return prepare(jaxpr, (False,) * len(jaxpr.invars), "cuda:sm_90")[1].nodes

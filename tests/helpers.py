@@ -185,3 +185,12 @@ def random_in_axes(draw, ndims: Sequence[int]) -> list[int | None]:
         choices = [None] + list(range(-nd - 1, nd + 1))
         axes.append(draw(st.sampled_from(choices)))
     return axes
+
+
+def env_flag(var: str, raw: str) -> None:
+    """Set the ``blu.config`` flag read from environment variable ``var`` as if the variable held
+    ``raw`` (flags are read from the environment once, at import; conftest restores them)."""
+    from blu.core.config import FLAGS, config, read_environment
+
+    name = next(n for n, (v, _, _) in FLAGS.items() if v == var)
+    config.update(name, read_environment({var: raw})[name])

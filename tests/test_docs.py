@@ -27,3 +27,21 @@ def test_every_primitive_has_the_basic_rules():
         if p.abstract_eval is None or (p.impl is None and p.partial_eval is None)
     ]
     assert not missing, f"primitives without impl/abstract_eval: {missing}"
+
+
+def test_every_path_the_architecture_doc_names_exists():
+    """docs/architecture.md names files and folders (``blu/lower/backend.py``, ``blu/lax/``...)
+    that exist; a bare file name after a path (``bits.py``) is read in that path's folder."""
+    import re
+
+    text = re.sub(r"```.*?```", "", (ROOT / "docs" / "architecture.md").read_text(), flags=re.S)
+    missing, checked = [], 0
+    for cell in re.findall(r"`([^`]+)`", text):
+        for token in re.split(r"[,\s]+", cell):
+            if not re.fullmatch(r"(blu|scripts|tests|benchmarks|examples|docs)/[\w/.-]*", token):
+                continue
+            checked += 1
+            if not (ROOT / token).exists():
+                missing.append(token)
+    assert checked >= 30, checked
+    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"

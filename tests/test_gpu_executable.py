@@ -15,6 +15,7 @@ import blu
 import blu.cuda as bc
 import blu.lax as lax
 import blu.numpy as bnp
+from tests.helpers import env_flag
 
 pytestmark = GPU_MARKS
 
@@ -90,7 +91,7 @@ def test_donation_reuses_buffer(dev):
 
 @pytest.mark.parametrize("graphs", ["1", "0"])
 def test_repeated_calls_graph_capture_and_replay(dev, monkeypatch, graphs):
-    monkeypatch.setenv("BLU_CUDA_GRAPHS", graphs)
+    env_flag("BLU_CUDA_GRAPHS", graphs)
     rng = np.random.default_rng(15)
     w0 = rng.standard_normal((256, 64)).astype(f32)
     lr = 0.1 if graphs == "1" else 0.05  # distinct programs: the executables are cached per program
@@ -112,7 +113,7 @@ def test_repeated_calls_graph_capture_and_replay(dev, monkeypatch, graphs):
 
 
 def test_memory_returns_to_start(dev, monkeypatch):
-    monkeypatch.setenv("BLU_CUDA_GRAPHS", "0")  # a graph keeps its arena and outputs
+    env_flag("BLU_CUDA_GRAPHS", "0")  # a graph keeps its arena and outputs
     rng = np.random.default_rng(16)
     x = rng.standard_normal((512, 300)).astype(f32)
     f = blu.jit(lambda x: (bnp.exp(x - x.max(-1, keepdims=True)), (x * x).sum(0)))

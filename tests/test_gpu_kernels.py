@@ -5,7 +5,7 @@ Runs on a GPU (``blu.cuda.is_available()``) or, with ``BLU_FAKE_GPU=1``, on a
 compiles its GPU build (PTX/cubin) into the kernel cache (``BLU_CACHE_DIR``). The GPU machine has no
 MLIR, so every shape here is FIXED and the cache is filled by running this file on the fake device:
 
-    BLU_FAKE_GPU=1 BLU_CACHE_DIR=<cache> python -m pytest -q tests/test_gpu_kernels.py
+    BLU_FAKE_GPU=1 BLU_TEST_CACHE_DIR=<cache> python -m pytest -q tests/test_gpu_kernels.py
 
 References are numpy float64 on the (already rounded) inputs, or numpy in the integer dtype (ints
 and bools compare exactly). Float tolerances, relative: float32 1e-5, float64 1e-12, float16 1e-3,
@@ -52,7 +52,7 @@ import blu.nn as nn
 import blu.numpy as bnp
 import blu.optim as optim
 from blu.core import pytree
-from blu.lower import codegen_gpu
+from blu.lower.mlir import codegen_gpu
 
 pytestmark = GPU_MARKS
 

@@ -1,4 +1,5 @@
-"""Compiled gather (``blu/lower/rules_gather.py``) and scatter kernels (``blu/lower/scatter.py``)
+"""Compiled gather (``blu/lower/mlir/rules_gather.py``) and scatter kernels
+(``blu/lower/mlir/scatter.py``)
 against the numpy impls of ``gather_p`` / ``scatter_add_p`` / ``scatter_p`` (the oracle).
 
 Random shapes include size-0 and size-1 dimensions; indices repeat and go out of bounds
@@ -19,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import math
-import os
 import shutil
 
 import ml_dtypes
@@ -34,10 +34,11 @@ import blu.numpy as bnp
 from blu.core.jaxpr import Jaxpr
 from blu.core.staging import hoist_consts
 from blu.lax.gather_scatter import gather_p
-from blu.lower import cache, fusion, mlir_cpu, partition
-from blu.lower.cpu import CpuExecutable
-from blu.lower.rules_gather import gather_supported
-from blu.lower.scatter import emit_scatter, scatter_launches, scatter_supported
+from blu.lower.cpu.executable import CpuExecutable
+from blu.lower.mlir import cache, mlir_cpu
+from blu.lower.mlir.rules_gather import gather_supported
+from blu.lower.mlir.scatter import emit_scatter, scatter_launches, scatter_supported
+from blu.lower.plan import fusion, partition
 
 BF16, F16 = np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16)
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -53,8 +54,6 @@ needs_mlir = pytest.mark.skipif(not HAVE_MLIR, reason="needs the MLIR bindings")
 def cpu_cache(tmp_path_factory):
     """A private kernel cache, and ``can_fuse`` accepting gathers (``fusion.can_fuse`` does
     once it calls ``gather_supported``; until then the plan would run gathers with numpy)."""
-    old = os.environ.get("BLU_CACHE_DIR")
-    os.environ["BLU_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "blu-gather-cache")
     mp = pytest.MonkeyPatch()
     base = fusion.can_fuse
     mp.setattr(
@@ -64,10 +63,6 @@ def cpu_cache(tmp_path_factory):
     )
     yield
     mp.undo()
-    if old is None:
-        os.environ.pop("BLU_CACHE_DIR", None)
-    else:
-        os.environ["BLU_CACHE_DIR"] = old
 
 
 # ---- inputs ------------------------------------------------------------------------------------
@@ -295,7 +290,7 @@ needs_ptxas = pytest.mark.skipif(
 
 
 def _ptx(text: str) -> str:
-    from blu.lower.mlir_gpu import compile_ptx, ptxas
+    from blu.lower.mlir.mlir_gpu import compile_ptx, ptxas
 
     ptx = compile_ptx(text, "sm_90")
     assert ptxas(ptx, "sm_90") is not None  # raises CompileError if ptxas rejects it
@@ -323,8 +318,8 @@ def test_gpu_scatter_text_passes_ptxas(prim, dtype, atom):
 @needs_ptxas
 @pytest.mark.parametrize("dtype, mode", [(F32, "fill"), (BF16, "clip")])
 def test_gpu_gather_text_passes_ptxas(dtype, mode):
-    from blu.lower.codegen_gpu import emit_gpu_kernel
-    from blu.lower.fusion import KernelLayout
+    from blu.lower.mlir.codegen_gpu import emit_gpu_kernel
+    from blu.lower.plan.fusion import KernelLayout
 
     x, i = np.zeros((50, 8), dtype), np.zeros((3, 6), np.int32)
     j = blu.make_jaxpr(lambda x, i: lax.gather(x, i[..., None], axes=(0,), mode=mode) * 2)(x, i)
@@ -345,7 +340,7 @@ def test_scatter_kernels_on_the_gpu(prim, dtype):
     import blu.cuda as bc
     from blu.cuda import driver
     from blu.cuda.device import fake_gpu
-    from blu.lower import mlir_gpu
+    from blu.lower.mlir import mlir_gpu
 
     if not bc.is_available():
         pytest.skip("needs an NVIDIA GPU and cuda-python")

@@ -15,8 +15,9 @@ import blu
 import blu.cuda as bc
 import blu.numpy as bnp
 from blu.cuda.fake import FakeDevice
-from blu.lower import codegen_gpu, mlir_gpu
-from blu.lower.gpu import prepare_gpu
+from blu.lower.mlir import codegen_gpu, mlir_gpu
+from blu.lower.plan.prepare import prepare
+from tests.helpers import env_flag
 
 needs_mlir = pytest.mark.skipif(importlib.util.find_spec("mlir") is None, reason="needs MLIR")
 needs_ptxas = pytest.mark.skipif(mlir_gpu.find_ptxas() is None, reason="needs ptxas")
@@ -118,12 +119,12 @@ def test_bad_target_is_a_clear_error():
 
 
 def test_cache_miss_without_mlir_names_the_fill_command(tmp_path, monkeypatch, dev):
-    from blu.lower import cpu
+    from blu.lower import mlir
 
-    monkeypatch.setenv("BLU_CACHE_DIR", str(tmp_path))
+    env_flag("BLU_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(mlir_gpu, "_loaded", {})
-    cpu._mlir_available.cache_clear()
-    monkeypatch.setattr(cpu, "_mlir_available", lambda: False)
+    mlir._mlir_available.cache_clear()
+    monkeypatch.setattr(mlir, "_mlir_available", lambda: False)
     with pytest.raises(mlir_gpu.KernelCacheMiss, match="fill_gpu_cache"):
         low = blu.jit(lambda x: bnp.sin(x) * 3.25).lower(_spec((3, 3), "float32"), target=TARGET)
         low.compile()
@@ -136,7 +137,7 @@ def test_second_process_hits_the_gpu_cache(tmp_path):
 
     code = (
         "import numpy as np, blu, blu.numpy as bnp\n"
-        "from blu.lower import mlir_gpu\n"
+        "from blu.lower.mlir import mlir_gpu\n"
         "blu.jit(lambda x: bnp.cos(x) * 7.5).lower(blu.ShapeDtypeStruct((11,), np.float32),"
         " target='cuda:sm_90').compile()\n"
         "print(mlir_gpu.stats['compiled'], mlir_gpu.stats['cache'])\n"
@@ -207,7 +208,7 @@ def test_gpu_plan_has_no_copying_views_and_canonical_products():
         return (x @ w.T).reshape(-1), bnp.einsum("ij,ik->jk", x, x)
 
     x, w = np.zeros((8, 5), np.float32), np.zeros((3, 5), np.float32)
-    _, plan, _ = prepare_gpu(blu.make_jaxpr(f)(x, w).jaxpr, (False, False))
+    _, plan, _ = prepare(blu.make_jaxpr(f)(x, w).jaxpr, (False, False), TARGET)
     from blu.cuda.cublaslt import gemm_spec
 
     for n in plan.nodes:
@@ -228,7 +229,7 @@ def test_row_groups_join_only_row_local_nests():
 
     def groups(f, *shapes):
         j = blu.make_jaxpr(f)(*[np.zeros(s, np.float32) for s in shapes]).jaxpr
-        _, plan, _ = prepare_gpu(j, (False,) * len(shapes))
+        _, plan, _ = prepare(j, (False,) * len(shapes), TARGET)
         return [[(p.strategy, p.group) for p in codegen_gpu.plan_nests(n.layout)]
                 for n in plan.nodes if n.kind == "kernel"]  # fmt: skip
 
@@ -245,7 +246,9 @@ def test_row_groups_join_only_row_local_nests():
     (plans,) = groups(mixes_rows, (600, 600))
     assert plans[0] == ("row", -1) and plans[1][1] == -1
     launches = codegen_gpu.launches(
-        prepare_gpu(blu.make_jaxpr(softmax)(np.zeros((1024, 300), np.float32)).jaxpr, (False,))[1]
+        prepare(
+            blu.make_jaxpr(softmax)(np.zeros((1024, 300), np.float32)).jaxpr, (False,), TARGET
+        )[1]
         .nodes[0].layout, "k")  # fmt: skip
     assert [(la.grid, la.block) for la in launches] == [(1024, 64)]
 
@@ -273,7 +276,7 @@ def test_row_group_forms_keep_values_in_registers(monkeypatch):
         return low.as_text(), low._program.cache_keys()
 
     monkeypatch.delenv("BLU_GPU_UNROLL", raising=False)
-    monkeypatch.setenv("BLU_GPU_ROWS", "warp")
+    env_flag("BLU_GPU_ROWS", "warp")
     warp, warp_keys = lowered()
     body = warp[warp.index("gpu.func") :]
     assert "scf.for" not in body and body.count("memref.load %in0") == 768 // 32
@@ -286,7 +289,7 @@ def test_row_group_forms_keep_values_in_registers(monkeypatch):
     body = text[text.index("gpu.func") :]
     assert "scf.for" not in body and body.count("memref.load %in0") == 768 // 128
     assert body.count("gpu.all_reduce") == 2 and body.count("memref.store") >= 768 // 128
-    monkeypatch.setenv("BLU_GPU_UNROLL", "0")
+    env_flag("BLU_GPU_UNROLL", "0")
     looped, looped_keys = lowered()
     assert "scf.for" in looped[looped.index("gpu.func") :]
     assert len({*warp_keys, *keys, *looped_keys}) == 3 * len(keys)

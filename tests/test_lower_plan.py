@@ -21,23 +21,19 @@ import blu.lax as lax
 import blu.numpy as bnp
 from blu import nn, optim
 from blu.core.staging import hoist_consts
-from blu.lower import mlir_cpu
-from blu.lower.cpu import BluFloatingPointError, CpuExecutable, Lowered, make_executable
-from blu.lower.partition import partition
-from blu.lower.simplify import simplify
+from blu.lower.backend import make_executable
+from blu.lower.cpu.executable import BluFloatingPointError, CpuExecutable, Lowered
+from blu.lower.mlir import mlir_cpu
+from blu.lower.plan.partition import partition
+from blu.lower.plan.simplify import simplify
+from tests.helpers import env_flag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _cache_dir(tmp_path_factory):
-    old = os.environ.get("BLU_CACHE_DIR")
-    os.environ["BLU_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "blu-lower-cache")
     yield
-    if old is None:
-        os.environ.pop("BLU_CACHE_DIR", None)
-    else:
-        os.environ["BLU_CACHE_DIR"] = old
 
 
 def build(f, *args, donated=None):
@@ -284,8 +280,8 @@ _PROGRAM = textwrap.dedent(
     import sys, json
     import numpy as np
     import blu, blu.lax as lax
-    from blu.lower import mlir_cpu
-    from blu.lower.cpu import Lowered
+    from blu.lower.mlir import mlir_cpu
+    from blu.lower.cpu.executable import Lowered
     x = np.linspace(-3, 3, 1000, dtype=np.float32).reshape(10, 100)
     def f(x):
         m = lax.reduce_max(x, (1,))
@@ -335,7 +331,7 @@ def test_second_process_hits_the_cache(tmp_path, no_so):
 
 
 def test_cache_key_depends_on_kernel_text_and_target():
-    from blu.lower import cache
+    from blu.lower.mlir import cache
 
     x = np.ones((4,), np.float32)
     j32 = blu.make_jaxpr(lambda x: lax.exp(x))(x).jaxpr
@@ -361,7 +357,7 @@ def test_debug_nans_names_the_node(monkeypatch):
 
 
 def test_dump_ir_and_log_compiles(tmp_path, monkeypatch, caplog):
-    monkeypatch.setenv("BLU_DUMP_IR", str(tmp_path))
+    env_flag("BLU_DUMP_IR", str(tmp_path))
     x = np.ones((7, 13, 3), np.float32)  # a shape no other test compiles
     with blu.config.override(log_compiles=True), caplog.at_level(logging.WARNING, "blu.jit"):
         run(lambda x: lax.cos(x) + 1.0, x)
@@ -377,9 +373,9 @@ def test_backend_defaults_to_mlir_and_can_be_switched(monkeypatch):
     exe = make_executable(j)
     assert isinstance(exe, CpuExecutable)  # the MLIR bindings are installed here
     np.testing.assert_array_equal(exe(np.ones(2, np.float32))[0], [2.0, 2.0])
-    monkeypatch.setenv("BLU_JIT_BACKEND", "numpy")
+    env_flag("BLU_JIT_BACKEND", "numpy")
     assert type(make_executable(j)).__name__ == "NumpyExecutable"
-    monkeypatch.setenv("BLU_JIT_BACKEND", "llvm")
+    env_flag("BLU_JIT_BACKEND", "llvm")
     with pytest.raises(blu.BluError, match="BLU_JIT_BACKEND"):
         make_executable(j)
 

@@ -1,7 +1,7 @@
-"""Every primitive's CPU lowering (MLIR -> LLVM, blu/lower/rules.py) against its numpy impl.
+"""Every primitive's CPU lowering (MLIR -> LLVM, blu/lower/mlir/rules.py) against its numpy impl.
 
-Programs are compiled by ``blu.lower.cpu.CpuExecutable`` and compared with eager evaluation
-(each primitive's numpy impl, the oracle) over random shapes including size-0 and size-1
+Programs are compiled by ``blu.lower.cpu.executable.CpuExecutable`` and compared with eager
+evaluation (each primitive's numpy impl, the oracle) over random shapes including size-0 and size-1
 dimensions, in every supported dtype, with special values (NaN, +-inf, +-0, extreme integers)
 mixed in. To keep compiles few, one kernel computes all the elementwise primitives of a dtype
 at once (each output still checked on its own).
@@ -14,8 +14,6 @@ once, so only a float32 difference straddling a rounding boundary shows).
 
 from __future__ import annotations
 
-import os
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -26,7 +24,7 @@ from hypothesis import strategies as st
 import blu
 import blu.lax as lax
 from blu.core.staging import hoist_consts
-from blu.lower.cpu import CpuExecutable
+from blu.lower.cpu.executable import CpuExecutable
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
@@ -40,13 +38,7 @@ _RTOL = {F64: 1e-14, F32: 2e-6, BF16: 2.0**-7, F16: 2.0**-10}
 @pytest.fixture(autouse=True, scope="module")
 def _cache_dir(tmp_path_factory):
     """One kernel cache for the session's lowering tests (repeated kernels load, not compile)."""
-    old = os.environ.get("BLU_CACHE_DIR")
-    os.environ["BLU_CACHE_DIR"] = str(tmp_path_factory.getbasetemp() / "blu-lower-cache")
     yield
-    if old is None:
-        os.environ.pop("BLU_CACHE_DIR", None)
-    else:
-        os.environ["BLU_CACHE_DIR"] = old
 
 
 def compiled(f, *args):

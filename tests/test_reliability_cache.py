@@ -20,8 +20,9 @@ import pytest
 import blu
 import blu.numpy as bnp
 from blu.core.config import Config
-from blu.lower import cache, mlir_cpu, mlir_gpu
-from blu.lower.cache import CacheEntryWarning, CachePermissionError
+from blu.lower.mlir import cache, mlir_cpu, mlir_gpu
+from blu.lower.mlir.cache import CacheEntryWarning, CachePermissionError
+from tests.helpers import env_flag
 
 X = np.linspace(-2.0, 2.0, 37, dtype=np.float32)
 EXPECTED = np.tanh(X.astype(np.float64)) * 3.0 + 1.0
@@ -32,7 +33,7 @@ RTOL = 8 * np.finfo(np.float32).eps
 def cdir(tmp_path, monkeypatch) -> Path:
     """A fresh cache folder; kernels loaded earlier in this process are forgotten."""
     d = tmp_path / "cache"
-    monkeypatch.setenv("BLU_CACHE_DIR", str(d))
+    env_flag("BLU_CACHE_DIR", str(d))
     monkeypatch.delenv("BLU_CACHE_NO_SO", raising=False)
     monkeypatch.setattr(mlir_cpu, "_loaded", {})
     monkeypatch.setattr(mlir_gpu, "_loaded", {})
@@ -96,7 +97,7 @@ def test_truncated_shared_object_is_rebuilt(cdir):
 @needs_ld
 def test_random_bytes_in_llvm_text_are_rebuilt(cdir, monkeypatch):
     _, ll = filled(cdir)
-    monkeypatch.setenv("BLU_CACHE_NO_SO", "1")
+    env_flag("BLU_CACHE_NO_SO", "1")
     for so in entries(cdir, ".so"):
         so.unlink()
     ll.write_bytes(os.urandom(3000))  # was: UnicodeDecodeError on every run
@@ -273,7 +274,7 @@ def test_gpu_entry_round_trip_and_export(cdir, tmp_path, monkeypatch):
     dest = tmp_path / "carried"
     assert fill.export_gpu_entries(cdir, dest) == 1
     assert os.stat(dest).st_mode & 0o077 == 0
-    monkeypatch.setenv("BLU_CACHE_DIR", str(dest))
+    env_flag("BLU_CACHE_DIR", str(dest))
     from blu.lower import cpu
 
     monkeypatch.setattr(cpu, "_mlir_available", lambda: False)
@@ -322,7 +323,7 @@ def test_full_disk_leaves_no_temporary_file(cdir, monkeypatch, where):
 
 
 def test_cache_max_bytes_flag_reads_the_environment(monkeypatch):
-    monkeypatch.setenv("BLU_CACHE_MAX_BYTES", "12345")
+    env_flag("BLU_CACHE_MAX_BYTES", "12345")
     assert Config().cache_max_bytes == 12345
     monkeypatch.delenv("BLU_CACHE_MAX_BYTES")
     assert Config().cache_max_bytes == 2 << 30

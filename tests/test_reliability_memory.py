@@ -11,6 +11,7 @@ import pytest
 
 import blu
 import blu.numpy as bnp
+from tests.helpers import env_flag
 
 SLOW = os.environ.get("HYPOTHESIS_PROFILE") == "dev" or os.environ.get("BLU_SLOW_TESTS") == "1"
 
@@ -25,7 +26,7 @@ def rss_bytes() -> int:
 @pytest.mark.skipif(not SLOW, reason="2,000 compiles: HYPOTHESIS_PROFILE=dev or BLU_SLOW_TESTS=1")
 @pytest.mark.xfail(strict=False, reason="in-process LRU lands with the seam")
 def test_memory_stays_flat_over_2000_distinct_shapes(tmp_path, monkeypatch):
-    monkeypatch.setenv("BLU_CACHE_DIR", str(tmp_path / "cache"))
+    env_flag("BLU_CACHE_DIR", str(tmp_path / "cache"))
     f = blu.jit(lambda x: bnp.tanh(x) * 2.0 + 1.0)
     for n in range(1, 201):  # warm up: allocator pools, imports, the first compiles
         f(np.ones(n, np.float32))

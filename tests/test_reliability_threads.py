@@ -15,6 +15,7 @@ import blu
 import blu.numpy as bnp
 from blu import lax
 from blu.core.interpreter import EvalInterpreter, current_interpreter
+from tests.helpers import env_flag
 
 THREADS = 8
 ROUNDS = 3
@@ -24,7 +25,7 @@ RTOL, ATOL = 1e-4, 1e-5  # float32 arithmetic against a float64 reference
 @pytest.fixture(autouse=True)
 def _kernel_cache(tmp_path_factory, monkeypatch, set_flag):
     d = str(tmp_path_factory.mktemp("blu-thread-cache"))
-    monkeypatch.setenv("BLU_CACHE_DIR", d)  # the lowering reads it until it reads config
+    env_flag("BLU_CACHE_DIR", d)  # the lowering reads it until it reads config
     set_flag("cache_dir", d)
 
 

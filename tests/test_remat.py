@@ -240,7 +240,7 @@ def test_checkpointed_attention_keeps_no_float32_scores_between_passes():
     """The compiled gradient of a checkpointed masked softmax: the forward kernel writes only
     the bfloat16 probabilities; without the barrier, CSE merged the recomputation back into the
     forward pass, which then kept three float32 score-sized tensors for the backward pass."""
-    from blu.lower.gpu import prepare_gpu
+    from blu.lower.plan.prepare import prepare
 
     bf16 = blu.numpy.bfloat16
 
@@ -257,7 +257,7 @@ def test_checkpointed_attention_keeps_no_float32_scores_between_passes():
     outs = {}
     for ckpt in (False, True):
         g = blu.grad(lambda q, k, v: loss(q, k, v, ckpt), argnums=(0, 1, 2))
-        _, plan, _ = prepare_gpu(blu.make_jaxpr(g)(q, q, q).jaxpr, (False,) * 3)
+        _, plan, _ = prepare(blu.make_jaxpr(g)(q, q, q).jaxpr, (False,) * 3, "cuda:sm_90")
         first = next(n for n in plan.nodes if n.kind == "kernel")
         outs[ckpt] = sorted(o.aval.str_short() for o in first.outputs)
         # both forms against float64 (bf16 scores and probabilities: a few bf16 ulps of the

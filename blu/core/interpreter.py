@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ from blu.core import dtypes
 from blu.core.array import Array, ArrayOps
 from blu.core.aval import ShapedArray
 from blu.core.errors import (
+    BluError,
     BluTypeError,
     ConcretizationError,
     EscapedTracerError,
@@ -63,6 +64,16 @@ class Interpreter:
         )
 
 
+_device_dispatch: Callable[[Any, tuple, list, dict], Any] | None = None
+
+
+def register_device_dispatch(fn: Callable[[Any, tuple, list, dict], Any]) -> None:
+    """Make ``fn(prim, args, avals, params) -> result`` run every primitive that has a device
+    array (``_blu_device_array``) among its operands (``blu.lower`` registers the GPU's)."""
+    global _device_dispatch
+    _device_dispatch = fn
+
+
 class EvalInterpreter(Interpreter):
     """The root interpreter: runs each primitive's numpy implementation eagerly."""
 
@@ -73,9 +84,12 @@ class EvalInterpreter(Interpreter):
         avals = [get_aval(a) for a in args]
         out_avals = prim.rule("abstract_eval")(*avals, **params)
         if any(getattr(a, "_blu_device_array", False) for a in args):
-            from blu.lower.gpu_dispatch import apply_on_device  # operands on a GPU: run there
-
-            return apply_on_device(prim, args, avals, params)
+            if _device_dispatch is None:
+                raise BluError(
+                    f"{prim.name}: an operand is a device array, but no device backend is "
+                    "registered; `import blu` (it registers the GPU backend, blu.lower)"
+                )
+            return _device_dispatch(prim, args, avals, params)  # operands on a GPU: run there
         outs = prim.impl(*[to_numpy(a, av) for a, av in zip(args, avals)], **params)
         if prim.multiple_results:
             return [_wrap(o, av) for o, av in zip(outs, out_avals)]

@@ -66,6 +66,12 @@ class Primitive:
         self.batch: Callable | None = None
         self.partial_eval: Callable | None = None
         self.batch_named: Callable | None = None
+        # filled from blu.lower (core and lax never import it): kind -> lowering rule, e.g.
+        # "elementwise", "index", "reduce", "view", "library" (see blu/lower/lowering.py)
+        self.lowerings: dict[str, Any] = {}
+        # a function of the operands written with lax operations, inlined by blu.lower's
+        # prepare where no lowering applies for the target
+        self.decomposition: Callable | None = None
         # the defining module, for docs/primitives.md and error messages
         self.module = sys._getframe(1).f_globals.get("__name__", "?")
         if self.module == "blu.lax._base" or self.module.startswith("blu.lax.elementwise"):

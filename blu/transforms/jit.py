@@ -26,7 +26,7 @@ from blu.core.aval import ShapedArray, ShapeDtypeStruct
 from blu.core.config import config
 from blu.core.errors import BluTypeError, BluValueError, user_frame, with_user_line
 from blu.core.interpreter import Tracer, current_interpreter, get_aval, set_interpreter
-from blu.core.jaxpr import ClosedJaxpr, Jaxpr, dce_jaxpr, pp_jaxpr
+from blu.core.jaxpr import ClosedJaxpr, Jaxpr, dce_jaxpr, eval_jaxpr, pp_jaxpr
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter, hoist_consts, trace_to_jaxpr
 from blu.transforms.ad import backward_pass, jvp_jaxpr
@@ -62,20 +62,24 @@ def _jit_abstract_eval(*avals, jaxpr, name, donated_invars):
     return jaxpr.out_avals
 
 
-_executables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_backend: Any = None  # registered by blu.lower (register_jit_backend)
+
+
+def register_jit_backend(backend: Any) -> None:
+    """Make ``backend`` run and lower jitted programs. It has ``call(jaxpr, name,
+    donated_invars, args) -> list`` (``jit_p``'s impl), ``lower(jaxpr, name, target,
+    donated_invars)`` (an object with ``as_text()``, ``memory_analysis()``, ``cache_keys()``,
+    ``compile()``) and ``adopt(jaxpr, donated_invars, executable)`` (calls of that program run
+    that executable). ``blu.lower`` registers its backend when imported."""
+    global _backend
+    _backend = backend
 
 
 @jit_p.def_impl
 def _jit_impl(*args, jaxpr, name, donated_invars):
-    per = _executables.get(jaxpr)
-    if per is None:
-        per = _executables[jaxpr] = {}
-    exe = per.get(donated_invars)
-    if exe is None:
-        from blu.lower.cpu import make_executable
-
-        exe = per[donated_invars] = make_executable(jaxpr, name, donated_invars)
-    return exe(*args)
+    if _backend is None:  # no backend: the reference evaluation
+        return eval_jaxpr(jaxpr, [], *args)
+    return _backend.call(jaxpr, name, donated_invars, args)
 
 
 @jit_p.def_jvp
@@ -542,12 +546,12 @@ class Lowered:
         self.donated_invars = donated_invars
         self._program = None
         if target is not None:
-            if target.startswith("cuda"):
-                from blu.lower.gpu import Lowered as LoweredProgram
-            else:
-                from blu.lower.cpu import Lowered as LoweredProgram
-
-            self._program = LoweredProgram(
+            if _backend is None:
+                raise BluValueError(
+                    f"jit({jitted.name}).lower(target={target!r}): no backend is registered; "
+                    "`import blu` (it registers blu.lower)"
+                )
+            self._program = _backend.lower(
                 _stable_hoisted(entry), jitted.name, target, donated_invars
             )
 
@@ -578,15 +582,8 @@ class Compiled:
         self.jitted = jitted
         self.entry = entry
         self.executable = executable
-        if executable is not None and getattr(executable, "target", "cpu").startswith("cuda"):
-            from blu.lower import gpu_dispatch  # calls with DeviceArrays find it there
-
-            gpu_dispatch.register(_stable_hoisted(entry), donated_invars, executable)
-        elif executable is not None:  # calls with this signature run it (jit_p's impl finds it)
-            per = _executables.get(_stable_hoisted(entry))
-            if per is None:
-                per = _executables[_stable_hoisted(entry)] = {}
-            per[donated_invars] = executable
+        if executable is not None and _backend is not None:  # calls of this program run it
+            _backend.adopt(_stable_hoisted(entry), donated_invars, executable)
 
     def memory_analysis(self) -> Any:
         return None if self.executable is None else self.executable.memory_analysis()

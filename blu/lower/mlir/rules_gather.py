@@ -25,8 +25,8 @@ from __future__ import annotations
 from typing import Any
 
 from blu.core import dtypes
-from blu.lower.emit import Builder, Idx, compute_type, is_float
-from blu.lower.rules import INDEX
+from blu.lower.mlir.emit import Builder, Idx, compute_type, is_float
+from blu.lower.mlir.rules import INDEX
 
 __all__ = ["gather_supported", "coordinate"]
 

@@ -1,18 +1,20 @@
-"""Partition a (simplified) jaxpr into a launch plan: an ordered list of nodes.
+"""Partition a (simplified) jaxpr into a launch plan: an ordered list of nodes (``NodeKind``).
 
 - ``kernel``: a fused group of elementwise, data-movement and reduction equations, compiled
-  to one CPU function (``fusion.py`` lays out its loops). Elementwise chains fuse into each
+  to one function (``fusion.py`` lays out its loops). Elementwise chains fuse into each
   other and into the reductions that consume them, and the consumers of a reduction fuse with
   it (softmax, layer norm, bias + GELU, the AdamW update, the cross-entropy each become one
   kernel).
-- ``dot``: ``dot_general`` as a library call (numpy's matmul, i.e. BLAS for floats).
-- ``scatter``: ``scatter_add`` / ``scatter``, a kernel of its own (``scatter.py``): it writes at
-  computed places, possibly in place over its operand.
+- ``dot``: ``dot_general`` as a library call (numpy's matmul on the CPU, cuBLASLt on the GPU).
+- ``scatter``: ``scatter_add`` / ``scatter``, a kernel of its own (``mlir/scatter.py``): it
+  writes at computed places, possibly in place over its operand.
 - ``view``: data movement whose consumers are library calls or outputs, done as a numpy view
   (no copy; BLAS takes transposed operands as they are).
-- ``fallback``: a primitive without a lowering rule (sort, gather, control flow, ...), run with
-  its numpy impl.
+- ``library``: a primitive with a library lowering for the target (``blu.lower.library``).
+- ``fallback``: a primitive without a lowering for the target (sort, control flow, ...), run
+  with its numpy impl.
 
+What an equation may become is read from its primitive's ``lowerings`` (``blu/lower/lowering.py``).
 Fusion never creates a cycle: an equation joins a group only when no path leads from the group
 to the equation through a node outside it (checked with ancestor bitsets).
 """
@@ -23,73 +25,34 @@ import heapq
 from typing import Any
 
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Literal, Var
-from blu.lower.dots import library_dot
-from blu.lower.fusion import can_fuse
-from blu.lower.scatter import SCATTERS, scatter_supported
+from blu.lower import library
+from blu.lower.mlir.scatter import scatter_supported
+from blu.lower.plan.dots import library_dot
+from blu.lower.plan.fusion import can_fuse
+from blu.lower.plan.nodes import Node, NodeKind, Plan
 
-# numpy does these without copying
-VIEWABLE = {"reshape", "transpose", "broadcast_in_dim", "squeeze", "slice", "rev"}
 MAX_KERNEL_EQNS = 400  # bounds a kernel's compile time
 
 
-class Node:
-    """One step of the launch plan.
-
-    Attributes:
-        kind: "kernel" | "dot" | "scatter" | "view" | "fallback".
-        eqns: its equations (one, except for kernels).
-        inputs / outputs: the plan-level variables it reads / defines.
-        jaxpr: for kernels, the kernel as a jaxpr (inputs -> outputs).
-        layout: for kernels, the ``fusion.KernelLayout`` (set by the executable).
-    """
-
-    __slots__ = ("kind", "eqns", "inputs", "outputs", "jaxpr", "group", "layout")
-
-    def __init__(self, kind: str, eqns: list[JaxprEqn], inputs: list[Var], outputs: list[Var]):
-        self.kind, self.eqns, self.inputs, self.outputs = kind, eqns, inputs, outputs
-        self.jaxpr: Jaxpr | None = None
-        self.group: tuple[int, ...] | None = None  # the fusion group it came from
-        self.layout: Any = None  # kernels: their fusion.KernelLayout
-
-    def label(self) -> str:
-        names = [e.primitive.name for e in self.eqns]
-        short = ",".join(names[:6]) + (f",...(+{len(names) - 6})" if len(names) > 6 else "")
-        return f"{self.kind}[{short}]"
-
-    def __repr__(self) -> str:
-        return self.label()
-
-
-class Plan:
-    """The launch plan of a jaxpr: ``nodes`` in execution order."""
-
-    def __init__(self, jaxpr: Jaxpr, nodes: list[Node]):
-        self.jaxpr = jaxpr
-        self.nodes = nodes
-
-    def __str__(self) -> str:
-        return "\n".join(f"{i}: {n.label()}" for i, n in enumerate(self.nodes))
-
-
-# on the GPU a view must be the same contiguous buffer; other data movement is a fused copy
-GPU_VIEWABLE = {"reshape", "squeeze"}
-
-
-def classify(jaxpr: Jaxpr, gpu: bool = False) -> list[str]:
-    """The node kind of each equation (``gpu``: for the CUDA target)."""
+def classify(jaxpr: Jaxpr, gpu: bool = False, target: str | None = None) -> list[str]:
+    """The node kind of each equation (``gpu``: for the CUDA target ``target``), or "fuse" /
+    "const" for equations that go into kernels."""
+    target = target or ("cuda:sm_90" if gpu else "cpu")
     eqns = jaxpr.eqns
-    kinds = []
-    viewable = GPU_VIEWABLE if gpu else VIEWABLE
+    kinds: list[str] = []
     for e in eqns:
-        if e.primitive.name == "dot_general":
-            kinds.append("dot" if not gpu or library_dot(e) else "fallback")
-        elif (e.primitive.name in SCATTERS and scatter_supported(e)
+        lw = e.primitive.lowerings
+        if "dot" in lw:
+            kinds.append(NodeKind.DOT if not gpu or library_dot(e) else NodeKind.FALLBACK)
+        elif ("scatter" in lw and scatter_supported(e)
               and all(isinstance(a, Var) for a in e.invars)):  # fmt: skip
-            kinds.append("scatter")
+            kinds.append(NodeKind.SCATTER)
+        elif all(isinstance(a, Var) for a in e.invars) and library.lowering_for(e, target):
+            kinds.append(NodeKind.LIBRARY)
         elif can_fuse(e):
             kinds.append("fuse")
         else:
-            kinds.append("fallback")
+            kinds.append(NodeKind.FALLBACK)
     producer: dict[Var, int] = {v: i for i, e in enumerate(eqns) for v in e.outvars}
     for i, e in enumerate(eqns):  # no variable inputs, or only constant-like ones
         if kinds[i] == "fuse" and all(
@@ -105,22 +68,22 @@ def classify(jaxpr: Jaxpr, gpu: bool = False) -> list[str]:
     # data movement read only by library calls, fallbacks, views or the outputs: a numpy view
     for i in reversed(range(len(eqns))):
         e = eqns[i]
-        if (
-            kinds[i] != "fuse"
-            or e.primitive.name not in viewable
-            or not isinstance(e.invars[0], Var)
-        ):
+        view = e.primitive.lowerings.get("view")  # numpy does it without copying
+        # on the GPU a view must be the same contiguous buffer; other data movement is a copy
+        viewable = view is not None and (view.contiguous or not gpu)
+        if kinds[i] != "fuse" or not viewable or not isinstance(e.invars[0], Var):
             continue
         users = consumers.get(e.outvars[0], [])
-        if all(kinds[u] in ("dot", "fallback", "view") for u in users):
-            kinds[i] = "view"
+        if all(kinds[u] in (NodeKind.DOT, NodeKind.FALLBACK, NodeKind.VIEW) for u in users):
+            kinds[i] = NodeKind.VIEW
     return kinds
 
 
-def partition(jaxpr: Jaxpr, gpu: bool = False) -> Plan:
+def partition(jaxpr: Jaxpr, gpu: bool = False, target: str | None = None) -> Plan:
     """Group the equations of ``jaxpr`` into launch-plan nodes (see the module docstring);
-    ``gpu``: for the CUDA target (products through cuBLASLt, views only where no copy is needed)."""
-    kinds = classify(jaxpr, gpu)
+    ``gpu``: for the CUDA target (products through cuBLASLt, views only where no copy is needed),
+    ``target`` its name (default ``cuda:sm_90``)."""
+    kinds = classify(jaxpr, gpu, target)
     groups = _group(jaxpr.eqns, kinds)
     nodes = _build(jaxpr, kinds, groups)
     order = _toposort(nodes)
@@ -229,7 +192,7 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
 
     specs: list[tuple[str, list[int]]] = []
     for g in groups:
-        specs.append(("kernel", const_closure(g) + g))
+        specs.append((NodeKind.KERNEL, const_closure(g) + g))
     for i, k in enumerate(kinds):
         if k not in ("fuse", "const"):
             specs.append((k, [i]))
@@ -260,13 +223,13 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
         es = [eqns[i] for i in idxs]
         if kind == "const":
             (v,) = defined
-            node = Node("kernel", es, [], [v])
+            node = Node(NodeKind.KERNEL, es, [], [v])
         else:
             outs = [v for e in es for v in e.outvars
                     if v in defined and (v in outset or v in read_by_other)
                     and kinds[producer[v]] != "const"]  # fmt: skip
             node = Node(kind, es, ins, outs)
-        if node.kind == "kernel":
+        if node.kind == NodeKind.KERNEL:
             node.jaxpr = Jaxpr([], node.inputs, es, node.outputs)
             node.group = tuple(i for i in idxs if kinds[i] == "fuse") or None
         nodes.append(node)

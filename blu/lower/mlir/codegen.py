@@ -15,9 +15,16 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.jaxpr import Literal, Var
-from blu.lower.emit import Builder, Idx, compute_type, is_float, is_unsigned, memref_type
-from blu.lower.fusion import ARG_REDUCE, KernelLayout, Nest, is_reduction, is_suffix, loop_groups
-from blu.lower.rules import INDEX, REDUCE, SCALAR, _extreme
+from blu.lower.mlir.emit import Builder, Idx, compute_type, is_float, is_unsigned, memref_type
+from blu.lower.mlir.rules import _extreme
+from blu.lower.plan.fusion import (
+    KernelLayout,
+    Nest,
+    is_arg_reduce,
+    is_reduction,
+    is_suffix,
+    loop_groups,
+)
 
 
 class KernelEmitter:
@@ -52,13 +59,13 @@ class KernelEmitter:
             out = b.load(self.arg[v], v.aval, b.lin(idx))
         else:
             eqn = self.layout.producer[v]
-            name = eqn.primitive.name
-            if name in SCALAR:
-                out = SCALAR[name](b, eqn, *[self.value(a, idx) for a in eqn.invars])
-            elif name in INDEX:
-                out = INDEX[name](self, eqn, idx)
+            lw = eqn.primitive.lowerings
+            if "elementwise" in lw:
+                out = lw["elementwise"](b, eqn, *[self.value(a, idx) for a in eqn.invars])
+            elif "index" in lw:
+                out = lw["index"](self, eqn, idx)
             else:
-                raise AssertionError(f"{name} read before its nest ran")
+                raise AssertionError(f"{eqn.primitive.name} read before its nest ran")
         self.cache[key] = out
         return out
 
@@ -68,10 +75,10 @@ class KernelEmitter:
         eqn = self.layout.producer[m]
         dt = eqn.invars[0].aval.dtype
         ty = compute_type(dt)
-        if eqn.primitive.name in ARG_REDUCE:
-            kind = "max" if eqn.primitive.name == "argmax" else "min"
+        if is_arg_reduce(eqn):
+            kind = eqn.primitive.lowerings["arg_reduce"]
             return [(self._const(_extreme(dt, kind), dt), ty), (self.b.index(0), "index")]
-        return [(self._const(REDUCE[eqn.primitive.name][0](dt), dt), ty)]
+        return [(self._const(eqn.primitive.lowerings["reduce"][0](dt), dt), ty)]
 
     def _const(self, val: Any, dt: np.dtype) -> str:
         ty = compute_type(dt)
@@ -83,25 +90,26 @@ class KernelEmitter:
         b, eqn = self.b, self.layout.producer[m]
         x = self.value(eqn.invars[0], idx)
         dt = eqn.invars[0].aval.dtype
-        if eqn.primitive.name not in ARG_REDUCE:
-            return [REDUCE[eqn.primitive.name][1](b, dt, accs[0], x)]
+        if not is_arg_reduce(eqn):
+            return [eqn.primitive.lowerings["reduce"][1](b, dt, accs[0], x)]
         ty, (v, i) = compute_type(dt), accs
+        is_max = eqn.primitive.lowerings["arg_reduce"] == "max"
         if is_float(dt):
-            better = b.op(f"arith.cmpf {'ogt' if eqn.primitive.name == 'argmax' else 'olt'}, "
+            better = b.op(f"arith.cmpf {'ogt' if is_max else 'olt'}, "
                           f"{x}, {v} : {ty}")  # fmt: skip
             first_nan = b.op(f"arith.andi {b.op(f'arith.cmpf uno, {x}, {x} : {ty}')}, "
                              f"{b.op(f'arith.cmpf ord, {v}, {v} : {ty}')} : i1")  # fmt: skip
             better = b.op(f"arith.ori {better}, {first_nan} : i1")
         else:
             u = is_unsigned(dt) or dt == dtypes.bool_
-            pred = ("u" if u else "s") + ("gt" if eqn.primitive.name == "argmax" else "lt")
+            pred = ("u" if u else "s") + ("gt" if is_max else "lt")
             better = b.op(f"arith.cmpi {pred}, {x}, {v} : {ty}")
         return [b.op(f"arith.select {better}, {x}, {v} : {ty}"),
                 b.op(f"arith.select {better}, {pos}, {i} : index")]  # fmt: skip
 
     def _store_red(self, m: Var, accs: list[str], lin: str) -> None:
         b, eqn = self.b, self.layout.producer[m]
-        if eqn.primitive.name in ARG_REDUCE:
+        if is_arg_reduce(eqn):
             ity = compute_type(m.aval.dtype)
             b.store(b.op(f"arith.index_cast {accs[1]} : index to {ity}"), self.arg[m], m.aval, lin)
         else:
@@ -152,7 +160,7 @@ class KernelEmitter:
             vals = [self.value(m, at) for m in pars]  # every load before any store (in place)
             k, new = 0, []
             for m in reds:
-                w = 2 if self.layout.producer[m].primitive.name in ARG_REDUCE else 1
+                w = 2 if is_arg_reduce(self.layout.producer[m]) else 1
                 new += self._combine(m, accs[k : k + w], at, st["pos"])
                 k += w
             for m, v in zip(pars, vals):
@@ -161,7 +169,7 @@ class KernelEmitter:
                 new = b.end_for(res, list(zip(new, types)))
             k = 0
             for m in reds:
-                w = 2 if self.layout.producer[m].primitive.name in ARG_REDUCE else 1
+                w = 2 if is_arg_reduce(self.layout.producer[m]) else 1
                 self._store_red(m, new[k : k + w], st["out"])
                 k += w
         else:
@@ -189,7 +197,7 @@ class KernelEmitter:
         for m in reds:
             e = self.layout.producer[m]
             out.append(("", compute_type(e.invars[0].aval.dtype)))
-            if e.primitive.name in ARG_REDUCE:
+            if is_arg_reduce(e):
                 out.append(("", "index"))
         return out
 

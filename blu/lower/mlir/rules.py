@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes
-from blu.lower import mathlib
-from blu.lower.emit import Builder, Idx, compute_type, is_float, is_unsigned
+from blu.lower.mlir import mathlib
+from blu.lower.mlir.emit import Builder, Idx, compute_type, is_float, is_unsigned
 
 SCALAR: dict[str, Callable[..., str]] = {}
 INDEX: dict[str, Callable[..., str]] = {}
@@ -536,4 +536,4 @@ REDUCE: dict[str, tuple[Callable, Callable]] = {
 SCALAR["optimization_barrier"] = lambda b, eqn, x: x  # it only had to survive simplification
 
 
-from blu.lower import rules_gather  # noqa: E402, F401  (registers INDEX["gather"])
+from blu.lower.mlir import rules_gather  # noqa: E402, F401  (registers INDEX["gather"])

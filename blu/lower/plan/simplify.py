@@ -27,7 +27,7 @@ def simplify(jaxpr: Jaxpr) -> Jaxpr:
 def inline_jits(jaxpr: Jaxpr) -> Jaxpr:
     """Replace every nested ``jit`` equation by its body (with fresh variables), recursively,
     so fusion sees across the boundaries of inner jitted functions."""
-    if not any(e.primitive.name == "jit" for e in jaxpr.eqns):
+    if not any("inline" in e.primitive.lowerings for e in jaxpr.eqns):
         return jaxpr
     env: dict[Var, Any] = {}
     eqns: list[JaxprEqn] = []
@@ -43,7 +43,7 @@ def inline_jits(jaxpr: Jaxpr) -> Jaxpr:
 
         for e in j.eqns:
             ins = [lread(a) for a in e.invars]
-            if e.primitive.name == "jit":
+            if "inline" in e.primitive.lowerings:
                 outs = inline(e.params["jaxpr"], ins)
             else:
                 outs = [Var(v.aval) for v in e.outvars]
@@ -53,7 +53,7 @@ def inline_jits(jaxpr: Jaxpr) -> Jaxpr:
 
     for e in jaxpr.eqns:
         ins = [read(a) for a in e.invars]
-        if e.primitive.name == "jit":
+        if "inline" in e.primitive.lowerings:
             outs = inline(e.params["jaxpr"], ins)
             env.update(zip(e.outvars, outs))
         else:
@@ -62,26 +62,13 @@ def inline_jits(jaxpr: Jaxpr) -> Jaxpr:
 
 
 def _is_identity(e: JaxprEqn) -> bool:
-    name, p = e.primitive.name, e.params
-    x, out = e.invars[0].aval if e.invars else None, e.outvars[0].aval
-    if name == "stop_gradient":
-        return True
-    if x is None or x.shape != out.shape or x.dtype != out.dtype:
-        return False
-    if name in ("convert_element_type", "reshape", "squeeze", "broadcast_in_dim"):
-        return name != "broadcast_in_dim" or tuple(p["broadcast_dimensions"]) == tuple(
-            range(x.ndim)
-        )
-    if name == "transpose":
-        return tuple(p["permutation"]) == tuple(range(x.ndim))
-    return False
+    identity = e.primitive.lowerings.get("identity")  # blu/lower/lowering.py
+    return identity is not None and identity(e)
 
 
 def forward_and_fold(jaxpr: Jaxpr) -> Jaxpr:
     """Drop identity equations (stop_gradient, no-op casts and reshapes) and evaluate scalar
     equations whose operands are all literals."""
-    from blu.lower.rules import SCALAR
-
     env: dict[Var, Any] = {}
     eqns = []
     for e in jaxpr.eqns:
@@ -92,7 +79,7 @@ def forward_and_fold(jaxpr: Jaxpr) -> Jaxpr:
             continue
         out = e.outvars[0]
         if (
-            e.primitive.name in SCALAR
+            "elementwise" in e.primitive.lowerings
             and ins
             and all(isinstance(a, Literal) for a in ins)
             and out.aval.size <= _FOLDABLE_MAX_SIZE

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from blu.lower.emit import Builder
+from blu.lower.mlir.emit import Builder
 
 F = "f32"
 

@@ -16,7 +16,6 @@ replay; outputs in donated arguments take the arguments' buffers over.
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from typing import Any
 
@@ -29,13 +28,11 @@ from blu.core.jaxpr import Literal, Var
 from blu.cuda.array import DeviceArray, default_device
 from blu.cuda.cublaslt import gemm_spec
 from blu.cuda.profile import profiler
-from blu.lower.gpu import (
-    GpuFallbackError,
-    _precision,
-    call_host_kernel,
-    host_kernel,
-    literal_value,
-)
+from blu.lower import library
+from blu.lower.gpu.executable import GpuFallbackError, _precision, call_host_kernel, host_kernel
+from blu.lower.plan.nodes import NodeKind
+from blu.lower.plan.steps import Step, literal_value
+from blu.lower.program import BluFloatingPointError
 
 STAGE_BYTES = 64 << 20  # non-donated arguments up to this size are copied into graph staging
 MAX_GRAPHS = 4
@@ -52,76 +49,64 @@ def run(exe: Any, args: tuple) -> list[Any]:
 def _graphs_enabled() -> bool:
     # opt-in: on the H200 the GPT-2 124M bf16 step ran at 102 ms with plain launches and at
     # 117-128 ms replayed from a graph (BENCHMARKS.md); the plan is GPU-bound, so launch cost hides
-    return os.environ.get("BLU_CUDA_GRAPHS", "0").lower() in ("1", "true", "yes", "on")
+    return bool(config.cuda_graphs)
 
 
 class Bound:
+    """A ``GpuExecutable`` bound to one device: the shared steps (``exe.steps``) with their
+    runners' information (kernel functions loaded into the device's context, or on a fake
+    device their CPU builds; products' cuBLASLt specs; library calls)."""
+
     def __init__(self, exe: Any, dev: Any):
         self.exe, self.dev = exe, dev
         self.fake = dev.platform == "fake"
-        j, mem = exe.jaxpr, exe.memory
-        slot: dict[Var, int] = {}
-
-        def s(v: Var) -> int:
-            if v not in slot:
-                slot[v] = len(slot)
-            return slot[v]
-
-        self.in_slots = [s(v) for v in j.invars]
-        self.steps: list[tuple] = []
-        self.allocs: list[tuple[int, tuple, Any]] = []  # (slot, place, aval) of planned buffers
+        st = exe.steps
+        self.in_slots, self.slot, self.n_slots = st.in_slots, st.slot, st.n_slots
+        self.allocs: list[tuple[int, tuple, Any]] = st.allocs  # (slot, place, aval) planned
         if not self.fake:
             dev.activate()
-
-        for k, node in enumerate(exe.plan.nodes):
-            if node.kind in ("kernel", "dot", "scatter"):
-                for v in node.outputs:
-                    if mem.root[v] is v:
-                        self.allocs.append((s(v), mem.place[v], v.aval))
-            if node.kind in ("kernel", "scatter"):
-                ins = node.inputs if node.kind == "kernel" else node.eqns[0].invars
-                refs = [("s", s(v)) for v in ins] + [("s", s(v)) for v in node.outputs]
-                refs += [("a", off) for off in mem.scratch.get(k, [])]
-                if self.fake:
-                    self.steps.append(("host_kernel", host_kernel(node), refs, node))
-                else:
-                    mod = exe.modules[k]
-                    module = _module(dev, mod)
-                    # a scatter's operand copy (``<sym>_0``) is skipped when it updates in place
-                    fns = [(module.function(la.func), la.grid, la.block,
-                            node.kind == "scatter" and la.func.endswith("_0"))
-                           for la in exe.launches[k]]  # fmt: skip
-                    self.steps.append(("kernel", fns, refs, node))
-            elif node.kind == "dot":
-                e = node.eqns[0]
-                lhs, rhs = e.invars
-                spec = gemm_spec(lhs.aval.shape, rhs.aval.shape, e.params["dimension_numbers"])
-                assert spec is not None, "canonicalize_dots left an unreadable layout"
-                out = e.outvars[0]
-                nbytes = out.aval.size * out.aval.dtype.itemsize
-                info = (spec, s(lhs), s(rhs), s(out), lhs.aval.dtype, out.aval.dtype,
-                        _precision(e, exe.precision), nbytes)  # fmt: skip
-                self.steps.append(("dot", info, None, node))
-            elif node.kind == "view":
-                e = node.eqns[0]
-                self.steps.append(("view", (s(e.invars[0]), s(e.outvars[0])), None, node))
-            else:
-                e = node.eqns[0]
-                ins = [("lit", literal_value(a)) if isinstance(a, Literal) else ("var", s(a))
-                       for a in e.invars]  # fmt: skip
-                self.steps.append(("fallback", (e, ins, [s(v) for v in e.outvars]), None, node))
-        self.slot = slot
-        self.n_slots = len(slot)
+        self.steps = [self._runner(step) for step in st.steps]
         self.work = [_work(step[0], step[1], step[3]) for step in self.steps]  # for BLU_PROFILE
-        self.graphable = not self.fake and not exe.fallbacks and _graphs_enabled()
-        self.library: dict[str, Any] = {}  # primitive -> its GPU library kernel (cuSOLVER)
-        if not self.fake and exe.fallbacks:
-            from blu.cuda.solver import GPU_KERNELS
-
-            self.library = GPU_KERNELS
+        graph_safe = all(
+            step[1][0].graph_safe for step in self.steps if step[0] == NodeKind.LIBRARY
+        )
+        self.graphable = not self.fake and not exe.fallbacks and graph_safe and _graphs_enabled()
         self.calls = 0
         self.graphs: OrderedDict = OrderedDict()
         self.kept: dict[str, Any] = {}
+
+    def _runner(self, step: Step) -> tuple:
+        """``(kind, info, refs, node)``: what ``_step`` needs to run one step on this device."""
+        exe, node, k = self.exe, step.node, step.index
+        kind, e = step.kind, node.eqns[0]
+        if kind.compiled:
+            refs = [("s", x) for x in step.ins] + [("s", x) for x in step.outs]
+            refs += [("a", off) for off in step.scratch]
+            if self.fake:
+                return ("host_kernel", host_kernel(node), refs, node)
+            module = _module(self.dev, exe.modules[k])
+            # a scatter's operand copy (``<sym>_0``) is skipped when it updates in place
+            fns = [(module.function(la.func), la.grid, la.block,
+                    kind == NodeKind.SCATTER and la.func.endswith("_0"))
+                   for la in exe.launches[k]]  # fmt: skip
+            return (NodeKind.KERNEL, fns, refs, node)
+        if kind == NodeKind.DOT:
+            lhs, rhs = e.invars
+            spec = gemm_spec(lhs.aval.shape, rhs.aval.shape, e.params["dimension_numbers"])
+            assert spec is not None, "canonicalize_dots left an unreadable layout"
+            out = e.outvars[0]
+            nbytes = out.aval.size * out.aval.dtype.itemsize
+            (ls, rs), (os_,) = step.ins, step.outs
+            info = (spec, ls, rs, os_, lhs.aval.dtype, out.aval.dtype,
+                    _precision(e, exe.precision), nbytes)  # fmt: skip
+            return (NodeKind.DOT, info, None, node)
+        if kind == NodeKind.VIEW:
+            return (NodeKind.VIEW, (step.ins[0], step.outs[0]), None, node)
+        if kind == NodeKind.LIBRARY:
+            lowering = library.lowering_for(e, exe.target)
+            return (NodeKind.LIBRARY, (lowering, e, step.ins, step.outs, step.scratch), None, node)
+        ins = [("var", x) if isinstance(x, int) else ("lit", literal_value(x)) for x in step.ins]
+        return (NodeKind.FALLBACK, (e, ins, step.outs), None, node)
 
     # ---- one call -----------------------------------------------------------------------------
 
@@ -184,15 +169,15 @@ class Bound:
     def _step(self, step: tuple, ptr: list[int], keep: list[Any], arena_ptr: int) -> None:
         kind, info, refs, node = step
         dev = self.dev
-        if kind in ("kernel", "host_kernel"):
+        if kind in (NodeKind.KERNEL, "host_kernel"):
             addrs = [ptr[x] if t == "s" else arena_ptr + x for t, x in refs]
-            if kind == "kernel":
+            if kind == NodeKind.KERNEL:
                 for fn, grid, block, copy in info:
                     if not (copy and addrs[0] == addrs[3]):
                         fn.launch(grid, block, addrs, stream=dev.stream_id)
             else:
                 call_host_kernel(info, addrs)
-        elif kind == "dot":
+        elif kind == NodeKind.DOT:
             spec, ls, rs, os_, in_dt, out_dt, precision, nbytes = info
             if spec.m and spec.n:
                 if spec.k == 0:
@@ -202,32 +187,32 @@ class Bound:
                         spec, ptr[rs], ptr[ls], ptr[os_], in_dtype=in_dt, out_dtype=out_dt,
                         precision=precision, stream=dev.stream_id,
                     )  # fmt: skip
-        elif kind == "view":
+        elif kind == NodeKind.VIEW:
             i, o = info
             ptr[o], keep[o] = ptr[i], keep[i]
+        elif kind == NodeKind.LIBRARY:
+            self._library(info, ptr, arena_ptr)
         else:
             self._fallback(info, ptr, keep)
         if config.debug_nans:
             self._check_nans(node, ptr)
 
+    def _library(self, info: tuple, ptr: list[int], arena_ptr: int) -> None:
+        lowering, e, ins, outs, ws = info
+        work = arena_ptr + ws[0] if ws else 0
+        lowering.gpu(self.dev, self.dev.stream_id, [ptr[x] for x in ins], [ptr[x] for x in outs],
+                     work, [a.aval for a in e.invars], [v.aval for v in e.outvars],
+                     **e.params)  # fmt: skip
+
     def _fallback(self, info: tuple, ptr: list[int], keep: list[Any]) -> None:
         e, ins, outs = info
         dev = self.dev
-        fn = self.library.get(e.primitive.name)
         try:
-            if fn is not None:
-                vals = [
-                    _put(x, dev) if kind == "lit" else _view(dev, ptr[x], keep[x], a.aval)
-                    for (kind, x), a in zip(ins, e.invars)
-                ]
-                res = fn(*vals, **e.params)
-                res = res if e.primitive.multiple_results else [res]
-            else:
-                vals = [x if kind == "lit" else _host(dev, ptr[x], a.aval)
-                        for (kind, x), a in zip(ins, e.invars)]  # fmt: skip
-                res = e.primitive.impl(*vals, **e.params)
-                res = res if e.primitive.multiple_results else [res]
-                res = [_put(np.asarray(r, v.aval.dtype), dev) for r, v in zip(res, e.outvars)]
+            vals = [x if kind == "lit" else _host(dev, ptr[x], a.aval)
+                    for (kind, x), a in zip(ins, e.invars)]  # fmt: skip
+            res = e.primitive.impl(*vals, **e.params)
+            res = res if e.primitive.multiple_results else [res]
+            res = [_put(np.asarray(r, v.aval.dtype), dev) for r, v in zip(res, e.outvars)]
         except BluError:
             raise
         except Exception as err:  # noqa: BLE001 - name the primitive and the user's line
@@ -239,8 +224,6 @@ class Bound:
             ptr[sl], keep[sl] = r.ptr, r
 
     def _check_nans(self, node: Any, ptr: list[int]) -> None:
-        from blu.lower.cpu import BluFloatingPointError
-
         for v in node.outputs:
             if v not in self.slot or not dtypes.is_float(v.aval.dtype):
                 continue
@@ -338,13 +321,13 @@ def _nbytes(vs: Any) -> int:
 def _work(kind: str, info: Any, node: Any) -> tuple[str, int, int]:
     """A step's profile row name, bytes read and written, and floating-point operations."""
     out = node.outputs[0].aval.str_short() if node.outputs else ""
-    if kind == "dot":
+    if kind == NodeKind.DOT:
         spec, precision = info[0], info[6]
         e = node.eqns[0]
         ins = "x".join(a.aval.str_short() for a in e.invars)
         flops = 2 * spec.batch * spec.m * spec.n * spec.k
         return f"cublasLt {ins} {precision}", _nbytes([*e.invars, *e.outvars]), flops
-    ins = node.inputs if kind != "fallback" else [a for a in node.eqns[0].invars
+    ins = node.inputs if kind != NodeKind.FALLBACK else [a for a in node.eqns[0].invars
                                                   if isinstance(a, Var)]  # fmt: skip
     return f"{node.label()} -> {out}", _nbytes([*ins, *node.outputs]), 0
 

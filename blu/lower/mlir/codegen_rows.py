@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from typing import Any
 
+from blu.core.config import config
 from blu.core.jaxpr import Var
-from blu.lower.emit import Idx, compute_type
-from blu.lower.fusion import KernelLayout
-from blu.lower.rules import REDUCE, SCALAR
+from blu.lax.shapes import broadcast_in_dim_p, reshape_p, squeeze_p
+from blu.lower.mlir.emit import Idx, compute_type
+from blu.lower.plan.fusion import KernelLayout
 
 UNROLL = 16  # unrolled form: most elements per thread
 WARP_UNROLL = 32  # warp form: most elements per lane
@@ -42,12 +42,12 @@ WARP_ROWS = 4  # warp form: rows (warps) per block
 
 def unroll_limit() -> int:
     """``UNROLL``, or ``$BLU_GPU_UNROLL`` (0: never unrolled)."""
-    return int(os.environ.get("BLU_GPU_UNROLL", UNROLL))
+    return UNROLL if config.gpu_unroll is None else int(config.gpu_unroll)
 
 
 def warp_rows_on() -> bool:
     """Whether the warp form is used (``$BLU_GPU_ROWS=warp``; default ``block``)."""
-    rows = os.environ.get("BLU_GPU_ROWS", "block")
+    rows = config.gpu_rows or "block"
     if rows not in ("block", "warp"):
         from blu.core.errors import BluValueError
 
@@ -143,13 +143,12 @@ def _row_local(layout: KernelLayout, m: Var, made: set, allowed: set) -> bool:
         if v in layout.buffer:
             continue  # a buffer: inputs and earlier nests are complete; ours are row-local
         e = layout.producer[v]
-        name = e.primitive.name
-        if name in SCALAR:
+        if "elementwise" in e.primitive.lowerings:
             stack.extend(e.invars)
-        elif name in ("reshape", "squeeze", "broadcast_in_dim"):
+        elif e.primitive in (reshape_p, squeeze_p, broadcast_in_dim_p):
             x = e.invars[0]
             moves_rows = _strip(x.aval.shape) not in allowed or _strip(v.aval.shape) not in allowed
-            if name == "broadcast_in_dim" and not moves_rows:  # operand dims lead the output
+            if e.primitive is broadcast_in_dim_p and not moves_rows:  # operand dims lead the output
                 dims = [d for d, n in zip(e.params["broadcast_dimensions"], x.aval.shape) if n != 1]
                 lead = [d for d, n in enumerate(v.aval.shape) if n != 1][: len(dims)]
                 moves_rows = dims != lead
@@ -315,5 +314,5 @@ class RowGroupEmitter:
         for off in (16, 8, 4, 2, 1):
             other, ok = b.fresh("s"), b.fresh("ok")
             b.stmt(f"{other}, {ok} = gpu.shuffle xor {x}, {b.const(off, 'i32')}, {width} : {ty}")
-            x = REDUCE[eqn.primitive.name][1](b, dt, x, other)
+            x = eqn.primitive.lowerings["reduce"][1](b, dt, x, other)
         return x

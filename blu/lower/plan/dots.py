@@ -18,6 +18,8 @@ from typing import Any
 
 from blu.core import dtypes
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, dce_jaxpr
+from blu.lax.dot import dot_general_p
+from blu.lax.shapes import transpose_p
 
 GEMM_DTYPES = (dtypes.float32, dtypes.float64, dtypes.bfloat16, dtypes.float16)
 
@@ -36,16 +38,15 @@ def library_dot(eqn: JaxprEqn) -> bool:
 def canonicalize_dots(jaxpr: Jaxpr) -> Jaxpr:
     """The jaxpr with its library products readable by cuBLASLt (see the module docstring)."""
     from blu.cuda.cublaslt import gemm_spec
-    from blu.lax.shapes import transpose_p
 
-    if not any(e.primitive.name == "dot_general" for e in jaxpr.eqns):
+    if not any(e.primitive is dot_general_p for e in jaxpr.eqns):
         return jaxpr
     source = _fold_output_transposes(jaxpr)
     changed = source is not jaxpr.eqns
     producer = {v: e for e in source for v in e.outvars}
     eqns: list[JaxprEqn] = []
     for e in source:
-        if e.primitive.name != "dot_general" or not library_dot(e):
+        if e.primitive is not dot_general_p or not library_dot(e):
             eqns.append(e)
             continue
         (lc, rc), (lb, rb) = e.params["dimension_numbers"]
@@ -100,13 +101,13 @@ def _fold_output_transposes(jaxpr: Jaxpr) -> list[JaxprEqn]:
             uses[v] = uses.get(v, 0) + 2  # an output keeps its own layout
     swapped: dict[Var, JaxprEqn] = {}  # a dot's output -> the dot writing the transpose instead
     for t in jaxpr.eqns:
-        if t.primitive.name != "transpose":
+        if t.primitive is not transpose_p:
             continue
         x = t.invars[0]
         if not isinstance(x, Var) or uses.get(x) != 1:
             continue
         d = next((e for e in jaxpr.eqns if x in e.outvars), None)
-        if d is None or d.primitive.name != "dot_general" or not library_dot(d):
+        if d is None or d.primitive is not dot_general_p or not library_dot(d):
             continue
         (lc, rc), (lb, rb) = d.params["dimension_numbers"]
         nb = len(lb)
@@ -122,16 +123,16 @@ def _fold_output_transposes(jaxpr: Jaxpr) -> list[JaxprEqn]:
         return jaxpr.eqns
     out = []
     for e in jaxpr.eqns:
-        if e.primitive.name == "dot_general" and e.outvars[0] in swapped:
+        if e.primitive is dot_general_p and e.outvars[0] in swapped:
             out.append(swapped[e.outvars[0]])
-        elif not (e.primitive.name == "transpose" and e.invars[0] in swapped):
+        elif not (e.primitive is transpose_p and e.invars[0] in swapped):
             out.append(e)
     return out
 
 
 def _fold_transpose(prod: Any, x: Var, contract, batch) -> tuple[Var, list[int], list[int]]:
     """Read through ``x = transpose(y, perm)`` when the free dimensions keep their order."""
-    if prod is None or prod.primitive.name != "transpose" or not isinstance(prod.invars[0], Var):
+    if prod is None or prod.primitive is not transpose_p or not isinstance(prod.invars[0], Var):
         return x, list(contract), list(batch)
     perm = prod.params["permutation"]
     free = [d for d in range(x.aval.ndim) if d not in contract and d not in batch]

@@ -18,8 +18,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from blu.core import dtypes
+from blu.core.aval import ShapedArray
 from blu.core.jaxpr import Var
-from blu.lower.partition import Plan
+from blu.lower.plan.nodes import NodeKind, Plan
 
 ALIGN = 64
 
@@ -120,11 +122,11 @@ class MemoryPlan:
         defined_at: dict[Var, int] = {v: -1 for v in j.invars}
         kind_of: dict[Var, str] = {}
         for k, n in enumerate(nodes):
-            for e in n.eqns if n.kind == "fallback" else []:
+            for e in n.eqns if n.kind == NodeKind.FALLBACK else []:
                 for v in e.outvars:
-                    self.root[v], defined_at[v], kind_of[v] = v, k, "fallback"
+                    self.root[v], defined_at[v], kind_of[v] = v, k, NodeKind.FALLBACK
             for v in n.outputs:
-                if n.kind == "view":
+                if n.kind == NodeKind.VIEW:
                     self.root[v] = self.root[n.inputs[0]]
                 else:
                     self.root[v], defined_at[v], kind_of[v] = v, k, n.kind
@@ -157,10 +159,10 @@ class MemoryPlan:
         current = 0
         for k, n in enumerate(nodes):
             new_roots = [v for v in n.outputs if self.root[v] is v and defined_at.get(v) == k]
-            if n.kind == "fallback":
+            if n.kind == NodeKind.FALLBACK:
                 new_roots = [v for e in n.eqns for v in e.outvars if v in last or v in outs]
             for r in new_roots:
-                if n.kind == "fallback":
+                if n.kind == NodeKind.FALLBACK:
                     self.place[r] = ("fallback",)
                     span(r, k, last.get(r, k), fallback_live)
                     continue
@@ -174,7 +176,7 @@ class MemoryPlan:
                         span(r, k, end, live_bytes)
                     continue
                 reuse = None
-                if n.kind in ("kernel", "scatter"):
+                if n.kind.compiled:
                     for i in n.inputs:
                         ri = self.root[i]
                         if (ri in offset and last.get(ri) == k and ri.aval.size == r.aval.size
@@ -188,16 +190,12 @@ class MemoryPlan:
                     offset[r] = arena.alloc(nbytes(r.aval))
                     current += _aligned(nbytes(r.aval))
                 self.place[r] = ("arena", offset[r])
-            if n.kind == "kernel":
-                layout = n.layout
-                self.scratch[k] = [arena.alloc(nbytes(a)) for a in layout.scratch]
-                scratch_bytes = sum(_aligned(nbytes(a)) for a in layout.scratch)
-            else:
-                scratch_bytes = 0
+            scratch = scratch_avals(n)
+            if scratch:
+                self.scratch[k] = [arena.alloc(nbytes(a)) for a in scratch]
+            scratch_bytes = sum(_aligned(nbytes(a)) for a in scratch)
             arena_peak_at[k] = current + scratch_bytes
-            for off, a in zip(
-                self.scratch.get(k, []), n.layout.scratch if n.kind == "kernel" else []
-            ):
+            for off, a in zip(self.scratch.get(k, []), scratch):
                 arena.release(off, nbytes(a))
             for r in list(offset):
                 if last.get(r, k) <= k:
@@ -229,7 +227,7 @@ class MemoryPlan:
 
     def _donor(self, r, k, node, donors, used, last, inplace_ok) -> Var | None:
         """A donated argument whose buffer output ``r`` can take."""
-        if node.kind not in ("kernel", "dot", "scatter"):
+        if not node.kind.owns_buffers:
             return None
         for d in donors:
             if d in used or nbytes(d.aval) != nbytes(r.aval):
@@ -237,17 +235,27 @@ class MemoryPlan:
             lu = last.get(d, -1)
             if lu < k:
                 return d
-            if lu == k and node.kind in ("kernel", "scatter") and d in node.inputs:
+            if lu == k and node.kind.compiled and d in node.inputs:
                 if d.aval.size == r.aval.size and inplace_ok(node, r, d):
                     return d
         return None
+
+
+def scratch_avals(node: Any) -> list[ShapedArray]:
+    """The scratch buffers a node needs during its step: a kernel's layout scratch, a library
+    call's workspace."""
+    if node.kind == NodeKind.KERNEL:
+        return node.layout.scratch
+    if node.kind == NodeKind.LIBRARY and node.workspace:
+        return [ShapedArray((node.workspace,), dtypes.uint8)]
+    return []
 
 
 def inplace_ok(node: Any, out: Var, inp: Var) -> bool:
     """Whether node output ``out`` may be written over input ``inp``'s buffer: for kernels,
     their layout decides (``fusion.KernelLayout.inplace_safe``); a scatter may update its operand
     in place unless the operand is also its indices or updates."""
-    if node.kind == "scatter":
+    if node.kind == NodeKind.SCATTER:
         e = node.eqns[0]
         return inp is e.invars[0] and all(a is not inp for a in e.invars[1:])
     return node.layout.inplace_safe(out, inp)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from blu.core.config import config
 from blu.core.errors import BluError
-from blu.lower import cache, entry_check
+from blu.lower.mlir import cache, entry_check
 
 log = logging.getLogger("blu.jit")
 
@@ -224,7 +224,7 @@ _linker = shutil.which("ld")
 
 def _store_object(key: str, engine) -> None:
     """Write the engine's object code as ``<key>.so`` (needs a system ``ld``; else skipped)."""
-    if _linker is None or os.environ.get("BLU_CACHE_NO_SO"):
+    if _linker is None or config.cache_no_so:
         return
     try:
         with tempfile.TemporaryDirectory() as d:
@@ -239,7 +239,7 @@ def _store_object(key: str, engine) -> None:
 
 def _dump(name: str, canonical: str | None, text: str, suffix: str = ".mlir") -> None:
     """``BLU_DUMP_IR=dir``: write each compiled kernel's jaxpr and MLIR (before/after passes)."""
-    d = os.environ.get("BLU_DUMP_IR")
+    d = config.dump_ir
     if not d:
         return
     os.makedirs(d, exist_ok=True)

@@ -48,13 +48,14 @@ import numpy as np
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr, Literal
+from blu.core.version import __version__
 
 # bump when the generated code changes meaning, so stale entries are not reused
 CODEGEN_VERSION = "9"
 
 
 def cache_dir() -> str:
-    return os.environ.get("BLU_CACHE_DIR") or config.cache_dir
+    return config.cache_dir
 
 
 def mlir_version() -> str:
@@ -159,10 +160,8 @@ def canonical_text(jaxpr: Jaxpr) -> str:
 
 def kernel_key(text: str, target: str) -> str:
     """sha256 of the canonical kernel text, the target and the blu / MLIR / codegen versions."""
-    import blu
-
     h = hashlib.sha256()
-    for part in (text, target, f"blu=={blu.__version__}", mlir_version(), CODEGEN_VERSION):
+    for part in (text, target, f"blu=={__version__}", mlir_version(), CODEGEN_VERSION):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -187,9 +186,7 @@ def path(key: str, suffix: str) -> str:
 
 
 def _blu_version() -> str:
-    import blu
-
-    return blu.__version__
+    return __version__
 
 
 def header(key: str, suffix: str, payload: bytes) -> bytes:

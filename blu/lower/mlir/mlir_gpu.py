@@ -26,8 +26,8 @@ from collections.abc import Callable
 
 from blu.core.config import config
 from blu.core.errors import BluError
-from blu.lower import cache
-from blu.lower.mlir_cpu import CompileError, _dump, symbol
+from blu.lower.mlir import cache
+from blu.lower.mlir.mlir_cpu import CompileError, _dump, symbol
 
 log = logging.getLogger("blu.jit")
 
@@ -113,7 +113,7 @@ def get_module(
 def _load_or_compile(key, canonical, emit, label, target) -> GpuModule:
     name = symbol(key)
     t0 = time.perf_counter()
-    from blu.lower.cpu import _mlir_available
+    from blu.lower.mlir import _mlir_available
 
     ptx, why = cache.read_entry(key, ".ptx")
     if ptx is not None:

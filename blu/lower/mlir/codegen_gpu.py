@@ -39,11 +39,10 @@ import numpy as np
 from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.jaxpr import Var
-from blu.lower.codegen import KernelEmitter
-from blu.lower.codegen_rows import RowGroupEmitter, group_launch, pow2_at_least, row_groups
-from blu.lower.emit import Builder, Idx, compute_type, memref_type
-from blu.lower.fusion import ARG_REDUCE, KernelLayout, Nest, is_reduction, is_suffix
-from blu.lower.rules import REDUCE
+from blu.lower.mlir.codegen import KernelEmitter
+from blu.lower.mlir.codegen_rows import RowGroupEmitter, group_launch, pow2_at_least, row_groups
+from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
+from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix
 
 BLOCK = 256
 MAX_MAP_GRID = 1 << 16  # grid-stride loops: enough blocks to fill 132 SMs many times over
@@ -92,7 +91,7 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
         kept = tuple(d for d in range(len(shape)) if d not in red)
         K, R = math.prod(shape[d] for d in kept), math.prod(shape[d] for d in red)
         reds = [m for m in nest.members if is_reduction(layout.producer[m])]
-        arg = any(layout.producer[m].primitive.name in ARG_REDUCE for m in reds)
+        arg = any(is_arg_reduce(layout.producer[m]) for m in reds)
         types = {compute_type(layout.producer[m].invars[0].aval.dtype) for m in reds}
         if arg or R < 64 or K * R == 0:
             plans.append(NestPlan("thread", kept, red, K, R))
@@ -220,7 +219,7 @@ class GpuKernelEmitter(RowGroupEmitter, KernelEmitter):
         vals = [self.value(m, at) for m in pars]  # every load before any store (in place)
         new, k = [], 0
         for m in reds:
-            w = 2 if self.layout.producer[m].primitive.name in ARG_REDUCE else 1
+            w = 2 if is_arg_reduce(self.layout.producer[m]) else 1
             new += self._combine(m, accs[k : k + w], at, pos)
             k += w
         for m, v in zip(pars, vals):
@@ -232,7 +231,7 @@ class GpuKernelEmitter(RowGroupEmitter, KernelEmitter):
     def _store_reds(self, reds: list[Var], accs: list[str], k: str) -> None:
         j = 0
         for m in reds:
-            w = 2 if self.layout.producer[m].primitive.name in ARG_REDUCE else 1
+            w = 2 if is_arg_reduce(self.layout.producer[m]) else 1
             self._store_red(m, accs[j : j + w], k)
             j += w
 
@@ -296,7 +295,7 @@ class GpuKernelEmitter(RowGroupEmitter, KernelEmitter):
         b.stmt(f"{res} = gpu.all_reduce {x} uniform {{")
         b.stmt(f"^bb0({lhs}: {ty}, {rhs}: {ty}):")
         b.depth += 1
-        c = REDUCE[eqn.primitive.name][1](b, dt, lhs, rhs)
+        c = eqn.primitive.lowerings["reduce"][1](b, dt, lhs, rhs)
         b.stmt(f"gpu.yield {c} : {ty}")
         b.depth -= 1
         b.stmt(f"}} : ({ty}) -> ({ty})")
@@ -342,7 +341,7 @@ class GpuKernelEmitter(RowGroupEmitter, KernelEmitter):
         for m, acc, pos in zip(reds, accs, p.partials):
             x = b.load(f"%tmp{pos}", self.layout.scratch[pos], slot)
             eqn = self.layout.producer[m]
-            new.append(REDUCE[eqn.primitive.name][1](b, eqn.invars[0].aval.dtype, acc, x))
+            new.append(eqn.primitive.lowerings["reduce"][1](b, eqn.invars[0].aval.dtype, acc, x))
         b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
         self._close()
         outs = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]

@@ -20,38 +20,40 @@ from typing import Any
 from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.jaxpr import Jaxpr, Literal, Var
-from blu.lower.rules import INDEX, REDUCE, SCALAR
+from blu.lax.shapes import broadcast_in_dim_p
 
-ARG_REDUCE = ("argmax", "argmin")
-_EXPENSIVE = {"exp", "log", "tanh", "logistic", "log1p", "expm1", "erf", "erfc", "sin", "cos",
-              "tan", "pow", "div", "sqrt", "rsqrt", "atan2", "sinh", "cosh", "asin", "acos",
-              "atan", "asinh", "acosh", "atanh", "exp2", "cbrt", "rem"}  # fmt: skip
+KERNEL_RULES = ("elementwise", "index", "reduce", "arg_reduce")  # kinds of ``prim.lowerings``
+
+
+def is_arg_reduce(eqn: Any) -> bool:
+    return "arg_reduce" in eqn.primitive.lowerings
+
+
+def is_elementwise(eqn: Any) -> bool:
+    return "elementwise" in eqn.primitive.lowerings
+
+
+def is_index(eqn: Any) -> bool:
+    return "index" in eqn.primitive.lowerings
 
 
 def reduce_axes(eqn: Any) -> tuple[int, ...]:
     p = eqn.params
-    return (p["axis"],) if eqn.primitive.name in ARG_REDUCE else tuple(p["axes"])
+    return (p["axis"],) if is_arg_reduce(eqn) else tuple(p["axes"])
 
 
 def is_reduction(eqn: Any) -> bool:
-    return eqn.primitive.name in REDUCE or eqn.primitive.name in ARG_REDUCE
+    lw = eqn.primitive.lowerings
+    return "reduce" in lw or "arg_reduce" in lw
 
 
 def can_fuse(eqn: Any) -> bool:
-    """Whether the equation has a CPU lowering rule usable inside a fused kernel."""
-    name = eqn.primitive.name
-    if eqn.primitive.multiple_results:
+    """Whether the equation has a kernel lowering rule (``prim.lowerings``) that applies."""
+    lw = eqn.primitive.lowerings
+    if eqn.primitive.multiple_results or not any(k in lw for k in KERNEL_RULES):
         return False
-    if name == "bitcast_convert_type":
-        return eqn.invars[0].aval.dtype.itemsize == eqn.params["new_dtype"].itemsize
-    if name in ARG_REDUCE:  # only along the last (non-unit) axis: a running (value, index)
-        x = eqn.invars[0].aval
-        return all(d == 1 for d in x.shape[eqn.params["axis"] + 1 :])
-    if name == "gather":
-        from blu.lower.rules_gather import gather_supported
-
-        return gather_supported(eqn)
-    return name in SCALAR or name in INDEX or name in REDUCE
+    fuses = lw.get("fuses")
+    return fuses is None or fuses(eqn)
 
 
 class Nest:
@@ -117,16 +119,13 @@ class KernelLayout:
                 continue
             seen.add(u)
             e = self.producer[u]
-            cost += (
-                4 if e.primitive.name in _EXPENSIVE else (1 if e.primitive.name in SCALAR else 0)
-            )
+            cost += 4 if "expensive" in e.primitive.lowerings else (1 if is_elementwise(e) else 0)
             stack.extend(e.invars)
         return min(cost, budget)
 
     def _expensive_broadcast(self, v: Var, consumers: list[Any]) -> bool:
         grows = any(
-            e.primitive.name == "broadcast_in_dim"
-            and e.outvars[0].aval.size >= 4 * max(v.aval.size, 1)
+            e.primitive is broadcast_in_dim_p and e.outvars[0].aval.size >= 4 * max(v.aval.size, 1)
             for e in consumers
         )
         return grows and self._cost(v) >= 4
@@ -134,8 +133,8 @@ class KernelLayout:
     def _many_maps(self, v: Var, consumers: list[Any]) -> bool:
         """A costly value read through several different index maps would be recomputed once
         per map (and chains of such reads multiply): give it a buffer instead."""
-        maps = {id(e) for e in consumers if e.primitive.name in INDEX}
-        maps |= {None for e in consumers if e.primitive.name not in INDEX}
+        maps = {id(e) for e in consumers if is_index(e)}
+        maps |= {None for e in consumers if not is_index(e)}
         return len(maps) >= 2 and self._cost(v, 12) >= 12
 
     # ---- scheduling ---------------------------------------------------------------------------
@@ -149,7 +148,7 @@ class KernelLayout:
         if is_reduction(e):
             roots, moves = [(e.invars[0], True)], False
         else:
-            ew = e.primitive.name in SCALAR
+            ew = is_elementwise(e)
             roots, moves = [(a, ew) for a in e.invars], not ew
         out: dict[Var, bool] = {}
         seen: set = set()
@@ -162,7 +161,7 @@ class KernelLayout:
                 out[v] = out.get(v, True) and ident
                 continue
             pe = self.producer[v]
-            ew = pe.primitive.name in SCALAR
+            ew = is_elementwise(pe)
             moves = moves or not ew
             roots.extend((a, ident and ew) for a in pe.invars)
         self._reads[m] = (out, moves)

@@ -1,0 +1,1 @@
+"""The CPU executable: the step runners of a launch plan on numpy arrays."""

@@ -1,0 +1,312 @@
+"""The CPU executable: a jaxpr prepared for the CPU (``plan.prepare``), its fused kernels
+compiled through MLIR (``mlir.mlir_cpu``), run on numpy arrays: the step runners of the shared
+steps (``plan.steps``) for each node kind.
+
+    exe = CpuExecutable(jaxpr, name="step", donated_invars=(True, False))
+    outs = exe(*numpy_arrays)
+    exe.memory_analysis()
+
+Debugging: ``BLU_LOG_COMPILES=1`` logs every kernel compiled or loaded from the cache;
+``BLU_DUMP_IR=dir`` writes each kernel's jaxpr and MLIR before and after the pass pipeline;
+``BLU_DEBUG_NANS=1`` checks every node's floating-point outputs and raises at the first NaN,
+naming the primitives and the user's source line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from blu.core import dtypes
+from blu.core.config import config
+from blu.core.errors import BluValueError
+from blu.core.jaxpr import Jaxpr
+from blu.lower import library
+from blu.lower.mlir import mlir_cpu
+from blu.lower.mlir.program import emit_node, node_text
+from blu.lower.plan.nodes import NodeKind
+from blu.lower.plan.steps import Step, literal_value
+from blu.lower.program import BluFloatingPointError, Executable, Options, log
+from blu.lower.program import Lowered as _Lowered
+
+__all__ = ["BluFloatingPointError", "CpuExecutable"]
+
+
+# ---- steps ---------------------------------------------------------------------------------------
+
+
+class _Kernel:
+    __slots__ = ("fn", "ins", "outs", "scratch", "ptrs", "packed", "node", "n")
+
+    def __init__(self, fn, ins, outs, scratch, node):
+        self.fn, self.ins, self.outs, self.scratch, self.node = fn, ins, outs, scratch, node
+        self.n = len(ins) + len(outs) + len(scratch)
+        self.ptrs = (ctypes.c_void_p * max(self.n, 1))()
+        base = ctypes.addressof(self.ptrs)
+        self.packed = (ctypes.c_void_p * max(self.n, 1))(*[base + 8 * i for i in range(self.n)])
+
+    def __call__(self, env: list, arena: np.ndarray | None, shared: bool = True) -> None:
+        # the pointer arrays are reused across calls; a concurrent call (shared=False) makes its own
+        p, packed = self.ptrs, self.packed
+        if not shared:
+            p = (ctypes.c_void_p * max(self.n, 1))()
+            base = ctypes.addressof(p)
+            packed = (ctypes.c_void_p * max(self.n, 1))(*[base + 8 * i for i in range(self.n)])
+        k = 0
+        for s in self.ins:
+            p[k] = env[s].ctypes.data
+            k += 1
+        for s in self.outs:
+            p[k] = env[s].ctypes.data
+            k += 1
+        if self.scratch:
+            base = arena.ctypes.data
+            for off in self.scratch:
+                p[k] = base + off
+                k += 1
+        self.fn(packed)
+
+
+def _dot(eqn: Any, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
+    """dot_general into ``out`` through one np.matmul (BLAS for floats), as its impl does."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lf = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
+    rf = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
+    size = lambda x, axes: int(np.prod([x.shape[a] for a in axes], dtype=np.int64))  # noqa: E731
+    b, m, kk, n = size(lhs, lb), size(lhs, lf), size(lhs, lc), size(rhs, rf)
+    comp = out.dtype
+    if comp in (dtypes.bfloat16, dtypes.float16) or lhs.dtype != comp:
+        comp = np.dtype(np.float64 if np.float64 in (lhs.dtype, out.dtype) else np.float32)
+        if not (dtypes.is_float(lhs.dtype) or dtypes.is_float(out.dtype)):
+            comp = np.promote_types(lhs.dtype, out.dtype)
+    l3 = (
+        np.transpose(lhs, tuple(lb) + tuple(lf) + tuple(lc))
+        .reshape(b, m, kk)
+        .astype(comp, copy=False)
+    )
+    r3 = (
+        np.transpose(rhs, tuple(rb) + tuple(rc) + tuple(rf))
+        .reshape(b, kk, n)
+        .astype(comp, copy=False)
+    )
+    with np.errstate(over="ignore", invalid="ignore"):
+        if comp == out.dtype:
+            o3 = out.reshape(b, m, n)
+            if b == 1:
+                np.matmul(l3[0], r3[0], out=o3[0])
+            else:
+                np.matmul(l3, r3, out=o3)
+        else:
+            out.reshape(b, m, n)[...] = np.matmul(l3, r3).astype(out.dtype)
+
+
+class CpuExecutable(Executable):
+    """A jaxpr compiled for the CPU (see the module docstring).
+
+    Args:
+        jaxpr: the program (no constvars; ``jit`` hoists them into arguments).
+        name: for logs and errors.
+        donated_invars: per argument, whether the program may write into its buffer.
+        options: the seam's ``Options`` (the CPU reads none of them).
+        prepared: the ``prepare`` result, if already made (``jit(f).lower(...).compile()``).
+    """
+
+    def __init__(
+        self,
+        jaxpr: Jaxpr,
+        name: str = "jit",
+        donated_invars: Sequence[bool] | None = None,
+        options: Options | None = None,
+        prepared: Any = None,
+    ):
+        t0 = time.perf_counter()
+        super().__init__(jaxpr, name, "cpu", donated_invars, options or Options(), prepared)
+        kernels: dict[str, Any] = {}
+        t1 = time.perf_counter()
+        self.node_kernels: list[Any] = []  # per node: its compiled kernel (or None)
+        for node in self.plan.nodes:
+            k = None
+            if node.kind.compiled:
+                canon = node_text(node)
+                k = kernels.get(canon)
+                if k is None:
+                    k = kernels[canon] = mlir_cpu.get_kernel(
+                        canon, lambda sym, n=node: emit_node(n, sym, "cpu"), node.label()
+                    )
+            self.node_kernels.append(k)
+        self.kernels = kernels
+        self.timing = {"plan_s": t1 - t0, "kernels_s": time.perf_counter() - t1}
+        st = self.steps
+        self.in_slots, self.out_spec, self.n_slots = st.in_slots, st.out_spec, st.n_slots
+        self.slot, self.donated_slots = st.slot, st.donated_slots
+        self.runners = [(step.allocs, self._runner(step), step.node) for step in st.steps]
+        self._arena: np.ndarray | None = None
+        self._arena_lock = threading.Lock()
+        if config.log_compiles:
+            n_kernels = sum(n.kind == NodeKind.KERNEL for n in self.plan.nodes)
+            log.warning(
+                "blu.jit(%s): %d nodes (%d kernels, %d distinct), planned in %.1f ms, kernels in "
+                "%.1f ms; %s",
+                name,
+                len(self.plan.nodes),
+                n_kernels,
+                len(kernels),
+                self.timing["plan_s"] * 1e3,
+                self.timing["kernels_s"] * 1e3,
+                self.memory.analysis,
+            )
+
+    # ---- the step runners -------------------------------------------------------------------
+
+    def _runner(self, step: Step) -> Any:
+        """``run(env, arena, owned)`` for one step (``env``: slot -> numpy array)."""
+        kind, e = step.kind, step.node.eqns[0]
+        if kind.compiled:
+            kern = _Kernel(self.node_kernels[step.index].fn, step.ins, step.outs, step.scratch,
+                           step.node)  # fmt: skip
+            return kern
+        if kind == NodeKind.DOT:
+            ins, (out,) = step.ins, step.outs
+
+            def dot(env, arena, owned):
+                vals = [env[a] if isinstance(a, int) else literal_value(a) for a in ins]
+                _dot(e, vals[0], vals[1], env[out])
+
+            return dot
+        if kind == NodeKind.VIEW:
+            (i,), (o,) = step.ins, step.outs
+            view_of = e.primitive.lowerings["view"].cpu  # blu/lower/lowering.py
+
+            def view(env, arena, owned):
+                env[o] = view_of(e, env[i])
+
+            return view
+        if kind == NodeKind.LIBRARY:
+            lowering = library.lowering_for(e, "cpu")
+            ins, outs, ws = step.ins, step.outs, step.scratch
+
+            def call(env, arena, owned):
+                work = arena[ws[0] : ws[0] + step.node.workspace] if ws else None
+                lowering.cpu([env[a] for a in ins], [env[o] for o in outs], work, **e.params)
+
+            return call
+        ins = [("lit", literal_value(a)) if not isinstance(a, int) else ("var", a)
+               for a in step.ins]  # fmt: skip
+        return lambda env, arena, owned: self._fallback((e, ins, step.outs), env, arena)
+
+    # ---- running ------------------------------------------------------------------------------
+
+    def _take_arena(self) -> tuple[np.ndarray, bool]:
+        if self._arena_lock.acquire(blocking=False):
+            if self._arena is None:
+                self._arena = np.empty(max(self.memory.arena_size, 64), np.uint8)
+            return self._arena, True
+        return np.empty(max(self.memory.arena_size, 64), np.uint8), False  # a concurrent call
+
+    def __call__(self, *args: Any) -> list[np.ndarray]:
+        j = self.jaxpr
+        env: list[Any] = [None] * self.n_slots
+        for slot, v, x in zip(self.in_slots, j.invars, args, strict=True):
+            x = np.asarray(x)
+            if x.dtype != v.aval.dtype:
+                x = x.astype(v.aval.dtype)
+            env[slot] = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+        arena, owned = self._take_arena()
+        try:
+            for allocs, run, node in self.runners:
+                for slot, place, aval in allocs:
+                    env[slot] = self._buffer(place, aval, arena, env, args)
+                run(env, arena, owned)
+                if config.debug_nans:
+                    self._check_nans(node, env)
+            outs = []
+            for kind, x in self.out_spec:
+                if kind == "lit":
+                    outs.append(x.copy())
+                    continue
+                y = env[x]
+                if np.may_share_memory(y, arena):  # never hand out the arena
+                    y = y.copy()
+                outs.append(y)
+            return outs
+        finally:
+            if owned:
+                self._arena_lock.release()
+
+    def _buffer(
+        self, place: tuple, aval: Any, arena: np.ndarray, env: list, args: tuple
+    ) -> np.ndarray:
+        kind = place[0]
+        if kind == "arena":
+            n = aval.size * aval.dtype.itemsize
+            return arena[place[1] : place[1] + n].view(aval.dtype).reshape(aval.shape)
+        if kind == "donated":
+            x = env[self.in_slots[place[1]]]
+            ok = (
+                x.flags.writeable
+                and x.flags.c_contiguous
+                and x.nbytes == aval.size * aval.dtype.itemsize
+            )
+            ok = ok and not any(
+                k != place[1] and np.may_share_memory(x, env[s])
+                for k, s in enumerate(self.in_slots)
+            )
+            if ok:
+                return x.reshape(-1).view(np.uint8).view(aval.dtype).reshape(aval.shape)
+        return np.empty(aval.shape, aval.dtype)
+
+    def _fallback(self, step: tuple, env: list, arena: np.ndarray) -> None:
+        e, ins, outs = step
+        vals = [x if kind == "lit" else env[x] for kind, x in ins]
+        res = e.primitive.impl(*vals, **e.params)
+        res = res if e.primitive.multiple_results else [res]
+        for slot, v, r in zip(outs, e.outvars, res):
+            r = np.asarray(r)
+            if r.dtype != v.aval.dtype:
+                r = r.astype(v.aval.dtype)
+            if (
+                not r.flags.c_contiguous
+                or np.may_share_memory(r, arena)
+                or any(np.may_share_memory(r, env[s]) for s in self.donated_slots)
+            ):
+                r = r.copy()  # kernels read dense row-major buffers; temporaries die early
+            env[slot] = r
+
+    def _check_nans(self, node: Any, env: list) -> None:
+        for v in node.outputs:
+            x = env[self.slot[v]] if v in self.slot else None
+            if x is None or not dtypes.is_float(v.aval.dtype):
+                continue
+            if np.isnan(x.astype(np.float32) if x.dtype.itemsize < 4 else x).any():
+                srcs = sorted({e.source for e in node.eqns if e.source})
+                raise BluFloatingPointError(
+                    f"jit({self.name}): NaN in the output {v.aval.str_short()} of {node.label()}"
+                    + (f"\n  from {'; '.join(srcs[:3])}" if srcs else "")
+                )
+
+
+class Lowered(_Lowered):
+    """A jaxpr lowered for the CPU (``jit(f).lower(..., target="cpu")``; see ``Lowered`` of
+    ``blu.lower.program``)."""
+
+    executable = CpuExecutable
+
+    def __init__(
+        self,
+        jaxpr: Jaxpr,
+        name: str = "jit",
+        target: str = "cpu",
+        donated_invars: Sequence[bool] | None = None,
+        options: Options | None = None,
+    ):
+        if target != "cpu":
+            raise BluValueError(
+                f"blu.jit(...).lower(target={target!r}): the CPU backend lowers only for 'cpu' "
+                "(the CUDA target is 'cuda:sm_XX', e.g. 'cuda:sm_90')"
+            )
+        super().__init__(jaxpr, name, target, donated_invars, options or Options())

@@ -1,0 +1,164 @@
+"""The GPU executable: a jaxpr prepared for a CUDA target (``plan.prepare``: its products made
+cuBLASLt-readable, partitioned, its buffers planned), its fused kernels compiled to PTX/cubin
+(``mlir.codegen_gpu``, ``mlir.mlir_gpu``), run on a device's stream (``gpu.run``: the step
+runners of the shared steps).
+
+    exe = GpuExecutable(jaxpr, name="step", donated_invars=(True, False))
+    outs = exe(*device_arrays)       # DeviceArrays; nothing waits for the GPU
+    exe.memory_analysis()
+
+Running a plan: temporaries live at planned offsets of one arena taken from the caching
+allocator; outputs planned into donated arguments take over those arguments' buffers (the
+arguments are deleted, as in JAX); kernels are queued with ``cuLaunchKernel``, products with
+cuBLASLt (``blu.cuda.cublaslt``), library nodes with their library call (linear algebra with
+cuSOLVER, ``gpu.libraries``); other primitives without a GPU lowering run their numpy impl on a host
+copy (a synchronization; ``BLU_LOG_COMPILES`` names them).
+
+CUDA graphs (``BLU_CUDA_GRAPHS=1``, ``gpu/run.py``): from the second call on, a plan without host
+fallbacks is captured once and replayed with one driver call. Off by default: the GPT-2 step is
+GPU-bound and ran slower replayed than launched (BENCHMARKS.md).
+
+On a ``blu.cuda.fake.FakeDevice`` (host memory) the same executable runs each fused kernel's
+CPU build on the host buffers, after compiling (and caching) its GPU build: the CPU tests cover
+the executable's logic, and running the GPU tests that way fills the kernel cache for the GPU
+machine (``scripts/fill_gpu_cache.py``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from blu.core.config import config
+from blu.core.errors import BluError
+from blu.core.jaxpr import Jaxpr
+from blu.lower.mlir import codegen_gpu, codegen_rows, mlir_cpu, mlir_gpu
+from blu.lower.mlir.program import emit_node, kernel_text, node_text
+from blu.lower.mlir.scatter import scatter_launches
+from blu.lower.plan.nodes import NodeKind
+from blu.lower.program import Executable, Options, log
+from blu.lower.program import Lowered as _Lowered
+
+
+def _precision(eqn: Any, default: str) -> str:
+    p = eqn.params.get("precision")
+    if isinstance(p, (tuple, list)):
+        p = p[0]
+    p = str(getattr(p, "name", p) or "default").lower()
+    return default if p in ("default", "none") else p
+
+
+class GpuExecutable(Executable):
+    """A jaxpr compiled for a CUDA GPU (see the module docstring).
+
+    Args:
+        jaxpr: the program (no constvars).
+        name: for logs and errors.
+        donated_invars: per argument, whether the program may take over its buffer.
+        target: ``cuda:sm_XX`` (default ``cuda:sm_90``).
+        precision: the matrix-product precision of products with the default precision
+            (default: ``blu.config.default_matmul_precision`` now).
+        options: the seam's ``Options`` (its precision wins over ``precision``).
+        prepared: the ``prepare`` result, if already made.
+
+    Raises:
+        KernelCacheMiss: a kernel is not cached and MLIR is not installed.
+    """
+
+    def __init__(
+        self,
+        jaxpr: Jaxpr,
+        name: str = "jit",
+        donated_invars: Sequence[bool] | None = None,
+        target: str = mlir_gpu.DEFAULT_TARGET,
+        precision: str | None = None,
+        options: Options | None = None,
+        prepared: Any = None,
+    ):
+        t0 = time.perf_counter()
+        mlir_gpu.parse_target(target)
+        if options is None:
+            options = Options(precision or config.default_matmul_precision,
+                              codegen_rows.key_suffix())  # fmt: skip
+        super().__init__(jaxpr, name, target, donated_invars, options, prepared)
+        self.precision = options.precision
+        t1 = time.perf_counter()
+        self.modules: dict[int, mlir_gpu.GpuModule] = {}  # node index -> its module
+        self.launches: dict[int, list[codegen_gpu.Launch]] = {}
+        for k, node in enumerate(self.plan.nodes):
+            if node.kind.compiled:
+                mod = mlir_gpu.get_module(
+                    kernel_text(node, target),
+                    lambda sym, n=node: emit_node(n, sym, target),
+                    node.label(),
+                    target,
+                )
+                self.modules[k] = mod
+                if node.kind == NodeKind.KERNEL:
+                    self.launches[k] = codegen_gpu.launches(node.layout, mod.name)
+                else:
+                    self.launches[k] = scatter_launches(node.eqns[0], mod.name)
+        self.timing = {"plan_s": t1 - t0, "kernels_s": time.perf_counter() - t1}
+        self.fallbacks = [n.label() for n in self.plan.nodes if n.kind == NodeKind.FALLBACK]
+        self._bound: dict[Any, Any] = {}  # device -> per-device steps
+        if config.log_compiles:
+            log.warning(
+                "blu.jit(%s) for %s: %d nodes (%d kernels), planned in %.1f ms, kernels in %.1f "
+                "ms; host fallbacks: %s; %s",
+                name, target, len(self.plan.nodes), len(self.modules), self.timing["plan_s"] * 1e3,
+                self.timing["kernels_s"] * 1e3, self.fallbacks or "none", self.memory.analysis,
+            )  # fmt: skip
+
+    def ptx(self) -> dict[str, bytes]:
+        """The PTX of every distinct kernel, by symbol."""
+        return {m.name: m.ptx for m in self.modules.values()}
+
+    def __call__(self, *args: Any) -> list[Any]:
+        from blu.lower.gpu.run import run
+
+        return run(self, args)
+
+
+class GpuFallbackError(BluError):
+    """A primitive without a GPU lowering failed in its host fallback."""
+
+
+def host_kernel(node: Any) -> Any:
+    """The CPU build of a kernel or scatter node (for fake devices): the same parameters as the
+    GPU's (a kernel's layout has the GPU's split partials in its scratch, hence its own key)."""
+    canon = node_text(node)
+    if node.kind == NodeKind.KERNEL:
+        canon += "\n#gpu-scratch " + str(len(node.layout.scratch))
+    return mlir_cpu.get_kernel(canon, lambda sym: emit_node(node, sym, "cpu"), node.label())
+
+
+def call_host_kernel(kernel: Any, ptrs: Sequence[int]) -> None:
+    arr = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
+    base = ctypes.addressof(arr)
+    packed = (ctypes.c_void_p * max(len(ptrs), 1))(*[base + 8 * i for i in range(len(ptrs))])
+    kernel.fn(packed)
+
+
+class Lowered(_Lowered):
+    """A jaxpr lowered for a CUDA target (``jit(f).lower(..., target="cuda:sm_90")``): the
+    MLIR text without compiling; ``compile()`` compiles every kernel into the cache (no GPU
+    needed) and returns the ``GpuExecutable``."""
+
+    def __init__(
+        self,
+        jaxpr: Jaxpr,
+        name: str,
+        target: str,
+        donated_invars: Sequence[bool] | None,
+        options: Options | None = None,
+    ):
+        mlir_gpu.parse_target(target)
+        if options is None:
+            options = Options(config.default_matmul_precision, codegen_rows.key_suffix())
+        super().__init__(jaxpr, name, target, donated_invars, options)
+
+    def compile(self) -> GpuExecutable:
+        return GpuExecutable(self.source_jaxpr, self.name, self.donated, self.target,
+                             options=self.options, prepared=self.prepared)  # fmt: skip

@@ -1,0 +1,48 @@
+"""The linear-algebra primitives on CUDA targets as library lowerings (``NodeKind.LIBRARY``):
+cuSOLVER/cuBLAS through ``blu.cuda.solver``'s kernels, queued on the executable's stream.
+
+The solver kernels allocate their results (and their own workspaces, info and pointer arrays)
+from the device's caching allocator; the lowering copies each result into the node's planned
+output buffer on the same stream. Several of them synchronize (cholesky, eigh and svd read
+``info`` back; lu its pivots), so they are not captured in CUDA graphs (``graph_safe=False``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blu.cuda.array import DeviceArray
+from blu.lax.linalg.primitives import cholesky_p, eigh_p, lu_p, qr_p, svd_p, triangular_solve_p
+from blu.lower.library import LibraryLowering, register_library
+
+
+def _solver_call(prim: Any) -> Any:
+    def gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, **params) -> None:
+        from blu.cuda.solver import GPU_KERNELS
+
+        args = [DeviceArray(dev, p, a.shape, a.dtype) for p, a in zip(ins, in_avals)]
+        res = GPU_KERNELS[prim.name](*args, **params)
+        res = res if prim.multiple_results else [res]
+        for dst, r, a in zip(outs, res, out_avals):
+            n = a.size * a.dtype.itemsize
+            if n and r.ptr != dst:
+                dev.copy_d2d(dst, r.ptr, n)
+
+    return gpu
+
+
+def _on_cuda(avals: Any, params: dict, target: str) -> bool:
+    return target.startswith("cuda")
+
+
+for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p):
+    register_library(
+        _p,
+        LibraryLowering(
+            workspace=lambda avals, params, target: 0,  # the solver allocates its own
+            cpu=None,
+            gpu=_solver_call(_p),
+            applies=_on_cuda,
+            graph_safe=False,
+        ),
+    )

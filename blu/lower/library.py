@@ -1,0 +1,65 @@
+"""Library lowerings: a primitive whose work one library call does (cuSOLVER today, cuDNN
+attention next) becomes a launch-plan node of kind ``NodeKind.LIBRARY``. Its outputs get planned
+buffers (arena, outputs or donated arguments), its workspace is planned scratch, and on the GPU
+the call is queued on the executable's stream (so a CUDA graph can capture it).
+
+    register_library(cholesky_p, LibraryLowering(workspace=..., cpu=None, gpu=potrf_call,
+                                                 applies=lambda avals, params, target: ...))
+
+Registered from ``blu/lower`` (``blu.lax`` never imports ``blu.lower``); the registration is
+the primitive's ``lowerings["library"]`` slot, so ``docs/primitives.md`` shows it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from blu.core.aval import ShapedArray
+from blu.core.primitive import Primitive
+
+
+@dataclasses.dataclass(frozen=True)
+class LibraryLowering:
+    """How a library call does a primitive.
+
+    Attributes:
+        workspace: bytes of scratch the call needs, from the operands' avals, the params and
+            the target (``"cpu"``, ``"cuda:sm_90"``).
+        cpu: ``cpu(ins, outs, workspace, **params)``: write the results into ``outs`` (numpy
+            arrays in planned buffers); ``workspace`` a uint8 array or None. None: no CPU call.
+        gpu: ``gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, **params)``: queue
+            the work on ``stream``; ``ins``/``outs``/``workspace`` device pointers (ints).
+            None: no GPU call.
+        applies: whether this lowering applies to these avals/params on this target (e.g.
+            cuDNN only for bf16/fp16).
+        graph_safe: whether the GPU call may be captured in a CUDA graph (False for calls
+            that synchronize, e.g. to read a status back).
+    """
+
+    workspace: Callable[[Sequence[ShapedArray], dict, str], int]
+    cpu: Callable[..., None] | None
+    gpu: Callable[..., None] | None
+    applies: Callable[[Sequence[ShapedArray], dict, str], bool] = lambda avals, params, target: True
+    graph_safe: bool = True
+
+
+def register_library(prim: Primitive, lowering: LibraryLowering) -> None:
+    """Make ``lowering`` the library lowering of ``prim`` (its ``lowerings["library"]``)."""
+    prim.lowerings["library"] = lowering
+
+
+def lowering_for(eqn: Any, target: str) -> LibraryLowering | None:
+    """The library lowering of an equation on ``target`` ("cpu" or "cuda:sm_XX"), if one is
+    registered, has a call for that target and applies to its operands."""
+    lw = eqn.primitive.lowerings.get("library")
+    if lw is None or (lw.gpu if target.startswith("cuda") else lw.cpu) is None:
+        return None
+    avals = [a.aval for a in eqn.invars]
+    return lw if lw.applies(avals, eqn.params, target) else None
+
+
+def workspace_bytes(eqn: Any, target: str) -> int:
+    lw = eqn.primitive.lowerings["library"]
+    return int(lw.workspace([a.aval for a in eqn.invars], eqn.params, target))

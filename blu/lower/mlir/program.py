@@ -1,0 +1,72 @@
+"""The MLIR of a launch plan's compiled nodes, for any target: their canonical texts (cache
+key material), their kernels' MLIR, and a program's text (the plan as comments, then one module
+per distinct kernel). Computed without MLIR installed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blu.core.jaxpr import Jaxpr
+from blu.lower.mlir import cache, codegen_rows
+from blu.lower.mlir.codegen import emit_kernel
+from blu.lower.mlir.codegen_gpu import emit_gpu_kernel
+from blu.lower.mlir.mlir_cpu import symbol
+from blu.lower.mlir.scatter import emit_scatter
+from blu.lower.plan.nodes import NodeKind, Plan
+
+
+def is_gpu(target: str) -> bool:
+    return target.startswith("cuda")
+
+
+def node_text(node: Any) -> str:
+    """The canonical text (cache key material) of a kernel or scatter node."""
+    if node.kind == NodeKind.SCATTER:
+        e = node.eqns[0]
+        return cache.canonical_text(Jaxpr([], e.invars, [e], e.outvars))
+    return cache.canonical_text(node.jaxpr)
+
+
+def kernel_text(node: Any, target: str) -> str:
+    """The canonical text a node's kernel is cached under for ``target`` (a GPU kernel's
+    includes the row-group form, which changes its code)."""
+    return node_text(node) + (codegen_rows.key_suffix() if is_gpu(target) else "")
+
+
+def key_target(target: str) -> str:
+    """The target string of cache keys: the host's CPU (``cache.host_target``) or the GPU's."""
+    return target if is_gpu(target) else cache.host_target()
+
+
+def kernel_key(node: Any, target: str) -> str:
+    return cache.kernel_key(kernel_text(node, target), key_target(target))
+
+
+def emit_node(node: Any, sym: str, target: str) -> str:
+    """The MLIR text of a kernel or scatter node for ``target`` ("cpu" or "cuda:sm_XX")."""
+    if node.kind == NodeKind.SCATTER:
+        return emit_scatter(node.eqns[0], sym, target)
+    if is_gpu(target):
+        return emit_gpu_kernel(node.layout, sym)
+    return emit_kernel(node.layout, sym)
+
+
+def cache_keys(plan: Plan, target: str) -> list[str]:
+    """The cache keys of a plan's distinct kernels, in plan order."""
+    keys = {kernel_key(n, target): None for n in plan.nodes if n.kind.compiled}
+    return list(keys)
+
+
+def program_text(name: str, target: str, plan: Plan) -> str:
+    """The launch plan as MLIR comments, then one module per distinct kernel (named by its
+    cache key's symbol)."""
+    parts = [f"// launch plan of {name}" + (f" for {target}" if is_gpu(target) else "")]
+    parts += ["//   " + ln for ln in str(plan).splitlines()]
+    seen = set()
+    for node in plan.nodes:
+        if node.kind.compiled:
+            sym = symbol(kernel_key(node, target))
+            if sym not in seen:
+                seen.add(sym)
+                parts.append(emit_node(node, sym, target))
+    return "\n".join(parts)

@@ -1,0 +1,110 @@
+"""One plan preparation for every target: a jaxpr simplified, its products canonicalized for
+cuBLASLt (CUDA), partitioned into a launch plan, its kernels laid out and its memory planned.
+Pure Python (no MLIR, no device): ``jit(f).lower(...)`` shows and sizes a program without
+compiling it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from blu.core.jaxpr import Jaxpr, JaxprEqn, Var
+from blu.core.staging import trace_to_jaxpr
+from blu.lower import library
+from blu.lower.mlir.codegen_gpu import plan_nests
+from blu.lower.plan.dots import canonicalize_dots
+from blu.lower.plan.fusion import KernelLayout, can_fuse
+from blu.lower.plan.memory import MemoryPlan, inplace_ok
+from blu.lower.plan.nodes import NodeKind, Plan
+from blu.lower.plan.partition import partition
+from blu.lower.plan.simplify import simplify
+
+
+class Prepared(NamedTuple):
+    """A program ready for a target: the simplified jaxpr, its launch plan, its memory plan."""
+
+    jaxpr: Jaxpr
+    plan: Plan
+    memory: MemoryPlan
+
+
+def is_gpu(target: str) -> bool:
+    return target.startswith("cuda")
+
+
+def lowers(eqn: JaxprEqn, target: str) -> bool:
+    """Whether some lowering of ``eqn``'s primitive (``prim.lowerings``) applies on ``target``."""
+    lw = eqn.primitive.lowerings
+    return (
+        can_fuse(eqn) or "dot" in lw or "scatter" in lw or "inline" in lw
+        or library.lowering_for(eqn, target) is not None
+    )  # fmt: skip
+
+
+MAX_DECOMPOSITION_DEPTH = 8  # a decomposition may use primitives that decompose in turn
+
+
+def inline_decompositions(jaxpr: Jaxpr, target: str) -> Jaxpr:
+    """Replace each equation whose primitive has a ``decomposition`` and no lowering that
+    applies on ``target`` by the jaxpr of its decomposition (fresh variables), so it fuses
+    like other code instead of running on the host."""
+    for _ in range(MAX_DECOMPOSITION_DEPTH):
+        todo = {id(e) for e in jaxpr.eqns if e.primitive.decomposition is not None
+                and not lowers(e, target)}  # fmt: skip
+        if not todo:
+            return jaxpr
+        env: dict[Var, Any] = {}
+        eqns: list[JaxprEqn] = []
+        read = lambda a: env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
+        for e in jaxpr.eqns:
+            ins = [read(a) for a in e.invars]
+            body = _decomposition_jaxpr(e) if id(e) in todo else None
+            if body is None:
+                eqns.append(e.replace(invars=ins))
+                continue
+            local: dict[Var, Any] = dict(zip(body.invars, ins, strict=True))
+            lread = lambda a, local=local: local[a] if isinstance(a, Var) else a  # noqa: E731
+            for be in body.eqns:
+                outs = [Var(v.aval) for v in be.outvars]
+                eqns.append(be.replace(invars=[lread(a) for a in be.invars], outvars=outs))
+                local.update(zip(be.outvars, outs))
+            env.update(zip(e.outvars, [lread(v) for v in body.outvars]))
+        jaxpr = Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, [read(v) for v in jaxpr.outvars])
+    return jaxpr
+
+
+def _decomposition_jaxpr(eqn: JaxprEqn) -> Jaxpr | None:
+    """The decomposition of ``eqn`` traced on its operands' avals (None if it closes over
+    arrays: those would have to become arguments)."""
+    prim = eqn.primitive
+
+    def fun(*args: Any) -> list[Any]:
+        out = prim.decomposition(*args, **eqn.params)
+        return list(out) if prim.multiple_results else [out]
+
+    body, consts = trace_to_jaxpr(fun, [a.aval for a in eqn.invars])
+    return None if consts or body.constvars else body
+
+
+def prepare(jaxpr: Jaxpr, donated: Sequence[bool], target: str = "cpu") -> Prepared:
+    """Inline decompositions, simplify, (CUDA: canonicalize products,) partition, lay out
+    kernels and plan memory.
+
+    Args:
+        jaxpr: the program (no constvars).
+        donated: per argument, whether its buffer may be reused for outputs.
+        target: ``"cpu"`` or ``"cuda:sm_XX"``.
+    """
+    gpu = is_gpu(target)
+    simple = simplify(inline_decompositions(jaxpr, target))
+    if gpu:
+        simple = canonicalize_dots(simple)
+    plan = partition(simple, gpu=gpu)
+    for node in plan.nodes:
+        if node.kind == NodeKind.LIBRARY:
+            node.workspace = library.workspace_bytes(node.eqns[0], target)
+        if node.kind == NodeKind.KERNEL:
+            node.layout = KernelLayout(node.jaxpr)
+            if gpu:  # the GPU's split reductions add scratch to the layout
+                plan_nests(node.layout)
+    return Prepared(simple, plan, MemoryPlan(plan, tuple(donated), inplace_ok))

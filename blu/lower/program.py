@@ -1,0 +1,106 @@
+"""What the seam hands out: a ``Program`` (a jaxpr prepared for a target: its text, its kernels'
+cache keys, its memory) and the ``Executable`` interface every backend's executables share
+(``__call__``, ``memory_analysis()``, ``as_text()``, ``name``, ``target``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from blu.core.errors import BluError
+from blu.core.jaxpr import Jaxpr
+from blu.lower.mlir.program import cache_keys, program_text
+from blu.lower.plan.memory import MemoryAnalysis
+from blu.lower.plan.prepare import Prepared, prepare
+from blu.lower.plan.steps import Steps
+
+log = logging.getLogger("blu.jit")
+
+
+class BluFloatingPointError(BluError, FloatingPointError):
+    """``BLU_DEBUG_NANS``: a jitted computation produced a NaN."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """What besides the program, its donation and its target changes an executable.
+
+    Attributes:
+        precision: the matrix-product precision of products with the default precision
+            (``blu.config.default_matmul_precision``; GPU products).
+        rows: the GPU row-group form (``codegen_rows.key_suffix()``; GPU kernels).
+        engine: ``"mlir"`` (compiled) or ``"numpy"`` (the reference interpreter, CPU only).
+    """
+
+    precision: str = ""
+    rows: str = ""
+    engine: str = "mlir"
+
+
+class Program:
+    """A jaxpr prepared for a target (``prepare``): no kernel compiled yet.
+
+    Args:
+        jaxpr: the program (no constvars; ``jit`` hoists them into arguments).
+        name: for logs, errors and the text.
+        target: ``"cpu"`` or ``"cuda:sm_XX"``.
+        donated: per argument, whether the program may reuse its buffer.
+        options: the ``Options`` it is built for.
+        prepared: the ``prepare`` result, if already made.
+    """
+
+    def __init__(
+        self,
+        jaxpr: Jaxpr,
+        name: str,
+        target: str,
+        donated: Sequence[bool] | None,
+        options: Options,
+        prepared: Prepared | None = None,
+    ):
+        self.name, self.target, self.source_jaxpr, self.options = name, target, jaxpr, options
+        self.donated = tuple(donated or ()) or (False,) * len(jaxpr.invars)
+        self.prepared = prepared or prepare(jaxpr, self.donated, target)
+        self.jaxpr, self.plan, self.memory = self.prepared
+
+    def as_text(self) -> str:
+        """The launch plan (as comments) and the MLIR of every distinct kernel."""
+        return program_text(self.name, self.target, self.plan)
+
+    def cache_keys(self) -> list[str]:
+        """The keys of its kernels in the kernel cache (``BLU_CACHE_DIR``)."""
+        return cache_keys(self.plan, self.target)
+
+    def memory_analysis(self) -> MemoryAnalysis:
+        """Argument, output, temporary and peak bytes of the plan."""
+        return self.memory.analysis
+
+
+class Lowered(Program):
+    """A program lowered for a target, not compiled yet (``jit(f).lower(...)``'s program):
+    ``as_text()`` is the MLIR (no ``mlir`` import needed); ``compile()`` gives the executable
+    (kernels from the persistent cache, or compiled into it); ``memory_analysis()`` the plan's
+    bytes; ``cache_keys()`` the keys of its kernels in ``BLU_CACHE_DIR``."""
+
+    executable: type = None  # type: ignore[assignment]  # set by each target's subclass
+
+    def compile(self) -> Executable:
+        return self.executable(self.source_jaxpr, self.name, self.donated,
+                               options=self.options, prepared=self.prepared)  # fmt: skip
+
+
+class Executable(Program):
+    """A program whose kernels are compiled, runnable: ``exe(*args) -> list of outputs``.
+
+    Subclasses (``CpuExecutable``, ``GpuExecutable``) compile their kernels and run the shared
+    ``steps`` (``plan.steps.Steps``) with their own step runners.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.steps = Steps(self.plan, self.memory, self.donated)
+
+    def __call__(self, *args: Any) -> list[Any]:
+        raise NotImplementedError
