@@ -28,6 +28,13 @@ losses stay within 2% of each other. The token source is ``--data`` (a ``.txt`` 
 GPU machine) and ``../shared/data``; ``--prepare-data`` writes ``.data/pd_books.gpt2.npy``
 (tokenizing needs tiktoken and the GPT-2 BPE files; the ``.npy`` needs neither).
 
+``--find-max-batch`` runs instead the search for the largest batch (x ``--block`` tokens) that
+trains one step, per system and mode (``benchmarks/peers/max_batch.py``: doubling, then
+bisection, each try a fresh process running one warm-up and one timed step, so an out-of-memory
+failure cannot poison the next try); ``--max-batch-grid`` limits the tries to given sizes (blu's
+GPU kernels must be in the kernel cache for each: fill it for the grid). Results go to ``--json``
+(``max_batch``) and a table.
+
 ``--update-benchmarks`` rewrites this benchmark's marked section of BENCHMARKS.md (date,
 machine, commands, the tables); nothing else in the file changes.
 
@@ -159,6 +166,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop starting processes once S seconds are spent (0: no limit)",
     )
     p.add_argument("--no-throughput", action="store_true", help="run no throughput processes")
+    p.add_argument("--find-max-batch", action="store_true",
+                   help="search the largest batch that trains one step, per system and mode "
+                   "(instead of the throughput runs and fidelity checks)")  # fmt: skip
+    p.add_argument("--max-batch-start", type=int, default=1, metavar="B",
+                   help="--find-max-batch: first batch tried (default 1)")  # fmt: skip
+    p.add_argument("--max-batch-limit", type=int, default=1024, metavar="B",
+                   help="--find-max-batch: largest batch tried (default 1024)")  # fmt: skip
+    p.add_argument("--max-batch-grid", default=None, metavar="B,B,...",
+                   help="--find-max-batch: only try these batch sizes (e.g. those blu's kernel "
+                   "cache was filled for)")  # fmt: skip
     p.add_argument("--fidelity", action=argparse.BooleanOptionalAction, default=True,
                    help="run the fidelity checks (blu and torch; default on: --no-fidelity skips "
                    "them)")  # fmt: skip
@@ -212,6 +229,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             raise BenchmarkError(f"--{flag} must be positive, got {getattr(a, flag)}")
     if a.warmup is not None and a.warmup < 0:
         raise BenchmarkError(f"--warmup must be >= 0, got {a.warmup}")
+    if a.max_batch_start < 1 or a.max_batch_limit < a.max_batch_start:
+        raise BenchmarkError(
+            f"--max-batch-start ({a.max_batch_start}) must be >= 1 and <= --max-batch-limit "
+            f"({a.max_batch_limit})"
+        )
+    if a.max_batch_grid is not None:
+        try:
+            a.max_batch_grid = sorted({int(v) for v in a.max_batch_grid.split(",") if v.strip()})
+        except ValueError:
+            raise BenchmarkError(
+                f"--max-batch-grid takes comma-separated integers, got {a.max_batch_grid!r}"
+            ) from None
+        if not a.max_batch_grid or a.max_batch_grid[0] < 1:
+            raise BenchmarkError("--max-batch-grid needs positive batch sizes")
     if a.time_budget < 0:
         raise BenchmarkError(f"--time-budget must be >= 0, got {a.time_budget}")
     if a.fidelity_steps < fid.FP32_STEPS:
@@ -414,6 +445,52 @@ def run_fidelity(s: Session) -> None:
             s.save("fidelity", s.stamp(rec))
 
 
+def run_find_max_batch(s: Session, run: Any = None) -> list[dict]:
+    """The largest batch per system and mode (``max_batch.search``), saved as ``max_batch``
+    records; ``run(what, cmd, log) -> (record, error, seconds)`` runs one try (default:
+    ``Session.run``, a fresh process). Returns the records."""
+    import argparse as _argparse
+
+    from benchmarks.peers import max_batch
+
+    run = run or s.run
+    records = []
+    for system in s.a.systems:
+        for mode in s.a.modes:
+            errors: dict[str, str] = {}
+
+            def fits(batch: int, system: str = system, mode: str = mode) -> bool:
+                one = _argparse.Namespace(**{**vars(s.a), "batch": batch, "steps": 1, "warmup": 1})
+                log = s.workdir / "logs" / f"maxbatch-{system}-{mode}-B{batch}.log"
+                what = f"max batch {system} {mode}: B={batch}"
+                rec, err, _ = run(what, worker_command(system, mode, one), log)
+                ok = err is None and rec is not None and rec.get("tok_s") is not None
+                if not ok:
+                    errors[str(batch)] = (err or "no tokens/s in its result")[-300:]
+                return ok
+
+            found = max_batch.search(
+                fits, start=s.a.max_batch_start, limit=s.a.max_batch_limit, grid=s.a.max_batch_grid
+            )
+            rec = dict(system=system, mode=mode, **found, errors=errors, grid=s.a.max_batch_grid)
+            rec = s.stamp(rec, B=None)
+            records.append(rec)
+            s.save("max_batch", rec)
+            print(f"[gpt2_124m] max batch {system} {mode}: {found['max_batch']} x {s.a.block} "
+                  f"tokens{' (the limit)' if found['at_limit'] else ''}", flush=True)  # fmt: skip
+    return records
+
+
+def max_batch_report(records: list[dict], block: int) -> str:
+    """The search's table: system, mode, the largest batch, the tries."""
+    lines = [f"largest batch (x {block} tokens) that trains one step on one GPU:"]
+    for r in records:
+        tries = " ".join(f"{b}{'+' if ok else '-'}" for b, ok in r["tries"])
+        top = f">={r['max_batch']}" if r.get("at_limit") else str(r["max_batch"])
+        lines.append(f"  {r['system']:<14} {r['mode']:<5} {top:>6}   tries: {tries}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = parse_args(argv)
@@ -422,6 +499,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {path}")
         return 0
     s = Session(a, argv)
+    if a.find_max_batch and not a.report:
+        print(max_batch_report(run_find_max_batch(s), a.block))
+        return 0
     if not a.report:
         if not a.no_throughput:
             run_throughput(s)

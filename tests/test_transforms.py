@@ -246,7 +246,10 @@ def test_jit_lower_and_eval_shape_without_values():
     f = blu.jit(lambda x, y: lax.mul(x, y))
     spec = blu.ShapeDtypeStruct((2, 3), np.float32)
     lowered = f.lower(spec, spec)
-    assert "mul" in lowered.as_text() and "f32[2,3]" in lowered.as_text()
+    assert "mul" in lowered.as_text("jaxpr") and "f32[2,3]" in lowered.as_text("jaxpr")
+    # the default target's IR, as JAX shows StableHLO: the launch plan and each kernel's MLIR
+    assert "kernel[mul]" in lowered.as_text() and "func.func" in lowered.as_text()
+    assert lowered.memory_analysis().argument_size_in_bytes == 2 * 2 * 3 * 4
     compiled = lowered.compile()
     np.testing.assert_array_equal(
         np.asarray(compiled(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))), 1

@@ -13,8 +13,10 @@ weights (the example's ``--precision bf16``) under "bf16".
 Throughput is measured as the peers measure it: parameters made on the host (numpy), moved to the
 GPU once with random tokens; ``--warmup`` steps, then the peak-memory counter is reset and
 ``--steps`` steps are timed one by one (each waits for its loss); tokens/s from the median step;
-peak memory from ``blu.cuda.memory_stats()["peak_allocated_bytes"]``. Without a GPU it runs on
-the CPU (no peak memory).
+peak memory from ``blu.cuda.memory_stats()["peak_allocated_bytes"]``, printed beside the memory
+plan's prediction (``plan_peak_GiB``: ``jit(step).lower(..., target).memory_analysis()``, the
+static plan of the very program that runs). Without a GPU it runs on the CPU (no measured peak;
+the prediction is the CPU plan's).
 
     python benchmarks/peers/blu_gpt2.py --mode bf16 --config gpt2-124m --B 16 --T 1024
     python benchmarks/peers/blu_gpt2.py --fidelity --mode fp32 --weights w.npz --batches b.npz \\
@@ -212,10 +214,27 @@ def device_name() -> str:
 # ---- the two runs ------------------------------------------------------------------------------
 
 
+def plan_memory(step: Any, specs: tuple, precision: str, gpu: bool) -> Any:
+    """The memory plan's analysis of ``step`` for these specs (JAX's ``memory_analysis()``
+    fields and ``peak_bytes``), lowered for the GPU the benchmark runs on (else the CPU);
+    None where lowering fails (the prediction is only reported)."""
+    try:
+        if gpu:
+            from blu.lower.mlir_gpu import DEFAULT_TARGET as target
+        else:
+            target = "cpu"
+        with precision_scope(precision):
+            return step.lower(*specs, target=target).memory_analysis()
+    except Exception as e:  # noqa: BLE001 - a missing prediction must not fail the benchmark
+        print(f"note: no memory-plan prediction ({type(e).__name__}: {e})", file=sys.stderr)
+        return None
+
+
 def bench(a: argparse.Namespace) -> dict:
     """Throughput of the training step (see the module docstring)."""
     cfg = model_config(a.config, a.vocab)
-    ((step, _specs),) = blu_programs(a.config, a.mode, a.B, a.T, a.vocab)
+    ((step, specs),) = blu_programs(a.config, a.mode, a.B, a.T, a.vocab)
+    plan = plan_memory(step, specs, a.mode, on_gpu())
     params = host_params(cfg, a.seed, a.init)
     nparams = num_params(params)
     opt_state = host_opt_state(params)
@@ -245,6 +264,15 @@ def bench(a: argparse.Namespace) -> dict:
     med = times[len(times) // 2]
     stats = blu.cuda.memory_stats() if gpu else {}
     gib = lambda k: round(stats[k] / 2**30, 3) if k in stats else None  # noqa: E731
+    plan_gib = lambda n: None if plan is None else round(n / 2**30, 3)  # noqa: E731
+    if plan is not None:
+        measured = gib("peak_allocated_bytes")
+        print(
+            f"peak memory: plan {plan_gib(plan.peak_bytes)} GiB predicted (arena "
+            f"{plan_gib(plan.temp_bytes)} GiB), "
+            + (f"{measured} GiB measured" if measured is not None else "none measured (CPU)"),
+            file=sys.stderr,
+        )
     return dict(
         system="blu",
         mode=a.mode,
@@ -255,6 +283,8 @@ def bench(a: argparse.Namespace) -> dict:
         step_ms=round(med * 1e3, 2),
         peak_GiB=gib("peak_allocated_bytes"),
         reserved_GiB=gib("peak_reserved_bytes"),
+        plan_peak_GiB=None if plan is None else plan_gib(plan.peak_bytes),
+        plan_temp_GiB=None if plan is None else plan_gib(plan.temp_bytes),
         warmup_s=round(warm_s, 1),
         loss=float(loss),
         device=device_name(),

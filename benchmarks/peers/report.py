@@ -41,8 +41,12 @@ class ReportError(Exception):
 # ---- the results file --------------------------------------------------------------------------
 
 
+# max_batch: benchmarks/gpt2_124m.py --find-max-batch (benchmarks/peers/max_batch.py)
+KINDS = ("runs", "fidelity", "max_batch")
+
+
 def empty() -> dict:
-    return {"schema": SCHEMA, "runs": [], "fidelity": []}
+    return {"schema": SCHEMA, "runs": [], "fidelity": [], "max_batch": []}
 
 
 def load(path: str | os.PathLike) -> dict:
@@ -60,7 +64,7 @@ def load(path: str | os.PathLike) -> dict:
         raise ReportError(f"{p} is not JSON ({e}); move it away or pass another --json") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ReportError(f"{p} is not a GPT-2 benchmark results file (schema {SCHEMA})")
-    for kind in ("runs", "fidelity"):
+    for kind in KINDS:
         data.setdefault(kind, [])
     return data
 
@@ -78,7 +82,9 @@ def record_key(kind: str, r: dict) -> tuple:
     """What a record stands for: runs by system and mode, fidelity by system and check, both
     for one config, batch, block and vocabulary."""
     which = (
-        (r.get("system"), r.get("mode")) if kind == "runs" else (r.get("system"), r.get("check"))
+        (r.get("system"), r.get("mode"))
+        if kind in ("runs", "max_batch")
+        else (r.get("system"), r.get("check"))
     )
     return (*which, r.get("config"), r.get("B"), r.get("T"), r.get("vocab"))
 
@@ -86,7 +92,7 @@ def record_key(kind: str, r: dict) -> tuple:
 def merge(results: dict, kind: str, records: list[dict]) -> dict:
     """Put ``records`` into ``results[kind]`` (``runs`` or ``fidelity``), replacing records of
     the same key; order: first appearance. Returns ``results`` (changed in place)."""
-    if kind not in ("runs", "fidelity"):
+    if kind not in KINDS:
         raise ReportError(f"unknown record kind {kind!r}")
     index = {record_key(kind, r): i for i, r in enumerate(results[kind])}
     for r in records:
@@ -120,16 +126,18 @@ def ratio_rows(runs: list[dict]) -> list[dict]:
     """One row per run in mode, then system order, with blu's ratios to that peer.
 
     Returns:
-        ``{"system", "mode", "ok", "tok_s", "step_ms", "peak_GiB", "speed", "memory",
-        "error"}``; ``speed`` = blu tok/s / peer tok/s and ``memory`` = blu peak / peer peak
-        (None on blu's own row, or where a figure is missing).
+        ``{"system", "mode", "ok", "tok_s", "step_ms", "peak_GiB", "plan_peak_GiB" (blu's
+        memory plan's prediction), "speed", "memory", "error"}``; ``speed`` = blu tok/s /
+        peer tok/s and ``memory`` = blu peak / peer peak (None on blu's own row, or where a
+        figure is missing).
     """
     order = {(m, s): i for i, (m, s) in enumerate((m, s) for m in MODES for s in SYSTEMS)}
     runs = sorted(runs, key=lambda r: order.get((r["mode"], r["system"]), len(order)))
     blu = {r["mode"]: r for r in runs if r["system"] == "blu" and r.get("ok")}
     rows = []
     for r in runs:
-        row = {k: r.get(k) for k in ("system", "mode", "ok", "tok_s", "step_ms", "peak_GiB")}
+        keys = ("system", "mode", "ok", "tok_s", "step_ms", "peak_GiB", "plan_peak_GiB")
+        row = {k: r.get(k) for k in keys}
         row.update(speed=None, memory=None, error=r.get("error"))
         b = blu.get(r["mode"])
         if b is not None and r["system"] != "blu" and r.get("ok"):
@@ -147,19 +155,21 @@ def _fmt(v: Any, spec: str, suffix: str = "") -> str:
 
 def _cells(row: dict) -> list[str]:
     if not row["ok"]:
-        return [row["system"], row["mode"], "failed", "—", "—", "—", "—"]
+        return [row["system"], row["mode"], "failed", "—", "—", "—", "—", "—"]
     return [
         row["system"],
         row["mode"],
         _fmt(row["tok_s"], ",.0f"),
         _fmt(row["step_ms"], ".1f"),
         _fmt(row["peak_GiB"], ".2f"),
+        _fmt(row.get("plan_peak_GiB"), ".2f"),
         _fmt(row["speed"], ".2f", "x"),
         _fmt(row["memory"], ".2f", "x"),
     ]
 
 
-HEADER = ["system", "mode", "tok/s", "step ms", "peak GiB", "blu/peer tok/s", "blu/peer peak"]
+HEADER = ["system", "mode", "tok/s", "step ms", "peak GiB", "plan GiB", "blu/peer tok/s",
+          "blu/peer peak"]  # fmt: skip
 
 
 def _fidelity_cells(row: dict) -> list[str]:
@@ -238,15 +248,16 @@ def markdown_section(view: dict, config: str, B: int, T: int) -> str:
         f"Config `{config}` (tied embeddings, vocabulary {_vocab(view)}), batch {B} × {T} tokens, "
         "AdamW (lr 6e-4, decay 0.1 on matrices only); each system and mode in its own process, "
         "measured as `shared/reference/` measures the peers: median step after warm-up; peak = "
-        "each framework's own allocator peak. Ratios are blu ÷ peer (tokens/s: above 1 is "
+        "each framework's own allocator peak; plan = blu's memory plan's predicted peak "
+        "(`memory_analysis()`). Ratios are blu ÷ peer (tokens/s: above 1 is "
         "faster; peak memory: below 1 is smaller).",
         "",
         "Runs:",
     ]
     out += [f"- {date}, {machine}: `{command}`" for date, machine, command in _runs_info(view)]
-    out += ["", _md_row(HEADER), "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    out += ["", _md_row(HEADER), "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     rows = ratio_rows(view["runs"])
-    out += [_md_row(_cells(r)) for r in rows] or ["| (no results) | | | | | | |"]
+    out += [_md_row(_cells(r)) for r in rows] or ["| (no results) | | | | | | | |"]
     failures = [r for r in rows if not r["ok"]]
     if failures:
         out += [""] + [f"- {r['system']} {r['mode']} failed: {r['error']}" for r in failures]

@@ -77,6 +77,12 @@ class Program:
         """Argument, output, temporary and peak bytes of the plan."""
         return self.memory.analysis
 
+    def memory_timeline(self, path: str, **kwargs: Any) -> str:
+        """Draw the plan's buffers over the program to ``path`` (``.png`` or ``.html``)."""
+        from blu.lower.plan.memory_timeline import draw_timeline
+
+        return draw_timeline(self.plan, self.memory, path, **kwargs)
+
 
 class Lowered(Program):
     """A program lowered for a target, not compiled yet (``jit(f).lower(...)``'s program):

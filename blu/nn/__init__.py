@@ -12,7 +12,8 @@ cross_entropy, layer_norm statistics) are computed in float32 when given bfloat1
 - normalization and probabilities: ``layer_norm``, ``rms_norm``, ``softmax``, ``log_softmax``,
   ``logsumexp``
 - layers: ``linear``, ``embedding``, ``one_hot``, ``dropout``
-- losses: ``cross_entropy``
+- losses: ``cross_entropy``, ``linear_cross_entropy`` (the output projection fused with the
+  loss, in row chunks: the logits are never held whole)
 - attention: ``dot_product_attention`` (layout ``(..., T, heads, head_dim)``),
   ``causal_self_attention`` (GPT-2's block)
 - ``initializers``: ``normal``, ``uniform``, ``zeros``, ``ones``, ``xavier_uniform``,
@@ -37,6 +38,7 @@ from blu.nn.functions import (
 )
 from blu.nn.activations import *  # noqa: F403
 from blu.nn.activations import __all__ as _activations
+from blu.nn.classifier import linear_cross_entropy
 from blu.nn.attention import causal_self_attention, dot_product_attention
 from blu.nn import initializers
 
@@ -50,6 +52,7 @@ __all__ = [
     "initializers",
     "layer_norm",
     "linear",
+    "linear_cross_entropy",
     "log_softmax",
     "logsumexp",
     "one_hot",

@@ -536,7 +536,14 @@ class _SpecTracer(Tracer):
 
 
 class Lowered:
-    """A staged program: ``.as_text()`` shows it, ``.compile()`` makes it runnable."""
+    """A staged program for one signature (``jit(f).lower(*args, target=...)``).
+
+    ``as_text()`` is the compiler's IR for the target (the launch plan and the MLIR of every
+    kernel; the CPU when no target is named, as JAX shows StableHLO), ``as_text("jaxpr")`` the
+    staged jaxpr; ``memory_analysis()`` the memory plan's bytes (JAX's field names);
+    ``memory_timeline(path)`` draws the plan's buffers over the program; ``compile()`` makes it
+    runnable. Lowering for the default target happens on first use, so ``lower`` stays cheap.
+    """
 
     def __init__(self, jitted: Jitted, entry: _CacheEntry, target: str | None = None,
                  donated_invars: tuple[bool, ...] = ()):  # fmt: skip
@@ -544,33 +551,50 @@ class Lowered:
         self.entry = entry
         self.target = target
         self.donated_invars = donated_invars
-        self._program = None
+        self._lowered = None
         if target is not None:
-            if _backend is None:
-                raise BluValueError(
-                    f"jit({jitted.name}).lower(target={target!r}): no backend is registered; "
-                    "`import blu` (it registers blu.lower)"
-                )
-            self._program = _backend.lower(
-                _stable_hoisted(entry), jitted.name, target, donated_invars
+            self._lowered = self._lower()
+
+    def _lower(self) -> Any:
+        if _backend is None:
+            raise BluValueError(
+                f"jit({self.jitted.name}).lower(target={self.target!r}): no backend is "
+                "registered; `import blu` (it registers blu.lower)"
             )
+        return _backend.lower(
+            _stable_hoisted(self.entry), self.jitted.name, self.target, self.donated_invars
+        )
+
+    @property
+    def _program(self) -> Any:
+        if self._lowered is None:
+            self._lowered = self._lower()
+        return self._lowered
 
     @property
     def jaxpr(self) -> ClosedJaxpr:
         return ClosedJaxpr(self.entry.jaxpr, self.entry.consts)
 
-    def as_text(self) -> str:
-        """The MLIR of the program's kernels with a ``target``, else the staged jaxpr."""
-        if self._program is not None:
-            return self._program.as_text()
-        return pp_jaxpr(self.entry.jaxpr)
+    def as_text(self, dialect: str | None = None) -> str:
+        """The launch plan and the MLIR of every kernel for the target (default: the CPU);
+        ``dialect="jaxpr"``: the staged jaxpr."""
+        if dialect == "jaxpr":
+            return pp_jaxpr(self.entry.jaxpr)
+        if dialect not in (None, "mlir"):
+            raise BluValueError(f"as_text(dialect={dialect!r}): expected None, 'mlir' or 'jaxpr'")
+        return self._program.as_text()
 
     def memory_analysis(self) -> Any:
-        """Argument, output, temporary and peak bytes (with a ``target``; else None)."""
-        return None if self._program is None else self._program.memory_analysis()
+        """Argument, output, alias, temporary and peak bytes of the memory plan."""
+        return self._program.memory_analysis()
+
+    def memory_timeline(self, path: str, **kwargs: Any) -> str:
+        """Draw the plan's buffers over the program to ``path`` (``.png`` or ``.html``)."""
+        return self._program.memory_timeline(path, title=self.jitted.name, **kwargs)
 
     def compile(self) -> Compiled:
-        exe = None if self._program is None else self._program.compile()
+        # no target: calls run through jit's own cache on the arguments' device
+        exe = self._program.compile() if self.target is not None else None
         return Compiled(self.jitted, self.entry, exe, self.donated_invars)
 
 
@@ -591,8 +615,18 @@ class Compiled:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.jitted(*args, **kwargs)
 
-    def as_text(self) -> str:
-        return pp_jaxpr(self.entry.jaxpr)
+    def as_text(self, dialect: str | None = None) -> str:
+        """The generated code: the launch plan and each kernel's MLIR, then (CUDA targets) each
+        kernel's PTX; ``dialect="jaxpr"``: the staged jaxpr."""
+        if dialect == "jaxpr" or self.executable is None:
+            return pp_jaxpr(self.entry.jaxpr)
+        text = self.executable.as_text()
+        ptx = getattr(self.executable, "ptx", None)
+        if callable(ptx):
+            for sym, code in ptx().items():
+                code = code.decode() if isinstance(code, bytes) else code
+                text += f"\n// ---- PTX of {sym}\n{code}"
+        return text
 
 
 def jit(

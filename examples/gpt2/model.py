@@ -206,11 +206,16 @@ def forward(params: Params, ids, cfg: GPTConfig, key=None, compute_dtype=None):
 def loss_fn(params: Params, x, y, cfg: GPTConfig, key=None, compute_dtype=None):
     """Mean next-token cross-entropy in nats (float32).
 
+    The output projection and the loss are one fused classifier
+    (:func:`blu.nn.linear_cross_entropy`, llm.c's): the ``(B·T, vocab)`` logits are made and
+    differentiated in row chunks, never held whole.
+
     Args:
         params: float32 master parameters.
         x, y: int token ids and targets, shape ``(B, T)``.
-        compute_dtype: e.g. ``bfloat16``: mixed precision as in :func:`forward` (the gradient
-            still arrives in float32, through the casts); ``None`` computes in float32.
+        compute_dtype: e.g. ``bfloat16``: mixed precision as in :func:`forward` (the products
+            in it, the logits and the loss in float32; the gradient still arrives in float32,
+            through the casts); ``None`` computes in float32.
     """
-    logits = forward(params, x, cfg, key, compute_dtype).astype(np.float32)
-    return nn.cross_entropy(logits, y)
+    h = hidden_states(params, x, cfg, key, compute_dtype)
+    return nn.linear_cross_entropy(_mm(h, compute_dtype), _mm(params["wte"], compute_dtype), y)

@@ -8,9 +8,11 @@ output over an input that dies in that kernel when it reads that input only elem
 same size once those are dead (``donate_argnums``), else into fresh arrays. Results of numpy
 fallbacks are arrays numpy allocated (counted, not placed).
 
-``MemoryAnalysis`` reports argument, output, temporary (arena) and peak bytes, as JAX's
-``compiled.memory_analysis()`` does, plus the sum of every intermediate value's size, which
-is what running the jaxpr unfused and unplanned would keep alive at worst.
+``MemoryAnalysis`` reports argument, output, temporary (arena) and peak bytes under JAX's names
+(``compiled.memory_analysis()``: ``argument_size_in_bytes``, ``temp_size_in_bytes``, ...), plus
+the sum of every intermediate value's size, which is what running the jaxpr unfused and
+unplanned would keep alive at worst. ``live_bytes_at`` and the liveness tables of ``MemoryPlan``
+are what ``blu.lower.memory_timeline`` draws.
 """
 
 from __future__ import annotations
@@ -28,7 +30,12 @@ ALIGN = 64
 
 @dataclasses.dataclass(frozen=True)
 class MemoryAnalysis:
-    """Bytes of one executable's buffers.
+    """Bytes of one executable's buffers (JAX's ``CompiledMemoryStats`` fields, and blu's).
+
+    JAX's names are properties: ``argument_size_in_bytes``, ``output_size_in_bytes``,
+    ``alias_size_in_bytes``, ``temp_size_in_bytes``, ``generated_code_size_in_bytes``,
+    ``peak_memory_in_bytes`` and the ``host_*`` ones (0: blu keeps no buffers on the host
+    for a device program, and counts a CPU program's as device bytes, as XLA's CPU client does).
 
     Attributes:
         argument_bytes: all arguments.
@@ -39,6 +46,9 @@ class MemoryAnalysis:
         peak_bytes: most bytes live at once during a call (arguments, live outputs, the arena,
             live fallback results).
         intermediate_bytes: the sum of the sizes of all intermediate values of the jaxpr.
+        generated_code_bytes: bytes of the compiled kernels (0 until an executable sets it:
+            ``dataclasses.replace(analysis, generated_code_bytes=n)``).
+        live_bytes_at: bytes live during each node of the plan (the peak is their maximum).
     """
 
     argument_bytes: int
@@ -48,6 +58,21 @@ class MemoryAnalysis:
     fallback_bytes: int
     peak_bytes: int
     intermediate_bytes: int
+    generated_code_bytes: int = 0
+    live_bytes_at: tuple[int, ...] = dataclasses.field(default=(), repr=False, compare=False)
+
+    # JAX's names (jax.stages.Compiled.memory_analysis())
+    argument_size_in_bytes = property(lambda self: self.argument_bytes)
+    output_size_in_bytes = property(lambda self: self.output_bytes)
+    alias_size_in_bytes = property(lambda self: self.alias_bytes)
+    temp_size_in_bytes = property(lambda self: self.temp_bytes)
+    generated_code_size_in_bytes = property(lambda self: self.generated_code_bytes)
+    peak_memory_in_bytes = property(lambda self: self.peak_bytes)
+    host_argument_size_in_bytes = property(lambda self: 0)
+    host_output_size_in_bytes = property(lambda self: 0)
+    host_alias_size_in_bytes = property(lambda self: 0)
+    host_temp_size_in_bytes = property(lambda self: 0)
+    host_generated_code_size_in_bytes = property(lambda self: 0)
 
     def __str__(self) -> str:
         mb = lambda n: f"{n / 2**20:.2f} MiB"  # noqa: E731
@@ -111,6 +136,8 @@ class MemoryPlan:
         place: root -> ("arg", i) | ("arena", offset) | ("out",) | ("donated", arg index) |
             ("fallback",).
         scratch: node index -> arena offsets of the kernel's scratch buffers.
+        defined_at: root -> index of the node making it (-1: an argument).
+        last_use: root -> index of its last reader (``len(plan.nodes)``: an output).
         analysis: the MemoryAnalysis.
     """
 
@@ -210,9 +237,10 @@ class MemoryPlan:
         out_roots = {self.root[v] for v in j.outvars if isinstance(v, Var)}
         out_bytes = sum(nbytes(v.aval) for v in j.outvars if isinstance(v, Var))
         alias = sum(nbytes(r.aval) for r in out_roots if self.place.get(r, ("",))[0] == "donated")
-        peak = max(
-            (arena_peak_at[k] + live_bytes[k] + fallback_live[k] for k in range(end)), default=0
-        )
+        at = [arena_peak_at[k] + live_bytes[k] + fallback_live[k] for k in range(end)]
+        peak = max(at, default=0)
+        # for the timeline (blu.lower.memory_timeline): where each root is made and last read
+        self.defined_at, self.last_use = defined_at, last
         inter = sum(nbytes(v.aval) for e in j.eqns for v in e.outvars)
         self.analysis = MemoryAnalysis(
             argument_bytes=arg_bytes,
@@ -223,6 +251,7 @@ class MemoryPlan:
             # donated arguments are counted by live_bytes while live; the others all along
             peak_bytes=peak + arg_bytes - donated_bytes + alias,
             intermediate_bytes=inter,
+            live_bytes_at=tuple(a + arg_bytes - donated_bytes + alias for a in at),
         )
 
     def _donor(self, r, k, node, donors, used, last, inplace_ok) -> Var | None:
