@@ -14,3 +14,4 @@ from blu.lax.dot import *  # noqa: F403
 from blu.lax.sorting import *  # noqa: F403
 from blu.lax.control_flow import *  # noqa: F403
 from blu.lax.ad_ops import *  # noqa: F403
+from blu.lax.attention import *  # noqa: F403
