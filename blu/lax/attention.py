@@ -28,7 +28,7 @@ lowering applies (it builds the ``(B, N, T, S)`` scores).
 
 Params: ``scale`` (float), ``is_causal``, ``has_bias``, ``has_mask`` (bools),
 ``implementation`` (None: any; ``"cudnn"``: cuDNN or an error; ``"blu"``: never cuDNN);
-the JVP primitive adds ``tangents`` (which of q, k, v, bias have one), the backward primitive
+the JVP primitive adds ``has_tangent`` (which of q, k, v, bias have one), the backward primitive
 ``has_dlse`` and ``need_dbias``.
 """
 
@@ -155,7 +155,7 @@ def _fwd_jvp(primals, tangents, *, scale, is_causal, has_bias, has_mask, impleme
     tbias = tangents[3] if has_bias else None
     present = tuple(t is not None and not isinstance(t, Zero) for t in (tq, tk, tv, tbias))
     ts = [t for t, p in zip((tq, tk, tv, tbias), present) if p]
-    dout, dlse = jvp_p.bind(*primals, out, lse, *ts, tangents=present,
+    dout, dlse = jvp_p.bind(*primals, out, lse, *ts, has_tangent=present,
                             implementation=implementation, **params)  # fmt: skip
     return [out, lse], [dout, dlse]
 
@@ -163,17 +163,17 @@ def _fwd_jvp(primals, tangents, *, scale, is_causal, has_bias, has_mask, impleme
 # ---- JVP (linear in the tangents; its transpose is the backward) ---------------------------------
 
 
-def _jvp_split(args, has_bias, has_mask, tangents):
+def _jvp_split(args, has_bias, has_mask, has_tangent):
     q, k, v, bias, mask, rest = split_args(args, has_bias, has_mask)
     out, lse, *ts = rest
     it = iter(ts)
-    tq, tk, tv, tbias = (next(it) if p else None for p in tangents)
+    tq, tk, tv, tbias = (next(it) if p else None for p in has_tangent)
     return q, k, v, bias, mask, out, lse, (tq, tk, tv, tbias)
 
 
 @jvp_p.def_abstract_eval
-def _jvp_abstract_eval(*avals, scale, is_causal, has_bias, has_mask, implementation, tangents):
-    q, k, v, bias, mask, out, lse, ts = _jvp_split(avals, has_bias, has_mask, tangents)
+def _jvp_abstract_eval(*avals, scale, is_causal, has_bias, has_mask, implementation, has_tangent):
+    q, k, v, bias, mask, out, lse, ts = _jvp_split(avals, has_bias, has_mask, has_tangent)
     check_avals(q, k, v, bias, mask)
     _check_rows("out", out, _out_aval(q, v))
     _check_rows("lse", lse, lse_aval(q))
@@ -184,15 +184,15 @@ def _jvp_abstract_eval(*avals, scale, is_causal, has_bias, has_mask, implementat
 
 
 @jvp_p.def_impl
-def _jvp_impl(*args, scale, is_causal, has_bias, has_mask, implementation, tangents):
-    q, k, v, bias, mask, out, lse, ts = _jvp_split(args, has_bias, has_mask, tangents)
+def _jvp_impl(*args, scale, is_causal, has_bias, has_mask, implementation, has_tangent):
+    q, k, v, bias, mask, out, lse, ts = _jvp_split(args, has_bias, has_mask, has_tangent)
     return list(kern.jvp(q, k, v, bias, mask, out, lse, *ts, scale=scale, is_causal=is_causal))
 
 
 @jvp_p.def_transpose
-def _jvp_transpose(cts, *args, scale, is_causal, has_bias, has_mask, implementation, tangents):
-    q, k, v, bias, mask, out, lse, ts = _jvp_split(args, has_bias, has_mask, tangents)
-    n_primal = len(args) - sum(tangents)
+def _jvp_transpose(cts, *args, scale, is_causal, has_bias, has_mask, implementation, has_tangent):
+    q, k, v, bias, mask, out, lse, ts = _jvp_split(args, has_bias, has_mask, has_tangent)
+    n_primal = len(args) - sum(has_tangent)
     if any(is_undefined(a) for a in args[:n_primal]):
         raise NotImplementedError("dot_product_attention_jvp is linear in its tangents only")
     ct_out, ct_lse = cts
@@ -254,8 +254,8 @@ def _fwd_decomposition(*args, scale, is_causal, has_bias, has_mask, implementati
     return decomp.forward(q, k, v, bias, mask, scale=scale, is_causal=is_causal)
 
 
-def _jvp_decomposition(*args, scale, is_causal, has_bias, has_mask, implementation, tangents):
-    q, k, v, bias, mask, out, lse, ts = _jvp_split(args, has_bias, has_mask, tangents)
+def _jvp_decomposition(*args, scale, is_causal, has_bias, has_mask, implementation, has_tangent):
+    q, k, v, bias, mask, out, lse, ts = _jvp_split(args, has_bias, has_mask, has_tangent)
     return decomp.jvp(q, k, v, bias, mask, out, lse, *ts, scale=scale, is_causal=is_causal)
 
 
@@ -297,7 +297,7 @@ def _roles(prim: Primitive, params: dict) -> list[str]:
         return roles
     roles += ["x", "x"]  # out, lse
     if prim is jvp_p:
-        t = params["tangents"]
+        t = params["has_tangent"]
         return roles + ["x"] * sum(t[:3]) + ["b"] * t[3]
     return roles + ["x"] + ["x"] * params["has_dlse"]
 
