@@ -30,6 +30,7 @@ AGREED = {
     "parallel_backend": "BLU_PARALLEL_BACKEND",
     "disable_jit": "BLU_DISABLE_JIT",
     "cache_max_bytes": "BLU_CACHE_MAX_BYTES",
+    "cudnn_attention": "BLU_CUDNN_ATTENTION",
 }
 
 

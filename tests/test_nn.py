@@ -67,11 +67,12 @@ def ref_attention(q, k, v, causal=False, mask=None, scale=None):
     tq, tk = q.shape[-3], k.shape[-3]
     allowed = np.ones(s.shape, bool)
     if causal:
-        allowed &= np.arange(tk)[None, :] <= np.arange(tq)[:, None] + (tk - tq)
+        allowed &= np.arange(tk)[None, :] <= np.arange(tq)[:, None]  # top-left, as JAX
     if mask is not None:
         allowed &= mask
     s = np.where(allowed, s, -1e300)
-    return np.einsum("...hqk,...khd->...qhd", ref_softmax(s), v)
+    p = ref_softmax(s) * allowed.any(-1, keepdims=True)  # nothing to attend: zeros
+    return np.einsum("...hqk,...khd->...qhd", p, v)
 
 
 def _close(got, want, rtol=1e-10, atol=1e-12):
@@ -383,15 +384,19 @@ def _qkv(rng, b=2, tq=5, tk=5, h=3, d=4, dv=4):
 def test_attention_matches_numpy(causal):
     rng = np.random.default_rng(8)
     q, k, v = _qkv(rng)
-    _close(nn.dot_product_attention(q, k, v, causal=causal), ref_attention(q, k, v, causal))
+    _close(nn.dot_product_attention(q, k, v, is_causal=causal), ref_attention(q, k, v, causal))
     _close(
-        nn.dot_product_attention(q, k, v, causal, scale=0.3),
+        nn.dot_product_attention(q, k, v, is_causal=causal, scale=0.3),
         ref_attention(q, k, v, causal, scale=0.3),
     )
-    q2, k2, v2 = _qkv(rng, b=1, tq=2, tk=6, dv=3)  # queries are the last 2 of 6 positions
-    _close(nn.dot_product_attention(q2, k2, v2, causal=causal), ref_attention(q2, k2, v2, causal))
+    q2, k2, v2 = _qkv(rng, b=1, tq=2, tk=6, dv=3)  # causal: query i sees keys j <= i
+    _close(
+        nn.dot_product_attention(q2, k2, v2, is_causal=causal), ref_attention(q2, k2, v2, causal)
+    )
     q3, k3, v3 = (a[0] for a in _qkv(rng))  # no batch dims
-    _close(nn.dot_product_attention(q3, k3, v3, causal=causal), ref_attention(q3, k3, v3, causal))
+    _close(
+        nn.dot_product_attention(q3, k3, v3, is_causal=causal), ref_attention(q3, k3, v3, causal)
+    )
 
 
 def test_attention_with_mask():
@@ -400,10 +405,12 @@ def test_attention_with_mask():
     mask = rng.random(size=(2, 1, 5, 5)) < 0.6
     mask[..., 0] = True
     _close(nn.dot_product_attention(q, k, v, mask=mask), ref_attention(q, k, v, mask=mask))
-    _close(nn.dot_product_attention(q, k, v, True, mask), ref_attention(q, k, v, True, mask))
-    none = np.zeros((5, 5), bool)  # every key masked: a uniform average of the values
-    uniform = np.broadcast_to(v.mean(1, keepdims=True), q.shape)
-    _close(nn.dot_product_attention(q, k, v, mask=none), uniform, rtol=1e-9)
+    _close(
+        nn.dot_product_attention(q, k, v, mask=mask, is_causal=True),
+        ref_attention(q, k, v, True, mask),
+    )
+    none = np.zeros((5, 5), bool)  # every key masked: zeros
+    _close(nn.dot_product_attention(q, k, v, mask=none), np.zeros(q.shape[:-1] + v.shape[-1:]))
     with pytest.raises(BluShapeError):
         nn.dot_product_attention(q, k, v, mask=np.ones((4, 5), bool))
     with pytest.raises(BluShapeError):
@@ -414,7 +421,7 @@ def test_attention_with_mask():
 def test_attention_grads(causal):
     rng = np.random.default_rng(10)
     q, k, v = _qkv(rng, b=1, tq=3, tk=3, h=2, d=2, dv=3)
-    check_grads(lambda q, k, v: nn.dot_product_attention(q, k, v, causal), [q, k, v],
+    check_grads(lambda q, k, v: nn.dot_product_attention(q, k, v, is_causal=causal), [q, k, v],
                 atol=1e-5, rtol=1e-5)  # fmt: skip
 
 
@@ -425,7 +432,7 @@ def test_causal_mask_output_at_t_depends_only_on_earlier_positions():
         ct = rng.normal(size=(2, 3, 4))
 
         def out_t(q, k, v, t=t, ct=ct):
-            return (nn.dot_product_attention(q, k, v, causal=True)[:, t] * ct).sum()
+            return (nn.dot_product_attention(q, k, v, is_causal=True)[:, t] * ct).sum()
 
         gq, gk, gv = (np.asarray(a) for a in blu.grad(out_t, argnums=(0, 1, 2))(q, k, v))
         assert np.all(gk[:, t + 1 :] == 0) and np.all(gv[:, t + 1 :] == 0)
@@ -438,16 +445,20 @@ def test_causal_mask_output_at_t_depends_only_on_earlier_positions():
 def test_attention_vmap():
     rng = np.random.default_rng(12)
     q, k, v = _qkv(rng, b=3)
-    check_vmap(lambda q, k, v: nn.dot_product_attention(q, k, v, causal=True), [q, k, v], [0, 0, 0])
+    check_vmap(
+        lambda q, k, v: nn.dot_product_attention(q, k, v, is_causal=True), [q, k, v], [0, 0, 0]
+    )
     check_vmap(lambda q, k, v: nn.dot_product_attention(q, k, v), [q, k[0], v], [0, None, 0])
     qt = np.moveaxis(q, 0, 2)  # batch on axis 2
-    check_vmap(lambda q, k, v: nn.dot_product_attention(q, k, v, True), [qt, k, v], [2, 0, 0])
+    check_vmap(
+        lambda q, k, v: nn.dot_product_attention(q, k, v, is_causal=True), [qt, k, v], [2, 0, 0]
+    )
 
 
 def test_attention_bfloat16():
     rng = np.random.default_rng(13)
     q, k, v = (a.astype(bf16) for a in _qkv(rng))
-    out = nn.dot_product_attention(q, k, v, causal=True)
+    out = nn.dot_product_attention(q, k, v, is_causal=True)
     assert out.dtype == bf16
     want = ref_attention(*(a.astype(np.float64) for a in (q, k, v)), causal=True)
     _close(out, want, rtol=5e-2, atol=5e-2)

@@ -32,6 +32,10 @@ Flags (environment variable, type, default):
 - ``num_cpu_devices`` (``BLU_NUM_CPU_DEVICES``, int, 1): virtual CPU devices for ``shard``.
 - ``parallel_backend`` (``BLU_PARALLEL_BACKEND``, "nccl" | "cpu" or None, None): the process
   group backend of ``blu.parallel.initialize`` (None: NCCL when available).
+- ``cudnn_attention`` (``BLU_CUDNN_ATTENTION``, bool, True): plans for CUDA targets run bf16/fp16
+  attention through cuDNN's fused SDPA (``nvidia-cudnn-frontend``); off, through blu's own
+  kernels. A plan must not depend on the machine that lowers it (AOT on a CPU machine), so this
+  is a setting, not a probe.
 - ``disable_jit`` (``BLU_DISABLE_JIT``, bool, False): ``jit`` runs its function eagerly
   (``blu.disable_jit()``, as ``jax_disable_jit``).
 
@@ -92,6 +96,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "parallel_backend": ("BLU_PARALLEL_BACKEND", _lower, None),
     "disable_jit": ("BLU_DISABLE_JIT", _bool, False),
     "cache_max_bytes": ("BLU_CACHE_MAX_BYTES", _int, 2 << 30),
+    "cudnn_attention": ("BLU_CUDNN_ATTENTION", _bool, True),
 }
 
 

@@ -17,6 +17,7 @@ from blu.transforms.ad_ops import *  # noqa: F403
 from blu.lax.parallel import *  # noqa: F403  (after the others: its rules use them)
 from blu.lax.convolution import *  # noqa: F403
 from blu.lax.associative_scan import associative_scan  # noqa: F401
+from blu.lax.attention import *  # noqa: F403
 from blu.transforms import ops as _transform_ops
 
 # the transforms' helpers (zeros, tangent sums, batch-axis moves) apply these primitives

@@ -15,106 +15,135 @@ import numpy as np
 import blu.numpy as bnp
 from blu import lax
 from blu.core import dtypes
-from blu.core.errors import BluShapeError, BluValueError, with_user_line
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.nn.functions import linear, softmax
-from blu.transforms.remat import checkpoint
+from blu.lax import attention_decomp
+from blu.nn.functions import linear
 
-
-def _large_negative(dtype: Any) -> float:
-    # finite (so fully masked rows give a uniform row, not NaN) and safe to add to scores
-    return -0.7 * float(dtypes.finfo(dtype).max)
+IMPLEMENTATIONS = (None, "reference", "cudnn", "blu")
 
 
 def causal_mask(t_q: int, t_k: int) -> Any:
-    """Bool ``(t_q, t_k)``: query i may attend key j iff ``j <= i + (t_k - t_q)`` (queries are
-    the last ``t_q`` positions of the ``t_k`` keys). Built from iota comparisons."""
+    """Bool ``(t_q, t_k)``: query i may attend key j iff ``j <= i`` (top-left aligned, as
+    ``is_causal`` in ``dot_product_attention`` and JAX). Built from iota comparisons."""
     rows = lax.iota(dtypes.int32, (t_q, t_k), 0)
     cols = lax.iota(dtypes.int32, (t_q, t_k), 1)
-    return rows + (t_k - t_q) >= cols
+    return rows >= cols
+
+
+def _err(kind: type, msg: str) -> Exception:
+    return kind(with_user_line(f"nn.dot_product_attention: {msg}"))
+
+
+def _fold(x: Any, name: str, batch: tuple[int, ...], n: int, t: int, s: int, dtype: Any) -> Any:
+    """A bias or mask broadcastable to ``(*batch, N, T, S)`` as ``(1|B, 1|N, T, S)``."""
+    x = bnp.asarray(x)
+    if dtype is not None:
+        x = x.astype(dtype)
+    full = batch + (n, t, s)
+    try:
+        target = np.broadcast_shapes(x.shape, full)
+    except ValueError:
+        target = None
+    if target != full:
+        raise _err(BluShapeError, f"{name} {get_aval(x).str_short()} does not broadcast to "
+                                  f"(*batch, N, T, S) = {full}")  # fmt: skip
+    lead = (1,) * (len(full) - x.ndim) + x.shape
+    one_b = all(d == 1 for d in lead[: len(batch)])
+    nb = lead[len(batch)]
+    b = 1 if one_b else math.prod(batch)
+    x = bnp.broadcast_to(bnp.reshape(x, lead), (batch if not one_b else lead[: len(batch)])
+                         + (nb, t, s))  # fmt: skip
+    return bnp.reshape(x, (b, nb, t, s))
 
 
 def dot_product_attention(
     q: Any,
     k: Any,
     v: Any,
-    causal: bool = False,
+    bias: Any = None,
     mask: Any = None,
+    *,
     scale: float | None = None,
+    is_causal: bool = False,
+    implementation: str | None = None,
 ) -> Any:
-    """``softmax(q k^T * scale + masking) v``, per batch entry and head.
+    """``softmax(q k^T * scale + bias, masked) v`` per batch entry and head, fused.
+
+    JAX's ``jax.nn.dot_product_attention`` signature and layout. Runs one fused primitive
+    (``blu.lax.attention``): FlashAttention-2's online softmax over key blocks (Dao 2023), so
+    neither the output nor ``grad`` builds the ``(T, S)`` scores, except where the primitive is
+    lowered to its unfused decomposition (float32 on the GPU for now).
 
     Args:
-        q: ``(..., Tq, H, D)`` queries.
-        k: ``(..., Tk, H, D)`` keys.
-        v: ``(..., Tk, H, Dv)`` values.
-        causal: mask out keys after each query (aligned at the end when ``Tq != Tk``).
-        mask: optional bool array broadcastable to ``(..., H, Tq, Tk)``; True = may attend.
-        scale: multiplies the scores; default ``1 / sqrt(D)``.
+        q: ``(..., T, N, H)`` queries (``...``: any batch axes, maybe none).
+        k: ``(..., S, K, H)`` keys; ``K`` must divide ``N`` (grouped-query attention: query
+            head ``n`` uses key/value head ``n // (N // K)``).
+        v: ``(..., S, K, Hv)`` values.
+        bias: optional additive bias broadcastable to ``(..., N, T, S)`` (added after scaling,
+            converted to ``q``'s dtype); differentiable.
+        mask: optional bool array broadcastable to ``(..., N, T, S)``; True: may attend.
+        scale: multiplies ``q k^T``; default ``1 / sqrt(H)``.
+        is_causal: query ``i`` attends keys ``j <= i`` only (top-left aligned, as JAX).
+        implementation: None (blu chooses: cuDNN for bfloat16/float16 on the GPU where it
+            applies, else blu's own kernels), ``"reference"`` (the unfused lax computation),
+            ``"cudnn"`` (cuDNN's fused SDPA: bfloat16/float16 on a CUDA device, no mask),
+            ``"blu"`` (blu's kernels, never cuDNN).
 
     Returns:
-        ``(..., Tq, H, Dv)`` in ``v``'s dtype (after promotion). Scores and the softmax are
-        computed in float32 for bfloat16/float16 inputs. A query with every key masked
-        attends uniformly. Under ``grad`` the probabilities are recomputed from the scores in
-        the backward pass (``checkpoint``) rather than saved with their float32 intermediates.
+        ``(..., T, N, Hv)`` in the operands' (promoted) dtype. Scores and softmax are computed
+        in float32 (float64 for float64). A query with every key masked gets zeros (and no
+        gradient), not NaN.
 
     Raises:
-        BluShapeError: the shapes do not fit together.
+        BluShapeError: shapes that do not fit (named in the message).
+        BluTypeError: non-float operands or a non-bool mask.
+        BluValueError: an unknown ``implementation``, or ``"cudnn"`` for what cuDNN cannot do.
     """
+    if implementation not in IMPLEMENTATIONS:
+        raise _err(BluValueError, f"implementation must be one of {IMPLEMENTATIONS}, "
+                                  f"got {implementation!r}")  # fmt: skip
     q, k, v = bnp.asarray(q), bnp.asarray(k), bnp.asarray(v)
+    dt = dtypes.result_type(q, k, v)
+    if not dtypes.is_float(dt):
+        raise _err(BluTypeError, f"q, k, v must be floating point, got "
+                                 f"{get_aval(q).str_short()}, {get_aval(k).str_short()}, "
+                                 f"{get_aval(v).str_short()}")  # fmt: skip
+    q, k, v = q.astype(dt), k.astype(dt), v.astype(dt)
     ok = q.ndim >= 3 and k.ndim == q.ndim and v.ndim == q.ndim
     ok = ok and q.shape[:-3] == k.shape[:-3] == v.shape[:-3]
-    ok = ok and q.shape[-2:] == k.shape[-2:] and k.shape[-3:-1] == v.shape[-3:-1]
+    ok = ok and q.shape[-1] == k.shape[-1] and k.shape[-3:-1] == v.shape[-3:-1]
     if not ok:
-        raise BluShapeError(
-            with_user_line(
-                "nn.dot_product_attention: expected q (..., Tq, H, D), k (..., Tk, H, D), "
-                f"v (..., Tk, H, Dv), got {get_aval(q).str_short()}, {get_aval(k).str_short()}, "
-                f"{get_aval(v).str_short()}"
-            )
-        )
-    t_q, t_k, d = q.shape[-3], k.shape[-3], q.shape[-1]
+        raise _err(BluShapeError, "expected q (..., T, N, H), k (..., S, K, H), v (..., S, K, Hv), "
+                                  f"got {get_aval(q).str_short()}, {get_aval(k).str_short()}, "
+                                  f"{get_aval(v).str_short()}")  # fmt: skip
+    batch = q.shape[:-3]
+    (t, n, h), (s, kh) = q.shape[-3:], k.shape[-3:-1]
+    if kh == 0 or n % kh:
+        raise _err(BluShapeError, f"the key/value heads ({kh}) must divide the query heads ({n})")
     if scale is None:
-        scale = 1.0 / math.sqrt(d) if d else 1.0
-    qh, kh, vh = (bnp.swapaxes(a, -2, -3) for a in (q, k, v))  # (..., H, T, D)
-    scores = bnp.matmul(qh, bnp.swapaxes(kh, -1, -2))  # (..., H, Tq, Tk)
+        scale = 1.0 / math.sqrt(h) if h else 1.0
     if mask is not None:
         mask = bnp.asarray(mask)
         if mask.dtype != dtypes.bool_:
-            raise BluValueError(
-                with_user_line(
-                    f"nn.dot_product_attention: mask must be bool, got {get_aval(mask).str_short()}"
-                )
-            )
-        try:
-            target = np.broadcast_shapes(mask.shape, scores.shape)
-        except ValueError:
-            target = None
-        if target != scores.shape:
-            raise BluShapeError(
-                with_user_line(
-                    f"nn.dot_product_attention: mask {get_aval(mask).str_short()} does not "
-                    f"broadcast to the scores' shape (..., H, Tq, Tk) = {scores.shape}"
-                )
-            )
-
-    def probabilities(scores: Any, mask: Any) -> Any:
-        if scores.dtype in (dtypes.bfloat16, dtypes.float16):
-            scores = scores.astype(dtypes.float32)
-        scores = scores * scale
-        allowed = causal_mask(t_q, t_k) if causal else None
-        if mask is not None:
-            allowed = mask if allowed is None else bnp.logical_and(allowed, mask)
-        if allowed is not None:
-            allowed = bnp.broadcast_to(allowed, scores.shape)
-            scores = bnp.where(allowed, scores, _large_negative(scores.dtype))
-        return softmax(scores, axis=-1).astype(vh.dtype)
-
-    # recomputed in the backward pass from the scores (as flash attention does): the float32
-    # softmax intermediates, several times the size of the scores, are never kept
-    probs = checkpoint(probabilities)(scores, mask)
-    out = bnp.matmul(probs, vh)  # (..., H, Tq, Dv)
-    return bnp.swapaxes(out, -2, -3)
+            raise _err(BluTypeError, f"mask must be bool, got {get_aval(mask).str_short()}")
+        mask = _fold(mask, "mask", batch, n, t, s, None)
+    if bias is not None:
+        bias = _fold(bias, "bias", batch, n, t, s, dt)
+    if implementation == "cudnn":
+        if dt not in (dtypes.bfloat16, dtypes.float16) or mask is not None:
+            raise _err(BluValueError, "implementation='cudnn' needs bfloat16/float16 operands "
+                                      f"and no mask (got {dtypes.short_name(dt)}"
+                                      f"{', a mask' if mask is not None else ''})")  # fmt: skip
+    b = math.prod(batch)
+    q4, k4, v4 = (bnp.reshape(a, (b,) + a.shape[-3:]) for a in (q, k, v))
+    args = dict(scale=float(scale), is_causal=bool(is_causal))
+    if implementation == "reference":
+        out = attention_decomp.forward(q4, k4, v4, bias, mask, **args)[0]
+    else:
+        out = lax.dot_product_attention_fwd(q4, k4, v4, bias, mask, implementation=implementation,
+                                            **args)[0]  # fmt: skip
+    return bnp.reshape(out, batch + out.shape[1:])
 
 
 def causal_self_attention(
@@ -155,5 +184,5 @@ def causal_self_attention(
     qkv = linear(x, w_qkv, b_qkv)
     heads = x.shape[:-1] + (n_head, c // n_head)
     q, k, v = (bnp.reshape(a, heads) for a in bnp.split(qkv, 3, axis=-1))
-    y = dot_product_attention(q, k, v, causal=True)
+    y = dot_product_attention(q, k, v, is_causal=True)
     return linear(bnp.reshape(y, x.shape), w_proj, b_proj)

@@ -150,7 +150,7 @@ def _attention(p, x, n_head, cd=None):
     B, T, C = x.shape
     qkv = _linear(x, p["c_attn"], cd).reshape(B, T, 3, n_head, C // n_head)
     q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
-    y = nn.dot_product_attention(q, k, v, causal=True)  # (B, T, H, D)
+    y = nn.dot_product_attention(q, k, v, is_causal=True)  # (B, T, H, D)
     return _linear(y.reshape(B, T, C), p["c_proj"], cd)
 
 

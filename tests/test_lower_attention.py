@@ -1,0 +1,105 @@
+"""The attention primitives' library lowerings (``blu/lower/attention.py``): when each applies,
+their workspace, and that the CPU functions write the primitives' results into given buffers.
+
+Runs against ``blu.lower.library`` when it exists, else against a stand-in with its interface
+(``LibraryLowering``, ``register_library``), so the rules are tested before the seam lands.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import sys
+import types
+from collections.abc import Callable
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from blu.core.aval import ShapedArray
+from blu.core.errors import BluValueError
+from blu.lax import attention as att
+
+bf16 = ml_dtypes.bfloat16
+
+
+@pytest.fixture
+def lowering(monkeypatch):
+    try:
+        importlib.import_module("blu.lower.library")
+    except ImportError:
+        stub = types.ModuleType("blu.lower.library")
+
+        @dataclasses.dataclass(frozen=True)
+        class LibraryLowering:
+            workspace: Callable
+            cpu: Callable | None
+            gpu: Callable | None
+            applies: Callable = lambda avals, params, target: True
+
+        stub.LibraryLowering = LibraryLowering
+        stub.register_library = lambda prim, lowering: None
+        monkeypatch.setitem(sys.modules, "blu.lower.library", stub)
+        monkeypatch.delitem(sys.modules, "blu.lower.attention", raising=False)
+    mod = importlib.import_module("blu.lower.attention")
+    monkeypatch.setattr(mod.cudnn_sdpa, "available", lambda: True)
+    return mod
+
+
+def _params(**kw):
+    p = dict(scale=0.125, is_causal=True, has_bias=False, has_mask=False, implementation=None)
+    p.update(kw)
+    return p
+
+
+def _avals(b=2, t=64, n=4, h=64, dt=bf16):
+    a = ShapedArray((b, t, n, h), np.dtype(dt))
+    return [a, a, a]
+
+
+def test_gpu_applies_to_bf16_without_mask_and_not_to_fp32(lowering):
+    fwd = lowering.LOWERINGS[att.fwd_p]
+    assert fwd.applies(_avals(), _params(), "cuda:sm_90")
+    assert not fwd.applies(_avals(dt=np.float32), _params(), "cuda:sm_90")
+    assert not fwd.applies(_avals(h=60), _params(), "cuda:sm_90")
+    assert not fwd.applies(_avals(), _params(implementation="blu"), "cuda:sm_90")
+    mask = ShapedArray((1, 1, 64, 64), np.dtype(bool))
+    assert not fwd.applies(_avals() + [mask], _params(has_mask=True), "cuda:sm_90")
+    with pytest.raises(BluValueError, match="mask"):
+        fwd.applies(_avals() + [mask], _params(has_mask=True, implementation="cudnn"), "cuda:sm_90")
+    with pytest.raises(BluValueError, match="CUDA"):
+        fwd.applies(_avals(), _params(implementation="cudnn"), "cpu")
+    bwd = lowering.LOWERINGS[att.bwd_p]
+    bp = _params(has_dlse=False, need_dbias=False)
+    assert bwd.applies(_avals(), bp, "cuda:sm_90")
+    assert not bwd.applies(_avals(), {**bp, "has_dlse": True}, "cuda:sm_90")
+    assert lowering.LOWERINGS[att.jvp_p].gpu is None
+
+
+def test_cpu_uses_the_kernels_only_for_large_problems(lowering):
+    fwd = lowering.LOWERINGS[att.fwd_p]
+    assert not fwd.applies(_avals(b=32, t=64, n=4, h=32, dt=np.float32), _params(), "cpu")
+    assert fwd.applies(_avals(b=4, t=2048, n=4, h=32, dt=np.float32), _params(), "cpu")
+    assert fwd.workspace(_avals(), _params(), "cpu") == 0
+
+
+@pytest.mark.parametrize("prim", ["fwd", "bwd", "jvp"])
+def test_cpu_functions_write_the_primitive_results(lowering, prim):
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(2, 5, 2, 4)).astype(np.float32) for _ in range(3))
+    params = _params(scale=0.5)
+    out, lse = att.fwd_p.impl(q, k, v, **params)
+    if prim == "fwd":
+        p, ins, extra = att.fwd_p, [q, k, v], {}
+    elif prim == "bwd":
+        extra = dict(has_dlse=False, need_dbias=False)
+        p, ins = att.bwd_p, [q, k, v, out, lse, out * 0.5]
+    else:
+        extra = dict(has_tangent=(True, False, False, False))
+        p, ins = att.jvp_p, [q, k, v, out, lse, q * 0.1]
+    want = p.impl(*ins, **params, **extra)
+    outs = [np.empty_like(w) for w in want]
+    lowering.LOWERINGS[p].cpu(ins, outs, None, **params, **extra)
+    for o, w in zip(outs, want):
+        np.testing.assert_array_equal(o, w)
