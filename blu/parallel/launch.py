@@ -26,6 +26,9 @@ import subprocess
 import sys
 import time
 
+# the folder where each rank of an MPI job leaves a mark at normal exit (see runtime.initialize)
+DONE_DIR_VAR = "BLU_LAUNCH_DONE_DIR"
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -119,6 +122,8 @@ def mpi_env(base: dict) -> dict:
 
 
 def _run_mpiexec(nproc: int, cmd: list[str]) -> int:
+    import tempfile
+
     from blu.parallel.mpi import MpiError, mpiexec
 
     try:
@@ -126,16 +131,32 @@ def _run_mpiexec(nproc: int, cmd: list[str]) -> int:
     except MpiError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    p = subprocess.Popen([exe, "-n", str(nproc)] + cmd, env=mpi_env(os.environ))
-    try:
-        return p.wait()
-    except KeyboardInterrupt:
-        p.send_signal(signal.SIGINT)
+    with tempfile.TemporaryDirectory(prefix="blu-launch-") as done:
+        env = mpi_env(os.environ)
+        env[DONE_DIR_VAR] = done  # each rank leaves a mark when it exits normally
+        p = subprocess.Popen([exe, "-n", str(nproc)] + cmd, env=env)
         try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-        return 130
+            rc = p.wait()
+        except KeyboardInterrupt:
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+            return 130
+        # mpiexec ends the job when a rank exits early, but may report success (MPICH, when
+        # the rank's code was 0): a rank without its mark did not finish
+        started = [r for r in range(nproc) if os.path.exists(os.path.join(done, f"{r}.start"))]
+        missing = [r for r in range(nproc) if not os.path.exists(os.path.join(done, f"{r}.done"))]
+    if started and missing:  # a blu job (it called initialize) in which a rank did not finish
+        print(
+            f"blu.parallel.launch: rank(s) {missing} of {nproc} did not finish (a rank raised, "
+            "exited early or was killed, and mpiexec ended the others); mpiexec returned "
+            f"{rc}",
+            file=sys.stderr,
+        )
+        return rc or 1
+    return rc
 
 
 if __name__ == "__main__":

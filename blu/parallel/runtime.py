@@ -108,6 +108,7 @@ def initialize(
     if not 0 <= rank < world:
         raise BluValueError(f"blu.parallel.initialize: rank {rank} is not in [0, {world})")
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast
+    _mark_for_launcher(rank)
     if backend == "mpi":
         if (rank, world) != (env_rank, env_world):
             raise BluValueError(
@@ -142,6 +143,19 @@ def initialize(
 
 
 BACKENDS = ("nccl", "mpi", "cpu")
+
+
+def _mark_for_launcher(rank: int) -> None:
+    """Under ``launch --backend mpi``: mark this rank started now and done at normal exit, so
+    the launcher can tell a job whose rank vanished (mpiexec may report success) from one
+    that finished."""
+    folder = os.environ.get("BLU_LAUNCH_DONE_DIR")
+    if not folder or not os.path.isdir(folder):
+        return
+    import atexit
+
+    open(os.path.join(folder, f"{rank}.start"), "w").close()
+    atexit.register(lambda: open(os.path.join(folder, f"{rank}.done"), "w").close())
 
 
 def _choose_backend(backend: str | None) -> str:
@@ -222,6 +236,12 @@ def is_initialized() -> bool:
 def process_index() -> int:
     """This process's rank (0 without ``initialize``)."""
     return 0 if _rt is None else _rt.rank
+
+
+def backend() -> str | None:
+    """The collective backend of this job (``"nccl"``, ``"mpi"``, ``"cpu"``), None before
+    ``initialize()``."""
+    return None if _rt is None else _rt.backend
 
 
 def process_count() -> int:
