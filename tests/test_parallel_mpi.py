@@ -4,7 +4,7 @@ Every test starts real processes (``mpiexec -n N`` or ``python -m blu.parallel.l
 mpi``), bounded by a subprocess timeout so that a hang fails instead of blocking CI:
 
 - each collective at 2 and 4 processes (1-D and 2x2 meshes) against numpy on the global array;
-- data-parallel and ZeRO-1 GPT-2 training (tiny config, 3 steps) giving the losses of one
+- data-parallel, ZeRO-1 and FSDP GPT-2 training (tiny config, 3 steps) giving the losses of one
   process on the same global batch;
 - a rank that raises or exits early ends the job with a clear error, never a hang.
 """
@@ -132,13 +132,17 @@ TRAIN = textwrap.dedent(
     from blu import parallel as bp
     from examples.gpt2.data import CharTokenizer
     from examples.parallel import data_parallel as dp
+    from examples.parallel import fsdp
 
     bp.initialize()
     tok = CharTokenizer.from_text(dp.TEXT)
     cfg = dp.GPTConfig(2, 2, 32, 16, vocab_size=tok.vocab_size)
     mesh = bp.make_mesh((bp.process_count(),), ("data",))
-    losses = dp.train(cfg, tok.encode(dp.TEXT), steps=3, batch=8, mesh=mesh,
-                      zero1=sys.argv[1] == "zero1")
+    if sys.argv[1] == "fsdp":
+        losses = fsdp.train(cfg, tok.encode(dp.TEXT), steps=3, batch=8, mesh=mesh)
+    else:
+        losses = dp.train(cfg, tok.encode(dp.TEXT), steps=3, batch=8, mesh=mesh,
+                          zero1=sys.argv[1] == "zero1")
     # a file per rank: the ranks' stdout lines may interleave under mpiexec
     with open(f"{sys.argv[2]}/losses{bp.process_index()}.json", "w") as fh:
         json.dump(losses, fh)
@@ -211,7 +215,7 @@ def one_process_losses():
     return dp.train(cfg, tok.encode(dp.TEXT), steps=3, batch=8, mesh=None)
 
 
-@pytest.mark.parametrize("mode,nproc", [("dp", 2), ("zero1", 2), ("zero1", 4)])
+@pytest.mark.parametrize("mode,nproc", [("dp", 2), ("zero1", 2), ("zero1", 4), ("fsdp", 2)])
 def test_gpt2_training_equals_one_process(tmp_path, cache_dir, one_process_losses, mode, nproc):
     res = _run(tmp_path, cache_dir, TRAIN, nproc, mode, str(tmp_path))
     assert res.returncode == 0, res.stdout + res.stderr
