@@ -9,12 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import blu
-import blu.random as random
 from blu import parallel as bp
-from blu.core import pytree
 from blu.parallel import P, fsdp
-from blu.parallel.axes import ProcessAxisEnv, process_axis_env
 from examples.gpt2.data import CharTokenizer
 from examples.parallel import data_parallel as dp
 from examples.parallel import fsdp as fs
@@ -65,34 +61,9 @@ def test_fsdp_training_equals_one_device(tiny, monkeypatch):
     np.testing.assert_allclose(losses, ref, rtol=1e-5)
 
 
-def _local(x, spec, n):
-    shape = list(np.shape(x))
-    for i in range(len(spec)):
-        if spec.names_of(i):
-            shape[i] //= n
-    return np.zeros(shape, np.asarray(x).dtype)
-
-
-def per_device_memory(cfg, n: int, local_batch: int, mode: str = "fsdp"):
-    """The planned memory of the program one device runs among ``n`` (traced as a process of
-    an n-process job; nothing is run), for ``mode`` "fsdp" or "dp" (replicated)."""
-    params = dp.init_params(cfg, random.key(0))
-    opt = dp.make_optimizer(params)
-    specs = fsdp.specs(params, n) if mode == "fsdp" else pytree.tree_map(lambda _: P(), params)
-    state = opt.init(params)
-    sspecs = fsdp.optimizer_specs(state, params, specs)
-    lp = pytree.tree_map(lambda s, x: _local(x, s, n), specs, params, is_leaf=_is_spec)
-    ls = pytree.tree_map(lambda s, x: _local(x, s, n), sspecs, state, is_leaf=_is_spec)
-    x = np.zeros((local_batch, cfg.n_ctx), np.int32)
-    step = fs.fsdp_step(cfg, opt, specs) if mode == "fsdp" else dp.dp_step(cfg, opt)
-    env = ProcessAxisEnv({"data": n}, {"data": 0}, lambda names: None)  # never called
-    with process_axis_env(env):
-        return blu.jit(step).lower(lp, ls, x, x, target="cpu").memory_analysis()
-
-
 def test_fsdp_state_memory_falls_as_one_over_n():
     cfg = dp.GPTConfig(2, 2, 64, 16, vocab_size=64)
-    m = {n: per_device_memory(cfg, n, local_batch=2) for n in (1, 2, 4)}
+    m = {n: fs.per_device_memory(cfg, n, local_batch=2) for n in (1, 2, 4)}
     state = m[1].argument_bytes  # parameters + AdamW moments (+ the small batch)
     batch = 2 * 2 * 16 * 4  # x and y, int32
     for n in (2, 4):
@@ -102,5 +73,7 @@ def test_fsdp_state_memory_falls_as_one_over_n():
     # the same local batch: what the peak saves is the state's (N-1)/N, at least half of it
     saved = m[1].peak_bytes - m[4].peak_bytes
     assert saved >= 0.5 * (state - batch) * 3 / 4, (m[1], m[4])
-    dp4 = per_device_memory(cfg, 4, 2, mode="dp")
+    dp4 = fs.per_device_memory(cfg, 4, 2, mode="dp")
     assert dp4.argument_bytes == m[1].argument_bytes  # data parallelism replicates it all
+    z4 = fs.per_device_memory(cfg, 4, 2, mode="zero1")  # ZeRO-1: the moments (2/3) sharded
+    assert m[4].argument_bytes < z4.argument_bytes < dp4.argument_bytes

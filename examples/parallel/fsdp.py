@@ -120,6 +120,53 @@ def train(cfg: GPTConfig, tokens: np.ndarray, steps: int, batch: int, mesh, lr: 
     return losses
 
 
+def _local_zeros(x: Any, spec: P, n: int) -> np.ndarray:
+    shape = list(np.shape(x))
+    for i in range(len(spec)):
+        if spec.names_of(i):
+            shape[i] //= n
+    return np.zeros(shape, np.asarray(x).dtype)
+
+
+def per_device_memory(cfg: GPTConfig, n: int, local_batch: int, mode: str = "fsdp"):
+    """The planned memory (``memory_analysis()``) of the training step one device runs in a
+    job of ``n`` over ``data``: the per-device program is traced as a process of an
+    ``n``-process job would trace it (nothing runs, no collective is called) and lowered for
+    the CPU.
+
+    Args:
+        cfg: the model.
+        n: devices on the data axis.
+        local_batch: sequences per device.
+        mode: ``"dp"`` (replicated), ``"zero1"`` (optimizer state sharded) or ``"fsdp"``.
+    """
+    import blu.random as random
+    from blu.parallel.axes import ProcessAxisEnv, process_axis_env
+    from examples.parallel import data_parallel as dp
+
+    params = init_params(cfg, random.key(0))
+    opt = make_optimizer(params)
+    if mode == "zero1":
+        specs = pytree.tree_map(lambda _: P(), params)
+        state = dp.zero1_init(opt, params, n)
+        sspecs = dp.zero1_specs(state)
+        step = dp.zero1_step(cfg, opt, n)
+    else:
+        if mode == "fsdp":
+            specs = fsdp.specs(params, n, AXIS)
+        else:
+            specs = pytree.tree_map(lambda _: P(), params)
+        state = opt.init(params)
+        sspecs = fsdp.optimizer_specs(state, params, specs)
+        step = fsdp_step(cfg, opt, specs) if mode == "fsdp" else dp.dp_step(cfg, opt)
+    lp = pytree.tree_map(lambda s, x: _local_zeros(x, s, n), specs, params, is_leaf=_is_spec)
+    ls = pytree.tree_map(lambda s, x: _local_zeros(x, s, n), sspecs, state, is_leaf=_is_spec)
+    x = np.zeros((local_batch, cfg.n_ctx), np.int32)
+    env = ProcessAxisEnv({AXIS: n}, {AXIS: 0}, lambda names: None)  # only traced
+    with process_axis_env(env):
+        return blu.jit(step).lower(lp, ls, x, x, target="cpu").memory_analysis()
+
+
 def main(argv: list[str] | None = None) -> list[float]:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
