@@ -169,23 +169,17 @@ DIES = textwrap.dedent(
 )
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    # one compile cache for this module's jobs: the ranks (and the jobs) share kernels
-    return tmp_path_factory.mktemp("blucache")
-
-
-def _env(cache_dir: Path) -> dict:
+def _env() -> dict:
     drop = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_", "PMI_", "OMPI_", "PMIX_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("BLU_NUM_CPU_DEVICES", None)
     env.pop("BLU_PARALLEL_BACKEND", None)  # under mpiexec the backend is chosen automatically
-    env["BLU_CACHE_DIR"] = str(cache_dir)
+    # BLU_CACHE_DIR is inherited: the ranks share the session's compiled kernels
     return env
 
 
-def _run(tmp_path: Path, cache_dir: Path, body: str, nproc: int, *args: str,
+def _run(tmp_path: Path, body: str, nproc: int, *args: str,
          launcher: bool = False) -> subprocess.CompletedProcess:  # fmt: skip
     script = tmp_path / "job.py"
     script.write_text(body)
@@ -194,13 +188,13 @@ def _run(tmp_path: Path, cache_dir: Path, body: str, nproc: int, *args: str,
                "mpi", str(script), *args]  # fmt: skip
     else:
         cmd = [MPIEXEC, "-n", str(nproc), sys.executable, str(script), *args]
-    return subprocess.run(cmd, env=_env(cache_dir), capture_output=True, text=True,
+    return subprocess.run(cmd, env=_env(), capture_output=True, text=True,
                           timeout=TIMEOUT, cwd=ROOT)  # fmt: skip
 
 
 @pytest.mark.parametrize("nproc,launcher", [(2, True), (4, False)])
-def test_every_collective_against_numpy(tmp_path, cache_dir, nproc, launcher):
-    res = _run(tmp_path, cache_dir, COLLECTIVES, nproc, str(tmp_path), launcher=launcher)
+def test_every_collective_against_numpy(tmp_path, nproc, launcher):
+    res = _run(tmp_path, COLLECTIVES, nproc, str(tmp_path), launcher=launcher)
     assert res.returncode == 0, res.stdout + res.stderr
     assert all((tmp_path / f"ok{r}").exists() for r in range(nproc)), res.stdout + res.stderr
 
@@ -215,9 +209,9 @@ def one_process_losses():
     return dp.train(cfg, tok.encode(dp.TEXT), steps=3, batch=8, mesh=None)
 
 
-@pytest.mark.parametrize("mode,nproc", [("dp", 2), ("zero1", 2), ("zero1", 4), ("fsdp", 2)])
-def test_gpt2_training_equals_one_process(tmp_path, cache_dir, one_process_losses, mode, nproc):
-    res = _run(tmp_path, cache_dir, TRAIN, nproc, mode, str(tmp_path))
+@pytest.mark.parametrize("mode,nproc", [("dp", 2), ("zero1", 4), ("fsdp", 2)])
+def test_gpt2_training_equals_one_process(tmp_path, one_process_losses, mode, nproc):
+    res = _run(tmp_path, TRAIN, nproc, mode, str(tmp_path))
     assert res.returncode == 0, res.stdout + res.stderr
     ref = np.asarray(one_process_losses)
     assert ref[-1] < ref[0]  # it trains
@@ -226,11 +220,12 @@ def test_gpt2_training_equals_one_process(tmp_path, cache_dir, one_process_losse
         np.testing.assert_allclose(losses, ref, rtol=1e-5)
 
 
-@pytest.mark.parametrize("how", ["raise", "3", "0"])
-@pytest.mark.parametrize("launcher", [True, False])
-def test_a_rank_that_dies_ends_the_job(tmp_path, cache_dir, how, launcher):
-    # ranks 0 and 2 wait in a psum for rank 1, which raises or exits: they must be ended
-    res = _run(tmp_path, cache_dir, DIES, 3, how, launcher=launcher)
+@pytest.mark.parametrize(
+    "how,launcher", [("raise", True), ("0", True), ("raise", False), ("3", False)]
+)
+def test_a_rank_that_dies_ends_the_job(tmp_path, how, launcher):
+    # rank 0 waits in a psum for rank 1, which raises or exits: it must be ended
+    res = _run(tmp_path, DIES, 2, how, launcher=launcher)
     out = res.stdout + res.stderr
     assert "WAS NOT STOPPED" not in out
     if how == "raise":
