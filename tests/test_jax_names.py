@@ -189,8 +189,8 @@ def test_lax_collectives_under_vmap_against_numpy():
 
 
 @pytest.fixture
-def _four_devices(monkeypatch):
-    monkeypatch.setenv("BLU_NUM_CPU_DEVICES", "4")
+def _four_devices(set_flag):
+    set_flag("num_cpu_devices", 4)
 
 
 def test_shard_map_spellings(_four_devices):

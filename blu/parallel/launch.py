@@ -7,9 +7,14 @@ the script calls ``blu.parallel.initialize()``, which reads them (rank 0 publish
 unique id through the store). When one process fails the others are stopped, and the launcher
 exits with the failing code. NVLink multicast stays off (``NCCL_NVLS_ENABLE=0`` unless set).
 
-Under SLURM (``srun``) or Open MPI (``mpirun``) no launcher is needed: ``initialize()`` reads
-``SLURM_PROCID``/``SLURM_NTASKS`` or ``OMPI_COMM_WORLD_RANK``/``OMPI_COMM_WORLD_SIZE`` and rank
-0 serves the store at ``MASTER_ADDR:MASTER_PORT``.
+With ``--backend mpi`` the launcher hands the job to ``mpiexec -n N`` (the ``mpich`` wheel's,
+beside this Python, else the one on PATH) and the processes' collectives go through MPI
+(``blu.parallel.mpi``); ``--backend`` otherwise sets ``BLU_PARALLEL_BACKEND`` for the children.
+
+Under SLURM (``srun``) or MPI (``mpirun``) no launcher is needed: ``initialize()`` reads
+``SLURM_PROCID``/``SLURM_NTASKS``, ``OMPI_COMM_WORLD_RANK``/``OMPI_COMM_WORLD_SIZE`` or
+``PMI_RANK``/``PMI_SIZE``; under mpirun it uses MPI itself (the ``mpi`` backend on CPUs, MPI to
+bootstrap NCCL on GPUs), otherwise rank 0 serves the store at ``MASTER_ADDR:MASTER_PORT``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ import time
 
 from blu.parallel.store import StoreServer
 
+# the folder where each rank of an MPI job leaves a mark at normal exit (see runtime.initialize)
+DONE_DIR_VAR = "BLU_LAUNCH_DONE_DIR"
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -33,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="processes to start (one per GPU)")  # fmt: skip
     p.add_argument("--master-addr", default="127.0.0.1", help="address the store listens on")
     p.add_argument("--master-port", type=int, default=0, help="store port (0: a free one)")
+    p.add_argument("--backend", choices=("nccl", "mpi", "cpu"), default=None,
+                   help="collectives: nccl (GPUs), mpi (CPU processes through mpiexec), cpu "
+                   "(CPU processes through the store); default: initialize() chooses")  # fmt: skip
     p.add_argument("-m", dest="module", action="store_true", help="run the target as a module")
     p.add_argument("target", help="script path (or module name with -m)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -60,11 +71,16 @@ def main(argv: list[str] | None = None) -> int:
     if a.nproc < 1:
         print("error: --nproc must be at least 1", file=sys.stderr)
         return 2
+    cmd = [sys.executable] + (["-m", a.target] if a.module else [a.target]) + list(a.args)
+    if a.backend == "mpi":
+        return _run_mpiexec(a.nproc, cmd)
 
     server = StoreServer(a.master_addr, a.master_port)
-    cmd = [sys.executable] + (["-m", a.target] if a.module else [a.target]) + list(a.args)
+    base = dict(os.environ)
+    if a.backend:
+        base["BLU_PARALLEL_BACKEND"] = a.backend
     procs = [
-        subprocess.Popen(cmd, env=child_env(os.environ, r, a.nproc, server.host, server.port))
+        subprocess.Popen(cmd, env=child_env(base, r, a.nproc, server.host, server.port))
         for r in range(a.nproc)
     ]
     code = 0
@@ -92,6 +108,56 @@ def main(argv: list[str] | None = None) -> int:
                 p.kill()
         server.close()
     return code
+
+
+def mpi_env(base: dict) -> dict:
+    """The environment ``mpiexec`` passes on: the MPI backend, no stale torchrun-style ranks."""
+    env = {
+        k: v
+        for k, v in base.items()
+        if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "BLU_STORE_SERVED")
+    }
+    env["BLU_PARALLEL_BACKEND"] = "mpi"
+    env.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast
+    return env
+
+
+def _run_mpiexec(nproc: int, cmd: list[str]) -> int:
+    import tempfile
+
+    from blu.parallel.mpi import MpiError, mpiexec
+
+    try:
+        exe = mpiexec()
+    except MpiError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="blu-launch-") as done:
+        env = mpi_env(os.environ)
+        env[DONE_DIR_VAR] = done  # each rank leaves a mark when it exits normally
+        p = subprocess.Popen([exe, "-n", str(nproc)] + cmd, env=env)
+        try:
+            rc = p.wait()
+        except KeyboardInterrupt:
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+            return 130
+        # mpiexec ends the job when a rank exits early, but may report success (MPICH, when
+        # the rank's code was 0): a rank without its mark did not finish
+        started = [r for r in range(nproc) if os.path.exists(os.path.join(done, f"{r}.start"))]
+        missing = [r for r in range(nproc) if not os.path.exists(os.path.join(done, f"{r}.done"))]
+    if started and missing:  # a blu job (it called initialize) in which a rank did not finish
+        print(
+            f"blu.parallel.launch: rank(s) {missing} of {nproc} did not finish (a rank raised, "
+            "exited early or was killed, and mpiexec ended the others); mpiexec returned "
+            f"{rc}",
+            file=sys.stderr,
+        )
+        return rc or 1
+    return rc
 
 
 if __name__ == "__main__":

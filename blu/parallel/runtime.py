@@ -2,9 +2,15 @@
 
 The rank and world size come from (first found): the arguments; ``RANK``/``WORLD_SIZE``
 (``python -m blu.parallel.launch``, torchrun); ``SLURM_PROCID``/``SLURM_NTASKS``;
-``OMPI_COMM_WORLD_RANK``/``OMPI_COMM_WORLD_SIZE`` (Open MPI's mpirun). The store is at
-``MASTER_ADDR:MASTER_PORT`` (default 127.0.0.1:29500); the launcher serves it, otherwise rank 0
-does. Rank 0 makes the NCCL unique id and publishes it there.
+``OMPI_COMM_WORLD_RANK``/``OMPI_COMM_WORLD_SIZE`` (Open MPI's mpirun); ``PMI_RANK``/``PMI_SIZE``
+(MPICH's mpiexec). The store is at ``MASTER_ADDR:MASTER_PORT`` (default 127.0.0.1:29500); the
+launcher serves it, otherwise rank 0 does. Rank 0 makes the NCCL unique id and publishes it there
+(under mpirun with mpi4py, it broadcasts it through MPI instead, and no store is needed).
+
+Backends (``backend=``, ``blu.config.parallel_backend``, ``BLU_PARALLEL_BACKEND``; by default
+``nccl`` with a GPU, else ``mpi`` under mpirun when mpi4py is there, else ``cpu``):
+``nccl`` (GPUs), ``mpi`` (CPU processes through MPI, ``blu.parallel.mpi``) and ``cpu`` (CPU
+processes through the TCP store: slow, needs nothing installed).
 """
 
 from __future__ import annotations
@@ -13,7 +19,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.parallel.comm import Communicator, SelfCommunicator, StoreCommunicator
 from blu.parallel.devices import Device
@@ -49,6 +54,7 @@ def _rank_world_local() -> tuple[int, int, int]:
         ("RANK", "WORLD_SIZE", "LOCAL_RANK"),
         ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
         ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+        ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
     ):
         rank, world = _env_int(r), _env_int(w)
         if rank is not None and world is not None:
@@ -72,8 +78,10 @@ def initialize(
             and its GPU on the host (default: from the launcher's, SLURM's or Open MPI's
             environment variables; a lone process is a world of one).
         coordinator_address: ``host:port`` of the store (default ``MASTER_ADDR:MASTER_PORT``).
-        backend: ``"nccl"`` (GPUs; default when nccl4py and a GPU are there) or ``"cpu"``
-            (collectives through the store); also ``BLU_PARALLEL_BACKEND``.
+        backend: ``"nccl"`` (GPUs; default when nccl4py and a GPU are there), ``"mpi"`` (CPU
+            processes through mpi4py; default under mpirun without a GPU) or ``"cpu"``
+            (collectives through the store); also the ``parallel_backend`` flag
+            (``BLU_PARALLEL_BACKEND``).
         timeout: seconds to wait for the other processes.
 
     Raises:
@@ -81,7 +89,13 @@ def initialize(
             different arguments.
     """
     global _rt
+    backend = _choose_backend(backend)
     env_rank, env_world, env_local = _rank_world_local()
+    if backend == "mpi":
+        from blu.parallel import mpi
+
+        world_mpi = mpi.MpiCommunicator.world()
+        env_rank, env_world = world_mpi.rank, world_mpi.size
     rank = env_rank if process_id is None else int(process_id)
     world = env_world if num_processes is None else int(num_processes)
     local = (env_local if process_id is None else rank) if local_rank is None else int(local_rank)
@@ -94,14 +108,26 @@ def initialize(
         return
     if not 0 <= rank < world:
         raise BluValueError(f"blu.parallel.initialize: rank {rank} is not in [0, {world})")
-    backend = backend or config.parallel_backend or None
-    if backend is None:
-        from blu.parallel import nccl
-
-        backend = "nccl" if nccl.available() else "cpu"
-    if backend not in ("nccl", "cpu"):
-        raise BluValueError(f"blu.parallel.initialize: unknown backend {backend!r} (nccl, cpu)")
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast
+    _mark_for_launcher(rank)
+    if backend == "mpi":
+        if (rank, world) != (env_rank, env_world):
+            raise BluValueError(
+                f"blu.parallel.initialize: MPI says rank {env_rank} of {env_world}, the "
+                f"arguments say rank {rank} of {world}"
+            )
+        mpi.install_abort_hook()  # a failing rank ends the job instead of hanging the others
+        store, server = _connect_store_if_asked(rank, world, coordinator_address, timeout)
+        _rt = _Runtime(rank, world, local, backend, store, server, world_mpi)
+        return
+    if backend == "nccl" and _mpi_bootstrap(coordinator_address):
+        from blu.parallel import mpi, nccl
+
+        boot = mpi.MpiCommunicator.world()
+        uid = boot.bcast_bytes(nccl.new_unique_id() if boot.rank == 0 else None)
+        world_comm: Communicator = nccl.NcclCommunicator.init(world, rank, uid, local)
+        _rt = _Runtime(rank, world, local, backend, None, None, world_comm)
+        return
     store, server = _connect_store(rank, world, coordinator_address, timeout)
     if backend == "nccl":
         from blu.parallel import nccl
@@ -109,12 +135,70 @@ def initialize(
         if rank == 0:
             store.set("blu/nccl_unique_id", nccl.new_unique_id())
         uid = store.get("blu/nccl_unique_id")
-        world_comm: Communicator = nccl.NcclCommunicator.init(world, rank, uid, local)
+        world_comm = nccl.NcclCommunicator.init(world, rank, uid, local)
     elif world == 1:
         world_comm = SelfCommunicator()
     else:
         world_comm = StoreCommunicator(store, range(world), rank, "blu/world")
     _rt = _Runtime(rank, world, local, backend, store, server, world_comm)
+
+
+BACKENDS = ("nccl", "mpi", "cpu")
+
+
+def _mark_for_launcher(rank: int) -> None:
+    """Under ``launch --backend mpi``: mark this rank started now and done at normal exit, so
+    the launcher can tell a job whose rank vanished (mpiexec may report success) from one
+    that finished."""
+    folder = os.environ.get("BLU_LAUNCH_DONE_DIR")
+    if not folder or not os.path.isdir(folder):
+        return
+    import atexit
+
+    open(os.path.join(folder, f"{rank}.start"), "w").close()
+    atexit.register(lambda: open(os.path.join(folder, f"{rank}.done"), "w").close())
+
+
+def _choose_backend(backend: str | None) -> str:
+    """The argument, else the ``parallel_backend`` flag / ``BLU_PARALLEL_BACKEND``, else
+    ``nccl`` with a GPU, ``mpi`` under mpirun (with mpi4py), ``cpu`` otherwise."""
+    if not backend:
+        from blu.core.config import config
+
+        backend = config.parallel_backend or None
+    if backend is None:
+        from blu.parallel import mpi, nccl
+
+        if nccl.available():
+            backend = "nccl"
+        elif mpi.launched_by_mpirun() and mpi.available():
+            backend = "mpi"
+        else:
+            backend = "cpu"
+    if backend not in BACKENDS:
+        raise BluValueError(
+            f"blu.parallel.initialize: unknown backend {backend!r} ({', '.join(BACKENDS)})"
+        )
+    return backend
+
+
+def _mpi_bootstrap(address: str | None) -> bool:
+    """Under mpirun with mpi4py and no store address: NCCL's unique id goes through MPI."""
+    from blu.parallel import mpi
+
+    return (
+        address is None
+        and "MASTER_PORT" not in os.environ
+        and mpi.launched_by_mpirun()
+        and mpi.available()
+    )
+
+
+def _connect_store_if_asked(rank: int, world: int, address: str | None, timeout: float):
+    # the MPI backend needs no store; one is served only when an address is given
+    if address is None and "MASTER_PORT" not in os.environ:
+        return None, None
+    return _connect_store(rank, world, address, timeout)
 
 
 def _connect_store(rank: int, world: int, address: str | None, timeout: float):
@@ -136,7 +220,8 @@ def shutdown() -> None:
     global _rt
     if _rt is not None:
         _rt.world_comm.barrier() if _rt.world > 1 else None
-        _rt.store.close()
+        if _rt.store is not None:
+            _rt.store.close()
         if _rt.server is not None:
             _rt.server.close()
     _rt = None
@@ -149,6 +234,12 @@ def is_initialized() -> bool:
 def process_index() -> int:
     """This process's rank (0 without ``initialize``)."""
     return 0 if _rt is None else _rt.rank
+
+
+def backend() -> str | None:
+    """The collective backend of this job (``"nccl"``, ``"mpi"``, ``"cpu"``), None before
+    ``initialize()``."""
+    return None if _rt is None else _rt.backend
 
 
 def process_count() -> int:
@@ -172,6 +263,11 @@ def store():
     """The job's key-value store (``set``/``get``/``add``/``delete``)."""
     if _rt is None:
         raise BluValueError("blu.parallel.store(): call blu.parallel.initialize() first")
+    if _rt.store is None:
+        raise BluValueError(
+            f"blu.parallel.store(): the {_rt.backend} backend under mpirun runs without a store; "
+            "set MASTER_ADDR/MASTER_PORT (or coordinator_address) to have one"
+        )
     return _rt.store
 
 
@@ -208,7 +304,7 @@ def comm_for(mesh: Any, names: Sequence[Any]) -> Communicator:
         comm = _rt.world_comm
     elif len(ranks) == 1:
         comm = SelfCommunicator()
-    elif _rt.backend == "nccl":
+    elif _rt.backend in ("nccl", "mpi"):
         # a collective over the world: every process reaches it at the same point (SPMD)
         comm = _rt.world_comm.split(lin(me, others), lin(me, names))  # type: ignore[attr-defined]
     else:
