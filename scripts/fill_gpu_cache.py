@@ -77,6 +77,11 @@ def main() -> int:
     p.add_argument("--skip-tests", action="store_true")
     p.add_argument("--skip-example", action="store_true")
     p.add_argument("--skip-bench", action="store_true")
+    p.add_argument(
+        "--skip-attention",
+        action="store_true",
+        help="skip benchmarks/attention.py's jitted programs",
+    )
     p.add_argument("--bench-modes", default="fp32,tf32,bf16")
     p.add_argument("--bench-config", default="gpt2-124m")
     p.add_argument("--example-configs", default="small,gpt2-124m-bpe",
@@ -103,6 +108,17 @@ def main() -> int:
                 ok &= run([sys.executable, "-m", "examples.gpt2", "--config", "small",
                            "--out", "/tmp/blu_fill_example", *EXAMPLE_ARGS], env,
                           "GPT-2 example (small, char) on the simulated GPU")  # fmt: skip
+    if not a.skip_attention:
+        code = (
+            f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+            "from benchmarks.attention import fill_cache\n"
+            "fill_cache()\n"
+        )
+        ok &= run(
+            [sys.executable, "-c", code],
+            dict(env, BLU_FAKE_GPU="0"),
+            "attention benchmark programs, lowered for cuda:sm_90",
+        )
     if not a.skip_bench:
         code = (
             f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
