@@ -275,7 +275,7 @@ def test_row_group_forms_keep_values_in_registers(monkeypatch):
         low = blu.jit(ln).lower(_spec((1024, 768), bf16), target=TARGET)
         return low.as_text(), low._program.cache_keys()
 
-    monkeypatch.delenv("BLU_GPU_UNROLL", raising=False)
+    env_flag("BLU_GPU_UNROLL", "")
     env_flag("BLU_GPU_ROWS", "warp")
     warp, warp_keys = lowered()
     body = warp[warp.index("gpu.func") :]
@@ -284,7 +284,7 @@ def test_row_group_forms_keep_values_in_registers(monkeypatch):
     assert body.count("gpu.shuffle xor") == 2 * 5  # two reductions, five butterfly steps
     exe = blu.jit(ln).lower(_spec((1024, 768), bf16), target=TARGET).compile()
     assert all(m.cubin for m in exe.executable.modules.values())  # ptxas accepted it
-    monkeypatch.delenv("BLU_GPU_ROWS")
+    env_flag("BLU_GPU_ROWS", "")
     text, keys = lowered()
     body = text[text.index("gpu.func") :]
     assert "scf.for" not in body and body.count("memref.load %in0") == 768 // 128

@@ -243,7 +243,7 @@ def test_folder_owned_by_another_user_is_refused(cdir, monkeypatch):
 
 
 def test_corrupt_gpu_entry_without_mlir_is_a_clear_miss(cdir, monkeypatch):
-    from blu.lower import cpu
+    from blu.lower import mlir as lower_mlir
 
     canonical = "in v0:float32[4]\nout v0"
     key = cache.kernel_key(canonical, mlir_gpu.DEFAULT_TARGET)
@@ -252,7 +252,7 @@ def test_corrupt_gpu_entry_without_mlir_is_a_clear_miss(cdir, monkeypatch):
     data = bytearray(p.read_bytes())
     data[-3] ^= 0x10
     p.write_bytes(bytes(data))
-    monkeypatch.setattr(cpu, "_mlir_available", lambda: False)
+    monkeypatch.setattr(lower_mlir, "_mlir_available", lambda: False)
     with pytest.raises(mlir_gpu.KernelCacheMiss, match="failed verification") as e:
         mlir_gpu.get_module(canonical, lambda name: "", "the test kernel")
     assert mlir_gpu.symbol(key) in str(e.value) and mlir_gpu.FILL_COMMAND in str(e.value)
@@ -275,9 +275,9 @@ def test_gpu_entry_round_trip_and_export(cdir, tmp_path, monkeypatch):
     assert fill.export_gpu_entries(cdir, dest) == 1
     assert os.stat(dest).st_mode & 0o077 == 0
     env_flag("BLU_CACHE_DIR", str(dest))
-    from blu.lower import cpu
+    from blu.lower import mlir as lower_mlir
 
-    monkeypatch.setattr(cpu, "_mlir_available", lambda: False)
+    monkeypatch.setattr(lower_mlir, "_mlir_available", lambda: False)
     m = mlir_gpu.get_module(canonical, lambda name: "", "the test kernel")
     assert (m.ptx, m.cubin, m.source) == (b"// ptx", b"\x7fELF cubin", "cache")
 
@@ -322,11 +322,9 @@ def test_full_disk_leaves_no_temporary_file(cdir, monkeypatch, where):
 # ---- the size cap ------------------------------------------------------------------------------
 
 
-def test_cache_max_bytes_flag_reads_the_environment(monkeypatch):
-    env_flag("BLU_CACHE_MAX_BYTES", "12345")
-    assert Config().cache_max_bytes == 12345
-    monkeypatch.delenv("BLU_CACHE_MAX_BYTES")
-    assert Config().cache_max_bytes == 2 << 30
+def test_cache_max_bytes_flag_reads_the_environment():
+    assert Config(environ={"BLU_CACHE_MAX_BYTES": "12345"}).cache_max_bytes == 12345
+    assert Config(environ={}).cache_max_bytes == 2 << 30
 
 
 def test_least_recently_used_entries_are_evicted(cdir):
