@@ -159,13 +159,33 @@ mul_p = binary("mul", np.multiply)
 defjvp(mul_p, lambda t, x, y: mul(t, y), lambda t, x, y: mul(x, t))
 
 
+def _finite_where_ct_is_zero(ct: Any, y: Any, for_div: bool = False) -> Any:
+    """The constant factor ``y`` of a linear ``ct * y`` (``ct / y`` with ``for_div``), with the
+    entries that would give 0 * inf or 0 / 0 = NaN replaced where the cotangent ``ct`` is exactly
+    0 (by 0, or by 1 for a divisor): a zero cotangent contributes nothing even through an
+    infinite or NaN partial derivative. This makes the gradient through the untaken side of
+    ``where(x > 0, log(x), 0)`` 0 and not NaN (docs/conventions.md). Finite factors are kept
+    as they are, so derivatives of the product with respect to ``ct`` stay exact. Floats only.
+    """
+    if isinstance(ct, Zero) or not dtypes.is_float(get_aval(ct).dtype):
+        return y
+    from blu.lax.shapes import full_like
+
+    one = full_like(y, 1 if for_div else 0)
+    if for_div:
+        ok = is_finite(div(full_like(y, 1), y))  # y neither 0 nor NaN
+    else:
+        ok = is_finite(y)
+    return select(eq(ct, _zeros_like(ct)), select(ok, y, one), y)
+
+
 @mul_p.def_transpose
 def _mul_transpose(ct, x, y):
     if is_undefined(x) and is_undefined(y):
         raise NotImplementedError("mul of two linear values is not linear")
     if is_undefined(x):
-        return [mul(ct, y), None]
-    return [None, mul(x, ct)]
+        return [mul(ct, _finite_where_ct_is_zero(ct, y)), None]
+    return [None, mul(_finite_where_ct_is_zero(ct, x), ct)]
 
 
 # ---- division and remainder --------------------------------------------------------------------
@@ -193,7 +213,7 @@ def _div_transpose(ct, x, y):
         raise NotImplementedError("div is not linear in its divisor")
     if isinstance(ct, Zero):
         return [None, None]
-    return [div(ct, y), None]
+    return [div(ct, _finite_where_ct_is_zero(ct, y, for_div=True)), None]
 
 
 def _rem_impl(x: np.ndarray, y: np.ndarray) -> np.ndarray:
