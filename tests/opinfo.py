@@ -324,10 +324,10 @@ for _n, _ref in {"cumsum": np.cumsum, "cumprod": np.cumprod, "cumulative_sum": n
         n_ops=8,
     )
 op("numpy.quantile", lambda x, q: bnp.quantile(x, q), lambda x, q: np.quantile(x, q),
-   lambda rng: (uniform()(rng, nonempty_shape(rng, 1, 1, 6)), np.array(0.3)),
+   lambda rng: (uniform()(rng, nonempty_shape(rng, 1, 1, 6)), 0.3),
    diff_args=(0,), n_ops=8)  # fmt: skip
 op("numpy.percentile", lambda x, q: bnp.percentile(x, q), lambda x, q: np.percentile(x, q),
-   lambda rng: (uniform()(rng, nonempty_shape(rng, 1, 1, 6)), np.array(30.0)),
+   lambda rng: (uniform()(rng, nonempty_shape(rng, 1, 1, 6)), 30.0),
    diff_args=(0,), n_ops=8)  # fmt: skip
 op("numpy.trace", bnp.trace, np.trace, lambda rng: (uniform()(rng, nonempty_shape(rng, 2, 3)),),
    kwargs=[{"offset": 1}])  # fmt: skip
@@ -391,7 +391,10 @@ for _n, (_f, _ref, _nd) in _M.items():
                                                if nd else rand_shape(rng)),))(
             _nd, 1 if _n == "diag" else 2 if _n in ("tril", "triu") else max(_nd, 3)),
         kwargs=[{k: v} for d in _M_KW.get(_n, []) for k, v in d.items()],
+        special=[(np.arange(6.0).reshape(2, 3),)] if _n != "diag" else [(np.arange(3.0),)],
         grad=_n not in ("zeros_like", "ones_like", "full_like", "empty_like"),
+        skip={"grad": "float32 output: central differences in float32 are too coarse"}
+        if _n == "astype" else {},
     )
 
 _CAT = {
@@ -619,7 +622,7 @@ op("linalg.vector_norm", lambda x, **kw: la.vector_norm(x, **kw),
    finite_grad_at_special=True, kwargs=[{"ord": 1}, {"ord": -np.inf}], n_ops=8)  # fmt: skip
 op("linalg.matrix_norm", lambda x, **kw: la.matrix_norm(x, **kw),
    lambda x, ord="fro": np.linalg.norm(x, ord=ord), matrix_sampler(1, 3, batch=False),
-   special=[(np.zeros((2, 2)),)], finite_grad_at_special=True,
+   special=[(np.zeros((2, 2)),), (np.array([[1.0, -2.0], [3.0, 0.5]]),)], finite_grad_at_special=True,
    kwargs=[{"ord": 1}, {"ord": np.inf}], n_ops=8)  # fmt: skip
 
 
@@ -658,7 +661,8 @@ op("nn.silu", bnn.silu, lambda x: x * scipy.special.expit(x), unary_sampler())
 op("nn.gelu", lambda x, **kw: bnn.gelu(x, **kw),
    lambda x, approximate=True: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
    if approximate else 0.5 * x * (1 + scipy.special.erf(x / np.sqrt(2))),
-   unary_sampler(), kwargs=[{"approximate": False}], n_ops=8)  # fmt: skip
+   unary_sampler(), kwargs=[{"approximate": False}], n_ops=8,
+   special=[(np.array([-2.0, -0.5, 0.0, 1.0, 3.0]),)])  # fmt: skip
 
 
 def _ln(x, gamma=None, beta=None, eps=1e-5):
@@ -670,7 +674,8 @@ def _ln(x, gamma=None, beta=None, eps=1e-5):
 
 op("nn.layer_norm", lambda x, g, b, **kw: bnn.layer_norm(x, g, b, **kw), _ln,
    lambda rng: (lambda s: (uniform()(rng, s), uniform()(rng, s[-1:]), uniform()(rng, s[-1:])))(
-       nonempty_shape(rng, 1, 3)), kwargs=[{"eps": 0.5}], n_ops=10)  # fmt: skip
+       nonempty_shape(rng, 1, 3)), kwargs=[{"eps": 0.5}], n_ops=10,
+   special=[(np.array([[1.0, 2.0, 4.0]]), np.ones(3), np.zeros(3))])  # fmt: skip
 op("nn.rms_norm", lambda x, g, **kw: bnn.rms_norm(x, g, **kw),
    lambda x, g, eps=1e-6: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g,
    lambda rng: (lambda s: (uniform()(rng, s), uniform()(rng, s[-1:])))(nonempty_shape(rng, 1, 3)),
@@ -823,6 +828,7 @@ op("lax.bitcast_convert_type", lambda x: lax.bitcast_convert_type(x, np.int64),
    covers=("lax.bitcast_convert_type", "prim:bitcast_convert_type"))  # fmt: skip
 op("lax.convert_element_type", lambda x: lax.convert_element_type(x, np.float32),
    lambda x: x.astype(np.float32), unary_sampler(),
+   skip={"grad": "float32 output: central differences in float32 are too coarse"},
    covers=("lax.convert_element_type", "prim:convert_element_type"))  # fmt: skip
 op("lax.integer_pow", lambda x: lax.integer_pow(x, 3), lambda x: x**3, unary_sampler(),
    covers=("lax.integer_pow", "prim:integer_pow"), special=[(np.array([0.0]),)],

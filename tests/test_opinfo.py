@@ -10,6 +10,7 @@ Samples per operation: 1 random sample (plus the special points) under HYPOTHESI
 from __future__ import annotations
 
 import os
+import zlib
 
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ N_SAMPLES = 6 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "dev" else 1
 
 
 def _samples(e: OpInfo) -> list[tuple]:
-    return [e.sample(np.random.default_rng([i, hash(e.name) % 2**31])) for i in range(N_SAMPLES)]
+    return [e.sample(np.random.default_rng([i, zlib.crc32(e.name.encode())])) for i in range(N_SAMPLES)]
 
 
 def _is_float(a) -> bool:
@@ -51,7 +52,7 @@ def _of(e: OpInfo, args: tuple, which: tuple[int, ...], **kw):
 
 
 def _float_out(out) -> list:
-    return [o for o in pytree.tree_leaves(out) if np.asarray(o).dtype.kind == "f"]
+    return [o for o in pytree.tree_leaves(out) if np.dtype(o.dtype).kind == "f"]
 
 
 def _skip(e: OpInfo, test: str) -> None:
@@ -97,7 +98,11 @@ def test_derivatives_against_finite_differences(e: OpInfo):
 def test_jacfwd_equals_jacrev(e: OpInfo):
     _skip(e, "grad")
     _skip(e, "jacobians")
-    for args in _samples(e) + list(e.special):
+    # special points only where the gradient is finite there: at an infinite partial
+    # derivative forward mode gives 0 * inf = NaN for a zero tangent where reverse mode gives 0
+    # (docs/conventions.md)
+    special = list(e.special) if e.finite_grad_at_special else []
+    for args in _samples(e) + special:
         which = _diff_args(e, args)
         if not which or not _float_out(e.fn(*args)):
             continue
@@ -109,50 +114,43 @@ def test_jacfwd_equals_jacrev(e: OpInfo):
         assert_close(fwd, rev, 4 * e.n_ops)
 
 
-def _batched(e: OpInfo, args: tuple, rng: np.random.Generator):
-    """Two samples stacked on a new leading axis of every float array argument (integer and
-    bool arrays are batched too: the same values twice)."""
-    axes, bargs = [], []
-    for a in args:
-        if isinstance(a, np.ndarray) and a.ndim >= 0 and not np.isscalar(a):
-            other = a + 0.05 * rng.standard_normal(a.shape) if _is_float(a) else a
-            bargs.append(np.stack([a, other]))
-            axes.append(0)
-        else:
-            bargs.append(a)
-            axes.append(None)
-    return bargs, axes
-
-
 @pytest.mark.parametrize("e", TABLE, ids=IDS)
 def test_vmap_against_loop(e: OpInfo):
+    """vmap over a new leading axis of every array argument (two samples: the second float
+    sample perturbed, integer and bool ones repeated) against a loop; non-array arguments
+    (axes, modes) are closed over. And grad(vmap(f)) == vmap(grad(f)) for the first
+    differentiable argument."""
     _skip(e, "vmap")
     rng = np.random.default_rng(0)
     for args in _samples(e):
-        bargs, axes = _batched(e, args, rng)
-        if not any(ax is not None for ax in axes):
+        arrays = tuple(i for i, a in enumerate(args) if isinstance(a, np.ndarray))
+        if not arrays:
             continue
-        got = blu.vmap(e.fn, in_axes=tuple(axes))(*bargs)
-        want = loop_vmap(e.fn, bargs, axes)
+        f = _of(e, args, arrays)
+        bargs = [
+            np.stack([args[i], args[i] + 0.05 * rng.standard_normal(args[i].shape)])
+            if _is_float(args[i])
+            else np.stack([args[i], args[i]])
+            for i in arrays
+        ]
+        got = blu.vmap(f)(*bargs)
+        want = loop_vmap(f, bargs, [0] * len(bargs))
         assert_close(got, want, e.n_ops)
         if not e.grad or "grad" in e.skip:
             continue
-        which = [i for i in _diff_args(e, args) if axes[i] is not None]
+        which = [k for k, i in enumerate(arrays) if i in _diff_args(e, args)]
         if not which or not _float_out(e.fn(*args)):
             continue
-        i0 = which[0]
+        k0 = which[0]
 
-        def scalar(x, *rest, i0=i0, rest_args=None):
+        def scalar(x, *rest, k0=k0):
             full = list(rest)
-            full.insert(i0, x)
-            return sum(blu.numpy.sum(o) for o in _float_out(e.fn(*full)))
+            full.insert(k0, x)
+            return sum(blu.numpy.sum(o) for o in _float_out(f(*full)))
 
-        others = [a for k, a in enumerate(bargs) if k != i0]
-        o_axes = [ax for k, ax in enumerate(axes) if k != i0]
-        g_of_v = blu.grad(
-            lambda x: blu.numpy.sum(blu.vmap(scalar, in_axes=(0, *o_axes))(x, *others))
-        )(bargs[i0])
-        v_of_g = blu.vmap(blu.grad(scalar), in_axes=(0, *o_axes))(bargs[i0], *others)
+        others = [a for k, a in enumerate(bargs) if k != k0]
+        g_of_v = blu.grad(lambda x: blu.numpy.sum(blu.vmap(scalar)(x, *others)))(bargs[k0])
+        v_of_g = blu.vmap(blu.grad(scalar))(bargs[k0], *others)
         assert_close(g_of_v, v_of_g, 4 * e.n_ops)
 
 
