@@ -376,7 +376,7 @@ _M = {  # name -> (blu fn of x, numpy fn of x, min dims)
     "full_like": (lambda x: bnp.full_like(x, 3.0), lambda x: np.full_like(x, 3.0), 0),
     "empty_like": (lambda x: bnp.empty_like(x) * 0, lambda x: np.zeros_like(x), 0),
     "getitem": (lambda x: bnp.getitem(x, (Ellipsis, slice(None, None, -1))),
-                lambda x: x[..., ::-1], 0),
+                lambda x: x[..., ::-1], 1),
 }  # fmt: skip
 _M_KW = {"diagonal": [{"offset": 1}], "tril": [{"k": -1}], "triu": [{"k": 1}], "diag": [{"k": 1}],
          "flip": [{"axis": 0}], "squeeze": [{"axis": ()}], "transpose": [{"axes": None}]}  # fmt: skip
@@ -647,7 +647,7 @@ def _lse(x, axis=None):
 _LSE_SPECIAL = [(np.array([-np.inf, -np.inf]),), (np.array([-np.inf, 0.0]),),
                 (np.array([[-np.inf, -np.inf], [0.0, 1.0]]),)]
 op("nn.logsumexp", lambda x, **kw: bnn.logsumexp(x, **kw), lambda x, axis=None: _lse(x, axis),
-   unary_sampler(), special=_LSE_SPECIAL, finite_grad_at_special=True,
+   lambda rng: (uniform()(rng, rand_shape(rng, 1)),), special=_LSE_SPECIAL, finite_grad_at_special=True,
    kwargs=[{"axis": -1}], n_ops=8)  # fmt: skip
 op("nn.softmax", bnn.softmax, _softmax, lambda rng: (uniform()(rng, nonempty_shape(rng)),),
    special=[(np.array([-np.inf, 0.0, 0.0]),)], n_ops=8)  # fmt: skip
