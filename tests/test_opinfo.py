@@ -26,7 +26,9 @@ N_SAMPLES = 6 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "dev" else 1
 
 
 def _samples(e: OpInfo) -> list[tuple]:
-    return [e.sample(np.random.default_rng([i, zlib.crc32(e.name.encode())])) for i in range(N_SAMPLES)]
+    return [
+        e.sample(np.random.default_rng([i, zlib.crc32(e.name.encode())])) for i in range(N_SAMPLES)
+    ]
 
 
 def _is_float(a) -> bool:
@@ -163,7 +165,9 @@ def test_jit_against_eager(e: OpInfo):
         check_jit(f, [args[i] for i in arrays], rtol=tolerance(np.float32, e.n_ops))
 
 
-@pytest.mark.parametrize("e", [e for e in TABLE if e.kwargs], ids=[e.name for e in TABLE if e.kwargs])
+@pytest.mark.parametrize(
+    "e", [e for e in TABLE if e.kwargs], ids=[e.name for e in TABLE if e.kwargs]
+)
 def test_every_keyword_is_honoured(e: OpInfo):
     """Each keyword variant matches the reference given the same keyword, and changes the
     result on at least one sample (an accepted argument that changes nothing fails)."""

@@ -223,7 +223,9 @@ def prod_tangent(x: Any, t: Any, axes: tuple[int, ...]) -> Any:
         def half(v, lo, _h=h):
             return slice_(v, (0,) * lead + (lo,), out_shape + (lo + _h,))
 
-        cur = list(_dual_mul((half(cur[0], 0), half(cur[1], 0)), (half(cur[0], h), half(cur[1], h))))
+        cur = list(
+            _dual_mul((half(cur[0], 0), half(cur[1], 0)), (half(cur[0], h), half(cur[1], h)))
+        )
         n = h
     if n == 0:
         return full(out_shape, 0, dt)

@@ -163,8 +163,7 @@ def _index_entries(x: Any, idx: Any, op: str) -> tuple[list, list[int]]:
     entries = list(idx) if isinstance(idx, tuple) else [idx]
     shape = get_aval(x).shape
     if len(entries) > len(shape) or any(
-        e is None or e is Ellipsis or (hasattr(e, "dtype") and e.dtype == np.bool_)
-        for e in entries
+        e is None or e is Ellipsis or (hasattr(e, "dtype") and e.dtype == np.bool_) for e in entries
     ):
         raise BluValueError(
             with_user_line(

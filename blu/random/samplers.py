@@ -224,7 +224,9 @@ def randint(
     empty = lax.le(hi, lo)
     span = lax.select(empty, lax.full(shape, 1, udt), span)
     # maxval above dtype's max: the true span is one more than hi - lo (0 for the full range)
-    span = lax.select(lax.and_(above, lax.not_(empty)), lax.add(span, lax.full(shape, 1, udt)), span)
+    span = lax.select(
+        lax.and_(above, lax.not_(empty)), lax.add(span, lax.full(shape, 1, udt)), span
+    )
     # span 0 is 2**nbits: XLA's remainder by 0 returns the dividend, so JAX's result is ``lower``
     full_range = lax.eq(span, lax.full(shape, 0, udt))
     span = lax.select(full_range, lax.full(shape, 1, udt), span)
