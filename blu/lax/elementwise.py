@@ -160,23 +160,29 @@ defjvp(mul_p, lambda t, x, y: mul(t, y), lambda t, x, y: mul(x, t))
 
 
 def _finite_where_ct_is_zero(ct: Any, y: Any, for_div: bool = False) -> Any:
-    """The constant factor ``y`` of a linear ``ct * y`` (``ct / y`` with ``for_div``), with the
-    entries that would give 0 * inf or 0 / 0 = NaN replaced where the cotangent ``ct`` is exactly
-    0 (by 0, or by 1 for a divisor): a zero cotangent contributes nothing even through an
-    infinite or NaN partial derivative. This makes the gradient through the untaken side of
-    ``where(x > 0, log(x), 0)`` 0 and not NaN (docs/conventions.md). Finite factors are kept
-    as they are, so derivatives of the product with respect to ``ct`` stay exact. Floats only.
+    """The constant factor ``y`` of a linear ``ct * y`` (divisor of ``ct / y`` with
+    ``for_div``), with the entries that would give 0 * NaN or 0 / 0 replaced where the cotangent
+    ``ct`` is exactly 0 (by 0, or by 1 for a divisor): a zero cotangent contributes nothing
+    through an undefined (NaN) partial derivative or a division by zero. This makes the gradient
+    through the untaken side of ``where(x > 0, log(x), 0)``, ``where(x > 0, sqrt(x), 0)`` or
+    ``where(x != 0, 1 / x, 0)`` 0 and not NaN (docs/conventions.md).
+
+    A zero cotangent times an *infinite* factor stays NaN: that is how an overflow shows (the
+    naive ``log(1 + exp(x))`` at x = 750 has cotangent 1/inf = 0 meeting exp's inf), and 0 there
+    would be silently wrong. Other factors are kept as they are, so derivatives of the product
+    with respect to ``ct`` stay exact. Floats only.
     """
     if isinstance(ct, Zero) or not dtypes.is_float(get_aval(ct).dtype):
         return y
     from blu.lax.shapes import full_like
 
-    one = full_like(y, 1 if for_div else 0)
     if for_div:
-        ok = is_finite(div(full_like(y, 1), y))  # y neither 0 nor NaN
+        bad = select(eq(y, y), eq(y, full_like(y, 0)), ne(y, y))  # 0 or NaN
+        repl = full_like(y, 1)
     else:
-        ok = is_finite(y)
-    return select(eq(ct, _zeros_like(ct)), select(ok, y, one), y)
+        bad = ne(y, y)  # NaN
+        repl = full_like(y, 0)
+    return select(eq(ct, _zeros_like(ct)), select(bad, repl, y), y)
 
 
 @mul_p.def_transpose
