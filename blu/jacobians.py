@@ -58,18 +58,21 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
         # outputs: (total,) + out_shape  -> move basis axis last and split per input leaf
         out = vmap(push, in_axes=0, out_axes=-1)(*basis)
-        jac_tree = pytree.tree_map(lambda o: _split_last(o, leaves), out)
+        # per output leaf, the pieces per input leaf (held in a _Pieces, a pytree leaf, so that
+        # an output that is itself a list is not mistaken for the pieces)
+        jac_tree = pytree.tree_map(lambda o: _Pieces(_split_last(o, leaves)), out)
         if isinstance(argnums, int):
-            return pytree.tree_map(
-                lambda parts: parts[0], jac_tree, is_leaf=lambda x: isinstance(x, list)
-            )
-        return pytree.tree_map(
-            lambda parts: pytree.tree_unflatten(tree, parts),
-            jac_tree,
-            is_leaf=lambda x: isinstance(x, list),
-        )
+            return pytree.tree_map(lambda p: p.parts[0], jac_tree)
+        return pytree.tree_map(lambda p: pytree.tree_unflatten(tree, p.parts), jac_tree)
 
     return jac
+
+
+class _Pieces:
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[Any]):
+        self.parts = parts
 
 
 def _split_last(o: Any, leaves: list[Any]) -> list[Any]:

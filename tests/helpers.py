@@ -194,3 +194,36 @@ def env_flag(var: str, raw: str) -> None:
 
     name = next(n for n, (v, _, _) in FLAGS.items() if v == var)
     config.update(name, read_environment({var: raw})[name])
+
+
+# ---- tolerances --------------------------------------------------------------------------------
+# One place for the tolerances of tests that compare blu against an independent float64
+# reference or against a differently compiled program: a few units of the dtype's epsilon per
+# operation in the computation (rounding errors add up roughly linearly with the operation count
+# in the worst case), never bit-equality between different programs.
+
+_EPS = {"float64": 2.22e-16, "float32": 1.19e-7, "float16": 9.77e-4, "bfloat16": 7.81e-3}
+
+
+def tolerance(dtype: Any, n_ops: int = 1) -> float:
+    """Relative (and absolute) tolerance for a result of ``dtype`` from ``n_ops`` operations:
+    ``64 * n_ops`` epsilons, at least 1e-12. Zero for integers and bools (exact)."""
+    name = str(np.dtype(dtype)) if str(dtype) != "bfloat16" else "bfloat16"
+    if name not in _EPS:
+        return 0.0
+    return max(64 * n_ops * _EPS[name], 1e-12)
+
+
+def assert_close(got: Any, want: Any, n_ops: int = 1, dtype: Any = None) -> None:
+    """``got`` equals ``want`` within ``tolerance(dtype of got, n_ops)``; exact for ints/bools;
+    NaN matches NaN; shapes must agree."""
+    for g, w in zip(pytree.tree_leaves(got), pytree.tree_leaves(want), strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape, (g.shape, w.shape)
+        tol = tolerance(dtype or g.dtype, n_ops)
+        if tol == 0.0:
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(
+                g.astype(np.float64), w.astype(np.float64), rtol=tol, atol=tol, equal_nan=True
+            )

@@ -18,8 +18,6 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax._base import any_dtype, check_dtype, compute_in_f32, is_numeric
-from blu.lax.elementwise import add, convert_element_type, div, eq, mul, select
-from blu.lax.shapes import full_like
 from blu.lax.sorting import take_along_axis
 from blu.transforms.ad_util import Zero, nondifferentiable, tangent_aval
 
@@ -95,33 +93,37 @@ cumprod_p = _cumulative("cumprod", np.cumprod)
 
 @cumprod_p.def_jvp
 def _cumprod_jvp(primals, tangents, *, axis, reverse):
-    """d out_i = sum_{j<=i} t_j prod_{k<=i, k!=j} x_k, computed without dividing by zero.
+    """d out_i = sum_{j<=i} t_j prod_{k<=i, k!=j} x_k, as a prefix scan (Hillis-Steele, log2(n)
+    steps) of first-order dual numbers ``(x, t)`` under their product.
 
-    With y = x where zeros become 1, P = cumprod(y) and c_i = zeros up to i: if c_i = 0 it is
-    P_i * cumsum(t / y)_i; if c_i = 1 (first zero at f) it is P_i * (t_f + x_f * s_i) where s is
-    the cumsum of t / y over the non-zero entries (x_f is 0 but carries its derivative); else 0.
-    First derivatives are exact everywhere, higher ones where a prefix holds at most one zero.
+    Only multiplications and additions, never a division: exact at any number of zeros, and
+    so are all higher derivatives (a division or zero-counting rule is not).
     """
+    from blu.lax.reductions import _dual_mul
+    from blu.lax.shapes import concatenate, full, rev
+    from blu.lax.slicing import slice as slice_
+
     (x,), (t,) = primals, tangents
     out = cumprod_p.bind(x, axis=axis, reverse=reverse)
     if isinstance(t, Zero) or not dtypes.is_float(get_aval(x).dtype):
         return out, Zero(tangent_aval(get_aval(out)))
+    shape, dt = get_aval(x).shape, get_aval(x).dtype
+    n = shape[axis]
+    cur = (rev(x, (axis,)), rev(t, (axis,))) if reverse else (x, t)
 
-    def scan(p, v):
-        return p.bind(v, axis=axis, reverse=reverse)
+    def shifted(v, d, fill):  # v moved d places along the axis, the first d filled
+        lo = list(shape)
+        lo[axis] = d
+        limit = list(shape)
+        limit[axis] = n - d
+        head = slice_(v, (0,) * len(shape), tuple(limit))
+        return concatenate([full(tuple(lo), fill, dt), head], axis)
 
-    one, zero = full_like(x, 1), full_like(x, 0)
-    is_zero = eq(x, 0)
-    y = select(is_zero, one, x)
-    prefix = scan(cumprod_p, y)
-    zeros_so_far = scan(cumsum_p, convert_element_type(is_zero, get_aval(x).dtype))
-    first_zero = select(is_zero, eq(zeros_so_far, 1), is_zero)
-    s = scan(cumsum_p, select(is_zero, zero, div(t, y)))
-    t_f = scan(cumsum_p, select(first_zero, t, zero))
-    x_f = scan(cumsum_p, select(first_zero, x, zero))
-    no_zero = mul(prefix, s)
-    one_zero = mul(prefix, add(t_f, mul(x_f, s)))
-    tangent = select(eq(zeros_so_far, 0), no_zero, select(eq(zeros_so_far, 1), one_zero, zero))
+    d = 1
+    while d < n:
+        cur = _dual_mul(cur, (shifted(cur[0], d, 1), shifted(cur[1], d, 0)))
+        d *= 2
+    tangent = rev(cur[1], (axis,)) if reverse else cur[1]
     return out, tangent
 
 
@@ -211,7 +213,7 @@ def cumsum(x: Any, axis: int = 0, reverse: bool = False) -> Any:
 
 def cumprod(x: Any, axis: int = 0, reverse: bool = False) -> Any:
     """Cumulative product along ``axis`` (numeric dtypes). Its derivative is exact when ``x``
-    has zeros (see ``_cumprod_jvp``)."""
+    has zeros, at every order (see ``_cumprod_jvp``)."""
     return _bind(cumprod_p, x, axis, reverse)
 
 

@@ -156,13 +156,39 @@ mul_p = binary("mul", np.multiply)
 defjvp(mul_p, lambda t, x, y: mul(t, y), lambda t, x, y: mul(x, t))
 
 
+def _finite_where_ct_is_zero(ct: Any, y: Any, for_div: bool = False) -> Any:
+    """The constant factor ``y`` of a linear ``ct * y`` (divisor of ``ct / y`` with
+    ``for_div``), with the entries that would give 0 * NaN or 0 / 0 replaced where the cotangent
+    ``ct`` is exactly 0 (by 0, or by 1 for a divisor): a zero cotangent contributes nothing
+    through an undefined (NaN) partial derivative or a division by zero. This makes the gradient
+    through the untaken side of ``where(x > 0, log(x), 0)``, ``where(x > 0, sqrt(x), 0)`` or
+    ``where(x != 0, 1 / x, 0)`` 0 and not NaN (docs/conventions.md).
+
+    A zero cotangent times an *infinite* factor stays NaN: that is how an overflow shows (the
+    naive ``log(1 + exp(x))`` at x = 750 has cotangent 1/inf = 0 meeting exp's inf), and 0 there
+    would be silently wrong. Other factors are kept as they are, so derivatives of the product
+    with respect to ``ct`` stay exact. Floats only.
+    """
+    if isinstance(ct, Zero) or not dtypes.is_float(get_aval(ct).dtype):
+        return y
+    from blu.lax.shapes import full_like
+
+    if for_div:
+        bad = select(eq(y, y), eq(y, full_like(y, 0)), ne(y, y))  # 0 or NaN
+        repl = full_like(y, 1)
+    else:
+        bad = ne(y, y)  # NaN
+        repl = full_like(y, 0)
+    return select(eq(ct, _zeros_like(ct)), select(bad, repl, y), y)
+
+
 @mul_p.def_transpose
 def _mul_transpose(ct, x, y):
     if is_undefined(x) and is_undefined(y):
         raise NotImplementedError("mul of two linear values is not linear")
     if is_undefined(x):
-        return [mul(ct, y), None]
-    return [None, mul(x, ct)]
+        return [mul(ct, _finite_where_ct_is_zero(ct, y)), None]
+    return [None, mul(_finite_where_ct_is_zero(ct, x), ct)]
 
 
 # ---- division and remainder --------------------------------------------------------------------
@@ -190,7 +216,7 @@ def _div_transpose(ct, x, y):
         raise NotImplementedError("div is not linear in its divisor")
     if isinstance(ct, Zero):
         return [None, None]
-    return [div(ct, y), None]
+    return [div(ct, _finite_where_ct_is_zero(ct, y, for_div=True)), None]
 
 
 def _rem_impl(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -36,7 +36,7 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax import elementwise as ew
-from blu.lax.shapes import broadcast_in_dim, concatenate, full, iota
+from blu.lax.shapes import broadcast_in_dim, concatenate, full, iota, reshape
 from blu.transforms.ad_util import Zero, instantiate, is_undefined, zero_like
 from blu.transforms.batching import bdim_to_front, moveaxis
 
@@ -214,9 +214,35 @@ def _scatter_transpose(ct, operand, indices, updates, *, axes, mode):
         u_aval = updates.aval if is_undefined(updates) else get_aval(updates)
         zeros = full(u_aval.shape, 0, u_aval.dtype)
         ct_o = scatter_p.bind(ct, indices, zeros, axes=axes, mode=mode)
-    if is_undefined(updates):  # exact for unique indices only (a duplicate's write is lost)
+    if is_undefined(updates):
         ct_u = gather_p.bind(ct, indices, axes=axes, mode=mode)
+        if not _static_unique(indices):
+            ct_u = _only_kept_rows(ct_u, operand, indices, updates, axes, mode)
     return [ct_o, None, ct_u]
+
+
+def _static_unique(indices: Any) -> bool:
+    """Whether ``indices`` are constants whose rows are all distinct (no write can be lost)."""
+    if not isinstance(indices, np.ndarray):
+        return False
+    rows = indices.reshape(-1, indices.shape[-1]) if indices.ndim else indices.reshape(1, 1)
+    return len(np.unique(rows, axis=0)) == rows.shape[0]
+
+
+def _only_kept_rows(ct_u: Any, operand: Any, indices: Any, updates: Any, axes, mode) -> Any:
+    """``ct_u`` zeroed on the update rows whose write was overwritten by a later duplicate: the
+    rows' numbers are scattered with the same indices (so the same row wins) and read back."""
+    o_aval = operand.aval if is_undefined(operand) else get_aval(operand)
+    u_aval = updates.aval if is_undefined(updates) else get_aval(updates)
+    nb = get_aval(indices).ndim - 1
+    batch = u_aval.shape[:nb]
+    row = reshape(iota(dtypes.int32, (int(np.prod(batch, dtype=np.int64)),), 0), batch)
+    row = broadcast_in_dim(row, u_aval.shape, tuple(range(nb)))
+    winner = scatter_p.bind(
+        full(o_aval.shape, -1, dtypes.int32), indices, row, axes=axes, mode=mode
+    )
+    kept = ew.eq(gather_p.bind(winner, indices, axes=axes, mode=mode), row)
+    return ew.select(kept, ct_u, full(u_aval.shape, 0, u_aval.dtype))
 
 
 # ---- batching ----------------------------------------------------------------------------------
@@ -353,9 +379,8 @@ def scatter(
     """Write each row of ``updates`` into the operand at its coordinates (``x.at[i].set(u)``).
 
     Arguments as for ``scatter_add``. For duplicate coordinates the last row wins. The JVP is
-    exact (overwriting is linear in operand and updates together); the transpose assumes
-    unique indices: with duplicates, every duplicate row receives the cotangent, not only the
-    one that was kept.
+    exact (overwriting is linear in operand and updates together); so is the transpose: with
+    duplicate coordinates only the row that was kept receives the cotangent.
     """
     indices, axes = _prepare("scatter", operand, indices, axes)
     return scatter_p.bind(operand, indices, updates, axes=axes, mode=_mode(mode))

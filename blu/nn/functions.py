@@ -97,7 +97,8 @@ def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = 
     """``log(sum(exp(x)))`` over ``axis``, computed stably (shifted by the max).
 
     ``-inf`` entries contribute nothing and get a zero (finite) gradient; the gradient is
-    ``softmax(x)`` over the axes. An empty reduction gives ``-inf``.
+    ``softmax(x)`` over the axes. An empty reduction gives ``-inf``; a group of only ``-inf``
+    gives ``-inf`` with gradient 0 (docs/conventions.md).
 
     Args:
         x: float array (bfloat16/float16 are computed in float32).
@@ -115,7 +116,11 @@ def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = 
     else:
         x32 = _upcast(x)
         m = _stable_max(x32, axes)
-        out = (bnp.log(bnp.sum(bnp.exp(x32 - m), axis=axes, keepdims=True)) + m).astype(x.dtype)
+        s = bnp.sum(bnp.exp(x32 - m), axis=axes, keepdims=True)
+        # all -inf: s is 0; log(1) in its place keeps the gradient finite (0, not 0/0)
+        empty = bnp.equal(s, 0)
+        out = bnp.log(bnp.where(empty, bnp.ones_like(s), s)) + m
+        out = bnp.where(empty, bnp.full_like(s, -np.inf), out).astype(x.dtype)
     if not keepdims:
         out = bnp.reshape(out, tuple(d for i, d in enumerate(x.shape) if i not in axes))
     return out

@@ -18,6 +18,7 @@ import numpy as np
 import blu.numpy as u
 from blu import lax
 from blu.core import dtypes
+from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, broadcast_to
 from blu.numpy.indexing import (
@@ -71,50 +72,170 @@ class IndexUpdateRef:
     def get(
         self,
         *,
-        mode: Any = None,
+        mode: str | None = None,
         fill_value: Any = None,
         indices_are_sorted: bool = False,
         unique_indices: bool = False,
     ) -> Any:
-        """``x[idx]``."""
+        """``x[idx]``.
+
+        Args:
+            mode: None, 'clip' or 'promise_in_bounds' (out-of-bounds indices are clamped), or
+                'fill' / 'drop' (out-of-bounds integer-array indices read ``fill_value``; only
+                for an index made of integer arrays and full slices).
+            fill_value: with 'fill': the value read out of bounds; default NaN for floats, the
+                most negative value for signed ints, the largest for unsigned, True for bool
+                (as JAX).
+            indices_are_sorted, unique_indices: hints that never change the result.
+
+        Raises:
+            BluValueError: an unknown mode, or ``fill_value`` without mode 'fill'.
+        """
+        mode = _check_mode("get", mode, ("clip", "fill", "drop", "promise_in_bounds"))
+        if fill_value is not None and mode not in ("fill", "drop"):
+            raise BluValueError(with_user_line("at[].get: fill_value needs mode='fill'"))
+        if mode in ("fill", "drop"):
+            return _get_fill(self.array, self.index, fill_value)
         return getitem(self.array, self.index)
 
-    def set(self, values: Any, **_: Any) -> Any:
-        """``x`` with ``x[idx] = values``."""
-        return _update(self.array, self.index, values, "set")
+    def _do(self, values: Any, op: str, mode: str | None) -> Any:
+        mode = _check_mode(op, mode, ("drop", "fill", "clip", "promise_in_bounds"))
+        idx = _clip_index(self.array, self.index) if mode == "clip" else self.index
+        return _update(self.array, idx, values, op)
 
-    def add(self, values: Any, **_: Any) -> Any:
-        """``x`` with ``x[idx] += values`` (repeated indices accumulate)."""
-        return _update(self.array, self.index, values, "add")
+    # ``indices_are_sorted`` / ``unique_indices`` are accepted as hints: they never change the
+    # result (with repeated indices the result is as documented whatever the hint says).
+    def set(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
+            unique_indices: bool = False) -> Any:  # fmt: skip
+        """``x`` with ``x[idx] = values``; ``mode``: None/'drop'/'fill'/'promise_in_bounds'
+        (out-of-bounds integer-array indices are dropped) or 'clip' (clamped into range)."""
+        return self._do(values, "set", mode)
 
-    def subtract(self, values: Any, **_: Any) -> Any:
-        """``x`` with ``x[idx] -= values``."""
+    def add(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
+            unique_indices: bool = False) -> Any:  # fmt: skip
+        """``x`` with ``x[idx] += values`` (repeated indices accumulate); ``mode`` as for set."""
+        return self._do(values, "add", mode)
+
+    def subtract(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
+                 unique_indices: bool = False) -> Any:  # fmt: skip
+        """``x`` with ``x[idx] -= values``; ``mode`` as for set."""
         from blu.numpy import negative
 
-        return _update(self.array, self.index, negative(values), "add")
+        return self._do(negative(values), "add", mode)
 
-    def multiply(self, values: Any, **_: Any) -> Any:
+    def multiply(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
+                 unique_indices: bool = False) -> Any:  # fmt: skip
         """``x`` with ``x[idx] *= values`` (repeated indices multiply in every value)."""
-        return _update(self.array, self.index, values, "mul")
+        return self._do(values, "mul", mode)
 
     mul = multiply
 
-    def divide(self, values: Any, **_: Any) -> Any:
+    def divide(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
+               unique_indices: bool = False) -> Any:  # fmt: skip
         """``x`` with ``x[idx] /= values``."""
         from blu.numpy import reciprocal
 
-        return _update(self.array, self.index, reciprocal(values), "mul")
+        return self._do(reciprocal(values), "mul", mode)
 
-    def min(self, values: Any, **_: Any) -> Any:
+    def min(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
+            unique_indices: bool = False) -> Any:  # fmt: skip
         """``x`` with ``x[idx] = minimum(x[idx], values)``."""
-        return _update(self.array, self.index, values, "min")
+        return self._do(values, "min", mode)
 
-    def max(self, values: Any, **_: Any) -> Any:
+    def max(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
+            unique_indices: bool = False) -> Any:  # fmt: skip
         """``x`` with ``x[idx] = maximum(x[idx], values)``."""
-        return _update(self.array, self.index, values, "max")
+        return self._do(values, "max", mode)
 
     def __repr__(self) -> str:
         return f"IndexUpdateRef({self.array!r}, {self.index!r})"
+
+
+def _check_mode(op: str, mode: Any, allowed: tuple[str, ...]) -> str | None:
+    if mode is not None and mode not in allowed:
+        raise BluValueError(
+            with_user_line(f"at[].{op}: unknown mode {mode!r} (expected one of {allowed})")
+        )
+    return mode
+
+
+def _index_entries(x: Any, idx: Any, op: str) -> tuple[list, list[int]]:
+    """The index as a tuple of per-axis entries, for the modes that need each axis' size: only
+    integers, integer arrays and slices (one entry per leading axis)."""
+    entries = list(idx) if isinstance(idx, tuple) else [idx]
+    shape = get_aval(x).shape
+    if len(entries) > len(shape) or any(
+        e is None or e is Ellipsis or (hasattr(e, "dtype") and e.dtype == np.bool_) for e in entries
+    ):
+        raise BluValueError(
+            with_user_line(
+                f"at[].{op}: this mode takes an index of integers, integer arrays and slices "
+                f"(one per leading axis), got {idx!r}"
+            )
+        )
+    return entries, list(shape)
+
+
+def _is_int_index(e: Any) -> bool:
+    return not isinstance(e, slice)
+
+
+def _clip_index(x: Any, idx: Any) -> Any:
+    """``idx`` with each integer (array) entry normalized (negative from the end) and clamped
+    into ``[0, n - 1]``: JAX's mode='clip' for updates."""
+    from blu.numpy.selection import _index_array, _normalize_index
+
+    entries, shape = _index_entries(x, idx, "update")
+    out = []
+    for e, n in zip(entries, shape):
+        if _is_int_index(e):
+            i = _normalize_index(_index_array(e, "at[]"), n)
+            if isinstance(i, np.ndarray):
+                i = np.clip(i, 0, max(n - 1, 0))
+            else:
+                i = lax.min(lax.max(i, lax.full_like(i, 0)), lax.full_like(i, max(n - 1, 0)))
+            e = i
+        out.append(e)
+    return tuple(out)
+
+
+def _default_fill(dtype: Any) -> Any:
+    if dtypes.is_float(dtype):
+        return np.nan
+    if dtype == dtypes.bool_:
+        return True
+    info = np.iinfo(dtype)
+    return int(info.max) if dtypes.is_unsigned(dtype) else int(info.min)
+
+
+def _get_fill(x: Any, idx: Any, fill_value: Any) -> Any:
+    """``x[idx]`` where the rows with an out-of-bounds integer index read ``fill_value``."""
+    import blu.numpy as u
+    from blu.numpy.selection import _index_array
+
+    x = asarray_operand(x)
+    entries, shape = _index_entries(x, idx, "get")
+    bad = None
+    for e, n in zip(entries, shape):
+        if _is_int_index(e):
+            i = _index_array(e, "at[].get")
+            b = u.logical_or(u.less(i, -n), u.greater_equal(i, n))
+            bad = b if bad is None else u.logical_or(bad, b)
+    out = getitem(x, idx)
+    if bad is None:
+        return out
+    dtype = get_aval(x).dtype
+    fill = _default_fill(dtype) if fill_value is None else fill_value
+    fill = lax.convert_element_type(asarray_operand(fill), dtype)
+    # numpy's placement of the advanced-index dims: where the (contiguous) integer entries
+    # are, else first
+    ints = [k for k, e in enumerate(entries) if _is_int_index(e)]
+    start = ints[0] if ints == list(range(ints[0], ints[-1] + 1)) else 0
+    bad = asarray_operand(bad)
+    nb = get_aval(bad).ndim
+    out_shape = get_aval(out).shape
+    bad = lax.broadcast_in_dim(bad, out_shape, tuple(range(start, start + nb)))
+    return u.where(bad, fill, out)
 
 
 def _combine(op: str, old: Any, new: Any) -> Any:

@@ -224,7 +224,13 @@ def std(
 ) -> Any:
     """Standard deviation: ``sqrt(var(...))``."""
     v = var(a, axis, dtype, ddof=ddof, keepdims=keepdims, where=where, correction=correction)
-    return lax.sqrt(v) if dtypes.is_float(get_aval(v).dtype) else v
+    if not dtypes.is_float(get_aval(v).dtype):
+        return v
+    # zero variance: value 0 and gradient 0 (the subgradient; sqrt's is infinite there), by
+    # taking sqrt of 1 in its place (docs/conventions.md)
+    zero = lax.eq(v, lax.full_like(v, 0))
+    safe = lax.select(zero, lax.full_like(v, 1), v)
+    return lax.select(zero, lax.full_like(v, 0), lax.sqrt(safe))
 
 
 def _extremum(a: Any, axis: Any, keepdims: bool, initial: Any, where: Any, is_max: bool) -> Any:

@@ -133,10 +133,22 @@ def _check_in_range(idx: Any, n: int, axis: int) -> None:
         )
 
 
-def take_along_axis(arr: Any, indices: Any, axis: int | None, mode: str | None = None) -> Any:
+def take_along_axis(
+    arr: Any, indices: Any, axis: int | None, mode: str | None = None, fill_value: Any = None
+) -> Any:
     """``out[..., j, ...] = arr[..., indices[..., j, ...], ...]`` along ``axis``; the other axes
-    of ``indices`` and ``arr`` broadcast (numpy's rules). Negative indices count from the end;
-    out-of-bounds ones are clamped."""
+    of ``indices`` and ``arr`` broadcast (numpy's rules). Negative indices count from the end.
+
+    Out-of-bounds indices follow ``mode``, as in ``take``: None or 'clip' clamps them, 'wrap'
+    wraps them (modulo the axis size), 'fill' reads ``fill_value`` (default 0).
+
+    Raises:
+        BluValueError: unknown mode, or ``fill_value`` without mode 'fill'.
+    """
+    if mode not in (None, "clip", "wrap", "fill"):
+        raise BluValueError(with_user_line(f"take_along_axis: unknown mode {mode!r}"))
+    if fill_value is not None and mode != "fill":
+        raise BluValueError(with_user_line("take_along_axis: fill_value needs mode='fill'"))
     arr = asarray_operand(arr)
     if axis is None:
         arr, axis = ravel(arr), 0
@@ -150,7 +162,14 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None, mode: str | None =
             )
         )
     axis = canonicalize_axis(axis, len(s), "take_along_axis")
-    idx = _normalize_index(idx, s[axis])
+    n = s[axis]
+    raw = idx
+    if mode == "wrap":
+        from blu.numpy import mod
+
+        idx = np.mod(idx, max(n, 1)) if isinstance(idx, np.ndarray) else mod(idx, max(n, 1))
+    else:
+        idx = _normalize_index(idx, n)
     out_shape = list(
         broadcast_shapes(
             tuple(d for i, d in enumerate(s) if i != axis),
@@ -184,7 +203,15 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None, mode: str | None =
             ],
             len(out_shape),
         )
-    return lax.gather(arr, full_idx, axes=tuple(range(len(s))), mode="clip")
+    out = lax.gather(arr, full_idx, axes=tuple(range(len(s))), mode="clip")
+    if mode == "fill":
+        from blu.numpy import greater_equal, less, logical_or, where
+
+        bad = logical_or(less(raw, -n), greater_equal(raw, n))
+        fill = 0 if fill_value is None else fill_value
+        fill = lax.convert_element_type(asarray_operand(fill), _aval(arr).dtype)
+        out = where(broadcast_to(bad, out_shape), fill, out)
+    return out
 
 
 # ---- diagonals ---------------------------------------------------------------------------------

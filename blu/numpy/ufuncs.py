@@ -496,14 +496,19 @@ def where(
 
 
 def logaddexp(x: Any, y: Any) -> Any:
-    """``log(exp(x) + exp(y))`` without overflow; at ``x == y`` the gradient is split evenly."""
+    """``log(exp(x) + exp(y))`` without overflow; at ``x == y`` the gradient is split evenly.
+    Both ``-inf`` gives ``-inf`` with gradient 0 (not NaN; docs/conventions.md)."""
     x, y = promote_args_inexact(x, y)
+    ninf = lax.full_like(x, -np.inf)
+    both_ninf = lax.and_(lax.eq(x, ninf), lax.eq(y, ninf))
+    zero = lax.full_like(x, 0)
+    x, y = where(both_ninf, zero, x), where(both_ninf, zero, y)
     d = subtract(y, x)
     pos = greater(d, 0)
     m = where(pos, y, x)
     neg_abs = where(pos, negative(d), d)  # -|d|, but equal to d at a tie (so both get 1/2)
     out = add(m, log1p(exp(neg_abs)))
-    return where(isnan(d), add(x, y), out)
+    return where(both_ninf, ninf, where(isnan(d), add(x, y), out))
 
 
 def logaddexp2(x: Any, y: Any) -> Any:

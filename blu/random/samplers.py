@@ -182,9 +182,11 @@ def randint(
 ) -> Any:
     """Uniform integers in ``[minval, maxval)``.
 
-    Two independent random words ``h, l`` per element give ``(h * 2**nbits + l) mod span``:
-    exact (bias below ``span / 2**64``) for dtypes of up to 32 bits; for 64-bit dtypes the
-    product wraps as in JAX (a small bias for spans above 2**32). Bounds are clipped to
+    Two independent random words ``h, l`` of the dtype's width per element give
+    ``(h * 2**nbits + l) mod span`` computed as JAX's ``_randint`` does, with every product in
+    the unsigned dtype of that width (wrapping), so the numbers are JAX's for any span (the
+    wrapped products add a small bias for spans above ``2**(nbits/2)``); 8- and 16-bit dtypes
+    are sampled in int32 and cast, as JAX does. Bounds are clipped to
     ``dtype``'s range (``maxval`` one past its maximum is allowed: ``randint(k, s, 0, 256,
     uint8)`` covers all bytes); where ``maxval <= minval`` the result is ``minval``.
 
@@ -202,26 +204,34 @@ def randint(
         raise BluTypeError(with_user_line(f"random.randint: dtype must be an integer, got {dtype}"))
     shape = _shape_arg(shape, "randint")
     nbits = dtype.itemsize * 8
-    udt, acc = _UINT_OF_WIDTH[nbits], dtypes.uint64  # acc: where the arithmetic happens
+    if nbits < 32:  # JAX samples 8- and 16-bit integers in int32 (less bias), then casts
+        info = np.iinfo(dtype)
+
+        def clip32(x: Any, top: int) -> Any:  # clipped before the cast (JAX casts first)
+            x = lax.convert_element_type(_as_array(x), dtypes.int64)
+            x = lax.max(lax.min(x, lax.full_like(x, top)), lax.full_like(x, int(info.min)))
+            return lax.convert_element_type(x, dtypes.int32)
+
+        lo32, hi32 = clip32(minval, int(info.max)), clip32(maxval, int(info.max) + 1)
+        return lax.convert_element_type(randint(key, shape, lo32, hi32, dtypes.int32), dtype)
+    udt = _UINT_OF_WIDTH[nbits]  # JAX's arithmetic: the unsigned dtype of the width, wrapping
     lo, _ = _int_bound(minval, dtype, shape, "minval")
     hi, above = _int_bound(maxval, dtype, shape, "maxval")
     k1, k2 = _unstack2(split(key))
-    higher = lax.convert_element_type(_bits(k1, shape, nbits, "randint"), acc)
-    lower = lax.convert_element_type(_bits(k2, shape, nbits, "randint"), acc)
+    higher = lax.convert_element_type(_bits(k1, shape, nbits, "randint"), udt)
+    lower = lax.convert_element_type(_bits(k2, shape, nbits, "randint"), udt)
     span = lax.convert_element_type(lax.sub(hi, lo), udt)  # wraps: correct modulo 2**nbits
-    span = lax.convert_element_type(span, acc)
     empty = lax.le(hi, lo)
-    span = lax.select(empty, lax.full(shape, 1, acc), span)
-    # maxval above dtype's max: the true span is one more than hi - lo
-    span = lax.select(lax.and_(above, lax.not_(empty)), lax.add(span, 1), span)
-    if nbits == 64:  # 2**64 mod span, with the product wrapping as in JAX
-        full_range = lax.eq(span, lax.full(shape, 0, acc))  # span = 2**64
-        span = lax.select(full_range, lax.full(shape, 1, acc), span)
-        mult = lax.rem(lax.full(shape, 2**32, acc), span)
-        mult = lax.rem(lax.mul(mult, mult), span)
-    else:  # span <= 2**nbits <= 2**32: every product below fits in 64 bits
-        full_range = lax.eq(span, lax.full(shape, 2**nbits, acc))
-        mult = lax.rem(lax.full(shape, 2**nbits, acc), span)
+    span = lax.select(empty, lax.full(shape, 1, udt), span)
+    # maxval above dtype's max: the true span is one more than hi - lo (0 for the full range)
+    span = lax.select(
+        lax.and_(above, lax.not_(empty)), lax.add(span, lax.full(shape, 1, udt)), span
+    )
+    # span 0 is 2**nbits: XLA's remainder by 0 returns the dividend, so JAX's result is ``lower``
+    full_range = lax.eq(span, lax.full(shape, 0, udt))
+    span = lax.select(full_range, lax.full(shape, 1, udt), span)
+    mult = lax.rem(lax.full(shape, 2 ** (nbits // 2), udt), span)
+    mult = lax.rem(lax.mul(mult, mult), span)
     off = lax.add(lax.mul(lax.rem(higher, span), mult), lax.rem(lower, span))
     off = lax.select(full_range, lower, lax.rem(off, span))
     return lax.add(lo, lax.convert_element_type(off, dtype))

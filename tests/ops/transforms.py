@@ -1,0 +1,180 @@
+"""OpInfo entries: the lax.linalg primitives, the transforms that are primitives, collectives."""
+
+from __future__ import annotations
+
+import dataclasses  # noqa: F401
+import math  # noqa: F401
+from collections.abc import Callable, Sequence  # noqa: F401
+from typing import Any  # noqa: F401
+
+import numpy as np
+import scipy.linalg
+import scipy.special
+
+import blu
+import blu.numpy as bnp
+from blu.lax import linalg as lax_linalg
+from ops.base import (
+    matrix_sampler,
+    op,
+    unary_sampler,
+    uniform,
+)
+
+# ---- lax.linalg primitives ---------------------------------------------------------------------
+
+op(
+    "lax.linalg.cholesky",
+    lambda a: lax_linalg.cholesky(a),
+    np.linalg.cholesky,
+    matrix_sampler(1, 4, spd=True),
+    covers=("prim:cholesky",),
+    n_ops=30,
+    skip={"grad": "finite differences leave the symmetric set; covered by test_linalg"},
+)
+op(
+    "lax.linalg.eigh",
+    lambda a: lax_linalg.eigh(a)[1],
+    lambda a: np.linalg.eigh(a)[0],
+    matrix_sampler(1, 4, spd=True),
+    covers=("prim:eigh",),
+    n_ops=50,
+    skip={"grad": "finite differences leave the symmetric set; covered by test_linalg"},
+)
+op(
+    "lax.linalg.lu",
+    lambda a: lax_linalg.lu(a)[0],
+    lambda a: _lu_ref(a),
+    matrix_sampler(1, 4),
+    covers=("prim:lu",),
+    n_ops=30,
+)
+op(
+    "lax.linalg.qr",
+    lambda a: bnp.abs(lax_linalg.qr(a)[1]),
+    lambda a: np.abs(np.linalg.qr(a)[1]),
+    matrix_sampler(1, 4),
+    covers=("prim:qr",),
+    n_ops=30,
+    skip={"grad": "abs of r is not smooth where r has a zero; qr's derivative is in linalg.qr"},
+)
+op(
+    "lax.linalg.svd",
+    lambda a: lax_linalg.svd(a)[1],
+    lambda a: np.linalg.svd(a)[1],
+    matrix_sampler(1, 4),
+    covers=("prim:svd",),
+    n_ops=80,
+)
+op(
+    "lax.linalg.triangular_solve",
+    lambda a, b: lax_linalg.triangular_solve(a, b, left_side=True, lower=True),
+    lambda a, b: scipy.linalg.solve_triangular(a, b, lower=True),
+    lambda rng: (np.tril(rng.standard_normal((3, 3))) + 3 * np.eye(3), rng.standard_normal((3, 2))),
+    covers=("prim:triangular_solve",),
+    n_ops=30,
+    skip={"vmap": "scipy reference is unbatched"},
+)
+
+
+def _lu_ref(a):
+    out = []
+    for m in a.reshape((-1,) + a.shape[-2:]):
+        p, l_, u = scipy.linalg.lu(m)
+        out.append(np.tril(l_, -1) + u)
+    return np.array(out).reshape(a.shape)
+
+
+# ---- transforms that are primitives -----------------------------------------------------------
+
+op(
+    "transforms.jit",
+    lambda x: blu.jit(lambda y: bnp.sin(y) * y)(x),
+    lambda x: np.sin(x) * x,
+    unary_sampler(),
+    covers=("prim:jit",),
+    n_ops=3,
+)
+op(
+    "transforms.checkpoint",
+    lambda x: blu.checkpoint(lambda y: bnp.sin(y) * y)(x),
+    lambda x: np.sin(x) * x,
+    unary_sampler(),
+    covers=("prim:checkpoint",),
+    n_ops=3,
+)
+op(
+    "transforms.checkpoint_name",
+    lambda x: blu.checkpoint(lambda y: blu.checkpoint_name(bnp.sin(y), "s") * y)(x),
+    lambda x: np.sin(x) * x,
+    unary_sampler(),
+    covers=("prim:checkpoint_name",),
+    n_ops=3,
+)
+
+
+@blu.custom_jvp
+def _cj(x):
+    return bnp.sin(x)
+
+
+_cj.defjvp(lambda p, t: (bnp.sin(p[0]), bnp.cos(p[0]) * t[0]))
+
+
+@blu.custom_vjp
+def _cv(x):
+    return bnp.sin(x)
+
+
+_cv.defvjp(lambda x: (bnp.sin(x), x), lambda x, g: (bnp.cos(x) * g,))
+op("transforms.custom_jvp", _cj, np.sin, unary_sampler(), covers=("prim:custom_jvp_call",))
+op(
+    "transforms.custom_vjp",
+    _cv,
+    np.sin,
+    unary_sampler(),
+    covers=("prim:custom_vjp_call", "prim:custom_lin"),
+    skip={"grad": "custom_vjp has no forward mode (as JAX); reverse in test_custom_derivatives"},
+)
+
+# ---- collectives: under vmap with a named axis ---------------------------------------------------
+
+from blu import parallel as _par  # noqa: E402
+
+
+def _named(f):
+    return lambda x: blu.vmap(f, axis_name="i")(x)
+
+
+_COLL = {
+    "psum": (lambda v: _par.psum(v, "i"), lambda x: np.broadcast_to(x.sum(0), x.shape)),
+    "pmax": (lambda v: _par.pmax(v, "i"), lambda x: np.broadcast_to(x.max(0), x.shape)),
+    "pmin": (lambda v: _par.pmin(v, "i"), lambda x: np.broadcast_to(x.min(0), x.shape)),
+    "all_gather": (
+        lambda v: _par.all_gather(v, "i"),
+        lambda x: np.broadcast_to(x, (x.shape[0],) + x.shape),
+    ),
+    "axis_index": (
+        lambda v: v * _par.axis_index("i"),
+        lambda x: x * np.arange(x.shape[0])[:, None],
+    ),
+    "ppermute": (lambda v: _par.ppermute(v, "i", [(0, 1), (1, 0)]), lambda x: x[::-1]),
+    "all_to_all": (lambda v: _par.all_to_all(v, "i", 0, 0), lambda x: np.swapaxes(x, 0, 1)),
+    "reduce_scatter": (
+        lambda v: _par.psum_scatter(v, "i", scatter_dimension=0, tiled=True),
+        lambda x: x.sum(0).reshape(x.shape[0], -1),
+    ),
+}
+for _n, (_f, _ref) in _COLL.items():
+    op(
+        f"parallel.{_n}",
+        _named(_f),
+        _ref,
+        lambda rng: (uniform()(rng, (2, 2)),),
+        covers=(f"prim:{_n}",),
+        n_ops=4,
+        skip={
+            "vmap": "already a vmap with a named axis; nested in test_parallel_collectives",
+            "jit": "covered by test_parallel_collectives",
+        },
+    )
