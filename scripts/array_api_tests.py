@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import importlib
+import json
 import os
 import shutil
 import subprocess

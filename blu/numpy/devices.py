@@ -10,6 +10,8 @@ the two through ``blu.cuda.device_put`` and ``np.asarray``.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -46,12 +48,36 @@ def check_device(device: Any, name: str) -> None:
         )
 
 
-def put(x: Any, device: Any, name: str) -> Any:
-    """``x`` on ``device`` (the ``device=`` keyword of the creation functions)."""
-    check_device(device, name)
-    if device is None:
-        return x
-    return to_device(x, device)
+def with_device(fn: Callable) -> Callable:
+    """Give a creation function the standard's keyword-only ``device=`` argument (the result
+    is made on the host, then put there)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, device: Any = None, **kwargs: Any) -> Any:
+        check_device(device, fn.__name__)
+        out = fn(*args, **kwargs)
+        if device is None:
+            return out
+        if isinstance(out, tuple):
+            return tuple(to_device(o, device) for o in out)
+        return to_device(out, device)
+
+    return wrapper
+
+
+def array_namespace(api_version: str | None = None) -> Any:
+    """``x.__array_namespace__()``: ``blu.numpy`` (it implements the standard's 2024.12).
+
+    Raises:
+        BluValueError: an ``api_version`` other than None, 2023.12 or 2024.12.
+    """
+    import blu.numpy as bnp
+
+    if api_version not in (None, "2023.12", "2024.12"):
+        raise BluValueError(
+            with_user_line(f"__array_namespace__: api_version {api_version!r} is not supported")
+        )
+    return bnp
 
 
 def array_device(x: Any) -> Any:
@@ -117,10 +143,11 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
     if copy is False:
         raise BluValueError(with_user_line("from_dlpack: blu always copies (copy=False given)"))
     if isinstance(x, (Array, Tracer)):
-        return put(x, device, "from_dlpack")
-    value = np.from_dlpack(x)
-    out = Array(np.array(value, dtype=dtypes.canonicalize(value.dtype)))
-    return put(out, device, "from_dlpack")
+        out = x
+    else:
+        value = np.from_dlpack(x)
+        out = Array(np.array(value, dtype=dtypes.canonicalize(value.dtype)))
+    return out if device is None else to_device(out, device)
 
 
 # ---- __array_namespace_info__ --------------------------------------------------------------------

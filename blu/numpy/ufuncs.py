@@ -113,8 +113,16 @@ def _float_divmod(x: Any, y: Any) -> tuple[Any, Any]:
     div = where(adjust, subtract(div, 1), div)
     fl = lax.floor(div)
     fl = where(greater(subtract(div, fl), 0.5), add(fl, 1), fl)
+    # signed zeros as numpy's npy_divmod: a zero remainder takes the divisor's sign, a zero
+    # quotient the sign of x / y
+    zero = _zeros(x)
+    quot = lax.div(x, y)
+    mod = where(equal(mod, 0), copysign(zero, y), mod)
+    fl = where(equal(fl, 0), copysign(zero, quot), fl)
+    # the Array API: inf // finite is a signed inf (numpy gives NaN; the remainder stays NaN)
+    fl = where(logical_and(isinf(x), isfinite(y)), quot, fl)
     y_zero = equal(y, 0)
-    return where(y_zero, lax.div(x, y), fl), mod
+    return where(y_zero, quot, fl), mod
 
 
 def _int_divmod(x: Any, y: Any) -> tuple[Any, Any]:
@@ -534,16 +542,18 @@ def isinf(x: Any) -> Any:
 
 
 def signbit(x: Any) -> Any:
-    """True where x is negative (including -0.0)."""
+    """True where the sign bit of x is set: negative numbers, -0.0 and -NaN."""
     x = asarray_operand(x)
     if _is_bool(x) or _is_unsigned(x):
         return _bools(x, False)
-    neg = lax.lt(x, _zeros(x))
     if not _is_float(x):
-        return neg
-    one = lax.full_like(x, 1)
-    neg_zero = lax.and_(lax.eq(x, _zeros(x)), lax.lt(lax.div(one, x), _zeros(x)))
-    return lax.or_(neg, neg_zero)
+        return lax.lt(x, _zeros(x))
+    # the sign bit itself: true for -0.0 and for NaNs with the sign bit set
+    aval = get_aval(x)
+    udt = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[aval.dtype.itemsize]
+    bits = lax.bitcast_convert_type(x, udt)
+    top = lax.shift_right_logical(bits, lax.full(aval.shape, 8 * aval.dtype.itemsize - 1, udt))
+    return lax.eq(top, lax.full(aval.shape, 1, udt))
 
 
 def copysign(x: Any, y: Any) -> Any:
