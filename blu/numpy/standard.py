@@ -67,8 +67,10 @@ def nextafter(x1: Any, x2: Any, /) -> Any:
     aval = get_aval(x1)
     x1_const = lax.stop_gradient(x1)
     out = _nextafter_bits(x1_const, lax.stop_gradient(x2), aval.dtype)
-    # the value of ``out`` with the tangent of x1 (the bit step itself is piecewise constant)
-    return lax.add(x1, lax.stop_gradient(lax.sub(out, x1_const)))
+    # the value of ``out`` with the tangent of x1 (the bit step itself is piecewise constant);
+    # where x1 is not finite the difference would be NaN, and the value is ``out`` itself
+    stepped = lax.add(x1, lax.stop_gradient(lax.sub(out, x1_const)))
+    return lax.select(lax.is_finite(x1_const), stepped, out)
 
 
 def _nextafter_bits(x: Any, y: Any, dtype: np.dtype) -> Any:

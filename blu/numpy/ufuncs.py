@@ -326,12 +326,16 @@ def arcsinh(x: Any) -> Any:
     """Inverse hyperbolic sine: ``sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2)))``, with
     ``log(2|x|)`` where ``x^2`` would overflow."""
     (x,) = promote_args_inexact(x)
-    a = lax.abs(x)
+    # |x| and the sign through a select (not abs/sign, whose derivatives vanish at 0: the
+    # derivative of arcsinh there is 1)
+    neg = less(x, 0)
+    a = where(neg, negative(x), x)
     big = greater(a, math.sqrt(float(dtypes.finfo(get_aval(x).dtype).max)) / 2)
     a_safe = where(big, 1, a)
     sq = multiply(a_safe, a_safe)
     small = log1p(add(a_safe, true_divide(sq, add(1, sqrt(add(1, sq))))))
-    return multiply(lax.sign(x), where(big, add(log(a), math.log(2.0)), small))
+    r = where(big, add(log(where(big, a, 1)), math.log(2.0)), small)
+    return where(neg, negative(r), r)
 
 
 def arccosh(x: Any) -> Any:
