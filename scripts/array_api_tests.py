@@ -134,7 +134,9 @@ def main() -> None:
     p.add_argument("--failing", action="store_true", help="also list the failing test ids")
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []  # passed on to pytest
-    args = p.parse_args(argv[: len(argv) - len(extra) - (1 if extra or "--" in argv else 0)])
+    args = p.parse_intermixed_args(
+        argv[: len(argv) - len(extra) - (1 if extra or "--" in argv else 0)]
+    )
     args.pytest_args = extra
     if not (args.suite / "array-api" / "spec").is_dir():
         sys.exit(f"{args.suite}/array-api is empty: the suite needs its spec submodule there")

@@ -216,6 +216,8 @@ _DIVMOD_CASES = [
     (0.0, -1.0, -0.0, -0.0),
     (-0.0, -1.0, 0.0, -0.0),
     (5.0, _INF, 0.0, 5.0),
+    (5.0, -_INF, -0.0, -_INF),
+    (-5.0, _INF, -0.0, _INF),
     (-5.0, -_INF, 0.0, -5.0),
     (1.0, 0.0, _INF, _NAN),
     (1.0, -0.0, -_INF, _NAN),
@@ -234,6 +236,27 @@ def test_floor_divide_remainder_special_values(x1, x2, fd, rem):
                 assert math.isnan(got)
             else:
                 assert got == want and math.copysign(1, got) == math.copysign(1, want)
+
+
+def test_inverse_hyperbolic_edges():
+    # arcsinh keeps the sign of zero and has derivative 1 there; arccosh is NaN below 1 even
+    # where (x - 1)(x + 1) overflows
+    got = np.asarray(bnp.asinh(np.array([-0.0, 0.0])))
+    assert got.tolist() == [0.0, 0.0] and np.signbit(got).tolist() == [True, False]
+    for x0 in (0.0, -0.0):
+        assert float(blu.grad(bnp.asinh)(np.float64(x0))) == 1.0
+    np.testing.assert_array_equal(
+        bnp.acosh(np.array([0.5, -1e30, -np.inf], np.float32)), [np.nan] * 3
+    )
+    assert np.signbit(np.asarray(bnp.nextafter(np.float32(0.0), np.float32(-0.0))))
+
+
+def test_small_standard_fixes():
+    np.testing.assert_array_equal(bnp.eye(3, k=2**31), np.zeros((3, 3)))
+    u = np.ones(3, np.uint8)
+    assert bnp.vecdot(u, u).dtype == np.uint8 and bnp.linalg.vecdot(u, u).tolist() == 3
+    x = bnp.ones(2)
+    assert bnp.from_dlpack(x, copy=False) is x
 
 
 def test_signbit_reads_the_sign_bit():

@@ -372,7 +372,8 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Any:
     N = operator.index(N)
     M = N if M is None else operator.index(M)
     i, j = _index_grid(N, M)
-    return lax.convert_element_type(lax.eq(lax.add(i, int(k)), j), _default_dtype(dtype))
+    k = max(-N, min(M, operator.index(k)))  # a diagonal outside the matrix: all zeros
+    return lax.convert_element_type(lax.eq(lax.add(i, k), j), _default_dtype(dtype))
 
 
 def identity(n: int, dtype: Any = None) -> Any:

@@ -136,14 +136,16 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
     blu's own (immutable) host buffer.
 
     Raises:
-        BluValueError: ``copy=False`` (blu arrays never share a foreign buffer) or a bad device.
+        BluValueError: ``copy=False`` for a foreign object (blu arrays never share a foreign
+            buffer) or a bad device.
         BluTypeError: the object's dtype is not one blu supports.
     """
     check_device(device, "from_dlpack")
-    if copy is False:
-        raise BluValueError(with_user_line("from_dlpack: blu always copies (copy=False given)"))
     if isinstance(x, (Array, Tracer)):
-        out = x
+        out = x  # immutable: sharing it is safe
+    elif copy is False:
+        # a foreign buffer may be written by its owner: a blu array never aliases one
+        raise BluValueError(with_user_line("from_dlpack: blu copies foreign buffers (copy=False)"))
     else:
         value = np.from_dlpack(x)
         out = Array(np.array(value, dtype=dtypes.canonicalize(value.dtype)))

@@ -142,7 +142,8 @@ def vecdot(x1: Any, x2: Any, axis: int = -1) -> Any:
     d2 = s2[k] if -len(s2) <= k else 1
     if d1 != d2:
         raise _shape_error("vecdot", x1, x2, f"the vectors along axis {axis} differ in length")
-    return _sum(multiply(x1, x2), axis=axis)
+    # the operands' dtype (the standard's vecdot does not widen integers as sum does)
+    return _sum(multiply(x1, x2), axis=axis, dtype=get_aval(x1).dtype)
 
 
 def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:

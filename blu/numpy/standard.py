@@ -70,7 +70,9 @@ def nextafter(x1: Any, x2: Any, /) -> Any:
     # the value of ``out`` with the tangent of x1 (the bit step itself is piecewise constant);
     # where x1 is not finite the difference would be NaN, and the value is ``out`` itself
     stepped = lax.add(x1, lax.stop_gradient(lax.sub(out, x1_const)))
-    return lax.select(lax.is_finite(x1_const), stepped, out)
+    # (and where it is zero, whose sign the sum would lose: nextafter(0.0, -0.0) is -0.0)
+    zero = lax.eq(out, lax.full_like(out, 0))
+    return lax.select(lax.and_(lax.is_finite(x1_const), lax.not_(zero)), stepped, out)
 
 
 def _nextafter_bits(x: Any, y: Any, dtype: np.dtype) -> Any:

@@ -119,8 +119,10 @@ def _float_divmod(x: Any, y: Any) -> tuple[Any, Any]:
     quot = lax.div(x, y)
     mod = where(equal(mod, 0), copysign(zero, y), mod)
     fl = where(equal(fl, 0), copysign(zero, quot), fl)
-    # the Array API: inf // finite is a signed inf (numpy gives NaN; the remainder stays NaN)
+    # the Array API: inf // finite is a signed inf (numpy gives NaN; the remainder stays NaN),
+    # finite // inf a signed zero (numpy and Python give -1 for opposite signs)
     fl = where(logical_and(isinf(x), isfinite(y)), quot, fl)
+    fl = where(logical_and(isfinite(x), isinf(y)), quot, fl)
     y_zero = equal(y, 0)
     return where(y_zero, quot, fl), mod
 
@@ -327,8 +329,8 @@ def arcsinh(x: Any) -> Any:
     ``log(2|x|)`` where ``x^2`` would overflow."""
     (x,) = promote_args_inexact(x)
     # |x| and the sign through a select (not abs/sign, whose derivatives vanish at 0: the
-    # derivative of arcsinh there is 1)
-    neg = less(x, 0)
+    # derivative of arcsinh there is 1); the sign bit, so that asinh(-0.0) is -0.0
+    neg = signbit(x)
     a = where(neg, negative(x), x)
     big = greater(a, math.sqrt(float(dtypes.finfo(get_aval(x).dtype).max)) / 2)
     a_safe = where(big, 1, a)
@@ -341,7 +343,9 @@ def arcsinh(x: Any) -> Any:
 def arccosh(x: Any) -> Any:
     """Inverse hyperbolic cosine (NaN below 1)."""
     (x,) = promote_args_inexact(x)
-    return log(add(x, sqrt(multiply(subtract(x, 1), add(x, 1)))))
+    # NaN below 1 also where (x - 1)(x + 1) overflows to +inf for very negative x
+    out = log(add(x, sqrt(multiply(subtract(x, 1), add(x, 1)))))
+    return where(less(x, 1), np.nan, out)
 
 
 def arctanh(x: Any) -> Any:
