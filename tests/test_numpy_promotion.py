@@ -145,6 +145,14 @@ def test_scalar_types_are_dtypes_and_constructors():
     assert bnp.asarray(1.5).dtype == bnp.float32
 
 
+def test_scalar_types_compare_unequal_to_foreign_objects():
+    # numpy raises ValueError/TypeError for these; a dtype must answer False, not raise
+    for other in ("foo", (1, 2), [("a", "f4")], None, object(), 1.5, "float64"):
+        assert not (bnp.float32 == other)
+        assert bnp.float32 != other
+    assert bnp.float32 == "float32" and bnp.int8 == np.dtype("int8")
+
+
 def test_issubdtype_finfo_iinfo():
     assert bnp.issubdtype(bnp.bfloat16, bnp.floating)
     assert bnp.issubdtype(bnp.bfloat16, bnp.inexact)

@@ -263,6 +263,35 @@ class ArrayOps:
     def sort(self, axis=-1):
         return _bnp().sort(self, axis=axis)
 
+    # the Array API standard's attributes (blu.numpy.devices)
+    def __array_namespace__(self, *, api_version=None):
+        return _bnp().devices.array_namespace(api_version)
+
+    @property
+    def mT(self):
+        return _bnp().matrix_transpose(self)
+
+    @property
+    def device(self):
+        return _bnp().devices.array_device(self)
+
+    def to_device(self, device, /, *, stream=None):
+        return _bnp().devices.to_device(self, device, stream=stream)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return _bnp().devices.dlpack(
+            self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy
+        )
+
+    def __dlpack_device__(self):
+        return _bnp().devices.dlpack_device(self)
+
+    def __rlshift__(self, o):
+        return _bnp().left_shift(o, self)
+
+    def __rrshift__(self, o):
+        return _bnp().right_shift(o, self)
+
 
 class Array(ArrayOps):
     """A concrete blu array (on the CPU: a numpy array underneath).

@@ -49,6 +49,7 @@ from blu.numpy._dtypes import (
 )
 from blu.numpy._promote import asarray_operand, broadcast_shapes, promote_args
 from blu.numpy.creation import *  # noqa: F403
+from blu.numpy.devices import __array_namespace_info__, from_dlpack
 from blu.numpy.einsum import einsum
 from blu.numpy.index_update import IndexUpdateHelper, IndexUpdateRef
 from blu.numpy.indexing import getitem
@@ -57,9 +58,12 @@ from blu.numpy.manipulation import *  # noqa: F403
 from blu.numpy.products import *  # noqa: F403
 from blu.numpy.reductions import *  # noqa: F403
 from blu.numpy.selection import *  # noqa: F403
+from blu.numpy.sets import *  # noqa: F403
 from blu.numpy.sorting import *  # noqa: F403
 from blu.numpy.signal import convolve, correlate
 from blu.numpy.ufuncs import *  # noqa: F403
+from blu.numpy.standard import *  # noqa: F403
+from blu.numpy.standard import __array_api_version__
 
 pi = _math.pi
 e = _math.e

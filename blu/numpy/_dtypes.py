@@ -29,11 +29,15 @@ class _ScalarMeta(type):
         return asarray(x, dtype=cls.dtype)
 
     def __eq__(cls, other: Any) -> bool:
+        # a dtype compares unequal to what is not a dtype, never raises (the Array API's
+        # reporting compares dtypes with arbitrary objects)
         if isinstance(other, _ScalarMeta):
             return cls.dtype == other.dtype
+        if other is None or not isinstance(other, (np.dtype, type, str)):
+            return False
         try:
             return cls.dtype == np.dtype(other)
-        except TypeError:
+        except Exception:  # noqa: BLE001  (np.dtype raises TypeError, ValueError, ...)
             return False
 
     def __ne__(cls, other: Any) -> bool:

@@ -29,6 +29,7 @@ from blu.numpy._promote import (
     is_python_scalar,
     scalar_array,
 )
+from blu.numpy.devices import with_device
 
 # fmt: off
 __all__ = [
@@ -145,6 +146,7 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: Any = None, 
     return out
 
 
+@with_device
 def asarray(a: Any, dtype: Any = None, order: Any = None, copy: Any = None) -> Any:
     """Like ``array`` (no copy is ever needed: blu arrays are immutable)."""
     return array(a, dtype=dtype, order=order)
@@ -180,6 +182,7 @@ def _default_dtype(dtype: Any, default: np.dtype = dtypes.default_float) -> np.d
     return default if dtype is None else dtypes.canonicalize(dtype)
 
 
+@with_device
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     """An array of ``shape`` filled with ``fill_value`` (a scalar, or an array broadcast to
     ``shape``). A Python scalar without ``dtype`` gives the default dtype, weakly typed."""
@@ -194,21 +197,25 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     return broadcast_to(fill, shape)
 
 
+@with_device
 def zeros(shape: Any, dtype: Any = None) -> Any:
     """An array of zeros (float32 by default)."""
     return lax.full(_shape(shape, "zeros"), 0, _default_dtype(dtype))
 
 
+@with_device
 def ones(shape: Any, dtype: Any = None) -> Any:
     """An array of ones (float32 by default)."""
     return lax.full(_shape(shape, "ones"), 1, _default_dtype(dtype))
 
 
+@with_device
 def empty(shape: Any, dtype: Any = None) -> Any:
     """Like ``zeros`` (blu arrays are never uninitialised)."""
     return zeros(shape, dtype)
 
 
+@with_device
 def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Any:
     """An array like ``a`` (its shape and dtype unless given) filled with ``fill_value``.
 
@@ -225,14 +232,17 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> 
     return out
 
 
+@with_device
 def zeros_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
     return full_like(a, 0, dtype, shape)
 
 
+@with_device
 def ones_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
     return full_like(a, 1, dtype, shape)
 
 
+@with_device
 def empty_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
     return full_like(a, 0, dtype, shape)
 
@@ -246,6 +256,7 @@ def _static_scalar(x: Any, name: str) -> Any:
     return v.item()
 
 
+@with_device
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> Any:
     """Evenly spaced values in ``[start, stop)`` (static arguments), like ``np.arange``.
 
@@ -279,6 +290,7 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) ->
     return Array(values.astype(dtype))
 
 
+@with_device
 def linspace(
     start: Any,
     stop: Any,
@@ -297,6 +309,11 @@ def linspace(
     num = operator.index(num)
     if num < 0:
         raise BluValueError(with_user_line(f"linspace: num must be >= 0, got {num}"))
+    if dtype is not None and dtypes.is_float(dtypes.canonicalize(dtype)):
+        # Python scalars go straight into the float dtype (not rounded through float32 first)
+        start, stop = (
+            v if isinstance(v, (Array, Tracer)) else array(v, dtype) for v in (start, stop)
+        )
     start, stop = asarray_operand(start), asarray_operand(stop)
     if dtype is None:
         dtype = dtypes.result_type(start, stop, 0.0)
@@ -346,12 +363,14 @@ def _index_grid(n: int, m: int) -> tuple[Any, Any]:
     return lax.iota(dtypes.int32, (n, m), 0), lax.iota(dtypes.int32, (n, m), 1)
 
 
+@with_device
 def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Any:
     """An ``N x M`` array with ones on diagonal ``k`` (float32 by default)."""
     N = operator.index(N)
     M = N if M is None else operator.index(M)
     i, j = _index_grid(N, M)
-    return lax.convert_element_type(lax.eq(lax.add(i, int(k)), j), _default_dtype(dtype))
+    k = max(-N, min(M, operator.index(k)))  # a diagonal outside the matrix: all zeros
+    return lax.convert_element_type(lax.eq(lax.add(i, k), j), _default_dtype(dtype))
 
 
 def identity(n: int, dtype: Any = None) -> Any:

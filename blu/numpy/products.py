@@ -123,10 +123,27 @@ def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any =
 
 
 def vecdot(x1: Any, x2: Any, axis: int = -1) -> Any:
-    """Inner products of vectors along ``axis`` (other axes broadcast)."""
+    """Inner products of vectors along ``axis`` (the other axes broadcast; the vectors' lengths
+    must agree, they do not broadcast).
+
+    Raises:
+        BluShapeError: the sizes along ``axis`` differ, or ``axis`` is out of range.
+    """
     from blu.numpy import multiply
 
-    return _sum(multiply(x1, x2), axis=axis)
+    x1, x2 = promote_dtypes(x1, x2)
+    s1, s2 = get_aval(x1).shape, get_aval(x2).shape
+    nd = max(len(s1), len(s2))
+    if not -nd <= axis < nd:
+        raise _shape_error("vecdot", x1, x2, f"axis {axis} is out of range")
+    # the axis in the broadcast frame, read in each operand (missing dims are size 1)
+    k = axis - nd if axis >= 0 else axis
+    d1 = s1[k] if -len(s1) <= k else 1
+    d2 = s2[k] if -len(s2) <= k else 1
+    if d1 != d2:
+        raise _shape_error("vecdot", x1, x2, f"the vectors along axis {axis} differ in length")
+    # the operands' dtype (the standard's vecdot does not widen integers as sum does)
+    return _sum(multiply(x1, x2), axis=axis, dtype=get_aval(x1).dtype)
 
 
 def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:

@@ -277,11 +277,14 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
 
     Raises:
         ConcretizationError: ``a`` is traced and ``size`` is None (use ``bnp.where(cond, x, y)``,
-            a mask, or pass ``size=``).
+            a mask, or pass ``size=``). BluShapeError: ``a`` is 0-d (as numpy 2).
     """
     from blu.numpy import where
 
     fill = 0 if fill_value is None else fill_value
+    if _aval(a).ndim == 0:
+        # numpy 2 and the Array API: a 0-d array has no axes to index (atleast_1d it first)
+        raise BluShapeError(with_user_line("nonzero: a 0-d array has no indices (use atleast_1d)"))
     if size is None or not isinstance(a, Tracer):
         v = concrete_value(a, "nonzero (or one-argument where) without size=")
         idx = np.nonzero(np.atleast_1d(v))

@@ -114,8 +114,18 @@ def _float_divmod(x: Any, y: Any) -> tuple[Any, Any]:
     div = where(adjust, subtract(div, 1), div)
     fl = lax.floor(div)
     fl = where(greater(subtract(div, fl), 0.5), add(fl, 1), fl)
+    # signed zeros as numpy's npy_divmod: a zero remainder takes the divisor's sign, a zero
+    # quotient the sign of x / y
+    zero = _zeros(x)
+    quot = lax.div(x, y)
+    mod = where(equal(mod, 0), copysign(zero, y), mod)
+    fl = where(equal(fl, 0), copysign(zero, quot), fl)
+    # the Array API: inf // finite is a signed inf (numpy gives NaN; the remainder stays NaN),
+    # finite // inf a signed zero (numpy and Python give -1 for opposite signs)
+    fl = where(logical_and(isinf(x), isfinite(y)), quot, fl)
+    fl = where(logical_and(isfinite(x), isinf(y)), quot, fl)
     y_zero = equal(y, 0)
-    return where(y_zero, lax.div(x, y), fl), mod
+    return where(y_zero, quot, fl), mod
 
 
 def _int_divmod(x: Any, y: Any) -> tuple[Any, Any]:
@@ -319,18 +329,24 @@ def arcsinh(x: Any) -> Any:
     """Inverse hyperbolic sine: ``sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2)))``, with
     ``log(2|x|)`` where ``x^2`` would overflow."""
     (x,) = promote_args_inexact(x)
-    a = lax.abs(x)
+    # |x| and the sign through a select (not abs/sign, whose derivatives vanish at 0: the
+    # derivative of arcsinh there is 1); the sign bit, so that asinh(-0.0) is -0.0
+    neg = signbit(x)
+    a = where(neg, negative(x), x)
     big = greater(a, math.sqrt(float(dtypes.finfo(get_aval(x).dtype).max)) / 2)
     a_safe = where(big, 1, a)
     sq = multiply(a_safe, a_safe)
     small = log1p(add(a_safe, true_divide(sq, add(1, sqrt(add(1, sq))))))
-    return multiply(lax.sign(x), where(big, add(log(a), math.log(2.0)), small))
+    r = where(big, add(log(where(big, a, 1)), math.log(2.0)), small)
+    return where(neg, negative(r), r)
 
 
 def arccosh(x: Any) -> Any:
     """Inverse hyperbolic cosine (NaN below 1)."""
     (x,) = promote_args_inexact(x)
-    return log(add(x, sqrt(multiply(subtract(x, 1), add(x, 1)))))
+    # NaN below 1 also where (x - 1)(x + 1) overflows to +inf for very negative x
+    out = log(add(x, sqrt(multiply(subtract(x, 1), add(x, 1)))))
+    return where(less(x, 1), np.nan, out)
 
 
 def arctanh(x: Any) -> Any:
@@ -540,16 +556,18 @@ def isinf(x: Any) -> Any:
 
 
 def signbit(x: Any) -> Any:
-    """True where x is negative (including -0.0)."""
+    """True where the sign bit of x is set: negative numbers, -0.0 and -NaN."""
     x = asarray_operand(x)
     if _is_bool(x) or _is_unsigned(x):
         return _bools(x, False)
-    neg = lax.lt(x, _zeros(x))
     if not _is_float(x):
-        return neg
-    one = lax.full_like(x, 1)
-    neg_zero = lax.and_(lax.eq(x, _zeros(x)), lax.lt(lax.div(one, x), _zeros(x)))
-    return lax.or_(neg, neg_zero)
+        return lax.lt(x, _zeros(x))
+    # the sign bit itself: true for -0.0 and for NaNs with the sign bit set
+    aval = get_aval(x)
+    udt = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[aval.dtype.itemsize]
+    bits = lax.bitcast_convert_type(x, udt)
+    top = lax.shift_right_logical(bits, lax.full(aval.shape, 8 * aval.dtype.itemsize - 1, udt))
+    return lax.eq(top, lax.full(aval.shape, 1, udt))
 
 
 def copysign(x: Any, y: Any) -> Any:

@@ -31,6 +31,16 @@ from blu.numpy.linalg.decompositions import (
     svdvals,
 )
 from blu.numpy.linalg.norms import cond, matrix_norm, norm, vector_norm
+from blu.numpy.linalg.standard import (
+    cross,
+    diagonal,
+    matmul,
+    matrix_transpose,
+    outer,
+    tensordot,
+    trace,
+    vecdot,
+)
 from blu.numpy.linalg.solvers import (
     SlogdetResult,
     det,
@@ -69,4 +79,13 @@ __all__ = [
     "svd",
     "svdvals",
     "vector_norm",
+    # the Array API's functions on the last axes
+    "cross",
+    "diagonal",
+    "matmul",
+    "matrix_transpose",
+    "outer",
+    "tensordot",
+    "trace",
+    "vecdot",
 ]

@@ -1,0 +1,215 @@
+"""Devices and interchange for the Array API standard: ``x.device``, ``x.to_device``, the
+``device=`` keyword of the creation functions, DLPack (``x.__dlpack__``, ``from_dlpack``) and
+``__array_namespace_info__()`` (https://data-apis.org/array-api/2024.12/API_specification/).
+
+A ``blu.Array`` (and every tracer) lives on the host: its device is ``CPU_DEVICE``, the first
+device of ``blu.devices()`` without ``blu.parallel.initialize()``. A ``DeviceArray`` lives on
+its GPU (``x.device`` is that ``blu.cuda`` device); ``to_device`` and ``device=`` copy between
+the two through ``blu.cuda.device_put`` and ``np.asarray``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from blu.core import dtypes
+from blu.core.array import Array
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import Tracer
+from blu.parallel.devices import Device
+
+__all__ = ["from_dlpack", "__array_namespace_info__"]
+
+CPU_DEVICE = Device(0, "cpu", 0, 0)
+
+_KDL_CPU, _KDL_CUDA = 1, 2  # DLPack's DLDeviceType
+
+
+def _is_cpu(device: Any) -> bool:
+    return device is None or device == "cpu" or device == CPU_DEVICE
+
+
+def _is_gpu(device: Any) -> bool:
+    return type(device).__module__.startswith("blu.cuda")
+
+
+def check_device(device: Any, name: str) -> None:
+    """Raise unless ``device`` is None, ``"cpu"``, ``CPU_DEVICE`` or a ``blu.cuda`` device."""
+    if not (_is_cpu(device) or _is_gpu(device)):
+        raise BluValueError(
+            with_user_line(
+                f"{name}: device must be None, 'cpu', {CPU_DEVICE!r} or a blu.cuda device, "
+                f"got {device!r}"
+            )
+        )
+
+
+def with_device(fn: Callable) -> Callable:
+    """Give a creation function the standard's keyword-only ``device=`` argument (the result
+    is made on the host, then put there)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, device: Any = None, **kwargs: Any) -> Any:
+        check_device(device, fn.__name__)
+        out = fn(*args, **kwargs)
+        if device is None:
+            return out
+        if isinstance(out, tuple):
+            return tuple(to_device(o, device) for o in out)
+        return to_device(out, device)
+
+    return wrapper
+
+
+def array_namespace(api_version: str | None = None) -> Any:
+    """``x.__array_namespace__()``: ``blu.numpy`` (it implements the standard's 2024.12).
+
+    Raises:
+        BluValueError: an ``api_version`` other than None, 2023.12 or 2024.12.
+    """
+    import blu.numpy as bnp
+
+    if api_version not in (None, "2023.12", "2024.12"):
+        raise BluValueError(
+            with_user_line(f"__array_namespace__: api_version {api_version!r} is not supported")
+        )
+    return bnp
+
+
+def array_device(x: Any) -> Any:
+    """``x.device``: ``CPU_DEVICE`` for blu arrays and tracers (a DeviceArray has its own)."""
+    return CPU_DEVICE
+
+
+def to_device(x: Any, device: Any, /, *, stream: Any = None) -> Any:
+    """``x.to_device(device)``: ``x`` itself when already there, else a copy.
+
+    Raises:
+        BluValueError: an unknown device, or a traced value sent to a GPU.
+    """
+    check_device(device, "to_device")
+    on_gpu = getattr(x, "_blu_device_array", False)
+    if _is_cpu(device):
+        return Array(np.array(x)) if on_gpu else x
+    if isinstance(x, Tracer):
+        raise BluValueError(with_user_line("to_device: a traced value cannot change device"))
+    from blu.cuda import device_put
+
+    return device_put(x, device)
+
+
+def dlpack_device(x: Any) -> tuple[int, int]:
+    """``x.__dlpack_device__()``: (kDLCPU, 0) for host arrays."""
+    if getattr(x, "_blu_device_array", False):
+        return (_KDL_CUDA, int(x.device.id))
+    return (_KDL_CPU, 0)
+
+
+def dlpack(
+    x: Any,
+    /,
+    *,
+    stream: Any = None,
+    max_version: tuple[int, int] | None = None,
+    dl_device: tuple[int, int] | None = None,
+    copy: bool | None = None,
+) -> Any:
+    """``x.__dlpack__()``: a DLPack capsule of a concrete host array (numpy's exporter; the
+    buffer is read-only, so a consumer that asks for a pre-1.0 capsule gets a copy)."""
+    if isinstance(x, Tracer):
+        raise BluTypeError(with_user_line("__dlpack__: a traced value has no buffer to export"))
+    if dl_device is not None and tuple(dl_device) != (_KDL_CPU, 0):
+        raise BufferError(f"__dlpack__: blu arrays live on the CPU, not {dl_device}")
+    value = np.asarray(x)
+    if max_version is None or tuple(max_version) < (1, 0) or copy:
+        # DLPack < 1.0 cannot say read-only: hand over a writable copy
+        value = value.copy()
+    return value.__dlpack__(stream=stream, max_version=max_version, copy=copy)
+
+
+def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
+    """A blu array from any object with ``__dlpack__`` (numpy, torch, cupy, ...), copied into
+    blu's own (immutable) host buffer.
+
+    Raises:
+        BluValueError: ``copy=False`` for a foreign object (blu arrays never share a foreign
+            buffer) or a bad device.
+        BluTypeError: the object's dtype is not one blu supports.
+    """
+    check_device(device, "from_dlpack")
+    if isinstance(x, (Array, Tracer)):
+        out = x  # immutable: sharing it is safe
+    elif copy is False:
+        # a foreign buffer may be written by its owner: a blu array never aliases one
+        raise BluValueError(with_user_line("from_dlpack: blu copies foreign buffers (copy=False)"))
+    else:
+        value = np.from_dlpack(x)
+        out = Array(np.array(value, dtype=dtypes.canonicalize(value.dtype)))
+    return out if device is None else to_device(out, device)
+
+
+# ---- __array_namespace_info__ --------------------------------------------------------------------
+
+_KINDS = {
+    "bool": ("bool",),
+    "signed integer": ("int8", "int16", "int32", "int64"),
+    "unsigned integer": ("uint8", "uint16", "uint32", "uint64"),
+    "real floating": ("float32", "float64"),
+    "complex floating": (),
+}
+_KINDS["integral"] = _KINDS["signed integer"] + _KINDS["unsigned integer"]
+_KINDS["numeric"] = _KINDS["integral"] + _KINDS["real floating"]
+
+
+class Info:
+    """What ``__array_namespace_info__()`` returns: blu.numpy's capabilities, devices and
+    dtypes (the Array API's inspection API). Complex dtypes are not (yet) supported."""
+
+    __module__ = "blu.numpy"
+
+    def capabilities(self) -> dict[str, Any]:
+        # boolean masks and unique/nonzero work on concrete arrays (traced ones need size=)
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
+
+    def default_device(self) -> Any:
+        return CPU_DEVICE
+
+    def devices(self) -> list[Any]:
+        return [CPU_DEVICE]
+
+    def default_dtypes(self, *, device: Any = None) -> dict[str, Any]:
+        import blu.numpy as bnp
+
+        check_device(device, "default_dtypes")
+        return {
+            "real floating": bnp.float32,
+            "integral": bnp.int32,
+            "indexing": bnp.int32,
+        }
+
+    def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, Any]:
+        import blu.numpy as bnp
+
+        check_device(device, "dtypes")
+        if kind is None:
+            names = ("bool",) + _KINDS["numeric"]
+        elif isinstance(kind, tuple):
+            names = tuple(n for k in kind for n in self._names(k))
+        else:
+            names = self._names(kind)
+        return {n: getattr(bnp, n) for n in dict.fromkeys(names)}
+
+    @staticmethod
+    def _names(kind: str) -> tuple[str, ...]:
+        if kind not in _KINDS:
+            raise BluValueError(with_user_line(f"dtypes: unknown kind {kind!r}"))
+        return _KINDS[kind]
+
+
+def __array_namespace_info__() -> Info:
+    """The Array API inspection namespace of ``blu.numpy``."""
+    return Info()

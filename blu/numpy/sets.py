@@ -1,0 +1,115 @@
+"""Set functions: the standard's ``unique_all`` / ``unique_counts`` / ``unique_inverse`` /
+``unique_values``.
+
+One stable sort of the flattened input finds the groups of equal values (a group starts where
+an element differs from its sorted predecessor; NaNs differ from everything, so each NaN is
+its own group, as the standard asks; -0.0 and +0.0 are one group). The number of groups depends
+on the values: without ``size`` the input must be concrete; with a static ``size`` the functions
+also work on traced arrays (as JAX's ``unique(size=)``), the missing groups padded with
+``fill_value`` (default: the smallest value) and zero counts. ``values`` is a gather of the
+input, so it is differentiable.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from blu import lax
+from blu.core import dtypes
+from blu.core.interpreter import Tracer, get_aval
+from blu.numpy._promote import asarray_operand, concrete_value
+
+__all__ = ["unique_all", "unique_counts", "unique_inverse", "unique_values"]
+
+
+class UniqueAllResult(NamedTuple):
+    values: Any
+    indices: Any
+    inverse_indices: Any
+    counts: Any
+
+
+class UniqueCountsResult(NamedTuple):
+    values: Any
+    counts: Any
+
+
+class UniqueInverseResult(NamedTuple):
+    values: Any
+    inverse_indices: Any
+
+
+def _groups(x: Any, size: int | None, fill_value: Any):
+    """(values, first indices, inverse indices (x's shape), counts) of the groups of ``x``."""
+    from blu.numpy.manipulation import concatenate
+    from blu.numpy.selection import nonzero, take
+    from blu.numpy.sorting import argsort
+
+    x = asarray_operand(x)
+    aval = get_aval(x)
+    flat = lax.reshape(x, (aval.size,))
+    n = aval.size
+    i32 = dtypes.int32
+    perm = argsort(flat)  # stable: a group's first sorted element has its smallest index
+    srt = take(flat, perm)
+    if n:
+        differs = lax.ne(lax.slice_in_dim(srt, 1, n), lax.slice_in_dim(srt, 0, n - 1))
+        starts = concatenate([lax.full((1,), True, dtypes.bool_), differs])
+    else:
+        starts = lax.full((0,), True, dtypes.bool_)
+    if size is None or not isinstance(starts, Tracer):
+        k = int(concrete_value(starts, "unique without size=").sum())
+        size = k if size is None else size
+    group = lax.sub(lax.cumsum(lax.convert_element_type(starts, i32), 0), lax.full((n,), 1, i32))
+    inverse = lax.scatter(
+        lax.full((n,), 0, i32), lax.reshape(perm, (n, 1)), group, axes=(0,)
+    ) if n else lax.full((0,), 0, i32)  # fmt: skip
+    (pos,) = nonzero(starts, size=size, fill_value=n)
+    present = lax.lt(pos, lax.full((size,), n, i32))
+    safe = lax.select(present, pos, lax.full((size,), 0, i32))
+    if n:
+        values = take(srt, safe)
+        first = take(perm, safe)
+    else:
+        values = lax.full((size,), 0, aval.dtype)
+        first = lax.full((size,), 0, i32)
+    if size:
+        fill = lax.reduce_min(flat, (0,)) if fill_value is None and n else fill_value
+        fill = lax.convert_element_type(asarray_operand(0 if fill is None else fill), aval.dtype)
+        values = lax.select(present, values, lax.broadcast_in_dim(fill, (size,), ()))
+    first = lax.select(present, first, lax.full((size,), 0, i32))
+    ones = lax.full((n,), 1, i32)
+    counts = lax.scatter_add(lax.full((size,), 0, i32), lax.reshape(group, (n, 1)), ones, axes=(0,))
+    return values, first, lax.reshape(inverse, aval.shape), counts
+
+
+def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> UniqueAllResult:
+    """The sorted unique values of ``x`` (flattened), the index of each one's first occurrence,
+    the inverse indices (``values[inverse_indices] == x``, in ``x``'s shape) and the counts
+    (indices int32).
+
+    Raises:
+        ConcretizationError: ``x`` is traced and ``size`` is None.
+    """
+    return UniqueAllResult(*_groups(x, size, fill_value))
+
+
+def unique_counts(
+    x: Any, /, *, size: int | None = None, fill_value: Any = None
+) -> UniqueCountsResult:
+    """The sorted unique values of ``x`` and how often each occurs."""
+    values, _, _, counts = _groups(x, size, fill_value)
+    return UniqueCountsResult(values, counts)
+
+
+def unique_inverse(
+    x: Any, /, *, size: int | None = None, fill_value: Any = None
+) -> UniqueInverseResult:
+    """The sorted unique values of ``x`` and the inverse indices (``x``'s shape)."""
+    values, _, inverse, _ = _groups(x, size, fill_value)
+    return UniqueInverseResult(values, inverse)
+
+
+def unique_values(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
+    """The sorted unique values of ``x`` (flattened; each NaN counts once)."""
+    return _groups(x, size, fill_value)[0]
