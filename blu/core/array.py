@@ -24,6 +24,9 @@ ARRAY_FUNCTIONS = (
     "IndexUpdateHelper", "transpose", "astype", "reshape", "ravel", "squeeze", "swapaxes", "sum",
     "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "all", "any", "cumsum",
     "clip", "round", "dot", "sort",
+    # the Array API's array attributes (blu.numpy.devices)
+    "array_namespace", "array_device", "to_device", "dlpack", "dlpack_device",
+    "matrix_transpose",
 )  # fmt: skip
 
 _functions: dict[str, Callable[..., Any]] = {}
@@ -265,7 +268,7 @@ class ArrayOps:
 
     # the Array API standard's attributes (blu.numpy.devices)
     def __array_namespace__(self, *, api_version=None):
-        return _bnp().devices.array_namespace(api_version)
+        return _bnp().array_namespace(api_version)
 
     @property
     def mT(self):
@@ -273,18 +276,18 @@ class ArrayOps:
 
     @property
     def device(self):
-        return _bnp().devices.array_device(self)
+        return _bnp().array_device(self)
 
     def to_device(self, device, /, *, stream=None):
-        return _bnp().devices.to_device(self, device, stream=stream)
+        return _bnp().to_device(self, device, stream=stream)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        return _bnp().devices.dlpack(
+        return _bnp().dlpack(
             self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy
         )
 
     def __dlpack_device__(self):
-        return _bnp().devices.dlpack_device(self)
+        return _bnp().dlpack_device(self)
 
     def __rlshift__(self, o):
         return _bnp().left_shift(o, self)

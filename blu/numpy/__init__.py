@@ -74,4 +74,6 @@ newaxis = None
 bool = bool_  # noqa: A001  (numpy 2 spells it bnp.bool as well)
 
 # the numpy-style methods of arrays and tracers (x + y, x.sum(), x.at[...]) call these
-_array.register_array_functions({_n: globals()[_n] for _n in _array.ARRAY_FUNCTIONS})
+_array.register_array_functions(
+    {_n: globals().get(_n) or getattr(devices, _n) for _n in _array.ARRAY_FUNCTIONS}
+)
