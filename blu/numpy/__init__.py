@@ -49,6 +49,7 @@ from blu.numpy._dtypes import (
 )
 from blu.numpy._promote import asarray_operand, broadcast_shapes, promote_args
 from blu.numpy.creation import *  # noqa: F403
+from blu.numpy import devices as _devices
 from blu.numpy.devices import __array_namespace_info__, from_dlpack
 from blu.numpy.einsum import einsum
 from blu.numpy.index_update import IndexUpdateHelper, IndexUpdateRef
@@ -75,5 +76,5 @@ bool = bool_  # noqa: A001  (numpy 2 spells it bnp.bool as well)
 
 # the numpy-style methods of arrays and tracers (x + y, x.sum(), x.at[...]) call these
 _array.register_array_functions(
-    {_n: globals().get(_n) or getattr(devices, _n) for _n in _array.ARRAY_FUNCTIONS}
+    {_n: globals().get(_n) or getattr(_devices, _n) for _n in _array.ARRAY_FUNCTIONS}
 )
