@@ -20,6 +20,7 @@ import blu.cuda as bc
 import blu.nn as nn
 import blu.numpy as bnp
 from blu.lower.mlir import codegen_gpu, codegen_rows
+from tests.helpers import env_flag
 
 pytestmark = GPU_MARKS
 
@@ -52,14 +53,14 @@ def all_forms(dev, monkeypatch, f, *args) -> dict[str, list[np.ndarray]]:
     outs = {}
     for form, env in FORMS.items():
         for var in ("BLU_GPU_ROWS", "BLU_GPU_UNROLL"):
-            monkeypatch.delenv(var, raising=False)
+            env_flag(var, "")
         for var, val in env.items():
-            monkeypatch.setenv(var, val)
+            env_flag(var, val)
         assert form in group_forms(f, *args)
         out = blu.jit(lambda *a: f(*a))(*put)  # a new function: its own executable
         outs[form] = [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
     for var in ("BLU_GPU_ROWS", "BLU_GPU_UNROLL"):
-        monkeypatch.delenv(var, raising=False)
+        env_flag(var, "")
     for u, lp in zip(outs["unrolled"], outs["looped"]):
         assert u.dtype == lp.dtype and u.shape == lp.shape
         same = np.array_equal(np.atleast_1d(u).view(np.uint8), np.atleast_1d(lp).view(np.uint8))

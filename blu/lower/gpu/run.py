@@ -200,6 +200,14 @@ class Bound:
     def _library(self, info: tuple, ptr: list[int], arena_ptr: int) -> None:
         lowering, e, ins, outs, ws = info
         work = arena_ptr + ws[0] if ws else 0
+        if self.fake:  # host memory: the lowering's CPU form on views of the planned buffers
+            from blu.cuda.fake import _host_view
+
+            view = lambda p, a: _host_view(p, a.size, a.dtype).reshape(a.shape)  # noqa: E731
+            lowering.cpu([view(ptr[x], a.aval) for x, a in zip(ins, e.invars)],
+                         [view(ptr[x], v.aval) for x, v in zip(outs, e.outvars)],
+                         None, **e.params)  # fmt: skip
+            return
         lowering.gpu(self.dev, self.dev.stream_id, [ptr[x] for x in ins], [ptr[x] for x in outs],
                      work, [a.aval for a in e.invars], [v.aval for v in e.outvars],
                      **e.params)  # fmt: skip
