@@ -3,7 +3,7 @@
 ``python -m examples.gpt2`` trains the small CPU model on character-level tinyshakespeare, shows
 a progress bar (loss, tokens/s), evaluates the validation loss periodically, checkpoints to
 ``runs/gpt2/``, then prints the final losses, writes ``runs/gpt2/loss.png`` and prints sampled
-text. ``--help`` lists every flag.
+text (also appended to ``runs/gpt2/samples.txt`` with the step). ``--help`` lists every flag.
 
 One training step is one ``blu.jit`` program: ``value_and_grad`` of the loss over
 ``--grad-accum`` micro-batches (averaged), gradient clipping and the AdamW update, with the
@@ -43,7 +43,7 @@ from examples.gpt2.data import (
 )
 from examples.gpt2.model import CONFIGS, GPTConfig, init_params, loss_fn, num_params
 from examples.gpt2.report import Progress, plot_losses
-from examples.gpt2.sample import Sampler
+from examples.gpt2.sample import Sampler, append_sample
 
 # Training defaults per model config; a flag given on the command line wins.
 # fmt: off
@@ -502,10 +502,9 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
         sampler = Sampler(cfg, a.block_size, a.temperature, a.top_k, data.tok.vocab_size)
         ids = sampler.generate(params, data.tok.encode(a.prompt), a.sample_tokens, k_sample)
         result["sample"] = a.prompt + data.tok.decode(ids)
-        print(
-            f"--- sample ({a.sample_tokens} tokens, temperature {a.temperature}, top-k "
-            f"{a.top_k or 'off'}) ---\n{result['sample']}\n---"
-        )
+        how = f"{a.sample_tokens} tokens, temperature {a.temperature}, top-k {a.top_k or 'off'}"
+        result["samples_file"] = str(append_sample(out, end, result["sample"], how))
+        print(f"--- sample ({how}; also in {result['samples_file']}) ---\n{result['sample']}\n---")
     result["wall_s"] = time.perf_counter() - t_start
     _print_summary(result, data.tok.kind, start, end, out, png)
     return result
