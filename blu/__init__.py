@@ -17,5 +17,7 @@ from blu import nn, optim, random  # noqa: E402
 from blu import cuda  # noqa: E402  (loads no CUDA library until used)
 from blu import parallel  # noqa: E402
 from blu.parallel import device_put, devices, shard  # noqa: E402
+from blu import profiler  # noqa: E402
+from blu.environment import print_environment_info  # noqa: E402
 
 __version__ = "0.1.0"

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes
+from blu.core import trace as tracing
 from blu.core.config import config
 from blu.core.errors import BluError, BluValueError
 from blu.core.jaxpr import Jaxpr, Literal, Var
@@ -37,6 +38,7 @@ from blu.lower.fusion import KernelLayout
 from blu.lower.memory import MemoryAnalysis, MemoryPlan, inplace_ok
 from blu.lower.partition import Plan, partition
 from blu.lower.simplify import simplify
+from blu.lower.tracing import step_args
 
 log = logging.getLogger("blu.jit")
 
@@ -234,6 +236,10 @@ class CpuExecutable:
         self._build()
         self._arena: np.ndarray | None = None
         self._arena_lock = threading.Lock()
+        self._trace_args: list[dict] | None = None  # per step, made when first traced
+        tracing.span_since(f"compile jit({name})", "compile", t0,
+                           {"target": "cpu", "nodes": len(self.plan.nodes),
+                            "kernels": len(kernels), **self.timing})  # fmt: skip
         if config.log_compiles:
             n_kernels = sum(n.kind == "kernel" for n in self.plan.nodes)
             log.warning(
@@ -315,8 +321,12 @@ class CpuExecutable:
                 x = x.astype(v.aval.dtype)
             env[slot] = x if x.flags.c_contiguous else np.ascontiguousarray(x)
         arena, owned = self._take_arena()
+        tw = tracing.current()  # a timeline trace: one span per step, memory counters
+        if tw is not None:
+            self._trace_call(tw, env, start=True)
         try:
-            for kind, allocs, step, node in self.steps:
+            for n_step, (kind, allocs, step, node) in enumerate(self.steps):
+                t = time.perf_counter() if tw is not None else 0.0
                 for slot, place, aval in allocs:
                     env[slot] = self._buffer(place, aval, arena, env, args)
                 if kind == "kernel":
@@ -333,8 +343,13 @@ class CpuExecutable:
                     env[o] = _view(e, env[i])
                 else:
                     self._fallback(step, env, arena)
+                if tw is not None:
+                    tw.span(node.label(), "device", t, pid=tracing.EXECUTABLE,
+                            args=self._trace_args[n_step])  # fmt: skip
                 if config.debug_nans:
                     self._check_nans(node, env, step)
+            if tw is not None:
+                self._trace_call(tw, env, start=False)
             outs = []
             for kind, x in self.out_spec:
                 if kind == "lit":
@@ -348,6 +363,16 @@ class CpuExecutable:
         finally:
             if owned:
                 self._arena_lock.release()
+
+    def _trace_call(self, tw: tracing.TraceWriter, env: list, start: bool) -> None:
+        """Memory counters at the start and end of a traced call (the planned temporaries and
+        the bytes of the arguments and results held)."""
+        if self._trace_args is None:
+            self._trace_args = [step_args(node) for *_, node in self.steps]
+        held = sum(x.nbytes for x in env if isinstance(x, np.ndarray) and x.base is None)
+        temps = self.memory.arena_size if start else 0
+        tw.counter(f"memory jit({self.name})", {"temporaries": temps, "arrays": held},
+                   pid=tracing.EXECUTABLE)  # fmt: skip
 
     def _buffer(
         self, place: tuple, aval: Any, arena: np.ndarray, env: list, args: tuple

@@ -11,11 +11,13 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from blu.core import pytree
+from blu.core import trace as tracing
 from blu.core.array import Array
 from blu.core.aval import ShapedArray, ShapeDtypeStruct
 from blu.core.config import config
@@ -348,7 +350,9 @@ class Jitted:
         if entry is None:
             if config.log_compiles:
                 log.warning("jit(%s): tracing because %s", self.name, self._explain_miss(key))
+            t0 = time.perf_counter()
             entry = self._trace(args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals)
+            tracing.span_since(f"trace jit({self.name})", "trace", t0)
             if not any(isinstance(c, Tracer) for c in entry.consts):
                 self._cache[key] = entry  # closures over tracers must be re-traced each time
             self._last_key = key
@@ -358,6 +362,7 @@ class Jitted:
         return entry, leaves, donated_leaves
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
         entry, leaves, donated = self._lookup(args, kwargs)
         for leaf, d in zip(leaves, donated):
             if d and isinstance(leaf, Array):
@@ -371,6 +376,7 @@ class Jitted:
             name=self.name,
             donated_invars=(False,) * len(entry.consts) + tuple(donated),
         )
+        tracing.span_since(f"jit({self.name})", "jit", t0)  # a timeline trace's host span
         return pytree.tree_unflatten(entry.out_tree, outs)
 
     def lower(self, *args: Any, target: str | None = None, **kwargs: Any) -> Lowered:
