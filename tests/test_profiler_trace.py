@@ -226,3 +226,22 @@ def test_cuda_event_profiler_feeds_the_trace_writer(tmp_path):
     names = {e["args"]["name"] for e in ev if e["ph"] == "M"}
     assert "GPU" in names and "stream 7" in names
     assert [r["calls"] for r in prof.summary()] == [1, 1]  # the table still counts them
+
+
+def test_trace_of_a_program_on_the_simulated_gpu(tmp_path, monkeypatch):
+    """The GPU executable's traced path (labels from blu.lower, allocator counters) on
+    blu.cuda.fake's device, which times kernels on the host clock."""
+    monkeypatch.setenv("BLU_FAKE_GPU", "1")
+    import blu.cuda as bc
+
+    f = blu.jit(lambda x: bnp.sum(bnp.exp(x)))
+    x = np.linspace(-1, 1, 16, dtype=np.float32)
+    dx = bc.device_put(x)
+    f(dx)  # compiled outside the trace
+    with blu.profiler.trace(tmp_path / "g.json") as w:
+        y = float(f(dx))
+    assert np.isclose(y, np.exp(x.astype(np.float64)).sum(), rtol=1e-5)
+    dev = [e for e in w.events if e.get("cat") == "device"]
+    assert dev and all(e["pid"] >= tracing.DEVICE for e in dev)
+    assert any("exp" in e["args"]["eqns"] for e in dev)
+    assert any(e["ph"] == "C" and "allocated" in e["args"] for e in w.events)

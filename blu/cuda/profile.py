@@ -32,9 +32,28 @@ from blu.core.config import config
 
 
 def _cuda_event() -> Any:
+    from blu.cuda.device import fake_gpu
+
+    if fake_gpu():  # BLU_FAKE_GPU: kernels run on the host as they are queued
+        return _HostEvent()
     from blu.cuda.driver import Event
 
     return Event.create(timing=True)
+
+
+class _HostEvent:
+    """A timing event on the host clock, for the simulated GPU (``blu.cuda.fake``)."""
+
+    t = 0.0
+
+    def record(self, stream: Any) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_ms(self, end: _HostEvent) -> float:
+        return 1000 * (end.t - self.t)
 
 
 class Profiler:
