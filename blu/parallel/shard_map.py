@@ -97,7 +97,7 @@ def shard(f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any) -> Callable:
         out_specs: the same for the outputs: how blocks are reassembled.
 
     Returns:
-        a function of the global arrays; its concrete outputs are ``ShardedArray``s.
+        a function of the global arrays; its concrete outputs are ``ShardedArray`` objects.
 
     Raises:
         BluValueError / BluShapeError: an unknown axis name, a spec that does not divide a
