@@ -24,14 +24,14 @@ SKIP = "# not run:"
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _CHECK = re.compile(r"^(\s*)(print\(.*\))\s+# -> (.*)$")
 
-_PRELUDE = '''
+_PRELUDE = """
 import contextlib as __cl, io as __io, sys as __sys
 def __expect(buf, want, where):
     got = buf.getvalue().rstrip("\\n")
     __sys.stdout.write(buf.getvalue())
     if got != want:
         raise AssertionError(f"{where}: printed {got!r}, the docs say {want!r}")
-'''
+"""
 
 
 def blocks(path: Path) -> list[tuple[int, str]]:
@@ -97,3 +97,77 @@ def test_doc_code_runs(path: Path, tmp_path: Path):
         f"{path.name}: block {done + 1} of {n_run} failed\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
     )
     assert done == n_run
+
+
+# ---- the README's claims -------------------------------------------------------------------------
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_paths_exist():
+    paths = set(re.findall(r"`((?:docs|scripts|benchmarks|examples|tests)/[\w./-]+|[A-Z]+\.md)`",
+                           README))  # fmt: skip
+    paths |= {m.replace(".", "/") + ".py" for m in re.findall(r"python -m (examples\.\w+)\.py",
+                                                              README)}  # fmt: skip
+    assert len(paths) >= 5, paths
+    missing = [p for p in paths if not (ROOT / p.split(" ")[0]).exists()]
+    assert not missing, missing
+
+
+def test_readme_blu_names_exist():
+    """Every ``blu.x.y`` the README names resolves (after ``import blu``)."""
+    import importlib
+
+    import blu  # noqa: F401
+
+    names = set(re.findall(r"\bblu(?:\.[A-Za-z_]\w*)+", README))
+    names = {n for n in names if not n.startswith(("blu.parallel.launch",))}
+    assert len(names) > 20, names
+    bad = []
+    for n in sorted(names):
+        parts = n.split(".")
+        try:
+            obj = importlib.import_module(parts[0])
+            for i, a in enumerate(parts[1:], 1):
+                try:
+                    obj = getattr(obj, a)
+                except AttributeError:
+                    obj = importlib.import_module(".".join(parts[: i + 1]))
+        except (AttributeError, ImportError):
+            bad.append(n)
+    assert not bad, bad
+
+
+def test_readme_environment_variables_are_read_by_blu():
+    """Each BLU_* variable the README mentions is read somewhere in blu."""
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "blu").rglob("*.py"))
+    names = set(re.findall(r"\bBLU_[A-Z_]+", README))
+    assert {"BLU_CACHE_DIR", "BLU_PROFILE", "BLU_LOG_COMPILES"} <= names
+    assert not [n for n in names if f'"{n}"' not in source], names
+
+
+def test_readme_example_flags_exist():
+    """The flags the README gives ``python -m examples.gpt2`` are the example's flags."""
+    sys.path.insert(0, str(ROOT))
+    from examples.gpt2 import train
+
+    known = {s for a in train.build_parser()._actions for s in a.option_strings}
+    used = set()
+    for line in re.findall(r"python -m\s+examples\.gpt2[^`]*", README):
+        used |= set(re.findall(r"(?<!\w)--[a-z][a-z0-9-]*", line))
+    assert {"--overwrite", "--device", "--precision"} <= used
+    assert used <= known, used - known
+
+
+def test_readme_defaults(tmp_path):
+    """The kernel cache defaults to ~/.cache/blu; CUDA graphs are off unless BLU_CUDA_GRAPHS=1;
+    the jit backend is the compiled one."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLU_")}
+    env.update(HOME=str(tmp_path), PYTHONPATH=str(ROOT))
+    code = ("import blu, os; from pathlib import Path; print(Path(blu.config.cache_dir) == "
+            "Path.home() / '.cache' / 'blu')")  # fmt: skip
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)  # fmt: skip
+    assert r.stdout.strip() == "True", r.stderr
+    assert "`~/.cache/blu`" in README and "BLU_CUDA_GRAPHS=1" in README
+    assert "replayed as one CUDA graph;" not in README  # the old claim: graphs are opt-in

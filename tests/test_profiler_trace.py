@@ -73,7 +73,7 @@ def test_trace_is_chrome_trace_json_with_host_and_device_spans(traced):
     assert device and len(device) % 3 == 0  # the same steps each call
     for e in device:
         assert e["pid"] == tracing.EXECUTABLE
-        assert e["args"]["kind"] in ("kernel", "dot", "view", "fallback", "scatter")
+        assert e["args"]["kind"] in ("kernel", "dot", "view", "fallback", "scatter", "library")
         assert "=" in e["args"]["eqns"]  # "f32[8,3] = tanh f32[8,3]"
     kinds = {e["args"]["kind"] for e in device}
     assert "dot" in kinds
