@@ -105,18 +105,36 @@ def _write_api() -> None:
             lines += [f".. autofunction:: {name}.{f}\n" for f in functions]
             lines += ["```", ""]
         if name == "blu":
-            lines += ["## Configuration", "", "`blu.config` holds the flags (see the "
-                      "[sharp bits](../tutorials/09_sharp_bits.md) for the environment "
-                      "variables).", "", "```{eval-rst}",
-                      ".. autoclass:: blu.core.config.Config\n   :members:\n", "```", ""]
+            lines += [
+                "## Configuration",
+                "",
+                "`blu.config` holds the flags (see the "
+                "[sharp bits](../tutorials/09_sharp_bits.md) for the environment "
+                "variables).",
+                "",
+                "```{eval-rst}",
+                ".. autoclass:: blu.core.config.Config\n   :members:\n",
+                "```",
+                "",
+            ]
         page = name.replace(".", "_")
         text = "\n".join(lines)
         path = out / f"{page}.md"
         if not path.exists() or path.read_text() != text:  # unchanged pages stay cached
             path.write_text(text)
         pages.append(page)
-    index = ["# API reference", "", "Generated from the public modules' docstrings.", "",
-             "```{toctree}", ":maxdepth: 1", "", *pages, "```", ""]
+    index = [
+        "# API reference",
+        "",
+        "Generated from the public modules' docstrings.",
+        "",
+        "```{toctree}",
+        ":maxdepth: 1",
+        "",
+        *pages,
+        "```",
+        "",
+    ]
     text = "\n".join(index)
     if not (out / "index.md").exists() or (out / "index.md").read_text() != text:
         (out / "index.md").write_text(text)
