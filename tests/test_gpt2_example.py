@@ -334,6 +334,9 @@ def test_samples_are_written_beside_the_checkpoint_with_the_step(corpus, full_ru
     again = path.read_text(encoding="utf-8")
     assert again.startswith(first) and again.endswith(f"seed 0 ---\n{text}\n")
     assert again.count("--- step 2:") == 2
+    r = train.main(_args(corpus, tmp_path, "--stop-at", "1", "--sample-tokens", "3",
+                         "--top-k", "5", "--overwrite"))  # fmt: skip
+    assert path.read_text(encoding="utf-8").count("--- step") == 1  # a new run, new samples
 
 
 def test_sampler_compiles_once_and_draws_valid_tokens():

@@ -44,7 +44,7 @@ from examples.gpt2.data import (
 )
 from examples.gpt2.model import CONFIGS, GPTConfig, init_params, loss_fn, num_params
 from examples.gpt2.report import Progress, plot_losses
-from examples.gpt2.sample import Sampler, append_sample
+from examples.gpt2.sample import SAMPLES, Sampler, append_sample
 
 # Training defaults per model config; a flag given on the command line wins.
 # fmt: off
@@ -422,6 +422,8 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
         start = int(meta["step"])
         history = {k: list(v) for k, v in meta["history"].items()}
     end = max(start, min(a.steps, a.stop_at or a.steps))
+    if not meta and not a.lower_only:  # a new run (--overwrite): the old run's samples go too
+        (out / SAMPLES).unlink(missing_ok=True)
     train_step, eval_loss = make_steps(cfg, opt, a)
     if a.lower_only:
         steps = (train_step, eval_loss)
