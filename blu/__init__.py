@@ -22,5 +22,7 @@ from blu.parallel import device_put, devices, shard  # noqa: E402
 from blu.parallel.shard_map import shard_map  # noqa: E402
 from blu import experimental, tree, tree_util  # noqa: E402
 from blu.host import block_until_ready, device_get, disable_jit  # noqa: E402
+from blu import profiler  # noqa: E402
+from blu.environment import print_environment_info  # noqa: E402
 
 from blu.core.version import __version__

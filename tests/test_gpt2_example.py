@@ -225,7 +225,17 @@ def test_short_run_of_a_preset_shortens_its_warmup():
 
 
 def test_missing_corpus_exit_status_and_message(tmp_path, capsys):
-    assert train.cli(["--config", "tiny", "--data", str(tmp_path / "none.txt")]) == 2
+    # --out under tmp_path: the default (runs/gpt2 in the working directory) may hold the README
+    # main job's checkpoint, which is refused before the corpus is looked at
+    argv = [
+        "--config",
+        "tiny",
+        "--data",
+        str(tmp_path / "none.txt"),
+        "--out",
+        str(tmp_path / "run"),
+    ]
+    assert train.cli(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: corpus") and "does not exist" in err
 
@@ -309,6 +319,24 @@ def test_gpt2_tokenizer_run_and_sample_cli(corpus, tmp_path, full_run, capsys):
     text = sample_main(["--out", str(full_run[1]), "--tokens", "25", "--prompt", "ROMEO:"])
     assert text.startswith("ROMEO:") and len(text) == len("ROMEO:") + 25
     assert capsys.readouterr().out.startswith("ROMEO:")
+
+
+def test_samples_are_written_beside_the_checkpoint_with_the_step(corpus, full_run, tmp_path):
+    r = train.main(
+        _args(corpus, tmp_path, "--stop-at", "2", "--sample-tokens", "7", "--top-k", "5")
+    )
+    path = tmp_path / "samples.txt"
+    assert r["samples_file"] == str(path)
+    first = path.read_text(encoding="utf-8")
+    assert first.startswith("--- step 2: 7 tokens, temperature 0.8, top-k 5 ---\n")
+    assert first.endswith(r["sample"] + "\n")
+    text = sample_main(["--out", str(tmp_path), "--tokens", "4", "--prompt", "the", "--top-k", "0"])
+    again = path.read_text(encoding="utf-8")
+    assert again.startswith(first) and again.endswith(f"seed 0 ---\n{text}\n")
+    assert again.count("--- step 2:") == 2
+    r = train.main(_args(corpus, tmp_path, "--stop-at", "1", "--sample-tokens", "3",
+                         "--top-k", "5", "--overwrite"))  # fmt: skip
+    assert path.read_text(encoding="utf-8").count("--- step") == 1  # a new run, new samples
 
 
 def test_sampler_compiles_once_and_draws_valid_tokens():

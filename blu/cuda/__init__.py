@@ -63,7 +63,7 @@ def is_available() -> bool:
 
 
 def devices() -> list[CudaDevice]:
-    """The GPUs, as ``CudaDevice``s (an empty list without a usable GPU)."""
+    """The GPUs, as ``CudaDevice`` objects (an empty list without a usable GPU)."""
     return cuda_devices()
 
 

@@ -8,6 +8,12 @@ during a capture would time nothing). At exit, a process with ``BLU_PROFILE=1`` 
 table to stderr.
 
 Rows group regions by name: calls, total and mean time, share of the total, min and max.
+
+Timeline traces: while a ``blu.core.trace`` writer is active (``blu.profiler.trace(path)``, or
+``BLU_PROFILE=1``, which writes one at exit), each region also becomes a device span on the
+writer's clock, with the labels the caller passes (``args``: the jaxpr equations and user line,
+from ``blu.lower``; this runtime imports no jaxpr module). A region's device time is placed by
+the elapsed time from an epoch event recorded on the stream when it was idle.
 """
 
 from __future__ import annotations
@@ -15,16 +21,38 @@ from __future__ import annotations
 import atexit
 import contextlib
 import sys
+import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from blu.core import trace as _trace
 from blu.core.config import config
 
 
 def _cuda_event() -> Any:
+    from blu.cuda.device import fake_gpu
+
+    if fake_gpu():  # BLU_FAKE_GPU: kernels run on the host as they are queued
+        return _HostEvent()
     from blu.cuda.driver import Event
 
     return Event.create(timing=True)
+
+
+class _HostEvent:
+    """A timing event on the host clock, for the simulated GPU (``blu.cuda.fake``)."""
+
+    t = 0.0
+
+    def record(self, stream: Any) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_ms(self, end: _HostEvent) -> float:
+        return 1000 * (end.t - self.t)
 
 
 class Profiler:
@@ -42,7 +70,9 @@ class Profiler:
         self.enabled = enabled
         self._new_event = event_factory or _cuda_event
         self._pool: list[Any] = []
-        self._open: list[tuple[str, Any, Any]] = []  # recorded, not yet read
+        self._open: list[tuple] = []  # (name, start, end, writer, args, epoch, stream): unread
+        self._epochs: dict[tuple[int, Any], tuple[Any, float]] = {}  # (writer, stream) -> epoch
+        _profilers.add(self)  # a trace writer reads their pending events before it writes
         self._times: dict[str, list[float]] = {}
         self._work: dict[str, list[int]] = {}  # name -> [bytes, flops] of all its calls
 
@@ -50,11 +80,13 @@ class Profiler:
         return self._pool.pop() if self._pool else self._new_event()
 
     @contextlib.contextmanager
-    def region(self, name: str, stream: Any, nbytes: int = 0, flops: int = 0) -> Iterator[None]:
+    def region(self, name: str, stream: Any, nbytes: int = 0, flops: int = 0,
+               args: dict | None = None) -> Iterator[None]:  # fmt: skip
         """Time the work queued on ``stream`` inside the block (no-op when disabled).
 
         ``nbytes`` (bytes read and written) and ``flops`` (floating-point operations) of one
-        call, when known, give the table's achieved GB/s or TFLOP/s."""
+        call, when known, give the table's achieved GB/s or TFLOP/s; ``args`` (strings) label
+        the region's span in a timeline trace."""
         if not self.enabled:
             yield
             return
@@ -62,6 +94,8 @@ class Profiler:
             w = self._work.setdefault(name, [0, 0])
             w[0] += nbytes
             w[1] += flops
+        tw = _trace.current()
+        epoch = self._epoch(tw, stream) if tw is not None else None
         start = self._event()
         start.record(stream)
         try:
@@ -69,14 +103,33 @@ class Profiler:
         finally:
             end = self._event()
             end.record(stream)
-            self._open.append((name, start, end))
+            self._open.append((name, start, end, tw, args, epoch, stream))
             if len(self._open) > 4096:  # bound the events in flight
                 self._collect()
 
+    def _epoch(self, tw: _trace.TraceWriter, stream: Any) -> tuple[Any, float]:
+        """An event recorded on ``stream`` once it is idle, and the writer's time then."""
+        key = (id(tw), stream)
+        got = self._epochs.get(key)
+        if got is None:
+            drain = self._new_event()
+            drain.record(stream)
+            drain.synchronize()  # the stream is idle: the epoch event completes as recorded
+            ev = self._new_event()
+            t = time.perf_counter()
+            ev.record(stream)
+            got = self._epochs[key] = (ev, tw.us(t))
+        return got
+
     def _collect(self) -> None:
-        for name, start, end in self._open:
+        for name, start, end, tw, args, epoch, stream in self._open:
             end.synchronize()
-            self._times.setdefault(name, []).append(start.elapsed_ms(end))
+            ms = start.elapsed_ms(end)
+            self._times.setdefault(name, []).append(ms)
+            if tw is not None:
+                ev, t0 = epoch
+                tw.device_span(name, t0 + 1000 * ev.elapsed_ms(start), 1000 * ms, "GPU",
+                               f"stream {stream}", args)  # fmt: skip
             self._pool += (start, end)
         self._open = []
 
@@ -139,6 +192,18 @@ def _rate(row: dict[str, Any]) -> str:
     return ""
 
 
+def _profile_flag() -> bool:
+    return bool(config.profile)
+
+
+def _flush(writer: _trace.TraceWriter) -> None:
+    for p in list(_profilers):
+        if p._open:
+            p._collect()
+
+
+_profilers: weakref.WeakSet = weakref.WeakSet()
+_trace.add_flush_hook(_flush)
 profiler = Profiler()
 
 

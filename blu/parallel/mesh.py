@@ -24,7 +24,7 @@ class Mesh:
     """Devices arranged in an n-d array with one name per axis.
 
     Args:
-        devices: an n-d array (or nested lists) of distinct ``Device``s.
+        devices: an n-d array (or nested lists) of distinct ``Device`` objects.
         axis_names: one name per axis of ``devices``.
 
     Raises:

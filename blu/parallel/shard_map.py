@@ -103,7 +103,7 @@ def shard(
             ``check_vma=False`` leaves it unchecked).
 
     Returns:
-        a function of the global arrays; its concrete outputs are ``ShardedArray``s.
+        a function of the global arrays; its concrete outputs are ``ShardedArray`` objects.
 
     Raises:
         BluValueError / BluShapeError: an unknown axis name, a spec that does not divide a

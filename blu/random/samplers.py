@@ -126,7 +126,7 @@ def truncated_normal(
         dtype: a float dtype.
 
     Returns:
-        An array of ``shape`` and ``dtype``. Precision degrades far in the tails (|bound| > ~5
+        An array of ``shape`` and ``dtype``. Precision degrades far in the tails (``|bound| > ~5``
         in float32), where ``erf`` rounds to +-1.
     """
     dtype = _float_dtype(dtype, "truncated_normal")

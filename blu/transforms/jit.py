@@ -14,6 +14,7 @@ import inspect
 import logging
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from blu.core import pytree
+from blu.core import trace as tracing
 from blu.core.array import Array
 from blu.core.aval import ShapedArray, ShapeDtypeStruct
 from blu.core.config import config
@@ -424,7 +426,9 @@ class Jitted:
         if entry is None:
             if config.log_compiles:
                 log.warning("jit(%s): tracing because %s", self.name, self._explain_miss(key))
+            t0 = time.perf_counter()
             entry = self._trace(args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals)
+            tracing.span_since(f"trace jit({self.name})", "trace", t0)
             if not any(isinstance(c, Tracer) for c in entry.consts):
                 # closures over tracers must be re-traced each time; of two threads tracing one
                 # signature at once, both use the first entry (so one executable is compiled)
@@ -438,6 +442,7 @@ class Jitted:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if config.disable_jit:  # blu.disable_jit(): run op by op, nothing is traced or cached
             return self.fun(*args, **kwargs)
+        t0 = time.perf_counter()
         entry, leaves, donated = self._lookup(args, kwargs)
         if not entry.uses_shard:
             _check_sharded_args(self.name, leaves)
@@ -463,6 +468,7 @@ class Jitted:
             raise
         if any(donated):
             _delete_donated(self.name, leaves, donated, user_frame())
+        tracing.span_since(f"jit({self.name})", "jit", t0)  # a timeline trace's host span
         return pytree.tree_unflatten(entry.out_tree, outs)
 
     def lower(self, *args: Any, target: str | None = None, **kwargs: Any) -> Lowered:

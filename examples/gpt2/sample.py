@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -128,7 +129,22 @@ def main(argv: list[str] | None = None) -> str:
     out = s.generate(params, tok.encode(a.prompt), a.tokens, random.key(a.seed))
     text = a.prompt + tok.decode(out)
     print(text)
+    how = f"{a.tokens} tokens, temperature {a.temperature}, top-k {a.top_k or 'off'}, seed {a.seed}"
+    append_sample(a.out, int(meta["step"]), text, how)
     return text
+
+
+SAMPLES = "samples.txt"
+
+
+def append_sample(out: str | Path, step: int, text: str, how: str) -> Path:
+    """Append a sample to ``samples.txt`` in the checkpoint folder ``out``, headed by the
+    checkpoint's step and how it was drawn; returns the file's path."""
+    path = Path(out) / SAMPLES
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(f"--- step {step}: {how} ---\n{text}\n")
+    return path
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 ``python -m examples.gpt2`` trains the small CPU model on character-level tinyshakespeare, shows
 a progress bar (loss, tokens/s), evaluates the validation loss periodically, checkpoints to
 ``runs/gpt2/``, then prints the final losses, writes ``runs/gpt2/loss.png`` and prints sampled
-text. ``--help`` lists every flag.
+text (also appended to ``runs/gpt2/samples.txt`` with the step). ``--help`` lists every flag.
 
 One training step is one ``blu.jit`` program: ``value_and_grad`` of the loss over
 ``--grad-accum`` micro-batches (averaged), gradient clipping and the AdamW update, with the
@@ -15,6 +15,7 @@ run resumed from a checkpoint continues bit for bit.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import math
@@ -43,7 +44,7 @@ from examples.gpt2.data import (
 )
 from examples.gpt2.model import CONFIGS, GPTConfig, init_params, loss_fn, num_params
 from examples.gpt2.report import Progress, plot_losses
-from examples.gpt2.sample import Sampler
+from examples.gpt2.sample import SAMPLES, Sampler, append_sample
 
 # Training defaults per model config; a flag given on the command line wins.
 # fmt: off
@@ -172,6 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "schedule still follows --steps); continue with --resume")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     e.add_argument("--no-plot", action="store_true", help="do not write loss.png")
+    e.add_argument("--profile", default=None, metavar="PATH",
+                   help="write a timeline trace (Chrome/Perfetto JSON: host spans, kernels with "
+                   "their jaxpr equations and source lines, memory) of a few training steps "
+                   "after the first to PATH; open it in ui.perfetto.dev or summarize it with "
+                   "scripts/summarize_trace.py")
+    e.add_argument("--profile-steps", type=int, default=3, metavar="N",
+                   help="steps the --profile trace covers (default 3)")
     s = p.add_argument_group("sampling at the end")
     s.add_argument("--sample-tokens", type=int, default=500, metavar="N",
                    help="tokens to generate (0: none; default 500)")
@@ -224,6 +232,7 @@ def _check_flags(a: argparse.Namespace, cfg: GPTConfig) -> None:
         ("val-fraction", 0 < a.val_fraction < 1, "in (0, 1)"),
         ("ckpt-every", a.ckpt_every >= 0, ">= 0"),
         ("sample-tokens", a.sample_tokens >= 0, ">= 0"),
+        ("profile-steps", a.profile_steps >= 1, ">= 1"),
         ("temperature", a.temperature >= 0, ">= 0"),
         ("top-k", a.top_k >= 0, ">= 0"),
     ]
@@ -427,6 +436,8 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
         start = int(meta["step"])
         history = {k: list(v) for k, v in meta["history"].items()}
     end = max(start, min(a.steps, a.stop_at or a.steps))
+    if not meta and not a.lower_only:  # a new run (--overwrite): the old run's samples go too
+        (out / SAMPLES).unlink(missing_ok=True)
     train_step, eval_loss = make_steps(cfg, opt, a)
     if a.lower_only:
         steps = (train_step, eval_loss)
@@ -462,16 +473,26 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
     t_steps, tok_steps, rate = 0.0, 0, None
     t_loop = time.perf_counter()
     bar = Progress(a.steps, start, not a.no_progress and end > start)
+    # --profile: trace --profile-steps steps after the first (which traces and compiles)
+    prof_first = start + 2 if end >= start + 2 else start + 1
+    profiling = contextlib.ExitStack()
     try:
         for step in range(start + 1, end + 1):
+            if a.profile and step == prof_first:
+                profiling.enter_context(blu.profiler.trace(a.profile))
             x, y = get_batch(data.train, random.fold_in(k_data, step), n_tok // a.block_size,
                              a.block_size)  # fmt: skip
             t0 = time.perf_counter()
-            params, opt_state, loss, _ = train_step(
-                params, opt_state, x.reshape(shape), y.reshape(shape), random.fold_in(k_drop, step)
-            )
-            loss = float(loss)
+            with blu.profiler.annotate("train step", step=step):
+                params, opt_state, loss, _ = train_step(
+                    params, opt_state, x.reshape(shape), y.reshape(shape),
+                    random.fold_in(k_drop, step),
+                )  # fmt: skip
+                loss = float(loss)
             dt = time.perf_counter() - t0
+            if a.profile and step == prof_first + a.profile_steps - 1:
+                profiling.close()
+                bar.write(f"wrote the timeline trace of steps {prof_first}-{step} to {a.profile}")
             if step > start + 1 or end == start + 1:  # the first step includes tracing
                 t_steps, tok_steps = t_steps + dt, tok_steps + n_tok
             if not math.isfinite(loss):
@@ -486,11 +507,14 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
             if (a.ckpt_every and step % a.ckpt_every == 0) or step == end:
                 save(step)
     finally:
+        profiling.close()  # a run shorter than the traced steps still writes its trace
         bar.close()
     train_s = time.perf_counter() - t_loop
 
     # ---- results
     result: dict[str, Any] = {"step": end, "history": history, "out": str(out), "train_s": train_s}
+    if a.profile:
+        result["profile"] = a.profile
     result["tokens_per_s"] = tok_steps / t_steps if t_steps > 0 else None
     result["train_loss"] = estimate_loss(
         eval_loss, params, data.train, random.fold_in(k_eval, 1), a
@@ -516,10 +540,9 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
         sampler = Sampler(cfg, a.block_size, a.temperature, a.top_k, data.tok.vocab_size)
         ids = sampler.generate(params, data.tok.encode(a.prompt), a.sample_tokens, k_sample)
         result["sample"] = a.prompt + data.tok.decode(ids)
-        print(
-            f"--- sample ({a.sample_tokens} tokens, temperature {a.temperature}, top-k "
-            f"{a.top_k or 'off'}) ---\n{result['sample']}\n---"
-        )
+        how = f"{a.sample_tokens} tokens, temperature {a.temperature}, top-k {a.top_k or 'off'}"
+        result["samples_file"] = str(append_sample(out, end, result["sample"], how))
+        print(f"--- sample ({how}; also in {result['samples_file']}) ---\n{result['sample']}\n---")
     result["wall_s"] = time.perf_counter() - t_start
     _print_summary(result, data.tok.kind, start, end, out, png)
     return result

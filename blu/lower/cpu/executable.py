@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes
+from blu.core import trace as tracing
 from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr
@@ -33,6 +34,7 @@ from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
 from blu.lower.program import BluFloatingPointError, Executable, Options, log
 from blu.lower.program import Lowered as _Lowered
+from blu.lower.tracing import step_args
 
 __all__ = ["BluFloatingPointError", "CpuExecutable"]
 
@@ -141,12 +143,16 @@ class CpuExecutable(Executable):
             self.node_kernels.append(k)
         self.kernels = kernels
         self.timing = {"plan_s": t1 - t0, "kernels_s": time.perf_counter() - t1}
+        self._trace_args: list[dict] | None = None  # per step, made when first traced
         st = self.steps
         self.in_slots, self.out_spec, self.n_slots = st.in_slots, st.out_spec, st.n_slots
         self.slot, self.donated_slots = st.slot, st.donated_slots
         self.runners = [(step.allocs, self._runner(step), step.node) for step in st.steps]
         self._arena: np.ndarray | None = None
         self._arena_lock = threading.Lock()
+        tracing.span_since(f"compile jit({name})", "compile", t0,
+                           {"target": "cpu", "nodes": len(self.plan.nodes),
+                            "kernels": len(self.kernels), **self.timing})  # fmt: skip
         if config.log_compiles:
             n_kernels = sum(n.kind == NodeKind.KERNEL for n in self.plan.nodes)
             log.warning(
@@ -217,13 +223,22 @@ class CpuExecutable(Executable):
                 x = x.astype(v.aval.dtype)
             env[slot] = x if x.flags.c_contiguous else np.ascontiguousarray(x)
         arena, owned = self._take_arena()
+        tw = tracing.current()  # a timeline trace: one span per step, memory counters
+        if tw is not None:
+            self._trace_call(tw, env, start=True)
         try:
-            for allocs, run, node in self.runners:
+            for n_step, (allocs, run, node) in enumerate(self.runners):
+                t = time.perf_counter() if tw is not None else 0.0
                 for slot, place, aval in allocs:
                     env[slot] = self._buffer(place, aval, arena, env, args)
                 run(env, arena, owned)
+                if tw is not None:
+                    tw.span(node.label(), "device", t, pid=tracing.EXECUTABLE,
+                            args=self._trace_args[n_step])  # fmt: skip
                 if config.debug_nans:
                     self._check_nans(node, env)
+            if tw is not None:
+                self._trace_call(tw, env, start=False)
             outs = []
             for kind, x in self.out_spec:
                 if kind == "lit":
@@ -237,6 +252,16 @@ class CpuExecutable(Executable):
         finally:
             if owned:
                 self._arena_lock.release()
+
+    def _trace_call(self, tw: Any, env: list, start: bool) -> None:
+        """Memory counters at the start and end of a traced call (the planned temporaries and
+        the bytes of the arguments and results held)."""
+        if self._trace_args is None:
+            self._trace_args = [step_args(node) for *_, node in self.runners]
+        held = sum(x.nbytes for x in env if isinstance(x, np.ndarray) and x.base is None)
+        temps = self.memory.arena_size if start else 0
+        tw.counter(f"memory jit({self.name})", {"temporaries": temps, "arrays": held},
+                   pid=tracing.EXECUTABLE)  # fmt: skip
 
     def _buffer(
         self, place: tuple, aval: Any, arena: np.ndarray, env: list, args: tuple

@@ -31,6 +31,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from blu.core import trace as tracing
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr
@@ -103,6 +104,9 @@ class GpuExecutable(Executable):
         self.timing = {"plan_s": t1 - t0, "kernels_s": time.perf_counter() - t1}
         self.fallbacks = [n.label() for n in self.plan.nodes if n.kind == NodeKind.FALLBACK]
         self._bound: dict[Any, Any] = {}  # device -> per-device steps
+        tracing.span_since(f"compile jit({name})", "compile", t0,
+                           {"target": target, "nodes": len(self.plan.nodes),
+                            "kernels": len(self.modules), **self.timing})  # fmt: skip
         if config.log_compiles:
             log.warning(
                 "blu.jit(%s) for %s: %d nodes (%d kernels), planned in %.1f ms, kernels in %.1f "

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes
+from blu.core import trace as tracing
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import Literal, Var
@@ -33,6 +34,7 @@ from blu.lower.gpu.executable import GpuFallbackError, _precision, call_host_ker
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
 from blu.lower.program import BluFloatingPointError
+from blu.lower.tracing import step_args
 
 STAGE_BYTES = 64 << 20  # non-donated arguments up to this size are copied into graph staging
 MAX_GRAPHS = 4
@@ -71,6 +73,7 @@ class Bound:
             step[1][0].graph_safe for step in self.steps if step[0] == NodeKind.LIBRARY
         )
         self.graphable = not self.fake and not exe.fallbacks and graph_safe and _graphs_enabled()
+        self.trace_args: list[dict] | None = None  # per step, for timeline traces
         self.calls = 0
         self.graphs: OrderedDict = OrderedDict()
         self.kept: dict[str, Any] = {}
@@ -159,8 +162,17 @@ class Bound:
 
     def _launch_all(self, ptr: list[int], keep: list[Any], arena_ptr: int) -> None:
         if profiler.enabled:  # BLU_PROFILE=1: each step between two events
-            for step, (name, nbytes, flops) in zip(self.steps, self.work):
-                with profiler.region(name, self.dev.stream_id, nbytes, flops):
+            tw = tracing.current()
+            if tw is not None and self.trace_args is None:
+                self.trace_args = [step_args(step[3]) for step in self.steps]
+            labels = self.trace_args if tw is not None else [None] * len(self.steps)
+            if tw is not None:  # the allocator's bytes, as the call starts
+                st = self.dev.allocator.stats()
+                mem = {"allocated": st.get("allocated_bytes", 0),
+                       "reserved": st.get("reserved_bytes", 0)}  # fmt: skip
+                tw.counter(f"memory {self.dev}", mem)
+            for step, (name, nbytes, flops), lab in zip(self.steps, self.work, labels):
+                with profiler.region(name, self.dev.stream_id, nbytes, flops, args=lab):
                     self._step(step, ptr, keep, arena_ptr)
         else:
             for step in self.steps:
