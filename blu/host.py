@@ -58,7 +58,7 @@ def _to_host(leaf: Any) -> Any:
 
 
 def device_get(x: Any) -> Any:
-    """Copy the arrays of the pytree ``x`` to the host as ``numpy.ndarray``s.
+    """Copy the arrays of the pytree ``x`` to the host as numpy arrays (``numpy.ndarray``).
 
     Args:
         x: a pytree of ``blu.Array``, GPU ``DeviceArray``, sharded arrays, numpy arrays or
