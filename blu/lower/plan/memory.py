@@ -128,6 +128,12 @@ class Arena:
         self.free = merged
 
 
+def _writes(n: Any) -> list[Var]:
+    """The values a node writes: a library call writes every result, read later or not (it is
+    handed a buffer for each, so none may be left without one)."""
+    return n.eqns[0].outvars if n.kind == NodeKind.LIBRARY else n.outputs
+
+
 class MemoryPlan:
     """Where each value of a plan lives.
 
@@ -152,7 +158,7 @@ class MemoryPlan:
             for e in n.eqns if n.kind == NodeKind.FALLBACK else []:
                 for v in e.outvars:
                     self.root[v], defined_at[v], kind_of[v] = v, k, NodeKind.FALLBACK
-            for v in n.outputs:
+            for v in _writes(n):
                 if n.kind == NodeKind.VIEW:
                     self.root[v] = self.root[n.inputs[0]]
                 else:
@@ -185,7 +191,7 @@ class MemoryPlan:
         arena_peak_at = [0] * (end + 1)
         current = 0
         for k, n in enumerate(nodes):
-            new_roots = [v for v in n.outputs if self.root[v] is v and defined_at.get(v) == k]
+            new_roots = [v for v in _writes(n) if self.root[v] is v and defined_at.get(v) == k]
             if n.kind == NodeKind.FALLBACK:
                 new_roots = [v for e in n.eqns for v in e.outvars if v in last or v in outs]
             for r in new_roots:

@@ -72,8 +72,8 @@ class Steps:
         for k, node in enumerate(plan.nodes):
             kind = node.kind
             allocs = []
-            if kind.owns_buffers:
-                for v in node.outputs:
+            if kind.owns_buffers:  # a library call writes every result, read later or not
+                for v in node.eqns[0].outvars if kind == NodeKind.LIBRARY else node.outputs:
                     if memory.root[v] is v:
                         allocs.append((s(v), memory.place[v], v.aval))
             if kind == NodeKind.KERNEL:
