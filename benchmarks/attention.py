@@ -176,11 +176,11 @@ class Bench:
         def jitted(np_dt, label):
             def body():
                 d = {k: bc.device_put(v.astype(np_dt), dev) for k, v in self.host.items()}
-                f, g = jit_programs(causal, d["dout"])
+                f, g = jit_programs(causal)
                 out = f(d["q"], d["k"], d["v"])
                 tf = self.time(lambda: f(d["q"], d["k"], d["v"]), sync)
                 check = self.diff(np.asarray(out))
-                tfb = self.time(lambda: g(d["q"], d["k"], d["v"]), sync)
+                tfb = self.time(lambda: g(d["q"], d["k"], d["v"], d["dout"]), sync)
                 return tf, tfb, check
 
             self.soft("blu jit", label, body)
@@ -197,15 +197,15 @@ class Bench:
             print(f"{name:<26}{dt:<6}{_fmt(tf)}{_fmt(tfb)}  {check}")
 
 
-def jit_programs(causal: bool, dout) -> tuple:
-    """The jitted forward and gradient the ``blu jit`` rows time (``dout``: the cotangent,
-    a device array or, for :func:`fill_cache`, a host array of the same shape and dtype)."""
+def jit_programs(causal: bool) -> tuple:
+    """The jitted forward ``f(q, k, v)`` and gradient ``g(q, k, v, dout)`` (of
+    ``sum(attention(q, k, v) * dout)`` with respect to q, k and v) the ``blu jit`` rows time."""
     import blu
     from blu import nn
 
     f = blu.jit(lambda q, k, v: nn.dot_product_attention(q, k, v, is_causal=causal))
 
-    def loss(q, k, v):
+    def loss(q, k, v, dout):
         o = nn.dot_product_attention(q, k, v, is_causal=causal)
         return (o.astype(np.float32) * dout.astype(np.float32)).sum()
 
@@ -228,9 +228,9 @@ def fill_cache(
 
     for dt in (ml_dtypes.bfloat16, np.float32):
         spec = blu.ShapeDtypeStruct((batch, seq, heads, head_dim), np.dtype(dt))
-        f, g = jit_programs(causal, np.zeros(spec.shape, dt))
-        for fn in (f, g):
-            fn.lower(spec, spec, spec, target=target).compile()
+        f, g = jit_programs(causal)
+        f.lower(spec, spec, spec, target=target).compile()
+        g.lower(spec, spec, spec, spec, target=target).compile()
         print(f"[attention] {np.dtype(dt).name}: programs compiled for {target}", flush=True)
 
 
