@@ -316,9 +316,7 @@ def _batch_rule(prim: Primitive):
         vb = axis_size * b
         full_bias = prim is bwd_p and params["need_dbias"]
         bias_b = None
-        unbatched = [
-            d is None and get_aval(a).shape[0] == 1 for a, d, r in zip(args, dims, roles)
-        ]
+        unbatched = [d is None and get_aval(a).shape[0] == 1 for a, d, r in zip(args, dims, roles)]
         # the JVP's bias and its tangent must keep one shape: both (1, ...) or both folded
         tied = [3, len(args) - 1] if prim is jvp_p and params["has_tangent"][3] else []
         if not all(unbatched[i] for i in tied):

@@ -41,7 +41,9 @@ def _squareplus(x, b=4):
 
 
 def _sparse_plus(x):
-    return np.piecewise(x, [x <= -1, (x > -1) & (x < 1), x >= 1], [0, lambda t: (t + 1) ** 2 / 4, lambda t: t])
+    return np.piecewise(
+        x, [x <= -1, (x > -1) & (x < 1), x >= 1], [0, lambda t: (t + 1) ** 2 / 4, lambda t: t]
+    )
 
 
 def _sparse_sigmoid(x):
@@ -54,8 +56,18 @@ _U = {  # name -> (reference, sample values, special points, gradient finite the
     "elu": (_elu, uniform(-3, 3), _EDGES, True),
     "selu": (lambda x: _SELU_SCALE * _elu(x, _SELU_ALPHA), uniform(-3, 3), _EDGES, True),
     "hard_sigmoid": (lambda x: np.clip(x + 3, 0, 6) / 6, avoiding(-5, 5, (-3, 3)), _EDGES, True),
-    "hard_silu": (lambda x: x * np.clip(x + 3, 0, 6) / 6, avoiding(-5, 5, (-3, 3)), _EDGES[1:-1], True),
-    "hard_swish": (lambda x: x * np.clip(x + 3, 0, 6) / 6, avoiding(-5, 5, (-3, 3)), _EDGES[1:-1], True),
+    "hard_silu": (
+        lambda x: x * np.clip(x + 3, 0, 6) / 6,
+        avoiding(-5, 5, (-3, 3)),
+        _EDGES[1:-1],
+        True,
+    ),
+    "hard_swish": (
+        lambda x: x * np.clip(x + 3, 0, 6) / 6,
+        avoiding(-5, 5, (-3, 3)),
+        _EDGES[1:-1],
+        True,
+    ),
     "hard_tanh": (lambda x: np.clip(x, -1, 1), avoiding(-3, 3, (-1, 1)), _EDGES, True),
     "identity": (lambda x: x, uniform(), _EDGES, True),
     "leaky_relu": (lambda x: np.where(x >= 0, x, 0.01 * x), avoiding(-3, 3, (0,)), _EDGES, True),
@@ -174,7 +186,11 @@ def _lce_sample(rng):
 
 
 _LCE_SPECIAL = [
-    (np.array([[800.0, -800.0], [1.0, 2.0]]), np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.array([2, 0], np.int32)),
+    (
+        np.array([[800.0, -800.0], [1.0, 2.0]]),
+        np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+        np.array([2, 0], np.int32),
+    ),
 ]
 op(
     "nn.linear_cross_entropy",

@@ -51,7 +51,11 @@ def _group(d, kh):
 def _attn_sample(rng, bias_mask=True, batch=None, ts=None):
     """q (B.., T, N, H), k, v (B.., S, K, H|Hv), and maybe bias and mask (1|B, 1|N, T, S) with
     a fully masked query row."""
-    b = batch if batch is not None else tuple(int(x) for x in rng.integers(1, 3, rng.integers(0, 2)))
+    b = (
+        batch
+        if batch is not None
+        else tuple(int(x) for x in rng.integers(1, 3, rng.integers(0, 2)))
+    )
     t, s = ts or (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
     kh = int(rng.integers(1, 3))
     n = kh * int(rng.integers(1, 3))
@@ -126,7 +130,9 @@ def _fwd(q, k, v, bias, mask, scale=0.5, is_causal=False):
 op(
     "lax.dot_product_attention_fwd",
     _fwd,
-    lambda q, k, v, b, m, scale=0.5, is_causal=False: attention_ref(q, k, v, b, m, scale, is_causal),
+    lambda q, k, v, b, m, scale=0.5, is_causal=False: attention_ref(
+        q, k, v, b, m, scale, is_causal
+    ),
     _prim_sample,
     special=[_prim_sample(_rng(), (3, 3))],
     covers=("lax.dot_product_attention_fwd", "prim:dot_product_attention_fwd"),
