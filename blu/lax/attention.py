@@ -316,6 +316,12 @@ def _batch_rule(prim: Primitive):
         vb = axis_size * b
         full_bias = prim is bwd_p and params["need_dbias"]
         bias_b = None
+        unbatched = [d is None and get_aval(a).shape[0] == 1 for a, d, r in zip(args, dims, roles)]
+        # the JVP's bias and its tangent must keep one shape: both (1, ...) or both folded
+        tied = [3, len(args) - 1] if prim is jvp_p and params["has_tangent"][3] else []
+        if not all(unbatched[i] for i in tied):
+            for i in tied:
+                unbatched[i] = False
         new = []
         for i, (a, d, r) in enumerate(zip(args, dims, roles)):
             aval = get_aval(a)
@@ -323,7 +329,7 @@ def _batch_rule(prim: Primitive):
             is_bias = full_bias and r == "b" and i == 3
             if is_bias:
                 bias_b = shape[0]
-            if r == "b" and d is None and shape[0] == 1 and not is_bias:
+            if r == "b" and unbatched[i] and not is_bias:
                 new.append(a)  # broadcast over every batch entry: stays (1, ...)
                 continue
             a = bdim_to_front(a, d, axis_size)  # (V, 1|B, ...)

@@ -96,7 +96,9 @@ def sparse_plus(x: Any) -> Any:
     """Sparse plus (Martins & Astudillo 2016's sparsemax, as a softplus): 0 for ``x <= -1``,
     ``(x + 1)**2 / 4`` for ``-1 < x < 1``, ``x`` for ``x >= 1`` (continuously differentiable)."""
     x = _float_operand(x)
-    mid = bnp.square(x + 1) / 4
+    # clipped so the untaken middle branch stays finite: its zero cotangent times an infinite
+    # factor would be NaN in reverse mode at x = +-inf
+    mid = bnp.square(bnp.minimum(bnp.maximum(x, -bnp.ones_like(x)), bnp.ones_like(x)) + 1) / 4
     return bnp.where(x <= -1, _zeros(x), bnp.where(x < 1, mid, x))
 
 
@@ -247,4 +249,6 @@ def standardize(
     if variance is None:
         # mean of squared deviations: no cancellation as in E[x^2] - E[x]^2
         variance = bnp.mean(bnp.square(x - mean), axis=axes, keepdims=True, where=where)
+    else:  # a Python scalar takes x's dtype (else its sqrt would be the default float32's)
+        variance = bnp.asarray(variance, dtype=bnp.result_type(x, variance))
     return (x - mean) / bnp.sqrt(variance + epsilon)

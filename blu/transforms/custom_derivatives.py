@@ -287,10 +287,13 @@ class custom_jvp:
 
         def jvp(primals, tangents):
             out = self(*primals)
-            total = pytree.tree_map(lambda o: o * 0, out)
+            total = None  # not out * 0: that is NaN where out is infinite (softplus(inf))
             for fn, t in zip(tangent_fns, tangents):
                 if fn is not None:
-                    total = pytree.tree_map(lambda a, b: a + b, total, fn(t, out, *primals))
+                    c = fn(t, out, *primals)
+                    total = c if total is None else pytree.tree_map(lambda a, b: a + b, total, c)
+            if total is None:
+                total = pytree.tree_map(lambda o: ops.zeros(tangent_aval(get_aval(o))), out)
             return out, total
 
         self.jvp = jvp

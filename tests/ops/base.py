@@ -191,7 +191,6 @@ NOT_OPERATIONS: dict[str, str] = {
     **{
         f"lax.{n}": "a submodule"
         for n in (
-            "ad_ops",
             "bits",
             "control_flow",
             "cumulative",
@@ -203,8 +202,19 @@ NOT_OPERATIONS: dict[str, str] = {
             "slicing",
             "sorting",
             "special",
+            "attention",
+            "attention_decomp",
+            "attention_numpy",
+            "convolution",
+            "parallel",
         )
     },
+    "numpy.signal": "a submodule (its functions are re-exported and listed)",
+    "lax.ConvDimensionNumbers": "a named tuple of layouts for the conv functions",
+    "lax.conv_dimension_numbers": "layout normalization, no array computation (the conv entries "
+    "use string and None layouts; test_convolution)",
+    "lax.padtype_to_pads": "padding arithmetic on shapes, no array computation (the conv entries "
+    "use SAME/VALID; test_convolution)",
     "lax.RoundingMethod": "an enum for lax.round",
     "numpy.IndexUpdateHelper": "x.at: covered by the IndexUpdateRef entries",
 }

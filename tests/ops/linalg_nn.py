@@ -14,6 +14,7 @@ import scipy.special
 import blu
 import blu.nn as bnn
 import blu.numpy as bnp
+from ops.attention import attention_ref
 from ops.base import (
     away,
     matrix_sampler,
@@ -222,7 +223,13 @@ op(
     unary_sampler(),
     special=[(np.array([-800.0, 800.0, 0.0]),)],
 )
-op("nn.silu", bnn.silu, lambda x: x * scipy.special.expit(x), unary_sampler())
+op(
+    "nn.silu",
+    bnn.silu,
+    lambda x: x * scipy.special.expit(x),
+    unary_sampler(),
+    covers=("nn.silu", "nn.swish"),  # swish is silu
+)
 op(
     "nn.gelu",
     lambda x, **kw: bnn.gelu(x, **kw),
@@ -305,22 +312,10 @@ op(
 
 
 def _attn(q, k, v, causal=False):
-    """q, k, v: (..., T, H, D), as blu.nn.dot_product_attention."""
-    q, k, v = (np.swapaxes(a, -2, -3) for a in (q, k, v))
-    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-    if causal:
-        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
-    return np.swapaxes(_softmax(s) @ v, -2, -3)
+    """q, k, v: (..., T, H, D), as blu.nn.dot_product_attention (see ops.attention)."""
+    return attention_ref(q, k, v, is_causal=causal)[0]
 
 
-op(
-    "nn.dot_product_attention",
-    lambda q, k, v, **kw: bnn.dot_product_attention(q, k, v, **kw),
-    _attn,
-    lambda rng: tuple(rng.standard_normal((1, 3, 2, 2)) for _ in range(3)),
-    kwargs=[{"causal": True}],
-    n_ops=20,
-)
 op(
     "nn.causal_self_attention",
     lambda x, wq, bq, wp, bp: bnn.causal_self_attention(x, wq, bq, wp, bp, n_head=2),

@@ -160,18 +160,23 @@ _COLL = {
     ),
     "ppermute": (lambda v: _par.ppermute(v, "i", [(0, 1), (1, 0)]), lambda x: x[::-1]),
     "all_to_all": (lambda v: _par.all_to_all(v, "i", 0, 0), lambda x: np.swapaxes(x, 0, 1)),
+    "pmean": (lambda v: _par.pmean(v, "i"), lambda x: np.broadcast_to(x.mean(0), x.shape)),
+    "axis_size": (lambda v: v * _par.axis_size("i"), lambda x: x * x.shape[0]),
     "reduce_scatter": (
         lambda v: _par.psum_scatter(v, "i", scatter_dimension=0, tiled=True),
         lambda x: x.sum(0).reshape(x.shape[0], -1),
     ),
 }
+_LAX = {"reduce_scatter": "psum_scatter"}
+_NOT_PRIM = ("pmean", "axis_size")  # psum divided by the size; a static int
 for _n, (_f, _ref) in _COLL.items():
     op(
         f"parallel.{_n}",
         _named(_f),
         _ref,
         lambda rng: (uniform()(rng, (2, 2)),),
-        covers=(f"prim:{_n}",),
+        # blu.lax re-exports blu.parallel's collectives (the same functions)
+        covers=(f"lax.{_LAX.get(_n, _n)}",) + ((f"prim:{_n}",) if _n not in _NOT_PRIM else ()),
         n_ops=4,
         skip={
             "vmap": "already a vmap with a named axis; nested in test_parallel_collectives",
