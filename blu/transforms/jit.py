@@ -232,24 +232,35 @@ def _check_sharded_args(name: str, leaves: Sequence[Any]) -> None:
             )
 
 
-def _normalize_static(fun: Callable, static_argnums: Any, static_argnames: Any):
-    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums or ())
-    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames or ())
+def _signature(fun: Callable) -> tuple[list, list[str]]:
+    """``fun``'s parameters (none where Python cannot tell) and its positional parameter names."""
     try:
         params = list(inspect.signature(fun).parameters.values())
     except (TypeError, ValueError):
         params = []
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if params and not any(p.kind == p.VAR_POSITIONAL for p in params):
-        bad = [i for i in nums if not -len(positional) <= i < len(positional)]
-        if bad:
-            raise BluValueError(
-                with_user_line(
-                    f"jit: static_argnums {bad} out of range for a function of "
-                    f"{len(positional)} positional parameters {positional}"
-                )
+    return params, positional
+
+
+def _in_range(nums: tuple, positional: list[str], what: str) -> tuple:
+    """``nums`` as non-negative positions of ``positional``; out-of-range ones raise."""
+    bad = [i for i in nums if not -len(positional) <= i < len(positional)]
+    if bad:
+        raise BluValueError(
+            with_user_line(
+                f"jit: {what} {bad} out of range for a function of {len(positional)} positional "
+                f"parameters {positional}"
             )
-        nums = tuple(i % len(positional) for i in nums)
+        )
+    return tuple(i % len(positional) for i in nums)
+
+
+def _normalize_static(fun: Callable, static_argnums: Any, static_argnames: Any):
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums or ())
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames or ())
+    params, positional = _signature(fun)
+    if params and not any(p.kind == p.VAR_POSITIONAL for p in params):
+        nums = _in_range(nums, positional, "static_argnums")
     if params and not any(p.kind == p.VAR_KEYWORD for p in params):
         known = {p.name for p in params}
         bad_names = [n for n in names if n not in known]
@@ -277,21 +288,9 @@ def _normalize_donate(fun: Callable, donate_argnums: Any, static_nums: frozenset
         raise BluValueError(
             with_user_line(f"jit: donate_argnums must be ints (positions), got {bad_type}")
         )
-    try:
-        params = list(inspect.signature(fun).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    params, positional = _signature(fun)
     if params and not any(p.kind == p.VAR_POSITIONAL for p in params):
-        bad = [i for i in nums if not -len(positional) <= i < len(positional)]
-        if bad:
-            raise BluValueError(
-                with_user_line(
-                    f"jit: donate_argnums {bad} out of range for a function of "
-                    f"{len(positional)} positional parameters {positional}"
-                )
-            )
-        nums = tuple(i % len(positional) for i in nums)
+        nums = _in_range(nums, positional, "donate_argnums")
     elif any(i < 0 for i in nums):
         raise BluValueError(
             with_user_line(
