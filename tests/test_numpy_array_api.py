@@ -70,6 +70,8 @@ def test_imag_real_conj_of_real_arrays():
     np.testing.assert_array_equal(bnp.real(x), x)
     np.testing.assert_array_equal(bnp.conj(x), x)
     assert bnp.imag(np.int8([3])).dtype == np.int8
+    special = np.array([np.nan, np.inf, -np.inf, -0.0])
+    np.testing.assert_array_equal(bnp.imag(special), np.imag(special))  # zeros, not NaN
 
 
 def test_isdtype():
@@ -104,6 +106,8 @@ def test_diff_prepend_append_bool_and_transforms():
     x = np.arange(6.0).reshape(2, 3) ** 2
     got = bnp.diff(x, axis=1, prepend=-1.0, append=np.ones((2, 2)))
     np.testing.assert_array_equal(got, np.diff(x, axis=1, prepend=-1.0, append=np.ones((2, 2))))
+    # n=0 is the input itself, without prepend (numpy)
+    np.testing.assert_array_equal(bnp.diff(x, n=0, prepend=-1.0), np.diff(x, n=0, prepend=-1.0))
     b = np.array([True, True, False, True])
     np.testing.assert_array_equal(bnp.diff(b), np.diff(b))
     check_vmap(lambda a: bnp.diff(a, n=2), [x], [1])

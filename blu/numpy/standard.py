@@ -95,10 +95,9 @@ def _nextafter_bits(x: Any, y: Any, dtype: np.dtype) -> Any:
 
 
 def imag(x: Any, /) -> Any:
-    """The imaginary part: zeros of ``x``'s dtype (blu's dtypes are all real)."""
-    x = asarray_operand(x)
-    aval = get_aval(x)
-    return lax.mul(x, lax.full(aval.shape, 0, aval.dtype))
+    """The imaginary part: zeros of ``x``'s dtype (blu's dtypes are all real), also where ``x``
+    is NaN or infinite (as numpy's ``imag``; ``x * 0`` would give NaN there)."""
+    return lax.full_like(asarray_operand(x), 0)
 
 
 _KIND_TEST = {
@@ -136,7 +135,8 @@ def isdtype(dtype: Any, kind: Any) -> bool:
 
 def diff(x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None):
     """The ``n``-th forward difference ``x[i+1] - x[i]`` along ``axis`` (bool: ``!=``), after
-    concatenating ``prepend``/``append`` there (numpy's ``diff``, the standard's keywords).
+    concatenating ``prepend``/``append`` there (numpy's ``diff``, the standard's keywords);
+    ``n == 0`` returns ``x`` itself, without ``prepend``/``append``, as numpy does.
 
     Shapes: ``x.shape`` with ``axis`` shortened by ``n`` (lengthened by the appended parts).
 
@@ -154,6 +154,8 @@ def diff(x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: 
     if nd == 0:
         raise BluShapeError(with_user_line("diff: needs at least one dimension, got a 0-d array"))
     ax = _axis(axis, nd, "diff")
+    if n == 0:
+        return x  # numpy (and JAX) return the input itself, without prepend/append
     parts = []
     for extra in (prepend, x, append):
         if extra is None:

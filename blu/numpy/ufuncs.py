@@ -342,10 +342,14 @@ def arcsinh(x: Any) -> Any:
 
 
 def arccosh(x: Any) -> Any:
-    """Inverse hyperbolic cosine (NaN below 1)."""
+    """Inverse hyperbolic cosine (NaN below 1): ``log1p(t + sqrt(t (t + 2)))`` with ``t = x - 1``
+    (accurate near 1), ``log(2x)`` where ``x^2`` would overflow."""
     (x,) = promote_args_inexact(x)
-    # NaN below 1 also where (x - 1)(x + 1) overflows to +inf for very negative x
-    out = log(add(x, sqrt(multiply(subtract(x, 1), add(x, 1)))))
+    big = greater(x, math.sqrt(float(dtypes.finfo(get_aval(x).dtype).max)) / 2)
+    t = subtract(where(big, 2, x), 1)  # (a safe value in the unused branch: finite derivatives)
+    small = log1p(add(t, sqrt(multiply(t, add(t, 2)))))
+    out = where(big, add(log(where(big, x, 2)), math.log(2.0)), small)
+    # NaN below 1 also where t (t + 2) overflows to +inf for very negative x
     return where(less(x, 1), np.nan, out)
 
 

@@ -2,6 +2,7 @@
 
 from ops import (  # noqa: F401  (register)
     activations,
+    array_api,
     arrays,
     attention,
     conv_scan,
