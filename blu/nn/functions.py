@@ -13,6 +13,7 @@ from blu import lax, random
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
+from blu.transforms.custom_derivatives import custom_jvp
 
 _LOW_PRECISION = (dtypes.bfloat16, dtypes.float16)
 
@@ -64,8 +65,56 @@ def silu(x: Any) -> Any:
     return x * lax.logistic(x)
 
 
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_CUBIC = 0.044715
+# beyond this |x| the tanh form's sech^2 term is below 1e-37 and the erf form's density below
+# 1e-300: the polynomial factors are clipped there so that inf * 0 never makes a NaN
+_GELU_CLIP = 10.0
+_ERF_GELU_CLIP = 40.0
+
+
+@custom_jvp
+def _gelu_tanh(x: Any) -> Any:
+    inner = _SQRT_2_OVER_PI * (x + _GELU_CUBIC * (x * x * x))
+    return 0.5 * x * (1.0 + bnp.tanh(inner))
+
+
+@custom_jvp
+def _gelu_erf(x: Any) -> Any:
+    return 0.5 * x * (1.0 + lax.erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def _gelu_tanh_grad(x: Any) -> Any:
+    """d/dx of the tanh form, from ``x`` alone (float32 for half floats, cast back):
+    ``0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)``, ``th = tanh(u)``."""
+    x32 = _upcast(x)
+    th = bnp.tanh(_SQRT_2_OVER_PI * (x32 + _GELU_CUBIC * (x32 * x32 * x32)))
+    xs = bnp.clip(x32, -_GELU_CLIP, _GELU_CLIP)
+    poly = _SQRT_2_OVER_PI * (1.0 + (3.0 * _GELU_CUBIC) * (xs * xs))
+    return (0.5 * (1.0 + th) + 0.5 * xs * (1.0 - th * th) * poly).astype(x.dtype)
+
+
+def _gelu_erf_grad(x: Any) -> Any:
+    """d/dx of the erf form: ``Phi(x) + x phi(x)`` (the normal CDF and density)."""
+    x32 = _upcast(x)
+    xs = bnp.clip(x32, -_ERF_GELU_CLIP, _ERF_GELU_CLIP)
+    cdf = 0.5 * (1.0 + lax.erf(x32 * (1.0 / math.sqrt(2.0))))
+    pdf = bnp.exp(-0.5 * (xs * xs)) * (1.0 / math.sqrt(2.0 * math.pi))
+    return (cdf + xs * pdf).astype(x.dtype)
+
+
+# The rules multiply the tangent by a derivative computed from x alone, so reverse mode keeps
+# one residual per call instead of every intermediate of the elementwise chain.
+_gelu_tanh.defjvp(lambda p, t: (_gelu_tanh(p[0]), t[0] * _gelu_tanh_grad(p[0])))
+_gelu_erf.defjvp(lambda p, t: (_gelu_erf(p[0]), t[0] * _gelu_erf_grad(p[0])))
+
+
 def gelu(x: Any, approximate: bool = True) -> Any:
     """Gaussian error linear unit (Hendrycks & Gimpel 2016), elementwise.
+
+    The derivative is a custom JVP rule computed from ``x`` alone (in float32 for
+    bfloat16/float16, rounded to ``x``'s dtype), so reverse mode saves one array per call, not
+    the intermediates of the chain; higher derivatives differentiate that rule.
 
     Args:
         x: float array.
@@ -76,10 +125,7 @@ def gelu(x: Any, approximate: bool = True) -> Any:
         An array of ``x``'s shape and dtype.
     """
     x = _float_operand(x)
-    if approximate:
-        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))
-        return 0.5 * x * (1.0 + bnp.tanh(inner))
-    return 0.5 * x * (1.0 + lax.erf(x * (1.0 / math.sqrt(2.0))))
+    return _gelu_tanh(x) if approximate else _gelu_erf(x)
 
 
 # ---- softmax family ----------------------------------------------------------------------------
