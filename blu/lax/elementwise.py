@@ -173,13 +173,16 @@ def _finite_where_ct_is_zero(ct: Any, y: Any, for_div: bool = False) -> Any:
         return y
     from blu.lax.shapes import full_like
 
+    # Every operation here reads ct: y where ct is 0, a harmless constant elsewhere. An
+    # expression of y alone (``isnan(y)``) would be a function of forward values only, which
+    # the launch plan fuses into the forward kernel that makes y, and its result would then be
+    # held from the forward pass to the backward one beside y: one more activation per product.
+    repl = full_like(y, 1 if for_div else 0)
+    yz = select(eq(ct, _zeros_like(ct)), y, repl)
+    bad = ne(yz, yz)  # ct == 0 and y is NaN
     if for_div:
-        bad = select(eq(y, y), eq(y, full_like(y, 0)), ne(y, y))  # 0 or NaN
-        repl = full_like(y, 1)
-    else:
-        bad = ne(y, y)  # NaN
-        repl = full_like(y, 0)
-    return select(eq(ct, _zeros_like(ct)), select(bad, repl, y), y)
+        bad = select(bad, bad, eq(yz, _zeros_like(yz)))  # or y == 0
+    return select(bad, repl, y)
 
 
 @mul_p.def_transpose

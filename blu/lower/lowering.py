@@ -42,6 +42,7 @@ from blu.lower.mlir import rules
 from blu.lower.mlir.rules_gather import gather_supported
 from blu.lower.plan.dots import library_dot
 from blu.transforms import ad_ops
+from blu.transforms import custom_derivatives as cd
 from blu.transforms.jit import jit_p
 
 ELEMENTWISE = (
@@ -87,8 +88,6 @@ HOST_FALLBACK: dict[str, str] = {
     "while": "control flow runs on the host: its body is a jaxpr run per iteration",
     "cond": "control flow runs on the host: the branch is chosen from a host value",
     "scan": "control flow runs on the host: its body is a jaxpr run per iteration",
-    "custom_jvp_call": "its jaxpr is run by its impl (the transforms see through it)",
-    "custom_vjp_call": "its jaxpr is run by its impl (the transforms see through it)",
     "custom_lin": "only appears inside linearized programs; its impl runs the rule",
     "checkpoint": "its jaxpr is run by its impl (remat is a transform-level boundary)",
     "checkpoint_name": "an identity that names a value for remat policies",
@@ -208,7 +207,24 @@ def _register() -> None:
     dot_general_p.lowerings["dot"] = library_dot
     gather_scatter.scatter_p.lowerings["scatter"] = True
     gather_scatter.scatter_add_p.lowerings["scatter"] = True
-    jit_p.lowerings["inline"] = True  # simplification inlines nested jits
+    # simplification inlines nested jits and the primal bodies of custom-derivative calls
+    # (their rules were applied by the transforms): ``(params, operands) -> (jaxpr, args)``
+    jit_p.lowerings["inline"] = lambda p, args: (p["jaxpr"], args)
+    cd.custom_jvp_call_p.lowerings["inline"] = _custom_jvp_body
+    cd.custom_vjp_call_p.lowerings["inline"] = _custom_vjp_body
+
+
+def _custom_jvp_body(params: dict, args: list) -> tuple[Any, list]:
+    """A ``custom_jvp_call``'s function: its jaxpr on ``f consts, args`` (operands ``f consts,
+    jvp consts, args``)."""
+    fc, _, xs = cd.groups(args, params["num_fconsts"], params["num_jconsts"])
+    return params["call_jaxpr"], [*fc, *xs]
+
+
+def _custom_vjp_body(params: dict, args: list) -> tuple[Any, list]:
+    """A ``custom_vjp_call``'s function: its jaxpr on ``f consts, args``."""
+    fc, _, _, xs = cd.groups(args, *params["num_consts"])
+    return params["call_jaxpr"], [*fc, *xs]
 
 
 _register()

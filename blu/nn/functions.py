@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -13,6 +14,7 @@ from blu import lax, random
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
+from blu.transforms.custom_derivatives import custom_jvp
 
 _LOW_PRECISION = (dtypes.bfloat16, dtypes.float16)
 
@@ -64,8 +66,57 @@ def silu(x: Any) -> Any:
     return x * lax.logistic(x)
 
 
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_CUBIC = 0.044715
+# beyond this |x| the tanh form's sech^2 term is below 1e-37 and the erf form's density below
+# 1e-300: the derivatives clip x there, so that inf * 0 never makes a NaN
+_GELU_CLIP = 10.0
+_ERF_GELU_CLIP = 40.0
+
+
+@custom_jvp
+def _gelu_tanh(x: Any) -> Any:
+    inner = _SQRT_2_OVER_PI * (x + _GELU_CUBIC * (x * x * x))
+    return 0.5 * x * (1.0 + bnp.tanh(inner))
+
+
+@custom_jvp
+def _gelu_erf(x: Any) -> Any:
+    return 0.5 * x * (1.0 + lax.erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def _gelu_tanh_grad(x: Any) -> Any:
+    """d/dx of the tanh form, from ``x`` alone (float32 for half floats, cast back):
+    ``0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)``, ``th = tanh(u)``."""
+    # tanh(u) is +-1 to float64 precision beyond |x| = 10 (u > 43), so clipping there changes
+    # nothing and keeps x^3 from overflowing
+    xs = bnp.clip(_upcast(x), -_GELU_CLIP, _GELU_CLIP)
+    th = bnp.tanh(_SQRT_2_OVER_PI * (xs + _GELU_CUBIC * (xs * xs * xs)))
+    poly = _SQRT_2_OVER_PI * (1.0 + (3.0 * _GELU_CUBIC) * (xs * xs))
+    return (0.5 * (1.0 + th) + 0.5 * xs * (1.0 - th * th) * poly).astype(x.dtype)
+
+
+def _gelu_erf_grad(x: Any) -> Any:
+    """d/dx of the erf form: ``Phi(x) + x phi(x)`` (the normal CDF and density)."""
+    x32 = _upcast(x)
+    xs = bnp.clip(x32, -_ERF_GELU_CLIP, _ERF_GELU_CLIP)
+    cdf = 0.5 * (1.0 + lax.erf(x32 * (1.0 / math.sqrt(2.0))))
+    pdf = bnp.exp(-0.5 * (xs * xs)) * (1.0 / math.sqrt(2.0 * math.pi))
+    return (cdf + xs * pdf).astype(x.dtype)
+
+
+# The rules multiply the tangent by a derivative computed from x alone, so reverse mode keeps
+# one residual per call instead of every intermediate of the elementwise chain.
+_gelu_tanh.defjvp(lambda p, t: (_gelu_tanh(p[0]), t[0] * _gelu_tanh_grad(p[0])))
+_gelu_erf.defjvp(lambda p, t: (_gelu_erf(p[0]), t[0] * _gelu_erf_grad(p[0])))
+
+
 def gelu(x: Any, approximate: bool = True) -> Any:
     """Gaussian error linear unit (Hendrycks & Gimpel 2016), elementwise.
+
+    The derivative is a custom JVP rule computed from ``x`` alone (in float32 for
+    bfloat16/float16, rounded to ``x``'s dtype), so reverse mode saves one array per call, not
+    the intermediates of the chain; higher derivatives differentiate that rule.
 
     Args:
         x: float array.
@@ -76,10 +127,7 @@ def gelu(x: Any, approximate: bool = True) -> Any:
         An array of ``x``'s shape and dtype.
     """
     x = _float_operand(x)
-    if approximate:
-        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))
-        return 0.5 * x * (1.0 + bnp.tanh(inner))
-    return 0.5 * x * (1.0 + lax.erf(x * (1.0 / math.sqrt(2.0))))
+    return _gelu_tanh(x) if approximate else _gelu_erf(x)
 
 
 # ---- softmax family ----------------------------------------------------------------------------
@@ -189,6 +237,55 @@ def _param_for(p: Any, x: Any, axes: tuple[int, ...], what: str, name: str) -> A
     return p
 
 
+@functools.cache
+def _layer_norm_fn(axes: tuple[int, ...], eps: float, has_g: bool, has_b: bool) -> custom_jvp:
+    """The custom_jvp normalization ``f(x, params)`` (params: ``(g, b)``, those present, already
+    broadcastable to ``x`` and in the compute dtype) for one static configuration."""
+
+    def mean(v: Any) -> Any:
+        return bnp.mean(v, axis=axes, keepdims=True)
+
+    def stats(x: Any) -> tuple[Any, Any]:
+        """``xhat`` (compute dtype) and the per-row ``rstd = 1 / sqrt(var + eps)``."""
+        x32 = _upcast(x)
+        xc = x32 - mean(x32)
+        rstd = lax.rsqrt(mean(xc * xc) + eps)  # mean of squared deviations: no cancellation
+        return xc * rstd, rstd
+
+    def affine(xhat: Any, params: tuple) -> Any:
+        it = iter(params)
+        y = xhat * next(it) if has_g else xhat
+        return y + next(it) if has_b else y
+
+    @custom_jvp
+    def f(x: Any, params: tuple) -> Any:
+        return affine(stats(x)[0], params).astype(x.dtype)
+
+    @f.defjvp
+    def f_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+        (x, params), (tx, tparams) = primals, tangents
+        xhat, rstd = stats(x)
+        # the tangent reads xhat rounded to x's dtype (the one activation reverse mode keeps,
+        # as PyTorch and llm.c keep it), rstd per row and g
+        xh = _upcast(xhat.astype(x.dtype))
+        t = _upcast(tx)
+        # d xhat = rstd (t - mean(t) - xhat mean(t xhat)) (Ba et al. 2016, the standard closed
+        # form; its transpose is the usual dx = rstd (g dy - mean(g dy) - xhat mean(g dy xhat)))
+        dxhat = (t - mean(t) - xh * mean(t * xh)) * rstd
+        it, tit = iter(params), iter(tparams)
+        if has_g:
+            g, tg = next(it), next(tit)
+            dy = dxhat * g + xh * tg
+        else:
+            dy = dxhat
+        if has_b:
+            next(it)
+            dy = dy + next(tit)
+        return f(x, params), dy.astype(x.dtype)
+
+    return f
+
+
 def layer_norm(
     x: Any,
     gamma: Any = None,
@@ -198,6 +295,12 @@ def layer_norm(
 ) -> Any:
     """Layer normalization (Ba, Kiros & Hinton 2016): ``(x - mean) / sqrt(var + eps) * gamma +
     beta`` with the mean and (biased) variance over ``axis``.
+
+    Its derivative is a custom JVP rule in the closed form, so reverse mode keeps one array the
+    size of ``x`` per call (the normalized values, rounded to ``x``'s dtype) plus the per-row
+    reciprocal standard deviation (and ``gamma``), not every intermediate; forward mode and
+    higher derivatives work (they differentiate the rule). A ``gamma``/``beta`` that is not
+    differentiated still gets a zero tangent through the rule.
 
     Args:
         x: float array (bfloat16/float16: statistics and the affine map in float32).
@@ -213,16 +316,14 @@ def layer_norm(
     """
     x = _float_operand(x)
     axes = _axes(axis, x.ndim, "layer_norm")
-    x32 = _upcast(x)
-    mean = bnp.mean(x32, axis=axes, keepdims=True)
-    xc = x32 - mean
-    var = bnp.mean(xc * xc, axis=axes, keepdims=True)
-    y = xc * lax.rsqrt(var + eps)
+    cd = _upcast(x).dtype
+    params = []
     if gamma is not None:
-        y = y * _param_for(gamma, x, axes, "gamma", "layer_norm").astype(y.dtype)
+        params.append(_param_for(gamma, x, axes, "gamma", "layer_norm").astype(cd))
     if beta is not None:
-        y = y + _param_for(beta, x, axes, "beta", "layer_norm").astype(y.dtype)
-    return y.astype(x.dtype)
+        params.append(_param_for(beta, x, axes, "beta", "layer_norm").astype(cd))
+    f = _layer_norm_fn(axes, float(eps), gamma is not None, beta is not None)
+    return f(x, tuple(params))
 
 
 def rms_norm(x: Any, gamma: Any = None, eps: float = 1e-6, axis: int | Sequence[int] = -1) -> Any:

@@ -25,6 +25,7 @@ import heapq
 from typing import Any
 
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Literal, Var
+from blu.lax.shapes import broadcast_in_dim_p
 from blu.lower import library
 from blu.lower.mlir.scatter import scatter_supported
 from blu.lower.plan.dots import library_dot
@@ -190,13 +191,35 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
                 stack.extend(eqns[p].invars)
         return sorted(need)
 
+    def copied_broadcasts(idxs: list[int]) -> list[int]:
+        """Broadcasts made in other kernels that these equations read: recomputed here from
+        their smaller operand, so the broadcast array is never materialized (a row statistic
+        or a bias broadcast to a full activation would otherwise be held as one, e.g. from the
+        forward pass to the backward one)."""
+        have, out = set(idxs), []
+        for i in idxs:
+            for a in eqns[i].invars:
+                p = producer.get(a) if isinstance(a, Var) else None
+                if (p is not None and p not in have and kinds[p] == "fuse"
+                        and eqns[p].primitive is broadcast_in_dim_p
+                        and isinstance(eqns[p].invars[0], Var)):  # fmt: skip
+                    have.add(p)
+                    out.append(p)
+        return out
+
     specs: list[tuple[str, list[int]]] = []
+    copies: dict[int, set[int]] = {}  # spec position -> equations copied into it
     for g in groups:
-        specs.append((NodeKind.KERNEL, const_closure(g) + g))
+        extra = copied_broadcasts(g)
+        if extra:
+            copies[len(specs)] = set(extra)
+        specs.append((NodeKind.KERNEL, sorted(const_closure(g + extra) + g + extra)))
     for i, k in enumerate(kinds):
         if k not in ("fuse", "const"):
             specs.append((k, [i]))
-    specs.sort(key=lambda s: s[1][-1])
+    order = sorted(range(len(specs)), key=lambda k: specs[k][1][-1])
+    specs = [specs[k] for k in order]
+    copies = {pos: copies[k] for pos, k in enumerate(order) if k in copies}
     defined_in = [{v for i in idxs for v in eqns[i].outvars} for _, idxs in specs]
     needed: dict[Var, None] = {}  # constant-like values some node reads from memory
     reads: list[list[Var]] = []
@@ -219,19 +242,20 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
     outset = {v for v in jaxpr.outvars if isinstance(v, Var)}
     read_by_other = {a for ins in reads for a in ins}
     nodes = []
-    for (kind, idxs), defined, ins in zip(specs, defined_in, reads):
+    for pos, ((kind, idxs), defined, ins) in enumerate(zip(specs, defined_in, reads)):
         es = [eqns[i] for i in idxs]
+        copied = copies.get(pos, set())
         if kind == "const":
             (v,) = defined
             node = Node(NodeKind.KERNEL, es, [], [v])
         else:
-            outs = [v for e in es for v in e.outvars
+            outs = [v for i in idxs if i not in copied for v in eqns[i].outvars
                     if v in defined and (v in outset or v in read_by_other)
                     and kinds[producer[v]] != "const"]  # fmt: skip
             node = Node(kind, es, ins, outs)
         if node.kind == NodeKind.KERNEL:
             node.jaxpr = Jaxpr([], node.inputs, es, node.outputs)
-            node.group = tuple(i for i in idxs if kinds[i] == "fuse") or None
+            node.group = tuple(i for i in idxs if kinds[i] == "fuse" and i not in copied) or None
         nodes.append(node)
     return nodes
 

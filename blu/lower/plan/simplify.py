@@ -43,8 +43,9 @@ def inline_jits(jaxpr: Jaxpr) -> Jaxpr:
 
         for e in j.eqns:
             ins = [lread(a) for a in e.invars]
-            if "inline" in e.primitive.lowerings:
-                outs = inline(e.params["jaxpr"], ins)
+            inl = e.primitive.lowerings.get("inline")
+            if inl is not None:
+                outs = inline(*inl(e.params, ins))
             else:
                 outs = [Var(v.aval) for v in e.outvars]
                 eqns.append(e.replace(invars=ins, outvars=outs))
@@ -53,8 +54,9 @@ def inline_jits(jaxpr: Jaxpr) -> Jaxpr:
 
     for e in jaxpr.eqns:
         ins = [read(a) for a in e.invars]
-        if "inline" in e.primitive.lowerings:
-            outs = inline(e.params["jaxpr"], ins)
+        inl = e.primitive.lowerings.get("inline")
+        if inl is not None:
+            outs = inline(*inl(e.params, ins))
             env.update(zip(e.outvars, outs))
         else:
             eqns.append(e.replace(invars=ins))
