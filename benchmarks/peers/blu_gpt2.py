@@ -220,7 +220,7 @@ def plan_memory(step: Any, specs: tuple, precision: str, gpu: bool) -> Any:
     None where lowering fails (the prediction is only reported)."""
     try:
         if gpu:
-            from blu.lower.mlir_gpu import DEFAULT_TARGET as target
+            from blu.lower.mlir.mlir_gpu import DEFAULT_TARGET as target
         else:
             target = "cpu"
         with precision_scope(precision):
