@@ -3,7 +3,8 @@
 Each Markdown file's blocks run in order in one fresh Python process (as a reader would type them
 into one session), in a temporary working directory. A block whose first line starts with
 ``# not run:`` (a visible marker saying why: a GPU, minutes of work) is skipped. A line
-``print(...)  # -> TEXT`` checks that the print wrote exactly ``TEXT``.
+``print(...)  # -> TEXT`` checks that the print wrote exactly ``TEXT``; a ```text block right
+after a block (only blank lines between) is what that whole block prints.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ DOCS = [ROOT / "README.md", ROOT / "docs" / "index.md",
 SKIP = "# not run:"
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _CHECK = re.compile(r"^(\s*)(print\(.*\))\s+# -> (.*)$")
+_OUTPUT = re.compile(r"\s*```text[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 
 _PRELUDE = """
 import contextlib as __cl, io as __io, sys as __sys
@@ -31,13 +33,23 @@ def __expect(buf, want, where):
     __sys.stdout.write(buf.getvalue())
     if got != want:
         raise AssertionError(f"{where}: printed {got!r}, the docs say {want!r}")
+def __run_expect(code, want, where):
+    with __cl.redirect_stdout(__io.StringIO()) as buf:
+        exec(compile(code, where, "exec"), globals())
+    __expect(buf, want, where)
 """
 
 
-def blocks(path: Path) -> list[tuple[int, str]]:
-    """``(line, code)`` of each ```python block of ``path`` (line: where its code starts)."""
+def blocks(path: Path) -> list[tuple[int, str, str | None]]:
+    """``(line, code, output)`` of each ```python block of ``path`` (line: where its code starts;
+    output: the ```text block right after it, else None)."""
     text = path.read_text(encoding="utf-8")
-    return [(text.count("\n", 0, m.start(1)) + 1, m.group(1)) for m in _FENCE.finditer(text)]
+    out = []
+    for m in _FENCE.finditer(text):
+        shown = _OUTPUT.match(text, m.end() + 1)
+        out.append((text.count("\n", 0, m.start(1)) + 1, m.group(1),
+                    shown.group(1).rstrip("\n") if shown else None))  # fmt: skip
+    return out
 
 
 def _with_checks(code: str, where: str, first: int) -> str:
@@ -60,12 +72,15 @@ def script(path: Path) -> tuple[str, int, int]:
     """The program that runs ``path``'s blocks: (source, blocks run, blocks skipped)."""
     rel = path.relative_to(ROOT).as_posix()
     parts, run, skipped = [_PRELUDE], 0, 0
-    for line, code in blocks(path):
+    for line, code, shown in blocks(path):
         if code.lstrip().startswith(SKIP):
             skipped += 1
             continue
         run += 1
-        parts.append(f"# ---- {rel}:{line}\n{_with_checks(code, rel, line)}\n"
+        body = _with_checks(code, rel, line)
+        if shown is not None:  # run it as its own code object, to catch all it prints
+            body = f"__run_expect({body!r}, {shown!r}, {f'{rel}:{line}'!r})"
+        parts.append(f"# ---- {rel}:{line}\n{body}\n"
                      f"print('[doc block {rel}:{line} ok]', flush=True)\n")  # fmt: skip
     return "\n".join(parts), run, skipped
 

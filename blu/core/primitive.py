@@ -72,9 +72,12 @@ class Primitive:
         # a function of the operands written with lax operations, inlined by blu.lower's
         # prepare where no lowering applies for the target
         self.decomposition: Callable | None = None
-        # the defining module, for docs/primitives.md and error messages
-        self.module = sys._getframe(1).f_globals.get("__name__", "?")
-        if self.module == "blu.lax._base" or self.module.startswith("blu.lax.elementwise"):
+        # the defining module, for docs/primitives.md and error messages; a primitive made by a
+        # helper function of lax's base or elementwise modules is named after the helper's caller
+        frame = sys._getframe(1)
+        self.module = frame.f_globals.get("__name__", "?")
+        in_helper = frame.f_code.co_name != "<module>"
+        if in_helper and self.module.startswith(("blu.lax._base", "blu.lax.elementwise")):
             self.module = sys._getframe(2).f_globals.get("__name__", self.module)
         Primitive.registry[name] = self
 

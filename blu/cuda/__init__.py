@@ -68,6 +68,7 @@ def devices() -> list[CudaDevice]:
 
 
 def device_count() -> int:
+    """The number of usable GPUs (0 without one)."""
     return len(cuda_devices())
 
 
@@ -97,6 +98,8 @@ def max_memory_allocated(device: Device | None = None) -> int:
 
 
 def reset_peak_memory_stats(device: Device | None = None) -> None:
+    """Reset the peak counters of ``memory_stats`` to the current values (default:
+    the first GPU)."""
     _device(device).allocator.reset_peak_stats()
 
 
@@ -107,6 +110,8 @@ def empty_cache(device: Device | None = None) -> None:
 
 
 def memory_summary(device: Device | None = None) -> str:
+    """A human-readable table of the caching allocator's statistics for ``device``
+    (default: the first GPU)."""
     return _device(device).allocator.memory_summary()
 
 

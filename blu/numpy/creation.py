@@ -234,16 +234,19 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> 
 
 @with_device
 def zeros_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
+    """An array of zeros with ``a``'s shape and dtype (or ``shape``/``dtype`` when given)."""
     return full_like(a, 0, dtype, shape)
 
 
 @with_device
 def ones_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
+    """An array of ones with ``a``'s shape and dtype (or ``shape``/``dtype`` when given)."""
     return full_like(a, 1, dtype, shape)
 
 
 @with_device
 def empty_like(a: Any, dtype: Any = None, shape: Any = None) -> Any:
+    """As ``zeros_like``: blu arrays are never uninitialized, so this one is zero-filled."""
     return full_like(a, 0, dtype, shape)
 
 

@@ -71,6 +71,7 @@ logical_xor = _logical(lambda x, y: lax.xor(x, y), "logical_xor")
 
 
 def logical_not(x: Any) -> Any:
+    """Elementwise NOT of ``x``'s truth values (nonzero is True); bool result."""
     return lax.not_(to_bool(x))
 
 

@@ -51,14 +51,17 @@ def astype(x: Any, dtype: Any, copy: bool = True) -> Any:
 
 
 def shape(a: Any) -> tuple[int, ...]:
+    """``a``'s shape as a tuple of ints (static: known while tracing)."""
     return _aval(asarray_operand(a)).shape
 
 
 def ndim(a: Any) -> int:
+    """``a``'s number of axes (static: known while tracing)."""
     return _aval(asarray_operand(a)).ndim
 
 
 def size(a: Any, axis: int | None = None) -> int:
+    """Number of elements of ``a`` (along ``axis`` when given); a static int."""
     s = shape(a)
     return math.prod(s) if axis is None else s[canonicalize_axis(axis, len(s), "size")]
 
@@ -153,6 +156,7 @@ def moveaxis(a: Any, source: Any, destination: Any) -> Any:
 
 
 def swapaxes(a: Any, axis1: int, axis2: int) -> Any:
+    """``a`` with axes ``axis1`` and ``axis2`` interchanged (a transpose)."""
     a = asarray_operand(a)
     nd = _aval(a).ndim
     i, j = canonicalize_axis(axis1, nd, "swapaxes"), canonicalize_axis(axis2, nd, "swapaxes")
@@ -199,11 +203,15 @@ def broadcast_arrays(*args: Any) -> list[Any]:
 
 
 def atleast_1d(*arys: Any) -> Any:
+    """Each argument with at least 1 axis (a scalar becomes shape ``(1,)``); one array
+    for one argument, else a list."""
     out = [reshape(a, (1,)) if ndim(a) == 0 else asarray_operand(a) for a in arys]
     return out[0] if len(out) == 1 else out
 
 
 def atleast_2d(*arys: Any) -> Any:
+    """Each argument with at least 2 axes (new axes in front: ``(n,)`` becomes
+    ``(1, n)``); one array for one argument, else a list."""
     out = []
     for a in arys:
         a = asarray_operand(a)
@@ -213,6 +221,8 @@ def atleast_2d(*arys: Any) -> Any:
 
 
 def atleast_3d(*arys: Any) -> Any:
+    """Each argument with at least 3 axes (``(n,)`` becomes ``(1, n, 1)``, ``(m, n)``
+    becomes ``(m, n, 1)``); one array for one argument, else a list."""
     out = []
     for a in arys:
         a = asarray_operand(a)
@@ -295,19 +305,24 @@ def stack(arrays: Sequence[Any], axis: int = 0, dtype: Any = None) -> Any:
 
 
 def hstack(tup: Sequence[Any], dtype: Any = None) -> Any:
+    """Join arrays along axis 1 (along axis 0 for 1-D arrays); dtypes promote."""
     arrs = [atleast_1d(a) for a in tup]
     return concatenate(arrs, 0 if ndim(arrs[0]) == 1 else 1, dtype)
 
 
 def vstack(tup: Sequence[Any], dtype: Any = None) -> Any:
+    """Join arrays along axis 0 after making each at least 2-D; dtypes promote."""
     return concatenate([atleast_2d(a) for a in tup], 0, dtype)
 
 
 def dstack(tup: Sequence[Any], dtype: Any = None) -> Any:
+    """Join arrays along axis 2 after making each at least 3-D; dtypes promote."""
     return concatenate([atleast_3d(a) for a in tup], 2, dtype)
 
 
 def column_stack(tup: Sequence[Any]) -> Any:
+    """Join 1-D arrays as the columns of a 2-D array (2-D arrays are joined along
+    axis 1); dtypes promote."""
     arrs = [reshape(a, (-1, 1)) if ndim(a) < 2 else asarray_operand(a) for a in tup]
     return concatenate(arrs, 1)
 
@@ -365,10 +380,12 @@ def array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list:
 
 
 def hsplit(ary: Any, indices_or_sections: Any) -> list:
+    """``split`` along axis 1 (axis 0 for a 1-D array)."""
     return split(ary, indices_or_sections, 1 if ndim(ary) > 1 else 0)
 
 
 def vsplit(ary: Any, indices_or_sections: Any) -> list:
+    """``split`` along axis 0."""
     return split(ary, indices_or_sections, 0)
 
 
@@ -426,10 +443,12 @@ def flip(m: Any, axis: Any = None) -> Any:
 
 
 def fliplr(m: Any) -> Any:
+    """Reverse the order of elements along axis 1 (left/right)."""
     return flip(m, 1)
 
 
 def flipud(m: Any) -> Any:
+    """Reverse the order of elements along axis 0 (up/down)."""
     return flip(m, 0)
 
 

@@ -367,6 +367,10 @@ def _with_initial(fn: Any, identity: int) -> Any:
         cfg[ax] = (1, 0, 0)
         return lax.pad(out, np.asarray(identity, get_aval(out).dtype)[()], cfg)
 
+    cumulative.__doc__ = (
+        f"``{fn.__name__}`` under the Array API's name; with ``include_initial`` the result "
+        f"starts with {identity} (one more element along ``axis``)."
+    )
     return cumulative
 
 

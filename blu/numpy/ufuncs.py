@@ -209,6 +209,7 @@ def negative(x: Any) -> Any:
 
 
 def positive(x: Any) -> Any:
+    """``+x``: ``x`` itself, as a blu array."""
     return asarray_operand(x)
 
 
@@ -224,6 +225,7 @@ absolute = abs
 
 
 def fabs(x: Any) -> Any:
+    """Elementwise absolute value as a float (integers and bools are cast to float32)."""
     return abs(to_inexact(asarray_operand(x)))
 
 
@@ -370,11 +372,15 @@ def hypot(x: Any, y: Any) -> Any:
 
 
 def deg2rad(x: Any) -> Any:
+    """Degrees to radians, elementwise (integers become float32); ``radians`` is the
+    same function."""
     (x,) = promote_args_inexact(x)
     return multiply(x, math.pi / 180.0)
 
 
 def rad2deg(x: Any) -> Any:
+    """Radians to degrees, elementwise (integers become float32); ``degrees`` is the
+    same function."""
     (x,) = promote_args_inexact(x)
     return multiply(x, 180.0 / math.pi)
 
@@ -548,11 +554,13 @@ def isfinite(x: Any) -> Any:
 
 
 def isnan(x: Any) -> Any:
+    """Elementwise ``x != x``: True where ``x`` is NaN (all False for integers and bools)."""
     x = asarray_operand(x)
     return lax.ne(x, x) if _is_float(x) else _bools(x, False)
 
 
 def isinf(x: Any) -> Any:
+    """True where ``x`` is +inf or -inf (all False for integers and bools)."""
     x = asarray_operand(x)
     if not _is_float(x):
         return _bools(x, False)
@@ -600,6 +608,8 @@ def nan_to_num(
 
 
 def real(x: Any) -> Any:
+    """``x`` itself: blu has no complex dtypes, so the real part and the complex conjugate
+    (``conj``, ``conjugate``: the same function) of an array are the array."""
     return asarray_operand(x)
 
 

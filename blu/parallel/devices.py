@@ -74,4 +74,5 @@ def local_devices() -> list[Device]:
 
 
 def device_count() -> int:
+    """The number of devices of the job (``len(devices())``)."""
     return len(devices())

@@ -228,6 +228,7 @@ def shutdown() -> None:
 
 
 def is_initialized() -> bool:
+    """Whether ``initialize()`` has set up this process's multi-process runtime."""
     return _rt is not None
 
 
@@ -243,6 +244,7 @@ def backend() -> str | None:
 
 
 def process_count() -> int:
+    """The number of processes of the job (1 without ``initialize``)."""
     return 1 if _rt is None else _rt.world
 
 
