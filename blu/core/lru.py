@@ -34,8 +34,7 @@ def cache_bound(flag: str) -> int:
     n = getattr(config, flag)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise BluValueError(
-            f"blu.config.{flag} = {n!r} ({FLAGS[flag][0]}): expected a whole number of entries "
-            ">= 1"
+            f"blu.config.{flag} = {n!r} ({FLAGS[flag][0]}): expected a whole number of entries >= 1"
         )
     return n
 
