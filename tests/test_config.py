@@ -31,6 +31,9 @@ AGREED = {
     "disable_jit": "BLU_DISABLE_JIT",
     "cache_max_bytes": "BLU_CACHE_MAX_BYTES",
     "cudnn_attention": "BLU_CUDNN_ATTENTION",
+    "jit_cache_size": "BLU_JIT_CACHE_SIZE",
+    "executable_cache_size": "BLU_EXECUTABLE_CACHE_SIZE",
+    "kernel_cache_size": "BLU_KERNEL_CACHE_SIZE",
 }
 
 

@@ -38,6 +38,13 @@ Flags (environment variable, type, default):
   is a setting, not a probe.
 - ``disable_jit`` (``BLU_DISABLE_JIT``, bool, False): ``jit`` runs its function eagerly
   (``blu.disable_jit()``, as ``jax_disable_jit``).
+- ``jit_cache_size`` (``BLU_JIT_CACHE_SIZE``, int >= 1, 256): traces kept per jitted function
+  (one per signature), least recently used dropped first.
+- ``executable_cache_size`` (``BLU_EXECUTABLE_CACHE_SIZE``, int >= 1, 256): compiled programs
+  kept in the process (jit, AOT ``Compiled``, eager GPU operations), least recently used first.
+- ``kernel_cache_size`` (``BLU_KERNEL_CACHE_SIZE``, int >= 1, 1024): loaded kernels kept for
+  reuse by new programs beyond those the cached programs hold (a dropped one is loaded again
+  from the disk cache, ``cache_dir``, when needed).
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
@@ -97,6 +104,9 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "disable_jit": ("BLU_DISABLE_JIT", _bool, False),
     "cache_max_bytes": ("BLU_CACHE_MAX_BYTES", _int, 2 << 30),
     "cudnn_attention": ("BLU_CUDNN_ATTENTION", _bool, True),
+    "jit_cache_size": ("BLU_JIT_CACHE_SIZE", _int, 256),
+    "executable_cache_size": ("BLU_EXECUTABLE_CACHE_SIZE", _int, 256),
+    "kernel_cache_size": ("BLU_KERNEL_CACHE_SIZE", _int, 1024),
 }
 
 

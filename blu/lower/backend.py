@@ -6,22 +6,22 @@
 
 ``jit`` calls (``jit_p``'s impl), AOT ``Compiled`` objects and eager operations on device arrays
 all find their executables in ONE cache (``executable_for``), keyed by the program's identity
-(the jaxpr object, held weakly), the donation pattern, the target and the ``Options`` that
-change the executable (matrix-product precision and row-group form on the GPU; the CPU engine).
+(the jaxpr object), the donation pattern, the target and the ``Options`` that
+change the executable (matrix-product precision and row-group form on the GPU; the CPU engine),
+bounded by ``blu.config.executable_cache_size`` (least recently used programs dropped first).
 ``blu.lower`` registers ``JIT_BACKEND`` with ``blu.transforms.jit.register_jit_backend`` and the
 device dispatch (``gpu.dispatch.apply_on_device``) with the core's interpreter when imported.
 """
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr
+from blu.core.lru import LRU
 from blu.lower import mlir
 from blu.lower.plan.prepare import Prepared, prepare
 from blu.lower.program import Options
@@ -148,37 +148,31 @@ def backend_for(args: Sequence[Any] = (), target: str | None = None) -> Backend:
 
 # ---- the one executable cache ------------------------------------------------------------------
 
-_lock = threading.Lock()
-_executables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # jaxpr -> {key: exe}
+# (jaxpr, donation, target, options) -> executable, at most ``blu.config.executable_cache_size``
+# of them, least recently used dropped first. The jaxpr is held: an executable refers to its
+# jaxpr, so a weak key would never die (it grew without bound); the bound is what frees them.
+_executables = LRU("executable_cache_size")
 
 
-def _key(donated: Sequence[bool], target: str, options: Options) -> tuple:
-    return (tuple(donated), target, options)
+def _key(jaxpr: Jaxpr, donated: Sequence[bool], target: str, options: Options) -> tuple:
+    return (jaxpr, tuple(donated), target, options)  # a jaxpr hashes by identity
 
 
 def executable_for(jaxpr: Jaxpr, name: str, donated: Sequence[bool], backend: Backend) -> Any:
     """The cached executable of ``jaxpr`` for ``backend`` (compiled on first use), per
     donation pattern, target and the backend's current ``Options``."""
     options = backend.options()
-    key = _key(donated, backend.target, options)
-    with _lock:
-        per = _executables.get(jaxpr)
-        if per is None:
-            per = _executables[jaxpr] = {}
-        exe = per.get(key)
-    if exe is None:
-        exe = backend.compile(jaxpr, donated, options, name)
-        with _lock:
-            exe = per.setdefault(key, exe)
+    key = _key(jaxpr, donated, backend.target, options)
+    exe = _executables.get(key)
+    if exe is None:  # of two threads compiling one program at once, both use the first
+        exe = _executables.setdefault(key, backend.compile(jaxpr, donated, options, name))
     return exe
 
 
 def adopt(jaxpr: Jaxpr, donated: Sequence[bool], executable: Any) -> None:
     """Make ``executable`` (from ``jit(f).lower(...).compile()``) the one calls of ``jaxpr``
     with this donation run, on its target with its options."""
-    with _lock:
-        per = _executables.setdefault(jaxpr, {})
-        per[_key(donated, executable.target, executable.options)] = executable
+    _executables[_key(jaxpr, donated, executable.target, executable.options)] = executable
 
 
 class JitBackend:

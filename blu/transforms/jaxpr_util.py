@@ -20,6 +20,7 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.jaxpr import ClosedJaxpr, Jaxpr, Var
+from blu.core.lru import LRU
 from blu.core.numpy_eval import NumpyExecutable
 from blu.core.staging import hoist_consts, trace_to_jaxpr
 from blu.transforms.ad import jvp_jaxpr
@@ -44,7 +45,8 @@ def trace_jaxpr(fun: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArra
     return hoist_consts(jaxpr), list(consts)
 
 
-_executables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# an executable holds its jaxpr (a weak key would never die): bounded instead
+_executables = LRU("executable_cache_size")
 
 
 def run_jaxpr(jaxpr: Jaxpr, args: Sequence[Any]) -> list[Any]:

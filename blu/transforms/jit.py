@@ -29,6 +29,7 @@ from blu.core.config import config
 from blu.core.errors import BluTypeError, BluValueError, user_frame, with_user_line
 from blu.core.interpreter import Tracer, current_interpreter, get_aval, set_interpreter
 from blu.core.jaxpr import ClosedJaxpr, Jaxpr, dce_jaxpr, eval_jaxpr, pp_jaxpr
+from blu.core.lru import LRU
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter, hoist_consts, trace_to_jaxpr
 from blu.transforms.ad import backward_pass, jvp_jaxpr
@@ -331,7 +332,9 @@ class Jitted:
     """A function staged to a jaxpr once per signature (pytree structure, avals, static values).
 
     Call it like the original function; ``.lower(*args)`` gives the staged program for
-    inspection; ``.clear_cache()`` drops the traces.
+    inspection; ``.clear_cache()`` drops the traces. At most ``blu.config.jit_cache_size``
+    traces are kept (least recently used dropped first, with what only they hold: their jaxpr,
+    constants and, through the executable cache, their compiled program).
     """
 
     def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=()):
@@ -342,7 +345,7 @@ class Jitted:
             fun, static_argnums, static_argnames
         )
         self.donate_argnums = _normalize_donate(fun, donate_argnums, self.static_argnums)
-        self._cache: dict[Any, _CacheEntry] = {}
+        self._cache = LRU("jit_cache_size")  # signature -> _CacheEntry
         self._last_key: Any = None
 
     def _split(self, args: tuple, kwargs: dict):

@@ -13,16 +13,16 @@ Host operands (numpy arrays, Python scalars, ``blu.Array``) mixed in are copied 
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Var
+from blu.core.lru import LRU
 from blu.lower.backend import CUDA_DEFAULT, CudaBackend, executable_for
 from blu.lower.mlir.cache import _param
 from blu.transforms.jit import jit_p
 
-_lock = threading.Lock()
-_programs: dict[tuple, Jaxpr] = {}  # one-equation programs of eager operations (kept alive)
+# one-equation programs of eager operations; as many as the executable cache keeps
+_programs = LRU("executable_cache_size")
 
 
 def eager_program(prim: Any, avals: list, params: dict) -> Jaxpr:
@@ -40,8 +40,7 @@ def eager_program(prim: Any, avals: list, params: dict) -> Jaxpr:
         outs = list(out_avals) if prim.multiple_results else [out_avals]
         outvars = [Var(a) for a in outs]
         j = Jaxpr([], invars, [JaxprEqn(prim, invars, dict(params), outvars)], outvars)
-        with _lock:
-            j = _programs.setdefault(key, j)
+        j = _programs.setdefault(key, j)
     return j
 
 

@@ -17,7 +17,9 @@ and rebuilt, so nothing unverified is ever loaded or compiled.
 
 from __future__ import annotations
 
+import _ctypes
 import atexit
+import contextlib
 import ctypes
 import hashlib
 import logging
@@ -27,10 +29,12 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 from blu.core.config import config
 from blu.core.errors import BluError
+from blu.core.lru import LRU
 from blu.lower.mlir import cache, entry_check
 
 log = logging.getLogger("blu.jit")
@@ -70,7 +74,9 @@ class Kernel:
         self.key, self.name, self.source, self.seconds = key, name, source, seconds
 
 
-_loaded: dict[str, Kernel] = {}
+# key -> kernel, the most recently used ``blu.config.kernel_cache_size`` of them, for new
+# executables; an executable holds its own kernels, so one dropped here stays alive while used
+_loaded = LRU("kernel_cache_size")
 _lock = threading.Lock()
 stats = {"compiled": 0, "cache_so": 0, "cache_llvm": 0, "memory": 0, "compile_s": 0.0}
 
@@ -112,11 +118,29 @@ def _load_or_compile(key: str, canonical: str, emit: Callable[[str], str], label
     engine, llvm_text = _compile(text)
     _dump(name, None, llvm_text, ".llvm.mlir")
     cache.write_bytes(key, ".llvm.mlir", llvm_text.encode())
-    _store_object(key, engine)
+    so = _store_object(key, engine)
     seconds = time.perf_counter() - t0
     stats["compiled"] += 1
     stats["compile_s"] += seconds
+    lib = _reload(so, name) if so is not None else None
+    if lib is not None:  # the engine (~0.8 MB of LLVM state per kernel) is dropped here
+        addr = ctypes.cast(getattr(lib, "_mlir_" + name), ctypes.c_void_p).value
+        return _done(Kernel(addr, lib, key, name, "compiled", seconds), label)
     return _done(Kernel(engine.raw_lookup(name), engine, key, name, "compiled", seconds), label)
+
+
+def _reload(data: bytes, name: str) -> ctypes.CDLL | None:
+    """The shared object just made of a compiled kernel, loaded (checked as a cache entry is), so
+    the kernel runs from it and its execution engine can be freed; None if anything fails (the
+    engine is then kept)."""
+    if entry_check.check_shared_object(data) is not None:
+        return None
+    try:
+        lib = _dlopen_private(data)
+        getattr(lib, "_mlir_" + name)
+    except (OSError, AttributeError):
+        return None
+    return lib
 
 
 def _load_so(key: str, name: str, label: str, t0: float) -> Kernel | None:
@@ -163,9 +187,11 @@ def _load_llvm(key: str, name: str, label: str, t0: float) -> Kernel | None:
         cache.discard(key, ".llvm.mlir", f"no symbol {name}", label)
         return None
     stats["cache_llvm"] += 1
-    k = Kernel(addr, engine, key, name, "cache:llvm", time.perf_counter() - t0)
-    _store_object(key, engine)
-    return k
+    so = _store_object(key, engine)
+    lib = _reload(so, name) if so is not None else None
+    if lib is not None:  # run from the shared object; the engine is freed
+        addr, engine = ctypes.cast(getattr(lib, "_mlir_" + name), ctypes.c_void_p).value, lib
+    return Kernel(addr, engine, key, name, "cache:llvm", time.perf_counter() - t0)
 
 
 _so_dir: str | None = None
@@ -184,7 +210,16 @@ def _dlopen_private(data: bytes) -> ctypes.CDLL:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(p + ".tmp", p)
-    return ctypes.CDLL(p)
+    lib = ctypes.CDLL(p)
+    # each CDLL is one dlopen reference: closed when the last kernel using it is freed (the
+    # loader unmaps the code when no reference is left)
+    weakref.finalize(lib, _dlclose, lib._handle)
+    return lib
+
+
+def _dlclose(handle: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        _ctypes.dlclose(handle)
 
 
 def _done(k: Kernel, label: str) -> Kernel:
@@ -222,19 +257,22 @@ def _compile(text: str):
 _linker = shutil.which("ld")
 
 
-def _store_object(key: str, engine) -> None:
-    """Write the engine's object code as ``<key>.so`` (needs a system ``ld``; else skipped)."""
+def _store_object(key: str, engine) -> bytes | None:
+    """Write the engine's object code as ``<key>.so`` (needs a system ``ld``; else skipped).
+    Returns the shared object's bytes (None where none was made)."""
     if _linker is None or config.cache_no_so:
-        return
+        return None
     try:
         with tempfile.TemporaryDirectory() as d:
             obj, so = os.path.join(d, "k.o"), os.path.join(d, "k.so")
             engine.dump_to_object_file(obj)
             subprocess.run([_linker, "-shared", "-o", so, obj], check=True, capture_output=True)
             with open(so, "rb") as f:
-                cache.write_bytes(key, ".so", f.read())
+                data = f.read()
+            cache.write_bytes(key, ".so", data)
+        return data
     except (OSError, subprocess.CalledProcessError):
-        pass
+        return None
 
 
 def _dump(name: str, canonical: str | None, text: str, suffix: str = ".mlir") -> None:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from blu.core.config import config
 from blu.core.errors import BluError
+from blu.core.lru import LRU
 from blu.lower.mlir import cache
 from blu.lower.mlir.mlir_cpu import CompileError, _dump, symbol
 
@@ -79,7 +80,9 @@ class GpuModule:
         return self.cubin if self.cubin is not None else self.ptx
 
 
-_loaded: dict[str, GpuModule] = {}
+# key -> module, the most recently used ``blu.config.kernel_cache_size`` of them (the images are
+# host bytes; executables hold the modules they use)
+_loaded = LRU("kernel_cache_size")
 _lock = threading.Lock()
 stats = {"compiled": 0, "cache": 0, "memory": 0, "compile_s": 0.0}
 
