@@ -208,9 +208,10 @@ def train(
     return losses
 
 
-def main(argv: list[str] | None = None) -> list[float]:
+def model_parser(description: str | None) -> argparse.ArgumentParser:
+    """The flags every parallel example shares: steps, global batch, model size, learning rate."""
     ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--batch", type=int, default=8, help="global batch (split over devices)")
@@ -219,11 +220,22 @@ def main(argv: list[str] | None = None) -> list[float]:
     ap.add_argument("--width", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--lr", type=float, default=3e-3)
+    return ap
+
+
+def initialize_if_launched() -> None:
+    """One process per device when a launcher started this one (blu.parallel.launch, srun,
+    mpirun): join its process group."""
+    if any(v in os.environ for v in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")):
+        bp.initialize()
+
+
+def main(argv: list[str] | None = None) -> list[float]:
+    ap = model_parser(__doc__)
     ap.add_argument("--zero1", action="store_true", help="shard the optimizer state (ZeRO-1)")
     ap.add_argument("--corpus", help="a text file (character-level tokens)")
     a = ap.parse_args(argv)
-    if "RANK" in os.environ or "SLURM_PROCID" in os.environ or "OMPI_COMM_WORLD_RANK" in os.environ:
-        bp.initialize()  # one process per device (launched by blu.parallel.launch, srun, mpirun)
+    initialize_if_launched()
     text = open(a.corpus, encoding="utf-8").read() if a.corpus else TEXT
     from examples.gpt2.data import CharTokenizer
 

@@ -12,8 +12,6 @@ reduce-scattered. The step is the data-parallel step with other PartitionSpecs.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from typing import Any
@@ -26,7 +24,14 @@ from blu import parallel as bp
 from blu.core import pytree
 from blu.parallel import NamedSharding, P, fsdp
 from examples.gpt2.model import GPTConfig, _attention, _layer_norm, _mlp, init_params
-from examples.parallel.data_parallel import AXIS, TEXT, batches, make_optimizer
+from examples.parallel.data_parallel import (
+    AXIS,
+    TEXT,
+    batches,
+    initialize_if_launched,
+    make_optimizer,
+    model_parser,
+)
 
 _is_spec = lambda s: isinstance(s, P)  # noqa: E731
 
@@ -168,19 +173,8 @@ def per_device_memory(cfg: GPTConfig, n: int, local_batch: int, mode: str = "fsd
 
 
 def main(argv: list[str] | None = None) -> list[float]:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--batch", type=int, default=8, help="global batch (split over devices)")
-    ap.add_argument("--ctx", type=int, default=32)
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--width", type=int, default=64)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    a = ap.parse_args(argv)
-    if any(v in os.environ for v in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")):
-        bp.initialize()  # one process per device (blu.parallel.launch, srun, mpirun)
+    a = model_parser(__doc__).parse_args(argv)
+    initialize_if_launched()
     from examples.gpt2.data import CharTokenizer
 
     tok = CharTokenizer.from_text(TEXT)
