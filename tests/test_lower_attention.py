@@ -58,14 +58,21 @@ def _avals(b=2, t=64, n=4, h=64, dt=bf16):
     return [a, a, a]
 
 
-def test_gpu_applies_to_bf16_without_mask_and_not_to_fp32(lowering):
+def test_gpu_choice_cudnn_for_bf16_blu_flash_for_fp32(lowering, set_flag):
     fwd = lowering.LOWERINGS[att.fwd_p]
+    choice = lowering.gpu_choice
     assert fwd.applies(_avals(), _params(), "cuda:sm_90")
-    assert not fwd.applies(_avals(dt=np.float32), _params(), "cuda:sm_90")
+    assert choice(_avals(), _params(), False) == "cudnn"
+    assert choice(_avals(dt=np.float32), _params(), False) == "blu"  # blu's flash kernels
+    assert choice(_avals(h=60), _params(), False) is None  # neither takes heads of 60
+    assert choice(_avals(dt=np.float32, h=60), _params(), False) is None
     assert not fwd.applies(_avals(h=60), _params(), "cuda:sm_90")
+    # implementation="blu" on bf16: no blu kernel for bf16 yet, so the decomposition
     assert not fwd.applies(_avals(), _params(implementation="blu"), "cuda:sm_90")
+    assert fwd.applies(_avals(dt=np.float32), _params(implementation="blu"), "cuda:sm_90")
     mask = ShapedArray((1, 1, 64, 64), np.dtype(bool))
     assert not fwd.applies(_avals() + [mask], _params(has_mask=True), "cuda:sm_90")
+    assert not fwd.applies(_avals(dt=np.float32) + [mask], _params(has_mask=True), "cuda:sm_90")
     with pytest.raises(BluValueError, match="mask"):
         fwd.applies(_avals() + [mask], _params(has_mask=True, implementation="cudnn"), "cuda:sm_90")
     with pytest.raises(BluValueError, match="CUDA"):
@@ -74,6 +81,12 @@ def test_gpu_applies_to_bf16_without_mask_and_not_to_fp32(lowering):
     bp = _params(has_dlse=False, need_dbias=False)
     assert bwd.applies(_avals(), bp, "cuda:sm_90")
     assert not bwd.applies(_avals(), {**bp, "has_dlse": True}, "cuda:sm_90")
+    assert not bwd.applies(_avals(dt=np.float32), {**bp, "has_dlse": True}, "cuda:sm_90")
+    # the flash backward's workspace: D = rowsum(dO * O), float32 per (batch, head, query)
+    f32 = _avals(dt=np.float32)
+    assert bwd.workspace(f32 + f32[:1] * 3, bp, "cuda:sm_90") == 4 * 2 * 4 * 64
+    set_flag("flash_attention", False)
+    assert choice(_avals(dt=np.float32), _params(), False) is None
     assert lowering.LOWERINGS[att.jvp_p].gpu is None
 
 

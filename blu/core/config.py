@@ -36,6 +36,9 @@ Flags (environment variable, type, default):
   attention through cuDNN's fused SDPA (``nvidia-cudnn-frontend``); off, through blu's own
   kernels. A plan must not depend on the machine that lowers it (AOT on a CPU machine), so this
   is a setting, not a probe.
+- ``flash_attention`` (``BLU_FLASH_ATTENTION``, bool, True): plans for CUDA targets run float32
+  attention (and bf16/fp16 where cuDNN is off) through blu's own flash kernels
+  (``blu.lower.mlir.flash_gpu``); off, through the unfused decomposition.
 - ``disable_jit`` (``BLU_DISABLE_JIT``, bool, False): ``jit`` runs its function eagerly
   (``blu.disable_jit()``, as ``jax_disable_jit``).
 - ``jit_cache_size`` (``BLU_JIT_CACHE_SIZE``, int >= 1, 256): traces kept per jitted function
@@ -107,6 +110,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "jit_cache_size": ("BLU_JIT_CACHE_SIZE", _int, 256),
     "executable_cache_size": ("BLU_EXECUTABLE_CACHE_SIZE", _int, 256),
     "kernel_cache_size": ("BLU_KERNEL_CACHE_SIZE", _int, 1024),
+    "flash_attention": ("BLU_FLASH_ATTENTION", _bool, True),
 }
 
 

@@ -29,6 +29,7 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.cuda import cudnn_attention as cudnn_sdpa
 from blu.lax import attention as att
 from blu.lower.library import LibraryLowering, register_library
+from blu.lower.mlir import flash_gpu
 
 CPU_KERNEL_MIN_SCORES = 1 << 24  # B*N*T*S at which the CPU runs the blocked kernels
 
@@ -57,19 +58,54 @@ def _why_not_cudnn(avals, params, backward: bool) -> str | None:
     return reason
 
 
+def flash_spec(avals: Sequence[ShapedArray], params: dict) -> flash_gpu.FlashSpec:
+    """blu's flash-kernel problem of a forward or backward equation."""
+    b, t, s, n, kh, h, hv = _sizes(avals)
+    return flash_gpu.FlashSpec(b, t, s, n, kh, h, params["is_causal"], float(params["scale"]))
+
+
+def _why_not_flash(avals, params, backward: bool) -> str | None:
+    if not config.flash_attention:
+        return "blu's flash kernels are off (blu.config.flash_attention, BLU_FLASH_ATTENTION=0)"
+    if params["has_mask"] or params["has_bias"]:
+        return "blu's flash kernels take no boolean mask or bias yet"
+    if backward and (params["need_dbias"] or params["has_dlse"]):
+        return "blu's flash backward gives no bias or log-sum-exp gradient"
+    q, v = avals[0], avals[2]
+    if q.dtype != np.float32:
+        return f"blu's flash kernels take float32, not {q.dtype}"
+    if v.shape[3] != q.shape[3]:
+        return "blu's flash kernels need value heads as wide as query heads"
+    return flash_gpu.unsupported(flash_spec(avals, params))
+
+
+def gpu_choice(avals: Sequence[ShapedArray], params: dict, backward: bool) -> str | None:
+    """Which GPU implementation runs an attention equation: "cudnn", "blu" (blu's flash
+    kernels) or None (the decomposition is inlined).
+
+    Raises:
+        BluValueError: ``implementation="cudnn"`` for a problem cuDNN cannot take here.
+    """
+    impl = params["implementation"]
+    if impl == "cudnn":
+        reason = _why_not_cudnn(avals, params, backward)
+        if reason is not None:
+            raise BluValueError(with_user_line(f"dot_product_attention: {reason}"))
+        return "cudnn"
+    if impl != "blu" and _why_not_cudnn(avals, params, backward) is None:
+        return "cudnn"
+    return "blu" if _why_not_flash(avals, params, backward) is None else None
+
+
 def _gpu_applies(backward: bool):
     def applies(avals, params, target: str) -> bool:
-        impl = params["implementation"]
-        if not target.startswith("cuda") or impl == "blu":
-            if impl == "cudnn" and not target.startswith("cuda"):
+        if not target.startswith("cuda"):
+            if params["implementation"] == "cudnn":
                 raise BluValueError(with_user_line(
                     f"dot_product_attention: implementation='cudnn' needs a CUDA target, "
                     f"not {target}"))  # fmt: skip
             return _cpu_applies(avals, params, target)
-        reason = _why_not_cudnn(avals, params, backward)
-        if reason is not None and impl == "cudnn":
-            raise BluValueError(with_user_line(f"dot_product_attention: {reason}"))
-        return reason is None
+        return gpu_choice(avals, params, backward) is not None
 
     return applies
 
@@ -83,7 +119,13 @@ def _cpu_applies(avals, params, target: str) -> bool:
 
 def _workspace(backward: bool):
     def workspace(avals, params, target: str) -> int:
-        if not target.startswith("cuda") or _why_not_cudnn(avals, params, backward):
+        if not target.startswith("cuda"):
+            return 0
+        choice = gpu_choice(avals, params, backward)
+        if choice == "blu":  # the backward's D = rowsum(dO * O), float32 per query row
+            b, t, _, n = _sizes(avals)[:4]
+            return 4 * b * n * t if backward else 0
+        if choice is None:
             return 0
         sp = spec(avals, params)
         if not cudnn_sdpa.available():
@@ -94,6 +136,31 @@ def _workspace(backward: bool):
         return cudnn_sdpa.workspace_size(sp, backward)
 
     return workspace
+
+
+def _kernels(backward: bool):
+    def kernels(avals, params, target: str) -> list[tuple]:
+        if not target.startswith("cuda") or gpu_choice(avals, params, backward) != "blu":
+            return []
+        sp = flash_spec(avals, params)
+        emit = lambda sym: flash_gpu.emit(sp, sym, backward)  # noqa: E731
+        label = f"flash attention {'backward' if backward else 'forward'} {sp}"
+        return [(flash_gpu.canonical(sp, backward), emit, label)]
+
+    return kernels
+
+
+_raised_smem: set[int] = set()  # kernels allowed more than 48 KiB of dynamic shared memory
+
+
+def _launch(module: Any, sym: str, sp: flash_gpu.FlashSpec, backward: bool, stream: Any,
+            args: list[list[int]]) -> None:  # fmt: skip
+    for la, a in zip(flash_gpu.launches(sp, sym, backward), args, strict=True):
+        fn = module.function(la.func)
+        if la.shared > 48 * 1024 and id(fn) not in _raised_smem:
+            fn.set_max_dynamic_shared_memory(la.shared)
+            _raised_smem.add(id(fn))
+        fn.launch(la.grid, la.block, a, shared_mem=la.shared, stream=stream)
 
 
 def _write(outs: list[np.ndarray], results: Sequence[np.ndarray]) -> None:
@@ -113,19 +180,34 @@ def _cpu_bwd(ins, outs, workspace, **params) -> None:
     _write(outs, att.bwd_p.impl(*ins, **params))
 
 
-def _gpu_fwd(dev, stream, ins, outs, workspace, in_avals, out_avals, **params) -> None:
+def _gpu_fwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=(), **params):
     q, k, v, *rest = ins
+    if gpu_choice(in_avals, params, False) == "blu":
+        sp = flash_spec(in_avals, params)
+        _launch(_modules[0], _symbol(_modules[0]), sp, False, stream, [[q, k, v, outs[0], outs[1]]])
+        return
     bias = rest[0] if params["has_bias"] else 0
     cudnn_sdpa.forward(spec(in_avals, params), q=q, k=k, v=v, out=outs[0], lse=outs[1],
                        workspace=workspace, stream=stream, bias=bias, device=dev.id)  # fmt: skip
 
 
-def _gpu_bwd(dev, stream, ins, outs, workspace, in_avals, out_avals, **params) -> None:
+def _gpu_bwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=(), **params):
     q, k, v, bias, _, rest = att.split_args(ins, params["has_bias"], params["has_mask"])
     out, lse, dout = rest[:3]
+    if gpu_choice(in_avals, params, True) == "blu":
+        sp = flash_spec(in_avals, params)
+        dq, dk, dv = outs[:3]
+        _launch(_modules[0], _symbol(_modules[0]), sp, True, stream,
+                [[out, dout, dq, workspace], [q, k, v, lse, dout, workspace, dq, dk, dv]])
+        return
     cudnn_sdpa.backward(spec(in_avals, params), q=q, k=k, v=v, out=out, lse=lse, dout=dout,
                         dq=outs[0], dk=outs[1], dv=outs[2], workspace=workspace, stream=stream,
                         bias=bias or 0, device=dev.id)  # fmt: skip
+
+
+def _symbol(module: Any) -> str:
+    """The ``gpu.module`` symbol of a loaded module (its functions are ``<symbol>_fwd`` ...)."""
+    return module.name
 
 
 def _jvp_applies(avals, params, target: str) -> bool:
@@ -134,9 +216,9 @@ def _jvp_applies(avals, params, target: str) -> bool:
 
 LOWERINGS: dict[Any, LibraryLowering] = {
     att.fwd_p: LibraryLowering(workspace=_workspace(False), cpu=_cpu_fwd, gpu=_gpu_fwd,
-                               applies=_gpu_applies(False)),
+                               applies=_gpu_applies(False), kernels=_kernels(False)),
     att.bwd_p: LibraryLowering(workspace=_workspace(True), cpu=_cpu_bwd, gpu=_gpu_bwd,
-                               applies=_gpu_applies(True)),
+                               applies=_gpu_applies(True), kernels=_kernels(True)),
     att.jvp_p: LibraryLowering(workspace=lambda avals, params, target: 0, cpu=_cpu_jvp, gpu=None,
                                applies=_jvp_applies),
 }  # fmt: skip

@@ -36,6 +36,11 @@ class LibraryLowering:
             cuDNN only for bf16/fp16).
         graph_safe: whether the GPU call may be captured in a CUDA graph (False for calls
             that synchronize, e.g. to read a status back).
+        kernels: for calls that launch blu's own kernels: ``kernels(avals, params, target)``
+            lists ``(canonical, emit, label)`` of each kernel module (as
+            ``mlir_gpu.get_module`` takes them). The executable compiles or loads them when it
+            is built (so the kernel cache holds them ahead of time) and passes the modules to
+            ``gpu`` as ``_modules``.
     """
 
     workspace: Callable[[Sequence[ShapedArray], dict, str], int]
@@ -43,6 +48,7 @@ class LibraryLowering:
     gpu: Callable[..., None] | None
     applies: Callable[[Sequence[ShapedArray], dict, str], bool] = lambda avals, params, target: True
     graph_safe: bool = True
+    kernels: Callable[[Sequence[ShapedArray], dict, str], list[tuple]] | None = None
 
 
 def register_library(prim: Primitive, lowering: LibraryLowering) -> None:

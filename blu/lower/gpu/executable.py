@@ -35,6 +35,7 @@ from blu.core import trace as tracing
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr
+from blu.lower import library
 from blu.lower.mlir import codegen_gpu, codegen_rows, mlir_cpu, mlir_gpu
 from blu.lower.mlir.program import emit_node, kernel_text, node_text
 from blu.lower.mlir.scatter import scatter_launches
@@ -88,6 +89,7 @@ class GpuExecutable(Executable):
         t1 = time.perf_counter()
         self.modules: dict[int, mlir_gpu.GpuModule] = {}  # node index -> its module
         self.launches: dict[int, list[codegen_gpu.Launch]] = {}
+        self.library_modules: dict[int, list[mlir_gpu.GpuModule]] = {}  # blu's own library kernels
         for k, node in enumerate(self.plan.nodes):
             if node.kind.compiled:
                 mod = mlir_gpu.get_module(
@@ -101,6 +103,10 @@ class GpuExecutable(Executable):
                     self.launches[k] = codegen_gpu.launches(node.layout, mod.name)
                 else:
                     self.launches[k] = scatter_launches(node.eqns[0], mod.name)
+            elif node.kind == NodeKind.LIBRARY:
+                mods = library_modules(node.eqns[0], target)
+                if mods:
+                    self.library_modules[k] = mods
         self.timing = {"plan_s": t1 - t0, "kernels_s": time.perf_counter() - t1}
         self.fallbacks = [n.label() for n in self.plan.nodes if n.kind == NodeKind.FALLBACK]
         self._bound: dict[Any, Any] = {}  # device -> per-device steps
@@ -123,6 +129,16 @@ class GpuExecutable(Executable):
         from blu.lower.gpu.run import run
 
         return run(self, args)
+
+
+def library_modules(eqn: Any, target: str) -> list[mlir_gpu.GpuModule]:
+    """The kernel modules a library call of ``eqn`` launches (compiled or from the cache)."""
+    lowering = library.lowering_for(eqn, target)
+    if lowering is None or lowering.kernels is None:
+        return []
+    avals = [a.aval for a in eqn.invars]
+    return [mlir_gpu.get_module(canonical, emit, label, target)
+            for canonical, emit, label in lowering.kernels(avals, eqn.params, target)]  # fmt: skip
 
 
 class GpuFallbackError(BluError):

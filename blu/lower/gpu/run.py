@@ -107,7 +107,12 @@ class Bound:
             return (NodeKind.VIEW, (step.ins[0], step.outs[0]), None, node)
         if kind == NodeKind.LIBRARY:
             lowering = library.lowering_for(e, exe.target)
-            return (NodeKind.LIBRARY, (lowering, e, step.ins, step.outs, step.scratch), None, node)
+            mods = exe.library_modules.get(k)
+            extra = {}
+            if mods and not self.fake:  # blu's own kernels the call launches
+                extra["_modules"] = [_module(self.dev, m) for m in mods]
+            info = (lowering, e, step.ins, step.outs, step.scratch, extra)
+            return (NodeKind.LIBRARY, info, None, node)
         ins = [("var", x) if isinstance(x, int) else ("lit", literal_value(x)) for x in step.ins]
         return (NodeKind.FALLBACK, (e, ins, step.outs), None, node)
 
@@ -210,7 +215,7 @@ class Bound:
             self._check_nans(node, ptr)
 
     def _library(self, info: tuple, ptr: list[int], arena_ptr: int) -> None:
-        lowering, e, ins, outs, ws = info
+        lowering, e, ins, outs, ws, extra = info
         work = arena_ptr + ws[0] if ws else 0
         if self.fake:  # host memory: the lowering's CPU form on views of the planned buffers
             from blu.cuda.fake import _host_view
@@ -222,7 +227,7 @@ class Bound:
             return
         lowering.gpu(self.dev, self.dev.stream_id, [ptr[x] for x in ins], [ptr[x] for x in outs],
                      work, [a.aval for a in e.invars], [v.aval for v in e.outvars],
-                     **e.params)  # fmt: skip
+                     **e.params, **extra)  # fmt: skip
 
     def _fallback(self, info: tuple, ptr: list[int], keep: list[Any]) -> None:
         e, ins, outs = info

@@ -1,0 +1,487 @@
+"""blu's own flash-attention kernels for CUDA GPUs, generated as MLIR text (``gpu``, ``scf``,
+``vector``, ``memref``, ``math``) and compiled like every fused kernel (``mlir_gpu.get_module``:
+the kernel cache, PTX, ``ptxas``).
+
+Source: Dao 2023, "FlashAttention-2" (arXiv:2307.08691): Algorithm 1 (the forward pass, an
+online softmax over key blocks that keeps the per-row log-sum-exp) and Algorithm 2 (the backward
+pass, one block per key block, recomputing ``P = exp(S - L)``, with ``D = rowsum(dO * O)`` from
+a small first launch and ``dQ`` accumulated with atomic adds).
+
+Layouts are the attention primitives' (``blu.lax.attention``): ``q (B, T, N, H)``, ``k, v (B, S,
+K, H)`` with ``K`` dividing ``N`` (query head ``n`` reads key/value head ``n // (N // K)``),
+``out (B, T, N, H)``, ``lse (B, N, T)``. Causal masking is top-left aligned (query ``i`` sees
+keys ``j <= i``). float32 in and out, float32 arithmetic on CUDA cores (fused multiply-adds;
+``exp2`` in the log2 domain, ``ex2.approx``).
+
+How the work maps onto a block of 256 threads (a 16 x 16 grid ``(ty, tx)``): every product is a
+sum over an index ``k`` of a shared-memory tile ``A[k][a]`` times a tile ``B[k][b]``, each thread
+owning a small register tile of ``a`` x ``b`` results read with vector loads (``mm``). Tiles
+read along rows are stored transposed (``XsT[h][row]``, four floats of padding per row so the
+transposing stores hit distinct banks); the softmax's row statistics are combined across the 16
+lanes that share a row with warp shuffles.
+
+- forward: one block per 64 queries of one (batch, head), looping over blocks of 64 keys
+  (causal: only blocks at or before the diagonal).
+- backward: one block per 64 keys of one (batch, key/value head), holding ``dK`` and ``dV`` in
+  registers while it loops over the ``N // K`` query heads and their blocks of 32 queries.
+
+The launches and shared-memory sizes depend on the problem's shape alone (``FlashSpec``), so a
+machine without MLIR knows them from the cache key's spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+from blu.lower.mlir.flash_text import SMEM, Text, module, smem_type, vec
+
+THREADS = 256
+LOG2E = 1.0 / math.log(2.0)
+LN2 = math.log(2.0)
+HEAD_SIZES = (32, 64, 128)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlashSpec:
+    """One attention problem: sizes, causality and the softmax scale (float32 only)."""
+
+    b: int
+    t: int
+    s: int
+    n: int
+    kh: int
+    h: int
+    causal: bool
+    scale: float
+
+    @property
+    def g(self) -> int:
+        return self.n // self.kh
+
+
+def unsupported(sp: FlashSpec) -> str | None:
+    """Why blu's flash kernels cannot take this problem (None: they can)."""
+    if sp.h not in HEAD_SIZES:
+        return f"blu's flash kernels take head sizes {HEAD_SIZES}, not {sp.h}"
+    if min(sp.b, sp.t, sp.s, sp.n) == 0:
+        return "an empty problem"
+    if sp.b * sp.n > 65535 or sp.b * sp.kh > 65535:
+        return "more than 65535 (batch, head) pairs"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    """A float32 tile in dynamic shared memory: ``rows x cols``, at ``offset`` bytes."""
+
+    name: str
+    rows: int
+    cols: int
+    offset: int
+
+    @property
+    def ty(self) -> str:
+        return smem_type(self.rows, self.cols)
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * self.rows * self.cols
+
+
+def _layout(tiles: Sequence[tuple[str, int, int]]) -> tuple[dict[str, Tile], int]:
+    out, off = {}, 0
+    for name, r, c in tiles:
+        out[name] = Tile(name, r, c, off)
+        off += 4 * r * c
+    return out, off
+
+
+FWD_BM = FWD_BN = 64  # queries per block, keys per step
+BWD_BN, BWD_BM = 64, 32  # keys per block, queries per step
+PAD = 4
+
+
+def fwd_tiles(h: int) -> tuple[dict[str, Tile], int]:
+    return _layout([("QsT", h, FWD_BM + PAD), ("KsT", h, FWD_BN + PAD), ("Vs", FWD_BN, h),
+                    ("PsT", FWD_BN, FWD_BM + PAD)])  # fmt: skip
+
+
+def bwd_tiles(h: int) -> tuple[dict[str, Tile], int]:
+    bm, bn = BWD_BM, BWD_BN
+    return _layout([("KsT", h, bn + PAD), ("Ks", bn, h), ("VsT", h, bn + PAD),
+                    ("QsT", h, bm + PAD), ("Qs", bm, h), ("dOsT", h, bm + PAD), ("dOs", bm, h),
+                    ("Ps", bm, bn + PAD), ("dSs", bm, bn + PAD), ("dSsT", bn, bm + PAD)])  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class FlashLaunch:
+    func: str
+    grid: tuple[int, int]
+    block: int
+    shared: int
+
+
+def launches(sp: FlashSpec, sym: str, backward: bool) -> list[FlashLaunch]:
+    """The launches of the forward (one) or the backward (two: ``D`` and zeroed ``dQ``, then
+    the main kernel) for ``sp``; ``sym`` is the module's symbol."""
+    if not backward:
+        return [FlashLaunch(f"{sym}_fwd", (_cdiv(sp.t, FWD_BM), sp.b * sp.n), THREADS,
+                            fwd_tiles(sp.h)[1])]  # fmt: skip
+    rows = sp.b * sp.t * sp.n
+    return [FlashLaunch(f"{sym}_pre", (_cdiv(rows, THREADS // 16), 1), THREADS, 0),
+            FlashLaunch(f"{sym}_bwd", (_cdiv(sp.s, BWD_BN), sp.b * sp.kh), THREADS,
+                        bwd_tiles(sp.h)[1])]  # fmt: skip
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _gty(n: int) -> str:
+    return f"memref<{max(n, 1)}xf32>"
+
+
+class _Kernel:
+    """Shared pieces of the kernels: thread coordinates, tile views, tile loads, products."""
+
+    def __init__(self, sp: FlashSpec, tiles: dict[str, Tile]):
+        self.sp, self.t = sp, Text()
+        t = self.t
+        self.tid = t.gpu("thread_id")
+        self.bx, self.by = t.gpu("block_id"), t.v("gpu.block_id y")
+        self.ty, self.tx = t.div(self.tid, t.i(16)), t.rem(self.tid, t.i(16))
+        self.tiles = tiles
+        if tiles:
+            smem = t.v(f"gpu.dynamic_shared_memory : memref<?xi8, {SMEM}>")
+            self.view = {
+                name: t.v(f"memref.view {smem}[{t.i(tile.offset)}][] : memref<?xi8, {SMEM}> "
+                          f"to {tile.ty}")  # fmt: skip
+                for name, tile in tiles.items()
+            }
+        w = min(4, sp.h // 16)
+        self.w = w
+        # this thread's columns of an (rows x H) result: chunks of w, 16 * w apart
+        self.chunks = [(t.lin((self.tx, w), t.i(16 * w * c)), w) for c in range(sp.h // (16 * w))]
+
+    def zeros(self, n: int) -> list[str]:
+        return [self.t.f(0.0)] * n
+
+    def zero_vec(self, n: int) -> str:
+        return self.t._const("dense<0.0>", vec(n))
+
+    def load_rows(self, tile: str, gbuf: str, gsize: int, row0: str, limit: int, base: str,
+                  stride: int, transposed: bool, scale: float | None = None) -> None:  # fmt: skip
+        """Rows ``row0 ..`` of a ``(rows, H)`` slab of a global array (row ``r`` at ``base + r *
+        stride``) into a tile: ``[h][row]`` when ``transposed``, else ``[row][h]``; rows at or
+        past ``limit`` read as zeros."""
+        t, h = self.t, self.sp.h
+        tl = self.tiles[tile]
+        rows = tl.cols - PAD if transposed else tl.rows
+        per = h // 4
+        for it in range(rows * per // THREADS):
+            idx = t.add(self.tid, t.i(THREADS * it))
+            if transposed:  # consecutive threads take consecutive rows: conflict-free stores
+                r, dc = t.rem(idx, t.i(rows)), t.div(idx, t.i(rows))
+            else:
+                dc, r = t.rem(idx, t.i(per)), t.div(idx, t.i(per))
+            grow = t.add(row0, r)
+            ok = t.cmp("ult", grow, t.i(limit))
+            addr = t.lin(base, (grow, stride), (dc, 4))
+
+            def inside(addr=addr):
+                return [t.v(f"vector.load {gbuf}[{addr}] {{alignment = 16}} : {_gty(gsize)}, "
+                            f"{vec(4)}")]  # fmt: skip
+
+            (x,) = t.if_(ok, inside, lambda: [self.zero_vec(4)], [vec(4)])
+            vals = [t.v(f"vector.extract {x}[{c}] : f32 from {vec(4)}") for c in range(4)]
+            if scale is not None:
+                vals = [t.fop("mulf", v, t.f(scale)) for v in vals]
+            if transposed:
+                for c, val in enumerate(vals):
+                    t.store([val], self.view[tile], tl.ty, [t.lin((dc, 4), t.i(c)), r])
+            else:
+                t.store(vals, self.view[tile], tl.ty, [r, t.mul(dc, t.i(4))])
+
+    def mm(self, acc: list[str], a_tile: str, a0: str, ra: int, b_tile: str,
+           bchunks: Sequence[tuple[str, int]], k: int, unroll: int = 4) -> list[str]:  # fmt: skip
+        """``acc[a][b] += sum_k A[k][a0 + a] * B[k][b]`` for ``a < ra`` and ``b`` in the
+        chunks (``(start, width)`` pairs); ``acc`` is flat, ``a``-major."""
+        t = self.t
+        A, B = self.tiles[a_tile], self.tiles[b_tile]
+        av_, bv_ = self.view[a_tile], self.view[b_tile]
+
+        def body(kk: str, args: list[str]) -> list[str]:
+            cur = list(args)
+            for u in range(unroll):
+                ki = t.add(kk, t.i(u)) if u else kk
+                avals = t.load(av_, A.ty, [ki, a0], ra)
+                bvals = [x for b0, w in bchunks for x in t.load(bv_, B.ty, [ki, b0], w)]
+                nb = len(bvals)
+                cur = [t.v(f"math.fma {avals[j // nb]}, {bvals[j % nb]}, {cur[j]} : f32")
+                       for j in range(len(cur))]  # fmt: skip
+            return cur
+
+        return t.loop(t.i(0), t.i(k), t.i(unroll), acc, body)
+
+
+def _forward(sp: FlashSpec, name: str) -> str:
+    tiles, _ = fwd_tiles(sp.h)
+    K = _Kernel(sp, tiles)
+    t, h = K.t, sp.h
+    BM, BN = FWD_BM, FWD_BN
+    RM, CN = BM // 16, BN // 16
+    nqb = _cdiv(sp.t, BM)
+    qb = t.v(f"arith.subi {t.i(nqb - 1)}, {K.bx} : index")
+    b, n = t.div(K.by, t.i(sp.n)), t.rem(K.by, t.i(sp.n))
+    kh = t.div(n, t.i(sp.g))
+    row0 = t.mul(qb, t.i(BM))
+    qstride, kstride = sp.n * h, sp.kh * h
+    qbase = t.lin((b, sp.t * qstride), (n, h))
+    kbase = t.lin((b, sp.s * kstride), (kh, h))
+    qsize, ksize = sp.b * sp.t * qstride, sp.b * sp.s * kstride
+    K.load_rows("QsT", "%q", qsize, row0, sp.t, qbase, qstride, True, sp.scale * LOG2E)
+    if sp.causal:
+        kend = t.v(f"arith.minui {t.add(row0, t.i(BM))}, {t.i(sp.s)} : index")
+        nkb = t.div(t.add(kend, t.i(BN - 1)), t.i(BN))
+    else:
+        nkb = t.i(_cdiv(sp.s, BN))
+    oc = sum(w for _, w in K.chunks)
+    a_rows = t.mul(K.ty, t.i(RM))
+    b_keys = t.mul(K.tx, t.i(CN))
+
+    def body(kb: str, args: list[str]) -> list[str]:
+        o, m, l_ = args[: RM * oc], args[RM * oc : RM * oc + RM], args[RM * oc + RM :]
+        t.barrier()
+        key0 = t.mul(kb, t.i(BN))
+        K.load_rows("KsT", "%k", ksize, key0, sp.s, kbase, kstride, True)
+        K.load_rows("Vs", "%v", ksize, key0, sp.s, kbase, kstride, False)
+        t.barrier()
+        s = K.mm(K.zeros(RM * CN), "QsT", a_rows, RM, "KsT", [(b_keys, CN)], h)
+        rows = [t.add(row0, t.add(a_rows, t.i(i))) for i in range(RM)]
+        keys = [t.add(key0, t.add(b_keys, t.i(j))) for j in range(CN)]
+        out_keys = [t.cmp("uge", kk, t.i(sp.s)) for kk in keys]
+        m_new, l_new, alpha, p = [], [], [], []
+        for i in range(RM):
+            row = []
+            for j in range(CN):
+                bad = out_keys[j]
+                if sp.causal:
+                    late = t.cmp("ugt", keys[j], rows[i])
+                    bad = t.v(f"arith.ori {bad}, {late} : i1")
+                row.append(t.select(bad, t.f(float("-inf")), s[i * CN + j]))
+            mx = row[0]
+            for x in row[1:]:
+                mx = t.fop("maximumf", mx, x)
+            mx = t.lane_reduce(mx, "maximumf", 16)
+            mn = t.fop("maximumf", m[i], mx)
+            use = t.select(t.fcmp("oeq", mn, t.f(float("-inf"))), t.f(0.0), mn)
+            al = t.exp2(t.fop("subf", m[i], use))
+            pr = [t.exp2(t.fop("subf", x, use)) for x in row]
+            tot = pr[0]
+            for x in pr[1:]:
+                tot = t.fop("addf", tot, x)
+            l_new.append(t.fop("addf", t.fop("mulf", l_[i], al), tot))
+            m_new.append(mn)
+            alpha.append(al)
+            p.append(pr)
+        o = [t.fop("mulf", o[i * oc + c], alpha[i]) for i in range(RM) for c in range(oc)]
+        ps = tiles["PsT"]
+        for j in range(CN):
+            t.store([p[i][j] for i in range(RM)], K.view["PsT"], ps.ty,
+                    [t.add(b_keys, t.i(j)), a_rows])  # fmt: skip
+        t.barrier()
+        o = K.mm(o, "PsT", a_rows, RM, "Vs", K.chunks, BN)
+        return o + m_new + l_new
+
+    inits = K.zeros(RM * oc) + [t.f(float("-inf"))] * RM + K.zeros(RM)
+    res = t.loop(t.i(0), nkb, t.i(1), inits, body)
+    o, m, l_ = res[: RM * oc], res[RM * oc : RM * oc + RM], res[RM * oc + RM :]
+    osize, lsize = sp.b * sp.t * qstride, sp.b * sp.n * sp.t
+    lbase = t.lin((b, sp.n * sp.t), (n, sp.t))
+    first = t.cmp("eq", K.tx, t.i(0))
+    for i in range(RM):
+        tot = t.lane_reduce(l_[i], "addf", 16)
+        pos = t.fcmp("ogt", tot, t.f(0.0))
+        inv = t.select(pos, t.fop("divf", t.f(1.0), tot), t.f(0.0))
+        lg = t.v(f"math.log2 {tot} : f32")
+        lse = t.select(pos, t.fop("mulf", t.fop("addf", m[i], lg), t.f(LN2)), t.f(float("-inf")))
+        row = t.add(row0, t.add(a_rows, t.i(i)))
+        vals = [t.fop("mulf", o[i * oc + c], inv) for c in range(oc)]
+
+        def store(row=row, vals=vals, lse=lse) -> list[str]:
+            c = 0
+            for b0, w in K.chunks:
+                t.store(vals[c : c + w], "%out", _gty(osize), [t.lin(qbase, (row, qstride), b0)])
+                c += w
+            t.if_(first, lambda: t.store([lse], "%lse", _gty(lsize), [t.add(lbase, row)]) or [],
+                  lambda: [], [])  # fmt: skip
+            return []
+
+        t.if_(t.cmp("ult", row, t.i(sp.t)), store, lambda: [], [])
+    params = [f"%q: {_gty(qsize)}", f"%k: {_gty(ksize)}", f"%v: {_gty(ksize)}",
+              f"%out: {_gty(osize)}", f"%lse: {_gty(lsize)}"]  # fmt: skip
+    return t.func(f"{name}_fwd", params)
+
+
+def _pre(sp: FlashSpec, name: str) -> str:
+    """``D = rowsum(dO * O)`` per query row (16 lanes a row), and ``dQ`` zeroed."""
+    K = _Kernel(sp, {})
+    t, h = K.t, sp.h
+    rows = sp.b * sp.t * sp.n
+    size, dsize = rows * h, sp.b * sp.n * sp.t
+    r = t.lin((K.bx, THREADS // 16), K.ty)
+    ok = t.cmp("ult", r, t.i(rows))
+    lane = K.tx
+
+    def inside() -> list[str]:
+        acc = t.f(0.0)
+        for b0, w in K.chunks:
+            at = [t.lin((r, h), b0)]
+            do = t.load("%dout", _gty(size), at, w)
+            o = t.load("%o", _gty(size), at, w)
+            for x, y in zip(do, o):
+                acc = t.v(f"math.fma {x}, {y}, {acc} : f32")
+            t.store(K.zeros(w), "%dq", _gty(size), at)
+        return [acc]
+
+    (part,) = t.if_(ok, inside, lambda: [t.f(0.0)], ["f32"])
+    tot = t.lane_reduce(part, "addf", 16)
+    del lane
+    bb = t.div(r, t.i(sp.t * sp.n))
+    tt = t.rem(t.div(r, t.i(sp.n)), t.i(sp.t))
+    nn = t.rem(r, t.i(sp.n))
+    at = t.lin((bb, sp.n * sp.t), (nn, sp.t), tt)
+    cond = t.v(f"arith.andi {ok}, {t.cmp('eq', K.tx, t.i(0))} : i1")
+    t.if_(cond, lambda: t.store([tot], "%dvec", _gty(dsize), [at]) or [], lambda: [], [])
+    params = [f"%o: {_gty(size)}", f"%dout: {_gty(size)}", f"%dq: {_gty(size)}",
+              f"%dvec: {_gty(dsize)}"]  # fmt: skip
+    return t.func(f"{name}_pre", params)
+
+
+def _backward(sp: FlashSpec, name: str) -> str:
+    tiles, _ = bwd_tiles(sp.h)
+    K = _Kernel(sp, tiles)
+    t, h = K.t, sp.h
+    BN, BM = BWD_BN, BWD_BM
+    RJ, CI = BN // 16, BM // 16  # keys per thread (ty), queries per thread (tx)
+    nqb = _cdiv(sp.t, BM)
+    b, kh = t.div(K.by, t.i(sp.kh)), t.rem(K.by, t.i(sp.kh))
+    key0 = t.mul(K.bx, t.i(BN))
+    qstride, kstride = sp.n * h, sp.kh * h
+    qsize, ksize = sp.b * sp.t * qstride, sp.b * sp.s * kstride
+    lsize = sp.b * sp.n * sp.t
+    kbase = t.lin((b, sp.s * kstride), (kh, h))
+    K.load_rows("KsT", "%k", ksize, key0, sp.s, kbase, kstride, True)
+    K.load_rows("Ks", "%k", ksize, key0, sp.s, kbase, kstride, False)
+    K.load_rows("VsT", "%v", ksize, key0, sp.s, kbase, kstride, True)
+    oc = sum(w for _, w in K.chunks)
+    a_keys = t.mul(K.ty, t.i(RJ))
+    b_rows = t.mul(K.tx, t.i(CI))
+    keys = [t.add(key0, t.add(a_keys, t.i(j))) for j in range(RJ)]
+    out_keys = [t.cmp("uge", kk, t.i(sp.s)) for kk in keys]
+    c2 = sp.scale * LOG2E
+    qb0 = t.div(key0, t.i(BM)) if sp.causal else t.i(0)
+
+    def head(g: str, gargs: list[str]) -> list[str]:
+        n = t.lin((kh, sp.g), g)
+        qbase = t.lin((b, sp.t * qstride), (n, h))
+        rbase = t.lin((b, sp.n * sp.t), (n, sp.t))
+
+        def step(qb: str, args: list[str]) -> list[str]:
+            dk, dv = args[: RJ * oc], args[RJ * oc :]
+            row0 = t.mul(qb, t.i(BM))
+            t.barrier()
+            K.load_rows("QsT", "%q", qsize, row0, sp.t, qbase, qstride, True)
+            K.load_rows("Qs", "%q", qsize, row0, sp.t, qbase, qstride, False)
+            K.load_rows("dOsT", "%dout", qsize, row0, sp.t, qbase, qstride, True)
+            K.load_rows("dOs", "%dout", qsize, row0, sp.t, qbase, qstride, False)
+            t.barrier()
+            s = K.mm(K.zeros(RJ * CI), "KsT", a_keys, RJ, "QsT", [(b_rows, CI)], h)
+            dp = K.mm(K.zeros(RJ * CI), "VsT", a_keys, RJ, "dOsT", [(b_rows, CI)], h)
+            rows, lse2, dd = [], [], []
+            for i in range(CI):
+                row = t.add(row0, t.add(b_rows, t.i(i)))
+                ok = t.cmp("ult", row, t.i(sp.t))
+                at = t.add(rbase, t.v(f"arith.minui {row}, {t.i(sp.t - 1)} : index"))
+                lv = t.load("%lse", _gty(lsize), [at], 1)[0]
+                dv_ = t.load("%dvec", _gty(lsize), [at], 1)[0]
+                dead = t.fcmp("oeq", lv, t.f(float("-inf")))
+                outside = t.v(f"arith.xori {ok}, {t._const('true', 'i1')} : i1")
+                bad = t.v(f"arith.ori {dead}, {outside} : i1")
+                lse2.append(t.select(bad, t.f(float("inf")), t.fop("mulf", lv, t.f(LOG2E))))
+                dd.append(t.select(ok, dv_, t.f(0.0)))
+                rows.append(row)
+            p, ds = [], []
+            for j in range(RJ):
+                for i in range(CI):
+                    x = t.fop("subf", t.fop("mulf", s[j * CI + i], t.f(c2)), lse2[i])
+                    pr = t.exp2(x)
+                    bad = out_keys[j]
+                    if sp.causal:
+                        late = t.cmp("ugt", keys[j], rows[i])
+                        bad = t.v(f"arith.ori {bad}, {late} : i1")
+                    pr = t.select(bad, t.f(0.0), pr)
+                    p.append(pr)
+                    d = t.fop("mulf", pr, t.fop("subf", dp[j * CI + i], dd[i]))
+                    ds.append(t.fop("mulf", d, t.f(sp.scale)))
+            for i in range(CI):
+                at = [t.add(b_rows, t.i(i)), a_keys]
+                t.store([p[j * CI + i] for j in range(RJ)], K.view["Ps"], tiles["Ps"].ty, at)
+                t.store([ds[j * CI + i] for j in range(RJ)], K.view["dSs"], tiles["dSs"].ty, at)
+            for j in range(RJ):
+                t.store(ds[j * CI : (j + 1) * CI], K.view["dSsT"], tiles["dSsT"].ty,
+                        [t.add(a_keys, t.i(j)), b_rows])  # fmt: skip
+            t.barrier()
+            dv = K.mm(dv, "Ps", a_keys, RJ, "dOs", K.chunks, BM)
+            dk = K.mm(dk, "dSs", a_keys, RJ, "Qs", K.chunks, BM)
+            rq = BM // 16
+            a_q = t.mul(K.ty, t.i(rq))
+            dq = K.mm(K.zeros(rq * oc), "dSsT", a_q, rq, "Ks", K.chunks, BN)
+            for r in range(rq):
+                row = t.add(row0, t.add(a_q, t.i(r)))
+
+                def add(row=row, r=r) -> list[str]:
+                    c = 0
+                    for b0, w in K.chunks:
+                        for u in range(w):
+                            at = t.lin(qbase, (row, qstride), b0, t.i(u))
+                            t.atomic_add(dq[r * oc + c + u], "%dq", _gty(qsize), [at])
+                        c += w
+                    return []
+
+                t.if_(t.cmp("ult", row, t.i(sp.t)), add, lambda: [], [])
+            return dk + dv
+
+        return t.loop(qb0, t.i(nqb), t.i(1), gargs, step)
+
+    res = t.loop(t.i(0), t.i(sp.g), t.i(1), K.zeros(2 * RJ * oc), head)
+    dk, dv = res[: RJ * oc], res[RJ * oc :]
+    for j in range(RJ):
+
+        def store(j=j) -> list[str]:
+            c = 0
+            for b0, w in K.chunks:
+                at = [t.lin(kbase, (keys[j], kstride), b0)]
+                t.store(dk[j * oc + c : j * oc + c + w], "%dk", _gty(ksize), at)
+                t.store(dv[j * oc + c : j * oc + c + w], "%dv", _gty(ksize), at)
+                c += w
+            return []
+
+        t.if_(t.cmp("ult", keys[j], t.i(sp.s)), store, lambda: [], [])
+    params = [f"%q: {_gty(qsize)}", f"%k: {_gty(ksize)}", f"%v: {_gty(ksize)}",
+              f"%lse: {_gty(lsize)}", f"%dout: {_gty(qsize)}", f"%dvec: {_gty(lsize)}",
+              f"%dq: {_gty(qsize)}", f"%dk: {_gty(ksize)}", f"%dv: {_gty(ksize)}"]  # fmt: skip
+    return t.func(f"{name}_bwd", params)
+
+
+def canonical(sp: FlashSpec, backward: bool) -> str:
+    """The kernel cache's text for a problem (its spec and the generator's version)."""
+    return f"flash-attention v1 {'bwd' if backward else 'fwd'} {dataclasses.astuple(sp)}"
+
+
+def emit(sp: FlashSpec, name: str, backward: bool) -> str:
+    """The MLIR module of the forward or the backward kernels of ``sp``."""
+    funcs = [_pre(sp, name), _backward(sp, name)] if backward else [_forward(sp, name)]
+    return module(name, funcs)

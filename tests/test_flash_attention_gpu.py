@@ -1,0 +1,93 @@
+"""blu's own flash-attention kernels (``blu.lower.mlir.flash_gpu``) through ``jit`` on a CUDA
+target, against the float64 numpy references of ``test_attention.py``: the forward's output and
+log-sum-exp, and the gradients of q, k and v (the backward kernel), for float32 problems —
+causal and not, T not a multiple of the tiles, T = 1, T != S, heads of 32/64/128 and
+grouped-query attention.
+
+Marked ``gpu``: on a real GPU the kernels run; with ``BLU_FAKE_GPU=1`` the executable still
+compiles them (so the kernel cache holds them) while the simulated device runs the primitives'
+CPU form, and the plan is checked to hold no ``(T, S)`` buffer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gpu_helpers import FAKE, GPU_MARKS, make_device, put
+
+import blu
+import blu.nn as bnn
+from blu.lax import attention as att
+from tests.test_attention import ref_attention, ref_probs, ref_vjp
+
+pytestmark = GPU_MARKS
+
+CASES = [  # (b, t, s, n, kh, h, causal)
+    (2, 100, 100, 4, 4, 64, True),
+    (2, 100, 100, 4, 4, 64, False),
+    (1, 1, 1, 2, 2, 64, True),
+    (1, 70, 130, 2, 2, 32, False),  # T != S, neither a multiple of the tiles
+    (1, 130, 96, 2, 2, 32, True),  # causal with T > S: late queries see every key
+    (1, 65, 65, 2, 2, 128, True),
+    (2, 77, 77, 4, 2, 64, True),  # grouped-query attention
+    (1, 256, 256, 3, 3, 64, True),
+]
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return make_device()
+
+
+def _ids(c):
+    b, t, s, n, kh, h, causal = c
+    return f"b{b}t{t}s{s}n{n}k{kh}h{h}{'c' if causal else ''}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+def test_flash_forward_and_gradients_against_float64(dev, case):
+    b, t, s, n, kh, h, causal = case
+    rng = np.random.default_rng(t * 7 + h)
+    q = rng.normal(size=(b, t, n, h)).astype(np.float32)
+    k = rng.normal(size=(b, s, kh, h)).astype(np.float32)
+    v = rng.normal(size=(b, s, kh, h)).astype(np.float32)
+    w = rng.normal(size=(b, t, n, h)).astype(np.float32)
+
+    def fwd(q, k, v):
+        return att.dot_product_attention_fwd(q, k, v, scale=1.0 / np.sqrt(h), is_causal=causal)
+
+    def loss(q, k, v, w):
+        out = bnn.dot_product_attention(q, k, v, is_causal=causal, implementation="blu")
+        return (out * w).sum()
+
+    out, lse = blu.jit(fwd)(*put(dev, q, k, v))
+    q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
+    want = ref_attention(q64, k64, v64, causal=causal)
+    np.testing.assert_allclose(np.asarray(out), want, rtol=2e-4, atol=2e-4)
+    _, want_lse, _ = ref_probs(q64, k64, causal=causal)
+    np.testing.assert_allclose(np.asarray(lse), want_lse, rtol=2e-5, atol=2e-4)
+
+    grads = blu.jit(blu.grad(loss, argnums=(0, 1, 2)))(*put(dev, q, k, v, w))
+    want_grads = ref_vjp(q64, k64, v64, w.astype(np.float64), causal=causal)
+    for got, ref in zip(grads, want_grads[:3]):
+        scale = max(1.0, float(np.abs(ref).max()))
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-3, atol=1e-3 * scale)
+
+
+def test_training_step_plan_uses_the_kernels_and_holds_no_scores(dev):
+    b, t, n, h = 2, 256, 4, 64
+
+    def loss(q, k, v):
+        return bnn.dot_product_attention(q, k, v, is_causal=True).sum()
+
+    x = np.ones((b, t, n, h), np.float32)
+    lowered = blu.jit(blu.grad(loss, argnums=(0, 1, 2))).lower(x, x, x, target="cuda:sm_90")
+    exe = lowered.compile().executable
+    libs = {nd.eqns[0].primitive for nd in exe.plan.nodes if nd.kind.value == "library"}
+    assert libs == {att.fwd_p, att.bwd_p}
+    assert len(exe.library_modules) == 2  # the forward's and the backward's kernel modules
+    scores = b * n * t * t * 4
+    assert lowered.memory_analysis().temp_size_in_bytes < scores, "a (T, T) buffer is planned"
+    if not FAKE:
+        got = blu.jit(blu.grad(loss, argnums=(0, 1, 2)))(*put(dev, x, x, x))
+        assert all(np.isfinite(np.asarray(g)).all() for g in got)
