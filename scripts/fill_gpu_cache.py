@@ -28,6 +28,7 @@ GPU_TESTS = [
     "tests/test_gpu_row_groups.py",
     "tests/test_gpu_executable.py",
     "tests/test_lower_gather_scatter.py",
+    "tests/test_flash_attention_gpu.py",
     "tests/test_benchmark_gpt2.py",
 ]
 # the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps
