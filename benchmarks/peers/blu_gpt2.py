@@ -230,6 +230,32 @@ def plan_memory(step: Any, specs: tuple, precision: str, gpu: bool) -> Any:
         return None
 
 
+def attention_impl(step: Any, specs: tuple, precision: str) -> str:
+    """Which attention implementation the step's plan runs on the GPU ("cudnn", "blu flash",
+    "decomposition"), from the forward equation's avals (``blu.lower.attention.gpu_choice``)."""
+    from blu.lax import attention as att
+    from blu.lower.attention import gpu_choice
+
+    def eqns(jaxpr: Any):
+        for e in jaxpr.eqns:
+            yield e
+            for p in e.params.values():
+                inner = getattr(p, "jaxpr", p)
+                if hasattr(inner, "eqns"):
+                    yield from eqns(inner)
+
+    try:
+        with precision_scope(precision):
+            closed = step.lower(*specs).jaxpr
+        for e in eqns(getattr(closed, "jaxpr", closed)):
+            if e.primitive is att.fwd_p:
+                choice = gpu_choice([v.aval for v in e.invars], e.params, False)
+                return {"cudnn": "cudnn", "blu": "blu flash"}.get(choice, "decomposition")
+        return "none"
+    except Exception as e:  # noqa: BLE001 - only reported
+        return f"unknown ({type(e).__name__})"
+
+
 def bench(a: argparse.Namespace) -> dict:
     """Throughput of the training step (see the module docstring)."""
     cfg = model_config(a.config, a.vocab)
@@ -286,6 +312,7 @@ def bench(a: argparse.Namespace) -> dict:
         plan_peak_GiB=None if plan is None else plan_gib(plan.peak_bytes),
         plan_temp_GiB=None if plan is None else plan_gib(plan.temp_bytes),
         warmup_s=round(warm_s, 1),
+        attention=attention_impl(step, specs, a.mode) if gpu else "cpu",
         loss=float(loss),
         device=device_name(),
         version=blu.__version__,

@@ -10,8 +10,12 @@
   ``CPU_KERNEL_MIN_SCORES`` elements; smaller ones (the README's GPT-2 job: B=32, T=64, 4 heads
   of 32) inline the decomposition, which the CPU backend fuses and which measured as fast or
   faster there (``benchmarks/attention_cpu.py``), without the kernels' host round trip.
-- Elsewhere (float32 on the GPU, the JVP primitive on the GPU) no lowering applies and
-  ``prepare`` inlines the primitive's decomposition.
+- GPU, float32: blu's own flash kernels (``blu.lower.mlir.flash_gpu``: MLIR, compiled like
+  every fused kernel and cached), without a mask, a bias or their gradients, heads of 32, 64 or
+  128 (bf16/fp16 go to cuDNN). ``gpu_choice`` says which runs;
+  ``blu.config.flash_attention`` turns the kernels off.
+- Elsewhere (the JVP primitive on the GPU, masks and biases in float32) no lowering applies
+  and ``prepare`` inlines the primitive's decomposition.
 
 Imported by ``blu.lower`` once ``blu.lower.library`` exists (this module registers on import).
 """

@@ -101,6 +101,7 @@ def _layout(tiles: Sequence[tuple[str, int, int]]) -> tuple[dict[str, Tile], int
 FWD_BM = FWD_BN = 64  # queries per block, keys per step
 BWD_BN, BWD_BM = 64, 32  # keys per block, queries per step
 PAD = 4
+_DEFAULT_TILES = (FWD_BM, FWD_BN, BWD_BN, BWD_BM)
 
 
 def fwd_tiles(h: int) -> tuple[dict[str, Tile], int]:
@@ -478,7 +479,9 @@ def _backward(sp: FlashSpec, name: str) -> str:
 
 def canonical(sp: FlashSpec, backward: bool) -> str:
     """The kernel cache's text for a problem (its spec and the generator's version)."""
-    return f"flash-attention v1 {'bwd' if backward else 'fwd'} {dataclasses.astuple(sp)}"
+    text = f"flash-attention v1 {'bwd' if backward else 'fwd'} {dataclasses.astuple(sp)}"
+    tiles = (FWD_BM, FWD_BN, BWD_BN, BWD_BM)
+    return text if tiles == _DEFAULT_TILES else f"{text} tiles {tiles}"  # benchmarks' variants
 
 
 def emit(sp: FlashSpec, name: str, backward: bool) -> str:

@@ -1,0 +1,157 @@
+"""blu's float32 flash-attention kernels (``blu.lower.mlir.flash_gpu``) at several tile shapes,
+launched directly on buffers from blu's allocator (no jit), checked against a float64 numpy
+reference on a small problem and timed at GPT-2 124M's attention shape.
+
+    # on a machine with MLIR: compile every variant into a kernel cache
+    PYTHONPATH=. python3 benchmarks/flash_tiles.py --compile --cache .blu_cache-gpu
+    # on the GPU (the cache carried along):
+    PYTHONPATH=. BLU_CACHE_DIR=.blu_cache-gpu python3 benchmarks/flash_tiles.py
+
+Rows: forward and backward (the ``D`` launch and the main kernel) in microseconds, mean over
+``--iters`` launches after a warm-up, CUDA events around each loop, and the achieved float32
+TFLOP/s (the products' multiply-adds, causal blocks skipped: 4 T S H B N / 2 forward, 2.5x that
+backward).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from blu.lower.mlir import flash_gpu as fg  # noqa: E402
+
+# (forward (queries, keys) per block, backward (keys, queries) per block)
+VARIANTS = [((64, 64), (64, 32)), ((128, 64), (64, 64)), ((64, 32), (32, 32))]
+
+
+@contextlib.contextmanager
+def tiles(fwd: tuple[int, int], bwd: tuple[int, int]):
+    old = fg.FWD_BM, fg.FWD_BN, fg.BWD_BN, fg.BWD_BM
+    fg.FWD_BM, fg.FWD_BN = fwd
+    fg.BWD_BN, fg.BWD_BM = bwd
+    try:
+        yield
+    finally:
+        fg.FWD_BM, fg.FWD_BN, fg.BWD_BN, fg.BWD_BM = old
+
+
+def modules(sp: fg.FlashSpec) -> tuple:
+    from blu.lower.mlir import mlir_gpu
+
+    return tuple(mlir_gpu.get_module(fg.canonical(sp, bw), lambda sym, bw=bw: fg.emit(sp, sym, bw),
+                                     f"flash {sp} bwd={bw}") for bw in (False, True))  # fmt: skip
+
+
+def reference(q, k, v, dout, scale, causal):
+    q, k, v, dout = (x.astype(np.float64).transpose(0, 2, 1, 3) for x in (q, k, v, dout))
+    s = q @ k.swapaxes(-1, -2) * scale
+    if causal:
+        t, sk = s.shape[-2:]
+        s = np.where(np.arange(sk)[None, :] <= np.arange(t)[:, None], s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    lse = (np.log(p.sum(-1, keepdims=True)) + m)[..., 0]
+    p /= p.sum(-1, keepdims=True)
+    out = p @ v
+    dv = p.swapaxes(-1, -2) @ dout
+    dp = dout @ v.swapaxes(-1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True)) * scale
+    dq, dk = ds @ k, ds.swapaxes(-1, -2) @ q
+    back = lambda x: x.transpose(0, 2, 1, 3)  # noqa: E731
+    return back(out), lse, back(dq), back(dk), back(dv)
+
+
+def run(sp: fg.FlashSpec, iters: int, check: bool) -> tuple[float, float, float]:
+    import blu.cuda as bc
+    from blu.cuda.array import DeviceArray
+    from blu.cuda.driver import Event
+    from blu.lower.attention import _launch
+    from blu.lower.gpu.run import _module
+
+    dev = bc.devices()[0]
+    fwd_m, bwd_m = (_module(dev, m) for m in modules(sp))
+    rng = np.random.default_rng(0)
+    shape_q, shape_k = (sp.b, sp.t, sp.n, sp.h), (sp.b, sp.s, sp.kh, sp.h)
+    host = [rng.normal(size=s).astype(np.float32) for s in (shape_q, shape_k, shape_k, shape_q)]
+    q, k, v, dout = (bc.device_put(x, dev) for x in host)
+    out = DeviceArray.empty(shape_q, np.float32, dev)
+    lse = DeviceArray.empty((sp.b, sp.n, sp.t), np.float32, dev)
+    dq = DeviceArray.empty(shape_q, np.float32, dev)
+    dk, dv = (DeviceArray.empty(shape_k, np.float32, dev) for _ in range(2))
+    dvec = DeviceArray.empty((sp.b, sp.n, sp.t), np.float32, dev)
+    st = dev.stream_id
+
+    def fwd():
+        _launch(fwd_m, fwd_m.name, sp, False, st, [[q.ptr, k.ptr, v.ptr, out.ptr, lse.ptr]])
+
+    def bwd():
+        _launch(bwd_m, bwd_m.name, sp, True, st,
+                [[out.ptr, dout.ptr, dq.ptr, dvec.ptr],
+                 [q.ptr, k.ptr, v.ptr, lse.ptr, dout.ptr, dvec.ptr, dq.ptr, dk.ptr, dv.ptr]])  # fmt: skip
+
+    fwd()
+    bwd()
+    dev.synchronize()
+    err = float("nan")
+    if check:
+        want = reference(*host, sp.scale, sp.causal)
+        got = [np.asarray(x) for x in (out, lse, dq, dk, dv)]
+        err = max(float(np.abs(g - w).max() / max(1.0, np.abs(w).max())) for g, w in zip(got, want))
+    times = []
+    for fn in (fwd, bwd):
+        fn()
+        a, b = Event(), Event()
+        a.record(st)
+        for _ in range(iters):
+            fn()
+        b.record(st)
+        b.synchronize()
+        times.append(a.elapsed_ms(b) * 1e3 / iters)
+    return times[0], times[1], err
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--compile", action="store_true", help="fill the kernel cache (needs MLIR)")
+    ap.add_argument("--cache", default=None)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--head-dim", type=int, default=64)
+    ap.add_argument("--iters", type=int, default=20)
+    a = ap.parse_args()
+    if a.cache:
+        from blu.core.config import config
+
+        config.update("cache_dir", a.cache)
+    big = fg.FlashSpec(a.batch, a.seq, a.seq, a.heads, a.heads, a.head_dim, True,
+                       1.0 / np.sqrt(a.head_dim))  # fmt: skip
+    small = [fg.FlashSpec(2, 200, 200, 4, 4, a.head_dim, True, 0.125),
+             fg.FlashSpec(1, 70, 130, 2, 2, a.head_dim, False, 0.125)]  # fmt: skip
+    flops = 4 * big.b * big.n * big.t * big.s * big.h / 2
+    print(f"flash tiles at B={big.b} T={big.t} N={big.n} H={big.h} causal, float32")
+    print(f"{'fwd tile':>10} {'bwd tile':>10} {'fwd us':>9} {'fwd TF/s':>9} {'bwd us':>9} "
+          f"{'bwd TF/s':>9} {'max rel err (small)':>20}")  # fmt: skip
+    for fwd_t, bwd_t in VARIANTS:
+        with tiles(fwd_t, bwd_t):
+            if a.compile:
+                for sp in [big, *small]:
+                    modules(sp)
+                continue
+            try:
+                errs = [run(sp, 1, True)[2] for sp in small]
+                f_us, b_us, _ = run(big, a.iters, False)
+                print(f"{str(fwd_t):>10} {str(bwd_t):>10} {f_us:9.1f} {flops / f_us / 1e6:9.1f} "
+                      f"{b_us:9.1f} {2.5 * flops / b_us / 1e6:9.1f} {max(errs):20.2e}")  # fmt: skip
+            except Exception as e:  # noqa: BLE001 - a variant that fails still leaves a row
+                print(f"{str(fwd_t):>10} {str(bwd_t):>10} failed: {type(e).__name__}: {e}"[:300])
+
+
+if __name__ == "__main__":
+    main()
