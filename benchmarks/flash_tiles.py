@@ -27,7 +27,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blu.lower.mlir import flash_gpu as fg  # noqa: E402
 
 # (forward (queries, keys) per block, backward (keys, queries) per block)
-VARIANTS = [((64, 64), (64, 32)), ((128, 64), (64, 64)), ((64, 32), (32, 32))]
+VARIANTS = [
+    ((64, 64), (64, 32)),
+    ((128, 64), (64, 64)),
+    ((64, 32), (32, 32)),
+    ((128, 32), (32, 64)),
+]
 
 
 @contextlib.contextmanager
@@ -75,6 +80,7 @@ def run(sp: fg.FlashSpec, iters: int, check: bool) -> tuple[float, float, float]
     from blu.lower.gpu.run import _module
 
     dev = bc.devices()[0]
+    dev.activate()
     fwd_m, bwd_m = (_module(dev, m) for m in modules(sp))
     rng = np.random.default_rng(0)
     shape_q, shape_k = (sp.b, sp.t, sp.n, sp.h), (sp.b, sp.s, sp.kh, sp.h)
@@ -91,9 +97,8 @@ def run(sp: fg.FlashSpec, iters: int, check: bool) -> tuple[float, float, float]
         _launch(fwd_m, fwd_m.name, sp, False, st, [[q.ptr, k.ptr, v.ptr, out.ptr, lse.ptr]])
 
     def bwd():
-        _launch(bwd_m, bwd_m.name, sp, True, st,
-                [[out.ptr, dout.ptr, dq.ptr, dvec.ptr],
-                 [q.ptr, k.ptr, v.ptr, lse.ptr, dout.ptr, dvec.ptr, dq.ptr, dk.ptr, dv.ptr]])  # fmt: skip
+        main = [q.ptr, k.ptr, v.ptr, lse.ptr, dout.ptr, dvec.ptr, dq.ptr, dk.ptr, dv.ptr]
+        _launch(bwd_m, bwd_m.name, sp, True, st, [[out.ptr, dout.ptr, dq.ptr, dvec.ptr], main])
 
     fwd()
     bwd()

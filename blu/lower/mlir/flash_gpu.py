@@ -105,15 +105,16 @@ _DEFAULT_TILES = (FWD_BM, FWD_BN, BWD_BN, BWD_BM)
 
 
 def fwd_tiles(h: int) -> tuple[dict[str, Tile], int]:
-    return _layout([("QsT", h, FWD_BM + PAD), ("KsT", h, FWD_BN + PAD), ("Vs", FWD_BN, h),
+    return _layout([("QsT", h, FWD_BM + PAD), ("KsT", h, FWD_BN + PAD), ("Vs", FWD_BN, h + PAD),
                     ("PsT", FWD_BN, FWD_BM + PAD)])  # fmt: skip
 
 
 def bwd_tiles(h: int) -> tuple[dict[str, Tile], int]:
     bm, bn = BWD_BM, BWD_BN
-    return _layout([("KsT", h, bn + PAD), ("Ks", bn, h), ("VsT", h, bn + PAD),
-                    ("QsT", h, bm + PAD), ("Qs", bm, h), ("dOsT", h, bm + PAD), ("dOs", bm, h),
-                    ("Ps", bm, bn + PAD), ("dSs", bm, bn + PAD), ("dSsT", bn, bm + PAD)])  # fmt: skip
+    return _layout([("KsT", h, bn + PAD), ("Ks", bn, h + PAD), ("VsT", h, bn + PAD),
+                    ("QsT", h, bm + PAD), ("Qs", bm, h + PAD), ("dOsT", h, bm + PAD),
+                    ("dOs", bm, h + PAD), ("Ps", bm, bn + PAD), ("dSs", bm, bn + PAD),
+                    ("dSsT", bn, bm + PAD)])  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,8 +158,9 @@ class _Kernel:
         if tiles:
             smem = t.v(f"gpu.dynamic_shared_memory : memref<?xi8, {SMEM}>")
             self.view = {
-                name: t.v(f"memref.view {smem}[{t.i(tile.offset)}][] : memref<?xi8, {SMEM}> "
-                          f"to {tile.ty}")  # fmt: skip
+                name: t.v(
+                    f"memref.view {smem}[{t.i(tile.offset)}][] : memref<?xi8, {SMEM}> to {tile.ty}"
+                )  # fmt: skip
                 for name, tile in tiles.items()
             }
         w = min(4, sp.h // 16)
@@ -172,38 +174,48 @@ class _Kernel:
     def zero_vec(self, n: int) -> str:
         return self.t._const("dense<0.0>", vec(n))
 
-    def load_rows(self, tile: str, gbuf: str, gsize: int, row0: str, limit: int, base: str,
-                  stride: int, transposed: bool, scale: float | None = None) -> None:  # fmt: skip
-        """Rows ``row0 ..`` of a ``(rows, H)`` slab of a global array (row ``r`` at ``base + r *
-        stride``) into a tile: ``[h][row]`` when ``transposed``, else ``[row][h]``; rows at or
-        past ``limit`` read as zeros."""
+    def fetch(self, gbuf: str, gsize: int, rows: int, row0: str, limit: int, base: str,
+              stride: int, when: str | None = None) -> list[str]:  # fmt: skip
+        """Start loading rows ``row0 .. row0 + rows`` of a ``(rows, H)`` slab of a global array
+        (row ``r`` at ``base + r * stride``) into registers: this thread's ``vector<4xf32>``
+        pieces (consecutive threads take consecutive rows). Rows at or past ``limit``, or all
+        when ``when`` is false, read as zeros."""
         t, h = self.t, self.sp.h
-        tl = self.tiles[tile]
-        rows = tl.cols - PAD if transposed else tl.rows
-        per = h // 4
-        for it in range(rows * per // THREADS):
+        out = []
+        for it in range(rows * (h // 4) // THREADS):
             idx = t.add(self.tid, t.i(THREADS * it))
-            if transposed:  # consecutive threads take consecutive rows: conflict-free stores
-                r, dc = t.rem(idx, t.i(rows)), t.div(idx, t.i(rows))
-            else:
-                dc, r = t.rem(idx, t.i(per)), t.div(idx, t.i(per))
+            r, dc = t.rem(idx, t.i(rows)), t.div(idx, t.i(rows))
             grow = t.add(row0, r)
             ok = t.cmp("ult", grow, t.i(limit))
+            if when is not None:
+                ok = t.v(f"arith.andi {ok}, {when} : i1")
             addr = t.lin(base, (grow, stride), (dc, 4))
 
             def inside(addr=addr):
                 return [t.v(f"vector.load {gbuf}[{addr}] {{alignment = 16}} : {_gty(gsize)}, "
                             f"{vec(4)}")]  # fmt: skip
 
-            (x,) = t.if_(ok, inside, lambda: [self.zero_vec(4)], [vec(4)])
+            out += t.if_(ok, inside, lambda: [self.zero_vec(4)], [vec(4)])
+        return out
+
+    def stash(self, pieces: list[str], rows: int, transposed: str | None, natural: str | None,
+              scale: float | None = None) -> None:  # fmt: skip
+        """Store fetched pieces into shared tiles: ``transposed[h][row]`` and/or
+        ``natural[row][h]`` (both padded, so neither store pattern conflicts)."""
+        t = self.t
+        for it, x in enumerate(pieces):
+            idx = t.add(self.tid, t.i(THREADS * it))
+            r, dc = t.rem(idx, t.i(rows)), t.div(idx, t.i(rows))
             vals = [t.v(f"vector.extract {x}[{c}] : f32 from {vec(4)}") for c in range(4)]
             if scale is not None:
                 vals = [t.fop("mulf", v, t.f(scale)) for v in vals]
-            if transposed:
+            if transposed is not None:
+                tl = self.tiles[transposed]
                 for c, val in enumerate(vals):
-                    t.store([val], self.view[tile], tl.ty, [t.lin((dc, 4), t.i(c)), r])
-            else:
-                t.store(vals, self.view[tile], tl.ty, [r, t.mul(dc, t.i(4))])
+                    t.store([val], self.view[transposed], tl.ty, [t.lin((dc, 4), t.i(c)), r])
+            if natural is not None:
+                tl = self.tiles[natural]
+                t.store(vals, self.view[natural], tl.ty, [r, t.mul(dc, t.i(4))])
 
     def mm(self, acc: list[str], a_tile: str, a0: str, ra: int, b_tile: str,
            bchunks: Sequence[tuple[str, int]], k: int, unroll: int = 4) -> list[str]:  # fmt: skip
@@ -242,7 +254,8 @@ def _forward(sp: FlashSpec, name: str) -> str:
     qbase = t.lin((b, sp.t * qstride), (n, h))
     kbase = t.lin((b, sp.s * kstride), (kh, h))
     qsize, ksize = sp.b * sp.t * qstride, sp.b * sp.s * kstride
-    K.load_rows("QsT", "%q", qsize, row0, sp.t, qbase, qstride, True, sp.scale * LOG2E)
+    K.stash(K.fetch("%q", qsize, BM, row0, sp.t, qbase, qstride), BM, "QsT", None,
+            sp.scale * LOG2E)  # fmt: skip
     if sp.causal:
         kend = t.v(f"arith.minui {t.add(row0, t.i(BM))}, {t.i(sp.s)} : index")
         nkb = t.div(t.add(kend, t.i(BN - 1)), t.i(BN))
@@ -251,14 +264,25 @@ def _forward(sp: FlashSpec, name: str) -> str:
     oc = sum(w for _, w in K.chunks)
     a_rows = t.mul(K.ty, t.i(RM))
     b_keys = t.mul(K.tx, t.i(CN))
+    pre0 = K.fetch("%k", ksize, BN, t.i(0), sp.s, kbase, kstride)
+    pre0 += K.fetch("%v", ksize, BN, t.i(0), sp.s, kbase, kstride)
+    npre = len(pre0) // 2
 
     def body(kb: str, args: list[str]) -> list[str]:
-        o, m, l_ = args[: RM * oc], args[RM * oc : RM * oc + RM], args[RM * oc + RM :]
+        n_o = RM * oc
+        o, m, l_ = args[:n_o], args[n_o : n_o + RM], args[n_o + RM : n_o + 2 * RM]
+        pre = args[n_o + 2 * RM :]
         t.barrier()
         key0 = t.mul(kb, t.i(BN))
-        K.load_rows("KsT", "%k", ksize, key0, sp.s, kbase, kstride, True)
-        K.load_rows("Vs", "%v", ksize, key0, sp.s, kbase, kstride, False)
+        K.stash(pre[:npre], BN, "KsT", None)
+        K.stash(pre[npre:], BN, None, "Vs")
         t.barrier()
+        # the next key block's loads are in flight while this one is computed
+        nxt = t.add(kb, t.i(1))
+        more = t.cmp("ult", nxt, nkb)
+        key1 = t.mul(nxt, t.i(BN))
+        pre = K.fetch("%k", ksize, BN, key1, sp.s, kbase, kstride, more)
+        pre += K.fetch("%v", ksize, BN, key1, sp.s, kbase, kstride, more)
         s = K.mm(K.zeros(RM * CN), "QsT", a_rows, RM, "KsT", [(b_keys, CN)], h)
         rows = [t.add(row0, t.add(a_rows, t.i(i))) for i in range(RM)]
         keys = [t.add(key0, t.add(b_keys, t.i(j))) for j in range(CN)]
@@ -294,10 +318,11 @@ def _forward(sp: FlashSpec, name: str) -> str:
                     [t.add(b_keys, t.i(j)), a_rows])  # fmt: skip
         t.barrier()
         o = K.mm(o, "PsT", a_rows, RM, "Vs", K.chunks, BN)
-        return o + m_new + l_new
+        return o + m_new + l_new + pre
 
-    inits = K.zeros(RM * oc) + [t.f(float("-inf"))] * RM + K.zeros(RM)
-    res = t.loop(t.i(0), nkb, t.i(1), inits, body)
+    inits = K.zeros(RM * oc) + [t.f(float("-inf"))] * RM + K.zeros(RM) + pre0
+    types = ["f32"] * (RM * oc + 2 * RM) + [vec(4)] * len(pre0)
+    res = t.loop(t.i(0), nkb, t.i(1), inits, body, types)
     o, m, l_ = res[: RM * oc], res[RM * oc : RM * oc + RM], res[RM * oc + RM :]
     osize, lsize = sp.b * sp.t * qstride, sp.b * sp.n * sp.t
     lbase = t.lin((b, sp.n * sp.t), (n, sp.t))
@@ -374,9 +399,8 @@ def _backward(sp: FlashSpec, name: str) -> str:
     qsize, ksize = sp.b * sp.t * qstride, sp.b * sp.s * kstride
     lsize = sp.b * sp.n * sp.t
     kbase = t.lin((b, sp.s * kstride), (kh, h))
-    K.load_rows("KsT", "%k", ksize, key0, sp.s, kbase, kstride, True)
-    K.load_rows("Ks", "%k", ksize, key0, sp.s, kbase, kstride, False)
-    K.load_rows("VsT", "%v", ksize, key0, sp.s, kbase, kstride, True)
+    K.stash(K.fetch("%k", ksize, BN, key0, sp.s, kbase, kstride), BN, "KsT", "Ks")
+    K.stash(K.fetch("%v", ksize, BN, key0, sp.s, kbase, kstride), BN, "VsT", None)
     oc = sum(w for _, w in K.chunks)
     a_keys = t.mul(K.ty, t.i(RJ))
     b_rows = t.mul(K.tx, t.i(CI))
@@ -390,15 +414,20 @@ def _backward(sp: FlashSpec, name: str) -> str:
         qbase = t.lin((b, sp.t * qstride), (n, h))
         rbase = t.lin((b, sp.n * sp.t), (n, sp.t))
 
+        def fetch(row0: str, when: str | None = None) -> list[str]:
+            pre = K.fetch("%q", qsize, BM, row0, sp.t, qbase, qstride, when)
+            return pre + K.fetch("%dout", qsize, BM, row0, sp.t, qbase, qstride, when)
+
         def step(qb: str, args: list[str]) -> list[str]:
-            dk, dv = args[: RJ * oc], args[RJ * oc :]
+            dk, dv, pre = args[: RJ * oc], args[RJ * oc : 2 * RJ * oc], args[2 * RJ * oc :]
             row0 = t.mul(qb, t.i(BM))
             t.barrier()
-            K.load_rows("QsT", "%q", qsize, row0, sp.t, qbase, qstride, True)
-            K.load_rows("Qs", "%q", qsize, row0, sp.t, qbase, qstride, False)
-            K.load_rows("dOsT", "%dout", qsize, row0, sp.t, qbase, qstride, True)
-            K.load_rows("dOs", "%dout", qsize, row0, sp.t, qbase, qstride, False)
+            K.stash(pre[: len(pre) // 2], BM, "QsT", "Qs")
+            K.stash(pre[len(pre) // 2 :], BM, "dOsT", "dOs")
             t.barrier()
+            # the next query block's loads are in flight while this one is computed
+            nxt = t.add(qb, t.i(1))
+            pre = fetch(t.mul(nxt, t.i(BM)), t.cmp("ult", nxt, t.i(nqb)))
             s = K.mm(K.zeros(RJ * CI), "KsT", a_keys, RJ, "QsT", [(b_rows, CI)], h)
             dp = K.mm(K.zeros(RJ * CI), "VsT", a_keys, RJ, "dOsT", [(b_rows, CI)], h)
             rows, lse2, dd = [], [], []
@@ -453,9 +482,12 @@ def _backward(sp: FlashSpec, name: str) -> str:
                     return []
 
                 t.if_(t.cmp("ult", row, t.i(sp.t)), add, lambda: [], [])
-            return dk + dv
+            return dk + dv + pre
 
-        return t.loop(qb0, t.i(nqb), t.i(1), gargs, step)
+        pre0 = fetch(t.mul(qb0, t.i(BM)))
+        types = ["f32"] * len(gargs) + [vec(4)] * len(pre0)
+        res = t.loop(qb0, t.i(nqb), t.i(1), list(gargs) + pre0, step, types)
+        return res[: len(gargs)]
 
     res = t.loop(t.i(0), t.i(sp.g), t.i(1), K.zeros(2 * RJ * oc), head)
     dk, dv = res[: RJ * oc], res[RJ * oc :]
@@ -479,7 +511,7 @@ def _backward(sp: FlashSpec, name: str) -> str:
 
 def canonical(sp: FlashSpec, backward: bool) -> str:
     """The kernel cache's text for a problem (its spec and the generator's version)."""
-    text = f"flash-attention v1 {'bwd' if backward else 'fwd'} {dataclasses.astuple(sp)}"
+    text = f"flash-attention v2 {'bwd' if backward else 'fwd'} {dataclasses.astuple(sp)}"
     tiles = (FWD_BM, FWD_BN, BWD_BN, BWD_BM)
     return text if tiles == _DEFAULT_TILES else f"{text} tiles {tiles}"  # benchmarks' variants
 

@@ -138,7 +138,7 @@ class Text:
         at = ", ".join(idx)
         if n == 1:
             return [self.v(f"memref.load {buf}[{at}] : {ty}")]
-        vv = self.v(f"vector.load {buf}[{at}] {{alignment = {4 * n}}} : {ty}, {vec(n)}")
+        vv = self.v(f"vector.load {buf}[{at}] {{alignment = {min(16, 4 * n)}}} : {ty}, {vec(n)}")
         return [self.v(f"vector.extract {vv}[{j}] : f32 from {vec(n)}") for j in range(n)]
 
     def store(self, vals: Sequence[str], buf: str, ty: str, idx: Sequence[str]) -> None:
@@ -148,7 +148,9 @@ class Text:
             return
         n = len(vals)
         vv = self.v(f"vector.from_elements {', '.join(vals)} : {vec(n)}")
-        self.stmt(f"vector.store {vv}, {buf}[{at}] {{alignment = {4 * n}}} : {ty}, {vec(n)}")
+        self.stmt(
+            f"vector.store {vv}, {buf}[{at}] {{alignment = {min(16, 4 * n)}}} : {ty}, {vec(n)}"
+        )
 
     def atomic_add(self, x: str, buf: str, ty: str, idx: Sequence[str]) -> None:
         self.v(f"memref.atomic_rmw addf {x}, {buf}[{', '.join(idx)}] : (f32, {ty}) -> f32")
@@ -162,17 +164,18 @@ class Text:
         step: str,
         inits: Sequence[str],
         body: Callable[[str, list[str]], Sequence[str]],
-        ty: str = F32,
+        ty: str | Sequence[str] = F32,
     ) -> list[str]:
-        """``scf.for`` carrying ``inits`` (all of type ``ty``); ``body(iv, args)`` returns the
-        values to yield. Returns the loop's results."""
+        """``scf.for`` carrying ``inits`` (of type ``ty``, one for all or one each);
+        ``body(iv, args)`` returns the values to yield. Returns the loop's results."""
         iv = f"%v{self.n}"
         res = f"%v{self.n + 1}"
         self.n += 2
         args = [f"{iv}_a{j}" for j in range(len(inits))]
+        tys = [ty] * len(inits) if isinstance(ty, str) else list(ty)
         if inits:
             carried = ", ".join(f"{a} = {x}" for a, x in zip(args, inits))
-            types = ", ".join([ty] * len(inits))
+            types = ", ".join(tys)
             self.stmt(f"{res}:{len(inits)} = scf.for {iv} = {lo} to {hi} step {step} "
                       f"iter_args({carried}) -> ({types}) {{")  # fmt: skip
         else:
@@ -180,7 +183,7 @@ class Text:
         self.depth += 1
         out = body(iv, args)
         if inits:
-            self.stmt(f"scf.yield {', '.join(out)} : {', '.join([ty] * len(out))}")
+            self.stmt(f"scf.yield {', '.join(out)} : {', '.join(tys)}")
         self.depth -= 1
         self.stmt("}")
         return [f"{res}#{j}" for j in range(len(inits))]
