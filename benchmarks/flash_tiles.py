@@ -111,7 +111,7 @@ def run(sp: fg.FlashSpec, iters: int, check: bool) -> tuple[float, float, float]
     times = []
     for fn in (fwd, bwd):
         fn()
-        a, b = Event(), Event()
+        a, b = Event.create(), Event.create()
         a.record(st)
         for _ in range(iters):
             fn()
