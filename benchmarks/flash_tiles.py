@@ -26,24 +26,29 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from blu.lower.mlir import flash_gpu as fg  # noqa: E402
 
-# (forward (queries, keys) per block, backward (keys, queries) per block)
+# settings of blu.lower.mlir.flash_gpu to compare (module constants; the kernel cache keys
+# of any but the defaults name them)
 VARIANTS = [
-    ((64, 64), (64, 32)),
-    ((128, 64), (64, 64)),
-    ((64, 32), (32, 32)),
-    ((128, 32), (32, 64)),
+    {},
+    {"FWD_BM": 128},
+    {"TX": 32},
+    {"TX": 32, "FWD_BN": 128},
+    {"TX": 32, "BWD_BM": 64},
+    {"TX": 32, "UNROLL": 8},
+    {"TX": 32, "FWD_BM": 128, "BWD_BN": 128},
 ]
 
 
 @contextlib.contextmanager
-def tiles(fwd: tuple[int, int], bwd: tuple[int, int]):
-    old = fg.FWD_BM, fg.FWD_BN, fg.BWD_BN, fg.BWD_BM
-    fg.FWD_BM, fg.FWD_BN = fwd
-    fg.BWD_BN, fg.BWD_BM = bwd
+def settings(values: dict):
+    old = {k: getattr(fg, k) for k in values}
+    for k, v in values.items():
+        setattr(fg, k, v)
     try:
         yield
     finally:
-        fg.FWD_BM, fg.FWD_BN, fg.BWD_BN, fg.BWD_BM = old
+        for k, v in old.items():
+            setattr(fg, k, v)
 
 
 def modules(sp: fg.FlashSpec) -> tuple:
@@ -141,10 +146,11 @@ def main() -> None:
              fg.FlashSpec(1, 70, 130, 2, 2, a.head_dim, False, 0.125)]  # fmt: skip
     flops = 4 * big.b * big.n * big.t * big.s * big.h / 2
     print(f"flash tiles at B={big.b} T={big.t} N={big.n} H={big.h} causal, float32")
-    print(f"{'fwd tile':>10} {'bwd tile':>10} {'fwd us':>9} {'fwd TF/s':>9} {'bwd us':>9} "
+    print(f"{'variant':>36} {'fwd us':>9} {'fwd TF/s':>9} {'bwd us':>9} "
           f"{'bwd TF/s':>9} {'max rel err (small)':>20}")  # fmt: skip
-    for fwd_t, bwd_t in VARIANTS:
-        with tiles(fwd_t, bwd_t):
+    for var in VARIANTS:
+        name = ",".join(f"{k}={v}" for k, v in var.items()) or "defaults"
+        with settings(var):
             if a.compile:
                 for sp in [big, *small]:
                     modules(sp)
@@ -152,10 +158,10 @@ def main() -> None:
             try:
                 errs = [run(sp, 1, True)[2] for sp in small]
                 f_us, b_us, _ = run(big, a.iters, False)
-                print(f"{str(fwd_t):>10} {str(bwd_t):>10} {f_us:9.1f} {flops / f_us / 1e6:9.1f} "
+                print(f"{name:>36} {f_us:9.1f} {flops / f_us / 1e6:9.1f} "
                       f"{b_us:9.1f} {2.5 * flops / b_us / 1e6:9.1f} {max(errs):20.2e}")  # fmt: skip
             except Exception as e:  # noqa: BLE001 - a variant that fails still leaves a row
-                print(f"{str(fwd_t):>10} {str(bwd_t):>10} failed: {type(e).__name__}: {e}"[:300])
+                print(f"{name:>36} failed: {type(e).__name__}: {e}"[:300])
 
 
 if __name__ == "__main__":

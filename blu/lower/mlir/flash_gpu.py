@@ -101,7 +101,10 @@ def _layout(tiles: Sequence[tuple[str, int, int]]) -> tuple[dict[str, Tile], int
 FWD_BM = FWD_BN = 64  # queries per block, keys per step
 BWD_BN, BWD_BM = 64, 32  # keys per block, queries per step
 PAD = 4
-_DEFAULT_TILES = (FWD_BM, FWD_BN, BWD_BN, BWD_BM)
+FWD_MIN_BLOCKS, BWD_MIN_BLOCKS = 0, 0  # blocks an SM should hold (0: as registers allow)
+UNROLL = 4  # steps of a product's sum per loop iteration
+TX = 16  # threads along a row of results (a power of two, 16 or 32); THREADS // TX along columns
+_DEFAULT_TILES = (FWD_BM, FWD_BN, BWD_BN, BWD_BM, FWD_MIN_BLOCKS, BWD_MIN_BLOCKS, UNROLL, TX)
 
 
 def fwd_tiles(h: int) -> tuple[dict[str, Tile], int]:
@@ -132,7 +135,7 @@ def launches(sp: FlashSpec, sym: str, backward: bool) -> list[FlashLaunch]:
         return [FlashLaunch(f"{sym}_fwd", (_cdiv(sp.t, FWD_BM), sp.b * sp.n), THREADS,
                             fwd_tiles(sp.h)[1])]  # fmt: skip
     rows = sp.b * sp.t * sp.n
-    return [FlashLaunch(f"{sym}_pre", (_cdiv(rows, THREADS // 16), 1), THREADS, 0),
+    return [FlashLaunch(f"{sym}_pre", (_cdiv(rows, THREADS // TX), 1), THREADS, 0),
             FlashLaunch(f"{sym}_bwd", (_cdiv(sp.s, BWD_BN), sp.b * sp.kh), THREADS,
                         bwd_tiles(sp.h)[1])]  # fmt: skip
 
@@ -153,7 +156,7 @@ class _Kernel:
         t = self.t
         self.tid = t.gpu("thread_id")
         self.bx, self.by = t.gpu("block_id"), t.v("gpu.block_id y")
-        self.ty, self.tx = t.div(self.tid, t.i(16)), t.rem(self.tid, t.i(16))
+        self.ty, self.tx = t.div(self.tid, t.i(TX)), t.rem(self.tid, t.i(TX))
         self.tiles = tiles
         if tiles:
             smem = t.v(f"gpu.dynamic_shared_memory : memref<?xi8, {SMEM}>")
@@ -163,10 +166,10 @@ class _Kernel:
                 )  # fmt: skip
                 for name, tile in tiles.items()
             }
-        w = min(4, sp.h // 16)
+        w = min(4, sp.h // TX)
         self.w = w
         # this thread's columns of an (rows x H) result: chunks of w, 16 * w apart
-        self.chunks = [(t.lin((self.tx, w), t.i(16 * w * c)), w) for c in range(sp.h // (16 * w))]
+        self.chunks = [(t.lin((self.tx, w), t.i(TX * w * c)), w) for c in range(sp.h // (TX * w))]
 
     def zeros(self, n: int) -> list[str]:
         return [self.t.f(0.0)] * n
@@ -218,12 +221,14 @@ class _Kernel:
                 t.store(vals, self.view[natural], tl.ty, [r, t.mul(dc, t.i(4))])
 
     def mm(self, acc: list[str], a_tile: str, a0: str, ra: int, b_tile: str,
-           bchunks: Sequence[tuple[str, int]], k: int, unroll: int = 4) -> list[str]:  # fmt: skip
+           bchunks: Sequence[tuple[str, int]], k: int) -> list[str]:  # fmt: skip
         """``acc[a][b] += sum_k A[k][a0 + a] * B[k][b]`` for ``a < ra`` and ``b`` in the
         chunks (``(start, width)`` pairs); ``acc`` is flat, ``a``-major."""
         t = self.t
         A, B = self.tiles[a_tile], self.tiles[b_tile]
         av_, bv_ = self.view[a_tile], self.view[b_tile]
+
+        unroll = min(UNROLL, k)
 
         def body(kk: str, args: list[str]) -> list[str]:
             cur = list(args)
@@ -244,7 +249,7 @@ def _forward(sp: FlashSpec, name: str) -> str:
     K = _Kernel(sp, tiles)
     t, h = K.t, sp.h
     BM, BN = FWD_BM, FWD_BN
-    RM, CN = BM // 16, BN // 16
+    RM, CN = BM // (THREADS // TX), BN // TX
     nqb = _cdiv(sp.t, BM)
     qb = t.v(f"arith.subi {t.i(nqb - 1)}, {K.bx} : index")
     b, n = t.div(K.by, t.i(sp.n)), t.rem(K.by, t.i(sp.n))
@@ -299,7 +304,7 @@ def _forward(sp: FlashSpec, name: str) -> str:
             mx = row[0]
             for x in row[1:]:
                 mx = t.fop("maximumf", mx, x)
-            mx = t.lane_reduce(mx, "maximumf", 16)
+            mx = t.lane_reduce(mx, "maximumf", TX)
             mn = t.fop("maximumf", m[i], mx)
             use = t.select(t.fcmp("oeq", mn, t.f(float("-inf"))), t.f(0.0), mn)
             al = t.exp2(t.fop("subf", m[i], use))
@@ -328,7 +333,7 @@ def _forward(sp: FlashSpec, name: str) -> str:
     lbase = t.lin((b, sp.n * sp.t), (n, sp.t))
     first = t.cmp("eq", K.tx, t.i(0))
     for i in range(RM):
-        tot = t.lane_reduce(l_[i], "addf", 16)
+        tot = t.lane_reduce(l_[i], "addf", TX)
         pos = t.fcmp("ogt", tot, t.f(0.0))
         inv = t.select(pos, t.fop("divf", t.f(1.0), tot), t.f(0.0))
         lg = t.v(f"math.log2 {tot} : f32")
@@ -348,16 +353,16 @@ def _forward(sp: FlashSpec, name: str) -> str:
         t.if_(t.cmp("ult", row, t.i(sp.t)), store, lambda: [], [])
     params = [f"%q: {_gty(qsize)}", f"%k: {_gty(ksize)}", f"%v: {_gty(ksize)}",
               f"%out: {_gty(osize)}", f"%lse: {_gty(lsize)}"]  # fmt: skip
-    return t.func(f"{name}_fwd", params)
+    return t.func(f"{name}_fwd", params, THREADS, FWD_MIN_BLOCKS)
 
 
 def _pre(sp: FlashSpec, name: str) -> str:
-    """``D = rowsum(dO * O)`` per query row (16 lanes a row), and ``dQ`` zeroed."""
+    """``D = rowsum(dO * O)`` per query row (``TX`` lanes a row), and ``dQ`` zeroed."""
     K = _Kernel(sp, {})
     t, h = K.t, sp.h
     rows = sp.b * sp.t * sp.n
     size, dsize = rows * h, sp.b * sp.n * sp.t
-    r = t.lin((K.bx, THREADS // 16), K.ty)
+    r = t.lin((K.bx, THREADS // TX), K.ty)
     ok = t.cmp("ult", r, t.i(rows))
     lane = K.tx
 
@@ -373,7 +378,7 @@ def _pre(sp: FlashSpec, name: str) -> str:
         return [acc]
 
     (part,) = t.if_(ok, inside, lambda: [t.f(0.0)], ["f32"])
-    tot = t.lane_reduce(part, "addf", 16)
+    tot = t.lane_reduce(part, "addf", TX)
     del lane
     bb = t.div(r, t.i(sp.t * sp.n))
     tt = t.rem(t.div(r, t.i(sp.n)), t.i(sp.t))
@@ -391,7 +396,7 @@ def _backward(sp: FlashSpec, name: str) -> str:
     K = _Kernel(sp, tiles)
     t, h = K.t, sp.h
     BN, BM = BWD_BN, BWD_BM
-    RJ, CI = BN // 16, BM // 16  # keys per thread (ty), queries per thread (tx)
+    RJ, CI = BN // (THREADS // TX), BM // TX  # keys per thread (ty), queries per thread (tx)
     nqb = _cdiv(sp.t, BM)
     b, kh = t.div(K.by, t.i(sp.kh)), t.rem(K.by, t.i(sp.kh))
     key0 = t.mul(K.bx, t.i(BN))
@@ -466,7 +471,7 @@ def _backward(sp: FlashSpec, name: str) -> str:
             t.barrier()
             dv = K.mm(dv, "Ps", a_keys, RJ, "dOs", K.chunks, BM)
             dk = K.mm(dk, "dSs", a_keys, RJ, "Qs", K.chunks, BM)
-            rq = BM // 16
+            rq = BM // (THREADS // TX)
             a_q = t.mul(K.ty, t.i(rq))
             dq = K.mm(K.zeros(rq * oc), "dSsT", a_q, rq, "Ks", K.chunks, BN)
             for r in range(rq):
@@ -506,13 +511,13 @@ def _backward(sp: FlashSpec, name: str) -> str:
     params = [f"%q: {_gty(qsize)}", f"%k: {_gty(ksize)}", f"%v: {_gty(ksize)}",
               f"%lse: {_gty(lsize)}", f"%dout: {_gty(qsize)}", f"%dvec: {_gty(lsize)}",
               f"%dq: {_gty(qsize)}", f"%dk: {_gty(ksize)}", f"%dv: {_gty(ksize)}"]  # fmt: skip
-    return t.func(f"{name}_bwd", params)
+    return t.func(f"{name}_bwd", params, THREADS, BWD_MIN_BLOCKS)
 
 
 def canonical(sp: FlashSpec, backward: bool) -> str:
     """The kernel cache's text for a problem (its spec and the generator's version)."""
     text = f"flash-attention v2 {'bwd' if backward else 'fwd'} {dataclasses.astuple(sp)}"
-    tiles = (FWD_BM, FWD_BN, BWD_BN, BWD_BM)
+    tiles = (FWD_BM, FWD_BN, BWD_BN, BWD_BM, FWD_MIN_BLOCKS, BWD_MIN_BLOCKS, UNROLL, TX)
     return text if tiles == _DEFAULT_TILES else f"{text} tiles {tiles}"  # benchmarks' variants
 
 

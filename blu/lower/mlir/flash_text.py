@@ -124,7 +124,7 @@ class Text:
         return name
 
     def lane_reduce(self, x: str, op: str, lanes: int) -> str:
-        """Combine ``x`` over groups of ``lanes`` consecutive lanes (a power of two <= 16)."""
+        """Combine ``x`` over groups of ``lanes`` consecutive lanes (a power of two <= 32)."""
         off = lanes // 2
         while off >= 1:
             x = self.fop(op, x, self.shuffle_xor(x, off))
@@ -211,10 +211,20 @@ class Text:
         self.stmt("}")
         return [f"{res}#{j}" for j in range(len(types))]
 
-    def func(self, name: str, params: Sequence[str]) -> str:
+    def func(self, name: str, params: Sequence[str], threads: int = 0, min_blocks: int = 0) -> str:
+        """The ``gpu.func``; ``threads``/``min_blocks``: the block size it is launched with and
+        how many blocks an SM should hold at once (NVVM's ``maxntid``/``minctasm``: ptxas then
+        bounds the registers per thread)."""
+        attrs = []
+        if threads:
+            attrs.append(f"nvvm.maxntid = array<i32: {threads}, 1, 1>")
+        if min_blocks:
+            attrs.append(f"nvvm.minctasm = {min_blocks} : i32")
+        head = f"    gpu.func @{name}({', '.join(params)}) kernel"
+        if attrs:
+            head += f" attributes {{{', '.join(attrs)}}}"
         body = self.consts + self.lines
-        return "\n".join([f"    gpu.func @{name}({', '.join(params)}) kernel {{", *body,
-                          "      gpu.return", "    }"])  # fmt: skip
+        return "\n".join([head + " {", *body, "      gpu.return", "    }"])
 
 
 def module(name: str, funcs: Sequence[str]) -> str:
