@@ -32,6 +32,7 @@ machine without MLIR knows them from the cache key's spec.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from collections.abc import Sequence
 
@@ -104,7 +105,6 @@ PAD = 4
 FWD_MIN_BLOCKS, BWD_MIN_BLOCKS = 0, 0  # blocks an SM should hold (0: as registers allow)
 UNROLL = 4  # steps of a product's sum per loop iteration
 TX = 16  # threads along a row of results (a power of two, 16 or 32); THREADS // TX along columns
-_DEFAULT_TILES = (FWD_BM, FWD_BN, BWD_BN, BWD_BM, FWD_MIN_BLOCKS, BWD_MIN_BLOCKS, UNROLL, TX)
 
 
 def fwd_tiles(h: int) -> tuple[dict[str, Tile], int]:
@@ -515,10 +515,11 @@ def _backward(sp: FlashSpec, name: str) -> str:
 
 
 def canonical(sp: FlashSpec, backward: bool) -> str:
-    """The kernel cache's text for a problem (its spec and the generator's version)."""
-    text = f"flash-attention v2 {'bwd' if backward else 'fwd'} {dataclasses.astuple(sp)}"
-    tiles = (FWD_BM, FWD_BN, BWD_BN, BWD_BM, FWD_MIN_BLOCKS, BWD_MIN_BLOCKS, UNROLL, TX)
-    return text if tiles == _DEFAULT_TILES else f"{text} tiles {tiles}"  # benchmarks' variants
+    """The kernel cache's text for a problem: the spec and a digest of the generated MLIR (the
+    generator is plain Python, so any change to it, or to the settings, makes a new key)."""
+    text = emit(sp, "flash", backward)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return f"flash-attention {'bwd' if backward else 'fwd'} {dataclasses.astuple(sp)} {digest}"
 
 
 def emit(sp: FlashSpec, name: str, backward: bool) -> str:
