@@ -30,25 +30,22 @@ from blu.lower.mlir import flash_gpu as fg  # noqa: E402
 # of any but the defaults name them)
 VARIANTS = [
     {},
-    {"FWD_BM": 128},
-    {"TX": 32},
-    {"TX": 32, "FWD_BN": 128},
-    {"TX": 32, "BWD_BM": 64},
-    {"TX": 32, "UNROLL": 8},
-    {"TX": 32, "FWD_BM": 128, "BWD_BN": 128},
+    {"fwd_bm": 64, "bwd_bm": 32, "bwd_tx": 16},  # the first tiling (Tiling's defaults)
+    {"fwd_tx": 32, "fwd_bm": 64, "fwd_bn": 64},
+    {"unroll": 8},
 ]
 
 
 @contextlib.contextmanager
 def settings(values: dict):
-    old = {k: getattr(fg, k) for k in values}
-    for k, v in values.items():
-        setattr(fg, k, v)
+    """Kernels generated with these ``flash_gpu.Tiling`` fields overridden."""
+    old = dict(fg.OVERRIDE)
+    fg.OVERRIDE.update(values)
     try:
         yield
     finally:
-        for k, v in old.items():
-            setattr(fg, k, v)
+        fg.OVERRIDE.clear()
+        fg.OVERRIDE.update(old)
 
 
 def modules(sp: fg.FlashSpec) -> tuple:

@@ -13,17 +13,20 @@ K, H)`` with ``K`` dividing ``N`` (query head ``n`` reads key/value head ``n // 
 keys ``j <= i``). float32 in and out, float32 arithmetic on CUDA cores (fused multiply-adds;
 ``exp2`` in the log2 domain, ``ex2.approx``).
 
-How the work maps onto a block of 256 threads (a 16 x 16 grid ``(ty, tx)``): every product is a
+How the work maps onto a block of 256 threads (a grid ``(ty, tx)`` of rows ``tx`` threads wide,
+16 or 32: ``Tiling``): every product is a
 sum over an index ``k`` of a shared-memory tile ``A[k][a]`` times a tile ``B[k][b]``, each thread
 owning a small register tile of ``a`` x ``b`` results read with vector loads (``mm``). Tiles
 read along rows are stored transposed (``XsT[h][row]``, four floats of padding per row so the
-transposing stores hit distinct banks); the softmax's row statistics are combined across the 16
+transposing stores hit distinct banks); the softmax's row statistics are combined across the
 lanes that share a row with warp shuffles.
 
-- forward: one block per 64 queries of one (batch, head), looping over blocks of 64 keys
+- forward: one block per ``fwd_bm`` queries of one (batch, head), looping over blocks of
+  ``fwd_bn`` keys
   (causal: only blocks at or before the diagonal).
-- backward: one block per 64 keys of one (batch, key/value head), holding ``dK`` and ``dV`` in
-  registers while it loops over the ``N // K`` query heads and their blocks of 32 queries.
+- backward: one block per ``bwd_bn`` keys of one (batch, key/value head), holding ``dK`` and
+  ``dV`` in registers while it loops over the ``N // K`` query heads and their blocks of
+  ``bwd_bm`` queries.
 
 The launches and shared-memory sizes depend on the problem's shape alone (``FlashSpec``), so a
 machine without MLIR knows them from the cache key's spec.
@@ -99,21 +102,47 @@ def _layout(tiles: Sequence[tuple[str, int, int]]) -> tuple[dict[str, Tile], int
     return out, off
 
 
-FWD_BM = FWD_BN = 64  # queries per block, keys per step
-BWD_BN, BWD_BM = 64, 32  # keys per block, queries per step
-PAD = 4
-FWD_MIN_BLOCKS, BWD_MIN_BLOCKS = 0, 0  # blocks an SM should hold (0: as registers allow)
-UNROLL = 4  # steps of a product's sum per loop iteration
-TX = 16  # threads along a row of results (a power of two, 16 or 32); THREADS // TX along columns
+@dataclasses.dataclass(frozen=True)
+class Tiling:
+    """How the kernels tile a problem: queries per forward block and keys per step
+    (``fwd_bm``/``fwd_bn``), keys per backward block and queries per step (``bwd_bn``/
+    ``bwd_bm``), the thread grid's row width (``*_tx`` threads share a row of results; 16 or 32),
+    the products' unroll, and blocks an SM should hold (NVVM ``minctasm``; 0: as registers
+    allow)."""
+
+    fwd_bm: int = 64
+    fwd_bn: int = 64
+    fwd_tx: int = 16
+    bwd_bn: int = 64
+    bwd_bm: int = 32
+    bwd_tx: int = 16
+    unroll: int = 4
+    fwd_min_blocks: int = 0
+    bwd_min_blocks: int = 0
+
+
+# per head size, the fastest measured on the H200 at GPT-2's shape (benchmarks/flash_tiles.py;
+# BENCHMARKS.md); heads of 128 keep the defaults, whose shared memory fits an SM
+_TUNED = Tiling(fwd_bm=128, bwd_bm=64, bwd_tx=32)
+TILING = {32: _TUNED, 64: _TUNED, 128: Tiling()}
+OVERRIDE: dict = {}  # fields the benchmark's variants set
+PAD = 4  # floats of padding per shared-memory row (conflict-free transposing stores)
+
+
+def tiling(h: int) -> Tiling:
+    return dataclasses.replace(TILING[h], **OVERRIDE)
 
 
 def fwd_tiles(h: int) -> tuple[dict[str, Tile], int]:
-    return _layout([("QsT", h, FWD_BM + PAD), ("KsT", h, FWD_BN + PAD), ("Vs", FWD_BN, h + PAD),
-                    ("PsT", FWD_BN, FWD_BM + PAD)])  # fmt: skip
+    c = tiling(h)
+    bm, bn = c.fwd_bm, c.fwd_bn
+    return _layout([("QsT", h, bm + PAD), ("KsT", h, bn + PAD), ("Vs", bn, h + PAD),
+                    ("PsT", bn, bm + PAD)])  # fmt: skip
 
 
 def bwd_tiles(h: int) -> tuple[dict[str, Tile], int]:
-    bm, bn = BWD_BM, BWD_BN
+    c = tiling(h)
+    bm, bn = c.bwd_bm, c.bwd_bn
     return _layout([("KsT", h, bn + PAD), ("Ks", bn, h + PAD), ("VsT", h, bn + PAD),
                     ("QsT", h, bm + PAD), ("Qs", bm, h + PAD), ("dOsT", h, bm + PAD),
                     ("dOs", bm, h + PAD), ("Ps", bm, bn + PAD), ("dSs", bm, bn + PAD),
@@ -131,12 +160,13 @@ class FlashLaunch:
 def launches(sp: FlashSpec, sym: str, backward: bool) -> list[FlashLaunch]:
     """The launches of the forward (one) or the backward (two: ``D`` and zeroed ``dQ``, then
     the main kernel) for ``sp``; ``sym`` is the module's symbol."""
+    c = tiling(sp.h)
     if not backward:
-        return [FlashLaunch(f"{sym}_fwd", (_cdiv(sp.t, FWD_BM), sp.b * sp.n), THREADS,
+        return [FlashLaunch(f"{sym}_fwd", (_cdiv(sp.t, c.fwd_bm), sp.b * sp.n), THREADS,
                             fwd_tiles(sp.h)[1])]  # fmt: skip
     rows = sp.b * sp.t * sp.n
-    return [FlashLaunch(f"{sym}_pre", (_cdiv(rows, THREADS // TX), 1), THREADS, 0),
-            FlashLaunch(f"{sym}_bwd", (_cdiv(sp.s, BWD_BN), sp.b * sp.kh), THREADS,
+    return [FlashLaunch(f"{sym}_pre", (_cdiv(rows, THREADS // c.bwd_tx), 1), THREADS, 0),
+            FlashLaunch(f"{sym}_bwd", (_cdiv(sp.s, c.bwd_bn), sp.b * sp.kh), THREADS,
                         bwd_tiles(sp.h)[1])]  # fmt: skip
 
 
@@ -151,8 +181,10 @@ def _gty(n: int) -> str:
 class _Kernel:
     """Shared pieces of the kernels: thread coordinates, tile views, tile loads, products."""
 
-    def __init__(self, sp: FlashSpec, tiles: dict[str, Tile]):
+    def __init__(self, sp: FlashSpec, tiles: dict[str, Tile], tx: int, unroll: int):
         self.sp, self.t = sp, Text()
+        self.TX, self.unroll = tx, unroll
+        TX = tx
         t = self.t
         self.tid = t.gpu("thread_id")
         self.bx, self.by = t.gpu("block_id"), t.v("gpu.block_id y")
@@ -228,7 +260,7 @@ class _Kernel:
         A, B = self.tiles[a_tile], self.tiles[b_tile]
         av_, bv_ = self.view[a_tile], self.view[b_tile]
 
-        unroll = min(UNROLL, k)
+        unroll = min(self.unroll, k)
 
         def body(kk: str, args: list[str]) -> list[str]:
             cur = list(args)
@@ -246,9 +278,11 @@ class _Kernel:
 
 def _forward(sp: FlashSpec, name: str) -> str:
     tiles, _ = fwd_tiles(sp.h)
-    K = _Kernel(sp, tiles)
+    c = tiling(sp.h)
+    TX = c.fwd_tx
+    K = _Kernel(sp, tiles, TX, c.unroll)
     t, h = K.t, sp.h
-    BM, BN = FWD_BM, FWD_BN
+    BM, BN = c.fwd_bm, c.fwd_bn
     RM, CN = BM // (THREADS // TX), BN // TX
     nqb = _cdiv(sp.t, BM)
     qb = t.v(f"arith.subi {t.i(nqb - 1)}, {K.bx} : index")
@@ -353,12 +387,14 @@ def _forward(sp: FlashSpec, name: str) -> str:
         t.if_(t.cmp("ult", row, t.i(sp.t)), store, lambda: [], [])
     params = [f"%q: {_gty(qsize)}", f"%k: {_gty(ksize)}", f"%v: {_gty(ksize)}",
               f"%out: {_gty(osize)}", f"%lse: {_gty(lsize)}"]  # fmt: skip
-    return t.func(f"{name}_fwd", params, THREADS, FWD_MIN_BLOCKS)
+    return t.func(f"{name}_fwd", params, THREADS, c.fwd_min_blocks)
 
 
 def _pre(sp: FlashSpec, name: str) -> str:
     """``D = rowsum(dO * O)`` per query row (``TX`` lanes a row), and ``dQ`` zeroed."""
-    K = _Kernel(sp, {})
+    c = tiling(sp.h)
+    TX = c.bwd_tx
+    K = _Kernel(sp, {}, TX, c.unroll)
     t, h = K.t, sp.h
     rows = sp.b * sp.t * sp.n
     size, dsize = rows * h, sp.b * sp.n * sp.t
@@ -393,9 +429,11 @@ def _pre(sp: FlashSpec, name: str) -> str:
 
 def _backward(sp: FlashSpec, name: str) -> str:
     tiles, _ = bwd_tiles(sp.h)
-    K = _Kernel(sp, tiles)
+    c = tiling(sp.h)
+    TX = c.bwd_tx
+    K = _Kernel(sp, tiles, TX, c.unroll)
     t, h = K.t, sp.h
-    BN, BM = BWD_BN, BWD_BM
+    BN, BM = c.bwd_bn, c.bwd_bm
     RJ, CI = BN // (THREADS // TX), BM // TX  # keys per thread (ty), queries per thread (tx)
     nqb = _cdiv(sp.t, BM)
     b, kh = t.div(K.by, t.i(sp.kh)), t.rem(K.by, t.i(sp.kh))
@@ -511,7 +549,7 @@ def _backward(sp: FlashSpec, name: str) -> str:
     params = [f"%q: {_gty(qsize)}", f"%k: {_gty(ksize)}", f"%v: {_gty(ksize)}",
               f"%lse: {_gty(lsize)}", f"%dout: {_gty(qsize)}", f"%dvec: {_gty(lsize)}",
               f"%dq: {_gty(qsize)}", f"%dk: {_gty(ksize)}", f"%dv: {_gty(ksize)}"]  # fmt: skip
-    return t.func(f"{name}_bwd", params, THREADS, BWD_MIN_BLOCKS)
+    return t.func(f"{name}_bwd", params, THREADS, c.bwd_min_blocks)
 
 
 def canonical(sp: FlashSpec, backward: bool) -> str:
