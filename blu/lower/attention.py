@@ -201,8 +201,8 @@ def _gpu_bwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=()
     if gpu_choice(in_avals, params, True) == "blu":
         sp = flash_spec(in_avals, params)
         dq, dk, dv = outs[:3]
-        _launch(_modules[0], _symbol(_modules[0]), sp, True, stream,
-                [[out, dout, dq, workspace], [q, k, v, lse, dout, workspace, dq, dk, dv]])
+        args = [[out, dout, dq, workspace], [q, k, v, lse, dout, workspace, dq, dk, dv]]
+        _launch(_modules[0], _symbol(_modules[0]), sp, True, stream, args)
         return
     cudnn_sdpa.backward(spec(in_avals, params), q=q, k=k, v=v, out=out, lse=lse, dout=dout,
                         dq=outs[0], dk=outs[1], dv=outs[2], workspace=workspace, stream=stream,

@@ -1,0 +1,69 @@
+"""blu's flash-attention kernel generator (``blu.lower.mlir.flash_gpu``) without a GPU: every
+tiling's launches fit an H100/H200 SM (threads, shared memory), the cache key follows the
+generated text, unsupported problems are named, and (where MLIR is installed) the MLIR of every
+head size compiles to PTX whose kernels carry the launch's names. The values are checked on a GPU
+(``test_flash_attention_gpu.py``)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from blu.lower.mlir import flash_gpu as fg
+
+MAX_SHARED = 227 * 1024  # bytes of shared memory a block may opt into on sm_90
+
+
+def _spec(h=64, t=100, s=100, n=4, kh=2, causal=True):
+    return fg.FlashSpec(2, t, s, n, kh, h, causal, h**-0.5)
+
+
+@pytest.mark.parametrize("h", fg.HEAD_SIZES)
+def test_launches_fit_an_sm(h):
+    sp = _spec(h)
+    fwd = fg.launches(sp, "k", False)
+    bwd = fg.launches(sp, "k", True)
+    assert [la.func for la in fwd] == ["k_fwd"]
+    assert [la.func for la in bwd] == ["k_pre", "k_bwd"]
+    for la in fwd + bwd:
+        assert la.block == fg.THREADS and la.shared <= MAX_SHARED
+    c = fg.tiling(h)
+    assert fwd[0].grid == (-(-sp.t // c.fwd_bm), sp.b * sp.n)
+    assert bwd[1].grid == (-(-sp.s // c.bwd_bn), sp.b * sp.kh)
+    # the pre-pass covers every (batch, query, head) row, tx lanes a row
+    rows_per_block = fg.THREADS // c.bwd_tx
+    assert bwd[0].grid[0] * rows_per_block >= sp.b * sp.t * sp.n
+
+
+def test_cache_key_follows_the_generated_text():
+    sp = _spec()
+    key = fg.canonical(sp, False)
+    assert key == fg.canonical(sp, False)
+    assert key != fg.canonical(sp, True)
+    assert key != fg.canonical(_spec(causal=False), False)
+    fg.OVERRIDE["unroll"] = 8
+    try:
+        assert fg.canonical(sp, False) != key  # another tiling: another kernel
+    finally:
+        fg.OVERRIDE.clear()
+    assert fg.canonical(sp, False) == key
+
+
+def test_unsupported_problems_are_named():
+    assert fg.unsupported(_spec()) is None
+    assert "head sizes" in fg.unsupported(_spec(h=80))
+    assert "empty" in fg.unsupported(fg.FlashSpec(0, 4, 4, 2, 2, 64, False, 1.0))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mlir") is None, reason="needs MLIR")
+@pytest.mark.parametrize("h", fg.HEAD_SIZES)
+def test_kernels_compile_to_ptx(h):
+    from blu.lower.mlir.mlir_gpu import compile_ptx
+
+    sp = _spec(h)
+    for backward in (False, True):
+        ptx = compile_ptx(fg.emit(sp, "k", backward)).decode()
+        for la in fg.launches(sp, "k", backward):
+            assert f".entry {la.func}(" in ptx
+        assert "ex2.approx" in ptx or backward is True
