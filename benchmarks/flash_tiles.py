@@ -30,9 +30,9 @@ from blu.lower.mlir import flash_gpu as fg  # noqa: E402
 # of any but the defaults name them)
 VARIANTS = [
     {},
-    {"fwd_bm": 64, "bwd_bm": 32, "bwd_tx": 16},  # the first tiling (Tiling's defaults)
-    {"fwd_tx": 32, "fwd_bm": 64, "fwd_bn": 64},
-    {"unroll": 8},
+    {"fwd_bm": 64, "bwd_bm": 32, "bwd_tx": 16, "unroll": 4},  # the first tiling
+    {"unroll": 4},
+    {"unroll": 16},
 ]
 
 
