@@ -67,8 +67,8 @@ def test_gpu_choice_cudnn_for_bf16_blu_flash_for_fp32(lowering, set_flag):
     assert choice(_avals(h=60), _params(), False) is None  # neither takes heads of 60
     assert choice(_avals(dt=np.float32, h=60), _params(), False) is None
     assert not fwd.applies(_avals(h=60), _params(), "cuda:sm_90")
-    # implementation="blu" on bf16: no blu kernel for bf16 yet, so the decomposition
-    assert not fwd.applies(_avals(), _params(implementation="blu"), "cuda:sm_90")
+    # implementation="blu" on bf16: blu's flash kernels instead of cuDNN
+    assert choice(_avals(), _params(implementation="blu"), False) == "blu"
     assert fwd.applies(_avals(dt=np.float32), _params(implementation="blu"), "cuda:sm_90")
     mask = ShapedArray((1, 1, 64, 64), np.dtype(bool))
     assert not fwd.applies(_avals() + [mask], _params(has_mask=True), "cuda:sm_90")
@@ -85,6 +85,10 @@ def test_gpu_choice_cudnn_for_bf16_blu_flash_for_fp32(lowering, set_flag):
     # the flash backward's workspace: D = rowsum(dO * O), float32 per (batch, head, query)
     f32 = _avals(dt=np.float32)
     assert bwd.workspace(f32 + f32[:1] * 3, bp, "cuda:sm_90") == 4 * 2 * 4 * 64
+    # bf16 through blu's kernels: D, then dQ accumulated in float32 (B T N H floats)
+    b16 = _avals()
+    ws = bwd.workspace(b16 + b16[:1] * 3, {**bp, "implementation": "blu"}, "cuda:sm_90")
+    assert ws == 4 * 2 * 4 * 64 + 4 * 2 * 64 * 4 * 64
     set_flag("flash_attention", False)
     assert choice(_avals(dt=np.float32), _params(), False) is None
     assert lowering.LOWERINGS[att.jvp_p].gpu is None

@@ -10,9 +10,10 @@
   ``CPU_KERNEL_MIN_SCORES`` elements; smaller ones (the README's GPT-2 job: B=32, T=64, 4 heads
   of 32) inline the decomposition, which the CPU backend fuses and which measured as fast or
   faster there (``benchmarks/attention_cpu.py``), without the kernels' host round trip.
-- GPU, float32: blu's own flash kernels (``blu.lower.mlir.flash_gpu``: MLIR, compiled like
-  every fused kernel and cached), without a mask, a bias or their gradients, heads of 32, 64 or
-  128 (bf16/fp16 go to cuDNN). ``gpu_choice`` says which runs;
+- GPU, float32 (and bf16/fp16 where cuDNN does not apply, is off, or with
+  ``implementation="blu"``): blu's own flash kernels (``blu.lower.mlir.flash_gpu``: MLIR,
+  compiled like every fused kernel and cached), without a mask, a bias or their gradients,
+  heads of 32, 64 or 128. ``gpu_choice`` says which runs;
   ``blu.config.flash_attention`` turns the kernels off.
 - Elsewhere (the JVP primitive on the GPU, masks and biases in float32) no lowering applies
   and ``prepare`` inlines the primitive's decomposition.
@@ -65,7 +66,8 @@ def _why_not_cudnn(avals, params, backward: bool) -> str | None:
 def flash_spec(avals: Sequence[ShapedArray], params: dict) -> flash_gpu.FlashSpec:
     """blu's flash-kernel problem of a forward or backward equation."""
     b, t, s, n, kh, h, hv = _sizes(avals)
-    return flash_gpu.FlashSpec(b, t, s, n, kh, h, params["is_causal"], float(params["scale"]))
+    return flash_gpu.FlashSpec(b, t, s, n, kh, h, params["is_causal"], float(params["scale"]),
+                               str(avals[0].dtype))  # fmt: skip
 
 
 def _why_not_flash(avals, params, backward: bool) -> str | None:
@@ -76,8 +78,6 @@ def _why_not_flash(avals, params, backward: bool) -> str | None:
     if backward and (params["need_dbias"] or params["has_dlse"]):
         return "blu's flash backward gives no bias or log-sum-exp gradient"
     q, v = avals[0], avals[2]
-    if q.dtype != np.float32:
-        return f"blu's flash kernels take float32, not {q.dtype}"
     if v.shape[3] != q.shape[3]:
         return "blu's flash kernels need value heads as wide as query heads"
     return flash_gpu.unsupported(flash_spec(avals, params))
@@ -126,9 +126,8 @@ def _workspace(backward: bool):
         if not target.startswith("cuda"):
             return 0
         choice = gpu_choice(avals, params, backward)
-        if choice == "blu":  # the backward's D = rowsum(dO * O), float32 per query row
-            b, t, _, n = _sizes(avals)[:4]
-            return 4 * b * n * t if backward else 0
+        if choice == "blu":
+            return _flash_workspace(avals, backward)[-1]
         if choice is None:
             return 0
         sp = spec(avals, params)
@@ -152,6 +151,19 @@ def _kernels(backward: bool):
         return [(flash_gpu.canonical(sp, backward), emit, label)]
 
     return kernels
+
+
+def _flash_workspace(avals, backward: bool) -> tuple[int, int]:
+    """(offset of the float32 dQ accumulator or -1, total bytes) of the flash backward's
+    workspace: D = rowsum(dO * O), float32 per query row, then for half-precision inputs the
+    float32 dQ that the atomic adds accumulate into."""
+    if not backward:
+        return -1, 0
+    b, t, _, n, _, h, _ = _sizes(avals)
+    rows = (4 * b * n * t + 255) // 256 * 256
+    if avals[0].dtype == np.float32:
+        return -1, rows
+    return rows, rows + 4 * b * t * n * h
 
 
 _raised_smem: set[int] = set()  # kernels allowed more than 48 KiB of dynamic shared memory
@@ -201,7 +213,11 @@ def _gpu_bwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=()
     if gpu_choice(in_avals, params, True) == "blu":
         sp = flash_spec(in_avals, params)
         dq, dk, dv = outs[:3]
-        args = [[out, dout, dq, workspace], [q, k, v, lse, dout, workspace, dq, dk, dv]]
+        at, _ = _flash_workspace(in_avals, True)
+        dq32 = dq if at < 0 else workspace + at
+        args = [[out, dout, dq32, workspace], [q, k, v, lse, dout, workspace, dq32, dk, dv]]
+        if at >= 0:
+            args.append([dq32, dq])
         _launch(_modules[0], _symbol(_modules[0]), sp, True, stream, args)
         return
     cudnn_sdpa.backward(spec(in_avals, params), q=q, k=k, v=v, out=out, lse=lse, dout=dout,

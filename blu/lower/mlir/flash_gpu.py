@@ -10,7 +10,9 @@ a small first launch and ``dQ`` accumulated with atomic adds).
 Layouts are the attention primitives' (``blu.lax.attention``): ``q (B, T, N, H)``, ``k, v (B, S,
 K, H)`` with ``K`` dividing ``N`` (query head ``n`` reads key/value head ``n // (N // K)``),
 ``out (B, T, N, H)``, ``lse (B, N, T)``. Causal masking is top-left aligned (query ``i`` sees
-keys ``j <= i``). float32 in and out, float32 arithmetic on CUDA cores (fused multiply-adds;
+keys ``j <= i``). float32, bfloat16 or float16 in and out (``lse`` float32), float32
+arithmetic on CUDA cores (half-precision ``dQ`` accumulated in float32 and rounded by a last
+launch; fused multiply-adds;
 ``exp2`` in the log2 domain, ``ex2.approx``).
 
 How the work maps onto a block of 256 threads (a grid ``(ty, tx)`` of rows ``tx`` threads wide,
@@ -59,14 +61,20 @@ class FlashSpec:
     h: int
     causal: bool
     scale: float
+    dtype: str = "float32"  # of q, k, v, out and the gradients: float32, bfloat16, float16
 
     @property
     def g(self) -> int:
         return self.n // self.kh
 
 
+ETYPES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+
+
 def unsupported(sp: FlashSpec) -> str | None:
     """Why blu's flash kernels cannot take this problem (None: they can)."""
+    if sp.dtype not in ETYPES:
+        return f"blu's flash kernels take {', '.join(ETYPES)}, not {sp.dtype}"
     if sp.h not in HEAD_SIZES:
         return f"blu's flash kernels take head sizes {HEAD_SIZES}, not {sp.h}"
     if min(sp.b, sp.t, sp.s, sp.n) == 0:
@@ -165,17 +173,20 @@ def launches(sp: FlashSpec, sym: str, backward: bool) -> list[FlashLaunch]:
         return [FlashLaunch(f"{sym}_fwd", (_cdiv(sp.t, c.fwd_bm), sp.b * sp.n), THREADS,
                             fwd_tiles(sp.h)[1])]  # fmt: skip
     rows = sp.b * sp.t * sp.n
+    post = []
+    if sp.dtype != "float32":  # dQ accumulated in float32, then rounded into the output
+        post = [FlashLaunch(f"{sym}_post", (_cdiv(rows * sp.h // 4, THREADS), 1), THREADS, 0)]
     return [FlashLaunch(f"{sym}_pre", (_cdiv(rows, THREADS // c.bwd_tx), 1), THREADS, 0),
             FlashLaunch(f"{sym}_bwd", (_cdiv(sp.s, c.bwd_bn), sp.b * sp.kh), THREADS,
-                        bwd_tiles(sp.h)[1])]  # fmt: skip
+                        bwd_tiles(sp.h)[1])] + post  # fmt: skip
 
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _gty(n: int) -> str:
-    return f"memref<{max(n, 1)}xf32>"
+def _gty(n: int, ety: str = "f32") -> str:
+    return f"memref<{max(n, 1)}x{ety}>"
 
 
 class _Kernel:
@@ -184,6 +195,8 @@ class _Kernel:
     def __init__(self, sp: FlashSpec, tiles: dict[str, Tile], tx: int, unroll: int):
         self.sp, self.t = sp, Text()
         self.TX, self.unroll = tx, unroll
+        self.ety = ETYPES[sp.dtype]  # the global arrays' element type (lse, D: always f32)
+        self.piece = vec(4, self.ety)
         TX = tx
         t = self.t
         self.tid = t.gpu("thread_id")
@@ -226,11 +239,15 @@ class _Kernel:
                 ok = t.v(f"arith.andi {ok}, {when} : i1")
             addr = t.lin(base, (grow, stride), (dc, 4))
 
-            def inside(addr=addr):
-                return [t.v(f"vector.load {gbuf}[{addr}] {{alignment = 16}} : {_gty(gsize)}, "
-                            f"{vec(4)}")]  # fmt: skip
+            ety, piece = self.ety, self.piece
+            align = 16 if ety == "f32" else 8
 
-            out += t.if_(ok, inside, lambda: [self.zero_vec(4)], [vec(4)])
+            def inside(addr=addr):
+                return [t.v(f"vector.load {gbuf}[{addr}] {{alignment = {align}}} : "
+                            f"{_gty(gsize, ety)}, {piece}")]  # fmt: skip
+
+            zero = t._const("dense<0.0>", piece)
+            out += t.if_(ok, inside, lambda: [zero], [piece])
         return out
 
     def stash(self, pieces: list[str], rows: int, transposed: str | None, natural: str | None,
@@ -239,6 +256,8 @@ class _Kernel:
         ``natural[row][h]`` (both padded, so neither store pattern conflicts)."""
         t = self.t
         for it, x in enumerate(pieces):
+            if self.ety != "f32":
+                x = t.v(f"arith.extf {x} : {self.piece} to {vec(4)}")
             idx = t.add(self.tid, t.i(THREADS * it))
             r, dc = t.rem(idx, t.i(rows)), t.div(idx, t.i(rows))
             vals = [t.v(f"vector.extract {x}[{c}] : f32 from {vec(4)}") for c in range(4)]
@@ -360,7 +379,7 @@ def _forward(sp: FlashSpec, name: str) -> str:
         return o + m_new + l_new + pre
 
     inits = K.zeros(RM * oc) + [t.f(float("-inf"))] * RM + K.zeros(RM) + pre0
-    types = ["f32"] * (RM * oc + 2 * RM) + [vec(4)] * len(pre0)
+    types = ["f32"] * (RM * oc + 2 * RM) + [K.piece] * len(pre0)
     res = t.loop(t.i(0), nkb, t.i(1), inits, body, types)
     o, m, l_ = res[: RM * oc], res[RM * oc : RM * oc + RM], res[RM * oc + RM :]
     osize, lsize = sp.b * sp.t * qstride, sp.b * sp.n * sp.t
@@ -378,15 +397,17 @@ def _forward(sp: FlashSpec, name: str) -> str:
         def store(row=row, vals=vals, lse=lse) -> list[str]:
             c = 0
             for b0, w in K.chunks:
-                t.store(vals[c : c + w], "%out", _gty(osize), [t.lin(qbase, (row, qstride), b0)])
+                at = [t.lin(qbase, (row, qstride), b0)]
+                t.store(vals[c : c + w], "%out", _gty(osize, K.ety), at, K.ety)
                 c += w
             t.if_(first, lambda: t.store([lse], "%lse", _gty(lsize), [t.add(lbase, row)]) or [],
                   lambda: [], [])  # fmt: skip
             return []
 
         t.if_(t.cmp("ult", row, t.i(sp.t)), store, lambda: [], [])
-    params = [f"%q: {_gty(qsize)}", f"%k: {_gty(ksize)}", f"%v: {_gty(ksize)}",
-              f"%out: {_gty(osize)}", f"%lse: {_gty(lsize)}"]  # fmt: skip
+    e = K.ety
+    params = [f"%q: {_gty(qsize, e)}", f"%k: {_gty(ksize, e)}", f"%v: {_gty(ksize, e)}",
+              f"%out: {_gty(osize, e)}", f"%lse: {_gty(lsize)}"]  # fmt: skip
     return t.func(f"{name}_fwd", params, THREADS, c.fwd_min_blocks)
 
 
@@ -406,8 +427,8 @@ def _pre(sp: FlashSpec, name: str) -> str:
         acc = t.f(0.0)
         for b0, w in K.chunks:
             at = [t.lin((r, h), b0)]
-            do = t.load("%dout", _gty(size), at, w)
-            o = t.load("%o", _gty(size), at, w)
+            do = t.load("%dout", _gty(size, K.ety), at, w, K.ety)
+            o = t.load("%o", _gty(size, K.ety), at, w, K.ety)
             for x, y in zip(do, o):
                 acc = t.v(f"math.fma {x}, {y}, {acc} : f32")
             t.store(K.zeros(w), "%dq", _gty(size), at)
@@ -422,7 +443,7 @@ def _pre(sp: FlashSpec, name: str) -> str:
     at = t.lin((bb, sp.n * sp.t), (nn, sp.t), tt)
     cond = t.v(f"arith.andi {ok}, {t.cmp('eq', K.tx, t.i(0))} : i1")
     t.if_(cond, lambda: t.store([tot], "%dvec", _gty(dsize), [at]) or [], lambda: [], [])
-    params = [f"%o: {_gty(size)}", f"%dout: {_gty(size)}", f"%dq: {_gty(size)}",
+    params = [f"%o: {_gty(size, K.ety)}", f"%dout: {_gty(size, K.ety)}", f"%dq: {_gty(size)}",
               f"%dvec: {_gty(dsize)}"]  # fmt: skip
     return t.func(f"{name}_pre", params)
 
@@ -528,7 +549,7 @@ def _backward(sp: FlashSpec, name: str) -> str:
             return dk + dv + pre
 
         pre0 = fetch(t.mul(qb0, t.i(BM)))
-        types = ["f32"] * len(gargs) + [vec(4)] * len(pre0)
+        types = ["f32"] * len(gargs) + [K.piece] * len(pre0)
         res = t.loop(qb0, t.i(nqb), t.i(1), list(gargs) + pre0, step, types)
         return res[: len(gargs)]
 
@@ -540,16 +561,36 @@ def _backward(sp: FlashSpec, name: str) -> str:
             c = 0
             for b0, w in K.chunks:
                 at = [t.lin(kbase, (keys[j], kstride), b0)]
-                t.store(dk[j * oc + c : j * oc + c + w], "%dk", _gty(ksize), at)
-                t.store(dv[j * oc + c : j * oc + c + w], "%dv", _gty(ksize), at)
+                t.store(dk[j * oc + c : j * oc + c + w], "%dk", _gty(ksize, K.ety), at, K.ety)
+                t.store(dv[j * oc + c : j * oc + c + w], "%dv", _gty(ksize, K.ety), at, K.ety)
                 c += w
             return []
 
         t.if_(t.cmp("ult", keys[j], t.i(sp.s)), store, lambda: [], [])
-    params = [f"%q: {_gty(qsize)}", f"%k: {_gty(ksize)}", f"%v: {_gty(ksize)}",
-              f"%lse: {_gty(lsize)}", f"%dout: {_gty(qsize)}", f"%dvec: {_gty(lsize)}",
-              f"%dq: {_gty(qsize)}", f"%dk: {_gty(ksize)}", f"%dv: {_gty(ksize)}"]  # fmt: skip
+    e = K.ety
+    params = [f"%q: {_gty(qsize, e)}", f"%k: {_gty(ksize, e)}", f"%v: {_gty(ksize, e)}",
+              f"%lse: {_gty(lsize)}", f"%dout: {_gty(qsize, e)}", f"%dvec: {_gty(lsize)}",
+              f"%dq: {_gty(qsize)}", f"%dk: {_gty(ksize, e)}",
+              f"%dv: {_gty(ksize, e)}"]  # fmt: skip
     return t.func(f"{name}_bwd", params, THREADS, c.bwd_min_blocks)
+
+
+def _post(sp: FlashSpec, name: str) -> str:
+    """``dQ``, accumulated in float32, rounded into the half-precision output."""
+    K = _Kernel(sp, {}, 16, 1)
+    t = K.t
+    n4 = sp.b * sp.t * sp.n * sp.h // 4
+    i = t.lin((K.bx, THREADS), K.tid)
+
+    def body() -> list[str]:
+        at = [t.mul(i, t.i(4))]
+        vals = t.load("%dq32", _gty(4 * n4), at, 4)
+        t.store(vals, "%dq", _gty(4 * n4, K.ety), at, K.ety)
+        return []
+
+    t.if_(t.cmp("ult", i, t.i(n4)), body, lambda: [], [])
+    params = [f"%dq32: {_gty(4 * n4)}", f"%dq: {_gty(4 * n4, K.ety)}"]
+    return t.func(f"{name}_post", params, THREADS)
 
 
 def canonical(sp: FlashSpec, backward: bool) -> str:
@@ -563,4 +604,6 @@ def canonical(sp: FlashSpec, backward: bool) -> str:
 def emit(sp: FlashSpec, name: str, backward: bool) -> str:
     """The MLIR module of the forward or the backward kernels of ``sp``."""
     funcs = [_pre(sp, name), _backward(sp, name)] if backward else [_forward(sp, name)]
+    if backward and sp.dtype != "float32":
+        funcs.append(_post(sp, name))
     return module(name, funcs)

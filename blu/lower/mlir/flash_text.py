@@ -133,24 +133,35 @@ class Text:
 
     # ---- memory -------------------------------------------------------------------------------
 
-    def load(self, buf: str, ty: str, idx: Sequence[str], n: int) -> list[str]:
-        """``n`` consecutive f32 values at ``buf[idx]`` (one vector load when n > 1)."""
+    def load(self, buf: str, ty: str, idx: Sequence[str], n: int, ety: str = F32) -> list[str]:
+        """``n`` consecutive values at ``buf[idx]`` (elements of type ``ety``: f32, bf16, f16),
+        as f32 (one vector load when n > 1)."""
         at = ", ".join(idx)
+        size = 4 if ety == F32 else 2
         if n == 1:
-            return [self.v(f"memref.load {buf}[{at}] : {ty}")]
-        vv = self.v(f"vector.load {buf}[{at}] {{alignment = {min(16, 4 * n)}}} : {ty}, {vec(n)}")
+            x = self.v(f"memref.load {buf}[{at}] : {ty}")
+            return [x if ety == F32 else self.v(f"arith.extf {x} : {ety} to f32")]
+        align = min(16, size * n)
+        vv = self.v(f"vector.load {buf}[{at}] {{alignment = {align}}} : {ty}, {vec(n, ety)}")
+        if ety != F32:
+            vv = self.v(f"arith.extf {vv} : {vec(n, ety)} to {vec(n)}")
         return [self.v(f"vector.extract {vv}[{j}] : f32 from {vec(n)}") for j in range(n)]
 
-    def store(self, vals: Sequence[str], buf: str, ty: str, idx: Sequence[str]) -> None:
+    def store(self, vals: Sequence[str], buf: str, ty: str, idx: Sequence[str],
+              ety: str = F32) -> None:  # fmt: skip
+        """Store f32 values at consecutive ``buf[idx]`` (rounded to ``ety`` first)."""
         at = ", ".join(idx)
+        size = 4 if ety == F32 else 2
         if len(vals) == 1:
-            self.stmt(f"memref.store {vals[0]}, {buf}[{at}] : {ty}")
+            x = vals[0] if ety == F32 else self.v(f"arith.truncf {vals[0]} : f32 to {ety}")
+            self.stmt(f"memref.store {x}, {buf}[{at}] : {ty}")
             return
         n = len(vals)
         vv = self.v(f"vector.from_elements {', '.join(vals)} : {vec(n)}")
-        self.stmt(
-            f"vector.store {vv}, {buf}[{at}] {{alignment = {min(16, 4 * n)}}} : {ty}, {vec(n)}"
-        )
+        if ety != F32:
+            vv = self.v(f"arith.truncf {vv} : {vec(n)} to {vec(n, ety)}")
+        align = min(16, size * n)
+        self.stmt(f"vector.store {vv}, {buf}[{at}] {{alignment = {align}}} : {ty}, {vec(n, ety)}")
 
     def atomic_add(self, x: str, buf: str, ty: str, idx: Sequence[str]) -> None:
         self.v(f"memref.atomic_rmw addf {x}, {buf}[{', '.join(idx)}] : (f32, {ty}) -> f32")
