@@ -132,6 +132,7 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--head-dim", type=int, default=64)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--only", type=int, default=None, help="run only this variant (its index)")
     a = ap.parse_args()
     if a.cache:
         from blu.core.config import config
@@ -145,7 +146,9 @@ def main() -> None:
     print(f"flash tiles at B={big.b} T={big.t} N={big.n} H={big.h} causal, float32")
     print(f"{'variant':>36} {'fwd us':>9} {'fwd TF/s':>9} {'bwd us':>9} "
           f"{'bwd TF/s':>9} {'max rel err (small)':>20}")  # fmt: skip
-    for var in VARIANTS:
+    for vi, var in enumerate(VARIANTS):
+        if a.only is not None and vi != a.only:
+            continue
         name = ",".join(f"{k}={v}" for k, v in var.items()) or "defaults"
         with settings(var):
             if a.compile:
