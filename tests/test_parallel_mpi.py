@@ -95,6 +95,18 @@ COLLECTIVES = textwrap.dedent(
             for i, o in enumerate(outs):
                 close(local(o), want[i], dt, (how, str(dt), i))
 
+    # a replicated scalar keeps its shape () (eager and jitted), as on virtual devices
+    xs = bp.device_put(np.arange(2.0 * n, dtype=np.float32), NamedSharding(mesh, P("x")))
+    tot = lambda b: (bp.psum(b.sum(), "x"), bp.pmax(b.max(), "x"), bp.all_gather(b.sum(), "x"),
+                     bp.ppermute(b.sum(), "x", [(i, (i + 1) % n) for i in range(n)])[None])
+    for fn in (bp.shard(tot, mesh, P("x"), (P(), P(), P(), P("x"))),
+               blu.jit(bp.shard(tot, mesh, P("x"), (P(), P(), P(), P("x"))))):
+        s_, m_, g_, p_ = fn(xs)
+        assert s_.shape == () and local(s_).shape == () and m_.shape == (), (s_.shape, m_.shape)
+        assert g_.shape == (n,) and local(p_).shape == (1,), (g_.shape, local(p_).shape)
+        close(local(s_), np.arange(2.0 * n).sum(), np.float32, "scalar psum")
+        close(local(g_), np.arange(2.0 * n).reshape(n, 2).sum(1), np.float32, "scalar gather")
+
     # the gradient through the collectives (JAX's pmap rule), jitted
     w0 = np.linspace(-1, 1, 3).astype(np.float32)
     xb = np.linspace(0, 1, 4 * n * 3).reshape(4 * n, 3).astype(np.float32)

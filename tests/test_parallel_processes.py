@@ -262,3 +262,15 @@ def test_unknown_backend_is_an_error(tmp_path):
                          timeout=60, cwd=ROOT)  # fmt: skip
     assert res.returncode != 0 and "unknown backend 'gloo'" in res.stderr
     assert np.isfinite(1.0)
+
+
+def test_store_communicator_keeps_scalar_shapes():
+    # np.ascontiguousarray makes a 0-d array (1,): a replicated scalar must come back as ()
+    from blu.parallel.comm import StoreCommunicator
+
+    c = StoreCommunicator(LocalStore(), [0], 0, "t")
+    x = np.float32(2.5) * np.ones((), np.float32)
+    for got in (c.all_reduce(x, "sum"), c.permute(x, [(0, 0)]), c.permute(x, [])):
+        assert got.shape == () and got.dtype == np.float32
+    assert c.all_reduce(x, "sum") == 2.5
+    assert c.all_gather(x).shape == (1,) and c.all_gather(x)[0] == 2.5
