@@ -234,4 +234,3 @@ def pipeline_1f1b(
         state = (grads, loss, inbox_f, inbox_b)
     grads, loss = state[0], state[1]
     return lax.div(loss, f32(float(M))), grads
-

@@ -150,9 +150,9 @@ def setup(cfg: GPTConfig, mesh, lr: float = 3e-3, seed: int = 0, sequence_parall
     """Parameters and AdamW state laid out for ``mesh`` (axes ``model`` and maybe ``data``),
     their specs, and the jitted step ``(params, state, x, y) -> (params, state, loss)``."""
     import blu.random as random
+    from blu.parallel import fsdp
     from examples.gpt2.model import init_params
     from examples.parallel.fsdp import place
-    from blu.parallel import fsdp
 
     if cfg.n_head % mesh.shape[MODEL]:
         raise ValueError(f"{cfg.n_head} heads do not split over {mesh.shape[MODEL]} devices")
@@ -166,7 +166,9 @@ def setup(cfg: GPTConfig, mesh, lr: float = 3e-3, seed: int = 0, sequence_parall
     step = blu.jit(
         bp.shard(
             tp_step(cfg, opt, ps, DATA in mesh.shape, sequence_parallel),
-            mesh, in_specs=(ps, ss, b, b), out_specs=(ps, ss, P()),
+            mesh,
+            in_specs=(ps, ss, b, b),
+            out_specs=(ps, ss, P()),
         )  # fmt: skip
     )
     return place(lp, ps, mesh), place(state, ss, mesh), ps, ss, step, b
