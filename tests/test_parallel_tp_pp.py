@@ -188,3 +188,20 @@ def test_mesh_flags():
         gpt2.parse_mesh("model=2", 1, 4)
     with pytest.raises(ValueError, match="unknown axis"):
         gpt2.parse_mesh("tensor=4", 1, 4)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--pipeline", "2", "--mesh", "data=2"],
+        ["--mesh", "data=2,model=2", "--sequence-parallel"],
+        ["--fsdp"],
+    ],
+)
+def test_command_line(virtual, capsys, flags):
+    virtual(4)
+    small = ["--steps", "2", "--batch", "8", "--ctx", "8", "--width", "16", "--heads", "2",
+             "--layers", "2"]  # fmt: skip
+    losses = gpt2.main(small + flags)
+    assert len(losses) == 2 and all(np.isfinite(losses))
+    assert "step    2" in capsys.readouterr().out
