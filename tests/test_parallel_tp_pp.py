@@ -204,4 +204,7 @@ def test_command_line(virtual, capsys, flags):
              "--layers", "2"]  # fmt: skip
     losses = gpt2.main(small + flags)
     assert len(losses) == 2 and all(np.isfinite(losses))
-    assert "step    2" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "step    2" in out
+    if "--pipeline" in flags:  # 2 stages, 2 micro-batches: (S - 1) / (M + S - 1)
+        assert "bubble fraction 0.333" in out

@@ -129,6 +129,12 @@ def main(argv: list[str] | None = None) -> list[float]:
     say = (lambda m: print(m, flush=True)) if bp.process_index() == 0 else None
     if say:
         say(f"{mode.upper()} on mesh {sizes}, global batch {a.batch}")
+        if mode == "pp":
+            from blu.parallel.pipeline import schedule_1f1b
+
+            sc = schedule_1f1b(sizes["pipe"], a.micro_batches)
+            say(f"1F1B: {sc.stages} stages, {sc.micro_batches} micro-batches per device, "
+                f"{sc.ticks} ticks, bubble fraction {sc.bubble_fraction:.3f}")  # fmt: skip
     return train(
         cfg,
         tok.encode(dp.TEXT),
