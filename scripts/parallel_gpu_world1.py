@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             params, state, loss = step(params, state, x, y)
             losses.append(float(np.asarray(blu.device_get(loss))))
             times.append(time.perf_counter() - t0)
+        # the programs ran on the GPU: their results are device arrays
+        assert all(getattr(v, "_blu_device_array", False) for v in pytree.tree_leaves(params))
         return losses, statistics.median(times[1:]) if len(times) > 1 else times[0]
 
     import blu.random as random

@@ -244,6 +244,18 @@ def test_world_of_one_nccl(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not nccl.available(), reason="needs nccl4py and an NVIDIA GPU")
+def test_world_of_one_nccl_trains_in_every_mode():
+    # DP, ZeRO-1, FSDP, TP, PP and 2-D GPT-2 steps on the GPU, collectives through NCCL; their
+    # kernels are compiled by scripts/fill_gpu_cache.py (it runs the same script)
+    cmd = [sys.executable, str(ROOT / "scripts" / "parallel_gpu_world1.py")]
+    res = subprocess.run(cmd, env=_env(BLU_PARALLEL_BACKEND="nccl"), capture_output=True,
+                         text=True, timeout=480, cwd=ROOT)  # fmt: skip
+    assert res.returncode == 0 and "OK: every mode" in res.stdout, res.stdout + res.stderr
+    assert "backend nccl" in res.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not nccl.available(), reason="needs nccl4py and an NVIDIA GPU")
 def test_nccl_on_every_gpu(tmp_path):
     from cuda.bindings import driver as cu
 
