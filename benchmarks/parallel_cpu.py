@@ -1,7 +1,8 @@
-"""Data parallelism, ZeRO-1 and FSDP on the CPU: per-device peak memory (plan) and step time of
-a tiny GPT-2's training step, on 4 virtual devices (one process) and on 4 MPI processes.
+"""Every distributed mode on the CPU (DP, ZeRO-1, FSDP, TP, PP and a 2-D DP x TP mesh):
+per-device peak memory (plan) and step time of a tiny GPT-2's training step, on 4 virtual
+devices (one process) and on 4 MPI processes.
 
-    python benchmarks/parallel_cpu.py [--devices 4] [--steps 5] [--no-mpi]
+    python benchmarks/parallel_cpu.py [--devices 4] [--steps 5] [--no-mpi] [--modes dp,tp,pp]
 
 Memory: ``memory_analysis()`` of the program one device runs (traced as a process of an
 N-process job; arguments = parameters + optimizer state + its batch; peak = most bytes live
@@ -26,7 +27,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MODES = ("single", "dp", "zero1", "fsdp")
+# mode -> (kind, mesh axis sizes at N devices)
+MODES = {
+    "single": ("single", None),
+    "dp": ("dp", lambda n: {"data": n}),
+    "zero1": ("zero1", lambda n: {"data": n}),
+    "fsdp": ("fsdp", lambda n: {"data": n}),
+    "tp": ("tp", lambda n: {"model": n}),
+    "pp": ("pp", lambda n: {"pipe": n}),
+    "dp_tp": ("tp", lambda n: {"data": 2, "model": n // 2}),
+}
+NAMES = {"single": "1 device", "dp": "DP", "zero1": "ZeRO-1", "fsdp": "FSDP (ZeRO-3)",
+         "tp": "TP (Megatron)", "pp": "PP (1F1B)", "dp_tp": "2-D: DP 2 x TP"}  # fmt: skip
+MICRO = 4  # micro-batches per device for PP
 
 
 def config():
@@ -34,7 +47,7 @@ def config():
     from examples.parallel import data_parallel as dp
 
     tok = CharTokenizer.from_text(dp.TEXT)
-    return dp.GPTConfig(2, 2, 64, 32, vocab_size=tok.vocab_size), tok.encode(dp.TEXT)
+    return dp.GPTConfig(4, 4, 64, 32, vocab_size=tok.vocab_size), tok.encode(dp.TEXT)
 
 
 def time_mode(mode: str, n: int, steps: int, batch: int) -> float:
@@ -43,43 +56,25 @@ def time_mode(mode: str, n: int, steps: int, batch: int) -> float:
 
     import blu.random as random
     from blu import parallel as bp
-    from blu.core import pytree
-    from blu.parallel import NamedSharding, P
+    from blu.parallel import NamedSharding
     from examples.parallel import data_parallel as dp
-    from examples.parallel import fsdp as fs
+    from examples.parallel import gpt2
 
     cfg, tokens = config()
     data = dp.batches(tokens, batch, cfg.n_ctx)
-    if mode == "single":
+    kind, sizes = MODES[mode]
+    if kind == "single":
         params = dp.init_params(cfg, random.key(0))
         opt = dp.make_optimizer(params)
         state, step, mesh = opt.init(params), dp.make_single_device_step(cfg, opt), None
     else:
-        mesh = bp.make_mesh((n,), ("data",))
-        if mode == "fsdp":
-            params, state, _, _, step = fs.setup(cfg, mesh)
-        else:
-            params = dp.init_params(cfg, random.key(0))
-            opt = dp.make_optimizer(params)
-            params = bp.device_put(params, NamedSharding(mesh, P()))
-            if mode == "zero1":
-                state = dp.zero1_init(opt, params, n)
-                specs = dp.zero1_specs(state)
-                state = bp.device_put(
-                    state,
-                    pytree.tree_map(
-                        lambda s: NamedSharding(mesh, s), specs, is_leaf=lambda s: isinstance(s, P)
-                    ),
-                )
-            else:
-                state = bp.device_put(opt.init(params), NamedSharding(mesh, P()))
-            step = dp.make_train_step(cfg, opt, mesh, mode == "zero1", state)
+        params, state, step, spec, mesh = gpt2.make(cfg, kind, sizes(n), micro_batches=MICRO)
     times = []
     for _ in range(steps + 1):
         x, y = next(data)
         if mesh is not None:
-            x = bp.device_put(x, NamedSharding(mesh, P("data")))
-            y = bp.device_put(y, NamedSharding(mesh, P("data")))
+            x = bp.device_put(x, NamedSharding(mesh, spec))
+            y = bp.device_put(y, NamedSharding(mesh, spec))
         t0 = time.perf_counter()
         params, state, loss = step(params, state, x, y)
         np.asarray(loss)
@@ -87,13 +82,32 @@ def time_mode(mode: str, n: int, steps: int, batch: int) -> float:
     return statistics.median(times[1:])
 
 
-def worker(out: str, steps: int, batch: int) -> None:
+def memory(mode: str, n: int, batch: int):
+    """The planned memory of one device's step (``memory_analysis()``)."""
+    from examples.parallel import fsdp as fs
+    from examples.parallel import megatron as mg
+    from examples.parallel import pipeline as pl
+
+    cfg, _ = config()
+    kind, sizes = MODES[mode]
+    if kind == "single":
+        return fs.per_device_memory(cfg, 1, batch, "dp")
+    sz = sizes(n)
+    local = batch // sz.get("data", 1)
+    if kind == "tp":
+        return mg.per_device_memory(cfg, sz, local)
+    if kind == "pp":
+        return pl.per_device_memory(cfg, sz, local, MICRO)
+    return fs.per_device_memory(cfg, n, local, kind)
+
+
+def worker(out: str, steps: int, batch: int, modes: list[str]) -> None:
     """One MPI rank: time every sharded mode; rank 0 writes the times."""
     from blu import parallel as bp
 
     bp.initialize()
     n = bp.process_count()
-    res = {m: time_mode(m, n, steps, batch) for m in MODES if m != "single"}
+    res = {m: time_mode(m, n, steps, batch) for m in modes if m != "single"}
     if bp.process_index() == 0:
         Path(out).write_text(json.dumps(res))
 
@@ -104,19 +118,17 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--batch", type=int, default=16, help="global batch")
     ap.add_argument("--no-mpi", action="store_true")
+    ap.add_argument("--modes", default=",".join(MODES), help="a subset of " + ",".join(MODES))
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
-        return worker(a.worker, a.steps, a.batch)
+        return worker(a.worker, a.steps, a.batch, a.modes.split(","))
     n = a.devices
+    modes = a.modes.split(",")
     os.environ["BLU_NUM_CPU_DEVICES"] = str(n)
-    from examples.parallel import fsdp as fs
-
     cfg, _ = config()
-    mem = {"single": fs.per_device_memory(cfg, 1, a.batch, "dp")}
-    for m in MODES[1:]:
-        mem[m] = fs.per_device_memory(cfg, n, a.batch // n, m)
-    virt = {m: time_mode(m, n, a.steps, a.batch) for m in MODES}
+    mem = {m: memory(m, n, a.batch) for m in modes}
+    virt = {m: time_mode(m, n, a.steps, a.batch) for m in modes}
     mpi_t: dict = {}
     if not a.no_mpi:
         from blu.parallel import mpi
@@ -125,7 +137,7 @@ def main() -> None:
             out = os.path.join(d, "times.json")
             cmd = [sys.executable, "-m", "blu.parallel.launch", "--nproc", str(n), "--backend",
                    "mpi", __file__, "--worker", out, "--steps", str(a.steps), "--batch",
-                   str(a.batch)]  # fmt: skip
+                   str(a.batch), "--modes", a.modes]  # fmt: skip
             env = dict(os.environ, PYTHONPATH=str(ROOT))
             env.pop("BLU_NUM_CPU_DEVICES")
             if mpi.available():
@@ -137,11 +149,15 @@ def main() -> None:
     print("| mode | args MiB/device | peak MiB/device (plan) | step ms, 4 virtual devices "
           "| step ms, 4 MPI processes |")  # fmt: skip
     print("| --- | ---: | ---: | ---: | ---: |")
-    names = {"single": "1 device", "dp": "DP", "zero1": "ZeRO-1", "fsdp": "FSDP (ZeRO-3)"}
-    for m in MODES:
+    for m in modes:
         t = f"{mpi_t[m] * 1e3:.1f}" if m in mpi_t else "-"
-        print(f"| {names[m]} | {mib(mem[m].argument_bytes)} | {mib(mem[m].peak_bytes)} | "
+        print(f"| {NAMES[m]} | {mib(mem[m].argument_bytes)} | {mib(mem[m].peak_bytes)} | "
               f"{virt[m] * 1e3:.1f} | {t} |")  # fmt: skip
+    if "pp" in modes:
+        from blu.parallel.pipeline import schedule_1f1b
+
+        print(f"PP: {n} stages, {MICRO} micro-batches, bubble fraction "
+              f"{schedule_1f1b(n, MICRO).bubble_fraction:.3f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 GPT-2 example and the GPT-2 benchmark run is compiled here, to PTX and (with ptxas) cubin.
 
     python scripts/fill_gpu_cache.py [--cache .blu_cache] [--skip-tests] [--skip-example]
-                                     [--skip-bench] [--bench-modes fp32,bf16]
+                                     [--skip-bench] [--skip-parallel] [--bench-modes fp32,bf16]
 
 How: the GPU tests and the example run on a simulated GPU (``BLU_FAKE_GPU=1``: device arrays in
 host memory, each fused kernel's CPU build executed while its GPU build is compiled into the
@@ -83,6 +83,8 @@ def main() -> int:
         action="store_true",
         help="skip benchmarks/attention.py's jitted programs",
     )
+    p.add_argument("--skip-parallel", action="store_true",
+                   help="skip scripts/parallel_gpu_world1.py's distributed programs")  # fmt: skip
     p.add_argument("--bench-modes", default="fp32,tf32,bf16")
     p.add_argument("--bench-config", default="gpt2-124m")
     p.add_argument("--example-configs", default="small,gpt2-124m-bpe",
@@ -109,6 +111,11 @@ def main() -> int:
                 ok &= run([sys.executable, "-m", "examples.gpt2", "--config", "small",
                            "--out", "/tmp/blu_fill_example", *EXAMPLE_ARGS], env,
                           "GPT-2 example (small, char) on the simulated GPU")  # fmt: skip
+    if not a.skip_parallel:
+        # the distributed programs (DP, ZeRO-1, FSDP, TP, PP, 2-D) as a world of one: the GPU runs
+        # them over NCCL; here the one-process communicator stands in (the same programs)
+        ok &= run([sys.executable, "scripts/parallel_gpu_world1.py", "--backend", "cpu"], env,
+                  "distributed programs, a world of one, on the simulated GPU")  # fmt: skip
     if not a.skip_attention:
         code = (
             f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"

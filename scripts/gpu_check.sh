@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run blu's GPU checks on the GPU test machine, in parts that each fit in one 10-minute command.
 #
-#   scripts/gpu_check.sh [PART...]     PART: tests | example | bench | all (default: tests)
+#   scripts/gpu_check.sh [PART...]     PART: tests | example | bench | parallel | all
+#                                      (default: tests)
 #
 # Before it travels (on a machine with network): scripts/fetch_gpu_wheels.sh, which puts the
 # nvmath-python and nccl4py wheels in .whl/; scripts/fill_gpu_cache.py, which compiles every GPU
@@ -15,6 +16,8 @@
 #            TESTS_ARGS default tests/, e.g. TESTS_ARGS=tests/test_gpu_row_groups.py for a subset)
 #   example  the GPT-2 example on the GPU, once present  (limit $EXAMPLE_LIMIT s, default 480)
 #   bench    the GPT-2 benchmark on the GPU, once present (limit $BENCH_LIMIT s, default 480)
+#   parallel the distributed programs (DP, ZeRO-1, FSDP, TP, PP, 2-D) as a world of one over NCCL
+#            (scripts/parallel_gpu_world1.py; limit $PARALLEL_LIMIT s, default 480)
 # All parts of one invocation share $TOTAL_LIMIT s (default 570, under the device tool's 600 s
 # per command): a part gets at most what is left. Run one part per device call for full limits:
 # `scripts/gpu_check.sh tests`, then `scripts/gpu_check.sh example`, then `... bench`.
@@ -36,6 +39,8 @@ EXAMPLE_CHECK="${EXAMPLE_CHECK:-grep -q -- '--device' examples/gpt2/train.py}"
 EXAMPLE_CMD="${EXAMPLE_CMD:-python3 -m examples.gpt2 --device cuda --config gpt2-124m --tokenizer gpt2 --data .data/pd_books.txt --precision bf16 --batch-size 16 --block-size 1024 --steps 60 --eval-every 30 --eval-iters 2 --sample-tokens 40 --no-progress --out /tmp/blu_gpt2_gpu --overwrite}"
 BENCH_CHECK="${BENCH_CHECK:-test -e benchmarks/gpt2_124m.py}"
 BENCH_CMD="${BENCH_CMD:-python3 benchmarks/gpt2_124m.py}"
+PARALLEL_LIMIT="${PARALLEL_LIMIT:-480}"
+PARALLEL_CMD="${PARALLEL_CMD:-BLU_PARALLEL_BACKEND=nccl python3 scripts/parallel_gpu_world1.py}"
 # Kernels come from the carried cache (filled by scripts/fill_gpu_cache.py: the GPU machine has no
 # MLIR); corpora from the carried .data/ (../shared does not travel).
 export BLU_CACHE_DIR="${BLU_CACHE_DIR:-$PWD/.blu_cache-gpu}" BLU_DATA_DIR="${BLU_DATA_DIR:-$PWD/.data}"
@@ -150,10 +155,12 @@ for p in "${parts[@]}"; do
         tests) run_tests ;;
         example) run_cmd example "$EXAMPLE_LIMIT" "$EXAMPLE_CHECK" "$EXAMPLE_CMD" ;;
         bench) run_cmd bench "$BENCH_LIMIT" "$BENCH_CHECK" "$BENCH_CMD" ;;
+        parallel) run_cmd parallel "$PARALLEL_LIMIT" "test -e scripts/parallel_gpu_world1.py" \
+                      "$PARALLEL_CMD" ;;
         all) run_tests
              run_cmd example "$EXAMPLE_LIMIT" "$EXAMPLE_CHECK" "$EXAMPLE_CMD"
              run_cmd bench "$BENCH_LIMIT" "$BENCH_CHECK" "$BENCH_CMD" ;;
-        *) row "$p" FAIL 0 "unknown part (tests | example | bench | all)" ;;
+        *) row "$p" FAIL 0 "unknown part (tests | example | bench | parallel | all)" ;;
     esac
 done
 # the table prints on exit (trap); the log tails above it help when a part failed

@@ -4,7 +4,8 @@ Every test starts real processes (``mpiexec -n N`` or ``python -m blu.parallel.l
 mpi``), bounded by a subprocess timeout so that a hang fails instead of blocking CI:
 
 - each collective at 2 and 4 processes (1-D and 2x2 meshes) against numpy on the global array;
-- data-parallel, ZeRO-1 and FSDP GPT-2 training (tiny config, 3 steps) giving the losses of one
+- data-parallel, ZeRO-1, FSDP, tensor-parallel (with sequence parallelism), pipeline (1F1B)
+  and 2-D (DP x TP, DP x PP) GPT-2 training (tiny config, 3 steps) giving the losses of one
   process on the same global batch;
 - a rank that raises or exits early ends the job with a clear error, never a hang.
 """
@@ -95,6 +96,18 @@ COLLECTIVES = textwrap.dedent(
             for i, o in enumerate(outs):
                 close(local(o), want[i], dt, (how, str(dt), i))
 
+    # a replicated scalar keeps its shape () (eager and jitted), as on virtual devices
+    xs = bp.device_put(np.arange(2.0 * n, dtype=np.float32), NamedSharding(mesh, P("x")))
+    tot = lambda b: (bp.psum(b.sum(), "x"), bp.pmax(b.max(), "x"), bp.all_gather(b.sum(), "x"),
+                     bp.ppermute(b.sum(), "x", [(i, (i + 1) % n) for i in range(n)])[None])
+    for fn in (bp.shard(tot, mesh, P("x"), (P(), P(), P(), P("x"))),
+               blu.jit(bp.shard(tot, mesh, P("x"), (P(), P(), P(), P("x"))))):
+        s_, m_, g_, p_ = fn(xs)
+        assert s_.shape == () and local(s_).shape == () and m_.shape == (), (s_.shape, m_.shape)
+        assert g_.shape == (n,) and local(p_).shape == (1,), (g_.shape, local(p_).shape)
+        close(local(s_), np.arange(2.0 * n).sum(), np.float32, "scalar psum")
+        close(local(g_), np.arange(2.0 * n).reshape(n, 2).sum(1), np.float32, "scalar gather")
+
     # the gradient through the collectives (JAX's pmap rule), jitted
     w0 = np.linspace(-1, 1, 3).astype(np.float32)
     xb = np.linspace(0, 1, 4 * n * 3).reshape(4 * n, 3).astype(np.float32)
@@ -149,6 +162,30 @@ TRAIN = textwrap.dedent(
     """
 )
 
+# TP, PP and 2-D meshes: the flags of examples/parallel/gpt2.py ("mesh|stages|sp", ";"-separated)
+TRAIN_MODES = textwrap.dedent(
+    """
+    import json
+    import sys
+    from blu import parallel as bp
+    from examples.gpt2.data import CharTokenizer
+    from examples.parallel import data_parallel as dp
+    from examples.parallel import gpt2
+
+    bp.initialize()
+    tok = CharTokenizer.from_text(dp.TEXT)
+    cfg = dp.GPTConfig(2, 2, 32, 16, vocab_size=tok.vocab_size)
+    out = {}
+    for flags in sys.argv[1].split(";"):
+        mesh, stages, sp = flags.split("|")
+        sizes = gpt2.parse_mesh(mesh, int(stages), bp.process_count())
+        out[flags] = gpt2.train(cfg, tok.encode(dp.TEXT), 3, 8, gpt2.mode_of(sizes), sizes,
+                                sequence_parallel=bool(sp))
+    with open(f"{sys.argv[2]}/losses{bp.process_index()}.json", "w") as fh:
+        json.dump(out, fh)
+    """
+)
+
 DIES = textwrap.dedent(
     """
     import os, sys
@@ -179,8 +216,8 @@ def _env() -> dict:
     return env
 
 
-def _run(tmp_path: Path, body: str, nproc: int, *args: str,
-         launcher: bool = False) -> subprocess.CompletedProcess:  # fmt: skip
+def _run(tmp_path: Path, body: str, nproc: int, *args: str, launcher: bool = False,
+         env: dict | None = None) -> subprocess.CompletedProcess:  # fmt: skip
     script = tmp_path / "job.py"
     script.write_text(body)
     if launcher:
@@ -188,7 +225,7 @@ def _run(tmp_path: Path, body: str, nproc: int, *args: str,
                "mpi", str(script), *args]  # fmt: skip
     else:
         cmd = [MPIEXEC, "-n", str(nproc), sys.executable, str(script), *args]
-    return subprocess.run(cmd, env=_env(), capture_output=True, text=True,
+    return subprocess.run(cmd, env={**_env(), **(env or {})}, capture_output=True, text=True,
                           timeout=TIMEOUT, cwd=ROOT)  # fmt: skip
 
 
@@ -218,6 +255,23 @@ def test_gpt2_training_equals_one_process(tmp_path, one_process_losses, mode, np
     for r in range(nproc):
         losses = json.loads((tmp_path / f"losses{r}.json").read_text())
         np.testing.assert_allclose(losses, ref, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "flags,nproc",
+    [("model=2|1|sp;|2|", 2), ("data=2,model=2|1|;data=2|2|", 4)],
+    ids=["tp_sp-pp", "dp_tp-dp_pp"],
+)
+def test_tp_pp_and_2d_training_equals_one_process(tmp_path, one_process_losses, flags, nproc):
+    # jit's reference executor in the ranks: the unrolled 1F1B program takes a minute to
+    # compile through MLIR (benchmarks/parallel_cpu.py runs it compiled)
+    res = _run(tmp_path, TRAIN_MODES, nproc, flags, str(tmp_path), env={"BLU_JIT_BACKEND": "numpy"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    for r in range(nproc):
+        got = json.loads((tmp_path / f"losses{r}.json").read_text())
+        assert sorted(got) == sorted(flags.split(";"))
+        for f, losses in got.items():
+            np.testing.assert_allclose(losses, one_process_losses, rtol=1e-5, err_msg=f)
 
 
 @pytest.mark.parametrize(

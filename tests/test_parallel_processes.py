@@ -244,6 +244,18 @@ def test_world_of_one_nccl(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not nccl.available(), reason="needs nccl4py and an NVIDIA GPU")
+def test_world_of_one_nccl_trains_in_every_mode():
+    # DP, ZeRO-1, FSDP, TP, PP and 2-D GPT-2 steps on the GPU, collectives through NCCL; their
+    # kernels are compiled by scripts/fill_gpu_cache.py (it runs the same script)
+    cmd = [sys.executable, str(ROOT / "scripts" / "parallel_gpu_world1.py")]
+    res = subprocess.run(cmd, env=_env(BLU_PARALLEL_BACKEND="nccl"), capture_output=True,
+                         text=True, timeout=480, cwd=ROOT)  # fmt: skip
+    assert res.returncode == 0 and "OK: every mode" in res.stdout, res.stdout + res.stderr
+    assert "backend nccl" in res.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not nccl.available(), reason="needs nccl4py and an NVIDIA GPU")
 def test_nccl_on_every_gpu(tmp_path):
     from cuda.bindings import driver as cu
 
@@ -262,3 +274,15 @@ def test_unknown_backend_is_an_error(tmp_path):
                          timeout=60, cwd=ROOT)  # fmt: skip
     assert res.returncode != 0 and "unknown backend 'gloo'" in res.stderr
     assert np.isfinite(1.0)
+
+
+def test_store_communicator_keeps_scalar_shapes():
+    # np.ascontiguousarray makes a 0-d array (1,): a replicated scalar must come back as ()
+    from blu.parallel.comm import StoreCommunicator
+
+    c = StoreCommunicator(LocalStore(), [0], 0, "t")
+    x = np.float32(2.5) * np.ones((), np.float32)
+    for got in (c.all_reduce(x, "sum"), c.permute(x, [(0, 0)]), c.permute(x, [])):
+        assert got.shape == () and got.dtype == np.float32
+    assert c.all_reduce(x, "sum") == 2.5
+    assert c.all_gather(x).shape == (1,) and c.all_gather(x)[0] == 2.5

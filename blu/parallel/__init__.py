@@ -9,7 +9,11 @@
 
 On the CPU, ``BLU_NUM_CPU_DEVICES=N`` gives N virtual devices in one process. On GPUs, run one
 process per GPU (``python -m blu.parallel.launch --nproc N script.py``) and call
-``blu.parallel.initialize()``; the collectives then go through NCCL.
+``blu.parallel.initialize()``; the collectives then go through NCCL (MPI for CPU processes).
+
+Parallelism schemes as shardings of a training step: ``blu.parallel.fsdp`` (ZeRO-3),
+``blu.parallel.tensor`` (Megatron column/row-parallel layers, sequence parallelism) and
+``blu.parallel.pipeline`` (the 1F1B pipeline schedule).
 """
 
 from blu.transforms.axes import axis_size

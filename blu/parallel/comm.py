@@ -42,6 +42,13 @@ class Communicator:
         self.all_reduce(np.zeros((1,), np.int32), "sum")
 
 
+def contiguous(x: np.ndarray) -> np.ndarray:
+    """``x`` as a C-contiguous array of the same shape (``np.ascontiguousarray`` alone turns a
+    0-d array into shape ``(1,)``, which would make a replicated scalar come back as ``(1,)``)."""
+    x = np.asarray(x)
+    return np.ascontiguousarray(x).reshape(x.shape)
+
+
 def _reduce(parts: Sequence[np.ndarray], op: str) -> np.ndarray:
     # in member order, so every member computes the same bits
     acc = np.array(parts[0], copy=True)
@@ -95,7 +102,7 @@ class StoreCommunicator(Communicator):
         self._seq = 0
 
     def _exchange(self, x: np.ndarray) -> list[np.ndarray]:
-        x = np.ascontiguousarray(x)
+        x = contiguous(x)
         base = f"{self.tag}/{self._seq}"
         self._seq += 1
         self.store.set(f"{base}/{self.rank}", x.tobytes())

@@ -28,7 +28,7 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.errors import BluError
-from blu.parallel.comm import Communicator
+from blu.parallel.comm import Communicator, contiguous
 
 
 class MpiError(BluError, RuntimeError):
@@ -111,7 +111,7 @@ def install_abort_hook() -> None:
 
 def _reducible(x: np.ndarray):
     """MPI has no bfloat16/float16/bool reductions here: widen them and narrow back."""
-    x = np.ascontiguousarray(x)
+    x = contiguous(x)
     if x.dtype in (np.dtype(dtypes.bfloat16), np.dtype(np.float16)):
         return x.astype(np.float32), lambda y: y.astype(x.dtype)
     if x.dtype == np.bool_:
@@ -155,7 +155,7 @@ class MpiCommunicator(Communicator):
         return back(out)
 
     def all_gather(self, x):
-        x = np.ascontiguousarray(x)
+        x = contiguous(x)
         raw = _bytes(x)
         out = np.empty((self.size, raw.size), np.uint8)
         if raw.size:
@@ -170,7 +170,7 @@ class MpiCommunicator(Communicator):
         return back(out)
 
     def all_to_all(self, x):
-        x = np.ascontiguousarray(x)
+        x = contiguous(x)
         raw = _bytes(x).reshape(self.size, -1)
         out = np.empty_like(raw)
         if raw.size:
@@ -178,7 +178,7 @@ class MpiCommunicator(Communicator):
         return out.view(x.dtype).reshape(x.shape)
 
     def permute(self, x, perm: Sequence[tuple[int, int]]):
-        x = np.ascontiguousarray(x)
+        x = contiguous(x)
         src_of = {d: s for s, d in perm}
         dst_of = {s: d for s, d in perm}
         out = np.zeros_like(x)
