@@ -88,9 +88,12 @@ def test_a_program_that_cannot_get_its_arena_names_the_plans_largest_buffer(fake
     # the plan (no kernels): the arena holds the (N, N) intermediate
     analysis = f.lower(a, b, target="cuda:sm_90").memory_analysis()
     assert analysis.temp_bytes >= N * N * 4
+    want = ((a.astype(np.float64) @ b) @ b.T.astype(np.float64)).sum()
+    tol = dict(rtol=1e-4, atol=1e-2 * np.sqrt(N * K))
+    assert np.isclose(float(f(da, db)), want, **tol)  # compiled (and run) with room to spare
     limit = _cap_at(set_flag, fake_dev, 1 * MiB)  # room for less than the arena
     with pytest.raises(BluOutOfMemoryError) as info:
-        f(da, db)
+        f(da, db)  # the call that runs out
     e = info.value
     msg = str(e)
     reserved = fake_dev.allocator.stats()["reserved_bytes"]
@@ -107,13 +110,46 @@ def test_a_program_that_cannot_get_its_arena_names_the_plans_largest_buffer(fake
     assert f"f32[{N},{N}]" in msg and f"test_oom_report.py:{line}" in msg
     # the call's own line, and what other live arrays hold (at least ``other``)
     me = test_a_program_that_cannot_get_its_arena_names_the_plans_largest_buffer
-    assert f"test_oom_report.py:{_line_of(me, 'f(da, db)')}" in msg
+    assert f"test_oom_report.py:{_line_of(me, 'the call that runs out')}" in msg
     assert e.other_bytes >= other.nbytes and "other live device arrays" in msg
-    # the call took nothing: with the cap lifted it runs and agrees with numpy in float64
+    # the call took nothing: with the cap lifted it runs again
     set_flag("gpu_memory_limit", 0)
-    want = ((a.astype(np.float64) @ b) @ b.T.astype(np.float64)).sum()
-    got = float(f(da, db))
-    assert np.isclose(got, want, rtol=1e-4, atol=1e-2 * np.sqrt(N * K))
+    assert np.isclose(float(f(da, db)), want, **tol)
+
+
+def test_a_program_that_cannot_fit_is_refused_before_its_kernels_are_compiled(
+    fake_dev, set_flag, monkeypatch
+):
+    from blu.lower.gpu import executable
+
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((N, K), np.float32)
+    b = rng.standard_normal((K, N), np.float32)
+    da, db = bc.device_put(a, fake_dev), bc.device_put(b, fake_dev)
+    analysis = blu.jit(two_products).lower(a, b, target="cuda:sm_90").memory_analysis()
+    limit = _cap_at(set_flag, fake_dev, 1 * MiB)
+    compiled = []
+    real_init = executable.GpuExecutable.__init__
+
+    def init(self, *args, **kwargs):
+        compiled.append(self)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(executable.GpuExecutable, "__init__", init)
+    with pytest.raises(BluOutOfMemoryError) as info:
+        blu.jit(two_products)(da, db)  # a new jit: its program is not compiled yet
+    assert not compiled  # refused from the plan, before any kernel
+    e = info.value
+    reserved = fake_dev.allocator.stats()["reserved_bytes"]
+    cached = sum(
+        blk["size"] for seg in fake_dev.allocator.snapshot() for blk in seg["blocks"]
+        if blk["state"] == "free"
+    )  # fmt: skip
+    assert e.free_bytes == limit - reserved + cached
+    assert e.nbytes == analysis.temp_bytes + analysis.output_bytes - analysis.alias_bytes
+    msg = str(e)
+    assert "before compiling its kernels" in msg and f"f32[{N},{N}]" in msg
+    assert f"test_oom_report.py:{_line_of(two_products, 'a @ b')}" in msg
 
 
 def test_an_eager_array_that_cannot_be_allocated_names_bytes_and_line(fake_dev, set_flag):

@@ -336,6 +336,16 @@ class CachingAllocator:
                 free = room if free is None else min(free, room)
             return free
 
+    def available_bytes(self) -> int | None:
+        """The most bytes new allocations could get now: ``free_bytes()`` plus the cached free
+        blocks (which may be split over segments: a single block may get less); None where
+        the backing's free memory is unknown and there is no cap."""
+        with self._lock:
+            free = self.free_bytes()
+            if free is None:
+                return None
+            return free + sum(b.size for b in self._free_blocks.values())
+
     def stats(self) -> dict[str, int]:
         """A copy of the statistics (bytes and counts; see the module docstring)."""
         with self._lock:

@@ -365,6 +365,38 @@ class Bound:
         return self._outputs(captured, keep, arrays, donatable, copy_out=True)
 
 
+def check_device_memory(name: str, prepared: Any, donated: tuple, args: Any) -> None:
+    """Before compiling a program for a call: raise its out-of-memory report when the memory
+    plan needs more than the arguments' device can still give (the allocator's free and cached
+    bytes), so nothing is compiled, looked up or launched for a program that cannot run.
+
+    Raises:
+        BluOutOfMemoryError: the arena, the fresh outputs and the host arguments to copy need
+            more than ``available_bytes()``; the plan's report (``plan.memory_report``).
+    """
+    dev = next(a.device for a in args if isinstance(a, DeviceArray))
+    alloc = dev.allocator
+    available = alloc.available_bytes()
+    if available is None:
+        return
+    _, plan, memory = prepared
+    a = memory.analysis
+    on_host = sum(v.aval.size * v.aval.dtype.itemsize
+                  for x, v in zip(args, prepared[0].invars)
+                  if not (isinstance(x, DeviceArray) and x.device is dev))  # fmt: skip
+    need = max(memory.arena_size, 1) + a.output_bytes - a.alias_bytes + on_host
+    if need <= available:
+        return
+    mine = {id(b) for b in _blocks(list(args))}
+    others = [b for b in alloc.live_blocks() if id(b) not in mine]
+    raise out_of_memory_error(
+        name, plan, memory, asked=need, free=available, where=str(dev),
+        what="its arena of temporaries and its outputs (checked before compiling its kernels)",
+        other_bytes=sum(b.size for b in others),
+        other_largest=[(b.size, b.tag) for b in others[:4]], donated=donated,
+    )  # fmt: skip
+
+
 def _blocks(arrays: list[Any]) -> list[Any]:
     """The allocator blocks behind device arrays (views count their owner's)."""
     out = []
