@@ -78,8 +78,9 @@ class Program:
         return self.memory.analysis
 
     def check_memory(self, device_bytes: int, in_use: int = 0) -> None:
-        """Raise the out-of-memory report now (no kernel, no GPU needed) when the plan's peak
-        does not fit in ``device_bytes`` with ``in_use`` bytes held by other arrays.
+        """Raise the out-of-memory report now (no kernel, no GPU needed) when the program's
+        footprint (arguments, arena, fresh outputs: ``plan.memory_report.footprint_bytes``) does
+        not fit in ``device_bytes`` with ``in_use`` bytes held by other arrays.
 
         Raises:
             BluOutOfMemoryError: naming the bytes asked and free and the plan's largest buffers

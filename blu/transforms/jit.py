@@ -602,8 +602,8 @@ class Lowered:
 
     def check_memory(self, device_bytes: int, in_use: int = 0) -> None:
         """Raise the out-of-memory report before anything runs (no kernel or GPU needed) when
-        the memory plan's peak does not fit in ``device_bytes`` with ``in_use`` bytes held by
-        other arrays.
+        the program's footprint (arguments, its arena of temporaries, its fresh outputs) does
+        not fit in ``device_bytes`` with ``in_use`` bytes held by other arrays.
 
         Raises:
             BluOutOfMemoryError: the bytes asked and free, and the plan's largest buffers at

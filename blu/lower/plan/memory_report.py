@@ -28,6 +28,16 @@ def gib(n: int | float) -> str:
     return f"{n / 2**20:.2f} MiB ({int(n):,} bytes)"
 
 
+def footprint_bytes(analysis: Any) -> int:
+    """The device bytes a call holds at once: its arguments, its whole arena (one allocation,
+    so it counts fully even where the plan's live bytes are lower), its outputs not written into
+    donated arguments, and its largest live numpy-fallback results. What the caching allocator
+    counts as the call's peak, and so what must fit the device."""
+    a = analysis
+    return (a.argument_bytes + a.temp_bytes + a.output_bytes - a.alias_bytes
+            + a.fallback_bytes)  # fmt: skip
+
+
 def peak_buffers(plan: Any, memory: Any, donated: tuple = ()) -> tuple[int, list[Buffer]]:
     """The node index at which the plan's live bytes peak, and the buffers live there (largest
     first; arguments included: a donated one until its last reader, the others all along, as
@@ -79,9 +89,10 @@ def report(
     if 0 <= k < len(plan.nodes):
         at = f" during step {k} of {len(plan.nodes)} ({plan.nodes[k].label()})"
     lines.append(
-        f"  jit({name})'s memory plan peaks at {gib(a.peak_bytes)}{at}: arguments "
-        f"{gib(a.argument_bytes)}, outputs {gib(a.output_bytes)} ({gib(a.alias_bytes)} written "
-        f"into donated arguments), temporaries (one arena) {gib(a.temp_bytes)}."
+        f"  jit({name}) holds {gib(footprint_bytes(a))} at once: arguments "
+        f"{gib(a.argument_bytes)}, temporaries (one arena) {gib(a.temp_bytes)}, outputs "
+        f"{gib(a.output_bytes)} ({gib(a.alias_bytes)} of them written into donated arguments); "
+        f"its memory plan's live bytes peak at {gib(a.peak_bytes)}{at}."
     )
     if live:
         lines.append("  largest buffers live at the peak (shape and dtype, size, made by, line):")
@@ -151,7 +162,8 @@ def out_of_memory_error(
 def check_fits(
     name: str, plan: Any, memory: Any, device_bytes: int, in_use: int = 0, donated: tuple = ()
 ) -> None:
-    """Raise the report before running anything when the plan's peak cannot fit.
+    """Raise the report before running anything when the program's footprint (arguments, arena
+    and fresh outputs: :func:`footprint_bytes`) cannot fit.
 
     Args:
         name: the program's name.
@@ -161,16 +173,17 @@ def check_fits(
         donated: per argument, whether it is donated.
 
     Raises:
-        BluOutOfMemoryError: ``peak_bytes + in_use > device_bytes``; the message says by how
-            much, and lists the plan's largest buffers at the peak.
+        BluOutOfMemoryError: ``footprint_bytes + in_use > device_bytes``; the message says by
+            how much, and lists the plan's largest buffers at its peak.
     """
     a = memory.analysis
-    if a.peak_bytes + in_use <= device_bytes:
+    need = footprint_bytes(a)
+    if need + in_use <= device_bytes:
         return
     # what the program allocates when called (its arguments are on the device already): the
     # arena and the outputs not written into donated arguments
     free = max(device_bytes - in_use - a.argument_bytes, 0)
-    asked = a.temp_bytes + a.output_bytes - a.alias_bytes
+    asked = need - a.argument_bytes
     raise out_of_memory_error(
         name,
         plan,
@@ -178,8 +191,8 @@ def check_fits(
         asked=asked,
         free=free,
         what=(
-            f"its arena of temporaries and its outputs (the plan's peak, arguments included, "
-            f"exceeds the {gib(device_bytes)} given by {gib(a.peak_bytes + in_use - device_bytes)})"
+            f"its arena of temporaries and its outputs (with its arguments, it exceeds the "
+            f"{gib(device_bytes)} given by {gib(need + in_use - device_bytes)})"
         ),
         other_bytes=in_use,
         donated=donated,
