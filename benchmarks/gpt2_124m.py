@@ -122,6 +122,36 @@ def fill_cache(
         )
 
 
+def fill_max_batch_cache(
+    config: str = "gpt2-124m",
+    modes: list[str] | tuple[str, ...] = MODES,
+    block: int = 1024,
+    vocab: int = GPT2_TOKENS,
+    device_bytes: int = H200_MEMORY_BYTES,
+    margin_bytes: int = MAX_BATCH_MARGIN_BYTES,
+    limit: int = 1024,
+    target: str = "cuda:sm_90",
+) -> dict[str, int]:
+    """For ``--find-max-batch``: per mode, the batch blu's plan predicts (as
+    ``blu_gpt2.py --predict-max-batch`` with the same device memory and margin will on the GPU)
+    and its programs compiled into the kernel cache (one batch size per mode). Returns
+    ``{mode: batch}``."""
+    from benchmarks.peers.blu_gpt2 import predict_max_batch
+
+    out = {}
+    for mode in modes:
+        t = time.perf_counter()
+        found = predict_max_batch(config, mode, block, device_bytes - margin_bytes, vocab, limit,
+                                  target)  # fmt: skip
+        b = out[mode] = found["max_batch"]
+        print(f"[gpt2_124m] max batch {config} {mode}: B={b} predicted by the plan "
+              f"({found['bytes'] / 2**30:.2f} GiB of {(device_bytes - margin_bytes) / 2**30:.2f} "
+              f"GiB) in {time.perf_counter() - t:.0f} s", flush=True)  # fmt: skip
+        if b:
+            fill_cache(config, [mode], b, block, vocab, target)
+    return out
+
+
 # ---- command line ------------------------------------------------------------------------------
 
 
