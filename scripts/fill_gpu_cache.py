@@ -33,6 +33,7 @@ GPU_TESTS = [
     "tests/test_gpu_executable.py",
     "tests/test_lower_gather_scatter.py",
     "tests/test_benchmark_gpt2.py",
+    "tests/test_oom_report.py",
 ]
 # the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps
 # sets the learning-rate schedule's constants)

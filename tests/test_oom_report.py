@@ -78,7 +78,8 @@ def test_the_cap_comes_from_the_flag_when_not_given(set_flag):
     alloc.malloc(30 * MiB)
 
 
-def test_a_program_that_cannot_get_its_arena_names_the_plans_largest_buffer(fake_dev, set_flag):
+def _arena_report(fake_dev, set_flag) -> None:
+    """Compiled with room to spare, then capped below its arena: the runtime report."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((N, K), np.float32)
     b = rng.standard_normal((K, N), np.float32)
@@ -109,12 +110,26 @@ def test_a_program_that_cannot_get_its_arena_names_the_plans_largest_buffer(fake
     assert f"test_oom_report.py:{line}" in biggest.source
     assert f"f32[{N},{N}]" in msg and f"test_oom_report.py:{line}" in msg
     # the call's own line, and what other live arrays hold (at least ``other``)
-    me = test_a_program_that_cannot_get_its_arena_names_the_plans_largest_buffer
+    me = _arena_report
     assert f"test_oom_report.py:{_line_of(me, 'the call that runs out')}" in msg
     assert e.other_bytes >= other.nbytes and "other live device arrays" in msg
     # the call took nothing: with the cap lifted it runs again
     set_flag("gpu_memory_limit", 0)
     assert np.isclose(float(f(da, db)), want, **tol)
+
+
+def test_a_program_that_cannot_get_its_arena_names_the_plans_largest_buffer(fake_dev, set_flag):
+    _arena_report(fake_dev, set_flag)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not bc.is_available(), reason="needs a GPU")
+def test_the_report_on_a_gpu_with_the_allocator_capped(set_flag):
+    """The same on a real GPU (``pytest -m gpu``; kernels from the cache that
+    ``scripts/fill_gpu_cache.py`` fills by running this file on the simulated GPU)."""
+    dev = bc.default_device()
+    bc.empty_cache(dev)
+    _arena_report(dev, set_flag)
 
 
 def test_a_program_that_cannot_fit_is_refused_before_its_kernels_are_compiled(

@@ -432,11 +432,14 @@ def bench(a: argparse.Namespace) -> dict:
     stats = blu.cuda.memory_stats() if gpu else {}
     gib = lambda k: round(stats[k] / 2**30, 3) if k in stats else None  # noqa: E731
     plan_gib = lambda n: None if plan is None else round(n / 2**30, 3)  # noqa: E731
+    from blu.lower.plan.memory_report import footprint_bytes
+
     if plan is not None:
         measured = gib("peak_allocated_bytes")
         print(
             f"peak memory: plan {plan_gib(plan.peak_bytes)} GiB predicted (arena "
-            f"{plan_gib(plan.temp_bytes)} GiB), "
+            f"{plan_gib(plan.temp_bytes)} GiB; a call holds {plan_gib(footprint_bytes(plan))} "
+            "GiB: arguments, the whole arena, fresh outputs), "
             + (f"{measured} GiB measured" if measured is not None else "none measured (CPU)"),
             file=sys.stderr,
         )
@@ -452,6 +455,7 @@ def bench(a: argparse.Namespace) -> dict:
         reserved_GiB=gib("peak_reserved_bytes"),
         plan_peak_GiB=None if plan is None else plan_gib(plan.peak_bytes),
         plan_temp_GiB=None if plan is None else plan_gib(plan.temp_bytes),
+        plan_footprint_GiB=None if plan is None else plan_gib(footprint_bytes(plan)),
         warmup_s=round(warm_s, 1),
         loss=float(loss),
         device=device_name(),
