@@ -80,6 +80,7 @@ GPT2_TOKENS = 50257
 PEERS_DIR = ROOT / "benchmarks" / "peers"
 DEFAULT_JSON = ROOT / "runs" / "bench" / "gpt2_124m.json"
 DEFAULT_WORKDIR = ROOT / ".cache" / "bench_gpt2"
+DEFAULT_PREDICTIONS = ROOT / ".data" / "max_batch_plan.json"
 
 
 class BenchmarkError(Exception):
@@ -131,25 +132,39 @@ def fill_max_batch_cache(
     margin_bytes: int = MAX_BATCH_MARGIN_BYTES,
     limit: int = 1024,
     target: str = "cuda:sm_90",
+    out: str | Path | None = DEFAULT_PREDICTIONS,
 ) -> dict[str, int]:
-    """For ``--find-max-batch``: per mode, the batch blu's plan predicts (as
-    ``blu_gpt2.py --predict-max-batch`` with the same device memory and margin will on the GPU)
-    and its programs compiled into the kernel cache (one batch size per mode). Returns
+    """For ``--find-max-batch``: per mode, the batch blu's plan predicts (the record
+    ``blu_gpt2.py --predict-max-batch`` gives with the same device memory and margin) and its
+    programs compiled into the kernel cache (one batch size per mode). The records are merged
+    into ``out`` (default ``.data/max_batch_plan.json``: ``.data/`` travels to the GPU machine),
+    which ``--blu-predictions`` reads there instead of predicting again. Returns
     ``{mode: batch}``."""
-    from benchmarks.peers.blu_gpt2 import predict_max_batch
+    from benchmarks.peers.blu_gpt2 import predict_record
 
-    out = {}
+    found = {}
     for mode in modes:
-        t = time.perf_counter()
-        found = predict_max_batch(config, mode, block, device_bytes - margin_bytes, vocab, limit,
-                                  target)  # fmt: skip
-        b = out[mode] = found["max_batch"]
+        rec = predict_record(config, mode, block, device_bytes, margin_bytes, vocab, limit)
+        b = found[mode] = rec["max_batch"]
         print(f"[gpt2_124m] max batch {config} {mode}: B={b} predicted by the plan "
-              f"({found['bytes'] / 2**30:.2f} GiB of {(device_bytes - margin_bytes) / 2**30:.2f} "
-              f"GiB) in {time.perf_counter() - t:.0f} s", flush=True)  # fmt: skip
+              f"({rec['footprint_GiB']} GiB of {rec['budget_bytes'] / 2**30:.2f} GiB; "
+              f"B={rec['over_batch']} over the device) in {rec['seconds']:.0f} s",
+              flush=True)  # fmt: skip
+        if out is not None:
+            path = Path(out)
+            saved = json.loads(path.read_text()) if path.is_file() else []
+            saved = [r for r in saved if _prediction_key(r) != _prediction_key(rec)] + [rec]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(saved, indent=1))
         if b:
             fill_cache(config, [mode], b, block, vocab, target)
-    return out
+    return found
+
+
+def _prediction_key(r: dict) -> tuple:
+    """What a saved prediction must match to stand for a new one."""
+    return tuple(r.get(k) for k in ("config", "mode", "T", "vocab", "limit", "device_bytes",
+                                    "margin_bytes"))  # fmt: skip
 
 
 # ---- command line ------------------------------------------------------------------------------
@@ -224,6 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{H200_MEMORY_BYTES}); fill blu's kernel cache for the same")  # fmt: skip
     p.add_argument("--max-batch-margin", type=int, default=MAX_BATCH_MARGIN_BYTES, metavar="BYTES",
                    help="--find-max-batch: bytes kept free (default 2 GiB)")  # fmt: skip
+    p.add_argument("--blu-predictions", default=None, metavar="PATH",
+                   help="--find-max-batch: blu's plan predictions saved by the kernel-cache fill "
+                   f"(e.g. {DEFAULT_PREDICTIONS.relative_to(ROOT)}); a matching one is used "
+                   "instead of predicting again")  # fmt: skip
     p.add_argument("--fidelity", action=argparse.BooleanOptionalAction, default=True,
                    help="run the fidelity checks (blu and torch; default on: --no-fidelity skips "
                    "them)")  # fmt: skip
@@ -567,6 +586,22 @@ def _error_text(log: Path, name: str = "BluOutOfMemoryError") -> str | None:
     return None if k < 0 else text[k + len(name) + 2 :].rstrip()
 
 
+def _saved_prediction(a: argparse.Namespace, mode: str) -> dict | None:
+    """The prediction ``--blu-predictions`` holds for this config, mode, block, vocabulary,
+    limit, device memory and margin, or None."""
+    if not a.blu_predictions:
+        return None
+    path = Path(a.blu_predictions)
+    if not path.is_file():
+        raise BenchmarkError(f"--blu-predictions {path} does not exist")
+    want = (a.config, mode, a.block, a.vocab, a.max_batch_limit, a.device_memory,
+            a.max_batch_margin)  # fmt: skip
+    for r in json.loads(path.read_text()):
+        if _prediction_key(r) == want:
+            return r
+    return None
+
+
 def blu_max_batch_from_plan(s: Session, mode: str, run: Any) -> dict:
     """blu's largest batch: predicted from the memory plan (one process, lowering only), then
     that batch run on the GPU, then the smallest batch over the whole device, which must be
@@ -577,7 +612,13 @@ def blu_max_batch_from_plan(s: Session, mode: str, run: Any) -> dict:
                    device_bytes=a.device_memory, margin_bytes=a.max_batch_margin,
                    limit=a.max_batch_limit)]  # fmt: skip
     log = s.workdir / "logs" / f"maxbatch-blu-{mode}-predict.log"
-    pred, err, _ = run(f"max batch blu {mode}: predicted from the plan", cmd, log)
+    pred = _saved_prediction(a, mode)
+    if pred is not None:
+        print(f"[gpt2_124m] max batch blu {mode}: the plan's prediction from {a.blu_predictions}"
+              f" (B={pred['max_batch']})", flush=True)  # fmt: skip
+        err = None
+    else:
+        pred, err, _ = run(f"max batch blu {mode}: predicted from the plan", cmd, log)
     rec: dict = dict(system="blu", mode=mode, how="plan", errors={}, grid=None, tries=[])
     if pred is None:
         rec.update(max_batch=None, predicted=None, at_limit=False, errors={"predict": err})

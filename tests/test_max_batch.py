@@ -199,3 +199,34 @@ def test_the_plan_report_of_the_training_step_needs_no_kernel_and_names_the_mode
     assert text.startswith("jit(train_step): out of memory")
     assert "f32[" in text and "examples/gpt2/model.py:" in text
     assert "by 1 B" not in text and "exceeds" in text
+
+
+def test_saved_predictions_stand_for_the_prediction_process(tmp_path):
+    """``--blu-predictions`` (written by the kernel-cache fill): a record matching config, mode,
+    block, vocabulary, limit, device memory and margin replaces the prediction process."""
+    preds = tmp_path / "p.json"
+    rec = dict(system="blu", config="gpt2-124m", mode="bf16", T=1024, vocab=bench.GPT2_TOKENS,
+               limit=1024, device_bytes=bench.H200_MEMORY_BYTES,
+               margin_bytes=bench.MAX_BATCH_MARGIN_BYTES, max_batch=383, at_limit=False,
+               budget_bytes=1, footprint_GiB=138.3, plan_peak_GiB=138.0, next_footprint_GiB=138.7,
+               plan_tries=[], oom_report_plan="plan", over_batch=389,
+               over_footprint_GiB=140.4)  # fmt: skip
+    other = dict(rec, margin_bytes=1, max_batch=999)  # another margin: not this run's
+    preds.write_text(json.dumps([other, rec]))
+    argv = ["--find-max-batch", "--systems", "blu", "--modes", "bf16", "--blu-predictions",
+            str(preds), "--json", str(tmp_path / "r.json"),
+            "--workdir", str(tmp_path / "w")]  # fmt: skip
+    a = bench.parse_args(argv)
+    s = bench.Session(a, argv)
+    seen = []
+
+    def fake_run(what, cmd, log):
+        assert "--predict-max-batch" not in cmd
+        b = int(next(c.split("=")[1] for c in cmd if c.startswith("--B=")))
+        seen.append(b)
+        return ({"tok_s": 1, "peak_GiB": 138.3}, None, 1.0) if b <= 383 else (None, "oom", 1.0)
+
+    (r,) = bench.run_find_max_batch(s, fake_run)
+    assert seen == [383, 389] and r["max_batch"] == 383 and r["oom_report_plan"] == "plan"
+    assert not r["over_refused"]  # no BluOutOfMemoryError in its log: said so, not hidden
+    assert r["errors"]["389"] == "oom"

@@ -269,36 +269,48 @@ def first_batch_over(
     return b, size(b)
 
 
-def predict(a: argparse.Namespace) -> dict:
-    """``--predict-max-batch``: the largest batch from the plan (footprint within the device
-    less the margin), the plan's report for one more sequence, and the smallest batch that
-    cannot fit the device at all (which a run on the GPU must refuse before launching
-    anything)."""
+def predict_record(
+    config: str,
+    mode: str,
+    block: int,
+    device_bytes: int = H200_MEMORY_BYTES,
+    margin_bytes: int = MAX_BATCH_MARGIN_BYTES,
+    vocab: int = GPT2_TOKENS,
+    limit: int = 1024,
+) -> dict:
+    """The largest batch from the plan (footprint within ``device_bytes - margin_bytes``), the
+    plan's report for one more sequence, and the smallest batch that cannot fit the device at
+    all (which a run on the GPU must refuse before launching anything), as one JSON-ready
+    record (what ``--predict-max-batch`` prints)."""
     gib = lambda n: None if n is None else round(n / 2**30, 3)  # noqa: E731
-    budget = a.device_bytes - a.margin_bytes
+    budget = device_bytes - margin_bytes
     t = time.perf_counter()
-    found = predict_max_batch(a.config, a.mode, a.T, budget, a.vocab, a.limit)
+    found = predict_max_batch(config, mode, block, budget, vocab, limit)
     b = found["max_batch"]
     report_next = None
     if not found["at_limit"]:
-        report_next = plan_oom_report(a.config, a.mode, b + 1, a.T, budget, a.vocab)
+        report_next = plan_oom_report(config, mode, b + 1, block, budget, vocab)
     known = {bb: n for bb, _, n in found["tries"]}
     if found["next_bytes"] is not None:
         known[b + 1] = found["next_bytes"]
     over: tuple = (None, None)
-    if sum(n <= a.device_bytes for n in known.values()) >= 2:
-        over = first_batch_over(a.config, a.mode, a.T, a.device_bytes, known, a.vocab)
-    plan = plan_analysis(a.config, a.mode, b, a.T, a.vocab) if b else None
+    if sum(n <= device_bytes for n in known.values()) >= 2:
+        over = first_batch_over(config, mode, block, device_bytes, known, vocab)
+    plan = plan_analysis(config, mode, b, block, vocab) if b else None
     gpu_total = None
     if on_gpu():
         gpu_total = int(blu.cuda.default_device().properties.total_memory)
     return dict(
         system="blu",
-        mode=a.mode,
-        T=a.T,
+        config=config,
+        mode=mode,
+        T=block,
+        vocab=vocab,
+        limit=limit,
         max_batch=b,
         at_limit=found["at_limit"],
-        device_bytes=a.device_bytes,
+        device_bytes=device_bytes,
+        margin_bytes=margin_bytes,
         budget_bytes=budget,
         gpu_total_bytes=gpu_total,
         footprint_GiB=gib(found["bytes"]),
@@ -310,6 +322,11 @@ def predict(a: argparse.Namespace) -> dict:
         over_footprint_GiB=gib(over[1]),
         seconds=round(time.perf_counter() - t, 1),
     )
+
+
+def predict(a: argparse.Namespace) -> dict:
+    """``--predict-max-batch`` (see :func:`predict_record`)."""
+    return predict_record(a.config, a.mode, a.T, a.device_bytes, a.margin_bytes, a.vocab, a.limit)
 
 
 # ---- state on the host -------------------------------------------------------------------------
