@@ -199,3 +199,20 @@ def test_the_plan_says_it_does_not_fit_before_anything_runs():
     # arrays held elsewhere count against the device
     with pytest.raises(BluOutOfMemoryError):
         lowered.check_memory(peak, in_use=1)
+
+
+def attend(q, k, v):
+    return blu.nn.dot_product_attention(q, k, v, is_causal=True)  # the user's line
+
+
+def test_inlined_decompositions_keep_the_users_line():
+    """float32 attention has no cuDNN lowering: the plan inlines its decomposition, traced at
+    lowering time; its equations (the report's buffers) still point at the user's call, not at
+    the line that lowered the program."""
+    q = blu.ShapeDtypeStruct((2, 64, 2, 16), np.float32)
+    lowered = blu.jit(attend).lower(q, q, q, target="cuda:sm_90")
+    with pytest.raises(BluOutOfMemoryError) as info:
+        lowered.check_memory(1)
+    bufs = [b for b in info.value.buffers if b.place != "arg"]
+    assert bufs and all(f"test_oom_report.py:{_line_of(attend, 'the user')}" in b.source
+                        for b in bufs)  # fmt: skip
