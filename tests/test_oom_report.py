@@ -196,9 +196,13 @@ def test_the_plan_says_it_does_not_fit_before_anything_runs():
     assert f"f32[{N},{N}]" in msg and "dot_general" in msg
     assert f"test_oom_report.py:{line}" in msg
     assert "exceeds" in msg and f"{peak - 1:,} bytes" in msg
+    assert "other live device arrays" not in msg  # none said to be held
     # arrays held elsewhere count against the device
-    with pytest.raises(BluOutOfMemoryError):
+    with pytest.raises(BluOutOfMemoryError) as info:
         lowered.check_memory(peak, in_use=1)
+    assert "other live device arrays (not this call's arguments) hold 0.00 MiB (1 bytes)" in str(
+        info.value
+    )
 
 
 def attend(q, k, v):

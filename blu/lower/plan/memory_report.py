@@ -194,6 +194,6 @@ def check_fits(
             f"its arena of temporaries and its outputs (with its arguments, it exceeds the "
             f"{gib(device_bytes)} given by {gib(need + in_use - device_bytes)})"
         ),
-        other_bytes=in_use,
+        other_bytes=in_use or None,  # none given: no line about other arrays
         donated=donated,
     )
