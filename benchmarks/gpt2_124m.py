@@ -29,11 +29,19 @@ GPU machine) and ``../shared/data``; ``--prepare-data`` writes ``.data/pd_books.
 (tokenizing needs tiktoken and the GPT-2 BPE files; the ``.npy`` needs neither).
 
 ``--find-max-batch`` runs instead the search for the largest batch (x ``--block`` tokens) that
-trains one step, per system and mode (``benchmarks/peers/max_batch.py``: doubling, then
-bisection, each try a fresh process running one warm-up and one timed step, so an out-of-memory
-failure cannot poison the next try); ``--max-batch-grid`` limits the tries to given sizes (blu's
-GPU kernels must be in the kernel cache for each: fill it for the grid). Results go to ``--json``
-(``max_batch``) and a table.
+trains one step, per system and mode, each try a fresh process running one warm-up and one
+timed step (so an out-of-memory failure cannot poison the next try). The peers search on the GPU
+(``benchmarks/peers/max_batch.py``: ``search_guided``, from ``--max-batch-start``, guessing from
+the peaks the fitting tries report; with ``--max-batch-grid``, only the grid's sizes). blu
+(``--blu-max-batch plan``, the default) predicts the batch from its memory plan instead — the
+largest whose footprint fits ``--device-memory`` less ``--max-batch-margin``, found by lowering
+only (``blu_gpt2.py --predict-max-batch``: no kernel, no GPU) — then runs that one batch on the
+GPU (its kernels filled ahead by ``scripts/fill_gpu_cache.py``, which predicts the same batch),
+records the plan's out-of-memory report for one sequence more, and runs the smallest batch whose
+footprint exceeds the whole device, which blu must refuse with its report before compiling or
+launching anything (that text is recorded too). ``--blu-max-batch search`` searches blu on the GPU
+like the peers (its kernels must be in the cache for every size tried). Results go to
+``--json`` (``max_batch``) and a table.
 
 ``--update-benchmarks`` rewrites this benchmark's marked section of BENCHMARKS.md (date,
 machine, commands, the tables); nothing else in the file changes.
@@ -64,12 +72,15 @@ from benchmarks.peers import fidelity as fid  # noqa: E402
 from benchmarks.peers import report  # noqa: E402
 
 SYSTEMS = ("blu", "torch", "torch-compile", "jax")
+H200_MEMORY_BYTES = 143771 * 2**20  # as blu_gpt2.H200_MEMORY_BYTES (no blu import here)
+MAX_BATCH_MARGIN_BYTES = 2 * 2**30
 MODES = ("fp32", "tf32", "bf16")
 CONFIGS = ("tiny", "small", "gpt2-124m")
 GPT2_TOKENS = 50257
 PEERS_DIR = ROOT / "benchmarks" / "peers"
 DEFAULT_JSON = ROOT / "runs" / "bench" / "gpt2_124m.json"
 DEFAULT_WORKDIR = ROOT / ".cache" / "bench_gpt2"
+DEFAULT_PREDICTIONS = ROOT / ".data" / "max_batch_plan.json"
 
 
 class BenchmarkError(Exception):
@@ -110,6 +121,50 @@ def fill_cache(
             f"compiled for {target} in {time.perf_counter() - t:.0f} s",
             flush=True,
         )
+
+
+def fill_max_batch_cache(
+    config: str = "gpt2-124m",
+    modes: list[str] | tuple[str, ...] = MODES,
+    block: int = 1024,
+    vocab: int = GPT2_TOKENS,
+    device_bytes: int = H200_MEMORY_BYTES,
+    margin_bytes: int = MAX_BATCH_MARGIN_BYTES,
+    limit: int = 1024,
+    target: str = "cuda:sm_90",
+    out: str | Path | None = DEFAULT_PREDICTIONS,
+) -> dict[str, int]:
+    """For ``--find-max-batch``: per mode, the batch blu's plan predicts (the record
+    ``blu_gpt2.py --predict-max-batch`` gives with the same device memory and margin) and its
+    programs compiled into the kernel cache (one batch size per mode). The records are merged
+    into ``out`` (default ``.data/max_batch_plan.json``: ``.data/`` travels to the GPU machine),
+    which ``--blu-predictions`` reads there instead of predicting again. Returns
+    ``{mode: batch}``."""
+    from benchmarks.peers.blu_gpt2 import predict_record
+
+    found = {}
+    for mode in modes:
+        rec = predict_record(config, mode, block, device_bytes, margin_bytes, vocab, limit)
+        b = found[mode] = rec["max_batch"]
+        print(f"[gpt2_124m] max batch {config} {mode}: B={b} predicted by the plan "
+              f"({rec['footprint_GiB']} GiB of {rec['budget_bytes'] / 2**30:.2f} GiB; "
+              f"B={rec['over_batch']} over the device) in {rec['seconds']:.0f} s",
+              flush=True)  # fmt: skip
+        if out is not None:
+            path = Path(out)
+            saved = json.loads(path.read_text()) if path.is_file() else []
+            saved = [r for r in saved if _prediction_key(r) != _prediction_key(rec)] + [rec]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(saved, indent=1))
+        if b:
+            fill_cache(config, [mode], b, block, vocab, target)
+    return found
+
+
+def _prediction_key(r: dict) -> tuple:
+    """What a saved prediction must match to stand for a new one."""
+    return tuple(r.get(k) for k in ("config", "mode", "T", "vocab", "limit", "device_bytes",
+                                    "margin_bytes"))  # fmt: skip
 
 
 # ---- command line ------------------------------------------------------------------------------
@@ -176,6 +231,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batch-grid", default=None, metavar="B,B,...",
                    help="--find-max-batch: only try these batch sizes (e.g. those blu's kernel "
                    "cache was filled for)")  # fmt: skip
+    p.add_argument("--blu-max-batch", default="plan", choices=("plan", "search"),
+                   help="--find-max-batch for blu: predict from the memory plan and run that "
+                   "batch (default), or search on the GPU as the peers")  # fmt: skip
+    p.add_argument("--device-memory", type=int, default=H200_MEMORY_BYTES, metavar="BYTES",
+                   help="--find-max-batch: the GPU's memory (default an H200's, "
+                   f"{H200_MEMORY_BYTES}); fill blu's kernel cache for the same")  # fmt: skip
+    p.add_argument("--max-batch-margin", type=int, default=MAX_BATCH_MARGIN_BYTES, metavar="BYTES",
+                   help="--find-max-batch: bytes kept free (default 2 GiB)")  # fmt: skip
+    p.add_argument("--blu-predictions", default=None, metavar="PATH",
+                   help="--find-max-batch: blu's plan predictions saved by the kernel-cache fill "
+                   f"(e.g. {DEFAULT_PREDICTIONS.relative_to(ROOT)}); a matching one is used "
+                   "instead of predicting again")  # fmt: skip
     p.add_argument("--fidelity", action=argparse.BooleanOptionalAction, default=True,
                    help="run the fidelity checks (blu and torch; default on: --no-fidelity skips "
                    "them)")  # fmt: skip
@@ -446,39 +513,144 @@ def run_fidelity(s: Session) -> None:
 
 
 def run_find_max_batch(s: Session, run: Any = None) -> list[dict]:
-    """The largest batch per system and mode (``max_batch.search``), saved as ``max_batch``
-    records; ``run(what, cmd, log) -> (record, error, seconds)`` runs one try (default:
+    """The largest batch per system and mode, saved as ``max_batch`` records (see the module
+    docstring: blu from its plan, the peers by ``max_batch.search_guided``);
+    ``run(what, cmd, log) -> (record, error, seconds)`` runs one process (default:
     ``Session.run``, a fresh process). Returns the records."""
-    import argparse as _argparse
 
     from benchmarks.peers import max_batch
 
     run = run or s.run
+    a = s.a
     records = []
-    for system in s.a.systems:
-        for mode in s.a.modes:
-            errors: dict[str, str] = {}
+    for system in a.systems:
+        for mode in a.modes:
+            if system == "blu" and a.blu_max_batch == "plan":
+                rec = blu_max_batch_from_plan(s, mode, run)
+            else:
+                errors: dict[str, str] = {}
 
-            def fits(batch: int, system: str = system, mode: str = mode) -> bool:
-                one = _argparse.Namespace(**{**vars(s.a), "batch": batch, "steps": 1, "warmup": 1})
-                log = s.workdir / "logs" / f"maxbatch-{system}-{mode}-B{batch}.log"
-                what = f"max batch {system} {mode}: B={batch}"
-                rec, err, _ = run(what, worker_command(system, mode, one), log)
-                ok = err is None and rec is not None and rec.get("tok_s") is not None
-                if not ok:
-                    errors[str(batch)] = (err or "no tokens/s in its result")[-300:]
-                return ok
+                def one(batch: int, system: str = system, mode: str = mode) -> tuple:
+                    rec, err = _try_batch(s, run, system, mode, batch)
+                    if err:
+                        errors[str(batch)] = err[-300:]
+                    peak = (rec or {}).get("peak_GiB")
+                    return err is None, None if peak is None else peak * 2**30
 
-            found = max_batch.search(
-                fits, start=s.a.max_batch_start, limit=s.a.max_batch_limit, grid=s.a.max_batch_grid
-            )
-            rec = dict(system=system, mode=mode, **found, errors=errors, grid=s.a.max_batch_grid)
+                if a.max_batch_grid is not None:
+                    found = max_batch.search(
+                        lambda b: one(b)[0], start=a.max_batch_start, limit=a.max_batch_limit,
+                        grid=a.max_batch_grid,
+                    )  # fmt: skip
+                else:
+                    found = max_batch.search_guided(
+                        one, a.device_memory - a.max_batch_margin, start=a.max_batch_start,
+                        limit=a.max_batch_limit,
+                    )  # fmt: skip
+                    found["peaks"] = {str(b): round(p / 2**30, 3)
+                                      for b, p in found["peaks"].items()}  # fmt: skip
+                rec = dict(system=system, mode=mode, **found, errors=errors, grid=a.max_batch_grid,
+                           how="grid" if a.max_batch_grid else "search")  # fmt: skip
             rec = s.stamp(rec, B=None)
             records.append(rec)
             s.save("max_batch", rec)
-            print(f"[gpt2_124m] max batch {system} {mode}: {found['max_batch']} x {s.a.block} "
-                  f"tokens{' (the limit)' if found['at_limit'] else ''}", flush=True)  # fmt: skip
+            print(f"[gpt2_124m] max batch {system} {mode}: {rec['max_batch']} x {a.block} "
+                  f"tokens{' (the limit)' if rec.get('at_limit') else ''}", flush=True)  # fmt: skip
+            for key in ("oom_report_plan", "oom_report_gpu"):
+                if rec.get(key):
+                    print(f"[gpt2_124m] {key} (blu {mode}):\n{rec[key]}", flush=True)
     return records
+
+
+def _try_batch(s: Session, run: Any, system: str, mode: str, batch: int) -> tuple:
+    """One try of ``batch``: ``(the worker's record or None, error or None)``."""
+    import argparse as _argparse
+
+    one = _argparse.Namespace(**{**vars(s.a), "batch": batch, "steps": 1, "warmup": 1})
+    log = s.workdir / "logs" / f"maxbatch-{system}-{mode}-B{batch}.log"
+    rec, err, _ = run(f"max batch {system} {mode}: B={batch}", worker_command(system, mode, one),
+                      log)  # fmt: skip
+    if err is None and (rec is None or rec.get("tok_s") is None):
+        err = "no tokens/s in its result"
+    return rec, err
+
+
+def _error_text(log: Path, name: str = "BluOutOfMemoryError") -> str | None:
+    """The message of the ``name`` exception a failed process printed (its traceback's last
+    exception, to the end of the log), or None."""
+    try:
+        text = log.read_text()
+    except OSError:
+        return None
+    k = text.rfind(name + ": ")
+    return None if k < 0 else text[k + len(name) + 2 :].rstrip()
+
+
+def _saved_prediction(a: argparse.Namespace, mode: str) -> dict | None:
+    """The prediction ``--blu-predictions`` holds for this config, mode, block, vocabulary,
+    limit, device memory and margin, or None."""
+    if not a.blu_predictions:
+        return None
+    path = Path(a.blu_predictions)
+    if not path.is_file():
+        raise BenchmarkError(f"--blu-predictions {path} does not exist")
+    want = (a.config, mode, a.block, a.vocab, a.max_batch_limit, a.device_memory,
+            a.max_batch_margin)  # fmt: skip
+    for r in json.loads(path.read_text()):
+        if _prediction_key(r) == want:
+            return r
+    return None
+
+
+def blu_max_batch_from_plan(s: Session, mode: str, run: Any) -> dict:
+    """blu's largest batch: predicted from the memory plan (one process, lowering only), then
+    that batch run on the GPU, then the smallest batch over the whole device, which must be
+    refused with the out-of-memory report (``BluOutOfMemoryError``) before anything runs."""
+    a = s.a
+    cmd = [sys.executable, str(PEERS_DIR / "blu_gpt2.py"), "--predict-max-batch",
+           *_flags(mode=mode, config=a.config, vocab=a.vocab, T=a.block,
+                   device_bytes=a.device_memory, margin_bytes=a.max_batch_margin,
+                   limit=a.max_batch_limit)]  # fmt: skip
+    log = s.workdir / "logs" / f"maxbatch-blu-{mode}-predict.log"
+    pred = _saved_prediction(a, mode)
+    if pred is not None:
+        print(f"[gpt2_124m] max batch blu {mode}: the plan's prediction from {a.blu_predictions}"
+              f" (B={pred['max_batch']})", flush=True)  # fmt: skip
+        err = None
+    else:
+        pred, err, _ = run(f"max batch blu {mode}: predicted from the plan", cmd, log)
+    rec: dict = dict(system="blu", mode=mode, how="plan", errors={}, grid=None, tries=[])
+    if pred is None:
+        rec.update(max_batch=None, predicted=None, at_limit=False, errors={"predict": err})
+        return rec
+    b = pred["max_batch"]
+    rec.update(predicted=b, at_limit=pred["at_limit"], device_bytes=pred["device_bytes"],
+               budget_bytes=pred["budget_bytes"], gpu_total_bytes=pred.get("gpu_total_bytes"),
+               footprint_GiB=pred["footprint_GiB"], plan_peak_GiB=pred["plan_peak_GiB"],
+               next_footprint_GiB=pred["next_footprint_GiB"], plan_tries=pred["plan_tries"],
+               oom_report_plan=pred["oom_report_plan"], over_batch=pred["over_batch"],
+               over_footprint_GiB=pred["over_footprint_GiB"])  # fmt: skip
+    verified = None
+    if b:
+        got, err = _try_batch(s, run, "blu", mode, b)
+        verified = err is None
+        rec["tries"].append([b, verified])
+        if err:
+            rec["errors"][str(b)] = err[-600:]
+        else:
+            rec.update(measured_peak_GiB=got.get("peak_GiB"), tok_s=got.get("tok_s"))
+    rec["verified"] = verified
+    rec["max_batch"] = b if verified else None
+    over = pred.get("over_batch")
+    if over:
+        got, err = _try_batch(s, run, "blu", mode, over)
+        rec["tries"].append([over, err is None])
+        log = s.workdir / "logs" / f"maxbatch-blu-{mode}-B{over}.log"
+        rec["oom_report_gpu"] = _error_text(log)
+        rec["over_refused"] = err is not None and rec["oom_report_gpu"] is not None
+        if err is not None and rec["oom_report_gpu"] is None:
+            rec["errors"][str(over)] = err[-600:]
+    return rec
 
 
 def max_batch_report(records: list[dict], block: int) -> str:
@@ -487,7 +659,15 @@ def max_batch_report(records: list[dict], block: int) -> str:
     for r in records:
         tries = " ".join(f"{b}{'+' if ok else '-'}" for b, ok in r["tries"])
         top = f">={r['max_batch']}" if r.get("at_limit") else str(r["max_batch"])
-        lines.append(f"  {r['system']:<14} {r['mode']:<5} {top:>6}   tries: {tries}")
+        how = r.get("how", "search") + ")"
+        if r.get("how") == "plan":
+            how = (f"plan: {r.get('predicted')} predicted ({r.get('footprint_GiB')} GiB planned, "
+                   f"{r.get('measured_peak_GiB')} GiB measured), "
+                   f"{'verified' if r.get('verified') else 'NOT verified'}; "
+                   f"B={r.get('over_batch')} "
+                   f"{'refused' if r.get('over_refused') else 'NOT refused'} "
+                   "before running)")  # fmt: skip
+        lines.append(f"  {r['system']:<14} {r['mode']:<5} {top:>6}   tries: {tries}   ({how}")
     return "\n".join(lines)
 
 

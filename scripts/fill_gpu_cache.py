@@ -3,14 +3,18 @@ GPT-2 example and the GPT-2 benchmark run is compiled here, to PTX and (with ptx
 
     python scripts/fill_gpu_cache.py [--cache .blu_cache] [--skip-tests] [--skip-example]
                                      [--skip-bench] [--skip-parallel] [--bench-modes fp32,bf16]
+                                     [--skip-max-batch] [--max-batch-modes bf16]
 
 How: the GPU tests and the example run on a simulated GPU (``BLU_FAKE_GPU=1``: device arrays in
 host memory, each fused kernel's CPU build executed while its GPU build is compiled into the
 cache), so exactly the kernels they will ask for on the GPU get compiled; the benchmark's programs
 (GPT-2 124M, too big to run here) are lowered with ``jit(f).lower(*specs, target="cuda:sm_90")
-.compile()``, which compiles without running. Then carry the cache folder to the GPU machine and
-point ``BLU_CACHE_DIR`` at it (``scripts/gpu_check.sh`` does). Only the GPU entries travel:
-they are copied to ``<cache>-gpu`` (``.blu_cache-gpu``), which is the folder to carry.
+.compile()``, which compiles without running; so are those of the benchmark's
+``--find-max-batch`` run, at the one batch per mode that blu's memory plan predicts for an H200
+(``--device-memory``, ``--max-batch-margin``: the values the GPU run uses). Then carry the cache
+folder to the GPU machine and point ``BLU_CACHE_DIR`` at it (``scripts/gpu_check.sh`` does).
+Only the GPU entries travel: they are copied to ``<cache>-gpu`` (``.blu_cache-gpu``), which is
+the folder to carry.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ GPU_TESTS = [
     "tests/test_lower_gather_scatter.py",
     "tests/test_flash_attention_gpu.py",
     "tests/test_benchmark_gpt2.py",
+    "tests/test_oom_report.py",
 ]
 # the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps
 # sets the learning-rate schedule's constants)
@@ -86,6 +91,26 @@ def main() -> int:
     p.add_argument("--skip-parallel", action="store_true",
                    help="skip scripts/parallel_gpu_world1.py's distributed programs")  # fmt: skip
     p.add_argument("--bench-modes", default="fp32,tf32,bf16")
+    p.add_argument(
+        "--skip-max-batch",
+        action="store_true",
+        help="skip the --find-max-batch programs (one predicted batch per mode)",
+    )
+    p.add_argument("--max-batch-modes", default="fp32,tf32,bf16")
+    p.add_argument(
+        "--device-memory",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="the GPU's memory for the prediction (default: an H200's)",
+    )
+    p.add_argument(
+        "--max-batch-margin",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="bytes kept free (default: the benchmark's, 2 GiB)",
+    )
     p.add_argument("--bench-config", default="gpt2-124m")
     p.add_argument("--example-configs", default="small,gpt2-124m-bpe",
                    help="example configs to run (gpt2-124m-bpe: gpt2-124m on GPT-2 BPE, lowered "
@@ -135,6 +160,17 @@ def main() -> int:
         )
         ok &= run([sys.executable, "-c", code], dict(env, BLU_FAKE_GPU="0"),
                   "GPT-2 benchmark programs, lowered for cuda:sm_90")  # fmt: skip
+    if not a.skip_max_batch:
+        extra = "".join(f", {k}={v}" for k, v in (("device_bytes", a.device_memory),
+                                                    ("margin_bytes", a.max_batch_margin))
+                        if v is not None)  # fmt: skip
+        code = (
+            f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+            "from benchmarks.gpt2_124m import fill_max_batch_cache\n"
+            f"fill_max_batch_cache({a.bench_config!r}, {a.max_batch_modes!r}.split(','){extra})\n"
+        )
+        ok &= run([sys.executable, "-c", code], dict(env, BLU_FAKE_GPU="0"),
+                  "GPT-2 --find-max-batch programs (the plan's batch per mode)")  # fmt: skip
     n = export_gpu_entries(Path(a.cache), Path(a.cache + "-gpu"))
     print(f"[fill] {a.cache}: {n} GPU kernels, copied to {a.cache}-gpu (carry that folder)")
     return 0 if ok else 1

@@ -35,6 +35,7 @@ AGREED = {
     "executable_cache_size": "BLU_EXECUTABLE_CACHE_SIZE",
     "kernel_cache_size": "BLU_KERNEL_CACHE_SIZE",
     "flash_attention": "BLU_FLASH_ATTENTION",
+    "gpu_memory_limit": "BLU_GPU_MEMORY_LIMIT",
 }
 
 

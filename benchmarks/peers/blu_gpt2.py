@@ -145,6 +145,190 @@ def compile_blu_programs(
         ]
 
 
+# ---- the largest batch, from the memory plan ---------------------------------------------------
+
+H200_MEMORY_BYTES = 143771 * 2**20  # an H200's memory as the driver reports it (cuMemGetInfo)
+# kept free: the CUDA context (~0.5 GiB), cuBLASLt's 32 MiB workspace, library handles, module
+# images, the allocator's segment rounding
+MAX_BATCH_MARGIN_BYTES = 2 * 2**30
+
+
+def plan_analysis(
+    config: str,
+    mode: str,
+    batch: int,
+    block: int,
+    vocab: int = GPT2_TOKENS,
+    target: str = "cuda:sm_90",
+) -> Any:
+    """The memory plan of the training step for ``target`` (lowered only: no kernel compiled,
+    no GPU needed): JAX's ``memory_analysis()`` fields and ``peak_bytes``."""
+    ((fn, specs),) = blu_programs(config, mode, batch, block, vocab)
+    with precision_scope(mode):
+        return fn.lower(*specs, target=target).memory_analysis()
+
+
+def footprint(config: str, mode: str, batch: int, block: int, vocab: int = GPT2_TOKENS,
+              target: str = "cuda:sm_90") -> int:  # fmt: skip
+    """The bytes one training step holds on the device at once, from its plan: the arguments
+    (parameters, AdamW state, tokens), the whole arena of temporaries and the fresh outputs
+    (``blu.lower.plan.memory_report.footprint_bytes``; what the allocator's peak measures)."""
+    from blu.lower.plan.memory_report import footprint_bytes
+
+    return footprint_bytes(plan_analysis(config, mode, batch, block, vocab, target))
+
+
+def predict_max_batch(
+    config: str,
+    mode: str,
+    block: int,
+    budget_bytes: int,
+    vocab: int = GPT2_TOKENS,
+    limit: int = 1024,
+    target: str = "cuda:sm_90",
+) -> dict:
+    """The largest batch whose training step's planned footprint is at most ``budget_bytes``
+    (``benchmarks.peers.max_batch.search`` over lowerings: doubling, then bisection; the
+    footprint grows with the batch).
+
+    Returns:
+        ``{"max_batch", "bytes" (its footprint), "next_bytes" (one more sequence's; None at the
+        limit), "tries": [[batch, fits, bytes], ...], "at_limit"}``.
+    """
+    from benchmarks.peers import max_batch
+
+    need: dict[int, int] = {}
+
+    def size(b: int) -> int:
+        if b not in need:
+            need[b] = footprint(config, mode, b, block, vocab, target)
+        return need[b]
+
+    found = max_batch.search(lambda b: size(b) <= budget_bytes, start=1, limit=limit)
+    best = found["max_batch"]
+    nxt = best + 1 if best < limit else None
+    return dict(
+        max_batch=best,
+        bytes=need.get(best),
+        next_bytes=None if nxt is None else size(nxt),
+        tries=[[b, ok, need[b]] for b, ok in found["tries"]],
+        at_limit=found["at_limit"],
+    )
+
+
+def plan_oom_report(
+    config: str,
+    mode: str,
+    batch: int,
+    block: int,
+    device_bytes: int,
+    vocab: int = GPT2_TOKENS,
+    target: str = "cuda:sm_90",
+) -> str | None:
+    """The out-of-memory report the plan gives for ``batch`` on a device of ``device_bytes``
+    (``Lowered.check_memory``: no kernel, no GPU), or None where it fits."""
+    from blu.core.errors import BluOutOfMemoryError
+
+    ((fn, specs),) = blu_programs(config, mode, batch, block, vocab)
+    with precision_scope(mode):
+        lowered = fn.lower(*specs, target=target)
+    try:
+        lowered.check_memory(device_bytes)
+    except BluOutOfMemoryError as e:
+        return str(e)
+    return None
+
+
+def first_batch_over(
+    config: str,
+    mode: str,
+    block: int,
+    device_bytes: int,
+    known: dict[int, int],
+    vocab: int = GPT2_TOKENS,
+    target: str = "cuda:sm_90",
+) -> tuple[int, int]:
+    """The smallest batch whose planned footprint exceeds ``device_bytes`` (it cannot run on
+    the device at all), from ``known`` footprints (``{batch: bytes}``, two at least of them
+    within ``device_bytes``) and their growth per sequence, checked by lowering. Returns
+    ``(batch, bytes)``."""
+    need = dict(known)
+
+    def size(b: int) -> int:
+        if b not in need:
+            need[b] = footprint(config, mode, b, block, vocab, target)
+        return need[b]
+
+    (b0, p0), (b1, p1) = sorted((b, p) for b, p in known.items() if p <= device_bytes)[-2:]
+    per = max((p1 - p0) / (b1 - b0), 1.0)
+    b = b1 + max(1, math.ceil((device_bytes - p1) / per))
+    while size(b) <= device_bytes:  # the growth is about linear: rarely more than one step
+        b += max(1, math.ceil((device_bytes - size(b)) / per))
+    while b - 1 > b1 and size(b - 1) > device_bytes:
+        b -= 1
+    return b, size(b)
+
+
+def predict_record(
+    config: str,
+    mode: str,
+    block: int,
+    device_bytes: int = H200_MEMORY_BYTES,
+    margin_bytes: int = MAX_BATCH_MARGIN_BYTES,
+    vocab: int = GPT2_TOKENS,
+    limit: int = 1024,
+) -> dict:
+    """The largest batch from the plan (footprint within ``device_bytes - margin_bytes``), the
+    plan's report for one more sequence, and the smallest batch that cannot fit the device at
+    all (which a run on the GPU must refuse before launching anything), as one JSON-ready
+    record (what ``--predict-max-batch`` prints)."""
+    gib = lambda n: None if n is None else round(n / 2**30, 3)  # noqa: E731
+    budget = device_bytes - margin_bytes
+    t = time.perf_counter()
+    found = predict_max_batch(config, mode, block, budget, vocab, limit)
+    b = found["max_batch"]
+    report_next = None
+    if not found["at_limit"]:
+        report_next = plan_oom_report(config, mode, b + 1, block, budget, vocab)
+    known = {bb: n for bb, _, n in found["tries"]}
+    if found["next_bytes"] is not None:
+        known[b + 1] = found["next_bytes"]
+    over: tuple = (None, None)
+    if sum(n <= device_bytes for n in known.values()) >= 2:
+        over = first_batch_over(config, mode, block, device_bytes, known, vocab)
+    plan = plan_analysis(config, mode, b, block, vocab) if b else None
+    gpu_total = None
+    if on_gpu():
+        gpu_total = int(blu.cuda.default_device().properties.total_memory)
+    return dict(
+        system="blu",
+        config=config,
+        mode=mode,
+        T=block,
+        vocab=vocab,
+        limit=limit,
+        max_batch=b,
+        at_limit=found["at_limit"],
+        device_bytes=device_bytes,
+        margin_bytes=margin_bytes,
+        budget_bytes=budget,
+        gpu_total_bytes=gpu_total,
+        footprint_GiB=gib(found["bytes"]),
+        plan_peak_GiB=None if plan is None else gib(plan.peak_bytes),
+        next_footprint_GiB=gib(found["next_bytes"]),
+        plan_tries=[[bb, ok, gib(n)] for bb, ok, n in found["tries"]],
+        oom_report_plan=report_next,
+        over_batch=over[0],
+        over_footprint_GiB=gib(over[1]),
+        seconds=round(time.perf_counter() - t, 1),
+    )
+
+
+def predict(a: argparse.Namespace) -> dict:
+    """``--predict-max-batch`` (see :func:`predict_record`)."""
+    return predict_record(a.config, a.mode, a.T, a.device_bytes, a.margin_bytes, a.vocab, a.limit)
+
+
 # ---- state on the host -------------------------------------------------------------------------
 
 
@@ -291,11 +475,14 @@ def bench(a: argparse.Namespace) -> dict:
     stats = blu.cuda.memory_stats() if gpu else {}
     gib = lambda k: round(stats[k] / 2**30, 3) if k in stats else None  # noqa: E731
     plan_gib = lambda n: None if plan is None else round(n / 2**30, 3)  # noqa: E731
+    from blu.lower.plan.memory_report import footprint_bytes
+
     if plan is not None:
         measured = gib("peak_allocated_bytes")
         print(
             f"peak memory: plan {plan_gib(plan.peak_bytes)} GiB predicted (arena "
-            f"{plan_gib(plan.temp_bytes)} GiB), "
+            f"{plan_gib(plan.temp_bytes)} GiB; a call holds {plan_gib(footprint_bytes(plan))} "
+            "GiB: arguments, the whole arena, fresh outputs), "
             + (f"{measured} GiB measured" if measured is not None else "none measured (CPU)"),
             file=sys.stderr,
         )
@@ -311,6 +498,7 @@ def bench(a: argparse.Namespace) -> dict:
         reserved_GiB=gib("peak_reserved_bytes"),
         plan_peak_GiB=None if plan is None else plan_gib(plan.peak_bytes),
         plan_temp_GiB=None if plan is None else plan_gib(plan.temp_bytes),
+        plan_footprint_GiB=None if plan is None else plan_gib(footprint_bytes(plan)),
         warmup_s=round(warm_s, 1),
         attention=attention_impl(step, specs, a.mode) if gpu else "cpu",
         loss=float(loss),
@@ -374,12 +562,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", help="fidelity: initial weights (.npz)")
     p.add_argument("--batches", help="fidelity: token batches (.npz with x, y of (N, B, T))")
     p.add_argument("--out", help="fidelity: where to write the JSON result")
+    p.add_argument("--predict-max-batch", action="store_true",
+                   help="the largest --B whose planned peak fits --device-bytes less "
+                   "--margin-bytes (lowering only: no kernel, no GPU)")  # fmt: skip
+    p.add_argument("--device-bytes", type=int, default=H200_MEMORY_BYTES,
+                   help=f"device memory for --predict-max-batch (default {H200_MEMORY_BYTES}, "
+                   "an H200)")  # fmt: skip
+    p.add_argument("--margin-bytes", type=int, default=MAX_BATCH_MARGIN_BYTES,
+                   help="kept free by --predict-max-batch (default 2 GiB)")  # fmt: skip
+    p.add_argument("--limit", type=int, default=1024, help="--predict-max-batch: largest B tried")
     return p
 
 
 def main(argv: list[str] | None = None) -> dict:
     a = build_parser().parse_args(argv)
-    out = fidelity(a) if a.fidelity else bench(a)
+    out = predict(a) if a.predict_max_batch else fidelity(a) if a.fidelity else bench(a)
     print(json.dumps(out))
     return out
 

@@ -7,6 +7,15 @@ out-of-memory failure cannot leave the next try a fragmented or poisoned allocat
 (:func:`search`) doubles the batch until a try fails, then bisects between the last success and
 the first failure. With a ``grid`` it only tries the grid's sizes (blu's GPU kernels come from
 the kernel cache, compiled ahead of time per batch size: fill it for the grid).
+
+:func:`search_guided` (the peers' search on the GPU: each try of torch.compile costs its
+compilation) also uses the peak memory each fitting try reports: through the last two fitting
+tries' peaks it draws a line and tries where the line meets the memory budget, then the batch
+above; where the guess fails or is off, it bisects (or gallops up). Each try narrows the bracket
+(largest fit, smallest failure), so it ends with the same answer as :func:`search`.
+
+blu does not search on the GPU: its memory plan gives the footprint of any batch without a
+kernel or a GPU (``blu_gpt2.py --predict-max-batch``), and only the predicted batch is run.
 """
 
 from __future__ import annotations
@@ -71,3 +80,66 @@ def search(
         "tries": tries,
         "at_limit": lo == len(cands) - 1,
     }
+
+
+def search_guided(
+    try_batch: Callable[[int], tuple[bool, float | None]],
+    budget_bytes: float,
+    *,
+    start: int = 1,
+    limit: int = 1024,
+) -> dict:
+    """The largest batch ``b`` in ``[1, limit]`` that fits (fitting monotone in ``b``), guided by
+    the peak memory fitting tries report.
+
+    Args:
+        try_batch: runs one try: ``(fitted, peak_bytes or None)``.
+        budget_bytes: the memory the peak may reach (the device's, less a margin): where the
+            line through the last two fitting peaks meets it is the next guess.
+        start: the first batch tried.
+        limit: no batch above this is tried.
+
+    Returns:
+        as :func:`search`, plus ``"peaks": {batch: peak_bytes}`` of the fitting tries.
+
+    Raises:
+        ValueError: ``start`` outside ``[1, limit]``.
+    """
+    if not 1 <= start <= limit:
+        raise ValueError(f"start must be in [1, limit={limit}], got {start}")
+    lo, hi = 0, limit + 1  # the largest batch that fitted (0: none), the smallest that failed
+    peaks: dict[int, float] = {}
+    tries: list[list] = []
+    step = 1  # galloping above the line's guess
+    b = start
+    while hi - lo > 1:
+        b = min(max(b, lo + 1), hi - 1)
+        ok, peak = try_batch(b)
+        tries.append([b, bool(ok)])
+        if ok:
+            lo = b
+            if peak:
+                peaks[b] = float(peak)
+        else:
+            hi = b
+        guess = _line_guess(peaks, budget_bytes)
+        if guess is not None and lo < guess < hi:
+            nxt, step = guess, 1
+        elif ok:  # no line, or the line says no more fits while this did: go up
+            nxt = 2 * lo if guess is None else lo + step
+            step *= 2
+        else:
+            nxt = (lo + hi) // 2
+        b = nxt if lo < nxt < hi else (lo + hi) // 2
+    return {"max_batch": lo, "tries": tries, "at_limit": lo == limit, "peaks": peaks}
+
+
+def _line_guess(peaks: dict[int, float], budget: float) -> int | None:
+    """Where the line through the two largest fitting batches' peaks reaches ``budget``."""
+    if len(peaks) < 2:
+        return None
+    (b0, p0), (b1, p1) = sorted(peaks.items())[-2:]
+    per = (p1 - p0) / (b1 - b0)
+    if per <= 0:
+        return None
+    return b1 + int((budget - p1) // per)

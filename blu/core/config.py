@@ -48,6 +48,10 @@ Flags (environment variable, type, default):
 - ``kernel_cache_size`` (``BLU_KERNEL_CACHE_SIZE``, int >= 1, 1024): loaded kernels kept for
   reuse by new programs beyond those the cached programs hold (a dropped one is loaded again
   from the disk cache, ``cache_dir``, when needed).
+- ``gpu_memory_limit`` (``BLU_GPU_MEMORY_LIMIT``, int bytes, 0): the most device memory the
+  caching allocator of each GPU (real or simulated) may hold from the driver; 0: no cap (as
+  PyTorch's ``set_per_process_memory_fraction``). Past it, allocations raise
+  ``BluOutOfMemoryError`` as if the device were full.
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
@@ -111,6 +115,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "executable_cache_size": ("BLU_EXECUTABLE_CACHE_SIZE", _int, 256),
     "kernel_cache_size": ("BLU_KERNEL_CACHE_SIZE", _int, 1024),
     "flash_attention": ("BLU_FLASH_ATTENTION", _bool, True),
+    "gpu_memory_limit": ("BLU_GPU_MEMORY_LIMIT", _int, 0),
 }
 
 

@@ -25,16 +25,22 @@ keeping freed blocks cached for reuse. The design, and why:
 - **Out of memory.** When the driver refuses a segment, the allocator waits for the pending
   events, returns every fully free cached segment to the driver (all streams), and retries
   (for large requests also with the smallest segment that fits). If that fails too, it raises
-  ``CudaOutOfMemoryError`` listing the largest live buffers and the ``tag`` of each (what produced
-  it, e.g. ``"dot_general f32[1024,3072] (gpt2.py:88)"``).
+  ``CudaOutOfMemoryError`` (a ``BluOutOfMemoryError``) saying the bytes asked and free and
+  listing the largest live buffers and the ``tag`` of each (what produced it, e.g.
+  ``"dot_general f32[1024,3072] (gpt2.py:88)"``), and the user's line.
+- **A cap.** ``limit`` (default: ``blu.config.gpu_memory_limit``, read at each new segment; 0 is
+  none) bounds the bytes held from the driver, as PyTorch's ``set_per_process_memory_fraction``:
+  a segment past it fails as if the device were full. Tests use it to run out of memory on the
+  simulated GPU; on a GPU it leaves room to other processes.
 - **Statistics.** ``allocated_bytes`` counts rounded sizes of live blocks (the figure PyTorch's
   ``max_memory_allocated`` peaks over), ``reserved_bytes`` the segments held from the driver.
 
 The allocator knows nothing about CUDA itself: it drives a *backing* object with ``malloc(n) ->
 ptr`` (raising ``BackingOutOfMemory``), ``free(ptr)``, ``record_event(stream) -> event``,
-``event_done(event) -> bool``, ``event_synchronize(event)``, ``release_event(event)`` and
-``describe() -> str``. ``blu.cuda.driver.CudaBacking`` implements it with the driver API;
-``blu.cuda.fake.FakeBacking`` simulates it (with streams whose work completes on command) for
+``event_done(event) -> bool``, ``event_synchronize(event)``, ``release_event(event)``,
+``describe() -> str`` and, optionally, ``mem_info() -> (free, total)`` bytes.
+``blu.cuda.driver.CudaBacking`` implements it with the driver API; ``blu.cuda.fake.FakeBacking``
+simulates it (with streams whose work completes on command) for
 the CPU tests.
 """
 
@@ -44,7 +50,8 @@ import bisect
 import threading
 from typing import Any, Protocol
 
-from blu.core.errors import BluValueError
+from blu.core.config import config
+from blu.core.errors import BluValueError, with_user_line
 from blu.cuda.errors import BackingOutOfMemory, CudaOutOfMemoryError
 
 KiB = 1024
@@ -196,13 +203,16 @@ class CachingAllocator:
     Args:
         backing: the device-memory source (``malloc``/``free``/events; see ``Backing``).
         name: how the device is named in error messages (e.g. ``"cuda:0"``).
+        limit: the most bytes to hold from the backing (0: no cap; None: the
+            ``gpu_memory_limit`` flag, read at each new segment).
 
     Thread-safe: one lock guards every public method.
     """
 
-    def __init__(self, backing: Backing, name: str = "device"):
+    def __init__(self, backing: Backing, name: str = "device", limit: int | None = None):
         self.backing = backing
         self.name = name
+        self.limit = limit
         self._lock = threading.RLock()
         # free blocks per (small?, stream): a sorted list of (size, ptr) and a ptr -> Block map
         self._free_keys: dict[tuple[bool, int], list[tuple[int, int]]] = {}
@@ -297,6 +307,44 @@ class CachingAllocator:
         """Wait for the events of pending blocks (freed blocks used on other streams)."""
         with self._lock:
             self._synchronize_events()
+
+    def cap(self) -> int:
+        """The bytes this allocator may hold from the backing (0: no cap)."""
+        limit = config.gpu_memory_limit if self.limit is None else self.limit
+        try:
+            return max(int(limit or 0), 0)
+        except (TypeError, ValueError):
+            raise BluValueError(
+                f"gpu_memory_limit (BLU_GPU_MEMORY_LIMIT) = {limit!r}: expected a whole number "
+                "of bytes"
+            ) from None
+
+    def free_bytes(self) -> int | None:
+        """Bytes a new segment could still take: the backing's free memory (``mem_info``),
+        within the cap; None where neither is known. Cached free blocks are not counted."""
+        with self._lock:
+            free = None
+            mem_info = getattr(self.backing, "mem_info", None)
+            if mem_info is not None:
+                try:
+                    free = int(mem_info()[0])
+                except Exception:  # noqa: BLE001 - a report without the driver's figure
+                    free = None
+            cap = self.cap()
+            if cap:
+                room = max(cap - self._stats["reserved_bytes"], 0)
+                free = room if free is None else min(free, room)
+            return free
+
+    def available_bytes(self) -> int | None:
+        """The most bytes new allocations could get now: ``free_bytes()`` plus the cached free
+        blocks (which may be split over segments: a single block may get less); None where
+        the backing's free memory is unknown and there is no cap."""
+        with self._lock:
+            free = self.free_bytes()
+            if free is None:
+                return None
+            return free + sum(b.size for b in self._free_blocks.values())
 
     def stats(self) -> dict[str, int]:
         """A copy of the statistics (bytes and counts; see the module docstring)."""
@@ -452,6 +500,9 @@ class CachingAllocator:
         return Block(ptr, seg_size, seg)
 
     def _backing_malloc(self, nbytes: int) -> int | None:
+        cap = self.cap()
+        if cap and self._stats["reserved_bytes"] + nbytes > cap:
+            return None  # past the cap: as if the device were full
         try:
             ptr = self.backing.malloc(nbytes)
         except BackingOutOfMemory:
@@ -521,14 +572,19 @@ class CachingAllocator:
         st = self._stats
         live = sorted(self._live.values(), key=lambda b: (-b.size, b.ptr))
         largest = [(b.size, b.tag, b.stream) for b in live[:MAX_REPORTED]]
+        free = self.free_bytes()
+        cap = self.cap()
         what = f" for {tag}" if tag else ""
         lines = [
             f"CUDA out of memory on {self.name}: could not allocate {format_bytes(size)} "
-            f"({nbytes} bytes requested{what}, stream {stream}).",
+            f"({nbytes:,} bytes requested{what}, stream {stream}); "
+            + (f"{format_bytes(free)} ({free:,} bytes) free." if free is not None else "free "
+               "memory unknown."),
             f"  {format_bytes(st['allocated_bytes'])} allocated in {len(live)} live buffers, "
             f"{format_bytes(st['reserved_bytes'])} reserved by the allocator after emptying its "
-            f"cache; device: {self.backing.describe()}.",
-        ]
+            f"cache" + (f" (capped at {format_bytes(cap)}: gpu_memory_limit)" if cap else "")
+            + f"; device: {self.backing.describe()}.",
+        ]  # fmt: skip
         if largest:
             lines.append("  largest live buffers (size, what produced it, stream):")
             lines += [
@@ -542,4 +598,11 @@ class CachingAllocator:
             "  Free live arrays you no longer need (del x), donate arguments to jit "
             "(donate_argnums), use a smaller batch, or rematerialize (blu.checkpoint)."
         )
-        return CudaOutOfMemoryError("\n".join(lines), nbytes=nbytes, largest=largest)
+        return CudaOutOfMemoryError(
+            with_user_line("\n".join(lines)),
+            nbytes=nbytes,
+            largest=largest,
+            free_bytes=free,
+            allocated_bytes=st["allocated_bytes"],
+            tag=tag,
+        )

@@ -234,6 +234,10 @@ class CudaBacking:
     def release_event(self, event: d.Event) -> None:
         self._event_pool.append(event)
 
+    def mem_info(self) -> tuple[int, int]:
+        """(free, total) bytes of the device, as ``cuMemGetInfo``."""
+        return self.context.mem_info()
+
     def describe(self) -> str:
         try:
             free, total = self.context.mem_info()

@@ -47,8 +47,9 @@ class Backend:
         return prepare(jaxpr, _donated(jaxpr, donated), self.target)
 
     def compile(self, jaxpr: Jaxpr, donated: Sequence[bool], options: Options,
-                name: str = "jit") -> Any:  # fmt: skip
-        """A new executable of ``jaxpr`` (callers go through ``executable_for``'s cache)."""
+                name: str = "jit", args: Sequence[Any] = ()) -> Any:  # fmt: skip
+        """A new executable of ``jaxpr`` (callers go through ``executable_for``'s cache);
+        ``args``, where given, are the arguments of the call it is compiled for."""
         raise NotImplementedError
 
     def lower(self, jaxpr: Jaxpr, name: str, donated: Sequence[bool], options: Options) -> Any:
@@ -59,7 +60,7 @@ class Backend:
 class CpuBackend(Backend):
     """Fused kernels compiled through MLIR to the host's machine code (``cpu.executable``)."""
 
-    def compile(self, jaxpr, donated, options, name="jit"):
+    def compile(self, jaxpr, donated, options, name="jit", args=()):
         from blu.lower.cpu.executable import CpuExecutable
 
         return CpuExecutable(jaxpr, name, donated, options)
@@ -77,7 +78,7 @@ class ReferenceBackend(Backend):
     def options(self) -> Options:
         return Options(engine="numpy")
 
-    def compile(self, jaxpr, donated, options, name="jit"):
+    def compile(self, jaxpr, donated, options, name="jit", args=()):
         from blu.lower.reference import NumpyExecutable
 
         return NumpyExecutable(jaxpr, name)
@@ -98,10 +99,21 @@ class CudaBackend(Backend):
 
         return Options(config.default_matmul_precision, codegen_rows.key_suffix())
 
-    def compile(self, jaxpr, donated, options, name="jit"):
+    def compile(self, jaxpr, donated, options, name="jit", args=()):
+        """The executable; with the call's ``args`` (device arrays), the memory plan is first
+        checked against what their device can still give (``gpu.run.check_device_memory``), so
+        a program that cannot fit raises its out-of-memory report before any kernel is compiled
+        or looked up."""
         from blu.lower.gpu.executable import GpuExecutable
 
-        return GpuExecutable(jaxpr, name, donated, self.target, options=options)
+        prepared = None
+        if any(getattr(a, "_blu_device_array", False) for a in args):
+            from blu.lower.gpu.run import check_device_memory
+
+            prepared = self.prepare(jaxpr, donated, options)
+            check_device_memory(name, prepared, _donated(jaxpr, donated), args)
+        return GpuExecutable(jaxpr, name, donated, self.target, options=options,
+                             prepared=prepared)  # fmt: skip
 
     def lower(self, jaxpr, name, donated, options):
         from blu.lower.gpu.executable import Lowered
@@ -158,14 +170,17 @@ def _key(jaxpr: Jaxpr, donated: Sequence[bool], target: str, options: Options) -
     return (jaxpr, tuple(donated), target, options)  # a jaxpr hashes by identity
 
 
-def executable_for(jaxpr: Jaxpr, name: str, donated: Sequence[bool], backend: Backend) -> Any:
-    """The cached executable of ``jaxpr`` for ``backend`` (compiled on first use), per
-    donation pattern, target and the backend's current ``Options``."""
+def executable_for(
+    jaxpr: Jaxpr, name: str, donated: Sequence[bool], backend: Backend, args: Sequence[Any] = ()
+) -> Any:
+    """The cached executable of ``jaxpr`` for ``backend`` (compiled on first use, for a call
+    with ``args`` where given), per donation pattern, target and the backend's current
+    ``Options``."""
     options = backend.options()
     key = _key(jaxpr, donated, backend.target, options)
     exe = _executables.get(key)
     if exe is None:  # of two threads compiling one program at once, both use the first
-        exe = _executables.setdefault(key, backend.compile(jaxpr, donated, options, name))
+        exe = _executables.setdefault(key, backend.compile(jaxpr, donated, options, name, args))
     return exe
 
 
@@ -181,7 +196,7 @@ class JitBackend:
     @staticmethod
     def call(jaxpr: Jaxpr, name: str, donated_invars: Sequence[bool], args: Sequence[Any]):
         """``jit_p``'s impl: run ``jaxpr`` on ``args`` (device arrays: on their GPU)."""
-        exe = executable_for(jaxpr, name, tuple(donated_invars), backend_for(args))
+        exe = executable_for(jaxpr, name, tuple(donated_invars), backend_for(args), args)
         return exe(*args)
 
     @staticmethod

@@ -77,6 +77,19 @@ class Program:
         """Argument, output, temporary and peak bytes of the plan."""
         return self.memory.analysis
 
+    def check_memory(self, device_bytes: int, in_use: int = 0) -> None:
+        """Raise the out-of-memory report now (no kernel, no GPU needed) when the program's
+        footprint (arguments, arena, fresh outputs: ``plan.memory_report.footprint_bytes``) does
+        not fit in ``device_bytes`` with ``in_use`` bytes held by other arrays.
+
+        Raises:
+            BluOutOfMemoryError: naming the bytes asked and free and the plan's largest buffers
+                at its peak with their shapes, dtypes, equations and source lines.
+        """
+        from blu.lower.plan.memory_report import check_fits
+
+        check_fits(self.name, self.plan, self.memory, device_bytes, in_use, self.donated)
+
     def memory_timeline(self, path: str, **kwargs: Any) -> str:
         """Draw the plan's buffers over the program to ``path`` (``.png`` or ``.html``)."""
         from blu.lower.plan.memory_timeline import draw_timeline

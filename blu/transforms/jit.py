@@ -600,6 +600,17 @@ class Lowered:
         """Draw the plan's buffers over the program to ``path`` (``.png`` or ``.html``)."""
         return self._program.memory_timeline(path, title=self.jitted.name, **kwargs)
 
+    def check_memory(self, device_bytes: int, in_use: int = 0) -> None:
+        """Raise the out-of-memory report before anything runs (no kernel or GPU needed) when
+        the program's footprint (arguments, its arena of temporaries, its fresh outputs) does
+        not fit in ``device_bytes`` with ``in_use`` bytes held by other arrays.
+
+        Raises:
+            BluOutOfMemoryError: the bytes asked and free, and the plan's largest buffers at
+                its peak (shape, dtype, the equation making each, the user's source line).
+        """
+        self._program.check_memory(device_bytes, in_use)
+
     def compile(self) -> Compiled:
         # no target: calls run through jit's own cache on the arguments' device
         exe = self._program.compile() if self.target is not None else None

@@ -49,6 +49,6 @@ def apply_on_device(prim: Any, args: tuple, avals: list, params: dict) -> Any:
     if prim is jit_p:
         return prim.impl(*args, **params)  # the seam's jit backend: CUDA for device arrays
     j = eager_program(prim, avals, params)
-    exe = executable_for(j, prim.name, (False,) * len(avals), CudaBackend(CUDA_DEFAULT))
+    exe = executable_for(j, prim.name, (False,) * len(avals), CudaBackend(CUDA_DEFAULT), args)
     res = exe(*args)
     return res if prim.multiple_results else res[0]

@@ -28,9 +28,11 @@ from blu.core.errors import BluError
 from blu.core.jaxpr import Literal, Var
 from blu.cuda.array import DeviceArray, default_device
 from blu.cuda.cublaslt import gemm_spec
+from blu.cuda.errors import CudaOutOfMemoryError
 from blu.cuda.profile import profiler
 from blu.lower import library
 from blu.lower.gpu.executable import GpuFallbackError, _precision, call_host_kernel, host_kernel
+from blu.lower.plan.memory_report import out_of_memory_error
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
 from blu.lower.program import BluFloatingPointError
@@ -134,11 +136,31 @@ class Bound:
         keep: list[Any] = [None] * self.n_slots
         for sl, a in zip(self.in_slots, arrays):
             ptr[sl], keep[sl] = a.ptr, a
-        arena = DeviceArray.empty((max(exe.memory.arena_size, 1),), np.uint8, dev,
-                                  tag=f"jit({exe.name}) temporaries")  # fmt: skip
-        self._assign(ptr, keep, arrays, donatable, arena.ptr, persistent=False)
+        try:
+            arena = DeviceArray.empty((max(exe.memory.arena_size, 1),), np.uint8, dev,
+                                      tag=f"jit({exe.name}) temporaries")  # fmt: skip
+            keep.append(arena)
+            self._assign(ptr, keep, arrays, donatable, arena.ptr, persistent=False)
+        except CudaOutOfMemoryError as e:
+            raise self._oom_report(e, arrays, keep) from None
         self._launch_all(ptr, keep, arena.ptr)
         return self._outputs(ptr, keep, arrays, donatable, copy_out=False)
+
+    def _oom_report(self, e: CudaOutOfMemoryError, arrays: list, keep: list) -> Exception:
+        """The allocator's out-of-memory error while this call took its arena and outputs, as
+        the plan's report (``plan.memory_report``): the bytes asked and free, the plan's largest
+        buffers at its peak, and what other live arrays hold. Frees what the call took."""
+        alloc = self.dev.allocator
+        mine = {id(b) for b in _blocks([*arrays, *keep, *self.kept.values()])}
+        others = [b for b in alloc.live_blocks() if id(b) not in mine]
+        err = out_of_memory_error(
+            self.exe.name, self.exe.plan, self.exe.memory,
+            asked=e.nbytes, free=e.free_bytes, what=_failed_what(e.tag), where=str(self.dev),
+            other_bytes=sum(b.size for b in others),
+            other_largest=[(b.size, b.tag) for b in others[:4]], donated=self.exe.donated,
+        )  # fmt: skip
+        keep.clear()  # what this call took goes back to the allocator
+        return err
 
     def _donatable(self, arrays: list[DeviceArray]) -> list[bool]:
         ids = [id(a) for a in arrays]
@@ -159,11 +181,16 @@ class Bound:
                 if persistent:
                     buf = self.kept.get(f"out{sl}")
                     if buf is None:
-                        buf = self.kept[f"out{sl}"] = DeviceArray.empty(aval.shape, aval.dtype,
-                                                                         self.dev)  # fmt: skip
+                        buf = self.kept[f"out{sl}"] = DeviceArray.empty(
+                            aval.shape, aval.dtype, self.dev, tag=self._out_tag(aval)
+                        )
                 else:
-                    buf = DeviceArray.empty(aval.shape, aval.dtype, self.dev)
+                    buf = DeviceArray.empty(aval.shape, aval.dtype, self.dev,
+                                            tag=self._out_tag(aval))  # fmt: skip
                 ptr[sl], keep[sl] = buf.ptr, buf
+
+    def _out_tag(self, aval: Any) -> str:
+        return f"jit({self.exe.name}) output {aval.str_short()}"
 
     def _launch_all(self, ptr: list[int], keep: list[Any], arena_ptr: int) -> None:
         if profiler.enabled:  # BLU_PROFILE=1: each step between two events
@@ -316,12 +343,16 @@ class Bound:
             else:
                 ptr[sl], keep[sl] = a.ptr, a
                 key.append(a.ptr)
-        arena = self.kept.get("arena")
-        if arena is None:
-            arena = self.kept["arena"] = DeviceArray.empty(
-                (max(exe.memory.arena_size, 1),), np.uint8, dev, tag=f"jit({exe.name}) temporaries"
-            )
-        self._assign(ptr, keep, arrays, donatable, arena.ptr, persistent=True)
+        try:
+            arena = self.kept.get("arena")
+            if arena is None:
+                arena = self.kept["arena"] = DeviceArray.empty(
+                    (max(exe.memory.arena_size, 1),), np.uint8, dev,
+                    tag=f"jit({exe.name}) temporaries",
+                )  # fmt: skip
+            self._assign(ptr, keep, arrays, donatable, arena.ptr, persistent=True)
+        except CudaOutOfMemoryError as e:
+            raise self._oom_report(e, arrays, keep) from None
         key_t = tuple(key)
         entry = self.graphs.get(key_t)
         if entry is None:
@@ -337,6 +368,56 @@ class Bound:
         g, captured = entry
         g.replay(dev.stream)
         return self._outputs(captured, keep, arrays, donatable, copy_out=True)
+
+
+def check_device_memory(name: str, prepared: Any, donated: tuple, args: Any) -> None:
+    """Before compiling a program for a call: raise its out-of-memory report when the memory
+    plan needs more than the arguments' device can still give (the allocator's free and cached
+    bytes), so nothing is compiled, looked up or launched for a program that cannot run.
+
+    Raises:
+        BluOutOfMemoryError: the arena, the fresh outputs and the host arguments to copy need
+            more than ``available_bytes()``; the plan's report (``plan.memory_report``).
+    """
+    dev = next(a.device for a in args if isinstance(a, DeviceArray))
+    alloc = dev.allocator
+    available = alloc.available_bytes()
+    if available is None:
+        return
+    _, plan, memory = prepared
+    a = memory.analysis
+    on_host = sum(v.aval.size * v.aval.dtype.itemsize
+                  for x, v in zip(args, prepared[0].invars)
+                  if not (isinstance(x, DeviceArray) and x.device is dev))  # fmt: skip
+    need = max(memory.arena_size, 1) + a.output_bytes - a.alias_bytes + on_host
+    if need <= available:
+        return
+    mine = {id(b) for b in _blocks(list(args))}
+    others = [b for b in alloc.live_blocks() if id(b) not in mine]
+    raise out_of_memory_error(
+        name, plan, memory, asked=need, free=available, where=str(dev),
+        what="its arena of temporaries and its outputs (checked before compiling its kernels)",
+        other_bytes=sum(b.size for b in others),
+        other_largest=[(b.size, b.tag) for b in others[:4]], donated=donated,
+    )  # fmt: skip
+
+
+def _blocks(arrays: list[Any]) -> list[Any]:
+    """The allocator blocks behind device arrays (views count their owner's)."""
+    out = []
+    for a in arrays:
+        while a is not None and isinstance(a, DeviceArray) and a._block is None:
+            a = a._owner
+        if isinstance(a, DeviceArray) and a._block is not None:
+            out.append(a._block)
+    return out
+
+
+def _failed_what(tag: str | None) -> str:
+    """What the failed request was for, from its allocation tag."""
+    if not tag:
+        return "a buffer"
+    return f"its arena of temporaries ({tag})" if tag.endswith("temporaries") else f"an {tag}"
 
 
 def _nbytes(vs: Any) -> int:

@@ -66,7 +66,9 @@ def inline_decompositions(jaxpr: Jaxpr, target: str) -> Jaxpr:
             lread = lambda a, local=local: local[a] if isinstance(a, Var) else a  # noqa: E731
             for be in body.eqns:
                 outs = [Var(v.aval) for v in be.outvars]
-                eqns.append(be.replace(invars=[lread(a) for a in be.invars], outvars=outs))
+                # traced now, the body's lines would be the lowering call's: keep the user's
+                eqns.append(be.replace(invars=[lread(a) for a in be.invars], outvars=outs,
+                                       source=e.source or be.source))  # fmt: skip
                 local.update(zip(be.outvars, outs))
             env.update(zip(e.outvars, [lread(v) for v in body.outvars]))
         jaxpr = Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, [read(v) for v in jaxpr.outvars])
