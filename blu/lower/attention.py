@@ -22,10 +22,9 @@ Imported by ``blu.lower`` once ``blu.lower.library`` exists (this module registe
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from typing import Any
-
-import ctypes
 
 import numpy as np
 

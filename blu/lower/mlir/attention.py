@@ -66,7 +66,9 @@ class Spec:
 
     def text(self, kind: str) -> str:
         """Cache key material of the ``kind`` ("fwd" or "bwd") kernel."""
-        return f"blu-attention-cpu-{kind} v{VERSION} {dataclasses.astuple(self)!r}"
+        return (
+            f"blu-attention-cpu-{kind} v{VERSION} block={BLOCK_KEYS} {dataclasses.astuple(self)!r}"
+        )
 
     def workspace(self) -> list[tuple[str, int]]:
         """The backward's scratch buffers ``(dtype name, elements)``: ``D``, then (half
@@ -128,11 +130,12 @@ class _Emitter:
         key = (v, n, ty)
         if key not in self._vconsts:
             name = self.b.fresh("vc")
-            lit = (repr(float(v)) if ty.startswith("f") else str(int(v)))
+            lit = repr(float(v)) if ty.startswith("f") else str(int(v))
             if ty.startswith("f") and not math.isfinite(v):
                 lit = {float("inf"): "0x7F800000", float("-inf"): "0xFF800000"}[v]
             self.b.const_lines.append(
-                f"    {name} = arith.constant dense<{lit}> : vector<{n}x{ty}>")
+                f"    {name} = arith.constant dense<{lit}> : vector<{n}x{ty}>"
+            )
             self._vconsts[key] = name
         return self._vconsts[key]
 
@@ -400,7 +403,7 @@ def emit_backward(sp: Spec, name: str) -> str:
         dq_acc = e.param("dqacc", nq * sp.h, np.float32)
         if sp.need_dbias:
             db_acc = e.param("dbacc", nbias, np.float32)
-    zero, ninf, pinf = e.c(0.0), e.c(-math.inf), e.c(math.inf)
+    zero, pinf = e.c(0.0), e.c(math.inf)
 
     def fill_zero(buf: str, size: int) -> None:
         x, _, _ = e.for_(e.i(0), e.i(size))
