@@ -127,7 +127,7 @@ def _workspace(backward: bool):
     def workspace(avals, params, target: str) -> int:
         if not target.startswith("cuda"):
             sp = cpu_spec(avals, params)
-            return mlir_att.workspace_bytes(sp) if backward and not _empty(sp) else 0
+            return 0 if _empty(sp) else mlir_att.workspace_bytes(sp, "bwd" if backward else "fwd")
         if _why_not_cudnn(avals, params, backward):
             return 0
         sp = spec(avals, params)
@@ -155,7 +155,7 @@ def _cpu_fwd(ins, outs, workspace, **params) -> None:
     if _empty(sp):  # nothing to compute: the numpy kernel fills the empty or zero results
         _write(outs, att.fwd_p.impl(*ins, **params))
         return
-    _call(_cpu_kernel("fwd", sp), ins, outs)
+    _call(_cpu_kernel("fwd", sp), ins, outs, _scratch(sp, "fwd", workspace))
 
 
 def _cpu_jvp(ins, outs, workspace, **params) -> None:
@@ -167,10 +167,20 @@ def _cpu_bwd(ins, outs, workspace, **params) -> None:
     if _empty(sp):
         _write(outs, att.bwd_p.impl(*ins, **params))
         return
-    if workspace is None or workspace.nbytes < mlir_att.workspace_bytes(sp):
-        workspace = np.empty(mlir_att.workspace_bytes(sp), np.uint8)
+    _call(_cpu_kernel("bwd", sp), ins, outs, _scratch(sp, "bwd", workspace))
+
+
+def _scratch(sp: mlir_att.Spec, kind: str, workspace: np.ndarray | None) -> list[int]:
+    """The addresses of a kernel's scratch buffers in its planned workspace (a fresh one when
+    called without, e.g. from a benchmark)."""
+    need = mlir_att.workspace_bytes(sp, kind)
+    if workspace is None or workspace.nbytes < need:
+        workspace = _own_workspace[kind] = np.empty(need, np.uint8)
     base = workspace.ctypes.data
-    _call(_cpu_kernel("bwd", sp), ins, outs, [base + o for o in mlir_att.workspace_offsets(sp)])
+    return [base + o for o in mlir_att.workspace_offsets(sp, kind)]
+
+
+_own_workspace: dict[str, np.ndarray] = {}
 
 
 def _gpu_fwd(dev, stream, ins, outs, workspace, in_avals, out_avals, **params) -> None:

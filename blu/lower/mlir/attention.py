@@ -30,10 +30,10 @@ import numpy as np
 from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.lower.mlir import mathlib
-from blu.lower.mlir.emit import Builder, memref_type, storage_type
+from blu.lower.mlir.emit import Builder, float_literal, memref_type, storage_type
 
 BLOCK_KEYS = 64  # keys per block of scores (a stack buffer of this many accumulator values)
-VERSION = "1"  # bump when the generated code changes meaning
+VERSION = "2"  # bump when the generated code changes meaning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,10 +70,28 @@ class Spec:
             f"blu-attention-cpu-{kind} v{VERSION} block={BLOCK_KEYS} {dataclasses.astuple(self)!r}"
         )
 
-    def workspace(self) -> list[tuple[str, int]]:
-        """The backward's scratch buffers ``(dtype name, elements)``: ``D``, then (half
-        floats) the float32 ``dq`` and ``dbias`` accumulators."""
+    @property
+    def lanes(self) -> int:
+        """Lanes of one vector register (512 bits) of the accumulator type."""
+        return 16 if self.acc == "f32" else 8
+
+    @property
+    def key_block(self) -> int:
+        """Keys per block of the forward: ``BLOCK_KEYS`` rounded to whole vectors."""
+        return max(1, BLOCK_KEYS // self.lanes) * self.lanes
+
+    @property
+    def s_pad(self) -> int:
+        """``S`` rounded up to whole key blocks (the forward's transposed keys)."""
+        return -(-self.s // self.key_block) * self.key_block
+
+    def workspace(self, kind: str) -> list[tuple[str, int]]:
+        """The scratch buffers ``(dtype name, elements)`` of the ``kind`` kernel: the forward's
+        transposed keys ``(B, K, H, S_pad)``; the backward's ``D``, then (half floats) the
+        float32 ``dq`` and ``dbias`` accumulators."""
         acc = "float64" if self.acc == "f64" else "float32"
+        if kind == "fwd":
+            return [(acc, self.b * self.kh * self.h * self.s_pad)]
         ws = [(acc, self.b * self.n * self.t)]
         if self.low:
             ws.append(("float32", self.b * self.t * self.n * self.h))
@@ -82,13 +100,13 @@ class Spec:
         return ws
 
 
-def workspace_bytes(spec: Spec) -> int:
-    return sum(_align(n * np.dtype(d).itemsize) for d, n in spec.workspace())
+def workspace_bytes(spec: Spec, kind: str) -> int:
+    return sum(_align(n * np.dtype(d).itemsize) for d, n in spec.workspace(kind))
 
 
-def workspace_offsets(spec: Spec) -> list[int]:
+def workspace_offsets(spec: Spec, kind: str) -> list[int]:
     offs, at = [], 0
-    for d, n in spec.workspace():
+    for d, n in spec.workspace(kind):
         offs.append(at)
         at += _align(n * np.dtype(d).itemsize)
     return offs
@@ -130,14 +148,30 @@ class _Emitter:
         key = (v, n, ty)
         if key not in self._vconsts:
             name = self.b.fresh("vc")
-            lit = repr(float(v)) if ty.startswith("f") else str(int(v))
-            if ty.startswith("f") and not math.isfinite(v):
-                lit = {float("inf"): "0x7F800000", float("-inf"): "0xFF800000"}[v]
+            lit = float_literal(v, ty) if ty.startswith("f") else str(int(v))
             self.b.const_lines.append(
                 f"    {name} = arith.constant dense<{lit}> : vector<{n}x{ty}>"
             )
             self._vconsts[key] = name
         return self._vconsts[key]
+
+    def iota(self, n: int) -> str:
+        key = ("iota", n)
+        if key not in self._vconsts:
+            name = self.b.fresh("vc")
+            vals = ", ".join(str(x) for x in range(n))
+            self.b.const_lines.append(f"    {name} = arith.constant dense<[{vals}]> : "
+                                      f"vector<{n}xi32>")  # fmt: skip
+            self._vconsts[key] = name
+        return self._vconsts[key]
+
+    def lanes_below(self, start: str, end32: str, n: int) -> str:
+        """The ``vector<n x i1>`` of lanes ``start + l < end`` (``end32`` an i32)."""
+        st = self.op(f"arith.index_cast {start} : index to i32")
+        lanes = self.op(f"arith.addi {self.op(f'vector.broadcast {st} : i32 to vector<{n}xi32>')}"
+                        f", {self.iota(n)} : vector<{n}xi32>")  # fmt: skip
+        end = self.op(f"vector.broadcast {end32} : i32 to vector<{n}xi32>")
+        return self.op(f"arith.cmpi slt, {lanes}, {end} : vector<{n}xi32>")
 
     def chunks(self, d: int) -> list[tuple[int, int]]:
         """``(offset, lanes)`` covering ``d`` elements: full chunks, then the tail."""
@@ -194,11 +228,19 @@ class _Emitter:
 
     # ---- rows in memory -------------------------------------------------------------------------
 
-    def vload(self, buf: str, off: str, n: int) -> str:
-        """``n`` elements of ``buf`` from ``off``, as a vector of the accumulator type."""
+    def vload(self, buf: str, off: str, n: int, mask: str | None = None) -> str:
+        """``n`` elements of ``buf`` from ``off``, as a vector of the accumulator type (a bool
+        buffer: ``i1``); with ``mask``, lanes off in it are not read (they are 0)."""
         aval = self.avals[buf]
         st = storage_type(aval.dtype)
-        v = self.op(f"vector.load {buf}[{off}] : {memref_type(aval)}, {self.vt(n, st)}")
+        if mask is None:
+            v = self.op(f"vector.load {buf}[{off}] : {memref_type(aval)}, {self.vt(n, st)}")
+        else:
+            zero = self.vconst(0 if st.startswith("i") else 0.0, n, st)
+            v = self.op(f"vector.maskedload {buf}[{off}], {mask}, {zero} : {memref_type(aval)}, "
+                        f"vector<{n}xi1>, {self.vt(n, st)} into {self.vt(n, st)}")  # fmt: skip
+        if aval.dtype == np.bool_:
+            return self.op(f"arith.cmpi ne, {v}, {self.vconst(0, n, 'i8')} : {self.vt(n, 'i8')}")
         if aval.dtype == dtypes.bfloat16:
             wide = self.op(f"arith.extui {v} : {self.vt(n, 'i16')} to {self.vt(n, 'i32')}")
             sh = self.op(f"arith.shli {wide}, {self.vconst(16, n, 'i32')} : {self.vt(n, 'i32')}")
@@ -307,13 +349,14 @@ def _acc_np(sp: Spec):
 
 
 def emit_forward(sp: Spec, name: str) -> str:
-    """The forward kernel ``name(q, k, v, [bias], [mask], out, lse)`` (see the module doc)."""
+    """The forward kernel ``name(q, k, v, [bias], [mask], out, lse, kt)`` (``kt``: workspace
+    for the transposed keys; see the module doc)."""
     e = _Emitter(sp)
     q, k, v, bias, mask = _inputs(e, sp)
     out = e.param("out", sp.b * sp.t * sp.n * sp.hv, e.dt)
     lse = e.param("lse", sp.b * sp.n * sp.t, _acc_np(sp))
-    a, g = e.a, sp.n // sp.kh
-    bk = max(1, min(BLOCK_KEYS, sp.s))
+    kt = e.param("kt", sp.b * sp.kh * sp.h * sp.s_pad, _acc_np(sp))
+    a, g, lanes, bk, sp_ = e.a, sp.n // sp.kh, sp.lanes, sp.key_block, sp.s_pad
     sc = "%sc"
     e.avals[sc] = ShapedArray((bk,), _acc_np(sp))
     prologue = [f"{sc} = memref.alloca() : {memref_type(e.avals[sc])}"]
@@ -321,30 +364,56 @@ def emit_forward(sp: Spec, name: str) -> str:
     vch = e.chunks(sp.hv)
     vzeros = [e.vconst(0.0, n, a) for _, n in vch]
     vtys = [e.vt(n) for _, n in vch]
+    lt = e.vt(lanes)
+
+    # keys transposed to (B, K, H, S_pad), zero-padded: a block's scores are then vectors of
+    # keys, sum_h q[h] * kt[h, j0:j0+lanes], with no horizontal sums
+    bi, _, _ = e.for_(e.i(0), e.i(sp.b))
+    khi, _, _ = e.for_(e.i(0), e.i(sp.kh))
+    ji, _, _ = e.for_(e.i(0), e.i(sp_))
+    hi, _, _ = e.for_(e.i(0), e.i(sp.h))
+    dst = e.lin((bi, sp.b), (khi, sp.kh), (hi, sp.h), (ji, sp_))
+    inside = e.op(f"arith.cmpi ult, {ji}, {e.i(sp.s)} : index")
+    src = e.sel(inside, e.lin((bi, sp.b), (ji, sp.s), (khi, sp.kh), (hi, sp.h)), e.i(0), "index")
+    e.store(e.sel(inside, e.load(k, src), zero), kt, dst)
+    for _ in range(4):
+        e.end("")
 
     bi, _, _ = e.for_(e.i(0), e.i(sp.b))
     ni, _, _ = e.for_(e.i(0), e.i(sp.n))
     khi = e.b.op(f"arith.divui {ni}, {e.i(g)} : index") if g > 1 else ni
     ii, _, _ = e.for_(e.i(0), e.i(sp.t))
-    qs = e.row(q, e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h)), sp.h)
-    qs = [e.f("mulf", x, e.splat(e.c(sp.scale), n), e.vt(n))
-          for x, (_, n) in zip(qs, e.chunks(sp.h))]  # fmt: skip
+    qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
     jend = e.i(sp.s)
     if sp.is_causal:
         jend = e.op(f"arith.minui {e.b.iaddc(ii, 1)}, {jend} : index")
+    jend32 = e.op(f"arith.index_cast {jend} : index to i32")
     inits = [(ninf, a), (zero, a)] + list(zip(vzeros, vtys))
     j0, st, res = e.for_(e.i(0), jend, inits, step=e.i(bk))
     m, l, accs = st[0], st[1], st[2:]
     jn = e.op(f"arith.minui {e.op(f'arith.subi {jend}, {j0} : index')}, {e.i(bk)} : index")
-    # pass 1: the block's scores and their maximum
-    jj, (mx,), r1 = e.for_(e.i(0), jn, [(ninf, a)])
-    j = e.b.iadd(j0, jj)
-    ks = e.row(k, e.lin((bi, sp.b), (j, sp.s), (khi, sp.kh), (e.i(0), sp.h)), sp.h)
-    s, ok = e.score(qs, ks, bias, mask, bi, ni, ii, j)
-    if ok is not None:
-        s = e.sel(ok, s, ninf)
-    e.b.stmt(f"memref.store {s}, {sc}[{jj}] : {memref_type(e.avals[sc])}")
-    (mb,) = e.end(r1, [(e.f("maxnumf", mx, s), a)])
+    # pass 1: the block's scores (vectors over keys) and their maximum
+    nr = bk // lanes
+    hi, ss, rh = e.for_(e.i(0), e.i(sp.h), [(e.vconst(0.0, lanes, a), lt)] * nr)
+    qh = e.splat(e.f("mulf", e.load(q, e.b.iadd(qbase, hi)), e.c(sp.scale)), lanes)
+    kb = e.b.iadd(e.lin((bi, sp.b), (khi, sp.kh), (hi, sp.h), (j0, sp_)), e.i(0))
+    ss = [e.fma(qh, e.vload(kt, e.b.iaddc(kb, r * lanes), lanes), x, lanes)
+          for r, x in enumerate(ss)]  # fmt: skip
+    ss = e.end(rh, [(x, lt) for x in ss])
+    mx = None
+    for r, x in enumerate(ss):
+        start = e.b.iaddc(j0, r * lanes)
+        ok = e.lanes_below(start, jend32, lanes)
+        if bias is not None:
+            x = e.f("addf", x, e.vload(bias, e.bs_offset(sp.bias, bi, ni, ii, start), lanes, ok),
+                    lt)  # fmt: skip
+        if mask is not None:
+            mk = e.vload(mask, e.bs_offset(sp.mask, bi, ni, ii, start), lanes, ok)
+            ok = e.op(f"arith.andi {ok}, {mk} : vector<{lanes}xi1>")
+        x = e.sel(ok, x, e.vconst(-math.inf, lanes, a), f"vector<{lanes}xi1>, {lt}")
+        e.b.stmt(f"vector.store {x}, {sc}[{e.i(r * lanes)}] : {memref_type(e.avals[sc])}, {lt}")
+        mx = x if mx is None else e.f("maxnumf", mx, x, lt)
+    mb = e.op(f"vector.reduction <maxnumf>, {mx} : {lt} into {a}")
     m_new = e.f("maxnumf", m, mb)
     m_safe = e.sel(e.is_neg_inf(m_new), zero, m_new)
     alpha = e.exp(e.f("subf", m, m_safe))
@@ -404,6 +473,8 @@ def emit_backward(sp: Spec, name: str) -> str:
         if sp.need_dbias:
             db_acc = e.param("dbacc", nbias, np.float32)
     zero, pinf = e.c(0.0), e.c(math.inf)
+    qb, sc = sp.key_block, "%sc"
+    sct = memref_type(ShapedArray((qb,), acc_np))
 
     def fill_zero(buf: str, size: int) -> None:
         x, _, _ = e.for_(e.i(0), e.i(size))
@@ -437,22 +508,37 @@ def emit_backward(sp: Spec, name: str) -> str:
     ks, vs = e.row(k, kbase, sp.h), e.row(v, vbase, sp.hv)
     gi, st_g, res_g = e.for_(e.i(0), e.i(g), hz + vz)
     ni = e.b.iadd(e.b.imul(khi, g), gi)
-    i0 = ji if sp.is_causal else e.i(0)
-    ii, st, res_i = e.for_(i0, e.i(sp.t), [(x, t) for x, (_, t) in zip(st_g, hz + vz)])
-    dks, dvs = st[: len(hch)], st[len(hch) :]
+    # the queries seeing key j in blocks: their P = exp(S - L) first (a loop LLVM
+    # vectorizes), then each query's updates
+    carried = [(x, t) for x, (_, t) in zip(st_g, hz + vz)]
+    ib, st, res_i = e.for_(ji if sp.is_causal else e.i(0), e.i(sp.t), carried, step=e.i(qb))
+    inn = e.op(f"arith.minui {e.op(f'arith.subi {e.i(sp.t)}, {ib} : index')}, {e.i(qb)} : index")
+    jj, _, _ = e.for_(e.i(0), inn)
+    ii = e.b.iadd(ib, jj)
     qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
-    obase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.hv))
-    qs, dos = e.row(q, qbase, sp.h), e.row(dout, obase, sp.hv)
-    s, ok = e.score(qs, ks, None, mask, bi, ni, ii, ji)
+    s, ok = e.score(e.row(q, qbase, sp.h), ks, None, mask, bi, ni, ii, ji)
     s = e.f("mulf", s, e.c(sp.scale))
     if bias is not None:
         s = e.f("addf", s, e.load(bias, e.bs_offset(sp.bias, bi, ni, ii, ji)))
-    row = e.lin((bi, sp.b), (ni, sp.n), (ii, sp.t))
-    lv = e.load(lse, row)
+    lv = e.load(lse, e.lin((bi, sp.b), (ni, sp.n), (ii, sp.t)))
     lv = e.sel(e.is_neg_inf(lv), pinf, lv)  # a row with nothing to attend: P = 0, not NaN
-    p = e.exp(e.f("subf", s, lv))
+    x = e.f("subf", s, lv)
     if ok is not None:
-        p = e.sel(ok, p, zero)
+        x = e.sel(ok, x, e.c(-math.inf))
+    e.b.stmt(f"memref.store {x}, {sc}[{jj}] : {sct}")
+    e.end("")
+    jj, _, _ = e.for_(e.i(0), inn)
+    x = e.op(f"memref.load {sc}[{jj}] : {sct}")
+    e.b.stmt(f"memref.store {e.exp(x)}, {sc}[{jj}] : {sct}")
+    e.end("")
+    jj, st, res_q = e.for_(e.i(0), inn, [(x, t) for x, (_, t) in zip(st, hz + vz)])
+    dks, dvs = st[: len(hch)], st[len(hch) :]
+    ii = e.b.iadd(ib, jj)
+    p = e.op(f"memref.load {sc}[{jj}] : {sct}")
+    qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
+    obase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.hv))
+    qs, dos = e.row(q, qbase, sp.h), e.row(dout, obase, sp.hv)
+    row = e.lin((bi, sp.b), (ni, sp.n), (ii, sp.t))
     dvs = [e.fma(e.splat(p, n), y, x, n) for y, x, (_, n) in zip(dos, dvs, vch)]
     dp = e.dot(dos, vs, sp.hv)
     ds = e.f("mulf", p, e.f("subf", dp, e.load(dd, row)))
@@ -464,7 +550,8 @@ def emit_backward(sp: Spec, name: str) -> str:
         off = e.b.iaddc(qbase, o)
         e.vstore(e.fma(e.splat(dss, n), x, e.vload(dq_acc, off, n), n), dq_acc, off, n)
     dks = [e.fma(e.splat(dss, n), x, y, n) for x, y, (_, n) in zip(qs, dks, hch)]
-    ys = e.end(res_i, [(x, e.vt(n)) for x, (_, n) in zip(dks + dvs, hch + vch)])
+    ys = e.end(res_q, [(x, e.vt(n)) for x, (_, n) in zip(dks + dvs, hch + vch)])
+    ys = e.end(res_i, [(x, e.vt(n)) for x, (_, n) in zip(ys, hch + vch)])
     ys = e.end(res_g, [(x, e.vt(n)) for x, (_, n) in zip(ys, hch + vch)])
     e.store_row(ys[: len(hch)], dk, kbase, sp.h)
     e.store_row(ys[len(hch) :], dv, vbase, sp.hv)
@@ -477,4 +564,4 @@ def emit_backward(sp: Spec, name: str) -> str:
             x, _, _ = e.for_(e.i(0), e.i(size))
             e.store(e.load(src, x), dst, x)
             e.end("")
-    return e.function(name, [])
+    return e.function(name, [f"{sc} = memref.alloca() : {sct}"])
