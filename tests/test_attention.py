@@ -320,9 +320,10 @@ def test_errors():
 
 @pytest.fixture
 def cpu_kernels(monkeypatch):
-    """Small key blocks (so short rows cross several, the last one partial) and a record of the
-    MLIR kernels that ran: ``kinds`` collects ``"fwd"``/``"bwd"`` per call."""
-    monkeypatch.setattr(mlir_attention, "BLOCK_KEYS", 4)
+    """The smallest key blocks (one vector: 16 float32 or 8 float64 keys, so short rows cross
+    several, the last one partial) and a record of the MLIR kernels that ran: ``kinds``
+    collects ``"fwd"``/``"bwd"`` per call."""
+    monkeypatch.setattr(mlir_attention, "BLOCK_KEYS", 1)
     kinds: list[str] = []
     real = lower_attention._cpu_kernel
 
@@ -345,9 +346,10 @@ def _jit_attention_and_grads(q, k, v, bias, mask, dout, causal):
 
 
 CPU_CASES = [  # b, t, s, n, kh, h, hv
-    (2, 9, 9, 4, 2, 8, 8),  # grouped queries; 9 keys: two blocks of 4 and a partial one
+    (2, 9, 9, 4, 2, 8, 8),  # grouped queries, one partial block of keys
     (1, 1, 1, 1, 1, 32, 32),  # T = S = 1
     (2, 7, 11, 2, 1, 20, 5),  # T != S, head sizes with a vector tail
+    (1, 37, 37, 2, 1, 16, 16),  # several blocks of keys (16 or 8), the last one partial
 ]
 
 
@@ -371,6 +373,21 @@ def test_cpu_kernels_match_float64_reference(cpu_kernels, dtype, causal, extra):
             assert np.asarray(g).dtype == np.dtype(dtype)
             close(g, w, dtype, scale=max(1.0, np.abs(w).max()))
     assert {"fwd", "bwd"} <= set(cpu_kernels)
+
+
+@settings(deadline=None, max_examples=10)
+@given(st.integers(0, 2), st.integers(0, 19), st.integers(0, 19), st.sampled_from([(1, 1), (2, 1),
+       (2, 2)]), st.booleans(), st.booleans())  # fmt: skip
+def test_cpu_kernels_random_shapes(b, t, s, heads, causal, masked):
+    rng = np.random.default_rng(b * 1000 + t * 20 + s)
+    n, kh = heads
+    q, k, v = qkv(rng, b=b, t=t, s=s, n=n, kh=kh, h=3, hv=2, dtype=np.float32)
+    mask = rng.random((b, n, t, s)) < 0.5 if masked else None
+    dout = rng.normal(size=(b, t, n, 2)).astype(np.float32)
+    out, grads = _jit_attention_and_grads(q, k, v, None, mask, dout, causal)
+    close(out, ref_attention(q, k, v, mask=mask, causal=causal), np.float32)
+    for g, w in zip(grads, ref_vjp(q, k, v, dout, mask=mask, causal=causal)):
+        close(g, w, np.float32, scale=max(1.0, np.abs(w).max(initial=0)))
 
 
 @pytest.mark.parametrize("dtype", [np.float16, bf16])
