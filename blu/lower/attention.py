@@ -9,9 +9,10 @@
   blocked over keys, vectorized over the head) for the forward and the backward, at every size:
   they measured faster than the inlined decomposition at the README's GPT-2 shape (B=32, T=64,
   4 heads of 32; ``benchmarks/attention_cpu.py``), and no ``(T, S)`` buffer exists. Compiled
-  once per problem (sizes, dtype, options) through ``mlir_cpu.get_kernel`` and its disk cache,
-  called on the planned buffers; the backward's workspace (``D``, half-float accumulators) is
-  planned scratch. The JVP primitive (forward mode only) runs the blocked numpy kernels for
+  once per problem (sizes, dtype, options) through ``mlir_cpu.get_kernel`` and its disk cache
+  when the executable first runs it (library nodes are not in ``cache_keys()``), called on the
+  planned buffers; their workspace (the forward's transposed keys, the backward's ``D`` and
+  half-float accumulators) is planned scratch. The JVP primitive (forward mode only) runs the blocked numpy kernels for
   problems whose scores would exceed ``CPU_KERNEL_MIN_SCORES`` elements and inlines its
   decomposition below that.
 - Elsewhere (float32 on the GPU, the JVP primitive on the GPU) no lowering applies and
