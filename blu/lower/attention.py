@@ -12,9 +12,9 @@
   once per problem (sizes, dtype, options) through ``mlir_cpu.get_kernel`` and its disk cache
   when the executable first runs it (library nodes are not in ``cache_keys()``), called on the
   planned buffers; their workspace (the forward's transposed keys, the backward's ``D`` and
-  half-float accumulators) is planned scratch. The JVP primitive (forward mode only) runs the blocked numpy kernels for
-  problems whose scores would exceed ``CPU_KERNEL_MIN_SCORES`` elements and inlines its
-  decomposition below that.
+  half-float accumulators) is planned scratch. The JVP primitive (forward mode only) runs the
+  blocked numpy kernels for problems whose scores would exceed ``CPU_KERNEL_MIN_SCORES``
+  elements and inlines its decomposition below that.
 - Elsewhere (float32 on the GPU, the JVP primitive on the GPU) no lowering applies and
   ``prepare`` inlines the primitive's decomposition.
 
