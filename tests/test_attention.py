@@ -19,6 +19,9 @@ import blu
 from blu import lax, nn
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError
 from blu.lax import attention_numpy
+from blu.lower import attention as lower_attention
+from blu.lower.mlir import attention as mlir_attention
+from blu.lower.plan.memory_timeline import buffers
 from tests.helpers import check_grads, check_jit, check_vmap
 
 bf16 = ml_dtypes.bfloat16
@@ -255,13 +258,13 @@ def test_vmap_of_grad_with_a_shared_bias():
         return (nn.dot_product_attention(q[None], k[None], v[None], bias) ** 2).sum()
 
     grads = blu.vmap(blu.grad(loss, argnums=(0, 1, 2, 3)), in_axes=(0, 0, 0, None))
-    got = grads(q, k, v, bias)
-    for i in range(3):
-        qi, ki, vi = q[i : i + 1], k[i : i + 1], v[i : i + 1]
-        want = ref_vjp(qi, ki, vi, 2 * ref_attention(qi, ki, vi, bias), bias)
-        for g, w in zip(got[:3], want[:3]):
-            close(np.asarray(g)[i], w[0])
-        close(np.asarray(got[3])[i], want[3])
+    for got in (grads(q, k, v, bias), blu.jit(grads)(q, k, v, bias)):  # eager; the CPU kernels
+        for i in range(3):
+            qi, ki, vi = q[i : i + 1], k[i : i + 1], v[i : i + 1]
+            want = ref_vjp(qi, ki, vi, 2 * ref_attention(qi, ki, vi, bias), bias)
+            for g, w in zip(got[:3], want[:3]):
+                close(np.asarray(g)[i], w[0])
+            close(np.asarray(got[3])[i], want[3])
 
 
 def test_jit_matches_eager():
@@ -310,3 +313,165 @@ def test_errors():
                                  implementation="cudnn")  # fmt: skip
     with pytest.raises(BluShapeError, match="bias"):
         lax.dot_product_attention_fwd(q, k, v, np.zeros((2, 3, 5, 5)), scale=1.0)
+
+
+# ---- the CPU's MLIR kernels (what jit runs on the CPU) -----------------------------------------
+
+
+@pytest.fixture
+def cpu_kernels(monkeypatch):
+    """The smallest key blocks (one vector: 16 float32 or 8 float64 keys, so short rows cross
+    several, the last one partial) and a record of the MLIR kernels that ran: ``kinds``
+    collects ``"fwd"``/``"bwd"`` per call."""
+    monkeypatch.setattr(mlir_attention, "BLOCK_KEYS", 1)
+    kinds: list[str] = []
+    real = lower_attention._cpu_kernel
+
+    def spy(kind, sp):
+        kinds.append(kind)
+        return real(kind, sp)
+
+    monkeypatch.setattr(lower_attention, "_cpu_kernel", spy)
+    return kinds
+
+
+def _jit_attention_and_grads(q, k, v, bias, mask, dout, causal):
+    """jit'ed output and gradients ``(dq, dk, dv[, dbias])`` of ``sum(out * dout)``."""
+    f = lambda *a: nn.dot_product_attention(*a[:3], a[3] if bias is not None else None, mask,
+                                            is_causal=causal)  # fmt: skip
+    args = (q, k, v) + ((bias,) if bias is not None else ())
+    loss = lambda *a: (f(*a) * dout).astype(np.float32).sum()
+    grads = blu.jit(blu.grad(loss, argnums=tuple(range(len(args)))))(*args)
+    return blu.jit(f)(*args), grads
+
+
+CPU_CASES = [  # b, t, s, n, kh, h, hv
+    (2, 9, 9, 4, 2, 8, 8),  # grouped queries, one partial block of keys
+    (1, 1, 1, 1, 1, 32, 32),  # T = S = 1
+    (2, 7, 11, 2, 1, 20, 5),  # T != S, head sizes with a vector tail
+    (1, 37, 37, 2, 1, 16, 16),  # several blocks of keys (16 or 8), the last one partial
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("extra", ["none", "both"])
+def test_cpu_kernels_match_float64_reference(cpu_kernels, dtype, causal, extra):
+    rng = np.random.default_rng(13)
+    for b, t, s, n, kh, h, hv in CPU_CASES:
+        q, k, v = qkv(rng, b=b, t=t, s=s, n=n, kh=kh, h=h, hv=hv, dtype=dtype)
+        bias = mask = None
+        if extra == "both":
+            bias = rng.normal(size=(1, n, t, s)).astype(dtype)
+            mask = rng.random((b, 1, t, s)) < 0.7
+        dout = rng.normal(size=(b, t, n, hv)).astype(dtype)
+        out, grads = _jit_attention_and_grads(q, k, v, bias, mask, dout, causal)
+        close(out, ref_attention(q, k, v, bias, mask, causal=causal), dtype)
+        want = ref_vjp(q, k, v, dout, bias, mask, causal=causal)
+        want = want[:3] + (want[3].sum(0, keepdims=True),)
+        for g, w in zip(grads, want):
+            assert np.asarray(g).dtype == np.dtype(dtype)
+            close(g, w, dtype, scale=max(1.0, np.abs(w).max()))
+    assert {"fwd", "bwd"} <= set(cpu_kernels)
+
+
+@settings(deadline=None, max_examples=10)
+@given(st.integers(0, 2), st.integers(0, 19), st.integers(0, 19), st.sampled_from([(1, 1), (2, 1),
+       (2, 2)]), st.booleans(), st.booleans())  # fmt: skip
+def test_cpu_kernels_random_shapes(b, t, s, heads, causal, masked):
+    rng = np.random.default_rng(b * 1000 + t * 20 + s)
+    n, kh = heads
+    q, k, v = qkv(rng, b=b, t=t, s=s, n=n, kh=kh, h=3, hv=2, dtype=np.float32)
+    mask = rng.random((b, n, t, s)) < 0.5 if masked else None
+    dout = rng.normal(size=(b, t, n, 2)).astype(np.float32)
+    out, grads = _jit_attention_and_grads(q, k, v, None, mask, dout, causal)
+    close(out, ref_attention(q, k, v, mask=mask, causal=causal), np.float32)
+    for g, w in zip(grads, ref_vjp(q, k, v, dout, mask=mask, causal=causal)):
+        close(g, w, np.float32, scale=max(1.0, np.abs(w).max(initial=0)))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, bf16])
+def test_cpu_kernels_low_precision(cpu_kernels, dtype):
+    rng = np.random.default_rng(14)
+    q, k, v = qkv(rng, b=2, t=9, n=4, kh=2, h=16, hv=8, dtype=dtype)
+    bias = rng.normal(size=(2, 4, 9, 9)).astype(dtype)
+    dout = rng.normal(size=(2, 9, 4, 8)).astype(dtype)
+    out, grads = _jit_attention_and_grads(q, k, v, bias, None, dout, True)
+    assert np.asarray(out).dtype == np.dtype(dtype)
+    close(out, ref_attention(q, k, v, bias, causal=True), dtype)
+    for g, w in zip(grads, ref_vjp(q, k, v, dout, bias, causal=True)):
+        assert np.asarray(g).dtype == np.dtype(dtype)
+        close(g, w, dtype, scale=np.abs(w).max())
+    assert {"fwd", "bwd"} <= set(cpu_kernels)
+
+
+def test_cpu_kernels_fully_masked_rows_give_zeros(cpu_kernels):
+    rng = np.random.default_rng(15)
+    q, k, v = qkv(rng, t=5, s=6, n=2, h=4)
+    mask = np.ones((5, 6), bool)
+    mask[1] = False  # query 1 attends nothing
+    bias = np.zeros((1, 1, 5, 6))
+    bias[..., 3, :] = -np.inf  # nor does query 3
+    dout = rng.normal(size=q.shape)
+    out, (gq, gk, gv, _) = _jit_attention_and_grads(q, k, v, bias, mask, dout, False)
+    out = np.asarray(out)
+    assert not any(np.isnan(np.asarray(x)).any() for x in (out, gq, gk, gv))
+    assert np.all(out[:, [1, 3]] == 0) and np.all(np.asarray(gq)[:, [1, 3]] == 0)
+    close(out, ref_attention(q, k, v, bias, mask))
+    _, want_k, want_v, _ = ref_vjp(q, k, v, dout, bias, mask)
+    close(gk, want_k)
+    close(gv, want_v)
+    none = np.zeros((5, 6), bool)
+    out = blu.jit(lambda q, k, v: nn.dot_product_attention(q, k, v, mask=none))(q, k, v)
+    assert np.all(np.asarray(out) == 0)
+    # no keys at all (S = 0): zeros; no queries (T = 0): empty
+    for s, t in ((0, 5), (6, 0)):
+        q0, k0, v0 = qkv(rng, t=t, s=s, n=2, h=4)
+        out = blu.jit(lambda q, k, v: nn.dot_product_attention(q, k, v))(q0, k0, v0)
+        assert np.asarray(out).shape == (2, t, 2, 4) and np.all(np.asarray(out) == 0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_cpu_kernels_grads_finite_differences(cpu_kernels, causal):
+    rng = np.random.default_rng(16)
+    q, k, v = qkv(rng, b=1, t=7, n=2, kh=1, h=3)
+    bias = rng.normal(size=(1, 2, 7, 7))
+    mask = rng.random((1, 1, 7, 7)) < 0.8
+    mask[..., 0] = True
+    f = blu.jit(lambda q, k, v, bias: nn.dot_product_attention(q, k, v, bias, mask,
+                                                               is_causal=causal))  # fmt: skip
+    check_grads(f, [q, k, v, bias], atol=1e-6, rtol=1e-6)
+    assert "bwd" in cpu_kernels
+
+
+def test_cpu_training_step_plans_no_t_by_s_buffer():
+    """The memory plan of a jit'ed training step (value_and_grad of a causal self-attention
+    layer) holds no buffer, scratch included, with ``T * S`` elements per head."""
+    b, t, n, h = 2, 32, 2, 4
+    d = n * h
+    rng = np.random.default_rng(17)
+    x = rng.normal(size=(b, t, d)).astype(np.float32)
+    w = [rng.normal(size=(d, d)).astype(np.float32) / 3 for _ in range(4)]
+
+    def loss(w, x, impl):
+        q, k, v = (lax.reshape(x @ wi, (b, t, n, h)) for wi in w[:3])
+        o = nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
+        return ((lax.reshape(o, (b, t, d)) @ w[3]) ** 2).mean()
+
+    def largest(impl):
+        step = blu.jit(blu.value_and_grad(lambda w, x: loss(w, x, impl)))
+        prog = step.lower(w, x, target="cpu")._program
+        sizes = [bf.nbytes // 4 for bf in buffers(prog.plan, prog.memory)]
+        sizes += [nd.workspace // 4 for nd in prog.plan.nodes]
+        return max(sizes), [nd.kind for nd in prog.plan.nodes]
+
+    per_head = b * n * t * t
+    big, kinds = largest(None)
+    assert big < per_head and kinds.count("library") == 2, (big, kinds)
+    assert largest("reference")[0] >= per_head  # the unfused form does build the scores
+    step = blu.jit(blu.value_and_grad(lambda w, x: loss(w, x, None)))
+    ref = blu.value_and_grad(lambda w, x: loss(w, x, "reference"))
+    (val, gw), (want, gwant) = step(w, x), ref(w, x)
+    close(val, float(want), np.float32)
+    for g, wnt in zip(gw, gwant):
+        close(g, np.asarray(wnt, np.float64), np.float32, scale=np.abs(np.asarray(wnt)).max())

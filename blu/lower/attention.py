@@ -5,11 +5,16 @@
   without a boolean mask, without a gradient for the bias (``need_dbias``) or the log-sum-exp
   (``has_dlse``), with head sizes cuDNN takes, and unless ``implementation="blu"``; with
   ``implementation="cudnn"`` a case it cannot take is an error instead of a fallback.
-- CPU: the blocked numpy kernels (``attention_numpy``, FlashAttention-2's online softmax over key
-  blocks) on the planned buffers, for problems whose scores would exceed
-  ``CPU_KERNEL_MIN_SCORES`` elements; smaller ones (the README's GPT-2 job: B=32, T=64, 4 heads
-  of 32) inline the decomposition, which the CPU backend fuses and which measured as fast or
-  faster there (``benchmarks/attention_cpu.py``), without the kernels' host round trip.
+- CPU: blu's own MLIR kernels (``blu.lower.mlir.attention``: FlashAttention-2's online softmax
+  blocked over keys, vectorized over the head) for the forward and the backward, at every size:
+  they measured faster than the inlined decomposition at the README's GPT-2 shape (B=32, T=64,
+  4 heads of 32; ``benchmarks/attention_cpu.py``), and no ``(T, S)`` buffer exists. Compiled
+  once per problem (sizes, dtype, options) through ``mlir_cpu.get_kernel`` and its disk cache
+  when the executable first runs it (library nodes are not in ``cache_keys()``), called on the
+  planned buffers; their workspace (the forward's transposed keys, the backward's ``D`` and
+  half-float accumulators) is planned scratch. The JVP primitive (forward mode only) runs the
+  blocked numpy kernels for problems whose scores would exceed ``CPU_KERNEL_MIN_SCORES``
+  elements and inlines its decomposition below that.
 - GPU, float32 (and bf16/fp16 where cuDNN does not apply, is off, or with
   ``implementation="blu"``): blu's own flash kernels (``blu.lower.mlir.flash_gpu``: MLIR,
   compiled like every fused kernel and cached), without a mask, a bias or their gradients,
@@ -23,6 +28,7 @@ Imported by ``blu.lower`` once ``blu.lower.library`` exists (this module registe
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,9 +40,10 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.cuda import cudnn_attention as cudnn_sdpa
 from blu.lax import attention as att
 from blu.lower.library import LibraryLowering, register_library
-from blu.lower.mlir import flash_gpu
+from blu.lower.mlir import attention as mlir_att
+from blu.lower.mlir import flash_gpu, mlir_cpu
 
-CPU_KERNEL_MIN_SCORES = 1 << 24  # B*N*T*S at which the CPU runs the blocked kernels
+CPU_KERNEL_MIN_SCORES = 1 << 24  # B*N*T*S at which the CPU runs the numpy JVP kernel
 
 
 def _sizes(avals: Sequence[ShapedArray]) -> tuple[int, ...]:
@@ -115,16 +122,52 @@ def _gpu_applies(backward: bool):
 
 
 def _cpu_applies(avals, params, target: str) -> bool:
-    if target.startswith("cuda"):
-        return False
-    b, t, s, n = _sizes(avals)[:4]
-    return b * n * t * s >= CPU_KERNEL_MIN_SCORES
+    return not target.startswith("cuda")
+
+
+def cpu_spec(avals: Sequence[Any], params: dict) -> mlir_att.Spec:
+    """The CPU kernels' problem of a forward or backward equation (avals or arrays)."""
+    q, k, v, bias, mask, _ = att.split_args(avals, params["has_bias"], params["has_mask"])
+    b, t, n, h = q.shape
+    dt = np.dtype(q.dtype).name
+    lead = lambda x: None if x is None else (int(x.shape[0]), int(x.shape[1]))  # noqa: E731
+    return mlir_att.Spec(b, t, k.shape[1], n, k.shape[2], h, v.shape[3], dt, float(params["scale"]),
+                         bool(params["is_causal"]), lead(bias), lead(mask),
+                         bool(params.get("has_dlse", False)),
+                         bool(params.get("need_dbias", False)))  # fmt: skip
+
+
+_cpu_kernels: dict[tuple[str, mlir_att.Spec], mlir_cpu.Kernel] = {}
+
+
+def _cpu_kernel(kind: str, sp: mlir_att.Spec) -> mlir_cpu.Kernel:
+    k = _cpu_kernels.get((kind, sp))
+    if k is None:
+        emit = mlir_att.emit_forward if kind == "fwd" else mlir_att.emit_backward
+        k = mlir_cpu.get_kernel(sp.text(kind), lambda sym: emit(sp, sym),
+                                f"dot_product_attention_{kind} {sp}")  # fmt: skip
+        _cpu_kernels[(kind, sp)] = k
+    return k
+
+
+def _call(kernel: mlir_cpu.Kernel, ins, outs, scratch: Sequence[int] = ()) -> None:
+    """Call a compiled kernel on numpy arrays (inputs made dense, outputs written in place)."""
+    ins = [np.ascontiguousarray(x) for x in ins]
+    dense = [o if o.flags.c_contiguous else np.empty(o.shape, o.dtype) for o in outs]
+    addrs = [x.ctypes.data for x in ins + dense] + list(scratch)
+    ptrs = (ctypes.c_void_p * len(addrs))(*addrs)
+    base = ctypes.addressof(ptrs)
+    kernel.fn((ctypes.c_void_p * len(addrs))(*[base + 8 * i for i in range(len(addrs))]))
+    for o, d in zip(outs, dense):
+        if o is not d:
+            o[...] = d
 
 
 def _workspace(backward: bool):
     def workspace(avals, params, target: str) -> int:
         if not target.startswith("cuda"):
-            return 0
+            sp = cpu_spec(avals, params)
+            return 0 if _empty(sp) else mlir_att.workspace_bytes(sp, "bwd" if backward else "fwd")
         choice = gpu_choice(avals, params, backward)
         if choice == "blu":
             return _flash_workspace(avals, backward)[-1]
@@ -184,8 +227,16 @@ def _write(outs: list[np.ndarray], results: Sequence[np.ndarray]) -> None:
         o[...] = r
 
 
+def _empty(sp: mlir_att.Spec) -> bool:
+    return 0 in (sp.b, sp.t, sp.s, sp.n, sp.h, sp.hv)
+
+
 def _cpu_fwd(ins, outs, workspace, **params) -> None:
-    _write(outs, att.fwd_p.impl(*ins, **params))
+    sp = cpu_spec(ins, params)
+    if _empty(sp):  # nothing to compute: the numpy kernel fills the empty or zero results
+        _write(outs, att.fwd_p.impl(*ins, **params))
+        return
+    _call(_cpu_kernel("fwd", sp), ins, outs, _scratch(sp, "fwd", workspace))
 
 
 def _cpu_jvp(ins, outs, workspace, **params) -> None:
@@ -193,7 +244,24 @@ def _cpu_jvp(ins, outs, workspace, **params) -> None:
 
 
 def _cpu_bwd(ins, outs, workspace, **params) -> None:
-    _write(outs, att.bwd_p.impl(*ins, **params))
+    sp = cpu_spec(ins, params)
+    if _empty(sp):
+        _write(outs, att.bwd_p.impl(*ins, **params))
+        return
+    _call(_cpu_kernel("bwd", sp), ins, outs, _scratch(sp, "bwd", workspace))
+
+
+def _scratch(sp: mlir_att.Spec, kind: str, workspace: np.ndarray | None) -> list[int]:
+    """The addresses of a kernel's scratch buffers in its planned workspace (a fresh one when
+    called without, e.g. from a benchmark)."""
+    need = mlir_att.workspace_bytes(sp, kind)
+    if workspace is None or workspace.nbytes < need:
+        workspace = _own_workspace[kind] = np.empty(need, np.uint8)
+    base = workspace.ctypes.data
+    return [base + o for o in mlir_att.workspace_offsets(sp, kind)]
+
+
+_own_workspace: dict[str, np.ndarray] = {}
 
 
 def _gpu_fwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=(), **params):
@@ -231,7 +299,10 @@ def _symbol(module: Any) -> str:
 
 
 def _jvp_applies(avals, params, target: str) -> bool:
-    return _cpu_applies(avals, params, target)
+    if target.startswith("cuda"):
+        return False
+    b, t, s, n = _sizes(avals)[:4]
+    return b * n * t * s >= CPU_KERNEL_MIN_SCORES
 
 
 LOWERINGS: dict[Any, LibraryLowering] = {

@@ -1,7 +1,8 @@
 """Compiling kernels for the CPU: MLIR text -> pass pipeline -> LLVM -> machine code, through
 the persistent cache.
 
-The pipeline lowers ``scf``/``arith``/``math``/``memref``/``func`` to the LLVM dialect (math
+The pipeline lowers ``scf``/``arith``/``math``/``memref``/``func`` (and ``vector``: the
+attention kernels' dot products, ``mlir/attention.py``) to the LLVM dialect (math
 functions without a polynomial in ``mathlib`` become libm calls); ``ExecutionEngine(opt_level=3)``
 then runs LLVM's -O3 for the host CPU (LLVM vectorizes the loops, reductions included: they
 carry ``fastmath<reassoc>``). Memrefs use the bare-pointer calling convention, and the
@@ -40,7 +41,8 @@ from blu.lower.mlir import cache, entry_check
 log = logging.getLogger("blu.jit")
 
 PIPELINE = (
-    "builtin.module(convert-scf-to-cf,convert-math-to-llvm,"
+    "builtin.module(convert-scf-to-cf,convert-vector-to-llvm{reassociate-fp-reductions=1},"
+    "convert-math-to-llvm,"
     "convert-math-to-libm,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,"
     "convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
     "reconcile-unrealized-casts)"
