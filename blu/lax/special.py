@@ -52,7 +52,7 @@ from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.primitive import Primitive
-from blu.lax._base import check_dtype, compute_in_f32, is_float, is_numeric
+from blu.lax._base import check_dtype, compute_in_f32, is_float, is_inexact, is_numeric
 from blu.lax.elementwise import (
     add,
     binary,
@@ -93,7 +93,7 @@ defjvp_with_output(sqrt_p, lambda t, out, x: div(t, mul(out, 2)))
 rsqrt_p = unary("rsqrt", lambda x: 1 / np.sqrt(x))
 defjvp_with_output(rsqrt_p, lambda t, out, x: mul(t, mul(div(out, x), -0.5)))
 
-pow_p = binary("pow", np.power, is_float, "floating-point")
+pow_p = binary("pow", np.power, is_inexact, "floating-point or complex")
 
 
 def _replace_zero(x: Any) -> Any:
@@ -120,6 +120,8 @@ defjvp_with_output(pow_p, _pow_jvp_x, _pow_jvp_y)
 def _integer_pow_impl(x: np.ndarray, *, y: int) -> np.ndarray:
     if dtypes.is_float(x.dtype):
         return np.power(x, x.dtype.type(y))
+    if x.dtype.kind == "c" and y < 0:
+        return 1 / _integer_pow_impl(x, y=-y)
     # square-and-multiply in x's dtype, so integers wrap like XLA's multiplies
     acc, base, n = np.ones_like(x), x, y
     while n:
@@ -138,7 +140,7 @@ defvectorized(integer_pow_p)
 @integer_pow_p.def_abstract_eval
 def _integer_pow_abstract_eval(x: ShapedArray, *, y: int) -> ShapedArray:
     check_dtype("integer_pow", x, is_numeric, "numeric")
-    if y < 0 and not dtypes.is_float(x.dtype):
+    if y < 0 and not dtypes.is_inexact(x.dtype):
         raise BluTypeError(
             with_user_line(
                 f"integer_pow: integers cannot be raised to negative powers, got "
@@ -213,10 +215,10 @@ expm1_p = unary("expm1", np.expm1)
 defjvp_with_output(expm1_p, lambda t, out, x: mul(t, add(out, 1)))
 
 # scipy's expit is the numerically stable 1 / (1 + exp(-x)): no overflow for large |x|
-logistic_p = unary("logistic", _keep_dtype(scipy.special.expit))
+logistic_p = unary("logistic", _keep_dtype(scipy.special.expit), is_float, "floating-point")
 defjvp_with_output(logistic_p, lambda t, out, x: mul(t, mul(out, sub(1, out))))
 
-cbrt_p = unary("cbrt", np.cbrt)
+cbrt_p = unary("cbrt", np.cbrt, is_float, "floating-point")
 defjvp_with_output(cbrt_p, lambda t, out, x: mul(t, mul(integer_pow(out, -2), 1.0 / 3.0)))
 
 
@@ -224,13 +226,13 @@ defjvp_with_output(cbrt_p, lambda t, out, x: mul(t, mul(integer_pow(out, -2), 1.
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
-erf_p = unary("erf", _keep_dtype(scipy.special.erf))
+erf_p = unary("erf", _keep_dtype(scipy.special.erf), is_float, "floating-point")
 defjvp(erf_p, lambda t, x: mul(t, mul(exp(neg(square(x))), _TWO_OVER_SQRT_PI)))
 
-erfc_p = unary("erfc", _keep_dtype(scipy.special.erfc))
+erfc_p = unary("erfc", _keep_dtype(scipy.special.erfc), is_float, "floating-point")
 defjvp(erfc_p, lambda t, x: mul(t, mul(exp(neg(square(x))), -_TWO_OVER_SQRT_PI)))
 
-erf_inv_p = unary("erf_inv", _keep_dtype(scipy.special.erfinv))
+erf_inv_p = unary("erf_inv", _keep_dtype(scipy.special.erfinv), is_float, "floating-point")
 # d/dy erfinv(y) = 1 / erf'(erfinv(y)) = sqrt(pi)/2 * exp(erfinv(y)^2)
 defjvp_with_output(
     erf_inv_p, lambda t, out, x: mul(t, mul(exp(square(out)), 1.0 / _TWO_OVER_SQRT_PI))
@@ -239,10 +241,10 @@ defjvp_with_output(
 
 # ---- gamma family ------------------------------------------------------------------------------
 
-lgamma_p = unary("lgamma", _keep_dtype(scipy.special.gammaln))
+lgamma_p = unary("lgamma", _keep_dtype(scipy.special.gammaln), is_float, "floating-point")
 defjvp(lgamma_p, lambda t, x: mul(t, digamma(x)))
 
-digamma_p = unary("digamma", _keep_dtype(scipy.special.psi))
+digamma_p = unary("digamma", _keep_dtype(scipy.special.psi), is_float, "floating-point")
 defjvp(digamma_p, lambda t, x: mul(t, polygamma(1, x)))
 
 polygamma_p = Primitive("polygamma")

@@ -67,12 +67,15 @@ float16 = _make_scalar_type("float16", dtypes.float16)
 bfloat16 = _make_scalar_type("bfloat16", dtypes.bfloat16)
 float32 = _make_scalar_type("float32", dtypes.float32)
 float64 = _make_scalar_type("float64", dtypes.float64)
+complex64 = _make_scalar_type("complex64", dtypes.complex64)
+complex128 = _make_scalar_type("complex128", dtypes.complex128)
 
 # abstract kinds, for issubdtype (numpy's own; bfloat16 is handled specially)
 generic = np.generic
 number = np.number
 inexact = np.inexact
 floating = np.floating
+complexfloating = np.complexfloating
 integer = np.integer
 signedinteger = np.signedinteger
 unsignedinteger = np.unsignedinteger
@@ -130,8 +133,10 @@ def promote_types(a: Any, b: Any) -> np.dtype:
 
 
 def finfo(x: Any) -> Any:
-    """Machine limits of a float dtype (bits, eps, max, min, tiny, ...); bfloat16 included."""
-    return ml_dtypes.finfo(dtype(x))
+    """Machine limits of a float dtype (bits, eps, max, min, tiny, ...); bfloat16 included.
+    For a complex dtype, the limits of its real and imaginary parts (``finfo(complex64)`` is
+    float32's, as numpy)."""
+    return ml_dtypes.finfo(dtypes.real_dtype(dtype(x)))
 
 
 def iinfo(x: Any) -> np.iinfo:
@@ -147,7 +152,9 @@ def issubdtype(arg1: Any, arg2: Any) -> bool:
     if (
         isinstance(arg2, type)
         and issubclass(arg2, np.generic)
-        and arg2 in _FLOAT_KINDS + (np.integer, np.signedinteger, np.unsignedinteger, np.bool_)
+        and arg2
+        in _FLOAT_KINDS
+        + (np.integer, np.signedinteger, np.unsignedinteger, np.bool_, np.complexfloating)
     ):
         d1 = dtype(arg1)
         if d1 == dtypes.bfloat16:

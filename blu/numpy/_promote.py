@@ -25,7 +25,7 @@ from blu.core.interpreter import Tracer, get_aval
 from blu.lax.elementwise import convert_element_type
 from blu.lax.shapes import broadcast_in_dim
 
-_SCALAR_TYPES = (bool, int, float)
+_SCALAR_TYPES = (bool, int, float, complex)
 
 
 def is_python_scalar(x: Any) -> bool:
@@ -165,9 +165,10 @@ def promote_args(*args: Any) -> list[Any]:
 
 
 def to_inexact(x: Any) -> Any:
-    """Integer/bool ``x`` cast to the default float (weak stays weak); floats unchanged."""
+    """Integer/bool ``x`` cast to the default float (weak stays weak); floats and complex
+    unchanged."""
     aval = get_aval(x)
-    if dtypes.is_float(aval.dtype):
+    if dtypes.is_inexact(aval.dtype):
         return x
     return convert_element_type(x, dtypes.default_float, weak_type=aval.weak_type)
 

@@ -159,15 +159,15 @@ _KINDS = {
     "signed integer": ("int8", "int16", "int32", "int64"),
     "unsigned integer": ("uint8", "uint16", "uint32", "uint64"),
     "real floating": ("float32", "float64"),
-    "complex floating": (),
+    "complex floating": ("complex64", "complex128"),
 }
 _KINDS["integral"] = _KINDS["signed integer"] + _KINDS["unsigned integer"]
-_KINDS["numeric"] = _KINDS["integral"] + _KINDS["real floating"]
+_KINDS["numeric"] = _KINDS["integral"] + _KINDS["real floating"] + _KINDS["complex floating"]
 
 
 class Info:
     """What ``__array_namespace_info__()`` returns: blu.numpy's capabilities, devices and
-    dtypes (the Array API's inspection API). Complex dtypes are not (yet) supported."""
+    dtypes (the Array API's inspection API)."""
 
     __module__ = "blu.numpy"
 

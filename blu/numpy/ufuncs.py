@@ -51,13 +51,16 @@ __all__ = [
     "radians", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "maximum", "minimum",
     "fmax", "fmin", "clip", "where", "logaddexp", "logaddexp2", "isfinite", "isnan", "isinf",
     "signbit", "copysign", "nan_to_num", "isclose", "allclose", "array_equal",
-    "conj", "conjugate", "real"
 ]
 # fmt: on
 
 
 def _is_float(x: Any) -> bool:
     return dtypes.is_float(get_aval(x).dtype)
+
+
+def _is_complex(x: Any) -> bool:
+    return dtypes.is_complex(get_aval(x).dtype)
 
 
 def _is_bool(x: Any) -> bool:
@@ -189,7 +192,7 @@ def power(x: Any, y: Any) -> Any:
             raise BluTypeError(with_user_line("power is not defined for bool arrays"))
         return lax.integer_pow(x, y)
     x, y = promote_args_numeric("power", x, y)
-    if _is_float(x):
+    if _is_float(x) or _is_complex(x):
         return lax.pow(x, y)
     return _int_power(x, y)
 
@@ -277,6 +280,8 @@ def cbrt(x: Any) -> Any:
 def exp2(x: Any) -> Any:
     """``2 ** x``."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex exp2 (C99's special values)
+        return lax.exp2(x)
     return exp(multiply(x, math.log(2.0)))
 
 
@@ -300,30 +305,40 @@ def arctan2(y: Any, x: Any) -> Any:
 def arctan(x: Any) -> Any:
     """Inverse tangent, in ``[-pi/2, pi/2]``."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex atan (C99's special values)
+        return lax.atan(x)
     return lax.atan2(x, lax.full_like(x, 1))
 
 
 def arcsin(x: Any) -> Any:
     """Inverse sine (NaN outside [-1, 1])."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex asin (C99's special values)
+        return lax.asin(x)
     return lax.atan2(x, sqrt(multiply(subtract(1, x), add(1, x))))
 
 
 def arccos(x: Any) -> Any:
     """Inverse cosine (NaN outside [-1, 1])."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex acos (C99's special values)
+        return lax.acos(x)
     return lax.atan2(sqrt(multiply(subtract(1, x), add(1, x))), x)
 
 
 def sinh(x: Any) -> Any:
     """Hyperbolic sine, as ``(expm1(x) - expm1(-x)) / 2`` (accurate near 0)."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex sinh (C99's special values)
+        return lax.sinh(x)
     return multiply(subtract(expm1(x), expm1(negative(x))), 0.5)
 
 
 def cosh(x: Any) -> Any:
     """Hyperbolic cosine."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex cosh (C99's special values)
+        return lax.cosh(x)
     return multiply(add(exp(x), exp(negative(x))), 0.5)
 
 
@@ -331,6 +346,8 @@ def arcsinh(x: Any) -> Any:
     """Inverse hyperbolic sine: ``sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2)))``, with
     ``log(2|x|)`` where ``x^2`` would overflow."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex asinh (C99's special values)
+        return lax.asinh(x)
     # |x| and the sign through a select (not abs/sign, whose derivatives vanish at 0: the
     # derivative of arcsinh there is 1); the sign bit, so that asinh(-0.0) is -0.0
     neg = signbit(x)
@@ -347,6 +364,8 @@ def arccosh(x: Any) -> Any:
     """Inverse hyperbolic cosine (NaN below 1): ``log1p(t + sqrt(t (t + 2)))`` with ``t = x - 1``
     (accurate near 1), ``log(2x)`` where ``x^2`` would overflow."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex acosh (C99's special values)
+        return lax.acosh(x)
     big = greater(x, math.sqrt(float(dtypes.finfo(get_aval(x).dtype).max)) / 2)
     t = subtract(where(big, 2, x), 1)  # (a safe value in the unused branch: finite derivatives)
     small = log1p(add(t, sqrt(multiply(t, add(t, 2)))))
@@ -358,6 +377,8 @@ def arccosh(x: Any) -> Any:
 def arctanh(x: Any) -> Any:
     """Inverse hyperbolic tangent: ``log1p(2x / (1 - x)) / 2``."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex atanh (C99's special values)
+        return lax.atanh(x)
     return multiply(log1p(true_divide(multiply(x, 2), subtract(1, x))), 0.5)
 
 
@@ -550,18 +571,24 @@ def logaddexp2(x: Any, y: Any) -> Any:
 def isfinite(x: Any) -> Any:
     """True where x is neither inf nor NaN (always for integers)."""
     x = asarray_operand(x)
+    if _is_complex(x):
+        return logical_and(isfinite(lax.real(x)), isfinite(lax.imag(x)))
     return lax.is_finite(x) if _is_float(x) else _bools(x, True)
 
 
 def isnan(x: Any) -> Any:
     """Elementwise ``x != x``: True where ``x`` is NaN (all False for integers and bools)."""
     x = asarray_operand(x)
+    if _is_complex(x):
+        return logical_or(isnan(lax.real(x)), isnan(lax.imag(x)))
     return lax.ne(x, x) if _is_float(x) else _bools(x, False)
 
 
 def isinf(x: Any) -> Any:
     """True where ``x`` is +inf or -inf (all False for integers and bools)."""
     x = asarray_operand(x)
+    if _is_complex(x):
+        return logical_or(isinf(lax.real(x)), isinf(lax.imag(x)))
     if not _is_float(x):
         return _bools(x, False)
     return lax.eq(lax.abs(x), lax.full_like(x, np.inf))
@@ -605,15 +632,6 @@ def nan_to_num(
     out = where(isnan(x), nan, x)
     out = where(logical_and(isinf(x), greater(x, 0)), posinf, out)
     return where(logical_and(isinf(x), less(x, 0)), neginf, out)
-
-
-def real(x: Any) -> Any:
-    """``x`` itself: blu has no complex dtypes, so the real part and the complex conjugate
-    (``conj``, ``conjugate``: the same function) of an array are the array."""
-    return asarray_operand(x)
-
-
-conj = conjugate = real
 
 
 # ---- closeness -----------------------------------------------------------------------------------
