@@ -129,7 +129,7 @@ def main() -> None:
     p.add_argument("--module", default="blu.numpy", help="the namespace under test")
     p.add_argument("--api-version", default="2024.12")
     p.add_argument("--max-examples", type=int, default=20)
-    p.add_argument("--skip-dtypes", default="complex64,complex128")
+    p.add_argument("--skip-dtypes", default="", help="dtypes the suite skips (comma-separated)")
     p.add_argument("--report", type=Path, help="keep the pytest JSON report here")
     p.add_argument("--failing", action="store_true", help="also list the failing test ids")
     argv = sys.argv[1:]

@@ -8,6 +8,7 @@ from blu.lax.elementwise import *  # noqa: F403
 from blu.lax.bits import *  # noqa: F403
 from blu.lax.special import *  # noqa: F403
 from blu.lax.complex import *  # noqa: F403
+from blu.lax.fft import *  # noqa: F403
 from blu.lax.shapes import *  # noqa: F403
 from blu.lax.slicing import *  # noqa: F403
 from blu.lax.reductions import *  # noqa: F403

@@ -348,7 +348,17 @@ defjvp_with_output(exp_p, lambda t, out, x: mul(t, out))
 log_p = unary("log", np.log)
 defjvp(log_p, lambda t, x: div(t, x))
 
-tanh_p = unary("tanh", np.tanh)
+def _tanh_impl(x: np.ndarray) -> np.ndarray:
+    out = np.tanh(x)
+    if x.dtype.kind != "c":
+        return out
+    # tanh(+-inf + iy), y finite: +-1 + i copysign(0, y) (C99; numpy may give the other zero)
+    edge = np.isinf(x.real) & np.isfinite(x.imag)
+    fixed = np.sign(x.real) + 1j * np.copysign(0.0, x.imag)
+    return np.where(edge, fixed, out).astype(x.dtype)
+
+
+tanh_p = unary("tanh", _tanh_impl)
 defjvp_with_output(tanh_p, lambda t, out, x: mul(t, sub(_one(out), mul(out, out))))
 
 

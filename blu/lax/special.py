@@ -211,7 +211,15 @@ defjvp_with_output(exp2_p, lambda t, out, x: mul(t, mul(out, math.log(2.0))))
 log1p_p = unary("log1p", np.log1p)
 defjvp(log1p_p, lambda t, x: div(t, add(x, 1)))
 
-expm1_p = unary("expm1", np.expm1)
+def _expm1_impl(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind != "c":
+        return np.expm1(x)
+    # numpy's complex expm1 misses C99's infinities; exp(z) - 1 has them (-inf + i inf gives
+    # -1 + 0j, +inf + 0j gives +inf + 0j), and expm1 stays accurate near 0 for finite z
+    return np.where(np.isfinite(x), np.expm1(x), np.exp(x) - 1).astype(x.dtype)
+
+
+expm1_p = unary("expm1", _expm1_impl)
 defjvp_with_output(expm1_p, lambda t, out, x: mul(t, add(out, 1)))
 
 # scipy's expit is the numerically stable 1 / (1 + exp(-x)): no overflow for large |x|

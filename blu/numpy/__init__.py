@@ -16,7 +16,7 @@ import math as _math
 
 from blu.core import array as _array
 
-from blu.numpy import linalg
+from blu.numpy import fft, linalg
 from blu.numpy._dtypes import (
     bfloat16,
     bool_,
