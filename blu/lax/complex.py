@@ -33,7 +33,7 @@ def _is_complex(d: np.dtype) -> bool:
 def _part(name: str, impl: Any) -> Primitive:
     """``real`` or ``imag``: complex -> its real dtype."""
     p = Primitive(name)
-    p.def_impl(lambda x: np.ascontiguousarray(impl(x)))
+    p.def_impl(lambda x: np.array(impl(x)))  # a copy: keeps 0-d arrays 0-d
 
     @p.def_abstract_eval
     def _abstract(x: ShapedArray) -> ShapedArray:

@@ -354,8 +354,10 @@ def _tanh_impl(x: np.ndarray) -> np.ndarray:
         return out
     # tanh(+-inf + iy), y finite: +-1 + i copysign(0, y) (C99; numpy may give the other zero)
     edge = np.isinf(x.real) & np.isfinite(x.imag)
-    fixed = np.sign(x.real) + 1j * np.copysign(0.0, x.imag)
-    return np.where(edge, fixed, out).astype(x.dtype)
+    out = np.array(out, x.dtype)
+    out.real = np.where(edge, np.sign(x.real), out.real)
+    out.imag = np.where(edge, np.copysign(np.zeros((), x.real.dtype), x.imag), out.imag)
+    return out
 
 
 tanh_p = unary("tanh", _tanh_impl)
@@ -435,7 +437,7 @@ def _convert_impl(x: np.ndarray, *, new_dtype: np.dtype, weak_type: bool) -> np.
     if x.dtype.kind == "c" and new_dtype.kind != "c":
         if new_dtype == dtypes.bool_:
             return x != 0
-        x = np.ascontiguousarray(x.real)  # complex -> real keeps the real part (as JAX)
+        x = np.array(x.real)  # complex -> real keeps the real part (as JAX)
     if dtypes.is_float(x.dtype) and dtypes.is_int(new_dtype):
         # float -> int truncates toward zero, NaN gives 0, out of range saturates (like XLA)
         info = np.iinfo(new_dtype)

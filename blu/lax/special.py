@@ -183,8 +183,9 @@ asinh_p = unary("asinh", np.arcsinh)
 defjvp(asinh_p, lambda t, x: mul(t, rsqrt(add(square(x), 1))))
 
 acosh_p = unary("acosh", np.arccosh)
-# (x - 1)(x + 1) rather than x^2 - 1: no cancellation near x = 1
-defjvp(acosh_p, lambda t, x: mul(t, rsqrt(mul(sub(x, 1), add(x, 1)))))
+# 1 / (sqrt(x - 1) sqrt(x + 1)): the principal branch for complex x too (1/sqrt(x^2 - 1) is
+# not, left of the imaginary axis)
+defjvp(acosh_p, lambda t, x: div(t, mul(sqrt(sub(x, 1)), sqrt(add(x, 1)))))
 
 atanh_p = unary("atanh", np.arctanh)
 defjvp(atanh_p, lambda t, x: div(t, mul(sub(1, x), add(x, 1))))
