@@ -340,4 +340,6 @@ def test_namespace_info():
     assert info.default_dtypes()["indexing"] == bnp.int32
     assert set(info.dtypes(kind="unsigned integer")) == {"uint8", "uint16", "uint32", "uint64"}
     assert set(info.dtypes(kind=("bool", "real floating"))) == {"bool", "float32", "float64"}
-    assert len(info.dtypes()) == 11
+    assert len(info.dtypes()) == 13
+    assert info.default_dtypes()["complex floating"] == bnp.complex64
+    assert set(info.dtypes(kind="complex floating")) == {"complex64", "complex128"}

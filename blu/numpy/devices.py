@@ -11,6 +11,7 @@ the two through ``blu.cuda.device_put`` and ``np.asarray``.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +63,12 @@ def with_device(fn: Callable) -> Callable:
             return tuple(to_device(o, device) for o in out)
         return to_device(out, device)
 
+    # the signature shows the keyword (introspection, e.g. the Array API suite, reads it)
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    dev = inspect.Parameter("device", inspect.Parameter.KEYWORD_ONLY, default=None)
+    at = next((i for i, p in enumerate(params) if p.kind == p.VAR_KEYWORD), len(params))
+    wrapper.__signature__ = sig.replace(parameters=params[:at] + [dev] + params[at:])
     return wrapper
 
 
@@ -187,6 +194,7 @@ class Info:
         check_device(device, "default_dtypes")
         return {
             "real floating": bnp.float32,
+            "complex floating": bnp.complex64,
             "integral": bnp.int32,
             "indexing": bnp.int32,
         }

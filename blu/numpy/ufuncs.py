@@ -503,12 +503,13 @@ _NO_VALUE = object()
 
 
 def clip(
-    a: Any, a_min: Any = None, a_max: Any = None, *, min: Any = _NO_VALUE, max: Any = _NO_VALUE
+    a: Any, min: Any = None, max: Any = None, *, a_min: Any = _NO_VALUE, a_max: Any = _NO_VALUE
 ) -> Any:
-    """``minimum(maximum(a, a_min), a_max)`` (either bound may be None; dtypes promote)."""
-    if min is not _NO_VALUE:
+    """``minimum(maximum(a, min), max)`` (either bound may be None; dtypes promote);
+    ``a_min``/``a_max`` are numpy's older names of ``min``/``max``."""
+    if a_min is _NO_VALUE:
         a_min = min
-    if max is not _NO_VALUE:
+    if a_max is _NO_VALUE:
         a_max = max
     out = asarray_operand(a)
     if a_min is not None:
