@@ -15,6 +15,7 @@ import numpy as np
 from blu.core import dtypes
 from blu.core.array import Array
 from blu.core.errors import (
+    BluAxisError,
     BluShapeError,
     BluTypeError,
     BluValueError,
@@ -209,14 +210,14 @@ def canonicalize_axis(axis: Any, ndim: int, name: str = "axis") -> int:
     """A non-negative axis (negative counts from the end).
 
     Raises:
-        BluValueError: ``axis`` is not in ``[-ndim, ndim)``.
+        BluAxisError: ``axis`` is not in ``[-ndim, ndim)`` (a ValueError and an IndexError).
     """
     try:
         a = int(axis)
     except TypeError as e:
         raise BluTypeError(with_user_line(f"{name}: axis must be an int, got {axis!r}")) from e
     if not -ndim <= a < ndim:
-        raise BluValueError(with_user_line(f"{name}: axis {a} is out of bounds for rank {ndim}"))
+        raise BluAxisError(with_user_line(f"{name}: axis {a} is out of bounds for rank {ndim}"))
     return a % ndim
 
 
