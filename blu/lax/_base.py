@@ -16,7 +16,9 @@ from blu.lax.shapes import broadcast_in_dim
 
 
 def is_python_scalar(x: Any) -> bool:
-    return isinstance(x, (bool, int, float, complex)) or (isinstance(x, np.generic) and np.ndim(x) == 0)
+    return isinstance(x, (bool, int, float, complex)) or (
+        isinstance(x, np.generic) and np.ndim(x) == 0
+    )
 
 
 def as_operands(*args: Any) -> list[Any]:

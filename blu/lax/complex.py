@@ -127,4 +127,3 @@ def complex(x: Any, y: Any) -> Any:
     shape; Python scalars take the other operand's dtype."""
     x, y = as_operands(x, y)
     return complex_p.bind(x, y)
-

@@ -348,6 +348,7 @@ defjvp_with_output(exp_p, lambda t, out, x: mul(t, out))
 log_p = unary("log", np.log)
 defjvp(log_p, lambda t, x: div(t, x))
 
+
 def _tanh_impl(x: np.ndarray) -> np.ndarray:
     out = np.tanh(x)
     if x.dtype.kind != "c":
@@ -619,6 +620,10 @@ def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any
     and maps NaN to 0 (like XLA); int -> narrower int wraps; anything -> bool is ``x != 0``."""
     new_dtype = dtypes.canonicalize(new_dtype)
     aval = get_aval(x)
-    if aval.dtype == new_dtype and aval.weak_type == weak_type and not isinstance(x, (int, float, complex)):
+    if (
+        aval.dtype == new_dtype
+        and aval.weak_type == weak_type
+        and not isinstance(x, (int, float, complex))
+    ):
         return x
     return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)

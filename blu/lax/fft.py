@@ -79,9 +79,7 @@ def _fft_abstract_eval(x: ShapedArray, *, fft_type: str, fft_lengths: tuple[int,
             )
         )
     real_in = fft_type == "RFFT"
-    ok = (
-        x.dtype in (dtypes.float32, dtypes.float64) if real_in else dtypes.is_complex(x.dtype)
-    )
+    ok = x.dtype in (dtypes.float32, dtypes.float64) if real_in else dtypes.is_complex(x.dtype)
     if not ok:
         need = "float32/float64" if real_in else "complex"
         raise BluTypeError(with_user_line(f"fft {fft_type} needs {need} input, got "

@@ -212,6 +212,7 @@ defjvp_with_output(exp2_p, lambda t, out, x: mul(t, mul(out, math.log(2.0))))
 log1p_p = unary("log1p", np.log1p)
 defjvp(log1p_p, lambda t, x: div(t, add(x, 1)))
 
+
 def _expm1_impl(x: np.ndarray) -> np.ndarray:
     if x.dtype.kind != "c":
         return np.expm1(x)

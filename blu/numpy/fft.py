@@ -27,8 +27,10 @@ from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, canonicalize_axes, canonicalize_axis, to_inexact
 from blu.numpy.devices import with_device
 
+# fmt: off
 __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
-           "fft2", "ifft2", "rfft2", "irfft2", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]  # fmt: skip
+           "fft2", "ifft2", "rfft2", "irfft2", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+# fmt: on
 
 _NORMS = ("backward", "ortho", "forward")
 
