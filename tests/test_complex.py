@@ -296,3 +296,9 @@ def test_real_arrays_unchanged_by_complex_functions(x):
     np.testing.assert_array_equal(bnp.conj(x), x)
     np.testing.assert_array_equal(bnp.imag(x), np.zeros_like(x))
     assert not bnp.iscomplexobj(x)
+
+
+def test_nan_reductions_of_complex():
+    z = np.array([1 + 1j, complex(np.nan, 0), 2 - 1j, complex(0, np.nan)])
+    np.testing.assert_allclose(complex(bnp.nansum(z)), np.nansum(z))
+    np.testing.assert_allclose(complex(bnp.nanmean(z)), np.nanmean(z))

@@ -475,7 +475,7 @@ def _nan_fill(a: Any, fill: Any) -> Any:
     from blu.numpy import isnan, where
 
     a = asarray_operand(a)
-    return where(isnan(a), fill, a) if dtypes.is_float(get_aval(a).dtype) else a
+    return where(isnan(a), fill, a) if dtypes.is_inexact(get_aval(a).dtype) else a
 
 
 def nansum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
@@ -488,7 +488,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False)
     from blu.numpy import isnan, logical_not
 
     a = asarray_operand(a)
-    if not dtypes.is_float(get_aval(a).dtype):
+    if not dtypes.is_inexact(get_aval(a).dtype):
         return mean(a, axis, dtype, keepdims=keepdims)
     return mean(a, axis, dtype, keepdims=keepdims, where=logical_not(isnan(a)))
 
