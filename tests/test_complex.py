@@ -302,3 +302,15 @@ def test_nan_reductions_of_complex():
     z = np.array([1 + 1j, complex(np.nan, 0), 2 - 1j, complex(0, np.nan)])
     np.testing.assert_allclose(complex(bnp.nansum(z)), np.nansum(z))
     np.testing.assert_allclose(complex(bnp.nanmean(z)), np.nanmean(z))
+
+
+def test_rounding_and_nan_to_num_of_complex():
+    z = np.array([1.5 + 2.5j, -0.5 - 1.77j, complex(np.nan, np.inf)])
+    pairs = [(bnp.round(z), np.round(z)), (bnp.round(z, 1), np.round(z, 1))]
+    pairs += [(bnp.rint(z), np.rint(z)), (bnp.nan_to_num(z), np.nan_to_num(z))]
+    for got, want in pairs:
+        np.testing.assert_array_equal(np.asarray(got), want)
+    for fn in (bnp.floor, bnp.ceil, bnp.trunc, bnp.signbit):
+        with pytest.raises(BluTypeError, match="complex"):
+            fn(z)
+    np.testing.assert_allclose(bnp.isclose(z[:2], z[:2] + 1e-9), [True, True])

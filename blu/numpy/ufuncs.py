@@ -63,6 +63,14 @@ def _is_complex(x: Any) -> bool:
     return dtypes.is_complex(get_aval(x).dtype)
 
 
+def _check_real(name: str, x: Any) -> None:
+    """Raise BluTypeError for complex ``x`` (an ordering or rounding of reals)."""
+    if _is_complex(x):
+        raise BluTypeError(
+            with_user_line(f"{name} is not defined for complex numbers ({get_aval(x).str_short()})")
+        )
+
+
 def _is_bool(x: Any) -> bool:
     return get_aval(x).dtype == dtypes.bool_
 
@@ -415,18 +423,21 @@ radians, degrees = deg2rad, rad2deg
 def floor(x: Any) -> Any:
     """Round toward -inf (integer and bool inputs are returned unchanged, as in JAX)."""
     x = asarray_operand(x)
+    _check_real("floor", x)
     return lax.floor(x) if _is_float(x) else x
 
 
 def ceil(x: Any) -> Any:
     """Round toward +inf (integer and bool inputs are returned unchanged)."""
     x = asarray_operand(x)
+    _check_real("ceil", x)
     return lax.ceil(x) if _is_float(x) else x
 
 
 def trunc(x: Any) -> Any:
-    """Round toward zero."""
+    """Round toward zero (real numbers)."""
     x = asarray_operand(x)
+    _check_real("trunc", x)
     if not _is_float(x):
         return x
     return where(less(x, 0), lax.ceil(x), lax.floor(x))
@@ -436,8 +447,11 @@ fix = trunc
 
 
 def rint(x: Any) -> Any:
-    """Round to the nearest integer, ties to even (floats; integers unchanged)."""
+    """Round to the nearest integer, ties to even (floats, and each part of complex numbers;
+    integers unchanged)."""
     x = asarray_operand(x)
+    if _is_complex(x):
+        return round(x)
     return lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN) if _is_float(x) else x
 
 
@@ -452,6 +466,8 @@ def round(a: Any, decimals: int = 0) -> Any:
     decimals = int(decimals)
     if _is_bool(a):
         return a
+    if _is_complex(a):  # each part on its own, as numpy
+        return lax.complex(round(lax.real(a), decimals), round(lax.imag(a), decimals))
     if not _is_float(a):
         if decimals >= 0:
             return a
@@ -596,8 +612,9 @@ def isinf(x: Any) -> Any:
 
 
 def signbit(x: Any) -> Any:
-    """True where the sign bit of x is set: negative numbers, -0.0 and -NaN."""
+    """True where the sign bit of x is set: negative numbers, -0.0 and -NaN (real numbers)."""
     x = asarray_operand(x)
+    _check_real("signbit", x)
     if _is_bool(x) or _is_unsigned(x):
         return _bools(x, False)
     if not _is_float(x):
@@ -625,6 +642,9 @@ def nan_to_num(
 ) -> Any:
     """NaN -> ``nan``, +inf -> ``posinf`` (default the dtype's max), -inf -> ``neginf``."""
     x = asarray_operand(x)
+    if _is_complex(x):  # each part on its own, as numpy
+        parts = (lax.real(x), lax.imag(x))
+        return lax.complex(*(nan_to_num(p, nan=nan, posinf=posinf, neginf=neginf) for p in parts))
     if not _is_float(x):
         return x
     info = dtypes.finfo(get_aval(x).dtype)
