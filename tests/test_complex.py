@@ -151,6 +151,8 @@ def test_special_values():
     got = np.asarray(bnp.expm1(z))
     np.testing.assert_array_equal(got.real, [inf, -1, -1, nan])
     np.testing.assert_array_equal(got.imag[[0, 3]], [0, 0])
+    zero = np.asarray(bnp.expm1(np.array([complex(-0.0, 0.0), complex(-0.0, -0.0)])))
+    assert not np.signbit(zero.real).any() and list(np.signbit(zero.imag)) == [False, True]
     t = np.asarray(bnp.tanh(np.array([complex(inf, 1.0), complex(-inf, -2.0)])))
     np.testing.assert_array_equal(t.real, [1, -1])
     assert not np.signbit(t.imag[0]) and np.signbit(t.imag[1])

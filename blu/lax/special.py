@@ -218,7 +218,10 @@ def _expm1_impl(x: np.ndarray) -> np.ndarray:
         return np.expm1(x)
     # numpy's complex expm1 misses C99's infinities; exp(z) - 1 has them (-inf + i inf gives
     # -1 + 0j, +inf + 0j gives +inf + 0j), and expm1 stays accurate near 0 for finite z
-    return np.where(np.isfinite(x), np.expm1(x), np.exp(x) - 1).astype(x.dtype)
+    out = np.where(np.isfinite(x), np.expm1(x), np.exp(x) - 1).astype(x.dtype)
+    # expm1(+-0 + i0) is +0 + i0 in the standard (numpy keeps the sign of a -0 real part)
+    out.real = np.where((x.real == 0) & (x.imag == 0), 0.0, out.real)
+    return out
 
 
 expm1_p = unary("expm1", _expm1_impl)
