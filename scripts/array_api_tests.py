@@ -12,14 +12,15 @@ hypothesis, ndindex) into the environment that runs this script::
 It runs the suite unchanged (``ARRAY_API_TESTS_MODULE=blu.numpy``, standard 2024.12, a fixed
 number of hypothesis examples, derandomized, no deadline), then prints one row per test module
 (passed / failed / errors / skipped, the pass rate of the tests run) and the overall rate. The
-rate is passed / (passed + failed + errors): skipped tests (dtypes blu lacks, extensions
-disabled) are not counted as run.
+rate is passed / (passed + failed + errors): skipped tests (the suite's own skips, skipped
+dtypes) are not counted as run.
 
-``--skip-dtypes`` defaults to the complex dtypes, which blu does not have yet. The suite (at
-55fcc60) cannot import for a namespace without any complex dtype (``dtype_helpers`` takes the
-``max`` of an empty tuple), so while the namespace has no ``complex64`` the script runs a
-temporary copy of the checkout with that one line guarded (``_COMPLEX_GUARD``; it says so when it
-does); the checkout itself is never modified, and nothing else of the suite is changed.
+``--skip-dtypes`` (comma-separated dtype names the suite skips) is empty by default: blu has
+complex64/complex128, so the suite tests them. The suite (at 55fcc60) cannot import for a
+namespace without any complex dtype (``dtype_helpers`` takes the ``max`` of an empty tuple), so
+for such a namespace the script runs a temporary copy of the checkout with that one line guarded
+(``_COMPLEX_GUARD``; it says so when it does); the checkout itself is never modified, and nothing
+else of the suite is changed.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def main() -> None:
     p.add_argument("--module", default="blu.numpy", help="the namespace under test")
     p.add_argument("--api-version", default="2024.12")
     p.add_argument("--max-examples", type=int, default=20)
-    p.add_argument("--skip-dtypes", default="complex64,complex128")
+    p.add_argument("--skip-dtypes", default="", help="dtypes the suite skips (comma-separated)")
     p.add_argument("--report", type=Path, help="keep the pytest JSON report here")
     p.add_argument("--failing", action="store_true", help="also list the failing test ids")
     argv = sys.argv[1:]

@@ -340,4 +340,51 @@ def test_namespace_info():
     assert info.default_dtypes()["indexing"] == bnp.int32
     assert set(info.dtypes(kind="unsigned integer")) == {"uint8", "uint16", "uint32", "uint64"}
     assert set(info.dtypes(kind=("bool", "real floating"))) == {"bool", "float32", "float64"}
-    assert len(info.dtypes()) == 11
+    assert len(info.dtypes()) == 13
+    assert info.default_dtypes()["complex floating"] == bnp.complex64
+    assert set(info.dtypes(kind="complex floating")) == {"complex64", "complex128"}
+
+
+def test_signatures_of_the_standard():
+    import inspect
+
+    for fn in (bnp.zeros, bnp.arange, bnp.asarray, bnp.fft.fftfreq):
+        p = inspect.signature(fn).parameters["device"]
+        assert p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is None
+    assert list(inspect.signature(bnp.reshape).parameters)[:2] == ["a", "shape"]
+    assert list(inspect.signature(bnp.clip).parameters)[:3] == ["a", "min", "max"]
+    x = np.arange(6.0)
+    np.testing.assert_array_equal(bnp.reshape(x, shape=(2, 3)), x.reshape(2, 3))
+    np.testing.assert_array_equal(bnp.reshape(x, newshape=(3, 2)), x.reshape(3, 2))
+    np.testing.assert_array_equal(bnp.clip(x, 1, 4), np.clip(x, 1, 4))
+    np.testing.assert_array_equal(bnp.clip(x, a_min=2, a_max=3), np.clip(x, 2, 3))
+    assert bnp.astype(x, bnp.float32, device="cpu").device == bnp.zeros(1).device
+
+
+def test_finfo_python_numbers_and_complex():
+    for dt, real in [(bnp.float32, np.float32), (bnp.complex64, np.float32),
+                     (bnp.complex128, np.float64), (bnp.bfloat16, None)]:  # fmt: skip
+        fi = bnp.finfo(dt)
+        assert type(fi.eps) is float and type(fi.max) is float and type(fi.bits) is int
+        assert type(fi.smallest_normal) is float and type(fi.min) is float
+        if real is not None:
+            assert fi.dtype == real and fi.eps == float(np.finfo(real).eps)
+            assert fi.max == float(np.finfo(real).max)
+    assert bnp.finfo(bnp.float16).resolution == np.finfo(np.float16).resolution  # passthrough
+
+
+def test_axis_errors_are_index_and_value_errors():
+    for exc in (IndexError, ValueError):
+        with pytest.raises(exc):
+            bnp.expand_dims(np.ones((2, 3)), axis=4)
+        with pytest.raises(exc):
+            bnp.sum(np.ones(2), axis=1)
+
+
+def test_pinv_with_an_array_of_tolerances():
+    a = np.random.default_rng(0).standard_normal((3, 4, 2))
+    rtol = np.array([0.1, 0.5, 1.0])
+    np.testing.assert_allclose(bnp.linalg.pinv(a, rtol=rtol), np.linalg.pinv(a, rtol=rtol),
+                               atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(bnp.linalg.pinv(a, rtol=bnp.asarray(0.5)),
+                               np.linalg.pinv(a, rtol=0.5), atol=1e-12)  # fmt: skip

@@ -120,8 +120,10 @@ def test_asarray_dtypes():
     assert bnp.asarray([np.float64(1), 2.0]).dtype == np.float64
     assert bnp.asarray([1, 2], dtype=bnp.bfloat16).dtype == ml_dtypes.bfloat16
     assert bnp.array([[1, 2], [3, 4]], ndmin=3).shape == (1, 2, 2)
+    assert bnp.asarray(np.ones(2, np.complex64)).dtype == np.complex64
+    assert bnp.asarray([1, 2j]).dtype == np.complex64 and bnp.asarray(1j).weak_type
     with pytest.raises(BluError):
-        bnp.asarray(np.ones(2, np.complex64))
+        bnp.asarray(np.ones(2, np.str_))
     with pytest.raises(BluError):
         bnp.asarray([[1, 2], [3]])
     with pytest.raises(BluError):

@@ -8,10 +8,12 @@ their least upper bound in
           i* -> i8 -> i16 -> i32 -> i64 -> f*
           u8 -> i16,  u16 -> i32,  u32 -> i64
           f* -> bf16 -> f32,  f* -> f16 -> f32 -> f64
+          f* -> c* -> c64 -> c128,  f32 -> c64,  f64 -> c128
 
-where ``i*`` and ``f*`` are the *weak* types of Python ints and floats: they take the dtype of
-whatever they meet, so ``x_f16 * 2.0`` stays float16. Unlike JAX, 64-bit types are always on;
-Python floats default to float32 and Python ints to int32, as in JAX.
+where ``i*``, ``f*`` and ``c*`` are the *weak* types of Python ints, floats and complex numbers:
+they take the dtype of whatever they meet, so ``x_f16 * 2.0`` stays float16. Unlike JAX, 64-bit
+types are always on; Python floats default to float32, Python complex numbers to complex64 and
+Python ints to int32, as in JAX.
 """
 
 from __future__ import annotations
@@ -37,17 +39,20 @@ float16 = np.dtype(np.float16)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
+complex64 = np.dtype(np.complex64)
+complex128 = np.dtype(np.complex128)
 
 SUPPORTED = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-             float16, bfloat16, float32, float64)  # fmt: skip
+             float16, bfloat16, float32, float64, complex64, complex128)  # fmt: skip
 _SUPPORTED_SET = frozenset(SUPPORTED)
 
 default_float = float32
 default_int = int32
+default_complex = complex64
 
 _SHORT = {bool_: "bool", int8: "i8", int16: "i16", int32: "i32", int64: "i64", uint8: "u8",
           uint16: "u16", uint32: "u32", uint64: "u64", float16: "f16", bfloat16: "bf16",
-          float32: "f32", float64: "f64"}  # fmt: skip
+          float32: "f32", float64: "f64", complex64: "c64", complex128: "c128"}  # fmt: skip
 
 
 def short_name(dtype: np.dtype) -> str:
@@ -81,8 +86,25 @@ def canonicalize(dtype: Any) -> np.dtype:
 
 
 def is_float(dtype: np.dtype) -> bool:
-    """True for float16, bfloat16, float32, float64."""
+    """True for the real floats float16, bfloat16, float32, float64 (not complex)."""
     return dtype.kind == "f" or dtype == bfloat16
+
+
+def is_complex(dtype: np.dtype) -> bool:
+    """True for complex64 and complex128."""
+    return dtype.kind == "c"
+
+
+def real_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype of the real and imaginary parts: complex64 -> float32, complex128 -> float64;
+    other dtypes map to themselves."""
+    return {complex64: float32, complex128: float64}.get(dtype, dtype)
+
+
+def complex_dtype(dtype: np.dtype) -> np.dtype:
+    """The complex dtype holding values of a real float dtype: float64 -> complex128, other
+    floats (and complex64) -> complex64."""
+    return complex128 if dtype in (float64, complex128) else complex64
 
 
 def is_int(dtype: np.dtype) -> bool:
@@ -99,8 +121,8 @@ def is_bool(dtype: np.dtype) -> bool:
 
 
 def is_inexact(dtype: np.dtype) -> bool:
-    """Dtypes that carry derivatives (floats)."""
-    return is_float(dtype)
+    """Dtypes that carry derivatives (real floats and complex)."""
+    return is_float(dtype) or dtype.kind == "c"
 
 
 def finfo(dtype: Any) -> ml_dtypes.finfo:
@@ -114,7 +136,7 @@ def iinfo(dtype: Any) -> np.iinfo:
 
 # ---- the promotion lattice ---------------------------------------------------------------------
 # Nodes are dtypes plus the two weak kinds. Edges point from a type to its immediate supertypes.
-_WEAK_INT, _WEAK_FLOAT = "i*", "f*"
+_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX = "i*", "f*", "c*"
 _EDGES: dict[Any, list[Any]] = {
     bool_: [_WEAK_INT],
     _WEAK_INT: [uint8, int8],
@@ -126,11 +148,14 @@ _EDGES: dict[Any, list[Any]] = {
     int16: [int32],
     int32: [int64],
     int64: [_WEAK_FLOAT],
-    _WEAK_FLOAT: [bfloat16, float16],
+    _WEAK_FLOAT: [bfloat16, float16, _WEAK_COMPLEX],
     bfloat16: [float32],
     float16: [float32],
-    float32: [float64],
-    float64: [],
+    float32: [float64, complex64],
+    float64: [complex128],
+    _WEAK_COMPLEX: [complex64],
+    complex64: [complex128],
+    complex128: [],
 }
 
 
@@ -157,6 +182,8 @@ def _node(dtype: np.dtype, weak: bool) -> Any:
         return _WEAK_INT
     if weak and is_float(dtype):
         return _WEAK_FLOAT
+    if weak and is_complex(dtype):
+        return _WEAK_COMPLEX
     return dtype
 
 
@@ -171,7 +198,7 @@ def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
     if isinstance(x, float):
         return default_float, True
     if isinstance(x, complex):
-        raise BluTypeError(with_user_line("complex numbers are not supported by blu"))
+        return default_complex, True
     dt = getattr(x, "dtype", None)
     if dt is not None:
         return canonicalize(dt), bool(getattr(x, "weak_type", False))
@@ -197,8 +224,14 @@ def result_type(*args: Any, return_weak_type: bool = False) -> Any:
     node = nodes[0][0]
     for n, _ in nodes[1:]:
         node = _join(node, n)
-    weak = node in (_WEAK_INT, _WEAK_FLOAT)
-    if node == _WEAK_INT:
+    weak = node in (_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX)
+    if node == _WEAK_COMPLEX:
+        # a weak complex stays complex128 if any weak input was 64-bit wide (f64 or c128)
+        dtype = default_complex
+        for n, d in nodes:
+            if n in (_WEAK_FLOAT, _WEAK_COMPLEX) and d in (float64, complex128):
+                dtype = complex128
+    elif node == _WEAK_INT:
         dtype = default_int
     elif node == _WEAK_FLOAT:
         # all inputs weak, or a weak float met ints: default float, unless a weak input

@@ -36,6 +36,11 @@ class BluIndexError(BluError, IndexError):
     """An index out of range where it can be checked (e.g. ``take(..., mode="raise")``)."""
 
 
+class BluAxisError(BluValueError, IndexError):
+    """An axis out of range for an array's rank (both a ValueError and an IndexError, as
+    numpy's ``AxisError``; the Array API expects an IndexError)."""
+
+
 class BluOutOfMemoryError(BluError, MemoryError):
     """An allocation that cannot fit: names the shape, dtype, bytes and the user's line."""
 

@@ -218,7 +218,7 @@ def get_aval(x: Any) -> ShapedArray:
         return x.aval
     if isinstance(x, (np.ndarray, np.generic)):
         return ShapedArray(x.shape, x.dtype)
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, (bool, int, float, complex)):
         dtype, weak = dtypes.dtype_and_weak(x)
         return ShapedArray((), dtype, weak)
     raise BluTypeError(
@@ -246,7 +246,7 @@ def canonicalize_arg(x: Any) -> Any:
     and numpy scalars 0-d Arrays, so rules never see bare scalars as primals."""
     if isinstance(x, np.generic):  # first: np.float64 subclasses float
         return Array(np.asarray(x))
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, (bool, int, float, complex)):
         dtype, weak = dtypes.dtype_and_weak(x)
         return Array(np.asarray(x, dtype), weak)
     return x

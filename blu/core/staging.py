@@ -54,7 +54,7 @@ class StagingInterpreter(Interpreter):
     def to_atom(self, x: Any) -> Atom:
         if isinstance(x, StagedTracer) and x._interp is self:
             return x._var
-        if isinstance(x, (bool, int, float, np.generic)):
+        if isinstance(x, (bool, int, float, complex, np.generic)):
             return Literal(x, get_aval(x))
         if isinstance(x, Array) and x.ndim == 0:
             return Literal(x._value[()], x.aval)  # scalars print inline, as in JAX

@@ -7,6 +7,8 @@ Each module defines primitives with all their rules and lists its public functio
 from blu.lax.elementwise import *  # noqa: F403
 from blu.lax.bits import *  # noqa: F403
 from blu.lax.special import *  # noqa: F403
+from blu.lax.complex import *  # noqa: F403
+from blu.lax.fft import *  # noqa: F403
 from blu.lax.shapes import *  # noqa: F403
 from blu.lax.slicing import *  # noqa: F403
 from blu.lax.reductions import *  # noqa: F403

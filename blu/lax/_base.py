@@ -16,7 +16,9 @@ from blu.lax.shapes import broadcast_in_dim
 
 
 def is_python_scalar(x: Any) -> bool:
-    return isinstance(x, (bool, int, float)) or (isinstance(x, np.generic) and np.ndim(x) == 0)
+    return isinstance(x, (bool, int, float, complex)) or (
+        isinstance(x, np.generic) and np.ndim(x) == 0
+    )
 
 
 def as_operands(*args: Any) -> list[Any]:
@@ -36,7 +38,7 @@ def as_operands(*args: Any) -> list[Any]:
     """
 
     def is_scalar(a: Any) -> bool:
-        return isinstance(a, (bool, int, float))  # np.float64 included
+        return isinstance(a, (bool, int, float, complex))  # np.float64 included
 
     ref = next((a for a in args if not is_scalar(a)), None)
     if ref is None:
@@ -51,7 +53,14 @@ def as_operands(*args: Any) -> list[Any]:
         if a is ref or not is_scalar(a):
             out.append(a)
             continue
-        if isinstance(a, float) and not dtypes.is_float(dt):
+        if isinstance(a, complex) and not dtypes.is_complex(dt):
+            raise BluTypeError(
+                with_user_line(
+                    f"the complex scalar {a!r} cannot take the dtype {dtypes.short_name(dt)} of "
+                    "the other operand (lax does not promote): convert it explicitly"
+                )
+            )
+        if isinstance(a, float) and not dtypes.is_inexact(dt):
             raise BluTypeError(
                 with_user_line(
                     f"the float scalar {a!r} cannot take the dtype {dtypes.short_name(dt)} of "
@@ -110,6 +119,10 @@ def elementwise_abstract_eval(
 
 def is_float(d: np.dtype) -> bool:
     return dtypes.is_float(d)
+
+
+def is_inexact(d: np.dtype) -> bool:
+    return dtypes.is_inexact(d)
 
 
 def is_int(d: np.dtype) -> bool:

@@ -39,6 +39,9 @@ def _free_dims(ndim: int, contracting: Sequence[int], batch: Sequence[int]) -> l
 
 def _compute_dtype(in_dtype: np.dtype, out_dtype: np.dtype) -> np.dtype:
     """The dtype numpy multiplies in: bf16/f16 in float32 (numpy lacks fast kernels for them)."""
+    if dtypes.is_complex(in_dtype) or dtypes.is_complex(out_dtype):
+        wide = dtypes.complex128 in (in_dtype, out_dtype) or dtypes.float64 in (in_dtype, out_dtype)
+        return dtypes.complex128 if wide else dtypes.complex64
     if dtypes.is_float(in_dtype) or dtypes.is_float(out_dtype):
         return dtypes.float64 if dtypes.float64 in (in_dtype, out_dtype) else dtypes.float32
     if in_dtype == dtypes.bool_ and out_dtype == dtypes.bool_:
@@ -121,7 +124,7 @@ def _dot_general_jvp(primals, tangents, **params):
     (lhs, rhs), (t_lhs, t_rhs) = primals, tangents
     out = dot_general_p.bind(lhs, rhs, **params)
     t_out: Any = Zero(tangent_aval(get_aval(out)))
-    if not dtypes.is_float(get_aval(out).dtype):
+    if not dtypes.is_inexact(get_aval(out).dtype):
         return out, t_out
     if not isinstance(t_lhs, Zero):
         t_out = add_tangents(t_out, dot_general_p.bind(t_lhs, rhs, **params))

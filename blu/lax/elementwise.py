@@ -61,6 +61,7 @@ from blu.lax._base import (
     compute_in_f32,
     elementwise_abstract_eval,
     is_float,
+    is_inexact,
     is_numeric,
 )
 from blu.lax._base import as_operands as operands  # noqa: F401
@@ -88,7 +89,9 @@ def quiet(fn: Callable) -> Callable:
     return impl
 
 
-def unary(name: str, impl: Callable, allowed=is_float, kind: str = "floating-point") -> Primitive:
+def unary(
+    name: str, impl: Callable, allowed=is_inexact, kind: str = "floating-point or complex"
+) -> Primitive:
     """A one-operand elementwise primitive with its impl, abstract eval and batching rule (the
     JVP is added by the caller)."""
     p = Primitive(name)
@@ -263,11 +266,37 @@ for _p in (max_p, min_p):
 # ---- sign, magnitude and rounding --------------------------------------------------------------
 
 abs_p = unary("abs", np.abs, is_numeric, "numeric")
-defjvp(abs_p, lambda t, x: mul(t, sign(x)))  # sign(0) = 0: the derivative at 0 is 0, as in JAX
 
-sign_p = unary("sign", np.sign, is_numeric, "numeric")
-floor_p = unary("floor", np.floor)
-ceil_p = unary("ceil", np.ceil)
+
+@abs_p.def_abstract_eval
+def _abs_abstract_eval(x: ShapedArray) -> ShapedArray:
+    check_dtype("abs", x, is_numeric, "numeric")
+    return ShapedArray(x.shape, dtypes.real_dtype(x.dtype), x.weak_type)  # |complex| is real
+
+
+def _abs_jvp(t: Any, out: Any, x: Any) -> Any:
+    if not dtypes.is_complex(get_aval(x).dtype):
+        return mul(t, sign(x))  # sign(0) = 0: the derivative at 0 is 0, as in JAX
+    from blu.lax.complex import conj, real
+
+    # d|z| = Re(conj(z) dz) / |z|, and 0 at z = 0 (as JAX)
+    safe = select(eq(out, _zeros_like(out)), _one(out), out)
+    return select(eq(out, _zeros_like(out)), _zeros_like(out), div(real(mul(conj(x), t)), safe))
+
+
+defjvp_with_output(abs_p, _abs_jvp)
+
+
+def _sign_impl(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind != "c":
+        return np.sign(x)
+    mag = np.abs(x)  # z / |z|, 0 at 0 (numpy 2's complex sign)
+    return np.where(mag == 0, 0, x / np.where(mag == 0, 1, mag)).astype(x.dtype)
+
+
+sign_p = unary("sign", _sign_impl, is_numeric, "numeric")
+floor_p = unary("floor", np.floor, is_float, "floating-point")
+ceil_p = unary("ceil", np.ceil, is_float, "floating-point")
 
 
 class RoundingMethod(enum.IntEnum):
@@ -285,7 +314,7 @@ def _round_impl(x: np.ndarray, *, rounding_method: int) -> np.ndarray:
     return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
 
 
-round_p = unary("round", _round_impl)
+round_p = unary("round", _round_impl, is_float, "floating-point")
 
 for _p in (sign_p, floor_p, ceil_p, round_p):
     nondifferentiable(_p)  # piecewise constant: the derivative is 0 (where it exists)
@@ -319,7 +348,20 @@ defjvp_with_output(exp_p, lambda t, out, x: mul(t, out))
 log_p = unary("log", np.log)
 defjvp(log_p, lambda t, x: div(t, x))
 
-tanh_p = unary("tanh", np.tanh)
+
+def _tanh_impl(x: np.ndarray) -> np.ndarray:
+    out = np.tanh(x)
+    if x.dtype.kind != "c":
+        return out
+    # tanh(+-inf + iy), y finite: +-1 + i copysign(0, y) (C99; numpy may give the other zero)
+    edge = np.isinf(x.real) & np.isfinite(x.imag)
+    out = np.array(out, x.dtype)
+    out.real = np.where(edge, np.sign(x.real), out.real)
+    out.imag = np.where(edge, np.copysign(np.zeros((), x.real.dtype), x.imag), out.imag)
+    return out
+
+
+tanh_p = unary("tanh", _tanh_impl)
 defjvp_with_output(tanh_p, lambda t, out, x: mul(t, sub(_one(out), mul(out, out))))
 
 
@@ -393,6 +435,10 @@ convert_element_type_p = Primitive("convert_element_type")
 @convert_element_type_p.def_impl
 @quiet
 def _convert_impl(x: np.ndarray, *, new_dtype: np.dtype, weak_type: bool) -> np.ndarray:
+    if x.dtype.kind == "c" and new_dtype.kind != "c":
+        if new_dtype == dtypes.bool_:
+            return x != 0
+        x = np.array(x.real)  # complex -> real keeps the real part (as JAX)
     if dtypes.is_float(x.dtype) and dtypes.is_int(new_dtype):
         # float -> int truncates toward zero, NaN gives 0, out of range saturates (like XLA)
         info = np.iinfo(new_dtype)
@@ -413,7 +459,7 @@ def _convert_abstract_eval(x: ShapedArray, *, new_dtype: np.dtype, weak_type: bo
 def _convert_jvp(primals, tangents, *, new_dtype, weak_type):
     (x,), (t,) = primals, tangents
     out = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
-    if not (dtypes.is_float(new_dtype) and dtypes.is_float(get_aval(x).dtype)):
+    if not (dtypes.is_inexact(new_dtype) and dtypes.is_inexact(get_aval(x).dtype)):
         return out, Zero(tangent_aval(get_aval(out)))
     return out, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=False)
 
@@ -574,6 +620,10 @@ def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any
     and maps NaN to 0 (like XLA); int -> narrower int wraps; anything -> bool is ``x != 0``."""
     new_dtype = dtypes.canonicalize(new_dtype)
     aval = get_aval(x)
-    if aval.dtype == new_dtype and aval.weak_type == weak_type and not isinstance(x, (int, float)):
+    if (
+        aval.dtype == new_dtype
+        and aval.weak_type == weak_type
+        and not isinstance(x, (int, float, complex))
+    ):
         return x
     return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)

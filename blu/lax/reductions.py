@@ -115,6 +115,8 @@ def _identity(dtype: np.dtype, kind: str) -> Any:
         return kind == "min"
     if dtypes.is_float(dtype):
         return -np.inf if kind == "max" else np.inf
+    if dtypes.is_complex(dtype):  # numpy orders complex numbers lexicographically
+        return complex(-np.inf, -np.inf) if kind == "max" else complex(np.inf, np.inf)
     info = np.iinfo(dtype)
     return info.min if kind == "max" else info.max
 

@@ -455,7 +455,7 @@ def pad(x: Any, padding_value: Any, padding_config: Sequence[tuple[int, int, int
         BluTypeError: the padding value's dtype differs from x's.
     """
     config = tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config)
-    if isinstance(padding_value, (bool, int, float)):
+    if isinstance(padding_value, (bool, int, float, complex)):
         padding_value = np.asarray(padding_value, get_aval(x).dtype)[()]
     return pad_p.bind(x, padding_value, padding_config=config)
 
@@ -537,7 +537,7 @@ def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
     A Python scalar without ``dtype`` gives a weakly typed array of the default dtype.
     """
     shape = canonical_shape(shape)
-    if isinstance(fill_value, (bool, int, float)) or isinstance(fill_value, np.generic):
+    if isinstance(fill_value, (bool, int, float, complex)) or isinstance(fill_value, np.generic):
         if dtype is None:
             d, weak = dtypes.dtype_and_weak(fill_value)
         else:

@@ -52,7 +52,7 @@ from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.primitive import Primitive
-from blu.lax._base import check_dtype, compute_in_f32, is_float, is_numeric
+from blu.lax._base import check_dtype, compute_in_f32, is_float, is_inexact, is_numeric
 from blu.lax.elementwise import (
     add,
     binary,
@@ -93,7 +93,7 @@ defjvp_with_output(sqrt_p, lambda t, out, x: div(t, mul(out, 2)))
 rsqrt_p = unary("rsqrt", lambda x: 1 / np.sqrt(x))
 defjvp_with_output(rsqrt_p, lambda t, out, x: mul(t, mul(div(out, x), -0.5)))
 
-pow_p = binary("pow", np.power, is_float, "floating-point")
+pow_p = binary("pow", np.power, is_inexact, "floating-point or complex")
 
 
 def _replace_zero(x: Any) -> Any:
@@ -120,6 +120,8 @@ defjvp_with_output(pow_p, _pow_jvp_x, _pow_jvp_y)
 def _integer_pow_impl(x: np.ndarray, *, y: int) -> np.ndarray:
     if dtypes.is_float(x.dtype):
         return np.power(x, x.dtype.type(y))
+    if x.dtype.kind == "c" and y < 0:
+        return 1 / _integer_pow_impl(x, y=-y)
     # square-and-multiply in x's dtype, so integers wrap like XLA's multiplies
     acc, base, n = np.ones_like(x), x, y
     while n:
@@ -138,7 +140,7 @@ defvectorized(integer_pow_p)
 @integer_pow_p.def_abstract_eval
 def _integer_pow_abstract_eval(x: ShapedArray, *, y: int) -> ShapedArray:
     check_dtype("integer_pow", x, is_numeric, "numeric")
-    if y < 0 and not dtypes.is_float(x.dtype):
+    if y < 0 and not dtypes.is_inexact(x.dtype):
         raise BluTypeError(
             with_user_line(
                 f"integer_pow: integers cannot be raised to negative powers, got "
@@ -181,8 +183,9 @@ asinh_p = unary("asinh", np.arcsinh)
 defjvp(asinh_p, lambda t, x: mul(t, rsqrt(add(square(x), 1))))
 
 acosh_p = unary("acosh", np.arccosh)
-# (x - 1)(x + 1) rather than x^2 - 1: no cancellation near x = 1
-defjvp(acosh_p, lambda t, x: mul(t, rsqrt(mul(sub(x, 1), add(x, 1)))))
+# 1 / (sqrt(x - 1) sqrt(x + 1)): the principal branch for complex x too (1/sqrt(x^2 - 1) is
+# not, left of the imaginary axis)
+defjvp(acosh_p, lambda t, x: div(t, mul(sqrt(sub(x, 1)), sqrt(add(x, 1)))))
 
 atanh_p = unary("atanh", np.arctanh)
 defjvp(atanh_p, lambda t, x: div(t, mul(sub(1, x), add(x, 1))))
@@ -209,14 +212,26 @@ defjvp_with_output(exp2_p, lambda t, out, x: mul(t, mul(out, math.log(2.0))))
 log1p_p = unary("log1p", np.log1p)
 defjvp(log1p_p, lambda t, x: div(t, add(x, 1)))
 
-expm1_p = unary("expm1", np.expm1)
+
+def _expm1_impl(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind != "c":
+        return np.expm1(x)
+    # numpy's complex expm1 misses C99's infinities; exp(z) - 1 has them (-inf + i inf gives
+    # -1 + 0j, +inf + 0j gives +inf + 0j), and expm1 stays accurate near 0 for finite z
+    out = np.where(np.isfinite(x), np.expm1(x), np.exp(x) - 1).astype(x.dtype)
+    # expm1(+-0 + i0) is +0 + i0 in the standard (numpy keeps the sign of a -0 real part)
+    out.real = np.where((x.real == 0) & (x.imag == 0), 0.0, out.real)
+    return out
+
+
+expm1_p = unary("expm1", _expm1_impl)
 defjvp_with_output(expm1_p, lambda t, out, x: mul(t, add(out, 1)))
 
 # scipy's expit is the numerically stable 1 / (1 + exp(-x)): no overflow for large |x|
-logistic_p = unary("logistic", _keep_dtype(scipy.special.expit))
+logistic_p = unary("logistic", _keep_dtype(scipy.special.expit), is_float, "floating-point")
 defjvp_with_output(logistic_p, lambda t, out, x: mul(t, mul(out, sub(1, out))))
 
-cbrt_p = unary("cbrt", np.cbrt)
+cbrt_p = unary("cbrt", np.cbrt, is_float, "floating-point")
 defjvp_with_output(cbrt_p, lambda t, out, x: mul(t, mul(integer_pow(out, -2), 1.0 / 3.0)))
 
 
@@ -224,13 +239,13 @@ defjvp_with_output(cbrt_p, lambda t, out, x: mul(t, mul(integer_pow(out, -2), 1.
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
-erf_p = unary("erf", _keep_dtype(scipy.special.erf))
+erf_p = unary("erf", _keep_dtype(scipy.special.erf), is_float, "floating-point")
 defjvp(erf_p, lambda t, x: mul(t, mul(exp(neg(square(x))), _TWO_OVER_SQRT_PI)))
 
-erfc_p = unary("erfc", _keep_dtype(scipy.special.erfc))
+erfc_p = unary("erfc", _keep_dtype(scipy.special.erfc), is_float, "floating-point")
 defjvp(erfc_p, lambda t, x: mul(t, mul(exp(neg(square(x))), -_TWO_OVER_SQRT_PI)))
 
-erf_inv_p = unary("erf_inv", _keep_dtype(scipy.special.erfinv))
+erf_inv_p = unary("erf_inv", _keep_dtype(scipy.special.erfinv), is_float, "floating-point")
 # d/dy erfinv(y) = 1 / erf'(erfinv(y)) = sqrt(pi)/2 * exp(erfinv(y)^2)
 defjvp_with_output(
     erf_inv_p, lambda t, out, x: mul(t, mul(exp(square(out)), 1.0 / _TWO_OVER_SQRT_PI))
@@ -239,10 +254,10 @@ defjvp_with_output(
 
 # ---- gamma family ------------------------------------------------------------------------------
 
-lgamma_p = unary("lgamma", _keep_dtype(scipy.special.gammaln))
+lgamma_p = unary("lgamma", _keep_dtype(scipy.special.gammaln), is_float, "floating-point")
 defjvp(lgamma_p, lambda t, x: mul(t, digamma(x)))
 
-digamma_p = unary("digamma", _keep_dtype(scipy.special.psi))
+digamma_p = unary("digamma", _keep_dtype(scipy.special.psi), is_float, "floating-point")
 defjvp(digamma_p, lambda t, x: mul(t, polygamma(1, x)))
 
 polygamma_p = Primitive("polygamma")

@@ -113,6 +113,11 @@ HOST_FALLBACK: dict[str, str] = {
     "ppermute": "a collective: run per device by blu.parallel, not a kernel",
     "reduce_scatter": "a collective: run per device by blu.parallel, not a kernel",
     "axis_index": "a collective: run per device by blu.parallel, not a kernel",
+    "fft": "pocketfft (numpy) on the host; no cuFFT lowering yet",
+    "real": "complex values run on the host: no complex arithmetic in the kernel generators",
+    "imag": "complex values run on the host: no complex arithmetic in the kernel generators",
+    "conj": "complex values run on the host: no complex arithmetic in the kernel generators",
+    "complex": "complex values run on the host: no complex arithmetic in the kernel generators",
 }
 
 

@@ -16,11 +16,14 @@ import math as _math
 
 from blu.core import array as _array
 
-from blu.numpy import linalg
+from blu.numpy import fft, linalg
 from blu.numpy._dtypes import (
     bfloat16,
     bool_,
     can_cast,
+    complex64,
+    complex128,
+    complexfloating,
     dtype,
     finfo,
     float16,
@@ -63,6 +66,7 @@ from blu.numpy.sets import *  # noqa: F403
 from blu.numpy.sorting import *  # noqa: F403
 from blu.numpy.signal import convolve, correlate
 from blu.numpy.ufuncs import *  # noqa: F403
+from blu.numpy.complexes import *  # noqa: F403
 from blu.numpy.standard import *  # noqa: F403
 from blu.numpy.standard import __array_api_version__
 

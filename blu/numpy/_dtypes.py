@@ -67,12 +67,15 @@ float16 = _make_scalar_type("float16", dtypes.float16)
 bfloat16 = _make_scalar_type("bfloat16", dtypes.bfloat16)
 float32 = _make_scalar_type("float32", dtypes.float32)
 float64 = _make_scalar_type("float64", dtypes.float64)
+complex64 = _make_scalar_type("complex64", dtypes.complex64)
+complex128 = _make_scalar_type("complex128", dtypes.complex128)
 
 # abstract kinds, for issubdtype (numpy's own; bfloat16 is handled specially)
 generic = np.generic
 number = np.number
 inexact = np.inexact
 floating = np.floating
+complexfloating = np.complexfloating
 integer = np.integer
 signedinteger = np.signedinteger
 unsignedinteger = np.unsignedinteger
@@ -129,9 +132,36 @@ def promote_types(a: Any, b: Any) -> np.dtype:
     return dtypes.result_type(dtype(a), dtype(b))
 
 
-def finfo(x: Any) -> Any:
-    """Machine limits of a float dtype (bits, eps, max, min, tiny, ...); bfloat16 included."""
-    return ml_dtypes.finfo(dtype(x))
+class FInfo:
+    """``finfo``'s result: the standard's attributes as Python numbers (``bits``: int; ``eps``,
+    ``max``, ``min``, ``smallest_normal``, ``tiny``: float; ``dtype``: the real float dtype);
+    every other attribute of ``ml_dtypes.finfo`` (``resolution``, ``nmant``, ...) as it is."""
+
+    __module__ = "blu.numpy"
+
+    def __init__(self, info: Any):
+        self._info = info
+        self.bits = int(info.bits)
+        self.eps = float(info.eps)
+        self.max = float(info.max)
+        self.min = float(info.min)
+        self.smallest_normal = float(info.smallest_normal)
+        self.tiny = self.smallest_normal
+        self.dtype = np.dtype(info.dtype)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._info, name)
+
+    def __repr__(self) -> str:
+        return f"finfo(resolution={self._info.resolution}, min={self.min:.6g}, " \
+               f"max={self.max:.6g}, dtype={self.dtype})"  # fmt: skip
+
+
+def finfo(x: Any) -> FInfo:
+    """Machine limits of a float dtype (bits, eps, max, min, smallest_normal, ... as Python
+    numbers, as the Array API says); bfloat16 included. For a complex dtype, the limits of its
+    real and imaginary parts (``finfo(complex64)`` is float32's, as numpy)."""
+    return FInfo(ml_dtypes.finfo(dtypes.real_dtype(dtype(x))))
 
 
 def iinfo(x: Any) -> np.iinfo:
@@ -147,7 +177,9 @@ def issubdtype(arg1: Any, arg2: Any) -> bool:
     if (
         isinstance(arg2, type)
         and issubclass(arg2, np.generic)
-        and arg2 in _FLOAT_KINDS + (np.integer, np.signedinteger, np.unsignedinteger, np.bool_)
+        and arg2
+        in _FLOAT_KINDS
+        + (np.integer, np.signedinteger, np.unsignedinteger, np.bool_, np.complexfloating)
     ):
         d1 = dtype(arg1)
         if d1 == dtypes.bfloat16:

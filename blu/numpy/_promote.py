@@ -15,6 +15,7 @@ import numpy as np
 from blu.core import dtypes
 from blu.core.array import Array
 from blu.core.errors import (
+    BluAxisError,
     BluShapeError,
     BluTypeError,
     BluValueError,
@@ -25,7 +26,7 @@ from blu.core.interpreter import Tracer, get_aval
 from blu.lax.elementwise import convert_element_type
 from blu.lax.shapes import broadcast_in_dim
 
-_SCALAR_TYPES = (bool, int, float)
+_SCALAR_TYPES = (bool, int, float, complex)
 
 
 def is_python_scalar(x: Any) -> bool:
@@ -165,9 +166,10 @@ def promote_args(*args: Any) -> list[Any]:
 
 
 def to_inexact(x: Any) -> Any:
-    """Integer/bool ``x`` cast to the default float (weak stays weak); floats unchanged."""
+    """Integer/bool ``x`` cast to the default float (weak stays weak); floats and complex
+    unchanged."""
     aval = get_aval(x)
-    if dtypes.is_float(aval.dtype):
+    if dtypes.is_inexact(aval.dtype):
         return x
     return convert_element_type(x, dtypes.default_float, weak_type=aval.weak_type)
 
@@ -208,14 +210,14 @@ def canonicalize_axis(axis: Any, ndim: int, name: str = "axis") -> int:
     """A non-negative axis (negative counts from the end).
 
     Raises:
-        BluValueError: ``axis`` is not in ``[-ndim, ndim)``.
+        BluAxisError: ``axis`` is not in ``[-ndim, ndim)`` (a ValueError and an IndexError).
     """
     try:
         a = int(axis)
     except TypeError as e:
         raise BluTypeError(with_user_line(f"{name}: axis must be an int, got {axis!r}")) from e
     if not -ndim <= a < ndim:
-        raise BluValueError(with_user_line(f"{name}: axis {a} is out of bounds for rank {ndim}"))
+        raise BluAxisError(with_user_line(f"{name}: axis {a} is out of bounds for rank {ndim}"))
     return a % ndim
 
 

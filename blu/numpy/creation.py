@@ -61,7 +61,7 @@ def _check_int_range(value: np.ndarray, dtype: np.dtype) -> None:
 def _from_sequence(obj: Any, dtype: Any) -> Any:
     leaves = _leaves(obj)
     for leaf in leaves:
-        if not isinstance(leaf, (bool, int, float, np.generic, np.ndarray, Array, Tracer)):
+        if not isinstance(leaf, (bool, int, float, complex, np.generic, np.ndarray, Array, Tracer)):
             raise BluTypeError(
                 with_user_line(
                     f"array: cannot make an array from {type(leaf).__name__} {leaf!r:.40}"
@@ -118,7 +118,7 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: Any = None, 
         dtype = dtypes.canonicalize(dtype)
     if isinstance(object, (Array, Tracer)) or getattr(object, "_blu_device_array", False):
         out = object if dtype is None else lax.convert_element_type(object, dtype)
-    elif isinstance(object, (bool, int, float)) and not isinstance(object, np.generic):
+    elif isinstance(object, (bool, int, float, complex)) and not isinstance(object, np.generic):
         if dtype is None:
             d, weak = dtypes.dtype_and_weak(object)
             out = scalar_array(object, d, weak)
@@ -312,7 +312,7 @@ def linspace(
     num = operator.index(num)
     if num < 0:
         raise BluValueError(with_user_line(f"linspace: num must be >= 0, got {num}"))
-    if dtype is not None and dtypes.is_float(dtypes.canonicalize(dtype)):
+    if dtype is not None and dtypes.is_inexact(dtypes.canonicalize(dtype)):
         # Python scalars go straight into the float dtype (not rounded through float32 first)
         start, stop = (
             v if isinstance(v, (Array, Tracer)) else array(v, dtype) for v in (start, stop)
@@ -321,7 +321,7 @@ def linspace(
     if dtype is None:
         dtype = dtypes.result_type(start, stop, 0.0)
     dtype = dtypes.canonicalize(dtype)
-    comp = dtype if dtypes.is_float(dtype) else dtypes.default_float
+    comp = dtype if dtypes.is_inexact(dtype) else dtypes.default_float
     start = lax.convert_element_type(start, comp)
     stop = lax.convert_element_type(stop, comp)
     bshape = broadcast_shapes(get_aval(start).shape, get_aval(stop).shape)
@@ -335,13 +335,13 @@ def linspace(
     elif num == 1:
         out = m.expand_dims(start, axis)
     else:
-        t = lax.div(lax.iota(comp, (div,)), float(div))
+        t = lax.div(lax.iota(dtypes.real_dtype(comp), (div,)), float(div))
         t = lax.broadcast_in_dim(t, bshape[:axis] + (div,) + bshape[axis:], (axis,))
         s, e = m.expand_dims(start, axis), m.expand_dims(stop, axis)
         out = u.add(u.multiply(s, u.subtract(1, t)), u.multiply(e, t))
         if endpoint:
             out = m.concatenate([out, e], axis=axis)
-    if not dtypes.is_float(dtype):
+    if not dtypes.is_inexact(dtype):
         out = lax.floor(out)
     out = lax.convert_element_type(out, dtype)
     return (out, step) if retstep else out

@@ -11,6 +11,7 @@ the two through ``blu.cuda.device_put`` and ``np.asarray``.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +63,12 @@ def with_device(fn: Callable) -> Callable:
             return tuple(to_device(o, device) for o in out)
         return to_device(out, device)
 
+    # the signature shows the keyword (introspection, e.g. the Array API suite, reads it)
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    dev = inspect.Parameter("device", inspect.Parameter.KEYWORD_ONLY, default=None)
+    at = next((i for i, p in enumerate(params) if p.kind == p.VAR_KEYWORD), len(params))
+    wrapper.__signature__ = sig.replace(parameters=params[:at] + [dev] + params[at:])
     return wrapper
 
 
@@ -159,15 +166,15 @@ _KINDS = {
     "signed integer": ("int8", "int16", "int32", "int64"),
     "unsigned integer": ("uint8", "uint16", "uint32", "uint64"),
     "real floating": ("float32", "float64"),
-    "complex floating": (),
+    "complex floating": ("complex64", "complex128"),
 }
 _KINDS["integral"] = _KINDS["signed integer"] + _KINDS["unsigned integer"]
-_KINDS["numeric"] = _KINDS["integral"] + _KINDS["real floating"]
+_KINDS["numeric"] = _KINDS["integral"] + _KINDS["real floating"] + _KINDS["complex floating"]
 
 
 class Info:
     """What ``__array_namespace_info__()`` returns: blu.numpy's capabilities, devices and
-    dtypes (the Array API's inspection API). Complex dtypes are not (yet) supported."""
+    dtypes (the Array API's inspection API)."""
 
     __module__ = "blu.numpy"
 
@@ -187,6 +194,7 @@ class Info:
         check_device(device, "default_dtypes")
         return {
             "real floating": bnp.float32,
+            "complex floating": bnp.complex64,
             "integral": bnp.int32,
             "indexing": bnp.int32,
         }

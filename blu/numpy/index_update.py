@@ -200,7 +200,7 @@ def _clip_index(x: Any, idx: Any) -> Any:
 
 
 def _default_fill(dtype: Any) -> Any:
-    if dtypes.is_float(dtype):
+    if dtypes.is_inexact(dtype):
         return np.nan
     if dtype == dtypes.bool_:
         return True

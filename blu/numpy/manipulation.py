@@ -45,9 +45,15 @@ def _aval(x: Any):
     return get_aval(x)
 
 
-def astype(x: Any, dtype: Any, copy: bool = True) -> Any:
-    """``x`` cast to ``dtype`` (float -> int truncates toward zero; the result is not weak)."""
-    return lax.convert_element_type(asarray_operand(x), dtypes.canonicalize(dtype))
+def astype(x: Any, dtype: Any, copy: bool = True, *, device: Any = None) -> Any:
+    """``x`` cast to ``dtype`` (float -> int truncates toward zero, complex -> real keeps the
+    real part; the result is not weak), on ``device`` if given (the Array API's keyword)."""
+    out = lax.convert_element_type(asarray_operand(x), dtypes.canonicalize(dtype))
+    if device is None:
+        return out
+    from blu.numpy.devices import to_device
+
+    return to_device(out, device)
 
 
 def shape(a: Any) -> tuple[int, ...]:
@@ -95,15 +101,19 @@ def _resolve_shape(newshape: Any, total: int, old: tuple[int, ...]) -> tuple[int
     return tuple(dims)
 
 
-def reshape(a: Any, newshape: Any = None, order: str = "C", *, shape: Any = None) -> Any:
-    """Row-major reshape; one dimension may be -1 (inferred).
+def reshape(
+    a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None
+) -> Any:
+    """Row-major reshape; one dimension may be -1 (inferred). ``newshape`` is numpy's older
+    name of ``shape``; ``copy`` is accepted for the Array API (blu arrays are immutable).
 
     Raises:
         BluShapeError: the sizes differ. BluValueError: ``order`` is not 'C'.
     """
+    del copy
     if order != "C":
         raise BluValueError(with_user_line(f"reshape: only order='C' is supported, got {order!r}"))
-    if shape is not None:
+    if newshape is None:
         newshape = shape
     a = asarray_operand(a)
     aval = _aval(a)

@@ -116,15 +116,17 @@ def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = 
 
 
 def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
-    """The inner product of the raveled arrays."""
+    """The inner product of the raveled arrays, conjugating ``a`` when it is complex."""
+    from blu.numpy.complexes import conj
+
     return dot(
-        ravel(a), ravel(b), precision=precision, preferred_element_type=preferred_element_type
+        ravel(conj(a)), ravel(b), precision=precision, preferred_element_type=preferred_element_type
     )
 
 
 def vecdot(x1: Any, x2: Any, axis: int = -1) -> Any:
-    """Inner products of vectors along ``axis`` (the other axes broadcast; the vectors' lengths
-    must agree, they do not broadcast).
+    """Inner products ``sum(conj(x1) * x2)`` of vectors along ``axis`` (the other axes
+    broadcast; the vectors' lengths must agree, they do not broadcast).
 
     Raises:
         BluShapeError: the sizes along ``axis`` differ, or ``axis`` is out of range.
@@ -143,7 +145,9 @@ def vecdot(x1: Any, x2: Any, axis: int = -1) -> Any:
     if d1 != d2:
         raise _shape_error("vecdot", x1, x2, f"the vectors along axis {axis} differ in length")
     # the operands' dtype (the standard's vecdot does not widen integers as sum does)
-    return _sum(multiply(x1, x2), axis=axis, dtype=get_aval(x1).dtype)
+    from blu.numpy.complexes import conj
+
+    return _sum(multiply(conj(x1), x2), axis=axis, dtype=get_aval(x1).dtype)
 
 
 def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:

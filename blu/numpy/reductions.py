@@ -142,9 +142,9 @@ def _inexact_dtypes(a: Any, dtype: Any) -> tuple[np.dtype, np.dtype]:
         out = dtypes.canonicalize(dtype)
     else:
         d = get_aval(a).dtype
-        out = d if dtypes.is_float(d) else dtypes.default_float
+        out = d if dtypes.is_inexact(d) else dtypes.default_float
     comp = dtypes.float32 if out in (dtypes.float16, dtypes.bfloat16) else out
-    if not dtypes.is_float(comp):
+    if not dtypes.is_inexact(comp):
         comp = dtypes.default_float
     return out, comp
 
@@ -202,7 +202,12 @@ def var(
 
     m = mean(a, axes, keepdims=True, where=where)
     c = subtract(a, m)
-    s = sum(lax.mul(c, c), axes, keepdims=keepdims, where=where)
+    if dtypes.is_complex(comp):  # |c|^2, real (numpy's complex var)
+        c2 = lax.real(lax.mul(c, lax.conj(c)))
+        out_d, comp = dtypes.real_dtype(out_d), dtypes.real_dtype(comp)
+    else:
+        c2 = lax.mul(c, c)
+    s = sum(c2, axes, keepdims=keepdims, where=where)
     n = _where_count(a, axes, where, comp, keepdims)
     if isinstance(n, np.generic):
         res = _div_scalar(s, np.asarray(builtins.max(float(n) - ddof, 0), comp)[()])
@@ -470,7 +475,7 @@ def _nan_fill(a: Any, fill: Any) -> Any:
     from blu.numpy import isnan, where
 
     a = asarray_operand(a)
-    return where(isnan(a), fill, a) if dtypes.is_float(get_aval(a).dtype) else a
+    return where(isnan(a), fill, a) if dtypes.is_inexact(get_aval(a).dtype) else a
 
 
 def nansum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
@@ -483,7 +488,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False)
     from blu.numpy import isnan, logical_not
 
     a = asarray_operand(a)
-    if not dtypes.is_float(get_aval(a).dtype):
+    if not dtypes.is_inexact(get_aval(a).dtype):
         return mean(a, axis, dtype, keepdims=keepdims)
     return mean(a, axis, dtype, keepdims=keepdims, where=logical_not(isnan(a)))
 

@@ -2,7 +2,7 @@
 
 ``acos``/``asin``/``atan``/``atan2``/``acosh``/``asinh``/``atanh``, ``pow``, ``bitwise_invert``,
 ``bitwise_left_shift``/``bitwise_right_shift`` are numpy's functions under the standard's names;
-``nextafter``, ``imag``, ``isdtype``, ``diff`` and ``unstack`` are new here. All are
+``nextafter``, ``isdtype``, ``diff`` and ``unstack`` are new here. All are
 compositions of ``blu.lax`` primitives (differentiable, batchable and jittable) except
 ``isdtype``, which inspects dtypes only.
 (https://data-apis.org/array-api/2024.12/API_specification/)
@@ -35,7 +35,7 @@ from blu.numpy.ufuncs import (
 # fmt: off
 __all__ = [
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "pow", "bitwise_invert",
-    "bitwise_left_shift", "bitwise_right_shift", "nextafter", "imag", "isdtype", "diff",
+    "bitwise_left_shift", "bitwise_right_shift", "nextafter", "isdtype", "diff",
     "unstack", "__array_api_version__",
 ]
 # fmt: on
@@ -94,20 +94,14 @@ def _nextafter_bits(x: Any, y: Any, dtype: np.dtype) -> Any:
     return lax.select(either_nan, nan, out)
 
 
-def imag(x: Any, /) -> Any:
-    """The imaginary part: zeros of ``x``'s dtype (blu's dtypes are all real), also where ``x``
-    is NaN or infinite (as numpy's ``imag``; ``x * 0`` would give NaN there)."""
-    return lax.full_like(asarray_operand(x), 0)
-
-
 _KIND_TEST = {
     "bool": dtypes.is_bool,
     "signed integer": lambda d: dtypes.is_int(d) and not dtypes.is_unsigned(d),
     "unsigned integer": dtypes.is_unsigned,
     "integral": dtypes.is_int,
     "real floating": dtypes.is_float,
-    "complex floating": lambda d: False,
-    "numeric": lambda d: dtypes.is_int(d) or dtypes.is_float(d),
+    "complex floating": dtypes.is_complex,
+    "numeric": lambda d: dtypes.is_int(d) or dtypes.is_inexact(d),
 }
 
 

@@ -51,13 +51,24 @@ __all__ = [
     "radians", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "maximum", "minimum",
     "fmax", "fmin", "clip", "where", "logaddexp", "logaddexp2", "isfinite", "isnan", "isinf",
     "signbit", "copysign", "nan_to_num", "isclose", "allclose", "array_equal",
-    "conj", "conjugate", "real"
 ]
 # fmt: on
 
 
 def _is_float(x: Any) -> bool:
     return dtypes.is_float(get_aval(x).dtype)
+
+
+def _is_complex(x: Any) -> bool:
+    return dtypes.is_complex(get_aval(x).dtype)
+
+
+def _check_real(name: str, x: Any) -> None:
+    """Raise BluTypeError for complex ``x`` (an ordering or rounding of reals)."""
+    if _is_complex(x):
+        raise BluTypeError(
+            with_user_line(f"{name} is not defined for complex numbers ({get_aval(x).str_short()})")
+        )
 
 
 def _is_bool(x: Any) -> bool:
@@ -189,7 +200,7 @@ def power(x: Any, y: Any) -> Any:
             raise BluTypeError(with_user_line("power is not defined for bool arrays"))
         return lax.integer_pow(x, y)
     x, y = promote_args_numeric("power", x, y)
-    if _is_float(x):
+    if _is_float(x) or _is_complex(x):
         return lax.pow(x, y)
     return _int_power(x, y)
 
@@ -277,6 +288,8 @@ def cbrt(x: Any) -> Any:
 def exp2(x: Any) -> Any:
     """``2 ** x``."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex exp2 (C99's special values)
+        return lax.exp2(x)
     return exp(multiply(x, math.log(2.0)))
 
 
@@ -300,30 +313,40 @@ def arctan2(y: Any, x: Any) -> Any:
 def arctan(x: Any) -> Any:
     """Inverse tangent, in ``[-pi/2, pi/2]``."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex atan (C99's special values)
+        return lax.atan(x)
     return lax.atan2(x, lax.full_like(x, 1))
 
 
 def arcsin(x: Any) -> Any:
     """Inverse sine (NaN outside [-1, 1])."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex asin (C99's special values)
+        return lax.asin(x)
     return lax.atan2(x, sqrt(multiply(subtract(1, x), add(1, x))))
 
 
 def arccos(x: Any) -> Any:
     """Inverse cosine (NaN outside [-1, 1])."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex acos (C99's special values)
+        return lax.acos(x)
     return lax.atan2(sqrt(multiply(subtract(1, x), add(1, x))), x)
 
 
 def sinh(x: Any) -> Any:
     """Hyperbolic sine, as ``(expm1(x) - expm1(-x)) / 2`` (accurate near 0)."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex sinh (C99's special values)
+        return lax.sinh(x)
     return multiply(subtract(expm1(x), expm1(negative(x))), 0.5)
 
 
 def cosh(x: Any) -> Any:
     """Hyperbolic cosine."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex cosh (C99's special values)
+        return lax.cosh(x)
     return multiply(add(exp(x), exp(negative(x))), 0.5)
 
 
@@ -331,6 +354,8 @@ def arcsinh(x: Any) -> Any:
     """Inverse hyperbolic sine: ``sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2)))``, with
     ``log(2|x|)`` where ``x^2`` would overflow."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex asinh (C99's special values)
+        return lax.asinh(x)
     # |x| and the sign through a select (not abs/sign, whose derivatives vanish at 0: the
     # derivative of arcsinh there is 1); the sign bit, so that asinh(-0.0) is -0.0
     neg = signbit(x)
@@ -347,6 +372,8 @@ def arccosh(x: Any) -> Any:
     """Inverse hyperbolic cosine (NaN below 1): ``log1p(t + sqrt(t (t + 2)))`` with ``t = x - 1``
     (accurate near 1), ``log(2x)`` where ``x^2`` would overflow."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex acosh (C99's special values)
+        return lax.acosh(x)
     big = greater(x, math.sqrt(float(dtypes.finfo(get_aval(x).dtype).max)) / 2)
     t = subtract(where(big, 2, x), 1)  # (a safe value in the unused branch: finite derivatives)
     small = log1p(add(t, sqrt(multiply(t, add(t, 2)))))
@@ -358,6 +385,8 @@ def arccosh(x: Any) -> Any:
 def arctanh(x: Any) -> Any:
     """Inverse hyperbolic tangent: ``log1p(2x / (1 - x)) / 2``."""
     (x,) = promote_args_inexact(x)
+    if _is_complex(x):  # numpy's complex atanh (C99's special values)
+        return lax.atanh(x)
     return multiply(log1p(true_divide(multiply(x, 2), subtract(1, x))), 0.5)
 
 
@@ -394,18 +423,21 @@ radians, degrees = deg2rad, rad2deg
 def floor(x: Any) -> Any:
     """Round toward -inf (integer and bool inputs are returned unchanged, as in JAX)."""
     x = asarray_operand(x)
+    _check_real("floor", x)
     return lax.floor(x) if _is_float(x) else x
 
 
 def ceil(x: Any) -> Any:
     """Round toward +inf (integer and bool inputs are returned unchanged)."""
     x = asarray_operand(x)
+    _check_real("ceil", x)
     return lax.ceil(x) if _is_float(x) else x
 
 
 def trunc(x: Any) -> Any:
-    """Round toward zero."""
+    """Round toward zero (real numbers)."""
     x = asarray_operand(x)
+    _check_real("trunc", x)
     if not _is_float(x):
         return x
     return where(less(x, 0), lax.ceil(x), lax.floor(x))
@@ -415,8 +447,11 @@ fix = trunc
 
 
 def rint(x: Any) -> Any:
-    """Round to the nearest integer, ties to even (floats; integers unchanged)."""
+    """Round to the nearest integer, ties to even (floats, and each part of complex numbers;
+    integers unchanged)."""
     x = asarray_operand(x)
+    if _is_complex(x):
+        return round(x)
     return lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN) if _is_float(x) else x
 
 
@@ -431,6 +466,8 @@ def round(a: Any, decimals: int = 0) -> Any:
     decimals = int(decimals)
     if _is_bool(a):
         return a
+    if _is_complex(a):  # each part on its own, as numpy
+        return lax.complex(round(lax.real(a), decimals), round(lax.imag(a), decimals))
     if not _is_float(a):
         if decimals >= 0:
             return a
@@ -482,12 +519,13 @@ _NO_VALUE = object()
 
 
 def clip(
-    a: Any, a_min: Any = None, a_max: Any = None, *, min: Any = _NO_VALUE, max: Any = _NO_VALUE
+    a: Any, min: Any = None, max: Any = None, *, a_min: Any = _NO_VALUE, a_max: Any = _NO_VALUE
 ) -> Any:
-    """``minimum(maximum(a, a_min), a_max)`` (either bound may be None; dtypes promote)."""
-    if min is not _NO_VALUE:
+    """``minimum(maximum(a, min), max)`` (either bound may be None; dtypes promote);
+    ``a_min``/``a_max`` are numpy's older names of ``min``/``max``."""
+    if a_min is _NO_VALUE:
         a_min = min
-    if max is not _NO_VALUE:
+    if a_max is _NO_VALUE:
         a_max = max
     out = asarray_operand(a)
     if a_min is not None:
@@ -550,26 +588,33 @@ def logaddexp2(x: Any, y: Any) -> Any:
 def isfinite(x: Any) -> Any:
     """True where x is neither inf nor NaN (always for integers)."""
     x = asarray_operand(x)
+    if _is_complex(x):
+        return logical_and(isfinite(lax.real(x)), isfinite(lax.imag(x)))
     return lax.is_finite(x) if _is_float(x) else _bools(x, True)
 
 
 def isnan(x: Any) -> Any:
     """Elementwise ``x != x``: True where ``x`` is NaN (all False for integers and bools)."""
     x = asarray_operand(x)
+    if _is_complex(x):
+        return logical_or(isnan(lax.real(x)), isnan(lax.imag(x)))
     return lax.ne(x, x) if _is_float(x) else _bools(x, False)
 
 
 def isinf(x: Any) -> Any:
     """True where ``x`` is +inf or -inf (all False for integers and bools)."""
     x = asarray_operand(x)
+    if _is_complex(x):
+        return logical_or(isinf(lax.real(x)), isinf(lax.imag(x)))
     if not _is_float(x):
         return _bools(x, False)
     return lax.eq(lax.abs(x), lax.full_like(x, np.inf))
 
 
 def signbit(x: Any) -> Any:
-    """True where the sign bit of x is set: negative numbers, -0.0 and -NaN."""
+    """True where the sign bit of x is set: negative numbers, -0.0 and -NaN (real numbers)."""
     x = asarray_operand(x)
+    _check_real("signbit", x)
     if _is_bool(x) or _is_unsigned(x):
         return _bools(x, False)
     if not _is_float(x):
@@ -597,6 +642,9 @@ def nan_to_num(
 ) -> Any:
     """NaN -> ``nan``, +inf -> ``posinf`` (default the dtype's max), -inf -> ``neginf``."""
     x = asarray_operand(x)
+    if _is_complex(x):  # each part on its own, as numpy
+        parts = (lax.real(x), lax.imag(x))
+        return lax.complex(*(nan_to_num(p, nan=nan, posinf=posinf, neginf=neginf) for p in parts))
     if not _is_float(x):
         return x
     info = dtypes.finfo(get_aval(x).dtype)
@@ -605,15 +653,6 @@ def nan_to_num(
     out = where(isnan(x), nan, x)
     out = where(logical_and(isinf(x), greater(x, 0)), posinf, out)
     return where(logical_and(isinf(x), less(x, 0)), neginf, out)
-
-
-def real(x: Any) -> Any:
-    """``x`` itself: blu has no complex dtypes, so the real part and the complex conjugate
-    (``conj``, ``conjugate``: the same function) of an array are the array."""
-    return asarray_operand(x)
-
-
-conj = conjugate = real
 
 
 # ---- closeness -----------------------------------------------------------------------------------

@@ -128,7 +128,7 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple
         raise BluTypeError(with_user_line(f"jvp: primals {tree} and tangents {t_tree} differ"))
     for p, t in zip(p_leaves, t_leaves):
         pa, ta = get_aval(p), get_aval(t)
-        if pa.shape != ta.shape or (dtypes.is_float(pa.dtype) and pa.dtype != ta.dtype):
+        if pa.shape != ta.shape or (dtypes.is_inexact(pa.dtype) and pa.dtype != ta.dtype):
             raise BluTypeError(
                 with_user_line(
                     f"jvp: primal {pa.str_short()} and tangent {ta.str_short()} must match"
@@ -159,7 +159,7 @@ def linearize_flat(fun: Callable, primals: Sequence[Any]):
     pe = PartialEvalInterpreter(current_interpreter())
     tangents_in = [pe.new_arg(tangent_aval(get_aval(p))) for p in primals]
     # integer and bool inputs have no tangent: feed symbolic zeros (the invar stays unused)
-    tangents_jvp = [t if dtypes.is_float(t.aval.dtype) else Zero(t.aval) for t in tangents_in]
+    tangents_jvp = [t if dtypes.is_inexact(t.aval.dtype) else Zero(t.aval) for t in tangents_in]
     with set_interpreter(pe):
         primals_out, tangents_out = jvp_flat(fun, primals, tangents_jvp)
         tangents_out = [instantiate(t) for t in tangents_out]
@@ -347,15 +347,26 @@ def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
 
 
 def value_and_grad(
-    fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False
+    fun: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    holomorphic: bool = False,
 ) -> Callable:
     """A function returning ``(fun(*args), gradient of fun w.r.t. args[argnums])``.
 
     ``fun`` must return a real scalar (shape ``()``, a float dtype), or ``(scalar, aux)`` with
     ``has_aux``, in which case the result is ``((value, aux), grad)``.
 
+    Complex inputs follow JAX's convention: the gradient is the pullback of 1 through the
+    R-linear derivative, so for ``f: C -> R`` at ``z = x + iy`` it is ``df/dx - i df/dy``
+    (the conjugate of the direction of steepest ascent; ``-lr * conj(g)`` descends). With
+    ``holomorphic=True`` ``fun`` may return a complex scalar and the inputs must be complex;
+    the result is the complex derivative ``f'(z)``.
+
     Raises:
-        BluTypeError: the output is not a float scalar, or a differentiated input is not float.
+        BluTypeError: the output is not a float scalar (a complex one without
+        ``holomorphic``), or a differentiated input is not float or complex (complex, with
+        ``holomorphic``).
     """
     nums = _argnums_tuple(argnums)
 
@@ -367,7 +378,14 @@ def value_and_grad(
                 )
             for leaf in pytree.tree_leaves(args[i]):
                 aval = get_aval(leaf)
-                if not dtypes.is_float(aval.dtype):
+                if holomorphic and not dtypes.is_complex(aval.dtype):
+                    raise BluTypeError(
+                        with_user_line(
+                            f"grad(holomorphic=True) requires complex inputs, but argument {i} "
+                            f"has a leaf {aval.str_short()}"
+                        )
+                    )
+                if not dtypes.is_inexact(aval.dtype):
                     raise BluTypeError(
                         with_user_line(
                             f"grad requires float inputs, but argument {i} has a leaf "
@@ -385,7 +403,8 @@ def value_and_grad(
         res = vjp(partial_fun, *diff, has_aux=has_aux)
         out, f_vjp = res[0], res[1]
         aval = get_aval(out) if not isinstance(out, (tuple, list, dict)) else None
-        if aval is None or aval.shape != () or not dtypes.is_float(aval.dtype):
+        ok = dtypes.is_inexact if holomorphic else dtypes.is_float
+        if aval is None or aval.shape != () or not ok(aval.dtype):
             what = aval.str_short() if aval is not None else type(out).__name__
             raise BluTypeError(
                 with_user_line(
@@ -401,12 +420,18 @@ def value_and_grad(
     return vg
 
 
-def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
-    """The gradient of a scalar function (see ``value_and_grad``), w.r.t. ``args[argnums]``.
+def grad(
+    fun: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    holomorphic: bool = False,
+) -> Callable:
+    """The gradient of a scalar function (see ``value_and_grad``, which also says the
+    convention for complex inputs and ``holomorphic``), w.r.t. ``args[argnums]``.
 
     Returns ``grad`` (or ``(grad, aux)`` with ``has_aux``) with the structure of the argument(s).
     """
-    vg = value_and_grad(fun, argnums, has_aux)
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic)
 
     def g(*args: Any, **kwargs: Any):
         (val, grads) = vg(*args, **kwargs)
@@ -434,11 +459,11 @@ def jvp_jaxpr(jaxpr: Jaxpr, nonzeros: Sequence[bool], instantiate_out: Sequence[
         ``primal outs, nonzero tangent outs``; ``out_nz`` says which output tangents it returns.
     """
     nonzeros = tuple(
-        bool(nz) and dtypes.is_float(v.aval.dtype)
+        bool(nz) and dtypes.is_inexact(v.aval.dtype)
         for nz, v in zip(nonzeros, jaxpr.invars, strict=True)
     )
     inst = tuple(
-        bool(i) and dtypes.is_float(a.dtype)
+        bool(i) and dtypes.is_inexact(a.dtype)
         for i, a in zip(instantiate_out, jaxpr.out_avals, strict=True)
     )
     with _jvp_lock:
@@ -457,7 +482,7 @@ def jvp_jaxpr(jaxpr: Jaxpr, nonzeros: Sequence[bool], instantiate_out: Sequence[
         ]
         outs, touts = jvp_flat(lambda *a: eval_jaxpr(jaxpr, [], *a), primals, tangents)
         out_nz = [
-            (not isinstance(t, Zero) or i) and dtypes.is_float(get_aval(o).dtype)
+            (not isinstance(t, Zero) or i) and dtypes.is_inexact(get_aval(o).dtype)
             for t, i, o in zip(touts, inst, outs)
         ]
         box.append(out_nz)

@@ -73,7 +73,7 @@ def zero_like(x: Any) -> Zero:
 
 
 def is_differentiable(aval: ShapedArray) -> bool:
-    return dtypes.is_float(aval.dtype)
+    return dtypes.is_inexact(aval.dtype)
 
 
 # ---- rule builders -----------------------------------------------------------------------------

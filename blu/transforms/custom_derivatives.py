@@ -196,7 +196,7 @@ def _cj_jvp(primals, tangents, *, call_jaxpr, jvp, num_fconsts, num_jconsts):
         outs = _apply_jvp(jvp, jc, xs, [instantiate(t) for t in t_xs])
         p_out, t_out = outs[:n], outs[n:]
         t_out = [
-            _cast(t, tangent_aval(a)) if dtypes.is_float(a.dtype) else Zero(tangent_aval(a))
+            _cast(t, tangent_aval(a)) if dtypes.is_inexact(a.dtype) else Zero(tangent_aval(a))
             for t, a in zip(t_out, call_jaxpr.out_avals)
         ]
     if any(not isinstance(t, Zero) for t in t_fc):  # closed-over values: ordinary autodiff
@@ -362,7 +362,7 @@ def _cv_jvp(primals, tangents, *, call_jaxpr, fwd_jaxpr, bwd_jaxpr, num_consts, 
     outs = eval_jaxpr(fwd_jaxpr, [], *wc, *xs)
     n = len(call_jaxpr.outvars)
     p_out, res = outs[:n], outs[n:]
-    float_out = [dtypes.is_float(a.dtype) for a in call_jaxpr.out_avals]
+    float_out = [dtypes.is_inexact(a.dtype) for a in call_jaxpr.out_avals]
     t_out: list[Any] = [Zero(tangent_aval(a)) for a in call_jaxpr.out_avals]
     if any(not isinstance(t, Zero) for t in t_xs):
         lin = custom_lin_p.bind(

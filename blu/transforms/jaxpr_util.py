@@ -110,7 +110,7 @@ def join_consts(parts: Sequence[tuple[Jaxpr, Sequence[Any]]]) -> tuple[list[Jaxp
 
 def nonzero(tangents: Sequence[Any]) -> list[bool]:
     """Which tangents carry a value (not a symbolic Zero; integer tangents count as zero)."""
-    return [not isinstance(t, Zero) and dtypes.is_float(get_aval(t).dtype) for t in tangents]
+    return [not isinstance(t, Zero) and dtypes.is_inexact(get_aval(t).dtype) for t in tangents]
 
 
 # ---- batching ----------------------------------------------------------------------------------

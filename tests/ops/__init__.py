@@ -5,6 +5,7 @@ from ops import (  # noqa: F401  (register)
     array_api,
     arrays,
     attention,
+    complex_fft,
     conv_scan,
     elementwise,
     lax_ops,

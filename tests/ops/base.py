@@ -221,13 +221,14 @@ NOT_OPERATIONS: dict[str, str] = {
 
 
 def public_names() -> set[str]:
-    """Every public name of blu.numpy, blu.numpy.linalg, blu.nn and blu.lax, and every primitive
-    of docs/primitives.md (``prim:NAME``)."""
+    """Every public name of blu.numpy, blu.numpy.linalg, blu.numpy.fft, blu.nn and blu.lax, and
+    every primitive of docs/primitives.md (``prim:NAME``)."""
     import pathlib
     import re
 
     names = set()
-    for prefix, mod in (("numpy", bnp), ("linalg", bnp.linalg), ("nn", bnn), ("lax", lax)):
+    mods = (("numpy", bnp), ("linalg", bnp.linalg), ("fft", bnp.fft), ("nn", bnn), ("lax", lax))
+    for prefix, mod in mods:
         pub = getattr(mod, "__all__", None) or [n for n in dir(mod) if not n.startswith("_")]
         names |= {
             f"{prefix}.{n}"

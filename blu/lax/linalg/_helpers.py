@@ -23,13 +23,15 @@ from blu.transforms.batching import bdim_to_front
 # ---- checks and batching -----------------------------------------------------------------------
 
 
-def check_matrix(name: str, a: ShapedArray, square: bool = False) -> None:
-    """``a`` must be float ``(..., m, n)`` (square if asked).
+def check_matrix(
+    name: str, a: ShapedArray, square: bool = False, allow_complex: bool = False
+) -> None:
+    """``a`` must be float ``(..., m, n)`` (square if asked; complex too if allowed).
 
     Raises:
         BluTypeError: not floating point. BluShapeError: rank < 2 or not square.
     """
-    if not dtypes.is_float(a.dtype):
+    if not (dtypes.is_float(a.dtype) or (allow_complex and dtypes.is_complex(a.dtype))):
         raise BluTypeError(
             with_user_line(f"{name} requires floating-point operands, got {a.str_short()}")
         )
@@ -121,6 +123,10 @@ def recip(x: Any) -> Any:
 
 
 def symmetrize(x: Any, name: str) -> Any:
-    """``(x + x^T) / 2`` of square matrices."""
-    check_matrix(name, get_aval(x), square=True)
+    """``(x + x^H) / 2`` of square matrices (the Hermitian part; symmetric for reals)."""
+    check_matrix(name, get_aval(x), square=True, allow_complex=True)
+    if dtypes.is_complex(get_aval(x).dtype):
+        from blu.lax.complex import conj
+
+        return mul(add(x, conj(mT(x))), 0.5)
     return mul(add(x, mT(x)), 0.5)

@@ -44,7 +44,7 @@ cholesky_p.def_impl(cpu.cholesky)
 
 @cholesky_p.def_abstract_eval
 def _cholesky_abstract_eval(a: ShapedArray) -> ShapedArray:
-    check_matrix("cholesky", a, square=True)
+    check_matrix("cholesky", a, square=True, allow_complex=True)
     return a
 
 
@@ -95,8 +95,8 @@ triangular_solve_p.def_impl(cpu.triangular_solve)
 
 @triangular_solve_p.def_abstract_eval
 def _triangular_solve_abstract_eval(a, b, *, left_side, lower, transpose_a, unit_diagonal):
-    check_matrix("triangular_solve", a, square=True)
-    check_matrix("triangular_solve", b)
+    check_matrix("triangular_solve", a, square=True, allow_complex=True)
+    check_matrix("triangular_solve", b, allow_complex=True)
     m = a.shape[-1]
     k = b.shape[-2] if left_side else b.shape[-1]
     if a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2] or k != m:
@@ -193,7 +193,7 @@ lu_p.def_impl(cpu.lu)
 
 @lu_p.def_abstract_eval
 def _lu_abstract_eval(a: ShapedArray) -> list[ShapedArray]:
-    check_matrix("lu", a, square=True)
+    check_matrix("lu", a, square=True, allow_complex=True)
     idx = ShapedArray(a.shape[:-1], dtypes.int32)
     return [a, idx, idx]
 
@@ -250,7 +250,7 @@ qr_p.def_impl(cpu.qr)
 
 @qr_p.def_abstract_eval
 def _qr_abstract_eval(a: ShapedArray, *, full_matrices: bool) -> list[ShapedArray]:
-    check_matrix("qr", a)
+    check_matrix("qr", a, allow_complex=True)
     *batch, m, n = a.shape
     k = m if full_matrices else min(m, n)
     return [a.update(shape=(*batch, m, k)), a.update(shape=(*batch, k, n))]
@@ -322,8 +322,8 @@ eigh_p.def_impl(cpu.eigh)
 
 @eigh_p.def_abstract_eval
 def _eigh_abstract_eval(a: ShapedArray, *, lower: bool) -> list[ShapedArray]:
-    check_matrix("eigh", a, square=True)
-    return [a, a.update(shape=a.shape[:-1])]
+    check_matrix("eigh", a, square=True, allow_complex=True)
+    return [a, a.update(shape=a.shape[:-1], dtype=dtypes.real_dtype(a.dtype))]  # w: real
 
 
 @eigh_p.def_jvp
@@ -379,10 +379,10 @@ svd_p.def_impl(cpu.svd)
 
 @svd_p.def_abstract_eval
 def _svd_abstract_eval(a: ShapedArray, *, full_matrices: bool, compute_uv: bool):
-    check_matrix("svd", a)
+    check_matrix("svd", a, allow_complex=True)
     *batch, m, n = a.shape
     k = min(m, n)
-    s = a.update(shape=(*batch, k))
+    s = a.update(shape=(*batch, k), dtype=dtypes.real_dtype(a.dtype))  # singular values: real
     if not compute_uv:
         return [s]
     ku, kv = (m, n) if full_matrices else (k, k)
@@ -401,6 +401,8 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
 
     (a,), (ta,) = primals, tangents
     m, n = get_aval(a).shape[-2:]
+    if dtypes.is_complex(get_aval(a).dtype):
+        return _complex_svd_jvp(a, ta, full_matrices, compute_uv)
     if compute_uv and full_matrices and m != n:
         raise NotImplementedError(
             with_user_line(
@@ -434,7 +436,42 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
     return outs, [ds, du, mT(dv)]
 
 
+def _complex_svd_jvp(a: Any, ta: Any, full_matrices: bool, compute_uv: bool):
+    """Singular values only: ``ds = Re diag(U^H dA V)``; complex singular vectors have no
+    derivative here (their phases are not unique)."""
+    from blu.lax.complex import conj, real
+
+    if compute_uv:
+        raise BluTypeError(
+            with_user_line("svd: no derivative of complex singular vectors; use compute_uv=False")
+        )
+    s, u, vt = svd_p.bind(a, full_matrices=False, compute_uv=True)
+    if isinstance(ta, Zero):
+        return [s], [zero_of(s)]
+    dp = matmul(conj(mT(u)), matmul(ta, conj(mT(vt))))
+    return [s], [real(diag(dp))]
+
+
 batch_to_front(svd_p)
+
+
+def _real_derivatives_only(prim: Primitive) -> None:
+    """Complex operands evaluate (LAPACK's complex kernels) but have no derivative yet: the rules
+    above transpose without conjugating, which is right only for real matrices."""
+    rule = prim.jvp
+
+    def jvp(primals, tangents, **params):
+        if any(dtypes.is_complex(get_aval(p).dtype) for p in primals):
+            raise BluTypeError(
+                with_user_line(f"{prim.name}: no derivative for complex matrices yet")
+            )
+        return rule(primals, tangents, **params)
+
+    prim.def_jvp(jvp)
+
+
+for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p):
+    _real_derivatives_only(_p)
 
 
 def svd(x: Any, *, full_matrices: bool = True, compute_uv: bool = True) -> Any:

@@ -30,7 +30,7 @@ from blu.lower.mlir.rules import INDEX
 
 __all__ = ["gather_supported", "coordinate"]
 
-_KNOWN = frozenset(dtypes.SUPPORTED)
+_KNOWN = frozenset(d for d in dtypes.SUPPORTED if not dtypes.is_complex(d))  # no complex kernels
 
 
 def gather_supported(eqn: Any) -> bool:

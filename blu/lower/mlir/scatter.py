@@ -43,7 +43,7 @@ from blu.lower.mlir.rules_gather import coordinate
 __all__ = ["SCATTERS", "scatter_supported", "emit_scatter", "scatter_launches"]
 
 SCATTERS = ("scatter_add", "scatter")
-_KNOWN = frozenset(dtypes.SUPPORTED)
+_KNOWN = frozenset(d for d in dtypes.SUPPORTED if not dtypes.is_complex(d))  # no complex kernels
 
 
 def scatter_supported(eqn: Any) -> bool:

@@ -29,9 +29,17 @@ def _root_safe_at_zero(s: Any, p: float) -> Any:
     return bnp.where(zero, 0.0, root)
 
 
+def _abs2(x: Any) -> Any:
+    """``|x|^2`` elementwise: ``x * x`` for reals, ``re^2 + im^2`` for complex (real dtype)."""
+    if bnp.iscomplexobj(x):
+        re, im = bnp.real(x), bnp.imag(x)
+        return re * re + im * im
+    return x * x
+
+
 def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
     if ord is None or ord == 2:
-        return _root_safe_at_zero(bnp.sum(x * x, axis=axes, keepdims=keepdims), 2)
+        return _root_safe_at_zero(bnp.sum(_abs2(x), axis=axes, keepdims=keepdims), 2)
     if isinstance(ord, str):
         raise BluValueError(with_user_line(f"linalg.norm: invalid ord {ord!r} for vectors"))
     a = bnp.abs(x)
@@ -40,7 +48,7 @@ def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any
     if ord == -np.inf:
         return bnp.min(a, axis=axes, keepdims=keepdims)
     if ord == 0:  # the number of nonzeros
-        return bnp.sum(bnp.not_equal(x, 0), axis=axes, keepdims=keepdims, dtype=x.dtype)
+        return bnp.sum(bnp.not_equal(x, 0), axis=axes, keepdims=keepdims, dtype=a.dtype)
     if ord == 1:
         return bnp.sum(a, axis=axes, keepdims=keepdims)
     p = float(ord)
@@ -52,7 +60,7 @@ def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Any
     if r == c:
         raise BluValueError(with_user_line(f"linalg.norm: duplicate axes {axes}"))
     if ord is None or ord == "fro":
-        return _root_safe_at_zero(bnp.sum(x * x, axis=axes, keepdims=keepdims), 2)
+        return _root_safe_at_zero(bnp.sum(_abs2(x), axis=axes, keepdims=keepdims), 2)
     if ord in ("nuc", 2, -2):
         s = lax_linalg.svd(bnp.moveaxis(x, (r, c), (-2, -1)), compute_uv=False)
         red = {"nuc": bnp.sum, 2: bnp.max, -2: bnp.min}[ord]

@@ -229,8 +229,10 @@ def pinv(a: Any, rcond: float | None = None, hermitian: bool = False, *, rtol: A
 
     Args:
         a: ``(..., m, n)`` array.
-        rcond, rtol: singular values ``<= rtol * max(s)`` are dropped (static Python floats;
-            ``rcond`` is numpy's older name). Default as numpy: 1e-15 when neither is given.
+        rcond, rtol: singular values ``<= rtol * max(s)`` are dropped (``rcond`` is numpy's
+            older name). Default as numpy: 1e-15 when neither is given. A Python float uses
+            the Golub-Pereyra derivative below; an array (broadcast against the batch axes
+            ``...``, as the Array API allows) differentiates through the SVD.
         hermitian: accepted for numpy compatibility (the general SVD is used either way).
 
     Returns:
@@ -242,7 +244,13 @@ def pinv(a: Any, rcond: float | None = None, hermitian: bool = False, *, rtol: A
     if rcond is not None and rtol is not None:
         raise BluValueError(with_user_line("linalg.pinv: give rcond or rtol, not both"))
     tol = rcond if rcond is not None else rtol
-    return _pinv(matrices(a, "pinv"), 1e-15 if tol is None else _static_float(tol, "pinv"))
+    a = matrices(a, "pinv")
+    if tol is not None and (bnp.ndim(tol) > 0 or not isinstance(tol, (int, float, np.generic))):
+        # an array of tolerances (one per matrix, broadcast over the batch axes): the cut-off
+        # is a value, so differentiate through the SVD (needs distinct singular values)
+        tol = bnp.asarray(tol)
+        return _pinv_fun(a, bnp.expand_dims(tol, -1) if bnp.ndim(tol) else tol)
+    return _pinv(a, 1e-15 if tol is None else _static_float(tol, "pinv"))
 
 
 def _static_float(x: Any, name: str) -> float:
