@@ -28,6 +28,7 @@ from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr
 from blu.lower import library
+from blu.lower.cpu.control_flow import loop_runner
 from blu.lower.mlir import mlir_cpu
 from blu.lower.mlir.program import emit_node, node_text
 from blu.lower.plan.nodes import NodeKind
@@ -74,37 +75,45 @@ class _Kernel:
         self.fn(packed)
 
 
-def _dot(eqn: Any, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
-    """dot_general into ``out`` through one np.matmul (BLAS for floats), as its impl does."""
+def _dot(eqn: Any) -> Any:
+    """dot_general into ``out`` through one np.matmul (BLAS for floats), as its impl does:
+    ``run(lhs, rhs, out)``. Everything that depends only on the shapes (permutations, the
+    (batch, m, k, n) view, the compute dtype) is worked out once, here."""
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
-    lf = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
-    rf = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
-    size = lambda x, axes: int(np.prod([x.shape[a] for a in axes], dtype=np.int64))  # noqa: E731
-    b, m, kk, n = size(lhs, lb), size(lhs, lf), size(lhs, lc), size(rhs, rf)
-    comp = out.dtype
-    if comp in (dtypes.bfloat16, dtypes.float16) or lhs.dtype != comp:
-        comp = np.dtype(np.float64 if np.float64 in (lhs.dtype, out.dtype) else np.float32)
-        if not (dtypes.is_float(lhs.dtype) or dtypes.is_float(out.dtype)):
-            comp = np.promote_types(lhs.dtype, out.dtype)
-    l3 = (
-        np.transpose(lhs, tuple(lb) + tuple(lf) + tuple(lc))
-        .reshape(b, m, kk)
-        .astype(comp, copy=False)
-    )
-    r3 = (
-        np.transpose(rhs, tuple(rb) + tuple(rc) + tuple(rf))
-        .reshape(b, kk, n)
-        .astype(comp, copy=False)
-    )
-    with np.errstate(over="ignore", invalid="ignore"):
-        if comp == out.dtype:
-            o3 = out.reshape(b, m, n)
-            if b == 1:
-                np.matmul(l3[0], r3[0], out=o3[0])
+    la, ra, oa = eqn.invars[0].aval, eqn.invars[1].aval, eqn.outvars[0].aval
+    lf = [i for i in range(len(la.shape)) if i not in lc and i not in lb]
+    rf = [i for i in range(len(ra.shape)) if i not in rc and i not in rb]
+    size = lambda shape, axes: int(np.prod([shape[a] for a in axes], dtype=np.int64))  # noqa: E731
+    b, m, kk, n = size(la.shape, lb), size(la.shape, lf), size(la.shape, lc), size(ra.shape, rf)
+    lt, rt = tuple(lb) + tuple(lf) + tuple(lc), tuple(rb) + tuple(rc) + tuple(rf)
+    lt = None if lt == tuple(range(len(la.shape))) else lt
+    rt = None if rt == tuple(range(len(ra.shape))) else rt
+    out_dt, l_dt = np.dtype(oa.dtype), np.dtype(la.dtype)
+    comp = out_dt
+    if comp in (dtypes.bfloat16, dtypes.float16) or l_dt != comp:
+        comp = np.dtype(np.float64 if np.float64 in (l_dt, out_dt) else np.float32)
+        if not (dtypes.is_float(l_dt) or dtypes.is_float(out_dt)):
+            comp = np.promote_types(l_dt, out_dt)
+    direct = comp == out_dt
+
+    def run(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
+        l3 = (lhs if lt is None else lhs.transpose(lt)).reshape(b, m, kk)
+        r3 = (rhs if rt is None else rhs.transpose(rt)).reshape(b, kk, n)
+        if l3.dtype != comp:
+            l3 = l3.astype(comp)
+        if r3.dtype != comp:
+            r3 = r3.astype(comp)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if direct:
+                o3 = out.reshape(b, m, n)
+                if b == 1:
+                    np.matmul(l3[0], r3[0], out=o3[0])
+                else:
+                    np.matmul(l3, r3, out=o3)
             else:
-                np.matmul(l3, r3, out=o3)
-        else:
-            out.reshape(b, m, n)[...] = np.matmul(l3, r3).astype(out.dtype)
+                out.reshape(b, m, n)[...] = np.matmul(l3, r3).astype(out.dtype)
+
+    return run
 
 
 class CpuExecutable(Executable):
@@ -150,6 +159,11 @@ class CpuExecutable(Executable):
         self.runners = [(step.allocs, self._runner(step), step.node) for step in st.steps]
         self._arena: np.ndarray | None = None
         self._arena_lock = threading.Lock()
+        # the labels of the nodes run by their numpy impls, those of loop bodies included
+        self.fallbacks = [n.label() for n in self.plan.nodes if n.kind == NodeKind.FALLBACK]
+        for _, run, _ in self.runners:
+            for body in getattr(run, "bodies", ()):
+                self.fallbacks += body.exe.fallbacks
         tracing.span_since(f"compile jit({name})", "compile", t0,
                            {"target": "cpu", "nodes": len(self.plan.nodes),
                             "kernels": len(self.kernels), **self.timing})  # fmt: skip
@@ -176,12 +190,22 @@ class CpuExecutable(Executable):
             kern = _Kernel(self.node_kernels[step.index].fn, step.ins, step.outs, step.scratch,
                            step.node)  # fmt: skip
             return kern
+        if kind == NodeKind.LOOP:  # control flow: its bodies compiled as executables
+            return loop_runner(step, lambda j, tag: CpuExecutable(j, f"{self.name}/{tag}"))
         if kind == NodeKind.DOT:
             ins, (out,) = step.ins, step.outs
+            product = _dot(e)
+            if all(isinstance(a, int) for a in ins):
+                (li, ri) = ins
+
+                def dot(env, arena, owned):
+                    product(env[li], env[ri], env[out])
+
+                return dot
 
             def dot(env, arena, owned):
                 vals = [env[a] if isinstance(a, int) else literal_value(a) for a in ins]
-                _dot(e, vals[0], vals[1], env[out])
+                product(vals[0], vals[1], env[out])
 
             return dot
         if kind == NodeKind.VIEW:
