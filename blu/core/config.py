@@ -45,6 +45,9 @@ Flags (environment variable, type, default):
 - ``kernel_cache_size`` (``BLU_KERNEL_CACHE_SIZE``, int >= 1, 1024): loaded kernels kept for
   reuse by new programs beyond those the cached programs hold (a dropped one is loaded again
   from the disk cache, ``cache_dir``, when needed).
+- ``cpu_threads`` (``BLU_CPU_THREADS``, int >= 1, None): threads of the CPU executable's matrix
+  products (numpy's BLAS); None: the cores the process may use, one while the machine is
+  oversubscribed (``blu/lower/cpu/blas.py``).
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
@@ -107,6 +110,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "jit_cache_size": ("BLU_JIT_CACHE_SIZE", _int, 256),
     "executable_cache_size": ("BLU_EXECUTABLE_CACHE_SIZE", _int, 256),
     "kernel_cache_size": ("BLU_KERNEL_CACHE_SIZE", _int, 1024),
+    "cpu_threads": ("BLU_CPU_THREADS", _int, None),
 }
 
 

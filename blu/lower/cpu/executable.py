@@ -28,6 +28,7 @@ from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr
 from blu.lower import library
+from blu.lower.cpu import blas
 from blu.lower.cpu.control_flow import loop_runner
 from blu.lower.mlir import mlir_cpu
 from blu.lower.mlir.program import emit_node, node_text
@@ -95,8 +96,10 @@ def _dot(eqn: Any) -> Any:
         if not (dtypes.is_float(l_dt) or dtypes.is_float(out_dt)):
             comp = np.promote_types(l_dt, out_dt)
     direct = comp == out_dt
+    flops = 2.0 * b * m * kk * n
 
     def run(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
+        blas.use_threads(blas.threads_for(flops))
         l3 = (lhs if lt is None else lhs.transpose(lt)).reshape(b, m, kk)
         r3 = (rhs if rt is None else rhs.transpose(rt)).reshape(b, kk, n)
         if l3.dtype != comp:
