@@ -42,7 +42,8 @@ def load_data(seed: int, steps: int, eval_iters: int, path: str | None):
 
     def batch(src):
         i = rng.integers(0, len(src) - T - 1, B)
-        return (np.stack([src[j : j + T] for j in i]), np.stack([src[j + 1 : j + T + 1] for j in i]))
+        x = np.stack([src[j : j + T] for j in i])
+        return x, np.stack([src[j + 1 : j + T + 1] for j in i])
 
     return [batch(train) for _ in range(steps)], [batch(val) for _ in range(eval_iters)]
 
@@ -232,7 +233,7 @@ class TorchRun:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.flat, self.a.grad_clip)
             self.opt.step()
-        self.loss = float(loss)
+        self.loss = float(loss.detach())
 
     def val_loss(self, batches) -> float:
         torch = self.torch
