@@ -34,6 +34,7 @@ AGREED = {
     "jit_cache_size": "BLU_JIT_CACHE_SIZE",
     "executable_cache_size": "BLU_EXECUTABLE_CACHE_SIZE",
     "kernel_cache_size": "BLU_KERNEL_CACHE_SIZE",
+    "cpu_threads": "BLU_CPU_THREADS",
 }
 
 

@@ -15,6 +15,7 @@ naming the primitives and the user's source line.
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from blu.core import dtypes
 from blu.core import trace as tracing
 from blu.core.config import config
 from blu.core.errors import BluValueError
-from blu.core.jaxpr import Jaxpr
+from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import library
 from blu.lower.cpu import blas
 from blu.lower.cpu.control_flow import loop_runner
@@ -119,8 +120,14 @@ def _dot(eqn: Any) -> Any:
     return run
 
 
+POOL_BYTES = 1 << 20  # outputs this large are recycled through the executable's pool
+
+
 class CpuExecutable(Executable):
     """A jaxpr compiled for the CPU (see the module docstring).
+
+    It reads its (non-donated) numpy arguments in place, never writes them and never returns
+    them (``borrows_inputs``: jit hands it a user's arrays without copying them).
 
     Args:
         jaxpr: the program (no constvars; ``jit`` hoists them into arguments).
@@ -162,6 +169,16 @@ class CpuExecutable(Executable):
         self.runners = [(step.allocs, self._runner(step), step.node) for step in st.steps]
         self._arena: np.ndarray | None = None
         self._arena_lock = threading.Lock()
+        # per output, the argument whose buffer it is (a pass-through or a view), else None:
+        # a user's array is read in place (``borrows_inputs``), so such an output is copied
+        j, root = self.jaxpr, self.memory.root
+        arg_of = {v: i for i, v in enumerate(j.invars)}
+        self._out_arg = [arg_of.get(root.get(v)) if not isinstance(v, Literal) else None
+                         for v in j.outvars]  # fmt: skip
+        # large output buffers are reused once the caller has dropped them (no page faults)
+        self._pool: dict[int, np.ndarray] = {}
+        self._poolable = {slot for st in st.steps for slot, place, aval in st.allocs
+                          if place[0] == "out" and aval.size * aval.dtype.itemsize >= POOL_BYTES}
         # the labels of the nodes run by their numpy impls, those of loop bodies included
         self.fallbacks = [n.label() for n in self.plan.nodes if n.kind == NodeKind.FALLBACK]
         for _, run, _ in self.runners:
@@ -254,10 +271,14 @@ class CpuExecutable(Executable):
         if tw is not None:
             self._trace_call(tw, env, start=True)
         try:
+            pool = self._poolable if owned else ()
             for n_step, (allocs, run, node) in enumerate(self.runners):
                 t = time.perf_counter() if tw is not None else 0.0
                 for slot, place, aval in allocs:
-                    env[slot] = self._buffer(place, aval, arena, env, args)
+                    if slot in pool:
+                        env[slot] = self._pooled(slot, aval)
+                    else:
+                        env[slot] = self._buffer(place, aval, arena, env, args)
                 run(env, arena, owned)
                 if tw is not None:
                     tw.span(node.label(), "device", t, pid=tracing.EXECUTABLE,
@@ -267,18 +288,32 @@ class CpuExecutable(Executable):
             if tw is not None:
                 self._trace_call(tw, env, start=False)
             outs = []
-            for kind, x in self.out_spec:
+            for (kind, x), a in zip(self.out_spec, self._out_arg):
                 if kind == "lit":
                     outs.append(x.copy())
                     continue
                 y = env[x]
                 if np.may_share_memory(y, arena):  # never hand out the arena
                     y = y.copy()
+                elif a is not None and isinstance(args[a], np.ndarray) and args[a].flags.writeable:
+                    y = y.copy()  # a user's array (read in place) is never handed back
                 outs.append(y)
             return outs
         finally:
             if owned:
                 self._arena_lock.release()
+
+    borrows_inputs = True
+
+    def _pooled(self, slot: int, aval: Any) -> np.ndarray:
+        """The pooled buffer of output ``slot`` if nothing outside the pool holds it any more
+        (the caller dropped the result, views of it included), else a new one (pooled)."""
+        b = self._pool.get(slot)
+        if b is not None and sys.getrefcount(b) == 3:  # the pool, ``b`` and the call's argument
+            b.flags.writeable = True  # the Array wrapping it had made it read-only
+            return b
+        b = self._pool[slot] = np.empty(aval.shape, aval.dtype)
+        return b
 
     def _trace_call(self, tw: Any, env: list, start: bool) -> None:
         """Memory counters at the start and end of a traced call (the planned temporaries and
@@ -324,7 +359,7 @@ class CpuExecutable(Executable):
             if (
                 not r.flags.c_contiguous
                 or np.may_share_memory(r, arena)
-                or any(np.may_share_memory(r, env[s]) for s in self.donated_slots)
+                or any(np.may_share_memory(r, env[s]) for s in self.in_slots)
             ):
                 r = r.copy()  # kernels read dense row-major buffers; temporaries die early
             env[slot] = r
