@@ -38,6 +38,11 @@ class Body:
         self.runs = [run for _, run, _ in exe.runners]
         self.in_slots = exe.in_slots
         self.out_spec = exe.out_spec
+        # per output, the slot of the buffer the body writes it into, where the loop may choose
+        # that buffer (an output of its own, returned once), else None (it is copied)
+        own = {slot for st in exe.steps.steps for slot, place, _ in st.allocs if place[0] == "out"}
+        slots = [x if kind == "var" else None for kind, x in self.out_spec]
+        self.out_slots = [s if s in own and slots.count(s) == 1 else None for s in slots]
 
     def start(self) -> tuple[list, np.ndarray, bool]:
         exe = self.exe
@@ -56,6 +61,11 @@ class Body:
             run(env, arena, owned)
         return [env[x] if kind == "var" else x for kind, x in self.out_spec]
 
+    def place(self, session: tuple[list, np.ndarray, bool], k: int, buf: np.ndarray) -> None:
+        """Make the body write output ``k`` into ``buf`` (``out_slots[k]`` is not None; ``buf``
+        is dense, of the output's shape and dtype, and not read by the body)."""
+        session[0][self.out_slots[k]] = buf
+
     def finish(self, session: tuple[list, np.ndarray, bool]) -> None:
         if session[2]:
             self.exe._arena_lock.release()
@@ -67,17 +77,29 @@ def _read(env: list, a: Any) -> np.ndarray:
 
 
 class _Carry:
-    """A loop carry in two sets of buffers: the body reads one set and its results are copied
-    into the other (a body may return an input as it is, or swap two carries)."""
+    """A loop carry in two sets of buffers: the body reads one set and writes its results into
+    the other, then they swap. Where the body's result is a buffer of its own, the body is made
+    to write it straight into the spare set (``Body.place``); other results (an input returned
+    as it is, two carries swapped) are copied there."""
 
-    def __init__(self, init: list[np.ndarray]):
+    def __init__(self, init: list[np.ndarray], body: Body, session: tuple, first: int = 0):
         self.cur = [np.array(c, order="C", copy=True) for c in init]
         self.spare = [np.empty_like(c) for c in self.cur]
+        self.body, self.session = body, session
+        self.placed = [k for k in range(len(init)) if body.out_slots[first + k] is not None]
+        self.first = first
+        self._place()
+
+    def _place(self) -> None:
+        for k in self.placed:
+            self.body.place(self.session, self.first + k, self.spare[k])
 
     def update(self, results: list) -> None:
         for s, r in zip(self.spare, results):
-            np.copyto(s, r)
+            if r is not s:
+                np.copyto(s, r)
         self.cur, self.spare = self.spare, self.cur
+        self._place()
 
 
 class _LoopStep:
@@ -113,14 +135,20 @@ def _scan(step: Step, p: dict, compile_body: Callable) -> _LoopStep:
     def run(env: list) -> None:
         vals = [_read(env, a) for a in ins]
         consts, xs = vals[:nc], vals[nc + nk :]
-        carry = _Carry(vals[nc : nc + nk])
         ys = [env[o] for o in outs[nk:]]
         session = body.start()
+        carry = _Carry(vals[nc : nc + nk], body, session)
+        # a stacked output the body writes itself is written straight into its row
+        direct = [j for j in range(len(ys)) if body.out_slots[nk + j] is not None]
         try:
             for i in order:
+                rows = [y[i, ...] for y in ys]
+                for j in direct:
+                    body.place(session, nk + j, rows[j])
                 res = body.run(session, consts + carry.cur + [x[i, ...] for x in xs])
-                for y, r in zip(ys, res[nk:]):
-                    y[i, ...] = r
+                for row, r in zip(rows, res[nk:]):
+                    if r is not row:
+                        row[...] = r
                 carry.update(res[:nk])
         finally:
             body.finish(session)
@@ -139,8 +167,8 @@ def _while(step: Step, p: dict, compile_body: Callable) -> _LoopStep:
     def run(env: list) -> None:
         vals = [_read(env, a) for a in ins]
         cc, bc = vals[:ncc], vals[ncc : ncc + nbc]
-        carry = _Carry(vals[ncc + nbc :])
         cs, bs = cond.start(), body.start()
+        carry = _Carry(vals[ncc + nbc :], body, bs)
         try:
             while bool(cond.run(cs, cc + carry.cur)[0]):
                 carry.update(body.run(bs, bc + carry.cur))
