@@ -60,6 +60,10 @@ def test_scan_rnn_compiles_without_fallback_and_matches_a_python_loop():
     args = rnn_data(np.random.default_rng(0))
     exe = executable(rnn, *args)
     assert_compiled(exe)
+    # x_t @ W does not depend on the carry: one product over all rows before the loop
+    assert exe.plan.nodes[0].kind == NodeKind.DOT
+    (body,) = next(run for _, run, node in exe.runners if node.kind == NodeKind.LOOP).bodies
+    assert [n.kind for n in body.exe.plan.nodes].count(NodeKind.DOT) == 1
     np.testing.assert_allclose(float(blu.jit(rnn)(*args)), rnn_ref(*args), rtol=tol(), atol=tol())
 
 
