@@ -240,8 +240,15 @@ def vs_jax(names: list[str], reps: int) -> None:
         t0 = time.perf_counter()
         got = pytree.tree_leaves(bj(*args))
         blu_compile = time.perf_counter() - t0
-        err = max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(w, np.float64))
-                            / (1 + np.abs(np.asarray(w, np.float64))))) for a, w in zip(got, want))
+        err = max(
+            float(
+                np.max(
+                    np.abs(np.asarray(a, np.float64) - np.asarray(w, np.float64))
+                    / (1 + np.abs(np.asarray(w, np.float64)))
+                )
+            )
+            for a, w in zip(got, want)
+        )
         exe = bj.lower(*args, target="cpu").compile().executable
         jargs = [jax.device_put(a) for a in pytree.tree_leaves(args)]
         jargs = pytree.tree_unflatten(pytree.tree_structure(args), jargs)
@@ -264,8 +271,10 @@ def vs_jax(names: list[str], reps: int) -> None:
     print("\n| program | blu | JAX | blu / JAX | blu nodes (fallbacks) | first call blu / JAX |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, mb, mj, nf, nn_, cb, cj, _ in rows:
-        print(f"| {name} | {mb * 1e3:.2f} ms | {mj * 1e3:.2f} ms | {mb / mj:.2f}x | {nn_} ({nf}) "
-              f"| {cb:.2f} s / {cj:.2f} s |")
+        print(
+            f"| {name} | {mb * 1e3:.2f} ms | {mj * 1e3:.2f} ms | {mb / mj:.2f}x | {nn_} ({nf}) "
+            f"| {cb:.2f} s / {cj:.2f} s |"
+        )
 
 
 def main() -> None:

@@ -294,8 +294,10 @@ def main() -> None:
     tok = {r.name: n_timed * B * T / timed[r.name] if timed[r.name] else float("nan")
            for r in runs}  # fmt: skip
     ref = tok.get("PyTorch eager")
-    print("\n| framework | tokens/s | vs PyTorch eager | first round (compile) | "
-          "train loss | val loss |")
+    print(
+        "\n| framework | tokens/s | vs PyTorch eager | first round (compile) | "
+        "train loss | val loss |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for r in runs:
         rel = f"{tok[r.name] / ref:.2f}x" if ref else "-"

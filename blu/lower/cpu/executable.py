@@ -177,8 +177,12 @@ class CpuExecutable(Executable):
                          for v in j.outvars]  # fmt: skip
         # large output buffers are reused once the caller has dropped them (no page faults)
         self._pool: dict[int, np.ndarray] = {}
-        self._poolable = {slot for st in st.steps for slot, place, aval in st.allocs
-                          if place[0] == "out" and aval.size * aval.dtype.itemsize >= POOL_BYTES}
+        self._poolable = {
+            slot
+            for step in st.steps
+            for slot, place, aval in step.allocs
+            if place[0] == "out" and aval.size * aval.dtype.itemsize >= POOL_BYTES
+        }
         # the labels of the nodes run by their numpy impls, those of loop bodies included
         self.fallbacks = [n.label() for n in self.plan.nodes if n.kind == NodeKind.FALLBACK]
         for _, run, _ in self.runners:
