@@ -7,6 +7,7 @@ from the same initial weights on the same batches, interleaved.
     python benchmarks/cpu_main_job.py                      # 700 steps, rounds of 50
     python benchmarks/cpu_main_job.py --steps 60 --round 20  # a quick look
     python benchmarks/cpu_main_job.py --compile            # also torch.compile
+    python benchmarks/cpu_main_job.py --only blu jax torch torch1   # also PyTorch on 1 thread
 
 Each round runs ``--round`` steps of each framework in turn (so load from other processes falls
 on all of them alike); the first round (compiles, warm-up) is reported apart and left out of
@@ -163,14 +164,17 @@ class JaxRun:
 class TorchRun:
     name = "PyTorch eager"
 
-    def __init__(self, cfg, a, params, compile_: bool = False):
+    def __init__(self, cfg, a, params, compile_: bool = False, threads: int | None = None):
         import torch
         import torch.nn.functional as F
 
         self.torch, self.a = torch, a
+        self.threads = threads or torch.get_num_threads()
         H = cfg.n_head
         if compile_:
             self.name = "torch.compile"
+        if threads:
+            self.name += f" ({threads} thread{'s' if threads > 1 else ''})"
 
         def tensors(tree):
             if isinstance(tree, dict):
@@ -224,6 +228,7 @@ class TorchRun:
 
     def steps(self, batches) -> None:
         torch = self.torch
+        torch.set_num_threads(self.threads)
         for x, y in batches:
             self.t += 1
             for g in self.opt.param_groups:
@@ -252,7 +257,8 @@ def main() -> None:
     ap.add_argument("--eval-iters", type=int, default=20)
     ap.add_argument("--data", default=None, help="tinyshakespeare.txt (default: as the example)")
     ap.add_argument("--compile", action="store_true", help="also PyTorch with torch.compile")
-    ap.add_argument("--only", nargs="*", default=None, help="a subset: blu jax torch compile")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="a subset of: blu jax torch torch1 (one thread) compile")  # fmt: skip
     args = ap.parse_args()
 
     import blu
@@ -273,6 +279,8 @@ def main() -> None:
             runs.append(JaxRun(cfg, a, params))
         elif w in ("torch", "compile"):
             runs.append(TorchRun(cfg, a, params, compile_=w == "compile"))
+        elif w == "torch1":  # PyTorch eager on one thread (its workers spin under load)
+            runs.append(TorchRun(cfg, a, params, threads=1))
     import torch
 
     print(f"{os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}; {args.steps} steps "
