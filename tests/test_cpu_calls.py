@@ -52,7 +52,21 @@ def test_product_threads():
         assert blas.threads_for(1e12) == 3
         assert blas.threads_for(1e3) == 1
     assert 1 <= blas.threads_for(1e12)
-    a = np.random.default_rng(0).standard_normal((300, 400)).astype(np.float32)
-    got = np.asarray(blu.jit(lambda a: a @ a.T)(a))
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((301, 400)).astype(np.float32)
+    with config.override(cpu_threads=3):  # split by rows (301 is not a multiple of 3)
+        got = np.asarray(blu.jit(lambda a: a @ a.T)(a))
     want = a.astype(np.float64) @ a.T.astype(np.float64)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_split_products_by_rows_and_by_batch():
+    rng = np.random.default_rng(1)
+    shapes = [(1, 37, 5, 3, 2), (5, 4, 6, 7, 2), (2, 33, 8, 9, 3), (1, 3, 4, 5, 4)]
+    for b, m, k, n, threads in shapes:
+        x = rng.standard_normal((b, m, k)).astype(np.float32)
+        y = rng.standard_normal((b, k, n)).astype(np.float32)
+        out = np.full((b, m, n), np.nan, np.float32)
+        blas.matmul(x, y, out, threads)
+        want = np.einsum("bmk,bkn->bmn", x.astype(np.float64), y.astype(np.float64))
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)

@@ -45,9 +45,9 @@ Flags (environment variable, type, default):
 - ``kernel_cache_size`` (``BLU_KERNEL_CACHE_SIZE``, int >= 1, 1024): loaded kernels kept for
   reuse by new programs beyond those the cached programs hold (a dropped one is loaded again
   from the disk cache, ``cache_dir``, when needed).
-- ``cpu_threads`` (``BLU_CPU_THREADS``, int >= 1, None): threads of the CPU executable's matrix
-  products (numpy's BLAS); None: the cores the process may use, one while the machine is
-  oversubscribed (``blu/lower/cpu/blas.py``).
+- ``cpu_threads`` (``BLU_CPU_THREADS``, int >= 1, None): threads a large matrix product of the
+  CPU executable is split across (each part on single-threaded BLAS); None: the cores the
+  process may use (``blu/lower/cpu/blas.py``).
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.

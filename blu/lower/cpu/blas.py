@@ -1,13 +1,14 @@
-"""Threads of the BLAS behind the CPU executable's matrix products (numpy's OpenBLAS).
+"""Threads of the matrix products of the CPU executable (numpy's BLAS).
 
-OpenBLAS's worker threads spin while they wait for each other: when the machine has more
-runnable threads than cores, a product split across threads waits for a descheduled worker and
-can take a thousand times longer than on one thread (measured: a 32x256x256 product, 58 µs on
-one thread, 54 ms on two at a load average of 12 on 2 cores). So a product runs on more than one
-thread only when it is large enough to pay for the split (``MIN_THREADED_FLOPS``) and, unless
-``config.cpu_threads`` fixes the count, while the load average leaves a core per thread.
-The thread count is set through OpenBLAS's own ``set_num_threads`` (found in the loaded
-library), only when it changes; with another BLAS (none found) nothing is set.
+OpenBLAS's own worker threads spin while they wait for each other: when the machine has more
+runnable threads than cores, a product it splits waits for a descheduled worker and can take a
+thousand times longer than on one thread (measured: a 32x256x256 product, 58 µs on one thread,
+54 ms on two at a load average of 12 on 2 cores). So the BLAS always runs single-threaded
+(``use_threads(1)``, through OpenBLAS's own ``set_num_threads`` found in the loaded library), and
+a product large enough to pay for it (``MIN_THREADED_FLOPS``) is split by rows (or by batch)
+across a pool of our own threads (``matmul``): they block instead of spinning, and numpy releases
+the GIL inside the product. ``config.cpu_threads`` (``BLU_CPU_THREADS``) sets how many; by
+default the cores the process may use.
 """
 
 from __future__ import annotations
@@ -15,20 +16,24 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import time
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 
 from blu.core.config import config
 
-__all__ = ["threads_for", "use_threads"]
+__all__ = ["matmul", "threads_for", "use_threads"]
 
-MIN_THREADED_FLOPS = 1 << 26  # ~67 MFLOP: below this a product runs on one thread
-_LOAD_EVERY_S = 1.0  # how often the load average is read
+MIN_THREADED_FLOPS = 1 << 25  # ~34 MFLOP (~0.3 ms on a core): below this, one thread
 
 _SYMBOLS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
             "openblas_set_num_threads64_", "openblas_set_num_threads")  # fmt: skip
 _setter: object = None  # unresolved
 _current = -1
-_load = (0.0, 0.0)  # (time read, load average)
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_pool_lock = threading.Lock()
 
 
 def _find_setter():
@@ -56,18 +61,44 @@ def _cores() -> int:
 
 def threads_for(flops: float) -> int:
     """The threads a product of ``flops`` floating-point operations should use."""
-    fixed = config.cpu_threads
-    if isinstance(fixed, int) and fixed >= 1:
-        return 1 if flops < MIN_THREADED_FLOPS else fixed
     if flops < MIN_THREADED_FLOPS:
         return 1
-    global _load
-    n = _cores()
-    now = time.monotonic()
-    if now - _load[0] > _LOAD_EVERY_S:
-        with contextlib.suppress(OSError, AttributeError):
-            _load = (now, os.getloadavg()[0])
-    return 1 if _load[1] > n else n
+    fixed = config.cpu_threads
+    return fixed if isinstance(fixed, int) and fixed >= 1 else _cores()
+
+
+def _workers(n: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < n:
+            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="blu-blas")
+            _pool_size = n
+        return _pool
+
+
+def matmul(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, threads: int) -> None:
+    """``np.matmul(lhs, rhs, out=out)`` for 3-D ``(b, m, k) @ (b, k, n)`` operands, split into
+    ``threads`` parts by batch (``b >= threads``) or by rows of ``lhs``, each on single-threaded
+    BLAS, the caller's thread doing one part. ``out`` is C-contiguous, so each part writes a
+    dense block of it."""
+    use_threads(1)
+    b, m = lhs.shape[0], lhs.shape[1]
+    if threads <= 1 or (b < threads and m < 8 * threads):
+        np.matmul(lhs[0], rhs[0], out=out[0]) if b == 1 else np.matmul(lhs, rhs, out=out)
+        return
+    if b >= threads:
+        cuts = [b * i // threads for i in range(threads + 1)]
+        parts = [(lhs[c0:c1], rhs[c0:c1], out[c0:c1]) for c0, c1 in zip(cuts, cuts[1:])]
+    else:
+        cuts = [m * i // threads for i in range(threads + 1)]
+        parts = [(lhs[j, c0:c1], rhs[j], out[j, c0:c1]) for j in range(b)
+                 for c0, c1 in zip(cuts, cuts[1:])]  # fmt: skip
+    pool = _workers(threads - 1)
+    futures = [pool.submit(np.matmul, x, y, out=o) for x, y, o in parts[1:]]
+    x, y, o = parts[0]
+    np.matmul(x, y, out=o)
+    for f in futures:
+        f.result()
 
 
 def use_threads(n: int) -> None:

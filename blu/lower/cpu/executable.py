@@ -100,7 +100,6 @@ def _dot(eqn: Any) -> Any:
     flops = 2.0 * b * m * kk * n
 
     def run(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
-        blas.use_threads(blas.threads_for(flops))
         l3 = (lhs if lt is None else lhs.transpose(lt)).reshape(b, m, kk)
         r3 = (rhs if rt is None else rhs.transpose(rt)).reshape(b, kk, n)
         if l3.dtype != comp:
@@ -109,12 +108,9 @@ def _dot(eqn: Any) -> Any:
             r3 = r3.astype(comp)
         with np.errstate(over="ignore", invalid="ignore"):
             if direct:
-                o3 = out.reshape(b, m, n)
-                if b == 1:
-                    np.matmul(l3[0], r3[0], out=o3[0])
-                else:
-                    np.matmul(l3, r3, out=o3)
+                blas.matmul(l3, r3, out.reshape(b, m, n), blas.threads_for(flops))
             else:
+                blas.use_threads(1)
                 out.reshape(b, m, n)[...] = np.matmul(l3, r3).astype(out.dtype)
 
     return run
