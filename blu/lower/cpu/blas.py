@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +53,7 @@ def _find_setter():
     return None
 
 
+@functools.cache
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -76,6 +78,11 @@ def _workers(n: int) -> ThreadPoolExecutor:
         return _pool
 
 
+def _part(x: np.ndarray, y: np.ndarray, o: np.ndarray) -> None:
+    with np.errstate(over="ignore", invalid="ignore"):  # as the caller's (thread-local) state
+        np.matmul(x, y, out=o)
+
+
 def matmul(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, threads: int) -> None:
     """``np.matmul(lhs, rhs, out=out)`` for 3-D ``(b, m, k) @ (b, k, n)`` operands, split into
     ``threads`` parts by batch (``b >= threads``) or by rows of ``lhs``, each on single-threaded
@@ -94,7 +101,7 @@ def matmul(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, threads: int) -> N
         parts = [(lhs[j, c0:c1], rhs[j], out[j, c0:c1]) for j in range(b)
                  for c0, c1 in zip(cuts, cuts[1:])]  # fmt: skip
     pool = _workers(threads - 1)
-    futures = [pool.submit(np.matmul, x, y, out=o) for x, y, o in parts[1:]]
+    futures = [pool.submit(_part, x, y, o) for x, y, o in parts[1:]]
     x, y, o = parts[0]
     np.matmul(x, y, out=o)
     for f in futures:

@@ -99,19 +99,25 @@ def _dot(eqn: Any) -> Any:
     direct = comp == out_dt
     flops = 2.0 * b * m * kk * n
 
+    plain = direct and b == 1 and lt is None and rt is None  # (m, k) @ (k, n) as they are
+    plain = plain and len(la.shape) == 2 and len(ra.shape) == 2 and len(oa.shape) == 2
+    small = flops < blas.MIN_THREADED_FLOPS
+
     def run(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
+        # (the executable's call runs under np.errstate(over="ignore", invalid="ignore"))
+        if plain and small:
+            np.matmul(lhs, rhs, out=out)
+            return
         l3 = (lhs if lt is None else lhs.transpose(lt)).reshape(b, m, kk)
         r3 = (rhs if rt is None else rhs.transpose(rt)).reshape(b, kk, n)
         if l3.dtype != comp:
             l3 = l3.astype(comp)
         if r3.dtype != comp:
             r3 = r3.astype(comp)
-        with np.errstate(over="ignore", invalid="ignore"):
-            if direct:
-                blas.matmul(l3, r3, out.reshape(b, m, n), blas.threads_for(flops))
-            else:
-                blas.use_threads(1)
-                out.reshape(b, m, n)[...] = np.matmul(l3, r3).astype(out.dtype)
+        if direct:
+            blas.matmul(l3, r3, out.reshape(b, m, n), blas.threads_for(flops))
+        else:
+            out.reshape(b, m, n)[...] = np.matmul(l3, r3).astype(out.dtype)
 
     return run
 
@@ -267,6 +273,9 @@ class CpuExecutable(Executable):
                 x = x.astype(v.aval.dtype)
             env[slot] = x if x.flags.c_contiguous else np.ascontiguousarray(x)
         arena, owned = self._take_arena()
+        blas.use_threads(1)  # numpy's BLAS single-threaded (blas.py says why)
+        errs = np.errstate(over="ignore", invalid="ignore")  # products: as numpy's matmul
+        errs.__enter__()
         tw = tracing.current()  # a timeline trace: one span per step, memory counters
         if tw is not None:
             self._trace_call(tw, env, start=True)
@@ -300,6 +309,7 @@ class CpuExecutable(Executable):
                 outs.append(y)
             return outs
         finally:
+            errs.__exit__(None, None, None)
             if owned:
                 self._arena_lock.release()
 
