@@ -36,6 +36,7 @@ class Body:
     def __init__(self, exe: Any):
         self.exe = exe
         self.runs = [run for _, run, _ in exe.runners]
+        self.kernels = [run for run in self.runs if hasattr(run, "remember")]
         self.in_slots = exe.in_slots
         self.out_spec = exe.out_spec
         # per output, the slot of the buffer the body writes it into, where the loop may choose
@@ -47,6 +48,9 @@ class Body:
     def start(self) -> tuple[list, np.ndarray, bool]:
         exe = self.exe
         arena, owned = exe._take_arena()
+        if owned:  # (a concurrent call runs its kernels with pointer arrays of its own)
+            for k in self.kernels:
+                k.remember(True)
         env: list[Any] = [None] * exe.n_slots
         for allocs, _, _ in exe.runners:
             for slot, place, aval in allocs:  # a body donates nothing: arena or fresh arrays
@@ -68,6 +72,8 @@ class Body:
 
     def finish(self, session: tuple[list, np.ndarray, bool]) -> None:
         if session[2]:
+            for k in self.kernels:
+                k.remember(False)
             self.exe._arena_lock.release()
 
 

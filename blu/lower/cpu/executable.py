@@ -46,7 +46,7 @@ __all__ = ["BluFloatingPointError", "CpuExecutable"]
 
 
 class _Kernel:
-    __slots__ = ("fn", "ins", "outs", "scratch", "ptrs", "packed", "node", "n")
+    __slots__ = ("fn", "ins", "outs", "scratch", "ptrs", "packed", "node", "n", "last")
 
     def __init__(self, fn, ins, outs, scratch, node):
         self.fn, self.ins, self.outs, self.scratch, self.node = fn, ins, outs, scratch, node
@@ -54,21 +54,50 @@ class _Kernel:
         self.ptrs = (ctypes.c_void_p * max(self.n, 1))()
         base = ctypes.addressof(self.ptrs)
         self.packed = (ctypes.c_void_p * max(self.n, 1))(*[base + 8 * i for i in range(self.n)])
+        # a loop body's kernels remember the arrays whose addresses they hold (``remember``):
+        # iteration after iteration most buffers are the same objects, and reading an address
+        # (``.ctypes.data``) costs more than the kernel on small arrays
+        self.last: list | None = None
+
+    def remember(self, on: bool) -> None:
+        """Start (a loop's call begins) or stop (it ends: the references are dropped) reusing
+        the addresses of the arrays of the previous call."""
+        self.last = [None] * (len(self.ins) + len(self.outs) + 1) if on else None
 
     def __call__(self, env: list, arena: np.ndarray | None, shared: bool = True) -> None:
         # the pointer arrays are reused across calls; a concurrent call (shared=False) makes its own
         p, packed = self.ptrs, self.packed
+        last = self.last
         if not shared:
             p = (ctypes.c_void_p * max(self.n, 1))()
             base = ctypes.addressof(p)
             packed = (ctypes.c_void_p * max(self.n, 1))(*[base + 8 * i for i in range(self.n)])
+            last = None
         k = 0
-        for s in self.ins:
-            p[k] = env[s].ctypes.data
-            k += 1
-        for s in self.outs:
-            p[k] = env[s].ctypes.data
-            k += 1
+        if last is None:
+            for s in self.ins:
+                p[k] = env[s].ctypes.data
+                k += 1
+            for s in self.outs:
+                p[k] = env[s].ctypes.data
+                k += 1
+        else:
+            for s in self.ins:
+                x = env[s]
+                if x is not last[k]:
+                    last[k] = x
+                    p[k] = x.ctypes.data
+                k += 1
+            for s in self.outs:
+                x = env[s]
+                if x is not last[k]:
+                    last[k] = x
+                    p[k] = x.ctypes.data
+                k += 1
+            if self.scratch and arena is last[-1]:
+                self.fn(packed)
+                return
+            last[-1] = arena
         if self.scratch:
             base = arena.ctypes.data
             for off in self.scratch:
