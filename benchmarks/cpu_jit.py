@@ -3,6 +3,12 @@
     python benchmarks/cpu_jit.py                 # every case
     python benchmarks/cpu_jit.py gelu softmax    # some cases
     python benchmarks/cpu_jit.py --gpt2 small    # GPT-2 training step config (tiny/small/...)
+    python benchmarks/cpu_jit.py --vs-jax --reps 30   # blu.jit against jax.jit, interleaved
+
+``--vs-jax``: the same programs written once for each (an MLP training step, softmax, layer
+norm + GELU, a 100-step ``scan`` RNN and its gradient, an attention block), both jitted, timed
+call by call in turns (blu, JAX, blu, JAX, ...; each result waited for), steady-state medians
+after warm-up; also the number of host fallback nodes in blu's program (its ``fallbacks``).
 
 For each case: eager (op by op, each primitive's numpy impl through the eval interpreter),
 ``numpy-jit`` (the jaxpr interpreted with numpy impls, today's default jit executable) and
@@ -145,6 +151,132 @@ def gpt2(cfg_name: str) -> None:
     )
 
 
+def jax_cases(rng: np.random.Generator) -> dict:
+    """name -> (blu function, JAX function, numpy arguments) for ``--vs-jax``."""
+    import jax
+    import jax.numpy as jnp
+
+    f32 = np.float32
+    r = lambda *shape, s=1.0: (rng.standard_normal(shape) * s).astype(f32)  # noqa: E731
+
+    def mlp_step(np_, nn_, grad):
+        def loss(p, x, y):
+            h = nn_.gelu(x @ p["w1"] + p["b1"], approximate=True)
+            out = h @ p["w2"] + p["b2"]
+            return np_.mean((out - y) ** 2)
+
+        def step(p, x, y):
+            g = grad(loss)(p, x, y)
+            return {k: p[k] - 0.01 * g[k] for k in p}
+
+        return step
+
+    mlp = ({"w1": r(512, 1024, s=0.03), "b1": r(1024), "w2": r(1024, 256, s=0.03),
+            "b2": r(256)}, r(256, 512), r(256, 256))  # fmt: skip
+
+    def ln_gelu(np_, nn_, g, b):
+        def f(x):
+            m = np_.mean(x, -1, keepdims=True)
+            v = np_.mean((x - m) ** 2, -1, keepdims=True)
+            return nn_.gelu((x - m) / np_.sqrt(v + 1e-5) * g + b, approximate=True)
+
+        return f
+
+    g, b = r(1024), r(1024)
+
+    def rnn(np_, scan):
+        def f(w, u, h0, xs):
+            def step(h, x):
+                h = np_.tanh(x @ w + h @ u)
+                return h, np_.sum(h)
+
+            h, ys = scan(step, h0, xs)
+            return np_.sum(h) + np_.sum(ys)
+
+        return f
+
+    rnn_args = (r(256, 256, s=1 / 16), r(256, 256, s=1 / 16), np.zeros((32, 256), f32),
+                r(100, 32, 256))  # fmt: skip
+
+    def attn_block(np_, attention, heads=4):
+        def f(x, wqkv, wo):
+            bsz, t, c = x.shape
+            qkv = (x @ wqkv).reshape(bsz, t, 3, heads, c // heads)
+            y = attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], is_causal=True)
+            return x + y.reshape(bsz, t, c) @ wo
+
+        return f
+
+    attn_args = (r(8, 256, 256), r(256, 768, s=1 / 16), r(256, 256, s=1 / 16))
+    bnp = blu.numpy
+    blu_rnn, jax_rnn = rnn(bnp, lax.scan), rnn(jnp, jax.lax.scan)
+    return {
+        "MLP step (256x512-1024-256)": (mlp_step(bnp, nn, blu.grad),
+                                        mlp_step(jnp, jax.nn, jax.grad), mlp),
+        "softmax 4096x4096": (lambda x: nn.softmax(x, -1), lambda x: jax.nn.softmax(x, -1),
+                              (r(4096, 4096),)),
+        "layer norm + GELU 2048x1024": (ln_gelu(bnp, nn, g, b), ln_gelu(jnp, jax.nn, g, b),
+                                        (r(2048, 1024),)),
+        "scan RNN 100x(32x256)": (blu_rnn, jax_rnn, rnn_args),
+        "scan RNN gradient": (blu.grad(blu_rnn, (0, 1)), jax.grad(jax_rnn, (0, 1)), rnn_args),
+        "attention block 8x256x256": (attn_block(bnp, nn.dot_product_attention),
+                                      attn_block(jnp, jax.nn.dot_product_attention), attn_args),
+    }  # fmt: skip
+
+
+def vs_jax(names: list[str], reps: int) -> None:
+    """blu.jit against jax.jit, interleaved call by call (see the module docstring)."""
+    import jax
+
+    table = jax_cases(np.random.default_rng(0))
+    rows = []
+    for name, (bf, jf, args) in table.items():
+        if names and not any(n in name for n in names):
+            continue
+        bj, jj = blu.jit(bf), jax.jit(jf)
+        t0 = time.perf_counter()
+        want = pytree.tree_leaves(jax.block_until_ready(jj(*args)))
+        jax_compile = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        got = pytree.tree_leaves(bj(*args))
+        blu_compile = time.perf_counter() - t0
+        err = max(
+            float(
+                np.max(
+                    np.abs(np.asarray(a, np.float64) - np.asarray(w, np.float64))
+                    / (1 + np.abs(np.asarray(w, np.float64)))
+                )
+            )
+            for a, w in zip(got, want)
+        )
+        exe = bj.lower(*args, target="cpu").compile().executable
+        jargs = [jax.device_put(a) for a in pytree.tree_leaves(args)]
+        jargs = pytree.tree_unflatten(pytree.tree_structure(args), jargs)
+        tb, tj = [], []
+        for k in range(reps + 3):
+            t = time.perf_counter()
+            pytree.tree_leaves(bj(*args))
+            dt_b = time.perf_counter() - t
+            t = time.perf_counter()
+            jax.block_until_ready(jj(*jargs))
+            dt_j = time.perf_counter() - t
+            if k >= 3:  # warm-up calls left out
+                tb.append(dt_b)
+                tj.append(dt_j)
+        mb, mj = float(np.median(tb)), float(np.median(tj))
+        rows.append((name, mb, mj, len(exe.fallbacks), len(exe.plan.nodes), blu_compile,
+                     jax_compile, err))  # fmt: skip
+        print(f"{name}: blu {mb * 1e3:.2f} ms, JAX {mj * 1e3:.2f} ms ({mb / mj:.2f}x), "
+              f"{len(exe.fallbacks)} fallbacks, max rel diff {err:.1e}", flush=True)  # fmt: skip
+    print("\n| program | blu | JAX | blu / JAX | blu nodes (fallbacks) | first call blu / JAX |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, mb, mj, nf, nn_, cb, cj, _ in rows:
+        print(
+            f"| {name} | {mb * 1e3:.2f} ms | {mj * 1e3:.2f} ms | {mb / mj:.2f}x | {nn_} ({nf}) "
+            f"| {cb:.2f} s / {cj:.2f} s |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -154,9 +286,13 @@ def main() -> None:
         "--gpt2", default=None, help="also time a GPT-2 training step (tiny/small/gpt2-124m)"
     )
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--vs-jax", action="store_true", help="blu.jit against jax.jit (see above)")
     args = ap.parse_args()
     os.environ.setdefault("BLU_CACHE_DIR", tempfile.mkdtemp(prefix="blu-bench-cache-"))
     print(f"kernel cache: {os.environ['BLU_CACHE_DIR']}; {os.cpu_count()} CPUs")
+    if args.vs_jax:
+        vs_jax(args.cases, args.reps)
+        return
     table = cases(np.random.default_rng(0))
     for name, (f, a, donate) in table.items():
         if not args.cases or name in args.cases:

@@ -52,6 +52,9 @@ Flags (environment variable, type, default):
   caching allocator of each GPU (real or simulated) may hold from the driver; 0: no cap (as
   PyTorch's ``set_per_process_memory_fraction``). Past it, allocations raise
   ``BluOutOfMemoryError`` as if the device were full.
+- ``cpu_threads`` (``BLU_CPU_THREADS``, int >= 1, None): threads a large matrix product of the
+  CPU executable is split across (each part on single-threaded BLAS); None: the cores the
+  process may use (``blu/lower/cpu/blas.py``).
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
@@ -116,6 +119,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "kernel_cache_size": ("BLU_KERNEL_CACHE_SIZE", _int, 1024),
     "flash_attention": ("BLU_FLASH_ATTENTION", _bool, True),
     "gpu_memory_limit": ("BLU_GPU_MEMORY_LIMIT", _int, 0),
+    "cpu_threads": ("BLU_CPU_THREADS", _int, None),
 }
 
 

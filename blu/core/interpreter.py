@@ -90,7 +90,13 @@ class EvalInterpreter(Interpreter):
                     "registered; `import blu` (it registers the GPU backend, blu.lower)"
                 )
             return _device_dispatch(prim, args, avals, params)  # operands on a GPU: run there
-        outs = prim.impl(*[to_numpy(a, av) for a, av in zip(args, avals)], **params)
+        borrow = prim.borrows_operands(params) if prim.borrows_operands is not None else ()
+        if any(borrow):  # e.g. a jitted call on the CPU reads the user's arrays in place
+            vals = [a if b and isinstance(a, np.ndarray) else to_numpy(a, av)
+                    for a, av, b in zip(args, avals, borrow)]  # fmt: skip
+        else:
+            vals = [to_numpy(a, av) for a, av in zip(args, avals)]
+        outs = prim.impl(*vals, **params)
         if prim.multiple_results:
             return [_wrap(o, av) for o, av in zip(outs, out_avals)]
         return _wrap(outs, out_avals)

@@ -72,6 +72,10 @@ class Primitive:
         # a function of the operands written with lax operations, inlined by blu.lower's
         # prepare where no lowering applies for the target
         self.decomposition: Callable | None = None
+        # ``params -> per operand, whether the impl may read a user's numpy buffer as it is``
+        # (it only reads it during the call and its results never alias it); None: every
+        # writable numpy operand is copied first
+        self.borrows_operands: Callable[[dict], Any] | None = None
         # the defining module, for docs/primitives.md and error messages; a primitive made by a
         # helper function of lax's base or elementwise modules is named after the helper's caller
         frame = sys._getframe(1)

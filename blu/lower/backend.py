@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr
@@ -197,6 +199,9 @@ class JitBackend:
     def call(jaxpr: Jaxpr, name: str, donated_invars: Sequence[bool], args: Sequence[Any]):
         """``jit_p``'s impl: run ``jaxpr`` on ``args`` (device arrays: on their GPU)."""
         exe = executable_for(jaxpr, name, tuple(donated_invars), backend_for(args), args)
+        if not getattr(exe, "borrows_inputs", False):  # its results may alias its operands
+            args = [a.copy() if isinstance(a, np.ndarray) and a.flags.writeable else a
+                    for a in args]  # fmt: skip
         return exe(*args)
 
     @staticmethod

@@ -19,6 +19,8 @@ Kinds (keys of ``prim.lowerings``):
 - ``"expensive"``: True for elementwise math worth a buffer rather than recomputation.
 - ``"dot"``: the library product (numpy's matmul on the CPU, cuBLASLt on the GPU).
 - ``"scatter"``: a scatter kernel (``mlir/scatter.py``).
+- ``"loop"``: ``pred(eqn) -> bool``: control flow whose bodies the CPU compiles (a ``loop``
+  node, ``cpu/control_flow.py``); CUDA targets run it on the host.
 - ``"library"``: a ``LibraryLowering`` (``blu/lower/library.py``; ``gpu/libraries.py``).
 
 The same kernel rules serve the CPU and CUDA targets (the GPU code generator emits the same
@@ -36,6 +38,9 @@ import numpy as np
 from blu.core.primitive import Primitive
 from blu.lax import bits, gather_scatter, reductions, shapes, slicing, special
 from blu.lax import elementwise as ew
+from blu.lax.control_flow.conditionals import cond_p
+from blu.lax.control_flow.loops import while_p
+from blu.lax.control_flow.scan import scan_p
 from blu.lax.dot import dot_general_p
 from blu.lower.gpu import libraries  # noqa: F401  (registers the cuSOLVER library lowerings)
 from blu.lower.mlir import rules
@@ -85,9 +90,9 @@ HOST_FALLBACK: dict[str, str] = {
     "cummax": "no scan kernel yet",
     "cummin": "no scan kernel yet",
     "cumulative_argextremum": "no scan kernel yet",
-    "while": "control flow runs on the host: its body is a jaxpr run per iteration",
-    "cond": "control flow runs on the host: the branch is chosen from a host value",
-    "scan": "control flow runs on the host: its body is a jaxpr run per iteration",
+    "while": "on CUDA targets control flow runs on the host (the CPU compiles it: a loop node)",
+    "cond": "on CUDA targets the branch is chosen from a host value (the CPU: a loop node)",
+    "scan": "on CUDA targets control flow runs on the host (the CPU compiles it: a loop node)",
     "custom_lin": "only appears inside linearized programs; its impl runs the rule",
     "checkpoint": "its jaxpr is run by its impl (remat is a transform-level boundary)",
     "checkpoint_name": "an identity that names a value for remat policies",
@@ -214,9 +219,19 @@ def _register() -> None:
     gather_scatter.scatter_add_p.lowerings["scatter"] = True
     # simplification inlines nested jits and the primal bodies of custom-derivative calls
     # (their rules were applied by the transforms): ``(params, operands) -> (jaxpr, args)``
+    for p in (scan_p, while_p, cond_p):
+        p.lowerings["loop"] = _loop_lowers
     jit_p.lowerings["inline"] = lambda p, args: (p["jaxpr"], args)
     cd.custom_jvp_call_p.lowerings["inline"] = _custom_jvp_body
     cd.custom_vjp_call_p.lowerings["inline"] = _custom_vjp_body
+
+
+def _loop_lowers(e: Any) -> bool:
+    """Control flow compiles on the CPU when its bodies close over no arrays (their constants
+    are operands, as the tracing of scan/while_loop/cond makes them)."""
+    p = e.params
+    bodies = p.get("branches") or [p[k] for k in ("jaxpr", "cond_jaxpr", "body_jaxpr") if k in p]
+    return all(not getattr(b, "constvars", None) for b in bodies)
 
 
 def _custom_jvp_body(params: dict, args: list) -> tuple[Any, list]:
@@ -250,6 +265,8 @@ def targets(prim: Primitive) -> dict[str, str]:
             out[t] = "dot (numpy matmul)" if t == "cpu" else "dot (cuBLASLt)"
         elif "scatter" in lw:
             out[t] = "scatter kernel"
+        elif "loop" in lw and t == "cpu":
+            out[t] = "loop (compiled bodies)"
         elif "inline" in lw:
             out[t] = "inlined"
         elif kernel is not None:

@@ -80,9 +80,19 @@ def register_jit_backend(backend: Any) -> None:
 
 @jit_p.def_impl
 def _jit_impl(*args, jaxpr, name, donated_invars):
-    if _backend is None:  # no backend: the reference evaluation
-        return eval_jaxpr(jaxpr, [], *args)
+    if _backend is None:  # no backend: the reference evaluation (results may alias operands)
+        return eval_jaxpr(jaxpr, [], *[_owned(a) for a in args])
     return _backend.call(jaxpr, name, donated_invars, args)
+
+
+def _owned(x: Any) -> Any:
+    """A borrowed user numpy buffer (``jit_p.borrows_operands``) copied."""
+    return x.copy() if isinstance(x, np.ndarray) and x.flags.writeable else x
+
+
+# non-donated operands are read in place: the backend copies them where its executable's
+# results could alias them (``backend.call``), so a user's numpy array is never copied per call
+jit_p.borrows_operands = lambda params: [not d for d in params["donated_invars"]]
 
 
 @jit_p.def_jvp

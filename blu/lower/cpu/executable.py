@@ -15,6 +15,7 @@ naming the primitives and the user's source line.
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -26,8 +27,10 @@ from blu.core import dtypes
 from blu.core import trace as tracing
 from blu.core.config import config
 from blu.core.errors import BluValueError
-from blu.core.jaxpr import Jaxpr
+from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import library
+from blu.lower.cpu import blas
+from blu.lower.cpu.control_flow import loop_runner
 from blu.lower.mlir import mlir_cpu
 from blu.lower.mlir.program import emit_node, node_text
 from blu.lower.plan.nodes import NodeKind
@@ -43,7 +46,7 @@ __all__ = ["BluFloatingPointError", "CpuExecutable"]
 
 
 class _Kernel:
-    __slots__ = ("fn", "ins", "outs", "scratch", "ptrs", "packed", "node", "n")
+    __slots__ = ("fn", "ins", "outs", "scratch", "ptrs", "packed", "node", "n", "last")
 
     def __init__(self, fn, ins, outs, scratch, node):
         self.fn, self.ins, self.outs, self.scratch, self.node = fn, ins, outs, scratch, node
@@ -51,21 +54,50 @@ class _Kernel:
         self.ptrs = (ctypes.c_void_p * max(self.n, 1))()
         base = ctypes.addressof(self.ptrs)
         self.packed = (ctypes.c_void_p * max(self.n, 1))(*[base + 8 * i for i in range(self.n)])
+        # a loop body's kernels remember the arrays whose addresses they hold (``remember``):
+        # iteration after iteration most buffers are the same objects, and reading an address
+        # (``.ctypes.data``) costs more than the kernel on small arrays
+        self.last: list | None = None
+
+    def remember(self, on: bool) -> None:
+        """Start (a loop's call begins) or stop (it ends: the references are dropped) reusing
+        the addresses of the arrays of the previous call."""
+        self.last = [None] * (len(self.ins) + len(self.outs) + 1) if on else None
 
     def __call__(self, env: list, arena: np.ndarray | None, shared: bool = True) -> None:
         # the pointer arrays are reused across calls; a concurrent call (shared=False) makes its own
         p, packed = self.ptrs, self.packed
+        last = self.last
         if not shared:
             p = (ctypes.c_void_p * max(self.n, 1))()
             base = ctypes.addressof(p)
             packed = (ctypes.c_void_p * max(self.n, 1))(*[base + 8 * i for i in range(self.n)])
+            last = None
         k = 0
-        for s in self.ins:
-            p[k] = env[s].ctypes.data
-            k += 1
-        for s in self.outs:
-            p[k] = env[s].ctypes.data
-            k += 1
+        if last is None:
+            for s in self.ins:
+                p[k] = env[s].ctypes.data
+                k += 1
+            for s in self.outs:
+                p[k] = env[s].ctypes.data
+                k += 1
+        else:
+            for s in self.ins:
+                x = env[s]
+                if x is not last[k]:
+                    last[k] = x
+                    p[k] = x.ctypes.data
+                k += 1
+            for s in self.outs:
+                x = env[s]
+                if x is not last[k]:
+                    last[k] = x
+                    p[k] = x.ctypes.data
+                k += 1
+            if self.scratch and arena is last[-1]:
+                self.fn(packed)
+                return
+            last[-1] = arena
         if self.scratch:
             base = arena.ctypes.data
             for off in self.scratch:
@@ -74,41 +106,59 @@ class _Kernel:
         self.fn(packed)
 
 
-def _dot(eqn: Any, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
-    """dot_general into ``out`` through one np.matmul (BLAS for floats), as its impl does."""
+def _dot(eqn: Any) -> Any:
+    """dot_general into ``out`` through one np.matmul (BLAS for floats), as its impl does:
+    ``run(lhs, rhs, out)``. Everything that depends only on the shapes (permutations, the
+    (batch, m, k, n) view, the compute dtype) is worked out once, here."""
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
-    lf = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
-    rf = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
-    size = lambda x, axes: int(np.prod([x.shape[a] for a in axes], dtype=np.int64))  # noqa: E731
-    b, m, kk, n = size(lhs, lb), size(lhs, lf), size(lhs, lc), size(rhs, rf)
-    comp = out.dtype
-    if comp in (dtypes.bfloat16, dtypes.float16) or lhs.dtype != comp:
-        comp = np.dtype(np.float64 if np.float64 in (lhs.dtype, out.dtype) else np.float32)
-        if not (dtypes.is_float(lhs.dtype) or dtypes.is_float(out.dtype)):
-            comp = np.promote_types(lhs.dtype, out.dtype)
-    l3 = (
-        np.transpose(lhs, tuple(lb) + tuple(lf) + tuple(lc))
-        .reshape(b, m, kk)
-        .astype(comp, copy=False)
-    )
-    r3 = (
-        np.transpose(rhs, tuple(rb) + tuple(rc) + tuple(rf))
-        .reshape(b, kk, n)
-        .astype(comp, copy=False)
-    )
-    with np.errstate(over="ignore", invalid="ignore"):
-        if comp == out.dtype:
-            o3 = out.reshape(b, m, n)
-            if b == 1:
-                np.matmul(l3[0], r3[0], out=o3[0])
-            else:
-                np.matmul(l3, r3, out=o3)
+    la, ra, oa = eqn.invars[0].aval, eqn.invars[1].aval, eqn.outvars[0].aval
+    lf = [i for i in range(len(la.shape)) if i not in lc and i not in lb]
+    rf = [i for i in range(len(ra.shape)) if i not in rc and i not in rb]
+    size = lambda shape, axes: int(np.prod([shape[a] for a in axes], dtype=np.int64))  # noqa: E731
+    b, m, kk, n = size(la.shape, lb), size(la.shape, lf), size(la.shape, lc), size(ra.shape, rf)
+    lt, rt = tuple(lb) + tuple(lf) + tuple(lc), tuple(rb) + tuple(rc) + tuple(rf)
+    lt = None if lt == tuple(range(len(la.shape))) else lt
+    rt = None if rt == tuple(range(len(ra.shape))) else rt
+    out_dt, l_dt = np.dtype(oa.dtype), np.dtype(la.dtype)
+    comp = out_dt
+    if comp in (dtypes.bfloat16, dtypes.float16) or l_dt != comp:
+        comp = np.dtype(np.float64 if np.float64 in (l_dt, out_dt) else np.float32)
+        if not (dtypes.is_float(l_dt) or dtypes.is_float(out_dt)):
+            comp = np.promote_types(l_dt, out_dt)
+    direct = comp == out_dt
+    flops = 2.0 * b * m * kk * n
+
+    plain = direct and b == 1 and lt is None and rt is None  # (m, k) @ (k, n) as they are
+    plain = plain and len(la.shape) == 2 and len(ra.shape) == 2 and len(oa.shape) == 2
+    small = flops < blas.MIN_THREADED_FLOPS
+
+    def run(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
+        # (the executable's call runs under np.errstate(over="ignore", invalid="ignore"))
+        if plain and small:
+            np.matmul(lhs, rhs, out=out)
+            return
+        l3 = (lhs if lt is None else lhs.transpose(lt)).reshape(b, m, kk)
+        r3 = (rhs if rt is None else rhs.transpose(rt)).reshape(b, kk, n)
+        if l3.dtype != comp:
+            l3 = l3.astype(comp)
+        if r3.dtype != comp:
+            r3 = r3.astype(comp)
+        if direct:
+            blas.matmul(l3, r3, out.reshape(b, m, n), blas.threads_for(flops))
         else:
             out.reshape(b, m, n)[...] = np.matmul(l3, r3).astype(out.dtype)
+
+    return run
+
+
+POOL_BYTES = 1 << 20  # outputs this large are recycled through the executable's pool
 
 
 class CpuExecutable(Executable):
     """A jaxpr compiled for the CPU (see the module docstring).
+
+    It reads its (non-donated) numpy arguments in place, never writes them and never returns
+    them (``borrows_inputs``: jit hands it a user's arrays without copying them).
 
     Args:
         jaxpr: the program (no constvars; ``jit`` hoists them into arguments).
@@ -150,6 +200,25 @@ class CpuExecutable(Executable):
         self.runners = [(step.allocs, self._runner(step), step.node) for step in st.steps]
         self._arena: np.ndarray | None = None
         self._arena_lock = threading.Lock()
+        # per output, the argument whose buffer it is (a pass-through or a view), else None:
+        # a user's array is read in place (``borrows_inputs``), so such an output is copied
+        j, root = self.jaxpr, self.memory.root
+        arg_of = {v: i for i, v in enumerate(j.invars)}
+        self._out_arg = [arg_of.get(root.get(v)) if not isinstance(v, Literal) else None
+                         for v in j.outvars]  # fmt: skip
+        # large output buffers are reused once the caller has dropped them (no page faults)
+        self._pool: dict[int, np.ndarray] = {}
+        self._poolable = {
+            slot
+            for step in st.steps
+            for slot, place, aval in step.allocs
+            if place[0] == "out" and aval.size * aval.dtype.itemsize >= POOL_BYTES
+        }
+        # the labels of the nodes run by their numpy impls, those of loop bodies included
+        self.fallbacks = [n.label() for n in self.plan.nodes if n.kind == NodeKind.FALLBACK]
+        for _, run, _ in self.runners:
+            for body in getattr(run, "bodies", ()):
+                self.fallbacks += body.exe.fallbacks
         tracing.span_since(f"compile jit({name})", "compile", t0,
                            {"target": "cpu", "nodes": len(self.plan.nodes),
                             "kernels": len(self.kernels), **self.timing})  # fmt: skip
@@ -176,12 +245,22 @@ class CpuExecutable(Executable):
             kern = _Kernel(self.node_kernels[step.index].fn, step.ins, step.outs, step.scratch,
                            step.node)  # fmt: skip
             return kern
+        if kind == NodeKind.LOOP:  # control flow: its bodies compiled as executables
+            return loop_runner(step, lambda j, tag: CpuExecutable(j, f"{self.name}/{tag}"))
         if kind == NodeKind.DOT:
             ins, (out,) = step.ins, step.outs
+            product = _dot(e)
+            if all(isinstance(a, int) for a in ins):
+                (li, ri) = ins
+
+                def dot(env, arena, owned):
+                    product(env[li], env[ri], env[out])
+
+                return dot
 
             def dot(env, arena, owned):
                 vals = [env[a] if isinstance(a, int) else literal_value(a) for a in ins]
-                _dot(e, vals[0], vals[1], env[out])
+                product(vals[0], vals[1], env[out])
 
             return dot
         if kind == NodeKind.VIEW:
@@ -223,14 +302,21 @@ class CpuExecutable(Executable):
                 x = x.astype(v.aval.dtype)
             env[slot] = x if x.flags.c_contiguous else np.ascontiguousarray(x)
         arena, owned = self._take_arena()
+        blas.use_threads(1)  # numpy's BLAS single-threaded (blas.py says why)
+        errs = np.errstate(over="ignore", invalid="ignore")  # products: as numpy's matmul
+        errs.__enter__()
         tw = tracing.current()  # a timeline trace: one span per step, memory counters
         if tw is not None:
             self._trace_call(tw, env, start=True)
         try:
+            pool = self._poolable if owned else ()
             for n_step, (allocs, run, node) in enumerate(self.runners):
                 t = time.perf_counter() if tw is not None else 0.0
                 for slot, place, aval in allocs:
-                    env[slot] = self._buffer(place, aval, arena, env, args)
+                    if slot in pool:
+                        env[slot] = self._pooled(slot, aval)
+                    else:
+                        env[slot] = self._buffer(place, aval, arena, env, args)
                 run(env, arena, owned)
                 if tw is not None:
                     tw.span(node.label(), "device", t, pid=tracing.EXECUTABLE,
@@ -240,18 +326,33 @@ class CpuExecutable(Executable):
             if tw is not None:
                 self._trace_call(tw, env, start=False)
             outs = []
-            for kind, x in self.out_spec:
+            for (kind, x), a in zip(self.out_spec, self._out_arg):
                 if kind == "lit":
                     outs.append(x.copy())
                     continue
                 y = env[x]
                 if np.may_share_memory(y, arena):  # never hand out the arena
                     y = y.copy()
+                elif a is not None and isinstance(args[a], np.ndarray) and args[a].flags.writeable:
+                    y = y.copy()  # a user's array (read in place) is never handed back
                 outs.append(y)
             return outs
         finally:
+            errs.__exit__(None, None, None)
             if owned:
                 self._arena_lock.release()
+
+    borrows_inputs = True
+
+    def _pooled(self, slot: int, aval: Any) -> np.ndarray:
+        """The pooled buffer of output ``slot`` if nothing outside the pool holds it any more
+        (the caller dropped the result, views of it included), else a new one (pooled)."""
+        b = self._pool.get(slot)
+        if b is not None and sys.getrefcount(b) == 3:  # the pool, ``b`` and the call's argument
+            b.flags.writeable = True  # the Array wrapping it had made it read-only
+            return b
+        b = self._pool[slot] = np.empty(aval.shape, aval.dtype)
+        return b
 
     def _trace_call(self, tw: Any, env: list, start: bool) -> None:
         """Memory counters at the start and end of a traced call (the planned temporaries and
@@ -297,7 +398,7 @@ class CpuExecutable(Executable):
             if (
                 not r.flags.c_contiguous
                 or np.may_share_memory(r, arena)
-                or any(np.may_share_memory(r, env[s]) for s in self.donated_slots)
+                or any(np.may_share_memory(r, env[s]) for s in self.in_slots)
             ):
                 r = r.copy()  # kernels read dense row-major buffers; temporaries die early
             env[slot] = r

@@ -131,7 +131,7 @@ class Arena:
 def _writes(n: Any) -> list[Var]:
     """The values a node writes: a library call writes every result, read later or not (it is
     handed a buffer for each, so none may be left without one)."""
-    return n.eqns[0].outvars if n.kind == NodeKind.LIBRARY else n.outputs
+    return n.eqns[0].outvars if n.kind.writes_every_result else n.outputs
 
 
 class MemoryPlan:

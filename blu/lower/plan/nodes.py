@@ -19,6 +19,9 @@ class NodeKind(enum.StrEnum):
     - ``VIEW``: data movement done without a copy (a numpy view; on the GPU the same buffer).
     - ``LIBRARY``: one equation done by a library call (``blu.lower.library``): outputs in
       planned buffers, its workspace planned scratch, queued on the executable's stream.
+    - ``LOOP``: control flow (``scan``, ``while``, ``cond``) on the CPU: its bodies compiled as
+      executables of their own, run by a loop over their steps (``cpu/control_flow.py``), the
+      results in planned buffers.
     - ``FALLBACK``: a primitive without a lowering for the target, run with its numpy impl (on
       a host copy on the GPU).
     """
@@ -28,6 +31,7 @@ class NodeKind(enum.StrEnum):
     SCATTER = "scatter"
     VIEW = "view"
     LIBRARY = "library"
+    LOOP = "loop"
     FALLBACK = "fallback"
 
     @property
@@ -38,7 +42,15 @@ class NodeKind(enum.StrEnum):
     @property
     def owns_buffers(self) -> bool:
         """Whether the node's outputs live in planned buffers (arena, outputs, donated)."""
-        return self in (NodeKind.KERNEL, NodeKind.DOT, NodeKind.SCATTER, NodeKind.LIBRARY)
+        return self in (
+            NodeKind.KERNEL, NodeKind.DOT, NodeKind.SCATTER, NodeKind.LIBRARY, NodeKind.LOOP
+        )  # fmt: skip
+
+    @property
+    def writes_every_result(self) -> bool:
+        """Whether the node writes each result of its equation, read later or not (it is
+        handed a buffer for each)."""
+        return self in (NodeKind.LIBRARY, NodeKind.LOOP)
 
 
 class Node:

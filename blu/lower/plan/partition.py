@@ -11,6 +11,8 @@
 - ``view``: data movement whose consumers are library calls or outputs, done as a numpy view
   (no copy; BLAS takes transposed operands as they are).
 - ``library``: a primitive with a library lowering for the target (``blu.lower.library``).
+- ``loop``: control flow on the CPU (``scan``, ``while``, ``cond``): bodies compiled as
+  executables of their own (``cpu/control_flow.py``).
 - ``fallback``: a primitive without a lowering for the target (sort, control flow, ...), run
   with its numpy impl.
 
@@ -50,6 +52,8 @@ def classify(jaxpr: Jaxpr, gpu: bool = False, target: str | None = None) -> list
             kinds.append(NodeKind.SCATTER)
         elif all(isinstance(a, Var) for a in e.invars) and library.lowering_for(e, target):
             kinds.append(NodeKind.LIBRARY)
+        elif not gpu and "loop" in lw and lw["loop"](e):
+            kinds.append(NodeKind.LOOP)
         elif can_fuse(e):
             kinds.append("fuse")
         else:

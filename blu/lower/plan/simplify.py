@@ -20,6 +20,7 @@ def simplify(jaxpr: Jaxpr) -> Jaxpr:
     """A jaxpr computing the same outputs with fewer, flatter equations."""
     j = inline_jits(jaxpr)
     j = forward_and_fold(j)
+    j = transposed_dots(j)
     j = cse(j)
     return dce_jaxpr(j)
 
@@ -99,6 +100,45 @@ def forward_and_fold(jaxpr: Jaxpr) -> Jaxpr:
         eqns.append(e)
     outs = [env.get(v, v) if isinstance(v, Var) else v for v in jaxpr.outvars]
     return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, outs)
+
+
+def transposed_dots(jaxpr: Jaxpr) -> Jaxpr:
+    """``transpose(dot_general(a, b))`` that puts ``b``'s free axes before ``a``'s is
+    ``dot_general(b, a)``: the product writes its result in the order it is read (reverse-mode
+    derivatives make these, e.g. a weight's gradient ``(x^T g)^T``), instead of a product then a
+    strided copy. Only products without batch axes, read by nothing but the transpose."""
+    uses: dict[Var, int] = {}
+    for e in jaxpr.eqns:
+        for a in e.invars:
+            if isinstance(a, Var):
+                uses[a] = uses.get(a, 0) + 1
+    for v in jaxpr.outvars:
+        if isinstance(v, Var):
+            uses[v] = uses.get(v, 0) + 1
+    producer = {v: e for e in jaxpr.eqns for v in e.outvars}
+    swapped: dict[int, JaxprEqn] = {}  # id(transpose eqn) -> the product that replaces it
+    drop: set[int] = set()
+    for e in jaxpr.eqns:
+        if e.primitive.name != "transpose" or not isinstance(e.invars[0], Var):
+            continue
+        d = producer.get(e.invars[0])
+        if d is None or d.primitive.name != "dot_general" or uses.get(e.invars[0]) != 1:
+            continue
+        (lc, rc), (lb, rb) = d.params["dimension_numbers"]
+        if lb or rb:
+            continue
+        nl = len(d.invars[0].aval.shape) - len(lc)
+        nr = len(d.invars[1].aval.shape) - len(rc)
+        if tuple(e.params["permutation"]) != tuple(range(nl, nl + nr)) + tuple(range(nl)):
+            continue
+        params = {**d.params, "dimension_numbers": ((tuple(rc), tuple(lc)), ((), ()))}
+        swapped[id(e)] = d.replace(invars=[d.invars[1], d.invars[0]], outvars=e.outvars,
+                                   params=params)  # fmt: skip
+        drop.add(id(d))
+    if not swapped:
+        return jaxpr
+    eqns = [swapped.get(id(e), e) for e in jaxpr.eqns if id(e) not in drop]
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
 
 
 def _atom_key(a: Any) -> Any:

@@ -73,7 +73,7 @@ class Steps:
             kind = node.kind
             allocs = []
             if kind.owns_buffers:  # a library call writes every result, read later or not
-                for v in node.eqns[0].outvars if kind == NodeKind.LIBRARY else node.outputs:
+                for v in node.eqns[0].outvars if kind.writes_every_result else node.outputs:
                     if memory.root[v] is v:
                         allocs.append((s(v), memory.place[v], v.aval))
             if kind == NodeKind.KERNEL:

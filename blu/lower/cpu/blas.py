@@ -1,0 +1,120 @@
+"""Threads of the matrix products of the CPU executable (numpy's BLAS).
+
+OpenBLAS's own worker threads spin while they wait for each other: when the machine has more
+runnable threads than cores, a product it splits waits for a descheduled worker and can take a
+thousand times longer than on one thread (measured: a 32x256x256 product, 58 µs on one thread,
+54 ms on two at a load average of 12 on 2 cores). So the BLAS always runs single-threaded
+(``use_threads(1)``, through OpenBLAS's own ``set_num_threads`` found in the loaded library), and
+a product large enough to pay for it (``MIN_THREADED_FLOPS``) is split by rows (or by batch)
+across a pool of our own threads (``matmul``): they block instead of spinning, and numpy releases
+the GIL inside the product. ``config.cpu_threads`` (``BLU_CPU_THREADS``) sets how many; by
+default the cores the process may use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from blu.core.config import config
+
+__all__ = ["matmul", "threads_for", "use_threads"]
+
+MIN_THREADED_FLOPS = 1 << 25  # ~34 MFLOP (~0.3 ms on a core): below this, one thread
+
+_SYMBOLS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+            "openblas_set_num_threads64_", "openblas_set_num_threads")  # fmt: skip
+_setter: object = None  # unresolved
+_current = -1
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+
+
+def _find_setter():
+    """OpenBLAS's ``set_num_threads`` from the library numpy loaded, or None."""
+    with contextlib.suppress(OSError):
+        with open("/proc/self/maps") as f:
+            libs = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and "/" in ln})
+        for path in libs:
+            with contextlib.suppress(OSError):
+                lib = ctypes.CDLL(path)
+                for sym in _SYMBOLS:
+                    fn = getattr(lib, sym, None)
+                    if fn is not None:
+                        fn.argtypes, fn.restype = [ctypes.c_int], None
+                        return fn
+    return None
+
+
+@functools.cache
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def threads_for(flops: float) -> int:
+    """The threads a product of ``flops`` floating-point operations should use."""
+    if flops < MIN_THREADED_FLOPS:
+        return 1
+    fixed = config.cpu_threads
+    return fixed if isinstance(fixed, int) and fixed >= 1 else _cores()
+
+
+def _workers(n: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < n:
+            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="blu-blas")
+            _pool_size = n
+        return _pool
+
+
+def _part(x: np.ndarray, y: np.ndarray, o: np.ndarray) -> None:
+    with np.errstate(over="ignore", invalid="ignore"):  # as the caller's (thread-local) state
+        np.matmul(x, y, out=o)
+
+
+def matmul(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, threads: int) -> None:
+    """``np.matmul(lhs, rhs, out=out)`` for 3-D ``(b, m, k) @ (b, k, n)`` operands, split into
+    ``threads`` parts by batch (``b >= threads``) or by rows of ``lhs``, each on single-threaded
+    BLAS, the caller's thread doing one part. ``out`` is C-contiguous, so each part writes a
+    dense block of it."""
+    use_threads(1)
+    b, m = lhs.shape[0], lhs.shape[1]
+    if threads <= 1 or (b < threads and m < 8 * threads):
+        np.matmul(lhs[0], rhs[0], out=out[0]) if b == 1 else np.matmul(lhs, rhs, out=out)
+        return
+    if b >= threads:
+        cuts = [b * i // threads for i in range(threads + 1)]
+        parts = [(lhs[c0:c1], rhs[c0:c1], out[c0:c1]) for c0, c1 in zip(cuts, cuts[1:])]
+    else:
+        cuts = [m * i // threads for i in range(threads + 1)]
+        parts = [(lhs[j, c0:c1], rhs[j], out[j, c0:c1]) for j in range(b)
+                 for c0, c1 in zip(cuts, cuts[1:])]  # fmt: skip
+    pool = _workers(threads - 1)
+    futures = [pool.submit(_part, x, y, o) for x, y, o in parts[1:]]
+    x, y, o = parts[0]
+    np.matmul(x, y, out=o)
+    for f in futures:
+        f.result()
+
+
+def use_threads(n: int) -> None:
+    """Set the BLAS's thread count to ``n`` (a no-op when it already is, or with no OpenBLAS)."""
+    global _setter, _current
+    if n == _current:
+        return
+    if _setter is None:
+        _setter = _find_setter() or False
+    if _setter:
+        _setter(n)
+    _current = n

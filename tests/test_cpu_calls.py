@@ -1,0 +1,72 @@
+"""What a jitted CPU call does with its arrays: a user's numpy arguments are read in place
+but never handed back or written; large outputs are recycled only once the caller dropped them;
+products pick their BLAS threads (blu/lower/cpu/executable.py, blu/lower/cpu/blas.py)."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+
+import blu
+from blu.core.config import config
+from blu.lower.cpu import blas
+
+
+def test_outputs_never_alias_a_users_argument():
+    y = np.arange(6, dtype=np.float32)
+    same = blu.jit(lambda x: x)(y)
+    view = blu.jit(lambda x: x.reshape(2, 3))(y)
+    y[:] = -1.0
+    np.testing.assert_array_equal(np.asarray(same), np.arange(6, dtype=np.float32))
+    np.testing.assert_array_equal(np.asarray(view).ravel(), np.arange(6, dtype=np.float32))
+    assert y.flags.writeable  # the user's array is left as it was
+
+
+def test_donated_user_array_is_not_written():
+    x = np.ones(1 << 18, np.float32)
+    out = blu.jit(lambda a: a * 3.0, donate_argnums=0)(x)
+    np.testing.assert_array_equal(x, 1.0)
+    np.testing.assert_array_equal(np.asarray(out), 3.0)
+
+
+def test_large_outputs_held_by_the_caller_are_not_reused():
+    n = 1 << 19  # 2 MiB of float32: pooled
+    f = blu.jit(lambda a, s: a * s)
+    x = np.arange(n, dtype=np.float32)
+    held = [f(x, np.float32(k)) for k in range(3)]
+    view = np.asarray(f(x, np.float32(7.0)))[::2]  # only a view of this result is kept
+    for k, h in enumerate(held):
+        np.testing.assert_array_equal(np.asarray(h), x * k)
+    f(x, np.float32(9.0))
+    np.testing.assert_array_equal(view, (x * 7.0)[::2])
+    del held
+    gc.collect()
+    for k in range(3):  # dropped results' buffers come back, with the new values
+        np.testing.assert_array_equal(np.asarray(f(x, np.float32(k + 10))), x * (k + 10))
+
+
+def test_product_threads():
+    assert blas.threads_for(1e3) == 1
+    with config.override(cpu_threads=3):
+        assert blas.threads_for(1e12) == 3
+        assert blas.threads_for(1e3) == 1
+    assert 1 <= blas.threads_for(1e12)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((301, 400)).astype(np.float32)
+    with config.override(cpu_threads=3):  # split by rows (301 is not a multiple of 3)
+        got = np.asarray(blu.jit(lambda a: a @ a.T)(a))
+    want = a.astype(np.float64) @ a.T.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_split_products_by_rows_and_by_batch():
+    rng = np.random.default_rng(1)
+    shapes = [(1, 37, 5, 3, 2), (5, 4, 6, 7, 2), (2, 33, 8, 9, 3), (1, 3, 4, 5, 4)]
+    for b, m, k, n, threads in shapes:
+        x = rng.standard_normal((b, m, k)).astype(np.float32)
+        y = rng.standard_normal((b, k, n)).astype(np.float32)
+        out = np.full((b, m, n), np.nan, np.float32)
+        blas.matmul(x, y, out, threads)
+        want = np.einsum("bmk,bkn->bmn", x.astype(np.float64), y.astype(np.float64))
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
