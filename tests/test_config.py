@@ -36,6 +36,7 @@ AGREED = {
     "kernel_cache_size": "BLU_KERNEL_CACHE_SIZE",
     "flash_attention": "BLU_FLASH_ATTENTION",
     "gpu_memory_limit": "BLU_GPU_MEMORY_LIMIT",
+    "gpu_kernels": "BLU_GPU_KERNELS",
 }
 
 

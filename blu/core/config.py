@@ -52,6 +52,10 @@ Flags (environment variable, type, default):
   caching allocator of each GPU (real or simulated) may hold from the driver; 0: no cap (as
   PyTorch's ``set_per_process_memory_fraction``). Past it, allocations raise
   ``BluOutOfMemoryError`` as if the device were full.
+- ``gpu_kernels`` (``BLU_GPU_KERNELS``, 1 | 2, 2): the GPU kernel emitter's generation: 2
+  issues several independent loads per thread in strided loops and keeps a row group's
+  per-row totals in registers; 1 is the emitter before that (kept for before/after timing,
+  ``benchmarks/gpu_kernels.py``). Part of every GPU kernel's cache key.
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
@@ -116,6 +120,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "kernel_cache_size": ("BLU_KERNEL_CACHE_SIZE", _int, 1024),
     "flash_attention": ("BLU_FLASH_ATTENTION", _bool, True),
     "gpu_memory_limit": ("BLU_GPU_MEMORY_LIMIT", _int, 0),
+    "gpu_kernels": ("BLU_GPU_KERNELS", _int, 2),
 }
 
 
