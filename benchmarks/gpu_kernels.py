@@ -199,8 +199,9 @@ def report(results: list[dict], copy_gbps: float) -> str:
                          f"{mb:>8.1f} {k['gb_per_s']:>7.0f} "
                          f"{k['gb_per_s'] / copy_gbps:>7.0%}")  # fmt: skip
         gbps = k_mb / k_us * 1e-3 if k_us else 0.0
-        lines.append(f"{r['case']:<10} {r['gen']:>3} {'= all kernels (call: ' + format(r['call_us'], '.1f') + ' us)':<60} "  # noqa: E501
-                     f"{k_us:>9.1f} {k_mb:>8.1f} {gbps:>7.0f} {gbps / copy_gbps:>7.0%}")  # fmt: skip
+        total = f"= all kernels (call: {r['call_us']:.1f} us)"
+        lines.append(f"{r['case']:<10} {r['gen']:>3} {total:<60} {k_us:>9.1f} {k_mb:>8.1f} "
+                     f"{gbps:>7.0f} {gbps / copy_gbps:>7.0%}")  # fmt: skip
     by = {(r["case"], r["gen"]): r for r in results}
     lines.append("")
     for case in dict.fromkeys(r["case"] for r in results):

@@ -40,13 +40,7 @@ from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.jaxpr import Var
 from blu.lower.mlir.codegen import KernelEmitter
-from blu.lower.mlir.codegen_rows import (
-    RowGroupEmitter,
-    group_block,
-    group_launch,
-    pow2_at_least,
-    row_groups,
-)
+from blu.lower.mlir.codegen_rows import RowGroupEmitter, group_launch, pow2_at_least, row_groups
 from blu.lower.mlir.codegen_strided import MAP_UNROLL, ROW_UNROLL, StridedEmitter, loads_first
 from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix

@@ -78,7 +78,8 @@ class StridedEmitter:
         return accs
 
     def _strided(self, nest: Nest, lo: str, n: int, step: int, point: Callable[[str], Idx],
-                 reds: list[Var], inits: list[tuple[str, str]], unroll: int) -> list[str]:  # fmt: skip
+                 reds: list[Var], inits: list[tuple[str, str]],
+                 unroll: int) -> list[str]:  # fmt: skip
         """The loop ``for r = lo; r < n; r += step`` (``0 <= lo < step``) visiting
         ``point(r)``, its reductions starting from ``inits`` (``(value, type)``): chunks of
         ``unroll`` iterations with their loads first, then the rolled remainder. Returns the
