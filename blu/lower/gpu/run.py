@@ -32,6 +32,7 @@ from blu.cuda.errors import CudaOutOfMemoryError
 from blu.cuda.profile import compute_class, peaks_for, profiler
 from blu.lower import library
 from blu.lower.gpu.executable import GpuFallbackError, _precision, call_host_kernel, host_kernel
+from blu.lower.mlir.codegen_strided import ALIGN
 from blu.lower.plan.memory_report import out_of_memory_error
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
@@ -128,6 +129,8 @@ class Bound:
         for a, v in zip(args, exe.jaxpr.invars, strict=True):
             if not isinstance(a, DeviceArray) or a.device is not dev:
                 a = _put(np.asarray(a, v.aval.dtype), dev)
+            elif a.ptr % ALIGN and a.nbytes and not self.fake:
+                a = _aligned_copy(a, dev)  # kernels assume aligned buffers (vector accesses)
             arrays.append(a)
         donatable = self._donatable(arrays)
         self.calls += 1
@@ -459,6 +462,14 @@ def _module(dev: Any, mod: Any) -> Any:
             m = driver.Module(mod.ptx, name=mod.name)
         cache[mod.key] = m
     return m
+
+
+def _aligned_copy(a: DeviceArray, dev: Any) -> DeviceArray:
+    """A copy of ``a`` in a fresh (512-byte aligned) block: an argument at an address that is
+    not ``ALIGN``-aligned (a DLPack view at an offset) cannot be read with vector loads."""
+    fresh = DeviceArray.empty(a.shape, a.dtype, dev)
+    dev.copy_d2d(fresh.ptr, a.ptr, a.nbytes)
+    return fresh
 
 
 def _put(x: np.ndarray, dev: Any) -> DeviceArray:

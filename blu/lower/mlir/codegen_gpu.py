@@ -41,7 +41,13 @@ from blu.core.aval import ShapedArray
 from blu.core.jaxpr import Var
 from blu.lower.mlir.codegen import KernelEmitter
 from blu.lower.mlir.codegen_rows import RowGroupEmitter, group_launch, pow2_at_least, row_groups
-from blu.lower.mlir.codegen_strided import MAP_UNROLL, ROW_UNROLL, StridedEmitter, loads_first
+from blu.lower.mlir.codegen_strided import (
+    ALIGN,
+    ROW_UNROLL,
+    StridedEmitter,
+    loads_first,
+    map_unroll,
+)
 from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix
 
@@ -112,10 +118,10 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
     return plans
 
 
-def map_grid(K: int) -> int:
-    """Blocks of a ``map`` nest over ``K`` elements (generation 2: ``MAP_UNROLL`` or more
-    elements per thread, so its loop has whole chunks)."""
-    per = BLOCK * (MAP_UNROLL if loads_first() else 1)
+def map_grid(K: int, layout: KernelLayout) -> int:
+    """Blocks of a ``map`` nest over ``K`` elements of ``layout``'s kernel (generation 2:
+    ``map_unroll`` elements per thread and chunk, so its loop has whole chunks)."""
+    per = BLOCK * (map_unroll(layout) if loads_first() else 1)
     return max(1, min(-(-K // per), MAX_MAP_GRID))
 
 
@@ -134,7 +140,7 @@ def launches(layout: KernelLayout, sym: str) -> list[Launch]:
                 out.append(Launch(name, *group_launch(p)))
         elif p.strategy == "map":
             if p.K:
-                out.append(Launch(name, map_grid(p.K), BLOCK))
+                out.append(Launch(name, map_grid(p.K, layout), BLOCK))
         elif p.strategy == "thread":
             if p.K:
                 out.append(Launch(name, -(-p.K // BLOCK), BLOCK))
@@ -154,6 +160,21 @@ class GpuBuilder(Builder):
 
     def libm(self, fn: str, args: Any, ty: str) -> str:
         return super().libm("__nv_" + fn, args, ty)
+
+    def f32_to_bf16(self, x: str) -> str:
+        """Generation 2: the hardware's conversion (``cvt.rn.bf16.f32``, sm_80+: the integer
+        form's rounding to nearest even in one instruction), a NaN kept as the integer form
+        keeps it (its sign and upper payload, quieted) so both give the same bits."""
+        if not loads_first():
+            return super().f32_to_bf16(x)
+        i32 = "i32"
+        cvt = self.op(f"arith.bitcast {self.op(f'arith.truncf {x} : f32 to bf16')} : bf16 to i16")
+        hi = self.op(f"arith.shrui {self.op(f'arith.bitcast {x} : f32 to i32')}, "
+                     f"{self.const(16, i32)} : i32")  # fmt: skip
+        quiet = self.op(f"arith.trunci {self.op(f'arith.ori {hi}, {self.const(0x40, i32)} : i32')}"
+                        " : i32 to i16")  # fmt: skip
+        nan = self.op(f"arith.cmpf uno, {x}, {x} : f32")
+        return self.op(f"arith.select {nan}, {quiet}, {cvt} : i16")
 
 
 class GpuKernelEmitter(RowGroupEmitter, StridedEmitter, KernelEmitter):
@@ -178,9 +199,11 @@ class GpuKernelEmitter(RowGroupEmitter, StridedEmitter, KernelEmitter):
 
     def _end(self, fname: str) -> None:
         j, lay = self.layout.jaxpr, self.layout
-        params = [f"%in{i}: {memref_type(v.aval)}" for i, v in enumerate(j.invars)]
-        params += [f"%out{i}: {memref_type(v.aval)}" for i, v in enumerate(j.outvars)]
-        params += [f"%tmp{i}: {memref_type(a)}" for i, a in enumerate(lay.scratch)]
+        # generation 2: every buffer is ALIGN-byte aligned (codegen_strided): vector accesses
+        al = f" {{llvm.align = {ALIGN} : i64}}" if loads_first() else ""
+        params = [f"%in{i}: {memref_type(v.aval)}{al}" for i, v in enumerate(j.invars)]
+        params += [f"%out{i}: {memref_type(v.aval)}{al}" for i, v in enumerate(j.outvars)]
+        params += [f"%tmp{i}: {memref_type(a)}{al}" for i, a in enumerate(lay.scratch)]
         lines = [f"    gpu.func @{fname}({', '.join(params)}) kernel {{"]
         lines += ["  " + ln for ln in self.b.const_lines] + self.b.lines
         lines += ["      gpu.return", "    }"]
@@ -253,10 +276,10 @@ class GpuKernelEmitter(RowGroupEmitter, StridedEmitter, KernelEmitter):
     def _emit_map(self, nest: Nest, p: NestPlan, fname: str) -> None:
         self._begin()
         start, stride = self._global_thread()
-        if loads_first():  # the launch's geometry is known: a constant stride, whole chunks
-            T = map_grid(p.K) * BLOCK
-            self._strided(nest, start, p.K, T, lambda r: self._point(nest, p, r, None), [], [],
-                          MAP_UNROLL)  # fmt: skip
+        if loads_first():  # the launch's geometry is known: contiguous chunks, vector accesses
+            T = map_grid(p.K, self.layout) * BLOCK
+            self._contiguous(nest, start, p.K, T, lambda r: self._point(nest, p, r, None),
+                             map_unroll(self.layout))  # fmt: skip
             self._end(fname)
             return
         lin, _, _ = self._open(start, self.b.index(p.K), stride)
