@@ -118,10 +118,10 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
     return plans
 
 
-def map_grid(K: int, layout: KernelLayout) -> int:
+def map_grid(K: int, layout: KernelLayout, nest: Nest) -> int:
     """Blocks of a ``map`` nest over ``K`` elements of ``layout``'s kernel (generation 2:
     ``map_unroll`` elements per thread and chunk, so its loop has whole chunks)."""
-    per = BLOCK * (map_unroll(layout) if loads_first() else 1)
+    per = BLOCK * (map_unroll(layout, nest) if loads_first() else 1)
     return max(1, min(-(-K // per), MAX_MAP_GRID))
 
 
@@ -134,13 +134,13 @@ def launches(layout: KernelLayout, sym: str) -> list[Launch]:
     """The launches of a kernel, in order (nests with nothing to do are skipped)."""
     out = []
     for j, p in enumerate(plan_nests(layout)):
-        name = f"{sym}_{j}"
+        name, nest = f"{sym}_{j}", layout.nests[j]
         if p.group >= 0:
             if p.group == j:
                 out.append(Launch(name, *group_launch(p)))
         elif p.strategy == "map":
             if p.K:
-                out.append(Launch(name, map_grid(p.K, layout), BLOCK))
+                out.append(Launch(name, map_grid(p.K, layout, nest), BLOCK))
         elif p.strategy == "thread":
             if p.K:
                 out.append(Launch(name, -(-p.K // BLOCK), BLOCK))
@@ -277,9 +277,9 @@ class GpuKernelEmitter(RowGroupEmitter, StridedEmitter, KernelEmitter):
         self._begin()
         start, stride = self._global_thread()
         if loads_first():  # the launch's geometry is known: contiguous chunks, vector accesses
-            T = map_grid(p.K, self.layout) * BLOCK
+            T = map_grid(p.K, self.layout, nest) * BLOCK
             self._contiguous(nest, start, p.K, T, lambda r: self._point(nest, p, r, None),
-                             map_unroll(self.layout))  # fmt: skip
+                             map_unroll(self.layout, nest))  # fmt: skip
             self._end(fname)
             return
         lin, _, _ = self._open(start, self.b.index(p.K), stride)

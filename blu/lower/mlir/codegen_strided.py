@@ -39,6 +39,7 @@ from blu.lower.plan.fusion import Nest, is_arg_reduce
 
 ROW_UNROLL = 8  # points per chunk of a reduction loop (row pass, split stage 1)
 MAP_UNROLL = 4  # contiguous elements per thread and chunk of an elementwise loop (8 for 16-bit)
+MAP_VALUES = 16  # most stored values per chunk of an elementwise loop (registers)
 ALIGN = 16  # bytes: every buffer a generation-2 kernel gets is aligned so (``llvm.align``)
 
 
@@ -59,11 +60,16 @@ def loads_first() -> bool:
     return generation() >= 2
 
 
-def map_unroll(layout: Any) -> int:
-    """Contiguous elements per thread and chunk of the elementwise loops of ``layout``'s kernel:
-    16 bytes of its narrowest buffer, at least ``MAP_UNROLL``."""
+def map_unroll(layout: Any, nest: Nest) -> int:
+    """Contiguous elements per thread and chunk of the elementwise loop of ``nest``: 16 bytes of
+    the kernel's narrowest buffer (4 or 8), fewer for a nest storing many members (at most
+    ``MAP_VALUES`` stored values per chunk: the chunk's values are all live at once, and a
+    nest of 16 members unrolled 8 times spilled on sm_90)."""
     sizes = [v.aval.dtype.itemsize for v in layout.buffer] or [4]
-    return max(MAP_UNROLL, min(8, ALIGN // max(1, min(sizes))))
+    u = max(MAP_UNROLL, min(8, ALIGN // max(1, min(sizes))))
+    while u > 1 and u * len(nest.members) > MAP_VALUES:
+        u //= 2
+    return u
 
 
 class StridedEmitter:
@@ -105,6 +111,8 @@ class StridedEmitter:
         b = self.b
         types = [t for _, t in inits]
         accs = [v for v, _ in inits]
+        while unroll > 1 and unroll * len(nest.members) > 2 * MAP_VALUES:
+            unroll //= 2  # the chunk's values are live at once: bound the registers
         chunks = (n // step) // unroll if unroll > 1 else 0
         saved = dict(self.cache)  # values made inside a loop do not outlive it
         if chunks:
