@@ -198,7 +198,7 @@ def report(results: list[dict], copy_gbps: float) -> str:
             lines.append(f"{r['case']:<10} {r['gen']:>3} {_short(k['name']):<60} {us:>9.1f} "
                          f"{mb:>8.1f} {k['gb_per_s']:>7.0f} "
                          f"{k['gb_per_s'] / copy_gbps:>7.0%}")  # fmt: skip
-        gbps = k_mb / k_us * 1e-3 if k_us else 0.0
+        gbps = k_mb / k_us * 1e3 if k_us else 0.0  # MB per us = 1000 GB/s
         total = f"= all kernels (call: {r['call_us']:.1f} us)"
         lines.append(f"{r['case']:<10} {r['gen']:>3} {total:<60} {k_us:>9.1f} {k_mb:>8.1f} "
                      f"{gbps:>7.0f} {gbps / copy_gbps:>7.0%}")  # fmt: skip
