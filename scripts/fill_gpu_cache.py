@@ -4,17 +4,18 @@ GPT-2 example and the GPT-2 benchmark run is compiled here, to PTX and (with ptx
     python scripts/fill_gpu_cache.py [--cache .blu_cache] [--skip-tests] [--skip-example]
                                      [--skip-bench] [--skip-parallel] [--bench-modes fp32,bf16]
                                      [--skip-max-batch] [--max-batch-modes bf16]
+                                     [--skip-kernel-bench]
 
 How: the GPU tests and the example run on a simulated GPU (``BLU_FAKE_GPU=1``: device arrays in
 host memory, each fused kernel's CPU build executed while its GPU build is compiled into the
 cache), so exactly the kernels they will ask for on the GPU get compiled; the benchmark's programs
-(GPT-2 124M, too big to run here) are lowered with ``jit(f).lower(*specs, target="cuda:sm_90")
-.compile()``, which compiles without running; so are those of the benchmark's
-``--find-max-batch`` run, at the one batch per mode that blu's memory plan predicts for an H200
-(``--device-memory``, ``--max-batch-margin``: the values the GPU run uses). Then carry the cache
-folder to the GPU machine and point ``BLU_CACHE_DIR`` at it (``scripts/gpu_check.sh`` does).
-Only the GPU entries travel: they are copied to ``<cache>-gpu`` (``.blu_cache-gpu``), which is
-the folder to carry.
+(GPT-2 124M, too big to run here) and ``benchmarks/gpu_kernels.py``'s (both emitter generations)
+are lowered with ``jit(f).lower(*specs, target="cuda:sm_90").compile()``, which compiles without
+running; so are those of the benchmark's ``--find-max-batch`` run, at the one batch per mode
+that blu's memory plan predicts for an H200 (``--device-memory``, ``--max-batch-margin``: the
+values the GPU run uses). Then carry the cache folder to the GPU machine and point
+``BLU_CACHE_DIR`` at it (``scripts/gpu_check.sh`` does). Only the GPU entries travel: they are
+copied to ``<cache>-gpu`` (``.blu_cache-gpu``), which is the folder to carry.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GPU_TESTS = [
     "tests/test_gpu_kernels.py",
     "tests/test_gpu_row_groups.py",
+    "tests/test_gpu_generations.py",
     "tests/test_gpu_executable.py",
     "tests/test_lower_gather_scatter.py",
     "tests/test_flash_attention_gpu.py",
@@ -90,6 +92,8 @@ def main() -> int:
     )
     p.add_argument("--skip-parallel", action="store_true",
                    help="skip scripts/parallel_gpu_world1.py's distributed programs")  # fmt: skip
+    p.add_argument("--skip-kernel-bench", action="store_true",
+                   help="skip benchmarks/gpu_kernels.py's programs")  # fmt: skip
     p.add_argument("--bench-modes", default="fp32,tf32,bf16")
     p.add_argument(
         "--skip-max-batch",
@@ -171,6 +175,10 @@ def main() -> int:
         )
         ok &= run([sys.executable, "-c", code], dict(env, BLU_FAKE_GPU="0"),
                   "GPT-2 --find-max-batch programs (the plan's batch per mode)")  # fmt: skip
+    if not a.skip_kernel_bench:
+        ok &= run([sys.executable, str(ROOT / "benchmarks" / "gpu_kernels.py"), "--fill"],
+                  dict(env, BLU_FAKE_GPU="0"),
+                  "GPU kernel benchmark programs, lowered for cuda:sm_90")  # fmt: skip
     n = export_gpu_entries(Path(a.cache), Path(a.cache + "-gpu"))
     print(f"[fill] {a.cache}: {n} GPU kernels, copied to {a.cache}-gpu (carry that folder)")
     return 0 if ok else 1

@@ -3,7 +3,11 @@
     python scripts/summarize_trace.py TRACE.json [--top 20] [--gaps 10]
 
 Prints the kernels (device spans: fused kernels, products, library calls, host fallbacks) with
-the most total time, then the host gaps between device work: per device lane, the idle time
+the most total time — with, where the span carries its work (``bytes``, ``flops`` and ``peak`` in
+its args, as ``blu.cuda.profile`` writes them), the achieved GB/s or TFLOP/s and its fraction of
+the device's peak — then the host time per call of each GPU program (``launch jit(...)`` host
+spans: the Python launch loop's wall time against the GPU time of the call), then the host
+gaps between device work: per device lane, the idle time
 between one span's end and the next one's start, the largest gaps and what the host was doing
 during each (the innermost host span active at the gap's middle, e.g. ``trace jit(step)`` or
 ``compile jit(step)``).
@@ -43,10 +47,14 @@ def top_kernels(events: list[dict]) -> list[dict[str, Any]]:
         if e.get("ph") != "X" or e.get("cat") != "device":
             continue
         r = rows.setdefault(e["name"], {"name": e["name"], "calls": 0, "total_us": 0.0,
-                                        "kind": "", "source": ""})  # fmt: skip
+                                        "kind": "", "source": "", "bytes": 0.0, "flops": 0.0,
+                                        "peak": ""})  # fmt: skip
         r["calls"] += 1
         r["total_us"] += e.get("dur", 0.0)
         args = e.get("args") or {}
+        r["bytes"] += float(args.get("bytes", 0) or 0)
+        r["flops"] += float(args.get("flops", 0) or 0)
+        r["peak"] = r["peak"] or args.get("peak", "")
         r["kind"] = r["kind"] or args.get("kind", "")
         r["source"] = r["source"] or (args.get("source", "").splitlines() or [""])[0]
     grand = sum(r["total_us"] for r in rows.values()) or 1.0
@@ -54,6 +62,49 @@ def top_kernels(events: list[dict]) -> list[dict[str, Any]]:
     for r in out:
         r["mean_us"] = r["total_us"] / r["calls"]
         r["percent"] = 100 * r["total_us"] / grand
+        r["achieved"], r["fraction"] = achieved(r)
+    return out
+
+
+def achieved(row: dict[str, Any]) -> tuple[str, float]:
+    """A kernel row's achieved rate (text) and its fraction of the peak its spans name
+    (``"4000 GB/s"`` or ``"989 TFLOP/s"``); ``("", 0.0)`` when the spans carry no work."""
+    t = row["total_us"] * 1e-6
+    if not t or not (row["bytes"] or row["flops"]):
+        return "", 0.0
+    if row["flops"]:
+        rate, unit = row["flops"] / t / 1e12, "TFLOP/s"
+    else:
+        rate, unit = row["bytes"] / t / 1e9, "GB/s"
+    parts = row["peak"].split()
+    frac = rate / float(parts[0]) if len(parts) == 2 and parts[1] == unit and float(parts[0]) else 0
+    return f"{rate:.1f} {unit}" if unit == "TFLOP/s" else f"{rate:.0f} {unit}", frac
+
+
+def host_per_call(events: list[dict]) -> list[dict[str, Any]]:
+    """Per GPU program (host spans ``launch <name>``, category "launch"): calls, the mean host
+    wall time of the launch loop, and the mean device time the call's spans cover (the first
+    device span starting inside the launch to the end of the last one before the next launch of
+    any program), both in microseconds."""
+    launches = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "launch"),
+                      key=lambda e: e["ts"])  # fmt: skip
+    dev = sorted((e["ts"], e["ts"] + e.get("dur", 0.0)) for e in events
+                  if e.get("ph") == "X" and e.get("cat") == "device")  # fmt: skip
+    rows: dict[str, dict[str, Any]] = {}
+    for i, e in enumerate(launches):
+        lo = e["ts"]
+        hi = launches[i + 1]["ts"] if i + 1 < len(launches) else float("inf")
+        mine = [d for d in dev if lo <= d[0] < hi]
+        gpu = (max(d[1] for d in mine) - min(d[0] for d in mine)) if mine else 0.0
+        name = e["name"].removeprefix("launch ")
+        r = rows.setdefault(name, {"name": name, "calls": 0, "host_us": 0.0, "gpu_us": 0.0})
+        r["calls"] += 1
+        r["host_us"] += e.get("dur", 0.0)
+        r["gpu_us"] += gpu
+    out = sorted(rows.values(), key=lambda r: -r["gpu_us"])
+    for r in out:
+        r["host_us"] /= r["calls"]
+        r["gpu_us"] /= r["calls"]
     return out
 
 
@@ -96,13 +147,24 @@ def report(events: list[dict], top: int = 20, n_gaps: int = 10) -> str:
     if not rows:
         return "no device spans in this trace (was anything jitted while it was recorded?)"
     width = min(70, max(len(r["name"]) for r in rows[:top]))
-    head = f"{'kernel':<{width}} {'calls':>6} {'total ms':>9} {'mean us':>9} {'%':>6}  source"
+    head = (f"{'kernel':<{width}} {'calls':>6} {'total ms':>9} {'mean us':>9} {'%':>6} "
+            f"{'achieved':>14} {'of peak':>7}  source")  # fmt: skip
     lines = [f"top kernels by total time ({len(rows)} distinct):", head, "-" * len(head)]
     for r in rows[:top]:
+        frac = f"{100 * r['fraction']:.0f}%" if r["fraction"] else ""
         lines.append(
             f"{r['name'][:width]:<{width}} {r['calls']:>6} {r['total_us'] / 1e3:>9.3f} "
-            f"{r['mean_us']:>9.1f} {r['percent']:>6.1f}  {r['source']}"
+            f"{r['mean_us']:>9.1f} {r['percent']:>6.1f} {r['achieved']:>14} {frac:>7}  "
+            f"{r['source']}"
         )
+    calls = host_per_call(events)
+    if calls:
+        lines += ["", "host time per call (launch loop wall time vs the call's GPU time):"]
+        for c in calls:
+            lines.append(
+                f"  {c['name']}: {c['calls']} calls, host {c['host_us'] / 1e3:.3f} ms, "
+                f"GPU {c['gpu_us'] / 1e3:.3f} ms per call"
+            )
     g = host_gaps(events)
     busy_pct = 100 * g["busy_us"] / g["span_us"] if g["span_us"] else 100.0
     lines += [

@@ -37,6 +37,7 @@ AGREED = {
     "flash_attention": "BLU_FLASH_ATTENTION",
     "gpu_memory_limit": "BLU_GPU_MEMORY_LIMIT",
     "cpu_threads": "BLU_CPU_THREADS",
+    "gpu_kernels": "BLU_GPU_KERNELS",
 }
 
 

@@ -55,6 +55,10 @@ Flags (environment variable, type, default):
 - ``cpu_threads`` (``BLU_CPU_THREADS``, int >= 1, None): threads a large matrix product of the
   CPU executable is split across (each part on single-threaded BLAS); None: the cores the
   process may use (``blu/lower/cpu/blas.py``).
+- ``gpu_kernels`` (``BLU_GPU_KERNELS``, 1 | 2, 2): the GPU kernel emitter's generation: 2
+  issues several independent loads per thread in strided loops and keeps a row group's
+  per-row totals in registers; 1 is the emitter before that (kept for before/after timing,
+  ``benchmarks/gpu_kernels.py``). Part of every GPU kernel's cache key.
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
@@ -120,6 +124,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "flash_attention": ("BLU_FLASH_ATTENTION", _bool, True),
     "gpu_memory_limit": ("BLU_GPU_MEMORY_LIMIT", _int, 0),
     "cpu_threads": ("BLU_CPU_THREADS", _int, None),
+    "gpu_kernels": ("BLU_GPU_KERNELS", _int, 2),
 }
 
 

@@ -29,9 +29,10 @@ from blu.core.jaxpr import Literal, Var
 from blu.cuda.array import DeviceArray, default_device
 from blu.cuda.cublaslt import gemm_spec
 from blu.cuda.errors import CudaOutOfMemoryError
-from blu.cuda.profile import profiler
+from blu.cuda.profile import compute_class, peaks_for, profiler
 from blu.lower import library
 from blu.lower.gpu.executable import GpuFallbackError, _precision, call_host_kernel, host_kernel
+from blu.lower.mlir.codegen_strided import ALIGN
 from blu.lower.plan.memory_report import out_of_memory_error
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
@@ -71,6 +72,8 @@ class Bound:
             dev.activate()
         self.steps = [self._runner(step) for step in st.steps]
         self.work = [_work(step[0], step[1], step[3]) for step in self.steps]  # for BLU_PROFILE
+        if profiler.enabled and not self.fake:  # the fractions of peak against this device's
+            profiler.peaks = peaks_for(getattr(dev, "device_kind", ""))
         graph_safe = all(
             step[1][0].graph_safe for step in self.steps if step[0] == NodeKind.LIBRARY
         )
@@ -126,6 +129,8 @@ class Bound:
         for a, v in zip(args, exe.jaxpr.invars, strict=True):
             if not isinstance(a, DeviceArray) or a.device is not dev:
                 a = _put(np.asarray(a, v.aval.dtype), dev)
+            elif a.ptr % ALIGN and a.nbytes and not self.fake:
+                a = _aligned_copy(a, dev)  # kernels assume aligned buffers (vector accesses)
             arrays.append(a)
         donatable = self._donatable(arrays)
         self.calls += 1
@@ -203,9 +208,10 @@ class Bound:
                 mem = {"allocated": st.get("allocated_bytes", 0),
                        "reserved": st.get("reserved_bytes", 0)}  # fmt: skip
                 tw.counter(f"memory {self.dev}", mem)
-            for step, (name, nbytes, flops), lab in zip(self.steps, self.work, labels):
-                with profiler.region(name, self.dev.stream_id, nbytes, flops, args=lab):
-                    self._step(step, ptr, keep, arena_ptr)
+            with profiler.call(f"jit({self.exe.name})", self.dev.stream_id):
+                for step, (name, nbytes, flops, peak), lab in zip(self.steps, self.work, labels):
+                    with profiler.region(name, self.dev.stream_id, nbytes, flops, lab, peak):
+                        self._step(step, ptr, keep, arena_ptr)
         else:
             for step in self.steps:
                 self._step(step, ptr, keep, arena_ptr)
@@ -424,18 +430,21 @@ def _nbytes(vs: Any) -> int:
     return sum(v.aval.size * v.aval.dtype.itemsize for v in {id(v): v for v in vs}.values())
 
 
-def _work(kind: str, info: Any, node: Any) -> tuple[str, int, int]:
-    """A step's profile row name, bytes read and written, and floating-point operations."""
+def _work(kind: str, info: Any, node: Any) -> tuple[str, int, int, str]:
+    """A step's profile row name, minimal bytes (inputs read once, outputs written once),
+    floating-point operations, and the peak to compare with (``blu.cuda.profile.Peaks``: a
+    product's compute class, else "copy")."""
     out = node.outputs[0].aval.str_short() if node.outputs else ""
     if kind == NodeKind.DOT:
-        spec, precision = info[0], info[6]
+        spec, in_dt, precision = info[0], info[4], info[6]
         e = node.eqns[0]
         ins = "x".join(a.aval.str_short() for a in e.invars)
         flops = 2 * spec.batch * spec.m * spec.n * spec.k
-        return f"cublasLt {ins} {precision}", _nbytes([*e.invars, *e.outvars]), flops
+        peak = compute_class(np.dtype(in_dt).name, precision)
+        return f"cublasLt {ins} {precision}", _nbytes([*e.invars, *e.outvars]), flops, peak
     ins = node.inputs if kind != NodeKind.FALLBACK else [a for a in node.eqns[0].invars
                                                   if isinstance(a, Var)]  # fmt: skip
-    return f"{node.label()} -> {out}", _nbytes([*ins, *node.outputs]), 0
+    return f"{node.label()} -> {out}", _nbytes([*ins, *node.outputs]), 0, "copy"
 
 
 def _module(dev: Any, mod: Any) -> Any:
@@ -453,6 +462,14 @@ def _module(dev: Any, mod: Any) -> Any:
             m = driver.Module(mod.ptx, name=mod.name)
         cache[mod.key] = m
     return m
+
+
+def _aligned_copy(a: DeviceArray, dev: Any) -> DeviceArray:
+    """A copy of ``a`` in a fresh (512-byte aligned) block: an argument at an address that is
+    not ``ALIGN``-aligned (a DLPack view at an offset) cannot be read with vector loads."""
+    fresh = DeviceArray.empty(a.shape, a.dtype, dev)
+    dev.copy_d2d(fresh.ptr, a.ptr, a.nbytes)
+    return fresh
 
 
 def _put(x: np.ndarray, dev: Any) -> DeviceArray:

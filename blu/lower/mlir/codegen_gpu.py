@@ -41,6 +41,13 @@ from blu.core.aval import ShapedArray
 from blu.core.jaxpr import Var
 from blu.lower.mlir.codegen import KernelEmitter
 from blu.lower.mlir.codegen_rows import RowGroupEmitter, group_launch, pow2_at_least, row_groups
+from blu.lower.mlir.codegen_strided import (
+    ALIGN,
+    ROW_UNROLL,
+    StridedEmitter,
+    loads_first,
+    map_unroll,
+)
 from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix
 
@@ -111,22 +118,34 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
     return plans
 
 
+def map_grid(K: int, layout: KernelLayout, nest: Nest) -> int:
+    """Blocks of a ``map`` nest over ``K`` elements of ``layout``'s kernel (generation 2:
+    ``map_unroll`` elements per thread and chunk, so its loop has whole chunks)."""
+    per = BLOCK * (map_unroll(layout, nest) if loads_first() else 1)
+    return max(1, min(-(-K // per), MAX_MAP_GRID))
+
+
+def row_block(R: int) -> int:
+    """Threads per block of a ``row`` nest (not in a group) over rows of ``R`` elements."""
+    return min(1024, max(64, pow2_at_least(R // 4)))
+
+
 def launches(layout: KernelLayout, sym: str) -> list[Launch]:
     """The launches of a kernel, in order (nests with nothing to do are skipped)."""
     out = []
     for j, p in enumerate(plan_nests(layout)):
-        name = f"{sym}_{j}"
+        name, nest = f"{sym}_{j}", layout.nests[j]
         if p.group >= 0:
             if p.group == j:
                 out.append(Launch(name, *group_launch(p)))
         elif p.strategy == "map":
             if p.K:
-                out.append(Launch(name, min(-(-p.K // BLOCK), MAX_MAP_GRID), BLOCK))
+                out.append(Launch(name, map_grid(p.K, layout, nest), BLOCK))
         elif p.strategy == "thread":
             if p.K:
                 out.append(Launch(name, -(-p.K // BLOCK), BLOCK))
         elif p.strategy == "row":
-            out.append(Launch(name, p.K, min(1024, max(64, pow2_at_least(p.R // 4)))))
+            out.append(Launch(name, p.K, row_block(p.R)))
         else:
             out.append(Launch(name + "a", -(-(p.K * p.S) // BLOCK), BLOCK))
             if p.block_combine:
@@ -142,8 +161,23 @@ class GpuBuilder(Builder):
     def libm(self, fn: str, args: Any, ty: str) -> str:
         return super().libm("__nv_" + fn, args, ty)
 
+    def f32_to_bf16(self, x: str) -> str:
+        """Generation 2: the hardware's conversion (``cvt.rn.bf16.f32``, sm_80+: the integer
+        form's rounding to nearest even in one instruction), a NaN kept as the integer form
+        keeps it (its sign and upper payload, quieted) so both give the same bits."""
+        if not loads_first():
+            return super().f32_to_bf16(x)
+        i32 = "i32"
+        cvt = self.op(f"arith.bitcast {self.op(f'arith.truncf {x} : f32 to bf16')} : bf16 to i16")
+        hi = self.op(f"arith.shrui {self.op(f'arith.bitcast {x} : f32 to i32')}, "
+                     f"{self.const(16, i32)} : i32")  # fmt: skip
+        quiet = self.op(f"arith.trunci {self.op(f'arith.ori {hi}, {self.const(0x40, i32)} : i32')}"
+                        " : i32 to i16")  # fmt: skip
+        nan = self.op(f"arith.cmpf uno, {x}, {x} : f32")
+        return self.op(f"arith.select {nan}, {quiet}, {cvt} : i16")
 
-class GpuKernelEmitter(RowGroupEmitter, KernelEmitter):
+
+class GpuKernelEmitter(RowGroupEmitter, StridedEmitter, KernelEmitter):
     """Emits ``gpu.module @sym`` with one ``gpu.func @sym_<nest>[a|b]`` per launch."""
 
     def __init__(self, layout: KernelLayout, name: str):
@@ -165,9 +199,11 @@ class GpuKernelEmitter(RowGroupEmitter, KernelEmitter):
 
     def _end(self, fname: str) -> None:
         j, lay = self.layout.jaxpr, self.layout
-        params = [f"%in{i}: {memref_type(v.aval)}" for i, v in enumerate(j.invars)]
-        params += [f"%out{i}: {memref_type(v.aval)}" for i, v in enumerate(j.outvars)]
-        params += [f"%tmp{i}: {memref_type(a)}" for i, a in enumerate(lay.scratch)]
+        # generation 2: every buffer is ALIGN-byte aligned (codegen_strided): vector accesses
+        al = f" {{llvm.align = {ALIGN} : i64}}" if loads_first() else ""
+        params = [f"%in{i}: {memref_type(v.aval)}{al}" for i, v in enumerate(j.invars)]
+        params += [f"%out{i}: {memref_type(v.aval)}{al}" for i, v in enumerate(j.outvars)]
+        params += [f"%tmp{i}: {memref_type(a)}{al}" for i, a in enumerate(lay.scratch)]
         lines = [f"    gpu.func @{fname}({', '.join(params)}) kernel {{"]
         lines += ["  " + ln for ln in self.b.const_lines] + self.b.lines
         lines += ["      gpu.return", "    }"]
@@ -240,6 +276,12 @@ class GpuKernelEmitter(RowGroupEmitter, KernelEmitter):
     def _emit_map(self, nest: Nest, p: NestPlan, fname: str) -> None:
         self._begin()
         start, stride = self._global_thread()
+        if loads_first():  # the launch's geometry is known: contiguous chunks, vector accesses
+            T = map_grid(p.K, self.layout, nest) * BLOCK
+            self._contiguous(nest, start, p.K, T, lambda r: self._point(nest, p, r, None),
+                             map_unroll(self.layout, nest))  # fmt: skip
+            self._end(fname)
+            return
         lin, _, _ = self._open(start, self.b.index(p.K), stride)
         self._visit(nest, self._point(nest, p, lin, None), [], [], lin)
         self._close()
@@ -268,23 +310,30 @@ class GpuKernelEmitter(RowGroupEmitter, KernelEmitter):
     def _emit_row(self, nest: Nest, p: NestPlan, fname: str) -> None:
         self._begin()
         k, tid, bdim = self._gpu("block_id"), self._gpu("thread_id"), self._gpu("block_dim")
-        self._row_pass(nest, p, k, tid, bdim)
+        self._row_pass(nest, p, k, tid, bdim, row_block(p.R))
         self._end(fname)
 
-    def _row_pass(self, nest: Nest, p: NestPlan, k: str, tid: str, bdim: str) -> None:
-        """The block's pass over row ``k``: its threads stride over the row, ``gpu.all_reduce``
-        combines their partial results, thread 0 stores them."""
+    def _row_pass(self, nest: Nest, p: NestPlan, k: str, tid: str, bdim: str,
+                  block: int) -> list[tuple[Var, str]]:  # fmt: skip
+        """The block's pass over row ``k`` (``block`` threads): its threads stride over the
+        row, ``gpu.all_reduce`` combines their partial results, thread 0 stores them. Returns
+        each reduction with its total (every thread holds it)."""
         b = self.b
         reds, inits = self._reductions(nest)
-        r, accs, res = self._open(tid, b.index(p.R), bdim, inits)
-        new = self._visit(nest, self._point(nest, p, k, r), reds, accs, r)
-        b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
-        self._close()
-        parts = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
+        if loads_first():
+            parts = self._strided(nest, tid, p.R, block, lambda r: self._point(nest, p, k, r),
+                                  reds, inits, ROW_UNROLL)  # fmt: skip
+        else:
+            r, accs, res = self._open(tid, b.index(p.R), bdim, inits)
+            new = self._visit(nest, self._point(nest, p, k, r), reds, accs, r)
+            b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
+            self._close()
+            parts = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
         totals = [self._all_reduce(m, v) for m, v in zip(reds, parts)]
         self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
         self._store_reds(reds, totals, k)
         self._close()
+        return list(zip(reds, totals))
 
     def _all_reduce(self, m: Var, x: str) -> str:
         """Combine ``x`` over the block with the reduction's own combine (a region)."""
@@ -314,11 +363,15 @@ class GpuKernelEmitter(RowGroupEmitter, KernelEmitter):
         else:  # kept innermost: k varies fastest
             k = b.op(f"arith.remui {t}, {b.index(p.K)} : index", "i")
             s = b.op(f"arith.divui {t}, {b.index(p.K)} : index", "i")
-        r, accs, res = self._open(s, b.index(p.R), b.index(p.S), inits)
-        new = self._visit(nest, self._point(nest, p, k, r), reds, accs, r)
-        b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
-        self._close()
-        outs = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
+        if loads_first():
+            outs = self._strided(nest, s, p.R, p.S, lambda r: self._point(nest, p, k, r), reds,
+                                 inits, ROW_UNROLL)  # fmt: skip
+        else:
+            r, accs, res = self._open(s, b.index(p.R), b.index(p.S), inits)
+            new = self._visit(nest, self._point(nest, p, k, r), reds, accs, r)
+            b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
+            self._close()
+            outs = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
         slot = b.iadd(b.imul(s, p.K), k)
         for v, pos in zip(outs, p.partials):
             b.store(v, f"%tmp{pos}", self.layout.scratch[pos], slot)

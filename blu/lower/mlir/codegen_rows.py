@@ -32,6 +32,7 @@ from typing import Any
 from blu.core.config import config
 from blu.core.jaxpr import Var
 from blu.lax.shapes import broadcast_in_dim_p, reshape_p, squeeze_p
+from blu.lower.mlir.codegen_strided import ROW_UNROLL, generation, loads_first
 from blu.lower.mlir.emit import Idx, compute_type
 from blu.lower.plan.fusion import KernelLayout
 
@@ -57,8 +58,9 @@ def warp_rows_on() -> bool:
 
 def key_suffix() -> str:
     """What the emitted text depends on besides the kernel's canonical text."""
-    n, warp = unroll_limit(), warp_rows_on()
-    return ("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("\n#gpu-rows warp" if warp else "")
+    n, warp, gen = unroll_limit(), warp_rows_on(), generation()
+    return (("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("\n#gpu-rows warp" if warp else "")
+            + ("" if gen == 1 else f"\n#gpu-kernels {gen}"))  # fmt: skip
 
 
 def pow2_at_least(n: int) -> int:
@@ -210,9 +212,26 @@ class RowGroupEmitter:
         the way), each partial result then combined across threads by ``combine(m, x)``."""
         reds, inits = self._reductions(nest)
         accs = [v for v, _ in inits]
-        for r, at in points:
-            accs = self._visit(nest, at, reds, accs, r)
+        if loads_first():  # every load of the thread's points issued before the first store
+            accs = self._visit_many(nest, points, reds, accs)
+        else:
+            for r, at in points:
+                accs = self._visit(nest, at, reds, accs, r)
         return reds, [combine(m, v) for m, v in zip(reds, accs)]
+
+    def _per_row(self, nest, k: str, first: str) -> None:
+        """A nest of one value per row (generation 2): every thread computes it from the row's
+        totals in registers, the ``first`` thread stores it, and later nests read it from
+        registers (as stored) instead of from memory after a barrier."""
+        b = self.b
+        at = Idx(nest.shape, None, k)
+        vals = [self.value(m, at) for m in nest.members]
+        self._if(first)
+        for m, v in zip(nest.members, vals):
+            b.store(v, self.arg[m], m.aval, k)
+        self._close()
+        for m, v in zip(nest.members, vals):
+            self.row_vals[m] = b.stored(v, m.aval)
 
     def _emit_group(self, j: int, fname: str) -> None:
         """A row group in the block forms (module docstring): one block per row runs its nests in
@@ -228,10 +247,14 @@ class RowGroupEmitter:
         k, tid, bdim = self._gpu("block_id"), self._gpu("thread_id"), self._gpu("block_dim")
         shape = self.layout.nests[j].shape
         unrolled = self.keep = form == "unrolled"
+        block = group_block(head.R)
         if unrolled:  # this thread's points, shared by every nest of the group
-            block = group_block(head.R)
             points = self._points(shape, head, k, tid, block, head.R // block)
         R = b.index(head.R)
+        # generation 2: totals and per-row values stay in registers (``row_vals``); a thread
+        # then reads from memory only its own elements, so the nests need no barriers
+        gen2, self.row_vals = loads_first(), {}
+        first = b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index") if gen2 else ""
         for t in range(j, len(self.plans)):
             nest, p = self.layout.nests[t], self.plans[t]
             if p.group != j:
@@ -240,18 +263,32 @@ class RowGroupEmitter:
                 self.cache = {}
             if p.strategy == "row" and unrolled:
                 reds, totals = self._reduce_points(nest, points, self._all_reduce)
-                self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
+                self._if(first or b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
                 self._store_reds(reds, totals, k)
                 self._close()
+                if gen2:
+                    for m, v in zip(reds, totals):
+                        self.row_vals[m] = b.stored(v, m.aval)
             elif p.strategy == "row":
-                self._row_pass(nest, head, k, tid, bdim)
+                got = self._row_pass(nest, head, k, tid, bdim, block)
+                if gen2:
+                    for m, v in got:
+                        self.row_vals[m] = b.stored(v, m.aval)
             elif nest.shape == shape and unrolled:  # over the row's elements
-                for r, at in points:
-                    self._visit(nest, at, [], [], r)
+                if gen2:
+                    self._visit_many(nest, points, [], [])
+                else:
+                    for r, at in points:
+                        self._visit(nest, at, [], [], r)
+            elif nest.shape == shape and gen2:
+                self._strided(nest, tid, head.R, block, lambda r: self._point(nest, head, k, r),
+                              [], [], ROW_UNROLL)  # fmt: skip
             elif nest.shape == shape:
                 r, _, _ = self._open(tid, R, bdim)
                 self._visit(nest, self._point(nest, head, k, r), [], [], r)
                 self._close()
+            elif gen2:  # one value per row: every thread computes it, thread 0 stores it
+                self._per_row(nest, k, first)
             else:  # one value per row, by thread 0 (what it computes stays in its region)
                 saved = dict(self.cache)
                 self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
@@ -259,8 +296,9 @@ class RowGroupEmitter:
                 self._close()
                 self.cache = saved
             self.done.update(nest.members)
-            b.stmt("gpu.barrier")  # this nest's writes are visible to the whole block
-        self.keep = False
+            if not gen2:
+                b.stmt("gpu.barrier")  # this nest's writes are visible to the whole block
+        self.keep, self.row_vals = False, {}
         self._end(fname)
 
     def _emit_warp_group(self, j: int, fname: str) -> None:

@@ -35,6 +35,7 @@ from blu.lower.plan.fusion import can_fuse
 from blu.lower.plan.nodes import Node, NodeKind, Plan
 
 MAX_KERNEL_EQNS = 400  # bounds a kernel's compile time
+MAX_EXPANSION = 16  # most equations recomputed in a reader instead of reading their result
 
 
 def classify(jaxpr: Jaxpr, gpu: bool = False, target: str | None = None) -> list[str]:
@@ -195,20 +196,50 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
                 stack.extend(eqns[p].invars)
         return sorted(need)
 
+    def expansion(p: int) -> list[int] | None:
+        """The equations that make ``eqns[p]``'s value from smaller arrays, if it is cheap to
+        recompute: a broadcast of a variable, or an elementwise equation whose operands are
+        constant-like or such expansions themselves (e.g. a one-hot mask ``labels[:, None] ==
+        iota``); else None."""
+        if p in memo:
+            return memo[p]
+        e, got = eqns[p], None
+        if kinds[p] == "fuse" and e.primitive is broadcast_in_dim_p:
+            got = [p] if isinstance(e.invars[0], Var) else None
+        elif kinds[p] == "fuse" and "elementwise" in e.primitive.lowerings:
+            got = [p]
+            for a in e.invars:
+                q = producer.get(a) if isinstance(a, Var) else None
+                if q is None and isinstance(a, Var):
+                    got = None  # a full-size argument: nothing to gain
+                elif q is not None and kinds[q] != "const":
+                    sub = expansion(q)
+                    got = None if sub is None or got is None else got + sub
+                if got is None or len(got) > MAX_EXPANSION:
+                    got = None
+                    break
+        memo[p] = got
+        return got
+
+    memo: dict[int, list[int] | None] = {}
+
     def copied_broadcasts(idxs: list[int]) -> list[int]:
-        """Broadcasts made in other kernels that these equations read: recomputed here from
-        their smaller operand, so the broadcast array is never materialized (a row statistic
-        or a bias broadcast to a full activation would otherwise be held as one, e.g. from the
-        forward pass to the backward one)."""
+        """Broadcasts made in other kernels that these equations read, and elementwise values
+        made from such broadcasts and constants (``expansion``): recomputed here from their
+        smaller operands, so the full-size array is never materialized (a row statistic or a
+        bias broadcast to a full activation would otherwise be held as one, e.g. from the
+        forward pass to the backward one; the fused classifier's one-hot target would be
+        written and read back per chunk)."""
         have, out = set(idxs), []
         for i in idxs:
             for a in eqns[i].invars:
                 p = producer.get(a) if isinstance(a, Var) else None
-                if (p is not None and p not in have and kinds[p] == "fuse"
-                        and eqns[p].primitive is broadcast_in_dim_p
-                        and isinstance(eqns[p].invars[0], Var)):  # fmt: skip
-                    have.add(p)
-                    out.append(p)
+                if p is None or p in have:
+                    continue
+                for q in expansion(p) or ():
+                    if q not in have:
+                        have.add(q)
+                        out.append(q)
         return out
 
     specs: list[tuple[str, list[int]]] = []

@@ -1,0 +1,166 @@
+"""Loads in flight: the strided loops of GPU kernels with several independent loads per thread
+(the second generation of the emitter, ``$BLU_GPU_KERNELS=2``, the default; issue #18).
+
+A GPU hides memory latency only with enough loads in flight. The first emitter's strided loops
+(a row pass over a vocabulary row, a split reduction's stage 1, an elementwise grid-stride loop)
+issued one element per thread per iteration, and within an iteration a store could sit between
+two loads; the NVPTX back end keeps such loops rolled (the step is the block size, a run-time
+value) and may not move a load above a store to a buffer it cannot prove distinct, so each
+thread waited out a whole memory round trip per element. On the H200 that capped the fused
+classifier's row kernels at ~0.6 TB/s of minimal bytes and the layer norms at ~1.2 TB/s
+(BENCHMARKS.md, "Where the bf16 step goes now").
+
+Here a strided loop over ``j`` (element ``lo + j * step``, ``lo < step``, both known at emission
+where the launch geometry is) runs in chunks of ``U`` iterations: every value of the chunk's
+``U`` points is computed (all loads issued) before any reduction combines them or any store,
+and the reductions still combine in the order of ``j``, so the results are the same bits as the
+rolled loop's. The ``n // step`` iterations that every thread has are chunked; the rest run in
+the rolled remainder loop.
+
+Elementwise loops go further: a thread's chunk is ``U`` *contiguous* elements (``U`` = 4, or 8
+when the kernel touches 16-bit or 8-bit buffers: 16 bytes of the narrowest type), and each
+buffer parameter carries ``llvm.align = 16``, so LLVM's load/store vectorizer merges a chunk's
+accesses to a buffer read at the element's own index into 128-bit ``ld.global.v4`` /
+``st.global.v4`` (accesses through broadcasts or transposes stay scalar). The runtime
+guarantees the alignment: the allocator's blocks are 512-byte aligned, the memory plan's arena
+offsets 64-byte aligned, and an argument that is not (a DLPack view at an offset) is copied
+first (``blu.lower.gpu.run``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from blu.core.config import config
+from blu.core.jaxpr import Var
+from blu.lower.mlir.emit import Idx
+from blu.lower.plan.fusion import Nest, is_arg_reduce
+
+ROW_UNROLL = 8  # points per chunk of a reduction loop (row pass, split stage 1)
+MAP_UNROLL = 4  # contiguous elements per thread and chunk of an elementwise loop (8 for 16-bit)
+MAP_VALUES = 16  # most stored values per chunk of an elementwise loop (registers)
+ALIGN = 16  # bytes: every buffer a generation-2 kernel gets is aligned so (``llvm.align``)
+
+
+def generation() -> int:
+    """The GPU emitter's generation: ``$BLU_GPU_KERNELS`` (1 or 2; default 2)."""
+    g = config.gpu_kernels
+    if g in (None, ""):
+        return 2
+    if g not in (1, 2):
+        from blu.core.errors import BluValueError
+
+        raise BluValueError(f"BLU_GPU_KERNELS={g!r}: expected 1 or 2")
+    return int(g)
+
+
+def loads_first() -> bool:
+    """Whether kernels are emitted with their loads first (generation 2)."""
+    return generation() >= 2
+
+
+def map_unroll(layout: Any, nest: Nest) -> int:
+    """Contiguous elements per thread and chunk of the elementwise loop of ``nest``: 16 bytes of
+    the kernel's narrowest buffer (4 or 8), fewer for a nest storing many members (at most
+    ``MAP_VALUES`` stored values per chunk: the chunk's values are all live at once, and a
+    nest of 16 members unrolled 8 times spilled on sm_90)."""
+    sizes = [v.aval.dtype.itemsize for v in layout.buffer] or [4]
+    u = max(MAP_UNROLL, min(8, ALIGN // max(1, min(sizes))))
+    while u > 1 and u * len(nest.members) > MAP_VALUES:
+        u //= 2
+    return u
+
+
+class StridedEmitter:
+    """The strided-loop part of ``codegen_gpu.GpuKernelEmitter`` (a mixin: it uses the
+    emitter's builder ``b``, ``cache``, ``keep``, ``value``, ``_combine``, ``_open``,
+    ``_close``)."""
+
+    def _visit_many(self, nest: Nest, points: list[tuple[str, Idx]], reds: list[Var],
+                    accs: list[str]) -> list[str]:  # fmt: skip
+        """``_visit`` at each of ``points`` (``(position, index)``) in order, with every value
+        the points need computed, so every load issued, before the first combine or store."""
+        b = self.b
+        pars = [m for m in nest.members if m not in reds]
+        vals = []
+        for _, at in points:
+            vals.append([self.value(m, at) for m in pars])
+            for m in reds:  # the reductions' operands: _combine then finds them in the cache
+                self.value(self.layout.producer[m].invars[0], at)
+        for (pos, at), vs in zip(points, vals):
+            new, k = [], 0
+            for m in reds:
+                w = 2 if is_arg_reduce(self.layout.producer[m]) else 1
+                new += self._combine(m, accs[k : k + w], at, pos)
+                k += w
+            accs = new
+            for m, v in zip(pars, vs):
+                b.store(v, self.arg[m], m.aval, b.lin(at))
+                if self.keep:  # later nests of an unrolled group read m as stored: rounded
+                    self.cache[(m, at.key())] = b.stored(v, m.aval)
+        return accs
+
+    def _strided(self, nest: Nest, lo: str, n: int, step: int, point: Callable[[str], Idx],
+                 reds: list[Var], inits: list[tuple[str, str]],
+                 unroll: int) -> list[str]:  # fmt: skip
+        """The loop ``for r = lo; r < n; r += step`` (``0 <= lo < step``) visiting
+        ``point(r)``, its reductions starting from ``inits`` (``(value, type)``): chunks of
+        ``unroll`` iterations with their loads first, then the rolled remainder. Returns the
+        reductions' final accumulators (per thread, before any combine across threads)."""
+        b = self.b
+        types = [t for _, t in inits]
+        accs = [v for v, _ in inits]
+        while unroll > 1 and unroll * len(nest.members) > 2 * MAP_VALUES:
+            unroll //= 2  # the chunk's values are live at once: bound the registers
+        chunks = (n // step) // unroll if unroll > 1 else 0
+        saved = dict(self.cache)  # values made inside a loop do not outlive it
+        if chunks:
+            c, args, res = self._open(b.index(0), b.index(chunks), b.index(1),
+                                      list(zip(accs, types)))  # fmt: skip
+            base = b.iadd(lo, b.op(f"arith.muli {c}, {b.index(unroll * step)} : index", "i"))
+            pts = []
+            for u in range(unroll):
+                r = b.iaddc(base, u * step)
+                pts.append((r, point(r)))
+            new = self._visit_many(nest, pts, reds, args)
+            if inits:
+                b.stmt(f"scf.yield {', '.join(new)} : {', '.join(types)}")
+            self._close()
+            accs = _results(res, len(inits))
+            self.cache = dict(saved)
+        start = b.iaddc(lo, chunks * unroll * step)
+        r, args, res = self._open(start, b.index(n), b.index(step), list(zip(accs, types)))
+        new = self._visit_many(nest, [(r, point(r))], reds, args)
+        if inits:
+            b.stmt(f"scf.yield {', '.join(new)} : {', '.join(types)}")
+        self._close()
+        self.cache = saved
+        return _results(res, len(inits))
+
+    def _contiguous(self, nest: Nest, t: str, n: int, T: int, point: Callable[[str], Idx],
+                    unroll: int) -> None:  # fmt: skip
+        """An elementwise loop over ``n`` elements by ``T`` threads (this one ``t``): chunks in
+        which thread ``t`` visits the ``unroll`` contiguous elements from ``(c T + t) unroll``,
+        loads first (vectorizable), then a grid-stride remainder."""
+        b = self.b
+        chunks = n // (T * unroll)
+        saved = dict(self.cache)
+        if chunks:
+            c, _, _ = self._open(b.index(0), b.index(chunks), b.index(1))
+            first = b.op(f"arith.muli {b.iadd(b.imul(c, T), t)}, {b.index(unroll)} : index", "i")
+            pts = []
+            for u in range(unroll):
+                r = b.iaddc(first, u)
+                pts.append((r, point(r)))
+            self._visit_many(nest, pts, [], [])
+            self._close()
+            self.cache = dict(saved)
+        r, _, _ = self._open(b.iaddc(t, chunks * T * unroll), b.index(n), b.index(T))
+        self._visit_many(nest, [(r, point(r))], [], [])
+        self._close()
+        self.cache = saved
+
+
+def _results(res: str, n: int) -> list[str]:
+    return [] if n == 0 else [res] if n == 1 else [f"{res}#{i}" for i in range(n)]
