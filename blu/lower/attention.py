@@ -266,9 +266,9 @@ _own_workspace: dict[str, np.ndarray] = {}
 
 def _gpu_fwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=(), **params):
     q, k, v, *rest = ins
-    if gpu_choice(in_avals, params, False) == "blu":
+    if _modules:  # the executable chose blu's kernels when it was built (``_kernels``)
         sp = flash_spec(in_avals, params)
-        _launch(_modules[0], _symbol(_modules[0]), sp, False, stream, [[q, k, v, outs[0], outs[1]]])
+        _launch(_modules[0], _modules[0].name, sp, False, stream, [[q, k, v, outs[0], outs[1]]])
         return
     bias = rest[0] if params["has_bias"] else 0
     cudnn_sdpa.forward(spec(in_avals, params), q=q, k=k, v=v, out=outs[0], lse=outs[1],
@@ -278,7 +278,7 @@ def _gpu_fwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=()
 def _gpu_bwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=(), **params):
     q, k, v, bias, _, rest = att.split_args(ins, params["has_bias"], params["has_mask"])
     out, lse, dout = rest[:3]
-    if gpu_choice(in_avals, params, True) == "blu":
+    if _modules:
         sp = flash_spec(in_avals, params)
         dq, dk, dv = outs[:3]
         at, _ = _flash_workspace(in_avals, True)
@@ -286,16 +286,11 @@ def _gpu_bwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=()
         args = [[out, dout, dq32, workspace], [q, k, v, lse, dout, workspace, dq32, dk, dv]]
         if at >= 0:
             args.append([dq32, dq])
-        _launch(_modules[0], _symbol(_modules[0]), sp, True, stream, args)
+        _launch(_modules[0], _modules[0].name, sp, True, stream, args)
         return
     cudnn_sdpa.backward(spec(in_avals, params), q=q, k=k, v=v, out=out, lse=lse, dout=dout,
                         dq=outs[0], dk=outs[1], dv=outs[2], workspace=workspace, stream=stream,
                         bias=bias or 0, device=dev.id)  # fmt: skip
-
-
-def _symbol(module: Any) -> str:
-    """The ``gpu.module`` symbol of a loaded module (its functions are ``<symbol>_fwd`` ...)."""
-    return module.name
 
 
 def _jvp_applies(avals, params, target: str) -> bool:

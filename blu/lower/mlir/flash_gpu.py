@@ -51,7 +51,7 @@ HEAD_SIZES = (32, 64, 128)
 
 @dataclasses.dataclass(frozen=True)
 class FlashSpec:
-    """One attention problem: sizes, causality and the softmax scale (float32 only)."""
+    """One attention problem: sizes, causality, the softmax scale and the operands' dtype."""
 
     b: int
     t: int
