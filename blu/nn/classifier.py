@@ -26,8 +26,10 @@ from blu.core.interpreter import get_aval, is_concrete
 from blu.transforms.custom_derivatives import custom_vjp
 
 _LOW_PRECISION = (dtypes.bfloat16, dtypes.float16)
-# at most this many chunks by default: each is a few unrolled products and kernels
-_MAX_DEFAULT_CHUNKS = 16
+# at most this many chunks by default: each is a few unrolled products and kernels, and small
+# chunks starve the products (GPT-2 124M, B=16, bf16 on an H200: 16 chunks of 1024 rows
+# 284,911 tok/s, 8 of 2048 315,902, 4 of 4096 314,339; BENCHMARKS.md, issue #18)
+_MAX_DEFAULT_CHUNKS = 8
 
 
 def linear_cross_entropy(
@@ -69,7 +71,7 @@ def linear_cross_entropy(
             0 for ignored rows).
         chunk_size: rows per chunk (any positive size; the last chunk may be smaller). None:
             about ``N / ceil(V / C)`` rows (each chunk's logits about the size of ``x``, as
-            Liger chooses), at most 16 chunks.
+            Liger chooses), at most 8 chunks.
 
     Returns:
         A scalar ("mean", "sum") or ``labels.shape`` ("none"): float32 for bfloat16/float16

@@ -181,6 +181,22 @@ class MemoryPlan:
             v for v, d in zip(j.invars, donated) if d and self.root[v] is v and v not in outs
         ]
         used_donors: set[Var] = set()
+        # JAX's pairing: output i prefers the first unused donated argument of its shape and
+        # dtype, in order. A training step returning (params, state) for (params, state) then
+        # writes every value back into its own argument's buffer, so the buffers' addresses do
+        # not permute from call to call (a CUDA graph keyed by them replays instead of
+        # capturing anew each call).
+        self.preferred: dict[Var, Var] = {}
+        unpaired = list(donor_free)
+        for v in j.outvars:
+            r = self.root.get(v) if isinstance(v, Var) else None
+            if r is None or r in self.preferred or r in j.invars:
+                continue
+            for d in unpaired:
+                if d.aval.shape == r.aval.shape and d.aval.dtype == r.aval.dtype:
+                    self.preferred[r] = d
+                    unpaired.remove(d)
+                    break
         live_bytes = [0] * (end + 1)  # bytes live during node k, besides the arena
         fallback_live = [0] * (end + 1)
 
@@ -264,7 +280,13 @@ class MemoryPlan:
         """A donated argument whose buffer output ``r`` can take."""
         if not node.kind.owns_buffers:
             return None
-        for d in donors:
+        want = self.preferred.get(r)
+        # its own pairing first, then donors no other output is paired with, then the rest
+        reserved = set(self.preferred.values())
+        mine = [want] if want is not None else []
+        order = mine + [d for d in donors if d not in reserved] + [
+            d for d in donors if d in reserved and d is not want]
+        for d in order:
             if d in used or nbytes(d.aval) != nbytes(r.aval):
                 continue
             lu = last.get(d, -1)
