@@ -15,6 +15,8 @@ import textwrap
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import blu
 import blu.lax as lax
@@ -392,3 +394,20 @@ def test_partition_of_an_empty_and_a_passthrough_program():
     np.testing.assert_array_equal(got[0], x)
     assert partition(simplify(blu.make_jaxpr(lambda x: x)(x).jaxpr)).nodes == []
     assert mlir_cpu.PIPELINE.startswith("builtin.module(")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 12), st.integers(1, 3)), max_size=8))
+def test_overlapping_arguments_match_pairwise_may_share_memory(views):
+    # the donation check's O(n log n) overlap test against numpy's pairwise one (a loop)
+    from blu.lower.cpu.executable import _overlapping
+
+    base = np.zeros(64, np.float32)
+    arrays = [base[lo : lo + n : step] for lo, n, step in views]
+    want = {
+        i
+        for i, a in enumerate(arrays)
+        for k, b in enumerate(arrays)
+        if i != k and a.size and b.size and np.may_share_memory(a, b)
+    }
+    assert _overlapping(arrays) == want

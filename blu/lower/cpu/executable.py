@@ -302,6 +302,7 @@ class CpuExecutable(Executable):
                 x = x.astype(v.aval.dtype)
             env[slot] = x if x.flags.c_contiguous else np.ascontiguousarray(x)
         arena, owned = self._take_arena()
+        self._overlap = None  # the arguments that share memory with another (for donation)
         blas.use_threads(1)  # numpy's BLAS single-threaded (blas.py says why)
         errs = np.errstate(over="ignore", invalid="ignore")  # products: as numpy's matmul
         errs.__enter__()
@@ -343,6 +344,7 @@ class CpuExecutable(Executable):
                 self._arena_lock.release()
 
     borrows_inputs = True
+    _overlap: set[int] | None = None
 
     def _pooled(self, slot: int, aval: Any) -> np.ndarray:
         """The pooled buffer of output ``slot`` if nothing outside the pool holds it any more
@@ -378,11 +380,9 @@ class CpuExecutable(Executable):
                 and x.flags.c_contiguous
                 and x.nbytes == aval.size * aval.dtype.itemsize
             )
-            ok = ok and not any(
-                k != place[1] and np.may_share_memory(x, env[s])
-                for k, s in enumerate(self.in_slots)
-            )
-            if ok:
+            if ok and self._overlap is None:  # once per call: O(n log n), not O(n^2)
+                self._overlap = _overlapping([env[s] for s in self.in_slots])
+            if ok and place[1] not in self._overlap:
                 return x.reshape(-1).view(np.uint8).view(aval.dtype).reshape(aval.shape)
         return np.empty(aval.shape, aval.dtype)
 
@@ -436,3 +436,23 @@ class Lowered(_Lowered):
                 "(the CUDA target is 'cuda:sm_XX', e.g. 'cuda:sm_90')"
             )
         super().__init__(jaxpr, name, target, donated_invars, options or Options())
+
+
+_byte_bounds = getattr(np.lib, "array_utils", np).byte_bounds  # numpy 2 moved it
+
+
+def _overlapping(arrays: list[np.ndarray]) -> set[int]:
+    """Indices of the arrays whose memory extent overlaps another one's (a donated argument
+    that another argument reads must not be written over). Extents, not exact elements: two
+    interleaved strided views count as overlapping, as ``np.may_share_memory`` says."""
+    spans = sorted(
+        (lo, hi, i) for i, a in enumerate(arrays) if a.nbytes for lo, hi in [_byte_bounds(a)]
+    )
+    out: set[int] = set()
+    end, owner = -1, -1
+    for lo, hi, i in spans:
+        if lo < end:
+            out.update((i, owner))
+        if hi > end:
+            end, owner = hi, i
+    return out

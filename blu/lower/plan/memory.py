@@ -284,8 +284,11 @@ class MemoryPlan:
         # its own pairing first, then donors no other output is paired with, then the rest
         reserved = set(self.preferred.values())
         mine = [want] if want is not None else []
-        order = mine + [d for d in donors if d not in reserved] + [
-            d for d in donors if d in reserved and d is not want]
+        order = (
+            mine
+            + [d for d in donors if d not in reserved]
+            + [d for d in donors if d in reserved and d is not want]
+        )
         for d in order:
             if d in used or nbytes(d.aval) != nbytes(r.aval):
                 continue
