@@ -51,7 +51,7 @@ def test_defaults_without_environment():
     assert c.cache_dir == os.path.join(os.path.expanduser("~"), ".cache", "blu")
     assert c.default_matmul_precision == "fp32"
     assert c.jit_backend == "" and c.gpu_rows == "block" and c.gpu_unroll is None
-    assert c.cuda_graphs is False and c.cache_no_so is False and c.fake_gpu is False
+    assert c.cuda_graphs == "auto" and c.cache_no_so is False and c.fake_gpu is False
     assert c.profile is False and c.dump_ir == ""
     assert c.num_cpu_devices == 1 and c.parallel_backend is None
 
@@ -60,7 +60,14 @@ def test_defaults_without_environment():
                                       ("0", False), ("no", False), ("", False)])  # fmt: skip
 def test_bool_flags_from_environment(raw, want):
     for name in ("log_compiles", "debug_nans", "cuda_graphs", "cache_no_so", "fake_gpu", "profile"):
+        if name == "cuda_graphs" and raw == "":
+            continue  # unset: its default, "auto"
         assert getattr(Config(environ={AGREED[name]: raw}), name) is want, name
+
+
+@pytest.mark.parametrize("raw", ["auto", "AUTO", " Auto "])
+def test_cuda_graphs_auto(raw):
+    assert Config(environ={"BLU_CUDA_GRAPHS": raw}).cuda_graphs == "auto"
 
 
 def test_typed_flags_from_environment(tmp_path):

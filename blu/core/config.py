@@ -21,7 +21,10 @@ Flags (environment variable, type, default):
 - ``default_matmul_precision`` (``BLU_DEFAULT_MATMUL_PRECISION``, "fp32" | "tf32" | "bf16").
 - ``jit_backend`` (``BLU_JIT_BACKEND``, "" | "mlir" | "numpy", ""): jit's CPU executor ("" is
   the default, compiled kernels; "numpy" the reference interpreter).
-- ``cuda_graphs`` (``BLU_CUDA_GRAPHS``, bool, False): replay GPU programs as CUDA graphs.
+- ``cuda_graphs`` (``BLU_CUDA_GRAPHS``, "auto" | bool, "auto"): replay GPU programs as CUDA
+  graphs: "auto" for programs of at least ``GRAPH_MIN_STEPS`` launches whose fresh outputs are
+  small (a training step: its state goes back into donated buffers), true for every program
+  without host fallbacks, false never.
 - ``gpu_unroll`` (``BLU_GPU_UNROLL``, int or None, None): the row-loop unroll limit of GPU
   kernels (None: the built-in default; 0: never unrolled).
 - ``gpu_rows`` (``BLU_GPU_ROWS``, "block" | "warp", "block"): the GPU row-kernel form.
@@ -79,6 +82,10 @@ def _bool(raw: str) -> bool:
     return raw.strip().lower() in ("1", "true", "yes", "on")
 
 
+def _auto_bool(raw: str) -> Any:
+    return "auto" if raw.strip().lower() == "auto" else _bool(raw)
+
+
 def _int(raw: str) -> Any:
     try:
         return int(raw)
@@ -106,7 +113,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "cache_dir": ("BLU_CACHE_DIR", _str, os.path.join(os.path.expanduser("~"), ".cache", "blu")),
     "default_matmul_precision": ("BLU_DEFAULT_MATMUL_PRECISION", _lower, "fp32"),
     "jit_backend": ("BLU_JIT_BACKEND", _lower, ""),
-    "cuda_graphs": ("BLU_CUDA_GRAPHS", _bool, False),
+    "cuda_graphs": ("BLU_CUDA_GRAPHS", _auto_bool, "auto"),
     "gpu_unroll": ("BLU_GPU_UNROLL", _int, None),
     "gpu_rows": ("BLU_GPU_ROWS", _lower, "block"),
     "dump_ir": ("BLU_DUMP_IR", _path_or_empty, ""),

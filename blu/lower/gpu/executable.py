@@ -14,9 +14,9 @@ cuBLASLt (``blu.cuda.cublaslt``), library nodes with their library call (linear 
 cuSOLVER, ``gpu.libraries``); other primitives without a GPU lowering run their numpy impl on a host
 copy (a synchronization; ``BLU_LOG_COMPILES`` names them).
 
-CUDA graphs (``BLU_CUDA_GRAPHS=1``, ``gpu/run.py``): from the second call on, a plan without host
-fallbacks is captured once and replayed with one driver call. Off by default: the GPT-2 step is
-GPU-bound and ran slower replayed than launched (BENCHMARKS.md).
+CUDA graphs (``BLU_CUDA_GRAPHS``, ``gpu/run.py``): from the second call on, a plan without host
+fallbacks is captured once and replayed with one driver call; by default ("auto") for large
+programs with small fresh outputs (a training step).
 
 On a ``blu.cuda.fake.FakeDevice`` (host memory) the same executable runs each fused kernel's
 CPU build on the host buffers, after compiling (and caching) its GPU build: the CPU tests cover

@@ -5,8 +5,9 @@ device's context (or, on a fake device, their CPU builds). A call assigns every 
 address — arguments, planned arena offsets, fresh outputs, donated arguments' buffers — then
 queues the steps on the device's stream.
 
-Graphs (``BLU_CUDA_GRAPHS=1``; off by default, as measured slower for the GPU-bound GPT-2
-step): a plan without host fallbacks is captured from its second call on. A graph bakes in
+Graphs (``BLU_CUDA_GRAPHS``: by default "auto", a large program with small fresh outputs such
+as a training step; ``_graphs_enabled``): a plan without host fallbacks is captured from its
+second call on. A graph bakes in
 addresses, so its arena and its non-donated outputs live in buffers the binding keeps; small
 non-donated arguments are copied into kept staging buffers (a token batch changes every
 step); large ones and donated ones (updated in place, so the same address comes back each
@@ -16,7 +17,7 @@ replay; outputs in donated arguments take the arguments' buffers over.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any
 
 import numpy as np
@@ -51,10 +52,20 @@ def run(exe: Any, args: tuple) -> list[Any]:
     return bound(args)
 
 
-def _graphs_enabled() -> bool:
-    # opt-in: on the H200 the GPT-2 124M bf16 step ran at 102 ms with plain launches and at
-    # 117-128 ms replayed from a graph (BENCHMARKS.md); the plan is GPU-bound, so launch cost hides
-    return bool(config.cuda_graphs)
+GRAPH_MIN_STEPS = 64  # "auto": smaller programs gain little from a graph and pay its capture
+
+
+def _graphs_enabled(steps: list, allocs: list) -> bool:
+    """``config.cuda_graphs``: True/False, or "auto": a program of at least
+    ``GRAPH_MIN_STEPS`` steps whose fresh outputs (not written into donated arguments) fit in
+    ``STAGE_BYTES`` — a training step. A replay copies its fresh outputs out of kept buffers and
+    keeps its arena between calls, which programs with large outputs would pay for. (The GPT-2
+    124M step on the H200, bf16: 320,540 tok/s launched, 325,979 replayed; BENCHMARKS.md.)"""
+    mode = config.cuda_graphs
+    if mode != "auto":
+        return bool(mode)
+    fresh = sum(a.size * a.dtype.itemsize for _, place, a in allocs if place[0] == "out")
+    return len(steps) >= GRAPH_MIN_STEPS and fresh <= STAGE_BYTES
 
 
 class Bound:
@@ -77,7 +88,8 @@ class Bound:
         graph_safe = all(
             step[1][0].graph_safe for step in self.steps if step[0] == NodeKind.LIBRARY
         )
-        self.graphable = not self.fake and not exe.fallbacks and graph_safe and _graphs_enabled()
+        self.graphable = (not self.fake and not exe.fallbacks and graph_safe
+                          and _graphs_enabled(self.steps, self.allocs))  # fmt: skip
         self.trace_args: list[dict] | None = None  # per step, for timeline traces
         self.calls = 0
         self.graphs: OrderedDict = OrderedDict()
@@ -168,9 +180,9 @@ class Bound:
         return err
 
     def _donatable(self, arrays: list[DeviceArray]) -> list[bool]:
-        ids = [id(a) for a in arrays]
+        seen = Counter(id(a) for a in arrays)  # an array passed twice is not taken over
         return [
-            d and a._block is not None and ids.count(id(a)) == 1
+            d and a._block is not None and seen[id(a)] == 1
             for d, a in zip(self.exe.donated, arrays)
         ]
 
