@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from blu.core.aval import ShapedArray
+from blu.core.aval import ShapedArray, shaped
 from blu.core.errors import BluError, BluTypeError, BluValueError, with_user_line
 
 # the blu.numpy functions the methods call; blu.numpy registers each of these names
@@ -331,14 +331,14 @@ class Array(ArrayOps):
     def delete(self, reason: str = "deleted with x.delete()") -> None:
         """Give up the array: any later use of its value raises (its shape and dtype remain)."""
         self._deleted = reason
-        self._buf = np.broadcast_to(np.zeros((), self._buf.dtype), self._buf.shape)
+        self._buf = _placeholder(self._buf.shape, self._buf.dtype)
 
     def is_deleted(self) -> bool:
         return self._deleted is not None
 
     @property
     def aval(self):
-        return ShapedArray(self._buf.shape, self._buf.dtype, self.weak_type)
+        return shaped(self._buf.shape, self._buf.dtype, self.weak_type)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -423,3 +423,18 @@ class Array(ArrayOps):
 
     def __reduce__(self):
         return (Array, (self._value, self.weak_type))
+
+
+_PLACEHOLDERS: dict[tuple, np.ndarray] = {}
+
+
+def _placeholder(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A read-only zero-stride array of ``shape`` and ``dtype`` standing in for a deleted
+    array's buffer (which it lets go of): one per distinct key, shared (nothing writes it)."""
+    key = (shape, dtype)
+    p = _PLACEHOLDERS.get(key)
+    if p is None:
+        if len(_PLACEHOLDERS) > 4096:
+            _PLACEHOLDERS.clear()
+        p = _PLACEHOLDERS[key] = np.broadcast_to(np.zeros((), dtype), shape)
+    return p

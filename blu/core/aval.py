@@ -113,3 +113,19 @@ class ShapeDtypeStruct:
 
     def __hash__(self) -> int:
         return hash((self.shape, self.dtype))
+
+
+_SHAPED: dict[tuple, ShapedArray] = {}
+
+
+def shaped(shape: tuple[int, ...], dtype: Any, weak_type: bool = False) -> ShapedArray:
+    """``ShapedArray(shape, dtype, weak_type)`` for a concrete array's own tuple shape and numpy
+    dtype, made once per distinct key (avals are never mutated): a jitted call looks up every
+    argument's aval, and a training step has hundreds."""
+    key = (shape, dtype, weak_type)
+    a = _SHAPED.get(key)
+    if a is None:
+        if len(_SHAPED) > 65536:  # many distinct shapes (a shape sweep): start over
+            _SHAPED.clear()
+        a = _SHAPED[key] = ShapedArray(shape, dtype, weak_type)
+    return a

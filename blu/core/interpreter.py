@@ -22,7 +22,7 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.array import Array, ArrayOps
-from blu.core.aval import ShapedArray
+from blu.core.aval import ShapedArray, shaped
 from blu.core.errors import (
     BluError,
     BluTypeError,
@@ -223,7 +223,7 @@ def get_aval(x: Any) -> ShapedArray:
     if getattr(x, "_blu_device_array", False):  # blu.cuda.DeviceArray (not imported here)
         return x.aval
     if isinstance(x, (np.ndarray, np.generic)):
-        return ShapedArray(x.shape, x.dtype)
+        return shaped(x.shape, x.dtype)
     if isinstance(x, (bool, int, float, complex)):
         dtype, weak = dtypes.dtype_and_weak(x)
         return ShapedArray((), dtype, weak)

@@ -87,9 +87,9 @@ class DeviceArray(ArrayOps):
 
     @property
     def aval(self) -> Any:
-        from blu.core.aval import ShapedArray
+        from blu.core.aval import shaped
 
-        return ShapedArray(self.shape, self.dtype)
+        return shaped(self.shape, self.dtype)
 
     @property
     def ptr(self) -> int:
