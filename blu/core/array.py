@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from blu.core.aval import ShapedArray, shaped
+from blu.core.aval import shaped
 from blu.core.errors import BluError, BluTypeError, BluValueError, with_user_line
 
 # the blu.numpy functions the methods call; blu.numpy registers each of these names
