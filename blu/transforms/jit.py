@@ -446,7 +446,9 @@ class Jitted:
                 # signature at once, both use the first entry (so one executable is compiled)
                 entry = self._cache.setdefault(key, entry)
             self._last_key = key  # for the log message only
-        n_leaf = [len(pytree.tree_leaves(a)) for a in dyn_args]
+        # leaves per positional argument, from the treedef of (dyn_args, dyn_kwargs) (not a
+        # second flatten of every argument: a training step's state has hundreds of leaves)
+        n_leaf = [c.num_leaves for c in in_tree.children()[0].children()]
         donated_leaves = [d for d, n in zip(donated, n_leaf) for _ in range(n)]
         donated_leaves += [False] * (len(leaves) - len(donated_leaves))
         return entry, leaves, donated_leaves
