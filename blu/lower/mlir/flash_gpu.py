@@ -41,6 +41,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 
+from blu.lower.mlir import flash_tc
 from blu.lower.mlir.flash_text import SMEM, Text, module, smem_type, vec
 
 THREADS = 256
@@ -62,6 +63,7 @@ class FlashSpec:
     causal: bool
     scale: float
     dtype: str = "float32"  # of q, k, v, out and the gradients: float32, bfloat16, float16
+    mma: str = ""  # "": CUDA cores; "tf32" / "3xtf32": tensor cores (``flash_tc``)
 
     @property
     def g(self) -> int:
@@ -81,6 +83,8 @@ def unsupported(sp: FlashSpec) -> str | None:
         return "an empty problem"
     if sp.b * sp.n > 65535 or sp.b * sp.kh > 65535:
         return "more than 65535 (batch, head) pairs"
+    if sp.mma and (sp.mma not in flash_tc.MODES or sp.dtype != "float32"):
+        return f"blu's tensor-core flash kernels take float32 in {flash_tc.MODES}, not {sp.mma}"
     return None
 
 
@@ -169,6 +173,11 @@ def launches(sp: FlashSpec, sym: str, backward: bool) -> list[FlashLaunch]:
     """The launches of the forward (one) or the backward (two: ``D`` and zeroed ``dQ``, then
     the main kernel) for ``sp``; ``sym`` is the module's symbol."""
     c = tiling(sp.h)
+    if not backward and sp.mma:
+        return [FlashLaunch(f"{sym}_fwd", (_cdiv(sp.t, flash_tc.BM), sp.b * sp.n), THREADS,
+                            flash_tc.smem_bytes(sp.h, sp.mma))]  # fmt: skip
+    if backward and sp.mma:
+        raise ValueError(f"no tensor-core flash backward yet ({sp})")
     if not backward:
         return [FlashLaunch(f"{sym}_fwd", (_cdiv(sp.t, c.fwd_bm), sp.b * sp.n), THREADS,
                             fwd_tiles(sp.h)[1])]  # fmt: skip
@@ -603,6 +612,8 @@ def canonical(sp: FlashSpec, backward: bool) -> str:
 
 def emit(sp: FlashSpec, name: str, backward: bool) -> str:
     """The MLIR module of the forward or the backward kernels of ``sp``."""
+    if sp.mma and not backward:
+        return module(name, [flash_tc.forward(sp, name)])
     funcs = [_pre(sp, name), _backward(sp, name)] if backward else [_forward(sp, name)]
     if backward and sp.dtype != "float32":
         funcs.append(_post(sp, name))
