@@ -7,6 +7,10 @@ reference on a small problem and timed at GPT-2 124M's attention shape.
     # on the GPU (the cache carried along):
     PYTHONPATH=. BLU_CACHE_DIR=.blu_cache-gpu python3 benchmarks/flash_tiles.py
 
+Variants: the CUDA-core kernels at several tilings and the tensor-core forwards
+(``blu.lower.mlir.flash_tc``: ``mma=3xtf32``, float32 accuracy; ``mma=tf32``, one TF32 product
+per multiply, whose error column is about 1e-3 rather than 1e-6).
+
 Rows: forward and backward (the ``D`` launch and the main kernel) in microseconds, mean over
 ``--iters`` launches after a warm-up, CUDA events around each loop, and the achieved float32
 TFLOP/s (the products' multiply-adds, causal blocks skipped: 4 T S H B N / 2 forward, 2.5x that
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 
@@ -29,7 +34,9 @@ from blu.lower.mlir import flash_gpu as fg  # noqa: E402
 # settings of blu.lower.mlir.flash_gpu to compare (module constants; the kernel cache keys
 # of any but the defaults name them)
 VARIANTS = [
-    {},
+    {},  # the CUDA-core kernels' defaults
+    {"mma": "3xtf32"},  # tensor-core forward, float32 accuracy (flash_tc); CUDA-core backward
+    {"mma": "tf32"},  # tensor-core forward, one TF32 product per multiply
     {"fwd_bm": 64, "bwd_bm": 32, "bwd_tx": 16, "unroll": 4},  # the first tiling
     {"unroll": 4},
     {"unroll": 16},
@@ -48,11 +55,19 @@ def settings(values: dict):
         fg.OVERRIDE.update(old)
 
 
-def modules(sp: fg.FlashSpec) -> tuple:
+def specs(sp: fg.FlashSpec, var: dict) -> tuple[fg.FlashSpec, fg.FlashSpec]:
+    """The forward's and the backward's spec of a variant (``mma``/``bwd_mma``: the tensor-core
+    modes, ``flash_tc``)."""
+    return (dataclasses.replace(sp, mma=var.get("mma", "")),
+            dataclasses.replace(sp, mma=var.get("bwd_mma", "")))  # fmt: skip
+
+
+def modules(fsp: fg.FlashSpec, bsp: fg.FlashSpec) -> tuple:
     from blu.lower.mlir import mlir_gpu
 
-    return tuple(mlir_gpu.get_module(fg.canonical(sp, bw), lambda sym, bw=bw: fg.emit(sp, sym, bw),
-                                     f"flash {sp} bwd={bw}") for bw in (False, True))  # fmt: skip
+    return tuple(mlir_gpu.get_module(fg.canonical(sp, bw), lambda sym, sp=sp, bw=bw:
+                                     fg.emit(sp, sym, bw), f"flash {sp} bwd={bw}")
+                 for sp, bw in ((fsp, False), (bsp, True)))  # fmt: skip
 
 
 def reference(q, k, v, dout, scale, causal):
@@ -74,7 +89,7 @@ def reference(q, k, v, dout, scale, causal):
     return back(out), lse, back(dq), back(dk), back(dv)
 
 
-def run(sp: fg.FlashSpec, iters: int, check: bool) -> tuple[float, float, float]:
+def run(sp: fg.FlashSpec, var: dict, iters: int, check: bool) -> tuple[float, float, float]:
     import blu.cuda as bc
     from blu.cuda.array import DeviceArray
     from blu.cuda.driver import Event
@@ -83,7 +98,8 @@ def run(sp: fg.FlashSpec, iters: int, check: bool) -> tuple[float, float, float]
 
     dev = bc.devices()[0]
     dev.activate()
-    fwd_m, bwd_m = (_module(dev, m) for m in modules(sp))
+    fsp, bsp = specs(sp, var)
+    fwd_m, bwd_m = (_module(dev, m) for m in modules(fsp, bsp))
     rng = np.random.default_rng(0)
     shape_q, shape_k = (sp.b, sp.t, sp.n, sp.h), (sp.b, sp.s, sp.kh, sp.h)
     host = [rng.normal(size=s).astype(np.float32) for s in (shape_q, shape_k, shape_k, shape_q)]
@@ -96,11 +112,11 @@ def run(sp: fg.FlashSpec, iters: int, check: bool) -> tuple[float, float, float]
     st = dev.stream_id
 
     def fwd():
-        _launch(fwd_m, fwd_m.name, sp, False, st, [[q.ptr, k.ptr, v.ptr, out.ptr, lse.ptr]])
+        _launch(fwd_m, fwd_m.name, fsp, False, st, [[q.ptr, k.ptr, v.ptr, out.ptr, lse.ptr]])
 
     def bwd():
         main = [q.ptr, k.ptr, v.ptr, lse.ptr, dout.ptr, dvec.ptr, dq.ptr, dk.ptr, dv.ptr]
-        _launch(bwd_m, bwd_m.name, sp, True, st, [[out.ptr, dout.ptr, dq.ptr, dvec.ptr], main])
+        _launch(bwd_m, bwd_m.name, bsp, True, st, [[out.ptr, dout.ptr, dq.ptr, dvec.ptr], main])
 
     fwd()
     bwd()
@@ -150,14 +166,15 @@ def main() -> None:
         if a.only is not None and vi != a.only:
             continue
         name = ",".join(f"{k}={v}" for k, v in var.items()) or "defaults"
-        with settings(var):
+        tiling = {k: v for k, v in var.items() if k not in ("mma", "bwd_mma")}
+        with settings(tiling):
             if a.compile:
                 for sp in [big, *small]:
-                    modules(sp)
+                    modules(*specs(sp, var))
                 continue
             try:
-                errs = [run(sp, 1, True)[2] for sp in small]
-                f_us, b_us, _ = run(big, a.iters, False)
+                errs = [run(sp, var, 1, True)[2] for sp in small]
+                f_us, b_us, _ = run(big, var, a.iters, False)
                 print(f"{name:>36} {f_us:9.1f} {flops / f_us / 1e6:9.1f} "
                       f"{b_us:9.1f} {2.5 * flops / b_us / 1e6:9.1f} {max(errs):20.2e}")  # fmt: skip
             except Exception as e:  # noqa: BLE001 - a variant that fails still leaves a row
