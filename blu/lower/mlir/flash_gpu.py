@@ -176,8 +176,6 @@ def launches(sp: FlashSpec, sym: str, backward: bool) -> list[FlashLaunch]:
     if not backward and sp.mma:
         return [FlashLaunch(f"{sym}_fwd", (_cdiv(sp.t, flash_tc.BM), sp.b * sp.n), THREADS,
                             flash_tc.smem_bytes(sp.h, sp.mma))]  # fmt: skip
-    if backward and sp.mma:
-        raise ValueError(f"no tensor-core flash backward yet ({sp})")
     if not backward:
         return [FlashLaunch(f"{sym}_fwd", (_cdiv(sp.t, c.fwd_bm), sp.b * sp.n), THREADS,
                             fwd_tiles(sp.h)[1])]  # fmt: skip
@@ -185,9 +183,12 @@ def launches(sp: FlashSpec, sym: str, backward: bool) -> list[FlashLaunch]:
     post = []
     if sp.dtype != "float32":  # dQ accumulated in float32, then rounded into the output
         post = [FlashLaunch(f"{sym}_post", (_cdiv(rows * sp.h // 4, THREADS), 1), THREADS, 0)]
-    return [FlashLaunch(f"{sym}_pre", (_cdiv(rows, THREADS // c.bwd_tx), 1), THREADS, 0),
-            FlashLaunch(f"{sym}_bwd", (_cdiv(sp.s, c.bwd_bn), sp.b * sp.kh), THREADS,
-                        bwd_tiles(sp.h)[1])] + post  # fmt: skip
+    pre = FlashLaunch(f"{sym}_pre", (_cdiv(rows, THREADS // c.bwd_tx), 1), THREADS, 0)
+    if sp.mma:
+        return [pre, FlashLaunch(f"{sym}_bwd", (_cdiv(sp.s, flash_tc.BWD_BN), sp.b * sp.kh),
+                                 THREADS, flash_tc.bwd_smem_bytes(sp.h, sp.mma))]  # fmt: skip
+    return [pre, FlashLaunch(f"{sym}_bwd", (_cdiv(sp.s, c.bwd_bn), sp.b * sp.kh), THREADS,
+                             bwd_tiles(sp.h)[1])] + post  # fmt: skip
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -612,8 +613,9 @@ def canonical(sp: FlashSpec, backward: bool) -> str:
 
 def emit(sp: FlashSpec, name: str, backward: bool) -> str:
     """The MLIR module of the forward or the backward kernels of ``sp``."""
-    if sp.mma and not backward:
-        return module(name, [flash_tc.forward(sp, name)])
+    if sp.mma:
+        tc = flash_tc.backward if backward else flash_tc.forward
+        return module(name, ([_pre(sp, name)] if backward else []) + [tc(sp, name)])
     funcs = [_pre(sp, name), _backward(sp, name)] if backward else [_forward(sp, name)]
     if backward and sp.dtype != "float32":
         funcs.append(_post(sp, name))

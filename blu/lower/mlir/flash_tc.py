@@ -33,8 +33,10 @@ their fragments are read (each A fragment serves a whole row of products). The s
 statistics live with the C fragments (two rows per thread), combined across the four lanes of
 a group with shuffles; ``P`` goes from the C layout to the A layout through shared memory.
 
-The backward keeps the CUDA-core kernels (``flash_gpu._backward``) for now: the spec of a
-backward equation always has ``mma == ""`` (``choose``).
+The backward (``backward``, after ``flash_gpu._pre``) runs its five products the same way;
+``P^T`` and ``dS^T`` are staged in shared memory (rounded or split) as the A operands of
+``dV``, ``dK`` and (read transposed) ``dQ``. The forward's and the backward's modes are chosen
+independently (``FORWARD``, ``BACKWARD``; a backward spec may keep ``mma == ""``).
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ MODES = ("tf32", "3xtf32")
 # precision (blu.config.default_matmul_precision) -> tensor-core mode of the forward and the
 # backward ("" keeps the CUDA-core kernels); the benchmark's variants override these
 FORWARD = {"tf32": "tf32", "fp32": "3xtf32", "highest": "3xtf32"}
-BACKWARD: dict[str, str] = {}
+BACKWARD = {"tf32": "tf32", "fp32": "3xtf32", "highest": "3xtf32"}
+MAX_SHARED = 227 * 1024  # bytes of shared memory a block may opt into on sm_80/sm_90
 _STRUCT = "!llvm.struct<(f32, f32, f32, f32)>"
 
 
@@ -66,10 +69,14 @@ def tiles(h: int, mode: str) -> list[tuple[str, int, int]]:
 
 def choose(dtype: str, h: int, precision: str, backward: bool, enabled: bool = True) -> str:
     """The tensor-core mode for a problem ("" : the CUDA-core kernels): float32 operands,
-    heads of 32, 64 or 128, the mode ``FORWARD``/``BACKWARD`` give ``precision``."""
+    heads of 32, 64 or 128, the mode ``FORWARD``/``BACKWARD`` give ``precision`` (the backward
+    of heads of 128 in 3xTF32 stays on CUDA cores: its split tiles exceed shared memory)."""
     if not enabled or dtype != "float32" or h not in (32, 64, 128):
         return ""
-    return (BACKWARD if backward else FORWARD).get(precision, "")
+    mode = (BACKWARD if backward else FORWARD).get(precision, "")
+    if backward and mode and bwd_smem_bytes(h, mode) > MAX_SHARED:
+        return ""  # heads of 128 in 3xTF32: the split tiles exceed shared memory
+    return mode
 
 
 class Mma:
@@ -301,3 +308,216 @@ def forward(sp, name: str) -> str:
     params = [f"%q: {gty(qsize)}", f"%k: {gty(ksize)}", f"%v: {gty(ksize)}",
               f"%out: {gty(osize)}", f"%lse: {gty(lsize)}"]  # fmt: skip
     return t.func(f"{name}_fwd", params, fg.THREADS)
+
+
+# ---- the backward --------------------------------------------------------------------------
+
+BWD_BN, BWD_BM = 64, 64  # keys per block, queries per step: 4 slabs of 16 rows x 2 halves
+
+
+def bwd_tiles(h: int, mode: str) -> list[tuple[str, int, int]]:
+    """The backward's shared tiles, one per operand part (big, small): natural layouts, rows
+    padded by 4 floats where the tile is read along rows most, 8 where along columns."""
+    out = []
+    for nm, r, cols in (("K", BWD_BN, h + 8), ("V", BWD_BN, h + 4), ("Q", BWD_BM, h + 4),
+                        ("dO", BWD_BM, h + 4), ("PT", BWD_BN, BWD_BM + 4),
+                        ("dST", BWD_BN, BWD_BM + 4)):  # fmt: skip
+        out += [(nm + p, r, cols) for p in _parts(mode)]
+    return out
+
+
+def _parts(mode: str) -> tuple[str, ...]:
+    return ("b", "s") if mode == "3xtf32" else ("b",)
+
+
+def bwd_smem_bytes(h: int, mode: str) -> int:
+    return sum(4 * r * c for _, r, c in bwd_tiles(h, mode))
+
+
+def backward(sp, name: str) -> str:
+    """The tensor-core backward kernel ``<name>_bwd`` of ``sp``: the parameters and launch grid
+    of ``flash_gpu._backward`` (after the same ``_pre`` launch), float32 only.
+
+    One block per 64 keys of one (batch, key/value head); warp ``w`` owns key rows
+    ``16 (w % 4)`` and the half ``w // 4`` of the other dimension. Per step of 64 queries:
+    ``S^T = K Q^T`` and ``dP^T = V dO^T`` (keys x queries, C fragments), ``P^T`` and
+    ``dS^T = P^T (dP^T - D) scale`` staged in shared memory (rounded or split), then
+    ``dV += P^T dO``, ``dK += dS^T Q`` (kept in registers over the whole loop) and
+    ``dQ = dS K`` (A fragments read transposed from ``dS^T``), added to the float32 ``dQ``
+    with atomics."""
+    from blu.lower.mlir import flash_gpu as fg
+
+    mode, h = sp.mma, sp.h
+    BN, BM = BWD_BN, BWD_BM
+    tl, _ = fg._layout(bwd_tiles(h, mode))
+    K = fg._Kernel(sp, tl, 16, 1)
+    t = K.t
+    M = Mma(t, mode)
+    P = _parts(mode)
+    lane, warp = t.rem(K.tid, t.i(32)), t.div(K.tid, t.i(32))
+    g, c = t.div(lane, t.i(4)), t.rem(lane, t.i(4))
+    w16 = t.mul(t.rem(warp, t.i(4)), t.i(16))  # this warp's 16 rows (keys; queries for dQ)
+    half = t.div(warp, t.i(4))
+    q32 = t.mul(half, t.i(BM // 2))  # its half of the queries (S^T, dP^T)
+    h2 = t.mul(half, t.i(h // 2))  # its half of the heads (dV, dK, dQ)
+    NQ, NH = BM // 16, h // 16  # n-tiles of a half: queries, heads
+    nqb = fg._cdiv(sp.t, BM)
+    b, kh = t.div(K.by, t.i(sp.kh)), t.rem(K.by, t.i(sp.kh))
+    key0 = t.mul(K.bx, t.i(BN))
+    qstride, kstride = sp.n * h, sp.kh * h
+    qsize, ksize = sp.b * sp.t * qstride, sp.b * sp.s * kstride
+    lsize = sp.b * sp.n * sp.t
+    kbase = t.lin((b, sp.s * kstride), (kh, h))
+    gty = fg._gty
+
+    def names(op: str) -> list[str]:
+        return [op + p for p in P]
+
+    def put(nm: str, vals: list[str], at: list[str]) -> None:
+        """Store f32 values as their parts into the tiles of operand ``nm``."""
+        per = list(zip(*[M.staged(v) for v in vals]))
+        for tile, vv in zip(names(nm), per):
+            t.store(list(vv), K.view[tile], tl[tile].ty, at)
+
+    def stage(pieces: list[str], rows: int, nm: str) -> None:
+        for it, x in enumerate(pieces):
+            idx = t.add(K.tid, t.i(fg.THREADS * it))
+            r, dc = t.rem(idx, t.i(rows)), t.div(idx, t.i(rows))
+            vals = [t.v(f"vector.extract {x}[{j}] : f32 from vector<4xf32>") for j in range(4)]
+            put(nm, vals, [r, t.mul(dc, t.i(4))])
+
+    def load(tile: str, at: list[str]) -> str:
+        return M.as_i32(t.load(K.view[tile], tl[tile].ty, at, 1)[0])
+
+    def a_frag(nm: str, r0: str, k0: str, transposed: bool = False) -> list[list[str]]:
+        out = []
+        for tile in names(nm):
+            regs = []
+            for dr, dk in ((0, 0), (8, 0), (0, 4), (8, 4)):
+                m, kk = t.add(r0, t.add(g, t.i(dr))), t.add(k0, t.add(c, t.i(dk)))
+                regs.append(load(tile, [kk, m] if transposed else [m, kk]))
+            out.append(regs)
+        return out
+
+    def b_frag(nm: str, n0: str, k0: str, kmajor: bool) -> list[list[str]]:
+        out = []
+        for tile in names(nm):
+            regs = []
+            for dk in (0, 4):
+                kk, nn = t.add(k0, t.add(c, t.i(dk))), t.add(n0, g)
+                regs.append(load(tile, [kk, nn] if kmajor else [nn, kk]))
+            out.append(regs)
+        return out
+
+    def product(acc: list[str], ksteps: int, a, b, ntiles: int) -> list[str]:
+        """``acc`` (``ntiles`` C fragments) += the sum over ``ksteps`` steps of 8 of
+        ``a(k0)`` times ``b(j, k0)``."""
+
+        def step(kk: str, cur: list[str]) -> list[str]:
+            k0 = t.mul(kk, t.i(8))
+            af = a(k0)
+            out = []
+            for j in range(ntiles):
+                out += M.mma(af, b(j, k0), cur[4 * j : 4 * j + 4])
+            return out
+
+        return t.loop(t.i(0), t.i(ksteps), t.i(1), acc, step)
+
+    stage(K.fetch("%k", ksize, BN, key0, sp.s, kbase, kstride), BN, "K")
+    stage(K.fetch("%v", ksize, BN, key0, sp.s, kbase, kstride), BN, "V")
+    keys = [t.add(key0, t.add(w16, t.add(g, t.i(8 * r)))) for r in range(2)]
+    c2 = sp.scale * fg.LOG2E
+    qb0 = t.div(key0, t.i(BM)) if sp.causal else t.i(0)
+    nacc = 4 * NH
+
+    def head(gi: str, gargs: list[str]) -> list[str]:
+        n = t.lin((kh, sp.g), gi)
+        qbase = t.lin((b, sp.t * qstride), (n, h))
+        rbase = t.lin((b, sp.n * sp.t), (n, sp.t))
+
+        def fetch(row0: str, when: str | None = None) -> list[str]:
+            pre = K.fetch("%q", qsize, BM, row0, sp.t, qbase, qstride, when)
+            return pre + K.fetch("%dout", qsize, BM, row0, sp.t, qbase, qstride, when)
+
+        def step(qb: str, args: list[str]) -> list[str]:
+            dk, dv, pre = args[:nacc], args[nacc : 2 * nacc], args[2 * nacc :]
+            row0 = t.mul(qb, t.i(BM))
+            t.barrier()
+            stage(pre[: len(pre) // 2], BM, "Q")
+            stage(pre[len(pre) // 2 :], BM, "dO")
+            t.barrier()
+            # the next query block's loads are in flight while this one is computed
+            nxt = t.add(qb, t.i(1))
+            pre = fetch(t.mul(nxt, t.i(BM)), t.cmp("ult", nxt, t.i(nqb)))
+            qcol = lambda j: t.add(q32, t.i(8 * j))  # noqa: E731
+            s = product(K.zeros(4 * NQ), h // 8, lambda k0: a_frag("K", w16, k0),
+                        lambda j, k0: b_frag("Q", qcol(j), k0, False), NQ)  # fmt: skip
+            dp = product(K.zeros(4 * NQ), h // 8, lambda k0: a_frag("V", w16, k0),
+                         lambda j, k0: b_frag("dO", qcol(j), k0, False), NQ)  # fmt: skip
+            for j in range(NQ):
+                for e in range(2):
+                    col = t.add(t.mul(c, t.i(2)), t.add(q32, t.i(8 * j + e)))
+                    row = t.add(row0, col)
+                    ok = t.cmp("ult", row, t.i(sp.t))
+                    at = t.add(rbase, t.v(f"arith.minui {row}, {t.i(sp.t - 1)} : index"))
+                    lv = t.load("%lse", gty(lsize), [at], 1)[0]
+                    dvv = t.load("%dvec", gty(lsize), [at], 1)[0]
+                    dead = t.fcmp("oeq", lv, t.f(float("-inf")))
+                    outside = t.v(f"arith.xori {ok}, {t._const('true', 'i1')} : i1")
+                    bad_row = t.v(f"arith.ori {dead}, {outside} : i1")
+                    lse2 = t.select(bad_row, t.f(float("inf")), t.fop("mulf", lv, t.f(fg.LOG2E)))
+                    dd = t.select(ok, dvv, t.f(0.0))
+                    for r in range(2):
+                        i = 4 * j + 2 * r + e
+                        x = t.fop("subf", t.fop("mulf", s[i], t.f(c2)), lse2)
+                        bad = t.cmp("uge", keys[r], t.i(sp.s))
+                        if sp.causal:
+                            bad = t.v(f"arith.ori {bad}, {t.cmp('ugt', keys[r], row)} : i1")
+                        pr = t.select(bad, t.f(0.0), t.exp2(x))
+                        ds = t.fop("mulf", t.fop("mulf", pr, t.fop("subf", dp[i], dd)),
+                                   t.f(sp.scale))  # fmt: skip
+                        at2 = [t.add(w16, t.add(g, t.i(8 * r))), col]
+                        put("PT", [pr], at2)
+                        put("dST", [ds], at2)
+            t.barrier()
+            hcol = lambda j: t.add(h2, t.i(8 * j))  # noqa: E731
+            dv = product(dv, BM // 8, lambda k0: a_frag("PT", w16, k0),
+                         lambda j, k0: b_frag("dO", hcol(j), k0, True), NH)  # fmt: skip
+            dk = product(dk, BM // 8, lambda k0: a_frag("dST", w16, k0),
+                         lambda j, k0: b_frag("Q", hcol(j), k0, True), NH)  # fmt: skip
+            dq = product(K.zeros(nacc), BN // 8, lambda k0: a_frag("dST", w16, k0, True),
+                         lambda j, k0: b_frag("K", hcol(j), k0, True), NH)  # fmt: skip
+            for r in range(2):
+                qrow = t.add(row0, t.add(w16, t.add(g, t.i(8 * r))))
+
+                def add(qrow=qrow, r=r) -> list[str]:
+                    for j in range(NH):
+                        for e in range(2):
+                            at = t.lin(qbase, (qrow, qstride), h2, (c, 2), t.i(8 * j + e))
+                            t.atomic_add(dq[4 * j + 2 * r + e], "%dq", gty(qsize), [at])
+                    return []
+
+                t.if_(t.cmp("ult", qrow, t.i(sp.t)), add, lambda: [], [])
+            return dk + dv + pre
+
+        pre0 = fetch(t.mul(qb0, t.i(BM)))
+        types = ["f32"] * len(gargs) + [K.piece] * len(pre0)
+        res = t.loop(qb0, t.i(nqb), t.i(1), list(gargs) + pre0, step, types)
+        return res[: len(gargs)]
+
+    res = t.loop(t.i(0), t.i(sp.g), t.i(1), K.zeros(2 * nacc), head)
+    dk, dv = res[:nacc], res[nacc:]
+    for r in range(2):
+
+        def store(r=r) -> list[str]:
+            for j in range(NH):
+                at = [t.lin(kbase, (keys[r], kstride), h2, (c, 2), t.i(8 * j))]
+                t.store(dk[4 * j + 2 * r : 4 * j + 2 * r + 2], "%dk", gty(ksize), at)
+                t.store(dv[4 * j + 2 * r : 4 * j + 2 * r + 2], "%dv", gty(ksize), at)
+            return []
+
+        t.if_(t.cmp("ult", keys[r], t.i(sp.s)), store, lambda: [], [])
+    params = [f"%q: {gty(qsize)}", f"%k: {gty(ksize)}", f"%v: {gty(ksize)}",
+              f"%lse: {gty(lsize)}", f"%dout: {gty(qsize)}", f"%dvec: {gty(lsize)}",
+              f"%dq: {gty(qsize)}", f"%dk: {gty(ksize)}", f"%dv: {gty(ksize)}"]  # fmt: skip
+    return t.func(f"{name}_bwd", params, fg.THREADS)
