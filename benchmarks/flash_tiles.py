@@ -9,7 +9,9 @@ reference on a small problem and timed at GPT-2 124M's attention shape.
 
 Variants: the CUDA-core kernels at several tilings and the tensor-core forwards
 (``blu.lower.mlir.flash_tc``: ``mma=3xtf32``, float32 accuracy; ``mma=tf32``, one TF32 product
-per multiply, whose error column is about 1e-3 rather than 1e-6).
+per multiply, whose errors are about 1e-3 rather than 1e-6; ``bwd_mma``: the backward's mode,
+else the CUDA-core backward). The error columns: the largest error of the forward's results
+(out, lse) and of the gradients, each relative to its largest value, over two small problems.
 
 Rows: forward and backward (the ``D`` launch and the main kernel) in microseconds, mean over
 ``--iters`` launches after a warm-up, CUDA events around each loop, and the achieved float32
@@ -35,8 +37,12 @@ from blu.lower.mlir import flash_gpu as fg  # noqa: E402
 # of any but the defaults name them)
 VARIANTS = [
     {},  # the CUDA-core kernels' defaults
-    {"mma": "3xtf32"},  # tensor-core forward, float32 accuracy (flash_tc); CUDA-core backward
-    {"mma": "tf32"},  # tensor-core forward, one TF32 product per multiply
+    # tensor cores (flash_tc): 3xTF32 (float32 accuracy) and TF32, forward and backward, then
+    # the forward alone (CUDA-core backward)
+    {"mma": "3xtf32", "bwd_mma": "3xtf32"},
+    {"mma": "tf32", "bwd_mma": "tf32"},
+    {"mma": "3xtf32"},
+    {"mma": "tf32"},
     {"fwd_bm": 64, "bwd_bm": 32, "bwd_tx": 16, "unroll": 4},  # the first tiling
     {"unroll": 4},
     {"unroll": 16},
@@ -89,7 +95,7 @@ def reference(q, k, v, dout, scale, causal):
     return back(out), lse, back(dq), back(dk), back(dv)
 
 
-def run(sp: fg.FlashSpec, var: dict, iters: int, check: bool) -> tuple[float, float, float]:
+def run(sp: fg.FlashSpec, var: dict, iters: int, check: bool) -> tuple[float, ...]:
     import blu.cuda as bc
     from blu.cuda.array import DeviceArray
     from blu.cuda.driver import Event
@@ -121,11 +127,11 @@ def run(sp: fg.FlashSpec, var: dict, iters: int, check: bool) -> tuple[float, fl
     fwd()
     bwd()
     dev.synchronize()
-    err = float("nan")
-    if check:
+    errs = [float("nan")] * 5
+    if check:  # each result's largest error relative to its largest value (at least 1)
         want = reference(*host, sp.scale, sp.causal)
         got = [np.asarray(x) for x in (out, lse, dq, dk, dv)]
-        err = max(float(np.abs(g - w).max() / max(1.0, np.abs(w).max())) for g, w in zip(got, want))
+        errs = [float(np.abs(g - w).max() / max(1.0, np.abs(w).max())) for g, w in zip(got, want)]
     times = []
     for fn in (fwd, bwd):
         fn()
@@ -136,7 +142,7 @@ def run(sp: fg.FlashSpec, var: dict, iters: int, check: bool) -> tuple[float, fl
         b.record(st)
         b.synchronize()
         times.append(a.elapsed_ms(b) * 1e3 / iters)
-    return times[0], times[1], err
+    return times[0], times[1], max(errs[:2]), max(errs[2:])
 
 
 def main() -> None:
@@ -161,7 +167,7 @@ def main() -> None:
     flops = 4 * big.b * big.n * big.t * big.s * big.h / 2
     print(f"flash tiles at B={big.b} T={big.t} N={big.n} H={big.h} causal, float32")
     print(f"{'variant':>36} {'fwd us':>9} {'fwd TF/s':>9} {'bwd us':>9} "
-          f"{'bwd TF/s':>9} {'max rel err (small)':>20}")  # fmt: skip
+          f"{'bwd TF/s':>9} {'fwd err (small)':>16} {'bwd err (small)':>16}")  # fmt: skip
     for vi, var in enumerate(VARIANTS):
         if a.only is not None and vi != a.only:
             continue
@@ -173,10 +179,12 @@ def main() -> None:
                     modules(*specs(sp, var))
                 continue
             try:
-                errs = [run(sp, var, 1, True)[2] for sp in small]
-                f_us, b_us, _ = run(big, var, a.iters, False)
+                errs = [run(sp, var, 1, True)[2:] for sp in small]
+                f_us, b_us = run(big, var, a.iters, False)[:2]
+                ferr, berr = (max(e[i] for e in errs) for i in (0, 1))
                 print(f"{name:>36} {f_us:9.1f} {flops / f_us / 1e6:9.1f} "
-                      f"{b_us:9.1f} {2.5 * flops / b_us / 1e6:9.1f} {max(errs):20.2e}")  # fmt: skip
+                      f"{b_us:9.1f} {2.5 * flops / b_us / 1e6:9.1f} {ferr:16.2e} "
+                      f"{berr:16.2e}")  # fmt: skip
             except Exception as e:  # noqa: BLE001 - a variant that fails still leaves a row
                 print(f"{name:>36} failed: {type(e).__name__}: {e}"[:300])
 
