@@ -3,8 +3,8 @@ target, against the float64 numpy references of ``test_attention.py``: the forwa
 log-sum-exp, and the gradients of q, k and v (the backward kernel), for float32 problems —
 causal and not, T not a multiple of the tiles, T = 1, T != S, heads of 32/64/128 and
 grouped-query attention; float32 through the CUDA-core kernels and through the tensor-core
-forwards (``flash_tc``: 3xTF32 under precision "fp32", float32's tolerances; TF32 under "tf32",
-about 1e-2 of the largest value).
+kernels (``flash_tc``, forward and backward: 3xTF32 under precision "fp32", float32's
+tolerances; TF32 under "tf32", about 1e-2 of the largest value).
 
 Marked ``gpu``: on a real GPU the kernels run; with ``BLU_FAKE_GPU=1`` the executable still
 compiles them (so the kernel cache holds them) while the simulated device runs the primitives'
@@ -50,18 +50,18 @@ def _ids(c):
     return f"b{b}t{t}s{s}n{n}k{kh}h{h}{'c' if causal else ''}{c[7] if len(c) > 7 else ''}"
 
 
-# float32 kernels: (default_matmul_precision, flash_tensor_cores) -> the forward that runs
-FORWARDS = {
+# float32 kernels: name -> (default_matmul_precision, flash_tensor_cores) that choose them
+KERNELS = {
     "cudacores": ("fp32", False),
     "3xtf32": ("fp32", True),  # float32 accuracy on tensor cores
     "tf32": ("tf32", True),
 }
-TC_CASES = [  # the float32 cases, and heads the tensor-core forward tiles differently
+TC_CASES = [  # the float32 cases, and more with several blocks of the tensor-core kernels
     c for c in CASES if len(c) == 7
 ] + [(1, 200, 200, 2, 1, 128, False), (3, 129, 129, 4, 2, 64, True)]
 
 
-def _check(dev, case, forward: str = "cudacores") -> None:
+def _check(dev, case, kernels: str = "cudacores") -> None:
     b, t, s, n, kh, h, causal = case[:7]
     name = case[7] if len(case) > 7 else "float32"
     dt = np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
@@ -82,9 +82,9 @@ def _check(dev, case, forward: str = "cudacores") -> None:
 
     # half precision: the outputs' own rounding (2^-8 for bf16); tf32: operands rounded to 10
     # mantissa bits (2^-11) over sums of h and S terms, relative to the largest value
-    tol = 2e-2 if half else 1e-2 if forward == "tf32" else 2e-4
-    lse_tol = (1e-2, 1e-2) if forward == "tf32" else (2e-5, 2e-4)
-    precision, tensor_cores = FORWARDS[forward]
+    tol = 2e-2 if half else 1e-2 if kernels == "tf32" else 2e-4
+    lse_tol = (1e-2, 1e-2) if kernels == "tf32" else (2e-5, 2e-4)
+    precision, tensor_cores = KERNELS[kernels]
     with blu.config.override(default_matmul_precision=precision,
                              flash_tensor_cores=tensor_cores):  # fmt: skip
         out, lse = blu.jit(fwd)(*put(dev, q, k, v))
@@ -92,7 +92,7 @@ def _check(dev, case, forward: str = "cudacores") -> None:
     q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
     want = ref_attention(q64, k64, v64, causal=causal)
     got = np.asarray(out).astype(np.float64)
-    top = max(1.0, float(np.abs(want).max())) if forward == "tf32" else 1.0
+    top = max(1.0, float(np.abs(want).max())) if kernels == "tf32" else 1.0
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * top)
     _, want_lse, _ = ref_probs(q64, k64, causal=causal)
     np.testing.assert_allclose(np.asarray(lse), want_lse, rtol=lse_tol[0], atol=lse_tol[1])
@@ -110,11 +110,12 @@ def test_flash_forward_and_gradients_against_float64(dev, case):
     _check(dev, case)
 
 
-@pytest.mark.parametrize("forward", ["3xtf32", "tf32"])
+@pytest.mark.parametrize("kernels", ["3xtf32", "tf32"])
 @pytest.mark.parametrize("case", TC_CASES, ids=_ids)
-def test_tensor_core_forward_against_float64(dev, case, forward):
-    """The tensor-core forwards (``flash_tc``) under each precision, the backward after them."""
-    _check(dev, case, forward)
+def test_tensor_core_kernels_against_float64(dev, case, kernels):
+    """The tensor-core kernels (``flash_tc``) under each precision: the forward's results and
+    the backward's gradients (heads of 128 in 3xTF32: the CUDA-core backward)."""
+    _check(dev, case, kernels)
 
 
 def test_training_step_plan_uses_the_kernels_and_holds_no_scores(dev):
