@@ -43,22 +43,34 @@ VARIANTS = [
     {"mma": "tf32", "bwd_mma": "tf32"},
     {"mma": "3xtf32"},
     {"mma": "tf32"},
+    # the tensor-core forward held to 128 registers, two blocks an SM (a few bytes spill)
+    {"mma": "tf32", "bwd_mma": "tf32", "tc_fwd_min_blocks": 2},
     {"fwd_bm": 64, "bwd_bm": 32, "bwd_tx": 16, "unroll": 4},  # the first tiling
     {"unroll": 4},
     {"unroll": 16},
 ]
 
 
+TC_KEYS = ("mma", "bwd_mma", "tc_fwd_min_blocks")  # variant keys that are no Tiling field
+
+
 @contextlib.contextmanager
 def settings(values: dict):
-    """Kernels generated with these ``flash_gpu.Tiling`` fields overridden."""
-    old = dict(fg.OVERRIDE)
-    fg.OVERRIDE.update(values)
+    """Kernels generated with these ``flash_gpu.Tiling`` fields overridden (and
+    ``tc_fwd_min_blocks``: ``flash_tc.MIN_BLOCKS`` of the tensor-core forward)."""
+    from blu.lower.mlir import flash_tc
+
+    old, old_tc = dict(fg.OVERRIDE), dict(flash_tc.MIN_BLOCKS)
+    fg.OVERRIDE.update({k: v for k, v in values.items() if k not in TC_KEYS})
+    if "tc_fwd_min_blocks" in values:
+        flash_tc.MIN_BLOCKS[("fwd", values["mma"])] = values["tc_fwd_min_blocks"]
     try:
         yield
     finally:
         fg.OVERRIDE.clear()
         fg.OVERRIDE.update(old)
+        flash_tc.MIN_BLOCKS.clear()
+        flash_tc.MIN_BLOCKS.update(old_tc)
 
 
 def specs(sp: fg.FlashSpec, var: dict) -> tuple[fg.FlashSpec, fg.FlashSpec]:
@@ -172,8 +184,7 @@ def main() -> None:
         if a.only is not None and vi != a.only:
             continue
         name = ",".join(f"{k}={v}" for k, v in var.items()) or "defaults"
-        tiling = {k: v for k, v in var.items() if k not in ("mma", "bwd_mma")}
-        with settings(tiling):
+        with settings(var):
             if a.compile:
                 for sp in [big, *small]:
                     modules(*specs(sp, var))

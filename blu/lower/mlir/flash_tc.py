@@ -49,6 +49,9 @@ MODES = ("tf32", "3xtf32")
 # backward ("" keeps the CUDA-core kernels); the benchmark's variants override these
 FORWARD = {"tf32": "tf32", "fp32": "3xtf32", "highest": "3xtf32"}
 BACKWARD = {"tf32": "tf32", "fp32": "3xtf32", "highest": "3xtf32"}
+# blocks an SM should hold (NVVM minctasm; 0: as registers allow), per kernel and mode; the
+# benchmark's variants override these
+MIN_BLOCKS: dict[tuple[str, str], int] = {}
 MAX_SHARED = 227 * 1024  # bytes of shared memory a block may opt into on sm_80/sm_90
 _STRUCT = "!llvm.struct<(f32, f32, f32, f32)>"
 
@@ -307,7 +310,7 @@ def forward(sp, name: str) -> str:
         t.if_(t.cmp("ult", row, t.i(sp.t)), store, lambda: [], [])
     params = [f"%q: {gty(qsize)}", f"%k: {gty(ksize)}", f"%v: {gty(ksize)}",
               f"%out: {gty(osize)}", f"%lse: {gty(lsize)}"]  # fmt: skip
-    return t.func(f"{name}_fwd", params, fg.THREADS)
+    return t.func(f"{name}_fwd", params, fg.THREADS, MIN_BLOCKS.get(("fwd", mode), 0))
 
 
 # ---- the backward --------------------------------------------------------------------------
@@ -520,4 +523,4 @@ def backward(sp, name: str) -> str:
     params = [f"%q: {gty(qsize)}", f"%k: {gty(ksize)}", f"%v: {gty(ksize)}",
               f"%lse: {gty(lsize)}", f"%dout: {gty(qsize)}", f"%dvec: {gty(lsize)}",
               f"%dq: {gty(qsize)}", f"%dk: {gty(ksize)}", f"%dv: {gty(ksize)}"]  # fmt: skip
-    return t.func(f"{name}_bwd", params, fg.THREADS)
+    return t.func(f"{name}_bwd", params, fg.THREADS, MIN_BLOCKS.get(("bwd", mode), 0))
