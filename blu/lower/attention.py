@@ -18,7 +18,9 @@
 - GPU, float32 (and bf16/fp16 where cuDNN does not apply, is off, or with
   ``implementation="blu"``): blu's own flash kernels (``blu.lower.mlir.flash_gpu``: MLIR,
   compiled like every fused kernel and cached), without a mask, a bias or their gradients,
-  heads of 32, 64 or 128. ``gpu_choice`` says which runs;
+  heads of 32, 64 or 128; for float32 on tensor cores (``blu.lower.mlir.flash_tc``: TF32 under
+  ``default_matmul_precision="tf32"``, 3xTF32 under "fp32"; ``blu.config.flash_tensor_cores``
+  off: CUDA cores). ``gpu_choice`` says which runs;
   ``blu.config.flash_attention`` turns the kernels off.
 - Elsewhere (the JVP primitive on the GPU, masks and biases in float32) no lowering applies
   and ``prepare`` inlines the primitive's decomposition.

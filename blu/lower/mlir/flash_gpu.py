@@ -11,7 +11,8 @@ Layouts are the attention primitives' (``blu.lax.attention``): ``q (B, T, N, H)`
 K, H)`` with ``K`` dividing ``N`` (query head ``n`` reads key/value head ``n // (N // K)``),
 ``out (B, T, N, H)``, ``lse (B, N, T)``. Causal masking is top-left aligned (query ``i`` sees
 keys ``j <= i``). float32, bfloat16 or float16 in and out (``lse`` float32), float32
-arithmetic on CUDA cores (half-precision ``dQ`` accumulated in float32 and rounded by a last
+arithmetic on CUDA cores (float32 problems may run the tensor-core forms instead: ``flash_tc``,
+``FlashSpec.mma``) (half-precision ``dQ`` accumulated in float32 and rounded by a last
 launch; fused multiply-adds;
 ``exp2`` in the log2 domain, ``ex2.approx``).
 

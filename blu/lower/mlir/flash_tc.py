@@ -1,6 +1,8 @@
-"""Tensor-core forms of blu's flash-attention kernels (``flash_gpu``): the forward pass with its
-two products (``S = Q K^T``, ``O += P V``) on warp-level ``mma.sync.m16n8k8`` with TF32
-operands and float32 accumulators, float32 inputs and outputs only.
+"""Tensor-core forms of blu's flash-attention kernels (``flash_gpu``): the forward pass (``S =
+Q K^T``, ``O += P V``) and the backward pass (five products) on warp-level
+``mma.sync.m16n8k8`` with TF32 operands and float32 accumulators, float32 inputs and outputs
+only (same parameters, results and semantics as the CUDA-core kernels: causal top-left, GQA,
+any T and S, heads of 32/64/128, the log-sum-exp, zeros for fully masked rows).
 
 Two modes (``FlashSpec.mma``):
 
@@ -9,13 +11,19 @@ Two modes (``FlashSpec.mma``):
   chosen when ``blu.config.default_matmul_precision == "tf32"``.
 - ``"3xtf32"``: float32 accuracy from three TF32 products: ``x = big + small`` with
   ``big = tf32(x)``, ``small = tf32(x - big)``, and ``a b ~ a_small b_big + a_big b_small +
-  a_big b_big`` (the ``small * small`` term, ~2^-22 relative, dropped); the products of
-  ``small`` parts are accumulated first so they are not lost against the large one. This is
-  CUTLASS's ``OpMultiplyAddFastF32`` (``cutlass/gemm/warp/mma_tensor_op_fast_f32.h``), which its
-  float32 GEMMs on Sm80+ use for ``arch::OpMultiplyAddFastF32``; PyTorch's memory-efficient
-  attention (xformers' CUTLASS kernels, ``kernel_forward.h`` / ``gemm_kernel_utils.h``:
-  ``DefaultGemmType<Sm80, float>`` has ``Operator = arch::OpMultiplyAddFastF32`` and an
-  ``InstructionShape`` of 16x8x8) computes its float32 attention the same way.
+  a_big b_big`` (the ``small * small`` term, ~2^-22 relative, dropped), the small terms first
+  so they are not lost against the large one; chosen under "fp32". This is CUTLASS's
+  ``arch::OpMultiplyAddFastF32`` (``include/cutlass/gemm/warp/mma_tensor_op_fast_f32.h``,
+  ``MmaTensorOpFastF32`` with ``TensorFloat32Op::k3xTF32``: the same three products in the same
+  order; CUTLASS truncates ``big`` and rounds ``small`` half-ulp-truncate, blu rounds both to
+  nearest). PyTorch's memory-efficient attention (xformers' CUTLASS kernels) computes float32
+  this way: ``gemm_kernel_utils.h`` specializes ``DefaultGemmType`` for ``float`` on
+  ``kMinComputeCapability >= 80`` (aligned operands) as ``OpClassTensorOp``,
+  ``InstructionShape = GemmShape<16, 8, 8>``, ``Operator = arch::OpMultiplyAddFastF32``
+  (unaligned ones fall back to SIMT ``OpMultiplyAdd``); read in the copy at
+  ``PaddlePaddle/Paddle: paddle/phi/kernels/fusion/cutlass/fused_multi_head_attention/
+  gemm_kernel_utils.h``, the same file as PyTorch's ``aten/src/ATen/native/transformers/cuda/
+  mem_eff_attention/gemm_kernel_utils.h``.
 
 Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k8", ``.tf32``): with
 ``g = lane >> 2`` and ``c = lane % 4``, A (16x8, row) holds ``a0 (g, c)``, ``a1 (g + 8, c)``,
@@ -47,8 +55,8 @@ BM = 128  # queries per block: 8 warps of 16 rows
 MODES = ("tf32", "3xtf32")
 # precision (blu.config.default_matmul_precision) -> tensor-core mode of the forward and the
 # backward ("" keeps the CUDA-core kernels); the benchmark's variants override these
-FORWARD = {"tf32": "tf32", "fp32": "3xtf32", "highest": "3xtf32"}
-BACKWARD = {"tf32": "tf32", "fp32": "3xtf32", "highest": "3xtf32"}
+FORWARD = {"tf32": "tf32", "high": "tf32", "fp32": "3xtf32", "highest": "3xtf32"}
+BACKWARD = dict(FORWARD)
 # blocks an SM should hold (NVVM minctasm; 0: as registers allow), per kernel and mode; the
 # benchmark's variants override these
 MIN_BLOCKS: dict[tuple[str, str], int] = {}
