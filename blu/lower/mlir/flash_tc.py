@@ -34,8 +34,11 @@ n = g)``; C/D (16x8) ``c0 (g, 2c)``, ``c1 (g, 2c + 1)``, ``c2 (g + 8, 2c)``, ``c
 How the forward maps onto a block of 256 threads (8 warps): one block per 128 queries of one
 (batch, head), each warp owning 16 query rows, looping over blocks of ``BN`` keys (causal: only
 blocks at or before the diagonal). ``Q`` (scaled by ``scale * log2(e)``), ``K`` and ``V`` are
-staged in shared memory in their natural (row, head) layout, padded so that every fragment load
-hits 32 distinct banks (rows 4 floats apart for ``Q``, ``K`` and ``P``, 8 for ``V``); ``K`` and
+staged in shared memory in their natural (row, head) layout. Every product's reduction index is
+permuted within each step of 8 (PAIRS: the fragments' ``k = c`` and ``k = c + 4`` read columns
+``2c`` and ``2c + 1``; both operands alike, so the sum is unchanged), which makes a row's two
+A values, and a [n][k] tile's two B values, one 8-byte load; rows are padded so that the loads
+hit distinct banks (8 floats for tiles read along rows, 4 for ``V``, read down columns); ``K`` and
 ``V`` are rounded (or split into big and small parts) once when staged, ``Q`` and ``P`` when
 their fragments are read (each A fragment serves a whole row of products). The scores' row
 statistics live with the C fragments (two rows per thread), combined across the four lanes of
@@ -72,9 +75,9 @@ def bn(h: int, mode: str) -> int:
 def tiles(h: int, mode: str) -> list[tuple[str, int, int]]:
     """The forward's shared tiles (name, rows, columns), float32."""
     n = bn(h, mode)
-    out = [("Qs", BM, h + 4), ("Ps", BM, n + 4), ("Kb", n, h + 4), ("Vb", n, h + 8)]
+    out = [("Qs", BM, h + 8), ("Ps", BM, n + 8), ("Kb", n, h + 8), ("Vb", n, h + 4)]
     if mode == "3xtf32":
-        out += [("Ksm", n, h + 4), ("Vsm", n, h + 8)]
+        out += [("Ksm", n, h + 8), ("Vsm", n, h + 4)]
     return out
 
 
@@ -184,25 +187,29 @@ def forward(sp, name: str) -> str:
             for nm, vv in zip(names, per):
                 t.store(list(vv), K.view[nm], tl[nm].ty, [r, t.mul(dc, t.i(4))])
 
+    cp = t.mul(c, t.i(2))  # the fragments' k = c and c + 4 sit at columns 2c, 2c + 1 (PAIRS)
+
     def a_frag(nm: str, r0: str, k0: str) -> list[list[str]]:
-        """A fragment rows ``r0 + g (+8)``, columns ``k0 + c (+4)`` of a raw-f32 tile."""
-        vals = []
-        for dr, dk in ((0, 0), (8, 0), (0, 4), (8, 4)):
-            at = [t.add(r0, t.add(g, t.i(dr))), t.add(k0, t.add(c, t.i(dk)))]
-            vals.append(t.load(K.view[nm], tl[nm].ty, at, 1)[0])
+        """A fragment rows ``r0 + g (+8)``, ``k = c (+4)`` at ``k0 + 2c (+1)`` of a raw-f32
+        tile (one 8-byte load a row)."""
+        lo, hi = (t.load(K.view[nm], tl[nm].ty, [t.add(r0, t.add(g, t.i(dr))), t.add(k0, cp)], 2)
+                  for dr in (0, 8))  # fmt: skip
+        vals = [lo[0], hi[0], lo[1], hi[1]]
         return [list(p) for p in zip(*[M.parts(v, not split) for v in vals])]
 
     def b_frag(names: list[str], n0: str, k0: str, kmajor: bool) -> list[list[str]]:
-        """B fragment ``k = k0 + c (+4)``, ``n = n0 + g`` of staged tiles (one per part);
-        ``kmajor``: the tile is indexed [k][n] (V), else [n][k] (K)."""
+        """B fragment ``k = c (+4)`` at ``k0 + 2c (+1)``, ``n = n0 + g`` of staged tiles (one
+        per part); ``kmajor``: the tile is indexed [k][n] (V), else [n][k] (K: one 8-byte
+        load)."""
         out = []
         for nm in names:
-            regs = []
-            for dk in (0, 4):
-                kk, nn = t.add(k0, t.add(c, t.i(dk))), t.add(n0, g)
-                at = [kk, nn] if kmajor else [nn, kk]
-                regs.append(M.as_i32(t.load(K.view[nm], tl[nm].ty, at, 1)[0]))
-            out.append(regs)
+            view, ty, nn = K.view[nm], tl[nm].ty, t.add(n0, g)
+            if kmajor:
+                vals = [t.load(view, ty, [t.add(k0, t.add(cp, t.i(e))), nn], 1)[0]
+                        for e in (0, 1)]  # fmt: skip
+            else:
+                vals = t.load(view, ty, [nn, t.add(k0, cp)], 2)
+            out.append([M.as_i32(v) for v in vals])
         return out
 
     kparts = ["Kb", "Ksm"] if split else ["Kb"]
@@ -330,9 +337,9 @@ def bwd_tiles(h: int, mode: str) -> list[tuple[str, int, int]]:
     """The backward's shared tiles, one per operand part (big, small): natural layouts, rows
     padded by 4 floats where the tile is read along rows most, 8 where along columns."""
     out = []
-    for nm, r, cols in (("K", BWD_BN, h + 8), ("V", BWD_BN, h + 4), ("Q", BWD_BM, h + 4),
-                        ("dO", BWD_BM, h + 4), ("PT", BWD_BN, BWD_BM + 4),
-                        ("dST", BWD_BN, BWD_BM + 4)):  # fmt: skip
+    for nm, r, cols in (("K", BWD_BN, h + 4), ("V", BWD_BN, h + 8), ("Q", BWD_BM, h + 8),
+                        ("dO", BWD_BM, h + 8), ("PT", BWD_BN, BWD_BM + 8),
+                        ("dST", BWD_BN, BWD_BM + 8)):  # fmt: skip
         out += [(nm + p, r, cols) for p in _parts(mode)]
     return out
 
@@ -400,24 +407,31 @@ def backward(sp, name: str) -> str:
     def load(tile: str, at: list[str]) -> str:
         return M.as_i32(t.load(K.view[tile], tl[tile].ty, at, 1)[0])
 
+    cp = t.mul(c, t.i(2))  # the fragments' k = c and c + 4 sit at columns 2c, 2c + 1 (PAIRS)
+
+    def pair(tile: str, at: list[str]) -> list[str]:
+        return [M.as_i32(x) for x in t.load(K.view[tile], tl[tile].ty, at, 2)]
+
     def a_frag(nm: str, r0: str, k0: str, transposed: bool = False) -> list[list[str]]:
         out = []
         for tile in names(nm):
-            regs = []
-            for dr, dk in ((0, 0), (8, 0), (0, 4), (8, 4)):
-                m, kk = t.add(r0, t.add(g, t.i(dr))), t.add(k0, t.add(c, t.i(dk)))
-                regs.append(load(tile, [kk, m] if transposed else [m, kk]))
-            out.append(regs)
+            rows = [t.add(r0, t.add(g, t.i(dr))) for dr in (0, 8)]
+            if transposed:
+                ks = [t.add(k0, t.add(cp, t.i(e))) for e in (0, 1)]
+                out.append([load(tile, [ks[e], rows[r]]) for e in (0, 1) for r in (0, 1)])
+            else:
+                lo, hi = (pair(tile, [r, t.add(k0, cp)]) for r in rows)
+                out.append([lo[0], hi[0], lo[1], hi[1]])
         return out
 
     def b_frag(nm: str, n0: str, k0: str, kmajor: bool) -> list[list[str]]:
         out = []
         for tile in names(nm):
-            regs = []
-            for dk in (0, 4):
-                kk, nn = t.add(k0, t.add(c, t.i(dk))), t.add(n0, g)
-                regs.append(load(tile, [kk, nn] if kmajor else [nn, kk]))
-            out.append(regs)
+            nn = t.add(n0, g)
+            if kmajor:
+                out.append([load(tile, [t.add(k0, t.add(cp, t.i(e))), nn]) for e in (0, 1)])
+            else:
+                out.append(pair(tile, [nn, t.add(k0, cp)]))
         return out
 
     def product(acc: list[str], ksteps: int, a, b, ntiles: int) -> list[str]:
