@@ -42,7 +42,8 @@ hit distinct banks (8 floats for tiles read along rows, 4 for ``V``, read down c
 ``V`` are rounded (or split into big and small parts) once when staged, ``Q`` and ``P`` when
 their fragments are read (each A fragment serves a whole row of products). The scores' row
 statistics live with the C fragments (two rows per thread), combined across the four lanes of
-a group with shuffles; ``P`` goes from the C layout to the A layout through shared memory.
+a group with shuffles; ``P`` never leaves the registers: with PAIRS, a thread's C fragment of
+8 keys' scores is exactly its A fragment of those keys for ``P V``.
 
 The backward (``backward``, after ``flash_gpu._pre``) runs its five products the same way;
 ``P^T`` and ``dS^T`` are staged in shared memory (rounded or split) as the A operands of
@@ -75,7 +76,7 @@ def bn(h: int, mode: str) -> int:
 def tiles(h: int, mode: str) -> list[tuple[str, int, int]]:
     """The forward's shared tiles (name, rows, columns), float32."""
     n = bn(h, mode)
-    out = [("Qs", BM, h + 8), ("Ps", BM, n + 8), ("Kb", n, h + 8), ("Vb", n, h + 4)]
+    out = [("Qs", BM, h + 8), ("Kb", n, h + 8), ("Vb", n, h + 4)]
     if mode == "3xtf32":
         out += [("Ksm", n, h + 8), ("Vsm", n, h + 4)]
     return out
@@ -276,25 +277,16 @@ def forward(sp, name: str) -> str:
             m_new.append(mn)
             p.append(pr)
         o = [t.fop("mulf", o[4 * j + i], alpha[i // 2]) for j in range(NO) for i in range(4)]
-        ps = tl["Ps"]
-        for r in range(2):
-            for j in range(NS):
-                vals = p[r][2 * j : 2 * j + 2]
-                if not split:  # tf32: rounded once here, read as bits
-                    vals = [M.as_f32(M.tf32(x)) for x in vals]
-                at = [t.add(wrow, t.add(g, t.i(8 * r))), t.add(t.mul(c, t.i(2)), t.i(8 * j))]
-                t.store(vals, K.view["Ps"], ps.ty, at)
-        t.barrier()
-
-        def pv(kk: str, acc: list[str]) -> list[str]:
-            k0 = t.mul(kk, t.i(8))
-            a = a_frag("Ps", wrow, k0)
-            out = []
-            for j in range(NO):
-                out += M.mma(a, b_frag(vparts, t.i(8 * j), k0, True), acc[4 * j : 4 * j + 4])
-            return out
-
-        o = t.loop(t.i(0), t.i(NS), t.i(1), o, pv)
+        # O += P V, key step kk: with PAIRS the A fragment (rows g, g + 8; keys 2c, 2c + 1 of
+        # the step) is this thread's own C fragment of the scores' n-tile kk, so P stays in
+        # registers
+        for kk in range(NS):
+            vals = [p[0][2 * kk], p[1][2 * kk], p[0][2 * kk + 1], p[1][2 * kk + 1]]
+            a = [list(x) for x in zip(*[M.parts(v, False) for v in vals])]
+            k0 = t.i(8 * kk)
+            o = [x for j in range(NO)
+                 for x in M.mma(a, b_frag(vparts, t.i(8 * j), k0, True), o[4 * j : 4 * j + 4])
+                 ]  # fmt: skip
         return o + m_new + l_new + pre
 
     inits = K.zeros(4 * NO) + [t.f(float("-inf"))] * 2 + K.zeros(2) + pre0
