@@ -317,7 +317,9 @@ def forward(sp, name: str) -> str:
         t.if_(t.cmp("ult", row, t.i(sp.t)), store, lambda: [], [])
     params = [f"%q: {gty(qsize)}", f"%k: {gty(ksize)}", f"%v: {gty(ksize)}",
               f"%out: {gty(osize)}", f"%lse: {gty(lsize)}"]  # fmt: skip
-    return t.func(f"{name}_fwd", params, fg.THREADS, MIN_BLOCKS.get(("fwd", mode), 0))
+    # TF32 heads of up to 64 fit 128 registers without spilling: two blocks an SM
+    blocks = MIN_BLOCKS.get(("fwd", mode), 2 if mode == "tf32" and h <= 64 else 0)
+    return t.func(f"{name}_fwd", params, fg.THREADS, blocks)
 
 
 # ---- the backward --------------------------------------------------------------------------
