@@ -89,6 +89,13 @@ def _check(dev, case, kernels: str = "cudacores") -> None:
                              flash_tensor_cores=tensor_cores):  # fmt: skip
         out, lse = blu.jit(fwd)(*put(dev, q, k, v))
         grads = blu.jit(blu.grad(loss, argnums=(0, 1, 2)))(*put(dev, q, k, v, w))
+        if dt == np.float32:  # the kernels asked for are the ones built
+            exe = blu.jit(blu.grad(loss, argnums=(0, 1, 2))).lower(q, k, v, w, target="cuda:sm_90")
+            mods = [m for ms in exe.compile().executable.library_modules.values() for m in ms]
+            tc = [b"mma.sync" in bytes(m.ptx) for m in mods]
+            want_tc = kernels != "cudacores"
+            assert tc[0] == want_tc  # the forward
+            assert tc[-1] == (want_tc and h < 128 or kernels == "tf32")  # the backward
     q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
     want = ref_attention(q64, k64, v64, causal=causal)
     got = np.asarray(out).astype(np.float64)
