@@ -7,6 +7,12 @@ reference on a small problem and timed at GPT-2 124M's attention shape.
     # on the GPU (the cache carried along):
     PYTHONPATH=. BLU_CACHE_DIR=.blu_cache-gpu python3 benchmarks/flash_tiles.py
 
+Variants: the CUDA-core kernels at several tilings and the tensor-core forwards
+(``blu.lower.mlir.flash_tc``: ``mma=3xtf32``, float32 accuracy; ``mma=tf32``, one TF32 product
+per multiply, whose errors are about 1e-3 rather than 1e-6; ``bwd_mma``: the backward's mode,
+else the CUDA-core backward). The error columns: the largest error of the forward's results
+(out, lse) and of the gradients, each relative to its largest value, over two small problems.
+
 Rows: forward and backward (the ``D`` launch and the main kernel) in microseconds, mean over
 ``--iters`` launches after a warm-up, CUDA events around each loop, and the achieved float32
 TFLOP/s (the products' multiply-adds, causal blocks skipped: 4 T S H B N / 2 forward, 2.5x that
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 
@@ -29,30 +36,58 @@ from blu.lower.mlir import flash_gpu as fg  # noqa: E402
 # settings of blu.lower.mlir.flash_gpu to compare (module constants; the kernel cache keys
 # of any but the defaults name them)
 VARIANTS = [
-    {},
+    {},  # the CUDA-core kernels' defaults
+    # tensor cores (flash_tc): 3xTF32 (float32 accuracy) and TF32, forward and backward, then
+    # the forward alone (CUDA-core backward)
+    {"mma": "3xtf32", "bwd_mma": "3xtf32"},
+    {"mma": "tf32", "bwd_mma": "tf32"},
+    {"mma": "3xtf32"},
+    {"mma": "tf32"},
+    # the TF32 forward without its default two-blocks-an-SM bound (158 registers, one block);
+    # the 3xTF32 forward held to 128 registers (two blocks, some spills)
+    {"mma": "tf32", "bwd_mma": "tf32", "tc_fwd_min_blocks": 0},
+    {"mma": "3xtf32", "bwd_mma": "3xtf32", "tc_fwd_min_blocks": 2},
     {"fwd_bm": 64, "bwd_bm": 32, "bwd_tx": 16, "unroll": 4},  # the first tiling
     {"unroll": 4},
     {"unroll": 16},
 ]
 
 
+TC_KEYS = ("mma", "bwd_mma", "tc_fwd_min_blocks")  # variant keys that are no Tiling field
+
+
 @contextlib.contextmanager
 def settings(values: dict):
-    """Kernels generated with these ``flash_gpu.Tiling`` fields overridden."""
-    old = dict(fg.OVERRIDE)
-    fg.OVERRIDE.update(values)
+    """Kernels generated with these ``flash_gpu.Tiling`` fields overridden (and
+    ``tc_fwd_min_blocks``: ``flash_tc.MIN_BLOCKS`` of the tensor-core forward)."""
+    from blu.lower.mlir import flash_tc
+
+    old, old_tc = dict(fg.OVERRIDE), dict(flash_tc.MIN_BLOCKS)
+    fg.OVERRIDE.update({k: v for k, v in values.items() if k not in TC_KEYS})
+    if "tc_fwd_min_blocks" in values:
+        flash_tc.MIN_BLOCKS[("fwd", values["mma"])] = values["tc_fwd_min_blocks"]
     try:
         yield
     finally:
         fg.OVERRIDE.clear()
         fg.OVERRIDE.update(old)
+        flash_tc.MIN_BLOCKS.clear()
+        flash_tc.MIN_BLOCKS.update(old_tc)
 
 
-def modules(sp: fg.FlashSpec) -> tuple:
+def specs(sp: fg.FlashSpec, var: dict) -> tuple[fg.FlashSpec, fg.FlashSpec]:
+    """The forward's and the backward's spec of a variant (``mma``/``bwd_mma``: the tensor-core
+    modes, ``flash_tc``)."""
+    return (dataclasses.replace(sp, mma=var.get("mma", "")),
+            dataclasses.replace(sp, mma=var.get("bwd_mma", "")))  # fmt: skip
+
+
+def modules(fsp: fg.FlashSpec, bsp: fg.FlashSpec) -> tuple:
     from blu.lower.mlir import mlir_gpu
 
-    return tuple(mlir_gpu.get_module(fg.canonical(sp, bw), lambda sym, bw=bw: fg.emit(sp, sym, bw),
-                                     f"flash {sp} bwd={bw}") for bw in (False, True))  # fmt: skip
+    return tuple(mlir_gpu.get_module(fg.canonical(sp, bw), lambda sym, sp=sp, bw=bw:
+                                     fg.emit(sp, sym, bw), f"flash {sp} bwd={bw}")
+                 for sp, bw in ((fsp, False), (bsp, True)))  # fmt: skip
 
 
 def reference(q, k, v, dout, scale, causal):
@@ -74,7 +109,7 @@ def reference(q, k, v, dout, scale, causal):
     return back(out), lse, back(dq), back(dk), back(dv)
 
 
-def run(sp: fg.FlashSpec, iters: int, check: bool) -> tuple[float, float, float]:
+def run(sp: fg.FlashSpec, var: dict, iters: int, check: bool) -> tuple[float, ...]:
     import blu.cuda as bc
     from blu.cuda.array import DeviceArray
     from blu.cuda.driver import Event
@@ -83,7 +118,8 @@ def run(sp: fg.FlashSpec, iters: int, check: bool) -> tuple[float, float, float]
 
     dev = bc.devices()[0]
     dev.activate()
-    fwd_m, bwd_m = (_module(dev, m) for m in modules(sp))
+    fsp, bsp = specs(sp, var)
+    fwd_m, bwd_m = (_module(dev, m) for m in modules(fsp, bsp))
     rng = np.random.default_rng(0)
     shape_q, shape_k = (sp.b, sp.t, sp.n, sp.h), (sp.b, sp.s, sp.kh, sp.h)
     host = [rng.normal(size=s).astype(np.float32) for s in (shape_q, shape_k, shape_k, shape_q)]
@@ -96,20 +132,20 @@ def run(sp: fg.FlashSpec, iters: int, check: bool) -> tuple[float, float, float]
     st = dev.stream_id
 
     def fwd():
-        _launch(fwd_m, fwd_m.name, sp, False, st, [[q.ptr, k.ptr, v.ptr, out.ptr, lse.ptr]])
+        _launch(fwd_m, fwd_m.name, fsp, False, st, [[q.ptr, k.ptr, v.ptr, out.ptr, lse.ptr]])
 
     def bwd():
         main = [q.ptr, k.ptr, v.ptr, lse.ptr, dout.ptr, dvec.ptr, dq.ptr, dk.ptr, dv.ptr]
-        _launch(bwd_m, bwd_m.name, sp, True, st, [[out.ptr, dout.ptr, dq.ptr, dvec.ptr], main])
+        _launch(bwd_m, bwd_m.name, bsp, True, st, [[out.ptr, dout.ptr, dq.ptr, dvec.ptr], main])
 
     fwd()
     bwd()
     dev.synchronize()
-    err = float("nan")
-    if check:
+    errs = [float("nan")] * 5
+    if check:  # each result's largest error relative to its largest value (at least 1)
         want = reference(*host, sp.scale, sp.causal)
         got = [np.asarray(x) for x in (out, lse, dq, dk, dv)]
-        err = max(float(np.abs(g - w).max() / max(1.0, np.abs(w).max())) for g, w in zip(got, want))
+        errs = [float(np.abs(g - w).max() / max(1.0, np.abs(w).max())) for g, w in zip(got, want)]
     times = []
     for fn in (fwd, bwd):
         fn()
@@ -120,7 +156,7 @@ def run(sp: fg.FlashSpec, iters: int, check: bool) -> tuple[float, float, float]
         b.record(st)
         b.synchronize()
         times.append(a.elapsed_ms(b) * 1e3 / iters)
-    return times[0], times[1], err
+    return times[0], times[1], max(errs[:2]), max(errs[2:])
 
 
 def main() -> None:
@@ -145,7 +181,7 @@ def main() -> None:
     flops = 4 * big.b * big.n * big.t * big.s * big.h / 2
     print(f"flash tiles at B={big.b} T={big.t} N={big.n} H={big.h} causal, float32")
     print(f"{'variant':>36} {'fwd us':>9} {'fwd TF/s':>9} {'bwd us':>9} "
-          f"{'bwd TF/s':>9} {'max rel err (small)':>20}")  # fmt: skip
+          f"{'bwd TF/s':>9} {'fwd err (small)':>16} {'bwd err (small)':>16}")  # fmt: skip
     for vi, var in enumerate(VARIANTS):
         if a.only is not None and vi != a.only:
             continue
@@ -153,13 +189,15 @@ def main() -> None:
         with settings(var):
             if a.compile:
                 for sp in [big, *small]:
-                    modules(sp)
+                    modules(*specs(sp, var))
                 continue
             try:
-                errs = [run(sp, 1, True)[2] for sp in small]
-                f_us, b_us, _ = run(big, a.iters, False)
+                errs = [run(sp, var, 1, True)[2:] for sp in small]
+                f_us, b_us = run(big, var, a.iters, False)[:2]
+                ferr, berr = (max(e[i] for e in errs) for i in (0, 1))
                 print(f"{name:>36} {f_us:9.1f} {flops / f_us / 1e6:9.1f} "
-                      f"{b_us:9.1f} {2.5 * flops / b_us / 1e6:9.1f} {max(errs):20.2e}")  # fmt: skip
+                      f"{b_us:9.1f} {2.5 * flops / b_us / 1e6:9.1f} {ferr:16.2e} "
+                      f"{berr:16.2e}")  # fmt: skip
             except Exception as e:  # noqa: BLE001 - a variant that fails still leaves a row
                 print(f"{name:>36} failed: {type(e).__name__}: {e}"[:300])
 

@@ -38,6 +38,7 @@ AGREED = {
     "gpu_memory_limit": "BLU_GPU_MEMORY_LIMIT",
     "cpu_threads": "BLU_CPU_THREADS",
     "gpu_kernels": "BLU_GPU_KERNELS",
+    "flash_tensor_cores": "BLU_FLASH_TENSOR_CORES",
 }
 
 

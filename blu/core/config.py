@@ -62,6 +62,10 @@ Flags (environment variable, type, default):
   issues several independent loads per thread in strided loops and keeps a row group's
   per-row totals in registers; 1 is the emitter before that (kept for before/after timing,
   ``benchmarks/gpu_kernels.py``). Part of every GPU kernel's cache key.
+- ``flash_tensor_cores`` (``BLU_FLASH_TENSOR_CORES``, bool, True): blu's float32 flash-attention
+  kernels use tensor cores (``blu.lower.mlir.flash_tc``: TF32 ``mma.sync``, one product per
+  multiply under ``default_matmul_precision="tf32"``, three (3xTF32, float32 accuracy) under
+  "fp32") where a tensor-core form exists; off, the CUDA-core kernels.
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
@@ -132,6 +136,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "gpu_memory_limit": ("BLU_GPU_MEMORY_LIMIT", _int, 0),
     "cpu_threads": ("BLU_CPU_THREADS", _int, None),
     "gpu_kernels": ("BLU_GPU_KERNELS", _int, 2),
+    "flash_tensor_cores": ("BLU_FLASH_TENSOR_CORES", _bool, True),
 }
 
 

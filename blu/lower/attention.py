@@ -18,7 +18,9 @@
 - GPU, float32 (and bf16/fp16 where cuDNN does not apply, is off, or with
   ``implementation="blu"``): blu's own flash kernels (``blu.lower.mlir.flash_gpu``: MLIR,
   compiled like every fused kernel and cached), without a mask, a bias or their gradients,
-  heads of 32, 64 or 128. ``gpu_choice`` says which runs;
+  heads of 32, 64 or 128; for float32 on tensor cores (``blu.lower.mlir.flash_tc``: TF32 under
+  ``default_matmul_precision="tf32"``, 3xTF32 under "fp32"; ``blu.config.flash_tensor_cores``
+  off: CUDA cores). ``gpu_choice`` says which runs;
   ``blu.config.flash_attention`` turns the kernels off.
 - Elsewhere (the JVP primitive on the GPU, masks and biases in float32) no lowering applies
   and ``prepare`` inlines the primitive's decomposition.
@@ -41,7 +43,8 @@ from blu.cuda import cudnn_attention as cudnn_sdpa
 from blu.lax import attention as att
 from blu.lower.library import LibraryLowering, register_library
 from blu.lower.mlir import attention as mlir_att
-from blu.lower.mlir import flash_gpu, mlir_cpu
+from blu.lower.mlir import cache as kernel_cache
+from blu.lower.mlir import flash_gpu, flash_tc, mlir_cpu
 
 CPU_KERNEL_MIN_SCORES = 1 << 24  # B*N*T*S at which the CPU runs the numpy JVP kernel
 
@@ -70,11 +73,17 @@ def _why_not_cudnn(avals, params, backward: bool) -> str | None:
     return reason
 
 
-def flash_spec(avals: Sequence[ShapedArray], params: dict) -> flash_gpu.FlashSpec:
-    """blu's flash-kernel problem of a forward or backward equation."""
+def flash_spec(avals: Sequence[ShapedArray], params: dict,
+               backward: bool = False) -> flash_gpu.FlashSpec:  # fmt: skip
+    """blu's flash-kernel problem of a forward or backward equation: its tensor-core mode
+    (``flash_tc.choose``) from ``blu.config.default_matmul_precision`` and
+    ``blu.config.flash_tensor_cores`` now."""
     b, t, s, n, kh, h, hv = _sizes(avals)
+    dtype = str(avals[0].dtype)
+    mma = flash_tc.choose(dtype, h, config.default_matmul_precision, backward,
+                          config.flash_tensor_cores)  # fmt: skip
     return flash_gpu.FlashSpec(b, t, s, n, kh, h, params["is_causal"], float(params["scale"]),
-                               str(avals[0].dtype))  # fmt: skip
+                               dtype, mma)  # fmt: skip
 
 
 def _why_not_flash(avals, params, backward: bool) -> str | None:
@@ -188,12 +197,24 @@ def _kernels(backward: bool):
     def kernels(avals, params, target: str) -> list[tuple]:
         if not target.startswith("cuda") or gpu_choice(avals, params, backward) != "blu":
             return []
-        sp = flash_spec(avals, params)
+        sp = flash_spec(avals, params, backward)
         emit = lambda sym: flash_gpu.emit(sp, sym, backward)  # noqa: E731
         label = f"flash attention {'backward' if backward else 'forward'} {sp}"
-        return [(flash_gpu.canonical(sp, backward), emit, label)]
+        canonical = flash_gpu.canonical(sp, backward)
+        # the launches follow the spec the kernel was built for, even if the precision
+        # setting changes before the executable runs
+        _built[kernel_cache.kernel_key(canonical, target)] = sp
+        return [(canonical, emit, label)]
 
     return kernels
+
+
+_built: dict[str, flash_gpu.FlashSpec] = {}  # kernel cache key -> the spec it was emitted for
+
+
+def _built_spec(module: Any, avals, params: dict, backward: bool) -> flash_gpu.FlashSpec:
+    sp = _built.get(module.key)
+    return sp if sp is not None else flash_spec(avals, params, backward)
 
 
 def _flash_workspace(avals, backward: bool) -> tuple[int, int]:
@@ -267,7 +288,7 @@ _own_workspace: dict[str, np.ndarray] = {}
 def _gpu_fwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=(), **params):
     q, k, v, *rest = ins
     if _modules:  # the executable chose blu's kernels when it was built (``_kernels``)
-        sp = flash_spec(in_avals, params)
+        sp = _built_spec(_modules[0], in_avals, params, False)
         _launch(_modules[0], _modules[0].name, sp, False, stream, [[q, k, v, outs[0], outs[1]]])
         return
     bias = rest[0] if params["has_bias"] else 0
@@ -279,7 +300,7 @@ def _gpu_bwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=()
     q, k, v, bias, _, rest = att.split_args(ins, params["has_bias"], params["has_mask"])
     out, lse, dout = rest[:3]
     if _modules:
-        sp = flash_spec(in_avals, params)
+        sp = _built_spec(_modules[0], in_avals, params, True)
         dq, dk, dv = outs[:3]
         at, _ = _flash_workspace(in_avals, True)
         dq32 = dq if at < 0 else workspace + at

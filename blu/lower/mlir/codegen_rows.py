@@ -59,8 +59,10 @@ def warp_rows_on() -> bool:
 def key_suffix() -> str:
     """What the emitted text depends on besides the kernel's canonical text."""
     n, warp, gen = unroll_limit(), warp_rows_on(), generation()
+    # the flash-attention kernels' choice is no kernel text but must key the executables
+    flash = "" if config.flash_tensor_cores else "\n#flash-cuda-cores"
     return (("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("\n#gpu-rows warp" if warp else "")
-            + ("" if gen == 1 else f"\n#gpu-kernels {gen}"))  # fmt: skip
+            + ("" if gen == 1 else f"\n#gpu-kernels {gen}") + flash)  # fmt: skip
 
 
 def pow2_at_least(n: int) -> int:

@@ -11,7 +11,8 @@ Layouts are the attention primitives' (``blu.lax.attention``): ``q (B, T, N, H)`
 K, H)`` with ``K`` dividing ``N`` (query head ``n`` reads key/value head ``n // (N // K)``),
 ``out (B, T, N, H)``, ``lse (B, N, T)``. Causal masking is top-left aligned (query ``i`` sees
 keys ``j <= i``). float32, bfloat16 or float16 in and out (``lse`` float32), float32
-arithmetic on CUDA cores (half-precision ``dQ`` accumulated in float32 and rounded by a last
+arithmetic on CUDA cores (float32 problems may run the tensor-core forms instead: ``flash_tc``,
+``FlashSpec.mma``) (half-precision ``dQ`` accumulated in float32 and rounded by a last
 launch; fused multiply-adds;
 ``exp2`` in the log2 domain, ``ex2.approx``).
 
@@ -41,6 +42,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 
+from blu.lower.mlir import flash_tc
 from blu.lower.mlir.flash_text import SMEM, Text, module, smem_type, vec
 
 THREADS = 256
@@ -62,6 +64,7 @@ class FlashSpec:
     causal: bool
     scale: float
     dtype: str = "float32"  # of q, k, v, out and the gradients: float32, bfloat16, float16
+    mma: str = ""  # "": CUDA cores; "tf32" / "3xtf32": tensor cores (``flash_tc``)
 
     @property
     def g(self) -> int:
@@ -81,6 +84,8 @@ def unsupported(sp: FlashSpec) -> str | None:
         return "an empty problem"
     if sp.b * sp.n > 65535 or sp.b * sp.kh > 65535:
         return "more than 65535 (batch, head) pairs"
+    if sp.mma and (sp.mma not in flash_tc.MODES or sp.dtype != "float32"):
+        return f"blu's tensor-core flash kernels take float32 in {flash_tc.MODES}, not {sp.mma}"
     return None
 
 
@@ -169,6 +174,9 @@ def launches(sp: FlashSpec, sym: str, backward: bool) -> list[FlashLaunch]:
     """The launches of the forward (one) or the backward (two: ``D`` and zeroed ``dQ``, then
     the main kernel) for ``sp``; ``sym`` is the module's symbol."""
     c = tiling(sp.h)
+    if not backward and sp.mma:
+        return [FlashLaunch(f"{sym}_fwd", (_cdiv(sp.t, flash_tc.BM), sp.b * sp.n), THREADS,
+                            flash_tc.smem_bytes(sp.h, sp.mma))]  # fmt: skip
     if not backward:
         return [FlashLaunch(f"{sym}_fwd", (_cdiv(sp.t, c.fwd_bm), sp.b * sp.n), THREADS,
                             fwd_tiles(sp.h)[1])]  # fmt: skip
@@ -176,9 +184,12 @@ def launches(sp: FlashSpec, sym: str, backward: bool) -> list[FlashLaunch]:
     post = []
     if sp.dtype != "float32":  # dQ accumulated in float32, then rounded into the output
         post = [FlashLaunch(f"{sym}_post", (_cdiv(rows * sp.h // 4, THREADS), 1), THREADS, 0)]
-    return [FlashLaunch(f"{sym}_pre", (_cdiv(rows, THREADS // c.bwd_tx), 1), THREADS, 0),
-            FlashLaunch(f"{sym}_bwd", (_cdiv(sp.s, c.bwd_bn), sp.b * sp.kh), THREADS,
-                        bwd_tiles(sp.h)[1])] + post  # fmt: skip
+    pre = FlashLaunch(f"{sym}_pre", (_cdiv(rows, THREADS // c.bwd_tx), 1), THREADS, 0)
+    if sp.mma:
+        return [pre, FlashLaunch(f"{sym}_bwd", (_cdiv(sp.s, flash_tc.BWD_BN), sp.b * sp.kh),
+                                 THREADS, flash_tc.bwd_smem_bytes(sp.h, sp.mma))]  # fmt: skip
+    return [pre, FlashLaunch(f"{sym}_bwd", (_cdiv(sp.s, c.bwd_bn), sp.b * sp.kh), THREADS,
+                             bwd_tiles(sp.h)[1])] + post  # fmt: skip
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -603,6 +614,9 @@ def canonical(sp: FlashSpec, backward: bool) -> str:
 
 def emit(sp: FlashSpec, name: str, backward: bool) -> str:
     """The MLIR module of the forward or the backward kernels of ``sp``."""
+    if sp.mma:
+        tc = flash_tc.backward if backward else flash_tc.forward
+        return module(name, ([_pre(sp, name)] if backward else []) + [tc(sp, name)])
     funcs = [_pre(sp, name), _backward(sp, name)] if backward else [_forward(sp, name)]
     if backward and sp.dtype != "float32":
         funcs.append(_post(sp, name))

@@ -1,0 +1,542 @@
+"""Tensor-core forms of blu's flash-attention kernels (``flash_gpu``): the forward pass (``S =
+Q K^T``, ``O += P V``) and the backward pass (five products) on warp-level
+``mma.sync.m16n8k8`` with TF32 operands and float32 accumulators, float32 inputs and outputs
+only (same parameters, results and semantics as the CUDA-core kernels: causal top-left, GQA,
+any T and S, heads of 32/64/128, the log-sum-exp, zeros for fully masked rows).
+
+Two modes (``FlashSpec.mma``):
+
+- ``"tf32"``: one TF32 product per multiply (operands rounded to TF32, ``cvt.rna.tf32.f32``:
+  10 mantissa bits, round to nearest, ties away from zero), as cuBLAS's ``32F_FAST_TF32``;
+  chosen when ``blu.config.default_matmul_precision == "tf32"``.
+- ``"3xtf32"``: float32 accuracy from three TF32 products: ``x = big + small`` with
+  ``big = tf32(x)``, ``small = tf32(x - big)``, and ``a b ~ a_small b_big + a_big b_small +
+  a_big b_big`` (the ``small * small`` term, ~2^-22 relative, dropped), the small terms first
+  so they are not lost against the large one; chosen under "fp32". This is CUTLASS's
+  ``arch::OpMultiplyAddFastF32`` (``include/cutlass/gemm/warp/mma_tensor_op_fast_f32.h``,
+  ``MmaTensorOpFastF32`` with ``TensorFloat32Op::k3xTF32``: the same three products in the same
+  order; CUTLASS truncates ``big`` and rounds ``small`` half-ulp-truncate, blu rounds both to
+  nearest). PyTorch's memory-efficient attention (xformers' CUTLASS kernels) computes float32
+  this way: ``gemm_kernel_utils.h`` specializes ``DefaultGemmType`` for ``float`` on
+  ``kMinComputeCapability >= 80`` (aligned operands) as ``OpClassTensorOp``,
+  ``InstructionShape = GemmShape<16, 8, 8>``, ``Operator = arch::OpMultiplyAddFastF32``
+  (unaligned ones fall back to SIMT ``OpMultiplyAdd``); read in the copy at
+  ``PaddlePaddle/Paddle: paddle/phi/kernels/fusion/cutlass/fused_multi_head_attention/
+  gemm_kernel_utils.h``, the same file as PyTorch's ``aten/src/ATen/native/transformers/cuda/
+  mem_eff_attention/gemm_kernel_utils.h``.
+
+Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k8", ``.tf32``): with
+``g = lane >> 2`` and ``c = lane % 4``, A (16x8, row) holds ``a0 (g, c)``, ``a1 (g + 8, c)``,
+``a2 (g, c + 4)``, ``a3 (g + 8, c + 4)``; B (8x8, col) ``b0 (k = c, n = g)``, ``b1 (k = c + 4,
+n = g)``; C/D (16x8) ``c0 (g, 2c)``, ``c1 (g, 2c + 1)``, ``c2 (g + 8, 2c)``, ``c3 (g + 8,
+2c + 1)``.
+
+How the forward maps onto a block of 256 threads (8 warps): one block per 128 queries of one
+(batch, head), each warp owning 16 query rows, looping over blocks of ``BN`` keys (causal: only
+blocks at or before the diagonal). ``Q`` (scaled by ``scale * log2(e)``), ``K`` and ``V`` are
+staged in shared memory in their natural (row, head) layout. Every product's reduction index is
+permuted within each step of 8 (PAIRS: the fragments' ``k = c`` and ``k = c + 4`` read columns
+``2c`` and ``2c + 1``; both operands alike, so the sum is unchanged), which makes a row's two
+A values, and a [n][k] tile's two B values, one 8-byte load; rows are padded so that the loads
+hit distinct banks (8 floats for tiles read along rows, 4 for ``V``, read down columns); ``K`` and
+``V`` are rounded (or split into big and small parts) once when staged, ``Q`` and ``P`` when
+their fragments are read (each A fragment serves a whole row of products). The scores' row
+statistics live with the C fragments (two rows per thread), combined across the four lanes of
+a group with shuffles; ``P`` never leaves the registers: with PAIRS, a thread's C fragment of
+8 keys' scores is exactly its A fragment of those keys for ``P V``.
+
+The backward (``backward``, after ``flash_gpu._pre``) runs its five products the same way;
+``P^T`` and ``dS^T`` are staged in shared memory (rounded or split) as the A operands of
+``dV``, ``dK`` and (read transposed) ``dQ``. The forward's and the backward's modes are chosen
+independently (``FORWARD``, ``BACKWARD``; a backward spec may keep ``mma == ""``).
+"""
+
+from __future__ import annotations
+
+from blu.lower.mlir.flash_text import Text
+
+BM = 128  # queries per block: 8 warps of 16 rows
+MODES = ("tf32", "3xtf32")
+# precision (blu.config.default_matmul_precision) -> tensor-core mode of the forward and the
+# backward ("" keeps the CUDA-core kernels); the benchmark's variants override these
+FORWARD = {"tf32": "tf32", "high": "tf32", "fp32": "3xtf32", "highest": "3xtf32"}
+BACKWARD = dict(FORWARD)
+# blocks an SM should hold (NVVM minctasm; 0: as registers allow), per kernel and mode; the
+# benchmark's variants override these
+MIN_BLOCKS: dict[tuple[str, str], int] = {}
+MAX_SHARED = 227 * 1024  # bytes of shared memory a block may opt into on sm_80/sm_90
+_STRUCT = "!llvm.struct<(f32, f32, f32, f32)>"
+
+
+def bn(h: int, mode: str) -> int:
+    """Keys per step: 64, or 32 for heads of 128 in 3xTF32 (split tiles fill shared memory)."""
+    return 32 if h == 128 and mode == "3xtf32" else 64
+
+
+def tiles(h: int, mode: str) -> list[tuple[str, int, int]]:
+    """The forward's shared tiles (name, rows, columns), float32."""
+    n = bn(h, mode)
+    out = [("Qs", BM, h + 8), ("Kb", n, h + 8), ("Vb", n, h + 4)]
+    if mode == "3xtf32":
+        out += [("Ksm", n, h + 8), ("Vsm", n, h + 4)]
+    return out
+
+
+def choose(dtype: str, h: int, precision: str, backward: bool, enabled: bool = True) -> str:
+    """The tensor-core mode for a problem ("" : the CUDA-core kernels): float32 operands,
+    heads of 32, 64 or 128, the mode ``FORWARD``/``BACKWARD`` give ``precision`` (the backward
+    of heads of 128 in 3xTF32 stays on CUDA cores: its split tiles exceed shared memory)."""
+    if not enabled or dtype != "float32" or h not in (32, 64, 128):
+        return ""
+    mode = (BACKWARD if backward else FORWARD).get(precision, "")
+    if backward and mode and bwd_smem_bytes(h, mode) > MAX_SHARED:
+        return ""  # heads of 128 in 3xTF32: the split tiles exceed shared memory
+    return mode
+
+
+class Mma:
+    """TF32 ``mma.sync`` pieces over a ``Text``: rounding, splitting, fragment products."""
+
+    def __init__(self, t: Text, mode: str):
+        self.t, self.mode = t, mode
+
+    def tf32(self, x: str) -> str:
+        """``x`` rounded to TF32 (as the i32 bit pattern ``mma`` takes)."""
+        return self.t.v(f'llvm.inline_asm "cvt.rna.tf32.f32 $0, $1;", "=r,f" {x} : (f32) -> i32')
+
+    def as_f32(self, x: str) -> str:
+        return self.t.v(f"arith.bitcast {x} : i32 to f32")
+
+    def as_i32(self, x: str) -> str:
+        return self.t.v(f"arith.bitcast {x} : f32 to i32")
+
+    def parts(self, x: str, rounded: bool) -> list[str]:
+        """The operand parts of an f32 value: ``[tf32(x)]``, or ``[big, small]`` in 3xTF32
+        (``rounded``: ``x`` already holds TF32 bits, tf32 mode only)."""
+        if self.mode == "tf32":
+            return [self.as_i32(x) if rounded else self.tf32(x)]
+        big = self.tf32(x)
+        small = self.tf32(self.t.fop("subf", x, self.as_f32(big)))
+        return [big, small]
+
+    def staged(self, x: str) -> list[str]:
+        """The f32 values to stage in shared memory for ``x``: its TF32 rounding, or big and
+        small parts."""
+        return [self.as_f32(p) for p in self.parts(x, False)]
+
+    def _one(self, a: list[str], b: list[str], c: list[str]) -> list[str]:
+        t = self.t
+        r = t.v(f"nvvm.mma.sync A[{', '.join(a)}] B[{', '.join(b)}] C[{', '.join(c)}] "
+                "{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, "
+                "multiplicandAPtxType = #nvvm.mma_type<tf32>, "
+                "multiplicandBPtxType = #nvvm.mma_type<tf32>, "
+                "shape = #nvvm.shape<m = 16, n = 8, k = 8>} "
+                f": (i32, i32, f32) -> {_STRUCT}")  # fmt: skip
+        return [t.v(f"llvm.extractvalue {r}[{i}] : {_STRUCT}") for i in range(4)]
+
+    def mma(self, a: list[list[str]], b: list[list[str]], c: list[str]) -> list[str]:
+        """``c += A B`` for fragments given as parts (``a[part]``: 4 registers, ``b[part]``:
+        2): one product, or the three of 3xTF32 (small terms first)."""
+        if self.mode == "tf32":
+            return self._one(a[0], b[0], c)
+        c = self._one(a[1], b[0], c)
+        c = self._one(a[0], b[1], c)
+        return self._one(a[0], b[0], c)
+
+
+def smem_bytes(h: int, mode: str) -> int:
+    return sum(4 * r * c for _, r, c in tiles(h, mode))
+
+
+def forward(sp, name: str) -> str:
+    """The tensor-core forward kernel ``<name>_fwd`` of ``sp`` (``sp.mma`` a mode): the same
+    parameters, launch grid and results as ``flash_gpu._forward``."""
+    from blu.lower.mlir import flash_gpu as fg
+
+    mode, h = sp.mma, sp.h
+    BN = bn(h, mode)
+    tl, _ = fg._layout(tiles(h, mode))
+    K = fg._Kernel(sp, tl, 16, 1)
+    t = K.t
+    M = Mma(t, mode)
+    split = mode == "3xtf32"
+    lane, warp = t.rem(K.tid, t.i(32)), t.div(K.tid, t.i(32))
+    g, c = t.div(lane, t.i(4)), t.rem(lane, t.i(4))
+    wrow = t.mul(warp, t.i(16))
+    nqb = fg._cdiv(sp.t, BM)
+    qb = t.v(f"arith.subi {t.i(nqb - 1)}, {K.bx} : index")  # the longest causal blocks first
+    b, n = t.div(K.by, t.i(sp.n)), t.rem(K.by, t.i(sp.n))
+    kh = t.div(n, t.i(sp.g))
+    row0 = t.mul(qb, t.i(BM))
+    qstride, kstride = sp.n * h, sp.kh * h
+    qbase = t.lin((b, sp.t * qstride), (n, h))
+    kbase = t.lin((b, sp.s * kstride), (kh, h))
+    qsize, ksize = sp.b * sp.t * qstride, sp.b * sp.s * kstride
+    gty = fg._gty
+
+    def stage(pieces: list[str], rows: int, names: list[str], scale: float = 1.0,
+              raw: bool = False) -> None:  # fmt: skip
+        """Fetched (row, 4 heads) pieces into natural-layout tiles: rounded or split (``raw``:
+        as float32, their parts taken when read)."""
+        for it, x in enumerate(pieces):
+            idx = t.add(K.tid, t.i(fg.THREADS * it))
+            r, dc = t.rem(idx, t.i(rows)), t.div(idx, t.i(rows))
+            vals = [t.v(f"vector.extract {x}[{j}] : f32 from vector<4xf32>") for j in range(4)]
+            if scale != 1.0:
+                vals = [t.fop("mulf", v, t.f(scale)) for v in vals]
+            per = [vals] if raw else list(zip(*[M.staged(v) for v in vals]))
+            for nm, vv in zip(names, per):
+                t.store(list(vv), K.view[nm], tl[nm].ty, [r, t.mul(dc, t.i(4))])
+
+    cp = t.mul(c, t.i(2))  # the fragments' k = c and c + 4 sit at columns 2c, 2c + 1 (PAIRS)
+
+    def a_frag(nm: str, r0: str, k0: str) -> list[list[str]]:
+        """A fragment rows ``r0 + g (+8)``, ``k = c (+4)`` at ``k0 + 2c (+1)`` of a raw-f32
+        tile (one 8-byte load a row)."""
+        lo, hi = (t.load(K.view[nm], tl[nm].ty, [t.add(r0, t.add(g, t.i(dr))), t.add(k0, cp)], 2)
+                  for dr in (0, 8))  # fmt: skip
+        vals = [lo[0], hi[0], lo[1], hi[1]]
+        return [list(p) for p in zip(*[M.parts(v, not split) for v in vals])]
+
+    def b_frag(names: list[str], n0: str, k0: str, kmajor: bool) -> list[list[str]]:
+        """B fragment ``k = c (+4)`` at ``k0 + 2c (+1)``, ``n = n0 + g`` of staged tiles (one
+        per part); ``kmajor``: the tile is indexed [k][n] (V), else [n][k] (K: one 8-byte
+        load)."""
+        out = []
+        for nm in names:
+            view, ty, nn = K.view[nm], tl[nm].ty, t.add(n0, g)
+            if kmajor:
+                vals = [t.load(view, ty, [t.add(k0, t.add(cp, t.i(e))), nn], 1)[0]
+                        for e in (0, 1)]  # fmt: skip
+            else:
+                vals = t.load(view, ty, [nn, t.add(k0, cp)], 2)
+            out.append([M.as_i32(v) for v in vals])
+        return out
+
+    kparts = ["Kb", "Ksm"] if split else ["Kb"]
+    vparts = ["Vb", "Vsm"] if split else ["Vb"]
+    stage(K.fetch("%q", qsize, BM, row0, sp.t, qbase, qstride), BM, ["Qs"], sp.scale * fg.LOG2E,
+          raw=split)  # fmt: skip
+    if sp.causal:
+        kend = t.v(f"arith.minui {t.add(row0, t.i(BM))}, {t.i(sp.s)} : index")
+        nkb = t.div(t.add(kend, t.i(BN - 1)), t.i(BN))
+    else:
+        nkb = t.i(fg._cdiv(sp.s, BN))
+    NO, NS = h // 8, BN // 8  # n-tiles of the output (heads) and of the scores (keys)
+    pre0 = K.fetch("%k", ksize, BN, t.i(0), sp.s, kbase, kstride)
+    pre0 += K.fetch("%v", ksize, BN, t.i(0), sp.s, kbase, kstride)
+    npre = len(pre0) // 2
+    rows = [t.add(row0, t.add(wrow, t.add(g, t.i(8 * r)))) for r in range(2)]
+
+    def body(kb: str, args: list[str]) -> list[str]:
+        o, m, l_ = args[: 4 * NO], args[4 * NO : 4 * NO + 2], args[4 * NO + 2 : 4 * NO + 4]
+        pre = args[4 * NO + 4 :]
+        t.barrier()
+        key0 = t.mul(kb, t.i(BN))
+        stage(pre[:npre], BN, kparts)
+        stage(pre[npre:], BN, vparts)
+        t.barrier()
+        # the next key block's loads are in flight while this one is computed
+        nxt = t.add(kb, t.i(1))
+        more = t.cmp("ult", nxt, nkb)
+        key1 = t.mul(nxt, t.i(BN))
+        pre = K.fetch("%k", ksize, BN, key1, sp.s, kbase, kstride, more)
+        pre += K.fetch("%v", ksize, BN, key1, sp.s, kbase, kstride, more)
+
+        def qk(kk: str, s: list[str]) -> list[str]:
+            k0 = t.mul(kk, t.i(8))
+            a = a_frag("Qs", wrow, k0)
+            out = []
+            for j in range(NS):
+                out += M.mma(a, b_frag(kparts, t.i(8 * j), k0, False), s[4 * j : 4 * j + 4])
+            return out
+
+        s = t.loop(t.i(0), t.i(h // 8), t.i(1), K.zeros(4 * NS), qk)
+        m_new, l_new, alpha, p = [], [], [], []
+        for r in range(2):
+            row = []
+            for j in range(NS):
+                for e in range(2):
+                    key = t.add(key0, t.add(t.mul(c, t.i(2)), t.i(8 * j + e)))
+                    bad = t.cmp("uge", key, t.i(sp.s))
+                    if sp.causal:
+                        bad = t.v(f"arith.ori {bad}, {t.cmp('ugt', key, rows[r])} : i1")
+                    row.append(t.select(bad, t.f(float("-inf")), s[4 * j + 2 * r + e]))
+            mx = row[0]
+            for x in row[1:]:
+                mx = t.fop("maximumf", mx, x)
+            mx = t.lane_reduce(mx, "maximumf", 4)
+            mn = t.fop("maximumf", m[r], mx)
+            use = t.select(t.fcmp("oeq", mn, t.f(float("-inf"))), t.f(0.0), mn)
+            alpha.append(t.exp2(t.fop("subf", m[r], use)))
+            pr = [t.exp2(t.fop("subf", x, use)) for x in row]
+            tot = pr[0]
+            for x in pr[1:]:
+                tot = t.fop("addf", tot, x)
+            l_new.append(t.fop("addf", t.fop("mulf", l_[r], alpha[r]), tot))
+            m_new.append(mn)
+            p.append(pr)
+        o = [t.fop("mulf", o[4 * j + i], alpha[i // 2]) for j in range(NO) for i in range(4)]
+        # O += P V, key step kk: with PAIRS the A fragment (rows g, g + 8; keys 2c, 2c + 1 of
+        # the step) is this thread's own C fragment of the scores' n-tile kk, so P stays in
+        # registers
+        for kk in range(NS):
+            vals = [p[0][2 * kk], p[1][2 * kk], p[0][2 * kk + 1], p[1][2 * kk + 1]]
+            a = [list(x) for x in zip(*[M.parts(v, False) for v in vals])]
+            k0 = t.i(8 * kk)
+            o = [x for j in range(NO)
+                 for x in M.mma(a, b_frag(vparts, t.i(8 * j), k0, True), o[4 * j : 4 * j + 4])
+                 ]  # fmt: skip
+        return o + m_new + l_new + pre
+
+    inits = K.zeros(4 * NO) + [t.f(float("-inf"))] * 2 + K.zeros(2) + pre0
+    types = ["f32"] * (4 * NO + 4) + [K.piece] * len(pre0)
+    res = t.loop(t.i(0), nkb, t.i(1), inits, body, types)
+    o, m, l_ = res[: 4 * NO], res[4 * NO : 4 * NO + 2], res[4 * NO + 2 : 4 * NO + 4]
+    osize, lsize = sp.b * sp.t * qstride, sp.b * sp.n * sp.t
+    lbase = t.lin((b, sp.n * sp.t), (n, sp.t))
+    first = t.cmp("eq", c, t.i(0))
+    for r in range(2):
+        tot = t.lane_reduce(l_[r], "addf", 4)
+        pos = t.fcmp("ogt", tot, t.f(0.0))
+        inv = t.select(pos, t.fop("divf", t.f(1.0), tot), t.f(0.0))
+        lg = t.v(f"math.log2 {tot} : f32")
+        lse = t.select(pos, t.fop("mulf", t.fop("addf", m[r], lg), t.f(fg.LN2)),
+                       t.f(float("-inf")))  # fmt: skip
+        row = rows[r]
+        vals = [t.fop("mulf", o[4 * j + 2 * r + e], inv) for j in range(NO) for e in range(2)]
+
+        def store(row=row, vals=vals, lse=lse) -> list[str]:
+            for j in range(NO):
+                at = [t.lin(qbase, (row, qstride), (c, 2), t.i(8 * j))]
+                t.store(vals[2 * j : 2 * j + 2], "%out", gty(osize), at)
+            t.if_(first, lambda: t.store([lse], "%lse", gty(lsize), [t.add(lbase, row)]) or [],
+                  lambda: [], [])  # fmt: skip
+            return []
+
+        t.if_(t.cmp("ult", row, t.i(sp.t)), store, lambda: [], [])
+    params = [f"%q: {gty(qsize)}", f"%k: {gty(ksize)}", f"%v: {gty(ksize)}",
+              f"%out: {gty(osize)}", f"%lse: {gty(lsize)}"]  # fmt: skip
+    # TF32 heads of up to 64 fit 128 registers without spilling: two blocks an SM
+    blocks = MIN_BLOCKS.get(("fwd", mode), 2 if mode == "tf32" and h <= 64 else 0)
+    return t.func(f"{name}_fwd", params, fg.THREADS, blocks)
+
+
+# ---- the backward --------------------------------------------------------------------------
+
+BWD_BN, BWD_BM = 64, 64  # keys per block, queries per step: 4 slabs of 16 rows x 2 halves
+
+
+def bwd_tiles(h: int, mode: str) -> list[tuple[str, int, int]]:
+    """The backward's shared tiles, one per operand part (big, small): natural layouts, rows
+    padded by 4 floats where the tile is read along rows most, 8 where along columns."""
+    out = []
+    for nm, r, cols in (("K", BWD_BN, h + 4), ("V", BWD_BN, h + 8), ("Q", BWD_BM, h + 8),
+                        ("dO", BWD_BM, h + 8), ("PT", BWD_BN, BWD_BM + 8),
+                        ("dST", BWD_BN, BWD_BM + 8)):  # fmt: skip
+        out += [(nm + p, r, cols) for p in _parts(mode)]
+    return out
+
+
+def _parts(mode: str) -> tuple[str, ...]:
+    return ("b", "s") if mode == "3xtf32" else ("b",)
+
+
+def bwd_smem_bytes(h: int, mode: str) -> int:
+    return sum(4 * r * c for _, r, c in bwd_tiles(h, mode))
+
+
+def backward(sp, name: str) -> str:
+    """The tensor-core backward kernel ``<name>_bwd`` of ``sp``: the parameters and launch grid
+    of ``flash_gpu._backward`` (after the same ``_pre`` launch), float32 only.
+
+    One block per 64 keys of one (batch, key/value head); warp ``w`` owns key rows
+    ``16 (w % 4)`` and the half ``w // 4`` of the other dimension. Per step of 64 queries:
+    ``S^T = K Q^T`` and ``dP^T = V dO^T`` (keys x queries, C fragments), ``P^T`` and
+    ``dS^T = P^T (dP^T - D) scale`` staged in shared memory (rounded or split), then
+    ``dV += P^T dO``, ``dK += dS^T Q`` (kept in registers over the whole loop) and
+    ``dQ = dS K`` (A fragments read transposed from ``dS^T``), added to the float32 ``dQ``
+    with atomics."""
+    from blu.lower.mlir import flash_gpu as fg
+
+    mode, h = sp.mma, sp.h
+    BN, BM = BWD_BN, BWD_BM
+    tl, _ = fg._layout(bwd_tiles(h, mode))
+    K = fg._Kernel(sp, tl, 16, 1)
+    t = K.t
+    M = Mma(t, mode)
+    P = _parts(mode)
+    lane, warp = t.rem(K.tid, t.i(32)), t.div(K.tid, t.i(32))
+    g, c = t.div(lane, t.i(4)), t.rem(lane, t.i(4))
+    w16 = t.mul(t.rem(warp, t.i(4)), t.i(16))  # this warp's 16 rows (keys; queries for dQ)
+    half = t.div(warp, t.i(4))
+    q32 = t.mul(half, t.i(BM // 2))  # its half of the queries (S^T, dP^T)
+    h2 = t.mul(half, t.i(h // 2))  # its half of the heads (dV, dK, dQ)
+    NQ, NH = BM // 16, h // 16  # n-tiles of a half: queries, heads
+    nqb = fg._cdiv(sp.t, BM)
+    b, kh = t.div(K.by, t.i(sp.kh)), t.rem(K.by, t.i(sp.kh))
+    key0 = t.mul(K.bx, t.i(BN))
+    qstride, kstride = sp.n * h, sp.kh * h
+    qsize, ksize = sp.b * sp.t * qstride, sp.b * sp.s * kstride
+    lsize = sp.b * sp.n * sp.t
+    kbase = t.lin((b, sp.s * kstride), (kh, h))
+    gty = fg._gty
+
+    def names(op: str) -> list[str]:
+        return [op + p for p in P]
+
+    def put(nm: str, vals: list[str], at: list[str]) -> None:
+        """Store f32 values as their parts into the tiles of operand ``nm``."""
+        per = list(zip(*[M.staged(v) for v in vals]))
+        for tile, vv in zip(names(nm), per):
+            t.store(list(vv), K.view[tile], tl[tile].ty, at)
+
+    def stage(pieces: list[str], rows: int, nm: str) -> None:
+        for it, x in enumerate(pieces):
+            idx = t.add(K.tid, t.i(fg.THREADS * it))
+            r, dc = t.rem(idx, t.i(rows)), t.div(idx, t.i(rows))
+            vals = [t.v(f"vector.extract {x}[{j}] : f32 from vector<4xf32>") for j in range(4)]
+            put(nm, vals, [r, t.mul(dc, t.i(4))])
+
+    def load(tile: str, at: list[str]) -> str:
+        return M.as_i32(t.load(K.view[tile], tl[tile].ty, at, 1)[0])
+
+    cp = t.mul(c, t.i(2))  # the fragments' k = c and c + 4 sit at columns 2c, 2c + 1 (PAIRS)
+
+    def pair(tile: str, at: list[str]) -> list[str]:
+        return [M.as_i32(x) for x in t.load(K.view[tile], tl[tile].ty, at, 2)]
+
+    def a_frag(nm: str, r0: str, k0: str, transposed: bool = False) -> list[list[str]]:
+        out = []
+        for tile in names(nm):
+            rows = [t.add(r0, t.add(g, t.i(dr))) for dr in (0, 8)]
+            if transposed:
+                ks = [t.add(k0, t.add(cp, t.i(e))) for e in (0, 1)]
+                out.append([load(tile, [ks[e], rows[r]]) for e in (0, 1) for r in (0, 1)])
+            else:
+                lo, hi = (pair(tile, [r, t.add(k0, cp)]) for r in rows)
+                out.append([lo[0], hi[0], lo[1], hi[1]])
+        return out
+
+    def b_frag(nm: str, n0: str, k0: str, kmajor: bool) -> list[list[str]]:
+        out = []
+        for tile in names(nm):
+            nn = t.add(n0, g)
+            if kmajor:
+                out.append([load(tile, [t.add(k0, t.add(cp, t.i(e))), nn]) for e in (0, 1)])
+            else:
+                out.append(pair(tile, [nn, t.add(k0, cp)]))
+        return out
+
+    def product(acc: list[str], ksteps: int, a, b, ntiles: int) -> list[str]:
+        """``acc`` (``ntiles`` C fragments) += the sum over ``ksteps`` steps of 8 of
+        ``a(k0)`` times ``b(j, k0)``."""
+
+        def step(kk: str, cur: list[str]) -> list[str]:
+            k0 = t.mul(kk, t.i(8))
+            af = a(k0)
+            out = []
+            for j in range(ntiles):
+                out += M.mma(af, b(j, k0), cur[4 * j : 4 * j + 4])
+            return out
+
+        return t.loop(t.i(0), t.i(ksteps), t.i(1), acc, step)
+
+    stage(K.fetch("%k", ksize, BN, key0, sp.s, kbase, kstride), BN, "K")
+    stage(K.fetch("%v", ksize, BN, key0, sp.s, kbase, kstride), BN, "V")
+    keys = [t.add(key0, t.add(w16, t.add(g, t.i(8 * r)))) for r in range(2)]
+    c2 = sp.scale * fg.LOG2E
+    qb0 = t.div(key0, t.i(BM)) if sp.causal else t.i(0)
+    nacc = 4 * NH
+
+    def head(gi: str, gargs: list[str]) -> list[str]:
+        n = t.lin((kh, sp.g), gi)
+        qbase = t.lin((b, sp.t * qstride), (n, h))
+        rbase = t.lin((b, sp.n * sp.t), (n, sp.t))
+
+        def fetch(row0: str, when: str | None = None) -> list[str]:
+            pre = K.fetch("%q", qsize, BM, row0, sp.t, qbase, qstride, when)
+            return pre + K.fetch("%dout", qsize, BM, row0, sp.t, qbase, qstride, when)
+
+        def step(qb: str, args: list[str]) -> list[str]:
+            dk, dv, pre = args[:nacc], args[nacc : 2 * nacc], args[2 * nacc :]
+            row0 = t.mul(qb, t.i(BM))
+            t.barrier()
+            stage(pre[: len(pre) // 2], BM, "Q")
+            stage(pre[len(pre) // 2 :], BM, "dO")
+            t.barrier()
+            # the next query block's loads are in flight while this one is computed
+            nxt = t.add(qb, t.i(1))
+            pre = fetch(t.mul(nxt, t.i(BM)), t.cmp("ult", nxt, t.i(nqb)))
+            qcol = lambda j: t.add(q32, t.i(8 * j))  # noqa: E731
+            s = product(K.zeros(4 * NQ), h // 8, lambda k0: a_frag("K", w16, k0),
+                        lambda j, k0: b_frag("Q", qcol(j), k0, False), NQ)  # fmt: skip
+            dp = product(K.zeros(4 * NQ), h // 8, lambda k0: a_frag("V", w16, k0),
+                         lambda j, k0: b_frag("dO", qcol(j), k0, False), NQ)  # fmt: skip
+            for j in range(NQ):
+                for e in range(2):
+                    col = t.add(t.mul(c, t.i(2)), t.add(q32, t.i(8 * j + e)))
+                    row = t.add(row0, col)
+                    ok = t.cmp("ult", row, t.i(sp.t))
+                    at = t.add(rbase, t.v(f"arith.minui {row}, {t.i(sp.t - 1)} : index"))
+                    lv = t.load("%lse", gty(lsize), [at], 1)[0]
+                    dvv = t.load("%dvec", gty(lsize), [at], 1)[0]
+                    dead = t.fcmp("oeq", lv, t.f(float("-inf")))
+                    outside = t.v(f"arith.xori {ok}, {t._const('true', 'i1')} : i1")
+                    bad_row = t.v(f"arith.ori {dead}, {outside} : i1")
+                    lse2 = t.select(bad_row, t.f(float("inf")), t.fop("mulf", lv, t.f(fg.LOG2E)))
+                    dd = t.select(ok, dvv, t.f(0.0))
+                    for r in range(2):
+                        i = 4 * j + 2 * r + e
+                        x = t.fop("subf", t.fop("mulf", s[i], t.f(c2)), lse2)
+                        bad = t.cmp("uge", keys[r], t.i(sp.s))
+                        if sp.causal:
+                            bad = t.v(f"arith.ori {bad}, {t.cmp('ugt', keys[r], row)} : i1")
+                        pr = t.select(bad, t.f(0.0), t.exp2(x))
+                        ds = t.fop("mulf", t.fop("mulf", pr, t.fop("subf", dp[i], dd)),
+                                   t.f(sp.scale))  # fmt: skip
+                        at2 = [t.add(w16, t.add(g, t.i(8 * r))), col]
+                        put("PT", [pr], at2)
+                        put("dST", [ds], at2)
+            t.barrier()
+            hcol = lambda j: t.add(h2, t.i(8 * j))  # noqa: E731
+            dv = product(dv, BM // 8, lambda k0: a_frag("PT", w16, k0),
+                         lambda j, k0: b_frag("dO", hcol(j), k0, True), NH)  # fmt: skip
+            dk = product(dk, BM // 8, lambda k0: a_frag("dST", w16, k0),
+                         lambda j, k0: b_frag("Q", hcol(j), k0, True), NH)  # fmt: skip
+            dq = product(K.zeros(nacc), BN // 8, lambda k0: a_frag("dST", w16, k0, True),
+                         lambda j, k0: b_frag("K", hcol(j), k0, True), NH)  # fmt: skip
+            for r in range(2):
+                qrow = t.add(row0, t.add(w16, t.add(g, t.i(8 * r))))
+
+                def add(qrow=qrow, r=r) -> list[str]:
+                    for j in range(NH):
+                        for e in range(2):
+                            at = t.lin(qbase, (qrow, qstride), h2, (c, 2), t.i(8 * j + e))
+                            t.atomic_add(dq[4 * j + 2 * r + e], "%dq", gty(qsize), [at])
+                    return []
+
+                t.if_(t.cmp("ult", qrow, t.i(sp.t)), add, lambda: [], [])
+            return dk + dv + pre
+
+        pre0 = fetch(t.mul(qb0, t.i(BM)))
+        types = ["f32"] * len(gargs) + [K.piece] * len(pre0)
+        res = t.loop(qb0, t.i(nqb), t.i(1), list(gargs) + pre0, step, types)
+        return res[: len(gargs)]
+
+    res = t.loop(t.i(0), t.i(sp.g), t.i(1), K.zeros(2 * nacc), head)
+    dk, dv = res[:nacc], res[nacc:]
+    for r in range(2):
+
+        def store(r=r) -> list[str]:
+            for j in range(NH):
+                at = [t.lin(kbase, (keys[r], kstride), h2, (c, 2), t.i(8 * j))]
+                t.store(dk[4 * j + 2 * r : 4 * j + 2 * r + 2], "%dk", gty(ksize), at)
+                t.store(dv[4 * j + 2 * r : 4 * j + 2 * r + 2], "%dv", gty(ksize), at)
+            return []
+
+        t.if_(t.cmp("ult", keys[r], t.i(sp.s)), store, lambda: [], [])
+    params = [f"%q: {gty(qsize)}", f"%k: {gty(ksize)}", f"%v: {gty(ksize)}",
+              f"%lse: {gty(lsize)}", f"%dout: {gty(qsize)}", f"%dvec: {gty(lsize)}",
+              f"%dq: {gty(qsize)}", f"%dk: {gty(ksize)}", f"%dv: {gty(ksize)}"]  # fmt: skip
+    return t.func(f"{name}_bwd", params, fg.THREADS, MIN_BLOCKS.get(("bwd", mode), 0))
