@@ -203,17 +203,19 @@ def _kernels(backward: bool):
         canonical = flash_gpu.canonical(sp, backward)
         # the launches follow the spec the kernel was built for, even if the precision
         # setting changes before the executable runs
-        _built[kernel_cache.kernel_key(canonical, target)] = sp
+        _built[mlir_cpu.symbol(kernel_cache.kernel_key(canonical, target))] = sp
         return [(canonical, emit, label)]
 
     return kernels
 
 
-_built: dict[str, flash_gpu.FlashSpec] = {}  # kernel cache key -> the spec it was emitted for
+# the kernel module's symbol (``mlir_cpu.symbol`` of its cache key; a loaded
+# ``driver.Module`` and a ``GpuModule`` both carry it as ``name``) -> the spec it was emitted for
+_built: dict[str, flash_gpu.FlashSpec] = {}
 
 
 def _built_spec(module: Any, avals, params: dict, backward: bool) -> flash_gpu.FlashSpec:
-    sp = _built.get(module.key)
+    sp = _built.get(module.name)
     return sp if sp is not None else flash_spec(avals, params, backward)
 
 
