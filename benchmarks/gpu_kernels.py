@@ -66,7 +66,8 @@ def _ce_rows(z: Any, labels: Any) -> tuple[Any, Any]:
     e = bnp.exp(shifted)
     s = bnp.sum(e, axis=1, keepdims=True)
     hit = bnp.expand_dims(labels, 1) == lax.iota(labels.dtype, z.shape, 1)
-    picked = bnp.sum(bnp.where(hit, shifted, bnp.zeros_like(shifted)), axis=1)
+    # the picked logit from the raw row (joins the max's pass), then shifted: the same value
+    picked = bnp.sum(bnp.where(hit, z, bnp.zeros_like(z)), axis=1) - m[:, 0]
     loss = bnp.sum(bnp.log(s[:, 0]) - picked)
     dz = (e / s - hit.astype(z.dtype)) * np.float32(1.0 / z.shape[0])
     return loss, dz.astype(_bf16())
