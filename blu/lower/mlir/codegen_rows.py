@@ -32,7 +32,7 @@ from typing import Any
 from blu.core.config import config
 from blu.core.jaxpr import Var
 from blu.lax.shapes import broadcast_in_dim_p, reshape_p, squeeze_p
-from blu.lower.mlir.codegen_online import online_on, online_pairs
+from blu.lower.mlir.codegen_online import online_at
 from blu.lower.mlir.codegen_strided import ROW_UNROLL, generation, loads_first
 from blu.lower.mlir.emit import Idx, compute_type
 from blu.lower.plan.fusion import KernelLayout
@@ -265,7 +265,7 @@ class RowGroupEmitter:
                 continue
             if not unrolled:
                 self.cache = {}
-            pairs = self._online_pairs(t, j, unrolled)
+            pairs = None if unrolled else online_at(self.layout, self.plans, t)
             if pairs:  # generation 3: max and sum of exponentials in one pass over the row
                 second = self.layout.nests[t + 1]
                 for m, v in self._online_pass(nest, second, pairs, head, k, tid, block):
@@ -313,16 +313,6 @@ class RowGroupEmitter:
                 b.stmt("gpu.barrier")  # this nest's writes are visible to the whole block
         self.keep, self.row_vals = False, {}
         self._end(fname)
-
-    def _online_pairs(self, t: int, j: int, unrolled: bool) -> dict | None:
-        """Generation 3, looped form: the online pairs of nests ``t`` and ``t + 1`` of the
-        group led by ``j`` (``codegen_online``), or None."""
-        if unrolled or not online_on() or t + 1 >= len(self.plans):
-            return None
-        p, q = self.plans[t], self.plans[t + 1]
-        if p.strategy != "row" or q.strategy != "row" or q.group != j:
-            return None
-        return online_pairs(self.layout, self.layout.nests[t], self.layout.nests[t + 1])
 
     def _emit_warp_group(self, j: int, fname: str) -> None:
         """A row group in the warp form (module docstring)."""
