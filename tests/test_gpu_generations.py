@@ -258,3 +258,30 @@ def test_online_normalizer_fused_classifier(dev):
     p /= N
     close(dx, p @ w64, 2e-2)
     close(dw, p.T @ x64, 2e-2)
+
+
+def test_generation_3_layer_norm_rows_of_contiguous_runs(dev):
+    """Generation 3's unrolled row groups (64 threads x 12 elements of a row of 768, in runs of
+    4 contiguous elements): the layer norm's forward, with the residual add before it, and its
+    gradients against float64, and close to generation 2."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1024, 768)).astype(f32)
+    r = rng.standard_normal((1024, 768)).astype(f32)
+    w, b = rng.standard_normal(768).astype(f32), rng.standard_normal(768).astype(f32)
+    dy = rng.standard_normal((1024, 768)).astype(f32)
+
+    def f(x, r, w, b, dy):
+        y, vjp = blu.vjp(lambda x, r, w, b: nn.layer_norm(x + r, w, b), x, r, w, b)
+        return (y.astype(bf16), *vjp(dy))
+
+    two, three = generations_2_and_3(dev, f, x, r, w, b, dy)
+    h = x.astype(f64) + r
+    d64 = dy.astype(f64)
+    rstd = 1 / np.sqrt(h.var(-1, keepdims=True) + 1e-5)
+    xh = (h - h.mean(-1, keepdims=True)) * rstd
+    gw = d64 * w
+    dh = rstd * (gw - gw.mean(-1, keepdims=True) - xh * (gw * xh).mean(-1, keepdims=True))
+    refs = [xh * w + b, dh, dh, (d64 * xh).sum(0), d64.sum(0)]
+    for got, old, ref, tol in zip(three, two, refs, [1e-2, 1e-5, 1e-5, 1e-5, 1e-5], strict=True):
+        close(got, ref, tol)
+        close(got, old, tol)
