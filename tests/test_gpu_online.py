@@ -188,13 +188,14 @@ ELEMENTS = st.one_of(
 )
 def test_online_model_matches_two_passes(x, T, U):
     """Random rows (size 1 and odd sizes, -inf, +inf, NaN, huge values): the online pass gives
-    the two-pass max exactly and its sum within float32 rounding, NaN exactly where it is NaN."""
+    the two-pass max exactly and its sum within float32 rounding (a sum of ``len(x)`` terms),
+    NaN exactly where it is NaN."""
     m, s = online_model(x, T, U)
     m_ref, s_ref = two_pass(x)
     assert m == m_ref or (np.isnan(m) and np.isnan(m_ref))
     assert np.isnan(s) == np.isnan(s_ref)
-    if not np.isnan(s_ref):
-        assert abs(s - s_ref) <= 1e-5 * s_ref + 1e-30
+    if not np.isnan(s_ref):  # a float32 sum of len(x) positive terms, each rounded exp
+        assert abs(s - s_ref) <= 2 * (len(x) + 4) * np.finfo(f32).eps * s_ref + 1e-30
 
 
 def test_online_model_rows_that_start_at_minus_infinity():
