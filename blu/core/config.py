@@ -55,11 +55,10 @@ Flags (environment variable, type, default):
 - ``cpu_threads`` (``BLU_CPU_THREADS``, int >= 1, None): threads a large matrix product of the
   CPU executable is split across (each part on single-threaded BLAS); None: the cores the
   process may use (``blu/lower/cpu/blas.py``).
-- ``gpu_kernels`` (``BLU_GPU_KERNELS``, 1 | 2 | 3, 2): the GPU kernel emitter's generation: 2
+- ``gpu_kernels`` (``BLU_GPU_KERNELS``, 1 | 2, 2): the GPU kernel emitter's generation: 2
   issues several independent loads per thread in strided loops and keeps a row group's
   per-row totals in registers; 1 is the emitter before that (kept for before/after timing,
-  ``benchmarks/gpu_kernels.py``); 3 is 2 with the online softmax normalizer in looped row
-  groups (``codegen_online``). Part of every GPU kernel's cache key.
+  ``benchmarks/gpu_kernels.py``). Part of every GPU kernel's cache key.
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
