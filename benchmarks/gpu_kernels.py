@@ -21,6 +21,9 @@ Cases (N = ``--rows`` = 16 x 1024 tokens):
   GPT-2 block's pre-norm feeding a bf16 product);
 - ``ln_bwd``: its vector-Jacobian product (the forward's kernel, then the backward row kernel
   and the gain/bias gradient reductions);
+- ``ln_res_fwd`` / ``ln_res_bwd``: the residual add ``h = x + r`` (float32, kept) and the layer
+  norm of ``h`` in bfloat16 (one row group: the add fused into the norm), and its VJP for the
+  cotangents of both ``h`` and the bf16 output;
 - ``gelu_fwd`` / ``gelu_bwd``: ``nn.gelu`` (tanh) of bfloat16 (N, 3072) and its VJP;
 - ``ce_rows``: softmax cross-entropy over float32 logits (``--chunk`` x ``--vocab``, 1024 x
   50304): per row max, log-sum-exp and the picked logit, and ``dz = softmax - onehot`` in
@@ -51,7 +54,8 @@ import blu.nn as nn  # noqa: E402
 import blu.numpy as bnp  # noqa: E402
 from blu import lax  # noqa: E402
 
-CASES = ("ln_fwd", "ln_bwd", "gelu_fwd", "gelu_bwd", "ce_rows", "classifier")
+CASES = ("ln_fwd", "ln_bwd", "ln_res_fwd", "ln_res_bwd", "gelu_fwd", "gelu_bwd", "ce_rows",
+         "classifier")  # fmt: skip
 GENS = (1, 2, 3)  # the emitter generations (``blu.lower.mlir.codegen_strided.generation``)
 
 
@@ -90,6 +94,13 @@ def programs(rows: int, chunk: int, vocab: int) -> dict[str, tuple[Callable, lis
     def ln_bwd(x, g, b, dy):
         return blu.vjp(ln, x, g, b)[1](dy)
 
+    def ln_res_fwd(x, r, g, b):  # the block's residual add, then the next pre-norm
+        h = x + r
+        return h, ln(h, g, b).astype(bf16)
+
+    def ln_res_bwd(x, r, g, b, dy, dh):
+        return blu.vjp(ln_res_fwd, x, r, g, b)[1]((dh, dy))
+
     def gelu_fwd(x):
         return nn.gelu(x)
 
@@ -102,6 +113,18 @@ def programs(rows: int, chunk: int, vocab: int) -> dict[str, tuple[Callable, lis
     return {
         "ln_fwd": (ln_fwd, [((rows, C), f32), ((C,), f32), ((C,), f32)]),
         "ln_bwd": (ln_bwd, [((rows, C), f32), ((C,), f32), ((C,), f32), ((rows, C), f32)]),
+        "ln_res_fwd": (ln_res_fwd, [((rows, C), f32), ((rows, C), f32), ((C,), f32), ((C,), f32)]),
+        "ln_res_bwd": (
+            ln_res_bwd,
+            [
+                ((rows, C), f32),
+                ((rows, C), f32),
+                ((C,), f32),
+                ((C,), f32),
+                ((rows, C), bf16),
+                ((rows, C), f32),
+            ],
+        ),
         "gelu_fwd": (gelu_fwd, [((rows, H), bf16)]),
         "gelu_bwd": (gelu_bwd, [((rows, H), bf16), ((rows, H), bf16)]),
         "ce_rows": (_ce_rows, [((chunk, vocab), f32), ((chunk,), i32)]),
