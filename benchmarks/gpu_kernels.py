@@ -1,12 +1,14 @@
 """Memory-bound GPU kernels at GPT-2 124M's shapes: achieved bandwidth, before and after.
 
-    PYTHONPATH=. python3 benchmarks/gpu_kernels.py [--rows 16384] [--iters 20] [--gens 1,2]
+    PYTHONPATH=. python3 benchmarks/gpu_kernels.py [--rows 16384] [--iters 20] [--gens 1,2,3]
                                                    [--cases ln_fwd,ce_rows,...] [--json out.json]
     PYTHONPATH=. python3 benchmarks/gpu_kernels.py --fill   # compile only (a machine with MLIR)
 
-Each case is a small ``blu.jit`` program on the GPU; each runs under both generations of blu's
+Each case is a small ``blu.jit`` program on the GPU; each runs under the generations of blu's
 GPU kernel emitter (``blu.config.gpu_kernels``, ``$BLU_GPU_KERNELS``: 1 = before issue #18's
-work, 2 = loads first in unrolled strided loops, row totals in registers). For every fused
+work, 2 = loads first in unrolled strided loops, row totals in registers, 3 = 2 with the online
+softmax normalizer in looped row groups: ``ce_rows`` and ``classifier`` read each row of
+logits once for its max and sum of exponentials instead of twice). For every fused
 kernel of the program (matrix products left out) it prints the mean time per call, its minimal
 bytes (inputs read once, outputs written once, as the ``BLU_PROFILE`` table counts them), the
 achieved GB/s and the fraction of the device-to-device copy bandwidth, which it measures first
@@ -19,6 +21,9 @@ Cases (N = ``--rows`` = 16 x 1024 tokens):
   GPT-2 block's pre-norm feeding a bf16 product);
 - ``ln_bwd``: its vector-Jacobian product (the forward's kernel, then the backward row kernel
   and the gain/bias gradient reductions);
+- ``ln_res_fwd`` / ``ln_res_bwd``: the residual add ``h = x + r`` (float32, kept) and the layer
+  norm of ``h`` in bfloat16 (one row group: the add fused into the norm), and its VJP for the
+  cotangents of both ``h`` and the bf16 output;
 - ``gelu_fwd`` / ``gelu_bwd``: ``nn.gelu`` (tanh) of bfloat16 (N, 3072) and its VJP;
 - ``ce_rows``: softmax cross-entropy over float32 logits (``--chunk`` x ``--vocab``, 1024 x
   50304): per row max, log-sum-exp and the picked logit, and ``dz = softmax - onehot`` in
@@ -49,7 +54,9 @@ import blu.nn as nn  # noqa: E402
 import blu.numpy as bnp  # noqa: E402
 from blu import lax  # noqa: E402
 
-CASES = ("ln_fwd", "ln_bwd", "gelu_fwd", "gelu_bwd", "ce_rows", "classifier")
+CASES = ("ln_fwd", "ln_bwd", "ln_res_fwd", "ln_res_bwd", "gelu_fwd", "gelu_bwd", "ce_rows",
+         "classifier")  # fmt: skip
+GENS = (1, 2, 3)  # the emitter generations (``blu.lower.mlir.codegen_strided.generation``)
 
 
 def _bf16() -> Any:
@@ -66,7 +73,8 @@ def _ce_rows(z: Any, labels: Any) -> tuple[Any, Any]:
     e = bnp.exp(shifted)
     s = bnp.sum(e, axis=1, keepdims=True)
     hit = bnp.expand_dims(labels, 1) == lax.iota(labels.dtype, z.shape, 1)
-    picked = bnp.sum(bnp.where(hit, shifted, bnp.zeros_like(shifted)), axis=1)
+    # the picked logit from the raw row (joins the max's pass), then shifted: the same value
+    picked = bnp.sum(bnp.where(hit, z, bnp.zeros_like(z)), axis=1) - m[:, 0]
     loss = bnp.sum(bnp.log(s[:, 0]) - picked)
     dz = (e / s - hit.astype(z.dtype)) * np.float32(1.0 / z.shape[0])
     return loss, dz.astype(_bf16())
@@ -86,6 +94,13 @@ def programs(rows: int, chunk: int, vocab: int) -> dict[str, tuple[Callable, lis
     def ln_bwd(x, g, b, dy):
         return blu.vjp(ln, x, g, b)[1](dy)
 
+    def ln_res_fwd(x, r, g, b):  # the block's residual add, then the next pre-norm
+        h = x + r
+        return h, ln(h, g, b).astype(bf16)
+
+    def ln_res_bwd(x, r, g, b, dy, dh):
+        return blu.vjp(ln_res_fwd, x, r, g, b)[1]((dh, dy))
+
     def gelu_fwd(x):
         return nn.gelu(x)
 
@@ -98,6 +113,18 @@ def programs(rows: int, chunk: int, vocab: int) -> dict[str, tuple[Callable, lis
     return {
         "ln_fwd": (ln_fwd, [((rows, C), f32), ((C,), f32), ((C,), f32)]),
         "ln_bwd": (ln_bwd, [((rows, C), f32), ((C,), f32), ((C,), f32), ((rows, C), f32)]),
+        "ln_res_fwd": (ln_res_fwd, [((rows, C), f32), ((rows, C), f32), ((C,), f32), ((C,), f32)]),
+        "ln_res_bwd": (
+            ln_res_bwd,
+            [
+                ((rows, C), f32),
+                ((rows, C), f32),
+                ((C,), f32),
+                ((C,), f32),
+                ((rows, C), bf16),
+                ((rows, C), f32),
+            ],
+        ),
         "gelu_fwd": (gelu_fwd, [((rows, H), bf16)]),
         "gelu_bwd": (gelu_bwd, [((rows, H), bf16), ((rows, H), bf16)]),
         "ce_rows": (_ce_rows, [((chunk, vocab), f32), ((chunk,), i32)]),
@@ -117,10 +144,10 @@ def _inputs(specs: list, vocab: int, rng: np.random.Generator) -> list[np.ndarra
 
 def fill_cache(rows: int = 16384, chunk: int = 1024, vocab: int = 50304,
                target: str = "cuda:sm_90", cases: tuple[str, ...] = CASES) -> None:  # fmt: skip
-    """Compile every case under both emitter generations for ``target`` into the kernel cache
+    """Compile every case under every emitter generation for ``target`` into the kernel cache
     (``BLU_CACHE_DIR``)."""
     progs = programs(rows, chunk, vocab)
-    for gen in (1, 2):
+    for gen in GENS:
         with blu.config.override(gpu_kernels=gen):
             for name in cases:
                 fn, specs = progs[name]
@@ -202,14 +229,15 @@ def report(results: list[dict], copy_gbps: float) -> str:
         total = f"= all kernels (call: {r['call_us']:.1f} us)"
         lines.append(f"{r['case']:<10} {r['gen']:>3} {total:<60} {k_us:>9.1f} {k_mb:>8.1f} "
                      f"{gbps:>7.0f} {gbps / copy_gbps:>7.0%}")  # fmt: skip
-    by = {(r["case"], r["gen"]): r for r in results}
     lines.append("")
-    for case in dict.fromkeys(r["case"] for r in results):
-        if (case, 1) in by and (case, 2) in by:
-            t1 = sum(k["mean_us"] * k["calls"] for k in by[(case, 1)]["kernels"])
-            t2 = sum(k["mean_us"] * k["calls"] for k in by[(case, 2)]["kernels"])
-            if t1 and t2:
-                lines.append(f"{case}: kernels {t1:.1f} -> {t2:.1f} us ({t1 / t2:.2f}x)")
+    for case in dict.fromkeys(r["case"] for r in results):  # each generation against the first
+        us = {r["gen"]: sum(k["mean_us"] * k["calls"] for k in r["kernels"])
+              for r in results if r["case"] == case}  # fmt: skip
+        gens = sorted(g for g, t in us.items() if t)
+        for g in gens[1:]:
+            t1, t2 = us[gens[0]], us[g]
+            lines.append(f"{case}: kernels gen {gens[0]} -> {g}: {t1:.1f} -> {t2:.1f} us "
+                         f"({t1 / t2:.2f}x)")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -219,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=1024, help="ce_rows: rows of logits")
     ap.add_argument("--vocab", type=int, default=50304)
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--gens", default="1,2", help="emitter generations to time (1,2)")
+    ap.add_argument("--gens", default="1,2,3", help="emitter generations to time (1,2,3)")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--fill", action="store_true", help="only compile the kernels (needs MLIR)")

@@ -9,7 +9,7 @@ GPT-2 example and the GPT-2 benchmark run is compiled here, to PTX and (with ptx
 How: the GPU tests and the example run on a simulated GPU (``BLU_FAKE_GPU=1``: device arrays in
 host memory, each fused kernel's CPU build executed while its GPU build is compiled into the
 cache), so exactly the kernels they will ask for on the GPU get compiled; the benchmark's programs
-(GPT-2 124M, too big to run here) and ``benchmarks/gpu_kernels.py``'s (both emitter generations)
+(GPT-2 124M, too big to run here) and ``benchmarks/gpu_kernels.py``'s (every emitter generation)
 are lowered with ``jit(f).lower(*specs, target="cuda:sm_90").compile()``, which compiles without
 running; so are those of the benchmark's ``--find-max-batch`` run, at the one batch per mode
 that blu's memory plan predicts for an H200 (``--device-memory``, ``--max-batch-margin``: the

@@ -1,4 +1,4 @@
-"""The two generations of the GPU kernel emitter (``BLU_GPU_KERNELS``, marked ``gpu``;
+"""The generations of the GPU kernel emitter (``BLU_GPU_KERNELS``, marked ``gpu``;
 ``blu.lower.mlir.codegen_strided``) compute the same bits.
 
 Generation 2 only reorders work (every load of a chunk of points before its combines and stores,
@@ -8,8 +8,10 @@ cover each rewritten loop at GPT-2's row lengths: the unrolled row group (layer 
 768), the looped row group (cross-entropy over rows of 50,304 logits, whose ``n // step`` is
 not a multiple of the chunk), split reductions (bias gradients over 4096 rows) and
 elementwise grid-stride loops (GELU over 1024 x 3072, whose element count leaves a remainder).
-Shapes are fixed: ``BLU_FAKE_GPU=1`` runs this file to fill the kernel cache for the GPU machine
-(on the simulated GPU both generations run the same host build).
+Generation 3 (the online softmax normalizer in looped row groups, ``codegen_online``) sums in
+another order, so it is checked against float64 and generation 2 with tolerances, special values
+included. Shapes are fixed: ``BLU_FAKE_GPU=1`` runs this file to fill the kernel cache for the
+GPU machine (on the simulated GPU every generation runs the same host build).
 """
 
 from __future__ import annotations
@@ -134,3 +136,152 @@ def test_misaligned_argument_is_copied_before_vector_loads(dev):
     with blu.config.override(gpu_kernels=2):
         y = blu.jit(lambda v: v * 2 + 1)(view)
     np.testing.assert_array_equal(np.asarray(y), x[1:].reshape(64, 768) * 2 + 1)
+
+
+# ---- generation 3: the online softmax normalizer (codegen_online) --------------------------------
+
+
+def generations_2_and_3(dev, f, *args) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """``jit(f)`` under generations 2 and 3 (not bit-equal: the online sums round differently)."""
+    put = [bc.device_put(np.asarray(a), dev) for a in args]
+    outs = []
+    for gen in (2, 3):
+        with blu.config.override(gpu_kernels=gen):
+            out = blu.jit(lambda *a: f(*a))(*put)
+            outs.append([np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))])
+    return outs[0], outs[1]
+
+
+def online_groups(f, *args) -> int:
+    """How many row groups of ``jit(f)``'s GPU plan take the online pass under generation 3."""
+    from gpu_helpers import plan_nodes
+
+    from blu.lower.mlir.codegen_online import online_groups as starts
+
+    with blu.config.override(gpu_kernels=3):
+        nodes = [n for n in plan_nodes(f, *args) if n.kind == "kernel"]
+        return sum(len(starts(n.layout)) for n in nodes)
+
+
+def ce_rows(z, y):
+    """The classifier's chunk: loss rows and ``softmax - onehot`` in bfloat16."""
+    m = bnp.max(z, axis=1, keepdims=True)
+    e = bnp.exp(z - m)
+    s = bnp.sum(e, axis=1, keepdims=True)
+    hit = bnp.expand_dims(y, 1) == blu.lax.iota(np.int32, z.shape, 1)
+    picked = bnp.sum(bnp.where(hit, z, bnp.zeros_like(z)), axis=1) - m[:, 0]
+    return bnp.log(s[:, 0]) - picked, (e / s - hit.astype(f32)).astype(bf16)
+
+
+def ce_reference(z, y):
+    """float64: the loss rows (NaN where the two-pass form makes NaN) and ``softmax - onehot``."""
+    z64 = z.astype(f64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        m = z64.max(1, keepdims=True)
+        e = np.exp(z64 - m)
+        s = e.sum(1, keepdims=True)
+        rows = np.arange(len(y))
+        loss = np.log(s[:, 0]) - (z64[rows, y] - m[:, 0])
+        onehot = np.zeros_like(z64)
+        onehot[rows, y] = 1
+        return loss, e / s - onehot
+
+
+@pytest.mark.parametrize("V", [50257, 1000])  # 6 chunks of 8 per thread and a remainder; none
+def test_online_normalizer_cross_entropy_rows(dev, V):
+    """Rows of logits as the fused classifier's chunk makes them (512 rows: the ``row``
+    strategy), some logits masked to -inf, one row all -inf (NaN, as the two-pass form), one row
+    with a +inf logit (NaN), against float64; generation 3 reads each row once for the max and
+    the sum of exponentials."""
+    rng = np.random.default_rng(3)
+    z = (rng.standard_normal((512, V)) * 3).astype(f32)
+    z[5, ::7] = -np.inf
+    z[6, :] = -np.inf
+    z[7, 3] = np.inf
+    z[8, :] += 80.0  # large logits: exp(z) alone would overflow
+    y = rng.integers(0, V, 512).astype(np.int32)
+    y[5] = 1  # a finite logit of the masked row
+    assert online_groups(ce_rows, z, y) == 1
+    (loss2, dz2), (loss3, dz3) = generations_2_and_3(dev, ce_rows, z, y)
+    ref_loss, ref_dz = ce_reference(z, y)
+    for got in (loss2, loss3):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref_loss))
+    ok = ~np.isnan(ref_loss)
+    close(loss3[ok], ref_loss[ok], 1e-5)
+    close(loss3[ok], loss2[ok], 1e-5)
+    dz3 = dz3.astype(f64)
+    np.testing.assert_array_equal(np.isnan(dz3), np.isnan(ref_dz))
+    close(dz3[ok], ref_dz[ok], 1e-2)
+
+
+def test_online_normalizer_softmax_of_long_rows(dev):
+    """A plain softmax over rows of 8193 (looped: no block divides them), generation 3."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((600, 8193)) * 4).astype(f32)
+
+    def softmax(x):
+        e = bnp.exp(x - bnp.max(x, axis=1, keepdims=True))
+        return e / bnp.sum(e, axis=1, keepdims=True)
+
+    assert online_groups(softmax, x) == 1
+    _, (p,) = generations_2_and_3(dev, softmax, x)
+    x64 = x.astype(f64)
+    ref = np.exp(x64 - x64.max(1, keepdims=True))
+    close(p, ref / ref.sum(1, keepdims=True), 1e-5)
+
+
+def test_online_normalizer_fused_classifier(dev):
+    """``nn.linear_cross_entropy``'s value and gradients (bf16, 2 chunks of 512 rows over a
+    vocabulary of 50,257) under generation 3 against float64."""
+    rng = np.random.default_rng(5)
+    N, C, V = 1024, 64, 50257
+    x = (rng.standard_normal((N, C)) * 0.5).astype(bf16)
+    w = (rng.standard_normal((V, C)) * 0.5).astype(bf16)
+    y = rng.integers(0, V, N).astype(np.int32)
+
+    def f(x, w, y):
+        loss, (dx, dw) = blu.value_and_grad(
+            lambda x, w: nn.linear_cross_entropy(x, w, y, chunk_size=512), argnums=(0, 1)
+        )(x, w)
+        return loss, dx, dw
+
+    assert online_groups(f, x, w, y) == 2
+    _, (loss, dx, dw) = generations_2_and_3(dev, f, x, w, y)
+    x64, w64 = x.astype(f64), w.astype(f64)
+    z = x64 @ w64.T
+    m = z.max(1, keepdims=True)
+    p = np.exp(z - m)
+    s = p.sum(1, keepdims=True)
+    close(loss, np.mean(np.log(s[:, 0]) + m[:, 0] - z[np.arange(N), y]), 1e-5)
+    p /= s
+    p[np.arange(N), y] -= 1
+    p /= N
+    close(dx, p @ w64, 2e-2)
+    close(dw, p.T @ x64, 2e-2)
+
+
+def test_generation_3_layer_norm_rows_of_contiguous_runs(dev):
+    """Generation 3's unrolled row groups (64 threads x 12 elements of a row of 768, in runs of
+    4 contiguous elements): the layer norm's forward, with the residual add before it, and its
+    gradients against float64, and close to generation 2."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1024, 768)).astype(f32)
+    r = rng.standard_normal((1024, 768)).astype(f32)
+    w, b = rng.standard_normal(768).astype(f32), rng.standard_normal(768).astype(f32)
+    dy = rng.standard_normal((1024, 768)).astype(f32)
+
+    def f(x, r, w, b, dy):
+        y, vjp = blu.vjp(lambda x, r, w, b: nn.layer_norm(x + r, w, b), x, r, w, b)
+        return (y.astype(bf16), *vjp(dy))
+
+    two, three = generations_2_and_3(dev, f, x, r, w, b, dy)
+    h = x.astype(f64) + r
+    d64 = dy.astype(f64)
+    rstd = 1 / np.sqrt(h.var(-1, keepdims=True) + 1e-5)
+    xh = (h - h.mean(-1, keepdims=True)) * rstd
+    gw = d64 * w
+    dh = rstd * (gw - gw.mean(-1, keepdims=True) - xh * (gw * xh).mean(-1, keepdims=True))
+    refs = [xh * w + b, dh, dh, (d64 * xh).sum(0), d64.sum(0)]
+    for got, old, ref, tol in zip(three, two, refs, [1e-2, 1e-5, 1e-5, 1e-5, 1e-5], strict=True):
+        close(got, ref, tol)
+        close(got, old, tol)

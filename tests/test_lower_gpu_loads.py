@@ -58,7 +58,9 @@ def test_generation_flag_and_cache_keys():
         assert codegen_strided.generation() == 1 and codegen_rows.key_suffix() == ""
     with blu.config.override(gpu_kernels=2):
         assert codegen_strided.loads_first() and "#gpu-kernels 2" in codegen_rows.key_suffix()
-    with blu.config.override(gpu_kernels=3), pytest.raises(BluValueError, match="expected 1"):
+    with blu.config.override(gpu_kernels=3):
+        assert codegen_strided.generation() == 3 and "#gpu-kernels 3" in codegen_rows.key_suffix()
+    with blu.config.override(gpu_kernels=4), pytest.raises(BluValueError, match="expected 1"):
         codegen_strided.generation()
 
 
@@ -67,11 +69,12 @@ def test_generations_lower_to_different_keys():
         return bnp.exp(x) * 2
 
     keys = []
-    for gen in (1, 2):
+    for gen in (1, 2, 3):
         with blu.config.override(gpu_kernels=gen):
             low = blu.jit(f).lower(_spec((64, 64), np.float32), target=TARGET)
             keys.append(low._program.cache_keys())
     assert keys[0] and set(keys[0]).isdisjoint(keys[1])
+    assert set(keys[2]).isdisjoint(keys[0] + keys[1])
 
 
 def test_row_group_totals_stay_in_registers():

@@ -209,11 +209,13 @@ def _fused(reduction: str, ignore_index: int | None, eps: float, chunk: int) -> 
         s = bnp.sum(e, axis=1, keepdims=True)
         hit = bnp.expand_dims(lc, 1) == lax.iota(lc.dtype, z.shape, 1)
         log_s = bnp.log(s[:, 0])
-        # both terms relative to the max: the large magnitudes cancel exactly; a label outside
-        # [0, V) picks no class, i.e. a target logit of 0 (-m shifted)
-        picked = bnp.sum(bnp.where(hit, shifted, bnp.zeros_like(shifted)), axis=1)
-        outside = (lc < 0) | (lc >= w.shape[0])
-        loss = log_s - bnp.where(outside, -m[:, 0], picked)
+        # both terms relative to the max: the large magnitudes cancel exactly. The picked logit
+        # is summed from the raw row (a sum of zeros and one logit: exact), so it joins the
+        # max's pass and the sum of exponentials is alone in its own: the GPU's online
+        # normalizer (codegen_online) then reads the row once. A label outside [0, V) picks no
+        # class, i.e. a target logit of 0 (-m shifted).
+        picked = bnp.sum(bnp.where(hit, z, bnp.zeros_like(z)), axis=1) - m[:, 0]
+        loss = log_s - picked
         if eps:
             smooth = log_s - bnp.mean(shifted, axis=1)
             loss = np.asarray(1.0 - eps, acc) * loss + np.asarray(eps, acc) * smooth

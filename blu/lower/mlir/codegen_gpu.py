@@ -40,6 +40,7 @@ from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.jaxpr import Var
 from blu.lower.mlir.codegen import KernelEmitter
+from blu.lower.mlir.codegen_online import OnlineRowEmitter
 from blu.lower.mlir.codegen_rows import RowGroupEmitter, group_launch, pow2_at_least, row_groups
 from blu.lower.mlir.codegen_strided import (
     ALIGN,
@@ -177,7 +178,7 @@ class GpuBuilder(Builder):
         return self.op(f"arith.select {nan}, {quiet}, {cvt} : i16")
 
 
-class GpuKernelEmitter(RowGroupEmitter, StridedEmitter, KernelEmitter):
+class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, KernelEmitter):
     """Emits ``gpu.module @sym`` with one ``gpu.func @sym_<nest>[a|b]`` per launch."""
 
     def __init__(self, layout: KernelLayout, name: str):

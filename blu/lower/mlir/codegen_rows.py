@@ -32,6 +32,7 @@ from typing import Any
 from blu.core.config import config
 from blu.core.jaxpr import Var
 from blu.lax.shapes import broadcast_in_dim_p, reshape_p, squeeze_p
+from blu.lower.mlir.codegen_online import online_at
 from blu.lower.mlir.codegen_strided import ROW_UNROLL, generation, loads_first
 from blu.lower.mlir.emit import Idx, compute_type
 from blu.lower.plan.fusion import KernelLayout
@@ -39,6 +40,7 @@ from blu.lower.plan.fusion import KernelLayout
 UNROLL = 16  # unrolled form: most elements per thread
 WARP_UNROLL = 32  # warp form: most elements per lane
 WARP_ROWS = 4  # warp form: rows (warps) per block
+VEC = 4  # generation 3, unrolled form: contiguous elements per thread and run (16 bytes of f32)
 
 
 def unroll_limit() -> int:
@@ -75,11 +77,27 @@ def group_block(R: int) -> int:
     return min(1024, max(32, pow2_at_least(R // 8)))
 
 
+def vector_block(R: int) -> int | None:
+    """Generation 3: threads per block of an unrolled group whose threads own ``VEC``
+    contiguous elements at a time (128-bit accesses for float32; thread ``t``'s elements
+    ``VEC t + j VEC block + u``), about 8-16 elements each, so that smaller blocks (rows of 768:
+    64 threads, 12 elements) put more rows in flight per SM; None where no block of at least 32
+    threads divides the row so (then the generation-2 layout)."""
+    if generation() < 3:
+        return None
+    b = group_block(R)
+    while b > 32 and (R % (VEC * b) or R // b < 8):
+        b //= 2
+    return b if R % (VEC * b) == 0 and R // b <= unroll_limit() else None
+
+
 def group_form(head: Any) -> str:
     """``"warp"``, ``"unrolled"`` or ``"looped"``: how the group led by ``head`` (a
     ``codegen_gpu.NestPlan``) is emitted."""
     if warp_rows_on() and head.R % 32 == 0 and head.R // 32 <= WARP_UNROLL:
         return "warp"
+    if vector_block(head.R):
+        return "unrolled"
     block = group_block(head.R)
     return "unrolled" if head.R % block == 0 and head.R // block <= unroll_limit() else "looped"
 
@@ -88,7 +106,7 @@ def group_launch(head: Any) -> tuple[int, int]:
     """(grid, block) of the group led by ``head``."""
     if group_form(head) == "warp":
         return -(-head.K // WARP_ROWS), 32 * WARP_ROWS
-    return head.K, group_block(head.R)
+    return head.K, vector_block(head.R) or group_block(head.R)
 
 
 # ---- planning -----------------------------------------------------------------------------------
@@ -194,14 +212,17 @@ class RowGroupEmitter:
         got = self.row_vals.get(v)
         return got if got is not None else super().value(v, idx)  # type: ignore[misc]
 
-    def _points(self, shape, head, k: str, lane: str, step: int, n: int) -> list[tuple[str, Idx]]:
+    def _points(self, shape, head, k: str, lane: str, step: int, n: int,
+                vec: int = 1) -> list[tuple[str, Idx]]:  # fmt: skip
         """This thread's elements ``lane + i * step`` (``i < n``) of row ``k``: the points every
-        nest of the group visits."""
+        nest of the group visits; with ``vec > 1``, runs of ``vec`` contiguous elements:
+        ``vec * lane + (i // vec) * vec * step + i % vec``."""
         b = self.b
         km = b.multi(Idx(tuple(shape[d] for d in head.kept), None, k))
+        base = lane if vec == 1 else b.imul(lane, vec)
         points = []
         for i in range(n):
-            r = b.iaddc(lane, i * step)
+            r = b.iaddc(base, (i // vec) * vec * step + i % vec)
             rm = b.multi(Idx(tuple(shape[d] for d in head.red), None, r))
             multi = [b.index(0)] * len(shape)
             for d, x in [*zip(head.kept, km), *zip(head.red, rm)]:
@@ -249,20 +270,34 @@ class RowGroupEmitter:
         k, tid, bdim = self._gpu("block_id"), self._gpu("thread_id"), self._gpu("block_dim")
         shape = self.layout.nests[j].shape
         unrolled = self.keep = form == "unrolled"
-        block = group_block(head.R)
+        vblock = vector_block(head.R)
+        block = vblock or group_block(head.R)
         if unrolled:  # this thread's points, shared by every nest of the group
-            points = self._points(shape, head, k, tid, block, head.R // block)
+            points = self._points(shape, head, k, tid, block, head.R // block,
+                                  VEC if vblock else 1)  # fmt: skip
         R = b.index(head.R)
         # generation 2: totals and per-row values stay in registers (``row_vals``); a thread
         # then reads from memory only its own elements, so the nests need no barriers
         gen2, self.row_vals = loads_first(), {}
         first = b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index") if gen2 else ""
+        skip = -1
         for t in range(j, len(self.plans)):
             nest, p = self.layout.nests[t], self.plans[t]
             if p.group != j:
                 break
+            if t == skip:  # the second nest of an online pass
+                continue
             if not unrolled:
                 self.cache = {}
+            pairs = None if unrolled else online_at(self.layout, self.plans, t)
+            if pairs:  # generation 3: max and sum of exponentials in one pass over the row
+                second = self.layout.nests[t + 1]
+                for m, v in self._online_pass(nest, second, pairs, head, k, tid, block):
+                    self.row_vals[m] = b.stored(v, m.aval)
+                self.done.update(nest.members)
+                self.done.update(second.members)
+                skip = t + 1
+                continue
             if p.strategy == "row" and unrolled:
                 reds, totals = self._reduce_points(nest, points, self._all_reduce)
                 self._if(first or b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))

@@ -44,14 +44,15 @@ ALIGN = 16  # bytes: every buffer a generation-2 kernel gets is aligned so (``ll
 
 
 def generation() -> int:
-    """The GPU emitter's generation: ``$BLU_GPU_KERNELS`` (1 or 2; default 2)."""
+    """The GPU emitter's generation: ``$BLU_GPU_KERNELS`` (1, 2 or 3; default 2). 3 is 2 with
+    the online softmax normalizer in looped row groups (``codegen_online``)."""
     g = config.gpu_kernels
     if g in (None, ""):
         return 2
-    if g not in (1, 2):
+    if g not in (1, 2, 3):
         from blu.core.errors import BluValueError
 
-        raise BluValueError(f"BLU_GPU_KERNELS={g!r}: expected 1 or 2")
+        raise BluValueError(f"BLU_GPU_KERNELS={g!r}: expected 1, 2 or 3")
     return int(g)
 
 
