@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from blu.core import pytree
 from blu.core.errors import BluError, BluTypeError, BluValueError
 from blu.core.pytree import (
     DictKey,
@@ -486,3 +487,13 @@ def test_wrong_leaf_count():
 def test_unsortable_dict_keys():
     with pytest.raises(BluTypeError, match="sortable"):
         tree_flatten({1: 1, "a": 2})
+
+
+def test_flattening_a_structure_again_gives_the_same_treedef_object():
+    # hash-consed treedefs: jit's cache key compares a training state's structure by identity
+    a = {"w": [np.zeros(2), (1.0, None)], "b": {"c": 3}}
+    b = {"b": {"c": 4}, "w": [np.ones(2), (2.0, None)]}
+    ta, tb = pytree.tree_structure(a), pytree.tree_structure(b)
+    assert ta is tb and ta == tb and hash(ta) == hash(tb)
+    assert pytree.tree_structure({"w": [0, 0]}) is not ta  # another structure, another object
+    assert pytree.tree_unflatten(tb, pytree.tree_leaves(a))["b"] == {"c": 3}

@@ -304,7 +304,7 @@ class Array(ArrayOps):
     *weakly typed* (``weak_type``) and defer to the other operand's dtype in promotion.
     """
 
-    __slots__ = ("_buf", "_deleted", "weak_type")
+    __slots__ = ("_buf", "_deleted", "weak_type", "_aval")
     __array_priority__ = 1000
 
     def __init__(self, value: np.ndarray, weak_type: bool = False):
@@ -314,6 +314,7 @@ class Array(ArrayOps):
         self._buf = value
         self._deleted: str | None = None
         self.weak_type = weak_type
+        self._aval = None  # made on first use (shape and dtype never change, even when deleted)
 
     # ---- lifetime (donation) -------------------------------------------------------------------
 
@@ -338,7 +339,10 @@ class Array(ArrayOps):
 
     @property
     def aval(self):
-        return shaped(self._buf.shape, self._buf.dtype, self.weak_type)
+        a = self._aval
+        if a is None or a.weak_type != self.weak_type:
+            a = self._aval = shaped(self._buf.shape, self._buf.dtype, self.weak_type)
+        return a
 
     @property
     def shape(self) -> tuple[int, ...]:

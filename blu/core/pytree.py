@@ -475,7 +475,27 @@ def _flatten(x: Any, is_leaf: IsLeafFn, leaves: list[Any]) -> PyTreeDef:
         leaves.append(x)
         return _LEAF
     children, aux = h.flatten(x)
-    return PyTreeDef(h, aux, tuple([_flatten(c, is_leaf, leaves) for c in children]))
+    return _interned(h, aux, tuple([_flatten(c, is_leaf, leaves) for c in children]))
+
+
+_INTERNED: dict[tuple, PyTreeDef] = {}
+
+
+def _interned(h: _NodeHandler, aux: Any, children: tuple[PyTreeDef, ...]) -> PyTreeDef:
+    """The one ``PyTreeDef`` of this node (hash-consed: treedefs are immutable). A structure
+    flattened again (a training step's state on every call) gets the same objects back, so
+    comparing and hashing it (jit's cache key) is an identity check, not a walk of every node.
+    Nodes whose aux data is unhashable are built fresh."""
+    key = (h, aux, children)
+    try:
+        td = _INTERNED.get(key)
+    except TypeError:  # unhashable aux data
+        return PyTreeDef(h, aux, children)
+    if td is None:
+        if len(_INTERNED) >= 1 << 16:  # many distinct structures: start over
+            _INTERNED.clear()
+        td = _INTERNED[key] = PyTreeDef(h, aux, children)
+    return td
 
 
 def _flatten_with_path(

@@ -35,7 +35,7 @@ class DeviceArray(ArrayOps):
         device: the ``Device`` holding it.
     """
 
-    __slots__ = ("_ptr", "shape", "dtype", "device", "_block", "_owner", "__weakref__")
+    __slots__ = ("_ptr", "shape", "dtype", "device", "_block", "_owner", "_aval", "__weakref__")
     __array_priority__ = 1000
     __hash__ = object.__hash__  # ArrayOps defines an elementwise __eq__
     _blu_device_array = True
@@ -51,11 +51,12 @@ class DeviceArray(ArrayOps):
         owner: Any = None,
     ):
         self._ptr = ptr
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(map(int, shape))
         self.dtype = np.dtype(dtype)
         self.device = device
         self._block = block
         self._owner = owner
+        self._aval = None
 
     @classmethod
     def empty(
@@ -87,9 +88,12 @@ class DeviceArray(ArrayOps):
 
     @property
     def aval(self) -> Any:
-        from blu.core.aval import shaped
+        a = self._aval
+        if a is None:
+            from blu.core.aval import shaped
 
-        return shaped(self.shape, self.dtype)
+            a = self._aval = shaped(self.shape, self.dtype)
+        return a
 
     @property
     def ptr(self) -> int:
