@@ -12,6 +12,7 @@ of the stream the work was queued on, so whatever reuses it is ordered after tha
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -80,7 +81,7 @@ class DeviceArray(ArrayOps):
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
