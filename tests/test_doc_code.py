@@ -175,14 +175,14 @@ def test_readme_example_flags_exist():
 
 
 def test_readme_defaults(tmp_path):
-    """The kernel cache defaults to ~/.cache/blu; CUDA graphs are off unless BLU_CUDA_GRAPHS=1;
-    the jit backend is the compiled one."""
+    """The kernel cache defaults to ~/.cache/blu; CUDA graphs replay training steps unless
+    BLU_CUDA_GRAPHS=0 (the README says so); the jit backend is the compiled one."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BLU_")}
     env.update(HOME=str(tmp_path), PYTHONPATH=str(ROOT))
     code = ("import blu, os; from pathlib import Path; print(Path(blu.config.cache_dir) == "
-            "Path.home() / '.cache' / 'blu')")  # fmt: skip
+            "Path.home() / '.cache' / 'blu', blu.config.cuda_graphs)")  # fmt: skip
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        cwd=tmp_path, timeout=120)  # fmt: skip
-    assert r.stdout.strip() == "True", r.stderr
-    assert "`~/.cache/blu`" in README and "BLU_CUDA_GRAPHS=1" in README
-    assert "replayed as one CUDA graph;" not in README  # the old claim: graphs are opt-in
+    assert r.stdout.strip() == "True auto", r.stderr
+    assert "`~/.cache/blu`" in README and "BLU_CUDA_GRAPHS=0" in README
+    assert "off by\ndefault" not in README  # the old claim: graphs were opt-in
