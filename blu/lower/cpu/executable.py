@@ -32,7 +32,7 @@ from blu.lower import library
 from blu.lower.cpu import blas
 from blu.lower.cpu.control_flow import loop_runner
 from blu.lower.mlir import mlir_cpu
-from blu.lower.mlir.program import emit_node, node_text
+from blu.lower.mlir.program import emit_node, kernel_text
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
 from blu.lower.program import BluFloatingPointError, Executable, Options, log
@@ -184,7 +184,7 @@ class CpuExecutable(Executable):
         for node in self.plan.nodes:
             k = None
             if node.kind.compiled:
-                canon = node_text(node)
+                canon = kernel_text(node, "cpu")
                 k = kernels.get(canon)
                 if k is None:
                     k = kernels[canon] = mlir_cpu.get_kernel(
@@ -208,6 +208,15 @@ class CpuExecutable(Executable):
                          for v in j.outvars]  # fmt: skip
         # large output buffers are reused once the caller has dropped them (no page faults)
         self._pool: dict[int, np.ndarray] = {}
+        # donated arguments a kernel writes through in place (``Node.inplace``): when the
+        # caller's buffer cannot be written, the output gets a copy of it (``_buffer``)
+        self._inplace_args = {
+            i
+            for node in self.plan.nodes
+            for o, k in node.inplace
+            if (p := self.memory.place.get(node.outputs[o])) is not None and p[0] == "donated"
+            for i in [p[1]]
+        }
         self._poolable = {
             slot
             for step in st.steps
@@ -383,7 +392,15 @@ class CpuExecutable(Executable):
             if ok and self._overlap is None:  # once per call: O(n log n), not O(n^2)
                 self._overlap = _overlapping([env[s] for s in self.in_slots])
             if ok and place[1] not in self._overlap:
+                if x.shape == aval.shape and x.dtype == aval.dtype:
+                    return x  # itself, not a view: the result can be donated again next call
                 return x.reshape(-1).view(np.uint8).view(aval.dtype).reshape(aval.shape)
+            if place[1] in self._inplace_args:
+                # the kernel writes this output through the argument's pointer: give it a copy
+                # of the argument in place of the argument (read by no later step)
+                y = np.array(x, order="C", copy=True)
+                env[self.in_slots[place[1]]] = y
+                return y.reshape(aval.shape)
         return np.empty(aval.shape, aval.dtype)
 
     def _fallback(self, step: tuple, env: list, arena: np.ndarray) -> None:

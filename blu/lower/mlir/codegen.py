@@ -28,13 +28,21 @@ from blu.lower.plan.fusion import (
 
 
 class KernelEmitter:
-    def __init__(self, layout: KernelLayout, name: str):
+    """``inplace``: output position -> input position whose buffer it is (the memory plan's
+    in-place updates): the output is loaded and stored through the input's memref, so LLVM sees
+    one buffer and vectorizes without a run-time overlap check (which fails on such a pair and
+    runs the scalar loop). The output's own parameter stays (unused): one calling convention."""
+
+    def __init__(self, layout: KernelLayout, name: str, inplace: dict[int, int] | None = None):
         self.layout, self.name = layout, name
         self.b = Builder()
         self.b.depth = 2
         self.arg: dict[Var, str] = {}
         self.aval: dict[str, Any] = {}
+        inplace = inplace or {}
         for v, (kind, i) in layout.buffer.items():
+            if kind == "out" and i in inplace:
+                kind, i = "in", inplace[i]
             self.arg[v] = f"%{kind}{i}"
             self.aval[f"%{kind}{i}"] = layout.scratch[i] if kind == "tmp" else v.aval
         for i, a in enumerate(layout.scratch):
@@ -222,6 +230,7 @@ class KernelEmitter:
         return "module {\n" + "\n".join(lines) + "\n}\n"
 
 
-def emit_kernel(layout: KernelLayout, name: str) -> str:
-    """The MLIR text (func, arith, math, scf, memref dialects) of a fused kernel."""
-    return KernelEmitter(layout, name).emit()
+def emit_kernel(layout: KernelLayout, name: str, inplace: dict[int, int] | None = None) -> str:
+    """The MLIR text (func, arith, math, scf, memref dialects) of a fused kernel; ``inplace``:
+    outputs written over inputs (``KernelEmitter``)."""
+    return KernelEmitter(layout, name, inplace).emit()

@@ -30,7 +30,18 @@ def node_text(node: Any) -> str:
 def kernel_text(node: Any, target: str) -> str:
     """The canonical text a node's kernel is cached under for ``target`` (a GPU kernel's
     includes the row-group form, which changes its code)."""
-    return node_text(node) + (codegen_rows.key_suffix() if is_gpu(target) else "")
+    if is_gpu(target):
+        return node_text(node) + codegen_rows.key_suffix()
+    return node_text(node) + inplace_suffix(node)
+
+
+def inplace_suffix(node: Any) -> str:
+    """The CPU kernel's outputs written through an input's pointer (``Node.inplace``), as a
+    line of its cache text (empty when none: the keys of other kernels are unchanged)."""
+    pairs = getattr(node, "inplace", ())
+    if node.kind != NodeKind.KERNEL or not pairs:
+        return ""
+    return "\ninplace " + " ".join(f"out{o}=in{i}" for o, i in pairs)
 
 
 def key_target(target: str) -> str:
@@ -48,7 +59,7 @@ def emit_node(node: Any, sym: str, target: str) -> str:
         return emit_scatter(node.eqns[0], sym, target)
     if is_gpu(target):
         return emit_gpu_kernel(node.layout, sym)
-    return emit_kernel(node.layout, sym)
+    return emit_kernel(node.layout, sym, dict(node.inplace))
 
 
 def cache_keys(plan: Plan, target: str) -> list[str]:
