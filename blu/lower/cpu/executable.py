@@ -199,6 +199,7 @@ class CpuExecutable(Executable):
         self.slot, self.donated_slots = st.slot, st.donated_slots
         self.runners = [(step.allocs, self._runner(step), step.node) for step in st.steps]
         self._arena: np.ndarray | None = None
+        self._views: dict[int, np.ndarray] | None = None
         self._arena_lock = threading.Lock()
         # per output, the argument whose buffer it is (a pass-through or a view), else None:
         # a user's array is read in place (``borrows_inputs``), so such an output is copied
@@ -320,10 +321,17 @@ class CpuExecutable(Executable):
             self._trace_call(tw, env, start=True)
         try:
             pool = self._poolable if owned else ()
+            # the arena's buffers as arrays, made once (the executable's own arena persists)
+            views = self._views if owned and self._views is not None else self._arena_views(arena)
+            if owned:
+                self._views = views
             for n_step, (allocs, run, node) in enumerate(self.runners):
                 t = time.perf_counter() if tw is not None else 0.0
                 for slot, place, aval in allocs:
-                    if slot in pool:
+                    v = views.get(slot)
+                    if v is not None:
+                        env[slot] = v
+                    elif slot in pool:
                         env[slot] = self._pooled(slot, aval)
                     else:
                         env[slot] = self._buffer(place, aval, arena, env, args)
@@ -402,6 +410,14 @@ class CpuExecutable(Executable):
                 env[self.in_slots[place[1]]] = y
                 return y.reshape(aval.shape)
         return np.empty(aval.shape, aval.dtype)
+
+    def _arena_views(self, arena: np.ndarray) -> dict[int, np.ndarray]:
+        views = {}
+        for slot, place, aval in self.steps.allocs:
+            if place[0] == "arena":
+                n = aval.size * aval.dtype.itemsize
+                views[slot] = arena[place[1] : place[1] + n].view(aval.dtype).reshape(aval.shape)
+        return views
 
     def _fallback(self, step: tuple, env: list, arena: np.ndarray) -> None:
         e, ins, outs = step
