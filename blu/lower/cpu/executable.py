@@ -31,8 +31,9 @@ from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import library
 from blu.lower.cpu import blas
 from blu.lower.cpu.control_flow import loop_runner
+from blu.lower.cpu.rows import RowKernel
 from blu.lower.mlir import mlir_cpu
-from blu.lower.mlir.program import emit_node, kernel_text
+from blu.lower.mlir.program import emit_node, kernel_text, split_rows
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
 from blu.lower.program import BluFloatingPointError, Executable, Options, log
@@ -252,9 +253,11 @@ class CpuExecutable(Executable):
         """``run(env, arena, owned)`` for one step (``env``: slot -> numpy array)."""
         kind, e = step.kind, step.node.eqns[0]
         if kind.compiled:
-            kern = _Kernel(self.node_kernels[step.index].fn, step.ins, step.outs, step.scratch,
-                           step.node)  # fmt: skip
-            return kern
+            fn = self.node_kernels[step.index].fn
+            r = split_rows(step.node)
+            if r:  # compiled with a row range: run in parts on blu's threads
+                return RowKernel(fn, step.ins, step.outs, step.scratch, step.node, r)
+            return _Kernel(fn, step.ins, step.outs, step.scratch, step.node)
         if kind == NodeKind.LOOP:  # control flow: its bodies compiled as executables
             return loop_runner(step, lambda j, tag: CpuExecutable(j, f"{self.name}/{tag}"))
         if kind == NodeKind.DOT:

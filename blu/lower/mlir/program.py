@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from blu.core.jaxpr import Jaxpr
+from blu.lower.cpu import rows
 from blu.lower.mlir import cache, codegen_rows
 from blu.lower.mlir.codegen import emit_kernel
 from blu.lower.mlir.codegen_gpu import emit_gpu_kernel
@@ -32,7 +33,20 @@ def kernel_text(node: Any, target: str) -> str:
     includes the row-group form, which changes its code)."""
     if is_gpu(target):
         return node_text(node) + codegen_rows.key_suffix()
-    return node_text(node) + inplace_suffix(node)
+    return node_text(node) + inplace_suffix(node) + rows_suffix(node)
+
+
+def split_rows(node: Any) -> int:
+    """The rows a CPU kernel is split by across threads (``blu/lower/cpu/rows.py``), or 0:
+    only kernels that allow it and have the work to pay for it."""
+    if node.kind != NodeKind.KERNEL or rows.elements(node) < rows.MIN_SPLIT_ELEMENTS:
+        return 0
+    return rows.row_count(node)
+
+
+def rows_suffix(node: Any) -> str:
+    r = split_rows(node)
+    return f"\nrows {r}" if r else ""
 
 
 def inplace_suffix(node: Any) -> str:
@@ -59,7 +73,7 @@ def emit_node(node: Any, sym: str, target: str) -> str:
         return emit_scatter(node.eqns[0], sym, target)
     if is_gpu(target):
         return emit_gpu_kernel(node.layout, sym)
-    return emit_kernel(node.layout, sym, dict(node.inplace))
+    return emit_kernel(node.layout, sym, dict(node.inplace), split_rows(node))
 
 
 def cache_keys(plan: Plan, target: str) -> list[str]:
