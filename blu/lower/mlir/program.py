@@ -67,12 +67,16 @@ def kernel_key(node: Any, target: str) -> str:
     return cache.kernel_key(kernel_text(node, target), key_target(target))
 
 
-def emit_node(node: Any, sym: str, target: str) -> str:
-    """The MLIR text of a kernel or scatter node for ``target`` ("cpu" or "cuda:sm_XX")."""
+def emit_node(node: Any, sym: str, target: str, variants: bool = True) -> str:
+    """The MLIR text of a kernel or scatter node for ``target`` ("cpu" or "cuda:sm_XX");
+    ``variants=False``: a CPU kernel without its in-place stores and row range (the GPU's host
+    stand-in, called with the buffers only)."""
     if node.kind == NodeKind.SCATTER:
         return emit_scatter(node.eqns[0], sym, target)
     if is_gpu(target):
         return emit_gpu_kernel(node.layout, sym)
+    if not variants:
+        return emit_kernel(node.layout, sym)
     return emit_kernel(node.layout, sym, dict(node.inplace), split_rows(node))
 
 
