@@ -66,7 +66,7 @@ def _layer_ref(x, b, g):
 
 @pytest.fixture
 def split_everything(monkeypatch):
-    monkeypatch.setattr(rows, "MIN_SPLIT_ELEMENTS", 0)
+    monkeypatch.setattr(rows, "MIN_SPLIT_WORK", 0)
     monkeypatch.setattr(rows, "_MIN_ROWS_ELEMENTS", 1)
     parts = []
     run = cpu_threads.run_parts
@@ -79,7 +79,7 @@ def split_everything(monkeypatch):
 @given(st.sampled_from([2, 3, 5, 7, 16]), st.sampled_from([1, 3, 8, 33]), st.sampled_from([2, 3]))
 def test_split_kernels_match_float64(r, c, threads):
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(rows, "MIN_SPLIT_ELEMENTS", 0)
+        mp.setattr(rows, "MIN_SPLIT_WORK", 0)
         mp.setattr(rows, "_MIN_ROWS_ELEMENTS", 1)
         parts = []
         run = cpu_threads.run_parts

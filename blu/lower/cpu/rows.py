@@ -23,9 +23,11 @@ from blu.lower.cpu import threads as cpu_threads
 from blu.lower.plan.fusion import is_arg_reduce, is_elementwise, is_reduction, reduce_axes
 from blu.lower.plan.nodes import NodeKind
 
-__all__ = ["MIN_SPLIT_ELEMENTS", "row_count", "RowKernel"]
+__all__ = ["MIN_SPLIT_WORK", "RowKernel", "row_count", "work"]
 
-MIN_SPLIT_ELEMENTS = 1 << 18  # elements over a kernel's nests below which it runs whole
+# below this work (``work``: ~ operations) a kernel runs whole: a part handed to another thread
+# costs its wake-up (tens of microseconds on an idle core, more when the cores are shared)
+MIN_SPLIT_WORK = 1 << 20
 
 _MIN_ROWS_ELEMENTS = 1 << 14  # each part gets at least this many elements (~20 us or more)
 
@@ -92,7 +94,7 @@ def _row_local(e: Any, r: int, read_only: set) -> bool:
 
 
 def elements(node: Any) -> int:
-    """The iterations of a kernel's nests (its work, roughly)."""
+    """The iterations of a kernel's nests."""
     total = 0
     for nest in node.layout.nests:
         n = 1
@@ -100,6 +102,14 @@ def elements(node: Any) -> int:
             n *= d
         total += n
     return total
+
+
+def work(node: Any) -> int:
+    """A kernel's work, roughly: its iterations times its arithmetic equations (data movement
+    such as a reshape or a broadcast costs only memory traffic, which one core mostly keeps up
+    with)."""
+    ops = sum(1 for e in node.jaxpr.eqns if is_elementwise(e) or is_reduction(e))
+    return elements(node) * max(ops, 1)
 
 
 class RowKernel:

@@ -39,7 +39,7 @@ def kernel_text(node: Any, target: str) -> str:
 def split_rows(node: Any) -> int:
     """The rows a CPU kernel is split by across threads (``blu/lower/cpu/rows.py``), or 0:
     only kernels that allow it and have the work to pay for it."""
-    if node.kind != NodeKind.KERNEL or rows.elements(node) < rows.MIN_SPLIT_ELEMENTS:
+    if node.kind != NodeKind.KERNEL or rows.work(node) < rows.MIN_SPLIT_WORK:
         return 0
     return rows.row_count(node)
 
