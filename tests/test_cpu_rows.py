@@ -164,3 +164,29 @@ def test_row_locality_of_equations():
     assert rows._row_local(by["transpose"], 4, read_only)  # rows of a value not written
     assert rows._row_local(by["pad"], 4, computed)  # padded within rows
     assert rows._row_local(by["slice"], 4, computed)  # sliced within rows
+
+
+def test_concurrent_calls_of_a_split_kernel(split_everything, set_flag):
+    # a call that finds the executable's arena taken runs with pointer arrays of its own
+    import threading
+
+    set_flag("cpu_threads", 2)
+    f = blu.jit(lambda x, b: bnp.tanh(x * 0.5 + b) - x)
+    rng = np.random.default_rng(8)
+    xs = [rng.standard_normal((33, 17)).astype(np.float32) for _ in range(6)]
+    b = rng.standard_normal(17).astype(np.float32)
+    f(xs[0], b)
+    got = [None] * len(xs)
+
+    def run(i):
+        for _ in range(20):
+            got[i] = np.asarray(f(xs[i], b))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for x, g in zip(xs, got):
+        x64 = x.astype(np.float64)
+        np.testing.assert_allclose(g, np.tanh(x64 * 0.5 + b) - x64, rtol=1e-5, atol=1e-5)
