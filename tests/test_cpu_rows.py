@@ -190,3 +190,24 @@ def test_concurrent_calls_of_a_split_kernel(split_everything, set_flag):
     for x, g in zip(xs, got):
         x64 = x.astype(np.float64)
         np.testing.assert_allclose(g, np.tanh(x64 * 0.5 + b) - x64, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
+@pytest.mark.parametrize("threads", [2, 3])
+def test_split_sum_over_a_middle_axis(split_everything, set_flag, dtype, threads):
+    # the reduced axis is not innermost: the sums accumulate in memory (half floats in a
+    # float32 scratch buffer), initialized and copied out row range by row range
+    import ml_dtypes
+
+    set_flag("cpu_threads", threads)
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((7, 6, 5)).astype(dt)
+    f = blu.jit(lambda x: (x * 2).sum(axis=1) + 1)
+    low = f.lower(x, target="cpu")
+    assert [rows.row_count(n) for n in low._program.plan.nodes if n.kind == "kernel"] == [7]
+    got = np.asarray(f(x)).astype(np.float64)
+    want = (x.astype(np.float64) * 2).sum(axis=1) + 1
+    tol = 3e-2 if dtype == "bfloat16" else 1e-5
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    assert min(threads, 7) in split_everything
