@@ -271,6 +271,19 @@ def test_different_keys_give_different_batches():
     assert not np.array_equal(a, b)
 
 
+@given(st.integers(-(2**40), 2**40), st.integers(0, 2**32 - 1))
+def test_jitted_key_and_starts_are_the_eager_ones(d, seed):
+    # the example jits fold_in and randint (one call each, not ~100 eager operations): the same
+    # keys and the same window starts as the eager functions
+    key = random.key(seed)
+    np.testing.assert_array_equal(np.asarray(data.fold_in(key, d)),
+                                  np.asarray(random.fold_in(key, d)))  # fmt: skip
+    tokens = np.arange(5000, dtype=np.int32)
+    x, _ = data.get_batch(tokens, data.fold_in(key, d), 5, 9)
+    want = np.asarray(random.randint(random.fold_in(key, d), (5,), 0, 5000 - 9))
+    np.testing.assert_array_equal(x[:, 0], want)
+
+
 def test_batch_larger_than_split_is_a_clear_error():
     tokens = np.arange(20, dtype=np.int32)
     with pytest.raises(DataError, match="larger than the training split"):

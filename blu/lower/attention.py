@@ -31,6 +31,7 @@ Imported by ``blu.lower`` once ``blu.lower.library`` exists (this module registe
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,6 +42,8 @@ from blu.core.config import config
 from blu.core.errors import BluValueError, with_user_line
 from blu.cuda import cudnn_attention as cudnn_sdpa
 from blu.lax import attention as att
+from blu.lower.cpu import blas
+from blu.lower.cpu import threads as cpu_threads
 from blu.lower.library import LibraryLowering, register_library
 from blu.lower.mlir import attention as mlir_att
 from blu.lower.mlir import cache as kernel_cache
@@ -259,7 +262,7 @@ def _cpu_fwd(ins, outs, workspace, **params) -> None:
     if _empty(sp):  # nothing to compute: the numpy kernel fills the empty or zero results
         _write(outs, att.fwd_p.impl(*ins, **params))
         return
-    _call(_cpu_kernel("fwd", sp), ins, outs, _scratch(sp, "fwd", workspace))
+    _cpu_run("fwd", sp, ins, outs, workspace, params)
 
 
 def _cpu_jvp(ins, outs, workspace, **params) -> None:
@@ -271,7 +274,54 @@ def _cpu_bwd(ins, outs, workspace, **params) -> None:
     if _empty(sp):
         _write(outs, att.bwd_p.impl(*ins, **params))
         return
-    _call(_cpu_kernel("bwd", sp), ins, outs, _scratch(sp, "bwd", workspace))
+    _cpu_run("bwd", sp, ins, outs, workspace, params)
+
+
+def _cpu_run(kind: str, sp: mlir_att.Spec, ins, outs, workspace, params: dict) -> None:
+    """Run the ``kind`` kernel, split by batch entries across blu's threads when the problem is
+    large enough (``blas.threads_for`` its flops) and the batch entries are independent (no
+    bias gradient summed over a batch-broadcast bias)."""
+    flops = 2.0 * sp.b * sp.n * sp.t * sp.s * (sp.h + sp.hv) * (0.5 if sp.is_causal else 1.0)
+    cuts = cpu_threads.split(sp.b, blas.threads_for(flops * (2.5 if kind == "bwd" else 1.0)))
+    one_bias = sp.bias is not None and sp.bias[0] == 1 and sp.b > 1
+    if len(cuts) <= 1 or (kind == "bwd" and sp.need_dbias and one_bias):
+        _call(_cpu_kernel(kind, sp), ins, outs, _scratch(sp, kind, workspace))
+        return
+    ins = [np.ascontiguousarray(x) for x in ins]
+    dense = [o if o.flags.c_contiguous else np.empty(o.shape, o.dtype) for o in outs]
+    # per operand, whether it has the batch as its leading dimension (a bias or mask may be
+    # broadcast over it: leading size 1)
+    lead = lambda ab: ab is not None and ab[0] == sp.b  # noqa: E731
+    side = [lead(sp.bias)] * params["has_bias"] + [lead(sp.mask)] * params["has_mask"]
+    in_batched = [True] * 3 + side + [True] * (len(ins) - 3 - len(side))
+    out_batched = [True] * len(outs)
+    if kind == "bwd" and sp.need_dbias:
+        out_batched[-1] = lead(sp.bias)
+    specs = {}
+    for lo, hi in cuts:
+        n = hi - lo
+        if n not in specs:
+            part = lambda ab: None if ab is None else ((n if ab[0] == sp.b else 1), ab[1])  # noqa: E731
+            specs[n] = dataclasses.replace(sp, b=n, bias=part(sp.bias), mask=part(sp.mask))
+    need = [mlir_att.workspace_bytes(specs[hi - lo], kind) for lo, hi in cuts]
+    if workspace is None or workspace.nbytes < sum(need):
+        workspace = _own_workspace[kind + "/split"] = np.empty(sum(need), np.uint8)
+    at = [sum(need[:i]) for i in range(len(cuts))]
+    scratch = {c: workspace[a : a + m] for c, a, m in zip(cuts, at, need)}
+
+    def run(lo: int, hi: int) -> None:
+        sp_p = specs[hi - lo]
+        part_ins = [x[lo:hi] if b else x for x, b in zip(ins, in_batched)]
+        part_outs = [o[lo:hi] if b else o for o, b in zip(dense, out_batched)]
+        _call(_cpu_kernel(kind, sp_p), part_ins, part_outs,
+              _scratch(sp_p, kind, scratch[(lo, hi)]))  # fmt: skip
+
+    for sp_p in specs.values():  # compiled (or loaded) once, before the threads start
+        _cpu_kernel(kind, sp_p)
+    cpu_threads.run_parts(run, cuts)
+    for o, d in zip(outs, dense):
+        if o is not d:
+            o[...] = d
 
 
 def _scratch(sp: mlir_att.Spec, kind: str, workspace: np.ndarray | None) -> list[int]:

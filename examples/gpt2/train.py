@@ -36,6 +36,7 @@ from examples.gpt2 import ExampleError, checkpoint
 from examples.gpt2.data import (
     check_batch_fits,
     find_corpus,
+    fold_in,
     get_batch,
     make_tokenizer,
     read_corpus,
@@ -340,9 +341,7 @@ def make_steps(cfg: GPTConfig, opt, a: argparse.Namespace):
 def estimate_loss(eval_fn, params, tokens, key, a) -> float:
     """Mean loss over ``--eval-iters`` batches drawn from ``key`` (the same ones every time)."""
     losses = [
-        float(
-            eval_fn(params, *get_batch(tokens, random.fold_in(key, j), a.batch_size, a.block_size))
-        )
+        float(eval_fn(params, *get_batch(tokens, fold_in(key, j), a.batch_size, a.block_size)))
         for j in range(a.eval_iters)
     ]
     return float(np.mean(losses))
@@ -480,13 +479,13 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
         for step in range(start + 1, end + 1):
             if a.profile and step == prof_first:
                 profiling.enter_context(blu.profiler.trace(a.profile))
-            x, y = get_batch(data.train, random.fold_in(k_data, step), n_tok // a.block_size,
+            x, y = get_batch(data.train, fold_in(k_data, step), n_tok // a.block_size,
                              a.block_size)  # fmt: skip
             t0 = time.perf_counter()
             with blu.profiler.annotate("train step", step=step):
                 params, opt_state, loss, _ = train_step(
                     params, opt_state, x.reshape(shape), y.reshape(shape),
-                    random.fold_in(k_drop, step),
+                    fold_in(k_drop, step),
                 )  # fmt: skip
                 loss = float(loss)
             dt = time.perf_counter() - t0
@@ -516,9 +515,7 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
     if a.profile:
         result["profile"] = a.profile
     result["tokens_per_s"] = tok_steps / t_steps if t_steps > 0 else None
-    result["train_loss"] = estimate_loss(
-        eval_loss, params, data.train, random.fold_in(k_eval, 1), a
-    )
+    result["train_loss"] = estimate_loss(eval_loss, params, data.train, fold_in(k_eval, 1), a)
     last_val = history["val_loss"][-1] if history["val_loss"] else None
     if last_val is not None and last_val[0] == end:
         result["val_loss"] = last_val[1]
@@ -554,16 +551,16 @@ def _lower_for_gpu(a, data, cfg, steps, params, opt_state, keys) -> dict:
     (train_step, eval_loss), (k_data, k_drop, k_sample) = steps, keys
     n_tok = a.batch_size * a.block_size * a.grad_accum
     shape = (a.grad_accum, a.batch_size, a.block_size)
-    x, y = get_batch(data.train, random.fold_in(k_data, 1), n_tok // a.block_size, a.block_size)
+    x, y = get_batch(data.train, fold_in(k_data, 1), n_tok // a.block_size, a.block_size)
     t0 = time.perf_counter()
-    args = (params, opt_state, x.reshape(shape), y.reshape(shape), random.fold_in(k_drop, 1))
+    args = (params, opt_state, x.reshape(shape), y.reshape(shape), fold_in(k_drop, 1))
     train_step.lower(*args, target="cuda:sm_90").compile()
-    xe, ye = get_batch(data.val, random.fold_in(k_data, 0), a.batch_size, a.block_size)
+    xe, ye = get_batch(data.val, fold_in(k_data, 0), a.batch_size, a.block_size)
     eval_loss.lower(params, xe, ye, target="cuda:sm_90").compile()
     if a.sample_tokens:
         sampler = Sampler(cfg, a.block_size, a.temperature, a.top_k, data.tok.vocab_size)
         buf = np.zeros((1, a.block_size), np.int32)
-        key = random.fold_in(k_sample, 0)
+        key = fold_in(k_sample, 0)
         sampler.next_token.lower(params, buf, np.int32(1), key, target="cuda:sm_90").compile()
     print(f"compiled the GPU programs in {time.perf_counter() - t0:.1f} s")
     return {"lowered": True}

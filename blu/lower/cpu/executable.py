@@ -31,8 +31,9 @@ from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import library
 from blu.lower.cpu import blas
 from blu.lower.cpu.control_flow import loop_runner
+from blu.lower.cpu.rows import RowKernel
 from blu.lower.mlir import mlir_cpu
-from blu.lower.mlir.program import emit_node, node_text
+from blu.lower.mlir.program import emit_node, kernel_text, split_rows
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
 from blu.lower.program import BluFloatingPointError, Executable, Options, log
@@ -184,7 +185,7 @@ class CpuExecutable(Executable):
         for node in self.plan.nodes:
             k = None
             if node.kind.compiled:
-                canon = node_text(node)
+                canon = kernel_text(node, "cpu")
                 k = kernels.get(canon)
                 if k is None:
                     k = kernels[canon] = mlir_cpu.get_kernel(
@@ -199,6 +200,7 @@ class CpuExecutable(Executable):
         self.slot, self.donated_slots = st.slot, st.donated_slots
         self.runners = [(step.allocs, self._runner(step), step.node) for step in st.steps]
         self._arena: np.ndarray | None = None
+        self._views: dict[int, np.ndarray] | None = None
         self._arena_lock = threading.Lock()
         # per output, the argument whose buffer it is (a pass-through or a view), else None:
         # a user's array is read in place (``borrows_inputs``), so such an output is copied
@@ -208,6 +210,15 @@ class CpuExecutable(Executable):
                          for v in j.outvars]  # fmt: skip
         # large output buffers are reused once the caller has dropped them (no page faults)
         self._pool: dict[int, np.ndarray] = {}
+        # donated arguments a kernel writes through in place (``Node.inplace``): when the
+        # caller's buffer cannot be written, the output gets a copy of it (``_buffer``)
+        self._inplace_args = {
+            i
+            for node in self.plan.nodes
+            for o, k in node.inplace
+            if (p := self.memory.place.get(node.outputs[o])) is not None and p[0] == "donated"
+            for i in [p[1]]
+        }
         self._poolable = {
             slot
             for step in st.steps
@@ -242,9 +253,11 @@ class CpuExecutable(Executable):
         """``run(env, arena, owned)`` for one step (``env``: slot -> numpy array)."""
         kind, e = step.kind, step.node.eqns[0]
         if kind.compiled:
-            kern = _Kernel(self.node_kernels[step.index].fn, step.ins, step.outs, step.scratch,
-                           step.node)  # fmt: skip
-            return kern
+            fn = self.node_kernels[step.index].fn
+            r = split_rows(step.node)
+            if r:  # compiled with a row range: run in parts on blu's threads
+                return RowKernel(fn, step.ins, step.outs, step.scratch, step.node, r)
+            return _Kernel(fn, step.ins, step.outs, step.scratch, step.node)
         if kind == NodeKind.LOOP:  # control flow: its bodies compiled as executables
             return loop_runner(step, lambda j, tag: CpuExecutable(j, f"{self.name}/{tag}"))
         if kind == NodeKind.DOT:
@@ -311,10 +324,17 @@ class CpuExecutable(Executable):
             self._trace_call(tw, env, start=True)
         try:
             pool = self._poolable if owned else ()
+            # the arena's buffers as arrays, made once (the executable's own arena persists)
+            views = self._views if owned and self._views is not None else self._arena_views(arena)
+            if owned:
+                self._views = views
             for n_step, (allocs, run, node) in enumerate(self.runners):
                 t = time.perf_counter() if tw is not None else 0.0
                 for slot, place, aval in allocs:
-                    if slot in pool:
+                    v = views.get(slot)
+                    if v is not None:
+                        env[slot] = v
+                    elif slot in pool:
                         env[slot] = self._pooled(slot, aval)
                     else:
                         env[slot] = self._buffer(place, aval, arena, env, args)
@@ -383,8 +403,24 @@ class CpuExecutable(Executable):
             if ok and self._overlap is None:  # once per call: O(n log n), not O(n^2)
                 self._overlap = _overlapping([env[s] for s in self.in_slots])
             if ok and place[1] not in self._overlap:
+                if x.shape == aval.shape and x.dtype == aval.dtype:
+                    return x  # itself, not a view: the result can be donated again next call
                 return x.reshape(-1).view(np.uint8).view(aval.dtype).reshape(aval.shape)
+            if place[1] in self._inplace_args:
+                # the kernel writes this output through the argument's pointer: give it a copy
+                # of the argument in place of the argument (read by no later step)
+                y = np.array(x, order="C", copy=True)
+                env[self.in_slots[place[1]]] = y
+                return y.reshape(aval.shape)
         return np.empty(aval.shape, aval.dtype)
+
+    def _arena_views(self, arena: np.ndarray) -> dict[int, np.ndarray]:
+        views = {}
+        for slot, place, aval in self.steps.allocs:
+            if place[0] == "arena":
+                n = aval.size * aval.dtype.itemsize
+                views[slot] = arena[place[1] : place[1] + n].view(aval.dtype).reshape(aval.shape)
+        return views
 
     def _fallback(self, step: tuple, env: list, arena: np.ndarray) -> None:
         e, ins, outs = step

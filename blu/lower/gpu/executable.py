@@ -151,7 +151,8 @@ def host_kernel(node: Any) -> Any:
     canon = node_text(node)
     if node.kind == NodeKind.KERNEL:
         canon += "\n#gpu-scratch " + str(len(node.layout.scratch))
-    return mlir_cpu.get_kernel(canon, lambda sym: emit_node(node, sym, "cpu"), node.label())
+    return mlir_cpu.get_kernel(canon, lambda sym: emit_node(node, sym, "cpu", variants=False),
+                               node.label())  # fmt: skip
 
 
 def call_host_kernel(kernel: Any, ptrs: Sequence[int]) -> None:

@@ -28,13 +28,30 @@ from blu.lower.plan.fusion import (
 
 
 class KernelEmitter:
-    def __init__(self, layout: KernelLayout, name: str):
+    """``inplace``: output position -> input position whose buffer it is (the memory plan's
+    in-place updates): the output is loaded and stored through the input's memref, so LLVM sees
+    one buffer and vectorizes without a run-time overlap check (which fails on such a pair and
+    runs the scalar loop). The output's own parameter stays (unused): one calling convention."""
+
+    def __init__(
+        self,
+        layout: KernelLayout,
+        name: str,
+        inplace: dict[int, int] | None = None,
+        rows: int = 0,
+    ):
         self.layout, self.name = layout, name
+        # rows > 0: the kernel takes a row range (``%lo``, ``%hi``: two index parameters after
+        # the buffers) of its nests' leading dimension of ``rows`` (``blu/lower/cpu/rows.py``)
+        self.rows = rows
         self.b = Builder()
         self.b.depth = 2
         self.arg: dict[Var, str] = {}
         self.aval: dict[str, Any] = {}
+        inplace = inplace or {}
         for v, (kind, i) in layout.buffer.items():
+            if kind == "out" and i in inplace:
+                kind, i = "in", inplace[i]
             self.arg[v] = f"%{kind}{i}"
             self.aval[f"%{kind}{i}"] = layout.scratch[i] if kind == "tmp" else v.aval
         for i, a in enumerate(layout.scratch):
@@ -128,7 +145,10 @@ class KernelEmitter:
 
         def open_loop(group, inits=()):
             n, lab, dims = group
-            iv, args, res = b.begin_for(n, inits)
+            if self.rows and dims[0] == 0:  # the rows of this part only (global indices)
+                iv, args, res = b.begin_range(*self._row_range(n), b.index(1), inits)
+            else:
+                iv, args, res = b.begin_for(n, inits)
             st["lin"] = b.iadd(b.imul(st["lin"], n), iv)
             if lab == "k" and not suffix:
                 st["out"] = b.iadd(b.imul(st["out"], n), iv)
@@ -144,7 +164,7 @@ class KernelEmitter:
         if not suffix:  # reductions accumulate in their (or a float32 scratch) buffer
             for m in reds:
                 buf, aval = self._acc_buffer(m)
-                iv, _, r = b.begin_for(m.aval.size)
+                iv, _, r = self._begin_rows(m.aval.size)
                 b.store(self._red_init(m)[0][0], buf, aval, iv)
                 b.end_for(r)
         kept = [g for g in groups if g[1] == "k"] if suffix else groups
@@ -187,10 +207,23 @@ class KernelEmitter:
             for m in reds:
                 if m in self.layout.acc:  # float32 accumulator -> the half-precision output
                     buf, aval = self._acc_buffer(m)
-                    iv, _, r = b.begin_for(m.aval.size)
+                    iv, _, r = self._begin_rows(m.aval.size)
                     b.store(b.load(buf, aval, iv), self.arg[m], m.aval, iv)
                     b.end_for(r)
         self.done.update(nest.members)
+
+    def _row_range(self, n: int) -> tuple[str, str]:
+        """The bounds of this part's rows in a loop of ``n`` iterations over whole rows."""
+        b, per = self.b, n // self.rows
+        lo = b.op(f"arith.muli %lo, {b.index(per)} : index") if per != 1 else "%lo"
+        hi = b.op(f"arith.muli %hi, {b.index(per)} : index") if per != 1 else "%hi"
+        return lo, hi
+
+    def _begin_rows(self, n: int) -> tuple[str, list[str], str]:
+        """A loop over a buffer of ``n`` elements, rows first: this part's rows only."""
+        if self.rows:
+            return self.b.begin_range(*self._row_range(n), self.b.index(1))
+        return self.b.begin_for(n)
 
     def _acc_types(self, reds: list[Var]) -> list[tuple[str, str]]:
         out = []
@@ -216,12 +249,17 @@ class KernelEmitter:
         params = [f"%in{i}: {memref_type(v.aval)}" for i, v in enumerate(j.invars)]
         params += [f"%out{i}: {memref_type(v.aval)}" for i, v in enumerate(j.outvars)]
         params += [f"%tmp{i}: {memref_type(a)}" for i, a in enumerate(self.layout.scratch)]
+        if self.rows:
+            params += ["%lo: index", "%hi: index"]
         lines = [f"  func.func @{self.name}({', '.join(params)}) {{"]
         lines += self.b.const_lines + self.b.lines + ["    return", "  }"]
         lines += list(self.b.decls.values())
         return "module {\n" + "\n".join(lines) + "\n}\n"
 
 
-def emit_kernel(layout: KernelLayout, name: str) -> str:
-    """The MLIR text (func, arith, math, scf, memref dialects) of a fused kernel."""
-    return KernelEmitter(layout, name).emit()
+def emit_kernel(
+    layout: KernelLayout, name: str, inplace: dict[int, int] | None = None, rows: int = 0
+) -> str:
+    """The MLIR text (func, arith, math, scf, memref dialects) of a fused kernel; ``inplace``:
+    outputs written over inputs; ``rows``: it takes a row range (``KernelEmitter``)."""
+    return KernelEmitter(layout, name, inplace, rows).emit()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from blu.core.jaxpr import Jaxpr
+from blu.lower.cpu import rows
 from blu.lower.mlir import cache, codegen_rows
 from blu.lower.mlir.codegen import emit_kernel
 from blu.lower.mlir.codegen_gpu import emit_gpu_kernel
@@ -30,7 +31,31 @@ def node_text(node: Any) -> str:
 def kernel_text(node: Any, target: str) -> str:
     """The canonical text a node's kernel is cached under for ``target`` (a GPU kernel's
     includes the row-group form, which changes its code)."""
-    return node_text(node) + (codegen_rows.key_suffix() if is_gpu(target) else "")
+    if is_gpu(target):
+        return node_text(node) + codegen_rows.key_suffix()
+    return node_text(node) + inplace_suffix(node) + rows_suffix(node)
+
+
+def split_rows(node: Any) -> int:
+    """The rows a CPU kernel is split by across threads (``blu/lower/cpu/rows.py``), or 0:
+    only kernels that allow it and have the work to pay for it."""
+    if node.kind != NodeKind.KERNEL or rows.work(node) < rows.MIN_SPLIT_WORK:
+        return 0
+    return rows.row_count(node)
+
+
+def rows_suffix(node: Any) -> str:
+    r = split_rows(node)
+    return f"\nrows {r}" if r else ""
+
+
+def inplace_suffix(node: Any) -> str:
+    """The CPU kernel's outputs written through an input's pointer (``Node.inplace``), as a
+    line of its cache text (empty when none: the keys of other kernels are unchanged)."""
+    pairs = getattr(node, "inplace", ())
+    if node.kind != NodeKind.KERNEL or not pairs:
+        return ""
+    return "\ninplace " + " ".join(f"out{o}=in{i}" for o, i in pairs)
 
 
 def key_target(target: str) -> str:
@@ -42,13 +67,17 @@ def kernel_key(node: Any, target: str) -> str:
     return cache.kernel_key(kernel_text(node, target), key_target(target))
 
 
-def emit_node(node: Any, sym: str, target: str) -> str:
-    """The MLIR text of a kernel or scatter node for ``target`` ("cpu" or "cuda:sm_XX")."""
+def emit_node(node: Any, sym: str, target: str, variants: bool = True) -> str:
+    """The MLIR text of a kernel or scatter node for ``target`` ("cpu" or "cuda:sm_XX");
+    ``variants=False``: a CPU kernel without its in-place stores and row range (the GPU's host
+    stand-in, called with the buffers only)."""
     if node.kind == NodeKind.SCATTER:
         return emit_scatter(node.eqns[0], sym, target)
     if is_gpu(target):
         return emit_gpu_kernel(node.layout, sym)
-    return emit_kernel(node.layout, sym)
+    if not variants:
+        return emit_kernel(node.layout, sym)
+    return emit_kernel(node.layout, sym, dict(node.inplace), split_rows(node))
 
 
 def cache_keys(plan: Plan, target: str) -> list[str]:

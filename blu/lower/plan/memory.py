@@ -206,6 +206,8 @@ class MemoryPlan:
 
         arena_peak_at = [0] * (end + 1)
         current = 0
+        for n in nodes:
+            n.inplace = ()
         for k, n in enumerate(nodes):
             new_roots = [v for v in _writes(n) if self.root[v] is v and defined_at.get(v) == k]
             if n.kind == NodeKind.FALLBACK:
@@ -220,6 +222,8 @@ class MemoryPlan:
                     if donor is not None:
                         used_donors.add(donor)
                         self.place[r] = ("donated", j.invars.index(donor))
+                        if last.get(donor) == k:
+                            _same_buffer(n, r, donor)
                     else:
                         self.place[r] = ("out",)
                         span(r, k, end, live_bytes)
@@ -235,6 +239,7 @@ class MemoryPlan:
                             break
                 if reuse is not None:
                     offset[r] = offset.pop(reuse)
+                    _same_buffer(n, r, i)
                 else:
                     offset[r] = arena.alloc(nbytes(r.aval))
                     current += _aligned(nbytes(r.aval))
@@ -309,6 +314,15 @@ def scratch_avals(node: Any) -> list[ShapedArray]:
     if node.kind == NodeKind.LIBRARY and node.workspace:
         return [ShapedArray((node.workspace,), dtypes.uint8)]
     return []
+
+
+def _same_buffer(node: Any, out: Var, inp: Var) -> None:
+    """Record on a kernel node that ``out`` is written over input ``inp`` (the whole buffer, the
+    same dtype): its CPU kernel then stores through the input's pointer, so LLVM sees one buffer
+    (two pointers to one buffer make its vectorized loops fall back to scalar code at run time)."""
+    if (node.kind == NodeKind.KERNEL and inp in node.inputs and out in node.outputs
+            and inp.aval.dtype == out.aval.dtype and inp.aval.size == out.aval.size):  # fmt: skip
+        node.inplace += ((node.outputs.index(out), node.inputs.index(inp)),)
 
 
 def inplace_ok(node: Any, out: Var, inp: Var) -> bool:

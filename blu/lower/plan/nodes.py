@@ -63,9 +63,13 @@ class Node:
         jaxpr: for kernels, the kernel as a jaxpr (inputs -> outputs).
         layout: for kernels, the ``fusion.KernelLayout`` (set by ``prepare``).
         workspace: for library nodes, the bytes of scratch the call needs (set by ``prepare``).
+        inplace: for kernels, ``(output, input)`` positions whose buffers the memory plan made
+            one (an output written over an input); the CPU kernel writes such an output through
+            the input's pointer (set by ``MemoryPlan``).
     """
 
-    __slots__ = ("kind", "eqns", "inputs", "outputs", "jaxpr", "group", "layout", "workspace")
+    __slots__ = ("kind", "eqns", "inputs", "outputs", "jaxpr", "group", "layout", "workspace",
+                 "inplace")  # fmt: skip
 
     def __init__(self, kind: NodeKind, eqns: list[JaxprEqn], inputs: list[Var], outputs: list[Var]):
         self.kind, self.eqns, self.inputs, self.outputs = NodeKind(kind), eqns, inputs, outputs
@@ -73,6 +77,7 @@ class Node:
         self.group: tuple[int, ...] | None = None  # the fusion group it came from
         self.layout: Any = None  # kernels: their fusion.KernelLayout
         self.workspace: int = 0  # library nodes: scratch bytes
+        self.inplace: tuple[tuple[int, int], ...] = ()
 
     def label(self) -> str:
         names = [e.primitive.name for e in self.eqns]
