@@ -55,13 +55,16 @@ Flags (environment variable, type, default):
   caching allocator of each GPU (real or simulated) may hold from the driver; 0: no cap (as
   PyTorch's ``set_per_process_memory_fraction``). Past it, allocations raise
   ``BluOutOfMemoryError`` as if the device were full.
-- ``cpu_threads`` (``BLU_CPU_THREADS``, int >= 1, None): threads a large matrix product of the
-  CPU executable is split across (each part on single-threaded BLAS); None: the cores the
-  process may use (``blu/lower/cpu/blas.py``).
-- ``gpu_kernels`` (``BLU_GPU_KERNELS``, 1 | 2, 2): the GPU kernel emitter's generation: 2
+- ``cpu_threads`` (``BLU_CPU_THREADS``, int >= 1, None): threads the CPU executable splits its
+  large work across: matrix products (each part on single-threaded BLAS), fused kernels whose
+  rows are independent (``blu/lower/cpu/rows.py``) and attention kernels (by batch entry);
+  None: the cores the process may use (``blu/lower/cpu/blas.py``, ``threads.py``).
+- ``gpu_kernels`` (``BLU_GPU_KERNELS``, 1 | 2 | 3, 2): the GPU kernel emitter's generation: 2
   issues several independent loads per thread in strided loops and keeps a row group's
   per-row totals in registers; 1 is the emitter before that (kept for before/after timing,
-  ``benchmarks/gpu_kernels.py``). Part of every GPU kernel's cache key.
+  ``benchmarks/gpu_kernels.py``); 3 adds the online softmax normalizer and 128-bit row runs
+  (``codegen_online.py``; opt-in: the H200 step measured no faster, BENCHMARKS.md). Part of
+  every GPU kernel's cache key.
 - ``flash_tensor_cores`` (``BLU_FLASH_TENSOR_CORES``, bool, True): blu's float32 flash-attention
   kernels use tensor cores (``blu.lower.mlir.flash_tc``: TF32 ``mma.sync``, one product per
   multiply under ``default_matmul_precision="tf32"``, three (3xTF32, float32 accuracy) under
