@@ -89,8 +89,9 @@ def choose(dtype: str, h: int, precision: str, backward: bool, enabled: bool = T
     if not enabled or dtype != "float32" or h not in (32, 64, 128):
         return ""
     mode = (BACKWARD if backward else FORWARD).get(precision, "")
-    if backward and mode and bwd_smem_bytes(h, mode) > MAX_SHARED:
-        return ""  # heads of 128 in 3xTF32: the split tiles exceed shared memory
+    if backward and mode and bwd_smem_bytes(h, mode, raw=False) > MAX_SHARED:
+        return ""  # heads of 128 in 3xTF32: the split tiles exceed shared memory (kept so
+        # under BWD_RAW too: not measured)
     return mode
 
 
@@ -325,25 +326,38 @@ def forward(sp, name: str) -> str:
 # ---- the backward --------------------------------------------------------------------------
 
 BWD_BN, BWD_BM = 64, 64  # keys per block, queries per step: 4 slabs of 16 rows x 2 halves
+# the backward's layout options (the benchmark's variants override these; the kernel cache's key
+# is the generated text, so each setting is its own kernel):
+# BWD_RAW: 3xTF32 operands staged once as float32 and split into big and small parts when a
+# fragment is read (one tile an operand, not two: half the shared memory, two blocks an SM at
+# heads of 64); the parts are the same numbers, so the results are the same
+BWD_RAW = False
+# BWD_PAIRS: the products whose B operand is read down the columns of a [k][n] tile (dV, dK, dQ:
+# n the heads) take head ``16 m + 2 g + u`` as column g of n-tile ``2 m + u``, and ``dQ``'s rows
+# (queries) ``2 g`` and ``2 g + 1`` as rows g and g + 8, so that those B values and the A values
+# of ``dQ`` read from ``dS^T`` are 8-byte pairs (half the loads); each output element is the same
+# sum, only where it is kept changes
+BWD_PAIRS = False
 
 
-def bwd_tiles(h: int, mode: str) -> list[tuple[str, int, int]]:
-    """The backward's shared tiles, one per operand part (big, small): natural layouts, rows
-    padded by 4 floats where the tile is read along rows most, 8 where along columns."""
+def bwd_tiles(h: int, mode: str, raw: bool | None = None) -> list[tuple[str, int, int]]:
+    """The backward's shared tiles, one per operand part (big, small; one, float32, under
+    ``raw``, default ``BWD_RAW``): natural layouts, rows padded by 4 floats where the tile is
+    read along rows most, 8 where along columns."""
     out = []
     for nm, r, cols in (("K", BWD_BN, h + 4), ("V", BWD_BN, h + 8), ("Q", BWD_BM, h + 8),
                         ("dO", BWD_BM, h + 8), ("PT", BWD_BN, BWD_BM + 8),
                         ("dST", BWD_BN, BWD_BM + 8)):  # fmt: skip
-        out += [(nm + p, r, cols) for p in _parts(mode)]
+        out += [(nm + p, r, cols) for p in _parts(mode, BWD_RAW if raw is None else raw)]
     return out
 
 
-def _parts(mode: str) -> tuple[str, ...]:
-    return ("b", "s") if mode == "3xtf32" else ("b",)
+def _parts(mode: str, raw: bool) -> tuple[str, ...]:
+    return ("b", "s") if mode == "3xtf32" and not raw else ("b",)
 
 
-def bwd_smem_bytes(h: int, mode: str) -> int:
-    return sum(4 * r * c for _, r, c in bwd_tiles(h, mode))
+def bwd_smem_bytes(h: int, mode: str, raw: bool | None = None) -> int:
+    return sum(4 * r * c for _, r, c in bwd_tiles(h, mode, raw))
 
 
 def backward(sp, name: str) -> str:
@@ -365,7 +379,9 @@ def backward(sp, name: str) -> str:
     K = fg._Kernel(sp, tl, 16, 1)
     t = K.t
     M = Mma(t, mode)
-    P = _parts(mode)
+    raw = BWD_RAW and mode == "3xtf32"  # float32 tiles, split when read
+    pairs = BWD_PAIRS
+    P = _parts(mode, raw)
     lane, warp = t.rem(K.tid, t.i(32)), t.div(K.tid, t.i(32))
     g, c = t.div(lane, t.i(4)), t.rem(lane, t.i(4))
     w16 = t.mul(t.rem(warp, t.i(4)), t.i(16))  # this warp's 16 rows (keys; queries for dQ)
@@ -386,8 +402,9 @@ def backward(sp, name: str) -> str:
         return [op + p for p in P]
 
     def put(nm: str, vals: list[str], at: list[str]) -> None:
-        """Store f32 values as their parts into the tiles of operand ``nm``."""
-        per = list(zip(*[M.staged(v) for v in vals]))
+        """Store f32 values (consecutive) into the tiles of operand ``nm``: as they are under
+        ``raw``, else as their parts."""
+        per = [vals] if raw else list(zip(*[M.staged(v) for v in vals]))
         for tile, vv in zip(names(nm), per):
             t.store(list(vv), K.view[tile], tl[tile].ty, at)
 
@@ -398,46 +415,75 @@ def backward(sp, name: str) -> str:
             vals = [t.v(f"vector.extract {x}[{j}] : f32 from vector<4xf32>") for j in range(4)]
             put(nm, vals, [r, t.mul(dc, t.i(4))])
 
-    def load(tile: str, at: list[str]) -> str:
-        return M.as_i32(t.load(K.view[tile], tl[tile].ty, at, 1)[0])
+    def read(nm: str, fetch) -> list[list[str]]:
+        """A fragment's registers as parts (``[part][register]``) from ``fetch(tile)``, the
+        f32 values one tile holds: split here under ``raw``, else one tile a part."""
+        if raw:
+            return [list(p) for p in zip(*[M.parts(v, False) for v in fetch(names(nm)[0])])]
+        return [[M.as_i32(v) for v in fetch(tile)] for tile in names(nm)]
+
+    def ld(tile: str, at: list[str], n: int) -> list[str]:
+        return t.load(K.view[tile], tl[tile].ty, at, n)
 
     cp = t.mul(c, t.i(2))  # the fragments' k = c and c + 4 sit at columns 2c, 2c + 1 (PAIRS)
-
-    def pair(tile: str, at: list[str]) -> list[str]:
-        return [M.as_i32(x) for x in t.load(K.view[tile], tl[tile].ty, at, 2)]
+    cp8 = t.mul(g, t.i(2))  # BWD_PAIRS: column g of a head n-tile pair (row g of dQ) at 2g
 
     def a_frag(nm: str, r0: str, k0: str, transposed: bool = False) -> list[list[str]]:
-        out = []
-        for tile in names(nm):
-            rows = [t.add(r0, t.add(g, t.i(dr))) for dr in (0, 8)]
+        """A fragment rows ``r0 + g (+8)`` (``transposed``, pairs: ``r0 + 2g (+1)``), ``k = c
+        (+4)`` at ``k0 + 2c (+1)``; ``transposed``: the tile is indexed [k][row]."""
+        rows = [t.add(r0, t.add(g, t.i(dr))) for dr in (0, 8)]
+        ks = [t.add(k0, t.add(cp, t.i(e))) for e in (0, 1)]
+
+        def fetch(tile: str) -> list[str]:
+            if transposed and pairs:  # rows 2g, 2g + 1: one pair a k
+                lo, hi = (ld(tile, [k, t.add(r0, cp8)], 2) for k in ks)
+                return [lo[0], lo[1], hi[0], hi[1]]
             if transposed:
-                ks = [t.add(k0, t.add(cp, t.i(e))) for e in (0, 1)]
-                out.append([load(tile, [ks[e], rows[r]]) for e in (0, 1) for r in (0, 1)])
-            else:
-                lo, hi = (pair(tile, [r, t.add(k0, cp)]) for r in rows)
-                out.append([lo[0], hi[0], lo[1], hi[1]])
-        return out
+                return [ld(tile, [ks[e], rows[r]], 1)[0] for e in (0, 1) for r in (0, 1)]
+            lo, hi = (ld(tile, [r, t.add(k0, cp)], 2) for r in rows)
+            return [lo[0], hi[0], lo[1], hi[1]]
 
-    def b_frag(nm: str, n0: str, k0: str, kmajor: bool) -> list[list[str]]:
+        return read(nm, fetch)
+
+    def b_frags(nm: str, n0: str, k0: str, kmajor: bool, ntiles: int) -> list[list[list[str]]]:
+        """The B fragments of n-tiles ``j < ntiles`` (n = ``n0 + 8 j + g``; ``kmajor`` and
+        pairs: n-tile ``2 m + u`` column g at ``n0 + 16 m + 2 g + u``), ``k = c (+4)`` at
+        ``k0 + 2c (+1)``; ``kmajor``: the tile is indexed [k][n], else [n][k]."""
+        ks = [t.add(k0, t.add(cp, t.i(e))) for e in (0, 1)]
+        if kmajor and pairs:
+            out = []
+            for m in range(ntiles // 2):
+                nn = t.add(n0, t.add(t.i(16 * m), cp8))
+
+                def fetch(tile: str, nn=nn) -> list[str]:  # [u = 0: k, k'; u = 1: k, k']
+                    lo, hi = (ld(tile, [k, nn], 2) for k in ks)
+                    return [lo[0], hi[0], lo[1], hi[1]]
+
+                both = read(nm, fetch)
+                out += [[p[2 * u : 2 * u + 2] for p in both] for u in (0, 1)]
+            return out
         out = []
-        for tile in names(nm):
-            nn = t.add(n0, g)
-            if kmajor:
-                out.append([load(tile, [t.add(k0, t.add(cp, t.i(e))), nn]) for e in (0, 1)])
-            else:
-                out.append(pair(tile, [nn, t.add(k0, cp)]))
+        for j in range(ntiles):
+            nn = t.add(n0, t.add(t.i(8 * j), g))
+
+            def fetch(tile: str, nn=nn) -> list[str]:
+                if kmajor:
+                    return [ld(tile, [k, nn], 1)[0] for k in ks]
+                return ld(tile, [nn, t.add(k0, cp)], 2)
+
+            out.append(read(nm, fetch))
         return out
 
-    def product(acc: list[str], ksteps: int, a, b, ntiles: int) -> list[str]:
+    def product(acc: list[str], ksteps: int, a, bs, ntiles: int) -> list[str]:
         """``acc`` (``ntiles`` C fragments) += the sum over ``ksteps`` steps of 8 of
-        ``a(k0)`` times ``b(j, k0)``."""
+        ``a(k0)`` times ``bs(k0)[j]``."""
 
         def step(kk: str, cur: list[str]) -> list[str]:
             k0 = t.mul(kk, t.i(8))
-            af = a(k0)
+            af, bf = a(k0), bs(k0)
             out = []
             for j in range(ntiles):
-                out += M.mma(af, b(j, k0), cur[4 * j : 4 * j + 4])
+                out += M.mma(af, bf[j], cur[4 * j : 4 * j + 4])
             return out
 
         return t.loop(t.i(0), t.i(ksteps), t.i(1), acc, step)
@@ -448,6 +494,12 @@ def backward(sp, name: str) -> str:
     c2 = sp.scale * fg.LOG2E
     qb0 = t.div(key0, t.i(BM)) if sp.causal else t.i(0)
     nacc = 4 * NH
+
+    def head_at(j: int, e: int) -> str:
+        """The head (within the warp's half) of C column ``2c + e`` of head n-tile ``j``."""
+        if pairs:  # n-tile 2m + u, column n: head 16m + 2n + u
+            return t.lin((c, 4), t.i(16 * (j // 2) + 2 * e + j % 2))
+        return t.lin((c, 2), t.i(8 * j + e))
 
     def head(gi: str, gargs: list[str]) -> list[str]:
         n = t.lin((kh, sp.g), gi)
@@ -468,11 +520,11 @@ def backward(sp, name: str) -> str:
             # the next query block's loads are in flight while this one is computed
             nxt = t.add(qb, t.i(1))
             pre = fetch(t.mul(nxt, t.i(BM)), t.cmp("ult", nxt, t.i(nqb)))
-            qcol = lambda j: t.add(q32, t.i(8 * j))  # noqa: E731
             s = product(K.zeros(4 * NQ), h // 8, lambda k0: a_frag("K", w16, k0),
-                        lambda j, k0: b_frag("Q", qcol(j), k0, False), NQ)  # fmt: skip
+                        lambda k0: b_frags("Q", q32, k0, False, NQ), NQ)  # fmt: skip
             dp = product(K.zeros(4 * NQ), h // 8, lambda k0: a_frag("V", w16, k0),
-                         lambda j, k0: b_frag("dO", qcol(j), k0, False), NQ)  # fmt: skip
+                         lambda k0: b_frags("dO", q32, k0, False, NQ), NQ)  # fmt: skip
+            held: dict[tuple[int, int], list[tuple[str, str]]] = {}  # (j, r) -> [(p, ds)] by e
             for j in range(NQ):
                 for e in range(2):
                     col = t.add(t.mul(c, t.i(2)), t.add(q32, t.i(8 * j + e)))
@@ -496,23 +548,31 @@ def backward(sp, name: str) -> str:
                         ds = t.fop("mulf", t.fop("mulf", pr, t.fop("subf", dp[i], dd)),
                                    t.f(sp.scale))  # fmt: skip
                         at2 = [t.add(w16, t.add(g, t.i(8 * r))), col]
-                        put("PT", [pr], at2)
-                        put("dST", [ds], at2)
+                        if pairs:  # stored below, the two columns as one 8-byte pair
+                            held.setdefault((j, r), []).append((pr, ds))
+                        else:
+                            put("PT", [pr], at2)
+                            put("dST", [ds], at2)
+            for (j, r), pd in held.items():
+                at2 = [t.add(w16, t.add(g, t.i(8 * r))), t.add(cp, t.add(q32, t.i(8 * j)))]
+                put("PT", [x for x, _ in pd], at2)
+                put("dST", [x for _, x in pd], at2)
             t.barrier()
-            hcol = lambda j: t.add(h2, t.i(8 * j))  # noqa: E731
             dv = product(dv, BM // 8, lambda k0: a_frag("PT", w16, k0),
-                         lambda j, k0: b_frag("dO", hcol(j), k0, True), NH)  # fmt: skip
+                         lambda k0: b_frags("dO", h2, k0, True, NH), NH)  # fmt: skip
             dk = product(dk, BM // 8, lambda k0: a_frag("dST", w16, k0),
-                         lambda j, k0: b_frag("Q", hcol(j), k0, True), NH)  # fmt: skip
+                         lambda k0: b_frags("Q", h2, k0, True, NH), NH)  # fmt: skip
             dq = product(K.zeros(nacc), BN // 8, lambda k0: a_frag("dST", w16, k0, True),
-                         lambda j, k0: b_frag("K", hcol(j), k0, True), NH)  # fmt: skip
+                         lambda k0: b_frags("K", h2, k0, True, NH), NH)  # fmt: skip
             for r in range(2):
-                qrow = t.add(row0, t.add(w16, t.add(g, t.i(8 * r))))
+                # this thread's dQ rows: w16 + g (+8), or under pairs w16 + 2g (+1)
+                qrow = t.add(row0, t.add(w16, t.add(cp8, t.i(r)) if pairs else
+                                         t.add(g, t.i(8 * r))))  # fmt: skip
 
                 def add(qrow=qrow, r=r) -> list[str]:
                     for j in range(NH):
                         for e in range(2):
-                            at = t.lin(qbase, (qrow, qstride), h2, (c, 2), t.i(8 * j + e))
+                            at = t.lin(qbase, (qrow, qstride), h2, head_at(j, e))
                             t.atomic_add(dq[4 * j + 2 * r + e], "%dq", gty(qsize), [at])
                     return []
 
@@ -529,6 +589,14 @@ def backward(sp, name: str) -> str:
     for r in range(2):
 
         def store(r=r) -> list[str]:
+            if pairs:  # n-tiles 2m, 2m + 1: heads 16m + 4c + (0, 1, 2, 3), one 16-byte store
+                for m in range(NH // 2):
+                    at = [t.lin(kbase, (keys[r], kstride), h2, (c, 4), t.i(16 * m))]
+                    for acc, buf in ((dk, "%dk"), (dv, "%dv")):
+                        i0, i1 = 8 * m + 2 * r, 8 * m + 4 + 2 * r
+                        vals = [acc[i0], acc[i1], acc[i0 + 1], acc[i1 + 1]]
+                        t.store(vals, buf, gty(ksize), at)
+                return []
             for j in range(NH):
                 at = [t.lin(kbase, (keys[r], kstride), h2, (c, 2), t.i(8 * j))]
                 t.store(dk[4 * j + 2 * r : 4 * j + 2 * r + 2], "%dk", gty(ksize), at)
