@@ -331,13 +331,18 @@ BWD_BN, BWD_BM = 64, 64  # keys per block, queries per step: 4 slabs of 16 rows 
 # BWD_RAW: 3xTF32 operands staged once as float32 and split into big and small parts when a
 # fragment is read (one tile an operand, not two: half the shared memory, two blocks an SM at
 # heads of 64); the parts are the same numbers, so the results are the same
-BWD_RAW = False
+BWD_RAW = True
 # BWD_PAIRS: the products whose B operand is read down the columns of a [k][n] tile (dV, dK, dQ:
 # n the heads) take head ``16 m + 2 g + u`` as column g of n-tile ``2 m + u``, and ``dQ``'s rows
 # (queries) ``2 g`` and ``2 g + 1`` as rows g and g + 8, so that those B values and the A values
 # of ``dQ`` read from ``dS^T`` are 8-byte pairs (half the loads); each output element is the same
-# sum, only where it is kept changes
-BWD_PAIRS = False
+# sum, only where it is kept changes (per mode: TF32's spills at two blocks an SM)
+BWD_PAIRS = {"3xtf32": True, "tf32": False}
+# BWD_PREFETCH: the next query block's Q and dO are loaded into registers (32 at heads of 64)
+# while this one is computed; off: loaded at the top of each step (fewer registers: with two
+# blocks an SM, the other block computes meanwhile; per mode)
+BWD_PREFETCH = {"3xtf32": False, "tf32": True}
+SM_SHARED = 228 * 1024  # bytes of shared memory an SM has (sm_90), 1 KiB of it reserved a block
 
 
 def bwd_tiles(h: int, mode: str, raw: bool | None = None) -> list[tuple[str, int, int]]:
@@ -380,7 +385,7 @@ def backward(sp, name: str) -> str:
     t = K.t
     M = Mma(t, mode)
     raw = BWD_RAW and mode == "3xtf32"  # float32 tiles, split when read
-    pairs = BWD_PAIRS
+    pairs, prefetch = BWD_PAIRS.get(mode, False), BWD_PREFETCH.get(mode, True)
     P = _parts(mode, raw)
     lane, warp = t.rem(K.tid, t.i(32)), t.div(K.tid, t.i(32))
     g, c = t.div(lane, t.i(4)), t.rem(lane, t.i(4))
@@ -445,45 +450,45 @@ def backward(sp, name: str) -> str:
 
         return read(nm, fetch)
 
-    def b_frags(nm: str, n0: str, k0: str, kmajor: bool, ntiles: int) -> list[list[list[str]]]:
-        """The B fragments of n-tiles ``j < ntiles`` (n = ``n0 + 8 j + g``; ``kmajor`` and
-        pairs: n-tile ``2 m + u`` column g at ``n0 + 16 m + 2 g + u``), ``k = c (+4)`` at
-        ``k0 + 2c (+1)``; ``kmajor``: the tile is indexed [k][n], else [n][k]."""
+    held_b: dict[tuple[str, str, int], list[list[str]]] = {}  # BWD_PAIRS: n-tile 2m + 1's
+
+    def b_frag(nm: str, n0: str, j: int, k0: str, kmajor: bool) -> list[list[str]]:
+        """The B fragment of n-tile ``j`` (n = ``n0 + 8 j + g``; ``kmajor`` and pairs: n-tile
+        ``2 m + u`` column g at ``n0 + 16 m + 2 g + u``, loaded with n-tile 2m, to be asked
+        for next), ``k = c (+4)`` at ``k0 + 2c (+1)``; ``kmajor``: the tile is indexed
+        [k][n], else [n][k]."""
         ks = [t.add(k0, t.add(cp, t.i(e))) for e in (0, 1)]
         if kmajor and pairs:
-            out = []
-            for m in range(ntiles // 2):
-                nn = t.add(n0, t.add(t.i(16 * m), cp8))
+            if j % 2:
+                return held_b.pop((nm, k0, j))
+            nn = t.add(n0, t.add(t.i(8 * j), cp8))
 
-                def fetch(tile: str, nn=nn) -> list[str]:  # [u = 0: k, k'; u = 1: k, k']
-                    lo, hi = (ld(tile, [k, nn], 2) for k in ks)
-                    return [lo[0], hi[0], lo[1], hi[1]]
+            def pair(tile: str) -> list[str]:  # [n-tile 2m: k, k'; 2m + 1: k, k']
+                lo, hi = (ld(tile, [k, nn], 2) for k in ks)
+                return [lo[0], hi[0], lo[1], hi[1]]
 
-                both = read(nm, fetch)
-                out += [[p[2 * u : 2 * u + 2] for p in both] for u in (0, 1)]
-            return out
-        out = []
-        for j in range(ntiles):
-            nn = t.add(n0, t.add(t.i(8 * j), g))
+            both = read(nm, pair)
+            held_b[(nm, k0, j + 1)] = [p[2:] for p in both]
+            return [p[:2] for p in both]
+        nn = t.add(n0, t.add(t.i(8 * j), g))
 
-            def fetch(tile: str, nn=nn) -> list[str]:
-                if kmajor:
-                    return [ld(tile, [k, nn], 1)[0] for k in ks]
-                return ld(tile, [nn, t.add(k0, cp)], 2)
+        def fetch(tile: str) -> list[str]:
+            if kmajor:
+                return [ld(tile, [k, nn], 1)[0] for k in ks]
+            return ld(tile, [nn, t.add(k0, cp)], 2)
 
-            out.append(read(nm, fetch))
-        return out
+        return read(nm, fetch)
 
-    def product(acc: list[str], ksteps: int, a, bs, ntiles: int) -> list[str]:
+    def product(acc: list[str], ksteps: int, a, b, ntiles: int) -> list[str]:
         """``acc`` (``ntiles`` C fragments) += the sum over ``ksteps`` steps of 8 of
-        ``a(k0)`` times ``bs(k0)[j]``."""
+        ``a(k0)`` times ``b(j, k0)``."""
 
         def step(kk: str, cur: list[str]) -> list[str]:
             k0 = t.mul(kk, t.i(8))
-            af, bf = a(k0), bs(k0)
+            af = a(k0)
             out = []
             for j in range(ntiles):
-                out += M.mma(af, bf[j], cur[4 * j : 4 * j + 4])
+                out += M.mma(af, b(j, k0), cur[4 * j : 4 * j + 4])
             return out
 
         return t.loop(t.i(0), t.i(ksteps), t.i(1), acc, step)
@@ -513,17 +518,20 @@ def backward(sp, name: str) -> str:
         def step(qb: str, args: list[str]) -> list[str]:
             dk, dv, pre = args[:nacc], args[nacc : 2 * nacc], args[2 * nacc :]
             row0 = t.mul(qb, t.i(BM))
+            if not prefetch:
+                pre = fetch(row0)
             t.barrier()
             stage(pre[: len(pre) // 2], BM, "Q")
             stage(pre[len(pre) // 2 :], BM, "dO")
             t.barrier()
             # the next query block's loads are in flight while this one is computed
             nxt = t.add(qb, t.i(1))
-            pre = fetch(t.mul(nxt, t.i(BM)), t.cmp("ult", nxt, t.i(nqb)))
+            if prefetch:
+                pre = fetch(t.mul(nxt, t.i(BM)), t.cmp("ult", nxt, t.i(nqb)))
             s = product(K.zeros(4 * NQ), h // 8, lambda k0: a_frag("K", w16, k0),
-                        lambda k0: b_frags("Q", q32, k0, False, NQ), NQ)  # fmt: skip
+                        lambda j, k0: b_frag("Q", q32, j, k0, False), NQ)  # fmt: skip
             dp = product(K.zeros(4 * NQ), h // 8, lambda k0: a_frag("V", w16, k0),
-                         lambda k0: b_frags("dO", q32, k0, False, NQ), NQ)  # fmt: skip
+                         lambda j, k0: b_frag("dO", q32, j, k0, False), NQ)  # fmt: skip
             held: dict[tuple[int, int], list[tuple[str, str]]] = {}  # (j, r) -> [(p, ds)] by e
             for j in range(NQ):
                 for e in range(2):
@@ -559,11 +567,11 @@ def backward(sp, name: str) -> str:
                 put("dST", [x for _, x in pd], at2)
             t.barrier()
             dv = product(dv, BM // 8, lambda k0: a_frag("PT", w16, k0),
-                         lambda k0: b_frags("dO", h2, k0, True, NH), NH)  # fmt: skip
+                         lambda j, k0: b_frag("dO", h2, j, k0, True), NH)  # fmt: skip
             dk = product(dk, BM // 8, lambda k0: a_frag("dST", w16, k0),
-                         lambda k0: b_frags("Q", h2, k0, True, NH), NH)  # fmt: skip
+                         lambda j, k0: b_frag("Q", h2, j, k0, True), NH)  # fmt: skip
             dq = product(K.zeros(nacc), BN // 8, lambda k0: a_frag("dST", w16, k0, True),
-                         lambda k0: b_frags("K", h2, k0, True, NH), NH)  # fmt: skip
+                         lambda j, k0: b_frag("K", h2, j, k0, True), NH)  # fmt: skip
             for r in range(2):
                 # this thread's dQ rows: w16 + g (+8), or under pairs w16 + 2g (+1)
                 qrow = t.add(row0, t.add(w16, t.add(cp8, t.i(r)) if pairs else
@@ -577,9 +585,9 @@ def backward(sp, name: str) -> str:
                     return []
 
                 t.if_(t.cmp("ult", qrow, t.i(sp.t)), add, lambda: [], [])
-            return dk + dv + pre
+            return dk + dv + (pre if prefetch else [])
 
-        pre0 = fetch(t.mul(qb0, t.i(BM)))
+        pre0 = fetch(t.mul(qb0, t.i(BM))) if prefetch else []
         types = ["f32"] * len(gargs) + [K.piece] * len(pre0)
         res = t.loop(qb0, t.i(nqb), t.i(1), list(gargs) + pre0, step, types)
         return res[: len(gargs)]
@@ -607,4 +615,7 @@ def backward(sp, name: str) -> str:
     params = [f"%q: {gty(qsize)}", f"%k: {gty(ksize)}", f"%v: {gty(ksize)}",
               f"%lse: {gty(lsize)}", f"%dout: {gty(qsize)}", f"%dvec: {gty(lsize)}",
               f"%dq: {gty(qsize)}", f"%dk: {gty(ksize)}", f"%dv: {gty(ksize)}"]  # fmt: skip
-    return t.func(f"{name}_bwd", params, fg.THREADS, MIN_BLOCKS.get(("bwd", mode), 0))
+    # two blocks an SM where their shared memory fits (3xTF32 under BWD_RAW, heads up to 64:
+    # 125 registers at heads of 64 without the prefetch, no spills)
+    two = 2 * (bwd_smem_bytes(h, mode) + 1024) <= SM_SHARED and mode == "3xtf32" and raw
+    return t.func(f"{name}_bwd", params, fg.THREADS, MIN_BLOCKS.get(("bwd", mode), 2 * two))
