@@ -46,9 +46,17 @@ a group with shuffles; ``P`` never leaves the registers: with PAIRS, a thread's 
 8 keys' scores is exactly its A fragment of those keys for ``P V``.
 
 The backward (``backward``, after ``flash_gpu._pre``) runs its five products the same way;
-``P^T`` and ``dS^T`` are staged in shared memory (rounded or split) as the A operands of
-``dV``, ``dK`` and (read transposed) ``dQ``. The forward's and the backward's modes are chosen
-independently (``FORWARD``, ``BACKWARD``; a backward spec may keep ``mma == ""``).
+``P^T`` and ``dS^T`` are staged in shared memory as the A operands of ``dV``, ``dK`` and (read
+transposed) ``dQ`` (they cannot stay in registers: a warp's C fragments hold half the queries
+that its ``dV``/``dK`` rows sum over, and ``dQ`` needs ``dS`` transposed). Its layout options
+(``BWD_RAW``, ``BWD_PAIRS``, ``BWD_PREFETCH``) change where values are kept and how they are
+loaded, never a sum or its order: in 3xTF32 the operands are staged as float32 and split when a
+fragment is read (109.6 KB at heads of 64 rather than 219: two blocks an SM, 125 registers,
+no spills), the B operands read down the columns of [k][n] tiles and ``dQ``'s transposed A
+operand are 8-byte pairs (permuted head columns and ``dQ`` rows), and the next query block is
+not prefetched into registers (the other block on the SM hides the loads). The forward's and
+the backward's modes are chosen independently (``FORWARD``, ``BACKWARD``; a backward spec may
+keep ``mma == ""``).
 """
 
 from __future__ import annotations
@@ -372,10 +380,13 @@ def backward(sp, name: str) -> str:
     One block per 64 keys of one (batch, key/value head); warp ``w`` owns key rows
     ``16 (w % 4)`` and the half ``w // 4`` of the other dimension. Per step of 64 queries:
     ``S^T = K Q^T`` and ``dP^T = V dO^T`` (keys x queries, C fragments), ``P^T`` and
-    ``dS^T = P^T (dP^T - D) scale`` staged in shared memory (rounded or split), then
-    ``dV += P^T dO``, ``dK += dS^T Q`` (kept in registers over the whole loop) and
-    ``dQ = dS K`` (A fragments read transposed from ``dS^T``), added to the float32 ``dQ``
-    with atomics."""
+    ``dS^T = P^T (dP^T - D) scale`` staged in shared memory (rounded, split, or float32 under
+    ``BWD_RAW``), then ``dV += P^T dO``, ``dK += dS^T Q`` (kept in registers over the whole
+    loop) and ``dQ = dS K`` (A fragments read transposed from ``dS^T``), added to the float32
+    ``dQ`` with atomics. ``BWD_PAIRS`` (per mode) permutes the heads within each pair of head
+    n-tiles and ``dQ``'s rows within its slab (the same sums, kept elsewhere), ``BWD_PREFETCH``
+    (per mode) loads the next query block during this one; 3xTF32 under ``BWD_RAW`` asks for
+    two blocks an SM where their shared memory fits (``MIN_BLOCKS`` overrides)."""
     from blu.lower.mlir import flash_gpu as fg
 
     mode, h = sp.mma, sp.h
