@@ -10,8 +10,11 @@ reference on a small problem and timed at GPT-2 124M's attention shape.
 Variants: the CUDA-core kernels at several tilings and the tensor-core forwards
 (``blu.lower.mlir.flash_tc``: ``mma=3xtf32``, float32 accuracy; ``mma=tf32``, one TF32 product
 per multiply, whose errors are about 1e-3 rather than 1e-6; ``bwd_mma``: the backward's mode,
-else the CUDA-core backward). The error columns: the largest error of the forward's results
-(out, lse) and of the gradients, each relative to its largest value, over two small problems.
+else the CUDA-core backward; ``tc_bwd_raw``, ``tc_bwd_pairs``, ``tc_bwd_prefetch``,
+``tc_bwd_min_blocks``: the tensor-core backward's layout options, ``flash_tc.BWD_*``, whose
+defaults the plain ``mma=3xtf32,bwd_mma=3xtf32`` row runs). The error columns: the largest
+error of the forward's results (out, lse) and of the gradients, each relative to its largest
+value, over two small problems.
 
 Rows: forward and backward (the ``D`` launch and the main kernel) in microseconds, mean over
 ``--iters`` launches after a warm-up, CUDA events around each loop, and the achieved float32
