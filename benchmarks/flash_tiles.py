@@ -10,8 +10,11 @@ reference on a small problem and timed at GPT-2 124M's attention shape.
 Variants: the CUDA-core kernels at several tilings and the tensor-core forwards
 (``blu.lower.mlir.flash_tc``: ``mma=3xtf32``, float32 accuracy; ``mma=tf32``, one TF32 product
 per multiply, whose errors are about 1e-3 rather than 1e-6; ``bwd_mma``: the backward's mode,
-else the CUDA-core backward). The error columns: the largest error of the forward's results
-(out, lse) and of the gradients, each relative to its largest value, over two small problems.
+else the CUDA-core backward; ``tc_bwd_raw``, ``tc_bwd_pairs``, ``tc_bwd_prefetch``,
+``tc_bwd_min_blocks``: the tensor-core backward's layout options, ``flash_tc.BWD_*``, whose
+defaults the plain ``mma=3xtf32,bwd_mma=3xtf32`` row runs). The error columns: the largest
+error of the forward's results (out, lse) and of the gradients, each relative to its largest
+value, over two small problems.
 
 Rows: forward and backward (the ``D`` launch and the main kernel) in microseconds, mean over
 ``--iters`` launches after a warm-up, CUDA events around each loop, and the achieved float32
@@ -47,25 +50,65 @@ VARIANTS = [
     # the 3xTF32 forward held to 128 registers (two blocks, some spills)
     {"mma": "tf32", "bwd_mma": "tf32", "tc_fwd_min_blocks": 0},
     {"mma": "3xtf32", "bwd_mma": "3xtf32", "tc_fwd_min_blocks": 2},
+    # the tensor-core backward's layouts (flash_tc.BWD_*): main's before session 6's change
+    # (3xTF32 split tiles, 219 KB, one block an SM; prefetch of the next Q, dO), then the
+    # default's neighbours: two blocks an SM with the prefetch (some spills), without the paired
+    # loads, the split tiles with the paired loads; TF32 with the paired loads
+    {
+        "mma": "3xtf32",
+        "bwd_mma": "3xtf32",
+        "tc_bwd_raw": False,
+        "tc_bwd_pairs": False,
+        "tc_bwd_prefetch": True,
+        "tc_bwd_min_blocks": 0,
+    },
+    {"mma": "3xtf32", "bwd_mma": "3xtf32", "tc_bwd_prefetch": True},
+    {"mma": "3xtf32", "bwd_mma": "3xtf32", "tc_bwd_pairs": False},
+    {
+        "mma": "3xtf32",
+        "bwd_mma": "3xtf32",
+        "tc_bwd_raw": False,
+        "tc_bwd_prefetch": True,
+        "tc_bwd_min_blocks": 0,
+    },
+    {
+        "mma": "tf32",
+        "bwd_mma": "tf32",
+        "tc_bwd_pairs": True,
+        "tc_bwd_prefetch": False,
+        "tc_bwd_min_blocks": 2,
+    },
     {"fwd_bm": 64, "bwd_bm": 32, "bwd_tx": 16, "unroll": 4},  # the first tiling
     {"unroll": 4},
     {"unroll": 16},
 ]
 
 
-TC_KEYS = ("mma", "bwd_mma", "tc_fwd_min_blocks")  # variant keys that are no Tiling field
+# variant keys that are no Tiling field
+TC_KEYS = ("mma", "bwd_mma", "tc_fwd_min_blocks", "tc_bwd_min_blocks", "tc_bwd_raw",
+           "tc_bwd_pairs", "tc_bwd_prefetch")  # fmt: skip
 
 
 @contextlib.contextmanager
 def settings(values: dict):
     """Kernels generated with these ``flash_gpu.Tiling`` fields overridden (and
-    ``tc_fwd_min_blocks``: ``flash_tc.MIN_BLOCKS`` of the tensor-core forward)."""
+    ``tc_fwd_min_blocks``/``tc_bwd_min_blocks``: ``flash_tc.MIN_BLOCKS`` of the tensor-core
+    forward/backward; ``tc_bwd_raw``, ``tc_bwd_pairs``, ``tc_bwd_prefetch``: ``flash_tc``'s
+    ``BWD_RAW``, and ``BWD_PAIRS``/``BWD_PREFETCH`` of the backward's mode)."""
     from blu.lower.mlir import flash_tc
 
     old, old_tc = dict(fg.OVERRIDE), dict(flash_tc.MIN_BLOCKS)
+    old_bwd = (flash_tc.BWD_RAW, dict(flash_tc.BWD_PAIRS), dict(flash_tc.BWD_PREFETCH))
     fg.OVERRIDE.update({k: v for k, v in values.items() if k not in TC_KEYS})
     if "tc_fwd_min_blocks" in values:
         flash_tc.MIN_BLOCKS[("fwd", values["mma"])] = values["tc_fwd_min_blocks"]
+    if "tc_bwd_min_blocks" in values:
+        flash_tc.MIN_BLOCKS[("bwd", values["bwd_mma"])] = values["tc_bwd_min_blocks"]
+    flash_tc.BWD_RAW = values.get("tc_bwd_raw", flash_tc.BWD_RAW)
+    if "tc_bwd_pairs" in values:
+        flash_tc.BWD_PAIRS[values["bwd_mma"]] = values["tc_bwd_pairs"]
+    if "tc_bwd_prefetch" in values:
+        flash_tc.BWD_PREFETCH[values["bwd_mma"]] = values["tc_bwd_prefetch"]
     try:
         yield
     finally:
@@ -73,6 +116,10 @@ def settings(values: dict):
         fg.OVERRIDE.update(old)
         flash_tc.MIN_BLOCKS.clear()
         flash_tc.MIN_BLOCKS.update(old_tc)
+        flash_tc.BWD_RAW = old_bwd[0]
+        for now, was in zip((flash_tc.BWD_PAIRS, flash_tc.BWD_PREFETCH), old_bwd[1:]):
+            now.clear()
+            now.update(was)
 
 
 def specs(sp: fg.FlashSpec, var: dict) -> tuple[fg.FlashSpec, fg.FlashSpec]:

@@ -24,6 +24,15 @@ CASES = [  # (b, t, s, n, kh, h, causal, mma)
     (1, 70, 70, 2, 1, 32, True, "3xtf32"),
     (1, 40, 70, 2, 2, 32, False, "3xtf32"),
     (1, 1, 1, 1, 1, 32, True, "tf32"),
+    (1, 70, 70, 2, 1, 64, True, "3xtf32"),  # the backward at two blocks an SM (GPT-2's heads)
+    (1, 1, 1, 1, 1, 64, True, "3xtf32"),
+]
+# the tensor-core backward's other layouts (flash_tc.BWD_*): (mode, raw, pairs, prefetch)
+LAYOUTS = [
+    ("3xtf32", False, False, True),  # split tiles, single loads, prefetch (the first layout)
+    ("3xtf32", True, False, True),
+    ("3xtf32", False, True, False),
+    ("tf32", False, True, False),
 ]
 
 
@@ -57,5 +66,20 @@ def test_kernels_in_the_interpreter_against_float64(case):
     sp = fg.FlashSpec(b, t, s, n, kh, h, causal, h**-0.5, "float32", mma)
     tol = 1e-2 if mma == "tf32" else 1e-5
     for got, want in zip(*_run(sp)):
+        top = max(1.0, float(np.abs(want).max()))
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * top)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda c: "-".join(map(str, c)))
+def test_backward_layouts_in_the_interpreter_against_float64(layout, monkeypatch):
+    from blu.lower.mlir import flash_tc
+
+    mode, raw, pairs, prefetch = layout
+    monkeypatch.setattr(flash_tc, "BWD_RAW", raw)
+    monkeypatch.setitem(flash_tc.BWD_PAIRS, mode, pairs)
+    monkeypatch.setitem(flash_tc.BWD_PREFETCH, mode, prefetch)
+    sp = fg.FlashSpec(1, 70, 70, 2, 1, 32, True, 32**-0.5, "float32", mode)
+    tol = 1e-2 if mode == "tf32" else 1e-5
+    for got, want in list(zip(*_run(sp)))[2:]:  # dq, dk, dv
         top = max(1.0, float(np.abs(want).max()))
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * top)

@@ -46,9 +46,17 @@ a group with shuffles; ``P`` never leaves the registers: with PAIRS, a thread's 
 8 keys' scores is exactly its A fragment of those keys for ``P V``.
 
 The backward (``backward``, after ``flash_gpu._pre``) runs its five products the same way;
-``P^T`` and ``dS^T`` are staged in shared memory (rounded or split) as the A operands of
-``dV``, ``dK`` and (read transposed) ``dQ``. The forward's and the backward's modes are chosen
-independently (``FORWARD``, ``BACKWARD``; a backward spec may keep ``mma == ""``).
+``P^T`` and ``dS^T`` are staged in shared memory as the A operands of ``dV``, ``dK`` and (read
+transposed) ``dQ`` (they cannot stay in registers: a warp's C fragments hold half the queries
+that its ``dV``/``dK`` rows sum over, and ``dQ`` needs ``dS`` transposed). Its layout options
+(``BWD_RAW``, ``BWD_PAIRS``, ``BWD_PREFETCH``) change where values are kept and how they are
+loaded, never a sum or its order: in 3xTF32 the operands are staged as float32 and split when a
+fragment is read (109.6 KB at heads of 64 rather than 219: two blocks an SM, 125 registers,
+no spills), the B operands read down the columns of [k][n] tiles and ``dQ``'s transposed A
+operand are 8-byte pairs (permuted head columns and ``dQ`` rows), and the next query block is
+not prefetched into registers (the other block on the SM hides the loads). The forward's and
+the backward's modes are chosen independently (``FORWARD``, ``BACKWARD``; a backward spec may
+keep ``mma == ""``).
 """
 
 from __future__ import annotations
@@ -89,8 +97,9 @@ def choose(dtype: str, h: int, precision: str, backward: bool, enabled: bool = T
     if not enabled or dtype != "float32" or h not in (32, 64, 128):
         return ""
     mode = (BACKWARD if backward else FORWARD).get(precision, "")
-    if backward and mode and bwd_smem_bytes(h, mode) > MAX_SHARED:
-        return ""  # heads of 128 in 3xTF32: the split tiles exceed shared memory
+    if backward and mode and bwd_smem_bytes(h, mode, raw=False) > MAX_SHARED:
+        return ""  # heads of 128 in 3xTF32: the split tiles exceed shared memory (kept so
+        # under BWD_RAW too: not measured)
     return mode
 
 
@@ -325,25 +334,43 @@ def forward(sp, name: str) -> str:
 # ---- the backward --------------------------------------------------------------------------
 
 BWD_BN, BWD_BM = 64, 64  # keys per block, queries per step: 4 slabs of 16 rows x 2 halves
+# the backward's layout options (the benchmark's variants override these; the kernel cache's key
+# is the generated text, so each setting is its own kernel):
+# BWD_RAW: 3xTF32 operands staged once as float32 and split into big and small parts when a
+# fragment is read (one tile an operand, not two: half the shared memory, two blocks an SM at
+# heads of 64); the parts are the same numbers, so the results are the same
+BWD_RAW = True
+# BWD_PAIRS: the products whose B operand is read down the columns of a [k][n] tile (dV, dK, dQ:
+# n the heads) take head ``16 m + 2 g + u`` as column g of n-tile ``2 m + u``, and ``dQ``'s rows
+# (queries) ``2 g`` and ``2 g + 1`` as rows g and g + 8, so that those B values and the A values
+# of ``dQ`` read from ``dS^T`` are 8-byte pairs (half the loads); each output element is the same
+# sum, only where it is kept changes (per mode: TF32's spills at two blocks an SM)
+BWD_PAIRS = {"3xtf32": True, "tf32": False}
+# BWD_PREFETCH: the next query block's Q and dO are loaded into registers (32 at heads of 64)
+# while this one is computed; off: loaded at the top of each step (fewer registers: with two
+# blocks an SM, the other block computes meanwhile; per mode)
+BWD_PREFETCH = {"3xtf32": False, "tf32": True}
+SM_SHARED = 228 * 1024  # bytes of shared memory an SM has (sm_90), 1 KiB of it reserved a block
 
 
-def bwd_tiles(h: int, mode: str) -> list[tuple[str, int, int]]:
-    """The backward's shared tiles, one per operand part (big, small): natural layouts, rows
-    padded by 4 floats where the tile is read along rows most, 8 where along columns."""
+def bwd_tiles(h: int, mode: str, raw: bool | None = None) -> list[tuple[str, int, int]]:
+    """The backward's shared tiles, one per operand part (big, small; one, float32, under
+    ``raw``, default ``BWD_RAW``): natural layouts, rows padded by 4 floats where the tile is
+    read along rows most, 8 where along columns."""
     out = []
     for nm, r, cols in (("K", BWD_BN, h + 4), ("V", BWD_BN, h + 8), ("Q", BWD_BM, h + 8),
                         ("dO", BWD_BM, h + 8), ("PT", BWD_BN, BWD_BM + 8),
                         ("dST", BWD_BN, BWD_BM + 8)):  # fmt: skip
-        out += [(nm + p, r, cols) for p in _parts(mode)]
+        out += [(nm + p, r, cols) for p in _parts(mode, BWD_RAW if raw is None else raw)]
     return out
 
 
-def _parts(mode: str) -> tuple[str, ...]:
-    return ("b", "s") if mode == "3xtf32" else ("b",)
+def _parts(mode: str, raw: bool) -> tuple[str, ...]:
+    return ("b", "s") if mode == "3xtf32" and not raw else ("b",)
 
 
-def bwd_smem_bytes(h: int, mode: str) -> int:
-    return sum(4 * r * c for _, r, c in bwd_tiles(h, mode))
+def bwd_smem_bytes(h: int, mode: str, raw: bool | None = None) -> int:
+    return sum(4 * r * c for _, r, c in bwd_tiles(h, mode, raw))
 
 
 def backward(sp, name: str) -> str:
@@ -353,10 +380,13 @@ def backward(sp, name: str) -> str:
     One block per 64 keys of one (batch, key/value head); warp ``w`` owns key rows
     ``16 (w % 4)`` and the half ``w // 4`` of the other dimension. Per step of 64 queries:
     ``S^T = K Q^T`` and ``dP^T = V dO^T`` (keys x queries, C fragments), ``P^T`` and
-    ``dS^T = P^T (dP^T - D) scale`` staged in shared memory (rounded or split), then
-    ``dV += P^T dO``, ``dK += dS^T Q`` (kept in registers over the whole loop) and
-    ``dQ = dS K`` (A fragments read transposed from ``dS^T``), added to the float32 ``dQ``
-    with atomics."""
+    ``dS^T = P^T (dP^T - D) scale`` staged in shared memory (rounded, split, or float32 under
+    ``BWD_RAW``), then ``dV += P^T dO``, ``dK += dS^T Q`` (kept in registers over the whole
+    loop) and ``dQ = dS K`` (A fragments read transposed from ``dS^T``), added to the float32
+    ``dQ`` with atomics. ``BWD_PAIRS`` (per mode) permutes the heads within each pair of head
+    n-tiles and ``dQ``'s rows within its slab (the same sums, kept elsewhere), ``BWD_PREFETCH``
+    (per mode) loads the next query block during this one; 3xTF32 under ``BWD_RAW`` asks for
+    two blocks an SM where their shared memory fits (``MIN_BLOCKS`` overrides)."""
     from blu.lower.mlir import flash_gpu as fg
 
     mode, h = sp.mma, sp.h
@@ -365,7 +395,9 @@ def backward(sp, name: str) -> str:
     K = fg._Kernel(sp, tl, 16, 1)
     t = K.t
     M = Mma(t, mode)
-    P = _parts(mode)
+    raw = BWD_RAW and mode == "3xtf32"  # float32 tiles, split when read
+    pairs, prefetch = BWD_PAIRS.get(mode, False), BWD_PREFETCH.get(mode, True)
+    P = _parts(mode, raw)
     lane, warp = t.rem(K.tid, t.i(32)), t.div(K.tid, t.i(32))
     g, c = t.div(lane, t.i(4)), t.rem(lane, t.i(4))
     w16 = t.mul(t.rem(warp, t.i(4)), t.i(16))  # this warp's 16 rows (keys; queries for dQ)
@@ -386,8 +418,9 @@ def backward(sp, name: str) -> str:
         return [op + p for p in P]
 
     def put(nm: str, vals: list[str], at: list[str]) -> None:
-        """Store f32 values as their parts into the tiles of operand ``nm``."""
-        per = list(zip(*[M.staged(v) for v in vals]))
+        """Store f32 values (consecutive) into the tiles of operand ``nm``: as they are under
+        ``raw``, else as their parts."""
+        per = [vals] if raw else list(zip(*[M.staged(v) for v in vals]))
         for tile, vv in zip(names(nm), per):
             t.store(list(vv), K.view[tile], tl[tile].ty, at)
 
@@ -398,35 +431,64 @@ def backward(sp, name: str) -> str:
             vals = [t.v(f"vector.extract {x}[{j}] : f32 from vector<4xf32>") for j in range(4)]
             put(nm, vals, [r, t.mul(dc, t.i(4))])
 
-    def load(tile: str, at: list[str]) -> str:
-        return M.as_i32(t.load(K.view[tile], tl[tile].ty, at, 1)[0])
+    def read(nm: str, fetch) -> list[list[str]]:
+        """A fragment's registers as parts (``[part][register]``) from ``fetch(tile)``, the
+        f32 values one tile holds: split here under ``raw``, else one tile a part."""
+        if raw:
+            return [list(p) for p in zip(*[M.parts(v, False) for v in fetch(names(nm)[0])])]
+        return [[M.as_i32(v) for v in fetch(tile)] for tile in names(nm)]
+
+    def ld(tile: str, at: list[str], n: int) -> list[str]:
+        return t.load(K.view[tile], tl[tile].ty, at, n)
 
     cp = t.mul(c, t.i(2))  # the fragments' k = c and c + 4 sit at columns 2c, 2c + 1 (PAIRS)
-
-    def pair(tile: str, at: list[str]) -> list[str]:
-        return [M.as_i32(x) for x in t.load(K.view[tile], tl[tile].ty, at, 2)]
+    cp8 = t.mul(g, t.i(2))  # BWD_PAIRS: column g of a head n-tile pair (row g of dQ) at 2g
 
     def a_frag(nm: str, r0: str, k0: str, transposed: bool = False) -> list[list[str]]:
-        out = []
-        for tile in names(nm):
-            rows = [t.add(r0, t.add(g, t.i(dr))) for dr in (0, 8)]
-            if transposed:
-                ks = [t.add(k0, t.add(cp, t.i(e))) for e in (0, 1)]
-                out.append([load(tile, [ks[e], rows[r]]) for e in (0, 1) for r in (0, 1)])
-            else:
-                lo, hi = (pair(tile, [r, t.add(k0, cp)]) for r in rows)
-                out.append([lo[0], hi[0], lo[1], hi[1]])
-        return out
+        """A fragment rows ``r0 + g (+8)`` (``transposed``, pairs: ``r0 + 2g (+1)``), ``k = c
+        (+4)`` at ``k0 + 2c (+1)``; ``transposed``: the tile is indexed [k][row]."""
+        rows = [t.add(r0, t.add(g, t.i(dr))) for dr in (0, 8)]
+        ks = [t.add(k0, t.add(cp, t.i(e))) for e in (0, 1)]
 
-    def b_frag(nm: str, n0: str, k0: str, kmajor: bool) -> list[list[str]]:
-        out = []
-        for tile in names(nm):
-            nn = t.add(n0, g)
+        def fetch(tile: str) -> list[str]:
+            if transposed and pairs:  # rows 2g, 2g + 1: one pair a k
+                lo, hi = (ld(tile, [k, t.add(r0, cp8)], 2) for k in ks)
+                return [lo[0], lo[1], hi[0], hi[1]]
+            if transposed:
+                return [ld(tile, [ks[e], rows[r]], 1)[0] for e in (0, 1) for r in (0, 1)]
+            lo, hi = (ld(tile, [r, t.add(k0, cp)], 2) for r in rows)
+            return [lo[0], hi[0], lo[1], hi[1]]
+
+        return read(nm, fetch)
+
+    held_b: dict[tuple[str, str, int], list[list[str]]] = {}  # BWD_PAIRS: n-tile 2m + 1's
+
+    def b_frag(nm: str, n0: str, j: int, k0: str, kmajor: bool) -> list[list[str]]:
+        """The B fragment of n-tile ``j`` (n = ``n0 + 8 j + g``; ``kmajor`` and pairs: n-tile
+        ``2 m + u`` column g at ``n0 + 16 m + 2 g + u``, loaded with n-tile 2m, to be asked
+        for next), ``k = c (+4)`` at ``k0 + 2c (+1)``; ``kmajor``: the tile is indexed
+        [k][n], else [n][k]."""
+        ks = [t.add(k0, t.add(cp, t.i(e))) for e in (0, 1)]
+        if kmajor and pairs:
+            if j % 2:
+                return held_b.pop((nm, k0, j))
+            nn = t.add(n0, t.add(t.i(8 * j), cp8))
+
+            def pair(tile: str) -> list[str]:  # [n-tile 2m: k, k'; 2m + 1: k, k']
+                lo, hi = (ld(tile, [k, nn], 2) for k in ks)
+                return [lo[0], hi[0], lo[1], hi[1]]
+
+            both = read(nm, pair)
+            held_b[(nm, k0, j + 1)] = [p[2:] for p in both]
+            return [p[:2] for p in both]
+        nn = t.add(n0, t.add(t.i(8 * j), g))
+
+        def fetch(tile: str) -> list[str]:
             if kmajor:
-                out.append([load(tile, [t.add(k0, t.add(cp, t.i(e))), nn]) for e in (0, 1)])
-            else:
-                out.append(pair(tile, [nn, t.add(k0, cp)]))
-        return out
+                return [ld(tile, [k, nn], 1)[0] for k in ks]
+            return ld(tile, [nn, t.add(k0, cp)], 2)
+
+        return read(nm, fetch)
 
     def product(acc: list[str], ksteps: int, a, b, ntiles: int) -> list[str]:
         """``acc`` (``ntiles`` C fragments) += the sum over ``ksteps`` steps of 8 of
@@ -449,6 +511,12 @@ def backward(sp, name: str) -> str:
     qb0 = t.div(key0, t.i(BM)) if sp.causal else t.i(0)
     nacc = 4 * NH
 
+    def head_at(j: int, e: int) -> str:
+        """The head (within the warp's half) of C column ``2c + e`` of head n-tile ``j``."""
+        if pairs:  # n-tile 2m + u, column n: head 16m + 2n + u
+            return t.lin((c, 4), t.i(16 * (j // 2) + 2 * e + j % 2))
+        return t.lin((c, 2), t.i(8 * j + e))
+
     def head(gi: str, gargs: list[str]) -> list[str]:
         n = t.lin((kh, sp.g), gi)
         qbase = t.lin((b, sp.t * qstride), (n, h))
@@ -461,18 +529,21 @@ def backward(sp, name: str) -> str:
         def step(qb: str, args: list[str]) -> list[str]:
             dk, dv, pre = args[:nacc], args[nacc : 2 * nacc], args[2 * nacc :]
             row0 = t.mul(qb, t.i(BM))
+            if not prefetch:
+                pre = fetch(row0)
             t.barrier()
             stage(pre[: len(pre) // 2], BM, "Q")
             stage(pre[len(pre) // 2 :], BM, "dO")
             t.barrier()
             # the next query block's loads are in flight while this one is computed
             nxt = t.add(qb, t.i(1))
-            pre = fetch(t.mul(nxt, t.i(BM)), t.cmp("ult", nxt, t.i(nqb)))
-            qcol = lambda j: t.add(q32, t.i(8 * j))  # noqa: E731
+            if prefetch:
+                pre = fetch(t.mul(nxt, t.i(BM)), t.cmp("ult", nxt, t.i(nqb)))
             s = product(K.zeros(4 * NQ), h // 8, lambda k0: a_frag("K", w16, k0),
-                        lambda j, k0: b_frag("Q", qcol(j), k0, False), NQ)  # fmt: skip
+                        lambda j, k0: b_frag("Q", q32, j, k0, False), NQ)  # fmt: skip
             dp = product(K.zeros(4 * NQ), h // 8, lambda k0: a_frag("V", w16, k0),
-                         lambda j, k0: b_frag("dO", qcol(j), k0, False), NQ)  # fmt: skip
+                         lambda j, k0: b_frag("dO", q32, j, k0, False), NQ)  # fmt: skip
+            held: dict[tuple[int, int], list[tuple[str, str]]] = {}  # (j, r) -> [(p, ds)] by e
             for j in range(NQ):
                 for e in range(2):
                     col = t.add(t.mul(c, t.i(2)), t.add(q32, t.i(8 * j + e)))
@@ -496,30 +567,38 @@ def backward(sp, name: str) -> str:
                         ds = t.fop("mulf", t.fop("mulf", pr, t.fop("subf", dp[i], dd)),
                                    t.f(sp.scale))  # fmt: skip
                         at2 = [t.add(w16, t.add(g, t.i(8 * r))), col]
-                        put("PT", [pr], at2)
-                        put("dST", [ds], at2)
+                        if pairs:  # stored below, the two columns as one 8-byte pair
+                            held.setdefault((j, r), []).append((pr, ds))
+                        else:
+                            put("PT", [pr], at2)
+                            put("dST", [ds], at2)
+            for (j, r), pd in held.items():
+                at2 = [t.add(w16, t.add(g, t.i(8 * r))), t.add(cp, t.add(q32, t.i(8 * j)))]
+                put("PT", [x for x, _ in pd], at2)
+                put("dST", [x for _, x in pd], at2)
             t.barrier()
-            hcol = lambda j: t.add(h2, t.i(8 * j))  # noqa: E731
             dv = product(dv, BM // 8, lambda k0: a_frag("PT", w16, k0),
-                         lambda j, k0: b_frag("dO", hcol(j), k0, True), NH)  # fmt: skip
+                         lambda j, k0: b_frag("dO", h2, j, k0, True), NH)  # fmt: skip
             dk = product(dk, BM // 8, lambda k0: a_frag("dST", w16, k0),
-                         lambda j, k0: b_frag("Q", hcol(j), k0, True), NH)  # fmt: skip
+                         lambda j, k0: b_frag("Q", h2, j, k0, True), NH)  # fmt: skip
             dq = product(K.zeros(nacc), BN // 8, lambda k0: a_frag("dST", w16, k0, True),
-                         lambda j, k0: b_frag("K", hcol(j), k0, True), NH)  # fmt: skip
+                         lambda j, k0: b_frag("K", h2, j, k0, True), NH)  # fmt: skip
             for r in range(2):
-                qrow = t.add(row0, t.add(w16, t.add(g, t.i(8 * r))))
+                # this thread's dQ rows: w16 + g (+8), or under pairs w16 + 2g (+1)
+                qrow = t.add(row0, t.add(w16, t.add(cp8, t.i(r)) if pairs else
+                                         t.add(g, t.i(8 * r))))  # fmt: skip
 
                 def add(qrow=qrow, r=r) -> list[str]:
                     for j in range(NH):
                         for e in range(2):
-                            at = t.lin(qbase, (qrow, qstride), h2, (c, 2), t.i(8 * j + e))
+                            at = t.lin(qbase, (qrow, qstride), h2, head_at(j, e))
                             t.atomic_add(dq[4 * j + 2 * r + e], "%dq", gty(qsize), [at])
                     return []
 
                 t.if_(t.cmp("ult", qrow, t.i(sp.t)), add, lambda: [], [])
-            return dk + dv + pre
+            return dk + dv + (pre if prefetch else [])
 
-        pre0 = fetch(t.mul(qb0, t.i(BM)))
+        pre0 = fetch(t.mul(qb0, t.i(BM))) if prefetch else []
         types = ["f32"] * len(gargs) + [K.piece] * len(pre0)
         res = t.loop(qb0, t.i(nqb), t.i(1), list(gargs) + pre0, step, types)
         return res[: len(gargs)]
@@ -529,6 +608,14 @@ def backward(sp, name: str) -> str:
     for r in range(2):
 
         def store(r=r) -> list[str]:
+            if pairs:  # n-tiles 2m, 2m + 1: heads 16m + 4c + (0, 1, 2, 3), one 16-byte store
+                for m in range(NH // 2):
+                    at = [t.lin(kbase, (keys[r], kstride), h2, (c, 4), t.i(16 * m))]
+                    for acc, buf in ((dk, "%dk"), (dv, "%dv")):
+                        i0, i1 = 8 * m + 2 * r, 8 * m + 4 + 2 * r
+                        vals = [acc[i0], acc[i1], acc[i0 + 1], acc[i1 + 1]]
+                        t.store(vals, buf, gty(ksize), at)
+                return []
             for j in range(NH):
                 at = [t.lin(kbase, (keys[r], kstride), h2, (c, 2), t.i(8 * j))]
                 t.store(dk[4 * j + 2 * r : 4 * j + 2 * r + 2], "%dk", gty(ksize), at)
@@ -539,4 +626,7 @@ def backward(sp, name: str) -> str:
     params = [f"%q: {gty(qsize)}", f"%k: {gty(ksize)}", f"%v: {gty(ksize)}",
               f"%lse: {gty(lsize)}", f"%dout: {gty(qsize)}", f"%dvec: {gty(lsize)}",
               f"%dq: {gty(qsize)}", f"%dk: {gty(ksize)}", f"%dv: {gty(ksize)}"]  # fmt: skip
-    return t.func(f"{name}_bwd", params, fg.THREADS, MIN_BLOCKS.get(("bwd", mode), 0))
+    # two blocks an SM where their shared memory fits (3xTF32 under BWD_RAW, heads up to 64:
+    # 125 registers at heads of 64 without the prefetch, no spills)
+    two = 2 * (bwd_smem_bytes(h, mode) + 1024) <= SM_SHARED and mode == "3xtf32" and raw
+    return t.func(f"{name}_bwd", params, fg.THREADS, MIN_BLOCKS.get(("bwd", mode), 2 * two))
