@@ -8,8 +8,9 @@ copy. ``cpu_concat`` is a library call instead (``np.concatenate`` into the plan
 buffer): one contiguous copy per operand. The rewrite (``rewrite_concats``) runs in the CPU's plan
 preparation only; GPU programs and their kernels are untouched.
 
-    y = pad(a, 0, ((0,0,0), (0,2,0)))  + pad(b, 0, ((0,0,0), (1,1,0))) + pad(c, 0, ((0,0,0), (2,0,0)))
-    # a, b, c: (n, 1)  ->  y = cpu_concat(a, b, c, dimension=1, shapes=((n,1),)*3, shape=(n,3))
+    # a, b, c: (n, 1)
+    y = pad(a, 0, ((0,0,0), (0,2,0))) + pad(b, 0, ((0,0,0), (1,1,0))) + pad(c, 0, ((0,0,0),(2,0,0)))
+    # becomes  y = cpu_concat(a, b, c, dimension=1, shapes=((n,1),)*3, shape=(n,3))
 
 A reshape that only feeds a tiling pad is folded into the copy (``shapes``: each operand's shape
 after it), and so is a reshape that is the only reader of the sum (``shape``: the result's shape):
@@ -112,18 +113,20 @@ def tiling(pads: list[tuple[tuple, tuple]], out_shape: tuple) -> int | None:
         if any(shape[d] != out_shape[d] for d in range(len(out_shape)) if d != axis):
             return None
     at = 0
-    for (shape, config) in sorted(pads, key=lambda p: p[1][axis][0]):
+    for shape, config in sorted(pads, key=lambda p: p[1][axis][0]):
         lo, hi, _ = config[axis]
-        if lo != at or lo + shape[axis] + hi != out_shape[axis]:
-            return None
+        if lo + shape[axis] + hi != out_shape[axis] or (shape[axis] and lo != at):
+            return None  # (an empty part covers nothing, wherever it is)
         at += shape[axis]
     return axis if at == out_shape[axis] else None
 
 
-def rewrite_concats(jaxpr: Jaxpr, min_elements: int = MIN_ELEMENTS) -> Jaxpr:
+def rewrite_concats(jaxpr: Jaxpr, min_elements: int | None = None) -> Jaxpr:
     """Replace each sum (a tree of ``add``) of zero-padded operands that tile its output along
     one axis (``tiling``) by one ``cpu_concat`` equation; sums of fewer than ``min_elements``
-    elements stay as they are. The result computes the same outputs."""
+    elements (default ``MIN_ELEMENTS``) stay as they are. The result computes the same
+    outputs."""
+    min_elements = MIN_ELEMENTS if min_elements is None else min_elements
     eqns = jaxpr.eqns
     producer: dict[Var, JaxprEqn] = {v: e for e in eqns for v in e.outvars}
     uses: dict[Var, int] = {}
