@@ -6,6 +6,11 @@ Each case is jitted twice in one process, with the rewrite off (``MIN_ELEMENTS``
 compiles) and on, and the two are timed interleaved (median of ``--reps`` calls per round).
 
     python benchmarks/cpu_concat.py --rounds 5 --reps 50
+    BLU_DATA_DIR=/work/shared/data python benchmarks/cpu_concat.py --main-job --rounds 10 --reps 10
+
+``--main-job``: the README main job's training step (``benchmarks/cpu_main_job.py``'s blu run),
+compiled with the rewrite off and on in one process, ``--reps`` steps of each in turn per round:
+ms per step (median over rounds of the mean step time).
 """
 
 from __future__ import annotations
@@ -50,7 +55,11 @@ def main() -> None:
     )
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--main-job", action="store_true", help="the main job's training step")
     a = ap.parse_args()
+    if a.main_job:
+        main_job(a.rounds, a.reps)
+        return
 
     import blu
     from blu.lower.cpu import concat
@@ -87,6 +96,43 @@ def main() -> None:
     for name, (f, c) in times.items():
         f, c = np.median(f) * 1e3, np.median(c) * 1e3
         print(f"| {name} | {f:.3f} | {c:.3f} | {f / c:.1f}x |")
+
+
+def main_job(rounds: int, reps: int) -> None:
+    import blu
+    from blu.core import pytree
+    from blu.lower.cpu import concat
+    from examples.gpt2 import model, train
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import cpu_main_job as mj
+
+    a = train.build_parser().parse_args(["--config", "small", "--steps", "700"])
+    cfg = model.CONFIGS["small"].with_vocab(65)
+    train._fill_defaults(a, cfg)
+    batches, _ = mj.load_data(1337, reps * (rounds + 1), 1, None)
+    params = pytree.tree_map(np.asarray, model.init_params(cfg, blu.random.key(a.seed)))
+    runs = []
+    for on in (False, True):
+        old = concat.MIN_ELEMENTS
+        concat.MIN_ELEMENTS = old if on else 1 << 62
+        try:
+            r = mj.BluRun(cfg, a, params)
+            r.steps(batches[:reps])  # compiles
+        finally:
+            concat.MIN_ELEMENTS = old
+        runs.append(r)
+    times: list[list[float]] = [[], []]
+    for i in range(1, rounds + 1):
+        for k, r in enumerate(runs):
+            t = time.perf_counter()
+            r.steps(batches[i * reps : (i + 1) * reps])
+            times[k].append((time.perf_counter() - t) / reps)
+    f, c = np.median(times[0]) * 1e3, np.median(times[1]) * 1e3
+    print("| main job step | fused kernel (ms) | copies (ms) | speed-up |")
+    print("| --- | ---: | ---: | ---: |")
+    print(f"| small GPT, batch 32x64 | {f:.1f} | {c:.1f} | {f / c:.3f}x |")
+    print(f"losses: {runs[0].loss:.4f} {runs[1].loss:.4f}")
 
 
 if __name__ == "__main__":
