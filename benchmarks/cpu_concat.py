@@ -46,7 +46,13 @@ def cases():
     def cat(qkv, cq, ck, cv):
         return bnp.concatenate([cq, ck, cv], axis=2)
 
-    return {"split VJP": vjp, "split VJP + bias grad + norm": vjp_bias, "concatenate": cat}
+    def cat_bias(qkv, cq, ck, cv):
+        g = cat(qkv, cq, ck, cv)
+        b = g.sum(axis=(0, 1))
+        return g, b, (b * b).sum()
+
+    return {"split VJP": vjp, "split VJP + bias grad + norm": vjp_bias, "concatenate": cat,
+            "concatenate + bias grad + norm": cat_bias}  # fmt: skip
 
 
 def main() -> None:

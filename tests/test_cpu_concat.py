@@ -87,13 +87,15 @@ def test_tiling_agrees_with_a_count_of_the_covered_positions(case):
     assert concat.tiling(pads, out_shape) == _covered_once(pads, out_shape)
 
 
-def _padded_sum(pads, value=0.0):
+def _padded_sum(pads, value=0.0, reduce=True):
+    """The sum of the padded operands and (``reduce``) its total: a reduction reading it."""
+
     def f(*xs):
         terms = [lax.pad(x, np.float32(value), cfg) for x, (_, cfg) in zip(xs, pads, strict=True)]
         out = terms[0]
         for t in terms[1:]:
             out = out + t
-        return out * 1.0 if value else out  # a reader after the sum
+        return (out, out.sum()) if reduce else out * 2.0
 
     return f
 
@@ -129,29 +131,44 @@ def test_padded_sums_run_as_copies_exactly_when_they_tile(case, seed):
     concat.MIN_ELEMENTS = 0
     try:
         names = _names(f, *xs)
-        got = np.asarray(blu.jit(f)(*xs))
+        got, total = (np.asarray(v) for v in blu.jit(f)(*xs))
     finally:
         concat.MIN_ELEMENTS = old
     tiles = _covered_once(pads, out_shape) is not None
     if all(np.prod(s) > 0 for s, _ in pads):  # (the simplifier folds empty arrays first)
         assert ("cpu_concat" in names) == tiles
         assert ("pad" in names) != tiles
-    np.testing.assert_allclose(got, _ref(xs, pads, out_shape), rtol=1e-6, atol=1e-6)
+    want = _ref(xs, pads, out_shape)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(total, want.sum(), rtol=1e-5, atol=1e-5)
+
+
+PADS = [((3, 2), ((0, 0, 0), (0, 3, 0))), ((3, 3), ((0, 0, 0), (2, 0, 0)))]
 
 
 def test_padding_by_another_value_is_not_a_concatenation(monkeypatch):
     monkeypatch.setattr(concat, "MIN_ELEMENTS", 0)
-    pads = [((3, 2), ((0, 0, 0), (0, 3, 0))), ((3, 3), ((0, 0, 0), (2, 0, 0)))]
     xs = [np.arange(6, dtype=np.float32).reshape(3, 2), np.ones((3, 3), np.float32)]
-    f = _padded_sum(pads, value=1.5)
+    f = _padded_sum(PADS, value=1.5)
     assert "cpu_concat" not in _names(f, *xs)
-    np.testing.assert_allclose(np.asarray(blu.jit(f)(*xs)), _ref(xs, pads, (3, 5), 1.5))
+    got, total = (np.asarray(v) for v in blu.jit(f)(*xs))
+    want = _ref(xs, PADS, (3, 5), 1.5)
+    np.testing.assert_allclose(got, want)
+    np.testing.assert_allclose(total, want.sum(), rtol=1e-6)
+
+
+def test_a_sum_no_reduction_reads_stays_fused(monkeypatch):
+    """Alone (no reduction after it) the fused sum runs near copy speed: left as it is."""
+    monkeypatch.setattr(concat, "MIN_ELEMENTS", 0)
+    xs = [np.arange(6, dtype=np.float32).reshape(3, 2), np.ones((3, 3), np.float32)]
+    f = _padded_sum(PADS, reduce=False)
+    assert "cpu_concat" not in _names(f, *xs)
+    np.testing.assert_allclose(np.asarray(blu.jit(f)(*xs)), 2 * _ref(xs, PADS, (3, 5)))
 
 
 def test_small_sums_stay_fused():
-    pads = [((3, 2), ((0, 0, 0), (0, 3, 0))), ((3, 3), ((0, 0, 0), (2, 0, 0)))]
-    xs = [np.ones(s, np.float32) for s, _ in pads]
-    assert "cpu_concat" not in _names(_padded_sum(pads), *xs)
+    xs = [np.ones(s, np.float32) for s, _ in PADS]
+    assert "cpu_concat" not in _names(_padded_sum(PADS), *xs)
 
 
 def test_the_rewrite_leaves_gpu_programs_alone():
@@ -167,35 +184,83 @@ def test_the_rewrite_leaves_gpu_programs_alone():
 
 @pytest.mark.parametrize("shape", [(2, 3, 3 * 2 * 4), (1, 1, 3 * 1 * 1), (4, 128, 3 * 4 * 32)])
 def test_gradient_of_a_split_against_finite_differences(shape):
-    """``q, k, v = qkv.reshape(B, T, 3, H, D)[:, :, i]`` as the GPT example splits its fused
-    projection; the VJP (three pads summed) becomes one copy when large enough."""
+    """``q, k, v = (qkv + bias).reshape(B, T, 3, H, D)[:, :, i]`` as the GPT example splits its
+    fused projection; the VJP (three pads summed, then the bias gradient: a sum over the rows)
+    becomes one copy when large enough."""
     b, t, c = shape
     h = 2 if c % 6 == 0 and c >= 6 else 1
     d = c // 3 // h
     rng = np.random.default_rng(0)
-    qkv = rng.standard_normal(shape)
+    qkv, bias = rng.standard_normal(shape), rng.standard_normal(c)
     w = [rng.standard_normal((b, t, h, d)) for _ in range(3)]
 
-    def loss(qkv):
-        x = qkv.reshape(b, t, 3, h, d)
+    def loss(qkv, bias):
+        x = (qkv + bias).reshape(b, t, 3, h, d)
         q, k, v = x[:, :, 0], x[:, :, 1], x[:, :, 2]
         return (q * w[0]).sum() + (blu.numpy.sin(k) * w[1]).sum() + (v * v * w[2]).sum()
 
-    grad = np.asarray(blu.jit(blu.grad(loss))(qkv))
+    grad = blu.grad(loss, argnums=(0, 1))
+    gq, gb = (np.asarray(g) for g in blu.jit(grad)(qkv, bias))
     if b * t * c >= concat.MIN_ELEMENTS:
-        assert "cpu_concat" in _names(blu.grad(loss), qkv)
+        assert "cpu_concat" in _names(grad, qkv, bias)
     eps = 1e-6
     flat = qkv.reshape(-1)
-    fd = np.empty(flat.size)
-    for i in range(min(flat.size, 64)):  # a sample of the coordinates
+    for i in range(min(flat.size, 48)):  # a sample of the coordinates
         j = (i * 7919) % flat.size
         e = np.zeros_like(flat)
         e[j] = eps
-        up = float(loss((flat + e).reshape(shape)))
-        dn = float(loss((flat - e).reshape(shape)))
-        fd[i] = (up - dn) / (2 * eps)
-        np.testing.assert_allclose(grad.reshape(-1)[j], fd[i], rtol=1e-6, atol=1e-7)
+        up = float(loss((flat + e).reshape(shape), bias))
+        dn = float(loss((flat - e).reshape(shape), bias))
+        np.testing.assert_allclose(gq.reshape(-1)[j], (up - dn) / (2 * eps), rtol=1e-6, atol=1e-7)
+    for j in range(min(c, 16)):
+        e = np.zeros(c)
+        e[j] = eps
+        fd = (float(loss(qkv, bias + e)) - float(loss(qkv, bias - e))) / (2 * eps)
+        np.testing.assert_allclose(gb[j], fd, rtol=1e-6, atol=1e-6)
     # and every coordinate against the closed form
-    x = qkv.reshape(b, t, 3, h, d)
+    x = (qkv + bias).reshape(b, t, 3, h, d)
     want = np.stack([w[0], np.cos(x[:, :, 1]) * w[1], 2 * x[:, :, 2] * w[2]], axis=2)
-    np.testing.assert_allclose(grad, want.reshape(shape), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gq, want.reshape(shape), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gb, want.reshape(-1, c).sum(axis=0), rtol=1e-10, atol=1e-10)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.lists(st.integers(0, 3), min_size=2, max_size=4),
+    st.lists(st.integers(0, 3), min_size=1, max_size=3),
+    st.integers(0, 2**31 - 1),
+)
+def test_a_concatenate_a_reduction_reads_runs_as_a_copy(sizes, rest, seed):
+    """``concatenate`` then a sum over the leading axes (a bias gradient), against numpy
+    float64; rewritten when a reduction reads it and nothing is empty."""
+    axis = len(rest)  # the parts join on the last axis
+    rng = np.random.default_rng(seed)
+    xs = [rng.standard_normal((*rest, n)).astype(np.float32) for n in sizes]
+
+    def f(*xs):
+        y = blu.numpy.concatenate(xs, axis=axis)
+        s = y.reshape(int(np.prod(rest)), sum(sizes)).sum(axis=0)
+        return y, s, (y * 2.0).sum()
+
+    old = concat.MIN_ELEMENTS
+    concat.MIN_ELEMENTS = 0
+    try:
+        names = _names(f, *xs)
+        y, s, t = (np.asarray(v) for v in blu.jit(f)(*xs))
+    finally:
+        concat.MIN_ELEMENTS = old
+    want = np.concatenate([x.astype(np.float64) for x in xs], axis=axis)
+    if want.size and all(x.size for x in xs):
+        assert "cpu_concat" in names
+    np.testing.assert_allclose(y, want, rtol=0, atol=0)
+    rows = want.reshape(int(np.prod(rest)), sum(sizes))
+    np.testing.assert_allclose(s, rows.sum(axis=0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(t, 2 * want.sum(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_concatenate_without_a_reduction_stays_fused(monkeypatch):
+    monkeypatch.setattr(concat, "MIN_ELEMENTS", 0)
+    xs = [np.ones((4, 3), np.float32), np.full((4, 2), 2.0, np.float32)]
+    f = lambda a, b: blu.numpy.concatenate([a, b], axis=1) * 3.0  # noqa: E731
+    assert "cpu_concat" not in _names(f, *xs)
+    np.testing.assert_allclose(np.asarray(blu.jit(f)(*xs)), 3 * np.concatenate(xs, axis=1))

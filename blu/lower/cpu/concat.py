@@ -1,11 +1,14 @@
 """Concatenations the CPU does as plain copies: a sum of zero-padded operands whose interiors tile
 the output (the transpose of slicing an array into parts, e.g. the gradient of
-``q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]``) becomes one ``cpu_concat`` equation.
+``q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]``) that a reduction reads becomes one
+``cpu_concat`` equation, and so does a ``concatenate`` that a reduction reads.
 
-Fused, such a sum is a kernel in which every output element computes the bounds of every padded
-operand and reads each under a mask: LLVM does not vectorize it, and it runs ~10x slower than a
-copy. ``cpu_concat`` is a library call instead (``np.concatenate`` into the planned output
-buffer): one contiguous copy per operand. The rewrite (``rewrite_concats``) runs in the CPU's plan
+Fused, such a sum is a kernel in which every output element divides its flat index and reads
+every padded operand under a mask. Alone that runs near copy speed, but fused with a reduction
+after it (a bias gradient: a sum over the rows) LLVM vectorizes neither, ~4x slower than a copy
+and a separate reduction (``benchmarks/cpu_concat.py``). ``cpu_concat`` is a library call
+(``np.concatenate`` into the planned output buffer: one strided copy per operand), so the
+reduction gets a kernel of its own. The rewrite (``rewrite_concats``) runs in the CPU's plan
 preparation only; GPU programs and their kernels are untouched.
 
     # a, b, c: (n, 1)
@@ -28,6 +31,7 @@ from blu.core.aval import ShapedArray
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr
 from blu.core.primitive import Primitive
 from blu.lower.library import LibraryLowering, register_library
+from blu.lower.plan.fusion import is_reduction
 
 __all__ = ["MIN_ELEMENTS", "concat_p", "rewrite_concats", "tiling"]
 
@@ -123,9 +127,10 @@ def tiling(pads: list[tuple[tuple, tuple]], out_shape: tuple) -> int | None:
 
 def rewrite_concats(jaxpr: Jaxpr, min_elements: int | None = None) -> Jaxpr:
     """Replace each sum (a tree of ``add``) of zero-padded operands that tile its output along
-    one axis (``tiling``) by one ``cpu_concat`` equation; sums of fewer than ``min_elements``
-    elements (default ``MIN_ELEMENTS``) stay as they are. The result computes the same
-    outputs."""
+    one axis (``tiling``) and each ``concatenate``, where a reduction reads the result (fused
+    with it, the reduction's loops are not vectorized), by one ``cpu_concat`` equation; results
+    of fewer than ``min_elements`` elements (default ``MIN_ELEMENTS``) stay as they are. The
+    result computes the same outputs."""
     min_elements = MIN_ELEMENTS if min_elements is None else min_elements
     eqns = jaxpr.eqns
     producer: dict[Var, JaxprEqn] = {v: e for e in eqns for v in e.outvars}
@@ -153,16 +158,30 @@ def rewrite_concats(jaxpr: Jaxpr, min_elements: int | None = None) -> Jaxpr:
             return True
         return False
 
+    def reduced(v: Var, reshaped: bool = False) -> bool:
+        """Whether a reduction reads ``v`` (or a reshape of it)."""
+        return any(is_reduction(r) or (r.primitive.name == "reshape" and not reshaped
+                                       and reduced(r.outvars[0], True))
+                   for r in readers.get(v, []))  # fmt: skip
+
     replace: dict[int, JaxprEqn] = {}  # id of a sum's root (or its reshape) -> the copy
     for e in eqns:
+        if e.primitive.name == "concatenate":  # fused, fine; fused with a reduction after, slow
+            out = e.outvars[0]
+            if (all(isinstance(a, Var) for a in e.invars) and reduced(out)
+                    and math.prod(out.aval.shape) >= min_elements):  # fmt: skip
+                params = {"dimension": e.params["dimension"], "shape": tuple(out.aval.shape),
+                          "shapes": tuple(tuple(a.aval.shape) for a in e.invars)}  # fmt: skip
+                replace[id(e)] = JaxprEqn(concat_p, list(e.invars), params, [out], e.source)
+            continue
         if e.primitive.name != "add" or id(e) in replace:
             continue
         out = e.outvars[0]
         r = readers.get(out, [])
         if len(r) == 1 and r[0].primitive.name == "add" and uses[out] == 1:
             continue  # not the root of its sum
-        if math.prod(out.aval.shape) < min_elements:
-            continue
+        if math.prod(out.aval.shape) < min_elements or not reduced(out):
+            continue  # alone, the fused sum runs near copy speed
         pads: list[JaxprEqn] = []
         if not all(leaves(a, pads) for a in e.invars):
             continue
