@@ -264,3 +264,15 @@ def test_a_concatenate_without_a_reduction_stays_fused(monkeypatch):
     f = lambda a, b: blu.numpy.concatenate([a, b], axis=1) * 3.0  # noqa: E731
     assert "cpu_concat" not in _names(f, *xs)
     np.testing.assert_allclose(np.asarray(blu.jit(f)(*xs)), 3 * np.concatenate(xs, axis=1))
+
+
+def test_the_copy_writes_a_strided_output_too():
+    """The library call writes its planned (contiguous) buffer through a reshaped view; an
+    output that is not contiguous gets the values all the same."""
+    xs = [np.arange(6.0).reshape(2, 3), np.arange(4.0).reshape(2, 2)]
+    out = np.zeros((5, 2)).T
+    concat._cpu_call(xs, [out], None, dimension=1, shapes=((2, 3), (2, 2)), shape=(2, 5))
+    np.testing.assert_array_equal(out, np.concatenate(xs, axis=1))
+    flat = np.zeros(10)
+    concat._cpu_call(xs, [flat], None, dimension=1, shapes=((2, 3), (2, 2)), shape=(10,))
+    np.testing.assert_array_equal(flat, np.concatenate(xs, axis=1).reshape(-1))

@@ -46,7 +46,10 @@ def _concat(xs, dimension: int, shapes: tuple, shape: tuple, out: np.ndarray | N
     parts = [np.reshape(x, s) for x, s in zip(xs, shapes, strict=True)]
     if out is None:
         return np.concatenate(parts, axis=dimension).reshape(shape)
-    np.concatenate(parts, axis=dimension, out=out.reshape(_joined(shapes, dimension)))
+    if out.flags.c_contiguous:  # (planned buffers are) reshaped without a copy
+        np.concatenate(parts, axis=dimension, out=out.reshape(_joined(shapes, dimension)))
+    else:
+        out[...] = np.concatenate(parts, axis=dimension).reshape(out.shape)
     return out
 
 
