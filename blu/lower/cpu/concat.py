@@ -68,6 +68,17 @@ def _abstract(*xs: ShapedArray, dimension: int, shapes: tuple, shape: tuple) -> 
     return ShapedArray(tuple(shape), xs[0].dtype)
 
 
+def _decomposition(*xs, dimension: int, shapes: tuple, shape: tuple):
+    # where no library call applies (a GPU target: the rewrite never makes one there)
+    from blu import lax
+
+    parts = [lax.reshape(x, s) for x, s in zip(xs, shapes, strict=True)]
+    return lax.reshape(lax.concatenate(parts, dimension), shape)
+
+
+concat_p.decomposition = _decomposition
+
+
 def _cpu_call(ins, outs, workspace, *, dimension, shapes, shape) -> None:
     _concat(ins, dimension, shapes, shape, out=outs[0])
 
