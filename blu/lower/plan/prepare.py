@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Var
 from blu.core.staging import trace_to_jaxpr
 from blu.lower import library
+from blu.lower.cpu.concat import rewrite_concats
 from blu.lower.mlir.codegen_gpu import plan_nests
 from blu.lower.plan.dots import canonicalize_dots
 from blu.lower.plan.fusion import KernelLayout, can_fuse
@@ -104,6 +105,8 @@ def prepare(jaxpr: Jaxpr, donated: Sequence[bool], target: str = "cpu") -> Prepa
         simple = canonicalize_dots(simple)
     else:  # the CPU compiles loops (loop nodes): products independent of the carry leave them
         simple = hoist_scan_products(simple)
+        # sums of zero-padded parts tiling their output (a concatenation): plain copies
+        simple = rewrite_concats(simple)
     plan = partition(simple, gpu=gpu)
     for node in plan.nodes:
         if node.kind == NodeKind.LIBRARY:
