@@ -12,7 +12,9 @@ weights (the example's ``--precision bf16``) under "bf16".
 
 Throughput is measured as the peers measure it: parameters made on the host (numpy), moved to the
 GPU once with random tokens; ``--warmup`` steps, then the peak-memory counter is reset and
-``--steps`` steps are timed one by one (each waits for its loss); tokens/s from the median step;
+``--steps`` steps are timed one by one (each waits for its loss); tokens/s from the median step
+(``host_ms``: the median time until the step's call returns, the host's work before the GPU
+runs it, e.g. a CUDA graph's replay);
 peak memory from ``blu.cuda.memory_stats()["peak_allocated_bytes"]``, printed beside the memory
 plan's prediction (``plan_peak_GiB``: ``jit(step).lower(..., target).memory_analysis()``, the
 static plan of the very program that runs). Without a GPU it runs on the CPU (no measured peak;
@@ -464,14 +466,16 @@ def bench(a: argparse.Namespace) -> dict:
         warm_s = time.time() - t0
         if gpu:
             blu.cuda.reset_peak_memory_stats()
-        times = []
+        times, host = [], []
         for _ in range(a.steps):
             t = time.perf_counter()
             params, opt_state, loss, _ = step(params, opt_state, x, y, key)
+            host.append(time.perf_counter() - t)  # until the call returns: the host's share
             loss.block_until_ready()
             times.append(time.perf_counter() - t)
     times.sort()
     med = times[len(times) // 2]
+    host_med = sorted(host)[len(host) // 2]
     stats = blu.cuda.memory_stats() if gpu else {}
     gib = lambda k: round(stats[k] / 2**30, 3) if k in stats else None  # noqa: E731
     plan_gib = lambda n: None if plan is None else round(n / 2**30, 3)  # noqa: E731
@@ -494,6 +498,7 @@ def bench(a: argparse.Namespace) -> dict:
         params=nparams,
         tok_s=round(a.B * a.T / med),
         step_ms=round(med * 1e3, 2),
+        host_ms=round(host_med * 1e3, 2),
         peak_GiB=gib("peak_allocated_bytes"),
         reserved_GiB=gib("peak_reserved_bytes"),
         plan_peak_GiB=None if plan is None else plan_gib(plan.peak_bytes),
