@@ -47,10 +47,11 @@ __all__ = ["BluFloatingPointError", "CpuExecutable"]
 
 
 class _Kernel:
-    __slots__ = ("fn", "ins", "outs", "scratch", "ptrs", "packed", "node", "n", "last")
+    __slots__ = ("fn", "ins", "outs", "args", "scratch", "ptrs", "packed", "node", "n", "last")
 
     def __init__(self, fn, ins, outs, scratch, node):
         self.fn, self.ins, self.outs, self.scratch, self.node = fn, ins, outs, scratch, node
+        self.args = (*ins, *outs)  # the slots whose addresses lead the pointer array
         self.n = len(ins) + len(outs) + len(scratch)
         self.ptrs = (ctypes.c_void_p * max(self.n, 1))()
         base = ctypes.addressof(self.ptrs)
@@ -63,7 +64,7 @@ class _Kernel:
     def remember(self, on: bool) -> None:
         """Start (a loop's call begins) or stop (it ends: the references are dropped) reusing
         the addresses of the arrays of the previous call."""
-        self.last = [None] * (len(self.ins) + len(self.outs) + 1) if on else None
+        self.last = [None] * (len(self.args) + 1) if on else None
 
     def __call__(self, env: list, arena: np.ndarray | None, shared: bool = True) -> None:
         # the pointer arrays are reused across calls; a concurrent call (shared=False) makes its own
@@ -76,20 +77,11 @@ class _Kernel:
             last = None
         k = 0
         if last is None:
-            for s in self.ins:
-                p[k] = env[s].ctypes.data
-                k += 1
-            for s in self.outs:
+            for s in self.args:
                 p[k] = env[s].ctypes.data
                 k += 1
         else:
-            for s in self.ins:
-                x = env[s]
-                if x is not last[k]:
-                    last[k] = x
-                    p[k] = x.ctypes.data
-                k += 1
-            for s in self.outs:
+            for s in self.args:
                 x = env[s]
                 if x is not last[k]:
                     last[k] = x

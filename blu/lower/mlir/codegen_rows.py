@@ -366,14 +366,7 @@ class RowGroupEmitter:
                 for r, at in points:
                     self._visit(nest, at, [], [], r)
             else:  # one value per row: every lane computes it, lane 0 stores it
-                at = Idx(nest.shape, None, k)
-                vals = [self.value(m, at) for m in nest.members]
-                self._if(first)
-                for m, v in zip(nest.members, vals):
-                    b.store(v, self.arg[m], m.aval, k)
-                self._close()
-                for m, v in zip(nest.members, vals):
-                    self.row_vals[m] = b.stored(v, m.aval)
+                self._per_row(nest, k, first)
             self.done.update(nest.members)
             b.stmt(f"nvvm.bar.warp.sync {b.const(-1, 'i32')} : i32")  # the lanes' stores seen
         self._close()
