@@ -52,8 +52,9 @@ VARIANTS = [
     {"mma": "3xtf32", "bwd_mma": "3xtf32", "tc_fwd_min_blocks": 2},
     # the tensor-core backward's layouts (flash_tc.BWD_*): main's before session 6's change
     # (3xTF32 split tiles, 219 KB, one block an SM; prefetch of the next Q, dO), then the
-    # default's neighbours: two blocks an SM with the prefetch (some spills), without the paired
-    # loads, the split tiles with the paired loads; TF32 with the paired loads
+    # default's neighbours: two blocks an SM with the prefetch (some spills), with the paired
+    # loads (the default until session 7), the split tiles with the paired loads; TF32 with the
+    # paired loads
     {
         "mma": "3xtf32",
         "bwd_mma": "3xtf32",
@@ -63,11 +64,12 @@ VARIANTS = [
         "tc_bwd_min_blocks": 0,
     },
     {"mma": "3xtf32", "bwd_mma": "3xtf32", "tc_bwd_prefetch": True},
-    {"mma": "3xtf32", "bwd_mma": "3xtf32", "tc_bwd_pairs": False},
+    {"mma": "3xtf32", "bwd_mma": "3xtf32", "tc_bwd_pairs": True},
     {
         "mma": "3xtf32",
         "bwd_mma": "3xtf32",
         "tc_bwd_raw": False,
+        "tc_bwd_pairs": True,
         "tc_bwd_prefetch": True,
         "tc_bwd_min_blocks": 0,
     },

@@ -39,6 +39,7 @@ AGREED = {
     "cpu_threads": "BLU_CPU_THREADS",
     "gpu_kernels": "BLU_GPU_KERNELS",
     "flash_tensor_cores": "BLU_FLASH_TENSOR_CORES",
+    "gemm_search": "BLU_GEMM_SEARCH",
 }
 
 

@@ -327,3 +327,100 @@ def test_batched_bias_broadcasts_over_batch():
         bias=bc.device_put(bias, dev),
     )
     np.testing.assert_allclose(np.asarray(out), a @ b + bias, rtol=1e-12)
+
+
+# ---- the timed algorithm search (blu.cuda.gemm_search) -----------------------------------------
+
+
+def _searching_device(times, candidates=4, refused=(), capturing=False):
+    """A fake device whose cuBLASLt offers ``candidates`` algorithms; a candidate's timed runs
+    take ``times[number]`` ms (read from the algorithm the stand-in last ran)."""
+    from blu.cuda.fake import FakeCublasLt
+
+    lib = FakeCublasLt()
+    lib.candidates, lib.refused = candidates, set(refused)
+
+    def timer_for(stream):
+        def timer(work):
+            before = len(lib.algos)
+            work()
+            used = set(lib.algos[before:])
+            assert len(used) == 1  # the timed runs are one candidate's
+            return times[used.pop()]
+
+        return timer
+
+    dev = FakeDevice()
+    dev._matmul = lt.CublasLt((0, 0), lib=lib, search=True, timer_for=timer_for,
+                              capturing=lambda stream: capturing)  # fmt: skip
+    return dev, lib
+
+
+def _product(dev, accumulate=False, seed=0):
+    rng = np.random.default_rng(seed)
+    x, w = rng.standard_normal((5, 7)), rng.standard_normal((7, 3))
+    out = bc.device_put(np.ones((5, 3)), dev)
+    dot_general(bc.device_put(x, dev), bc.device_put(w, dev), DN, out=out, accumulate=accumulate)
+    return np.asarray(out), x @ w
+
+
+def test_search_keeps_the_fastest_candidate():
+    dev, lib = _searching_device({0: 3.0, 1: 1.0, 2: 2.0, 3: 5.0})
+    got, want = _product(dev)
+    np.testing.assert_allclose(got, want, rtol=1e-12)  # the real call runs after the search
+    h = dev.matmul_handle()
+    assert h.num_searches == 1 and h.num_heuristic_queries == 1
+    # each candidate: one untimed run and REPS timed ones; then the call itself with algo 1
+    from blu.cuda import gemm_search
+
+    per = 1 + gemm_search.REPS
+    assert lib.algos == [i for i in range(4) for _ in range(per)] + [1]
+    lib.algos.clear()
+    got, want = _product(dev, seed=1)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert lib.algos == [1] and h.num_searches == 1  # no second search for the same problem
+
+
+def test_search_skips_refused_candidates():
+    dev, lib = _searching_device({0: 3.0, 1: 0.5, 2: 2.0, 3: 5.0}, refused={1})
+    got, want = _product(dev)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert lib.algos[-1] == 2
+
+
+def test_no_search_while_capturing_or_accumulating():
+    dev, lib = _searching_device({0: 3.0, 1: 1.0}, candidates=2, capturing=True)
+    _product(dev)
+    assert lib.algos == [0] and dev.matmul_handle().num_searches == 0
+    dev, lib = _searching_device({0: 3.0, 1: 1.0}, candidates=2)
+    got, want = _product(dev, accumulate=True)
+    np.testing.assert_allclose(got, 1 + want, rtol=1e-12)  # added once: no timed runs into D
+    assert lib.algos == [0] and dev.matmul_handle().num_searches == 0
+
+
+def test_without_search_the_heuristic_first_choice():
+    dev = FakeDevice()
+    lib = dev.matmul_handle().lib
+    lib.candidates = 5
+    got, want = _product(dev)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    asked = [c for c in lib.calls if c[0] == "matmul_algo_get_heuristic"]
+    assert len(asked) == 1 and lib.algos == [0]
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_fastest_with_one_candidate_or_none_runs_nothing(n):
+    from blu.cuda import gemm_search
+
+    ran = []
+    assert gemm_search.fastest(n, ran.append, lambda work: 1.0) == 0
+    assert ran == []
+
+
+def test_fastest_when_every_candidate_fails_is_the_first():
+    from blu.cuda import gemm_search
+
+    def run(i):
+        raise RuntimeError("refused")
+
+    assert gemm_search.fastest(3, run, lambda work: work() or 1.0) == 0

@@ -166,6 +166,37 @@ def test_paths_point_at_leaves(tree):
 # ----------------------------------------------------------------------------- structure
 
 
+@given(trees, trees)
+def test_flatten_like_equals_flatten(tree, other):
+    # guided by a treedef (its own, or another tree's): the leaves and treedef of a full flatten
+    for guide in (tree_structure(tree), tree_structure(other)):
+        leaves, td = pytree.tree_flatten_like(tree, guide)
+        want_leaves, want_td = tree_flatten(tree)
+        assert leaves == want_leaves == ref_leaves(tree)
+        assert td == want_td
+
+
+def test_flatten_like_falls_back_on_every_difference():
+    base = {"a": [1, (2, None)], "b": {"c": 3}, "p": Point(4, 5)}
+    guide = tree_structure(base)
+    variants = [
+        {"a": [1, (2, None)], "b": {"c": 3}, "p": Point(4, 5)},  # the same
+        {"a": [1, (2, None)], "b": {"d": 3}, "p": Point(4, 5)},  # another key
+        {"a": [1, (2, None)], "b": {"c": 3, "d": 4}, "p": Point(4, 5)},  # one key more
+        {"a": [1, (2, None), 6], "b": {"c": 3}, "p": Point(4, 5)},  # a longer list
+        {"a": (1, (2, None)), "b": {"c": 3}, "p": Point(4, 5)},  # a tuple for a list
+        {"a": [1, (2, 7)], "b": {"c": 3}, "p": Point(4, 5)},  # a leaf for None
+        {"a": [[1], (2, None)], "b": {"c": 3}, "p": Point(4, 5)},  # a node for a leaf
+        {"a": [1, (2, None)], "b": collections.OrderedDict(c=3), "p": Point(4, 5)},
+        {"a": [1, (2, None)], "b": {"c": 3}, "p": (4, 5)},  # a tuple for a custom node
+    ]
+    for v in variants:
+        leaves, td = pytree.tree_flatten_like(v, guide)
+        want_leaves, want_td = tree_flatten(v)
+        assert leaves == want_leaves and td == want_td
+        assert (td is guide) == (want_td == guide)
+
+
 def test_repr():
     assert repr(tree_structure((1, {"a": 2, "b": None}))) == "PyTreeDef((*, {'a': *, 'b': None}))"
     assert repr(tree_structure([(1,), Point(2, 3)])) == "PyTreeDef([(*,), Point(x=*, y=*)])"

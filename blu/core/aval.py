@@ -44,7 +44,7 @@ class ShapedArray:
             operand's dtype in promotion.
     """
 
-    __slots__ = ("shape", "dtype", "weak_type")
+    __slots__ = ("shape", "dtype", "weak_type", "_hash")
 
     def __init__(self, shape: Any, dtype: Any, weak_type: bool = False):
         self.shape = canonical_shape(shape)
@@ -82,7 +82,11 @@ class ShapedArray:
         )
 
     def __hash__(self) -> int:
-        return hash((self.shape, self.dtype, self.weak_type))
+        try:  # made once: avals are never mutated, and jit hashes every argument's per call
+            return self._hash
+        except AttributeError:
+            h = self._hash = hash((self.shape, self.dtype, self.weak_type))
+            return h
 
     def __repr__(self) -> str:
         weak = ", weak_type=True" if self.weak_type else ""

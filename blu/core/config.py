@@ -69,6 +69,9 @@ Flags (environment variable, type, default):
   kernels use tensor cores (``blu.lower.mlir.flash_tc``: TF32 ``mma.sync``, one product per
   multiply under ``default_matmul_precision="tf32"``, three (3xTF32, float32 accuracy) under
   "fp32") where a tensor-core form exists; off, the CUDA-core kernels.
+- ``gemm_search`` (``BLU_GEMM_SEARCH``, bool, True): on a GPU, time cuBLASLt's candidate
+  algorithms on each product's first call and keep the fastest (``blu.cuda.gemm_search``); off,
+  the heuristic's first choice.
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
@@ -140,6 +143,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "cpu_threads": ("BLU_CPU_THREADS", _int, None),
     "gpu_kernels": ("BLU_GPU_KERNELS", _int, 2),
     "flash_tensor_cores": ("BLU_FLASH_TENSOR_CORES", _bool, True),
+    "gemm_search": ("BLU_GEMM_SEARCH", _bool, True),
 }
 
 

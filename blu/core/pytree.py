@@ -475,6 +475,15 @@ def _flatten(x: Any, is_leaf: IsLeafFn, leaves: list[Any]) -> PyTreeDef:
         leaves.append(x)
         return _LEAF
     children, aux = h.flatten(x)
+    if is_leaf is None:  # leaves among the children without a call each (hundreds per step)
+        tds = []
+        for c in children:
+            if _lookup_cache.get(type(c), _MISSING) is None:
+                leaves.append(c)
+                tds.append(_LEAF)
+            else:
+                tds.append(_flatten(c, None, leaves))
+        return _interned(h, aux, tuple(tds))
     return _interned(h, aux, tuple([_flatten(c, is_leaf, leaves) for c in children]))
 
 
@@ -517,7 +526,8 @@ def _unflatten(td: PyTreeDef, leaves: Iterator[Any]) -> Any:
     h = td._handler
     if h is None:
         return next(leaves)
-    return h.unflatten(td._aux, [_unflatten(c, leaves) for c in td._children])
+    return h.unflatten(td._aux, [next(leaves) if c._handler is None else _unflatten(c, leaves)
+                                 for c in td._children])  # fmt: skip
 
 
 class _MismatchError(Exception):
@@ -555,6 +565,53 @@ def _up_to(td: PyTreeDef, x: Any, out: list[Any]) -> None:
         except _MismatchError as e:
             e.path.append(list(xh.flatten_with_keys(x)[0])[i][0])
             raise
+
+
+def _same(td: PyTreeDef, x: Any, leaves: list[Any]) -> bool:
+    """Append ``x``'s leaves to ``leaves`` if ``x`` has exactly the structure ``td`` (the same
+    node types, dict keys and node data, and leaves where ``td`` has leaves); else False."""
+    h = td._handler
+    if h is None:
+        if _lookup_cache.get(type(x), _MISSING) is not None:  # a node (or a type not seen yet)
+            return False
+        leaves.append(x)
+        return True
+    if type(x) is not td._node_type:
+        return False
+    kids = td._children
+    kind = h.kind
+    if kind == "dict":  # aux: the sorted keys; the same number of them, each present
+        if len(x) != len(kids):
+            return False
+        try:
+            children = [x[k] for k in td._aux]
+        except (KeyError, TypeError):
+            return False
+    elif kind in ("tuple", "list"):
+        if len(x) != len(kids):
+            return False
+        children = x
+    else:
+        children, aux = h.flatten(x)
+        children = list(children)
+        if len(children) != len(kids) or not _aux_equal(aux, td._aux):
+            return False
+    for c, ctd in zip(children, kids):
+        if ctd._handler is None and _lookup_cache.get(type(c), _MISSING) is None:
+            leaves.append(c)  # (a leaf, inline: most children are)
+        elif not _same(ctd, c, leaves):
+            return False
+    return True
+
+
+def tree_flatten_like(tree: Any, treedef: PyTreeDef) -> tuple[list[Any], PyTreeDef]:
+    """``tree_flatten(tree)``, faster when ``tree`` has the structure ``treedef`` (a training
+    step's state passed back on every call): the walk follows ``treedef`` (no key sorting, no
+    new treedef) and falls back to a full flatten at the first difference."""
+    leaves: list[Any] = []
+    if _same(treedef, tree, leaves):
+        return leaves, treedef
+    return tree_flatten(tree)
 
 
 def _flatten_up_to(td: PyTreeDef, tree: Any, fn_name: str) -> list[Any]:

@@ -60,6 +60,15 @@ class DeviceArray(ArrayOps):
         self._aval = None
 
     @classmethod
+    def _adopt(cls, device: Device, ptr: int, aval: Any, block: Block | None) -> DeviceArray:
+        """An array of ``aval`` (a ``ShapedArray``, not weakly typed) at ``ptr`` owning ``block``,
+        made without normalizing the shape and dtype again (a jitted step returns hundreds)."""
+        a = cls.__new__(cls)
+        a._ptr, a.shape, a.dtype, a.device = ptr, aval.shape, aval.dtype, device
+        a._block, a._owner, a._aval = block, None, aval
+        return a
+
+    @classmethod
     def empty(
         cls, shape: tuple[int, ...], dtype: Any, device: Device, tag: str | None = None
     ) -> DeviceArray:

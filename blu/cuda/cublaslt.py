@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError
+from blu.cuda import gemm_search
 from blu.cuda.errors import CudaError
 
 # ---- ABI constants (cublas_api.h / library_types.h / cublasLt.h; stable across releases) --------
@@ -313,6 +314,8 @@ class _Plan:
         "beta1",
         "bias_ptr",
         "aux_ptr",
+        "count",
+        "searched",
     )
 
 
@@ -335,10 +338,26 @@ class CublasLt:
         workspace: ``(device address, bytes)`` of scratch memory for cuBLASLt (32 MiB advised),
             which must outlive the handle; ``(0, 0)`` allows only workspace-free algorithms.
         lib: the ``nvmath.bindings.cublasLt`` module (default), or a stand-in for tests.
+        search: time cuBLASLt's candidate algorithms on a product's first call and keep the
+            fastest (``blu.cuda.gemm_search``); else the heuristic's first choice.
+        timer_for, capturing: ``timer_for(stream)`` times queued work, ``capturing(stream)``
+            says whether the stream is being captured into a graph (no search then; defaults:
+            CUDA events and ``cuStreamIsCapturing``); stand-ins for tests.
     """
 
-    def __init__(self, workspace: tuple[int, int] = (0, 0), lib: Any = None):
+    def __init__(
+        self,
+        workspace: tuple[int, int] = (0, 0),
+        lib: Any = None,
+        search: bool = False,
+        timer_for: Any = None,
+        capturing: Any = None,
+    ):
         self.lib = lib if lib is not None else _load_nvmath()
+        self.search = search
+        self._timer_for = timer_for or gemm_search.event_timer
+        self._capturing = capturing or gemm_search.is_capturing
+        self.num_searches = 0
         self.workspace_ptr, self.workspace_bytes = workspace
         self.handle = self._call("create")
         self.plans: dict[MatmulKey, _Plan] = {}
@@ -412,7 +431,8 @@ class CublasLt:
             self._set(
                 "matmul_preference_set_attribute", p.pref, PREF, f"MIN_ALIGNMENT_{name}_BYTES", al
             )
-        p.heuristics = self._heuristics()
+        wanted = gemm_search.CANDIDATES if self.search else HEURISTIC_CANDIDATES
+        p.heuristics = self._heuristics(wanted)
         count = np.zeros(1, np.int32)
         self.num_heuristic_queries += 1
         a_l, b_l, c_l, d_l = p.layouts
@@ -425,7 +445,7 @@ class CublasLt:
             c_l,
             d_l,
             p.pref,
-            HEURISTIC_CANDIDATES,
+            wanted,
             p.heuristics.ctypes.data,
             count.ctypes.data,
         )
@@ -434,10 +454,11 @@ class CublasLt:
                 f"cuBLASLt found no algorithm for {key} (workspace {self.workspace_bytes} bytes)",
                 call="cublasLt.matmul_algo_get_heuristic",
             )
-        best = p.heuristics[:1]  # ranked best first; "algo" is the struct's first field
-        p.heuristics = best
-        p.algo_ptr = best.ctypes.data
-        p.workspace_size = int(best["workspace_size"][0])
+        # ranked best first; "algo" is the struct's first field. The others stay for a search.
+        p.count = int(count[0]) if self.search else 1
+        p.heuristics = p.heuristics[: p.count].copy()
+        p.searched = not self.search or p.count == 1
+        self._choose(p, 0)
         scale_dt = np.float64 if key.compute == "64F" else np.float32
         p.alpha = np.ones(1, scale_dt)
         p.beta0 = np.zeros(1, scale_dt)
@@ -445,11 +466,33 @@ class CublasLt:
         self.plans[key] = p
         return p
 
-    def _heuristics(self) -> np.ndarray:
+    def _heuristics(self, n: int) -> np.ndarray:
         dt = getattr(self.lib, "matmul_heuristic_result_dtype", None)
         if dt is None:  # pragma: no cover - older/newer nvmath without the dtype
-            return np.asarray(self.lib.MatmulHeuristicResult(HEURISTIC_CANDIDATES))
-        return np.zeros(HEURISTIC_CANDIDATES, dtype=dt)
+            return np.asarray(self.lib.MatmulHeuristicResult(n))
+        return np.zeros(n, dtype=dt)
+
+    def _choose(self, p: _Plan, i: int) -> None:
+        """Make candidate ``i`` of ``p.heuristics`` the plan's algorithm."""
+        p.algo_ptr = p.heuristics[i : i + 1].ctypes.data
+        p.workspace_size = int(p.heuristics["workspace_size"][i])
+
+    def _search(self, p: _Plan, call_args: tuple, accumulate: bool, stream: int) -> None:
+        """Time the plan's candidates on this call's operands; keep the fastest."""
+        p.searched = True
+        if accumulate or self._capturing(stream):  # each timed run would add into D again
+            return
+        self.num_searches += 1
+        handle, desc, alpha, a, a_l, b, b_l, beta, d, c_l, d_l = call_args
+
+        def run(i: int) -> None:
+            ws = int(p.heuristics["workspace_size"][i])
+            self._call("matmul", handle, desc, alpha, a, a_l, b, b_l, beta, d, c_l, d, d_l,
+                       p.heuristics[i : i + 1].ctypes.data,
+                       self.workspace_ptr if ws else 0, self.workspace_bytes if ws else 0,
+                       stream)  # fmt: skip
+
+        self._choose(p, gemm_search.fastest(p.count, run, self._timer_for(stream)))
 
     def _layout(self, dtype: int, rows: int, cols: int, ld: int, batch: int, stride: int) -> int:
         h = self._call("matrix_layout_create", dtype, rows, cols, ld)
@@ -535,6 +578,11 @@ class CublasLt:
             self._set_desc(p.desc, "EPILOGUE_AUX_POINTER", aux_ptr)
             p.aux_ptr = aux_ptr
         a_l, b_l, c_l, d_l = p.layouts
+        beta = (p.beta1 if accumulate else p.beta0).ctypes.data
+        if not p.searched:
+            args = (self.handle, p.desc, p.alpha.ctypes.data, a_ptr, a_l, b_ptr, b_l, beta, d_ptr,
+                    c_l, d_l)  # fmt: skip
+            self._search(p, args, accumulate, stream)
         self._call(
             "matmul",
             self.handle,
@@ -544,7 +592,7 @@ class CublasLt:
             a_l,
             b_ptr,
             b_l,
-            (p.beta1 if accumulate else p.beta0).ctypes.data,
+            beta,
             d_ptr,
             c_l,
             d_ptr,

@@ -184,7 +184,7 @@ class CudaDevice(Device):
 
     def matmul_handle(self) -> Any:
         """The device's ``blu.cuda.cublaslt.CublasLt`` (created on first use, with a 32 MiB
-        workspace from the allocator)."""
+        workspace from the allocator; algorithms searched as ``config.gemm_search`` says)."""
         if self._matmul is None:
             with self._lock:
                 if self._matmul is None:
@@ -195,7 +195,7 @@ class CudaDevice(Device):
                         DEFAULT_WORKSPACE, self.stream_id, tag="cuBLASLt workspace"
                     )
                     self._matmul_workspace = ws
-                    self._matmul = CublasLt((ws.ptr, ws.size))
+                    self._matmul = CublasLt((ws.ptr, ws.size), search=config.gemm_search)
         return self._matmul
 
 

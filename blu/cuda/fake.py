@@ -233,6 +233,10 @@ class FakeCublasLt:
 
     Attributes:
         calls: ``[(function name, args...)]`` of every call, for tests.
+        candidates: how many algorithms the heuristic offers (numbered 0, 1, ...; all compute
+            the same product).
+        algos: the algorithm number of every ``matmul`` call, in order.
+        refused: algorithm numbers whose ``matmul`` raises (as cuBLASLt may at run time).
     """
 
     matmul_heuristic_result_dtype = np.dtype(
@@ -252,6 +256,9 @@ class FakeCublasLt:
         self._next = 1000
         self.objects: dict[int, dict[str, Any]] = {}
         self.calls: list[tuple] = []
+        self.candidates = 1
+        self.algos: list[int] = []
+        self.refused: set[int] = set()
 
     def _new(self, kind: str, **attrs: Any) -> int:
         self._next += 8
@@ -329,9 +336,12 @@ class FakeCublasLt:
         self.calls.append(("matmul_algo_get_heuristic", desc))
         self._check(self._get(desc, "desc"), *(self._get(x, "layout") for x in (a, b, c, d)))
         res = _host_view(results, n, self.matmul_heuristic_result_dtype)
-        res[0]["workspace_size"] = 0
-        res[0]["state"] = 0
-        _host_view(count, 1, np.dtype(np.int32))[0] = 1
+        k = min(n, self.candidates)
+        res[:k]["workspace_size"] = 0
+        res[:k]["state"] = 0
+        for i in range(k):
+            res[i]["algo"][0] = i
+        _host_view(count, 1, np.dtype(np.int32))[0] = k
 
     # the product
     def _check(self, desc: dict, A: dict, B: dict, C: dict, D: dict) -> tuple[int, int, int]:
@@ -355,6 +365,10 @@ class FakeCublasLt:
         self, handle, desc, alpha, a, a_l, b, b_l, beta, c, c_l, d, d_l, algo, ws, ws_size, stream
     ) -> None:
         self.calls.append(("matmul", desc, a, b, c, d, stream))
+        number = int(_host_view(algo, 1, self.matmul_heuristic_result_dtype)[0]["algo"][0])
+        if number in self.refused:
+            raise RuntimeError(f"CUBLAS_STATUS_NOT_SUPPORTED (algorithm {number})")
+        self.algos.append(number)
         lt = self._lt
         D_ = self._get(desc, "desc")
         A, B, C, D = (self._get(x, "layout") for x in (a_l, b_l, c_l, d_l))

@@ -357,6 +357,7 @@ class Jitted:
         self.donate_argnums = _normalize_donate(fun, donate_argnums, self.static_argnums)
         self._cache = LRU("jit_cache_size")  # signature -> _CacheEntry
         self._last_key: Any = None
+        self._last_tree: Any = None  # the previous call's argument treedef (a fast flatten)
 
     def _split(self, args: tuple, kwargs: dict):
         dyn_args, static_vals, donated = [], [], []
@@ -423,7 +424,12 @@ class Jitted:
 
     def _lookup(self, args: tuple, kwargs: dict):
         dyn_args, dyn_kwargs, statics, donated = self._split(args, kwargs)
-        leaves, in_tree = pytree.tree_flatten((dyn_args, dyn_kwargs))
+        last = self._last_tree
+        if last is None:
+            leaves, in_tree = pytree.tree_flatten((dyn_args, dyn_kwargs))
+        else:  # (the usual case: the same structure as the previous call)
+            leaves, in_tree = pytree.tree_flatten_like((dyn_args, dyn_kwargs), last)
+        self._last_tree = in_tree
         try:
             in_avals = tuple(get_aval(x) for x in leaves)
         except BluTypeError as e:

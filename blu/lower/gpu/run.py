@@ -24,6 +24,7 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core import trace as tracing
+from blu.core.aval import shaped
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import Literal, Var
@@ -94,6 +95,11 @@ class Bound:
         self.calls = 0
         self.graphs: OrderedDict = OrderedDict()
         self.kept: dict[str, Any] = {}
+        self.recipes: list[tuple] | None = None  # _out_recipes, made on the first call
+        self.donated_into: list[int] | None = None  # _graph_ok's, made on the first call
+        # per argument, whether a graph replay copies it into a kept staging buffer
+        self.staged = [not d and v.aval.size * v.aval.dtype.itemsize <= STAGE_BYTES
+                       for d, v in zip(exe.donated, exe.jaxpr.invars)]  # fmt: skip
 
     def _runner(self, step: Step) -> tuple:
         """``(kind, info, refs, node)``: what ``_step`` needs to run one step on this device."""
@@ -180,7 +186,10 @@ class Bound:
         return err
 
     def _donatable(self, arrays: list[DeviceArray]) -> list[bool]:
-        seen = Counter(id(a) for a in arrays)  # an array passed twice is not taken over
+        ids = [id(a) for a in arrays]
+        if len(set(ids)) == len(ids):  # (the usual case: no array passed twice)
+            return [d and a._block is not None for d, a in zip(self.exe.donated, arrays)]
+        seen = Counter(ids)  # an array passed twice is not taken over
         return [
             d and a._block is not None and seen[id(a)] == 1
             for d, a in zip(self.exe.donated, arrays)
@@ -196,9 +205,9 @@ class Bound:
                 ptr[sl] = arrays[place[1]].ptr
             else:  # an output (or a donated one whose argument cannot be taken over)
                 if persistent:
-                    buf = self.kept.get(f"out{sl}")
+                    buf = self.kept.get(("out", sl))
                     if buf is None:
-                        buf = self.kept[f"out{sl}"] = DeviceArray.empty(
+                        buf = self.kept[("out", sl)] = DeviceArray.empty(
                             aval.shape, aval.dtype, self.dev, tag=self._out_tag(aval)
                         )
                 else:
@@ -306,74 +315,97 @@ class Bound:
                     + (f"\n  from {'; '.join(srcs[:3])}" if srcs else "")
                 )
 
-    def _outputs(self, ptr, keep, arrays, donatable, copy_out: bool) -> list[Any]:
-        exe, dev, mem = self.exe, self.dev, self.exe.memory
-        outs: list[Any] = []
-        taken: dict[int, DeviceArray] = {}  # argument index -> the output that took it over
-        for v in exe.jaxpr.outvars:
+    def _out_recipes(self) -> list[tuple]:
+        """Per output of the jaxpr, how a call makes it (the plan's placement, made once):
+        ``(kind, argument index, root slot, slot, aval, root aval, is_root)`` with ``kind`` one
+        of "lit" (the argument index holds the value), "donated", "arg" or "own" (a planned
+        buffer)."""
+        mem, out = self.exe.memory, []
+        for v in self.exe.jaxpr.outvars:
             if isinstance(v, Literal):
-                outs.append(_put(literal_value(v), dev))
+                out.append(("lit", literal_value(v), 0, 0, None, None, True))
                 continue
             r = mem.root[v]
             place = mem.place[r]
             sl = self.slot[v]
-            if place[0] == "donated" and donatable[place[1]]:
-                i = place[1]
-                if i not in taken:
+            kind = place[0] if place[0] in ("donated", "arg") else "own"
+            where = place[1] if kind != "own" else None
+            ra = r.aval if r.aval.weak_type else shaped(tuple(r.aval.shape), np.dtype(r.aval.dtype))
+            out.append((kind, where, self.slot.get(r, sl), sl, v.aval, ra, v is r))
+        return out
+
+    def _outputs(self, ptr, keep, arrays, donatable, copy_out: bool) -> list[Any]:
+        dev = self.dev
+        if self.recipes is None:
+            self.recipes = self._out_recipes()
+        outs: list[Any] = []
+        taken: dict[int, DeviceArray] = {}  # argument index -> the output that took it over
+        for kind, i, root, sl, aval, root_aval, is_root in self.recipes:
+            if kind == "lit":
+                outs.append(_put(i, dev))
+            elif kind == "donated" and donatable[i]:
+                owner = taken.get(i)
+                if owner is None:
                     a = arrays[i]
-                    taken[i] = DeviceArray(dev, a._ptr, r.aval.shape, r.aval.dtype, block=a._block)
+                    if root_aval.weak_type:
+                        owner = DeviceArray(dev, a._ptr, root_aval.shape, root_aval.dtype,
+                                            block=a._block)  # fmt: skip
+                    else:  # its aval is the next call's signature
+                        owner = DeviceArray._adopt(dev, a._ptr, root_aval, a._block)
+                    taken[i] = owner
                     a._block, a._ptr = None, None  # donated: the argument is now deleted
-                owner = taken[i]
-                outs.append(owner if v is r else _view(dev, ptr[sl], owner, v.aval))
-            elif place[0] == "arg":
-                a = arrays[place[1]]
-                outs.append(a if v is r else _view(dev, ptr[sl], a, v.aval))
+                outs.append(owner if is_root else _view(dev, ptr[sl], owner, aval))
+            elif kind == "arg":
+                a = arrays[i]
+                outs.append(a if is_root else _view(dev, ptr[sl], a, aval))
             elif copy_out:
-                fresh = DeviceArray.empty(v.aval.shape, v.aval.dtype, dev)
+                fresh = DeviceArray.empty(aval.shape, aval.dtype, dev)
                 if fresh.nbytes:
                     dev.copy_d2d(fresh.ptr, ptr[sl], fresh.nbytes)
                 outs.append(fresh)
             else:
-                owner = keep[self.slot[r]] if r in self.slot else keep[sl]
-                outs.append(owner if v is r else _view(dev, ptr[sl], owner, v.aval))
+                owner = keep[root]
+                outs.append(owner if is_root else _view(dev, ptr[sl], owner, aval))
         return outs
 
     # ---- graphs -------------------------------------------------------------------------------
 
     def _graph_ok(self, donatable: list[bool]) -> bool:
-        return all(donatable[p[1]] for _, p, _ in self.allocs if p[0] == "donated")
+        if self.donated_into is None:  # the arguments the plan writes outputs into
+            self.donated_into = sorted({p[1] for _, p, _ in self.allocs if p[0] == "donated"})
+        return all(donatable[i] for i in self.donated_into)
 
     def _call_graph(self, arrays: list[DeviceArray], donatable: list[bool]) -> list[Any]:
         from blu.cuda.graph import Graph
 
-        exe, dev = self.exe, self.dev
+        exe, dev, kept = self.exe, self.dev, self.kept
         ptr: list[int] = [0] * self.n_slots
         keep: list[Any] = [None] * self.n_slots
         key = []
-        for i, (sl, a) in enumerate(zip(self.in_slots, arrays)):
-            if not exe.donated[i] and a.nbytes <= STAGE_BYTES:
-                buf = self.kept.get(f"in{i}")
+        for i, (sl, a, staged) in enumerate(zip(self.in_slots, arrays, self.staged)):
+            if staged:  # small and not donated: copied into a kept buffer the graph reads
+                buf = kept.get(i)
                 if buf is None:
-                    buf = self.kept[f"in{i}"] = DeviceArray.empty(a.shape, a.dtype, dev)
+                    buf = kept[i] = DeviceArray.empty(a.shape, a.dtype, dev)
                 if a.nbytes:
                     dev.copy_d2d(buf.ptr, a.ptr, a.nbytes)
                 ptr[sl], keep[sl] = buf.ptr, buf
             else:
                 ptr[sl], keep[sl] = a.ptr, a
                 key.append(a.ptr)
-        try:
-            arena = self.kept.get("arena")
-            if arena is None:
-                arena = self.kept["arena"] = DeviceArray.empty(
-                    (max(exe.memory.arena_size, 1),), np.uint8, dev,
-                    tag=f"jit({exe.name}) temporaries",
-                )  # fmt: skip
-            self._assign(ptr, keep, arrays, donatable, arena.ptr, persistent=True)
-        except CudaOutOfMemoryError as e:
-            raise self._oom_report(e, arrays, keep) from None
         key_t = tuple(key)
         entry = self.graphs.get(key_t)
-        if entry is None:
+        if entry is None:  # capture: every planned buffer's address (kept between calls)
+            try:
+                arena = kept.get("arena")
+                if arena is None:
+                    arena = kept["arena"] = DeviceArray.empty(
+                        (max(exe.memory.arena_size, 1),), np.uint8, dev,
+                        tag=f"jit({exe.name}) temporaries",
+                    )  # fmt: skip
+                self._assign(ptr, keep, arrays, donatable, arena.ptr, persistent=True)
+            except CudaOutOfMemoryError as e:
+                raise self._oom_report(e, arrays, keep) from None
             if len(self.graphs) >= MAX_GRAPHS:
                 _, (old, _) = self.graphs.popitem(last=False)
                 old.destroy()
@@ -381,7 +413,7 @@ class Bound:
             with g.capture(dev.stream):
                 self._launch_all(ptr, keep, arena.ptr)
             entry = self.graphs[key_t] = (g, list(ptr))
-        else:
+        else:  # a replay: the addresses are the captured ones (the key and kept buffers)
             self.graphs.move_to_end(key_t)
         g, captured = entry
         g.replay(dev.stream)

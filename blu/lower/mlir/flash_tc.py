@@ -344,8 +344,9 @@ BWD_RAW = True
 # n the heads) take head ``16 m + 2 g + u`` as column g of n-tile ``2 m + u``, and ``dQ``'s rows
 # (queries) ``2 g`` and ``2 g + 1`` as rows g and g + 8, so that those B values and the A values
 # of ``dQ`` read from ``dS^T`` are 8-byte pairs (half the loads); each output element is the same
-# sum, only where it is kept changes (per mode: TF32's spills at two blocks an SM)
-BWD_PAIRS = {"3xtf32": True, "tf32": False}
+# sum, only where it is kept changes (per mode: TF32's spills at two blocks an SM; 3xTF32's
+# backward measured 3% faster without them on the H200, 2242 against 2308 us, BENCHMARKS.md)
+BWD_PAIRS = {"3xtf32": False, "tf32": False}
 # BWD_PREFETCH: the next query block's Q and dO are loaded into registers (32 at heads of 64)
 # while this one is computed; off: loaded at the top of each step (fewer registers: with two
 # blocks an SM, the other block computes meanwhile; per mode)
