@@ -40,6 +40,7 @@ AGREED = {
     "gpu_kernels": "BLU_GPU_KERNELS",
     "flash_tensor_cores": "BLU_FLASH_TENSOR_CORES",
     "gemm_search": "BLU_GEMM_SEARCH",
+    "gpu_epilogues": "BLU_GPU_EPILOGUES",
 }
 
 

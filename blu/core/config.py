@@ -72,6 +72,9 @@ Flags (environment variable, type, default):
 - ``gemm_search`` (``BLU_GEMM_SEARCH``, bool, True): on a GPU, time cuBLASLt's candidate
   algorithms on each product's first call and keep the fastest (``blu.cuda.gemm_search``); off,
   the heuristic's first choice.
+- ``gpu_epilogues`` (``BLU_GPU_EPILOGUES``, bool, True): CUDA programs compute a product, its bias
+  and the tanh GELU as one cuBLASLt call (``GELU_AUX_BIAS``; ``blu.lower.gpu.epilogues``); off,
+  the product and a fused kernel.
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
@@ -144,6 +147,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "gpu_kernels": ("BLU_GPU_KERNELS", _int, 2),
     "flash_tensor_cores": ("BLU_FLASH_TENSOR_CORES", _bool, True),
     "gemm_search": ("BLU_GEMM_SEARCH", _bool, True),
+    "gpu_epilogues": ("BLU_GPU_EPILOGUES", _bool, True),
 }
 
 

@@ -41,6 +41,8 @@ class LibraryLowering:
             ``mlir_gpu.get_module`` takes them). The executable compiles or loads them when it
             is built (so the kernel cache holds them ahead of time) and passes the modules to
             ``gpu`` as ``_modules``.
+        product: the call is a matrix product: ``gpu`` also gets ``_precision``, the
+            product's precision under the executable's default (as a ``dot_general`` node's).
     """
 
     workspace: Callable[[Sequence[ShapedArray], dict, str], int]
@@ -49,6 +51,7 @@ class LibraryLowering:
     applies: Callable[[Sequence[ShapedArray], dict, str], bool] = lambda avals, params, target: True
     graph_safe: bool = True
     kernels: Callable[[Sequence[ShapedArray], dict, str], list[tuple]] | None = None
+    product: bool = False
 
 
 def register_library(prim: Primitive, lowering: LibraryLowering) -> None:

@@ -108,6 +108,7 @@ def _gelu_erf_grad(x: Any) -> Any:
 # The rules multiply the tangent by a derivative computed from x alone, so reverse mode keeps
 # one residual per call instead of every intermediate of the elementwise chain.
 _gelu_tanh.defjvp(lambda p, t: (_gelu_tanh(p[0]), t[0] * _gelu_tanh_grad(p[0])))
+_gelu_tanh.lowering_name = "gelu_tanh"  # a GPU product before it takes it as its epilogue
 _gelu_erf.defjvp(lambda p, t: (_gelu_erf(p[0]), t[0] * _gelu_erf_grad(p[0])))
 
 

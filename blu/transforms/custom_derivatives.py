@@ -173,18 +173,19 @@ def _apply_jvp(jvp: Any, jconsts: Sequence[Any], primals: Sequence[Any], tangent
 
 
 @custom_jvp_call_p.def_abstract_eval
-def _cj_abstract_eval(*avals, call_jaxpr, jvp, num_fconsts, num_jconsts):
+def _cj_abstract_eval(*avals, call_jaxpr, jvp, num_fconsts, num_jconsts, lowering_name=None):
     return call_jaxpr.out_avals
 
 
 @custom_jvp_call_p.def_impl
-def _cj_impl(*args, call_jaxpr, jvp, num_fconsts, num_jconsts):
+def _cj_impl(*args, call_jaxpr, jvp, num_fconsts, num_jconsts, lowering_name=None):
     fc, _, xs = groups(args, num_fconsts, num_jconsts)
     return run_jaxpr(call_jaxpr, [*fc, *xs])
 
 
 @custom_jvp_call_p.def_jvp
-def _cj_jvp(primals, tangents, *, call_jaxpr, jvp, num_fconsts, num_jconsts):
+def _cj_jvp(primals, tangents, *, call_jaxpr, jvp, num_fconsts, num_jconsts,
+            lowering_name=None):  # fmt: skip
     fc, jc, xs = groups(primals, num_fconsts, num_jconsts)
     t_fc, _, t_xs = groups(tangents, num_fconsts, num_jconsts)
     n = len(call_jaxpr.outvars)
@@ -206,9 +207,12 @@ def _cj_jvp(primals, tangents, *, call_jaxpr, jvp, num_fconsts, num_jconsts):
 
 
 @custom_jvp_call_p.def_batch_named  # named: collectives in f or its rule see the axis name
-def _cj_batch(axis_size, axis_name, args, dims, *, call_jaxpr, jvp, num_fconsts, num_jconsts):
+def _cj_batch(axis_size, axis_name, args, dims, *, call_jaxpr, jvp, num_fconsts, num_jconsts,
+              lowering_name=None):  # fmt: skip
     traced = isinstance(jvp, Jaxpr)
-    params = dict(call_jaxpr=call_jaxpr, jvp=jvp, num_fconsts=num_fconsts, num_jconsts=num_jconsts)
+    named = {} if lowering_name is None else {"lowering_name": lowering_name}
+    params = dict(call_jaxpr=call_jaxpr, jvp=jvp, num_fconsts=num_fconsts, num_jconsts=num_jconsts,
+                  **named)  # fmt: skip
     # a deferred rule is Python code that may call collectives: it goes inside every named level
     if unbatched(axis_name, dims, [call_jaxpr, jvp] if traced else [call_jaxpr]) and (
         traced or axis_name is None
@@ -230,10 +234,11 @@ def _cj_batch(axis_size, axis_name, args, dims, *, call_jaxpr, jvp, num_fconsts,
         call, c_consts, oc = batch_jaxpr(call_jaxpr, axis_size, fd + xd, False, axis_name)
         out_b = [d is not None for d in oc]
         new_jvp, j_consts = _BatchedJVP(jvp, axis_size, axis_name, xd, oc), []
+    # (a named function keeps its name batched: it computes the same per element)
     outs = custom_jvp_call_p.bind(
         *c_consts, *fc, *j_consts, *jc, *xs,
         call_jaxpr=call, jvp=new_jvp,
-        num_fconsts=len(c_consts) + len(fc), num_jconsts=len(j_consts) + len(jc),
+        num_fconsts=len(c_consts) + len(fc), num_jconsts=len(j_consts) + len(jc), **named,
     )  # fmt: skip
     return outs, [0 if b else None for b in out_b]
 
@@ -273,6 +278,10 @@ class custom_jvp:
         self.fun = fun
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.jvp: Callable | None = None
+        # a name a backend may recognize to compute the call by a library routine of the same
+        # result (the CUDA plan fuses a "gelu_tanh" into the product before it): the calls'
+        # ``lowering_name`` param; None: none
+        self.lowering_name: str | None = None
         self._tracing_rule = 0  # > 0 while the rule is being traced (its own calls defer it)
 
     def defjvp(self, jvp: Callable) -> Callable:
@@ -330,10 +339,11 @@ class custom_jvp:
                 )
             finally:
                 self._tracing_rule -= 1
+        named = {} if self.lowering_name is None else {"lowering_name": self.lowering_name}
         outs = custom_jvp_call_p.bind(
             *fconsts, *jconsts, *leaves,
             call_jaxpr=call_jaxpr, jvp=jvp,
-            num_fconsts=len(fconsts), num_jconsts=len(jconsts),
+            num_fconsts=len(fconsts), num_jconsts=len(jconsts), **named,
         )  # fmt: skip
         return pytree.tree_unflatten(out_tree, outs)
 

@@ -1,0 +1,171 @@
+"""cuBLASLt epilogues in GPU programs: a product, its bias and the tanh GELU as one library call.
+
+A transformer's MLP computes ``a = gelu_tanh(x @ W + b)``. Lowered as it is, the product writes
+``h = x @ W`` and a fused kernel reads ``h`` back, adds the bias and applies the GELU (and, in a
+training step, the derivative the backward pass keeps). cuBLASLt's ``GELU_AUX_BIAS`` epilogue
+does it in the product: it writes ``a`` and the pre-activation ``h + b`` (the *aux* matrix, which
+the backward pass reads for the GELU's derivative) from the accumulators, so ``h`` is never read
+back. ``fuse_gelu_epilogues`` rewrites the jaxpr of a CUDA program (before the plan):
+
+    h = dot_general(x, W); hb = h + broadcast_in_dim(b); a = custom_jvp_call[gelu_tanh](hb)
+    # becomes  a, hb = dot_bias_gelu(x, W, b)   (one cuBLASLt call; a library node)
+
+What is matched: a ``custom_jvp_call`` whose ``lowering_name`` param is ``"gelu_tanh"``
+(``custom_jvp.lowering_name``; ``blu.nn.gelu(approximate=True)``) and whose operand is the sum
+of a ``dot_general`` (read by nothing else) and a bias broadcast along the product's last axis,
+all bfloat16 or all float16 (in float32 the epilogue measured slower), for a product cuBLASLt
+reads without copies (``gemm_spec``), without batch axes, and with ``N`` a multiple of 8 (the aux
+matrix is then exactly ``h``'s row-major layout). Everything else is left as it is.
+``config.gpu_epilogues`` (``BLU_GPU_EPILOGUES=0``) turns the rewrite off.
+
+Numerics: the epilogue adds the bias to the float32 accumulators and applies the GELU before
+rounding once to the output dtype; the unfused form rounds the product, then the sum, then the
+GELU (a bf16 result differs in its last bits; float32 agrees to rounding).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from blu.core import dtypes
+from blu.core.config import config
+from blu.core.interpreter import get_aval
+from blu.core.jaxpr import Jaxpr, JaxprEqn, Var
+from blu.core.primitive import Primitive
+from blu.cuda.cublaslt import gelu_tanh, gemm_spec
+from blu.lax.dot import dot_general_p
+from blu.lower.library import LibraryLowering, register_library
+
+__all__ = ["dot_bias_gelu_p", "fuse_gelu_epilogues"]
+
+GELU_NAME = "gelu_tanh"  # the custom_jvp lowering name matched
+# half floats only: on the H200 the GELU_AUX_BIAS product of the GPT-2 124M MLP (16384 x 768 x
+# 3072) took 234 us in bf16 against 97 us without the epilogue, and the step still gained 0.56 ms
+# (44.63 -> 44.07 ms: the GELU kernel's pass is gone); in float32 the epilogue's algorithms are
+# slower still and the step lost 1.3 ms (298.3 -> 299.6 ms) (BENCHMARKS.md, session 7)
+_FLOATS = (np.dtype(dtypes.bfloat16), np.dtype(np.float16))
+
+# ``gelu_tanh(dot_general(lhs, rhs) + bias)`` and the pre-activation: made by the CUDA plan only
+dot_bias_gelu_p = Primitive("dot_bias_gelu", multiple_results=True)
+
+
+@dot_bias_gelu_p.def_abstract_eval
+def _abstract_eval(lhs, rhs, bias, **params):
+    out = dot_general_p.abstract_eval(lhs, rhs, **params)
+    return [out, out]
+
+
+@dot_bias_gelu_p.def_impl
+def _impl(lhs, rhs, bias, **params):
+    """The epilogue's arithmetic in numpy: bias added to the float32 product, GELU, one
+    rounding of each result to the product's dtype."""
+    out = dot_general_p.abstract_eval(get_aval(lhs), get_aval(rhs), **params)
+    acc = np.asarray(dot_general_p.impl(np.asarray(lhs, np.float32), np.asarray(rhs, np.float32),
+                                        **{**params, "preferred_element_type": None}))  # fmt: skip
+    pre = acc + np.asarray(bias, np.float32)
+    return [gelu_tanh(pre).astype(out.dtype), pre.astype(out.dtype)]
+
+
+def _cpu(ins, outs, workspace, **params) -> None:  # the simulated GPU (BLU_FAKE_GPU=1)
+    for dst, r in zip(outs, _impl(*ins, **params)):
+        dst[...] = r
+
+
+def _gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, _precision="default", **params):
+    lhs, rhs, _ = in_avals
+    spec = gemm_spec(lhs.shape, rhs.shape, params["dimension_numbers"])
+    dev.matmul_handle().matmul(
+        spec, ins[1], ins[0], outs[0], in_dtype=lhs.dtype, out_dtype=out_avals[0].dtype,
+        precision=_precision, epilogue="gelu_aux_bias", bias_ptr=ins[2], aux_ptr=outs[1],
+        stream=stream,
+    )  # fmt: skip
+
+
+register_library(
+    dot_bias_gelu_p,
+    LibraryLowering(
+        workspace=lambda avals, params, target: 0,  # cuBLASLt's own workspace
+        cpu=_cpu,
+        gpu=_gpu,
+        applies=lambda avals, params, target: target.startswith("cuda"),
+        product=True,
+    ),
+)
+
+
+# ---- the rewrite ---------------------------------------------------------------------------------
+
+
+def fuse_gelu_epilogues(jaxpr: Jaxpr) -> Jaxpr:
+    """``jaxpr`` with each product + bias + tanh GELU made one ``dot_bias_gelu`` (see the
+    module docstring); the same jaxpr when nothing matches or ``config.gpu_epilogues`` is off."""
+    if not config.gpu_epilogues:
+        return jaxpr
+    calls = [e for e in jaxpr.eqns if e.primitive.name == "custom_jvp_call" and _is_gelu(e)]
+    if not calls:
+        return jaxpr
+    producer: dict[Var, JaxprEqn] = {v: e for e in jaxpr.eqns for v in e.outvars}
+    uses: dict[Var, int] = {}
+    for e in jaxpr.eqns:
+        for a in e.invars:
+            if isinstance(a, Var):
+                uses[a] = uses.get(a, 0) + 1
+    for v in jaxpr.outvars:
+        if isinstance(v, Var):
+            uses[v] = uses.get(v, 0) + 1
+    replace: dict[int, JaxprEqn] = {}  # id(gelu call) -> the fused equation
+    drop: set[int] = set()  # ids of the product and the sum it replaces
+    for call in calls:
+        m = _match(call, producer, uses)
+        if m is not None:
+            dot, add, bias = m
+            fused = JaxprEqn(dot_bias_gelu_p, [*dot.invars, bias], dict(dot.params),
+                             [call.outvars[0], add.outvars[0]], source=dot.source)  # fmt: skip
+            replace[id(call)] = fused
+            drop.update((id(dot), id(add)))
+    if not replace:
+        return jaxpr
+    eqns = [replace.get(id(e), e) for e in jaxpr.eqns if id(e) not in drop]
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
+
+
+def _is_gelu(e: JaxprEqn) -> bool:
+    return (e.params.get("lowering_name") == GELU_NAME and len(e.invars) == 1
+            and len(e.outvars) == 1)  # fmt: skip
+
+
+def _match(call: JaxprEqn, producer: dict, uses: dict) -> tuple | None:
+    """``(dot, add, bias)`` when the GELU's operand is ``dot + broadcast(bias)`` as the
+    module docstring says, else None."""
+    hb = call.invars[0]
+    add = producer.get(hb)
+    if add is None or add.primitive.name != "add" or len(add.invars) != 2:
+        return None
+    for d_var, b_var in (add.invars, add.invars[::-1]):
+        dot, bc = producer.get(d_var), producer.get(b_var)
+        if (
+            dot is None
+            or bc is None
+            or dot.primitive is not dot_general_p
+            or bc.primitive.name != "broadcast_in_dim"
+            or uses.get(d_var) != 1
+        ):
+            continue  # fmt: skip
+        out, bias = d_var.aval, bc.invars[0]
+        if not isinstance(bias, Var) or out.dtype not in _FLOATS or hb.aval.dtype != out.dtype:
+            continue
+        lhs, rhs = dot.invars
+        if lhs.aval.dtype != out.dtype or rhs.aval.dtype != out.dtype:
+            continue
+        n = out.shape[-1] if out.shape else 0
+        if (
+            bias.aval.shape != (n,)
+            or bias.aval.dtype != out.dtype
+            or tuple(bc.params["broadcast_dimensions"]) != (len(out.shape) - 1,)
+        ):
+            continue  # fmt: skip
+        spec = gemm_spec(lhs.aval.shape, rhs.aval.shape, dot.params["dimension_numbers"])
+        if spec is None or spec.batch != 1 or n % 8 or spec.m * spec.n * spec.k == 0:
+            continue
+        return dot, add, bias
+    return None

@@ -1,0 +1,148 @@
+"""cuBLASLt epilogues in CUDA programs (``blu.lower.gpu.epilogues``): which products the plan
+fuses with their bias and tanh GELU (``GELU_AUX_BIAS``), the fused primitive's arithmetic against
+float64, the library call's operand mapping through the cuBLASLt stand-in, and a jitted MLP
+layer's value and gradients against the unfused program (on the GPU, or ``BLU_FAKE_GPU=1``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gpu_helpers import GPU_MARKS, bf16, f32, f64, make_device, put
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blu
+import blu.cuda as bc
+from blu import nn
+from blu.core import pytree
+from blu.cuda.cublaslt import gelu_tanh
+from blu.cuda.fake import FakeDevice
+from blu.lower.gpu import epilogues
+from blu.lower.gpu.epilogues import dot_bias_gelu_p
+
+TOL = {np.dtype(f32): 2e-5, np.dtype(bf16): 2e-2}
+
+
+def _mlp(dt):
+    def f(x, w, b):
+        h = x.astype(dt) @ w.astype(dt) + b.astype(dt)
+        return nn.gelu(h, approximate=True)
+
+    return f
+
+
+def _labels(f, *args) -> list[str]:
+    text = blu.jit(f).lower(*args, target="cuda:sm_90").as_text()
+    return [ln.split(": ", 1)[1] for ln in text.splitlines() if ln.startswith("//   ")]
+
+
+def _args(rng, m=6, k=16, n=32, lead=(2,)):
+    x = rng.standard_normal((*lead, m, k)).astype(f32)
+    return x, (rng.standard_normal((k, n)) * 0.3).astype(f32), rng.standard_normal(n).astype(f32)
+
+
+def _read_twice(x, w, b):
+    h = x @ w
+    return nn.gelu(h + b, approximate=True) + h
+
+
+# ---- which programs are rewritten ---------------------------------------------------------------
+
+
+def test_mlp_layer_and_its_gradient_use_the_epilogue():
+    dt = bf16
+    args = _args(np.random.default_rng(0))
+    loss = lambda x, w, b: (_mlp(dt)(x, w, b).astype(f32) ** 2).sum()  # noqa: E731
+    for f in (_mlp(dt), blu.value_and_grad(loss, (0, 1, 2))):
+        labels = _labels(f, *args)
+        assert "library[dot_bias_gelu]" in labels, labels
+
+
+def test_what_is_not_rewritten():
+    rng = np.random.default_rng(1)
+    x, w, b = (a.astype(bf16) for a in _args(rng))
+    cases = {
+        "float32": (_mlp(f32), (x, w, b)),
+        "exact GELU": (lambda x, w, b: nn.gelu(x @ w + b, approximate=False), (x, w, b)),
+        "no bias": (lambda x, w, b: nn.gelu(x @ w, approximate=True), (x, w, b)),
+        "bias on another axis": (lambda x, w, c: nn.gelu(x @ w + c, approximate=True),
+                                 (x, w, rng.standard_normal((6, 1)).astype(bf16))),
+        "N not a multiple of 8": (_mlp(bf16), _args(rng, n=12)),
+        "product read twice": (_read_twice, (x, w, b)),
+    }  # fmt: skip
+    for what, (f, a) in cases.items():
+        assert "library[dot_bias_gelu]" not in _labels(f, *a), what
+    with blu.config.override(gpu_epilogues=False):
+        assert "library[dot_bias_gelu]" not in _labels(_mlp(bf16), x, w, b)
+
+
+def test_the_cpu_program_is_not_rewritten():
+    text = blu.jit(_mlp(bf16)).lower(*_args(np.random.default_rng(2)), target="cpu").as_text()
+    assert "dot_bias_gelu" not in text
+
+
+# ---- the fused primitive's arithmetic -----------------------------------------------------------
+
+
+def _reference(x, w, b):
+    pre = x.astype(f64) @ w.astype(f64) + b.astype(f64)
+    return gelu_tanh(pre), pre
+
+
+@settings(max_examples=20, deadline=None)
+@given(m=st.integers(0, 9), k=st.integers(1, 17), n8=st.integers(1, 4),
+       dt=st.sampled_from([f32, bf16]), seed=st.integers(0, 2**16))  # fmt: skip
+def test_primitive_against_float64(m, k, n8, dt, seed):
+    rng = np.random.default_rng(seed)
+    x, w, b = (a.astype(dt) for a in _args(rng, m, k, 8 * n8, lead=()))
+    dn = (((1,), (0,)), ((), ()))
+    a, pre = dot_bias_gelu_p.impl(x, w, b, dimension_numbers=dn, precision=None,
+                                  preferred_element_type=None)  # fmt: skip
+    want_a, want_pre = _reference(x, w, b)
+    tol = TOL[np.dtype(dt)]
+    assert a.dtype == pre.dtype == np.dtype(dt) and a.shape == (m, 8 * n8)
+    np.testing.assert_allclose(pre.astype(f64), want_pre, rtol=tol, atol=tol)
+    np.testing.assert_allclose(a.astype(f64), want_a, rtol=tol, atol=tol)
+
+
+def test_library_call_maps_operands_for_cublaslt():
+    # the GPU call through the cuBLASLt stand-in (float64 arithmetic on host memory): operands
+    # swapped for the column-major library, bias per output column, the aux matrix = pre
+    dev = FakeDevice()
+    rng = np.random.default_rng(3)
+    x, w, b = _args(rng, m=5, k=7, n=16, lead=(3,))
+    dx, dw, db = put(dev, x, w, b)
+    outs = [bc.DeviceArray.empty((3, 5, 16), f32, dev) for _ in range(2)]
+    dn = (((2,), (0,)), ((), ()))
+    avals = [blu.ShapeDtypeStruct(a.shape, a.dtype) for a in (x, w, b)]
+    out_avals = [blu.ShapeDtypeStruct((3, 5, 16), f32)] * 2
+    epilogues._gpu(dev, 0, [dx.ptr, dw.ptr, db.ptr], [o.ptr for o in outs], 0, avals, out_avals,
+                   dimension_numbers=dn, precision=None, preferred_element_type=None)  # fmt: skip
+    want_a, want_pre = _reference(x, w, b)
+    np.testing.assert_allclose(np.asarray(outs[0]), want_a, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(outs[1]), want_pre, rtol=1e-5, atol=1e-6)
+
+
+# ---- a jitted layer on the device ---------------------------------------------------------------
+
+
+@GPU_MARKS[0]
+@GPU_MARKS[1]
+@pytest.mark.parametrize("dt", [bf16])
+def test_jitted_mlp_value_and_gradients_match_the_unfused_program(dt):
+    dev = make_device()
+    rng = np.random.default_rng(4)
+    x, w, b = _args(rng, m=64, k=48, n=96, lead=(2,))
+    w2 = (rng.standard_normal((96, 24)) * 0.2).astype(f32)
+
+    def loss(x, w, b, w2):
+        return ((_mlp(dt)(x, w, b) @ w2.astype(dt)).astype(f32) ** 2).mean()
+
+    step = blu.value_and_grad(loss, (0, 1, 2, 3))
+    got = pytree.tree_leaves(blu.jit(step)(*put(dev, x, w, b, w2)))
+    with blu.config.override(gpu_epilogues=False):
+        want = pytree.tree_leaves(blu.jit(step)(*put(dev, x, w, b, w2)))
+    tol = TOL[np.dtype(dt)] * (5 if dt == bf16 else 10)
+    for g, r in zip(got, want):
+        g, r = np.asarray(g, f64), np.asarray(r, f64)
+        np.testing.assert_allclose(g, r, rtol=tol, atol=tol * np.max(np.abs(r)))
