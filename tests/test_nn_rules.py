@@ -91,6 +91,27 @@ def test_gelu_low_precision_derivative(approximate, dtype):
     np.testing.assert_array_equal(big, [1.0, 0.0])
 
 
+def test_gelu_value_and_gradient_share_one_tanh():
+    """The tanh form's value and its derivative use one tanh per element (the primal clips x as
+    the derivative does, so common-subexpression elimination merges them), with values still
+    those of the float64 closed forms, x^2 overflowing float32 included (second derivative)."""
+    x = np.array([-1e20, -30.0, -2.0, 0.0, 0.5, 9.0, 11.0, 1e20], np.float32)
+
+    def f(v):
+        return blu.value_and_grad(lambda v: nn.gelu(v).sum())(v)
+
+    low = blu.jit(f).lower(x, target="cpu")
+    tanhs = sum(e.primitive.name == "tanh" for n in low._program.plan.nodes
+                if n.kind == "kernel" for e in n.jaxpr.eqns)  # fmt: skip
+    assert tanhs == 1
+    y, d1, d2 = elementwise_grads(nn.gelu, x)
+    ry, r1, r2 = gelu_ref(x.astype(np.float64), True)
+    np.testing.assert_allclose(y, ry, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(d1, r1, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(d2, r2, rtol=1e-5, atol=1e-5)
+    assert np.all(np.isfinite(d2))
+
+
 def full_size_residuals(f, *args):
     """The residuals reverse mode keeps for ``f`` at ``args`` that are as large as ``args[0]``
     and are not a smaller array broadcast (constant along an axis: a row statistic or a

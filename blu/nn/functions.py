@@ -76,7 +76,11 @@ _ERF_GELU_CLIP = 40.0
 
 @custom_jvp
 def _gelu_tanh(x: Any) -> Any:
-    inner = _SQRT_2_OVER_PI * (x + _GELU_CUBIC * (x * x * x))
+    # tanh of x clipped as the derivative clips it (the same values: +-1 beyond |x| = 10 to
+    # float64 precision), so that for float32/float64 x common-subexpression elimination leaves
+    # one tanh per element for the value and its gradient
+    xs = bnp.clip(x, -_GELU_CLIP, _GELU_CLIP)
+    inner = _SQRT_2_OVER_PI * (xs + _GELU_CUBIC * (xs * xs * xs))
     return 0.5 * x * (1.0 + bnp.tanh(inner))
 
 
