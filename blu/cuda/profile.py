@@ -8,11 +8,12 @@ during a capture would time nothing). At exit, a process with ``BLU_PROFILE=1`` 
 table to stderr.
 
 Rows group regions by name: calls, total and mean time, share of the total, min and max, and
-where the caller gave the work of one call, the achieved rate and its fraction of the device's
-peak (``PEAKS``): a kernel's *minimal* bytes (its inputs read once, its outputs written once)
-per second against the measured copy bandwidth, a product's floating-point operations per second
-against the tensor-core (or FP32/FP64) peak of its compute precision. A fraction well under 1
-means the kernel moves more than it must (re-reads) or has too little in flight.
+where the caller gave the work of one call, the achieved rate of the median call and its
+fraction of the device's peak (``PEAKS``): a kernel's *minimal* bytes (its inputs read once, its
+outputs written once) per second against the measured copy bandwidth, a product's floating-point
+operations per second against the tensor-core (or FP32/FP64) peak of its compute precision. A
+fraction well under 1 means the kernel moves more than it must (re-reads) or has too little in
+flight.
 
 Host time per call (``call``): the wall time of the Python loop that queues a program's launches
 beside the GPU time from its first launch to its last one's end, per executable; when the host
@@ -278,8 +279,13 @@ class Profiler:
                 "min_us": 1000 * min(t),
                 "max_us": 1000 * max(t),
                 "percent": 100 * sum(t) / grand,
-                "gb_per_s": self._work.get(name, [0, 0])[0] / max(sum(t), 1e-9) / 1e6,
-                "tflop_per_s": self._work.get(name, [0, 0])[1] / max(sum(t), 1e-9) / 1e9,
+                # rates of the median call: a program's first call (plans made, a product's
+                # algorithms searched) must not stand for the steady state
+                "gb_per_s": self._work.get(name, [0, 0])[0] / len(t) / max(_median(t), 1e-9) / 1e6,
+                "tflop_per_s": self._work.get(name, [0, 0])[1]
+                / len(t)
+                / max(_median(t), 1e-9)
+                / 1e9,
                 "mb": self._work.get(name, [0, 0])[0] / len(t) / 1e6,
             }
             for name, t in self._times.items()
@@ -358,3 +364,9 @@ def _report_at_exit() -> None:
             print(profiler.table(), file=sys.stderr)
         except Exception as e:  # noqa: BLE001 - the driver may be gone at exit
             print(f"blu profile: could not read the events at exit: {e}", file=sys.stderr)
+
+
+def _median(t: list[float]) -> float:
+    s = sorted(t)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
