@@ -205,6 +205,20 @@ def jaxpr_as_fun(closed: ClosedJaxpr) -> Callable[..., list[Any]]:
 # ---- simplification ----------------------------------------------------------------------------
 
 
+def use_counts(jaxpr: Jaxpr, output_uses: int = 1) -> dict[Var, int]:
+    """How many times each variable is read: once per equation operand, ``output_uses`` times
+    as an output of ``jaxpr`` (rewrites that take a value over when it has one reader)."""
+    uses: dict[Var, int] = {}
+    for e in jaxpr.eqns:
+        for a in e.invars:
+            if isinstance(a, Var):
+                uses[a] = uses.get(a, 0) + 1
+    for v in jaxpr.outvars:
+        if isinstance(v, Var):
+            uses[v] = uses.get(v, 0) + output_uses
+    return uses
+
+
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None) -> Jaxpr:
     """Dead-code elimination: drop equations none of whose outputs are used.
 

@@ -30,7 +30,7 @@ import numpy as np
 from blu.core import dtypes
 from blu.core.config import config
 from blu.core.interpreter import get_aval
-from blu.core.jaxpr import Jaxpr, JaxprEqn, Var
+from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, use_counts
 from blu.core.primitive import Primitive
 from blu.cuda.cublaslt import gelu_tanh, gemm_spec
 from blu.lax.dot import dot_general_p
@@ -105,14 +105,7 @@ def fuse_gelu_epilogues(jaxpr: Jaxpr) -> Jaxpr:
     if not calls:
         return jaxpr
     producer: dict[Var, JaxprEqn] = {v: e for e in jaxpr.eqns for v in e.outvars}
-    uses: dict[Var, int] = {}
-    for e in jaxpr.eqns:
-        for a in e.invars:
-            if isinstance(a, Var):
-                uses[a] = uses.get(a, 0) + 1
-    for v in jaxpr.outvars:
-        if isinstance(v, Var):
-            uses[v] = uses.get(v, 0) + 1
+    uses = use_counts(jaxpr)
     replace: dict[int, JaxprEqn] = {}  # id(gelu call) -> the fused equation
     drop: set[int] = set()  # ids of the product and the sum it replaces
     for call in calls:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from blu.core import dtypes
-from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, dce_jaxpr
+from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, dce_jaxpr, use_counts
 from blu.lax.dot import dot_general_p
 from blu.lax.shapes import transpose_p
 
@@ -91,14 +91,7 @@ def _fold_output_transposes(jaxpr: Jaxpr) -> list[JaxprEqn]:
     output becomes ``dot_general(b, a)`` (e.g. a weight gradient ``(x.T @ dy).T``): the
     product writes the layout its reader wants, with no copy. Returns ``jaxpr.eqns`` itself when
     nothing changes."""
-    uses: dict[Var, int] = {}
-    for e in jaxpr.eqns:
-        for a in e.invars:
-            if isinstance(a, Var):
-                uses[a] = uses.get(a, 0) + 1
-    for v in jaxpr.outvars:
-        if isinstance(v, Var):
-            uses[v] = uses.get(v, 0) + 2  # an output keeps its own layout
+    uses = use_counts(jaxpr, output_uses=2)  # an output keeps its own layout
     swapped: dict[Var, JaxprEqn] = {}  # a dot's output -> the dot writing the transpose instead
     for t in jaxpr.eqns:
         if t.primitive is not transpose_p:

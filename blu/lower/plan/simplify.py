@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from blu.core.jaxpr import _EFFECTFUL, Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr
+from blu.core.jaxpr import _EFFECTFUL, Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr, use_counts
 
 _FOLDABLE_MAX_SIZE = 1  # only scalars become literals: arrays stay values
 
@@ -107,14 +107,7 @@ def transposed_dots(jaxpr: Jaxpr) -> Jaxpr:
     ``dot_general(b, a)``: the product writes its result in the order it is read (reverse-mode
     derivatives make these, e.g. a weight's gradient ``(x^T g)^T``), instead of a product then a
     strided copy. Only products without batch axes, read by nothing but the transpose."""
-    uses: dict[Var, int] = {}
-    for e in jaxpr.eqns:
-        for a in e.invars:
-            if isinstance(a, Var):
-                uses[a] = uses.get(a, 0) + 1
-    for v in jaxpr.outvars:
-        if isinstance(v, Var):
-            uses[v] = uses.get(v, 0) + 1
+    uses = use_counts(jaxpr)
     producer = {v: e for e in jaxpr.eqns for v in e.outvars}
     swapped: dict[int, JaxprEqn] = {}  # id(transpose eqn) -> the product that replaces it
     drop: set[int] = set()
