@@ -266,3 +266,76 @@ def test_transposed_constant_also_read_as_it_is():
         wys.append((wh * (wh @ u64)).sum())
     assert_close(h, wh, terms=8)
     assert_close(ys, wys, terms=8)
+
+
+# ---- hoisted products streamed while the loop runs (blu/lower/cpu/control_flow.py) --------------
+
+
+def two_projections(reverse):
+    """An RNN with two input projections hoisted out of the loop (both streamed), one of a
+    4-D input (two contracted axes), and a stacked output."""
+
+    def f(w1, w2, u, h0, xs, zs):
+        def step(h, xz):
+            x, z = xz
+            h = lax.tanh(x @ w1 + lax.dot_general(z, w2, (((1, 2), (0, 1)), ((), ()))) + h @ u)
+            return h, h
+
+        return scan(step, h0, (xs, zs), reverse=reverse)
+
+    return f
+
+
+def two_projections_ref(w1, w2, u, h0, xs, zs, reverse):
+    w1, w2, u, h = (np.asarray(a, np.float64) for a in (w1, w2, u, h0))
+    xs, zs = np.asarray(xs, np.float64), np.asarray(zs, np.float64)
+    hs = np.zeros((len(xs),) + h.shape)
+    for i in reversed(range(len(xs))) if reverse else range(len(xs)):
+        h = hs[i] = np.tanh(xs[i] @ w1 + np.tensordot(zs[i], w2, 2) + h @ u)
+    return h, hs
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("length", [8, 37])
+@pytest.mark.parametrize("mode", ["streamed", "one thread", "nan checks"])
+def test_streamed_input_projections_match_a_python_loop(set_flag, reverse, length, mode):
+    set_flag("cpu_threads", 1 if mode == "one thread" else 2)
+    set_flag("debug_nans", mode == "nan checks")
+    rng = np.random.default_rng(length)
+    r = lambda *shape, s=0.5: (rng.standard_normal(shape) * s).astype(np.float32)  # noqa: E731
+    args = (r(6, 5), r(2, 3, 5, s=0.3), r(5, 5), r(4, 5), r(length, 4, 6), r(length, 4, 2, 3))
+    f = two_projections(reverse)
+    exe = blu.jit(f).lower(*args, target="cpu").compile().executable
+    (loop,) = [run for _, run, node in exe.runners if node.kind == NodeKind.LOOP]
+    assert len(loop.streams) == 2  # both projections are made by the loop, on another thread
+    h, hs = blu.jit(f)(*args)
+    wh, whs = two_projections_ref(*args, reverse)
+    assert_close(h, wh, terms=16)
+    assert_close(hs, whs, terms=16)
+
+
+def test_product_read_before_the_loop_is_not_streamed():
+    """A hoisted product another step reads before the loop runs is made by its own step."""
+
+    def f(w, h0, xs):
+        def step(h, x):
+            return lax.tanh(x @ w + h), None
+
+        p = lax.dot_general(xs, w, (((2,), (0,)), ((), ())))  # xs @ w, also hoisted's shape
+        q = lax.dot_general(p, w, (((2,), (0,)), ((), ())))  # reads p before the loop
+        return scan(step, h0, q)[0], p
+
+    rng = np.random.default_rng(6)
+    w = (rng.standard_normal((3, 3)) / 2).astype(np.float32)
+    h0, xs = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((9, 2, 3))
+    xs = xs.astype(np.float32)
+    exe = blu.jit(f).lower(w, h0, xs, target="cpu").compile().executable
+    (loop,) = [run for _, run, node in exe.runners if node.kind == NodeKind.LOOP]
+    assert len(loop.streams) == 1  # q @ w, hoisted; q itself is read by it
+    h, p = blu.jit(f)(w, h0, xs)
+    w64, x64 = np.asarray(w, np.float64), np.asarray(xs, np.float64)
+    wh = np.asarray(h0, np.float64)
+    for q in x64 @ w64 @ w64:
+        wh = np.tanh(q @ w64 + wh)
+    assert_close(h, wh, terms=9)
+    assert_close(p, x64 @ w64, terms=3)
