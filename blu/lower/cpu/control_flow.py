@@ -20,8 +20,10 @@ one after the other on one core; the other core would otherwise idle through the
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -195,7 +197,11 @@ class _LoopStep:
 
 _BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 STREAM_MIN_LENGTH = 8  # shorter loops compute their hoisted products before they start
-STREAM_FIRST_ROWS = 2  # rows of a streamed product made before the loop starts
+STREAM_FIRST_ROWS = 4  # rows of a streamed product made before the loop starts
+# while a loop streams, the interpreter hands the GIL over after this long (seconds) instead of
+# its default 5 ms: the worker needs the GIL for a moment between chunks, and a loop busy with
+# short calls takes it back before the waiting worker wakes (it would wait out the interval)
+STREAM_SWITCH_INTERVAL = 1e-4
 
 
 class _Stream:
@@ -207,12 +213,11 @@ class _Stream:
     def __init__(self, products: list[tuple], order: range):
         self.order = order
         n = len(order)
-        # the first rows are made here, while the worker wakes up; then chunks of 8 rows,
-        # starting smaller (the worker has to get ahead of the loop)
-        self.cuts, c = [0, min(n, STREAM_FIRST_ROWS)], STREAM_FIRST_ROWS
+        # the first rows are made here, while the worker wakes up; then chunks twice as large
+        # each time (the worker gets ahead of the loop, and takes the GIL between chunks only)
+        self.cuts = [0, min(n, STREAM_FIRST_ROWS)]
         while self.cuts[-1] < n:
-            self.cuts.append(min(n, self.cuts[-1] + c))
-            c = min(2 * c, 8)
+            self.cuts.append(min(n, 2 * self.cuts[-1]))
         self.events = [threading.Event() for _ in self.cuts[2:]]
         self.wait_at = dict(zip(self.cuts[1:], self.events))
         self.products = [_as_2d(*p) for p in products]
@@ -253,9 +258,34 @@ def _product(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, k: int) -> None:
     """A streamed product made at once (``out`` may be any array of its shape)."""
     dense = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
     lhs2, rhs2, out2, _ = _as_2d(lhs, rhs, dense, k)
-    np.matmul(lhs2, rhs2, out=out2)
+    flops = 2.0 * lhs2.shape[0] * lhs2.shape[1] * rhs2.shape[1]
+    blas.matmul(lhs2[None], rhs2[None], out2[None], blas.threads_for(flops))
     if dense is not out:
         np.copyto(out, dense)
+
+
+_switch_lock = threading.Lock()
+_switch_users = 0
+_switch_saved = 0.005
+
+
+@contextlib.contextmanager
+def _quick_switches() -> Iterator[None]:
+    """``sys.setswitchinterval(STREAM_SWITCH_INTERVAL)`` while any loop streams (the previous
+    interval back when the last one ends)."""
+    global _switch_users, _switch_saved
+    with _switch_lock:
+        if _switch_users == 0:
+            _switch_saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switch_saved, STREAM_SWITCH_INTERVAL))
+        _switch_users += 1
+    try:
+        yield
+    finally:
+        with _switch_lock:
+            _switch_users -= 1
+            if _switch_users == 0:
+                sys.setswitchinterval(_switch_saved)
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -292,21 +322,21 @@ def _scan(step: Step, p: dict, compile_body: Callable) -> _LoopStep:
     order = range(length - 1, -1, -1) if reverse else range(length)
 
     def run(env: list) -> None:
-        stream = None
         products = [(env[a], env[b], env[o], k) for a, b, o, k in loop.streams]
         if config.debug_nans:  # the product's own step made it (and checked it)
             products = []
         if (products and length >= STREAM_MIN_LENGTH and blas.threads_for(float("inf")) > 1
                 and all(p[2].flags.c_contiguous for p in products)):  # fmt: skip
-            stream = _Stream(products, order)
-        else:  # (no other core, or too short to pay): before the loop
-            for lhs, rhs, out, k in products:
-                _product(lhs, rhs, out, k)
-        try:
-            _run(env, stream)
-        finally:
-            if stream is not None:
-                stream.close()
+            with _quick_switches():
+                stream = _Stream(products, order)
+                try:
+                    _run(env, stream)
+                finally:
+                    stream.close()
+            return
+        for lhs, rhs, out, k in products:  # (no other core, or too short to pay): before
+            _product(lhs, rhs, out, k)
+        _run(env, None)
 
     b_in = body.in_slots
     c_slots, x_slots = b_in[nc : nc + nk], b_in[nc + nk :]
