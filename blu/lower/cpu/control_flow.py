@@ -222,7 +222,12 @@ class _Stream:
         self.wait_at = dict(zip(self.cuts[1:], self.events))
         self.products = [_as_2d(*p) for p in products]
         self.future = _stream_pool().submit(self._work)
-        self._chunk(0, self.cuts[1])
+        try:
+            self._chunk(0, self.cuts[1])
+        except BaseException:
+            with contextlib.suppress(BaseException):  # the worker writes into the loop's inputs
+                self.future.result()
+            raise
 
     def _chunk(self, c0: int, c1: int) -> None:
         lo, hi = sorted((self.order[c0], self.order[c1 - 1]))
