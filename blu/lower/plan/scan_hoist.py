@@ -15,6 +15,7 @@ A loop constant a body product reads transposed (the backward's ``g_t @ U^T``) i
 once before the loop instead (``transpose`` of the constant, a new constant of the body): BLAS
 runs a product whose operand is stored transposed up to 1.6x slower at an RNN's sizes
 (32x256 @ (256x256)^T: 93 µs against 58 µs on one core), and the body runs it ``length`` times.
+The copy is held through the loop: constants over ``MAX_HOISTED_BYTES`` are left as they are.
 """
 
 from __future__ import annotations
@@ -106,6 +107,8 @@ def _transposed_consts(e: JaxprEqn, consts: dict) -> list[tuple[int, tuple[int, 
     for side, contract, ahead in ((0, lc, False), (1, rc, True)):
         v = e.invars[side]
         if not (isinstance(v, Var) and v in consts):
+            continue
+        if v.aval.size * v.aval.dtype.itemsize > MAX_HOISTED_BYTES:  # the copy is held too
             continue
         free = tuple(a for a in range(len(v.aval.shape)) if a not in contract)
         perm = tuple(contract) + free if ahead else free + tuple(contract)
