@@ -339,3 +339,22 @@ def test_product_read_before_the_loop_is_not_streamed():
         wh = np.tanh(q @ w64 + wh)
     assert_close(h, wh, terms=9)
     assert_close(p, x64 @ w64, terms=3)
+
+
+def test_over_the_memory_caps_the_loops_stay_as_they_are(monkeypatch):
+    """With no memory for stacked operands or transposed constants, nothing is rewritten, and
+    the gradient is the same."""
+    from blu.lower.plan import scan_accumulate, scan_hoist
+
+    monkeypatch.setattr(scan_accumulate, "MAX_STACKED_BYTES", 0)
+    monkeypatch.setattr(scan_hoist, "MAX_HOISTED_BYTES", 0)
+    args = rnn_data(np.random.default_rng(7), t=5, b=2, n=4)
+    g = blu.grad(rnn(False), argnums=(0, 1))
+    j = prepared(g, *args)
+    assert scans(j)[1].params["num_carry"] == 3  # dh, dU, dW: all accumulated in the loop
+    assert summed_products(j) == []
+    assert not any(e.primitive.name == "transpose" for e in j.eqns)
+    gw, gu = blu.jit(g)(*args)
+    ww, wu = rnn_grads_ref(*args, False)
+    assert_close(gw, ww, terms=10)
+    assert_close(gu, wu, terms=10)
