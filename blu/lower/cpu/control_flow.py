@@ -10,16 +10,28 @@ straight into the node's planned buffers.
 
 Nothing of a body is re-planned or re-dispatched per iteration: what remains on the host per
 iteration is the loop itself and one call per body step (a few microseconds each).
+
+A product hoisted out of a scan (``plan/scan_hoist.py``: ``xs @ W`` made before the loop, read
+row by row) is streamed (``_Stream``): the executable hands it to the loop node
+(``_LoopStep.stream``), which computes it in chunks of rows on another core while the loop
+consumes the rows already made, waiting only where it catches up. The loop's own products run
+one after the other on one core; the other core would otherwise idle through the whole loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from blu.core.config import config
 from blu.core.jaxpr import Jaxpr
+from blu.lower.cpu import blas
 from blu.lower.plan.steps import Step, literal_value
 
 __all__ = ["Body", "loop_runner"]
@@ -108,15 +120,191 @@ class _Carry:
         self._place()
 
 
+class _Pins:
+    """The addresses a scan body's kernels read and write per iteration, set by the loop
+    (``pins(env, i, n)``) instead of read from the arrays by the kernels: a row's address is the
+    stacked array's plus ``i`` rows, a carry's one of two made once per call; reading an
+    array's address (``.ctypes.data``, ~1.5 µs) would cost a third of the kernel's time on an
+    RNN's rows. Only while the body's kernels remember their arrays (``_Kernel.remember``:
+    they then skip an argument whose array is the one pinned)."""
+
+    def __init__(self, body, owned, c_slots, x_slots, placed, direct, cur, spare, xs, ys):
+        feeds: dict[int, list] = {}
+        if owned:
+            for k in body.kernels:
+                if getattr(k, "last", None) is not None and hasattr(k, "ptrs"):
+                    for pos, sl in enumerate(k.args):
+                        feeds.setdefault(sl, []).append((k.last, k.ptrs, pos))
+        rows = [(sl, x) for sl, x in zip(x_slots, xs)] + [(sl, ys[j]) for j, sl in direct]
+        self.rows = [(sl, f, a.ctypes.data, a.strides[0] if a.ndim else 0)
+                     for sl, a in rows if a.ndim and (f := feeds.get(sl))]  # fmt: skip
+        # a carry's buffers swap every iteration: in even iterations the body reads ``cur``
+        # and writes ``spare``, in odd ones the other way round
+        bufs = [(sl, f, cur[k], spare[k]) for k, sl in enumerate(c_slots) if (f := feeds.get(sl))]
+        bufs += [(sl, f, spare[k], cur[k]) for k, sl in placed if (f := feeds.get(sl))]
+        self.bufs = [(sl, f, (a, a.ctypes.data), (b, b.ctypes.data)) for sl, f, a, b in bufs]
+        self.on = bool(self.rows or self.bufs)
+
+    def __call__(self, env: list, i: int, n: int) -> None:
+        for sl, feed, base, stride in self.rows:
+            x, addr = env[sl], base + i * stride
+            for last, ptrs, pos in feed:
+                last[pos] = x
+                ptrs[pos] = addr
+        for _sl, feed, even, odd in self.bufs:
+            x, addr = odd if n & 1 else even
+            for last, ptrs, pos in feed:
+                last[pos] = x
+                ptrs[pos] = addr
+
+
 class _LoopStep:
     """The step runner of a loop node: ``run(env, arena, owned)``; ``bodies`` its compiled
-    bodies (``Body``)."""
+    bodies (``Body``); ``streams`` the products it computes while it runs (``stream``)."""
 
-    def __init__(self, bodies: list[Body], run: Callable[[list], None]):
+    def __init__(self, bodies: list[Body], run: Callable[[list], None], xs: list | None = None):
         self.bodies, self._run = bodies, run
+        self.xs = xs  # a scan's scanned-over inputs (their slots), else None
+        self.ins: list = []  # the slots the loop reads (set by the loop's maker)
+        self.streams: list[tuple[int, int, int, int]] = []
 
     def __call__(self, env: list, arena: Any, owned: bool) -> None:
         self._run(env)
+
+    def can_stream(self, eqn: Any, ins: list, out: int) -> bool:
+        """Whether this loop can compute product ``eqn`` (``out = dot(ins)``, the step just
+        before it) itself, streamed (see the module docstring): ``out`` is a scanned-over input
+        of this scan, a product of a stacked lhs (its rows, axis 0, the scan's) and an rhs in
+        the layouts one 2-D BLAS product reads, both read by the loop too (so alive and
+        unchanged until it ends)."""
+        if self.xs is None or out not in self.xs or not all(isinstance(a, int) for a in ins):
+            return False
+        (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+        la, ra, oa = (v.aval for v in (*eqn.invars, eqn.outvars[0]))
+        nl = len(la.shape)
+        return (
+            not lb and not rb and nl >= 2 and 0 not in lc
+            and tuple(lc) == tuple(range(nl - len(lc), nl)) and tuple(rc) == tuple(range(len(rc)))
+            and la.dtype == ra.dtype == oa.dtype and np.dtype(oa.dtype) in _BLAS_DTYPES
+            and all(a in self.ins for a in ins)
+        )  # fmt: skip
+
+    def stream(self, eqn: Any, ins: list, out: int) -> None:
+        """Compute ``out = ins[0] @ ins[1]`` (``can_stream``) in this loop's call from now on."""
+        (lc, _), _ = eqn.params["dimension_numbers"]
+        self.streams.append((ins[0], ins[1], out, len(lc)))
+
+
+_BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+STREAM_MIN_LENGTH = 8  # shorter loops compute their hoisted products before they start
+STREAM_FIRST_ROWS = 4  # rows of a streamed product made before the loop starts
+# while a loop streams, the interpreter hands the GIL over after this long (seconds) instead of
+# its default 5 ms: the worker needs the GIL for a moment between chunks, and a loop busy with
+# short calls takes it back before the waiting worker wakes (it would wait out the interval)
+STREAM_SWITCH_INTERVAL = 1e-4
+
+
+class _Stream:
+    """Hoisted products ``out[t] = lhs[t] @ rhs`` computed in chunks of rows, in the loop's
+    order, on a worker thread: ``wait_at[n]`` (where present) is set once the rows of the
+    loop's ``n``-th iteration and those after it in its chunk exist; ``close()`` waits for the
+    worker (always called: it writes into the loop's inputs) and raises what it raised."""
+
+    def __init__(self, products: list[tuple], order: range):
+        self.order = order
+        n = len(order)
+        # the first rows are made here, while the worker wakes up; then chunks twice as large
+        # each time (the worker gets ahead of the loop, and takes the GIL between chunks only)
+        self.cuts = [0, min(n, STREAM_FIRST_ROWS)]
+        while self.cuts[-1] < n:
+            self.cuts.append(min(n, 2 * self.cuts[-1]))
+        self.events = [threading.Event() for _ in self.cuts[2:]]
+        self.wait_at = dict(zip(self.cuts[1:], self.events))
+        self.products = [_as_2d(*p) for p in products]
+        self.future = _stream_pool().submit(self._work)
+        try:
+            self._chunk(0, self.cuts[1])
+        except BaseException:
+            with contextlib.suppress(BaseException):  # the worker writes into the loop's inputs
+                self.future.result()
+            raise
+
+    def _chunk(self, c0: int, c1: int) -> None:
+        lo, hi = sorted((self.order[c0], self.order[c1 - 1]))
+        with np.errstate(over="ignore", invalid="ignore"):  # as the products in the loop
+            for lhs, rhs, out, m in self.products:
+                np.matmul(lhs[lo * m : (hi + 1) * m], rhs, out=out[lo * m : (hi + 1) * m])
+
+    def _work(self) -> None:
+        blas.use_threads(1)
+        try:
+            for c0, c1, ev in zip(self.cuts[1:], self.cuts[2:], self.events):
+                self._chunk(c0, c1)
+                ev.set()
+        finally:
+            for ev in self.events:  # a failed product: the loop stops waiting (close raises)
+                ev.set()
+
+    def close(self) -> None:
+        self.future.result()
+
+
+def _as_2d(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, k: int) -> tuple:
+    """``(lhs2, rhs2, out2, m)``: the product's operands as 2-D matrices whose rows ``t * m``
+    to ``(t + 1) * m`` are row ``t`` of the stacked ``lhs`` / ``out`` (``k``: the number of
+    contracted axes, the trailing ones of ``lhs``, the leading ones of ``rhs``)."""
+    size = lambda shape: int(np.prod(shape, dtype=np.int64))  # noqa: E731
+    t, kk = lhs.shape[0], size(rhs.shape[:k])
+    m, n = size(lhs.shape[1 : lhs.ndim - k]), size(rhs.shape[k:])
+    return lhs.reshape(t * m, kk), rhs.reshape(kk, n), out.reshape(t * m, n), m
+
+
+def _product(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, k: int) -> None:
+    """A streamed product made at once (``out`` may be any array of its shape)."""
+    dense = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+    lhs2, rhs2, out2, _ = _as_2d(lhs, rhs, dense, k)
+    flops = 2.0 * lhs2.shape[0] * lhs2.shape[1] * rhs2.shape[1]
+    blas.matmul(lhs2[None], rhs2[None], out2[None], blas.threads_for(flops))
+    if dense is not out:
+        np.copyto(out, dense)
+
+
+_switch_lock = threading.Lock()
+_switch_users = 0
+_switch_saved = 0.005
+
+
+@contextlib.contextmanager
+def _quick_switches() -> Iterator[None]:
+    """``sys.setswitchinterval(STREAM_SWITCH_INTERVAL)`` while any loop streams (the previous
+    interval back when the last one ends)."""
+    global _switch_users, _switch_saved
+    with _switch_lock:
+        if _switch_users == 0:
+            _switch_saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switch_saved, STREAM_SWITCH_INTERVAL))
+        _switch_users += 1
+    try:
+        yield
+    finally:
+        with _switch_lock:
+            _switch_users -= 1
+            if _switch_users == 0:
+                sys.setswitchinterval(_switch_saved)
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _stream_pool() -> ThreadPoolExecutor:
+    """The threads of streamed products (their own: a loop body's products split on blas's
+    pool must not queue behind a stream that lasts the whole loop)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="blu-stream")
+        return _pool
 
 
 def loop_runner(step: Step, compile_body: Callable[[Jaxpr, str], Any]) -> _LoopStep:
@@ -139,29 +327,76 @@ def _scan(step: Step, p: dict, compile_body: Callable) -> _LoopStep:
     order = range(length - 1, -1, -1) if reverse else range(length)
 
     def run(env: list) -> None:
+        products = [(env[a], env[b], env[o], k) for a, b, o, k in loop.streams]
+        if config.debug_nans:  # the product's own step made it (and checked it)
+            products = []
+        if (products and length >= STREAM_MIN_LENGTH and blas.threads_for(float("inf")) > 1
+                and all(p[2].flags.c_contiguous for p in products)):  # fmt: skip
+            with _quick_switches():
+                stream = _Stream(products, order)
+                try:
+                    _run(env, stream)
+                finally:
+                    stream.close()
+            return
+        for lhs, rhs, out, k in products:  # (no other core, or too short to pay): before
+            _product(lhs, rhs, out, k)
+        _run(env, None)
+
+    b_in = body.in_slots
+    c_slots, x_slots = b_in[nc : nc + nk], b_in[nc + nk :]
+    c_spec, y_spec = body.out_spec[:nk], body.out_spec[nk:]
+    # outputs the body writes itself, into the loop's buffers: the next carry, a stacked row
+    placed = [(k, body.out_slots[k]) for k in range(nk) if body.out_slots[k] is not None]
+    direct = [(j, body.out_slots[nk + j]) for j in range(len(y_spec))
+              if body.out_slots[nk + j] is not None]  # fmt: skip
+    copied = [j for j in range(len(y_spec)) if body.out_slots[nk + j] is None]
+
+    def _run(env: list, stream: _Stream | None) -> None:
         vals = [_read(env, a) for a in ins]
         consts, xs = vals[:nc], vals[nc + nk :]
         ys = [env[o] for o in outs[nk:]]
+        cur = [np.array(c, order="C", copy=True) for c in vals[nc : nc + nk]]
+        spare = [np.empty_like(c) for c in cur]
+        wait_at = stream.wait_at if stream is not None else {}
         session = body.start()
-        carry = _Carry(vals[nc : nc + nk], body, session)
-        # a stacked output the body writes itself is written straight into its row
-        direct = [j for j in range(len(ys)) if body.out_slots[nk + j] is not None]
+        benv, arena, owned = session
+        for sl, c in zip(b_in[:nc], consts):
+            benv[sl] = c
+        pins = _Pins(body, owned, c_slots, x_slots, placed, direct, cur, spare, xs, ys)
         try:
-            for i in order:
-                rows = [y[i, ...] for y in ys]
-                for j in direct:
-                    body.place(session, nk + j, rows[j])
-                res = body.run(session, consts + carry.cur + [x[i, ...] for x in xs])
-                for row, r in zip(rows, res[nk:]):
-                    if r is not row:
-                        row[...] = r
-                carry.update(res[:nk])
+            for n, i in enumerate(order):
+                ev = wait_at.get(n)
+                if ev is not None:
+                    ev.wait()
+                for sl, c in zip(c_slots, cur):
+                    benv[sl] = c
+                for k, sl in placed:
+                    benv[sl] = spare[k]
+                for sl, x in zip(x_slots, xs):
+                    benv[sl] = x[i, ...]  # (a view: ``x[i]`` of a vector is a scalar)
+                for j, sl in direct:
+                    benv[sl] = ys[j][i, ...]
+                if pins.on:
+                    pins(benv, i, n)
+                for r in body.runs:
+                    r(benv, arena, owned)
+                for c, (kind, x) in zip(spare, c_spec):
+                    r = benv[x] if kind == "var" else x
+                    if r is not c:
+                        np.copyto(c, r)
+                for j in copied:
+                    kind, x = y_spec[j]
+                    ys[j][i, ...] = benv[x] if kind == "var" else x
+                cur, spare = spare, cur
         finally:
             body.finish(session)
-        for o, c in zip(outs[:nk], carry.cur):
+        for o, c in zip(outs[:nk], cur):
             np.copyto(env[o], c)
 
-    return _LoopStep([body], run)
+    loop = _LoopStep([body], run, [a for a in ins[nc + nk :]])
+    loop.ins = ins
+    return loop
 
 
 def _while(step: Step, p: dict, compile_body: Callable) -> _LoopStep:

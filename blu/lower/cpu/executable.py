@@ -144,6 +144,16 @@ def _dot(eqn: Any) -> Any:
     return run
 
 
+def _unless_nan_checks(run: Any) -> Any:
+    """A step runner that runs ``run`` only when NaNs are checked (``_stream_products``)."""
+
+    def deferred(env: list, arena: Any, owned: bool) -> None:
+        if config.debug_nans:
+            run(env, arena, owned)
+
+    return deferred
+
+
 POOL_BYTES = 1 << 20  # outputs this large are recycled through the executable's pool
 
 
@@ -191,6 +201,7 @@ class CpuExecutable(Executable):
         self.in_slots, self.out_spec, self.n_slots = st.in_slots, st.out_spec, st.n_slots
         self.slot, self.donated_slots = st.slot, st.donated_slots
         self.runners = [(step.allocs, self._runner(step), step.node) for step in st.steps]
+        self._stream_products()
         self._arena: np.ndarray | None = None
         self._views: dict[int, np.ndarray] | None = None
         self._arena_lock = threading.Lock()
@@ -288,6 +299,27 @@ class CpuExecutable(Executable):
         ins = [("lit", literal_value(a)) if not isinstance(a, int) else ("var", a)
                for a in step.ins]  # fmt: skip
         return lambda env, arena, owned: self._fallback((e, ins, step.outs), env, arena)
+
+    def _stream_products(self) -> None:
+        """Products hoisted out of a scan, made just before its loop and read only by it, are
+        handed to the loop, which makes them on another core while it runs
+        (``control_flow._Stream``); their own steps then do nothing (unless NaNs are checked:
+        then they make them, and the loop does not)."""
+        steps = self.steps.steps
+        for i, step in enumerate(steps):
+            loop = self.runners[i][1]
+            if step.kind != NodeKind.LOOP or not hasattr(loop, "can_stream"):
+                continue
+            read_between: set = set()
+            j = i - 1
+            while j >= 0 and steps[j].kind == NodeKind.DOT:
+                d = steps[j]
+                (out,) = d.outs
+                if out not in read_between and loop.can_stream(d.node.eqns[0], d.ins, out):
+                    loop.stream(d.node.eqns[0], d.ins, out)
+                    self.runners[j] = (d.allocs, _unless_nan_checks(self.runners[j][1]), d.node)
+                read_between.update(a for a in d.ins if isinstance(a, int))
+                j -= 1
 
     # ---- running ------------------------------------------------------------------------------
 

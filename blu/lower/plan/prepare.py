@@ -19,6 +19,7 @@ from blu.lower.plan.fusion import KernelLayout, can_fuse
 from blu.lower.plan.memory import MemoryPlan, inplace_ok
 from blu.lower.plan.nodes import NodeKind, Plan
 from blu.lower.plan.partition import partition
+from blu.lower.plan.scan_accumulate import hoist_scan_accumulations
 from blu.lower.plan.scan_hoist import hoist_scan_products
 from blu.lower.plan.simplify import simplify
 
@@ -106,8 +107,9 @@ def prepare(jaxpr: Jaxpr, donated: Sequence[bool], target: str = "cpu") -> Prepa
     simple = simplify(inline_decompositions(jaxpr, target))
     if gpu:
         simple = canonicalize_dots(simple)
-    else:  # the CPU compiles loops (loop nodes): products independent of the carry leave them
-        simple = hoist_scan_products(simple)
+    else:  # the CPU compiles loops (loop nodes): products independent of the carry leave them,
+        # and products a carry only accumulates are summed after them
+        simple = hoist_scan_products(hoist_scan_accumulations(simple))
         # sums of zero-padded parts tiling their output (a concatenation): plain copies
         simple = rewrite_concats(simple)
     plan = partition(simple, gpu=gpu)
