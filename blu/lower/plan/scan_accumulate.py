@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, dce_jaxpr
+from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, dce_jaxpr, use_counts
 
 __all__ = ["hoist_scan_accumulations"]
 
@@ -54,11 +54,7 @@ class _Sum:
 
 
 def _uses(body: Jaxpr) -> Counter:
-    n: Counter = Counter()
-    for e in body.eqns:
-        n.update(v for v in e.invars if isinstance(v, Var))
-    n.update(v for v in body.outvars if isinstance(v, Var))
-    return n
+    return Counter(use_counts(body))  # (0 for a variable nothing reads)
 
 
 def _find(body: Jaxpr, nc: int, nk: int) -> list[_Sum]:
