@@ -219,6 +219,8 @@ NOT_OPERATIONS: dict[str, str] = {
     "numpy.IndexUpdateHelper": "x.at: covered by the IndexUpdateRef entries",
     "prim:cpu_concat": "made only by the CPU plan from sums of zero-padded parts, after "
     "differentiation (test_cpu_concat)",
+    "prim:dot_bias_gelu": "made only by the CUDA plan from a product, its bias and the tanh GELU, "
+    "after differentiation (test_gpu_epilogues: against float64 and the unfused program)",
 }
 
 
