@@ -23,13 +23,18 @@ from blu.lower.cpu import threads as cpu_threads
 from blu.lower.plan.fusion import is_arg_reduce, is_elementwise, is_reduction, reduce_axes
 from blu.lower.plan.nodes import NodeKind
 
-__all__ = ["MIN_SPLIT_WORK", "RowKernel", "row_count", "work"]
+__all__ = ["MIN_SPLIT_WORK", "RowKernel", "row_block", "row_count", "work"]
 
 # below this work (``work``: ~ operations) a kernel runs whole: a part handed to another thread
 # costs its wake-up (tens of microseconds on an idle core, more when the cores are shared)
 MIN_SPLIT_WORK = 1 << 20
 
 _MIN_ROWS_ELEMENTS = 1 << 14  # each part gets at least this many elements (~20 us or more)
+
+# a kernel of several nests runs them block by block of rows (``row_block``), a block about this
+# many elements of its widest nest: 16 KiB of float32 per buffer, which stay in the L1/L2 cache
+# from one nest to the next
+BLOCK_ELEMENTS = 1 << 12
 
 
 def row_count(node: Any) -> int:
@@ -91,6 +96,26 @@ def _row_local(e: Any, r: int, read_only: set) -> bool:
     if name in ("squeeze", "rev"):
         return 0 not in tuple(p["dimensions"])
     return False  # gather, iota with operands, anything new: run whole
+
+
+def row_block(node: Any, r: int) -> int:
+    """Rows per block when the nests of a kernel split by its ``r`` rows run block by block
+    (``codegen.KernelEmitter``'s ``block``): about ``BLOCK_ELEMENTS`` elements of its widest
+    nest, at least one row; 0 (nest after nest over the part's rows) for one nest, or when one
+    block would hold every row."""
+    nests = node.layout.nests
+    if len(nests) < 2 or r < 2:
+        return 0
+    widest = max(max(1, _prod(nest.shape[1:])) for nest in nests)
+    blk = max(1, BLOCK_ELEMENTS // widest)
+    return blk if blk < r else 0
+
+
+def _prod(shape: Any) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def elements(node: Any) -> int:
