@@ -70,8 +70,8 @@ def split_everything(monkeypatch):
     monkeypatch.setattr(rows, "_MIN_ROWS_ELEMENTS", 1)
     parts = []
     run = cpu_threads.run_parts
-    monkeypatch.setattr(cpu_threads, "run_parts", lambda fn, cuts: (parts.append(len(cuts)),
-                                                                   run(fn, cuts)))  # fmt: skip
+    monkeypatch.setattr(cpu_threads, "run_parts", lambda fn, cuts, *a: (parts.append(len(cuts)),
+                                                                   run(fn, cuts, *a)))  # fmt: skip
     return parts
 
 
@@ -83,8 +83,8 @@ def test_split_kernels_match_float64(r, c, threads):
         mp.setattr(rows, "_MIN_ROWS_ELEMENTS", 1)
         parts = []
         run = cpu_threads.run_parts
-        mp.setattr(cpu_threads, "run_parts", lambda fn, cuts: (parts.append(len(cuts)),
-                                                               run(fn, cuts)))  # fmt: skip
+        mp.setattr(cpu_threads, "run_parts", lambda fn, cuts, *a: (parts.append(len(cuts)),
+                                                               run(fn, cuts, *a)))  # fmt: skip
         blu.config.update("cpu_threads", threads)
         try:
             rng = np.random.default_rng(r * 100 + c)

@@ -19,6 +19,7 @@ import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -83,10 +84,13 @@ def _part(x: np.ndarray, y: np.ndarray, o: np.ndarray) -> None:
         np.matmul(x, y, out=o)
 
 
-def matmul(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, threads: int) -> None:
+def matmul(
+    lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, threads: int, balance: Any = None
+) -> None:
     """``np.matmul(lhs, rhs, out=out)`` for 3-D ``(b, m, k) @ (b, k, n)`` operands, split into
     ``threads`` parts by batch (``b >= threads``), else by rows of ``lhs`` or by columns of
-    ``rhs`` (``split_axis``), each on single-threaded BLAS, the caller's thread doing one part.
+    ``rhs`` (``split_axis``), each on single-threaded BLAS, the caller's thread doing one part
+    (its share learned per call site by ``balance``, a ``threads.Balance``; else equal parts).
 
     Each part packs all of the operand that is not cut (BLAS copies its blocks into a
     cache-friendly layout): cut by rows, every part packs the whole ``(k, n)`` right operand;
@@ -94,29 +98,36 @@ def matmul(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, threads: int) -> N
     ``n`` (measured on the MLP step's products, 2 threads: 5-20% faster than always by rows
     when ``n > m``). ``out`` is C-contiguous: a row part writes a dense block, a column part a
     strided one (BLAS's ``ldc``; numpy passes such views to BLAS without a copy)."""
+    from blu.lower.cpu import threads as cpu_threads
+
     use_threads(1)
     b, m, n = lhs.shape[0], lhs.shape[1], rhs.shape[2]
     axis = 0 if b >= threads else split_axis(m, n, threads)
     if threads <= 1 or axis is None or b == 0:
         np.matmul(lhs[0], rhs[0], out=out[0]) if b == 1 else np.matmul(lhs, rhs, out=out)
         return
+    share = None if balance is None else balance.share
     if axis == 0:
-        cuts = [b * i // threads for i in range(threads + 1)]
-        parts = [(lhs[c0:c1], rhs[c0:c1], out[c0:c1]) for c0, c1 in zip(cuts, cuts[1:])]
+        cuts = cpu_threads.split(b, threads, share=share)
+
+        def part(lo: int, hi: int) -> None:
+            _part(lhs[lo:hi], rhs[lo:hi], out[lo:hi])
+
     elif axis == 1:
-        cuts = [m * i // threads for i in range(threads + 1)]
-        parts = [(lhs[j, c0:c1], rhs[j], out[j, c0:c1]) for j in range(b)
-                 for c0, c1 in zip(cuts, cuts[1:])]  # fmt: skip
+        cuts = cpu_threads.split(m, threads, share=share, align=16)
+
+        def part(lo: int, hi: int) -> None:
+            for j in range(b):
+                _part(lhs[j, lo:hi], rhs[j], out[j, lo:hi])
+
     else:
-        cuts = [n * i // threads for i in range(threads + 1)]
-        parts = [(lhs[j], rhs[j, :, c0:c1], out[j, :, c0:c1]) for j in range(b)
-                 for c0, c1 in zip(cuts, cuts[1:])]  # fmt: skip
-    pool = _workers(threads - 1)
-    futures = [pool.submit(_part, x, y, o) for x, y, o in parts[1:]]
-    x, y, o = parts[0]
-    np.matmul(x, y, out=o)
-    for f in futures:
-        f.result()
+        cuts = cpu_threads.split(n, threads, share=share, align=16)
+
+        def part(lo: int, hi: int) -> None:
+            for j in range(b):
+                _part(lhs[j], rhs[j, :, lo:hi], out[j, :, lo:hi])
+
+    cpu_threads.run_parts(part, cuts, balance)
 
 
 def split_axis(m: int, n: int, threads: int) -> int | None:

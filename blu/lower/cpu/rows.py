@@ -142,7 +142,8 @@ class RowKernel:
     ``run(env, arena, owned)`` fills the buffer addresses, then runs the rows in parts on blu's
     threads (``config.cpu_threads``; one part, the whole range, on one thread)."""
 
-    __slots__ = ("fn", "ins", "outs", "scratch", "node", "rows", "min_rows", "n", "_slots")
+    __slots__ = ("fn", "ins", "outs", "scratch", "node", "rows", "min_rows", "n", "_slots",
+                 "balance")  # fmt: skip
 
     def __init__(self, fn, ins, outs, scratch, node, rows: int):
         self.fn, self.ins, self.outs, self.scratch, self.node = fn, ins, outs, scratch, node
@@ -150,6 +151,7 @@ class RowKernel:
         self.min_rows = max(1, -(-_MIN_ROWS_ELEMENTS * rows // max(elements(node), 1)))
         self.n = len(ins) + len(outs) + len(scratch)
         self._slots: list[tuple] = []  # per part: its argument array and packed array
+        self.balance = cpu_threads.Balance()  # the caller's share of the rows
 
     def _part(self, k: int) -> tuple:
         # the packed calling convention passes each argument by address: a buffer's address
@@ -166,9 +168,10 @@ class RowKernel:
         if self.scratch:
             base = arena.ctypes.data
             addrs += [base + off for off in self.scratch]
-        cuts = cpu_threads.split(self.rows, _threads(), self.min_rows)
         if not owned:  # a concurrent call of the executable: pointer arrays of its own
-            return _run_fresh(self.fn, addrs, cuts)
+            return _run_fresh(self.fn, addrs, cpu_threads.split(self.rows, _threads(),
+                                                                self.min_rows))  # fmt: skip
+        cuts = cpu_threads.split(self.rows, _threads(), self.min_rows, self.balance.share)
         parts = []
         for k, (lo, hi) in enumerate(cuts):
             ptrs, packed = self._part(k)
@@ -178,7 +181,7 @@ class RowKernel:
             self.fn(parts[0])
             return
         index = {c: k for k, c in enumerate(cuts)}
-        cpu_threads.run_parts(lambda lo, hi: self.fn(parts[index[(lo, hi)]]), cuts)
+        cpu_threads.run_parts(lambda lo, hi: self.fn(parts[index[(lo, hi)]]), cuts, self.balance)
 
 
 def _threads() -> int:
