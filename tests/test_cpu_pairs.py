@@ -125,10 +125,11 @@ def test_paired_buffers_do_not_overlap(pair_everything, set_flag):
             allocs, run, _ = exe.runners[a]
 
             def spy(env, arena, owned, run=run, a=a, b=b):
+                # what each writes: its runner's buffers (a fused product writes the update's)
                 seen.append((a, b))
-                mine = [env[s] for s in exe.steps.steps[a].outs]
-                theirs = [env[s] for s in exe.steps.steps[b].ins + exe.steps.steps[b].outs
-                          if isinstance(s, int)]  # fmt: skip
+                mine = [env[s] for s, _, _ in exe.runners[a][0]]
+                theirs = [env[s] for s in exe.steps.steps[b].ins if isinstance(s, int)]
+                theirs += [env[s] for s, _, _ in exe.runners[b][0]]
                 for m in mine:
                     for t in theirs:
                         lo, hi = _byte_bounds(m)

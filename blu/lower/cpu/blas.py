@@ -25,7 +25,7 @@ import numpy as np
 
 from blu.core.config import config
 
-__all__ = ["matmul", "split_axis", "threads_for", "use_threads"]
+__all__ = ["gemm", "gemm_for", "matmul", "split_axis", "threads_for", "use_threads"]
 
 MIN_THREADED_FLOPS = 1 << 25  # ~34 MFLOP (~0.3 ms on a core): below this, one thread
 
@@ -38,12 +38,17 @@ _pool_size = 0
 _pool_lock = threading.Lock()
 
 
+def _openblas_libs() -> list[str]:
+    with contextlib.suppress(OSError):
+        with open("/proc/self/maps") as f:
+            return sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and "/" in ln})
+    return []
+
+
 def _find_setter():
     """OpenBLAS's ``set_num_threads`` from the library numpy loaded, or None."""
     with contextlib.suppress(OSError):
-        with open("/proc/self/maps") as f:
-            libs = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and "/" in ln})
-        for path in libs:
+        for path in _openblas_libs():
             with contextlib.suppress(OSError):
                 lib = ctypes.CDLL(path)
                 for sym in _SYMBOLS:
@@ -141,6 +146,83 @@ def split_axis(m: int, n: int, threads: int) -> int | None:
     if m >= 8 * threads:
         return 1
     return None
+
+
+# ---- C = alpha * op(A) @ op(B) + beta * C through CBLAS ------------------------------------------
+
+_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_TRANS = 101, 111, 112
+
+
+@functools.cache
+def gemm_for(dtype: np.dtype) -> Any:
+    """The CBLAS ``sgemm``/``dgemm`` (float32/float64) of the OpenBLAS numpy loaded, as a ctypes
+    function (which releases the GIL for the call), or None (another BLAS, another dtype): its
+    64-bit-integer build (``scipy_openblas64``, numpy's wheels) or the 32-bit one."""
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        return None
+    c = "s" if dtype == np.float32 else "d"
+    real = ctypes.c_float if c == "s" else ctypes.c_double
+    i64, i32 = ctypes.c_int64, ctypes.c_int32
+    names = [(f"scipy_cblas_{c}gemm64_", i64), (f"cblas_{c}gemm64_", i64),
+             (f"scipy_cblas_{c}gemm", i32), (f"cblas_{c}gemm", i32)]  # fmt: skip
+    for path in _openblas_libs():
+        with contextlib.suppress(OSError):
+            lib = ctypes.CDLL(path)
+            for name, integer in names:
+                fn = getattr(lib, name, None)
+                if fn is None:
+                    continue
+                i, n, p = ctypes.c_int, integer, ctypes.c_void_p
+                fn.argtypes = [i, i, i, n, n, n, real, p, n, p, n, real, p, n]
+                fn.restype = None
+                fn.int_max = np.iinfo(np.int64 if integer is ctypes.c_int64 else np.int32).max
+                return fn
+    return None
+
+
+def _blas_operand(x: np.ndarray) -> tuple[int, int] | None:
+    """(transpose flag, leading dimension) of a 2-D operand BLAS reads in place: rows contiguous
+    (as it is) or columns contiguous (transposed), else None."""
+    it = x.itemsize
+    r, c = x.strides
+    if x.shape[1] <= 1 or c == it:
+        if r % it == 0 and r // it >= max(x.shape[1], 1):
+            return _CBLAS_NO_TRANS, max(r // it, x.shape[1], 1)
+    if x.shape[0] <= 1 or r == it:
+        if c % it == 0 and c // it >= max(x.shape[0], 1):
+            return _CBLAS_TRANS, max(c // it, x.shape[0], 1)
+    return None
+
+
+def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> bool:
+    """``c = alpha * a @ b + beta * c`` in place for 2-D float32/float64 arrays (``c``'s rows
+    contiguous; ``a`` and ``b`` either way) on one BLAS thread; False (nothing done) when the
+    CBLAS function or the layout is not at hand (the caller computes it otherwise)."""
+    fn = gemm_for(c.dtype)
+    if fn is None or a.dtype != c.dtype or b.dtype != c.dtype:
+        return False
+    m, k = a.shape
+    n = b.shape[1]
+    if m == 0 or n == 0:
+        return True
+    if k == 0:  # BLAS may leave c alone when k == 0: scale it as the product says
+        if beta == 0:  # BLAS's beta = 0 never reads c (a NaN there does not stay)
+            c[...] = 0
+        else:
+            c *= c.dtype.type(beta)
+        return True
+    la, lb = _blas_operand(a), _blas_operand(b)
+    it = c.itemsize
+    if la is None or lb is None or c.strides[1] != it or c.strides[0] % it:
+        return False
+    ldc = max(c.strides[0] // it, n)
+    if max(m, n, k, la[1], lb[1], ldc) > fn.int_max:
+        return False
+    use_threads(1)
+    fn(_CBLAS_ROW_MAJOR, la[0], lb[0], m, n, k, alpha, a.ctypes.data, la[1], b.ctypes.data,
+       lb[1], beta, c.ctypes.data, ldc)  # fmt: skip
+    return True
 
 
 def use_threads(n: int) -> None:

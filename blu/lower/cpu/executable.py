@@ -29,7 +29,7 @@ from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import library
-from blu.lower.cpu import blas
+from blu.lower.cpu import blas, epilogue
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.cpu.control_flow import loop_runner
 from blu.lower.cpu.rows import RowKernel
@@ -158,6 +158,10 @@ def _unless_nan_checks(run: Any) -> Any:
     return deferred
 
 
+def _nothing(env: list, arena: Any, owned: bool) -> None:
+    """The step of a kernel whose output a fused product computed (``cpu/epilogue.py``)."""
+
+
 POOL_BYTES = 1 << 20  # outputs this large are recycled through the executable's pool
 
 
@@ -209,8 +213,20 @@ class CpuExecutable(Executable):
         self._pair_at = {i for i, step in enumerate(ss) if step.index in pairs
                          and i + 1 < len(ss) and ss[i + 1].index == step.index + 1}  # fmt: skip
         self._solo = {i + d for i in self._pair_at for d in (0, 1)}
-        self.runners = [(step.allocs, self._runner(step, i in self._solo), step.node)
-                        for i, step in enumerate(st.steps)]  # fmt: skip
+        # products computing the update kernel after them (``cpu/epilogue.py``)
+        fused = {f.dot: f for f in epilogue.find(st, self.memory)}
+        done_by = {f.kernel for f in fused.values()}
+        self.runners = []
+        for i, step in enumerate(ss):
+            allocs, run = step.allocs, None
+            if i in fused:  # the kernel's output is made here, the product's is never stored
+                f = fused[i]
+                allocs = [a for a in ss[f.kernel].allocs if a[0] == f.out]
+                run = epilogue.runner(step.node.eqns[0], f, step.ins, i in self._solo)
+            elif i in done_by:
+                allocs, run = [], _nothing
+            self.runners.append((allocs, run or self._runner(step, i in self._solo), step.node))
+        self.fused_products = len(fused)
         before = [run for _, run, _ in self.runners]
         self._stream_products()
         # a product handed to a loop (streamed) leaves its pair: its own step does nothing
