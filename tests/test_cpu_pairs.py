@@ -141,3 +141,28 @@ def test_paired_buffers_do_not_overlap(pair_everything, set_flag):
     flat = [np.asarray(v) for v in [p["b1"], p["b2"], p["w1"], p["w2"], x, y]]
     exe(*flat)
     assert len(seen) == 2 * len(exe._pair_at)
+
+
+def test_pair_run_one_after_the_other(pair_everything, set_flag):
+    """A pair whose pool thread fell behind runs serially on the caller's thread for a while
+    (``threads.Balance.solo``): the same results."""
+    set_flag("cpu_threads", 2)
+    rng = np.random.default_rng(4)
+    p = {"w1": rng.standard_normal((6, 9)).astype(np.float32),
+         "b1": rng.standard_normal(9).astype(np.float32),
+         "w2": rng.standard_normal((9, 3)).astype(np.float32),
+         "b2": rng.standard_normal(3).astype(np.float32)}  # fmt: skip
+    x, y = rng.standard_normal((5, 6)).astype(np.float32), rng.standard_normal((5, 3))
+    y = y.astype(np.float32)
+    f = blu.jit(_mlp_step)
+    exe = f.lower(p, x, y, target="cpu").compile().executable
+    assert exe._pair_at
+    for k in exe._pair_at:
+        exe._pair_balance[k].solo_left = 2
+    want = _mlp_ref(p, x, y)
+    for call in range(3):  # two serial calls, then paired again
+        got = f(p, x, y)
+        for k in p:
+            np.testing.assert_allclose(np.asarray(got[k]), want[k], rtol=1e-4, atol=1e-5)
+        if call == 0:
+            assert all(exe._pair_balance[k].solo_left == 1 for k in exe._pair_at)

@@ -213,6 +213,8 @@ class CpuExecutable(Executable):
         self._pair_at = {i for i, step in enumerate(ss) if step.index in pairs
                          and i + 1 < len(ss) and ss[i + 1].index == step.index + 1}  # fmt: skip
         self._solo = {i + d for i in self._pair_at for d in (0, 1)}
+        # a pair whose pool thread ends far behind (a busy machine) runs serially for a while
+        self._pair_balance = {i: cpu_threads.Balance() for i in self._pair_at}
         # products computing the update kernel after them (``cpu/epilogue.py``)
         fused = {f.dot: f for f in epilogue.find(st, self.memory)}
         done_by = {f.kernel for f in fused.values()}
@@ -399,10 +401,14 @@ class CpuExecutable(Executable):
                         env[slot] = self._buffer(place, aval, arena, env, args)
                 if paired:  # the next product on a pool thread, this one here
                     other = runners[n_step + 1][1]
-                    cpu_threads.run_parts(
-                        lambda lo, hi: (run if lo == 0 else other)(env, arena, owned),
-                        [(0, 1), (1, 2)],
-                    )
+
+                    def both(lo: int, hi: int, run: Any = run, other: Any = other) -> None:
+                        if lo == 0:  # (0, 2): one after the other here (``Balance.solo``)
+                            run(env, arena, owned)
+                        if hi == 2:
+                            other(env, arena, owned)
+
+                    cpu_threads.run_parts(both, [(0, 1), (1, 2)], self._pair_balance[n_step])
                     n_step += 2
                     continue
                 run(env, arena, owned)

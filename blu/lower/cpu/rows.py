@@ -171,7 +171,11 @@ class RowKernel:
         if not owned:  # a concurrent call of the executable: pointer arrays of its own
             return _run_fresh(self.fn, addrs, cpu_threads.split(self.rows, _threads(),
                                                                 self.min_rows))  # fmt: skip
-        cuts = cpu_threads.split(self.rows, _threads(), self.min_rows, self.balance.share)
+        cuts = (
+            [(0, self.rows)]
+            if self.balance.solo()
+            else cpu_threads.split(self.rows, _threads(), self.min_rows, self.balance.share)
+        )
         parts = []
         for k, (lo, hi) in enumerate(cuts):
             ptrs, packed = self._part(k)

@@ -19,6 +19,10 @@ calls: the caller's rate (its share over its time) against the others' (their sh
 time from the hand-over to the last one's end), the share moved part of the way to where the two
 would finish together. A pool thread that does not run at all for a while (the machine busy)
 drives the caller's share up to ``MAX_SHARE``, and it comes back once the thread keeps up.
+Where the others would do less than ``1 - SOLO_SHARE`` of the range (the second core busy with
+another process: measured at a load average of 2.7 on 2 cores, the MLP training step took 1.03-
+1.16x JAX's time split across 2 threads and 0.95x on one), the caller runs the whole range for
+``PROBE_EVERY`` calls (``Balance.solo``), then splits once more to measure again.
 
 ``config.cpu_threads`` (``BLU_CPU_THREADS``) sets how many threads; by default the cores the
 process may use (``blas.threads_for``).
@@ -34,17 +38,27 @@ from blu.lower.cpu import blas
 __all__ = ["Balance", "run_parts", "split"]
 
 MIN_SHARE, MAX_SHARE = 0.2, 0.85  # the caller's share of a split range stays within these
+SOLO_SHARE = 0.8  # a balanced share above this: the caller runs it all (``Balance.solo``)
+PROBE_EVERY = 8  # calls run whole before splitting again to measure
 _STEP = 0.3  # how far one call moves the share toward the balanced one (smooths noise)
 
 
 class Balance:
     """The caller's share of a split step's range at one call site (see the module docstring):
-    None until the first split call (then equal parts)."""
+    None until the first split call (then equal parts); ``solo_left``: calls to run whole."""
 
-    __slots__ = ("share",)
+    __slots__ = ("share", "solo_left")
 
     def __init__(self) -> None:
         self.share: float | None = None
+        self.solo_left = 0
+
+    def solo(self) -> bool:
+        """Whether this call runs the whole range on the caller's thread (counts it)."""
+        if self.solo_left > 0:
+            self.solo_left -= 1
+            return True
+        return False
 
     def update(self, mine: float, t_mine: float, t_others: float) -> None:
         """After a split call in which the caller ran the fraction ``mine`` of the range in
@@ -53,6 +67,8 @@ class Balance:
             return
         rate_me, rate_others = mine / t_mine, (1 - mine) / t_others
         balanced = rate_me / (rate_me + rate_others)
+        if balanced > SOLO_SHARE:
+            self.solo_left = PROBE_EVERY
         share = mine + _STEP * (balanced - mine)
         self.share = min(MAX_SHARE, max(MIN_SHARE, share))
 
@@ -84,7 +100,11 @@ def run_parts(
 ) -> None:
     """Run ``fn(lo, hi)`` for every part of ``cuts``: the first on the caller's thread, the others
     on the pool, all finished (and the first error raised) before returning; ``balance``: timed,
-    the call site's share moved (``Balance.update``)."""
+    the call site's share moved (``Balance.update``), or the whole range run as one part on the
+    caller's thread (``Balance.solo``: ``fn`` must then take any range, not only the cuts)."""
+    if len(cuts) > 1 and balance is not None and balance.solo():
+        fn(cuts[0][0], cuts[-1][1])  # ``fn`` takes any range
+        return
     if len(cuts) <= 1:
         for lo, hi in cuts:
             fn(lo, hi)
