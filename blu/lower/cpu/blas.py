@@ -102,12 +102,17 @@ def matmul(
     by columns, the whole ``(m, k)`` left one. So the cut goes across the larger of ``m`` and
     ``n`` (measured on the MLP step's products, 2 threads: 5-20% faster than always by rows
     when ``n > m``). ``out`` is C-contiguous: a row part writes a dense block, a column part a
-    strided one (BLAS's ``ldc``; numpy passes such views to BLAS without a copy)."""
+    strided one (BLAS's ``ldc``; numpy passes such views to BLAS without a copy). A product
+    whose contracted dimension ``k`` is long against ``m`` and ``n`` (``split_axis``: 3) is cut
+    along ``k`` instead: no operand is packed twice; the caller's part writes ``out``, each
+    other part a buffer of its own, added to ``out`` at the end (the MLP step's ``h @ w2``,
+    256x1024 @ 1024x256)."""
     from blu.lower.cpu import threads as cpu_threads
 
     use_threads(1)
     b, m, n = lhs.shape[0], lhs.shape[1], rhs.shape[2]
-    axis = 0 if b >= threads else split_axis(m, n, threads)
+    k = lhs.shape[2]
+    axis = 0 if b >= threads else split_axis(m, n, threads, k if b == 1 else 0)
     if threads <= 1 or axis is None or b == 0:
         np.matmul(lhs[0], rhs[0], out=out[0]) if b == 1 else np.matmul(lhs, rhs, out=out)
         return
@@ -125,22 +130,42 @@ def matmul(
             for j in range(b):
                 _part(lhs[j, lo:hi], rhs[j], out[j, lo:hi])
 
-    else:
+    elif axis == 2:
         cuts = cpu_threads.split(n, threads, share=share, align=16)
 
         def part(lo: int, hi: int) -> None:
             for j in range(b):
                 _part(lhs[j], rhs[j, :, lo:hi], out[j, :, lo:hi])
 
+    else:  # along k (b == 1): partial products, summed into ``out`` once all are done
+        cuts = cpu_threads.split(k, threads, share=share, align=16)
+        partial: list[np.ndarray] = []
+
+        def part(lo: int, hi: int) -> None:
+            if lo == 0:  # the caller's (or, run whole, the only) part
+                _part(lhs[0, :, lo:hi], rhs[0, lo:hi], out[0])
+                return
+            t = np.empty((m, n), out.dtype)
+            _part(lhs[0, :, lo:hi], rhs[0, lo:hi], t)
+            partial.append(t)
+
+        cpu_threads.run_parts(part, cuts, balance)
+        for t in partial:
+            np.add(out[0], t, out=out[0])
+        return
     cpu_threads.run_parts(part, cuts, balance)
 
 
-def split_axis(m: int, n: int, threads: int) -> int | None:
+def split_axis(m: int, n: int, threads: int, k: int = 0) -> int | None:
     """How a product of ``b < threads`` matrices ``(m, k) @ (k, n)`` is cut across ``threads``
-    (``matmul``): 1 by the rows of the result, 2 by its columns (``n > m``), or None (one
-    thread: too few rows and columns to give each part at least 8)."""
+    (``matmul``): 3 along ``k`` (one matrix, ``k`` at least twice ``m`` and ``n`` and 64 per
+    thread: the partial sums to add cost less than packing a long operand twice; ``k=0``: never),
+    1 by the rows of the result, 2 by its columns (``n > m``), or None (one thread: too few rows
+    and columns to give each part at least 8)."""
     if threads <= 1:
         return None
+    if k >= 2 * max(m, n) and k >= 64 * threads:
+        return 3
     if n > m and n >= 8 * threads:
         return 2
     if m >= 8 * threads:
