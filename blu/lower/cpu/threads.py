@@ -47,11 +47,13 @@ class Balance:
     """The caller's share of a split step's range at one call site (see the module docstring):
     None until the first split call (then equal parts); ``solo_left``: calls to run whole."""
 
-    __slots__ = ("share", "solo_left")
+    __slots__ = ("share", "solo_left", "warm")
 
     def __init__(self) -> None:
         self.share: float | None = None
         self.solo_left = 0
+        self.warm = False  # the first split call is not learned from (the pool thread may be
+        # created then, the caches are cold)
 
     def solo(self) -> bool:
         """Whether this call runs the whole range on the caller's thread (counts it)."""
@@ -64,6 +66,9 @@ class Balance:
         """After a split call in which the caller ran the fraction ``mine`` of the range in
         ``t_mine`` seconds and the other parts ended ``t_others`` seconds after the hand-over."""
         if t_mine <= 0 or t_others <= 0 or not 0 < mine < 1:
+            return
+        if not self.warm:
+            self.warm = True
             return
         rate_me, rate_others = mine / t_mine, (1 - mine) / t_others
         balanced = rate_me / (rate_me + rate_others)
