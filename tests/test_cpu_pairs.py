@@ -166,3 +166,29 @@ def test_pair_run_one_after_the_other(pair_everything, set_flag):
             np.testing.assert_allclose(np.asarray(got[k]), want[k], rtol=1e-4, atol=1e-5)
         if call == 0:
             assert all(exe._pair_balance[k].solo_left == 1 for k in exe._pair_at)
+
+
+def test_a_product_handed_to_a_loop_leaves_its_pair(pair_everything, set_flag, monkeypatch):
+    """When a loop takes over one product of a pair (``_stream_products`` replaces its step),
+    the pair is dropped and the other product is built to split across the threads again."""
+    from blu.lower.cpu import executable
+
+    set_flag("cpu_threads", 2)
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in [(8, 6), (6, 5), (7, 6)])
+    solos = []
+    dot = executable._dot
+    monkeypatch.setattr(executable, "_dot", lambda e, solo=False: (solos.append(solo),
+                                                                   dot(e, solo))[1])  # fmt: skip
+
+    def stream(self):  # as if a loop took the first product (here: the same work, wrapped)
+        allocs, run, node = self.runners[0]
+        self.runners[0] = (allocs, lambda env, arena, owned: run(env, arena, owned), node)
+
+    monkeypatch.setattr(executable.CpuExecutable, "_stream_products", stream)
+    exe = blu.jit(_two).lower(a, b, c, target="cpu").compile().executable
+    assert exe.memory.concurrent == {0} and not exe._pair_at
+    assert solos == [True, True, False]  # the partner rebuilt, no longer on one thread
+    x, y = exe(a, b, c)
+    np.testing.assert_allclose(x, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y, c.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)

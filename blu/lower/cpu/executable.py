@@ -233,7 +233,14 @@ class CpuExecutable(Executable):
         self._stream_products()
         # a product handed to a loop (streamed) leaves its pair: its own step does nothing
         kept = [run is was for (_, run, _), was in zip(self.runners, before)]
-        self._pair_at = {i for i in self._pair_at if kept[i] and kept[i + 1]}
+        for i in [i for i in self._pair_at if not (kept[i] and kept[i + 1])]:
+            self._pair_at.discard(i)
+            for k in (i, i + 1):  # its partner splits across the threads again
+                if kept[k]:
+                    allocs, _, node = self.runners[k]
+                    run = (epilogue.runner(ss[k].node.eqns[0], fused[k], ss[k].ins, False)
+                           if k in fused else self._runner(ss[k]))  # fmt: skip
+                    self.runners[k] = (allocs, run, node)
         self._arena: np.ndarray | None = None
         self._views: dict[int, np.ndarray] | None = None
         self._arena_lock = threading.Lock()
