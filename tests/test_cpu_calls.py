@@ -7,6 +7,8 @@ from __future__ import annotations
 import gc
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import blu
 from blu.core.config import config
@@ -70,3 +72,53 @@ def test_split_products_by_rows_and_by_batch():
         blas.matmul(x, y, out, threads)
         want = np.einsum("bmk,bkn->bmn", x.astype(np.float64), y.astype(np.float64))
         np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 3),
+    st.sampled_from([0, 1, 7, 16, 33]),
+    st.sampled_from([0, 1, 5, 300]),
+    st.sampled_from([0, 1, 9, 17, 40]),
+    st.integers(1, 4),
+    st.booleans(),
+)
+def test_split_products_match_float64(b, m, k, n, threads, transposed):
+    """Cut by batch, rows, columns or the contracted dimension (``blas.split_axis``), a
+    transposed left operand included, sizes that do not divide by the threads and size-0
+    dimensions."""
+    rng = np.random.default_rng(b * 1000 + m * 100 + k * 10 + n)
+    x = rng.standard_normal((b, k, m) if transposed else (b, m, k)).astype(np.float32)
+    x = x.transpose(0, 2, 1) if transposed else x
+    y = rng.standard_normal((b, k, n)).astype(np.float32)
+    out = np.full((b, m, n), np.nan, np.float32)
+    blas.matmul(x, y, out, threads)
+    want = np.einsum("bmk,bkn->bmn", x.astype(np.float64), y.astype(np.float64))
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_split_axis():
+    assert blas.split_axis(256, 1024, 2) == 2  # more columns: each part packs the (m, k) side
+    assert blas.split_axis(1024, 256, 2) == 1
+    assert blas.split_axis(256, 256, 2) == 1
+    assert blas.split_axis(4, 1024, 2) == 2
+    assert blas.split_axis(15, 15, 2) is None  # too small to cut
+    assert blas.split_axis(1000, 1000, 1) is None
+    assert blas.split_axis(256, 256, 2, k=1024) == 3  # a long k: partial sums, nothing packed twice
+    assert blas.split_axis(256, 256, 2, k=256) == 1
+    assert blas.split_axis(8, 8, 4, k=200) is None  # too short to give each thread 64
+
+
+def test_products_split_along_k_at_a_learned_share_or_whole():
+    from blu.lower.cpu import threads as cpu_threads
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 20, 700)).astype(np.float32)
+    y = rng.standard_normal((1, 700, 30)).astype(np.float32)
+    want = x[0].astype(np.float64) @ y[0].astype(np.float64)
+    bal = cpu_threads.Balance()
+    for share, solo in ((None, 0), (0.3, 0), (0.8, 0), (None, 1)):
+        bal.share, bal.solo_left = share, solo
+        out = np.full((1, 20, 30), np.nan, np.float32)
+        blas.matmul(x, y, out, 2, bal)
+        np.testing.assert_allclose(out[0], want, rtol=1e-4, atol=1e-4)

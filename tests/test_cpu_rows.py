@@ -70,8 +70,8 @@ def split_everything(monkeypatch):
     monkeypatch.setattr(rows, "_MIN_ROWS_ELEMENTS", 1)
     parts = []
     run = cpu_threads.run_parts
-    monkeypatch.setattr(cpu_threads, "run_parts", lambda fn, cuts: (parts.append(len(cuts)),
-                                                                   run(fn, cuts)))  # fmt: skip
+    monkeypatch.setattr(cpu_threads, "run_parts", lambda fn, cuts, *a: (parts.append(len(cuts)),
+                                                                   run(fn, cuts, *a)))  # fmt: skip
     return parts
 
 
@@ -83,8 +83,8 @@ def test_split_kernels_match_float64(r, c, threads):
         mp.setattr(rows, "_MIN_ROWS_ELEMENTS", 1)
         parts = []
         run = cpu_threads.run_parts
-        mp.setattr(cpu_threads, "run_parts", lambda fn, cuts: (parts.append(len(cuts)),
-                                                               run(fn, cuts)))  # fmt: skip
+        mp.setattr(cpu_threads, "run_parts", lambda fn, cuts, *a: (parts.append(len(cuts)),
+                                                               run(fn, cuts, *a)))  # fmt: skip
         blu.config.update("cpu_threads", threads)
         try:
             rng = np.random.default_rng(r * 100 + c)
@@ -211,3 +211,76 @@ def test_split_sum_over_a_middle_axis(split_everything, set_flag, dtype, threads
     tol = 3e-2 if dtype == "bfloat16" else 1e-5
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
     assert min(threads, 7) in split_everything
+
+
+def _softmax_ref(x):
+    m = x.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(x - m)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(0, 13),
+    st.sampled_from([1, 2, 5, 17]),
+    st.integers(1, 5),
+    st.integers(1, 3),
+    st.booleans(),
+)
+def test_blocked_nests_match_float64(r, c, block, threads, special):
+    """Kernels of several nests split by rows run block by block of rows (``rows.row_block``):
+    a softmax (max, sum, quotient), a layer norm and its gradient, for blocks that do not divide
+    the rows nor each thread's part, one-row blocks, and rows with infinities."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rows, "MIN_SPLIT_WORK", 0)
+        mp.setattr(rows, "_MIN_ROWS_ELEMENTS", 1)
+        mp.setattr(rows, "BLOCK_ELEMENTS", block * 3 * c)  # the widest nest: 3 * c per row
+        blu.config.update("cpu_threads", threads)
+        try:
+            rng = np.random.default_rng(r * 1000 + c * 10 + block)
+            x = rng.standard_normal((r, 3, c)).astype(np.float32)
+            if special and x.size:
+                x[0, 0, 0] = np.inf if c > 1 else 1.0
+                x[-1, -1, :] = -np.inf  # a row whose every logit is -inf: 0/0
+            sm = blu.jit(lambda x: blu.nn.softmax(x * 2, -1))
+            if r >= 2:
+                (node,) = [n for n in sm.lower(x, target="cpu")._program.plan.nodes
+                           if n.kind == "kernel"]  # fmt: skip
+                assert rows.row_count(node) == r
+                assert rows.row_block(node, r) == (block if block < r else 0)
+            with np.errstate(invalid="ignore"):
+                want = _softmax_ref(x.astype(np.float64) * 2)
+            np.testing.assert_allclose(np.asarray(sm(x)), want, rtol=1e-5, atol=1e-6)
+            if special:
+                return
+            b = rng.standard_normal(c).astype(np.float32)
+            g = rng.standard_normal(c).astype(np.float32)
+            tol = 1e-4 if c > 1 else 1e-2  # one column: h - m is rounding, v ~ 0
+            np.testing.assert_allclose(np.asarray(blu.jit(_layer)(x, b, g)), _layer_ref(x, b, g),
+                                       rtol=tol, atol=tol)  # fmt: skip
+            if c > 1:
+                gw = rng.standard_normal(x.shape)
+                dx = np.asarray(blu.jit(blu.grad(lambda x: (_layer(x, b, g) * gw).sum()))(x))
+                eps, x64 = 1e-6, x.astype(np.float64)
+                fd = np.zeros_like(x64)
+                for i in np.ndindex(*x.shape[:1]):  # central differences, one row at a time
+                    for j in np.ndindex(*x.shape[1:]):
+                        d = np.zeros_like(x64)
+                        d[i + j] = eps
+                        hi = (_layer_ref(x64 + d, b, g) * gw).sum()
+                        lo = (_layer_ref(x64 - d, b, g) * gw).sum()
+                        fd[i + j] = (hi - lo) / (2 * eps)
+                np.testing.assert_allclose(dx, fd, rtol=2e-3, atol=2e-3)
+        finally:
+            blu.config.update("cpu_threads", None)
+
+
+def test_row_block_sizes():
+    x = np.ones((64, 8, 32), np.float32)
+    sm = blu.jit(lambda x: blu.nn.softmax(x, -1))
+    (node,) = [n for n in sm.lower(x, target="cpu")._program.plan.nodes if n.kind == "kernel"]
+    assert rows.row_block(node, 64) == rows.BLOCK_ELEMENTS // (8 * 32)  # widest nest: 8 x 32
+    one = blu.jit(lambda x: bnp.tanh(x) * 2)  # one nest: nothing to keep in the cache
+    (node,) = [n for n in one.lower(x, target="cpu")._program.plan.nodes if n.kind == "kernel"]
+    assert rows.row_block(node, 64) == 0

@@ -9,9 +9,10 @@ import threading
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import blu
 from blu.lax import attention as att
 from blu.lower import attention as lower_att
 from blu.lower.cpu import blas
@@ -151,3 +152,81 @@ def test_attention_split_without_a_planned_workspace(monkeypatch, set_flag):
     np.testing.assert_allclose(outs[0], out64, rtol=2e-5, atol=2e-5)
     sp = lower_att.cpu_spec([q, k, v], params)
     assert mlir_att.workspace_bytes(sp, "fwd") > 0
+
+
+@given(st.integers(0, 300), st.integers(1, 5), st.floats(0.05, 0.95), st.sampled_from([1, 16]))
+def test_split_with_a_share_covers_the_range(n, threads, share, align):
+    cuts = cpu_threads.split(n, threads, share=share, align=align)
+    covered = [i for lo, hi in cuts for i in range(lo, hi)]
+    assert covered == list(range(n))
+    assert len(cuts) <= threads and all(hi > lo for lo, hi in cuts)
+    if len(cuts) > 1:
+        first = cuts[0][1]
+        # about ``share`` of the range (a multiple of ``align`` where that fits), the others even
+        assert abs(first - n * share) <= max(align, 1) / 2 + 1 or first in (1, n - len(cuts) + 1)
+        rest = [hi - lo for lo, hi in cuts[1:]]
+        assert max(rest) - min(rest) <= 1
+
+
+def test_balance_moves_the_callers_share_toward_equal_finish_times():
+    b = cpu_threads.Balance()
+    assert b.share is None and not b.solo()
+    b.update(0.5, 1e-3, 1.0)  # the first call: not learned from (a pool thread being made)
+    assert b.share is None and not b.solo()
+    # the caller did half in 1 ms, the pool thread its half in 2 ms: the caller should do more
+    b.update(0.5, 1e-3, 2e-3)
+    assert 0.5 < b.share < 2 / 3
+    for _ in range(30):
+        b.update(b.share, b.share * 1e-3, (1 - b.share) * 2e-3)
+    assert abs(b.share - 2 / 3) < 0.01  # rates 1 and 1/2 per ms: 2/3 of the range here
+    assert not b.solo()
+    # a pool thread that hardly runs: the whole range here for a few calls, then a split again
+    b.update(b.share, 1e-3, 50e-3)
+    assert b.share <= cpu_threads.MAX_SHARE
+    assert [b.solo() for _ in range(cpu_threads.PROBE_EVERY + 1)] == [True] * (
+        cpu_threads.PROBE_EVERY
+    ) + [False]
+    b.update(0.5, 0.0, 1e-3)  # no time measured: nothing learned
+    assert b.share <= cpu_threads.MAX_SHARE
+
+
+def test_run_parts_runs_the_whole_range_here_when_solo():
+    b = cpu_threads.Balance()
+    b.solo_left = 1
+    calls = []
+
+    def fn(lo, hi):
+        calls.append((lo, hi, threading.current_thread().name))
+
+    cpu_threads.run_parts(fn, cpu_threads.split(10, 3), b)
+    assert [c[:2] for c in calls] == [(0, 10)] and calls[0][2] == threading.current_thread().name
+    calls.clear()
+    cpu_threads.run_parts(fn, cpu_threads.split(10, 3), b)  # split again, and timed (the first)
+    assert sorted(c[:2] for c in calls) == [(0, 3), (3, 6), (6, 10)] and b.warm
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(2, 60), st.integers(2, 3))
+def test_unbalanced_split_kernels_match_float64(r, threads):
+    """Kernels split by rows at a learned share (the first part larger or smaller) and run
+    whole (``Balance.solo``) give the same rows as numpy float64."""
+    from blu.lower.cpu import rows
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rows, "MIN_SPLIT_WORK", 0)
+        mp.setattr(rows, "_MIN_ROWS_ELEMENTS", 1)
+        blu.config.update("cpu_threads", threads)
+        try:
+            rng = np.random.default_rng(r)
+            x = rng.standard_normal((r, 7)).astype(np.float32)
+            f = blu.jit(lambda x: blu.nn.softmax(x * 2, -1))
+            exe = f.lower(x, target="cpu").compile().executable
+            (kernel,) = [run for _, run, n in exe.runners if isinstance(run, rows.RowKernel)]
+            e = np.exp(2 * x.astype(np.float64) - 2 * x.max(1, keepdims=True))
+            want = e / e.sum(1, keepdims=True)
+            for share, solo in ((0.2, 0), (0.85, 0), (None, 2)):
+                kernel.balance.share, kernel.balance.solo_left = share, solo
+                got = exe(x)[0]
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        finally:
+            blu.config.update("cpu_threads", None)

@@ -29,7 +29,8 @@ from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import library
-from blu.lower.cpu import blas
+from blu.lower.cpu import blas, epilogue
+from blu.lower.cpu import threads as cpu_threads
 from blu.lower.cpu.control_flow import loop_runner
 from blu.lower.cpu.rows import RowKernel
 from blu.lower.mlir import mlir_cpu
@@ -99,10 +100,11 @@ class _Kernel:
         self.fn(packed)
 
 
-def _dot(eqn: Any) -> Any:
+def _dot(eqn: Any, solo: bool = False) -> Any:
     """dot_general into ``out`` through one np.matmul (BLAS for floats), as its impl does:
     ``run(lhs, rhs, out)``. Everything that depends only on the shapes (permutations, the
-    (batch, m, k, n) view, the compute dtype) is worked out once, here."""
+    (batch, m, k, n) view, the compute dtype) is worked out once, here. ``solo``: on one
+    thread (a product run beside another one: ``cpu/pairs.py``)."""
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     la, ra, oa = eqn.invars[0].aval, eqn.invars[1].aval, eqn.outvars[0].aval
     lf = [i for i in range(len(la.shape)) if i not in lc and i not in lb]
@@ -124,6 +126,8 @@ def _dot(eqn: Any) -> Any:
     plain = direct and b == 1 and lt is None and rt is None  # (m, k) @ (k, n) as they are
     plain = plain and len(la.shape) == 2 and len(ra.shape) == 2 and len(oa.shape) == 2
     small = flops < blas.MIN_THREADED_FLOPS
+    balance = cpu_threads.Balance()  # this product's split between the threads
+    threads_for = (lambda f: 1) if solo else blas.threads_for  # noqa: E731
 
     def run(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
         # (the executable's call runs under np.errstate(over="ignore", invalid="ignore"))
@@ -137,7 +141,7 @@ def _dot(eqn: Any) -> Any:
         if r3.dtype != comp:
             r3 = r3.astype(comp)
         if direct:
-            blas.matmul(l3, r3, out.reshape(b, m, n), blas.threads_for(flops))
+            blas.matmul(l3, r3, out.reshape(b, m, n), threads_for(flops), balance)
         else:
             out.reshape(b, m, n)[...] = np.matmul(l3, r3).astype(out.dtype)
 
@@ -152,6 +156,10 @@ def _unless_nan_checks(run: Any) -> Any:
             run(env, arena, owned)
 
     return deferred
+
+
+def _nothing(env: list, arena: Any, owned: bool) -> None:
+    """The step of a kernel whose output a fused product computed (``cpu/epilogue.py``)."""
 
 
 POOL_BYTES = 1 << 20  # outputs this large are recycled through the executable's pool
@@ -200,8 +208,39 @@ class CpuExecutable(Executable):
         st = self.steps
         self.in_slots, self.out_spec, self.n_slots = st.in_slots, st.out_spec, st.n_slots
         self.slot, self.donated_slots = st.slot, st.donated_slots
-        self.runners = [(step.allocs, self._runner(step), step.node) for step in st.steps]
+        # products run side by side (``cpu/pairs.py``): the step positions that start a pair
+        pairs, ss = self.memory.concurrent, st.steps
+        self._pair_at = {i for i, step in enumerate(ss) if step.index in pairs
+                         and i + 1 < len(ss) and ss[i + 1].index == step.index + 1}  # fmt: skip
+        self._solo = {i + d for i in self._pair_at for d in (0, 1)}
+        # a pair whose pool thread ends far behind (a busy machine) runs serially for a while
+        self._pair_balance = {i: cpu_threads.Balance() for i in self._pair_at}
+        # products computing the update kernel after them (``cpu/epilogue.py``)
+        fused = {f.dot: f for f in epilogue.find(st, self.memory)}
+        done_by = {f.kernel for f in fused.values()}
+        self.runners = []
+        for i, step in enumerate(ss):
+            allocs, run = step.allocs, None
+            if i in fused:  # the kernel's output is made here, the product's is never stored
+                f = fused[i]
+                allocs = [a for a in ss[f.kernel].allocs if a[0] == f.out]
+                run = epilogue.runner(step.node.eqns[0], f, step.ins, i in self._solo)
+            elif i in done_by:
+                allocs, run = [], _nothing
+            self.runners.append((allocs, run or self._runner(step, i in self._solo), step.node))
+        self.fused_products = len(fused)
+        before = [run for _, run, _ in self.runners]
         self._stream_products()
+        # a product handed to a loop (streamed) leaves its pair: its own step does nothing
+        kept = [run is was for (_, run, _), was in zip(self.runners, before)]
+        for i in [i for i in self._pair_at if not (kept[i] and kept[i + 1])]:
+            self._pair_at.discard(i)
+            for k in (i, i + 1):  # its partner splits across the threads again
+                if kept[k]:
+                    allocs, _, node = self.runners[k]
+                    run = (epilogue.runner(ss[k].node.eqns[0], fused[k], ss[k].ins, False)
+                           if k in fused else self._runner(ss[k]))  # fmt: skip
+                    self.runners[k] = (allocs, run, node)
         self._arena: np.ndarray | None = None
         self._views: dict[int, np.ndarray] | None = None
         self._arena_lock = threading.Lock()
@@ -252,8 +291,9 @@ class CpuExecutable(Executable):
 
     # ---- the step runners -------------------------------------------------------------------
 
-    def _runner(self, step: Step) -> Any:
-        """``run(env, arena, owned)`` for one step (``env``: slot -> numpy array)."""
+    def _runner(self, step: Step, solo: bool = False) -> Any:
+        """``run(env, arena, owned)`` for one step (``env``: slot -> numpy array); ``solo``: a
+        product on one thread (it runs beside another)."""
         kind, e = step.kind, step.node.eqns[0]
         if kind.compiled:
             fn = self.node_kernels[step.index].fn
@@ -265,7 +305,7 @@ class CpuExecutable(Executable):
             return loop_runner(step, lambda j, tag: CpuExecutable(j, f"{self.name}/{tag}"))
         if kind == NodeKind.DOT:
             ins, (out,) = step.ins, step.outs
-            product = _dot(e)
+            product = _dot(e, solo)
             if all(isinstance(a, int) for a in ins):
                 (li, ri) = ins
 
@@ -352,9 +392,13 @@ class CpuExecutable(Executable):
             views = self._views if owned and self._views is not None else self._arena_views(arena)
             if owned:
                 self._views = views
-            for n_step, (allocs, run, node) in enumerate(self.runners):
+            pair_at = self._pair_at if tw is None and not config.debug_nans else ()
+            runners, n_steps, n_step = self.runners, len(self.runners), 0
+            while n_step < n_steps:
+                allocs, run, node = runners[n_step]
                 t = time.perf_counter() if tw is not None else 0.0
-                for slot, place, aval in allocs:
+                paired = n_step in pair_at
+                for slot, place, aval in allocs + runners[n_step + 1][0] if paired else allocs:
                     v = views.get(slot)
                     if v is not None:
                         env[slot] = v
@@ -362,12 +406,25 @@ class CpuExecutable(Executable):
                         env[slot] = self._pooled(slot, aval)
                     else:
                         env[slot] = self._buffer(place, aval, arena, env, args)
+                if paired:  # the next product on a pool thread, this one here
+                    other = runners[n_step + 1][1]
+
+                    def both(lo: int, hi: int, run: Any = run, other: Any = other) -> None:
+                        if lo == 0:  # (0, 2): one after the other here (``Balance.solo``)
+                            run(env, arena, owned)
+                        if hi == 2:
+                            other(env, arena, owned)
+
+                    cpu_threads.run_parts(both, [(0, 1), (1, 2)], self._pair_balance[n_step])
+                    n_step += 2
+                    continue
                 run(env, arena, owned)
                 if tw is not None:
                     tw.span(node.label(), "device", t, pid=tracing.EXECUTABLE,
                             args=self._trace_args[n_step])  # fmt: skip
                 if config.debug_nans:
                     self._check_nans(node, env)
+                n_step += 1
             if tw is not None:
                 self._trace_call(tw, env, start=False)
             outs = []

@@ -23,13 +23,18 @@ from blu.lower.cpu import threads as cpu_threads
 from blu.lower.plan.fusion import is_arg_reduce, is_elementwise, is_reduction, reduce_axes
 from blu.lower.plan.nodes import NodeKind
 
-__all__ = ["MIN_SPLIT_WORK", "RowKernel", "row_count", "work"]
+__all__ = ["MIN_SPLIT_WORK", "RowKernel", "row_block", "row_count", "work"]
 
 # below this work (``work``: ~ operations) a kernel runs whole: a part handed to another thread
 # costs its wake-up (tens of microseconds on an idle core, more when the cores are shared)
 MIN_SPLIT_WORK = 1 << 20
 
 _MIN_ROWS_ELEMENTS = 1 << 14  # each part gets at least this many elements (~20 us or more)
+
+# a kernel of several nests runs them block by block of rows (``row_block``), a block about this
+# many elements of its widest nest: 16 KiB of float32 per buffer, which stay in the L1/L2 cache
+# from one nest to the next
+BLOCK_ELEMENTS = 1 << 12
 
 
 def row_count(node: Any) -> int:
@@ -93,6 +98,26 @@ def _row_local(e: Any, r: int, read_only: set) -> bool:
     return False  # gather, iota with operands, anything new: run whole
 
 
+def row_block(node: Any, r: int) -> int:
+    """Rows per block when the nests of a kernel split by its ``r`` rows run block by block
+    (``codegen.KernelEmitter``'s ``block``): about ``BLOCK_ELEMENTS`` elements of its widest
+    nest, at least one row; 0 (nest after nest over the part's rows) for one nest, or when one
+    block would hold every row."""
+    nests = node.layout.nests
+    if len(nests) < 2 or r < 2:
+        return 0
+    widest = max(max(1, _prod(nest.shape[1:])) for nest in nests)
+    blk = max(1, BLOCK_ELEMENTS // widest)
+    return blk if blk < r else 0
+
+
+def _prod(shape: Any) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 def elements(node: Any) -> int:
     """The iterations of a kernel's nests."""
     total = 0
@@ -117,7 +142,8 @@ class RowKernel:
     ``run(env, arena, owned)`` fills the buffer addresses, then runs the rows in parts on blu's
     threads (``config.cpu_threads``; one part, the whole range, on one thread)."""
 
-    __slots__ = ("fn", "ins", "outs", "scratch", "node", "rows", "min_rows", "n", "_slots")
+    __slots__ = ("fn", "ins", "outs", "scratch", "node", "rows", "min_rows", "n", "_slots",
+                 "balance")  # fmt: skip
 
     def __init__(self, fn, ins, outs, scratch, node, rows: int):
         self.fn, self.ins, self.outs, self.scratch, self.node = fn, ins, outs, scratch, node
@@ -125,6 +151,7 @@ class RowKernel:
         self.min_rows = max(1, -(-_MIN_ROWS_ELEMENTS * rows // max(elements(node), 1)))
         self.n = len(ins) + len(outs) + len(scratch)
         self._slots: list[tuple] = []  # per part: its argument array and packed array
+        self.balance = cpu_threads.Balance()  # the caller's share of the rows
 
     def _part(self, k: int) -> tuple:
         # the packed calling convention passes each argument by address: a buffer's address
@@ -141,9 +168,14 @@ class RowKernel:
         if self.scratch:
             base = arena.ctypes.data
             addrs += [base + off for off in self.scratch]
-        cuts = cpu_threads.split(self.rows, _threads(), self.min_rows)
         if not owned:  # a concurrent call of the executable: pointer arrays of its own
-            return _run_fresh(self.fn, addrs, cuts)
+            return _run_fresh(self.fn, addrs, cpu_threads.split(self.rows, _threads(),
+                                                                self.min_rows))  # fmt: skip
+        cuts = (
+            [(0, self.rows)]
+            if self.balance.solo()
+            else cpu_threads.split(self.rows, _threads(), self.min_rows, self.balance.share)
+        )
         parts = []
         for k, (lo, hi) in enumerate(cuts):
             ptrs, packed = self._part(k)
@@ -153,7 +185,7 @@ class RowKernel:
             self.fn(parts[0])
             return
         index = {c: k for k, c in enumerate(cuts)}
-        cpu_threads.run_parts(lambda lo, hi: self.fn(parts[index[(lo, hi)]]), cuts)
+        cpu_threads.run_parts(lambda lo, hi: self.fn(parts[index[(lo, hi)]]), cuts, self.balance)
 
 
 def _threads() -> int:

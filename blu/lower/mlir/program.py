@@ -9,7 +9,7 @@ from typing import Any
 from blu.core.jaxpr import Jaxpr
 from blu.lower.cpu import rows
 from blu.lower.mlir import cache, codegen_rows
-from blu.lower.mlir.codegen import emit_kernel
+from blu.lower.mlir.codegen import VECTOR_WIDTH, emit_kernel
 from blu.lower.mlir.codegen_gpu import emit_gpu_kernel
 from blu.lower.mlir.mlir_cpu import symbol
 from blu.lower.mlir.scatter import emit_scatter
@@ -33,7 +33,11 @@ def kernel_text(node: Any, target: str) -> str:
     includes the row-group form, which changes its code)."""
     if is_gpu(target):
         return node_text(node) + codegen_rows.key_suffix()
-    return node_text(node) + inplace_suffix(node) + rows_suffix(node)
+    return node_text(node) + inplace_suffix(node) + rows_suffix(node) + VECTOR_SUFFIX
+
+
+# the CPU kernels' vector width is part of their code (``codegen.VECTOR_WIDTH``), hence of the key
+VECTOR_SUFFIX = f"\nvector {VECTOR_WIDTH}"
 
 
 def split_rows(node: Any) -> int:
@@ -46,7 +50,10 @@ def split_rows(node: Any) -> int:
 
 def rows_suffix(node: Any) -> str:
     r = split_rows(node)
-    return f"\nrows {r}" if r else ""
+    if not r:
+        return ""
+    blk = rows.row_block(node, r)
+    return f"\nrows {r}" + (f" block {blk}" if blk else "")
 
 
 def inplace_suffix(node: Any) -> str:
@@ -77,7 +84,8 @@ def emit_node(node: Any, sym: str, target: str, variants: bool = True) -> str:
         return emit_gpu_kernel(node.layout, sym)
     if not variants:
         return emit_kernel(node.layout, sym)
-    return emit_kernel(node.layout, sym, dict(node.inplace), split_rows(node))
+    r = split_rows(node)
+    return emit_kernel(node.layout, sym, dict(node.inplace), r, rows.row_block(node, r) if r else 0)
 
 
 def cache_keys(plan: Plan, target: str) -> list[str]:

@@ -144,10 +144,17 @@ class MemoryPlan:
         scratch: node index -> arena offsets of the kernel's scratch buffers.
         defined_at: root -> index of the node making it (-1: an argument).
         last_use: root -> index of its last reader (``len(plan.nodes)``: an output).
+        concurrent: indices ``k`` of the nodes that run at the same time as node ``k + 1``.
         analysis: the MemoryAnalysis.
     """
 
-    def __init__(self, plan: Plan, donated: tuple[bool, ...], inplace_ok: Any):
+    def __init__(
+        self,
+        plan: Plan,
+        donated: tuple[bool, ...],
+        inplace_ok: Any,
+        concurrent: frozenset[int] = frozenset(),
+    ):
         j = plan.jaxpr
         nodes = plan.nodes
         end = len(nodes)
@@ -168,6 +175,16 @@ class MemoryPlan:
             for v in n.inputs:
                 r = self.root[v]
                 last[r] = max(last.get(r, -1), k)
+        # nodes k and k + 1 that run at the same time (``concurrent``): what either reads stays
+        # live past both, and what k writes past k + 1, so neither writes where the other works
+        self.concurrent = concurrent
+        for k in concurrent:
+            for v in (*nodes[k].inputs, *nodes[k + 1].inputs):
+                r = self.root[v]
+                last[r] = max(last.get(r, -1), k + 2)
+            for v in _writes(nodes[k]):
+                r = self.root[v]
+                last[r] = max(last.get(r, -1), k + 1)
         outs = {self.root[v] for v in j.outvars if isinstance(v, Var)}
         for r in outs:
             last[r] = end

@@ -120,4 +120,9 @@ def prepare(jaxpr: Jaxpr, donated: Sequence[bool], target: str = "cpu") -> Prepa
             node.layout = KernelLayout(node.jaxpr)
             if gpu:  # the GPU's split reductions add scratch to the layout
                 plan_nests(node.layout)
-    return Prepared(simple, plan, MemoryPlan(plan, tuple(donated), inplace_ok))
+    concurrent = frozenset()
+    if not gpu:  # independent products side by side, one thread each (``cpu/pairs.py``)
+        from blu.lower.cpu.pairs import concurrent_products
+
+        concurrent = concurrent_products(plan)
+    return Prepared(simple, plan, MemoryPlan(plan, tuple(donated), inplace_ok, concurrent))
