@@ -284,9 +284,11 @@ def test_a_rank_that_dies_ends_the_job(tmp_path, how, launcher):
     assert "WAS NOT STOPPED" not in out
     if how == "raise":
         assert res.returncode != 0, out
-        # rank 1's own words, unless mpiexec dropped its last forwarded output when the job was
-        # aborted (seen under load); the launcher then still names the rank that did not finish
+        # rank 1's own words, unless mpiexec dropped the ranks' forwarded output when the job
+        # was aborted (seen under load: all of it, in a README test run of session 7); the
+        # launcher then still names the rank that did not finish, plain mpiexec says nothing
         said = "rank 1 fails on purpose" in out and "aborting the MPI job" in out
-        assert said or (launcher and "did not finish" in out), out
+        dropped = "did not finish" in out if launcher else not out.strip()
+        assert said or dropped, out
     if launcher:  # the launcher always reports it (mpiexec may return 0 for an exit code 0)
         assert res.returncode != 0 and "did not finish" in out, out
