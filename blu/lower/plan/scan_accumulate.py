@@ -23,6 +23,7 @@ from collections import Counter
 from typing import Any
 
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, dce_jaxpr, use_counts
+from blu.lower.plan.scan_hoist import rewrite_scans
 
 __all__ = ["hoist_scan_accumulations"]
 
@@ -32,18 +33,7 @@ _LINKS = ("transpose", "reshape")  # linear maps that commute with the sum over 
 
 def hoist_scan_accumulations(jaxpr: Jaxpr) -> Jaxpr:
     """``jaxpr`` with the product-accumulating carries of its scans summed after the loop."""
-    if not any(e.primitive.name == "scan" for e in jaxpr.eqns):
-        return jaxpr
-    eqns: list[JaxprEqn] = []
-    changed = False
-    for e in jaxpr.eqns:
-        new = _rewrite(e) if e.primitive.name == "scan" else None
-        if new is None:
-            eqns.append(e)
-        else:
-            eqns.extend(new)
-            changed = True
-    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars) if changed else jaxpr
+    return rewrite_scans(jaxpr, _rewrite)
 
 
 class _Sum:

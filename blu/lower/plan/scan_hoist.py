@@ -20,24 +20,31 @@ The copy is held through the loop: constants over ``MAX_HOISTED_BYTES`` are left
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Var
 from blu.lax.shapes import transpose_p
 
-__all__ = ["hoist_scan_products"]
+__all__ = ["hoist_scan_products", "rewrite_scans"]
 
 MAX_HOISTED_BYTES = 64 << 20  # a hoisted product's stacked result is held for the whole loop
 
 
 def hoist_scan_products(jaxpr: Jaxpr) -> Jaxpr:
     """``jaxpr`` with the carry-independent products of its scans hoisted (see above)."""
+    return rewrite_scans(jaxpr, _hoist)
+
+
+def rewrite_scans(jaxpr: Jaxpr, rewrite: Callable[[JaxprEqn], list[JaxprEqn] | None]) -> Jaxpr:
+    """``jaxpr`` with each ``scan`` equation replaced by ``rewrite(eqn)`` (equations in its
+    place), or kept where that is None; ``jaxpr`` itself when nothing changed."""
     if not any(e.primitive.name == "scan" for e in jaxpr.eqns):
         return jaxpr
     eqns: list[JaxprEqn] = []
     changed = False
     for e in jaxpr.eqns:
-        new = _hoist(e) if e.primitive.name == "scan" else None
+        new = rewrite(e) if e.primitive.name == "scan" else None
         if new is None:
             eqns.append(e)
         else:
