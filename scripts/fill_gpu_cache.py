@@ -39,6 +39,7 @@ GPU_TESTS = [
     "tests/test_oom_report.py",
     "tests/test_complex_gpu.py",
     "tests/test_gpu_epilogues.py",
+    "tests/test_packed_attention.py",
 ]
 # the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps
 # sets the learning-rate schedule's constants)

@@ -41,6 +41,7 @@ AGREED = {
     "flash_tensor_cores": "BLU_FLASH_TENSOR_CORES",
     "gemm_search": "BLU_GEMM_SEARCH",
     "gpu_epilogues": "BLU_GPU_EPILOGUES",
+    "packed_attention": "BLU_PACKED_ATTENTION",
 }
 
 

@@ -75,6 +75,9 @@ Flags (environment variable, type, default):
 - ``gpu_epilogues`` (``BLU_GPU_EPILOGUES``, bool, True): CUDA programs compute a product, its bias
   and the tanh GELU as one cuBLASLt call (``GELU_AUX_BIAS``; ``blu.lower.gpu.epilogues``); off,
   the product and a fused kernel.
+- ``packed_attention`` (``BLU_PACKED_ATTENTION``, bool, True): CUDA programs give the fused
+  attention its ``q, k, v`` (and take ``dq, dk, dv`` back) as strided slices of the QKV product's
+  array (``blu.lower.gpu.packed_attention``); off, as copies.
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
@@ -148,6 +151,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "flash_tensor_cores": ("BLU_FLASH_TENSOR_CORES", _bool, True),
     "gemm_search": ("BLU_GEMM_SEARCH", _bool, True),
     "gpu_epilogues": ("BLU_GPU_EPILOGUES", _bool, True),
+    "packed_attention": ("BLU_PACKED_ATTENTION", _bool, True),
 }
 
 

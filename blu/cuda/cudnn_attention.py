@@ -19,7 +19,8 @@ second); a cuDNN handle per device is bound to the caller's stream before each e
 Memory layout: blu's ``(B, T, N, H)`` row-major arrays are given to cuDNN as its logical
 ``(B, N, T, H)`` ("BHSD") with strides ``(T*N*H, H, N*H, 1)`` (BSHD memory), as in the
 frontend's samples; ``k``/``v`` likewise with ``K`` heads (grouped-query attention when
-``K < N``); ``lse`` ``(B, N, T)`` float32 is cuDNN's ``stats`` ``(B, N, T, 1)``: the natural
+``K < N``), or, packed (``SdpaSpec.packed``), the token stride of the array they are slices
+of; ``lse`` ``(B, N, T)`` float32 is cuDNN's ``stats`` ``(B, N, T, 1)``: the natural
 log-sum-exp of each query's scaled, biased scores, the same statistics as blu's kernels; the
 bias ``(1|B, 1|N, T, S)`` row-major. ``is_causal`` is cuDNN's top-left causal mask (query ``i``
 sees keys ``j <= i``), as in blu and JAX.
@@ -65,6 +66,9 @@ class SdpaSpec:
         causal: top-left causal mask. scale: multiplies ``q k^T``.
         bias: ``(bb, nb)``, the leading sizes of a ``(bb, nb, t, s)`` bias (each 1 or full),
             or None for no bias.
+        packed: ``q``, ``k``, ``v`` and ``dq``, ``dk``, ``dv`` are slices of one array (a QKV
+            product's ``(b, t, 3, n, h)``): the elements between consecutive tokens of each
+            (their pointers are the slices' starts); 0: each is its own row-major array.
     """
 
     b: int
@@ -78,6 +82,7 @@ class SdpaSpec:
     causal: bool
     scale: float
     bias: tuple[int, int] | None = None
+    packed: int = 0
 
 
 def unsupported(spec: SdpaSpec) -> str | None:
@@ -92,6 +97,8 @@ def unsupported(spec: SdpaSpec) -> str | None:
         return "cuDNN attention needs non-empty operands"
     if spec.n % spec.kh:
         return f"the key/value heads ({spec.kh}) must divide the query heads ({spec.n})"
+    if spec.packed and (spec.packed % 8 or spec.packed < spec.n * max(spec.h, spec.hv)):
+        return f"packed q, k, v need tokens 16-byte aligned ({spec.packed} elements apart)"
     return None
 
 
@@ -140,9 +147,11 @@ def _handle(device: int) -> Any:
         return _handles[device]
 
 
-def _bshd(b: int, heads: int, seq: int, d: int) -> tuple[list[int], list[int]]:
-    """cuDNN's (B, H, S, D) dims and the strides of row-major (B, S, H, D) memory."""
-    return [b, heads, seq, d], [seq * heads * d, d, heads * d, 1]
+def _bshd(b: int, heads: int, seq: int, d: int, row: int = 0) -> tuple[list[int], list[int]]:
+    """cuDNN's (B, H, S, D) dims and the strides of row-major (B, S, H, D) memory (``row``:
+    the elements between tokens, when not ``heads * d``)."""
+    row = row or heads * d
+    return [b, heads, seq, d], [seq * row, d, row, 1]
 
 
 def _io_type(cudnn: Any, spec: SdpaSpec) -> Any:
@@ -175,9 +184,9 @@ def _inputs(cudnn: Any, g: Any, spec: SdpaSpec) -> dict[str, Any]:
     t = lambda name, uid, dims: g.tensor(name=name, dim=dims[0], stride=dims[1], data_type=io,
                                          uid=uid)  # fmt: skip
     ts = {
-        "q": t("q", Q, _bshd(spec.b, spec.n, spec.t, spec.h)),
-        "k": t("k", K, _bshd(spec.b, spec.kh, spec.s, spec.h)),
-        "v": t("v", V, _bshd(spec.b, spec.kh, spec.s, spec.hv)),
+        "q": t("q", Q, _bshd(spec.b, spec.n, spec.t, spec.h, spec.packed)),
+        "k": t("k", K, _bshd(spec.b, spec.kh, spec.s, spec.h, spec.packed)),
+        "v": t("v", V, _bshd(spec.b, spec.kh, spec.s, spec.hv, spec.packed)),
     }
     if spec.bias is not None:
         bb, nb = spec.bias
@@ -218,9 +227,9 @@ def _build(spec: SdpaSpec, backward: bool, device: int) -> Any:
         dq, dk, dv = _call(g.sdpa_backward, causal, name="sdpa_backward", o=o, dO=do,
                            stats=stats, **common)  # fmt: skip
         for x, uid, (dims, strides) in (
-            (dq, DQ, _bshd(spec.b, spec.n, spec.t, spec.h)),
-            (dk, DK, _bshd(spec.b, spec.kh, spec.s, spec.h)),
-            (dv, DV, _bshd(spec.b, spec.kh, spec.s, spec.hv)),
+            (dq, DQ, _bshd(spec.b, spec.n, spec.t, spec.h, spec.packed)),
+            (dk, DK, _bshd(spec.b, spec.kh, spec.s, spec.h, spec.packed)),
+            (dv, DV, _bshd(spec.b, spec.kh, spec.s, spec.hv, spec.packed)),
         ):
             x.set_output(True).set_dim(dims).set_stride(strides).set_uid(uid).set_data_type(io)
     try:

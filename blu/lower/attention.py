@@ -57,27 +57,28 @@ def _sizes(avals: Sequence[ShapedArray]) -> tuple[int, ...]:
     return att.check_avals(q, k, v)
 
 
-def spec(avals: Sequence[ShapedArray], params: dict) -> cudnn_sdpa.SdpaSpec:
-    """The cuDNN problem of a forward or backward equation."""
+def spec(avals: Sequence[ShapedArray], params: dict, packed: int = 0) -> cudnn_sdpa.SdpaSpec:
+    """The cuDNN problem of a forward or backward equation (``packed``: q, k, v slices of one
+    array, tokens that many elements apart; ``blu.lower.gpu.packed_attention``)."""
     b, t, s, n, kh, h, hv = _sizes(avals)
     bias = tuple(avals[3].shape[:2]) if params["has_bias"] else None
     return cudnn_sdpa.SdpaSpec(b, t, s, n, kh, h, hv, str(avals[0].dtype), params["is_causal"],
-                               float(params["scale"]), bias)  # fmt: skip
+                               float(params["scale"]), bias, packed)  # fmt: skip
 
 
-def _why_not_cudnn(avals, params, backward: bool) -> str | None:
+def _why_not_cudnn(avals, params, backward: bool, packed: int = 0) -> str | None:
     if params["has_mask"]:
         return "cuDNN attention takes no boolean mask here"
     if backward and (params["need_dbias"] or params["has_dlse"]):
         return "cuDNN attention's backward here gives no bias or log-sum-exp gradient"
-    reason = cudnn_sdpa.unsupported(spec(avals, params))
+    reason = cudnn_sdpa.unsupported(spec(avals, params, packed))
     if reason is None and not config.cudnn_attention:
         reason = "cuDNN attention is off (blu.config.cudnn_attention, BLU_CUDNN_ATTENTION=0)"
     return reason
 
 
-def flash_spec(avals: Sequence[ShapedArray], params: dict,
-               backward: bool = False) -> flash_gpu.FlashSpec:  # fmt: skip
+def flash_spec(avals: Sequence[ShapedArray], params: dict, backward: bool = False,
+               packed: int = 0) -> flash_gpu.FlashSpec:  # fmt: skip
     """blu's flash-kernel problem of a forward or backward equation: its tensor-core mode
     (``flash_tc.choose``) from ``blu.config.default_matmul_precision`` and
     ``blu.config.flash_tensor_cores`` now."""
@@ -86,10 +87,10 @@ def flash_spec(avals: Sequence[ShapedArray], params: dict,
     mma = flash_tc.choose(dtype, h, config.default_matmul_precision, backward,
                           config.flash_tensor_cores)  # fmt: skip
     return flash_gpu.FlashSpec(b, t, s, n, kh, h, params["is_causal"], float(params["scale"]),
-                               dtype, mma)  # fmt: skip
+                               dtype, mma, packed)  # fmt: skip
 
 
-def _why_not_flash(avals, params, backward: bool) -> str | None:
+def _why_not_flash(avals, params, backward: bool, packed: int = 0) -> str | None:
     if not config.flash_attention:
         return "blu's flash kernels are off (blu.config.flash_attention, BLU_FLASH_ATTENTION=0)"
     if params["has_mask"] or params["has_bias"]:
@@ -99,25 +100,26 @@ def _why_not_flash(avals, params, backward: bool) -> str | None:
     q, v = avals[0], avals[2]
     if v.shape[3] != q.shape[3]:
         return "blu's flash kernels need value heads as wide as query heads"
-    return flash_gpu.unsupported(flash_spec(avals, params))
+    return flash_gpu.unsupported(flash_spec(avals, params, packed=packed))
 
 
-def gpu_choice(avals: Sequence[ShapedArray], params: dict, backward: bool) -> str | None:
+def gpu_choice(avals: Sequence[ShapedArray], params: dict, backward: bool,
+               packed: int = 0) -> str | None:  # fmt: skip
     """Which GPU implementation runs an attention equation: "cudnn", "blu" (blu's flash
-    kernels) or None (the decomposition is inlined).
+    kernels) or None (the decomposition is inlined); ``packed`` as in ``spec``.
 
     Raises:
         BluValueError: ``implementation="cudnn"`` for a problem cuDNN cannot take here.
     """
     impl = params["implementation"]
     if impl == "cudnn":
-        reason = _why_not_cudnn(avals, params, backward)
+        reason = _why_not_cudnn(avals, params, backward, packed)
         if reason is not None:
             raise BluValueError(with_user_line(f"dot_product_attention: {reason}"))
         return "cudnn"
-    if impl != "blu" and _why_not_cudnn(avals, params, backward) is None:
+    if impl != "blu" and _why_not_cudnn(avals, params, backward, packed) is None:
         return "cudnn"
-    return "blu" if _why_not_flash(avals, params, backward) is None else None
+    return "blu" if _why_not_flash(avals, params, backward, packed) is None else None
 
 
 def _gpu_applies(backward: bool):
@@ -175,17 +177,26 @@ def _call(kernel: mlir_cpu.Kernel, ins, outs, scratch: Sequence[int] = ()) -> No
             o[...] = d
 
 
-def _workspace(backward: bool):
+def _plain(avals, params) -> tuple[Sequence[ShapedArray], int]:
+    """An equation's ``(q, k, v, ...)`` avals and its packing (0: q, k, v are arrays)."""
+    return avals, 0
+
+
+def workspace_rule(backward: bool, unpack=_plain):
+    """The library lowering's ``workspace`` rule (``unpack``: the equation's avals as the
+    plain primitive's and the packing, for ``blu.lower.gpu.packed_attention``)."""
+
     def workspace(avals, params, target: str) -> int:
+        avals, packed = unpack(avals, params)
         if not target.startswith("cuda"):
             sp = cpu_spec(avals, params)
             return 0 if _empty(sp) else mlir_att.workspace_bytes(sp, "bwd" if backward else "fwd")
-        choice = gpu_choice(avals, params, backward)
+        choice = gpu_choice(avals, params, backward, packed)
         if choice == "blu":
             return _flash_workspace(avals, backward)[-1]
         if choice is None:
             return 0
-        sp = spec(avals, params)
+        sp = spec(avals, params, packed)
         if not cudnn_sdpa.available():
             # planning for a GPU on a machine without cuDNN (AOT): cuDNN's backward keeps dQ
             # accumulated in float32 (48.8 MiB measured at GPT-2's shape), its forward nothing.
@@ -196,11 +207,14 @@ def _workspace(backward: bool):
     return workspace
 
 
-def _kernels(backward: bool):
+def kernels_rule(backward: bool, unpack=_plain):
+    """The library lowering's ``kernels`` rule (blu's flash kernels when they run it)."""
+
     def kernels(avals, params, target: str) -> list[tuple]:
-        if not target.startswith("cuda") or gpu_choice(avals, params, backward) != "blu":
+        avals, packed = unpack(avals, params)
+        if not target.startswith("cuda") or gpu_choice(avals, params, backward, packed) != "blu":
             return []
-        sp = flash_spec(avals, params, backward)
+        sp = flash_spec(avals, params, backward, packed)
         emit = lambda sym: flash_gpu.emit(sp, sym, backward)  # noqa: E731
         label = f"flash attention {'backward' if backward else 'forward'} {sp}"
         canonical = flash_gpu.canonical(sp, backward)
@@ -217,9 +231,10 @@ def _kernels(backward: bool):
 _built: dict[str, flash_gpu.FlashSpec] = {}
 
 
-def _built_spec(module: Any, avals, params: dict, backward: bool) -> flash_gpu.FlashSpec:
+def _built_spec(module: Any, avals, params: dict, backward: bool,
+                packed: int = 0) -> flash_gpu.FlashSpec:  # fmt: skip
     sp = _built.get(module.name)
-    return sp if sp is not None else flash_spec(avals, params, backward)
+    return sp if sp is not None else flash_spec(avals, params, backward, packed)
 
 
 def _flash_workspace(avals, backward: bool) -> tuple[int, int]:
@@ -338,21 +353,35 @@ _own_workspace: dict[str, np.ndarray] = {}
 
 
 def _gpu_fwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=(), **params):
+    forward_gpu(dev, stream, ins, outs, workspace, in_avals, _modules, params)
+
+
+def forward_gpu(dev, stream, ins, outs, workspace, avals, modules, params, packed: int = 0):
+    """Queue the forward: ``ins`` the pointers of ``q, k, v, [bias]``, ``outs`` of ``out,
+    lse``, ``avals`` the plain primitive's, ``modules`` blu's kernels when the executable chose
+    them (``kernels_rule``), else cuDNN."""
     q, k, v, *rest = ins
-    if _modules:  # the executable chose blu's kernels when it was built (``_kernels``)
-        sp = _built_spec(_modules[0], in_avals, params, False)
-        _launch(_modules[0], _modules[0].name, sp, False, stream, [[q, k, v, outs[0], outs[1]]])
+    if modules:  # the executable chose blu's kernels when it was built (``kernels_rule``)
+        sp = _built_spec(modules[0], avals, params, False, packed)
+        _launch(modules[0], modules[0].name, sp, False, stream, [[q, k, v, outs[0], outs[1]]])
         return
     bias = rest[0] if params["has_bias"] else 0
-    cudnn_sdpa.forward(spec(in_avals, params), q=q, k=k, v=v, out=outs[0], lse=outs[1],
+    cudnn_sdpa.forward(spec(avals, params, packed), q=q, k=k, v=v, out=outs[0], lse=outs[1],
                        workspace=workspace, stream=stream, bias=bias, device=dev.id)  # fmt: skip
 
 
 def _gpu_bwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=(), **params):
+    backward_gpu(dev, stream, ins, outs, workspace, in_avals, _modules, params)
+
+
+def backward_gpu(dev, stream, ins, outs, workspace, avals, modules, params, packed: int = 0):
+    """Queue the backward: ``ins`` the pointers of ``q, k, v, [bias], out, lse, dout``,
+    ``outs`` of ``dq, dk, dv, ...``; the rest as in ``forward_gpu``."""
     q, k, v, bias, _, rest = att.split_args(ins, params["has_bias"], params["has_mask"])
     out, lse, dout = rest[:3]
+    in_avals, _modules = avals, modules
     if _modules:
-        sp = _built_spec(_modules[0], in_avals, params, True)
+        sp = _built_spec(_modules[0], in_avals, params, True, packed)
         dq, dk, dv = outs[:3]
         at, _ = _flash_workspace(in_avals, True)
         dq32 = dq if at < 0 else workspace + at
@@ -361,7 +390,7 @@ def _gpu_bwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=()
             args.append([dq32, dq])
         _launch(_modules[0], _modules[0].name, sp, True, stream, args)
         return
-    cudnn_sdpa.backward(spec(in_avals, params), q=q, k=k, v=v, out=out, lse=lse, dout=dout,
+    cudnn_sdpa.backward(spec(in_avals, params, packed), q=q, k=k, v=v, out=out, lse=lse, dout=dout,
                         dq=outs[0], dk=outs[1], dv=outs[2], workspace=workspace, stream=stream,
                         bias=bias or 0, device=dev.id)  # fmt: skip
 
@@ -374,10 +403,10 @@ def _jvp_applies(avals, params, target: str) -> bool:
 
 
 LOWERINGS: dict[Any, LibraryLowering] = {
-    att.fwd_p: LibraryLowering(workspace=_workspace(False), cpu=_cpu_fwd, gpu=_gpu_fwd,
-                               applies=_gpu_applies(False), kernels=_kernels(False)),
-    att.bwd_p: LibraryLowering(workspace=_workspace(True), cpu=_cpu_bwd, gpu=_gpu_bwd,
-                               applies=_gpu_applies(True), kernels=_kernels(True)),
+    att.fwd_p: LibraryLowering(workspace=workspace_rule(False), cpu=_cpu_fwd, gpu=_gpu_fwd,
+                               applies=_gpu_applies(False), kernels=kernels_rule(False)),
+    att.bwd_p: LibraryLowering(workspace=workspace_rule(True), cpu=_cpu_bwd, gpu=_gpu_bwd,
+                               applies=_gpu_applies(True), kernels=kernels_rule(True)),
     att.jvp_p: LibraryLowering(workspace=lambda avals, params, target: 0, cpu=_cpu_jvp, gpu=None,
                                applies=_jvp_applies),
 }  # fmt: skip

@@ -64,6 +64,7 @@ def key_suffix() -> str:
     # the flash-attention kernels' choice is no kernel text but must key the executables
     flash = "" if config.flash_tensor_cores else "\n#flash-cuda-cores"
     flash += "" if config.gpu_epilogues else "\n#no-gpu-epilogues"  # (the plan differs)
+    flash += "" if config.packed_attention else "\n#unpacked-attention"
     return (("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("\n#gpu-rows warp" if warp else "")
             + ("" if gen == 1 else f"\n#gpu-kernels {gen}") + flash)  # fmt: skip
 

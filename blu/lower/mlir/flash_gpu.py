@@ -65,10 +65,19 @@ class FlashSpec:
     scale: float
     dtype: str = "float32"  # of q, k, v, out and the gradients: float32, bfloat16, float16
     mma: str = ""  # "": CUDA cores; "tf32" / "3xtf32": tensor cores (``flash_tc``)
+    # q, k, v and dq, dk, dv are slices of one packed array (e.g. a QKV product's (B, T, 3C)):
+    # the elements between consecutive tokens of each (0: each is its own (B, T, heads, H) array)
+    packed: int = 0
 
     @property
     def g(self) -> int:
         return self.n // self.kh
+
+    def strides(self) -> tuple[int, int, int]:
+        """Elements between consecutive tokens of ``q``/``dq``, of ``k``, ``v``/``dk``, ``dv``
+        and of ``out``/``dout`` (never packed)."""
+        o = self.n * self.h
+        return self.packed or o, self.packed or self.kh * self.h, o
 
 
 ETYPES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
@@ -84,6 +93,8 @@ def unsupported(sp: FlashSpec) -> str | None:
         return "an empty problem"
     if sp.b * sp.n > 65535 or sp.b * sp.kh > 65535:
         return "more than 65535 (batch, head) pairs"
+    if sp.packed and (sp.dtype != "float32" or sp.packed % 4 or sp.packed < sp.n * sp.h):
+        return "blu's flash kernels take packed q, k, v in float32 only, tokens 16-byte aligned"
     if sp.mma and (sp.mma not in flash_tc.MODES or sp.dtype != "float32"):
         return f"blu's tensor-core flash kernels take float32 in {flash_tc.MODES}, not {sp.mma}"
     return None
@@ -319,9 +330,10 @@ def _forward(sp: FlashSpec, name: str) -> str:
     b, n = t.div(K.by, t.i(sp.n)), t.rem(K.by, t.i(sp.n))
     kh = t.div(n, t.i(sp.g))
     row0 = t.mul(qb, t.i(BM))
-    qstride, kstride = sp.n * h, sp.kh * h
+    qstride, kstride, ostride = sp.strides()
     qbase = t.lin((b, sp.t * qstride), (n, h))
     kbase = t.lin((b, sp.s * kstride), (kh, h))
+    obase = t.lin((b, sp.t * ostride), (n, h)) if sp.packed else qbase
     qsize, ksize = sp.b * sp.t * qstride, sp.b * sp.s * kstride
     K.stash(K.fetch("%q", qsize, BM, row0, sp.t, qbase, qstride), BM, "QsT", None,
             sp.scale * LOG2E)  # fmt: skip
@@ -393,7 +405,7 @@ def _forward(sp: FlashSpec, name: str) -> str:
     types = ["f32"] * (RM * oc + 2 * RM) + [K.piece] * len(pre0)
     res = t.loop(t.i(0), nkb, t.i(1), inits, body, types)
     o, m, l_ = res[: RM * oc], res[RM * oc : RM * oc + RM], res[RM * oc + RM :]
-    osize, lsize = sp.b * sp.t * qstride, sp.b * sp.n * sp.t
+    osize, lsize = sp.b * sp.t * ostride, sp.b * sp.n * sp.t
     lbase = t.lin((b, sp.n * sp.t), (n, sp.t))
     first = t.cmp("eq", K.tx, t.i(0))
     for i in range(RM):
@@ -408,7 +420,7 @@ def _forward(sp: FlashSpec, name: str) -> str:
         def store(row=row, vals=vals, lse=lse) -> list[str]:
             c = 0
             for b0, w in K.chunks:
-                at = [t.lin(qbase, (row, qstride), b0)]
+                at = [t.lin(obase, (row, ostride), b0)]
                 t.store(vals[c : c + w], "%out", _gty(osize, K.ety), at, K.ety)
                 c += w
             t.if_(first, lambda: t.store([lse], "%lse", _gty(lsize), [t.add(lbase, row)]) or [],
@@ -430,9 +442,13 @@ def _pre(sp: FlashSpec, name: str) -> str:
     t, h = K.t, sp.h
     rows = sp.b * sp.t * sp.n
     size, dsize = rows * h, sp.b * sp.n * sp.t
+    qstride = sp.strides()[0]
+    qsize = sp.b * sp.t * qstride
     r = t.lin((K.bx, THREADS // TX), K.ty)
     ok = t.cmp("ult", r, t.i(rows))
     lane = K.tx
+    # row r of dQ (token r // N, head r % N) starts at (r // N) qstride + (r % N) H
+    qrow = t.lin((t.div(r, t.i(sp.n)), qstride), (t.rem(r, t.i(sp.n)), h)) if sp.packed else None
 
     def inside() -> list[str]:
         acc = t.f(0.0)
@@ -442,7 +458,7 @@ def _pre(sp: FlashSpec, name: str) -> str:
             o = t.load("%o", _gty(size, K.ety), at, w, K.ety)
             for x, y in zip(do, o):
                 acc = t.v(f"math.fma {x}, {y}, {acc} : f32")
-            t.store(K.zeros(w), "%dq", _gty(size), at)
+            t.store(K.zeros(w), "%dq", _gty(qsize), [t.add(qrow, b0)] if sp.packed else at)
         return [acc]
 
     (part,) = t.if_(ok, inside, lambda: [t.f(0.0)], ["f32"])
@@ -454,7 +470,7 @@ def _pre(sp: FlashSpec, name: str) -> str:
     at = t.lin((bb, sp.n * sp.t), (nn, sp.t), tt)
     cond = t.v(f"arith.andi {ok}, {t.cmp('eq', K.tx, t.i(0))} : i1")
     t.if_(cond, lambda: t.store([tot], "%dvec", _gty(dsize), [at]) or [], lambda: [], [])
-    params = [f"%o: {_gty(size, K.ety)}", f"%dout: {_gty(size, K.ety)}", f"%dq: {_gty(size)}",
+    params = [f"%o: {_gty(size, K.ety)}", f"%dout: {_gty(size, K.ety)}", f"%dq: {_gty(qsize)}",
               f"%dvec: {_gty(dsize)}"]  # fmt: skip
     return t.func(f"{name}_pre", params)
 
@@ -470,9 +486,9 @@ def _backward(sp: FlashSpec, name: str) -> str:
     nqb = _cdiv(sp.t, BM)
     b, kh = t.div(K.by, t.i(sp.kh)), t.rem(K.by, t.i(sp.kh))
     key0 = t.mul(K.bx, t.i(BN))
-    qstride, kstride = sp.n * h, sp.kh * h
+    qstride, kstride, ostride = sp.strides()
     qsize, ksize = sp.b * sp.t * qstride, sp.b * sp.s * kstride
-    lsize = sp.b * sp.n * sp.t
+    osize, lsize = sp.b * sp.t * ostride, sp.b * sp.n * sp.t
     kbase = t.lin((b, sp.s * kstride), (kh, h))
     K.stash(K.fetch("%k", ksize, BN, key0, sp.s, kbase, kstride), BN, "KsT", "Ks")
     K.stash(K.fetch("%v", ksize, BN, key0, sp.s, kbase, kstride), BN, "VsT", None)
@@ -487,11 +503,12 @@ def _backward(sp: FlashSpec, name: str) -> str:
     def head(g: str, gargs: list[str]) -> list[str]:
         n = t.lin((kh, sp.g), g)
         qbase = t.lin((b, sp.t * qstride), (n, h))
+        obase = t.lin((b, sp.t * ostride), (n, h)) if sp.packed else qbase
         rbase = t.lin((b, sp.n * sp.t), (n, sp.t))
 
         def fetch(row0: str, when: str | None = None) -> list[str]:
             pre = K.fetch("%q", qsize, BM, row0, sp.t, qbase, qstride, when)
-            return pre + K.fetch("%dout", qsize, BM, row0, sp.t, qbase, qstride, when)
+            return pre + K.fetch("%dout", osize, BM, row0, sp.t, obase, ostride, when)
 
         def step(qb: str, args: list[str]) -> list[str]:
             dk, dv, pre = args[: RJ * oc], args[RJ * oc : 2 * RJ * oc], args[2 * RJ * oc :]
@@ -580,7 +597,7 @@ def _backward(sp: FlashSpec, name: str) -> str:
         t.if_(t.cmp("ult", keys[j], t.i(sp.s)), store, lambda: [], [])
     e = K.ety
     params = [f"%q: {_gty(qsize, e)}", f"%k: {_gty(ksize, e)}", f"%v: {_gty(ksize, e)}",
-              f"%lse: {_gty(lsize)}", f"%dout: {_gty(qsize, e)}", f"%dvec: {_gty(lsize)}",
+              f"%lse: {_gty(lsize)}", f"%dout: {_gty(osize, e)}", f"%dvec: {_gty(lsize)}",
               f"%dq: {_gty(qsize)}", f"%dk: {_gty(ksize, e)}",
               f"%dv: {_gty(ksize, e)}"]  # fmt: skip
     return t.func(f"{name}_bwd", params, THREADS, c.bwd_min_blocks)
@@ -609,7 +626,9 @@ def canonical(sp: FlashSpec, backward: bool) -> str:
     generator is plain Python, so any change to it, or to the settings, makes a new key)."""
     text = emit(sp, "flash", backward)
     digest = hashlib.sha256(text.encode()).hexdigest()
-    return f"flash-attention {'bwd' if backward else 'fwd'} {dataclasses.astuple(sp)} {digest}"
+    fields = dataclasses.astuple(sp)
+    fields = fields if sp.packed else fields[:-1]  # (the keys from before packing existed)
+    return f"flash-attention {'bwd' if backward else 'fwd'} {fields} {digest}"
 
 
 def emit(sp: FlashSpec, name: str, backward: bool) -> str:

@@ -177,9 +177,10 @@ def forward(sp, name: str) -> str:
     b, n = t.div(K.by, t.i(sp.n)), t.rem(K.by, t.i(sp.n))
     kh = t.div(n, t.i(sp.g))
     row0 = t.mul(qb, t.i(BM))
-    qstride, kstride = sp.n * h, sp.kh * h
+    qstride, kstride, ostride = sp.strides()
     qbase = t.lin((b, sp.t * qstride), (n, h))
     kbase = t.lin((b, sp.s * kstride), (kh, h))
+    obase = t.lin((b, sp.t * ostride), (n, h)) if sp.packed else qbase
     qsize, ksize = sp.b * sp.t * qstride, sp.b * sp.s * kstride
     gty = fg._gty
 
@@ -302,7 +303,7 @@ def forward(sp, name: str) -> str:
     types = ["f32"] * (4 * NO + 4) + [K.piece] * len(pre0)
     res = t.loop(t.i(0), nkb, t.i(1), inits, body, types)
     o, m, l_ = res[: 4 * NO], res[4 * NO : 4 * NO + 2], res[4 * NO + 2 : 4 * NO + 4]
-    osize, lsize = sp.b * sp.t * qstride, sp.b * sp.n * sp.t
+    osize, lsize = sp.b * sp.t * ostride, sp.b * sp.n * sp.t
     lbase = t.lin((b, sp.n * sp.t), (n, sp.t))
     first = t.cmp("eq", c, t.i(0))
     for r in range(2):
@@ -317,7 +318,7 @@ def forward(sp, name: str) -> str:
 
         def store(row=row, vals=vals, lse=lse) -> list[str]:
             for j in range(NO):
-                at = [t.lin(qbase, (row, qstride), (c, 2), t.i(8 * j))]
+                at = [t.lin(obase, (row, ostride), (c, 2), t.i(8 * j))]
                 t.store(vals[2 * j : 2 * j + 2], "%out", gty(osize), at)
             t.if_(first, lambda: t.store([lse], "%lse", gty(lsize), [t.add(lbase, row)]) or [],
                   lambda: [], [])  # fmt: skip
@@ -409,9 +410,9 @@ def backward(sp, name: str) -> str:
     nqb = fg._cdiv(sp.t, BM)
     b, kh = t.div(K.by, t.i(sp.kh)), t.rem(K.by, t.i(sp.kh))
     key0 = t.mul(K.bx, t.i(BN))
-    qstride, kstride = sp.n * h, sp.kh * h
+    qstride, kstride, ostride = sp.strides()
     qsize, ksize = sp.b * sp.t * qstride, sp.b * sp.s * kstride
-    lsize = sp.b * sp.n * sp.t
+    osize, lsize = sp.b * sp.t * ostride, sp.b * sp.n * sp.t
     kbase = t.lin((b, sp.s * kstride), (kh, h))
     gty = fg._gty
 
@@ -521,11 +522,12 @@ def backward(sp, name: str) -> str:
     def head(gi: str, gargs: list[str]) -> list[str]:
         n = t.lin((kh, sp.g), gi)
         qbase = t.lin((b, sp.t * qstride), (n, h))
+        obase = t.lin((b, sp.t * ostride), (n, h)) if sp.packed else qbase
         rbase = t.lin((b, sp.n * sp.t), (n, sp.t))
 
         def fetch(row0: str, when: str | None = None) -> list[str]:
             pre = K.fetch("%q", qsize, BM, row0, sp.t, qbase, qstride, when)
-            return pre + K.fetch("%dout", qsize, BM, row0, sp.t, qbase, qstride, when)
+            return pre + K.fetch("%dout", osize, BM, row0, sp.t, obase, ostride, when)
 
         def step(qb: str, args: list[str]) -> list[str]:
             dk, dv, pre = args[:nacc], args[nacc : 2 * nacc], args[2 * nacc :]
@@ -625,7 +627,7 @@ def backward(sp, name: str) -> str:
 
         t.if_(t.cmp("ult", keys[r], t.i(sp.s)), store, lambda: [], [])
     params = [f"%q: {gty(qsize)}", f"%k: {gty(ksize)}", f"%v: {gty(ksize)}",
-              f"%lse: {gty(lsize)}", f"%dout: {gty(qsize)}", f"%dvec: {gty(lsize)}",
+              f"%lse: {gty(lsize)}", f"%dout: {gty(osize)}", f"%dvec: {gty(lsize)}",
               f"%dq: {gty(qsize)}", f"%dk: {gty(ksize)}", f"%dv: {gty(ksize)}"]  # fmt: skip
     # two blocks an SM where their shared memory fits (3xTF32 under BWD_RAW, heads up to 64:
     # 125 registers at heads of 64 without the prefetch, no spills)

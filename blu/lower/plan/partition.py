@@ -80,7 +80,10 @@ def classify(jaxpr: Jaxpr, gpu: bool = False, target: str | None = None) -> list
         if kinds[i] != "fuse" or not viewable or not isinstance(e.invars[0], Var):
             continue
         users = consumers.get(e.outvars[0], [])
-        if all(kinds[u] in (NodeKind.DOT, NodeKind.FALLBACK, NodeKind.VIEW) for u in users):
+        # (a GPU view is contiguous, which every library call takes; on the CPU a library call
+        # may be given a strided numpy view, so there it stays a copy)
+        readers = (NodeKind.DOT, NodeKind.FALLBACK, NodeKind.VIEW) + ((NodeKind.LIBRARY,) * gpu)
+        if all(kinds[u] in readers for u in users):
             kinds[i] = NodeKind.VIEW
     return kinds
 

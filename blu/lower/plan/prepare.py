@@ -13,6 +13,7 @@ from blu.core.staging import trace_to_jaxpr
 from blu.lower import library
 from blu.lower.cpu.concat import rewrite_concats
 from blu.lower.gpu.epilogues import fuse_gelu_epilogues
+from blu.lower.gpu.packed_attention import pack_attention
 from blu.lower.mlir.codegen_gpu import plan_nests
 from blu.lower.plan.dots import canonicalize_dots
 from blu.lower.plan.fusion import KernelLayout, can_fuse
@@ -103,7 +104,7 @@ def prepare(jaxpr: Jaxpr, donated: Sequence[bool], target: str = "cpu") -> Prepa
     """
     gpu = is_gpu(target)
     if gpu:  # (before simplify inlines the GELU's custom_jvp call, which names it)
-        jaxpr = fuse_gelu_epilogues(jaxpr)
+        jaxpr = pack_attention(fuse_gelu_epilogues(jaxpr))
     simple = simplify(inline_decompositions(jaxpr, target))
     if gpu:
         simple = canonicalize_dots(simple)
