@@ -15,10 +15,10 @@ import blu
 import blu.cuda as bc
 from blu import nn
 from blu.core import pytree
-from blu.cuda.cublaslt import gelu_tanh
+from blu.cuda.cublaslt import gelu_tanh, gelu_tanh_grad
 from blu.cuda.fake import FakeDevice
 from blu.lower.gpu import epilogues
-from blu.lower.gpu.epilogues import dot_bias_gelu_p
+from blu.lower.gpu.epilogues import dot_bias_gelu_p, dot_dgelu_p
 
 TOL = {np.dtype(f32): 2e-5, np.dtype(bf16): 2e-2}
 
@@ -56,6 +56,26 @@ def test_mlp_layer_and_its_gradient_use_the_epilogue():
     for f in (_mlp(dt), blu.value_and_grad(loss, (0, 1, 2))):
         labels = _labels(f, *args)
         assert "library[dot_bias_gelu]" in labels, labels
+    # the second layer's backward product takes the GELU's derivative as its epilogue
+    loss2 = lambda x, w, b, w2: ((_mlp(dt)(x, w, b) @ w2.astype(dt)).astype(f32) ** 2).sum()  # noqa: E731
+    w2 = np.ones((32, 16), f32)
+    labels = _labels(blu.value_and_grad(loss2, (0, 1, 2, 3)), *args, w2)
+    assert "library[dot_dgelu]" in labels, labels
+    with blu.config.override(gpu_epilogues=False):
+        plain = _labels(blu.value_and_grad(loss2, (0, 1, 2, 3)), *args, w2)
+    assert "library[dot_dgelu]" not in plain
+
+
+def test_derivative_epilogue_needs_a_private_product():
+    args = _args(np.random.default_rng(5))
+    w2 = np.ones((32, 16), f32)
+
+    def loss(x, w, b, w2):  # the cotangent of the GELU is a product plus another term
+        a = _mlp(bf16)(x, w, b)
+        return ((a @ w2.astype(bf16)).astype(f32) ** 2).sum() + (a.astype(f32) ** 3).sum()
+
+    labels = _labels(blu.value_and_grad(loss, (0, 1, 2, 3)), *args, w2)
+    assert "library[dot_bias_gelu]" in labels and "library[dot_dgelu]" not in labels, labels
 
 
 def test_what_is_not_rewritten():
@@ -105,6 +125,27 @@ def test_primitive_against_float64(m, k, n8, dt, seed):
     np.testing.assert_allclose(a.astype(f64), want_a, rtol=tol, atol=tol)
 
 
+@settings(max_examples=20, deadline=None)
+@given(m=st.integers(1, 9), k=st.integers(2, 17), n8=st.integers(1, 4),
+       dt=st.sampled_from([f32, bf16]), seed=st.integers(0, 2**16))  # fmt: skip
+def test_derivative_primitive_against_float64(m, k, n8, dt, seed):
+    rng = np.random.default_rng(seed)
+    g, w = (rng.standard_normal(s).astype(dt) for s in ((m, k), (k, 8 * n8)))
+    aux = (rng.standard_normal((m, 8 * n8)) * 3).astype(dt)
+    aux[0, 0] = 30.0  # far in the tail: the derivative is 1 (no overflow of x^3)
+    dn = (((1,), (0,)), ((), ()))
+    got = dot_dgelu_p.impl(g, w, aux, dimension_numbers=dn, precision=None,
+                           preferred_element_type=None)  # fmt: skip
+    x = aux.astype(f64)
+    u = np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)
+    d = 0.5 * (1 + np.tanh(u)) + 0.5 * x / np.cosh(u) ** 2 * np.sqrt(2 / np.pi) * (
+        1 + 3 * 0.044715 * x**2)  # fmt: skip
+    want = (g.astype(f64) @ w.astype(f64)) * d
+    tol = TOL[np.dtype(dt)]
+    assert got.dtype == np.dtype(dt) and got.shape == want.shape
+    np.testing.assert_allclose(got.astype(f64), want, rtol=tol, atol=tol * np.abs(want).max())
+
+
 def test_library_call_maps_operands_for_cublaslt():
     # the GPU call through the cuBLASLt stand-in (float64 arithmetic on host memory): operands
     # swapped for the column-major library, bias per output column, the aux matrix = pre
@@ -121,6 +162,23 @@ def test_library_call_maps_operands_for_cublaslt():
     want_a, want_pre = _reference(x, w, b)
     np.testing.assert_allclose(np.asarray(outs[0]), want_a, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(outs[1]), want_pre, rtol=1e-5, atol=1e-6)
+
+
+def test_derivative_call_maps_operands_for_cublaslt():
+    dev = FakeDevice()
+    rng = np.random.default_rng(6)
+    g, w = rng.standard_normal((3, 5, 7)).astype(f32), rng.standard_normal((16, 7)).astype(f32)
+    aux = rng.standard_normal((3, 5, 16)).astype(f32)
+    dg, dw, da = put(dev, g, w, aux)
+    out = bc.DeviceArray.empty((3, 5, 16), f32, dev)
+    dn = (((2,), (1,)), ((), ()))  # g @ w.T: the backward of a layer whose weight is (16, 7)
+    avals = [blu.ShapeDtypeStruct(a.shape, a.dtype) for a in (g, w, aux)]
+    epilogues._dgelu_gpu(dev, 0, [dg.ptr, dw.ptr, da.ptr], [out.ptr], 0, avals,
+                         [blu.ShapeDtypeStruct((3, 5, 16), f32)], dimension_numbers=dn,
+                         precision=None, preferred_element_type=None)  # fmt: skip
+    x = aux.astype(f64)
+    want = np.einsum("bmk,nk->bmn", g.astype(f64), w.astype(f64)) * gelu_tanh_grad(x)
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5, atol=1e-5)
 
 
 # ---- a jitted layer on the device ---------------------------------------------------------------

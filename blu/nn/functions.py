@@ -14,6 +14,7 @@ from blu import lax, random
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
+from blu.transforms.ad import jvp
 from blu.transforms.custom_derivatives import custom_jvp
 
 _LOW_PRECISION = (dtypes.bfloat16, dtypes.float16)
@@ -89,7 +90,7 @@ def _gelu_erf(x: Any) -> Any:
     return 0.5 * x * (1.0 + lax.erf(x * (1.0 / math.sqrt(2.0))))
 
 
-def _gelu_tanh_grad(x: Any) -> Any:
+def _gelu_tanh_grad_fun(x: Any) -> Any:
     """d/dx of the tanh form, from ``x`` alone (float32 for half floats, cast back):
     ``0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)``, ``th = tanh(u)``."""
     # tanh(u) is +-1 to float64 precision beyond |x| = 10 (u > 43), so clipping there changes
@@ -108,6 +109,14 @@ def _gelu_erf_grad(x: Any) -> Any:
     pdf = bnp.exp(-0.5 * (xs * xs)) * (1.0 / math.sqrt(2.0 * math.pi))
     return (cdf + xs * pdf).astype(x.dtype)
 
+
+# The derivative as a call of its own that a backend recognizes: the CUDA plan computes
+# ``g * gelu_tanh_grad(pre)`` in the product that makes ``g`` (cuBLASLt's DGELU epilogue, reading
+# the pre-activation the forward's GELU_AUX_BIAS product kept), so the derivative is never stored.
+# Differentiated (higher derivatives) as its body.
+_gelu_tanh_grad = custom_jvp(_gelu_tanh_grad_fun)
+_gelu_tanh_grad.defjvp(lambda p, t: jvp(_gelu_tanh_grad_fun, p, t))
+_gelu_tanh_grad.lowering_name = "gelu_tanh_grad"
 
 # The rules multiply the tangent by a derivative computed from x alone, so reverse mode keeps
 # one residual per call instead of every intermediate of the elementwise chain.

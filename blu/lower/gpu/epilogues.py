@@ -18,9 +18,23 @@ reads without copies (``gemm_spec``), without batch axes, and with ``N`` a multi
 matrix is then exactly ``h``'s row-major layout). Everything else is left as it is.
 ``config.gpu_epilogues`` (``BLU_GPU_EPILOGUES=0``) turns the rewrite off.
 
+The backward pass multiplies the cotangent of ``a`` by the GELU's derivative at ``hb`` (the
+``custom_jvp_call`` named ``"gelu_tanh_grad"``, which the forward pass would compute and keep: a
+kernel and an ``(M, N)`` residual per layer). Where that cotangent is itself a product read by
+nothing else, cuBLASLt's ``DGELU`` epilogue computes it in the product from the aux matrix the
+forward's call wrote:
+
+    d = custom_jvp_call[gelu_tanh_grad](hb); g = dot_general(dy, W2); dh = g * d
+    # becomes  dh = dot_dgelu(dy, W2, hb)   (one cuBLASLt call; the derivative is never stored)
+
+(``hb`` must be a ``dot_bias_gelu``'s aux output; the multiply may be blu's NaN-guarded form from
+``mul``'s transpose, which zeroes ``d`` where ``g`` is zero and ``d`` NaN: the epilogue's
+derivative is finite wherever ``hb`` is.)
+
 Numerics: the epilogue adds the bias to the float32 accumulators and applies the GELU before
 rounding once to the output dtype; the unfused form rounds the product, then the sum, then the
-GELU (a bf16 result differs in its last bits; float32 agrees to rounding).
+GELU (a bf16 result differs in its last bits; float32 agrees to rounding). ``DGELU`` multiplies
+the float32 accumulators by the derivative (float32, from the bf16 ``hb``) and rounds once.
 """
 
 from __future__ import annotations
@@ -30,15 +44,16 @@ import numpy as np
 from blu.core import dtypes
 from blu.core.config import config
 from blu.core.interpreter import get_aval
-from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, use_counts
+from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, dce_jaxpr, use_counts
 from blu.core.primitive import Primitive
-from blu.cuda.cublaslt import gelu_tanh, gemm_spec
+from blu.cuda.cublaslt import gelu_tanh, gelu_tanh_grad, gemm_spec
 from blu.lax.dot import dot_general_p
 from blu.lower.library import LibraryLowering, register_library
 
-__all__ = ["dot_bias_gelu_p", "fuse_gelu_epilogues"]
+__all__ = ["dot_bias_gelu_p", "dot_dgelu_p", "fuse_gelu_epilogues"]
 
-GELU_NAME = "gelu_tanh"  # the custom_jvp lowering name matched
+GELU_NAME = "gelu_tanh"  # the custom_jvp lowering names matched
+GELU_GRAD_NAME = "gelu_tanh_grad"
 # half floats only: on the H200 the GELU_AUX_BIAS product of the GPT-2 124M MLP (16384 x 768 x
 # 3072) took 234 us in bf16 against 97 us without the epilogue, and the step still gained 0.56 ms
 # (44.63 -> 44.07 ms: the GELU kernel's pass is gone); in float32 the epilogue's algorithms are
@@ -71,6 +86,39 @@ def _cpu(ins, outs, workspace, **params) -> None:  # the simulated GPU (BLU_FAKE
         dst[...] = r
 
 
+# ``dot_general(lhs, rhs) * gelu_tanh_grad(aux)``: made by the CUDA plan only
+dot_dgelu_p = Primitive("dot_dgelu")
+
+
+@dot_dgelu_p.def_abstract_eval
+def _dgelu_abstract_eval(lhs, rhs, aux, **params):
+    return dot_general_p.abstract_eval(lhs, rhs, **params)
+
+
+@dot_dgelu_p.def_impl
+def _dgelu_impl(lhs, rhs, aux, **params):
+    """The epilogue's arithmetic in numpy: the float32 product times the derivative at the
+    float32 ``aux``, rounded once to the product's dtype."""
+    out = dot_general_p.abstract_eval(get_aval(lhs), get_aval(rhs), **params)
+    acc = np.asarray(dot_general_p.impl(np.asarray(lhs, np.float32), np.asarray(rhs, np.float32),
+                                        **{**params, "preferred_element_type": None}))  # fmt: skip
+    return (acc * gelu_tanh_grad(np.asarray(aux, np.float32))).astype(out.dtype)
+
+
+def _dgelu_cpu(ins, outs, workspace, **params) -> None:
+    outs[0][...] = _dgelu_impl(*ins, **params)
+
+
+def _dgelu_gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, _precision="default",
+               **params):  # fmt: skip
+    lhs, rhs, _ = in_avals
+    spec = gemm_spec(lhs.shape, rhs.shape, params["dimension_numbers"])
+    dev.matmul_handle().matmul(
+        spec, ins[1], ins[0], outs[0], in_dtype=lhs.dtype, out_dtype=out_avals[0].dtype,
+        precision=_precision, epilogue="dgelu", aux_ptr=ins[2], stream=stream,
+    )  # fmt: skip
+
+
 def _gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, _precision="default", **params):
     lhs, rhs, _ = in_avals
     spec = gemm_spec(lhs.shape, rhs.shape, params["dimension_numbers"])
@@ -81,16 +129,18 @@ def _gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, _precision="def
     )  # fmt: skip
 
 
-register_library(
-    dot_bias_gelu_p,
-    LibraryLowering(
-        workspace=lambda avals, params, target: 0,  # cuBLASLt's own workspace
-        cpu=_cpu,
-        gpu=_gpu,
-        applies=lambda avals, params, target: target.startswith("cuda"),
-        product=True,
-    ),
-)
+for _prim, _cpu_call, _gpu_call in ((dot_bias_gelu_p, _cpu, _gpu),
+                                    (dot_dgelu_p, _dgelu_cpu, _dgelu_gpu)):  # fmt: skip
+    register_library(
+        _prim,
+        LibraryLowering(
+            workspace=lambda avals, params, target: 0,  # cuBLASLt's own workspace
+            cpu=_cpu_call,
+            gpu=_gpu_call,
+            applies=lambda avals, params, target: target.startswith("cuda"),
+            product=True,
+        ),
+    )
 
 
 # ---- the rewrite ---------------------------------------------------------------------------------
@@ -119,12 +169,89 @@ def fuse_gelu_epilogues(jaxpr: Jaxpr) -> Jaxpr:
     if not replace:
         return jaxpr
     eqns = [replace.get(id(e), e) for e in jaxpr.eqns if id(e) not in drop]
-    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
+    return _fuse_dgelu(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars),
+                       {e.outvars[1] for e in replace.values()})  # fmt: skip
+
+
+def _fuse_dgelu(jaxpr: Jaxpr, auxes: set) -> Jaxpr:
+    """Each ``g * gelu_tanh_grad(hb)`` with ``hb`` in ``auxes`` (a ``dot_bias_gelu``'s aux)
+    and ``g`` a product read by nothing else made one ``dot_dgelu`` (the module docstring)."""
+    derivs = {e.outvars[0]: e.invars[0] for e in jaxpr.eqns
+              if e.primitive.name == "custom_jvp_call" and _is_named(e, GELU_GRAD_NAME)
+              and e.invars[0] in auxes}  # fmt: skip
+    if not derivs:
+        return jaxpr
+    producer: dict[Var, JaxprEqn] = {v: e for e in jaxpr.eqns for v in e.outvars}
+    readers: dict[Var, list[JaxprEqn]] = {}
+    for e in jaxpr.eqns:
+        for a in e.invars:
+            if isinstance(a, Var):
+                readers.setdefault(a, []).append(e)
+    outs = {v for v in jaxpr.outvars if isinstance(v, Var)}
+    replace: dict[int, JaxprEqn] = {}
+    for e in jaxpr.eqns:
+        if e.primitive.name != "mul" or len(e.invars) != 2 or e.outvars[0] in outs:
+            continue
+        for g, x in (e.invars, e.invars[::-1]):
+            d = _derivative(x, g, derivs, producer)
+            dot = producer.get(g) if isinstance(g, Var) else None
+            if d is None or dot is None or dot.primitive is not dot_general_p or g in outs:
+                continue
+            # the product's other readers may only be the guard's comparison
+            if any(r is not e and r.primitive.name != "eq" for r in readers.get(g, [])):
+                continue
+            if not _dgelu_ok(dot, derivs[d], e.outvars[0]):
+                continue
+            replace[id(e)] = JaxprEqn(dot_dgelu_p, [*dot.invars, derivs[d]], dict(dot.params),
+                                      [e.outvars[0]], source=dot.source)  # fmt: skip
+            break
+    if not replace:
+        return jaxpr
+    eqns = [replace.get(id(e), e) for e in jaxpr.eqns]
+    return dce_jaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars))
+
+
+def _derivative(x, g, derivs: dict, producer: dict):
+    """The derivative variable ``x`` is, or guards (``mul``'s transpose: ``select(isnan(
+    select(g == 0, d, 0)), 0, d)``, i.e. ``d`` zeroed where ``g`` is zero and ``d`` NaN)."""
+    if not isinstance(x, Var):
+        return None
+    if x in derivs:
+        return x
+    outer = producer.get(x)
+    if outer is None or outer.primitive.name != "select" or len(outer.invars) != 3:
+        return None
+    pred, _, d = outer.invars
+    ne = producer.get(pred) if isinstance(pred, Var) else None
+    if d not in derivs or ne is None or ne.primitive.name != "ne":
+        return None
+    inner = producer.get(ne.invars[0]) if isinstance(ne.invars[0], Var) else None
+    if inner is None or inner.primitive.name != "select" or inner.invars[1] is not d:
+        return None
+    eq = producer.get(inner.invars[0]) if isinstance(inner.invars[0], Var) else None
+    return d if eq is not None and eq.primitive.name == "eq" and g in eq.invars else None
+
+
+def _dgelu_ok(dot: JaxprEqn, aux: Var, out: Var) -> bool:
+    """cuBLASLt's DGELU takes the product: half floats, no batch, ``N`` a multiple of 8 (the
+    aux matrix is then ``aux``'s row-major layout), ``k > 1``, the aux of the result's shape."""
+    lhs, rhs = dot.invars
+    o = out.aval
+    if o.dtype not in _FLOATS or any(v.aval.dtype != o.dtype for v in (lhs, rhs, aux)):
+        return False
+    if aux.aval.shape != o.shape or dot.outvars[0].aval.shape != o.shape or not o.shape:
+        return False
+    spec = gemm_spec(lhs.aval.shape, rhs.aval.shape, dot.params["dimension_numbers"])
+    return spec is not None and spec.batch == 1 and o.shape[-1] % 8 == 0 and spec.k > 1 \
+        and spec.m * spec.n > 0  # fmt: skip
+
+
+def _is_named(e: JaxprEqn, name: str) -> bool:
+    return e.params.get("lowering_name") == name and len(e.invars) == 1 and len(e.outvars) == 1
 
 
 def _is_gelu(e: JaxprEqn) -> bool:
-    return (e.params.get("lowering_name") == GELU_NAME and len(e.invars) == 1
-            and len(e.outvars) == 1)  # fmt: skip
+    return _is_named(e, GELU_NAME)
 
 
 def _match(call: JaxprEqn, producer: dict, uses: dict) -> tuple | None:
