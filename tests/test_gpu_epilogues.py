@@ -18,7 +18,7 @@ from blu.core import pytree
 from blu.cuda.cublaslt import gelu_tanh, gelu_tanh_grad
 from blu.cuda.fake import FakeDevice
 from blu.lower.gpu import epilogues
-from blu.lower.gpu.epilogues import dot_bias_gelu_p, dot_dgelu_p
+from blu.lower.gpu.epilogues import dot_bias_gelu_p, dot_bias_p, dot_dgelu_p
 
 TOL = {np.dtype(f32): 2e-5, np.dtype(bf16): 2e-2}
 
@@ -64,6 +64,30 @@ def test_mlp_layer_and_its_gradient_use_the_epilogue():
     with blu.config.override(gpu_epilogues=False):
         plain = _labels(blu.value_and_grad(loss2, (0, 1, 2, 3)), *args, w2)
     assert "library[dot_dgelu]" not in plain
+
+
+def _two_layers(dt):  # a linear layer whose sum only the next product reads
+    def f(x, w, b, w2):
+        h = x.astype(dt) @ w.astype(dt) + b.astype(dt)
+        return ((h @ w2.astype(dt)).astype(f32) ** 2).sum()
+
+    return f
+
+
+@pytest.mark.parametrize("dt", [f32, bf16])
+def test_bias_epilogue_where_no_kernel_reads_the_sum(dt):
+    x, w, b = _args(np.random.default_rng(7))
+    w2 = np.ones((32, 16), f32)
+    labels = _labels(_two_layers(dt), x, w, b, w2)
+    assert "library[dot_bias]" in labels, labels
+
+    def read_by_a_kernel(x, w, b, w2):  # the sum is squared: the add stays fused there
+        h = x.astype(dt) @ w.astype(dt) + b.astype(dt)
+        return ((h * h) @ w2.astype(dt)).astype(f32).sum()
+
+    assert "library[dot_bias]" not in _labels(read_by_a_kernel, x, w, b, w2)
+    with blu.config.override(gpu_epilogues=False):
+        assert "library[dot_bias]" not in _labels(_two_layers(dt), x, w, b, w2)
 
 
 def test_derivative_epilogue_needs_a_private_product():
@@ -146,6 +170,35 @@ def test_derivative_primitive_against_float64(m, k, n8, dt, seed):
     np.testing.assert_allclose(got.astype(f64), want, rtol=tol, atol=tol * np.abs(want).max())
 
 
+@settings(max_examples=20, deadline=None)
+@given(m=st.integers(0, 9), k=st.integers(1, 17), n=st.integers(1, 33),
+       dt=st.sampled_from([f32, bf16]), seed=st.integers(0, 2**16))  # fmt: skip
+def test_bias_primitive_against_float64(m, k, n, dt, seed):
+    rng = np.random.default_rng(seed)
+    x, w, b = (rng.standard_normal(s).astype(dt) for s in ((m, k), (k, n), (n,)))
+    got = dot_bias_p.impl(x, w, b, dimension_numbers=(((1,), (0,)), ((), ())), precision=None,
+                          preferred_element_type=None)  # fmt: skip
+    want = x.astype(f64) @ w.astype(f64) + b.astype(f64)
+    tol = TOL[np.dtype(dt)]
+    assert got.dtype == np.dtype(dt) and got.shape == (m, n)
+    np.testing.assert_allclose(got.astype(f64), want, rtol=tol, atol=tol)
+
+
+def test_bias_call_maps_operands_for_cublaslt():
+    dev = FakeDevice()
+    rng = np.random.default_rng(8)
+    x, w, b = _args(rng, m=5, k=7, n=12, lead=(3,))
+    dx, dw, db = put(dev, x, w, b)
+    out = bc.DeviceArray.empty((3, 5, 12), f32, dev)
+    avals = [blu.ShapeDtypeStruct(a.shape, a.dtype) for a in (x, w, b)]
+    epilogues._bias_gpu(dev, 0, [dx.ptr, dw.ptr, db.ptr], [out.ptr], 0, avals,
+                        [blu.ShapeDtypeStruct((3, 5, 12), f32)],
+                        dimension_numbers=(((2,), (0,)), ((), ())), precision=None,
+                        preferred_element_type=None)  # fmt: skip
+    want = x.astype(f64) @ w.astype(f64) + b.astype(f64)
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5, atol=1e-5)
+
+
 def test_library_call_maps_operands_for_cublaslt():
     # the GPU call through the cuBLASLt stand-in (float64 arithmetic on host memory): operands
     # swapped for the column-major library, bias per output column, the aux matrix = pre
@@ -186,7 +239,7 @@ def test_derivative_call_maps_operands_for_cublaslt():
 
 @GPU_MARKS[0]
 @GPU_MARKS[1]
-@pytest.mark.parametrize("dt", [bf16])
+@pytest.mark.parametrize("dt", [bf16, f32])
 def test_jitted_mlp_value_and_gradients_match_the_unfused_program(dt):
     dev = make_device()
     rng = np.random.default_rng(4)
@@ -196,11 +249,12 @@ def test_jitted_mlp_value_and_gradients_match_the_unfused_program(dt):
     def loss(x, w, b, w2):
         return ((_mlp(dt)(x, w, b) @ w2.astype(dt)).astype(f32) ** 2).mean()
 
-    step = blu.value_and_grad(loss, (0, 1, 2, 3))
-    got = pytree.tree_leaves(blu.jit(step)(*put(dev, x, w, b, w2)))
-    with blu.config.override(gpu_epilogues=False):
-        want = pytree.tree_leaves(blu.jit(step)(*put(dev, x, w, b, w2)))
-    tol = TOL[np.dtype(dt)] * (5 if dt == bf16 else 10)
-    for g, r in zip(got, want):
-        g, r = np.asarray(g, f64), np.asarray(r, f64)
-        np.testing.assert_allclose(g, r, rtol=tol, atol=tol * np.max(np.abs(r)))
+    for f in (loss, _two_layers(dt)):  # GELU_AUX_BIAS and DGELU; BIAS
+        step = blu.value_and_grad(f, (0, 1, 2, 3))
+        got = pytree.tree_leaves(blu.jit(step)(*put(dev, x, w, b, w2)))
+        with blu.config.override(gpu_epilogues=False):
+            want = pytree.tree_leaves(blu.jit(step)(*put(dev, x, w, b, w2)))
+        tol = TOL[np.dtype(dt)] * (5 if dt == bf16 else 10)
+        for g, r in zip(got, want):
+            g, r = np.asarray(g, f64), np.asarray(r, f64)
+            np.testing.assert_allclose(g, r, rtol=tol, atol=tol * np.max(np.abs(r)))

@@ -27,6 +27,11 @@ forward's call wrote:
     d = custom_jvp_call[gelu_tanh_grad](hb); g = dot_general(dy, W2); dh = g * d
     # becomes  dh = dot_dgelu(dy, W2, hb)   (one cuBLASLt call; the derivative is never stored)
 
+A product plus a bias whose sum no fused kernel would read (every reader, through reshapes, a
+library call or a product: the QKV projection before the attention) becomes ``dot_bias``, the
+``BIAS`` epilogue, in every float dtype: the sum is otherwise a kernel that reads and writes the
+whole ``(M, N)`` result again (0.07 ms per GPT-2 124M layer in float32 on the H200).
+
 (``hb`` must be a ``dot_bias_gelu``'s aux output; the multiply may be blu's NaN-guarded form from
 ``mul``'s transpose, which zeroes ``d`` where ``g`` is zero and ``d`` NaN: the epilogue's
 derivative is finite wherever ``hb`` is.)
@@ -50,7 +55,7 @@ from blu.cuda.cublaslt import gelu_tanh, gelu_tanh_grad, gemm_spec
 from blu.lax.dot import dot_general_p
 from blu.lower.library import LibraryLowering, register_library
 
-__all__ = ["dot_bias_gelu_p", "dot_dgelu_p", "fuse_gelu_epilogues"]
+__all__ = ["dot_bias_p", "dot_bias_gelu_p", "dot_dgelu_p", "fuse_epilogues"]
 
 GELU_NAME = "gelu_tanh"  # the custom_jvp lowering names matched
 GELU_GRAD_NAME = "gelu_tanh_grad"
@@ -84,6 +89,40 @@ def _impl(lhs, rhs, bias, **params):
 def _cpu(ins, outs, workspace, **params) -> None:  # the simulated GPU (BLU_FAKE_GPU=1)
     for dst, r in zip(outs, _impl(*ins, **params)):
         dst[...] = r
+
+
+# ``dot_general(lhs, rhs) + bias`` (bias along the last axis): made by the CUDA plan only
+dot_bias_p = Primitive("dot_bias")
+
+
+@dot_bias_p.def_abstract_eval
+def _bias_abstract_eval(lhs, rhs, bias, **params):
+    return dot_general_p.abstract_eval(lhs, rhs, **params)
+
+
+@dot_bias_p.def_impl
+def _bias_impl(lhs, rhs, bias, **params):
+    """The epilogue's arithmetic in numpy: the bias added to the product in float32 (float64
+    for float64), rounded once."""
+    out = dot_general_p.abstract_eval(get_aval(lhs), get_aval(rhs), **params)
+    acc = np.result_type(out.dtype, np.float32)
+    prod = np.asarray(dot_general_p.impl(np.asarray(lhs, acc), np.asarray(rhs, acc),
+                                         **{**params, "preferred_element_type": None}))  # fmt: skip
+    return (prod + np.asarray(bias, acc)).astype(out.dtype)
+
+
+def _bias_cpu(ins, outs, workspace, **params) -> None:
+    outs[0][...] = _bias_impl(*ins, **params)
+
+
+def _bias_gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, _precision="default",
+              **params):  # fmt: skip
+    lhs, rhs, _ = in_avals
+    spec = gemm_spec(lhs.shape, rhs.shape, params["dimension_numbers"])
+    dev.matmul_handle().matmul(
+        spec, ins[1], ins[0], outs[0], in_dtype=lhs.dtype, out_dtype=out_avals[0].dtype,
+        precision=_precision, epilogue="bias", bias_ptr=ins[2], stream=stream,
+    )  # fmt: skip
 
 
 # ``dot_general(lhs, rhs) * gelu_tanh_grad(aux)``: made by the CUDA plan only
@@ -130,7 +169,8 @@ def _gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, _precision="def
 
 
 for _prim, _cpu_call, _gpu_call in ((dot_bias_gelu_p, _cpu, _gpu),
-                                    (dot_dgelu_p, _dgelu_cpu, _dgelu_gpu)):  # fmt: skip
+                                    (dot_dgelu_p, _dgelu_cpu, _dgelu_gpu),
+                                    (dot_bias_p, _bias_cpu, _bias_gpu)):  # fmt: skip
     register_library(
         _prim,
         LibraryLowering(
@@ -146,11 +186,17 @@ for _prim, _cpu_call, _gpu_call in ((dot_bias_gelu_p, _cpu, _gpu),
 # ---- the rewrite ---------------------------------------------------------------------------------
 
 
-def fuse_gelu_epilogues(jaxpr: Jaxpr) -> Jaxpr:
-    """``jaxpr`` with each product + bias + tanh GELU made one ``dot_bias_gelu`` (see the
-    module docstring); the same jaxpr when nothing matches or ``config.gpu_epilogues`` is off."""
+def fuse_epilogues(jaxpr: Jaxpr) -> Jaxpr:
+    """``jaxpr`` with each product + bias + tanh GELU made one ``dot_bias_gelu``, the backward
+    products times its derivative ``dot_dgelu`` and products + bias read by no kernel
+    ``dot_bias`` (see the module docstring); the same jaxpr when nothing matches or
+    ``config.gpu_epilogues`` is off."""
     if not config.gpu_epilogues:
         return jaxpr
+    return _fuse_bias(_fuse_gelu(jaxpr))
+
+
+def _fuse_gelu(jaxpr: Jaxpr) -> Jaxpr:
     calls = [e for e in jaxpr.eqns if e.primitive.name == "custom_jvp_call" and _is_gelu(e)]
     if not calls:
         return jaxpr
@@ -211,6 +257,47 @@ def _fuse_dgelu(jaxpr: Jaxpr, auxes: set) -> Jaxpr:
     return dce_jaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars))
 
 
+# what may read a ``dot_bias`` result (through reshapes): calls that would not fuse the sum
+_UNFUSED = ("dot_general", "dot_product_attention_fwd", "dot_product_attention_bwd",
+            "dot_product_attention_fwd_packed", "dot_product_attention_bwd_packed")  # fmt: skip
+_BIAS_FLOATS = _FLOATS + (np.dtype(np.float32),)
+
+
+def _fuse_bias(jaxpr: Jaxpr) -> Jaxpr:
+    """Each product + bias (``_bias_sum``) whose sum only unfused calls read made ``dot_bias``."""
+    producer: dict[Var, JaxprEqn] = {v: e for e in jaxpr.eqns for v in e.outvars}
+    readers: dict[Var, list[JaxprEqn]] = {}
+    for e in jaxpr.eqns:
+        for a in e.invars:
+            if isinstance(a, Var):
+                readers.setdefault(a, []).append(e)
+    outs = {v for v in jaxpr.outvars if isinstance(v, Var)}
+    uses = use_counts(jaxpr)
+
+    def unfused(v: Var) -> bool:
+        rs = readers.get(v, [])
+        return bool(rs) and v not in outs and all(
+            r.primitive.name in _UNFUSED
+            or (r.primitive.name == "reshape" and unfused(r.outvars[0]))
+            for r in rs
+        )  # fmt: skip
+
+    replace: dict[int, JaxprEqn | None] = {}
+    for e in jaxpr.eqns:
+        if e.primitive.name != "add" or len(e.invars) != 2 or not unfused(e.outvars[0]):
+            continue
+        m = _bias_sum(e, producer, uses, _BIAS_FLOATS, need_n8=False)
+        if m is not None:
+            dot, bias = m
+            replace[id(e)] = JaxprEqn(dot_bias_p, [*dot.invars, bias], dict(dot.params),
+                                      [e.outvars[0]], source=dot.source)  # fmt: skip
+            replace[id(dot)] = None
+    if not replace:
+        return jaxpr
+    eqns = [x for x in (replace.get(id(e), e) for e in jaxpr.eqns) if x is not None]
+    return dce_jaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars))
+
+
 def _derivative(x, g, derivs: dict, producer: dict):
     """The derivative variable ``x`` is, or guards (``mul``'s transpose: ``select(isnan(
     select(g == 0, d, 0)), 0, d)``, i.e. ``d`` zeroed where ``g`` is zero and ``d`` NaN)."""
@@ -257,10 +344,18 @@ def _is_gelu(e: JaxprEqn) -> bool:
 def _match(call: JaxprEqn, producer: dict, uses: dict) -> tuple | None:
     """``(dot, add, bias)`` when the GELU's operand is ``dot + broadcast(bias)`` as the
     module docstring says, else None."""
-    hb = call.invars[0]
-    add = producer.get(hb)
+    add = producer.get(call.invars[0])
     if add is None or add.primitive.name != "add" or len(add.invars) != 2:
         return None
+    m = _bias_sum(add, producer, uses, _FLOATS, need_n8=True)
+    return None if m is None else (m[0], add, m[1])
+
+
+def _bias_sum(add: JaxprEqn, producer: dict, uses: dict, floats, need_n8: bool):
+    """``(dot, bias)`` when ``add`` is ``dot + broadcast(bias)``: the product read by nothing
+    else, without batch axes, cuBLASLt reading it without copies, everything one dtype of
+    ``floats``, the bias along the last axis (``need_n8``: ``N`` a multiple of 8); else None."""
+    hb = add.outvars[0]
     for d_var, b_var in (add.invars, add.invars[::-1]):
         dot, bc = producer.get(d_var), producer.get(b_var)
         if (
@@ -272,7 +367,7 @@ def _match(call: JaxprEqn, producer: dict, uses: dict) -> tuple | None:
         ):
             continue  # fmt: skip
         out, bias = d_var.aval, bc.invars[0]
-        if not isinstance(bias, Var) or out.dtype not in _FLOATS or hb.aval.dtype != out.dtype:
+        if not isinstance(bias, Var) or out.dtype not in floats or hb.aval.dtype != out.dtype:
             continue
         lhs, rhs = dot.invars
         if lhs.aval.dtype != out.dtype or rhs.aval.dtype != out.dtype:
@@ -285,7 +380,7 @@ def _match(call: JaxprEqn, producer: dict, uses: dict) -> tuple | None:
         ):
             continue  # fmt: skip
         spec = gemm_spec(lhs.aval.shape, rhs.aval.shape, dot.params["dimension_numbers"])
-        if spec is None or spec.batch != 1 or n % 8 or spec.m * spec.n * spec.k == 0:
+        if spec is None or spec.batch != 1 or (need_n8 and n % 8) or spec.m * spec.n * spec.k == 0:
             continue
-        return dot, add, bias
+        return dot, bias
     return None

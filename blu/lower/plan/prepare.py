@@ -12,7 +12,7 @@ from blu.core.jaxpr import Jaxpr, JaxprEqn, Var
 from blu.core.staging import trace_to_jaxpr
 from blu.lower import library
 from blu.lower.cpu.concat import rewrite_concats
-from blu.lower.gpu.epilogues import fuse_gelu_epilogues
+from blu.lower.gpu.epilogues import fuse_epilogues
 from blu.lower.gpu.packed_attention import pack_attention
 from blu.lower.mlir.codegen_gpu import plan_nests
 from blu.lower.plan.dots import canonicalize_dots
@@ -103,8 +103,9 @@ def prepare(jaxpr: Jaxpr, donated: Sequence[bool], target: str = "cpu") -> Prepa
         target: ``"cpu"`` or ``"cuda:sm_XX"``.
     """
     gpu = is_gpu(target)
-    if gpu:  # (before simplify inlines the GELU's custom_jvp call, which names it)
-        jaxpr = pack_attention(fuse_gelu_epilogues(jaxpr))
+    if gpu:  # (before simplify inlines the GELU's custom_jvp calls, which name them; the
+        # epilogues after the packing, which leaves the QKV sum read by library calls only)
+        jaxpr = fuse_epilogues(pack_attention(jaxpr))
     simple = simplify(inline_decompositions(jaxpr, target))
     if gpu:
         simple = canonicalize_dots(simple)
