@@ -184,3 +184,36 @@ def test_summarizer_fractions_on_a_known_trace():
     (c,) = s.host_per_call(events)
     assert c["calls"] == 2 and c["host_us"] == pytest.approx(40.0)
     assert c["gpu_us"] == pytest.approx(((32 - 10) + (140 - 120)) / 2)
+
+
+def test_epilogue_products_are_rated_against_the_tensor_core_peak(set_flag):
+    """A product with a cuBLASLt epilogue (a library call, ``dot_bias``) is a product in the
+    profile: its FLOPs 2 m n k, compared with its precision's peak, not the copy bandwidth."""
+    set_flag("fake_gpu", True)
+    import blu.cuda as bc
+
+    m, k, n = 16, 32, 8
+
+    def f(x, w, b, w2):  # the sum only the next product reads: x @ w + b is one dot_bias
+        return (x @ w + b) @ w2
+
+    g = blu.jit(f)
+    x, w, b, w2 = (np.linspace(-1, 1, np.prod(s), dtype=np.float32).reshape(s)
+                   for s in ((m, k), (k, n), (n,), (n, 4)))  # fmt: skip
+    args = [bc.device_put(a) for a in (x, w, b, w2)]
+    g(*args)
+    prof = cuda_profile.profiler
+    was = prof.enabled
+    prof.reset()
+    prof.enabled = True
+    try:
+        g(*args)
+        rows = prof.summary()
+    finally:
+        prof.enabled = was
+        prof.reset()
+    lib = [r for r in rows if r["name"].startswith("library[dot_bias]")]
+    assert len(lib) == 1, [r["name"] for r in rows]
+    assert lib[0]["tflop_per_s"] * lib[0]["total_ms"] * 1e9 == pytest.approx(2 * m * k * n)
+    peak = H200.tflops[compute_class("float32", "fp32")]  # the product's rate over that peak
+    assert lib[0]["fraction"] == pytest.approx(lib[0]["tflop_per_s"] / peak)

@@ -490,7 +490,16 @@ def _work(kind: str, info: Any, node: Any) -> tuple[str, int, int, str]:
         return f"cublasLt {ins} {precision}", _nbytes([*e.invars, *e.outvars]), flops, peak
     ins = node.inputs if kind != NodeKind.FALLBACK else [a for a in node.eqns[0].invars
                                                   if isinstance(a, Var)]  # fmt: skip
-    return f"{node.label()} -> {out}", _nbytes([*ins, *node.outputs]), 0, "copy"
+    nbytes = _nbytes([*ins, *node.outputs])
+    if kind == NodeKind.LIBRARY and info[0].product:  # a product with an epilogue: its FLOPs
+        e, precision = info[1], info[5].get("_precision", "default")
+        lhs, rhs = e.invars[:2]
+        spec = gemm_spec(lhs.aval.shape, rhs.aval.shape, e.params["dimension_numbers"])
+        if spec is not None:
+            flops = 2 * spec.batch * spec.m * spec.n * spec.k
+            peak = compute_class(np.dtype(lhs.aval.dtype).name, precision)
+            return f"{node.label()} -> {out}", nbytes, flops, peak
+    return f"{node.label()} -> {out}", nbytes, 0, "copy"
 
 
 def _module(dev: Any, mod: Any) -> Any:
