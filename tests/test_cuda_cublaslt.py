@@ -373,12 +373,45 @@ def test_search_keeps_the_fastest_candidate():
     # each candidate: one untimed run and REPS timed ones; then the call itself with algo 1
     from blu.cuda import gemm_search
 
-    per = 1 + gemm_search.REPS
-    assert lib.algos == [i for i in range(4) for _ in range(per)] + [1]
+    per, reps = 1 + gemm_search.REPS, gemm_search.REPS
+    # then the finalists (fastest first) timed again, in turns
+    again = [i for _ in range(gemm_search.ROUNDS) for i in (1, 2, 0, 3) for _ in range(reps)]
+    assert lib.algos == [i for i in range(4) for _ in range(per)] + again + [1]
     lib.algos.clear()
     got, want = _product(dev, seed=1)
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert lib.algos == [1] and h.num_searches == 1  # no second search for the same problem
+
+
+def test_search_times_the_finalists_again_and_keeps_the_least_time():
+    # candidate 1's first timing is slowed (1.5 ms; then 0.5): it is a finalist and wins; the
+    # slowest two are never timed again
+    from blu.cuda import gemm_search
+    from blu.cuda.fake import FakeCublasLt
+
+    seq = {0: [1.0], 1: [1.5, 0.5], 2: [2.0], 3: [3.0], 4: [4.0], 5: [5.0]}
+    seen: dict[int, int] = {}
+    lib = FakeCublasLt()
+    lib.candidates = 6
+
+    def timer_for(stream):
+        def timer(work):
+            before = len(lib.algos)
+            work()
+            (algo,) = set(lib.algos[before:])
+            k = seen[algo] = seen.get(algo, -1) + 1
+            return seq[algo][min(k, len(seq[algo]) - 1)]
+
+        return timer
+
+    dev = FakeDevice()
+    dev._matmul = lt.CublasLt((0, 0), lib=lib, search=True, timer_for=timer_for,
+                              capturing=lambda stream: False)  # fmt: skip
+    got, want = _product(dev)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert lib.algos[-1] == 1
+    assert seen == {0: gemm_search.ROUNDS, 1: gemm_search.ROUNDS, 2: gemm_search.ROUNDS,
+                    3: gemm_search.ROUNDS, 4: 0, 5: 0}  # fmt: skip
 
 
 def test_search_skips_refused_candidates():
