@@ -219,6 +219,21 @@ def use_counts(jaxpr: Jaxpr, output_uses: int = 1) -> dict[Var, int]:
     return uses
 
 
+def producers(jaxpr: Jaxpr) -> dict[Var, JaxprEqn]:
+    """The equation that makes each variable (rewrites that walk a value back to its source)."""
+    return {v: e for e in jaxpr.eqns for v in e.outvars}
+
+
+def readers(jaxpr: Jaxpr) -> dict[Var, list[JaxprEqn]]:
+    """The equations that read each variable, in program order (once per operand)."""
+    out: dict[Var, list[JaxprEqn]] = {}
+    for e in jaxpr.eqns:
+        for a in e.invars:
+            if isinstance(a, Var):
+                out.setdefault(a, []).append(e)
+    return out
+
+
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None) -> Jaxpr:
     """Dead-code elimination: drop equations none of whose outputs are used.
 

@@ -49,7 +49,7 @@ import numpy as np
 from blu.core import dtypes
 from blu.core.config import config
 from blu.core.interpreter import get_aval
-from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, dce_jaxpr, use_counts
+from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, dce_jaxpr, producers, readers, use_counts
 from blu.core.primitive import Primitive
 from blu.cuda.cublaslt import gelu_tanh, gelu_tanh_grad, gemm_spec
 from blu.lax.dot import dot_general_p
@@ -65,8 +65,49 @@ GELU_GRAD_NAME = "gelu_tanh_grad"
 # slower still and the step lost 1.3 ms (298.3 -> 299.6 ms) (BENCHMARKS.md, session 7)
 _FLOATS = (np.dtype(dtypes.bfloat16), np.dtype(np.float16))
 
+def _product(lhs, rhs, params: dict):
+    """``(out aval, product, accumulation dtype)``: the product in float32 (float64 for float64
+    operands), as the epilogues compute it before rounding once."""
+    out = dot_general_p.abstract_eval(get_aval(lhs), get_aval(rhs), **params)
+    acc = np.result_type(out.dtype, np.float32)
+    prod = np.asarray(dot_general_p.impl(np.asarray(lhs, acc), np.asarray(rhs, acc),
+                                         **{**params, "preferred_element_type": None}))  # fmt: skip
+    return out, prod, acc
+
+
+def _cpu_call(prim: Primitive):
+    def cpu(ins, outs, workspace, **params) -> None:  # the simulated GPU (BLU_FAKE_GPU=1)
+        res = prim.impl(*ins, **params)
+        for dst, r in zip(outs, res if prim.multiple_results else [res], strict=True):
+            dst[...] = r
+
+    return cpu
+
+
+def _gpu_call(epilogue: str, bias: tuple | None = None, aux: tuple | None = None):
+    """The library call of a product with cuBLASLt's ``epilogue``; ``bias``/``aux``: where
+    their pointers are, ``("in", i)`` or ``("out", i)`` (None: no such pointer)."""
+
+    def gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, _precision="default",
+            **params):  # fmt: skip
+        lhs, rhs = in_avals[:2]
+        spec = gemm_spec(lhs.shape, rhs.shape, params["dimension_numbers"])
+        at = lambda w: 0 if w is None else (ins if w[0] == "in" else outs)[w[1]]  # noqa: E731
+        dev.matmul_handle().matmul(
+            spec, ins[1], ins[0], outs[0], in_dtype=lhs.dtype, out_dtype=out_avals[0].dtype,
+            precision=_precision, epilogue=epilogue, bias_ptr=at(bias), aux_ptr=at(aux),
+            stream=stream,
+        )  # fmt: skip
+
+    return gpu
+
+
 # ``gelu_tanh(dot_general(lhs, rhs) + bias)`` and the pre-activation: made by the CUDA plan only
 dot_bias_gelu_p = Primitive("dot_bias_gelu", multiple_results=True)
+# ``dot_general(lhs, rhs) * gelu_tanh_grad(aux)``
+dot_dgelu_p = Primitive("dot_dgelu")
+# ``dot_general(lhs, rhs) + bias`` (bias along the last axis)
+dot_bias_p = Primitive("dot_bias")
 
 
 @dot_bias_gelu_p.def_abstract_eval
@@ -75,108 +116,45 @@ def _abstract_eval(lhs, rhs, bias, **params):
     return [out, out]
 
 
+for _p in (dot_dgelu_p, dot_bias_p):
+    _p.def_abstract_eval(lambda lhs, rhs, _, **params: dot_general_p.abstract_eval(lhs, rhs,
+                                                                                   **params))
+
+
 @dot_bias_gelu_p.def_impl
 def _impl(lhs, rhs, bias, **params):
     """The epilogue's arithmetic in numpy: bias added to the float32 product, GELU, one
     rounding of each result to the product's dtype."""
-    out = dot_general_p.abstract_eval(get_aval(lhs), get_aval(rhs), **params)
-    acc = np.asarray(dot_general_p.impl(np.asarray(lhs, np.float32), np.asarray(rhs, np.float32),
-                                        **{**params, "preferred_element_type": None}))  # fmt: skip
-    pre = acc + np.asarray(bias, np.float32)
+    out, prod, acc = _product(lhs, rhs, params)
+    pre = prod + np.asarray(bias, acc)
     return [gelu_tanh(pre).astype(out.dtype), pre.astype(out.dtype)]
-
-
-def _cpu(ins, outs, workspace, **params) -> None:  # the simulated GPU (BLU_FAKE_GPU=1)
-    for dst, r in zip(outs, _impl(*ins, **params)):
-        dst[...] = r
-
-
-# ``dot_general(lhs, rhs) + bias`` (bias along the last axis): made by the CUDA plan only
-dot_bias_p = Primitive("dot_bias")
-
-
-@dot_bias_p.def_abstract_eval
-def _bias_abstract_eval(lhs, rhs, bias, **params):
-    return dot_general_p.abstract_eval(lhs, rhs, **params)
-
-
-@dot_bias_p.def_impl
-def _bias_impl(lhs, rhs, bias, **params):
-    """The epilogue's arithmetic in numpy: the bias added to the product in float32 (float64
-    for float64), rounded once."""
-    out = dot_general_p.abstract_eval(get_aval(lhs), get_aval(rhs), **params)
-    acc = np.result_type(out.dtype, np.float32)
-    prod = np.asarray(dot_general_p.impl(np.asarray(lhs, acc), np.asarray(rhs, acc),
-                                         **{**params, "preferred_element_type": None}))  # fmt: skip
-    return (prod + np.asarray(bias, acc)).astype(out.dtype)
-
-
-def _bias_cpu(ins, outs, workspace, **params) -> None:
-    outs[0][...] = _bias_impl(*ins, **params)
-
-
-def _bias_gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, _precision="default",
-              **params):  # fmt: skip
-    lhs, rhs, _ = in_avals
-    spec = gemm_spec(lhs.shape, rhs.shape, params["dimension_numbers"])
-    dev.matmul_handle().matmul(
-        spec, ins[1], ins[0], outs[0], in_dtype=lhs.dtype, out_dtype=out_avals[0].dtype,
-        precision=_precision, epilogue="bias", bias_ptr=ins[2], stream=stream,
-    )  # fmt: skip
-
-
-# ``dot_general(lhs, rhs) * gelu_tanh_grad(aux)``: made by the CUDA plan only
-dot_dgelu_p = Primitive("dot_dgelu")
-
-
-@dot_dgelu_p.def_abstract_eval
-def _dgelu_abstract_eval(lhs, rhs, aux, **params):
-    return dot_general_p.abstract_eval(lhs, rhs, **params)
 
 
 @dot_dgelu_p.def_impl
 def _dgelu_impl(lhs, rhs, aux, **params):
-    """The epilogue's arithmetic in numpy: the float32 product times the derivative at the
-    float32 ``aux``, rounded once to the product's dtype."""
-    out = dot_general_p.abstract_eval(get_aval(lhs), get_aval(rhs), **params)
-    acc = np.asarray(dot_general_p.impl(np.asarray(lhs, np.float32), np.asarray(rhs, np.float32),
-                                        **{**params, "preferred_element_type": None}))  # fmt: skip
-    return (acc * gelu_tanh_grad(np.asarray(aux, np.float32))).astype(out.dtype)
+    """The float32 product times the derivative at the float32 ``aux``, rounded once."""
+    out, prod, acc = _product(lhs, rhs, params)
+    return (prod * gelu_tanh_grad(np.asarray(aux, acc))).astype(out.dtype)
 
 
-def _dgelu_cpu(ins, outs, workspace, **params) -> None:
-    outs[0][...] = _dgelu_impl(*ins, **params)
+@dot_bias_p.def_impl
+def _bias_impl(lhs, rhs, bias, **params):
+    """The bias added to the float32 product, rounded once."""
+    out, prod, acc = _product(lhs, rhs, params)
+    return (prod + np.asarray(bias, acc)).astype(out.dtype)
 
 
-def _dgelu_gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, _precision="default",
-               **params):  # fmt: skip
-    lhs, rhs, _ = in_avals
-    spec = gemm_spec(lhs.shape, rhs.shape, params["dimension_numbers"])
-    dev.matmul_handle().matmul(
-        spec, ins[1], ins[0], outs[0], in_dtype=lhs.dtype, out_dtype=out_avals[0].dtype,
-        precision=_precision, epilogue="dgelu", aux_ptr=ins[2], stream=stream,
-    )  # fmt: skip
+_gpu = _gpu_call("gelu_aux_bias", bias=("in", 2), aux=("out", 1))
+_dgelu_gpu = _gpu_call("dgelu", aux=("in", 2))
+_bias_gpu = _gpu_call("bias", bias=("in", 2))
 
-
-def _gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, _precision="default", **params):
-    lhs, rhs, _ = in_avals
-    spec = gemm_spec(lhs.shape, rhs.shape, params["dimension_numbers"])
-    dev.matmul_handle().matmul(
-        spec, ins[1], ins[0], outs[0], in_dtype=lhs.dtype, out_dtype=out_avals[0].dtype,
-        precision=_precision, epilogue="gelu_aux_bias", bias_ptr=ins[2], aux_ptr=outs[1],
-        stream=stream,
-    )  # fmt: skip
-
-
-for _prim, _cpu_call, _gpu_call in ((dot_bias_gelu_p, _cpu, _gpu),
-                                    (dot_dgelu_p, _dgelu_cpu, _dgelu_gpu),
-                                    (dot_bias_p, _bias_cpu, _bias_gpu)):  # fmt: skip
+for _prim, _gpu_fn in ((dot_bias_gelu_p, _gpu), (dot_dgelu_p, _dgelu_gpu), (dot_bias_p, _bias_gpu)):
     register_library(
         _prim,
         LibraryLowering(
             workspace=lambda avals, params, target: 0,  # cuBLASLt's own workspace
-            cpu=_cpu_call,
-            gpu=_gpu_call,
+            cpu=_cpu_call(_prim),
+            gpu=_gpu_fn,
             applies=lambda avals, params, target: target.startswith("cuda"),
             product=True,
         ),
@@ -227,12 +205,7 @@ def _fuse_dgelu(jaxpr: Jaxpr, auxes: set) -> Jaxpr:
               and e.invars[0] in auxes}  # fmt: skip
     if not derivs:
         return jaxpr
-    producer: dict[Var, JaxprEqn] = {v: e for e in jaxpr.eqns for v in e.outvars}
-    readers: dict[Var, list[JaxprEqn]] = {}
-    for e in jaxpr.eqns:
-        for a in e.invars:
-            if isinstance(a, Var):
-                readers.setdefault(a, []).append(e)
+    producer, reader = producers(jaxpr), readers(jaxpr)
     outs = {v for v in jaxpr.outvars if isinstance(v, Var)}
     replace: dict[int, JaxprEqn] = {}
     for e in jaxpr.eqns:
@@ -244,7 +217,7 @@ def _fuse_dgelu(jaxpr: Jaxpr, auxes: set) -> Jaxpr:
             if d is None or dot is None or dot.primitive is not dot_general_p or g in outs:
                 continue
             # the product's other readers may only be the guard's comparison
-            if any(r is not e and r.primitive.name != "eq" for r in readers.get(g, [])):
+            if any(r is not e and r.primitive.name != "eq" for r in reader.get(g, [])):
                 continue
             if not _dgelu_ok(dot, derivs[d], e.outvars[0]):
                 continue
@@ -265,17 +238,12 @@ _BIAS_FLOATS = _FLOATS + (np.dtype(np.float32),)
 
 def _fuse_bias(jaxpr: Jaxpr) -> Jaxpr:
     """Each product + bias (``_bias_sum``) whose sum only unfused calls read made ``dot_bias``."""
-    producer: dict[Var, JaxprEqn] = {v: e for e in jaxpr.eqns for v in e.outvars}
-    readers: dict[Var, list[JaxprEqn]] = {}
-    for e in jaxpr.eqns:
-        for a in e.invars:
-            if isinstance(a, Var):
-                readers.setdefault(a, []).append(e)
+    producer, reader = producers(jaxpr), readers(jaxpr)
     outs = {v for v in jaxpr.outvars if isinstance(v, Var)}
     uses = use_counts(jaxpr)
 
     def unfused(v: Var) -> bool:
-        rs = readers.get(v, [])
+        rs = reader.get(v, [])
         return bool(rs) and v not in outs and all(
             r.primitive.name in _UNFUSED
             or (r.primitive.name == "reshape" and unfused(r.outvars[0]))

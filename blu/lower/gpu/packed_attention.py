@@ -36,7 +36,7 @@ import numpy as np
 from blu.core.aval import ShapedArray
 from blu.core.config import config
 from blu.core.errors import BluError
-from blu.core.jaxpr import Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr, use_counts
+from blu.core.jaxpr import Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr, producers, readers, use_counts
 from blu.core.primitive import Primitive
 from blu.lax import attention as att
 from blu.lower import attention as lower_att
@@ -174,12 +174,7 @@ def pack_attention(jaxpr: Jaxpr) -> Jaxpr:
     eqns = jaxpr.eqns
     if not any(e.primitive is att.fwd_p or e.primitive is att.bwd_p for e in eqns):
         return jaxpr
-    producer: dict[Var, JaxprEqn] = {v: e for e in eqns for v in e.outvars}
-    readers: dict[Var, list[JaxprEqn]] = {}
-    for e in eqns:
-        for a in e.invars:
-            if isinstance(a, Var):
-                readers.setdefault(a, []).append(e)
+    producer, reader = producers(jaxpr), readers(jaxpr)
     uses = use_counts(jaxpr, output_uses=2)  # (an output is never folded away)
     replace: dict[int, JaxprEqn | None] = {}
     for e in eqns:
@@ -198,7 +193,7 @@ def pack_attention(jaxpr: Jaxpr) -> Jaxpr:
         if not backward:
             replace[id(e)] = JaxprEqn(fwd_packed_p, [x], params, list(e.outvars), e.source)
             continue
-        chain = _reassembly(e, x, offsets, producer, readers, uses)
+        chain = _reassembly(e, x, offsets, producer, reader, uses)
         if chain is None:
             continue
         root, dropped = chain
@@ -256,21 +251,21 @@ def _is_zero(a: Any) -> bool:
     return isinstance(a, Literal) and np.all(np.asarray(a.val) == 0)
 
 
-def _reassembly(bwd: JaxprEqn, x: Var, offsets, producer, readers, uses):
+def _reassembly(bwd: JaxprEqn, x: Var, offsets, producer, reader, uses):
     """``(root, dropped)``: the variable that sums the zero-padded ``dq, dk, dv`` into ``X``'s
     shape and the equations that compute it, when that is all they feed; else None."""
     inner = math.prod(x.aval.shape[3:])
     dropped: list[JaxprEqn] = []
     pads = []
     for g, off in zip(bwd.outvars[:3], offsets, strict=True):
-        r = readers.get(g, [])
+        r = reader.get(g, [])
         if uses.get(g) != 1 or len(r) != 1:
             return None
         e = r[0]
         if e.primitive.name == "reshape":
             dropped.append(e)
             out = e.outvars[0]
-            r = readers.get(out, [])
+            r = reader.get(out, [])
             if uses.get(out) != 1 or len(r) != 1:
                 return None
             e = r[0]
@@ -286,7 +281,7 @@ def _reassembly(bwd: JaxprEqn, x: Var, offsets, producer, readers, uses):
     # the pads' sum: a tree of adds whose inner sums have no other reader
     top = pads[0]
     while True:
-        r = readers.get(top, [])
+        r = reader.get(top, [])
         if uses.get(top) != 1 or len(r) != 1 or r[0].primitive.name not in ("add", "add_any"):
             break
         top = r[0].outvars[0]
