@@ -221,6 +221,14 @@ NOT_OPERATIONS: dict[str, str] = {
     "differentiation (test_cpu_concat)",
     "prim:dot_bias_gelu": "made only by the CUDA plan from a product, its bias and the tanh GELU, "
     "after differentiation (test_gpu_epilogues: against float64 and the unfused program)",
+    "prim:dot_dgelu": "made only by the CUDA plan from a backward product times the GELU's "
+    "derivative (test_gpu_epilogues: against float64 and the unfused program)",
+    "prim:dot_bias": "made only by the CUDA plan from a product plus a bias no kernel reads "
+    "(test_gpu_epilogues: against float64 and the unfused program)",
+    "prim:dot_product_attention_fwd_packed": "made only by the CUDA plan from attention on "
+    "slices of one array (test_packed_attention: against float64 and the unpacked program)",
+    "prim:dot_product_attention_bwd_packed": "made only by the CUDA plan from the attention "
+    "backward and the reassembly of dq, dk, dv (test_packed_attention)",
 }
 
 
