@@ -379,18 +379,17 @@ def backward_gpu(dev, stream, ins, outs, workspace, avals, modules, params, pack
     ``outs`` of ``dq, dk, dv, ...``; the rest as in ``forward_gpu``."""
     q, k, v, bias, _, rest = att.split_args(ins, params["has_bias"], params["has_mask"])
     out, lse, dout = rest[:3]
-    in_avals, _modules = avals, modules
-    if _modules:
-        sp = _built_spec(_modules[0], in_avals, params, True, packed)
+    if modules:
+        sp = _built_spec(modules[0], avals, params, True, packed)
         dq, dk, dv = outs[:3]
-        at, _ = _flash_workspace(in_avals, True)
+        at, _ = _flash_workspace(avals, True)
         dq32 = dq if at < 0 else workspace + at
         args = [[out, dout, dq32, workspace], [q, k, v, lse, dout, workspace, dq32, dk, dv]]
         if at >= 0:
             args.append([dq32, dq])
-        _launch(_modules[0], _modules[0].name, sp, True, stream, args)
+        _launch(modules[0], modules[0].name, sp, True, stream, args)
         return
-    cudnn_sdpa.backward(spec(in_avals, params, packed), q=q, k=k, v=v, out=out, lse=lse, dout=dout,
+    cudnn_sdpa.backward(spec(avals, params, packed), q=q, k=k, v=v, out=out, lse=lse, dout=dout,
                         dq=outs[0], dk=outs[1], dv=outs[2], workspace=workspace, stream=stream,
                         bias=bias or 0, device=dev.id)  # fmt: skip
 
