@@ -65,6 +65,22 @@ def test_layer_forward_is_one_chain(chain_everything, set_flag):
     assert _executable(_layer, *args)._chain_at == {}
 
 
+def test_stacked_rows_chain(chain_everything, set_flag):
+    # (B, T, d) @ (d, h): the chain goes by the B leading rows, each part's (b, T, d) block one
+    # 2-D product
+    set_flag("cpu_threads", 2)
+    rng = np.random.default_rng(4)
+    x, w1, b1, w2 = _args(rng, 20 * 5, 12, 24, 6)
+    x = x.reshape(20, 5, 12)
+    exe = _executable(_layer, x, w1, b1, w2)
+    assert _chained_kinds(exe) == [["dot", "kernel", "dot"]]
+    got = blu.jit(_layer)(x, w1, b1, w2)
+    np.testing.assert_allclose(np.asarray(got), _layer_ref(x, w1, b1, w2), **F32_TOL)
+    with exe._arena_lock:  # a concurrent call
+        (got,) = exe(x, w1, b1, w2)
+    np.testing.assert_allclose(got, _layer_ref(x, w1, b1, w2), **F32_TOL)
+
+
 def test_too_few_rows_or_flops_do_not_chain(set_flag, monkeypatch):
     set_flag("cpu_threads", 2)
     rng = np.random.default_rng(1)

@@ -15,9 +15,9 @@ as one chain against three split steps, 400 interleaved calls, twice: the step's
 ``find`` picks the chains of a CPU executable's steps: runs of at least two steps, at least one
 a product, where every step is
 
-- a product ``(R, k) @ (k, n)`` (2-D, float32/float64 throughout, no batch dimension) whose
-  left operand is read as it is stored (rows first) and whose right operand is not made in
-  the chain, or
+- a product ``(R, ..., k) @ (k, n)`` (float32/float64 throughout, no batch dimension, a 2-D
+  right operand) whose left operand is read as it is stored (rows first) and whose right
+  operand is not made in the chain, or
 - a kernel split by rows (``rows.RowKernel``, ``R`` rows, no scratch) that reads the values
   the chain makes only at the row it writes (``rows.row_count(node, rowed_inputs)``),
 
@@ -55,14 +55,16 @@ class Chain:
 
 
 def _product_rows(step: Any) -> int:
-    """``R`` when the product step is a plain ``(R, k) @ (k, n)`` with its left operand read as
-    stored (see the module docstring), else 0."""
+    """``R`` when the product step is a plain ``(R, ..., k) @ (k, n)`` (or ``(n, k)`` read
+    transposed) with its left operand read as stored, rows first (see the module docstring),
+    else 0."""
     if step.kind != NodeKind.DOT or not all(isinstance(a, int) for a in step.ins):
         return 0
     e = step.node.eqns[0]
     (lc, rc), (lb, rb) = e.params["dimension_numbers"]
     la, ra, oa = e.invars[0].aval, e.invars[1].aval, e.outvars[0].aval
-    if lb or rb or len(la.shape) != 2 or len(ra.shape) != 2 or tuple(lc) != (1,):
+    nl = len(la.shape)
+    if lb or rb or nl < 2 or len(ra.shape) != 2 or tuple(lc) != (nl - 1,):
         return 0
     dts = {np.dtype(a.dtype) for a in (la, ra, oa)}
     if len(dts) != 1 or dts.pop() not in (np.dtype(np.float32), np.dtype(np.float64)):
@@ -173,8 +175,8 @@ def find(steps: Any, memory: Any, free: set[int], threads: int) -> list[Chain]:
 
 def _flops(st: Any) -> float:
     e = st.node.eqns[0]
-    m, k = e.invars[0].aval.shape
-    return 2.0 * m * k * e.invars[1].aval.shape[1 - e.params["dimension_numbers"][0][1][0]]
+    la, oa = e.invars[0].aval, e.outvars[0].aval
+    return 2.0 * float(np.prod(oa.shape, dtype=np.float64)) * la.shape[-1]
 
 
 def runner(chain: Chain, steps: list, kernels: dict[int, Any]) -> Any:
@@ -187,8 +189,10 @@ def runner(chain: Chain, steps: list, kernels: dict[int, Any]) -> Any:
     plan: list[tuple] = []
     for k, st in enumerate(steps):
         if st.kind == NodeKind.DOT:
-            rt = st.node.eqns[0].params["dimension_numbers"][0][1][0] == 1  # rhs read as (n, k)
-            plan.append(("dot", st.ins[0], st.ins[1], st.outs[0], rt))
+            e = st.node.eqns[0]
+            rt = e.params["dimension_numbers"][0][1][0] == 1  # rhs read as (n, k)
+            k, n = e.invars[0].aval.shape[-1], e.outvars[0].aval.shape[-1]
+            plan.append(("dot", st.ins[0], st.ins[1], st.outs[0], rt, k, n))
         else:
             plan.append(("kernel", kernels[k]))
 
@@ -198,8 +202,9 @@ def runner(chain: Chain, steps: list, kernels: dict[int, Any]) -> Any:
                 if item[0] == "kernel":
                     item[1](env, arena, owned)
                 else:
-                    _, li, ri, oi, rt = item
-                    np.matmul(env[li], env[ri].T if rt else env[ri], out=env[oi])
+                    _, li, ri, oi, rt, k, n = item
+                    rhs = env[ri].T if rt else env[ri]
+                    np.matmul(env[li].reshape(-1, k), rhs, out=env[oi].reshape(-1, n))
             return
         threads = rows._threads()
         cuts = cpu_threads.split(r, threads, MIN_ROWS, balance.share, align=16)
@@ -217,8 +222,8 @@ def runner(chain: Chain, steps: list, kernels: dict[int, Any]) -> Any:
                     packs[lo] = packed
                 work.append((rk.fn, packs))
             else:
-                _, li, ri, oi, rt = item
-                work.append((env[li], env[ri].T if rt else env[ri], env[oi]))
+                _, li, ri, oi, rt, k, n = item
+                work.append((env[li], env[ri].T if rt else env[ri], env[oi], k, n))
         blas.use_threads(1)
 
         def part(lo: int, hi: int) -> None:
@@ -226,8 +231,9 @@ def runner(chain: Chain, steps: list, kernels: dict[int, Any]) -> Any:
                 for w in work:
                     if len(w) == 2:
                         w[0](w[1][lo])
-                    else:
-                        np.matmul(w[0][lo:hi], w[1], out=w[2][lo:hi])
+                    else:  # rows [lo, hi) of the stacked operands, as 2-D matrices
+                        lhs, rhs, out, k, n = w
+                        np.matmul(lhs[lo:hi].reshape(-1, k), rhs, out=out[lo:hi].reshape(-1, n))
 
         if len(cuts) == 1:
             part(0, r)
