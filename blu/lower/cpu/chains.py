@@ -204,7 +204,7 @@ def runner(chain: Chain, steps: list, kernels: dict[int, Any]) -> Any:
                 else:
                     _, li, ri, oi, rt, k, n = item
                     rhs = env[ri].T if rt else env[ri]
-                    np.matmul(env[li].reshape(-1, k), rhs, out=env[oi].reshape(-1, n))
+                    blas.mm(env[li].reshape(-1, k), rhs, env[oi].reshape(-1, n))
             return
         threads = rows._threads()
         cuts = cpu_threads.split(r, threads, MIN_ROWS, balance.share, align=16)
@@ -233,7 +233,7 @@ def runner(chain: Chain, steps: list, kernels: dict[int, Any]) -> Any:
                         w[0](w[1][lo])
                     else:  # rows [lo, hi) of the stacked operands, as 2-D matrices
                         lhs, rhs, out, k, n = w
-                        np.matmul(lhs[lo:hi].reshape(-1, k), rhs, out=out[lo:hi].reshape(-1, n))
+                        blas.mm(lhs[lo:hi].reshape(-1, k), rhs, out[lo:hi].reshape(-1, n))
 
         if len(cuts) == 1:
             part(0, r)

@@ -132,7 +132,7 @@ def _dot(eqn: Any, solo: bool = False) -> Any:
     def run(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
         # (the executable's call runs under np.errstate(over="ignore", invalid="ignore"))
         if plain and small:
-            np.matmul(lhs, rhs, out=out)
+            blas.mm(lhs, rhs, out)
             return
         l3 = (lhs if lt is None else lhs.transpose(lt)).reshape(b, m, kk)
         r3 = (rhs if rt is None else rhs.transpose(rt)).reshape(b, kk, n)
