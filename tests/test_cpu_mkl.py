@@ -130,3 +130,27 @@ def test_jitted_programs_with_and_without_mkl(on, set_flag):
     (h, ys), (hr, ysr) = blu.jit(_rnn)(w, u, h0, xs), _rnn_ref(w, u, h0, xs)
     np.testing.assert_allclose(np.asarray(h), hr, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(np.asarray(ys), ysr, rtol=1e-4, atol=1e-4)
+
+
+@mkl
+def test_small_gemm_remembers_arrays_not_values(set_flag):
+    set_flag("cpu_mkl", True)
+    rng = np.random.default_rng(2)
+    g = blas.small_gemm(6, 5, 4, np.float32)
+    assert g is not None and blas.small_gemm(0, 5, 4, np.float32) is None
+    a, b = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal((5, 4))
+    b = b.astype(np.float32)
+    out = np.empty((6, 4), np.float32)
+    for _ in range(3):  # the same arrays, new values each time (a loop's carry)
+        a[...] = rng.standard_normal(a.shape)
+        g(a, b, out)
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, **_tol(np.float32, 5))
+    for _ in range(10):  # more arrays than it remembers
+        a2 = rng.standard_normal((6, 5)).astype(np.float32)
+        g(a2, b, out)
+        np.testing.assert_allclose(out, a2.astype(np.float64) @ b, **_tol(np.float32, 5))
+    wide = rng.standard_normal((6, 10)).astype(np.float32)[:, ::2]  # not contiguous: numpy's
+    g(wide, b, out)
+    np.testing.assert_allclose(out, wide.astype(np.float64) @ b, **_tol(np.float32, 5))
+    set_flag("cpu_mkl", False)
+    assert blas.small_gemm(6, 5, 4, np.float32) is None

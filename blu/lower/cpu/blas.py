@@ -26,8 +26,8 @@ import numpy as np
 
 from blu.core.config import config
 
-__all__ = ["gemm", "gemm_for", "matmul", "mkl_gemm_for", "mm", "openblas_gemm_for", "split_axis",
-           "threads_for", "use_threads"]  # fmt: skip
+__all__ = ["SmallGemm", "gemm", "gemm_for", "matmul", "mkl_gemm_for", "mm", "openblas_gemm_for",
+           "small_gemm", "split_axis", "threads_for", "use_threads"]  # fmt: skip
 
 MIN_THREADED_FLOPS = 1 << 25  # ~34 MFLOP (~0.3 ms on a core): below this, one thread
 
@@ -317,6 +317,47 @@ def mm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     and takes them, else numpy's own (its OpenBLAS: less call overhead than through ctypes)."""
     if not (config.cpu_mkl and mkl_gemm_for(out.dtype) is not None and gemm(a, b, out, 1.0, 0.0)):
         np.matmul(a, b, out=out)
+
+
+class SmallGemm:
+    """``out = a @ b`` for C-contiguous ``(m, k) @ (k, n)`` arrays of one dtype through MKL, made
+    once per product of a program (``small_gemm``): a small product is called often (a scan
+    body's, every iteration), and the generic path's checks cost as much as a third of it
+    (reading an array's address, ``.ctypes.data``, ~2.6 us: the last few arrays seen are
+    remembered with their addresses; a loop body sees the same few arrays every iteration)."""
+
+    __slots__ = ("fn", "m", "k", "n", "seen")
+
+    def __init__(self, fn: Any, m: int, k: int, n: int):
+        self.fn, self.m, self.k, self.n = fn, m, k, n
+        self.seen: list[tuple[np.ndarray, int]] = []
+
+    def _address(self, x: np.ndarray) -> int:
+        for a, p in self.seen:
+            if a is x:
+                return p
+        p = x.ctypes.data
+        self.seen.append((x, p))
+        if len(self.seen) > 6:
+            del self.seen[0]
+        return p
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        if not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
+            np.matmul(a, b, out=out)
+            return
+        m, k, n = self.m, self.k, self.n
+        self.fn(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_NO_TRANS, m, n, k, 1.0,
+                self._address(a), k, self._address(b), n, 0.0, self._address(out), n)  # fmt: skip
+
+
+def small_gemm(m: int, k: int, n: int, dtype: Any) -> SmallGemm | None:
+    """A ``SmallGemm`` for a product of these sizes where MKL is at hand (``config.cpu_mkl``, read
+    now) and the sizes are not degenerate, else None (numpy's ``matmul`` does it)."""
+    fn = mkl_gemm_for(dtype) if config.cpu_mkl else None
+    if fn is None or min(m, k, n) < 1 or max(m, k, n) > fn.int_max:
+        return None
+    return SmallGemm(fn, m, k, n)
 
 
 def use_threads(n: int) -> None:

@@ -126,13 +126,17 @@ def _dot(eqn: Any, solo: bool = False) -> Any:
     plain = direct and b == 1 and lt is None and rt is None  # (m, k) @ (k, n) as they are
     plain = plain and len(la.shape) == 2 and len(ra.shape) == 2 and len(oa.shape) == 2
     small = flops < blas.MIN_THREADED_FLOPS
+    fast = blas.small_gemm(m, kk, n, out_dt) if plain and small else None
     balance = cpu_threads.Balance()  # this product's split between the threads
     threads_for = (lambda f: 1) if solo else blas.threads_for  # noqa: E731
 
     def run(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
         # (the executable's call runs under np.errstate(over="ignore", invalid="ignore"))
+        if fast is not None:
+            fast(lhs, rhs, out)
+            return
         if plain and small:
-            blas.mm(lhs, rhs, out)
+            np.matmul(lhs, rhs, out=out)
             return
         l3 = (lhs if lt is None else lhs.transpose(lt)).reshape(b, m, kk)
         r3 = (rhs if rt is None else rhs.transpose(rt)).reshape(b, kk, n)
