@@ -152,5 +152,26 @@ def test_small_gemm_remembers_arrays_not_values(set_flag):
     wide = rng.standard_normal((6, 10)).astype(np.float32)[:, ::2]  # not contiguous: numpy's
     g(wide, b, out)
     np.testing.assert_allclose(out, wide.astype(np.float64) @ b, **_tol(np.float32, 5))
+    half = a.astype(blu.numpy.bfloat16)  # another dtype: numpy's matmul, which casts
+    g(half, b, out)
+    np.testing.assert_allclose(out, half.astype(np.float64) @ b, **_tol(np.float32, 5))
     set_flag("cpu_mkl", False)
     assert blas.small_gemm(6, 5, 4, np.float32) is None
+
+
+def test_mixed_precision_small_product(set_flag):
+    # bfloat16 operands, a float32 result (preferred_element_type): BLAS must not read them
+    set_flag("cpu_mkl", True)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((8, 16)).astype(blu.numpy.bfloat16)
+    b = rng.standard_normal((16, 32)).astype(blu.numpy.bfloat16)
+
+    def f(a, b):
+        return blu.lax.dot_general(
+            a, b, (((1,), (0,)), ((), ())), preferred_element_type=np.float32
+        )
+
+    got = np.asarray(blu.jit(f)(a, b))
+    assert got.dtype == np.float32
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -326,10 +326,10 @@ class SmallGemm:
     (reading an array's address, ``.ctypes.data``, ~2.6 us: the last few arrays seen are
     remembered with their addresses; a loop body sees the same few arrays every iteration)."""
 
-    __slots__ = ("fn", "m", "k", "n", "seen")
+    __slots__ = ("fn", "m", "k", "n", "dtype", "seen")
 
-    def __init__(self, fn: Any, m: int, k: int, n: int):
-        self.fn, self.m, self.k, self.n = fn, m, k, n
+    def __init__(self, fn: Any, m: int, k: int, n: int, dtype: Any):
+        self.fn, self.m, self.k, self.n, self.dtype = fn, m, k, n, np.dtype(dtype)
         self.seen: list[tuple[np.ndarray, int]] = []
 
     def _address(self, x: np.ndarray) -> int:
@@ -343,8 +343,10 @@ class SmallGemm:
         return p
 
     def __call__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        if not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
-            np.matmul(a, b, out=out)
+        dt = self.dtype
+        ok = a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous
+        if not (ok and a.dtype == dt and b.dtype == dt and out.dtype == dt):
+            np.matmul(a, b, out=out)  # (it casts other dtypes)
             return
         m, k, n = self.m, self.k, self.n
         self.fn(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_NO_TRANS, m, n, k, 1.0,
@@ -357,7 +359,7 @@ def small_gemm(m: int, k: int, n: int, dtype: Any) -> SmallGemm | None:
     fn = mkl_gemm_for(dtype) if config.cpu_mkl else None
     if fn is None or min(m, k, n) < 1 or max(m, k, n) > fn.int_max:
         return None
-    return SmallGemm(fn, m, k, n)
+    return SmallGemm(fn, m, k, n, dtype)
 
 
 def use_threads(n: int) -> None:

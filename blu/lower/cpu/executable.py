@@ -126,7 +126,8 @@ def _dot(eqn: Any, solo: bool = False) -> Any:
     plain = direct and b == 1 and lt is None and rt is None  # (m, k) @ (k, n) as they are
     plain = plain and len(la.shape) == 2 and len(ra.shape) == 2 and len(oa.shape) == 2
     small = flops < blas.MIN_THREADED_FLOPS
-    fast = blas.small_gemm(m, kk, n, out_dt) if plain and small else None
+    same = l_dt == out_dt == np.dtype(ra.dtype)  # (numpy's matmul casts; BLAS does not)
+    fast = blas.small_gemm(m, kk, n, out_dt) if plain and small and same else None
     balance = cpu_threads.Balance()  # this product's split between the threads
     threads_for = (lambda f: 1) if solo else blas.threads_for  # noqa: E731
 
