@@ -5,6 +5,8 @@ and off against float64 references."""
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -152,6 +154,11 @@ def test_small_gemm_remembers_arrays_not_values(set_flag):
     wide = rng.standard_normal((6, 10)).astype(np.float32)[:, ::2]  # not contiguous: numpy's
     g(wide, b, out)
     np.testing.assert_allclose(out, wide.astype(np.float64) @ b, **_tol(np.float32, 5))
+    gone = rng.standard_normal((6, 5)).astype(np.float32)
+    alive = weakref.ref(gone)
+    g(gone, b, out)
+    del gone
+    assert alive() is None  # it remembers addresses, never keeps a caller's array alive
     half = a.astype(blu.numpy.bfloat16)  # another dtype: numpy's matmul, which casts
     g(half, b, out)
     np.testing.assert_allclose(out, half.astype(np.float64) @ b, **_tol(np.float32, 5))

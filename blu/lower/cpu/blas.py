@@ -19,6 +19,7 @@ import functools
 import os
 import sys
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -330,14 +331,14 @@ class SmallGemm:
 
     def __init__(self, fn: Any, m: int, k: int, n: int, dtype: Any):
         self.fn, self.m, self.k, self.n, self.dtype = fn, m, k, n, np.dtype(dtype)
-        self.seen: list[tuple[np.ndarray, int]] = []
+        self.seen: list[tuple[Any, int]] = []  # (weak reference to an array, its address)
 
     def _address(self, x: np.ndarray) -> int:
         for a, p in self.seen:
-            if a is x:
+            if a() is x:
                 return p
         p = x.ctypes.data
-        self.seen.append((x, p))
+        self.seen.append((weakref.ref(x), p))  # (never keeps a caller's array alive)
         if len(self.seen) > 6:
             del self.seen[0]
         return p
