@@ -42,6 +42,7 @@ AGREED = {
     "gemm_search": "BLU_GEMM_SEARCH",
     "gpu_epilogues": "BLU_GPU_EPILOGUES",
     "packed_attention": "BLU_PACKED_ATTENTION",
+    "cpu_mkl": "BLU_CPU_MKL",
 }
 
 

@@ -78,6 +78,10 @@ Flags (environment variable, type, default):
 - ``packed_attention`` (``BLU_PACKED_ATTENTION``, bool, True): CUDA programs give the fused
   attention its ``q, k, v`` (and take ``dq, dk, dv`` back) as strided slices of the QKV product's
   array (``blu.lower.gpu.packed_attention``); off, as copies.
+- ``cpu_mkl`` (``BLU_CPU_MKL``, bool, True): CPU matrix products (float32/float64) call Intel
+  MKL's ``cblas_sgemm``/``dgemm`` (its sequential layer: blu splits the work across its own
+  threads) where the ``mkl`` wheel is installed (``pip install blu[cpu-mkl]``); off, or without
+  it, numpy's OpenBLAS (``blu/lower/cpu/blas.py``).
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
@@ -152,6 +156,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "gemm_search": ("BLU_GEMM_SEARCH", _bool, True),
     "gpu_epilogues": ("BLU_GPU_EPILOGUES", _bool, True),
     "packed_attention": ("BLU_PACKED_ATTENTION", _bool, True),
+    "cpu_mkl": ("BLU_CPU_MKL", _bool, True),
 }
 
 

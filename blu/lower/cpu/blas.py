@@ -17,7 +17,9 @@ import contextlib
 import ctypes
 import functools
 import os
+import sys
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,7 +27,8 @@ import numpy as np
 
 from blu.core.config import config
 
-__all__ = ["gemm", "gemm_for", "matmul", "split_axis", "threads_for", "use_threads"]
+__all__ = ["SmallGemm", "gemm", "gemm_for", "matmul", "mkl_gemm_for", "mm", "openblas_gemm_for",
+           "small_gemm", "split_axis", "threads_for", "use_threads"]  # fmt: skip
 
 MIN_THREADED_FLOPS = 1 << 25  # ~34 MFLOP (~0.3 ms on a core): below this, one thread
 
@@ -86,7 +89,10 @@ def _workers(n: int) -> ThreadPoolExecutor:
 
 def _part(x: np.ndarray, y: np.ndarray, o: np.ndarray) -> None:
     with np.errstate(over="ignore", invalid="ignore"):  # as the caller's (thread-local) state
-        np.matmul(x, y, out=o)
+        if x.ndim == 2:
+            mm(x, y, o)
+        else:
+            np.matmul(x, y, out=o)
 
 
 def matmul(
@@ -114,7 +120,7 @@ def matmul(
     k = lhs.shape[2]
     axis = 0 if b >= threads else split_axis(m, n, threads, k if b == 1 else 0)
     if threads <= 1 or axis is None or b == 0:
-        np.matmul(lhs[0], rhs[0], out=out[0]) if b == 1 else np.matmul(lhs, rhs, out=out)
+        mm(lhs[0], rhs[0], out[0]) if b == 1 else np.matmul(lhs, rhs, out=out)
         return
     share = None if balance is None else balance.share
     if axis == 0:
@@ -178,16 +184,41 @@ def split_axis(m: int, n: int, threads: int, k: int = 0) -> int | None:
 _CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_TRANS = 101, 111, 112
 
 
-@functools.cache
 def gemm_for(dtype: np.dtype) -> Any:
-    """The CBLAS ``sgemm``/``dgemm`` (float32/float64) of the OpenBLAS numpy loaded, as a ctypes
-    function (which releases the GIL for the call), or None (another BLAS, another dtype): its
-    64-bit-integer build (``scipy_openblas64``, numpy's wheels) or the 32-bit one."""
+    """The CBLAS ``sgemm``/``dgemm`` (float32/float64) products call, as a ctypes function (which
+    releases the GIL for the call), or None (another dtype, no CBLAS at hand): Intel MKL's where
+    the ``mkl`` wheel is installed and ``config.cpu_mkl`` is on (``mkl_gemm_for``), else the one
+    of the OpenBLAS numpy loaded (``openblas_gemm_for``)."""
+    if config.cpu_mkl:
+        fn = mkl_gemm_for(dtype)
+        if fn is not None:
+            return fn
+    return openblas_gemm_for(dtype)
+
+
+def _typed(fn: Any, real: Any, integer: Any) -> Any:
+    i, n, p = ctypes.c_int, integer, ctypes.c_void_p
+    fn.argtypes = [i, i, i, n, n, n, real, p, n, p, n, real, p, n]
+    fn.restype = None
+    fn.int_max = np.iinfo(np.int64 if integer is ctypes.c_int64 else np.int32).max
+    return fn
+
+
+def _letter(dtype: np.dtype) -> tuple[str, Any] | None:
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         return None
-    c = "s" if dtype == np.float32 else "d"
-    real = ctypes.c_float if c == "s" else ctypes.c_double
+    return ("s", ctypes.c_float) if dtype == np.float32 else ("d", ctypes.c_double)
+
+
+@functools.cache
+def openblas_gemm_for(dtype: np.dtype) -> Any:
+    """The CBLAS ``sgemm``/``dgemm`` of the OpenBLAS numpy loaded (``gemm_for``), or None: its
+    64-bit-integer build (``scipy_openblas64``, numpy's wheels) or the 32-bit one."""
+    lt = _letter(dtype)
+    if lt is None:
+        return None
+    c, real = lt
     i64, i32 = ctypes.c_int64, ctypes.c_int32
     names = [(f"scipy_cblas_{c}gemm64_", i64), (f"cblas_{c}gemm64_", i64),
              (f"scipy_cblas_{c}gemm", i32), (f"cblas_{c}gemm", i32)]  # fmt: skip
@@ -196,14 +227,46 @@ def gemm_for(dtype: np.dtype) -> Any:
             lib = ctypes.CDLL(path)
             for name, integer in names:
                 fn = getattr(lib, name, None)
-                if fn is None:
-                    continue
-                i, n, p = ctypes.c_int, integer, ctypes.c_void_p
-                fn.argtypes = [i, i, i, n, n, n, real, p, n, p, n, real, p, n]
-                fn.restype = None
-                fn.int_max = np.iinfo(np.int64 if integer is ctypes.c_int64 else np.int32).max
-                return fn
+                if fn is not None:
+                    return _typed(fn, real, integer)
     return None
+
+
+# MKL's runtime library as the ``mkl`` wheel installs it: in the environment's lib folder
+_MKL_NAMES = ("libmkl_rt.so.3", "libmkl_rt.so.2", "libmkl_rt.so")
+_MKL_SEQUENTIAL = 1  # MKL_THREADING_SEQUENTIAL of ``MKL_Set_Threading_Layer``
+
+
+@functools.cache
+def _mkl() -> Any:
+    """MKL's ``libmkl_rt`` with its sequential threading layer (no threads of its own: blu splits
+    the work, ``matmul``), or None (not installed, or the layer cannot be set)."""
+    dirs = dict.fromkeys(os.path.join(p, "lib") for p in (sys.prefix, sys.base_prefix))
+    for d in dirs:
+        for name in _MKL_NAMES:
+            path = os.path.join(d, name)
+            if not os.path.exists(path):
+                continue
+            with contextlib.suppress(OSError, AttributeError):
+                lib = ctypes.CDLL(path)
+                lib.MKL_Set_Threading_Layer.argtypes = [ctypes.c_int]
+                lib.MKL_Set_Threading_Layer.restype = ctypes.c_int
+                if lib.MKL_Set_Threading_Layer(_MKL_SEQUENTIAL) == _MKL_SEQUENTIAL:
+                    return lib
+    return None
+
+
+@functools.cache
+def mkl_gemm_for(dtype: np.dtype) -> Any:
+    """MKL's CBLAS ``sgemm``/``dgemm`` (``gemm_for``; 32-bit integers, its LP64 interface), or
+    None. On the 2-core development machine (Intel Xeon, AVX-512), one thread: the scan RNN's
+    32x256 @ 256x256 product 35 against OpenBLAS's 48 us, the MLP step's products 0-12%
+    faster (BENCHMARKS.md, session 8)."""
+    lt, lib = _letter(dtype), _mkl()
+    if lt is None or lib is None:
+        return None
+    fn = getattr(lib, f"cblas_{lt[0]}gemm", None)
+    return None if fn is None else _typed(fn, lt[1], ctypes.c_int32)
 
 
 def _blas_operand(x: np.ndarray) -> tuple[int, int] | None:
@@ -248,6 +311,56 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float)
     fn(_CBLAS_ROW_MAJOR, la[0], lb[0], m, n, k, alpha, a.ctypes.data, la[1], b.ctypes.data,
        lb[1], beta, c.ctypes.data, ldc)  # fmt: skip
     return True
+
+
+def mm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``np.matmul(a, b, out=out)`` for 2-D arrays: through MKL (``gemm``) where it is installed
+    and takes them, else numpy's own (its OpenBLAS: less call overhead than through ctypes)."""
+    if not (config.cpu_mkl and mkl_gemm_for(out.dtype) is not None and gemm(a, b, out, 1.0, 0.0)):
+        np.matmul(a, b, out=out)
+
+
+class SmallGemm:
+    """``out = a @ b`` for C-contiguous ``(m, k) @ (k, n)`` arrays of one dtype through MKL, made
+    once per product of a program (``small_gemm``): a small product is called often (a scan
+    body's, every iteration), and the generic path's checks cost as much as a third of it
+    (reading an array's address, ``.ctypes.data``, ~2.6 us: the last few arrays seen are
+    remembered with their addresses; a loop body sees the same few arrays every iteration)."""
+
+    __slots__ = ("fn", "m", "k", "n", "dtype", "seen")
+
+    def __init__(self, fn: Any, m: int, k: int, n: int, dtype: Any):
+        self.fn, self.m, self.k, self.n, self.dtype = fn, m, k, n, np.dtype(dtype)
+        self.seen: list[tuple[Any, int]] = []  # (weak reference to an array, its address)
+
+    def _address(self, x: np.ndarray) -> int:
+        for a, p in self.seen:
+            if a() is x:
+                return p
+        p = x.ctypes.data
+        self.seen.append((weakref.ref(x), p))  # (never keeps a caller's array alive)
+        if len(self.seen) > 6:
+            del self.seen[0]
+        return p
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        dt = self.dtype
+        ok = a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous
+        if not (ok and a.dtype == dt and b.dtype == dt and out.dtype == dt):
+            np.matmul(a, b, out=out)  # (it casts other dtypes)
+            return
+        m, k, n = self.m, self.k, self.n
+        self.fn(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_NO_TRANS, m, n, k, 1.0,
+                self._address(a), k, self._address(b), n, 0.0, self._address(out), n)  # fmt: skip
+
+
+def small_gemm(m: int, k: int, n: int, dtype: Any) -> SmallGemm | None:
+    """A ``SmallGemm`` for a product of these sizes where MKL is at hand (``config.cpu_mkl``, read
+    now) and the sizes are not degenerate, else None (numpy's ``matmul`` does it)."""
+    fn = mkl_gemm_for(dtype) if config.cpu_mkl else None
+    if fn is None or min(m, k, n) < 1 or max(m, k, n) > fn.int_max:
+        return None
+    return SmallGemm(fn, m, k, n, dtype)
 
 
 def use_threads(n: int) -> None:

@@ -233,7 +233,7 @@ class _Stream:
         lo, hi = sorted((self.order[c0], self.order[c1 - 1]))
         with np.errstate(over="ignore", invalid="ignore"):  # as the products in the loop
             for lhs, rhs, out, m in self.products:
-                np.matmul(lhs[lo * m : (hi + 1) * m], rhs, out=out[lo * m : (hi + 1) * m])
+                blas.mm(lhs[lo * m : (hi + 1) * m], rhs, out[lo * m : (hi + 1) * m])
 
     def _work(self) -> None:
         blas.use_threads(1)

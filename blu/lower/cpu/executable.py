@@ -29,10 +29,10 @@ from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import library
-from blu.lower.cpu import blas, epilogue
+from blu.lower.cpu import blas, chains, epilogue
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.cpu.control_flow import loop_runner
-from blu.lower.cpu.rows import RowKernel
+from blu.lower.cpu.rows import RowKernel, _threads
 from blu.lower.mlir import mlir_cpu
 from blu.lower.mlir.program import emit_node, kernel_text, split_rows
 from blu.lower.plan.nodes import NodeKind
@@ -126,11 +126,16 @@ def _dot(eqn: Any, solo: bool = False) -> Any:
     plain = direct and b == 1 and lt is None and rt is None  # (m, k) @ (k, n) as they are
     plain = plain and len(la.shape) == 2 and len(ra.shape) == 2 and len(oa.shape) == 2
     small = flops < blas.MIN_THREADED_FLOPS
+    same = l_dt == out_dt == np.dtype(ra.dtype)  # (numpy's matmul casts; BLAS does not)
+    fast = blas.small_gemm(m, kk, n, out_dt) if plain and small and same else None
     balance = cpu_threads.Balance()  # this product's split between the threads
     threads_for = (lambda f: 1) if solo else blas.threads_for  # noqa: E731
 
     def run(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
         # (the executable's call runs under np.errstate(over="ignore", invalid="ignore"))
+        if fast is not None:
+            fast(lhs, rhs, out)
+            return
         if plain and small:
             np.matmul(lhs, rhs, out=out)
             return
@@ -241,6 +246,21 @@ class CpuExecutable(Executable):
                     run = (epilogue.runner(ss[k].node.eqns[0], fused[k], ss[k].ins, False)
                            if k in fused else self._runner(ss[k]))  # fmt: skip
                     self.runners[k] = (allocs, run, node)
+
+        # steps run row part by row part through each of them (``cpu/chains.py``)
+        def free(i: int) -> bool:  # a step a chain may take: not paired, fused or streamed
+            if isinstance(self.runners[i][1], RowKernel):
+                return True
+            paired = i in self._pair_at or i - 1 in self._pair_at
+            return ss[i].kind == NodeKind.DOT and kept[i] and i not in fused and not paired
+
+        self._chain_at: dict[int, tuple] = {}
+        for c in chains.find(st, self.memory, set(filter(free, range(len(ss)))), _threads()):
+            kernels = {k - c.start: self.runners[k][1] for k in range(c.start, c.end + 1)
+                       if ss[k].kind == NodeKind.KERNEL}  # fmt: skip
+            allocs = [a for k in range(c.start, c.end + 1) for a in self.runners[k][0]]
+            run = chains.runner(c, ss[c.start : c.end + 1], kernels)
+            self._chain_at[c.start] = (allocs, run, c.end)
         self._arena: np.ndarray | None = None
         self._views: dict[int, np.ndarray] | None = None
         self._arena_lock = threading.Lock()
@@ -393,9 +413,13 @@ class CpuExecutable(Executable):
             if owned:
                 self._views = views
             pair_at = self._pair_at if tw is None and not config.debug_nans else ()
+            chain_at = self._chain_at if tw is None and not config.debug_nans else {}
             runners, n_steps, n_step = self.runners, len(self.runners), 0
             while n_step < n_steps:
                 allocs, run, node = runners[n_step]
+                chain = chain_at.get(n_step)
+                if chain is not None:  # steps up to ``end`` run as one, by rows
+                    allocs, run, end = chain
                 t = time.perf_counter() if tw is not None else 0.0
                 paired = n_step in pair_at
                 for slot, place, aval in allocs + runners[n_step + 1][0] if paired else allocs:
@@ -419,6 +443,9 @@ class CpuExecutable(Executable):
                     n_step += 2
                     continue
                 run(env, arena, owned)
+                if chain is not None:
+                    n_step = end + 1
+                    continue
                 if tw is not None:
                     tw.span(node.label(), "device", t, pid=tracing.EXECUTABLE,
                             args=self._trace_args[n_step])  # fmt: skip

@@ -37,9 +37,11 @@ _MIN_ROWS_ELEMENTS = 1 << 14  # each part gets at least this many elements (~20 
 BLOCK_ELEMENTS = 1 << 12
 
 
-def row_count(node: Any) -> int:
+def row_count(node: Any, rowed_inputs: frozenset[int] = frozenset()) -> int:
     """``R`` when the kernel node can be split by the ``R`` rows of its outputs' leading
-    dimension (see the module docstring), else 0."""
+    dimension (see the module docstring), else 0. ``rowed_inputs``: positions of inputs that
+    are themselves made row by row at the same time (``cpu/chains.py``): read, like a value
+    the kernel computes, only at the row written."""
     if node.kind != NodeKind.KERNEL or node.layout is None:
         return 0
     j, layout = node.jaxpr, node.layout
@@ -56,7 +58,11 @@ def row_count(node: Any) -> int:
     for a in written:  # an input written over is read like a row-indexed value
         if not a.aval.shape or a.aval.shape[0] != r:
             return 0
-    read_only = set(j.invars) - written  # inputs never written: read anywhere
+    rowed_in = {j.invars[i] for i in rowed_inputs}
+    if any(not a.aval.shape or a.aval.shape[0] != r for a in rowed_in):
+        return 0
+    # inputs never written (nor made by rows beside the kernel): read anywhere
+    read_only = set(j.invars) - written - rowed_in
     for e in j.eqns:
         if not _row_local(e, r, read_only):
             return 0
