@@ -227,3 +227,45 @@ def assert_close(got: Any, want: Any, n_ops: int = 1, dtype: Any = None) -> None
             np.testing.assert_allclose(
                 g.astype(np.float64), w.astype(np.float64), rtol=tol, atol=tol, equal_nan=True
             )
+
+
+# ---- a two-layer MLP's SGD step, and the same step in float64 numpy ----------------------------
+
+
+def mlp_params(rng: np.random.Generator, d: int, hidden: int, out: int,
+               bias2: bool = True) -> dict[str, np.ndarray]:  # fmt: skip
+    """float32 weights of ``gelu(x @ w1 + b1) @ w2 (+ b2)``, standard normal."""
+    p = {"w1": rng.standard_normal((d, hidden)).astype(np.float32),
+         "b1": rng.standard_normal(hidden).astype(np.float32),
+         "w2": rng.standard_normal((hidden, out)).astype(np.float32)}  # fmt: skip
+    if bias2:
+        p["b2"] = rng.standard_normal(out).astype(np.float32)
+    return p
+
+
+def mlp_step(p: dict, x: Any, y: Any) -> dict:
+    """One SGD step (lr 0.01) of the squared error of ``gelu_tanh(x @ w1 + b1) @ w2 (+ b2)``."""
+
+    def loss(p):
+        h = blu.nn.gelu(x @ p["w1"] + p["b1"], approximate=True)
+        out = h @ p["w2"] + p["b2"] if "b2" in p else h @ p["w2"]
+        return ((out - y) ** 2).mean()
+
+    g = blu.grad(loss)(p)
+    return {k: p[k] - 0.01 * g[k] for k in p}
+
+
+def mlp_step_float64(p: dict, x: np.ndarray, y: np.ndarray) -> dict:
+    """``mlp_step`` by hand in float64 numpy (the tanh GELU's derivative written out)."""
+    p = {k: v.astype(np.float64) for k, v in p.items()}
+    x, y = x.astype(np.float64), y.astype(np.float64)
+    c = np.sqrt(2 / np.pi)
+    pre = x @ p["w1"] + p["b1"]
+    th = np.tanh(c * (pre + 0.044715 * pre**3))
+    h = 0.5 * pre * (1 + th)
+    out = h @ p["w2"] + p.get("b2", 0.0)
+    dout = 2 * (out - y) / out.size
+    dh = dout @ p["w2"].T
+    dpre = dh * (0.5 * (1 + th) + 0.5 * pre * (1 - th**2) * c * (1 + 3 * 0.044715 * pre**2))
+    g = {"w1": x.T @ dpre, "b1": dpre.sum(0), "w2": h.T @ dout, "b2": dout.sum(0)}
+    return {k: p[k] - 0.01 * g[k] for k in p}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import mlp_params, mlp_step, mlp_step_float64
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -130,30 +131,6 @@ def test_caller_runs_every_row_and_concurrent_call(chain_everything, set_flag, m
     np.testing.assert_allclose(got, want, **F32_TOL)
 
 
-def _mlp_step(p, x, y):
-    def loss(p):
-        h = blu.nn.gelu(x @ p["w1"] + p["b1"], approximate=True)
-        return ((h @ p["w2"] + p["b2"] - y) ** 2).mean()
-
-    g = blu.grad(loss)(p)
-    return {k: p[k] - 0.01 * g[k] for k in p}
-
-
-def _mlp_ref(p, x, y):
-    p = {k: v.astype(np.float64) for k, v in p.items()}
-    x, y = x.astype(np.float64), y.astype(np.float64)
-    c = np.sqrt(2 / np.pi)
-    pre = x @ p["w1"] + p["b1"]
-    th = np.tanh(c * (pre + 0.044715 * pre**3))
-    h = 0.5 * pre * (1 + th)
-    out = h @ p["w2"] + p["b2"]
-    dout = 2 * (out - y) / out.size
-    dh = dout @ p["w2"].T
-    dpre = dh * (0.5 * (1 + th) + 0.5 * pre * (1 - th**2) * c * (1 + 3 * 0.044715 * pre**2))
-    g = {"w1": x.T @ dpre, "b1": dpre.sum(0), "w2": h.T @ dout, "b2": dout.sum(0)}
-    return {k: p[k] - 0.01 * g[k] for k in p}
-
-
 @settings(max_examples=12, deadline=None)
 @given(st.sampled_from([1, 2, 16, 33, 64]), st.sampled_from([1, 3, 16]),
        st.sampled_from([1, 7, 32]), st.integers(1, 3))  # fmt: skip
@@ -164,17 +141,14 @@ def test_chained_training_step_matches_float64(n, d, hidden, threads):
         blu.config.update("cpu_threads", threads)
         try:
             rng = np.random.default_rng(n * 1000 + d * 100 + hidden * 10 + threads)
-            p = {"w1": rng.standard_normal((d, hidden)).astype(np.float32),
-                 "b1": rng.standard_normal(hidden).astype(np.float32),
-                 "w2": rng.standard_normal((hidden, 3)).astype(np.float32),
-                 "b2": rng.standard_normal(3).astype(np.float32)}  # fmt: skip
+            p = mlp_params(rng, d, hidden, 3)
             x = rng.standard_normal((n, d)).astype(np.float32)
             y = rng.standard_normal((n, 3)).astype(np.float32)
-            exe = _executable(_mlp_step, p, x, y)
+            exe = _executable(mlp_step, p, x, y)
             if threads == 1 or n < 8 * threads:
                 assert exe._chain_at == {}
-            got = blu.jit(_mlp_step)(p, x, y)
-            want = _mlp_ref(p, x, y)
+            got = blu.jit(mlp_step)(p, x, y)
+            want = mlp_step_float64(p, x, y)
             for k in p:
                 np.testing.assert_allclose(np.asarray(got[k]), want[k], rtol=1e-4, atol=1e-5)
         finally:

@@ -9,6 +9,7 @@ import weakref
 
 import numpy as np
 import pytest
+from helpers import mlp_step, mlp_step_float64
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -71,29 +72,6 @@ def test_flag_off_is_numpys_openblas(set_flag):
     np.testing.assert_array_equal(got, ints @ ints.T)
 
 
-def _mlp_step(p, x, y):
-    def loss(p):
-        h = blu.nn.gelu(x @ p["w1"] + p["b1"], approximate=True)
-        return ((h @ p["w2"] - y) ** 2).mean()
-
-    g = blu.grad(loss)(p)
-    return {k: p[k] - 0.01 * g[k] for k in p}
-
-
-def _mlp_ref(p, x, y):
-    p = {k: v.astype(np.float64) for k, v in p.items()}
-    x, y = x.astype(np.float64), y.astype(np.float64)
-    c = np.sqrt(2 / np.pi)
-    pre = x @ p["w1"] + p["b1"]
-    th = np.tanh(c * (pre + 0.044715 * pre**3))
-    h = 0.5 * pre * (1 + th)
-    dout = 2 * (h @ p["w2"] - y) / y.size
-    dh = dout @ p["w2"].T
-    dpre = dh * (0.5 * (1 + th) + 0.5 * pre * (1 - th**2) * c * (1 + 3 * 0.044715 * pre**2))
-    g = {"w1": x.T @ dpre, "b1": dpre.sum(0), "w2": h.T @ dout}
-    return {k: p[k] - 0.01 * g[k] for k in p}
-
-
 def _rnn(w, u, h0, xs):
     def step(h, x):
         h = blu.numpy.tanh(x @ w + h @ u)
@@ -121,7 +99,7 @@ def test_jitted_programs_with_and_without_mkl(on, set_flag):
          "w2": (rng.standard_normal((64, 8)) / 8).astype(np.float32)}  # fmt: skip
     x, y = rng.standard_normal((40, 48)).astype(np.float32), rng.standard_normal((40, 8))
     y = y.astype(np.float32)
-    got, want = blu.jit(_mlp_step)(p, x, y), _mlp_ref(p, x, y)
+    got, want = blu.jit(mlp_step)(p, x, y), mlp_step_float64(p, x, y)
     for k in p:
         np.testing.assert_allclose(np.asarray(got[k]), want[k], rtol=1e-4, atol=1e-5)
     w, u = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import mlp_params, mlp_step, mlp_step_float64
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -57,31 +58,6 @@ def test_unbalanced_or_small_products_do_not_pair(set_flag):
     assert both.memory.concurrent == frozenset()
 
 
-def _mlp_step(p, x, y):
-    def loss(p):
-        h = blu.nn.gelu(x @ p["w1"] + p["b1"], approximate=True)
-        return ((h @ p["w2"] + p["b2"] - y) ** 2).mean()
-
-    g = blu.grad(loss)(p)
-    return {k: p[k] - 0.01 * g[k] for k in p}
-
-
-def _mlp_ref(p, x, y):
-    p = {k: v.astype(np.float64) for k, v in p.items()}
-    x, y = x.astype(np.float64), y.astype(np.float64)
-    c = np.sqrt(2 / np.pi)
-    pre = x @ p["w1"] + p["b1"]
-    u = c * (pre + 0.044715 * pre**3)
-    th = np.tanh(u)
-    h = 0.5 * pre * (1 + th)
-    out = h @ p["w2"] + p["b2"]
-    dout = 2 * (out - y) / out.size
-    dh = dout @ p["w2"].T
-    dpre = dh * (0.5 * (1 + th) + 0.5 * pre * (1 - th**2) * c * (1 + 3 * 0.044715 * pre**2))
-    g = {"w1": x.T @ dpre, "b1": dpre.sum(0), "w2": h.T @ dout, "b2": dout.sum(0)}
-    return {k: p[k] - 0.01 * g[k] for k in p}
-
-
 @settings(max_examples=12, deadline=None)
 @given(st.integers(1, 9), st.sampled_from([1, 3, 16]), st.sampled_from([2, 7]), st.integers(1, 3))
 def test_paired_training_step_matches_float64(n, d, hidden, threads):
@@ -91,16 +67,13 @@ def test_paired_training_step_matches_float64(n, d, hidden, threads):
         blu.config.update("cpu_threads", threads)
         try:
             rng = np.random.default_rng(n * 100 + d * 10 + hidden)
-            p = {"w1": rng.standard_normal((d, hidden)).astype(np.float32),
-                 "b1": rng.standard_normal(hidden).astype(np.float32),
-                 "w2": rng.standard_normal((hidden, 3)).astype(np.float32),
-                 "b2": rng.standard_normal(3).astype(np.float32)}  # fmt: skip
+            p = mlp_params(rng, d, hidden, 3)
             x = rng.standard_normal((n, d)).astype(np.float32)
             y = rng.standard_normal((n, 3)).astype(np.float32)
-            prog = _lowered(_mlp_step, p, x, y)
+            prog = _lowered(mlp_step, p, x, y)
             assert bool(prog.memory.concurrent) == (threads > 1)
-            got = blu.jit(_mlp_step)(p, x, y)
-            want = _mlp_ref(p, x, y)
+            got = blu.jit(mlp_step)(p, x, y)
+            want = mlp_step_float64(p, x, y)
             for k in p:
                 np.testing.assert_allclose(np.asarray(got[k]), want[k], rtol=1e-4, atol=1e-5)
         finally:
@@ -112,12 +85,9 @@ def test_paired_buffers_do_not_overlap(pair_everything, set_flag):
     the first one's operands live through the second)."""
     set_flag("cpu_threads", 2)
     rng = np.random.default_rng(2)
-    p = {"w1": rng.standard_normal((16, 32)).astype(np.float32),
-         "b1": rng.standard_normal(32).astype(np.float32),
-         "w2": rng.standard_normal((32, 8)).astype(np.float32),
-         "b2": rng.standard_normal(8).astype(np.float32)}  # fmt: skip
+    p = mlp_params(rng, 16, 32, 8)
     x, y = rng.standard_normal((4, 16)).astype(np.float32), np.zeros((4, 8), np.float32)
-    exe = blu.jit(_mlp_step).lower(p, x, y, target="cpu").compile().executable
+    exe = blu.jit(mlp_step).lower(p, x, y, target="cpu").compile().executable
     assert exe._pair_at
     seen = []
     for k in exe._pair_at:
@@ -148,18 +118,15 @@ def test_pair_run_one_after_the_other(pair_everything, set_flag):
     (``threads.Balance.solo``): the same results."""
     set_flag("cpu_threads", 2)
     rng = np.random.default_rng(4)
-    p = {"w1": rng.standard_normal((6, 9)).astype(np.float32),
-         "b1": rng.standard_normal(9).astype(np.float32),
-         "w2": rng.standard_normal((9, 3)).astype(np.float32),
-         "b2": rng.standard_normal(3).astype(np.float32)}  # fmt: skip
+    p = mlp_params(rng, 6, 9, 3)
     x, y = rng.standard_normal((5, 6)).astype(np.float32), rng.standard_normal((5, 3))
     y = y.astype(np.float32)
-    f = blu.jit(_mlp_step)
+    f = blu.jit(mlp_step)
     exe = f.lower(p, x, y, target="cpu").compile().executable
     assert exe._pair_at
     for k in exe._pair_at:
         exe._pair_balance[k].solo_left = 2
-    want = _mlp_ref(p, x, y)
+    want = mlp_step_float64(p, x, y)
     for call in range(3):  # two serial calls, then paired again
         got = f(p, x, y)
         for k in p:
