@@ -4,6 +4,7 @@
     python benchmarks/cpu_jit.py gelu softmax    # some cases
     python benchmarks/cpu_jit.py --gpt2 small    # GPT-2 training step config (tiny/small/...)
     python benchmarks/cpu_jit.py --vs-jax --reps 30   # blu.jit against jax.jit, interleaved
+    python benchmarks/cpu_jit.py --dispatch           # a cached jitted call's own time
 
 ``--vs-jax``: the same programs written once for each (an MLP training step, softmax, layer
 norm + GELU, a 100-step ``scan`` RNN and its gradient, an attention block), both jitted, timed
@@ -277,6 +278,35 @@ def vs_jax(names: list[str], reps: int) -> None:
         )
 
 
+def dispatch(rounds: int = 7, calls: int = 5000) -> None:
+    """The time of a cached jitted call of a one-kernel program (``x * 2 + 1`` on 8 float32s),
+    blu against JAX, in rounds taken in turns; the median round's time per call."""
+    import jax
+
+    x = np.arange(8, dtype=np.float32)
+    bf, jf = blu.jit(lambda x: x * 2.0 + 1.0), jax.jit(lambda x: x * 2.0 + 1.0)
+    bx, jx = bf(x), jax.device_put(x)
+    jax.block_until_ready(jf(jx))
+    cases = {
+        "blu, a blu Array": lambda: bf(bx),
+        "blu, a numpy array": lambda: bf(x),
+        "JAX, a device array (result waited for)": lambda: jf(jx).block_until_ready(),
+    }
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(rounds):
+        for name, call in cases.items():
+            for _ in range(calls // 10):  # warm
+                call()
+            t = time.perf_counter()
+            for _ in range(calls):
+                call()
+            times[name].append((time.perf_counter() - t) / calls)
+    print("\n| call of a one-kernel program (8 float32) | time per call |")
+    print("| --- | ---: |")
+    for name, ts in times.items():
+        print(f"| {name} | {np.median(ts) * 1e6:.1f} us |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -287,9 +317,15 @@ def main() -> None:
     )
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--vs-jax", action="store_true", help="blu.jit against jax.jit (see above)")
+    ap.add_argument(
+        "--dispatch", action="store_true", help="a cached jitted call's own time, blu and JAX"
+    )
     args = ap.parse_args()
     os.environ.setdefault("BLU_CACHE_DIR", tempfile.mkdtemp(prefix="blu-bench-cache-"))
     print(f"kernel cache: {os.environ['BLU_CACHE_DIR']}; {os.cpu_count()} CPUs")
+    if args.dispatch:
+        dispatch()
+        return
     if args.vs_jax:
         vs_jax(args.cases, args.reps)
         return

@@ -43,6 +43,7 @@ AGREED = {
     "gpu_epilogues": "BLU_GPU_EPILOGUES",
     "packed_attention": "BLU_PACKED_ATTENTION",
     "cpu_mkl": "BLU_CPU_MKL",
+    "cpu_spin": "BLU_CPU_SPIN",
 }
 
 

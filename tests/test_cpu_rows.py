@@ -70,8 +70,12 @@ def split_everything(monkeypatch):
     monkeypatch.setattr(rows, "_MIN_ROWS_ELEMENTS", 1)
     parts = []
     run = cpu_threads.run_parts
-    monkeypatch.setattr(cpu_threads, "run_parts", lambda fn, cuts, *a: (parts.append(len(cuts)),
-                                                                   run(fn, cuts, *a)))  # fmt: skip
+
+    def counted(fn, cuts, *a, **k):
+        parts.append(len(cuts))
+        run(fn, cuts, *a, **k)
+
+    monkeypatch.setattr(cpu_threads, "run_parts", counted)
     return parts
 
 
@@ -83,8 +87,8 @@ def test_split_kernels_match_float64(r, c, threads):
         mp.setattr(rows, "_MIN_ROWS_ELEMENTS", 1)
         parts = []
         run = cpu_threads.run_parts
-        mp.setattr(cpu_threads, "run_parts", lambda fn, cuts, *a: (parts.append(len(cuts)),
-                                                               run(fn, cuts, *a)))  # fmt: skip
+        mp.setattr(cpu_threads, "run_parts", lambda fn, cuts, *a, **k: (parts.append(len(cuts)),
+                                                               run(fn, cuts, *a, **k)))  # fmt: skip
         blu.config.update("cpu_threads", threads)
         try:
             rng = np.random.default_rng(r * 100 + c)

@@ -82,6 +82,9 @@ Flags (environment variable, type, default):
   MKL's ``cblas_sgemm``/``dgemm`` (its sequential layer: blu splits the work across its own
   threads) where the ``mkl`` wheel is installed (``pip install blu[cpu-mkl]``); off, or without
   it, numpy's OpenBLAS (``blu/lower/cpu/blas.py``).
+- ``cpu_spin`` (``BLU_CPU_SPIN``, bool, True): the parts of a split CPU step run on worker
+  threads that wait in a native loop while an executable runs (``blu/lower/cpu/spin.py``) instead
+  of blocking between parts; off, or where MLIR cannot compile that loop, on the blocking pool.
 
 Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
 does not parse keeps its text, so the code that uses it reports the bad value.
@@ -157,6 +160,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "gpu_epilogues": ("BLU_GPU_EPILOGUES", _bool, True),
     "packed_attention": ("BLU_PACKED_ATTENTION", _bool, True),
     "cpu_mkl": ("BLU_CPU_MKL", _bool, True),
+    "cpu_spin": ("BLU_CPU_SPIN", _bool, True),
 }
 
 
@@ -186,6 +190,9 @@ class Config:
     def __init__(self, environ: Any = None) -> None:
         self.__dict__["_values"] = read_environment(environ)
         self.__dict__["_lock"] = threading.Lock()
+        # bumped by every update and override (entered or left): what caches flag values
+        # compares (``blu/transforms/dispatch.py``)
+        self.__dict__["generation"] = 0
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -209,6 +216,7 @@ class Config:
         self._check(name)
         with self._lock:
             self._values[name] = value
+            self.__dict__["generation"] += 1
 
     @contextlib.contextmanager
     def override(self, **flags: Any) -> Iterator[None]:
@@ -222,11 +230,13 @@ class Config:
         with self._lock:
             old = {k: self._values[k] for k in flags}
             self._values.update(flags)
+            self.__dict__["generation"] += 1
         try:
             yield
         finally:
             with self._lock:
                 self._values.update(old)
+                self.__dict__["generation"] += 1
 
     def values(self) -> dict[str, Any]:
         """A copy of every flag's current value."""

@@ -123,6 +123,11 @@ class _TraceContext(threading.local):
 _context = _TraceContext()
 
 
+def at_root() -> bool:
+    """Whether this thread's operations run eagerly (no transform is tracing them)."""
+    return _context.current is _root
+
+
 def current_interpreter() -> Interpreter:
     """The interpreter ``bind`` hands operations to in this thread."""
     return _context.current

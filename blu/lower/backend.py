@@ -205,6 +205,17 @@ class JitBackend:
         return exe(*args)
 
     @staticmethod
+    def fast_callable(jaxpr: Jaxpr, name: str, donated_invars: Sequence[bool], args: Sequence[Any]):
+        """The executable a call like this one runs, for ``jit``'s fast path
+        (``blu/transforms/dispatch.py``), or None: it is on a GPU, or it would have to copy
+        its operands (``call`` does that)."""
+        backend = backend_for(args)
+        if backend.target != "cpu":
+            return None
+        exe = executable_for(jaxpr, name, tuple(donated_invars), backend, args)
+        return exe if getattr(exe, "borrows_inputs", False) else None
+
+    @staticmethod
     def lower(jaxpr: Jaxpr, name: str, target: str | None, donated_invars: Sequence[bool]):
         """The program lowered for ``target`` (None: the CPU)."""
         backend = backend_for((), target or "cpu")

@@ -62,6 +62,12 @@ def _bound_levels() -> list[tuple[Any, int]]:
     return out
 
 
+def any_process_axes() -> bool:
+    """Whether this thread is inside a process-level named-axis scope (``blu.shard`` across
+    processes): ``axis_env_key`` is then not empty even at the root interpreter."""
+    return bool(_process_envs())
+
+
 def axis_env_key() -> tuple:
     """The named axes visible here, as a hashable key: a function traced under one mesh must
     not be reused under another (its collectives' shapes and pmean's divisor depend on it)."""

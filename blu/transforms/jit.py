@@ -24,16 +24,18 @@ import numpy as np
 from blu.core import pytree
 from blu.core import trace as tracing
 from blu.core.array import Array
-from blu.core.aval import ShapedArray, ShapeDtypeStruct
+from blu.core.aval import ShapeDtypeStruct
 from blu.core.config import config
 from blu.core.errors import BluTypeError, BluValueError, user_frame, with_user_line
-from blu.core.interpreter import Tracer, current_interpreter, get_aval, set_interpreter
-from blu.core.jaxpr import ClosedJaxpr, Jaxpr, dce_jaxpr, eval_jaxpr, pp_jaxpr
+from blu.core.interpreter import Tracer, at_root, current_interpreter, get_aval, set_interpreter
+from blu.core.jaxpr import Jaxpr, dce_jaxpr, eval_jaxpr
 from blu.core.lru import LRU
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter, hoist_consts, trace_to_jaxpr
+from blu.transforms import dispatch
 from blu.transforms.ad import backward_pass, jvp_jaxpr
 from blu.transforms.ad_util import UndefinedPrimal, Zero, instantiate, tangent_aval
+from blu.transforms.aot import Lowered, _is_spec, _spec_to_aval_holder
 from blu.transforms.axes import axis_env_key
 from blu.transforms.batching import batch_jaxpr
 from blu.transforms.jaxpr_util import nonzero
@@ -358,6 +360,7 @@ class Jitted:
         self._cache = LRU("jit_cache_size")  # signature -> _CacheEntry
         self._last_key: Any = None
         self._last_tree: Any = None  # the previous call's argument treedef (a fast flatten)
+        self._fast: dispatch.FastCall | None = None  # the last signature's fast path
 
     def _split(self, args: tuple, kwargs: dict):
         dyn_args, static_vals, donated = [], [], []
@@ -460,6 +463,11 @@ class Jitted:
         return entry, leaves, donated_leaves
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = self._fast
+        if fast is not None and not kwargs:  # the previous call's signature (dispatch.py)
+            out = fast(args)
+            if out is not dispatch.MISS:
+                return out
         if config.disable_jit:  # blu.disable_jit(): run op by op, nothing is traced or cached
             return self.fun(*args, **kwargs)
         t0 = time.perf_counter()
@@ -488,8 +496,19 @@ class Jitted:
             raise
         if any(donated):
             _delete_donated(self.name, leaves, donated, user_frame())
+        elif not kwargs and not self.static_argnums and not entry.uses_shard and at_root():
+            self._fast = self._fast_path(args, leaves, entry)
         tracing.span_since(f"jit({self.name})", "jit", t0)  # a timeline trace's host span
         return pytree.tree_unflatten(entry.out_tree, outs)
+
+    def _fast_path(self, args: tuple, leaves: list, entry: _CacheEntry) -> Any:
+        """The fast path for calls like this one (``dispatch.make``), or None."""
+        if _backend is None or not hasattr(_backend, "fast_callable"):
+            return None
+        jaxpr = _stable_hoisted(entry)
+        donated = (False,) * (len(entry.consts) + len(leaves))
+        run = _backend.fast_callable(jaxpr, self.name, donated, [*entry.consts, *leaves])
+        return dispatch.make(args, leaves, entry.jaxpr, entry.consts, entry.out_tree, run)
 
     def lower(self, *args: Any, target: str | None = None, **kwargs: Any) -> Lowered:
         """Stage for the given arguments (arrays or ``ShapeDtypeStruct``s) without running.
@@ -512,6 +531,7 @@ class Jitted:
     def clear_cache(self) -> None:
         self._cache.clear()
         self._last_key = None
+        self._fast = None
 
 
 _hoisted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -526,144 +546,6 @@ def _stable_hoisted(entry: _CacheEntry) -> Jaxpr:
     if h is None:  # setdefault: threads agree on one hoisted jaxpr (executables key on it)
         h = _hoisted.setdefault(j, hoist_consts(j))
     return h
-
-
-class _AvalHolder:
-    """Stands for an argument during ``lower``: has an aval but no value."""
-
-    __slots__ = ("aval",)
-
-    def __init__(self, aval: ShapedArray):
-        self.aval = aval
-
-
-def _is_spec(x: Any) -> bool:
-    return isinstance(x, ShapeDtypeStruct)
-
-
-def _spec_to_aval_holder(x: Any) -> Any:
-    if isinstance(x, ShapeDtypeStruct):
-        return _SpecTracer(ShapedArray(x.shape, x.dtype))
-    return x
-
-
-class _SpecTracer(Tracer):
-    """A value-less placeholder with an aval, used by ``lower`` for ShapeDtypeStruct specs."""
-
-    __slots__ = ("_aval",)
-
-    def __init__(self, aval: ShapedArray):
-        self._interp = None
-        self._aval = aval
-
-    @property
-    def aval(self) -> ShapedArray:
-        return self._aval
-
-
-class Lowered:
-    """A staged program for one signature (``jit(f).lower(*args, target=...)``).
-
-    ``as_text()`` is the compiler's IR for the target (the launch plan and the MLIR of every
-    kernel; the CPU when no target is named, as JAX shows StableHLO), ``as_text("jaxpr")`` the
-    staged jaxpr; ``memory_analysis()`` the memory plan's bytes (JAX's field names);
-    ``memory_timeline(path)`` draws the plan's buffers over the program; ``compile()`` makes it
-    runnable. Lowering for the default target happens on first use, so ``lower`` stays cheap.
-    """
-
-    def __init__(self, jitted: Jitted, entry: _CacheEntry, target: str | None = None,
-                 donated_invars: tuple[bool, ...] = ()):  # fmt: skip
-        self.jitted = jitted
-        self.entry = entry
-        self.target = target
-        self.donated_invars = donated_invars
-        self._lowered = None
-        if target is not None:
-            self._lowered = self._lower()
-
-    def _lower(self) -> Any:
-        if _backend is None:
-            raise BluValueError(
-                f"jit({self.jitted.name}).lower(target={self.target!r}): no backend is "
-                "registered; `import blu` (it registers blu.lower)"
-            )
-        return _backend.lower(
-            _stable_hoisted(self.entry), self.jitted.name, self.target, self.donated_invars
-        )
-
-    @property
-    def _program(self) -> Any:
-        if self._lowered is None:
-            self._lowered = self._lower()
-        return self._lowered
-
-    @property
-    def jaxpr(self) -> ClosedJaxpr:
-        return ClosedJaxpr(self.entry.jaxpr, self.entry.consts)
-
-    def as_text(self, dialect: str | None = None) -> str:
-        """The launch plan and the MLIR of every kernel for the target (default: the CPU);
-        ``dialect="jaxpr"``: the staged jaxpr."""
-        if dialect == "jaxpr":
-            return pp_jaxpr(self.entry.jaxpr)
-        if dialect not in (None, "mlir"):
-            raise BluValueError(f"as_text(dialect={dialect!r}): expected None, 'mlir' or 'jaxpr'")
-        return self._program.as_text()
-
-    def memory_analysis(self) -> Any:
-        """Argument, output, alias, temporary and peak bytes of the memory plan."""
-        return self._program.memory_analysis()
-
-    def memory_timeline(self, path: str, **kwargs: Any) -> str:
-        """Draw the plan's buffers over the program to ``path`` (``.png`` or ``.html``)."""
-        return self._program.memory_timeline(path, title=self.jitted.name, **kwargs)
-
-    def check_memory(self, device_bytes: int, in_use: int = 0) -> None:
-        """Raise the out-of-memory report before anything runs (no kernel or GPU needed) when
-        the program's footprint (arguments, its arena of temporaries, its fresh outputs) does
-        not fit in ``device_bytes`` with ``in_use`` bytes held by other arrays.
-
-        Raises:
-            BluOutOfMemoryError: the bytes asked and free, and the plan's largest buffers at
-                its peak (shape, dtype, the equation making each, the user's source line).
-        """
-        self._program.check_memory(device_bytes, in_use)
-
-    def compile(self) -> Compiled:
-        # no target: calls run through jit's own cache on the arguments' device
-        exe = self._program.compile() if self.target is not None else None
-        return Compiled(self.jitted, self.entry, exe, self.donated_invars)
-
-
-class Compiled:
-    """A compiled program for one signature; call it with arrays of that signature."""
-
-    def __init__(self, jitted: Jitted, entry: _CacheEntry, executable: Any = None,
-                 donated_invars: tuple[bool, ...] = ()):  # fmt: skip
-        self.jitted = jitted
-        self.entry = entry
-        self.executable = executable
-        if executable is not None and _backend is not None:  # calls of this program run it
-            _backend.adopt(_stable_hoisted(entry), donated_invars, executable)
-
-    def memory_analysis(self) -> Any:
-        return None if self.executable is None else self.executable.memory_analysis()
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.jitted(*args, **kwargs)
-
-    def as_text(self, dialect: str | None = None) -> str:
-        """The generated code: the launch plan and each kernel's MLIR, then (CUDA targets) each
-        kernel's PTX; ``dialect="jaxpr"``: the staged jaxpr."""
-        if dialect == "jaxpr" or self.executable is None:
-            return pp_jaxpr(self.entry.jaxpr)
-        text = self.executable.as_text()
-        ptx = getattr(self.executable, "ptx", None)
-        if callable(ptx):
-            for sym, code in ptx().items():
-                code = code.decode() if isinstance(code, bytes) else code
-                text += f"\n// ---- PTX of {sym}\n{code}"
-        return text
 
 
 def jit(

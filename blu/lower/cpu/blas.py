@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from blu.core.config import config
+from blu.lower.cpu import address, spin
 
 __all__ = ["SmallGemm", "gemm", "gemm_for", "matmul", "mkl_gemm_for", "mm", "openblas_gemm_for",
            "small_gemm", "split_axis", "threads_for", "use_threads"]  # fmt: skip
@@ -91,6 +92,9 @@ def _part(x: np.ndarray, y: np.ndarray, o: np.ndarray) -> None:
     with np.errstate(over="ignore", invalid="ignore"):  # as the caller's (thread-local) state
         if x.ndim == 2:
             mm(x, y, o)
+        elif spin.recording() is not None:  # one call per matrix of the batch
+            for j in range(x.shape[0]):
+                mm(x[j], y[j], o[j])
         else:
             np.matmul(x, y, out=o)
 
@@ -145,21 +149,22 @@ def matmul(
 
     else:  # along k (b == 1): partial products, summed into ``out`` once all are done
         cuts = cpu_threads.split(k, threads, share=share, align=16)
-        partial: list[np.ndarray] = []
+        partial = {lo: np.empty((m, n), out.dtype) for lo, _ in cuts[1:]}
+        solo = [False]
 
         def part(lo: int, hi: int) -> None:
             if lo == 0:  # the caller's (or, run whole, the only) part
                 _part(lhs[0, :, lo:hi], rhs[0, lo:hi], out[0])
+                solo[0] = hi == k
                 return
-            t = np.empty((m, n), out.dtype)
-            _part(lhs[0, :, lo:hi], rhs[0, lo:hi], t)
-            partial.append(t)
+            _part(lhs[0, :, lo:hi], rhs[0, lo:hi], partial[lo])
 
-        cpu_threads.run_parts(part, cuts, balance)
-        for t in partial:
-            np.add(out[0], t, out=out[0])
+        cpu_threads.run_parts(part, cuts, balance, native=True)
+        if not solo[0]:
+            for t in partial.values():
+                np.add(out[0], t, out=out[0])
         return
-    cpu_threads.run_parts(part, cuts, balance)
+    cpu_threads.run_parts(part, cuts, balance, native=True)
 
 
 def split_axis(m: int, n: int, threads: int, k: int = 0) -> int | None:
@@ -294,6 +299,8 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float)
     n = b.shape[1]
     if m == 0 or n == 0:
         return True
+    if k == 0 and spin.recording() is not None:
+        raise spin.NotRecordable("an empty contraction")
     if k == 0:  # BLAS may leave c alone when k == 0: scale it as the product says
         if beta == 0:  # BLAS's beta = 0 never reads c (a NaN there does not stay)
             c[...] = 0
@@ -307,15 +314,24 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float)
     ldc = max(c.strides[0] // it, n)
     if max(m, n, k, la[1], lb[1], ldc) > fn.int_max:
         return False
+    args = (_CBLAS_ROW_MAJOR, la[0], lb[0], m, n, k, alpha, address.data(a), la[1], address.data(b),
+            lb[1], beta, address.data(c), ldc)  # fmt: skip
+    ops = spin.recording()
+    if ops is not None:  # a part handed to a spinning worker (``spin.py``): listed, not run
+        spin.gemm_op(ops, fn, c.dtype == np.float64, args, (a, b, c))
+        return True
     use_threads(1)
-    fn(_CBLAS_ROW_MAJOR, la[0], lb[0], m, n, k, alpha, a.ctypes.data, la[1], b.ctypes.data,
-       lb[1], beta, c.ctypes.data, ldc)  # fmt: skip
+    fn(*args)
     return True
 
 
 def mm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     """``np.matmul(a, b, out=out)`` for 2-D arrays: through MKL (``gemm``) where it is installed
     and takes them, else numpy's own (its OpenBLAS: less call overhead than through ctypes)."""
+    if spin.recording() is not None:  # (any CBLAS: the spinning worker calls it)
+        if not gemm(a, b, out, 1.0, 0.0):
+            raise spin.NotRecordable("a product BLAS cannot take in place")
+        return
     if not (config.cpu_mkl and mkl_gemm_for(out.dtype) is not None and gemm(a, b, out, 1.0, 0.0)):
         np.matmul(a, b, out=out)
 
@@ -337,7 +353,7 @@ class SmallGemm:
         for a, p in self.seen:
             if a() is x:
                 return p
-        p = x.ctypes.data
+        p = address.data(x)
         self.seen.append((weakref.ref(x), p))  # (never keeps a caller's array alive)
         if len(self.seen) > 6:
             del self.seen[0]
@@ -347,11 +363,18 @@ class SmallGemm:
         dt = self.dtype
         ok = a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous
         if not (ok and a.dtype == dt and b.dtype == dt and out.dtype == dt):
+            if spin.recording() is not None:
+                raise spin.NotRecordable("a product numpy casts")
             np.matmul(a, b, out=out)  # (it casts other dtypes)
             return
         m, k, n = self.m, self.k, self.n
-        self.fn(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_NO_TRANS, m, n, k, 1.0,
+        args = (_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_NO_TRANS, m, n, k, 1.0,
                 self._address(a), k, self._address(b), n, 0.0, self._address(out), n)  # fmt: skip
+        ops = spin.recording()
+        if ops is not None:
+            spin.gemm_op(ops, self.fn, dt == np.float64, args, (a, b, out))
+            return
+        self.fn(*args)
 
 
 def small_gemm(m: int, k: int, n: int, dtype: Any) -> SmallGemm | None:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from blu.core.jaxpr import Var
-from blu.lower.cpu import blas, rows
+from blu.lower.cpu import address, blas, rows, spin
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.plan.nodes import NodeKind
 
@@ -214,7 +214,7 @@ def runner(chain: Chain, steps: list, kernels: dict[int, Any]) -> Any:
         for item in plan:
             if item[0] == "kernel":
                 rk = item[1]
-                addrs = [env[s].ctypes.data for s in rk.ins] + [env[s].ctypes.data for s in rk.outs]
+                addrs = [address.data(env[s]) for s in (*rk.ins, *rk.outs)]
                 packs = {}
                 for k, (lo, hi) in enumerate(cuts):
                     ptrs, packed = rk._part(k)
@@ -230,7 +230,7 @@ def runner(chain: Chain, steps: list, kernels: dict[int, Any]) -> Any:
             with np.errstate(over="ignore", invalid="ignore"):  # as the caller's (per thread)
                 for w in work:
                     if len(w) == 2:
-                        w[0](w[1][lo])
+                        spin.call(w[0], w[1][lo])
                     else:  # rows [lo, hi) of the stacked operands, as 2-D matrices
                         lhs, rhs, out, k, n = w
                         blas.mm(lhs[lo:hi].reshape(-1, k), rhs, out[lo:hi].reshape(-1, n))
@@ -238,6 +238,6 @@ def runner(chain: Chain, steps: list, kernels: dict[int, Any]) -> Any:
         if len(cuts) == 1:
             part(0, r)
             return
-        cpu_threads.run_parts(part, cuts, balance)
+        cpu_threads.run_parts(part, cuts, balance, native=True)
 
     return run

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from blu.core.jaxpr import Literal, Var
-from blu.lower.cpu import blas
+from blu.lower.cpu import blas, spin
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.plan.nodes import NodeKind
 
@@ -185,14 +185,16 @@ def runner(eqn: Any, fusion: Fusion, ins: list[int], solo: bool) -> Any:
             def part(lo: int, hi: int) -> None:
                 _part(a, b[:, lo:hi], w[:, lo:hi], o[:, lo:hi], alpha)
 
-        cpu_threads.run_parts(part, cuts, balance)
+        cpu_threads.run_parts(part, cuts, balance, native=True)
 
     return run
 
 
 def _part(a: np.ndarray, b: np.ndarray, w: np.ndarray, o: np.ndarray, alpha: float) -> None:
-    np.copyto(o, w)
+    spin.copy_rows(o, w)
     if not blas.gemm(a, b, o, alpha, 1.0):
+        if spin.recording() is not None:
+            raise spin.NotRecordable("a product BLAS cannot take in place")
         with np.errstate(over="ignore", invalid="ignore"):
             p = np.matmul(a, b)
             p *= o.dtype.type(alpha)

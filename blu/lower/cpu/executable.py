@@ -29,7 +29,7 @@ from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import library
-from blu.lower.cpu import blas, chains, epilogue
+from blu.lower.cpu import address, blas, chains, epilogue, spin
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.cpu.control_flow import loop_runner
 from blu.lower.cpu.rows import RowKernel, _threads
@@ -79,21 +79,21 @@ class _Kernel:
         k = 0
         if last is None:
             for s in self.args:
-                p[k] = env[s].ctypes.data
+                p[k] = address.data(env[s])
                 k += 1
         else:
             for s in self.args:
                 x = env[s]
                 if x is not last[k]:
                     last[k] = x
-                    p[k] = x.ctypes.data
+                    p[k] = address.data(x)
                 k += 1
             if self.scratch and arena is last[-1]:
                 self.fn(packed)
                 return
             last[-1] = arena
         if self.scratch:
-            base = arena.ctypes.data
+            base = address.data(arena)
             for off in self.scratch:
                 p[k] = base + off
                 k += 1
@@ -136,11 +136,15 @@ def _dot(eqn: Any, solo: bool = False) -> Any:
         if fast is not None:
             fast(lhs, rhs, out)
             return
+        if spin.recording() is not None and (plain and small or not direct):
+            raise spin.NotRecordable("a product numpy makes")
         if plain and small:
             np.matmul(lhs, rhs, out=out)
             return
         l3 = (lhs if lt is None else lhs.transpose(lt)).reshape(b, m, kk)
         r3 = (rhs if rt is None else rhs.transpose(rt)).reshape(b, kk, n)
+        if (l3.dtype != comp or r3.dtype != comp) and spin.recording() is not None:
+            raise spin.NotRecordable("a product of converted operands")
         if l3.dtype != comp:
             l3 = l3.astype(comp)
         if r3.dtype != comp:
@@ -287,6 +291,19 @@ class CpuExecutable(Executable):
             for slot, place, aval in step.allocs
             if place[0] == "out" and aval.size * aval.dtype.itemsize >= POOL_BYTES
         }
+        self._in_dtypes = [v.aval.dtype for v in self.jaxpr.invars]
+        # outputs made in buffers of their own (never views of the arena)
+        self._fresh_slots = {slot for step in st.steps for slot, place, _ in step.allocs
+                             if place[0] == "out"}  # fmt: skip
+        # numpy math in a step (products, library calls, loops, fallbacks) runs under the
+        # caller's error state as numpy's matmul does; compiled kernels set no flags it reads
+        kinds = {step.kind for step in st.steps}
+        self._numpy_math = bool(kinds - {NodeKind.KERNEL, NodeKind.VIEW})
+        # a step that may split across threads: the spinning workers are told when calls end
+        self._may_split = _threads() > 1 and (
+            bool(kinds - {NodeKind.KERNEL, NodeKind.VIEW})
+            or any(isinstance(run, RowKernel) for _, run, _ in self.runners)
+        )
         # the labels of the nodes run by their numpy impls, those of loop bodies included
         self.fallbacks = [n.label() for n in self.plan.nodes if n.kind == NodeKind.FALLBACK]
         for _, run, _ in self.runners:
@@ -391,29 +408,33 @@ class CpuExecutable(Executable):
         return np.empty(max(self.memory.arena_size, 64), np.uint8), False  # a concurrent call
 
     def __call__(self, *args: Any) -> list[np.ndarray]:
-        j = self.jaxpr
         env: list[Any] = [None] * self.n_slots
-        for slot, v, x in zip(self.in_slots, j.invars, args, strict=True):
-            x = np.asarray(x)
-            if x.dtype != v.aval.dtype:
-                x = x.astype(v.aval.dtype)
+        for slot, dtype, x in zip(self.in_slots, self._in_dtypes, args, strict=True):
+            if type(x) is not np.ndarray:
+                x = np.asarray(x)
+            if x.dtype != dtype:
+                x = x.astype(dtype)
             env[slot] = x if x.flags.c_contiguous else np.ascontiguousarray(x)
         arena, owned = self._take_arena()
         self._overlap = None  # the arguments that share memory with another (for donation)
         blas.use_threads(1)  # numpy's BLAS single-threaded (blas.py says why)
-        errs = np.errstate(over="ignore", invalid="ignore")  # products: as numpy's matmul
-        errs.__enter__()
+        errs = np.errstate(over="ignore", invalid="ignore") if self._numpy_math else None
+        if errs is not None:  # products: as numpy's matmul
+            errs.__enter__()
         tw = tracing.current()  # a timeline trace: one span per step, memory counters
         if tw is not None:
             self._trace_call(tw, env, start=True)
+        if self._may_split:  # spinning workers may wait for parts until the outermost call ends
+            spin.enter()
         try:
             pool = self._poolable if owned else ()
             # the arena's buffers as arrays, made once (the executable's own arena persists)
             views = self._views if owned and self._views is not None else self._arena_views(arena)
             if owned:
                 self._views = views
-            pair_at = self._pair_at if tw is None and not config.debug_nans else ()
-            chain_at = self._chain_at if tw is None and not config.debug_nans else {}
+            debug_nans = config.debug_nans
+            pair_at = self._pair_at if tw is None and not debug_nans else ()
+            chain_at = self._chain_at if tw is None and not debug_nans else {}
             runners, n_steps, n_step = self.runners, len(self.runners), 0
             while n_step < n_steps:
                 allocs, run, node = runners[n_step]
@@ -439,7 +460,8 @@ class CpuExecutable(Executable):
                         if hi == 2:
                             other(env, arena, owned)
 
-                    cpu_threads.run_parts(both, [(0, 1), (1, 2)], self._pair_balance[n_step])
+                    cpu_threads.run_parts(both, [(0, 1), (1, 2)], self._pair_balance[n_step],
+                                          native=True)  # fmt: skip
                     n_step += 2
                     continue
                 run(env, arena, owned)
@@ -449,7 +471,7 @@ class CpuExecutable(Executable):
                 if tw is not None:
                     tw.span(node.label(), "device", t, pid=tracing.EXECUTABLE,
                             args=self._trace_args[n_step])  # fmt: skip
-                if config.debug_nans:
+                if debug_nans:
                     self._check_nans(node, env)
                 n_step += 1
             if tw is not None:
@@ -460,14 +482,18 @@ class CpuExecutable(Executable):
                     outs.append(x.copy())
                     continue
                 y = env[x]
-                if np.may_share_memory(y, arena):  # never hand out the arena
+                if x not in self._fresh_slots and np.may_share_memory(y, arena):  # never hand
+                    # out the arena
                     y = y.copy()
                 elif a is not None and isinstance(args[a], np.ndarray) and args[a].flags.writeable:
                     y = y.copy()  # a user's array (read in place) is never handed back
                 outs.append(y)
             return outs
         finally:
-            errs.__exit__(None, None, None)
+            if self._may_split:
+                spin.leave()
+            if errs is not None:
+                errs.__exit__(None, None, None)
             if owned:
                 self._arena_lock.release()
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from blu.core.config import config
 from blu.core.jaxpr import Var
-from blu.lower.cpu import blas
+from blu.lower.cpu import address, blas, spin
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.plan.fusion import is_arg_reduce, is_elementwise, is_reduction, reduce_axes
 from blu.lower.plan.nodes import NodeKind
@@ -170,9 +170,9 @@ class RowKernel:
         return self._slots[k]
 
     def __call__(self, env: list, arena: Any, owned: bool = True) -> None:
-        addrs = [env[s].ctypes.data for s in self.ins] + [env[s].ctypes.data for s in self.outs]
+        addrs = [address.data(env[s]) for s in self.ins] + [address.data(env[s]) for s in self.outs]
         if self.scratch:
-            base = arena.ctypes.data
+            base = address.data(arena)
             addrs += [base + off for off in self.scratch]
         if not owned:  # a concurrent call of the executable: pointer arrays of its own
             return _run_fresh(self.fn, addrs, cpu_threads.split(self.rows, _threads(),
@@ -191,7 +191,9 @@ class RowKernel:
             self.fn(parts[0])
             return
         index = {c: k for k, c in enumerate(cuts)}
-        cpu_threads.run_parts(lambda lo, hi: self.fn(parts[index[(lo, hi)]]), cuts, self.balance)
+        fn = self.fn
+        cpu_threads.run_parts(lambda lo, hi: spin.call(fn, parts[index[(lo, hi)]]), cuts,
+                              self.balance, native=True)  # fmt: skip
 
 
 def _threads() -> int:

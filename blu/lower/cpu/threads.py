@@ -33,7 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from blu.lower.cpu import blas
+from blu.lower.cpu import blas, spin
 
 __all__ = ["Balance", "run_parts", "split"]
 
@@ -101,18 +101,28 @@ def split(
 
 
 def run_parts(
-    fn: Callable[[int, int], None], cuts: list[tuple[int, int]], balance: Balance | None = None
+    fn: Callable[[int, int], None],
+    cuts: list[tuple[int, int]],
+    balance: Balance | None = None,
+    native: bool = False,
 ) -> None:
     """Run ``fn(lo, hi)`` for every part of ``cuts``: the first on the caller's thread, the others
     on the pool, all finished (and the first error raised) before returning; ``balance``: timed,
     the call site's share moved (``Balance.update``), or the whole range run as one part on the
-    caller's thread (``Balance.solo``: ``fn`` must then take any range, not only the cuts)."""
+    caller's thread (``Balance.solo``: ``fn`` must then take any range, not only the cuts).
+
+    ``native``: ``fn`` only calls BLAS products through ``blas`` and kernels through
+    ``spin.call`` (and numpy ops that ``spin.recording`` stops), and running it twice for a
+    part does no harm: the other parts are then recorded and run by spinning workers
+    (``spin.py``) where they are at hand."""
     if len(cuts) > 1 and balance is not None and balance.solo():
         fn(cuts[0][0], cuts[-1][1])  # ``fn`` takes any range
         return
     if len(cuts) <= 1:
         for lo, hi in cuts:
             fn(lo, hi)
+        return
+    if native and _run_native(fn, cuts, balance):
         return
     pool = blas._workers(len(cuts) - 1)
     ends = [0.0] * len(cuts)
@@ -139,3 +149,44 @@ def run_parts(
     if balance is not None:
         n = cuts[-1][1] - cuts[0][0]
         balance.update((cuts[0][1] - cuts[0][0]) / n, t1 - t0, max(ends[1:]) - t0)
+
+
+def _run_native(
+    fn: Callable[[int, int], None], cuts: list[tuple[int, int]], balance: Balance | None
+) -> bool:
+    """``run_parts`` with the other parts on spinning workers; False (nothing run) where there
+    are none free or a part cannot be recorded."""
+    ws = spin.workers(len(cuts) - 1)
+    if ws is None:
+        return False
+    held = []
+    try:
+        for w in ws:
+            if not w.lock.acquire(blocking=False):  # another thread's call has it
+                return False
+            held.append(w)
+        recorded = []
+        for lo, hi in cuts[1:]:
+            ops = spin.record(fn, lo, hi)
+            if ops is None:
+                return False
+            recorded.append(ops)
+        t0 = time.perf_counter()
+        for w, ops in zip(ws, recorded):
+            w.post(ops)
+        err = None
+        try:
+            fn(*cuts[0])
+        except BaseException as e:  # still wait for the others: they write the same buffers
+            err = e
+        t1 = time.perf_counter()
+        ends = [w.finish()[0] for w in ws]
+        if err is not None:
+            raise err
+        if balance is not None:
+            n = cuts[-1][1] - cuts[0][0]
+            balance.update((cuts[0][1] - cuts[0][0]) / n, t1 - t0, max(ends) - t0)
+        return True
+    finally:
+        for w in held:
+            w.lock.release()

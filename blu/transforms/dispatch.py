@@ -1,0 +1,105 @@
+"""The fast path of a jitted call: the same signature as the previous call runs its executable
+with no flatten of the signature key, no ``bind`` and no executable lookup.
+
+``Jitted.__call__`` makes a ``FastCall`` after a call that took the full path (``make``), when
+that call is one the fast path can repeat exactly: positional arguments only, none static or
+donated, every leaf a blu ``Array`` or a numpy array, no ``blu.shard`` in the trace, and an
+executable that reads its operands in place (the backend's ``fast_callable``: the CPU's). The
+next call then checks only what could differ (``FastCall.__call__``): the interpreter (the root:
+no transform is tracing the call), the flags (``config.generation``: any ``blu.config.update``
+or ``override`` since), the named axes in scope, the arguments' structure and each leaf's type,
+shape, dtype and weak type; anything else, or an error from the executable, goes the full way
+(which raises the proper error). A call of a one-kernel program on small arrays took ~77 us
+through the full path (20 us of it in the executable) on the 2-core development machine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from blu.core import pytree
+from blu.core import trace as tracing
+from blu.core.array import Array
+from blu.core.config import config
+from blu.core.interpreter import at_root
+from blu.transforms.axes import any_process_axes, axis_env_key
+
+__all__ = ["MISS", "FastCall", "make"]
+
+MISS = object()  # FastCall's answer when the call must take the full path
+
+
+class FastCall:
+    """A jitted function's last signature and its executable (see the module docstring)."""
+
+    __slots__ = ("generation", "axes", "tree", "n", "specs", "run", "consts", "out_tree",
+                 "out_specs", "leaf_out")  # fmt: skip
+
+    def __init__(self, args: tuple, leaves: list, jaxpr: Any, consts: list, out_tree: Any,
+                 run: Any) -> None:  # fmt: skip
+        self.generation = config.generation
+        self.axes = axis_env_key()
+        flat = all(type(a) in (Array, np.ndarray) for a in args)
+        self.tree = None if flat else pytree.tree_flatten(args)[1]
+        self.n = len(leaves)
+        self.specs = [(x.shape, x.dtype, type(x) is Array and x.weak_type) for x in leaves]
+        self.run, self.consts, self.out_tree = run, list(consts), out_tree
+        self.out_specs = [(a.dtype, a.weak_type) for a in jaxpr.out_avals]
+        self.leaf_out = out_tree.node_data() is None  # one array returned, not a tree
+
+    def __call__(self, args: tuple) -> Any:
+        if self.generation != config.generation or not at_root() or tracing.current() is not None:
+            return MISS
+        if self.tree is None:
+            leaves: Any = args
+            if len(args) != self.n:
+                return MISS
+        else:
+            leaves, tree = pytree.tree_flatten_like(args, self.tree)
+            if tree is not self.tree:
+                return MISS
+        vals = []
+        for x, (shape, dtype, weak) in zip(leaves, self.specs):
+            t = type(x)
+            if t is Array:
+                if x._deleted is not None or x.weak_type != weak:
+                    return MISS
+                b = x._buf
+            elif t is np.ndarray and not weak:
+                b = x
+            else:
+                return MISS
+            if b.shape != shape or b.dtype != dtype:
+                return MISS
+            vals.append(b)
+        if (self.axes or any_process_axes()) and axis_env_key() != self.axes:
+            return MISS
+        try:
+            outs = self.run(*self.consts, *vals)
+        except (MemoryError, ValueError):  # the full path raises it as blu's error
+            return MISS
+        wrapped = []
+        for o, (dtype, weak) in zip(outs, self.out_specs):
+            o = np.asarray(o)
+            if o.dtype != dtype:
+                o = o.astype(dtype)
+            wrapped.append(Array(o, weak))
+        if self.leaf_out:
+            return wrapped[0]
+        return self.out_tree.unflatten(wrapped)
+
+
+def make(args: tuple, leaves: list, jaxpr: Any, consts: list, out_tree: Any,
+         run: Any) -> FastCall | None:  # fmt: skip
+    """A ``FastCall`` repeating a call that took the full path (``args``: its positional
+    arguments, ``leaves`` their leaves, ``jaxpr``/``consts``/``out_tree`` its trace, ``run`` the
+    executable it ran, or None where the backend has no fast callable), or None where the fast
+    path could not repeat it exactly."""
+    if run is None or not all(type(x) in (Array, np.ndarray) for x in leaves):
+        return None
+    if not all(type(c) in (Array, np.ndarray) for c in consts):
+        return None
+    consts = [c._value if type(c) is Array else c for c in consts]
+    return FastCall(args, leaves, jaxpr, consts, out_tree, run)
