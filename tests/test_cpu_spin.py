@@ -193,3 +193,21 @@ def test_data_address_matches_ctypes(shape, dtype, step, transpose):
     if transpose:
         x = x.T
     assert address.data(x) == x.ctypes.data
+
+
+def test_a_batched_product_is_recorded_matrix_by_matrix():
+    """A product on one thread (a pair's part) of a batch: one call per matrix, none run while
+    recording."""
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    b = rng.standard_normal((3, 4, 6)).astype(np.float32)
+    out = np.zeros((3, 5, 6), np.float32)
+    ops = spin.record(lambda lo, hi: blas.matmul(a, b, out, 1), 0, 1)
+    assert ops is not None and len(ops.slots) == 3 * spin._S.OP_SLOTS
+    assert (out == 0).all()
+    w = _worker()
+    with w.lock:
+        w.post(ops)
+        w.finish()
+    want = np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())

@@ -6,9 +6,10 @@ thousand times longer than on one thread (measured: a 32x256x256 product, 58 µs
 54 ms on two at a load average of 12 on 2 cores). So the BLAS always runs single-threaded
 (``use_threads(1)``, through OpenBLAS's own ``set_num_threads`` found in the loaded library), and
 a product large enough to pay for it (``MIN_THREADED_FLOPS``) is split by batch, rows or columns
-across a pool of our own threads (``matmul``): they block instead of spinning, and numpy releases
-the GIL inside the product. ``config.cpu_threads`` (``BLU_CPU_THREADS``) sets how many; by
-default the cores the process may use.
+across threads of our own (``matmul``): spinning workers that run only while an executable runs
+and never make the caller wait for a part they have not started (``spin.py``), else a pool whose
+threads block; numpy releases the GIL inside the product. ``config.cpu_threads``
+(``BLU_CPU_THREADS``) sets how many; by default the cores the process may use.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def matmul(
     k = lhs.shape[2]
     axis = 0 if b >= threads else split_axis(m, n, threads, k if b == 1 else 0)
     if threads <= 1 or axis is None or b == 0:
-        mm(lhs[0], rhs[0], out[0]) if b == 1 else np.matmul(lhs, rhs, out=out)
+        mm(lhs[0], rhs[0], out[0]) if b == 1 else _part(lhs, rhs, out)  # (recorded: one by one)
         return
     share = None if balance is None else balance.share
     if axis == 0:

@@ -1,7 +1,8 @@
-"""Work of one CPU step split across blu's thread pool (the pool of ``blas.py``, whose threads
-block instead of spinning): a range of rows (or batch entries, or columns) cut into parts, each
-run by a compiled kernel or a BLAS product called through ctypes or numpy (which release the GIL
-for the call), the caller's thread running the first part.
+"""Work of one CPU step split across blu's threads: a range of rows (or batch entries, or
+columns) cut into parts, each run by a compiled kernel or a BLAS product called through ctypes
+or numpy (which release the GIL for the call), the caller's thread running the first part. The
+other parts go to spinning workers where the call site allows it (``native=True``: the part is
+recorded as native calls, ``spin.py``), else to the pool of ``blas.py``, whose threads block.
 
     cuts = split(n, threads)          # [(0, n1), (n1, n2), ...]: at most ``threads`` parts
     run_parts(lambda lo, hi: ..., cuts)
@@ -11,7 +12,8 @@ for the call), the caller's thread running the first part.
     run_parts(fn, cuts, bal)          # times the parts, moves ``bal.share``
 
 ``Balance``: a pool thread starts its part tens of microseconds after the caller hands it over
-(measured on the 2-core machine: 40 µs median, 65 µs at the 90th percentile), and a part may run
+(measured on the 2-core machine: 40 µs median, 65 µs at the 90th percentile; a spinning worker
+after the first part of a call: a few microseconds), and a part may run
 slower on one core than on the other (a busy sibling, a colder cache), so equal parts leave the
 caller waiting at the end of every split step (75 µs median, 7 split steps per MLP training
 step). Each call site learns the caller's share of the range from the times of its previous
