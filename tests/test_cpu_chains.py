@@ -19,10 +19,23 @@ F32_TOL = dict(rtol=2e-4, atol=2e-5)  # float32 sums of up to ~100 terms of unit
 
 
 @pytest.fixture
-def chain_everything(monkeypatch):
-    """Chains and row splits for small arrays (the thresholds are for speed, not correctness)."""
+def chain_everything(monkeypatch, set_flag):
+    """Chains and row splits for small arrays (the thresholds are for speed, not correctness);
+    chains are made only without spinning workers (``CpuExecutable``)."""
     monkeypatch.setattr(blas, "MIN_THREADED_FLOPS", 0)
     monkeypatch.setattr(rows, "MIN_SPLIT_WORK", 0)
+    set_flag("cpu_spin", False)
+
+
+def test_no_chains_with_spinning_workers(chain_everything, set_flag):
+    from blu.lower.cpu import spin
+
+    set_flag("cpu_threads", 2)
+    set_flag("cpu_spin", True)
+    args = _args(np.random.default_rng(7), 64, 24, 40, 8)
+    exe = _executable(_layer, *args)
+    assert (exe._chain_at == {}) == spin.available()
+    np.testing.assert_allclose(exe(*args)[0], _layer_ref(*args), **F32_TOL)
 
 
 def _executable(f, *args):
@@ -138,7 +151,9 @@ def test_chained_training_step_matches_float64(n, d, hidden, threads):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(blas, "MIN_THREADED_FLOPS", 0)
         mp.setattr(rows, "MIN_SPLIT_WORK", 0)
+        spin_was = blu.config.cpu_spin
         blu.config.update("cpu_threads", threads)
+        blu.config.update("cpu_spin", False)  # (chains are made only without spinning workers)
         try:
             rng = np.random.default_rng(n * 1000 + d * 100 + hidden * 10 + threads)
             p = mlp_params(rng, d, hidden, 3)
@@ -153,3 +168,4 @@ def test_chained_training_step_matches_float64(n, d, hidden, threads):
                 np.testing.assert_allclose(np.asarray(got[k]), want[k], rtol=1e-4, atol=1e-5)
         finally:
             blu.config.update("cpu_threads", None)
+            blu.config.update("cpu_spin", spin_was)

@@ -10,7 +10,10 @@ made before the chain), so each thread can run its rows through the whole chain:
 hand-over, one wait, and a part's rows are still in its core's cache when the next step reads
 them (measured on the 2-core machine, the MLP step's ``x @ w1``, GELU kernel and ``h @ w2``
 as one chain against three split steps, 400 interleaved calls, twice: the step's median
-3-4% faster, its minimum 4-5%).
+3-4% faster, its minimum 4-5%). With spinning workers (``spin.py``) a hand-over costs a few
+microseconds, and the chain's cost dominates instead (each part packs the products' whole
+right operands): the same step was 3-4% slower with the chain (four A/Bs), so the executable
+makes chains only where the parts go to the blocking pool.
 
 ``find`` picks the chains of a CPU executable's steps: runs of at least two steps, at least one
 a product, where every step is

@@ -50,8 +50,8 @@ import numpy as np
 from blu.core.config import config
 from blu.lower.cpu import address
 
-__all__ = ["MAX_OPS", "NotRecordable", "Worker", "call", "copy_rows", "enter", "gemm_op",
-           "leave", "record", "recording", "workers"]  # fmt: skip
+__all__ = ["MAX_OPS", "NotRecordable", "Worker", "available", "call", "copy_rows", "enter",
+           "gemm_op", "leave", "record", "recording", "workers"]  # fmt: skip
 
 log = logging.getLogger("blu.jit")
 
@@ -435,6 +435,12 @@ def workers(n: int) -> list[Worker] | None:
             if _depth > 0:
                 w.ctl[_S.PARK] = 0
     return _workers[:n]
+
+
+def available() -> bool:
+    """Whether split steps run on spinning workers here (``config.cpu_spin`` and the loop
+    compiles)."""
+    return bool(config.cpu_spin) and _code() is not None
 
 
 def enter() -> None:
