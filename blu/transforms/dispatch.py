@@ -26,7 +26,7 @@ from blu.core.config import config
 from blu.core.interpreter import at_root
 from blu.transforms.axes import any_process_axes, axis_env_key
 
-__all__ = ["MISS", "FastCall", "make"]
+__all__ = ["MISS", "FastCall", "eligible", "make"]
 
 MISS = object()  # FastCall's answer when the call must take the full path
 
@@ -91,15 +91,21 @@ class FastCall:
         return self.out_tree.unflatten(wrapped)
 
 
+def eligible(leaves: list, consts: list) -> bool:
+    """Whether a call with these argument leaves and trace constants could take the fast path
+    (all blu Arrays or numpy arrays: device arrays, scalars and tracers never do)."""
+    return all(type(x) in (Array, np.ndarray) for x in leaves) and all(
+        type(c) in (Array, np.ndarray) for c in consts
+    )
+
+
 def make(args: tuple, leaves: list, jaxpr: Any, consts: list, out_tree: Any,
          run: Any) -> FastCall | None:  # fmt: skip
     """A ``FastCall`` repeating a call that took the full path (``args``: its positional
     arguments, ``leaves`` their leaves, ``jaxpr``/``consts``/``out_tree`` its trace, ``run`` the
     executable it ran, or None where the backend has no fast callable), or None where the fast
     path could not repeat it exactly."""
-    if run is None or not all(type(x) in (Array, np.ndarray) for x in leaves):
-        return None
-    if not all(type(c) in (Array, np.ndarray) for c in consts):
+    if run is None or not eligible(leaves, consts):
         return None
     consts = [c._value if type(c) is Array else c for c in consts]
     return FastCall(args, leaves, jaxpr, consts, out_tree, run)

@@ -503,11 +503,12 @@ class Jitted:
 
     def _fast_path(self, args: tuple, leaves: list, entry: _CacheEntry) -> Any:
         """The fast path for calls like this one (``dispatch.make``), or None."""
-        if _backend is None or not hasattr(_backend, "fast_callable"):
+        fast_callable = getattr(_backend, "fast_callable", None)  # (optional for a backend)
+        if fast_callable is None or not dispatch.eligible(leaves, entry.consts):
             return None
         jaxpr = _stable_hoisted(entry)
         donated = (False,) * (len(entry.consts) + len(leaves))
-        run = _backend.fast_callable(jaxpr, self.name, donated, [*entry.consts, *leaves])
+        run = fast_callable(jaxpr, self.name, donated, [*entry.consts, *leaves])
         return dispatch.make(args, leaves, entry.jaxpr, entry.consts, entry.out_tree, run)
 
     def lower(self, *args: Any, target: str | None = None, **kwargs: Any) -> Lowered:
