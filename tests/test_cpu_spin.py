@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import blu
-from blu.lower.cpu import address, blas, spin
+from blu.lower.cpu import address, blas, rows, spin
 from blu.lower.cpu import threads as cpu_threads
 
 pytestmark = pytest.mark.skipif(spin._code() is None, reason="MLIR cannot compile the loop here")
@@ -211,3 +211,42 @@ def test_a_batched_product_is_recorded_matrix_by_matrix():
         w.finish()
     want = np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_two_workers_match_float64(set_flag, monkeypatch):
+    """Three threads (two spinning workers): products with a row kernel between them, a product
+    split along k, a fused update and a pair of products, against numpy float64."""
+    set_flag("cpu_threads", 3)
+    monkeypatch.setattr(rows, "MIN_SPLIT_WORK", 0)  # (row kernels split at these sizes)
+    posted = []
+    post = spin.Worker.post
+    monkeypatch.setattr(
+        spin.Worker, "post", lambda self, ops: (posted.append(self), post(self, ops))
+    )
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((384, 256)).astype(np.float32)
+    b = rng.standard_normal((256, 320)).astype(np.float32) * 0.1
+    c = rng.standard_normal((320, 256)).astype(np.float32)
+    k = rng.standard_normal((64, 2048)).astype(np.float32)
+    kt = np.ascontiguousarray(k.T)
+    w = rng.standard_normal((384, 320)).astype(np.float32)
+    args = (a, b, c, k, kt, w)
+    a64, b64, c64, k64, kt64, w64 = (v.astype(np.float64) for v in args)
+    cases = [
+        (lambda a, b, c, k, kt, w: blu.numpy.tanh(a @ b) @ c, np.tanh(a64 @ b64) @ c64, None),
+        (lambda a, b, c, k, kt, w: k @ kt, k64 @ kt64, None),
+        (lambda a, b, c, k, kt, w: w - 0.1 * (a @ b), w64 - 0.1 * (a64 @ b64), "fused"),
+        (lambda a, b, c, k, kt, w: (a @ b, w @ c), (a64 @ b64, w64 @ c64), "pair"),
+    ]
+    for fn, want, kind in cases:
+        exe = blu.jit(fn).lower(*args, target="cpu").compile().executable
+        made = {"fused": bool(exe.fused_products), "pair": bool(exe._pair_at), None: True}
+        assert made[kind]
+        jf = blu.jit(fn)
+        for _ in range(3):
+            got = jf(*args)
+            for g, v in zip(got if isinstance(got, tuple) else (got,),
+                            want if isinstance(want, tuple) else (want,)):  # fmt: skip
+                np.testing.assert_allclose(np.asarray(g), v, rtol=1e-4,
+                                           atol=1e-4 * np.abs(v).max())  # fmt: skip
+    assert len(set(posted)) >= 2  # both workers were handed parts

@@ -157,3 +157,44 @@ def test_disable_jit_after_the_fast_path():
     assert len(calls) == 2
     g(x)
     assert len(calls) == 2  # the trace is still cached
+
+
+def test_nan_checks_raise_on_the_fast_path(set_flag, lookups):
+    """The fast path made while NaNs are checked: the executable's error reaches the caller
+    (it is no ``ValueError``, so the fast path does not hand it to the full path)."""
+    from blu.lower.program import BluFloatingPointError
+
+    set_flag("debug_nans", True)
+    f = blu.jit(lambda x: bnp.log(x))
+    ones = np.ones(3, np.float32)
+    f(ones)
+    np.testing.assert_allclose(np.asarray(f(ones)), np.zeros(3), atol=0)
+    for _ in range(2):
+        with pytest.raises(BluFloatingPointError, match="NaN"):
+            f(-ones)
+    assert lookups[0] == 1
+
+
+def test_threads_alternating_signatures():
+    """Two threads call one jitted function with different shapes: each call's fast path is
+    the other's signature half of the time; every result is its own call's."""
+    import threading
+
+    f = blu.jit(lambda x: bnp.sum(x * x, axis=0))
+    errors = []
+
+    def run(n: int) -> None:
+        a = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+        want = (a.astype(np.float64) ** 2).sum(0)
+        for _ in range(200):
+            got = np.asarray(f(a))
+            if got.shape != want.shape or not np.allclose(got, want, rtol=1e-6):
+                errors.append((n, got))
+                return
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in (2, 5, 7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

@@ -34,8 +34,8 @@ MISS = object()  # FastCall's answer when the call must take the full path
 class FastCall:
     """A jitted function's last signature and its executable (see the module docstring)."""
 
-    __slots__ = ("generation", "axes", "tree", "n", "specs", "run", "consts", "out_tree",
-                 "out_specs", "leaf_out")  # fmt: skip
+    __slots__ = ("generation", "axes", "tree", "n", "specs", "run", "consts", "held",
+                 "out_tree", "out_specs", "leaf_out")  # fmt: skip
 
     def __init__(self, args: tuple, leaves: list, jaxpr: Any, consts: list, out_tree: Any,
                  run: Any) -> None:  # fmt: skip
@@ -46,6 +46,10 @@ class FastCall:
         self.n = len(leaves)
         self.specs = [(x.shape, x.dtype, type(x) is Array and x.weak_type) for x in leaves]
         self.run, self.consts, self.out_tree = run, list(consts), out_tree
+        # the trace's constants that are blu Arrays: read at each call, for one may have been
+        # donated since (deleted: the full path raises so); holding their buffers instead would
+        # also keep a later donation from reusing them in place
+        self.held = [c for c in self.consts if type(c) is Array]
         self.out_specs = [(a.dtype, a.weak_type) for a in jaxpr.out_avals]
         self.leaf_out = out_tree.node_data() is None  # one array returned, not a tree
 
@@ -76,8 +80,14 @@ class FastCall:
             vals.append(b)
         if (self.axes or any_process_axes()) and axis_env_key() != self.axes:
             return MISS
+        consts = self.consts
+        if self.held:
+            for c in self.held:
+                if c._deleted is not None:
+                    return MISS
+            consts = [c._buf if type(c) is Array else c for c in consts]
         try:
-            outs = self.run(*self.consts, *vals)
+            outs = self.run(*consts, *vals)
         except (MemoryError, ValueError):  # the full path raises it as blu's error
             return MISS
         wrapped = []
@@ -107,5 +117,4 @@ def make(args: tuple, leaves: list, jaxpr: Any, consts: list, out_tree: Any,
     path could not repeat it exactly."""
     if run is None or not eligible(leaves, consts):
         return None
-    consts = [c._value if type(c) is Array else c for c in consts]
     return FastCall(args, leaves, jaxpr, consts, out_tree, run)

@@ -89,6 +89,17 @@ def _workers(n: int) -> ThreadPoolExecutor:
         return _pool
 
 
+def _after_fork() -> None:
+    """A forked child has none of the parent's pool threads: a pool it inherited would take
+    parts and never run them (the child waited forever), so it makes its own on first use."""
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def _part(x: np.ndarray, y: np.ndarray, o: np.ndarray) -> None:
     with np.errstate(over="ignore", invalid="ignore"):  # as the caller's (thread-local) state
         if x.ndim == 2:
@@ -125,7 +136,9 @@ def matmul(
     k = lhs.shape[2]
     axis = 0 if b >= threads else split_axis(m, n, threads, k if b == 1 else 0)
     if threads <= 1 or axis is None or b == 0:
-        mm(lhs[0], rhs[0], out[0]) if b == 1 else _part(lhs, rhs, out)  # (recorded: one by one)
+        # (a product recorded for a spinning worker, e.g. the second of a pair, one call per
+        # matrix: numpy's batched matmul would run it now, before the part it belongs to)
+        mm(lhs[0], rhs[0], out[0]) if b == 1 else _part(lhs, rhs, out)
         return
     share = None if balance is None else balance.share
     if axis == 0:

@@ -174,15 +174,18 @@ def _run_native(
                 return False
             recorded.append(ops)
         t0 = time.perf_counter()
-        for w, ops in zip(ws, recorded):
-            w.post(ops)
+        posted: list[spin.Worker] = []
         err = None
         try:
+            for w, ops in zip(ws, recorded):
+                posted.append(w)  # (before: ``finish`` of a part not posted returns at once)
+                w.post(ops)
             fn(*cuts[0])
         except BaseException as e:  # still wait for the others: they write the same buffers
-            err = e
+            err = e  # (an interrupt between two posts too: a part left posted would run
+            # later, into buffers the next call uses, and its op list be overwritten under it)
         t1 = time.perf_counter()
-        ends = [w.finish()[0] for w in ws]
+        ends = [w.finish()[0] for w in posted]
         if err is not None:
             raise err
         if balance is not None:
