@@ -132,6 +132,29 @@ def _source() -> str:
     s = _S
     gemms = "".join(_gemm_block(k) for k in _GEMMS)
     cases = ", ".join(f"{k}: ^g{k}" for k in _GEMMS)
+    worker_fields = _slots(
+        pact=s.ACTIVE,
+        ppark=s.PARK,
+        pseq=s.SEQ,
+        pclaim=s.CLAIMED,
+        pdone=s.DONE,
+        pend=s.T_END,
+        pclock=s.CLOCK,
+        pyield=s.YIELD,
+        pspin=s.SPIN_NS,
+        pyns=s.YIELD_NS,
+        ts=s.TS_WORKER,
+    )
+    finish_fields = _slots(
+        pseq=s.SEQ,
+        pclaim=s.CLAIMED,
+        pdone=s.DONE,
+        pend=s.T_END,
+        pstolen=s.STOLEN,
+        pclock=s.CLOCK,
+        pyield=s.YIELD,
+        ts=s.TS_CALLER,
+    )
     return f"""module {{
   llvm.func @blu_now(%clock: !llvm.ptr, %ts: !llvm.ptr) -> i64 {{
     %mono = llvm.mlir.constant(1 : i32) : i32
@@ -202,22 +225,7 @@ def _source() -> str:
     %zero = llvm.mlir.constant(0 : i64) : i64
     %one = llvm.mlir.constant(1 : i64) : i64
     %mask = llvm.mlir.constant(255 : i64) : i64
-{
-        _slots(
-            pact=s.ACTIVE,
-            ppark=s.PARK,
-            pseq=s.SEQ,
-            pclaim=s.CLAIMED,
-            pdone=s.DONE,
-            pend=s.T_END,
-            pclock=s.CLOCK,
-            pyield=s.YIELD,
-            pspin=s.SPIN_NS,
-            pyns=s.YIELD_NS,
-            ts=s.TS_WORKER,
-        )
-    }\
-    llvm.store %one, %pact atomic release {{alignment = 8 : i64}} : i64, !llvm.ptr
+{worker_fields}    llvm.store %one, %pact atomic release {{alignment = 8 : i64}} : i64, !llvm.ptr
     %clock = llvm.load %pclock : !llvm.ptr -> !llvm.ptr
     %yield = llvm.load %pyield : !llvm.ptr -> !llvm.ptr
     %spin = llvm.load %pspin : !llvm.ptr -> i64
@@ -276,19 +284,7 @@ def _source() -> str:
     %zero = llvm.mlir.constant(0 : i64) : i64
     %one = llvm.mlir.constant(1 : i64) : i64
     %mask = llvm.mlir.constant(1023 : i64) : i64
-{
-        _slots(
-            pseq=s.SEQ,
-            pclaim=s.CLAIMED,
-            pdone=s.DONE,
-            pend=s.T_END,
-            pstolen=s.STOLEN,
-            pclock=s.CLOCK,
-            pyield=s.YIELD,
-            ts=s.TS_CALLER,
-        )
-    }\
-    %seq = llvm.load %pseq atomic acquire {{alignment = 8 : i64}} : !llvm.ptr -> i64
+{finish_fields}    %seq = llvm.load %pseq atomic acquire {{alignment = 8 : i64}} : !llvm.ptr -> i64
     %claimed = llvm.load %pclaim atomic acquire {{alignment = 8 : i64}} : !llvm.ptr -> i64
     %open = llvm.icmp "ne" %seq, %claimed : i64
     llvm.cond_br %open, ^steal, ^wait
