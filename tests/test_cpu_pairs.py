@@ -144,8 +144,8 @@ def test_a_product_handed_to_a_loop_leaves_its_pair(pair_everything, set_flag, m
     rng = np.random.default_rng(5)
     a, b, c = (rng.standard_normal(s).astype(np.float32) for s in [(8, 6), (6, 5), (7, 6)])
     solos = []
-    dot = executable._dot
-    monkeypatch.setattr(executable, "_dot", lambda e, solo=False: (solos.append(solo),
+    dot = blas.dot_runner
+    monkeypatch.setattr(blas, "dot_runner", lambda e, solo=False: (solos.append(solo),
                                                                    dot(e, solo))[1])  # fmt: skip
 
     def stream(self):  # as if a loop took the first product (here: the same work, wrapped)

@@ -100,63 +100,6 @@ class _Kernel:
         self.fn(packed)
 
 
-def _dot(eqn: Any, solo: bool = False) -> Any:
-    """dot_general into ``out`` through one np.matmul (BLAS for floats), as its impl does:
-    ``run(lhs, rhs, out)``. Everything that depends only on the shapes (permutations, the
-    (batch, m, k, n) view, the compute dtype) is worked out once, here. ``solo``: on one
-    thread (a product run beside another one: ``cpu/pairs.py``)."""
-    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
-    la, ra, oa = eqn.invars[0].aval, eqn.invars[1].aval, eqn.outvars[0].aval
-    lf = [i for i in range(len(la.shape)) if i not in lc and i not in lb]
-    rf = [i for i in range(len(ra.shape)) if i not in rc and i not in rb]
-    size = lambda shape, axes: int(np.prod([shape[a] for a in axes], dtype=np.int64))  # noqa: E731
-    b, m, kk, n = size(la.shape, lb), size(la.shape, lf), size(la.shape, lc), size(ra.shape, rf)
-    lt, rt = tuple(lb) + tuple(lf) + tuple(lc), tuple(rb) + tuple(rc) + tuple(rf)
-    lt = None if lt == tuple(range(len(la.shape))) else lt
-    rt = None if rt == tuple(range(len(ra.shape))) else rt
-    out_dt, l_dt = np.dtype(oa.dtype), np.dtype(la.dtype)
-    comp = out_dt
-    if comp in (dtypes.bfloat16, dtypes.float16) or l_dt != comp:
-        comp = np.dtype(np.float64 if np.float64 in (l_dt, out_dt) else np.float32)
-        if not (dtypes.is_float(l_dt) or dtypes.is_float(out_dt)):
-            comp = np.promote_types(l_dt, out_dt)
-    direct = comp == out_dt
-    flops = 2.0 * b * m * kk * n
-
-    plain = direct and b == 1 and lt is None and rt is None  # (m, k) @ (k, n) as they are
-    plain = plain and len(la.shape) == 2 and len(ra.shape) == 2 and len(oa.shape) == 2
-    small = flops < blas.MIN_THREADED_FLOPS
-    same = l_dt == out_dt == np.dtype(ra.dtype)  # (numpy's matmul casts; BLAS does not)
-    fast = blas.small_gemm(m, kk, n, out_dt) if plain and small and same else None
-    balance = cpu_threads.Balance()  # this product's split between the threads
-    threads_for = (lambda f: 1) if solo else blas.threads_for  # noqa: E731
-
-    def run(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
-        # (the executable's call runs under np.errstate(over="ignore", invalid="ignore"))
-        if fast is not None:
-            fast(lhs, rhs, out)
-            return
-        if spin.recording() is not None and (plain and small or not direct):
-            raise spin.NotRecordable("a product numpy makes")
-        if plain and small:
-            np.matmul(lhs, rhs, out=out)
-            return
-        l3 = (lhs if lt is None else lhs.transpose(lt)).reshape(b, m, kk)
-        r3 = (rhs if rt is None else rhs.transpose(rt)).reshape(b, kk, n)
-        if (l3.dtype != comp or r3.dtype != comp) and spin.recording() is not None:
-            raise spin.NotRecordable("a product of converted operands")
-        if l3.dtype != comp:
-            l3 = l3.astype(comp)
-        if r3.dtype != comp:
-            r3 = r3.astype(comp)
-        if direct:
-            blas.matmul(l3, r3, out.reshape(b, m, n), threads_for(flops), balance)
-        else:
-            out.reshape(b, m, n)[...] = np.matmul(l3, r3).astype(out.dtype)
-
-    return run
-
-
 def _unless_nan_checks(run: Any) -> Any:
     """A step runner that runs ``run`` only when NaNs are checked (``_stream_products``)."""
 
@@ -346,7 +289,7 @@ class CpuExecutable(Executable):
             return loop_runner(step, lambda j, tag: CpuExecutable(j, f"{self.name}/{tag}"))
         if kind == NodeKind.DOT:
             ins, (out,) = step.ins, step.outs
-            product = _dot(e, solo)
+            product = blas.dot_runner(e, solo)
             if all(isinstance(a, int) for a in ins):
                 (li, ri) = ins
 
