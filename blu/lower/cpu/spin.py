@@ -10,11 +10,11 @@ it as soon as it is posted (``Worker.post``): a list of calls (``Ops``) made by 
 Python once on the caller's thread in *recording* mode (``record``): ``blas.gemm`` and the kernel
 calls (``call``) append what they would call to the list instead of calling it.
 
-The loop (``_SOURCE``, the LLVM dialect, compiled in this process by MLIR's execution engine and
-never written to the kernel cache, so nothing on disk is ever run: its indirect calls go only to
-the addresses blu puts in the list: the BLAS's ``cblas_?gemm``, blu's own compiled kernels, libc's
-``clock_gettime`` and ``sched_yield``) follows this protocol, over one ``int64`` control block per
-worker (``_Slot`` names its fields):
+The loop (``_source``, the LLVM dialect) is compiled in this process by MLIR's execution engine
+when a split step first posts, and never written to the kernel cache, so nothing on disk is ever
+run; its indirect calls go only to the addresses blu puts in the list (the BLAS's
+``cblas_?gemm``, blu's own compiled kernels, libc's ``clock_gettime`` and ``sched_yield``). It
+follows this protocol, over one ``int64`` control block per worker (``_Slot`` names its fields):
 
 - the caller writes the ops, then ``post`` raises ``SEQ`` (a release store);
 - whoever moves ``CLAIMED`` from ``SEQ - 1`` to ``SEQ`` first (a compare-and-swap) runs them: the
@@ -36,6 +36,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import importlib.util
 import logging
 import os
 import platform
@@ -434,9 +435,22 @@ def workers(n: int) -> list[Worker] | None:
 
 
 def available() -> bool:
-    """Whether split steps run on spinning workers here (``config.cpu_spin`` and the loop
-    compiles)."""
-    return bool(config.cpu_spin) and _code() is not None
+    """Whether split steps run on spinning workers here: ``config.cpu_spin`` and MLIR at hand
+    to compile the loop. Until a split step first needs the loop, this only looks for MLIR (a
+    process that loads every kernel from the cache never imports it)."""
+    if not config.cpu_spin:
+        return False
+    if _code.cache_info().currsize:
+        return _code() is not None
+    return _mlir_installed()
+
+
+@functools.cache
+def _mlir_installed() -> bool:
+    try:
+        return importlib.util.find_spec("mlir") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def enter() -> None:
