@@ -221,7 +221,7 @@ def dot_runner(eqn: Any, solo: bool = False) -> Any:
         if fast is not None:
             fast(lhs, rhs, out)
             return
-        if spin.recording() is not None and (plain and small or not direct):
+        if (plain and small or not direct) and spin.recording() is not None:
             raise spin.NotRecordable("a product numpy makes")
         if plain and small:
             np.matmul(lhs, rhs, out=out)
@@ -374,9 +374,9 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float)
     n = b.shape[1]
     if m == 0 or n == 0:
         return True
-    if k == 0 and spin.recording() is not None:
-        raise spin.NotRecordable("an empty contraction")
     if k == 0:  # BLAS may leave c alone when k == 0: scale it as the product says
+        if spin.recording() is not None:
+            raise spin.NotRecordable("an empty contraction")
         if beta == 0:  # BLAS's beta = 0 never reads c (a NaN there does not stay)
             c[...] = 0
         else:

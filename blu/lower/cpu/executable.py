@@ -248,8 +248,7 @@ class CpuExecutable(Executable):
         self._numpy_math = bool(kinds - {NodeKind.KERNEL, NodeKind.VIEW})
         # a step that may split across threads: the spinning workers are told when calls end
         self._may_split = _threads() > 1 and (
-            bool(kinds - {NodeKind.KERNEL, NodeKind.VIEW})
-            or any(isinstance(run, RowKernel) for _, run, _ in self.runners)
+            self._numpy_math or any(isinstance(run, RowKernel) for _, run, _ in self.runners)
         )
         # the labels of the nodes run by their numpy impls, those of loop bodies included
         self.fallbacks = [n.label() for n in self.plan.nodes if n.kind == NodeKind.FALLBACK]
