@@ -10,7 +10,7 @@ forward and of forward+backward (``jit(grad)`` of ``sum(out * g)``) for:
 - ``decomposition (jit)``: ``nn.dot_product_attention(..., implementation="reference")`` under
   ``jit``: the unfused lax computation, fused and compiled like the decomposition would be;
 - ``numpy kernels``: ``attention_numpy.forward`` / ``forward + backward`` called directly;
-- ``MLIR kernels``: blu's MLIR CPU kernels (``blu.lower.mlir.attention``, the CPU library
+- ``MLIR kernels``: blu's MLIR CPU kernels (``blu.lower.cpu.flash``, the CPU library
   lowering of the primitives) called directly on numpy arrays;
 - ``primitive (jit)``: the fused primitive under ``jit`` as the backend runs it today (the
   launch plan's node kinds are printed: ``library`` nodes are the MLIR kernels).
@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 import blu  # noqa: E402
 from blu import nn  # noqa: E402
 from blu.lax import attention_numpy as kern  # noqa: E402
-from blu.lower import attention as cpu_lowering  # noqa: E402
+from blu.lower.cuda import attention as cpu_lowering  # noqa: E402
 
 
 def best(fn, repeat: int) -> float:

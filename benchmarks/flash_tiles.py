@@ -1,4 +1,4 @@
-"""blu's float32 flash-attention kernels (``blu.lower.mlir.flash_gpu``) at several tile shapes,
+"""blu's float32 flash-attention kernels (``blu.lower.cuda.flash``) at several tile shapes,
 launched directly on buffers from blu's allocator (no jit), checked against a float64 numpy
 reference on a small problem and timed at GPT-2 124M's attention shape.
 
@@ -8,7 +8,7 @@ reference on a small problem and timed at GPT-2 124M's attention shape.
     PYTHONPATH=. BLU_CACHE_DIR=.blu_cache-gpu python3 benchmarks/flash_tiles.py
 
 Variants: the CUDA-core kernels at several tilings and the tensor-core forwards
-(``blu.lower.mlir.flash_tc``: ``mma=3xtf32``, float32 accuracy; ``mma=tf32``, one TF32 product
+(``blu.lower.cuda.flash_tc``: ``mma=3xtf32``, float32 accuracy; ``mma=tf32``, one TF32 product
 per multiply, whose errors are about 1e-3 rather than 1e-6; ``bwd_mma``: the backward's mode,
 else the CUDA-core backward; ``tc_bwd_raw``, ``tc_bwd_pairs``, ``tc_bwd_prefetch``,
 ``tc_bwd_min_blocks``: the tensor-core backward's layout options, ``flash_tc.BWD_*``, whose
@@ -34,9 +34,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from blu.lower.mlir import flash_gpu as fg  # noqa: E402
+from blu.lower.cuda import flash as fg  # noqa: E402
 
-# settings of blu.lower.mlir.flash_gpu to compare (module constants; the kernel cache keys
+# settings of blu.lower.cuda.flash to compare (module constants; the kernel cache keys
 # of any but the defaults name them)
 VARIANTS = [
     {},  # the CUDA-core kernels' defaults
@@ -97,7 +97,7 @@ def settings(values: dict):
     ``tc_fwd_min_blocks``/``tc_bwd_min_blocks``: ``flash_tc.MIN_BLOCKS`` of the tensor-core
     forward/backward; ``tc_bwd_raw``, ``tc_bwd_pairs``, ``tc_bwd_prefetch``: ``flash_tc``'s
     ``BWD_RAW``, and ``BWD_PAIRS``/``BWD_PREFETCH`` of the backward's mode)."""
-    from blu.lower.mlir import flash_tc
+    from blu.lower.cuda import flash_tc
 
     old, old_tc = dict(fg.OVERRIDE), dict(flash_tc.MIN_BLOCKS)
     old_bwd = (flash_tc.BWD_RAW, dict(flash_tc.BWD_PAIRS), dict(flash_tc.BWD_PREFETCH))
@@ -132,7 +132,7 @@ def specs(sp: fg.FlashSpec, var: dict) -> tuple[fg.FlashSpec, fg.FlashSpec]:
 
 
 def modules(fsp: fg.FlashSpec, bsp: fg.FlashSpec) -> tuple:
-    from blu.lower.mlir import mlir_gpu
+    from blu.lower.cuda import compiler as mlir_gpu
 
     return tuple(mlir_gpu.get_module(fg.canonical(sp, bw), lambda sym, sp=sp, bw=bw:
                                      fg.emit(sp, sym, bw), f"flash {sp} bwd={bw}")
@@ -162,8 +162,9 @@ def run(sp: fg.FlashSpec, var: dict, iters: int, check: bool) -> tuple[float, ..
     import blu.cuda as bc
     from blu.cuda.array import DeviceArray
     from blu.cuda.driver import Event
-    from blu.lower.attention import _launch
-    from blu.lower.gpu.run import _module
+    from blu.lower.cuda.attention import _launch
+    from blu.lower.cuda.run import _module
+
 
     dev = bc.devices()[0]
     dev.activate()

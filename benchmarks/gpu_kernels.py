@@ -56,7 +56,7 @@ from blu import lax  # noqa: E402
 
 CASES = ("ln_fwd", "ln_bwd", "ln_res_fwd", "ln_res_bwd", "gelu_fwd", "gelu_bwd", "ce_rows",
          "classifier")  # fmt: skip
-GENS = (1, 2, 3)  # the emitter generations (``blu.lower.mlir.codegen_strided.generation``)
+GENS = (1, 2, 3)  # the emitter generations (``blu.lower.cuda.codegen_strided.generation``)
 
 
 def _bf16() -> Any:

@@ -1,4 +1,4 @@
-"""blu's own flash-attention kernels (``blu.lower.mlir.flash_gpu``) through ``jit`` on a CUDA
+"""blu's own flash-attention kernels (``blu.lower.cuda.flash``) through ``jit`` on a CUDA
 target, against the float64 numpy references of ``test_attention.py``: the forward's output and
 log-sum-exp, and the gradients of q, k and v (the backward kernel), for float32 problems —
 causal and not, T not a multiple of the tiles, T = 1, T != S, heads of 32/64/128 and

@@ -1,4 +1,4 @@
-"""blu's flash-attention kernel generator (``blu.lower.mlir.flash_gpu``) without a GPU: every
+"""blu's flash-attention kernel generator (``blu.lower.cuda.flash``) without a GPU: every
 tiling's launches fit an H100/H200 SM (threads, shared memory), the cache key follows the
 generated text, unsupported problems are named, and (where MLIR is installed) the MLIR of every
 head size compiles to PTX whose kernels carry the launch's names. The values are checked on a GPU
@@ -11,8 +11,8 @@ import importlib.util
 
 import pytest
 
-from blu.lower.mlir import flash_gpu as fg
-from blu.lower.mlir import flash_tc
+from blu.lower.cuda import flash as fg
+from blu.lower.cuda import flash_tc
 
 MAX_SHARED = 227 * 1024  # bytes of shared memory a block may opt into on sm_90
 
@@ -61,7 +61,8 @@ def test_unsupported_problems_are_named():
 @pytest.mark.skipif(importlib.util.find_spec("mlir") is None, reason="needs MLIR")
 @pytest.mark.parametrize("h", fg.HEAD_SIZES)
 def test_kernels_compile_to_ptx(h):
-    from blu.lower.mlir.mlir_gpu import compile_ptx
+    from blu.lower.cuda.compiler import compile_ptx
+
 
     sp = _spec(h)
     for backward in (False, True):
@@ -103,7 +104,8 @@ def test_tensor_core_mode_choice():
 @pytest.mark.parametrize("mode", flash_tc.MODES)
 @pytest.mark.parametrize("h", fg.HEAD_SIZES)
 def test_tensor_core_kernels_compile_to_mma(h, mode):
-    from blu.lower.mlir.mlir_gpu import compile_ptx
+    from blu.lower.cuda.compiler import compile_ptx
+
 
     sp = dataclasses.replace(_spec(h, t=70, s=130, causal=False), mma=mode)
     for backward in (False, True):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from simt_sim import launch
 
-from blu.lower.mlir import flash_gpu as fg
+from blu.lower.cuda import flash as fg
 from tests.test_attention import ref_attention, ref_probs, ref_vjp
 
 CASES = [  # (b, t, s, n, kh, h, causal, mma)
@@ -72,7 +72,7 @@ def test_kernels_in_the_interpreter_against_float64(case):
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda c: "-".join(map(str, c)))
 def test_backward_layouts_in_the_interpreter_against_float64(layout, monkeypatch):
-    from blu.lower.mlir import flash_tc
+    from blu.lower.cuda import flash_tc
 
     mode, raw, pairs, prefetch = layout
     monkeypatch.setattr(flash_tc, "BWD_RAW", raw)

@@ -1,4 +1,4 @@
-"""cuBLASLt epilogues in CUDA programs (``blu.lower.gpu.epilogues``): which products the plan
+"""cuBLASLt epilogues in CUDA programs (``blu.lower.cuda.epilogues``): which products the plan
 fuses with their bias and tanh GELU (``GELU_AUX_BIAS``), the fused primitive's arithmetic against
 float64, the library call's operand mapping through the cuBLASLt stand-in, and a jitted MLP
 layer's value and gradients against the unfused program (on the GPU, or ``BLU_FAKE_GPU=1``)."""
@@ -17,8 +17,8 @@ from blu import nn
 from blu.core import pytree
 from blu.cuda.cublaslt import gelu_tanh, gelu_tanh_grad
 from blu.cuda.fake import FakeDevice
-from blu.lower.gpu import epilogues
-from blu.lower.gpu.epilogues import dot_bias_gelu_p, dot_bias_p, dot_dgelu_p
+from blu.lower.cuda import epilogues
+from blu.lower.cuda.epilogues import dot_bias_gelu_p, dot_bias_p, dot_dgelu_p
 
 TOL = {np.dtype(f32): 2e-5, np.dtype(bf16): 2e-2}
 

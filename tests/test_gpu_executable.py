@@ -116,7 +116,8 @@ def test_auto_graphs_replay_a_training_step_in_place(dev, monkeypatch):
     # "auto": a step whose state goes back into donated buffers is captured once and replayed;
     # each new value lands in its own argument's buffer (JAX's pairing), so the addresses the
     # graph baked in stay right from call to call
-    from blu.lower.gpu import run as gpu_run
+    from blu.lower.cuda import run as gpu_run
+
 
     env_flag("BLU_CUDA_GRAPHS", "auto")
     monkeypatch.setattr(gpu_run, "GRAPH_MIN_STEPS", 1)

@@ -1,5 +1,5 @@
 """The generations of the GPU kernel emitter (``BLU_GPU_KERNELS``, marked ``gpu``;
-``blu.lower.mlir.codegen_strided``) compute the same bits.
+``blu.lower.cuda.codegen_strided``) compute the same bits.
 
 Generation 2 only reorders work (every load of a chunk of points before its combines and stores,
 row totals read from registers as a load would read them back), so each program's outputs must
@@ -156,7 +156,8 @@ def online_groups(f, *args) -> int:
     """How many row groups of ``jit(f)``'s GPU plan take the online pass under generation 3."""
     from gpu_helpers import plan_nodes
 
-    from blu.lower.mlir.codegen_online import online_groups as starts
+    from blu.lower.cuda.codegen_online import online_groups as starts
+
 
     with blu.config.override(gpu_kernels=3):
         nodes = [n for n in plan_nodes(f, *args) if n.kind == "kernel"]

@@ -52,7 +52,7 @@ import blu.nn as nn
 import blu.numpy as bnp
 import blu.optim as optim
 from blu.core import pytree
-from blu.lower.mlir import codegen_gpu
+from blu.lower.cuda import codegen as codegen_gpu
 
 pytestmark = GPU_MARKS
 

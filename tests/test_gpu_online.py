@@ -17,9 +17,11 @@ from hypothesis.extra import numpy as hnp
 
 import blu
 import blu.numpy as bnp
-from blu.lower.mlir import codegen_gpu, codegen_rows, mlir_gpu
-from blu.lower.mlir.codegen_online import online_groups
-from blu.lower.mlir.codegen_strided import ROW_UNROLL
+from blu.lower.cuda import codegen as codegen_gpu
+from blu.lower.cuda import codegen_rows
+from blu.lower.cuda import compiler as mlir_gpu
+from blu.lower.cuda.codegen_online import online_groups
+from blu.lower.cuda.codegen_strided import ROW_UNROLL
 
 needs_mlir = pytest.mark.skipif(importlib.util.find_spec("mlir") is None, reason="needs MLIR")
 needs_ptxas = pytest.mark.skipif(mlir_gpu.find_ptxas() is None, reason="needs ptxas")

@@ -1,4 +1,4 @@
-"""Row groups in their three forms on the GPU (marked ``gpu``; ``blu.lower.mlir.codegen_rows``).
+"""Row groups in their three forms on the GPU (marked ``gpu``; ``blu.lower.cuda.codegen_rows``).
 
 A row group (softmax, layer norm, log-sum-exp and their gradients) runs in the *unrolled* block
 form (the default), the *looped* block form (``BLU_GPU_UNROLL=0``) or the *warp* form (one warp
@@ -19,7 +19,8 @@ import blu
 import blu.cuda as bc
 import blu.nn as nn
 import blu.numpy as bnp
-from blu.lower.mlir import codegen_gpu, codegen_rows
+from blu.lower.cuda import codegen as codegen_gpu
+from blu.lower.cuda import codegen_rows
 from tests.helpers import env_flag
 
 pytestmark = GPU_MARKS

@@ -1,4 +1,4 @@
-"""The attention primitives' library lowerings (``blu/lower/attention.py``): when each applies,
+"""The attention primitives' library lowerings (``blu/lower/cuda/attention.py``): when each applies,
 their workspace, and that the CPU functions write the primitives' results into given buffers.
 
 Runs against ``blu.lower.library`` when it exists, else against a stand-in with its interface
@@ -41,8 +41,8 @@ def lowering(monkeypatch):
         stub.LibraryLowering = LibraryLowering
         stub.register_library = lambda prim, lowering: None
         monkeypatch.setitem(sys.modules, "blu.lower.library", stub)
-        monkeypatch.delitem(sys.modules, "blu.lower.attention", raising=False)
-    mod = importlib.import_module("blu.lower.attention")
+        monkeypatch.delitem(sys.modules, "blu.lower.cuda.attention", raising=False)
+    mod = importlib.import_module("blu.lower.cuda.attention")
     monkeypatch.setattr(mod.cudnn_sdpa, "available", lambda: True)
     return mod
 

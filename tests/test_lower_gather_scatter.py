@@ -34,8 +34,9 @@ import blu.numpy as bnp
 from blu.core.jaxpr import Jaxpr
 from blu.core.staging import hoist_consts
 from blu.lax.gather_scatter import gather_p
+from blu.lower.cpu import compiler as mlir_cpu
 from blu.lower.cpu.executable import CpuExecutable
-from blu.lower.mlir import cache, mlir_cpu
+from blu.lower.mlir import cache
 from blu.lower.mlir.rules_gather import gather_supported
 from blu.lower.mlir.scatter import emit_scatter, scatter_launches, scatter_supported
 from blu.lower.plan import fusion, partition
@@ -290,7 +291,8 @@ needs_ptxas = pytest.mark.skipif(
 
 
 def _ptx(text: str) -> str:
-    from blu.lower.mlir.mlir_gpu import compile_ptx, ptxas
+    from blu.lower.cuda.compiler import compile_ptx, ptxas
+
 
     ptx = compile_ptx(text, "sm_90")
     assert ptxas(ptx, "sm_90") is not None  # raises CompileError if ptxas rejects it
@@ -318,7 +320,7 @@ def test_gpu_scatter_text_passes_ptxas(prim, dtype, atom):
 @needs_ptxas
 @pytest.mark.parametrize("dtype, mode", [(F32, "fill"), (BF16, "clip")])
 def test_gpu_gather_text_passes_ptxas(dtype, mode):
-    from blu.lower.mlir.codegen_gpu import emit_gpu_kernel
+    from blu.lower.cuda.codegen import emit_gpu_kernel
     from blu.lower.plan.fusion import KernelLayout
 
     x, i = np.zeros((50, 8), dtype), np.zeros((3, 6), np.int32)
@@ -340,7 +342,7 @@ def test_scatter_kernels_on_the_gpu(prim, dtype):
     import blu.cuda as bc
     from blu.cuda import driver
     from blu.cuda.device import fake_gpu
-    from blu.lower.mlir import mlir_gpu
+    from blu.lower.cuda import compiler as mlir_gpu
 
     if not bc.is_available():
         pytest.skip("needs an NVIDIA GPU and cuda-python")

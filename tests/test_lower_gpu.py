@@ -15,7 +15,8 @@ import blu
 import blu.cuda as bc
 import blu.numpy as bnp
 from blu.cuda.fake import FakeDevice
-from blu.lower.mlir import codegen_gpu, mlir_gpu
+from blu.lower.cuda import codegen as codegen_gpu
+from blu.lower.cuda import compiler as mlir_gpu
 from blu.lower.plan.prepare import prepare
 from tests.helpers import env_flag
 
@@ -137,7 +138,7 @@ def test_second_process_hits_the_gpu_cache(tmp_path):
 
     code = (
         "import numpy as np, blu, blu.numpy as bnp\n"
-        "from blu.lower.mlir import mlir_gpu\n"
+        "from blu.lower.cuda import compiler as mlir_gpu\n"
         "blu.jit(lambda x: bnp.cos(x) * 7.5).lower(blu.ShapeDtypeStruct((11,), np.float32),"
         " target='cuda:sm_90').compile()\n"
         "print(mlir_gpu.stats['compiled'], mlir_gpu.stats['cache'])\n"

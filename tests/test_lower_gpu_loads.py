@@ -16,7 +16,8 @@ import blu
 import blu.nn as nn
 import blu.numpy as bnp
 from blu.core.errors import BluValueError
-from blu.lower.mlir import codegen_rows, codegen_strided, mlir_gpu
+from blu.lower.cuda import codegen_rows, codegen_strided
+from blu.lower.cuda import compiler as mlir_gpu
 
 needs_mlir = pytest.mark.skipif(importlib.util.find_spec("mlir") is None, reason="needs MLIR")
 needs_ptxas = pytest.mark.skipif(mlir_gpu.find_ptxas() is None, reason="needs ptxas")

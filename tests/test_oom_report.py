@@ -135,7 +135,8 @@ def test_the_report_on_a_gpu_with_the_allocator_capped(set_flag):
 def test_a_program_that_cannot_fit_is_refused_before_its_kernels_are_compiled(
     fake_dev, set_flag, monkeypatch
 ):
-    from blu.lower.gpu import executable
+    from blu.lower.cuda import executable
+
 
     rng = np.random.default_rng(1)
     a = rng.standard_normal((N, K), np.float32)

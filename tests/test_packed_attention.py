@@ -1,4 +1,4 @@
-"""Fused attention on slices of the QKV array (``blu.lower.gpu.packed_attention``): which CUDA
+"""Fused attention on slices of the QKV array (``blu.lower.cuda.packed_attention``): which CUDA
 programs the plan rewrites, the packed primitives' arithmetic against a float64 reference, and a
 jitted attention block's value and gradients on the device (a GPU, or ``BLU_FAKE_GPU=1``)
 against float64 and against the unpacked program."""
@@ -15,7 +15,7 @@ import blu
 from blu import nn
 from blu.core import pytree
 from blu.lax import attention as att
-from blu.lower.gpu.packed_attention import bwd_packed_p, fwd_packed_p
+from blu.lower.cuda.packed_attention import bwd_packed_p, fwd_packed_p
 
 FWD, BWD = "library[dot_product_attention_fwd_packed]", "library[dot_product_attention_bwd_packed]"
 

@@ -406,7 +406,8 @@ def plan_memory(step: Any, specs: tuple, precision: str, gpu: bool) -> Any:
     None where lowering fails (the prediction is only reported)."""
     try:
         if gpu:
-            from blu.lower.mlir.mlir_gpu import DEFAULT_TARGET as target
+            from blu.lower.cuda.compiler import DEFAULT_TARGET as target
+
         else:
             target = "cpu"
         with precision_scope(precision):
@@ -418,9 +419,11 @@ def plan_memory(step: Any, specs: tuple, precision: str, gpu: bool) -> Any:
 
 def attention_impl(step: Any, specs: tuple, precision: str) -> str:
     """Which attention implementation the step's plan runs on the GPU ("cudnn", "blu flash",
-    "decomposition"), from the forward equation's avals (``blu.lower.attention.gpu_choice``)."""
+    "decomposition"), from the forward equation's avals
+    (``blu.lower.cuda.attention.gpu_choice``)."""
     from blu.lax import attention as att
-    from blu.lower.attention import gpu_choice
+    from blu.lower.cuda.attention import gpu_choice
+
 
     def eqns(jaxpr: Any):
         for e in jaxpr.eqns:

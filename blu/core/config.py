@@ -41,7 +41,7 @@ Flags (environment variable, type, default):
   is a setting, not a probe.
 - ``flash_attention`` (``BLU_FLASH_ATTENTION``, bool, True): plans for CUDA targets run float32
   attention (and bf16/fp16 where cuDNN is off) through blu's own flash kernels
-  (``blu.lower.mlir.flash_gpu``); off, through the unfused decomposition.
+  (``blu.lower.cuda.flash``); off, through the unfused decomposition.
 - ``disable_jit`` (``BLU_DISABLE_JIT``, bool, False): ``jit`` runs its function eagerly
   (``blu.disable_jit()``, as ``jax_disable_jit``).
 - ``jit_cache_size`` (``BLU_JIT_CACHE_SIZE``, int >= 1, 256): traces kept per jitted function
@@ -66,18 +66,18 @@ Flags (environment variable, type, default):
   (``codegen_online.py``; opt-in: the H200 step measured no faster, BENCHMARKS.md). Part of
   every GPU kernel's cache key.
 - ``flash_tensor_cores`` (``BLU_FLASH_TENSOR_CORES``, bool, True): blu's float32 flash-attention
-  kernels use tensor cores (``blu.lower.mlir.flash_tc``: TF32 ``mma.sync``, one product per
+  kernels use tensor cores (``blu.lower.cuda.flash_tc``: TF32 ``mma.sync``, one product per
   multiply under ``default_matmul_precision="tf32"``, three (3xTF32, float32 accuracy) under
   "fp32") where a tensor-core form exists; off, the CUDA-core kernels.
 - ``gemm_search`` (``BLU_GEMM_SEARCH``, bool, True): on a GPU, time cuBLASLt's candidate
   algorithms on each product's first call and keep the fastest (``blu.cuda.gemm_search``); off,
   the heuristic's first choice.
 - ``gpu_epilogues`` (``BLU_GPU_EPILOGUES``, bool, True): CUDA programs compute a product, its bias
-  and the tanh GELU as one cuBLASLt call (``GELU_AUX_BIAS``; ``blu.lower.gpu.epilogues``); off,
+  and the tanh GELU as one cuBLASLt call (``GELU_AUX_BIAS``; ``blu.lower.cuda.epilogues``); off,
   the product and a fused kernel.
 - ``packed_attention`` (``BLU_PACKED_ATTENTION``, bool, True): CUDA programs give the fused
   attention its ``q, k, v`` (and take ``dq, dk, dv`` back) as strided slices of the QKV product's
-  array (``blu.lower.gpu.packed_attention``); off, as copies.
+  array (``blu.lower.cuda.packed_attention``); off, as copies.
 - ``cpu_mkl`` (``BLU_CPU_MKL``, bool, True): CPU matrix products (float32/float64) call Intel
   MKL's ``cblas_sgemm``/``dgemm`` (its sequential layer: blu splits the work across its own
   threads) where the ``mkl`` wheel is installed (``pip install blu[cpu-mkl]``); off, or without

@@ -28,7 +28,7 @@ class DeviceArray(ArrayOps):
     """An array in device memory (C-contiguous).
 
     Operators and numpy-style methods (``x + y``, ``x.sum()``, ``x[i]``) run on the device: each
-    operation is a single-primitive kernel from the kernel cache (``blu.lower.gpu.dispatch``),
+    operation is a single-primitive kernel from the kernel cache (``blu.lower.cuda.dispatch``),
     and ``blu.jit`` functions called with DeviceArrays run their whole plan there.
 
     Attributes:

@@ -8,10 +8,11 @@ and fills the primitives' lowering slots (``lowering``).
 """
 
 from blu.core.interpreter import register_device_dispatch
-from blu.lower import attention as _attention  # noqa: F401  (attention's library lowerings)
+from blu.lower.cuda import attention as _attention  # noqa: F401  (attention's library lowerings)
 from blu.lower import lowering  # noqa: F401  (fills each primitive's ``lowerings``)
 from blu.lower.backend import JIT_BACKEND, backend_for
-from blu.lower.gpu.dispatch import apply_on_device
+from blu.lower.cuda.dispatch import apply_on_device
+
 from blu.lower.library import LibraryLowering, register_library
 from blu.transforms.jit import register_jit_backend
 

@@ -97,7 +97,7 @@ class CudaBackend(Backend):
         self.target = target
 
     def options(self) -> Options:
-        from blu.lower.mlir import codegen_rows
+        from blu.lower.cuda import codegen_rows
 
         return Options(config.default_matmul_precision, codegen_rows.key_suffix())
 
@@ -106,11 +106,13 @@ class CudaBackend(Backend):
         checked against what their device can still give (``gpu.run.check_device_memory``), so
         a program that cannot fit raises its out-of-memory report before any kernel is compiled
         or looked up."""
-        from blu.lower.gpu.executable import GpuExecutable
+        from blu.lower.cuda.executable import GpuExecutable
+
 
         prepared = None
         if any(getattr(a, "_blu_device_array", False) for a in args):
-            from blu.lower.gpu.run import check_device_memory
+            from blu.lower.cuda.run import check_device_memory
+
 
             prepared = self.prepare(jaxpr, donated, options)
             check_device_memory(name, prepared, _donated(jaxpr, donated), args)
@@ -118,7 +120,8 @@ class CudaBackend(Backend):
                              prepared=prepared)  # fmt: skip
 
     def lower(self, jaxpr, name, donated, options):
-        from blu.lower.gpu.executable import Lowered
+        from blu.lower.cuda.executable import Lowered
+
 
         return Lowered(jaxpr, name, self.target, donated, options)
 

@@ -42,10 +42,10 @@ from blu.lax.control_flow.conditionals import cond_p
 from blu.lax.control_flow.loops import while_p
 from blu.lax.control_flow.scan import scan_p
 from blu.lax.dot import dot_general_p
-from blu.lower.gpu import libraries  # noqa: F401  (registers the cuSOLVER library lowerings)
+from blu.lower.cuda import libraries  # noqa: F401  (registers the cuSOLVER library lowerings)
+from blu.lower.cuda.dots import library_dot
 from blu.lower.mlir import rules
 from blu.lower.mlir.rules_gather import gather_supported
-from blu.lower.plan.dots import library_dot
 from blu.transforms import ad_ops
 from blu.transforms import custom_derivatives as cd
 from blu.transforms.jit import jit_p

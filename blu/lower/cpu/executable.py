@@ -30,10 +30,10 @@ from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import library
 from blu.lower.cpu import address, blas, chains, epilogue, spin
+from blu.lower.cpu import compiler as mlir_cpu
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.cpu.control_flow import loop_runner
 from blu.lower.cpu.rows import RowKernel, _threads
-from blu.lower.mlir import mlir_cpu
 from blu.lower.mlir.program import emit_node, kernel_text, split_rows
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value

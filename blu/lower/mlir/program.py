@@ -8,10 +8,11 @@ from typing import Any
 
 from blu.core.jaxpr import Jaxpr
 from blu.lower.cpu import rows
-from blu.lower.mlir import cache, codegen_rows
+from blu.lower.cpu.compiler import symbol
+from blu.lower.cuda import codegen_rows
+from blu.lower.cuda.codegen import emit_gpu_kernel
+from blu.lower.mlir import cache
 from blu.lower.mlir.codegen import VECTOR_WIDTH, emit_kernel
-from blu.lower.mlir.codegen_gpu import emit_gpu_kernel
-from blu.lower.mlir.mlir_cpu import symbol
 from blu.lower.mlir.scatter import emit_scatter
 from blu.lower.plan.nodes import NodeKind, Plan
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from blu.core import dtypes
 from blu.core.errors import BluValueError
-from blu.lower.mlir.codegen_gpu import BLOCK, MAX_MAP_GRID, Launch
+from blu.lower.cuda.codegen import BLOCK, MAX_MAP_GRID, Launch
 from blu.lower.mlir.emit import Builder, Idx, compute_type, is_float, memref_type, storage_type
 from blu.lower.mlir.rules_gather import coordinate
 
@@ -102,7 +102,8 @@ def _is_gpu(target: str) -> bool:
     if target == "cpu" or target.startswith("cpu:"):
         return False
     if target.startswith("cuda:"):
-        from blu.lower.mlir.mlir_gpu import parse_target
+        from blu.lower.cuda.compiler import parse_target
+
 
         parse_target(target)  # raises on a malformed CUDA target
         return True

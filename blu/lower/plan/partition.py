@@ -29,8 +29,8 @@ from typing import Any
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Literal, Var
 from blu.lax.shapes import broadcast_in_dim_p
 from blu.lower import library
+from blu.lower.cuda.dots import library_dot
 from blu.lower.mlir.scatter import scatter_supported
-from blu.lower.plan.dots import library_dot
 from blu.lower.plan.fusion import can_fuse
 from blu.lower.plan.nodes import Node, NodeKind, Plan
 

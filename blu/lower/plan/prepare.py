@@ -12,10 +12,10 @@ from blu.core.jaxpr import Jaxpr, JaxprEqn, Var
 from blu.core.staging import trace_to_jaxpr
 from blu.lower import library
 from blu.lower.cpu.concat import rewrite_concats
-from blu.lower.gpu.epilogues import fuse_epilogues
-from blu.lower.gpu.packed_attention import pack_attention
-from blu.lower.mlir.codegen_gpu import plan_nests
-from blu.lower.plan.dots import canonicalize_dots
+from blu.lower.cuda.codegen import plan_nests
+from blu.lower.cuda.dots import canonicalize_dots
+from blu.lower.cuda.epilogues import fuse_epilogues
+from blu.lower.cuda.packed_attention import pack_attention
 from blu.lower.plan.fusion import KernelLayout, can_fuse
 from blu.lower.plan.memory import MemoryPlan, inplace_ok
 from blu.lower.plan.nodes import NodeKind, Plan

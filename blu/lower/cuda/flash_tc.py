@@ -61,7 +61,7 @@ keep ``mma == ""``).
 
 from __future__ import annotations
 
-from blu.lower.mlir.flash_text import Text
+from blu.lower.cuda.flash_text import Text
 
 BM = 128  # queries per block: 8 warps of 16 rows
 MODES = ("tf32", "3xtf32")
@@ -160,7 +160,7 @@ def smem_bytes(h: int, mode: str) -> int:
 def forward(sp, name: str) -> str:
     """The tensor-core forward kernel ``<name>_fwd`` of ``sp`` (``sp.mma`` a mode): the same
     parameters, launch grid and results as ``flash_gpu._forward``."""
-    from blu.lower.mlir import flash_gpu as fg
+    from blu.lower.cuda import flash as fg
 
     mode, h = sp.mma, sp.h
     BN = bn(h, mode)
@@ -389,7 +389,7 @@ def backward(sp, name: str) -> str:
     n-tiles and ``dQ``'s rows within its slab (the same sums, kept elsewhere), ``BWD_PREFETCH``
     (per mode) loads the next query block during this one; 3xTF32 under ``BWD_RAW`` asks for
     two blocks an SM where their shared memory fits (``MIN_BLOCKS`` overrides)."""
-    from blu.lower.mlir import flash_gpu as fg
+    from blu.lower.cuda import flash as fg
 
     mode, h = sp.mma, sp.h
     BN, BM = BWD_BN, BWD_BM

@@ -39,16 +39,16 @@ import numpy as np
 from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.jaxpr import Var
-from blu.lower.mlir.codegen import KernelEmitter
-from blu.lower.mlir.codegen_online import OnlineRowEmitter
-from blu.lower.mlir.codegen_rows import RowGroupEmitter, group_launch, pow2_at_least, row_groups
-from blu.lower.mlir.codegen_strided import (
+from blu.lower.cuda.codegen_online import OnlineRowEmitter
+from blu.lower.cuda.codegen_rows import RowGroupEmitter, group_launch, pow2_at_least, row_groups
+from blu.lower.cuda.codegen_strided import (
     ALIGN,
     ROW_UNROLL,
     StridedEmitter,
     loads_first,
     map_unroll,
 )
+from blu.lower.mlir.codegen import KernelEmitter
 from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix
 

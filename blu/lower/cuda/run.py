@@ -33,8 +33,8 @@ from blu.cuda.cublaslt import gemm_spec
 from blu.cuda.errors import CudaOutOfMemoryError
 from blu.cuda.profile import compute_class, peaks_for, profiler
 from blu.lower import library
-from blu.lower.gpu.executable import GpuFallbackError, _precision, call_host_kernel, host_kernel
-from blu.lower.mlir.codegen_strided import ALIGN
+from blu.lower.cuda.codegen_strided import ALIGN
+from blu.lower.cuda.executable import GpuFallbackError, _precision, call_host_kernel, host_kernel
 from blu.lower.plan.memory_report import out_of_memory_error
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value

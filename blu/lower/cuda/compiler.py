@@ -27,8 +27,8 @@ from collections.abc import Callable
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.lru import LRU
+from blu.lower.cpu.compiler import CompileError, _dump, symbol
 from blu.lower.mlir import cache
-from blu.lower.mlir.mlir_cpu import CompileError, _dump, symbol
 
 log = logging.getLogger("blu.jit")
 

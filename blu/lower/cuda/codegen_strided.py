@@ -24,7 +24,7 @@ accesses to a buffer read at the element's own index into 128-bit ``ld.global.v4
 ``st.global.v4`` (accesses through broadcasts or transposes stay scalar). The runtime
 guarantees the alignment: the allocator's blocks are 512-byte aligned, the memory plan's arena
 offsets 64-byte aligned, and an argument that is not (a DLPack view at an offset) is copied
-first (``blu.lower.gpu.run``).
+first (``blu.lower.cuda.run``).
 """
 
 from __future__ import annotations

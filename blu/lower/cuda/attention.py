@@ -5,7 +5,7 @@
   without a boolean mask, without a gradient for the bias (``need_dbias``) or the log-sum-exp
   (``has_dlse``), with head sizes cuDNN takes, and unless ``implementation="blu"``; with
   ``implementation="cudnn"`` a case it cannot take is an error instead of a fallback.
-- CPU: blu's own MLIR kernels (``blu.lower.mlir.attention``: FlashAttention-2's online softmax
+- CPU: blu's own MLIR kernels (``blu.lower.cpu.flash``: FlashAttention-2's online softmax
   blocked over keys, vectorized over the head) for the forward and the backward, at every size:
   they measured faster than the inlined decomposition at the README's GPT-2 shape (B=32, T=64,
   4 heads of 32; ``benchmarks/attention_cpu.py``), and no ``(T, S)`` buffer exists. Compiled
@@ -16,9 +16,9 @@
   blocked numpy kernels for problems whose scores would exceed ``CPU_KERNEL_MIN_SCORES``
   elements and inlines its decomposition below that.
 - GPU, float32 (and bf16/fp16 where cuDNN does not apply, is off, or with
-  ``implementation="blu"``): blu's own flash kernels (``blu.lower.mlir.flash_gpu``: MLIR,
+  ``implementation="blu"``): blu's own flash kernels (``blu.lower.cuda.flash``: MLIR,
   compiled like every fused kernel and cached), without a mask, a bias or their gradients,
-  heads of 32, 64 or 128; for float32 on tensor cores (``blu.lower.mlir.flash_tc``: TF32 under
+  heads of 32, 64 or 128; for float32 on tensor cores (``blu.lower.cuda.flash_tc``: TF32 under
   ``default_matmul_precision="tf32"``, 3xTF32 under "fp32"; ``blu.config.flash_tensor_cores``
   off: CUDA cores). ``gpu_choice`` says which runs;
   ``blu.config.flash_attention`` turns the kernels off.
@@ -43,11 +43,13 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.cuda import cudnn_attention as cudnn_sdpa
 from blu.lax import attention as att
 from blu.lower.cpu import blas
+from blu.lower.cpu import compiler as mlir_cpu
+from blu.lower.cpu import flash as mlir_att
 from blu.lower.cpu import threads as cpu_threads
+from blu.lower.cuda import flash as flash_gpu
+from blu.lower.cuda import flash_tc
 from blu.lower.library import LibraryLowering, register_library
-from blu.lower.mlir import attention as mlir_att
 from blu.lower.mlir import cache as kernel_cache
-from blu.lower.mlir import flash_gpu, flash_tc, mlir_cpu
 
 CPU_KERNEL_MIN_SCORES = 1 << 24  # B*N*T*S at which the CPU runs the numpy JVP kernel
 
@@ -59,7 +61,7 @@ def _sizes(avals: Sequence[ShapedArray]) -> tuple[int, ...]:
 
 def spec(avals: Sequence[ShapedArray], params: dict, packed: int = 0) -> cudnn_sdpa.SdpaSpec:
     """The cuDNN problem of a forward or backward equation (``packed``: q, k, v slices of one
-    array, tokens that many elements apart; ``blu.lower.gpu.packed_attention``)."""
+    array, tokens that many elements apart; ``blu.lower.cuda.packed_attention``)."""
     b, t, s, n, kh, h, hv = _sizes(avals)
     bias = tuple(avals[3].shape[:2]) if params["has_bias"] else None
     return cudnn_sdpa.SdpaSpec(b, t, s, n, kh, h, hv, str(avals[0].dtype), params["is_causal"],
@@ -184,7 +186,7 @@ def _plain(avals, params) -> tuple[Sequence[ShapedArray], int]:
 
 def workspace_rule(backward: bool, unpack=_plain):
     """The library lowering's ``workspace`` rule (``unpack``: the equation's avals as the
-    plain primitive's and the packing, for ``blu.lower.gpu.packed_attention``)."""
+    plain primitive's and the packing, for ``blu.lower.cuda.packed_attention``)."""
 
     def workspace(avals, params, target: str) -> int:
         avals, packed = unpack(avals, params)

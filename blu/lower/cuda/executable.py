@@ -36,7 +36,10 @@ from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr
 from blu.lower import library
-from blu.lower.mlir import codegen_gpu, codegen_rows, mlir_cpu, mlir_gpu
+from blu.lower.cpu import compiler as mlir_cpu
+from blu.lower.cuda import codegen as codegen_gpu
+from blu.lower.cuda import codegen_rows
+from blu.lower.cuda import compiler as mlir_gpu
 from blu.lower.mlir.program import emit_node, kernel_text, node_text
 from blu.lower.mlir.scatter import scatter_launches
 from blu.lower.plan.nodes import NodeKind
@@ -126,7 +129,8 @@ class GpuExecutable(Executable):
         return {m.name: m.ptx for m in self.modules.values()}
 
     def __call__(self, *args: Any) -> list[Any]:
-        from blu.lower.gpu.run import run
+        from blu.lower.cuda.run import run
+
 
         return run(self, args)
 

@@ -16,7 +16,7 @@ strided operands, so ``pack_attention`` rewrites the jaxpr of a CUDA program (be
 What is matched: ``X`` of shape ``(B, T, ...)``, each of ``q, k, v`` (``(B, T, N, H)``, the same
 ``N`` and ``H``: no grouped-query attention) a slice of ``X`` along its axis 2 alone (optionally
 reshaped), so that each token's part is ``N * H`` consecutive elements of ``X``'s token row; no
-bias or mask; an implementation (``blu.lower.attention.gpu_choice``) that takes the packed
+bias or mask; an implementation (``blu.lower.cuda.attention.gpu_choice``) that takes the packed
 operands and is the one the plain equation would get (cuDNN: bf16/fp16, tokens 16-byte aligned;
 blu's flash kernels: float32). The backward's ``dq, dk, dv`` must be read only by the pads (after
 a reshape each) whose sum tiles ``X`` exactly; its output is then written whole by the call. The
@@ -39,7 +39,7 @@ from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr, producers, readers, use_counts
 from blu.core.primitive import Primitive
 from blu.lax import attention as att
-from blu.lower import attention as lower_att
+from blu.lower.cuda import attention as lower_att
 from blu.lower.library import LibraryLowering, register_library
 
 __all__ = ["fwd_packed_p", "bwd_packed_p", "pack_attention", "plain_avals"]

@@ -32,8 +32,8 @@ from typing import Any
 from blu.core.config import config
 from blu.core.jaxpr import Var
 from blu.lax.shapes import broadcast_in_dim_p, reshape_p, squeeze_p
-from blu.lower.mlir.codegen_online import online_at
-from blu.lower.mlir.codegen_strided import ROW_UNROLL, generation, loads_first
+from blu.lower.cuda.codegen_online import online_at
+from blu.lower.cuda.codegen_strided import ROW_UNROLL, generation, loads_first
 from blu.lower.mlir.emit import Idx, compute_type
 from blu.lower.plan.fusion import KernelLayout
 

@@ -34,7 +34,7 @@ from typing import Any
 from blu.core import dtypes
 from blu.core.jaxpr import Var
 from blu.lax.shapes import broadcast_in_dim_p, reshape_p, squeeze_p
-from blu.lower.mlir.codegen_strided import ROW_UNROLL, generation
+from blu.lower.cuda.codegen_strided import ROW_UNROLL, generation
 from blu.lower.mlir.emit import Idx
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction
 
@@ -87,7 +87,8 @@ def online_at(layout: KernelLayout, plans: list[Any], t: int) -> dict[Var, Var] 
     """The pairs of nests ``t`` and ``t + 1`` when the emitter runs them as one online pass:
     generation 3, both ``row`` nests of one looped row group (``plans``: ``codegen_gpu``'s
     ``NestPlan`` list), and ``online_pairs`` matches; else None."""
-    from blu.lower.mlir.codegen_rows import group_form
+    from blu.lower.cuda.codegen_rows import group_form
+
 
     if not online_on() or t + 1 >= len(plans):
         return None
@@ -101,7 +102,8 @@ def online_at(layout: KernelLayout, plans: list[Any], t: int) -> dict[Var, Var] 
 
 def online_groups(layout: KernelLayout) -> list[int]:
     """The nests of ``layout`` that start an online pass (for tests and reports)."""
-    from blu.lower.mlir.codegen_gpu import plan_nests
+    from blu.lower.cuda.codegen import plan_nests
+
 
     plans = plan_nests(layout)
     return [t for t in range(len(plans)) if online_at(layout, plans, t)]

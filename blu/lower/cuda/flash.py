@@ -42,8 +42,8 @@ import hashlib
 import math
 from collections.abc import Sequence
 
-from blu.lower.mlir import flash_tc
-from blu.lower.mlir.flash_text import SMEM, Text, module, smem_type, vec
+from blu.lower.cuda import flash_tc
+from blu.lower.cuda.flash_text import SMEM, Text, module, smem_type, vec
 
 THREADS = 256
 LOG2E = 1.0 / math.log(2.0)
