@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 import blu  # noqa: E402
 from blu import nn  # noqa: E402
 from blu.lax import attention_numpy as kern  # noqa: E402
-from blu.lower.cuda import attention as cpu_lowering  # noqa: E402
+from blu.lower.cpu import attention as cpu_lowering  # noqa: E402
 
 
 def best(fn, repeat: int) -> float:

@@ -36,8 +36,8 @@ import blu.lax as lax  # noqa: E402
 from blu import nn, optim  # noqa: E402
 from blu.core import pytree  # noqa: E402
 from blu.core.staging import hoist_consts  # noqa: E402
-from blu.lower.cpu import compiler as mlir_cpu  # noqa: E402
 from blu.lower.cpu.executable import CpuExecutable  # noqa: E402
+from blu.lower.mlir import llvm as mlir_cpu  # noqa: E402
 from blu.lower.reference import NumpyExecutable  # noqa: E402
 
 

@@ -19,7 +19,7 @@ def render() -> str:
     import blu  # noqa: F401  (imports every module that defines primitives)
     import blu.lax.linalg  # noqa: F401  (a submodule blu does not import eagerly)
     from blu.core.primitive import Primitive
-    from blu.lower.lowering import HOST_FALLBACK, targets
+    from blu.lower.lowering import host_fallbacks, targets
 
     lines = [
         "# Primitives",
@@ -43,7 +43,7 @@ def render() -> str:
         t = targets(p)
         lines.append(f"| `{name}` | `{p.module}` | {marks} | {t['cpu']} | {t['cuda']} |")
     lines += ["", "## Host fallbacks", "", "| primitive | why |", "| --- | --- |"]
-    lines += [f"| `{n}` | {why} |" for n, why in sorted(HOST_FALLBACK.items())]
+    lines += [f"| `{n}` | {why} |" for n, why in sorted(host_fallbacks().items())]
     lines.append("")
     return "\n".join(lines)
 

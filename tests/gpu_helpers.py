@@ -13,7 +13,7 @@ import pytest
 import blu
 import blu.cuda as bc
 from blu.cuda.fake import FakeDevice
-from blu.lower.plan.prepare import prepare
+from blu.lower.backend import prepare
 
 FAKE = os.environ.get("BLU_FAKE_GPU") == "1"
 f32, f64, f16, bf16 = np.float32, np.float64, np.float16, ml_dtypes.bfloat16

@@ -19,8 +19,8 @@ import blu
 from blu import lax, nn
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError
 from blu.lax import attention_numpy
+from blu.lower.cpu import attention as lower_attention
 from blu.lower.cpu import flash as mlir_attention
-from blu.lower.cuda import attention as lower_attention
 from blu.lower.plan.memory_timeline import buffers
 from tests.helpers import check_grads, check_jit, check_vmap
 

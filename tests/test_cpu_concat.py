@@ -172,7 +172,7 @@ def test_small_sums_stay_fused():
 
 
 def test_the_rewrite_leaves_gpu_programs_alone():
-    from blu.lower.plan.prepare import prepare
+    from blu.lower.backend import prepare
 
     pads = [((64, 64), ((0, 0, 0), (0, 64, 0))), ((64, 64), ((0, 0, 0), (64, 0, 0)))]
     xs = [np.ones(s, np.float32) for s, _ in pads]

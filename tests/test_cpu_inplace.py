@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.lower.mlir.program import emit_node
+from blu.lower.cpu.kernels import emit_node
 
 
 def _inplace_kernels(low) -> list:
@@ -40,7 +40,7 @@ def test_arena_kernel_written_over_its_input():
     nodes = _inplace_kernels(low)
     assert nodes, str(low._program.plan)
     for n in nodes:  # the aliased output is stored through the input's memref, never its own
-        text = emit_node(n, "k", "cpu")
+        text = emit_node(n, "k")
         for o, i in n.inplace:
             assert f"%out{o}[" not in text and f"%in{i}[" in text.split("memref.store", 1)[1]
     for _ in range(2):  # the second call reuses the arena and its arrays

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 import blu
 from blu.lax import attention as att
+from blu.lower.cpu import attention as lower_att
 from blu.lower.cpu import blas
 from blu.lower.cpu import flash as mlir_att
 from blu.lower.cpu import threads as cpu_threads
-from blu.lower.cuda import attention as lower_att
 
 
 @given(st.integers(0, 200), st.integers(1, 9), st.integers(1, 40))

@@ -1,17 +1,10 @@
-"""The attention primitives' library lowerings (``blu/lower/cuda/attention.py``): when each applies,
-their workspace, and that the CPU functions write the primitives' results into given buffers.
-
-Runs against ``blu.lower.library`` when it exists, else against a stand-in with its interface
-(``LibraryLowering``, ``register_library``), so the rules are tested before the seam lands.
-"""
+"""The attention primitives' library lowerings (``blu/lower/cuda/attention.py``,
+``blu/lower/cpu/attention.py``): when each applies, their workspace, and that the CPU functions
+write the primitives' results into given buffers."""
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
-import sys
-import types
-from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
@@ -26,25 +19,14 @@ bf16 = ml_dtypes.bfloat16
 
 @pytest.fixture
 def lowering(monkeypatch):
-    try:
-        importlib.import_module("blu.lower.library")
-    except ImportError:
-        stub = types.ModuleType("blu.lower.library")
-
-        @dataclasses.dataclass(frozen=True)
-        class LibraryLowering:
-            workspace: Callable
-            cpu: Callable | None
-            gpu: Callable | None
-            applies: Callable = lambda avals, params, target: True
-
-        stub.LibraryLowering = LibraryLowering
-        stub.register_library = lambda prim, lowering: None
-        monkeypatch.setitem(sys.modules, "blu.lower.library", stub)
-        monkeypatch.delitem(sys.modules, "blu.lower.cuda.attention", raising=False)
     mod = importlib.import_module("blu.lower.cuda.attention")
     monkeypatch.setattr(mod.cudnn_sdpa, "available", lambda: True)
     return mod
+
+
+@pytest.fixture
+def cpu_lowering():
+    return importlib.import_module("blu.lower.cpu.attention")
 
 
 def _params(**kw):
@@ -91,11 +73,13 @@ def test_gpu_choice_cudnn_for_bf16_blu_flash_for_fp32(lowering, set_flag):
     assert ws == 4 * 2 * 4 * 64 + 4 * 2 * 64 * 4 * 64
     set_flag("flash_attention", False)
     assert choice(_avals(dt=np.float32), _params(), False) is None
-    assert lowering.LOWERINGS[att.jvp_p].gpu is None
+    assert att.jvp_p not in lowering.LOWERINGS  # the JVP inlines its decomposition on CUDA
 
 
-def test_cpu_uses_the_mlir_kernels_at_every_size_and_the_numpy_jvp_for_large_problems(lowering):
-    fwd, bwd, jvp = (lowering.LOWERINGS[p] for p in (att.fwd_p, att.bwd_p, att.jvp_p))
+def test_cpu_uses_the_mlir_kernels_at_every_size_and_the_numpy_jvp_for_large_problems(
+    cpu_lowering,
+):
+    fwd, bwd, jvp = (cpu_lowering.LOWERINGS[p] for p in (att.fwd_p, att.bwd_p, att.jvp_p))
     bp = _params(has_dlse=False, need_dbias=False)
     for avals in (_avals(b=1, t=1, n=1, h=1), _avals(b=32, t=64, n=4, h=32, dt=np.float32)):
         assert fwd.applies(avals, _params(), "cpu") and bwd.applies(avals, bp, "cpu")
@@ -110,7 +94,7 @@ def test_cpu_uses_the_mlir_kernels_at_every_size_and_the_numpy_jvp_for_large_pro
 
 
 @pytest.mark.parametrize("prim", ["fwd", "bwd", "jvp"])
-def test_cpu_functions_write_the_primitive_results(lowering, prim):
+def test_cpu_functions_write_the_primitive_results(cpu_lowering, prim):
     rng = np.random.default_rng(0)
     q, k, v = (rng.normal(size=(2, 5, 2, 4)).astype(np.float32) for _ in range(3))
     params = _params(scale=0.5)
@@ -125,6 +109,6 @@ def test_cpu_functions_write_the_primitive_results(lowering, prim):
         p, ins = att.jvp_p, [q, k, v, out, lse, q * 0.1]
     want = p.impl(*ins, **params, **extra)
     outs = [np.empty_like(w) for w in want]
-    lowering.LOWERINGS[p].cpu(ins, outs, None, **params, **extra)
+    cpu_lowering.LOWERINGS[p].cpu(ins, outs, None, **params, **extra)
     for o, w in zip(outs, want):  # fwd, bwd: the MLIR kernels against the numpy ones
         np.testing.assert_allclose(o, w, rtol=2e-5, atol=2e-6)

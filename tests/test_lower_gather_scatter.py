@@ -34,9 +34,9 @@ import blu.numpy as bnp
 from blu.core.jaxpr import Jaxpr
 from blu.core.staging import hoist_consts
 from blu.lax.gather_scatter import gather_p
-from blu.lower.cpu import compiler as mlir_cpu
 from blu.lower.cpu.executable import CpuExecutable
 from blu.lower.mlir import cache
+from blu.lower.mlir import llvm as mlir_cpu
 from blu.lower.mlir.rules_gather import gather_supported
 from blu.lower.mlir.scatter import emit_scatter, scatter_launches, scatter_supported
 from blu.lower.plan import fusion, partition

@@ -15,9 +15,9 @@ import blu
 import blu.cuda as bc
 import blu.numpy as bnp
 from blu.cuda.fake import FakeDevice
+from blu.lower.backend import prepare
 from blu.lower.cuda import codegen as codegen_gpu
 from blu.lower.cuda import compiler as mlir_gpu
-from blu.lower.plan.prepare import prepare
 from tests.helpers import env_flag
 
 needs_mlir = pytest.mark.skipif(importlib.util.find_spec("mlir") is None, reason="needs MLIR")

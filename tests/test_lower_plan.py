@@ -24,8 +24,8 @@ import blu.numpy as bnp
 from blu import nn, optim
 from blu.core.staging import hoist_consts
 from blu.lower.backend import make_executable
-from blu.lower.cpu import compiler as mlir_cpu
 from blu.lower.cpu.executable import BluFloatingPointError, CpuExecutable, Lowered
+from blu.lower.mlir import llvm as mlir_cpu
 from blu.lower.plan.partition import partition
 from blu.lower.plan.simplify import simplify
 from tests.helpers import env_flag
@@ -287,7 +287,7 @@ _PROGRAM = textwrap.dedent(
     import sys, json
     import numpy as np
     import blu, blu.lax as lax
-    from blu.lower.cpu import compiler as mlir_cpu
+    from blu.lower.mlir import llvm as mlir_cpu
     from blu.lower.cpu.executable import Lowered
     x = np.linspace(-3, 3, 1000, dtype=np.float32).reshape(10, 100)
     def f(x):

@@ -20,9 +20,9 @@ import pytest
 import blu
 import blu.numpy as bnp
 from blu.core.config import Config
-from blu.lower.cpu import compiler as mlir_cpu
 from blu.lower.cuda import compiler as mlir_gpu
 from blu.lower.mlir import cache
+from blu.lower.mlir import llvm as mlir_cpu
 from blu.lower.mlir.cache import CacheEntryWarning, CachePermissionError
 from tests.helpers import env_flag
 

@@ -19,7 +19,7 @@ import blu.numpy as bnp
 from blu.core.errors import BluValueError
 from blu.core.lru import LRU
 from blu.lower import backend
-from blu.lower.cpu import compiler as mlir_cpu
+from blu.lower.mlir import llvm as mlir_cpu
 from tests.helpers import env_flag
 
 SLOW = os.environ.get("HYPOTHESIS_PROFILE") == "dev" or os.environ.get("BLU_SLOW_TESTS") == "1"

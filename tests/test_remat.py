@@ -240,7 +240,7 @@ def test_checkpointed_attention_keeps_no_float32_scores_between_passes():
     """The compiled gradient of a checkpointed masked softmax: the forward kernel writes only
     the bfloat16 probabilities; without the barrier, CSE merged the recomputation back into the
     forward pass, which then kept three float32 score-sized tensors for the backward pass."""
-    from blu.lower.plan.prepare import prepare
+    from blu.lower.backend import prepare
 
     bf16 = blu.numpy.bfloat16
 

@@ -14,8 +14,8 @@ import blu
 import blu.lax as lax
 from blu.core.staging import hoist_consts
 from blu.lax.control_flow import scan
+from blu.lower.backend import prepare
 from blu.lower.plan.nodes import NodeKind
-from blu.lower.plan.prepare import prepare
 
 EPS = np.finfo(np.float32).eps
 

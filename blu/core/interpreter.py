@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from blu.core import dtypes
+from blu.core import dtypes, execution
 from blu.core.array import Array, ArrayOps
 from blu.core.aval import ShapedArray, shaped
 from blu.core.errors import (
@@ -64,16 +64,6 @@ class Interpreter:
         )
 
 
-_device_dispatch: Callable[[Any, tuple, list, dict], Any] | None = None
-
-
-def register_device_dispatch(fn: Callable[[Any, tuple, list, dict], Any]) -> None:
-    """Make ``fn(prim, args, avals, params) -> result`` run every primitive that has a device
-    array (``_blu_device_array``) among its operands (``blu.lower`` registers the GPU's)."""
-    global _device_dispatch
-    _device_dispatch = fn
-
-
 class EvalInterpreter(Interpreter):
     """The root interpreter: runs each primitive's numpy implementation eagerly."""
 
@@ -84,12 +74,13 @@ class EvalInterpreter(Interpreter):
         avals = [get_aval(a) for a in args]
         out_avals = prim.rule("abstract_eval")(*avals, **params)
         if any(getattr(a, "_blu_device_array", False) for a in args):
-            if _device_dispatch is None:
+            ex = execution.executor()
+            if ex is None:
                 raise BluError(
                     f"{prim.name}: an operand is a device array, but no device backend is "
                     "registered; `import blu` (it registers the GPU backend, blu.lower)"
                 )
-            return _device_dispatch(prim, args, avals, params)  # operands on a GPU: run there
+            return ex.apply_on_device(prim, args, avals, params)  # operands on a GPU: run there
         borrow = prim.borrows_operands(params) if prim.borrows_operands is not None else ()
         if any(borrow):  # e.g. a jitted call on the CPU reads the user's arrays in place
             vals = [a if b and isinstance(a, np.ndarray) else to_numpy(a, av)

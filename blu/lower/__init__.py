@@ -1,20 +1,21 @@
-"""From jaxprs to executables: the backend seam (``backend``), launch plans (``plan/``), MLIR
-emission and kernel compilation (``mlir/``), the CPU and GPU executables (``cpu/``, ``gpu/``),
-library lowerings (``library``) and the numpy reference executable (``reference``).
+"""From jaxprs to executables: the target parser (``target``), the backend seam (``backend``:
+the ``Backend`` object every target provides, and the registry), launch plans (``plan/``:
+target-neutral), the shared kernel emission (``mlir/``: per-element rules, the MLIR builder, the
+math library, the kernel cache, the host compiler), one folder per backend (``cpu/``, ``cuda/``,
+``reference/``), the lowering slots (``lowering``), library lowerings (``library``) and the one
+executable cache with the executor the core calls (``execution``).
 
-Importing ``blu.lower`` registers its jit backend with ``blu.transforms.jit`` and the dispatch of
-eager operations on device arrays with the core's interpreter (``blu/__init__.py`` imports it),
-and fills the primitives' lowering slots (``lowering``).
+Importing ``blu.lower`` fills the primitives' lowering slots, registers each backend and
+registers the executor with the core (``blu.core.execution``; ``blu/__init__.py`` imports it).
 """
 
-from blu.core.interpreter import register_device_dispatch
-from blu.lower.cuda import attention as _attention  # noqa: F401  (attention's library lowerings)
+from blu.core.execution import register_executor
 from blu.lower import lowering  # noqa: F401  (fills each primitive's ``lowerings``)
-from blu.lower.backend import JIT_BACKEND, backend_for
-from blu.lower.cuda.dispatch import apply_on_device
-
+from blu.lower.backend import backend_for
+from blu.lower.cpu import backend as _cpu  # noqa: F401  (registers the CPU backend)
+from blu.lower.cuda import backend as _cuda  # noqa: F401  (registers the CUDA backend)
+from blu.lower.execution import EXECUTOR
 from blu.lower.library import LibraryLowering, register_library
-from blu.transforms.jit import register_jit_backend
+from blu.lower.reference import backend as _reference  # noqa: F401  (registers the reference)
 
-register_jit_backend(JIT_BACKEND)
-register_device_dispatch(apply_on_device)
+register_executor(EXECUTOR)

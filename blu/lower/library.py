@@ -4,10 +4,12 @@ buffers (arena, outputs or donated arguments), its workspace is planned scratch,
 the call is queued on the executable's stream (so a CUDA graph can capture it).
 
     register_library(cholesky_p, LibraryLowering(workspace=..., cpu=None, gpu=potrf_call,
-                                                 applies=lambda avals, params, target: ...))
+                                                 applies=lambda avals, params, target: ...),
+                     platform="cuda")
 
-Registered from ``blu/lower`` (``blu.lax`` never imports ``blu.lower``); the registration is
-the primitive's ``lowerings["library"]`` slot, so ``docs/primitives.md`` shows it.
+Registered from each backend's folder (``blu.lax`` never imports ``blu.lower``), per platform:
+the registration is the primitive's ``lowerings[("library", platform)]`` slot, so
+``docs/primitives.md`` shows it and one backend's lowering never reaches another's plans.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from blu.core.aval import ShapedArray
 from blu.core.primitive import Primitive
+from blu.lower.target import platform_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +31,8 @@ class LibraryLowering:
         workspace: bytes of scratch the call needs, from the operands' avals, the params and
             the target (``"cpu"``, ``"cuda:sm_90"``).
         cpu: ``cpu(ins, outs, workspace, **params)``: write the results into ``outs`` (numpy
-            arrays in planned buffers); ``workspace`` a uint8 array or None. None: no CPU call.
+            arrays in planned buffers); ``workspace`` a uint8 array or None. The CPU's call;
+            for a CUDA lowering, the simulated device's (``BLU_FAKE_GPU=1``: host memory).
         gpu: ``gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, **params)``: queue
             the work on ``stream``; ``ins``/``outs``/``workspace`` device pointers (ints).
             None: no GPU call.
@@ -54,21 +58,30 @@ class LibraryLowering:
     product: bool = False
 
 
-def register_library(prim: Primitive, lowering: LibraryLowering) -> None:
-    """Make ``lowering`` the library lowering of ``prim`` (its ``lowerings["library"]``)."""
-    prim.lowerings["library"] = lowering
+def register_library(prim: Primitive, lowering: LibraryLowering, platform: str | None = None):
+    """Make ``lowering`` the library lowering of ``prim`` on ``platform`` (``"cpu"`` or
+    ``"cuda"``; None: on the CPU if it has a ``cpu`` call and on CUDA if it has a ``gpu`` call)."""
+    platforms = [platform] if platform else [p for p, call in (("cpu", lowering.cpu),
+                                                                ("cuda", lowering.gpu)) if call]
+    for p in platforms:
+        prim.lowerings[("library", p)] = lowering
+
+
+def registered(prim: Primitive, platform: str) -> LibraryLowering | None:
+    """The library lowering registered for ``prim`` on ``platform``, if any."""
+    return prim.lowerings.get(("library", platform))
 
 
 def lowering_for(eqn: Any, target: str) -> LibraryLowering | None:
-    """The library lowering of an equation on ``target`` ("cpu" or "cuda:sm_XX"), if one is
-    registered, has a call for that target and applies to its operands."""
-    lw = eqn.primitive.lowerings.get("library")
-    if lw is None or (lw.gpu if target.startswith("cuda") else lw.cpu) is None:
+    """The library lowering of an equation on ``target`` (``"cpu"`` or ``"cuda:sm_XX"``), if
+    one is registered for its platform and applies to its operands."""
+    lw = registered(eqn.primitive, platform_of(target))
+    if lw is None:
         return None
     avals = [a.aval for a in eqn.invars]
     return lw if lw.applies(avals, eqn.params, target) else None
 
 
 def workspace_bytes(eqn: Any, target: str) -> int:
-    lw = eqn.primitive.lowerings["library"]
+    lw = registered(eqn.primitive, platform_of(target))
     return int(lw.workspace([a.aval for a in eqn.invars], eqn.params, target))

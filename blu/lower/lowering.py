@@ -2,9 +2,10 @@
 ``lowerings`` slot (``Primitive.lowerings``: kind -> rule), by primitive object. The plan
 (``plan/fusion.py``, ``plan/partition.py``, ``plan/simplify.py``), the code generators
 (``mlir/codegen*.py``) and the CPU views read the slot, never a table of names; a primitive
-without an entry for a target becomes a host fallback node (``HOST_FALLBACK`` lists the
-primitives that do, with the reason; ``tests/test_lowering_slots.py`` checks every primitive
-is one or the other).
+without an entry for a target becomes a host fallback node (the ``"host"`` slot says why, for
+those that are expected to; ``tests/lower/test_lowering_slots.py`` checks every primitive is one
+or the other). The per-element rules are registered by ``mlir/rules.py`` (``slots.lowering``),
+library lowerings by each backend's folder (``library.register_library``, per platform).
 
 Kinds (keys of ``prim.lowerings``):
 
@@ -36,42 +37,34 @@ from typing import Any
 import numpy as np
 
 from blu.core.primitive import Primitive
-from blu.lax import bits, gather_scatter, reductions, shapes, slicing, special
+from blu.lax import (
+    bits,
+    cumulative,
+    gather_scatter,
+    parallel,
+    reductions,
+    shapes,
+    slicing,
+    sorting,
+    special,
+)
 from blu.lax import elementwise as ew
+from blu.lax.complex import complex_p, conj_p, imag_p, real_p
 from blu.lax.control_flow.conditionals import cond_p
 from blu.lax.control_flow.loops import while_p
 from blu.lax.control_flow.scan import scan_p
 from blu.lax.dot import dot_general_p
-from blu.lower.cuda import libraries  # noqa: F401  (registers the cuSOLVER library lowerings)
-from blu.lower.cuda.dots import library_dot
-from blu.lower.mlir import rules
+from blu.lax.fft import fft_p
+from blu.lax.linalg import primitives as linalg
+from blu.lower.backend import registered_backends
+from blu.lower.mlir import rules as _rules  # noqa: F401  (registers the per-element rules)
+from blu.lower.mlir import rules_gather as _rules_gather  # noqa: F401  (and gather's)
 from blu.lower.mlir.rules_gather import gather_supported
-from blu.transforms import ad_ops
+from blu.lower.slots import fallback_reason, host_fallback
+from blu.transforms import ad_ops, remat
 from blu.transforms import custom_derivatives as cd
 from blu.transforms.jit import jit_p
 
-ELEMENTWISE = (
-    ew.add_p, ew.sub_p, ew.mul_p, ew.max_p, ew.min_p, bits.and_p, bits.or_p, bits.xor_p,
-    ew.neg_p, bits.not_p, ew.div_p, ew.rem_p, ew.abs_p, ew.sign_p, special.square_p,
-    special.integer_pow_p, special.rsqrt_p, ew.is_finite_p, ew.round_p, special.sqrt_p,
-    ew.floor_p, ew.ceil_p, ew.sin_p, ew.cos_p, special.tan_p, ew.exp_p, ew.log_p, ew.tanh_p,
-    special.asin_p, special.acos_p, special.atan_p, special.sinh_p, special.cosh_p,
-    special.asinh_p, special.acosh_p, special.atanh_p, special.exp2_p, special.cbrt_p,
-    special.erf_p, special.erfc_p, special.log1p_p, special.expm1_p, special.logistic_p,
-    special.pow_p, special.atan2_p, ad_ops.stop_gradient_p, ew.eq_p, ew.ne_p, ew.lt_p, ew.le_p,
-    ew.gt_p, ew.ge_p, ew.select_p, bits.shift_left_p, bits.shift_right_logical_p,
-    bits.shift_right_arithmetic_p, bits.population_count_p, bits.clz_p,
-    ew.convert_element_type_p, bits.bitcast_convert_type_p, ad_ops.optimization_barrier_p,
-)  # fmt: skip
-INDEX = (
-    shapes.broadcast_in_dim_p, shapes.reshape_p, shapes.squeeze_p, shapes.transpose_p,
-    slicing.slice_p, shapes.rev_p, shapes.iota_p, shapes.pad_p, shapes.concatenate_p,
-    gather_scatter.gather_p,
-)  # fmt: skip
-REDUCE = (
-    reductions.reduce_sum_p, reductions.reduce_prod_p, reductions.reduce_max_p,
-    reductions.reduce_min_p, reductions.reduce_and_p, reductions.reduce_or_p,
-)  # fmt: skip
 EXPENSIVE = (
     ew.exp_p, ew.log_p, ew.tanh_p, special.logistic_p, special.log1p_p, special.expm1_p,
     special.erf_p, special.erfc_p, ew.sin_p, ew.cos_p, special.tan_p, special.pow_p, ew.div_p,
@@ -80,51 +73,48 @@ EXPENSIVE = (
     special.atanh_p, special.exp2_p, special.cbrt_p, ew.rem_p,
 )  # fmt: skip
 
-# Primitives that run their numpy impl on the host (a synchronization on the GPU), and why.
-# A primitive neither lowered nor listed here fails tests/test_lowering_slots.py.
-HOST_FALLBACK: dict[str, str] = {
-    "sort": "no sorting kernel yet (a bitonic or radix sort per row)",
-    "top_k": "no sorting kernel yet",
-    "cumsum": "no scan kernel yet (a parallel prefix sum)",
-    "cumprod": "no scan kernel yet",
-    "cummax": "no scan kernel yet",
-    "cummin": "no scan kernel yet",
-    "cumulative_argextremum": "no scan kernel yet",
-    "while": "on CUDA targets control flow runs on the host (the CPU compiles it: a loop node)",
-    "cond": "on CUDA targets the branch is chosen from a host value (the CPU: a loop node)",
-    "scan": "on CUDA targets control flow runs on the host (the CPU compiles it: a loop node)",
-    "custom_lin": "only appears inside linearized programs; its impl runs the rule",
-    "checkpoint": "its jaxpr is run by its impl (remat is a transform-level boundary)",
-    "checkpoint_name": "an identity that names a value for remat policies",
-    "cholesky": "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)",
-    "triangular_solve": "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)",
-    "lu": "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)",
-    "qr": "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)",
-    "eigh": "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)",
-    "svd": "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)",
-    "dynamic_slice": "no index rule for run-time offsets yet",
-    "dynamic_update_slice": "no index rule for run-time offsets yet",
-    "take_along_axis": "no index rule yet (gather covers the common cases)",
-    "scatter_add_along_axis": "no scatter kernel for this form yet",
-    "lgamma": "no elementwise rule yet (a polynomial in mathlib)",
-    "digamma": "no elementwise rule yet (a polynomial in mathlib)",
-    "polygamma": "no elementwise rule yet",
-    "erf_inv": "no elementwise rule yet (a polynomial in mathlib)",
-    "psum": "a collective: run per device by blu.parallel, not a kernel",
-    "pmax": "a collective: run per device by blu.parallel, not a kernel",
-    "pmin": "a collective: run per device by blu.parallel, not a kernel",
-    "all_gather": "a collective: run per device by blu.parallel, not a kernel",
-    "all_to_all": "a collective: run per device by blu.parallel, not a kernel",
-    "ppermute": "a collective: run per device by blu.parallel, not a kernel",
-    "reduce_scatter": "a collective: run per device by blu.parallel, not a kernel",
-    "axis_index": "a collective: run per device by blu.parallel, not a kernel",
-    "fft": "pocketfft (numpy) on the host; no cuFFT lowering yet",
-    "real": "complex values run on the host: no complex arithmetic in the kernel generators",
-    "imag": "complex values run on the host: no complex arithmetic in the kernel generators",
-    "conj": "complex values run on the host: no complex arithmetic in the kernel generators",
-    "complex": "complex values run on the host: no complex arithmetic in the kernel generators",
-}
+# Primitives that run their numpy impl on the host where no lowering applies (a synchronization
+# on the GPU), with the reason: the ``"host"`` slot (``slots.host_fallback``). A primitive with
+# neither fails tests/lower/test_lowering_slots.py.
+_SORT = "no sorting kernel yet (a bitonic or radix sort per row)"
+_CUMULATIVE = "no scan kernel yet (a parallel prefix sum)"
+_LAPACK = "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)"
+_COLLECTIVE = "a collective: run per device by blu.parallel, not a kernel"
+_COMPLEX = "complex values run on the host: no complex arithmetic in the kernel generators"
+_MATH = "no elementwise rule yet (a polynomial in mathlib)"
+_HOST = (
+    (_SORT, sorting.sort_p, sorting.top_k_p),
+    (_CUMULATIVE, cumulative.cumsum_p, cumulative.cumprod_p, cumulative.cummax_p,
+     cumulative.cummin_p, cumulative.cumarg_p),
+    ("on CUDA targets control flow runs on the host (the CPU compiles it: a loop node)",
+     while_p, scan_p),
+    ("on CUDA targets the branch is chosen from a host value (the CPU: a loop node)", cond_p),
+    ("only appears inside linearized programs; its impl runs the rule", cd.custom_lin_p),
+    ("its jaxpr is run by its impl (remat is a transform-level boundary)", remat.checkpoint_p),
+    ("an identity that names a value for remat policies", remat.name_p),
+    (_LAPACK, linalg.cholesky_p, linalg.triangular_solve_p, linalg.lu_p, linalg.qr_p,
+     linalg.eigh_p, linalg.svd_p),
+    ("no index rule for run-time offsets yet", slicing.dynamic_slice_p,
+     slicing.dynamic_update_slice_p),
+    ("no index rule yet (gather covers the common cases)", sorting.take_along_axis_p),
+    ("no scatter kernel for this form yet", sorting.scatter_add_along_axis_p),
+    (_MATH, special.lgamma_p, special.digamma_p, special.erf_inv_p),
+    ("no elementwise rule yet", special.polygamma_p),
+    (_COLLECTIVE, parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.all_gather_p,
+     parallel.all_to_all_p, parallel.ppermute_p, parallel.reduce_scatter_p,
+     parallel.axis_index_p),
+    ("pocketfft (numpy) on the host; no cuFFT lowering yet", fft_p),
+    (_COMPLEX, real_p, imag_p, conj_p, complex_p),
+)  # fmt: skip
+for _reason, *_prims in _HOST:
+    host_fallback(_reason, *_prims)
 
+
+def host_fallbacks() -> dict[str, str]:
+    """Every primitive declared to run on the host, by name, with its reason (for
+    docs/primitives.md)."""
+    return {p.name: fallback_reason(p) for p in Primitive.registry.values()
+            if fallback_reason(p) is not None}  # fmt: skip
 
 @dataclasses.dataclass(frozen=True)
 class View:
@@ -190,12 +180,6 @@ def _arg_reduce_fuses(e: Any) -> bool:  # only along the last (non-unit) axis
 
 
 def _register() -> None:
-    for p in ELEMENTWISE:
-        p.lowerings["elementwise"] = rules.SCALAR[p.name]
-    for p in INDEX:
-        p.lowerings["index"] = rules.INDEX[p.name]
-    for p in REDUCE:
-        p.lowerings["reduce"] = rules.REDUCE[p.name]
     for p in EXPENSIVE:
         p.lowerings["expensive"] = True
     reductions.argmax_p.lowerings.update(arg_reduce="max", fuses=_arg_reduce_fuses)
@@ -214,7 +198,7 @@ def _register() -> None:
     shapes.squeeze_p.lowerings["identity"] = _same_aval
     shapes.broadcast_in_dim_p.lowerings["identity"] = _broadcast_identity
     shapes.transpose_p.lowerings["identity"] = _transpose_identity
-    dot_general_p.lowerings["dot"] = library_dot
+    dot_general_p.lowerings["dot"] = True  # which products run is the backend's (``runs_dot``)
     gather_scatter.scatter_p.lowerings["scatter"] = True
     gather_scatter.scatter_add_p.lowerings["scatter"] = True
     # simplification inlines nested jits and the primal bodies of custom-derivative calls
@@ -252,31 +236,25 @@ _register()
 KERNEL_KINDS = ("elementwise", "index", "reduce", "arg_reduce")
 
 
-def targets(prim: Primitive) -> dict[str, str]:
-    """How ``prim`` runs on each target: ``{"cpu": ..., "cuda": ...}`` (for docs/primitives.md)."""
+def describe_generic(prim: Primitive, strided_views: bool) -> str:
+    """How ``prim`` runs where no target-specific lowering applies (``Backend.describe``)."""
     lw = prim.lowerings
     kernel = next((k for k in KERNEL_KINDS if k in lw), None)
-    out = {}
-    for t in ("cpu", "cuda"):
-        lib = lw.get("library")
-        if lib is not None and (lib.gpu if t == "cuda" else lib.cpu) is not None:
-            out[t] = "library"
-        elif "dot" in lw:
-            out[t] = "dot (numpy matmul)" if t == "cpu" else "dot (cuBLASLt)"
-        elif "scatter" in lw:
-            out[t] = "scatter kernel"
-        elif "loop" in lw and t == "cpu":
-            out[t] = "loop (compiled bodies)"
-        elif "inline" in lw:
-            out[t] = "inlined"
-        elif kernel is not None:
-            view = lw.get("view")
-            fused = f"fused ({kernel})"
-            if view is not None and (t == "cpu" or view.contiguous):
-                fused += " or view"
-            out[t] = fused
-        elif prim.decomposition is not None:
-            out[t] = "decomposition"
-        else:
-            out[t] = "host fallback"
-    return out
+    if "inline" in lw:
+        return "inlined"
+    if kernel is not None:
+        view = lw.get("view")
+        fused = f"fused ({kernel})"
+        if view is not None and (strided_views or view.contiguous):
+            fused += " or view"
+        return fused
+    if prim.decomposition is not None:
+        return "decomposition"
+    return "host fallback"
+
+
+def targets(prim: Primitive) -> dict[str, str]:
+    """How ``prim`` runs on each platform's backend: ``{"cpu": ..., "cuda": ...}`` (for
+    docs/primitives.md)."""
+    return {name: cls().describe(prim) for name, cls in registered_backends().items()
+            if name == cls.platform}  # fmt: skip

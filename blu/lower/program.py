@@ -4,16 +4,16 @@ cache keys, its memory) and the ``Executable`` interface every backend's executa
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import Any
 
 from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr
+from blu.lower.backend import Options, backend_for
 from blu.lower.mlir.program import cache_keys, program_text
 from blu.lower.plan.memory import MemoryAnalysis
-from blu.lower.plan.prepare import Prepared, prepare
+from blu.lower.plan.prepare import Prepared
 from blu.lower.plan.steps import Steps
 
 log = logging.getLogger("blu.jit")
@@ -21,22 +21,6 @@ log = logging.getLogger("blu.jit")
 
 class BluFloatingPointError(BluError, FloatingPointError):
     """``BLU_DEBUG_NANS``: a jitted computation produced a NaN."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """What besides the program, its donation and its target changes an executable.
-
-    Attributes:
-        precision: the matrix-product precision of products with the default precision
-            (``blu.config.default_matmul_precision``; GPU products).
-        rows: the GPU row-group form (``codegen_rows.key_suffix()``; GPU kernels).
-        engine: ``"mlir"`` (compiled) or ``"numpy"`` (the reference interpreter, CPU only).
-    """
-
-    precision: str = ""
-    rows: str = ""
-    engine: str = "mlir"
 
 
 class Program:
@@ -62,16 +46,17 @@ class Program:
     ):
         self.name, self.target, self.source_jaxpr, self.options = name, target, jaxpr, options
         self.donated = tuple(donated or ()) or (False,) * len(jaxpr.invars)
-        self.prepared = prepared or prepare(jaxpr, self.donated, target)
+        self.backend = backend_for((), target)
+        self.prepared = prepared or self.backend.prepare(jaxpr, self.donated)
         self.jaxpr, self.plan, self.memory = self.prepared
 
     def as_text(self) -> str:
         """The launch plan (as comments) and the MLIR of every distinct kernel."""
-        return program_text(self.name, self.target, self.plan)
+        return program_text(self.name, self.backend, self.plan, self.backend.heading())
 
     def cache_keys(self) -> list[str]:
         """The keys of its kernels in the kernel cache (``BLU_CACHE_DIR``)."""
-        return cache_keys(self.plan, self.target)
+        return cache_keys(self.plan, self.backend)
 
     def memory_analysis(self) -> MemoryAnalysis:
         """Argument, output, temporary and peak bytes of the plan."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from blu.core import execution
 from blu.core.aval import ShapedArray, ShapeDtypeStruct
 from blu.core.errors import BluValueError
 from blu.core.interpreter import Tracer
@@ -64,8 +65,9 @@ class Lowered:
             self._lowered = self._lower()
 
     def _lower(self) -> Any:
-        from blu.transforms.jit import _backend, _stable_hoisted
+        from blu.transforms.jit import _stable_hoisted
 
+        _backend = execution.executor()
         if _backend is None:
             raise BluValueError(
                 f"jit({self.jitted.name}).lower(target={self.target!r}): no backend is "
@@ -127,7 +129,9 @@ class Compiled:
         self.jitted = jitted
         self.entry = entry
         self.executable = executable
-        from blu.transforms.jit import _backend, _stable_hoisted
+        from blu.transforms.jit import _stable_hoisted
+
+        _backend = execution.executor()
 
         if executable is not None and _backend is not None:  # calls of this program run it
             _backend.adopt(_stable_hoisted(entry), donated_invars, executable)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from blu.core import pytree
+from blu.core import execution, pytree
 from blu.core import trace as tracing
 from blu.core.array import Array
 from blu.core.aval import ShapeDtypeStruct
@@ -67,24 +67,12 @@ def _jit_abstract_eval(*avals, jaxpr, name, donated_invars):
     return jaxpr.out_avals
 
 
-_backend: Any = None  # registered by blu.lower (register_jit_backend)
-
-
-def register_jit_backend(backend: Any) -> None:
-    """Make ``backend`` run and lower jitted programs. It has ``call(jaxpr, name,
-    donated_invars, args) -> list`` (``jit_p``'s impl), ``lower(jaxpr, name, target,
-    donated_invars)`` (an object with ``as_text()``, ``memory_analysis()``, ``cache_keys()``,
-    ``compile()``) and ``adopt(jaxpr, donated_invars, executable)`` (calls of that program run
-    that executable). ``blu.lower`` registers its backend when imported."""
-    global _backend
-    _backend = backend
-
-
 @jit_p.def_impl
 def _jit_impl(*args, jaxpr, name, donated_invars):
-    if _backend is None:  # no backend: the reference evaluation (results may alias operands)
+    ex = execution.executor()  # registered by blu.lower (``blu.core.execution``)
+    if ex is None:  # no executor: the reference evaluation (results may alias operands)
         return eval_jaxpr(jaxpr, [], *[_owned(a) for a in args])
-    return _backend.call(jaxpr, name, donated_invars, args)
+    return ex.call(jaxpr, name, donated_invars, args)
 
 
 def _owned(x: Any) -> Any:
@@ -503,7 +491,7 @@ class Jitted:
 
     def _fast_path(self, args: tuple, leaves: list, entry: _CacheEntry) -> Any:
         """The fast path for calls like this one (``dispatch.make``), or None."""
-        fast_callable = getattr(_backend, "fast_callable", None)  # (optional for a backend)
+        fast_callable = getattr(execution.executor(), "fast_callable", None)  # (optional)
         if fast_callable is None or not dispatch.eligible(leaves, entry.consts):
             return None
         jaxpr = _stable_hoisted(entry)

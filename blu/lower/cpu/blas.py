@@ -19,9 +19,7 @@ import ctypes
 import functools
 import os
 import sys
-import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -29,6 +27,7 @@ import numpy as np
 from blu.core import dtypes
 from blu.core.config import config
 from blu.lower.cpu import address, spin
+from blu.lower.cpu import threads as cpu_threads
 
 __all__ = ["SmallGemm", "dot_runner", "gemm", "gemm_for", "matmul", "mkl_gemm_for", "mm",
            "openblas_gemm_for", "small_gemm", "split_axis", "threads_for",
@@ -40,9 +39,6 @@ _SYMBOLS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads
             "openblas_set_num_threads64_", "openblas_set_num_threads")  # fmt: skip
 _setter: object = None  # unresolved
 _current = -1
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
-_pool_lock = threading.Lock()
 
 
 def _openblas_libs() -> list[str]:
@@ -82,26 +78,6 @@ def threads_for(flops: float) -> int:
     return fixed if isinstance(fixed, int) and fixed >= 1 else _cores()
 
 
-def _workers(n: int) -> ThreadPoolExecutor:
-    global _pool, _pool_size
-    with _pool_lock:
-        if _pool is None or _pool_size < n:
-            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="blu-blas")
-            _pool_size = n
-        return _pool
-
-
-def _after_fork() -> None:
-    """A forked child has none of the parent's pool threads: a pool it inherited would take
-    parts and never run them (the child waited forever), so it makes its own on first use."""
-    global _pool, _pool_size, _pool_lock
-    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
-
-
 def _part(x: np.ndarray, y: np.ndarray, o: np.ndarray) -> None:
     with np.errstate(over="ignore", invalid="ignore"):  # as the caller's (thread-local) state
         if x.ndim == 2:
@@ -131,8 +107,6 @@ def matmul(
     along ``k`` instead: no operand is packed twice; the caller's part writes ``out``, each
     other part a buffer of its own, added to ``out`` at the end (the MLP step's ``h @ w2``,
     256x1024 @ 1024x256)."""
-    from blu.lower.cpu import threads as cpu_threads
-
     use_threads(1)
     b, m, n = lhs.shape[0], lhs.shape[1], rhs.shape[2]
     k = lhs.shape[2]
@@ -188,8 +162,6 @@ def dot_runner(eqn: Any, solo: bool = False) -> Any:
     ``run(lhs, rhs, out)``. Everything that depends only on the shapes (permutations, the
     (batch, m, k, n) view, the compute dtype) is worked out once, here. ``solo``: on one
     thread (a product run beside another one: ``cpu/pairs.py``)."""
-    from blu.lower.cpu import threads as cpu_threads
-
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     la, ra, oa = eqn.invars[0].aval, eqn.invars[1].aval, eqn.outvars[0].aval
     lf = [i for i in range(len(la.shape)) if i not in lc and i not in lb]

@@ -85,8 +85,8 @@ def _cpu_call(ins, outs, workspace, *, dimension, shapes, shape) -> None:
 
 register_library(
     concat_p,
-    LibraryLowering(workspace=lambda avals, params, target: 0, cpu=_cpu_call, gpu=None,
-                    applies=lambda avals, params, target: target == "cpu"),
+    LibraryLowering(workspace=lambda avals, params, target: 0, cpu=_cpu_call, gpu=None),
+    platform="cpu",
 )  # fmt: skip
 
 

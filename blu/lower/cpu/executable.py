@@ -30,14 +30,15 @@ from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import library
 from blu.lower.cpu import address, blas, chains, epilogue, spin
-from blu.lower.cpu import compiler as mlir_cpu
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.cpu.control_flow import loop_runner
+from blu.lower.cpu.kernels import emit_node, kernel_text, split_rows
+from blu.lower.cpu.options import CpuOptions
 from blu.lower.cpu.rows import RowKernel, _threads
-from blu.lower.mlir.program import emit_node, kernel_text, split_rows
+from blu.lower.mlir import llvm as mlir_cpu
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
-from blu.lower.program import BluFloatingPointError, Executable, Options, log
+from blu.lower.program import BluFloatingPointError, Executable, log
 from blu.lower.program import Lowered as _Lowered
 from blu.lower.tracing import step_args
 
@@ -136,22 +137,22 @@ class CpuExecutable(Executable):
         jaxpr: Jaxpr,
         name: str = "jit",
         donated_invars: Sequence[bool] | None = None,
-        options: Options | None = None,
+        options: Any = None,
         prepared: Any = None,
     ):
         t0 = time.perf_counter()
-        super().__init__(jaxpr, name, "cpu", donated_invars, options or Options(), prepared)
+        super().__init__(jaxpr, name, "cpu", donated_invars, options or CpuOptions(), prepared)
         kernels: dict[str, Any] = {}
         t1 = time.perf_counter()
         self.node_kernels: list[Any] = []  # per node: its compiled kernel (or None)
         for node in self.plan.nodes:
             k = None
             if node.kind.compiled:
-                canon = kernel_text(node, "cpu")
+                canon = kernel_text(node)
                 k = kernels.get(canon)
                 if k is None:
                     k = kernels[canon] = mlir_cpu.get_kernel(
-                        canon, lambda sym, n=node: emit_node(n, sym, "cpu"), node.label()
+                        canon, lambda sym, n=node: emit_node(n, sym), node.label()
                     )
             self.node_kernels.append(k)
         self.kernels = kernels
@@ -544,14 +545,14 @@ class Lowered(_Lowered):
         name: str = "jit",
         target: str = "cpu",
         donated_invars: Sequence[bool] | None = None,
-        options: Options | None = None,
+        options: Any = None,
     ):
         if target != "cpu":
             raise BluValueError(
                 f"blu.jit(...).lower(target={target!r}): the CPU backend lowers only for 'cpu' "
                 "(the CUDA target is 'cuda:sm_XX', e.g. 'cuda:sm_90')"
             )
-        super().__init__(jaxpr, name, target, donated_invars, options or Options())
+        super().__init__(jaxpr, name, target, donated_invars, options or CpuOptions())
 
 
 _byte_bounds = getattr(np.lib, "array_utils", np).byte_bounds  # numpy 2 moved it

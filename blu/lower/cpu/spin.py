@@ -331,7 +331,7 @@ class _Code:
     """The compiled loop: its functions (packed calling convention) and libc's addresses."""
 
     def __init__(self) -> None:
-        from blu.lower.cpu import compiler as mlir_cpu  # (imports MLIR only now)
+        from blu.lower.mlir import llvm as mlir_cpu  # (imports MLIR only now)
 
         self.engine = mlir_cpu._engine(_source(), run_passes=True)
         self.worker, self.post, self.finish = (

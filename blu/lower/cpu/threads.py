@@ -2,7 +2,7 @@
 columns) cut into parts, each run by a compiled kernel or a BLAS product called through ctypes
 or numpy (which release the GIL for the call), the caller's thread running the first part. The
 other parts go to spinning workers where the call site allows it (``native=True``: the part is
-recorded as native calls, ``spin.py``), else to the pool of ``blas.py``, whose threads block.
+recorded as native calls, ``spin.py``), else to the blocking pool below, whose threads wait.
 
     cuts = split(n, threads)          # [(0, n1), (n1, n2), ...]: at most ``threads`` parts
     run_parts(lambda lo, hi: ..., cuts)
@@ -32,12 +32,40 @@ process may use (``blas.threads_for``).
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
-from blu.lower.cpu import blas, spin
+from blu.lower.cpu import spin
 
 __all__ = ["Balance", "run_parts", "split"]
+
+# the blocking pool: parts that cannot be posted to a spinning worker run on its threads
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+
+
+def _workers(n: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < n:
+            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="blu-blas")
+            _pool_size = n
+        return _pool
+
+
+def _after_fork() -> None:
+    """A forked child has none of the parent's pool threads: a pool it inherited would take
+    parts and never run them (the child waited forever), so it makes its own on first use."""
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 MIN_SHARE, MAX_SHARE = 0.2, 0.85  # the caller's share of a split range stays within these
 SOLO_SHARE = 0.8  # a balanced share above this: the caller runs it all (``Balance.solo``)
@@ -126,7 +154,7 @@ def run_parts(
         return
     if native and _run_native(fn, cuts, balance):
         return
-    pool = blas._workers(len(cuts) - 1)
+    pool = _workers(len(cuts) - 1)
     ends = [0.0] * len(cuts)
 
     def part(k: int, lo: int, hi: int) -> None:

@@ -50,21 +50,11 @@ from blu.lower.cuda.codegen_strided import (
 )
 from blu.lower.mlir.codegen import KernelEmitter
 from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
+from blu.lower.mlir.launch import BLOCK, MAX_MAP_GRID, Launch  # noqa: F401  (re-exported)
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix
 
-BLOCK = 256
-MAX_MAP_GRID = 1 << 16  # grid-stride loops: enough blocks to fill 132 SMs many times over
 SPLIT_THREADS = 1 << 17  # target K * S of a split reduction
 _ROW_TYPES = ("f32", "f64", "i32", "i64")  # gpu.all_reduce shuffles these
-
-
-@dataclasses.dataclass(frozen=True)
-class Launch:
-    """One ``cuLaunchKernel`` of a fused kernel: the ``gpu.func``'s name, grid and block."""
-
-    func: str
-    grid: int
-    block: int
 
 
 @dataclasses.dataclass(frozen=True)

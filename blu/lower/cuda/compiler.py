@@ -27,12 +27,14 @@ from collections.abc import Callable
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.lru import LRU
-from blu.lower.cpu.compiler import CompileError, _dump, symbol
 from blu.lower.mlir import cache
+from blu.lower.mlir.llvm import CompileError, _dump, symbol
+from blu.lower.target import CUDA_DEFAULT
+from blu.lower.target import parse_target as _parse
 
 log = logging.getLogger("blu.jit")
 
-DEFAULT_TARGET = "cuda:sm_90"
+DEFAULT_TARGET = CUDA_DEFAULT
 FILL_COMMAND = "python scripts/fill_gpu_cache.py"
 
 
@@ -54,11 +56,12 @@ def parse_target(target: str) -> str:
     Raises:
         BluValueError: not a CUDA target string.
     """
-    from blu.core.errors import BluValueError
+    t = _parse(target)
+    if t.platform != "cuda":
+        from blu.core.errors import BluValueError
 
-    if not target.startswith("cuda:sm_") or not target[8:].rstrip("a").isdigit():
         raise BluValueError(f"GPU target {target!r}: expected 'cuda:sm_XX' (e.g. 'cuda:sm_90')")
-    return target[5:]
+    return t.chip
 
 
 class GpuModule:

@@ -36,14 +36,13 @@ from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr
 from blu.lower import library
-from blu.lower.cpu import compiler as mlir_cpu
 from blu.lower.cuda import codegen as codegen_gpu
-from blu.lower.cuda import codegen_rows
 from blu.lower.cuda import compiler as mlir_gpu
-from blu.lower.mlir.program import emit_node, kernel_text, node_text
+from blu.lower.cuda.kernels import emit_node, host_kernel, kernel_text  # noqa: F401
+from blu.lower.cuda.options import CudaOptions
 from blu.lower.mlir.scatter import scatter_launches
 from blu.lower.plan.nodes import NodeKind
-from blu.lower.program import Executable, Options, log
+from blu.lower.program import Executable, log
 from blu.lower.program import Lowered as _Lowered
 
 
@@ -79,14 +78,13 @@ class GpuExecutable(Executable):
         donated_invars: Sequence[bool] | None = None,
         target: str = mlir_gpu.DEFAULT_TARGET,
         precision: str | None = None,
-        options: Options | None = None,
+        options: Any = None,
         prepared: Any = None,
     ):
         t0 = time.perf_counter()
         mlir_gpu.parse_target(target)
         if options is None:
-            options = Options(precision or config.default_matmul_precision,
-                              codegen_rows.key_suffix())  # fmt: skip
+            options = CudaOptions.from_config(precision)
         super().__init__(jaxpr, name, target, donated_invars, options, prepared)
         self.precision = options.precision
         t1 = time.perf_counter()
@@ -96,7 +94,7 @@ class GpuExecutable(Executable):
         for k, node in enumerate(self.plan.nodes):
             if node.kind.compiled:
                 mod = mlir_gpu.get_module(
-                    kernel_text(node, target),
+                    kernel_text(node),
                     lambda sym, n=node: emit_node(n, sym, target),
                     node.label(),
                     target,
@@ -149,16 +147,6 @@ class GpuFallbackError(BluError):
     """A primitive without a GPU lowering failed in its host fallback."""
 
 
-def host_kernel(node: Any) -> Any:
-    """The CPU build of a kernel or scatter node (for fake devices): the same parameters as the
-    GPU's (a kernel's layout has the GPU's split partials in its scratch, hence its own key)."""
-    canon = node_text(node)
-    if node.kind == NodeKind.KERNEL:
-        canon += "\n#gpu-scratch " + str(len(node.layout.scratch))
-    return mlir_cpu.get_kernel(canon, lambda sym: emit_node(node, sym, "cpu", variants=False),
-                               node.label())  # fmt: skip
-
-
 def call_host_kernel(kernel: Any, ptrs: Sequence[int]) -> None:
     arr = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
     base = ctypes.addressof(arr)
@@ -177,11 +165,11 @@ class Lowered(_Lowered):
         name: str,
         target: str,
         donated_invars: Sequence[bool] | None,
-        options: Options | None = None,
+        options: Any = None,
     ):
         mlir_gpu.parse_target(target)
         if options is None:
-            options = Options(config.default_matmul_precision, codegen_rows.key_suffix())
+            options = CudaOptions.from_config()
         super().__init__(jaxpr, name, target, donated_invars, options)
 
     def compile(self) -> GpuExecutable:

@@ -31,10 +31,6 @@ def _solver_call(prim: Any) -> Any:
     return gpu
 
 
-def _on_cuda(avals: Any, params: dict, target: str) -> bool:
-    return target.startswith("cuda")
-
-
 for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p):
     register_library(
         _p,
@@ -42,7 +38,7 @@ for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p):
             workspace=lambda avals, params, target: 0,  # the solver allocates its own
             cpu=None,
             gpu=_solver_call(_p),
-            applies=_on_cuda,
             graph_safe=False,
         ),
+        platform="cuda",
     )

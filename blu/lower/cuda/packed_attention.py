@@ -41,6 +41,7 @@ from blu.core.primitive import Primitive
 from blu.lax import attention as att
 from blu.lower.cuda import attention as lower_att
 from blu.lower.library import LibraryLowering, register_library
+from blu.lower.slots import host_fallback
 
 __all__ = ["fwd_packed_p", "bwd_packed_p", "pack_attention", "plain_avals"]
 
@@ -143,8 +144,6 @@ def _gpu_bwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=()
 
 def _applies(backward: bool):
     def applies(avals, params, target: str) -> bool:
-        if not target.startswith("cuda"):
-            return True
         plain, row = plain_avals(avals, params)
         return lower_att.gpu_choice(plain, _plain_params(params), backward, row) is not None
 
@@ -155,11 +154,13 @@ def _unpack(avals, params) -> tuple[list[ShapedArray], int]:
     return plain_avals(avals, params)
 
 
+host_fallback("made by the CUDA plan's attention packing only; elsewhere its impl runs it",
+              fwd_packed_p, bwd_packed_p)
 for _prim, _backward, _gpu in ((fwd_packed_p, False, _gpu_fwd), (bwd_packed_p, True, _gpu_bwd)):
     register_library(_prim, LibraryLowering(
         workspace=lower_att.workspace_rule(_backward, _unpack), cpu=_cpu(_prim), gpu=_gpu,
         applies=_applies(_backward), kernels=lower_att.kernels_rule(_backward, _unpack),
-    ))  # fmt: skip
+    ), platform="cuda")  # fmt: skip
 
 
 # ---- the rewrite ---------------------------------------------------------------------------------

@@ -1,15 +1,17 @@
-"""CPU lowering rules: one small function per primitive, keyed by primitive name.
+"""Per-element lowering rules, shared by the CPU and CUDA code generators: one small function
+per primitive, registered in its ``lowerings`` slot (``blu/lower/slots.py``) when this module
+is imported.
 
 Three kinds, all working on one element at a time inside a kernel's loop nest (``codegen.py``):
 
-- ``SCALAR[name](b, eqn, *operand_values) -> value``: elementwise primitives. Operands are SSA
+- ``"elementwise"``: ``rule(b, eqn, *operand_values) -> value``. Operands are SSA
   values in their compute type (``emit.compute_type``); semantics follow each primitive's numpy
   impl (XLA's: integer division by zero gives -1, ``rem(x, 0) = x``, shifts by the bit width or
   more shift everything out, float -> int casts truncate, saturate and map NaN to 0).
-- ``INDEX[name](k, eqn, idx) -> value``: data movement (broadcast, reshape, transpose, slice,
+- ``"index"``: ``rule(k, eqn, idx) -> value``: data movement (broadcast, reshape, transpose, slice,
   pad, concatenate, ...) and ``iota``: the value at ``idx`` of the output, read from the
   operand at a mapped index (``k.value(atom, idx)``), so moving data costs no copy.
-- ``REDUCE[name]``: reductions, as (identity, combine) in the compute type; ``codegen.py``
+- ``"reduce"``: reductions, as (identity, combine) in the compute type; ``codegen.py``
   drives the loops.
 """
 
@@ -21,24 +23,21 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes
+from blu.core.primitive import Primitive
+from blu.lax import bits, reductions, shapes, slicing, special
+from blu.lax import elementwise as ew
 from blu.lower.mlir import mathlib
 from blu.lower.mlir.emit import Builder, Idx, compute_type, is_float, is_unsigned
-
-SCALAR: dict[str, Callable[..., str]] = {}
-INDEX: dict[str, Callable[..., str]] = {}
+from blu.lower.slots import lowering
+from blu.transforms import ad_ops
 
 
 def _dt(eqn: Any, i: int = 0) -> np.dtype:
     return eqn.invars[i].aval.dtype
 
 
-def _rule(*names: str) -> Callable:
-    def register(fn: Callable) -> Callable:
-        for n in names:
-            SCALAR[n] = fn
-        return fn
-
-    return register
+def _rule(*prims: Primitive) -> Callable:
+    return lowering("elementwise", *prims)
 
 
 def _binop(b: Builder, op: str, x: str, y: str, ty: str) -> str:
@@ -69,17 +68,17 @@ def _by_kind(fop: str, iop: str, bop: str | None = None, uop: str | None = None)
 
 # ---- arithmetic --------------------------------------------------------------------------------
 
-SCALAR["add"] = _by_kind("addf", "addi", "ori")
-SCALAR["sub"] = _by_kind("subf", "subi")
-SCALAR["mul"] = _by_kind("mulf", "muli", "andi")
-SCALAR["max"] = _by_kind("maximumf", "maxsi", "ori", "maxui")
-SCALAR["min"] = _by_kind("minimumf", "minsi", "andi", "minui")
-SCALAR["and"] = _by_kind("andi", "andi", "andi")
-SCALAR["or"] = _by_kind("ori", "ori", "ori")
-SCALAR["xor"] = _by_kind("xori", "xori", "xori")
+_rule(ew.add_p)(_by_kind("addf", "addi", "ori"))
+_rule(ew.sub_p)(_by_kind("subf", "subi"))
+_mul = _rule(ew.mul_p)(_by_kind("mulf", "muli", "andi"))
+_rule(ew.max_p)(_by_kind("maximumf", "maxsi", "ori", "maxui"))
+_rule(ew.min_p)(_by_kind("minimumf", "minsi", "andi", "minui"))
+_rule(bits.and_p)(_by_kind("andi", "andi", "andi"))
+_rule(bits.or_p)(_by_kind("ori", "ori", "ori"))
+_rule(bits.xor_p)(_by_kind("xori", "xori", "xori"))
 
 
-@_rule("neg")
+@_rule(ew.neg_p)
 def _neg(b, eqn, x):
     ty = compute_type(_dt(eqn))
     if is_float(_dt(eqn)):
@@ -87,13 +86,13 @@ def _neg(b, eqn, x):
     return _binop(b, "subi", b.const(0, ty), x, ty)
 
 
-@_rule("not")
+@_rule(bits.not_p)
 def _not(b, eqn, x):
     ty = compute_type(_dt(eqn))
     return _binop(b, "xori", x, b.const(-1 if ty != "i1" else 1, ty), ty)
 
 
-@_rule("div")
+@_rule(ew.div_p)
 def _div(b, eqn, x, y):
     dt, ty = _dt(eqn), compute_type(_dt(eqn))
     if is_float(dt):
@@ -111,7 +110,7 @@ def _div(b, eqn, x, y):
     return _sel(b, y0, ones, q, ty)
 
 
-@_rule("rem")
+@_rule(ew.rem_p)
 def _rem(b, eqn, x, y):
     dt, ty = _dt(eqn), compute_type(_dt(eqn))
     if is_float(dt):
@@ -126,7 +125,7 @@ def _rem(b, eqn, x, y):
     return _sel(b, y0, x, r, ty)
 
 
-@_rule("abs")
+@_rule(ew.abs_p)
 def _abs(b, eqn, x):
     dt, ty = _dt(eqn), compute_type(_dt(eqn))
     if is_float(dt):
@@ -134,7 +133,7 @@ def _abs(b, eqn, x):
     return x if is_unsigned(dt) else b.op(f"math.absi {x} : {ty}")
 
 
-@_rule("sign")
+@_rule(ew.sign_p)
 def _sign(b, eqn, x):
     dt, ty = _dt(eqn), compute_type(_dt(eqn))
     zero, one = b.const(0, ty), b.const(1, ty)
@@ -148,12 +147,12 @@ def _sign(b, eqn, x):
     return _sel(b, _cmpi(b, "slt", x, zero, ty), b.const(-1, ty), pos, ty)
 
 
-@_rule("square")
+@_rule(special.square_p)
 def _square(b, eqn, x):
-    return SCALAR["mul"](b, eqn, x, x)
+    return _mul(b, eqn, x, x)
 
 
-@_rule("integer_pow")
+@_rule(special.integer_pow_p)
 def _integer_pow(b, eqn, x):
     dt, ty, y = _dt(eqn), compute_type(_dt(eqn)), eqn.params["y"]
     mul = "mulf" if is_float(dt) else "muli"
@@ -168,19 +167,19 @@ def _integer_pow(b, eqn, x):
     return _binop(b, "divf", b.const(1.0, ty), acc, ty) if y < 0 else acc
 
 
-@_rule("rsqrt")
+@_rule(special.rsqrt_p)
 def _rsqrt(b, eqn, x):
     ty = compute_type(_dt(eqn))
     return _binop(b, "divf", b.const(1.0, ty), b.op(f"math.sqrt {x} : {ty}"), ty)
 
 
-@_rule("is_finite")
+@_rule(ew.is_finite_p)
 def _is_finite(b, eqn, x):
     ty = compute_type(_dt(eqn))
     return b.op(f"arith.cmpf olt, {b.op(f'math.absf {x} : {ty}')}, {b.const(np.inf, ty)} : {ty}")
 
 
-@_rule("round")
+@_rule(ew.round_p)
 def _round(b, eqn, x):
     op = "roundeven" if eqn.params["rounding_method"] == 1 else "round"
     return b.op(f"math.{op} {x} : {compute_type(_dt(eqn))}")
@@ -212,11 +211,16 @@ def _math_rule(name: str) -> Callable:
     return rule
 
 
-for _name in _MATH:
-    SCALAR[_name] = _math_rule(_name)
+for _p in (
+    special.sqrt_p, ew.floor_p, ew.ceil_p, ew.sin_p, ew.cos_p, special.tan_p, special.asin_p,
+    special.acos_p, special.atan_p, special.sinh_p, special.cosh_p, special.asinh_p,
+    special.acosh_p, special.atanh_p, special.exp2_p, special.cbrt_p, special.erfc_p, ew.exp_p,
+    ew.log_p, ew.tanh_p, special.log1p_p, special.expm1_p, special.erf_p,
+):  # fmt: skip
+    _rule(_p)(_math_rule(_p.name))
 
 
-@_rule("logistic")
+@_rule(special.logistic_p)
 def _logistic(b, eqn, x):
     ty = compute_type(_dt(eqn))
     if ty == "f32":
@@ -228,17 +232,17 @@ def _logistic(b, eqn, x):
     return _sel(b, b.op(f"arith.cmpf oge, {x}, {b.const(0.0, ty)} : {ty}"), pos, neg, ty)
 
 
-@_rule("pow")
+@_rule(special.pow_p)
 def _pow(b, eqn, x, y):
     return b.op(f"math.powf {x}, {y} : {compute_type(_dt(eqn))}")
 
 
-@_rule("atan2")
+@_rule(special.atan2_p)
 def _atan2(b, eqn, x, y):
     return b.op(f"math.atan2 {x}, {y} : {compute_type(_dt(eqn))}")
 
 
-@_rule("stop_gradient")
+@_rule(ad_ops.stop_gradient_p)
 def _identity(b, eqn, x):
     return x
 
@@ -261,11 +265,11 @@ def _compare(name: str) -> Callable:
     return rule
 
 
-for _name in _FCMP:
-    SCALAR[_name] = _compare(_name)
+for _p in (ew.eq_p, ew.ne_p, ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p):
+    _rule(_p)(_compare(_p.name))
 
 
-@_rule("select")
+@_rule(ew.select_p)
 def _select(b, eqn, p, x, y):
     return _sel(b, p, x, y, compute_type(_dt(eqn, 1)))
 
@@ -285,17 +289,17 @@ def _shift(kind: str) -> Callable:
     return rule
 
 
-SCALAR["shift_left"] = _shift("shli")
-SCALAR["shift_right_logical"] = _shift("shrui")
-SCALAR["shift_right_arithmetic"] = _shift("shrsi")
+_rule(bits.shift_left_p)(_shift("shli"))
+_rule(bits.shift_right_logical_p)(_shift("shrui"))
+_rule(bits.shift_right_arithmetic_p)(_shift("shrsi"))
 
 
-@_rule("population_count")
+@_rule(bits.population_count_p)
 def _popcount(b, eqn, x):
     return b.op(f"math.ctpop {x} : {compute_type(_dt(eqn))}")
 
 
-@_rule("clz")
+@_rule(bits.clz_p)
 def _clz(b, eqn, x):
     return b.op(f"math.ctlz {x} : {compute_type(_dt(eqn))}")
 
@@ -303,7 +307,7 @@ def _clz(b, eqn, x):
 # ---- casts -------------------------------------------------------------------------------------
 
 
-@_rule("convert_element_type")
+@_rule(ew.convert_element_type_p)
 def _convert(b, eqn, x):
     return convert(b, x, _dt(eqn), eqn.params["new_dtype"])
 
@@ -354,7 +358,7 @@ def convert(b: Builder, x: str, src: np.dtype, dst: np.dtype) -> str:
     return b.op(f"arith.{ext} {x} : {st} to {dt_}")
 
 
-@_rule("bitcast_convert_type")
+@_rule(bits.bitcast_convert_type_p)
 def _bitcast(b, eqn, x):
     src, dst = _dt(eqn), eqn.params["new_dtype"]
     ty = compute_type(src)
@@ -372,15 +376,11 @@ def _bitcast(b, eqn, x):
 # ---- data movement (index maps) ----------------------------------------------------------------
 
 
-def _index_rule(name: str) -> Callable:
-    def register(fn: Callable) -> Callable:
-        INDEX[name] = fn
-        return fn
-
-    return register
+def _index_rule(prim: Primitive) -> Callable:
+    return lowering("index", prim)
 
 
-@_index_rule("broadcast_in_dim")
+@_index_rule(shapes.broadcast_in_dim_p)
 def _bid(k, eqn, idx: Idx) -> str:
     x = eqn.invars[0]
     out = k.b.multi(idx)
@@ -390,13 +390,13 @@ def _bid(k, eqn, idx: Idx) -> str:
     return k.value(x, Idx(x.aval.shape, multi))
 
 
-@_index_rule("reshape")
+@_index_rule(shapes.reshape_p)
 def _reshape(k, eqn, idx: Idx) -> str:
     x = eqn.invars[0]
     return k.value(x, Idx(x.aval.shape, lin=k.b.lin(idx)))  # row-major order is unchanged
 
 
-@_index_rule("squeeze")
+@_index_rule(shapes.squeeze_p)
 def _squeeze(k, eqn, idx: Idx) -> str:
     x = eqn.invars[0]
     if idx.multi is None:
@@ -408,7 +408,7 @@ def _squeeze(k, eqn, idx: Idx) -> str:
     )
 
 
-@_index_rule("transpose")
+@_index_rule(shapes.transpose_p)
 def _transpose(k, eqn, idx: Idx) -> str:
     x, perm = eqn.invars[0], eqn.params["permutation"]
     out = k.b.multi(idx)
@@ -418,7 +418,7 @@ def _transpose(k, eqn, idx: Idx) -> str:
     return k.value(x, Idx(x.aval.shape, multi))
 
 
-@_index_rule("slice")
+@_index_rule(slicing.slice_p)
 def _slice(k, eqn, idx: Idx) -> str:
     x, b = eqn.invars[0], k.b
     starts, strides = eqn.params["start_indices"], eqn.params["strides"]
@@ -426,7 +426,7 @@ def _slice(k, eqn, idx: Idx) -> str:
     return k.value(x, Idx(x.aval.shape, multi))
 
 
-@_index_rule("rev")
+@_index_rule(shapes.rev_p)
 def _rev(k, eqn, idx: Idx) -> str:
     x, b = eqn.invars[0], k.b
     dims = set(eqn.params["dimensions"])
@@ -437,7 +437,7 @@ def _rev(k, eqn, idx: Idx) -> str:
     return k.value(x, Idx(x.aval.shape, multi))
 
 
-@_index_rule("iota")
+@_index_rule(shapes.iota_p)
 def _iota(k, eqn, idx: Idx) -> str:
     b, dt = k.b, eqn.params["dtype"]
     i = b.multi(idx)[eqn.params["dimension"]]
@@ -451,7 +451,7 @@ def _clamp_index(b: Builder, t: str, n: int) -> str:
     return b.op(f"arith.minsi {t}, {b.index(max(n - 1, 0))} : index", "i")
 
 
-@_index_rule("pad")
+@_index_rule(shapes.pad_p)
 def _pad(k, eqn, idx: Idx) -> str:
     x, pv = eqn.invars
     b = k.b
@@ -475,7 +475,7 @@ def _pad(k, eqn, idx: Idx) -> str:
     return v if ok is None else _sel(b, ok, v, fill, compute_type(x.aval.dtype))
 
 
-@_index_rule("concatenate")
+@_index_rule(shapes.concatenate_p)
 def _concatenate(k, eqn, idx: Idx) -> str:
     b, d = k.b, eqn.params["dimension"]
     out = b.multi(idx)
@@ -524,16 +524,17 @@ def _extreme(dt: np.dtype, kind: str) -> Any:
     return info.min if kind == "max" else info.max
 
 
-# name -> (identity(dtype), combine(b, dtype, acc, x))
-REDUCE: dict[str, tuple[Callable, Callable]] = {
-    "reduce_sum": (lambda dt: 0, _reducer("addf", "addi", "ori")),
-    "reduce_prod": (lambda dt: 1, _reducer("mulf", "muli", "andi")),
-    "reduce_max": (lambda dt: _extreme(dt, "max"), _reducer("maximumf", "maxsi", "ori", "maxui")),
-    "reduce_min": (lambda dt: _extreme(dt, "min"), _reducer("minimumf", "minsi", "andi", "minui")),
-    "reduce_and": (lambda dt: True, _reducer("andi", "andi", "andi")),
-    "reduce_or": (lambda dt: False, _reducer("ori", "ori", "ori")),
-}
-SCALAR["optimization_barrier"] = lambda b, eqn, x: x  # it only had to survive simplification
+# reductions: (identity(dtype), combine(b, dtype, acc, x))
+for _p, _identity_of, _combine in (
+    (reductions.reduce_sum_p, lambda dt: 0, _reducer("addf", "addi", "ori")),
+    (reductions.reduce_prod_p, lambda dt: 1, _reducer("mulf", "muli", "andi")),
+    (reductions.reduce_max_p, lambda dt: _extreme(dt, "max"),
+     _reducer("maximumf", "maxsi", "ori", "maxui")),
+    (reductions.reduce_min_p, lambda dt: _extreme(dt, "min"),
+     _reducer("minimumf", "minsi", "andi", "minui")),
+    (reductions.reduce_and_p, lambda dt: True, _reducer("andi", "andi", "andi")),
+    (reductions.reduce_or_p, lambda dt: False, _reducer("ori", "ori", "ori")),
+):  # fmt: skip
+    lowering("reduce", _p)((_identity_of, _combine))
+_rule(ad_ops.optimization_barrier_p)(lambda b, eqn, x: x)  # it only had to survive simplification
 
-
-from blu.lower.mlir import rules_gather  # noqa: E402, F401  (registers INDEX["gather"])

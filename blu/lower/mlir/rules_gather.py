@@ -16,7 +16,7 @@ and then, by ``mode``:
 
 An indexed axis of size 0 has nothing to read: the gather is all zeros (in both modes).
 
-Importing this module registers ``INDEX["gather"]``; ``fusion.can_fuse`` asks
+Importing this module registers the ``"index"`` rule of ``gather``; ``fusion.can_fuse`` asks
 ``gather_supported`` whether an equation may join a kernel.
 """
 
@@ -25,8 +25,9 @@ from __future__ import annotations
 from typing import Any
 
 from blu.core import dtypes
+from blu.lax.gather_scatter import gather_p
 from blu.lower.mlir.emit import Builder, Idx, compute_type, is_float
-from blu.lower.mlir.rules import INDEX
+from blu.lower.slots import lowering
 
 __all__ = ["gather_supported", "coordinate"]
 
@@ -81,8 +82,9 @@ def zero(b: Builder, dt: Any) -> str:
 
 
 def _gather(k: Any, eqn: Any, idx: Idx) -> str:
-    """``INDEX["gather"]``: the value at output point ``idx`` (``k`` is the kernel emitter:
-    ``k.b`` its Builder, ``k.value(atom, Idx)`` an operand's value at a point)."""
+    """The ``"index"`` rule of ``gather``: the value at output point ``idx`` (``k`` is the
+    kernel emitter: ``k.b`` its Builder, ``k.value(atom, Idx)`` an operand's value at a
+    point)."""
     operand, indices = eqn.invars
     axes, mode = eqn.params["axes"], eqn.params["mode"]
     b = k.b
@@ -109,4 +111,4 @@ def _gather(k: Any, eqn: Any, idx: Idx) -> str:
     return b.op(f"arith.select {ok}, {v}, {zero(b, operand.aval.dtype)} : {ty}")
 
 
-INDEX["gather"] = _gather
+lowering("index", gather_p)(_gather)

@@ -36,9 +36,10 @@ from typing import Any
 
 from blu.core import dtypes
 from blu.core.errors import BluValueError
-from blu.lower.cuda.codegen import BLOCK, MAX_MAP_GRID, Launch
 from blu.lower.mlir.emit import Builder, Idx, compute_type, is_float, memref_type, storage_type
+from blu.lower.mlir.launch import BLOCK, MAX_MAP_GRID, Launch
 from blu.lower.mlir.rules_gather import coordinate
+from blu.lower.target import platform_of
 
 __all__ = ["SCATTERS", "scatter_supported", "emit_scatter", "scatter_launches"]
 
@@ -98,18 +99,6 @@ class _Geometry:
         return 0 if self.empty else self.B * self.R
 
 
-def _is_gpu(target: str) -> bool:
-    if target == "cpu" or target.startswith("cpu:"):
-        return False
-    if target.startswith("cuda:"):
-        from blu.lower.cuda.compiler import parse_target
-
-
-        parse_target(target)  # raises on a malformed CUDA target
-        return True
-    raise BluValueError(f"scatter kernel: target {target!r}: expected 'cpu' or 'cuda:sm_XX'")
-
-
 def scatter_launches(eqn: Any, name: str, inplace: bool = False) -> list[Launch]:
     """The GPU launches of ``emit_scatter(eqn, name, "cuda:...")``, in order: the copy
     (``<name>_0``, omitted when ``inplace``: ``out`` is ``operand``'s buffer) and the scatter
@@ -143,8 +132,12 @@ def emit_scatter(eqn: Any, name: str, target: str = "cpu") -> str:
     if not scatter_supported(eqn):
         raise BluValueError(f"scatter kernel: no lowering for {eqn.primitive.name} of "
                             f"{', '.join(v.aval.str_short() for v in eqn.invars)}")  # fmt: skip
+    try:
+        platform = platform_of(target)
+    except BluValueError as e:
+        raise BluValueError(f"scatter kernel: {e}") from None
     em = _ScatterEmitter(eqn)
-    return em.gpu_module(name) if _is_gpu(target) else em.cpu_module(name)
+    return {"cpu": em.cpu_module, "cuda": em.gpu_module}[platform](name)
 
 
 class _ScatterEmitter:

@@ -29,7 +29,6 @@ from typing import Any
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Literal, Var
 from blu.lax.shapes import broadcast_in_dim_p
 from blu.lower import library
-from blu.lower.cuda.dots import library_dot
 from blu.lower.mlir.scatter import scatter_supported
 from blu.lower.plan.fusion import can_fuse
 from blu.lower.plan.nodes import Node, NodeKind, Plan
@@ -38,22 +37,38 @@ MAX_KERNEL_EQNS = 400  # bounds a kernel's compile time
 MAX_EXPANSION = 16  # most equations recomputed in a reader instead of reading their result
 
 
-def classify(jaxpr: Jaxpr, gpu: bool = False, target: str | None = None) -> list[str]:
-    """The node kind of each equation (``gpu``: for the CUDA target ``target``), or "fuse" /
-    "const" for equations that go into kernels."""
-    target = target or ("cuda:sm_90" if gpu else "cpu")
+class _Host:
+    """The capabilities ``partition`` assumes without a backend (a CPU-like target with no
+    library calls and no compiled loops; tests of the partition alone)."""
+
+    target = "cpu"
+    caps = None
+
+    @staticmethod
+    def runs_dot(eqn: Any) -> bool:
+        return True
+
+
+def classify(jaxpr: Jaxpr, backend: Any = None) -> list[str]:
+    """The node kind of each equation on ``backend``'s target (``blu.lower.backend.Backend``;
+    None: ``_Host``), or "fuse" / "const" for equations that go into kernels."""
+    backend = backend or _Host()
+    caps = backend.caps
+    loops = caps is not None and caps.compiles_loops
+    strided = caps is None or caps.strided_views
     eqns = jaxpr.eqns
     kinds: list[str] = []
     for e in eqns:
         lw = e.primitive.lowerings
         if "dot" in lw:
-            kinds.append(NodeKind.DOT if not gpu or library_dot(e) else NodeKind.FALLBACK)
+            kinds.append(NodeKind.DOT if backend.runs_dot(e) else NodeKind.FALLBACK)
         elif ("scatter" in lw and scatter_supported(e)
               and all(isinstance(a, Var) for a in e.invars)):  # fmt: skip
             kinds.append(NodeKind.SCATTER)
-        elif all(isinstance(a, Var) for a in e.invars) and library.lowering_for(e, target):
+        elif (caps is not None and all(isinstance(a, Var) for a in e.invars)
+              and library.lowering_for(e, backend.target)):  # fmt: skip
             kinds.append(NodeKind.LIBRARY)
-        elif not gpu and "loop" in lw and lw["loop"](e):
+        elif loops and "loop" in lw and lw["loop"](e):
             kinds.append(NodeKind.LOOP)
         elif can_fuse(e):
             kinds.append("fuse")
@@ -76,23 +91,24 @@ def classify(jaxpr: Jaxpr, gpu: bool = False, target: str | None = None) -> list
         e = eqns[i]
         view = e.primitive.lowerings.get("view")  # numpy does it without copying
         # on the GPU a view must be the same contiguous buffer; other data movement is a copy
-        viewable = view is not None and (view.contiguous or not gpu)
+        viewable = view is not None and (view.contiguous or strided)
         if kinds[i] != "fuse" or not viewable or not isinstance(e.invars[0], Var):
             continue
         users = consumers.get(e.outvars[0], [])
         # (a GPU view is contiguous, which every library call takes; on the CPU a library call
         # may be given a strided numpy view, so there it stays a copy)
-        readers = (NodeKind.DOT, NodeKind.FALLBACK, NodeKind.VIEW) + ((NodeKind.LIBRARY,) * gpu)
+        feeds = caps is not None and caps.views_feed_libraries
+        readers = (NodeKind.DOT, NodeKind.FALLBACK, NodeKind.VIEW) + ((NodeKind.LIBRARY,) * feeds)
         if all(kinds[u] in readers for u in users):
             kinds[i] = NodeKind.VIEW
     return kinds
 
 
-def partition(jaxpr: Jaxpr, gpu: bool = False, target: str | None = None) -> Plan:
-    """Group the equations of ``jaxpr`` into launch-plan nodes (see the module docstring);
-    ``gpu``: for the CUDA target (products through cuBLASLt, views only where no copy is needed),
-    ``target`` its name (default ``cuda:sm_90``)."""
-    kinds = classify(jaxpr, gpu, target)
+def partition(jaxpr: Jaxpr, backend: Any = None) -> Plan:
+    """Group the equations of ``jaxpr`` into launch-plan nodes (see the module docstring) for
+    ``backend``'s target: which products it runs, whether it compiles loops, which views it
+    allows (``Backend.caps``)."""
+    kinds = classify(jaxpr, backend)
     groups = _group(jaxpr.eqns, kinds)
     nodes = _build(jaxpr, kinds, groups)
     order = _toposort(nodes)

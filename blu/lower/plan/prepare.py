@@ -1,7 +1,9 @@
-"""One plan preparation for every target: a jaxpr simplified, its products canonicalized for
-cuBLASLt (CUDA), partitioned into a launch plan, its kernels laid out and its memory planned.
-Pure Python (no MLIR, no device): ``jit(f).lower(...)`` shows and sizes a program without
-compiling it."""
+"""One plan preparation for every target: a jaxpr's decompositions inlined, simplified,
+partitioned into a launch plan, its kernels laid out and its memory planned, with the target's
+own rewrites taken from its backend at fixed points (``Backend.early_passes`` /
+``late_passes`` / ``lay_out_kernel`` / ``concurrent_nodes``). Pure Python (no MLIR, no device):
+``jit(f).lower(...)`` shows and sizes a program without compiling it. This module never
+imports a backend: it is handed one."""
 
 from __future__ import annotations
 
@@ -11,17 +13,10 @@ from typing import Any, NamedTuple
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Var
 from blu.core.staging import trace_to_jaxpr
 from blu.lower import library
-from blu.lower.cpu.concat import rewrite_concats
-from blu.lower.cuda.codegen import plan_nests
-from blu.lower.cuda.dots import canonicalize_dots
-from blu.lower.cuda.epilogues import fuse_epilogues
-from blu.lower.cuda.packed_attention import pack_attention
 from blu.lower.plan.fusion import KernelLayout, can_fuse
 from blu.lower.plan.memory import MemoryPlan, inplace_ok
 from blu.lower.plan.nodes import NodeKind, Plan
 from blu.lower.plan.partition import partition
-from blu.lower.plan.scan_accumulate import hoist_scan_accumulations
-from blu.lower.plan.scan_hoist import hoist_scan_products
 from blu.lower.plan.simplify import simplify
 
 
@@ -31,10 +26,6 @@ class Prepared(NamedTuple):
     jaxpr: Jaxpr
     plan: Plan
     memory: MemoryPlan
-
-
-def is_gpu(target: str) -> bool:
-    return target.startswith("cuda")
 
 
 def lowers(eqn: JaxprEqn, target: str) -> bool:
@@ -93,38 +84,23 @@ def _decomposition_jaxpr(eqn: JaxprEqn) -> Jaxpr | None:
     return None if consts or body.constvars else body
 
 
-def prepare(jaxpr: Jaxpr, donated: Sequence[bool], target: str = "cpu") -> Prepared:
-    """Inline decompositions, simplify, (CUDA: canonicalize products,) partition, lay out
-    kernels and plan memory.
+def prepare_plan(jaxpr: Jaxpr, donated: Sequence[bool], backend: Any) -> Prepared:
+    """Inline decompositions, simplify, partition, lay out kernels and plan memory, with
+    ``backend``'s passes (``blu.lower.backend.Backend``) at their places.
 
     Args:
         jaxpr: the program (no constvars).
         donated: per argument, whether its buffer may be reused for outputs.
-        target: ``"cpu"`` or ``"cuda:sm_XX"``.
+        backend: the target's backend object.
     """
-    gpu = is_gpu(target)
-    if gpu:  # (before simplify inlines the GELU's custom_jvp calls, which name them; the
-        # epilogues after the packing, which leaves the QKV sum read by library calls only)
-        jaxpr = fuse_epilogues(pack_attention(jaxpr))
-    simple = simplify(inline_decompositions(jaxpr, target))
-    if gpu:
-        simple = canonicalize_dots(simple)
-    else:  # the CPU compiles loops (loop nodes): products independent of the carry leave them,
-        # and products a carry only accumulates are summed after them
-        simple = hoist_scan_products(hoist_scan_accumulations(simple))
-        # sums of zero-padded parts tiling their output (a concatenation): plain copies
-        simple = rewrite_concats(simple)
-    plan = partition(simple, gpu=gpu)
+    jaxpr = backend.early_passes(jaxpr)
+    simple = backend.late_passes(simplify(inline_decompositions(jaxpr, backend.target)))
+    plan = partition(simple, backend)
     for node in plan.nodes:
         if node.kind == NodeKind.LIBRARY:
-            node.workspace = library.workspace_bytes(node.eqns[0], target)
+            node.workspace = library.workspace_bytes(node.eqns[0], backend.target)
         if node.kind == NodeKind.KERNEL:
             node.layout = KernelLayout(node.jaxpr)
-            if gpu:  # the GPU's split reductions add scratch to the layout
-                plan_nests(node.layout)
-    concurrent = frozenset()
-    if not gpu:  # independent products side by side, one thread each (``cpu/pairs.py``)
-        from blu.lower.cpu.pairs import concurrent_products
-
-        concurrent = concurrent_products(plan)
+            backend.lay_out_kernel(node.layout)
+    concurrent = backend.concurrent_nodes(plan)
     return Prepared(simple, plan, MemoryPlan(plan, tuple(donated), inplace_ok, concurrent))

@@ -1,0 +1,89 @@
+"""The CUDA backend: fused kernels compiled to PTX/cubin, products through cuBLASLt, library
+calls (cuDNN attention, cuSOLVER, cuBLASLt epilogues) on a device's stream, the whole program
+replayed as a CUDA graph (``executable.GpuExecutable``, ``run.py``). Its passes: packed
+attention and cuBLASLt epilogues before simplification (``packed_attention.py``,
+``epilogues.py``), products canonicalized for cuBLASLt after it (``dots.py``), split reductions
+planned per kernel (``codegen.plan_nests``)."""
+
+from __future__ import annotations
+
+from blu.core.jaxpr import Jaxpr
+from blu.lower import library
+from blu.lower.backend import Backend, Capabilities, _donated, register_backend
+from blu.lower.cuda import attention as _attention  # noqa: F401  (registers its library calls)
+from blu.lower.cuda import kernels
+from blu.lower.cuda import libraries as _libraries  # noqa: F401  (registers cuSOLVER's calls)
+from blu.lower.cuda.codegen import plan_nests
+from blu.lower.cuda.dots import canonicalize_dots, library_dot
+from blu.lower.cuda.epilogues import fuse_epilogues
+from blu.lower.cuda.executable import GpuExecutable, Lowered
+from blu.lower.cuda.options import CudaOptions
+from blu.lower.cuda.packed_attention import pack_attention
+from blu.lower.cuda.run import check_device_memory
+from blu.lower.lowering import describe_generic
+from blu.lower.target import CUDA_DEFAULT
+
+
+class CudaBackend(Backend):
+    """Fused kernels compiled to PTX/cubin, products through cuBLASLt, run on a device's stream
+    (``cuda.executable``)."""
+
+    platform = "cuda"
+    caps = Capabilities(compiles_loops=False, strided_views=False, views_feed_libraries=True)
+
+    def __init__(self, target: str = CUDA_DEFAULT):
+        super().__init__(target)
+
+    def options(self) -> CudaOptions:
+        return CudaOptions.from_config()
+
+    def early_passes(self, jaxpr: Jaxpr) -> Jaxpr:
+        # before simplify inlines the GELU's custom_jvp calls, which name them; the epilogues
+        # after the packing, which leaves the QKV sum read by library calls only
+        return fuse_epilogues(pack_attention(jaxpr))
+
+    def late_passes(self, jaxpr: Jaxpr) -> Jaxpr:
+        return canonicalize_dots(jaxpr)
+
+    def runs_dot(self, eqn) -> bool:
+        return library_dot(eqn)
+
+    def lay_out_kernel(self, layout) -> None:
+        plan_nests(layout)  # the GPU's split reductions add scratch to the layout
+
+    def heading(self) -> str:
+        return f" for {self.target}"
+
+    def kernel_text(self, node) -> str:
+        return kernels.kernel_text(node)
+
+    def emit_node(self, node, sym: str) -> str:
+        return kernels.emit_node(node, sym, self.target)
+
+    def describe(self, prim) -> str:
+        lw = prim.lowerings
+        if library.registered(prim, self.platform) is not None:
+            return "library"
+        if "dot" in lw:
+            return "dot (cuBLASLt)"
+        if "scatter" in lw:
+            return "scatter kernel"
+        return describe_generic(prim, strided_views=False)
+
+    def compile(self, jaxpr, donated, options, name="jit", args=()):
+        """The executable; with the call's ``args`` (device arrays), the memory plan is first
+        checked against what their device can still give (``run.check_device_memory``), so a
+        program that cannot fit raises its out-of-memory report before any kernel is compiled
+        or looked up."""
+        prepared = None
+        if any(getattr(a, "_blu_device_array", False) for a in args):
+            prepared = self.prepare(jaxpr, donated, options)
+            check_device_memory(name, prepared, _donated(jaxpr, donated), args)
+        return GpuExecutable(jaxpr, name, donated, self.target, options=options,
+                             prepared=prepared)  # fmt: skip
+
+    def lower(self, jaxpr, name, donated, options):
+        return Lowered(jaxpr, name, self.target, donated, options)
+
+
+register_backend("cuda", CudaBackend)

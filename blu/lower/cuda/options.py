@@ -1,0 +1,41 @@
+"""The CUDA backend's ``Options`` (what besides a program changes its executable), typed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from blu.core.config import config
+from blu.lower.backend import Options
+from blu.lower.cuda import codegen_rows, codegen_strided
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaOptions(Options):
+    """What changes a CUDA executable besides its program, donation and target.
+
+    Attributes:
+        precision: the matrix-product precision of products with the default precision
+            (``blu.config.default_matmul_precision``).
+        unroll: the row groups' most elements per thread (``BLU_GPU_UNROLL``).
+        warp_rows: row groups in the warp form (``BLU_GPU_ROWS=warp``).
+        generation: the kernel emitter's generation (``BLU_GPU_KERNELS``).
+        flash_tensor_cores: float32 flash attention on tensor cores.
+        epilogues: cuBLASLt epilogue products (``BLU_GPU_EPILOGUES``).
+        packed_attention: attention reading q, k, v strided from the QKV product.
+    """
+
+    precision: str = ""
+    unroll: int = codegen_rows.UNROLL
+    warp_rows: bool = False
+    generation: int = 2
+    flash_tensor_cores: bool = True
+    epilogues: bool = True
+    packed_attention: bool = True
+
+    @classmethod
+    def from_config(cls, precision: str | None = None) -> CudaOptions:
+        """The options in effect now (``blu.config``)."""
+        return cls(precision or config.default_matmul_precision, codegen_rows.unroll_limit(),
+                   codegen_rows.warp_rows_on(), codegen_strided.generation(),
+                   bool(config.flash_tensor_cores), bool(config.gpu_epilogues),
+                   bool(config.packed_attention))  # fmt: skip
