@@ -165,7 +165,6 @@ def run(sp: fg.FlashSpec, var: dict, iters: int, check: bool) -> tuple[float, ..
     from blu.lower.cuda.attention import _launch
     from blu.lower.cuda.run import _module
 
-
     dev = bc.devices()[0]
     dev.activate()
     fsp, bsp = specs(sp, var)

@@ -63,7 +63,6 @@ def test_unsupported_problems_are_named():
 def test_kernels_compile_to_ptx(h):
     from blu.lower.cuda.compiler import compile_ptx
 
-
     sp = _spec(h)
     for backward in (False, True):
         ptx = compile_ptx(fg.emit(sp, "k", backward)).decode()
@@ -105,7 +104,6 @@ def test_tensor_core_mode_choice():
 @pytest.mark.parametrize("h", fg.HEAD_SIZES)
 def test_tensor_core_kernels_compile_to_mma(h, mode):
     from blu.lower.cuda.compiler import compile_ptx
-
 
     sp = dataclasses.replace(_spec(h, t=70, s=130, causal=False), mma=mode)
     for backward in (False, True):

@@ -118,7 +118,6 @@ def test_auto_graphs_replay_a_training_step_in_place(dev, monkeypatch):
     # graph baked in stay right from call to call
     from blu.lower.cuda import run as gpu_run
 
-
     env_flag("BLU_CUDA_GRAPHS", "auto")
     monkeypatch.setattr(gpu_run, "GRAPH_MIN_STEPS", 1)
     rng = np.random.default_rng(17)

@@ -156,8 +156,7 @@ def online_groups(f, *args) -> int:
     """How many row groups of ``jit(f)``'s GPU plan take the online pass under generation 3."""
     from gpu_helpers import plan_nodes
 
-    from blu.lower.cuda.codegen_online import online_groups as starts
-
+    from blu.lower.cuda.codegen import online_groups as starts
 
     with blu.config.override(gpu_kernels=3):
         nodes = [n for n in plan_nodes(f, *args) if n.kind == "kernel"]

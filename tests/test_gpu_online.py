@@ -20,7 +20,7 @@ import blu.numpy as bnp
 from blu.lower.cuda import codegen as codegen_gpu
 from blu.lower.cuda import codegen_rows
 from blu.lower.cuda import compiler as mlir_gpu
-from blu.lower.cuda.codegen_online import online_groups
+from blu.lower.cuda.codegen import online_groups
 from blu.lower.cuda.codegen_strided import ROW_UNROLL
 
 needs_mlir = pytest.mark.skipif(importlib.util.find_spec("mlir") is None, reason="needs MLIR")

@@ -57,8 +57,9 @@ def test_gpu_choice_cudnn_for_bf16_blu_flash_for_fp32(lowering, set_flag):
     assert not fwd.applies(_avals(dt=np.float32) + [mask], _params(has_mask=True), "cuda:sm_90")
     with pytest.raises(BluValueError, match="mask"):
         fwd.applies(_avals() + [mask], _params(has_mask=True, implementation="cudnn"), "cuda:sm_90")
-    with pytest.raises(BluValueError, match="CUDA"):
-        fwd.applies(_avals(), _params(implementation="cudnn"), "cpu")
+    with pytest.raises(BluValueError, match="CUDA"):  # the CPU's lowering refuses it
+        cpu_fwd = importlib.import_module("blu.lower.cpu.attention").LOWERINGS[att.fwd_p]
+        cpu_fwd.applies(_avals(), _params(implementation="cudnn"), "cpu")
     bwd = lowering.LOWERINGS[att.bwd_p]
     bp = _params(has_dlse=False, need_dbias=False)
     assert bwd.applies(_avals(), bp, "cuda:sm_90")

@@ -293,7 +293,6 @@ needs_ptxas = pytest.mark.skipif(
 def _ptx(text: str) -> str:
     from blu.lower.cuda.compiler import compile_ptx, ptxas
 
-
     ptx = compile_ptx(text, "sm_90")
     assert ptxas(ptx, "sm_90") is not None  # raises CompileError if ptxas rejects it
     return ptx.decode()

@@ -23,8 +23,8 @@ import blu.lax as lax
 import blu.numpy as bnp
 from blu import nn, optim
 from blu.core.staging import hoist_consts
-from blu.lower.backend import make_executable
 from blu.lower.cpu.executable import BluFloatingPointError, CpuExecutable, Lowered
+from blu.lower.execution import make_executable
 from blu.lower.mlir import llvm as mlir_cpu
 from blu.lower.plan.partition import partition
 from blu.lower.plan.simplify import simplify

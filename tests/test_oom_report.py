@@ -137,7 +137,6 @@ def test_a_program_that_cannot_fit_is_refused_before_its_kernels_are_compiled(
 ):
     from blu.lower.cuda import executable
 
-
     rng = np.random.default_rng(1)
     a = rng.standard_normal((N, K), np.float32)
     b = rng.standard_normal((K, N), np.float32)

@@ -424,7 +424,6 @@ def attention_impl(step: Any, specs: tuple, precision: str) -> str:
     from blu.lax import attention as att
     from blu.lower.cuda.attention import gpu_choice
 
-
     def eqns(jaxpr: Any):
         for e in jaxpr.eqns:
             yield e

@@ -40,7 +40,13 @@ from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.jaxpr import Var
 from blu.lower.cuda.codegen_online import OnlineRowEmitter
-from blu.lower.cuda.codegen_rows import RowGroupEmitter, group_launch, pow2_at_least, row_groups
+from blu.lower.cuda.codegen_rows import (
+    RowGroupEmitter,
+    group_launch,
+    online_at,
+    pow2_at_least,
+    row_groups,
+)
 from blu.lower.cuda.codegen_strided import (
     ALIGN,
     ROW_UNROLL,
@@ -424,3 +430,9 @@ def emit_gpu_kernel(layout: KernelLayout, name: str) -> str:
 def partial_dtype(dt: np.dtype) -> np.dtype:
     """The dtype split reductions keep partial results in (half floats accumulate in f32)."""
     return np.dtype(dtypes.float32) if dt in (dtypes.bfloat16, dtypes.float16) else np.dtype(dt)
+
+
+def online_groups(layout: KernelLayout) -> list[int]:
+    """The nests of ``layout`` that start an online pass (for tests and reports)."""
+    plans = plan_nests(layout)
+    return [t for t in range(len(plans)) if online_at(layout, plans, t)]

@@ -83,32 +83,6 @@ def online_pairs(layout: KernelLayout, first: Nest, second: Nest) -> dict[Var, V
     return pairs
 
 
-def online_at(layout: KernelLayout, plans: list[Any], t: int) -> dict[Var, Var] | None:
-    """The pairs of nests ``t`` and ``t + 1`` when the emitter runs them as one online pass:
-    generation 3, both ``row`` nests of one looped row group (``plans``: ``codegen_gpu``'s
-    ``NestPlan`` list), and ``online_pairs`` matches; else None."""
-    from blu.lower.cuda.codegen_rows import group_form
-
-
-    if not online_on() or t + 1 >= len(plans):
-        return None
-    p, q = plans[t], plans[t + 1]
-    if p.strategy != "row" or q.strategy != "row" or p.group < 0 or q.group != p.group:
-        return None
-    if group_form(plans[p.group]) != "looped":
-        return None
-    return online_pairs(layout, layout.nests[t], layout.nests[t + 1])
-
-
-def online_groups(layout: KernelLayout) -> list[int]:
-    """The nests of ``layout`` that start an online pass (for tests and reports)."""
-    from blu.lower.cuda.codegen import plan_nests
-
-
-    plans = plan_nests(layout)
-    return [t for t in range(len(plans)) if online_at(layout, plans, t)]
-
-
 class OnlineRowEmitter:
     """The online pass of ``codegen_gpu.GpuKernelEmitter`` (a mixin: it uses the emitter's
     builder, ``value``, ``row_vals``, ``_reductions``, ``_combine``, ``_all_reduce``...)."""

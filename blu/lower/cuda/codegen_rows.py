@@ -32,7 +32,7 @@ from typing import Any
 from blu.core.config import config
 from blu.core.jaxpr import Var
 from blu.lax.shapes import broadcast_in_dim_p, reshape_p, squeeze_p
-from blu.lower.cuda.codegen_online import online_at
+from blu.lower.cuda.codegen_online import online_on, online_pairs
 from blu.lower.cuda.codegen_strided import ROW_UNROLL, generation, loads_first
 from blu.lower.mlir.emit import Idx, compute_type
 from blu.lower.plan.fusion import KernelLayout
@@ -102,6 +102,20 @@ def group_form(head: Any) -> str:
         return "unrolled"
     block = group_block(head.R)
     return "unrolled" if head.R % block == 0 and head.R // block <= unroll_limit() else "looped"
+
+
+def online_at(layout: KernelLayout, plans: list[Any], t: int) -> dict[Var, Var] | None:
+    """The pairs of nests ``t`` and ``t + 1`` when the emitter runs them as one online pass:
+    generation 3, both ``row`` nests of one looped row group (``plans``: ``codegen_gpu``'s
+    ``NestPlan`` list), and ``online_pairs`` matches; else None."""
+    if not online_on() or t + 1 >= len(plans):
+        return None
+    p, q = plans[t], plans[t + 1]
+    if p.strategy != "row" or q.strategy != "row" or p.group < 0 or q.group != p.group:
+        return None
+    if group_form(plans[p.group]) != "looped":
+        return None
+    return online_pairs(layout, layout.nests[t], layout.nests[t + 1])
 
 
 def group_launch(head: Any) -> tuple[int, int]:

@@ -26,32 +26,23 @@ machine (``scripts/fill_gpu_cache.py``).
 
 from __future__ import annotations
 
-import ctypes
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from blu.core import trace as tracing
 from blu.core.config import config
-from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr
 from blu.lower import library
 from blu.lower.cuda import codegen as codegen_gpu
 from blu.lower.cuda import compiler as mlir_gpu
 from blu.lower.cuda.kernels import emit_node, host_kernel, kernel_text  # noqa: F401
 from blu.lower.cuda.options import CudaOptions
+from blu.lower.cuda.run import run
 from blu.lower.mlir.scatter import scatter_launches
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.program import Executable, log
 from blu.lower.program import Lowered as _Lowered
-
-
-def _precision(eqn: Any, default: str) -> str:
-    p = eqn.params.get("precision")
-    if isinstance(p, (tuple, list)):
-        p = p[0]
-    p = str(getattr(p, "name", p) or "default").lower()
-    return default if p in ("default", "none") else p
 
 
 class GpuExecutable(Executable):
@@ -127,9 +118,6 @@ class GpuExecutable(Executable):
         return {m.name: m.ptx for m in self.modules.values()}
 
     def __call__(self, *args: Any) -> list[Any]:
-        from blu.lower.cuda.run import run
-
-
         return run(self, args)
 
 
@@ -141,17 +129,6 @@ def library_modules(eqn: Any, target: str) -> list[mlir_gpu.GpuModule]:
     avals = [a.aval for a in eqn.invars]
     return [mlir_gpu.get_module(canonical, emit, label, target)
             for canonical, emit, label in lowering.kernels(avals, eqn.params, target)]  # fmt: skip
-
-
-class GpuFallbackError(BluError):
-    """A primitive without a GPU lowering failed in its host fallback."""
-
-
-def call_host_kernel(kernel: Any, ptrs: Sequence[int]) -> None:
-    arr = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
-    base = ctypes.addressof(arr)
-    packed = (ctypes.c_void_p * max(len(ptrs), 1))(*[base + 8 * i for i in range(len(ptrs))])
-    kernel.fn(packed)
 
 
 class Lowered(_Lowered):

@@ -39,48 +39,29 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
-from collections.abc import Sequence
 
 from blu.lower.cuda import flash_tc
-from blu.lower.cuda.flash_text import SMEM, Text, module, smem_type, vec
-
-THREADS = 256
-LOG2E = 1.0 / math.log(2.0)
-LN2 = math.log(2.0)
-HEAD_SIZES = (32, 64, 128)
-
-
-@dataclasses.dataclass(frozen=True)
-class FlashSpec:
-    """One attention problem: sizes, causality, the softmax scale and the operands' dtype."""
-
-    b: int
-    t: int
-    s: int
-    n: int
-    kh: int
-    h: int
-    causal: bool
-    scale: float
-    dtype: str = "float32"  # of q, k, v, out and the gradients: float32, bfloat16, float16
-    mma: str = ""  # "": CUDA cores; "tf32" / "3xtf32": tensor cores (``flash_tc``)
-    # q, k, v and dq, dk, dv are slices of one packed array (e.g. a QKV product's (B, T, 3C)):
-    # the elements between consecutive tokens of each (0: each is its own (B, T, heads, H) array)
-    packed: int = 0
-
-    @property
-    def g(self) -> int:
-        return self.n // self.kh
-
-    def strides(self) -> tuple[int, int, int]:
-        """Elements between consecutive tokens of ``q``/``dq``, of ``k``, ``v``/``dk``, ``dv``
-        and of ``out``/``dout`` (never packed)."""
-        o = self.n * self.h
-        return self.packed or o, self.packed or self.kh * self.h, o
-
-
-ETYPES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+from blu.lower.cuda.flash_kernel import (  # noqa: F401  (re-exported)
+    ETYPES,
+    HEAD_SIZES,
+    LN2,
+    LOG2E,
+    OVERRIDE,
+    PAD,
+    THREADS,
+    TILING,
+    FlashSpec,
+    Kernel,
+    Tile,
+    Tiling,
+    bwd_tiles,
+    cdiv,
+    fwd_tiles,
+    gty,
+    layout,
+    tiling,
+)
+from blu.lower.cuda.flash_text import module
 
 
 def unsupported(sp: FlashSpec) -> str | None:
@@ -100,77 +81,6 @@ def unsupported(sp: FlashSpec) -> str | None:
     return None
 
 
-@dataclasses.dataclass(frozen=True)
-class Tile:
-    """A float32 tile in dynamic shared memory: ``rows x cols``, at ``offset`` bytes."""
-
-    name: str
-    rows: int
-    cols: int
-    offset: int
-
-    @property
-    def ty(self) -> str:
-        return smem_type(self.rows, self.cols)
-
-    @property
-    def nbytes(self) -> int:
-        return 4 * self.rows * self.cols
-
-
-def _layout(tiles: Sequence[tuple[str, int, int]]) -> tuple[dict[str, Tile], int]:
-    out, off = {}, 0
-    for name, r, c in tiles:
-        out[name] = Tile(name, r, c, off)
-        off += 4 * r * c
-    return out, off
-
-
-@dataclasses.dataclass(frozen=True)
-class Tiling:
-    """How the kernels tile a problem: queries per forward block and keys per step
-    (``fwd_bm``/``fwd_bn``), keys per backward block and queries per step (``bwd_bn``/
-    ``bwd_bm``), the thread grid's row width (``*_tx`` threads share a row of results; 16 or 32),
-    the products' unroll, and blocks an SM should hold (NVVM ``minctasm``; 0: as registers
-    allow)."""
-
-    fwd_bm: int = 64
-    fwd_bn: int = 64
-    fwd_tx: int = 16
-    bwd_bn: int = 64
-    bwd_bm: int = 32
-    bwd_tx: int = 16
-    unroll: int = 4
-    fwd_min_blocks: int = 0
-    bwd_min_blocks: int = 0
-
-
-# per head size, the fastest measured on the H200 at GPT-2's shape (benchmarks/flash_tiles.py;
-# BENCHMARKS.md); heads of 128 keep the defaults, whose shared memory fits an SM
-_TUNED = Tiling(fwd_bm=128, bwd_bm=64, bwd_tx=32, unroll=8)
-TILING = {32: _TUNED, 64: _TUNED, 128: Tiling()}
-OVERRIDE: dict = {}  # fields the benchmark's variants set
-PAD = 4  # floats of padding per shared-memory row (conflict-free transposing stores)
-
-
-def tiling(h: int) -> Tiling:
-    return dataclasses.replace(TILING[h], **OVERRIDE)
-
-
-def fwd_tiles(h: int) -> tuple[dict[str, Tile], int]:
-    c = tiling(h)
-    bm, bn = c.fwd_bm, c.fwd_bn
-    return _layout([("QsT", h, bm + PAD), ("KsT", h, bn + PAD), ("Vs", bn, h + PAD),
-                    ("PsT", bn, bm + PAD)])  # fmt: skip
-
-
-def bwd_tiles(h: int) -> tuple[dict[str, Tile], int]:
-    c = tiling(h)
-    bm, bn = c.bwd_bm, c.bwd_bn
-    return _layout([("KsT", h, bn + PAD), ("Ks", bn, h + PAD), ("VsT", h, bn + PAD),
-                    ("QsT", h, bm + PAD), ("Qs", bm, h + PAD), ("dOsT", h, bm + PAD),
-                    ("dOs", bm, h + PAD), ("Ps", bm, bn + PAD), ("dSs", bm, bn + PAD),
-                    ("dSsT", bn, bm + PAD)])  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,146 +96,32 @@ def launches(sp: FlashSpec, sym: str, backward: bool) -> list[FlashLaunch]:
     the main kernel) for ``sp``; ``sym`` is the module's symbol."""
     c = tiling(sp.h)
     if not backward and sp.mma:
-        return [FlashLaunch(f"{sym}_fwd", (_cdiv(sp.t, flash_tc.BM), sp.b * sp.n), THREADS,
+        return [FlashLaunch(f"{sym}_fwd", (cdiv(sp.t, flash_tc.BM), sp.b * sp.n), THREADS,
                             flash_tc.smem_bytes(sp.h, sp.mma))]  # fmt: skip
     if not backward:
-        return [FlashLaunch(f"{sym}_fwd", (_cdiv(sp.t, c.fwd_bm), sp.b * sp.n), THREADS,
+        return [FlashLaunch(f"{sym}_fwd", (cdiv(sp.t, c.fwd_bm), sp.b * sp.n), THREADS,
                             fwd_tiles(sp.h)[1])]  # fmt: skip
     rows = sp.b * sp.t * sp.n
     post = []
     if sp.dtype != "float32":  # dQ accumulated in float32, then rounded into the output
-        post = [FlashLaunch(f"{sym}_post", (_cdiv(rows * sp.h // 4, THREADS), 1), THREADS, 0)]
-    pre = FlashLaunch(f"{sym}_pre", (_cdiv(rows, THREADS // c.bwd_tx), 1), THREADS, 0)
+        post = [FlashLaunch(f"{sym}_post", (cdiv(rows * sp.h // 4, THREADS), 1), THREADS, 0)]
+    pre = FlashLaunch(f"{sym}_pre", (cdiv(rows, THREADS // c.bwd_tx), 1), THREADS, 0)
     if sp.mma:
-        return [pre, FlashLaunch(f"{sym}_bwd", (_cdiv(sp.s, flash_tc.BWD_BN), sp.b * sp.kh),
+        return [pre, FlashLaunch(f"{sym}_bwd", (cdiv(sp.s, flash_tc.BWD_BN), sp.b * sp.kh),
                                  THREADS, flash_tc.bwd_smem_bytes(sp.h, sp.mma))]  # fmt: skip
-    return [pre, FlashLaunch(f"{sym}_bwd", (_cdiv(sp.s, c.bwd_bn), sp.b * sp.kh), THREADS,
+    return [pre, FlashLaunch(f"{sym}_bwd", (cdiv(sp.s, c.bwd_bn), sp.b * sp.kh), THREADS,
                              bwd_tiles(sp.h)[1])] + post  # fmt: skip
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def _gty(n: int, ety: str = "f32") -> str:
-    return f"memref<{max(n, 1)}x{ety}>"
-
-
-class _Kernel:
-    """Shared pieces of the kernels: thread coordinates, tile views, tile loads, products."""
-
-    def __init__(self, sp: FlashSpec, tiles: dict[str, Tile], tx: int, unroll: int):
-        self.sp, self.t = sp, Text()
-        self.TX, self.unroll = tx, unroll
-        self.ety = ETYPES[sp.dtype]  # the global arrays' element type (lse, D: always f32)
-        self.piece = vec(4, self.ety)
-        TX = tx
-        t = self.t
-        self.tid = t.gpu("thread_id")
-        self.bx, self.by = t.gpu("block_id"), t.v("gpu.block_id y")
-        self.ty, self.tx = t.div(self.tid, t.i(TX)), t.rem(self.tid, t.i(TX))
-        self.tiles = tiles
-        if tiles:
-            smem = t.v(f"gpu.dynamic_shared_memory : memref<?xi8, {SMEM}>")
-            self.view = {
-                name: t.v(
-                    f"memref.view {smem}[{t.i(tile.offset)}][] : memref<?xi8, {SMEM}> to {tile.ty}"
-                )  # fmt: skip
-                for name, tile in tiles.items()
-            }
-        w = min(4, sp.h // TX)
-        self.w = w
-        # this thread's columns of an (rows x H) result: chunks of w, 16 * w apart
-        self.chunks = [(t.lin((self.tx, w), t.i(TX * w * c)), w) for c in range(sp.h // (TX * w))]
-
-    def zeros(self, n: int) -> list[str]:
-        return [self.t.f(0.0)] * n
-
-    def zero_vec(self, n: int) -> str:
-        return self.t._const("dense<0.0>", vec(n))
-
-    def fetch(self, gbuf: str, gsize: int, rows: int, row0: str, limit: int, base: str,
-              stride: int, when: str | None = None) -> list[str]:  # fmt: skip
-        """Start loading rows ``row0 .. row0 + rows`` of a ``(rows, H)`` slab of a global array
-        (row ``r`` at ``base + r * stride``) into registers: this thread's ``vector<4xf32>``
-        pieces (consecutive threads take consecutive rows). Rows at or past ``limit``, or all
-        when ``when`` is false, read as zeros."""
-        t, h = self.t, self.sp.h
-        out = []
-        for it in range(rows * (h // 4) // THREADS):
-            idx = t.add(self.tid, t.i(THREADS * it))
-            r, dc = t.rem(idx, t.i(rows)), t.div(idx, t.i(rows))
-            grow = t.add(row0, r)
-            ok = t.cmp("ult", grow, t.i(limit))
-            if when is not None:
-                ok = t.v(f"arith.andi {ok}, {when} : i1")
-            addr = t.lin(base, (grow, stride), (dc, 4))
-
-            ety, piece = self.ety, self.piece
-            align = 16 if ety == "f32" else 8
-
-            def inside(addr=addr):
-                return [t.v(f"vector.load {gbuf}[{addr}] {{alignment = {align}}} : "
-                            f"{_gty(gsize, ety)}, {piece}")]  # fmt: skip
-
-            zero = t._const("dense<0.0>", piece)
-            out += t.if_(ok, inside, lambda: [zero], [piece])
-        return out
-
-    def stash(self, pieces: list[str], rows: int, transposed: str | None, natural: str | None,
-              scale: float | None = None) -> None:  # fmt: skip
-        """Store fetched pieces into shared tiles: ``transposed[h][row]`` and/or
-        ``natural[row][h]`` (both padded, so neither store pattern conflicts)."""
-        t = self.t
-        for it, x in enumerate(pieces):
-            if self.ety != "f32":
-                x = t.v(f"arith.extf {x} : {self.piece} to {vec(4)}")
-            idx = t.add(self.tid, t.i(THREADS * it))
-            r, dc = t.rem(idx, t.i(rows)), t.div(idx, t.i(rows))
-            vals = [t.v(f"vector.extract {x}[{c}] : f32 from {vec(4)}") for c in range(4)]
-            if scale is not None:
-                vals = [t.fop("mulf", v, t.f(scale)) for v in vals]
-            if transposed is not None:
-                tl = self.tiles[transposed]
-                for c, val in enumerate(vals):
-                    t.store([val], self.view[transposed], tl.ty, [t.lin((dc, 4), t.i(c)), r])
-            if natural is not None:
-                tl = self.tiles[natural]
-                t.store(vals, self.view[natural], tl.ty, [r, t.mul(dc, t.i(4))])
-
-    def mm(self, acc: list[str], a_tile: str, a0: str, ra: int, b_tile: str,
-           bchunks: Sequence[tuple[str, int]], k: int) -> list[str]:  # fmt: skip
-        """``acc[a][b] += sum_k A[k][a0 + a] * B[k][b]`` for ``a < ra`` and ``b`` in the
-        chunks (``(start, width)`` pairs); ``acc`` is flat, ``a``-major."""
-        t = self.t
-        A, B = self.tiles[a_tile], self.tiles[b_tile]
-        av_, bv_ = self.view[a_tile], self.view[b_tile]
-
-        unroll = min(self.unroll, k)
-
-        def body(kk: str, args: list[str]) -> list[str]:
-            cur = list(args)
-            for u in range(unroll):
-                ki = t.add(kk, t.i(u)) if u else kk
-                avals = t.load(av_, A.ty, [ki, a0], ra)
-                bvals = [x for b0, w in bchunks for x in t.load(bv_, B.ty, [ki, b0], w)]
-                nb = len(bvals)
-                cur = [t.v(f"math.fma {avals[j // nb]}, {bvals[j % nb]}, {cur[j]} : f32")
-                       for j in range(len(cur))]  # fmt: skip
-            return cur
-
-        return t.loop(t.i(0), t.i(k), t.i(unroll), acc, body)
 
 
 def _forward(sp: FlashSpec, name: str) -> str:
     tiles, _ = fwd_tiles(sp.h)
     c = tiling(sp.h)
     TX = c.fwd_tx
-    K = _Kernel(sp, tiles, TX, c.unroll)
+    K = Kernel(sp, tiles, TX, c.unroll)
     t, h = K.t, sp.h
     BM, BN = c.fwd_bm, c.fwd_bn
     RM, CN = BM // (THREADS // TX), BN // TX
-    nqb = _cdiv(sp.t, BM)
+    nqb = cdiv(sp.t, BM)
     qb = t.v(f"arith.subi {t.i(nqb - 1)}, {K.bx} : index")
     b, n = t.div(K.by, t.i(sp.n)), t.rem(K.by, t.i(sp.n))
     kh = t.div(n, t.i(sp.g))
@@ -341,7 +137,7 @@ def _forward(sp: FlashSpec, name: str) -> str:
         kend = t.v(f"arith.minui {t.add(row0, t.i(BM))}, {t.i(sp.s)} : index")
         nkb = t.div(t.add(kend, t.i(BN - 1)), t.i(BN))
     else:
-        nkb = t.i(_cdiv(sp.s, BN))
+        nkb = t.i(cdiv(sp.s, BN))
     oc = sum(w for _, w in K.chunks)
     a_rows = t.mul(K.ty, t.i(RM))
     b_keys = t.mul(K.tx, t.i(CN))
@@ -421,16 +217,16 @@ def _forward(sp: FlashSpec, name: str) -> str:
             c = 0
             for b0, w in K.chunks:
                 at = [t.lin(obase, (row, ostride), b0)]
-                t.store(vals[c : c + w], "%out", _gty(osize, K.ety), at, K.ety)
+                t.store(vals[c : c + w], "%out", gty(osize, K.ety), at, K.ety)
                 c += w
-            t.if_(first, lambda: t.store([lse], "%lse", _gty(lsize), [t.add(lbase, row)]) or [],
+            t.if_(first, lambda: t.store([lse], "%lse", gty(lsize), [t.add(lbase, row)]) or [],
                   lambda: [], [])  # fmt: skip
             return []
 
         t.if_(t.cmp("ult", row, t.i(sp.t)), store, lambda: [], [])
     e = K.ety
-    params = [f"%q: {_gty(qsize, e)}", f"%k: {_gty(ksize, e)}", f"%v: {_gty(ksize, e)}",
-              f"%out: {_gty(osize, e)}", f"%lse: {_gty(lsize)}"]  # fmt: skip
+    params = [f"%q: {gty(qsize, e)}", f"%k: {gty(ksize, e)}", f"%v: {gty(ksize, e)}",
+              f"%out: {gty(osize, e)}", f"%lse: {gty(lsize)}"]  # fmt: skip
     return t.func(f"{name}_fwd", params, THREADS, c.fwd_min_blocks)
 
 
@@ -438,7 +234,7 @@ def _pre(sp: FlashSpec, name: str) -> str:
     """``D = rowsum(dO * O)`` per query row (``TX`` lanes a row), and ``dQ`` zeroed."""
     c = tiling(sp.h)
     TX = c.bwd_tx
-    K = _Kernel(sp, {}, TX, c.unroll)
+    K = Kernel(sp, {}, TX, c.unroll)
     t, h = K.t, sp.h
     rows = sp.b * sp.t * sp.n
     size, dsize = rows * h, sp.b * sp.n * sp.t
@@ -454,11 +250,11 @@ def _pre(sp: FlashSpec, name: str) -> str:
         acc = t.f(0.0)
         for b0, w in K.chunks:
             at = [t.lin((r, h), b0)]
-            do = t.load("%dout", _gty(size, K.ety), at, w, K.ety)
-            o = t.load("%o", _gty(size, K.ety), at, w, K.ety)
+            do = t.load("%dout", gty(size, K.ety), at, w, K.ety)
+            o = t.load("%o", gty(size, K.ety), at, w, K.ety)
             for x, y in zip(do, o):
                 acc = t.v(f"math.fma {x}, {y}, {acc} : f32")
-            t.store(K.zeros(w), "%dq", _gty(qsize), [t.add(qrow, b0)] if sp.packed else at)
+            t.store(K.zeros(w), "%dq", gty(qsize), [t.add(qrow, b0)] if sp.packed else at)
         return [acc]
 
     (part,) = t.if_(ok, inside, lambda: [t.f(0.0)], ["f32"])
@@ -469,9 +265,9 @@ def _pre(sp: FlashSpec, name: str) -> str:
     nn = t.rem(r, t.i(sp.n))
     at = t.lin((bb, sp.n * sp.t), (nn, sp.t), tt)
     cond = t.v(f"arith.andi {ok}, {t.cmp('eq', K.tx, t.i(0))} : i1")
-    t.if_(cond, lambda: t.store([tot], "%dvec", _gty(dsize), [at]) or [], lambda: [], [])
-    params = [f"%o: {_gty(size, K.ety)}", f"%dout: {_gty(size, K.ety)}", f"%dq: {_gty(qsize)}",
-              f"%dvec: {_gty(dsize)}"]  # fmt: skip
+    t.if_(cond, lambda: t.store([tot], "%dvec", gty(dsize), [at]) or [], lambda: [], [])
+    params = [f"%o: {gty(size, K.ety)}", f"%dout: {gty(size, K.ety)}", f"%dq: {gty(qsize)}",
+              f"%dvec: {gty(dsize)}"]  # fmt: skip
     return t.func(f"{name}_pre", params)
 
 
@@ -479,11 +275,11 @@ def _backward(sp: FlashSpec, name: str) -> str:
     tiles, _ = bwd_tiles(sp.h)
     c = tiling(sp.h)
     TX = c.bwd_tx
-    K = _Kernel(sp, tiles, TX, c.unroll)
+    K = Kernel(sp, tiles, TX, c.unroll)
     t, h = K.t, sp.h
     BN, BM = c.bwd_bn, c.bwd_bm
     RJ, CI = BN // (THREADS // TX), BM // TX  # keys per thread (ty), queries per thread (tx)
-    nqb = _cdiv(sp.t, BM)
+    nqb = cdiv(sp.t, BM)
     b, kh = t.div(K.by, t.i(sp.kh)), t.rem(K.by, t.i(sp.kh))
     key0 = t.mul(K.bx, t.i(BN))
     qstride, kstride, ostride = sp.strides()
@@ -527,8 +323,8 @@ def _backward(sp: FlashSpec, name: str) -> str:
                 row = t.add(row0, t.add(b_rows, t.i(i)))
                 ok = t.cmp("ult", row, t.i(sp.t))
                 at = t.add(rbase, t.v(f"arith.minui {row}, {t.i(sp.t - 1)} : index"))
-                lv = t.load("%lse", _gty(lsize), [at], 1)[0]
-                dv_ = t.load("%dvec", _gty(lsize), [at], 1)[0]
+                lv = t.load("%lse", gty(lsize), [at], 1)[0]
+                dv_ = t.load("%dvec", gty(lsize), [at], 1)[0]
                 dead = t.fcmp("oeq", lv, t.f(float("-inf")))
                 outside = t.v(f"arith.xori {ok}, {t._const('true', 'i1')} : i1")
                 bad = t.v(f"arith.ori {dead}, {outside} : i1")
@@ -569,7 +365,7 @@ def _backward(sp: FlashSpec, name: str) -> str:
                     for b0, w in K.chunks:
                         for u in range(w):
                             at = t.lin(qbase, (row, qstride), b0, t.i(u))
-                            t.atomic_add(dq[r * oc + c + u], "%dq", _gty(qsize), [at])
+                            t.atomic_add(dq[r * oc + c + u], "%dq", gty(qsize), [at])
                         c += w
                     return []
 
@@ -589,35 +385,35 @@ def _backward(sp: FlashSpec, name: str) -> str:
             c = 0
             for b0, w in K.chunks:
                 at = [t.lin(kbase, (keys[j], kstride), b0)]
-                t.store(dk[j * oc + c : j * oc + c + w], "%dk", _gty(ksize, K.ety), at, K.ety)
-                t.store(dv[j * oc + c : j * oc + c + w], "%dv", _gty(ksize, K.ety), at, K.ety)
+                t.store(dk[j * oc + c : j * oc + c + w], "%dk", gty(ksize, K.ety), at, K.ety)
+                t.store(dv[j * oc + c : j * oc + c + w], "%dv", gty(ksize, K.ety), at, K.ety)
                 c += w
             return []
 
         t.if_(t.cmp("ult", keys[j], t.i(sp.s)), store, lambda: [], [])
     e = K.ety
-    params = [f"%q: {_gty(qsize, e)}", f"%k: {_gty(ksize, e)}", f"%v: {_gty(ksize, e)}",
-              f"%lse: {_gty(lsize)}", f"%dout: {_gty(osize, e)}", f"%dvec: {_gty(lsize)}",
-              f"%dq: {_gty(qsize)}", f"%dk: {_gty(ksize, e)}",
-              f"%dv: {_gty(ksize, e)}"]  # fmt: skip
+    params = [f"%q: {gty(qsize, e)}", f"%k: {gty(ksize, e)}", f"%v: {gty(ksize, e)}",
+              f"%lse: {gty(lsize)}", f"%dout: {gty(osize, e)}", f"%dvec: {gty(lsize)}",
+              f"%dq: {gty(qsize)}", f"%dk: {gty(ksize, e)}",
+              f"%dv: {gty(ksize, e)}"]  # fmt: skip
     return t.func(f"{name}_bwd", params, THREADS, c.bwd_min_blocks)
 
 
 def _post(sp: FlashSpec, name: str) -> str:
     """``dQ``, accumulated in float32, rounded into the half-precision output."""
-    K = _Kernel(sp, {}, 16, 1)
+    K = Kernel(sp, {}, 16, 1)
     t = K.t
     n4 = sp.b * sp.t * sp.n * sp.h // 4
     i = t.lin((K.bx, THREADS), K.tid)
 
     def body() -> list[str]:
         at = [t.mul(i, t.i(4))]
-        vals = t.load("%dq32", _gty(4 * n4), at, 4)
-        t.store(vals, "%dq", _gty(4 * n4, K.ety), at, K.ety)
+        vals = t.load("%dq32", gty(4 * n4), at, 4)
+        t.store(vals, "%dq", gty(4 * n4, K.ety), at, K.ety)
         return []
 
     t.if_(t.cmp("ult", i, t.i(n4)), body, lambda: [], [])
-    params = [f"%dq32: {_gty(4 * n4)}", f"%dq: {_gty(4 * n4, K.ety)}"]
+    params = [f"%dq32: {gty(4 * n4)}", f"%dq: {gty(4 * n4, K.ety)}"]
     return t.func(f"{name}_post", params, THREADS)
 
 

@@ -45,7 +45,7 @@ statistics live with the C fragments (two rows per thread), combined across the 
 a group with shuffles; ``P`` never leaves the registers: with PAIRS, a thread's C fragment of
 8 keys' scores is exactly its A fragment of those keys for ``P V``.
 
-The backward (``backward``, after ``flash_gpu._pre``) runs its five products the same way;
+The backward (``backward``, after ``flash._pre``) runs its five products the same way;
 ``P^T`` and ``dS^T`` are staged in shared memory as the A operands of ``dV``, ``dK`` and (read
 transposed) ``dQ`` (they cannot stay in registers: a warp's C fragments hold half the queries
 that its ``dV``/``dK`` rows sum over, and ``dQ`` needs ``dS`` transposed). Its layout options
@@ -61,6 +61,7 @@ keep ``mma == ""``).
 
 from __future__ import annotations
 
+from blu.lower.cuda import flash_kernel as fg
 from blu.lower.cuda.flash_text import Text
 
 BM = 128  # queries per block: 8 warps of 16 rows
@@ -159,20 +160,18 @@ def smem_bytes(h: int, mode: str) -> int:
 
 def forward(sp, name: str) -> str:
     """The tensor-core forward kernel ``<name>_fwd`` of ``sp`` (``sp.mma`` a mode): the same
-    parameters, launch grid and results as ``flash_gpu._forward``."""
-    from blu.lower.cuda import flash as fg
-
+    parameters, launch grid and results as ``flash._forward``."""
     mode, h = sp.mma, sp.h
     BN = bn(h, mode)
-    tl, _ = fg._layout(tiles(h, mode))
-    K = fg._Kernel(sp, tl, 16, 1)
+    tl, _ = fg.layout(tiles(h, mode))
+    K = fg.Kernel(sp, tl, 16, 1)
     t = K.t
     M = Mma(t, mode)
     split = mode == "3xtf32"
     lane, warp = t.rem(K.tid, t.i(32)), t.div(K.tid, t.i(32))
     g, c = t.div(lane, t.i(4)), t.rem(lane, t.i(4))
     wrow = t.mul(warp, t.i(16))
-    nqb = fg._cdiv(sp.t, BM)
+    nqb = fg.cdiv(sp.t, BM)
     qb = t.v(f"arith.subi {t.i(nqb - 1)}, {K.bx} : index")  # the longest causal blocks first
     b, n = t.div(K.by, t.i(sp.n)), t.rem(K.by, t.i(sp.n))
     kh = t.div(n, t.i(sp.g))
@@ -182,7 +181,7 @@ def forward(sp, name: str) -> str:
     kbase = t.lin((b, sp.s * kstride), (kh, h))
     obase = t.lin((b, sp.t * ostride), (n, h)) if sp.packed else qbase
     qsize, ksize = sp.b * sp.t * qstride, sp.b * sp.s * kstride
-    gty = fg._gty
+    gty = fg.gty
 
     def stage(pieces: list[str], rows: int, names: list[str], scale: float = 1.0,
               raw: bool = False) -> None:  # fmt: skip
@@ -231,7 +230,7 @@ def forward(sp, name: str) -> str:
         kend = t.v(f"arith.minui {t.add(row0, t.i(BM))}, {t.i(sp.s)} : index")
         nkb = t.div(t.add(kend, t.i(BN - 1)), t.i(BN))
     else:
-        nkb = t.i(fg._cdiv(sp.s, BN))
+        nkb = t.i(fg.cdiv(sp.s, BN))
     NO, NS = h // 8, BN // 8  # n-tiles of the output (heads) and of the scores (keys)
     pre0 = K.fetch("%k", ksize, BN, t.i(0), sp.s, kbase, kstride)
     pre0 += K.fetch("%v", ksize, BN, t.i(0), sp.s, kbase, kstride)
@@ -377,7 +376,7 @@ def bwd_smem_bytes(h: int, mode: str, raw: bool | None = None) -> int:
 
 def backward(sp, name: str) -> str:
     """The tensor-core backward kernel ``<name>_bwd`` of ``sp``: the parameters and launch grid
-    of ``flash_gpu._backward`` (after the same ``_pre`` launch), float32 only.
+    of ``flash._backward`` (after the same ``_pre`` launch), float32 only.
 
     One block per 64 keys of one (batch, key/value head); warp ``w`` owns key rows
     ``16 (w % 4)`` and the half ``w // 4`` of the other dimension. Per step of 64 queries:
@@ -389,12 +388,10 @@ def backward(sp, name: str) -> str:
     n-tiles and ``dQ``'s rows within its slab (the same sums, kept elsewhere), ``BWD_PREFETCH``
     (per mode) loads the next query block during this one; 3xTF32 under ``BWD_RAW`` asks for
     two blocks an SM where their shared memory fits (``MIN_BLOCKS`` overrides)."""
-    from blu.lower.cuda import flash as fg
-
     mode, h = sp.mma, sp.h
     BN, BM = BWD_BN, BWD_BM
-    tl, _ = fg._layout(bwd_tiles(h, mode))
-    K = fg._Kernel(sp, tl, 16, 1)
+    tl, _ = fg.layout(bwd_tiles(h, mode))
+    K = fg.Kernel(sp, tl, 16, 1)
     t = K.t
     M = Mma(t, mode)
     raw = BWD_RAW and mode == "3xtf32"  # float32 tiles, split when read
@@ -407,14 +404,14 @@ def backward(sp, name: str) -> str:
     q32 = t.mul(half, t.i(BM // 2))  # its half of the queries (S^T, dP^T)
     h2 = t.mul(half, t.i(h // 2))  # its half of the heads (dV, dK, dQ)
     NQ, NH = BM // 16, h // 16  # n-tiles of a half: queries, heads
-    nqb = fg._cdiv(sp.t, BM)
+    nqb = fg.cdiv(sp.t, BM)
     b, kh = t.div(K.by, t.i(sp.kh)), t.rem(K.by, t.i(sp.kh))
     key0 = t.mul(K.bx, t.i(BN))
     qstride, kstride, ostride = sp.strides()
     qsize, ksize = sp.b * sp.t * qstride, sp.b * sp.s * kstride
     osize, lsize = sp.b * sp.t * ostride, sp.b * sp.n * sp.t
     kbase = t.lin((b, sp.s * kstride), (kh, h))
-    gty = fg._gty
+    gty = fg.gty
 
     def names(op: str) -> list[str]:
         return [op + p for p in P]

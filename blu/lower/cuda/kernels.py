@@ -5,6 +5,8 @@ simulated device runs (``BLU_FAKE_GPU=1``: the shared CPU loops, with the GPU's 
 
 from __future__ import annotations
 
+import ctypes
+from collections.abc import Sequence
 from typing import Any
 
 from blu.lower.cuda import codegen_rows
@@ -41,3 +43,10 @@ def host_kernel(node: Any) -> Any:
         return emit_kernel(node.layout, sym)
 
     return llvm.get_kernel(canon, emit, node.label())
+
+
+def call_host_kernel(kernel: Any, ptrs: Sequence[int]) -> None:
+    arr = (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
+    base = ctypes.addressof(arr)
+    packed = (ctypes.c_void_p * max(len(ptrs), 1))(*[base + 8 * i for i in range(len(ptrs))])
+    kernel.fn(packed)

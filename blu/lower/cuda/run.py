@@ -34,7 +34,7 @@ from blu.cuda.errors import CudaOutOfMemoryError
 from blu.cuda.profile import compute_class, peaks_for, profiler
 from blu.lower import library
 from blu.lower.cuda.codegen_strided import ALIGN
-from blu.lower.cuda.executable import GpuFallbackError, _precision, call_host_kernel, host_kernel
+from blu.lower.cuda.kernels import call_host_kernel, host_kernel
 from blu.lower.plan.memory_report import out_of_memory_error
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
@@ -43,6 +43,18 @@ from blu.lower.tracing import step_args
 
 STAGE_BYTES = 64 << 20  # non-donated arguments up to this size are copied into graph staging
 MAX_GRAPHS = 4
+
+
+def _precision(eqn: Any, default: str) -> str:
+    p = eqn.params.get("precision")
+    if isinstance(p, (tuple, list)):
+        p = p[0]
+    p = str(getattr(p, "name", p) or "default").lower()
+    return default if p in ("default", "none") else p
+
+
+class GpuFallbackError(BluError):
+    """A primitive without a GPU lowering failed in its host fallback."""
 
 
 def run(exe: Any, args: tuple) -> list[Any]:
