@@ -1,11 +1,10 @@
 """Array creation: array/asarray, zeros/ones/full/empty, arange/linspace, eye/tri, *_like.
 
-(``array`` itself is defined in ``_promote``, the bottom module, whose ``asarray_operand``
-makes arrays of lists with it.)
-
 As in JAX, Python floats and lists of them become float32 and Python ints int32 (numpy arrays
 keep their dtype, float64 included), and constant patterns (``arange``, ``eye``, ``tri``) are
 built from ``lax.iota`` so that under ``jit`` they are computed, not stored as constants.
+``array`` itself is defined in ``_promote`` (the bottom module: its ``asarray_operand`` makes
+arrays of lists with it) and exported from here.
 """
 
 from __future__ import annotations

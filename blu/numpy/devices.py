@@ -73,13 +73,14 @@ def with_device(fn: Callable) -> Callable:
     return wrapper
 
 
-_namespace: list[Any] = []  # [blu.numpy], registered by the package when it is imported
+_namespace: Any = None  # blu.numpy, registered by the package when it is imported
 
 
 def register_namespace(module: Any) -> None:
     """Make ``module`` (``blu.numpy``) what ``x.__array_namespace__()`` returns (``blu.numpy``
     calls this at import: its submodules never import the package)."""
-    _namespace[:] = [module]
+    global _namespace
+    _namespace = module
 
 
 def array_namespace(api_version: str | None = None) -> Any:
@@ -92,7 +93,7 @@ def array_namespace(api_version: str | None = None) -> Any:
         raise BluValueError(
             with_user_line(f"__array_namespace__: api_version {api_version!r} is not supported")
         )
-    return _namespace[0]
+    return _namespace
 
 
 def array_device(x: Any) -> Any:

@@ -375,8 +375,8 @@ def clip(
 
 def _where(condition: Any, x: Any, y: Any) -> Any:
     """``x`` where ``condition`` else ``y`` (all three broadcast; x and y promote): the
-    three-argument ``where``. The public ``where`` (``blu.numpy.selection``) adds the
-    one-argument form, ``nonzero``; the modules below ``selection`` call this one."""
+    three-argument ``where``, which blu.numpy's modules call. The public ``where`` (in
+    ``selection``, beside ``nonzero``) adds the one-argument form, ``nonzero``."""
     cond = to_bool(condition)
     x, y = promote_dtypes(x, y)
     shape = broadcast_shapes(get_aval(cond).shape, get_aval(x).shape, get_aval(y).shape)
