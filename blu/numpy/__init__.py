@@ -7,15 +7,22 @@ other operand's dtype), promotion follows JAX's lattice (``result_type``), array
 (``x.at[idx].set(v)`` instead of ``x[idx] = v``), and out-of-bounds integer-array indices are
 clamped.
 
-Modules: ``creation``, ``ufuncs`` (elementwise), ``manipulation`` (shapes), ``reductions``,
+Modules: ``creation``, ``ufuncs`` (elementwise arithmetic), ``transcendental`` (exp, log,
+trigonometric), ``manipulation`` (shapes), ``selection`` (take, where), ``reductions``,
 ``products`` (matmul, dot, tensordot), ``einsum``, ``sorting``, ``indexing`` (getitem and
 ``.at[]``), ``linalg``.
 """
 
 import math as _math
+import sys as _sys
 
 from blu.core import array as _array
 
+# The submodules form a DAG (none imports this package; each imports only modules below it),
+# from the bottom: _promote (array, promotion, broadcasting), _dtypes, devices, logic,
+# complexes, ufuncs (arithmetic, rounding, extrema, the three-argument where), transcendental,
+# manipulation, creation, selection (take, nonzero, where), reductions, sorting, sets,
+# products, einsum, indexing, index_update, signal, fft, standard, linalg.
 from blu.numpy import fft, linalg
 from blu.numpy._dtypes import (
     bfloat16,
@@ -66,6 +73,7 @@ from blu.numpy.sets import *  # noqa: F403
 from blu.numpy.sorting import *  # noqa: F403
 from blu.numpy.signal import convolve, correlate
 from blu.numpy.ufuncs import *  # noqa: F403
+from blu.numpy.transcendental import *  # noqa: F403
 from blu.numpy.complexes import *  # noqa: F403
 from blu.numpy.standard import *  # noqa: F403
 from blu.numpy.standard import __array_api_version__
@@ -78,6 +86,8 @@ euler_gamma = 0.5772156649015329
 newaxis = None
 bool = bool_  # noqa: A001  (numpy 2 spells it bnp.bool as well)
 
+# x.__array_namespace__() is this package
+_devices.register_namespace(_sys.modules[__name__])
 # the numpy-style methods of arrays and tracers (x + y, x.sum(), x.at[...]) call these
 _array.register_array_functions(
     {_n: globals().get(_n) or getattr(_devices, _n) for _n in _array.ARRAY_FUNCTIONS}

@@ -17,7 +17,7 @@ from blu.core import dtypes
 from blu.core.array import Array
 from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import Tracer
-from blu.numpy.creation import asarray
+from blu.numpy._promote import array
 
 
 class _ScalarMeta(type):
@@ -26,7 +26,7 @@ class _ScalarMeta(type):
     dtype: np.dtype
 
     def __call__(cls, x: Any) -> Any:
-        return asarray(x, dtype=cls.dtype)
+        return array(x, dtype=cls.dtype)
 
     def __eq__(cls, other: Any) -> bool:
         # a dtype compares unequal to what is not a dtype, never raises (the Array API's

@@ -1,8 +1,10 @@
-"""NumPy-style argument handling: dtype promotion (JAX lattice), shape broadcasting, axes.
+"""NumPy-style argument handling: making blu arrays (``array``), dtype promotion (JAX lattice),
+shape broadcasting, axes.
 
 Every ``blu.numpy`` function that takes arrays starts here: operands become blu arrays (Python
 scalars stay *weakly typed*), their dtypes are promoted along JAX's lattice
-(``blu.core.dtypes.result_type``) and their shapes are broadcast with numpy's rules.
+(``blu.core.dtypes.result_type``) and their shapes are broadcast with numpy's rules. This is the
+bottom of ``blu.numpy``: it imports no other ``blu.numpy`` module.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from blu.core.errors import (
 )
 from blu.core.interpreter import Tracer, get_aval
 from blu.lax.elementwise import convert_element_type
-from blu.lax.shapes import broadcast_in_dim
+from blu.lax.shapes import broadcast_in_dim, concatenate, full, reshape
 
 _SCALAR_TYPES = (bool, int, float, complex)
 
@@ -96,10 +98,134 @@ def asarray_operand(x: Any) -> Any:
         d, weak = dtypes.dtype_and_weak(x)
         return scalar_array(x, d, weak)
     if isinstance(x, (list, tuple)) or hasattr(x, "__array__"):
-        from blu.numpy.creation import array
-
         return array(x)
     raise BluTypeError(with_user_line(f"expected an array, got {type(x).__name__}: {x!r:.60}"))
+
+
+# ---- array: blu arrays from array-likes --------------------------------------------------------
+
+
+def _leaves(obj: Any) -> list[Any]:
+    if isinstance(obj, (list, tuple)):
+        out = []
+        for o in obj:
+            out.extend(_leaves(o))
+        return out
+    return [obj]
+
+
+def _check_int_range(value: np.ndarray, dtype: np.dtype) -> None:
+    if value.size and value.dtype.kind in "iu" and dtypes.is_int(dtype):
+        info = np.iinfo(dtype)
+        lo, hi = int(value.min()), int(value.max())
+        if lo < info.min or hi > info.max:
+            bad = lo if lo < info.min else hi
+            raise BluValueError(with_user_line(f"integer {bad} does not fit in {dtype}"))
+
+
+def _from_sequence(obj: Any, dtype: Any) -> Any:
+    leaves = _leaves(obj)
+    for leaf in leaves:
+        if not isinstance(leaf, (bool, int, float, complex, np.generic, np.ndarray, Array, Tracer)):
+            raise BluTypeError(
+                with_user_line(
+                    f"array: cannot make an array from {type(leaf).__name__} {leaf!r:.40}"
+                )
+            )
+    if dtype is None:
+        # lists are never weakly typed (as in JAX); Python scalars in them defer to the others
+        typed = [np.asarray(v) if isinstance(v, np.generic) else v for v in leaves]
+        dtype = dtypes.result_type(*typed) if leaves else dtypes.default_float
+    dtype = dtypes.canonicalize(dtype)
+    if any(isinstance(leaf, Tracer) for leaf in leaves):
+        return _stack([array(o, dtype) for o in obj]) if obj else full((0,), 0, dtype)
+    return Array(_stack_concrete(obj, dtype))
+
+
+def _stack(parts: list[Any]) -> Any:
+    """``bnp.stack(parts)`` of arrays of one dtype (the rows of a nested list holding tracers).
+
+    Raises:
+        BluShapeError: the shapes differ.
+    """
+    if len({get_aval(p).shape for p in parts}) > 1:
+        raise BluShapeError(
+            with_user_line(
+                "stack: all arrays need the same shape, got "
+                + ", ".join(get_aval(p).str_short() for p in parts)
+            )
+        )
+    return concatenate([reshape(p, (1,) + get_aval(p).shape) for p in parts], 0)
+
+
+def _stack_concrete(obj: Any, dtype: np.dtype) -> np.ndarray:
+    if isinstance(obj, (list, tuple)):
+        if not obj:
+            return np.zeros((0,), dtype)
+        parts = [_stack_concrete(o, dtype) for o in obj]
+        if len({p.shape for p in parts}) > 1:
+            shapes = ", ".join(str(p.shape) for p in parts)
+            raise BluShapeError(with_user_line(f"array: ragged nested sequence (shapes {shapes})"))
+        return np.stack(parts)
+    value = np.asarray(obj)
+    _check_int_range(value, dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return value.astype(dtype)
+
+
+def array(object: Any, dtype: Any = None, copy: bool = True, order: Any = None, ndmin: int = 0):
+    """Make a blu array from an array, numpy array, Python scalar or nested sequence.
+
+    Python floats/ints become float32/int32 (weakly typed when a bare scalar and ``dtype`` is
+    None, as in JAX); numpy arrays keep their dtype (float64 too); nested lists take the
+    promoted dtype of their elements, and may hold traced values (they are stacked).
+
+    Args:
+        object: the data.
+        dtype: the result dtype (anything ``bnp.dtype`` accepts).
+        copy: ignored (blu arrays are immutable).
+        order: only None/'C'/'K'/'A' (memory order is not a blu concept).
+        ndmin: at least this many dimensions (size-1 axes prepended).
+
+    Raises:
+        BluTypeError: unsupported dtype or not array-like. BluValueError: an integer does not
+        fit the dtype. BluShapeError: a ragged nested sequence.
+    """
+    if order not in (None, "C", "K", "A"):
+        raise BluValueError(with_user_line(f"array: only C order is supported, got {order!r}"))
+    if dtype is not None:
+        dtype = dtypes.canonicalize(dtype)
+    if isinstance(object, (Array, Tracer)) or getattr(object, "_blu_device_array", False):
+        out = object if dtype is None else convert_element_type(object, dtype)
+    elif isinstance(object, (bool, int, float, complex)) and not isinstance(object, np.generic):
+        if dtype is None:
+            d, weak = dtypes.dtype_and_weak(object)
+            out = scalar_array(object, d, weak)
+        else:
+            out = scalar_array(object, dtype, False)
+    elif isinstance(object, (np.ndarray, np.generic)):
+        d = dtypes.canonicalize(object.dtype) if dtype is None else dtype
+        if object.dtype.kind in "iu":
+            _check_int_range(np.asarray(object), d)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = Array(np.array(object, d))
+    elif isinstance(object, (list, tuple)):
+        out = _from_sequence(object, dtype)
+    elif hasattr(object, "__array__"):
+        return array(np.asarray(object), dtype, ndmin=ndmin)
+    else:
+        raise BluTypeError(
+            with_user_line(
+                f"array: cannot make an array from {type(object).__name__} {object!r:.40}"
+            )
+        )
+    nd = get_aval(out).ndim
+    if ndmin > nd:
+        out = reshape(out, (1,) * (ndmin - nd) + get_aval(out).shape)
+    return out
+
+
+# ---- broadcasting and promotion ----------------------------------------------------------------
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:

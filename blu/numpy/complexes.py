@@ -14,6 +14,7 @@ from blu import lax
 from blu.core import dtypes
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, to_inexact
+from blu.numpy.logic import equal, not_equal
 
 __all__ = ["real", "imag", "conj", "conjugate", "angle", "iscomplex", "isreal", "iscomplexobj",
            "isrealobj"]  # fmt: skip
@@ -60,15 +61,11 @@ def angle(z: Any, deg: bool = False) -> Any:
 
 def iscomplex(x: Any) -> Any:
     """bool array: True where the imaginary part is nonzero."""
-    from blu.numpy.logic import not_equal
-
     return not_equal(imag(x), 0)
 
 
 def isreal(x: Any) -> Any:
     """bool array: True where the imaginary part is zero."""
-    from blu.numpy.logic import equal
-
     return equal(imag(x), 0)
 
 

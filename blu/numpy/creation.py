@@ -3,6 +3,8 @@
 As in JAX, Python floats and lists of them become float32 and Python ints int32 (numpy arrays
 keep their dtype, float64 included), and constant patterns (``arange``, ``eye``, ``tri``) are
 built from ``lax.iota`` so that under ``jit`` they are computed, not stored as constants.
+``array`` itself is defined in ``_promote`` (the bottom module: its ``asarray_operand`` makes
+arrays of lists with it) and exported from here.
 """
 
 from __future__ import annotations
@@ -13,23 +15,23 @@ from typing import Any
 
 import numpy as np
 
-import blu.numpy as u
 from blu import lax
 from blu.core import dtypes
 from blu.core.array import Array
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import Tracer, get_aval
-from blu.numpy import manipulation as m
 from blu.numpy._promote import (
     _check_fits,
+    array,
     asarray_operand,
     broadcast_shapes,
     broadcast_to,
     concrete_value,
     is_python_scalar,
-    scalar_array,
 )
 from blu.numpy.devices import with_device
+from blu.numpy.manipulation import concatenate, expand_dims
+from blu.numpy.ufuncs import add, multiply, power, subtract, true_divide
 
 # fmt: off
 __all__ = [
@@ -38,112 +40,6 @@ __all__ = [
     "tril", "triu", "meshgrid", "copy"
 ]
 # fmt: on
-
-
-def _leaves(obj: Any) -> list[Any]:
-    if isinstance(obj, (list, tuple)):
-        out = []
-        for o in obj:
-            out.extend(_leaves(o))
-        return out
-    return [obj]
-
-
-def _check_int_range(value: np.ndarray, dtype: np.dtype) -> None:
-    if value.size and value.dtype.kind in "iu" and dtypes.is_int(dtype):
-        info = np.iinfo(dtype)
-        lo, hi = int(value.min()), int(value.max())
-        if lo < info.min or hi > info.max:
-            bad = lo if lo < info.min else hi
-            raise BluValueError(with_user_line(f"integer {bad} does not fit in {dtype}"))
-
-
-def _from_sequence(obj: Any, dtype: Any) -> Any:
-    leaves = _leaves(obj)
-    for leaf in leaves:
-        if not isinstance(leaf, (bool, int, float, complex, np.generic, np.ndarray, Array, Tracer)):
-            raise BluTypeError(
-                with_user_line(
-                    f"array: cannot make an array from {type(leaf).__name__} {leaf!r:.40}"
-                )
-            )
-    if dtype is None:
-        # lists are never weakly typed (as in JAX); Python scalars in them defer to the others
-        typed = [np.asarray(v) if isinstance(v, np.generic) else v for v in leaves]
-        dtype = dtypes.result_type(*typed) if leaves else dtypes.default_float
-    dtype = dtypes.canonicalize(dtype)
-    if any(isinstance(leaf, Tracer) for leaf in leaves):
-        from blu.numpy.manipulation import stack
-
-        return stack([array(o, dtype) for o in obj]) if obj else zeros((0,), dtype)
-    return Array(_stack_concrete(obj, dtype))
-
-
-def _stack_concrete(obj: Any, dtype: np.dtype) -> np.ndarray:
-    if isinstance(obj, (list, tuple)):
-        if not obj:
-            return np.zeros((0,), dtype)
-        parts = [_stack_concrete(o, dtype) for o in obj]
-        if len({p.shape for p in parts}) > 1:
-            shapes = ", ".join(str(p.shape) for p in parts)
-            raise BluShapeError(with_user_line(f"array: ragged nested sequence (shapes {shapes})"))
-        return np.stack(parts)
-    value = np.asarray(obj)
-    _check_int_range(value, dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return value.astype(dtype)
-
-
-def array(object: Any, dtype: Any = None, copy: bool = True, order: Any = None, ndmin: int = 0):
-    """Make a blu array from an array, numpy array, Python scalar or nested sequence.
-
-    Python floats/ints become float32/int32 (weakly typed when a bare scalar and ``dtype`` is
-    None, as in JAX); numpy arrays keep their dtype (float64 too); nested lists take the
-    promoted dtype of their elements, and may hold traced values (they are stacked).
-
-    Args:
-        object: the data.
-        dtype: the result dtype (anything ``bnp.dtype`` accepts).
-        copy: ignored (blu arrays are immutable).
-        order: only None/'C'/'K'/'A' (memory order is not a blu concept).
-        ndmin: at least this many dimensions (size-1 axes prepended).
-
-    Raises:
-        BluTypeError: unsupported dtype or not array-like. BluValueError: an integer does not
-        fit the dtype. BluShapeError: a ragged nested sequence.
-    """
-    if order not in (None, "C", "K", "A"):
-        raise BluValueError(with_user_line(f"array: only C order is supported, got {order!r}"))
-    if dtype is not None:
-        dtype = dtypes.canonicalize(dtype)
-    if isinstance(object, (Array, Tracer)) or getattr(object, "_blu_device_array", False):
-        out = object if dtype is None else lax.convert_element_type(object, dtype)
-    elif isinstance(object, (bool, int, float, complex)) and not isinstance(object, np.generic):
-        if dtype is None:
-            d, weak = dtypes.dtype_and_weak(object)
-            out = scalar_array(object, d, weak)
-        else:
-            out = scalar_array(object, dtype, False)
-    elif isinstance(object, (np.ndarray, np.generic)):
-        d = dtypes.canonicalize(object.dtype) if dtype is None else dtype
-        if object.dtype.kind in "iu":
-            _check_int_range(np.asarray(object), d)
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = Array(np.array(object, d))
-    elif isinstance(object, (list, tuple)):
-        out = _from_sequence(object, dtype)
-    elif hasattr(object, "__array__"):
-        return array(np.asarray(object), dtype, ndmin=ndmin)
-    else:
-        raise BluTypeError(
-            with_user_line(
-                f"array: cannot make an array from {type(object).__name__} {object!r:.40}"
-            )
-        )
-    nd = get_aval(out).ndim
-    if ndmin > nd:
-        out = lax.reshape(out, (1,) * (ndmin - nd) + get_aval(out).shape)
-    return out
 
 
 @with_device
@@ -329,18 +225,18 @@ def linspace(
     axis = axis + len(bshape) + 1 if axis < 0 else axis
     div = num - 1 if endpoint else num
     out_shape = bshape[:axis] + (num,) + bshape[axis:]
-    step = u.true_divide(u.subtract(stop, start), div) if div > 0 else full_like(start, np.nan)
+    step = true_divide(subtract(stop, start), div) if div > 0 else full_like(start, np.nan)
     if num == 0:
         out = zeros(out_shape, comp)
     elif num == 1:
-        out = m.expand_dims(start, axis)
+        out = expand_dims(start, axis)
     else:
         t = lax.div(lax.iota(dtypes.real_dtype(comp), (div,)), float(div))
         t = lax.broadcast_in_dim(t, bshape[:axis] + (div,) + bshape[axis:], (axis,))
-        s, e = m.expand_dims(start, axis), m.expand_dims(stop, axis)
-        out = u.add(u.multiply(s, u.subtract(1, t)), u.multiply(e, t))
+        s, e = expand_dims(start, axis), expand_dims(stop, axis)
+        out = add(multiply(s, subtract(1, t)), multiply(e, t))
         if endpoint:
-            out = m.concatenate([out, e], axis=axis)
+            out = concatenate([out, e], axis=axis)
     if not dtypes.is_inexact(dtype):
         out = lax.floor(out)
     out = lax.convert_element_type(out, dtype)
@@ -358,7 +254,7 @@ def logspace(
 ) -> Any:
     """``base ** linspace(start, stop, num)``."""
     y = linspace(start, stop, num, endpoint, dtype=None, axis=axis)
-    out = u.power(base, y)
+    out = power(base, y)
     return out if dtype is None else lax.convert_element_type(out, dtype)
 
 

@@ -21,6 +21,7 @@ from blu.core import dtypes
 from blu.core.array import Array
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import Tracer
+from blu.numpy import _dtypes
 from blu.parallel.devices import Device
 
 __all__ = ["from_dlpack", "__array_namespace_info__"]
@@ -72,19 +73,27 @@ def with_device(fn: Callable) -> Callable:
     return wrapper
 
 
+_namespace: Any = None  # blu.numpy, registered by the package when it is imported
+
+
+def register_namespace(module: Any) -> None:
+    """Make ``module`` (``blu.numpy``) what ``x.__array_namespace__()`` returns (``blu.numpy``
+    calls this at import: its submodules never import the package)."""
+    global _namespace
+    _namespace = module
+
+
 def array_namespace(api_version: str | None = None) -> Any:
     """``x.__array_namespace__()``: ``blu.numpy`` (it implements the standard's 2024.12).
 
     Raises:
         BluValueError: an ``api_version`` other than None, 2023.12 or 2024.12.
     """
-    import blu.numpy as bnp
-
     if api_version not in (None, "2023.12", "2024.12"):
         raise BluValueError(
             with_user_line(f"__array_namespace__: api_version {api_version!r} is not supported")
         )
-    return bnp
+    return _namespace
 
 
 def array_device(x: Any) -> Any:
@@ -189,19 +198,15 @@ class Info:
         return [CPU_DEVICE]
 
     def default_dtypes(self, *, device: Any = None) -> dict[str, Any]:
-        import blu.numpy as bnp
-
         check_device(device, "default_dtypes")
         return {
-            "real floating": bnp.float32,
-            "complex floating": bnp.complex64,
-            "integral": bnp.int32,
-            "indexing": bnp.int32,
+            "real floating": _dtypes.float32,
+            "complex floating": _dtypes.complex64,
+            "integral": _dtypes.int32,
+            "indexing": _dtypes.int32,
         }
 
     def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, Any]:
-        import blu.numpy as bnp
-
         check_device(device, "dtypes")
         if kind is None:
             names = ("bool",) + _KINDS["numeric"]
@@ -209,7 +214,8 @@ class Info:
             names = tuple(n for k in kind for n in self._names(k))
         else:
             names = self._names(kind)
-        return {n: getattr(bnp, n) for n in dict.fromkeys(names)}
+        # (bnp.bool is bnp.bool_)
+        return {n: getattr(_dtypes, "bool_" if n == "bool" else n) for n in dict.fromkeys(names)}
 
     @staticmethod
     def _names(kind: str) -> tuple[str, ...]:

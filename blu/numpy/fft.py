@@ -26,6 +26,7 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, canonicalize_axes, canonicalize_axis, to_inexact
 from blu.numpy.devices import with_device
+from blu.numpy.manipulation import roll as _roll
 
 # fmt: off
 __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
@@ -261,8 +262,6 @@ def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None) -> Any:
 
 
 def _shift(x: Any, axes: Any, inverse: bool) -> Any:
-    from blu.numpy.manipulation import roll
-
     x = asarray_operand(x)
     shape = get_aval(x).shape
     if axes is None:
@@ -274,7 +273,7 @@ def _shift(x: Any, axes: Any, inverse: bool) -> Any:
     if not axes:
         return x
     shifts = tuple(-(shape[a] // 2) if inverse else shape[a] // 2 for a in axes)
-    return roll(x, shifts, axes)
+    return _roll(x, shifts, axes)
 
 
 def fftshift(x: Any, /, *, axes: Any = None) -> Any:

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-import blu.numpy as u
 from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluValueError, with_user_line
@@ -33,7 +32,9 @@ from blu.numpy.indexing import (
     _result_shape,
     getitem,
 )
-from blu.numpy.selection import take
+from blu.numpy.logic import greater_equal, less, logical_and, logical_or, not_equal
+from blu.numpy.selection import _index_array, _normalize_index, take
+from blu.numpy.ufuncs import _where, add, maximum, minimum, multiply, negative, reciprocal
 
 __all__ = ["IndexUpdateHelper", "IndexUpdateRef"]
 
@@ -119,8 +120,6 @@ class IndexUpdateRef:
     def subtract(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
                  unique_indices: bool = False) -> Any:  # fmt: skip
         """``x`` with ``x[idx] -= values``; ``mode`` as for set."""
-        from blu.numpy import negative
-
         return self._do(negative(values), "add", mode)
 
     def multiply(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
@@ -133,8 +132,6 @@ class IndexUpdateRef:
     def divide(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
                unique_indices: bool = False) -> Any:  # fmt: skip
         """``x`` with ``x[idx] /= values``."""
-        from blu.numpy import reciprocal
-
         return self._do(reciprocal(values), "mul", mode)
 
     def min(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
@@ -183,8 +180,6 @@ def _is_int_index(e: Any) -> bool:
 def _clip_index(x: Any, idx: Any) -> Any:
     """``idx`` with each integer (array) entry normalized (negative from the end) and clamped
     into ``[0, n - 1]``: JAX's mode='clip' for updates."""
-    from blu.numpy.selection import _index_array, _normalize_index
-
     entries, shape = _index_entries(x, idx, "update")
     out = []
     for e, n in zip(entries, shape):
@@ -210,17 +205,14 @@ def _default_fill(dtype: Any) -> Any:
 
 def _get_fill(x: Any, idx: Any, fill_value: Any) -> Any:
     """``x[idx]`` where the rows with an out-of-bounds integer index read ``fill_value``."""
-    import blu.numpy as u
-    from blu.numpy.selection import _index_array
-
     x = asarray_operand(x)
     entries, shape = _index_entries(x, idx, "get")
     bad = None
     for e, n in zip(entries, shape):
         if _is_int_index(e):
             i = _index_array(e, "at[].get")
-            b = u.logical_or(u.less(i, -n), u.greater_equal(i, n))
-            bad = b if bad is None else u.logical_or(bad, b)
+            b = logical_or(less(i, -n), greater_equal(i, n))
+            bad = b if bad is None else logical_or(bad, b)
     out = getitem(x, idx)
     if bad is None:
         return out
@@ -235,17 +227,17 @@ def _get_fill(x: Any, idx: Any, fill_value: Any) -> Any:
     nb = get_aval(bad).ndim
     out_shape = get_aval(out).shape
     bad = lax.broadcast_in_dim(bad, out_shape, tuple(range(start, start + nb)))
-    return u.where(bad, fill, out)
+    return _where(bad, fill, out)
 
 
 def _combine(op: str, old: Any, new: Any) -> Any:
     if op == "set":
         return new
     if op == "add":
-        return u.add(old, new)
+        return add(old, new)
     if op == "mul":
-        return u.multiply(old, new)
-    return u.minimum(old, new) if op == "min" else u.maximum(old, new)
+        return multiply(old, new)
+    return minimum(old, new) if op == "min" else maximum(old, new)
 
 
 def _values_for(x_aval: Any, values: Any, out_shape: tuple[int, ...]) -> Any:
@@ -290,15 +282,15 @@ def _update_window(x: Any, entries: list[_Entry], v: Any, op: str) -> Any:
             starts[e.axis], sizes[e.axis] = e.value, 1
         elif e.kind == "dyn":
             i = _normalized(asarray_operand(e.value), shape[e.axis], dtypes.int32)
-            ok = u.logical_and(u.greater_equal(i, 0), u.less(i, shape[e.axis]))
-            valid = ok if valid is None else u.logical_and(valid, ok)
+            ok = logical_and(greater_equal(i, 0), less(i, shape[e.axis]))
+            valid = ok if valid is None else logical_and(valid, ok)
             starts[e.axis], sizes[e.axis] = i, 1
     v = lax.reshape(v, tuple(sizes))
     if op != "set":
         v = _combine(op, lax.dynamic_slice(x, starts, sizes), v)
     out = lax.dynamic_update_slice(x, v, starts)
     if valid is not None:  # out-of-bounds traced scalars drop the update, as scatters do
-        out = u.where(valid, out, x)
+        out = _where(valid, out, x)
     return out
 
 
@@ -327,8 +319,8 @@ def _flat_positions(entries: list[_Entry], shape: tuple[int, ...], out_shape: tu
 
     def add_traced(t: Any, ok: Any) -> None:
         nonlocal traced, valid
-        traced = t if traced is None else u.add(traced, t)
-        valid = ok if valid is None else u.logical_and(valid, ok)
+        traced = t if traced is None else add(traced, t)
+        valid = ok if valid is None else logical_and(valid, ok)
 
     for j, e in enumerate(entries):
         if e.kind == "slice":
@@ -340,8 +332,8 @@ def _flat_positions(entries: list[_Entry], shape: tuple[int, ...], out_shape: tu
             static = static + e.value * row_strides[e.axis]
         elif e.kind == "dyn":
             i = _normalized(asarray_operand(e.value), shape[e.axis], dt)
-            ok = u.logical_and(u.greater_equal(i, 0), u.less(i, shape[e.axis]))
-            add_traced(u.multiply(i, row_strides[e.axis]), ok)
+            ok = logical_and(greater_equal(i, 0), less(i, shape[e.axis]))
+            add_traced(multiply(i, row_strides[e.axis]), ok)
     if has_adv:
         adv, arrs, bshape = _adv_arrays(entries, shape, dt)
         s = (1,) * p + tuple(bshape) + (1,) * (nd_out - p - len(bshape))
@@ -353,15 +345,15 @@ def _flat_positions(entries: list[_Entry], shape: tuple[int, ...], out_shape: tu
                 static = static + a * row_strides[e.axis]
             else:
                 a = lax.reshape(a, s)
-                ok = u.logical_and(u.greater_equal(a, 0), u.less(a, n))
-                add_traced(u.multiply(a, row_strides[e.axis]), ok)
+                ok = logical_and(greater_equal(a, 0), less(a, n))
+                add_traced(multiply(a, row_strides[e.axis]), ok)
     static = np.where(static_ok, static, size)
     static = np.broadcast_to(static, out_shape).astype(dt)
     if traced is None:
         return static
-    pos = u.add(broadcast_to(asarray_operand(traced), out_shape), static)
-    ok = u.logical_and(broadcast_to(valid, out_shape), np.broadcast_to(static_ok, out_shape))
-    return u.where(ok, pos, size)
+    pos = add(broadcast_to(asarray_operand(traced), out_shape), static)
+    ok = logical_and(broadcast_to(valid, out_shape), np.broadcast_to(static_ok, out_shape))
+    return _where(ok, pos, size)
 
 
 def _update_scatter(x: Any, entries: list[_Entry], v: Any, op: str, out_shape) -> Any:
@@ -412,17 +404,17 @@ def _scatter_combine(flat: Any, pos: Any, v: Any, op: str) -> Any:
     vals = take(v, perm)
     shift = lambda a, d, fill: lax.pad(a, np.asarray(fill, get_aval(a).dtype)[()], [(d, -d, 0)])  # noqa: E731
     spos_arr = asarray_operand(spos)
-    starts = u.not_equal(spos_arr, shift(spos_arr, 1, -1))
+    starts = not_equal(spos_arr, shift(spos_arr, 1, -1))
     ident = _identity(op, dtype)
     d = 1
     while d < n:
         prev_v, prev_s = shift(vals, d, ident), shift(starts, d, False)
-        vals = u.where(starts, vals, _combine(op, prev_v, vals))
-        starts = u.logical_or(starts, prev_s)
+        vals = _where(starts, vals, _combine(op, prev_v, vals))
+        starts = logical_or(starts, prev_s)
         d *= 2
     nxt = lax.pad(spos_arr, np.asarray(-1, get_aval(spos_arr).dtype)[()], [(-1, 1, 0)])
-    last = u.not_equal(spos_arr, nxt)
-    target = u.where(last, spos_arr, size)
+    last = not_equal(spos_arr, nxt)
+    target = _where(last, spos_arr, size)
     combined = lax.scatter(
         lax.full((size,), ident, dtype), _col(target), vals, axes=(0,), mode="drop"
     )

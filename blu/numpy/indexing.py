@@ -30,7 +30,7 @@ from blu.core import dtypes
 from blu.core.array import Array
 from blu.core.errors import BluError, BluTypeError, ConcretizationError, with_user_line
 from blu.core.interpreter import Tracer, get_aval
-from blu.numpy._promote import asarray_operand, broadcast_shapes, broadcast_to
+from blu.numpy._promote import array, asarray_operand, broadcast_shapes, broadcast_to
 
 __all__ = ["getitem", "BluIndexError"]
 
@@ -80,8 +80,6 @@ def _as_index_array(it: Any) -> Any:
         try:
             return np.asarray(it)
         except (ValueError, TypeError):
-            from blu.numpy.creation import array
-
             return array(it)
     return it
 

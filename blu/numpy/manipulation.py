@@ -29,6 +29,8 @@ from blu.numpy._promote import (
     is_concrete,
     promote_dtypes,
 )
+from blu.numpy.devices import to_device
+from blu.numpy.ufuncs import mod, subtract
 
 # fmt: off
 __all__ = [
@@ -51,8 +53,6 @@ def astype(x: Any, dtype: Any, copy: bool = True, *, device: Any = None) -> Any:
     out = lax.convert_element_type(asarray_operand(x), dtypes.canonicalize(dtype))
     if device is None:
         return out
-    from blu.numpy.devices import to_device
-
     return to_device(out, device)
 
 
@@ -440,10 +440,10 @@ def repeat(
         raise BluShapeError(
             with_user_line(f"repeat: {reps.shape[0]} counts for an axis of length {s[axis]}")
         )
-    from blu.numpy.selection import take
-
-    idx = np.repeat(np.arange(s[axis]), reps.astype(np.int64))
-    return take(a, idx, axis=axis)
+    # ``take(a, idx, axis)``: one gather of the repeated rows (its index axis first), moved to
+    # ``axis``
+    idx = np.repeat(np.arange(s[axis]), reps.astype(np.int64)).astype(np.int32)
+    return moveaxis(lax.gather(a, idx[:, None], axes=(axis,), mode="clip"), 0, axis)
 
 
 def flip(m: Any, axis: Any = None) -> Any:
@@ -493,8 +493,6 @@ def _roll1(a: Any, shift: Any, axis: int) -> Any:
             [_slice_axis(a, n - k, n, axis), _slice_axis(a, 0, n - k, axis)], axis
         )
     # traced shift: read a window of [a, a] starting at n - shift % n
-    from blu.numpy import mod, subtract
-
     shift = lax.convert_element_type(shift, dtypes.int32)
     start = subtract(n, mod(shift, n))
     doubled = lax.concatenate([a, a], axis)

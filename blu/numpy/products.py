@@ -13,9 +13,11 @@ from blu import lax
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import broadcast_shapes, canonicalize_axis, promote_dtypes
+from blu.numpy.complexes import conj
 from blu.numpy.manipulation import ravel
 from blu.numpy.reductions import sum as _sum
 from blu.numpy.selection import diagonal
+from blu.numpy.ufuncs import multiply
 
 __all__ = ["matmul", "dot", "vdot", "vecdot", "inner", "outer", "tensordot", "kron", "trace"]
 
@@ -105,8 +107,6 @@ def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = 
     a, b = promote_dtypes(a, b)
     sa, sb = get_aval(a).shape, get_aval(b).shape
     if not sa or not sb:
-        from blu.numpy import multiply
-
         return multiply(a, b)
     cb = 0 if len(sb) == 1 else len(sb) - 2
     if sa[-1] != sb[cb]:
@@ -117,8 +117,6 @@ def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = 
 
 def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """The inner product of the raveled arrays, conjugating ``a`` when it is complex."""
-    from blu.numpy.complexes import conj
-
     return dot(
         ravel(conj(a)), ravel(b), precision=precision, preferred_element_type=preferred_element_type
     )
@@ -131,8 +129,6 @@ def vecdot(x1: Any, x2: Any, axis: int = -1) -> Any:
     Raises:
         BluShapeError: the sizes along ``axis`` differ, or ``axis`` is out of range.
     """
-    from blu.numpy import multiply
-
     x1, x2 = promote_dtypes(x1, x2)
     s1, s2 = get_aval(x1).shape, get_aval(x2).shape
     nd = max(len(s1), len(s2))
@@ -145,8 +141,6 @@ def vecdot(x1: Any, x2: Any, axis: int = -1) -> Any:
     if d1 != d2:
         raise _shape_error("vecdot", x1, x2, f"the vectors along axis {axis} differ in length")
     # the operands' dtype (the standard's vecdot does not widen integers as sum does)
-    from blu.numpy.complexes import conj
-
     return _sum(multiply(conj(x1), x2), axis=axis, dtype=get_aval(x1).dtype)
 
 
@@ -155,8 +149,6 @@ def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any 
     a, b = promote_dtypes(a, b)
     sa, sb = get_aval(a).shape, get_aval(b).shape
     if not sa or not sb:
-        from blu.numpy import multiply
-
         return multiply(a, b)
     if sa[-1] != sb[-1]:
         raise _shape_error("inner", a, b, f"last axes differ ({sa[-1]} vs {sb[-1]})")
@@ -166,8 +158,6 @@ def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any 
 
 def outer(a: Any, b: Any) -> Any:
     """``ravel(a)[:, None] * ravel(b)[None, :]``."""
-    from blu.numpy import multiply
-
     a, b = ravel(a), ravel(b)
     return multiply(
         lax.reshape(a, get_aval(a).shape + (1,)), lax.reshape(b, (1,) + get_aval(b).shape)
@@ -205,8 +195,6 @@ def tensordot(
 
 def kron(a: Any, b: Any) -> Any:
     """Kronecker product (ranks are padded to match, as numpy)."""
-    from blu.numpy import multiply
-
     a, b = promote_dtypes(a, b)
     sa, sb = get_aval(a).shape, get_aval(b).shape
     nd = max(len(sa), len(sb))

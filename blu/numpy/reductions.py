@@ -26,16 +26,27 @@ from blu.numpy._promote import (
     concrete_value,
     to_inexact,
 )
-from blu.numpy.logic import to_bool
+from blu.numpy.logic import equal, logical_and, logical_not, logical_or, to_bool
 from blu.numpy.manipulation import broadcast_to, moveaxis
 from blu.numpy.selection import take
+from blu.numpy.ufuncs import (
+    _where,
+    add,
+    isclose,
+    isnan,
+    maximum,
+    minimum,
+    multiply,
+    subtract,
+    true_divide,
+)
 
 # fmt: off
 __all__ = [
     "sum", "prod", "product", "mean", "var", "std", "max", "min", "amax", "amin", "argmax",
     "argmin", "all", "any", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "ptp",
     "count_nonzero", "average", "median", "quantile", "percentile", "nansum", "nanmean",
-    "nanmax", "nanmin"
+    "nanmax", "nanmin", "allclose", "array_equal"
 ]
 # fmt: on
 
@@ -74,8 +85,6 @@ def _cast(a: Any, dtype: np.dtype) -> Any:
 def _masked(a: Any, where: Any, fill: Any) -> Any:
     if where is None:
         return a
-    from blu.numpy import where as _where
-
     aval = get_aval(a)
     return _where(where, a, lax.full(aval.shape, fill, aval.dtype))
 
@@ -110,8 +119,6 @@ def sum(
 ) -> Any:
     """Sum over ``axis``. Bool and narrow integers sum in int32/uint32 unless ``dtype`` is
     given; ``where`` masks elements out; ``initial`` is added."""
-    from blu.numpy import add
-
     return _accumulate("sum", lax.reduce_sum, add, 0, a, axis, dtype, keepdims, initial, where,
                        promote_integers)  # fmt: skip
 
@@ -127,8 +134,6 @@ def prod(
     promote_integers: bool = True,
 ) -> Any:
     """Product over ``axis`` (dtypes as for ``sum``)."""
-    from blu.numpy import multiply
-
     return _accumulate("prod", lax.reduce_prod, multiply, 1, a, axis, dtype, keepdims, initial,
                        where, promote_integers)  # fmt: skip
 
@@ -198,8 +203,6 @@ def var(
     a, axes = _prep(a, axis, "var")
     out_d, comp = _inexact_dtypes(a, dtype)
     a = _cast(a, comp)
-    from blu.numpy import maximum, subtract
-
     m = mean(a, axes, keepdims=True, where=where)
     c = subtract(a, m)
     if dtypes.is_complex(comp):  # |c|^2, real (numpy's complex var)
@@ -258,8 +261,6 @@ def _extremum(a: Any, axis: Any, keepdims: bool, initial: Any, where: Any, is_ma
     else:
         r = lax.reduce_max(a, axes) if is_max else lax.reduce_min(a, axes)
     if initial is not None:
-        from blu.numpy import maximum, minimum
-
         init = lax.convert_element_type(asarray_operand(initial), aval.dtype)
         r = maximum(r, init) if is_max else minimum(r, init)
     return _keep(r, aval.shape, axes, keepdims)
@@ -385,8 +386,6 @@ cumulative_prod = _with_initial(cumprod, 1)
 
 def ptp(a: Any, axis: Any = None, out: None = None, keepdims: bool = False) -> Any:
     """``max - min`` over ``axis``."""
-    from blu.numpy import subtract
-
     return subtract(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
 
 
@@ -399,8 +398,6 @@ def average(
     a: Any, axis: Any = None, weights: Any = None, returned: bool = False, keepdims: bool = False
 ) -> Any:
     """Weighted mean ``sum(a * w) / sum(w)`` over ``axis`` (1-D weights apply along one axis)."""
-    from blu.numpy import multiply, true_divide
-
     a = asarray_operand(a)
     if weights is None:
         avg = mean(a, axis, keepdims=keepdims)
@@ -429,8 +426,6 @@ def quantile(
     Returns:
         shape ``q.shape + reduced shape``; float.
     """
-    from blu.numpy import add, multiply, subtract
-
     if method != "linear":
         raise BluValueError(with_user_line("quantile: only method='linear' is supported"))
     qv = concrete_value(q, "quantile (q)").astype(np.float64)
@@ -472,10 +467,8 @@ def median(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
 
 
 def _nan_fill(a: Any, fill: Any) -> Any:
-    from blu.numpy import isnan, where
-
     a = asarray_operand(a)
-    return where(isnan(a), fill, a) if dtypes.is_inexact(get_aval(a).dtype) else a
+    return _where(isnan(a), fill, a) if dtypes.is_inexact(get_aval(a).dtype) else a
 
 
 def nansum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
@@ -485,8 +478,6 @@ def nansum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) 
 
 def nanmean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
     """``mean`` of the non-NaN elements."""
-    from blu.numpy import isnan, logical_not
-
     a = asarray_operand(a)
     if not dtypes.is_inexact(get_aval(a).dtype):
         return mean(a, axis, dtype, keepdims=keepdims)
@@ -494,12 +485,10 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False)
 
 
 def _nan_where_all_nan(r: Any, a: Any, axis: Any, keepdims: bool) -> Any:
-    from blu.numpy import isnan, where
-
     a = asarray_operand(a)
     if not dtypes.is_float(get_aval(a).dtype):
         return r
-    return where(all(isnan(a), axis, keepdims=keepdims), np.nan, r)
+    return _where(all(isnan(a), axis, keepdims=keepdims), np.nan, r)
 
 
 def nanmax(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
@@ -512,3 +501,22 @@ def nanmin(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """``min`` ignoring NaN (NaN where all are NaN)."""
     r = min(_nan_fill(a, np.inf), axis, keepdims=keepdims)
     return _nan_where_all_nan(r, a, axis, keepdims)
+
+
+# ---- closeness: all of isclose / equal ----------------------------------------------------------
+
+
+def allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
+    """True when ``isclose`` holds everywhere (a 0-d bool array)."""
+    return all(isclose(a, b, rtol, atol, equal_nan))
+
+
+def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
+    """True when the shapes agree and all elements are equal (a 0-d bool array)."""
+    a1, a2 = asarray_operand(a1), asarray_operand(a2)
+    if get_aval(a1).shape != get_aval(a2).shape:
+        return lax.full((), False, dtypes.bool_)
+    eq = equal(a1, a2)
+    if equal_nan:
+        eq = logical_or(eq, logical_and(isnan(a1), isnan(a2)))
+    return all(eq)

@@ -1,5 +1,6 @@
-"""Selecting elements: take, take_along_axis (gathers), diagonal/diag (strided slices) and
-nonzero."""
+"""Selecting elements: take, take_along_axis (gathers), diagonal/diag (strided slices), nonzero
+and ``where`` (whose one-argument form is ``nonzero``; the three-argument form is
+``ufuncs._where``)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,11 @@ from blu.numpy._promote import (
     canonicalize_axis,
     concrete_value,
 )
-from blu.numpy.logic import to_bool
+from blu.numpy.logic import greater_equal, less, logical_or, to_bool
 from blu.numpy.manipulation import moveaxis, ravel
+from blu.numpy.ufuncs import _where, add, mod
 
-__all__ = ["take", "take_along_axis", "diagonal", "diag", "nonzero"]
+__all__ = ["take", "take_along_axis", "diagonal", "diag", "nonzero", "where"]
 
 
 def _aval(x: Any):
@@ -43,9 +45,7 @@ def _normalize_index(idx: Any, n: int) -> Any:
     """Negative indices count from the end (numpy arrays stay numpy; traced ones use lax)."""
     if isinstance(idx, np.ndarray):
         return np.where(idx < 0, idx + n, idx)
-    from blu.numpy import add, less, where
-
-    return where(less(idx, 0), add(idx, n), idx)
+    return _where(less(idx, 0), add(idx, n), idx)
 
 
 def _index_array(indices: Any, name: str) -> Any:
@@ -89,8 +89,6 @@ def take(
     if mode == "raise":
         _check_in_range(idx, n, axis)
     if mode == "wrap":
-        from blu.numpy import mod
-
         idx = np.mod(idx, n) if isinstance(idx, np.ndarray) else mod(idx, n)
     elif mode in (None, "clip", "fill", "raise"):
         if mode != "clip":
@@ -102,12 +100,10 @@ def take(
     out = lax.gather(a, idx_e, axes=(axis,), mode="fill" if mode == "fill" else "clip")
     nb = len(ishape)
     if mode == "fill" and fill_value is not None:
-        from blu.numpy import greater_equal, less, logical_or, where
-
         bad = logical_or(less(idx, 0), greater_equal(idx, n))
         bad = lax.broadcast_in_dim(bad, _aval(out).shape, tuple(range(nb)))
         fill = lax.convert_element_type(asarray_operand(fill_value), _aval(a).dtype)
-        out = where(bad, fill, out)
+        out = _where(bad, fill, out)
     # gather puts the index dims first; numpy puts them at ``axis``
     perm = list(range(nb, nb + axis)) + list(range(nb)) + list(range(nb + axis, nb + len(s) - 1))
     return lax.transpose(out, tuple(perm))
@@ -165,8 +161,6 @@ def take_along_axis(
     n = s[axis]
     raw = idx
     if mode == "wrap":
-        from blu.numpy import mod
-
         idx = np.mod(idx, max(n, 1)) if isinstance(idx, np.ndarray) else mod(idx, max(n, 1))
     else:
         idx = _normalize_index(idx, n)
@@ -205,12 +199,10 @@ def take_along_axis(
         )
     out = lax.gather(arr, full_idx, axes=tuple(range(len(s))), mode="clip")
     if mode == "fill":
-        from blu.numpy import greater_equal, less, logical_or, where
-
         bad = logical_or(less(raw, -n), greater_equal(raw, n))
         fill = 0 if fill_value is None else fill_value
         fill = lax.convert_element_type(asarray_operand(fill), _aval(arr).dtype)
-        out = where(broadcast_to(bad, out_shape), fill, out)
+        out = _where(broadcast_to(bad, out_shape), fill, out)
     return out
 
 
@@ -279,8 +271,6 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
         ConcretizationError: ``a`` is traced and ``size`` is None (use ``bnp.where(cond, x, y)``,
             a mask, or pass ``size=``). BluShapeError: ``a`` is 0-d (as numpy 2).
     """
-    from blu.numpy import where
-
     fill = 0 if fill_value is None else fill_value
     if _aval(a).ndim == 0:
         # numpy 2 and the Array API: a 0-d array has no axes to index (atleast_1d it first)
@@ -310,5 +300,24 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
     for k, d in enumerate(shape):
         stride = int(np.prod(shape[k + 1 :]))
         coord = lax.rem(lax.div(pos, lax.full_like(pos, stride)), lax.full_like(pos, d))
-        out.append(where(missing, fill, coord))
+        out.append(_where(missing, fill, coord))
     return tuple(out)
+
+
+def where(
+    condition: Any, x: Any = None, y: Any = None, *, size: int | None = None, fill_value: Any = None
+) -> Any:
+    """``x`` where ``condition`` else ``y`` (all three broadcast; x and y promote).
+
+    With only ``condition`` this is ``nonzero(condition, size=size, fill_value=fill_value)``,
+    which needs a concrete condition unless ``size`` is given.
+
+    Raises:
+        BluValueError: exactly one of ``x``, ``y`` given. ConcretizationError: the
+            one-argument form on a traced condition without ``size``.
+    """
+    if x is None and y is None:
+        return nonzero(condition, size=size, fill_value=fill_value)
+    if x is None or y is None:
+        raise BluValueError(with_user_line("where: give both x and y, or neither"))
+    return _where(condition, x, y)

@@ -18,6 +18,9 @@ from blu import lax
 from blu.core import dtypes
 from blu.core.interpreter import Tracer, get_aval
 from blu.numpy._promote import asarray_operand, concrete_value
+from blu.numpy.manipulation import concatenate
+from blu.numpy.selection import nonzero, take
+from blu.numpy.sorting import argsort
 
 __all__ = ["unique_all", "unique_counts", "unique_inverse", "unique_values"]
 
@@ -41,10 +44,6 @@ class UniqueInverseResult(NamedTuple):
 
 def _groups(x: Any, size: int | None, fill_value: Any):
     """(values, first indices, inverse indices (x's shape), counts) of the groups of ``x``."""
-    from blu.numpy.manipulation import concatenate
-    from blu.numpy.selection import nonzero, take
-    from blu.numpy.sorting import argsort
-
     x = asarray_operand(x)
     aval = get_aval(x)
     flat = lax.reshape(x, (aval.size,))

@@ -13,7 +13,9 @@ from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, canonicalize_axis, promote_dtypes
+from blu.numpy.logic import logical_and, logical_not
 from blu.numpy.selection import take
+from blu.numpy.ufuncs import _where
 
 __all__ = ["sort", "argsort", "searchsorted"]
 
@@ -78,8 +80,6 @@ def searchsorted(
 
     An unrolled binary search of ``ceil(log2(n + 1))`` steps of gather and compare.
     """
-    from blu.numpy import logical_and, logical_not, where
-
     if side not in ("left", "right"):
         raise BluValueError(
             with_user_line(f"searchsorted: side must be 'left' or 'right', got {side!r}")
@@ -103,6 +103,6 @@ def searchsorted(
         am = take(a, mid, mode="clip")
         right = lax.lt(am, v) if side == "left" else lax.le(am, v)
         active = lax.lt(lo, hi)
-        lo = where(logical_and(active, right), lax.add(mid, lax.full(vshape, 1, dtypes.int32)), lo)
-        hi = where(logical_and(active, logical_not(right)), mid, hi)
+        lo = _where(logical_and(active, right), lax.add(mid, lax.full(vshape, 1, dtypes.int32)), lo)
+        hi = _where(logical_and(active, logical_not(right)), mid, hi)
     return lo

@@ -21,7 +21,8 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, promote_args_inexact
 from blu.numpy.logic import invert, left_shift, right_shift
-from blu.numpy.ufuncs import (
+from blu.numpy.manipulation import concatenate
+from blu.numpy.transcendental import (
     arccos,
     arccosh,
     arcsin,
@@ -29,8 +30,8 @@ from blu.numpy.ufuncs import (
     arctan,
     arctan2,
     arctanh,
-    power,
 )
+from blu.numpy.ufuncs import power, subtract
 
 # fmt: off
 __all__ = [
@@ -137,9 +138,6 @@ def diff(x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: 
     Raises:
         BluValueError: ``n < 0``. BluShapeError: ``x`` is 0-d.
     """
-    from blu.numpy.manipulation import concatenate
-    from blu.numpy.ufuncs import subtract
-
     n = operator.index(n)
     if n < 0:
         raise BluValueError(with_user_line(f"diff: n must be >= 0, got {n}"))

@@ -1,23 +1,24 @@
-"""Elementwise functions (numpy's ufuncs) with broadcasting and JAX's dtype promotion.
+"""Elementwise arithmetic (numpy's ufuncs): +, -, *, /, //, %, powers, absolute values, rounding,
+extrema and clip, the three-argument ``where``, floating-point classification (``isnan``, ...)
+and ``isclose``; with broadcasting and JAX's dtype promotion. Exponentials, logarithms, roots
+and the trigonometric and hyperbolic functions are in ``transcendental``.
 
 Each is a composition of ``blu.lax`` elementwise primitives; functions numpy defines with
 particular semantics keep them: ``floor_divide`` rounds toward -inf and ``mod`` takes the sign
 of the divisor (for integers and floats, as numpy's ``divmod``), ``round`` rounds half to even,
-integer division by zero gives 0. Functions of floats (``sqrt``, ``exp``, ``true_divide``, ...)
+integer division by zero gives 0. Functions of floats (``true_divide``, ``reciprocal``, ...)
 turn integer and bool inputs into the default float (float32).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from blu import lax
 from blu.core import dtypes
-from blu.core.errors import BluTypeError, BluValueError, with_user_line
+from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import (
     asarray_operand,
@@ -39,18 +40,14 @@ from blu.numpy.logic import (
     not_equal,
     to_bool,
 )
-from blu.numpy.reductions import all as _all
 
 # fmt: off
 __all__ = [
     "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "mod", "remainder",
     "fmod", "divmod", "power", "float_power", "negative", "positive", "abs", "absolute", "fabs",
-    "sign", "sqrt", "cbrt", "square", "reciprocal", "exp", "exp2", "expm1", "log", "log2",
-    "log10", "log1p", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh",
-    "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "hypot", "deg2rad", "rad2deg", "degrees",
-    "radians", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "maximum", "minimum",
-    "fmax", "fmin", "clip", "where", "logaddexp", "logaddexp2", "isfinite", "isnan", "isinf",
-    "signbit", "copysign", "nan_to_num", "isclose", "allclose", "array_equal",
+    "sign", "square", "reciprocal", "floor", "ceil", "trunc", "fix", "rint", "round", "around",
+    "maximum", "minimum", "fmax", "fmin", "clip", "isfinite", "isnan", "isinf", "signbit",
+    "copysign", "nan_to_num", "isclose",
 ]
 # fmt: on
 
@@ -121,22 +118,22 @@ def _float_divmod(x: Any, y: Any) -> tuple[Any, Any]:
     mod = lax.rem(x, y)
     div = true_divide(subtract(x, mod), y)
     adjust = logical_and(not_equal(mod, 0), not_equal(less(y, 0), less(mod, 0)))
-    mod = where(adjust, add(mod, y), mod)
-    div = where(adjust, subtract(div, 1), div)
+    mod = _where(adjust, add(mod, y), mod)
+    div = _where(adjust, subtract(div, 1), div)
     fl = lax.floor(div)
-    fl = where(greater(subtract(div, fl), 0.5), add(fl, 1), fl)
+    fl = _where(greater(subtract(div, fl), 0.5), add(fl, 1), fl)
     # signed zeros as numpy's npy_divmod: a zero remainder takes the divisor's sign, a zero
     # quotient the sign of x / y
     zero = _zeros(x)
     quot = lax.div(x, y)
-    mod = where(equal(mod, 0), copysign(zero, y), mod)
-    fl = where(equal(fl, 0), copysign(zero, quot), fl)
+    mod = _where(equal(mod, 0), copysign(zero, y), mod)
+    fl = _where(equal(fl, 0), copysign(zero, quot), fl)
     # the Array API: inf // finite is a signed inf (numpy gives NaN; the remainder stays NaN),
     # finite // inf a signed zero (numpy and Python give -1 for opposite signs)
-    fl = where(logical_and(isinf(x), isfinite(y)), quot, fl)
-    fl = where(logical_and(isfinite(x), isinf(y)), quot, fl)
+    fl = _where(logical_and(isinf(x), isfinite(y)), quot, fl)
+    fl = _where(logical_and(isfinite(x), isinf(y)), quot, fl)
     y_zero = equal(y, 0)
-    return where(y_zero, quot, fl), mod
+    return _where(y_zero, quot, fl), mod
 
 
 def _int_divmod(x: Any, y: Any) -> tuple[Any, Any]:
@@ -145,8 +142,8 @@ def _int_divmod(x: Any, y: Any) -> tuple[Any, Any]:
     q, r = lax.div(x, safe_y), lax.rem(x, safe_y)
     if not _is_unsigned(x):
         adjust = logical_and(not_equal(r, 0), not_equal(less(x, 0), less(y, 0)))
-        q = where(adjust, subtract(q, 1), q)
-        r = where(adjust, add(r, y), r)
+        q = _where(adjust, subtract(q, 1), q)
+        r = _where(adjust, add(r, y), r)
     return lax.select(y_zero, _zeros(q), q), lax.select(y_zero, _zeros(r), r)
 
 
@@ -183,9 +180,9 @@ def fmod(x: Any, y: Any) -> Any:
 def _int_power(x: Any, y: Any) -> Any:
     # square-and-multiply over every bit of the exponent; negative exponents give 0 (as in JAX)
     bits = get_aval(y).dtype.itemsize * 8
-    acc = where(less(y, 0), 0, lax.full_like(x, 1))
+    acc = _where(less(y, 0), 0, lax.full_like(x, 1))
     for _ in range(bits):
-        acc = where(equal(lax.rem(y, lax.full_like(y, 2)), 0), acc, lax.mul(acc, x))
+        acc = _where(equal(lax.rem(y, lax.full_like(y, 2)), 0), acc, lax.mul(acc, x))
         x = lax.mul(x, x)
         y = lax.div(y, lax.full_like(y, 2))
     return acc
@@ -246,27 +243,6 @@ def sign(x: Any) -> Any:
     return lax.sign(x)
 
 
-def _unary_inexact(lax_fn: Callable, name: str, doc: str) -> Callable:
-    def fn(x: Any) -> Any:
-        (x,) = promote_args_inexact(x)
-        return lax_fn(x)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = doc
-    return fn
-
-
-sqrt = _unary_inexact(lambda x: lax.sqrt(x), "sqrt", "Square root (NaN below 0).")
-exp = _unary_inexact(lambda x: lax.exp(x), "exp", "``e ** x``.")
-expm1 = _unary_inexact(lambda x: lax.expm1(x), "expm1", "``exp(x) - 1``, accurate near 0.")
-log = _unary_inexact(lambda x: lax.log(x), "log", "Natural logarithm (-inf at 0, NaN below).")
-log1p = _unary_inexact(lambda x: lax.log1p(x), "log1p", "``log(1 + x)``, accurate near 0.")
-sin = _unary_inexact(lambda x: lax.sin(x), "sin", "Sine (radians).")
-cos = _unary_inexact(lambda x: lax.cos(x), "cos", "Cosine (radians).")
-tan = _unary_inexact(lambda x: lax.tan(x), "tan", "Tangent (radians).")
-tanh = _unary_inexact(lambda x: lax.tanh(x), "tanh", "Hyperbolic tangent.")
-
-
 def square(x: Any) -> Any:
     """``x * x`` (integers stay integers)."""
     (x,) = promote_args_numeric("square", x)
@@ -277,144 +253,6 @@ def reciprocal(x: Any) -> Any:
     """``1 / x`` in floating point."""
     (x,) = promote_args_inexact(x)
     return true_divide(1, x)
-
-
-def cbrt(x: Any) -> Any:
-    """Real cube root (negative for negative x)."""
-    (x,) = promote_args_inexact(x)
-    return multiply(lax.sign(x), power(lax.abs(x), 1.0 / 3.0))
-
-
-def exp2(x: Any) -> Any:
-    """``2 ** x``."""
-    (x,) = promote_args_inexact(x)
-    if _is_complex(x):  # numpy's complex exp2 (C99's special values)
-        return lax.exp2(x)
-    return exp(multiply(x, math.log(2.0)))
-
-
-def log2(x: Any) -> Any:
-    """Base-2 logarithm."""
-    (x,) = promote_args_inexact(x)
-    return true_divide(log(x), math.log(2.0))
-
-
-def log10(x: Any) -> Any:
-    """Base-10 logarithm."""
-    (x,) = promote_args_inexact(x)
-    return true_divide(log(x), math.log(10.0))
-
-
-def arctan2(y: Any, x: Any) -> Any:
-    """The angle of the point (x, y), in ``[-pi, pi]``."""
-    return lax.atan2(*promote_args_inexact(y, x))
-
-
-def arctan(x: Any) -> Any:
-    """Inverse tangent, in ``[-pi/2, pi/2]``."""
-    (x,) = promote_args_inexact(x)
-    if _is_complex(x):  # numpy's complex atan (C99's special values)
-        return lax.atan(x)
-    return lax.atan2(x, lax.full_like(x, 1))
-
-
-def arcsin(x: Any) -> Any:
-    """Inverse sine (NaN outside [-1, 1])."""
-    (x,) = promote_args_inexact(x)
-    if _is_complex(x):  # numpy's complex asin (C99's special values)
-        return lax.asin(x)
-    return lax.atan2(x, sqrt(multiply(subtract(1, x), add(1, x))))
-
-
-def arccos(x: Any) -> Any:
-    """Inverse cosine (NaN outside [-1, 1])."""
-    (x,) = promote_args_inexact(x)
-    if _is_complex(x):  # numpy's complex acos (C99's special values)
-        return lax.acos(x)
-    return lax.atan2(sqrt(multiply(subtract(1, x), add(1, x))), x)
-
-
-def sinh(x: Any) -> Any:
-    """Hyperbolic sine, as ``(expm1(x) - expm1(-x)) / 2`` (accurate near 0)."""
-    (x,) = promote_args_inexact(x)
-    if _is_complex(x):  # numpy's complex sinh (C99's special values)
-        return lax.sinh(x)
-    return multiply(subtract(expm1(x), expm1(negative(x))), 0.5)
-
-
-def cosh(x: Any) -> Any:
-    """Hyperbolic cosine."""
-    (x,) = promote_args_inexact(x)
-    if _is_complex(x):  # numpy's complex cosh (C99's special values)
-        return lax.cosh(x)
-    return multiply(add(exp(x), exp(negative(x))), 0.5)
-
-
-def arcsinh(x: Any) -> Any:
-    """Inverse hyperbolic sine: ``sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2)))``, with
-    ``log(2|x|)`` where ``x^2`` would overflow."""
-    (x,) = promote_args_inexact(x)
-    if _is_complex(x):  # numpy's complex asinh (C99's special values)
-        return lax.asinh(x)
-    # |x| and the sign through a select (not abs/sign, whose derivatives vanish at 0: the
-    # derivative of arcsinh there is 1); the sign bit, so that asinh(-0.0) is -0.0
-    neg = signbit(x)
-    a = where(neg, negative(x), x)
-    big = greater(a, math.sqrt(float(dtypes.finfo(get_aval(x).dtype).max)) / 2)
-    a_safe = where(big, 1, a)
-    sq = multiply(a_safe, a_safe)
-    small = log1p(add(a_safe, true_divide(sq, add(1, sqrt(add(1, sq))))))
-    r = where(big, add(log(where(big, a, 1)), math.log(2.0)), small)
-    return where(neg, negative(r), r)
-
-
-def arccosh(x: Any) -> Any:
-    """Inverse hyperbolic cosine (NaN below 1): ``log1p(t + sqrt(t (t + 2)))`` with ``t = x - 1``
-    (accurate near 1), ``log(2x)`` where ``x^2`` would overflow."""
-    (x,) = promote_args_inexact(x)
-    if _is_complex(x):  # numpy's complex acosh (C99's special values)
-        return lax.acosh(x)
-    big = greater(x, math.sqrt(float(dtypes.finfo(get_aval(x).dtype).max)) / 2)
-    t = subtract(where(big, 2, x), 1)  # (a safe value in the unused branch: finite derivatives)
-    small = log1p(add(t, sqrt(multiply(t, add(t, 2)))))
-    out = where(big, add(log(where(big, x, 2)), math.log(2.0)), small)
-    # NaN below 1 also where t (t + 2) overflows to +inf for very negative x
-    return where(less(x, 1), np.nan, out)
-
-
-def arctanh(x: Any) -> Any:
-    """Inverse hyperbolic tangent: ``log1p(2x / (1 - x)) / 2``."""
-    (x,) = promote_args_inexact(x)
-    if _is_complex(x):  # numpy's complex atanh (C99's special values)
-        return lax.atanh(x)
-    return multiply(log1p(true_divide(multiply(x, 2), subtract(1, x))), 0.5)
-
-
-def hypot(x: Any, y: Any) -> Any:
-    """``sqrt(x^2 + y^2)`` without intermediate overflow."""
-    x, y = promote_args_inexact(x, y)
-    x, y = lax.abs(x), lax.abs(y)
-    big, small = maximum(x, y), minimum(x, y)
-    safe = where(equal(big, 0), 1, big)
-    r = true_divide(small, safe)
-    return where(equal(big, 0), 0, multiply(big, sqrt(add(1, multiply(r, r)))))
-
-
-def deg2rad(x: Any) -> Any:
-    """Degrees to radians, elementwise (integers become float32); ``radians`` is the
-    same function."""
-    (x,) = promote_args_inexact(x)
-    return multiply(x, math.pi / 180.0)
-
-
-def rad2deg(x: Any) -> Any:
-    """Radians to degrees, elementwise (integers become float32); ``degrees`` is the
-    same function."""
-    (x,) = promote_args_inexact(x)
-    return multiply(x, 180.0 / math.pi)
-
-
-radians, degrees = deg2rad, rad2deg
 
 
 # ---- rounding ----------------------------------------------------------------------------------
@@ -440,7 +278,7 @@ def trunc(x: Any) -> Any:
     _check_real("trunc", x)
     if not _is_float(x):
         return x
-    return where(less(x, 0), lax.ceil(x), lax.floor(x))
+    return _where(less(x, 0), lax.ceil(x), lax.floor(x))
 
 
 fix = trunc
@@ -475,7 +313,7 @@ def round(a: Any, decimals: int = 0) -> Any:
         q, r = divmod(a, f)
         twice = multiply(r, 2)
         up = logical_or(greater(twice, f), logical_and(equal(twice, f), not_equal(mod(q, 2), 0)))
-        return multiply(where(up, add(q, 1), q), f)
+        return multiply(_where(up, add(q, 1), q), f)
     if decimals == 0:
         return rint(a)
     if decimals > 0:
@@ -506,13 +344,13 @@ def minimum(x: Any, y: Any) -> Any:
 def fmax(x: Any, y: Any) -> Any:
     """Elementwise maximum that ignores NaN (NaN only where both are NaN)."""
     x, y = promote_args(x, y)
-    return where(isnan(x), y, where(isnan(y), x, maximum(x, y)))
+    return _where(isnan(x), y, _where(isnan(y), x, maximum(x, y)))
 
 
 def fmin(x: Any, y: Any) -> Any:
     """Elementwise minimum that ignores NaN."""
     x, y = promote_args(x, y)
-    return where(isnan(x), y, where(isnan(y), x, minimum(x, y)))
+    return _where(isnan(x), y, _where(isnan(y), x, minimum(x, y)))
 
 
 _NO_VALUE = object()
@@ -535,51 +373,14 @@ def clip(
     return out
 
 
-def where(
-    condition: Any, x: Any = None, y: Any = None, *, size: int | None = None, fill_value: Any = None
-) -> Any:
-    """``x`` where ``condition`` else ``y`` (all three broadcast; x and y promote).
-
-    With only ``condition`` this is ``nonzero(condition, size=size, fill_value=fill_value)``,
-    which needs a concrete condition unless ``size`` is given.
-
-    Raises:
-        BluValueError: exactly one of ``x``, ``y`` given. ConcretizationError: the
-            one-argument form on a traced condition without ``size``.
-    """
-    if x is None and y is None:
-        from blu.numpy.selection import nonzero
-
-        return nonzero(condition, size=size, fill_value=fill_value)
-    if x is None or y is None:
-        raise BluValueError(with_user_line("where: give both x and y, or neither"))
+def _where(condition: Any, x: Any, y: Any) -> Any:
+    """``x`` where ``condition`` else ``y`` (all three broadcast; x and y promote): the
+    three-argument ``where``, which blu.numpy's modules call. The public ``where`` (in
+    ``selection``, beside ``nonzero``) adds the one-argument form, ``nonzero``."""
     cond = to_bool(condition)
     x, y = promote_dtypes(x, y)
     shape = broadcast_shapes(get_aval(cond).shape, get_aval(x).shape, get_aval(y).shape)
     return lax.select(broadcast_to(cond, shape), broadcast_to(x, shape), broadcast_to(y, shape))
-
-
-def logaddexp(x: Any, y: Any) -> Any:
-    """``log(exp(x) + exp(y))`` without overflow; at ``x == y`` the gradient is split evenly.
-    Both ``-inf`` gives ``-inf`` with gradient 0 (not NaN; docs/conventions.md)."""
-    x, y = promote_args_inexact(x, y)
-    ninf = lax.full_like(x, -np.inf)
-    both_ninf = lax.and_(lax.eq(x, ninf), lax.eq(y, ninf))
-    zero = lax.full_like(x, 0)
-    x, y = where(both_ninf, zero, x), where(both_ninf, zero, y)
-    d = subtract(y, x)
-    pos = greater(d, 0)
-    m = where(pos, y, x)
-    neg_abs = where(pos, negative(d), d)  # -|d|, but equal to d at a tie (so both get 1/2)
-    out = add(m, log1p(exp(neg_abs)))
-    return where(both_ninf, ninf, where(isnan(d), add(x, y), out))
-
-
-def logaddexp2(x: Any, y: Any) -> Any:
-    """``log2(2**x + 2**y)``."""
-    x, y = promote_args_inexact(x, y)
-    ln2 = math.log(2.0)
-    return true_divide(logaddexp(multiply(x, ln2), multiply(y, ln2)), ln2)
 
 
 # ---- floating-point classification -------------------------------------------------------------
@@ -630,7 +431,7 @@ def signbit(x: Any) -> Any:
 def copysign(x: Any, y: Any) -> Any:
     """``|x|`` with the sign of ``y``."""
     x, y = promote_args_inexact(x, y)
-    return where(signbit(y), negative(lax.abs(x)), lax.abs(x))
+    return _where(signbit(y), negative(lax.abs(x)), lax.abs(x))
 
 
 def nan_to_num(
@@ -650,9 +451,9 @@ def nan_to_num(
     info = dtypes.finfo(get_aval(x).dtype)
     posinf = float(info.max) if posinf is None else posinf
     neginf = float(info.min) if neginf is None else neginf
-    out = where(isnan(x), nan, x)
-    out = where(logical_and(isinf(x), greater(x, 0)), posinf, out)
-    return where(logical_and(isinf(x), less(x, 0)), neginf, out)
+    out = _where(isnan(x), nan, x)
+    out = _where(logical_and(isinf(x), greater(x, 0)), posinf, out)
+    return _where(logical_and(isinf(x), less(x, 0)), neginf, out)
 
 
 # ---- closeness -----------------------------------------------------------------------------------
@@ -667,19 +468,3 @@ def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan:
     if equal_nan:
         out = logical_or(out, logical_and(isnan(a), isnan(b)))
     return out
-
-
-def allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
-    """True when ``isclose`` holds everywhere (a 0-d bool array)."""
-    return _all(isclose(a, b, rtol, atol, equal_nan))
-
-
-def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
-    """True when the shapes agree and all elements are equal (a 0-d bool array)."""
-    a1, a2 = asarray_operand(a1), asarray_operand(a2)
-    if get_aval(a1).shape != get_aval(a2).shape:
-        return lax.full((), False, dtypes.bool_)
-    eq = equal(a1, a2)
-    if equal_nan:
-        eq = logical_or(eq, logical_and(isnan(a1), isnan(a2)))
-    return _all(eq)

@@ -164,6 +164,7 @@ NOT_OPERATIONS: dict[str, str] = {
             "selection",
             "sorting",
             "ufuncs",
+            "transcendental",
             "einsum",
         )
     },

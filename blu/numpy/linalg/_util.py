@@ -9,7 +9,13 @@ import numpy as np
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.numpy._promote import asarray_operand, broadcast_to, promote_dtypes, to_inexact
+from blu.numpy._promote import (
+    asarray_operand,
+    broadcast_shapes,
+    broadcast_to,
+    promote_dtypes,
+    to_inexact,
+)
 from blu.numpy.creation import eye
 from blu.numpy.manipulation import expand_dims, swapaxes
 from blu.numpy.selection import diagonal
@@ -72,8 +78,6 @@ def rhs(a: Any, b: Any, name: str) -> tuple[Any, Any, bool]:
     Raises:
         BluShapeError: ``b``'s rows differ from ``a``'s, or the batch shapes do not broadcast.
     """
-    from blu.numpy._promote import broadcast_shapes, broadcast_to
-
     a, b = promote_inexact(a, b)
     vector = len(shape(b)) == 1
     if vector:

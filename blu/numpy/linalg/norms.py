@@ -12,47 +12,56 @@ from typing import Any
 
 import numpy as np
 
-import blu.numpy as bnp
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.lax import linalg as lax_linalg
 from blu.numpy._promote import asarray_operand, canonicalize_axes, to_inexact
+from blu.numpy.complexes import imag, iscomplexobj, real
 from blu.numpy.linalg._util import matrices
 from blu.numpy.linalg.solvers import inv
+from blu.numpy.logic import equal, not_equal
+from blu.numpy.manipulation import expand_dims, moveaxis, squeeze
+from blu.numpy.reductions import max as _max
+from blu.numpy.reductions import min as _min
+from blu.numpy.reductions import sum as _sum
+from blu.numpy.selection import where
+from blu.numpy.transcendental import sqrt
+from blu.numpy.ufuncs import abs as _abs
+from blu.numpy.ufuncs import power
 
 
 def _root_safe_at_zero(s: Any, p: float) -> Any:
     """``s ** (1 / p)`` for ``s >= 0`` whose derivative at ``s == 0`` is 0, not inf/NaN."""
-    zero = bnp.equal(s, 0)
-    safe = bnp.where(zero, 1.0, s)
-    root = bnp.sqrt(safe) if p == 2 else bnp.power(safe, 1.0 / p)
-    return bnp.where(zero, 0.0, root)
+    zero = equal(s, 0)
+    safe = where(zero, 1.0, s)
+    root = sqrt(safe) if p == 2 else power(safe, 1.0 / p)
+    return where(zero, 0.0, root)
 
 
 def _abs2(x: Any) -> Any:
     """``|x|^2`` elementwise: ``x * x`` for reals, ``re^2 + im^2`` for complex (real dtype)."""
-    if bnp.iscomplexobj(x):
-        re, im = bnp.real(x), bnp.imag(x)
+    if iscomplexobj(x):
+        re, im = real(x), imag(x)
         return re * re + im * im
     return x * x
 
 
 def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
     if ord is None or ord == 2:
-        return _root_safe_at_zero(bnp.sum(_abs2(x), axis=axes, keepdims=keepdims), 2)
+        return _root_safe_at_zero(_sum(_abs2(x), axis=axes, keepdims=keepdims), 2)
     if isinstance(ord, str):
         raise BluValueError(with_user_line(f"linalg.norm: invalid ord {ord!r} for vectors"))
-    a = bnp.abs(x)
+    a = _abs(x)
     if ord == np.inf:
-        return bnp.max(a, axis=axes, keepdims=keepdims)
+        return _max(a, axis=axes, keepdims=keepdims)
     if ord == -np.inf:
-        return bnp.min(a, axis=axes, keepdims=keepdims)
+        return _min(a, axis=axes, keepdims=keepdims)
     if ord == 0:  # the number of nonzeros
-        return bnp.sum(bnp.not_equal(x, 0), axis=axes, keepdims=keepdims, dtype=a.dtype)
+        return _sum(not_equal(x, 0), axis=axes, keepdims=keepdims, dtype=a.dtype)
     if ord == 1:
-        return bnp.sum(a, axis=axes, keepdims=keepdims)
+        return _sum(a, axis=axes, keepdims=keepdims)
     p = float(ord)
-    return _root_safe_at_zero(bnp.sum(bnp.power(a, p), axis=axes, keepdims=keepdims), p)
+    return _root_safe_at_zero(_sum(power(a, p), axis=axes, keepdims=keepdims), p)
 
 
 def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Any:
@@ -60,22 +69,22 @@ def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Any
     if r == c:
         raise BluValueError(with_user_line(f"linalg.norm: duplicate axes {axes}"))
     if ord is None or ord == "fro":
-        return _root_safe_at_zero(bnp.sum(_abs2(x), axis=axes, keepdims=keepdims), 2)
+        return _root_safe_at_zero(_sum(_abs2(x), axis=axes, keepdims=keepdims), 2)
     if ord in ("nuc", 2, -2):
-        s = lax_linalg.svd(bnp.moveaxis(x, (r, c), (-2, -1)), compute_uv=False)
-        red = {"nuc": bnp.sum, 2: bnp.max, -2: bnp.min}[ord]
+        s = lax_linalg.svd(moveaxis(x, (r, c), (-2, -1)), compute_uv=False)
+        red = {"nuc": _sum, 2: _max, -2: _min}[ord]
         out = red(s, axis=-1)
-        return bnp.expand_dims(out, sorted((r, c))) if keepdims else out
-    a = bnp.abs(x)
+        return expand_dims(out, sorted((r, c))) if keepdims else out
+    a = _abs(x)
     if ord in (1, -1):  # column sums (over rows), then extremum over columns
-        red = bnp.max if ord == 1 else bnp.min
-        out = red(bnp.sum(a, axis=r, keepdims=True), axis=c, keepdims=True)
+        red = _max if ord == 1 else _min
+        out = red(_sum(a, axis=r, keepdims=True), axis=c, keepdims=True)
     elif ord in (np.inf, -np.inf):  # row sums, then extremum over rows
-        red = bnp.max if ord == np.inf else bnp.min
-        out = red(bnp.sum(a, axis=c, keepdims=True), axis=r, keepdims=True)
+        red = _max if ord == np.inf else _min
+        out = red(_sum(a, axis=c, keepdims=True), axis=r, keepdims=True)
     else:
         raise BluValueError(with_user_line(f"linalg.norm: invalid ord {ord!r} for matrices"))
-    return out if keepdims else bnp.squeeze(out, axes)
+    return out if keepdims else squeeze(out, axes)
 
 
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
@@ -97,7 +106,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     nd = get_aval(x).ndim
     if axis is None and ord is None:
         axes = tuple(range(nd))
-        return _root_safe_at_zero(bnp.sum(x * x, axis=axes, keepdims=keepdims), 2)
+        return _root_safe_at_zero(_sum(x * x, axis=axes, keepdims=keepdims), 2)
     if axis is None:
         if nd not in (1, 2):
             raise BluValueError(
@@ -135,7 +144,7 @@ def cond(x: Any, p: Any = None) -> Any:
     x = matrices(x, "cond")
     if p is None or p in (2, -2):
         s = lax_linalg.svd(x, compute_uv=False)
-        big, small = bnp.max(s, axis=-1), bnp.min(s, axis=-1)
+        big, small = _max(s, axis=-1), _min(s, axis=-1)
         return big / small if p != -2 else small / big
     x = matrices(x, "cond", True)
     return norm(x, p, axis=(-2, -1)) * norm(inv(x), p, axis=(-2, -1))

@@ -13,10 +13,23 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-import blu.numpy as bnp
 from blu.core.errors import BluValueError, with_user_line
 from blu.lax import linalg as lax_linalg
+from blu.numpy._dtypes import int32
+from blu.numpy.creation import arange, asarray, ones_like, zeros, zeros_like
 from blu.numpy.linalg._util import diag_part, dtype, eps, eye_like, matrices, mT, rhs, shape
+from blu.numpy.logic import equal, greater, not_equal
+from blu.numpy.manipulation import expand_dims, ndim, squeeze
+from blu.numpy.products import matmul
+from blu.numpy.reductions import all as _all
+from blu.numpy.reductions import max as _max
+from blu.numpy.reductions import min as _min
+from blu.numpy.reductions import prod
+from blu.numpy.reductions import sum as _sum
+from blu.numpy.selection import where
+from blu.numpy.transcendental import log
+from blu.numpy.ufuncs import abs as _abs
+from blu.numpy.ufuncs import sign as _sign
 from blu.transforms.custom_derivatives import custom_jvp
 
 
@@ -30,7 +43,7 @@ class SlogdetResult(NamedTuple):
 
 def _lu_solve(lu: Any, perm: Any, b: Any) -> Any:
     """``a^-1 b`` from ``a``'s LU factors: ``U^-1 L^-1 P b``."""
-    pb = bnp.matmul(lax_linalg.permutation_matrix(perm, dtype(b)), b)
+    pb = matmul(lax_linalg.permutation_matrix(perm, dtype(b)), b)
     y = lax_linalg.triangular_solve(lu, pb, left_side=True, lower=True, unit_diagonal=True)
     return lax_linalg.triangular_solve(lu, y, left_side=True, lower=False)
 
@@ -51,7 +64,7 @@ def solve(a: Any, b: Any) -> Any:
     a, b, vector = rhs(matrices(a, "solve", True), b, "solve")
     lu, _, perm = lax_linalg.lu(a)
     x = _lu_solve(lu, perm, b)
-    return bnp.squeeze(x, -1) if vector else x
+    return squeeze(x, -1) if vector else x
 
 
 def inv(a: Any) -> Any:
@@ -83,21 +96,21 @@ def solve_triangular(
         a, b, left_side=True, lower=lower, transpose_a=trans not in (0, "N"),
         unit_diagonal=unit_diagonal,
     )  # fmt: skip
-    return bnp.squeeze(x, -1) if vector else x
+    return squeeze(x, -1) if vector else x
 
 
 def _lu_sign_and_diag(a: Any) -> tuple[Any, Any]:
     """The permutation's sign (+-1) and ``U``'s diagonal, from an LU factorization."""
     lu, pivots, _ = lax_linalg.lu(a)
     n = shape(a)[-1]
-    swaps = bnp.sum(bnp.not_equal(pivots, bnp.arange(n, dtype=pivots.dtype)), axis=-1)
-    sign = bnp.where(bnp.equal(swaps % 2, 0), 1.0, -1.0).astype(dtype(a))
+    swaps = _sum(not_equal(pivots, arange(n, dtype=pivots.dtype)), axis=-1)
+    sign = where(equal(swaps % 2, 0), 1.0, -1.0).astype(dtype(a))
     return sign, diag_part(lu)
 
 
 def _det_fun(a: Any) -> Any:
     sign, d = _lu_sign_and_diag(a)
-    return sign * bnp.prod(d, axis=-1)
+    return sign * prod(d, axis=-1)
 
 
 _det = custom_jvp(_det_fun)
@@ -123,10 +136,10 @@ def _cofactors(a: Any, det_a: Any) -> Any:
 
     n = shape(a)[-1]
     if n == 1:
-        return bnp.ones_like(a)
+        return ones_like(a)
     _, d = _lu_sign_and_diag(a)
-    mag = bnp.abs(d)
-    ok = bnp.all(bnp.min(mag, axis=-1) > np.sqrt(eps(a)) * bnp.max(mag, axis=-1))
+    mag = _abs(d)
+    ok = _all(_min(mag, axis=-1) > np.sqrt(eps(a)) * _max(mag, axis=-1))
 
     def by_inverse(a, det_a):
         return det_a[..., None, None] * mT(solve(a, eye_like(a)))
@@ -144,8 +157,8 @@ def _det_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
     out = _det(a)
     if shape(a)[-1] == 0:
-        return out, bnp.zeros_like(out)
-    return out, bnp.sum(_cofactors(a, out) * da, axis=(-2, -1))
+        return out, zeros_like(out)
+    return out, _sum(_cofactors(a, out) * da, axis=(-2, -1))
 
 
 def det(a: Any) -> Any:
@@ -161,8 +174,8 @@ def slogdet(a: Any) -> SlogdetResult:
     factorization: ``SlogdetResult(sign (...), logabsdet (...))``. A singular matrix gives
     sign 0 and logabsdet -inf. The gradient of logabsdet is ``inv(a).T``."""
     sign, d = _lu_sign_and_diag(matrices(a, "slogdet", True))
-    sign = sign * bnp.prod(bnp.sign(d), axis=-1)
-    return SlogdetResult(sign, bnp.sum(bnp.log(bnp.abs(d)), axis=-1))
+    sign = sign * prod(_sign(d), axis=-1)
+    return SlogdetResult(sign, _sum(log(_abs(d)), axis=-1))
 
 
 def matrix_power(a: Any, n: int) -> Any:
@@ -182,10 +195,10 @@ def matrix_power(a: Any, n: int) -> Any:
     result = None
     while n:
         if n & 1:
-            result = a if result is None else bnp.matmul(result, a)
+            result = a if result is None else matmul(result, a)
         n >>= 1
         if n:
-            a = bnp.matmul(a, a)
+            a = matmul(a, a)
     return result
 
 
@@ -196,11 +209,11 @@ def _pinv_fun(a: Any, rtol: float) -> Any:
     """Pseudo-inverse dropping singular values ``<= rtol * max(s)``."""
     m, n = shape(a)[-2:]
     if min(m, n) == 0:
-        return bnp.zeros(shape(a)[:-2] + (n, m), dtype(a))
+        return zeros(shape(a)[:-2] + (n, m), dtype(a))
     u, s, vt = lax_linalg.svd(a, full_matrices=False)
-    large = bnp.greater(s, rtol * s[..., :1])  # s is descending
-    s_inv = bnp.where(large, 1.0 / bnp.where(large, s, 1.0), 0.0).astype(dtype(a))
-    return bnp.matmul(mT(vt), s_inv[..., :, None] * mT(u))
+    large = greater(s, rtol * s[..., :1])  # s is descending
+    s_inv = where(large, 1.0 / where(large, s, 1.0), 0.0).astype(dtype(a))
+    return matmul(mT(vt), s_inv[..., :, None] * mT(u))
 
 
 _pinv = custom_jvp(_pinv_fun, nondiff_argnums=(1,))
@@ -214,7 +227,7 @@ def _pinv_jvp(rtol, primals, tangents):
     distinct singular values."""
     (a,), (da,) = primals, tangents
     p = _pinv(a, rtol)
-    mm = bnp.matmul
+    mm = matmul
     dat = mT(da)
     t = -mm(mm(p, da), p)
     m, n = shape(a)[-2:]
@@ -245,11 +258,11 @@ def pinv(a: Any, rcond: float | None = None, hermitian: bool = False, *, rtol: A
         raise BluValueError(with_user_line("linalg.pinv: give rcond or rtol, not both"))
     tol = rcond if rcond is not None else rtol
     a = matrices(a, "pinv")
-    if tol is not None and (bnp.ndim(tol) > 0 or not isinstance(tol, (int, float, np.generic))):
+    if tol is not None and (ndim(tol) > 0 or not isinstance(tol, (int, float, np.generic))):
         # an array of tolerances (one per matrix, broadcast over the batch axes): the cut-off
         # is a value, so differentiate through the SVD (needs distinct singular values)
-        tol = bnp.asarray(tol)
-        return _pinv_fun(a, bnp.expand_dims(tol, -1) if bnp.ndim(tol) else tol)
+        tol = asarray(tol)
+        return _pinv_fun(a, expand_dims(tol, -1) if ndim(tol) else tol)
     return _pinv(a, 1e-15 if tol is None else _static_float(tol, "pinv"))
 
 
@@ -281,18 +294,18 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Any, Any, Any, An
     a, b, vector = rhs(matrices(a, "lstsq"), b, "lstsq")
     m, n = shape(a)[-2:]
     tol = eps(a) * max(m, n) if rcond is None else _static_float(rcond, "lstsq")
-    x = bnp.matmul(_pinv(a, tol), b)
-    r = b - bnp.matmul(a, x)
-    resid = bnp.sum(r * r, axis=-2)
+    x = matmul(_pinv(a, tol), b)
+    r = b - matmul(a, x)
+    resid = _sum(r * r, axis=-2)
     s = lax_linalg.svd(a, compute_uv=False)
     rank = _rank(s, tol)
-    return (bnp.squeeze(x, -1) if vector else x), resid, rank, s
+    return (squeeze(x, -1) if vector else x), resid, rank, s
 
 
 def _rank(s: Any, rtol: float) -> Any:
     if shape(s)[-1] == 0:
-        return bnp.zeros(shape(s)[:-1], bnp.int32)
-    return bnp.sum(bnp.greater(s, rtol * s[..., :1]), axis=-1, dtype=bnp.int32)
+        return zeros(shape(s)[:-1], int32)
+    return _sum(greater(s, rtol * s[..., :1]), axis=-1, dtype=int32)
 
 
 def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Any:
@@ -303,6 +316,6 @@ def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any =
     A = matrices(A, "matrix_rank")
     s = lax_linalg.svd(A, compute_uv=False)
     if tol is not None:
-        return bnp.sum(bnp.greater(s, tol), axis=-1, dtype=bnp.int32)
+        return _sum(greater(s, tol), axis=-1, dtype=int32)
     m, n = shape(A)[-2:]
     return _rank(s, eps(A) * max(m, n) if rtol is None else _static_float(rtol, "matrix_rank"))

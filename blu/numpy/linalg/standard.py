@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from blu import lax
 from blu.core.errors import BluShapeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, broadcast_shapes, broadcast_to, promote_args
 from blu.numpy.manipulation import matrix_transpose, stack
 from blu.numpy.products import matmul, tensordot
+from blu.numpy.products import outer as _outer
 from blu.numpy.products import vecdot as _vecdot
+from blu.numpy.reductions import sum as _sum
+from blu.numpy.selection import diagonal as _diagonal
+from blu.numpy.ufuncs import multiply as mul
+from blu.numpy.ufuncs import subtract
 
 __all__ = [
     "cross", "diagonal", "matmul", "matrix_transpose", "outer", "tensordot", "trace", "vecdot",
@@ -32,9 +38,6 @@ def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     Raises:
         BluShapeError: ``axis`` has size other than 3 in either operand, or is out of range.
     """
-    from blu.numpy.ufuncs import multiply as mul
-    from blu.numpy.ufuncs import subtract
-
     x1, x2 = promote_args(x1, x2)
     s1, s2 = get_aval(x1).shape, get_aval(x2).shape
     if not -min(len(s1), len(s2)) <= axis < 0:
@@ -56,15 +59,11 @@ def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
 
 
 def _take(x: Any, i: int, axis: int) -> Any:
-    from blu import lax
-
     return lax.index_in_dim(x, i, axis % get_aval(x).ndim, keepdims=False)
 
 
 def diagonal(x: Any, /, *, offset: int = 0) -> Any:
     """The diagonal ``offset`` of each matrix (the last two axes), as the last axis."""
-    from blu.numpy.selection import diagonal as _diagonal
-
     x = asarray_operand(x)
     if get_aval(x).ndim < 2:
         raise _shape_error("diagonal", "needs at least 2 dimensions", x)
@@ -77,8 +76,6 @@ def outer(x1: Any, x2: Any, /) -> Any:
     Raises:
         BluShapeError: an operand is not 1-D.
     """
-    from blu.numpy.products import outer as _outer
-
     x1, x2 = asarray_operand(x1), asarray_operand(x2)
     if get_aval(x1).ndim != 1 or get_aval(x2).ndim != 1:
         raise _shape_error("outer", "needs two 1-D arrays", x1, x2)
@@ -87,8 +84,6 @@ def outer(x1: Any, x2: Any, /) -> Any:
 
 def trace(x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:
     """The sum of the diagonal ``offset`` of each matrix (the last two axes)."""
-    from blu.numpy.reductions import sum as _sum
-
     return _sum(diagonal(x, offset=offset), axis=-1, dtype=dtype)
 
 
