@@ -6,6 +6,7 @@ compute capability X.X, e.g. ``"cuda:sm_90"`` for Hopper). Every other module as
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from blu.core.errors import BluValueError
 
@@ -37,6 +38,11 @@ def parse_target(target: str | Target) -> Target:
     """
     if isinstance(target, Target):
         return target
+    return _parse(target)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(target: str) -> Target:
     if target == CPU:
         return Target(CPU)
     platform, _, chip = str(target).partition(":")
