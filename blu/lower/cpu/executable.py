@@ -363,7 +363,9 @@ class CpuExecutable(Executable):
                 x = x.astype(dtype)
             env[slot] = x if x.flags.c_contiguous else np.ascontiguousarray(x)
         arena, owned = self._take_arena()
-        self._overlap = None  # the arguments that share memory with another (for donation)
+        # the arguments that share memory with another (for donation): this call's own, found
+        # when a donated buffer is first placed (concurrent calls each have theirs)
+        overlap: list = [None]
         blas.use_threads(1)  # numpy's BLAS single-threaded (blas.py says why)
         errs = np.errstate(over="ignore", invalid="ignore") if self._numpy_math else None
         if errs is not None:  # products: as numpy's matmul
@@ -397,7 +399,7 @@ class CpuExecutable(Executable):
                     elif slot in pool:
                         env[slot] = self._pooled(slot, aval)
                     else:
-                        env[slot] = self._buffer(place, aval, arena, env, args)
+                        env[slot] = self._buffer(place, aval, arena, env, args, overlap)
                 if paired:  # the next product on a pool thread, this one here
                     other = runners[n_step + 1][1]
 
@@ -445,7 +447,6 @@ class CpuExecutable(Executable):
                 self._arena_lock.release()
 
     borrows_inputs = True
-    _overlap: set[int] | None = None
 
     def _pooled(self, slot: int, aval: Any) -> np.ndarray:
         """The pooled buffer of output ``slot`` if nothing outside the pool holds it any more
@@ -468,8 +469,12 @@ class CpuExecutable(Executable):
                    pid=tracing.EXECUTABLE)  # fmt: skip
 
     def _buffer(
-        self, place: tuple, aval: Any, arena: np.ndarray, env: list, args: tuple
+        self, place: tuple, aval: Any, arena: np.ndarray, env: list, args: tuple,
+        overlap: list | None = None,
     ) -> np.ndarray:
+        """The buffer of one allocation (``place``: arena, donated argument or fresh).
+        ``overlap`` is the calling call's own one-element holder of its overlap analysis
+        (``_overlapping`` of its arguments, computed once per call when first needed)."""
         kind = place[0]
         if kind == "arena":
             n = aval.size * aval.dtype.itemsize
@@ -481,9 +486,12 @@ class CpuExecutable(Executable):
                 and x.flags.c_contiguous
                 and x.nbytes == aval.size * aval.dtype.itemsize
             )
-            if ok and self._overlap is None:  # once per call: O(n log n), not O(n^2)
-                self._overlap = _overlapping([env[s] for s in self.in_slots])
-            if ok and place[1] not in self._overlap:
+            if ok:  # once per call: O(n log n), not O(n^2); never shared between calls
+                if overlap is None:
+                    overlap = [None]
+                if overlap[0] is None:
+                    overlap[0] = _overlapping([env[s] for s in self.in_slots])
+            if ok and place[1] not in overlap[0]:
                 if x.shape == aval.shape and x.dtype == aval.dtype:
                     return x  # itself, not a view: the result can be donated again next call
                 return x.reshape(-1).view(np.uint8).view(aval.dtype).reshape(aval.shape)
