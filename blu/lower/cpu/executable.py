@@ -468,10 +468,8 @@ class CpuExecutable(Executable):
         tw.counter(f"memory jit({self.name})", {"temporaries": temps, "arrays": held},
                    pid=tracing.EXECUTABLE)  # fmt: skip
 
-    def _buffer(
-        self, place: tuple, aval: Any, arena: np.ndarray, env: list, args: tuple,
-        overlap: list | None = None,
-    ) -> np.ndarray:
+    def _buffer(self, place: tuple, aval: Any, arena: np.ndarray, env: list, args: tuple,
+                overlap: list | None = None) -> np.ndarray:  # fmt: skip
         """The buffer of one allocation (``place``: arena, donated argument or fresh).
         ``overlap`` is the calling call's own one-element holder of its overlap analysis
         (``_overlapping`` of its arguments, computed once per call when first needed)."""
