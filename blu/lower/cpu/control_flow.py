@@ -21,6 +21,7 @@ one after the other on one core; the other core would otherwise idle through the
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -221,7 +222,8 @@ class _Stream:
         self.events = [threading.Event() for _ in self.cuts[2:]]
         self.wait_at = dict(zip(self.cuts[1:], self.events))
         self.products = [_as_2d(*p) for p in products]
-        self.future = _stream_pool().submit(self._work)
+        # (in this thread's context: its flags, ``config.override`` included)
+        self.future = _stream_pool().submit(contextvars.copy_context().run, self._work)
         try:
             self._chunk(0, self.cuts[1])
         except BaseException:

@@ -32,6 +32,7 @@ process may use (``blas.threads_for``).
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 import time
@@ -162,7 +163,9 @@ def run_parts(
         ends[k] = time.perf_counter()
 
     t0 = time.perf_counter()
-    futures = [pool.submit(part, k, lo, hi) for k, (lo, hi) in enumerate(cuts) if k]
+    # each part in a copy of the caller's context: its flags (``config.override``) hold there
+    futures = [pool.submit(contextvars.copy_context().run, part, k, lo, hi)
+               for k, (lo, hi) in enumerate(cuts) if k]  # fmt: skip
     err = None
     try:
         fn(*cuts[0])
