@@ -23,7 +23,7 @@ import numpy as np
 
 from blu.core import execution, pytree
 from blu.core import trace as tracing
-from blu.core.array import Array
+from blu.core.array import Array, immutable
 from blu.core.aval import ShapeDtypeStruct
 from blu.core.config import config
 from blu.core.errors import BluTypeError, BluValueError, user_frame, with_user_line
@@ -76,8 +76,8 @@ def _jit_impl(*args, jaxpr, name, donated_invars):
 
 
 def _owned(x: Any) -> Any:
-    """A borrowed user numpy buffer (``jit_p.borrows_operands``) copied."""
-    return x.copy() if isinstance(x, np.ndarray) and x.flags.writeable else x
+    """A borrowed user numpy buffer (``jit_p.borrows_operands``) copied (unless ``immutable``)."""
+    return x.copy() if isinstance(x, np.ndarray) and not immutable(x) else x
 
 
 # non-donated operands are read in place: the backend copies them where its executable's

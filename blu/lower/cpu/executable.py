@@ -25,6 +25,7 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core import trace as tracing
+from blu.core.array import immutable
 from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr, Literal
@@ -434,8 +435,9 @@ class CpuExecutable(Executable):
                 if x not in self._fresh_slots and np.may_share_memory(y, arena):  # never hand
                     # out the arena
                     y = y.copy()
-                elif a is not None and isinstance(args[a], np.ndarray) and args[a].flags.writeable:
-                    y = y.copy()  # a user's array (read in place) is never handed back
+                elif a is not None and isinstance(args[a], np.ndarray) and not immutable(args[a]):
+                    y = y.copy()  # a user's array (read in place) is never handed back, unless
+                    # nothing can write it (``immutable``: not a read-only view of a writable one)
                 outs.append(y)
             return outs
         finally:
