@@ -311,8 +311,8 @@ def _normalize_donate(fun: Callable, donate_argnums: Any, static_nums: frozenset
 
 
 def _check_addressable(name: str, jaxpr: Jaxpr) -> None:
-    """Refuse, before compiling, an array no 64-bit machine can hold (its byte count does
-    not even fit the compiler's index type).
+    """Refuse, before compiling, an array no 64-bit machine can hold (its byte count, or one
+    of its dimensions, does not even fit the compiler's index type).
 
     Raises:
         BluOutOfMemoryError: naming the array's shape, dtype, bytes and the primitive.
@@ -324,7 +324,7 @@ def _check_addressable(name: str, jaxpr: Jaxpr) -> None:
             n = v.aval.dtype.itemsize
             for d in v.aval.shape:
                 n *= d
-            if n >= 2**63:
+            if n >= 2**63 or any(d >= 2**63 for d in v.aval.shape):
                 raise out_of_memory(v.aval.shape, v.aval.dtype, f"jit({name}): {e.primitive.name}")
 
 
