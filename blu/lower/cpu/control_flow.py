@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -59,16 +60,26 @@ class Body:
         self.out_slots = [s if s in own and slots.count(s) == 1 else None for s in slots]
 
     def start(self) -> tuple[list, np.ndarray, bool]:
+        """A session ``(env, arena, owned)``; ``owned``: it took the body's own arena (then
+        ``finish`` gives it back; on an error here, this does)."""
         exe = self.exe
-        arena, owned = exe._take_arena()
-        if owned:  # (a concurrent call runs its kernels with pointer arrays of its own)
-            for k in self.kernels:
-                k.remember(True)
-        env: list[Any] = [None] * exe.n_slots
-        for allocs, _, _ in exe.runners:
-            for slot, place, aval in allocs:  # a body donates nothing: arena or fresh arrays
-                env[slot] = exe._buffer(place, aval, arena, env, ())
-        return env, arena, owned
+        mine = exe._arena_lock.free_here()
+        try:
+            arena, owned = exe._take_arena(mine)
+            if owned:  # (a concurrent call runs its kernels with pointer arrays of its own)
+                for k in self.kernels:
+                    k.remember(True)
+            env: list[Any] = [None] * exe.n_slots
+            for allocs, _, _ in exe.runners:
+                for slot, place, aval in allocs:  # a body donates nothing: arena or fresh
+                    env[slot] = exe._buffer(place, aval, arena, env, ())
+            return env, arena, owned
+        except BaseException:  # (an interrupt too: the arena's lock is not left held)
+            if mine and not exe._arena_lock.free_here():  # (taken here)
+                for k in self.kernels:
+                    k.remember(False)
+            exe._arena_lock.release_if_held(mine)
+            raise
 
     def run(self, session: tuple[list, np.ndarray, bool], args: list) -> list:
         env, arena, owned = session
@@ -85,9 +96,11 @@ class Body:
 
     def finish(self, session: tuple[list, np.ndarray, bool]) -> None:
         if session[2]:
-            for k in self.kernels:
-                k.remember(False)
-            self.exe._arena_lock.release()
+            try:
+                for k in self.kernels:
+                    k.remember(False)
+            finally:
+                self.exe._arena_lock.release_if_held()
 
 
 def _read(env: list, a: Any) -> np.ndarray:
@@ -299,6 +312,21 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
+def _after_fork() -> None:
+    """A forked child has none of the parent's stream threads: a pool it inherited takes the
+    products and never runs them (the loop then waits for their rows for ever); the switch
+    interval a streaming loop of the parent had set is put back."""
+    global _pool, _pool_lock, _switch_lock, _switch_users
+    _pool, _pool_lock, _switch_lock = None, threading.Lock(), threading.Lock()
+    if _switch_users:
+        sys.setswitchinterval(_switch_saved)
+    _switch_users = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def _stream_pool() -> ThreadPoolExecutor:
     """The threads of streamed products (their own: a loop body's products split on blas's
     pool must not queue behind a stream that lasts the whole loop)."""
@@ -362,11 +390,11 @@ def _scan(step: Step, p: dict, compile_body: Callable) -> _LoopStep:
         spare = [np.empty_like(c) for c in cur]
         wait_at = stream.wait_at if stream is not None else {}
         session = body.start()
-        benv, arena, owned = session
-        for sl, c in zip(b_in[:nc], consts):
-            benv[sl] = c
-        pins = _Pins(body, owned, c_slots, x_slots, placed, direct, cur, spare, xs, ys)
         try:
+            benv, arena, owned = session
+            for sl, c in zip(b_in[:nc], consts):
+                benv[sl] = c
+            pins = _Pins(body, owned, c_slots, x_slots, placed, direct, cur, spare, xs, ys)
             for n, i in enumerate(order):
                 ev = wait_at.get(n)
                 if ev is not None:
@@ -410,14 +438,17 @@ def _while(step: Step, p: dict, compile_body: Callable) -> _LoopStep:
     def run(env: list) -> None:
         vals = [_read(env, a) for a in ins]
         cc, bc = vals[:ncc], vals[ncc : ncc + nbc]
-        cs, bs = cond.start(), body.start()
-        carry = _Carry(vals[ncc + nbc :], body, bs)
+        cs = cond.start()
         try:
-            while bool(cond.run(cs, cc + carry.cur)[0]):
-                carry.update(body.run(bs, bc + carry.cur))
+            bs = body.start()
+            try:
+                carry = _Carry(vals[ncc + nbc :], body, bs)
+                while bool(cond.run(cs, cc + carry.cur)[0]):
+                    carry.update(body.run(bs, bc + carry.cur))
+            finally:
+                body.finish(bs)
         finally:
             cond.finish(cs)
-            body.finish(bs)
         for o, c in zip(outs, carry.cur):
             np.copyto(env[o], c)
 

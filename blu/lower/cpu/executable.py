@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +33,7 @@ from blu.lower.cpu import address, blas, chains, epilogue, spin
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.cpu.control_flow import loop_runner
 from blu.lower.cpu.kernels import emit_node, kernel_text, split_rows
+from blu.lower.cpu.locks import TryLock
 from blu.lower.cpu.options import CpuOptions
 from blu.lower.cpu.rows import RowKernel, _threads
 from blu.lower.mlir import llvm as mlir_cpu
@@ -216,7 +216,7 @@ class CpuExecutable(Executable):
             self._chain_at[c.start] = (allocs, run, c.end)
         self._arena: np.ndarray | None = None
         self._views: dict[int, np.ndarray] | None = None
-        self._arena_lock = threading.Lock()
+        self._arena_lock = TryLock()  # released on every exit path (``locks.py``)
         # per output, the argument whose buffer it is (a pass-through or a view), else None:
         # a user's array is read in place (``borrows_inputs``), so such an output is copied
         j, root = self.jaxpr, self.memory.root
@@ -348,8 +348,11 @@ class CpuExecutable(Executable):
 
     # ---- running ------------------------------------------------------------------------------
 
-    def _take_arena(self) -> tuple[np.ndarray, bool]:
-        if self._arena_lock.acquire(blocking=False):
+    def _take_arena(self, mine: bool = True) -> tuple[np.ndarray, bool]:
+        """The executable's own arena (True: the caller then releases ``_arena_lock``), or a
+        new one (False) for a concurrent call, a nested one (``mine`` False: this thread holds
+        the lock already) or where ``mine`` is False."""
+        if mine and self._arena_lock.try_acquire():
             if self._arena is None:
                 self._arena = np.empty(max(self.memory.arena_size, 64), np.uint8)
             return self._arena, True
@@ -363,20 +366,25 @@ class CpuExecutable(Executable):
             if x.dtype != dtype:
                 x = x.astype(dtype)
             env[slot] = x if x.flags.c_contiguous else np.ascontiguousarray(x)
-        arena, owned = self._take_arena()
         # the arguments that share memory with another (for donation): this call's own, found
         # when a donated buffer is first placed (concurrent calls each have theirs)
         overlap: list = [None]
-        blas.use_threads(1)  # numpy's BLAS single-threaded (blas.py says why)
         errs = np.errstate(over="ignore", invalid="ignore") if self._numpy_math else None
-        if errs is not None:  # products: as numpy's matmul
-            errs.__enter__()
-        tw = tracing.current()  # a timeline trace: one span per step, memory counters
-        if tw is not None:
-            self._trace_call(tw, env, start=True)
-        if self._may_split:  # spinning workers may wait for parts until the outermost call ends
-            spin.enter()
+        # everything taken is given back in ``finally``, whatever is raised where (an interrupt
+        # right after the arena's lock was taken too: ``TryLock``)
+        mine, errs_on, entered = self._arena_lock.free_here(), False, False
         try:
+            arena, owned = self._take_arena(mine)
+            blas.use_threads(1)  # numpy's BLAS single-threaded (blas.py says why)
+            if errs is not None:  # products: as numpy's matmul
+                errs.__enter__()
+                errs_on = True
+            tw = tracing.current()  # a timeline trace: one span per step, memory counters
+            if tw is not None:
+                self._trace_call(tw, env, start=True)
+            if self._may_split:  # spinning workers may wait for parts until the outermost call
+                entered = True  # ends (before: ``leave`` tolerates one ``enter`` missed)
+                spin.enter()
             pool = self._poolable if owned else ()
             # the arena's buffers as arrays, made once (the executable's own arena persists)
             views = self._views if owned and self._views is not None else self._arena_views(arena)
@@ -441,12 +449,11 @@ class CpuExecutable(Executable):
                 outs.append(y)
             return outs
         finally:
-            if self._may_split:
+            if entered:
                 spin.leave()
-            if errs is not None:
+            if errs_on:
                 errs.__exit__(None, None, None)
-            if owned:
-                self._arena_lock.release()
+            self._arena_lock.release_if_held(mine)
 
     borrows_inputs = True
 

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from blu.core.config import config
-from blu.lower.cpu import address
+from blu.lower.cpu import address, locks
 
 __all__ = ["MAX_OPS", "NotRecordable", "Worker", "available", "call", "copy_rows", "enter",
            "gemm_op", "leave", "record", "recording", "workers"]  # fmt: skip
@@ -367,7 +367,7 @@ class Worker:
         c[_S.PARK] = 1
         self._ptrs = (ctypes.c_void_p * 1)(c.ctypes.data)
         self.packed = (ctypes.c_void_p * 1)(ctypes.addressof(self._ptrs))
-        self.lock = threading.Lock()
+        self.lock = locks.TryLock()  # (released on every exit path, ``threads._run_native``)
         self.keep: list = []  # what the posted ops point into, held until they are done
         self._wake = threading.Event()
         self._closed = False
@@ -467,7 +467,7 @@ def leave() -> None:
     """An executable call ended: after the outermost one, the workers stop spinning."""
     global _depth
     with _workers_lock:
-        _depth -= 1
+        _depth = max(_depth - 1, 0)  # (an interrupt may have skipped an ``enter``)
         if _depth == 0:
             for w in _workers:
                 w.park()

@@ -163,20 +163,25 @@ def run_parts(
         ends[k] = time.perf_counter()
 
     t0 = time.perf_counter()
-    # each part in a copy of the caller's context: its flags (``config.override``) hold there
-    futures = [pool.submit(contextvars.copy_context().run, part, k, lo, hi)
-               for k, (lo, hi) in enumerate(cuts) if k]  # fmt: skip
+    futures: list = []
     err = None
     try:
+        for k, (lo, hi) in enumerate(cuts[1:], 1):
+            # each part in a copy of the caller's context: its flags (``config.override``)
+            futures.append(pool.submit(contextvars.copy_context().run, part, k, lo, hi))
         fn(*cuts[0])
-    except BaseException as e:  # still wait for the others: they write the same buffers
-        err = e
+    except BaseException as e:  # still wait for the others: they write the same buffers (an
+        err = e  # interrupt between two submits too)
     t1 = time.perf_counter()
     for f in futures:
-        try:
-            f.result()
-        except BaseException as e:
-            err = err or e
+        while True:
+            try:
+                f.result()
+            except BaseException as e:
+                err = err or e
+                if not f.done():  # interrupted while waiting: the part still runs
+                    continue
+            break
     if err is not None:
         raise err
     if balance is not None:
@@ -192,12 +197,13 @@ def _run_native(
     ws = spin.workers(len(cuts) - 1)
     if ws is None:
         return False
-    held = []
+    free = [w.lock.free_here() for w in ws]  # not held by an enclosing call (``locks.py``)
+    posted: list[spin.Worker] = []
+    ends: list[float] = []
     try:
-        for w in ws:
-            if not w.lock.acquire(blocking=False):  # another thread's call has it
+        for w, f in zip(ws, free):
+            if not (f and w.lock.try_acquire()):  # another thread's call (or this one's) has it
                 return False
-            held.append(w)
         recorded = []
         for lo, hi in cuts[1:]:
             ops = spin.record(fn, lo, hi)
@@ -205,7 +211,6 @@ def _run_native(
                 return False
             recorded.append(ops)
         t0 = time.perf_counter()
-        posted: list[spin.Worker] = []
         err = None
         try:
             for w, ops in zip(ws, recorded):
@@ -216,7 +221,8 @@ def _run_native(
             err = e  # (an interrupt between two posts too: a part left posted would run
             # later, into buffers the next call uses, and its op list be overwritten under it)
         t1 = time.perf_counter()
-        ends = [w.finish()[0] for w in posted]
+        while len(ends) < len(posted):
+            ends.append(posted[len(ends)].finish()[0])
         if err is not None:
             raise err
         if balance is not None:
@@ -224,5 +230,10 @@ def _run_native(
             balance.update((cuts[0][1] - cuts[0][0]) / n, t1 - t0, max(ends) - t0)
         return True
     finally:
-        for w in held:
-            w.lock.release()
+        # every posted part done before its worker is free again (an interrupt while finishing
+        # too: ``finish`` of a finished part returns at once), then every lock taken here given
+        # back (an interrupt right after an acquire too)
+        for w in posted[len(ends) :]:
+            w.finish()
+        for w, f in zip(ws, free):
+            w.lock.release_if_held(f)

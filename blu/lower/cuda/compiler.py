@@ -20,10 +20,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 
+from blu.core import forks
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.lru import LRU
@@ -86,7 +86,16 @@ class GpuModule:
 # key -> module, the most recently used ``blu.config.kernel_cache_size`` of them (the images are
 # host bytes; executables hold the modules they use)
 _loaded = LRU("kernel_cache_size")
-_lock = threading.Lock()
+_lock = forks.lock()  # held while a module is loaded or compiled
+
+
+@forks.in_child
+def _after_fork() -> None:
+    """A child forked while another thread compiled has no thread to release the lock."""
+    global _lock
+    _lock = forks.renew(_lock)
+
+
 stats = {"compiled": 0, "cache": 0, "memory": 0, "compile_s": 0.0}
 
 

@@ -28,11 +28,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 import weakref
 from collections.abc import Callable
 
+from blu.core import forks
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.lru import LRU
@@ -79,7 +79,16 @@ class Kernel:
 # key -> kernel, the most recently used ``blu.config.kernel_cache_size`` of them, for new
 # executables; an executable holds its own kernels, so one dropped here stays alive while used
 _loaded = LRU("kernel_cache_size")
-_lock = threading.Lock()
+_lock = forks.lock()  # held while a kernel is loaded or compiled
+
+
+@forks.in_child
+def _after_fork() -> None:
+    """A child forked while another thread compiled has no thread to release the lock."""
+    global _lock
+    _lock = forks.renew(_lock)
+
+
 stats = {"compiled": 0, "cache_so": 0, "cache_llvm": 0, "memory": 0, "compile_s": 0.0}
 
 
