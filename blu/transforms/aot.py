@@ -6,17 +6,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from blu.core.aval import ShapedArray, ShapeDtypeStruct
 from blu.core.errors import BluValueError
 from blu.core.interpreter import Tracer
 from blu.core.jaxpr import ClosedJaxpr, pp_jaxpr
-
-if TYPE_CHECKING:
-    from blu.transforms.jit import Jitted, _CacheEntry
+from blu.transforms.jit_backend import CacheEntry, jit_backend, stable_hoisted
 
 __all__ = ["Compiled", "Lowered"]
+
+# ``jitted`` below is a ``blu.transforms.jit.Jitted`` (typed ``Any``: jit.py imports this module,
+# and this one imports nothing of jit.py's)
 
 
 def _is_spec(x: Any) -> bool:
@@ -53,7 +54,7 @@ class Lowered:
     runnable. Lowering for the default target happens on first use, so ``lower`` stays cheap.
     """
 
-    def __init__(self, jitted: Jitted, entry: _CacheEntry, target: str | None = None,
+    def __init__(self, jitted: Any, entry: CacheEntry, target: str | None = None,
                  donated_invars: tuple[bool, ...] = ()):  # fmt: skip
         self.jitted = jitted
         self.entry = entry
@@ -64,15 +65,14 @@ class Lowered:
             self._lowered = self._lower()
 
     def _lower(self) -> Any:
-        from blu.transforms.jit import _backend, _stable_hoisted
-
-        if _backend is None:
+        backend = jit_backend()
+        if backend is None:
             raise BluValueError(
                 f"jit({self.jitted.name}).lower(target={self.target!r}): no backend is "
                 "registered; `import blu` (it registers blu.lower)"
             )
-        return _backend.lower(
-            _stable_hoisted(self.entry), self.jitted.name, self.target, self.donated_invars
+        return backend.lower(
+            stable_hoisted(self.entry), self.jitted.name, self.target, self.donated_invars
         )
 
     @property
@@ -122,15 +122,14 @@ class Lowered:
 class Compiled:
     """A compiled program for one signature; call it with arrays of that signature."""
 
-    def __init__(self, jitted: Jitted, entry: _CacheEntry, executable: Any = None,
+    def __init__(self, jitted: Any, entry: CacheEntry, executable: Any = None,
                  donated_invars: tuple[bool, ...] = ()):  # fmt: skip
         self.jitted = jitted
         self.entry = entry
         self.executable = executable
-        from blu.transforms.jit import _backend, _stable_hoisted
-
-        if executable is not None and _backend is not None:  # calls of this program run it
-            _backend.adopt(_stable_hoisted(entry), donated_invars, executable)
+        backend = jit_backend()
+        if executable is not None and backend is not None:  # calls of this program run it
+            backend.adopt(stable_hoisted(entry), donated_invars, executable)
             jitted._fast = None  # (its fast path would run the executable it had before)
 
     def memory_analysis(self) -> Any:
