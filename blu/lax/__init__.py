@@ -4,7 +4,7 @@ Each module defines primitives with all their rules and lists its public functio
 ``__all__``; this package re-exports them.
 
 The families import each other in one order, a module only ever importing those before it:
-``_base`` (helpers) < ``casts`` < ``shapes`` < ``operands`` < ``elementwise`` < ``complex`` <
+``_base`` (helpers) < ``casts`` < ``shapes`` < ``_operands`` < ``elementwise`` < ``complex`` <
 ``sorting`` < ``gather_scatter`` < ``slicing`` < ``cumulative`` < ``reductions`` < the rest
 (``bits``, ``special``, ``fft``, ``dot``, ``convolution``, ``associative_scan``, ``attention``,
 ``control_flow``, ``parallel``, ``linalg``). No submodule imports this package. The few rules

@@ -21,8 +21,8 @@ from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.primitive import Primitive
 from blu.lax._base import check_dtype, check_same_shapes_dtypes
+from blu.lax._operands import as_operands
 from blu.lax.elementwise import neg
-from blu.lax.operands import as_operands
 from blu.lax.shapes import full_like
 from blu.transforms.ad_util import Zero, deflinear, is_undefined
 from blu.transforms.batching import defbroadcasting, defvectorized

@@ -65,8 +65,8 @@ from blu.lax._base import (
     is_numeric,
     quiet,
 )
+from blu.lax._operands import as_operands as operands
 from blu.lax.casts import convert_element_type, convert_element_type_p  # noqa: F401  (re-exported)
-from blu.lax.operands import as_operands as operands
 from blu.lax.shapes import full_like
 from blu.transforms.ad_util import (
     Zero,
