@@ -31,7 +31,7 @@ import blu
 import blu.cuda as bc
 from blu.core import lapack as cpu
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError
-from blu.cuda import solver
+from blu.cuda import solver, solver_libraries
 from blu.cuda.errors import CudaError
 from blu.cuda.fake import FakeDevice
 from blu.lax.linalg import LinAlgError
@@ -305,8 +305,8 @@ def _no_pathfinder(monkeypatch, folder):
 
     fake.load_nvidia_dynamic_lib = load_nvidia_dynamic_lib
     monkeypatch.setitem(sys.modules, "cuda.pathfinder", fake)
-    monkeypatch.setattr(solver, "_loaded", {})
-    monkeypatch.setattr(solver, "toolkit_lib_dirs", lambda env=None: [str(folder)])
+    monkeypatch.setattr(solver_libraries, "_loaded", {})
+    monkeypatch.setattr(solver_libraries, "toolkit_lib_dirs", lambda env=None: [str(folder)])
 
 
 def test_preload_reports_what_is_missing(monkeypatch, tmp_path):

@@ -193,6 +193,7 @@ NOT_OPERATIONS: dict[str, str] = {
         f"lax.{n}": "a submodule"
         for n in (
             "bits",
+            "casts",
             "control_flow",
             "cumulative",
             "elementwise",
