@@ -3,7 +3,7 @@
 (``plan/fusion.py``, ``plan/partition.py``, ``plan/simplify.py``), the code generators
 (``mlir/codegen*.py``) and the CPU views read the slot, never a table of names; a primitive
 without an entry for a target becomes a host fallback node (``HOST_FALLBACK`` lists the
-primitives that do, with the reason; ``tests/test_lowering_slots.py`` checks every primitive
+primitives that do, with the reason; ``tests/lower/test_lowering_slots.py`` checks every primitive
 is one or the other).
 
 Kinds (keys of ``prim.lowerings``):
@@ -81,7 +81,7 @@ EXPENSIVE = (
 )  # fmt: skip
 
 # Primitives that run their numpy impl on the host (a synchronization on the GPU), and why.
-# A primitive neither lowered nor listed here fails tests/test_lowering_slots.py.
+# A primitive neither lowered nor listed here fails tests/lower/test_lowering_slots.py.
 HOST_FALLBACK: dict[str, str] = {
     "sort": "no sorting kernel yet (a bitonic or radix sort per row)",
     "top_k": "no sorting kernel yet",
