@@ -1,23 +1,21 @@
 """The GPU linear-algebra kernels (``blu.cuda.solver``) on the CPU.
 
-The pure-Python parts are tested directly: C names of the bindings, toolkit folders and the
-library fallback, pivots to permutations, operand checks. The kernels themselves run end to end
-on a simulated device (``FakeDevice``, real host memory) whose cuSOLVER/cuBLAS stand-ins below
-read and write column-major matrices at the given addresses and leading dimensions as the
-libraries' documentation says, computing with LAPACK/BLAS (scipy) of the same precision:
-``potrf`` touches only its triangle while ``potrfBatched`` destroys the other one (NaN here),
-``getrf`` writes 1-based pivots, ``gesvd`` refuses
-``m < n`` and destroys its input, ``trmm`` is out of place, ``geam`` checks its in-place rules.
-Results are checked against numpy float64 by reconstruction (``L L^T = A``, ``Q R = A``,
-``U S V^T = A``, ``A V = V W``, ``P A = L U``, residuals) and against the CPU kernels. The same
-kernels on the real libraries are tested in test_cuda_solver_gpu.py.
+The pure-Python parts are tested directly: C names of the bindings, pivots to permutations,
+operand checks (finding and loading the libraries: ``test_cuda_solver_libraries.py``). The
+kernels themselves run end to end on a simulated device (``FakeDevice``, real host memory)
+whose cuSOLVER/cuBLAS stand-ins below read and write column-major matrices at the given
+addresses and leading dimensions as the libraries' documentation says, computing with
+LAPACK/BLAS (scipy) of the same precision: ``potrf`` touches only its triangle while
+``potrfBatched`` destroys the other one (NaN here), ``getrf`` writes 1-based pivots, ``gesvd``
+refuses ``m < n`` and destroys its input, ``trmm`` is out of place, ``geam`` checks its
+in-place rules. Results are checked against numpy float64 by reconstruction (``L L^T = A``,
+``Q R = A``, ``U S V^T = A``, ``A V = V W``, ``P A = L U``, residuals) and against the CPU
+kernels. The same kernels on the real libraries are tested in test_cuda_solver_gpu.py.
 """
 
 from __future__ import annotations
 
 import ctypes
-import sys
-import types
 
 import ml_dtypes
 import numpy as np
@@ -280,54 +278,6 @@ def test_c_names_of_the_bindings():
     assert solver.c_name("cusolverDn", "set_stream") == "cusolverDnSetStream"
     assert solver.c_name("cublas", "strsm_batched") == "cublasStrsmBatched"
     assert solver.c_name("cublas", "dgeam") == "cublasDgeam"
-
-
-def test_toolkit_dirs_follow_cuda_path_then_cuda_home():
-    dirs = solver.toolkit_lib_dirs({"CUDA_PATH": "/opt/a", "CUDA_HOME": "/opt/b"})
-    assert dirs[0] == "/opt/a/lib64"
-    assert dirs.index("/opt/a/lib64") < dirs.index("/opt/b/lib64")
-    assert dirs.index("/opt/b/lib64") < dirs.index("/usr/local/cuda/lib64")
-    assert len(dirs) == len(set(dirs))
-
-
-def test_find_library_prefers_the_soname_link(tmp_path):
-    for name in ("libcusolver.so.12.0.4.66", "libcusolver.so.12", "libcusolverMg.so.12"):
-        (tmp_path / name).write_bytes(b"")
-    assert solver.find_library("cusolver", [str(tmp_path)]) == str(tmp_path / "libcusolver.so.12")
-    assert solver.find_library("cublas", [str(tmp_path)]) is None
-
-
-def _no_pathfinder(monkeypatch, folder):
-    fake = types.ModuleType("cuda.pathfinder")
-
-    def load_nvidia_dynamic_lib(name):
-        raise RuntimeError(f"{name} not found (test)")
-
-    fake.load_nvidia_dynamic_lib = load_nvidia_dynamic_lib
-    monkeypatch.setitem(sys.modules, "cuda.pathfinder", fake)
-    monkeypatch.setattr(solver, "_loaded", {})
-    monkeypatch.setattr(solver, "toolkit_lib_dirs", lambda env=None: [str(folder)])
-
-
-def test_preload_reports_what_is_missing(monkeypatch, tmp_path):
-    _no_pathfinder(monkeypatch, tmp_path)
-    with pytest.raises(CudaError, match="libcublas, libcusolver: not found"):
-        solver.preload_libraries()
-
-
-def test_preload_falls_back_to_a_toolkit_folder(monkeypatch, tmp_path):
-    # stand-ins for the libraries: a real shared object (the C math library) under their names
-    with open("/proc/self/maps") as f:
-        libm = next((ln.split()[-1] for ln in f if "/libm.so" in ln or "/libm-" in ln), None)
-    if libm is None:
-        pytest.skip("no libm mapped in this process")
-    for name in ("libcublas.so.13", "libcusolver.so.12"):
-        (tmp_path / name).write_bytes(open(libm, "rb").read())
-    _no_pathfinder(monkeypatch, tmp_path)
-    assert solver.preload_libraries() == {
-        "cublas": str(tmp_path / "libcublas.so.13"),
-        "cusolver": str(tmp_path / "libcusolver.so.12"),
-    }
 
 
 @given(st.integers(1, 6), st.integers(0, 3), st.integers(0, 10**6))
