@@ -15,6 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from blu.core.version import __version__
+from blu.parallel.devices import devices
+
 NOT_INSTALLED = "not installed"
 
 # label -> the distributions that provide it (the first one installed is reported)
@@ -112,10 +115,8 @@ def _flags() -> dict[str, Any]:
 
 def environment_info() -> dict[str, Any]:
     """The facts ``print_environment_info`` prints, as a dict (never raises)."""
-    import blu
-
     info: dict[str, Any] = {
-        "blu": f"{blu.__version__} ({Path(blu.__file__).parent})",
+        "blu": f"{__version__} ({Path(__file__).parent})",
         "python": f"{sys.version.split()[0]} ({sys.executable})",
         "platform": platform.platform(),
     }
@@ -124,7 +125,7 @@ def environment_info() -> dict[str, Any]:
     info["CUDA driver"] = NOT_INSTALLED + " (no cuda-python)" if no_cuda else _probe(_driver)
     info["CUDA runtime"] = NOT_INSTALLED + " (no cuda-python)" if no_cuda else _probe(_runtime)
     info["GPUs"] = _probe(_gpus)
-    info["devices"] = _probe(lambda: ", ".join(str(d) for d in blu.devices()))
+    info["devices"] = _probe(lambda: ", ".join(str(d) for d in devices()))
     info["cache"] = _probe(_cache)
     info["flags"] = _safe_flags()
     return info

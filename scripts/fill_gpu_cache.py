@@ -29,17 +29,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_TESTS = [
-    "tests/test_gpu_kernels.py",
-    "tests/test_gpu_row_groups.py",
-    "tests/test_gpu_generations.py",
-    "tests/test_gpu_executable.py",
-    "tests/test_lower_gather_scatter.py",
-    "tests/test_flash_attention_gpu.py",
-    "tests/test_benchmark_gpt2.py",
-    "tests/test_oom_report.py",
-    "tests/test_complex_gpu.py",
-    "tests/test_gpu_epilogues.py",
-    "tests/test_packed_attention.py",
+    "tests/lower/cuda/test_gpu_kernels.py",
+    "tests/lower/cuda/test_gpu_row_groups.py",
+    "tests/lower/cuda/test_gpu_generations.py",
+    "tests/lower/cuda/test_gpu_executable.py",
+    "tests/lower/test_lower_gather_scatter.py",
+    "tests/lower/cuda/test_flash_attention_gpu.py",
+    "tests/examples/test_benchmark_gpt2.py",
+    "tests/reliability/test_oom_report.py",
+    "tests/lower/cuda/test_complex_gpu.py",
+    "tests/lower/cuda/test_gpu_epilogues.py",
+    "tests/lower/cuda/test_packed_attention.py",
 ]
 # the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps
 # sets the learning-rate schedule's constants)

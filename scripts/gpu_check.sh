@@ -13,7 +13,8 @@
 #
 # Parts (each under its own time limit, so the table below always prints):
 #   tests    python3 -m pytest -m gpu $TESTS_ARGS       (limit $TESTS_LIMIT s, default 480;
-#            TESTS_ARGS default tests/, e.g. TESTS_ARGS=tests/test_gpu_row_groups.py for a subset)
+#            TESTS_ARGS default tests/, e.g. TESTS_ARGS=tests/lower/cuda/test_gpu_row_groups.py
+#            for a subset)
 #   example  the GPT-2 example on the GPU, once present  (limit $EXAMPLE_LIMIT s, default 480)
 #   bench    the GPT-2 benchmark on the GPU, once present (limit $BENCH_LIMIT s, default 480)
 #   parallel the distributed programs (DP, ZeRO-1, FSDP, TP, PP, 2-D) as a world of one over NCCL

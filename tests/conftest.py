@@ -1,10 +1,34 @@
 """Test configuration: hypothesis profiles ('ci' small and deterministic, 'dev' larger) and
 the temporary kernel cache every test compiles into."""
 
+import importlib.abc
+import importlib.machinery
 import os
+import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+class _SharedHelpers(importlib.abc.MetaPathFinder):
+    """The shared helpers stay at tests/ (``helpers.py``, ``gpu_helpers.py``, ``opinfo.py``,
+    ``simt_sim.py``, ``ops/``) while the tests live in folders that mirror blu's packages. They
+    import as ``tests.helpers`` (tests/ is a package) and also by their bare names (``from
+    helpers import ...``), found here in tests/ when nothing installed has the name. tests/ itself
+    is not put on ``sys.path``: its folders ``numpy``, ``random``, ``cuda`` would shadow those."""
+
+    NAMES = frozenset({"helpers", "gpu_helpers", "opinfo", "simt_sim", "ops"})
+
+    def find_spec(self, name, path=None, target=None):
+        if path is None and name in self.NAMES:
+            return importlib.machinery.PathFinder.find_spec(name, [TESTS])
+        return None
+
+
+if not any(type(f).__name__ == "_SharedHelpers" for f in sys.meta_path):  # conftest once
+    sys.meta_path.append(_SharedHelpers())
 
 settings.register_profile(
     "ci",

@@ -7,19 +7,20 @@ machines without them, a driver or a GPU; ``is_available()`` then says False.
 Modules: ``driver`` (contexts, streams, events, modules, launches; errors name the call),
 ``graph`` (CUDA graph capture and replay), ``allocator`` (the caching allocator),
 ``cublaslt`` (matrix products with cached plans), ``products`` (dot_general on DeviceArrays),
-``array`` (DeviceArray, device_put, from_dlpack), ``dlpack``, ``device``, ``profile``
+``array`` (DeviceArray, device_put, from_dlpack), ``dlpack``, ``device``, ``gpus`` (the GPUs:
+``is_available``, ``cuda_devices``), ``profile``
 (``BLU_PROFILE=1``), ``fake`` (a simulated device for the CPU tests).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from blu.cuda.allocator import Block, CachingAllocator
 from blu.cuda.array import DeviceArray, default_device, device_put, from_dlpack
-from blu.cuda.device import CudaDevice, Device, cuda_devices
+from blu.cuda.device import CudaDevice, Device
 from blu.cuda.errors import CudaError, CudaOutOfMemoryError, CudaUnavailableError
+from blu.cuda.gpus import cuda_devices, is_available
 from blu.cuda.profile import profiler
 
 __all__ = [
@@ -45,21 +46,6 @@ __all__ = [
     "reset_peak_memory_stats",
     "synchronize",
 ]
-
-
-@functools.cache
-def is_available() -> bool:
-    """True when cuda-python, an NVIDIA driver and at least one GPU are present (never raises)."""
-    from blu.cuda.device import fake_gpu
-
-    if fake_gpu():
-        return True
-    try:
-        from blu.cuda import driver
-
-        return driver.device_count() > 0
-    except Exception:  # noqa: BLE001 - missing package, missing driver, no device: all False
-        return False
 
 
 def devices() -> list[CudaDevice]:

@@ -38,7 +38,8 @@ keeping freed blocks cached for reuse. The design, and why:
 The allocator knows nothing about CUDA itself: it drives a *backing* object with ``malloc(n) ->
 ptr`` (raising ``BackingOutOfMemory``), ``free(ptr)``, ``record_event(stream) -> event``,
 ``event_done(event) -> bool``, ``event_synchronize(event)``, ``release_event(event)``,
-``describe() -> str`` and, optionally, ``mem_info() -> (free, total)`` bytes.
+``describe() -> str`` and, optionally, ``mem_info() -> (free, total)`` bytes (``Backing``; it,
+the size rules and the ``Segment``/``Block`` records are in ``blu.cuda.blocks``).
 ``blu.cuda.driver.CudaBacking`` implements it with the driver API; ``blu.cuda.fake.FakeBacking``
 simulates it (with streams whose work completes on command) for
 the CPU tests.
@@ -48,136 +49,31 @@ from __future__ import annotations
 
 import bisect
 import threading
-from typing import Any, Protocol
+from typing import Any
 
 from blu.core.config import config
 from blu.core.errors import BluValueError, with_user_line
+from blu.cuda.blocks import (  # noqa: F401  (re-exported: the allocator's sizes and records)
+    LARGE_SEGMENT,
+    MIN_LARGE_ALLOC,
+    ROUND,
+    SEGMENT_ROUND,
+    SMALL_SEGMENT,
+    SMALL_SIZE,
+    Backing,
+    Block,
+    GiB,
+    KiB,
+    MiB,
+    Segment,
+    format_bytes,
+    round_size,
+    round_up,
+    segment_size,
+)
 from blu.cuda.errors import BackingOutOfMemory, CudaOutOfMemoryError
 
-KiB = 1024
-MiB = 1024 * KiB
-GiB = 1024 * MiB
-
-ROUND = 512  # every block size is a multiple of this, and every block address too
-SMALL_SIZE = 1 * MiB  # largest request served from the small pool
-SMALL_SEGMENT = 2 * MiB  # segment size of the small pool
-MIN_LARGE_ALLOC = 10 * MiB  # large requests under this share 20 MiB segments
-LARGE_SEGMENT = 20 * MiB
-SEGMENT_ROUND = 2 * MiB  # larger segments are rounded up to this
 MAX_REPORTED = 10  # live buffers listed in an out-of-memory error
-
-
-class Backing(Protocol):
-    """What the caching allocator needs from the device (see the module docstring)."""
-
-    def malloc(self, nbytes: int) -> int: ...
-
-    def free(self, ptr: int) -> None: ...
-
-    def record_event(self, stream: int) -> Any: ...
-
-    def event_done(self, event: Any) -> bool: ...
-
-    def event_synchronize(self, event: Any) -> None: ...
-
-    def release_event(self, event: Any) -> None: ...
-
-    def describe(self) -> str: ...
-
-
-def round_size(nbytes: int) -> int:
-    """The block size for a request: at least 512 bytes, rounded up to a multiple of 512."""
-    if nbytes <= ROUND:
-        return ROUND
-    return (nbytes + ROUND - 1) // ROUND * ROUND
-
-
-def segment_size(size: int) -> int:
-    """The segment size the allocator asks the driver for, for a block of ``size`` bytes."""
-    if size <= SMALL_SIZE:
-        return SMALL_SEGMENT
-    if size < MIN_LARGE_ALLOC:
-        return LARGE_SEGMENT
-    return _round_up(size, SEGMENT_ROUND)
-
-
-def _round_up(n: int, m: int) -> int:
-    return (n + m - 1) // m * m
-
-
-def format_bytes(n: int) -> str:
-    """``1536 -> '1.50 KiB'``."""
-    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if abs(n) >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n} B"
-
-
-class Segment:
-    """One allocation from the backing, carved into a chain of blocks."""
-
-    __slots__ = ("ptr", "size", "stream", "small")
-
-    def __init__(self, ptr: int, size: int, stream: int, small: bool):
-        self.ptr = ptr
-        self.size = size
-        self.stream = stream
-        self.small = small
-
-    def __repr__(self) -> str:
-        pool = "small" if self.small else "large"
-        return f"Segment({self.ptr:#x}, {format_bytes(self.size)}, stream={self.stream}, {pool})"
-
-
-class Block:
-    """A piece of a segment: live (handed out), pending (freed, waiting on events) or free.
-
-    Attributes:
-        ptr: device address (a multiple of 512).
-        size: bytes reserved for it (a multiple of 512, at least ``requested``).
-        requested: bytes the caller asked for.
-        stream: the stream it belongs to (that of its segment).
-        tag: what produced it, shown in out-of-memory reports.
-    """
-
-    __slots__ = (
-        "ptr",
-        "size",
-        "requested",
-        "stream",
-        "segment",
-        "prev",
-        "next",
-        "allocated",
-        "pending",
-        "stream_uses",
-        "tag",
-    )
-
-    def __init__(self, ptr: int, size: int, segment: Segment):
-        self.ptr = ptr
-        self.size = size
-        self.requested = 0
-        self.stream = segment.stream
-        self.segment = segment
-        self.prev: Block | None = None
-        self.next: Block | None = None
-        self.allocated = False
-        self.pending = 0  # events still to complete before the block may be reused
-        self.stream_uses: set[int] | None = None
-        self.tag: str | None = None
-
-    @property
-    def is_free(self) -> bool:
-        return not self.allocated and not self.pending
-
-    def __repr__(self) -> str:
-        state = "live" if self.allocated else ("pending" if self.pending else "free")
-        tag = f", tag={self.tag!r}" if self.tag else ""
-        return (
-            f"Block({self.ptr:#x}, {format_bytes(self.size)}, stream={self.stream}, {state}{tag})"
-        )
-
 
 _STAT_KEYS = (
     "allocated_bytes",
@@ -484,8 +380,8 @@ class CachingAllocator:
                 return block
             self._release_cached_segments()
             ptr = self._backing_malloc(seg_size)
-            if ptr is None and not small and seg_size > _round_up(size, SEGMENT_ROUND):
-                seg_size = _round_up(size, SEGMENT_ROUND)
+            if ptr is None and not small and seg_size > round_up(size, SEGMENT_ROUND):
+                seg_size = round_up(size, SEGMENT_ROUND)
                 ptr = self._backing_malloc(seg_size)
             if ptr is None:
                 self._stats["num_ooms"] += 1

@@ -22,6 +22,7 @@ from blu.core.errors import BluValueError
 from blu.cuda import dlpack
 from blu.cuda.allocator import Block
 from blu.cuda.device import Device
+from blu.cuda.gpus import cuda_devices
 
 
 class DeviceArray(ArrayOps):
@@ -247,7 +248,6 @@ def default_device() -> Device:
     Raises:
         CudaUnavailableError: no usable GPU.
     """
-    from blu.cuda.device import cuda_devices
     from blu.cuda.errors import CudaUnavailableError
 
     devs = cuda_devices()
@@ -304,7 +304,6 @@ def from_dlpack(x: Any, device: Device | None = None) -> DeviceArray:
     """
     dev_type, dev_id = x.__dlpack_device__()
     if device is None:
-        from blu.cuda.device import cuda_devices
         from blu.cuda.dlpack import kDLCUDA
 
         devs = cuda_devices()

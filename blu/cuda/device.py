@@ -4,7 +4,8 @@ A ``Device`` bundles a caching allocator, the stream blu queues its work on, and
 synchronization a ``DeviceArray`` needs. ``CudaDevice`` is one GPU (its primary context, a
 non-blocking stream, ``cuMemAlloc``-backed allocator); ``blu.cuda.fake.FakeDevice`` is a
 simulated one in host memory for the CPU tests. Nothing here imports CUDA until a
-``CudaDevice`` is made.
+``CudaDevice`` is made. The GPUs themselves (``cuda_devices``, ``is_available``) are listed by
+``blu.cuda.gpus``.
 """
 
 from __future__ import annotations
@@ -247,42 +248,8 @@ class CudaBacking:
         return f"{self.name}, {free / gib:.2f} GiB free of {total / gib:.2f} GiB"
 
 
-_devices: list[CudaDevice] | None = None
-_devices_lock = threading.Lock()
-
-
-def cuda_devices() -> list[CudaDevice]:
-    """Every GPU as a ``CudaDevice`` (an empty list without a usable GPU)."""
-    global _devices
-    if fake_gpu():
-        return [fake_gpu_device()]  # type: ignore[list-item]
-    if _devices is None:
-        with _devices_lock:
-            if _devices is None:
-                from blu.cuda import is_available
-
-                if not is_available():
-                    return []
-                from blu.cuda import driver
-
-                _devices = [CudaDevice(i) for i in range(driver.device_count())]
-    return _devices
-
-
 def fake_gpu() -> bool:
     """``BLU_FAKE_GPU=1``: a simulated GPU (``blu.cuda.fake.FakeDevice``) stands in for the real
     ones, so GPU programs run on the CPU and their kernels are compiled into the kernel cache
     (``scripts/fill_gpu_cache.py``). The ``fake_gpu`` flag of ``blu.config``."""
     return bool(config.fake_gpu)
-
-
-_fake_device: Any = None
-
-
-def fake_gpu_device() -> Any:
-    global _fake_device
-    if _fake_device is None:
-        from blu.cuda.fake import FakeDevice
-
-        _fake_device = FakeDevice(0, capacity=64 << 30)
-    return _fake_device

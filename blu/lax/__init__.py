@@ -2,8 +2,17 @@
 
 Each module defines primitives with all their rules and lists its public functions in
 ``__all__``; this package re-exports them.
+
+The families import each other in one order, a module only ever importing those before it:
+``_base`` (helpers) < ``casts`` < ``shapes`` < ``_operands`` < ``elementwise`` < ``complex`` <
+``sorting`` < ``gather_scatter`` < ``slicing`` < ``cumulative`` < ``reductions`` < the rest
+(``bits``, ``special``, ``fft``, ``dot``, ``convolution``, ``associative_scan``, ``attention``,
+``control_flow``, ``parallel``, ``linalg``). No submodule imports this package. The few rules
+that need an operation of a higher family (broadcast_in_dim's transpose needs ``reduce_sum``)
+call it through ``_late``, filled in below.
 """
 
+from blu.lax.casts import *  # noqa: F403
 from blu.lax.elementwise import *  # noqa: F403
 from blu.lax.bits import *  # noqa: F403
 from blu.lax.special import *  # noqa: F403
@@ -16,11 +25,23 @@ from blu.lax.dot import *  # noqa: F403
 from blu.lax.sorting import *  # noqa: F403
 from blu.lax.control_flow import *  # noqa: F403
 from blu.transforms.ad_ops import *  # noqa: F403
-from blu.lax.parallel import *  # noqa: F403  (after the others: its rules use them)
+from blu.lax.parallel import *  # noqa: F403
 from blu.lax.convolution import *  # noqa: F403
 from blu.lax.associative_scan import associative_scan  # noqa: F401
 from blu.lax.attention import *  # noqa: F403
+from blu.lax import _late
 from blu.transforms import ops as _transform_ops
+
+# the rules of lower families reach these operations of higher ones through blu.lax._late
+_late.register(
+    reduce_sum=reduce_sum,  # noqa: F405
+    slice=slice,  # noqa: F405
+    slice_in_dim=slice_in_dim,  # noqa: F405
+    sub=sub,  # noqa: F405
+    select=select,  # noqa: F405
+    real=real,  # noqa: F405
+    conj=conj,  # noqa: F405
+)
 
 # the transforms' helpers (zeros, tangent sums, batch-axis moves) apply these primitives
 _transform_ops.register(

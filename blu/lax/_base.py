@@ -1,79 +1,26 @@
-"""Shared helpers for defining primitives: operand conversion and standard shape/dtype rules."""
+"""Shared helpers for defining primitives: standard shape/dtype checks and rules, dtype
+predicates, and the wrappers of numpy impls (``quiet``, ``compute_in_f32``).
+
+The bottom of blu.lax: it imports no lax module (the families' order is in
+``blu/lax/__init__.py``)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from blu.core import dtypes
-from blu.core.array import Array
 from blu.core.aval import ShapedArray
-from blu.core.errors import BluShapeError, BluTypeError, with_user_line
-from blu.core.interpreter import get_aval
-from blu.lax.shapes import broadcast_in_dim
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 
 
 def is_python_scalar(x: Any) -> bool:
     return isinstance(x, (bool, int, float, complex)) or (
         isinstance(x, np.generic) and np.ndim(x) == 0
     )
-
-
-def as_operands(*args: Any) -> list[Any]:
-    """Make the operands of an n-ary lax function agree: Python scalars are weakly typed and
-    take the dtype and shape of the first array operand (so ``add(x, 2.0)`` works for any float
-    ``x`` and stays weak iff ``x`` is). Arrays are left as they are; abstract eval then checks
-    that shapes and dtypes match (lax does not promote).
-
-    ``np.float64`` (which subclasses ``float``) is not taken for a Python scalar, so
-    ``eq(np.float64(x), 0)`` (numpy scalars reach rules from jaxpr literals) compares in float64;
-    operands that are all Python scalars are promoted together; a float scalar next to an integer
-    or bool array, or an int out of the array's range, is an error rather than a silent
-    conversion.
-
-    Raises:
-        BluTypeError: a float scalar with an integer/bool array, or an int that does not fit.
-    """
-
-    def is_scalar(a: Any) -> bool:
-        return isinstance(a, (bool, int, float, complex))  # np.float64 included
-
-    ref = next((a for a in args if not is_scalar(a)), None)
-    if ref is None:
-        ref = next((a for a in args if isinstance(a, np.generic)), None)
-    if ref is None:
-        dt, shape = dtypes.result_type(*args), ()
-    else:
-        aval = get_aval(ref)
-        dt, shape = aval.dtype, aval.shape
-    out = []
-    for a in args:
-        if a is ref or not is_scalar(a):
-            out.append(a)
-            continue
-        if isinstance(a, complex) and not dtypes.is_complex(dt):
-            raise BluTypeError(
-                with_user_line(
-                    f"the complex scalar {a!r} cannot take the dtype {dtypes.short_name(dt)} of "
-                    "the other operand (lax does not promote): convert it explicitly"
-                )
-            )
-        if isinstance(a, float) and not dtypes.is_inexact(dt):
-            raise BluTypeError(
-                with_user_line(
-                    f"the float scalar {a!r} cannot take the dtype {dtypes.short_name(dt)} of "
-                    "the other operand (lax does not promote): convert it explicitly"
-                )
-            )
-        try:
-            val = np.asarray(a, dt)
-        except OverflowError as e:
-            raise BluTypeError(with_user_line(f"{a!r} does not fit in {dt}")) from e
-        x = Array(val, not isinstance(a, np.generic))  # numpy scalars are strongly typed
-        out.append(broadcast_in_dim(x, shape, ()) if shape else x)
-    return out
 
 
 def fmt_avals(avals: Any) -> str:
@@ -143,8 +90,6 @@ def any_dtype(d: np.dtype) -> bool:
 
 def normalize_axis(axis: int, ndim: int, name: str) -> int:
     if not -ndim <= axis < max(ndim, 1):
-        from blu.core.errors import BluValueError
-
         raise BluValueError(with_user_line(f"{name}: axis {axis} out of range for rank {ndim}"))
     return axis % ndim if ndim else 0
 
@@ -160,5 +105,17 @@ def compute_in_f32(fn: Callable) -> Callable:
             with np.errstate(over="ignore"):  # float16 overflow rounds to inf, like XLA
                 return np.asarray(out).astype(dt)
         return fn(*args, **params)
+
+    return impl
+
+
+def quiet(fn: Callable) -> Callable:
+    """Run a numpy impl with floating-point and integer-overflow warnings off: overflow wraps,
+    0/0 is NaN, log(0) is -inf, as in XLA, without numpy's RuntimeWarnings."""
+
+    @functools.wraps(fn)
+    def impl(*args: Any, **params: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return fn(*args, **params)
 
     return impl

@@ -45,7 +45,11 @@ from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax import attention_decomp as decomp
 from blu.lax import attention_numpy as kern
+from blu.lax.reductions import reduce_sum
+from blu.lax.shapes import broadcast_in_dim, reshape
+from blu.transforms.ad import jvp_flat
 from blu.transforms.ad_util import Zero, instantiate, is_undefined
+from blu.transforms.batching import bdim_to_front
 
 IMPLEMENTATIONS = (None, "cudnn", "blu")
 
@@ -275,8 +279,6 @@ def _jvp_of_decomposition(prim: Primitive) -> None:
     """JVP rule: forward mode through the unfused decomposition (second derivatives only)."""
 
     def rule(primals, tangents, **params):
-        from blu.transforms.ad import jvp_flat
-
         outs, touts = jvp_flat(lambda *xs: prim.decomposition(*xs, **params), primals, tangents)
         return outs, touts
 
@@ -303,10 +305,6 @@ def _roles(prim: Primitive, params: dict) -> list[str]:
 
 
 def _batch_rule(prim: Primitive):
-    from blu.lax.reductions import reduce_sum
-    from blu.lax.shapes import broadcast_in_dim, reshape
-    from blu.transforms.batching import bdim_to_front
-
     def rule(axis_size, args, dims, **params):
         roles = _roles(prim, params)
         qd = dims[0]

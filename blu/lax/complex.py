@@ -20,7 +20,9 @@ import numpy as np
 from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.primitive import Primitive
-from blu.lax._base import as_operands, check_dtype, check_same_shapes_dtypes
+from blu.lax._base import check_dtype, check_same_shapes_dtypes
+from blu.lax._operands import as_operands
+from blu.lax.elementwise import neg
 from blu.lax.shapes import full_like
 from blu.transforms.ad_util import Zero, deflinear, is_undefined
 from blu.transforms.batching import defbroadcasting, defvectorized
@@ -55,7 +57,7 @@ def _zeros_real(ct: Any) -> Any:
 deflinear(real_p, lambda ct, x: [None if isinstance(ct, Zero) else complex(ct, _zeros_real(ct))])
 deflinear(
     imag_p,
-    lambda ct, x: [None if isinstance(ct, Zero) else complex(_zeros_real(ct), _neg(ct))],
+    lambda ct, x: [None if isinstance(ct, Zero) else complex(_zeros_real(ct), neg(ct))],
 )
 
 conj_p = Primitive("conj")
@@ -93,18 +95,12 @@ def _complex_transpose(ct: Any, x: Any, y: Any) -> list:
         return [None, None]
     return [
         real(ct) if is_undefined(x) else None,
-        _neg(imag(ct)) if is_undefined(y) else None,
+        neg(imag(ct)) if is_undefined(y) else None,
     ]
 
 
 defbroadcasting(complex_p)
 deflinear(complex_p, _complex_transpose)
-
-
-def _neg(x: Any) -> Any:
-    from blu.lax.elementwise import neg
-
-    return neg(x)
 
 
 def real(x: Any) -> Any:

@@ -18,6 +18,9 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax._base import any_dtype, check_dtype, compute_in_f32, is_numeric
+from blu.lax.elementwise import add, mul
+from blu.lax.shapes import concatenate, full, rev
+from blu.lax.slicing import slice as slice_
 from blu.lax.sorting import take_along_axis
 from blu.transforms.ad_util import Zero, nondifferentiable, tangent_aval
 
@@ -91,6 +94,12 @@ def _cumsum_transpose(ct, x, *, axis, reverse):
 cumprod_p = _cumulative("cumprod", np.cumprod)
 
 
+def dual_mul(a: tuple[Any, Any], b: tuple[Any, Any]) -> tuple[Any, Any]:
+    """The product of two first-order dual numbers ``(x, t)``: ``(xa xb, xa tb + ta xb)``.
+    The JVPs of ``cumprod`` (a prefix scan of them) and of ``reduce_prod`` (a tree) use it."""
+    return mul(a[0], b[0]), add(mul(a[0], b[1]), mul(a[1], b[0]))
+
+
 @cumprod_p.def_jvp
 def _cumprod_jvp(primals, tangents, *, axis, reverse):
     """d out_i = sum_{j<=i} t_j prod_{k<=i, k!=j} x_k, as a prefix scan (Hillis-Steele, log2(n)
@@ -99,10 +108,6 @@ def _cumprod_jvp(primals, tangents, *, axis, reverse):
     Only multiplications and additions, never a division: exact at any number of zeros, and
     so are all higher derivatives (a division or zero-counting rule is not).
     """
-    from blu.lax.reductions import _dual_mul
-    from blu.lax.shapes import concatenate, full, rev
-    from blu.lax.slicing import slice as slice_
-
     (x,), (t,) = primals, tangents
     out = cumprod_p.bind(x, axis=axis, reverse=reverse)
     if isinstance(t, Zero) or not dtypes.is_float(get_aval(x).dtype):
@@ -121,7 +126,7 @@ def _cumprod_jvp(primals, tangents, *, axis, reverse):
 
     d = 1
     while d < n:
-        cur = _dual_mul(cur, (shifted(cur[0], d, 1), shifted(cur[1], d, 0)))
+        cur = dual_mul(cur, (shifted(cur[0], d, 1), shifted(cur[1], d, 0)))
         d *= 2
     tangent = rev(cur[1], (axis,)) if reverse else cur[1]
     return out, tangent

@@ -1,5 +1,6 @@
 """Elementwise primitives: arithmetic, rounding, the basic transcendental functions (sin, cos,
-exp, log, tanh), comparisons, select and casts.
+exp, log, tanh), comparisons and select. Casts (``convert_element_type``) are in ``casts.py``
+and re-exported here.
 
 Each primitive is defined in one place with all its rules: numpy impl, abstract eval (operands
 of equal shape and dtype; the result is weakly typed iff every operand is), JVP, transpose (for
@@ -39,11 +40,9 @@ __all__ = [  # public lax functions; keep in sync
     "gt",
     "ge",
     "select",
-    "convert_element_type",
 ]
 
 import enum
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +53,7 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
+from blu.lax import _late
 from blu.lax._base import (
     any_dtype,
     check_dtype,
@@ -63,8 +63,10 @@ from blu.lax._base import (
     is_float,
     is_inexact,
     is_numeric,
+    quiet,
 )
-from blu.lax._base import as_operands as operands  # noqa: F401
+from blu.lax._operands import as_operands as operands
+from blu.lax.casts import convert_element_type, convert_element_type_p  # noqa: F401  (re-exported)
 from blu.lax.shapes import full_like
 from blu.transforms.ad_util import (
     Zero,
@@ -72,21 +74,8 @@ from blu.transforms.ad_util import (
     defjvp_with_output,
     is_undefined,
     nondifferentiable,
-    tangent_aval,
 )
 from blu.transforms.batching import defbroadcasting, defvectorized
-
-
-def quiet(fn: Callable) -> Callable:
-    """Run a numpy impl with floating-point and integer-overflow warnings off: overflow wraps,
-    0/0 is NaN, log(0) is -inf, as in XLA, without numpy's RuntimeWarnings."""
-
-    @functools.wraps(fn)
-    def impl(*args: Any, **params: Any) -> Any:
-        with np.errstate(all="ignore"):
-            return fn(*args, **params)
-
-    return impl
 
 
 def unary(
@@ -174,8 +163,6 @@ def _finite_where_ct_is_zero(ct: Any, y: Any, for_div: bool = False) -> Any:
     """
     if isinstance(ct, Zero) or not dtypes.is_float(get_aval(ct).dtype):
         return y
-    from blu.lax.shapes import full_like
-
     # Every operation here reads ct: y where ct is 0, a harmless constant elsewhere. An
     # expression of y alone (``isnan(y)``) would be a function of forward values only, which
     # the launch plan fuses into the forward kernel that makes y, and its result would then be
@@ -277,11 +264,11 @@ def _abs_abstract_eval(x: ShapedArray) -> ShapedArray:
 def _abs_jvp(t: Any, out: Any, x: Any) -> Any:
     if not dtypes.is_complex(get_aval(x).dtype):
         return mul(t, sign(x))  # sign(0) = 0: the derivative at 0 is 0, as in JAX
-    from blu.lax.complex import conj, real
-
     # d|z| = Re(conj(z) dz) / |z|, and 0 at z = 0 (as JAX)
     safe = select(eq(out, _zeros_like(out)), _one(out), out)
-    return select(eq(out, _zeros_like(out)), _zeros_like(out), div(real(mul(conj(x), t)), safe))
+    return select(
+        eq(out, _zeros_like(out)), _zeros_like(out), div(_late.real(mul(_late.conj(x), t)), safe)
+    )
 
 
 defjvp_with_output(abs_p, _abs_jvp)
@@ -427,53 +414,6 @@ def _select_transpose(ct, pred, on_true, on_false):
 defbroadcasting(select_p)
 
 
-# ---- casts -------------------------------------------------------------------------------------
-
-convert_element_type_p = Primitive("convert_element_type")
-
-
-@convert_element_type_p.def_impl
-@quiet
-def _convert_impl(x: np.ndarray, *, new_dtype: np.dtype, weak_type: bool) -> np.ndarray:
-    if x.dtype.kind == "c" and new_dtype.kind != "c":
-        if new_dtype == dtypes.bool_:
-            return x != 0
-        x = np.array(x.real)  # complex -> real keeps the real part (as JAX)
-    if dtypes.is_float(x.dtype) and dtypes.is_int(new_dtype):
-        # float -> int truncates toward zero, NaN gives 0, out of range saturates (like XLA)
-        info = np.iinfo(new_dtype)
-        y = np.nan_to_num(np.trunc(np.asarray(x, np.float64)), nan=0.0)
-        # compare in float64 but write the bounds as exact ints (float(2**64-1) rounds up)
-        out = np.clip(y, float(info.min), float(info.max)).astype(new_dtype)
-        out = np.where(y >= float(info.max), new_dtype.type(info.max), out)
-        return np.where(y <= float(info.min), new_dtype.type(info.min), out).astype(new_dtype)
-    return np.asarray(x).astype(new_dtype)
-
-
-@convert_element_type_p.def_abstract_eval
-def _convert_abstract_eval(x: ShapedArray, *, new_dtype: np.dtype, weak_type: bool):
-    return ShapedArray(x.shape, new_dtype, weak_type)
-
-
-@convert_element_type_p.def_jvp
-def _convert_jvp(primals, tangents, *, new_dtype, weak_type):
-    (x,), (t,) = primals, tangents
-    out = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
-    if not (dtypes.is_inexact(new_dtype) and dtypes.is_inexact(get_aval(x).dtype)):
-        return out, Zero(tangent_aval(get_aval(out)))
-    return out, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=False)
-
-
-@convert_element_type_p.def_transpose
-def _convert_transpose(ct, x, *, new_dtype, weak_type):
-    if isinstance(ct, Zero):
-        return [None]
-    return [convert_element_type_p.bind(ct, new_dtype=x.aval.dtype, weak_type=False)]
-
-
-defvectorized(convert_element_type_p)
-
-
 # ---- the lax functions users call --------------------------------------------------------------
 # Operands must have equal shapes and dtypes (no promotion or broadcasting: that is blu.numpy's
 # job); Python scalars take the other operand's dtype and shape. Errors: BluShapeError for
@@ -613,17 +553,3 @@ def select(pred: Any, on_true: Any, on_false: Any) -> Any:
     """``on_true`` where ``pred`` else ``on_false`` (all of one shape; pred is bool)."""
     on_true, on_false = operands(on_true, on_false)
     return select_p.bind(pred, on_true, on_false)
-
-
-def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any:
-    """Cast ``x`` to ``new_dtype``. Float -> int truncates toward zero, saturates out of range
-    and maps NaN to 0 (like XLA); int -> narrower int wraps; anything -> bool is ``x != 0``."""
-    new_dtype = dtypes.canonicalize(new_dtype)
-    aval = get_aval(x)
-    if (
-        aval.dtype == new_dtype
-        and aval.weak_type == weak_type
-        and not isinstance(x, (int, float, complex))
-    ):
-        return x
-    return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)

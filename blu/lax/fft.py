@@ -27,10 +27,14 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes
+from blu.core.array import Array
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
+from blu.lax.complex import conj, real
+from blu.lax.elementwise import mul
+from blu.lax.shapes import broadcast_in_dim, pad
 from blu.transforms.ad_util import Zero, deflinear
 from blu.transforms.batching import moveaxis
 
@@ -104,9 +108,6 @@ fft_p.def_abstract_eval(_fft_abstract_eval)
 
 
 def _rfft_transpose(ct: Any, fft_lengths: tuple[int, ...]) -> Any:
-    from blu.lax.complex import real
-    from blu.lax.shapes import pad
-
     # RFFT(x) = FFT(x + 0j)[..., :n//2+1]: transpose the slice (zero-pad), the FFT (itself)
     # and the real -> complex cast (the real part)
     n = fft_lengths[-1]
@@ -117,11 +118,6 @@ def _rfft_transpose(ct: Any, fft_lengths: tuple[int, ...]) -> Any:
 
 
 def _irfft_transpose(ct: Any, fft_lengths: tuple[int, ...]) -> Any:
-    from blu.core.array import Array
-    from blu.lax.complex import conj
-    from blu.lax.elementwise import mul
-    from blu.lax.shapes import broadcast_in_dim
-
     x = fft(ct, "RFFT", fft_lengths)
     xa = get_aval(x)
     m = xa.shape[-1]

@@ -26,12 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from blu import lax
 from blu.core import dtypes, pytree
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
+from blu.lax.casts import convert_element_type
+from blu.lax.elementwise import add, div, eq, mul
+from blu.lax.reductions import reduce_max, reduce_min, reduce_sum
+from blu.lax.shapes import concatenate, full, iota, reshape
+from blu.lax.slicing import index_in_dim
 from blu.transforms.ad_util import Zero, deflinear, instantiate, nondifferentiable
 from blu.transforms.axes import axis_size, axis_sizes, normalize_names, process_env_for
 from blu.transforms.batching import bdim_to_front, moveaxis
@@ -128,12 +132,12 @@ def _reduction_batch(prim: Primitive, reduce_fn, unbatched_fn):
 
 def _times(x, n):
     aval = get_aval(x)
-    return lax.mul(x, lax.full(aval.shape, n, aval.dtype))
+    return mul(x, full(aval.shape, n, aval.dtype))
 
 
-_reduction_batch(psum_p, lax.reduce_sum, _times)
-_reduction_batch(pmax_p, lax.reduce_max, lambda x, n: x)
-_reduction_batch(pmin_p, lax.reduce_min, lambda x, n: x)
+_reduction_batch(psum_p, reduce_sum, _times)
+_reduction_batch(pmax_p, reduce_max, lambda x, n: x)
+_reduction_batch(pmin_p, reduce_min, lambda x, n: x)
 
 
 def _extremum_jvp(prim: Primitive):
@@ -144,10 +148,10 @@ def _extremum_jvp(prim: Primitive):
         if isinstance(t, Zero):
             return m, Zero(get_aval(m).strip_weak_type())
         dt = get_aval(x).dtype
-        hit = lax.convert_element_type(lax.eq(x, m), dt)
-        num = psum_p.bind(lax.mul(instantiate(t), hit), axis_name=axis_name)
+        hit = convert_element_type(eq(x, m), dt)
+        num = psum_p.bind(mul(instantiate(t), hit), axis_name=axis_name)
         den = psum_p.bind(hit, axis_name=axis_name)
-        return m, lax.div(num, den)
+        return m, div(num, den)
 
     prim.def_jvp(jvp)
 
@@ -229,7 +233,7 @@ def _reduce_scatter_batch(size, name, args, dims, *, axis_name, axis_sizes):
         return reduce_scatter_p.bind(x, axis_name=axis_name, axis_sizes=axis_sizes), 0
     i = axis_name.index(name)
     _check_size("psum_scatter", name, axis_sizes[i], size)
-    z = _times(x, size) if d is None else lax.reduce_sum(x, (d,))
+    z = _times(x, size) if d is None else reduce_sum(x, (d,))
     z = moveaxis(z, i, k - 1)
     rest = _rest(axis_name, name)
     if rest:
@@ -269,9 +273,9 @@ def _ppermute_batch(size, name, args, dims, *, axis_name, perm):
     x = bdim_to_front(x, d, size)
     src_of = {dst: src for src, dst in perm}
     aval = get_aval(x)
-    zero = lax.full((1,) + aval.shape[1:], 0, aval.dtype)
-    parts = [lax.index_in_dim(x, src_of[j], 0) if j in src_of else zero for j in range(size)]
-    return lax.concatenate(parts, 0), 0
+    zero = full((1,) + aval.shape[1:], 0, aval.dtype)
+    parts = [index_in_dim(x, src_of[j], 0) if j in src_of else zero for j in range(size)]
+    return concatenate(parts, 0), 0
 
 
 # ---- all_to_all ---------------------------------------------------------------------------------
@@ -333,7 +337,7 @@ nondifferentiable(axis_index_p)
 def _axis_index_batch(size, name, args, dims, *, axis_name):
     if name != axis_name:
         return axis_index_p.bind(axis_name=axis_name), None
-    return lax.iota(dtypes.int32, size), 0
+    return iota(dtypes.int32, size), 0
 
 
 # ---- the public functions -----------------------------------------------------------------------
@@ -429,11 +433,11 @@ def all_gather(x: Any, axis_name: Any, *, axis: int = 0, tiled: bool = False) ->
             )
         ax = _check_axis("all_gather", axis, len(shape), inclusive=not tiled)
         y = all_gather_p.bind(v, axis_name=names, axis_sizes=sizes) if names else v[None]
-        y = lax.reshape(y, (n,) + shape)
+        y = reshape(y, (n,) + shape)
         y = moveaxis(y, 0, ax)
         if tiled:
             new = shape[:ax] + (n * shape[ax],) + shape[ax + 1 :]
-            y = lax.reshape(y, new)
+            y = reshape(y, new)
         return y
 
     return _tree(one, x)
@@ -465,11 +469,11 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, tiled: b
                 )
             )
         if tiled:
-            v = lax.reshape(v, shape[:ax] + (n, m // n) + shape[ax + 1 :])
+            v = reshape(v, shape[:ax] + (n, m // n) + shape[ax + 1 :])
         v = moveaxis(v, ax, 0)
-        v = lax.reshape(v, tuple(sizes) + get_aval(v).shape[1:])
+        v = reshape(v, tuple(sizes) + get_aval(v).shape[1:])
         if not names:
-            return lax.reshape(v, get_aval(v).shape)
+            return reshape(v, get_aval(v).shape)
         return reduce_scatter_p.bind(v, axis_name=names, axis_sizes=sizes)
 
     return _tree(one, x)
@@ -526,13 +530,13 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, til
                 )
             )
         if tiled:
-            v = lax.reshape(v, shape[:s] + (n, m // n) + shape[s + 1 :])
+            v = reshape(v, shape[:s] + (n, m // n) + shape[s + 1 :])
         y = all_to_all_p.bind(moveaxis(v, s, 0), axis_name=name, axis_size=n)
         if not tiled:
             return moveaxis(y, 0, c)
         rest = get_aval(y).shape[1:]  # x's shape with the split axis m // n
         y = moveaxis(y, 0, c)
-        return lax.reshape(y, rest[:c] + (n * rest[c],) + rest[c + 1 :])
+        return reshape(y, rest[:c] + (n * rest[c],) + rest[c + 1 :])
 
     return _tree(one, x)
 
@@ -541,9 +545,7 @@ def axis_index(axis_name: Any) -> Any:
     """This device's index along the named axis (an int32 scalar); for a tuple of names, the
     index over their product, first name major."""
     names, sizes = _names_and_sizes(axis_name, "axis_index")
-    out: Any = lax.full((), 0, dtypes.int32)
+    out: Any = full((), 0, dtypes.int32)
     for name, size in zip(names, sizes):
-        out = lax.add(
-            lax.mul(out, lax.full((), size, dtypes.int32)), axis_index_p.bind(axis_name=name)
-        )
+        out = add(mul(out, full((), size, dtypes.int32)), axis_index_p.bind(axis_name=name))
     return out

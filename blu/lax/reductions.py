@@ -38,9 +38,11 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax._base import check_dtype, compute_in_f32, is_numeric
-from blu.lax.cumulative import cummax, cummin, cumprod, cumsum  # noqa: F401  (re-exported)
-from blu.lax.elementwise import convert_element_type, div, eq, mul, select
-from blu.lax.shapes import broadcast_in_dim, full_like
+from blu.lax.casts import convert_element_type
+from blu.lax.cumulative import cummax, cummin, cumprod, cumsum, dual_mul  # (cum*: re-exported)
+from blu.lax.elementwise import div, eq, mul, select
+from blu.lax.shapes import broadcast_in_dim, concatenate, full, full_like, reshape, transpose
+from blu.lax.slicing import slice as slice_
 from blu.transforms.ad_util import Zero, deflinear, nondifferentiable, tangent_aval
 
 
@@ -186,13 +188,6 @@ reduce_prod_p.def_abstract_eval(reduced_aval("reduce_prod", is_numeric, "numeric
 batch_reduction(reduce_prod_p)
 
 
-def _dual_mul(a: tuple[Any, Any], b: tuple[Any, Any]) -> tuple[Any, Any]:
-    """The product of two first-order dual numbers ``(x, t)``: ``(xa xb, xa tb + ta xb)``."""
-    from blu.lax.elementwise import add, mul
-
-    return mul(a[0], b[0]), add(mul(a[0], b[1]), mul(a[1], b[0]))
-
-
 def prod_tangent(x: Any, t: Any, axes: tuple[int, ...]) -> Any:
     """The JVP of ``prod(x, axes)``: ``sum_i t_i prod_{j != i} x_j``, as a pairwise (tree)
     product of the dual numbers ``(x_i, t_i)`` over each reduction group.
@@ -202,9 +197,6 @@ def prod_tangent(x: Any, t: Any, axes: tuple[int, ...]) -> Any:
     ``prod / x_i`` rule gives 0/0 at a zero; a zero-counting rule gets second derivatives with
     two zeros wrong). O(n) work in log2(n) steps.
     """
-    from blu.lax.shapes import concatenate, full, reshape, transpose
-    from blu.lax.slicing import slice as slice_
-
     shape = get_aval(x).shape
     kept = [i for i in range(len(shape)) if i not in axes]
     out_shape = tuple(shape[i] for i in kept)
@@ -225,9 +217,7 @@ def prod_tangent(x: Any, t: Any, axes: tuple[int, ...]) -> Any:
         def half(v, lo, _h=h):
             return slice_(v, (0,) * lead + (lo,), out_shape + (lo + _h,))
 
-        cur = list(
-            _dual_mul((half(cur[0], 0), half(cur[1], 0)), (half(cur[0], h), half(cur[1], h)))
-        )
+        cur = list(dual_mul((half(cur[0], 0), half(cur[1], 0)), (half(cur[0], h), half(cur[1], h))))
         n = h
     if n == 0:
         return full(out_shape, 0, dt)

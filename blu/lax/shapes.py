@@ -28,10 +28,13 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes
+from blu.core.array import Array
 from blu.core.aval import ShapedArray, canonical_shape
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
+from blu.lax import _late
+from blu.lax.casts import convert_element_type
 from blu.transforms.ad_util import Zero, deflinear, is_undefined
 from blu.transforms.batching import bdim_to_front, moveaxis
 
@@ -72,9 +75,7 @@ def _bid_transpose(ct, x, *, shape, broadcast_dimensions):
     keep_axes = tuple(
         d for i, d in enumerate(broadcast_dimensions) if in_shape[i] == 1 and shape[d] != 1
     )
-    from blu.lax.reductions import reduce_sum
-
-    out = reduce_sum(ct, tuple(sorted(sum_axes + keep_axes)))
+    out = _late.reduce_sum(ct, tuple(sorted(sum_axes + keep_axes)))
     return [reshape(out, in_shape)]
 
 
@@ -304,12 +305,12 @@ def _concatenate_abstract_eval(*xs: ShapedArray, dimension: int):
 
 
 def _concatenate_transpose(ct, *xs, dimension):
-    from blu.lax.slicing import slice_in_dim
-
     cts, start = [], 0
     for x in xs:
         n = (x.aval if is_undefined(x) else get_aval(x)).shape[dimension]
-        cts.append(slice_in_dim(ct, start, start + n, axis=dimension) if is_undefined(x) else None)
+        cts.append(
+            _late.slice_in_dim(ct, start, start + n, axis=dimension) if is_undefined(x) else None
+        )
         start += n
     return cts
 
@@ -397,20 +398,17 @@ def _pad_abstract_eval(x: ShapedArray, padding_value: ShapedArray, *, padding_co
 
 
 def _pad_transpose(ct, x, padding_value, *, padding_config):
-    from blu.lax.reductions import reduce_sum
-    from blu.lax.slicing import slice as lax_slice
-
     # undo low/high (negating them: crop what was added, add zeros for what was cropped), then
     # take every (interior + 1)-th element
     unpad = tuple((-lo, -hi, 0) for lo, hi, _ in padding_config)
     unpadded = pad(ct, 0, unpad)
     shape = get_aval(unpadded).shape
-    ct_x = lax_slice(unpadded, (0,) * len(shape), shape, tuple(i + 1 for _, _, i in padding_config))
+    ct_x = _late.slice(
+        unpadded, (0,) * len(shape), shape, tuple(i + 1 for _, _, i in padding_config)
+    )
     ct_pv = None
     if is_undefined(padding_value):
-        from blu.lax.elementwise import sub
-
-        ct_pv = sub(reduce_sum(ct), reduce_sum(ct_x))
+        ct_pv = _late.sub(_late.reduce_sum(ct), _late.reduce_sum(ct_x))
     return [ct_x if is_undefined(x) else None, ct_pv]
 
 
@@ -419,8 +417,6 @@ deflinear(pad_p, _pad_transpose)
 
 @pad_p.def_batch
 def _pad_batch(axis_size, args, dims, *, padding_config):
-    from blu.lax.elementwise import select
-
     (x, pv), (xd, pvd) = args, dims
     if pvd is None:
         config = list(padding_config)
@@ -434,7 +430,7 @@ def _pad_batch(axis_size, args, dims, *, padding_config):
     out_shape = get_aval(out).shape
     is_x = pad(full(get_aval(x).shape[1:], True), False, padding_config)
     is_x = broadcast_in_dim(is_x, out_shape, tuple(range(1, len(out_shape))))
-    return select(is_x, out, broadcast_in_dim(pv, out_shape, (0,))), 0
+    return _late.select(is_x, out, broadcast_in_dim(pv, out_shape, (0,))), 0
 
 
 def pad(x: Any, padding_value: Any, padding_config: Sequence[tuple[int, int, int]]) -> Any:
@@ -544,8 +540,6 @@ def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
             d, weak = dtypes.canonicalize(dtype), False
         scalar = np.asarray(fill_value, d)[()]
         if weak:
-            from blu.lax.elementwise import convert_element_type
-
             scalar = convert_element_type(scalar, d, weak_type=True)
         return broadcast_in_dim(_as_array(scalar), shape, ())
     aval = get_aval(fill_value)
@@ -554,8 +548,6 @@ def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
             with_user_line(f"full: fill_value must be a scalar, got {aval.str_short()}")
         )
     if dtype is not None:
-        from blu.lax.elementwise import convert_element_type
-
         fill_value = convert_element_type(fill_value, dtype)
     return broadcast_in_dim(fill_value, shape, ())
 
@@ -564,8 +556,6 @@ def _as_array(x: Any) -> Any:
     """A concrete blu Array from a numpy scalar (so broadcast_in_dim of () still yields an array
     outside of any trace)."""
     if isinstance(x, np.generic):
-        from blu.core.array import Array
-
         return Array(np.asarray(x))
     return x
 

@@ -61,8 +61,11 @@ class LibraryLowering:
 def register_library(prim: Primitive, lowering: LibraryLowering, platform: str | None = None):
     """Make ``lowering`` the library lowering of ``prim`` on ``platform`` (``"cpu"`` or
     ``"cuda"``; None: on the CPU if it has a ``cpu`` call and on CUDA if it has a ``gpu`` call)."""
-    platforms = [platform] if platform else [p for p, call in (("cpu", lowering.cpu),
-                                                                ("cuda", lowering.gpu)) if call]
+    platforms = (
+        [platform]
+        if platform
+        else [p for p, call in (("cpu", lowering.cpu), ("cuda", lowering.gpu)) if call]
+    )
     for p in platforms:
         prim.lowerings[("library", p)] = lowering
 

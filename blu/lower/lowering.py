@@ -116,6 +116,7 @@ def host_fallbacks() -> dict[str, str]:
     return {p.name: fallback_reason(p) for p in Primitive.registry.values()
             if fallback_reason(p) is not None}  # fmt: skip
 
+
 @dataclasses.dataclass(frozen=True)
 class View:
     """Data movement numpy does without a copy: ``cpu(eqn, x) -> view of x``; ``contiguous``:

@@ -11,38 +11,10 @@ from __future__ import annotations
 
 from blu.core.config import config
 from blu.core.errors import BluValueError
+from blu.parallel import runtime
+from blu.parallel.device import Device
 
-
-class Device:
-    """One device.
-
-    Attributes:
-        id: global index (0 .. number of devices - 1).
-        platform: ``"cpu"`` (virtual or one process each) or ``"gpu"``.
-        process_index: the process that owns it.
-        local_id: its index on the owning host (the CUDA ordinal for GPUs).
-    """
-
-    __slots__ = ("id", "platform", "process_index", "local_id")
-
-    def __init__(self, id: int, platform: str = "cpu", process_index: int = 0, local_id: int = 0):
-        self.id = id
-        self.platform = platform
-        self.process_index = process_index
-        self.local_id = local_id
-
-    def __repr__(self) -> str:
-        return f"{self.platform.upper()}Device(id={self.id})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Device) and (self.id, self.platform, self.process_index) == (
-            other.id,
-            other.platform,
-            other.process_index,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.id, self.platform, self.process_index))
+__all__ = ["Device", "device_count", "devices", "local_devices", "num_cpu_devices"]
 
 
 def num_cpu_devices() -> int:
@@ -59,8 +31,6 @@ def num_cpu_devices() -> int:
 def devices() -> list[Device]:
     """Every device of the job: the processes' devices after ``initialize()``, else the
     ``BLU_NUM_CPU_DEVICES`` virtual CPU devices of this process."""
-    from blu.parallel import runtime
-
     if runtime.is_initialized():
         return runtime.world_devices()
     return [Device(i, "cpu", 0, i) for i in range(num_cpu_devices())]
@@ -68,8 +38,6 @@ def devices() -> list[Device]:
 
 def local_devices() -> list[Device]:
     """The devices this process can address."""
-    from blu.parallel import runtime
-
     return [d for d in devices() if d.process_index == runtime.process_index()]
 
 

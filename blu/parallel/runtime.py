@@ -21,7 +21,7 @@ from typing import Any
 
 from blu.core.errors import BluValueError
 from blu.parallel.comm import Communicator, SelfCommunicator, StoreCommunicator
-from blu.parallel.devices import Device
+from blu.parallel.device import Device
 from blu.parallel.store import LocalStore, StoreServer, TCPStore
 
 

@@ -6,18 +6,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from blu.core import execution
 from blu.core.aval import ShapedArray, ShapeDtypeStruct
 from blu.core.errors import BluValueError
 from blu.core.interpreter import Tracer
 from blu.core.jaxpr import ClosedJaxpr, pp_jaxpr
-
-if TYPE_CHECKING:
-    from blu.transforms.jit import Jitted, _CacheEntry
+from blu.transforms.jit_cache import CacheEntry, stable_hoisted
 
 __all__ = ["Compiled", "Lowered"]
+
+# ``jitted`` below is a ``blu.transforms.jit.Jitted`` (typed ``Any``: jit.py imports this module,
+# and this one imports nothing of jit.py's)
 
 
 def _is_spec(x: Any) -> bool:
@@ -54,7 +55,7 @@ class Lowered:
     runnable. Lowering for the default target happens on first use, so ``lower`` stays cheap.
     """
 
-    def __init__(self, jitted: Jitted, entry: _CacheEntry, target: str | None = None,
+    def __init__(self, jitted: Any, entry: CacheEntry, target: str | None = None,
                  donated_invars: tuple[bool, ...] = ()):  # fmt: skip
         self.jitted = jitted
         self.entry = entry
@@ -65,16 +66,14 @@ class Lowered:
             self._lowered = self._lower()
 
     def _lower(self) -> Any:
-        from blu.transforms.jit import _stable_hoisted
-
-        _backend = execution.executor()
-        if _backend is None:
+        backend = execution.executor()
+        if backend is None:
             raise BluValueError(
                 f"jit({self.jitted.name}).lower(target={self.target!r}): no backend is "
                 "registered; `import blu` (it registers blu.lower)"
             )
-        return _backend.lower(
-            _stable_hoisted(self.entry), self.jitted.name, self.target, self.donated_invars
+        return backend.lower(
+            stable_hoisted(self.entry), self.jitted.name, self.target, self.donated_invars
         )
 
     @property
@@ -124,17 +123,14 @@ class Lowered:
 class Compiled:
     """A compiled program for one signature; call it with arrays of that signature."""
 
-    def __init__(self, jitted: Jitted, entry: _CacheEntry, executable: Any = None,
+    def __init__(self, jitted: Any, entry: CacheEntry, executable: Any = None,
                  donated_invars: tuple[bool, ...] = ()):  # fmt: skip
         self.jitted = jitted
         self.entry = entry
         self.executable = executable
-        from blu.transforms.jit import _stable_hoisted
-
-        _backend = execution.executor()
-
-        if executable is not None and _backend is not None:  # calls of this program run it
-            _backend.adopt(_stable_hoisted(entry), donated_invars, executable)
+        backend = execution.executor()
+        if executable is not None and backend is not None:  # calls of this program run it
+            backend.adopt(stable_hoisted(entry), donated_invars, executable)
             jitted._fast = None  # (its fast path would run the executable it had before)
 
     def memory_analysis(self) -> Any:

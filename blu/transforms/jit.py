@@ -15,7 +15,6 @@ import logging
 import sys
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,6 +38,10 @@ from blu.transforms.aot import Lowered, _is_spec, _spec_to_aval_holder
 from blu.transforms.axes import axis_env_key
 from blu.transforms.batching import batch_jaxpr
 from blu.transforms.jaxpr_util import nonzero
+from blu.transforms.jit_cache import (
+    CacheEntry,
+    stable_hoisted,
+)
 from blu.transforms.partial_eval import partial_eval_jaxpr
 
 log = logging.getLogger("blu.jit")
@@ -69,10 +72,10 @@ def _jit_abstract_eval(*avals, jaxpr, name, donated_invars):
 
 @jit_p.def_impl
 def _jit_impl(*args, jaxpr, name, donated_invars):
-    ex = execution.executor()  # registered by blu.lower (``blu.core.execution``)
-    if ex is None:  # no executor: the reference evaluation (results may alias operands)
+    backend = execution.executor()  # registered by blu.lower (``blu.core.execution``)
+    if backend is None:  # no backend: the reference evaluation (results may alias operands)
         return eval_jaxpr(jaxpr, [], *[_owned(a) for a in args])
-    return ex.call(jaxpr, name, donated_invars, args)
+    return backend.call(jaxpr, name, donated_invars, args)
 
 
 def _owned(x: Any) -> Any:
@@ -194,14 +197,6 @@ def _delete_donated(name: str, leaves: list, donated: Sequence[bool], where: str
                 "which may have reused its buffer for an output. Pass a copy (x.copy()) to "
                 "keep it, or drop donate_argnums"
             )
-
-
-class _CacheEntry:
-    __slots__ = ("jaxpr", "consts", "out_tree", "uses_shard")
-
-    def __init__(self, jaxpr, consts, out_tree, uses_shard=False):
-        self.jaxpr, self.consts, self.out_tree = jaxpr, consts, out_tree
-        self.uses_shard = uses_shard
 
 
 class _ShardCount(threading.local):
@@ -345,7 +340,7 @@ class Jitted:
             fun, static_argnums, static_argnames
         )
         self.donate_argnums = _normalize_donate(fun, donate_argnums, self.static_argnums)
-        self._cache = LRU("jit_cache_size")  # signature -> _CacheEntry
+        self._cache = LRU("jit_cache_size")  # signature -> CacheEntry
         self._last_key: Any = None
         self._last_tree: Any = None  # the previous call's argument treedef (a fast flatten)
         self._fast: dispatch.FastCall | None = None  # the last signature's fast path
@@ -377,7 +372,7 @@ class Jitted:
                 ) from e
         return dyn_args, dyn_kwargs, tuple(static_vals), donated
 
-    def _trace(self, args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals) -> _CacheEntry:
+    def _trace(self, args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals) -> CacheEntry:
         out_tree_box = []
 
         def flat_fun(*flat):
@@ -393,7 +388,7 @@ class Jitted:
         jaxpr, consts = trace_to_jaxpr(flat_fun, in_avals)
         jaxpr = dce_jaxpr(jaxpr)  # e.g. the unused forward value under grad
         _check_addressable(self.name, jaxpr)
-        return _CacheEntry(jaxpr, consts, out_tree_box[0], _shard_traces.n != n_shard)
+        return CacheEntry(jaxpr, consts, out_tree_box[0], _shard_traces.n != n_shard)
 
     def _explain_miss(self, key) -> str:
         if self._last_key is None:
@@ -473,7 +468,7 @@ class Jitted:
             outs = jit_p.bind(
                 *entry.consts,
                 *inputs,
-                jaxpr=_stable_hoisted(entry),
+                jaxpr=stable_hoisted(entry),
                 name=self.name,
                 donated_invars=(False,) * len(entry.consts) + tuple(donated),
             )
@@ -489,12 +484,12 @@ class Jitted:
         tracing.span_since(f"jit({self.name})", "jit", t0)  # a timeline trace's host span
         return pytree.tree_unflatten(entry.out_tree, outs)
 
-    def _fast_path(self, args: tuple, leaves: list, entry: _CacheEntry) -> Any:
+    def _fast_path(self, args: tuple, leaves: list, entry: CacheEntry) -> Any:
         """The fast path for calls like this one (``dispatch.make``), or None."""
         fast_callable = getattr(execution.executor(), "fast_callable", None)  # (optional)
         if fast_callable is None or not dispatch.eligible(leaves, entry.consts):
             return None
-        jaxpr = _stable_hoisted(entry)
+        jaxpr = stable_hoisted(entry)
         donated = (False,) * (len(entry.consts) + len(leaves))
         run = fast_callable(jaxpr, self.name, donated, [*entry.consts, *leaves])
         return dispatch.make(args, leaves, entry.jaxpr, entry.consts, entry.out_tree, run)
@@ -521,20 +516,6 @@ class Jitted:
         self._cache.clear()
         self._last_key = None
         self._fast = None
-
-
-_hoisted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _stable_hoisted(entry: _CacheEntry) -> Jaxpr:
-    """The hoisted jaxpr of a cache entry, made once so executables cache on its identity."""
-    j = entry.jaxpr
-    if not j.constvars:
-        return j
-    h = _hoisted.get(j)
-    if h is None:  # setdefault: threads agree on one hoisted jaxpr (executables key on it)
-        h = _hoisted.setdefault(j, hoist_consts(j))
-    return h
 
 
 def jit(

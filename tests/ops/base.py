@@ -1,5 +1,5 @@
 """The OpInfo table: one entry per public operation of blu, driving the generic tests of
-``tests/test_opinfo.py`` (value, derivatives, vmap, jit, keywords) and the coverage test.
+``tests/transforms/test_opinfo.py`` (value, derivatives, vmap, jit, keywords) and the coverage test.
 
 Each ``OpInfo`` has the blu function, a float64 numpy/scipy reference, a sample generator (random
 shapes with size-0/1 dims and broadcasting), special points (zeros, ties, +-inf, NaN, degenerate
@@ -193,6 +193,7 @@ NOT_OPERATIONS: dict[str, str] = {
         f"lax.{n}": "a submodule"
         for n in (
             "bits",
+            "casts",
             "control_flow",
             "cumulative",
             "elementwise",

@@ -73,7 +73,7 @@ op(
     np.linalg.cholesky,
     matrix_sampler(1, 4, spd=True),
     n_ops=30,
-    skip={"grad": "finite differences leave the symmetric set; covered by test_linalg"},
+    skip={"grad": "finite differences leave the symmetric set; covered by test_linalg_transforms"},
 )
 op(
     "linalg.eigh",
@@ -81,7 +81,7 @@ op(
     lambda a: np.linalg.eigh(a)[0],
     matrix_sampler(1, 4, spd=True),
     n_ops=50,
-    skip={"grad": "finite differences leave the symmetric set; covered by test_linalg"},
+    skip={"grad": "finite differences leave the symmetric set; covered by test_linalg_transforms"},
 )
 op(
     "linalg.eigvalsh",
@@ -89,7 +89,7 @@ op(
     np.linalg.eigvalsh,
     matrix_sampler(1, 4, spd=True),
     n_ops=50,
-    skip={"grad": "finite differences leave the symmetric set; covered by test_linalg"},
+    skip={"grad": "finite differences leave the symmetric set; covered by test_linalg_transforms"},
 )
 op("linalg.qr", lambda a: tuple(la.qr(a)), lambda a: _qr_ref(a), matrix_sampler(1, 4), n_ops=50)
 op(

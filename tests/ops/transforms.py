@@ -30,7 +30,7 @@ op(
     matrix_sampler(1, 4, spd=True),
     covers=("prim:cholesky",),
     n_ops=30,
-    skip={"grad": "finite differences leave the symmetric set; covered by test_linalg"},
+    skip={"grad": "finite differences leave the symmetric set; covered by test_linalg_transforms"},
 )
 op(
     "lax.linalg.eigh",
@@ -39,7 +39,7 @@ op(
     matrix_sampler(1, 4, spd=True),
     covers=("prim:eigh",),
     n_ops=50,
-    skip={"grad": "finite differences leave the symmetric set; covered by test_linalg"},
+    skip={"grad": "finite differences leave the symmetric set; covered by test_linalg_transforms"},
 )
 op(
     "lax.linalg.lu",

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from blu import lax
 from blu.core import dtypes, pytree
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
@@ -19,6 +18,9 @@ from blu.core.interpreter import get_aval, set_interpreter
 from blu.core.jaxpr import eval_jaxpr
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
+from blu.lax.casts import convert_element_type
+from blu.lax.elementwise import eq, gt, lt, ne, select
+from blu.lax.shapes import broadcast_in_dim, full, full_like
 from blu.transforms.ad import backward_pass
 from blu.transforms.ad_util import UndefinedPrimal, Zero, instantiate, is_undefined
 from blu.transforms.jaxpr_util import (
@@ -144,7 +146,7 @@ def _pad_residuals(known, kconsts, n_known_out, res_avals, b):
         res = outs[n_known_out:]
         padded = []
         for j, avals in enumerate(res_avals):
-            padded += res if j == b else [lax.full(a.shape, 0, a.dtype) for a in avals]
+            padded += res if j == b else [full(a.shape, 0, a.dtype) for a in avals]
         return outs[:n_known_out] + padded
 
     j, consts = trace_jaxpr(fun, [v.aval for v in known.invars])
@@ -207,21 +209,21 @@ def _cond_batch(axis_size, axis_name, args, dims, *, branches):
     # a batched index: run every branch on the whole batch and select per lane
     index = to_front(index, idx_dim)
     n = len(branches)
-    index = lax.select(lax.lt(index, 0), lax.full_like(index, 0), index)
+    index = select(lt(index, 0), full_like(index, 0), index)
     results = []
     for br in branches:
         j, consts, _ = batch_jaxpr(br, axis_size, op_dims, True, axis_name)
         results.append(eval_jaxpr(j, [], *consts, *ops))
     outs = results[n - 1]
     for b in range(n - 2, -1, -1):
-        pick = lax.eq(index, lax.full_like(index, b))
+        pick = eq(index, full_like(index, b))
         outs = [_select_lanes(pick, x, y) for x, y in zip(results[b], outs)]
     return outs, [0] * n_out
 
 
 def _select_lanes(pick: Any, on_true: Any, on_false: Any) -> Any:
     shape = get_aval(on_true).shape
-    return lax.select(lax.broadcast_in_dim(pick, shape, (0,)), on_true, on_false)
+    return select(broadcast_in_dim(pick, shape, (0,)), on_true, on_false)
 
 
 # ---- the user-facing functions -----------------------------------------------------------------
@@ -287,10 +289,10 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
         raise BluTypeError(
             with_user_line(f"switch: index must be an integer scalar, got {aval.str_short()}")
         )
-    index = lax.convert_element_type(index, dtypes.int32)
+    index = convert_element_type(index, dtypes.int32)
     n = len(branches)
-    index = lax.select(lax.lt(index, 0), lax.full_like(index, 0), index)
-    index = lax.select(lax.gt(index, n - 1), lax.full_like(index, n - 1), index)
+    index = select(lt(index, 0), full_like(index, 0), index)
+    index = select(gt(index, n - 1), full_like(index, n - 1), index)
     return _bind_cond("switch", index, branches, operands)
 
 
@@ -318,8 +320,8 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
             )
         )
     if aval.dtype != dtypes.bool_:
-        pred = lax.ne(pred, lax.full_like(pred, 0))
-    index = lax.convert_element_type(pred, dtypes.int32)
+        pred = ne(pred, full_like(pred, 0))
+    index = convert_element_type(pred, dtypes.int32)
     return _bind_cond("cond", index, (false_fun, true_fun), operands)
 
 

@@ -12,14 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from blu import lax
 from blu.core import dtypes, pytree
 from blu.core.errors import BluError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval, set_interpreter
 from blu.core.jaxpr import Jaxpr, Var, dce_jaxpr, eval_jaxpr
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
+from blu.lax.casts import convert_element_type
 from blu.lax.control_flow.scan import _scan, is_static_int
+from blu.lax.elementwise import add, gt, lt, select
+from blu.lax.reductions import reduce_sum
+from blu.lax.shapes import broadcast_in_dim, full
 from blu.transforms.ad_util import Zero, instantiate
 from blu.transforms.batching import bdim_to_front, moveaxis
 from blu.transforms.jaxpr_util import (
@@ -230,15 +233,15 @@ def _while_batch(
 
     def any_cond(*a):
         pred = eval_jaxpr(cond, [], *a)[0]
-        count = lax.reduce_sum(lax.convert_element_type(pred, dtypes.int32), (0,))
-        return [lax.gt(count, 0)]
+        count = reduce_sum(convert_element_type(pred, dtypes.int32), (0,))
+        return [gt(count, 0)]
 
     def masked_body(*a):
         cond_args, body_consts, carry = groups(a, n_cc, len(b_consts) + len(bc))
         pred = eval_jaxpr(cond, [], *cond_args, *carry)[0]
         new = eval_jaxpr(body, [], *body_consts, *carry)
         return [
-            lax.select(lax.broadcast_in_dim(pred, get_aval(n).shape, (0,)), n, c)
+            select(broadcast_in_dim(pred, get_aval(n).shape, (0,)), n, c)
             for n, c in zip(new, carry)
         ]
 
@@ -292,10 +295,8 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
         )  # fmt: skip
         if not promote:
             break
-        from blu import lax
-
         leaves = [
-            lax.convert_element_type(x, out_avals[i].dtype) if i in promote else x
+            convert_element_type(x, out_avals[i].dtype) if i in promote else x
             for i, x in enumerate(leaves)
         ]
     cond, cond_consts = trace_jaxpr(
@@ -345,9 +346,9 @@ def fori_loop(
 
         def step(carry, _):
             i, val = carry
-            return (lax.add(i, lax.full((), 1, idx_dtype)), body_fun(i, val)), None
+            return (add(i, full((), 1, idx_dtype)), body_fun(i, val)), None
 
-        i0 = lax.full((), lo, idx_dtype)
+        i0 = full((), lo, idx_dtype)
         n = max(hi - lo, 0)
         (_, val), _ = _scan(step, (i0, init_val), None, n, False, 1 if unroll is None else unroll,
                             what="fori_loop", root="val", strip=1)  # fmt: skip
@@ -359,12 +360,12 @@ def fori_loop(
                 f"got lower {la.str_short()}, upper {ua.str_short()} traced"
             )
         )
-    lower = lax.convert_element_type(lower, idx_dtype)
-    upper = lax.convert_element_type(upper, idx_dtype)
+    lower = convert_element_type(lower, idx_dtype)
+    upper = convert_element_type(upper, idx_dtype)
 
     def body(carry):
         i, val = carry
-        return lax.add(i, lax.full((), 1, idx_dtype)), body_fun(i, val)
+        return add(i, full((), 1, idx_dtype)), body_fun(i, val)
 
-    _, val = while_loop(lambda c: lax.lt(c[0], upper), body, (lower, init_val))
+    _, val = while_loop(lambda c: lt(c[0], upper), body, (lower, init_val))
     return val

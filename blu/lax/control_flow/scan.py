@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from blu import lax
 from blu.core import dtypes, pytree
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
@@ -25,6 +24,7 @@ from blu.core.interpreter import Tracer, get_aval, set_interpreter
 from blu.core.jaxpr import Literal
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
+from blu.lax.casts import convert_element_type
 from blu.transforms.ad import backward_pass
 from blu.transforms.ad_util import UndefinedPrimal, Zero, add_tangents, instantiate, is_undefined
 from blu.transforms.batching import bdim_to_front, moveaxis
@@ -468,7 +468,7 @@ def _check_unroll(unroll: Any, length: int, what: str) -> int:
 
 
 def _promote(x: Any, aval: ShapedArray) -> Any:
-    return lax.convert_element_type(x, aval.dtype)
+    return convert_element_type(x, aval.dtype)
 
 
 def map(f: Callable, xs: Any) -> Any:  # noqa: A001 - the name jax.lax.map has

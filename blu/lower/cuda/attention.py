@@ -115,16 +115,6 @@ def _gpu_applies(backward: bool):
     return applies
 
 
-
-
-
-
-
-
-
-
-
-
 def _plain(avals, params) -> tuple[Sequence[ShapedArray], int]:
     """An equation's ``(q, k, v, ...)`` avals and its packing (0: q, k, v are arrays)."""
     return avals, 0
@@ -208,22 +198,6 @@ def _launch(module: Any, sym: str, sp: flash_gpu.FlashSpec, backward: bool, stre
         fn.launch(la.grid, la.block, a, shared_mem=la.shared, stream=stream)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _gpu_fwd(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=(), **params):
     forward_gpu(dev, stream, ins, outs, workspace, in_avals, _modules, params)
 
@@ -264,9 +238,6 @@ def backward_gpu(dev, stream, ins, outs, workspace, avals, modules, params, pack
     cudnn_sdpa.backward(spec(avals, params, packed), q=q, k=k, v=v, out=out, lse=lse, dout=dout,
                         dq=outs[0], dk=outs[1], dv=outs[2], workspace=workspace, stream=stream,
                         bias=bias or 0, device=dev.id)  # fmt: skip
-
-
-
 
 
 def host_call(prim: Any):

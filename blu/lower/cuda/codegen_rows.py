@@ -18,7 +18,8 @@ Three forms, by row length ``R`` (chosen from shapes alone, like every launch):
   lane need ~117 registers, so fewer warps are resident), hence not the default.
 
 A value a nest stored in a half-precision buffer is reused by later nests *as stored* (rounded),
-so the unrolled and looped forms compute the same bits (``tests/test_gpu_row_groups.py``).
+so the unrolled and looped forms compute the same bits
+(``tests/lower/cuda/test_gpu_row_groups.py``).
 ``$BLU_GPU_ROWS=warp`` turns the warp form on and ``$BLU_GPU_UNROLL=0`` the unrolled one off
 (both part of a kernel's cache key: ``key_suffix``).
 """

@@ -81,8 +81,6 @@ def unsupported(sp: FlashSpec) -> str | None:
     return None
 
 
-
-
 @dataclasses.dataclass(frozen=True)
 class FlashLaunch:
     func: str

@@ -6,7 +6,7 @@ Algorithms and coefficients: Cephes (S. L. Moshier, ``expf.c``, ``logf.c``), the
 ``tanh`` and ``erf`` of Eigen (``generic_fast_tanh_float``, ``generic_fast_erf_float``; XLA uses
 them too), and W. Kahan's tricks for ``log1p`` and ``expm1``. Each is within a few ulp (tanh 5,
 erf 7, the others 1-3) of the correctly rounded result over the whole float32 range (tested
-against numpy/scipy in ``tests/test_lower_rules.py``), including inf, NaN, zeros and
+against numpy/scipy in ``tests/lower/cpu/test_lower_rules.py``), including inf, NaN, zeros and
 subnormals. float64 uses the ``math`` dialect (libm), like numpy's accuracy.
 """
 

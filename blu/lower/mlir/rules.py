@@ -537,4 +537,3 @@ for _p, _identity_of, _combine in (
 ):  # fmt: skip
     lowering("reduce", _p)((_identity_of, _combine))
 _rule(ad_ops.optimization_barrier_p)(lambda b, eqn, x: x)  # it only had to survive simplification
-

@@ -1,0 +1,78 @@
+"""Helpers shared by ``custom_jvp`` and ``custom_vjp`` (``custom_jvp.py``, ``custom_vjp.py``):
+keyword arguments made positional, the split into ``nondiff_argnums`` and differentiable
+arguments, the check of a rule's outputs against the function's, casts, batch axes to the
+front.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from blu.core.errors import BluTypeError, with_user_line
+from blu.core.interpreter import get_aval
+from blu.transforms import ops
+from blu.transforms.ad_util import tangent_aval
+from blu.transforms.batching import moveaxis
+
+
+def resolve_args(fun: Callable, args: tuple, kwargs: dict) -> tuple:
+    """Keyword arguments become positional (the rules see one flat argument order)."""
+    if not kwargs:
+        return args
+    try:
+        bound = inspect.signature(fun).bind(*args, **kwargs)
+    except TypeError as e:
+        raise BluTypeError(with_user_line(f"{fun_name(fun)}: {e}")) from e
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise BluTypeError(
+            with_user_line(f"{fun_name(fun)}: keyword-only arguments are not supported")
+        )
+    return tuple(bound.args)
+
+
+def fun_name(fun: Callable) -> str:
+    return getattr(fun, "__name__", "fun")
+
+
+def split_nondiff(args: tuple, nondiff: tuple[int, ...]):
+    static = [(i, args[i]) for i in nondiff if i < len(args)]
+    dyn = tuple(a for i, a in enumerate(args) if i not in nondiff)
+    return static, dyn
+
+
+def with_static(static: list, dyn: Sequence[Any]) -> list:
+    it = iter(dyn)
+    n = len(static) + len(dyn)
+    pos = dict(static)
+    return [pos[i] if i in pos else next(it) for i in range(n)]
+
+
+def check_outputs(what: str, want_tree, want_avals, got_tree, got_avals, tangent: bool) -> None:
+    if got_tree != want_tree:
+        raise BluTypeError(
+            with_user_line(
+                f"{what} returned structure {got_tree}, but the function returns {want_tree}"
+            )
+        )
+    for i, (w, g) in enumerate(zip(want_avals, got_avals)):
+        w = tangent_aval(w) if tangent else w
+        if w.shape != g.shape or (w.dtype != g.dtype and not g.weak_type):
+            raise BluTypeError(
+                with_user_line(
+                    f"{what}: output leaf {i} is {g.str_short()} but the function's is "
+                    f"{w.str_short()}; shapes and dtypes must match"
+                )
+            )
+
+
+def cast_to(x: Any, aval) -> Any:
+    return ops.convert_element_type(x, aval.dtype) if get_aval(x).dtype != aval.dtype else x
+
+
+def front(xs: Sequence[Any], dims: Sequence[int | None]) -> tuple[list[Any], list[Any]]:
+    """Batched operands with their batch axis moved to 0 (unbatched ones stay)."""
+    xs = [x if d is None else moveaxis(x, d, 0) for x, d in zip(xs, dims)]
+    return xs, [None if d is None else 0 for d in dims]

@@ -1,0 +1,277 @@
+"""``custom_jvp``: a function with a user-defined JVP rule (as ``jax.custom_jvp``).
+
+A call traces the function and its rule to jaxprs right away, under the caller's interpreter,
+and binds ``custom_jvp_call``: operands ``f consts, jvp consts, args``; it evaluates like ``f``;
+its JVP applies the rule (param ``jvp``) under the parent interpreter. A call made while its
+own rule is being traced (``f_jvp`` calling ``f``) holds a ``_DeferredJVP`` instead: the rule is
+applied when that call is differentiated, so every order applies the custom rule again. The
+primitive batches by the named rule. The common design is in ``custom_derivatives.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from blu.core import dtypes, pytree
+from blu.core.errors import BluTypeError, with_user_line
+from blu.core.interpreter import get_aval
+from blu.core.jaxpr import Jaxpr, eval_jaxpr
+from blu.core.primitive import Primitive
+from blu.transforms import ops
+from blu.transforms.ad import jvp_flat
+from blu.transforms.ad_util import Zero, add_tangents, instantiate, tangent_aval
+from blu.transforms.batching import vmap
+from blu.transforms.custom_common import (
+    cast_to,
+    check_outputs,
+    front,
+    fun_name,
+    resolve_args,
+    split_nondiff,
+    with_static,
+)
+from blu.transforms.jaxpr_util import (
+    batch_jaxpr,
+    groups,
+    run_jaxpr,
+    trace_jaxpr,
+    unbatched,
+)
+
+__all__ = ["custom_jvp"]
+
+
+# ---- custom_jvp --------------------------------------------------------------------------------
+
+custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
+
+
+class _DeferredJVP:
+    """The rule of a custom_jvp call made while its own rule was being traced: the user's rule,
+    applied only when the call is differentiated, under the interpreter current then (so a rule
+    calling its function applies the custom rule again at the next order)."""
+
+    def __init__(self, cj: custom_jvp, static: list, in_tree, out_tree, out_avals: list):
+        self.cj, self.static, self.in_tree = cj, static, in_tree
+        self.out_tree, self.out_avals = out_tree, out_avals
+
+    def apply(self, primals: Sequence[Any], tangents: Sequence[Any]) -> list[Any]:
+        """Flat primal outputs then flat tangent outputs of the rule (checked and cast)."""
+        cj, name = self.cj, fun_name(self.cj.fun)
+        ps = pytree.tree_unflatten(self.in_tree, list(primals))
+        ts = pytree.tree_unflatten(self.in_tree, list(tangents))
+        res = cj.jvp(*[v for _, v in self.static], tuple(ps), tuple(ts))
+        if not isinstance(res, (tuple, list)) or len(res) != 2:
+            raise BluTypeError(
+                with_user_line(f"custom_jvp {name}: the rule must return (primal_out, tangent_out)")
+            )
+        p_leaves, p_tree = pytree.tree_flatten(res[0])
+        t_leaves, t_tree = pytree.tree_flatten(res[1])
+        what = f"custom_jvp {name}: the JVP rule's"
+        check_outputs(f"{what} primal output", self.out_tree, self.out_avals, p_tree,
+                       [get_aval(p) for p in p_leaves], False)  # fmt: skip
+        check_outputs(f"{what} tangent output", self.out_tree, self.out_avals, t_tree,
+                       [get_aval(t) for t in t_leaves], True)  # fmt: skip
+        return [cast_to(p, a) for p, a in zip(p_leaves, self.out_avals)] + list(t_leaves)
+
+    def __repr__(self) -> str:
+        return f"<rule of {fun_name(self.cj.fun)}, applied when differentiated>"
+
+
+class _BatchedJVP:
+    """A deferred rule under vmap/shard: applied to whole batches (``in_axes`` per primal,
+    the same for its tangent; ``out_axes`` per output, the same for its tangent), with the
+    level's axis name for the collectives inside."""
+
+    def __init__(self, inner: Any, axis_size: int, axis_name: Any, in_axes: list, out_axes: list):
+        self.inner, self.axis_size, self.axis_name = inner, axis_size, axis_name
+        self.in_axes, self.out_axes = tuple(in_axes) * 2, list(out_axes) * 2
+
+    def apply(self, primals: Sequence[Any], tangents: Sequence[Any]) -> list[Any]:
+        n = len(primals)
+        per_lane = lambda *a: list(self.inner.apply(a[:n], a[n:]))  # noqa: E731
+        return vmap(per_lane, self.in_axes, self.out_axes, self.axis_size, self.axis_name)(
+            *primals, *tangents
+        )
+
+    def __repr__(self) -> str:
+        return f"vmap({self.inner!r}, axis_name={self.axis_name!r})"
+
+
+def _apply_jvp(jvp: Any, jconsts: Sequence[Any], primals: Sequence[Any], tangents: Sequence[Any]):
+    """Run the rule: a traced jaxpr (consts first) or a deferred rule (no consts)."""
+    if isinstance(jvp, Jaxpr):
+        return eval_jaxpr(jvp, [], *jconsts, *primals, *tangents)
+    return jvp.apply(primals, tangents)
+
+
+@custom_jvp_call_p.def_abstract_eval
+def _cj_abstract_eval(*avals, call_jaxpr, jvp, num_fconsts, num_jconsts, lowering_name=None):
+    return call_jaxpr.out_avals
+
+
+@custom_jvp_call_p.def_impl
+def _cj_impl(*args, call_jaxpr, jvp, num_fconsts, num_jconsts, lowering_name=None):
+    fc, _, xs = groups(args, num_fconsts, num_jconsts)
+    return run_jaxpr(call_jaxpr, [*fc, *xs])
+
+
+@custom_jvp_call_p.def_jvp
+def _cj_jvp(primals, tangents, *, call_jaxpr, jvp, num_fconsts, num_jconsts,
+            lowering_name=None):  # fmt: skip
+    fc, jc, xs = groups(primals, num_fconsts, num_jconsts)
+    t_fc, _, t_xs = groups(tangents, num_fconsts, num_jconsts)
+    n = len(call_jaxpr.outvars)
+    if all(isinstance(t, Zero) for t in t_xs):  # only closed-over values move
+        p_out: list[Any] = eval_jaxpr(call_jaxpr, [], *fc, *xs)
+        t_out: list[Any] = [Zero(tangent_aval(a)) for a in call_jaxpr.out_avals]
+    else:
+        # the user's rule (its closed-over values' own tangents would be second order: ignored)
+        outs = _apply_jvp(jvp, jc, xs, [instantiate(t) for t in t_xs])
+        p_out, t_out = outs[:n], outs[n:]
+        t_out = [
+            cast_to(t, tangent_aval(a)) if dtypes.is_inexact(a.dtype) else Zero(tangent_aval(a))
+            for t, a in zip(t_out, call_jaxpr.out_avals)
+        ]
+    if any(not isinstance(t, Zero) for t in t_fc):  # closed-over values: ordinary autodiff
+        _, t_extra = jvp_flat(lambda *c: eval_jaxpr(call_jaxpr, [], *c, *xs), fc, list(t_fc))
+        t_out = [add_tangents(a, b) for a, b in zip(t_out, t_extra)]
+    return p_out, t_out
+
+
+@custom_jvp_call_p.def_batch_named  # named: collectives in f or its rule see the axis name
+def _cj_batch(axis_size, axis_name, args, dims, *, call_jaxpr, jvp, num_fconsts, num_jconsts,
+              lowering_name=None):  # fmt: skip
+    traced = isinstance(jvp, Jaxpr)
+    named = {} if lowering_name is None else {"lowering_name": lowering_name}
+    params = dict(call_jaxpr=call_jaxpr, jvp=jvp, num_fconsts=num_fconsts, num_jconsts=num_jconsts,
+                  **named)  # fmt: skip
+    # a deferred rule is Python code that may call collectives: it goes inside every named level
+    if unbatched(axis_name, dims, [call_jaxpr, jvp] if traced else [call_jaxpr]) and (
+        traced or axis_name is None
+    ):
+        outs = custom_jvp_call_p.bind(*args, **params)
+        return outs, [None] * len(outs)
+    fc, jc, xs = groups(args, num_fconsts, num_jconsts)
+    fd, jd, xd = groups(dims, num_fconsts, num_jconsts)
+    n = len(call_jaxpr.outvars)
+    xs, xd = front(xs, xd)
+    if traced:  # batch only what depends on the batch (a tangent has its primal's batch axis)
+        _, _, oc = batch_jaxpr(call_jaxpr, axis_size, fd + xd, False, axis_name)
+        _, _, oj = batch_jaxpr(jvp, axis_size, jd + xd + xd, False, axis_name)
+        out_b = [a is not None or b is not None or c is not None
+                 for a, b, c in zip(oc, oj[:n], oj[n:])]  # fmt: skip
+        call, c_consts, _ = batch_jaxpr(call_jaxpr, axis_size, fd + xd, out_b, axis_name)
+        new_jvp, j_consts, _ = batch_jaxpr(jvp, axis_size, jd + xd + xd, out_b * 2, axis_name)
+    else:  # the rule's outputs take f's batch axes
+        call, c_consts, oc = batch_jaxpr(call_jaxpr, axis_size, fd + xd, False, axis_name)
+        out_b = [d is not None for d in oc]
+        new_jvp, j_consts = _BatchedJVP(jvp, axis_size, axis_name, xd, oc), []
+    # (a named function keeps its name batched: it computes the same per element)
+    outs = custom_jvp_call_p.bind(
+        *c_consts, *fc, *j_consts, *jc, *xs,
+        call_jaxpr=call, jvp=new_jvp,
+        num_fconsts=len(c_consts) + len(fc), num_jconsts=len(j_consts) + len(jc), **named,
+    )  # fmt: skip
+    return outs, [0 if b else None for b in out_b]
+
+
+class custom_jvp:
+    """A function with a user-defined JVP rule (``jax.custom_jvp``).
+
+    Example::
+
+        @blu.custom_jvp
+        def softplus(x):
+            return bnp.log1p(bnp.exp(x))
+
+        @softplus.defjvp
+        def softplus_jvp(primals, tangents):
+            (x,), (t,) = primals, tangents
+            return softplus(x), t * blu.nn.sigmoid(x)
+
+    The rule ``jvp(primals, tangents) -> (primal_out, tangent_out)`` gets tuples of the
+    differentiable arguments and of their tangents (zeros where no tangent flows) and returns
+    pytrees matching the function's output. Arguments listed in ``nondiff_argnums`` are passed
+    first, unchanged: ``jvp(*nondiff_args, primals, tangents)``.
+
+    Composes with ``jit``, ``vmap``, ``grad`` (reverse mode transposes the rule's linear part)
+    and higher-order derivatives: the rule itself is differentiated, and where it calls the
+    function (``softplus(x)`` above) that call is differentiated by the rule again.
+    """
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.jvp: Callable | None = None
+        # a name a backend may recognize to compute the call by a library routine of the same
+        # result (the CUDA plan fuses a "gelu_tanh" into the product before it): the calls'
+        # ``lowering_name`` param; None: none
+        self.lowering_name: str | None = None
+        self._tracing_rule = 0  # > 0 while the rule is being traced (its own calls defer it)
+
+    def defjvp(self, jvp: Callable) -> Callable:
+        """Set the JVP rule; returns it (usable as a decorator)."""
+        self.jvp = jvp
+        return jvp
+
+    def defjvps(self, *tangent_fns: Callable | None) -> None:
+        """Set the rule from one function per differentiable argument: ``fn(t_i, primal_out,
+        *primals)`` gives argument i's (linear) contribution to the output tangent; None means
+        it has none. (Not with ``nondiff_argnums``.)"""
+
+        def jvp(primals, tangents):
+            out = self(*primals)
+            total = None  # not out * 0: that is NaN where out is infinite (softplus(inf))
+            for fn, t in zip(tangent_fns, tangents):
+                if fn is not None:
+                    c = fn(t, out, *primals)
+                    total = c if total is None else pytree.tree_map(lambda a, b: a + b, total, c)
+            if total is None:
+                total = pytree.tree_map(lambda o: ops.zeros(tangent_aval(get_aval(o))), out)
+            return out, total
+
+        self.jvp = jvp
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.jvp is None:
+            raise BluTypeError(
+                with_user_line(f"custom_jvp {fun_name(self.fun)}: no JVP rule; call .defjvp first")
+            )
+        args = resolve_args(self.fun, args, kwargs)
+        static, dyn = split_nondiff(args, self.nondiff_argnums)
+        leaves, in_tree = pytree.tree_flatten(dyn)
+        avals = [get_aval(x) for x in leaves]
+        out_box: list = []
+
+        def f_flat(*xs):
+            out = self.fun(*with_static(static, pytree.tree_unflatten(in_tree, list(xs))))
+            out_leaves, out_tree = pytree.tree_flatten(out)
+            out_box.append((out_tree, [get_aval(o) for o in out_leaves]))
+            return out_leaves
+
+        call_jaxpr, fconsts = trace_jaxpr(f_flat, avals)
+        out_tree, out_avals = out_box[0]
+        rule = _DeferredJVP(self, static, in_tree, out_tree, out_avals)
+        jvp: Any = rule
+        jconsts: list[Any] = []
+        if not self._tracing_rule:  # else: called from its own rule, which applies it later
+            n = len(leaves)
+            self._tracing_rule += 1
+            try:
+                jvp, jconsts = trace_jaxpr(
+                    lambda *a: rule.apply(a[:n], a[n:]),
+                    avals + [tangent_aval(a) for a in avals],
+                )
+            finally:
+                self._tracing_rule -= 1
+        named = {} if self.lowering_name is None else {"lowering_name": self.lowering_name}
+        outs = custom_jvp_call_p.bind(
+            *fconsts, *jconsts, *leaves,
+            call_jaxpr=call_jaxpr, jvp=jvp,
+            num_fconsts=len(fconsts), num_jconsts=len(jconsts), **named,
+        )  # fmt: skip
+        return pytree.tree_unflatten(out_tree, outs)

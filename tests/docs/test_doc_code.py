@@ -1,0 +1,188 @@
+"""Every ```python block of the README and the documentation runs, so the docs cannot drift.
+
+Each Markdown file's blocks run in order in one fresh Python process (as a reader would type them
+into one session), in a temporary working directory. A block whose first line starts with
+``# not run:`` (a visible marker saying why: a GPU, minutes of work) is skipped. A line
+``print(...)  # -> TEXT`` checks that the print wrote exactly ``TEXT``; a ```text block right
+after a block (only blank lines between) is what that whole block prints.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", ROOT / "docs" / "index.md",
+        *sorted((ROOT / "docs" / "tutorials").glob("*.md"))]  # fmt: skip
+SKIP = "# not run:"
+_FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_CHECK = re.compile(r"^(\s*)(print\(.*\))\s+# -> (.*)$")
+_OUTPUT = re.compile(r"\s*```text[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+
+_PRELUDE = """
+import contextlib as __cl, io as __io, sys as __sys
+def __expect(buf, want, where):
+    got = buf.getvalue().rstrip("\\n")
+    __sys.stdout.write(buf.getvalue())
+    if got != want:
+        raise AssertionError(f"{where}: printed {got!r}, the docs say {want!r}")
+def __run_expect(code, want, where):
+    with __cl.redirect_stdout(__io.StringIO()) as buf:
+        exec(compile(code, where, "exec"), globals())
+    __expect(buf, want, where)
+"""
+
+
+def blocks(path: Path) -> list[tuple[int, str, str | None]]:
+    """``(line, code, output)`` of each ```python block of ``path`` (line: where its code starts;
+    output: the ```text block right after it, else None)."""
+    text = path.read_text(encoding="utf-8")
+    out = []
+    for m in _FENCE.finditer(text):
+        shown = _OUTPUT.match(text, m.end() + 1)
+        out.append((text.count("\n", 0, m.start(1)) + 1, m.group(1),
+                    shown.group(1).rstrip("\n") if shown else None))  # fmt: skip
+    return out
+
+
+def _with_checks(code: str, where: str, first: int) -> str:
+    out = []
+    for i, line in enumerate(code.splitlines()):
+        m = _CHECK.match(line)
+        if m:
+            indent, call, want = m.groups()
+            ast.parse(call)  # one whole print call on the line
+            loc = f"{where}:{first + i}"
+            out += [f"{indent}with __cl.redirect_stdout(__io.StringIO()) as __buf:",
+                    f"{indent}    {call}",
+                    f"{indent}__expect(__buf, {want.strip()!r}, {loc!r})"]  # fmt: skip
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def script(path: Path) -> tuple[str, int, int]:
+    """The program that runs ``path``'s blocks: (source, blocks run, blocks skipped)."""
+    rel = path.relative_to(ROOT).as_posix()
+    parts, run, skipped = [_PRELUDE], 0, 0
+    for line, code, shown in blocks(path):
+        if code.lstrip().startswith(SKIP):
+            skipped += 1
+            continue
+        run += 1
+        body = _with_checks(code, rel, line)
+        if shown is not None:  # run it as its own code object, to catch all it prints
+            body = f"__run_expect({body!r}, {shown!r}, {f'{rel}:{line}'!r})"
+        parts.append(f"# ---- {rel}:{line}\n{body}\n"
+                     f"print('[doc block {rel}:{line} ok]', flush=True)\n")  # fmt: skip
+    return "\n".join(parts), run, skipped
+
+
+def test_every_doc_has_code():
+    counts = {p.name: script(p)[1:] for p in DOCS}
+    assert len(DOCS) >= 11, counts
+    assert all(run > 0 for run, _ in counts.values()), counts
+    skipped = sum(s for _, s in counts.values())
+    assert skipped <= 10, f"keep the blocks that are not run few: {counts}"
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_doc_code_runs(path: Path, tmp_path: Path):
+    src, n_run, _ = script(path)
+    prog = tmp_path / "doc_blocks.py"
+    prog.write_text(src, encoding="utf-8")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["MPLBACKEND"] = "Agg"
+    for k in ("BLU_NUM_CPU_DEVICES", "BLU_PROFILE", "BLU_JIT_BACKEND", "BLU_LOG_COMPILES"):
+        env.pop(k, None)  # the docs describe the defaults
+    work = tmp_path / "cwd"
+    work.mkdir()
+    r = subprocess.run([sys.executable, str(prog)], cwd=work, env=env, capture_output=True,
+                       text=True, timeout=600)  # fmt: skip
+    done = r.stdout.count("[doc block ")
+    assert r.returncode == 0, (
+        f"{path.name}: block {done + 1} of {n_run} failed\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+    )
+    assert done == n_run
+
+
+# ---- the README's claims -------------------------------------------------------------------------
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_paths_exist():
+    paths = set(re.findall(r"`((?:docs|scripts|benchmarks|examples|tests)/[\w./-]+|[A-Z]+\.md)`",
+                           README))  # fmt: skip
+    paths |= {m.replace(".", "/") + ".py" for m in re.findall(r"python -m (examples\.\w+)\.py",
+                                                              README)}  # fmt: skip
+    assert len(paths) >= 5, paths
+    missing = [p for p in paths if not (ROOT / p.split(" ")[0]).exists()]
+    assert not missing, missing
+
+
+def test_readme_blu_names_exist():
+    """Every ``blu.x.y`` the README names resolves (after ``import blu``)."""
+    import importlib
+
+    import blu  # noqa: F401
+
+    names = set(re.findall(r"\bblu(?:\.[A-Za-z_]\w*)+", README))
+    names = {n for n in names if not n.startswith(("blu.parallel.launch",))}
+    assert len(names) > 20, names
+    bad = []
+    for n in sorted(names):
+        parts = n.split(".")
+        try:
+            obj = importlib.import_module(parts[0])
+            for i, a in enumerate(parts[1:], 1):
+                try:
+                    obj = getattr(obj, a)
+                except AttributeError:
+                    obj = importlib.import_module(".".join(parts[: i + 1]))
+        except (AttributeError, ImportError):
+            bad.append(n)
+    assert not bad, bad
+
+
+def test_readme_environment_variables_are_read_by_blu():
+    """Each BLU_* variable the README mentions is read somewhere in blu."""
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "blu").rglob("*.py"))
+    names = set(re.findall(r"\bBLU_[A-Z_]+", README))
+    assert {"BLU_CACHE_DIR", "BLU_PROFILE", "BLU_LOG_COMPILES"} <= names
+    assert not [n for n in names if f'"{n}"' not in source], names
+
+
+def test_readme_example_flags_exist():
+    """The flags the README gives ``python -m examples.gpt2`` are the example's flags."""
+    sys.path.insert(0, str(ROOT))
+    from examples.gpt2 import train
+
+    known = {s for a in train.build_parser()._actions for s in a.option_strings}
+    used = set()
+    for line in re.findall(r"python -m\s+examples\.gpt2[^`]*", README):
+        used |= set(re.findall(r"(?<!\w)--[a-z][a-z0-9-]*", line))
+    assert {"--overwrite", "--device", "--precision"} <= used
+    assert used <= known, used - known
+
+
+def test_readme_defaults(tmp_path):
+    """The kernel cache defaults to ~/.cache/blu; CUDA graphs replay training steps unless
+    BLU_CUDA_GRAPHS=0 (the README says so); the jit backend is the compiled one."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLU_")}
+    env.update(HOME=str(tmp_path), PYTHONPATH=str(ROOT))
+    code = ("import blu, os; from pathlib import Path; print(Path(blu.config.cache_dir) == "
+            "Path.home() / '.cache' / 'blu', blu.config.cuda_graphs)")  # fmt: skip
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)  # fmt: skip
+    assert r.stdout.strip() == "True auto", r.stderr
+    assert "`~/.cache/blu`" in README and "BLU_CUDA_GRAPHS=0" in README
+    assert "off by\ndefault" not in README  # the old claim: graphs were opt-in

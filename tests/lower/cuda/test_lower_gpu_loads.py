@@ -1,0 +1,150 @@
+"""GPU kernels with several loads in flight (``BLU_GPU_KERNELS=2``, ``codegen_strided``), read
+from the emitted MLIR and PTX on a machine without a GPU: a strided loop's chunk issues all its
+loads before the first store or combine, a row group reads its totals from registers (no
+barrier round trips through memory), each generation has its own cache keys. Their numerics
+on the GPU: ``tests/lower/cuda/test_gpu_generations.py``."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import numpy as np
+import pytest
+
+import blu
+import blu.nn as nn
+import blu.numpy as bnp
+from blu.core.errors import BluValueError
+from blu.lower.cuda import codegen_rows, codegen_strided
+from blu.lower.cuda import compiler as mlir_gpu
+
+needs_mlir = pytest.mark.skipif(importlib.util.find_spec("mlir") is None, reason="needs MLIR")
+needs_ptxas = pytest.mark.skipif(mlir_gpu.find_ptxas() is None, reason="needs ptxas")
+TARGET = "cuda:sm_90"
+
+
+def _spec(shape, dt):
+    return blu.ShapeDtypeStruct(shape, np.dtype(dt))
+
+
+def _bf16():
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def loads_in_flight(ptx: str) -> int:
+    """The most bytes loaded by ``ld.global`` in one basic block of ``ptx`` before a store or a
+    branch ends the run: how much one thread can have in flight at once."""
+    best = run = 0
+    for line in ptx.splitlines():
+        s = line.strip()
+        m = re.match(r"ld\.global(?:\.nc)?(?:\.v(\d))?\.[bfsu](\d+)", s)
+        if m:
+            run += int(m.group(1) or 1) * int(m.group(2)) // 8
+            best = max(best, run)
+        elif s.startswith(("st.global", "$L", "bra", "@")) or "bar.sync" in s:
+            run = 0
+    return best
+
+
+def _ptx(fn, *specs) -> str:
+    exe = blu.jit(fn).lower(*specs, target=TARGET).compile()
+    return "\n".join(p.decode() for p in exe.executable.ptx().values())
+
+
+def test_generation_flag_and_cache_keys():
+    with blu.config.override(gpu_kernels=1):
+        assert codegen_strided.generation() == 1 and codegen_rows.key_suffix() == ""
+    with blu.config.override(gpu_kernels=2):
+        assert codegen_strided.loads_first() and "#gpu-kernels 2" in codegen_rows.key_suffix()
+    with blu.config.override(gpu_kernels=3):
+        assert codegen_strided.generation() == 3 and "#gpu-kernels 3" in codegen_rows.key_suffix()
+    with blu.config.override(gpu_kernels=4), pytest.raises(BluValueError, match="expected 1"):
+        codegen_strided.generation()
+
+
+def test_generations_lower_to_different_keys():
+    def f(x):
+        return bnp.exp(x) * 2
+
+    keys = []
+    for gen in (1, 2, 3):
+        with blu.config.override(gpu_kernels=gen):
+            low = blu.jit(f).lower(_spec((64, 64), np.float32), target=TARGET)
+            keys.append(low._program.cache_keys())
+    assert keys[0] and set(keys[0]).isdisjoint(keys[1])
+    assert set(keys[2]).isdisjoint(keys[0] + keys[1])
+
+
+def test_row_group_totals_stay_in_registers():
+    """A layer norm over rows of 768 (unrolled group): generation 1 stores each row's mean and
+    variance and loads them back after a barrier; generation 2 reads them from registers, so the
+    group's kernel has no ``gpu.barrier`` and loads only the inputs."""
+
+    def ln(x, w, b):
+        return nn.layer_norm(x, w, b).astype(_bf16())
+
+    specs = (_spec((1024, 768), np.float32), _spec((768,), np.float32), _spec((768,), np.float32))
+    texts = {}
+    for gen in (1, 2):
+        with blu.config.override(gpu_kernels=gen):
+            text = blu.jit(ln).lower(*specs, target=TARGET).as_text()
+            texts[gen] = text[text.index("gpu.func") :]
+    assert "gpu.barrier" in texts[1] and "gpu.barrier" not in texts[2]
+    loads = re.findall(r"memref\.load (%\w+)\[", texts[2])
+    assert loads and all(b.startswith("%in") for b in loads)
+    assert any(not b.startswith("%in") for b in re.findall(r"memref\.load (%\w+)\[", texts[1]))
+
+
+@needs_mlir
+@needs_ptxas
+def test_vocabulary_rows_issue_a_chunk_of_loads():
+    """Rows of 50,304 logits (looped row group, 1024 threads): generation 2 issues 8 loads per
+    thread before it combines them; generation 1 fewer (one per loop iteration)."""
+
+    def f(z):
+        m = bnp.max(z, axis=1, keepdims=True)
+        e = bnp.exp(z - m)
+        return (e / bnp.sum(e, axis=1, keepdims=True)).astype(_bf16())
+
+    spec = _spec((64, 50304), np.float32)
+    got = {}
+    for gen in (1, 2):
+        with blu.config.override(gpu_kernels=gen):
+            got[gen] = loads_in_flight(_ptx(f, spec))
+    assert got[1] < 4 * codegen_strided.ROW_UNROLL <= got[2], got
+
+
+@needs_mlir
+@needs_ptxas
+def test_elementwise_and_split_loops_issue_a_chunk_of_loads():
+    """GELU of bf16 (1024, 3072) (a map: 8 contiguous elements per thread, one 128-bit load
+    and store) and a bias gradient over 4096 rows (a split reduction: ``ROW_UNROLL`` loads)."""
+    bf16 = _bf16()
+    gelu = _spec((1024, 3072), bf16)
+    bias = _spec((4096, 768), np.float32)
+    with blu.config.override(gpu_kernels=1):
+        ptx = _ptx(nn.gelu, gelu)
+        assert loads_in_flight(ptx) == 2 and "ld.global.v" not in ptx
+    with blu.config.override(gpu_kernels=2):
+        ptx = _ptx(nn.gelu, gelu)
+        assert loads_in_flight(ptx) == 16
+        assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx
+        assert loads_in_flight(_ptx(lambda d: d.sum(0), bias)) >= 4 * codegen_strided.ROW_UNROLL
+
+
+@needs_mlir
+@needs_ptxas
+def test_vector_accesses_only_where_the_index_is_the_elements_own():
+    """A float32 add of a broadcast bias: the (N, 768) operand and the result move in 128-bit
+    accesses, the bias (read at ``i % 768``) in scalar ones; every parameter is declared
+    16-byte aligned."""
+    specs = (_spec((4096, 768), np.float32), _spec((768,), np.float32))
+    with blu.config.override(gpu_kernels=2):
+        low = blu.jit(lambda x, b: x + b).lower(*specs, target=TARGET)
+        assert "llvm.align = 16" in low.as_text()
+        ptx = "\n".join(p.decode() for p in low.compile().executable.ptx().values())
+    assert ptx.count("ld.global.v4.b32") == 1 and ptx.count("st.global.v4.b32") == 1
+    assert ptx.count("ld.global.b32") == 4
