@@ -26,7 +26,6 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -34,6 +33,7 @@ import numpy as np
 from blu.core.config import config
 from blu.core.jaxpr import Jaxpr
 from blu.lower.cpu import blas
+from blu.lower.cpu.pool import Pool, Task
 from blu.lower.plan.steps import Step, literal_value
 
 __all__ = ["Body", "loop_runner"]
@@ -210,6 +210,7 @@ class _LoopStep:
 
 
 _BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+STREAM_THREADS = 4  # threads of the stream pool (loops streaming at once)
 STREAM_MIN_LENGTH = 8  # shorter loops compute their hoisted products before they start
 STREAM_FIRST_ROWS = 4  # rows of a streamed product made before the loop starts
 # while a loop streams, the interpreter hands the GIL over after this long (seconds) instead of
@@ -220,7 +221,7 @@ STREAM_SWITCH_INTERVAL = 1e-4
 
 class _Stream:
     """Hoisted products ``out[t] = lhs[t] @ rhs`` computed in chunks of rows, in the loop's
-    order, on a worker thread: ``wait_at[n]`` (where present) is set once the rows of the
+    order, on a worker thread: ``wait_at[n]`` (where present) is released once the rows of the
     loop's ``n``-th iteration and those after it in its chunk exist; ``close()`` waits for the
     worker (always called: it writes into the loop's inputs) and raises what it raised."""
 
@@ -232,16 +233,22 @@ class _Stream:
         self.cuts = [0, min(n, STREAM_FIRST_ROWS)]
         while self.cuts[-1] < n:
             self.cuts.append(min(n, 2 * self.cuts[-1]))
-        self.events = [threading.Event() for _ in self.cuts[2:]]
+        # one lock per chunk, taken here and released by the worker once its rows exist: the
+        # loop waits with ``acquire`` (C; an ``Event``'s wait goes through ``Condition.__enter__``,
+        # Python: an interrupt there left its lock held, and the worker's ``set`` hung)
+        self.events = [threading.Lock() for _ in self.cuts[2:]]
+        for ev in self.events:
+            ev.acquire()
         self.wait_at = dict(zip(self.cuts[1:], self.events))
         self.products = [_as_2d(*p) for p in products]
-        # (in this thread's context: its flags, ``config.override`` included)
-        self.future = _stream_pool().submit(contextvars.copy_context().run, self._work)
-        try:
+        # the worker's task, made before it is submitted: ``close`` waits for it or takes it
+        # back, whatever interrupts what (it writes into buffers the next call uses)
+        self.task = Task(self._work)
+        try:  # (in this thread's context: its flags, ``config.override`` included)
+            _stream_pool().submit(self.task, contextvars.copy_context())
             self._chunk(0, self.cuts[1])
         except BaseException:
-            with contextlib.suppress(BaseException):  # the worker writes into the loop's inputs
-                self.future.result()
+            self.task.finish()
             raise
 
     def _chunk(self, c0: int, c1: int) -> None:
@@ -252,16 +259,22 @@ class _Stream:
 
     def _work(self) -> None:
         blas.use_threads(1)
+        done = 0
         try:
             for c0, c1, ev in zip(self.cuts[1:], self.cuts[2:], self.events):
                 self._chunk(c0, c1)
-                ev.set()
+                done += 1
+                ev.release()
         finally:
-            for ev in self.events:  # a failed product: the loop stops waiting (close raises)
-                ev.set()
+            for ev in self.events[done:]:  # a failed product: the loop stops waiting (close
+                ev.release()  # raises)
 
     def close(self) -> None:
-        self.future.result()
+        """Wait for the worker (also when interrupted while waiting: it writes into buffers the
+        next call uses); raise what it raised, or the interrupt."""
+        _, err = self.task.finish()
+        if err is not None:
+            raise err
 
 
 def _as_2d(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, k: int) -> tuple:
@@ -308,7 +321,7 @@ def _quick_switches() -> Iterator[None]:
                 sys.setswitchinterval(_switch_saved)
 
 
-_pool: ThreadPoolExecutor | None = None
+_pool: Pool | None = None
 _pool_lock = threading.Lock()
 
 
@@ -327,13 +340,14 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-def _stream_pool() -> ThreadPoolExecutor:
+def _stream_pool() -> Pool:
     """The threads of streamed products (their own: a loop body's products split on blas's
     pool must not queue behind a stream that lasts the whole loop)."""
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="blu-stream")
+            _pool = Pool("blu-stream")
+            _pool.grow(STREAM_THREADS)
         return _pool
 
 
@@ -398,7 +412,7 @@ def _scan(step: Step, p: dict, compile_body: Callable) -> _LoopStep:
             for n, i in enumerate(order):
                 ev = wait_at.get(n)
                 if ev is not None:
-                    ev.wait()
+                    ev.acquire()  # (the worker released it: its rows are there)
                 for sl, c in zip(c_slots, cur):
                     benv[sl] = c
                 for k, sl in placed:

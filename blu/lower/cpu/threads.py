@@ -37,32 +37,31 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from blu.lower.cpu import spin
+from blu.lower.cpu.pool import Pool, Task
 
 __all__ = ["Balance", "run_parts", "split"]
 
 # the blocking pool: parts that cannot be posted to a spinning worker run on its threads
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
+_pool: Pool | None = None
 _pool_lock = threading.Lock()
 
 
-def _workers(n: int) -> ThreadPoolExecutor:
-    global _pool, _pool_size
+def _workers(n: int) -> Pool:
+    global _pool
     with _pool_lock:
-        if _pool is None or _pool_size < n:
-            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="blu-blas")
-            _pool_size = n
+        if _pool is None:
+            _pool = Pool("blu-blas")
+        _pool.grow(n)
         return _pool
 
 
 def _after_fork() -> None:
     """A forked child has none of the parent's pool threads: a pool it inherited would take
     parts and never run them (the child waited forever), so it makes its own on first use."""
-    global _pool, _pool_size, _pool_lock
-    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -156,37 +155,36 @@ def run_parts(
     if native and _run_native(fn, cuts, balance):
         return
     pool = _workers(len(cuts) - 1)
-    ends = [0.0] * len(cuts)
-
-    def part(k: int, lo: int, hi: int) -> None:
-        fn(lo, hi)
-        ends[k] = time.perf_counter()
-
+    # every part a Task made before it is submitted: each is run once, by a pool thread or taken
+    # back by the caller, and none is left running when this returns (an interrupt anywhere,
+    # inside ``submit`` too, included: a part still running writes into the next call's buffers)
+    tasks = [Task(fn, lo, hi) for lo, hi in cuts[1:]]
     t0 = time.perf_counter()
-    futures: list = []
     err = None
     try:
-        for k, (lo, hi) in enumerate(cuts[1:], 1):
-            # each part in a copy of the caller's context: its flags (``config.override``)
-            futures.append(pool.submit(contextvars.copy_context().run, part, k, lo, hi))
+        for task in tasks:  # (each in a copy of the caller's context: ``config.override``)
+            pool.submit(task, contextvars.copy_context())
         fn(*cuts[0])
-    except BaseException as e:  # still wait for the others: they write the same buffers (an
-        err = e  # interrupt between two submits too)
+    except BaseException as e:  # still finish the others: they write the same buffers
+        err = e
     t1 = time.perf_counter()
-    for f in futures:
-        while True:
-            try:
-                f.result()
-            except BaseException as e:
-                err = err or e
-                if not f.done():  # interrupted while waiting: the part still runs
-                    continue
-            break
+    i = 0
+    while i < len(tasks):  # (an interrupt anywhere in here: on with the same task)
+        try:
+            ran, e = tasks[i].finish()  # (at once for a task finished already)
+            if not ran and (err is None or isinstance(err, Exception)):
+                ran, e = tasks[i].run_here()  # never started (the pool busy or slow to wake):
+                # run here (not after an interrupt: the caller wants out)
+            err = err or e
+            i += 1
+        except BaseException as e:
+            err = err or e
     if err is not None:
         raise err
-    if balance is not None:
+    if balance is not None:  # (a part run here counts as the others' time: its share shrinks)
         n = cuts[-1][1] - cuts[0][0]
-        balance.update((cuts[0][1] - cuts[0][0]) / n, t1 - t0, max(ends[1:]) - t0)
+        balance.update((cuts[0][1] - cuts[0][0]) / n, t1 - t0,
+                       max(task.end for task in tasks) - t0)  # fmt: skip
 
 
 def _run_native(
