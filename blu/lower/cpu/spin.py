@@ -40,6 +40,7 @@ import importlib.util
 import logging
 import os
 import platform
+import queue
 import struct
 import threading
 import time
@@ -369,15 +370,14 @@ class Worker:
         self.packed = (ctypes.c_void_p * 1)(ctypes.addressof(self._ptrs))
         self.lock = locks.TryLock()  # (released on every exit path, ``threads._run_native``)
         self.keep: list = []  # what the posted ops point into, held until they are done
-        self._wake = threading.Event()
+        self._wake: queue.SimpleQueue = queue.SimpleQueue()  # (C: an interrupt in put is safe)
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="blu-spin", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
         while True:
-            self._wake.wait()
-            self._wake.clear()
+            self._wake.get()  # (an extra wake-up runs the loop once more: harmless)
             if self._closed:
                 return
             self.code.worker(self.packed)  # (ctypes releases the GIL for the call)
@@ -391,7 +391,7 @@ class Worker:
         self.code.post(self.packed)
         if not c[_S.ACTIVE]:
             c[_S.PARK] = 0
-            self._wake.set()
+            self._wake.put(None)
 
     def finish(self) -> tuple[float, bool]:
         """Wait until the posted ops are done (run them here if the worker has not started them):
@@ -407,7 +407,7 @@ class Worker:
     def close(self) -> None:
         self._closed = True
         self.park()
-        self._wake.set()
+        self._wake.put(None)
 
 
 _workers: list[Worker] = []
