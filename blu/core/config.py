@@ -63,7 +63,8 @@ Flags (environment variable, type, default):
   issues several independent loads per thread in strided loops and keeps a row group's
   per-row totals in registers; 1 is the emitter before that (kept for before/after timing,
   ``benchmarks/gpu_kernels.py``); 3 adds the online softmax normalizer and 128-bit row runs
-  (``codegen_online.py``; opt-in: the H200 step measured no faster, BENCHMARKS.md). Part of
+  (``codegen_online.py``; opt-in: the H200 step measured no faster, docs/benchmarks/gpt2_gpu.md,
+  session 6). Part of
   every GPU kernel's cache key.
 - ``flash_tensor_cores`` (``BLU_FLASH_TENSOR_CORES``, bool, True): blu's float32 flash-attention
   kernels use tensor cores (``blu.lower.cuda.flash_tc``: TF32 ``mma.sync``, one product per
