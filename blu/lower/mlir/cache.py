@@ -20,6 +20,13 @@ truncated, swapped or foreign file is discarded (with one warning) and rebuilt. 
 atomic (a temporary file in the same folder, fsync, rename; the temporary file is removed on
 every failure), so concurrent processes can share one directory.
 
+Provenance: the CPU's entries (``.so``, ``.llvm.mlir``) also carry an HMAC under a per-user key
+kept outside the folder (``cache_key``), so only code this user's blu compiled is loaded; every
+entry's contents are checked too (``entry_check``: imports, load-time code, foreign calls, PTX
+externs, cubin symbols). Entries are opened as regular files of at most ``MAX_ENTRY_BYTES``,
+never through a link and never blocking (:func:`read_regular_stat`); eviction lists only files
+blu wrote (its names, in its shard folders, starting with its header) and its own temporary files.
+
 Trust (as ssh does for its keys): entries are executed, so the cache folder is created 0700
 and loading refuses a folder or entry owned by another user or writable by group or others
 (:class:`CachePermissionError` says how to fix it). The folder is trimmed to
@@ -50,6 +57,7 @@ from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr, Literal
 from blu.core.version import __version__
+from blu.lower.mlir import cache_key
 
 # bump when the generated code changes meaning, so stale entries are not reused
 CODEGEN_VERSION = "9"
@@ -266,6 +274,8 @@ def header(key: str, suffix: str, payload: bytes) -> bytes:
         "sha256": hashlib.sha256(payload).hexdigest(),
         "size": len(payload),
     }
+    if suffix in cache_key.SIGNED:  # the CPU's entries: signed with this user's key
+        rec["mac"] = cache_key.mac(key, suffix, rec["sha256"])
     return MAGIC + json.dumps(rec, sort_keys=True, separators=(",", ":")).encode() + b"\n"
 
 
@@ -291,7 +301,18 @@ def verify(key: str, suffix: str, data: bytes) -> tuple[bytes | None, str | None
         return None, f"it holds another entry ({rec.get('key')!s:.16}{rec.get('kind')})"
     if rec.get("size") != len(payload):
         return None, f"size {len(payload)} instead of the recorded {rec.get('size')} (truncated?)"
-    if data[: nl + 1] != header(key, suffix, payload):
+    expected = header(key, suffix, payload)
+    if data[: nl + 1] != expected:
+        signed = suffix in cache_key.SIGNED
+        if (
+            signed
+            and rec.get("sha256") == hashlib.sha256(payload).hexdigest()
+            and rec.get("mac") != json.loads(expected[len(MAGIC) :]).get("mac")
+        ):
+            return None, (
+                "not signed with this user's cache key (an entry blu did not compile here: "
+                "copied in or planted; blu loads only CPU code it compiled itself)"
+            )
         return None, "sha256 mismatch (the bytes changed after they were written)"
     return payload, None
 
@@ -305,7 +326,7 @@ def check_private(p: str, is_dir: bool) -> None:
     st = os.stat(p)
     what = "kernel cache folder" if is_dir else "kernel cache entry"
     fix = f"chmod {'700' if is_dir else '600'} {p!r}"
-    if is_dir and os.path.realpath(p) != os.path.realpath(cache_dir()) and os.path.islink(p):
+    if is_dir and os.path.abspath(p) != os.path.abspath(cache_dir()) and os.path.islink(p):
         raise CachePermissionError(
             f"the {what} {p!r} is a symbolic link (to {os.path.realpath(p)!r}): blu never makes "
             "one, and reads and writes through it would touch files outside the cache. Remove "

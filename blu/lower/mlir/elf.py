@@ -38,7 +38,7 @@ class Symbol(NamedTuple):
     name: str
     type: int  # STT_*
     bind: int  # STB_*
-    shndx: int  # 0: undefined
+    shndx: int  # 0: undefined; >= 0xFF00: reserved (SHN_ABS, SHN_COMMON, ...)
 
 
 class Reloc(NamedTuple):
@@ -116,7 +116,8 @@ class Elf:
         for s in self.segments:
             if s.type != 2:
                 continue
-            for off in range(s.offset, s.offset + s.filesz - 15, 16):
+            start = self.file_offset(s.vaddr)  # where the loader reads it: by address
+            for off in range(start, start + s.filesz - 15, 16):
                 tag, val = self.unpack("<qQ", off)
                 if tag == 0:
                     break

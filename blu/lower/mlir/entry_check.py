@@ -98,6 +98,10 @@ def _check_so(elf: Elf) -> str | None:
             return "it has a program interpreter"
         if s.type == _PT_TLS:
             return "it has thread-local storage"
+        if s.type == 1 and (s.offset - s.vaddr) % 4096:
+            return "a loaded segment's file offset and address disagree (the loader refuses it)"
+    if sum(s.type == 2 for s in elf.segments) != 1:
+        return "it has no dynamic segment, or several"
     dyn = elf.dynamic()
     tags = dict(dyn)
     for tag, _ in dyn:
@@ -113,6 +117,8 @@ def _check_so(elf: Elf) -> str | None:
             return f"its symbol {sym.name!r} is an ifunc (a resolver runs when it is looked up)"
         if sym.type == _STT_TLS:
             return f"its symbol {sym.name!r} is thread-local"
+        if sym.shndx >= 0xFF00:
+            return f"its symbol {sym.name!r} is absolute or common (blu's linker writes none)"
         if sym.shndx == 0 and sym.name and sym.name not in ALLOWED_IMPORTS:
             return f"it imports {sym.name!r}, which blu's kernels never call"
     for at, size in ((_DT_RELA, _DT_RELASZ), (_DT_JMPREL, _DT_PLTRELSZ)):
