@@ -433,9 +433,12 @@ def test_cubin_with_foreign_undefined_symbols_is_dropped(cdir, monkeypatch):
     assert "not a CUDA" in entry_check.check_cubin(b"\x7fELF" + b"\2\1\1" + b"\0" * 80)
 
 
-def test_real_ptx_and_cubins_pass_the_checks(cdir):
+def test_real_ptx_and_cubins_pass_the_checks(cdir, tmp_path, monkeypatch):
     """Kernels compiled here (no GPU needed) have no ``.extern`` and only ptxas's own undefined
-    symbols, so the prefilled-cache workflow keeps working."""
+    symbols, so the prefilled-cache workflow keeps working: exported, carried to a machine with
+    another user's key and no MLIR, they load from the cache."""
+    import importlib.util
+
     pytest.importorskip("mlir")
     f = blu.jit(lambda a, b: bnp.sin(a) * bnp.exp(b) + a**b)
     spec = blu.ShapeDtypeStruct((64,), np.float32)
@@ -446,3 +449,19 @@ def test_real_ptx_and_cubins_pass_the_checks(cdir):
         assert entry_check.check_ptx(payload(p)) is None
     for p in entries(cdir, ".cubin"):
         assert entry_check.check_cubin(payload(p)) is None
+    spec_ = importlib.util.spec_from_file_location("fill", ROOT / "scripts" / "fill_gpu_cache.py")
+    fill = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(fill)
+    carried = tmp_path / "carried"
+    assert fill.export_gpu_entries(cdir, carried) == len(ptxs)
+    env_flag("BLU_CACHE_DIR", str(carried))
+    _without_mlir(monkeypatch)
+    mlir_gpu._loaded.clear()
+    before = mlir_gpu.stats["cache"]
+    with blu.config.override(cache_key_file=str(tmp_path / "gpu-machine" / "cache-key")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            blu.jit(lambda a, b: bnp.sin(a) * bnp.exp(b) + a**b).lower(
+                spec, spec, target="cuda:sm_90"
+            ).compile()
+    assert mlir_gpu.stats["cache"] == before + len(ptxs)
