@@ -11,9 +11,11 @@ engine's packed wrapper ``_mlir_<name>(void **args)`` gives every kernel one C s
 On a cache hit, a second process loads the shared object (``ctypes``, no MLIR at all) or, where
 no linker was available (or ``BLU_CACHE_NO_SO=1``), re-creates the engine from the stored
 LLVM-dialect text (skipping the pass pipeline). ``import mlir`` happens only when something must
-be compiled. Entries are verified first (``cache.read_entry``: header, key, sha256; then
-``entry_check``: no load-time code, no foreign calls); a bad one is discarded with one warning
-and rebuilt, so nothing unverified is ever loaded or compiled.
+be compiled. Entries are verified first (``cache.read_entry``: header, key, sha256 and this
+user's signature, ``cache_key``; then ``entry_check``: no load-time code, imports only on the
+allow-list, no foreign calls or definitions); a bad one is discarded with one warning and rebuilt,
+so nothing unverified is ever loaded or compiled. ``dlopen`` reads a private copy of the verified
+bytes, removed once loaded (see "private copies" below).
 """
 
 from __future__ import annotations
