@@ -107,10 +107,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from blu.core import forks
 from blu.core.errors import BluValueError
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -253,7 +253,7 @@ class Config:
 
     def __init__(self, environ: Any = None) -> None:
         self.__dict__["_values"] = read_environment(environ)
-        self.__dict__["_lock"] = threading.Lock()
+        self.__dict__["_lock"] = forks.lock()  # (renewed in a forked child)
         # the current context's overrides: None, or a dict (a new one per ``override`` block)
         self.__dict__["_local"] = contextvars.ContextVar(f"blu_config_{id(self)}", default=None)
         self.__dict__["_gen"] = 0  # bumped by every ``update``
@@ -319,3 +319,9 @@ class Config:
 
 
 config = Config()
+
+
+@forks.in_child
+def _after_fork() -> None:
+    """A child forked while another thread ran ``update`` gets the lock fresh."""
+    config.__dict__["_lock"] = forks.renew(config.__dict__["_lock"])

@@ -328,6 +328,35 @@ def test_a_forked_child_streams_a_loop_on_its_own_pool(set_flag):
     assert _fork_and_run(child) == 0
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.parametrize("spinning", [True, False], ids=["spin", "pool"])
+def test_a_child_forked_during_another_threads_split_products_runs_its_own(spinning, set_flag):
+    """Another thread runs split products (and config updates) without pause while this one
+    forks, wherever that thread is at the fork: the child runs split products of its own."""
+    if spinning and spin._code() is None:
+        pytest.skip("MLIR cannot compile the spinning loop here")
+    set_flag("cpu_threads", 2)
+    set_flag("cpu_spin", spinning)
+    f = blu.jit(lambda a: (a @ a) * 1.0)
+    _close(f(A))
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            f(A)
+            blu.config.update("debug", 0)
+
+    t = threading.Thread(target=busy, daemon=True)
+    t.start()
+    try:
+        for _ in range(3):
+            time.sleep(0.01)
+            assert _fork_and_run(lambda: _close(f(A))) == 0  # -1: the child hung
+    finally:
+        stop.set()
+        t.join(WAIT)
+
+
 # ---- the cache folder --------------------------------------------------------------------------
 
 
