@@ -246,9 +246,13 @@ def to_numpy(x: Any, aval: ShapedArray | None = None) -> np.ndarray:
 
 def canonicalize_arg(x: Any) -> Any:
     """A transform's input leaf as an operand: Python scalars become weakly typed 0-d Arrays
-    and numpy scalars 0-d Arrays, so rules never see bare scalars as primals."""
+    and numpy scalars 0-d Arrays, so rules never see bare scalars as primals; a numpy array
+    becomes an Array of its own copy unless ``immutable`` (a function returning its input, as
+    ``vmap(lambda x: x)``, gave the user's buffer back: writing it changed the result)."""
     if isinstance(x, np.generic):  # first: np.float64 subclasses float
         return Array(np.asarray(x))
+    if type(x) is np.ndarray:
+        return Array(to_numpy(x))
     if isinstance(x, (bool, int, float, complex)):
         dtype, weak = dtypes.dtype_and_weak(x)
         return Array(np.asarray(x, dtype), weak)

@@ -27,6 +27,8 @@ ENTRIES = {
     "eager add": lambda v: lax.add(v, np.zeros(6, np.float32)),
     "closure constant": lambda v: blu.jit(lambda x: x + v)(np.zeros(6, np.float32)),
     "numpy backend": lambda v: _numpy_backend(lambda: blu.jit(lambda x: x)(v)),
+    "vmap identity": lambda v: blu.vmap(lambda x: x)(v),
+    "jvp identity": lambda v: blu.jvp(lambda x: x, (v,), (v,))[0],
 }
 
 
@@ -89,3 +91,12 @@ def test_immutable_input_is_not_copied():
     a.flags.writeable = False
     r = blu.jit(lambda x: x)(a)
     assert np.shares_memory(np.asarray(r), a)
+
+
+def test_a_transform_never_hands_back_the_users_buffer():
+    """``vmap``/``jvp`` of a function returning its input gave back the user's own numpy
+    array (writable or not): now a blu Array of its own."""
+    a = np.arange(4.0, dtype=np.float32)
+    for r in (blu.vmap(lambda x: x)(a), blu.jvp(lambda x: x, (a,), (a,))[0]):
+        assert isinstance(r, blu.Array) and not np.shares_memory(np.asarray(r), a)
+    assert a.flags.writeable  # the user's array is left as it was
