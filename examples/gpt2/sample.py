@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> str:
     cfg = GPTConfig(**meta["model_config"])
     tok = tokenizer_from_meta(meta["tokenizer"])
     params = load_params(tensors, cfg, a.out)
+    a.top_k = min(a.top_k, tok.vocab_size)  # more than the vocabulary: no cut
     s = Sampler(cfg, meta["train_args"]["block_size"], a.temperature, a.top_k, tok.vocab_size)
     out = s.generate(params, tok.encode(a.prompt), a.tokens, random.key(a.seed))
     text = a.prompt + tok.decode(out)
@@ -140,8 +141,12 @@ SAMPLES = "samples.txt"
 def append_sample(out: str | Path, step: int, text: str, how: str) -> Path:
     """Append a sample to ``samples.txt`` in the checkpoint folder ``out``, headed by the
     checkpoint's step and how it was drawn; returns the file's path."""
+    from examples.gpt2 import checkpoint
+
     path = Path(out) / SAMPLES
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():  # ours: a new run of the example may replace it (not a user's file)
+        checkpoint.record_written(out, SAMPLES)
     with path.open("a", encoding="utf-8") as f:
         f.write(f"--- step {step}: {how} ---\n{text}\n")
     return path

@@ -435,8 +435,12 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
         start = int(meta["step"])
         history = {k: list(v) for k, v in meta["history"].items()}
     end = max(start, min(a.steps, a.stop_at or a.steps))
-    if not meta and not a.lower_only:  # a new run (--overwrite): the old run's samples go too
-        (out / SAMPLES).unlink(missing_ok=True)
+    if a.top_k > data.tok.vocab_size:  # top-k over the whole vocabulary: no cut
+        if a.sample_tokens:
+            print(f"--top-k {a.top_k} is more than the vocabulary ({data.tok.vocab_size} tokens): "
+                  f"sampling with --top-k {data.tok.vocab_size}")  # fmt: skip
+        a.top_k = data.tok.vocab_size
+    new_run = not meta  # (--overwrite) its first commit replaces the old run's samples too
     train_step, eval_loss = make_steps(cfg, opt, a)
     if a.lower_only:
         steps = (train_step, eval_loss)
@@ -465,6 +469,10 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
             "history": history, "blu_version": blu.__version__,
         }  # fmt: skip
         checkpoint.save(out, params, opt_state, meta)
+        nonlocal new_run
+        if new_run:  # only a samples.txt a run of this example wrote (its manifest says so)
+            checkpoint.remove_written(out, [SAMPLES])
+            new_run = False
 
     # ---- the training loop
     n_tok = a.batch_size * a.block_size * a.grad_accum
