@@ -51,7 +51,7 @@ TMP_SUFFIX = ".ckpt-tmp"
 _TENSOR_NAME = re.compile(r"ckpt-\d{8}-[0-9a-f]{16}\.safetensors")
 # the temporary files of _durable_write and lock_out_dir's probe: the only ones cleaned up
 _TMP_NAME = re.compile(
-    r"\.(?:ckpt-\d{8}-[0-9a-f]{16}\.safetensors|ckpt\.json|\.ckpt-written)\.\d+\.[0-9a-f]{8}"
+    r"\.(?:ckpt-\d{8}-[0-9a-f]{16}\.safetensors|ckpt\.json|\.ckpt-written)\.\d+\.[0-9a-f]+"
     r"\.ckpt-tmp|\.write-probe\.\d+\.ckpt-tmp"
 )
 _RECORD_KEYS = ("format", "version", "tensors_file", "tensors_sha256", "meta", "record_sha256")
