@@ -45,7 +45,7 @@ from examples.gpt2.data import (
 )
 from examples.gpt2.model import CONFIGS, GPTConfig, init_params, loss_fn, num_params
 from examples.gpt2.report import Progress, plot_losses
-from examples.gpt2.sample import SAMPLES, Sampler, append_sample
+from examples.gpt2.sample import SAMPLES, Sampler, append_sample, clamp_top_k
 
 # Training defaults per model config; a flag given on the command line wins.
 # fmt: off
@@ -435,11 +435,7 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
         start = int(meta["step"])
         history = {k: list(v) for k, v in meta["history"].items()}
     end = max(start, min(a.steps, a.stop_at or a.steps))
-    if a.top_k > data.tok.vocab_size:  # top-k over the whole vocabulary: no cut
-        if a.sample_tokens:
-            print(f"--top-k {a.top_k} is more than the vocabulary ({data.tok.vocab_size} tokens): "
-                  f"sampling with --top-k {data.tok.vocab_size}")  # fmt: skip
-        a.top_k = data.tok.vocab_size
+    a.top_k = clamp_top_k(a.top_k, data.tok.vocab_size, say=bool(a.sample_tokens))
     new_run = not meta  # (--overwrite) its first commit replaces the old run's samples too
     train_step, eval_loss = make_steps(cfg, opt, a)
     if a.lower_only:

@@ -101,6 +101,6 @@ def test_top_k_above_the_vocabulary_is_clamped_before_training(tmp_path, capsys)
     small.write_text("".join(rng.choice(list("abcde\n"), 6000)), encoding="utf-8")
     args = _args(small, tmp_path / "out", "--steps", "2", "--sample-tokens", "4")
     assert train.cli(args) == 0, capsys.readouterr().err
-    assert "sampling with --top-k 6" in capsys.readouterr().out
+    assert "sampling with --top-k 6" in capsys.readouterr().err
     text = (tmp_path / "out" / "samples.txt").read_text(encoding="utf-8")
     assert "top-k 6 ---" in text
