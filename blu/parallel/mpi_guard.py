@@ -129,6 +129,8 @@ class Job:
     def at_exit(self) -> None:
         """Tell every rank this one left, then wait until all have left (or abort the job when
         one says it waits for this rank in a collective)."""
+        if self.MPI.Is_finalized():  # the script finalized MPI itself: nothing to tell
+            return
         counts = {c.id: c.count for c in self.comms}
         reqs = [self.notes.isend(counts, dest=r, tag=TAG_EXIT) for r in range(self.size)
                 if r != self.rank]  # fmt: skip
