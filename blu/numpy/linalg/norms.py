@@ -106,7 +106,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     nd = get_aval(x).ndim
     if axis is None and ord is None:
         axes = tuple(range(nd))
-        return _root_safe_at_zero(_sum(x * x, axis=axes, keepdims=keepdims), 2)
+        return _root_safe_at_zero(_sum(_abs2(x), axis=axes, keepdims=keepdims), 2)
     if axis is None:
         if nd not in (1, 2):
             raise BluValueError(
