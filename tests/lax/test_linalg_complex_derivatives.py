@@ -184,3 +184,18 @@ def test_real_matrices_unchanged():
     for f, x in ((linalg.cholesky, h), (lambda a: linalg.qr(a)[1], a)):
         jaxpr = str(blu.make_jaxpr(lambda x, t: blu.jvp(f, (x,), (t,)))(x, x))
         assert "conj" not in jaxpr and "c128" not in jaxpr
+
+
+def test_jit_and_vmap_of_complex_linalg_gradients():
+    hs = np.stack([hpd(3, 14), hpd(3, 15)])
+
+    def f(a):
+        return (
+            bnp.sum(bnp.abs(linalg.cholesky(a)) ** 3)
+            + bnp.sum(linalg.eigh(a)[1] ** 2)
+            + bnp.sum(bnp.abs(linalg.qr(a)[1]))
+        )
+
+    want = np.stack([fd_grad(f, h) for h in hs])
+    np.testing.assert_allclose(np.asarray(blu.jit(blu.grad(f))(hs[0])), want[0], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(blu.vmap(blu.grad(f))(hs)), want, rtol=1e-6)

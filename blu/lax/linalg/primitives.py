@@ -76,12 +76,12 @@ batch_to_front(cholesky_p)
 
 
 def cholesky(x: Any, *, symmetrize_input: bool = True) -> Any:
-    """Cholesky factor ``L`` (lower triangular, ``x = L @ L.T``) of symmetric positive-definite
-    matrices ``x`` of shape ``(..., n, n)``.
+    """Cholesky factor ``L`` (lower triangular, ``x = L @ L^H``, ``L^H`` the conjugate transpose)
+    of symmetric (Hermitian) positive-definite matrices ``x`` of shape ``(..., n, n)``.
 
     Args:
-        x: ``(..., n, n)`` float array.
-        symmetrize_input: use ``(x + x.T) / 2`` (so the derivative is that of a symmetric
+        x: ``(..., n, n)`` float or complex array.
+        symmetrize_input: use ``(x + x^H) / 2`` (so the derivative is that of a symmetric
             input); otherwise only the lower triangle of ``x`` is read.
 
     Returns:
@@ -328,7 +328,7 @@ def qr(x: Any, *, full_matrices: bool = True) -> tuple[Any, Any]:
     """QR decomposition ``x = Q @ R`` of ``(..., m, n)`` matrices.
 
     Args:
-        x: ``(..., m, n)`` float array.
+        x: ``(..., m, n)`` float or complex array.
         full_matrices: ``Q`` ``(..., m, m)`` and ``R`` ``(..., m, n)``; else ``k = min(m, n)``
             columns of ``Q`` and rows of ``R``. Differentiable unless ``full_matrices`` and
             ``m > n``.
@@ -380,12 +380,12 @@ batch_to_front(eigh_p)
 def eigh(
     x: Any, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True
 ) -> tuple[Any, Any]:
-    """Eigen-decomposition of symmetric matrices ``x`` ``(..., n, n)``.
+    """Eigen-decomposition of symmetric (Hermitian) matrices ``x`` ``(..., n, n)``.
 
     Args:
-        x: ``(..., n, n)`` float array.
+        x: ``(..., n, n)`` float or complex array.
         lower: read the lower (else upper) triangle when not symmetrizing.
-        symmetrize_input: use ``(x + x.T) / 2`` (so the derivative is that of a symmetric
+        symmetrize_input: use ``(x + x^H) / 2`` (so the derivative is that of a symmetric
             input).
         sort_eigenvalues: accepted for JAX compatibility; eigenvalues are always ascending.
 
@@ -488,7 +488,7 @@ def svd(x: Any, *, full_matrices: bool = True, compute_uv: bool = True) -> Any:
     """Singular value decomposition ``x = U @ diag(s) @ Vt`` of ``(..., m, n)`` matrices.
 
     Args:
-        x: ``(..., m, n)`` float array.
+        x: ``(..., m, n)`` float or complex array.
         full_matrices: ``U`` ``(..., m, m)``, ``Vt`` ``(..., n, n)``; else ``k = min(m, n)``
             vectors each. Derivatives of ``U``/``Vt`` need ``full_matrices=False`` unless
             ``m == n``.
