@@ -30,13 +30,15 @@ rule); reverse mode transposes them (``triangular_solve`` is linear in ``b`` and
 transpose rule). Complex matrices follow JAX's convention (``blu/lax/complex.py``): ``lu`` and
 ``triangular_solve`` are holomorphic and keep the real rules; ``cholesky``, ``qr`` and ``eigh``
 use conjugate transposes where their factorizations do (``A = L L^H``, ``Q^H Q = I``,
-``A = V diag(w) V^H``), complex ``svd`` has derivatives of its singular values only. With repeated eigenvalues the eigenvector tangents of ``eigh`` are inf/NaN
-(the eigenvectors are not differentiable there); with repeated singular values the singular
-vectors are not differentiable either and the ``svd`` rule sets the undefined terms to zero (as
-JAX does): ``u``/``vt`` tangents stay finite but are not derivatives there. Eigenvalue and
-singular-value tangents are always finite; at repeated values they are exact for functions
-symmetric in the repeated values (sums, traces, norms, log-determinants), the individual
-repeated values being only directionally differentiable.
+``A = V diag(w) V^H``), complex ``svd`` has derivatives of its singular values only.
+
+With repeated eigenvalues the eigenvector tangents of ``eigh`` are inf/NaN (the eigenvectors are
+not differentiable there); with repeated singular values the singular vectors are not
+differentiable either and the ``svd`` rule sets the undefined terms to zero (as JAX does):
+``u``/``vt`` tangents stay finite but are not derivatives there. Eigenvalue and singular-value
+tangents are always finite; at repeated values they are exact for functions symmetric in the
+repeated values (sums, traces, norms, log-determinants), the individual repeated values being only
+directionally differentiable.
 """
 
 from blu.lax.linalg._helpers import LinAlgError
