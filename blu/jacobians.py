@@ -11,7 +11,8 @@ for a holomorphic function (``holomorphic=True``: complex inputs and outputs, th
 ``f'(z)``). Without it, ``jacfwd`` takes real inputs only (a real input's direction is the only
 one its basis spans, so for a complex input it would silently drop ``d/dy``) and ``jacrev`` real
 outputs only (for a real output of complex inputs it gives ``df/dx - i df/dy`` per element, as
-``grad``); anything else raises ``BluTypeError``: use ``blu.jvp``/``blu.vjp`` directly.
+``grad``; integer outputs get zero rows); a complex input to ``jacfwd`` or complex output of
+``jacrev`` raises ``BluTypeError``: use ``blu.jvp``/``blu.vjp`` directly.
 """
 
 from __future__ import annotations
@@ -73,8 +74,9 @@ def _check_inputs(name: str, holomorphic: bool, leaves: list[Any], real_only: bo
 
 
 def _check_outputs(name: str, holomorphic: bool, leaves: list[Any], real_only: bool) -> None:
-    """JAX's output dtypes: complex with ``holomorphic``; else any (jacfwd) or float only
-    (``real_only``: jacrev)."""
+    """JAX's output dtypes: complex with ``holomorphic``; else any (jacfwd) or not complex
+    (``real_only``: jacrev; integer and bool outputs are kept, with zero rows, where JAX
+    raises)."""
     for leaf in leaves:
         a = get_aval(leaf)
         if holomorphic and not dtypes.is_complex(a.dtype):
@@ -83,13 +85,9 @@ def _check_outputs(name: str, holomorphic: bool, leaves: list[Any], real_only: b
                     f"{name}(holomorphic=True) requires complex outputs, got {a.str_short()}"
                 )
             )
-        if not holomorphic and real_only and not dtypes.is_float(a.dtype):
-            raise BluTypeError(
-                with_user_line(
-                    f"{name} requires real float outputs, got {a.str_short()}"
-                    + (_HINT if dtypes.is_complex(a.dtype) else "")
-                )
-            )
+        if not holomorphic and real_only and dtypes.is_complex(a.dtype):
+            raise BluTypeError(with_user_line(f"{name} requires real outputs, got {a.str_short()}"
+                                              + _HINT))  # fmt: skip
 
 
 def jacfwd(
@@ -173,8 +171,9 @@ def jacrev(
         holomorphic: ``fun`` is holomorphic: inputs and outputs complex, the result ``f'(z)``.
 
     Raises:
-        BluTypeError: without ``holomorphic``, an input that is not float or complex, or an
-        output that is not a real float; with it, an input or output that is not complex.
+        BluTypeError: without ``holomorphic``, an input that is not float or complex, or a
+        complex output (integer and bool outputs get zero rows; JAX raises for them); with it,
+        an input or output that is not complex.
     """
     nums = _argnums_tuple(argnums)
 

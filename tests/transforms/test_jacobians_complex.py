@@ -86,7 +86,7 @@ def test_real_input_complex_output_jacfwd_is_allowed():
     x = np.array([0.2, -0.4])
     got = np.asarray(blu.jacfwd(lambda x: bnp.exp(1j * x))(x))
     np.testing.assert_allclose(got, np.diag(1j * np.exp(1j * x)), rtol=1e-12)
-    with pytest.raises(BluTypeError, match="real float outputs"):
+    with pytest.raises(BluTypeError, match="real outputs"):
         blu.jacrev(lambda x: bnp.exp(1j * x))(x)
 
 
@@ -108,3 +108,11 @@ def test_real_jacobians_unchanged():
         np.testing.assert_allclose(got, want, rtol=1e-12)
     with pytest.raises(BluTypeError, match="real float inputs"):
         blu.jacfwd(lambda i: i * 2)(np.arange(3))
+
+
+def test_jacrev_keeps_integer_outputs_with_zero_rows():
+    # blu keeps integer outputs (JAX raises): only complex ones are refused
+    x = np.array([0.3, -0.8, 1.4])
+    jy, ji = blu.jacrev(lambda x: (x * 2, bnp.argmax(x)))(x)
+    np.testing.assert_allclose(np.asarray(jy), 2 * np.eye(3))
+    np.testing.assert_array_equal(np.asarray(ji), np.zeros(3))
