@@ -176,3 +176,39 @@ def test_linearize_then_transpose_matches_jvp():
         rtol=1e-7,
         atol=1e-8,
     )
+
+
+def test_nondiff_argnums_under_cond_and_fori_loop():
+    from functools import partial
+
+    @partial(blu.custom_jvp, nondiff_argnums=(0,))
+    def scale(k, x):
+        return k * x
+
+    @scale.defjvp
+    def _scale_jvp(k, p, t):
+        return scale(k, p[0]), scale(k, t[0])
+
+    def f(x):
+        return lax.cond(
+            bnp.sum(x) > 0,
+            lambda x: bnp.sum(bnp.sin(scale(3.0, x))),
+            lambda x: bnp.sum(scale(2.0, x) ** 2),
+            x,
+        )
+
+    x = np.array([0.3, 0.5])
+    np.testing.assert_allclose(np.asarray(blu.grad(f)(x)), 3 * np.cos(3 * x), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(blu.grad(f)(-x)), -8 * x, rtol=1e-12)
+
+    def loop(x):
+        return bnp.sum(lax.fori_loop(0, 3, lambda i, c: bnp.sin(scale(1.5, c)), x))
+
+    def loop_np(x):
+        for _ in range(3):
+            x = np.sin(1.5 * x)
+        return np.sum(x)
+
+    np.testing.assert_allclose(
+        np.asarray(blu.grad(loop)(x)), fd_grad(loop_np, x), rtol=1e-8, atol=1e-9
+    )
