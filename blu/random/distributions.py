@@ -162,7 +162,9 @@ def gamma(key: Any, a: Any, shape: Sequence[int] | None = None, dtype: Any = dty
     """Gamma(a, 1) samples (density ``x^(a-1) e^-x / Gamma(a)``; mean and variance ``a``).
 
     Scale by ``theta`` for Gamma(a, theta). Sampled by Marsaglia-Tsang rejection (see
-    ``loggamma``); a ``while_loop`` redraws the rejected elements.
+    ``loggamma``); a ``while_loop`` redraws the rejected elements. Differentiable in ``a``
+    (forward and reverse mode, first order): ``dx/da = lax.random_gamma_grad(a, x)``, the
+    implicit reparameterization gradient (Figurnov et al. 2018), unbiased in expectation.
 
     Args:
         key: ``uint32[2]``.
