@@ -18,7 +18,7 @@ import blu
 import blu.numpy as bnp
 from blu.core.errors import BluValueError
 from blu.core.lru import LRU
-from blu.lower import backend
+from blu.lower import execution
 from blu.lower.mlir import llvm as mlir_cpu
 from tests.helpers import env_flag
 
@@ -57,7 +57,7 @@ def test_memory_stays_flat_over_2000_distinct_shapes(tmp_path):
     gc.collect()
     grown = rss_bytes() - before
     assert len(f._cache) == blu.config.jit_cache_size
-    assert len(backend._executables) <= bound
+    assert len(execution._executables) <= bound
     # was ~0.9 MB per shape (2,000 shapes: 60 MB -> 1.9 GB)
     assert grown < 40 * 2**20, f"process memory grew {grown / 2**20:.0f} MiB over 2,000 shapes"
 
@@ -69,7 +69,7 @@ def test_memory_flat_over_100_shapes_with_small_bounds(tmp_path, set_flag):
     env_flag("BLU_CACHE_DIR", str(tmp_path / "cache"))
     for flag in ("jit_cache_size", "executable_cache_size", "kernel_cache_size"):
         set_flag(flag, 20)
-    backend._executables.clear()
+    execution._executables.clear()
     mlir_cpu._loaded.clear()
     f = blu.jit(lambda x: bnp.tanh(x) * 2.0 + 1.0)
     sweep(f, range(1, 31))
@@ -79,7 +79,7 @@ def test_memory_flat_over_100_shapes_with_small_bounds(tmp_path, set_flag):
     gc.collect()
     grown = rss_bytes() - before
     assert len(f._cache) == 20 and f._cache.evictions == 80
-    assert len(backend._executables) <= 20 and len(mlir_cpu._loaded) <= 20
+    assert len(execution._executables) <= 20 and len(mlir_cpu._loaded) <= 20
     assert grown < 15 * 2**20, f"process memory grew {grown / 2**20:.0f} MiB over 70 shapes"
     # an evicted signature is traced and compiled again, with the right answer
     np.testing.assert_allclose(np.asarray(f(np.ones(1, np.float32))), expected(1), rtol=4e-6)
@@ -95,7 +95,7 @@ def test_evicted_executables_and_kernels_are_freed(tmp_path, set_flag):
         set_flag(flag, 2)
     f = blu.jit(lambda x: x * 3.0 - 1.0)
     f(np.ones(7, np.float32))
-    (exe,) = [v for k, v in backend._executables._d.items() if k[0].invars[-1].aval.shape == (7,)]
+    (exe,) = [v for k, v in execution._executables._d.items() if k[0].invars[-1].aval.shape == (7,)]
     exe_ref = weakref.ref(exe)
     kernel_refs = [weakref.ref(k.keep) for k in exe.kernels.values()]  # their libraries
     del exe
