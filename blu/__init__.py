@@ -24,5 +24,19 @@ from blu import experimental, tree, tree_util  # noqa: E402
 from blu.host import block_until_ready, device_get, disable_jit  # noqa: E402
 from blu import profiler  # noqa: E402
 from blu.environment import print_environment_info  # noqa: E402
+from blu import debug, errors, sharding  # noqa: E402
+from blu.api import (  # noqa: E402
+    NamedSharding,
+    P,
+    clear_caches,
+    default_backend,
+    device_count,
+    local_device_count,
+    local_devices,
+    make_mesh,
+    process_count,
+    process_index,
+    pure_callback,
+)
 
 from blu.core.version import __version__

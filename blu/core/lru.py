@@ -14,6 +14,7 @@ Evicted values are dropped after the lock is released, so what their destruction
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
@@ -22,6 +23,14 @@ from blu.core.config import FLAGS, config
 from blu.core.errors import BluValueError
 
 _MISSING = object()
+_every: weakref.WeakSet = weakref.WeakSet()  # every LRU alive (clear_all)
+
+
+def clear_all() -> None:
+    """Empty every in-process LRU cache (``blu.clear_caches``): jit traces, executables and
+    loaded kernels are made again at their next use; the on-disk kernel cache is kept."""
+    for cache in list(_every):
+        cache.clear()
 
 
 def cache_bound(flag: str) -> int:
@@ -50,7 +59,7 @@ class LRU:
         evictions: entries dropped so far for the bound (not by ``pop``/``clear``).
     """
 
-    __slots__ = ("_d", "_lock", "_bound", "_on_evict", "evictions")
+    __slots__ = ("_d", "_lock", "_bound", "_on_evict", "evictions", "__weakref__")
 
     def __init__(self, bound: str | int, on_evict: Callable[[Any, Any], None] | None = None):
         self._d: OrderedDict[Hashable, Any] = OrderedDict()
@@ -58,6 +67,7 @@ class LRU:
         self._bound = bound
         self._on_evict = on_evict
         self.evictions = 0
+        _every.add(self)
 
     def maxsize(self) -> int:
         """The bound now (the flag's current value)."""
