@@ -4,12 +4,14 @@ and ``pure_callback``; re-exported by ``blu``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from blu.core import pytree
+from blu.core.config import config
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.lax.callback import pure_callback_p
 from blu.parallel import runtime as _runtime
@@ -22,9 +24,11 @@ from blu.parallel.mesh import make_mesh as _make_mesh
 from blu.transforms.jit import clear_caches
 
 __all__ = [
+    "Device",
     "NamedSharding",
     "P",
     "clear_caches",
+    "default_matmul_precision",
     "default_backend",
     "device_count",
     "local_device_count",
@@ -160,3 +164,28 @@ def pure_callback(
         *leaves, callback=host, result_avals=tuple(avals), vmap_method=vmap_method
     )
     return pytree.tree_unflatten(out_tree, list(outs))
+
+
+_PRECISION_NAMES = {
+    "fp32": "fp32", "float32": "fp32", "highest": "fp32",
+    "tf32": "tf32", "tensorfloat32": "tf32", "high": "tf32",
+    "bf16": "bf16", "bfloat16": "bf16", "default": "bf16",
+}  # fmt: skip
+
+
+@contextlib.contextmanager
+def default_matmul_precision(precision: str) -> Iterator[None]:
+    """Set ``blu.config.default_matmul_precision`` for a ``with`` block, as JAX's context
+    manager: ``"fp32"`` / ``"float32"`` / ``"highest"``, ``"tf32"`` / ``"tensorfloat32"`` /
+    ``"high"``, ``"bf16"`` / ``"bfloat16"`` / ``"default"`` (JAX's names map to blu's three).
+
+    Raises:
+        BluValueError: an unknown name.
+    """
+    name = _PRECISION_NAMES.get(str(precision).lower())
+    if name is None:
+        raise BluValueError(
+            f"default_matmul_precision: {precision!r}; expected one of {sorted(_PRECISION_NAMES)}"
+        )
+    with config.override(default_matmul_precision=name):
+        yield

@@ -140,3 +140,18 @@ def test_debug_callback_under_grad_and_vmap():
     assert len(seen) == 1 and seen[0].shape == (2, 2)  # the whole batch at once
     with pytest.raises(blu.errors.BluTypeError, match="disable_jit"):
         blu.debug.breakpoint()
+
+
+def test_default_matmul_precision_and_aliases():
+    before = blu.config.default_matmul_precision
+    with blu.default_matmul_precision("tensorfloat32"):
+        assert blu.config.default_matmul_precision == "tf32"
+        with blu.default_matmul_precision("highest"):
+            assert blu.config.default_matmul_precision == "fp32"
+    assert blu.config.default_matmul_precision == before
+    with pytest.raises(blu.errors.BluValueError, match="expected one of"):
+        with blu.default_matmul_precision("fp8"):
+            pass
+    j = blu.jacobian(lambda x: x**2)(np.array([1.0, 3.0], np.float32))
+    np.testing.assert_allclose(np.asarray(j), np.diag([2.0, 6.0]))
+    assert isinstance(blu.devices()[0], blu.Device)
