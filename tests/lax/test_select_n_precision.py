@@ -50,3 +50,24 @@ def test_precision_enum_in_products():
     got = blu.jit(lambda x: lax.dot(x, x.T, precision=(lax.Precision.HIGHEST,) * 2))(a)
     np.testing.assert_allclose(np.asarray(got), a @ a.T)
     assert str(lax.Precision.HIGHEST) == "HIGHEST"
+
+
+def test_small_lax_helpers_against_numpy():
+    x = np.array([-3.0, -0.5, 0.25, 1.5, 7.0], np.float32)
+    np.testing.assert_array_equal(np.asarray(lax.clamp(np.float32(-1.0), x, np.float32(2.0))),
+                                  np.clip(x, -1.0, 2.0))  # fmt: skip
+    lo, hi = np.full(5, -2.0, np.float32), np.full(5, 0.5, np.float32)
+    np.testing.assert_array_equal(np.asarray(lax.clamp(lo, x, hi)), np.clip(x, lo, hi))
+    np.testing.assert_allclose(np.asarray(lax.reciprocal(x)), 1.0 / x, rtol=1e-7)
+    i = np.asarray(lax.broadcasted_iota(np.int32, (2, 3), 1))
+    np.testing.assert_array_equal(i, np.broadcast_to(np.arange(3), (2, 3)))
+    y = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)
+    assert lax.collapse(y, 1).shape == (2, 12)
+    assert lax.collapse(y, 0, 2).shape == (6, 4)
+    a, b = np.array([12, 10], np.int32), np.array([10, 6], np.int32)
+    np.testing.assert_array_equal(np.asarray(lax.bitwise_and(a, b)), a & b)
+    np.testing.assert_array_equal(np.asarray(lax.bitwise_or(a, b)), a | b)
+    np.testing.assert_array_equal(np.asarray(lax.bitwise_xor(a, b)), a ^ b)
+    np.testing.assert_array_equal(np.asarray(lax.bitwise_not(a)), ~a)
+    g = blu.grad(lambda v: lax.clamp(np.float32(-1.0), v, np.float32(2.0)).sum())(x)
+    np.testing.assert_array_equal(np.asarray(g), [0.0, 1.0, 1.0, 1.0, 0.0])
