@@ -42,7 +42,6 @@ __all__ = [
     "SgdState",
     "adam",
     "adamw",
-    "clip_by_global_norm",
     "clip_grads_by_global_norm",
     "constant",
     "cosine_decay",
@@ -353,30 +352,6 @@ def global_norm(tree: Any) -> Any:
         s = bnp.sum(x * x)
         total = s if total is None else total + s
     return bnp.sqrt(total)
-
-
-def clip_by_global_norm(*args: Any) -> Any:
-    """Clip to a global norm, in either of two forms:
-
-    - ``clip_by_global_norm(max_norm)`` (optax's): a ``GradientTransformation`` that scales the
-      updates so their global norm is at most ``max_norm`` (for ``chain``);
-    - ``clip_by_global_norm(grads, max_norm)``: ``(clipped, norm)`` at once (below).
-
-    Raises:
-        BluValueError: ``max_norm <= 0``, or not one or two arguments.
-    """
-    if len(args) == 1:
-        from blu.optim.transforms import clip_by_global_norm_transform
-
-        return clip_by_global_norm_transform(args[0])
-    if len(args) == 2:
-        return clip_grads_by_global_norm(*args)
-    raise BluValueError(
-        with_user_line(
-            "optim.clip_by_global_norm takes (max_norm) (a transformation) or (grads, max_norm), "
-            f"got {len(args)} arguments"
-        )
-    )
 
 
 def clip_grads_by_global_norm(grads: Any, max_norm: float) -> tuple[Any, Any]:

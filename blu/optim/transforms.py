@@ -33,7 +33,11 @@ from blu.optim.optimizers import (
     _resolve_mask,
     _step0,
     _zeros_like_moment,
+    clip_grads_by_global_norm,
+    constant,
+    cosine_decay,
     global_norm,
+    warmup_cosine_decay,
 )
 
 __all__ = [
@@ -42,6 +46,7 @@ __all__ = [
     "ScaleByScheduleState",
     "add_decayed_weights",
     "chain",
+    "clip_by_global_norm",
     "clip_by_global_norm_transform",
     "constant_schedule",
     "cosine_decay_schedule",
@@ -210,6 +215,29 @@ def clip_by_global_norm_transform(max_norm: float) -> GradientTransformation:
     return GradientTransformation(lambda params: EmptyState(), update)
 
 
+def clip_by_global_norm(*args: Any) -> Any:
+    """Clip to a global norm, in either of two forms:
+
+    - ``clip_by_global_norm(max_norm)`` (optax's): a ``GradientTransformation`` that scales the
+      updates so their global norm is at most ``max_norm`` (for ``chain``);
+    - ``clip_by_global_norm(grads, max_norm)``: ``(clipped, norm)`` at once, as
+      ``clip_grads_by_global_norm``.
+
+    Raises:
+        BluValueError: ``max_norm <= 0``, or not one or two arguments.
+    """
+    if len(args) == 1:
+        return clip_by_global_norm_transform(args[0])
+    if len(args) == 2:
+        return clip_grads_by_global_norm(*args)
+    raise BluValueError(
+        with_user_line(
+            "optim.clip_by_global_norm takes (max_norm) (a transformation) or (grads, max_norm), "
+            f"got {len(args)} arguments"
+        )
+    )
+
+
 class MaskedState(NamedTuple):
     inner_state: Any
 
@@ -243,8 +271,6 @@ def masked(inner: GradientTransformation, mask: Any) -> GradientTransformation:
 
 def constant_schedule(value: float) -> Schedule:
     """``count -> value`` (``optax.constant_schedule``)."""
-    from blu.optim.optimizers import constant
-
     return constant(value)
 
 
@@ -264,8 +290,6 @@ def linear_schedule(init_value: float, end_value: float, transition_steps: int,
 def cosine_decay_schedule(init_value: float, decay_steps: int, alpha: float = 0.0) -> Schedule:
     """Cosine from ``init_value`` to ``alpha * init_value`` over ``decay_steps``
     (``optax.cosine_decay_schedule``)."""
-    from blu.optim.optimizers import cosine_decay
-
     return cosine_decay(init_value, decay_steps, alpha * init_value)
 
 
@@ -280,6 +304,4 @@ def warmup_cosine_decay_schedule(
     decay to ``end_value`` at ``decay_steps`` (the total, warmup included), as
     ``optax.warmup_cosine_decay_schedule``; blu's ``warmup_cosine_decay`` with optax's
     argument names."""
-    from blu.optim.optimizers import warmup_cosine_decay
-
     return warmup_cosine_decay(peak_value, warmup_steps, decay_steps, end_value, init_value)
