@@ -135,7 +135,7 @@ def pure_callback(
             ``result_shape_dtypes``; it must be pure (blu may skip or repeat calls).
         result_shape_dtypes: a pytree of ``blu.ShapeDtypeStruct`` (or arrays) describing the
             results' shapes and dtypes.
-        *args, **kwargs: pytrees of arrays passed to ``callback``.
+        args, kwargs: pytrees of arrays passed to ``callback``.
         vmap_method: under ``vmap``, ``None`` / ``"sequential"``: one call per batch element;
             ``"expand_dims"`` / ``"broadcast_all"``: one call with the batch as the leading
             axis of every argument (the function must broadcast).

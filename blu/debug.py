@@ -27,7 +27,7 @@ def callback(fn: Callable[..., Any], *args: Any, ordered: bool = False, **kwargs
 
     Args:
         fn: a Python function; its return value is ignored.
-        *args, **kwargs: pytrees of arrays (any shapes and dtypes) and Python values.
+        args, kwargs: pytrees of arrays (any shapes and dtypes) and Python values.
         ordered: accepted for JAX's signature; calls already run in program order.
 
     Raises:
@@ -52,7 +52,7 @@ def print(fmt: str, *args: Any, ordered: bool = False, **kwargs: Any) -> None:  
 
     Args:
         fmt: a ``str.format`` template.
-        *args, **kwargs: arrays, tracers or pytrees of them.
+        args, kwargs: arrays, tracers or pytrees of them.
         ordered: accepted for JAX's signature.
     """
     import builtins
