@@ -18,6 +18,8 @@ Flags (environment variable, type, default):
 - ``cache_dir`` (``BLU_CACHE_DIR``, path, ``~/.cache/blu``): the compiled-kernel cache.
 - ``cache_max_bytes`` (``BLU_CACHE_MAX_BYTES``, int, 2 GiB): the kernel cache folder is trimmed
   to it, least recently used entries first.
+- ``cache_key_file`` (``BLU_CACHE_KEY_FILE``, path, ``~/.config/blu/cache-key``): the per-user
+  secret that signs the CPU's cache entries (made 0600 on first use; kept outside the cache).
 - ``default_matmul_precision`` (``BLU_DEFAULT_MATMUL_PRECISION``, "fp32" | "tf32" | "bf16").
 - ``jit_backend`` (``BLU_JIT_BACKEND``, "" | "mlir" | "numpy", ""): jit's CPU executor ("" is
   the default, compiled kernels; "numpy" the reference interpreter).
@@ -63,7 +65,8 @@ Flags (environment variable, type, default):
   issues several independent loads per thread in strided loops and keeps a row group's
   per-row totals in registers; 1 is the emitter before that (kept for before/after timing,
   ``benchmarks/gpu_kernels.py``); 3 adds the online softmax normalizer and 128-bit row runs
-  (``codegen_online.py``; opt-in: the H200 step measured no faster, BENCHMARKS.md). Part of
+  (``codegen_online.py``; opt-in: the H200 step measured no faster, docs/benchmarks/gpt2_gpu.md,
+  session 6). Part of
   every GPU kernel's cache key.
 - ``flash_tensor_cores`` (``BLU_FLASH_TENSOR_CORES``, bool, True): blu's float32 flash-attention
   kernels use tensor cores (``blu.lower.cuda.flash_tc``: TF32 ``mma.sync``, one product per
@@ -147,6 +150,11 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "parallel_backend": ("BLU_PARALLEL_BACKEND", _lower, None),
     "disable_jit": ("BLU_DISABLE_JIT", _bool, False),
     "cache_max_bytes": ("BLU_CACHE_MAX_BYTES", _int, 2 << 30),
+    "cache_key_file": (
+        "BLU_CACHE_KEY_FILE",
+        _str,
+        os.path.join(os.path.expanduser("~"), ".config", "blu", "cache-key"),
+    ),
     "cudnn_attention": ("BLU_CUDNN_ATTENTION", _bool, True),
     "jit_cache_size": ("BLU_JIT_CACHE_SIZE", _int, 256),
     "executable_cache_size": ("BLU_EXECUTABLE_CACHE_SIZE", _int, 256),

@@ -9,8 +9,9 @@ next call then checks only what could differ (``FastCall.__call__``): the interp
 no transform is tracing the call), the flags (``config.generation``: any ``blu.config.update``
 or ``override`` since), the named axes in scope, the arguments' structure and each leaf's type,
 shape, dtype and weak type; anything else, or an error from the executable, goes the full way
-(which raises the proper error). A call of a one-kernel program on small arrays took ~77 us
-through the full path (20 us of it in the executable) on the 2-core development machine.
+(which raises the proper error). Through the full path a call of a one-kernel program on small
+arrays spent most of its time outside the executable (``benchmarks/cpu_jit.py --dispatch``,
+BENCHMARKS.md).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ AGREED = {
     "parallel_backend": "BLU_PARALLEL_BACKEND",
     "disable_jit": "BLU_DISABLE_JIT",
     "cache_max_bytes": "BLU_CACHE_MAX_BYTES",
+    "cache_key_file": "BLU_CACHE_KEY_FILE",
     "cudnn_attention": "BLU_CUDNN_ATTENTION",
     "jit_cache_size": "BLU_JIT_CACHE_SIZE",
     "executable_cache_size": "BLU_EXECUTABLE_CACHE_SIZE",

@@ -124,8 +124,9 @@ class _Pins:
     """The addresses a scan body's kernels read and write per iteration, set by the loop
     (``pins(env, i, n)``) instead of read from the arrays by the kernels: a row's address is the
     stacked array's plus ``i`` rows, a carry's one of two made once per call; reading an
-    array's address (``.ctypes.data``, ~1.5 µs) would cost a third of the kernel's time on an
-    RNN's rows. Only while the body's kernels remember their arrays (``_Kernel.remember``:
+    array's address (``.ctypes.data``, which builds an object) would cost a large part of the
+    kernel's time on an RNN's rows. Only while the body's kernels remember their arrays
+    (``_Kernel.remember``:
     they then skip an argument whose array is the one pinned)."""
 
     def __init__(self, body, owned, c_slots, x_slots, placed, direct, cur, spare, xs, ys):

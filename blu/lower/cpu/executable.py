@@ -203,8 +203,8 @@ class CpuExecutable(Executable):
             return ss[i].kind == NodeKind.DOT and kept[i] and i not in fused and not paired
 
         # (not with spinning workers: a chain saves hand-overs, which they make cheap, and packs
-        # the products' right operands once per part; measured on the MLP training step, 2
-        # threads: 3-4% slower with chains than without, four A/Bs in one process each)
+        # the products' right operands once per part; the MLP training step on 2 threads was
+        # slower with chains than without: docs/benchmarks/cpu_backend.md, session 9)
         self._chain_at: dict[int, tuple] = {}
         free_steps = set(filter(free, range(len(ss)))) if not spin.available() else set()
         for c in chains.find(st, self.memory, free_steps, _threads()):

@@ -2,8 +2,8 @@
 compiled kernels, row copies) with no Python, no GIL and no wake-up on the hot path.
 
 Why: a part handed to a blocking pool thread starts when its core wakes up, and on the 2-core
-development VM (no cpuidle driver: an idle vCPU halts) that took 41 us at the 10th percentile,
-61 us at the median and 90 us at the 90th (the MLP training step's four split steps, 300 calls);
+development VM (no cpuidle driver: an idle vCPU halts) that took tens of microseconds (the MLP
+training step's split steps; docs/benchmarks/cpu_backend.md, session 9);
 a part then runs Python (its product's argument checks) before its first BLAS call. Here the
 other core's thread waits in a native loop for the next part while an executable runs, and runs
 it as soon as it is posted (``Worker.post``): a list of calls (``Ops``) made by running the part's

@@ -12,18 +12,18 @@ recorded as native calls, ``spin.py``), else to the blocking pool below, whose t
     run_parts(fn, cuts, bal)          # times the parts, moves ``bal.share``
 
 ``Balance``: a pool thread starts its part tens of microseconds after the caller hands it over
-(measured on the 2-core machine: 40 µs median, 65 µs at the 90th percentile; a spinning worker
-after the first part of a call: a few microseconds), and a part may run
+(on the 2-core machine; a spinning worker after the first part of a call: a few microseconds;
+docs/benchmarks/cpu_backend.md, session 9), and a part may run
 slower on one core than on the other (a busy sibling, a colder cache), so equal parts leave the
-caller waiting at the end of every split step (75 µs median, 7 split steps per MLP training
-step). Each call site learns the caller's share of the range from the times of its previous
-calls: the caller's rate (its share over its time) against the others' (their share over the
-time from the hand-over to the last one's end), the share moved part of the way to where the two
+caller waiting at the end of every split step (7 split steps per MLP training step). Each call
+site learns the caller's share of the range from the times of its previous calls: the
+caller's rate (its share over its time) against the others' (their share over the time from
+the hand-over to the last one's end), the share moved part of the way to where the two
 would finish together. A pool thread that does not run at all for a while (the machine busy)
 drives the caller's share up to ``MAX_SHARE``, and it comes back once the thread keeps up.
 Where the others would do less than ``1 - SOLO_SHARE`` of the range (the second core busy with
-another process: measured at a load average of 2.7 on 2 cores, the MLP training step took 1.03-
-1.16x JAX's time split across 2 threads and 0.95x on one), the caller runs the whole range for
+another process: there the MLP training step ran faster on one thread than split across two,
+docs/benchmarks/cpu_backend.md, session 7), the caller runs the whole range for
 ``PROBE_EVERY`` calls (``Balance.solo``), then splits once more to measure again.
 
 ``config.cpu_threads`` (``BLU_CPU_THREADS``) sets how many threads; by default the cores the
