@@ -79,6 +79,7 @@ from blu.numpy.standard import *  # noqa: F403
 from blu.numpy.standard import __array_api_version__
 from blu.numpy.statistics import *  # noqa: F403
 from blu.numpy.extras import *  # noqa: F403
+from blu.numpy.nanfuncs import *  # noqa: F403
 
 pi = _math.pi
 e = _math.e

@@ -4,6 +4,8 @@ size depends on values)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -190,3 +192,38 @@ def test_small_helpers():
         bnp.ediff1d(x[0], to_end=[9.0], to_begin=-1.0),
         np.ediff1d(x[0], to_end=[9.0], to_begin=-1.0),
     )
+
+
+NANS = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan], [2.0, 5.0, -1.0], [4.0, 0.5, 2.0]])
+
+
+@pytest.mark.parametrize("name", ["nanprod", "nancumsum", "nancumprod", "nanvar", "nanstd"])
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_nan_functions_against_numpy(name, axis):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy warns on the all-NaN row
+        want = getattr(np, name)(NANS, axis=axis)
+    close(getattr(bnp, name)(NANS, axis=axis), want, rtol=1e-12, equal_nan=True)
+
+
+def test_nanargmax_nanargmin_and_small_helpers():
+    close(bnp.nanargmax(NANS[[0, 2, 3]], axis=1), np.nanargmax(NANS[[0, 2, 3]], axis=1))
+    close(bnp.nanargmin(NANS[[0, 2, 3]], axis=0), np.nanargmin(NANS[[0, 2, 3]], axis=0))
+    close(bnp.nanargmax(NANS, axis=1), [2, -1, 1, 0])  # an all-NaN row gives -1
+    x = np.array([np.inf, -np.inf, 1.0, np.nan])
+    close(bnp.isposinf(x), np.isposinf(x))
+    close(bnp.isneginf(x), np.isneginf(x))
+    y = np.array([-1.5, 2.25, 0.0, -0.75])
+    for g, w in zip(bnp.modf(y), np.modf(y)):
+        close(g, w)
+    close(bnp.ldexp(y, np.array([2, -1, 3, 0])), np.ldexp(y, [2, -1, 3, 0]))
+    close(bnp.diagflat(np.array([[1, 2], [3, 4]]), -1), np.diagflat([[1, 2], [3, 4]], -1))
+    a = np.zeros((2, 3, 4, 5))
+    for axis, start in [(3, 1), (1, 4), (2, 0), (-1, -3)]:
+        assert bnp.rollaxis(a, axis, start).shape == np.rollaxis(a, axis, start).shape
+    assert bool(bnp.array_equiv(np.array([1, 2]), np.array([[1, 2], [1, 2]])))
+    assert not bool(bnp.array_equiv(np.array([1, 2]), np.array([1, 2, 3])))
+    m, v = RNG.normal(size=(2, 3, 4)), RNG.normal(size=(2, 4))
+    close(bnp.matvec(m, v), np.einsum("bij,bj->bi", m, v), rtol=1e-12)
+    close(bnp.vecmat(m[:, :, 0], m), np.einsum("bi,bij->bj", m[:, :, 0], m), rtol=1e-12)
+    close(bnp.geomspace(1.0, 1000.0, 4), np.geomspace(1.0, 1000.0, 4), rtol=1e-12)
