@@ -16,6 +16,7 @@ from blu.numpy._promote import (
     promote_dtypes,
     to_inexact,
 )
+from blu.numpy.complexes import conj
 from blu.numpy.creation import eye
 from blu.numpy.manipulation import expand_dims, swapaxes
 from blu.numpy.selection import diagonal
@@ -56,6 +57,11 @@ def eps(x: Any) -> float:
 
 def mT(x: Any) -> Any:
     return swapaxes(x, -1, -2)
+
+
+def mH(x: Any) -> Any:
+    """The conjugate transpose of ``(..., m, n)`` matrices (``mT`` for real ones)."""
+    return swapaxes(conj(x), -1, -2) if dtypes.is_complex(dtype(x)) else mT(x)
 
 
 def diag_part(x: Any) -> Any:

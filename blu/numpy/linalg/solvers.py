@@ -16,8 +16,19 @@ import numpy as np
 from blu.core.errors import BluValueError, with_user_line
 from blu.lax import linalg as lax_linalg
 from blu.numpy._dtypes import int32
+from blu.numpy.complexes import conj, real
 from blu.numpy.creation import arange, asarray, ones_like, zeros, zeros_like
-from blu.numpy.linalg._util import diag_part, dtype, eps, eye_like, matrices, mT, rhs, shape
+from blu.numpy.linalg._util import (
+    diag_part,
+    dtype,
+    eps,
+    eye_like,
+    matrices,
+    mH,
+    mT,
+    rhs,
+    shape,
+)
 from blu.numpy.logic import equal, greater, not_equal
 from blu.numpy.manipulation import expand_dims, ndim, squeeze
 from blu.numpy.products import matmul
@@ -213,7 +224,7 @@ def _pinv_fun(a: Any, rtol: float) -> Any:
     u, s, vt = lax_linalg.svd(a, full_matrices=False)
     large = greater(s, rtol * s[..., :1])  # s is descending
     s_inv = where(large, 1.0 / where(large, s, 1.0), 0.0).astype(dtype(a))
-    return matmul(mT(vt), s_inv[..., :, None] * mT(u))
+    return matmul(mH(vt), s_inv[..., :, None] * mH(u))  # V S^+ U^H
 
 
 _pinv = custom_jvp(_pinv_fun, nondiff_argnums=(1,))
@@ -228,11 +239,11 @@ def _pinv_jvp(rtol, primals, tangents):
     (a,), (da,) = primals, tangents
     p = _pinv(a, rtol)
     mm = matmul
-    dat = mT(da)
+    dat = mH(da)
     t = -mm(mm(p, da), p)
     m, n = shape(a)[-2:]
-    t = t + mm(mm(p, mT(p)), mm(dat, eye_like(a, m) - mm(a, p)))
-    t = t + mm(eye_like(a, n) - mm(p, a), mm(dat, mm(mT(p), p)))
+    t = t + mm(mm(p, mH(p)), mm(dat, eye_like(a, m) - mm(a, p)))
+    t = t + mm(eye_like(a, n) - mm(p, a), mm(dat, mm(mH(p), p)))
     return p, t
 
 
@@ -296,7 +307,7 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Any, Any, Any, An
     tol = eps(a) * max(m, n) if rcond is None else _static_float(rcond, "lstsq")
     x = matmul(_pinv(a, tol), b)
     r = b - matmul(a, x)
-    resid = _sum(r * r, axis=-2)
+    resid = _sum(real(conj(r) * r), axis=-2)  # |r|^2: real for complex systems, as numpy
     s = lax_linalg.svd(a, compute_uv=False)
     rank = _rank(s, tol)
     return (squeeze(x, -1) if vector else x), resid, rank, s
