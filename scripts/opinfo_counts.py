@@ -20,23 +20,28 @@ def main() -> None:
     if "--dev" in sys.argv:
         os.environ["HYPOTHESIS_PROFILE"] = "dev"
     sys.path.insert(0, str(ROOT))
-    sys.path.append(str(ROOT / "tests"))  # the shared helpers, by their bare names (last: no shadowing)
+    sys.path.append(
+        str(ROOT / "tests")
+    )  # the shared helpers, by their bare names (last: no shadowing)
     from opinfo import TABLE
 
     import tests.transforms.test_opinfo_sweeps as sw
 
     def n(entries, test=None, names=()):
-        return sum(1 for e in entries if (test is None or test not in e.skip) and e.name not in names)
+        return sum(
+            1 for e in entries if (test is None or test not in e.skip) and e.name not in names
+        )
 
     grad = [e for e in TABLE if e.grad]
+    special = sum(e.finite_grad_at_special for e in TABLE)
     rows = [
         ("value, float64 (+ special points)", "float64", n(TABLE, "value")),
         ("derivatives to order 2: fwd, rev, rev-of-fwd", "float64", n(grad, "grad")),
-        ("jacfwd == jacrev", "float64", sum(1 for e in grad if not {"grad", "jacobians"} & set(e.skip))),
+        ("jacfwd == jacrev", "float64", sum(not {"grad", "jacobians"} & set(e.skip) for e in grad)),
         ("vmap vs loop (+ grad of vmap)", "float64", n(TABLE, "vmap")),
         ("jit vs eager, CPU", "float64", n(TABLE, "jit")),
         ("every keyword honoured", "float64", sum(1 for e in TABLE if e.kwargs)),
-        ("finite gradient at special points", "float64", sum(1 for e in TABLE if e.finite_grad_at_special)),
+        ("finite gradient at special points", "float64", special),
         ("reverse over reverse (vjp of vjp)", "float64", len(sw._GRAD)),
     ]  # fmt: skip
     for dt in sw.REAL:

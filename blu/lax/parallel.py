@@ -387,7 +387,9 @@ def pmean(x: Any, axis_name: Any) -> Any:
     def one(v):
         if not dtypes.is_inexact(get_aval(v).dtype):
             raise BluTypeError(
-                with_user_line(f"pmean requires a float or complex operand, got {get_aval(v).str_short()}")
+                with_user_line(
+                    f"pmean requires a float or complex operand, got {get_aval(v).str_short()}"
+                )
             )
         return psum(v, names) / n if names else v
 

@@ -58,21 +58,53 @@ def _np_softmax(x, axis):
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
+def _np_add_at(x, idx, v):
+    out = np.array(x, copy=True)
+    np.add.at(out, idx, v)
+    return out
+
+
+def _np_logsumexp(x, axis):
+    mx = np.max(x, axis=axis, keepdims=True)
+    return np.squeeze(mx, axis) + np.log(np.sum(np.exp(x - mx), axis=axis))
+
+
+@blu.custom_jvp
+def _softplus(x):
+    return bnp.logaddexp(x, 0.0)
+
+
+@_softplus.defjvp
+def _softplus_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _softplus(x), blu.nn.sigmoid(x) * t
+
+
 @dataclasses.dataclass(frozen=True)
 class Namespace:
     np: Any
     cond: Callable
+    switch: Callable
     scan: Callable
     fori: Callable
     while_: Callable
     softmax: Callable
     sigmoid: Callable
+    logsumexp: Callable
+    add_at: Callable
+    remat: Callable
+    jit: Callable
+    softplus: Callable
 
 
-BLU = Namespace(bnp, lax.cond, lax.scan, lax.fori_loop, lax.while_loop,
-                lambda x, axis: blu.nn.softmax(x, axis=axis), blu.nn.sigmoid)  # fmt: skip
-NUMPY = Namespace(np, lambda p, t, f, x: t(x) if p else f(x), _np_scan, _np_fori, _np_while,
-                  _np_softmax, lambda x: 1.0 / (1.0 + np.exp(-x)))  # fmt: skip
+BLU = Namespace(bnp, lax.cond, lax.switch, lax.scan, lax.fori_loop, lax.while_loop,
+                lambda x, axis: blu.nn.softmax(x, axis=axis), blu.nn.sigmoid,
+                lambda x, axis: blu.nn.logsumexp(x, axis=axis),
+                lambda x, idx, v: x.at[idx].add(v), blu.checkpoint, blu.jit, _softplus)  # fmt: skip
+NUMPY = Namespace(np, lambda p, t, f, x: t(x) if p else f(x), lambda i, bs, x: bs[int(i)](x),
+                  _np_scan, _np_fori, _np_while, _np_softmax, lambda x: 1.0 / (1.0 + np.exp(-x)),
+                  _np_logsumexp, _np_add_at, lambda f: f, lambda f: f,
+                  lambda x: np.logaddexp(x, 0.0))  # fmt: skip
 
 # ---- the operations ------------------------------------------------------------------------------
 # name -> fn(m, params, *xs): a result or a tuple of results. SMOOTH: differentiable at random
@@ -92,6 +124,39 @@ def _scan(m, p, x):
         return c, c * 2.0
 
     return m.scan(body, m.np.zeros(x.shape[1:], x.dtype), x, reverse=p["reverse"])
+
+
+def _scan_tree(m, p, x, y):
+    """A scan whose carry is a pytree and which reads two sequences (``y`` broadcast to ``x``)."""
+
+    def body(c, xs):
+        a, (b, n) = c
+        xt, yt = xs
+        a2 = m.np.sin(a) * 0.5 + xt * yt
+        return (a2, (b + a2 * 0.25, n)), a2 - b
+
+    init = (m.np.zeros(x.shape[1:], x.dtype), (m.np.zeros(x.shape[1:], x.dtype) + 0.5, 1.0))
+    (a, (b, _)), ys = m.scan(body, init, (x, m.np.broadcast_to(y, x.shape)))
+    return a, b, ys
+
+
+def _switch(m, p, x):
+    total = m.np.sum(x)
+    index = (total > 0.0).astype("int32") + (total > 1.0).astype("int32")
+    branches = [lambda v: m.np.cos(v), lambda v: v * 2.0, lambda v: m.np.tanh(v) - 1.0]
+    return m.switch(index, branches, x)
+
+
+def _take(m, p, x):
+    n = x.shape[p["axis"]]
+    idx = np.random.default_rng(p["seed"]).integers(0, n, p["k"])  # repeats, any order
+    return m.np.take(x, idx, axis=p["axis"])
+
+
+def _add_at(m, p, x, y):
+    idx = np.random.default_rng(p["seed"]).integers(0, x.shape[0], p["k"])
+    v = m.np.broadcast_to(m.np.sum(y) * 0.1, (p["k"],) + x.shape[1:]).astype(x.dtype)
+    return m.add_at(x, idx, v)
 
 
 def _while_counted(m, p, x):
@@ -148,9 +213,26 @@ OPS: dict[str, Callable] = {
     "scan": _scan,
     "fori": lambda m, p, x: m.fori(0, p["n"], lambda i, v: m.np.sin(v) * 0.9 + 0.1 * v, x),
     "while_counted": _while_counted,
+    "switch": _switch,
+    "scan_tree": _scan_tree,
+    "remat": lambda m, p, x: m.remat(lambda v: m.np.sin(v) * v)(x),
+    "jit": lambda m, p, x: m.jit(lambda v: m.np.tanh(v) + v * v)(x),
+    "custom_jvp": lambda m, p, x: m.softplus(x),
+    # more array operations
+    "take": _take,
+    "add_at": _add_at,
+    "tensordot": lambda m, p, x, y: m.np.tensordot(x, y, axes=1),
+    "clip": lambda m, p, x: m.np.clip(x, -0.5, 0.7),
+    "logsumexp": lambda m, p, x: m.logsumexp(x, p["axis"]),
+    "var": lambda m, p, x: m.np.var(x, axis=p["axis"]),
+    "cumprod": lambda m, p, x: m.np.cumprod(x, axis=p["axis"]),
+    "pad": lambda m, p, x: m.np.pad(x, p["width"]),
+    "roll": lambda m, p, x: m.np.roll(x, p["shift"], axis=p["axis"]),
+    "repeat": lambda m, p, x: m.np.repeat(x, 2, axis=p["axis"]),
+    "triu": lambda m, p, x: m.np.triu(x),
     "while_data": _while_data,
 }
-NONSMOOTH = {"abs", "maximum", "where", "max", "sort", "cond", "while_data"}
+NONSMOOTH = {"abs", "maximum", "where", "max", "sort", "cond", "while_data", "switch", "clip"}
 FORWARD_ONLY = {"while_counted", "while_data"}
 
 
@@ -300,6 +382,33 @@ def _draw_params(draw, op: str, shapes: list[tuple[int, ...]]) -> dict | None:
         return {"seed": draw(st.integers(0, 99)), "k": draw(st.sampled_from([0, 1, 3]))}
     if op == "scan":
         return {"reverse": draw(st.booleans())} if nd >= 1 else None
+    if op == "scan_tree":
+        return (
+            {}
+            if nd >= 1 and _broadcasts(s, shapes[1]) and np.broadcast_shapes(s, shapes[1]) == s
+            else None
+        )
+    if op in ("take", "logsumexp", "var", "cumprod", "roll", "repeat"):
+        if nd == 0:
+            return None
+        axis = _axis(draw, nd)
+        if op == "take":
+            return None if s[axis] == 0 else {"axis": axis, "seed": draw(st.integers(0, 99)),
+                                               "k": draw(st.sampled_from([0, 1, 3]))}  # fmt: skip
+        if op in ("logsumexp", "var") and s[axis] == 0:
+            return None
+        return {"axis": axis, "shift": draw(st.integers(-2, 3))}
+    if op == "add_at":
+        if nd == 0 or s[0] == 0:
+            return None
+        return {"seed": draw(st.integers(0, 99)), "k": draw(st.sampled_from([0, 1, 4]))}
+    if op == "tensordot":
+        t = shapes[1]
+        return {} if nd >= 1 and len(t) >= 1 and s[-1] == t[0] else None
+    if op == "pad":
+        return {"width": [(draw(st.integers(0, 2)), draw(st.integers(0, 1))) for _ in s]}
+    if op == "triu":
+        return {} if nd >= 2 else None
     if op == "cond":
         return {"c": draw(st.sampled_from([-0.5, 0.0, 0.5]))}
     if op in ("fori", "while_counted"):
@@ -312,7 +421,9 @@ def _infer(op: str, params: dict, arg_specs: list) -> list[tuple[tuple[int, ...]
     xs = [np.ones(shape, dt) for shape, dt in arg_specs]
     with np.errstate(all="ignore"):
         out = OPS[op](NUMPY, params, *xs)
-    return [(np.shape(o), str(np.asarray(o).dtype)) for o in (out if isinstance(out, tuple) else (out,))]
+    return [
+        (np.shape(o), str(np.asarray(o).dtype)) for o in (out if isinstance(out, tuple) else (out,))
+    ]
 
 
 @st.composite
@@ -328,10 +439,15 @@ def programs(draw, max_steps: int = 8, ops: tuple[str, ...] = tuple(OPS)) -> Pro
         i = draw(st.one_of(st.just(len(specs) - 1), st.integers(0, len(specs) - 1)))
         args = (i,)
         if binary:
+            s0 = specs[i][0]
             if op == "concatenate":
-                partners = [j for j, sp in enumerate(specs) if len(sp[0]) == len(specs[i][0])]
+                partners = [j for j, sp in enumerate(specs) if len(sp[0]) == len(s0)]
+            elif op == "tensordot":
+                partners = [j for j, sp in enumerate(specs) if sp[0][:1] == s0[-1:]]
             else:
                 partners = [j for j, sp in enumerate(specs) if _broadcasts(specs[i][0], sp[0])]
+            if not partners:
+                continue
             args = (i, draw(st.sampled_from(partners)))
         params = _draw_params(draw, op, [specs[a][0] for a in args])
         if params is None:

@@ -87,7 +87,9 @@ def test_pmean_of_complex_values():
 def test_linalg_on_the_simulated_gpu(fn, ref):
     """The cuSOLVER library lowerings had no simulated-device form: every linalg primitive in a
     jitted program on the fake GPU (``BLU_FAKE_GPU=1``) crashed ('NoneType' is not callable)."""
-    a = np.random.default_rng(2).standard_normal((3, 3)).astype(np.float32) + 2 * np.eye(3, dtype=np.float32)
+    a = np.random.default_rng(2).standard_normal((3, 3)).astype(np.float32) + 2 * np.eye(
+        3, dtype=np.float32
+    )
     got = blu.jit(fn)(put(make_device(), a))
     np.testing.assert_allclose(np.asarray(got), ref(a.astype(np.float64)), rtol=1e-4, atol=1e-4)
 

@@ -138,9 +138,7 @@ def test_real_dtypes_against_float64_reference(e: OpInfo, dtname: str):
 
 
 def _complexify(args: tuple, rng) -> tuple:
-    return tuple(
-        a + 1j * rng.uniform(-0.5, 0.5, a.shape) if _is_float(a) else a for a in args
-    )
+    return tuple(a + 1j * rng.uniform(-0.5, 0.5, a.shape) if _is_float(a) else a for a in args)
 
 
 def _takes_complex(e: OpInfo) -> bool:
@@ -264,7 +262,9 @@ def test_jit_on_gpu_against_eager(e: OpInfo, gpu_device):
     if not arrays:
         pytest.skip("no array argument")
     keep = e.name in _BITS  # its sample reads float64 bit patterns
-    xs = [args[i].astype(np.float32) if _is_float(args[i]) and not keep else args[i] for i in arrays]
+    xs = [
+        args[i].astype(np.float32) if _is_float(args[i]) and not keep else args[i] for i in arrays
+    ]
     f = _of(e, args, arrays)
     on_device = put(gpu_device, *xs)
     got = blu.jit(f)(*(on_device if len(xs) > 1 else (on_device,)))
