@@ -29,14 +29,24 @@ from blu import lax
 
 
 def _np_scan(f, init, xs, reverse=False):
+    """``lax.scan`` as a Python loop (``xs`` a pytree of arrays sharing their leading axis)."""
+    leaves, tree = blu.tree_util.tree_flatten(xs)
     c, ys = init, []
-    order = range(xs.shape[0])
+    order = range(leaves[0].shape[0])
     for i in reversed(order) if reverse else order:
-        c, y = f(c, xs[i])
+        c, y = f(c, blu.tree_util.tree_unflatten(tree, [x[i] for x in leaves]))
         ys.append(y)
     if reverse:
         ys.reverse()
-    return c, (np.stack(ys) if ys else np.zeros((0,) + np.shape(init), np.asarray(init).dtype))
+    if not ys:  # no step: the per-step output's shape from one step on zeros
+        _, y = f(
+            init,
+            blu.tree_util.tree_unflatten(tree, [np.zeros(x.shape[1:], x.dtype) for x in leaves]),
+        )
+        return c, blu.tree_util.tree_map(
+            lambda v: np.zeros((0,) + np.shape(v), np.asarray(v).dtype), y
+        )
+    return c, blu.tree_util.tree_map(lambda *v: np.stack(v), *ys)
 
 
 def _np_fori(lo, hi, body, x):
@@ -100,7 +110,8 @@ class Namespace:
 BLU = Namespace(bnp, lax.cond, lax.switch, lax.scan, lax.fori_loop, lax.while_loop,
                 lambda x, axis: blu.nn.softmax(x, axis=axis), blu.nn.sigmoid,
                 lambda x, axis: blu.nn.logsumexp(x, axis=axis),
-                lambda x, idx, v: x.at[idx].add(v), blu.checkpoint, blu.jit, _softplus)  # fmt: skip
+                lambda x, idx, v: bnp.asarray(x).at[idx].add(v), blu.checkpoint, blu.jit,
+                _softplus)  # fmt: skip
 NUMPY = Namespace(np, lambda p, t, f, x: t(x) if p else f(x), lambda i, bs, x: bs[int(i)](x),
                   _np_scan, _np_fori, _np_while, _np_softmax, lambda x: 1.0 / (1.0 + np.exp(-x)),
                   _np_logsumexp, _np_add_at, lambda f: f, lambda f: f,
