@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes  # noqa: F401  (numpy knows bfloat16 by name)
 import numpy as np
 from hypothesis import strategies as st
 
@@ -105,6 +106,14 @@ class Namespace:
     remat: Callable
     jit: Callable
     softplus: Callable
+    matmul: Callable = bnp.matmul
+    tensordot: Callable = lambda x, y: bnp.tensordot(x, y, axes=1)  # noqa: E731
+
+
+def _np_product(f):
+    """numpy's product in the operands' promoted dtype (ml_dtypes' bfloat16 products give
+    float32; blu and JAX keep bfloat16)."""
+    return lambda x, y: np.asarray(f(x, y)).astype(np.result_type(x, y))
 
 
 BLU = Namespace(bnp, lax.cond, lax.switch, lax.scan, lax.fori_loop, lax.while_loop,
@@ -115,7 +124,8 @@ BLU = Namespace(bnp, lax.cond, lax.switch, lax.scan, lax.fori_loop, lax.while_lo
 NUMPY = Namespace(np, lambda p, t, f, x: t(x) if p else f(x), lambda i, bs, x: bs[int(i)](x),
                   _np_scan, _np_fori, _np_while, _np_softmax, lambda x: 1.0 / (1.0 + np.exp(-x)),
                   _np_logsumexp, _np_add_at, lambda f: f, lambda f: f,
-                  lambda x: np.logaddexp(x, 0.0))  # fmt: skip
+                  lambda x: np.logaddexp(x, 0.0), _np_product(np.matmul),
+                  _np_product(lambda x, y: np.tensordot(x, y, axes=1)))  # fmt: skip
 
 # ---- the operations ------------------------------------------------------------------------------
 # name -> fn(m, params, *xs): a result or a tuple of results. SMOOTH: differentiable at random
@@ -126,7 +136,7 @@ _SCALARS = (0.5, -1.5, 2.0, 3)  # Python scalars: weakly typed (the int too)
 
 def _matmul(m, p, x):
     w = np.random.default_rng(p["seed"]).standard_normal((x.shape[-1], p["k"]))
-    return x @ w.astype(x.dtype)
+    return m.matmul(x, w.astype(x.dtype))
 
 
 def _scan(m, p, x):
@@ -143,7 +153,7 @@ def _scan_tree(m, p, x, y):
     def body(c, xs):
         a, (b, n) = c
         xt, yt = xs
-        a2 = m.np.sin(a) * 0.5 + xt * yt
+        a2 = (m.np.sin(a) * 0.5 + xt * yt).astype(a.dtype)  # y may have another dtype
         return (a2, (b + a2 * 0.25, n)), a2 - b
 
     init = (m.np.zeros(x.shape[1:], x.dtype), (m.np.zeros(x.shape[1:], x.dtype) + 0.5, 1.0))
@@ -232,7 +242,7 @@ OPS: dict[str, Callable] = {
     # more array operations
     "take": _take,
     "add_at": _add_at,
-    "tensordot": lambda m, p, x, y: m.np.tensordot(x, y, axes=1),
+    "tensordot": lambda m, p, x, y: m.tensordot(x, y),
     "clip": lambda m, p, x: m.np.clip(x, -0.5, 0.7),
     "logsumexp": lambda m, p, x: m.logsumexp(x, p["axis"]),
     "var": lambda m, p, x: m.np.var(x, axis=p["axis"]),
@@ -288,7 +298,11 @@ class Program:
         used = {dt for _, dt in self.inputs} | {
             s.params["dtype"] for s in self.steps if s.op == "astype"
         }
-        return "float32" if "float32" in used else "float64"
+        return next(
+            dt
+            for dt in ("bfloat16", "float16", "float32", "float64")
+            if dt in used or dt == "float64"
+        )
 
     @property
     def n_ops(self) -> int:
@@ -346,6 +360,8 @@ class Program:
 
 # ---- drawing a program ---------------------------------------------------------------------------
 
+FLOATS = ("float32", "float64")
+HALF = ("float16", "bfloat16", "float32", "float64")
 _shape = st.lists(st.sampled_from([0, 1, 1, 2, 3, 4]), min_size=0, max_size=3).map(tuple)
 
 
@@ -353,14 +369,14 @@ def _axis(draw, nd: int) -> int:
     return draw(st.integers(-nd, nd - 1))
 
 
-def _draw_params(draw, op: str, shapes: list[tuple[int, ...]]) -> dict | None:
+def _draw_params(draw, op: str, shapes: list[tuple[int, ...]], dtypes=FLOATS) -> dict | None:
     """Parameters for ``op`` on operands of ``shapes``, or None where it does not apply."""
     s = shapes[0]
     nd = len(s)
     if op.startswith("scalar_"):
         return {"c": draw(st.sampled_from(_SCALARS))}
     if op == "astype":
-        return {"dtype": draw(st.sampled_from(["float32", "float64"]))}
+        return {"dtype": draw(st.sampled_from(dtypes))}
     if op in ("sum", "mean", "max"):
         axis = None if nd == 0 or draw(st.booleans()) else _axis(draw, nd)
         reduced = int(np.prod(s)) if axis is None else s[axis]
@@ -417,6 +433,8 @@ def _draw_params(draw, op: str, shapes: list[tuple[int, ...]]) -> dict | None:
         t = shapes[1]
         return {} if nd >= 1 and len(t) >= 1 and s[-1] == t[0] else None
     if op == "pad":
+        if nd == 0:
+            return None
         return {"width": [(draw(st.integers(0, 2)), draw(st.integers(0, 1))) for _ in s]}
     if op == "triu":
         return {} if nd >= 2 else None
@@ -438,9 +456,11 @@ def _infer(op: str, params: dict, arg_specs: list) -> list[tuple[tuple[int, ...]
 
 
 @st.composite
-def programs(draw, max_steps: int = 8, ops: tuple[str, ...] = tuple(OPS)) -> Program:
+def programs(draw, max_steps: int = 8, ops: tuple[str, ...] = tuple(OPS), dtypes=FLOATS) -> Program:
+    """A program of up to ``max_steps`` steps from ``ops`` on inputs of ``dtypes`` (``HALF``
+    adds float16 and bfloat16)."""
     n_in = draw(st.integers(1, 3))
-    inputs = [(draw(_shape), draw(st.sampled_from(["float32", "float64"]))) for _ in range(n_in)]
+    inputs = [(draw(_shape), draw(st.sampled_from(dtypes))) for _ in range(n_in)]
     specs = list(inputs)
     steps: list[Step] = []
     for _ in range(draw(st.integers(1, max_steps))):
@@ -460,7 +480,7 @@ def programs(draw, max_steps: int = 8, ops: tuple[str, ...] = tuple(OPS)) -> Pro
             if not partners:
                 continue
             args = (i, draw(st.sampled_from(partners)))
-        params = _draw_params(draw, op, [specs[a][0] for a in args])
+        params = _draw_params(draw, op, [specs[a][0] for a in args], dtypes)
         if params is None:
             continue
         steps.append(Step(op, args, params))

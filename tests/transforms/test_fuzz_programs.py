@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import blu
 from blu.core import pytree
-from tests.transforms.fuzz_programs import NUMPY, Program, programs
+from tests.transforms.fuzz_programs import HALF, NUMPY, Program, programs
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -97,7 +97,7 @@ def check_program_vmap(prog: Program, size: int, axes: list) -> None:
 
 
 @FUZZ
-@given(programs())
+@given(programs(dtypes=HALF))
 def test_fuzz_eager_and_jit(prog):
     check_program(prog)
 
@@ -129,7 +129,7 @@ def gpu_device():
 @GPU_MARKS[0]
 @GPU_MARKS[1]
 @FUZZ
-@given(prog=programs())
+@given(prog=programs(dtypes=HALF))
 def test_fuzz_jit_on_gpu_against_eager(prog, gpu_device):
     """The program jitted on device arrays (the simulated GPU under ``BLU_FAKE_GPU=1``) against
     eager on the host at the same inputs."""
