@@ -49,6 +49,7 @@ def main() -> None:
         rows.append(("value vs float64 reference", dt, n(real, None, sw.SKIP_REAL)))
     for dt in sw.COMPLEX:
         rows.append(("value vs complex128 reference", dt, len(sw._COMPLEX_ENTRIES)))
+    rows.append(("JVP vs finite differences", "complex128", len(sw._COMPLEX_GRAD)))
     rows.append(("jit on the simulated GPU vs eager", "float32", len(sw._GPU)))
     width = max(len(r[0]) for r in rows)
     print(f"OpInfo table: {len(TABLE)} entries ({len(grad)} differentiable)\n")
@@ -59,7 +60,7 @@ def main() -> None:
     for _, dt, count in rows:
         per_dtype[dt] = per_dtype.get(dt, 0) + count
     print("\nper dtype: " + ", ".join(f"{dt} {c}" for dt, c in per_dtype.items()))
-    xfails = {**sw.XFAIL_COMPLEX, **sw.XFAIL_ORDER2}
+    xfails = {**sw.XFAIL_COMPLEX, **sw.XFAIL_ORDER2, **sw.XFAIL_COMPLEX_JVP}
     print(f"known failures marked xfail: {len(xfails)}")
     for name, reason in sorted(xfails.items()):
         print(f"  {name}: {reason}")

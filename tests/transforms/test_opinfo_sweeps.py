@@ -70,6 +70,20 @@ SKIP_COMPLEX: dict[str, str] = {
 }  # fmt: skip
 XFAIL_COMPLEX: dict[str, str] = {}
 XFAIL_ORDER2: dict[str, str] = {}
+_PROD = "issue #39, complex derivatives: the JVP of a product of complex values is wrong"
+_EXTREMUM = "issue #39, complex derivatives: the JVP of max/min of complex values is wrong"
+_FACTOR = "issue #39, complex derivatives: lu/qr/triangular_solve raise for complex matrices"
+XFAIL_COMPLEX_JVP: dict[str, str] = {
+    **dict.fromkeys(["numpy.prod", "numpy.product", "numpy.cumprod", "numpy.cumulative_prod",
+                     "lax.reduce_prod", "lax.cumprod"], _PROD),
+    **dict.fromkeys(["numpy.max", "numpy.min", "numpy.amax", "numpy.amin", "numpy.nanmax",
+                     "numpy.nanmin", "numpy.ptp", "lax.reduce_max", "lax.reduce_min", "lax.cummax",
+                     "lax.cummin", "parallel.pmax", "parallel.pmin"], _EXTREMUM),
+    "numpy.unique_all:grad": "issue #39, complex derivatives: the JVP through unique's complex "
+    "ordering is wrong",
+    **dict.fromkeys(["linalg.slogdet", "linalg.inv", "linalg.solve", "linalg.solve_triangular",
+                     "linalg.qr", "lax.linalg.lu", "lax.linalg.triangular_solve"], _FACTOR),
+}  # fmt: skip
 
 
 def _samples(e: OpInfo, salt: int = 0) -> list[tuple]:
@@ -188,6 +202,48 @@ def test_complex_dtypes_against_complex128_reference(e: OpInfo, dtname: str):
         for leaf in _float_leaves(got) if e.name not in FIXED_DTYPE else ():
             assert leaf.dtype in (np.dtype(dt), np.dtype(dt(0).real.dtype)), (leaf.dtype, dtname)
         _close(got, want, dt, e.n_ops)
+
+
+_COMPLEX_GRAD = [e for e in _COMPLEX_ENTRIES if e.grad and "grad" not in e.skip]
+
+
+@pytest.mark.parametrize(
+    "e",
+    [
+        pytest.param(
+            e,
+            id=e.name,
+            marks=[pytest.mark.xfail(reason=XFAIL_COMPLEX_JVP[e.name], strict=False)]
+            if e.name in XFAIL_COMPLEX_JVP
+            else [],
+        )
+        for e in _COMPLEX_GRAD
+    ],
+)
+def test_complex_jvp_against_finite_differences(e: OpInfo):
+    """complex128: the JVP in a random complex direction ``t`` (the real-linear derivative,
+    holomorphic or not) equals ``(f(z + h t) - f(z - h t)) / 2h`` for real ``h``."""
+    rng = np.random.default_rng(zlib.crc32(e.name.encode()))
+    for k, args in enumerate(_samples(e)):
+        z = _complexify(args, np.random.default_rng(k))
+        which = [i for i, a in enumerate(z) if np.iscomplexobj(a)]
+        f = _of(e, z, tuple(which))
+        xs = [z[i] for i in which]
+        ts = [rng.standard_normal(x.shape) + 1j * rng.standard_normal(x.shape) for x in xs]
+        _, got = blu.jvp(f, tuple(xs), tuple(ts))
+        h = 1e-6
+        plus = f(*(x + h * t for x, t in zip(xs, ts)))
+        minus = f(*(x - h * t for x, t in zip(xs, ts)))
+        want = pytree.tree_map(
+            lambda p, m: (np.asarray(p, np.complex128) - np.asarray(m, np.complex128)) / (2 * h),
+            plus,
+            minus,
+        )
+        tol = 1e-5 * e.n_ops
+        for g, w in zip(pytree.tree_leaves(got), pytree.tree_leaves(want), strict=True):
+            if np.asarray(w).dtype.kind not in "fc":
+                continue
+            np.testing.assert_allclose(np.asarray(g), w, rtol=tol, atol=tol)
 
 
 # ---- reverse over reverse ------------------------------------------------------------------------
