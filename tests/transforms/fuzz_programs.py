@@ -108,6 +108,7 @@ class Namespace:
     softplus: Callable
     matmul: Callable = bnp.matmul
     tensordot: Callable = lambda x, y: bnp.tensordot(x, y, axes=1)  # noqa: E731
+    clip: Callable = bnp.clip
 
 
 def _np_product(f):
@@ -125,7 +126,9 @@ NUMPY = Namespace(np, lambda p, t, f, x: t(x) if p else f(x), lambda i, bs, x: b
                   _np_scan, _np_fori, _np_while, _np_softmax, lambda x: 1.0 / (1.0 + np.exp(-x)),
                   _np_logsumexp, _np_add_at, lambda f: f, lambda f: f,
                   lambda x: np.logaddexp(x, 0.0), _np_product(np.matmul),
-                  _np_product(lambda x, y: np.tensordot(x, y, axes=1)))  # fmt: skip
+                  _np_product(lambda x, y: np.tensordot(x, y, axes=1)),
+                  # Python bounds are weak: x's dtype (numpy gives float32 for a 0-d bfloat16)
+                  lambda x, lo, hi: np.asarray(np.clip(x, lo, hi)).astype(x.dtype))  # fmt: skip
 
 # ---- the operations ------------------------------------------------------------------------------
 # name -> fn(m, params, *xs): a result or a tuple of results. SMOOTH: differentiable at random
@@ -243,7 +246,7 @@ OPS: dict[str, Callable] = {
     "take": _take,
     "add_at": _add_at,
     "tensordot": lambda m, p, x, y: m.tensordot(x, y),
-    "clip": lambda m, p, x: m.np.clip(x, -0.5, 0.7),
+    "clip": lambda m, p, x: m.clip(x, -0.5, 0.7),
     "logsumexp": lambda m, p, x: m.logsumexp(x, p["axis"]),
     "var": lambda m, p, x: m.np.var(x, axis=p["axis"]),
     "cumprod": lambda m, p, x: m.np.cumprod(x, axis=p["axis"]),
