@@ -68,24 +68,36 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.peers import bench_cli, report  # noqa: E402
 from benchmarks.peers import fidelity as fid  # noqa: E402
-from benchmarks.peers import report  # noqa: E402
+from benchmarks.peers.bench_cli import (  # noqa: E402, F401  (re-exported)
+    CONFIGS,
+    DEFAULT_JSON,
+    DEFAULT_PREDICTIONS,
+    DEFAULT_WORKDIR,
+    GPT2_TOKENS,
+    H200_MEMORY_BYTES,
+    MAX_BATCH_MARGIN_BYTES,
+    MODES,
+    PEERS_DIR,
+    SYSTEMS,
+    BenchmarkError,
+    model_dims,
+)
 
-SYSTEMS = ("blu", "torch", "torch-compile", "jax")
-H200_MEMORY_BYTES = 143771 * 2**20  # as blu_gpt2.H200_MEMORY_BYTES (no blu import here)
-MAX_BATCH_MARGIN_BYTES = 2 * 2**30
-MODES = ("fp32", "tf32", "bf16")
-CONFIGS = ("tiny", "small", "gpt2-124m")
-GPT2_TOKENS = 50257
-PEERS_DIR = ROOT / "benchmarks" / "peers"
-DEFAULT_JSON = ROOT / "runs" / "bench" / "gpt2_124m.json"
-DEFAULT_WORKDIR = ROOT / ".cache" / "bench_gpt2"
-DEFAULT_PREDICTIONS = ROOT / ".data" / "max_batch_plan.json"
+
+def build_parser():
+    """The benchmark's flags (``bench_cli.build_parser`` with this module's docstring)."""
+    return bench_cli.build_parser(__doc__)
 
 
-class BenchmarkError(Exception):
-    """A flag, a results file or BENCHMARKS.md that the benchmark cannot use (printed as
-    ``error: ...``, exit status 2)."""
+def parse_args(argv: list[str] | None = None):
+    """Parsed and checked flags (``bench_cli.parse_args``).
+
+    Raises:
+        BenchmarkError: an impossible value, naming the flag.
+    """
+    return bench_cli.parse_args(argv, __doc__)
 
 
 # ---- the programs blu runs on the GPU (for the kernel-cache fill) ------------------------------
@@ -165,177 +177,6 @@ def _prediction_key(r: dict) -> tuple:
     """What a saved prediction must match to stand for a new one."""
     return tuple(r.get(k) for k in ("config", "mode", "T", "vocab", "limit", "device_bytes",
                                     "margin_bytes"))  # fmt: skip
-
-
-# ---- command line ------------------------------------------------------------------------------
-
-
-def _csv(value: str, allowed: tuple[str, ...], flag: str) -> list[str]:
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    bad = [v for v in items if v not in allowed]
-    if bad or not items:
-        raise BenchmarkError(
-            f"{flag} takes a comma-separated list of {', '.join(allowed)}; got {value!r}"
-        )
-    return list(dict.fromkeys(items))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python benchmarks/gpt2_124m.py",
-        description=__doc__.split("\n\n")[0],
-        epilog="\n\n".join(__doc__.split("\n\n")[1:3]),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "--systems", default=",".join(SYSTEMS), help="default: all of " + ",".join(SYSTEMS)
-    )
-    p.add_argument("--modes", default=",".join(MODES), help="default: fp32,tf32,bf16")
-    p.add_argument(
-        "--config",
-        default="gpt2-124m",
-        choices=CONFIGS,
-        help="model size (the GPT-2 example's configs; tiny/small for CPU smoke runs)",
-    )
-    p.add_argument(
-        "--vocab",
-        type=int,
-        default=GPT2_TOKENS,
-        help="tokenizer vocabulary, padded as the config says (gpt2-124m: to 50304)",
-    )
-    p.add_argument("--batch", type=int, default=16, help="sequences per step (default 16)")
-    p.add_argument("--block", type=int, default=1024, help="tokens per sequence (default 1024)")
-    p.add_argument("--steps", type=int, default=30, help="timed steps (default 30)")
-    p.add_argument(
-        "--warmup",
-        type=int,
-        default=None,
-        help="untimed steps first (default: each script's own: blu 5, torch 5, jax 3)",
-    )
-    p.add_argument("--timeout", type=float, default=420, help="seconds per process (default 420)")
-    p.add_argument(
-        "--time-budget",
-        type=float,
-        default=0,
-        metavar="S",
-        help="stop starting processes once S seconds are spent (0: no limit)",
-    )
-    p.add_argument("--no-throughput", action="store_true", help="run no throughput processes")
-    p.add_argument("--find-max-batch", action="store_true",
-                   help="search the largest batch that trains one step, per system and mode "
-                   "(instead of the throughput runs and fidelity checks)")  # fmt: skip
-    p.add_argument("--max-batch-start", type=int, default=1, metavar="B",
-                   help="--find-max-batch: first batch tried (default 1)")  # fmt: skip
-    p.add_argument("--max-batch-limit", type=int, default=1024, metavar="B",
-                   help="--find-max-batch: largest batch tried (default 1024)")  # fmt: skip
-    p.add_argument("--max-batch-grid", default=None, metavar="B,B,...",
-                   help="--find-max-batch: only try these batch sizes (e.g. those blu's kernel "
-                   "cache was filled for)")  # fmt: skip
-    p.add_argument("--blu-max-batch", default="plan", choices=("plan", "search"),
-                   help="--find-max-batch for blu: predict from the memory plan and run that "
-                   "batch (default), or search on the GPU as the peers")  # fmt: skip
-    p.add_argument("--device-memory", type=int, default=H200_MEMORY_BYTES, metavar="BYTES",
-                   help="--find-max-batch: the GPU's memory (default an H200's, "
-                   f"{H200_MEMORY_BYTES}); fill blu's kernel cache for the same")  # fmt: skip
-    p.add_argument("--max-batch-margin", type=int, default=MAX_BATCH_MARGIN_BYTES, metavar="BYTES",
-                   help="--find-max-batch: bytes kept free (default 2 GiB)")  # fmt: skip
-    p.add_argument("--blu-predictions", default=None, metavar="PATH",
-                   help="--find-max-batch: blu's plan predictions saved by the kernel-cache fill "
-                   f"(e.g. {DEFAULT_PREDICTIONS.relative_to(ROOT)}); a matching one is used "
-                   "instead of predicting again")  # fmt: skip
-    p.add_argument("--fidelity", action=argparse.BooleanOptionalAction, default=True,
-                   help="run the fidelity checks (blu and torch; default on: --no-fidelity skips "
-                   "them)")  # fmt: skip
-    p.add_argument("--fidelity-steps", type=int, default=200, help="bf16 curve steps (200)")
-    p.add_argument(
-        "--data",
-        default=None,
-        metavar="PATH",
-        help="fidelity tokens: a .txt corpus (GPT-2 BPE) or a .npy of token ids",
-    )
-    p.add_argument(
-        "--init",
-        default="numpy",
-        choices=("numpy", "blu"),
-        help="initial weights: the example's init drawn with numpy (fast) or blu",
-    )
-    p.add_argument("--seed", type=int, default=0, help="initial weights and fidelity batches")
-    p.add_argument(
-        "--prepare-data",
-        action="store_true",
-        help="tokenize the corpus into .data/pd_books.gpt2.npy and exit",
-    )
-    p.add_argument(
-        "--json",
-        default=str(DEFAULT_JSON),
-        help=f"results file (default {DEFAULT_JSON.relative_to(ROOT)})",
-    )
-    p.add_argument("--workdir", default=str(DEFAULT_WORKDIR), help="logs, weights, batches")
-    p.add_argument("--report", action="store_true", help="run nothing: print the table from --json")
-    p.add_argument(
-        "--update-benchmarks",
-        action="store_true",
-        help="rewrite this benchmark's section of BENCHMARKS.md",
-    )
-    p.add_argument("--benchmarks-md", default=str(ROOT / "BENCHMARKS.md"), help=argparse.SUPPRESS)
-    p.add_argument("--machine", default=None, help="machine name (default: the GPU's, or CPU)")
-    return p
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parsed and checked flags (``systems`` and ``modes`` become lists).
-
-    Raises:
-        BenchmarkError: an impossible value, naming the flag.
-    """
-    a = build_parser().parse_args(argv)
-    a.systems = _csv(a.systems, SYSTEMS, "--systems")
-    a.modes = _csv(a.modes, MODES, "--modes")
-    for flag in ("batch", "block", "steps", "vocab", "timeout"):
-        if getattr(a, flag) <= 0:
-            raise BenchmarkError(f"--{flag} must be positive, got {getattr(a, flag)}")
-    if a.warmup is not None and a.warmup < 0:
-        raise BenchmarkError(f"--warmup must be >= 0, got {a.warmup}")
-    if a.max_batch_start < 1 or a.max_batch_limit < a.max_batch_start:
-        raise BenchmarkError(
-            f"--max-batch-start ({a.max_batch_start}) must be >= 1 and <= --max-batch-limit "
-            f"({a.max_batch_limit})"
-        )
-    if a.max_batch_grid is not None:
-        try:
-            a.max_batch_grid = sorted({int(v) for v in a.max_batch_grid.split(",") if v.strip()})
-        except ValueError:
-            raise BenchmarkError(
-                f"--max-batch-grid takes comma-separated integers, got {a.max_batch_grid!r}"
-            ) from None
-        if not a.max_batch_grid or a.max_batch_grid[0] < 1:
-            raise BenchmarkError("--max-batch-grid needs positive batch sizes")
-    if a.time_budget < 0:
-        raise BenchmarkError(f"--time-budget must be >= 0, got {a.time_budget}")
-    if a.fidelity_steps < fid.FP32_STEPS:
-        raise BenchmarkError(
-            f"--fidelity-steps must be >= {fid.FP32_STEPS}, got {a.fidelity_steps}"
-        )
-    n_ctx = model_dims(a.config, a.vocab)["n_ctx"]
-    if a.block > n_ctx:
-        raise BenchmarkError(
-            f"--block {a.block} is longer than the context of {a.config} ({n_ctx})"
-        )
-    if a.report and not Path(a.json).is_file():
-        raise BenchmarkError(f"--report reads --json {a.json}, which does not exist")
-    if a.data is not None and not Path(a.data).is_file():
-        raise BenchmarkError(f"--data {a.data} is not a file")
-    return a
-
-
-def model_dims(config: str, vocab: int) -> dict[str, int]:
-    """The example config's sizes, vocabulary padded (what every system builds)."""
-    from examples.gpt2.model import CONFIGS as EXAMPLE_CONFIGS
-
-    c = EXAMPLE_CONFIGS[config].with_vocab(vocab)
-    return dict(
-        vocab=c.vocab_size, n_layer=c.n_layer, n_head=c.n_head, d_model=c.d_model, n_ctx=c.n_ctx
-    )
 
 
 # ---- running one process -----------------------------------------------------------------------

@@ -4,6 +4,15 @@
 User-level compositions of the transforms (as ``jax.jacfwd`` in JAX's API module): they build
 the basis and split the result with ``blu.numpy``, so they live above it, not in
 ``blu.transforms``.
+
+Complex numbers follow JAX (``jax.jacfwd``/``jax.jacrev``, and "Complex numbers and
+differentiation" in JAX's documentation): a Jacobian is a complex matrix only where it is one,
+for a holomorphic function (``holomorphic=True``: complex inputs and outputs, the result is
+``f'(z)``). Without it, ``jacfwd`` takes real inputs only (a real input's direction is the only
+one its basis spans, so for a complex input it would silently drop ``d/dy``) and ``jacrev`` real
+outputs only (for a real output of complex inputs it gives ``df/dx - i df/dy`` per element, as
+``grad``; integer outputs get zero rows); a complex input to ``jacfwd`` or complex output of
+``jacrev`` raises ``BluTypeError``: use ``blu.jvp``/``blu.vjp`` directly.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from typing import Any
 
 import blu.numpy as bnp
 from blu.core import dtypes, pytree
+from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.transforms.ad import _argnums_tuple, jvp, vjp
 from blu.transforms.batching import vmap
@@ -35,16 +45,75 @@ def _std_basis(leaves: list[Any]) -> Any:
     return out, total
 
 
-def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """Jacobian by forward mode (vmap of jvp over the standard basis).
+_HINT = (
+    "; for a holomorphic function pass holomorphic=True, for a non-holomorphic one use "
+    "blu.jvp / blu.vjp directly"
+)
 
-    The result for an output of shape ``O`` and input of shape ``I`` has shape ``O + I``.
+
+def _check_inputs(name: str, holomorphic: bool, leaves: list[Any], real_only: bool) -> None:
+    """JAX's input dtypes: complex with ``holomorphic``; else float (``real_only``: jacfwd) or
+    float and complex (jacrev)."""
+    for leaf in leaves:
+        a = get_aval(leaf)
+        if holomorphic and not dtypes.is_complex(a.dtype):
+            raise BluTypeError(
+                with_user_line(
+                    f"{name}(holomorphic=True) requires complex inputs, got {a.str_short()}"
+                )
+            )
+        ok = dtypes.is_float(a.dtype) if real_only else dtypes.is_inexact(a.dtype)
+        if not holomorphic and not ok:
+            what = "real float" if real_only else "float or complex"
+            raise BluTypeError(
+                with_user_line(
+                    f"{name} requires {what} inputs, got {a.str_short()}"
+                    + (_HINT if dtypes.is_complex(a.dtype) else "")
+                )
+            )
+
+
+def _check_outputs(name: str, holomorphic: bool, leaves: list[Any], real_only: bool) -> None:
+    """JAX's output dtypes: complex with ``holomorphic``; else any (jacfwd) or not complex
+    (``real_only``: jacrev; integer and bool outputs are kept, with zero rows, where JAX
+    raises)."""
+    for leaf in leaves:
+        a = get_aval(leaf)
+        if holomorphic and not dtypes.is_complex(a.dtype):
+            raise BluTypeError(
+                with_user_line(
+                    f"{name}(holomorphic=True) requires complex outputs, got {a.str_short()}"
+                )
+            )
+        if not holomorphic and real_only and dtypes.is_complex(a.dtype):
+            raise BluTypeError(with_user_line(f"{name} requires real outputs, got {a.str_short()}"
+                                              + _HINT))  # fmt: skip
+
+
+def jacfwd(
+    fun: Callable, argnums: int | Sequence[int] = 0, *, holomorphic: bool = False
+) -> Callable:
+    """Jacobian by forward mode (vmap of jvp over the standard basis), as ``jax.jacfwd``.
+
+    The result for an output of shape ``O`` and input of shape ``I`` has shape ``O + I``, with
+    the output's dtype.
+
+    Args:
+        fun: function of pytrees of arrays.
+        argnums: the positional argument(s) to differentiate.
+        holomorphic: ``fun`` is holomorphic: inputs and outputs complex, the result ``f'(z)``.
+
+    Raises:
+        BluTypeError: without ``holomorphic``, an input that is not a real float (a complex
+        input's basis would span only its real direction); with it, an input or output that is
+        not complex.
     """
     nums = _argnums_tuple(argnums)
 
     def jac(*args: Any):
         diff = tuple(args[i] for i in nums)
         leaves, tree = pytree.tree_flatten(diff)
+        _check_inputs("jacfwd", holomorphic, leaves, real_only=True)
         basis, total = _std_basis(leaves)
 
         def partial_fun(*d):
@@ -58,6 +127,8 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
         # outputs: (total,) + out_shape  -> move basis axis last and split per input leaf
         out = vmap(push, in_axes=0, out_axes=-1)(*basis)
+        # a tangent has its output's dtype class (complex for complex outputs)
+        _check_outputs("jacfwd", holomorphic, pytree.tree_leaves(out), real_only=False)
         # per output leaf, the pieces per input leaf (held in a _Pieces, a pytree leaf, so that
         # an output that is itself a list is not mistaken for the pieces)
         jac_tree = pytree.tree_map(lambda o: _Pieces(_split_last(o, leaves)), out)
@@ -85,15 +156,30 @@ def _split_last(o: Any, leaves: list[Any]) -> list[Any]:
     return parts
 
 
-def jacrev(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """Jacobian by reverse mode (vmap of vjp over the output's standard basis).
+def jacrev(
+    fun: Callable, argnums: int | Sequence[int] = 0, *, holomorphic: bool = False
+) -> Callable:
+    """Jacobian by reverse mode (vmap of vjp over the output's standard basis), as
+    ``jax.jacrev``.
 
-    Output shape ``O + I`` as for ``jacfwd``.
+    Output shape ``O + I`` as for ``jacfwd``, with the input's dtype: for a real output of a
+    complex input each row is that element's ``grad``, ``df/dx - i df/dy`` (JAX's convention).
+
+    Args:
+        fun: function of pytrees of arrays.
+        argnums: the positional argument(s) to differentiate.
+        holomorphic: ``fun`` is holomorphic: inputs and outputs complex, the result ``f'(z)``.
+
+    Raises:
+        BluTypeError: without ``holomorphic``, an input that is not float or complex, or a
+        complex output (integer and bool outputs get zero rows; JAX raises for them); with it,
+        an input or output that is not complex.
     """
     nums = _argnums_tuple(argnums)
 
     def jac(*args: Any):
         diff = tuple(args[i] for i in nums)
+        _check_inputs("jacrev", holomorphic, pytree.tree_leaves(diff), real_only=False)
 
         def partial_fun(*d):
             full = list(args)
@@ -103,6 +189,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
         out, f_vjp = vjp(partial_fun, *diff)
         out_leaves, out_tree = pytree.tree_flatten(out)
+        _check_outputs("jacrev", holomorphic, out_leaves, real_only=True)
         basis, total = _std_basis(out_leaves)
         cts = vmap(lambda *b: f_vjp(pytree.tree_unflatten(out_tree, list(b))), in_axes=0)(*basis)
         # cts: tuple over diff args of pytrees with leading axis `total` = flattened outputs
@@ -120,6 +207,9 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     return jac
 
 
-def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """Second derivatives: ``jacfwd(jacrev(fun))``."""
-    return jacfwd(jacrev(fun, argnums), argnums)
+def hessian(
+    fun: Callable, argnums: int | Sequence[int] = 0, *, holomorphic: bool = False
+) -> Callable:
+    """Second derivatives: ``jacfwd(jacrev(fun))`` (``holomorphic`` passed to both; without it
+    the inputs must be real floats, as for ``jacfwd``)."""
+    return jacfwd(jacrev(fun, argnums, holomorphic=holomorphic), argnums, holomorphic=holomorphic)

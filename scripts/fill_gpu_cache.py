@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
@@ -64,16 +65,21 @@ def export_gpu_entries(cache: Path, dest: Path) -> int:
     """Copy the entries the GPU machine reads (``.ptx``, ``.cubin``, ``mlir-version``) to
     ``dest``, without the CPU builds the simulated GPU left beside them (they would only add to
     what travels). Each entry carries its digest record (its header line: key, kind, blu's
-    version, sha256), checked on the GPU machine before use. The folders are made 0700: blu
-    refuses a cache folder others could write. Returns the number of kernels."""
+    version, sha256), checked on the GPU machine before use, with its contents
+    (``entry_check``: no ``.extern`` in PTX, only ptxas's own undefined symbols in a cubin). No key
+    travels: GPU entries are not signed (the CPU's are, and stay here). Only blu's entries, as
+    regular files, are copied. The folders are made 0700: blu refuses a cache folder others could
+    write. Returns the number of kernels."""
     import shutil
 
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(mode=0o700, parents=True)
     n = 0
+    entry = re.compile(r"[0-9a-f]{2}/[0-9a-f]{64}\.(ptx|cubin)|mlir-version")
     for f in cache.rglob("*"):
-        if f.suffix in (".ptx", ".cubin") or f.name == "mlir-version":
+        # blu's GPU entries only, as regular files (a link or a foreign file never travels)
+        if entry.fullmatch(f.relative_to(cache).as_posix()) and f.is_file() and not f.is_symlink():
             target = dest / f.relative_to(cache)
             target.parent.mkdir(mode=0o700, exist_ok=True)
             shutil.copy2(f, target)

@@ -64,20 +64,26 @@ def set_flag():
 @pytest.fixture(scope="session", autouse=True)
 def kernel_cache_dir(tmp_path_factory):
     """Every test compiles into a temporary kernel cache, never the user's (``BLU_CACHE_DIR`` /
-    ``blu.config.cache_dir``). ``BLU_TEST_CACHE_DIR`` names the cache to use instead: the GPU
-    machine reads its carried cache (``scripts/gpu_check.sh``) and ``scripts/fill_gpu_cache.py``
-    fills one by running the GPU tests."""
+    ``blu.config.cache_dir``), its CPU entries signed with a temporary key
+    (``BLU_CACHE_KEY_FILE``). ``BLU_TEST_CACHE_DIR`` names the cache to use instead (with the
+    user's key): the GPU machine reads its carried cache (``scripts/gpu_check.sh``) and
+    ``scripts/fill_gpu_cache.py`` fills one by running the GPU tests."""
     import blu
 
     d = os.environ.get("BLU_TEST_CACHE_DIR") or str(tmp_path_factory.mktemp("blu-cache"))
     mp = pytest.MonkeyPatch()
     mp.setenv("BLU_CACHE_DIR", d)
-    old = blu.config.cache_dir
+    old = blu.config.cache_dir, blu.config.cache_key_file
     blu.config.update("cache_dir", d)
+    if not os.environ.get("BLU_TEST_CACHE_DIR"):  # a carried cache keeps the user's own key
+        key = str(tmp_path_factory.mktemp("blu-key") / "cache-key")
+        mp.setenv("BLU_CACHE_KEY_FILE", key)
+        blu.config.update("cache_key_file", key)
     try:
         yield d
     finally:
-        blu.config.update("cache_dir", old)
+        blu.config.update("cache_dir", old[0])
+        blu.config.update("cache_key_file", old[1])
         mp.undo()
 
 

@@ -32,6 +32,24 @@ ARRAY_FUNCTIONS = (
 _functions: dict[str, Callable[..., Any]] = {}
 
 
+def immutable(x: np.ndarray) -> bool:
+    """Whether nothing can write the memory of numpy array ``x`` any more: ``x`` and every array
+    it is a view of (``.base``, to the end) are read-only, and the last owns its memory (a base
+    that is not a numpy array, such as a ``mmap`` or a ``bytearray``, may be written through
+    it). A read-only view of a writable array is not: writing the base changes it, so blu
+    copies such an input where it enters (issue #41).
+    """
+    while True:
+        if x.flags.writeable:
+            return False
+        b = x.base
+        if b is None:
+            return True
+        if type(b) is not np.ndarray and not isinstance(b, np.ndarray):
+            return False
+        x = b
+
+
 def register_array_functions(functions: Mapping[str, Callable[..., Any]]) -> None:
     """Give the array methods their implementations (called by ``blu.numpy`` at import).
 
@@ -309,7 +327,8 @@ class Array(ArrayOps):
 
     def __init__(self, value: np.ndarray, weak_type: bool = False):
         # arrays are immutable: np.asarray(x) gives a read-only view (as in JAX). Callers hand
-        # over buffers blu owns; user numpy arrays are copied where they enter (to_numpy)
+        # over buffers blu owns; user numpy arrays are copied where they enter (to_numpy), unless
+        # ``immutable``
         value.flags.writeable = False
         self._buf = value
         self._deleted: str | None = None

@@ -18,6 +18,8 @@ Flags (environment variable, type, default):
 - ``cache_dir`` (``BLU_CACHE_DIR``, path, ``~/.cache/blu``): the compiled-kernel cache.
 - ``cache_max_bytes`` (``BLU_CACHE_MAX_BYTES``, int, 2 GiB): the kernel cache folder is trimmed
   to it, least recently used entries first.
+- ``cache_key_file`` (``BLU_CACHE_KEY_FILE``, path, ``~/.config/blu/cache-key``): the per-user
+  secret that signs the CPU's cache entries (made 0600 on first use; kept outside the cache).
 - ``default_matmul_precision`` (``BLU_DEFAULT_MATMUL_PRECISION``, "fp32" | "tf32" | "bf16").
 - ``jit_backend`` (``BLU_JIT_BACKEND``, "" | "mlir" | "numpy", ""): jit's CPU executor ("" is
   the default, compiled kernels; "numpy" the reference interpreter).
@@ -63,7 +65,8 @@ Flags (environment variable, type, default):
   issues several independent loads per thread in strided loops and keeps a row group's
   per-row totals in registers; 1 is the emitter before that (kept for before/after timing,
   ``benchmarks/gpu_kernels.py``); 3 adds the online softmax normalizer and 128-bit row runs
-  (``codegen_online.py``; opt-in: the H200 step measured no faster, BENCHMARKS.md). Part of
+  (``codegen_online.py``; opt-in: the H200 step measured no faster, docs/benchmarks/gpt2_gpu.md,
+  session 6). Part of
   every GPU kernel's cache key.
 - ``flash_tensor_cores`` (``BLU_FLASH_TENSOR_CORES``, bool, True): blu's float32 flash-attention
   kernels use tensor cores (``blu.lower.cuda.flash_tc``: TF32 ``mma.sync``, one product per
@@ -86,75 +89,119 @@ Flags (environment variable, type, default):
   threads that wait in a native loop while an executable runs (``blu/lower/cpu/spin.py``) instead
   of blocking between parts; off, or where MLIR cannot compile that loop, on the blocking pool.
 
-Booleans are true for ``1``, ``true``, ``yes`` or ``on`` (any case). An integer variable that
-does not parse keeps its text, so the code that uses it reports the bad value.
+Every variable is parsed by one function (``parse_setting``): booleans are ``1``, ``true``,
+``yes``, ``on`` or ``0``, ``false``, ``no``, ``off`` (any case); a value that does not parse (a
+boolean ``maybe``, a count ``zero``, a choice not offered) raises ``BluValueError`` naming the
+variable, its value and what is expected, when blu is imported. An empty variable is unset.
+
+``update`` sets a flag for the whole process. ``override`` (and ``blu.disable_jit()``, built on
+it) sets flags for a ``with`` block in the current context only (a ``contextvars`` context: the
+current thread, or asyncio task), as JAX's thread-local configuration: another thread's flags are
+not changed by it, and overlapping blocks in two threads each restore their own. A thread starts
+with the process-wide values. ``config.generation`` changes whenever the flags this context sees
+may have (``blu/transforms/dispatch.py`` compares it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from blu.core import forks
 from blu.core.errors import BluValueError
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def _bool(raw: str) -> bool:
-    return raw.strip().lower() in ("1", "true", "yes", "on")
+    """A boolean (``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off``, any case)."""
+    v = raw.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise ValueError("a boolean: 1, true, yes, on or 0, false, no, off")
 
 
 def _auto_bool(raw: str) -> Any:
-    return "auto" if raw.strip().lower() == "auto" else _bool(raw)
-
-
-def _int(raw: str) -> Any:
+    if raw.strip().lower() == "auto":
+        return "auto"
     try:
-        return int(raw)
+        return _bool(raw)
     except ValueError:
-        return raw  # the user of the flag names the bad value
+        raise ValueError("auto or a boolean: 1, true, yes, on or 0, false, no, off") from None
+
+
+def _int(lo: int, hi: int | None = None, what: str = "a whole number") -> Callable[[str], int]:
+    """A parser of whole numbers in ``[lo, hi]`` (``hi`` None: no upper bound)."""
+    bound = f" from {lo} to {hi}" if hi is not None else f" >= {lo}"
+
+    def parse(raw: str) -> int:
+        try:
+            v = int(raw.strip())
+        except ValueError:
+            v = None
+        if v is None or v < lo or (hi is not None and v > hi):
+            raise ValueError(what + bound)
+        return v
+
+    return parse
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    """A parser of one of ``options`` (any case, surrounding blanks ignored)."""
+
+    def parse(raw: str) -> str:
+        v = raw.strip().lower()
+        if v not in options:
+            raise ValueError("one of " + ", ".join(repr(o) for o in options))
+        return v
+
+    return parse
 
 
 def _str(raw: str) -> str:
     return raw
 
 
-def _lower(raw: str) -> str:
-    return raw.strip().lower()
-
-
-def _path_or_empty(raw: str) -> str:
-    return raw
-
+_BYTES = "a whole number of bytes"
+_PRECISIONS = ("fp32", "tf32", "bf16", "highest", "high", "default")  # JAX's names too
 
 # name -> (environment variable, parser of a non-empty value, default when unset or empty)
 FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "log_compiles": ("BLU_LOG_COMPILES", _bool, False),
     "debug_nans": ("BLU_DEBUG_NANS", _bool, False),
-    "debug": ("BLU_DEBUG", _int, 0),
+    "debug": ("BLU_DEBUG", _int(0, 4), 0),
     "cache_dir": ("BLU_CACHE_DIR", _str, os.path.join(os.path.expanduser("~"), ".cache", "blu")),
-    "default_matmul_precision": ("BLU_DEFAULT_MATMUL_PRECISION", _lower, "fp32"),
-    "jit_backend": ("BLU_JIT_BACKEND", _lower, ""),
+    "default_matmul_precision": ("BLU_DEFAULT_MATMUL_PRECISION", _choice(*_PRECISIONS), "fp32"),
+    "jit_backend": ("BLU_JIT_BACKEND", _choice("mlir", "numpy"), ""),
     "cuda_graphs": ("BLU_CUDA_GRAPHS", _auto_bool, "auto"),
-    "gpu_unroll": ("BLU_GPU_UNROLL", _int, None),
-    "gpu_rows": ("BLU_GPU_ROWS", _lower, "block"),
-    "dump_ir": ("BLU_DUMP_IR", _path_or_empty, ""),
+    "gpu_unroll": ("BLU_GPU_UNROLL", _int(0), None),
+    "gpu_rows": ("BLU_GPU_ROWS", _choice("block", "warp"), "block"),
+    "dump_ir": ("BLU_DUMP_IR", _str, ""),
     "cache_no_so": ("BLU_CACHE_NO_SO", _bool, False),
     "fake_gpu": ("BLU_FAKE_GPU", _bool, False),
     "profile": ("BLU_PROFILE", _bool, False),
-    "num_cpu_devices": ("BLU_NUM_CPU_DEVICES", _int, 1),
-    "parallel_backend": ("BLU_PARALLEL_BACKEND", _lower, None),
+    "num_cpu_devices": ("BLU_NUM_CPU_DEVICES", _int(1), 1),
+    "parallel_backend": ("BLU_PARALLEL_BACKEND", _choice("nccl", "mpi", "cpu"), None),
     "disable_jit": ("BLU_DISABLE_JIT", _bool, False),
-    "cache_max_bytes": ("BLU_CACHE_MAX_BYTES", _int, 2 << 30),
+    "cache_max_bytes": ("BLU_CACHE_MAX_BYTES", _int(0, what=_BYTES), 2 << 30),
+    "cache_key_file": (
+        "BLU_CACHE_KEY_FILE",
+        _str,
+        os.path.join(os.path.expanduser("~"), ".config", "blu", "cache-key"),
+    ),
     "cudnn_attention": ("BLU_CUDNN_ATTENTION", _bool, True),
-    "jit_cache_size": ("BLU_JIT_CACHE_SIZE", _int, 256),
-    "executable_cache_size": ("BLU_EXECUTABLE_CACHE_SIZE", _int, 256),
-    "kernel_cache_size": ("BLU_KERNEL_CACHE_SIZE", _int, 1024),
+    "jit_cache_size": ("BLU_JIT_CACHE_SIZE", _int(1), 256),
+    "executable_cache_size": ("BLU_EXECUTABLE_CACHE_SIZE", _int(1), 256),
+    "kernel_cache_size": ("BLU_KERNEL_CACHE_SIZE", _int(1), 1024),
     "flash_attention": ("BLU_FLASH_ATTENTION", _bool, True),
-    "gpu_memory_limit": ("BLU_GPU_MEMORY_LIMIT", _int, 0),
-    "cpu_threads": ("BLU_CPU_THREADS", _int, None),
-    "gpu_kernels": ("BLU_GPU_KERNELS", _int, 2),
+    "gpu_memory_limit": ("BLU_GPU_MEMORY_LIMIT", _int(0, what=_BYTES), 0),
+    "cpu_threads": ("BLU_CPU_THREADS", _int(1), None),
+    "gpu_kernels": ("BLU_GPU_KERNELS", _int(1, 3), 2),
     "flash_tensor_cores": ("BLU_FLASH_TENSOR_CORES", _bool, True),
     "gemm_search": ("BLU_GEMM_SEARCH", _bool, True),
     "gpu_epilogues": ("BLU_GPU_EPILOGUES", _bool, True),
@@ -164,41 +211,69 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
 }
 
 
+def parse_setting(var: str, raw: str, parse: Callable[[str], Any] | None = None) -> Any:
+    """The value of environment variable ``var`` holding ``raw`` (non-empty), parsed by
+    ``parse`` (default: the parser of the flag read from ``var``).
+
+    Raises:
+        BluValueError: ``raw`` does not parse; the message names the variable, the value and
+            what is expected (``BLU_DEBUG='x': expected a whole number from 0 to 4``).
+    """
+    if parse is None:
+        parse = next(p for v, p, _ in FLAGS.values() if v == var)
+    try:
+        return parse(raw)
+    except ValueError as e:
+        raise BluValueError(f"{var}={raw!r}: expected {e}") from None
+
+
 def read_environment(environ: Any = None) -> dict[str, Any]:
-    """Every flag's value from ``environ`` (default ``os.environ``): what ``config`` starts with."""
+    """Every flag's value from ``environ`` (default ``os.environ``): what ``config`` starts with.
+
+    Raises:
+        BluValueError: a variable does not parse (``parse_setting``).
+    """
     environ = os.environ if environ is None else environ
     out = {}
     for name, (var, parse, default) in FLAGS.items():
         raw = environ.get(var, "")
-        out[name] = parse(raw) if raw.strip() else default
+        out[name] = parse_setting(var, raw, parse) if raw.strip() else default
     return out
 
 
 def _env_int(name: str, default: int) -> int:
+    """Environment variable ``name`` as a whole number of bytes (``default`` when unset)."""
     raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise BluValueError(f"{name}={raw!r}: expected a whole number of bytes") from None
+    return parse_setting(name, raw, _int(0, what=_BYTES)) if raw else default
 
 
 class Config:
-    """The flags (``blu.config``); attributes read them, ``update``/``override`` set them."""
+    """The flags (``blu.config``); attributes read them, ``update`` sets them for the process,
+    ``override`` for a block of the current context (thread)."""
 
     def __init__(self, environ: Any = None) -> None:
         self.__dict__["_values"] = read_environment(environ)
-        self.__dict__["_lock"] = threading.Lock()
-        # bumped by every update and override (entered or left): what caches flag values
-        # compares (``blu/transforms/dispatch.py``)
-        self.__dict__["generation"] = 0
+        self.__dict__["_lock"] = forks.lock()  # (renewed in a forked child)
+        # the current context's overrides: None, or a dict (a new one per ``override`` block)
+        self.__dict__["_local"] = contextvars.ContextVar(f"blu_config_{id(self)}", default=None)
+        self.__dict__["_gen"] = 0  # bumped by every ``update``
 
     def __getattr__(self, name: str) -> Any:
+        d = self.__dict__
+        local = d["_local"].get()
+        if local is not None and name in local:
+            return local[name]
         try:
-            return self.__dict__["_values"][name]
+            return d["_values"][name]
         except KeyError:
             raise AttributeError(f"blu.config has no flag {name!r}") from None
+
+    @property
+    def generation(self) -> tuple:
+        """What changes whenever the flags seen here may have: the count of ``update`` calls and
+        this context's overrides (compared by ``blu/transforms/dispatch.py``)."""
+        d = self.__dict__
+        return d["_gen"], d["_local"].get()
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise BluValueError(f"set flags with blu.config.update({name!r}, value)")
@@ -208,7 +283,8 @@ class Config:
             raise BluValueError(f"blu.config has no flag {name!r}; flags: {sorted(self._values)}")
 
     def update(self, name: str, value: Any) -> None:
-        """Set a flag for the rest of the program (whatever its environment variable says).
+        """Set a flag for the rest of the program, in every thread (whatever its environment
+        variable says; a thread's ``override`` block still shows its own value until it ends).
 
         Raises:
             BluValueError: no flag of that name.
@@ -216,31 +292,36 @@ class Config:
         self._check(name)
         with self._lock:
             self._values[name] = value
-            self.__dict__["generation"] += 1
+            self.__dict__["_gen"] += 1
 
     @contextlib.contextmanager
     def override(self, **flags: Any) -> Iterator[None]:
-        """Set flags for the duration of a ``with`` block (restored on exit, also on error).
+        """Set flags for the duration of a ``with`` block, in the current context only (the
+        current thread: others keep theirs); restored on exit, also on error.
 
         Raises:
             BluValueError: no flag of one of the names.
         """
         for k in flags:
             self._check(k)
-        with self._lock:
-            old = {k: self._values[k] for k in flags}
-            self._values.update(flags)
-            self.__dict__["generation"] += 1
+        var = self.__dict__["_local"]
+        outer = var.get()
+        var.set({**outer, **flags} if outer else dict(flags))
         try:
             yield
         finally:
-            with self._lock:
-                self._values.update(old)
-                self.__dict__["generation"] += 1
+            var.set(outer)
 
     def values(self) -> dict[str, Any]:
-        """A copy of every flag's current value."""
-        return dict(self._values)
+        """A copy of every flag's current value (in this context)."""
+        local = self.__dict__["_local"].get()
+        return {**self._values, **local} if local else dict(self._values)
 
 
 config = Config()
+
+
+@forks.in_child
+def _after_fork() -> None:
+    """A child forked while another thread ran ``update`` gets the lock fresh."""
+    config.__dict__["_lock"] = forks.renew(config.__dict__["_lock"])

@@ -58,11 +58,12 @@ def out_of_memory(shape: tuple, dtype: object, what: str, cause: str = "") -> Bl
     size = float(nbytes)
     while size >= 1024 and k < len(units) - 1:
         size, k = size / 1024, k + 1
-    why = (
-        "more than a 64-bit address space can hold"
-        if nbytes >= 2**63
-        else "more memory than is available"
-    )
+    if any(int(d) >= 2**63 for d in shape):
+        why = "a dimension past 2**63 - 1, more than a 64-bit index can hold"
+    elif nbytes >= 2**63:
+        why = "more than a 64-bit address space can hold"
+    else:
+        why = "more memory than is available"
     return BluOutOfMemoryError(
         with_user_line(
             f"{what}: cannot allocate {dt.name}{list(shape)}, {size:.1f} {units[k]} "

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes, execution
-from blu.core.array import Array, ArrayOps
+from blu.core.array import Array, ArrayOps, immutable
 from blu.core.aval import ShapedArray, shaped
 from blu.core.errors import (
     BluError,
@@ -233,8 +233,9 @@ def to_numpy(x: Any, aval: ShapedArray | None = None) -> np.ndarray:
     if isinstance(x, Array):
         return x._value
     if isinstance(x, np.ndarray):
-        # a user's writable buffer is copied, so later writes to it cannot change blu arrays
-        return x.copy() if x.flags.writeable else x
+        # a user's buffer is copied unless nothing can write it (not even through its base), so
+        # later writes cannot change blu arrays
+        return x if immutable(x) else x.copy()
     aval = aval or get_aval(x)
     if isinstance(x, int) and not isinstance(x, bool) and dtypes.is_int(aval.dtype):
         info = np.iinfo(aval.dtype)
@@ -245,9 +246,13 @@ def to_numpy(x: Any, aval: ShapedArray | None = None) -> np.ndarray:
 
 def canonicalize_arg(x: Any) -> Any:
     """A transform's input leaf as an operand: Python scalars become weakly typed 0-d Arrays
-    and numpy scalars 0-d Arrays, so rules never see bare scalars as primals."""
+    and numpy scalars 0-d Arrays, so rules never see bare scalars as primals; a numpy array
+    becomes an Array of its own copy unless ``immutable`` (a function returning its input, as
+    ``vmap(lambda x: x)``, gave the user's buffer back: writing it changed the result)."""
     if isinstance(x, np.generic):  # first: np.float64 subclasses float
         return Array(np.asarray(x))
+    if type(x) is np.ndarray:
+        return Array(to_numpy(x))
     if isinstance(x, (bool, int, float, complex)):
         dtype, weak = dtypes.dtype_and_weak(x)
         return Array(np.asarray(x, dtype), weak)

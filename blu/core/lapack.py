@@ -90,7 +90,7 @@ def triangular_solve(
         return out
     if config.debug_nans and not unit_diagonal and not np.diagonal(a, 0, -2, -1).all():
         _degenerate("triangular_solve: singular (zero diagonal) matrix", a)
-    import scipy.linalg  # imported on first use: it adds ~80 ms to `import blu`
+    import scipy.linalg  # imported on first use: it would slow down `import blu`
 
     (trsm,) = scipy.linalg.get_blas_funcs(("trsm",), (a, b))
     for i in np.ndindex(b.shape[:-2]):

@@ -13,11 +13,12 @@ Evicted values are dropped after the lock is released, so what their destruction
 
 from __future__ import annotations
 
-import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
+from blu.core import forks
 from blu.core.config import FLAGS, config
 from blu.core.errors import BluValueError
 
@@ -50,11 +51,12 @@ class LRU:
         evictions: entries dropped so far for the bound (not by ``pop``/``clear``).
     """
 
-    __slots__ = ("_d", "_lock", "_bound", "_on_evict", "evictions")
+    __slots__ = ("_d", "_lock", "_bound", "_on_evict", "evictions", "__weakref__")
 
     def __init__(self, bound: str | int, on_evict: Callable[[Any, Any], None] | None = None):
         self._d: OrderedDict[Hashable, Any] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = forks.lock()
+        _all.add(self)
         self._bound = bound
         self._on_evict = on_evict
         self.evictions = 0
@@ -127,3 +129,13 @@ class LRU:
         """The values, least recently used first (a copy)."""
         with self._lock:
             return list(self._d.values())
+
+
+_all: weakref.WeakSet = weakref.WeakSet()  # every LRU, for the fork handler
+
+
+@forks.in_child
+def _after_fork() -> None:
+    """A child forked while another thread used a cache gets that cache's lock fresh."""
+    for c in list(_all):
+        c._lock = forks.renew(c._lock)

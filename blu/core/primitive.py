@@ -38,7 +38,7 @@ class MissingRuleError(BluError, NotImplementedError):
 
 
 _TOO_LARGE = ("iterator is too large", "array is too big", "maximum allowed size exceeded",
-              "maximum supported dimension")  # fmt: skip
+              "maximum supported dimension", "maximum allowed dimension exceeded")  # fmt: skip
 
 
 def _is_allocation_failure(e: BaseException) -> bool:
@@ -89,10 +89,22 @@ class Primitive:
         """Apply the primitive under the current interpreter (eval, trace, jvp, vmap, ...)."""
         try:
             return current_interpreter().process(self, args, params)
-        except (MemoryError, ValueError) as e:
-            if isinstance(e, BluError) or not _is_allocation_failure(e):
+        except (MemoryError, ValueError, OverflowError) as e:
+            if isinstance(e, BluError):
+                raise
+            if not _is_allocation_failure(e) and not self._unaddressable(args, params):
                 raise
             raise self._out_of_memory(args, params, e) from None
+
+    def _unaddressable(self, args: tuple, params: dict) -> bool:
+        """Whether an output of this primitive on ``args`` is larger than a 64-bit address space
+        (numpy then fails with a message of its own, or an ``OverflowError``)."""
+        try:
+            out = self.abstract_eval(*[get_aval(a) for a in args], **params)
+        except Exception:  # noqa: BLE001 - only asked to word an error better
+            return False
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        return any(math.prod(a.shape) * a.dtype.itemsize >= 2**63 for a in outs)
 
     def _out_of_memory(self, args: tuple, params: dict, e: BaseException) -> BluError:
         """The failed allocation as a BluOutOfMemoryError: numpy's MemoryError names the

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from blu.core import pytree
-from blu.core.array import Array
+from blu.core.array import Array, immutable
 from blu.core.aval import ShapedArray
 from blu.core.errors import user_frame
 from blu.core.interpreter import Interpreter, Tracer, current_interpreter, get_aval, set_interpreter
@@ -67,7 +67,7 @@ class StagingInterpreter(Interpreter):
             self.constvars.append(var)
             self._keep_alive.append(x)  # so its id stays unique while tracing
             if isinstance(x, np.ndarray):  # captured at trace time, as in JAX
-                x = Array(np.array(x) if x.flags.writeable else x)
+                x = Array(x if immutable(x) else np.array(x))
             self.consts.append(x)
         return var
 

@@ -1,7 +1,7 @@
 """Matrix products through cuBLASLt (``nvmath.bindings.cublasLt``), with cached plans.
 
-nvmath's high-level ``Matmul`` costs about 400 µs of host time per call (measured on an H200,
-DESIGN.md §3), 40 times what the GPU needs for a GPT-2 sized product, so blu calls the bindings
+nvmath's high-level ``Matmul`` costs far more host time per call than the GPU needs for a GPT-2
+sized product (measured on an H200, DESIGN.md §3), so blu calls the bindings
 directly: for each distinct problem (shapes, dtypes, transposes, epilogue, precision, pointer
 alignments) it creates the matmul descriptor, the four matrix layouts and the preference once,
 asks the heuristic for an algorithm once, and afterwards each call is one ``cublasLtMatmul``

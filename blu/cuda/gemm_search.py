@@ -6,8 +6,8 @@ product ``CublasLt`` asks for up to ``CANDIDATES`` algorithms and, where a searc
 runs each on the call's own operands (one untimed run, then ``REPS`` timed back to back between
 two events), times the ``FINALISTS`` fastest again ``ROUNDS`` more times (in turns), and keeps
 the one with the least time of all its timings for every later call. (One round alone let a
-single slow timing decide: on the H200 the same bf16 product with its bias epilogue kept an
-algorithm of 139.5 us in one process and one of 79.6 us in another, BENCHMARKS.md session 8;
+single slow timing decide: on the H200 the same bf16 product with its bias epilogue kept a far
+slower algorithm in one process than in another, docs/benchmarks/gpt2_gpu.md session 8;
 a timing is only ever slowed by the GPU's state, never sped up, hence the least.) XLA's GPU
 autotuner does the same for its GEMMs (``xla_gpu_autotune_level``); PyTorch leaves the choice to
 cuBLAS's heuristic.

@@ -1,6 +1,6 @@
 """CUDA graphs: capture the work queued on a stream once, replay it with one driver call.
 
-A Python ``cuLaunchKernel`` costs about 8 µs of host time, more than the GPU needs for a
+A Python ``cuLaunchKernel`` costs more host time than the GPU needs for a
 1M-element elementwise kernel (DESIGN.md §3); a GPT-2 step has hundreds of kernels, so the
 executable captures its whole launch plan once and replays it.
 """

@@ -110,7 +110,7 @@ def _cumprod_jvp(primals, tangents, *, axis, reverse):
     """
     (x,), (t,) = primals, tangents
     out = cumprod_p.bind(x, axis=axis, reverse=reverse)
-    if isinstance(t, Zero) or not dtypes.is_float(get_aval(x).dtype):
+    if isinstance(t, Zero) or not dtypes.is_inexact(get_aval(x).dtype):
         return out, Zero(tangent_aval(get_aval(out)))
     shape, dt = get_aval(x).shape, get_aval(x).dtype
     n = shape[axis]

@@ -228,7 +228,7 @@ def prod_tangent(x: Any, t: Any, axes: tuple[int, ...]) -> Any:
 def _reduce_prod_jvp(primals, tangents, *, axes):
     (x,), (t,) = primals, tangents
     out = reduce_prod_p.bind(x, axes=axes)
-    if isinstance(t, Zero) or not dtypes.is_float(get_aval(x).dtype):
+    if isinstance(t, Zero) or not dtypes.is_inexact(get_aval(x).dtype):
         return out, Zero(tangent_aval(get_aval(out)))
     return out, prod_tangent(x, t, axes)
 

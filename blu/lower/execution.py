@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from blu.core.array import immutable
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Var
 from blu.core.lru import LRU
 from blu.lower.backend import Backend, _donated, backend_for
@@ -87,7 +88,7 @@ class Executor:
         """``jit_p``'s impl: run ``jaxpr`` on ``args`` (device arrays: on their GPU)."""
         exe = executable_for(jaxpr, name, tuple(donated_invars), backend_for(args), args)
         if not getattr(exe, "borrows_inputs", False):  # its results may alias its operands
-            args = [a.copy() if isinstance(a, np.ndarray) and a.flags.writeable else a
+            args = [a.copy() if isinstance(a, np.ndarray) and not immutable(a) else a
                     for a in args]  # fmt: skip
         return exe(*args)
 

@@ -42,6 +42,7 @@ from blu.lax import (
     cumulative,
     gather_scatter,
     parallel,
+    random_gamma,
     reductions,
     shapes,
     slicing,
@@ -100,6 +101,8 @@ _HOST = (
     ("no scatter kernel for this form yet", sorting.scatter_add_along_axis_p),
     (_MATH, special.lgamma_p, special.digamma_p, special.erf_inv_p),
     ("no elementwise rule yet", special.polygamma_p),
+    ("a series or continued fraction per element, run to convergence (scipy/numpy on the "
+     "host): no loop in the elementwise kernels", random_gamma.random_gamma_grad_p),
     (_COLLECTIVE, parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.all_gather_p,
      parallel.all_to_all_p, parallel.ppermute_p, parallel.reduce_scatter_p,
      parallel.axis_index_p),

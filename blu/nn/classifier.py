@@ -27,8 +27,8 @@ from blu.transforms.custom_derivatives import custom_vjp
 
 _LOW_PRECISION = (dtypes.bfloat16, dtypes.float16)
 # at most this many chunks by default: each is a few unrolled products and kernels, and small
-# chunks starve the products (GPT-2 124M, B=16, bf16 on an H200: 16 chunks of 1024 rows
-# 284,911 tok/s, 8 of 2048 315,902, 4 of 4096 314,339; BENCHMARKS.md, issue #18)
+# chunks starve the products (GPT-2 124M, B=16, bf16 on an H200: 8 chunks beat 16 and matched
+# 4; docs/benchmarks/gpt2_gpu.md, session 6, issue #18)
 _MAX_DEFAULT_CHUNKS = 8
 
 

@@ -50,10 +50,19 @@ def _axes(axis: int | Sequence[int] | None, ndim: int, name: str) -> tuple[int, 
 # ---- activations -------------------------------------------------------------------------------
 
 
+@custom_jvp
+def _relu(x: Any) -> Any:
+    return bnp.maximum(x, bnp.zeros_like(x))  # NaN stays NaN (as maximum, relu6, leaky_relu)
+
+
+# derivative 0 at 0 (JAX's convention) and at NaN (JAX's ``select(x > 0, g, 0)``)
+_relu.defjvps(lambda t, y, x: bnp.where(x > 0, t, bnp.zeros_like(t)))
+
+
 def relu(x: Any) -> Any:
-    """``max(x, 0)`` elementwise; its derivative at 0 is taken as 0."""
-    x = bnp.asarray(x)
-    return bnp.where(x > 0, x, bnp.zeros_like(x))
+    """``max(x, 0)`` elementwise (NaN gives NaN); its derivative at 0 is taken as 0 (at NaN
+    too, as JAX's)."""
+    return _relu(bnp.asarray(x))
 
 
 def sigmoid(x: Any) -> Any:

@@ -18,7 +18,13 @@ import numpy as np
 from blu import lax
 from blu.core import dtypes
 from blu.core.array import Array
-from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core.errors import (
+    BluShapeError,
+    BluTypeError,
+    BluValueError,
+    out_of_memory,
+    with_user_line,
+)
 from blu.core.interpreter import Tracer, get_aval
 from blu.numpy._promote import (
     _check_fits,
@@ -175,8 +181,11 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) ->
     if dtype is None:
         dtype = dtypes.default_int if all_int else dtypes.default_float
     dtype = dtypes.canonicalize(dtype)
+    # the length as Python ints (``len(range)`` overflows past 2**63 - 1)
+    n = max(-((start - stop) // step), 0) if all_int else max(math.ceil((stop - start) / step), 0)
+    if n * dtype.itemsize >= 2**63:
+        raise out_of_memory((n,), dtype, "arange")
     if all_int:
-        n = len(range(start, stop, step))
         if dtypes.is_int(dtype) or dtypes.is_float(dtype):
             _check_fits(start, dtype)
             _check_fits(start + step * max(n - 1, 0), dtype)
@@ -184,7 +193,6 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) ->
             if step != 1:
                 out = lax.mul(out, step)
             return lax.add(out, start) if start else out
-    n = max(math.ceil((stop - start) / step), 0)
     values = start + step * np.arange(n, dtype=np.float64)
     return Array(values.astype(dtype))
 

@@ -7,6 +7,10 @@ the script calls ``blu.parallel.initialize()``, which reads them (rank 0 publish
 unique id through the store). When one process fails the others are stopped, and the launcher
 exits with the failing code. NVLink multicast stays off (``NCCL_NVLS_ENABLE=0`` unless set).
 
+Each rank's output (stdout and stderr) comes through the launcher line by line, each line
+prefixed with ``[rank N] `` and written whole, so two ranks never share a line
+(``blu.parallel.launch_output``; the ranks run with ``PYTHONUNBUFFERED=1`` unless it is set).
+
 With ``--backend mpi`` the launcher hands the job to ``mpiexec -n N`` (the ``mpich`` wheel's,
 beside this Python, else the one on PATH) and the processes' collectives go through MPI
 (``blu.parallel.mpi``); ``--backend`` otherwise sets ``BLU_PARALLEL_BACKEND`` for the children.
@@ -24,8 +28,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
+from blu.parallel.launch_output import FileTail, Relay, pump
 from blu.parallel.store import StoreServer
 
 # the folder where each rank of an MPI job leaves a mark at normal exit (see runtime.initialize)
@@ -63,7 +69,17 @@ def child_env(base: dict, rank: int, nproc: int, addr: str, port: int) -> dict:
         BLU_STORE_SERVED="1",  # the launcher serves the store, not rank 0
     )
     env.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast
+    env.setdefault("PYTHONUNBUFFERED", "1")  # lines reach the launcher as they are printed
     return env
+
+
+def _start(cmd: list[str], env: dict, rank: int, lock, pumps: list) -> subprocess.Popen:
+    """Start rank ``rank``, its stdout and stderr relayed with the rank's prefix."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for pipe, dest in ((p.stdout, sys.stdout), (p.stderr, sys.stderr)):
+        pumps.append(pump(os.dup(pipe.fileno()), Relay(rank, dest, lock)))
+        pipe.close()
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     base = dict(os.environ)
     if a.backend:
         base["BLU_PARALLEL_BACKEND"] = a.backend
+    lock, pumps = threading.Lock(), []
     procs = [
-        subprocess.Popen(cmd, env=child_env(base, r, a.nproc, server.host, server.port))
+        _start(cmd, child_env(base, r, a.nproc, server.host, server.port), r, lock, pumps)
         for r in range(a.nproc)
     ]
     code = 0
@@ -107,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             except subprocess.TimeoutExpired:
                 p.kill()
         server.close()
+        for t in pumps:  # the last lines (a process the rank started may hold its pipe)
+            t.join(timeout=10)
     return code
 
 
@@ -119,6 +138,7 @@ def mpi_env(base: dict) -> dict:
     }
     env["BLU_PARALLEL_BACKEND"] = "mpi"
     env.setdefault("NCCL_NVLS_ENABLE", "0")  # never NVLink multicast
+    env.setdefault("PYTHONUNBUFFERED", "1")  # lines reach the launcher as they are printed
     return env
 
 
@@ -135,9 +155,19 @@ def _run_mpiexec(nproc: int, cmd: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="blu-launch-") as done:
         env = mpi_env(os.environ)
         env[DONE_DIR_VAR] = done  # each rank leaves a mark when it exits normally
-        p = subprocess.Popen([exe, "-n", str(nproc)] + cmd, env=env)
+        # each rank's stdout and stderr to files of its own, relayed line by line with a prefix
+        files = ["-outfile-pattern", os.path.join(done, "out.%r"),
+                 "-errfile-pattern", os.path.join(done, "err.%r")]  # fmt: skip
+        lock = threading.Lock()
+        streams = (("out", sys.stdout), ("err", sys.stderr))
+        tails = [FileTail(os.path.join(done, f"{name}.{r}"), Relay(r, dest, lock))
+                 for r in range(nproc) for name, dest in streams]  # fmt: skip
+        p = subprocess.Popen([exe, "-n", str(nproc)] + files + cmd, env=env)
         try:
-            rc = p.wait()
+            while (rc := p.poll()) is None:
+                for t in tails:
+                    t.poll()
+                time.sleep(0.05)
         except KeyboardInterrupt:
             p.send_signal(signal.SIGINT)
             try:
@@ -145,6 +175,10 @@ def _run_mpiexec(nproc: int, cmd: list[str]) -> int:
             except subprocess.TimeoutExpired:
                 p.kill()
             return 130
+        finally:
+            for t in tails:
+                t.poll()
+                t.relay.close()
         # mpiexec ends the job when a rank exits early, but may report success (MPICH, when
         # the rank's code was 0): a rank without its mark did not finish
         started = [r for r in range(nproc) if os.path.exists(os.path.join(done, f"{r}.start"))]

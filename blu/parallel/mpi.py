@@ -13,7 +13,9 @@ default when the process was started by ``mpirun``/``mpiexec`` on a machine with
 A rank that fails must not leave the others blocked in a collective: ``install_abort_hook``
 makes an uncaught exception call ``MPI_Abort`` (as ``python -m mpi4py`` does), so ``mpiexec``
 ends every rank; a rank that exits without finalizing MPI is reported by ``mpiexec`` the same
-way.
+way. A rank that exits normally while another waits for it in a collective, and ranks that pass
+operands of different shapes or dtypes to one collective, end the job with an error on every
+rank (``install_exit_hook`` and the collectives' headers: ``blu.parallel.mpi_guard``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +31,9 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.errors import BluError
+from blu.parallel import mpi_guard
 from blu.parallel.comm import Communicator, contiguous
+from blu.parallel.mpi_guard import CollectiveMismatchError, RankExitedError  # noqa: F401
 
 
 class MpiError(BluError, RuntimeError):
@@ -98,6 +103,10 @@ def install_abort_hook() -> None:
 
     def hook(kind, value, tb):
         previous(kind, value, tb)
+        settle = getattr(value, "blu_settle", None)
+        if settle is not None:  # every rank raised it: let each say so before the abort
+            sys.stderr.flush()
+            settle()
         sys.stderr.write(
             f"blu.parallel: rank {MPI.COMM_WORLD.Get_rank()} failed ({kind.__name__}); "
             "aborting the MPI job\n"
@@ -107,6 +116,15 @@ def install_abort_hook() -> None:
 
     sys.excepthook = hook
     _hook_installed = True
+
+
+def install_exit_hook(world: MpiCommunicator) -> None:
+    """Collective over the job (``initialize`` calls it on every rank): a rank that exits
+    normally while another waits for it in a collective ends the job with an error on every
+    rank instead of hanging it (``blu.parallel.mpi_guard``)."""
+    job = mpi_guard.install_exit_hook(world._comm, _mpi())
+    if world not in job.comms:
+        job.comms.append(world)
 
 
 def _reducible(x: np.ndarray):
@@ -126,14 +144,30 @@ def _bytes(x: np.ndarray) -> np.ndarray:
 class MpiCommunicator(Communicator):
     """The collectives of an MPI communicator on host arrays.
 
+    Every collective first exchanges a header (its name, the operand's dtype and shape) and
+    raises ``CollectiveMismatchError`` on every rank when the ranks disagree; its waits raise
+    ``RankExitedError`` when a member left the job instead of entering it (``mpi_guard``).
+
     Args:
         comm: an ``mpi4py.MPI.Comm`` (``world()`` gives ``COMM_WORLD``).
+        id: a name of the group that every member gives it (``"world"``, then one per split).
     """
 
-    def __init__(self, comm: Any):
+    def __init__(self, comm: Any, id: str = "world"):
         self._comm = comm
         self.size = comm.Get_size()
         self.rank = comm.Get_rank()
+        self.id = id
+        self.count = 0  # collectives entered (the exit notices carry it)
+        self._splits = 0
+        MPI = _mpi()
+        self.members = list(
+            MPI.Group.Translate_ranks(comm.Get_group(), list(range(self.size)),
+                                      MPI.COMM_WORLD.Get_group())
+        )  # fmt: skip
+        job = mpi_guard.job()
+        if job is not None:
+            job.comms.append(self)
 
     @classmethod
     def world(cls) -> MpiCommunicator:
@@ -141,44 +175,81 @@ class MpiCommunicator(Communicator):
 
     def split(self, color: int, key: int) -> MpiCommunicator:
         """``MPI_Comm_split``: members with the same color form a group, ordered by key."""
-        return MpiCommunicator(self._comm.Split(color, key))
+        self._enter("split", None)  # a barrier first: MPI_Comm_split waits for every member
+        self._splits += 1
+        return MpiCommunicator(self._comm.Split(color, key), f"{self.id}/{self._splits}:{color}")
+
+    def _wait(self, req: Any, number: int, what: str) -> None:
+        job = mpi_guard.job()
+        if job is None:
+            req.Wait()
+        else:
+            job.wait(req, self, number, what)
+
+    def _enter(self, what: str, x: np.ndarray | None) -> int:
+        """Start collective ``what`` on operand ``x``: check that every member is here with
+        the same kind of operand (a barrier when ``x`` is None). Returns its number."""
+        number = self.count
+        self.count += 1
+        if x is None:
+            self._wait(self._comm.Ibarrier(), number, what)
+            return number
+        mine = mpi_guard.header(what, x)
+        headers = np.empty((self.size, mine.size), np.uint8)
+        self._wait(self._comm.Iallgather(mine, headers), number, what)
+        mpi_guard.check_headers(headers, self, what)
+        return number
+
+    def settle(self, limit: float = 60.0) -> None:
+        """A barrier of the members that all raised the same error (``check_headers``), so
+        that each reports it before one aborts the job; ``limit`` seconds at most."""
+        req, end = self._comm.Ibarrier(), time.monotonic() + limit
+        while not req.Test() and time.monotonic() < end:
+            time.sleep(0.001)
 
     def _op(self, op: str):
         MPI = _mpi()
         return {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
 
     def all_reduce(self, x, op):
+        what = {"sum": "psum", "max": "pmax", "min": "pmin"}[op]
+        number = self._enter(what, np.asarray(x))
         x, back = _reducible(x)
         out = np.empty_like(x)
         if x.size:
-            self._comm.Allreduce(x, out, op=self._op(op))
+            self._wait(self._comm.Iallreduce(x, out, op=self._op(op)), number, what)
         return back(out)
 
     def all_gather(self, x):
         x = contiguous(x)
+        number = self._enter("all_gather", x)
         raw = _bytes(x)
         out = np.empty((self.size, raw.size), np.uint8)
         if raw.size:
-            self._comm.Allgather(raw, out)
+            self._wait(self._comm.Iallgather(raw, out), number, "all_gather")
         return out.view(x.dtype).reshape((self.size,) + x.shape)
 
     def reduce_scatter(self, x):
+        number = self._enter("psum_scatter", np.asarray(x))
         x, back = _reducible(x)
         out = np.empty(x.shape[1:], x.dtype)
         if out.size:
-            self._comm.Reduce_scatter_block(x, out, op=self._op("sum"))
+            req = self._comm.Ireduce_scatter_block(x, out, op=self._op("sum"))
+            self._wait(req, number, "psum_scatter")
         return back(out)
 
     def all_to_all(self, x):
         x = contiguous(x)
+        number = self._enter("all_to_all", x)
         raw = _bytes(x).reshape(self.size, -1)
         out = np.empty_like(raw)
         if raw.size:
-            self._comm.Alltoall(raw, out)
+            self._wait(self._comm.Ialltoall(raw, out), number, "all_to_all")
         return out.view(x.dtype).reshape(x.shape)
 
     def permute(self, x, perm: Sequence[tuple[int, int]]):
         x = contiguous(x)
+        number = self._enter("ppermute", x)
         src_of = {d: s for s, d in perm}
         dst_of = {s: d for s, d in perm}
         out = np.zeros_like(x)
@@ -189,11 +260,12 @@ class MpiCommunicator(Communicator):
             reqs.append(self._comm.Irecv(_bytes(out), source=src_of[self.rank], tag=7))
         if self.rank in dst_of:
             reqs.append(self._comm.Isend(_bytes(x), dest=dst_of[self.rank], tag=7))
-        _mpi().Request.Waitall(reqs)
+        for req in reqs:
+            self._wait(req, number, "ppermute")
         return out
 
     def barrier(self) -> None:
-        self._comm.Barrier()
+        self._enter("barrier", None)
 
     def bcast_bytes(self, value: bytes | None, root: int = 0) -> bytes:
         """``value`` of rank ``root`` on every rank (bootstraps NCCL under mpirun)."""

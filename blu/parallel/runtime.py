@@ -117,6 +117,7 @@ def initialize(
                 f"arguments say rank {rank} of {world}"
             )
         mpi.install_abort_hook()  # a failing rank ends the job instead of hanging the others
+        mpi.install_exit_hook(world_mpi)  # so does one that exits while others wait for it
         store, server = _connect_store_if_asked(rank, world, coordinator_address, timeout)
         _rt = _Runtime(rank, world, local, backend, store, server, world_mpi)
         return

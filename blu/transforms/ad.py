@@ -360,13 +360,12 @@ def value_and_grad(
     Complex inputs follow JAX's convention: the gradient is the pullback of 1 through the
     R-linear derivative, so for ``f: C -> R`` at ``z = x + iy`` it is ``df/dx - i df/dy``
     (the conjugate of the direction of steepest ascent; ``-lr * conj(g)`` descends). With
-    ``holomorphic=True`` ``fun`` may return a complex scalar and the inputs must be complex;
-    the result is the complex derivative ``f'(z)``.
+    ``holomorphic=True`` ``fun`` must return a complex scalar and the inputs must be complex
+    (as ``jax.grad``); the result is the complex derivative ``f'(z)``.
 
     Raises:
-        BluTypeError: the output is not a float scalar (a complex one without
-        ``holomorphic``), or a differentiated input is not float or complex (complex, with
-        ``holomorphic``).
+        BluTypeError: the output is not a float scalar (a complex one with ``holomorphic``),
+        or a differentiated input is not float or complex (complex, with ``holomorphic``).
     """
     nums = _argnums_tuple(argnums)
 
@@ -403,12 +402,13 @@ def value_and_grad(
         res = vjp(partial_fun, *diff, has_aux=has_aux)
         out, f_vjp = res[0], res[1]
         aval = get_aval(out) if not isinstance(out, (tuple, list, dict)) else None
-        ok = dtypes.is_inexact if holomorphic else dtypes.is_float
+        ok = dtypes.is_complex if holomorphic else dtypes.is_float  # as jax.grad
         if aval is None or aval.shape != () or not ok(aval.dtype):
             what = aval.str_short() if aval is not None else type(out).__name__
+            kind = "complex scalar (holomorphic=True)" if holomorphic else "float scalar"
             raise BluTypeError(
                 with_user_line(
-                    f"grad requires a function returning a float scalar, got {what}"
+                    f"grad requires a function returning a {kind}, got {what}"
                     + ("" if has_aux else " (if it returns (loss, aux), pass has_aux=True)")
                 )
             )

@@ -6,6 +6,12 @@ its JVP applies the rule (param ``jvp``) under the parent interpreter. A call ma
 own rule is being traced (``f_jvp`` calling ``f``) holds a ``_DeferredJVP`` instead: the rule is
 applied when that call is differentiated, so every order applies the custom rule again. The
 primitive batches by the named rule. The common design is in ``custom_derivatives.py``.
+
+Reverse mode needs no transpose rule: ``linearize`` runs the JVP rule with known primals and
+unknown tangents, so the rule's tangent part is staged as ordinary primitives. A call that is
+itself unknown there (a rule applying the function to its tangents, ``f(t)``, or any call on a
+tangent) is only ever part of the linear jaxpr, so partial evaluation inlines its function: its
+custom rule is not needed any more (JAX's ``JaxprTrace.process_custom_jvp_call`` does the same).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 
 from blu.core import dtypes, pytree
 from blu.core.errors import BluTypeError, with_user_line
-from blu.core.interpreter import get_aval
+from blu.core.interpreter import get_aval, set_interpreter
 from blu.core.jaxpr import Jaxpr, eval_jaxpr
 from blu.core.primitive import Primitive
 from blu.transforms import ops
@@ -139,6 +145,19 @@ def _cj_jvp(primals, tangents, *, call_jaxpr, jvp, num_fconsts, num_jconsts,
         _, t_extra = jvp_flat(lambda *c: eval_jaxpr(call_jaxpr, [], *c, *xs), fc, list(t_fc))
         t_out = [add_tangents(a, b) for a, b in zip(t_out, t_extra)]
     return p_out, t_out
+
+
+@custom_jvp_call_p.def_partial_eval
+def _cj_partial_eval(pe, args, params):
+    """A call with an unknown operand (a tangent) under partial evaluation: inline ``f``.
+
+    Partial evaluation only ever stages the linear part of a JVP (``linearize``, and the
+    partial-eval rules of jit, control flow and checkpoint inside it), so the custom rule of a
+    call on tangents is never applied again; its function, staged as ordinary primitives, is
+    what ``backward_pass`` transposes (known operations in it still run now)."""
+    fc, _, xs = groups(args, params["num_fconsts"], params["num_jconsts"])
+    with set_interpreter(pe):
+        return eval_jaxpr(params["call_jaxpr"], [], *fc, *xs)
 
 
 @custom_jvp_call_p.def_batch_named  # named: collectives in f or its rule see the axis name

@@ -7,10 +7,12 @@ donated, every leaf a blu ``Array`` or a numpy array, no ``blu.shard`` in the tr
 executable that reads its operands in place (the backend's ``fast_callable``: the CPU's). The
 next call then checks only what could differ (``FastCall.__call__``): the interpreter (the root:
 no transform is tracing the call), the flags (``config.generation``: any ``blu.config.update``
-or ``override`` since), the named axes in scope, the arguments' structure and each leaf's type,
-shape, dtype and weak type; anything else, or an error from the executable, goes the full way
-(which raises the proper error). A call of a one-kernel program on small arrays took ~77 us
-through the full path (20 us of it in the executable) on the 2-core development machine.
+since, or other ``override`` blocks in this thread: a call from a thread inside
+``blu.disable_jit()`` misses though another thread made the fast path), the named axes in scope,
+the arguments' structure and each leaf's type, shape, dtype and weak type; anything else, or an
+error from the executable, goes the full way (which raises the proper error). Through the full
+path a call of a one-kernel program on small arrays spent most of its time outside the
+executable (``benchmarks/cpu_jit.py --dispatch``, BENCHMARKS.md).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import numpy as np
 
 from blu.core import execution, pytree
 from blu.core import trace as tracing
-from blu.core.array import Array
+from blu.core.array import Array, immutable
 from blu.core.aval import ShapeDtypeStruct
 from blu.core.config import config
 from blu.core.errors import BluTypeError, BluValueError, user_frame, with_user_line
@@ -79,8 +79,8 @@ def _jit_impl(*args, jaxpr, name, donated_invars):
 
 
 def _owned(x: Any) -> Any:
-    """A borrowed user numpy buffer (``jit_p.borrows_operands``) copied."""
-    return x.copy() if isinstance(x, np.ndarray) and x.flags.writeable else x
+    """A borrowed user numpy buffer (``jit_p.borrows_operands``) copied (unless ``immutable``)."""
+    return x.copy() if isinstance(x, np.ndarray) and not immutable(x) else x
 
 
 # non-donated operands are read in place: the backend copies them where its executable's
@@ -306,8 +306,8 @@ def _normalize_donate(fun: Callable, donate_argnums: Any, static_nums: frozenset
 
 
 def _check_addressable(name: str, jaxpr: Jaxpr) -> None:
-    """Refuse, before compiling, an array no 64-bit machine can hold (its byte count does
-    not even fit the compiler's index type).
+    """Refuse, before compiling, an array no 64-bit machine can hold (its byte count, or one
+    of its dimensions, does not even fit the compiler's index type).
 
     Raises:
         BluOutOfMemoryError: naming the array's shape, dtype, bytes and the primitive.
@@ -319,7 +319,7 @@ def _check_addressable(name: str, jaxpr: Jaxpr) -> None:
             n = v.aval.dtype.itemsize
             for d in v.aval.shape:
                 n *= d
-            if n >= 2**63:
+            if n >= 2**63 or any(d >= 2**63 for d in v.aval.shape):
                 raise out_of_memory(v.aval.shape, v.aval.dtype, f"jit({name}): {e.primitive.name}")
 
 

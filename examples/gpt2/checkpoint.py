@@ -9,16 +9,20 @@ A checkpoint folder (``--out``) holds
 - ``ckpt.json``: the commit record: the metadata (model config, step, RNG seed, tokenizer,
   training flags, loss history), the tensor file's name and sha256, and ``record_sha256``, the
   sha256 of all of that (so the metadata is covered too: an edited step or flag is refused);
-- ``.lock``: held (``flock``) by the run using the folder, with its pid.
+- ``.lock``: held (``flock``) by the run using the folder, with its pid;
+- ``.ckpt-written``: the manifest, one name a line, of the files runs of this example wrote
+  here (tensor files, ``samples.txt``), each recorded before it is written. Cleaning up deletes
+  only files it names (or the tensor file of the record being replaced), never other files of
+  the folder, whatever their names.
 
 The commit protocol (SQLite's promise: a crash at any point leaves the old checkpoint or the
 new one, complete): write the tensor file under a temporary name, fsync, rename it to its
 content name, fsync the folder; write the record the same way and rename it over
-``ckpt.json`` (the commit point); only then delete tensor files the record no longer names.
-Temporary files a crash left are removed when the next run takes the folder
-(:func:`lock_out_dir`). Loading checks the JSON, both hashes and every tensor's name, shape and
-dtype before anything is used; a damaged checkpoint raises :class:`CheckpointError` and is
-left as it is.
+``ckpt.json`` (the commit point); only then delete the tensor files runs of this example
+wrote that the record no longer names. Temporary files a crash left (this module's names only)
+are removed when the next run takes the folder (:func:`lock_out_dir`). Loading checks the
+JSON, both hashes and every tensor's name, shape and dtype before anything is used; a damaged
+checkpoint raises :class:`CheckpointError` and is left as it is.
 """
 
 from __future__ import annotations
@@ -42,8 +46,14 @@ FORMAT = "blu-gpt2-example"
 VERSION = 2
 RECORD = "ckpt.json"
 LOCK = ".lock"
+MANIFEST = ".ckpt-written"
 TMP_SUFFIX = ".ckpt-tmp"
 _TENSOR_NAME = re.compile(r"ckpt-\d{8}-[0-9a-f]{16}\.safetensors")
+# the temporary files of _durable_write and lock_out_dir's probe: the only ones cleaned up
+_TMP_NAME = re.compile(
+    r"\.(?:ckpt-\d{8}-[0-9a-f]{16}\.safetensors|ckpt\.json|\.ckpt-written)\.\d+\.[0-9a-f]+"
+    r"\.ckpt-tmp|\.write-probe\.\d+\.ckpt-tmp"
+)
 _RECORD_KEYS = ("format", "version", "tensors_file", "tensors_sha256", "meta", "record_sha256")
 
 
@@ -116,11 +126,43 @@ def save(ckpt_dir: str | os.PathLike, params: Any, opt_state: Any, meta: dict) -
     blob = safetensors.numpy.save(tensors, metadata={"format": FORMAT, "version": str(VERSION)})
     digest = hashlib.sha256(blob).hexdigest()
     name = f"ckpt-{int(meta.get('step', 0)):08d}-{digest[:16]}.safetensors"
+    replaced = _current_tensor_file(d)  # written by a run of this example: its record says so
+    record_written(d, name)  # before the file exists: a crash never leaves it unrecorded
     _durable_write(d, name, blob)
     record = _record(name, digest, meta)
     _durable_write(d, RECORD, (json.dumps(record, indent=1) + "\n").encode())  # the commit
-    _remove_unreferenced(d, name)
+    _remove_unreferenced(d, name, replaced)
     return d / name
+
+
+def written(ckpt_dir: str | os.PathLike) -> list[str]:
+    """The names the manifest of ``ckpt_dir`` records (files runs of this example wrote)."""
+    try:
+        text = (Path(ckpt_dir) / MANIFEST).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [n for n in dict.fromkeys(text.splitlines()) if n and "/" not in n and n != ".."]
+
+
+def record_written(ckpt_dir: str | os.PathLike, name: str) -> None:
+    """Record in the manifest that this example writes ``ckpt_dir/name`` (call it before)."""
+    d = Path(ckpt_dir)
+    names = written(d)
+    if name not in names:
+        _durable_write(d, MANIFEST, "".join(f"{n}\n" for n in [*names, name]).encode())
+
+
+def remove_written(ckpt_dir: str | os.PathLike, names: list[str]) -> None:
+    """Delete those of ``names`` that the manifest records, and forget them; other files of
+    the folder (a user's) are left alone."""
+    d = Path(ckpt_dir)
+    listed = written(d)
+    gone = [n for n in names if n in listed]
+    for n in gone:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(d / n)
+    if gone:
+        _durable_write(d, MANIFEST, "".join(f"{n}\n" for n in listed if n not in gone).encode())
 
 
 def _record(name: str, digest: str, meta: dict) -> dict:
@@ -163,12 +205,16 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
-def _remove_unreferenced(d: Path, keep: str | None) -> None:
-    """Delete tensor files other than ``keep`` (older checkpoints, a crashed run's)."""
-    for p in d.iterdir():
-        if p.name != keep and p.name.startswith("ckpt-") and p.name.endswith(".safetensors"):
-            with contextlib.suppress(OSError):
-                os.unlink(p)
+def _remove_unreferenced(d: Path, keep: str, replaced: str | None = None) -> None:
+    """Delete the tensor files other than ``keep`` that runs of this example wrote (older
+    checkpoints, a crashed run's): those the manifest records, and ``replaced`` (the tensor file
+    of the record just replaced). Tensor files of other origin are left alone."""
+    stale = [n for n in written(d) if _TENSOR_NAME.fullmatch(n) and n != keep]
+    if replaced is not None and replaced != keep and replaced not in stale:
+        with contextlib.suppress(OSError):
+            os.unlink(d / replaced)
+    with contextlib.suppress(OSError):
+        remove_written(d, stale)
 
 
 def _current_tensor_file(d: Path) -> str | None:
@@ -251,7 +297,7 @@ def lock_out_dir(out: str | os.PathLike) -> Iterator[OutDirLock]:
 
 def _clean_leftovers(d: Path) -> None:
     for p in d.iterdir():
-        if p.name.endswith(TMP_SUFFIX):
+        if _TMP_NAME.fullmatch(p.name):
             with contextlib.suppress(OSError):
                 os.unlink(p)
     current = _current_tensor_file(d)

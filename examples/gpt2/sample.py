@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> str:
     cfg = GPTConfig(**meta["model_config"])
     tok = tokenizer_from_meta(meta["tokenizer"])
     params = load_params(tensors, cfg, a.out)
+    a.top_k = clamp_top_k(a.top_k, tok.vocab_size, say=True)
     s = Sampler(cfg, meta["train_args"]["block_size"], a.temperature, a.top_k, tok.vocab_size)
     out = s.generate(params, tok.encode(a.prompt), a.tokens, random.key(a.seed))
     text = a.prompt + tok.decode(out)
@@ -137,11 +138,26 @@ def main(argv: list[str] | None = None) -> str:
 SAMPLES = "samples.txt"
 
 
+def clamp_top_k(top_k: int, vocab_size: int, say: bool) -> int:
+    """``top_k`` at most the vocabulary's size (more means no cut: the example's default 40
+    exceeds a small character vocabulary); ``say``: print a note (stderr) when it clamps."""
+    if top_k <= vocab_size:
+        return top_k
+    if say:
+        print(f"--top-k {top_k} is more than the vocabulary ({vocab_size} tokens): sampling "
+              f"with --top-k {vocab_size}", file=sys.stderr)  # fmt: skip
+    return vocab_size
+
+
 def append_sample(out: str | Path, step: int, text: str, how: str) -> Path:
     """Append a sample to ``samples.txt`` in the checkpoint folder ``out``, headed by the
     checkpoint's step and how it was drawn; returns the file's path."""
+    from examples.gpt2 import checkpoint
+
     path = Path(out) / SAMPLES
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():  # ours: a new run of the example may replace it (not a user's file)
+        checkpoint.record_written(out, SAMPLES)
     with path.open("a", encoding="utf-8") as f:
         f.write(f"--- step {step}: {how} ---\n{text}\n")
     return path

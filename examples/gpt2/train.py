@@ -45,7 +45,7 @@ from examples.gpt2.data import (
 )
 from examples.gpt2.model import CONFIGS, GPTConfig, init_params, loss_fn, num_params
 from examples.gpt2.report import Progress, plot_losses
-from examples.gpt2.sample import SAMPLES, Sampler, append_sample
+from examples.gpt2.sample import SAMPLES, Sampler, append_sample, clamp_top_k
 
 # Training defaults per model config; a flag given on the command line wins.
 # fmt: off
@@ -435,8 +435,8 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
         start = int(meta["step"])
         history = {k: list(v) for k, v in meta["history"].items()}
     end = max(start, min(a.steps, a.stop_at or a.steps))
-    if not meta and not a.lower_only:  # a new run (--overwrite): the old run's samples go too
-        (out / SAMPLES).unlink(missing_ok=True)
+    a.top_k = clamp_top_k(a.top_k, data.tok.vocab_size, say=bool(a.sample_tokens))
+    new_run = not meta  # (--overwrite) its first commit replaces the old run's samples too
     train_step, eval_loss = make_steps(cfg, opt, a)
     if a.lower_only:
         steps = (train_step, eval_loss)
@@ -465,6 +465,10 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
             "history": history, "blu_version": blu.__version__,
         }  # fmt: skip
         checkpoint.save(out, params, opt_state, meta)
+        nonlocal new_run
+        if new_run:  # only a samples.txt a run of this example wrote (its manifest says so)
+            checkpoint.remove_written(out, [SAMPLES])
+            new_run = False
 
     # ---- the training loop
     n_tok = a.batch_size * a.block_size * a.grad_accum

@@ -30,6 +30,7 @@ AGREED = {
     "parallel_backend": "BLU_PARALLEL_BACKEND",
     "disable_jit": "BLU_DISABLE_JIT",
     "cache_max_bytes": "BLU_CACHE_MAX_BYTES",
+    "cache_key_file": "BLU_CACHE_KEY_FILE",
     "cudnn_attention": "BLU_CUDNN_ATTENTION",
     "jit_cache_size": "BLU_JIT_CACHE_SIZE",
     "executable_cache_size": "BLU_EXECUTABLE_CACHE_SIZE",
@@ -93,8 +94,9 @@ def test_typed_flags_from_environment(tmp_path):
     assert c.gpu_rows == "warp" and c.jit_backend == "numpy" and c.num_cpu_devices == 4
     assert c.parallel_backend == "cpu" and c.dump_ir == str(tmp_path / "ir")
     assert c.default_matmul_precision == "bf16"
-    # an integer that does not parse is kept, so the code using it names the bad value
-    assert Config(environ={"BLU_NUM_CPU_DEVICES": "zero"}).num_cpu_devices == "zero"
+    # a value that does not parse is an error naming the variable (test_reliability_settings.py)
+    with pytest.raises(BluValueError, match="BLU_NUM_CPU_DEVICES='zero'"):
+        Config(environ={"BLU_NUM_CPU_DEVICES": "zero"})
 
 
 def test_update_wins_over_the_environment(tmp_path):

@@ -209,6 +209,8 @@ NOT_OPERATIONS: dict[str, str] = {
             "attention_numpy",
             "convolution",
             "parallel",
+            "random_gamma",
+            "random_gamma_numpy",
         )
     },
     "numpy.signal": "a submodule (its functions are re-exported and listed)",

@@ -563,3 +563,37 @@ op(
     np.sin,
     lambda rng: (uniform()(rng, nonempty_shape(rng)),),
 )
+
+
+def _gamma_sample_da_quad(a, x):
+    """dx/da = -(dP/da) / (dP/dx) with dP/da from quadrature: ``int_0^x t^(a-1) log t e^-t dt``
+    (an independent reference for lax.random_gamma_grad; its kernel uses series)."""
+    import scipy.integrate
+
+    out = np.zeros(np.shape(a))
+    for i in np.ndindex(np.shape(a)):
+        ai, xi = float(a[i]), float(x[i])
+        dgam = scipy.integrate.quad(
+            lambda t: t ** (ai - 1) * np.log(t) * np.exp(-t), 0, xi, epsabs=0, epsrel=1e-12,
+            limit=200,
+        )[0]  # fmt: skip
+        gam = scipy.special.gammainc(ai, xi) * scipy.special.gamma(ai)
+        out[i] = -(dgam - gam * scipy.special.digamma(ai)) / (xi ** (ai - 1) * np.exp(-xi))
+    return out
+
+
+def _gamma_pair(rng):
+    shape = rand_shape(rng, max_dims=2)
+    a = uniform(0.5, 5.0)(rng, shape)
+    return a, scipy.special.gammaincinv(a, uniform(0.05, 0.95)(rng, shape))
+
+
+op(
+    "lax.random_gamma_grad",
+    lax.random_gamma_grad,
+    _gamma_sample_da_quad,
+    _gamma_pair,
+    covers=("lax.random_gamma_grad", "prim:random_gamma_grad"),
+    grad=False,  # a first derivative itself (tests/lax/test_random_gamma_grad.py)
+    n_ops=1000,  # the reference's quadrature, not the kernel, sets the tolerance (1.4e-11)
+)

@@ -25,6 +25,7 @@ from blu.lower.mlir import cache
 from blu.lower.mlir import llvm as mlir_cpu
 from blu.lower.mlir.cache import CacheEntryWarning, CachePermissionError
 from tests.helpers import env_flag
+from tests.reliability.test_reliability_cache_security import minimal_cuda_elf
 
 X = np.linspace(-2.0, 2.0, 37, dtype=np.float32)
 EXPECTED = np.tanh(X.astype(np.float64)) * 3.0 + 1.0
@@ -267,7 +268,8 @@ def test_gpu_entry_round_trip_and_export(cdir, tmp_path, monkeypatch):
     canonical = "in v0:float32[8]\nout v0"
     key = cache.kernel_key(canonical, mlir_gpu.DEFAULT_TARGET)
     cache.write_bytes(key, ".ptx", b"// ptx")
-    cache.write_bytes(key, ".cubin", b"\x7fELF cubin")
+    cubin = minimal_cuda_elf((".nv.reservedSmem.offset0",))  # checked: a CUDA ELF image
+    cache.write_bytes(key, ".cubin", cubin)
     spec = importlib.util.spec_from_file_location(
         "fill_gpu_cache", Path(__file__).parents[2] / "scripts" / "fill_gpu_cache.py"
     )
@@ -281,7 +283,7 @@ def test_gpu_entry_round_trip_and_export(cdir, tmp_path, monkeypatch):
 
     monkeypatch.setattr(lower_mlir, "_mlir_available", lambda: False)
     m = mlir_gpu.get_module(canonical, lambda name: "", "the test kernel")
-    assert (m.ptx, m.cubin, m.source) == (b"// ptx", b"\x7fELF cubin", "cache")
+    assert (m.ptx, m.cubin, m.source) == (b"// ptx", cubin, "cache")
 
 
 # ---- writes: atomic, and nothing left on a full disk --------------------------------------------

@@ -95,7 +95,8 @@ def test_crash_at_every_call_of_the_commit_leaves_old_or_new(tmp_path, monkeypat
             pass
         names = sorted(p.name for p in d.iterdir())
         rec = json.loads((d / checkpoint.RECORD).read_text())
-        assert names == sorted([checkpoint.LOCK, checkpoint.RECORD, rec["tensors_file"]]), names
+        want = [checkpoint.LOCK, checkpoint.RECORD, checkpoint.MANIFEST, rec["tensors_file"]]
+        assert names == sorted(want), names
         assert_complete(d, *((old_p, old_o, old_m) if got == old_m else (new_p, new_o, new_m)))
     assert outcomes >= {"old", "new"}
 
@@ -221,11 +222,13 @@ def test_read_only_mode_out_is_found_before_training(tmp_path, monkeypatch):
 def test_leftovers_are_cleaned_at_the_next_start(tmp_path):
     checkpoint.save(tmp_path, *state(0), meta(4, 0))
     (tmp_path / f".ckpt.json.123.abcd{checkpoint.TMP_SUFFIX}").write_bytes(b"half")
+    checkpoint.record_written(tmp_path, "ckpt-00000008-0123456789abcdef.safetensors")  # a crash
     (tmp_path / "ckpt-00000008-0123456789abcdef.safetensors").write_bytes(b"orphan")
     (tmp_path / "notes.txt").write_text("mine")
     with checkpoint.lock_out_dir(tmp_path):
         pass
     rec = json.loads((tmp_path / checkpoint.RECORD).read_text())
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == sorted([checkpoint.LOCK, checkpoint.RECORD, rec["tensors_file"], "notes.txt"])
+    want = [checkpoint.LOCK, checkpoint.RECORD, checkpoint.MANIFEST, rec["tensors_file"]]
+    assert names == sorted([*want, "notes.txt"])
     assert_complete(tmp_path, *state(0), meta(4, 0))

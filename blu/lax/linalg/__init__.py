@@ -2,7 +2,7 @@
 
 Use as ``from blu.lax import linalg``. Every primitive acts on the last two axes of its operands
 and treats the leading axes as batch dimensions, so a batching rule only moves the mapped axis
-to the front. Real floating dtypes only; float16/bfloat16 are computed in float32.
+to the front. Real and complex floating dtypes; float16/bfloat16 are computed in float32.
 
 Modules: ``primitives`` (the primitives, their rules and the public functions), ``cpu`` (the
 CPU kernels: LAPACK through numpy/scipy, used as the impls, so compiled programs run them as
@@ -27,13 +27,18 @@ failed eigen/singular value iteration (non-finite input) gives NaN. With
 
 Derivatives: forward-mode rules from the standard matrix-derivative results (cited at each
 rule); reverse mode transposes them (``triangular_solve`` is linear in ``b`` and has a
-transpose rule). With repeated eigenvalues the eigenvector tangents of ``eigh`` are inf/NaN
-(the eigenvectors are not differentiable there); with repeated singular values the singular
-vectors are not differentiable either and the ``svd`` rule sets the undefined terms to zero (as
-JAX does): ``u``/``vt`` tangents stay finite but are not derivatives there. Eigenvalue and
-singular-value tangents are always finite; at repeated values they are exact for functions
-symmetric in the repeated values (sums, traces, norms, log-determinants), the individual
-repeated values being only directionally differentiable.
+transpose rule). Complex matrices follow JAX's convention (``blu/lax/complex.py``): ``lu`` and
+``triangular_solve`` are holomorphic and keep the real rules; ``cholesky``, ``qr`` and ``eigh``
+use conjugate transposes where their factorizations do (``A = L L^H``, ``Q^H Q = I``,
+``A = V diag(w) V^H``), complex ``svd`` has derivatives of its singular values only.
+
+With repeated eigenvalues the eigenvector tangents of ``eigh`` are inf/NaN (the eigenvectors are
+not differentiable there); with repeated singular values the singular vectors are not
+differentiable either and the ``svd`` rule sets the undefined terms to zero (as JAX does):
+``u``/``vt`` tangents stay finite but are not derivatives there. Eigenvalue and singular-value
+tangents are always finite; at repeated values they are exact for functions symmetric in the
+repeated values (sums, traces, norms, log-determinants), the individual repeated values being only
+directionally differentiable.
 """
 
 from blu.lax.linalg._helpers import LinAlgError

@@ -13,6 +13,7 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, LinAlgError, with_user_line  # noqa: F401
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
+from blu.lax.complex import conj
 from blu.lax.dot import dot_general
 from blu.lax.elementwise import add, div, mul, select
 from blu.lax.reductions import reduce_sum
@@ -65,6 +66,20 @@ def zero_of(x: Any) -> Zero:
 def mT(x: Any) -> Any:
     nd = get_aval(x).ndim
     return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def is_complex(x: Any) -> bool:
+    return dtypes.is_complex(get_aval(x).dtype)
+
+
+def conj_if_complex(x: Any) -> Any:
+    """``conj(x)`` for complex ``x``; ``x`` itself for reals (the rules stay the real ones)."""
+    return conj(x) if is_complex(x) else x
+
+
+def mH(x: Any) -> Any:
+    """The conjugate transpose of the last two axes (``mT`` for reals)."""
+    return conj_if_complex(mT(x))
 
 
 def matmul(x: Any, y: Any) -> Any:
@@ -125,8 +140,4 @@ def recip(x: Any) -> Any:
 def symmetrize(x: Any, name: str) -> Any:
     """``(x + x^H) / 2`` of square matrices (the Hermitian part; symmetric for reals)."""
     check_matrix(name, get_aval(x), square=True, allow_complex=True)
-    if dtypes.is_complex(get_aval(x).dtype):
-        from blu.lax.complex import conj
-
-        return mul(add(x, conj(mT(x))), 0.5)
-    return mul(add(x, mT(x)), 0.5)
+    return mul(add(x, mH(x)), 0.5)

@@ -15,15 +15,20 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
+from blu.lax.complex import complex as make_complex
+from blu.lax.complex import imag, real
 from blu.lax.elementwise import add, convert_element_type, eq, mul, neg, sub
 from blu.lax.linalg._helpers import (
     batch_to_front,
     check_matrix,
     col,
+    conj_if_complex,
     const_like,
     diag,
     eye_like,
+    is_complex,
     matmul,
+    mH,
     mT,
     recip,
     row,
@@ -32,7 +37,7 @@ from blu.lax.linalg._helpers import (
     triu,
     zero_of,
 )
-from blu.lax.shapes import broadcast_in_dim, concatenate, iota
+from blu.lax.shapes import broadcast_in_dim, concatenate, full_like, iota
 from blu.lax.slicing import slice_in_dim
 from blu.transforms.ad_util import Zero, add_tangents, instantiate, is_undefined
 
@@ -50,16 +55,17 @@ def _cholesky_abstract_eval(a: ShapedArray) -> ShapedArray:
 
 @cholesky_p.def_jvp
 def _cholesky_jvp(primals, tangents):
-    """``dL = L Phi(L^-1 dA L^-T)``, ``Phi`` the lower triangle with half its diagonal: Murray
-    2016, "Differentiation of the Cholesky decomposition", eq. (10) (arXiv:1602.07527).
-    Assumes a symmetric tangent (the wrapper symmetrizes its input)."""
+    """``dL = L Phi(L^-1 dA L^-H)``, ``Phi`` the lower triangle with half its diagonal: Murray
+    2016, "Differentiation of the Cholesky decomposition", eq. (10) (arXiv:1602.07527), with
+    ``A = L L^H`` for complex matrices (``L^-H``: the conjugate transpose; the diagonal of the
+    middle term is real for a Hermitian ``dA``). Assumes a symmetric (Hermitian) tangent (the
+    wrapper symmetrizes its input)."""
     (a,), (ta,) = primals, tangents
     L = cholesky_p.bind(a)
     if isinstance(ta, Zero):
         return L, zero_of(L)
-    ts = dict(lower=True, unit_diagonal=False)
-    tmp = _tsolve(L, ta, left_side=False, transpose_a=True, **ts)  # dA L^-T
-    x = _tsolve(L, tmp, left_side=True, transpose_a=False, **ts)  # L^-1 dA L^-T
+    tmp = tsolve_h(L, ta, left_side=False, lower=True)  # dA L^-H
+    x = _tsolve(L, tmp, left_side=True, lower=True, transpose_a=False, unit_diagonal=False)
     n = get_aval(a).shape[-1]
     half = np.tri(n, n, dtype=get_aval(a).dtype) - 0.5 * np.eye(n, dtype=get_aval(a).dtype)
     phi = mul(x, const_like(half, x))
@@ -70,12 +76,12 @@ batch_to_front(cholesky_p)
 
 
 def cholesky(x: Any, *, symmetrize_input: bool = True) -> Any:
-    """Cholesky factor ``L`` (lower triangular, ``x = L @ L.T``) of symmetric positive-definite
-    matrices ``x`` of shape ``(..., n, n)``.
+    """Cholesky factor ``L`` (lower triangular, ``x = L @ L^H``, ``L^H`` the conjugate transpose)
+    of symmetric (Hermitian) positive-definite matrices ``x`` of shape ``(..., n, n)``.
 
     Args:
-        x: ``(..., n, n)`` float array.
-        symmetrize_input: use ``(x + x.T) / 2`` (so the derivative is that of a symmetric
+        x: ``(..., n, n)`` float or complex array.
+        symmetrize_input: use ``(x + x^H) / 2`` (so the derivative is that of a symmetric
             input); otherwise only the lower triangle of ``x`` is read.
 
     Returns:
@@ -121,11 +127,20 @@ def _tsolve(a, b, **params):
     return triangular_solve_p.bind(a, b, **params)
 
 
+def tsolve_h(a: Any, b: Any, *, left_side: bool, lower: bool, unit_diagonal: bool = False):
+    """Solve with the conjugate transpose ``a^H`` (``a^T`` for reals): ``a^H x = b`` is
+    ``a^T conj(x) = conj(b)``, so one plain transposed solve between two conjugations."""
+    x = _tsolve(a, conj_if_complex(b), left_side=left_side, lower=lower, transpose_a=True,
+                unit_diagonal=unit_diagonal)  # fmt: skip
+    return conj_if_complex(x)
+
+
 @triangular_solve_p.def_jvp
 def _triangular_solve_jvp(primals, tangents, **params):
     """Linear in ``b``; for ``a``: ``d(op(a)^-1 b) = -op(a)^-1 op(da) x`` (and
     ``-x op(da) op(a)^-1`` on the right side), ``da`` restricted to the triangle that is read
-    (Giles 2008, "An extended collection of matrix derivative results", sec. 2.2.3)."""
+    (Giles 2008, "An extended collection of matrix derivative results", sec. 2.2.3). ``op`` has
+    no conjugation, so the map is holomorphic and the rule holds as it is for complex ``a``."""
     (a, b), (ta, tb) = primals, tangents
     x = _tsolve(a, b, **params)
     t = zero_of(x)
@@ -143,7 +158,9 @@ def _triangular_solve_jvp(primals, tangents, **params):
 
 @triangular_solve_p.def_transpose
 def _triangular_solve_transpose(ct, a, b, *, transpose_a, **params):
-    """``x = op(a)^-1 b`` is linear in ``b``; its transpose solves with ``op(a)^T``."""
+    """``x = op(a)^-1 b`` is linear in ``b``; its transpose solves with ``op(a)^T`` (no
+    conjugation, for complex too: blu's transposes are plain linear transposes, JAX's
+    convention, ``blu/lax/complex.py``)."""
     if is_undefined(a):
         raise NotImplementedError("triangular_solve is linear in b only, not in a")
     if isinstance(ct, Zero):
@@ -172,17 +189,19 @@ def triangular_solve(
         b: ``(..., m, n)`` if ``left_side`` else ``(..., n, m)``, same batch shape and dtype.
         left_side, lower, transpose_a, unit_diagonal: as in ``jax.lax.linalg``; ``op(a)`` is
             ``a.T`` with ``transpose_a``.
-        conjugate_a: accepted for JAX compatibility; no effect (blu has no complex dtypes).
+        conjugate_a: ``op(a)`` is conjugated too (``a^H`` with ``transpose_a``); no effect for
+            real ``a``. Computed as ``conj(solve(op'(a), conj(b)))``, ``op'`` without it.
 
     Returns:
         ``x`` with ``b``'s shape. A zero on the diagonal gives inf/NaN (``LinAlgError`` under
         ``blu.config.debug_nans``).
     """
-    del conjugate_a
-    return triangular_solve_p.bind(
-        a, b, left_side=bool(left_side), lower=bool(lower), transpose_a=bool(transpose_a),
-        unit_diagonal=bool(unit_diagonal),
+    conj = conjugate_a and is_complex(a)
+    x = triangular_solve_p.bind(
+        a, conj_if_complex(b) if conj else b, left_side=bool(left_side), lower=bool(lower),
+        transpose_a=bool(transpose_a), unit_diagonal=bool(unit_diagonal),
     )  # fmt: skip
+    return conj_if_complex(x) if conj else x
 
 
 # ---- lu ------------------------------------------------------------------------------------------
@@ -258,11 +277,13 @@ def _qr_abstract_eval(a: ShapedArray, *, full_matrices: bool) -> list[ShapedArra
 
 @qr_p.def_jvp
 def _qr_jvp(primals, tangents, *, full_matrices):
-    """For ``m >= n``: with ``X = Q^T dA R^-1`` and ``W = tril(X, -1) - tril(X, -1)^T``,
+    """For ``m >= n``: with ``X = Q^H dA R^-1`` and ``W = tril(X, -1) - tril(X, -1)^H``,
     ``dR = (X - W) R`` and ``dQ = dA R^-1 - Q (X - W)`` (Walter & Lehmann 2018, "Algorithmic
     differentiation of linear algebra functions with application in optimum experimental
-    design"; Seeger et al. 2017, "Auto-differentiating linear algebra"). For ``m < n``,
-    ``x = [x1 x2]``: the square rule for ``x1 = Q R1`` and ``dR2 = dQ^T x2 + Q^T dx2``."""
+    design"; Seeger et al. 2017, "Auto-differentiating linear algebra"). For complex matrices
+    ``W`` also holds ``i Im(diag X)`` (``Q^H dQ`` is skew-Hermitian and LAPACK's ``R`` has a real
+    diagonal; the rule of jax.lax.linalg). For ``m < n``, ``x = [x1 x2]``: the square rule for
+    ``x1 = Q R1`` and ``dR2 = dQ^H x2 + Q^H dx2``."""
     (a,), (ta,) = primals, tangents
     q, r = qr_p.bind(a, full_matrices=full_matrices)
     if isinstance(ta, Zero):
@@ -281,7 +302,7 @@ def _qr_jvp(primals, tangents, *, full_matrices):
         t1, t2 = slice_in_dim(ta, 0, m, axis=nd - 1), slice_in_dim(ta, m, n, axis=nd - 1)
         r1 = slice_in_dim(r, 0, m, axis=nd - 1)
         dq, dr1 = _qr_jvp_tall(q, r1, t1)
-        dr2 = add(matmul(mT(dq), a2), matmul(mT(q), t2))
+        dr2 = add(matmul(mH(dq), a2), matmul(mH(q), t2))
         return [q, r], [dq, concatenate([dr1, dr2], nd - 1)]
     dq, dr = _qr_jvp_tall(q, r, ta)
     return [q, r], [dq, dr]
@@ -290,9 +311,13 @@ def _qr_jvp(primals, tangents, *, full_matrices):
 def _qr_jvp_tall(q, r, ta):
     ts = dict(left_side=False, lower=False, transpose_a=False, unit_diagonal=False)
     da_rinv = _tsolve(r, ta, **ts)  # dA R^-1
-    x = matmul(mT(q), da_rinv)
+    x = matmul(mH(q), da_rinv)
     low = tril(x, -1)
-    x_minus_w = sub(x, sub(low, mT(low)))
+    w = sub(low, mH(low))
+    if is_complex(x):  # the imaginary part of the diagonal is Q^H dQ's too
+        im = imag(x)
+        w = add(w, mul(eye_like(x), make_complex(full_like(im, 0), im)))
+    x_minus_w = sub(x, w)
     return sub(da_rinv, matmul(q, x_minus_w)), matmul(x_minus_w, r)
 
 
@@ -303,7 +328,7 @@ def qr(x: Any, *, full_matrices: bool = True) -> tuple[Any, Any]:
     """QR decomposition ``x = Q @ R`` of ``(..., m, n)`` matrices.
 
     Args:
-        x: ``(..., m, n)`` float array.
+        x: ``(..., m, n)`` float or complex array.
         full_matrices: ``Q`` ``(..., m, m)`` and ``R`` ``(..., m, n)``; else ``k = min(m, n)``
             columns of ``Q`` and rows of ``R``. Differentiable unless ``full_matrices`` and
             ``m > n``.
@@ -328,21 +353,25 @@ def _eigh_abstract_eval(a: ShapedArray, *, lower: bool) -> list[ShapedArray]:
 
 @eigh_p.def_jvp
 def _eigh_jvp(primals, tangents, *, lower):
-    """``dw = diag(V^T dA V)``, ``dV = V (F * (V^T dA V))`` with ``F_ij = 1 / (w_j - w_i)``
+    """``dw = Re diag(V^H dA V)``, ``dV = V (F * (V^H dA V))`` with ``F_ij = 1 / (w_j - w_i)``
     off the diagonal (Giles 2008, "An extended collection of matrix derivative results for
-    forward and reverse mode AD", sec. 3.1). Repeated eigenvalues make ``F`` (and ``dV``)
-    inf/NaN. Assumes a symmetric tangent (the wrapper symmetrizes its input)."""
-    from blu.lax.elementwise import add, mul, sub
-
+    forward and reverse mode AD", sec. 3.1; ``V^H`` the conjugate transpose for complex
+    Hermitian matrices, as jax.lax.linalg). Repeated eigenvalues make ``F`` (and ``dV``)
+    inf/NaN. ``V^H dV`` has a zero diagonal: of the eigenvectors' free phases (signs for reals)
+    the tangent moves none, so only phase-invariant functions of ``V`` (``|V|``, ``V f(w) V^H``)
+    have this as their derivative. Assumes a symmetric (Hermitian) tangent (the wrapper
+    symmetrizes its input)."""
     (a,), (ta,) = primals, tangents
     v, w = eigh_p.bind(a, lower=lower)
     if isinstance(ta, Zero):
         return [v, w], [zero_of(v), zero_of(w)]
-    vt_da_v = matmul(mT(v), matmul(ta, v))
+    vt_da_v = matmul(mH(v), matmul(ta, v))
     eye = eye_like(v)
-    f = sub(recip(add(eye, sub(row(w, v), col(w, v)))), eye)  # 1 / (w_j - w_i), 0 on diag
+    wc = convert_element_type(w, get_aval(v).dtype) if is_complex(v) else w
+    f = sub(recip(add(eye, sub(row(wc, v), col(wc, v)))), eye)  # 1 / (w_j - w_i), 0 on diag
     dv = matmul(v, mul(f, vt_da_v))
-    return [v, w], [dv, diag(vt_da_v)]
+    dw = diag(vt_da_v)
+    return [v, w], [dv, real(dw) if is_complex(dw) else dw]
 
 
 batch_to_front(eigh_p)
@@ -351,12 +380,12 @@ batch_to_front(eigh_p)
 def eigh(
     x: Any, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True
 ) -> tuple[Any, Any]:
-    """Eigen-decomposition of symmetric matrices ``x`` ``(..., n, n)``.
+    """Eigen-decomposition of symmetric (Hermitian) matrices ``x`` ``(..., n, n)``.
 
     Args:
-        x: ``(..., n, n)`` float array.
+        x: ``(..., n, n)`` float or complex array.
         lower: read the lower (else upper) triangle when not symmetrizing.
-        symmetrize_input: use ``(x + x.T) / 2`` (so the derivative is that of a symmetric
+        symmetrize_input: use ``(x + x^H) / 2`` (so the derivative is that of a symmetric
             input).
         sort_eigenvalues: accepted for JAX compatibility; eigenvalues are always ascending.
 
@@ -455,30 +484,11 @@ def _complex_svd_jvp(a: Any, ta: Any, full_matrices: bool, compute_uv: bool):
 batch_to_front(svd_p)
 
 
-def _real_derivatives_only(prim: Primitive) -> None:
-    """Complex operands evaluate (LAPACK's complex kernels) but have no derivative yet: the rules
-    above transpose without conjugating, which is right only for real matrices."""
-    rule = prim.jvp
-
-    def jvp(primals, tangents, **params):
-        if any(dtypes.is_complex(get_aval(p).dtype) for p in primals):
-            raise BluTypeError(
-                with_user_line(f"{prim.name}: no derivative for complex matrices yet")
-            )
-        return rule(primals, tangents, **params)
-
-    prim.def_jvp(jvp)
-
-
-for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p):
-    _real_derivatives_only(_p)
-
-
 def svd(x: Any, *, full_matrices: bool = True, compute_uv: bool = True) -> Any:
     """Singular value decomposition ``x = U @ diag(s) @ Vt`` of ``(..., m, n)`` matrices.
 
     Args:
-        x: ``(..., m, n)`` float array.
+        x: ``(..., m, n)`` float or complex array.
         full_matrices: ``U`` ``(..., m, m)``, ``Vt`` ``(..., n, n)``; else ``k = min(m, n)``
             vectors each. Derivatives of ``U``/``Vt`` need ``full_matrices=False`` unless
             ``m == n``.

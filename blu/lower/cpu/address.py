@@ -1,10 +1,11 @@
 """A numpy array's data address, read cheaply: what every kernel and BLAS call of the CPU
 executable passes.
 
-``x.ctypes.data`` builds a ctypes helper object on each read (~1.5 us on the 2-core development
-machine: two of them cost more than a small kernel). CPython's ``id`` of an ndarray is the address
+``x.ctypes.data`` builds a ctypes helper object on each read (on the 2-core development
+machine two of them cost more than a small kernel). CPython's ``id`` of an ndarray is the address
 of its ``PyArrayObject``, whose first field after the object header is the ``data`` pointer
-(numpy's ``PyArrayObject_fields``, the same layout in numpy 1 and 2); reading it takes ~0.2 us.
+(numpy's ``PyArrayObject_fields``, the same layout in numpy 1 and 2); reading it is far cheaper
+(docs/benchmarks/cpu_backend.md, session 9).
 That reading is checked against ``x.ctypes.data`` on arrays of several kinds when this module is
 imported; where it differs (another Python, another layout), ``data`` is ``x.ctypes.data``.
 """

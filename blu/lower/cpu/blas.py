@@ -1,9 +1,9 @@
 """Threads of the matrix products of the CPU executable (numpy's BLAS).
 
 OpenBLAS's own worker threads spin while they wait for each other: when the machine has more
-runnable threads than cores, a product it splits waits for a descheduled worker and can take a
-thousand times longer than on one thread (measured: a 32x256x256 product, 58 µs on one thread,
-54 ms on two at a load average of 12 on 2 cores). So the BLAS always runs single-threaded
+runnable threads than cores, a product it splits waits for a descheduled worker and can take
+many times longer than on one thread (a small product on a loaded 2-core machine). So the BLAS
+always runs single-threaded
 (``use_threads(1)``, through OpenBLAS's own ``set_num_threads`` found in the loaded library), and
 a product large enough to pay for it (``MIN_THREADED_FLOPS``) is split by batch, rows or columns
 across threads of our own (``matmul``): spinning workers that run only while an executable runs
@@ -33,7 +33,7 @@ __all__ = ["SmallGemm", "dot_runner", "gemm", "gemm_for", "matmul", "mkl_gemm_fo
            "openblas_gemm_for", "small_gemm", "split_axis", "threads_for",
            "use_threads"]  # fmt: skip
 
-MIN_THREADED_FLOPS = 1 << 25  # ~34 MFLOP (~0.3 ms on a core): below this, one thread
+MIN_THREADED_FLOPS = 1 << 25  # ~34 MFLOP: below this, one thread
 
 _SYMBOLS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
             "openblas_set_num_threads64_", "openblas_set_num_threads")  # fmt: skip
@@ -100,13 +100,13 @@ def matmul(
     Each part packs all of the operand that is not cut (BLAS copies its blocks into a
     cache-friendly layout): cut by rows, every part packs the whole ``(k, n)`` right operand;
     by columns, the whole ``(m, k)`` left one. So the cut goes across the larger of ``m`` and
-    ``n`` (measured on the MLP step's products, 2 threads: 5-20% faster than always by rows
-    when ``n > m``). ``out`` is C-contiguous: a row part writes a dense block, a column part a
-    strided one (BLAS's ``ldc``; numpy passes such views to BLAS without a copy). A product
-    whose contracted dimension ``k`` is long against ``m`` and ``n`` (``split_axis``: 3) is cut
-    along ``k`` instead: no operand is packed twice; the caller's part writes ``out``, each
-    other part a buffer of its own, added to ``out`` at the end (the MLP step's ``h @ w2``,
-    256x1024 @ 1024x256)."""
+    ``n`` (on the MLP step's products, 2 threads, faster than always by rows when ``n > m``:
+    docs/benchmarks/cpu_backend.md, session 7). ``out`` is C-contiguous: a row part writes a
+    dense block, a column part a strided one (BLAS's ``ldc``; numpy passes such views to BLAS
+    without a copy). A product whose contracted dimension ``k`` is long against ``m`` and ``n``
+    (``split_axis``: 3) is cut along ``k`` instead: no operand is packed twice; the caller's
+    part writes ``out``, each other part a buffer of its own, added to ``out`` at the end (the
+    MLP step's ``h @ w2``, 256x1024 @ 1024x256)."""
     use_threads(1)
     b, m, n = lhs.shape[0], lhs.shape[1], rhs.shape[2]
     k = lhs.shape[2]
@@ -311,9 +311,9 @@ def _mkl() -> Any:
 @functools.cache
 def mkl_gemm_for(dtype: np.dtype) -> Any:
     """MKL's CBLAS ``sgemm``/``dgemm`` (``gemm_for``; 32-bit integers, its LP64 interface), or
-    None. On the 2-core development machine (Intel Xeon, AVX-512), one thread: the scan RNN's
-    32x256 @ 256x256 product 35 against OpenBLAS's 48 us, the MLP step's products 0-12%
-    faster (BENCHMARKS.md, session 8)."""
+    None. On the 2-core development machine (Intel Xeon, AVX-512), one thread, MKL ran the
+    scan RNN's small product and most of the MLP step's faster than OpenBLAS
+    (docs/benchmarks/cpu_backend.md, session 8)."""
     lt, lib = _letter(dtype), _mkl()
     if lt is None or lib is None:
         return None
@@ -386,8 +386,8 @@ def mm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 class SmallGemm:
     """``out = a @ b`` for C-contiguous ``(m, k) @ (k, n)`` arrays of one dtype through MKL, made
     once per product of a program (``small_gemm``): a small product is called often (a scan
-    body's, every iteration), and the generic path's checks cost as much as a third of it
-    (reading an array's address, ``.ctypes.data``, ~2.6 us: the last few arrays seen are
+    body's, every iteration), and the generic path's checks cost a large part of it
+    (reading an array's address, ``.ctypes.data``, builds an object: the last few arrays seen are
     remembered with their addresses; a loop body sees the same few arrays every iteration)."""
 
     __slots__ = ("fn", "m", "k", "n", "dtype", "seen")

@@ -8,12 +8,12 @@ and the activation reads the product's rows back from memory. Row ``i`` of every
 depends only on row ``i`` of the one before (the products' right operands are read whole, but
 made before the chain), so each thread can run its rows through the whole chain: one
 hand-over, one wait, and a part's rows are still in its core's cache when the next step reads
-them (measured on the 2-core machine, the MLP step's ``x @ w1``, GELU kernel and ``h @ w2``
-as one chain against three split steps, 400 interleaved calls, twice: the step's median
-3-4% faster, its minimum 4-5%). With spinning workers (``spin.py``) a hand-over costs a few
-microseconds, and the chain's cost dominates instead (each part packs the products' whole
-right operands): the same step was 3-4% slower with the chain (four A/Bs), so the executable
-makes chains only where the parts go to the blocking pool.
+them (on the 2-core machine the MLP step ran faster with ``x @ w1``, the GELU kernel and
+``h @ w2`` as one chain than as three split steps: docs/benchmarks/cpu_backend.md, session 8).
+With spinning workers (``spin.py``) a hand-over costs a few microseconds, and the chain's cost
+dominates instead (each part packs the products' whole right operands): the same step was
+slower with the chain (session 9), so the executable makes chains only where the parts go to
+the blocking pool.
 
 ``find`` picks the chains of a CPU executable's steps: runs of at least two steps, at least one
 a product, where every step is

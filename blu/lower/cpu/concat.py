@@ -5,8 +5,9 @@ the output (the transpose of slicing an array into parts, e.g. the gradient of
 
 Fused, such a sum is a kernel in which every output element divides its flat index and reads
 every padded operand under a mask. Alone that runs near copy speed, but fused with a reduction
-after it (a bias gradient: a sum over the rows) LLVM vectorizes neither, ~4x slower than a copy
-and a separate reduction (``benchmarks/cpu_concat.py``). ``cpu_concat`` is a library call
+after it (a bias gradient: a sum over the rows) LLVM vectorizes neither, several times slower
+than a copy and a separate reduction (``benchmarks/cpu_concat.py``, BENCHMARKS.md).
+``cpu_concat`` is a library call
 (``np.concatenate`` into the planned output buffer: one strided copy per operand), so the
 reduction gets a kernel of its own. The rewrite (``rewrite_concats``) runs in the CPU's plan
 preparation only; GPU programs and their kernels are untouched.

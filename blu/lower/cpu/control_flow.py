@@ -21,10 +21,11 @@ one after the other on one core; the other core would otherwise idle through the
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ import numpy as np
 from blu.core.config import config
 from blu.core.jaxpr import Jaxpr
 from blu.lower.cpu import blas
+from blu.lower.cpu.pool import Pool, Task
 from blu.lower.plan.steps import Step, literal_value
 
 __all__ = ["Body", "loop_runner"]
@@ -58,16 +60,26 @@ class Body:
         self.out_slots = [s if s in own and slots.count(s) == 1 else None for s in slots]
 
     def start(self) -> tuple[list, np.ndarray, bool]:
+        """A session ``(env, arena, owned)``; ``owned``: it took the body's own arena (then
+        ``finish`` gives it back; on an error here, this does)."""
         exe = self.exe
-        arena, owned = exe._take_arena()
-        if owned:  # (a concurrent call runs its kernels with pointer arrays of its own)
-            for k in self.kernels:
-                k.remember(True)
-        env: list[Any] = [None] * exe.n_slots
-        for allocs, _, _ in exe.runners:
-            for slot, place, aval in allocs:  # a body donates nothing: arena or fresh arrays
-                env[slot] = exe._buffer(place, aval, arena, env, ())
-        return env, arena, owned
+        mine = exe._arena_lock.free_here()
+        try:
+            arena, owned = exe._take_arena(mine)
+            if owned:  # (a concurrent call runs its kernels with pointer arrays of its own)
+                for k in self.kernels:
+                    k.remember(True)
+            env: list[Any] = [None] * exe.n_slots
+            for allocs, _, _ in exe.runners:
+                for slot, place, aval in allocs:  # a body donates nothing: arena or fresh
+                    env[slot] = exe._buffer(place, aval, arena, env, ())
+            return env, arena, owned
+        except BaseException:  # (an interrupt too: the arena's lock is not left held)
+            if mine and not exe._arena_lock.free_here():  # (taken here)
+                for k in self.kernels:
+                    k.remember(False)
+            exe._arena_lock.release_if_held(mine)
+            raise
 
     def run(self, session: tuple[list, np.ndarray, bool], args: list) -> list:
         env, arena, owned = session
@@ -84,9 +96,11 @@ class Body:
 
     def finish(self, session: tuple[list, np.ndarray, bool]) -> None:
         if session[2]:
-            for k in self.kernels:
-                k.remember(False)
-            self.exe._arena_lock.release()
+            try:
+                for k in self.kernels:
+                    k.remember(False)
+            finally:
+                self.exe._arena_lock.release_if_held()
 
 
 def _read(env: list, a: Any) -> np.ndarray:
@@ -124,8 +138,9 @@ class _Pins:
     """The addresses a scan body's kernels read and write per iteration, set by the loop
     (``pins(env, i, n)``) instead of read from the arrays by the kernels: a row's address is the
     stacked array's plus ``i`` rows, a carry's one of two made once per call; reading an
-    array's address (``.ctypes.data``, ~1.5 µs) would cost a third of the kernel's time on an
-    RNN's rows. Only while the body's kernels remember their arrays (``_Kernel.remember``:
+    array's address (``.ctypes.data``, which builds an object) would cost a large part of the
+    kernel's time on an RNN's rows. Only while the body's kernels remember their arrays
+    (``_Kernel.remember``:
     they then skip an argument whose array is the one pinned)."""
 
     def __init__(self, body, owned, c_slots, x_slots, placed, direct, cur, spare, xs, ys):
@@ -196,6 +211,7 @@ class _LoopStep:
 
 
 _BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+STREAM_THREADS = 4  # threads of the stream pool (loops streaming at once)
 STREAM_MIN_LENGTH = 8  # shorter loops compute their hoisted products before they start
 STREAM_FIRST_ROWS = 4  # rows of a streamed product made before the loop starts
 # while a loop streams, the interpreter hands the GIL over after this long (seconds) instead of
@@ -206,7 +222,7 @@ STREAM_SWITCH_INTERVAL = 1e-4
 
 class _Stream:
     """Hoisted products ``out[t] = lhs[t] @ rhs`` computed in chunks of rows, in the loop's
-    order, on a worker thread: ``wait_at[n]`` (where present) is set once the rows of the
+    order, on a worker thread: ``wait_at[n]`` (where present) is released once the rows of the
     loop's ``n``-th iteration and those after it in its chunk exist; ``close()`` waits for the
     worker (always called: it writes into the loop's inputs) and raises what it raised."""
 
@@ -218,15 +234,22 @@ class _Stream:
         self.cuts = [0, min(n, STREAM_FIRST_ROWS)]
         while self.cuts[-1] < n:
             self.cuts.append(min(n, 2 * self.cuts[-1]))
-        self.events = [threading.Event() for _ in self.cuts[2:]]
+        # one lock per chunk, taken here and released by the worker once its rows exist: the
+        # loop waits with ``acquire`` (C; an ``Event``'s wait goes through ``Condition.__enter__``,
+        # Python: an interrupt there left its lock held, and the worker's ``set`` hung)
+        self.events = [threading.Lock() for _ in self.cuts[2:]]
+        for ev in self.events:
+            ev.acquire()
         self.wait_at = dict(zip(self.cuts[1:], self.events))
         self.products = [_as_2d(*p) for p in products]
-        self.future = _stream_pool().submit(self._work)
-        try:
+        # the worker's task, made before it is submitted: ``close`` waits for it or takes it
+        # back, whatever interrupts what (it writes into buffers the next call uses)
+        self.task = Task(self._work)
+        try:  # (in this thread's context: its flags, ``config.override`` included)
+            _stream_pool().submit(self.task, contextvars.copy_context())
             self._chunk(0, self.cuts[1])
         except BaseException:
-            with contextlib.suppress(BaseException):  # the worker writes into the loop's inputs
-                self.future.result()
+            self.task.finish()
             raise
 
     def _chunk(self, c0: int, c1: int) -> None:
@@ -237,16 +260,22 @@ class _Stream:
 
     def _work(self) -> None:
         blas.use_threads(1)
+        done = 0
         try:
             for c0, c1, ev in zip(self.cuts[1:], self.cuts[2:], self.events):
                 self._chunk(c0, c1)
-                ev.set()
+                done += 1
+                ev.release()
         finally:
-            for ev in self.events:  # a failed product: the loop stops waiting (close raises)
-                ev.set()
+            for ev in self.events[done:]:  # a failed product: the loop stops waiting (close
+                ev.release()  # raises)
 
     def close(self) -> None:
-        self.future.result()
+        """Wait for the worker (also when interrupted while waiting: it writes into buffers the
+        next call uses); raise what it raised, or the interrupt."""
+        _, err = self.task.finish()
+        if err is not None:
+            raise err
 
 
 def _as_2d(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, k: int) -> tuple:
@@ -293,17 +322,33 @@ def _quick_switches() -> Iterator[None]:
                 sys.setswitchinterval(_switch_saved)
 
 
-_pool: ThreadPoolExecutor | None = None
+_pool: Pool | None = None
 _pool_lock = threading.Lock()
 
 
-def _stream_pool() -> ThreadPoolExecutor:
+def _after_fork() -> None:
+    """A forked child has none of the parent's stream threads: a pool it inherited takes the
+    products and never runs them (the loop then waits for their rows for ever); the switch
+    interval a streaming loop of the parent had set is put back."""
+    global _pool, _pool_lock, _switch_lock, _switch_users
+    _pool, _pool_lock, _switch_lock = None, threading.Lock(), threading.Lock()
+    if _switch_users:
+        sys.setswitchinterval(_switch_saved)
+    _switch_users = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def _stream_pool() -> Pool:
     """The threads of streamed products (their own: a loop body's products split on blas's
     pool must not queue behind a stream that lasts the whole loop)."""
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="blu-stream")
+            _pool = Pool("blu-stream")
+            _pool.grow(STREAM_THREADS)
         return _pool
 
 
@@ -360,15 +405,15 @@ def _scan(step: Step, p: dict, compile_body: Callable) -> _LoopStep:
         spare = [np.empty_like(c) for c in cur]
         wait_at = stream.wait_at if stream is not None else {}
         session = body.start()
-        benv, arena, owned = session
-        for sl, c in zip(b_in[:nc], consts):
-            benv[sl] = c
-        pins = _Pins(body, owned, c_slots, x_slots, placed, direct, cur, spare, xs, ys)
         try:
+            benv, arena, owned = session
+            for sl, c in zip(b_in[:nc], consts):
+                benv[sl] = c
+            pins = _Pins(body, owned, c_slots, x_slots, placed, direct, cur, spare, xs, ys)
             for n, i in enumerate(order):
                 ev = wait_at.get(n)
                 if ev is not None:
-                    ev.wait()
+                    ev.acquire()  # (the worker released it: its rows are there)
                 for sl, c in zip(c_slots, cur):
                     benv[sl] = c
                 for k, sl in placed:
@@ -408,14 +453,17 @@ def _while(step: Step, p: dict, compile_body: Callable) -> _LoopStep:
     def run(env: list) -> None:
         vals = [_read(env, a) for a in ins]
         cc, bc = vals[:ncc], vals[ncc : ncc + nbc]
-        cs, bs = cond.start(), body.start()
-        carry = _Carry(vals[ncc + nbc :], body, bs)
+        cs = cond.start()
         try:
-            while bool(cond.run(cs, cc + carry.cur)[0]):
-                carry.update(body.run(bs, bc + carry.cur))
+            bs = body.start()
+            try:
+                carry = _Carry(vals[ncc + nbc :], body, bs)
+                while bool(cond.run(cs, cc + carry.cur)[0]):
+                    carry.update(body.run(bs, bc + carry.cur))
+            finally:
+                body.finish(bs)
         finally:
             cond.finish(cs)
-            body.finish(bs)
         for o, c in zip(outs, carry.cur):
             np.copyto(env[o], c)
 

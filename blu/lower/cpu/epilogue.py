@@ -5,8 +5,8 @@ An SGD update of a weight from its gradient (``w - lr * (x.T @ g)``) is a produc
 kernel that reads the product's result, the weight, and writes the new weight: three arrays of
 the weight's size moved through memory after the product wrote one. Fused, the product's result
 is never stored: the new weight's buffer gets a copy of ``w`` and the product accumulates into
-it (measured on one core, a 512x256 @ 256x1024 product: the product and a separate update
-3.40 ms, the copy and the fused product 3.00 ms, the product alone 2.86 ms).
+it (on one core the copy and the fused product take little more than the product alone, less
+than the product and a separate update: docs/benchmarks/cpu_backend.md, session 7).
 
 ``find`` picks, in a CPU executable's steps, a product (2-D, float32/float64, as BLAS computes
 it) whose result only one later kernel reads, where that kernel is exactly ``W + alpha * D``

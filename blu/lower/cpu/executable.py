@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +24,7 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core import trace as tracing
+from blu.core.array import immutable
 from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr, Literal
@@ -33,6 +33,7 @@ from blu.lower.cpu import address, blas, chains, epilogue, spin
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.cpu.control_flow import loop_runner
 from blu.lower.cpu.kernels import emit_node, kernel_text, split_rows
+from blu.lower.cpu.locks import TryLock
 from blu.lower.cpu.options import CpuOptions
 from blu.lower.cpu.rows import RowKernel, _threads
 from blu.lower.mlir import llvm as mlir_cpu
@@ -203,8 +204,8 @@ class CpuExecutable(Executable):
             return ss[i].kind == NodeKind.DOT and kept[i] and i not in fused and not paired
 
         # (not with spinning workers: a chain saves hand-overs, which they make cheap, and packs
-        # the products' right operands once per part; measured on the MLP training step, 2
-        # threads: 3-4% slower with chains than without, four A/Bs in one process each)
+        # the products' right operands once per part; the MLP training step on 2 threads was
+        # slower with chains than without: docs/benchmarks/cpu_backend.md, session 9)
         self._chain_at: dict[int, tuple] = {}
         free_steps = set(filter(free, range(len(ss)))) if not spin.available() else set()
         for c in chains.find(st, self.memory, free_steps, _threads()):
@@ -215,7 +216,7 @@ class CpuExecutable(Executable):
             self._chain_at[c.start] = (allocs, run, c.end)
         self._arena: np.ndarray | None = None
         self._views: dict[int, np.ndarray] | None = None
-        self._arena_lock = threading.Lock()
+        self._arena_lock = TryLock()  # released on every exit path (``locks.py``)
         # per output, the argument whose buffer it is (a pass-through or a view), else None:
         # a user's array is read in place (``borrows_inputs``), so such an output is copied
         j, root = self.jaxpr, self.memory.root
@@ -347,8 +348,11 @@ class CpuExecutable(Executable):
 
     # ---- running ------------------------------------------------------------------------------
 
-    def _take_arena(self) -> tuple[np.ndarray, bool]:
-        if self._arena_lock.acquire(blocking=False):
+    def _take_arena(self, mine: bool = True) -> tuple[np.ndarray, bool]:
+        """The executable's own arena (True: the caller then releases ``_arena_lock``), or a
+        new one (False) for a concurrent call, a nested one (``mine`` False: this thread holds
+        the lock already) or where ``mine`` is False."""
+        if mine and self._arena_lock.try_acquire():
             if self._arena is None:
                 self._arena = np.empty(max(self.memory.arena_size, 64), np.uint8)
             return self._arena, True
@@ -362,18 +366,25 @@ class CpuExecutable(Executable):
             if x.dtype != dtype:
                 x = x.astype(dtype)
             env[slot] = x if x.flags.c_contiguous else np.ascontiguousarray(x)
-        arena, owned = self._take_arena()
-        self._overlap = None  # the arguments that share memory with another (for donation)
-        blas.use_threads(1)  # numpy's BLAS single-threaded (blas.py says why)
+        # the arguments that share memory with another (for donation): this call's own, found
+        # when a donated buffer is first placed (concurrent calls each have theirs)
+        overlap: list = [None]
         errs = np.errstate(over="ignore", invalid="ignore") if self._numpy_math else None
-        if errs is not None:  # products: as numpy's matmul
-            errs.__enter__()
-        tw = tracing.current()  # a timeline trace: one span per step, memory counters
-        if tw is not None:
-            self._trace_call(tw, env, start=True)
-        if self._may_split:  # spinning workers may wait for parts until the outermost call ends
-            spin.enter()
+        # everything taken is given back in ``finally``, whatever is raised where (an interrupt
+        # right after the arena's lock was taken too: ``TryLock``)
+        mine, errs_on, entered = self._arena_lock.free_here(), False, False
         try:
+            arena, owned = self._take_arena(mine)
+            blas.use_threads(1)  # numpy's BLAS single-threaded (blas.py says why)
+            if errs is not None:  # products: as numpy's matmul
+                errs.__enter__()
+                errs_on = True
+            tw = tracing.current()  # a timeline trace: one span per step, memory counters
+            if tw is not None:
+                self._trace_call(tw, env, start=True)
+            if self._may_split:  # spinning workers may wait for parts until the outermost call
+                entered = True  # ends (before: ``leave`` tolerates one ``enter`` missed)
+                spin.enter()
             pool = self._poolable if owned else ()
             # the arena's buffers as arrays, made once (the executable's own arena persists)
             views = self._views if owned and self._views is not None else self._arena_views(arena)
@@ -397,7 +408,7 @@ class CpuExecutable(Executable):
                     elif slot in pool:
                         env[slot] = self._pooled(slot, aval)
                     else:
-                        env[slot] = self._buffer(place, aval, arena, env, args)
+                        env[slot] = self._buffer(place, aval, arena, env, args, overlap)
                 if paired:  # the next product on a pool thread, this one here
                     other = runners[n_step + 1][1]
 
@@ -432,20 +443,19 @@ class CpuExecutable(Executable):
                 if x not in self._fresh_slots and np.may_share_memory(y, arena):  # never hand
                     # out the arena
                     y = y.copy()
-                elif a is not None and isinstance(args[a], np.ndarray) and args[a].flags.writeable:
-                    y = y.copy()  # a user's array (read in place) is never handed back
+                elif a is not None and isinstance(args[a], np.ndarray) and not immutable(args[a]):
+                    y = y.copy()  # a user's array (read in place) is never handed back, unless
+                    # nothing can write it (``immutable``: not a read-only view of a writable one)
                 outs.append(y)
             return outs
         finally:
-            if self._may_split:
+            if entered:
                 spin.leave()
-            if errs is not None:
+            if errs_on:
                 errs.__exit__(None, None, None)
-            if owned:
-                self._arena_lock.release()
+            self._arena_lock.release_if_held(mine)
 
     borrows_inputs = True
-    _overlap: set[int] | None = None
 
     def _pooled(self, slot: int, aval: Any) -> np.ndarray:
         """The pooled buffer of output ``slot`` if nothing outside the pool holds it any more
@@ -467,9 +477,11 @@ class CpuExecutable(Executable):
         tw.counter(f"memory jit({self.name})", {"temporaries": temps, "arrays": held},
                    pid=tracing.EXECUTABLE)  # fmt: skip
 
-    def _buffer(
-        self, place: tuple, aval: Any, arena: np.ndarray, env: list, args: tuple
-    ) -> np.ndarray:
+    def _buffer(self, place: tuple, aval: Any, arena: np.ndarray, env: list, args: tuple,
+                overlap: list | None = None) -> np.ndarray:  # fmt: skip
+        """The buffer of one allocation (``place``: arena, donated argument or fresh).
+        ``overlap`` is the calling call's own one-element holder of its overlap analysis
+        (``_overlapping`` of its arguments, computed once per call when first needed)."""
         kind = place[0]
         if kind == "arena":
             n = aval.size * aval.dtype.itemsize
@@ -481,9 +493,12 @@ class CpuExecutable(Executable):
                 and x.flags.c_contiguous
                 and x.nbytes == aval.size * aval.dtype.itemsize
             )
-            if ok and self._overlap is None:  # once per call: O(n log n), not O(n^2)
-                self._overlap = _overlapping([env[s] for s in self.in_slots])
-            if ok and place[1] not in self._overlap:
+            if ok:  # once per call: O(n log n), not O(n^2); never shared between calls
+                if overlap is None:
+                    overlap = [None]
+                if overlap[0] is None:
+                    overlap[0] = _overlapping([env[s] for s in self.in_slots])
+            if ok and place[1] not in overlap[0]:
                 if x.shape == aval.shape and x.dtype == aval.dtype:
                     return x  # itself, not a view: the result can be donated again next call
                 return x.reshape(-1).view(np.uint8).view(aval.dtype).reshape(aval.shape)

@@ -5,8 +5,9 @@ either one's buffers out of the other's way: ``MemoryPlan(concurrent=...)``).
 A product large enough to pay for a second thread is otherwise split across the threads
 (``blas.matmul``); two threads on one product do less than two on two products: each part packs
 a whole operand again, the parts start tens of microseconds apart, and they end together only
-on average (measured on the 2-core machine: two independent products 1.46x one thread's rate,
-one product split in two 1.27x). A training step's backward pass has such pairs: the gradient
+on average (on the 2-core machine two independent products gained more over one thread than
+one product split in two: docs/benchmarks/cpu_backend.md). A training step's backward pass has
+such pairs: the gradient
 of a layer's weight and that of its input (``h.T @ g`` and ``g @ w.T``) both read only ``g``.
 
 A pair is chosen when the process has at least two threads (``BLU_CPU_THREADS``), both products

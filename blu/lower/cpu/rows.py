@@ -29,7 +29,7 @@ __all__ = ["MIN_SPLIT_WORK", "RowKernel", "row_block", "row_count", "work"]
 # costs its wake-up (tens of microseconds on an idle core, more when the cores are shared)
 MIN_SPLIT_WORK = 1 << 20
 
-_MIN_ROWS_ELEMENTS = 1 << 14  # each part gets at least this many elements (~20 us or more)
+_MIN_ROWS_ELEMENTS = 1 << 14  # each part gets at least this many elements (worth a hand-over)
 
 # a kernel of several nests runs them block by block of rows (``row_block``), a block about this
 # many elements of its widest nest: 16 KiB of float32 per buffer, which stay in the L1/L2 cache

@@ -2,8 +2,8 @@
 compiled kernels, row copies) with no Python, no GIL and no wake-up on the hot path.
 
 Why: a part handed to a blocking pool thread starts when its core wakes up, and on the 2-core
-development VM (no cpuidle driver: an idle vCPU halts) that took 41 us at the 10th percentile,
-61 us at the median and 90 us at the 90th (the MLP training step's four split steps, 300 calls);
+development VM (no cpuidle driver: an idle vCPU halts) that took tens of microseconds (the MLP
+training step's split steps; docs/benchmarks/cpu_backend.md, session 9);
 a part then runs Python (its product's argument checks) before its first BLAS call. Here the
 other core's thread waits in a native loop for the next part while an executable runs, and runs
 it as soon as it is posted (``Worker.post``): a list of calls (``Ops``) made by running the part's
@@ -40,6 +40,7 @@ import importlib.util
 import logging
 import os
 import platform
+import queue
 import struct
 import threading
 import time
@@ -49,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from blu.core.config import config
-from blu.lower.cpu import address
+from blu.lower.cpu import address, locks
 
 __all__ = ["MAX_OPS", "NotRecordable", "Worker", "available", "call", "copy_rows", "enter",
            "gemm_op", "leave", "record", "recording", "workers"]  # fmt: skip
@@ -367,17 +368,16 @@ class Worker:
         c[_S.PARK] = 1
         self._ptrs = (ctypes.c_void_p * 1)(c.ctypes.data)
         self.packed = (ctypes.c_void_p * 1)(ctypes.addressof(self._ptrs))
-        self.lock = threading.Lock()
+        self.lock = locks.TryLock()  # (released on every exit path, ``threads._run_native``)
         self.keep: list = []  # what the posted ops point into, held until they are done
-        self._wake = threading.Event()
+        self._wake: queue.SimpleQueue = queue.SimpleQueue()  # (C: an interrupt in put is safe)
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="blu-spin", daemon=True)
         self._thread.start()
 
     def _loop(self) -> None:
         while True:
-            self._wake.wait()
-            self._wake.clear()
+            self._wake.get()  # (an extra wake-up runs the loop once more: harmless)
             if self._closed:
                 return
             self.code.worker(self.packed)  # (ctypes releases the GIL for the call)
@@ -391,7 +391,7 @@ class Worker:
         self.code.post(self.packed)
         if not c[_S.ACTIVE]:
             c[_S.PARK] = 0
-            self._wake.set()
+            self._wake.put(None)
 
     def finish(self) -> tuple[float, bool]:
         """Wait until the posted ops are done (run them here if the worker has not started them):
@@ -407,7 +407,7 @@ class Worker:
     def close(self) -> None:
         self._closed = True
         self.park()
-        self._wake.set()
+        self._wake.put(None)
 
 
 _workers: list[Worker] = []
@@ -467,7 +467,7 @@ def leave() -> None:
     """An executable call ended: after the outermost one, the workers stop spinning."""
     global _depth
     with _workers_lock:
-        _depth -= 1
+        _depth = max(_depth - 1, 0)  # (an interrupt may have skipped an ``enter``)
         if _depth == 0:
             for w in _workers:
                 w.park()

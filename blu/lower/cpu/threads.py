@@ -12,18 +12,18 @@ recorded as native calls, ``spin.py``), else to the blocking pool below, whose t
     run_parts(fn, cuts, bal)          # times the parts, moves ``bal.share``
 
 ``Balance``: a pool thread starts its part tens of microseconds after the caller hands it over
-(measured on the 2-core machine: 40 µs median, 65 µs at the 90th percentile; a spinning worker
-after the first part of a call: a few microseconds), and a part may run
+(on the 2-core machine; a spinning worker after the first part of a call: a few microseconds;
+docs/benchmarks/cpu_backend.md, session 9), and a part may run
 slower on one core than on the other (a busy sibling, a colder cache), so equal parts leave the
-caller waiting at the end of every split step (75 µs median, 7 split steps per MLP training
-step). Each call site learns the caller's share of the range from the times of its previous
-calls: the caller's rate (its share over its time) against the others' (their share over the
-time from the hand-over to the last one's end), the share moved part of the way to where the two
+caller waiting at the end of every split step (7 split steps per MLP training step). Each call
+site learns the caller's share of the range from the times of its previous calls: the
+caller's rate (its share over its time) against the others' (their share over the time from
+the hand-over to the last one's end), the share moved part of the way to where the two
 would finish together. A pool thread that does not run at all for a while (the machine busy)
 drives the caller's share up to ``MAX_SHARE``, and it comes back once the thread keeps up.
 Where the others would do less than ``1 - SOLO_SHARE`` of the range (the second core busy with
-another process: measured at a load average of 2.7 on 2 cores, the MLP training step took 1.03-
-1.16x JAX's time split across 2 threads and 0.95x on one), the caller runs the whole range for
+another process: there the MLP training step ran faster on one thread than split across two,
+docs/benchmarks/cpu_backend.md, session 7), the caller runs the whole range for
 ``PROBE_EVERY`` calls (``Balance.solo``), then splits once more to measure again.
 
 ``config.cpu_threads`` (``BLU_CPU_THREADS``) sets how many threads; by default the cores the
@@ -32,36 +32,36 @@ process may use (``blas.threads_for``).
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from blu.lower.cpu import spin
+from blu.lower.cpu.pool import Pool, Task
 
 __all__ = ["Balance", "run_parts", "split"]
 
 # the blocking pool: parts that cannot be posted to a spinning worker run on its threads
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
+_pool: Pool | None = None
 _pool_lock = threading.Lock()
 
 
-def _workers(n: int) -> ThreadPoolExecutor:
-    global _pool, _pool_size
+def _workers(n: int) -> Pool:
+    global _pool
     with _pool_lock:
-        if _pool is None or _pool_size < n:
-            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="blu-blas")
-            _pool_size = n
+        if _pool is None:
+            _pool = Pool("blu-blas")
+        _pool.grow(n)
         return _pool
 
 
 def _after_fork() -> None:
     """A forked child has none of the parent's pool threads: a pool it inherited would take
     parts and never run them (the child waited forever), so it makes its own on first use."""
-    global _pool, _pool_size, _pool_lock
-    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -155,30 +155,36 @@ def run_parts(
     if native and _run_native(fn, cuts, balance):
         return
     pool = _workers(len(cuts) - 1)
-    ends = [0.0] * len(cuts)
-
-    def part(k: int, lo: int, hi: int) -> None:
-        fn(lo, hi)
-        ends[k] = time.perf_counter()
-
+    # every part a Task made before it is submitted: each is run once, by a pool thread or taken
+    # back by the caller, and none is left running when this returns (an interrupt anywhere,
+    # inside ``submit`` too, included: a part still running writes into the next call's buffers)
+    tasks = [Task(fn, lo, hi) for lo, hi in cuts[1:]]
     t0 = time.perf_counter()
-    futures = [pool.submit(part, k, lo, hi) for k, (lo, hi) in enumerate(cuts) if k]
     err = None
     try:
+        for task in tasks:  # (each in a copy of the caller's context: ``config.override``)
+            pool.submit(task, contextvars.copy_context())
         fn(*cuts[0])
-    except BaseException as e:  # still wait for the others: they write the same buffers
+    except BaseException as e:  # still finish the others: they write the same buffers
         err = e
     t1 = time.perf_counter()
-    for f in futures:
+    i = 0
+    while i < len(tasks):  # (an interrupt anywhere in here: on with the same task)
         try:
-            f.result()
+            ran, e = tasks[i].finish()  # (at once for a task finished already)
+            if not ran and (err is None or isinstance(err, Exception)):
+                ran, e = tasks[i].run_here()  # never started (the pool busy or slow to wake):
+                # run here (not after an interrupt: the caller wants out)
+            err = err or e
+            i += 1
         except BaseException as e:
             err = err or e
     if err is not None:
         raise err
-    if balance is not None:
+    if balance is not None:  # (a part run here counts as the others' time: its share shrinks)
         n = cuts[-1][1] - cuts[0][0]
-        balance.update((cuts[0][1] - cuts[0][0]) / n, t1 - t0, max(ends[1:]) - t0)
+        balance.update((cuts[0][1] - cuts[0][0]) / n, t1 - t0,
+                       max(task.end for task in tasks) - t0)  # fmt: skip
 
 
 def _run_native(
@@ -189,12 +195,13 @@ def _run_native(
     ws = spin.workers(len(cuts) - 1)
     if ws is None:
         return False
-    held = []
+    free = [w.lock.free_here() for w in ws]  # not held by an enclosing call (``locks.py``)
+    posted: list[spin.Worker] = []
+    ends: list[float] = []
     try:
-        for w in ws:
-            if not w.lock.acquire(blocking=False):  # another thread's call has it
+        for w, f in zip(ws, free):
+            if not (f and w.lock.try_acquire()):  # another thread's call (or this one's) has it
                 return False
-            held.append(w)
         recorded = []
         for lo, hi in cuts[1:]:
             ops = spin.record(fn, lo, hi)
@@ -202,7 +209,6 @@ def _run_native(
                 return False
             recorded.append(ops)
         t0 = time.perf_counter()
-        posted: list[spin.Worker] = []
         err = None
         try:
             for w, ops in zip(ws, recorded):
@@ -213,7 +219,8 @@ def _run_native(
             err = e  # (an interrupt between two posts too: a part left posted would run
             # later, into buffers the next call uses, and its op list be overwritten under it)
         t1 = time.perf_counter()
-        ends = [w.finish()[0] for w in posted]
+        while len(ends) < len(posted):
+            ends.append(posted[len(ends)].finish()[0])
         if err is not None:
             raise err
         if balance is not None:
@@ -221,5 +228,10 @@ def _run_native(
             balance.update((cuts[0][1] - cuts[0][0]) / n, t1 - t0, max(ends) - t0)
         return True
     finally:
-        for w in held:
-            w.lock.release()
+        # every posted part done before its worker is free again (an interrupt while finishing
+        # too: ``finish`` of a finished part returns at once), then every lock taken here given
+        # back (an interrupt right after an acquire too)
+        for w in posted[len(ends) :]:
+            w.finish()
+        for w, f in zip(ws, free):
+            w.lock.release_if_held(f)

@@ -134,7 +134,7 @@ def workspace_rule(backward: bool, unpack=_plain):
         sp = spec(avals, params, packed)
         if not cudnn_sdpa.available():
             # planning for a GPU on a machine without cuDNN (AOT): cuDNN's backward keeps dQ
-            # accumulated in float32 (48.8 MiB measured at GPT-2's shape), its forward nothing.
+            # accumulated in float32 (about dQ's size, as measured), its forward nothing.
             # Only the arena layout depends on it, never a kernel, so the cache still matches.
             return sp.b * sp.t * sp.n * sp.h * 4 + (1 << 20) if backward else 0
         return cudnn_sdpa.workspace_size(sp, backward)

@@ -14,8 +14,8 @@ Three forms, by row length ``R`` (chosen from shapes alone, like every launch):
   ``32 * WARP_UNROLL``: one warp per row (``WARP_ROWS`` rows per block), lane ``l`` owning the
   elements ``l, l + 32, ...``; reductions are warp butterflies (``gpu.shuffle xor``), so every
   lane holds each total and lanes only meet at a ``nvvm.bar.warp.sync`` between nests. Measured
-  slower than ``unrolled`` on the GPT-2 step (H200, bf16: 93.9 against 84.7 ms; 24-32 elements per
-  lane need ~117 registers, so fewer warps are resident), hence not the default.
+  slower than ``unrolled`` on the GPT-2 step (H200, bf16: 24-32 elements per lane need ~117
+  registers, so fewer warps are resident; docs/benchmarks/gpt2_gpu.md), hence not the default.
 
 A value a nest stored in a half-precision buffer is reused by later nests *as stored* (rounded),
 so the unrolled and looped forms compute the same bits

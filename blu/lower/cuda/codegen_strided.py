@@ -6,9 +6,9 @@ A GPU hides memory latency only with enough loads in flight. The first emitter's
 issued one element per thread per iteration, and within an iteration a store could sit between
 two loads; the NVPTX back end keeps such loops rolled (the step is the block size, a run-time
 value) and may not move a load above a store to a buffer it cannot prove distinct, so each
-thread waited out a whole memory round trip per element. On the H200 that capped the fused
-classifier's row kernels at ~0.6 TB/s of minimal bytes and the layer norms at ~1.2 TB/s
-(BENCHMARKS.md, "Where the bf16 step goes now").
+thread waited out a whole memory round trip per element. On the H200 that held the fused
+classifier's row kernels and the layer norms far below the copy bandwidth
+(docs/benchmarks/gpt2_gpu.md, "Where the bf16 step goes now").
 
 Here a strided loop over ``j`` (element ``lo + j * step``, ``lo < step``, both known at emission
 where the launch geometry is) runs in chunks of ``U`` iterations: every value of the chunk's

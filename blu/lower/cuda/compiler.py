@@ -9,8 +9,11 @@ the ``gpu.binary`` op's object attribute; ``ptxas -arch=<chip>`` checks it and p
 cubin the runtime loads (the PTX is the fallback, JIT-compiled by the driver).
 
 Cache entries: ``<key>.ptx`` and ``<key>.cubin`` (``cache.kernel_key`` of the kernel's canonical
-text and the target). On a machine without MLIR (the GPU test machine) a miss raises
-``KernelCacheMiss`` naming the kernel and the command that fills the cache.
+text and the target), each checked before use (``entry_check.check_ptx``: no ``.extern``;
+``check_cubin``: a CUDA ELF image whose only undefined symbols are ptxas's own; a cubin is read
+only beside a verified PTX, and a bad one is dropped for that PTX). On a machine without MLIR
+(the GPU test machine) a miss raises ``KernelCacheMiss`` naming the kernel and the command that
+fills the cache.
 """
 
 from __future__ import annotations
@@ -20,14 +23,14 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 
+from blu.core import forks
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.lru import LRU
-from blu.lower.mlir import cache
+from blu.lower.mlir import cache, entry_check
 from blu.lower.mlir.llvm import CompileError, _dump, symbol
 from blu.lower.target import CUDA_DEFAULT
 from blu.lower.target import parse_target as _parse
@@ -86,7 +89,16 @@ class GpuModule:
 # key -> module, the most recently used ``blu.config.kernel_cache_size`` of them (the images are
 # host bytes; executables hold the modules they use)
 _loaded = LRU("kernel_cache_size")
-_lock = threading.Lock()
+_lock = forks.lock()  # held while a module is loaded or compiled
+
+
+@forks.in_child
+def _after_fork() -> None:
+    """A child forked while another thread compiled has no thread to release the lock."""
+    global _lock
+    _lock = forks.renew(_lock)
+
+
 stats = {"compiled": 0, "cache": 0, "memory": 0, "compile_s": 0.0}
 
 
@@ -123,7 +135,13 @@ def _load_or_compile(key, canonical, emit, label, target) -> GpuModule:
 
     ptx, why = cache.read_entry(key, ".ptx")
     if ptx is not None:
+        why = entry_check.check_ptx(ptx)
+        ptx = None if why is not None else ptx
+    if ptx is not None:
         cubin, cubin_why = cache.read_entry(key, ".cubin")
+        if cubin is not None:
+            cubin_why = entry_check.check_cubin(cubin)
+            cubin = None if cubin_why is not None else cubin
         if cubin_why is not None:  # the PTX is enough: the driver compiles it
             cache.discard(key, ".cubin", cubin_why, label)
         stats["cache"] += 1

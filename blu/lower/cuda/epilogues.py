@@ -30,7 +30,7 @@ forward's call wrote:
 A product plus a bias whose sum no fused kernel would read (every reader, through reshapes, a
 library call or a product: the QKV projection before the attention) becomes ``dot_bias``, the
 ``BIAS`` epilogue, in every float dtype: the sum is otherwise a kernel that reads and writes the
-whole ``(M, N)`` result again (0.07 ms per GPT-2 124M layer in float32 on the H200).
+whole ``(M, N)`` result again (docs/benchmarks/gpt2_gpu.md, session 8).
 
 (``hb`` must be a ``dot_bias_gelu``'s aux output; the multiply may be blu's NaN-guarded form from
 ``mul``'s transpose, which zeroes ``d`` where ``g`` is zero and ``d`` NaN: the epilogue's
@@ -61,9 +61,9 @@ __all__ = ["dot_bias_p", "dot_bias_gelu_p", "dot_dgelu_p", "fuse_epilogues"]
 GELU_NAME = "gelu_tanh"  # the custom_jvp lowering names matched
 GELU_GRAD_NAME = "gelu_tanh_grad"
 # half floats only: on the H200 the GELU_AUX_BIAS product of the GPT-2 124M MLP (16384 x 768 x
-# 3072) took 234 us in bf16 against 97 us without the epilogue, and the step still gained 0.56 ms
-# (44.63 -> 44.07 ms: the GELU kernel's pass is gone); in float32 the epilogue's algorithms are
-# slower still and the step lost 1.3 ms (298.3 -> 299.6 ms) (BENCHMARKS.md, session 7)
+# 3072) is slower than without the epilogue, yet in bf16 the step gains (the GELU kernel's pass
+# is gone); in float32 the epilogue's algorithms are slower still and the step loses
+# (docs/benchmarks/gpt2_gpu.md, session 7)
 _FLOATS = (np.dtype(dtypes.bfloat16), np.dtype(np.float16))
 
 def _product(lhs, rhs, params: dict):

@@ -102,7 +102,8 @@ class Tiling:
 
 
 # per head size, the fastest measured on the H200 at GPT-2's shape (benchmarks/flash_tiles.py;
-# BENCHMARKS.md); heads of 128 keep the defaults, whose shared memory fits an SM
+# docs/benchmarks/kernels_and_attention.md); heads of 128 keep the defaults, whose shared memory
+# fits an SM
 _TUNED = Tiling(fwd_bm=128, bwd_bm=64, bwd_tx=32, unroll=8)
 
 

@@ -294,7 +294,7 @@ BWD_RAW = True
 # (queries) ``2 g`` and ``2 g + 1`` as rows g and g + 8, so that those B values and the A values
 # of ``dQ`` read from ``dS^T`` are 8-byte pairs (half the loads); each output element is the same
 # sum, only where it is kept changes (per mode: TF32's spills at two blocks an SM; 3xTF32's
-# backward measured 3% faster without them on the H200, 2242 against 2308 us, BENCHMARKS.md)
+# backward measured faster without them on the H200, docs/benchmarks/gpt2_gpu.md, session 7)
 BWD_PAIRS = {"3xtf32": False, "tf32": False}
 # BWD_PREFETCH: the next query block's Q and dO are loaded into registers (32 at heads of 64)
 # while this one is computed; off: loaded at the top of each step (fewer registers: with two

@@ -4,8 +4,9 @@ A transformer block computes ``qkv = x @ W`` and gives the attention its three p
 ``q, k, v = qkv.reshape(B, T, 3, N, H)[:, :, 0]`` (``[:, :, 1]``, ``[:, :, 2]``), or
 ``split(qkv, 3, axis=-1)`` reshaped to heads. Lowered as traced, each part is a ``slice`` (a copy
 kernel) and the gradient ``dqkv`` is three zero ``pad``s of ``dq, dk, dv`` summed (a kernel that
-writes ``dqkv`` again): on the H200 the copies and the reassembly took 3.0 ms of the GPT-2 124M
-bf16 step (BENCHMARKS.md, session 7). cuDNN's SDPA and blu's flash kernels read and write
+writes ``dqkv`` again): on the H200 the copies and the reassembly were a sizeable part of the
+GPT-2 124M bf16 step (docs/benchmarks/gpt2_gpu.md, session 7). cuDNN's SDPA and blu's flash
+kernels read and write
 strided operands, so ``pack_attention`` rewrites the jaxpr of a CUDA program (before the plan):
 
     q = reshape(slice(X)); k = ...; v = ...; out, lse = dot_product_attention_fwd(q, k, v)

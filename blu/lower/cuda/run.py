@@ -73,7 +73,7 @@ def _graphs_enabled(steps: list, allocs: list) -> bool:
     ``GRAPH_MIN_STEPS`` steps whose fresh outputs (not written into donated arguments) fit in
     ``STAGE_BYTES`` — a training step. A replay copies its fresh outputs out of kept buffers and
     keeps its arena between calls, which programs with large outputs would pay for. (The GPT-2
-    124M step on the H200, bf16: 320,540 tok/s launched, 325,979 replayed; BENCHMARKS.md.)"""
+    124M step on the H200, bf16, ran faster replayed than launched.)"""
     mode = config.cuda_graphs
     if mode != "auto":
         return bool(mode)

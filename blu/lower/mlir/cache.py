@@ -20,6 +20,13 @@ truncated, swapped or foreign file is discarded (with one warning) and rebuilt. 
 atomic (a temporary file in the same folder, fsync, rename; the temporary file is removed on
 every failure), so concurrent processes can share one directory.
 
+Provenance: the CPU's entries (``.so``, ``.llvm.mlir``) also carry an HMAC under a per-user key
+kept outside the folder (``cache_key``), so only code this user's blu compiled is loaded; every
+entry's contents are checked too (``entry_check``: imports, load-time code, foreign calls, PTX
+externs, cubin symbols). Entries are opened as regular files of at most ``MAX_ENTRY_BYTES``,
+never through a link and never blocking (:func:`read_regular_stat`); eviction lists only files
+blu wrote (its names, in its shard folders, starting with its header) and its own temporary files.
+
 Trust (as ssh does for its keys): entries are executed, so the cache folder is created 0700
 and loading refuses a folder or entry owned by another user or writable by group or others
 (:class:`CachePermissionError` says how to fix it). The folder is trimmed to
@@ -36,6 +43,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import stat
 import tempfile
 import threading
@@ -49,6 +57,7 @@ from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import Jaxpr, Literal
 from blu.core.version import __version__
+from blu.lower.mlir import cache_key
 
 # bump when the generated code changes meaning, so stale entries are not reused
 CODEGEN_VERSION = "9"
@@ -99,10 +108,12 @@ def _record_version(version: str) -> None:
 
 
 def read_text_path(p: str) -> str | None:
+    """A small text file of the cache folder (``mlir-version``), read as an entry is: a regular
+    file only, never through a link, never blocking, at most 4 KiB."""
     try:
-        with open(p) as f:
-            return f.read().strip()
-    except OSError:
+        data = read_regular(p, 4096)
+        return data.decode("utf-8").strip()
+    except (OSError, EntryRefused, UnicodeDecodeError):
         return None
 
 
@@ -171,6 +182,20 @@ def kernel_key(text: str, target: str) -> str:
 
 MAGIC = b"blu-cache-entry v1 "
 SUFFIXES = (".so", ".llvm.mlir", ".ptx", ".cubin")
+MAX_ENTRY_BYTES = 256 << 20  # bigger than any kernel blu writes: refused before it is read
+TMP_PREFIX = ".tmp-blu-"  # blu's temporary files (``tempfile.mkstemp``: 8 more characters)
+_ENTRY_NAME = re.compile(r"([0-9a-f]{64})(\.so|\.llvm\.mlir|\.ptx|\.cubin)")
+_TMP_NAME = re.compile(re.escape(TMP_PREFIX) + r"[a-z0-9_]{8}")
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISDIR, "a folder"))  # fmt: skip
 
 
 class CachePermissionError(BluError):
@@ -179,6 +204,57 @@ class CachePermissionError(BluError):
 
 class CacheEntryWarning(UserWarning):
     """A kernel cache entry failed verification and was discarded (it is rebuilt)."""
+
+
+class EntryRefused(Exception):
+    """A cache file that is not a regular file of bounded size (the message says what it is)."""
+
+
+def read_regular(p: str, max_bytes: int = MAX_ENTRY_BYTES) -> bytes:
+    """:func:`read_regular_stat`'s bytes."""
+    return read_regular_stat(p, max_bytes)[0]
+
+
+def read_regular_stat(
+    p: str, max_bytes: int = MAX_ENTRY_BYTES, head: int | None = None
+) -> tuple[bytes, os.stat_result]:
+    """The bytes (the first ``head`` of them, if given) and the ``fstat`` of ``p``, opened as a
+    regular file only: never through a symbolic link (the last component), never blocking (a FIFO
+    or a device is refused after ``fstat``, unread), at most ``max_bytes`` (checked before
+    reading, so a sparse or endless file is never read whole).
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        EntryRefused: a link, not a regular file, or too big.
+        OSError: unreadable.
+    """
+    try:
+        fd = os.open(p, _OPEN_FLAGS)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise EntryRefused("a symbolic link (blu never writes one)") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            what = next((w for test, w in _KINDS if test(st.st_mode)), "not a regular file")
+            raise EntryRefused(f"{what}, not a regular file")
+        if st.st_size > max_bytes:
+            raise EntryRefused(f"{st.st_size} bytes, over the cap of {max_bytes} bytes")
+        os.set_blocking(fd, True)
+        chunks, n = [], 0
+        limit = max_bytes if head is None else min(head, max_bytes)
+        while n <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - n))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            n += len(chunk)
+        if n > max_bytes:
+            raise EntryRefused(f"more than {max_bytes} bytes (it grew while read)")
+        return b"".join(chunks)[:limit], st
+    finally:
+        os.close(fd)
 
 
 def path(key: str, suffix: str) -> str:
@@ -198,6 +274,8 @@ def header(key: str, suffix: str, payload: bytes) -> bytes:
         "sha256": hashlib.sha256(payload).hexdigest(),
         "size": len(payload),
     }
+    if suffix in cache_key.SIGNED:  # the CPU's entries: signed with this user's key
+        rec["mac"] = cache_key.mac(key, suffix, rec["sha256"])
     return MAGIC + json.dumps(rec, sort_keys=True, separators=(",", ":")).encode() + b"\n"
 
 
@@ -223,7 +301,18 @@ def verify(key: str, suffix: str, data: bytes) -> tuple[bytes | None, str | None
         return None, f"it holds another entry ({rec.get('key')!s:.16}{rec.get('kind')})"
     if rec.get("size") != len(payload):
         return None, f"size {len(payload)} instead of the recorded {rec.get('size')} (truncated?)"
-    if data[: nl + 1] != header(key, suffix, payload):
+    expected = header(key, suffix, payload)
+    if data[: nl + 1] != expected:
+        signed = suffix in cache_key.SIGNED
+        if (
+            signed
+            and rec.get("sha256") == hashlib.sha256(payload).hexdigest()
+            and rec.get("mac") != json.loads(expected[len(MAGIC) :]).get("mac")
+        ):
+            return None, (
+                "not signed with this user's cache key (an entry blu did not compile here: "
+                "copied in or planted; blu loads only CPU code it compiled itself)"
+            )
         return None, "sha256 mismatch (the bytes changed after they were written)"
     return payload, None
 
@@ -237,6 +326,12 @@ def check_private(p: str, is_dir: bool) -> None:
     st = os.stat(p)
     what = "kernel cache folder" if is_dir else "kernel cache entry"
     fix = f"chmod {'700' if is_dir else '600'} {p!r}"
+    if is_dir and os.path.abspath(p) != os.path.abspath(cache_dir()) and os.path.islink(p):
+        raise CachePermissionError(
+            f"the {what} {p!r} is a symbolic link (to {os.path.realpath(p)!r}): blu never makes "
+            "one, and reads and writes through it would touch files outside the cache. Remove "
+            f"it (`rm {p!r}`)"
+        )
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
         raise CachePermissionError(
             f"the {what} {p!r} is owned by uid {st.st_uid}, not by you (uid {os.getuid()}): "
@@ -263,16 +358,19 @@ def read_entry(key: str, suffix: str) -> tuple[bytes | None, str | None]:
         CachePermissionError: the folder or the entry could have been written by someone else.
     """
     p = path(key, suffix)
+    shard = os.path.dirname(p)
+    if not os.path.lexists(shard):
+        return None, None
+    for d in (cache_dir(), shard):
+        check_private(d, is_dir=True)
     try:
-        with open(p, "rb") as f:
-            st = os.fstat(f.fileno())
-            data = f.read()
+        data, st = read_regular_stat(p)
     except FileNotFoundError:
         return None, None
+    except EntryRefused as e:
+        return None, str(e)
     except OSError as e:
         return None, f"unreadable ({e.strerror})"
-    for d in (cache_dir(), os.path.dirname(p)):
-        check_private(d, is_dir=True)
     if hasattr(os, "getuid") and (
         st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
     ):
@@ -292,8 +390,9 @@ def discard(key: str, suffix: str, why: str, label: str = "") -> None:
         CacheEntryWarning,
         stacklevel=3,
     )
-    with contextlib.suppress(OSError):
-        os.unlink(p)
+    if not os.path.islink(os.path.dirname(p)):  # unlink removes a link, never its target
+        with contextlib.suppress(OSError):
+            os.unlink(p)
 
 
 def read_text(key: str, suffix: str) -> str | None:
@@ -319,9 +418,11 @@ def _makedirs_private(d: str) -> None:
     root = cache_dir()
     if not os.path.isdir(root):
         os.makedirs(root, mode=0o700, exist_ok=True)
-    if d != root and not os.path.isdir(d):
+    if d != root:
         with contextlib.suppress(FileExistsError):
             os.mkdir(d, 0o700)
+        if os.path.islink(d) or not os.path.isdir(d):  # never write through a planted link
+            raise OSError(errno.ENOTDIR, "not a folder of the cache", d)
 
 
 def write_file(dest: str, data: bytes, mode: int = 0o644) -> str | None:
@@ -332,7 +433,7 @@ def write_file(dest: str, data: bytes, mode: int = 0o644) -> str | None:
     try:
         d = os.path.dirname(dest)
         _makedirs_private(d)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=TMP_PREFIX)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -367,11 +468,17 @@ STALE_TMP_S = 3600.0  # temporary files older than this are left over from a cra
 
 
 def _entries(root: str) -> list[tuple[float, int, str]]:
-    """``(mtime, size, path)`` of every entry; removes stale temporary files on the way."""
+    """``(mtime, size, path)`` of every entry blu wrote: a regular file in a shard folder (the
+    key's first two hex digits), named ``<key><suffix>``, that starts with blu's header. Removes
+    blu's own stale temporary files on the way; nothing else is ever listed or touched."""
     out = []
     now = time.time()
     try:
-        shards = [e for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
+        shards = [
+            e for e in os.scandir(root)
+            if len(e.name) == 2 and all(c in "0123456789abcdef" for c in e.name)
+            and e.is_dir(follow_symlinks=False)
+        ]  # fmt: skip
     except OSError:
         return out
     for shard in shards:
@@ -384,13 +491,26 @@ def _entries(root: str) -> list[tuple[float, int, str]]:
                 st = f.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if f.name.startswith(".tmp-"):
+            if not stat.S_ISREG(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
+                continue
+            if _TMP_NAME.fullmatch(f.name):
                 if now - st.st_mtime > STALE_TMP_S:
                     with contextlib.suppress(OSError):
                         os.unlink(f.path)
-            elif f.name.endswith(SUFFIXES):
-                out.append((st.st_mtime, st.st_size, f.path))
+                continue
+            m = _ENTRY_NAME.fullmatch(f.name)
+            if m is None or m.group(1)[:2] != shard.name or not _has_magic(f.path):
+                continue
+            out.append((st.st_mtime, st.st_size, f.path))
     return out
+
+
+def _has_magic(p: str) -> bool:
+    """Whether the file starts with blu's entry header (read as an entry: no link, no FIFO)."""
+    try:
+        return read_regular_stat(p, MAX_ENTRY_BYTES, len(MAGIC))[0] == MAGIC
+    except (OSError, EntryRefused):
+        return False
 
 
 def cache_bytes() -> int:

@@ -28,7 +28,8 @@ from blu.lower.plan.fusion import (
 
 # LLVM vectorizes for at most this many bits (its default on x86 CPUs with AVX-512 is 256, for
 # the clock penalty of 512-bit instructions on the first of them): measured on the 2-core Xeon,
-# 512 bits make a softmax's exponentials ~20% faster and a layer norm + GELU ~15%; a CPU with
+# 512 bits make a softmax's exponentials and a layer norm + GELU faster
+# (docs/benchmarks/cpu_backend.md, session 7); a CPU with
 # only AVX2 (or SSE) gets its own widest vectors, as before
 VECTOR_WIDTH = 512
 

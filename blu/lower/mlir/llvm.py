@@ -11,9 +11,11 @@ engine's packed wrapper ``_mlir_<name>(void **args)`` gives every kernel one C s
 On a cache hit, a second process loads the shared object (``ctypes``, no MLIR at all) or, where
 no linker was available (or ``BLU_CACHE_NO_SO=1``), re-creates the engine from the stored
 LLVM-dialect text (skipping the pass pipeline). ``import mlir`` happens only when something must
-be compiled. Entries are verified first (``cache.read_entry``: header, key, sha256; then
-``entry_check``: no load-time code, no foreign calls); a bad one is discarded with one warning
-and rebuilt, so nothing unverified is ever loaded or compiled.
+be compiled. Entries are verified first (``cache.read_entry``: header, key, sha256 and this
+user's signature, ``cache_key``; then ``entry_check``: no load-time code, imports only on the
+allow-list, no foreign calls or definitions); a bad one is discarded with one warning and rebuilt,
+so nothing unverified is ever loaded or compiled. ``dlopen`` reads a private copy of the verified
+bytes, removed once loaded (see "private copies" below).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import ctypes
 import hashlib
 import logging
 import os
+import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -33,6 +37,7 @@ import time
 import weakref
 from collections.abc import Callable
 
+from blu.core import forks
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.lru import LRU
@@ -79,7 +84,16 @@ class Kernel:
 # key -> kernel, the most recently used ``blu.config.kernel_cache_size`` of them, for new
 # executables; an executable holds its own kernels, so one dropped here stays alive while used
 _loaded = LRU("kernel_cache_size")
-_lock = threading.Lock()
+_lock = forks.lock()  # held while a kernel is loaded or compiled
+
+
+@forks.in_child
+def _after_fork() -> None:
+    """A child forked while another thread compiled has no thread to release the lock."""
+    global _lock
+    _lock = forks.renew(_lock)
+
+
 stats = {"compiled": 0, "cache_so": 0, "cache_llvm": 0, "memory": 0, "compile_s": 0.0}
 
 
@@ -196,23 +210,97 @@ def _load_llvm(key: str, name: str, label: str, t0: float) -> Kernel | None:
     return Kernel(addr, engine, key, name, "cache:llvm", time.perf_counter() - t0)
 
 
+# ---- private copies of loaded shared objects ---------------------------------------------------
+# ``dlopen`` reads a private copy of the verified bytes (the cache file could change after it was
+# checked), in a folder of this process: ``<tmp>/blu-so-<pid>-XXXXXXXX`` (0700). A copy is removed
+# as soon as it is loaded (Linux keeps an unlinked file mapped), so the folder stays empty; it is
+# removed at exit by the process that made it only (a forked child makes its own, and its exit
+# leaves the parent's alone); folders of processes no longer alive (killed) are removed at start.
+
+SO_PREFIX = "blu-so-"
+_SO_FOLDER = re.compile(re.escape(SO_PREFIX) + r"(\d+)-[a-z0-9_]+")
+_so_lock = threading.Lock()
 _so_dir: str | None = None
+_so_owner = 0  # the pid that made _so_dir
+_swept = False
+
+
+def _private_dir() -> str:
+    global _so_dir, _so_owner, _swept
+    if _so_dir is None or _so_owner != os.getpid() or not os.path.isdir(_so_dir):
+        if not _swept:
+            _swept = True
+            remove_stale_private_dirs()
+        _so_dir = tempfile.mkdtemp(prefix=f"{SO_PREFIX}{os.getpid()}-")  # 0700
+        _so_owner = os.getpid()
+    return _so_dir
+
+
+def _remove_own_private_dir() -> None:
+    """At exit: the private folder, by the process that made it only."""
+    if _so_dir is not None and _so_owner == os.getpid():
+        shutil.rmtree(_so_dir, ignore_errors=True)
+
+
+def _forget_private_dir() -> None:
+    """In a forked child: the parent's folder is the parent's; the child makes its own."""
+    global _so_dir, _so_owner, _so_lock
+    _so_dir, _so_owner, _so_lock = None, 0, threading.Lock()
+
+
+atexit.register(_remove_own_private_dir)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_private_dir)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process (EPERM): alive
+    return True
+
+
+def remove_stale_private_dirs(tmp: str | None = None) -> list[str]:
+    """Remove this user's private folders (``blu-so-<pid>-*``) whose process is gone (killed
+    before its exit handler ran); returns them. A folder of a live process is left alone."""
+    tmp = tmp or tempfile.gettempdir()
+    removed = []
+    try:
+        found = list(os.scandir(tmp))
+    except OSError:
+        return removed
+    for e in found:
+        m = _SO_FOLDER.fullmatch(e.name)
+        if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and (not hasattr(os, "getuid") or st.st_uid == os.getuid()):
+            shutil.rmtree(e.path, ignore_errors=True)
+            removed.append(e.path)
+    return removed
 
 
 def _dlopen_private(data: bytes) -> ctypes.CDLL:
-    """``dlopen`` a private copy of verified bytes. Named by their sha256: the dynamic loader
-    treats a name it has loaded before as that library, and equal names mean equal bytes."""
-    global _so_dir
-    if _so_dir is None:
-        _so_dir = tempfile.mkdtemp(prefix="blu-so-")  # 0700
-        atexit.register(shutil.rmtree, _so_dir, True)
-    p = os.path.join(_so_dir, hashlib.sha256(data).hexdigest() + ".so")
-    if not os.path.exists(p):
-        fd = os.open(p + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """``dlopen`` a private copy of verified bytes, then remove the copy. Named by their sha256:
+    the dynamic loader treats a name it has loaded before as that library (without reading the
+    file again), and equal names mean equal bytes."""
+    with _so_lock:
+        p = os.path.join(_private_dir(), hashlib.sha256(data).hexdigest() + ".so")
+        fd = os.open(p + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(p + ".tmp", p)
-    lib = ctypes.CDLL(p)
+        try:
+            lib = ctypes.CDLL(p)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(p)
     # each CDLL is one dlopen reference: closed when the last kernel using it is freed (the
     # loader unmaps the code when no reference is left)
     weakref.finalize(lib, _dlclose, lib._handle)

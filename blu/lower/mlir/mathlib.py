@@ -1,6 +1,6 @@
 """float32 transcendental functions as plain ``arith``/``math`` operations, so LLVM vectorizes the
 loops that use them (a ``math.exp`` would become a scalar ``expf`` call per element, which is
-about 5x slower than numpy's SIMD kernels).
+far slower than numpy's SIMD kernels).
 
 Algorithms and coefficients: Cephes (S. L. Moshier, ``expf.c``, ``logf.c``), the rational
 ``tanh`` and ``erf`` of Eigen (``generic_fast_tanh_float``, ``generic_fast_erf_float``; XLA uses
@@ -117,7 +117,7 @@ def log(b: Builder, x: str) -> str:
 def tanh(b: Builder, x: str) -> str:
     """A rational approximation on [-7.9, 7.9] (odd degree-13 over even degree-6; Eigen's
     ``generic_fast_tanh_float``, also XLA's), +-1 beyond, x itself below 4e-4: within 5 ulp,
-    and no exp or branch, so it is about 2.5x cheaper than the Cephes formula."""
+    and no exp or branch, so it is cheaper than the Cephes formula."""
     lim = 7.90531110763549805
     xc = b.op(f"arith.minnumf {b.op(f'arith.maxnumf {x}, {_c(b, -lim)} : f32')}, "
               f"{_c(b, lim)} : f32")  # fmt: skip

@@ -13,8 +13,8 @@ as it is.
 
 A loop constant a body product reads transposed (the backward's ``g_t @ U^T``) is transposed
 once before the loop instead (``transpose`` of the constant, a new constant of the body): BLAS
-runs a product whose operand is stored transposed up to 1.6x slower at an RNN's sizes
-(32x256 @ (256x256)^T: 93 µs against 58 µs on one core), and the body runs it ``length`` times.
+runs a product whose operand is stored transposed slower at an RNN's sizes (32x256 @
+(256x256)^T; docs/benchmarks/cpu_backend.md, session 7), and the body runs it ``length`` times.
 The copy is held through the loop: constants over ``MAX_HOISTED_BYTES`` are left as they are.
 """
 

@@ -16,7 +16,7 @@ from blu.numpy._promote import (
     promote_dtypes,
     to_inexact,
 )
-from blu.numpy.complexes import conj
+from blu.numpy.complexes import conj, imag, iscomplexobj, real
 from blu.numpy.creation import eye
 from blu.numpy.manipulation import expand_dims, swapaxes
 from blu.numpy.selection import diagonal
@@ -60,8 +60,17 @@ def mT(x: Any) -> Any:
 
 
 def mH(x: Any) -> Any:
-    """The conjugate transpose of ``(..., m, n)`` matrices (``mT`` for real ones)."""
-    return swapaxes(conj(x), -1, -2) if dtypes.is_complex(dtype(x)) else mT(x)
+    """The conjugate transpose of the last two axes (``mT`` for real dtypes)."""
+    t = mT(x)
+    return conj(t) if dtypes.is_complex(get_aval(t).dtype) else t
+
+
+def abs2(x: Any) -> Any:
+    """``|x|^2`` elementwise: ``x * x`` for reals, ``re^2 + im^2`` for complex (real dtype)."""
+    if iscomplexobj(x):
+        re, im = real(x), imag(x)
+        return re * re + im * im
+    return x * x
 
 
 def diag_part(x: Any) -> Any:

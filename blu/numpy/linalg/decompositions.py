@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 from blu.core.errors import BluValueError, with_user_line
 from blu.lax import linalg as lax_linalg
-from blu.numpy.linalg._util import matrices, mT
+from blu.numpy.linalg._util import matrices, mH
 
 
 class QRResult(NamedTuple):
@@ -31,7 +31,8 @@ def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> A
 
     Args:
         a: ``(..., n, n)`` array.
-        upper: return the upper factor ``U = L.T`` (``a = U.T @ U``).
+        upper: return the upper factor ``U = L^H`` (``a = U^H @ U``; ``^H`` the conjugate
+            transpose, ``.T`` for reals).
         symmetrize_input: factor ``(a + a.T) / 2`` (so gradients are those of a symmetric
             input, as in JAX); with False only the lower triangle is read.
 
@@ -40,7 +41,7 @@ def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> A
         all-NaN factor (numpy raises; ``LinAlgError`` under ``blu.config.debug_nans``).
     """
     L = lax_linalg.cholesky(matrices(a, "cholesky", True), symmetrize_input=symmetrize_input)
-    return mT(L) if upper else L
+    return mH(L) if upper else L
 
 
 def qr(a: Any, mode: str = "reduced") -> Any:

@@ -16,8 +16,7 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.lax import linalg as lax_linalg
 from blu.numpy._promote import asarray_operand, canonicalize_axes, to_inexact
-from blu.numpy.complexes import imag, iscomplexobj, real
-from blu.numpy.linalg._util import matrices
+from blu.numpy.linalg._util import abs2, matrices
 from blu.numpy.linalg.solvers import inv
 from blu.numpy.logic import equal, not_equal
 from blu.numpy.manipulation import expand_dims, moveaxis, squeeze
@@ -38,17 +37,9 @@ def _root_safe_at_zero(s: Any, p: float) -> Any:
     return where(zero, 0.0, root)
 
 
-def _abs2(x: Any) -> Any:
-    """``|x|^2`` elementwise: ``x * x`` for reals, ``re^2 + im^2`` for complex (real dtype)."""
-    if iscomplexobj(x):
-        re, im = real(x), imag(x)
-        return re * re + im * im
-    return x * x
-
-
 def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
     if ord is None or ord == 2:
-        return _root_safe_at_zero(_sum(_abs2(x), axis=axes, keepdims=keepdims), 2)
+        return _root_safe_at_zero(_sum(abs2(x), axis=axes, keepdims=keepdims), 2)
     if isinstance(ord, str):
         raise BluValueError(with_user_line(f"linalg.norm: invalid ord {ord!r} for vectors"))
     a = _abs(x)
@@ -69,7 +60,7 @@ def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Any
     if r == c:
         raise BluValueError(with_user_line(f"linalg.norm: duplicate axes {axes}"))
     if ord is None or ord == "fro":
-        return _root_safe_at_zero(_sum(_abs2(x), axis=axes, keepdims=keepdims), 2)
+        return _root_safe_at_zero(_sum(abs2(x), axis=axes, keepdims=keepdims), 2)
     if ord in ("nuc", 2, -2):
         s = lax_linalg.svd(moveaxis(x, (r, c), (-2, -1)), compute_uv=False)
         red = {"nuc": _sum, 2: _max, -2: _min}[ord]
@@ -106,7 +97,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     nd = get_aval(x).ndim
     if axis is None and ord is None:
         axes = tuple(range(nd))
-        return _root_safe_at_zero(_sum(x * x, axis=axes, keepdims=keepdims), 2)
+        return _root_safe_at_zero(_sum(abs2(x), axis=axes, keepdims=keepdims), 2)
     if axis is None:
         if nd not in (1, 2):
             raise BluValueError(

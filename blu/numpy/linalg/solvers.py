@@ -16,9 +16,9 @@ import numpy as np
 from blu.core.errors import BluValueError, with_user_line
 from blu.lax import linalg as lax_linalg
 from blu.numpy._dtypes import int32
-from blu.numpy.complexes import conj, real
 from blu.numpy.creation import arange, asarray, ones_like, zeros, zeros_like
 from blu.numpy.linalg._util import (
+    abs2,
     diag_part,
     dtype,
     eps,
@@ -232,10 +232,10 @@ _pinv = custom_jvp(_pinv_fun, nondiff_argnums=(1,))
 
 @_pinv.defjvp
 def _pinv_jvp(rtol, primals, tangents):
-    """``dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P`` (Golub & Pereyra 1973,
-    "The differentiation of pseudo-inverses and nonlinear least squares problems", eq. 4.12),
-    valid while the rank is locally constant; unlike differentiating the SVD it needs no
-    distinct singular values."""
+    """``dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P`` (Golub & Pereyra 1973,
+    "The differentiation of pseudo-inverses and nonlinear least squares problems", eq. 4.12;
+    ``^H`` the conjugate transpose, ``^T`` for reals), valid while the rank is locally constant;
+    unlike differentiating the SVD it needs no distinct singular values."""
     (a,), (da,) = primals, tangents
     p = _pinv(a, rtol)
     mm = matmul
@@ -307,7 +307,7 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Any, Any, Any, An
     tol = eps(a) * max(m, n) if rcond is None else _static_float(rcond, "lstsq")
     x = matmul(_pinv(a, tol), b)
     r = b - matmul(a, x)
-    resid = _sum(real(conj(r) * r), axis=-2)  # |r|^2: real for complex systems, as numpy
+    resid = _sum(abs2(r), axis=-2)
     s = lax_linalg.svd(a, compute_uv=False)
     rank = _rank(s, tol)
     return (squeeze(x, -1) if vector else x), resid, rank, s

@@ -382,8 +382,9 @@ def test_backend_defaults_to_mlir_and_can_be_switched(monkeypatch):
     np.testing.assert_array_equal(exe(np.ones(2, np.float32))[0], [2.0, 2.0])
     env_flag("BLU_JIT_BACKEND", "numpy")
     assert type(make_executable(j)).__name__ == "NumpyExecutable"
-    env_flag("BLU_JIT_BACKEND", "llvm")
     with pytest.raises(blu.BluError, match="BLU_JIT_BACKEND"):
+        env_flag("BLU_JIT_BACKEND", "llvm")
+    with blu.config.override(jit_backend="llvm"), pytest.raises(blu.BluError, match="BLU_JIT"):
         make_executable(j)
 
 
