@@ -91,6 +91,16 @@ def _softplus_jvp(primals, tangents):
     return _softplus(x), blu.nn.sigmoid(x) * t
 
 
+@blu.custom_jvp
+def _scale(x):
+    return x * 1.5
+
+
+@_scale.defjvp
+def _scale_jvp(primals, tangents):  # a linear function's rule: the function of its tangents
+    return _scale(primals[0]), _scale(tangents[0])
+
+
 @dataclasses.dataclass(frozen=True)
 class Namespace:
     np: Any
@@ -109,6 +119,7 @@ class Namespace:
     matmul: Callable = bnp.matmul
     tensordot: Callable = lambda x, y: bnp.tensordot(x, y, axes=1)  # noqa: E731
     clip: Callable = bnp.clip
+    scale: Callable = _scale
 
 
 def _np_product(f):
@@ -128,7 +139,8 @@ NUMPY = Namespace(np, lambda p, t, f, x: t(x) if p else f(x), lambda i, bs, x: b
                   lambda x: np.logaddexp(x, 0.0), _np_product(np.matmul),
                   _np_product(lambda x, y: np.tensordot(x, y, axes=1)),
                   # Python bounds are weak: x's dtype (numpy gives float32 for a 0-d bfloat16)
-                  lambda x, lo, hi: np.asarray(np.clip(x, lo, hi)).astype(x.dtype))  # fmt: skip
+                  lambda x, lo, hi: np.asarray(np.clip(x, lo, hi)).astype(x.dtype),
+                  lambda x: x * 1.5)  # fmt: skip
 
 # ---- the operations ------------------------------------------------------------------------------
 # name -> fn(m, params, *xs): a result or a tuple of results. SMOOTH: differentiable at random
@@ -242,6 +254,7 @@ OPS: dict[str, Callable] = {
     "remat": lambda m, p, x: m.remat(lambda v: m.np.sin(v) * v)(x),
     "jit": lambda m, p, x: m.jit(lambda v: m.np.tanh(v) + v * v)(x),
     "custom_jvp": lambda m, p, x: m.softplus(x),
+    "custom_jvp_linear": lambda m, p, x: m.scale(x),
     # more array operations
     "take": _take,
     "add_at": _add_at,

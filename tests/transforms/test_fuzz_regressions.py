@@ -110,7 +110,7 @@ def test_jit_concatenate_of_empty_operands(dt):
     assert np.asarray(got).shape == (0,)
 
 
-# ---- known bugs of issue #39 that another change fixes -------------------------------------------
+# ---- issue #39's custom_jvp in reverse mode (fixed by the custom_jvp change, kept here) ---------
 
 
 @blu.custom_jvp
@@ -123,12 +123,9 @@ def _triple_jvp(primals, tangents):
     return _triple(primals[0]), _triple(tangents[0])  # the rule applies the function to tangents
 
 
-@pytest.mark.xfail(
-    reason="issue #39, custom_jvp in reverse mode: a JVP rule that applies the function to its "
-    "tangents leaves custom_jvp_call without a transpose rule (the custom_jvp change fixes it)",
-    strict=False,
-)
 def test_custom_jvp_applying_f_to_tangents_in_reverse_mode():
+    """A JVP rule that applies the function to its tangents left custom_jvp_call without a
+    transpose rule (a known bug of issue #39, fixed on seam by the custom_jvp change)."""
     x = np.array([0.5, -1.0, 2.0])
     np.testing.assert_allclose(np.asarray(blu.jvp(_triple, (x,), (np.ones(3),))[1]), 3.0)
     g = blu.grad(lambda v: bnp.sum(_triple(v) * v))(x)  # d/dv sum(3 v^2) = 6 v

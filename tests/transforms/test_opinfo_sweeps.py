@@ -75,19 +75,14 @@ SKIP_COMPLEX: dict[str, str] = {
 }  # fmt: skip
 XFAIL_COMPLEX: dict[str, str] = {}
 XFAIL_ORDER2: dict[str, str] = {}
-_PROD = "issue #39, complex derivatives: the JVP of a product of complex values is wrong"
-_EXTREMUM = "issue #39, complex derivatives: the JVP of max/min of complex values is wrong"
-_FACTOR = "issue #39, complex derivatives: lu/qr/triangular_solve raise for complex matrices"
+_EXTREMUM = "issue #39, complex derivatives: the JVP of max/min of complex values is zero"
 XFAIL_COMPLEX_JVP: dict[str, str] = {
-    **dict.fromkeys(["numpy.prod", "numpy.product", "numpy.cumprod", "numpy.cumulative_prod",
-                     "lax.reduce_prod", "lax.cumprod"], _PROD),
     **dict.fromkeys(["numpy.max", "numpy.min", "numpy.amax", "numpy.amin", "numpy.nanmax",
                      "numpy.nanmin", "numpy.ptp", "lax.reduce_max", "lax.reduce_min", "lax.cummax",
                      "lax.cummin", "parallel.pmax", "parallel.pmin"], _EXTREMUM),
     "numpy.unique_all:grad": "issue #39, complex derivatives: the JVP through unique's complex "
-    "ordering is wrong",
-    **dict.fromkeys(["linalg.slogdet", "linalg.inv", "linalg.solve", "linalg.solve_triangular",
-                     "linalg.qr", "lax.linalg.lu", "lax.linalg.triangular_solve"], _FACTOR),
+    "ordering is zero for the repeated values",
+    "linalg.slogdet": "issue #39, complex derivatives: the JVP of slogdet's complex sign is zero",
 }  # fmt: skip
 
 
@@ -222,7 +217,7 @@ _COMPLEX_GRAD = [e for e in _COMPLEX_ENTRIES if e.grad and "grad" not in e.skip]
         pytest.param(
             e,
             id=e.name,
-            marks=[pytest.mark.xfail(reason=XFAIL_COMPLEX_JVP[e.name], strict=False)]
+            marks=[pytest.mark.xfail(reason=XFAIL_COMPLEX_JVP[e.name], strict=True)]
             if e.name in XFAIL_COMPLEX_JVP
             else [],
         )
