@@ -380,14 +380,16 @@ def psum(x: Any, axis_name: Any) -> Any:
 
 
 def pmean(x: Any, axis_name: Any) -> Any:
-    """Mean of ``x`` over the devices along the named axis (or axes); floats."""
+    """Mean of ``x`` over the devices along the named axis (or axes); floats or complex."""
     names, sizes = _names_and_sizes(axis_name, "pmean")
     n = math.prod(sizes)
 
     def one(v):
-        if not dtypes.is_float(get_aval(v).dtype):
+        if not dtypes.is_inexact(get_aval(v).dtype):
             raise BluTypeError(
-                with_user_line(f"pmean requires a float operand, got {get_aval(v).str_short()}")
+                with_user_line(
+                    f"pmean requires a float or complex operand, got {get_aval(v).str_short()}"
+                )
             )
         return psum(v, names) / n if names else v
 

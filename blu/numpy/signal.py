@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from blu import lax
+from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import promote_dtypes, to_inexact
@@ -23,6 +24,8 @@ def _conv1d(a: Any, v: Any, mode: str, op: str, precision: Any, preferred_elemen
         raise BluShapeError(with_user_line(f"{op}: only 1-d inputs, got shapes {sa} and {sv}"))
     if sa[0] == 0 or sv[0] == 0:
         raise BluValueError(with_user_line(f"{op}: inputs cannot be empty, got {sa} and {sv}"))
+    if op == "correlate" and dtypes.is_complex(get_aval(v).dtype):
+        v = lax.conj(v)  # NumPy's correlate conjugates v: out[k] = sum_n a[n + k] conj(v[n])
     reverse_out = False
     if sa[0] < sv[0]:  # the longer one slides under the shorter (NumPy swaps them)
         a, v = v, a
@@ -88,8 +91,8 @@ def correlate(
     precision: Any = None,
     preferred_element_type: Any = None,
 ) -> Any:
-    """Cross-correlation ``out[k] = sum_n a[n + k] v[n]`` of two 1-d arrays
-    (``numpy.correlate``; real inputs, so no conjugation).
+    """Cross-correlation ``out[k] = sum_n a[n + k] conj(v[n])`` of two 1-d arrays
+    (``numpy.correlate``: a complex ``v`` is conjugated).
 
     Args:
         a, v: non-empty 1-d arrays.

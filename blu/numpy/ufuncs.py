@@ -203,10 +203,11 @@ def power(x: Any, y: Any) -> Any:
 
 
 def float_power(x: Any, y: Any) -> Any:
-    """``x ** y`` computed in float64."""
+    """``x ** y`` computed in float64 (complex128 for complex operands, as numpy)."""
     x, y = promote_args(x, y)
-    x = lax.convert_element_type(x, dtypes.float64)
-    y = lax.convert_element_type(y, dtypes.float64)
+    wide = dtypes.complex128 if dtypes.is_complex(get_aval(x).dtype) else dtypes.float64
+    x = lax.convert_element_type(x, wide)
+    y = lax.convert_element_type(y, wide)
     return lax.pow(x, y)
 
 

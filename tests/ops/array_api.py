@@ -337,7 +337,7 @@ op(
 op(
     "linalg.vecdot",
     lambda a, b, axis: bnp.linalg.vecdot(a, b, axis=axis),
-    lambda a, b, axis: np.sum(a * b, axis=axis),
+    lambda a, b, axis: np.sum(np.conj(a) * b, axis=axis),
     _trailing_sampler(None),
     special=[
         (np.zeros((2, 0)), np.zeros((0,)), -1),

@@ -221,7 +221,7 @@ _P = {
     "inner": (bnp.inner, np.inner, _vec_pair),
     "outer": (bnp.outer, np.outer, _vec_pair),
     "vdot": (bnp.vdot, np.vdot, _vec_pair),
-    "vecdot": (bnp.vecdot, lambda a, b: np.sum(a * b, -1), _vec_pair),
+    "vecdot": (bnp.vecdot, lambda a, b: np.sum(np.conj(a) * b, -1), _vec_pair),
     "tensordot": (
         lambda a, b: bnp.tensordot(a, b, 1),
         lambda a, b: np.tensordot(a, b, 1),

@@ -31,12 +31,24 @@ def _solver_call(prim: Any) -> Any:
     return gpu
 
 
+def _host_call(prim: Any) -> Any:
+    """The simulated device's form (``BLU_FAKE_GPU=1``: planned buffers in host memory): the
+    primitive's LAPACK impl written into the output buffers."""
+
+    def cpu(ins, outs, workspace, **params) -> None:
+        res = prim.impl(*ins, **params)
+        for dst, r in zip(outs, res if prim.multiple_results else [res], strict=True):
+            dst[...] = r
+
+    return cpu
+
+
 for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p):
     register_library(
         _p,
         LibraryLowering(
             workspace=lambda avals, params, target: 0,  # the solver allocates its own
-            cpu=None,
+            cpu=_host_call(_p),
             gpu=_solver_call(_p),
             graph_safe=False,
         ),

@@ -485,7 +485,10 @@ def _concatenate(k, eqn, idx: Idx) -> str:
         if n:
             parts.append((x, off, n))
         off += n
-    ty = compute_type(eqn.outvars[0].aval.dtype)
+    dt = eqn.outvars[0].aval.dtype
+    ty = compute_type(dt)
+    if not parts:  # every operand is empty along d: so is the result, and no element is read
+        return b.const(False if ty == "i1" else 0.0 if is_float(dt) else 0, ty)
     result = None
     for x, off, n in reversed(parts):
         t = b.op(f"arith.subi {out[d]}, {b.index(off)} : index", "i") if off else out[d]
