@@ -14,6 +14,7 @@ import blu
 import blu.cuda as bc
 from blu.cuda.fake import FakeDevice
 from blu.lower.backend import prepare
+from blu.lower.mlir import _mlir_available
 
 FAKE = os.environ.get("BLU_FAKE_GPU") == "1"
 f32, f64, f16, bf16 = np.float32, np.float64, np.float16, ml_dtypes.bfloat16
@@ -99,6 +100,14 @@ GPU_MARKS = [
     pytest.mark.gpu,
     pytest.mark.skipif(not (FAKE or bc.is_available()), reason="needs a GPU (or BLU_FAKE_GPU=1)"),
 ]
+# tests of programs drawn at random (the fuzzer, the OpInfo sweeps) compile kernels no cache can
+# hold ahead: they run on the simulated GPU (CI) or where MLIR is installed, not on the GPU
+# machine, which runs only kernels compiled ahead (scripts/fill_gpu_cache.py)
+COMPILING_GPU_MARKS = [
+    *GPU_MARKS,
+    pytest.mark.skipif(not (FAKE or _mlir_available()),
+                       reason="compiles random programs: needs MLIR (or BLU_FAKE_GPU=1)"),
+]  # fmt: skip
 
 
 def make_device():

@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 import pytest
-from gpu_helpers import GPU_MARKS, make_device, put
+from gpu_helpers import COMPILING_GPU_MARKS, make_device, put
 from helpers import check_grads, loop_vmap, tolerance
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -126,8 +126,9 @@ def gpu_device():
     return make_device()
 
 
-@GPU_MARKS[0]
-@GPU_MARKS[1]
+@COMPILING_GPU_MARKS[0]
+@COMPILING_GPU_MARKS[1]
+@COMPILING_GPU_MARKS[2]
 @FUZZ
 @given(prog=programs(dtypes=HALF))
 def test_fuzz_jit_on_gpu_against_eager(prog, gpu_device):

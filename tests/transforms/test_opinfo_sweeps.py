@@ -21,7 +21,7 @@ import zlib
 import ml_dtypes
 import numpy as np
 import pytest
-from gpu_helpers import GPU_MARKS, make_device, put
+from gpu_helpers import COMPILING_GPU_MARKS, make_device, put
 from helpers import check_vjp, tolerance
 from opinfo import TABLE, OpInfo
 
@@ -313,7 +313,7 @@ def gpu_device():
     return make_device()
 
 
-@pytest.mark.parametrize("e", [pytest.param(e, id=e.name, marks=GPU_MARKS) for e in _GPU])
+@pytest.mark.parametrize("e", [pytest.param(e, id=e.name, marks=COMPILING_GPU_MARKS) for e in _GPU])
 def test_jit_on_gpu_against_eager(e: OpInfo, gpu_device):
     """``jit`` of the entry on device arrays (float arrays in float32) against eager evaluation
     on the host at the same inputs, within float32's tolerance for the entry's operations."""
