@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gpu_helpers import GPU_MARKS, make_device, put
 
 import blu
 import blu.numpy as bnp
@@ -118,3 +119,21 @@ def test_no_copy_shares_the_donated_buffer():
     assert bnp.asarray(a) is a and bnp.array(a, copy=False) is a
     w = bnp.array(5.0)  # weakly typed: the copy keeps the weak type
     assert bnp.array(w, copy=True).weak_type == w.weak_type
+
+
+def _on_gpu(test):
+    for mark in GPU_MARKS:
+        test = mark(test)
+    return test
+
+
+@_on_gpu
+def test_copy_of_a_device_array_is_a_new_device_buffer():
+    """On a GPU (or the simulated one) too: ``array(x, copy=True)`` is a device-to-device copy
+    that outlives ``x``; ``asarray`` (copy None) is ``x`` itself."""
+    x = put(make_device(), np.arange(4.0, dtype=np.float32))
+    c = bnp.array(x, copy=True)
+    assert c is not x and bnp.asarray(x) is x
+    x.delete()
+    assert x.is_deleted() and not c.is_deleted()
+    np.testing.assert_array_equal(np.asarray(c), np.arange(4.0, dtype=np.float32))
