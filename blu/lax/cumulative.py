@@ -181,7 +181,7 @@ def _chooser_jvp(prim: Primitive, kind: str) -> None:
     def rule(primals, tangents, *, axis, reverse):
         (x,), (t,) = primals, tangents
         out = prim.bind(x, axis=axis, reverse=reverse)
-        if isinstance(t, Zero) or not dtypes.is_float(get_aval(x).dtype):
+        if isinstance(t, Zero) or not dtypes.is_inexact(get_aval(x).dtype):
             return out, Zero(tangent_aval(get_aval(out)))
         idx = cumarg_p.bind(x, axis=axis, reverse=reverse, kind=kind)
         return out, take_along_axis(t, idx, axis)

@@ -140,7 +140,7 @@ def _chooser_jvp(prim: Primitive):
     def rule(primals, tangents, *, axes):
         (x,), (t,) = primals, tangents
         out = prim.bind(x, axes=axes)
-        if isinstance(t, Zero) or not dtypes.is_float(get_aval(x).dtype):
+        if isinstance(t, Zero) or not dtypes.is_inexact(get_aval(x).dtype):
             return out, Zero(tangent_aval(get_aval(out)))
         shape = get_aval(x).shape
         at_extremum = convert_element_type(eq(x, _unreduce(out, shape, axes)), get_aval(t).dtype)

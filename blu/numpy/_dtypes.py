@@ -26,7 +26,7 @@ class _ScalarMeta(type):
     dtype: np.dtype
 
     def __call__(cls, x: Any) -> Any:
-        return array(x, dtype=cls.dtype)
+        return array(x, dtype=cls.dtype, copy=False)
 
     def __eq__(cls, other: Any) -> bool:
         # a dtype compares unequal to what is not a dtype, never raises (the Array API's

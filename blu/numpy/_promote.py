@@ -138,7 +138,7 @@ def _from_sequence(obj: Any, dtype: Any) -> Any:
         dtype = dtypes.result_type(*typed) if leaves else dtypes.default_float
     dtype = dtypes.canonicalize(dtype)
     if any(isinstance(leaf, Tracer) for leaf in leaves):
-        return _stack([array(o, dtype) for o in obj]) if obj else full((0,), 0, dtype)
+        return _stack([array(o, dtype, copy=False) for o in obj]) if obj else full((0,), 0, dtype)
     return Array(_stack_concrete(obj, dtype))
 
 
@@ -183,7 +183,9 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: Any = None, 
     Args:
         object: the data.
         dtype: the result dtype (anything ``bnp.dtype`` accepts).
-        copy: ignored (blu arrays are immutable).
+        copy: a concrete blu array (host or device) is copied into a new buffer unless
+            ``copy`` is False or None (as JAX: the copy outlives the original's donation or
+            ``delete()``); other inputs are always copied, tracers never.
         order: only None/'C'/'K'/'A' (memory order is not a blu concept).
         ndmin: at least this many dimensions (size-1 axes prepended).
 
@@ -197,6 +199,8 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: Any = None, 
         dtype = dtypes.canonicalize(dtype)
     if isinstance(object, (Array, Tracer)) or getattr(object, "_blu_device_array", False):
         out = object if dtype is None else convert_element_type(object, dtype)
+        if copy and out is object and not isinstance(object, Tracer):
+            out = object.copy()  # a new buffer: donating or deleting ``object`` leaves it alone
     elif isinstance(object, (bool, int, float, complex)) and not isinstance(object, np.generic):
         if dtype is None:
             d, weak = dtypes.dtype_and_weak(object)

@@ -50,8 +50,9 @@ __all__ = [
 
 @with_device
 def asarray(a: Any, dtype: Any = None, order: Any = None, copy: Any = None) -> Any:
-    """Like ``array`` (no copy is ever needed: blu arrays are immutable)."""
-    return array(a, dtype=dtype, order=order)
+    """Like ``array``, without a copy of a blu array unless ``copy=True`` (blu arrays are
+    immutable; a copy only matters when the original is donated or deleted)."""
+    return array(a, dtype=dtype, order=order, copy=copy is True)
 
 
 def copy(a: Any) -> Any:

@@ -12,7 +12,7 @@ from blu import lax
 from blu.core.errors import BluTypeError, BluValueError
 from tests.helpers import check_grads
 
-UNROLLS = [1, 2, 3, 7, 100, True, False]
+UNROLLS = [0, 1, 2, 3, 7, 100, True, False]
 
 
 def _body(c, x):
@@ -69,8 +69,8 @@ def test_fori_loop_unroll_values_and_grads(unroll):
 
 
 def test_unroll_argument_errors():
-    with pytest.raises(BluValueError, match="unroll"):
-        lax.scan(_body, np.zeros(2), np.ones((3, 2)), unroll=0)
+    with pytest.raises(BluValueError, match="non-negative int, got -1"):
+        lax.scan(_body, np.zeros(2), np.ones((3, 2)), unroll=-1)
     with pytest.raises(BluTypeError, match="unroll"):
         lax.scan(_body, np.zeros(2), np.ones((3, 2)), unroll=1.5)
     with pytest.raises(BluValueError, match="unroll"):
@@ -89,3 +89,25 @@ def test_unroll_of_empty_loop():
     np.testing.assert_array_equal(np.asarray(c), np.ones(2))
     assert np.asarray(ys).shape == (0, 2)
     assert float(lax.fori_loop(3, 3, lambda i, v: v + 1.0, 2.0, unroll=True)) == 2.0
+
+
+def _scan_unroll_param(unroll, length):
+    jaxpr = blu.make_jaxpr(lambda c, xs: lax.scan(_body, c, xs, unroll=unroll))(
+        np.zeros(2), np.ones((length, 2))
+    )
+    (eqn,) = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "scan"]
+    return eqn.params["unroll"]
+
+
+@pytest.mark.parametrize("length", [0, 1, 5])
+def test_unroll_zero_unrolls_fully_as_jax(length):
+    """JAX: ``unroll=0`` unrolls the entire loop (as ``True``); ``False`` is 1."""
+    assert _scan_unroll_param(0, length) == max(length, 1)
+    assert _scan_unroll_param(True, length) == max(length, 1)
+    assert _scan_unroll_param(False, length) == 1
+    assert _scan_unroll_param(3, length) == 3
+    f = lambda x: lax.fori_loop(0, 4, lambda i, v: v * 1.5 + i, x, unroll=0)  # noqa: E731
+    want = 1.0
+    for i in range(4):
+        want = want * 1.5 + i
+    np.testing.assert_allclose(np.asarray(f(1.0)), want)  # 13.3125

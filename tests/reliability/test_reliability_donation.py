@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gpu_helpers import GPU_MARKS, make_device, put
 
 import blu
 import blu.numpy as bnp
@@ -83,3 +84,56 @@ def test_negative_donate_argnums_count_from_the_end():
     a, b = bnp.ones(3), bnp.ones(3)
     f(a, b)
     assert b.is_deleted() and not a.is_deleted()
+
+
+@pytest.mark.parametrize(
+    "make_copy",
+    [
+        lambda a: bnp.array(a, copy=True),
+        lambda a: bnp.array(a),  # copy=True is the default, as in JAX
+        lambda a: bnp.asarray(a, copy=True),
+        lambda a: bnp.array(a, dtype=a.dtype, copy=True),
+        lambda a: bnp.copy(a),
+    ],
+)
+def test_copy_is_independent_of_a_later_donation(make_copy):
+    """A copy is a new buffer: donating (or deleting) the original leaves it alive, as in JAX
+    (was: ``array(x, copy=True)`` returned ``x`` itself, deleted with it)."""
+    a = bnp.arange(4.0)
+    c = make_copy(a)
+    assert c is not a
+    blu.jit(double, donate_argnums=0)(a)
+    assert a.is_deleted() and not c.is_deleted()
+    np.testing.assert_array_equal(np.asarray(c), [0.0, 1.0, 2.0, 3.0])
+    b = bnp.arange(3, dtype=bnp.int32)
+    d = make_copy(b)
+    b.delete()
+    np.testing.assert_array_equal(np.asarray(d), [0, 1, 2])
+    assert np.asarray(d).dtype == np.int32
+
+
+def test_no_copy_shares_the_donated_buffer():
+    """``asarray`` (copy None) and ``array(copy=False)`` return the array itself, as JAX does
+    without a needed copy: donating it deletes both names."""
+    a = bnp.arange(4.0)
+    assert bnp.asarray(a) is a and bnp.array(a, copy=False) is a
+    w = bnp.array(5.0)  # weakly typed: the copy keeps the weak type
+    assert bnp.array(w, copy=True).weak_type == w.weak_type
+
+
+def _on_gpu(test):
+    for mark in GPU_MARKS:
+        test = mark(test)
+    return test
+
+
+@_on_gpu
+def test_copy_of_a_device_array_is_a_new_device_buffer():
+    """On a GPU (or the simulated one) too: ``array(x, copy=True)`` is a device-to-device copy
+    that outlives ``x``; ``asarray`` (copy None) is ``x`` itself."""
+    x = put(make_device(), np.arange(4.0, dtype=np.float32))
+    c = bnp.array(x, copy=True)
+    assert c is not x and bnp.asarray(x) is x
+    x.delete()
+    assert x.is_deleted() and not c.is_deleted()
+    np.testing.assert_array_equal(np.asarray(c), np.arange(4.0, dtype=np.float32))

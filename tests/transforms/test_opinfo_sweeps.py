@@ -75,15 +75,7 @@ SKIP_COMPLEX: dict[str, str] = {
 }  # fmt: skip
 XFAIL_COMPLEX: dict[str, str] = {}
 XFAIL_ORDER2: dict[str, str] = {}
-_EXTREMUM = "issue #39, complex derivatives: the JVP of max/min of complex values is zero"
-XFAIL_COMPLEX_JVP: dict[str, str] = {
-    **dict.fromkeys(["numpy.max", "numpy.min", "numpy.amax", "numpy.amin", "numpy.nanmax",
-                     "numpy.nanmin", "numpy.ptp", "lax.reduce_max", "lax.reduce_min", "lax.cummax",
-                     "lax.cummin", "parallel.pmax", "parallel.pmin"], _EXTREMUM),
-    "numpy.unique_all:grad": "issue #39, complex derivatives: the JVP through unique's complex "
-    "ordering is zero for the repeated values",
-    "linalg.slogdet": "issue #39, complex derivatives: the JVP of slogdet's complex sign is zero",
-}  # fmt: skip
+XFAIL_COMPLEX_JVP: dict[str, str] = {}
 
 
 def _samples(e: OpInfo, salt: int = 0) -> list[tuple]:

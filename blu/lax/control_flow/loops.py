@@ -326,13 +326,14 @@ def fori_loop(
         lower, upper: integer scalars; ``i`` has their dtype (int32 for Python ints).
         body_fun: ``(i, val) -> val``, keeping structure, shapes and dtypes.
         init_val: the initial value (a pytree of arrays).
-        unroll: as ``scan``'s (iterations per compiled loop step, ``True`` for all); only with
-            concrete bounds. The result is the same for every value.
+        unroll: as ``scan``'s (iterations per compiled loop step, ``True`` or 0 for all);
+            only with concrete bounds. The result is the same for every value.
 
     Raises:
         BluTypeError: a bound is not an integer scalar, or ``body_fun`` changes the value's
             structure, shapes or dtypes.
-        BluValueError: ``unroll`` is given with traced bounds, or is not a bool / positive int.
+        BluValueError: ``unroll`` is given with traced bounds, or is not a bool /
+            non-negative int.
     """
     la, ua = get_aval(lower), get_aval(upper)
     for name, a in (("lower", la), ("upper", ua)):

@@ -369,9 +369,9 @@ def scan(
         xs: a pytree of arrays with a common leading axis (or None, with ``length``).
         length: the number of iterations (required when ``xs`` is None).
         reverse: iterate from the last slice to the first (``ys`` keep their positions).
-        unroll: how many iterations one step of the compiled loop does (a positive int;
-            ``True`` unrolls fully, ``False`` is 1). A performance hint: the result is the same
-            for every value.
+        unroll: how many iterations one step of the compiled loop does (a non-negative int;
+            ``0`` or ``True`` unrolls fully, ``False`` is 1, as JAX). A performance hint: the
+            result is the same for every value.
 
     Returns:
         ``(final carry, ys)``.
@@ -380,7 +380,7 @@ def scan(
         BluTypeError: the carry returned by ``f`` differs from the one passed in (the message
             names the leaf path, its shapes and dtypes), ``f`` does not return a pair, or
             ``unroll`` is not a bool or an int.
-        BluValueError: ``unroll`` is an int < 1, or ``length`` < 0.
+        BluValueError: ``unroll`` is an int < 0, or ``length`` < 0.
         BluShapeError: the leaves of ``xs`` have different leading sizes, or ``length``
             disagrees.
     """
@@ -453,18 +453,19 @@ def _scan(f, init, xs, length, reverse, unroll, what="scan", root="carry", strip
 
 
 def _check_unroll(unroll: Any, length: int, what: str) -> int:
-    """JAX's rule: a bool means all (``True``) or 1; otherwise a positive int."""
+    """JAX's rule: a bool means all (``True``) or 1; otherwise a non-negative int, 0 meaning
+    all (as ``True``)."""
     if isinstance(unroll, (bool, np.bool_)):
         return max(length, 1) if unroll else 1
     if not isinstance(unroll, (int, np.integer)):
         raise BluTypeError(
-            with_user_line(f"{what}: unroll must be a bool or a positive int, got {unroll!r}")
+            with_user_line(f"{what}: unroll must be a bool or a non-negative int, got {unroll!r}")
         )
-    if unroll < 1:
+    if unroll < 0:
         raise BluValueError(
-            with_user_line(f"{what}: unroll must be a bool or a positive int, got {unroll}")
+            with_user_line(f"{what}: unroll must be a bool or a non-negative int, got {unroll}")
         )
-    return int(unroll)
+    return max(length, 1) if unroll == 0 else int(unroll)
 
 
 def _promote(x: Any, aval: ShapedArray) -> Any:

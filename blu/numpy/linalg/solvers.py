@@ -16,6 +16,7 @@ import numpy as np
 from blu.core.errors import BluValueError, with_user_line
 from blu.lax import linalg as lax_linalg
 from blu.numpy._dtypes import int32
+from blu.numpy.complexes import imag
 from blu.numpy.creation import arange, asarray, ones_like, zeros, zeros_like
 from blu.numpy.linalg._util import (
     abs2,
@@ -184,9 +185,31 @@ def slogdet(a: Any) -> SlogdetResult:
     """Sign and log of the absolute determinant (``numpy.linalg.slogdet``), from the LU
     factorization: ``SlogdetResult(sign (...), logabsdet (...))``. A singular matrix gives
     sign 0 and logabsdet -inf. The gradient of logabsdet is ``inv(a).T``."""
-    sign, d = _lu_sign_and_diag(matrices(a, "slogdet", True))
-    sign = sign * prod(_sign(d), axis=-1)
-    return SlogdetResult(sign, _sum(log(_abs(d)), axis=-1))
+    a = matrices(a, "slogdet", True)
+    _, d = _lu_sign_and_diag(a)
+    return SlogdetResult(_slogdet_sign(a), _sum(log(_abs(d)), axis=-1))
+
+
+def _slogdet_sign_fun(a: Any) -> Any:
+    sign, d = _lu_sign_and_diag(a)
+    return sign * prod(_sign(d), axis=-1)
+
+
+_slogdet_sign = custom_jvp(_slogdet_sign_fun)
+
+
+@_slogdet_sign.defjvp
+def _slogdet_sign_jvp(primals, tangents):
+    """Real ``a``: the sign is piecewise constant (tangent 0). Complex: ``sign = det/|det|`` and
+    ``d log det = tr(a^-1 da)``, so ``d sign = i Im(tr(a^-1 da)) sign`` (as JAX); 0 where
+    ``a`` is singular (sign 0)."""
+    (a,), (da,) = primals, tangents
+    sign = _slogdet_sign(a)
+    if not np.issubdtype(dtype(a), np.complexfloating) or shape(a)[-1] == 0:
+        return sign, zeros_like(sign)
+    tr = _sum(diag_part(solve(a, da)), axis=-1)
+    dsign = where(equal(sign, 0), 0, sign * (1j * imag(tr)).astype(dtype(a)))
+    return sign, dsign
 
 
 def matrix_power(a: Any, n: int) -> Any:
