@@ -119,7 +119,7 @@ def cases(rng: np.random.Generator) -> dict:
         "cross_entropy": (lambda x: nn.cross_entropy(x, labels), (rows,), None),
         "mlp": (lambda h: nn.gelu(h @ w1 + b1) @ w2, (h,), None),
         "adamw_update": (
-            lambda g, s, p: opt.update(g, s, p),
+            lambda g, s, p: opt.step(g, s, p),
             (gr, state, p),
             (False,) * 2 + (True,) * 5,
         ),  # fmt: skip
@@ -139,7 +139,7 @@ def gpt2(cfg_name: str) -> None:
 
     def step(params, state, x, y):
         loss, grads = blu.value_and_grad(model.loss_fn)(params, x, y, cfg)
-        params, state = opt.update(grads, state, params)
+        params, state = opt.step(grads, state, params)
         return params, state, loss
 
     n = len(pytree.tree_leaves((params, state)))

@@ -16,6 +16,8 @@ from blu import lax, numpy  # noqa: E402
 from blu import lower  # noqa: E402  (registers jit's backend and the device dispatch)
 from blu import nn, optim, random  # noqa: E402
 from blu.jacobians import hessian, jacfwd, jacrev  # noqa: E402
+
+jacobian = jacrev  # JAX's alias
 from blu import cuda  # noqa: E402  (loads no CUDA library until used)
 from blu import parallel  # noqa: E402
 from blu.parallel import device_put, devices, shard  # noqa: E402
@@ -24,5 +26,21 @@ from blu import experimental, tree, tree_util  # noqa: E402
 from blu.host import block_until_ready, device_get, disable_jit  # noqa: E402
 from blu import profiler  # noqa: E402
 from blu.environment import print_environment_info  # noqa: E402
+from blu import debug, errors, scipy, sharding  # noqa: E402
+from blu.api import (  # noqa: E402
+    Device,
+    NamedSharding,
+    P,
+    clear_caches,
+    default_backend,
+    default_matmul_precision,
+    device_count,
+    local_device_count,
+    local_devices,
+    make_mesh,
+    process_count,
+    process_index,
+    pure_callback,
+)
 
 from blu.core.version import __version__

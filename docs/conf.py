@@ -58,9 +58,14 @@ PUBLIC = [
     ("blu.numpy.linalg", "Linear algebra"),
     ("blu.lax", "Primitives (strict shapes and dtypes) and control flow"),
     ("blu.nn", "Neural-network functions"),
-    ("blu.optim", "Optimizers and schedules"),
+    ("blu.nn.initializers", "Parameter initializers"),
+    ("blu.optim", "Optimizers, optax's gradient transformations and schedules"),
     ("blu.random", "Counter-based random numbers"),
     ("blu.tree_util", "Pytrees"),
+    ("blu.scipy.special", "Special functions"),
+    ("blu.debug", "Printing and callbacks inside jit"),
+    ("blu.sharding", "Meshes and shardings"),
+    ("blu.errors", "Errors"),
     ("blu.parallel", "Sharding, collectives and processes"),
     ("blu.cuda", "The GPU runtime"),
     ("blu.profiler", "Timeline traces"),
@@ -89,6 +94,23 @@ def _write_api() -> None:
     out = DOCS / "api"
     out.mkdir(exist_ok=True)
     pages = []
+    # an object re-exported by several modules is indexed once: on the page of the module it is
+    # defined under (the longest PUBLIC prefix of its __module__), else on the first page with it
+    documented: dict[int, list[str]] = {}
+    for name, _ in PUBLIC:
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        for n in sum(_public(mod), []):
+            documented.setdefault(id(getattr(mod, n)), []).append(name)
+
+    def index_page(obj) -> str:
+        on = documented[id(obj)]
+        home = getattr(obj, "__module__", "") or ""
+        homes = [m for m in on if home == m or home.startswith(m + ".")]
+        return max(homes, key=len) if homes else on[0]
+
     for name, title in PUBLIC:
         try:
             mod = importlib.import_module(name)
@@ -96,13 +118,16 @@ def _write_api() -> None:
             continue  # a module not merged yet
         classes, functions = _public(mod)
         lines = [f"# `{name}`: {title}", "", "```{eval-rst}", f".. automodule:: {name}", "```", ""]
+        def again(n: str) -> str:
+            return "" if index_page(getattr(mod, n)) == name else "   :no-index:\n"
+
         if classes:
             lines += ["## Classes", "", "```{eval-rst}"]
-            lines += [f".. autoclass:: {name}.{c}\n   :members:\n" for c in classes]
+            lines += [f".. autoclass:: {name}.{c}\n   :members:\n{again(c)}" for c in classes]
             lines += ["```", ""]
         if functions:
             lines += ["## Functions", "", "```{eval-rst}"]
-            lines += [f".. autofunction:: {name}.{f}\n" for f in functions]
+            lines += [f".. autofunction:: {name}.{f}\n{again(f)}" for f in functions]
             lines += ["```", ""]
         if name == "blu":
             lines += [

@@ -23,7 +23,7 @@ ARRAY_FUNCTIONS = (
     "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift", "getitem",
     "IndexUpdateHelper", "transpose", "astype", "reshape", "ravel", "squeeze", "swapaxes", "sum",
     "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "all", "any", "cumsum",
-    "clip", "round", "dot", "sort",
+    "clip", "round", "dot", "sort", "real", "imag", "conj",
     # the Array API's array attributes (blu.numpy.devices)
     "array_namespace", "array_device", "to_device", "dlpack", "dlpack_device",
     "matrix_transpose",
@@ -283,6 +283,20 @@ class ArrayOps:
 
     def sort(self, axis=-1):
         return _bnp().sort(self, axis=axis)
+
+    # complex parts (numpy's attributes; on a real array .real is the array, .imag zeros)
+    @property
+    def real(self):
+        return _bnp().real(self)
+
+    @property
+    def imag(self):
+        return _bnp().imag(self)
+
+    def conj(self):
+        return _bnp().conj(self)
+
+    conjugate = conj
 
     # the Array API standard's attributes (blu.numpy.devices)
     def __array_namespace__(self, *, api_version=None):

@@ -23,6 +23,14 @@ from blu.core.config import FLAGS, config
 from blu.core.errors import BluValueError
 
 _MISSING = object()
+_all: weakref.WeakSet = weakref.WeakSet()  # every LRU alive (clear_all, the fork handler)
+
+
+def clear_all() -> None:
+    """Empty every in-process LRU cache (``blu.clear_caches``): jit traces, executables and
+    loaded kernels are made again at their next use; the on-disk kernel cache is kept."""
+    for cache in list(_all):
+        cache.clear()
 
 
 def cache_bound(flag: str) -> int:
@@ -130,8 +138,6 @@ class LRU:
         with self._lock:
             return list(self._d.values())
 
-
-_all: weakref.WeakSet = weakref.WeakSet()  # every LRU, for the fork handler
 
 
 @forks.in_child

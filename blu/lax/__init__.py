@@ -30,6 +30,7 @@ from blu.lax.parallel import *  # noqa: F403
 from blu.lax.convolution import *  # noqa: F403
 from blu.lax.associative_scan import associative_scan  # noqa: F401
 from blu.lax.attention import *  # noqa: F403
+from blu.lax.select_n import *  # noqa: F403
 from blu.lax import _late
 from blu.transforms import ops as _transform_ops
 

@@ -7,8 +7,9 @@ dimensions, each in their operand's order (JAX's convention).
 
 from __future__ import annotations
 
-__all__ = ["dot_general", "dot", "batch_matmul"]
+__all__ = ["dot_general", "dot", "batch_matmul", "Precision"]
 
+import enum
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -210,6 +211,22 @@ def _dot_general_batch(axis_size, args, dims, *, dimension_numbers, **params):
 
 
 # ---- the lax functions users call --------------------------------------------------------------
+
+
+class Precision(enum.Enum):
+    """``jax.lax.Precision``: the ``precision=`` of ``dot_general`` / ``dot`` / ``conv``.
+
+    ``DEFAULT`` follows ``blu.default_matmul_precision``; ``HIGH`` allows 3xTF32/bf16x3 where
+    a backend has it (TF32 on GPUs otherwise); ``HIGHEST`` is full float32. The eager numpy
+    implementation always computes at full precision.
+    """
+
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    def __str__(self) -> str:
+        return self.name
 
 
 def _canonical_precision(precision: Any) -> Any:

@@ -15,18 +15,28 @@ from typing import Any
 from blu import lax, random
 from blu.core import dtypes
 from blu.core.aval import canonical_shape
-from blu.core.errors import BluShapeError, with_user_line
+from blu.core.errors import BluShapeError, BluValueError, with_user_line
 
 Initializer = Callable[..., Any]
 
 __all__ = [
     "Initializer",
     "constant",
+    "glorot_normal",
+    "glorot_uniform",
+    "he_normal",
+    "he_uniform",
+    "kaiming_normal",
+    "kaiming_uniform",
     "lecun_normal",
+    "lecun_uniform",
     "normal",
     "ones",
+    "orthogonal",
     "truncated_normal",
     "uniform",
+    "variance_scaling",
+    "xavier_normal",
     "xavier_uniform",
     "zeros",
 ]
@@ -113,5 +123,143 @@ def lecun_normal() -> Initializer:
         fan_in, _ = _fans(shape, "lecun_normal")
         std = math.sqrt(1.0 / max(1, fan_in)) / _TRUNC_STD_2
         return lax.mul(random.truncated_normal(key, -2.0, 2.0, shape, dtype), std)
+
+    return init
+
+
+_MODES = ("fan_in", "fan_out", "fan_avg")
+_DISTRIBUTIONS = ("truncated_normal", "normal", "uniform")
+
+
+def _fans_at(shape: tuple[int, ...], in_axis: int, out_axis: int, name: str) -> tuple[int, int]:
+    if len(shape) < 2:
+        raise BluShapeError(
+            with_user_line(f"initializers.{name}: needs a shape of rank >= 2, got {shape}")
+        )
+    ia, oa = in_axis % len(shape), out_axis % len(shape)
+    receptive = math.prod(d for i, d in enumerate(shape) if i not in (ia, oa))
+    return shape[ia] * receptive, shape[oa] * receptive
+
+
+def variance_scaling(
+    scale: float,
+    mode: str,
+    distribution: str,
+    in_axis: int = -2,
+    out_axis: int = -1,
+    dtype: Any = dtypes.float32,
+) -> Initializer:
+    """Draws with variance ``scale / n``, ``n`` the fan named by ``mode`` (as
+    ``jax.nn.initializers.variance_scaling``; He et al. 2015, Glorot & Bengio 2010).
+
+    Args:
+        scale: the variance's numerator (1 for LeCun, 2 for He, 1 with ``fan_avg`` for Glorot).
+        mode: ``"fan_in"``, ``"fan_out"`` or ``"fan_avg"`` (the mean of the two).
+        distribution: ``"truncated_normal"`` (truncated at two standard deviations, rescaled
+            to keep the variance), ``"normal"`` or ``"uniform"`` (in ``[-l, l)``,
+            ``l = sqrt(3 * scale / n)``).
+        in_axis, out_axis: the weight's input and output axes; the other axes are the
+            receptive field (fan = its size times the axis's length).
+        dtype: the default dtype of the draws (float32).
+
+    Returns:
+        ``init(key, shape, dtype)``; ``shape`` needs rank >= 2.
+
+    Raises:
+        BluValueError: an unknown ``mode`` or ``distribution``.
+        BluShapeError: a shape of rank < 2 (at ``init``).
+    """
+    if mode not in _MODES:
+        raise BluValueError(f"variance_scaling: mode {mode!r}, expected one of {_MODES}")
+    if distribution not in _DISTRIBUTIONS:
+        raise BluValueError(
+            f"variance_scaling: distribution {distribution!r}, expected one of {_DISTRIBUTIONS}"
+        )
+    default_dtype = dtype
+
+    def init(key: Any, shape: Sequence[int], dtype: Any = None) -> Any:
+        dt = dtypes.canonicalize(default_dtype if dtype is None else dtype)
+        shape = canonical_shape(shape)
+        fan_in, fan_out = _fans_at(shape, in_axis, out_axis, "variance_scaling")
+        n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[mode]
+        variance = scale / max(1.0, n)
+        if distribution == "truncated_normal":
+            std = math.sqrt(variance) / _TRUNC_STD_2
+            return lax.mul(random.truncated_normal(key, -2.0, 2.0, shape, dt), std)
+        if distribution == "normal":
+            return lax.mul(random.normal(key, shape, dt), math.sqrt(variance))
+        limit = math.sqrt(3.0 * variance)
+        return random.uniform(key, shape, dt, -limit, limit)
+
+    return init
+
+
+def glorot_uniform(in_axis: int = -2, out_axis: int = -1, dtype: Any = dtypes.float32):
+    """Glorot & Bengio (2010), uniform: ``variance_scaling(1, "fan_avg", "uniform")``."""
+    return variance_scaling(1.0, "fan_avg", "uniform", in_axis, out_axis, dtype)
+
+
+def glorot_normal(in_axis: int = -2, out_axis: int = -1, dtype: Any = dtypes.float32):
+    """Glorot & Bengio (2010), truncated normal: ``variance_scaling(1, "fan_avg",
+    "truncated_normal")``."""
+    return variance_scaling(1.0, "fan_avg", "truncated_normal", in_axis, out_axis, dtype)
+
+
+def he_uniform(in_axis: int = -2, out_axis: int = -1, dtype: Any = dtypes.float32):
+    """He et al. (2015), uniform: ``variance_scaling(2, "fan_in", "uniform")``."""
+    return variance_scaling(2.0, "fan_in", "uniform", in_axis, out_axis, dtype)
+
+
+def he_normal(in_axis: int = -2, out_axis: int = -1, dtype: Any = dtypes.float32):
+    """He et al. (2015), truncated normal: ``variance_scaling(2, "fan_in",
+    "truncated_normal")``."""
+    return variance_scaling(2.0, "fan_in", "truncated_normal", in_axis, out_axis, dtype)
+
+
+def lecun_uniform(in_axis: int = -2, out_axis: int = -1, dtype: Any = dtypes.float32):
+    """LeCun et al. (1998), uniform: ``variance_scaling(1, "fan_in", "uniform")``."""
+    return variance_scaling(1.0, "fan_in", "uniform", in_axis, out_axis, dtype)
+
+
+xavier_normal = glorot_normal
+kaiming_uniform = he_uniform
+kaiming_normal = he_normal
+
+
+def orthogonal(scale: float = 1.0, column_axis: int = -1, dtype: Any = dtypes.float32):
+    """A (semi-)orthogonal matrix times ``scale`` (Saxe et al. 2014), as
+    ``jax.nn.initializers.orthogonal``: the Q of a QR of a standard normal matrix, signs fixed
+    by R's diagonal so the draw is uniform (Haar) over orthogonal matrices.
+
+    The shape's ``column_axis`` gives the columns, the other axes (flattened) the rows; the
+    result has orthonormal rows or columns, whichever are fewer.
+
+    Raises:
+        BluShapeError: a shape of rank < 2 (at ``init``).
+    """
+    default_dtype = dtype
+
+    def init(key: Any, shape: Sequence[int], dtype: Any = None) -> Any:
+        from blu import numpy as bnp  # the user API's sibling (linalg.qr)
+
+        dt = dtypes.canonicalize(default_dtype if dtype is None else dtype)
+        shape = canonical_shape(shape)
+        if len(shape) < 2:
+            raise BluShapeError(
+                with_user_line(f"initializers.orthogonal: needs a shape of rank >= 2, got {shape}")
+            )
+        n_cols = shape[column_axis]
+        n_rows = math.prod(shape) // n_cols
+        big, small = max(n_rows, n_cols), min(n_rows, n_cols)
+        a = random.normal(key, (big, small), dt)
+        q, r = bnp.linalg.qr(a)
+        q = q * bnp.sign(bnp.diagonal(r))
+        if n_rows < n_cols:
+            q = q.T
+        q = bnp.reshape(
+            q, tuple(d for i, d in enumerate(shape) if i != column_axis % len(shape)) + (n_cols,)
+        )
+        q = bnp.moveaxis(q, -1, column_axis)
+        return q * scale
 
     return init

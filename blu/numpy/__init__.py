@@ -22,7 +22,7 @@ from blu.core import array as _array
 # from the bottom: _promote (array, promotion, broadcasting), _dtypes, devices, logic,
 # complexes, ufuncs (arithmetic, rounding, extrema, the three-argument where), transcendental,
 # manipulation, creation, selection (take, nonzero, where), reductions, sorting, sets,
-# products, einsum, indexing, index_update, signal, fft, standard, linalg.
+# products, einsum, indexing, index_update, signal, fft, standard, linalg, statistics, extras.
 from blu.numpy import fft, linalg
 from blu.numpy._dtypes import (
     bfloat16,
@@ -77,6 +77,9 @@ from blu.numpy.transcendental import *  # noqa: F403
 from blu.numpy.complexes import *  # noqa: F403
 from blu.numpy.standard import *  # noqa: F403
 from blu.numpy.standard import __array_api_version__
+from blu.numpy.statistics import *  # noqa: F403
+from blu.numpy.extras import *  # noqa: F403
+from blu.numpy.nanfuncs import *  # noqa: F403
 
 pi = _math.pi
 e = _math.e

@@ -125,6 +125,11 @@ def dlpack_device(x: Any) -> tuple[int, int]:
     return (_KDL_CPU, 0)
 
 
+def _numpy_exports(dtype: np.dtype) -> bool:
+    """Whether numpy's own DLPack exporter takes this dtype (not bfloat16 and ml_dtypes' others)."""
+    return dtype.kind in "biufc"
+
+
 def dlpack(
     x: Any,
     /,
@@ -134,27 +139,77 @@ def dlpack(
     dl_device: tuple[int, int] | None = None,
     copy: bool | None = None,
 ) -> Any:
-    """``x.__dlpack__()``: a DLPack capsule of a concrete host array (numpy's exporter; the
-    buffer is read-only, so a consumer that asks for a pre-1.0 capsule gets a copy)."""
+    """``x.__dlpack__()``: a DLPack capsule of a concrete host array, for every blu dtype.
+
+    numpy's exporter for bool, integer, float and complex dtypes (the buffer is read-only, so a
+    consumer asking for a pre-1.0 capsule gets a copy); bfloat16 through blu's own capsule
+    (``blu.cuda.dlpack``, DLPack's ``kDLBfloat`` code, a copy kept alive until the consumer
+    releases it): ``torch.from_dlpack`` reads it; numpy has no bfloat16 importer
+    (``np.asarray(x)`` gives an ``ml_dtypes.bfloat16`` copy instead).
+
+    Raises:
+        BluTypeError: ``x`` is traced, or its dtype has no DLPack code.
+        BufferError: a device other than the CPU is asked for (the protocol's error).
+    """
     if isinstance(x, Tracer):
         raise BluTypeError(with_user_line("__dlpack__: a traced value has no buffer to export"))
     if dl_device is not None and tuple(dl_device) != (_KDL_CPU, 0):
         raise BufferError(f"__dlpack__: blu arrays live on the CPU, not {dl_device}")
     value = np.asarray(x)
+    if not _numpy_exports(value.dtype):
+        from blu.cuda import dlpack as capsules  # ctypes only: loads no CUDA library
+
+        value = np.ascontiguousarray(value).copy()
+        return capsules.to_capsule(
+            value, value.ctypes.data, tuple(value.shape), value.dtype, (_KDL_CPU, 0)
+        )
     if max_version is None or tuple(max_version) < (1, 0) or copy:
         # DLPack < 1.0 cannot say read-only: hand over a writable copy
         value = value.copy()
     return value.__dlpack__(stream=stream, max_version=max_version, copy=copy)
 
 
+def _from_capsule(x: Any) -> np.ndarray:
+    """A host copy of ``x``'s buffer read through a legacy "dltensor" capsule (for dtypes numpy
+    cannot import: bfloat16)."""
+    import ctypes
+
+    from blu.cuda import dlpack as capsules
+
+    try:
+        capsule = x.__dlpack__()
+    except Exception as e:  # noqa: BLE001 - the producer's own error, named below
+        raise BluValueError(
+            with_user_line(f"from_dlpack: {type(x).__name__}.__dlpack__() failed: {e}")
+        ) from e
+    ptr, shape, dtype, device, owner = capsules.from_capsule(capsule)
+    try:
+        if device[0] not in (_KDL_CPU, 3):  # kDLCPU, kDLCUDAHost
+            raise BluValueError(
+                with_user_line(
+                    f"from_dlpack: the tensor is on DLPack device {device}, not the CPU; copy it "
+                    "to the host first (torch: .cpu()) or use blu.cuda for GPU tensors"
+                )
+            )
+        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if n == 0:
+            return np.zeros(shape, dtype)
+        raw = (ctypes.c_char * n).from_address(ptr)
+        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    finally:
+        owner.release()
+
+
 def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
     """A blu array from any object with ``__dlpack__`` (numpy, torch, cupy, ...), copied into
-    blu's own (immutable) host buffer.
+    blu's own (immutable) host buffer; every blu dtype, bfloat16 included (DLPack's
+    ``kDLBfloat`` code).
 
     Raises:
         BluValueError: ``copy=False`` for a foreign object (blu arrays never share a foreign
-            buffer) or a bad device.
-        BluTypeError: the object's dtype is not one blu supports.
+            buffer), a bad device, a tensor on a GPU, or a producer that cannot export (e.g. a
+            torch tensor that requires grad: ``.detach()`` it).
+        BluTypeError: the object has no ``__dlpack__``, or a dtype blu does not support.
     """
     check_device(device, "from_dlpack")
     if isinstance(x, (Array, Tracer)):
@@ -162,8 +217,26 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
     elif copy is False:
         # a foreign buffer may be written by its owner: a blu array never aliases one
         raise BluValueError(with_user_line("from_dlpack: blu copies foreign buffers (copy=False)"))
+    elif not hasattr(x, "__dlpack__"):
+        raise BluTypeError(
+            with_user_line(f"from_dlpack: {type(x).__name__} has no __dlpack__ method")
+        )
     else:
-        value = np.from_dlpack(x)
+        if isinstance(x, np.ndarray) and not _numpy_exports(x.dtype):
+            value = x  # an ml_dtypes array (bfloat16): numpy cannot export it; copy it directly
+        elif "bfloat16" in str(getattr(x, "dtype", "")):
+            value = _from_capsule(x)  # numpy's importer has no bfloat16
+        else:
+            try:
+                value = np.from_dlpack(x)
+            except Exception as e:  # noqa: BLE001 - numpy's or the producer's error, named
+                raise BluValueError(
+                    with_user_line(
+                        f"from_dlpack: cannot import this {type(x).__name__} through DLPack "
+                        f"({type(e).__name__}: {e}); a torch tensor that requires grad needs "
+                        ".detach(), a GPU tensor .cpu()"
+                    )
+                ) from e
         out = Array(np.array(value, dtype=dtypes.canonicalize(value.dtype)))
     return out if device is None else to_device(out, device)
 

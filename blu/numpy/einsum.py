@@ -5,7 +5,8 @@ once, in alphabetical order) modes, ``...`` for broadcast leading axes, repeated
 an operand (diagonals, ``'ii->i'``), size-1 axes broadcasting against a label's other sizes,
 and the interleaved form ``einsum(x, [0, 1], y, [1, 2], [0, 2])``.
 
-The operands are contracted left to right, two at a time. Before each contraction a label that
+The operands are contracted two at a time, in the order ``opt_einsum`` finds cheapest
+(``optimize=``; left to right with ``optimize=False``). Before each contraction a label that
 no later operand and not the output needs is summed out of its operand; each pairwise step is
 one ``lax.dot_general`` whose batch axes are the shared labels still needed later and whose
 contracting axes are the shared labels needed nowhere else.
@@ -176,7 +177,7 @@ def einsum(
     subscripts: Any,
     *operands: Any,
     out: None = None,
-    optimize: Any = None,
+    optimize: Any = "auto",
     precision: Any = None,
     preferred_element_type: Any = None,
 ) -> Any:
@@ -185,7 +186,10 @@ def einsum(
     Args:
         subscripts: e.g. ``'bij,bjk->bik'`` (or an array, for the interleaved form).
         *operands: the arrays (dtypes promote to a common dtype).
-        optimize: accepted and ignored (contraction is left to right).
+        optimize: the contraction order for three or more operands, found by ``opt_einsum``
+            (Smith & Gray, "opt_einsum", JOSS 2018): ``"auto"`` / ``True`` (JAX's default),
+            ``"greedy"``, ``"optimal"``, ``"dp"``..., or an explicit path (a list of operand
+            index tuples, as ``numpy.einsum_path`` gives); ``False`` contracts left to right.
         precision, preferred_element_type: passed to each ``dot_general``.
 
     Raises:
@@ -214,15 +218,19 @@ def einsum(
             s.update(lab)
         return s
 
-    acc, acc_lab = prepared[0]
-    if len(prepared) > 1:
-        acc, acc_lab = _sum_out(acc, acc_lab, needed_after(0) | set(prepared[1][1]))
-    for i in range(1, len(prepared)):
-        x, lab = prepared[i]
-        later = needed_after(i)
-        x, lab = _sum_out(x, lab, later | set(acc_lab))
-        acc, acc_lab = _sum_out(acc, acc_lab, later | set(lab))
-        acc, acc_lab = _contract(acc, acc_lab, x, lab, later, precision, preferred_element_type)
+    path = _path(prepared, out_labels, sizes, optimize)
+    if path is None:  # left to right
+        acc, acc_lab = prepared[0]
+        if len(prepared) > 1:
+            acc, acc_lab = _sum_out(acc, acc_lab, needed_after(0) | set(prepared[1][1]))
+        for i in range(1, len(prepared)):
+            x, lab = prepared[i]
+            later = needed_after(i)
+            x, lab = _sum_out(x, lab, later | set(acc_lab))
+            acc, acc_lab = _sum_out(acc, acc_lab, later | set(lab))
+            acc, acc_lab = _contract(acc, acc_lab, x, lab, later, precision, preferred_element_type)
+    else:
+        acc, acc_lab = _follow_path(prepared, path, out_labels, precision, preferred_element_type)
     acc, acc_lab = _sum_out(acc, acc_lab, set(out_labels))
     # labels of the output that no operand kept (all their axes broadcast from size 1)
     for c in out_labels:
@@ -233,3 +241,61 @@ def einsum(
     if preferred_element_type is not None and len(prepared) == 1:
         acc = lax.convert_element_type(acc, preferred_element_type)
     return acc
+
+
+def _path(prepared: list, out_labels: list[str], sizes: dict, optimize: Any) -> list | None:
+    """The pairwise contraction order opt_einsum chooses for the prepared operands (None: left
+    to right, for ``optimize=False`` or fewer than three operands)."""
+    if optimize is False or optimize is None or len(prepared) < 3:
+        return None
+    if isinstance(optimize, (list, tuple)) and optimize and optimize[0] == "einsum_path":
+        optimize = list(optimize[1:])
+    if isinstance(optimize, (list, tuple)):
+        return [tuple(step) for step in optimize]
+    import opt_einsum
+
+    symbols: dict[str, str] = {}
+
+    def sym(c: str) -> str:
+        return symbols.setdefault(c, opt_einsum.get_symbol(len(symbols)))
+
+    ins = ",".join("".join(sym(c) for c in lab) for _, lab in prepared)
+    spec = ins + "->" + "".join(sym(c) for c in out_labels if c in symbols)
+    shapes = [tuple(get_aval(x).shape) for x, _ in prepared]
+    strategy = "auto" if optimize is True else optimize
+    try:
+        path, _ = opt_einsum.contract_path(spec, *shapes, shapes=True, optimize=strategy)
+    except (KeyError, ValueError, TypeError) as e:
+        raise _error(f"optimize={optimize!r}: opt_einsum found no path ({e})") from None
+    return [tuple(step) for step in path]
+
+
+def _follow_path(prepared: list, path: list, out_labels: list[str], precision: Any,
+                 preferred_element_type: Any) -> tuple[Any, list[str]]:  # fmt: skip
+    """Contract the operands in ``path``'s order (each step's operands removed from the list
+    and their result appended, as ``numpy.einsum_path`` numbers them)."""
+    ops = list(prepared)
+    for step in path:
+        if any(i >= len(ops) for i in step):
+            raise _error(f"optimize path step {step} names an operand past the {len(ops)} left")
+        picked = [ops[i] for i in step]
+        for i in sorted(step, reverse=True):
+            ops.pop(i)
+        rest = set(out_labels)
+        for _, lab in ops:
+            rest.update(lab)
+        acc, acc_lab = picked[0]
+        for j in range(1, len(picked)):
+            x, lab = picked[j]
+            later = set(rest)
+            for _, lab2 in picked[j + 1 :]:
+                later.update(lab2)
+            x, lab = _sum_out(x, lab, later | set(acc_lab))
+            acc, acc_lab = _sum_out(acc, acc_lab, later | set(lab))
+            acc, acc_lab = _contract(acc, acc_lab, x, lab, later, precision, preferred_element_type)
+        if len(picked) == 1:
+            acc, acc_lab = _sum_out(acc, acc_lab, rest)
+        ops.append((acc, acc_lab))
+    if len(ops) != 1:
+        raise _error(f"optimize path leaves {len(ops)} operands, not one")
+    return ops[0]

@@ -19,7 +19,7 @@ It is a choice of PartitionSpecs, not a separate trainer:
     def step(p, opt_state, x, y):                                # p: this device's slices
         loss, g = blu.value_and_grad(loss_of_sharded_params)(p, x, y)
         g = fsdp.mean_gradients(g, specs, "data")               # the data-parallel mean
-        p, opt_state = opt.update(g, opt_state, p)
+        p, opt_state = opt.step(g, opt_state, p)
         return p, opt_state, bp.pmean(loss, "data")
     blu.jit(blu.shard(step, mesh, (specs, state_specs, P("data"), P("data")),
                       (specs, state_specs, P())))

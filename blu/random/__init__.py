@@ -15,6 +15,8 @@ shape's layout and of how the work is split across devices. ``key``, ``split``, 
 ``PRNGKey``s (its default ``jax_threefry_partitionable=True``); ``normal`` agrees to an ulp.
 
 ``exponential``, ``gamma``/``loggamma``, ``beta`` and ``dirichlet`` (``blu.random.distributions``)
+and ``laplace``, ``logistic``, ``cauchy``, ``poisson``, ``multivariate_normal``...
+(``blu.random.more``)
 are correct in distribution but do not reproduce ``jax.random``'s bits.
 
 Modules: ``blu.random.prng`` (the cipher, keys, raw bits), ``blu.random.samplers`` and
@@ -23,6 +25,20 @@ Modules: ``blu.random.prng`` (the cipher, keys, raw bits), ``blu.random.samplers
 
 from blu.random.prng import PRNGKey, bits, fold_in, key, split, threefry2x32
 from blu.random.distributions import beta, dirichlet, exponential, gamma, loggamma
+from blu.random.more import (
+    cauchy,
+    key_data,
+    laplace,
+    logistic,
+    lognormal,
+    multivariate_normal,
+    pareto,
+    poisson,
+    rademacher,
+    rayleigh,
+    weibull_min,
+    wrap_key_data,
+)
 from blu.random.samplers import (
     bernoulli,
     categorical,
@@ -36,6 +52,18 @@ from blu.random.samplers import (
 )
 
 __all__ = [
+    "cauchy",
+    "key_data",
+    "laplace",
+    "logistic",
+    "lognormal",
+    "multivariate_normal",
+    "pareto",
+    "poisson",
+    "rademacher",
+    "rayleigh",
+    "weibull_min",
+    "wrap_key_data",
     "PRNGKey",
     "bernoulli",
     "beta",

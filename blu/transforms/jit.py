@@ -15,12 +15,13 @@ import logging
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from blu.core import execution, pytree
+from blu.core import execution, lru, pytree
 from blu.core import trace as tracing
 from blu.core.array import Array, immutable
 from blu.core.aval import ShapeDtypeStruct
@@ -344,6 +345,7 @@ class Jitted:
         self._last_key: Any = None
         self._last_tree: Any = None  # the previous call's argument treedef (a fast flatten)
         self._fast: dispatch.FastCall | None = None  # the last signature's fast path
+        _jitted.add(self)
 
     def _split(self, args: tuple, kwargs: dict):
         dyn_args, static_vals, donated = [], [], []
@@ -516,6 +518,18 @@ class Jitted:
         self._cache.clear()
         self._last_key = None
         self._fast = None
+
+
+_jitted: weakref.WeakSet = weakref.WeakSet()  # every Jitted alive (clear_caches)
+
+
+def clear_caches() -> None:
+    """Drop every jitted function's traces and fast path and empty blu's in-process caches
+    (executables, loaded kernels), as ``jax.clear_caches``; the next call of each jitted
+    function traces and compiles again (compiled kernels come back from ``BLU_CACHE_DIR``)."""
+    for j in list(_jitted):
+        j.clear_cache()
+    lru.clear_all()
 
 
 def jit(

@@ -329,7 +329,7 @@ def make_steps(cfg: GPTConfig, opt, a: argparse.Namespace):
             grads, norm = optim.clip_by_global_norm(grads, clip)
         else:
             norm = optim.global_norm(grads)
-        params, opt_state = opt.update(grads, opt_state, params)
+        params, opt_state = opt.step(grads, opt_state, params)
         return params, opt_state, total, norm
 
     def eval_loss(params, x, y):

@@ -57,7 +57,7 @@ def dp_step(cfg: GPTConfig, opt):
     def step(params, opt_state, x, y):
         loss, grads = blu.value_and_grad(lambda p: loss_fn(p, x, y, cfg))(params)
         loss, grads = bp.pmean((loss, grads), AXIS)  # the gradient all-reduce
-        params, opt_state = opt.update(grads, opt_state, params)
+        params, opt_state = opt.step(grads, opt_state, params)
         return params, opt_state, loss
 
     return step
@@ -100,7 +100,7 @@ def zero1_step(cfg: GPTConfig, opt, n_dev: int):
             g_sh.append(bp.psum_scatter(flat_g, AXIS, tiled=True) / n_dev)  # mean gradient slice
             flat_p = lax.pad(p.reshape(n), 0.0, ((0, pad, 0),)) if pad else p.reshape(n)
             p_sh.append(lax.dynamic_slice_in_dim(flat_p, i * k, k))
-        new_sh, opt_state = opt.update(
+        new_sh, opt_state = opt.step(
             pytree.tree_unflatten(tree, g_sh), opt_state, pytree.tree_unflatten(tree, p_sh)
         )
         new_leaves = []
@@ -139,7 +139,7 @@ def make_single_device_step(cfg: GPTConfig, opt):
 
     def step(params, opt_state, x, y):
         loss, grads = blu.value_and_grad(lambda p: loss_fn(p, x, y, cfg))(params)
-        params, opt_state = opt.update(grads, opt_state, params)
+        params, opt_state = opt.step(grads, opt_state, params)
         return params, opt_state, loss
 
     return blu.jit(step)

@@ -66,7 +66,7 @@ def fsdp_step(cfg: GPTConfig, opt, specs: Any):
     def step(slices, opt_state, x, y):
         loss, grads = blu.value_and_grad(lambda p: fsdp_loss(p, x, y, cfg, specs))(slices)
         grads = fsdp.mean_gradients(grads, specs, AXIS)
-        slices, opt_state = opt.update(grads, opt_state, slices)
+        slices, opt_state = opt.step(grads, opt_state, slices)
         return slices, opt_state, bp.pmean(loss, AXIS)
 
     return step

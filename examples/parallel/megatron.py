@@ -140,7 +140,7 @@ def tp_step(cfg: GPTConfig, opt, param_specs: Any, has_data: bool, sp: bool):
         m = bp.axis_size(MODEL)
         l, g = blu.value_and_grad(lambda q: local_loss(q, x, y, cfg, sp) / m)(p)
         g = tensor.sync_gradients(g, param_specs, MODEL, DATA if has_data else None)
-        p, opt_state = opt.update(g, opt_state, p)
+        p, opt_state = opt.step(g, opt_state, p)
         return p, opt_state, bp.pmean(l * m, (DATA, MODEL) if has_data else MODEL)
 
     return step

@@ -128,7 +128,7 @@ def pp_step(cfg: GPTConfig, opt, micro_batches: int, has_data: bool):
 
     def step(p, opt_state, x, y):
         loss, g = lg(p, x, y)
-        p, opt_state = opt.update(g, opt_state, p)
+        p, opt_state = opt.step(g, opt_state, p)
         return p, opt_state, loss
 
     return step

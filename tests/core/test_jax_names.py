@@ -1,10 +1,14 @@
-"""JAX's names for blu features: blu.tree_util / blu.tree, block_until_ready, device_get,
-disable_jit, the collectives in blu.lax, and shard_map where JAX users import it."""
+"""JAX's names for blu features: every public name of JAX's main modules is in blu or listed
+with its reason in docs/coming_from_jax.md; blu.tree_util / blu.tree, block_until_ready,
+device_get, disable_jit, the collectives in blu.lax, and shard_map where JAX users import it."""
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import importlib
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -15,6 +19,95 @@ import blu.tree_util as tu
 from blu import lax
 from blu.core.errors import BluTypeError, BluValueError
 from blu.parallel import P, make_mesh
+
+# ---- JAX's public names: in blu, or on the "coming from JAX" page --------------------------------
+
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
+# a bullet that lists names: "- `a`, `b`, ...: the reason"
+_NAMES_BULLET = re.compile(r"^- ((?:`[^`]+`,? ?)+):")
+
+
+def _jax_names() -> dict[str, list[str]]:
+    """docs/jax_names.txt (scripts/gen_jax_names.py): module -> JAX's public names."""
+    names: dict[str, list[str]] = collections.defaultdict(list)
+    for line in (DOCS / "jax_names.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            module, name = line.split()
+            names[module].append(name)
+    return names
+
+
+def _listed_on_page() -> dict[str, set[str]]:
+    r"""docs/coming_from_jax.md: module (its `## \`jax...\`` section) -> the names its bullets
+    list as missing."""
+    listed: dict[str, set[str]] = collections.defaultdict(set)
+    section, bullet = None, ""
+
+    def flush() -> None:
+        m = _NAMES_BULLET.match(bullet)
+        if section and m:
+            listed[section].update(re.findall(r"`([^`]+)`", m.group(1)))
+
+    for line in (DOCS / "coming_from_jax.md").read_text().splitlines():
+        if line.startswith("- ") or line.startswith("#") or not line.strip():
+            flush()
+            bullet = line if line.startswith("- ") else ""
+            if line.startswith("## "):
+                m = re.match(r"## `(jax[\w.]*)`", line)
+                section = m.group(1) if m else None
+        elif bullet:
+            bullet += " " + line.strip()
+    flush()
+    return listed
+
+
+def _blu_module(jax_module: str):
+    return importlib.import_module("blu" + jax_module[len("jax") :])
+
+
+def test_the_names_list_covers_the_modules():
+    names = _jax_names()
+    assert set(names) == {"jax", "jax.numpy", "jax.lax", "jax.nn", "jax.nn.initializers",
+                          "jax.random", "jax.scipy.special", "jax.tree_util", "jax.sharding",
+                          "jax.debug"}  # fmt: skip
+    assert len(names["jax.numpy"]) > 300 and "unique" in names["jax.numpy"]
+    assert "pure_callback" in names["jax"] and "print" in names["jax.debug"]
+
+
+def test_every_jax_name_is_in_blu_or_explained():
+    listed = _listed_on_page()
+    missing = []
+    for module, names in _jax_names().items():
+        mod = _blu_module(module)
+        missing += [
+            f"{module}.{n}" for n in names if not hasattr(mod, n) and n not in listed[module]
+        ]
+    assert not missing, (
+        f"{len(missing)} JAX names are neither in blu nor listed in docs/coming_from_jax.md: "
+        + ", ".join(missing)
+    )
+
+
+def test_the_page_lists_no_name_blu_has():
+    names = _jax_names()
+    stale = []
+    for module, listed in _listed_on_page().items():
+        assert module in names, f"coming_from_jax.md has a section for {module}, not in the list"
+        mod = _blu_module(module)
+        stale += [f"{module}.{n}" for n in sorted(listed) if hasattr(mod, n)]
+        stale += [
+            f"{module}.{n} (not a JAX name)" for n in sorted(listed) if n not in names[module]
+        ]
+    assert not stale, "coming_from_jax.md lists names blu has (or JAX lacks): " + ", ".join(stale)
+
+
+def test_the_page_parser_reads_bullets_across_lines():
+    listed = _listed_on_page()
+    assert {"pmap", "smap"} <= listed["jax"]
+    assert "reduce_window" in listed["jax.lax"] and "add_p" in listed["jax.lax"]
+    assert "delta_orthogonal" in listed["jax.nn.initializers"]
+    assert "unique" not in listed["jax.numpy"]
+
 
 # ---- tree_util ---------------------------------------------------------------------------------
 

@@ -90,7 +90,7 @@ def _sgd_ref(params, grads_seq, lr, momentum, nesterov, wd):
 
 def _run(opt, params, grads_seq, jit=False):
     state = opt.init(params)
-    update = blu.jit(opt.update) if jit else opt.update
+    update = blu.jit(opt.step) if jit else opt.step
     for g in grads_seq:
         params, state = update(g, state, params)
     return params, state
@@ -242,7 +242,7 @@ def test_jit_update_equals_eager(make):
     # compiled kernels fuse the update (float32 rounding may differ from numpy by ulps)
     _assert_trees_close((jit_p, jit_s), (eager_p, eager_s), rtol=2e-6, atol=1e-7)
     # donated params and state
-    step = blu.jit(opt.update, donate_argnums=(1, 2))
+    step = blu.jit(opt.step, donate_argnums=(1, 2))
     p, s = params, opt.init(params)
     for g in grads:
         p, s = step(g, s, p)
@@ -256,7 +256,7 @@ def test_update_vmaps_over_independent_runs():
     opt = optim.adamw(1e-2, weight_decay=0.1, mask={"w": True, "b": False})
 
     def one(p, g):
-        return opt.update(g, opt.init(p), p)[0]
+        return opt.step(g, opt.init(p), p)[0]
 
     got = blu.vmap(one)(batched, grads)
     for i in range(3):

@@ -541,10 +541,10 @@ def test_adamw_update(dev):
     dparams, dgrads, dstate = (
         pytree.tree_map(lambda a: put(dev, a), t) for t in (params, grads, state)
     )
-    step = blu.jit(opt.update)
+    step = blu.jit(opt.step)
     new, new_state = step(dgrads, dstate, dparams)
     new2, _ = step(dgrads, new_state, new)
-    eager, _ = opt.update(grads, state, params)
+    eager, _ = opt.step(grads, state, params)
     for k, p in params.items():
         p64, g64 = p.astype(f64), grads[k].astype(f64)
         m, v = 0.1 * g64, 0.001 * g64**2

@@ -154,7 +154,7 @@ def test_adamw_update_is_one_kernel_and_updates_in_place():
 
     def update(*ls):
         g, s, p = blu.core.pytree.tree_unflatten(tree, list(ls))
-        return blu.core.pytree.tree_leaves(opt.update(g, s, p))
+        return blu.core.pytree.tree_leaves(opt.step(g, s, p))
 
     want = leaves(update(*flat))
     n_g = len(blu.core.pytree.tree_leaves(g))
@@ -252,7 +252,7 @@ def test_gpt2_step_peak_is_below_the_sum_of_its_intermediates():
 
     def step(params, state, x, y):
         loss, grads = blu.value_and_grad(model.loss_fn)(params, x, y, cfg)
-        params, state = opt.update(grads, state, params)
+        params, state = opt.step(grads, state, params)
         return params, state, loss
 
     flat, tree = blu.core.pytree.tree_flatten((params, state, x, y))

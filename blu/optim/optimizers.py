@@ -1,11 +1,15 @@
-"""blu.optim: optimizers, gradient clipping and learning-rate schedules over parameter pytrees.
+"""blu.optim's optimizers (AdamW, Adam, SGD), gradient clipping and learning-rate schedules
+over parameter pytrees, with optax's contract.
 
-An ``Optimizer`` is a pair of pure functions::
+An ``Optimizer`` is a ``GradientTransformation`` (a pair of pure functions) with one more
+method, ``step``::
 
     opt = blu.optim.adamw(blu.optim.warmup_cosine_decay(6e-4, 700, 19073), weight_decay=0.1,
                           mask=blu.optim.decay_mask_matrices)
     state = opt.init(params)
-    params, state = opt.update(grads, state, params)   # jit-able; params/state donatable
+    updates, state = opt.update(grads, state, params)   # optax: the change to add
+    params = blu.optim.apply_updates(params, updates)
+    params, state = opt.step(grads, state, params)      # the same two lines in one call
 
 The state is a pytree (a NamedTuple) whose ``step`` is an int32 scalar counting the updates
 applied so far; schedules are functions of that (possibly traced) step, evaluated *before* it
@@ -32,11 +36,13 @@ Schedule = Callable[[Any], Any]
 
 __all__ = [
     "AdamState",
+    "GradientTransformation",
     "Optimizer",
+    "apply_updates",
     "SgdState",
     "adam",
     "adamw",
-    "clip_by_global_norm",
+    "clip_grads_by_global_norm",
     "constant",
     "cosine_decay",
     "decay_mask_matrices",
@@ -47,11 +53,49 @@ __all__ = [
 ]
 
 
-class Optimizer(NamedTuple):
-    """``init(params) -> state`` and ``update(grads, state, params) -> (params, state)``."""
+class GradientTransformation(NamedTuple):
+    """optax's contract: ``init(params) -> state`` and
+    ``update(updates, state, params=None) -> (new_updates, state)``; apply the result with
+    ``apply_updates(params, updates)``."""
 
     init: Callable[[Any], Any]
-    update: Callable[[Any, Any, Any], tuple[Any, Any]]
+    update: Callable[..., tuple[Any, Any]]
+
+
+class Optimizer(NamedTuple):
+    """A ``GradientTransformation`` whose ``update(grads, state, params)`` returns
+    ``(updates, state)`` (optax's contract; the updates are ``-lr * direction``, in the
+    parameters' moment dtype: float32 for bfloat16/float16 parameters), plus
+    ``step(grads, state, params) -> (params, state)``, the update applied (rounded once into
+    each parameter's dtype, so a bfloat16 parameter moves by the float32 update)."""
+
+    init: Callable[[Any], Any]
+    update: Callable[..., tuple[Any, Any]]
+    step: Callable[[Any, Any, Any], tuple[Any, Any]]
+
+
+def apply_updates(params: Any, updates: Any) -> Any:
+    """``params + updates`` leaf by leaf, each result in its parameter's dtype (the sum computed
+    in the wider of the two dtypes), as ``optax.apply_updates``; ``None`` leaves stay ``None``.
+
+    Raises:
+        BluValueError: the two trees differ in structure.
+    """
+    p_leaves, treedef = pytree.tree_flatten(params)
+    u_leaves = _leaves_like(updates, treedef, "updates", "apply_updates")
+    out = []
+    for p, u in zip(p_leaves, u_leaves):
+        p, u = bnp.asarray(p), bnp.asarray(u)
+        out.append((p.astype(bnp.result_type(p.dtype, u.dtype)) + u).astype(p.dtype))
+    return pytree.tree_unflatten(treedef, out)
+
+
+def _with_step(init: Callable, update: Callable) -> Optimizer:
+    def step(grads: Any, state: Any, params: Any) -> tuple[Any, Any]:
+        updates, state = update(grads, state, params)
+        return apply_updates(params, updates), state
+
+    return Optimizer(init, update, step)
 
 
 class AdamState(NamedTuple):
@@ -150,7 +194,8 @@ def adamw(
             ``params -> that pytree`` (e.g. ``decay_mask_matrices``); None: all leaves.
 
     Returns:
-        An ``Optimizer`` whose state is an ``AdamState``.
+        An ``Optimizer`` whose state is an ``AdamState``; ``update`` returns the updates
+        ``-lr * (...)`` above, ``step`` the new parameters.
     """
     if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
         raise BluValueError(with_user_line(f"optim.adamw: need 0 <= b1, b2 < 1, got {b1}, {b2}"))
@@ -193,14 +238,14 @@ def adamw(
             p32 = p.astype(md)
             if decay and weight_decay != 0.0:
                 u = u + weight_decay * p32
-            new_p.append((p32 - _cast(lr, md) * u).astype(p.dtype))
+            new_p.append(-(_cast(lr, md) * u))
             new_m.append(m)
             new_v.append(v)
         unflat = lambda xs: pytree.tree_unflatten(treedef, xs)
         new_state = AdamState(step + 1, unflat(new_m), unflat(new_v))
         return unflat(new_p), new_state
 
-    return Optimizer(init, update)
+    return _with_step(init, update)
 
 
 def adam(
@@ -280,11 +325,11 @@ def sgd(
                 b = momentum * b + g
                 g = g + momentum * b if nesterov else b
                 new_b.append(b)
-            new_p.append((p32 - _cast(lr, md) * g).astype(p.dtype))
+            new_p.append(-(_cast(lr, md) * g))
         trace = pytree.tree_unflatten(treedef, new_b) if momentum else None
         return pytree.tree_unflatten(treedef, new_p), SgdState(step + 1, trace)
 
-    return Optimizer(init, update)
+    return _with_step(init, update)
 
 
 # ---- clipping ----------------------------------------------------------------------------------
@@ -309,7 +354,7 @@ def global_norm(tree: Any) -> Any:
     return bnp.sqrt(total)
 
 
-def clip_by_global_norm(grads: Any, max_norm: float) -> tuple[Any, Any]:
+def clip_grads_by_global_norm(grads: Any, max_norm: float) -> tuple[Any, Any]:
     """Scale ``grads`` so their global norm is at most ``max_norm``.
 
     Args:

@@ -1,0 +1,473 @@
+"""More of NumPy's API as ``jax.numpy`` has it: ``unique``, the 1-d set operations (``isin``,
+``intersect1d``, ``union1d``, ``setdiff1d``, ``setxor1d``), ``select``, ``argwhere``,
+``flatnonzero``, ``cross``, ``vectorize``, ``apply_along_axis``, ``lexsort``,
+``unravel_index``, ``ravel_multi_index``, ``tril_indices`` / ``triu_indices``, ``indices``,
+``rot90``, ``sinc``, ``heaviside``, ``trapezoid``, ``ediff1d``.
+
+Results whose size depends on values (``unique``, ``argwhere``, the set operations) need
+concrete inputs or a static ``size=`` (missing entries filled with ``fill_value``), as in JAX.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from blu.core.errors import BluIndexError, BluValueError, with_user_line
+from blu.core.interpreter import Tracer
+from blu.numpy._promote import asarray_operand, broadcast_to, concrete_value
+from blu.numpy.creation import arange, asarray, ones_like, zeros
+from blu.numpy.logic import equal, logical_not, logical_xor
+from blu.numpy.manipulation import (
+    broadcast_arrays,
+    concatenate,
+    flip,
+    moveaxis,
+    ravel,
+    reshape,
+    stack,
+    swapaxes,
+)
+from blu.numpy.reductions import any as _any
+from blu.numpy.reductions import sum as _sum
+from blu.numpy.selection import nonzero, take, take_along_axis, where
+from blu.numpy.sets import unique_all
+from blu.numpy.sorting import argsort
+from blu.numpy.transcendental import sin
+from blu.numpy.ufuncs import clip
+
+__all__ = [
+    "apply_along_axis",
+    "argwhere",
+    "cross",
+    "ediff1d",
+    "flatnonzero",
+    "heaviside",
+    "indices",
+    "intersect1d",
+    "isin",
+    "lexsort",
+    "ravel_multi_index",
+    "rot90",
+    "select",
+    "setdiff1d",
+    "setxor1d",
+    "sinc",
+    "trapezoid",
+    "tril_indices",
+    "triu_indices",
+    "union1d",
+    "unique",
+    "unravel_index",
+    "vectorize",
+]
+
+
+def unique(
+    ar: Any,
+    return_index: bool = False,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+    axis: int | None = None,
+    *,
+    equal_nan: bool = True,
+    size: int | None = None,
+    fill_value: Any = None,
+) -> Any:
+    """The sorted unique values of ``ar`` (flattened), as ``jax.numpy.unique``.
+
+    Args:
+        ar: any shape.
+        return_index, return_inverse, return_counts: also return the first index of each value
+            (int32), the index of each element's value (``ar``'s shape), the counts.
+        axis: only None (unique rows: ``unique`` of a view of each row is not in blu).
+        equal_nan: accepted; NaNs are each their own value (the Array API's rule).
+        size, fill_value: a static result length (needed under ``jit``) and the padding.
+
+    Returns:
+        ``values``, or a tuple ``(values, [index], [inverse], [counts])``.
+
+    Raises:
+        BluValueError: ``axis`` is not None.
+        ConcretizationError: traced input without ``size``.
+    """
+    if axis is not None:
+        raise BluValueError(
+            with_user_line(
+                "unique(axis=...) is not in blu: move the axis first and reduce each slice to a "
+                "key (e.g. a dot with random weights), then unique the keys"
+            )
+        )
+    del equal_nan
+    r = unique_all(ar, size=size, fill_value=fill_value)
+    if not (return_index or return_inverse or return_counts):
+        return r.values
+    out = [r.values]
+    if return_index:
+        out.append(r.indices)
+    if return_inverse:
+        out.append(r.inverse_indices)
+    if return_counts:
+        out.append(r.counts)
+    return tuple(out)
+
+
+def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False):
+    """bool array of ``element``'s shape: whether each element is in ``test_elements``."""
+    element, test = asarray_operand(element), ravel(asarray_operand(test_elements))
+    hit = _any(equal(element[..., None], test), axis=-1)
+    return logical_not(hit) if invert else hit
+
+
+def _compact(values: Any, keep: Any, size: int | None, fill_value: Any, name: str) -> Any:
+    """``values[keep]`` (1-d), concrete, or padded to ``size`` with ``fill_value``."""
+    if size is None:
+        v = concrete_value(values, f"{name} without size=")
+        k = concrete_value(keep, f"{name} without size=")
+        return asarray(v[k])
+    (idx,) = nonzero(keep, size=size, fill_value=-1)
+    got = take(values, clip(idx, 0, None))
+    fill = got[0] if fill_value is None else fill_value
+    return where(idx >= 0, got, fill)
+
+
+def _unique_sorted(ar: Any, size: int | None, name: str) -> tuple[Any, Any]:
+    """The unique values of ``ar`` and a mask of which are real (not padding)."""
+    ar = ravel(asarray_operand(ar))
+    if size is None:
+        v = np.unique(concrete_value(ar, f"{name} without size="))
+        return asarray(v), asarray(np.ones(v.shape, bool))
+    n = builtins.max(ar.shape[0], 1)
+    r = unique_all(ar, size=n)
+    return r.values, r.counts > 0
+
+
+def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
+    """The sorted unique values of both arrays (flattened)."""
+    both = concatenate([ravel(asarray_operand(ar1)), ravel(asarray_operand(ar2))])
+    return unique(both, size=size, fill_value=fill_value)
+
+
+def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
+                fill_value: Any = None) -> Any:  # fmt: skip
+    """The sorted unique values found in both arrays."""
+    u, real = _unique_sorted(ar1, size, "intersect1d")
+    keep = real & isin(u, ar2)
+    return _compact(u, keep, size, fill_value, "intersect1d")
+
+
+def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
+              fill_value: Any = None) -> Any:  # fmt: skip
+    """The sorted unique values of ``ar1`` not in ``ar2``."""
+    u, real = _unique_sorted(ar1, size, "setdiff1d")
+    keep = real & isin(u, ar2, invert=True)
+    return _compact(u, keep, size, fill_value, "setdiff1d")
+
+
+def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
+             fill_value: Any = None) -> Any:  # fmt: skip
+    """The sorted unique values in exactly one of the arrays."""
+    both = concatenate([ravel(asarray_operand(ar1)), ravel(asarray_operand(ar2))])
+    u, real = _unique_sorted(both, size, "setxor1d")
+    keep = real & logical_xor(isin(u, ar1), isin(u, ar2))
+    return _compact(u, keep, size, fill_value, "setxor1d")
+
+
+def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0) -> Any:
+    """``choicelist[i]`` where ``condlist[i]`` is the first true condition, else ``default``.
+
+    Raises:
+        BluValueError: the lists differ in length or are empty.
+    """
+    if len(condlist) != len(choicelist):
+        raise BluValueError(
+            with_user_line(f"select: {len(condlist)} conditions but {len(choicelist)} choices")
+        )
+    if not condlist:
+        raise BluValueError(with_user_line("select: condlist is empty"))
+    out = asarray_operand(default)
+    for cond, choice in zip(reversed(condlist), reversed(choicelist)):
+        out = where(cond, choice, out)
+    return out
+
+
+def argwhere(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
+    """Indices of the nonzero elements, ``(count, a.ndim)`` int32 (``size`` rows under jit)."""
+    a = asarray_operand(a)
+    if a.ndim == 0:
+        rows = argwhere(reshape(a, (1,)), size=size, fill_value=fill_value)
+        return rows[:, :0]
+    return stack(nonzero(a, size=size, fill_value=fill_value), axis=1)
+
+
+def flatnonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
+    """Indices of the nonzero elements of ``ravel(a)`` (int32)."""
+    return nonzero(ravel(asarray_operand(a)), size=size, fill_value=fill_value)[0]
+
+
+def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1,
+          axis: int | None = None) -> Any:  # fmt: skip
+    """The cross product of 3-vectors (or 2-vectors) along the given axes, as ``numpy.cross``.
+
+    Raises:
+        BluValueError: a vector axis has a length other than 2 or 3.
+    """
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a = moveaxis(asarray_operand(a), axisa, -1)
+    b = moveaxis(asarray_operand(b), axisb, -1)
+    if a.shape[-1] not in (2, 3) or b.shape[-1] not in (2, 3):
+        raise BluValueError(
+            with_user_line(
+                f"cross: vector axes must have length 2 or 3, got {a.shape[-1]} and {b.shape[-1]}"
+            )
+        )
+    a0, a1 = a[..., 0], a[..., 1]
+    b0, b1 = b[..., 0], b[..., 1]
+    if a.shape[-1] == 2 and b.shape[-1] == 2:
+        return a0 * b1 - a1 * b0
+    a2 = a[..., 2] if a.shape[-1] == 3 else zeros(a0.shape, a.dtype)
+    b2 = b[..., 2] if b.shape[-1] == 3 else zeros(b0.shape, b.dtype)
+    c = stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+    return moveaxis(c, -1, axisc)
+
+
+_DIMS = re.compile(r"\(([^()]*)\)")
+
+
+def _parse_signature(signature: str) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    try:
+        ins, outs = signature.replace(" ", "").split("->")
+        parse = lambda s: [tuple(d for d in g.split(",") if d) for g in _DIMS.findall(s)]  # noqa: E731
+        return parse(ins), parse(outs)
+    except ValueError:
+        raise BluValueError(f"vectorize: not a gufunc signature: {signature!r}") from None
+
+
+def vectorize(pyfunc: Callable[..., Any], *, excluded: frozenset = frozenset(),
+              signature: str | None = None) -> Callable[..., Any]:  # fmt: skip
+    """``pyfunc`` mapped over its arguments' broadcast leading (loop) dimensions with
+    ``blu.vmap``, as ``jax.numpy.vectorize`` (``signature`` in numpy's gufunc form, e.g.
+    ``"(n),(n)->()"``, names the core dimensions each call sees).
+
+    Args:
+        pyfunc: a function of blu arrays.
+        excluded: positions or names of arguments passed through unmapped.
+        signature: core dimensions per argument and result.
+
+    Returns:
+        The vectorized function.
+    """
+    from blu.transforms.batching import vmap
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        mapped = [i for i in range(len(args)) if i not in excluded]
+        fixed_kw = {k: v for k, v in kwargs.items() if k in excluded}
+        mapped_kw = sorted(k for k in kwargs if k not in excluded)
+        vals = [asarray_operand(args[i]) for i in mapped] + [
+            asarray_operand(kwargs[k]) for k in mapped_kw
+        ]
+        core = [()] * len(vals)
+        if signature is not None:
+            ins, _ = _parse_signature(signature)
+            if len(ins) != len(vals):
+                raise BluValueError(
+                    with_user_line(
+                        f"vectorize: signature {signature!r} has {len(ins)} inputs, "
+                        f"got {len(vals)} mapped arguments"
+                    )
+                )
+            core = ins
+        loops = [v.shape[: v.ndim - len(c)] for v, c in zip(vals, core)]
+        loop = np.broadcast_shapes(*loops) if loops else ()
+        vals = [broadcast_to(v, loop + v.shape[v.ndim - len(c) :]) for v, c in zip(vals, core)]
+
+        def call(*vs: Any) -> Any:
+            a = list(args)
+            for i, v in zip(mapped, vs[: len(mapped)]):
+                a[i] = v
+            kw = dict(fixed_kw)
+            kw.update(zip(mapped_kw, vs[len(mapped) :]))
+            return pyfunc(*a, **kw)
+
+        f = call
+        for _ in loop:
+            f = vmap(f)
+        return f(*vals)
+
+    return wrapped
+
+
+def apply_along_axis(func1d: Callable[..., Any], axis: int, arr: Any, *args: Any,
+                     **kwargs: Any) -> Any:  # fmt: skip
+    """``func1d`` applied to each 1-d slice of ``arr`` along ``axis`` (with ``blu.vmap``); the
+    slice's result dimensions replace ``axis``."""
+    from blu.transforms.batching import vmap
+
+    arr = asarray_operand(arr)
+    axis = operator.index(axis) % builtins.max(arr.ndim, 1)
+    f = lambda x: func1d(x, *args, **kwargs)  # noqa: E731
+    moved = moveaxis(arr, axis, -1)
+    for _ in range(arr.ndim - 1):
+        f = vmap(f)
+    out = asarray_operand(f(moved))
+    extra = out.ndim - (arr.ndim - 1)
+    for i in range(extra):
+        out = moveaxis(out, arr.ndim - 1 + i, axis + i)
+    return out
+
+
+def lexsort(keys: Any, axis: int = -1) -> Any:
+    """Indices that sort by the last key, then the one before... (stable), as
+    ``numpy.lexsort``; ``keys`` a sequence of arrays of one shape (or a stacked array)."""
+    keys = [asarray_operand(k) for k in keys]
+    if not keys:
+        raise BluValueError(with_user_line("lexsort: needs at least one key"))
+    idx = argsort(keys[0], axis=axis, stable=True)
+    for k in keys[1:]:
+        order = argsort(take_along_axis(k, idx, axis), axis=axis, stable=True)
+        idx = take_along_axis(idx, order, axis)
+    return idx
+
+
+def unravel_index(indices: Any, shape: Sequence[int]) -> tuple:
+    """Flat indices to a tuple of coordinate arrays (C order). Negative indices count from
+    the end; concrete out-of-range indices raise, traced ones are clipped (as JAX).
+
+    Raises:
+        BluIndexError: a concrete index outside ``[-size, size)``.
+    """
+    shape = tuple(operator.index(d) for d in shape)
+    size = math.prod(shape)
+    idx = asarray_operand(indices)
+    if not isinstance(idx, Tracer):
+        v = np.asarray(concrete_value(idx, "unravel_index"))
+        if v.size and (v.min() < -size or v.max() >= size):
+            raise BluIndexError(
+                with_user_line(f"unravel_index: an index is out of bounds for shape {shape}")
+            )
+    idx = where(idx < 0, idx + size, idx)
+    idx = clip(idx, 0, builtins.max(size - 1, 0))
+    out = []
+    for stride_dims in range(len(shape)):
+        stride = math.prod(shape[stride_dims + 1 :])
+        out.append((idx // stride) % shape[stride_dims])
+    return tuple(out)
+
+
+def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str = "raise",
+                      order: str = "C") -> Any:  # fmt: skip
+    """Coordinate arrays to flat indices (``mode``: ``"raise"`` (checked when concrete),
+    ``"clip"`` or ``"wrap"``; ``order`` ``"C"`` or ``"F"``).
+
+    Raises:
+        BluIndexError: ``mode="raise"`` and a concrete coordinate is out of bounds.
+        BluValueError: a wrong number of coordinate arrays, or an unknown mode/order.
+    """
+    dims = tuple(operator.index(d) for d in dims)
+    if len(multi_index) != len(dims) or mode not in ("raise", "clip", "wrap") or order not in "CF":
+        raise BluValueError(
+            with_user_line(
+                f"ravel_multi_index: {len(multi_index)} coordinate arrays for dims {dims}, "
+                f"mode {mode!r}, order {order!r}"
+            )
+        )
+    coords = [asarray_operand(c) for c in multi_index]
+    fixed = []
+    for c, d in zip(coords, dims):
+        if mode == "raise" and not isinstance(c, Tracer):
+            v = np.asarray(concrete_value(c, "ravel_multi_index"))
+            if v.size and (v.min() < 0 or v.max() >= d):
+                raise BluIndexError(
+                    with_user_line(f"ravel_multi_index: a coordinate is out of bounds for {dims}")
+                )
+        fixed.append(c % d if mode == "wrap" else clip(c, 0, d - 1))
+    order_dims = range(len(dims)) if order == "C" else reversed(range(len(dims)))
+    out = None
+    for i in order_dims:
+        out = fixed[i] if out is None else out * dims[i] + fixed[i]
+    return out
+
+
+def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
+    """Row and column indices of the lower triangle of an ``(n, m)`` array (int32)."""
+    r, c = np.tril_indices(n, k, m)
+    return asarray(r.astype(np.int32)), asarray(c.astype(np.int32))
+
+
+def triu_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
+    """Row and column indices of the upper triangle of an ``(n, m)`` array (int32)."""
+    r, c = np.triu_indices(n, k, m)
+    return asarray(r.astype(np.int32)), asarray(c.astype(np.int32))
+
+
+def indices(dimensions: Sequence[int], dtype: Any = np.int32, sparse: bool = False) -> Any:
+    """An array of coordinate grids, ``(len(dimensions), *dimensions)`` (or a tuple of
+    broadcastable arrays with ``sparse=True``)."""
+    dims = tuple(operator.index(d) for d in dimensions)
+    out = []
+    for i, d in enumerate(dims):
+        shape = [1] * len(dims)
+        shape[i] = d
+        g = reshape(arange(d, dtype=dtype), tuple(shape))
+        out.append(g if sparse else broadcast_arrays(g, zeros(dims, dtype))[0])
+    return tuple(out) if sparse else stack(out) if out else zeros((0,), dtype)
+
+
+def rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
+    """``m`` rotated by 90 degrees ``k`` times in the plane of ``axes`` (first towards second)."""
+    m = asarray_operand(m)
+    a0, a1 = axes
+    k = operator.index(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return flip(flip(m, a0), a1)
+    if k == 1:
+        return swapaxes(flip(m, a1), a0, a1)
+    return flip(swapaxes(m, a0, a1), a1)
+
+
+def sinc(x: Any) -> Any:
+    """``sin(pi x) / (pi x)``, 1 at 0 (with a finite derivative there)."""
+    x = asarray_operand(x)
+    if not np.issubdtype(x.dtype, np.inexact):
+        x = x.astype(np.float32)
+    zero = equal(x, 0)
+    safe = where(zero, ones_like(x), x)
+    return where(zero, ones_like(x), sin(np.pi * safe) / (np.pi * safe))
+
+
+def heaviside(x1: Any, x2: Any) -> Any:
+    """0 for ``x1 < 0``, ``x2`` at 0, 1 for ``x1 > 0``."""
+    x1, x2 = asarray_operand(x1), asarray_operand(x2)
+    return where(x1 < 0, 0, where(x1 > 0, 1, x2)).astype(np.result_type(x1.dtype, x2.dtype))
+
+
+def trapezoid(y: Any, x: Any = None, dx: float = 1.0, axis: int = -1) -> Any:
+    """The trapezoidal rule along ``axis`` (sample points ``x`` or spacing ``dx``)."""
+    y = moveaxis(asarray_operand(y), axis, -1)
+    if x is None:
+        d = dx
+    else:
+        x = asarray_operand(x)
+        x = moveaxis(x, axis, -1) if x.ndim > 1 else x
+        d = x[..., 1:] - x[..., :-1]
+    return _sum(d * (y[..., 1:] + y[..., :-1]) / 2.0, axis=-1)
+
+
+def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
+    """Differences of consecutive elements of ``ravel(ary)``, with optional ends."""
+    a = ravel(asarray_operand(ary))
+    parts = [a[1:] - a[:-1]]
+    if to_begin is not None:
+        parts.insert(0, ravel(asarray_operand(to_begin)).astype(a.dtype))
+    if to_end is not None:
+        parts.append(ravel(asarray_operand(to_end)).astype(a.dtype))
+    return concatenate(parts)

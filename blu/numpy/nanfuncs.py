@@ -1,0 +1,182 @@
+"""NaN-ignoring reductions and small numpy helpers that are one-line compositions:
+``nanprod``, ``nancumsum``, ``nancumprod``, ``nanvar``, ``nanstd``, ``nanargmax``,
+``nanargmin``; ``isposinf``, ``isneginf``, ``modf``, ``ldexp``, ``diagflat``, ``rollaxis``,
+``array_equiv``, ``matvec``, ``vecmat``, ``geomspace``.
+
+NaNs are replaced by the operation's identity (1 for products, 0 for sums) or masked out
+(``nanvar``: the mean and the count over the non-NaN entries), as numpy does; ``nanargmax`` of
+an all-NaN slice gives -1 (numpy raises; JAX gives -1 too).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from blu.numpy._promote import asarray_operand, broadcast_to
+from blu.numpy.creation import logspace
+from blu.numpy.logic import equal
+from blu.numpy.manipulation import moveaxis, ravel
+from blu.numpy.products import matmul
+from blu.numpy.reductions import all as _all
+from blu.numpy.reductions import argmax, argmin, cumprod, cumsum, prod
+from blu.numpy.reductions import sum as _sum
+from blu.numpy.selection import diag, where
+from blu.numpy.transcendental import exp2, log10, sqrt
+from blu.numpy.ufuncs import isinf, isnan, trunc
+
+__all__ = [
+    "array_equiv",
+    "diagflat",
+    "geomspace",
+    "isneginf",
+    "isposinf",
+    "ldexp",
+    "matvec",
+    "modf",
+    "nanargmax",
+    "nanargmin",
+    "nancumprod",
+    "nancumsum",
+    "nanprod",
+    "nanstd",
+    "nanvar",
+    "rollaxis",
+    "vecmat",
+]
+
+
+def _fill_nan(a: Any, value: float) -> Any:
+    a = asarray_operand(a)
+    if not np.issubdtype(a.dtype, np.inexact):
+        return a
+    return where(isnan(a), value, a)
+
+
+def nanprod(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+    """``prod`` with NaNs counted as 1."""
+    return prod(_fill_nan(a, 1), axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def nancumsum(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
+    """``cumsum`` with NaNs counted as 0."""
+    return cumsum(_fill_nan(a, 0), axis=axis, dtype=dtype)
+
+
+def nancumprod(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
+    """``cumprod`` with NaNs counted as 1."""
+    return cumprod(_fill_nan(a, 1), axis=axis, dtype=dtype)
+
+
+def nanvar(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0,
+           keepdims: bool = False) -> Any:  # fmt: skip
+    """The variance over the non-NaN entries (``count - ddof`` in the denominator; NaN where
+    that is <= 0)."""
+    a = asarray_operand(a)
+    if dtype is not None:
+        a = a.astype(dtype)
+    if not np.issubdtype(a.dtype, np.inexact):
+        a = a.astype(np.float32)
+    ok = ~isnan(a)
+    n = _sum(ok, axis=axis, keepdims=True).astype(a.dtype)
+    mean = _sum(where(ok, a, 0), axis=axis, keepdims=True) / n
+    dev = where(ok, a - mean, 0)
+    ss = _sum(dev * dev.conj(), axis=axis, keepdims=keepdims)
+    denom = n - ddof if keepdims else _sum(ok, axis=axis).astype(a.dtype) - ddof
+    return where(denom > 0, ss / where(denom > 0, denom, 1), np.nan).real
+
+
+def nanstd(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0,
+           keepdims: bool = False) -> Any:  # fmt: skip
+    """``sqrt(nanvar(...))``."""
+    return sqrt(nanvar(a, axis, dtype, ddof, keepdims))
+
+
+def nanargmax(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
+    """``argmax`` ignoring NaNs (-1 for an all-NaN slice)."""
+    a = asarray_operand(a)
+    if not np.issubdtype(a.dtype, np.inexact):
+        return argmax(a, axis=axis, keepdims=keepdims)
+    nan = isnan(a)
+    i = argmax(where(nan, -np.inf, a), axis=axis, keepdims=keepdims)
+    return where(_all(nan, axis=axis, keepdims=keepdims), -1, i)
+
+
+def nanargmin(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
+    """``argmin`` ignoring NaNs (-1 for an all-NaN slice)."""
+    a = asarray_operand(a)
+    if not np.issubdtype(a.dtype, np.inexact):
+        return argmin(a, axis=axis, keepdims=keepdims)
+    nan = isnan(a)
+    i = argmin(where(nan, np.inf, a), axis=axis, keepdims=keepdims)
+    return where(_all(nan, axis=axis, keepdims=keepdims), -1, i)
+
+
+def isposinf(x: Any) -> Any:
+    """bool: ``x == +inf``."""
+    x = asarray_operand(x)
+    return isinf(x) & (x > 0)
+
+
+def isneginf(x: Any) -> Any:
+    """bool: ``x == -inf``."""
+    x = asarray_operand(x)
+    return isinf(x) & (x < 0)
+
+
+def modf(x: Any) -> tuple[Any, Any]:
+    """``(fractional part, integral part)``, both with ``x``'s sign."""
+    x = asarray_operand(x)
+    whole = trunc(x)
+    return x - whole, whole
+
+
+def ldexp(x1: Any, x2: Any) -> Any:
+    """``x1 * 2**x2`` (``x2`` integer)."""
+    x1 = asarray_operand(x1)
+    if not np.issubdtype(x1.dtype, np.inexact):
+        x1 = x1.astype(np.float32)
+    return x1 * exp2(asarray_operand(x2).astype(x1.dtype))
+
+
+def diagflat(v: Any, k: int = 0) -> Any:
+    """A 2-d array with ``ravel(v)`` on the ``k``-th diagonal."""
+    return diag(ravel(asarray_operand(v)), k)
+
+
+def rollaxis(a: Any, axis: int, start: int = 0) -> Any:
+    """numpy's ``rollaxis`` (``moveaxis`` is the clearer spelling)."""
+    a = asarray_operand(a)
+    n = a.ndim
+    axis, start = axis % n, start + n if start < 0 else start
+    if axis < start:
+        start -= 1
+    return a if axis == start else moveaxis(a, axis, start)
+
+
+def array_equiv(a1: Any, a2: Any) -> Any:
+    """bool scalar: the arrays are equal after broadcasting (False if they do not broadcast)."""
+    a1, a2 = asarray_operand(a1), asarray_operand(a2)
+    try:
+        shape = np.broadcast_shapes(a1.shape, a2.shape)
+    except ValueError:
+        return asarray_operand(False)
+    return _all(equal(broadcast_to(a1, shape), broadcast_to(a2, shape)))
+
+
+def matvec(x1: Any, x2: Any) -> Any:
+    """Matrix-vector products ``(..., m, n) x (..., n) -> (..., m)`` (numpy 2.2's)."""
+    return matmul(asarray_operand(x1), asarray_operand(x2)[..., None])[..., 0]
+
+
+def vecmat(x1: Any, x2: Any) -> Any:
+    """Vector-matrix products ``conj(x1) @ x2``: ``(..., n) x (..., n, m) -> (..., m)``."""
+    x1 = asarray_operand(x1)
+    return matmul(x1.conj()[..., None, :], asarray_operand(x2))[..., 0, :]
+
+
+def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None,
+              axis: int = 0) -> Any:  # fmt: skip
+    """``num`` numbers spaced evenly on a log scale from ``start`` to ``stop`` (positive)."""
+    return logspace(log10(start), log10(stop), num, endpoint, 10.0, dtype, axis)

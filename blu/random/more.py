@@ -1,0 +1,236 @@
+"""More of ``jax.random``'s samplers: ``laplace``, ``logistic``, ``cauchy``, ``lognormal``,
+``rademacher``, ``rayleigh``, ``pareto``, ``weibull_min``, ``poisson``, ``multivariate_normal``,
+and ``key_data`` / ``wrap_key_data`` (blu's keys are raw ``uint32[2]`` arrays, JAX's legacy
+``PRNGKey``s, so both are checks that return the data).
+
+The continuous samplers are inverse CDFs of ``uniform`` draws (Devroye, "Non-Uniform Random
+Variate Generation", 1986, ch. 2); ``poisson`` is the inverse CDF searched upward from
+``max(0, floor(lam - 8 sqrt(lam)))`` in a ``while_loop``, with the pmf in log space (correct in
+distribution; the bits differ from ``jax.random``'s, as for ``gamma``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from blu import lax
+from blu import numpy as bnp
+from blu.core import dtypes
+from blu.core.errors import BluValueError, with_user_line
+from blu.random.prng import _check_key, _shape_arg
+from blu.random.samplers import _float_dtype, normal, uniform
+
+__all__ = [
+    "cauchy",
+    "key_data",
+    "laplace",
+    "logistic",
+    "lognormal",
+    "multivariate_normal",
+    "pareto",
+    "poisson",
+    "rademacher",
+    "rayleigh",
+    "weibull_min",
+    "wrap_key_data",
+]
+
+
+def key_data(keys: Any) -> Any:
+    """The ``uint32[2]`` data of a key (blu's keys are that data already: returned as is).
+
+    Raises:
+        BluTypeError / BluShapeError: ``keys`` is not a ``uint32[2]`` key.
+    """
+    return _check_key(keys, "key_data")
+
+
+def wrap_key_data(key_bits_array: Any, *, impl: Any = None) -> Any:
+    """A key from its ``uint32[2]`` data (the data itself: blu's keys are raw Threefry keys).
+
+    Raises:
+        BluValueError: ``impl`` names a generator other than Threefry-2x32.
+        BluTypeError / BluShapeError: the data is not ``uint32[2]``.
+    """
+    if impl not in (None, "threefry2x32"):
+        raise BluValueError(
+            with_user_line(f"wrap_key_data: impl {impl!r}; blu has only 'threefry2x32'")
+        )
+    return _check_key(key_bits_array, "wrap_key_data")
+
+
+def _open_unit(key: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """Uniform in the open interval (0, 1): the smallest normal number replaces 0."""
+    tiny = float(bnp.finfo(dtype).tiny)
+    return uniform(key, shape, dtype, minval=tiny, maxval=1.0)
+
+
+def laplace(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float32) -> Any:
+    """Standard Laplace draws (density ``exp(-|x|) / 2``), of ``shape`` and float ``dtype``."""
+    dtype = _float_dtype(dtype, "laplace")
+    u = uniform(key, _shape_arg(shape, "laplace"), dtype, minval=-1.0, maxval=1.0)
+    return bnp.sign(u) * -bnp.log1p(-bnp.abs(u))
+
+
+def logistic(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float32) -> Any:
+    """Standard logistic draws (CDF ``1 / (1 + exp(-x))``): ``log(u / (1 - u))``."""
+    dtype = _float_dtype(dtype, "logistic")
+    u = _open_unit(key, _shape_arg(shape, "logistic"), dtype)
+    return bnp.log(u) - bnp.log1p(-u)
+
+
+def cauchy(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float32) -> Any:
+    """Standard Cauchy draws: ``tan(pi * (u - 1/2))``."""
+    dtype = _float_dtype(dtype, "cauchy")
+    u = _open_unit(key, _shape_arg(shape, "cauchy"), dtype)
+    return bnp.tan(np.pi * (u - 0.5))
+
+
+def lognormal(
+    key: Any, sigma: Any = 1.0, shape: Sequence[int] | None = None, dtype: Any = dtypes.float32
+) -> Any:
+    """``exp(sigma * z)``, ``z`` standard normal (``shape`` defaults to ``sigma``'s)."""
+    dtype = _float_dtype(dtype, "lognormal")
+    shape = bnp.shape(sigma) if shape is None else shape
+    return bnp.exp(normal(key, _shape_arg(shape, "lognormal"), dtype) * sigma)
+
+
+def rademacher(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.int32) -> Any:
+    """-1 or +1 with probability 1/2 each, of ``dtype`` (int32 by default)."""
+    u = uniform(key, _shape_arg(shape, "rademacher"), dtypes.float32)
+    return bnp.where(u < 0.5, -1, 1).astype(dtype)
+
+
+def rayleigh(
+    key: Any, scale: Any = 1.0, shape: Sequence[int] | None = None, dtype: Any = dtypes.float32
+) -> Any:
+    """Rayleigh draws ``scale * sqrt(-2 log u)``."""
+    dtype = _float_dtype(dtype, "rayleigh")
+    shape = bnp.shape(scale) if shape is None else shape
+    u = _open_unit(key, _shape_arg(shape, "rayleigh"), dtype)
+    return scale * bnp.sqrt(-2.0 * bnp.log(u))
+
+
+def pareto(
+    key: Any, b: Any, shape: Sequence[int] | None = None, dtype: Any = dtypes.float32
+) -> Any:
+    """Pareto draws of shape parameter ``b`` on ``[1, inf)``: ``u ** (-1 / b)``."""
+    dtype = _float_dtype(dtype, "pareto")
+    shape = bnp.shape(b) if shape is None else shape
+    u = _open_unit(key, _shape_arg(shape, "pareto"), dtype)
+    return bnp.exp(-bnp.log(u) / b)
+
+
+def weibull_min(
+    key: Any,
+    scale: Any,
+    concentration: Any,
+    shape: Sequence[int] = (),
+    dtype: Any = dtypes.float32,
+) -> Any:
+    """Weibull draws ``scale * (-log u) ** (1 / concentration)``."""
+    dtype = _float_dtype(dtype, "weibull_min")
+    u = _open_unit(key, _shape_arg(shape, "weibull_min"), dtype)
+    return scale * bnp.exp(bnp.log(-bnp.log(u)) / concentration)
+
+
+def poisson(
+    key: Any, lam: Any, shape: Sequence[int] | None = None, dtype: Any = dtypes.int32
+) -> Any:
+    """Poisson counts of rate ``lam`` (broadcast to ``shape``; default ``lam``'s shape).
+
+    The inverse CDF: ``k`` rises from ``max(0, floor(lam - 8 sqrt(lam)))`` while the CDF stays
+    below the uniform draw (the mass left below the start is under 1e-15), at most
+    ``16 sqrt(lam) + 30`` steps, the pmf computed as ``exp(k log lam - lam - lgamma(k + 1))``
+    in float32. ``lam = 0`` gives 0.
+
+    Args:
+        key: ``uint32[2]``.
+        lam: rates ``>= 0`` (array or scalar).
+        shape: output shape (``lam`` broadcasts to it).
+        dtype: an integer dtype (int32 by default).
+
+    Returns:
+        Counts of ``shape`` and ``dtype``.
+    """
+    lam = bnp.asarray(lam, dtype=np.float32)
+    shape = lam.shape if shape is None else _shape_arg(shape, "poisson")
+    lam = bnp.broadcast_to(lam, shape)
+    u = uniform(key, shape, np.float32)
+    start = bnp.maximum(0.0, bnp.floor(lam - 8.0 * bnp.sqrt(lam)))
+    stop = start + bnp.ceil(16.0 * bnp.sqrt(lam)) + 30.0
+    log_lam = bnp.log(bnp.maximum(lam, 1e-30))
+
+    def pmf(k: Any) -> Any:
+        return bnp.exp(k * log_lam - lam - lax.lgamma(k + 1.0))
+
+    def cond(state: Any) -> Any:
+        k, cdf = state
+        return bnp.any((u >= cdf) & (k < stop))
+
+    def body(state: Any) -> Any:
+        k, cdf = state
+        go = (u >= cdf) & (k < stop)
+        k = bnp.where(go, k + 1.0, k)
+        return k, bnp.where(go, cdf + pmf(k), cdf)
+
+    k, _ = lax.while_loop(cond, body, (start, pmf(start)))
+    return bnp.where(lam > 0, k, 0.0).astype(dtype)
+
+
+def multivariate_normal(
+    key: Any,
+    mean: Any,
+    cov: Any,
+    shape: Sequence[int] | None = None,
+    dtype: Any = dtypes.float32,
+    method: str = "cholesky",
+) -> Any:
+    """Multivariate normal draws ``mean + L z`` with ``L L^T = cov``.
+
+    Args:
+        key: ``uint32[2]``.
+        mean: ``(..., n)``.
+        cov: ``(..., n, n)``, symmetric positive (semi-)definite.
+        shape: the batch shape of the draws (default: ``mean``'s and ``cov``'s batch shapes
+            broadcast); the result is ``shape + (n,)``.
+        dtype: float dtype.
+        method: ``"cholesky"`` (positive definite ``cov``), ``"eigh"`` or ``"svd"``
+            (semi-definite).
+
+    Raises:
+        BluValueError: an unknown ``method``, or ``mean`` and ``cov`` disagree on ``n``.
+    """
+    dtype = _float_dtype(dtype, "multivariate_normal")
+    mean = bnp.asarray(mean, dtype=dtype)
+    cov = bnp.asarray(cov, dtype=dtype)
+    n = mean.shape[-1] if mean.ndim else 0
+    if cov.ndim < 2 or cov.shape[-2:] != (n, n):
+        raise BluValueError(
+            with_user_line(
+                f"multivariate_normal: mean has shape {mean.shape}, cov {cov.shape}; "
+                f"cov must end in ({n}, {n})"
+            )
+        )
+    if method == "cholesky":
+        factor = bnp.linalg.cholesky(cov)
+    elif method == "eigh":
+        w, v = bnp.linalg.eigh(cov)
+        factor = v * bnp.sqrt(bnp.maximum(w, 0.0))[..., None, :]
+    elif method == "svd":
+        u, s, _ = bnp.linalg.svd(cov)
+        factor = u * bnp.sqrt(s)[..., None, :]
+    else:
+        raise BluValueError(
+            with_user_line(
+                f"multivariate_normal: method {method!r}; expected 'cholesky', 'eigh' or 'svd'"
+            )
+        )
+    if shape is None:
+        shape = bnp.broadcast_shapes(mean.shape[:-1], cov.shape[:-2])
+    shape = _shape_arg(shape, "multivariate_normal")
+    z = normal(key, tuple(shape) + (n,), dtype)
+    return mean + bnp.einsum("...ij,...j->...i", factor, z)

@@ -1,0 +1,67 @@
+"""jax.nn.initializers' variance-scaling family and orthogonal: variances, bounds and
+orthogonality measured on large draws against the formulas."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import blu
+from blu.nn import initializers as init
+
+KEY = blu.random.key(7)
+
+
+@pytest.mark.parametrize(
+    "make, shape, variance, bound",
+    [
+        (init.glorot_uniform, (300, 500), 2 / 800, math.sqrt(6 / 800)),
+        (init.glorot_normal, (300, 500), 2 / 800, 2 * math.sqrt(2 / 800) / 0.8796256610342398),
+        (init.he_uniform, (400, 100), 2 / 400, math.sqrt(6 / 400)),
+        (init.he_normal, (400, 100), 2 / 400, 2 * math.sqrt(2 / 400) / 0.8796256610342398),
+        (init.lecun_uniform, (3, 3, 20, 64), 1 / 180, math.sqrt(3 / 180)),
+        (init.kaiming_normal, (250, 400), 2 / 250, None),
+        (init.xavier_normal, (250, 400), 2 / 650, None),
+    ],
+)
+def test_variance_and_bounds(make, shape, variance, bound):
+    w = make()(KEY, shape)
+    assert w.shape == shape and w.dtype == np.float32
+    w = np.asarray(w, np.float64)
+    assert abs(w.mean()) < 4 * math.sqrt(variance / w.size)
+    assert w.var() == pytest.approx(variance, rel=0.03)
+    if bound is not None:
+        assert np.abs(w).max() <= bound * (1 + 1e-6)
+
+
+def test_variance_scaling_modes_axes_and_errors():
+    w = init.variance_scaling(3.0, "fan_out", "normal", in_axis=0, out_axis=1)(KEY, (50, 600))
+    assert np.asarray(w).var() == pytest.approx(3.0 / 600, rel=0.03)
+    w = init.variance_scaling(1.0, "fan_in", "uniform", dtype=np.float64)(KEY, (80, 500))
+    assert w.dtype == np.float64
+    assert (
+        init.variance_scaling(1.0, "fan_in", "uniform")(KEY, (2, 2), np.float16).dtype == np.float16
+    )
+    with pytest.raises(blu.BluError, match="mode"):
+        init.variance_scaling(1.0, "fan_x", "normal")
+    with pytest.raises(blu.BluError, match="distribution"):
+        init.variance_scaling(1.0, "fan_in", "cauchy")
+    with pytest.raises(blu.BluError, match="rank >= 2"):
+        init.he_normal()(KEY, (5,))
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (4, 6), (3, 2, 5)])
+def test_orthogonal(shape):
+    w = np.asarray(init.orthogonal(scale=2.0)(KEY, shape), np.float64)
+    assert w.shape == shape
+    m = w.reshape(-1, shape[-1])
+    small = min(m.shape)
+    gram = m.T @ m if m.shape[0] >= m.shape[1] else m @ m.T
+    np.testing.assert_allclose(gram, 4.0 * np.eye(small), atol=1e-5)
+
+
+def test_initializers_under_jit():
+    w = blu.jit(lambda k: init.he_uniform()(k, (8, 4)))(KEY)
+    np.testing.assert_allclose(np.asarray(w), np.asarray(init.he_uniform()(KEY, (8, 4))), rtol=1e-6)

@@ -1,0 +1,229 @@
+"""jax.numpy's counting, statistics, set and index functions (blu.numpy.statistics and
+blu.numpy.extras) against numpy in float64, eagerly and under jit (with size= where the result
+size depends on values)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import blu
+import blu.numpy as bnp
+from blu.errors import BluIndexError, BluValueError, ConcretizationError
+
+RNG = np.random.default_rng(0)
+A = RNG.normal(size=200)
+M = RNG.normal(size=(3, 25))
+INTS = np.array([3, 1, 2, 3, 1, 5, 0, 5])
+
+
+def close(got, want, **kw):
+    got = np.asarray(got)
+    assert got.shape == np.shape(want), (got.shape, np.shape(want))
+    np.testing.assert_allclose(got, want, **kw)
+
+
+def test_bincount():
+    close(bnp.bincount(INTS), np.bincount(INTS))
+    w = np.linspace(0, 1, INTS.size)
+    close(bnp.bincount(INTS, w, minlength=9), np.bincount(INTS, w, minlength=9))
+    # under jit: length is static; values >= length are dropped
+    got = blu.jit(lambda x: bnp.bincount(x, length=4))(INTS)
+    close(got, np.bincount(INTS)[:4])
+    with pytest.raises(ConcretizationError):
+        blu.jit(bnp.bincount)(INTS)
+    with pytest.raises(BluValueError, match="1-d integer"):
+        bnp.bincount(np.ones(3))
+
+
+EDGES = np.array([-3.0, -0.5, 0.0, 0.1, 3.0])
+
+
+@pytest.mark.parametrize(
+    "bins, rng, density", [(10, None, False), (7, (-1.0, 2.0), True), (EDGES, None, False)]
+)
+def test_histogram(bins, rng, density):
+    h, e = bnp.histogram(A, bins, range=rng, density=density)
+    hn, en = np.histogram(A, bins, range=rng, density=density)
+    close(h, hn, rtol=1e-12)
+    close(e, en, rtol=1e-12)
+    close(bnp.histogram_bin_edges(A, bins, range=rng), en, rtol=1e-12)
+    hj = blu.jit(lambda a: bnp.histogram(a, bins, range=rng, density=density)[0])(A)
+    close(hj, hn, rtol=1e-12)
+
+
+def test_histogram_weights_and_max_in_last_bin():
+    w = RNG.uniform(size=A.size)
+    close(bnp.histogram(A, 5, weights=w)[0], np.histogram(A, 5, weights=w)[0], rtol=1e-12)
+    x = np.array([0.0, 1.0, 1.0, 2.0])
+    close(bnp.histogram(x, 2)[0], [1.0, 3.0])  # the max lands in the closed last bin
+
+
+@pytest.mark.parametrize("right", [False, True])
+@pytest.mark.parametrize("bins", [np.array([0.0, 1, 2.5, 4, 10]), np.array([10.0, 4, 2.5, 1, 0])])
+def test_digitize(bins, right):
+    x = np.array([-1.0, 0.0, 0.2, 1.0, 2.5, 3.0, 6.4, 10.0, 11.0])
+    close(bnp.digitize(x, bins, right=right), np.digitize(x, bins, right=right))
+
+
+def test_interp():
+    xp = np.array([0.0, 1.0, 1.5, 4.0])
+    fp = np.array([2.0, -1.0, 0.5, 3.0])
+    x = np.linspace(-1, 5, 41)
+    close(bnp.interp(x, xp, fp), np.interp(x, xp, fp), rtol=1e-12)
+    close(bnp.interp(x, xp, fp, left=-9.0, right=9.0), np.interp(x, xp, fp, -9.0, 9.0))
+    close(bnp.interp(x, xp, fp, period=3.0), np.interp(x, xp, fp, period=3.0), atol=1e-12)
+    g = blu.grad(lambda t: bnp.interp(t, xp, fp))(0.5)
+    assert float(g) == pytest.approx(-3.0)  # the slope of the first segment
+
+
+def test_cov_corrcoef():
+    close(bnp.cov(M), np.cov(M), rtol=1e-12)
+    close(bnp.cov(M.T, rowvar=False, bias=True), np.cov(M.T, rowvar=False, bias=True), rtol=1e-12)
+    close(bnp.cov(M[0], M[1]), np.cov(M[0], M[1]), rtol=1e-12)
+    fw, aw = np.arange(1, 26), np.linspace(0.1, 1, 25)
+    close(bnp.cov(M, fweights=fw, aweights=aw), np.cov(M, fweights=fw, aweights=aw), rtol=1e-12)
+    close(bnp.cov(M, ddof=0, aweights=aw), np.cov(M, ddof=0, aweights=aw), rtol=1e-12)
+    close(bnp.cov(M[0]), np.cov(M[0]), rtol=1e-12)
+    close(bnp.corrcoef(M), np.corrcoef(M), rtol=1e-12)
+    close(blu.jit(bnp.corrcoef)(M), np.corrcoef(M), rtol=1e-12)
+
+
+def test_unique_and_sets():
+    got = bnp.unique(INTS, return_index=True, return_inverse=True, return_counts=True)
+    want = np.unique(INTS, return_index=True, return_inverse=True, return_counts=True)
+    for g, w in zip(got, want):
+        close(g, w)
+    close(blu.jit(lambda x: bnp.unique(x, size=7, fill_value=-1))(INTS), [0, 1, 2, 3, 5, -1, -1])
+    with pytest.raises(BluValueError, match="axis"):
+        bnp.unique(M, axis=0)
+    other = np.array([5, 7, 1, 9])
+    close(bnp.isin(INTS, other), np.isin(INTS, other))
+    close(bnp.isin(INTS, other, invert=True), np.isin(INTS, other, invert=True))
+    for name in ("intersect1d", "union1d", "setdiff1d", "setxor1d"):
+        close(getattr(bnp, name)(INTS, other), getattr(np, name)(INTS, other))
+    got = blu.jit(lambda a, b: bnp.setdiff1d(a, b, size=5, fill_value=-7))(INTS, other)
+    close(got, [0, 2, 3, -7, -7])
+    got = blu.jit(lambda a, b: bnp.intersect1d(a, b, size=3, fill_value=0))(INTS, other)
+    close(got, [1, 5, 0])
+
+
+def test_select_argwhere_flatnonzero():
+    x = np.arange(12).reshape(3, 4)
+    close(bnp.select([x < 3, x > 8], [x, -x], 100), np.select([x < 3, x > 8], [x, -x], 100))
+    close(bnp.argwhere(x % 3 == 0), np.argwhere(x % 3 == 0))
+    close(bnp.flatnonzero(x % 5 == 0), np.flatnonzero(x % 5 == 0))
+    got = blu.jit(lambda v: bnp.argwhere(v > 9, size=3, fill_value=-1))(x)
+    close(got, [[2, 2], [2, 3], [-1, -1]])
+    with pytest.raises(BluValueError, match="2 conditions but 1"):
+        bnp.select([x < 1, x > 2], [x])
+
+
+def test_cross():
+    a, b = RNG.normal(size=(5, 3)), RNG.normal(size=(5, 3))
+    close(bnp.cross(a, b), np.cross(a, b), rtol=1e-12)
+    close(bnp.cross(a.T, b.T, axisa=0, axisb=0, axisc=0), np.cross(a.T, b.T, axis=0), rtol=1e-12)
+    close(bnp.cross(a[:, :2], b[:, :2]), a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0], rtol=1e-12)
+    g = blu.grad(lambda u: bnp.cross(u, b[0])[2])(a[0])
+    close(g, [b[0, 1], -b[0, 0], 0.0])
+    with pytest.raises(BluValueError, match="length 2 or 3"):
+        bnp.cross(np.ones(4), np.ones(4))
+
+
+def test_vectorize_and_apply_along_axis():
+    a, b = RNG.normal(size=(4, 3)), RNG.normal(size=(3,))
+    dot = bnp.vectorize(lambda u, v: bnp.sum(u * v), signature="(n),(n)->()")
+    close(dot(a, b), a @ b, rtol=1e-12)
+    add = bnp.vectorize(lambda u, v, scale: u * scale + v, excluded={2})
+    close(add(np.arange(3.0), np.ones((2, 1)), 2.0), np.arange(3.0) * 2 + np.ones((2, 1)))
+    close(bnp.apply_along_axis(bnp.sum, 1, a), a.sum(1), rtol=1e-12)
+    f = lambda r: bnp.stack([bnp.min(r), bnp.max(r)])  # noqa: E731
+    g = lambda r: np.stack([np.min(r), np.max(r)])  # noqa: E731
+    close(bnp.apply_along_axis(f, 0, a), np.apply_along_axis(g, 0, a))
+
+
+def test_lexsort_and_index_conversions():
+    k1, k2 = RNG.integers(0, 3, 20), RNG.integers(0, 3, 20)
+    close(bnp.lexsort((k1, k2)), np.lexsort((k1, k2)))
+    flat = np.array([0, 22, 41, 37, -1])
+    for g, w in zip(bnp.unravel_index(flat, (7, 6)), np.unravel_index(flat % 42, (7, 6))):
+        close(g, w)
+    with pytest.raises(BluIndexError):
+        bnp.unravel_index(np.array([42]), (7, 6))
+    idx = (np.array([3, 6, 6]), np.array([4, 5, 1]))
+    close(bnp.ravel_multi_index(idx, (7, 6)), np.ravel_multi_index(idx, (7, 6)))
+    close(
+        bnp.ravel_multi_index(idx, (7, 6), order="F"), np.ravel_multi_index(idx, (7, 6), order="F")
+    )
+    out = (np.array([8, -1]), np.array([2, 9]))
+    close(
+        bnp.ravel_multi_index(out, (7, 6), mode="clip"),
+        np.ravel_multi_index(out, (7, 6), mode="clip"),
+    )
+    close(
+        bnp.ravel_multi_index(out, (7, 6), mode="wrap"),
+        np.ravel_multi_index(out, (7, 6), mode="wrap"),
+    )
+    with pytest.raises(BluIndexError):
+        bnp.ravel_multi_index(out, (7, 6))
+
+
+def test_small_helpers():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    for k in range(-1, 5):
+        close(bnp.rot90(x, k), np.rot90(x, k))
+        close(bnp.rot90(x, k, axes=(1, 2)), np.rot90(x, k, axes=(1, 2)))
+    close(bnp.indices((2, 3, 4)), np.indices((2, 3, 4)))
+    for g, w in zip(bnp.indices((2, 3), sparse=True), np.indices((2, 3), sparse=True)):
+        close(g, w)
+    for g, w in zip(bnp.tril_indices(4, -1, 5), np.tril_indices(4, -1, 5)):
+        close(g, w)
+    for g, w in zip(bnp.triu_indices(3, 1), np.triu_indices(3, 1)):
+        close(g, w)
+    t = np.linspace(-2, 2, 9)
+    close(bnp.sinc(t), np.sinc(t), rtol=1e-12, atol=1e-15)
+    assert float(blu.grad(bnp.sinc)(0.0)) == 0.0
+    close(bnp.heaviside(t, 0.5), np.heaviside(t, 0.5))
+    close(bnp.trapezoid(x, axis=1), np.trapezoid(x, axis=1))
+    close(bnp.trapezoid(x[0, 0], x=np.array([0.0, 1, 3, 7])), np.trapezoid(x[0, 0], x=[0, 1, 3, 7]))
+    close(
+        bnp.ediff1d(x[0], to_end=[9.0], to_begin=-1.0),
+        np.ediff1d(x[0], to_end=[9.0], to_begin=-1.0),
+    )
+
+
+NANS = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan], [2.0, 5.0, -1.0], [4.0, 0.5, 2.0]])
+
+
+@pytest.mark.parametrize("name", ["nanprod", "nancumsum", "nancumprod", "nanvar", "nanstd"])
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_nan_functions_against_numpy(name, axis):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy warns on the all-NaN row
+        want = getattr(np, name)(NANS, axis=axis)
+    close(getattr(bnp, name)(NANS, axis=axis), want, rtol=1e-12, equal_nan=True)
+
+
+def test_nanargmax_nanargmin_and_small_helpers():
+    close(bnp.nanargmax(NANS[[0, 2, 3]], axis=1), np.nanargmax(NANS[[0, 2, 3]], axis=1))
+    close(bnp.nanargmin(NANS[[0, 2, 3]], axis=0), np.nanargmin(NANS[[0, 2, 3]], axis=0))
+    close(bnp.nanargmax(NANS, axis=1), [2, -1, 1, 0])  # an all-NaN row gives -1
+    x = np.array([np.inf, -np.inf, 1.0, np.nan])
+    close(bnp.isposinf(x), np.isposinf(x))
+    close(bnp.isneginf(x), np.isneginf(x))
+    y = np.array([-1.5, 2.25, 0.0, -0.75])
+    for g, w in zip(bnp.modf(y), np.modf(y)):
+        close(g, w)
+    close(bnp.ldexp(y, np.array([2, -1, 3, 0])), np.ldexp(y, [2, -1, 3, 0]))
+    close(bnp.diagflat(np.array([[1, 2], [3, 4]]), -1), np.diagflat([[1, 2], [3, 4]], -1))
+    a = np.zeros((2, 3, 4, 5))
+    for axis, start in [(3, 1), (1, 4), (2, 0), (-1, -3)]:
+        assert bnp.rollaxis(a, axis, start).shape == np.rollaxis(a, axis, start).shape
+    assert bool(bnp.array_equiv(np.array([1, 2]), np.array([[1, 2], [1, 2]])))
+    assert not bool(bnp.array_equiv(np.array([1, 2]), np.array([1, 2, 3])))
+    m, v = RNG.normal(size=(2, 3, 4)), RNG.normal(size=(2, 4))
+    close(bnp.matvec(m, v), np.einsum("bij,bj->bi", m, v), rtol=1e-12)
+    close(bnp.vecmat(m[:, :, 0], m), np.einsum("bi,bij->bj", m[:, :, 0], m), rtol=1e-12)
+    close(bnp.geomspace(1.0, 1000.0, 4), np.geomspace(1.0, 1000.0, 4), rtol=1e-12)

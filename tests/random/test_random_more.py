@@ -1,0 +1,99 @@
+"""jax.random's further samplers against scipy.stats (Kolmogorov-Smirnov and chi-square tests
+on large draws, fixed keys so the tests are deterministic), key_data / wrap_key_data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats as st
+
+import blu
+from blu import random
+
+KEY = random.key(42)
+N = 20000
+
+
+@pytest.mark.parametrize(
+    "draw, dist",
+    [
+        (lambda k: random.laplace(k, (N,)), st.laplace),
+        (lambda k: random.logistic(k, (N,)), st.logistic),
+        (lambda k: random.cauchy(k, (N,)), st.cauchy),
+        (lambda k: random.lognormal(k, 0.5, (N,)), st.lognorm(0.5)),
+        (lambda k: random.rayleigh(k, 2.0, (N,)), st.rayleigh(scale=2.0)),
+        (lambda k: random.pareto(k, 3.0, (N,)), st.pareto(3.0)),
+        (lambda k: random.weibull_min(k, 2.0, 1.5, (N,)), st.weibull_min(1.5, scale=2.0)),
+    ],
+)
+def test_continuous_against_scipy(draw, dist):
+    x = np.asarray(draw(KEY), np.float64)
+    assert x.shape == (N,) and np.all(np.isfinite(x))
+    assert st.kstest(x, dist.cdf).pvalue > 1e-3
+    # jit gives the same numbers
+    np.testing.assert_allclose(np.asarray(blu.jit(draw)(KEY)), x, rtol=1e-4, atol=1e-5)
+
+
+def test_rademacher():
+    x = np.asarray(random.rademacher(KEY, (N,)))
+    assert x.dtype == np.int32 and set(np.unique(x)) == {-1, 1}
+    assert abs(x.mean()) < 4 / np.sqrt(N)
+
+
+@pytest.mark.parametrize("lam", [0.3, 4.0, 60.0, 800.0])
+def test_poisson_against_scipy_pmf(lam):
+    k = np.asarray(random.poisson(KEY, lam, (N,)))
+    assert k.dtype == np.int32 and k.min() >= 0
+    # chi-square over bins holding >= 5 expected counts (tails merged)
+    dist = st.poisson(lam)
+    lo, hi = int(dist.ppf(1e-4)), int(dist.ppf(1 - 1e-4))
+    edges = np.arange(lo, hi + 2)
+    observed = np.histogram(np.clip(k, lo, hi), edges)[0]
+    expected = N * np.diff(np.concatenate([[0.0], dist.cdf(edges[1:-1] - 1), [1.0]]))
+    keep = expected >= 5
+    stat = ((observed[keep] - expected[keep]) ** 2 / expected[keep]).sum()
+    assert st.chi2(keep.sum() - 1).sf(stat) > 1e-3
+
+
+def test_poisson_rates_array_zero_and_jit():
+    lam = np.array([0.0, 2.0, 30.0], np.float32)
+    k = np.asarray(blu.jit(lambda key: random.poisson(key, lam, (5000, 3)))(KEY))
+    assert np.all(k[:, 0] == 0)
+    np.testing.assert_allclose(k.mean(0)[1:], lam[1:], rtol=0.03)
+    assert random.poisson(KEY, 3.0, (2,), dtype=np.int16).dtype == np.int16
+
+
+@pytest.mark.parametrize("method", ["cholesky", "eigh", "svd"])
+def test_multivariate_normal_moments(method):
+    mean = np.array([1.0, -2.0, 0.5])
+    cov = np.array([[2.0, 0.6, 0.2], [0.6, 1.0, -0.3], [0.2, -0.3, 0.5]])
+    x = np.asarray(random.multivariate_normal(KEY, mean, cov, (N,), method=method), np.float64)
+    assert x.shape == (N, 3)
+    np.testing.assert_allclose(x.mean(0), mean, atol=0.05)
+    np.testing.assert_allclose(np.cov(x.T), cov, atol=0.06)
+    # each projection is normal with the projected variance
+    v = np.array([0.3, -1.0, 2.0])
+    assert st.kstest(x @ v, st.norm(mean @ v, np.sqrt(v @ cov @ v)).cdf).pvalue > 1e-3
+
+
+def test_multivariate_normal_batch_shapes_and_errors():
+    mean = np.zeros((4, 2), np.float32)
+    cov = np.broadcast_to(np.eye(2, dtype=np.float32), (4, 2, 2))
+    assert random.multivariate_normal(KEY, mean, cov).shape == (4, 2)
+    with pytest.raises(blu.errors.BluValueError, match="cov must end in"):
+        random.multivariate_normal(KEY, np.zeros(3), np.eye(2))
+    with pytest.raises(blu.errors.BluValueError, match="method"):
+        random.multivariate_normal(KEY, np.zeros(2), np.eye(2), method="qr")
+
+
+def test_key_data_round_trip():
+    data = random.key_data(KEY)
+    np.testing.assert_array_equal(np.asarray(data), np.asarray(KEY))
+    k2 = random.wrap_key_data(np.asarray(data))
+    np.testing.assert_array_equal(
+        np.asarray(random.uniform(k2, (3,))), np.asarray(random.uniform(KEY, (3,)))
+    )
+    with pytest.raises(blu.errors.BluTypeError):
+        random.wrap_key_data(np.zeros(2, np.float32))
+    with pytest.raises(blu.errors.BluValueError, match="threefry2x32"):
+        random.wrap_key_data(data, impl="rbg")

@@ -1,0 +1,84 @@
+"""blu.scipy.special against scipy.special in float64 (values, NaN positions), float32 input,
+gradients against central differences, and jit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special as ss
+
+import blu
+from blu.scipy import special as S
+
+X = np.linspace(-4.7, 6.3, 23)  # avoids the poles of gamma at non-positive integers
+P = np.linspace(0.01, 0.99, 17)
+POS = np.abs(X) + 0.1
+
+CASES = [
+    ("erf", (X,)),
+    ("erfc", (X,)),
+    ("erfinv", (2 * P - 1,)),
+    ("gammaln", (X,)),
+    ("gamma", (X,)),
+    ("gammasgn", (X,)),
+    ("digamma", (X,)),
+    ("betaln", (POS, 2.5)),
+    ("poch", (X, 2.3)),
+    ("expit", (X,)),
+    ("logit", (P,)),
+    ("ndtr", (X,)),
+    ("ndtri", (P,)),
+    ("log_ndtr", (np.linspace(-60, 8, 35),)),
+    ("entr", (X,)),
+    ("xlogy", (np.concatenate([X, [0.0]]), np.concatenate([POS, [0.0]]))),
+    ("xlog1py", (np.concatenate([X, [0.0]]), np.concatenate([POS, [-1.0]]))),
+    ("rel_entr", (np.abs(X) - 1, np.abs(X[::-1]))),
+    ("kl_div", (np.abs(X) - 1, np.abs(X[::-1]))),
+    ("factorial", (np.arange(-2.0, 9.0),)),
+]
+
+
+@pytest.mark.parametrize("name, args", CASES, ids=[c[0] for c in CASES])
+def test_against_scipy_float64(name, args):
+    got = np.asarray(getattr(S, name)(*args))
+    with np.errstate(all="ignore"):
+        want = getattr(ss, name)(*args)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-12)
+    jitted = np.asarray(blu.jit(getattr(S, name))(*args))
+    np.testing.assert_allclose(jitted, want, rtol=1e-5, atol=1e-6)
+
+
+def test_multigammaln_polygamma_softmax_family():
+    a = np.array([3.0, 5.5, 10.25])
+    np.testing.assert_allclose(np.asarray(S.multigammaln(a, 3)), ss.multigammaln(a, 3), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(S.polygamma(2, a)), ss.polygamma(2, a), rtol=1e-10)
+    m = np.random.default_rng(0).normal(size=(3, 4))
+    np.testing.assert_allclose(
+        np.asarray(S.logsumexp(m, axis=1)), ss.logsumexp(m, axis=1), rtol=1e-12
+    )
+    np.testing.assert_allclose(np.asarray(S.softmax(m, axis=0)), ss.softmax(m, axis=0), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(S.log_softmax(m)), ss.log_softmax(m, axis=-1), rtol=1e-12)
+
+
+def test_integers_become_float32_and_errors():
+    assert S.gammaln(np.arange(1, 4)).dtype == np.float32
+    assert S.erf(np.float32(0.5)).dtype == np.float32
+    with pytest.raises(blu.errors.BluValueError, match="math.factorial"):
+        S.factorial(5, exact=True)
+
+
+@pytest.mark.parametrize("name", ["log_ndtr", "ndtr", "gammaln", "expit", "entr", "logit"])
+def test_gradients_central_differences(name):
+    f = getattr(S, name)
+    xs = (
+        np.array([0.2, 0.7, 1.9])
+        if name in ("entr", "logit")
+        else np.array([-11.7, -1.3, 0.4, 2.2])
+    )
+    xs = xs[xs < 1] if name == "logit" else xs
+    g = np.asarray(blu.vmap(blu.grad(f))(xs))
+    h = 1e-6
+    fd = (np.asarray(f(xs + h)) - np.asarray(f(xs - h))) / (2 * h)
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-8)
