@@ -50,6 +50,7 @@ from blu.lax import (
     special,
 )
 from blu.lax import elementwise as ew
+from blu.lax.callback import debug_callback_p, pure_callback_p
 from blu.lax.complex import complex_p, conj_p, imag_p, real_p
 from blu.lax.control_flow.conditionals import cond_p
 from blu.lax.control_flow.loops import while_p
@@ -107,6 +108,7 @@ _HOST = (
      parallel.all_to_all_p, parallel.ppermute_p, parallel.reduce_scatter_p,
      parallel.axis_index_p),
     ("pocketfft (numpy) on the host; no cuFFT lowering yet", fft_p),
+    ("a Python callback: it runs on the host by definition", pure_callback_p, debug_callback_p),
     (_COMPLEX, real_p, imag_p, conj_p, complex_p),
 )  # fmt: skip
 for _reason, *_prims in _HOST:

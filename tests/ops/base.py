@@ -220,6 +220,10 @@ NOT_OPERATIONS: dict[str, str] = {
     "lax.padtype_to_pads": "padding arithmetic on shapes, no array computation (the conv entries "
     "use SAME/VALID; test_convolution)",
     "lax.RoundingMethod": "an enum for lax.round",
+    "lax.Precision": "an enum for the precision of products (dot_general's precision=)",
+    "numpy.extras": "a submodule (its functions are re-exported and listed)",
+    "numpy.nanfuncs": "a submodule (its functions are re-exported and listed)",
+    "numpy.statistics": "a submodule (its functions are re-exported and listed)",
     "numpy.IndexUpdateHelper": "x.at: covered by the IndexUpdateRef entries",
     "prim:cpu_concat": "made only by the CPU plan from sums of zero-padded parts, after "
     "differentiation (test_cpu_concat)",
