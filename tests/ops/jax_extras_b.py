@@ -9,6 +9,7 @@ from ops.base import (
     axis_sampler,
     binary_sampler,
     broadcast_pair,
+    ints,
     nonempty_shape,
     op,
     rand_shape,
@@ -39,6 +40,7 @@ op(
     special=[
         (np.array([-1.0, -0.0, 0.0, 2.0, -_INF, _INF]), np.array(0.5)),
         (np.array([0.0, 0.0, 1.0]), np.array([0.0, 1.0, _NAN])),
+        (np.array([_NAN, -1.0, 1.0]), np.array(0.5)),  # NaN stays NaN (blu: x2)
     ],
 )
 op(
@@ -46,7 +48,17 @@ op(
     bnp.modf,
     np.modf,
     unary_sampler(uniform(-4.0, 4.0)),
-    special=[(np.array([-2.5, -0.0, 0.0, 3.0, -1.0, 0.75, _NAN]),)],
+    special=[(np.array([-2.5, -0.0, 0.0, 3.0, -1.0, 0.75, _NAN, _INF, -_INF]),)],  # (+-0, +-inf)
+)
+op(
+    "numpy.ldexp",
+    bnp.ldexp,
+    np.ldexp,
+    lambda rng: (lambda a, b: (uniform()(rng, a), ints(rng, b)))(*broadcast_pair(rng)),
+    special=[
+        (np.array([1.0, -3.0, 0.0, _INF, _NAN]), np.array([3, -2, 5, 1, 0], np.int32)),
+        (np.array([2.0**-1074, 2.0**1000]), np.array([1100, -1100], np.int32)),  # 2**x2 overflows
+    ],
 )
 for _n in ("isposinf", "isneginf"):
     op(
@@ -75,6 +87,43 @@ for _n in ("nancumsum", "nancumprod"):
         n_ops=8,
     )
 
+
+def _nanarg_ref(f):
+    """numpy's nanargmax/nanargmin, -1 on an all-NaN slice (JAX's convention; numpy raises)."""
+
+    def ref(x, axis):
+        allnan = np.all(np.isnan(x), axis=axis, keepdims=axis is not None)
+        i = f(np.where(allnan, 0.0, x), axis=axis)
+        return np.where(np.all(np.isnan(x), axis=axis), -1, i)
+
+    return ref
+
+
+for _n in ("nanargmax", "nanargmin"):
+    op(
+        f"numpy.{_n}",
+        (lambda f: lambda x, axis: f(x, axis=axis))(getattr(bnp, _n)),
+        _nanarg_ref(getattr(np, _n)),
+        axis_sampler(_with_nans(uniform())),
+        grad=False,
+        special=[
+            (np.array([_NAN, 1.0, 3.0, 3.0, _NAN]), None),
+            (np.array([[_NAN, _NAN], [2.0, -1.0]]), 0),
+            (np.array([[_NAN, _NAN], [2.0, -1.0]]), 1),
+            (np.array([-_INF, _INF, 0.0]), None),
+        ],
+    )
+
+for _n in ("nancumsum", "nancumprod"):
+    op(
+        f"numpy.{_n}:nan",
+        (lambda f: lambda x, axis: f(x, axis=axis))(getattr(bnp, _n)),
+        (lambda f: lambda x, axis: f(x, axis=axis))(getattr(np, _n)),
+        lambda rng: (np.array([_NAN, 1.5, -0.5, _NAN, 2.0]) * uniform(0.5, 1.5)(rng, (5,)), 0),
+        covers=(f"numpy.{_n}",),
+        grad=False,
+        n_ops=8,
+    )
 
 # ---- products ----------------------------------------------------------------------------------
 
@@ -107,7 +156,11 @@ op(
     lambda start, stop, **kw: np.geomspace(start, stop, 5, **kw),
     _geom_sampler,
     kwargs=[{"endpoint": False}, {"axis": -1}],
-    special=[(np.array(1.0), np.array(1000.0)), (np.array([2.0, 3.0]), np.array([2.0, 0.5]))],
+    special=[
+        (np.array(1.0), np.array(1000.0)),
+        (np.array([2.0, 3.0]), np.array([2.0, 0.5])),
+        (np.array(-1.0), np.array(-1000.0)),  # negative (same sign): numpy and JAX allow it
+    ],
     n_ops=8,
 )
 op(
@@ -122,6 +175,72 @@ op(
     grad=False,
     kwargs=[{"sparse": True}, {"empty": True}],
     skip={"vmap": "no array argument", "jit": "no array argument"},
+)
+
+# ---- statistics --------------------------------------------------------------------------------
+
+
+def _hist_sampler(rng):
+    shape = nonempty_shape(rng, 1, 2, 6)
+    return uniform()(rng, shape), uniform(0.5, 2.0)(rng, shape)
+
+
+op(
+    "numpy.histogram",
+    lambda a, w, **kw: bnp.histogram(a, 4, weights=w, **kw),
+    lambda a, w, **kw: np.histogram(a, 4, weights=w, **kw),
+    _hist_sampler,
+    kwargs=[{"density": True}, {"range": (-1.0, 1.0)}],
+    special=[
+        (np.array([0.0, 1.0, 1.0, 2.0, 3.0, 4.0]), np.ones(6)),  # values on the edges
+        (np.array([2.0, 2.0]), np.array([1.0, 3.0])),  # an empty range: widened by 1/2
+    ],
+    n_ops=8,
+)
+op(
+    "numpy.histogram:counts",
+    lambda a, bins=3, **kw: bnp.histogram(a, bins, **kw)[0],
+    lambda a, bins=3, **kw: np.histogram(a, bins, **kw)[0],
+    lambda rng: (uniform()(rng, nonempty_shape(rng, 1, 2, 6)),),
+    covers=("numpy.histogram",),
+    grad=False,  # piecewise constant counts
+    kwargs=[{"bins": np.array([-2.0, -0.5, 0.0, 2.0])}],
+    special=[(np.array([0.0, 1.0, 1.0, 2.0, 3.0]),)],
+)
+op(
+    "numpy.histogram_bin_edges",
+    lambda a, **kw: bnp.histogram_bin_edges(a, 4, **kw),
+    lambda a, **kw: np.histogram_bin_edges(a, 4, **kw),
+    lambda rng: (uniform()(rng, nonempty_shape(rng, 1, 2, 6)),),
+    kwargs=[{"range": (-1.0, 3.0)}],
+    special=[(np.array([1.5, 1.5]),), (np.array([-1.0, 0.0, 7.0]),)],
+    n_ops=8,
+)
+
+
+def _interp_sampler(rng):
+    n = int(rng.integers(1, 6))
+    xp = np.cumsum(rng.uniform(0.5, 1.5, n)) - 2.0  # increasing, knots >= 0.5 apart
+    fp = uniform()(rng, (n,))
+    x = uniform(-3.0, 4.0)(rng, rand_shape(rng, 0, 2))
+    return x, xp, fp
+
+
+op(
+    "numpy.interp",
+    bnp.interp,
+    np.interp,
+    _interp_sampler,
+    kwargs=[{"left": -9.0, "right": 9.0}, {"period": 3.0}],
+    special=[
+        (
+            np.array([-1.0, 0.0, 0.5, 1.0, 2.0, 3.0, _NAN]),
+            np.array([0.0, 1.0, 1.0, 2.0]),
+            np.array([1.0, 2.0, 4.0, -1.0]),
+        ),  # on the knots, a repeated knot, outside
+        (np.array([-_INF, 0.3, _INF]), np.array([0.5]), np.array([7.0])),
+    ],
+    n_ops=8,
 )
 
 # ---- sets, selection, sorting ------------------------------------------------------------------
