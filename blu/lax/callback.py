@@ -98,7 +98,7 @@ def _pure_batch(axis_size, args, dims, *, callback, result_avals, vmap_method):
         return outs, [0] * len(outs)
 
     def sequential(*xs):
-        rows = [callback(*[x[i] for x in xs]) for i in range(axis_size)]
+        rows = [callback(*[np.asarray(x[i]) for x in xs]) for i in range(axis_size)]
         rows = [list(r) if isinstance(r, (tuple, list)) else [r] for r in rows]
         return [
             np.stack([np.asarray(r[k]) for r in rows]).reshape((axis_size,) + tuple(shape))

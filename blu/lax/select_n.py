@@ -105,10 +105,11 @@ def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002
     one dtype), as ``jax.lax.clamp`` (note the argument order). A composition of ``max`` and
     ``min``: where ``x`` equals a bound exactly the gradient is split as theirs (1/2), where
     JAX's ``clamp`` primitive gives 0."""
+    lo, x, hi = operands(min, x, max)  # Python scalar bounds take x's dtype (weak types)
     x_aval = get_aval(x)
     lo, hi = (
         broadcast_in_dim(b, x_aval.shape, ()) if get_aval(b).shape == () and x_aval.shape else b
-        for b in operands(min, max)
+        for b in (lo, hi)
     )
     return lax_min(lax_max(x, lo), hi)
 

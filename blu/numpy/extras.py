@@ -21,8 +21,10 @@ import numpy as np
 
 from blu.core.errors import BluIndexError, BluValueError, with_user_line
 from blu.core.interpreter import Tracer
+from blu.numpy._dtypes import issubdtype as _issubdtype
+from blu.numpy._dtypes import result_type as _result_type
 from blu.numpy._promote import asarray_operand, broadcast_to, concrete_value
-from blu.numpy.creation import arange, asarray, ones_like, zeros
+from blu.numpy.creation import arange, asarray, ones_like, zeros, zeros_like
 from blu.numpy.logic import equal, logical_not, logical_xor
 from blu.numpy.manipulation import (
     broadcast_arrays,
@@ -435,19 +437,28 @@ def rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
 
 
 def sinc(x: Any) -> Any:
-    """``sin(pi x) / (pi x)``, 1 at 0 (with a finite derivative there)."""
+    """``sin(pi x) / (pi x)``, 1 at 0, as numpy's ``sinc``.
+
+    Near 0 (``|pi x|`` below 0.1 in float64, 0.5 in narrower floats) it is the Maclaurin series
+    ``1 - t**2/6 + t**4/120 - t**6/5040 + t**8/362880`` in ``t = pi x`` (truncation below half
+    an ulp there), so its derivatives are accurate near 0 too: the quotient's derivative
+    ``(t cos t - sin t) / t**2`` cancels catastrophically for small ``t``."""
     x = asarray_operand(x)
-    if not np.issubdtype(x.dtype, np.inexact):
+    if not _issubdtype(x.dtype, np.inexact):
         x = x.astype(np.float32)
-    zero = equal(x, 0)
-    safe = where(zero, ones_like(x), x)
-    return where(zero, ones_like(x), sin(np.pi * safe) / (np.pi * safe))
+    t = np.pi * x
+    near = abs(t) < (0.1 if x.dtype == np.float64 else 0.5)
+    safe = where(near, ones_like(t), t)
+    t2 = where(near, t, zeros_like(t)) ** 2
+    series = 1 + t2 * (-1 / 6 + t2 * (1 / 120 + t2 * (-1 / 5040 + t2 / 362880)))
+    return where(near, series, sin(safe) / safe)
 
 
 def heaviside(x1: Any, x2: Any) -> Any:
-    """0 for ``x1 < 0``, ``x2`` at 0, 1 for ``x1 > 0``."""
+    """0 for ``x1 < 0``, ``x2`` at 0, 1 for ``x1 > 0``, NaN where ``x1`` is NaN."""
     x1, x2 = asarray_operand(x1), asarray_operand(x2)
-    return where(x1 < 0, 0, where(x1 > 0, 1, x2)).astype(np.result_type(x1.dtype, x2.dtype))
+    out = where(x1 < 0, 0, where(x1 > 0, 1, where(x1 == 0, x2, x1)))
+    return out.astype(_result_type(x1.dtype, x2.dtype))
 
 
 def trapezoid(y: Any, x: Any = None, dx: float = 1.0, axis: int = -1) -> Any:

@@ -14,17 +14,19 @@ from typing import Any
 
 import numpy as np
 
+from blu.numpy._dtypes import issubdtype as _issubdtype
 from blu.numpy._promote import asarray_operand, broadcast_to
 from blu.numpy.creation import logspace
 from blu.numpy.logic import equal
-from blu.numpy.manipulation import moveaxis, ravel
+from blu.numpy.manipulation import expand_dims, moveaxis, ravel
 from blu.numpy.products import matmul
 from blu.numpy.reductions import all as _all
 from blu.numpy.reductions import argmax, argmin, cumprod, cumsum, prod
 from blu.numpy.reductions import sum as _sum
 from blu.numpy.selection import diag, where
 from blu.numpy.transcendental import exp2, log10, sqrt
-from blu.numpy.ufuncs import isinf, isnan, trunc
+from blu.numpy.ufuncs import clip, isinf, isnan, trunc
+from blu.numpy.ufuncs import sign as _sign
 
 __all__ = [
     "array_equiv",
@@ -49,7 +51,7 @@ __all__ = [
 
 def _fill_nan(a: Any, value: float) -> Any:
     a = asarray_operand(a)
-    if not np.issubdtype(a.dtype, np.inexact):
+    if not _issubdtype(a.dtype, np.inexact):
         return a
     return where(isnan(a), value, a)
 
@@ -76,7 +78,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0,
     a = asarray_operand(a)
     if dtype is not None:
         a = a.astype(dtype)
-    if not np.issubdtype(a.dtype, np.inexact):
+    if not _issubdtype(a.dtype, np.inexact):
         a = a.astype(np.float32)
     ok = ~isnan(a)
     n = _sum(ok, axis=axis, keepdims=True).astype(a.dtype)
@@ -96,7 +98,7 @@ def nanstd(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0,
 def nanargmax(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
     """``argmax`` ignoring NaNs (-1 for an all-NaN slice)."""
     a = asarray_operand(a)
-    if not np.issubdtype(a.dtype, np.inexact):
+    if not _issubdtype(a.dtype, np.inexact):
         return argmax(a, axis=axis, keepdims=keepdims)
     nan = isnan(a)
     i = argmax(where(nan, -np.inf, a), axis=axis, keepdims=keepdims)
@@ -106,7 +108,7 @@ def nanargmax(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
 def nanargmin(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
     """``argmin`` ignoring NaNs (-1 for an all-NaN slice)."""
     a = asarray_operand(a)
-    if not np.issubdtype(a.dtype, np.inexact):
+    if not _issubdtype(a.dtype, np.inexact):
         return argmin(a, axis=axis, keepdims=keepdims)
     nan = isnan(a)
     i = argmin(where(nan, np.inf, a), axis=axis, keepdims=keepdims)
@@ -129,15 +131,25 @@ def modf(x: Any) -> tuple[Any, Any]:
     """``(fractional part, integral part)``, both with ``x``'s sign."""
     x = asarray_operand(x)
     whole = trunc(x)
-    return x - whole, whole
+    # at +-inf the fraction is +-0 (numpy), not inf - inf
+    return where(isinf(x), where(x < 0, -0.0, 0.0), x - whole), whole
 
 
 def ldexp(x1: Any, x2: Any) -> Any:
     """``x1 * 2**x2`` (``x2`` integer)."""
     x1 = asarray_operand(x1)
-    if not np.issubdtype(x1.dtype, np.inexact):
+    if not _issubdtype(x1.dtype, np.inexact):
         x1 = x1.astype(np.float32)
-    return x1 * exp2(asarray_operand(x2).astype(x1.dtype))
+    # 2**x2 in three factors, each finite, so x1 * 2**x2 does not overflow on the way to a finite
+    # result (ldexp(2**-1074, 1100)); beyond the clip the result is 0 or inf either way
+    limit = 3 * (np.finfo(x1.dtype).maxexp - 1) if x1.dtype != np.float64 else 3 * 1023
+    n = clip(asarray_operand(x2), -limit, limit).astype(np.int32)
+    third = n // 3
+    parts = (third, third, n - 2 * third)
+    out = x1
+    for p in parts:
+        out = out * exp2(p.astype(x1.dtype))
+    return out
 
 
 def diagflat(v: Any, k: int = 0) -> Any:
@@ -178,5 +190,10 @@ def vecmat(x1: Any, x2: Any) -> Any:
 
 def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None,
               axis: int = 0) -> Any:  # fmt: skip
-    """``num`` numbers spaced evenly on a log scale from ``start`` to ``stop`` (positive)."""
-    return logspace(log10(start), log10(stop), num, endpoint, 10.0, dtype, axis)
+    """``num`` numbers spaced evenly on a log scale from ``start`` to ``stop`` (both nonzero and
+    of one sign: negative endpoints give negative numbers, as numpy's and JAX's)."""
+    start, stop = asarray_operand(start), asarray_operand(stop)
+    sign = _sign(start)
+    out = logspace(log10(start / sign), log10(stop / sign), num, endpoint, 10.0, dtype, axis)
+    sign = sign.astype(out.dtype)
+    return out * (expand_dims(sign, axis) if sign.ndim and out.ndim > sign.ndim else sign)

@@ -16,6 +16,7 @@ import numpy as np
 
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import Tracer
+from blu.numpy._dtypes import issubdtype as _issubdtype
 from blu.numpy._promote import asarray_operand, concrete_value
 from blu.numpy.complexes import conj
 from blu.numpy.creation import asarray, linspace, ones, zeros
@@ -102,7 +103,7 @@ def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any 
     """The ``bins + 1`` edges ``histogram`` uses (``bins`` equal-width bins over ``range`` or
     the data's min..max; or ``bins`` itself when it is an array of edges)."""
     a = ravel(asarray_operand(a))
-    if not np.issubdtype(a.dtype, np.inexact):
+    if not _issubdtype(a.dtype, np.inexact):
         a = a.astype(np.float32)
     return _edges(a, bins, range)
 
@@ -131,7 +132,7 @@ def histogram(
         and ``(nbins + 1,)`` edges.
     """
     a = ravel(asarray_operand(a))
-    if not np.issubdtype(a.dtype, np.inexact):
+    if not _issubdtype(a.dtype, np.inexact):
         a = a.astype(np.float32)
     edges = _edges(a, bins, range)
     n = edges.shape[0] - 1
@@ -200,9 +201,9 @@ def interp(
                 f"interp: xp and fp must be 1-d of one non-zero length, got {xp.shape}, {fp.shape}"
             )
         )
-    if not np.issubdtype(fp.dtype, np.inexact):
+    if not _issubdtype(fp.dtype, np.inexact):
         fp = fp.astype(np.float32)
-    if not np.issubdtype(x.dtype, np.inexact):
+    if not _issubdtype(x.dtype, np.inexact):
         x = x.astype(fp.dtype)
     if period is not None:
         if not isinstance(period, Tracer) and float(np.asarray(period)) == 0:
@@ -255,7 +256,7 @@ def cov(
     m = atleast_1d(asarray_operand(m))
     if m.ndim > 2:
         raise BluValueError(with_user_line(f"cov: m has shape {m.shape}; expected 1-d or 2-d"))
-    if not np.issubdtype(m.dtype, np.inexact):
+    if not _issubdtype(m.dtype, np.inexact):
         m = m.astype(np.float32)
     x = reshape(m, (1, -1)) if m.ndim == 1 else (m if rowvar else m.T)
     if y is not None:

@@ -224,6 +224,9 @@ NOT_OPERATIONS: dict[str, str] = {
     "numpy.extras": "a submodule (its functions are re-exported and listed)",
     "numpy.nanfuncs": "a submodule (its functions are re-exported and listed)",
     "numpy.statistics": "a submodule (its functions are re-exported and listed)",
+    "lax.callback": "a submodule (pure_callback is re-exported at the top level and listed)",
+    "prim:debug_callback": "a side effect with no output: tests/core/test_jax_toplevel.py checks "
+    "each call's values under jit, grad and vmap",
     "numpy.IndexUpdateHelper": "x.at: covered by the IndexUpdateRef entries",
     "prim:cpu_concat": "made only by the CPU plan from sums of zero-padded parts, after "
     "differentiation (test_cpu_concat)",
