@@ -234,29 +234,67 @@ def _array_page() -> str:
     return "\n".join(lines)
 
 
-def write_api(docs: Path) -> None:
-    out = docs / "api"
-    out.mkdir(exist_ok=True)
-    import blu
-
+def _modules() -> dict:
     mods = {}
     for name, _ in PUBLIC:
         try:
             mods[name] = importlib.import_module(name)
         except ImportError:
             continue  # a module not merged yet
-    # where each object gets its entry: id -> (module, name)
+    return mods
+
+
+def _entries(mods: dict):
+    """``entry(obj) -> (module, name)``: where ``obj``'s full entry is."""
+    import blu
+
     on: dict[int, list[tuple[str, str]]] = {}
     for name, mod in mods.items():
         for n in sum(_public(mod), []):
             on.setdefault(id(getattr(mod, n)), []).append((name, n))
-    on[id(blu.Array)] = [("blu.Array", "")]
+    on[id(blu.Array)] = [("blu", "Array")]
 
     def entry(obj) -> tuple[str, str]:
         places = on[id(obj)]
         home = getattr(obj, "__module__", "") or ""
         homes = [p for p in places if home == p[0] or home.startswith(p[0] + ".")]
         return max(homes, key=lambda p: len(p[0])) if homes else places[0]
+
+    return entry, on
+
+
+_CACHE: dict = {}
+
+
+def reference_name(dotted: str) -> str | None:
+    """The documented name (``blu.lax.scan``, ``blu.optim``) of the public object or module
+    ``dotted`` names (``blu.scan`` is not one; ``blu.tree_util.tree_map`` is), else None."""
+    if not _CACHE:
+        _CACHE["mods"] = _modules()
+        _CACHE["entries"] = _entries(_CACHE["mods"])
+    mods = _CACHE["mods"]
+    if dotted in mods:
+        return dotted
+    mod_name, _, attr = dotted.rpartition(".")
+    if mod_name not in mods or not hasattr(mods[mod_name], attr):
+        return None
+    entry, on = _CACHE["entries"]
+    obj = getattr(mods[mod_name], attr)
+    if id(obj) not in on:
+        return None
+    m, n = entry(obj)
+    if (m, attr) in on[id(obj)]:  # an alias documented under both names: keep this one
+        n = attr
+    return f"{m}.{n}"
+
+
+def write_api(docs: Path) -> None:
+    out = docs / "api"
+    out.mkdir(exist_ok=True)
+    import blu
+
+    mods = _modules()
+    entry, _ = _entries(mods)
 
     pages = []
     for name, title in PUBLIC:
@@ -269,8 +307,6 @@ def write_api(docs: Path) -> None:
         def target(n: str) -> str:
             """the name the table links to: this page's entry, or the one elsewhere"""
             obj = getattr(mod, n)
-            if obj is blu.Array:
-                return "blu.Array"
             m, real = entry(obj)
             return f"{name}.{n}" if m == name else f"{m}.{real}"
 
