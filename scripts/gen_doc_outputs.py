@@ -5,7 +5,9 @@ what each block prints in a ```text block right after it::
     python scripts/gen_doc_outputs.py [FILE.md ...]
 
 A block whose prints are all checked in place (``print(x)  # -> TEXT``) gets no ```text block; a
-block with one gets it rewritten with the new output. The doc tests fail when a block prints
+block with one gets it rewritten with the new output. A figure line
+``% figure from the run: runs/tiny/loss.png`` right above an image ``![...](figures/x.png)``
+copies the file the blocks wrote to the image's path (plots rendered from the page's own code). The doc tests fail when a block prints
 something the page does not show, or shows something it no longer prints, so the outputs on the
 pages are the real ones. Blocks marked ``# not run:`` are left alone; a block marked
 ``# output varies`` (timings, the machine) gets one run's output once, which is then kept (trim
@@ -17,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,7 +38,8 @@ def _doc_code():
 
 
 def outputs(path: Path, dc) -> dict[int, tuple[str, str]]:
-    """{line of a block's code: (what the block printed, what its checked prints printed)}."""
+    """{line of a block's code: (what the block printed, what its checked prints printed)};
+    copies the figures the page takes from the run (``dc.FIGURE``) next to the page."""
     src, _, _ = dc.script(path)
     with tempfile.TemporaryDirectory() as tmp:
         prog, record = Path(tmp) / "doc_blocks.py", Path(tmp) / "outputs.json"
@@ -51,6 +55,10 @@ def outputs(path: Path, dc) -> dict[int, tuple[str, str]]:
         if r.returncode != 0:
             raise SystemExit(f"{path}: a block failed\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}")
         got = json.loads(record.read_text()) if record.exists() else {}
+        for src, dest in dc.figures(path):
+            (path.parent / dest).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(work / src, path.parent / dest)
+            print(f"  {path.name}: {src} -> {(path.parent / dest).relative_to(ROOT)}")
     return {int(k.rsplit(":", 1)[1]): tuple(v) for k, v in got.items()}
 
 

@@ -8,7 +8,8 @@ after a block (only blank lines between) is what that whole block prints. A bloc
 ```text block prints nothing but its ``# ->`` lines: every output a reader would see is shown, and
 ``python scripts/gen_doc_outputs.py`` writes the ```text blocks from a run of the docs. A block
 whose first line starts with ``# output varies`` (timings, the machine) shows one run's output,
-which is not compared.
+which is not compared. ``% figure from the run: SRC`` above an image line says the blocks write
+SRC and the image is a copy of it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ DOCS = [ROOT / "README.md", ROOT / "docs" / "index.md",
         *sorted((ROOT / "docs" / "tutorials").glob("*.md"))]  # fmt: skip
 SKIP = "# not run:"
 VARIES = "# output varies"
+# "% figure from the run: SRC" above "![...](DEST)": the blocks write SRC, the page shows DEST
+_FIGURE = re.compile(r"^% figure from the run: (\S+)\n!\[[^\]]*\]\((\S+)\)", re.M)
+
+
+def figures(path: Path) -> list[tuple[str, str]]:
+    """(file the blocks write, image the page shows, relative to the page) of each figure."""
+    return _FIGURE.findall(path.read_text(encoding="utf-8"))
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _CHECK = re.compile(r"^(\s*)(print\(.*\))\s+# -> (.*)$")
 _OUTPUT = re.compile(r"\s*```text[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
@@ -150,6 +158,9 @@ def test_doc_code_runs(path: Path, tmp_path: Path):
         f"{path.name}: block {done + 1} of {n_run} failed\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
     )
     assert done == n_run
+    for src, dest in figures(path):  # the figures are the blocks' (gen_doc_outputs.py copies them)
+        assert (work / src).is_file(), f"{path.name}: the blocks no longer write {src}"
+        assert (path.parent / dest).is_file(), f"{path.name}: {dest} is missing"
 
 
 # ---- the README's claims -------------------------------------------------------------------------
