@@ -7,7 +7,8 @@ first line of its docstring), grouped by topic on the large modules (``TOPICS``:
 submodule an object is defined in), then gives the full entries (autodoc). An object that several
 modules export gets its entry once, on the page of the module it is defined under (the longest
 ``PUBLIC`` prefix of its ``__module__``, else the first page with it); the other pages' tables
-link to that entry.
+link to that entry, except where they export a function under another name (``blu.tree.map``),
+which has an entry of its own.
 """
 
 from __future__ import annotations
@@ -308,7 +309,9 @@ def write_api(docs: Path) -> None:
             """the name the table links to: this page's entry, or the one elsewhere"""
             obj = getattr(mod, n)
             m, real = entry(obj)
-            return f"{name}.{n}" if m == name else f"{m}.{real}"
+            # a function under another name (blu.tree.map) has its entry here too
+            here = m == name or (real != n and not inspect.isclass(obj))
+            return f"{name}.{n}" if here else f"{m}.{real}"
 
         # the summary tables
         everything = classes + functions
@@ -319,7 +322,8 @@ def write_api(docs: Path) -> None:
                 groups.setdefault(TOPICS.get(home, "Other"), []).append(n)
             order = list(dict.fromkeys(TOPICS.values())) + ["Other"]
             groups = {t: groups[t] for t in order if t in groups}
-        else:
+        if len(everything) <= GROUP_ABOVE or list(groups) == ["Other"]:
+            groups = {}
             if classes:
                 groups["Classes"] = classes
             if functions:
@@ -341,7 +345,7 @@ def write_api(docs: Path) -> None:
 
         # the full entries
         def again(n: str) -> str:
-            return "" if entry(getattr(mod, n))[0] == name else "   :no-index:\n"
+            return "" if target(n) == f"{name}.{n}" else "   :no-index:\n"
 
         doc_classes = [c for c in classes if getattr(mod, c) is not blu.Array]
         if doc_classes:
