@@ -295,7 +295,7 @@ def write_api(docs: Path) -> None:
     import blu
 
     mods = _modules()
-    entry, _ = _entries(mods)
+    entry, on = _entries(mods)
 
     pages = []
     for name, title in PUBLIC:
@@ -309,6 +309,8 @@ def write_api(docs: Path) -> None:
             """the name the table links to: this page's entry, or the one elsewhere"""
             obj = getattr(mod, n)
             m, real = entry(obj)
+            if (m, n) in on[id(obj)]:  # the entry's module has it under this name too
+                real = n
             # a function under another name (blu.tree.map) has its entry here too
             here = m == name or (real != n and not inspect.isclass(obj))
             return f"{name}.{n}" if here else f"{m}.{real}"
