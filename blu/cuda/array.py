@@ -268,7 +268,7 @@ def device_put(x: Any, device: Device | None = None, *, tag: str | None = None) 
         tag: what the buffer is, for out-of-memory reports (default: its dtype and shape).
 
     Returns:
-        ``DeviceArray``s in the structure of ``x``.
+        ``DeviceArray`` objects in the structure of ``x``.
     """
     from blu.core.pytree import tree_map
 

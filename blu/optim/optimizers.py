@@ -99,12 +99,17 @@ def _with_step(init: Callable, update: Callable) -> Optimizer:
 
 
 class AdamState(NamedTuple):
+    """The state of :func:`blu.optim.adam` / :func:`blu.optim.adamw`: the step count and the
+    first and second moments."""
+
     step: Any  # int32 scalar: updates applied so far
     mu: Any  # first moments (pytree like params)
     nu: Any  # second moments
 
 
 class SgdState(NamedTuple):
+    """The state of :func:`blu.optim.sgd`: the step count and the momentum buffers."""
+
     step: Any
     trace: Any  # momentum buffers (pytree like params), or None without momentum
 

@@ -66,12 +66,16 @@ class EmptyState(NamedTuple):
 
 
 class ScaleByAdamState(NamedTuple):
+    """The state of :func:`blu.optim.scale_by_adam` (optax's): the count and the moments."""
+
     count: Any  # int32 scalar: updates so far
     mu: Any
     nu: Any
 
 
 class ScaleByScheduleState(NamedTuple):
+    """The state of :func:`blu.optim.scale_by_schedule`: the count of updates so far."""
+
     count: Any
 
 

@@ -352,7 +352,7 @@ def value_and_grad(
     has_aux: bool = False,
     holomorphic: bool = False,
 ) -> Callable:
-    """A function returning ``(fun(*args), gradient of fun w.r.t. args[argnums])``.
+    """A function returning ``(fun(*args), gradient of fun with respect to args[argnums])``.
 
     ``fun`` must return a real scalar (shape ``()``, a float dtype), or ``(scalar, aux)`` with
     ``has_aux``, in which case the result is ``((value, aux), grad)``.
@@ -427,7 +427,7 @@ def grad(
     holomorphic: bool = False,
 ) -> Callable:
     """The gradient of a scalar function (see ``value_and_grad``, which also says the
-    convention for complex inputs and ``holomorphic``), w.r.t. ``args[argnums]``.
+    convention for complex inputs and ``holomorphic``), with respect to ``args[argnums]``.
 
     Returns ``grad`` (or ``(grad, aux)`` with ``has_aux``) with the structure of the argument(s).
     """

@@ -4,7 +4,12 @@ Each Markdown file's blocks run in order in one fresh Python process (as a reade
 into one session), in a temporary working directory. A block whose first line starts with
 ``# not run:`` (a visible marker saying why: a GPU, minutes of work) is skipped. A line
 ``print(...)  # -> TEXT`` checks that the print wrote exactly ``TEXT``; a ```text block right
-after a block (only blank lines between) is what that whole block prints.
+after a block (only blank lines between) is what that whole block prints. A block without a
+```text block prints nothing but its ``# ->`` lines: every output a reader would see is shown, and
+``python scripts/gen_doc_outputs.py`` writes the ```text blocks from a run of the docs. A block
+whose first line starts with ``# output varies`` (timings, the machine) shows one run's output,
+which is not compared. ``% figure from the run: SRC`` above an image line says the blocks write
+SRC and the image is a copy of it.
 """
 
 from __future__ import annotations
@@ -22,21 +27,58 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", ROOT / "docs" / "index.md",
         *sorted((ROOT / "docs" / "tutorials").glob("*.md"))]  # fmt: skip
 SKIP = "# not run:"
+VARIES = "# output varies"
+# "% figure from the run: SRC" above "![...](DEST)": the blocks write SRC, the page shows DEST
+_FIGURE = re.compile(r"^% figure from the run: (\S+)\n!\[[^\]]*\]\((\S+)\)", re.M)
+
+
+def figures(path: Path) -> list[tuple[str, str]]:
+    """(file the blocks write, image the page shows, relative to the page) of each figure."""
+    return _FIGURE.findall(path.read_text(encoding="utf-8"))
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _CHECK = re.compile(r"^(\s*)(print\(.*\))\s+# -> (.*)$")
 _OUTPUT = re.compile(r"\s*```text[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 
 _PRELUDE = """
-import contextlib as __cl, io as __io, sys as __sys
+import contextlib as __cl, io as __io, json as __json, os as __os, sys as __sys
+__RECORD = __os.environ.get("DOC_OUTPUTS_RECORD")  # gen_doc_outputs.py: write, don't compare
+__PASS, __CHECKED, __OUTPUTS = [True], [], {}
 def __expect(buf, want, where):
     got = buf.getvalue().rstrip("\\n")
-    __sys.stdout.write(buf.getvalue())
+    __CHECKED.append(buf.getvalue())
+    if __PASS[0]:
+        __sys.stdout.write(buf.getvalue())
     if got != want:
         raise AssertionError(f"{where}: printed {got!r}, the docs say {want!r}")
 def __run_expect(code, want, where):
+    if __RECORD:
+        return __run_record(code, where)
     with __cl.redirect_stdout(__io.StringIO()) as buf:
         exec(compile(code, where, "exec"), globals())
     __expect(buf, want, where)
+def __run_quiet(code, where):
+    if __RECORD:
+        return __run_record(code, where)
+    __PASS[0] = False
+    try:
+        with __cl.redirect_stdout(__io.StringIO()) as buf:
+            exec(compile(code, where, "exec"), globals())
+    finally:
+        __PASS[0] = True
+    if buf.getvalue():
+        raise AssertionError(f"{where}: prints {buf.getvalue()!r}, which the docs do not show "
+                             "(python scripts/gen_doc_outputs.py writes it after the block)")
+def __run_varies(code, where):
+    if __RECORD:
+        return __run_record(code, where)
+    exec(compile(code, where, "exec"), globals())
+def __run_record(code, where):
+    __CHECKED.clear()
+    with __cl.redirect_stdout(__io.StringIO()) as buf:
+        exec(compile(code, where, "exec"), globals())
+    __OUTPUTS[where] = [buf.getvalue(), "".join(__CHECKED)]
+    with open(__RECORD, "w") as f:
+        __json.dump(__OUTPUTS, f)
 """
 
 
@@ -78,8 +120,12 @@ def script(path: Path) -> tuple[str, int, int]:
             continue
         run += 1
         body = _with_checks(code, rel, line)
-        if shown is not None:  # run it as its own code object, to catch all it prints
+        if code.lstrip().startswith(VARIES):
+            body = f"__run_varies({body!r}, {f'{rel}:{line}'!r})"
+        elif shown is not None:  # run it as its own code object, to catch all it prints
             body = f"__run_expect({body!r}, {shown!r}, {f'{rel}:{line}'!r})"
+        else:  # it prints nothing but its checked lines
+            body = f"__run_quiet({body!r}, {f'{rel}:{line}'!r})"
         parts.append(f"# ---- {rel}:{line}\n{body}\n"
                      f"print('[doc block {rel}:{line} ok]', flush=True)\n")  # fmt: skip
     return "\n".join(parts), run, skipped
@@ -112,6 +158,9 @@ def test_doc_code_runs(path: Path, tmp_path: Path):
         f"{path.name}: block {done + 1} of {n_run} failed\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
     )
     assert done == n_run
+    for src, dest in figures(path):  # the figures are the blocks' (gen_doc_outputs.py copies them)
+        assert (work / src).is_file(), f"{path.name}: the blocks no longer write {src}"
+        assert (path.parent / dest).is_file(), f"{path.name}: {dest} is missing"
 
 
 # ---- the README's claims -------------------------------------------------------------------------

@@ -45,3 +45,14 @@ def test_every_path_the_architecture_doc_names_exists():
                 missing.append(token)
     assert checked >= 30, checked
     assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
+
+
+def test_tutorials_link_first_mentions_to_the_reference():
+    """The first mention of each public blu name in a tutorial's text is a reference to its
+    API entry (rewrite them with the script)."""
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "link_docs.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr

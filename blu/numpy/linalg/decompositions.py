@@ -11,16 +11,23 @@ from blu.numpy.linalg._util import matrices, mH
 
 
 class QRResult(NamedTuple):
+    """What :func:`blu.numpy.linalg.qr` returns: ``Q`` and ``R``, with ``a = Q @ R``."""
+
     Q: Any
     R: Any
 
 
 class EighResult(NamedTuple):
+    """What :func:`blu.numpy.linalg.eigh` returns: the ``eigenvalues`` (ascending) and the
+    ``eigenvectors`` (columns)."""
+
     eigenvalues: Any
     eigenvectors: Any
 
 
 class SVDResult(NamedTuple):
+    """What :func:`blu.numpy.linalg.svd` returns: ``U``, the singular values ``S`` and ``Vh``."""
+
     U: Any
     S: Any
     Vh: Any

@@ -46,6 +46,9 @@ from blu.transforms.custom_derivatives import custom_jvp
 
 
 class SlogdetResult(NamedTuple):
+    """What :func:`blu.numpy.linalg.slogdet` returns: ``sign`` and ``logabsdet``, with
+    ``det = sign * exp(logabsdet)``."""
+
     sign: Any
     logabsdet: Any
 
