@@ -107,7 +107,7 @@ _HOST = (
     (_COLLECTIVE, parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.all_gather_p,
      parallel.all_to_all_p, parallel.ppermute_p, parallel.reduce_scatter_p,
      parallel.axis_index_p),
-    ("pocketfft (numpy) on the host; no cuFFT lowering yet", fft_p),
+    ("pocketfft (numpy) on the CPU; cuFFT on CUDA targets (a library node)", fft_p),
     ("a Python callback: it runs on the host by definition", pure_callback_p, debug_callback_p),
     (_COMPLEX, real_p, imag_p, conj_p, complex_p),
 )  # fmt: skip

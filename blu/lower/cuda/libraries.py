@@ -1,5 +1,6 @@
-"""The linear-algebra primitives on CUDA targets as library lowerings (``NodeKind.LIBRARY``):
-cuSOLVER/cuBLAS through ``blu.cuda.solver``'s kernels, queued on the executable's stream.
+"""The linear-algebra primitives and the FFT on CUDA targets as library lowerings
+(``NodeKind.LIBRARY``): cuSOLVER/cuBLAS through ``blu.cuda.solver``'s kernels and cuFFT through
+``blu.cuda.fft``, queued on the executable's stream.
 
 The solver kernels allocate their results (and their own workspaces, info and pointer arrays)
 from the device's caching allocator; the lowering copies each result into the node's planned
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from blu.cuda.array import DeviceArray
+from blu.lax.fft import fft_p
 from blu.lax.linalg.primitives import cholesky_p, eigh_p, lu_p, qr_p, svd_p, triangular_solve_p
 from blu.lower.library import LibraryLowering, register_library
 
@@ -54,3 +56,25 @@ for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p):
         ),
         platform="cuda",
     )
+
+
+def _fft_gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, **params) -> None:
+    from blu.cuda import fft
+
+    (a,) = in_avals
+    fft.execute(dev, stream, ins[0], outs[0], workspace, a.shape, a.dtype, **params)
+
+
+def _fft_workspace(avals, params, target) -> int:
+    from blu.cuda import fft
+
+    (a,) = avals
+    return fft.workspace_bytes(a.shape, a.dtype, params["fft_type"])
+
+
+# cuFFT: no synchronization, the plan's work area made when the plan is (the first, eager call)
+register_library(
+    fft_p,
+    LibraryLowering(workspace=_fft_workspace, cpu=_host_call(fft_p), gpu=_fft_gpu),
+    platform="cuda",
+)
