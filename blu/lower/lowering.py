@@ -59,6 +59,7 @@ from blu.lax.fft import fft_p
 from blu.lax.linalg import primitives as linalg
 from blu.lower.backend import registered_backends
 from blu.lower.mlir import rules as _rules  # noqa: F401  (registers the per-element rules)
+from blu.lower.mlir import rules_dynamic as _rules_dynamic  # noqa: F401  (run-time offsets)
 from blu.lower.mlir import rules_gather as _rules_gather  # noqa: F401  (and gather's)
 from blu.lower.mlir.rules_gather import gather_supported
 from blu.lower.slots import fallback_reason, host_fallback
@@ -95,9 +96,6 @@ _HOST = (
     ("an identity that names a value for remat policies", remat.name_p),
     (_LAPACK, linalg.cholesky_p, linalg.triangular_solve_p, linalg.lu_p, linalg.qr_p,
      linalg.eigh_p, linalg.svd_p),
-    ("no index rule for run-time offsets yet", slicing.dynamic_slice_p,
-     slicing.dynamic_update_slice_p),
-    ("no index rule yet (gather covers the common cases)", sorting.take_along_axis_p),
     ("no scatter kernel for this form yet", sorting.scatter_add_along_axis_p),
     (_MATH, special.lgamma_p, special.digamma_p, special.erf_inv_p),
     ("no elementwise rule yet", special.polygamma_p),
