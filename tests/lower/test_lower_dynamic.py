@@ -301,3 +301,52 @@ def test_vmap_of_jit_with_batched_starts():
         assert_same(got_u[b], ref_dynamic_update_slice(x[b], u[b, :, :2], [starts[b], 1]))
         assert_same(shared[b], ref_dynamic_slice(x[b], [3, 0], (2, 3)))
     assert_compiled(blu.vmap(ds, in_axes=(0, None)), x, np.int32(3))
+
+
+# ---- in place -----------------------------------------------------------------------------------
+
+
+def test_kv_cache_update_is_written_over_the_donated_cache():
+    """``dynamic_update_slice`` reads its operand only at the output's own point, so the
+    memory plan writes the output over a donated cache (the kernel stores through the input's
+    pointer); the values still match the loop reference, with the
+    update's arithmetic fused in."""
+    from blu.lower.cpu.kernels import emit_node
+
+    rng = np.random.default_rng(5)
+    cache, new = values(rng, (2, 16, 4), F32), values(rng, (2, 1, 4), F32)
+
+    def step(cache, new, t):
+        return lax.dynamic_update_slice(cache, new * 2.0, [np.int32(0), t, np.int32(0)])
+
+    f = blu.jit(step, donate_argnums=0)
+    low = f.lower(cache, new, np.int32(3), target="cpu")
+    nodes = [n for n in low._program.plan.nodes if n.kind == "kernel" and n.inplace]
+    assert nodes, str(low._program.plan)
+    for n in nodes:
+        text = emit_node(n, "k")
+        assert all(f"%out{o}[" not in text for o, _ in n.inplace), text
+    want = cache.copy()
+    c = cache.copy()
+    for t in [3, -1, 15, 40]:
+        want = ref_dynamic_update_slice(want, new * np.float32(2.0), [0, t, 0])
+        c = f(c, new, np.int32(t))
+        assert_same(np.asarray(c), want, t)
+
+
+def test_operand_read_elsewhere_is_not_written_over():
+    """An update made from the operand itself (rows ``0..2`` written at rows ``1..3``: a shift
+    down) reads it at other points: written in place, row 2 would read row 1 already
+    overwritten. That output gets a buffer of its own."""
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+
+    def f(x, t):
+        window = lax.dynamic_slice(x, [np.int32(0), np.int32(0)], [3, 3])
+        return lax.dynamic_update_slice(x, window, [t, np.int32(0)])
+
+    g = blu.jit(f, donate_argnums=0)
+    low = g.lower(x, np.int32(1), target="cpu")
+    assert not [n for n in low._program.plan.nodes if n.kind == "kernel" and n.inplace]
+    want = x.copy()
+    want[1:] = x[:3]
+    assert_same(np.asarray(g(x.copy(), np.int32(1))), want)

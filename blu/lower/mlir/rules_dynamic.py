@@ -15,8 +15,9 @@ Semantics (the numpy impls are the oracle):
 - ``dynamic_update_slice(x, update, *starts)``: ``out[p] = update[p - s]`` where ``p`` lies in the
   window ``[s, s + update.shape)`` (starts clamped the same way), else ``x[p]``: a select per
   output point (both reads stay in bounds: the update is read at a clamped point). The whole
-  output is written, so it costs a pass over ``x`` (the memory plan may still give ``out`` the
-  buffer of a dead or donated ``x``).
+  output is written, so it costs a pass over ``x``; ``x`` is read only at the output's own
+  point (the ``"own_point"`` slot), so the memory plan may write ``out`` over the buffer of a
+  dead or donated ``x`` (no second copy of a KV cache).
 - ``take_along_axis(x, idx, axis)``: ``out[p] = x[p with p[axis] = i]``, ``i = idx[p]``; a negative
   ``i`` counts from the end (numpy's ``take_along_axis``), then ``i`` is clamped into
   ``[0, n - 1]``: where numpy raises for an index outside ``[-n, n)``, the kernel reads the
@@ -109,7 +110,7 @@ def _dynamic_update_slice(k: Any, eqn: Any, idx: Idx) -> str:
     new = k.value(u, Idx(ushape, coords))
     if inside is None:  # the update is the whole operand
         return new
-    old = k.value(x, Idx(shape, p))
+    old = k.value(x, idx)  # at the output's own point (``"own_point"``: see below)
     ty = compute_type(x.aval.dtype)
     return b.op(f"arith.select {inside}, {new}, {old} : {ty}")
 
@@ -146,3 +147,6 @@ for _prim, _rule in (
 ):
     lowering("index", _prim)(_rule)
     lowering("fuses", _prim)(dynamic_supported)
+# the operand of ``dynamic_update_slice`` is read only at the output's own point, so the memory
+# plan may write the output over a dead or donated operand (``KernelLayout.inplace_safe``)
+lowering("own_point", dynamic_update_slice_p)((0,))
