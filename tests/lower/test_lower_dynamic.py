@@ -151,6 +151,27 @@ def test_dynamic_slice_literal_and_negative_starts():
     assert_same(got, x[0:2, 3:6])
 
 
+def test_starts_computed_inside_the_kernel():
+    """Starts made by the kernel itself (``2 * i - 1``: computed at the point, not read at the
+    function's entry like an input's) and read twice (one window of each primitive)."""
+    x = np.arange(40, dtype=np.float32).reshape(8, 5)
+    u = -np.ones((2, 5), np.float32)
+
+    def f(x, u, i):
+        j = i * 2 - 1
+        window = lax.dynamic_slice(x, [j, np.int32(0)], [3, 5])
+        return window.sum(), lax.dynamic_update_slice(x + 1.0, u * 3.0, [j, np.int32(0)])
+
+    for i in [-4, 0, 2, 3, 9]:
+        j = clamp(2 * i - 1, 0, 5)
+        assert_compiled(f, x, u, np.int32(i))
+        s, y = blu.jit(f)(x, u, np.int32(i))
+        assert float(s) == float(x[j : j + 3].sum())
+        want = x + np.float32(1)
+        want[clamp(2 * i - 1, 0, 6) : clamp(2 * i - 1, 0, 6) + 2] = -3.0
+        assert_same(np.asarray(y), want, i)
+
+
 # ---- dynamic_update_slice ---------------------------------------------------------------------
 
 

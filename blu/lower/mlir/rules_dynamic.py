@@ -65,15 +65,31 @@ def dynamic_supported(eqn: Any) -> bool:
 
 def _start(k: Any, atom: Any, hi: int) -> str:
     """A start index clamped into ``[0, hi]`` (``hi >= 0``), as an ``index`` SSA value: folded
-    when the start is a literal or the window spans the axis (``hi == 0``), else read from its
-    0-d buffer (or computed inline) and clamped at run time."""
+    when the start is a literal or the window spans the axis (``hi == 0``); read from its 0-d
+    buffer and clamped once, at the function's entry, when it is an input of the kernel (so the
+    loops neither reload it nor fear that their stores change it: they vectorize); else
+    computed inline and clamped at the point."""
     b: Builder = k.b
     if hi == 0:
         return b.index(0)
     if isinstance(atom, Literal):
         return b.index(min(max(int(atom.val), 0), hi))
-    raw = k.value(atom, Idx((), ()))
-    return coordinate(b, raw, atom.aval.dtype, hi + 1, check=False)[0]
+    if atom not in k.layout.jaxpr.invars:
+        raw = k.value(atom, Idx((), ()))
+        return coordinate(b, raw, atom.aval.dtype, hi + 1, check=False)[0]
+    key = ("dynamic start", atom, hi)
+    hit = k.cache.get(key)
+    if hit is None:
+        lines, depth = b.lines, b.depth
+        b.lines, b.depth = [], 2  # the entry block, after the constants (``const_lines``)
+        try:
+            raw = b.load(k.arg[atom], atom.aval, b.index(0))
+            hit = coordinate(b, raw, atom.aval.dtype, hi + 1, check=False)[0]
+            b.const_lines.extend(b.lines)
+        finally:
+            b.lines, b.depth = lines, depth
+        k.cache[key] = hit
+    return hit
 
 
 def _dynamic_slice(k: Any, eqn: Any, idx: Idx) -> str:
