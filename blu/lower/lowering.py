@@ -14,6 +14,8 @@ Kinds (keys of ``prim.lowerings``):
 - ``"reduce"``: ``(identity(dtype), combine(b, dtype, acc, x))`` of a reduction.
 - ``"arg_reduce"``: ``"max"`` / ``"min"``: ``argmax`` / ``argmin`` (a running (value, index)).
 - ``"fuses"``: ``pred(eqn) -> bool``: whether this equation may join a kernel (default: yes).
+- ``"own_point"``: positions of an index rule's operands read only at the output's own point
+  (``fusion.own_point``: such an operand's buffer may be written over in place).
 - ``"view"``: ``View``: data movement numpy does without a copy (``cpu`` makes the view;
   ``contiguous``: the same buffer, so also a view on the GPU).
 - ``"identity"``: ``pred(eqn) -> bool``: the equation forwards its operand (simplification).
@@ -60,6 +62,7 @@ from blu.lax.fft import fft_p
 from blu.lax.linalg import primitives as linalg
 from blu.lower.backend import registered_backends
 from blu.lower.mlir import rules as _rules  # noqa: F401  (registers the per-element rules)
+from blu.lower.mlir import rules_dynamic as _rules_dynamic  # noqa: F401  (run-time offsets)
 from blu.lower.mlir import rules_gather as _rules_gather  # noqa: F401  (and gather's)
 from blu.lower.mlir.rules_gather import gather_supported
 from blu.lower.slots import fallback_reason, host_fallback
@@ -96,9 +99,6 @@ _HOST = (
     ("an identity that names a value for remat policies", remat.name_p),
     (_LAPACK, linalg.cholesky_p, linalg.triangular_solve_p, linalg.lu_p, linalg.qr_p,
      linalg.eigh_p, linalg.svd_p),
-    ("no index rule for run-time offsets yet", slicing.dynamic_slice_p,
-     slicing.dynamic_update_slice_p),
-    ("no index rule yet (gather covers the common cases)", sorting.take_along_axis_p),
     ("no scatter kernel for this form yet", sorting.scatter_add_along_axis_p),
     (_MATH, special.lgamma_p, special.digamma_p, special.erf_inv_p),
     ("no elementwise rule yet", special.polygamma_p),

@@ -37,6 +37,13 @@ def is_index(eqn: Any) -> bool:
     return "index" in eqn.primitive.lowerings
 
 
+def own_point(eqn: Any, i: int) -> bool:
+    """Whether operand ``i`` of ``eqn`` is read only at the output's own point: every operand of
+    an elementwise equation, and those an index rule lists in its ``"own_point"`` slot (the
+    operand of ``dynamic_update_slice``, read outside the window where it is kept)."""
+    return is_elementwise(eqn) or i in eqn.primitive.lowerings.get("own_point", ())
+
+
 def reduce_axes(eqn: Any) -> tuple[int, ...]:
     p = eqn.params
     return (p["axis"],) if is_arg_reduce(eqn) else tuple(p["axes"])
@@ -146,15 +153,16 @@ class KernelLayout:
 
     def reads(self, m: Var) -> tuple[dict[Var, bool], bool]:
         """The materialized values computing ``m`` reads (True: only at its own index, through
-        elementwise operations), and whether any data movement is inlined (needs multi-indices)."""
+        elementwise operations and ``own_point`` operands), and whether any data movement is
+        inlined (needs multi-indices)."""
         if m in self._reads:
             return self._reads[m]
         e = self.producer[m]
         if is_reduction(e):
             roots, moves = [(e.invars[0], True)], False
         else:
-            ew = is_elementwise(e)
-            roots, moves = [(a, ew) for a in e.invars], not ew
+            roots = [(a, own_point(e, i)) for i, a in enumerate(e.invars)]
+            moves = not is_elementwise(e)
         out: dict[Var, bool] = {}
         seen: set = set()
         while roots:
@@ -166,9 +174,8 @@ class KernelLayout:
                 out[v] = out.get(v, True) and ident
                 continue
             pe = self.producer[v]
-            ew = is_elementwise(pe)
-            moves = moves or not ew
-            roots.extend((a, ident and ew) for a in pe.invars)
+            moves = moves or not is_elementwise(pe)
+            roots.extend((a, ident and own_point(pe, i)) for i, a in enumerate(pe.invars))
         self._reads[m] = (out, moves)
         return out, moves
 
