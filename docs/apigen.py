@@ -199,7 +199,10 @@ def _array_page() -> str:
         if not doc and callable(getattr(bnp, n, None)):
             doc = f"As {{func}}`blu.numpy.{n}`, with this array as its first argument."
         if not doc and n == "at":
-            doc = "Functional updates: `x.at[idx].set(v)`, `.add`, `.multiply`, `.min`, `.max`, `.get`."
+            doc = (
+                "Functional updates: `x.at[idx].set(v)`, `.add`, `.multiply`, `.min`, `.max`, "
+                "`.get`."
+            )
         row = f"| {{py:attr}}`~blu.Array.{n}` | {doc} |" if is_prop else \
             f"| {{py:meth}}`~blu.Array.{n}` | {doc} |"  # fmt: skip
         (props if is_prop else methods).append(row)
@@ -332,7 +335,8 @@ def write_api(docs: Path) -> None:
                 groups["Functions"] = functions
         lines += ["## Summary", ""]
         for topic, ns in groups.items():
-            lines += [f"### {topic}", "", "```{eval-rst}", ".. autosummary::", "   :nosignatures:", ""]
+            lines += [f"### {topic}", "", "```{eval-rst}", ".. autosummary::"]
+            lines += ["   :nosignatures:", ""]
             for n in ns:
                 t = target(n)
                 if t == f"{name}.{n}":

@@ -4,14 +4,14 @@ what each block prints in a ```text block right after it::
 
     python scripts/gen_doc_outputs.py [FILE.md ...]
 
-A block whose prints are all checked in place (``print(x)  # -> TEXT``) gets no ```text block; a
-block with one gets it rewritten with the new output. A figure line
-``% figure from the run: runs/tiny/loss.png`` right above an image ``![...](figures/x.png)``
-copies the file the blocks wrote to the image's path (plots rendered from the page's own code). The doc tests fail when a block prints
-something the page does not show, or shows something it no longer prints, so the outputs on the
-pages are the real ones. Blocks marked ``# not run:`` are left alone; a block marked
-``# output varies`` (timings, the machine) gets one run's output once, which is then kept (trim
-it by hand) and not compared.
+A block whose prints are all checked in place (``print(x) # -> TEXT``) gets no ```text block; a
+block with one gets it rewritten with the new output. A figure line ``% figure from the run:
+runs/tiny/loss.png`` right above an image ``![...](figures/x.png)`` copies the file the blocks
+wrote to the image's path (plots rendered from the page's own code). The doc tests fail when a
+block prints something the page does not show, or shows something it no longer prints, so the
+outputs on the pages are the real ones. Blocks marked ``# not run:`` are left alone; a block
+marked ``# output varies`` (timings, the machine) gets one run's output once, which is then kept
+(trim it by hand) and not compared.
 """
 
 from __future__ import annotations

@@ -6,10 +6,11 @@ inline-code mention of a public blu function, class or module (```grad```, ```bl
     python scripts/link_docs.py          # rewrite the tutorials
     python scripts/link_docs.py --check  # exit 1 if a first mention is not a link (tests/docs)
 
-``docs/coming_from_jax.md`` and ``docs/install.md`` link their ```blu.```-dotted names only (their
-bare names are often JAX's). A bare name (```scan```) is looked up in ``blu``, ``blu.lax``, ``blu.tree_util`` and
-``blu.parallel``, in that order; a call (```scan(f, init, xs)```) links when its arguments are
-plain names; ``bnp.``, ``jnp.``, ``lax.``, ``nn.``, ``optim.``, ``random.`` stand for blu's modules.
+``docs/coming_from_jax.md`` and ``docs/install.md`` link their ```blu.```-dotted names only
+(their bare names are often JAX's). A bare name (```scan```) is looked up in ``blu``,
+``blu.lax``, ``blu.tree_util`` and ``blu.parallel``, in that order; a call (```scan(f, init,
+xs)```) links when its arguments are plain names; ``bnp.``, ``jnp.``, ``lax.``, ``nn.``,
+``optim.``, ``random.`` stand for blu's modules.
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ def main(argv: list[str]) -> int:
     if check and stale:
         print("first mentions not linked (run python scripts/link_docs.py):", *stale)
         return 1
-    print(("rewrote " if stale else "up to date: ") + (", ".join(stale) if stale else
-                                                      f"{len(TUTORIALS + DOTTED_ONLY)} pages"))  # fmt: skip
+    done = ", ".join(stale) if stale else f"{len(TUTORIALS + DOTTED_ONLY)} pages"
+    print(("rewrote " if stale else "up to date: ") + done)
     return 0
 
 

@@ -23,7 +23,8 @@ from blu.cuda.errors import BackingOutOfMemory, CudaError, CudaOutOfMemoryError
 
 
 class Device:
-    """A device that holds ``DeviceArray`` objects (abstract: see ``CudaDevice`` and ``FakeDevice``).
+    """A device that holds ``DeviceArray`` objects (abstract: see ``CudaDevice`` and
+    ``FakeDevice``).
 
     Attributes:
         platform: ``"cuda"`` or ``"fake"``.
