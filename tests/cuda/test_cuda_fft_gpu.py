@@ -24,9 +24,11 @@ def _real_gpu() -> bool:
     return bc.is_available() and bc.devices()[0].platform == "cuda"
 
 
+# the jitted programs also run on the simulated GPU (BLU_FAKE_GPU=1: the fft node's host form),
+# so scripts/fill_gpu_cache.py compiles their other kernels for the GPU machine
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not _real_gpu(), reason="needs an NVIDIA GPU and cuda-python"),
+    pytest.mark.skipif(not bc.is_available(), reason="needs a GPU (or BLU_FAKE_GPU=1)"),
 ]
 
 CASES = [  # (batch shape, fft lengths)
@@ -69,7 +71,7 @@ def test_jitted_fft_on_the_device_against_numpy(fft_type, batch, lengths, single
     tol = (2e-5 if single else 1e-12) * max(1.0, math.log2(math.prod(lengths)))
     for _ in range(3):  # eager first call, then CUDA-graph replays
         got = f(xd)
-        assert isinstance(got, bc.DeviceArray)
+        assert isinstance(got, bc.DeviceArray) or not _real_gpu()
         np.testing.assert_allclose(np.asarray(got), want, rtol=tol, atol=tol * np.abs(want).max())
     np.testing.assert_array_equal(np.asarray(xd), x)  # IRFFT transforms a copy
 
@@ -87,6 +89,7 @@ def test_numpy_fft_chain_and_its_gradient_on_the_device():
     np.testing.assert_allclose(np.asarray(got[1]), 0.5 * x, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.skipif(not _real_gpu(), reason="cuFFT plans: needs an NVIDIA GPU")
 def test_plans_are_reused():
     from blu.cuda import fft
 
