@@ -4,7 +4,8 @@ the ``Sharding`` base class, the same objects as ``blu.parallel``'s.
     mesh = blu.make_mesh((2, 2), ("data", "model"))
     x = blu.device_put(x, NamedSharding(mesh, PartitionSpec("data", None)))
 
-``isinstance(s, Sharding)`` holds for a ``NamedSharding``. JAX's explicit-axes mode
+``isinstance(s, Sharding)`` holds for a ``NamedSharding`` and for a ``SingleDeviceSharding``
+(``x.sharding`` of an array that is not sharded). JAX's explicit-axes mode
 (``AxisType``, ``set_mesh``, ``reshard``) and abstract meshes are not in blu (see
 ``docs/coming_from_jax.md``).
 """
@@ -14,9 +15,9 @@ from __future__ import annotations
 import abc
 
 from blu.parallel.device import Device
-from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec
+from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
-__all__ = ["Device", "Mesh", "NamedSharding", "PartitionSpec", "Sharding"]
+__all__ = ["Device", "Mesh", "NamedSharding", "PartitionSpec", "Sharding", "SingleDeviceSharding"]
 
 
 class Sharding(abc.ABC):  # noqa: B024 - a marker base, as jax.sharding.Sharding for isinstance
@@ -24,3 +25,4 @@ class Sharding(abc.ABC):  # noqa: B024 - a marker base, as jax.sharding.Sharding
 
 
 Sharding.register(NamedSharding)
+Sharding.register(SingleDeviceSharding)

@@ -26,6 +26,7 @@ ARRAY_FUNCTIONS = (
     "clip", "round", "dot", "sort", "real", "imag", "conj",
     # the Array API's array attributes (blu.numpy.devices)
     "array_namespace", "array_device", "to_device", "dlpack", "dlpack_device",
+    "array_devices", "array_sharding",
     "matrix_transpose",
 )  # fmt: skip
 
@@ -350,6 +351,16 @@ class Array(ArrayOps):
         self._aval = None  # made on first use (shape and dtype never change, even when deleted)
 
     # ---- lifetime (donation) -------------------------------------------------------------------
+
+    def devices(self) -> set:
+        """The devices holding the array (JAX's ``Array.devices()``): the CPU device."""
+        return _bnp().array_devices(self)
+
+    @property
+    def sharding(self) -> Any:
+        """How the array is laid out: a ``SingleDeviceSharding`` (a ``ShardedArray`` has its
+        ``NamedSharding``)."""
+        return _bnp().array_sharding(self)
 
     @property
     def _value(self) -> np.ndarray:

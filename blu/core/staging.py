@@ -9,7 +9,7 @@ import numpy as np
 
 from blu.core import pytree
 from blu.core.array import Array, immutable
-from blu.core.aval import ShapedArray
+from blu.core.aval import ShapedArray, ShapeDtypeStruct
 from blu.core.errors import user_frame
 from blu.core.interpreter import Interpreter, Tracer, current_interpreter, get_aval, set_interpreter
 from blu.core.jaxpr import Atom, ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
@@ -112,6 +112,8 @@ def make_jaxpr(
 ) -> Callable[..., ClosedJaxpr]:
     """Return a function that traces ``fun`` on example arguments and gives its jaxpr.
 
+    An argument may be a ``ShapeDtypeStruct`` (only its shape and dtype are read), as in JAX.
+
     Example:
         >>> blu.make_jaxpr(lambda x: bnp.sin(x) * 2.0)(1.0)
         { lambda ; a:f32[]. let
@@ -124,7 +126,11 @@ def make_jaxpr(
     def traced(*args: Any, **kwargs: Any) -> ClosedJaxpr:
         dyn = [a for i, a in enumerate(args) if i not in static]
         leaves, in_tree = pytree.tree_flatten((dyn, kwargs))
-        in_avals = [get_aval(x) for x in leaves]
+        # a ShapeDtypeStruct stands for an argument of its shape and dtype (as in JAX)
+        in_avals = [
+            ShapedArray(x.shape, x.dtype) if isinstance(x, ShapeDtypeStruct) else get_aval(x)
+            for x in leaves
+        ]
 
         def flat_fun(*flat):
             d, kw = pytree.tree_unflatten(in_tree, list(flat))

@@ -101,6 +101,18 @@ def array_device(x: Any) -> Any:
     return CPU_DEVICE
 
 
+def array_devices(x: Any) -> set:
+    """``x.devices()``: the devices holding ``x`` (``{CPU device 0}`` for a blu Array)."""
+    return {CPU_DEVICE}
+
+
+def array_sharding(x: Any) -> Any:
+    """``x.sharding``: ``SingleDeviceSharding`` of the device holding a blu Array."""
+    from blu.parallel.mesh import SingleDeviceSharding
+
+    return SingleDeviceSharding(CPU_DEVICE)
+
+
 def to_device(x: Any, device: Any, /, *, stream: Any = None) -> Any:
     """``x.to_device(device)``: ``x`` itself when already there, else a copy.
 

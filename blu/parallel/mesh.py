@@ -284,3 +284,40 @@ def _trim(spec: PartitionSpec) -> tuple:
     while t and t[-1] is None:
         t = t[:-1]
     return t
+
+
+class SingleDeviceSharding:
+    """An array whole on one device (``jax.sharding.SingleDeviceSharding``): what ``x.sharding``
+    is for a blu array that is not sharded.
+
+    Args:
+        device: the device holding it.
+    """
+
+    def __init__(self, device: Device):
+        self.device = device
+
+    @property
+    def device_set(self) -> set[Device]:
+        return {self.device}
+
+    is_fully_replicated = True
+    is_fully_addressable = True
+    memory_kind = None
+
+    def shard_shape(self, global_shape: Sequence[int]) -> tuple[int, ...]:
+        """The shape of the one block: the array's own."""
+        return tuple(global_shape)
+
+    def devices_indices_map(self, global_shape: Sequence[int]) -> dict[Device, tuple[slice, ...]]:
+        """The device -> the whole array's index."""
+        return {self.device: tuple(slice(None) for _ in global_shape)}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SingleDeviceSharding) and self.device == other.device
+
+    def __hash__(self) -> int:
+        return hash(("single", self.device))
+
+    def __repr__(self) -> str:
+        return f"SingleDeviceSharding(device={self.device!r})"

@@ -117,24 +117,30 @@ class Lowered:
     def compile(self) -> Compiled:
         # no target: calls run through jit's own cache on the arguments' device
         exe = self._program.compile() if self.target is not None else None
-        return Compiled(self.jitted, self.entry, exe, self.donated_invars)
+        return Compiled(self.jitted, self.entry, exe, self.donated_invars, lowered=self)
 
 
 class Compiled:
     """A compiled program for one signature; call it with arrays of that signature."""
 
     def __init__(self, jitted: Any, entry: CacheEntry, executable: Any = None,
-                 donated_invars: tuple[bool, ...] = ()):  # fmt: skip
+                 donated_invars: tuple[bool, ...] = (),
+                 lowered: Lowered | None = None):  # fmt: skip
         self.jitted = jitted
         self.entry = entry
         self.executable = executable
+        self._lowered = lowered
         backend = execution.executor()
         if executable is not None and backend is not None:  # calls of this program run it
             backend.adopt(stable_hoisted(entry), donated_invars, executable)
             jitted._fast = None  # (its fast path would run the executable it had before)
 
     def memory_analysis(self) -> Any:
-        return None if self.executable is None else self.executable.memory_analysis()
+        """Argument, output, alias, temporary and peak bytes of the memory plan (of the default
+        target's plan when compiled without one, as JAX reports its default backend's)."""
+        if self.executable is not None:
+            return self.executable.memory_analysis()
+        return None if self._lowered is None else self._lowered.memory_analysis()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.jitted(*args, **kwargs)

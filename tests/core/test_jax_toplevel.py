@@ -155,3 +155,33 @@ def test_default_matmul_precision_and_aliases():
     j = blu.jacobian(lambda x: x**2)(np.array([1.0, 3.0], np.float32))
     np.testing.assert_allclose(np.asarray(j), np.diag([2.0, 6.0]))
     assert isinstance(blu.devices()[0], blu.Device)
+
+
+def test_array_devices_and_sharding():
+    x = bnp.arange(6.0).reshape(2, 3)
+    (dev,) = x.devices()
+    assert dev.platform == "cpu" and dev.id == 0
+    s = x.sharding
+    assert isinstance(s, blu.sharding.Sharding) and isinstance(s, blu.sharding.SingleDeviceSharding)
+    assert s.device_set == {dev} and s.is_fully_replicated and s.shard_shape(x.shape) == (2, 3)
+    # the one block is the whole array
+    (idx,) = s.devices_indices_map(x.shape).values()
+    np.testing.assert_array_equal(np.asarray(x)[idx], np.arange(6.0).reshape(2, 3))
+    assert s == blu.sharding.SingleDeviceSharding(dev) and hash(s) == hash(x.sharding)
+
+
+def test_memory_analysis_of_the_default_target_and_shape_dtype_struct_tracing():
+    f = blu.jit(lambda a, b: bnp.tanh(a @ b) * 2.0)
+    a = np.ones((64, 32), np.float32)
+    b = np.ones((32, 16), np.float32)
+    m = f.lower(a, b).compile().memory_analysis()
+    assert m is not None
+    assert m.argument_size_in_bytes == a.nbytes + b.nbytes
+    assert m.output_size_in_bytes == 64 * 16 * 4
+    spec = blu.ShapeDtypeStruct((64, 32), np.float32)
+    jaxpr = blu.make_jaxpr(lambda a, b: bnp.tanh(a @ b))(spec, b)
+    assert [str(v.aval) for v in jaxpr.jaxpr.invars] == [
+        str(blu.core.aval.ShapedArray((64, 32), np.float32)),
+        str(blu.core.aval.ShapedArray((32, 16), np.float32)),
+    ]
+    assert jaxpr.jaxpr.outvars[0].aval.shape == (64, 16)

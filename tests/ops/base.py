@@ -187,7 +187,9 @@ NOT_OPERATIONS: dict[str, str] = {
     },
     **{
         f"linalg.{n}": "a result type or exception"
-        for n in ("EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult")
+        for n in (
+            "EigResult", "EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult"
+        )  # fmt: skip
     },
     **{
         f"lax.{n}": "a submodule"

@@ -456,3 +456,62 @@ op(
     covers=("numpy.vectorize",),
     n_ops=4,
 )
+
+# ---- general eigen-decomposition (LAPACK geev through a pure callback) ---------------------------
+
+
+def _known_spectrum(rng):
+    """``P diag(lam) P^-1`` with distinct real eigenvalues ``lam`` (a well-conditioned P)."""
+    n = int(rng.integers(1, 5))
+    b = tuple(max(d, 1) for d in rand_shape(rng, 0, 1, 2))
+    lam = np.sort(rng.uniform(-3, 3, b + (n,))) + np.arange(n)  # at least ~1 apart
+    p = rng.standard_normal(b + (n, n)) + 3 * np.eye(n)
+    return (p @ (lam[..., :, None] * np.linalg.inv(p)),)
+
+
+def _sorted_spectrum(w):
+    """The eigenvalues by real then imaginary part, as float64 (real, imaginary) pairs."""
+    w = np.asarray(w).astype(np.complex128)
+    w = np.take_along_axis(w, np.lexsort((np.round(w.imag, 6), np.round(w.real, 6)), axis=-1), -1)
+    return np.stack([w.real, w.imag])
+
+
+op(
+    "linalg.eigvals",
+    lambda a: _sorted_spectrum(bnp.linalg.eigvals(a)),
+    # an independent route: the roots of the characteristic polynomial (np.poly of the matrix
+    # is from its own eigenvalues, so the reference is the companion matrix's instead)
+    lambda a: _sorted_spectrum(
+        np.vectorize(lambda m: np.roots(np.poly(m)), signature="(n,n)->(n)")(a)
+        if a.shape[-1] > 1
+        else a[..., 0].astype(np.complex128)
+    ),
+    _known_spectrum,
+    covers=("linalg.eigvals",),
+    grad=False,  # no derivative (docs: eigh has them)
+    n_ops=64,
+    special=[(np.array([[0.0, -1.0], [1.0, 0.0]]),), (np.array([[2.0, 1.0], [0.0, 3.0]]),)],
+    skip={
+        "jit": "sorting the complex eigenvalues happens outside blu (numpy)",
+        "vmap": "sorting the complex eigenvalues happens outside blu (numpy)",
+    },  # fmt: skip
+)
+
+
+def _eig_residual(a):
+    w, v = bnp.linalg.eig(a)
+    return bnp.abs(bnp.matmul(a.astype(w.dtype), v) - v * w[..., None, :]), bnp.linalg.norm(
+        v, axis=-2
+    )
+
+
+op(
+    "linalg.eig",
+    _eig_residual,
+    lambda a: (np.zeros(a.shape), np.ones(a.shape[:-1])),  # A V = V diag(w); unit columns
+    _known_spectrum,
+    covers=("linalg.eig",),
+    grad=False,
+    n_ops=64,
+    special=[(np.array([[0.0, -1.0], [1.0, 0.0]]),), (np.array([[1.0, 1.0], [0.0, 1.0 + 1e-3]]),)],
+)

@@ -30,6 +30,7 @@ from blu.numpy.linalg.decompositions import (
     svd,
     svdvals,
 )
+from blu.numpy.linalg.general import EigResult, eig, eigvals
 from blu.numpy.linalg.norms import cond, matrix_norm, norm, vector_norm
 from blu.numpy.linalg.standard import (
     cross,
@@ -56,6 +57,7 @@ from blu.numpy.linalg.solvers import (
 
 __all__ = [
     "LinAlgError",
+    "EigResult",
     "EighResult",
     "QRResult",
     "SVDResult",
@@ -63,7 +65,9 @@ __all__ = [
     "cholesky",
     "cond",
     "det",
+    "eig",
     "eigh",
+    "eigvals",
     "eigvalsh",
     "inv",
     "lstsq",
