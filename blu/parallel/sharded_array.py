@@ -71,6 +71,10 @@ class ShardedArray(Array):
     def size(self) -> int:
         return int(np.prod(self._global_shape, dtype=np.int64))
 
+    def devices(self) -> set:
+        """The devices holding its blocks."""
+        return set(self.sharding.device_set)
+
     @property
     def is_fully_addressable(self) -> bool:
         return not self._local or self.sharding.mesh.size == 1
@@ -190,11 +194,15 @@ def device_put(x: Any, device_or_sharding: Any = None) -> Any:
         ``ShardedArray`` leaves for shardings, ``blu.Array`` leaves otherwise.
 
     Raises:
-        BluValueError / BluShapeError: the spec does not fit the array or the mesh.
+        BluValueError / BluShapeError: the spec does not fit the array or the mesh; a
+            ``Device`` that is not this process's first device (a plain array lives there; place
+            blocks on other devices with a ``NamedSharding``), or not a device of the job.
     """
 
     def one(leaf, s):
         value, weak = _global_value(leaf)
+        if isinstance(s, Device):
+            _check_device(s)
         if s is None or isinstance(s, Device):
             return Array(np.array(value), weak)
         if not isinstance(s, NamedSharding):
@@ -208,6 +216,26 @@ def device_put(x: Any, device_or_sharding: Any = None) -> Any:
         return pytree.tree_map(lambda leaf: one(leaf, device_or_sharding), x)
     return pytree.tree_map(lambda s, sub: pytree.tree_map(lambda leaf: one(leaf, s), sub),
                            device_or_sharding, x, is_leaf=is_leaf)  # fmt: skip
+
+
+def _check_device(d: Device) -> None:
+    """A plain (unsharded) array lives on this process's first device: putting one on another
+    device raises rather than silently staying there (issue #35)."""
+    from blu.parallel.devices import devices, local_devices
+
+    if d not in devices():
+        raise BluValueError(
+            with_user_line(f"device_put: {d!r} is not a device of this job ({devices()})")
+        )
+    home = local_devices()[0]
+    if d != home:
+        raise BluValueError(
+            with_user_line(
+                f"device_put: a plain array lives on {home!r} (this process's first device); "
+                f"to place data on {d!r}, lay it out over a mesh: "
+                "device_put(x, NamedSharding(mesh, P(...)))"
+            )
+        )
 
 
 def local_aval(x: ShardedArray) -> ShapedArray:

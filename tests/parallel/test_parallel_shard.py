@@ -309,6 +309,14 @@ def test_device_put_pytrees_and_devices():
     plain = device_put(np.arange(3), devices()[0])
     assert type(plain) is blu.Array
     assert len(devices()) == 8 and mesh.size == 8 and mesh.shape == {"x": 2, "y": 4}
+    assert plain.devices() == {devices()[0]} and out["a"].devices() == set(devices())
+
+
+def test_device_put_to_another_device_raises_instead_of_staying_on_device_0():
+    with pytest.raises(BluValueError, match=r"lives on CPUDevice\(id=0\).*NamedSharding"):
+        device_put(np.arange(3), devices()[3])
+    with pytest.raises(BluValueError, match="not a device of this job"):
+        device_put(np.arange(3), blu.sharding.Device(99))
 
 
 def test_shard_accepts_sharded_arrays_and_returns_them():
