@@ -19,6 +19,9 @@ The programs (float32 unless named):
 - ``fft_c2c``: ``fft`` of (64, 16384) complex64 rows;
 - ``lgamma``: ``lgamma`` of a (4096, 4096) array;
 - ``cumsum_rows`` / ``cumsum_cols``: ``cumsum`` of a (4096, 4096) array along axis 1 / axis 0;
+- ``fori_loop``: 1,000 steps of ``v * 0.999 + 1`` on 1,024 floats (control flow);
+- ``scan_rnn``: a 256-step RNN ``scan``, ``h = tanh(h @ W + x_t)``, (32, 256) state;
+- ``sort``: ``sort`` of 2**20 floats;
 - ``complex_mul``: ``x * w`` of (2048, 2048) complex64 arrays.
 
 A program whose primitive still runs on the host says so in the ``where`` column (from
@@ -54,6 +57,18 @@ def _kv_loop(cache, rows):
         return lax.dynamic_update_slice(c, lax.dynamic_slice_in_dim(rows, i, 1, 1), (0, i, 0))
 
     return lax.fori_loop(0, 128, body, cache)
+
+
+def _fori(x):
+    return lax.fori_loop(0, 1000, lambda i, v: v * 0.999 + 1.0, x)
+
+
+def _rnn(h, xs, w):
+    def step(h, x):
+        h = bnp.tanh(h @ w + x)
+        return h, h
+
+    return lax.scan(step, h, xs)[0]
 
 
 def programs() -> dict[str, tuple[Callable, Callable, tuple[int, ...], str]]:
@@ -118,6 +133,18 @@ def programs() -> dict[str, tuple[Callable, Callable, tuple[int, ...], str]]:
             (),
             "cumsum",
         ),
+        "fori_loop": (_fori, lambda r: (r.standard_normal((1024,), np.float32),), (), "while"),
+        "scan_rnn": (
+            _rnn,
+            lambda r: (
+                r.standard_normal((32, 256), np.float32),
+                r.standard_normal((256, 32, 256), np.float32),
+                (r.standard_normal((256, 256)) / 16).astype(np.float32),
+            ),
+            (),
+            "scan",
+        ),  # fmt: skip
+        "sort": (bnp.sort, lambda r: (r.standard_normal((1 << 20,), np.float32),), (), "sort"),
         "complex_mul": (
             lambda x, w: x * w,
             lambda r: tuple(
@@ -136,6 +163,9 @@ def _jax_programs():
     import jax
     import jax.numpy as jnp
 
+    def rnn(h, xs, w):
+        return jax.lax.scan(lambda h, x: (jnp.tanh(h @ w + x),) * 2, h, xs)[0]
+
     def kv_loop(cache, rows):
         def body(i, c):
             row = jax.lax.dynamic_slice_in_dim(rows, i, 1, 1)
@@ -152,6 +182,21 @@ def _jax_programs():
         "lgamma": (jax.lax.lgamma, ()),
         "cumsum_rows": (lambda x: jnp.cumsum(x, axis=1), ()),
         "cumsum_cols": (lambda x: jnp.cumsum(x, axis=0), ()),
+        "fori_loop": (_fori, lambda r: (r.standard_normal((1024,), np.float32),), (), "while"),
+        "scan_rnn": (
+            _rnn,
+            lambda r: (
+                r.standard_normal((32, 256), np.float32),
+                r.standard_normal((256, 32, 256), np.float32),
+                (r.standard_normal((256, 256)) / 16).astype(np.float32),
+            ),
+            (),
+            "scan",
+        ),  # fmt: skip
+        "sort": (bnp.sort, lambda r: (r.standard_normal((1 << 20,), np.float32),), (), "sort"),
+        "fori_loop": (lambda x: jax.lax.fori_loop(0, 1000, lambda i, v: v * 0.999 + 1.0, x), ()),
+        "scan_rnn": (rnn, ()),
+        "sort": (jnp.sort, ()),
         "complex_mul": (lambda x, w: x * w, ()),
     }
 
