@@ -182,18 +182,6 @@ def _jax_programs():
         "lgamma": (jax.lax.lgamma, ()),
         "cumsum_rows": (lambda x: jnp.cumsum(x, axis=1), ()),
         "cumsum_cols": (lambda x: jnp.cumsum(x, axis=0), ()),
-        "fori_loop": (_fori, lambda r: (r.standard_normal((1024,), np.float32),), (), "while"),
-        "scan_rnn": (
-            _rnn,
-            lambda r: (
-                r.standard_normal((32, 256), np.float32),
-                r.standard_normal((256, 32, 256), np.float32),
-                (r.standard_normal((256, 256)) / 16).astype(np.float32),
-            ),
-            (),
-            "scan",
-        ),  # fmt: skip
-        "sort": (bnp.sort, lambda r: (r.standard_normal((1 << 20,), np.float32),), (), "sort"),
         "fori_loop": (lambda x: jax.lax.fori_loop(0, 1000, lambda i, v: v * 0.999 + 1.0, x), ()),
         "scan_rnn": (rnn, ()),
         "sort": (jnp.sort, ()),
