@@ -53,7 +53,6 @@ from blu.lax import (
 )
 from blu.lax import elementwise as ew
 from blu.lax.callback import debug_callback_p, pure_callback_p
-from blu.lax.complex import complex_p, conj_p, imag_p, real_p
 from blu.lax.control_flow.conditionals import cond_p
 from blu.lax.control_flow.loops import while_p
 from blu.lax.control_flow.scan import scan_p
@@ -62,6 +61,7 @@ from blu.lax.fft import fft_p
 from blu.lax.linalg import primitives as linalg
 from blu.lower.backend import registered_backends
 from blu.lower.mlir import rules as _rules  # noqa: F401  (registers the per-element rules)
+from blu.lower.mlir import rules_complex as _rules_complex  # noqa: F401  (and complex values')
 from blu.lower.mlir import rules_dynamic as _rules_dynamic  # noqa: F401  (run-time offsets)
 from blu.lower.mlir import rules_gather as _rules_gather  # noqa: F401  (and gather's)
 from blu.lower.mlir.rules_gather import gather_supported
@@ -85,7 +85,6 @@ _SORT = "no sorting kernel yet (a bitonic or radix sort per row)"
 _CUMULATIVE = "no scan kernel yet (a parallel prefix sum)"
 _LAPACK = "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)"
 _COLLECTIVE = "a collective: run per device by blu.parallel, not a kernel"
-_COMPLEX = "complex values run on the host: no complex arithmetic in the kernel generators"
 _MATH = "no elementwise rule yet (a polynomial in mathlib)"
 _HOST = (
     (_SORT, sorting.sort_p, sorting.top_k_p),
@@ -109,7 +108,6 @@ _HOST = (
      parallel.axis_index_p),
     ("pocketfft (numpy) on the CPU; cuFFT on CUDA targets (a library node)", fft_p),
     ("a Python callback: it runs on the host by definition", pure_callback_p, debug_callback_p),
-    (_COMPLEX, real_p, imag_p, conj_p, complex_p),
 )  # fmt: skip
 for _reason, *_prims in _HOST:
     host_fallback(_reason, *_prims)

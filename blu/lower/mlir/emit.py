@@ -26,7 +26,7 @@ _STORAGE = {
     dtypes.float32: "f32", dtypes.float64: "f64", dtypes.bfloat16: "i16", dtypes.float16: "f16",
     dtypes.bool_: "i8", dtypes.int8: "i8", dtypes.int16: "i16", dtypes.int32: "i32",
     dtypes.int64: "i64", dtypes.uint8: "i8", dtypes.uint16: "i16", dtypes.uint32: "i32",
-    dtypes.uint64: "i64",
+    dtypes.uint64: "i64", dtypes.complex64: "complex<f32>", dtypes.complex128: "complex<f64>",
 }  # fmt: skip
 
 
@@ -47,6 +47,20 @@ def compute_type(dt: np.dtype) -> str:
 
 def is_float(dt: np.dtype) -> bool:
     return dtypes.is_float(np.dtype(dt))
+
+
+def is_complex(dt: np.dtype) -> bool:
+    return dtypes.is_complex(np.dtype(dt))
+
+
+def scalar(value: Any, dt: np.dtype) -> Any:
+    """``value`` as the Python scalar ``Builder.const`` takes for a value of ``dt``."""
+    dt = np.dtype(dt)
+    if dt == dtypes.bool_:
+        return bool(value)
+    if is_complex(dt):
+        return complex(value)
+    return float(value) if is_float(dt) else int(value)
 
 
 def is_unsigned(dt: np.dtype) -> bool:
@@ -124,7 +138,11 @@ class Builder:
     # ---- constants ----------------------------------------------------------------------------
 
     def const(self, value: Any, ty: str) -> str:
-        if ty in ("f16", "bf16", "f32", "f64"):
+        if ty.startswith("complex<"):  # complex64 / complex128: both parts exact
+            part, z = ty[8:-1], complex(value)
+            re_, im = float_literal(z.real, part), float_literal(z.imag, part)
+            lit = f"[{re_} : {part}, {im} : {part}]"
+        elif ty in ("f16", "bf16", "f32", "f64"):
             lit = float_literal(value, ty)
         elif ty == "index":
             lit = str(int(value))
@@ -135,7 +153,8 @@ class Builder:
         if name is None:
             name = self._consts[key] = self.fresh("c")
             typed = lit if ty == "i1" else f"{lit} : {ty}"  # `true` / `false` carry their type
-            self.const_lines.append(f"    {name} = arith.constant {typed}")
+            dialect = "complex" if ty.startswith("complex<") else "arith"
+            self.const_lines.append(f"    {name} = {dialect}.constant {typed}")
             if ty == "index":
                 self.index_value[name] = int(value)
         return name
