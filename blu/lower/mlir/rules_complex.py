@@ -8,7 +8,8 @@ pass pipelines (``llvm.py``, ``cuda/compiler.py``) run ``convert-complex-to-stan
 (``complex.re`` / ``complex.im`` / ``complex.create``) wherever the complex dialect's own
 expansion would differ from numpy's impl (the oracle):
 
-- ``mul``: the schoolbook product (numpy's loop; no C99 Annex G inf recovery);
+- ``mul``: the schoolbook product with the fused multiply-adds of numpy's SIMD loop (no C99
+  Annex G inf recovery; on a CPU without FMA numpy's own result differs where it overflows);
 - ``div``: Smith's algorithm exactly as numpy's loop writes it (``loops.c.src``, ``divide``),
   including its division by a complex zero (``x / |0|``, giving inf/NaN parts);
 - ``abs``: ``hypot(re, im)`` from libm / libdevice (numpy's ``npy_hypot``): no overflow for
@@ -124,11 +125,14 @@ def _ty(eqn: Any, i: int = 0) -> str:
 
 
 def cmul(b: Builder, x: str, y: str, ty: str) -> str:
-    """The schoolbook product (numpy's): (a c - b d) + i (a d + b c)."""
+    """The schoolbook product as numpy's SIMD loop computes it on an FMA machine:
+    ``fma(a, c, -(b d)) + i fma(a, d, b c)`` (the fused rounding decides overflow: numpy's
+    ``(M + M j)**2`` is ``-inf + inf j`` for a huge M, where the unfused product gives NaN)."""
     t = _part(ty)
     (xr, xi), (yr, yi) = parts(b, x, ty), parts(b, y, ty)
-    re = _f(b, "subf", _f(b, "mulf", xr, yr, t), _f(b, "mulf", xi, yi, t), t)
-    im = _f(b, "addf", _f(b, "mulf", xr, yi, t), _f(b, "mulf", xi, yr, t), t)
+    nbd = b.op(f"arith.negf {_f(b, 'mulf', xi, yi, t)} : {t}")
+    re = b.op(f"math.fma {xr}, {yr}, {nbd} : {t}")
+    im = b.op(f"math.fma {xr}, {yi}, {_f(b, 'mulf', xi, yr, t)} : {t}")
     return make(b, re, im, ty)
 
 
