@@ -31,7 +31,8 @@ expansion would differ from numpy's impl (the oracle):
   part, complex -> bool as ``x != 0``, complex -> other real dtypes keeps the real part (the
   impl's rule, as JAX's);
 - ``reduce_sum`` / ``reduce_prod``: ``complex.add`` / the schoolbook product (the sum's order
-  differs from numpy's pairwise summation: within the dtype's tolerance).
+  differs from numpy's pairwise summation: within the dtype's tolerance; the sum reassociates,
+  as the real sums do, so LLVM keeps partial sums per vector lane).
 
 Primitives without a complex rule here keep refusing complex operands in
 ``fusion.can_fuse`` (the ``"complex"`` slot says which do) and run as fallback nodes.
@@ -375,5 +376,9 @@ def _complex_reducer(p: Primitive, ccombine: Callable) -> None:
     allow(p)
 
 
-_complex_reducer(reductions.reduce_sum_p, lambda b, a, x, ty: b.op(f"complex.add {a}, {x} : {ty}"))
+# reassociation lets LLVM vectorize the sum (as the real reductions; partial sums per lane)
+_complex_reducer(
+    reductions.reduce_sum_p,
+    lambda b, a, x, ty: b.op(f"complex.add {a}, {x} fastmath<reassoc> : {ty}"),
+)
 _complex_reducer(reductions.reduce_prod_p, cmul)
