@@ -10,6 +10,8 @@ expansion would differ from numpy's impl (the oracle):
 
 - ``mul``: the schoolbook product with the fused multiply-adds of numpy's SIMD loop (no C99
   Annex G inf recovery; on a CPU without FMA numpy's own result differs where it overflows);
+- ``integer_pow``: the impl's square-and-multiply (from 1) with this product, ``1 / x**-y``
+  for negative ``y``; ``sign``: ``x / (|x| + 0j)``, 0 at 0, as the impl;
 - ``div``: Smith's algorithm exactly as numpy's loop writes it (``loops.c.src``, ``divide``),
   including its division by a complex zero (``x / |0|``, giving inf/NaN parts);
 - ``abs``: ``hypot(re, im)`` from libm / libdevice (numpy's ``npy_hypot``): no overflow for
@@ -188,6 +190,32 @@ def _mul(b, eqn, x, y):
 @_complex_rule(special.square_p)
 def _square(b, eqn, x):
     return cmul(b, x, x, _ty(eqn))
+
+
+@_complex_rule(special.integer_pow_p)
+def _integer_pow(b, eqn, x):
+    """The impl's square-and-multiply from ``acc = 1`` (its products, so its NaNs), and
+    ``1 / x**-y`` for negative ``y``."""
+    ty, y = _ty(eqn), eqn.params["y"]
+    one = b.const(1.0, ty)
+    acc, base, n = one, x, abs(y)
+    while n:
+        if n & 1:
+            acc = cmul(b, acc, base, ty)
+        n >>= 1
+        if n:
+            base = cmul(b, base, base, ty)
+    return cdiv(b, one, acc, ty) if y < 0 else acc
+
+
+@_complex_rule(ew.sign_p)
+def _sign(b, eqn, x):
+    """``x / |x|`` (numpy 2's complex sign; the impl divides by ``|x| + 0j``), 0 at 0."""
+    ty = _ty(eqn)
+    t = _part(ty)
+    mag = cabs(b, x, ty)
+    q = cdiv(b, x, make(b, mag, b.const(0.0, t), ty), ty)
+    return _sel(b, _cmp(b, "oeq", mag, b.const(0.0, t), t), b.const(0.0, ty), q, ty)
 
 
 @_complex_rule(ew.div_p)

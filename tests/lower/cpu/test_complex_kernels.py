@@ -88,6 +88,10 @@ UNARY = {
     "log": (bnp.log, np.log),
     "sqrt": (bnp.sqrt, np.sqrt),
     "square": (lax.square, np.square),
+    # the impl's square-and-multiply from 1 (so (1 + 0j) * (inf + 0j) = inf + NaN j)
+    "pow3": (lambda z: lax.integer_pow(z, 3), lambda z: (np.ones_like(z) * z) * (z * z)),
+    "pow-2": (lambda z: lax.integer_pow(z, -2), lambda z: 1 / (np.ones_like(z) * (z * z))),
+    "sign": (lax.sign, lambda z: np.where(z == 0, 0, z / np.where(z == 0, 1, np.abs(z)))),
 }
 BINARY = {
     "add": (lambda z, w: z + w, np.add),
