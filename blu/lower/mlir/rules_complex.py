@@ -53,6 +53,8 @@ from blu.lax import elementwise as ew
 from blu.lax import reductions, shapes, slicing, special
 from blu.lax.casts import convert_element_type_p
 from blu.lax.complex import complex_p, conj_p, imag_p, real_p
+from blu.lax.gather_scatter import gather_p
+from blu.lax.sorting import take_along_axis_p
 from blu.lower.mlir import mathlib, rules
 from blu.lower.mlir.emit import Builder, compute_type, is_complex
 from blu.transforms import ad_ops
@@ -385,10 +387,12 @@ def convert(b: Builder, x: str, src: np.dtype, dst: np.dtype) -> str:
 # ---- generic rules that already hold for complex values ----------------------------------------
 
 # select and the identities pass the value through (arith.select takes any type); data movement
-# only maps indices; the index rules of pad / concatenate build their fill with Builder.const
+# only maps indices (gather, dynamic_slice, ... compute them from integer operands); the index
+# rules of pad / concatenate / gather's fill build their constants with Builder.const
 allow(ew.select_p, ad_ops.stop_gradient_p, ad_ops.optimization_barrier_p,
       shapes.broadcast_in_dim_p, shapes.reshape_p, shapes.squeeze_p, shapes.transpose_p,
-      slicing.slice_p, shapes.rev_p, shapes.pad_p, shapes.concatenate_p)  # fmt: skip
+      slicing.slice_p, shapes.rev_p, shapes.pad_p, shapes.concatenate_p, gather_p,
+      slicing.dynamic_slice_p, slicing.dynamic_update_slice_p, take_along_axis_p)  # fmt: skip
 
 
 # ---- reductions --------------------------------------------------------------------------------

@@ -184,6 +184,30 @@ def test_data_movement_of_complex_arrays(dt):
     assert_fused(f, z, w)
 
 
+@pytest.mark.parametrize("dt", CDTYPES, ids=["c64", "c128"])
+def test_gathers_and_dynamic_slices_of_complex_arrays(dt):
+    rng = np.random.default_rng(11)
+    x, u = _cplx((6, 8), dt, rng), _cplx((2, 3), dt, rng)
+    idx = rng.integers(-8, 8, (6, 4)).astype(np.int32)
+    rows = np.array([5, 0, 2], np.int32)
+
+    def f(x, u, i, idx, rows):
+        a = lax.dynamic_slice(x, (i, i + 1), (3, 4)) * 2
+        b = lax.dynamic_update_slice(x, u, (i, 5))
+        return a, b, bnp.take_along_axis(x, idx, axis=1) + 1j, x[rows] - x[rows[::-1]]
+
+    i = np.int32(2)
+    got = blu.jit(f)(x, u, i, idx, rows)
+    X, U = x.astype(C128), u.astype(C128)
+    b = X.copy()
+    b[2:4, 5:8] = U
+    want = (X[2:5, 3:7] * 2, b, np.take_along_axis(X, idx % 8, axis=1) + 1j,
+            X[rows] - X[rows[::-1]])  # fmt: skip
+    for g, w in zip(got, want):
+        assert_close(g, w, dt)
+    assert_fused(f, x, u, i, idx, rows)
+
+
 @pytest.mark.parametrize(
     "src, dst",
     [(C64, C128), (C128, C64), (np.float32, C64), (np.float64, C128), (np.int32, C128),
