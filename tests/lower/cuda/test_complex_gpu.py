@@ -1,9 +1,10 @@
 """Complex values and the FFT on the CUDA target (marked ``gpu``): complex elementwise
 arithmetic, data movement and sum/prod reductions are fused into kernels
 (``blu/lower/mlir/rules_complex.py``); the FFT is a cuFFT library node; complex primitives
-without a rule run as host fallback nodes of the GPU plan (never crash), next to the kernels. Runs on a GPU or, with
-``BLU_FAKE_GPU=1``, on a ``FakeDevice``. Shapes are FIXED: the GPU machine has no MLIR and runs
-the kernels ``scripts/fill_gpu_cache.py`` compiled from this file ahead of time.
+without a rule run as host fallback nodes of the GPU plan (never crash), next to the kernels.
+Runs on a GPU or, with ``BLU_FAKE_GPU=1``, on a ``FakeDevice``. Shapes are FIXED: the GPU
+machine has no MLIR and runs the kernels ``scripts/fill_gpu_cache.py`` compiled from this file
+ahead of time.
 
 References: numpy in complex128 / float64 on the (already rounded) inputs; tolerances relative to
 the complex magnitude of the result (one part may cancel): complex64 a few float32 roundings,
