@@ -147,8 +147,12 @@ def test_complex_special_values_on_device(dev, dt):
 
 @pytest.mark.parametrize(
     "shape, axis, strategy",
-    [((8, 4096), 1, "split"), ((129, 37), 0, "split"), (SHAPE, 1, "split"),
-     ((300, 40), 1, "thread")],  # fmt: skip
+    [
+        ((8, 4096), 1, "split"),
+        ((129, 37), 0, "split"),
+        (SHAPE, 1, "split"),
+        ((300, 40), 1, "thread"),
+    ],  # fmt: skip
 )
 def test_complex_sum_and_prod_on_device(dev, shape, axis, strategy):
     z = _cplx(shape, 7).astype(C64)
