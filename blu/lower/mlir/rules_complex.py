@@ -28,6 +28,8 @@ expansion would differ from numpy's impl (the oracle):
   cancel, glibc's extra-precise sum keeps more digits of the (tiny) real part;
 - ``sqrt``: the C99 / FreeBSD ``csqrt`` algorithm (special values first; ``(|re| + hypot) / 2``
   scaled by 1/4 near overflow). Deviation: no scaling for subnormal inputs;
+- ``sin``, ``cos``, ``sinh``, ``cosh``: glibc's ``csinh`` / ``ccosh`` formulas with C99's special
+  values (``_cosh_sinh``), ``sin z = -i sinh(iz)``, ``cos z = cosh(iz)``;
 - ``eq`` / ``ne``: both parts equal (ordered) / either part unequal (NaN != NaN);
 - ``convert_element_type``: complex -> complex per part, real -> complex with a zero imaginary
   part, complex -> bool as ``x != 0``, complex -> other real dtypes keeps the real part (the
@@ -333,6 +335,92 @@ def _sqrt(b, eqn, x):
     both0 = b.op(f"arith.andi {_cmp(b, 'oeq', a, zero, t)}, {_cmp(b, 'oeq', y, zero, t)} : i1")
     zr, zi = _sel(b, both0, zero, zr, t), _sel(b, both0, y, zi, t)
     return make(b, zr, zi, ty)
+
+
+def _cosh_sinh(b: Builder, x: str, y: str, t: str, sinh: bool) -> tuple[str, str]:
+    """``cosh(x + iy)`` (or ``sinh``) as glibc's ``ccosh`` / ``csinh`` (which numpy calls):
+    ``cosh x cos y + i sinh x sin y`` (``sinh x cos y + i cosh x sin y``) with C99's special
+    values (Annex G.6.2.4-5): a zero ``y`` gives an exact zero imaginary part, an infinite ``x``
+    gives ``inf cis(y)``, a non-finite ``y`` NaN parts (exact zeros where ``x`` is 0), a NaN
+    ``x`` NaN (``NaN + 0j`` for ``y = 0``). Deviation: glibc scales where ``cosh x`` overflows
+    but the product would not (``|x|`` within ~0.7 above ``log(max)``); here such parts are inf."""
+    ch, sh = _fn(b, "cosh", x, t), _fn(b, "sinh", x, t)
+    c, s = _fn(b, "cos", y, t), _fn(b, "sin", y, t)
+    re = _f(b, "mulf", sh if sinh else ch, c, t)
+    im = _f(b, "mulf", ch if sinh else sh, s, t)
+    zero, inf, nan = b.const(0.0, t), b.const(np.inf, t), b.const(np.nan, t)
+
+    def both(p: str, q: str) -> str:
+        return b.op(f"arith.andi {p}, {q} : i1")
+
+    ax, ay = b.op(f"math.absf {x} : {t}"), b.op(f"math.absf {y} : {t}")
+    xf, yf = _cmp(b, "olt", ax, inf, t), _cmp(b, "olt", ay, inf, t)
+    y_bad = _cmp(b, "uge", ay, inf, t)  # inf or NaN
+    xinf = _cmp(b, "oeq", ax, inf, t)
+    y0, x0 = _cmp(b, "oeq", y, zero, t), _cmp(b, "oeq", x, zero, t)
+    m = both(y0, xf)  # y = 0, x finite: the imaginary part is an exact (signed) zero
+    im = _sel(b, m, y if sinh else _f(b, "mulf", x, y, t), im, t)
+    nan_y = _f(b, "subf", y, y, t)
+    m = both(xf, y_bad)  # y not finite, x finite
+    if sinh:
+        re = _sel(b, m, _sel(b, x0, x, nan, t), re, t)
+        im = _sel(b, m, nan_y, im, t)
+    else:
+        re = _sel(b, m, nan_y, re, t)
+        im = _sel(b, m, _sel(b, x0, _f(b, "mulf", zero, x, t), nan, t), im, t)
+    one_x = b.op(f"math.copysign {b.const(1.0, t)}, {x} : {t}")
+    inf_c = b.op(f"math.copysign {inf}, {c} : {t}")
+    inf_s = b.op(f"math.copysign {inf}, {s} : {t}")
+    m1 = both(xinf, both(yf, _cmp(b, "one", y, zero, t)))  # x infinite, y finite nonzero
+    m2, m3 = both(xinf, y0), both(xinf, y_bad)
+    if sinh:
+        re = _sel(b, m1, _f(b, "mulf", inf_c, one_x, t), re, t)
+        im = _sel(b, m1, inf_s, im, t)
+        re, im = _sel(b, m2, x, re, t), _sel(b, m2, y, im, t)
+        re, im = _sel(b, m3, inf, re, t), _sel(b, m3, nan_y, im, t)  # +inf whatever x's sign
+    else:
+        re = _sel(b, m1, inf_c, re, t)
+        im = _sel(b, m1, _f(b, "mulf", inf_s, one_x, t), im, t)
+        re, im = _sel(b, m2, inf, re, t), _sel(b, m2, _f(b, "mulf", y, one_x, t), im, t)
+        re = _sel(b, m3, inf, re, t)
+        im = _sel(b, m3, _f(b, "mulf", x, nan_y, t), im, t)
+    xn = _cmp(b, "uno", x, x, t)
+    return _sel(b, xn, nan, re, t), _sel(b, xn, _sel(b, y0, y, nan, t), im, t)
+
+
+@_complex_rule(special.cosh_p)
+def _cosh(b, eqn, z):
+    ty = _ty(eqn)
+    return make(b, *_cosh_sinh(b, *parts(b, z, ty), _part(ty), sinh=False), ty)
+
+
+@_complex_rule(special.sinh_p)
+def _sinh(b, eqn, z):
+    ty = _ty(eqn)
+    return make(b, *_cosh_sinh(b, *parts(b, z, ty), _part(ty), sinh=True), ty)
+
+
+@_complex_rule(ew.cos_p)
+def _cos(b, eqn, z):
+    """``cos z = cosh(iz)``, ``iz = -y + ix`` (C99's definition; glibc's ``ccos``)."""
+    ty = _ty(eqn)
+    t = _part(ty)
+    x, y = parts(b, z, ty)
+    return make(b, *_cosh_sinh(b, b.op(f"arith.negf {y} : {t}"), x, t, sinh=False), ty)
+
+
+@_complex_rule(ew.sin_p)
+def _sin(b, eqn, z):
+    """``sin z = -i sinh(iz)``, ``iz = -y + ix`` (C99's definition; glibc's ``csin``)."""
+    ty = _ty(eqn)
+    t = _part(ty)
+    x, y = parts(b, z, ty)
+    re, im = _cosh_sinh(b, b.op(f"arith.negf {y} : {t}"), x, t, sinh=True)
+    inf = b.const(np.inf, t)
+    # glibc's csin: +inf imaginary part for an infinite y and a non-finite x (whatever signs)
+    odd = b.op(f"arith.andi {_cmp(b, 'oeq', b.op(f'math.absf {y} : {t}'), inf, t)}, "
+               f"{_cmp(b, 'uge', b.op(f'math.absf {x} : {t}'), inf, t)} : i1")  # fmt: skip
+    return make(b, im, _sel(b, odd, inf, b.op(f"arith.negf {re} : {t}"), t), ty)
 
 
 # ---- comparisons -------------------------------------------------------------------------------

@@ -88,6 +88,10 @@ UNARY = {
     "log": (bnp.log, np.log),
     "sqrt": (bnp.sqrt, np.sqrt),
     "square": (lax.square, np.square),
+    "sin": (bnp.sin, np.sin),
+    "cos": (bnp.cos, np.cos),
+    "sinh": (bnp.sinh, np.sinh),
+    "cosh": (bnp.cosh, np.cosh),
     # the impl's square-and-multiply from 1 (so (1 + 0j) * (inf + 0j) = inf + NaN j)
     "pow3": (lambda z: lax.integer_pow(z, 3), lambda z: (np.ones_like(z) * z) * (z * z)),
     "pow-2": (lambda z: lax.integer_pow(z, -2), lambda z: 1 / (np.ones_like(z) * (z * z))),
@@ -106,7 +110,7 @@ BINARY = {
               lambda z, w: np.where(z.real > 0, z, w)),
 }  # fmt: skip
 # exp/log/sqrt of float32 parts go through mathlib's polynomials: a few ulp more
-LOOSE = {"exp": 8, "log": 8, "sqrt": 2}
+LOOSE = {"exp": 8, "log": 8, "sqrt": 2, "sin": 8, "cos": 8, "sinh": 8, "cosh": 8}
 
 shapes = st.lists(st.integers(0, 5), min_size=0, max_size=3).map(tuple)
 

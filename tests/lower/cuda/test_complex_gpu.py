@@ -200,3 +200,20 @@ def test_complex_casts_on_device(dev):
     _close(got[0], c, C64)
     _close(got[1], c.astype(C64), C128)
     _close(got[2], z.real.astype(np.float32), C64)
+
+
+@pytest.mark.parametrize("dt", (C64, C128), ids=["c64", "c128"])
+def test_complex_trig_on_device(dev, dt):
+    z = _specials(_cplx(SHAPE, 11).astype(dt))
+
+    def f(z):
+        return bnp.sin(z), bnp.cos(z), bnp.sinh(z / 8), bnp.cosh(z / 8)
+
+    assert set(_fused(f, z)) == {"map"}
+    got = blu.jit(f)(put(dev, z))
+    with np.errstate(all="ignore"):
+        special = f(z)  # the impls: numpy in the dtype
+        want = f(z.astype(C128))
+    for g, s, w in zip(got, special, want):
+        _close(np.asarray(g)[:1], np.asarray(s)[:1], dt, 8)
+        _close(np.asarray(g)[1:], w[1:], dt, 8, floor=1.0)
