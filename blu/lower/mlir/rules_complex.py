@@ -28,6 +28,8 @@ expansion would differ from numpy's impl (the oracle):
   cancel, glibc's extra-precise sum keeps more digits of the (tiny) real part;
 - ``sqrt``: the C99 / FreeBSD ``csqrt`` algorithm (special values first; ``(|re| + hypot) / 2``
   scaled by 1/4 near overflow). Deviation: no scaling for subnormal inputs;
+- ``exp2``: numpy's ``nc_exp2``, ``exp`` of the parts times ``log 2``; ``log1p``: numpy's
+  ``nc_log1p``, ``log(hypot(re + 1, im)) + i atan2(im, re + 1)``; ``rsqrt``: ``1 / sqrt``;
 - ``sin``, ``cos``, ``sinh``, ``cosh``: glibc's ``csinh`` / ``ccosh`` formulas with C99's special
   values (``_cosh_sinh``), ``sin z = -i sinh(iz)``, ``cos z = cosh(iz)``;
 - ``eq`` / ``ne``: both parts equal (ordered) / either part unequal (NaN != NaN);
@@ -260,8 +262,23 @@ def _abs(b, eqn, x):
 @_complex_rule(ew.exp_p)
 def _exp(b, eqn, x):
     ty = _ty(eqn)
+    return cexp(b, *parts(b, x, ty), ty)
+
+
+@_complex_rule(special.exp2_p)
+def _exp2(b, eqn, x):
+    """numpy's ``nc_exp2``: ``exp`` of both parts times ``log 2`` (a real product: no NaN from
+    ``0 * inf`` between parts)."""
+    ty = _ty(eqn)
     t = _part(ty)
+    ln2 = b.const(float(np.log(2.0)), t)
     re, im = parts(b, x, ty)
+    return cexp(b, _f(b, "mulf", re, ln2, t), _f(b, "mulf", im, ln2, t), ty)
+
+
+def cexp(b: Builder, re: str, im: str, ty: str) -> str:
+    """``exp(re + i im)`` as glibc's ``cexp`` (special values in the module's docstring)."""
+    t = _part(ty)
     e = _fn(b, "exp", re, t)
     zr = _f(b, "mulf", e, _fn(b, "cos", im, t), t)
     zi = _f(b, "mulf", e, _fn(b, "sin", im, t), t)
@@ -300,7 +317,30 @@ def _log(b, eqn, x):
 
 @_complex_rule(special.sqrt_p)
 def _sqrt(b, eqn, x):
+    return csqrt(b, x, _ty(eqn))
+
+
+@_complex_rule(special.rsqrt_p)
+def _rsqrt(b, eqn, x):
+    """``1 / sqrt(x)``, as the impl (Smith's division of 1 by the square root)."""
     ty = _ty(eqn)
+    return cdiv(b, b.const(1.0, ty), csqrt(b, x, ty), ty)
+
+
+@_complex_rule(special.log1p_p)
+def _log1p(b, eqn, x):
+    """numpy's ``nc_log1p``: ``log(hypot(re + 1, im)) + i atan2(im, re + 1)`` (no extra
+    accuracy near 0: numpy's own formula)."""
+    ty = _ty(eqn)
+    t = _part(ty)
+    re, im = parts(b, x, ty)
+    re1 = _f(b, "addf", re, b.const(1.0, t), t)
+    mag = _fn(b, "log", b.libm("hypotf" if t == "f32" else "hypot", [re1, im], t), t)
+    return make(b, mag, b.op(f"math.atan2 {im}, {re1} : {t}"), ty)
+
+
+def csqrt(b: Builder, x: str, ty: str) -> str:
+    """The C99 / FreeBSD ``csqrt`` (the module's docstring)."""
     t = _part(ty)
     a, y = parts(b, x, ty)
     zero, half, inf = b.const(0.0, t), b.const(0.5, t), b.const(np.inf, t)

@@ -203,11 +203,12 @@ def test_complex_casts_on_device(dev):
 
 
 @pytest.mark.parametrize("dt", (C64, C128), ids=["c64", "c128"])
-def test_complex_trig_on_device(dev, dt):
+def test_complex_trig_and_more_on_device(dev, dt):
     z = _specials(_cplx(SHAPE, 11).astype(dt))
 
     def f(z):
-        return bnp.sin(z), bnp.cos(z), bnp.sinh(z / 8), bnp.cosh(z / 8)
+        return (bnp.sin(z), bnp.cos(z), bnp.sinh(z / 8), bnp.cosh(z / 8), lax.rsqrt(z),
+                bnp.log1p(z), bnp.exp2(z / 8))  # fmt: skip
 
     assert set(_fused(f, z)) == {"map"}
     got = blu.jit(f)(put(dev, z))
