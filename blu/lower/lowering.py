@@ -14,6 +14,8 @@ Kinds (keys of ``prim.lowerings``):
 - ``"reduce"``: ``(identity(dtype), combine(b, dtype, acc, x))`` of a reduction.
 - ``"arg_reduce"``: ``"max"`` / ``"min"``: ``argmax`` / ``argmin`` (a running (value, index)).
 - ``"fuses"``: ``pred(eqn) -> bool``: whether this equation may join a kernel (default: yes).
+- ``"complex"``: ``pred(eqn) -> bool``: whether an equation with complex operands or results may
+  join a kernel (absent: it may not; ``blu/lower/mlir/rules_complex.py`` sets it).
 - ``"own_point"``: positions of an index rule's operands read only at the output's own point
   (``fusion.own_point``: such an operand's buffer may be written over in place).
 - ``"view"``: ``View``: data movement numpy does without a copy (``cpu`` makes the view;

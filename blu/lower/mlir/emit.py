@@ -5,10 +5,12 @@ Kernels are emitted as MLIR *text* (parsed by the bindings only when compiled), 
 kernel and its cache key never imports ``mlir``. Every buffer is a flat, contiguous
 ``memref<N x T>`` of the value's storage type; inside a kernel values live in their compute
 type: bfloat16 and float16 in float32 (rounded once, when stored or explicitly converted), bool
-as ``i1`` (stored as ``i8``). bfloat16 is stored as its 16 bits (``i16``) and converted with
-integer operations (round to nearest even, as ml_dtypes does), which vectorize on any x86 CPU
-and leave ``arith.maximumf`` & co. intact for LLVM's reduction vectorizer (``arith-expand``,
-MLIR's bfloat16 expansion, would also rewrite them into compare-and-select chains).
+as ``i1`` (stored as ``i8``), complex64/complex128 as ``complex<f32>`` / ``complex<f64>``
+(the complex dialect; ``rules_complex.py``). bfloat16 is stored as its 16 bits (``i16``) and
+converted with integer operations (round to nearest even, as ml_dtypes does), which vectorize
+on any x86 CPU and leave ``arith.maximumf`` & co. intact for LLVM's reduction vectorizer
+(``arith-expand``, MLIR's bfloat16 expansion, would also rewrite them into compare-and-select
+chains).
 """
 
 from __future__ import annotations
