@@ -33,6 +33,9 @@ def render() -> str:
         "The `cpu` and `cuda` columns say how `jit` runs the primitive on each target (its",
         "`lowerings`, registered in `blu/lower/lowering.py`); host fallbacks are listed below",
         "with the reason.",
+        "Complex operands (complex64/complex128) fuse only into the primitives listed under",
+        "*Complex values in kernels* (`blu/lower/mlir/rules_complex.py`); elsewhere an equation",
+        "with a complex operand or result runs as a fallback node (its numpy impl).",
         "",
         "| primitive | module | " + " | ".join(RULES) + " | cpu | cuda |",
         "| --- | --- | " + " | ".join("---" for _ in RULES) + " | --- | --- |",
@@ -42,6 +45,8 @@ def render() -> str:
         marks = " | ".join("yes" if getattr(p, r) is not None else "-" for r in RULES)
         t = targets(p)
         lines.append(f"| `{name}` | `{p.module}` | {marks} | {t['cpu']} | {t['cuda']} |")
+    cplx = sorted(n for n, p in Primitive.registry.items() if "complex" in p.lowerings)
+    lines += ["", "## Complex values in kernels", "", ", ".join(f"`{n}`" for n in cplx)]
     lines += ["", "## Host fallbacks", "", "| primitive | why |", "| --- | --- |"]
     lines += [f"| `{n}` | {why} |" for n, why in sorted(host_fallbacks().items())]
     lines.append("")

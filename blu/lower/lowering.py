@@ -14,6 +14,8 @@ Kinds (keys of ``prim.lowerings``):
 - ``"reduce"``: ``(identity(dtype), combine(b, dtype, acc, x))`` of a reduction.
 - ``"arg_reduce"``: ``"max"`` / ``"min"``: ``argmax`` / ``argmin`` (a running (value, index)).
 - ``"fuses"``: ``pred(eqn) -> bool``: whether this equation may join a kernel (default: yes).
+- ``"complex"``: ``pred(eqn) -> bool``: whether an equation with complex operands or results may
+  join a kernel (absent: it may not; ``blu/lower/mlir/rules_complex.py`` sets it).
 - ``"own_point"``: positions of an index rule's operands read only at the output's own point
   (``fusion.own_point``: such an operand's buffer may be written over in place).
 - ``"view"``: ``View``: data movement numpy does without a copy (``cpu`` makes the view;
@@ -53,7 +55,6 @@ from blu.lax import (
 )
 from blu.lax import elementwise as ew
 from blu.lax.callback import debug_callback_p, pure_callback_p
-from blu.lax.complex import complex_p, conj_p, imag_p, real_p
 from blu.lax.control_flow.conditionals import cond_p
 from blu.lax.control_flow.loops import while_p
 from blu.lax.control_flow.scan import scan_p
@@ -62,6 +63,7 @@ from blu.lax.fft import fft_p
 from blu.lax.linalg import primitives as linalg
 from blu.lower.backend import registered_backends
 from blu.lower.mlir import rules as _rules  # noqa: F401  (registers the per-element rules)
+from blu.lower.mlir import rules_complex as _rules_complex  # noqa: F401  (and complex values')
 from blu.lower.mlir import rules_dynamic as _rules_dynamic  # noqa: F401  (run-time offsets)
 from blu.lower.mlir import rules_gather as _rules_gather  # noqa: F401  (and gather's)
 from blu.lower.mlir.rules_gather import gather_supported
@@ -85,7 +87,6 @@ _SORT = "no sorting kernel yet (a bitonic or radix sort per row)"
 _CUMULATIVE = "no scan kernel yet (a parallel prefix sum)"
 _LAPACK = "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)"
 _COLLECTIVE = "a collective: run per device by blu.parallel, not a kernel"
-_COMPLEX = "complex values run on the host: no complex arithmetic in the kernel generators"
 _MATH = "no elementwise rule yet (a polynomial in mathlib)"
 _HOST = (
     (_SORT, sorting.sort_p, sorting.top_k_p),
@@ -109,7 +110,6 @@ _HOST = (
      parallel.axis_index_p),
     ("pocketfft (numpy) on the CPU; cuFFT on CUDA targets (a library node)", fft_p),
     ("a Python callback: it runs on the host by definition", pure_callback_p, debug_callback_p),
-    (_COMPLEX, real_p, imag_p, conj_p, complex_p),
 )  # fmt: skip
 for _reason, *_prims in _HOST:
     host_fallback(_reason, *_prims)

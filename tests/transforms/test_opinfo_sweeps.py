@@ -329,3 +329,36 @@ def test_jit_on_gpu_against_eager(e: OpInfo, gpu_device):
             np.testing.assert_array_equal(g, w)
         else:
             np.testing.assert_allclose(g, w, rtol=r, atol=r, equal_nan=True)
+
+
+# ---- jit of complex programs (fused complex kernels) against eager ------------------------------
+
+_JIT_COMPLEX = [
+    e for e in (_COMPLEX_ENTRIES if DEV else _COMPLEX_ENTRIES[::5]) if "jit" not in e.skip
+]
+
+
+@pytest.mark.parametrize("dtname", COMPLEX)
+@pytest.mark.parametrize("e", [pytest.param(e, id=e.name) for e in _JIT_COMPLEX])
+def test_jit_complex_against_eager(e: OpInfo, dtname: str):
+    """``jit`` on the CPU (complex arithmetic fused into kernels, ``rules_complex.py``) of the
+    complexified sample against eager evaluation (the numpy impls) at the same inputs, within
+    ``64 n_ops`` epsilons of the dtype."""
+    dt = COMPLEX[dtname]
+    z = tuple(
+        a.astype(dt) if np.iscomplexobj(a) else a
+        for a in _complexify(_samples(e)[0], np.random.default_rng(0))
+    )
+    arrays = tuple(i for i, a in enumerate(z) if isinstance(a, np.ndarray))
+    f = _of(e, z, arrays)
+    xs = [z[i] for i in arrays]
+    want = f(*xs)
+    got = blu.jit(f)(*xs)
+    tol = 64 * e.n_ops * _eps(dt)
+    for g, w in zip(pytree.tree_leaves(got), pytree.tree_leaves(want), strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        if g.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True)

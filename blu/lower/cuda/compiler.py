@@ -43,7 +43,9 @@ FILL_COMMAND = "python scripts/fill_gpu_cache.py"
 
 def pipeline(chip: str) -> str:
     return (
-        f"builtin.module(nvvm-attach-target{{chip={chip} O=3}},gpu.module(convert-scf-to-cf,"
+        f"builtin.module(nvvm-attach-target{{chip={chip} O=3}},"
+        # complex values: expanded to arith/math (then libdevice) and LLVM structs, as on the CPU
+        "gpu.module(convert-complex-to-standard,convert-scf-to-cf,convert-complex-to-llvm,"
         "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1}),gpu-to-llvm,"
         "reconcile-unrealized-casts,gpu-module-to-binary{format=isa})"
     )

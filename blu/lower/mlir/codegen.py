@@ -15,7 +15,15 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.jaxpr import Literal, Var
-from blu.lower.mlir.emit import Builder, Idx, compute_type, is_float, is_unsigned, memref_type
+from blu.lower.mlir.emit import (
+    Builder,
+    Idx,
+    compute_type,
+    is_float,
+    is_unsigned,
+    memref_type,
+    scalar,
+)
 from blu.lower.mlir.rules import _extreme
 from blu.lower.plan.fusion import (
     KernelLayout,
@@ -81,10 +89,7 @@ class KernelEmitter:
     def value(self, v: Any, idx: Idx) -> str:
         b = self.b
         if isinstance(v, Literal):
-            ty = compute_type(v.aval.dtype)
-            val = v.val
-            val = bool(val) if ty == "i1" else (float(val) if is_float(v.aval.dtype) else int(val))
-            return b.const(val, ty)
+            return b.const(scalar(v.val, v.aval.dtype), compute_type(v.aval.dtype))
         key = (v, idx.key())
         hit = self.cache.get(key)
         if hit is not None:
@@ -115,10 +120,7 @@ class KernelEmitter:
         return [(self._const(eqn.primitive.lowerings["reduce"][0](dt), dt), ty)]
 
     def _const(self, val: Any, dt: np.dtype) -> str:
-        ty = compute_type(dt)
-        return self.b.const(
-            bool(val) if ty == "i1" else (float(val) if is_float(dt) else int(val)), ty
-        )
+        return self.b.const(scalar(val, dt), compute_type(dt))
 
     def _combine(self, m: Var, accs: list[str], idx: Idx, pos: str) -> list[str]:
         b, eqn = self.b, self.layout.producer[m]

@@ -5,10 +5,12 @@ Kernels are emitted as MLIR *text* (parsed by the bindings only when compiled), 
 kernel and its cache key never imports ``mlir``. Every buffer is a flat, contiguous
 ``memref<N x T>`` of the value's storage type; inside a kernel values live in their compute
 type: bfloat16 and float16 in float32 (rounded once, when stored or explicitly converted), bool
-as ``i1`` (stored as ``i8``). bfloat16 is stored as its 16 bits (``i16``) and converted with
-integer operations (round to nearest even, as ml_dtypes does), which vectorize on any x86 CPU
-and leave ``arith.maximumf`` & co. intact for LLVM's reduction vectorizer (``arith-expand``,
-MLIR's bfloat16 expansion, would also rewrite them into compare-and-select chains).
+as ``i1`` (stored as ``i8``), complex64/complex128 as ``complex<f32>`` / ``complex<f64>``
+(the complex dialect; ``rules_complex.py``). bfloat16 is stored as its 16 bits (``i16``) and
+converted with integer operations (round to nearest even, as ml_dtypes does), which vectorize
+on any x86 CPU and leave ``arith.maximumf`` & co. intact for LLVM's reduction vectorizer
+(``arith-expand``, MLIR's bfloat16 expansion, would also rewrite them into compare-and-select
+chains).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ _STORAGE = {
     dtypes.float32: "f32", dtypes.float64: "f64", dtypes.bfloat16: "i16", dtypes.float16: "f16",
     dtypes.bool_: "i8", dtypes.int8: "i8", dtypes.int16: "i16", dtypes.int32: "i32",
     dtypes.int64: "i64", dtypes.uint8: "i8", dtypes.uint16: "i16", dtypes.uint32: "i32",
-    dtypes.uint64: "i64",
+    dtypes.uint64: "i64", dtypes.complex64: "complex<f32>", dtypes.complex128: "complex<f64>",
 }  # fmt: skip
 
 
@@ -47,6 +49,20 @@ def compute_type(dt: np.dtype) -> str:
 
 def is_float(dt: np.dtype) -> bool:
     return dtypes.is_float(np.dtype(dt))
+
+
+def is_complex(dt: np.dtype) -> bool:
+    return dtypes.is_complex(np.dtype(dt))
+
+
+def scalar(value: Any, dt: np.dtype) -> Any:
+    """``value`` as the Python scalar ``Builder.const`` takes for a value of ``dt``."""
+    dt = np.dtype(dt)
+    if dt == dtypes.bool_:
+        return bool(value)
+    if is_complex(dt):
+        return complex(value)
+    return float(value) if is_float(dt) else int(value)
 
 
 def is_unsigned(dt: np.dtype) -> bool:
@@ -124,7 +140,11 @@ class Builder:
     # ---- constants ----------------------------------------------------------------------------
 
     def const(self, value: Any, ty: str) -> str:
-        if ty in ("f16", "bf16", "f32", "f64"):
+        if ty.startswith("complex<"):  # complex64 / complex128: both parts exact
+            part, z = ty[8:-1], complex(value)
+            re_, im = float_literal(z.real, part), float_literal(z.imag, part)
+            lit = f"[{re_} : {part}, {im} : {part}]"
+        elif ty in ("f16", "bf16", "f32", "f64"):
             lit = float_literal(value, ty)
         elif ty == "index":
             lit = str(int(value))
@@ -135,7 +155,8 @@ class Builder:
         if name is None:
             name = self._consts[key] = self.fresh("c")
             typed = lit if ty == "i1" else f"{lit} : {ty}"  # `true` / `false` carry their type
-            self.const_lines.append(f"    {name} = arith.constant {typed}")
+            dialect = "complex" if ty.startswith("complex<") else "arith"
+            self.const_lines.append(f"    {name} = {dialect}.constant {typed}")
             if ty == "index":
                 self.index_value[name] = int(value)
         return name

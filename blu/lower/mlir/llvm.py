@@ -45,10 +45,15 @@ from blu.lower.mlir import cache, entry_check
 
 log = logging.getLogger("blu.jit")
 
+# complex values (``complex<f32>``, ``rules_complex.py``): convert-complex-to-standard expands
+# the complex dialect's math (div, abs, exp, log, sqrt, ...) into arith/math first, and
+# convert-complex-to-llvm lowers the rest (create/re/im/add/...) to LLVM structs; both are no-ops
+# on kernels without complex values
 PIPELINE = (
-    "builtin.module(convert-scf-to-cf,convert-vector-to-llvm{reassociate-fp-reductions=1},"
-    "convert-math-to-llvm,"
+    "builtin.module(convert-complex-to-standard,convert-scf-to-cf,"
+    "convert-vector-to-llvm{reassociate-fp-reductions=1},convert-math-to-llvm,"
     "convert-math-to-libm,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,"
+    "convert-complex-to-llvm,"
     "convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
     "reconcile-unrealized-casts)"
 )

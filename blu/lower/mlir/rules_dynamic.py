@@ -46,14 +46,15 @@ from blu.lower.slots import lowering
 __all__ = ["DYNAMIC", "dynamic_supported"]
 
 DYNAMIC = ("dynamic_slice", "dynamic_update_slice", "take_along_axis")
-_KNOWN = frozenset(d for d in dtypes.SUPPORTED if not dtypes.is_complex(d))  # no complex kernels
+_KNOWN = frozenset(dtypes.SUPPORTED)  # complex too (``rules_complex.py``)
 
 
 def dynamic_supported(eqn: Any) -> bool:
     """Whether a ``dynamic_slice`` / ``dynamic_update_slice`` / ``take_along_axis`` equation can
     be compiled (inside a fused kernel): every configuration of blu's primitives (any rank,
     size-0 and size-1 dims, any integer index dtype, literal or traced starts) for blu's
-    dtypes; False only for a dtype the code generator has no storage type for (complex)."""
+    dtypes (complex ones too: ``rules_complex.py``); False only for a dtype the code generator
+    has no storage type for."""
     if eqn.primitive.name not in DYNAMIC:
         return False
     data = eqn.invars[:2] if eqn.primitive.name == "dynamic_update_slice" else eqn.invars[:1]

@@ -31,7 +31,7 @@ from blu.lower.slots import lowering
 
 __all__ = ["gather_supported", "coordinate"]
 
-_KNOWN = frozenset(d for d in dtypes.SUPPORTED if not dtypes.is_complex(d))  # no complex kernels
+_KNOWN = frozenset(dtypes.SUPPORTED)  # complex too (``rules_complex.py``)
 
 
 def gather_supported(eqn: Any) -> bool:

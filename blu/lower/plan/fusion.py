@@ -59,11 +59,13 @@ def can_fuse(eqn: Any) -> bool:
     lw = eqn.primitive.lowerings
     if eqn.primitive.multiple_results or not any(k in lw for k in KERNEL_RULES):
         return False
-    # the kernel code generators have no complex arithmetic: complex equations run as
-    # fallback nodes (their numpy impls)
+    # complex operands or results fuse only where the rules say so (the ``"complex"`` slot,
+    # ``blu/lower/mlir/rules_complex.py``); the rest run as fallback nodes (their numpy impls)
     if any(getattr(v, "aval", None) is not None and v.aval.dtype.kind == "c"
            for v in (*eqn.invars, *eqn.outvars)):  # fmt: skip
-        return False
+        complex_ok = lw.get("complex")
+        if complex_ok is None or not complex_ok(eqn):
+            return False
     fuses = lw.get("fuses")
     return fuses is None or fuses(eqn)
 
