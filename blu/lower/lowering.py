@@ -82,15 +82,15 @@ EXPENSIVE = (
 # on the GPU), with the reason: the ``"host"`` slot (``slots.host_fallback``). A primitive with
 # neither fails tests/lower/test_lowering_slots.py.
 _SORT = "no sorting kernel yet (a bitonic or radix sort per row)"
-_CUMULATIVE = "no scan kernel yet (a parallel prefix sum)"
 _LAPACK = "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)"
 _COLLECTIVE = "a collective: run per device by blu.parallel, not a kernel"
 _COMPLEX = "complex values run on the host: no complex arithmetic in the kernel generators"
 _MATH = "no elementwise rule yet (a polynomial in mathlib)"
 _HOST = (
     (_SORT, sorting.sort_p, sorting.top_k_p),
-    (_CUMULATIVE, cumulative.cumsum_p, cumulative.cumprod_p, cumulative.cummax_p,
-     cumulative.cummin_p, cumulative.cumarg_p),
+    ("on CUDA targets: no scan kernel yet (the CPU compiles it: a library node)",
+     cumulative.cumsum_p, cumulative.cumprod_p, cumulative.cummax_p, cumulative.cummin_p,
+     cumulative.cumarg_p),
     ("on CUDA targets control flow runs on the host (the CPU compiles it: a loop node)",
      while_p, scan_p),
     ("on CUDA targets the branch is chosen from a host value (the CPU: a loop node)", cond_p),
