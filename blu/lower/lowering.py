@@ -41,7 +41,6 @@ import numpy as np
 from blu.core.primitive import Primitive
 from blu.lax import (
     bits,
-    cumulative,
     gather_scatter,
     parallel,
     random_gamma,
@@ -88,9 +87,6 @@ _COMPLEX = "complex values run on the host: no complex arithmetic in the kernel 
 _MATH = "no elementwise rule yet (a polynomial in mathlib)"
 _HOST = (
     (_SORT, sorting.sort_p, sorting.top_k_p),
-    ("on CUDA targets: no scan kernel yet (the CPU compiles it: a library node)",
-     cumulative.cumsum_p, cumulative.cumprod_p, cumulative.cummax_p, cumulative.cummin_p,
-     cumulative.cumarg_p),
     ("on CUDA targets control flow runs on the host (the CPU compiles it: a loop node)",
      while_p, scan_p),
     ("on CUDA targets the branch is chosen from a host value (the CPU: a loop node)", cond_p),
