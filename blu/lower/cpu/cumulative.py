@@ -96,5 +96,6 @@ def cpu_call(prim: Any):
 
 
 for _p in mc.PRIMS:
-    register_library(_p, LibraryLowering(workspace=_workspace(_p), cpu=cpu_call(_p), gpu=None),
+    register_library(_p, LibraryLowering(workspace=_workspace(_p), cpu=cpu_call(_p), gpu=None,
+                                         applies=mc.supported),
                      platform="cpu")  # fmt: skip

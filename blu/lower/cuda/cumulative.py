@@ -344,5 +344,6 @@ def _host(prim: Any):
 
 for _p in mc.PRIMS:
     register_library(_p, LibraryLowering(workspace=lambda avals, params, target: 0,
-                                         cpu=_host(_p), gpu=_gpu(_p), kernels=_kernels(_p)),
+                                         cpu=_host(_p), gpu=_gpu(_p), kernels=_kernels(_p),
+                                         applies=mc.supported),
                      platform="cuda")  # fmt: skip

@@ -35,7 +35,14 @@ from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.lax import cumulative as cum
 from blu.lax import reductions
-from blu.lower.mlir.emit import Builder, compute_type, is_float, is_unsigned, memref_type
+from blu.lower.mlir.emit import (
+    Builder,
+    compute_type,
+    is_float,
+    is_unsigned,
+    memref_type,
+    storage_type,
+)
 from blu.lower.slots import slot
 
 VERSION = "1"  # bump when the generated code changes meaning (only these kernels' keys)
@@ -93,6 +100,15 @@ def spec_of(prim: Any, aval: Any, params: dict, outer_split: int | None = None) 
     outer = math.prod(shape[:axis]) if outer_split is None else outer_split
     return Spec(op, np.dtype(aval.dtype).name, outer, shape[axis], math.prod(shape[axis + 1 :]),
                 bool(params["reverse"]))  # fmt: skip
+
+
+def supported(avals, params, target: str) -> bool:
+    """Whether the kernels take this operand's dtype (not complex: those run on the host)."""
+    try:
+        storage_type(avals[0].dtype)
+    except KeyError:
+        return False
+    return True
 
 
 def acc_storage(dt: np.dtype) -> np.dtype:

@@ -187,3 +187,12 @@ def test_grad_and_vmap_through_jit():
     v = np.asarray(blu.jit(blu.vmap(lambda a: lax.cumsum(a, 1)))(xs))
     np.testing.assert_allclose(v, np.cumsum(xs.astype(np.float64), 2), rtol=1e-5, atol=1e-5)
     assert_compiled(blu.vmap(lambda a: lax.cummin(a, 0, reverse=True)), xs)
+
+
+def test_complex_operands_run_on_the_host():
+    x = (np.arange(6) + 1j).astype(np.complex64).reshape(2, 3)
+    exe = executable(lambda a: lax.cumsum(a, 1), x)
+    assert [n.kind for n in exe.plan.nodes] == [NodeKind.FALLBACK]
+    np.testing.assert_array_equal(
+        np.asarray(blu.jit(lambda a: lax.cumsum(a, 1))(x)), np.cumsum(x, 1)
+    )
