@@ -5,20 +5,21 @@ kernel cache holds them ahead of time), no host round trip. What they compute is
 
 Two kernels, by where the scanned axis lies:
 
-- ``inner == 1`` (the scanned axis is the last, contiguous one): a block of ``ROW_THREADS``
-  threads per row. The row goes by in chunks of ``ROW_THREADS * PER_THREAD`` elements: each
-  thread scans its ``PER_THREAD`` consecutive elements sequentially, the block scans the
-  threads' totals in shared memory (Hillis & Steele's doubling scan, double-buffered so each
-  step takes one barrier; Harris, Sengupta & Owens, "Parallel Prefix Sum (Scan) with CUDA",
-  GPU Gems 3 ch. 39, algorithm 1 applied to per-thread totals as in their section 39.2.4),
+- the last, contiguous axis with rows of at least ``ROW_MIN`` elements: a block of
+  ``ROW_THREADS`` threads per row. The row goes by in chunks of ``ROW_THREADS * PER_THREAD``
+  elements: each thread scans its ``PER_THREAD`` consecutive elements sequentially, the block
+  scans the threads' totals in shared memory (Hillis & Steele's doubling scan, double-buffered
+  so each step takes one barrier; Harris, Sengupta & Owens, "Parallel Prefix Sum (Scan) with
+  CUDA", GPU Gems 3 ch. 39, algorithm 1 applied to per-thread totals as in section 39.2.4),
   and each element gets ``carry . exclusive(thread) . local``; the chunk's total joins the
   carry of the next chunk.
-- ``inner > 1`` (a leading axis): a thread per column, ``COL_LANES`` adjacent columns per warp
-  (coalesced), and the warps of a block split the axis into segments: each folds its segment
-  (pass 1), the segment totals meet in shared memory (each thread combines those before its
-  own), then each rescans its segment from that prefix and writes it (pass 2): a reduce-then-
-  scan over segments (Merrill & Garland, "Single-pass Parallel Prefix Scan with Decoupled
-  Look-back", NVIDIA tech report NVR-2016-002, section 2, within one block).
+- otherwise (a leading axis; short rows, a thread each): a thread per column, ``COL_LANES``
+  adjacent columns per warp (coalesced for a leading axis), and the warps of a block split the
+  axis into segments: each folds its segment (pass 1), the segment totals meet in shared
+  memory (each thread combines those before its own), then each rescans its segment from that
+  prefix and writes it (pass 2): a reduce-then-scan over segments (Merrill & Garland,
+  "Single-pass Parallel Prefix Scan with Decoupled Look-back", NVIDIA tech report
+  NVR-2016-002, section 2, within one block).
 
 The combination is associative (sums reassociated like every GPU reduction; max/min with NaN
 propagating; the argument forms combine ``(value, position)`` pairs, the earlier one kept on
@@ -26,8 +27,8 @@ ties and an empty pair marked by position -1), so the order of the parallel scan
 numpy impl's results up to the rounding of sums and products. The simulated GPU
 (``BLU_FAKE_GPU=1``) compiles these kernels and runs the primitive's numpy impl.
 
-Left for later: one block per row caps a single long row at one SM's bandwidth (a decoupled
-look-back scan across blocks would not).
+Left for later: one block per row (or per 32 columns) caps a problem with few long rows (or
+few columns) at one SM's bandwidth; a decoupled look-back scan across blocks would not.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from blu.lower.slots import slot
 
 ROW_THREADS = 256
 PER_THREAD = 4
+ROW_MIN = 256  # row length below which a block per row would leave most threads idle
 COL_LANES = 32
 MAX_SEGMENTS = 32  # warps of a column block (1024 threads)
 MIN_SEGMENT = 64  # positions per segment below which fewer warps split the axis
@@ -65,6 +67,11 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def row_kernel(sp: mc.Spec) -> bool:
+    """Whether a block scans each row (long contiguous rows; short ones get a thread each)."""
+    return sp.inner == 1 and sp.n >= ROW_MIN
+
+
 def segments(sp: mc.Spec) -> int:
     """Warps splitting the axis in the column kernel (a power of two)."""
     s = 1
@@ -74,7 +81,7 @@ def segments(sp: mc.Spec) -> int:
 
 
 def launches(sp: mc.Spec, sym: str) -> list[Launch]:
-    if sp.inner == 1:
+    if row_kernel(sp):
         return [Launch(f"{sym}_rows", (sp.outer, 1, 1), (ROW_THREADS, 1, 1))]
     cols = sp.outer * sp.inner
     return [Launch(f"{sym}_cols", (_cdiv(cols, COL_LANES), 1, 1), (COL_LANES * segments(sp), 1, 1))]
@@ -298,7 +305,7 @@ def _emit_cols(sp: mc.Spec, name: str) -> str:
 
 def emit(sp: mc.Spec, sym: str) -> str:
     """The ``gpu.module @sym`` of ``sp``'s kernel (``launches`` says how to run it)."""
-    fn = _emit_rows(sp, sym) if sp.inner == 1 else _emit_cols(sp, sym)
+    fn = _emit_rows(sp, sym) if row_kernel(sp) else _emit_cols(sp, sym)
     return ("module attributes {gpu.container_module} {\n"
             f"  gpu.module @{sym} {{\n{fn}\n  }}\n}}\n")  # fmt: skip
 

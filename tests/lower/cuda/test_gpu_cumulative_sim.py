@@ -49,7 +49,10 @@ def _input(shape, seed, special):
     return x.astype(np.float32)
 
 
-CASES = [((2, 2100), 1), ((3, 5), 1), ((1, 1), 1), ((2, 300, 40), 1), ((9, 33), 0), ((3, 2, 4), 0)]
+# rows of several chunks (a partial last one), short rows (a thread each), columns with
+# segments of unequal length, and size-1 axes
+CASES = [((2, 2100), 1), ((40, 200), 1), ((3, 5), 1), ((1, 1), 1), ((2, 300, 40), 1),
+         ((9, 33), 0), ((3, 2, 4), 0)]  # fmt: skip
 
 
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
@@ -66,6 +69,12 @@ def test_kernels_match_impl(shape, axis, reverse):
         for x in (clean, special):
             np.testing.assert_array_equal(run_kernel(op, x, axis, reverse),
                                           expected(op, x, axis, reverse))  # fmt: skip
+
+
+def test_kernel_choice():
+    assert cc.row_kernel(mc.Spec("sum", "float32", 4, cc.ROW_MIN, 1, False))
+    assert not cc.row_kernel(mc.Spec("sum", "float32", 4, cc.ROW_MIN - 1, 1, False))
+    assert not cc.row_kernel(mc.Spec("sum", "float32", 1, 4096, 2, False))
 
 
 def test_segments_of_the_column_kernel():
