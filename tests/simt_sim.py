@@ -29,9 +29,12 @@ def _split_funcs(text: str) -> dict[str, tuple[list[str], list[str]]]:
     funcs, lines = {}, text.splitlines()
     i = 0
     while i < len(lines):
-        m = re.match(r"\s*gpu\.func @(\w+)\((.*?)\) kernel", lines[i])
+        m = re.match(r"\s*gpu\.func @(\w+)\((.*?)\)(?: workgroup\((.*?)\))? kernel", lines[i])
         if m:
             params = [p.split(":")[0].strip() for p in m.group(2).split(", ")]
+            if m.group(3):  # static shared buffers (1-D) after the parameters: (name, size)
+                params += [(w.split(":")[0].strip(), int(re.search(r"memref<(\d+)x", w).group(1)))
+                           for w in m.group(3).split(", %")]  # fmt: skip
             body, depth = [], 1
             i += 1
             while depth:
@@ -103,7 +106,7 @@ class Block:
 
     def _flat(self, view: str, idx: list, k: int = 0):
         off, rows, cols = self.views[view]
-        r, c = idx
+        r, c = idx if len(idx) == 2 else (0, idx[0])
         return off // 4 + np.asarray(r) * cols + np.asarray(c) + k
 
     def sload(self, flat, mask):
@@ -155,8 +158,11 @@ def _tf32(bits):
 
 
 _CMPI = {"ult": np.less, "ule": np.less_equal, "ugt": np.greater, "uge": np.greater_equal,
-         "eq": np.equal, "ne": np.not_equal, "slt": np.less, "sgt": np.greater}  # fmt: skip
-_CMPF = {"oeq": np.equal, "ogt": np.greater, "olt": np.less, "oge": np.greater_equal}
+         "eq": np.equal, "ne": np.not_equal, "slt": np.less, "sgt": np.greater,
+         "sge": np.greater_equal, "sle": np.less_equal}  # fmt: skip
+_CMPF = {"oeq": np.equal, "ogt": np.greater, "olt": np.less, "oge": np.greater_equal,
+         "uno": lambda a, b: np.isnan(a) | np.isnan(b),
+         "ord": lambda a, b: ~np.isnan(a) & ~np.isnan(b)}  # fmt: skip
 _FOP = {"addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide,
         "maximumf": np.maximum, "minimumf": np.minimum}  # fmt: skip
 _IOP = {"addi": np.add, "subi": np.subtract, "muli": np.multiply, "divui": np.floor_divide,
@@ -187,22 +193,32 @@ def _for(B: Block, node, mask) -> None:
     res, n = _results(head)
     m = re.search(r"scf\.for (%[\w#]+) = (%[\w#]+) to (%[\w#]+) step (%[\w#]+)", head)
     iv, lo, hi, st = m.groups()
-    lo_, hi_, st_ = (int(np.asarray(B.val(x))[mask][0]) for x in (lo, hi, st))
     carried = re.search(r"iter_args\((.*)\) ->", head)
     pairs = [p.split(" = ") for p in carried.group(1).split(", ")] if carried else []
     cur = [np.array(B.val(x)) for _, x in pairs]
+    if not mask.any():  # no thread runs it (bounds unread): the results are the inits
+        if n:
+            B.env[res] = cur if re.match(r"%[\w#]+:\d+ = ", head) else cur[0]
+        return
+    los, his = (np.broadcast_to(np.asarray(B.val(x)), (B.nt,)) for x in (lo, hi))
+    lo_, hi_ = int(los[mask].min()), int(his[mask].max())
+    st_ = int(np.asarray(B.val(st))[mask][0])
+    uniform = (los[mask] == lo_).all() and (his[mask] == hi_).all()
     body = node[2][0]
     yl = body[-1][1] if body and body[-1][0] == "op" and "scf.yield" in body[-1][1] else None
     for i in range(lo_, hi_, st_):
         B.env[iv] = np.full(B.nt, i, np.int64)
         for (a, _), v in zip(pairs, cur):
             B.env[a] = v
-        _run(B, body[:-1] if yl else body, mask)
+        # per-thread bounds: a thread takes part in the iterations of its own range
+        live = mask if uniform else mask & (los <= i) & (i < his)
+        _run(B, body[:-1] if yl else body, live)
         if yl:
             names = _idx(yl.split("scf.yield ")[1].split(" : ")[0])
-            cur = [np.array(B.val(x)) for x in names]
-    if n:
-        B.env[res] = cur
+            new = [np.array(B.val(x)) for x in names]
+            cur = new if uniform else [np.where(live, a, b) for a, b in zip(new, cur)]
+    if n:  # ``%r:N = ...`` is read as ``%r#j``; a single result as ``%r``
+        B.env[res] = cur if re.match(r"%[\w#]+:\d+ = ", head) else cur[0]
 
 
 def _if(B: Block, node, mask) -> None:
@@ -242,6 +258,7 @@ def _op(B: Block, s: str, mask) -> None:
         opname, rest, res = m2.group(1), m2.group(2), None
     else:
         res, res2, opname, rest = m.group(1), m.group(2), m.group(3), m.group(4)
+    rest = re.sub(r" fastmath<\w+>", "", rest)
     kind = opname.split(".", 1)
     if opname == "arith.constant":
         env[res] = _const(rest, nt)
@@ -270,6 +287,8 @@ def _op(B: Block, s: str, mask) -> None:
     elif opname == "arith.bitcast":
         x = np.ascontiguousarray(B.val(rest.split(" : ")[0]))
         env[res] = x.view(np.int32 if rest.endswith("to i32") else F32)
+    elif opname == "arith.index_cast":
+        env[res] = np.asarray(B.val(rest.split(" : ")[0])).astype(np.int64)
     elif opname == "math.exp2":
         with np.errstate(all="ignore"):
             env[res] = np.exp2(np.asarray(B.val(rest.split(" : ")[0]), F32))
@@ -366,8 +385,15 @@ def launch(text: str, func: str, grid: tuple[int, int], block: int, shared: int,
     """Run kernel ``func`` of the module ``text`` over ``grid`` on the float32 arrays ``args``
     (changed in place)."""
     params, body = _split_funcs(text)[func]
+    wg = [p for p in params if isinstance(p, tuple)]
+    params = [p for p in params if not isinstance(p, tuple)]
+    shared += 4 * sum(n for _, n in wg)
     tree = _tree(body)
     for by in range(grid[1]):
         for bx in range(grid[0]):
             B = Block(block, (bx, by), shared, dict(zip(params, args)))
+            off = shared - 4 * sum(n for _, n in wg)
+            for name, n in wg:  # workgroup buffers: one-row views (words as float32)
+                B.views[("%" + name.lstrip("%"))] = (off, 1, n)
+                off += 4 * n
             _run(B, tree, np.ones(block, bool))

@@ -43,7 +43,6 @@ import numpy as np
 from blu.core.primitive import Primitive
 from blu.lax import (
     bits,
-    cumulative,
     gather_scatter,
     parallel,
     random_gamma,
@@ -84,14 +83,11 @@ EXPENSIVE = (
 # on the GPU), with the reason: the ``"host"`` slot (``slots.host_fallback``). A primitive with
 # neither fails tests/lower/test_lowering_slots.py.
 _SORT = "no sorting kernel yet (a bitonic or radix sort per row)"
-_CUMULATIVE = "no scan kernel yet (a parallel prefix sum)"
 _LAPACK = "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)"
 _COLLECTIVE = "a collective: run per device by blu.parallel, not a kernel"
 _MATH = "no elementwise rule yet (a polynomial in mathlib)"
 _HOST = (
     (_SORT, sorting.sort_p, sorting.top_k_p),
-    (_CUMULATIVE, cumulative.cumsum_p, cumulative.cumprod_p, cumulative.cummax_p,
-     cumulative.cummin_p, cumulative.cumarg_p),
     ("on CUDA targets control flow runs on the host (the CPU compiles it: a loop node)",
      while_p, scan_p),
     ("on CUDA targets the branch is chosen from a host value (the CPU: a loop node)", cond_p),
