@@ -104,6 +104,8 @@ def spec_of(prim: Any, aval: Any, params: dict, outer_split: int | None = None) 
 
 def supported(avals, params, target: str) -> bool:
     """Whether the kernels take this operand's dtype (not complex: those run on the host)."""
+    if np.dtype(avals[0].dtype).kind == "c":  # the combine rules are real-valued
+        return False
     try:
         storage_type(avals[0].dtype)
     except KeyError:
