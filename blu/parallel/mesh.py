@@ -291,10 +291,10 @@ class SingleDeviceSharding:
     is for a blu array that is not sharded.
 
     Args:
-        device: the device holding it.
+        device: the ``blu.parallel.Device`` holding it.
     """
 
-    def __init__(self, device: Device):
+    def __init__(self, device: Any):
         self.device = device
 
     @property
