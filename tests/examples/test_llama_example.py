@@ -158,6 +158,17 @@ def test_gqa_equals_multi_head_with_repeated_kv_heads():
     np.testing.assert_allclose(want, np_forward(p_mha, ids, mha), rtol=2e-4, atol=2e-5)
 
 
+def test_bf16_compute_keeps_float32_gradients():
+    from blu.core.dtypes import bfloat16
+
+    params, ids, y = _params(CFG), _ids(CFG), _ids(CFG, seed=2)
+    l32 = float(llama.loss_fn(params, ids, y, CFG))
+    l16, g = blu.value_and_grad(lambda p: llama.loss_fn(p, ids, y, CFG, None, bfloat16))(params)
+    assert abs(float(l16) - l32) < 0.05
+    assert g["layers"][0]["attn"]["wk"].dtype == np.float32
+    assert np.isfinite(np.asarray(g["head"])).all()
+
+
 def test_config_checks_and_parameter_counts():
     with pytest.raises(ExampleError, match="n_kv_head 3 does not divide n_head 4"):
         dataclasses.replace(CFG, n_kv_head=3).check()
