@@ -25,7 +25,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                   eval_every=100, eval_iters=20),
     "gpt2-124m": dict(steps=5000, batch_size=16, lr=6e-4, warmup_steps=200, beta2=0.95,
                       eval_every=250, eval_iters=20),
-    # the LLaMA-style decoder: the same recipes at the matching sizes
+    # the LLaMA-style decoder: GPT-2's recipes at the matching sizes (not yet tuned for it)
     "llama-tiny": dict(steps=30, batch_size=8, lr=1e-2, warmup_steps=2, beta2=0.99,
                        eval_every=10, eval_iters=2),
     "llama-small": dict(steps=700, batch_size=32, lr=4e-3, warmup_steps=50, beta2=0.99,

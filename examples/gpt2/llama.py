@@ -103,13 +103,11 @@ CONFIGS: dict[str, LlamaConfig] = {
     # a few-second model for tests and CI (2 query heads per K/V head)
     "llama-tiny": LlamaConfig(n_layer=2, n_head=4, n_kv_head=2, d_model=32, d_ff=96, n_ctx=32),
     # CPU-trainable, the size of GPT-2's "small" config
-    "llama-small": LlamaConfig(
-        n_layer=3, n_head=4, n_kv_head=2, d_model=128, d_ff=352, n_ctx=64
-    ),  # fmt: skip
+    "llama-small": LlamaConfig(n_layer=3, n_head=4, n_kv_head=2, d_model=128, d_ff=352, n_ctx=64),
     # GPT-2 124M's body (12 x 768, 12 heads) with 4 K/V heads and SwiGLU 2048
     "llama-125m": LlamaConfig(
         n_layer=12, n_head=12, n_kv_head=4, d_model=768, d_ff=2048, n_ctx=1024, pad_vocab_to=64
-    ),  # fmt: skip
+    ),
     # Llama-3.2-1B's shape (Meta, 2024): 16 layers, d 2048, 32 heads, 8 K/V heads, FFN 8192,
     # theta 500000 (its 128K vocabulary and tied head aside: the vocabulary is the tokenizer's)
     "llama-1b": LlamaConfig(
@@ -121,7 +119,7 @@ CONFIGS: dict[str, LlamaConfig] = {
         n_ctx=2048,
         rope_theta=500000.0,
         pad_vocab_to=64,
-    ),  # fmt: skip
+    ),
 }
 
 
@@ -168,7 +166,7 @@ def init_params(cfg: LlamaConfig, key) -> Params:
                 "w_up": normal((d, f)),
                 "w_down": normal((f, d), proj_std),
             },
-        }  # fmt: skip
+        }
         for _ in range(cfg.n_layer)
     ]
     params["norm"] = norm()
