@@ -1,9 +1,11 @@
 """Train a GPT-2-style language model with blu: ``python -m examples.gpt2 --help``.
 
 Modules: ``data`` (corpus discovery and download, tokenizers, train/val split, random batches),
-``model`` (GPT-2 as pure functions over a nested dict of parameters), ``checkpoint`` (atomic
-safetensors + JSON checkpoints), ``sample`` (a sampler that compiles once), ``report`` (progress
-bar, loss curve), ``train`` (the command line and the training loop).
+``model`` (GPT-2 as pure functions over a nested dict of parameters), ``llama`` (a LLaMA-style
+decoder in the same form: RMSNorm, RoPE, SwiGLU, grouped-query attention), ``models`` (both
+behind one interface, chosen by the config), ``checkpoint`` (atomic safetensors + JSON
+checkpoints), ``sample`` (a sampler that compiles once), ``report`` (progress bar, loss curve),
+``flags`` (the command line's flags and presets), ``train`` (the training loop).
 """
 
 

@@ -5,7 +5,10 @@ The model always sees a fixed-size buffer of ``block_size`` tokens and a positio
 change the logits at ``pos - 1``, so one jitted ``next_token(params, buf, pos, key)`` serves
 every position: it is traced and compiled on the first token and reused for all the others
 (``Sampler.trace_count`` stays 1). Once the text is longer than the buffer, the buffer holds the
-last ``block_size`` tokens (the usual sliding context of GPT-2 samplers).
+last ``block_size`` tokens (the usual sliding context of GPT-2 samplers). The same holds for
+the LLaMA-style decoder: the buffer's token ``i`` sits at rotary position ``i``, so the token at
+``pos - 1`` is rotated by its own position at every step (no KV cache: each step recomputes the
+buffer, as GPT-2's sampler does).
 
 Also a command line: ``python -m examples.gpt2.sample --out runs/gpt2 --tokens 500``.
 """
@@ -23,7 +26,7 @@ import blu.numpy as bnp
 import blu.random as random
 from blu import lax
 from examples.gpt2 import ExampleError
-from examples.gpt2.model import GPTConfig, hidden_states, logits_from_hidden
+from examples.gpt2.models import ModelConfig, config_from_dict, hidden_states, logits_from_hidden
 
 
 class Sampler:
@@ -42,7 +45,7 @@ class Sampler:
 
     def __init__(
         self,
-        cfg: GPTConfig,
+        cfg: ModelConfig,
         block_size: int | None = None,
         temperature: float = 1.0,
         top_k: int | None = None,
@@ -69,7 +72,7 @@ class Sampler:
         V, d = self.cfg.vocab_size, self.cfg.d_model
         h = hidden_states(params, buf, self.cfg)  # (1, block, d)
         h = lax.dynamic_slice(h, (0, pos - 1, 0), (1, 1, d)).reshape(d)  # project one row only
-        row = logits_from_hidden(params, h).astype(np.float32)  # (V,)
+        row = logits_from_hidden(params, h, self.cfg).astype(np.float32)  # (V,)
         if self.n_valid < V:
             row = bnp.where(bnp.arange(V) < self.n_valid, row, -np.inf)
         if self.temperature == 0.0:
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> str:
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     a = p.parse_args(argv)
     tensors, meta = checkpoint.load(a.out)
-    cfg = GPTConfig(**meta["model_config"])
+    cfg = config_from_dict(meta["model_config"])
     tok = tokenizer_from_meta(meta["tokenizer"])
     params = load_params(tensors, cfg, a.out)
     a.top_k = clamp_top_k(a.top_k, tok.vocab_size, say=True)
