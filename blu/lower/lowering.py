@@ -72,7 +72,7 @@ EXPENSIVE = (
     special.sqrt_p, special.rsqrt_p, special.atan2_p, special.sinh_p, special.cosh_p,
     special.asin_p, special.acos_p, special.atan_p, special.asinh_p, special.acosh_p,
     special.atanh_p, special.exp2_p, special.cbrt_p, ew.rem_p, special.lgamma_p,
-    special.digamma_p, special.erf_inv_p,
+    special.digamma_p, special.polygamma_p, special.erf_inv_p,
 )  # fmt: skip
 
 # Primitives that run their numpy impl on the host where no lowering applies (a synchronization
@@ -101,7 +101,6 @@ _HOST = (
     ("no scatter kernel for this form yet", sorting.scatter_add_along_axis_p),
     ("a series or continued fraction per element, run to convergence (scipy/numpy on the "
      "host): no loop in the elementwise kernels", random_gamma.random_gamma_grad_p),
-    ("no elementwise rule yet", special.polygamma_p),
     (_COLLECTIVE, parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.all_gather_p,
      parallel.all_to_all_p, parallel.ppermute_p, parallel.reduce_scatter_p,
      parallel.axis_index_p),

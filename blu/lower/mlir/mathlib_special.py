@@ -21,7 +21,8 @@ eps * max(|f|, 1).
   (float32), 6 (float64) eps.
 - polygamma(m, x), m >= 1: the same recurrence and the asymptotic series of the Hurwitz zeta
   function (A&S 6.4.11), and for x < 0 the reflection with the m-th derivative of
-  ``pi cot(pi x)`` (a polynomial in ``cot``, built here).
+  ``pi cot(pi x)`` (a polynomial in ``cot``, built here). x > 0: float32 3.7 ulp, float64 3.9
+  ulp; x < 0: 7.9 (float32), 6.9 (float64) eps, for m <= 7.
 - erf_inv: M. Giles, "Approximating the erfinv function" (GPU Computing Gems Jade, 2011), the
   single-precision polynomials in ``w = -log(1 - x**2)``: float32 3.1 ulp. float64 refines them
   with Halley steps: two on ``erf(y) - |x|``, or near +-1, where 1 - |x| is exact, three on
@@ -106,6 +107,16 @@ class _Ops:
 
     def is_nan(self, x: str) -> str:
         return self.cmp("uno", x, x)
+
+    def cot_pi(self, x: str) -> str:
+        """cot(pi x), to a few ulp of the result: tan of pi times |frac(x)| <= 1/4, or of
+        1/2 - |frac(x)| (exact) as cot's complement, so cot(pi/2) is 0, not 6e-17."""
+        r = self.frac(x)
+        a = self.un("absf", r)
+        big = self.cmp("ogt", a, self.c(0.25))
+        t = self.un("tan", self.mul(self.c(math.pi), self.sel(big, self.sub(self.c(0.5), a), a)))
+        c = self.sel(big, t, self.div(self.c(1.0), t))
+        return self.b.op(f"math.copysign {c}, {r} : {self.ty}")
 
     def frac(self, x: str) -> str:
         """x - round(x), in [-1/2, 1/2]: exact, so sin(pi x) and tan(pi x) lose nothing to the
@@ -278,7 +289,7 @@ def digamma(b: Builder, x: str, ty: str) -> str:
     w = o.sel(neg, o.sub(o.c(1.0), x), x)
     pos = _digamma_pos(o, w)
     r = o.frac(x)
-    refl = o.sub(pos, o.div(o.c(math.pi), o.un("tan", o.mul(o.c(math.pi), r))))
+    refl = o.sub(pos, o.mul(o.c(math.pi), o.cot_pi(x)))
     refl = o.sel(o.cmp("oeq", r, o.c(0.0)), o.c(math.nan), refl)  # negative integers
     out = o.sel(neg, refl, pos)
     out = o.sel(o.cmp("oeq", x, o.c(-math.inf)), o.c(math.nan), out)
@@ -324,7 +335,7 @@ def polygamma(b: Builder, x: str, ty: str, m: int) -> str:
         vm = o.mul(vm, rv)
     pos = o.mul(o.c(sign), o.fma(series, vm, o.mul(o.c(float(math.factorial(m))), s)))
     # x < 0: psi_m(x) = (-1)**m psi_m(1 - x) - pi d^m/dx^m cot(pi x)
-    c = o.div(o.c(1.0), o.un("tan", o.mul(o.c(math.pi), o.frac(x))))
+    c = o.cot_pi(x)
     dcot = o.mul(o.c(math.pi ** (m + 1)), o.horner(c, [float(k) for k in _cot_derivative(m)][::-1]))
     refl = o.sub(o.mul(o.c(-sign), pos), dcot)
     pole = o.or_(o.cmp("oeq", o.frac(x), o.c(0.0)), o.cmp("oeq", x, o.c(-math.inf)))

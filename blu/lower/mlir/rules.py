@@ -253,6 +253,7 @@ _rule(special.digamma_p)(_special_rule(mathlib_special.digamma))
 _rule(special.erf_inv_p)(_special_rule(mathlib_special.erf_inv))
 
 
+@_rule(special.polygamma_p)
 def _polygamma(b, eqn, x):
     return mathlib_special.polygamma(b, x, compute_type(_dt(eqn)), eqn.params["m"])
 
