@@ -17,7 +17,7 @@ eps * max(|f|, 1).
   asymptotic series (Abramowitz & Stegun 6.3.18) through the x**-16 term; below 3, where that
   sum cancels, a Taylor polynomial about the zero 1.4616... on [1, 2] (its coefficients are
   polygamma values there, computed with mpmath) and one step of the recurrence;
-  ``psi(1 - x) - pi / tan(pi x)`` for x < 0. x > 0: float32 5.4 ulp, float64 5 ulp; x < 0: 6.4
+  ``psi(1 - x) - pi cot(pi x)`` for x < 0. x > 0: float32 5.4 ulp, float64 5 ulp; x < 0: 6.4
   (float32), 6 (float64) eps.
 - polygamma(m, x), m >= 1: the same recurrence and the asymptotic series of the Hurwitz zeta
   function (A&S 6.4.11), and for x < 0 the reflection with the m-th derivative of
@@ -29,9 +29,10 @@ eps * max(|f|, 1).
   ``log erfc(y) - log(1 - |x|)`` (nearly quadratic in y, so they converge from the float32
   start even where 1 - |x| is below float32's reach): 1 ulp.
 
-Special values follow scipy: lgamma is +inf at the poles (0, negative integers) and at +-inf;
-digamma is NaN at negative integers and -inf, -1/x at +-0; erf_inv is +-inf at +-1 and NaN
-beyond.
+Special values follow scipy: lgamma is +inf at the poles (0, negative integers) and +-inf at
++-inf; digamma is NaN at negative integers and -inf, -1/x at +-0; polygamma (m >= 1) is
+(-1)**(m+1) inf at the poles and at -inf; erf_inv is +-inf at +-1 and NaN beyond. One deliberate
+difference: float64 lgamma of a subnormal x is log(1/x) (about 710), where scipy answers inf.
 """
 
 from __future__ import annotations
