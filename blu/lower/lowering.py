@@ -76,7 +76,8 @@ EXPENSIVE = (
     special.erf_p, special.erfc_p, ew.sin_p, ew.cos_p, special.tan_p, special.pow_p, ew.div_p,
     special.sqrt_p, special.rsqrt_p, special.atan2_p, special.sinh_p, special.cosh_p,
     special.asin_p, special.acos_p, special.atan_p, special.asinh_p, special.acosh_p,
-    special.atanh_p, special.exp2_p, special.cbrt_p, ew.rem_p,
+    special.atanh_p, special.exp2_p, special.cbrt_p, ew.rem_p, special.lgamma_p,
+    special.digamma_p, special.polygamma_p, special.erf_inv_p,
 )  # fmt: skip
 
 # Primitives that run their numpy impl on the host where no lowering applies (a synchronization
@@ -85,7 +86,6 @@ EXPENSIVE = (
 _SORT = "no sorting kernel yet (a bitonic or radix sort per row)"
 _LAPACK = "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)"
 _COLLECTIVE = "a collective: run per device by blu.parallel, not a kernel"
-_MATH = "no elementwise rule yet (a polynomial in mathlib)"
 _HOST = (
     (_SORT, sorting.sort_p, sorting.top_k_p),
     ("on CUDA targets control flow runs on the host (the CPU compiles it: a loop node)",
@@ -97,8 +97,6 @@ _HOST = (
     (_LAPACK, linalg.cholesky_p, linalg.triangular_solve_p, linalg.lu_p, linalg.qr_p,
      linalg.eigh_p, linalg.svd_p),
     ("no scatter kernel for this form yet", sorting.scatter_add_along_axis_p),
-    (_MATH, special.lgamma_p, special.digamma_p, special.erf_inv_p),
-    ("no elementwise rule yet", special.polygamma_p),
     ("a series or continued fraction per element, run to convergence (scipy/numpy on the "
      "host): no loop in the elementwise kernels", random_gamma.random_gamma_grad_p),
     (_COLLECTIVE, parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.all_gather_p,

@@ -26,7 +26,7 @@ from blu.core import dtypes
 from blu.core.primitive import Primitive
 from blu.lax import bits, reductions, shapes, slicing, special
 from blu.lax import elementwise as ew
-from blu.lower.mlir import mathlib
+from blu.lower.mlir import mathlib, mathlib_special
 from blu.lower.mlir.emit import Builder, Idx, compute_type, is_float, is_unsigned
 from blu.lower.slots import lowering
 from blu.transforms import ad_ops
@@ -240,6 +240,22 @@ def _pow(b, eqn, x, y):
 @_rule(special.atan2_p)
 def _atan2(b, eqn, x, y):
     return b.op(f"math.atan2 {x}, {y} : {compute_type(_dt(eqn))}")
+
+
+# the gamma family and erf_inv: mathlib_special's algorithms in f32 and f64 (no libm has all of
+# them, and none vectorizes)
+def _special_rule(fn: Callable) -> Callable:
+    return lambda b, eqn, x: fn(b, x, compute_type(_dt(eqn)))
+
+
+_rule(special.lgamma_p)(_special_rule(mathlib_special.lgamma))
+_rule(special.digamma_p)(_special_rule(mathlib_special.digamma))
+_rule(special.erf_inv_p)(_special_rule(mathlib_special.erf_inv))
+
+
+@_rule(special.polygamma_p)
+def _polygamma(b, eqn, x):
+    return mathlib_special.polygamma(b, x, compute_type(_dt(eqn)), eqn.params["m"])
 
 
 @_rule(ad_ops.stop_gradient_p)
