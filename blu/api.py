@@ -117,7 +117,7 @@ def _result_avals(result_shape_dtypes: Any) -> tuple[list, Any]:
                     f"(blu.ShapeDtypeStruct), got {s!r}"
                 )
             )
-        avals.append((tuple(int(d) for d in s.shape), np.dtype(s.dtype).str))
+        avals.append((tuple(int(d) for d in s.shape), np.dtype(s.dtype)))  # (.str loses bfloat16)
     return avals, tree
 
 

@@ -60,6 +60,8 @@ FIXED_DTYPE: dict[str, str] = {
     "numpy.astype": "a conversion to its target dtype",
     "lax.convert_element_type": "a conversion to its target dtype",
     "numpy.float_power": "float64 (complex128) results, as numpy's float_power",
+    "linalg.eig": "complex eigen-decomposition (complex64 for half and single inputs)",
+    "linalg.eigvals": "complex eigenvalues, compared as float64 (real, imaginary) pairs",
     "nn.cross_entropy": "the loss accumulates and is returned in float32 for half inputs",
     "nn.linear_cross_entropy": "the loss accumulates and is returned in float32 for half inputs",
     "nn.linear_cross_entropy(chunk_size=1)": "as nn.linear_cross_entropy",

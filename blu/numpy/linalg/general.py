@@ -69,8 +69,8 @@ def eig(a: Any) -> EigResult:
     a = matrices(a, "eig", square=True)
     aval = get_aval(a)
     out = _complex_of(aval.dtype)
-    w_aval = (tuple(aval.shape[:-1]), out.str)
-    v_aval = (tuple(aval.shape), out.str)
+    w_aval = (tuple(aval.shape[:-1]), out)
+    v_aval = (tuple(aval.shape), out)
     w, v = pure_callback_p.bind(a, callback=_geev(True, out), result_avals=(w_aval, v_aval),
                                 vmap_method="expand_dims")  # fmt: skip
     return EigResult(w, v)
@@ -89,7 +89,7 @@ def eigvals(a: Any) -> Any:
     aval = get_aval(a)
     out = _complex_of(aval.dtype)
     (w,) = pure_callback_p.bind(a, callback=_geev(False, out),
-                                result_avals=((tuple(aval.shape[:-1]), out.str),),
+                                result_avals=((tuple(aval.shape[:-1]), out),),
                                 vmap_method="expand_dims")  # fmt: skip
     return w
 
