@@ -11,6 +11,7 @@ over 4096x4096 float32 along each axis (timed by ``benchmarks/cumulative.py``)."
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from gpu_helpers import GPU_MARKS, bf16, bool_, f16, f32, f64, i32, make_device, plan_nodes, put, u8
@@ -69,8 +70,8 @@ def _check(op, x, axis, reverse, got):
     floaty = x.dtype in (f32, f64, bf16, f16)
     if floaty and op in ("sum", "prod"):
         n = max(x.shape[axis], 1)
-        eps = float(np.finfo(f32 if x.dtype in (bf16, f16) else x.dtype).eps)
-        ulp = float(np.finfo(x.dtype).eps) if x.dtype in (bf16, f16) else 0.0
+        eps = float(ml_dtypes.finfo(f32 if x.dtype in (bf16, f16) else x.dtype).eps)
+        ulp = float(ml_dtypes.finfo(x.dtype).eps) if x.dtype in (bf16, f16) else 0.0
         scale = np.abs(reference(op, np.abs(x), axis, reverse))
         tol = 4 * n * eps * scale + ulp * np.abs(want)
         np.testing.assert_array_less(np.abs(got.astype(f64) - want), tol + 1e-300)

@@ -111,7 +111,12 @@ def test_traced_row_index_fuses(dev, idt):
     g = blu.jit(f)
     dx, dy = put(dev, x, y)
     for i in [0, 5, 63, 64, 100, np.iinfo(idt).max] + ([-1, -100] if np.iinfo(idt).min < 0 else []):
-        same(g(dx, dy, np.asarray(i).astype(idt)[()]), x[clamp(i, 0, 63)] * np.float32(2) + y)
+        # values, NaN matching NaN: arithmetic does not keep a NaN's payload bits (a GPU gives
+        # its canonical NaN), so not bit for bit as the data movement tests
+        np.testing.assert_array_equal(
+            np.asarray(g(dx, dy, np.asarray(i).astype(idt)[()])),
+            x[clamp(i, 0, 63)] * np.float32(2) + y,
+        )
 
 
 @on_gpu
