@@ -53,6 +53,26 @@ def _precision(eqn: Any, default: str) -> str:
     return default if p in ("default", "none") else p
 
 
+
+def fit_block(fn: Any, block: int) -> int:
+    """The threads per block a fused kernel's launch can have: ``block``, or, where the compiled
+    function cannot run that many (``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK``: its registers per
+    thread times ``block`` exceed the SM's register file, e.g. a reduction combining many large
+    operands at 1,024 threads), the largest power of two it can. Correct for blu's fused kernels:
+    the row and combine nests stride over their rows by ``gpu.block_dim`` and reduce with
+    ``gpu.all_reduce``, so any block size computes the same result; the map and thread nests use
+    256 threads, which every kernel can run."""
+    try:
+        most = int(fn.attribute("MAX_THREADS_PER_BLOCK"))
+    except (AttributeError, TypeError, ValueError):  # a stand-in function (tests, fakes)
+        return block
+    if block <= most:
+        return block
+    fit = 32
+    while fit * 2 <= most:
+        fit *= 2
+    return fit
+
 class GpuFallbackError(BluError):
     """A primitive without a GPU lowering failed in its host fallback."""
 
@@ -124,9 +144,11 @@ class Bound:
                 return ("host_kernel", host_kernel(node), refs, node)
             module = _module(self.dev, exe.modules[k])
             # a scatter's operand copy (``<sym>_0``) is skipped when it updates in place
-            fns = [(module.function(la.func), la.grid, la.block,
-                    kind == NodeKind.SCATTER and la.func.endswith("_0"))
-                   for la in exe.launches[k]]  # fmt: skip
+            fns = []
+            for la in exe.launches[k]:
+                fn = module.function(la.func)
+                fns.append((fn, la.grid, fit_block(fn, la.block),
+                            kind == NodeKind.SCATTER and la.func.endswith("_0")))  # fmt: skip
             return (NodeKind.KERNEL, fns, refs, node)
         if kind == NodeKind.DOT:
             lhs, rhs = e.invars

@@ -294,3 +294,24 @@ def test_row_group_forms_keep_values_in_registers(monkeypatch):
     looped, looped_keys = lowered()
     assert "scf.for" in looped[looped.index("gpu.func") :]
     assert len({*warp_keys, *keys, *looped_keys}) == 3 * len(keys)
+
+
+def test_fit_block_caps_a_launch_at_what_the_function_can_run():
+    """A fused kernel whose registers per thread times the block exceed the register file (a
+    combine nest of many large operands at 1,024 threads) is launched with the largest power of
+    two of threads it can run; others keep their block (blu/lower/cuda/run.py)."""
+    from blu.lower.cuda.run import fit_block
+
+    class Fn:
+        def __init__(self, most):
+            self.most = most
+
+        def attribute(self, name):
+            assert name == "MAX_THREADS_PER_BLOCK"
+            return self.most
+
+    assert fit_block(Fn(1024), 1024) == 1024
+    assert fit_block(Fn(640), 1024) == 512
+    assert fit_block(Fn(768), 256) == 256
+    assert fit_block(Fn(40), 128) == 32
+    assert fit_block(object(), 1024) == 1024  # a stand-in without attributes: unchanged
