@@ -16,6 +16,7 @@ processes through the TCP store: slow, needs nothing installed).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -157,7 +158,15 @@ def _mark_for_launcher(rank: int) -> None:
     import atexit
 
     open(os.path.join(folder, f"{rank}.start"), "w").close()
-    atexit.register(lambda: open(os.path.join(folder, f"{rank}.done"), "w").close())
+
+    def done() -> None:
+        # not after an uncaught exception: the abort hook's MPI_Abort may still let this rank
+        # run its exit handlers before mpiexec kills it (seen under load), and a rank that
+        # failed must not look finished (Python sets sys.last_value before the excepthook runs)
+        if getattr(sys, "last_value", None) is None:
+            open(os.path.join(folder, f"{rank}.done"), "w").close()
+
+    atexit.register(done)
 
 
 def _choose_backend(backend: str | None) -> str:

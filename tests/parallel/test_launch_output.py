@@ -9,6 +9,7 @@ relay their pieces would interleave; the checks hold whatever order the ranks ru
 from __future__ import annotations
 
 import io
+import os
 import re
 import subprocess
 import sys
@@ -100,3 +101,26 @@ def test_relays_write_whole_lines_whatever_the_pieces():
     a.close()
     b.close()
     assert out.getvalue() == "[rank 0] hello\n[rank 1] world\r[rank 1] 50%\r[rank 0] next\n"
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_rank_that_raised_never_marks_itself_done(tmp_path, fails):
+    """The launcher tells a rank that vanished from one that finished by its ``<rank>.done``
+    mark, written at exit: a rank that raised must not write it even when its exit handlers run
+    (plain Python runs them after an uncaught exception; MPI_Abort sometimes lets them run)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "rank.py"
+    script.write_text(textwrap.dedent(f"""
+        from blu.parallel import runtime
+        runtime._mark_for_launcher(0)
+        if {fails}:
+            raise RuntimeError("this rank fails")
+    """))
+    env = {**os.environ, "BLU_LAUNCH_DONE_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
+    assert (r.returncode != 0) == fails, r.stderr
+    assert (tmp_path / "0.start").exists()
+    assert (tmp_path / "0.done").exists() == (not fails)
