@@ -32,7 +32,8 @@ def render() -> str:
         "primitives holding jaxprs that may contain collectives.",
         "The `cpu` and `cuda` columns say how `jit` runs the primitive on each target (its",
         "`lowerings`, registered in `blu/lower/lowering.py`); host fallbacks are listed below",
-        "with the reason.",
+        "with the reason. A `host callback` calls Python by definition (not a fallback); `n/a`",
+        "marks a primitive only another target's plan makes (a rewrite of its own).",
         "Complex operands (complex64/complex128) fuse only into the primitives listed under",
         "*Complex values in kernels* (`blu/lower/mlir/rules_complex.py`); elsewhere an equation",
         "with a complex operand or result runs as a fallback node (its numpy impl).",
@@ -47,8 +48,12 @@ def render() -> str:
         lines.append(f"| `{name}` | `{p.module}` | {marks} | {t['cpu']} | {t['cuda']} |")
     cplx = sorted(n for n, p in Primitive.registry.items() if "complex" in p.lowerings)
     lines += ["", "## Complex values in kernels", "", ", ".join(f"`{n}`" for n in cplx)]
-    lines += ["", "## Host fallbacks", "", "| primitive | why |", "| --- | --- |"]
-    lines += [f"| `{n}` | {why} |" for n, why in sorted(host_fallbacks().items())]
+    lines += ["", "## Host fallbacks", "", "| primitive | falls back on | why |",
+              "| --- | --- | --- |"]  # fmt: skip
+    per_target = {t: host_fallbacks(t) for t in ("cpu", "cuda")}
+    for n, why in sorted(host_fallbacks().items()):
+        where = ", ".join(t for t, names in per_target.items() if n in names)
+        lines.append(f"| `{n}` | {where} | {why} |")
     lines.append("")
     return "\n".join(lines)
 

@@ -66,7 +66,7 @@ from blu.lower.mlir import rules_complex as _rules_complex  # noqa: F401  (and c
 from blu.lower.mlir import rules_dynamic as _rules_dynamic  # noqa: F401  (run-time offsets)
 from blu.lower.mlir import rules_gather as _rules_gather  # noqa: F401  (and gather's)
 from blu.lower.mlir.rules_gather import gather_supported
-from blu.lower.slots import fallback_reason, host_fallback
+from blu.lower.slots import fallback_reason, host_callback, host_fallback
 from blu.transforms import ad_ops, remat
 from blu.transforms import custom_derivatives as cd
 from blu.transforms.jit import jit_p
@@ -93,7 +93,6 @@ _HOST = (
     ("on CUDA targets the branch is chosen from a host value (the CPU: a loop node)", cond_p),
     ("only appears inside linearized programs; its impl runs the rule", cd.custom_lin_p),
     ("its jaxpr is run by its impl (remat is a transform-level boundary)", remat.checkpoint_p),
-    ("an identity that names a value for remat policies", remat.name_p),
     (_LAPACK, linalg.cholesky_p, linalg.triangular_solve_p, linalg.lu_p, linalg.qr_p,
      linalg.eigh_p, linalg.svd_p),
     ("no scatter kernel for this form yet", sorting.scatter_add_along_axis_p),
@@ -103,15 +102,32 @@ _HOST = (
      parallel.all_to_all_p, parallel.ppermute_p, parallel.reduce_scatter_p,
      parallel.axis_index_p),
     ("pocketfft (numpy) on the CPU; cuFFT on CUDA targets (a library node)", fft_p),
-    ("a Python callback: it runs on the host by definition", pure_callback_p, debug_callback_p),
 )  # fmt: skip
 for _reason, *_prims in _HOST:
     host_fallback(_reason, *_prims)
+host_callback("a Python callback: it runs on the host by definition", pure_callback_p,
+              debug_callback_p)  # fmt: skip
+HOST_FALLBACK = "host fallback"
 
 
-def host_fallbacks() -> dict[str, str]:
-    """Every primitive declared to run on the host, by name, with its reason (for
-    docs/primitives.md)."""
+def host_fallbacks(platform: str | None = None) -> dict[str, str]:
+    """The primitives that still fall back to their numpy impl on the host, by name, with the
+    declared reason (for docs/primitives.md): on ``platform`` (``"cpu"``, ``"cuda"``), or on
+    any target (None). Host callbacks and primitives another target's plan makes are not
+    fallbacks (``targets`` names them)."""
+    out = {}
+    for p in Primitive.registry.values():
+        reason = fallback_reason(p)
+        ts = targets(p)
+        where = [ts[platform]] if platform is not None else ts.values()
+        if reason is not None and HOST_FALLBACK in where:
+            out[p.name] = reason
+    return out
+
+
+def declared_host_fallbacks() -> dict[str, str]:
+    """Every primitive with a declared fallback reason, whether or not a lowering now applies
+    on every target (the slots test finds stale declarations with it)."""
     return {p.name: fallback_reason(p) for p in Primitive.registry.values()
             if fallback_reason(p) is not None}  # fmt: skip
 
@@ -193,6 +209,7 @@ def _register() -> None:
     slicing.slice_p.lowerings["view"] = View(_slice_view)
     shapes.rev_p.lowerings["view"] = View(_rev_view)
     ad_ops.stop_gradient_p.lowerings["identity"] = lambda e: True
+    remat.name_p.lowerings["identity"] = lambda e: True  # a name for remat policies only
     ew.convert_element_type_p.lowerings["identity"] = _same_aval
     shapes.reshape_p.lowerings["identity"] = _same_aval
     shapes.squeeze_p.lowerings["identity"] = _same_aval
@@ -236,10 +253,15 @@ _register()
 KERNEL_KINDS = ("elementwise", "index", "reduce", "arg_reduce")
 
 
-def describe_generic(prim: Primitive, strided_views: bool) -> str:
-    """How ``prim`` runs where no target-specific lowering applies (``Backend.describe``)."""
+def describe_generic(prim: Primitive, strided_views: bool, platform: str) -> str:
+    """How ``prim`` runs on ``platform`` where no target-specific lowering applies
+    (``Backend.describe``)."""
     lw = prim.lowerings
     kernel = next((k for k in KERNEL_KINDS if k in lw), None)
+    if "callback" in lw:
+        return "host callback"
+    if lw.get("made_by", platform) != platform:
+        return f"n/a (made by the {lw['made_by'].upper()} plan only)"
     if "inline" in lw:
         return "inlined"
     if kernel is not None:
@@ -250,7 +272,7 @@ def describe_generic(prim: Primitive, strided_views: bool) -> str:
         return fused
     if prim.decomposition is not None:
         return "decomposition"
-    return "host fallback"
+    return HOST_FALLBACK
 
 
 def targets(prim: Primitive) -> dict[str, str]:

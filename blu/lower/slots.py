@@ -11,7 +11,10 @@
 ``slot(prim, kind, platform)`` reads a rule back (the platform's first, then the shared one).
 A host fallback is a slot of its own carrying its reason (``"host"``): ``docs/primitives.md``
 lists them, and ``tests/lower/test_lowering_slots.py`` fails for a primitive that has neither
-a lowering nor a stated reason.
+a lowering nor a stated reason. Two kinds of primitive run their impl on the host without being
+fallbacks: host callbacks (``"callback"``: a Python function, on the host by definition) and
+primitives only one target's plan makes (``"made_by"``: a platform's rewrite; other targets
+never see them).
 """
 
 from __future__ import annotations
@@ -52,3 +55,17 @@ def host_fallback(reason: str, *prims: Primitive) -> None:
 def fallback_reason(prim: Primitive) -> str | None:
     """Why ``prim`` runs on the host, if it is declared to."""
     return prim.lowerings.get("host")
+
+
+def host_callback(reason: str, *prims: Primitive) -> None:
+    """Record that ``prims`` call back into Python on the host by definition (not a missing
+    lowering), and why."""
+    for p in prims:
+        p.lowerings["callback"] = reason
+
+
+def made_by_plan(platform: str, *prims: Primitive) -> None:
+    """Record that only ``platform``'s plan makes ``prims`` (a rewrite of its own): other
+    targets never see them in their programs."""
+    for p in prims:
+        p.lowerings["made_by"] = platform

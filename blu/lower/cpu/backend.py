@@ -59,7 +59,7 @@ class CpuBackend(Backend):
             return "scatter kernel"
         if "loop" in lw:
             return "loop (compiled bodies)"
-        return describe_generic(prim, strided_views=True)
+        return describe_generic(prim, strided_views=True, platform=self.platform)
 
     def compile(self, jaxpr, donated, options, name="jit", args=()):
         return CpuExecutable(jaxpr, name, donated, options)

@@ -69,7 +69,7 @@ class CudaBackend(Backend):
             return "dot (cuBLASLt)"
         if "scatter" in lw:
             return "scatter kernel"
-        return describe_generic(prim, strided_views=False)
+        return describe_generic(prim, strided_views=False, platform=self.platform)
 
     def compile(self, jaxpr, donated, options, name="jit", args=()):
         """The executable; with the call's ``args`` (device arrays), the memory plan is first

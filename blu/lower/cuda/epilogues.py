@@ -54,7 +54,7 @@ from blu.core.primitive import Primitive
 from blu.cuda.cublaslt import gelu_tanh, gelu_tanh_grad, gemm_spec
 from blu.lax.dot import dot_general_p
 from blu.lower.library import LibraryLowering, register_library
-from blu.lower.slots import host_fallback
+from blu.lower.slots import made_by_plan
 
 __all__ = ["dot_bias_p", "dot_bias_gelu_p", "dot_dgelu_p", "fuse_epilogues"]
 
@@ -149,8 +149,7 @@ _gpu = _gpu_call("gelu_aux_bias", bias=("in", 2), aux=("out", 1))
 _dgelu_gpu = _gpu_call("dgelu", aux=("in", 2))
 _bias_gpu = _gpu_call("bias", bias=("in", 2))
 
-host_fallback("made by the CUDA plan's epilogue rewrite only; elsewhere its impl runs it",
-              dot_bias_gelu_p, dot_dgelu_p, dot_bias_p)
+made_by_plan("cuda", dot_bias_gelu_p, dot_dgelu_p, dot_bias_p)
 for _prim, _gpu_fn in ((dot_bias_gelu_p, _gpu), (dot_dgelu_p, _dgelu_gpu), (dot_bias_p, _bias_gpu)):
     register_library(
         _prim,

@@ -42,7 +42,7 @@ from blu.core.primitive import Primitive
 from blu.lax import attention as att
 from blu.lower.cuda import attention as lower_att
 from blu.lower.library import LibraryLowering, register_library
-from blu.lower.slots import host_fallback
+from blu.lower.slots import made_by_plan
 
 __all__ = ["fwd_packed_p", "bwd_packed_p", "pack_attention", "plain_avals"]
 
@@ -155,8 +155,7 @@ def _unpack(avals, params) -> tuple[list[ShapedArray], int]:
     return plain_avals(avals, params)
 
 
-host_fallback("made by the CUDA plan's attention packing only; elsewhere its impl runs it",
-              fwd_packed_p, bwd_packed_p)
+made_by_plan("cuda", fwd_packed_p, bwd_packed_p)
 for _prim, _backward, _gpu in ((fwd_packed_p, False, _gpu_fwd), (bwd_packed_p, True, _gpu_bwd)):
     register_library(_prim, LibraryLowering(
         workspace=lower_att.workspace_rule(_backward, _unpack), cpu=_cpu(_prim), gpu=_gpu,

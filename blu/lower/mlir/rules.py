@@ -29,7 +29,7 @@ from blu.lax import elementwise as ew
 from blu.lower.mlir import mathlib, mathlib_special
 from blu.lower.mlir.emit import Builder, Idx, compute_type, is_float, is_unsigned
 from blu.lower.slots import lowering
-from blu.transforms import ad_ops
+from blu.transforms import ad_ops, remat
 
 
 def _dt(eqn: Any, i: int = 0) -> np.dtype:
@@ -258,7 +258,7 @@ def _polygamma(b, eqn, x):
     return mathlib_special.polygamma(b, x, compute_type(_dt(eqn)), eqn.params["m"])
 
 
-@_rule(ad_ops.stop_gradient_p)
+@_rule(ad_ops.stop_gradient_p, remat.name_p)  # checkpoint_name: a name for remat policies
 def _identity(b, eqn, x):
     return x
 
