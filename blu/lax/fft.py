@@ -13,8 +13,8 @@ symmetric matrices (their own transposes), ``RFFT``'s transpose is ``real(FFT(pa
 (zero-padding the half spectrum to ``n``), and ``IRFFT``'s is ``conj`` of a weighted
 ``RFFT / n`` (the bins other than 0 and n/2 appear twice in the real signal), as in JAX
 (``jax/_src/lax/fft.py``). Batching moves the batch axis to the front. In a compiled program
-the primitive runs as a host fallback node (its numpy impl) on the CPU, and as a cuFFT library
-node on CUDA targets (``blu/cuda/fft.py``).
+the primitive is a library node: pocketfft writing into the planned buffer on the CPU
+(``blu/lower/cpu/libraries.py``), cuFFT on CUDA targets (``blu/cuda/fft.py``).
 """
 
 from __future__ import annotations

@@ -88,3 +88,16 @@ def lowering_for(eqn: Any, target: str) -> LibraryLowering | None:
 def workspace_bytes(eqn: Any, target: str) -> int:
     lw = registered(eqn.primitive, platform_of(target))
     return int(lw.workspace([a.aval for a in eqn.invars], eqn.params, target))
+
+
+def impl_into(prim: Primitive) -> Callable[..., None]:
+    """A ``cpu`` call that runs ``prim``'s numpy impl and writes its results into the planned
+    output buffers (one copy each): for libraries that allocate their own results (LAPACK
+    through numpy/scipy), on the CPU and on the simulated GPU (``BLU_FAKE_GPU=1``)."""
+
+    def cpu(ins, outs, workspace, **params) -> None:
+        res = prim.impl(*ins, **params)
+        for dst, r in zip(outs, res if prim.multiple_results else [res], strict=True):
+            dst[...] = r
+
+    return cpu

@@ -58,8 +58,6 @@ from blu.lax.control_flow.conditionals import cond_p
 from blu.lax.control_flow.loops import while_p
 from blu.lax.control_flow.scan import scan_p
 from blu.lax.dot import dot_general_p
-from blu.lax.fft import fft_p
-from blu.lax.linalg import primitives as linalg
 from blu.lower.backend import registered_backends
 from blu.lower.mlir import rules as _rules  # noqa: F401  (registers the per-element rules)
 from blu.lower.mlir import rules_complex as _rules_complex  # noqa: F401  (and complex values')
@@ -84,7 +82,6 @@ EXPENSIVE = (
 # on the GPU), with the reason: the ``"host"`` slot (``slots.host_fallback``). A primitive with
 # neither fails tests/lower/test_lowering_slots.py.
 _SORT = "no sorting kernel yet (a bitonic or radix sort per row)"
-_LAPACK = "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)"
 _COLLECTIVE = "a collective: run per device by blu.parallel, not a kernel"
 _HOST = (
     (_SORT, sorting.sort_p, sorting.top_k_p),
@@ -93,15 +90,12 @@ _HOST = (
     ("on CUDA targets the branch is chosen from a host value (the CPU: a loop node)", cond_p),
     ("only appears inside linearized programs; its impl runs the rule", cd.custom_lin_p),
     ("its jaxpr is run by its impl (remat is a transform-level boundary)", remat.checkpoint_p),
-    (_LAPACK, linalg.cholesky_p, linalg.triangular_solve_p, linalg.lu_p, linalg.qr_p,
-     linalg.eigh_p, linalg.svd_p),
     ("no scatter kernel for this form yet", sorting.scatter_add_along_axis_p),
     ("a series or continued fraction per element, run to convergence (scipy/numpy on the "
      "host): no loop in the elementwise kernels", random_gamma.random_gamma_grad_p),
     (_COLLECTIVE, parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.all_gather_p,
      parallel.all_to_all_p, parallel.ppermute_p, parallel.reduce_scatter_p,
      parallel.axis_index_p),
-    ("pocketfft (numpy) on the CPU; cuFFT on CUDA targets (a library node)", fft_p),
 )  # fmt: skip
 for _reason, *_prims in _HOST:
     host_fallback(_reason, *_prims)

@@ -47,8 +47,7 @@ _TRANSFORM_LEVEL = {"checkpoint", "custom_lin"}
 _COLLECTIVES = {"psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute",
                 "reduce_scatter", "axis_index"}  # fmt: skip
 _IN_FLIGHT = {"cpu": {"sort", "top_k"}, "cuda": {"sort", "top_k", "while", "cond", "scan"}}
-_LIBRARIES = {"cholesky", "eigh", "lu", "qr", "svd", "triangular_solve", "fft"}  # this branch's
-_IN_FLIGHT["cpu"] |= _LIBRARIES | {"scatter_add_along_axis", "random_gamma_grad"}
+_IN_FLIGHT["cpu"] |= {"scatter_add_along_axis", "random_gamma_grad"}  # this branch's
 _IN_FLIGHT["cuda"] |= {"scatter_add_along_axis", "random_gamma_grad"}
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from blu.cuda.array import DeviceArray
 from blu.lax.fft import fft_p
 from blu.lax.linalg.primitives import cholesky_p, eigh_p, lu_p, qr_p, svd_p, triangular_solve_p
-from blu.lower.library import LibraryLowering, register_library
+from blu.lower.library import LibraryLowering, impl_into, register_library
 
 
 def _solver_call(prim: Any) -> Any:
@@ -33,24 +33,12 @@ def _solver_call(prim: Any) -> Any:
     return gpu
 
 
-def _host_call(prim: Any) -> Any:
-    """The simulated device's form (``BLU_FAKE_GPU=1``: planned buffers in host memory): the
-    primitive's LAPACK impl written into the output buffers."""
-
-    def cpu(ins, outs, workspace, **params) -> None:
-        res = prim.impl(*ins, **params)
-        for dst, r in zip(outs, res if prim.multiple_results else [res], strict=True):
-            dst[...] = r
-
-    return cpu
-
-
 for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p):
     register_library(
         _p,
         LibraryLowering(
             workspace=lambda avals, params, target: 0,  # the solver allocates its own
-            cpu=_host_call(_p),
+            cpu=impl_into(_p),
             gpu=_solver_call(_p),
             graph_safe=False,
         ),
@@ -75,6 +63,6 @@ def _fft_workspace(avals, params, target) -> int:
 # cuFFT: no synchronization, the plan's work area made when the plan is (the first, eager call)
 register_library(
     fft_p,
-    LibraryLowering(workspace=_fft_workspace, cpu=_host_call(fft_p), gpu=_fft_gpu),
+    LibraryLowering(workspace=_fft_workspace, cpu=impl_into(fft_p), gpu=_fft_gpu),
     platform="cuda",
 )
