@@ -19,8 +19,11 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
+from blu.lax import elementwise as ew
 from blu.lax._base import fmt_avals
-from blu.lax.shapes import broadcast_in_dim
+from blu.lax.casts import convert_element_type
+from blu.lax.gather_scatter import scatter_add_p
+from blu.lax.shapes import broadcast_in_dim, concatenate, full, iota, reshape
 from blu.transforms.ad_util import Zero, tangent_aval
 from blu.transforms.batching import bdim_to_front, moveaxis
 
@@ -144,6 +147,39 @@ def _scatter_add_transpose(ct, u, idx, *, axis, size):
 
 
 _batch_along(scatter_add_along_axis_p)
+
+
+def _scatter_add_along_decomposition(u: Any, idx: Any, *, axis: int, size: int) -> Any:
+    """``scatter_add_along_axis`` as one ``scatter_add`` (so compiled programs run it as the
+    scatter kernel of ``blu/lower/mlir/scatter.py`` on every target, not on the host).
+
+    The operand is viewed as ``(outer, n, inner)`` (the axes before ``axis``, ``axis``, the axes
+    after it); each update element is one scatter row with coordinates ``(o, idx, i)`` into
+    zeros of shape ``(outer, size, inner)`` (``(o, idx)`` into ``(outer, size)`` when
+    ``inner == 1``: the common last-axis case, 8 bytes of coordinates per element, not 12).
+    float16/bfloat16 are accumulated in float32 and rounded once, as the impl does; negative
+    indices count from the end, as numpy's; indices still out of range are dropped (the impl
+    raises). On CUDA targets the additions are float32/float64 atomics (``atom.add``), so their
+    order, and a float sum's last bits, is not deterministic.
+    """
+    shape = get_aval(u).shape
+    outer, n, inner = int(np.prod(shape[:axis])), shape[axis], int(np.prod(shape[axis + 1 :]))
+    half = get_aval(u).dtype in (dtypes.bfloat16, dtypes.float16)
+    acc = convert_element_type(u, dtypes.float32) if half else u
+    rows = (outer, n, inner) if inner != 1 else (outer, n)  # one scatter row per update element
+    kt = _index_dtype(max(size, 1))
+    k = convert_element_type(reshape(idx, rows), kt)
+    k = ew.select(ew.lt(k, full(rows, 0, kt)), ew.add(k, full(rows, size, kt)), k)
+    coords = [iota(kt, rows, 0), k] + ([iota(kt, rows, 2)] if inner != 1 else [])
+    indices = concatenate([reshape(c, rows + (1,)) for c in coords], len(rows))
+    zeros = full((outer, size, inner)[: len(rows)], 0, get_aval(acc).dtype)
+    out = scatter_add_p.bind(zeros, indices, reshape(acc, rows), axes=(0, 1, 2)[: len(rows)],
+                             mode="fill_or_drop")  # fmt: skip
+    out = reshape(out, shape[:axis] + (size,) + shape[axis + 1 :])
+    return convert_element_type(out, get_aval(u).dtype) if half else out
+
+
+scatter_add_along_axis_p.decomposition = _scatter_add_along_decomposition
 
 
 def take_along_axis(x: Any, indices: Any, axis: int) -> Any:

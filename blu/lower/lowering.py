@@ -90,7 +90,6 @@ _HOST = (
     ("on CUDA targets the branch is chosen from a host value (the CPU: a loop node)", cond_p),
     ("only appears inside linearized programs; its impl runs the rule", cd.custom_lin_p),
     ("its jaxpr is run by its impl (remat is a transform-level boundary)", remat.checkpoint_p),
-    ("no scatter kernel for this form yet", sorting.scatter_add_along_axis_p),
     ("a series or continued fraction per element, run to convergence (scipy/numpy on the "
      "host): no loop in the elementwise kernels", random_gamma.random_gamma_grad_p),
     (_COLLECTIVE, parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.all_gather_p,
