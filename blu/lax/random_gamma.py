@@ -6,7 +6,9 @@ Mnih 2018, "Implicit Reparameterization Gradients", eq. (5):
 
 i.e. how the sample moves when ``a`` moves and its uniform noise (its CDF value) stays fixed.
 ``blu.random.gamma``/``loggamma``/``beta``/``dirichlet`` use it as the JVP of their samples; the
-kernel (series and continued fraction differentiated in ``a``) is ``random_gamma_numpy.py``.
+kernel (series and continued fraction differentiated in ``a``) is ``random_gamma_numpy.py``;
+compiled programs run the same loops inside their elementwise kernels
+(``blu/lower/mlir/mathlib_gamma.py``).
 With ``log_space`` the operand is ``log x`` and the result ``d log x / da``, which stays finite
 and exact where ``x`` underflows (``a`` near 0).
 """

@@ -75,7 +75,7 @@ EXPENSIVE = (
     special.sqrt_p, special.rsqrt_p, special.atan2_p, special.sinh_p, special.cosh_p,
     special.asin_p, special.acos_p, special.atan_p, special.asinh_p, special.acosh_p,
     special.atanh_p, special.exp2_p, special.cbrt_p, ew.rem_p, special.lgamma_p,
-    special.digamma_p, special.polygamma_p, special.erf_inv_p,
+    special.digamma_p, special.polygamma_p, special.erf_inv_p, random_gamma.random_gamma_grad_p,
 )  # fmt: skip
 
 # Primitives that run their numpy impl on the host where no lowering applies (a synchronization
@@ -90,8 +90,6 @@ _HOST = (
     ("on CUDA targets the branch is chosen from a host value (the CPU: a loop node)", cond_p),
     ("only appears inside linearized programs; its impl runs the rule", cd.custom_lin_p),
     ("its jaxpr is run by its impl (remat is a transform-level boundary)", remat.checkpoint_p),
-    ("a series or continued fraction per element, run to convergence (scipy/numpy on the "
-     "host): no loop in the elementwise kernels", random_gamma.random_gamma_grad_p),
     (_COLLECTIVE, parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.all_gather_p,
      parallel.all_to_all_p, parallel.ppermute_p, parallel.reduce_scatter_p,
      parallel.axis_index_p),

@@ -47,8 +47,6 @@ _TRANSFORM_LEVEL = {"checkpoint", "custom_lin"}
 _COLLECTIVES = {"psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute",
                 "reduce_scatter", "axis_index"}  # fmt: skip
 _IN_FLIGHT = {"cpu": {"sort", "top_k"}, "cuda": {"sort", "top_k", "while", "cond", "scan"}}
-_IN_FLIGHT["cpu"] |= {"random_gamma_grad"}  # this branch's
-_IN_FLIGHT["cuda"] |= {"random_gamma_grad"}
 
 
 @pytest.mark.parametrize("platform", ["cpu", "cuda"])

@@ -24,9 +24,9 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.primitive import Primitive
-from blu.lax import bits, reductions, shapes, slicing, special
+from blu.lax import bits, random_gamma, reductions, shapes, slicing, special
 from blu.lax import elementwise as ew
-from blu.lower.mlir import mathlib, mathlib_special
+from blu.lower.mlir import mathlib, mathlib_gamma, mathlib_special
 from blu.lower.mlir.emit import Builder, Idx, compute_type, is_float, is_unsigned
 from blu.lower.slots import lowering
 from blu.transforms import ad_ops, remat
@@ -256,6 +256,12 @@ _rule(special.erf_inv_p)(_special_rule(mathlib_special.erf_inv))
 @_rule(special.polygamma_p)
 def _polygamma(b, eqn, x):
     return mathlib_special.polygamma(b, x, compute_type(_dt(eqn)), eqn.params["m"])
+
+
+@_rule(random_gamma.random_gamma_grad_p)
+def _random_gamma_grad(b, eqn, a, x):  # two scf.while loops per element (mathlib_gamma)
+    ty = compute_type(_dt(eqn))
+    return mathlib_gamma.random_gamma_grad(b, a, x, ty, eqn.params["log_space"])
 
 
 @_rule(ad_ops.stop_gradient_p, remat.name_p)  # checkpoint_name: a name for remat policies
