@@ -46,6 +46,7 @@ GPU_TESTS = [
     "tests/lower/cuda/test_packed_attention.py",
     "tests/cuda/test_cuda_fft_gpu.py",
     "tests/lower/cuda/test_gpu_cumulative.py",
+    "tests/lower/cuda/test_gpu_sort.py",
 ]
 # the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps
 # sets the learning-rate schedule's constants)

@@ -12,6 +12,7 @@ from blu.lower.backend import Backend, Capabilities, register_backend
 from blu.lower.cpu import attention as _attention  # noqa: F401  (registers its library calls)
 from blu.lower.cpu import cumulative as _cumulative  # noqa: F401  (registers its library calls)
 from blu.lower.cpu import kernels
+from blu.lower.cpu import sorting as _sorting  # noqa: F401  (registers its library calls)
 from blu.lower.cpu.concat import rewrite_concats
 from blu.lower.cpu.executable import CpuExecutable, Lowered
 from blu.lower.cpu.options import CpuOptions
