@@ -22,6 +22,7 @@ The programs (float32 unless named):
 - ``fori_loop``: 1,000 steps of ``v * 0.999 + 1`` on 1,024 floats (control flow);
 - ``scan_rnn``: a 256-step RNN ``scan``, ``h = tanh(h @ W + x_t)``, (32, 256) state;
 - ``sort``: ``sort`` of 2**20 floats;
+- ``top_k``: the 50 largest of each row of a (4096, 32000) array (values and indices);
 - ``complex_mul``: ``x * w`` of (2048, 2048) complex64 arrays.
 
 A program whose primitive still runs on the host says so in the ``where`` column (from
@@ -145,6 +146,12 @@ def programs() -> dict[str, tuple[Callable, Callable, tuple[int, ...], str]]:
             "scan",
         ),  # fmt: skip
         "sort": (bnp.sort, lambda r: (r.standard_normal((1 << 20,), np.float32),), (), "sort"),
+        "top_k": (
+            lambda x: lax.top_k(x, 50),
+            lambda r: (r.standard_normal((4096, 32000), np.float32),),
+            (),
+            "top_k",
+        ),
         "complex_mul": (
             lambda x, w: x * w,
             lambda r: tuple(
@@ -185,6 +192,7 @@ def _jax_programs():
         "fori_loop": (lambda x: jax.lax.fori_loop(0, 1000, lambda i, v: v * 0.999 + 1.0, x), ()),
         "scan_rnn": (rnn, ()),
         "sort": (jnp.sort, ()),
+        "top_k": (lambda x: jax.lax.top_k(x, 50), ()),
         "complex_mul": (lambda x, w: x * w, ()),
     }
 
@@ -284,7 +292,7 @@ def main() -> int:
                 def jcall(jf=jf, jargs=jargs):
                     return jf(*jargs)
 
-            jms = _median_ms(jcall, lambda out: out.block_until_ready(), a.reps)
+            jms = _median_ms(jcall, jax.block_until_ready, a.reps)
             jax_ms = f"{jms:.3f}"
             ratio = f"{ms / jms:.2f}x" if ms is not None else "-"
         print(f"| {name} | {where(prim)} | {blu_ms} | {jax_ms} | {ratio} |", flush=True)

@@ -81,10 +81,8 @@ EXPENSIVE = (
 # Primitives that run their numpy impl on the host where no lowering applies (a synchronization
 # on the GPU), with the reason: the ``"host"`` slot (``slots.host_fallback``). A primitive with
 # neither fails tests/lower/test_lowering_slots.py.
-_SORT = "no sorting kernel yet (a bitonic or radix sort per row)"
 _COLLECTIVE = "a collective: run per device by blu.parallel, not a kernel"
 _HOST = (
-    (_SORT, sorting.sort_p, sorting.top_k_p),
     ("on CUDA targets control flow runs on the host (the CPU compiles it: a loop node)",
      while_p, scan_p),
     ("on CUDA targets the branch is chosen from a host value (the CPU: a loop node)", cond_p),

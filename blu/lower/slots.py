@@ -6,7 +6,7 @@
 
     lowering("index", gather_p)(gather_rule)            # a rule made elsewhere
     lowering("library", cholesky_p, platform="cuda")(LibraryLowering(...))
-    host_fallback("no sorting kernel yet", sort_p, top_k_p)
+    host_fallback("no kernel for this yet", some_p)
 
 ``slot(prim, kind, platform)`` reads a rule back (the platform's first, then the shared one).
 A host fallback is a slot of its own carrying its reason (``"host"``): ``docs/primitives.md``

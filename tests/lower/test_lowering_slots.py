@@ -46,7 +46,7 @@ def test_every_primitive_lowers_or_is_a_listed_host_fallback():
 _TRANSFORM_LEVEL = {"checkpoint", "custom_lin"}
 _COLLECTIVES = {"psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute",
                 "reduce_scatter", "axis_index"}  # fmt: skip
-_IN_FLIGHT = {"cpu": {"sort", "top_k"}, "cuda": {"sort", "top_k", "while", "cond", "scan"}}
+_IN_FLIGHT = {"cpu": set(), "cuda": {"while", "cond", "scan"}}
 
 
 @pytest.mark.parametrize("platform", ["cpu", "cuda"])
@@ -179,3 +179,13 @@ def test_decomposition_runs_as_its_impl_computes():
     got = blu.jit(lambda x: lax.exp(softsign_p.bind(x, k=2.0)) * 3.0)(x)
     x64 = x.astype(np.float64)
     np.testing.assert_allclose(got, np.exp(x64 / (2.0 + np.abs(x64))) * 3.0, rtol=2e-6)
+
+
+def test_sort_and_top_k_are_library_nodes_on_both_targets():
+    """Issue #34: sort and top_k run blu's own kernels (CUDA) or numpy's sort into planned
+    buffers (CPU), never the generic host fallback."""
+    from blu.lax import sorting
+
+    for p in (sorting.sort_p, sorting.top_k_p):
+        assert targets(p) == {"cpu": "library", "cuda": "library"}, targets(p)
+        assert p.name not in host_fallbacks()

@@ -13,6 +13,7 @@ from blu.lower.cpu import attention as _attention  # noqa: F401  (registers its 
 from blu.lower.cpu import cumulative as _cumulative  # noqa: F401  (registers its library calls)
 from blu.lower.cpu import kernels
 from blu.lower.cpu import libraries as _libraries  # noqa: F401  (LAPACK and pocketfft calls)
+from blu.lower.cpu import sorting as _sorting  # noqa: F401  (registers its library calls)
 from blu.lower.cpu.concat import rewrite_concats
 from blu.lower.cpu.executable import CpuExecutable, Lowered
 from blu.lower.cpu.options import CpuOptions

@@ -14,6 +14,7 @@ from blu.lower.cuda import attention as _attention  # noqa: F401  (registers its
 from blu.lower.cuda import cumulative as _cumulative  # noqa: F401  (registers its kernels)
 from blu.lower.cuda import kernels
 from blu.lower.cuda import libraries as _libraries  # noqa: F401  (registers cuSOLVER's calls)
+from blu.lower.cuda import sorting as _sorting  # noqa: F401  (registers its kernels)
 from blu.lower.cuda.codegen import plan_nests
 from blu.lower.cuda.dots import canonicalize_dots, library_dot
 from blu.lower.cuda.epilogues import fuse_epilogues
