@@ -88,9 +88,6 @@ _LAPACK = "LAPACK on the CPU; cuSOLVER on CUDA targets (a library node)"
 _COLLECTIVE = "a collective: run per device by blu.parallel, not a kernel"
 _HOST = (
     (_SORT, sorting.sort_p, sorting.top_k_p),
-    ("on CUDA targets control flow runs on the host (the CPU compiles it: a loop node)",
-     while_p, scan_p),
-    ("on CUDA targets the branch is chosen from a host value (the CPU: a loop node)", cond_p),
     ("only appears inside linearized programs; its impl runs the rule", cd.custom_lin_p),
     ("its jaxpr is run by its impl (remat is a transform-level boundary)", remat.checkpoint_p),
     ("an identity that names a value for remat policies", remat.name_p),
