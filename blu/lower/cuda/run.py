@@ -95,9 +95,10 @@ GRAPH_MIN_STEPS = 64  # "auto": smaller programs gain little from a graph and pa
 def _graphs_enabled(steps: list, allocs: list) -> bool:
     """``config.cuda_graphs``: True/False, or "auto": a program of at least
     ``GRAPH_MIN_STEPS`` steps (a scan's counting each iteration's) whose fresh outputs (not
-    written into donated arguments) fit in ``STAGE_BYTES`` — a training step. A replay copies its fresh outputs out of kept buffers and
-    keeps its arena between calls, which programs with large outputs would pay for. (The GPT-2
-    124M step on the H200, bf16, ran faster replayed than launched.)"""
+    written into donated arguments) fit in ``STAGE_BYTES`` — a training step. A replay copies
+    its fresh outputs out of kept buffers and keeps its arena between calls, which programs
+    with large outputs would pay for. (The GPT-2 124M step on the H200, bf16, ran faster
+    replayed than launched.)"""
     mode = config.cuda_graphs
     if mode != "auto":
         return bool(mode)
