@@ -48,7 +48,7 @@ class CudaBackend(Backend):
 
     def prepare_loop(self, node) -> None:
         # each body prepared as a program of its own; its buffers become the node's workspace
-        loops.prepare_loop(node, lambda j: self.prepare(j, [False] * len(j.invars)))
+        loops.prepare_loop(node, self.prepare)
 
     def runs_dot(self, eqn) -> bool:
         return library_dot(eqn)

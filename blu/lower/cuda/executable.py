@@ -102,9 +102,9 @@ class GpuExecutable(Executable):
                     self.library_modules[k] = mods
             elif node.kind == NodeKind.LOOP:  # control flow: each body an executable of its own
                 self.loop_bodies[k] = [
-                    GpuExecutable(j, f"{name}/{tag}", None, target, options=options,
+                    GpuExecutable(j, f"{name}/{tag}", donated, target, options=options,
                                   prepared=prepared_body)
-                    for tag, j, prepared_body in node.bodies
+                    for tag, j, prepared_body, donated, _ in node.bodies
                 ]  # fmt: skip
         self.timing = {"plan_s": t1 - t0, "kernels_s": time.perf_counter() - t1}
         self.fallbacks = [n.label() for n in self.plan.nodes if n.kind == NodeKind.FALLBACK]

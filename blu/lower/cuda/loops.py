@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from blu.core.jaxpr import Literal
+from blu.core.jaxpr import Literal, Var
 from blu.lower.cuda.codegen_strided import ALIGN
 from blu.lower.plan.memory import ALIGN as ARENA_ALIGN
 from blu.lower.plan.steps import Steps, literal_value
@@ -60,13 +60,13 @@ class _BodyLayout:
     """One prepared body's buffers in the loop's workspace: its arena at ``arena`` and each
     fresh output (``("out",)`` place) at ``outs[slot]`` (offsets from the workspace's start)."""
 
-    def __init__(self, prepared: Any, at: int):
-        steps = Steps(prepared.plan, prepared.memory, (False,) * len(prepared.jaxpr.invars))
+    def __init__(self, prepared: Any, donated: tuple, at: int):
+        steps = Steps(prepared.plan, prepared.memory, donated)
         self.arena = at
         at += _up(max(prepared.memory.arena_size, 1))
         self.outs: dict[int, int] = {}
         for sl, place, aval in steps.allocs:
-            if place[0] != "arena":  # a body donates nothing: its outputs are fresh buffers
+            if place[0] == "out":  # a fresh output (a donated one is written over its input)
                 self.outs[sl] = at
                 at += _up(max(_nbytes(aval), 1))
         self.end = at
@@ -81,20 +81,22 @@ class LoopLayout:
         e = node.eqns[0]
         at = 0
         self.bodies = []
-        for _, _, prepared in node.bodies:
-            b = _BodyLayout(prepared, at)
+        for _, _, prepared, donated, _ in node.bodies:
+            b = _BodyLayout(prepared, donated, at)
             self.bodies.append(b)
             at = b.end
-        self.spare: list[int] = []
+        self.spare: list[int | None] = []  # per carry (None: updated in place)
+        self.inplace: list[bool] = []
         self.x_rows: dict[int, int] = {}
         self.y_rows: dict[int, int] = {}
         self.pred = 0
         name = e.primitive.name
         if name in ("scan", "while"):
-            carry = _carry_avals(e)
-            for a in carry:
-                self.spare.append(at)
-                at += _up(max(_nbytes(a), 1))
+            self.inplace = node.bodies[-1][4]
+            for a, inplace in zip(_carry_avals(e), self.inplace, strict=True):
+                self.spare.append(None if inplace else at)
+                if not inplace:
+                    at += _up(max(_nbytes(a), 1))
         if name == "scan":
             p = e.params
             nc, nk = p["num_consts"], p["num_carry"]
@@ -124,10 +126,60 @@ def _row_bytes(aval: Any) -> int:
     return _nbytes(aval) // aval.shape[0] if aval.shape and aval.shape[0] else 0
 
 
-def prepare_loop(node: Any, prepare_body: Callable[[Any], Any]) -> None:
-    """Prepare ``node``'s bodies (``prepare_body(jaxpr)``: a ``Prepared``) and size its
-    workspace (``node.bodies``: ``(tag, jaxpr, prepared)`` per body; ``node.workspace``)."""
-    node.bodies = [(tag, j, prepare_body(j)) for tag, j in bodies_of(node.eqns[0])]
+def _carry_positions(eqn: Any) -> list[tuple[int, int, int]]:
+    """Per body, ``(first carry input, carry count, first carry output)`` of the bodies whose
+    carry may be updated in place (a scan's body, a while's body), else ``None``."""
+    p, name = eqn.params, eqn.primitive.name
+    if name == "scan":
+        return [(p["num_consts"], p["num_carry"], 0)]
+    if name == "while":
+        return [None, (p["body_nconsts"], len(eqn.outvars), 0)]
+    return [None] * len(p["branches"])
+
+
+def in_place(prepared: Any, first: int, n: int) -> list[bool] | None:
+    """Per carry, whether the body's memory plan writes its new value over its own input
+    (``("donated", first + k)``, the whole buffer); None where the plan wrote some output over
+    another input (a swapped carry...): the loop then prepares the body without donation."""
+    mem, outs = prepared.memory, prepared.jaxpr.outvars
+    flags = []
+    for k, v in enumerate(outs):
+        if not isinstance(v, Var):  # a literal
+            flags.append(False)
+            continue
+        r = mem.root.get(v, v)
+        place = mem.place.get(r, ("",))
+        if place[0] != "donated":
+            flags.append(False)
+        elif k < n and place[1] == first + k and r is v:
+            flags.append(True)
+        else:
+            return None
+    return flags[:n]
+
+
+def prepare_loop(node: Any, prepare_body: Callable[[Any, tuple], Any]) -> None:
+    """Prepare ``node``'s bodies (``prepare_body(jaxpr, donated)``: a ``Prepared``) and size its
+    workspace. A scan's or while's body is prepared with its carry donated, so a carry it
+    updates in place (a KV cache through ``dynamic_update_slice``) stays in one buffer; where
+    its plan moves values between carries, without donation (the carry then alternates
+    between two buffers). Sets ``node.bodies``: ``(tag, jaxpr, prepared, donated, inplace)``
+    per body, and ``node.workspace``."""
+    bodies = []
+    for (tag, j), pos in zip(bodies_of(node.eqns[0]), _carry_positions(node.eqns[0])):
+        n_in = len(j.invars)
+        inplace = None
+        if pos is not None:
+            first, n, _ = pos
+            donated = tuple(first <= i < first + n for i in range(n_in))
+            prepared = prepare_body(j, donated)
+            inplace = in_place(prepared, first, n)
+        if inplace is None or not any(inplace):
+            donated = (False,) * n_in
+            prepared = prepare_body(j, donated)
+            inplace = [False] * (pos[1] if pos is not None else 0)
+        bodies.append((tag, j, prepared, donated, inplace))
+    node.bodies = bodies
     node.workspace = LoopLayout(node).size
 
 
@@ -142,6 +194,9 @@ class _Body:
         self.in_slots = bound.in_slots
         arena = [(sl, place[1]) for sl, place, _ in bound.allocs if place[0] == "arena"]
         self._arena = arena
+        # outputs written over their (donated) carry input: the input's address
+        self._donated = [(sl, bound.in_slots[place[1]]) for sl, place, _ in bound.allocs
+                         if place[0] == "donated"]  # fmt: skip
         self.recipes = bound._out_recipes()
         roots = [r[2] for r in self.recipes if r[0] == "own"]
         # per output: the slot whose address the loop may set to make the body write it where
@@ -173,6 +228,8 @@ class _Body:
         """Queue the body on ``ptr`` (inputs set); output ``j`` goes to ``dests[j]`` where not
         None. Returns each output's address."""
         b = self.bound
+        for sl, src in self._donated:
+            ptr[sl] = ptr[src]
         for j, d in enumerate(dests):
             sl = self.place_slot[j]
             if d is not None and sl is not None:
@@ -239,19 +296,20 @@ class LoopStep:
         body = self.bodies[0]
         consts, init, xs = ins[:nc], ins[nc : nc + nk], ins[nc + nk :]
         carry_out, ys = outs[:nk], outs[nk:]
-        spare = [ws + off for off in lay.spare]
+        spare = [None if off is None else ws + off for off in lay.spare]
         if length == 0:
             for d, s, n in zip(carry_out, init, self.out_bytes):
                 if n and d != s:
                     dev.copy_d2d(d, s, n)
             return
+        inplace = lay.inplace
+        read = self._start_in_place(init, carry_out, inplace)
         x_rb = [_row_bytes(v.aval) for v in self.e.invars[nc + nk :]]
         y_rb = [_row_bytes(v.aval) for v in self.e.outvars[nk:]]
         order = range(length - 1, -1, -1) if p["reverse"] else range(length)
         base = body.base(ws)
         arena = ws + body.layout.arena
         b_in = body.in_slots
-        read = init
         for n, i in enumerate(order):
             bp = list(base)
             for sl, a in zip(b_in, consts):
@@ -266,23 +324,39 @@ class LoopStep:
                         dev.copy_d2d(tmp, row, rb)
                     row = tmp
                 bp[sl] = row
-            # the last iteration writes the node's outputs; the ones before alternate
-            write = carry_out if (length - 1 - n) % 2 == 0 else spare
-            dests: list[int | None] = list(write)
+            # the last iteration writes the node's outputs; the ones before alternate (a carry
+            # updated in place stays where it is)
+            last = (length - 1 - n) % 2 == 0
+            dests: list[int | None] = [
+                None if inplace[k] else (carry_out[k] if last else spare[k]) for k in range(nk)
+            ]
             for j, (y, rb) in enumerate(zip(ys, y_rb)):
                 dests.append(ws + lay.y_rows[j] if j in lay.y_rows else y + i * rb)
             got = body.run(bp, arena, dests)
             for j, (y, rb) in enumerate(zip(ys, y_rb)):
                 if j in lay.y_rows and rb:
                     dev.copy_d2d(y + i * rb, got[nk + j], rb)
-            read = write
+            read = got[:nk]
+
+    def _start_in_place(self, init: list[int], outs: list[int], inplace: list[bool]) -> list:
+        """The carry's first addresses: a carry updated in place starts as a copy of its
+        initial value in the node's output (the initial value may be read after the loop)."""
+        read = list(init)
+        for k, (d, s, nb) in enumerate(zip(outs, init, self.out_bytes)):
+            if inplace[k]:
+                if nb and d != s:
+                    self.dev.copy_d2d(d, s, nb)
+                read[k] = d
+        return read
 
     def _while(self, ins: list[int], outs: list[int], ws: int) -> None:
         p, dev, lay = self.e.params, self.dev, self.layout
         ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
         cond, body = self.bodies
-        cc, bc, read = ins[:ncc], ins[ncc : ncc + nbc], ins[ncc + nbc :]
-        spare = [ws + off for off in lay.spare]
+        cc, bc, init = ins[:ncc], ins[ncc : ncc + nbc], ins[ncc + nbc :]
+        spare = [None if off is None else ws + off for off in lay.spare]
+        inplace = lay.inplace
+        read = self._start_in_place(init, outs, inplace)
         c_base, b_base = cond.base(ws), body.base(ws)
         c_arena, b_arena = ws + cond.layout.arena, ws + body.layout.arena
         pred_addr = ws + lay.pred
@@ -300,8 +374,8 @@ class LoopStep:
             bp = list(b_base)
             for sl, a in zip(body.in_slots, [*bc, *read]):
                 bp[sl] = a
-            body.run(bp, b_arena, list(write))
-            read = write
+            dests = [None if inplace[k] else w for k, w in enumerate(write)]
+            read = body.run(bp, b_arena, dests)
             n += 1
         for d, s, nb in zip(outs, read, self.out_bytes):
             if nb and d != s:

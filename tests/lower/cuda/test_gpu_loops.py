@@ -38,7 +38,7 @@ def loop_plan(f, *args) -> list:
     kinds = [n.kind for n in nodes]
     assert "loop" in kinds and "fallback" not in kinds, kinds
     for n in nodes:
-        for _, _, prepared in n.bodies or ():
+        for _, _, prepared, _, _ in n.bodies or ():
             assert all(b.kind != "fallback" for b in prepared.plan.nodes), prepared.plan
     return kinds
 
@@ -287,3 +287,31 @@ def test_gpt2_scan_layers_matches_unrolled(dev):
     close(got_l, float(want_l), rtol=1e-5)
     for g, w in zip(pytree.tree_leaves(got_g), pytree.tree_leaves(want_g), strict=True):
         close(g, np.asarray(w).astype(f64), rtol=1e-4, atol=1e-5)
+
+
+@on_gpu
+@pytest.mark.parametrize("steps", [0, 1, 5, 12])
+def test_kv_cache_loop_in_place(dev, steps):
+    """A decode-style loop writing one row per step into a cache (``dynamic_update_slice`` at
+    the loop index): the body's plan updates the carry in place (no copy of the cache per
+    step); the cache passed in is left as it was."""
+    cache = rng_data((3, 16, 8), 15)
+    rows = rng_data((3, 12, 8), 16)
+
+    def f(cache, rows):
+        def body(i, c):
+            row = lax.dynamic_slice_in_dim(rows, i, 1, 1) * 2.0
+            return lax.dynamic_update_slice(c, row, (0, i + 2, 0))
+
+        return lax.fori_loop(0, steps, body, cache)
+
+    loop_plan(f, cache, rows)
+    (node,) = [n for n in plan_nodes(f, cache, rows) if n.kind == "loop"]
+    assert node.bodies[0][4][1], "the cache carry is not updated in place"
+    dc = put(dev, cache)
+    got = blu.jit(f)(dc, put(dev, rows))
+    want = cache.copy()
+    for i in range(steps):
+        want[:, min(i + 2, 15)] = rows[:, i] * 2.0
+    np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(np.asarray(dc), cache)
