@@ -566,8 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=GPT2_TOKENS,
         help="tokenizer vocabulary, padded as the config says (default 50257)",
     )
-    p.add_argument("--scan-layers", action="store_true",
-                   help="the blocks as one lax.scan over stacked parameters (bench only)")
+    p.add_argument("--scan-layers", action="store_true", help="the blocks as one lax.scan")
     p.add_argument("--B", type=int, default=16, help="sequences per batch")
     p.add_argument("--T", type=int, default=1024, help="tokens per sequence")
     p.add_argument("--steps", type=int, default=30, help="timed steps (fidelity: steps run)")

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from blu.core.jaxpr import Literal, Var
+from blu.cuda.array import _put_one
 from blu.lower.cuda.codegen_strided import ALIGN
 from blu.lower.plan.memory import ALIGN as ARENA_ALIGN
 from blu.lower.plan.steps import Steps, literal_value
@@ -210,9 +211,7 @@ class _Body:
         self.lits: list[Any] = [None] * len(self.recipes)
         for j, r in enumerate(self.recipes):
             if r[0] == "lit":  # a literal output: copied from a device buffer made once
-                from blu.lower.cuda.run import _put
-
-                self.lits[j] = _put(np.asarray(r[1]), bound.dev)
+                self.lits[j] = _put_one(np.asarray(r[1]), bound.dev, None)
         self.graph_safe = bound.graph_safe()
 
     def base(self, ws: int) -> list[int]:
@@ -264,9 +263,7 @@ class LoopStep:
         self.outs = step.outs
         self.ws = step.scratch[0] if step.scratch else 0
         # literal operands: device buffers made once
-        from blu.lower.cuda.run import _put
-
-        self.lit_bufs = {j: _put(literal_value(a), self.dev)
+        self.lit_bufs = {j: _put_one(literal_value(a), self.dev, None)
                          for j, a in enumerate(self.ins) if isinstance(a, Literal)}  # fmt: skip
         self.in_bytes = [_nbytes(a.aval) for a in e.invars]
         self.out_bytes = [_nbytes(v.aval) for v in e.outvars]
