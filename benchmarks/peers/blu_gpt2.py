@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import sys
@@ -60,13 +61,14 @@ ADAMW = dict(learning_rate=6e-4, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.1)
 INITS = ("numpy", "blu")
 
 
-def model_config(name: str, vocab: int = GPT2_TOKENS) -> GPTConfig:
-    """The example's config ``name`` sized for ``vocab`` tokens (padded as the config says).
+def model_config(name: str, vocab: int = GPT2_TOKENS, scan_layers: bool = False) -> GPTConfig:
+    """The example's config ``name`` sized for ``vocab`` tokens (padded as the config says);
+    ``scan_layers``: its blocks as one ``lax.scan`` (``GPTConfig.scan_layers``).
 
     Raises:
         KeyError: unknown config name.
     """
-    return CONFIGS[name].with_vocab(vocab)
+    return dataclasses.replace(CONFIGS[name].with_vocab(vocab), scan_layers=scan_layers)
 
 
 def make_optimizer() -> optim.Optimizer:
@@ -111,7 +113,8 @@ def step_specs(cfg: GPTConfig, batch: int, block: int) -> tuple:
 
 
 def blu_programs(
-    config: str, precision: str, batch: int, block: int, vocab: int = GPT2_TOKENS
+    config: str, precision: str, batch: int, block: int, vocab: int = GPT2_TOKENS,
+    scan_layers: bool = False,
 ) -> list[tuple[Any, tuple]]:
     """Every jitted function the blu side runs on the GPU, with its argument specs.
 
@@ -121,12 +124,13 @@ def blu_programs(
             :func:`precision_scope` of it).
         batch, block: sequences per step and tokens per sequence.
         vocab: tokenizer vocabulary before the config's padding.
+        scan_layers: the blocks as one ``lax.scan`` over stacked parameters.
 
     Returns:
         ``[(jitted_fn, specs)]``: ``jitted_fn.lower(*specs, target=...)`` stages the very program
         the benchmark and the fidelity run call (the throughput and fidelity paths share it).
     """
-    cfg = model_config(config, vocab)
+    cfg = model_config(config, vocab, scan_layers)
     return [(train_step(cfg, precision), step_specs(cfg, batch, block))]
 
 
@@ -137,13 +141,14 @@ def compile_blu_programs(
     block: int,
     vocab: int = GPT2_TOKENS,
     target: str = "cuda:sm_90",
+    scan_layers: bool = False,
 ) -> list[Any]:
     """Lower and compile :func:`blu_programs` for ``target`` under the right precision (fills
     the kernel cache, ``BLU_CACHE_DIR``); returns the ``Compiled`` objects."""
     with precision_scope(precision):
         return [
             fn.lower(*specs, target=target).compile()
-            for fn, specs in blu_programs(config, precision, batch, block, vocab)
+            for fn, specs in blu_programs(config, precision, batch, block, vocab, scan_layers)
         ]
 
 
@@ -446,8 +451,8 @@ def attention_impl(step: Any, specs: tuple, precision: str) -> str:
 
 def bench(a: argparse.Namespace) -> dict:
     """Throughput of the training step (see the module docstring)."""
-    cfg = model_config(a.config, a.vocab)
-    ((step, specs),) = blu_programs(a.config, a.mode, a.B, a.T, a.vocab)
+    cfg = model_config(a.config, a.vocab, a.scan_layers)
+    ((step, specs),) = blu_programs(a.config, a.mode, a.B, a.T, a.vocab, a.scan_layers)
     plan = plan_memory(step, specs, a.mode, on_gpu())
     params = host_params(cfg, a.seed, a.init)
     nparams = num_params(params)
@@ -495,6 +500,7 @@ def bench(a: argparse.Namespace) -> dict:
     return dict(
         system="blu",
         mode=a.mode,
+        scan_layers=a.scan_layers,
         B=a.B,
         T=a.T,
         params=nparams,
@@ -537,6 +543,7 @@ def fidelity(a: argparse.Namespace) -> dict:
     out = dict(
         system="blu",
         mode=a.mode,
+        scan_layers=a.scan_layers,
         B=a.B,
         T=a.T,
         steps=len(losses),
@@ -559,6 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=GPT2_TOKENS,
         help="tokenizer vocabulary, padded as the config says (default 50257)",
     )
+    p.add_argument("--scan-layers", action="store_true", help="the blocks as one lax.scan")
     p.add_argument("--B", type=int, default=16, help="sequences per batch")
     p.add_argument("--T", type=int, default=1024, help="tokens per sequence")
     p.add_argument("--steps", type=int, default=30, help="timed steps (fidelity: steps run)")

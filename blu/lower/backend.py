@@ -84,6 +84,11 @@ class Backend:
         """Rewrites of the simplified program, before partition."""
         return jaxpr
 
+    def prepare_loop(self, node: Any) -> None:
+        """Prepare a ``loop`` node's bodies for this target where its executables run them
+        from planned buffers (``node.bodies``, ``node.workspace``: the bytes of the outer
+        arena they take); by default nothing (the CPU compiles them with the executable)."""
+
     def runs_dot(self, eqn: Any) -> bool:
         """Whether a ``dot_general`` equation is a product node (else a host fallback)."""
         return True

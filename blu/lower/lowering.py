@@ -49,7 +49,6 @@ from blu.lax import (
     reductions,
     shapes,
     slicing,
-    sorting,
     special,
 )
 from blu.lax import elementwise as ew
@@ -83,9 +82,6 @@ EXPENSIVE = (
 # neither fails tests/lower/test_lowering_slots.py.
 _COLLECTIVE = "a collective: run per device by blu.parallel, not a kernel"
 _HOST = (
-    ("on CUDA targets control flow runs on the host (the CPU compiles it: a loop node)",
-     while_p, scan_p),
-    ("on CUDA targets the branch is chosen from a host value (the CPU: a loop node)", cond_p),
     ("only appears inside linearized programs; its impl runs the rule", cd.custom_lin_p),
     ("its jaxpr is run by its impl (remat is a transform-level boundary)", remat.checkpoint_p),
     (_COLLECTIVE, parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.all_gather_p,

@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model size (default small, or llama-small with --arch llama; --resume "
                    "keeps the checkpoint's)")
     m.add_argument("--dropout", type=float, default=None, help="dropout rate (default 0)")
+    m.add_argument("--scan-layers", action="store_true",
+                   help="gpt2: run the blocks as one lax.scan over their stacked parameters "
+                   "(one compiled block body) instead of unrolled")
     m.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="where to train: cpu (default) or cuda (the first GPU; kernels come "
                    "from the kernel cache, see scripts/fill_gpu_cache.py)")
@@ -228,6 +231,8 @@ def _check_flags(a: argparse.Namespace, cfg: ModelConfig) -> None:
     for flag, ok, want in checks:
         if not ok:
             raise ExampleError(f"--{flag} must be {want}, got {getattr(a, flag.replace('-', '_'))}")
+    if a.scan_layers and not hasattr(cfg, "scan_layers"):
+        raise ExampleError(f"--scan-layers is for --arch gpt2 (the config is {a.config})")
     if a.stop_at is not None and not 1 <= a.stop_at <= a.steps:
         raise ExampleError(f"--stop-at must be in [1, --steps={a.steps}], got {a.stop_at}")
 

@@ -40,6 +40,10 @@ class GPTConfig:
         dropout: dropout rate on embeddings, attention output and MLP output (0 disables).
         pad_vocab_to: round the tokenizer's vocabulary up to a multiple of this (64 for
             GPT-2 124M: 50257 -> 50304, which suits matrix units); 1 keeps it exact.
+        scan_layers: run the blocks as one ``lax.scan`` over their parameters stacked along
+            a leading layer axis (as JAX users write it: one compiled block body, whatever
+            the depth); the parameters are stored per block either way, and the results are
+            the same up to rounding.
     """
 
     n_layer: int
@@ -49,6 +53,7 @@ class GPTConfig:
     vocab_size: int = 0
     dropout: float = 0.0
     pad_vocab_to: int = 1
+    scan_layers: bool = False
 
     def with_vocab(self, n_tokens: int) -> GPTConfig:
         """This config sized for a tokenizer of ``n_tokens`` tokens (padded as configured)."""
@@ -66,7 +71,10 @@ class GPTConfig:
             raise ExampleError(f"dropout must be in [0, 1), got {self.dropout}")
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The architecture (``scan_layers``, how it runs, is not part of it)."""
+        d = dataclasses.asdict(self)
+        d.pop("scan_layers")
+        return d
 
 
 CONFIGS: dict[str, GPTConfig] = {
@@ -166,12 +174,25 @@ def hidden_states(params: Params, ids, cfg: GPTConfig, key=None, compute_dtype=N
         raise ExampleError(f"sequence of {T} tokens is longer than the context n_ctx={cfg.n_ctx}")
     x = nn.embedding(params["wte"], ids) + params["wpe"][:T]
     x = _dropout(x, cfg.dropout, key, 0)
-    for i, blk in enumerate(params["h"]):
-        a = _attention(blk["attn"], _layer_norm(x, blk["ln_1"]), cfg.n_head, compute_dtype)
-        x = x + _dropout(a, cfg.dropout, key, 2 * i + 1)  # the residual keeps x's dtype
-        m = _mlp(blk["mlp"], _layer_norm(x, blk["ln_2"]), compute_dtype)
-        x = x + _dropout(m, cfg.dropout, key, 2 * i + 2)
+    if cfg.scan_layers:  # one block body scanned over the stacked blocks (and their indices)
+        from blu import lax
+
+        stacked = pytree.tree_map(lambda *ls: bnp.stack(ls), *params["h"])
+        layer = bnp.arange(len(params["h"]), dtype=np.int32)
+        body = lambda x, blk_i: (_block(blk_i[0], x, cfg, key, blk_i[1], compute_dtype), None)  # noqa: E731
+        x, _ = lax.scan(body, x, (stacked, layer))
+    else:
+        for i, blk in enumerate(params["h"]):
+            x = _block(blk, x, cfg, key, i, compute_dtype)
     return _layer_norm(x, params["ln_f"])
+
+
+def _block(blk, x, cfg: GPTConfig, key, i, compute_dtype):
+    """Block ``i`` (an int, or a traced index under ``scan_layers``) on the residual ``x``."""
+    a = _attention(blk["attn"], _layer_norm(x, blk["ln_1"]), cfg.n_head, compute_dtype)
+    x = x + _dropout(a, cfg.dropout, key, 2 * i + 1)  # the residual keeps x's dtype
+    m = _mlp(blk["mlp"], _layer_norm(x, blk["ln_2"]), compute_dtype)
+    return x + _dropout(m, cfg.dropout, key, 2 * i + 2)
 
 
 def logits_from_hidden(params: Params, h, compute_dtype=None):

@@ -244,6 +244,8 @@ def _train(a: argparse.Namespace, meta: dict | None, tensors: dict | None, t_sta
         raise checkpoint.CheckpointError(
             f"checkpoint in {out} holds model {meta['model_config']}, not {cfg.to_dict()}"
         )
+    if a.scan_layers:  # how the blocks run, not the architecture: checkpoints are the same
+        cfg = dataclasses.replace(cfg, scan_layers=True)
 
     # ---- state: fresh, or the checkpoint's (the same keys either way)
     k_init, k_data, k_drop, k_eval, k_sample = random.split(random.key(a.seed), 5)

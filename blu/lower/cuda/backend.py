@@ -12,7 +12,7 @@ from blu.lower import library
 from blu.lower.backend import Backend, Capabilities, _donated, register_backend
 from blu.lower.cuda import attention as _attention  # noqa: F401  (registers its library calls)
 from blu.lower.cuda import cumulative as _cumulative  # noqa: F401  (registers its kernels)
-from blu.lower.cuda import kernels
+from blu.lower.cuda import kernels, loops
 from blu.lower.cuda import libraries as _libraries  # noqa: F401  (registers cuSOLVER's calls)
 from blu.lower.cuda import sorting as _sorting  # noqa: F401  (registers its kernels)
 from blu.lower.cuda.codegen import plan_nests
@@ -31,7 +31,7 @@ class CudaBackend(Backend):
     (``cuda.executable``)."""
 
     platform = "cuda"
-    caps = Capabilities(compiles_loops=False, strided_views=False, views_feed_libraries=True)
+    caps = Capabilities(compiles_loops=True, strided_views=False, views_feed_libraries=True)
 
     def __init__(self, target: str = CUDA_DEFAULT):
         super().__init__(target)
@@ -46,6 +46,10 @@ class CudaBackend(Backend):
 
     def late_passes(self, jaxpr: Jaxpr) -> Jaxpr:
         return canonicalize_dots(jaxpr)
+
+    def prepare_loop(self, node) -> None:
+        # each body prepared as a program of its own; its buffers become the node's workspace
+        loops.prepare_loop(node, self.prepare)
 
     def runs_dot(self, eqn) -> bool:
         return library_dot(eqn)
@@ -70,6 +74,8 @@ class CudaBackend(Backend):
             return "dot (cuBLASLt)"
         if "scatter" in lw:
             return "scatter kernel"
+        if "loop" in lw:
+            return "loop (compiled bodies)"
         return describe_generic(prim, strided_views=False, platform=self.platform)
 
     def compile(self, jaxpr, donated, options, name="jit", args=()):

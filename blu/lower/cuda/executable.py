@@ -82,6 +82,7 @@ class GpuExecutable(Executable):
         self.modules: dict[int, mlir_gpu.GpuModule] = {}  # node index -> its module
         self.launches: dict[int, list[codegen_gpu.Launch]] = {}
         self.library_modules: dict[int, list[mlir_gpu.GpuModule]] = {}  # blu's own library kernels
+        self.loop_bodies: dict[int, list[GpuExecutable]] = {}  # node index -> its bodies
         for k, node in enumerate(self.plan.nodes):
             if node.kind.compiled:
                 mod = mlir_gpu.get_module(
@@ -99,8 +100,15 @@ class GpuExecutable(Executable):
                 mods = library_modules(node.eqns[0], target)
                 if mods:
                     self.library_modules[k] = mods
+            elif node.kind == NodeKind.LOOP:  # control flow: each body an executable of its own
+                self.loop_bodies[k] = [
+                    GpuExecutable(j, f"{name}/{tag}", donated, target, options=options,
+                                  prepared=prepared_body)
+                    for tag, j, prepared_body, donated, _ in node.bodies
+                ]  # fmt: skip
         self.timing = {"plan_s": t1 - t0, "kernels_s": time.perf_counter() - t1}
         self.fallbacks = [n.label() for n in self.plan.nodes if n.kind == NodeKind.FALLBACK]
+        self.fallbacks += [f for bs in self.loop_bodies.values() for b in bs for f in b.fallbacks]
         self._bound: dict[Any, Any] = {}  # device -> per-device steps
         tracing.span_since(f"compile jit({name})", "compile", t0,
                            {"target": target, "nodes": len(self.plan.nodes),

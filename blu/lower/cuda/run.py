@@ -1,13 +1,16 @@
-"""Running a ``GpuExecutable`` on a device: buffers, launches, host fallbacks, CUDA graphs.
+"""Running a ``GpuExecutable`` on a device: buffers, launches, loops, host fallbacks, CUDA
+graphs.
 
 ``Bound`` is an executable bound to one device: its steps with kernel functions loaded into the
 device's context (or, on a fake device, their CPU builds). A call assigns every value a device
 address — arguments, planned arena offsets, fresh outputs, donated arguments' buffers — then
 queues the steps on the device's stream.
 
+Control flow is a loop node (``loops.py``): its bodies run from the loop's workspace.
+
 Graphs (``BLU_CUDA_GRAPHS``: by default "auto", a large program with small fresh outputs such
-as a training step; ``_graphs_enabled``): a plan without host fallbacks is captured from its
-second call on. A graph bakes in
+as a training step; ``_graphs_enabled``): a plan without host fallbacks (and no ``while`` or
+``cond``, which read a value on the host) is captured from its second call on. A graph bakes in
 addresses, so its arena and its non-donated outputs live in buffers the binding keeps; small
 non-donated arguments are copied into kept staging buffers (a token batch changes every
 step); large ones and donated ones (updated in place, so the same address comes back each
@@ -35,6 +38,7 @@ from blu.cuda.profile import compute_class, peaks_for, profiler
 from blu.lower import library
 from blu.lower.cuda.codegen_strided import ALIGN
 from blu.lower.cuda.kernels import call_host_kernel, host_kernel
+from blu.lower.cuda.loops import LoopStep
 from blu.lower.plan.memory_report import out_of_memory_error
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
@@ -90,15 +94,17 @@ GRAPH_MIN_STEPS = 64  # "auto": smaller programs gain little from a graph and pa
 
 def _graphs_enabled(steps: list, allocs: list) -> bool:
     """``config.cuda_graphs``: True/False, or "auto": a program of at least
-    ``GRAPH_MIN_STEPS`` steps whose fresh outputs (not written into donated arguments) fit in
-    ``STAGE_BYTES`` — a training step. A replay copies its fresh outputs out of kept buffers and
-    keeps its arena between calls, which programs with large outputs would pay for. (The GPT-2
-    124M step on the H200, bf16, ran faster replayed than launched.)"""
+    ``GRAPH_MIN_STEPS`` steps (a scan's counting each iteration's) whose fresh outputs (not
+    written into donated arguments) fit in ``STAGE_BYTES`` — a training step. A replay copies
+    its fresh outputs out of kept buffers and keeps its arena between calls, which programs
+    with large outputs would pay for. (The GPT-2 124M step on the H200, bf16, ran faster
+    replayed than launched.)"""
     mode = config.cuda_graphs
     if mode != "auto":
         return bool(mode)
     fresh = sum(a.size * a.dtype.itemsize for _, place, a in allocs if place[0] == "out")
-    return len(steps) >= GRAPH_MIN_STEPS and fresh <= STAGE_BYTES
+    n = sum(s[1].launches if s[0] == NodeKind.LOOP else 1 for s in steps)
+    return n >= GRAPH_MIN_STEPS and fresh <= STAGE_BYTES
 
 
 class Bound:
@@ -118,10 +124,7 @@ class Bound:
         self.work = [_work(step[0], step[1], step[3]) for step in self.steps]  # for BLU_PROFILE
         if profiler.enabled and not self.fake:  # the fractions of peak against this device's
             profiler.peaks = peaks_for(getattr(dev, "device_kind", ""))
-        graph_safe = all(
-            step[1][0].graph_safe for step in self.steps if step[0] == NodeKind.LIBRARY
-        )
-        self.graphable = (not self.fake and not exe.fallbacks and graph_safe
+        self.graphable = (not self.fake and self.graph_safe()
                           and _graphs_enabled(self.steps, self.allocs))  # fmt: skip
         self.trace_args: list[dict] | None = None  # per step, for timeline traces
         self.calls = 0
@@ -133,10 +136,23 @@ class Bound:
         self.staged = [not d and v.aval.size * v.aval.dtype.itemsize <= STAGE_BYTES
                        for d, v in zip(exe.donated, exe.jaxpr.invars)]  # fmt: skip
 
+    def graph_safe(self) -> bool:
+        """Whether a CUDA graph can capture a call: no step waits for the GPU (no host
+        fallback, no while or cond) and every library call can be captured."""
+        for kind, info, _, _ in self.steps:
+            if kind == NodeKind.FALLBACK or (kind == NodeKind.LOOP and not info.graph_safe):
+                return False
+            if kind == NodeKind.LIBRARY and not info[0].graph_safe:
+                return False
+        return True
+
     def _runner(self, step: Step) -> tuple:
         """``(kind, info, refs, node)``: what ``_step`` needs to run one step on this device."""
         exe, node, k = self.exe, step.node, step.index
         kind, e = step.kind, node.eqns[0]
+        if kind == NodeKind.LOOP:  # control flow: its bodies' executables, bound here too
+            loop = LoopStep(self, step, [Bound(b, self.dev) for b in exe.loop_bodies[k]])
+            return (NodeKind.LOOP, loop, None, node)
         if kind.compiled:
             refs = [("s", x) for x in step.ins] + [("s", x) for x in step.outs]
             refs += [("a", off) for off in step.scratch]
@@ -299,6 +315,8 @@ class Bound:
             ptr[o], keep[o] = ptr[i], keep[i]
         elif kind == NodeKind.LIBRARY:
             self._library(info, ptr, arena_ptr)
+        elif kind == NodeKind.LOOP:
+            info.run(ptr, keep, arena_ptr)
         else:
             self._fallback(info, ptr, keep)
         if config.debug_nans:

@@ -325,10 +325,10 @@ class MemoryPlan:
 
 def scratch_avals(node: Any) -> list[ShapedArray]:
     """The scratch buffers a node needs during its step: a kernel's layout scratch, a library
-    call's workspace."""
+    call's workspace, a loop's bodies' buffers (where its backend plans them)."""
     if node.kind == NodeKind.KERNEL:
         return node.layout.scratch
-    if node.kind == NodeKind.LIBRARY and node.workspace:
+    if node.kind in (NodeKind.LIBRARY, NodeKind.LOOP) and node.workspace:
         return [ShapedArray((node.workspace,), dtypes.uint8)]
     return []
 

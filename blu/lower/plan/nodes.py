@@ -19,9 +19,9 @@ class NodeKind(enum.StrEnum):
     - ``VIEW``: data movement done without a copy (a numpy view; on the GPU the same buffer).
     - ``LIBRARY``: one equation done by a library call (``blu.lower.library``): outputs in
       planned buffers, its workspace planned scratch, queued on the executable's stream.
-    - ``LOOP``: control flow (``scan``, ``while``, ``cond``) on the CPU: its bodies compiled as
-      executables of their own, run by a loop over their steps (``cpu/control_flow.py``), the
-      results in planned buffers.
+    - ``LOOP``: control flow (``scan``, ``while``, ``cond``): its bodies compiled as executables
+      of their own, run by a loop over their steps (``cpu/control_flow.py``,
+      ``cuda/loops.py``), the results in planned buffers.
     - ``FALLBACK``: a primitive without a lowering for the target, run with its numpy impl (on
       a host copy on the GPU).
     """
@@ -62,22 +62,26 @@ class Node:
         inputs / outputs: the plan-level variables it reads / defines.
         jaxpr: for kernels, the kernel as a jaxpr (inputs -> outputs).
         layout: for kernels, the ``fusion.KernelLayout`` (set by ``prepare``).
-        workspace: for library nodes, the bytes of scratch the call needs (set by ``prepare``).
+        workspace: for library nodes, the bytes of scratch the call needs; for loop nodes on
+            targets that plan them (``Backend.prepare_loop``), their bodies' buffers (set by
+            ``prepare``).
+        bodies: for loop nodes, what the backend prepared of their bodies (or None).
         inplace: for kernels, ``(output, input)`` positions whose buffers the memory plan made
             one (an output written over an input); the CPU kernel writes such an output through
             the input's pointer (set by ``MemoryPlan``).
     """
 
     __slots__ = ("kind", "eqns", "inputs", "outputs", "jaxpr", "group", "layout", "workspace",
-                 "inplace")  # fmt: skip
+                 "inplace", "bodies")  # fmt: skip
 
     def __init__(self, kind: NodeKind, eqns: list[JaxprEqn], inputs: list[Var], outputs: list[Var]):
         self.kind, self.eqns, self.inputs, self.outputs = NodeKind(kind), eqns, inputs, outputs
         self.jaxpr: Jaxpr | None = None
         self.group: tuple[int, ...] | None = None  # the fusion group it came from
         self.layout: Any = None  # kernels: their fusion.KernelLayout
-        self.workspace: int = 0  # library nodes: scratch bytes
+        self.workspace: int = 0  # library and loop nodes: scratch bytes
         self.inplace: tuple[tuple[int, int], ...] = ()
+        self.bodies: Any = None  # loop nodes: the backend's prepared bodies
 
     def label(self) -> str:
         names = [e.primitive.name for e in self.eqns]

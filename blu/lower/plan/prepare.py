@@ -99,6 +99,8 @@ def prepare_plan(jaxpr: Jaxpr, donated: Sequence[bool], backend: Any) -> Prepare
     for node in plan.nodes:
         if node.kind == NodeKind.LIBRARY:
             node.workspace = library.workspace_bytes(node.eqns[0], backend.target)
+        if node.kind == NodeKind.LOOP:
+            backend.prepare_loop(node)
         if node.kind == NodeKind.KERNEL:
             node.layout = KernelLayout(node.jaxpr)
             backend.lay_out_kernel(node.layout)
