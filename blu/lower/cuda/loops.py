@@ -30,6 +30,7 @@ import numpy as np
 
 from blu.core.jaxpr import Literal, Var
 from blu.cuda.array import _put_one
+from blu.cuda.profile import profiler
 from blu.lower.cuda.codegen_strided import ALIGN
 from blu.lower.plan.memory import ALIGN as ARENA_ALIGN
 from blu.lower.plan.steps import Steps, literal_value
@@ -201,11 +202,13 @@ class _Body:
         self.recipes = bound._out_recipes()
         roots = [r[2] for r in self.recipes if r[0] == "own"]
         # per output: the slot whose address the loop may set to make the body write it where
-        # the loop wants it (a buffer of its own, returned once and as a whole), else None
+        # the loop wants it (a buffer of its own, returned once, as a whole or through a view
+        # of all its bytes: a reshape), else None
         self.place_slot = [
-            r[2] if r[0] == "own" and r[6] and roots.count(r[2]) == 1 else None
+            r[2] if r[0] == "own" and roots.count(r[2]) == 1
+            and (r[6] or _nbytes(r[4]) == _nbytes(r[5])) else None
             for r in self.recipes
-        ]
+        ]  # fmt: skip
         self.nbytes = [_nbytes(r[4]) if r[4] is not None else np.asarray(r[1]).nbytes
                        for r in self.recipes]  # fmt: skip
         self.lits: list[Any] = [None] * len(self.recipes)
@@ -234,8 +237,13 @@ class _Body:
             if d is not None and sl is not None:
                 ptr[sl] = d
         keep: list[Any] = [None] * b.n_slots
-        for step in b.steps:
-            b._step(step, ptr, keep, arena)
+        if profiler.enabled:  # BLU_PROFILE=1: each body step a row of its own
+            for step, (name, nbytes, flops, peak) in zip(b.steps, b.work):
+                with profiler.region(name, b.dev.stream_id, nbytes, flops, None, peak):
+                    b._step(step, ptr, keep, arena)
+        else:
+            for step in b.steps:
+                b._step(step, ptr, keep, arena)
         addrs = []
         for j, r in enumerate(self.recipes):
             kind, sl = r[0], r[3]
