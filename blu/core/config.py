@@ -81,6 +81,10 @@ Flags (environment variable, type, default):
 - ``packed_attention`` (``BLU_PACKED_ATTENTION``, bool, True): CUDA programs give the fused
   attention its ``q, k, v`` (and take ``dq, dk, dv`` back) as strided slices of the QKV product's
   array (``blu.lower.cuda.packed_attention``); off, as copies.
+- ``unroll_scans`` (``BLU_UNROLL_SCANS``, int, 16): CUDA programs unroll scans of at most this
+  many iterations before the plan (``blu.lower.plan.scan_unroll``: a model scanned over its
+  blocks gets the unrolled model's rewrites and memory plan); 0: only scans whose ``unroll``
+  asks for it; longer scans run as loop nodes.
 - ``cpu_mkl`` (``BLU_CPU_MKL``, bool, True): CPU matrix products (float32/float64) call Intel
   MKL's ``cblas_sgemm``/``dgemm`` (its sequential layer: blu splits the work across its own
   threads) where the ``mkl`` wheel is installed (``pip install blu[cpu-mkl]``); off, or without
@@ -206,6 +210,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "gemm_search": ("BLU_GEMM_SEARCH", _bool, True),
     "gpu_epilogues": ("BLU_GPU_EPILOGUES", _bool, True),
     "packed_attention": ("BLU_PACKED_ATTENTION", _bool, True),
+    "unroll_scans": ("BLU_UNROLL_SCANS", _int(0), 16),
     "cpu_mkl": ("BLU_CPU_MKL", _bool, True),
     "cpu_spin": ("BLU_CPU_SPIN", _bool, True),
 }

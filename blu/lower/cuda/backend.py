@@ -7,6 +7,7 @@ planned per kernel (``codegen.plan_nests``)."""
 
 from __future__ import annotations
 
+from blu.core.config import config
 from blu.core.jaxpr import Jaxpr
 from blu.lower import library
 from blu.lower.backend import Backend, Capabilities, _donated, register_backend
@@ -23,6 +24,7 @@ from blu.lower.cuda.options import CudaOptions
 from blu.lower.cuda.packed_attention import pack_attention
 from blu.lower.cuda.run import check_device_memory
 from blu.lower.lowering import describe_generic
+from blu.lower.plan.scan_unroll import unroll_scans
 from blu.lower.target import CUDA_DEFAULT
 
 
@@ -42,7 +44,10 @@ class CudaBackend(Backend):
     def early_passes(self, jaxpr: Jaxpr) -> Jaxpr:
         # before simplify inlines the GELU's custom_jvp calls, which name them; the epilogues
         # after the packing, which leaves the QKV sum read by library calls only
-        return fuse_epilogues(pack_attention(jaxpr))
+        # short scans first (a model scanned over its blocks): the rewrites then see each
+        # block's forward and backward in one program
+        j = unroll_scans(jaxpr, int(config.unroll_scans))
+        return fuse_epilogues(pack_attention(j))
 
     def late_passes(self, jaxpr: Jaxpr) -> Jaxpr:
         return canonicalize_dots(jaxpr)

@@ -22,6 +22,8 @@ class CudaOptions(Options):
         flash_tensor_cores: float32 flash attention on tensor cores.
         epilogues: cuBLASLt epilogue products (``BLU_GPU_EPILOGUES``).
         packed_attention: attention reading q, k, v strided from the QKV product.
+        unroll_scans: scans of at most this many iterations are unrolled
+            (``BLU_UNROLL_SCANS``).
     """
 
     precision: str = ""
@@ -31,6 +33,7 @@ class CudaOptions(Options):
     flash_tensor_cores: bool = True
     epilogues: bool = True
     packed_attention: bool = True
+    unroll_scans: int = 16
 
     @classmethod
     def from_config(cls, precision: str | None = None) -> CudaOptions:
@@ -38,4 +41,4 @@ class CudaOptions(Options):
         return cls(precision or config.default_matmul_precision, codegen_rows.unroll_limit(),
                    codegen_rows.warp_rows_on(), codegen_strided.generation(),
                    bool(config.flash_tensor_cores), bool(config.gpu_epilogues),
-                   bool(config.packed_attention))  # fmt: skip
+                   bool(config.packed_attention), int(config.unroll_scans))  # fmt: skip

@@ -32,6 +32,14 @@ def dev():
     return make_device()
 
 
+@pytest.fixture(autouse=True)
+def loops_not_unrolled():
+    """These tests are of loop nodes: no scan is unrolled (``BLU_UNROLL_SCANS``), except in
+    the tests of unrolling, which set it back."""
+    with blu.config.override(unroll_scans=0):
+        yield
+
+
 def loop_plan(f, *args) -> list:
     """The GPU plan's node kinds: a loop node, no host fallback (in the bodies neither)."""
     nodes = plan_nodes(f, *args)
@@ -264,9 +272,11 @@ def test_cond_in_scan_and_donated_carry(dev):
 
 
 @on_gpu
-def test_gpt2_scan_layers_matches_unrolled(dev):
+@pytest.mark.parametrize("unroll", [0, 16])
+def test_gpt2_scan_layers_matches_unrolled(dev, unroll):
     """The tiny GPT-2's loss and gradient with ``scan_layers`` (one block body in a loop node,
-    its backward a reversed scan) against the unrolled model on the CPU (float32)."""
+    its backward a reversed scan; or, ``BLU_UNROLL_SCANS=16``, both scans unrolled by the
+    plan) against the unrolled model on the CPU (float32)."""
     import dataclasses
 
     import blu.random as random
@@ -282,10 +292,12 @@ def test_gpt2_scan_layers_matches_unrolled(dev):
     def vg(c):
         return blu.value_and_grad(lambda p, x, y: loss_fn(p, x, y, c))
 
-    loop_plan(vg(scanned), params, x, y)
     want_l, want_g = blu.jit(vg(cfg))(params, x, y)
     on_dev = pytree.tree_map(lambda a: put(dev, a), params)
-    got_l, got_g = blu.jit(vg(scanned))(on_dev, *put(dev, x, y))
+    with blu.config.override(unroll_scans=unroll):
+        if not unroll:
+            loop_plan(vg(scanned), params, x, y)
+        got_l, got_g = blu.jit(vg(scanned))(on_dev, *put(dev, x, y))
     close(got_l, float(want_l), rtol=1e-5)
     for g, w in zip(pytree.tree_leaves(got_g), pytree.tree_leaves(want_g), strict=True):
         close(g, np.asarray(w).astype(f64), rtol=1e-4, atol=1e-5)
