@@ -85,6 +85,9 @@ Flags (environment variable, type, default):
   many iterations before the plan (``blu.lower.plan.scan_unroll``: a model scanned over its
   blocks gets the unrolled model's rewrites and memory plan); 0: only scans whose ``unroll``
   asks for it; longer scans run as loop nodes.
+- ``cuda_conditional_nodes`` (``BLU_CUDA_CONDITIONAL_NODES``, bool, True): a ``while_loop`` on a
+  GPU runs as a CUDA graph with a conditional WHILE node (drivers >= 12.4; the predicate never
+  goes to the host); off, the host reads the predicate after each iteration.
 - ``cpu_mkl`` (``BLU_CPU_MKL``, bool, True): CPU matrix products (float32/float64) call Intel
   MKL's ``cblas_sgemm``/``dgemm`` (its sequential layer: blu splits the work across its own
   threads) where the ``mkl`` wheel is installed (``pip install blu[cpu-mkl]``); off, or without
@@ -211,6 +214,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "gpu_epilogues": ("BLU_GPU_EPILOGUES", _bool, True),
     "packed_attention": ("BLU_PACKED_ATTENTION", _bool, True),
     "unroll_scans": ("BLU_UNROLL_SCANS", _int(0), 16),
+    "cuda_conditional_nodes": ("BLU_CUDA_CONDITIONAL_NODES", _bool, True),
     "cpu_mkl": ("BLU_CPU_MKL", _bool, True),
     "cpu_spin": ("BLU_CPU_SPIN", _bool, True),
 }

@@ -34,8 +34,17 @@ from blu.cuda.profile import profiler
 from blu.lower.cuda.codegen_strided import ALIGN
 from blu.lower.plan.memory import ALIGN as ARENA_ALIGN
 from blu.lower.plan.steps import Steps, literal_value
+from blu.lower.program import log
 
 __all__ = ["LoopLayout", "LoopStep", "bodies_of", "prepare_loop"]
+
+MAX_WHILE_GRAPHS = 4  # a while loop's graphs kept (one per set of addresses)
+
+
+def _conditional_supported() -> bool:
+    from blu.cuda.conditional import supported
+
+    return supported()
 
 
 def _nbytes(aval: Any) -> int:
@@ -277,6 +286,12 @@ class LoopStep:
         self.out_bytes = [_nbytes(v.aval) for v in e.outvars]
         inner = all(b.graph_safe for b in self.bodies)
         self.graph_safe = self.name == "scan" and inner
+        # a while loop decided on the device (a conditional WHILE node) where its bodies can
+        # be captured and the driver has such nodes; else the host reads each predicate
+        self.on_device = (self.name == "while" and inner and not bound.fake
+                          and bool(getattr(bound.exe.options, "conditional_nodes", True))
+                          and _conditional_supported())
+        self._graphs: dict[tuple, Any] = {}
         per = sum(len(b.bound.steps) for b in self.bodies)
         self.launches = per * (e.params["length"] if self.name == "scan" else 1)
 
@@ -355,6 +370,9 @@ class LoopStep:
         return read
 
     def _while(self, ins: list[int], outs: list[int], ws: int) -> None:
+        if self.on_device and not profiler.enabled:
+            self._while_on_device(ins, outs, ws)
+            return
         p, dev, lay = self.e.params, self.dev, self.layout
         ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
         cond, body = self.bodies
@@ -385,6 +403,58 @@ class LoopStep:
         for d, s, nb in zip(outs, read, self.out_bytes):
             if nb and d != s:
                 dev.copy_d2d(d, s, nb)
+
+    def _while_on_device(self, ins: list[int], outs: list[int], ws: int) -> None:
+        """The loop as a graph with a conditional WHILE node (``blu.cuda.conditional``): the
+        carry lives in the node's outputs (a carry not updated in place is written to the
+        spare and copied back each iteration); nothing waits for the GPU."""
+        p, dev, lay = self.e.params, self.dev, self.layout
+        ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
+        cond, body = self.bodies
+        cc, bc, init = ins[:ncc], ins[ncc : ncc + nbc], ins[ncc + nbc :]
+        spare = [None if off is None else ws + off for off in lay.spare]
+        inplace = lay.inplace
+        for d, s, nb in zip(outs, init, self.out_bytes):  # the carry starts in the outputs
+            if nb and d != s:
+                dev.copy_d2d(d, s, nb)
+        c_arena, b_arena = ws + cond.layout.arena, ws + body.layout.arena
+        pred_addr = ws + lay.pred
+
+        def condition() -> None:
+            cp = cond.base(ws)
+            for sl, a in zip(cond.in_slots, [*cc, *outs]):
+                cp[sl] = a
+            cond.run(cp, c_arena, [pred_addr])
+
+        def iteration() -> None:
+            bp = body.base(ws)
+            for sl, a in zip(body.in_slots, [*bc, *outs]):
+                bp[sl] = a
+            dests = [None if inplace[k] else spare[k] for k in range(len(outs))]
+            got = body.run(bp, b_arena, dests)
+            for d, s, nb in zip(outs, got, self.out_bytes):
+                if nb and d != s:
+                    dev.copy_d2d(d, s, nb)
+            condition()
+
+        condition()  # the first decision, queued before the graph
+        key = (*ins, *outs, ws)
+        g = self._graphs.pop(key, None)
+        if g is None:
+            from blu.cuda.conditional import WhileGraph
+
+            if len(self._graphs) >= MAX_WHILE_GRAPHS:
+                self._graphs.pop(next(iter(self._graphs))).destroy()
+            try:
+                g = WhileGraph(dev, pred_addr, iteration)
+            except Exception as e:  # noqa: BLE001 - a body the driver cannot hold: on the host
+                log.warning("while loop %s: no conditional graph (%s: %s); the host reads "
+                            "its predicate", self.e.source or "", type(e).__name__, e)  # fmt: skip
+                self.on_device = False
+                self._while(ins, outs, ws)
+                return
+        self._graphs[key] = g  # (most recent last)
+        g.launch()
 
     def _cond(self, ins: list[int], outs: list[int], ws: int) -> None:
         idx_aval = self.e.invars[0].aval

@@ -24,6 +24,7 @@ class CudaOptions(Options):
         packed_attention: attention reading q, k, v strided from the QKV product.
         unroll_scans: scans of at most this many iterations are unrolled
             (``BLU_UNROLL_SCANS``).
+        conditional_nodes: while loops decided on the device (``BLU_CUDA_CONDITIONAL_NODES``).
     """
 
     precision: str = ""
@@ -34,6 +35,7 @@ class CudaOptions(Options):
     epilogues: bool = True
     packed_attention: bool = True
     unroll_scans: int = 16
+    conditional_nodes: bool = True
 
     @classmethod
     def from_config(cls, precision: str | None = None) -> CudaOptions:
@@ -41,4 +43,5 @@ class CudaOptions(Options):
         return cls(precision or config.default_matmul_precision, codegen_rows.unroll_limit(),
                    codegen_rows.warp_rows_on(), codegen_strided.generation(),
                    bool(config.flash_tensor_cores), bool(config.gpu_epilogues),
-                   bool(config.packed_attention), int(config.unroll_scans))  # fmt: skip
+                   bool(config.packed_attention), int(config.unroll_scans),
+                   bool(config.cuda_conditional_nodes))  # fmt: skip

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_helpers import GPU_MARKS, f32, f64, make_device, plan_nodes, put
+from gpu_helpers import FAKE, GPU_MARKS, f32, f64, make_device, plan_nodes, put
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -329,3 +329,42 @@ def test_kv_cache_loop_in_place(dev, steps):
         want[:, min(i + 2, 15)] = rows[:, i] * 2.0
     np.testing.assert_array_equal(np.asarray(got), want)
     np.testing.assert_array_equal(np.asarray(dc), cache)
+
+
+@on_gpu
+@pytest.mark.skipif(FAKE, reason="conditional graph nodes need a real GPU (the fake device "
+                    "runs while loops on the host)")  # fmt: skip
+@pytest.mark.parametrize("limit", [1e9, 5.0, 0.5])
+def test_while_loop_decided_on_the_device(dev, limit, monkeypatch):
+    """On a GPU whose driver has conditional WHILE nodes, a data-dependent while loop runs as
+    one graph launch: no copy to the host during the call (the result read after is the only
+    one), and the same values as the host-decided loop."""
+    from blu.cuda.conditional import supported
+
+    if not supported():
+        pytest.skip("the driver has no conditional WHILE nodes")
+    x = rng_data((64,), 17, 10.0)
+
+    def f(x, lim):
+        def cond(c):
+            return (c[1] * c[1]).sum() > lim
+
+        return lax.while_loop(cond, lambda c: (c[0] + 1, c[1] * 0.5), (np.int32(0), x))
+
+    g = blu.jit(f)
+    dx, dl = put(dev, x, np.float32(limit))
+    reads = []
+    real = dev.copy_d2h
+    monkeypatch.setattr(dev, "copy_d2h", lambda dst, src: (reads.append(1), real(dst, src)))
+    n, y = g(dx, dl)
+    assert reads == [], "the host read a predicate"
+    monkeypatch.undo()
+    rn, ry = 0, x.astype(f64)
+    while (ry * ry).sum() > limit:
+        rn, ry = rn + 1, ry * 0.5
+    assert int(np.asarray(n)) == rn
+    close(y, ry)
+    with blu.config.override(cuda_conditional_nodes=False):
+        n2, y2 = blu.jit(f)(dx, dl)
+    assert int(np.asarray(n2)) == rn
+    close(y2, ry)
