@@ -20,6 +20,7 @@ The programs (float32 unless named):
 - ``lgamma``: ``lgamma`` of a (4096, 4096) array;
 - ``cumsum_rows`` / ``cumsum_cols``: ``cumsum`` of a (4096, 4096) array along axis 1 / axis 0;
 - ``fori_loop``: 1,000 steps of ``v * 0.999 + 1`` on 1,024 floats (control flow);
+- ``while_loop``: the same as a ``while_loop`` on a counter (the trip count is data);
 - ``scan_rnn``: a 256-step RNN ``scan``, ``h = tanh(h @ W + x_t)``, (32, 256) state;
 - ``sort``: ``sort`` of 2**20 floats;
 - ``top_k``: the 50 largest of each row of a (4096, 32000) array (values and indices);
@@ -62,6 +63,12 @@ def _kv_loop(cache, rows):
 
 def _fori(x):
     return lax.fori_loop(0, 1000, lambda i, v: v * 0.999 + 1.0, x)
+
+
+def _while(x):
+    # the trip count is data to the compiler: the predicate is read on the device (or host)
+    return lax.while_loop(lambda c: c[0] < 1000, lambda c: (c[0] + 1, c[1] * 0.999 + 1.0),
+                          (np.int32(0), x))[1]  # fmt: skip
 
 
 def _rnn(h, xs, w):
@@ -135,6 +142,7 @@ def programs() -> dict[str, tuple[Callable, Callable, tuple[int, ...], str]]:
             "cumsum",
         ),
         "fori_loop": (_fori, lambda r: (r.standard_normal((1024,), np.float32),), (), "while"),
+        "while_loop": (_while, lambda r: (r.standard_normal((1024,), np.float32),), (), "while"),
         "scan_rnn": (
             _rnn,
             lambda r: (
@@ -190,6 +198,9 @@ def _jax_programs():
         "cumsum_rows": (lambda x: jnp.cumsum(x, axis=1), ()),
         "cumsum_cols": (lambda x: jnp.cumsum(x, axis=0), ()),
         "fori_loop": (lambda x: jax.lax.fori_loop(0, 1000, lambda i, v: v * 0.999 + 1.0, x), ()),
+        "while_loop": (lambda x: jax.lax.while_loop(
+            lambda c: c[0] < 1000, lambda c: (c[0] + 1, c[1] * 0.999 + 1.0), (np.int32(0), x)
+        )[1], ()),  # fmt: skip
         "scan_rnn": (rnn, ()),
         "sort": (jnp.sort, ()),
         "top_k": (lambda x: jax.lax.top_k(x, 50), ()),

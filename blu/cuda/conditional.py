@@ -17,7 +17,8 @@ every address it uses is baked in: the caller keys its graphs by those addresses
 
 where ``set_condition`` is a one-thread kernel of blu's own, written in PTX (the driver resolves
 ``cudaGraphSetConditional`` when it loads the module). ``supported()`` says whether this driver
-and ``cuda.bindings`` have conditional nodes.
+and ``cuda.bindings`` have conditional nodes. ``SwitchGraph`` runs one of a ``cond``'s branches
+the same way (a SWITCH node, drivers >= 12.8), its index read on the device.
 """
 
 from __future__ import annotations
@@ -25,11 +26,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from blu.cuda.driver import Module, call, driver_version, drv
 
-__all__ = ["WhileGraph", "supported"]
+__all__ = ["SwitchGraph", "WhileGraph", "supported"]
 
 MIN_DRIVER = 12040  # WHILE nodes
+MIN_SWITCH_DRIVER = 12080  # SWITCH nodes
 
 # set_condition(handle, pred): cudaGraphSetConditional(handle, *pred != 0), one thread
 _SET_CONDITION_PTX = """.version 8.0
@@ -58,6 +62,30 @@ _SET_CONDITION_PTX = """.version 8.0
     }
     ret;
 }
+
+// blu_set_branch(handle, index, n): cudaGraphSetConditional(handle, clamp(*index, 0, n - 1))
+.visible .entry blu_set_branch(.param .u64 handle_param, .param .u64 index_param,
+                               .param .u32 n_param)
+{
+    .reg .b64 %rd<4>;
+    .reg .b32 %r<6>;
+    ld.param.u64 %rd1, [handle_param];
+    ld.param.u64 %rd2, [index_param];
+    ld.param.u32 %r1, [n_param];
+    cvta.to.global.u64 %rd3, %rd2;
+    ld.global.s32 %r2, [%rd3];
+    max.s32 %r3, %r2, 0;
+    add.s32 %r4, %r1, -1;
+    min.s32 %r5, %r3, %r4;
+    {
+        .param .b64 a0;
+        .param .b32 a1;
+        st.param.b64 [a0], %rd1;
+        st.param.b32 [a1], %r5;
+        call.uni cudaGraphSetConditional, (a0, a1);
+    }
+    ret;
+}
 """
 
 _modules: dict[Any, Module] = {}
@@ -72,12 +100,49 @@ def supported() -> bool:
         return False
 
 
-def _set_condition(dev: Any) -> Any:
-    """The ``blu_set_condition`` kernel loaded into ``dev``'s context."""
+def supported_switch() -> bool:
+    """Whether the driver (>= 12.8) offers conditional SWITCH nodes."""
+    try:
+        return supported() and driver_version() >= MIN_SWITCH_DRIVER
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _kernel(dev: Any, name: str) -> Any:
+    """Kernel ``name`` of blu's conditional-node helpers, loaded into ``dev``'s context."""
     m = _modules.get(dev)
     if m is None:
-        m = _modules[dev] = Module(_SET_CONDITION_PTX, name="blu_set_condition")
-    return m.function("blu_set_condition")
+        m = _modules[dev] = Module(_SET_CONDITION_PTX, name="blu_conditional")
+    return m.function(name)
+
+
+def _set_condition(dev: Any) -> Any:
+    return _kernel(dev, "blu_set_condition")
+
+
+def _conditional_node(graph: Any, deps: list, handle: Any, kind: str, size: int, ctx: Any):
+    """Add a conditional node of ``kind`` ("WHILE", "SWITCH") after ``deps``; its body graphs."""
+    d = drv()
+    params = d.CUgraphNodeParams()
+    params.type = d.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+    params.conditional.handle = handle
+    params.conditional.type = getattr(d.CUgraphConditionalNodeType, f"CU_GRAPH_COND_TYPE_{kind}")
+    params.conditional.size = size
+    params.conditional.ctx = ctx
+    call("cuGraphAddNode", graph, deps, None, len(deps), params)
+    return [params.conditional.phGraph_out[i] for i in range(size)]
+
+
+def _capture_into(device: Any, graph: Any, work: Callable[[], None]) -> None:
+    """Queue ``work`` on the device's stream captured into ``graph``."""
+    d = drv()
+    stream = device.stream.handle
+    mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    call("cuStreamBeginCaptureToGraph", stream, graph, None, None, 0, mode)
+    try:
+        work()
+    finally:
+        call("cuStreamEndCapture", stream)
 
 
 class WhileGraph:
@@ -91,38 +156,24 @@ class WhileGraph:
     """
 
     def __init__(self, device: Any, pred_ptr: int, body: Callable[[], None]):
-        d = drv()
         self.device = device
-        stream = device.stream.handle
         setc = _set_condition(device)
         ctx = device.context.handle
         self.graph = call("cuGraphCreate", 0)
         self.exec = None
         try:
             handle = call("cuGraphConditionalHandleCreate", self.graph, ctx, 0, 0)
-            h = int(handle)
-            mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
-            # the first decision: a kernel node of the graph itself
-            call("cuStreamBeginCaptureToGraph", stream, self.graph, None, None, 0, mode)
-            try:
-                setc.launch(1, 1, [h, pred_ptr], stream=device.stream_id)
-            finally:
-                call("cuStreamEndCapture", stream)
+            h, sid = int(handle), device.stream_id
+            # the first decision: a kernel node of the graph itself, then the loop after it
+            _capture_into(device, self.graph, lambda: setc.launch(1, 1, [h, pred_ptr], stream=sid))
             nodes, _ = call("cuGraphGetNodes", self.graph, 1)
-            params = d.CUgraphNodeParams()
-            params.type = d.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
-            params.conditional.handle = handle
-            params.conditional.type = d.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_WHILE
-            params.conditional.size = 1
-            params.conditional.ctx = ctx
-            call("cuGraphAddNode", self.graph, [nodes[0]], None, 1, params)
-            body_graph = params.conditional.phGraph_out[0]
-            call("cuStreamBeginCaptureToGraph", stream, body_graph, None, None, 0, mode)
-            try:
+            (body_graph,) = _conditional_node(self.graph, [nodes[0]], handle, "WHILE", 1, ctx)
+
+            def iteration() -> None:
                 body()
-                setc.launch(1, 1, [h, pred_ptr], stream=device.stream_id)
-            finally:
-                call("cuStreamEndCapture", stream)
+                setc.launch(1, 1, [h, pred_ptr], stream=sid)
+
+            _capture_into(device, body_graph, iteration)
             self.exec = call("cuGraphInstantiate", self.graph, 0)
         except BaseException:
             self.destroy()
@@ -139,3 +190,28 @@ class WhileGraph:
         if self.graph is not None:
             call("cuGraphDestroy", self.graph)
             self.graph = None
+
+
+class SwitchGraph(WhileGraph):
+    """``branches[clamp(*index, 0, n - 1)]()`` as one graph launch: a conditional SWITCH node
+    (drivers >= 12.8) after a kernel that reads the int32 index on the device."""
+
+    def __init__(self, device: Any, index_ptr: int, branches: list[Callable[[], None]]):
+        self.device = device
+        setb = _kernel(device, "blu_set_branch")
+        ctx = device.context.handle
+        self.graph = call("cuGraphCreate", 0)
+        self.exec = None
+        try:
+            handle = call("cuGraphConditionalHandleCreate", self.graph, ctx, 0, 0)
+            h, sid, n = int(handle), device.stream_id, len(branches)
+            _capture_into(device, self.graph, lambda: setb.launch(
+                1, 1, [h, index_ptr, np.uint32(n)], stream=sid))  # fmt: skip
+            nodes, _ = call("cuGraphGetNodes", self.graph, 1)
+            bodies = _conditional_node(self.graph, [nodes[0]], handle, "SWITCH", n, ctx)
+            for g, branch in zip(bodies, branches, strict=True):
+                _capture_into(device, g, branch)
+            self.exec = call("cuGraphInstantiate", self.graph, 0)
+        except BaseException:
+            self.destroy()
+            raise

@@ -16,9 +16,12 @@ the node's output. A body output that is a buffer of its own is written straight
 loop wants it; other outputs (an input returned as it is, a literal, one buffer returned
 twice) are copied there on the stream.
 
-A ``while`` reads its predicate on the host once per iteration (one small copy and a wait:
-the trip count is data); a ``cond`` reads its branch index once. Both therefore stop a CUDA
-graph capture: an executable holding one runs its steps launch by launch.
+A ``while`` whose bodies can be captured runs as a CUDA graph with a conditional WHILE node,
+and a ``cond`` as one with a SWITCH node (``blu.cuda.conditional``; drivers >= 12.4 / 12.8): the
+predicate and the index never go to the host. Elsewhere (a body with a host fallback, an older
+driver, ``BLU_CUDA_CONDITIONAL_NODES=0``) a ``while`` reads its predicate on the host once per
+iteration and a ``cond`` its index once. Either way an executable holding one is not captured
+whole as a CUDA graph: it runs its steps launch by launch.
 """
 
 from __future__ import annotations
@@ -41,10 +44,10 @@ __all__ = ["LoopLayout", "LoopStep", "bodies_of", "prepare_loop"]
 MAX_WHILE_GRAPHS = 4  # a while loop's graphs kept (one per set of addresses)
 
 
-def _conditional_supported() -> bool:
-    from blu.cuda.conditional import supported
+def _conditional_supported(name: str) -> bool:
+    from blu.cuda import conditional
 
-    return supported()
+    return conditional.supported_switch() if name == "cond" else conditional.supported()
 
 
 def _nbytes(aval: Any) -> int:
@@ -288,9 +291,9 @@ class LoopStep:
         self.graph_safe = self.name == "scan" and inner
         # a while loop decided on the device (a conditional WHILE node) where its bodies can
         # be captured and the driver has such nodes; else the host reads each predicate
-        self.on_device = (self.name == "while" and inner and not bound.fake
+        self.on_device = (self.name in ("while", "cond") and inner and not bound.fake
                           and bool(getattr(bound.exe.options, "conditional_nodes", True))
-                          and _conditional_supported())
+                          and _conditional_supported(self.name))
         self._graphs: dict[tuple, Any] = {}
         per = sum(len(b.bound.steps) for b in self.bodies)
         self.launches = per * (e.params["length"] if self.name == "scan" else 1)
@@ -456,16 +459,44 @@ class LoopStep:
         self._graphs[key] = g  # (most recent last)
         g.launch()
 
+    def _branch(self, br: _Body, ins: list[int], outs: list[int], ws: int) -> None:
+        bp = br.base(ws)
+        for sl, a in zip(br.in_slots, ins[1:]):
+            bp[sl] = a
+        br.run(bp, ws + br.layout.arena, list(outs))
+
     def _cond(self, ins: list[int], outs: list[int], ws: int) -> None:
         idx_aval = self.e.invars[0].aval
         if 0 in self.lit_bufs:
             i = int(literal_value(self.ins[0]))
+        elif self.on_device and not profiler.enabled and self._cond_on_device(ins, outs, ws):
+            return
         else:
             h = np.empty((), idx_aval.dtype)
             self.dev.copy_d2h(h, ins[0])  # (waits: the branch is data)
             i = int(h)
         br = self.bodies[min(max(i, 0), len(self.bodies) - 1)]  # clamped, as in XLA
-        bp = br.base(ws)
-        for sl, a in zip(br.in_slots, ins[1:]):
-            bp[sl] = a
-        br.run(bp, ws + br.layout.arena, list(outs))
+        self._branch(br, ins, outs, ws)
+
+    def _cond_on_device(self, ins: list[int], outs: list[int], ws: int) -> bool:
+        """The branch chosen on the device: a graph with a conditional SWITCH node
+        (``blu.cuda.conditional``), keyed by the addresses; False where the driver refused it
+        (then the host reads the index, from now on)."""
+        key = (*ins, *outs, ws)
+        g = self._graphs.pop(key, None)
+        if g is None:
+            from blu.cuda.conditional import SwitchGraph
+
+            if len(self._graphs) >= MAX_WHILE_GRAPHS:
+                self._graphs.pop(next(iter(self._graphs))).destroy()
+            branches = [lambda br=br: self._branch(br, ins, outs, ws) for br in self.bodies]
+            try:
+                g = SwitchGraph(self.dev, ins[0], branches)
+            except Exception as e:  # noqa: BLE001 - a branch the driver cannot hold
+                log.warning("cond %s: no conditional graph (%s: %s); the host reads its index",
+                            self.e.source or "", type(e).__name__, e)  # fmt: skip
+                self.on_device = False
+                return False
+        self._graphs[key] = g
+        g.launch()
+        return True

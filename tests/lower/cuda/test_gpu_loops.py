@@ -368,3 +368,27 @@ def test_while_loop_decided_on_the_device(dev, limit, monkeypatch):
         n2, y2 = blu.jit(f)(dx, dl)
     assert int(np.asarray(n2)) == rn
     close(y2, ry)
+
+
+@on_gpu
+@pytest.mark.skipif(FAKE, reason="conditional graph nodes need a real GPU")
+@pytest.mark.parametrize("index", [-3, 0, 1, 2, 7])
+def test_switch_decided_on_the_device(dev, index, monkeypatch):
+    """On a driver with SWITCH nodes, ``switch`` on a traced index reads it on the device (no
+    copy to the host during the call), clamped as XLA clamps."""
+    from blu.cuda.conditional import supported_switch
+
+    if not supported_switch():
+        pytest.skip("the driver has no conditional SWITCH nodes")
+    x = rng_data((37, 5), 11)
+    branches = [lambda x: x + 1.0, lambda x: x, lambda x: jnp.sin(x) * 2.0]
+    f = blu.jit(lambda i, x: lax.switch(i, branches, x))
+    di, dx = put(dev, np.int32(index), x)
+    reads = []
+    real = dev.copy_d2h
+    monkeypatch.setattr(dev, "copy_d2h", lambda dst, src: (reads.append(1), real(dst, src)))
+    got = f(di, dx)
+    assert reads == [], "the host read the index"
+    monkeypatch.undo()
+    k = min(max(index, 0), 2)
+    close(got, [x + 1.0, x, np.sin(x.astype(f64)) * 2.0][k])
