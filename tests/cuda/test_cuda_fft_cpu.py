@@ -222,7 +222,7 @@ def test_unknown_pairs_are_clear_errors():
         fft.cufft_type("RFFT", np.complex64)
 
 
-def test_fft_is_a_library_node_on_cuda_targets_only():
+def test_fft_is_a_library_node_on_both_targets():
     import blu
     import blu.numpy as bnp
     from blu.lax.fft import fft_p
@@ -232,7 +232,8 @@ def test_fft_is_a_library_node_on_cuda_targets_only():
     jaxpr = blu.make_jaxpr(lambda x: bnp.fft.rfft(x))(np.ones((3, 8), np.float32)).jaxpr
     (eqn,) = [e for e in jaxpr.eqns if e.primitive is fft_p]
     lw = library.lowering_for(eqn, "cuda:sm_90")
-    assert lw is not None and lw.graph_safe and library.lowering_for(eqn, "cpu") is None
+    cpu = library.lowering_for(eqn, "cpu")  # pocketfft into the planned buffer (cpu/libraries)
+    assert lw is not None and lw.graph_safe and cpu is not None and cpu is not lw
     assert lw.workspace([eqn.invars[0].aval], eqn.params, "cuda:sm_90") == 0
     # the simulated device's form writes numpy's transform into the planned buffer
     x = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
