@@ -21,8 +21,8 @@ padding sorts last. Kernels (one ``gpu.module``):
   previous pass ``q - 1`` for several keys), sort them in shared memory with the bitonic stages
   ``k = 2 .. P``, finish the pass (``finish``);
 - ``topk``: small ``k`` (``K = pow2(k) <= KMAX``) on long rows: a block per row keeps the best
-  ``K`` pairs sorted in the first ``K`` shared slots and fills the rest with the next
-  ``tile - K`` elements of the row, sorting the tile each round (no full sort of the row).
+  ``K`` pairs sorted in the first ``K`` shared slots and appends the row's pairs that beat the
+  ``K``-th best behind them, sorting the tile only when it fills (no full sort of the row).
 
 Several keys (``num_keys > 1``) sort like ``np.lexsort``: one stable pass per key, the last
 first; pass ``q`` sorts the keys read through the permutation so far and composes it.
@@ -197,6 +197,7 @@ class _Kernel:
     def __init__(self, sp: Spec):
         self.sp, self.t = sp, Text()
         self.kt = sp.key_ty
+        self.smem_bufs: dict[str, str] = {}
 
     # types and constants
 
@@ -235,11 +236,46 @@ class _Kernel:
         self.t.stmt(f"memref.store {v}, {buf}[{at}] : {self._ty(buf)}")
 
     def _ty(self, buf: str) -> str:
-        if buf == "%sk":
-            return f"memref<{self.smem}x{self.kt}, {SMEM}>"
-        if buf == "%si":
-            return f"memref<{self.smem}xi32, {SMEM}>"
-        return self.mem(buf)
+        return self.smem_bufs.get(buf) or self.mem(buf)
+
+    def shared(self, name: str, n: int, ty: str) -> None:
+        """A shared-memory buffer (a workgroup attribution of the kernel)."""
+        self.smem_bufs[name] = f"memref<{n}x{ty}, {SMEM}>"
+
+    def a32(self, op: str, a: str, b: str, ty: str = "i32") -> str:
+        return self.op(f"arith.{op} {a}, {b} : {ty}")
+
+    def ballot(self, pred: str) -> str:
+        return self.op(f"nvvm.vote.sync ballot {self.c(-1, 'i32')}, {pred} -> i32")
+
+    def shuffle(self, mode: str, x: str, lane: str) -> str:
+        name = f"%v{self.t.n}"
+        self.t.n += 1
+        self.t.stmt(f"{name}, {name}_ok = gpu.shuffle {mode} {x}, {lane}, "
+                    f"{self.c(32, 'i32')} : i32")  # fmt: skip
+        return name
+
+    def reserve(self, flag: str, counter: str, at: str) -> str:
+        """Warp-aggregated ``atomicAdd(counter[at], 1)`` of the lanes with ``flag``: each such
+        lane's old value (the first lane adds the warp's count; the others count from it)."""
+        zero = self.c(0, "i32")
+        bal = self.ballot(flag)
+        below = self.op(f"math.ctpop {self.a32('andi', bal, self.lanes_below())} : i32")
+        first = self.op(f"arith.cmpi eq, {below}, {zero} : i32")
+        lead = self.op(f"arith.andi {flag}, {first} : i1")
+        count = self.op(f"math.ctpop {bal} : i32")
+        (old,) = self.t.if_(lead, lambda: [
+            self.op(f"memref.atomic_rmw addi {count}, {counter}[{at}] : "
+                    f"(i32, {self._ty(counter)}) -> i32")], lambda: [zero], ["i32"])  # fmt: skip
+        lane = self.i32(self.op(f"arith.andi {self.tid}, {self.t.i(31)} : index"))
+        src = self.op(f"arith.select {flag}, {self.op(f'math.cttz {bal} : i32')}, {lane} : i32")
+        return self.a32("addi", self.shuffle("idx", old, src), below)
+
+    def lanes_below(self) -> str:
+        """The mask of the lanes before this thread's in its warp (i32)."""
+        one = self.c(1, "i32")
+        lane = self.i32(self.op(f"arith.andi {self.tid}, {self.t.i(31)} : index"))
+        return self.a32("subi", self.a32("shli", one, lane), one)
 
     def idx(self, v: str) -> str:
         return self.op(f"arith.index_cast {v} : i32 to index")
@@ -388,15 +424,21 @@ class _Kernel:
         pad = self.i32(p) if not sp.top_k else self.c(PAD_INDEX, "i32")
         return key, self.op(f"arith.select {ok}, {self.i32(p)}, {pad} : i32")
 
-    def func(self, name: str, threads: int) -> str:
-        wg = (f"%sk: memref<{self.smem}x{self.kt}, {SMEM}>, "
-              f"%si: memref<{self.smem}xi32, {SMEM}>")  # fmt: skip
+    def func(self, name: str, threads: int, min_blocks: int = 0) -> str:
+        """The ``gpu.func`` (``min_blocks``: NVVM's ``minctasm``, bounding the registers)."""
+        wg = ", ".join(f"{n}: {ty}" for n, ty in self.smem_bufs.items())
+        attrs = f"nvvm.maxntid = array<i32: {threads}, 1, 1>"
+        attrs += f", nvvm.minctasm = {min_blocks} : i32" if min_blocks else ""
         head = (f"    gpu.func @{name}({', '.join(self.params())}) workgroup({wg}) kernel "
-                f"attributes {{nvvm.maxntid = array<i32: {threads}, 1, 1>}} {{")  # fmt: skip
+                f"attributes {{{attrs}}} {{")  # fmt: skip
         return "\n".join([head, *self.t.consts, *self.t.lines, "      gpu.return", "    }"])
 
-    def start(self, smem: int) -> None:
-        self.smem = smem
+    def start(self, smem: int = 0) -> None:
+        """The block and thread ids; a tile of ``smem`` pairs in shared memory (``%sk``,
+        ``%si``) if ``smem``."""
+        if smem:
+            self.shared("%sk", smem, self.kt)
+            self.shared("%si", smem, "i32")
         self.bid = self.t.gpu("block_id")
         self.tid = self.t.gpu("thread_id")
 
@@ -423,41 +465,70 @@ def _tile_kernel(sp: Spec, q: int, name: str) -> str:
 
 
 def _select_kernel(sp: Spec, name: str) -> str:
-    """``topk``: a block per row keeps its best ``K`` pairs in the first ``K`` slots."""
+    """``topk``: a block per row keeps its best ``K`` pairs sorted in the first ``K`` slots and
+    appends, a batch of the row at a time, the pairs that beat the ``K``-th best (a slot each
+    from a warp-aggregated shared counter, ``%sc``); when the next batch might not fit, the
+    tile is sorted (the candidates merged into the best ``K``) and emptied. Past the first
+    rounds few pairs beat the ``K``-th best, so a row of 32000 takes two or three sorts."""
     K = _Kernel(sp)
     t, S = K.t, sp.tile
     T = sp.threads(S)
     K.start(S)
-    kp = pow2(sp.k)
-    chunk = S - kp
-    r = K.bid
+    K.shared("%sc", 1, "i32")
+    kp, U = pow2(sp.k), max(1, S // 2 // T)
+    batch = T * U  # at most S - kp
+    r, zero = K.bid, t.i(0)
     slots = [t.add(K.tid, t.i(u * T)) if u else K.tid for u in range(S // T)]
-    for e in slots:  # the empty candidates: the largest key
 
-        def pad(e=e) -> None:
-            K.store(K.c(-1, K.kt), "%sk", e)
-            K.store(K.c(PAD_INDEX, "i32"), "%si", e)
+    def pad(e: str) -> None:  # an empty slot: the largest key
+        K.store(K.c(-1, K.kt), "%sk", e)
+        K.store(K.c(PAD_INDEX, "i32"), "%si", e)
 
-        K.where(t.cmp("ult", e, t.i(kp)), pad)
+    for e in slots:
+        K.where(t.cmp("ult", e, t.i(kp)), lambda e=e: pad(e))
+    K.where(t.cmp("eq", K.tid, zero), lambda: K.store(K.c(0, "i32"), "%sc", zero))
+
+    def flush(used: str) -> None:
+        """Pad the free slots, sort the tile, empty the candidates (the whole block)."""
+        end = t.add(t.i(kp), K.idx(used))
+        for e in slots:
+            K.where(t.cmp("uge", e, end), lambda e=e: pad(e))
+        K.sort_tile(S, zero, T)  # barriers before and after
+        K.where(t.cmp("eq", K.tid, zero), lambda: K.store(K.c(0, "i32"), "%sc", zero))
+        t.barrier()
 
     def rnd(c: str, _args) -> list[str]:
-        t.barrier()  # the previous round's reads are done
-        for e in slots:
+        t.barrier()  # the previous batch's candidates are in
+        used = K.load("%sc", zero)
+        t.barrier()  # every thread has read the count
+        full = K.op(f"arith.cmpi ugt, {used}, {K.c(S - kp - batch, 'i32')} : i32")
+        K.where(full, lambda: flush(used))
+        tk, ti = K.load("%sk", t.i(kp - 1)), K.load("%si", t.i(kp - 1))
+        for u in range(U):
+            p = t.add(t.mul(c, t.i(batch)), t.add(K.tid, t.i(u * T)) if u else K.tid)
+            key, ix = K.load_key(0, r, p)  # past the row: the largest key, never better
+            lt = K.op(f"arith.cmpi ult, {key}, {tk} : {K.kt}")
+            eq = K.op(f"arith.cmpi eq, {key}, {tk} : {K.kt}")
+            ilt = K.op(f"arith.cmpi ult, {ix}, {ti} : i32")
+            better = K.op(f"arith.ori {lt}, {K.op(f'arith.andi {eq}, {ilt} : i1')} : i1")
+            slot = K.reserve(better, "%sc", zero)
 
-            def fill(e=e) -> None:
-                p = t.add(t.mul(c, t.i(chunk)), K.op(f"arith.subi {e}, {t.i(kp)} : index"))
-                key, ix = K.load_key(0, r, p)
-                K.store(key, "%sk", e)
-                K.store(ix, "%si", e)
+            def put(key=key, ix=ix, slot=slot) -> None:
+                at = t.add(t.i(kp), K.idx(slot))
+                K.store(key, "%sk", at)
+                K.store(ix, "%si", at)
 
-            K.where(t.cmp("uge", e, t.i(kp)), fill)
-        K.sort_tile(S, t.i(0), T)
+            K.where(better, put)
         return []
 
-    t.loop(t.i(0), t.i(_cdiv(sp.n, chunk)), t.i(1), [], rnd)
+    t.loop(zero, t.i(_cdiv(sp.n, batch)), t.i(1), [], rnd)
+    t.barrier()
+    used = K.load("%sc", zero)
+    t.barrier()
+    K.where(K.op(f"arith.cmpi ugt, {used}, {K.c(0, 'i32')} : i32"), lambda: flush(used))
     for e in slots:
         K.finish(0, r, e, K.load("%si", e))
-    return K.func(name, T)
+    return K.func(name, T, min_blocks=2)  # two blocks per SM: one's sort hides the other's loads
 
 
 def emit(sp: Spec, sym: str) -> str:

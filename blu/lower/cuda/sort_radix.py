@@ -90,33 +90,9 @@ def passes(sp: sk.Spec) -> list[Pass]:
 class _Radix(sk._Kernel):
     """A radix kernel's text: the shared kernel helpers plus i32 and warp operations."""
 
-    def __init__(self, sp: sk.Spec):
-        super().__init__(sp)
-        self.smem_bufs: dict[str, str] = {}
-
-    def shared(self, name: str, n: int, ty: str) -> None:
-        self.smem_bufs[name] = f"memref<{n}x{ty}, {sk.SMEM}>"
-
-    def _ty(self, buf: str) -> str:
-        return self.smem_bufs.get(buf) or self.mem(buf)
-
-    def a32(self, op: str, a: str, b: str, ty: str = "i32") -> str:
-        return self.op(f"arith.{op} {a}, {b} : {ty}")
-
-    def ballot(self, pred: str) -> str:
-        return self.op(f"nvvm.vote.sync ballot {self.c(-1, 'i32')}, {pred} -> i32")
-
-    def shuffle(self, mode: str, x: str, lane: str) -> str:
-        name = f"%v{self.t.n}"
-        self.t.n += 1
-        self.t.stmt(f"{name}, {name}_ok = gpu.shuffle {mode} {x}, {lane}, "
-                    f"{self.c(32, 'i32')} : i32")  # fmt: skip
-        return name
-
     def start_radix(self) -> None:
         t = self.t
-        self.bid = t.gpu("block_id")
-        self.tid = t.gpu("thread_id")
+        self.start()
         self.lane = self.op(f"arith.andi {self.tid}, {t.i(31)} : index")
         self.warp = self.op(f"arith.shrui {self.tid}, {t.i(5)} : index")
         self.lane32 = self.i32(self.lane)
@@ -189,12 +165,6 @@ class _Radix(sk._Kernel):
         t = self.t
         return t.add(t.mul(self.warp, t.i(R)), self.idx(d))
 
-    def func_radix(self, name: str) -> str:
-        wg = ", ".join(f"{n}: {ty}" for n, ty in self.smem_bufs.items())
-        head = (f"    gpu.func @{name}({', '.join(self.params())}) workgroup({wg}) kernel "
-                f"attributes {{nvvm.maxntid = array<i32: {T}, 1, 1>}} {{")  # fmt: skip
-        return "\n".join([head, *self.t.consts, *self.t.lines, "      gpu.return", "    }"])
-
 
 def _hist_kernel(sp: sk.Spec, ps: Pass) -> str:
     """``rh*``: the digit counts of each block's chunk into ``cnt[row, block, :]``."""
@@ -214,7 +184,7 @@ def _hist_kernel(sp: sk.Spec, ps: Pass) -> str:
     for w in range(W):
         total = K.a32("addi", total, K.load("%sh", t.add(K.tid, t.i(w * R)) if w else K.tid))
     K.store(total, "%cnt", t.add(t.mul(K.bid, t.i(R)), K.tid))
-    return K.func_radix(ps.hist)
+    return K.func(ps.hist, T)
 
 
 def _scan_kernel(sp: sk.Spec) -> str:
@@ -247,7 +217,7 @@ def _scan_kernel(sp: sk.Spec) -> str:
     (total,) = t.loop(t.i(0), t.i(groups), t.i(1), [K.c(0, "i32")], body, "i32")
     start = K.block_scan(total)
     K.store(start, "%db", t.add(t.mul(r, t.i(R)), K.tid))
-    return K.func_radix("rscan")
+    return K.func("rscan", T)
 
 
 def _scatter_kernel(sp: sk.Spec, ps: Pass) -> str:
@@ -322,7 +292,7 @@ def _scatter_kernel(sp: sk.Spec, ps: Pass) -> str:
                 _finish(K, r, pos, ix)
 
         K.where(t.cmp("ult", s, left), out)
-    return K.func_radix(ps.scatter)
+    return K.func(ps.scatter, T)
 
 
 def _finish(K: _Radix, r: str, p: str, ix: str) -> None:

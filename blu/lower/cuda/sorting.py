@@ -14,17 +14,16 @@ impl into the planned buffers.
 
 Next: several short rows per block (a block holds one row of the tile kernels); the radix
 sort's histograms all counted in one read up front and the scan chained through the scatter
-(Onesweep's decoupled look-back), one launch per pass; for ``top_k``, a per-round filter
-against the current ``k``-th key would skip most rounds' sorts.
+(Onesweep's decoupled look-back), one launch per pass.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any
 
-import numpy as np
-
+from blu.cuda.driver import pack_args
 from blu.lax import sorting
 from blu.lower.cuda import sort_kernels as sk
 from blu.lower.cuda import sort_radix
@@ -84,6 +83,18 @@ def _kernels(prim: Any):
     return kernels
 
 
+_plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> its launches
+
+
+def _plan(mod: Any, sp: sk.Spec) -> list[tuple]:
+    """``(function, grid, block, lj)`` per launch of ``sp`` from the loaded module ``mod``."""
+    plan = _plans.get(mod)
+    if plan is None:
+        plan = [(mod.function(la.func), la.grid, la.block, la.lj) for la in launches(sp)]
+        _plans[mod] = plan
+    return plan
+
+
 def _gpu(prim: Any):
     def call(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=(), **params):
         if not _modules:  # nothing to write
@@ -91,10 +102,12 @@ def _gpu(prim: Any):
         mod = _modules[0]
         sp = _built.get(mod.name) or spec(prim, in_avals, params)
         ws = [workspace + off if nbytes else 0 for off, nbytes in sp.regions().values()]
-        base = [*ins, *outs, *ws]
-        for la in launches(sp):
-            args = [*base, np.int64(la.kk), np.int64(la.lj)]
-            mod.function(la.func).launch(la.grid, la.block, args, stream=stream)
+        # the parameters packed once (device addresses, then ``kk`` and ``lj``): only ``lj``
+        # changes between launches (each launch's values are copied by the driver)
+        slots, pointers = pack_args([*ins, *outs, *ws, 0, 0])
+        for fn, grid, block, lj in _plan(mod, sp):
+            slots[-1] = lj
+            fn.launch_packed(grid, block, pointers, stream=stream)
 
     return call
 
