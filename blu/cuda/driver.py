@@ -484,9 +484,23 @@ class Function:
         Raises:
             CudaError: the launch was refused (names ``cuLaunchKernel`` and this kernel).
         """
-        gx, gy, gz = _dim3(grid)
-        bx, by, bz = _dim3(block)
         slots, pointers = pack_args(args)
+        self.launch_packed(_dim3(grid), _dim3(block), pointers, shared_mem, stream)
+        del slots  # alive until here
+
+    def launch_packed(
+        self,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        pointers: np.ndarray,
+        shared_mem: int = 0,
+        stream: Any = None,
+    ) -> None:
+        """``launch`` with the parameters already packed (``pack_args``; the caller keeps the
+        slots alive for the call, and may change them between launches: the driver copies the
+        values). For a sequence of launches of the same parameters (a library's kernels)."""
+        gx, gy, gz = grid
+        bx, by, bz = block
         err = drv().cuLaunchKernel(
             self.handle,
             gx,
@@ -505,7 +519,6 @@ class Function:
             e = make_error(err, "cuLaunchKernel")
             where = f"kernel {self.name}, grid {(gx, gy, gz)}, block {(bx, by, bz)}"
             raise _annotate(e, f"{where}, {shared_mem} bytes of shared memory")
-        del slots  # alive until here
 
     def set_max_dynamic_shared_memory(self, nbytes: int) -> None:
         """Allow launches with more than 48 KiB of dynamic shared memory (up to the device's

@@ -12,20 +12,17 @@ flip of Terdiman's radix sort): floats flip every bit when negative, else the si
 equal); signed integers flip the sign bit; half floats go through float32 (exact). ``top_k``
 complements the key: ascending then means largest first, NaN first, ties by lower index.
 
-A row of ``n`` is padded to ``P`` (the next power of two) with the largest key; the index
-breaks ties with real elements, so the padding sorts last. Kernels (one ``gpu.module``):
+Rows of one tile (``n <= tile``) and small ``top_k`` on long rows run the kernels here; longer
+rows are radix sorted (``blu.lower.cuda.sort_radix``). A row of ``n`` is padded to ``P`` (the
+next power of two) with the largest key; the index breaks ties with real elements, so the
+padding sorts last. Kernels (one ``gpu.module``):
 
-- ``tsort{q}``: a block per tile of ``t = min(P, tile)`` positions of a row: load the keys
-  (through the permutation of the previous pass ``q - 1`` for several keys), sort the tile in
-  shared memory with the bitonic stages ``k = 2 .. t`` (direction from the row position, so
-  tiles alternate and form bitonic runs); a row in one tile is finished here (``finish``),
-  else the pairs go to the workspace;
-- ``gstep``: one global compare-exchange stage ``(k, j)`` for ``j >= t``, a thread per pair;
-- ``tmerge`` / ``tmerge{q}``: the stages ``j = t/2 .. 1`` of merge size ``k`` of a tile in
-  shared memory; the last (``k = P``) finishes the pass;
+- ``tsort{q}``: a block per row (``P <= tile``): load the keys (through the permutation of the
+  previous pass ``q - 1`` for several keys), sort them in shared memory with the bitonic stages
+  ``k = 2 .. P``, finish the pass (``finish``);
 - ``topk``: small ``k`` (``K = pow2(k) <= KMAX``) on long rows: a block per row keeps the best
-  ``K`` pairs sorted in the first ``K`` shared slots and fills the rest with the next
-  ``tile - K`` elements of the row, sorting the tile each round (no full sort of the row).
+  ``K`` pairs sorted in the first ``K`` shared slots and appends the row's pairs that beat the
+  ``K``-th best behind them, sorting the tile only when it fills (no full sort of the row).
 
 Several keys (``num_keys > 1``) sort like ``np.lexsort``: one stable pass per key, the last
 first; pass ``q`` sorts the keys read through the permutation so far and composes it.
@@ -45,10 +42,12 @@ from blu.core import dtypes
 from blu.lower.cuda.flash_text import Text, module
 from blu.lower.mlir.emit import storage_type
 
-VERSION = "1"  # bump when the generated code changes meaning (only these kernels' keys)
+VERSION = "2"  # bump when the generated code changes meaning (only these kernels' keys)
 TILE = {32: 4096, 64: 2048}  # shared-memory tile by key width: 32 KiB / 24 KiB of pairs
 MAX_THREADS = 512
-STEP_THREADS = 256  # threads per block of the global compare-exchange stage
+RADIX_THREADS = 256  # threads per block of the radix kernels (one per 8-bit digit)
+RADIX_ITEMS = {32: 16, 64: 8}  # keys per thread of a radix block, by key width
+RADIX = 256
 KMAX = 256  # top_k's ``pow2(k)`` up to which the selection kernel runs
 SMEM = "#gpu.address_space<workgroup>"
 PAD_INDEX = 2**31 - 1
@@ -117,6 +116,21 @@ class Spec:
         return self.num_keys
 
     @property
+    def radix(self) -> bool:
+        """Whether the row is radix sorted (``sort_radix``): longer than a tile, no selection."""
+        return self.P > self.t and not self.select
+
+    @property
+    def chunk(self) -> int:
+        """Keys per block of the radix kernels."""
+        return RADIX_THREADS * RADIX_ITEMS[self.key_bits]
+
+    @property
+    def blocks(self) -> int:
+        """Radix blocks per row."""
+        return _cdiv(self.n, self.chunk)
+
+    @property
     def empty(self) -> bool:
         return self.size == 0 or self.k == 0
 
@@ -124,13 +138,22 @@ class Spec:
         return max(1, min(t // 2, MAX_THREADS))
 
     def regions(self) -> dict[str, tuple[int, int]]:
-        """Workspace ``name -> (byte offset, bytes)``: the pairs between global passes
-        (``wk``, ``wi``) and the permutations of several keys (``pa``, ``pb``)."""
+        """Workspace ``name -> (byte offset, bytes)``: the permutations of several keys of the
+        tile kernels (``pa``, ``pb``); the radix sort's double-buffered pairs (``ka``/``ia``,
+        ``kb``/``ib``), its per-block digit counts (``cnt``) and per-row digit starts (``db``)."""
+        kb, m, rad = self.key_bits // 8, self.rows * self.n, self.radix
+        need = {
+            "pa": 4 * self.rows * self.P * (self.passes > 1 and not rad),
+            "ka": kb * m * rad,
+            "kb": kb * m * rad,
+            "ia": 4 * m * rad,
+            "ib": 4 * m * rad,
+            "cnt": 4 * self.rows * self.blocks * RADIX * rad,
+            "db": 4 * self.rows * RADIX * rad,
+        }
+        need["pb"] = need["pa"]
         out, at = {}, 0
-        merging = self.P > self.t and not self.select
-        need = {"wk": merging, "wi": merging, "pa": self.passes > 1, "pb": self.passes > 1}
-        for name, used in need.items():
-            nbytes = self.rows * self.P * (self.key_bits // 8 if name == "wk" else 4) if used else 0
+        for name, nbytes in need.items():
             out[name] = (at, nbytes)
             at += _cdiv(nbytes, 256) * 256
         return out
@@ -174,6 +197,7 @@ class _Kernel:
     def __init__(self, sp: Spec):
         self.sp, self.t = sp, Text()
         self.kt = sp.key_ty
+        self.smem_bufs: dict[str, str] = {}
 
     # types and constants
 
@@ -188,14 +212,15 @@ class _Kernel:
                 return f"memref<{sp.rows * sp.k}x{ety}>"
             return f"memref<{sp.size}x{storage_type(sp.np_dtypes[j])}>"
         nbytes = sp.regions()[name[1:]][1]
-        ety = self.kt if name == "%wk" else "i32"
-        return f"memref<{max(1, nbytes // (sp.key_bits // 8 if name == '%wk' else 4))}x{ety}>"
+        keys = name in ("%ka", "%kb")
+        ety = self.kt if keys else "i32"
+        return f"memref<{max(1, nbytes // (sp.key_bits // 8 if keys else 4))}x{ety}>"
 
     def params(self) -> list[str]:
         sp = self.sp
         names = [f"%op{j}" for j in range(len(sp.dtypes))]
         names += [f"%out{j}" for j in range(2 if sp.top_k else len(sp.dtypes))]
-        names += ["%wk", "%wi", "%pa", "%pb"]
+        names += [f"%{n}" for n in sp.regions()]
         return [f"{n}: {self.mem(n)}" for n in names] + ["%kk: i64", "%lj: i64"]
 
     def c(self, v: int, ty: str) -> str:
@@ -211,11 +236,46 @@ class _Kernel:
         self.t.stmt(f"memref.store {v}, {buf}[{at}] : {self._ty(buf)}")
 
     def _ty(self, buf: str) -> str:
-        if buf == "%sk":
-            return f"memref<{self.smem}x{self.kt}, {SMEM}>"
-        if buf == "%si":
-            return f"memref<{self.smem}xi32, {SMEM}>"
-        return self.mem(buf)
+        return self.smem_bufs.get(buf) or self.mem(buf)
+
+    def shared(self, name: str, n: int, ty: str) -> None:
+        """A shared-memory buffer (a workgroup attribution of the kernel)."""
+        self.smem_bufs[name] = f"memref<{n}x{ty}, {SMEM}>"
+
+    def a32(self, op: str, a: str, b: str, ty: str = "i32") -> str:
+        return self.op(f"arith.{op} {a}, {b} : {ty}")
+
+    def ballot(self, pred: str) -> str:
+        return self.op(f"nvvm.vote.sync ballot {self.c(-1, 'i32')}, {pred} -> i32")
+
+    def shuffle(self, mode: str, x: str, lane: str) -> str:
+        name = f"%v{self.t.n}"
+        self.t.n += 1
+        self.t.stmt(f"{name}, {name}_ok = gpu.shuffle {mode} {x}, {lane}, "
+                    f"{self.c(32, 'i32')} : i32")  # fmt: skip
+        return name
+
+    def reserve(self, flag: str, counter: str, at: str) -> str:
+        """Warp-aggregated ``atomicAdd(counter[at], 1)`` of the lanes with ``flag``: each such
+        lane's old value (the first lane adds the warp's count; the others count from it)."""
+        zero = self.c(0, "i32")
+        bal = self.ballot(flag)
+        below = self.op(f"math.ctpop {self.a32('andi', bal, self.lanes_below())} : i32")
+        first = self.op(f"arith.cmpi eq, {below}, {zero} : i32")
+        lead = self.op(f"arith.andi {flag}, {first} : i1")
+        count = self.op(f"math.ctpop {bal} : i32")
+        (old,) = self.t.if_(lead, lambda: [
+            self.op(f"memref.atomic_rmw addi {count}, {counter}[{at}] : "
+                    f"(i32, {self._ty(counter)}) -> i32")], lambda: [zero], ["i32"])  # fmt: skip
+        lane = self.i32(self.op(f"arith.andi {self.tid}, {self.t.i(31)} : index"))
+        src = self.op(f"arith.select {flag}, {self.op(f'math.cttz {bal} : i32')}, {lane} : i32")
+        return self.a32("addi", self.shuffle("idx", old, src), below)
+
+    def lanes_below(self) -> str:
+        """The mask of the lanes before this thread's in its warp (i32)."""
+        one = self.c(1, "i32")
+        lane = self.i32(self.op(f"arith.andi {self.tid}, {self.t.i(31)} : index"))
+        return self.a32("subi", self.a32("shli", one, lane), one)
 
     def idx(self, v: str) -> str:
         return self.op(f"arith.index_cast {v} : i32 to index")
@@ -262,12 +322,11 @@ class _Kernel:
             st = storage_type(dt)
             bits = int(st[1:])
             ity = "i64" if bits == 64 else "i32"
-            signed = dt.kind == "i"
-            key = raw if bits in (32, 64) else \
-                op(f"arith.{'extsi' if signed else 'extui'} {raw} : {st} to {ity}")  # fmt: skip
-            if signed:
-                top = -(2 ** (int(ity[1:]) - 1))
-                key = op(f"arith.xori {key}, {c(top, ity)} : {ity}")
+            key = raw
+            if dt.kind == "i":  # the sign bit flipped in the stored width
+                key = op(f"arith.xori {key}, {c(-(2 ** (bits - 1)), st)} : {st}")
+            if bits not in (32, 64):  # then zero-extended: the key has the dtype's width
+                key = op(f"arith.extui {key} : {st} to {ity}")
         if ity != self.kt:
             key = op(f"arith.extui {key} : {ity} to {self.kt}")
         if self.sp.top_k:  # largest first
@@ -365,15 +424,21 @@ class _Kernel:
         pad = self.i32(p) if not sp.top_k else self.c(PAD_INDEX, "i32")
         return key, self.op(f"arith.select {ok}, {self.i32(p)}, {pad} : i32")
 
-    def func(self, name: str, threads: int) -> str:
-        wg = (f"%sk: memref<{self.smem}x{self.kt}, {SMEM}>, "
-              f"%si: memref<{self.smem}xi32, {SMEM}>")  # fmt: skip
+    def func(self, name: str, threads: int, min_blocks: int = 0) -> str:
+        """The ``gpu.func`` (``min_blocks``: NVVM's ``minctasm``, bounding the registers)."""
+        wg = ", ".join(f"{n}: {ty}" for n, ty in self.smem_bufs.items())
+        attrs = f"nvvm.maxntid = array<i32: {threads}, 1, 1>"
+        attrs += f", nvvm.minctasm = {min_blocks} : i32" if min_blocks else ""
         head = (f"    gpu.func @{name}({', '.join(self.params())}) workgroup({wg}) kernel "
-                f"attributes {{nvvm.maxntid = array<i32: {threads}, 1, 1>}} {{")  # fmt: skip
+                f"attributes {{{attrs}}} {{")  # fmt: skip
         return "\n".join([head, *self.t.consts, *self.t.lines, "      gpu.return", "    }"])
 
-    def start(self, smem: int) -> None:
-        self.smem = smem
+    def start(self, smem: int = 0) -> None:
+        """The block and thread ids; a tile of ``smem`` pairs in shared memory (``%sk``,
+        ``%si``) if ``smem``."""
+        if smem:
+            self.shared("%sk", smem, self.kt)
+            self.shared("%si", smem, "i32")
         self.bid = self.t.gpu("block_id")
         self.tid = self.t.gpu("thread_id")
 
@@ -381,118 +446,97 @@ class _Kernel:
 # ---- the kernels --------------------------------------------------------------------------------
 
 
-def _tile_kernel(sp: Spec, q: int, name: str, merge: str | None) -> str:
-    """``tsort{q}`` (``merge`` None), ``tmerge`` (``merge == "mid"``) or ``tmerge{q}``."""
+def _tile_kernel(sp: Spec, q: int, name: str) -> str:
+    """``tsort{q}``: a block sorts a row of ``P <= tile`` positions and finishes pass ``q``."""
     K = _Kernel(sp)
-    t, size = K.t, sp.t
+    t, size = K.t, sp.P
     T = sp.threads(size)
     K.start(size)
-    tiles = sp.P // size
-    r, base = t.div(K.bid, t.i(tiles)), t.mul(t.rem(K.bid, t.i(tiles)), t.i(size))
-    row0 = t.mul(r, t.i(sp.P))
+    r = K.bid
     slots = [t.add(K.tid, t.i(u * T)) if u else K.tid for u in range(size // T)]
     for e in slots:
-        p = t.add(base, e)
-        if merge is None:
-            key, ix = K.load_key(q, r, p)
-        else:
-            key, ix = K.load("%wk", t.add(row0, p)), K.load("%wi", t.add(row0, p))
+        key, ix = K.load_key(q, r, e)
         K.store(key, "%sk", e)
         K.store(ix, "%si", e)
-    if merge is None:
-        K.sort_tile(size, base, T)
-    else:
-        K.stages(size, size // 2, K.op("arith.index_cast %kk : i64 to index"), base, T)
-        t.barrier()
+    K.sort_tile(size, t.i(0), T)
     for e in slots:
-        p = t.add(base, e)
-        if merge == "mid" or (merge is None and tiles > 1):
-            K.store(K.load("%sk", e), "%wk", t.add(row0, p))
-            K.store(K.load("%si", e), "%wi", t.add(row0, p))
-        else:
-            K.finish(q, r, p, K.load("%si", e))
+        K.finish(q, r, e, K.load("%si", e))
     return K.func(name, T)
 
 
-def _step_kernel(sp: Spec, name: str) -> str:
-    """``gstep``: the compare-exchange stage ``(kk, j = 2**lj)`` of every row in global memory."""
-    K = _Kernel(sp)
-    t = K.t
-    K.start(1)
-    g = t.add(t.mul(K.bid, t.i(STEP_THREADS)), K.tid)
-    half = sp.P // 2
-
-    def body() -> None:
-        r, q = t.div(g, t.i(half)), t.rem(g, t.i(half))
-        lj = K.op("arith.index_cast %lj : i64 to index")
-        j = K.op(f"arith.shli {t.i(1)}, {lj} : index")
-        lo, hi = K.pair(q, j, lj)
-        asc = K.asc(lo, K.op("arith.index_cast %kk : i64 to index"))
-        a, b = t.add(t.mul(r, t.i(sp.P)), lo), t.add(t.mul(r, t.i(sp.P)), hi)
-        ka, kb, ia, ib = K.load("%wk", a), K.load("%wk", b), K.load("%wi", a), K.load("%wi", b)
-        gt = K.op(f"arith.cmpi ugt, {ka}, {kb} : {K.kt}")
-        eq = K.op(f"arith.cmpi eq, {ka}, {kb} : {K.kt}")
-        igt = K.op(f"arith.cmpi ugt, {ia}, {ib} : i32")
-        gt = K.op(f"arith.ori {gt}, {K.op(f'arith.andi {eq}, {igt} : i1')} : i1")
-        swap = K.op(f"arith.cmpi eq, {gt}, {asc} : i1")
-
-        def exchange() -> None:
-            K.store(kb, "%wk", a)
-            K.store(ka, "%wk", b)
-            K.store(ib, "%wi", a)
-            K.store(ia, "%wi", b)
-
-        K.where(swap, exchange)
-
-    K.where(t.cmp("ult", g, t.i(sp.rows * half)), body)
-    return K.func(name, STEP_THREADS)
-
-
 def _select_kernel(sp: Spec, name: str) -> str:
-    """``topk``: a block per row keeps its best ``K`` pairs in the first ``K`` slots."""
+    """``topk``: a block per row keeps its best ``K`` pairs sorted in the first ``K`` slots and
+    appends, a batch of the row at a time, the pairs that beat the ``K``-th best (a slot each
+    from a warp-aggregated shared counter, ``%sc``); when the next batch might not fit, the
+    tile is sorted (the candidates merged into the best ``K``) and emptied. Past the first
+    rounds few pairs beat the ``K``-th best, so a row of 32000 takes two or three sorts."""
     K = _Kernel(sp)
     t, S = K.t, sp.tile
     T = sp.threads(S)
     K.start(S)
-    kp = pow2(sp.k)
-    chunk = S - kp
-    r = K.bid
+    K.shared("%sc", 1, "i32")
+    kp, U = pow2(sp.k), max(1, S // 2 // T)
+    batch = T * U  # at most S - kp
+    r, zero = K.bid, t.i(0)
     slots = [t.add(K.tid, t.i(u * T)) if u else K.tid for u in range(S // T)]
-    for e in slots:  # the empty candidates: the largest key
 
-        def pad(e=e) -> None:
-            K.store(K.c(-1, K.kt), "%sk", e)
-            K.store(K.c(PAD_INDEX, "i32"), "%si", e)
+    def pad(e: str) -> None:  # an empty slot: the largest key
+        K.store(K.c(-1, K.kt), "%sk", e)
+        K.store(K.c(PAD_INDEX, "i32"), "%si", e)
 
-        K.where(t.cmp("ult", e, t.i(kp)), pad)
+    for e in slots:
+        K.where(t.cmp("ult", e, t.i(kp)), lambda e=e: pad(e))
+    K.where(t.cmp("eq", K.tid, zero), lambda: K.store(K.c(0, "i32"), "%sc", zero))
+
+    def flush(used: str) -> None:
+        """Pad the free slots, sort the tile, empty the candidates (the whole block)."""
+        end = t.add(t.i(kp), K.idx(used))
+        for e in slots:
+            K.where(t.cmp("uge", e, end), lambda e=e: pad(e))
+        K.sort_tile(S, zero, T)  # barriers before and after
+        K.where(t.cmp("eq", K.tid, zero), lambda: K.store(K.c(0, "i32"), "%sc", zero))
+        t.barrier()
 
     def rnd(c: str, _args) -> list[str]:
-        t.barrier()  # the previous round's reads are done
-        for e in slots:
+        t.barrier()  # the previous batch's candidates are in
+        used = K.load("%sc", zero)
+        t.barrier()  # every thread has read the count
+        full = K.op(f"arith.cmpi ugt, {used}, {K.c(S - kp - batch, 'i32')} : i32")
+        K.where(full, lambda: flush(used))
+        tk, ti = K.load("%sk", t.i(kp - 1)), K.load("%si", t.i(kp - 1))
+        for u in range(U):
+            p = t.add(t.mul(c, t.i(batch)), t.add(K.tid, t.i(u * T)) if u else K.tid)
+            key, ix = K.load_key(0, r, p)  # past the row: the largest key, never better
+            lt = K.op(f"arith.cmpi ult, {key}, {tk} : {K.kt}")
+            eq = K.op(f"arith.cmpi eq, {key}, {tk} : {K.kt}")
+            ilt = K.op(f"arith.cmpi ult, {ix}, {ti} : i32")
+            better = K.op(f"arith.ori {lt}, {K.op(f'arith.andi {eq}, {ilt} : i1')} : i1")
+            slot = K.reserve(better, "%sc", zero)
 
-            def fill(e=e) -> None:
-                p = t.add(t.mul(c, t.i(chunk)), K.op(f"arith.subi {e}, {t.i(kp)} : index"))
-                key, ix = K.load_key(0, r, p)
-                K.store(key, "%sk", e)
-                K.store(ix, "%si", e)
+            def put(key=key, ix=ix, slot=slot) -> None:
+                at = t.add(t.i(kp), K.idx(slot))
+                K.store(key, "%sk", at)
+                K.store(ix, "%si", at)
 
-            K.where(t.cmp("uge", e, t.i(kp)), fill)
-        K.sort_tile(S, t.i(0), T)
+            K.where(better, put)
         return []
 
-    t.loop(t.i(0), t.i(_cdiv(sp.n, chunk)), t.i(1), [], rnd)
+    t.loop(zero, t.i(_cdiv(sp.n, batch)), t.i(1), [], rnd)
+    t.barrier()
+    used = K.load("%sc", zero)
+    t.barrier()
+    K.where(K.op(f"arith.cmpi ugt, {used}, {K.c(0, 'i32')} : i32"), lambda: flush(used))
     for e in slots:
         K.finish(0, r, e, K.load("%si", e))
-    return K.func(name, T)
+    return K.func(name, T, min_blocks=2)  # two blocks per SM: one's sort hides the other's loads
 
 
 def emit(sp: Spec, sym: str) -> str:
     """The ``gpu.module @sym`` of ``sp``'s kernels (``sorting.launches`` says how to run them)."""
+    if sp.radix:
+        from blu.lower.cuda import sort_radix
+
+        return sort_radix.emit(sp, sym)
     if sp.select:
         return module(sym, [_select_kernel(sp, "topk")])
-    funcs = [_tile_kernel(sp, q, f"tsort{q}", None) for q in range(sp.passes)]
-    if sp.P > sp.t:
-        funcs.append(_step_kernel(sp, "gstep"))
-        funcs.append(_tile_kernel(sp, 0, "tmerge", "mid"))
-        funcs += [_tile_kernel(sp, q, f"tmerge{q}", "end") for q in range(sp.passes)]
-    return module(sym, funcs)
+    return module(sym, [_tile_kernel(sp, q, f"tsort{q}") for q in range(sp.passes)])

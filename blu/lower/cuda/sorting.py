@@ -1,35 +1,32 @@
 """``sort`` and ``top_k`` (``blu.lax.sorting``) on CUDA targets: library nodes launching blu's
-own bitonic kernels (``blu.lower.cuda.sort_kernels``: compiled or loaded when the executable is
-built, so the kernel cache holds them ahead of time), with the pairs between global passes and
-the permutations of several keys in the node's planned workspace; no host round trip.
+own kernels (compiled or loaded when the executable is built, so the kernel cache holds them
+ahead of time), with the radix sort's pairs and counts and the permutations of several keys in
+the node's planned workspace; no host round trip.
 
-The launch sequence of a pass (``launches``), for a row padded to ``P`` and tiles of ``t``:
-``tsort`` sorts each tile in shared memory; when ``P > t``, for each merge size
-``k = 2t .. P`` the stages ``j = k/2 .. t`` run as ``gstep`` launches over global memory and the
-stages ``j < t`` as one ``tmerge`` launch per tile (the last, ``k = P``, finishes the pass):
-``log2(P/t) (log2(P/t) + 1) / 2`` global stages in all (36 for 2**20 floats). Small ``top_k``
-on long rows runs ``topk`` alone.
+The launch sequence (``launches``): a row of one tile (``n <= tile``) is one ``tsort{q}`` launch
+per key, a block per row, bitonic in shared memory (``blu.lower.cuda.sort_kernels``); small
+``top_k`` on long rows runs ``topk`` alone; longer rows are radix sorted
+(``blu.lower.cuda.sort_radix``): per 8-bit digit pass a histogram (``rh*``), the scan of the
+counts (``rscan``) and the ranking scatter (``rs*``), 4 passes (12 launches) for float32 keys.
 
 The simulated GPU (``BLU_FAKE_GPU=1``) compiles these kernels and runs the primitive's numpy
 impl into the planned buffers.
 
-Next, for speed on long rows: the global stages are memory bound (a read and a write of every
-pair each); several of them fused per launch in registers (or a radix sort's histogram, scan
-and scatter passes on the same keys, 4 passes of 8 bits for 32-bit keys) would cut the traffic
-several times. For many short rows, a block holds one row: several rows per block would keep
-the threads busy. For ``top_k``, a per-round filter against the current ``k``-th key would skip
-most rounds' sorts.
+Next: several short rows per block (a block holds one row of the tile kernels); the radix
+sort's histograms all counted in one read up front and the scan chained through the scatter
+(Onesweep's decoupled look-back), one launch per pass.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any
 
-import numpy as np
-
+from blu.cuda.driver import pack_args
 from blu.lax import sorting
 from blu.lower.cuda import sort_kernels as sk
+from blu.lower.cuda import sort_radix
 from blu.lower.library import LibraryLowering, register_library
 from blu.lower.mlir.cache import kernel_key
 from blu.lower.mlir.llvm import symbol
@@ -40,8 +37,8 @@ class Launch:
     func: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
-    kk: int = 0  # merge size (gstep, tmerge)
-    lj: int = 0  # log2 of the stage's distance (gstep)
+    kk: int = 0  # unused
+    lj: int = 0  # the digit's bit offset (radix passes)
 
 
 def launches(sp: sk.Spec) -> list[Launch]:
@@ -50,21 +47,15 @@ def launches(sp: sk.Spec) -> list[Launch]:
         return []
     if sp.select:
         return [Launch("topk", (sp.rows, 1, 1), (sp.threads(sp.tile), 1, 1))]
-    t = sp.t
-    tiles = (sp.rows * (sp.P // t), 1, 1)
-    block = (sp.threads(t), 1, 1)
-    steps = (-(-(sp.rows * sp.P // 2) // sk.STEP_THREADS), 1, 1)
+    if not sp.radix:
+        return [Launch(f"tsort{q}", (sp.rows, 1, 1), (sp.threads(sp.P), 1, 1))
+                for q in range(sp.passes)]  # fmt: skip
+    blocks, block = (sp.rows * sp.blocks, 1, 1), (sk.RADIX_THREADS, 1, 1)
     out = []
-    for q in range(sp.passes):
-        out.append(Launch(f"tsort{q}", tiles, block))
-        kk = 2 * t
-        while kk <= sp.P:
-            j = kk // 2
-            while j >= t:
-                out.append(Launch("gstep", steps, (sk.STEP_THREADS, 1, 1), kk, j.bit_length() - 1))
-                j //= 2
-            out.append(Launch("tmerge" if kk < sp.P else f"tmerge{q}", tiles, block, kk))
-            kk *= 2
+    for ps in sort_radix.passes(sp):
+        out.append(Launch(ps.hist, blocks, block, lj=ps.shift))
+        out.append(Launch("rscan", (sp.rows, 1, 1), block))
+        out.append(Launch(ps.scatter, blocks, block, lj=ps.shift))
     return out
 
 
@@ -92,6 +83,18 @@ def _kernels(prim: Any):
     return kernels
 
 
+_plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> its launches
+
+
+def _plan(mod: Any, sp: sk.Spec) -> list[tuple]:
+    """``(function, grid, block, lj)`` per launch of ``sp`` from the loaded module ``mod``."""
+    plan = _plans.get(mod)
+    if plan is None:
+        plan = [(mod.function(la.func), la.grid, la.block, la.lj) for la in launches(sp)]
+        _plans[mod] = plan
+    return plan
+
+
 def _gpu(prim: Any):
     def call(dev, stream, ins, outs, workspace, in_avals, out_avals, _modules=(), **params):
         if not _modules:  # nothing to write
@@ -99,10 +102,12 @@ def _gpu(prim: Any):
         mod = _modules[0]
         sp = _built.get(mod.name) or spec(prim, in_avals, params)
         ws = [workspace + off if nbytes else 0 for off, nbytes in sp.regions().values()]
-        base = [*ins, *outs, *ws]
-        for la in launches(sp):
-            args = [*base, np.int64(la.kk), np.int64(la.lj)]
-            mod.function(la.func).launch(la.grid, la.block, args, stream=stream)
+        # the parameters packed once (device addresses, then ``kk`` and ``lj``): only ``lj``
+        # changes between launches (each launch's values are copied by the driver)
+        slots, pointers = pack_args([*ins, *outs, *ws, 0, 0])
+        for fn, grid, block, lj in _plan(mod, sp):
+            slots[-1] = lj
+            fn.launch_packed(grid, block, pointers, stream=stream)
 
     return call
 

@@ -1,6 +1,7 @@
 """GPU tests of ``sort`` and ``top_k``'s CUDA kernels (``blu.lower.cuda.sort_kernels``: the
-shared-memory bitonic sort of a tile, the global merge stages of long rows, several keys, and
-``top_k``'s selection kernel), marked ``gpu``.
+shared-memory bitonic sort of a tile, the radix sort of long rows (``sort_radix``; its logic
+is also modelled in numpy by ``test_sort_radix``), several keys, and ``top_k``'s selection
+kernel), marked ``gpu``.
 
 Runs on a GPU or, with ``BLU_FAKE_GPU=1``, on the simulated device (which compiles the kernels
 into the cache and runs the primitive's numpy impl), so every shape is FIXED: the GPU machine has
@@ -94,8 +95,8 @@ def _assert_compiled(f, *xs):
     assert NodeKind.FALLBACK not in kinds and NodeKind.LIBRARY in kinds, kinds
 
 
-# (shape, dimension): one tile (a power of two or not), rows of one element, the global merge
-# stages (rows past the 4096-position tile), leading axes (strided rows), empty arrays
+# (shape, dimension): one tile (a power of two or not), rows of one element, the radix sort
+# (rows past the 4096-position tile), leading axes (strided rows), empty arrays
 CASES = [((1000,), 0), ((7, 33), 1), ((4096,), 0), ((3, 5000), 1), ((70000,), 0),
          ((300, 7), 0), ((2, 3000, 3), 1), ((6, 1), 1), ((0, 5), 1), ((5, 0), 1)]  # fmt: skip
 
@@ -172,7 +173,9 @@ def test_kernel_choice():
     sp = sk.spec_of("top_k", [np.zeros((4096, 32000), f32)], {"k": 50})
     assert sp.select and sp.workspace_bytes() == 0
     sp = sk.spec_of("sort", [np.zeros((1 << 20,), f32)], {"dimension": 0, "num_keys": 1})
-    assert not sp.select and sp.t == sk.TILE[32] and sp.workspace_bytes() == 8 << 20
+    # radix: two buffers of (key, index) pairs, 256 blocks' digit counts, the digit starts
+    assert not sp.select and sp.radix and sp.blocks == 256
+    assert sp.workspace_bytes() == (16 << 20) + 4 * 256 * 256 + 4 * 256
 
 
 def test_sort_2_20(dev):
