@@ -253,7 +253,7 @@ class Generator:
     def __call__(self, params: Params, prompt, key):
         """int32 ``(B, n_new)``: the tokens drawn after ``prompt`` ``(B, P)`` with ``key``."""
         self.check_prompt(prompt)
-        if not isinstance(prompt, blu.Array) and not hasattr(prompt, "__cuda_array_interface__"):
+        if isinstance(prompt, (list, tuple, np.ndarray)):
             prompt = np.asarray(prompt, np.int32)
         return self.fn(params, prompt, key)
 
