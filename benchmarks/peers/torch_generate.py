@@ -168,4 +168,3 @@ def make_model(named: dict[str, np.ndarray], n_layer: int, n_head: int, n_ctx: i
     model = GPT(vocab, n_layer, n_head, d, n_ctx).to(device=device, dtype=dtype).eval()
     load_weights(model, named)
     return model
-

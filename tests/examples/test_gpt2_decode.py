@@ -166,3 +166,25 @@ def test_generation_runs_on_the_gpu(params, loop):
     assert isinstance(got, bc.DeviceArray)
     np.testing.assert_array_equal(np.asarray(got), want)
     assert g.trace_count == 1
+
+
+def test_generation_benchmark_runs_on_the_cpu(capsys):
+    """``benchmarks/generate.py`` end to end on the tiny config (no GPU: the CPU program; PyTorch
+    where installed): a table row per system, the fidelity line agreeing token for token."""
+    from benchmarks import generate as bench
+
+    systems = "blu-fori,blu-while"
+    try:
+        import torch  # noqa: F401
+
+        systems += ",torch"
+    except ImportError:
+        pass
+    argv = ["--config", "tiny", "--batches", "1", "--prompt", "3", "--new", "4", "--modes",
+            "fp32", "--systems", systems, "--reps", "1", "--warmup", "0"]  # fmt: skip
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "4/4 tokens agree" in out or "torch" not in systems
+    for s in systems.split(","):
+        assert f"| {s} | fp32 | 1 |" in out
+    assert "failed" not in out
