@@ -234,8 +234,10 @@ def device_name() -> str:
 def bench(a: argparse.Namespace) -> list[dict]:
     cfg = model_config(a.config)
     start = time.perf_counter()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                            capture_output=True, text=True).stdout.strip() or "?"  # fmt: skip
+    commit = "?"  # a copy of the tree without its .git (the GPU machine's) has no commit
+    if (ROOT / ".git").exists():
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                capture_output=True, text=True).stdout.strip() or "?"  # fmt: skip
     print(f"device {device_name()}; {datetime.date.today()}; commit {commit}; config {a.config}; "
           f"prompt {a.prompt}, {a.new} new tokens, top-k {a.top_k}, temperature "
           f"{a.temperature}; median of {a.reps} calls after {a.warmup}", flush=True)  # fmt: skip
