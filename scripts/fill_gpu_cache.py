@@ -5,7 +5,7 @@ GPT-2 example and the GPT-2 benchmark run is compiled here, to PTX and (with ptx
                                      [--skip-bench] [--skip-parallel] [--bench-modes fp32,bf16]
                                      [--skip-max-batch] [--max-batch-modes bf16]
                                      [--skip-kernel-bench] [--skip-flash-tiles]
-                                     [--skip-device-programs]
+                                     [--skip-device-programs] [--skip-generate]
 
 How: the GPU tests and the example run on a simulated GPU (``BLU_FAKE_GPU=1``: device arrays in
 host memory, each fused kernel's CPU build executed while its GPU build is compiled into the
@@ -50,6 +50,7 @@ GPU_TESTS = [
     "tests/lower/test_scatter_along_axis.py",
     "tests/lower/test_random_gamma_grad_kernel.py",
     "tests/lower/cuda/test_gpu_sort.py",
+    "tests/examples/test_gpt2_decode.py",
 ]
 # the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps
 # sets the learning-rate schedule's constants)
@@ -116,6 +117,8 @@ def main() -> int:
                    help="skip benchmarks/flash_tiles.py's kernel variants")  # fmt: skip
     p.add_argument("--skip-device-programs", action="store_true",
                    help="skip benchmarks/device_programs.py's programs")  # fmt: skip
+    p.add_argument("--skip-generate", action="store_true",
+                   help="skip benchmarks/generate.py's programs (GPT-2 generation)")  # fmt: skip
     p.add_argument("--bench-modes", default="fp32,tf32,bf16")
     p.add_argument(
         "--skip-max-batch",
@@ -209,6 +212,10 @@ def main() -> int:
         ok &= run([sys.executable, str(ROOT / "benchmarks" / "device_programs.py"), "--fill"],
                   dict(env, BLU_FAKE_GPU="0"),
                   "device programs, lowered for cuda:sm_90")  # fmt: skip
+    if not a.skip_generate:  # GPT-2 124M generation loops (the defaults of the GPU run)
+        ok &= run([sys.executable, str(ROOT / "benchmarks" / "generate.py"), "--fill"],
+                  dict(env, BLU_FAKE_GPU="0"),
+                  "GPT-2 generation programs, lowered for cuda:sm_90")  # fmt: skip
     n = export_gpu_entries(Path(a.cache), Path(a.cache + "-gpu"))
     print(f"[fill] {a.cache}: {n} GPU kernels, copied to {a.cache}-gpu (carry that folder)")
     return 0 if ok else 1
