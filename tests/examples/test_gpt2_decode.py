@@ -151,7 +151,13 @@ def on_gpu(test):
 def test_generation_runs_on_the_gpu(params, loop):
     """The whole generation (prefill, decode steps, top-k sampling) is one program whose loop
     is a loop node with no host fallback, in it or around it; its tokens are those of the same
-    program run eagerly on the host."""
+    program run eagerly on the host. (Short scans are not unrolled here: ``BLU_UNROLL_SCANS``
+    would inline this test's few steps.)"""
+    with blu.config.override(unroll_scans=0):
+        _generation_on_the_gpu(params, loop)
+
+
+def _generation_on_the_gpu(params, loop):
     dev = make_device()
     ids, key = prompt(9), random.key(3)
     g = Generator(CFG, N_NEW, temperature=1.0, top_k=5, loop=loop)
