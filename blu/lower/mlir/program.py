@@ -14,12 +14,24 @@ from blu.lower.mlir.llvm import symbol
 from blu.lower.plan.nodes import NodeKind, Plan
 
 
+# Per primitive, the version of its kernel rule where a fix changed the code it emits: the
+# kernels holding it get keys of their own (the cache keeps no kernel built by the old rule),
+# while every other kernel keeps its key (``cache.CODEGEN_VERSION`` would invalidate them all).
+# concatenate 2: every operand's position clamped (the last one's was read unclamped: a load
+# before its buffer, an illegal address on a GPU where that buffer starts an allocation).
+RULE_VERSIONS = {"concatenate": 2}
+
+
 def node_text(node: Any) -> str:
     """The canonical text (cache key material) of a kernel or scatter node."""
     if node.kind == NodeKind.SCATTER:
         e = node.eqns[0]
         return cache.canonical_text(Jaxpr([], e.invars, [e], e.outvars))
-    return cache.canonical_text(node.jaxpr)
+    text = cache.canonical_text(node.jaxpr)
+    rules = sorted({e.primitive.name for e in node.jaxpr.eqns} & RULE_VERSIONS.keys())
+    if rules:
+        text += "\n#rules " + " ".join(f"{r}={RULE_VERSIONS[r]}" for r in rules)
+    return text
 
 
 def kernel_key(node: Any, backend: Any) -> str:

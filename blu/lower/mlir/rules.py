@@ -515,7 +515,9 @@ def _concatenate(k, eqn, idx: Idx) -> str:
     for x, off, n in reversed(parts):
         t = b.op(f"arith.subi {out[d]}, {b.index(off)} : index", "i") if off else out[d]
         multi = list(out)
-        multi[d] = _clamp_index(b, t, n) if result is not None else t
+        # every operand is read at every position (a select keeps one): each index clamped
+        # into its operand, or a position before this part reads before its buffer
+        multi[d] = _clamp_index(b, t, n)
         v = k.value(x, Idx(x.aval.shape, multi))
         if result is None:
             result = v
