@@ -43,6 +43,8 @@ AGREED = {
     "gemm_search": "BLU_GEMM_SEARCH",
     "gpu_epilogues": "BLU_GPU_EPILOGUES",
     "packed_attention": "BLU_PACKED_ATTENTION",
+    "unroll_scans": "BLU_UNROLL_SCANS",
+    "cuda_conditional_nodes": "BLU_CUDA_CONDITIONAL_NODES",
     "cpu_mkl": "BLU_CPU_MKL",
     "cpu_spin": "BLU_CPU_SPIN",
 }

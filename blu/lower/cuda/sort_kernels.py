@@ -532,11 +532,9 @@ def _select_kernel(sp: Spec, name: str) -> str:
 
 
 def emit(sp: Spec, sym: str) -> str:
-    """The ``gpu.module @sym`` of ``sp``'s kernels (``sorting.launches`` says how to run them)."""
-    if sp.radix:
-        from blu.lower.cuda import sort_radix
-
-        return sort_radix.emit(sp, sym)
+    """The ``gpu.module @sym`` of ``sp``'s tile or selection kernels (``sorting.emit`` picks
+    the radix sort's for longer rows; ``sorting.launches`` says how to run them)."""
+    assert not sp.radix, "the radix sort's kernels are sort_radix.emit's"
     if sp.select:
         return module(sym, [_select_kernel(sp, "topk")])
     return module(sym, [_tile_kernel(sp, q, f"tsort{q}") for q in range(sp.passes)])

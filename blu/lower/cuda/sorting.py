@@ -59,6 +59,11 @@ def launches(sp: sk.Spec) -> list[Launch]:
     return out
 
 
+def emit(sp: sk.Spec, sym: str) -> str:
+    """The ``gpu.module @sym`` of ``sp``'s kernels: the radix sort's or the tile kernels'."""
+    return sort_radix.emit(sp, sym) if sp.radix else sk.emit(sp, sym)
+
+
 def spec(prim: Any, avals, params: dict) -> sk.Spec:
     return sk.spec_of(prim.name, avals, params)
 
@@ -78,7 +83,7 @@ def _kernels(prim: Any):
             return []
         canonical = sp.text()
         _built[symbol(kernel_key(canonical, target))] = sp
-        return [(canonical, lambda sym: sk.emit(sp, sym), f"{prim.name} {sp}")]
+        return [(canonical, lambda sym: emit(sp, sym), f"{prim.name} {sp}")]
 
     return kernels
 

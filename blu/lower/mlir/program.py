@@ -13,7 +13,6 @@ from blu.lower.mlir import cache
 from blu.lower.mlir.llvm import symbol
 from blu.lower.plan.nodes import NodeKind, Plan
 
-
 # Per primitive, the version of its kernel rule where a fix changed the code it emits: the
 # kernels holding it get keys of their own (the cache keeps no kernel built by the old rule),
 # while every other kernel keeps its key (``cache.CODEGEN_VERSION`` would invalidate them all).

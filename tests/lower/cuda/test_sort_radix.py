@@ -14,6 +14,7 @@ import pytest
 from blu.core import dtypes
 from blu.lower.cuda import sort_kernels as sk
 from blu.lower.cuda import sort_radix as sr
+from blu.lower.cuda import sorting
 from blu.lower.mlir import _mlir_available
 
 bf16 = dtypes.bfloat16
@@ -155,6 +156,6 @@ def test_radix_kernels_pass_ptxas(case):
     }[case]  # fmt: skip
     sp = sk.spec_of(name, avals, params)
     assert sp.radix
-    ptx = compile_ptx(sk.emit(sp, "rs"), "sm_90")
+    ptx = compile_ptx(sorting.emit(sp, "rs"), "sm_90")
     assert ptxas(ptx, "sm_90") is not None
     assert "vote.sync.ballot" in ptx.decode()
