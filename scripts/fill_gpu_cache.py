@@ -39,6 +39,7 @@ GPU_TESTS = [
     "tests/lower/test_lower_gather_scatter.py",
     "tests/lower/cuda/test_gpu_dynamic.py",
     "tests/lower/cuda/test_gpu_loops.py",
+    "tests/lower/cuda/test_gpu_complex_dots.py",
     "tests/lower/cuda/test_flash_attention_gpu.py",
     "tests/examples/test_benchmark_gpt2.py",
     "tests/reliability/test_oom_report.py",

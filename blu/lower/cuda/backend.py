@@ -17,6 +17,7 @@ from blu.lower.cuda import kernels, loops
 from blu.lower.cuda import libraries as _libraries  # noqa: F401  (registers cuSOLVER's calls)
 from blu.lower.cuda import sorting as _sorting  # noqa: F401  (registers its kernels)
 from blu.lower.cuda.codegen import plan_nests
+from blu.lower.cuda.complex_dots import split_complex_dots
 from blu.lower.cuda.dots import canonicalize_dots, library_dot
 from blu.lower.cuda.epilogues import fuse_epilogues
 from blu.lower.cuda.executable import GpuExecutable, Lowered
@@ -50,7 +51,8 @@ class CudaBackend(Backend):
         return fuse_epilogues(pack_attention(j))
 
     def late_passes(self, jaxpr: Jaxpr) -> Jaxpr:
-        return canonicalize_dots(jaxpr)
+        # complex products as real ones first: cuBLASLt then reads every product
+        return canonicalize_dots(split_complex_dots(jaxpr))
 
     def prepare_loop(self, node) -> None:
         # each body prepared as a program of its own; its buffers become the node's workspace
