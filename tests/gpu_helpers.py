@@ -110,6 +110,13 @@ COMPILING_GPU_MARKS = [
 ]  # fmt: skip
 
 
+def on_gpu(test):
+    """``GPU_MARKS`` on one test (in a file whose other tests need no GPU)."""
+    for mark in GPU_MARKS:
+        test = mark(test)
+    return test
+
+
 def make_device():
     """The device the GPU tests run on."""
     return FakeDevice(capacity=4 << 30) if FAKE else bc.devices()[0]

@@ -234,6 +234,21 @@ def readers(jaxpr: Jaxpr) -> dict[Var, list[JaxprEqn]]:
     return out
 
 
+def splice_jaxpr(body: Jaxpr, args: Sequence[Any], into: list[JaxprEqn], source: str = "") -> list:
+    """Append ``body``'s equations to ``into`` with fresh output variables and its inputs bound
+    to ``args`` (atoms of the enclosing jaxpr); return its outputs there. ``source``, when
+    given, is every spliced equation's user line (a rewrite traced now would otherwise carry
+    the rewrite's own lines)."""
+    local: dict[Var, Any] = dict(zip(body.invars, args, strict=True))
+    read = lambda a: local[a] if isinstance(a, Var) else a  # noqa: E731
+    for be in body.eqns:
+        outs = [Var(v.aval) for v in be.outvars]
+        into.append(be.replace(invars=[read(a) for a in be.invars], outvars=outs,
+                               source=source or be.source))  # fmt: skip
+        local.update(zip(be.outvars, outs))
+    return [read(v) for v in body.outvars]
+
+
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None) -> Jaxpr:
     """Dead-code elimination: drop equations none of whose outputs are used.
 

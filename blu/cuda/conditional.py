@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from blu.cuda.driver import Module, call, driver_version, drv
+from blu.cuda.graph import Graph
 
 __all__ = ["SwitchGraph", "WhileGraph", "supported"]
 
@@ -145,7 +146,7 @@ def _capture_into(device: Any, graph: Any, work: Callable[[], None]) -> None:
         call("cuStreamEndCapture", stream)
 
 
-class WhileGraph:
+class WhileGraph(Graph):
     """``while *pred: body()`` as one graph launch on ``device``'s stream (see the module
     docstring). ``body()`` queues one iteration's work on the device's stream and leaves the
     next condition (a byte: non-zero to go on) at ``pred_ptr``; the caller queues the first
@@ -181,16 +182,7 @@ class WhileGraph:
 
     def launch(self) -> None:
         """Queue the loop on the device's stream (one driver call; nothing waits)."""
-        call("cuGraphLaunch", self.exec, self.device.stream.handle)
-
-    def destroy(self) -> None:
-        if self.exec is not None:
-            call("cuGraphExecDestroy", self.exec)
-            self.exec = None
-        if self.graph is not None:
-            call("cuGraphDestroy", self.graph)
-            self.graph = None
-
+        self.replay(self.device.stream)
 
 class SwitchGraph(WhileGraph):
     """``branches[clamp(*index, 0, n - 1)]()`` as one graph launch: a conditional SWITCH node

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from gpu_helpers import GPU_MARKS, bf16, f16, f32, make_device, plan_nodes, put
+from gpu_helpers import bf16, f16, f32, make_device, on_gpu, plan_nodes, put
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -105,11 +105,6 @@ def test_grad_of_take_along_axis_through_jit():
 
 # ---- on a GPU (fixed shapes: their kernels are compiled ahead) --------------------------------
 
-
-def on_gpu(test):
-    for mark in GPU_MARKS:
-        test = mark(test)
-    return test
 
 
 @pytest.fixture(scope="module")

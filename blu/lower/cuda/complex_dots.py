@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes
-from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, dce_jaxpr
+from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, dce_jaxpr, splice_jaxpr
 from blu.core.staging import trace_to_jaxpr
 from blu.lax.complex import complex as make_complex
 from blu.lax.complex import imag, real
@@ -87,13 +87,5 @@ def split_complex_dots(jaxpr: Jaxpr) -> Jaxpr:
             eqns.append(e.replace(invars=ins, outvars=outs))
             env.update(zip(e.outvars, outs))
             continue
-        body = _body(e)
-        local: dict[Var, Any] = dict(zip(body.invars, ins, strict=True))
-        lread = lambda a, local=local: local[a] if isinstance(a, Var) else a  # noqa: E731
-        for be in body.eqns:
-            outs = [Var(v.aval) for v in be.outvars]
-            eqns.append(be.replace(invars=[lread(a) for a in be.invars], outvars=outs,
-                                   source=e.source or be.source))  # fmt: skip
-            local.update(zip(be.outvars, outs))
-        env[e.outvars[0]] = lread(body.outvars[0])
+        (env[e.outvars[0]],) = splice_jaxpr(_body(e), ins, eqns, e.source)
     return dce_jaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, [read(v) for v in jaxpr.outvars]))

@@ -441,23 +441,29 @@ class LoopStep:
             condition()
 
         condition()  # the first decision, queued before the graph
-        key = (*ins, *outs, ws)
+        from blu.cuda.conditional import WhileGraph
+
+        if not self._launch_graph((*ins, *outs, ws), lambda: WhileGraph(dev, pred_addr, iteration)):
+            self._while(ins, outs, ws)  # (on the host from now on)
+
+    def _launch_graph(self, key: tuple, make: Callable[[], Any]) -> bool:
+        """Launch the conditional graph of these addresses (``make()`` builds it, the last
+        ``MAX_WHILE_GRAPHS`` are kept); False where the driver refused to build it (a body it
+        cannot hold): the loop then decides on the host, from now on."""
         g = self._graphs.pop(key, None)
         if g is None:
-            from blu.cuda.conditional import WhileGraph
-
             if len(self._graphs) >= MAX_WHILE_GRAPHS:
                 self._graphs.pop(next(iter(self._graphs))).destroy()
             try:
-                g = WhileGraph(dev, pred_addr, iteration)
-            except Exception as e:  # noqa: BLE001 - a body the driver cannot hold: on the host
-                log.warning("while loop %s: no conditional graph (%s: %s); the host reads "
-                            "its predicate", self.e.source or "", type(e).__name__, e)  # fmt: skip
+                g = make()
+            except Exception as e:  # noqa: BLE001 - named in the log, then the host decides
+                log.warning("%s %s: no conditional graph (%s: %s); the host decides",
+                            self.name, self.e.source or "", type(e).__name__, e)  # fmt: skip
                 self.on_device = False
-                self._while(ins, outs, ws)
-                return
+                return False
         self._graphs[key] = g  # (most recent last)
         g.launch()
+        return True
 
     def _branch(self, br: _Body, ins: list[int], outs: list[int], ws: int) -> None:
         bp = br.base(ws)
@@ -482,21 +488,8 @@ class LoopStep:
         """The branch chosen on the device: a graph with a conditional SWITCH node
         (``blu.cuda.conditional``), keyed by the addresses; False where the driver refused it
         (then the host reads the index, from now on)."""
-        key = (*ins, *outs, ws)
-        g = self._graphs.pop(key, None)
-        if g is None:
-            from blu.cuda.conditional import SwitchGraph
+        from blu.cuda.conditional import SwitchGraph
 
-            if len(self._graphs) >= MAX_WHILE_GRAPHS:
-                self._graphs.pop(next(iter(self._graphs))).destroy()
-            branches = [lambda br=br: self._branch(br, ins, outs, ws) for br in self.bodies]
-            try:
-                g = SwitchGraph(self.dev, ins[0], branches)
-            except Exception as e:  # noqa: BLE001 - a branch the driver cannot hold
-                log.warning("cond %s: no conditional graph (%s: %s); the host reads its index",
-                            self.e.source or "", type(e).__name__, e)  # fmt: skip
-                self.on_device = False
-                return False
-        self._graphs[key] = g
-        g.launch()
-        return True
+        branches = [lambda br=br: self._branch(br, ins, outs, ws) for br in self.bodies]
+        return self._launch_graph((*ins, *outs, ws),
+                                  lambda: SwitchGraph(self.dev, ins[0], branches))  # fmt: skip

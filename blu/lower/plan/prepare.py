@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from blu.core.jaxpr import Jaxpr, JaxprEqn, Var
+from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, splice_jaxpr
 from blu.core.staging import trace_to_jaxpr
 from blu.lower import library
 from blu.lower.plan.fusion import KernelLayout, can_fuse
@@ -58,15 +58,8 @@ def inline_decompositions(jaxpr: Jaxpr, target: str) -> Jaxpr:
             if body is None:
                 eqns.append(e.replace(invars=ins))
                 continue
-            local: dict[Var, Any] = dict(zip(body.invars, ins, strict=True))
-            lread = lambda a, local=local: local[a] if isinstance(a, Var) else a  # noqa: E731
-            for be in body.eqns:
-                outs = [Var(v.aval) for v in be.outvars]
-                # traced now, the body's lines would be the lowering call's: keep the user's
-                eqns.append(be.replace(invars=[lread(a) for a in be.invars], outvars=outs,
-                                       source=e.source or be.source))  # fmt: skip
-                local.update(zip(be.outvars, outs))
-            env.update(zip(e.outvars, [lread(v) for v in body.outvars]))
+            # traced now, the body's lines would be the lowering call's: keep the user's
+            env.update(zip(e.outvars, splice_jaxpr(body, ins, eqns, e.source)))
         jaxpr = Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, [read(v) for v in jaxpr.outvars])
     return jaxpr
 

@@ -7,16 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_helpers import GPU_MARKS, make_device, plan_nodes, put
+from gpu_helpers import make_device, on_gpu, plan_nodes, put
 
 import blu
 import blu.lax as lax
-
-
-def on_gpu(test):
-    for mark in GPU_MARKS:
-        test = mark(test)
-    return test
 
 
 @pytest.fixture(scope="module")

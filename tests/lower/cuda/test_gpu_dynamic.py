@@ -16,7 +16,7 @@ import shutil
 
 import numpy as np
 import pytest
-from gpu_helpers import GPU_MARKS, bf16, f32, make_device, plan_nodes, put
+from gpu_helpers import bf16, f32, make_device, on_gpu, plan_nodes, put
 
 import blu
 import blu.lax as lax
@@ -85,12 +85,6 @@ def test_gpu_text_passes_ptxas(name):
 
 # ---- on a GPU -----------------------------------------------------------------------------------
 
-
-def on_gpu(test):
-    """``gpu_helpers.GPU_MARKS`` on one test (the ptxas test above needs no GPU)."""
-    for mark in GPU_MARKS:
-        test = mark(test)
-    return test
 
 
 @pytest.fixture(scope="module")

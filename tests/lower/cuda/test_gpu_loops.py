@@ -12,19 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_helpers import FAKE, GPU_MARKS, f32, f64, make_device, plan_nodes, put
+from gpu_helpers import FAKE, f32, f64, make_device, on_gpu, plan_nodes, put
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import blu
 import blu.lax as lax
 import blu.numpy as jnp
-
-
-def on_gpu(test):
-    for mark in GPU_MARKS:
-        test = mark(test)
-    return test
 
 
 @pytest.fixture(scope="module")
