@@ -25,6 +25,13 @@ PRESETS: dict[str, dict[str, Any]] = {
                   eval_every=100, eval_iters=20),
     "gpt2-124m": dict(steps=5000, batch_size=16, lr=6e-4, warmup_steps=200, beta2=0.95,
                       eval_every=250, eval_iters=20),
+    # GPT-3's learning rates at the matching sizes (Brown et al. 2020, table 2.1)
+    "gpt2-350m": dict(steps=5000, batch_size=8, lr=3e-4, warmup_steps=200, beta2=0.95,
+                      eval_every=250, eval_iters=20),
+    "gpt2-774m": dict(steps=5000, batch_size=8, lr=2.5e-4, warmup_steps=200, beta2=0.95,
+                      eval_every=250, eval_iters=20),
+    "gpt2-1.5b": dict(steps=5000, batch_size=4, lr=2e-4, warmup_steps=200, beta2=0.95,
+                      eval_every=250, eval_iters=20),
     # the LLaMA-style decoder: GPT-2's recipes at the matching sizes (not yet tuned for it)
     "llama-tiny": dict(steps=30, batch_size=8, lr=1e-2, warmup_steps=2, beta2=0.99,
                        eval_every=10, eval_iters=2),

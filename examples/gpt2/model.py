@@ -84,6 +84,10 @@ CONFIGS: dict[str, GPTConfig] = {
     "small": GPTConfig(n_layer=3, n_head=4, d_model=128, n_ctx=64),
     # GPT-2 small (124M parameters with the padded 50304-token vocabulary)
     "gpt2-124m": GPTConfig(n_layer=12, n_head=12, d_model=768, n_ctx=1024, pad_vocab_to=64),
+    # the larger GPT-2s (Radford et al. 2019, table 2; heads as OpenAI's released checkpoints)
+    "gpt2-350m": GPTConfig(n_layer=24, n_head=16, d_model=1024, n_ctx=1024, pad_vocab_to=64),
+    "gpt2-774m": GPTConfig(n_layer=36, n_head=20, d_model=1280, n_ctx=1024, pad_vocab_to=64),
+    "gpt2-1.5b": GPTConfig(n_layer=48, n_head=25, d_model=1600, n_ctx=1024, pad_vocab_to=64),
 }
 
 

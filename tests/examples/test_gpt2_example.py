@@ -376,3 +376,18 @@ def test_sampler_rejects_bad_settings():
         Sampler(cfg, top_k=31)
     with pytest.raises(ExampleError, match="block size"):
         Sampler(cfg, block_size=cfg.n_ctx + 1)
+
+
+def test_gpt2_sizes_have_the_released_parameter_counts():
+    """Every GPT-2 config's parameter count (tied embeddings, GPT-2's 50,257 BPE tokens padded to
+    a multiple of 64): OpenAI's released 124M / 355M / 774M / 1.5B checkpoints' counts plus the
+    padding rows, from the shapes alone (nothing is initialised)."""
+    from examples.gpt2.model import num_params
+
+    released = {"gpt2-124m": 124_439_808, "gpt2-350m": 354_823_168,
+                "gpt2-774m": 774_030_080, "gpt2-1.5b": 1_557_611_200}  # fmt: skip
+    for name, want in released.items():
+        cfg = CONFIGS[name].with_vocab(50257)
+        assert cfg.vocab_size == 50304 and cfg.d_model % cfg.n_head == 0
+        shapes = blu.eval_shape(lambda k, cfg=cfg: init_params(cfg, k), random.key(0))
+        assert num_params(shapes) == want + (50304 - 50257) * cfg.d_model, name
