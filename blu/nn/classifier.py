@@ -23,6 +23,7 @@ from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval, is_concrete
+from blu.parallel import spmd
 from blu.transforms.custom_derivatives import custom_vjp
 
 _LOW_PRECISION = (dtypes.bfloat16, dtypes.float16)
@@ -134,6 +135,11 @@ def linear_cross_entropy(
     if n == 0:  # no rows: the empty sum, or PyTorch's 0/0 for the mean
         empty = {"none": lambda: bnp.zeros(lead, acc), "sum": lambda: bnp.zeros((), acc)}
         return empty.get(reduction, lambda: bnp.full((), np.nan, acc))()
+    mesh = spmd.partitioning_mesh()
+    if chunk_size is None and mesh is not None and mesh.size > 1:
+        # under jit's partitioner the rows are split over devices; slicing them into chunks
+        # would gather every row onto every device, so each device takes its rows whole
+        chunk_size = n
     if chunk_size is None:
         chunks = min(-(-V // max(C, 1)), _MAX_DEFAULT_CHUNKS, n)
         chunk_size = -(-n // chunks)

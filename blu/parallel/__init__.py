@@ -33,6 +33,11 @@ from blu.parallel.mesh import Mesh, NamedSharding, P, PartitionSpec, make_mesh
 from blu.parallel.runtime import initialize, is_initialized, process_count, process_index, shutdown
 from blu.parallel.shard_map import shard, shard_map
 from blu.parallel.sharded_array import Shard, ShardedArray, device_put
+from blu.parallel import spmd as _spmd
+from blu.parallel.spmd import with_sharding_constraint
+from blu.transforms import jit as _jit
+
+_jit.set_partitioner(_spmd.call)
 
 __all__ = [
     "Device",
@@ -64,4 +69,5 @@ __all__ = [
     "shard",
     "shard_map",
     "shutdown",
+    "with_sharding_constraint",
 ]

@@ -104,6 +104,7 @@ def bdim_to_front(x: Any, bdim: int | None, axis_size: int) -> Any:
 
 def defvectorized(prim: Any) -> None:
     """Batching rule of an elementwise primitive of one operand."""
+    prim.elementwise = True  # (the SPMD partitioner's elementwise rule applies)
 
     def rule(axis_size, args, dims, **params):
         (x,), (d,) = args, dims
@@ -114,6 +115,7 @@ def defvectorized(prim: Any) -> None:
 
 def defbroadcasting(prim: Any) -> None:
     """Batching rule of an elementwise n-ary primitive: line the batch axes up in front."""
+    prim.elementwise = True
 
     def rule(axis_size, args, dims, **params):
         if prim.multiple_results:

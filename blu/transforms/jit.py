@@ -200,6 +200,23 @@ def _delete_donated(name: str, leaves: list, donated: Sequence[bool], where: str
             )
 
 
+_partitioner: Callable | None = None  # blu.parallel.spmd.call, registered by blu.parallel
+
+
+def set_partitioner(fn: Callable) -> None:
+    """Register the SPMD partitioner (``blu.parallel`` is above this layer)."""
+    global _partitioner
+    _partitioner = fn
+
+
+def _partition(jitted: Jitted, args: tuple, kwargs: dict) -> Any:
+    if _partitioner is None:
+        raise BluValueError(
+            with_user_line(f"jit({jitted.name}): in_shardings / out_shardings need blu.parallel")
+        )
+    return _partitioner(jitted, args, kwargs)
+
+
 class _ShardCount(threading.local):
     """``blu.shard`` runs seen by this thread's traces: jit takes sharded arrays only if its trace
     reached one (per thread, so another thread's shard does not count)."""
@@ -333,8 +350,12 @@ class Jitted:
     constants and, through the executable cache, their compiled program).
     """
 
-    def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=()):
+    _no_partition = False  # (set on the per-device program the partitioner compiles)
+
+    def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
+                 in_shardings=None, out_shardings=None):  # fmt: skip
         functools.update_wrapper(self, fun)
+        self.in_shardings, self.out_shardings = in_shardings, out_shardings
         self.fun = fun
         self.name = getattr(fun, "__name__", "fun")
         self.static_argnums, self.static_argnames = _normalize_static(
@@ -429,6 +450,10 @@ class Jitted:
         # a trace under one mesh (named axes and sizes) is not valid under another
         key = (in_tree, in_avals, statics, axis_env_key())
         entry = self._cache.get(key)
+        if entry is None and _partitioner is not None and not self._no_partition:
+            if any(getattr(x, "_blu_sharded", False) and len(x.sharding.device_set) > 1
+                   for x in leaves):  # fmt: skip
+                return None, leaves, None  # jit over sharded arrays: the partitioner's
         if entry is None:
             if config.log_compiles:
                 log.warning("jit(%s): tracing because %s", self.name, self._explain_miss(key))
@@ -456,7 +481,11 @@ class Jitted:
         if config.disable_jit:  # blu.disable_jit(): run op by op, nothing is traced or cached
             return self.fun(*args, **kwargs)
         t0 = time.perf_counter()
+        if self.in_shardings is not None or self.out_shardings is not None:
+            return _partition(self, args, kwargs)
         entry, leaves, donated = self._lookup(args, kwargs)
+        if entry is None:
+            return _partition(self, args, kwargs)
         if not entry.uses_shard:
             _check_sharded_args(self.name, leaves)
         if any(donated):
@@ -538,6 +567,8 @@ def jit(
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
     donate_argnums: int | Sequence[int] = (),
+    in_shardings: Any = None,
+    out_shardings: Any = None,
 ) -> Any:
     """Stage ``fun`` to a jaxpr per argument signature and run it as one program.
 
@@ -549,6 +580,12 @@ def jit(
             JAX). A donated ``blu.Array`` is deleted by the call: any later use of its value
             raises a ``BluValueError`` ("Array has been deleted"); a donated numpy array is
             copied first, so the caller's array is never written.
+        in_shardings / out_shardings: ``NamedSharding``s (or ``PartitionSpec``s when another
+            one names the mesh, or ``None``: the argument's own / the propagated layout), one
+            per positional argument / output or a pytree prefix. With them, or called with
+            sharded arrays (``device_put(x, NamedSharding(...))``), the program is partitioned
+            over the mesh with collectives inserted (``blu.parallel.spmd``); its results equal
+            the unpartitioned program's. (Donation is ignored there.)
 
     Raises:
         BluValueError: ``donate_argnums`` out of range, not ints, or also static.
@@ -561,10 +598,13 @@ def jit(
             static_argnums=static_argnums,
             static_argnames=static_argnames,
             donate_argnums=donate_argnums,
+            in_shardings=in_shardings,
+            out_shardings=out_shardings,
         )
     if not callable(fun):
         raise BluValueError(with_user_line(f"jit expects a callable, got {type(fun).__name__}"))
-    return Jitted(fun, static_argnums, static_argnames, donate_argnums)
+    return Jitted(fun, static_argnums, static_argnames, donate_argnums, in_shardings,
+                  out_shardings)  # fmt: skip
 
 
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:

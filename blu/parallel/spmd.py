@@ -1,0 +1,460 @@
+"""``jit`` over sharded arrays: the SPMD partitioner.
+
+    mesh = make_mesh((4,), ("data",))
+    step = blu.jit(train_step, in_shardings=(replicated, NamedSharding(mesh, P("data"))))
+    params, loss = step(params, batch)       # or: jit(train_step)(params, sharded_batch)
+
+``jit`` traces the function on the *global* arrays, as if on one device. This module then
+writes the per-device program: it walks the jaxpr in order with each value's ``Layout``
+(``spmd_layout``), starting from the arguments' shardings; each primitive's rule
+(``spmd_rules``) picks layouts it can compute from locally, and ``reshard`` inserts the
+collectives where layouts meet (all-reduce, reduce-scatter, all-gather; slicing where a whole
+value is split). The per-device program runs as ``blu.shard`` over the mesh, compiled by
+``jit``: on virtual CPU devices as one batched program, with one process per device each
+running its block (NCCL or MPI for the collectives). The result equals the unsharded program
+(up to the order of floating-point sums).
+
+Outputs keep the layout propagation gave them, unless ``out_shardings`` names one; a pending
+partial sum is all-reduced. ``with_sharding_constraint(x, sharding)`` inside the function fixes
+a value's layout (as JAX's).
+
+What is not partitioned: control flow (``scan``, ``while``, ``cond``) and other primitives
+without a rule run on whole operands on every device (right, but with one device's speed), and
+``custom_jvp`` / ``custom_vjp`` functions are inlined (their custom derivative rules apply when
+``grad`` is taken inside the jitted function, as for a training step, not to ``grad`` of the
+partitioned function).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from blu.core import pytree
+from blu.core.array import Array
+from blu.core.aval import ShapedArray
+from blu.core.errors import BluValueError, with_user_line
+from blu.core.interpreter import Tracer, get_aval
+from blu.core.jaxpr import Jaxpr, Literal, use_counts
+from blu.core.primitive import Primitive
+from blu.lax import attention as att
+from blu.parallel import runtime
+from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec
+from blu.parallel.spmd_layout import Layout, divides, reshard
+from blu.parallel.spmd_rules import RULES, elementwise, rebroadcast, replicate_all, rule
+from blu.transforms.jaxpr_util import groups
+
+__all__ = ["collectives", "with_sharding_constraint"]
+
+
+class _Ctx:
+    def __init__(self, mesh: Mesh):
+        self.mesh = mesh
+        self.log: list[str] = []  # the collectives inserted (``collectives``)
+        self.eqn: Any = None  # the equation being partitioned
+        self._done: dict = {}  # (id(x), src, dst) -> (x, resharded): each move made once
+        self._broadcasts: dict = {}  # id(y) -> (y, operand, its layout, the broadcast eqn)
+        self.hints: dict = {}  # var -> dims its consumers (the outputs) want
+        self.uses: dict = {}  # var -> how many equations (and outputs) read it
+
+    def note_broadcast(self, y: Any, x: Any, lay: Layout, eqn: Any) -> None:
+        self._broadcasts[id(y)] = (y, x, lay, eqn)
+
+    def is_broadcast(self, y: Any) -> bool:
+        hit = self._broadcasts.get(id(y))
+        return hit is not None and hit[0] is y
+
+    def hint(self, var: Any) -> tuple | None:
+        return self.hints.get(var)
+
+    def reshard(self, x: Any, src: Layout, dst: Layout) -> Any:
+        if src == dst:
+            return x
+        key = (id(x), src, dst)
+        hit = self._done.get(key)
+        if hit is not None and hit[0] is x:
+            return hit[1]
+        n = len(self.log)
+        if self.is_broadcast(x):  # made again in the wanted layout from its small operand
+            _, source, lay, eqn = self._broadcasts[id(x)]
+            y = rebroadcast(self, eqn, source, lay, dst)
+            self._done[key] = (x, y)
+            return y
+        y = reshard(x, src, dst, self.mesh, self.log)
+        for i in range(n, len(self.log)):  # the user's line that needed it
+            self.log[i] += (
+                f" for {self.eqn.primitive.name} at {self.eqn.source}" if self.eqn else ""
+            )
+        self._done[key] = (x, y)  # (x kept alive, so its id is not reused)
+        return y
+
+
+def _rule_of(prim: Primitive):
+    found = RULES.get(prim.name)
+    if found is not None:
+        return found
+    return elementwise if getattr(prim, "elementwise", False) else replicate_all
+
+
+def run_partitioned(ctx: _Ctx, jaxpr: Jaxpr, vals: list, lays: list[Layout]) -> list:
+    """Run ``jaxpr`` on per-device blocks: ``(block, Layout)`` per output."""
+    env: dict = {}
+
+    def read(v):
+        if isinstance(v, Literal):
+            return v.val, Layout.replicated(len(v.aval.shape))
+        return env[v]
+
+    ctx.uses.update(use_counts(jaxpr))
+    for v, x, lay in zip([*jaxpr.constvars, *jaxpr.invars], vals, lays, strict=True):
+        env[v] = (x, lay)
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        ctx.eqn = eqn
+        outs = _rule_of(eqn.primitive)(ctx, eqn, [x for x, _ in ins], [lay for _, lay in ins])
+        env.update(zip(eqn.outvars, outs, strict=True))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def output_hints(jaxpr: Jaxpr, out_dims: list) -> dict:
+    """Per variable, the split the outputs want, carried back through elementwise equations
+    (an optimizer's update chain ends in the parameter's layout: computing it split is ZeRO)."""
+    hints = {
+        v: d
+        for v, d in zip(jaxpr.outvars, out_dims)
+        if d is not None and not isinstance(v, Literal)
+    }
+    for eqn in reversed(jaxpr.eqns):
+        if not getattr(eqn.primitive, "elementwise", False) or eqn.outvars[0] not in hints:
+            continue
+        h = hints[eqn.outvars[0]]
+        for v in eqn.invars:
+            if not isinstance(v, Literal) and v.aval.shape == eqn.outvars[0].aval.shape:
+                hints.setdefault(v, h)
+    return hints
+
+
+# ---- calls are inlined -------------------------------------------------------------------------
+
+
+@rule("jit")
+def _inline_jit(ctx, eqn, vals, lays):
+    return run_partitioned(ctx, eqn.params["jaxpr"], vals, lays)
+
+
+@rule("custom_jvp_call")
+def _inline_custom_jvp(ctx, eqn, vals, lays):
+    p = eqn.params
+    fc, _, xs = groups(list(zip(vals, lays)), p["num_fconsts"], p["num_jconsts"])
+    args = fc + xs
+    return run_partitioned(ctx, p["call_jaxpr"], [a for a, _ in args], [b for _, b in args])
+
+
+@rule("custom_vjp_call")
+def _inline_custom_vjp(ctx, eqn, vals, lays):
+    p = eqn.params
+    fc, _, _, xs = groups(list(zip(vals, lays)), *p["num_consts"])
+    args = fc + xs
+    return run_partitioned(ctx, p["call_jaxpr"], [a for a, _ in args], [b for _, b in args])
+
+
+# ---- attention: batch and heads split ----------------------------------------------------------
+
+
+@rule("dot_product_attention_fwd", "dot_product_attention_jvp", "dot_product_attention_bwd")
+def _attention(ctx, eqn, vals, lays):
+    """Every (B, ...) operand split alike on B; heads (queries' N and keys' KH, both divisible)
+    split alike when there is no bias or mask."""
+    roles = att._roles(eqn.primitive, eqn.params)
+    shapes = [v.aval.shape for v in eqn.invars]
+    b, n, kh = shapes[0][0], shapes[0][2], shapes[1][2]
+    if any(len(o.aval.shape) not in (3, 4) or o.aval.shape[0] != b for o in eqn.outvars):
+        return replicate_all(ctx, eqn, vals, lays)  # (a bias gradient summed over B)
+    mesh = ctx.mesh
+    bax = next(
+        (
+            lay.dims[0]
+            for lay, r in zip(lays, roles)
+            if r == "x" and lay.dims[0] and divides(mesh, b, lay.dims[0])
+        ),
+        (),
+    )
+    hax: tuple = ()
+    if "b" not in roles:
+        for lay, s in zip(lays, shapes):
+            h = lay.dims[2] if len(s) == 4 else lay.dims[1]
+            if h and not set(h) & set(bax) and divides(mesh, n, h) and divides(mesh, kh, h):
+                hax = h
+                break
+
+    def layout(shape):
+        if len(shape) == 4 and shape[0] == b:
+            return Layout((bax, (), hax, ()))
+        if len(shape) == 3:
+            return Layout((bax, hax, ()))
+        return Layout(((),) * len(shape))  # a (1, ...) bias or mask
+
+    new = [ctx.reshard(x, lay, layout(s)) for x, lay, s in zip(vals, lays, shapes)]
+    out = eqn.primitive.bind(*new, **eqn.params)
+    return [(o, layout(v.aval.shape)) for o, v in zip(out, eqn.outvars)]
+
+
+# ---- with_sharding_constraint ------------------------------------------------------------------
+
+sharding_constraint_p = Primitive("sharding_constraint")
+sharding_constraint_p.def_impl(lambda x, *, spec: x)
+sharding_constraint_p.def_abstract_eval(lambda x, *, spec: x)
+sharding_constraint_p.def_jvp(
+    lambda primals, tangents, *, spec: (
+        sharding_constraint_p.bind(primals[0], spec=spec),
+        sharding_constraint_p.bind(tangents[0], spec=spec),
+    )
+)
+sharding_constraint_p.def_transpose(
+    lambda ct, x, *, spec: [sharding_constraint_p.bind(ct, spec=spec)]
+)
+
+
+@rule("sharding_constraint")
+def _constraint(ctx, eqn, vals, lays):
+    (x,), (lay,) = vals, lays
+    want = Layout.from_spec(eqn.params["spec"], len(lay.dims))
+    return [(ctx.reshard(x, lay, want), want)]
+
+
+class _Partitioning(threading.local):
+    def __init__(self) -> None:
+        self.mesh: Mesh | None = None
+
+
+_tracing = _Partitioning()
+
+
+def partitioning_mesh() -> Mesh | None:
+    """The mesh ``jit`` is partitioning the function being traced over (None: not)."""
+    return _tracing.mesh
+
+
+def with_sharding_constraint(x: Any, shardings: Any) -> Any:
+    """Fix the layout of ``x`` (an array or pytree) inside a partitioned ``jit``.
+
+    Args:
+        x: arrays of the traced function.
+        shardings: a ``NamedSharding`` or ``PartitionSpec`` (or a pytree prefix of them).
+
+    Returns:
+        ``x`` unchanged in value. Outside a ``jit`` that partitions over a mesh it is a no-op
+        (one device holds everything), as JAX's on one device.
+    """
+    if _tracing.mesh is None:
+        return x
+
+    def one(s, sub):
+        spec = s.spec if isinstance(s, NamedSharding) else (s or PartitionSpec())
+        return pytree.tree_map(
+            lambda leaf: sharding_constraint_p.bind(
+                leaf,
+                spec=check_spec(
+                    spec, _tracing.mesh, get_aval(leaf).shape, "with_sharding_constraint"
+                ),
+            ),
+            sub,
+        )
+
+    is_leaf = lambda s: isinstance(s, (NamedSharding, PartitionSpec)) or s is None  # noqa: E731
+    if is_leaf(shardings):
+        return one(shardings, x)
+    return pytree.tree_map(one, shardings, x, is_leaf=is_leaf)
+
+
+# ---- jit's entry -------------------------------------------------------------------------------
+
+
+def _spec_of(s: Any, mesh_box: list, where: str) -> PartitionSpec | None:
+    if s is None:
+        return None
+    if isinstance(s, NamedSharding):
+        if mesh_box and mesh_box[0] != s.mesh:
+            raise BluValueError(
+                with_user_line(
+                    f"{where}: shardings over two meshes ({mesh_box[0]} "
+                    f"and {s.mesh}); jit partitions over one"
+                )
+            )
+        mesh_box[:1] = [s.mesh]
+        return s.spec or PartitionSpec()
+    if isinstance(s, PartitionSpec):
+        return s
+    raise BluValueError(
+        with_user_line(f"{where}: expected a NamedSharding, PartitionSpec or None, got {s!r}")
+    )
+
+
+def _flat(where: str, tree: Any, shardings: Any, mesh_box: list) -> list:
+    """One spec (or None: not given) per leaf of ``tree``, from a pytree prefix of shardings."""
+    n = pytree.tree_structure(tree).num_leaves
+    is_leaf = lambda s: s is None or isinstance(s, (NamedSharding, PartitionSpec))  # noqa: E731
+    if is_leaf(shardings):
+        return [_spec_of(shardings, mesh_box, where)] * n
+    out: list = []
+    try:
+        pytree.tree_map(
+            lambda s, sub: out.extend(
+                [_spec_of(s, mesh_box, where)] * pytree.tree_structure(sub).num_leaves
+            ),
+            shardings,
+            tree,
+            is_leaf=is_leaf,
+        )
+    except BluValueError as e:
+        if "structure mismatch" not in str(e):
+            raise
+        raise BluValueError(
+            with_user_line(
+                f"{where} {shardings!r} does not match the structure {pytree.tree_structure(tree)}"
+                " (one sharding per argument/output, or a pytree prefix of them)"
+            )
+        ) from e
+    except Exception as e:
+        raise BluValueError(
+            with_user_line(
+                f"{where} {shardings!r} does not match the structure {pytree.tree_structure(tree)}"
+                " (one sharding per argument/output, or a pytree prefix of them)"
+            )
+        ) from e
+    return out
+
+
+def _is_sharded(x: Any) -> bool:
+    return getattr(x, "_blu_sharded", False) and len(x.sharding.device_set) > 1
+
+
+def _global_aval(x: Any) -> ShapedArray:
+    if getattr(x, "_blu_sharded", False):
+        a = get_aval(x)
+        return ShapedArray(tuple(x.shape), a.dtype, a.weak_type)
+    return get_aval(x)
+
+
+def call(jitted: Any, args: tuple, kwargs: dict) -> Any:
+    """Run ``jitted`` partitioned over the mesh of its shardings or sharded arguments."""
+    from blu.parallel.sharded_array import device_put
+
+    name = f"jit({jitted.name})"
+    dyn_args, dyn_kwargs, statics, _ = jitted._split(args, kwargs)
+    leaves, in_tree = pytree.tree_flatten((dyn_args, dyn_kwargs))
+    mesh_box: list = []
+    want = _flat(f"{name}: in_shardings", tuple(dyn_args), jitted.in_shardings, mesh_box)
+    want += [None] * (len(leaves) - len(want))
+    have = []
+    for i, x in enumerate(leaves):
+        if _is_sharded(x):
+            have.append(_spec_of(x.sharding, mesh_box, f"{name}: argument leaf {i}"))
+        else:
+            have.append(PartitionSpec())
+    if not mesh_box:
+        raise BluValueError(
+            with_user_line(
+                f"{name}: in_shardings / out_shardings given as PartitionSpecs only: name the mesh "
+                "with NamedSharding(mesh, spec) for at least one of them"
+            )
+        )
+    mesh = mesh_box[0]
+    avals = tuple(_global_aval(x) for x in leaves)
+    for i, (a, s) in enumerate(zip(avals, want)):
+        if s is not None:
+            check_spec(s, mesh, a.shape, f"{name}: in_shardings of argument leaf {i}")
+    key = (in_tree, avals, statics, tuple(have), tuple(want))
+    cache = jitted.__dict__.setdefault("_spmd_cache", {})
+    hit = cache.get(key)
+    if hit is None:
+        _tracing.mesh = mesh
+        try:
+            entry = jitted._trace(args, kwargs, dyn_args, dyn_kwargs, in_tree, avals)
+        finally:
+            _tracing.mesh = None
+        outs_tree = pytree.tree_unflatten(entry.out_tree, list(entry.jaxpr.outvars))
+        out_want = _flat(f"{name}: out_shardings", outs_tree, jitted.out_shardings, mesh_box)
+        if mesh_box[0] != mesh:
+            raise BluValueError(with_user_line(f"{name}: out_shardings name another mesh"))
+        hit = cache[key] = (entry, _compile(entry, mesh, have, want, out_want, jitted.name))
+    entry, fn = hit
+    jitted._spmd_last = fn
+    consts = list(entry.consts)
+    if runtime.is_initialized():  # one process per device: shard takes sharded arrays
+        rep = NamedSharding(mesh, PartitionSpec())
+        consts = [device_put(c, rep) for c in consts]
+        leaves = [x if _is_sharded(x) else device_put(x, rep) for x in leaves]
+    outs = fn(*consts, *leaves)
+    if not any(isinstance(o, Tracer) for o in outs):  # (under an outer transform: its tracers)
+        outs = [_wrap(o, NamedSharding(mesh, s)) for o, s in zip(outs, fn._blu_out_specs)]
+    return pytree.tree_unflatten(entry.out_tree, outs)
+
+
+def _wrap(o: Any, sharding: NamedSharding) -> Any:
+    from blu.parallel.sharded_array import ShardedArray, from_local
+
+    if sharding.is_fully_replicated or not isinstance(o, Array):
+        return o
+    if runtime.is_initialized():
+        return from_local(o._value, sharding, o.weak_type)
+    return ShardedArray(o._value, sharding, o.shape, weak_type=o.weak_type)
+
+
+def _compile(entry, mesh: Mesh, have: list, want: list, out_want: list, fname: str):
+    from blu.parallel.shard_map import shard
+    from blu.transforms import jit as jit_mod
+
+    jaxpr, nc = entry.jaxpr, len(entry.consts)
+    ctx = _Ctx(mesh)
+    out_specs: list = []  # filled while the per-device program is traced (shard reads it after)
+
+    def per_device(*blocks):
+        vals, lays = list(blocks), []
+        for v in jaxpr.constvars:
+            lays.append(Layout.replicated(len(v.aval.shape)))
+        for k, v in enumerate(jaxpr.invars):
+            nd = len(v.aval.shape)
+            src = Layout.from_spec(have[k], nd)
+            if want[k] is not None:
+                dst = Layout.from_spec(want[k], nd)
+                vals[nc + k] = ctx.reshard(vals[nc + k], src, dst)
+                src = dst
+            lays.append(src)
+        ctx.hints = output_hints(
+            jaxpr,
+            [
+                None if s is None else Layout.from_spec(s, len(v.aval.shape)).dims
+                for s, v in zip(out_want, jaxpr.outvars)
+            ],
+        )
+        outs = run_partitioned(ctx, jaxpr, vals, lays)
+        result = []
+        out_specs.clear()
+        for (x, lay), spec in zip(outs, out_want):
+            dst = Layout(lay.dims) if spec is None else Layout.from_spec(spec, len(lay.dims))
+            result.append(ctx.reshard(x, lay, dst))
+            out_specs.append(dst.spec())
+        return result
+
+    per_device.__name__ = fname
+    fn = jit_mod.jit(
+        shard(
+            per_device, mesh, tuple([PartitionSpec()] * nc + list(have)), out_specs, check_vma=False
+        )
+    )
+    fn._no_partition = True
+    fn._blu_out_specs = out_specs
+    fn._blu_collectives = ctx.log
+    return fn
+
+
+def collectives(jitted: Any) -> list[str]:
+    """The collectives the partitioner inserted into ``jitted``'s last partitioned program,
+    one line each: kind (all-reduce, reduce-scatter, all-gather), the per-device block's
+    aval, the mesh axes. (Slicing a whole value into blocks needs no communication and is not
+    listed.) Raises BluValueError if ``jitted`` has not run partitioned."""
+    fn = getattr(jitted, "_spmd_last", None)
+    if fn is None:
+        raise BluValueError(f"collectives: jit({jitted.name}) has not run over a mesh yet")
+    return list(fn._blu_collectives)

@@ -1,0 +1,251 @@
+"""jit over sharded arrays (the SPMD partitioner, ``blu.parallel.spmd``) on virtual CPU devices.
+
+Each partitioned program is checked against the same function run unpartitioned (one device)
+and against numpy in float64; the collectives the partitioner inserted are checked against
+what data parallelism, FSDP and tensor parallelism need (one all-reduce per gradient for DP,
+reduce-scatters and parameter all-gathers for FSDP). The GPT-2 steps run on the numpy
+interpreter (the partitioning is the same; compiling them would take most of a minute).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blu
+import blu.numpy as bnp
+from blu import optim
+from blu.core import pytree
+from blu.core.errors import BluShapeError, BluValueError
+from blu.parallel import NamedSharding, P, make_mesh, spmd, with_sharding_constraint
+from examples.gpt2 import model as M
+
+
+@pytest.fixture(autouse=True)
+def _devices(set_flag):
+    set_flag("num_cpu_devices", 4)
+
+
+def _close(got, want, rtol=2e-5, atol=2e-6):
+    np.testing.assert_allclose(
+        np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=rtol, atol=atol
+    )
+
+
+def test_batch_split_mlp_equals_numpy_and_keeps_the_split():
+    mesh = make_mesh((4,), ("data",))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 5)).astype(np.float32)
+
+    def f(x, w):
+        h = bnp.tanh(x @ w)
+        return (h * h).sum(), h
+
+    xs = blu.device_put(x, NamedSharding(mesh, P("data")))
+    jf = blu.jit(f)
+    total, h = jf(xs, w)
+    h64 = np.tanh(x.astype(np.float64) @ w)
+    _close(total, (h64 * h64).sum())
+    _close(h, h64)
+    assert h.sharding == NamedSharding(mesh, P("data"))  # the batch split propagated
+    # the sum of squares is the only communication: one all-reduce of a scalar
+    assert [c.split(" for ")[0] for c in spmd.collectives(jf)] == [
+        "all-reduce f32[] over ('data',)"
+    ]
+
+
+def test_collectives_before_any_run_raise():
+    with pytest.raises(BluValueError, match="has not run over a mesh"):
+        spmd.collectives(blu.jit(lambda x: x))
+
+
+_SPECS = [
+    P(),
+    P("a"),
+    P(None, "a"),
+    P("b"),
+    P(None, "b"),
+    P("a", "b"),
+    P("b", "a"),
+    P(("a", "b")),
+    P(None, ("b", "a")),
+]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sx=st.sampled_from(_SPECS),
+    sw=st.sampled_from(_SPECS),
+    so=st.sampled_from(_SPECS + [None]),
+    shape=st.sampled_from([(4, 8, 4), (8, 4, 8), (4, 4, 4)]),
+    seed=st.integers(0, 2**16),
+)
+def test_random_layouts_equal_numpy(sx, sw, so, shape, seed):
+    """A product, a broadcast bias, a nonlinearity and a reduction, over every combination of
+    input and output layouts on a 2x2 mesh (splits of contracted, free and reduced dims)."""
+    mesh = make_mesh((2, 2), ("a", "b"))
+    m, k, n = shape
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    b = rng.standard_normal((n,)).astype(np.float32)
+
+    def f(x, w, b):
+        y = bnp.maximum(x @ w + b, 0.0)
+        return y, y.sum(axis=0), (y @ w.T).max()
+
+    out_sh = None if so is None else (NamedSharding(mesh, so), None, None)
+    got = blu.jit(
+        f,
+        in_shardings=(NamedSharding(mesh, sx), NamedSharding(mesh, sw), None),
+        out_shardings=out_sh,
+    )(x, w, b)
+    y = np.maximum(x.astype(np.float64) @ w + b, 0)
+    for g, want in zip(got, (y, y.sum(0), (y @ w.T).max())):
+        _close(g, want, rtol=1e-5, atol=1e-5)
+    if so is not None:
+        sh = got[0].sharding  # (a replicated result is a plain array)
+        assert sh.spec == so if isinstance(sh, NamedSharding) else so == P()
+
+
+def test_grad_outside_a_partitioned_jit_is_the_global_gradient():
+    mesh = make_mesh((4,), ("data",))
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 3)).astype(np.float32)
+    w = rng.standard_normal((3,)).astype(np.float32)
+    loss = blu.jit(
+        lambda w, x: bnp.mean(bnp.sin(x @ w) ** 2),
+        in_shardings=(None, NamedSharding(mesh, P("data"))),
+    )
+    g = blu.grad(loss)(w, x)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    z = x64 @ w64
+    _close(g, (2 * np.sin(z) * np.cos(z)) @ x64 / len(x), rtol=1e-5, atol=1e-6)
+
+
+def test_with_sharding_constraint_sets_the_layout_and_is_a_no_op_outside():
+    mesh = make_mesh((4,), ("data",))
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+
+    def f(x):
+        return with_sharding_constraint(x * 2, NamedSharding(mesh, P(None, "data")))
+
+    np.testing.assert_array_equal(np.asarray(f(x)), x * 2)  # not partitioned: unchanged
+    out = blu.jit(f, in_shardings=NamedSharding(mesh, P("data")))(x)
+    np.testing.assert_array_equal(np.asarray(out), x * 2)
+    assert out.sharding.spec == P(None, "data")
+
+
+def test_errors_name_the_problem():
+    m1, m2 = make_mesh((4,), ("data",)), make_mesh((2, 2), ("a", "b"))
+    x = np.zeros((8, 4), np.float32)
+    with pytest.raises(BluValueError, match="two meshes"):
+        blu.jit(
+            lambda a, b: a + b,
+            in_shardings=(NamedSharding(m1, P("data")), NamedSharding(m2, P("a"))),
+        )(x, x)
+    with pytest.raises(BluValueError, match="expected a NamedSharding"):
+        blu.jit(lambda a: a, in_shardings=("data",))(x)
+    with pytest.raises(BluValueError, match="does not match the structure"):
+        blu.jit(lambda a: a, in_shardings=(NamedSharding(m1, P()),) * 2)(x)
+    with pytest.raises(BluShapeError, match="does not divide"):
+        blu.jit(lambda a: a, in_shardings=NamedSharding(m1, P(None, "data")))(np.zeros((8, 6)))
+    with pytest.raises(BluValueError, match="name the mesh"):
+        blu.jit(lambda a: a, in_shardings=P("data"))(x)
+
+
+# ---- the GPT-2 training step, partitioned by its input shardings only -------------------------
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    cfg = dataclasses.replace(M.CONFIGS["tiny"], vocab_size=96)
+    params = M.init_params(cfg, blu.random.key(0))
+    opt = optim.adamw(1e-2, weight_decay=0.1)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 96, (8, cfg.n_ctx)).astype(np.int32)
+    y = rng.integers(0, 96, (8, cfg.n_ctx)).astype(np.int32)
+
+    def step(params, state, x, y):
+        loss, g = blu.value_and_grad(lambda p: M.loss_fn(p, x, y, cfg))(params)
+        params, state = opt.step(g, state, params)
+        return params, state, loss
+
+    return step, params, opt.init(params), x, y
+
+
+@pytest.fixture(scope="module")
+def reference(gpt2):
+    step, params, state, x, y = gpt2
+    from blu.core.config import config
+
+    with config.override(jit_backend="numpy"):
+        return blu.jit(step)(params, state, x, y)
+
+
+def _fsdp(mesh, tree):
+    def spec(p):
+        for d, n in enumerate(np.shape(p)):
+            if n % mesh.size == 0:
+                return NamedSharding(mesh, P(*([None] * d + ["data"])))
+        return NamedSharding(mesh, P())
+
+    return pytree.tree_map(spec, tree)
+
+
+def _megatron(mesh, tree):
+    def spec(path, p):
+        keys = [str(getattr(k, "key", getattr(k, "idx", k))) for k in path]
+        column, row = "c_attn" in keys or "c_fc" in keys, "c_proj" in keys
+        if column:
+            return NamedSharding(mesh, P(None, "model") if keys[-1] == "w" else P("model"))
+        if row and keys[-1] == "w":
+            return NamedSharding(mesh, P("model", None))
+        return NamedSharding(mesh, P())
+
+    return pytree.tree_map_with_path(spec, tree)
+
+
+@pytest.mark.parametrize("mode", ["dp", "fsdp", "tp"])
+def test_gpt2_step_partitioned_by_its_shardings_equals_one_device(gpt2, reference, mode, set_flag):
+    set_flag("jit_backend", "numpy")
+    step, params, state, x, y = gpt2
+    if mode == "tp":
+        mesh = make_mesh((2, 2), ("data", "model"))
+        ps = _megatron(mesh, params)
+        ss = type(state)(
+            *[
+                _megatron(mesh, f) if isinstance(f, dict) else NamedSharding(mesh, P())
+                for f in state
+            ]
+        )
+    else:
+        mesh = make_mesh((4,), ("data",))
+        rep = NamedSharding(mesh, P())
+        ps, ss = (rep, rep) if mode == "dp" else (_fsdp(mesh, params), _fsdp(mesh, state))
+    batch = NamedSharding(mesh, P("data"))
+    out_sh = None if mode == "dp" else (ps, ss, NamedSharding(mesh, P()))
+    f = blu.jit(step, in_shardings=(ps, ss, batch, batch), out_shardings=out_sh)
+    out = f(params, state, x, y)
+    for got, want in zip(pytree.tree_leaves(out), pytree.tree_leaves(reference)):
+        _close(got, want, rtol=1e-4, atol=1e-5)
+    log = spmd.collectives(f)
+    kinds = [c.split()[0] for c in log]
+    n_params = len(pytree.tree_leaves(params))
+    if mode == "dp":  # each gradient all-reduced once, and the loss; nothing gathered
+        assert kinds.count("all-reduce") == n_params + 1 and set(kinds) == {"all-reduce"}, log
+    elif mode == "fsdp":  # gradients reduce-scattered; only the (scalar) loss all-reduced
+        assert "reduce-scatter" in kinds and kinds.count("all-reduce") == 1, log
+        assert kinds.count("reduce-scatter") >= n_params - 2, (
+            log
+        )  # (leaves no dim of which 4 divides stay whole)
+    else:  # Megatron: an all-reduce over "model" after each row-parallel product
+        assert any("over ('model',)" in c and c.startswith("all-reduce") for c in log), log
+    if mode != "dp":
+        got_leaf = pytree.tree_leaves(out[0])[0]
+        assert got_leaf.sharding == pytree.tree_leaves(ps)[0]
