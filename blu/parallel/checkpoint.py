@@ -25,8 +25,8 @@ process needs under the requested sharding, which may be on another mesh shape o
 PartitionSpec (resharding is reading the overlaps). Files are memory-mapped and each block read
 is checked against its sha256, so a damaged byte in any block a load uses raises
 :class:`CheckpointError`. With one process per device, all processes must see one shared
-folder. Modelled on the layout of orbax/tensorstore's OCDBT checkpoints and
-``torch.distributed.checkpoint`` (per-rank files, one metadata file), in safetensors.
+folder. The layout is ``torch.distributed.checkpoint``'s (a file per rank, one metadata file
+the coordinator writes), in safetensors.
 """
 
 from __future__ import annotations
@@ -398,7 +398,7 @@ def _check_same_paths(names: list[str], saved: list[str], what: str) -> None:
 
 def _check_leaf(entry: dict, t: Any) -> None:
     if not (hasattr(t, "shape") and hasattr(t, "dtype")):
-        t = np.asarray(t)
+        t = canonicalize_arg(t)  # a Python scalar as device_put holds it
     shape, dtype = tuple(int(n) for n in t.shape), np.dtype(t.dtype)
     if shape != tuple(entry["shape"]) or dtype.name != entry["dtype"]:
         raise BluValueError(

@@ -7,10 +7,10 @@ of ``data_offsets`` (relative to the end of the header)::
     {"__metadata__": {"k": "v"},
      "name": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]}}
 
-(https://github.com/huggingface/safetensors, "Format"). The ``safetensors`` package's numpy
-loader reads these files (its numpy side has no bfloat16; ``safe_open`` with ``framework="pt"``
-or ``"flax"`` reads those). safetensors has no complex128: such a block is stored as ``F64``
-with a trailing axis of 2 (real, imaginary), which the checkpoint's manifest records.
+(https://github.com/huggingface/safetensors, "Format"). The ``safetensors`` package reads
+these files (``safetensors.numpy.load_file``; bfloat16 as ``ml_dtypes.bfloat16`` in version
+0.8). safetensors has no complex128: such a block is stored as ``F64`` with a trailing axis of 2
+(real, imaginary), which the checkpoint's manifest records.
 """
 
 from __future__ import annotations

@@ -67,6 +67,7 @@ def _tree():
         },
         "opt": [_numbers((8, 4), np.int32, 3), {"count": np.int64(7)}],
         "empty": np.zeros((0, 4), np.float64),
+        "scalar": 0.5,  # a Python float: float32, as device_put holds it
     }
 
 
@@ -78,6 +79,7 @@ def test_saved_on_4_restored_on_2x2_and_on_one_device(tmp_path):
         "params": {k: device_put(v, data) for k, v in tree["params"].items()},
         "opt": [device_put(tree["opt"][0], data), tree["opt"][1]],
         "empty": tree["empty"],
+        "scalar": tree["scalar"],
     }
     save_sharded(tmp_path / "ck", placed, step=12)
     assert read_manifest(tmp_path / "ck")["step"] == 12
@@ -85,7 +87,8 @@ def test_saved_on_4_restored_on_2x2_and_on_one_device(tmp_path):
     mesh22 = make_mesh((2, 2), ("data", "model"))
     cols = NamedSharding(mesh22, P(None, "model"))
     rows = NamedSharding(mesh22, P(("data", "model")))
-    shardings = {"params": {"w": cols, "b": rows}, "opt": [cols, {"count": None}], "empty": None}
+    shardings = {"params": {"w": cols, "b": rows}, "opt": [cols, {"count": None}], "empty": None,
+                 "scalar": None}  # fmt: skip
     got = load_sharded(tmp_path / "ck", shardings=shardings)
     _check_blocks(got["params"]["w"], tree["params"]["w"], cols)
     _check_blocks(got["params"]["b"], tree["params"]["b"], rows)
@@ -99,11 +102,13 @@ def test_saved_on_4_restored_on_2x2_and_on_one_device(tmp_path):
         )
     count = got["opt"][1]["count"]
     assert not isinstance(count, ShardedArray) and count.dtype == np.int64 and int(count) == 7
+    assert got["scalar"].dtype == np.float32 and float(got["scalar"]) == 0.5  # as device_put
     assert got["empty"].shape == (0, 4) and got["empty"].dtype == np.float64
 
     whole = load_sharded(tmp_path / "ck")  # one device, the saved structure rebuilt
-    assert sorted(whole) == ["empty", "opt", "params"] and isinstance(whole["opt"], list)
+    assert sorted(whole) == ["empty", "opt", "params", "scalar"] and isinstance(whole["opt"], list)
     for a, b in zip(blu.tree.leaves(whole), blu.tree.leaves(tree)):
+        b = np.float32(b) if isinstance(b, float) else b
         assert type(a) is blu.Array and a.dtype == np.asarray(b).dtype
         np.testing.assert_array_equal(np.asarray(a), b)
 
@@ -135,9 +140,12 @@ def test_files_are_safetensors(tmp_path):
     safetensors_numpy = pytest.importorskip("safetensors.numpy")
     x = _numbers((4, 3), np.int16)
     s = NamedSharding(make_mesh((2,), ("d",), blu.devices()[:2]), P("d"))
-    save_sharded(tmp_path, {"x": device_put(x, s), "z": np.complex64(1 - 2j)})
+    h = _numbers((3,), ml_dtypes.bfloat16)
+    save_sharded(tmp_path, {"x": device_put(x, s), "z": np.complex64(1 - 2j), "h": h})
     (name,) = read_manifest(tmp_path)["files"]
     got = safetensors_numpy.load_file(str(tmp_path / name))
+    assert got["['h'][0:3]"].dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(got["['h'][0:3]"], h)
     np.testing.assert_array_equal(got["['x'][0:2,0:3]"], x[:2])
     np.testing.assert_array_equal(got["['x'][2:4,0:3]"], x[2:])
     assert got["['z'][]"] == np.complex64(1 - 2j)
@@ -212,6 +220,8 @@ def test_mismatches_name_the_leaf(tmp_path):
         load_sharded(tmp_path, target={"a": {"w": w.T}, "b": b})
     with pytest.raises(BluValueError, match=r"leaf \['b'\] is int8\[2\].*int16"):
         load_sharded(tmp_path, target={"a": {"w": w}, "b": b.astype(np.int16)})
+    save_sharded(tmp_path / "s", 1.5)  # a Python float target matches a saved one (float32)
+    assert float(load_sharded(tmp_path / "s", target=0.0)) == 1.5
     with pytest.raises(BluValueError, match=r"missing from the target: \[\"\['b'\]\"\]"):
         load_sharded(tmp_path, target={"a": {"w": np.zeros((2, 3), np.float32)}})
     mesh = make_mesh((4,), ("d",))
