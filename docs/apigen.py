@@ -60,6 +60,7 @@ TOPICS = {
     "blu.parallel.mesh": "Meshes and sharding",
     "blu.parallel.sharded_array": "Meshes and sharding",
     "blu.parallel.shard_map": "Meshes and sharding",
+    "blu.parallel.checkpoint": "Sharded checkpoints",
     "blu.environment": "Errors, configuration and environment",
     "blu.core.errors": "Errors, configuration and environment",
     # blu.numpy

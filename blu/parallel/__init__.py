@@ -14,6 +14,9 @@ process per GPU (``python -m blu.parallel.launch --nproc N script.py``) and call
 Parallelism schemes as shardings of a training step: ``blu.parallel.fsdp`` (ZeRO-3),
 ``blu.parallel.tensor`` (Megatron column/row-parallel layers, sequence parallelism) and
 ``blu.parallel.pipeline`` (the 1F1B pipeline schedule).
+
+Sharded checkpoints: ``save_sharded`` (each process writes its blocks, one manifest commits
+them) and ``load_sharded`` (onto any mesh and PartitionSpec).
 """
 
 from blu.transforms.axes import axis_size
@@ -28,6 +31,7 @@ from blu.lax.parallel import (
     psum,
     psum_scatter,
 )
+from blu.parallel.checkpoint import CheckpointError, load_sharded, read_manifest, save_sharded
 from blu.parallel.devices import Device, device_count, devices, local_devices
 from blu.parallel.mesh import Mesh, NamedSharding, P, PartitionSpec, make_mesh
 from blu.parallel.runtime import initialize, is_initialized, process_count, process_index, shutdown
@@ -40,6 +44,7 @@ from blu.transforms import jit as _jit
 _jit.set_partitioner(_spmd.call)
 
 __all__ = [
+    "CheckpointError",
     "Device",
     "Mesh",
     "NamedSharding",
@@ -56,6 +61,7 @@ __all__ = [
     "devices",
     "initialize",
     "is_initialized",
+    "load_sharded",
     "local_devices",
     "make_mesh",
     "pmax",
@@ -66,6 +72,8 @@ __all__ = [
     "process_index",
     "psum",
     "psum_scatter",
+    "read_manifest",
+    "save_sharded",
     "shard",
     "shard_map",
     "shutdown",
