@@ -91,7 +91,7 @@ def _one_member(dev, prim, x, o, x_aval, out_aval, params) -> None:
     """A group of one: every collective is a copy (or zeros for a ppermute that sends
     nothing to itself)."""
     n = _nbytes(out_aval)
-    if prim is parallel.ppermute_p and (0, 0) not in tuple(params["perm"]):
+    if n and prim is parallel.ppermute_p and (0, 0) not in tuple(params["perm"]):
         dev.memset(o, 0, n)
     elif n:
         dev.copy_d2d(o, x, n)
@@ -126,10 +126,10 @@ def _permute(dev, comm, stream, x, o, n, perm) -> None:
     src_of = {d: s for s, d in perm}
     dst_of = {s: d for s, d in perm}
     me = comm.rank
-    if me not in src_of:  # nothing arrives: zeros (on the device's stream, the executable's)
-        dev.memset(o, 0, n)
     if not n:
         return
+    if me not in src_of:  # nothing arrives: zeros (on the device's stream, the executable's)
+        dev.memset(o, 0, n)
     sends = [(x, n, dst_of[me])] if me in dst_of else []
     recvs = [(o, n, src_of[me])] if me in src_of else []
     if sends or recvs:
