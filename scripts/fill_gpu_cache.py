@@ -51,6 +51,7 @@ GPU_TESTS = [
     "tests/lower/test_scatter_along_axis.py",
     "tests/lower/test_random_gamma_grad_kernel.py",
     "tests/lower/cuda/test_gpu_sort.py",
+    "tests/lower/cuda/test_gpu_collectives.py",
     "tests/examples/test_gpt2_decode.py",
 ]
 # the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps

@@ -44,7 +44,6 @@ from blu.core.primitive import Primitive
 from blu.lax import (
     bits,
     gather_scatter,
-    parallel,
     random_gamma,
     reductions,
     shapes,
@@ -79,14 +78,11 @@ EXPENSIVE = (
 
 # Primitives that run their numpy impl on the host where no lowering applies (a synchronization
 # on the GPU), with the reason: the ``"host"`` slot (``slots.host_fallback``). A primitive with
-# neither fails tests/lower/test_lowering_slots.py.
-_COLLECTIVE = "a collective: run per device by blu.parallel, not a kernel"
+# neither fails tests/lower/test_lowering_slots.py. (The collectives are library nodes of each
+# backend: blu/lower/collectives.py.)
 _HOST = (
     ("only appears inside linearized programs; its impl runs the rule", cd.custom_lin_p),
     ("its jaxpr is run by its impl (remat is a transform-level boundary)", remat.checkpoint_p),
-    (_COLLECTIVE, parallel.psum_p, parallel.pmax_p, parallel.pmin_p, parallel.all_gather_p,
-     parallel.all_to_all_p, parallel.ppermute_p, parallel.reduce_scatter_p,
-     parallel.axis_index_p),
 )  # fmt: skip
 for _reason, *_prims in _HOST:
     host_fallback(_reason, *_prims)

@@ -7,7 +7,10 @@
 
 Every method takes this process's block and returns the result; ``all_gather`` stacks the
 members' blocks on a new leading axis (member order), ``reduce_scatter`` and ``all_to_all``
-take a leading axis of one chunk per member.
+take a leading axis of one chunk per member. The ``*_into`` methods write the result into a
+given C-contiguous array instead (a compiled program's planned buffer: the collectives' library
+nodes, ``blu/lower/collectives.py``); here they copy the result in, ``MpiCommunicator`` has MPI
+write it there.
 """
 
 from __future__ import annotations
@@ -40,6 +43,25 @@ class Communicator:
 
     def barrier(self) -> None:
         self.all_reduce(np.zeros((1,), np.int32), "sum")
+
+    # ---- into a given buffer (``out``: C-contiguous, the result's shape and dtype) ---------------
+
+    def all_reduce_into(self, x: np.ndarray, out: np.ndarray, op: str, work=None) -> None:
+        """``out[...] = all_reduce(x, op)``; ``work``: optional uint8 scratch of
+        ``8 * x.size`` bytes for dtypes reduced in float32."""
+        np.copyto(out, self.all_reduce(x, op))
+
+    def all_gather_into(self, x: np.ndarray, out: np.ndarray) -> None:
+        np.copyto(out, self.all_gather(x).reshape(out.shape))
+
+    def reduce_scatter_into(self, x: np.ndarray, out: np.ndarray, work=None) -> None:
+        np.copyto(out, self.reduce_scatter(x).reshape(out.shape))
+
+    def all_to_all_into(self, x: np.ndarray, out: np.ndarray) -> None:
+        np.copyto(out, self.all_to_all(x))
+
+    def permute_into(self, x: np.ndarray, out: np.ndarray, perm: Sequence[tuple[int, int]]):
+        np.copyto(out, self.permute(x, perm))
 
 
 def contiguous(x: np.ndarray) -> np.ndarray:

@@ -127,18 +127,19 @@ def install_exit_hook(world: MpiCommunicator) -> None:
         job.comms.append(world)
 
 
-def _reducible(x: np.ndarray):
-    """MPI has no bfloat16/float16/bool reductions here: widen them and narrow back."""
-    x = contiguous(x)
-    if x.dtype in (np.dtype(dtypes.bfloat16), np.dtype(np.float16)):
-        return x.astype(np.float32), lambda y: y.astype(x.dtype)
-    if x.dtype == np.bool_:
-        return x.astype(np.int32), lambda y: y.astype(x.dtype)
-    return x, lambda y: y
+# MPI has no bfloat16/float16/bool reductions here: they are reduced in float32
+_WIDENED = (np.dtype(dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.bool_))
 
 
 def _bytes(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+
+
+def _bytes_of(out: np.ndarray) -> np.ndarray:
+    """The bytes of ``out`` as a view, for MPI to write into (never a copy)."""
+    if not out.flags.c_contiguous:
+        raise MpiError(f"an MPI result buffer must be C-contiguous, got strides {out.strides}")
+    return out.reshape(-1).view(np.uint8)
 
 
 class MpiCommunicator(Communicator):
@@ -211,58 +212,98 @@ class MpiCommunicator(Communicator):
         MPI = _mpi()
         return {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
 
+    # each host method is its ``*_into`` method on a new array; the ``*_into`` methods have MPI
+    # read the operand and write the result where they are (a compiled program's planned
+    # buffers), copying only for dtypes MPI does not reduce (float32 in ``work``)
+
     def all_reduce(self, x, op):
+        x = np.asarray(x)
+        out = np.empty(x.shape, x.dtype)
+        self.all_reduce_into(x, out, op)
+        return out
+
+    def all_reduce_into(self, x, out, op, work=None):
         what = {"sum": "psum", "max": "pmax", "min": "pmin"}[op]
         number = self._enter(what, np.asarray(x))
-        x, back = _reducible(x)
-        out = np.empty_like(x)
-        if x.size:
-            self._wait(self._comm.Iallreduce(x, out, op=self._op(op)), number, what)
-        return back(out)
+        if out.size:
+            start = lambda a, b, o: self._comm.Iallreduce(a, b, op=o)  # noqa: E731
+            self._reduce(contiguous(x), out, work, number, what, start, op)
+
+    def _reduce(self, x, out, work, number, what, start, op) -> None:
+        """Run ``start(send, recv, mpi_op)`` from ``x`` into ``out``; through float32 (in
+        ``work`` where it is large enough) for the dtypes MPI does not reduce."""
+        if x.dtype not in _WIDENED:
+            self._wait(start(x, out, self._op(op)), number, what)
+            return
+        n = x.size + out.size
+        if work is not None and work.nbytes >= 4 * n:
+            wide = work[: 4 * n].view(np.float32)
+        else:
+            wide = np.empty(n, np.float32)
+        a, b = wide[: x.size].reshape(x.shape), wide[x.size :].reshape(out.shape)
+        np.copyto(a, x, casting="unsafe")
+        self._wait(start(a, b, self._op(op)), number, what)
+        np.copyto(out, b, casting="unsafe")
 
     def all_gather(self, x):
+        x = np.asarray(x)
+        out = np.empty((self.size,) + x.shape, x.dtype)
+        self.all_gather_into(x, out)
+        return out
+
+    def all_gather_into(self, x, out):
         x = contiguous(x)
         number = self._enter("all_gather", x)
-        raw = _bytes(x)
-        out = np.empty((self.size, raw.size), np.uint8)
-        if raw.size:
-            self._wait(self._comm.Iallgather(raw, out), number, "all_gather")
-        return out.view(x.dtype).reshape((self.size,) + x.shape)
+        if x.size:
+            self._wait(self._comm.Iallgather(_bytes(x), _bytes_of(out)), number, "all_gather")
 
     def reduce_scatter(self, x):
-        number = self._enter("psum_scatter", np.asarray(x))
-        x, back = _reducible(x)
+        x = np.asarray(x)
         out = np.empty(x.shape[1:], x.dtype)
+        self.reduce_scatter_into(x, out)
+        return out
+
+    def reduce_scatter_into(self, x, out, work=None):
+        number = self._enter("psum_scatter", np.asarray(x))
         if out.size:
-            req = self._comm.Ireduce_scatter_block(x, out, op=self._op("sum"))
-            self._wait(req, number, "psum_scatter")
-        return back(out)
+            start = lambda a, b, o: self._comm.Ireduce_scatter_block(a, b, op=o)  # noqa: E731
+            self._reduce(contiguous(x), out, work, number, "psum_scatter", start, "sum")
 
     def all_to_all(self, x):
+        x = np.asarray(x)
+        out = np.empty(x.shape, x.dtype)
+        self.all_to_all_into(x, out)
+        return out
+
+    def all_to_all_into(self, x, out):
         x = contiguous(x)
         number = self._enter("all_to_all", x)
-        raw = _bytes(x).reshape(self.size, -1)
-        out = np.empty_like(raw)
-        if raw.size:
-            self._wait(self._comm.Ialltoall(raw, out), number, "all_to_all")
-        return out.view(x.dtype).reshape(x.shape)
+        if x.size:
+            raw, got = _bytes(x).reshape(self.size, -1), _bytes_of(out).reshape(self.size, -1)
+            self._wait(self._comm.Ialltoall(raw, got), number, "all_to_all")
 
     def permute(self, x, perm: Sequence[tuple[int, int]]):
+        x = np.asarray(x)
+        out = np.empty(x.shape, x.dtype)
+        self.permute_into(x, out, perm)
+        return out
+
+    def permute_into(self, x, out, perm: Sequence[tuple[int, int]]):
         x = contiguous(x)
         number = self._enter("ppermute", x)
         src_of = {d: s for s, d in perm}
         dst_of = {s: d for s, d in perm}
-        out = np.zeros_like(x)
+        if self.rank not in src_of:  # nothing arrives: zeros
+            out[...] = 0
         if not x.size:
-            return out
+            return
         reqs = []
         if self.rank in src_of:
-            reqs.append(self._comm.Irecv(_bytes(out), source=src_of[self.rank], tag=7))
+            reqs.append(self._comm.Irecv(_bytes_of(out), source=src_of[self.rank], tag=7))
         if self.rank in dst_of:
             reqs.append(self._comm.Isend(_bytes(x), dest=dst_of[self.rank], tag=7))
         for req in reqs:
             self._wait(req, number, "ppermute")
-        return out
 
     def barrier(self) -> None:
         self._enter("barrier", None)

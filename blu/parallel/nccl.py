@@ -3,10 +3,12 @@
 ``NcclCommunicator`` has two layers:
 
 - *pointer* methods (``all_reduce_ptr``, ...) take device addresses and a CUDA stream: what a
-  GPU executable calls, on its own stream, with buffers it already holds;
+  GPU executable's collective nodes call (``blu/lower/cuda/collectives.py``), on its own
+  stream, with the planned buffers;
 - *host* methods (``all_reduce(x, op)``, ...) take numpy arrays, as the collectives' ``impl``
-  does while jit runs on the host: they copy to the device on the communicator's stream, call
-  NCCL there, and copy back.
+  does when run eagerly: they wait for the work queued on the device (a compiled program's
+  collectives on another stream must not run beside these), copy to the device on the
+  communicator's stream, call NCCL there, and copy back.
 
 NVLink multicast (NVLS) is never enabled: ``NCCL_NVLS_ENABLE`` defaults to 0 here.
 """
@@ -179,6 +181,9 @@ class NcclCommunicator(Communicator):
         if x.nbytes == 0 and out.nbytes == 0:
             return out
         s = self._stream
+        # NCCL runs one communicator's operations one at a time: let a compiled program's,
+        # queued on its executable's stream, finish first
+        _check(cu.cuCtxSynchronize())
         send = _check(cu.cuMemAllocAsync(max(x.nbytes, 1), s))
         recv = _check(cu.cuMemAllocAsync(max(out.nbytes, 1), s))
         try:

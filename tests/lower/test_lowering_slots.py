@@ -40,9 +40,9 @@ def test_every_primitive_lowers_or_is_a_listed_host_fallback():
     assert all(len(reason) > 10 for reason in HOST_FALLBACK.values())
 
 
-# What may still fall back to the host: transform-level boundaries, collectives (run per device
-# by blu.parallel; another issue), and work in flight elsewhere (sorting kernels; control flow
-# on CUDA targets), to be dropped from here when it lands. Nothing else (issue #34).
+# What may still fall back to the host: transform-level boundaries, and work in flight
+# elsewhere, to be dropped from here when it lands. Nothing else (issue #34). The collectives
+# are library nodes on both targets (issue #35: blu/lower/collectives.py).
 _TRANSFORM_LEVEL = {"checkpoint", "custom_lin"}
 _COLLECTIVES = {"psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute",
                 "reduce_scatter", "axis_index"}  # fmt: skip
@@ -51,8 +51,9 @@ _IN_FLIGHT: dict[str, set] = {"cpu": set(), "cuda": set()}
 
 @pytest.mark.parametrize("platform", ["cpu", "cuda"])
 def test_host_fallbacks_are_only_the_allowed_remainder(platform):
-    allowed = _TRANSFORM_LEVEL | _COLLECTIVES | _IN_FLIGHT[platform]
+    allowed = _TRANSFORM_LEVEL | _IN_FLIGHT[platform]
     assert set(host_fallbacks(platform)) == allowed
+    assert {targets(Primitive.registry[n])[platform] for n in _COLLECTIVES} == {"library"}
 
 
 def test_callbacks_and_cuda_rewrites_are_not_fallbacks():

@@ -138,6 +138,60 @@ COLLECTIVES = textwrap.dedent(
     """
 )
 
+# the jitted program's collectives are library nodes on the planned buffers (MPI writing into
+# them: blu/lower/cpu/collectives.py), not host fallbacks, and equal numpy float64
+COLLECTIVE_NODES = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import ml_dtypes
+    import blu
+    from blu import parallel as bp
+    from blu.parallel import P, NamedSharding
+
+    bp.initialize()
+    r, n = bp.process_index(), bp.process_count()
+    mesh = bp.make_mesh((n,), ("x",))
+    perm = [(i, (i + 1) % n) for i in range(n)]
+
+    def f(b):
+        def ring(i, carry):  # a ring all-reduce: ppermute in a compiled loop body
+            acc, msg = carry
+            msg = bp.ppermute(msg, "x", perm)
+            return acc + msg, msg
+        return (bp.psum(b, "x"), bp.pmax(b, "x"), bp.pmin(b, "x"),
+                bp.all_gather(b, "x"), bp.all_gather(b, "x", axis=2, tiled=True),
+                bp.psum_scatter(b, "x", scatter_dimension=1, tiled=True),
+                bp.all_to_all(b, "x", 1, 0, tiled=True), bp.ppermute(b, "x", perm[:1]),
+                bp.axis_index("x"), blu.lax.fori_loop(0, n - 1, ring, (b, b))[0])
+
+    specs = (P(), P(), P(), P(), P(), P("x"), P("x"), P("x"), P(), P("x"))
+    for dt in (np.float64, ml_dtypes.bfloat16, np.int32):
+        g = ((np.arange(n * 2 * 2 * n * 3) * 5) % 13 - 6).reshape(n * 2, 2 * n, 3).astype(dt)
+        blocks = g.reshape(n, 2, 2 * n, 3).astype(np.float64)  # device j: blocks[j]
+        fn = blu.jit(bp.shard(f, mesh, P("x"), specs))
+        xs = bp.device_put(g, NamedSharding(mesh, P("x")))
+        exe = fn.lower(xs, target="cpu").compile().executable
+        labels = [nd.label() for nd in exe.plan.nodes]
+        assert exe.fallbacks == [] and not any(l.startswith("fallback") for l in labels), labels
+        assert any(l.startswith("loop") for l in labels), labels  # fallbacks counts its body's
+        for name in ("psum", "pmax", "pmin", "all_gather", "reduce_scatter", "all_to_all",
+                     "ppermute", "axis_index"):
+            assert f"library[{name}]" in labels, (name, labels)
+        s = blocks.sum(0)
+        want = [s, blocks.max(0), blocks.min(0), blocks, np.concatenate(list(blocks), 2),
+                s[:, 2 * r : 2 * r + 2], blocks[:, :, 2 * r : 2 * r + 2].reshape(2 * n, 2, 3),
+                blocks[0] if r == 1 else 0 * blocks[0], r, s]
+        for i, (o, w) in enumerate(zip(fn(xs), want)):
+            got = np.asarray(o.addressable_shards[0].data if hasattr(o, "addressable_shards")
+                             else o).astype(np.float64)
+            tol = 1e-2 if dt == ml_dtypes.bfloat16 else 1e-12
+            assert got.shape == np.shape(w), (dt, i, got.shape, np.shape(w))
+            assert np.allclose(got, w, rtol=tol, atol=tol), (dt, i, got, w)
+    open(f"{sys.argv[1]}/ok{r}", "w").close()
+    """
+)
+
 TRAIN = textwrap.dedent(
     """
     import json
@@ -234,6 +288,12 @@ def test_every_collective_against_numpy(tmp_path, nproc, launcher):
     res = _run(tmp_path, COLLECTIVES, nproc, str(tmp_path), launcher=launcher)
     assert res.returncode == 0, res.stdout + res.stderr
     assert all((tmp_path / f"ok{r}").exists() for r in range(nproc)), res.stdout + res.stderr
+
+
+def test_jitted_collectives_are_library_nodes(tmp_path):
+    res = _run(tmp_path, COLLECTIVE_NODES, 2, str(tmp_path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert all((tmp_path / f"ok{r}").exists() for r in range(2)), res.stdout + res.stderr
 
 
 @pytest.fixture(scope="module")

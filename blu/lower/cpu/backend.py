@@ -10,6 +10,7 @@ from blu.core.jaxpr import Jaxpr
 from blu.lower import library
 from blu.lower.backend import Backend, Capabilities, register_backend
 from blu.lower.cpu import attention as _attention  # noqa: F401  (registers its library calls)
+from blu.lower.cpu import collectives as _collectives  # noqa: F401  (MPI into planned buffers)
 from blu.lower.cpu import cumulative as _cumulative  # noqa: F401  (registers its library calls)
 from blu.lower.cpu import kernels
 from blu.lower.cpu import libraries as _libraries  # noqa: F401  (LAPACK and pocketfft calls)
