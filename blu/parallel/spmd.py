@@ -338,11 +338,12 @@ def _global_aval(x: Any) -> ShapedArray:
 
 def call(jitted: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``jitted`` partitioned over the mesh of its shardings or sharded arguments."""
-    from blu.parallel.sharded_array import device_put
-
     name = f"jit({jitted.name})"
-    dyn_args, dyn_kwargs, statics, _ = jitted._split(args, kwargs)
+    dyn_args, dyn_kwargs, statics, donated = jitted._split(args, kwargs)
     leaves, in_tree = pytree.tree_flatten((dyn_args, dyn_kwargs))
+    n_leaf = [c.num_leaves for c in in_tree.children()[0].children()]
+    flags = [d for d, n in zip(donated, n_leaf) for _ in range(n)]
+    donated_leaves = tuple(i for i, d in enumerate(flags) if d)
     mesh_box: list = []
     want = _flat(f"{name}: in_shardings", tuple(dyn_args), jitted.in_shardings, mesh_box)
     want += [None] * (len(leaves) - len(want))
@@ -364,7 +365,7 @@ def call(jitted: Any, args: tuple, kwargs: dict) -> Any:
     for i, (a, s) in enumerate(zip(avals, want)):
         if s is not None:
             check_spec(s, mesh, a.shape, f"{name}: in_shardings of argument leaf {i}")
-    key = (in_tree, avals, statics, tuple(have), tuple(want))
+    key = (in_tree, avals, statics, tuple(have), tuple(want), donated_leaves)
     cache = jitted.__dict__.setdefault("_spmd_cache", {})
     hit = cache.get(key)
     if hit is None:
@@ -377,15 +378,13 @@ def call(jitted: Any, args: tuple, kwargs: dict) -> Any:
         out_want = _flat(f"{name}: out_shardings", outs_tree, jitted.out_shardings, mesh_box)
         if mesh_box[0] != mesh:
             raise BluValueError(with_user_line(f"{name}: out_shardings name another mesh"))
-        hit = cache[key] = (entry, _compile(entry, mesh, have, want, out_want, jitted.name))
+        fn = _compile(entry, mesh, have, want, out_want, jitted.name, donated_leaves)
+        hit = cache[key] = (entry, fn)
     entry, fn = hit
     jitted._spmd_last = fn
-    consts = list(entry.consts)
-    if runtime.is_initialized():  # one process per device: shard takes sharded arrays
-        rep = NamedSharding(mesh, PartitionSpec())
-        consts = [device_put(c, rep) for c in consts]
-        leaves = [x if _is_sharded(x) else device_put(x, rep) for x in leaves]
-    outs = fn(*consts, *leaves)
+    # (arguments that are not sharded arrays enter replicated: with one process per device,
+    # jit(shard(...)) takes them as this process's block, which they are)
+    outs = fn(*entry.consts, *leaves)
     if not any(isinstance(o, Tracer) for o in outs):  # (under an outer transform: its tracers)
         outs = [_wrap(o, NamedSharding(mesh, s)) for o, s in zip(outs, fn._blu_out_specs)]
     return pytree.tree_unflatten(entry.out_tree, outs)
@@ -401,7 +400,8 @@ def _wrap(o: Any, sharding: NamedSharding) -> Any:
     return ShardedArray(o._value, sharding, o.shape, weak_type=o.weak_type)
 
 
-def _compile(entry, mesh: Mesh, have: list, want: list, out_want: list, fname: str):
+def _compile(entry, mesh: Mesh, have: list, want: list, out_want: list, fname: str,
+             donated: tuple = ()):  # fmt: skip
     from blu.parallel.shard_map import shard
     from blu.transforms import jit as jit_mod
 
@@ -438,10 +438,10 @@ def _compile(entry, mesh: Mesh, have: list, want: list, out_want: list, fname: s
         return result
 
     per_device.__name__ = fname
+    specs = tuple([PartitionSpec()] * nc + list(have))
     fn = jit_mod.jit(
-        shard(
-            per_device, mesh, tuple([PartitionSpec()] * nc + list(have)), out_specs, check_vma=False
-        )
+        shard(per_device, mesh, specs, out_specs, check_vma=False),
+        donate_argnums=tuple(nc + i for i in donated),
     )
     fn._no_partition = True
     fn._blu_out_specs = out_specs

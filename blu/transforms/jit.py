@@ -585,7 +585,7 @@ def jit(
             per positional argument / output or a pytree prefix. With them, or called with
             sharded arrays (``device_put(x, NamedSharding(...))``), the program is partitioned
             over the mesh with collectives inserted (``blu.parallel.spmd``); its results equal
-            the unpartitioned program's. (Donation is ignored there.)
+            the unpartitioned program's.
 
     Raises:
         BluValueError: ``donate_argnums`` out of range, not ints, or also static.

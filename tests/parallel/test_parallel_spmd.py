@@ -249,3 +249,29 @@ def test_gpt2_step_partitioned_by_its_shardings_equals_one_device(gpt2, referenc
     if mode != "dp":
         got_leaf = pytree.tree_leaves(out[0])[0]
         assert got_leaf.sharding == pytree.tree_leaves(ps)[0]
+
+
+def test_a_mesh_of_one_device_moves_nothing_and_donation_is_kept(set_flag):
+    """Splits and sums over mesh axes of size 1 are no-ops: the program is the one-device
+    program, without collectives (what the world-of-one GPU benchmark measures)."""
+    set_flag("jit_backend", "numpy")
+    mesh = make_mesh((1, 1), ("data", "model"), blu.devices()[:1])
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    w = blu.device_put(rng.standard_normal((6, 3)).astype(np.float32))
+    w_np = np.asarray(w).copy()
+
+    def step(w, x):
+        g = blu.grad(lambda w: bnp.sum(bnp.tanh(x @ w)))(w)
+        return w - 0.1 * g
+
+    f = blu.jit(
+        step,
+        donate_argnums=0,
+        in_shardings=(NamedSharding(mesh, P("model")), NamedSharding(mesh, P("data"))),
+    )
+    out = f(w, x)
+    z = x.astype(np.float64) @ w_np
+    _close(out, w_np - 0.1 * x.T.astype(np.float64) @ (1 - np.tanh(z) ** 2))
+    assert spmd.collectives(f) == []
+    assert w.is_deleted()  # donated
