@@ -41,7 +41,7 @@ from blu.parallel import spmd as _spmd
 from blu.parallel.spmd import with_sharding_constraint
 from blu.transforms import jit as _jit
 
-_jit.set_partitioner(_spmd.call)
+_jit.set_partitioner(_spmd)
 
 __all__ = [
     "CheckpointError",

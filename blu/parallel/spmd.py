@@ -336,23 +336,37 @@ def _global_aval(x: Any) -> ShapedArray:
     return get_aval(x)
 
 
-def call(jitted: Any, args: tuple, kwargs: dict) -> Any:
-    """Run ``jitted`` partitioned over the mesh of its shardings or sharded arguments."""
+def _prepare(jitted: Any, args: tuple, kwargs: dict) -> tuple:
+    """``(entry, per-device jitted program, argument leaves, mesh)`` for these arguments (the
+    work is done once per signature; a later call only looks it up)."""
     name = f"jit({jitted.name})"
     dyn_args, dyn_kwargs, statics, donated = jitted._split(args, kwargs)
     leaves, in_tree = pytree.tree_flatten((dyn_args, dyn_kwargs))
-    n_leaf = [c.num_leaves for c in in_tree.children()[0].children()]
-    flags = [d for d, n in zip(donated, n_leaf) for _ in range(n)]
-    donated_leaves = tuple(i for i, d in enumerate(flags) if d)
-    mesh_box: list = []
-    want = _flat(f"{name}: in_shardings", tuple(dyn_args), jitted.in_shardings, mesh_box)
-    want += [None] * (len(leaves) - len(want))
-    have = []
+    have, mesh_box = [], []
     for i, x in enumerate(leaves):
         if _is_sharded(x):
             have.append(_spec_of(x.sharding, mesh_box, f"{name}: argument leaf {i}"))
         else:
             have.append(PartitionSpec())
+    avals = tuple(_global_aval(x) for x in leaves)
+    key = (in_tree, avals, statics, tuple(have), tuple(donated))
+    cache = jitted.__dict__.setdefault("_spmd_cache", {})
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = _build(jitted, args, kwargs, leaves, in_tree, avals, have, mesh_box)
+    entry, fn, mesh = hit
+    jitted._spmd_last = fn
+    return entry, fn, leaves, mesh
+
+
+def _build(jitted, args, kwargs, leaves, in_tree, avals, have, mesh_box) -> tuple:
+    name = f"jit({jitted.name})"
+    dyn_args, dyn_kwargs, _, donated = jitted._split(args, kwargs)
+    n_leaf = [c.num_leaves for c in in_tree.children()[0].children()]
+    flags = [d for d, n in zip(donated, n_leaf) for _ in range(n)]
+    donated_leaves = tuple(i for i, d in enumerate(flags) if d)
+    want = _flat(f"{name}: in_shardings", tuple(dyn_args), jitted.in_shardings, mesh_box)
+    want += [None] * (len(leaves) - len(want))
     if not mesh_box:
         raise BluValueError(
             with_user_line(
@@ -361,33 +375,37 @@ def call(jitted: Any, args: tuple, kwargs: dict) -> Any:
             )
         )
     mesh = mesh_box[0]
-    avals = tuple(_global_aval(x) for x in leaves)
     for i, (a, s) in enumerate(zip(avals, want)):
         if s is not None:
             check_spec(s, mesh, a.shape, f"{name}: in_shardings of argument leaf {i}")
-    key = (in_tree, avals, statics, tuple(have), tuple(want), donated_leaves)
-    cache = jitted.__dict__.setdefault("_spmd_cache", {})
-    hit = cache.get(key)
-    if hit is None:
-        _tracing.mesh = mesh
-        try:
-            entry = jitted._trace(args, kwargs, dyn_args, dyn_kwargs, in_tree, avals)
-        finally:
-            _tracing.mesh = None
-        outs_tree = pytree.tree_unflatten(entry.out_tree, list(entry.jaxpr.outvars))
-        out_want = _flat(f"{name}: out_shardings", outs_tree, jitted.out_shardings, mesh_box)
-        if mesh_box[0] != mesh:
-            raise BluValueError(with_user_line(f"{name}: out_shardings name another mesh"))
-        fn = _compile(entry, mesh, have, want, out_want, jitted.name, donated_leaves)
-        hit = cache[key] = (entry, fn)
-    entry, fn = hit
-    jitted._spmd_last = fn
+    _tracing.mesh = mesh
+    try:
+        entry = jitted._trace(args, kwargs, dyn_args, dyn_kwargs, in_tree, avals)
+    finally:
+        _tracing.mesh = None
+    outs_tree = pytree.tree_unflatten(entry.out_tree, list(entry.jaxpr.outvars))
+    out_want = _flat(f"{name}: out_shardings", outs_tree, jitted.out_shardings, mesh_box)
+    if mesh_box[0] != mesh:
+        raise BluValueError(with_user_line(f"{name}: out_shardings name another mesh"))
+    return entry, _compile(entry, mesh, have, want, out_want, jitted.name, donated_leaves), mesh
+
+
+def call(jitted: Any, args: tuple, kwargs: dict) -> Any:
+    """Run ``jitted`` partitioned over the mesh of its shardings or sharded arguments."""
+    entry, fn, leaves, mesh = _prepare(jitted, args, kwargs)
     # (arguments that are not sharded arrays enter replicated: with one process per device,
     # jit(shard(...)) takes them as this process's block, which they are)
     outs = fn(*entry.consts, *leaves)
     if not any(isinstance(o, Tracer) for o in outs):  # (under an outer transform: its tracers)
         outs = [_wrap(o, NamedSharding(mesh, s)) for o, s in zip(outs, fn._blu_out_specs)]
     return pytree.tree_unflatten(entry.out_tree, outs)
+
+
+def lower(jitted: Any, args: tuple, kwargs: dict, target: str | None) -> Any:
+    """``jitted.lower(...)`` of a partitioned function: the per-device program, staged (and
+    with ``target``, lowered: ``.compile()`` fills the kernel cache ahead of time)."""
+    entry, fn, leaves, _ = _prepare(jitted, args, kwargs)
+    return fn.lower(*entry.consts, *leaves, target=target)
 
 
 def _wrap(o: Any, sharding: NamedSharding) -> Any:

@@ -200,13 +200,13 @@ def _delete_donated(name: str, leaves: list, donated: Sequence[bool], where: str
             )
 
 
-_partitioner: Callable | None = None  # blu.parallel.spmd.call, registered by blu.parallel
+_partitioner: Any = None  # blu.parallel.spmd (call, lower), registered by blu.parallel
 
 
-def set_partitioner(fn: Callable) -> None:
+def set_partitioner(module: Any) -> None:
     """Register the SPMD partitioner (``blu.parallel`` is above this layer)."""
     global _partitioner
-    _partitioner = fn
+    _partitioner = module
 
 
 def _partition(jitted: Jitted, args: tuple, kwargs: dict) -> Any:
@@ -214,7 +214,7 @@ def _partition(jitted: Jitted, args: tuple, kwargs: dict) -> Any:
         raise BluValueError(
             with_user_line(f"jit({jitted.name}): in_shardings / out_shardings need blu.parallel")
         )
-    return _partitioner(jitted, args, kwargs)
+    return _partitioner.call(jitted, args, kwargs)
 
 
 class _ShardCount(threading.local):
@@ -368,6 +368,16 @@ class Jitted:
         self._fast: dispatch.FastCall | None = None  # the last signature's fast path
         _jitted.add(self)
 
+    def _partitions(self, leaves: Sequence[Any]) -> bool:
+        """Whether a call with these leaves goes to the SPMD partitioner: some are arrays sharded
+        over several devices and the function does not run ``shard`` itself."""
+        return (
+            _partitioner is not None
+            and not self._no_partition
+            and any(getattr(x, "_blu_sharded", False) and len(x.sharding.device_set) > 1
+                    for x in leaves)
+        )  # fmt: skip
+
     def _split(self, args: tuple, kwargs: dict):
         dyn_args, static_vals, donated = [], [], []
         for i, a in enumerate(args):
@@ -450,15 +460,16 @@ class Jitted:
         # a trace under one mesh (named axes and sizes) is not valid under another
         key = (in_tree, in_avals, statics, axis_env_key())
         entry = self._cache.get(key)
-        if entry is None and _partitioner is not None and not self._no_partition:
-            if any(getattr(x, "_blu_sharded", False) and len(x.sharding.device_set) > 1
-                   for x in leaves):  # fmt: skip
-                return None, leaves, None  # jit over sharded arrays: the partitioner's
         if entry is None:
             if config.log_compiles:
                 log.warning("jit(%s): tracing because %s", self.name, self._explain_miss(key))
             t0 = time.perf_counter()
-            entry = self._trace(args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals)
+            try:
+                entry = self._trace(args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals)
+            except Exception:
+                if self._partitions(leaves):  # (a process's blocks are not the global shapes
+                    return None, leaves, None  # the function is written for: partition it)
+                raise
             tracing.span_since(f"trace jit({self.name})", "trace", t0)
             if not any(isinstance(c, Tracer) for c in entry.consts):
                 # closures over tracers must be re-traced each time; of two threads tracing one
@@ -484,8 +495,8 @@ class Jitted:
         if self.in_shardings is not None or self.out_shardings is not None:
             return _partition(self, args, kwargs)
         entry, leaves, donated = self._lookup(args, kwargs)
-        if entry is None:
-            return _partition(self, args, kwargs)
+        if entry is None or (not entry.uses_shard and self._partitions(leaves)):
+            return _partition(self, args, kwargs)  # jit over sharded arrays
         if not entry.uses_shard:
             _check_sharded_args(self.name, leaves)
         if any(donated):
@@ -533,6 +544,10 @@ class Jitted:
         """
         args = pytree.tree_map(_spec_to_aval_holder, args, is_leaf=_is_spec)
         kwargs = pytree.tree_map(_spec_to_aval_holder, kwargs, is_leaf=_is_spec)
+        if self.in_shardings is not None or self.out_shardings is not None:
+            if _partitioner is None:
+                return _partition(self, args, kwargs)  # (raises)
+            return _partitioner.lower(self, args, kwargs, target)
         entry, _, donated = self._lookup(args, kwargs)
         donated_invars = (False,) * len(entry.consts) + tuple(donated)
         return Lowered(self, entry, target, donated_invars)

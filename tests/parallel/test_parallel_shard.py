@@ -362,16 +362,13 @@ def test_errors(set_flag):
         devices()
 
 
-def test_jit_over_sharded_arrays_outside_shard_points_to_shard():
-    from blu.transforms import jit as jit_mod
-
-    if not hasattr(jit_mod, "note_shard"):
-        pytest.skip("needs the jit hook (blu.transforms.jit.note_shard) from the lead")
+def test_jit_over_sharded_arrays_partitions_or_runs_the_shard_inside():
     mesh = make_mesh((8,), ("d",))
     x = device_put(np.arange(8.0), NamedSharding(mesh, P("d")))
-    with pytest.raises(BluValueError, match="blu.shard"):
-        blu.jit(lambda v: v * 2)(x)
-    # through shard it is fine, also when shard is called inside the jitted function
+    doubled = blu.jit(lambda v: v * 2)(x)  # partitioned (blu.parallel.spmd): the split kept
+    np.testing.assert_allclose(np.asarray(doubled), np.arange(8.0) * 2)
+    assert doubled.sharding == NamedSharding(mesh, P("d"))
+    # a function that runs shard itself is the per-device program already: not partitioned
     ok = blu.jit(lambda v: shard(lambda b: psum(b, "d"), mesh, P("d"), P())(v) + 1.0)(x)
     np.testing.assert_allclose(np.asarray(ok), x.reshape(8, 1).sum(0) + 1.0)
     np.testing.assert_allclose(
