@@ -210,6 +210,9 @@ sharding_constraint_p.def_jvp(
         sharding_constraint_p.bind(tangents[0], spec=spec),
     )
 )
+# (only bound while jit partitions, which consumes it; anywhere else it is the identity)
+sharding_constraint_p.decomposition = lambda x, *, spec: x
+sharding_constraint_p.def_batch(lambda axis_size, args, dims, *, spec: (args[0], dims[0]))
 sharding_constraint_p.def_transpose(
     lambda ct, x, *, spec: [sharding_constraint_p.bind(ct, spec=spec)]
 )
