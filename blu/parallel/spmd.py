@@ -328,6 +328,9 @@ def _flat(where: str, tree: Any, shardings: Any, mesh_box: list) -> list:
     return out
 
 
+_REPLICATED = PartitionSpec()
+
+
 def _is_sharded(x: Any) -> bool:
     return getattr(x, "_blu_sharded", False) and len(x.sharding.device_set) > 1
 
@@ -342,21 +345,27 @@ def _global_aval(x: Any) -> ShapedArray:
 def _prepare(jitted: Any, args: tuple, kwargs: dict) -> tuple:
     """``(entry, per-device jitted program, argument leaves, mesh)`` for these arguments (the
     work is done once per signature; a later call only looks it up)."""
-    name = f"jit({jitted.name})"
     dyn_args, dyn_kwargs, statics, donated = jitted._split(args, kwargs)
-    leaves, in_tree = pytree.tree_flatten((dyn_args, dyn_kwargs))
-    have, mesh_box = [], []
+    last = jitted.__dict__.get("_spmd_tree")
+    if last is None:
+        leaves, in_tree = pytree.tree_flatten((dyn_args, dyn_kwargs))
+    else:  # (the usual case: the structure of the previous call)
+        leaves, in_tree = pytree.tree_flatten_like((dyn_args, dyn_kwargs), last)
+    jitted._spmd_tree = in_tree
+    have, avals, mesh_box = [], [], []
     for i, x in enumerate(leaves):
-        if _is_sharded(x):
-            have.append(_spec_of(x.sharding, mesh_box, f"{name}: argument leaf {i}"))
+        if getattr(x, "_blu_sharded", False) and len(x.sharding.device_set) > 1:
+            where = f"jit({jitted.name}): argument leaf {i}"
+            have.append(_spec_of(x.sharding, mesh_box, where))
+            avals.append(_global_aval(x))
         else:
-            have.append(PartitionSpec())
-    avals = tuple(_global_aval(x) for x in leaves)
-    key = (in_tree, avals, statics, tuple(have), tuple(donated))
+            have.append(_REPLICATED)
+            avals.append(get_aval(x))
+    key = (in_tree, tuple(avals), statics, tuple(have), tuple(donated))
     cache = jitted.__dict__.setdefault("_spmd_cache", {})
     hit = cache.get(key)
     if hit is None:
-        hit = cache[key] = _build(jitted, args, kwargs, leaves, in_tree, avals, have, mesh_box)
+        hit = cache[key] = _build(jitted, args, kwargs, leaves, in_tree, key[1], have, mesh_box)
     entry, fn, mesh = hit
     jitted._spmd_last = fn
     return entry, fn, leaves, mesh
@@ -399,8 +408,13 @@ def call(jitted: Any, args: tuple, kwargs: dict) -> Any:
     # (arguments that are not sharded arrays enter replicated: with one process per device,
     # jit(shard(...)) takes them as this process's block, which they are)
     outs = fn(*entry.consts, *leaves)
-    if not any(isinstance(o, Tracer) for o in outs):  # (under an outer transform: its tracers)
-        outs = [_wrap(o, NamedSharding(mesh, s)) for o, s in zip(outs, fn._blu_out_specs)]
+    shardings = fn.__dict__.get("_blu_out_shardings")
+    if shardings is None:  # (None for a replicated output: it stays a plain array)
+        shardings = [None if NamedSharding(mesh, s).is_fully_replicated
+                     else NamedSharding(mesh, s) for s in fn._blu_out_specs]  # fmt: skip
+        fn._blu_out_shardings = shardings
+    if any(shardings) and not any(isinstance(o, Tracer) for o in outs):  # (not under a transform)
+        outs = [o if s is None else _wrap(o, s) for o, s in zip(outs, shardings)]
     return pytree.tree_unflatten(entry.out_tree, outs)
 
 
