@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import logging
 import sys
 import threading
@@ -39,6 +38,7 @@ from blu.transforms.aot import Lowered, _is_spec, _spec_to_aval_holder
 from blu.transforms.axes import axis_env_key
 from blu.transforms.batching import batch_jaxpr
 from blu.transforms.jaxpr_util import nonzero
+from blu.transforms.jit_args import _normalize_donate, _normalize_static
 from blu.transforms.jit_cache import (
     CacheEntry,
     stable_hoisted,
@@ -244,83 +244,6 @@ def _check_sharded_args(name: str, leaves: Sequence[Any]) -> None:
                     "in_specs, out_specs), e.g. jit(shard(f, ...)), or pass np.asarray(x)"
                 )
             )
-
-
-def _signature(fun: Callable) -> tuple[list, list[str]]:
-    """``fun``'s parameters (none where Python cannot tell) and its positional parameter names."""
-    try:
-        params = list(inspect.signature(fun).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return params, positional
-
-
-def _in_range(nums: tuple, positional: list[str], what: str) -> tuple:
-    """``nums`` as non-negative positions of ``positional``; out-of-range ones raise."""
-    bad = [i for i in nums if not -len(positional) <= i < len(positional)]
-    if bad:
-        raise BluValueError(
-            with_user_line(
-                f"jit: {what} {bad} out of range for a function of {len(positional)} positional "
-                f"parameters {positional}"
-            )
-        )
-    return tuple(i % len(positional) for i in nums)
-
-
-def _normalize_static(fun: Callable, static_argnums: Any, static_argnames: Any):
-    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums or ())
-    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames or ())
-    params, positional = _signature(fun)
-    if params and not any(p.kind == p.VAR_POSITIONAL for p in params):
-        nums = _in_range(nums, positional, "static_argnums")
-    if params and not any(p.kind == p.VAR_KEYWORD for p in params):
-        known = {p.name for p in params}
-        bad_names = [n for n in names if n not in known]
-        if bad_names:
-            raise BluValueError(
-                with_user_line(
-                    f"jit: static_argnames {bad_names} are not parameters of the function "
-                    f"(its parameters: {sorted(known)})"
-                )
-            )
-    names = set(names) | {positional[i] for i in nums if i < len(positional)}
-    nums = set(nums) | {positional.index(n) for n in names if n in positional}
-    return frozenset(nums), frozenset(names)
-
-
-def _normalize_donate(fun: Callable, donate_argnums: Any, static_nums: frozenset) -> frozenset:
-    """Donated positions, checked against the signature and the static ones at ``jit`` time.
-
-    Raises:
-        BluValueError: a position that is not an int, out of range, or also static.
-    """
-    nums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums or ())
-    bad_type = [i for i in nums if not isinstance(i, int) or isinstance(i, bool)]
-    if bad_type:
-        raise BluValueError(
-            with_user_line(f"jit: donate_argnums must be ints (positions), got {bad_type}")
-        )
-    params, positional = _signature(fun)
-    if params and not any(p.kind == p.VAR_POSITIONAL for p in params):
-        nums = _in_range(nums, positional, "donate_argnums")
-    elif any(i < 0 for i in nums):
-        raise BluValueError(
-            with_user_line(
-                f"jit: negative donate_argnums {list(nums)} for a function of *args: the "
-                "number of arguments is not known until the call"
-            )
-        )
-    both = sorted(set(nums) & set(static_nums))
-    if both:
-        raise BluValueError(
-            with_user_line(
-                f"jit: argument(s) {both} are both static and donated: a static argument is "
-                "a Python value (part of the cache key), not a buffer that can be donated"
-            )
-        )
-    return frozenset(nums)
 
 
 def _check_addressable(name: str, jaxpr: Jaxpr) -> None:
