@@ -1,0 +1,125 @@
+"""The numpy kernel of ``conv_general_dilated``: a direct convolution with one padded copy of
+the input, not one copy per kernel offset (im2col's ``prod(window)`` copies).
+
+The input is laid out once as ``(N, padded spatial..., C)`` (dilated by ``lhs_dilation`` and
+padded, negative pads cropping); then for each kernel offset ``k`` the strided view
+``xp[:, k * rhs_dilation + y * stride, :]`` of shape ``(N, out..., C)`` is multiplied by the
+``(C/G, O/G)`` matrix ``W[k]`` of each group and accumulated into ``(N, out..., O)``: BLAS
+products on strided views, ``prod(window)`` of them. Feature groups take blocks of ``C`` and
+``O``; batch groups take blocks of ``N`` and ``O`` (group-major, as XLA's ConvGeneralDilated).
+
+It is the primitive's eager impl and its CPU library node (``blu/lower/cpu/libraries.py``),
+which passes the planned output buffer as ``out``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from blu.core import dtypes
+
+
+def dilate_dim(d: int, dilation: int) -> int:
+    """The size of an axis of ``d`` elements with ``dilation - 1`` zeros between them."""
+    return 0 if d == 0 else 1 + dilation * (d - 1)
+
+
+def _acc_dtype(out_dtype: np.dtype) -> np.dtype:
+    # half floats have no BLAS: accumulate in float32 and round once (as dot_general's impl)
+    if out_dtype in (dtypes.float16, dtypes.bfloat16):
+        return np.dtype(np.float32)
+    return np.dtype(out_dtype)
+
+
+def _padded_input(
+    x: np.ndarray, pads: Sequence[tuple[int, int]], ld: Sequence[int], dtype: np.dtype
+) -> np.ndarray:
+    """``x`` ``(N, spatial..., C)`` dilated by ``ld`` and padded by ``pads`` (negative: crop),
+    in a new zero array of ``dtype``."""
+    shape, dst, src = [x.shape[0]], [slice(None)], [slice(None)]
+    for ax, ((lo, hi), d) in enumerate(zip(pads, ld)):
+        n = x.shape[1 + ax]
+        size = max(dilate_dim(n, d) + lo + hi, 0)
+        # the input elements i whose position lo + i * d lands in [0, size)
+        first = min((-lo + d - 1) // d if lo < 0 else 0, n)
+        last = min(max((size - lo + d - 1) // d, first), n)
+        shape.append(size)
+        if last > first:
+            start = lo + first * d
+            dst.append(slice(start, start + (last - first - 1) * d + 1, d))
+            src.append(slice(first, last))
+        else:
+            dst.append(slice(0, 0))
+            src.append(slice(0, 0))
+    shape.append(x.shape[-1])
+    xp = np.zeros(shape, dtype)
+    xp[(*dst, slice(None))] = x[(*src, slice(None))]
+    return xp
+
+
+def conv_numpy(
+    lhs: np.ndarray,
+    rhs: np.ndarray,
+    *,
+    window_strides,
+    padding,
+    lhs_dilation,
+    rhs_dilation,
+    dimension_numbers,
+    feature_group_count,
+    batch_group_count,
+    precision=None,
+    preferred_element_type=None,
+    out: Any = None,
+) -> np.ndarray:
+    """``conv_general_dilated`` of numpy arrays with resolved params (explicit pads,
+    ``ConvDimensionNumbers``); written into ``out`` (``out_spec`` layout) when given."""
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    s = lhs.ndim - 2
+    out_dtype = np.dtype(preferred_element_type or lhs.dtype)
+    acc_dt = _acc_dtype(out_dtype)
+    x = np.transpose(lhs, (lhs_spec[0], *lhs_spec[2:], lhs_spec[1]))  # (N, sp..., C)
+    w = np.transpose(rhs, (*rhs_spec[2:], rhs_spec[1], rhs_spec[0]))  # (win..., I, O)
+    w = w.astype(acc_dt, copy=False)
+    n, c, win, o = x.shape[0], x.shape[-1], w.shape[:s], w.shape[-1]
+    xp = _padded_input(x, padding, lhs_dilation, acc_dt)
+    eff = [dilate_dim(k, r) for k, r in zip(win, rhs_dilation)]
+    out_sp = [
+        max((p - e) // st + 1, 0) if p >= e else 0
+        for p, e, st in zip(xp.shape[1:-1], eff, window_strides)
+    ]
+    fg, bg = feature_group_count, batch_group_count
+    nb = n // bg
+    acc = np.zeros((nb, *out_sp, o), acc_dt)
+    ci, og, ob = c // fg, o // fg, o // bg
+    if acc.size and c:
+        for ks in itertools.product(*(range(k) for k in win)):
+            idx = tuple(
+                slice(k * r, k * r + (m - 1) * st + 1, st)
+                for k, r, m, st in zip(ks, rhs_dilation, out_sp, window_strides)
+            )
+            view = xp[(slice(None), *idx)]  # (N, out..., C): a strided view, no copy
+            wk = w[ks]  # (I, O)
+            if bg > 1:  # batch block b feeds output features block b
+                for b in range(bg):
+                    ob_ = slice(b * ob, (b + 1) * ob)
+                    acc[..., ob_] += view[b * nb : (b + 1) * nb] @ wk[:, ob_]
+            elif fg > 1:  # feature group g: input features block g to output block g
+                for g in range(fg):
+                    og_ = slice(g * og, (g + 1) * og)
+                    acc[..., og_] += view[..., g * ci : (g + 1) * ci] @ wk[:, og_]
+            else:
+                acc += view @ wk
+    y = np.transpose(acc, (0, s + 1, *range(1, s + 1)))  # (N, O, out...)
+    inv = [0] * (s + 2)
+    for j, axis in enumerate(out_spec):
+        inv[axis] = j
+    y = np.transpose(y, inv)
+    if out is None:
+        return np.ascontiguousarray(y, dtype=out_dtype)
+    out[...] = y
+    return out
