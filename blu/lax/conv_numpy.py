@@ -35,14 +35,12 @@ def _acc_dtype(out_dtype: np.dtype) -> np.dtype:
     return np.dtype(out_dtype)
 
 
-def _padded_input(
-    x: np.ndarray, pads: Sequence[tuple[int, int]], ld: Sequence[int], dtype: np.dtype
-) -> np.ndarray:
-    """``x`` ``(N, spatial..., C)`` dilated by ``ld`` and padded by ``pads`` (negative: crop),
-    in a new zero array of ``dtype``."""
-    shape, dst, src = [x.shape[0]], [slice(None)], [slice(None)]
-    for ax, ((lo, hi), d) in enumerate(zip(pads, ld)):
-        n = x.shape[1 + ax]
+def dilate_pad(x: np.ndarray, pads: Sequence[tuple[int, int]], dilation: Sequence[int],
+               fill: Any, dtype: Any) -> np.ndarray:  # fmt: skip
+    """``x`` with ``dilation - 1`` holes between elements and ``pads`` (negative: crop) on each
+    axis, holes and pads holding ``fill`` (``lax.pad``'s semantics), in a new array of ``dtype``."""
+    shape, dst, src = [], [], []
+    for n, (lo, hi), d in zip(x.shape, pads, dilation):
         size = max(dilate_dim(n, d) + lo + hi, 0)
         # the input elements i whose position lo + i * d lands in [0, size)
         first = min((-lo + d - 1) // d if lo < 0 else 0, n)
@@ -55,9 +53,8 @@ def _padded_input(
         else:
             dst.append(slice(0, 0))
             src.append(slice(0, 0))
-    shape.append(x.shape[-1])
-    xp = np.zeros(shape, dtype)
-    xp[(*dst, slice(None))] = x[(*src, slice(None))]
+    xp = np.full(shape, fill, dtype)
+    xp[tuple(dst)] = x[tuple(src)]
     return xp
 
 
@@ -86,7 +83,8 @@ def conv_numpy(
     w = np.transpose(rhs, (*rhs_spec[2:], rhs_spec[1], rhs_spec[0]))  # (win..., I, O)
     w = w.astype(acc_dt, copy=False)
     n, c, win, o = x.shape[0], x.shape[-1], w.shape[:s], w.shape[-1]
-    xp = _padded_input(x, padding, lhs_dilation, acc_dt)
+    no = ((0, 0),)
+    xp = dilate_pad(x, no + tuple(padding) + no, (1, *lhs_dilation, 1), 0, acc_dt)
     eff = [dilate_dim(k, r) for k, r in zip(win, rhs_dilation)]
     out_sp = [
         max((p - e) // st + 1, 0) if p >= e else 0

@@ -267,8 +267,9 @@ def _reshape_axis_out_of(src: int, size1: int, x: Any) -> Any:
     return reshape(x, shape)
 
 
-def _vjp_lhs_padding(in_sp, win, strides, out_sp, padding, ld, rd) -> tuple:
-    """The transposed convolution's padding (JAX's ``_conv_general_vjp_lhs_padding``)."""
+def vjp_lhs_padding(in_sp, win, strides, out_sp, padding, ld, rd) -> tuple:
+    """The padding of the convolution that transposes one to its lhs (JAX's
+    ``_conv_general_vjp_lhs_padding``; reduce_window_sum's transpose too)."""
     pads = []
     for n, k, st, m, (lo, _), l_, r in zip(in_sp, win, strides, out_sp, padding, ld, rd):
         before = dilate_dim(k, r) - lo - 1
@@ -297,7 +298,7 @@ def _transpose_lhs(ct, lhs_aval, rhs, params) -> Any:
     if fg > 1 or bg > 1:  # the group axis moves from the kernel's out to its in features
         rhs = _reshape_axis_out_of(rhs_spec[0], max(fg, bg), rhs)
         rhs = _reshape_axis_into(rhs_spec[0], rhs_spec[1], rhs)
-    pads = _vjp_lhs_padding(
+    pads = vjp_lhs_padding(
         _spatial(lhs_aval.shape, lhs_spec), _spatial(rhs_shape, rhs_spec),
         params["window_strides"], _spatial(get_aval(ct).shape, out_spec), params["padding"],
         params["lhs_dilation"], params["rhs_dilation"],
