@@ -11,8 +11,10 @@ import numpy as np
 
 import blu.numpy as bnp
 from blu import lax
+from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
+from blu.lax.windowed import identity
 
 __all__ = ["avg_pool", "max_pool", "min_pool"]
 
@@ -51,15 +53,11 @@ def _pool(
         padding = ((0, 0),) * nb + padding + ((0, 0),)
     elif padding.upper() not in ("SAME", "VALID", "SAME_LOWER"):
         raise BluValueError(with_user_line(f"{name}: unknown padding {padding!r}"))
-    dt = get_aval(x).dtype
-    ops = {"max": (lax.max, -np.inf), "min": (lax.min, np.inf), "sum": (lax.add, 0)}
-    op, init = ops[monoid]
-    if not np.issubdtype(np.dtype(dt), np.inexact) and monoid != "sum":
-        info = np.iinfo(dt) if dt != np.bool_ else None
-        init = (monoid == "min") if info is None else (info.min if monoid == "max" else info.max)
+    op = {"max": lax.max, "min": lax.min, "sum": lax.add}[monoid]
+    init = identity(monoid, get_aval(x).dtype)  # -inf / +inf / 0 (integer: the extremes)
     return lax.reduce_window(
         x,
-        np.asarray(init).astype(dt),
+        init,
         op,
         (1,) * nb + window + (1,),
         (1,) * nb + strides + (1,),
@@ -118,7 +116,7 @@ def avg_pool(
         The pooled array (a float dtype).
     """
     x = bnp.asarray(inputs)
-    if not np.issubdtype(np.dtype(get_aval(x).dtype), np.inexact):
+    if not dtypes.is_inexact(get_aval(x).dtype):
         x = x.astype(bnp.float32)
     y = _pool(x, "sum", window_shape, strides, padding, "avg_pool")
     if count_include_pad:

@@ -8,6 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
+from gpu_helpers import make_device, on_gpu, put
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -187,3 +188,27 @@ def test_group_count_errors_name_the_shapes():
         lax.conv_general_dilated(x, w, (1,), "VALID", feature_group_count=2, batch_group_count=2)
     with pytest.raises(BluValueError, match="crops"):
         lax.conv_general_dilated(x, np.ones((6, 6, 2)), (1,), [(-4, -3)])
+
+
+@on_gpu
+def test_conv_and_pooling_on_the_cuda_target_against_float64():
+    """The im2col decomposition and reduce_window's decomposition in a CUDA program (the
+    simulated GPU in CI), forward and gradients, against the float64 eager values."""
+    import blu.nn as bnn
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 6, 5, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 2, 6)).astype(np.float32)
+
+    def loss(a, b):
+        y = lax.conv_general_dilated(a, b, (1, 2), "SAME", rhs_dilation=(2, 1),
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                     feature_group_count=2)  # fmt: skip
+        return (bnn.max_pool(y, (2, 2), (2, 1), "SAME") ** 2).sum() + bnn.avg_pool(y, (3, 1)).sum()
+
+    dev = make_device()
+    got = blu.jit(blu.value_and_grad(loss, argnums=(0, 1)))(*put(dev, x, w))
+    want = blu.value_and_grad(loss, argnums=(0, 1))(x.astype(np.float64), w.astype(np.float64))
+    np.testing.assert_allclose(float(np.asarray(got[0])), float(want[0]), rtol=1e-4)
+    for g, r in zip(got[1], want[1]):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=2e-3, atol=2e-3)

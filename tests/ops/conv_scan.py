@@ -126,6 +126,7 @@ op(
         lhs, rhs, st, pad, ld, dn, g, _tuple(rhs_dilation, lhs)
     ),
     _conv_sample,
+    covers=("lax.conv_general_dilated", "prim:conv_general_dilated"),
     special=_CONV_SPECIAL,
     kwargs=[{"rhs_dilation": 2}, {"preferred_element_type": np.float32}],
     n_ops=30,
