@@ -15,6 +15,7 @@ which passes the planned output buffer as ``out``.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,8 +36,9 @@ def _acc_dtype(out_dtype: np.dtype) -> np.dtype:
     return np.dtype(out_dtype)
 
 
-def dilate_pad(x: np.ndarray, pads: Sequence[tuple[int, int]], dilation: Sequence[int],
-               fill: Any, dtype: Any) -> np.ndarray:  # fmt: skip
+def dilate_pad(
+    x: np.ndarray, pads: Sequence[tuple[int, int]], dilation: Sequence[int], fill: Any, dtype: Any
+) -> np.ndarray:
     """``x`` with ``dilation - 1`` holes between elements and ``pads`` (negative: crop) on each
     axis, holes and pads holding ``fill`` (``lax.pad``'s semantics), in a new array of ``dtype``."""
     shape, dst, src = [], [], []
@@ -56,6 +58,21 @@ def dilate_pad(x: np.ndarray, pads: Sequence[tuple[int, int]], dilation: Sequenc
     xp = np.full(shape, fill, dtype)
     xp[tuple(dst)] = x[tuple(src)]
     return xp
+
+
+def _blocks(n: int, c: int, o: int, fg: int, bg: int) -> list[tuple[slice, slice, slice]]:
+    """(batch, input feature, output feature) blocks that meet: batch block b feeds output
+    block b (batch groups); input feature group g feeds output group g (feature groups)."""
+    if bg > 1:
+        nb, ob = n // bg, o // bg
+        return [
+            (slice(b * nb, (b + 1) * nb), slice(None), slice(b * ob, (b + 1) * ob))
+            for b in range(bg)
+        ]
+    ci, og = c // fg, o // fg
+    return [
+        (slice(None), slice(g * ci, (g + 1) * ci), slice(g * og, (g + 1) * og)) for g in range(fg)
+    ]
 
 
 def conv_numpy(
@@ -91,27 +108,30 @@ def conv_numpy(
         for p, e, st in zip(xp.shape[1:-1], eff, window_strides)
     ]
     fg, bg = feature_group_count, batch_group_count
-    nb = n // bg
-    acc = np.zeros((nb, *out_sp, o), acc_dt)
-    ci, og, ob = c // fg, o // fg, o // bg
-    if acc.size and c:
+    acc = np.zeros((n // bg, *out_sp, o), acc_dt)
+    blocks = _blocks(n, c, o, fg, bg)
+    if acc.size and c and math.prod(win) <= math.prod(out_sp):
+        # a small kernel (the forward pass): one product per kernel offset over all outputs
         for ks in itertools.product(*(range(k) for k in win)):
             idx = tuple(
                 slice(k * r, k * r + (m - 1) * st + 1, st)
                 for k, r, m, st in zip(ks, rhs_dilation, out_sp, window_strides)
             )
             view = xp[(slice(None), *idx)]  # (N, out..., C): a strided view, no copy
-            wk = w[ks]  # (I, O)
-            if bg > 1:  # batch block b feeds output features block b
-                for b in range(bg):
-                    ob_ = slice(b * ob, (b + 1) * ob)
-                    acc[..., ob_] += view[b * nb : (b + 1) * nb] @ wk[:, ob_]
-            elif fg > 1:  # feature group g: input features block g to output block g
-                for g in range(fg):
-                    og_ = slice(g * og, (g + 1) * og)
-                    acc[..., og_] += view[..., g * ci : (g + 1) * ci] @ wk[:, og_]
-            else:
-                acc += view @ wk
+            for bs, cs, os_ in blocks:
+                acc[..., os_] += view[bs][..., cs] @ w[ks][:, os_]
+    elif acc.size and c:
+        # a kernel larger than the output (the kernel's gradient, whose "kernel" is the
+        # cotangent): one product per output position over the whole window
+        axes = (list(range(1, s + 2)), list(range(s + 1)))
+        for pos in itertools.product(*(range(m) for m in out_sp)):
+            idx = tuple(
+                slice(p * st, p * st + (k - 1) * r + 1, r)
+                for p, st, k, r in zip(pos, window_strides, win, rhs_dilation)
+            )
+            view = xp[(slice(None), *idx)]  # (N, window..., C)
+            for bs, cs, os_ in blocks:
+                acc[(slice(None), *pos, os_)] = np.tensordot(view[bs][..., cs], w[..., os_], axes)
     y = np.transpose(acc, (0, s + 1, *range(1, s + 1)))  # (N, O, out...)
     inv = [0] * (s + 2)
     for j, axis in enumerate(out_spec):
