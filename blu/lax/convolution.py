@@ -360,6 +360,12 @@ def _conv_batch(axis_size, args, dims, **params):
     (lhs, rhs), (ld, rd) = args, dims
     lhs_spec, rhs_spec, out_spec = params["dimension_numbers"]
     fg, bg = params["feature_group_count"], params["batch_group_count"]
+    if axis_size == 0:  # nothing to fold (a size-0 axis cannot be split back out): zeros
+        la, ra = get_aval(lhs), get_aval(rhs)
+        one = [ShapedArray(tuple(d for i, d in enumerate(a.shape) if i != b), a.dtype)
+               if b is not None else a for a, b in ((la, ld), (ra, rd))]  # fmt: skip
+        aval = _conv_abstract_eval(*one, **params)
+        return full((0, *aval.shape), 0, aval.dtype), 0
     if ld is not None and rd is not None:
         if bg > 1:
             new_lhs = _reshape_axis_into(ld, lhs_spec[0], lhs)

@@ -212,3 +212,10 @@ def test_conv_and_pooling_on_the_cuda_target_against_float64():
     np.testing.assert_allclose(float(np.asarray(got[0])), float(want[0]), rtol=1e-4)
     for g, r in zip(got[1], want[1]):
         np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=2e-3, atol=2e-3)
+
+
+def test_vmap_over_a_size_zero_axis_gives_empty_results():
+    x, w = np.ones((2, 3, 5)), np.ones((4, 3, 2))
+    conv = lambda a, b: lax.conv_general_dilated(a, b, (1,), "SAME")  # noqa: E731
+    assert blu.vmap(conv, in_axes=(0, None))(np.ones((0, 2, 3, 5)), w).shape == (0, 2, 4, 5)
+    assert blu.vmap(conv, in_axes=(None, 0))(x, np.ones((0, 4, 3, 2))).shape == (0, 2, 4, 5)
