@@ -35,8 +35,8 @@ from blu.lax import elementwise as ew
 from blu.lax.conv_numpy import dilate_dim, dilate_pad
 from blu.lax.convolution import padtype_to_pads, vjp_lhs_padding
 from blu.lax.shapes import full, pad
-from blu.lax.slicing import slice as _slice
-from blu.transforms.ad_util import Zero, deflinear, tangent_aval, zero_like
+from blu.lax.window_select import out_spatial, window_gather, window_slices
+from blu.transforms.ad_util import Zero, deflinear, tangent_aval
 from blu.transforms.batching import moveaxis
 
 __all__ = ["reduce_window"]
@@ -57,25 +57,13 @@ def identity(monoid: str, dtype: Any) -> Any:
     return dt.type(info.min if monoid == "max" else info.max)
 
 
-def _out_spatial(
-    shape, window_dimensions, window_strides, padding, base_dilation, window_dilation
-) -> list[int]:
-    out = []
-    for n, w, s, (lo, hi), bd, wd in zip(
-        shape, window_dimensions, window_strides, padding, base_dilation, window_dilation
-    ):
-        padded, eff = dilate_dim(n, bd) + lo + hi, dilate_dim(w, wd)
-        out.append((padded - eff) // s + 1 if padded >= eff else 0)
-    return out
-
-
 def _impl(monoid: str) -> Callable[..., np.ndarray]:
     def impl(x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation):
         half = x.dtype in (dtypes.float16, dtypes.bfloat16) and monoid == "sum"
         acc_dt = np.float32 if half else x.dtype  # sum half floats in float32, round once
         ident = identity(monoid, x.dtype)
         xp = dilate_pad(x, padding, base_dilation, ident, acc_dt)
-        out_sp = _out_spatial(
+        out_sp = out_spatial(
             x.shape, window_dimensions, window_strides, padding, base_dilation, window_dilation
         )
         acc = np.full(out_sp, ident, acc_dt)
@@ -124,7 +112,7 @@ def _abstract_eval(name: str) -> Callable[..., ShapedArray]:
                         f"{name}: padding {(lo, hi)} crops axis {ax} of {x.str_short()} below 0"
                     )
                 )
-        return ShapedArray(tuple(_out_spatial(x.shape, *params)), x.dtype)
+        return ShapedArray(tuple(out_spatial(x.shape, *params)), x.dtype)
 
     return rule
 
@@ -142,26 +130,15 @@ def _decomposition(monoid: str) -> Callable[..., Any]:
             full((), ident, xa.dtype),
             [(lo, hi, bd - 1) for (lo, hi), bd in zip(padding, base_dilation)],
         )
-        out_sp = _out_spatial(
+        out_sp = out_spatial(
             xa.shape, window_dimensions, window_strides, padding, base_dilation, window_dilation
         )
         acc = None
-        for sl in _window_slices(xp, out_sp, window_dimensions, window_strides, window_dilation):
+        for sl in window_slices(xp, out_sp, window_dimensions, window_strides, window_dilation):
             acc = sl if acc is None else op(acc, sl)
         return full(out_sp, ident, xa.dtype) if acc is None else acc
 
     return decomposition
-
-
-def _window_slices(xp, out_sp, window_dimensions, window_strides, window_dilation):
-    """The strided slices of ``xp``, one per window offset (row-major order)."""
-    for ks in itertools.product(*(range(w) for w in window_dimensions)):
-        start, limit = [], []
-        for k, d, m, s in zip(ks, window_dilation, out_sp, window_strides):
-            b = k * d if m else 0  # an empty output takes an empty slice at 0
-            start.append(b)
-            limit.append(b + (m - 1) * s + 1 if m else 0)
-        yield _slice(xp, start, limit, window_strides)
 
 
 def _batch(prim: Primitive):
@@ -247,34 +224,28 @@ def _chooser_jvp(prim: Primitive, monoid: str):
         (x,), (t,) = primals, tangents
         out = prim.bind(x, **params)
         if isinstance(t, Zero) or not dtypes.is_inexact(get_aval(out).dtype):
-            return out, zero_like(out) if isinstance(t, Zero) else Zero(tangent_aval(get_aval(out)))
+            return out, Zero(tangent_aval(get_aval(out)))
         xa = get_aval(x)
         cfg = [(lo, hi, bd - 1) for (lo, hi), bd in zip(params["padding"], params["base_dilation"])]
         xp = pad(x, full((), identity(monoid, xa.dtype), xa.dtype), cfg)
-        tp = pad(t, full((), 0, get_aval(t).dtype), cfg)
-        out_sp = _out_spatial(
-            xa.shape,
-            params["window_dimensions"],
-            params["window_strides"],
-            params["padding"],
-            params["base_dilation"],
-            params["window_dilation"],
-        )
+        out_sp = out_spatial(xa.shape, *(params[k] for k in _WINDOW))
         win = (params["window_dimensions"], params["window_strides"], params["window_dilation"])
-        best = best_t = None
-        for xs, ts in zip(_window_slices(xp, out_sp, *win), _window_slices(tp, out_sp, *win)):
+        best = which = None
+        for i, xs in enumerate(window_slices(xp, out_sp, *win)):
             if best is None:
-                best, best_t = xs, ts
+                best, which = xs, full(out_sp, 0, dtypes.int32)
                 continue
             take = better(xs, best)  # strictly better: the first extremum keeps the tangent
-            best, best_t = ew.select(take, xs, best), ew.select(take, ts, best_t)
-        if best_t is None:  # an empty window: no element, no tangent
+            best = ew.select(take, xs, best)
+            which = ew.select(take, full(out_sp, i, dtypes.int32), which)
+        if which is None:  # an empty window: no element, no tangent
             return out, Zero(tangent_aval(get_aval(out)))
-        return out, best_t
+        return out, window_gather(t, which, **params)
 
     prim.def_jvp(jvp)
 
 
+_WINDOW = ("window_dimensions", "window_strides", "padding", "base_dilation", "window_dilation")
 _chooser_jvp(reduce_window_max_p, "max")
 _chooser_jvp(reduce_window_min_p, "min")
 

@@ -18,8 +18,11 @@ from blu import lax
 from blu.core.errors import BluError, BluValueError
 from tests.helpers import check_grads
 
-_OPS = {"sum": (lax.add, 0.0, np.add), "max": (lax.max, -np.inf, np.maximum),
-        "min": (lax.min, np.inf, np.minimum)}  # fmt: skip
+_OPS = {
+    "sum": (lax.add, 0.0, np.add),
+    "max": (lax.max, -np.inf, np.maximum),
+    "min": (lax.min, np.inf, np.minimum),
+}
 
 
 def window_ref(x, monoid, wdims, strides, pads, bd, wd):
@@ -122,6 +125,35 @@ def test_max_gradient_with_ties_goes_to_the_first_maximum():
     np.testing.assert_array_equal(np.asarray(g), [0.0, 2.0, 1.0, 0.0])
 
 
+@pytest.mark.parametrize(
+    "monoid, wdims, strides, pads, bd, wd",
+    [
+        ("max", (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), (1, 1)),
+        ("max", (2, 3), (1, 2), ((0, 2), (-1, 1)), (2, 1), (1, 2)),
+        ("min", (3, 1), (2, 1), ((2, 0), (0, 0)), (1, 2), (2, 1)),
+    ],
+)
+def test_compiled_gradient_matches_eager(monoid, wdims, strides, pads, bd, wd):
+    """The derivative primitives' decompositions (compiled) against their numpy impls."""
+    x = np.random.default_rng(3).standard_normal((5, 6))
+    rw = _rw(monoid, wdims, strides, pads, bd, wd)
+    c = np.random.default_rng(4).standard_normal(np.shape(rw(x)))
+
+    def loss(a):
+        y = rw(a)
+        return bnp.where(bnp.isfinite(y), y * c, 0.0).sum()
+
+    want = np.asarray(blu.grad(loss)(x))
+    np.testing.assert_allclose(np.asarray(blu.jit(blu.grad(loss))(x)), want, rtol=1e-12)
+    # forward over reverse: the gather's transpose transposed back
+    hvp = blu.jvp(blu.grad(loss), (x,), (x,))[1]
+    np.testing.assert_allclose(
+        np.asarray(blu.jit(lambda a, t: blu.jvp(blu.grad(loss), (a,), (t,))[1])(x, x)),
+        np.asarray(hvp),
+        atol=1e-12,
+    )
+
+
 def test_integer_max_and_errors():
     x = np.array([[3, -7, 5], [1, 2, -9]], np.int32)
     imin = np.iinfo(np.int32).min
@@ -152,20 +184,30 @@ def test_max_and_avg_pool_nhwc_against_numpy():
     x = rng.standard_normal((2, 6, 4, 3)).astype(np.float32)
     blocks = x.reshape(2, 3, 2, 2, 2, 3)  # non-overlapping 2x2 windows
     np.testing.assert_allclose(np.asarray(nn.max_pool(x, (2, 2), (2, 2))), blocks.max((2, 4)))
-    np.testing.assert_allclose(np.asarray(nn.avg_pool(x, (2, 2), (2, 2))), blocks.mean((2, 4)),
-                               rtol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        np.asarray(nn.avg_pool(x, (2, 2), (2, 2))), blocks.mean((2, 4)), rtol=1e-6
+    )
     np.testing.assert_allclose(np.asarray(nn.min_pool(x[0], (2, 2), (2, 2))), blocks[0].min((1, 3)))
     # SAME padding: 3x3 windows at the border see fewer elements
     x64 = x.astype(np.float64)
-    s = window_ref(x64, "sum", (1, 3, 3, 1), (1, 1, 1, 1), [(0, 0), (1, 1), (1, 1), (0, 0)],
-                   (1,) * 4, (1,) * 4)  # fmt: skip
+    s = window_ref(
+        x64, "sum", (1, 3, 3, 1), (1, 1, 1, 1), [(0, 0), (1, 1), (1, 1), (0, 0)], (1,) * 4, (1,) * 4
+    )
     np.testing.assert_allclose(np.asarray(nn.avg_pool(x64, (3, 3), padding="SAME")), s / 9)
-    counts = window_ref(np.ones((1, 6, 4, 1)), "sum", (1, 3, 3, 1), (1,) * 4,
-                        [(0, 0), (1, 1), (1, 1), (0, 0)], (1,) * 4, (1,) * 4)  # fmt: skip
+    counts = window_ref(
+        np.ones((1, 6, 4, 1)),
+        "sum",
+        (1, 3, 3, 1),
+        (1,) * 4,
+        [(0, 0), (1, 1), (1, 1), (0, 0)],
+        (1,) * 4,
+        (1,) * 4,
+    )
     got = nn.avg_pool(x64, (3, 3), padding="SAME", count_include_pad=False)
     np.testing.assert_allclose(np.asarray(got), s / counts)
-    m = window_ref(x64, "max", (1, 3, 3, 1), (1, 2, 2, 1), [(0, 0), (1, 1), (1, 1), (0, 0)],
-                   (1,) * 4, (1,) * 4)  # fmt: skip
+    m = window_ref(
+        x64, "max", (1, 3, 3, 1), (1, 2, 2, 1), [(0, 0), (1, 1), (1, 1), (0, 0)], (1,) * 4, (1,) * 4
+    )
     np.testing.assert_allclose(np.asarray(nn.max_pool(x64, (3, 3), (2, 2), ((1, 1), (1, 1)))), m)
 
 

@@ -213,6 +213,7 @@ NOT_OPERATIONS: dict[str, str] = {
             "conv_decomp",
             "conv_numpy",
             "windowed",
+            "window_select",
             "parallel",
             "random_gamma",
             "random_gamma_numpy",

@@ -47,7 +47,10 @@ for _m, _prim in (("add", "sum"), ("max", "max"), ("min", "min")):
         ),
         (lambda m: lambda x, w, s, p: _window_ref(x, m, w, s, p))(_m),
         _sample,
-        covers=(("lax.reduce_window",) if _m == "add" else ()) + (f"prim:reduce_window_{_prim}",),
+        covers=(("lax.reduce_window",) if _m == "add" else ())
+        + (f"prim:reduce_window_{_prim}",)
+        # the max's derivatives: select-and-gather and its transpose, select-and-scatter-add
+        + (("prim:window_gather", "prim:window_scatter") if _m == "max" else ()),
         special=[(np.array([1.0, 3.0, 3.0, np.inf, -np.inf]), (2,), (1,), ((0, 1),))],
         n_ops=9,
     )
