@@ -43,6 +43,7 @@ __all__ = [
     "conv",
     "conv_dimension_numbers",
     "conv_general_dilated",
+    "conv_transpose",
     "conv_with_general_padding",
     "padtype_to_pads",
 ]
@@ -499,5 +500,93 @@ def conv(
     """``conv_general_dilated`` in ``NCHW``/``OIHW`` layout without dilation (``jax.lax.conv``)."""
     return conv_general_dilated(
         lhs, rhs, window_strides, padding,
+        precision=precision, preferred_element_type=preferred_element_type,
+    )  # fmt: skip
+
+
+def _transpose_pads(k: int, s: int, padding: Any) -> tuple[int, int]:
+    """One axis's padding of a transposed convolution (JAX's ``_conv_transpose_padding``):
+    for ``"SAME"``/``"VALID"``/a forward pair, the padding that makes it the gradient of the
+    forward convolution (Keras's output sizes ``n * s`` and ``n * s + max(k - s, 0)``)."""
+    if padding == "SAME":
+        total = k + s - 2
+        lo = k - 1 if s > k - 1 else -(-total // 2)
+    elif padding == "VALID":
+        total, lo = k + s - 2 + max(k - s, 0), k - 1
+    else:
+        lo, total = k - padding[0] - 1, 2 * k - padding[0] - padding[1] - 2
+    return lo, total - lo
+
+
+_TRANSPOSE_LAYOUTS = {2: ("NC", "IO", "NC"), 3: ("NHC", "HIO", "NHC"),
+                      4: ("NHWC", "HWIO", "NHWC"), 5: ("NHWDC", "HWDIO", "NHWDC")}  # fmt: skip
+
+
+def conv_transpose(
+    lhs: Any,
+    rhs: Any,
+    strides: Sequence[int],
+    padding: str | Sequence[tuple[int, int]],
+    rhs_dilation: Sequence[int] | None = None,
+    dimension_numbers: Any = None,
+    transpose_kernel: bool = False,
+    precision: Any = None,
+    preferred_element_type: Any = None,
+    use_consistent_padding: bool = False,
+) -> Any:
+    """A transposed ("fractionally strided") convolution, ``jax.lax.conv_transpose``: the
+    input dilated by ``strides`` and convolved with stride 1.
+
+    Args:
+        lhs, rhs: as ``conv_general_dilated``'s; the default layouts are TensorFlow's
+            (``NHWC``/``HWIO``/``NHWC`` for rank 4, and the like for ranks 2 to 5).
+        strides: ``s`` ints >= 1: the forward convolution's strides.
+        padding: ``"SAME"`` (output ``n * stride``), ``"VALID"`` (``n * stride +
+            max(k - stride, 0)``), or ``s`` pairs: the transposed convolution's own padding,
+            or with ``use_consistent_padding`` the forward convolution's (PyTorch's meaning).
+        rhs_dilation: ``s`` ints >= 1 (the kernel's dilation).
+        dimension_numbers: as ``conv_general_dilated``'s.
+        transpose_kernel: flip the kernel's spatial axes and swap its in/out features, so the
+            result is the gradient of ``conv_general_dilated`` with this kernel (Keras's
+            ``Conv2DTranspose``).
+        precision, preferred_element_type: as ``conv_general_dilated``'s.
+        use_consistent_padding: read padding pairs as the forward convolution's.
+
+    Raises:
+        BluValueError: no default layout for the rank, or the errors of
+            ``conv_general_dilated``.
+    """
+    la, ra = get_aval(lhs), get_aval(rhs)
+    if dimension_numbers is None:
+        if la.ndim not in _TRANSPOSE_LAYOUTS:
+            raise BluValueError(
+                with_user_line(f"conv_transpose: no default layout for rank {la.ndim}")
+            )
+        dimension_numbers = _TRANSPOSE_LAYOUTS[la.ndim]
+    dn = conv_dimension_numbers(la.shape, ra.shape, dimension_numbers)
+    s = la.ndim - 2
+    strides = _ints(strides, s, "strides", 1)
+    rd = _ints(rhs_dilation, s, "rhs_dilation", 1)
+    if isinstance(padding, str) or use_consistent_padding:
+        eff = [dilate_dim(ra.shape[a], r) for a, r in zip(dn.rhs_spec[2:], rd)]
+        per_axis = [padding.upper()] * s if isinstance(padding, str) else list(padding)
+        if len(per_axis) != s or not all(
+            p in ("SAME", "VALID") or (not isinstance(p, str) and len(p) == 2) for p in per_axis
+        ):
+            raise BluValueError(
+                with_user_line(
+                    f"conv_transpose: padding must be 'SAME', 'VALID' or {s} pairs, got {padding!r}"
+                )
+            )
+        pads = [_transpose_pads(k, st, p) for k, st, p in zip(eff, strides, per_axis)]
+    else:
+        pads = padding
+    if transpose_kernel:  # flip the window, swap the kernel's in and out features
+        rhs = rev(rhs, dn.rhs_spec[2:])
+        perm = list(range(ra.ndim))
+        perm[dn.rhs_spec[0]], perm[dn.rhs_spec[1]] = dn.rhs_spec[1], dn.rhs_spec[0]
+        rhs = transpose(rhs, perm)
+    return conv_general_dilated(
+        lhs, rhs, (1,) * s, pads, strides, rd, dn,
         precision=precision, preferred_element_type=preferred_element_type,
     )  # fmt: skip
