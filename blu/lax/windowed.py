@@ -19,7 +19,6 @@ window offset); compiled programs inline the decomposition (the same, as ``pad``
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,8 +33,9 @@ from blu.core.staging import make_jaxpr
 from blu.lax import elementwise as ew
 from blu.lax.conv_numpy import dilate_dim, dilate_pad
 from blu.lax.convolution import padtype_to_pads, vjp_lhs_padding
+from blu.lax.elementwise import convert_element_type
 from blu.lax.shapes import full, pad
-from blu.lax.window_select import out_spatial, window_gather, window_slices
+from blu.lax.window_select import out_spatial, window_gather, window_slices, window_views
 from blu.transforms.ad_util import Zero, deflinear, tangent_aval
 from blu.transforms.batching import moveaxis
 
@@ -69,12 +69,10 @@ def _impl(monoid: str) -> Callable[..., np.ndarray]:
         acc = np.full(out_sp, ident, acc_dt)
         ufunc = _UFUNCS[monoid]
         if acc.size:
-            for ks in itertools.product(*(range(w) for w in window_dimensions)):
-                idx = tuple(
-                    slice(k * d, k * d + (m - 1) * s + 1, s)
-                    for k, d, m, s in zip(ks, window_dilation, out_sp, window_strides)
-                )
-                ufunc(acc, xp[idx], out=acc)
+            for view in window_views(
+                xp, out_sp, window_dimensions, window_strides, window_dilation
+            ):
+                ufunc(acc, view, out=acc)
         return acc.astype(x.dtype, copy=False)
 
     return impl
@@ -123,6 +121,19 @@ def _decomposition(monoid: str) -> Callable[..., Any]:
     def decomposition(
         x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation
     ) -> Any:
+        dt = get_aval(x).dtype
+        if dt in (dtypes.float16, dtypes.bfloat16) and monoid == "sum":  # as the impl: in f32
+            return convert_element_type(
+                decomposition(
+                    convert_element_type(x, dtypes.float32),
+                    window_dimensions=window_dimensions,
+                    window_strides=window_strides,
+                    padding=padding,
+                    base_dilation=base_dilation,
+                    window_dilation=window_dilation,
+                ),
+                dt,
+            )
         xa = get_aval(x)
         ident = identity(monoid, xa.dtype)
         xp = pad(
