@@ -1,11 +1,15 @@
-"""The numpy kernel of ``conv_general_dilated``: a direct convolution with one padded copy of
-the input, not one copy per kernel offset (im2col's ``prod(window)`` copies).
+"""The numpy kernel of ``conv_general_dilated``: a direct convolution with one copy of the
+input, not one copy per kernel offset (im2col's ``prod(window)`` copies).
 
-The input is laid out once as ``(N, padded spatial..., C)`` (dilated by ``lhs_dilation`` and
-padded, negative pads cropping); then for each kernel offset ``k`` the strided view
-``xp[:, k * rhs_dilation + y * stride, :]`` of shape ``(N, out..., C)`` is multiplied by the
-``(C/G, O/G)`` matrix ``W[k]`` of each group and accumulated into ``(N, out..., O)``: BLAS
-products on strided views, ``prod(window)`` of them. Feature groups take blocks of ``C`` and
+The input is laid out once as ``(N, spatial..., C)``; then for each kernel offset ``k`` the
+strided view of the input elements that offset meets (``y * stride + k * rhs_dilation - lo =
+i * lhs_dilation``: on each axis the stride or the input dilation is 1, the others take the
+dilated, padded input) is multiplied by the ``(C/G, O/G)`` matrix ``W[k]`` of each group and
+accumulated into the matching outputs of ``(N, out..., O)``: BLAS products on strided views,
+``prod(window)`` of them, none over the zeros of padding or input dilation (the input's
+gradient of a strided convolution does ``stride**2`` times fewer products than on the dilated
+cotangent). A kernel larger than the output (the kernel's gradient) loops over the output
+positions instead. Feature groups take blocks of ``C`` and
 ``O``; batch groups take blocks of ``N`` and ``O`` (group-major, as XLA's ConvGeneralDilated).
 
 It is the primitive's eager impl and its CPU library node (``blu/lower/cpu/libraries.py``),
@@ -60,6 +64,24 @@ def dilate_pad(
     return xp
 
 
+def _taps(k, r, pads, st, ld, n, m) -> tuple[slice, slice] | None:
+    """On one axis, the outputs ``y`` that kernel tap ``k`` reaches from an input element and
+    those elements: ``y * st + k * r - lo = i * ld`` with ``0 <= i < n``, ``0 <= y < m``
+    (``st == 1`` or ``ld == 1``); None if there are none."""
+    c = k * r - pads[0]
+    if ld == 1:
+        y_lo, y_hi = max(0, (-c + st - 1) // st), min(m, (n - 1 - c) // st + 1)
+        if y_hi <= y_lo:
+            return None
+        return slice(y_lo, y_hi), slice(y_lo * st + c, (y_hi - 1) * st + c + 1, st)
+    y0 = (-c) % ld  # st == 1: the outputs landing on input elements, every ld-th
+    i0 = (y0 + c) // ld
+    t_lo, t_hi = max(0, -i0), min((m - y0 + ld - 1) // ld if m > y0 else 0, n - i0)
+    if t_hi <= t_lo:
+        return None
+    return slice(y0 + ld * t_lo, y0 + ld * (t_hi - 1) + 1, ld), slice(i0 + t_lo, i0 + t_hi)
+
+
 def _blocks(n: int, c: int, o: int, fg: int, bg: int) -> list[tuple[slice, slice, slice]]:
     """(batch, input feature, output feature) blocks that meet: batch block b feeds output
     block b (batch groups); input feature group g feeds output group g (feature groups)."""
@@ -100,18 +122,38 @@ def conv_numpy(
     w = np.transpose(rhs, (*rhs_spec[2:], rhs_spec[1], rhs_spec[0]))  # (win..., I, O)
     w = w.astype(acc_dt, copy=False)
     n, c, win, o = x.shape[0], x.shape[-1], w.shape[:s], w.shape[-1]
-    no = ((0, 0),)
-    xp = dilate_pad(x, no + tuple(padding) + no, (1, *lhs_dilation, 1), 0, acc_dt)
-    eff = [dilate_dim(k, r) for k, r in zip(win, rhs_dilation)]
-    out_sp = [
-        max((p - e) // st + 1, 0) if p >= e else 0
-        for p, e, st in zip(xp.shape[1:-1], eff, window_strides)
-    ]
+    out_sp = []
+    for d, (lo, hi), ld, k, r, st in zip(
+        x.shape[1:-1], padding, lhs_dilation, win, rhs_dilation, window_strides
+    ):
+        p, e = dilate_dim(d, ld) + lo + hi, dilate_dim(k, r)
+        out_sp.append((p - e) // st + 1 if p >= e else 0)
     fg, bg = feature_group_count, batch_group_count
     acc = np.zeros((n // bg, *out_sp, o), acc_dt)
     blocks = _blocks(n, c, o, fg, bg)
-    if acc.size and c and math.prod(win) <= math.prod(out_sp):
-        # a small kernel (the forward pass): one product per kernel offset over all outputs
+    direct = all(st == 1 or ld == 1 for st, ld in zip(window_strides, lhs_dilation))
+    if acc.size and c and direct and math.prod(win) <= math.prod(out_sp):
+        # a small kernel (the forward pass, the input's gradient): one product per kernel
+        # offset, reading the input where it meets that offset's outputs, never the zeros of
+        # padding or input dilation (one contiguous copy of the input, no padded one)
+        xc = np.ascontiguousarray(x, dtype=acc_dt)
+        for ks in itertools.product(*(range(k) for k in win)):
+            taps = [
+                _taps(*a)
+                for a in zip(
+                    ks, rhs_dilation, padding, window_strides, lhs_dilation, x.shape[1:-1], out_sp
+                )
+            ]
+            if any(t is None for t in taps):
+                continue
+            o_idx, i_idx = tuple(t[0] for t in taps), tuple(t[1] for t in taps)
+            view = xc[(slice(None), *i_idx)]  # (N, out..., C): a strided view
+            for bs, cs, os_ in blocks:
+                acc[(slice(None), *o_idx, os_)] += view[bs][..., cs] @ w[ks][:, os_]
+    elif acc.size and c and math.prod(win) <= math.prod(out_sp):
+        # both a stride and an input dilation on one axis: the dilated, padded input
+        no = ((0, 0),)
+        xp = dilate_pad(x, no + tuple(padding) + no, (1, *lhs_dilation, 1), 0, acc_dt)
         for ks in itertools.product(*(range(k) for k in win)):
             idx = tuple(
                 slice(k * r, k * r + (m - 1) * st + 1, st)
@@ -121,6 +163,8 @@ def conv_numpy(
             for bs, cs, os_ in blocks:
                 acc[..., os_] += view[bs][..., cs] @ w[ks][:, os_]
     elif acc.size and c:
+        no = ((0, 0),)
+        xp = dilate_pad(x, no + tuple(padding) + no, (1, *lhs_dilation, 1), 0, acc_dt)
         # a kernel larger than the output (the kernel's gradient, whose "kernel" is the
         # cotangent): one product per output position over the whole window
         axes = (list(range(1, s + 2)), list(range(s + 1)))
