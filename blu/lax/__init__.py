@@ -6,10 +6,10 @@ Each module defines primitives with all their rules and lists its public functio
 The families import each other in one order, a module only ever importing those before it:
 ``_base`` (helpers) < ``casts`` < ``shapes`` < ``_operands`` < ``elementwise`` < ``complex`` <
 ``sorting`` < ``gather_scatter`` < ``slicing`` < ``cumulative`` < ``reductions`` < the rest
-(``bits``, ``special``, ``random_gamma``, ``fft``, ``dot``, ``convolution``, ``associative_scan``,
-``attention``, ``control_flow``, ``parallel``, ``linalg``). No submodule imports this package. The
-few rules that need an operation of a higher family (broadcast_in_dim's transpose needs
-``reduce_sum``) call it through ``_late``, filled in below.
+(``bits``, ``special``, ``random_gamma``, ``fft``, ``dot``, ``convolution``, ``windowed``,
+``associative_scan``, ``attention``, ``control_flow``, ``parallel``, ``linalg``). No submodule
+imports this package. The few rules that need an operation of a higher family
+(broadcast_in_dim's transpose needs ``reduce_sum``) call it through ``_late``, filled in below.
 """
 
 from blu.lax.casts import *  # noqa: F403
@@ -28,6 +28,7 @@ from blu.lax.control_flow import *  # noqa: F403
 from blu.transforms.ad_ops import *  # noqa: F403
 from blu.lax.parallel import *  # noqa: F403
 from blu.lax.convolution import *  # noqa: F403
+from blu.lax.windowed import *  # noqa: F403
 from blu.lax.associative_scan import associative_scan  # noqa: F401
 from blu.lax.attention import *  # noqa: F403
 from blu.lax.select_n import *  # noqa: F403

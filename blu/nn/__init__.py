@@ -14,6 +14,7 @@ cross_entropy, layer_norm statistics) are computed in float32 when given bfloat1
 - layers: ``linear``, ``embedding``, ``one_hot``, ``dropout``
 - losses: ``cross_entropy``, ``linear_cross_entropy`` (the output projection fused with the
   loss, in row chunks: the logits are never held whole)
+- pooling: ``max_pool``, ``avg_pool``, ``min_pool`` (flax.linen's, NHWC)
 - attention: ``dot_product_attention`` (layout ``(..., T, heads, head_dim)``),
   ``causal_self_attention`` (GPT-2's block)
 - ``initializers``: ``normal``, ``uniform``, ``zeros``, ``ones``, ``xavier_uniform``,
@@ -40,9 +41,11 @@ from blu.nn.activations import *  # noqa: F403
 from blu.nn.activations import __all__ as _activations
 from blu.nn.classifier import linear_cross_entropy
 from blu.nn.attention import causal_self_attention, dot_product_attention
+from blu.nn.pooling import avg_pool, max_pool, min_pool
 from blu.nn import initializers
 
 __all__ = [
+    "avg_pool",
     "causal_self_attention",
     "cross_entropy",
     "dot_product_attention",
@@ -55,6 +58,8 @@ __all__ = [
     "linear_cross_entropy",
     "log_softmax",
     "logsumexp",
+    "max_pool",
+    "min_pool",
     "one_hot",
     "relu",
     "rms_norm",

@@ -14,5 +14,6 @@ from ops import (  # noqa: F401  (register)
     lax_ops,
     linalg_nn,
     transforms,
+    windowed,
 )
 from ops.base import NOT_OPERATIONS, TABLE, OpInfo, covered, public_names  # noqa: F401

@@ -126,6 +126,7 @@ op(
         lhs, rhs, st, pad, ld, dn, g, _tuple(rhs_dilation, lhs)
     ),
     _conv_sample,
+    covers=("lax.conv_general_dilated", "prim:conv_general_dilated"),
     special=_CONV_SPECIAL,
     kwargs=[{"rhs_dilation": 2}, {"preferred_element_type": np.float32}],
     n_ops=30,
@@ -146,6 +147,35 @@ op(
         _conv_sample(rng, general=False)
     ),
     n_ops=30,
+)
+
+
+def _ct_ref(x, w, strides, padding, transpose_kernel=False):
+    """A transposed convolution by its definition: each input element scatters the kernel,
+    scaled, into the output at ``stride`` steps (NHC/HIO, VALID)."""
+    k, a = w.shape[0], w.shape[1]
+    if not transpose_kernel:  # the kernel as given is correlated: flip it and swap features
+        w = np.swapaxes(w[::-1], 1, 2)
+        a = w.shape[1]
+    (s,) = strides
+    out = np.zeros((x.shape[0], x.shape[1] * s + max(k - s, 0), a))
+    for i, j in itertools.product(range(x.shape[1]), range(k)):
+        out[:, i * s + j] += x[:, i] @ w[j].T
+    return out
+
+
+op(
+    "lax.conv_transpose",
+    lambda x, w, st, pad, **kw: lax.conv_transpose(x, w, st, pad, **kw),
+    _ct_ref,
+    lambda rng: (
+        rng.standard_normal((int(rng.integers(1, 3)), int(rng.integers(1, 5)), 2)),
+        rng.standard_normal((int(rng.integers(1, 4)), 2, 2)),
+        (int(rng.integers(1, 3)),),
+        "VALID",
+    ),
+    kwargs=[{"transpose_kernel": True}],
+    n_ops=12,
 )
 
 # ---- numpy.convolve / correlate -----------------------------------------------------------------

@@ -1,0 +1,374 @@
+"""Windowed reductions: ``reduce_window`` for the add, max and min monoids, as the primitives
+``reduce_window_sum``, ``reduce_window_max`` and ``reduce_window_min`` (JAX's names).
+
+Each output element reduces one window of the operand after it is dilated by
+``base_dilation`` and padded by ``padding`` (holes and pads hold the monoid's identity)::
+
+    out[y] = reduce_{k in window} x'[y * window_strides + k * window_dilation]
+
+Rules (after ``jax/_src/lax/windowed_reductions.py``): the sum is linear; its transpose pads
+the cotangent (``window_strides - 1`` holes, the convolution's lhs-transpose padding) and sums
+its windows again with ``base_dilation`` as strides. The max and min have the JVP of
+select-and-gather: each output takes the tangent at its window's first extremum (row-major
+order, as XLA's select-and-scatter with ``>=``), written with ``pad``, strided ``slice`` and
+``select``, whose transposes make the reverse mode (the cotangent scattered to that element).
+vmap adds a window axis of size 1. The impls are numpy (one padded copy, one strided view per
+window offset); compiled programs inline the decomposition (the same, as ``pad``, strided
+``slice`` and ``add``/``max``/``min``, which the kernel compiler fuses) on every target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from blu.core import dtypes
+from blu.core.aval import ShapedArray, ShapeDtypeStruct
+from blu.core.errors import BluValueError, with_user_line
+from blu.core.interpreter import get_aval
+from blu.core.primitive import Primitive
+from blu.core.staging import make_jaxpr
+from blu.lax import elementwise as ew
+from blu.lax.conv_numpy import dilate_dim, dilate_pad
+from blu.lax.convolution import padtype_to_pads, vjp_lhs_padding
+from blu.lax.elementwise import convert_element_type
+from blu.lax.shapes import full, pad
+from blu.lax.window_select import out_spatial, window_gather, window_slices, window_views
+from blu.transforms.ad_util import Zero, deflinear, tangent_aval
+from blu.transforms.batching import moveaxis
+
+__all__ = ["reduce_window"]
+
+_UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def identity(monoid: str, dtype: Any) -> Any:
+    """The monoid's identity in ``dtype`` (0; the lowest value; the highest value)."""
+    dt = np.dtype(dtype)
+    if monoid == "sum":
+        return dt.type(0)
+    if dt == np.bool_:
+        return np.bool_(monoid == "min")
+    if dtypes.is_inexact(dt):
+        return dt.type(-np.inf if monoid == "max" else np.inf)
+    info = np.iinfo(dt)
+    return dt.type(info.min if monoid == "max" else info.max)
+
+
+def _impl(monoid: str) -> Callable[..., np.ndarray]:
+    def impl(x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation):
+        half = x.dtype in (dtypes.float16, dtypes.bfloat16) and monoid == "sum"
+        acc_dt = np.float32 if half else x.dtype  # sum half floats in float32, round once
+        ident = identity(monoid, x.dtype)
+        xp = dilate_pad(x, padding, base_dilation, ident, acc_dt)
+        out_sp = out_spatial(
+            x.shape, window_dimensions, window_strides, padding, base_dilation, window_dilation
+        )
+        acc = np.full(out_sp, ident, acc_dt)
+        ufunc = _UFUNCS[monoid]
+        if acc.size:
+            for view in window_views(
+                xp, out_sp, window_dimensions, window_strides, window_dilation
+            ):
+                ufunc(acc, view, out=acc)
+        return acc.astype(x.dtype, copy=False)
+
+    return impl
+
+
+def _abstract_eval(name: str) -> Callable[..., ShapedArray]:
+    def rule(
+        x: ShapedArray,
+        *,
+        window_dimensions,
+        window_strides,
+        padding,
+        base_dilation,
+        window_dilation,
+    ) -> ShapedArray:
+        params = (window_dimensions, window_strides, padding, base_dilation, window_dilation)
+        if any(len(p) != x.ndim for p in params):
+            raise BluValueError(
+                with_user_line(
+                    f"{name}: operand {x.str_short()} needs window_dimensions, window_strides, "
+                    f"padding, base_dilation and window_dilation of length {x.ndim}, got "
+                    f"{params}"
+                )
+            )
+        if any(v < 1 for p in params if p is not padding for v in p):
+            raise BluValueError(
+                with_user_line(
+                    f"{name}: window sizes, strides and dilations must be >= 1, got {params}"
+                )
+            )
+        for ax, (n, (lo, hi), bd) in enumerate(zip(x.shape, padding, base_dilation)):
+            if dilate_dim(n, bd) + lo + hi < 0:
+                raise BluValueError(
+                    with_user_line(
+                        f"{name}: padding {(lo, hi)} crops axis {ax} of {x.str_short()} below 0"
+                    )
+                )
+        return ShapedArray(tuple(out_spatial(x.shape, *params)), x.dtype)
+
+    return rule
+
+
+def _decomposition(monoid: str) -> Callable[..., Any]:
+    op = {"sum": ew.add, "max": ew.max, "min": ew.min}[monoid]
+
+    def decomposition(
+        x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation
+    ) -> Any:
+        dt = get_aval(x).dtype
+        if dt in (dtypes.float16, dtypes.bfloat16) and monoid == "sum":  # as the impl: in f32
+            return convert_element_type(
+                decomposition(
+                    convert_element_type(x, dtypes.float32),
+                    window_dimensions=window_dimensions,
+                    window_strides=window_strides,
+                    padding=padding,
+                    base_dilation=base_dilation,
+                    window_dilation=window_dilation,
+                ),
+                dt,
+            )
+        xa = get_aval(x)
+        ident = identity(monoid, xa.dtype)
+        xp = pad(
+            x,
+            full((), ident, xa.dtype),
+            [(lo, hi, bd - 1) for (lo, hi), bd in zip(padding, base_dilation)],
+        )
+        out_sp = out_spatial(
+            xa.shape, window_dimensions, window_strides, padding, base_dilation, window_dilation
+        )
+        acc = None
+        for sl in window_slices(xp, out_sp, window_dimensions, window_strides, window_dilation):
+            acc = sl if acc is None else op(acc, sl)
+        return full(out_sp, ident, xa.dtype) if acc is None else acc
+
+    return decomposition
+
+
+def _batch(prim: Primitive):
+    def rule(
+        axis_size,
+        args,
+        dims,
+        *,
+        window_dimensions,
+        window_strides,
+        padding,
+        base_dilation,
+        window_dilation,
+    ):
+        (x,), (d,) = args, dims
+        out = prim.bind(
+            moveaxis(x, d, 0),
+            window_dimensions=(1, *window_dimensions),
+            window_strides=(1, *window_strides),
+            padding=((0, 0), *padding),
+            base_dilation=(1, *base_dilation),
+            window_dilation=(1, *window_dilation),
+        )
+        return out, 0
+
+    prim.def_batch(rule)
+
+
+def _make(monoid: str) -> Primitive:
+    p = Primitive(f"reduce_window_{monoid}")
+    p.def_impl(_impl(monoid))
+    p.def_abstract_eval(_abstract_eval(p.name))
+    p.decomposition = _decomposition(monoid)
+    _batch(p)
+    return p
+
+
+reduce_window_sum_p = _make("sum")
+reduce_window_max_p = _make("max")
+reduce_window_min_p = _make("min")
+
+
+def _sum_transpose(
+    ct, x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation
+) -> list:
+    if isinstance(ct, Zero):
+        return [None]
+    in_shape = x.aval.shape
+    pads = vjp_lhs_padding(
+        in_shape,
+        window_dimensions,
+        window_strides,
+        get_aval(ct).shape,
+        padding,
+        base_dilation,
+        window_dilation,
+    )
+    # each input element receives the cotangents of the windows holding it: the windows of
+    # the cotangent spread out by the strides (the window is all ones, so needs no flip)
+    ctp = pad(
+        ct,
+        full((), 0, get_aval(ct).dtype),
+        [(lo, hi, s - 1) for (lo, hi), s in zip(pads, window_strides)],
+    )
+    out = reduce_window_sum_p.bind(
+        ctp,
+        window_dimensions=window_dimensions,
+        window_strides=base_dilation,
+        padding=((0, 0),) * len(in_shape),
+        base_dilation=(1,) * len(in_shape),
+        window_dilation=window_dilation,
+    )
+    return [out]
+
+
+deflinear(reduce_window_sum_p, _sum_transpose)
+
+
+def _chooser_jvp(prim: Primitive, monoid: str):
+    better = ew.gt if monoid == "max" else ew.lt
+
+    def jvp(primals, tangents, **params):
+        (x,), (t,) = primals, tangents
+        out = prim.bind(x, **params)
+        if isinstance(t, Zero) or not dtypes.is_inexact(get_aval(out).dtype):
+            return out, Zero(tangent_aval(get_aval(out)))
+        xa = get_aval(x)
+        cfg = [(lo, hi, bd - 1) for (lo, hi), bd in zip(params["padding"], params["base_dilation"])]
+        xp = pad(x, full((), identity(monoid, xa.dtype), xa.dtype), cfg)
+        out_sp = out_spatial(xa.shape, *(params[k] for k in _WINDOW))
+        win = (params["window_dimensions"], params["window_strides"], params["window_dilation"])
+        best = which = None
+        for i, xs in enumerate(window_slices(xp, out_sp, *win)):
+            if best is None:
+                best, which = xs, full(out_sp, 0, dtypes.int32)
+                continue
+            take = better(xs, best)  # strictly better: the first extremum keeps the tangent
+            best = ew.select(take, xs, best)
+            which = ew.select(take, full(out_sp, i, dtypes.int32), which)
+        if which is None:  # an empty window: no element, no tangent
+            return out, Zero(tangent_aval(get_aval(out)))
+        return out, window_gather(t, which, **params)
+
+    prim.def_jvp(jvp)
+
+
+_WINDOW = ("window_dimensions", "window_strides", "padding", "base_dilation", "window_dilation")
+_chooser_jvp(reduce_window_max_p, "max")
+_chooser_jvp(reduce_window_min_p, "min")
+
+_MONOIDS = {
+    ew.add_p: ("sum", reduce_window_sum_p),
+    ew.max_p: ("max", reduce_window_max_p),
+    ew.min_p: ("min", reduce_window_min_p),
+}
+
+
+def _recognize(computation: Callable, dtype: Any) -> tuple[str, Primitive] | None:
+    """The monoid of ``computation`` if it is one ``add``/``max``/``min`` of its arguments."""
+    scalar = ShapeDtypeStruct((), dtype)
+    try:
+        jaxpr = make_jaxpr(computation)(scalar, scalar).jaxpr
+    except Exception:  # noqa: BLE001  (anything that does not trace is not a known monoid)
+        return None
+    if len(jaxpr.eqns) != 1 or len(jaxpr.outvars) != 1:
+        return None
+    (eqn,) = jaxpr.eqns
+    ins = [str(v) for v in eqn.invars]
+    if (
+        sorted(ins) != sorted(str(v) for v in jaxpr.invars)
+        or eqn.outvars[0] is not jaxpr.outvars[0]
+    ):
+        return None
+    return _MONOIDS.get(eqn.primitive)
+
+
+def reduce_window(
+    operand: Any,
+    init_value: Any,
+    computation: Callable[[Any, Any], Any],
+    window_dimensions: Sequence[int],
+    window_strides: Sequence[int],
+    padding: str | Sequence[tuple[int, int]],
+    base_dilation: Sequence[int] | None = None,
+    window_dilation: Sequence[int] | None = None,
+) -> Any:
+    """Reduce each window of ``operand`` with ``computation`` (``jax.lax.reduce_window``'s
+    signature; one operand).
+
+    Args:
+        operand: array of rank ``r``.
+        init_value: the monoid's identity, a concrete scalar: 0 for ``lax.add``, ``-inf`` (the
+            lowest integer, False) for ``lax.max``, ``inf`` (the highest, True) for ``lax.min``.
+        computation: ``lax.add``, ``lax.max`` or ``lax.min`` (or a function tracing to one of
+            them on its two arguments).
+        window_dimensions, window_strides: ``r`` ints >= 1.
+        padding: ``"SAME"``, ``"SAME_LOWER"``, ``"VALID"`` or ``r`` pairs ``(low, high)``
+            (negative: crop), applied after ``base_dilation``; pads hold ``init_value``.
+        base_dilation, window_dilation: ``r`` ints >= 1 (default 1).
+
+    Returns:
+        An array of ``operand``'s dtype, axis ``i`` of size
+        ``floor((dilated_in + lo + hi - dilated_window) / stride) + 1`` (0 if negative).
+
+    Raises:
+        BluValueError: a computation other than add/max/min, an init value that is not its
+            identity (or not concrete), bad window parameters.
+    """
+    xa = get_aval(operand)
+    r = xa.ndim
+    monoid = _recognize(computation, xa.dtype)
+    if monoid is None:
+        raise BluValueError(
+            with_user_line(
+                f"reduce_window: computation {computation!r} is not lax.add, lax.max or lax.min "
+                "(the monoids with a windowed primitive)"
+            )
+        )
+    name, prim = monoid
+    want = identity(name, xa.dtype)
+    try:
+        init = np.asarray(init_value)
+    except Exception as e:  # a tracer: not concrete
+        raise BluValueError(
+            with_user_line("reduce_window: init_value must be a concrete scalar")
+        ) from e
+    if init.shape != () or init.astype(xa.dtype) != want:
+        raise BluValueError(
+            with_user_line(
+                f"reduce_window: init_value {init_value!r} must be the identity of "
+                f"{name} for {xa.str_short()}, {want!r}"
+            )
+        )
+
+    def ints(v, what):
+        v = (1,) * r if v is None else tuple(int(i) for i in v)
+        if len(v) != r:
+            raise BluValueError(
+                with_user_line(f"reduce_window: {what} must be {r} ints for {xa.str_short()}")
+            )
+        return v
+
+    wdims, strides = ints(window_dimensions, "window_dimensions"), ints(window_strides, "strides")
+    bd, wd = ints(base_dilation, "base_dilation"), ints(window_dilation, "window_dilation")
+    if isinstance(padding, str):
+        pads = tuple(padtype_to_pads(xa.shape, wdims, strides, padding))
+    else:
+        pads = tuple(tuple(int(p) for p in pr) for pr in padding)
+        if len(pads) != r or any(len(pr) != 2 for pr in pads):
+            raise BluValueError(
+                with_user_line(
+                    f"reduce_window: padding must be {r} (low, high) pairs, got {padding!r}"
+                )
+            )
+    return prim.bind(
+        operand,
+        window_dimensions=wdims,
+        window_strides=strides,
+        padding=pads,
+        base_dilation=bd,
+        window_dilation=wd,
+    )

@@ -1,0 +1,221 @@
+"""lax.reduce_window (sum, max, min) against a float64 loop, eager and jitted; gradients against
+finite differences (max/min without ties, and JAX's first-maximum convention with ties); vmap
+against a loop; the errors; blu.nn's pooling against numpy."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blu
+import blu.nn as nn
+import blu.numpy as bnp
+from blu import lax
+from blu.core.errors import BluError, BluValueError
+from tests.helpers import check_grads
+
+_OPS = {
+    "sum": (lax.add, 0.0, np.add),
+    "max": (lax.max, -np.inf, np.maximum),
+    "min": (lax.min, np.inf, np.minimum),
+}
+
+
+def window_ref(x, monoid, wdims, strides, pads, bd, wd):
+    """The definition by loops: dilate (holes hold the identity), pad or crop, reduce each
+    window."""
+    _, ident, ufunc = _OPS[monoid]
+    dil = np.full([(d - 1) * b + 1 if d else 0 for d, b in zip(x.shape, bd)], ident)
+    dil[tuple(slice(None, None, b) for b in bd)] = x
+    for a, (lo, hi) in enumerate(pads):
+        if lo < 0:
+            dil = np.take(dil, range(-lo, dil.shape[a]), axis=a)
+        if hi < 0:
+            dil = np.take(dil, range(0, dil.shape[a] + hi), axis=a)
+        widths = [(0, 0)] * dil.ndim
+        widths[a] = (max(lo, 0), max(hi, 0))
+        dil = np.pad(dil, widths, constant_values=ident)
+    eff = [(w - 1) * d + 1 for w, d in zip(wdims, wd)]
+    out_sp = [max((p - e) // s + 1, 0) for p, e, s in zip(dil.shape, eff, strides)]
+    out = np.full(out_sp, ident)
+    for pos in itertools.product(*map(range, out_sp)):
+        for ks in itertools.product(*map(range, wdims)):
+            idx = tuple(p * s + k * d for p, s, k, d in zip(pos, strides, ks, wd))
+            out[pos] = ufunc(out[pos], dil[idx])
+    return out
+
+
+@st.composite
+def cases(draw):
+    r = draw(st.integers(1, 3))
+    shape = [draw(st.integers(1, 5)) for _ in range(r)]
+    wdims = [draw(st.integers(1, 3)) for _ in range(r)]
+    strides = [draw(st.integers(1, 3)) for _ in range(r)]
+    bd = [draw(st.integers(1, 2)) for _ in range(r)]
+    wd = [draw(st.integers(1, 2)) for _ in range(r)]
+    pads = [(draw(st.integers(-1, 2)), draw(st.integers(-1, 2))) for _ in range(r)]
+    # crops never take an axis below 0 (that is an error, tested apart)
+    pads = [(lo, max(hi, -((d - 1) * b + 1 + lo))) for (lo, hi), d, b in zip(pads, shape, bd)]
+    monoid = draw(st.sampled_from(sorted(_OPS)))
+    x = np.random.default_rng(draw(st.integers(0, 2**16))).standard_normal(shape)
+    return x, monoid, wdims, strides, pads, bd, wd
+
+
+def _valid(x, pads, bd):
+    return all((d - 1) * b + 1 + lo + hi >= 0 for d, (lo, hi), b in zip(x.shape, pads, bd))
+
+
+def _rw(monoid, wdims, strides, pads, bd, wd):
+    op, init, _ = _OPS[monoid]
+    return lambda a: lax.reduce_window(a, init, op, wdims, strides, pads, bd, wd)
+
+
+@settings(max_examples=25, deadline=None)
+@given(cases())
+def test_forward_against_loop_eager_and_jit(case):
+    x, monoid, wdims, strides, pads, bd, wd = case
+    if not _valid(x, pads, bd):
+        return
+    want = window_ref(x, monoid, wdims, strides, pads, bd, wd)
+    f = _rw(monoid, wdims, strides, pads, bd, wd)
+    np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(blu.jit(f)(x)), want, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(cases())
+def test_gradients_against_finite_differences(case):
+    x, monoid, wdims, strides, pads, bd, wd = case
+    if not _valid(x, pads, bd):
+        return
+    rw = _rw(monoid, wdims, strides, pads, bd, wd)
+    finite = np.isfinite(np.asarray(rw(x)))  # a window of pads only is +-inf: masked out
+
+    def f(a):
+        return bnp.where(finite, rw(a), 0.0)
+
+    # distinct values (normal draws) keep max/min differentiable: no ties
+    check_grads(f, [x], order=2 if monoid == "sum" else 1, atol=1e-6, rtol=1e-6)
+
+
+@settings(max_examples=15, deadline=None)
+@given(cases(), st.integers(0, 1))
+def test_vmap_against_loop(case, axis):
+    x, monoid, wdims, strides, pads, bd, wd = case
+    if not _valid(x, pads, bd):
+        return
+    f = _rw(monoid, wdims, strides, pads, bd, wd)
+    xs = np.stack([x, -x, 2 * x], axis)
+    got = np.asarray(blu.vmap(f, in_axes=axis)(xs))
+    want = np.stack([np.asarray(f(np.take(xs, k, axis))) for k in range(3)])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_max_gradient_with_ties_goes_to_the_first_maximum():
+    # windows (1,3) (3,3) (3,2): the tie in the middle window sends its cotangent to index 1,
+    # the first maximum in the window (XLA's select-and-scatter with >=, as JAX)
+    x = np.array([1.0, 3.0, 3.0, 2.0])
+    g = blu.grad(lambda a: lax.reduce_window(a, -np.inf, lax.max, (2,), (1,), "VALID").sum())(x)
+    np.testing.assert_array_equal(np.asarray(g), [0.0, 2.0, 1.0, 0.0])
+    g = blu.grad(lambda a: lax.reduce_window(a, np.inf, lax.min, (2,), (1,), "VALID").sum())(-x)
+    np.testing.assert_array_equal(np.asarray(g), [0.0, 2.0, 1.0, 0.0])
+
+
+@pytest.mark.parametrize(
+    "monoid, wdims, strides, pads, bd, wd",
+    [
+        ("max", (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1), (1, 1)),
+        ("max", (2, 3), (1, 2), ((0, 2), (-1, 1)), (2, 1), (1, 2)),
+        ("min", (3, 1), (2, 1), ((2, 0), (0, 0)), (1, 2), (2, 1)),
+    ],
+)
+def test_compiled_gradient_matches_eager(monoid, wdims, strides, pads, bd, wd):
+    """The derivative primitives' decompositions (compiled) against their numpy impls."""
+    x = np.random.default_rng(3).standard_normal((5, 6))
+    rw = _rw(monoid, wdims, strides, pads, bd, wd)
+    c = np.random.default_rng(4).standard_normal(np.shape(rw(x)))
+
+    def loss(a):
+        y = rw(a)
+        return bnp.where(bnp.isfinite(y), y * c, 0.0).sum()
+
+    want = np.asarray(blu.grad(loss)(x))
+    np.testing.assert_allclose(np.asarray(blu.jit(blu.grad(loss))(x)), want, rtol=1e-12)
+    # forward over reverse: the gather's transpose transposed back
+    hvp = blu.jvp(blu.grad(loss), (x,), (x,))[1]
+    np.testing.assert_allclose(
+        np.asarray(blu.jit(lambda a, t: blu.jvp(blu.grad(loss), (a,), (t,))[1])(x, x)),
+        np.asarray(hvp),
+        atol=1e-12,
+    )
+
+
+def test_integer_max_and_errors():
+    x = np.array([[3, -7, 5], [1, 2, -9]], np.int32)
+    imin = np.iinfo(np.int32).min
+    out = lax.reduce_window(x, imin, lax.max, (2, 2), (1, 1), "SAME")
+    np.testing.assert_array_equal(np.asarray(out), [[3, 5, 5], [2, 2, -9]])
+    assert np.asarray(out).dtype == np.int32
+    with pytest.raises(BluValueError, match="computation"):
+        lax.reduce_window(x, 1, lax.mul, (2, 2), (1, 1), "VALID")
+    with pytest.raises(BluValueError, match="identity"):
+        lax.reduce_window(x.astype(np.float32), 1.0, lax.add, (2, 2), (1, 1), "VALID")
+    with pytest.raises(BluValueError, match="must be 2 ints"):
+        lax.reduce_window(x, imin, lax.max, (2,), (1,), [(0, 0)])
+    with pytest.raises(BluError, match="padding"):
+        lax.reduce_window(x, imin, lax.max, (2, 2), (1, 1), "FULL")
+
+
+def test_sum_with_a_function_tracing_to_add():
+    x = np.arange(6.0).reshape(2, 3)
+    out = lax.reduce_window(x, 0.0, lambda a, b: a + b, (2, 2), (1, 1), "VALID")
+    np.testing.assert_allclose(np.asarray(out), [[8.0, 12.0]])
+
+
+# ---- blu.nn pooling ----------------------------------------------------------------------------
+
+
+def test_max_and_avg_pool_nhwc_against_numpy():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 6, 4, 3)).astype(np.float32)
+    blocks = x.reshape(2, 3, 2, 2, 2, 3)  # non-overlapping 2x2 windows
+    np.testing.assert_allclose(np.asarray(nn.max_pool(x, (2, 2), (2, 2))), blocks.max((2, 4)))
+    np.testing.assert_allclose(
+        np.asarray(nn.avg_pool(x, (2, 2), (2, 2))), blocks.mean((2, 4)), rtol=1e-6
+    )
+    np.testing.assert_allclose(np.asarray(nn.min_pool(x[0], (2, 2), (2, 2))), blocks[0].min((1, 3)))
+    # SAME padding: 3x3 windows at the border see fewer elements
+    x64 = x.astype(np.float64)
+    s = window_ref(
+        x64, "sum", (1, 3, 3, 1), (1, 1, 1, 1), [(0, 0), (1, 1), (1, 1), (0, 0)], (1,) * 4, (1,) * 4
+    )
+    np.testing.assert_allclose(np.asarray(nn.avg_pool(x64, (3, 3), padding="SAME")), s / 9)
+    counts = window_ref(
+        np.ones((1, 6, 4, 1)),
+        "sum",
+        (1, 3, 3, 1),
+        (1,) * 4,
+        [(0, 0), (1, 1), (1, 1), (0, 0)],
+        (1,) * 4,
+        (1,) * 4,
+    )
+    got = nn.avg_pool(x64, (3, 3), padding="SAME", count_include_pad=False)
+    np.testing.assert_allclose(np.asarray(got), s / counts)
+    m = window_ref(
+        x64, "max", (1, 3, 3, 1), (1, 2, 2, 1), [(0, 0), (1, 1), (1, 1), (0, 0)], (1,) * 4, (1,) * 4
+    )
+    np.testing.assert_allclose(np.asarray(nn.max_pool(x64, (3, 3), (2, 2), ((1, 1), (1, 1)))), m)
+
+
+def test_pool_gradients_and_errors():
+    x = np.random.default_rng(1).standard_normal((1, 5, 4, 2))
+    check_grads(lambda a: nn.avg_pool(a, (2, 2), (1, 2), "SAME"), [x], order=1)
+    check_grads(lambda a: nn.max_pool(a, (3, 2), (2, 1), "VALID"), [x], order=1)
+    with pytest.raises(BluError, match="strides"):
+        nn.max_pool(x, (2, 2), (1,))
+    with pytest.raises(BluError, match="padding"):
+        nn.avg_pool(x, (2, 2), padding=((1, 1),))
