@@ -424,3 +424,61 @@ def dot_general(ctx, eqn, vals, lays):
     rhs = ctx.reshard(rhs, R, Layout(rdims, () if keep_l else keep))
     partial = [a for a in mesh.axis_names if a in set(keep) | set(contract)]
     return [(_bind(eqn, [lhs, rhs])[0], Layout(bd + lf + rf, partial))]
+
+
+@rule("conv_general_dilated")
+def conv_general_dilated(ctx, eqn, vals, lays):
+    """The batch dimension split keeps the output's batch split; the kernel's output features
+    split (without feature or batch groups) split the output's features; input features split
+    on both operands give a partial sum. Spatial dimensions are whole."""
+    (lhs, rhs), (L, R) = vals, lays
+    p = eqn.params
+    lspec, rspec, ospec = p["dimension_numbers"]
+    ls, rs = eqn.invars[0].aval.shape, eqn.invars[1].aval.shape
+    grouped = p["feature_group_count"] != 1 or p["batch_group_count"] != 1
+    mesh, used = ctx.mesh, set()
+
+    def take(axes, size):
+        if axes and not used & set(axes) and divides(mesh, size, axes):
+            used.update(axes)
+            return tuple(axes)
+        return ()
+
+    batch = take(L.dims[lspec[0]], ls[lspec[0]]) if p["batch_group_count"] == 1 else ()
+    out_f = () if grouped else take(R.dims[rspec[0]], rs[rspec[0]])
+    same = L.dims[lspec[1]] if L.dims[lspec[1]] == R.dims[rspec[1]] else ()
+    in_f = () if grouped else take(same, ls[lspec[1]])
+    ldims, rdims = [()] * len(ls), [()] * len(rs)
+    ldims[lspec[0]], ldims[lspec[1]] = batch, in_f
+    rdims[rspec[0]], rdims[rspec[1]] = out_f, in_f
+    lhs = ctx.reshard(lhs, L, Layout(ldims))
+    rhs = ctx.reshard(rhs, R, Layout(rdims))
+    odims = [()] * len(eqn.outvars[0].aval.shape)
+    odims[ospec[0]], odims[ospec[1]] = batch, out_f
+    return [(_bind(eqn, [lhs, rhs])[0], Layout(odims, in_f))]
+
+
+@rule("reduce_window_sum", "reduce_window_max", "reduce_window_min", "window_gather",
+      "window_scatter")  # fmt: skip
+def reduce_window(ctx, eqn, vals, lays):
+    """Dimensions the window does not span (size 1, stride 1, no padding or dilation) keep
+    their splits; the others are whole. A sum's partial sum goes through (and the cotangent's,
+    through the max's select-and-scatter, ``window_scatter``)."""
+    p = eqn.params
+    free = [
+        w == 1 and s == 1 and tuple(pad) == (0, 0) and b == 1
+        for w, s, pad, b in zip(
+            p["window_dimensions"], p["window_strides"], p["padding"], p["base_dilation"]
+        )
+    ]
+    dims = _unify(ctx, [v.aval.shape for v in eqn.invars], lays, len(free))
+    dims = [a if f else () for a, f in zip(dims, free)]
+    linear = eqn.primitive.name in ("reduce_window_sum", "window_scatter")
+    partial = lays[0].partial if linear else ()
+    new = [ctx.reshard(vals[0], lays[0], Layout(dims, partial))]
+    new += [ctx.reshard(v, lay, Layout(dims)) for v, lay in zip(vals[1:], lays[1:])]
+    res = Layout(dims, partial)
+    extra = {}
+    if "operand_shape" in p:
+        extra["operand_shape"] = local_shape(ctx.mesh, p["operand_shape"], res)
+    return [(_bind(eqn, new, **extra)[0], res)]

@@ -275,3 +275,39 @@ def test_a_mesh_of_one_device_moves_nothing_and_donation_is_kept(set_flag):
     _close(out, w_np - 0.1 * x.T.astype(np.float64) @ (1 - np.tanh(z) ** 2))
     assert spmd.collectives(f) == []
     assert w.is_deleted()  # donated
+
+
+def test_a_small_cnn_step_batch_split_equals_one_device(set_flag):
+    """Convolution, max pooling and a dense head with the batch split: the gradients equal
+    the unpartitioned ones, and the only communication is one all-reduce per gradient and the
+    loss's (the convolutions and pooling are partitioned, not gathered)."""
+    set_flag("jit_backend", "numpy")
+    mesh = make_mesh((4,), ("data",))
+    rng = np.random.default_rng(3)
+    imgs = rng.standard_normal((8, 6, 6, 2)).astype(np.float32)
+    labels = rng.integers(0, 3, 8)
+    params = {
+        "k": (rng.standard_normal((3, 3, 2, 4)) * 0.3).astype(np.float32),
+        "w": (rng.standard_normal((4 * 9, 3)) * 0.3).astype(np.float32),
+    }
+
+    def loss(p, x, y):
+        h = blu.lax.conv_general_dilated(
+            x, p["k"], (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+        )
+        h = blu.nn.max_pool(bnp.maximum(h, 0.0), (2, 2), strides=(2, 2))
+        logits = h.reshape(h.shape[0], -1) @ p["w"]
+        # (one-hot, not logp[arange(B), y]: that gather's row indices are an iota the
+        # partitioner does not recognise, so it gathers the (small) logits)
+        return -bnp.mean(bnp.sum(blu.nn.one_hot(y, 3) * blu.nn.log_softmax(logits), axis=-1))
+
+    grad = blu.value_and_grad(loss)
+    want, gw = grad(params, imgs, labels)
+    batch = NamedSharding(mesh, P("data"))
+    f = blu.jit(grad, in_shardings=(NamedSharding(mesh, P()), batch, batch))
+    got, gg = f(params, imgs, labels)
+    _close(got, want, rtol=1e-5)
+    for k in params:
+        _close(gg[k], gw[k], rtol=1e-4, atol=1e-6)
+    kinds = [c.split()[0] for c in spmd.collectives(f)]
+    assert set(kinds) == {"all-reduce"} and len(kinds) == 3, "\n".join(spmd.collectives(f))
