@@ -37,10 +37,11 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import Tracer, get_aval
 from blu.core.jaxpr import Jaxpr, Literal, use_counts
 from blu.core.primitive import Primitive
+from blu.core.staging import hoist_consts, trace_to_jaxpr
 from blu.lax import attention as att
 from blu.parallel import runtime
 from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec
-from blu.parallel.spmd_layout import Layout, divides, reshard
+from blu.parallel.spmd_layout import Layout, divides, drop_trivial, reshard
 from blu.parallel.spmd_rules import RULES, elementwise, rebroadcast, replicate_all, rule
 from blu.transforms.jaxpr_util import groups
 
@@ -68,7 +69,7 @@ class _Ctx:
         return self.hints.get(var)
 
     def reshard(self, x: Any, src: Layout, dst: Layout) -> Any:
-        if src == dst:
+        if src == dst or drop_trivial(src, self.mesh) == drop_trivial(dst, self.mesh):
             return x
         key = (id(x), src, dst)
         hit = self._done.get(key)
@@ -142,12 +143,50 @@ def _inline_jit(ctx, eqn, vals, lays):
     return run_partitioned(ctx, eqn.params["jaxpr"], vals, lays)
 
 
+def _localize(ctx: _Ctx, jaxpr: Jaxpr, vals: list, lays: list) -> tuple | None:
+    """``jaxpr`` partitioned and staged at these blocks' shapes: ``(jaxpr with its consts as
+    leading inputs, consts, output layouts)``, or None if it needs communication."""
+    sub = _Ctx(ctx.mesh)
+    out_lays: list = []
+
+    def per_device(*xs):
+        outs = run_partitioned(sub, jaxpr, list(xs), lays)
+        out_lays[:] = [lay for _, lay in outs]
+        return [o for o, _ in outs]
+
+    local, consts = trace_to_jaxpr(per_device, [get_aval(v) for v in vals])
+    if sub.log or any(lay.partial for lay in out_lays):
+        return None
+    return hoist_consts(local), consts, out_lays
+
+
 @rule("custom_jvp_call")
-def _inline_custom_jvp(ctx, eqn, vals, lays):
+def _custom_jvp(ctx, eqn, vals, lays):
+    """Kept a custom_jvp call (its rule, and a ``lowering_name`` the GPU plan fuses, e.g. GELU
+    into a product's epilogue) with its function staged per device, when that needs no
+    communication; otherwise inlined."""
     p = eqn.params
-    fc, _, xs = groups(list(zip(vals, lays)), p["num_fconsts"], p["num_jconsts"])
-    args = fc + xs
-    return run_partitioned(ctx, p["call_jaxpr"], [a for a, _ in args], [b for _, b in args])
+    nf, nj = p["num_fconsts"], p["num_jconsts"]
+    vals = [ctx.reshard(v, lay, Layout(lay.dims)) for v, lay in zip(vals, lays)]  # sums resolved
+    lays = [Layout(lay.dims) for lay in lays]
+    (fv, jv, xv), (fl, jl, xl) = groups(vals, nf, nj), groups(lays, nf, nj)
+    call = _localize(ctx, p["call_jaxpr"], fv + xv, fl + xl)
+    jvp, rule_ok = p["jvp"], call is not None
+    if rule_ok and isinstance(jvp, Jaxpr):  # a traced rule: staged per device as well
+        lj = _localize(ctx, jvp, jv + xv + xv, jl + xl + xl)
+        rule_ok = lj is not None and lj[2] == call[2] * 2
+    if not rule_ok:
+        return run_partitioned(ctx, p["call_jaxpr"], fv + xv, fl + xl)
+    call_j, c_consts, out_lays = call
+    j_consts: list = []
+    if isinstance(jvp, Jaxpr):
+        jvp, j_consts, _ = lj
+    named = {k: p[k] for k in ("lowering_name",) if k in p}
+    outs = eqn.primitive.bind(
+        *c_consts, *fv, *j_consts, *jv, *xv, call_jaxpr=call_j, jvp=jvp,
+        num_fconsts=len(c_consts) + nf, num_jconsts=len(j_consts) + nj, **named,
+    )  # fmt: skip
+    return list(zip(outs, out_lays))
 
 
 @rule("custom_vjp_call")

@@ -90,7 +90,7 @@ class Layout:
         return f"Layout({self.spec()!r}{p})"
 
 
-def _drop_trivial(lay: Layout, mesh: Mesh) -> Layout:
+def drop_trivial(lay: Layout, mesh: Mesh) -> Layout:
     """``lay`` without mesh axes of size 1 (splitting over one device, or summing one term)."""
     keep = lambda axes: tuple(a for a in axes if mesh.shape[a] > 1)  # noqa: E731
     return Layout([keep(d) for d in lay.dims], keep(lay.partial))
@@ -128,7 +128,7 @@ def _first_only(x: Any, axes: Axes) -> Any:
 def reshard(x: Any, src: Layout, dst: Layout, mesh: Mesh, log: list | None = None) -> Any:
     """``x`` (this device's block, laid out as ``src``) as its block laid out as ``dst``;
     ``log`` gets a line per collective (kind, block aval, mesh axes)."""
-    src, dst = _drop_trivial(src, mesh), _drop_trivial(dst, mesh)
+    src, dst = drop_trivial(src, mesh), drop_trivial(dst, mesh)
     if src == dst:  # (mesh axes of size 1 hold nothing to move: a world of one moves nothing)
         return x
 

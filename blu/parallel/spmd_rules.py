@@ -224,8 +224,10 @@ def reduce_extremum(ctx, eqn, vals, lays):
     (x,), (lay,) = vals, lays
     x = ctx.reshard(x, lay, Layout(lay.dims))  # sums resolved
     kept, over = _reduced(lay, eqn.params["axes"])
+    over = [a for a in over if ctx.mesh.shape[a] > 1]
     y = _bind(eqn, [x])[0]
     if over:
+        ctx.log.append(f"all-reduce (max/min) {eqn.outvars[0].aval.str_short()} over {tuple(over)}")
         y = (coll.pmax if eqn.primitive.name == "reduce_max" else coll.pmin)(y, tuple(over))
     return [(y, Layout(kept))]
 
