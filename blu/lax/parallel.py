@@ -35,7 +35,8 @@ from blu.lax.casts import convert_element_type
 from blu.lax.elementwise import add, div, eq, mul
 from blu.lax.reductions import reduce_max, reduce_min, reduce_sum
 from blu.lax.shapes import concatenate, full, iota, reshape
-from blu.lax.slicing import index_in_dim
+from blu.lax.slicing import dynamic_index_in_dim, index_in_dim
+from blu.transforms import vma
 from blu.transforms.ad_util import Zero, deflinear, instantiate, nondifferentiable
 from blu.transforms.axes import axis_size, axis_sizes, normalize_names, process_env_for
 from blu.transforms.batching import bdim_to_front, moveaxis
@@ -112,7 +113,12 @@ for _p, _op in ((psum_p, "sum"), (pmax_p, "max"), (pmin_p, "min")):
 def _psum_transpose(ct, x, *, axis_name):
     if isinstance(ct, Zero):
         return [Zero(x.aval)]
-    return [psum_p.bind(ct, axis_name=axis_name)]
+    manual = vma.manual_axes()
+    if all(n in manual for n in axis_name):
+        # shard_map's rule: psum is bound only over axes its operand varies over (``psum``
+        # scales an invariant one), so its invariant cotangent goes to each device unchanged
+        return [ct]
+    return [psum_p.bind(ct, axis_name=axis_name)]  # pmap's rule (vmap with an axis_name)
 
 
 deflinear(psum_p, _psum_transpose)
@@ -133,6 +139,42 @@ def _reduction_batch(prim: Primitive, reduce_fn, unbatched_fn):
 def _times(x, n):
     aval = get_aval(x)
     return mul(x, full(aval.shape, n, aval.dtype))
+
+
+vma.register_psum(lambda ct, names: psum_p.bind(ct, axis_name=names))
+
+
+def _minus_axes(vmas, *, axis_name, **_):
+    return frozenset().union(*vmas) - set(axis_name)
+
+
+def _plus_axes(vmas, *, axis_name, **_):
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+    return frozenset().union(*vmas) | set(names)
+
+
+for _p in (psum_p, pmax_p, pmin_p, all_gather_p):
+    vma.rules[_p] = _minus_axes
+for _p in (reduce_scatter_p, ppermute_p, all_to_all_p, axis_index_p):
+    vma.rules[_p] = _plus_axes
+
+
+def _invariant_names(v: Any, names: tuple) -> set:
+    """The manual axes among ``names`` that ``v`` is known to be invariant over."""
+    got = vma.vma_of(v)
+    if got is None:
+        return set()
+    manual = vma.manual_axes()
+    return {n for n in names if n in manual and n not in got}
+
+
+def _take_blocks(x, names: tuple, sizes: tuple, keep: set):
+    """From ``x`` of shape ``(*sizes, *block)`` (one leading axis per name), index this device's
+    entry along the names in ``keep``; the other leading axes stay."""
+    for i in reversed(range(len(names))):
+        if names[i] in keep:
+            x = dynamic_index_in_dim(x, axis_index_p.bind(axis_name=names[i]), i, False)
+    return x
 
 
 _reduction_batch(psum_p, reduce_sum, _times)
@@ -195,10 +237,21 @@ def _reduce_scatter_impl(x, *, axis_name, axis_sizes):
     return _comm(axis_name, "psum_scatter").reduce_scatter(x.reshape((n,) + x.shape[k:]))
 
 
-deflinear(
-    all_gather_p,
-    lambda ct, x, **p: [Zero(x.aval) if isinstance(ct, Zero) else reduce_scatter_p.bind(ct, **p)],
-)
+def _all_gather_transpose(ct, x, *, axis_name, axis_sizes):
+    if isinstance(ct, Zero):
+        return [Zero(x.aval)]
+    # an invariant cotangent (shard_map): each device takes its own block; a varying one is
+    # summed over the devices (psum_scatter)
+    inv = _invariant_names(ct, axis_name)
+    ct = _take_blocks(ct, axis_name, axis_sizes, inv)
+    rest = tuple((n, s) for n, s in zip(axis_name, axis_sizes) if n not in inv)
+    if not rest:
+        return [ct]
+    names, sizes = zip(*rest)
+    return [reduce_scatter_p.bind(ct, axis_name=names, axis_sizes=sizes)]
+
+
+deflinear(all_gather_p, _all_gather_transpose)
 deflinear(
     reduce_scatter_p,
     lambda ct, x, **p: [Zero(x.aval) if isinstance(ct, Zero) else all_gather_p.bind(ct, **p)],
@@ -376,7 +429,16 @@ def psum(x: Any, axis_name: Any) -> Any:
     names, _ = _names_and_sizes(axis_name, "psum")
     if not names:
         return x
-    return _tree(lambda v: psum_p.bind(_numeric("psum", v), axis_name=names), x)
+
+    def one(v):
+        _numeric("psum", v)
+        inv = _invariant_names(v, names)
+        if inv:  # the same on every device of those axes: the sum is a product
+            v = _times(v, math.prod(axis_size(n) for n in inv))
+        rest = tuple(n for n in names if n not in inv)
+        return psum_p.bind(v, axis_name=rest) if rest else v
+
+    return _tree(one, x)
 
 
 def pmean(x: Any, axis_name: Any) -> Any:
@@ -399,13 +461,19 @@ def pmean(x: Any, axis_name: Any) -> Any:
 def pmax(x: Any, axis_name: Any) -> Any:
     """Elementwise maximum of ``x`` over the devices along the named axis (or axes)."""
     names, _ = _names_and_sizes(axis_name, "pmax")
-    return _tree(lambda v: pmax_p.bind(_numeric("pmax", v), axis_name=names), x) if names else x
+    return _tree(lambda v: _extremum(pmax_p, "pmax", v, names), x) if names else x
 
 
 def pmin(x: Any, axis_name: Any) -> Any:
     """Elementwise minimum of ``x`` over the devices along the named axis (or axes)."""
     names, _ = _names_and_sizes(axis_name, "pmin")
-    return _tree(lambda v: pmin_p.bind(_numeric("pmin", v), axis_name=names), x) if names else x
+    return _tree(lambda v: _extremum(pmin_p, "pmin", v, names), x) if names else x
+
+
+def _extremum(prim: Primitive, what: str, v: Any, names: tuple) -> Any:
+    inv = _invariant_names(_numeric(what, v), names)  # equal on those devices: nothing to do
+    rest = tuple(n for n in names if n not in inv)
+    return prim.bind(v, axis_name=rest) if rest else v
 
 
 def _check_axis(what: str, axis: int, ndim: int, inclusive: bool) -> int:
@@ -476,7 +544,14 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, tiled: b
         v = reshape(v, tuple(sizes) + get_aval(v).shape[1:])
         if not names:
             return reshape(v, get_aval(v).shape)
-        return reduce_scatter_p.bind(v, axis_name=names, axis_sizes=sizes)
+        inv = _invariant_names(v, names)
+        if inv:  # the same on every device of those axes: N times this device's block
+            v = _times(_take_blocks(v, names, sizes, inv), math.prod(axis_size(n) for n in inv))
+        rest = tuple((n, s) for n, s in zip(names, sizes) if n not in inv)
+        if not rest:
+            return v
+        r_names, r_sizes = zip(*rest)
+        return reduce_scatter_p.bind(v, axis_name=r_names, axis_sizes=r_sizes)
 
     return _tree(one, x)
 

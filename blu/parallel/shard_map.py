@@ -50,6 +50,7 @@ from blu.parallel.sharded_array import ShardedArray, from_local
 from blu.transforms import jit as jit_mod
 from blu.transforms.axes import ProcessAxisEnv, process_axis_env
 from blu.transforms.batching import BatchInterpreter, bdim_to_front
+from blu.transforms.vma import VmaInterpreter
 
 _is_spec = lambda x: isinstance(x, PartitionSpec) or x is None  # noqa: E731
 
@@ -238,6 +239,7 @@ def _run_virtual(f, mesh, leaves, in_tree, specs, out_specs, check_vma=True):
             return innermost(*vals)
         name, size = mesh.axis_names[j], mesh.devices.shape[j]
         interp = BatchInterpreter(current_interpreter(), size, name)
+        interp.manual, interp.manual_outer = True, j == 0
         wrapped = [interp.wrap(v, 0 if name in u else None) for v, u in zip(vals, used)]
         with set_interpreter(interp):
             outs = level(j + 1, wrapped)
@@ -307,8 +309,16 @@ def _run_processes(f, mesh, leaves, in_tree, specs, out_specs):
             index = NamedSharding(mesh, spec).devices_indices_map(shape)[me]
             blocks.append(x[index] if index else x)
     env = ProcessAxisEnv(mesh.shape, mesh.coords(me), lambda names: runtime.comm_for(mesh, names))
-    with process_axis_env(env):
+    # the values' varying manual axes, for gradients inside f (blu.transforms.vma)
+    interp = VmaInterpreter(current_interpreter(), mesh.axis_names)
+    blocks = [
+        interp.wrap(b, frozenset(n for n in mesh.axis_names if n in s.all_names()))
+        for b, s in zip(blocks, specs)
+    ]
+    with process_axis_env(env), set_interpreter(interp):
         out = f(*pytree.tree_unflatten(in_tree, blocks))
+    interp.finished = True
+    out = pytree.tree_map(lambda o: interp.lift(o)[0], out)
     out_leaves, out_tree = pytree.tree_flatten(out)
     o_specs = _flat_specs("out_specs", out, out_specs)
     result = []

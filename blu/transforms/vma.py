@@ -1,0 +1,154 @@
+"""Varying manual axes (JAX's ``check_vma``): over which mesh axes of ``blu.shard`` a value differs.
+
+Inside ``blu.shard`` every value either varies over a mesh axis (an input split over it,
+``axis_index``, the result of ``psum_scatter``/``ppermute``/``all_to_all``) or is invariant over
+it (a replicated input, the result of ``psum``/``pmean``/``pmax``/``pmin``/``all_gather`` over
+it). JAX records this set in the aval; blu reads it off the value:
+
+- virtual CPU devices: ``shard``'s batching levels are *manual* (``BatchInterpreter.manual``);
+  a value varies over such a level's axis exactly when it is batched there;
+- one process per device: ``shard`` runs ``f`` under a :class:`VmaInterpreter` whose tracers
+  carry the set.
+
+Reverse mode uses it as JAX's shard_map does (JEP 17111, "efficient transposition of
+replication-inducing collectives"): where an invariant value met a varying one, JAX inserts a
+``pvary`` (identity) whose transpose is a ``psum``; ``backward_pass`` applies that ``psum`` to a
+cotangent that varies over axes its primal did not (:func:`fix_cotangent`), and ``psum``'s
+transpose passes the invariant cotangent through unchanged. So the gradient taken inside
+``shard`` of a ``psum``-reduced loss is the gradient of the global function.
+
+``None`` means "unknown" (no shard here, or a value staged inside a ``jit`` nested in the body):
+then nothing is adjusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from blu.core.interpreter import Interpreter, Tracer, current_interpreter, set_interpreter
+from blu.transforms.batching import BatchInterpreter, BatchTracer
+
+Vma = frozenset
+
+# primitive -> (input vmas, params) -> output vma; collectives register theirs (lax.parallel)
+rules: dict[Any, Callable[..., frozenset]] = {}
+_psum: list[Callable[[Any, tuple], Any]] = []  # lax.parallel's psum_p.bind, set at import
+
+
+def register_psum(fn: Callable[[Any, tuple], Any]) -> None:
+    _psum[:] = [fn]
+
+
+class VmaTracer(Tracer):
+    """A value inside ``shard`` on one process per device, with the mesh axes it varies over."""
+
+    __slots__ = ("val", "vma")
+
+    def __init__(self, interp: VmaInterpreter, val: Any, vma: frozenset):
+        self._interp = interp
+        self.val = val
+        self.vma = vma
+
+    @property
+    def aval(self):
+        from blu.core.interpreter import get_aval
+
+        return get_aval(self.val)
+
+
+class VmaInterpreter(Interpreter):
+    """Tracks varying manual axes over the body of a ``shard`` running one process per device."""
+
+    manual_outer = True
+
+    def __init__(self, parent: Interpreter, names: Sequence[Any]):
+        self.parent = parent
+        self.names = tuple(names)
+
+    def lift(self, x: Any) -> tuple[Any, frozenset]:
+        if isinstance(x, VmaTracer) and x._interp is self:
+            return x.val, x.vma
+        self.check_value(x)
+        return x, frozenset()
+
+    def process(self, prim: Any, args: tuple, params: dict) -> Any:
+        vals, vmas = zip(*map(self.lift, args)) if args else ((), ())
+        with set_interpreter(self.parent):
+            out = prim.bind(*vals, **params)
+        vma = out_vma(prim, vmas, params)
+        if prim.multiple_results:
+            return [self.wrap(o, vma) for o in out]
+        return self.wrap(out, vma)
+
+    def wrap(self, val: Any, vma: frozenset) -> Any:
+        return VmaTracer(self, val, frozenset(vma))
+
+
+def out_vma(prim: Any, vmas: Sequence[frozenset], params: dict) -> frozenset:
+    rule = rules.get(prim)
+    if rule is not None:
+        return rule(vmas, **params)
+    return frozenset().union(*vmas)
+
+
+def _levels() -> list[Interpreter]:
+    """The interpreters from the current one out to the outermost manual level of the
+    innermost ``shard`` (empty when no ``shard`` is active here)."""
+    chain, interp = [], current_interpreter()
+    while interp is not None:
+        chain.append(interp)
+        if getattr(interp, "manual_outer", False):
+            return chain
+        interp = interp.parent
+    return []
+
+
+def manual_axes() -> tuple:
+    """The mesh axis names of the innermost active ``shard`` (outermost first)."""
+    names = []
+    for interp in _levels():
+        if isinstance(interp, BatchInterpreter) and interp.manual:
+            names.append(interp.axis_name)
+        elif isinstance(interp, VmaInterpreter):
+            names.extend(reversed(interp.names))
+    return tuple(reversed(names))
+
+
+def vma_of(x: Any) -> frozenset | None:
+    """The manual axes ``x`` varies over, or None when unknown (no ``shard`` active, or ``x``
+    is a value staged by a transform nested in the body whose variance is not recorded)."""
+    levels = _levels()
+    if not levels:
+        return None
+    vma: set = set()
+    for interp in levels:
+        if not (isinstance(x, Tracer) and x._interp is interp):
+            continue  # a value of an outer level: constant here
+        if isinstance(x, BatchTracer):
+            if interp.manual:  # type: ignore[attr-defined]
+                vma.add(interp.axis_name)  # type: ignore[attr-defined]
+            x = x.val
+        elif isinstance(x, VmaTracer):
+            vma |= x.vma
+            x = x.val
+        elif hasattr(x, "primal"):  # a JVP tracer: its tangent varies as its primal
+            x = x.primal
+        else:
+            return None  # staged (jit, linearize's tangents): not recorded
+    return frozenset(vma)
+
+
+def fix_cotangent(ct: Any, primal_vma: frozenset | None) -> Any:
+    """The transpose of the implicit ``pvary``: ``psum`` a cotangent over the manual axes it
+    varies over but its primal does not."""
+    if primal_vma is None or not _psum:
+        return ct
+    got = vma_of(ct)
+    if got is None:
+        return ct
+    extra = got - primal_vma
+    if not extra:
+        return ct
+    order = manual_axes()
+    return _psum[0](ct, tuple(n for n in order if n in extra))
