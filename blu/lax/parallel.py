@@ -52,6 +52,7 @@ __all__ = [
     "all_to_all",
     "axis_index",
     "axis_size",
+    "pvary",
 ]
 
 
@@ -69,6 +70,7 @@ reduce_scatter_p = _collective("reduce_scatter")  # stacked (*sizes, *s) -> summ
 ppermute_p = _collective("ppermute")
 all_to_all_p = _collective("all_to_all")  # (N, ...) chunks -> (N, ...) received chunks
 axis_index_p = _collective("axis_index")
+pvary_p = _collective("pvary")  # identity; marks a value as varying over the axes
 
 
 def _rest(names: tuple, name: Any) -> tuple:
@@ -393,6 +395,35 @@ def _axis_index_batch(size, name, args, dims, *, axis_name):
     return iota(dtypes.int32, size), 0
 
 
+# ---- pvary --------------------------------------------------------------------------------------
+
+
+@pvary_p.def_abstract_eval
+def _pvary_abstract_eval(x, *, axis_name):
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+pvary_p.def_impl(lambda x, *, axis_name: np.asarray(x))
+vma.rules[pvary_p] = _plus_axes
+# the transpose of "the same value on every device" is the sum of the devices' cotangents
+deflinear(
+    pvary_p,
+    lambda ct, x, *, axis_name: [
+        Zero(x.aval) if isinstance(ct, Zero) else psum_p.bind(ct, axis_name=axis_name)
+    ],
+)
+
+
+@pvary_p.def_batch_named
+def _pvary_batch(size, name, args, dims, *, axis_name):
+    (x,), (d,) = args, dims
+    if name not in axis_name:
+        return pvary_p.bind(x, axis_name=axis_name), d
+    rest = _rest(axis_name, name)
+    x = pvary_p.bind(x, axis_name=rest) if rest else x
+    return (x, d) if d is not None else (bdim_to_front(x, None, size), 0)  # one copy each
+
+
 # ---- the public functions -----------------------------------------------------------------------
 
 
@@ -616,6 +647,27 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, til
         return reshape(y, rest[:c] + (n * rest[c],) + rest[c + 1 :])
 
     return _tree(one, x)
+
+
+def pvary(x: Any, axis_name: Any) -> Any:
+    """``x`` marked as varying over the named mesh axes (``jax.lax.pvary``): the identity on
+    values, whose transpose is ``psum``. Inside ``blu.shard`` the gradient w.r.t. ``pvary(p)``
+    of a replicated ``p`` is this device's own gradient, not the sum over the devices (e.g. to
+    reduce-scatter it yourself, ZeRO); ``blu.shard`` inserts it implicitly where an invariant
+    value meets a varying one.
+
+    Args:
+        x: an array or pytree of arrays.
+        axis_name: a mesh axis name or a tuple of them.
+    """
+    names, _ = _names_and_sizes(axis_name, "pvary")
+
+    def one(v):
+        got = vma.vma_of(v)
+        rest = names if got is None else tuple(n for n in names if n not in got)
+        return pvary_p.bind(v, axis_name=rest) if rest else v
+
+    return _tree(one, x) if names else x
 
 
 def axis_index(axis_name: Any) -> Any:

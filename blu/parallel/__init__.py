@@ -27,6 +27,7 @@ from blu.lax.parallel import (
     ppermute,
     psum,
     psum_scatter,
+    pvary,
 )
 from blu.parallel.devices import Device, device_count, devices, local_devices
 from blu.parallel.mesh import Mesh, NamedSharding, P, PartitionSpec, make_mesh
@@ -61,6 +62,7 @@ __all__ = [
     "process_index",
     "psum",
     "psum_scatter",
+    "pvary",
     "shard",
     "shard_map",
     "shutdown",
