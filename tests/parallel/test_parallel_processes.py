@@ -107,6 +107,15 @@ WORKER = textwrap.dedent(
         assert np.allclose(local(fn(w0, xb)), ref, rtol=1e-5, atol=1e-6)
     g = bp.shard(local_step, mesh, (P(), P("x")), P())(w0, xb)
     assert np.allclose(local(g), n * ref, rtol=1e-5, atol=1e-6)
+    # device_put to a named device: this process's own is fine; another process's raises
+    assert bp.device_put(np.ones(2), bp.local_devices()[0]).devices() == {bp.local_devices()[0]}
+    if n > 1:
+        other = bp.devices()[(r + 1) % n]
+        try:
+            bp.device_put(np.ones(2), other)
+            raise AssertionError("device_put to another process's device did not raise")
+        except blu.errors.BluValueError as e:
+            assert repr(other) in str(e) and "belongs to process" in str(e), str(e)
     print(f"RANK {r} OK backend={sys.argv[1] if len(sys.argv) > 1 else ''}", flush=True)
     """
 )

@@ -317,10 +317,15 @@ def test_device_put_pytrees_and_devices():
     assert plain.devices() == {devices()[0]} and out["a"].devices() == set(devices())
 
 
-def test_device_put_to_another_device_raises_instead_of_staying_on_device_0():
-    with pytest.raises(BluValueError, match=r"lives on CPUDevice\(id=0\).*NamedSharding"):
-        device_put(np.arange(3), devices()[3])
-    with pytest.raises(BluValueError, match="not a device of this job"):
+def test_device_put_to_a_named_device_records_it():
+    x = np.arange(6.0).reshape(2, 3)
+    for k in (3, 7):
+        a = blu.device_put(x, devices()[k])
+        assert a.devices() == {devices()[k]} and a.device == devices()[k]
+        assert a.sharding == blu.sharding.SingleDeviceSharding(devices()[k])
+        np.testing.assert_array_equal(np.asarray(a), x)
+        np.testing.assert_array_equal(np.asarray(blu.jit(lambda v: v * 2.0)(a)), x * 2.0)
+    with pytest.raises(BluValueError, match=r"Device\(id=99.*not a device of this job"):
         device_put(np.arange(3), blu.sharding.Device(99))
 
 
