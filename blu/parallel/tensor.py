@@ -30,9 +30,6 @@ from typing import Any
 from blu.core import pytree
 from blu.lax.parallel import all_gather, psum, psum_scatter
 from blu.transforms.axes import axis_sizes, normalize_names
-from blu.parallel.mesh import PartitionSpec
-
-_is_spec = lambda s: isinstance(s, PartitionSpec)  # noqa: E731
 
 
 def column_linear(x: Any, w: Any, b: Any | None = None) -> Any:
