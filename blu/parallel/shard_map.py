@@ -19,10 +19,25 @@ Two realizations of the same semantics:
   from an enclosing ``jit`` (``jit(shard(f))`` over ShardedArrays); plain arrays passed
   eagerly are global and sliced. Take gradients inside ``shard`` on this path.
 
-Gradients taken *inside* ``shard`` follow JAX's pmap rule: they are the gradients of the sum over
-devices of each device's output. So a loss that is replicated over R devices is divided by R (or
-its gradient averaged), and a parameter replicated over mesh axes A gets its full gradient from
-``psum``/``pmean`` over A (data parallelism: ``pmean(grads, "data")``). Gradients taken
+Gradients taken *inside* ``shard`` follow JAX's shard_map rule (``check_vma``; JEP 17111,
+"efficient transposition of replication-inducing collectives"; ``blu.transforms.vma``): every
+value inside ``f`` varies over some mesh axes (an input over those its in_spec names,
+``axis_index``, ``psum_scatter``/``ppermute``/``all_to_all`` results) and is invariant over the
+others (replicated inputs, ``psum``/``pmean``/``pmax``/``pmin``/``all_gather`` results). So:
+
+- the gradient of an invariant (``psum``/``pmean``-reduced) loss is the gradient of the global
+  function, equal to the gradient taken outside: data parallelism is
+  ``grad(lambda p: pmean(local_loss(p, x), "data"))(params)``, no all-reduce of the gradients
+  (it is the transpose of the implicit ``pvary`` where the replicated parameters meet the
+  batch: a ``psum`` of their cotangents);
+- the gradient of a varying loss w.r.t. a replicated parameter is the *sum* over the devices of
+  their gradients (invariant); w.r.t. ``pvary(p, axes)`` it is this device's own (varying), e.g.
+  to reduce-scatter it (ZeRO).
+
+``check_vma=False`` only turns off the out_specs check; gradients follow the same rule. Inside a
+``jit`` nested in ``f`` the variance of staged values is not recorded: there a ``psum`` of an
+invariant value transposes as one of a varying value (the gradient misses the factor of the
+axis size); call ``psum`` outside the nested ``jit`` or on varying values. Gradients taken
 *outside* (``grad(shard(f))``) are the ordinary gradients of the global function.
 """
 
@@ -101,7 +116,9 @@ def shard(
         out_specs: the same for the outputs: how blocks are reassembled.
         check_vma: raise when an output varies along a mesh axis its out_spec does not name
             (``False``: that output is taken from the first device along the axis, as JAX's
-            ``check_vma=False`` leaves it unchecked).
+            ``check_vma=False`` leaves it unchecked). Gradients inside ``f`` follow shard_map's
+            rule either way (see the module docstring); on one process per device outputs are
+            not checked.
 
     Returns:
         a function of the global arrays; its concrete outputs are ``ShardedArray`` objects.
