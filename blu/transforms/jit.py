@@ -32,7 +32,7 @@ from blu.core.jaxpr import Jaxpr, dce_jaxpr, eval_jaxpr
 from blu.core.lru import LRU
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter, hoist_consts, trace_to_jaxpr
-from blu.transforms import dispatch
+from blu.transforms import dispatch, vma
 from blu.transforms.ad import backward_pass, jvp_jaxpr
 from blu.transforms.ad_util import UndefinedPrimal, Zero, instantiate, tangent_aval
 from blu.transforms.aot import Lowered, _is_spec, _spec_to_aval_holder
@@ -374,7 +374,9 @@ class Jitted:
                 ) from e
         return dyn_args, dyn_kwargs, tuple(static_vals), donated
 
-    def _trace(self, args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals) -> CacheEntry:
+    def _trace(
+        self, args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals, vmas=None
+    ) -> CacheEntry:
         out_tree_box = []
 
         def flat_fun(*flat):
@@ -387,6 +389,8 @@ class Jitted:
             return out_leaves
 
         n_shard = _shard_traces.n
+        if vmas is not None:  # inside blu.shard: keep the values' varying manual axes
+            flat_fun = vma.trace_manual(flat_fun, vmas)
         jaxpr, consts = trace_to_jaxpr(flat_fun, in_avals)
         jaxpr = dce_jaxpr(jaxpr)  # e.g. the unused forward value under grad
         _check_addressable(self.name, jaxpr)
@@ -395,7 +399,10 @@ class Jitted:
     def _explain_miss(self, key) -> str:
         if self._last_key is None:
             return "first call"
-        (tree, avals, statics, axes), (otree, oavals, ostatics, oaxes) = key, self._last_key
+        (tree, avals, statics, axes, vmas), (otree, oavals, ostatics, oaxes, ovmas) = (
+            key,
+            self._last_key,
+        )
         if axes != oaxes:
             return f"named axes changed from {list(oaxes)} to {list(axes)} (another mesh)"
         if tree != otree:
@@ -408,6 +415,8 @@ class Jitted:
         for (_, w, v), (_, _, ov) in zip(statics, ostatics):
             if v != ov:
                 return f"static argument {w} changed from {ov!r} to {v!r}"
+        if vmas != ovmas:
+            return f"the arguments' varying mesh axes changed from {ovmas} to {vmas}"
         return "signature not seen before"
 
     def _lookup(self, args: tuple, kwargs: dict):
@@ -427,13 +436,15 @@ class Jitted:
                 + "\n".join(e.args[0].splitlines()[1:])
             ) from None
         # a trace under one mesh (named axes and sizes) is not valid under another
-        key = (in_tree, in_avals, statics, axis_env_key())
+        # inside blu.shard, which mesh axes each argument varies over (shard_map's rule)
+        vmas = vma.arg_vmas(leaves) if axis_env_key() else None
+        key = (in_tree, in_avals, statics, axis_env_key(), vmas)
         entry = self._cache.get(key)
         if entry is None:
             if config.log_compiles:
                 log.warning("jit(%s): tracing because %s", self.name, self._explain_miss(key))
             t0 = time.perf_counter()
-            entry = self._trace(args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals)
+            entry = self._trace(args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals, vmas)
             tracing.span_since(f"trace jit({self.name})", "trace", t0)
             if not any(isinstance(c, Tracer) for c in entry.consts):
                 # closures over tracers must be re-traced each time; of two threads tracing one

@@ -152,3 +152,28 @@ def fix_cotangent(ct: Any, primal_vma: frozenset | None) -> Any:
         return ct
     order = manual_axes()
     return _psum[0](ct, tuple(n for n in order if n in extra))
+
+
+def arg_vmas(leaves: Sequence[Any]) -> tuple | None:
+    """The arguments' varying manual axes when a ``jit`` is traced inside ``shard`` (part of
+    its cache key), or None outside ``shard`` or where one is unknown."""
+    if not _levels():
+        return None
+    vmas = tuple(vma_of(x) for x in leaves)
+    return None if any(v is None for v in vmas) else vmas
+
+
+def trace_manual(fun: Callable, vmas: Sequence[frozenset]) -> Callable:
+    """``fun`` (flat arguments and outputs) run under a :class:`VmaInterpreter` seeded with the
+    arguments' ``vmas``: a ``jit`` traced inside ``shard`` keeps the variance of its values, so
+    gradients and collectives inside it follow shard_map's rule."""
+    names = manual_axes()
+
+    def traced(*args: Any) -> list[Any]:
+        interp = VmaInterpreter(current_interpreter(), names)
+        with set_interpreter(interp):
+            outs = fun(*[interp.wrap(a, v) for a, v in zip(args, vmas)])
+        interp.finished = True
+        return [interp.lift(o)[0] for o in outs]
+
+    return traced

@@ -107,6 +107,11 @@ WORKER = textwrap.dedent(
         assert np.allclose(local(fn(w0, xb)), ref, rtol=1e-5, atol=1e-6)
     g = bp.shard(local_step, mesh, (P(), P("x")), P())(w0, xb)
     assert np.allclose(local(g), n * ref, rtol=1e-5, atol=1e-6)
+    g = bp.shard(blu.jit(step), mesh, (P(), P("x")), P())(w0, xb)  # a jit inside the body
+    assert np.allclose(local(g), ref, rtol=1e-5, atol=1e-6)
+    inv = blu.jit(lambda w: blu.grad(lambda v: (bp.psum(v, "x") ** 2).sum())(w))
+    g = bp.shard(inv, mesh, P(), P())(w0)  # psum of an invariant value: n * v
+    assert np.allclose(local(g), 2 * n * n * w0, rtol=1e-5, atol=1e-6)
     # device_put to a named device: this process's own is fine; another process's raises
     assert bp.device_put(np.ones(2), bp.local_devices()[0]).devices() == {bp.local_devices()[0]}
     if n > 1:

@@ -209,3 +209,19 @@ def test_grad_inside_shard_against_finite_differences():
     g = f(np.array([0.3, -0.2, 0.5]), x)
     _close(g, x.T @ np.cos(x @ np.array([0.3, -0.2, 0.5])))
     check_grads(lambda w: f(w, x), [np.array([0.3, -0.2, 0.5])])
+
+
+def test_gradients_inside_a_jit_nested_in_the_shard_body():
+    # the jit's trace keeps the variance of its arguments (blu.transforms.vma.trace_manual)
+    mesh = _mesh((2, 4), ("x", "y"))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((8, 3))
+    p = {"w": rng.standard_normal((3, 2)), "b": rng.standard_normal(2)}
+    step = blu.jit(lambda p, xb: blu.grad(lambda q: pmean(_dp_loss(q, xb), ("x", "y")))(p))
+    inv = blu.jit(lambda w: blu.grad(lambda v: bnp.sum(psum(v, "y") ** 2))(w))
+    _, want = _dp_numpy(p["w"], p["b"], x)
+    for outer in (lambda f: f, blu.jit):
+        g = outer(shard(step, mesh, (P(), P(("x", "y"))), P()))(p, x)
+        for k in p:
+            _close(g[k], want[k])
+        _close(outer(shard(inv, mesh, P(), P()))(p["b"]), 32 * p["b"])
