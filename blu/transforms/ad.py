@@ -231,15 +231,22 @@ def backward_pass(
             return a.val
         return UndefinedPrimal(a.aval) if a in linear else primal_env[a]
 
-    # the varying manual axes of the linear values (None: unknown), when inside a shard
+    # inside a shard, the varying manual axes of the linear values (blu.transforms.vma). An
+    # unknown one (a linear input or residual of a staged body) is taken as varying over every
+    # axis: its cotangent is then psum-ed where it leaves the body, by the enclosing pass
     vmas: dict[Var, Any] | None = None
-    if in_vmas is not None and any(m is not None for m in in_vmas):
-        vmas = {v: m for v, m in zip(jaxpr.invars, in_vmas) if v in linear}
+    everywhere = frozenset(vma.manual_axes())
+    if everywhere:
+        known = in_vmas if in_vmas is not None else [None] * len(jaxpr.invars)
+        vmas = {v: everywhere if m is None else m for v, m in zip(jaxpr.invars, known)}
 
     def vma_in(a: Any) -> Any:
         if isinstance(a, Literal):
             return frozenset()
-        return vmas.get(a) if a in linear else vma.vma_of(primal_env[a])  # type: ignore[union-attr]
+        if a in linear:
+            return vmas.get(a, everywhere)  # type: ignore[union-attr]
+        got = vma.vma_of(primal_env[a])
+        return everywhere if got is None else got
 
     # forward: evaluate the non-linear equations (those with no linear input)
     lin_eqns = []
@@ -248,8 +255,7 @@ def backward_pass(
             linear.update(eqn.outvars)
             lin_eqns.append(eqn)
             if vmas is not None:
-                ins = [vma_in(a) for a in eqn.invars]
-                out = None if None in ins else vma.out_vma(eqn.primitive, ins, eqn.params)
+                out = vma.out_vma(eqn.primitive, [vma_in(a) for a in eqn.invars], eqn.params)
                 vmas.update((v, out) for v in eqn.outvars)
         else:
             outs = eqn.primitive.bind(*map(read_primal, eqn.invars), **eqn.params)
