@@ -229,7 +229,9 @@ def backward_pass(
     def read_primal(a: Any) -> Any:
         if isinstance(a, Literal):
             return a.val
-        return UndefinedPrimal(a.aval) if a in linear else primal_env[a]
+        if a in linear:  # its vma rides along, for transposes that run a backward_pass
+            return UndefinedPrimal(a.aval, None if vmas is None else vmas.get(a))
+        return primal_env[a]
 
     # inside a shard, the varying manual axes of the linear values (blu.transforms.vma). An
     # unknown one (a linear input or residual of a staged body) is taken as varying over every
@@ -237,7 +239,7 @@ def backward_pass(
     vmas: dict[Var, Any] | None = None
     everywhere = frozenset(vma.manual_axes())
     if everywhere:
-        known = in_vmas if in_vmas is not None else [None] * len(jaxpr.invars)
+        known = in_vmas or [getattr(a, "vma", None) for a in args]
         vmas = {v: everywhere if m is None else m for v, m in zip(jaxpr.invars, known)}
 
     def vma_in(a: Any) -> Any:

@@ -110,14 +110,22 @@ def _jit_transpose(cts, *args, jaxpr, name, donated_invars):
     builder = StagingInterpreter(current_interpreter())
     res = [builder.new_arg(a.aval) for a, u in zip(jaxpr.invars, undef) if not u]
     ct_in = [builder.new_arg(v.aval) for v, nz in zip(jaxpr.outvars, ct_nz) if nz]
-    r_iter, c_iter = iter(res), iter(ct_in)
-    bw_args = [UndefinedPrimal(v.aval) if u else next(r_iter) for v, u in zip(jaxpr.invars, undef)]
-    bw_cts = [next(c_iter) if nz else Zero(v.aval) for v, nz in zip(jaxpr.outvars, ct_nz)]
-    with set_interpreter(builder):
-        out = backward_pass(jaxpr, [], bw_args, bw_cts)
-        out = [instantiate(c) for c, u in zip(out, undef) if u]
-    t_jaxpr, consts = builder.build(out)
     known = [a for a, u in zip(args, undef) if not u]
+
+    def transposed(*staged):
+        r_iter, c_iter = iter(staged[: len(res)]), iter(staged[len(res) :])
+        bw = [
+            UndefinedPrimal(v.aval, a.vma) if u else next(r_iter)
+            for v, a, u in zip(jaxpr.invars, args, undef)
+        ]
+        bc = [next(c_iter) if nz else Zero(v.aval) for v, nz in zip(jaxpr.outvars, ct_nz)]
+        out = backward_pass(jaxpr, [], bw, bc)
+        return [instantiate(c) for c, u in zip(out, undef) if u]
+
+    with set_interpreter(builder):  # inside blu.shard: keeping the values' varying mesh axes
+        outer = known + [c for c in cts if not isinstance(c, Zero)]
+        out = vma.seeded(transposed, outer)(*res, *ct_in)
+    t_jaxpr, consts = builder.build(out)
     outs = iter(_bind_jaxpr(t_jaxpr, consts, [*known, *[c for c in cts if not isinstance(c, Zero)]],
                             f"transpose({name})"))  # fmt: skip
     return [next(outs) if u else None for u in undef]

@@ -89,6 +89,19 @@ def out_vma(prim: Any, vmas: Sequence[frozenset], params: dict) -> frozenset:
     rule = rules.get(prim)
     if rule is not None:
         return rule(vmas, **params)
+    # a call of a jaxpr (jit, checkpoint) or branches (cond: the index first): through them,
+    # so that a psum inside gives an invariant output (one vma for all outputs: their union)
+    inner = params.get("jaxpr")
+    if (
+        hasattr(inner, "eqns")
+        and not getattr(inner, "constvars", ())
+        and len(inner.invars) == len(vmas)
+    ):
+        return frozenset().union(*jaxpr_vmas(inner, vmas))
+    branches = params.get("branches")
+    if branches and all(len(b.invars) == len(vmas) - 1 for b in branches):
+        outs = [frozenset().union(*jaxpr_vmas(b, vmas[1:])) for b in branches]
+        return frozenset().union(vmas[0], *outs)
     return frozenset().union(*vmas)
 
 
@@ -165,8 +178,9 @@ def arg_vmas(leaves: Sequence[Any]) -> tuple | None:
 
 def trace_manual(fun: Callable, vmas: Sequence[frozenset]) -> Callable:
     """``fun`` (flat arguments and outputs) run under a :class:`VmaInterpreter` seeded with the
-    arguments' ``vmas``: a ``jit`` traced inside ``shard`` keeps the variance of its values, so
-    gradients and collectives inside it follow shard_map's rule."""
+    arguments' ``vmas``: a ``jit`` traced inside ``shard`` (or a transposed body) keeps the
+    variance of its values, so gradients and collectives inside it follow shard_map's rule.
+    The returned function records its outputs' vmas in ``out_vmas`` after each call."""
     names = manual_axes()
 
     def traced(*args: Any) -> list[Any]:
@@ -174,6 +188,72 @@ def trace_manual(fun: Callable, vmas: Sequence[frozenset]) -> Callable:
         with set_interpreter(interp):
             outs = fun(*[interp.wrap(a, v) for a, v in zip(args, vmas)])
         interp.finished = True
-        return [interp.lift(o)[0] for o in outs]
+        pairs = [interp.lift(o) for o in outs]
+        traced.out_vmas = [v for _, v in pairs]  # type: ignore[attr-defined]
+        return [o for o, _ in pairs]
 
     return traced
+
+
+def seeded(fun: Callable, outer: Sequence[Any]) -> Callable:
+    """``fun`` of staged arguments that will hold the values ``outer`` (a transposed body's
+    residuals and cotangents), traced keeping their variance (:func:`trace_manual`); ``fun``
+    itself outside ``shard`` or where one is unknown."""
+    vmas = arg_vmas(outer)
+    return fun if vmas is None else trace_manual(fun, vmas)
+
+
+def trace_loop_body(trace: Callable, body: Callable, seeds: list, carries: Sequence[int]) -> Any:
+    """``trace(fun)`` of a loop body under :func:`trace_manual`, the carries' ``seeds`` grown
+    until the body's output carries vary over no more axes than its input carries (a fixed
+    point: vma sets only grow). ``carries``: input position -> output position pairs as
+    ``(i, o)``. Traced plainly outside ``shard`` or where a seed is unknown."""
+    if not _levels() or any(v is None for v in seeds):
+        return trace(body)
+    seeds = list(seeds)
+    for _ in range(len(manual_axes()) + 2):
+        fun = trace_manual(body, seeds)
+        out = trace(fun)
+        grown = False
+        for i, o in carries:
+            if not fun.out_vmas[o] <= seeds[i]:  # type: ignore[attr-defined]
+                seeds[i] = seeds[i] | fun.out_vmas[o]  # type: ignore[attr-defined]
+                grown = True
+        if not grown:
+            return out
+    return out
+
+
+def jaxpr_vmas(jaxpr: Any, in_vmas: Sequence[frozenset]) -> list[frozenset]:
+    """The outputs' varying manual axes of a jaxpr (no constvars) from its inputs' (the union
+    over each equation's inputs, or the primitive's rule)."""
+    env = dict(zip(jaxpr.invars, in_vmas))
+
+    def read(a: Any) -> frozenset:
+        return (
+            env.get(a, frozenset()) if hasattr(a, "aval") and not hasattr(a, "val") else frozenset()
+        )
+
+    for eqn in jaxpr.eqns:
+        out = out_vma(eqn.primitive, [read(a) for a in eqn.invars], eqn.params)
+        env.update((v, out) for v in eqn.outvars)
+    return [read(v) for v in jaxpr.outvars]
+
+
+def loop_carry_vmas(jaxpr: Any, consts: list, carries: list, xs: list) -> list | None:
+    """The vmas of a loop's carries: their initial values' grown to a fixed point of the body
+    (``jaxpr``: consts, carries, xs -> carries, ...); None outside ``shard`` or if unknown."""
+    seeds = [
+        getattr(x, "vma", None) if type(x).__name__ == "UndefinedPrimal" else vma_of(x)
+        for x in (*consts, *carries, *xs)
+    ]
+    if not _levels() or any(s is None for s in seeds):
+        return None
+    nc, ncar = len(consts), len(carries)
+    for _ in range(len(manual_axes()) + 2):
+        out = jaxpr_vmas(jaxpr, seeds)[:ncar]
+        grown = [seeds[nc + k] | out[k] for k in range(ncar)]
+        if grown == seeds[nc : nc + ncar]:
+            break
+        seeds[nc : nc + ncar] = grown
+    return seeds
