@@ -34,11 +34,13 @@ others (replicated inputs, ``psum``/``pmean``/``pmax``/``pmin``/``all_gather`` r
   their gradients (invariant); w.r.t. ``pvary(p, axes)`` it is this device's own (varying), e.g.
   to reduce-scatter it (ZeRO).
 
-``check_vma=False`` only turns off the out_specs check; gradients follow the same rule. Inside a
-``jit`` nested in ``f`` the variance of staged values is not recorded: there a ``psum`` of an
-invariant value transposes as one of a varying value (the gradient misses the factor of the
-axis size); call ``psum`` outside the nested ``jit`` or on varying values. Gradients taken
-*outside* (``grad(shard(f))``) are the ordinary gradients of the global function.
+``check_vma=False`` only turns off the out_specs check; gradients follow the same rule. A
+``jit`` nested in ``f`` is traced keeping its arguments' variance, and so are the transposed
+bodies of ``jit``, ``scan``, ``cond`` and ``checkpoint``. Not tracked: values inside a
+``scan``/``cond``/``while_loop`` body's *forward* trace, so a ``psum`` there of a value that is
+invariant over its axis transposes as that of a varying one (its gradient misses the factor of
+the axis size); ``psum`` varying values there. Gradients taken *outside* (``grad(shard(f))``)
+are the ordinary gradients of the global function.
 """
 
 from __future__ import annotations

@@ -8,7 +8,11 @@ it). JAX records this set in the aval; blu reads it off the value:
 - virtual CPU devices: ``shard``'s batching levels are *manual* (``BatchInterpreter.manual``);
   a value varies over such a level's axis exactly when it is batched there;
 - one process per device: ``shard`` runs ``f`` under a :class:`VmaInterpreter` whose tracers
-  carry the set.
+  carry the set;
+- staged code inside ``shard`` (a nested ``jit``'s trace, the transposed bodies of ``jit``,
+  ``scan``, ``cond``): traced under a ``VmaInterpreter`` seeded with the outer values' sets
+  (:func:`trace_manual`; a loop's carries at a fixed point), and ``UndefinedPrimal.vma``
+  carries a linear input's set into the transposes that run a ``backward_pass``.
 
 Reverse mode uses it as JAX's shard_map does (JEP 17111, "efficient transposition of
 replication-inducing collectives"): where an invariant value met a varying one, JAX inserts a
@@ -17,8 +21,9 @@ cotangent that varies over axes its primal did not (:func:`fix_cotangent`), and 
 transpose passes the invariant cotangent through unchanged. So the gradient taken inside
 ``shard`` of a ``psum``-reduced loss is the gradient of the global function.
 
-``None`` means "unknown" (no shard here, or a value staged inside a ``jit`` nested in the body):
-then nothing is adjusted.
+``None`` means "unknown" (no shard here, or a value staged by a transform whose trace is not
+seeded, e.g. a ``scan`` body's forward trace): then nothing is adjusted, and ``backward_pass``
+takes an unknown linear input or residual as varying over every axis.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from blu.core.interpreter import Interpreter, Tracer, current_interpreter, set_interpreter
+from blu.core.jaxpr import Literal
+from blu.transforms.ad_util import UndefinedPrimal
 from blu.transforms.batching import BatchInterpreter, BatchTracer
 
 Vma = frozenset
@@ -230,9 +237,7 @@ def jaxpr_vmas(jaxpr: Any, in_vmas: Sequence[frozenset]) -> list[frozenset]:
     env = dict(zip(jaxpr.invars, in_vmas))
 
     def read(a: Any) -> frozenset:
-        return (
-            env.get(a, frozenset()) if hasattr(a, "aval") and not hasattr(a, "val") else frozenset()
-        )
+        return frozenset() if isinstance(a, Literal) else env.get(a, frozenset())
 
     for eqn in jaxpr.eqns:
         out = out_vma(eqn.primitive, [read(a) for a in eqn.invars], eqn.params)
@@ -244,8 +249,7 @@ def loop_carry_vmas(jaxpr: Any, consts: list, carries: list, xs: list) -> list |
     """The vmas of a loop's carries: their initial values' grown to a fixed point of the body
     (``jaxpr``: consts, carries, xs -> carries, ...); None outside ``shard`` or if unknown."""
     seeds = [
-        getattr(x, "vma", None) if type(x).__name__ == "UndefinedPrimal" else vma_of(x)
-        for x in (*consts, *carries, *xs)
+        x.vma if isinstance(x, UndefinedPrimal) else vma_of(x) for x in (*consts, *carries, *xs)
     ]
     if not _levels() or any(s is None for s in seeds):
         return None
