@@ -1,5 +1,6 @@
 """Collectives over named axes: psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute,
-all_to_all, axis_index and axis_size (``jax.lax``'s names; ``blu.parallel`` re-exports them).
+all_to_all, axis_index, axis_size and pvary (``jax.lax``'s names; ``blu.parallel`` re-exports
+them). Their primitives and rules are in ``blu.lax.collective_prims``.
 
 Each is a primitive with a *named* batching rule (``batch_named``): at the vmap/shard level that
 binds its axis name it becomes ordinary array operations over the batch axis (``psum`` sums it,
@@ -8,10 +9,15 @@ where ``blu.shard`` is nested vmaps, collectives vanish into plain programs, and
 ``jit`` and ``vmap`` compose through the usual rules. With one process per device the ``impl``
 runs instead and calls the process group's communicator (NCCL on GPUs).
 
-Derivatives follow JAX's pmap semantics: the collectives are linear and each one's transpose
-is the transpose of its global linear map (psum <-> psum, all_gather <-> psum_scatter,
-ppermute <-> the inverse permutation, all_to_all <-> itself), so differentiating inside
-``shard`` gives the gradient of the sum over devices of the per-device outputs.
+Derivatives inside ``blu.shard`` follow JAX's shard_map rule (``blu.transforms.vma``): each
+value varies over some mesh axes or is invariant over them; ``psum``/``pmean``/``pmax``/``pmin``
+/``all_gather`` over an axis give an invariant value, ``psum_scatter``/``ppermute``/
+``all_to_all``/``axis_index``/``pvary`` a varying one. ``psum`` of an invariant value is the
+product by the axis size (``psum(1, 'i')`` is the size); ``psum`` of a varying one transposes to
+the identity; where an invariant value meets a varying one, an implicit ``pvary`` transposes to
+a ``psum`` of the cotangent. So the gradient of a ``psum``-reduced loss is the global gradient.
+Under ``vmap(axis_name=...)`` (no mesh) the rule is pmap's: ``psum`` transposes to ``psum``, and
+the gradient is that of the sum over the batch of the per-member outputs.
 
 Multi-axis collectives (``psum(x, ('x', 'y'))``) index devices by the axis tuple, first name
 major. The primitives gather/scatter over *stacked* leading axes (one per name), which lets each
@@ -24,21 +30,29 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from blu.core import dtypes, pytree
-from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
-from blu.lax.casts import convert_element_type
-from blu.lax.elementwise import add, div, eq, mul
-from blu.lax.reductions import reduce_max, reduce_min, reduce_sum
-from blu.lax.shapes import concatenate, full, iota, reshape
-from blu.lax.slicing import index_in_dim
-from blu.transforms.ad_util import Zero, deflinear, instantiate, nondifferentiable
-from blu.transforms.axes import axis_size, axis_sizes, normalize_names, process_env_for
-from blu.transforms.batching import bdim_to_front, moveaxis
+from blu.lax.collective_prims import (  # noqa: F401  (the primitives are used as parallel.*_p)
+    all_gather_p,
+    all_to_all_p,
+    axis_index_p,
+    invariant_names,
+    pmax_p,
+    pmin_p,
+    ppermute_p,
+    psum_p,
+    pvary_p,
+    reduce_scatter_p,
+    take_blocks,
+    times_size,
+)
+from blu.lax.elementwise import add, mul
+from blu.lax.shapes import full, reshape
+from blu.transforms import vma
+from blu.transforms.axes import axis_size, axis_sizes, normalize_names
+from blu.transforms.batching import moveaxis
 
 __all__ = [
     "psum",
@@ -51,293 +65,8 @@ __all__ = [
     "all_to_all",
     "axis_index",
     "axis_size",
+    "pvary",
 ]
-
-
-def _collective(name: str) -> Primitive:
-    p = Primitive(name)
-    p.collective = True  # type: ignore[attr-defined]  # control flow asks: needs axis names?
-    return p
-
-
-psum_p = _collective("psum")
-pmax_p = _collective("pmax")
-pmin_p = _collective("pmin")
-all_gather_p = _collective("all_gather")  # (x) -> stacked (*sizes, *x.shape)
-reduce_scatter_p = _collective("reduce_scatter")  # stacked (*sizes, *s) -> summed block s
-ppermute_p = _collective("ppermute")
-all_to_all_p = _collective("all_to_all")  # (N, ...) chunks -> (N, ...) received chunks
-axis_index_p = _collective("axis_index")
-
-
-def _rest(names: tuple, name: Any) -> tuple:
-    return tuple(n for n in names if n != name)
-
-
-def _check_size(prim: str, name: Any, want: int, got: int) -> None:
-    if want != got:
-        raise BluValueError(
-            f"{prim}: axis {name!r} had size {want} when traced but is bound with size {got} "
-            "(a jitted function traced under another mesh?)"
-        )
-
-
-def _comm(names: tuple, what: str):
-    return process_env_for(names, what).comm_for(names)
-
-
-# ---- psum, pmax, pmin ---------------------------------------------------------------------------
-
-
-def _reduce_abstract_eval(prim: str):
-    def rule(x, *, axis_name):
-        if x.dtype == dtypes.bool_:
-            raise BluTypeError(
-                with_user_line(f"{prim} requires a numeric operand, got {x.str_short()}")
-            )
-        return ShapedArray(x.shape, x.dtype, x.weak_type)
-
-    return rule
-
-
-for _p, _op in ((psum_p, "sum"), (pmax_p, "max"), (pmin_p, "min")):
-    _p.def_abstract_eval(_reduce_abstract_eval(_p.name))
-
-    def _impl(x, *, axis_name, _op=_op, _name=_p.name):
-        return _comm(axis_name, _name).all_reduce(np.asarray(x), _op)
-
-    _p.def_impl(_impl)
-
-
-def _psum_transpose(ct, x, *, axis_name):
-    if isinstance(ct, Zero):
-        return [Zero(x.aval)]
-    return [psum_p.bind(ct, axis_name=axis_name)]
-
-
-deflinear(psum_p, _psum_transpose)
-
-
-def _reduction_batch(prim: Primitive, reduce_fn, unbatched_fn):
-    def rule(size, name, args, dims, *, axis_name):
-        (x,), (d,) = args, dims
-        if name not in axis_name:
-            return prim.bind(x, axis_name=axis_name), d
-        y = unbatched_fn(x, size) if d is None else reduce_fn(x, (d,))
-        rest = _rest(axis_name, name)
-        return (prim.bind(y, axis_name=rest) if rest else y), None
-
-    prim.def_batch_named(rule)
-
-
-def _times(x, n):
-    aval = get_aval(x)
-    return mul(x, full(aval.shape, n, aval.dtype))
-
-
-_reduction_batch(psum_p, reduce_sum, _times)
-_reduction_batch(pmax_p, reduce_max, lambda x, n: x)
-_reduction_batch(pmin_p, reduce_min, lambda x, n: x)
-
-
-def _extremum_jvp(prim: Primitive):
-    # as reduce_max: the tangent of the winners, averaged over ties
-    def jvp(primals, tangents, *, axis_name):
-        (x,), (t,) = primals, tangents
-        m = prim.bind(x, axis_name=axis_name)
-        if isinstance(t, Zero):
-            return m, Zero(get_aval(m).strip_weak_type())
-        dt = get_aval(x).dtype
-        hit = convert_element_type(eq(x, m), dt)
-        num = psum_p.bind(mul(instantiate(t), hit), axis_name=axis_name)
-        den = psum_p.bind(hit, axis_name=axis_name)
-        return m, div(num, den)
-
-    prim.def_jvp(jvp)
-
-
-_extremum_jvp(pmax_p)
-_extremum_jvp(pmin_p)
-
-
-# ---- all_gather and reduce_scatter (stacked forms) ----------------------------------------------
-
-
-@all_gather_p.def_abstract_eval
-def _all_gather_abstract_eval(x, *, axis_name, axis_sizes):
-    return ShapedArray(tuple(axis_sizes) + x.shape, x.dtype, x.weak_type)
-
-
-@all_gather_p.def_impl
-def _all_gather_impl(x, *, axis_name, axis_sizes):
-    out = _comm(axis_name, "all_gather").all_gather(np.asarray(x))
-    return out.reshape(tuple(axis_sizes) + np.shape(x))
-
-
-@reduce_scatter_p.def_abstract_eval
-def _reduce_scatter_abstract_eval(x, *, axis_name, axis_sizes):
-    k = len(axis_sizes)
-    if x.shape[:k] != tuple(axis_sizes) or x.dtype == dtypes.bool_:
-        raise BluShapeError(
-            with_user_line(
-                f"psum_scatter: operand {x.str_short()} must be numeric with leading axes "
-                f"{tuple(axis_sizes)} (the sizes of {axis_name})"
-            )
-        )
-    return ShapedArray(x.shape[k:], x.dtype, x.weak_type)
-
-
-@reduce_scatter_p.def_impl
-def _reduce_scatter_impl(x, *, axis_name, axis_sizes):
-    n = math.prod(axis_sizes)
-    k = len(axis_sizes)
-    x = np.asarray(x)
-    return _comm(axis_name, "psum_scatter").reduce_scatter(x.reshape((n,) + x.shape[k:]))
-
-
-deflinear(
-    all_gather_p,
-    lambda ct, x, **p: [Zero(x.aval) if isinstance(ct, Zero) else reduce_scatter_p.bind(ct, **p)],
-)
-deflinear(
-    reduce_scatter_p,
-    lambda ct, x, **p: [Zero(x.aval) if isinstance(ct, Zero) else all_gather_p.bind(ct, **p)],
-)
-
-
-@all_gather_p.def_batch_named
-def _all_gather_batch(size, name, args, dims, *, axis_name, axis_sizes):
-    (x,), (d,) = args, dims
-    k = len(axis_name)
-    if name not in axis_name:
-        out = all_gather_p.bind(x, axis_name=axis_name, axis_sizes=axis_sizes)
-        return out, (None if d is None else d + k)
-    i = axis_name.index(name)
-    _check_size("all_gather", name, axis_sizes[i], size)
-    x = bdim_to_front(x, d, size)  # (size, *block): the gather over this axis
-    rest = _rest(axis_name, name)
-    if rest:
-        sizes = axis_sizes[:i] + axis_sizes[i + 1 :]
-        x = all_gather_p.bind(x, axis_name=rest, axis_sizes=sizes)  # (*rest, size, *block)
-    return moveaxis(x, k - 1, i), None
-
-
-@reduce_scatter_p.def_batch_named
-def _reduce_scatter_batch(size, name, args, dims, *, axis_name, axis_sizes):
-    (x,), (d,) = args, dims
-    k = len(axis_name)
-    if name not in axis_name:
-        if d is None:
-            return reduce_scatter_p.bind(x, axis_name=axis_name, axis_sizes=axis_sizes), None
-        x = moveaxis(x, d, k)  # the batch axis belongs to the block, after the stacked axes
-        return reduce_scatter_p.bind(x, axis_name=axis_name, axis_sizes=axis_sizes), 0
-    i = axis_name.index(name)
-    _check_size("psum_scatter", name, axis_sizes[i], size)
-    z = _times(x, size) if d is None else reduce_sum(x, (d,))
-    z = moveaxis(z, i, k - 1)
-    rest = _rest(axis_name, name)
-    if rest:
-        sizes = axis_sizes[:i] + axis_sizes[i + 1 :]
-        z = reduce_scatter_p.bind(z, axis_name=rest, axis_sizes=sizes)  # (size, *block)
-    return z, 0  # device j of this axis keeps row j
-
-
-# ---- ppermute -----------------------------------------------------------------------------------
-
-
-@ppermute_p.def_abstract_eval
-def _ppermute_abstract_eval(x, *, axis_name, perm):
-    return ShapedArray(x.shape, x.dtype, x.weak_type)
-
-
-@ppermute_p.def_impl
-def _ppermute_impl(x, *, axis_name, perm):
-    return _comm((axis_name,), "ppermute").permute(np.asarray(x), perm)
-
-
-def _ppermute_transpose(ct, x, *, axis_name, perm):
-    if isinstance(ct, Zero):
-        return [Zero(x.aval)]
-    inverse = tuple((dst, src) for src, dst in perm)
-    return [ppermute_p.bind(ct, axis_name=axis_name, perm=inverse)]
-
-
-deflinear(ppermute_p, _ppermute_transpose)
-
-
-@ppermute_p.def_batch_named
-def _ppermute_batch(size, name, args, dims, *, axis_name, perm):
-    (x,), (d,) = args, dims
-    if name != axis_name:
-        return ppermute_p.bind(x, axis_name=axis_name, perm=perm), d
-    x = bdim_to_front(x, d, size)
-    src_of = {dst: src for src, dst in perm}
-    aval = get_aval(x)
-    zero = full((1,) + aval.shape[1:], 0, aval.dtype)
-    parts = [index_in_dim(x, src_of[j], 0) if j in src_of else zero for j in range(size)]
-    return concatenate(parts, 0), 0
-
-
-# ---- all_to_all ---------------------------------------------------------------------------------
-
-
-@all_to_all_p.def_abstract_eval
-def _all_to_all_abstract_eval(x, *, axis_name, axis_size):
-    if x.ndim == 0 or x.shape[0] != axis_size:
-        raise BluShapeError(
-            with_user_line(
-                f"all_to_all: operand {x.str_short()} must have a leading axis of size "
-                f"{axis_size} (the size of {axis_name!r})"
-            )
-        )
-    return ShapedArray(x.shape, x.dtype, x.weak_type)
-
-
-@all_to_all_p.def_impl
-def _all_to_all_impl(x, *, axis_name, axis_size):
-    return _comm((axis_name,), "all_to_all").all_to_all(np.asarray(x))
-
-
-deflinear(
-    all_to_all_p,
-    lambda ct, x, **p: [Zero(x.aval) if isinstance(ct, Zero) else all_to_all_p.bind(ct, **p)],
-)
-
-
-@all_to_all_p.def_batch_named
-def _all_to_all_batch(size, name, args, dims, *, axis_name, axis_size):
-    (x,), (d,) = args, dims
-    if name != axis_name:
-        if d is None:
-            return all_to_all_p.bind(x, axis_name=axis_name, axis_size=axis_size), None
-        x = moveaxis(x, d, 1)  # keep the chunk axis in front
-        return all_to_all_p.bind(x, axis_name=axis_name, axis_size=axis_size), 1
-    _check_size("all_to_all", name, axis_size, size)
-    x = bdim_to_front(x, d, size)  # [device, chunk, ...]
-    return moveaxis(x, 1, 0), 0  # device j receives chunk j of every device
-
-
-# ---- axis_index ---------------------------------------------------------------------------------
-
-
-@axis_index_p.def_abstract_eval
-def _axis_index_abstract_eval(*, axis_name):
-    return ShapedArray((), dtypes.int32)
-
-
-@axis_index_p.def_impl
-def _axis_index_impl(*, axis_name):
-    return np.asarray(process_env_for((axis_name,), "axis_index").coords[axis_name], np.int32)
-
-
-nondifferentiable(axis_index_p)
-
-
-@axis_index_p.def_batch_named
-def _axis_index_batch(size, name, args, dims, *, axis_name):
-    if name != axis_name:
-        return axis_index_p.bind(axis_name=axis_name), None
-    return iota(dtypes.int32, size), 0
 
 
 # ---- the public functions -----------------------------------------------------------------------
@@ -376,7 +105,16 @@ def psum(x: Any, axis_name: Any) -> Any:
     names, _ = _names_and_sizes(axis_name, "psum")
     if not names:
         return x
-    return _tree(lambda v: psum_p.bind(_numeric("psum", v), axis_name=names), x)
+
+    def one(v):
+        _numeric("psum", v)
+        inv = invariant_names(v, names)
+        if inv:  # the same on every device of those axes: the sum is a product
+            v = times_size(v, math.prod(axis_size(n) for n in inv))
+        rest = tuple(n for n in names if n not in inv)
+        return psum_p.bind(v, axis_name=rest) if rest else v
+
+    return _tree(one, x)
 
 
 def pmean(x: Any, axis_name: Any) -> Any:
@@ -399,13 +137,19 @@ def pmean(x: Any, axis_name: Any) -> Any:
 def pmax(x: Any, axis_name: Any) -> Any:
     """Elementwise maximum of ``x`` over the devices along the named axis (or axes)."""
     names, _ = _names_and_sizes(axis_name, "pmax")
-    return _tree(lambda v: pmax_p.bind(_numeric("pmax", v), axis_name=names), x) if names else x
+    return _tree(lambda v: _extremum(pmax_p, "pmax", v, names), x) if names else x
 
 
 def pmin(x: Any, axis_name: Any) -> Any:
     """Elementwise minimum of ``x`` over the devices along the named axis (or axes)."""
     names, _ = _names_and_sizes(axis_name, "pmin")
-    return _tree(lambda v: pmin_p.bind(_numeric("pmin", v), axis_name=names), x) if names else x
+    return _tree(lambda v: _extremum(pmin_p, "pmin", v, names), x) if names else x
+
+
+def _extremum(prim: Primitive, what: str, v: Any, names: tuple) -> Any:
+    inv = invariant_names(_numeric(what, v), names)  # equal on those devices: nothing to do
+    rest = tuple(n for n in names if n not in inv)
+    return prim.bind(v, axis_name=rest) if rest else v
 
 
 def _check_axis(what: str, axis: int, ndim: int, inclusive: bool) -> int:
@@ -476,7 +220,14 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, tiled: b
         v = reshape(v, tuple(sizes) + get_aval(v).shape[1:])
         if not names:
             return reshape(v, get_aval(v).shape)
-        return reduce_scatter_p.bind(v, axis_name=names, axis_sizes=sizes)
+        inv = invariant_names(v, names)
+        if inv:  # the same on every device of those axes: N times this device's block
+            v = times_size(take_blocks(v, names, sizes, inv), math.prod(axis_size(n) for n in inv))
+        rest = tuple((n, s) for n, s in zip(names, sizes) if n not in inv)
+        if not rest:
+            return v
+        r_names, r_sizes = zip(*rest)
+        return reduce_scatter_p.bind(v, axis_name=r_names, axis_sizes=r_sizes)
 
     return _tree(one, x)
 
@@ -541,6 +292,27 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, til
         return reshape(y, rest[:c] + (n * rest[c],) + rest[c + 1 :])
 
     return _tree(one, x)
+
+
+def pvary(x: Any, axis_name: Any) -> Any:
+    """``x`` marked as varying over the named mesh axes (``jax.lax.pvary``): the identity on
+    values, whose transpose is ``psum``. Inside ``blu.shard`` the gradient w.r.t. ``pvary(p)``
+    of a replicated ``p`` is this device's own gradient, not the sum over the devices (e.g. to
+    reduce-scatter it yourself, ZeRO); ``blu.shard`` inserts it implicitly where an invariant
+    value meets a varying one.
+
+    Args:
+        x: an array or pytree of arrays.
+        axis_name: a mesh axis name or a tuple of them.
+    """
+    names, _ = _names_and_sizes(axis_name, "pvary")
+
+    def one(v):
+        got = vma.vma_of(v)
+        rest = names if got is None else tuple(n for n in names if n not in got)
+        return pvary_p.bind(v, axis_name=rest) if rest else v
+
+    return _tree(one, x) if names else x
 
 
 def axis_index(axis_name: Any) -> Any:

@@ -191,6 +191,7 @@ def _register() -> None:
     shapes.rev_p.lowerings["view"] = View(_rev_view)
     ad_ops.stop_gradient_p.lowerings["identity"] = lambda e: True
     remat.name_p.lowerings["identity"] = lambda e: True  # a name for remat policies only
+    parallel.pvary_p.lowerings["identity"] = lambda e: True  # marks values varying (shard_map)
     ew.convert_element_type_p.lowerings["identity"] = _same_aval
     shapes.reshape_p.lowerings["identity"] = _same_aval
     shapes.squeeze_p.lowerings["identity"] = _same_aval

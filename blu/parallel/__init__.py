@@ -30,6 +30,7 @@ from blu.lax.parallel import (
     ppermute,
     psum,
     psum_scatter,
+    pvary,
 )
 from blu.parallel.checkpoint import CheckpointError, load_sharded, read_manifest, save_sharded
 from blu.parallel.devices import Device, device_count, devices, local_devices
@@ -72,6 +73,7 @@ __all__ = [
     "process_index",
     "psum",
     "psum_scatter",
+    "pvary",
     "read_manifest",
     "save_sharded",
     "shard",

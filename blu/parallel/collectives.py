@@ -18,6 +18,8 @@ from blu.lax.parallel import (  # noqa: F401
     psum,
     psum_p,
     psum_scatter,
+    pvary,
+    pvary_p,
     reduce_scatter_p,
 )
 
@@ -31,4 +33,5 @@ __all__ = [
     "ppermute",
     "all_to_all",
     "axis_index",
+    "pvary",
 ]

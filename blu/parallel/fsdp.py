@@ -9,7 +9,8 @@ split over the data axis; each device keeps 1/N of every (large enough) paramete
   ``checkpoint`` of that layer, so the gathered copy is dead once the layer's forward is done
   (the memory plan frees it) and is gathered again in the backward pass;
 - gets the gradients already reduce-scattered: the transpose of ``all_gather`` is
-  ``psum_scatter``, so each device receives the sum over devices of its slice's gradient;
+  ``psum_scatter``, so each device receives the sum over devices of its slice's gradient
+  (replicated leaves get the same sum: shard_map's gradient rule ``psum``-s their cotangent);
 - updates its slices with the ordinary optimizer (the optimizer state has the parameters'
   specs, so it is sharded too).
 
@@ -17,10 +18,10 @@ It is a choice of PartitionSpecs, not a separate trainer:
 
     specs = fsdp.specs(params, mesh.shape["data"])              # P("data") or P() per leaf
     def step(p, opt_state, x, y):                                # p: this device's slices
-        loss, g = blu.value_and_grad(loss_of_sharded_params)(p, x, y)
-        g = fsdp.mean_gradients(g, specs, "data")               # the data-parallel mean
+        mean_loss = lambda p: bp.pmean(loss_of_sharded_params(p, x, y), "data")
+        loss, g = blu.value_and_grad(mean_loss)(p)              # the data-parallel mean
         p, opt_state = opt.step(g, opt_state, p)
-        return p, opt_state, bp.pmean(loss, "data")
+        return p, opt_state, loss
     blu.jit(blu.shard(step, mesh, (specs, state_specs, P("data"), P("data")),
                       (specs, state_specs, P())))
 
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from blu.core import pytree
-from blu.lax.parallel import all_gather, pmean
+from blu.lax.parallel import all_gather
 from blu.parallel.mesh import PartitionSpec
 from blu.transforms.remat import checkpoint
 
@@ -119,17 +120,20 @@ def layer(fn: Callable, param_specs: Any) -> Callable:
 
 
 def mean_gradients(grads: Any, param_specs: Any, axis: Any = "data") -> Any:
-    """The data-parallel mean gradient of each slice (inside ``blu.shard``).
+    """The data-parallel mean gradient of each slice, from the gradients of the *local* loss
+    (inside ``blu.shard``).
 
-    Sharded leaves arrive summed over the devices (``all_gather``'s transpose reduce-scatters),
-    so they are divided by N; replicated leaves are averaged over ``axis`` with ``pmean``.
+    Under shard_map's gradient rule every leaf arrives summed over the devices: sharded leaves
+    because ``all_gather``'s transpose reduce-scatters, replicated ones because the cotangent
+    of a parameter invariant over ``axis`` is ``psum``-ed over it. So each is divided by N.
+    (The gradient of ``pmean(loss, axis)`` is the mean already: no call is needed then.)
     """
-    from blu.transforms.axes import axis_sizes
+    from blu.transforms.axes import axis_sizes, normalize_names
 
     def one(spec, g):
         names = _axis_of(spec)
         if names is None:
-            return pmean(g, axis)
+            names = normalize_names(axis, "fsdp.mean_gradients")
         return g / float(np.prod(axis_sizes(names, "fsdp.mean_gradients")))
 
     return pytree.tree_map(one, param_specs, grads, is_leaf=_is_spec)

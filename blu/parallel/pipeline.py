@@ -28,7 +28,8 @@ from blu import lax
 from blu.core import dtypes, pytree
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.lax.parallel import axis_index, ppermute
+from blu.lax.parallel import axis_index, ppermute, pvary
+from blu.transforms import vma
 from blu.transforms.ad import vjp
 from blu.transforms.axes import axis_size
 
@@ -163,10 +164,13 @@ def pipeline_1f1b(
     Returns:
         ``(loss, grads)``: the mean over micro-batches of the last stage's loss (zero on the
         other stages: ``psum`` it over ``axis``), and the gradient of that mean with respect to
-        ``params`` on this stage (parameters shared by several stages: ``psum`` their
-        gradients over ``axis``).
+        ``params`` on this stage, this device's own (parameters shared by several stages:
+        ``psum`` their gradients over ``axis``; average them over a data axis): the parameters
+        are ``pvary``-ed over every mesh axis first, so shard_map's gradient rule does not
+        all-reduce the gradients of replicated parameters inside the schedule.
     """
     S, M = axis_size(axis, "pipeline_1f1b"), int(micro_batches)
+    params = pvary(params, vma.manual_axes())  # per-device gradients (see Returns)
     sched = schedule_1f1b(S, M)
     s = axis_index(axis)
     last = lax.eq(s, lax.full((), S - 1, dtypes.int32))

@@ -19,11 +19,28 @@ Two realizations of the same semantics:
   from an enclosing ``jit`` (``jit(shard(f))`` over ShardedArrays); plain arrays passed
   eagerly are global and sliced. Take gradients inside ``shard`` on this path.
 
-Gradients taken *inside* ``shard`` follow JAX's pmap rule: they are the gradients of the sum over
-devices of each device's output. So a loss that is replicated over R devices is divided by R (or
-its gradient averaged), and a parameter replicated over mesh axes A gets its full gradient from
-``psum``/``pmean`` over A (data parallelism: ``pmean(grads, "data")``). Gradients taken
-*outside* (``grad(shard(f))``) are the ordinary gradients of the global function.
+Gradients taken *inside* ``shard`` follow JAX's shard_map rule (``check_vma``; JEP 17111,
+"efficient transposition of replication-inducing collectives"; ``blu.transforms.vma``): every
+value inside ``f`` varies over some mesh axes (an input over those its in_spec names,
+``axis_index``, ``psum_scatter``/``ppermute``/``all_to_all`` results) and is invariant over the
+others (replicated inputs, ``psum``/``pmean``/``pmax``/``pmin``/``all_gather`` results). So:
+
+- the gradient of an invariant (``psum``/``pmean``-reduced) loss is the gradient of the global
+  function, equal to the gradient taken outside: data parallelism is
+  ``grad(lambda p: pmean(local_loss(p, x), "data"))(params)``, no all-reduce of the gradients
+  (it is the transpose of the implicit ``pvary`` where the replicated parameters meet the
+  batch: a ``psum`` of their cotangents);
+- the gradient of a varying loss w.r.t. a replicated parameter is the *sum* over the devices of
+  their gradients (invariant); w.r.t. ``pvary(p, axes)`` it is this device's own (varying), e.g.
+  to reduce-scatter it (ZeRO).
+
+``check_vma=False`` only turns off the out_specs check; gradients follow the same rule. A
+``jit`` nested in ``f`` is traced keeping its arguments' variance, and so are the transposed
+bodies of ``jit``, ``scan``, ``cond`` and ``checkpoint``. Not tracked: values inside a
+``scan``/``cond``/``while_loop`` body's *forward* trace, so a ``psum`` there of a value that is
+invariant over its axis transposes as that of a varying one (its gradient misses the factor of
+the axis size); ``psum`` varying values there. Gradients taken *outside* (``grad(shard(f))``)
+are the ordinary gradients of the global function.
 """
 
 from __future__ import annotations
@@ -50,6 +67,7 @@ from blu.parallel.sharded_array import ShardedArray, from_local
 from blu.transforms import jit as jit_mod
 from blu.transforms.axes import ProcessAxisEnv, process_axis_env
 from blu.transforms.batching import BatchInterpreter, bdim_to_front
+from blu.transforms.vma import VmaInterpreter
 
 _is_spec = lambda x: isinstance(x, PartitionSpec) or x is None  # noqa: E731
 
@@ -100,7 +118,9 @@ def shard(
         out_specs: the same for the outputs: how blocks are reassembled.
         check_vma: raise when an output varies along a mesh axis its out_spec does not name
             (``False``: that output is taken from the first device along the axis, as JAX's
-            ``check_vma=False`` leaves it unchecked).
+            ``check_vma=False`` leaves it unchecked). Gradients inside ``f`` follow shard_map's
+            rule either way (see the module docstring); on one process per device outputs are
+            not checked.
 
     Returns:
         a function of the global arrays; its concrete outputs are ``ShardedArray`` objects.
@@ -238,6 +258,7 @@ def _run_virtual(f, mesh, leaves, in_tree, specs, out_specs, check_vma=True):
             return innermost(*vals)
         name, size = mesh.axis_names[j], mesh.devices.shape[j]
         interp = BatchInterpreter(current_interpreter(), size, name)
+        interp.manual, interp.manual_outer = True, j == 0
         wrapped = [interp.wrap(v, 0 if name in u else None) for v, u in zip(vals, used)]
         with set_interpreter(interp):
             outs = level(j + 1, wrapped)
@@ -307,8 +328,16 @@ def _run_processes(f, mesh, leaves, in_tree, specs, out_specs):
             index = NamedSharding(mesh, spec).devices_indices_map(shape)[me]
             blocks.append(x[index] if index else x)
     env = ProcessAxisEnv(mesh.shape, mesh.coords(me), lambda names: runtime.comm_for(mesh, names))
-    with process_axis_env(env):
+    # the values' varying manual axes, for gradients inside f (blu.transforms.vma)
+    interp = VmaInterpreter(current_interpreter(), mesh.axis_names)
+    blocks = [
+        interp.wrap(b, frozenset(n for n in mesh.axis_names if n in s.all_names()))
+        for b, s in zip(blocks, specs)
+    ]
+    with process_axis_env(env), set_interpreter(interp):
         out = f(*pytree.tree_unflatten(in_tree, blocks))
+    interp.finished = True
+    out = pytree.tree_map(lambda o: interp.lift(o)[0], out)
     out_leaves, out_tree = pytree.tree_flatten(out)
     o_specs = _flat_specs("out_specs", out, out_specs)
     result = []

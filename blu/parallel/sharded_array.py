@@ -133,6 +133,38 @@ class ShardedArray(Array):
         return (Array, (np.asarray(self), self.weak_type))
 
 
+class PlacedArray(Array):
+    """A plain array put on one named device of this process (``device_put(x, device)`` for a
+    device other than the job's first): it records the device
+    (``x.devices()``, ``x.sharding``, ``x.device``). Its value lives in this process as any
+    array's; operations on it give ordinary arrays."""
+
+    __slots__ = ("_device",)
+
+    def __init__(self, value: np.ndarray, device: Device, weak_type: bool = False):
+        super().__init__(value, weak_type)
+        self._device = device
+
+    def devices(self) -> set:
+        return {self._device}
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def sharding(self) -> Any:
+        from blu.parallel.mesh import SingleDeviceSharding
+
+        return SingleDeviceSharding(self._device)
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]}, device={self._device!r})"
+
+    def __reduce__(self):
+        return (Array, (np.asarray(self), self.weak_type))
+
+
 def _global_value(x: Any) -> tuple[np.ndarray, bool]:
     if isinstance(x, ShardedArray):
         return np.asarray(x), x.weak_type
@@ -191,18 +223,20 @@ def device_put(x: Any, device_or_sharding: Any = None) -> Any:
             global array out over a mesh; a ``Device`` or ``None`` for a plain array.
 
     Returns:
-        ``ShardedArray`` leaves for shardings, ``blu.Array`` leaves otherwise.
+        ``ShardedArray`` leaves for shardings; for a ``Device`` other than the job's first, a
+        ``PlacedArray`` that records it (``x.devices() == {device}``, ``x.sharding`` a
+        ``SingleDeviceSharding`` of it); ``blu.Array`` leaves otherwise.
 
     Raises:
         BluValueError / BluShapeError: the spec does not fit the array or the mesh; a
-            ``Device`` that is not this process's first device (a plain array lives there; place
-            blocks on other devices with a ``NamedSharding``), or not a device of the job.
+            ``Device`` that is not a device of the job, or one that another process holds
+            (one process per device: this process addresses only its own).
     """
 
     def one(leaf, s):
         value, weak = _global_value(leaf)
-        if isinstance(s, Device):
-            _check_device(s)
+        if isinstance(s, Device) and _check_device(s):
+            return PlacedArray(np.array(value), s, weak)
         if s is None or isinstance(s, Device):
             return Array(np.array(value), weak)
         if not isinstance(s, NamedSharding):
@@ -218,24 +252,25 @@ def device_put(x: Any, device_or_sharding: Any = None) -> Any:
                            device_or_sharding, x, is_leaf=is_leaf)  # fmt: skip
 
 
-def _check_device(d: Device) -> None:
-    """A plain (unsharded) array lives on this process's first device: putting one on another
-    device raises rather than silently staying there (issue #35)."""
+def _check_device(d: Device) -> bool:
+    """Whether the array must record ``d`` (a plain array reports device 0); raises for a
+    device out of the job or held by another process."""
     from blu.parallel.devices import devices, local_devices
 
     if d not in devices():
         raise BluValueError(
             with_user_line(f"device_put: {d!r} is not a device of this job ({devices()})")
         )
-    home = local_devices()[0]
-    if d != home:
+    mine = local_devices()
+    if d not in mine:
         raise BluValueError(
             with_user_line(
-                f"device_put: a plain array lives on {home!r} (this process's first device); "
-                f"to place data on {d!r}, lay it out over a mesh: "
-                "device_put(x, NamedSharding(mesh, P(...)))"
+                f"device_put: {d!r} belongs to process {d.process_index}, not to this process "
+                f"({runtime.process_index()}, devices {mine}): with one process per device, "
+                "lay data out over a mesh instead: device_put(x, NamedSharding(mesh, P(...)))"
             )
         )
+    return d != devices()[0]
 
 
 def local_aval(x: ShardedArray) -> ShapedArray:

@@ -14,23 +14,22 @@ PartitionSpecs on the parameters:
     w_col: P(None, "model"), b_col: P("model")        # column-parallel (out features split)
     w_row: P("model", None), b_row: P()                # row-parallel (in features split)
 
-Gradients (JAX's pmap rule, see ``blu.shard``): each device differentiates its share of the loss
-(``loss / M`` when the loss is replicated over the M devices of the model axis, or its own
-tokens' part with sequence parallelism); split parameters then get their exact gradient, and
-parameters replicated over the model axis get it after a ``psum`` over it
-(:func:`sync_gradients`), which is Megatron's all-reduce of the replicated parameters'
-gradients.
+Gradients (shard_map's rule, see ``blu.shard``): take the gradient of the global loss, e.g.
+``pmean(loss, ("data", "model"))`` (the ``model`` mean is a no-op for a loss that is already
+equal over the model axis, and averages the devices' token shares with sequence parallelism).
+Split parameters then get their exact gradient, and parameters replicated over the model axis
+too: their cotangent is ``psum``-ed over it by the transpose of the implicit ``pvary`` where
+they meet split values, which is Megatron's all-reduce of the replicated parameters' gradients.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from blu.core import pytree
-from blu.lax.parallel import all_gather, pmean, psum, psum_scatter
-from blu.parallel.mesh import PartitionSpec
-
-_is_spec = lambda s: isinstance(s, PartitionSpec)  # noqa: E731
+from blu.lax.parallel import all_gather, psum, psum_scatter
+from blu.transforms.axes import axis_sizes, normalize_names
 
 
 def column_linear(x: Any, w: Any, b: Any | None = None) -> Any:
@@ -79,27 +78,25 @@ def gather_sequence(x: Any, axis: Any, dim: int = 1) -> Any:
 
 
 def sync_gradients(grads: Any, specs: Any, model_axis: Any, data_axis: Any | None = None) -> Any:
-    """The full gradients of every parameter from this device's (inside ``blu.shard``).
+    """The data-parallel mean of the gradients of a loss that is *not* averaged over
+    ``data_axis`` (inside ``blu.shard``).
 
-    Leaves whose spec does not split them over ``model_axis`` are summed over it (each device
-    holds a partial gradient of a replicated parameter); with ``data_axis``, every leaf is then
-    averaged over it (data parallelism).
+    Under shard_map's gradient rule the gradients of a loss equal over ``model_axis`` are exact
+    over it already (the replicated parameters' partial gradients are ``psum``-ed by the rule),
+    and the gradients of a loss that differs over ``data_axis`` are summed over it: each leaf
+    is divided by the size of ``data_axis``. Taking the gradient of ``pmean(loss, data_axis)``
+    instead needs no call.
 
     Args:
-        grads: the gradients of this device's share of the loss (see the module docstring).
-        specs: the parameters' PartitionSpecs (a pytree prefix of ``grads``).
-        model_axis: the tensor-parallel mesh axis (or a tuple of axes).
-        data_axis: the data-parallel mesh axis, or None.
+        grads: the gradients (a pytree).
+        specs: the parameters' PartitionSpecs (a pytree prefix of ``grads``; kept for the
+            earlier signature).
+        model_axis: the tensor-parallel mesh axis (kept for the earlier signature).
+        data_axis: the data-parallel mesh axis, or None (then ``grads`` are returned as they
+            are).
     """
-    names = model_axis if isinstance(model_axis, tuple) else (model_axis,)
-
-    def one(spec, g):
-        sub = pytree.tree_leaves(g)
-        if not sub:
-            return g
-        split = set(spec.all_names())
-        over = tuple(n for n in names if n not in split)
-        g = pytree.tree_map(lambda v: psum(v, over), g) if over else g
-        return pmean(g, data_axis) if data_axis is not None else g
-
-    return pytree.tree_map(one, specs, grads, is_leaf=_is_spec)
+    del specs, model_axis
+    if data_axis is None:
+        return grads
+    n = math.prod(axis_sizes(normalize_names(data_axis, "sync_gradients"), "sync_gradients"))
+    return pytree.tree_map(lambda g: g / n, grads)

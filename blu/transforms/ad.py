@@ -36,7 +36,7 @@ from blu.core.interpreter import (
 )
 from blu.core.jaxpr import Jaxpr, Literal, Var, eval_jaxpr
 from blu.core.staging import hoist_consts, trace_to_jaxpr
-from blu.transforms import ops
+from blu.transforms import ops, vma
 from blu.transforms.ad_util import (
     UndefinedPrimal,
     Zero,
@@ -196,13 +196,21 @@ def linearize(fun: Callable, *primals: Any) -> tuple[Any, Callable]:
 # ---- transposition -----------------------------------------------------------------------------
 
 
-def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts: Sequence[Any]):
+def backward_pass(
+    jaxpr: Jaxpr,
+    consts: Sequence[Any],
+    args: Sequence[Any],
+    cts: Sequence[Any],
+    in_vmas: Sequence[frozenset | None] | None = None,
+):
     """Transpose a jaxpr that is linear in its ``UndefinedPrimal`` arguments.
 
     Args:
         jaxpr: the program; ``consts`` are its constvars' values.
         args: one per invar: a value (non-linear input) or an ``UndefinedPrimal``.
         cts: cotangents of the outputs (values or ``Zero``).
+        in_vmas: inside ``blu.shard``, the mesh axes each linear input varies over
+            (``blu.transforms.vma``): a cotangent that varies over more is ``psum``-ed to it.
 
     Returns:
         cotangents for each invar (``Zero`` where none flowed; ``None`` for non-linear inputs).
@@ -221,7 +229,26 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts:
     def read_primal(a: Any) -> Any:
         if isinstance(a, Literal):
             return a.val
-        return UndefinedPrimal(a.aval) if a in linear else primal_env[a]
+        if a in linear:  # its vma rides along, for transposes that run a backward_pass
+            return UndefinedPrimal(a.aval, None if vmas is None else vmas.get(a))
+        return primal_env[a]
+
+    # inside a shard, the varying manual axes of the linear values (blu.transforms.vma). An
+    # unknown one (a linear input or residual of a staged body) is taken as varying over every
+    # axis: its cotangent is then psum-ed where it leaves the body, by the enclosing pass
+    vmas: dict[Var, Any] | None = None
+    everywhere = frozenset(vma.manual_axes())
+    if everywhere:
+        known = in_vmas or [getattr(a, "vma", None) for a in args]
+        vmas = {v: everywhere if m is None else m for v, m in zip(jaxpr.invars, known)}
+
+    def vma_in(a: Any) -> Any:
+        if isinstance(a, Literal):
+            return frozenset()
+        if a in linear:
+            return vmas.get(a, everywhere)  # type: ignore[union-attr]
+        got = vma.vma_of(primal_env[a])
+        return everywhere if got is None else got
 
     # forward: evaluate the non-linear equations (those with no linear input)
     lin_eqns = []
@@ -229,6 +256,9 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts:
         if any(is_lin(a) for a in eqn.invars):
             linear.update(eqn.outvars)
             lin_eqns.append(eqn)
+            if vmas is not None:
+                out = vma.out_vma(eqn.primitive, [vma_in(a) for a in eqn.invars], eqn.params)
+                vmas.update((v, out) for v in eqn.outvars)
         else:
             outs = eqn.primitive.bind(*map(read_primal, eqn.invars), **eqn.params)
             outs = outs if eqn.primitive.multiple_results else [outs]
@@ -254,6 +284,8 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts:
             ct_arg, *map(read_primal, eqn.invars), **eqn.params
         )
         for a, ct in zip(eqn.invars, cts_in, strict=True):
+            if vmas is not None and is_lin(a) and ct is not None and not isinstance(ct, Zero):
+                ct = vma.fix_cotangent(ct, vmas.get(a))
             write_ct(a, ct)
 
     return [
@@ -267,11 +299,13 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts:
 
 def vjp_flat(fun: Callable, primals: Sequence[Any]):
     """Returns (primal outs, f_vjp) where ``f_vjp(cts) -> cts of primals`` (may be Zero)."""
+    in_vmas = [vma.vma_of(p) for p in primals]  # inside blu.shard: for the implicit pvary
     primals_out, jaxpr, residuals = linearize_flat(fun, primals)
     in_avals = [tangent_aval(get_aval(p)) for p in primals]
 
     def f_vjp(cts: Sequence[Any]) -> list[Any]:
-        return backward_pass(jaxpr, residuals, [UndefinedPrimal(a) for a in in_avals], cts)
+        args = [UndefinedPrimal(a) for a in in_avals]
+        return backward_pass(jaxpr, residuals, args, cts, in_vmas)
 
     return primals_out, f_vjp
 

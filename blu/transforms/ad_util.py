@@ -29,12 +29,14 @@ class Zero:
 
 
 class UndefinedPrimal:
-    """A linear input of a primitive being transposed: only its aval is known."""
+    """A linear input of a primitive being transposed: only its aval is known (and, inside
+    ``blu.shard``, the mesh axes its primal varies over: ``vma``, None when unknown)."""
 
-    __slots__ = ("aval",)
+    __slots__ = ("aval", "vma")
 
-    def __init__(self, aval: ShapedArray):
+    def __init__(self, aval: ShapedArray, vma: Any = None):
         self.aval = aval
+        self.vma = vma
 
     def __repr__(self) -> str:
         return f"UndefinedPrimal({self.aval.str_short()})"

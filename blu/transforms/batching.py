@@ -50,6 +50,10 @@ class BatchTracer(Tracer):
 
 
 class BatchInterpreter(Interpreter):
+    # set by blu.shard on virtual devices: this level is a mesh axis (blu.transforms.vma)
+    manual = False
+    manual_outer = False  # the shard's outermost level
+
     def __init__(self, parent: Interpreter, axis_size: int, axis_name: Any = None):
         self.parent = parent
         self.axis_size = axis_size

@@ -31,7 +31,7 @@ from blu.core.jaxpr import Jaxpr, dce_jaxpr, eval_jaxpr
 from blu.core.lru import LRU
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter, hoist_consts, trace_to_jaxpr
-from blu.transforms import dispatch
+from blu.transforms import dispatch, vma
 from blu.transforms.ad import backward_pass, jvp_jaxpr
 from blu.transforms.ad_util import UndefinedPrimal, Zero, instantiate, tangent_aval
 from blu.transforms.aot import Lowered, _is_spec, _spec_to_aval_holder
@@ -110,14 +110,22 @@ def _jit_transpose(cts, *args, jaxpr, name, donated_invars):
     builder = StagingInterpreter(current_interpreter())
     res = [builder.new_arg(a.aval) for a, u in zip(jaxpr.invars, undef) if not u]
     ct_in = [builder.new_arg(v.aval) for v, nz in zip(jaxpr.outvars, ct_nz) if nz]
-    r_iter, c_iter = iter(res), iter(ct_in)
-    bw_args = [UndefinedPrimal(v.aval) if u else next(r_iter) for v, u in zip(jaxpr.invars, undef)]
-    bw_cts = [next(c_iter) if nz else Zero(v.aval) for v, nz in zip(jaxpr.outvars, ct_nz)]
-    with set_interpreter(builder):
-        out = backward_pass(jaxpr, [], bw_args, bw_cts)
-        out = [instantiate(c) for c, u in zip(out, undef) if u]
-    t_jaxpr, consts = builder.build(out)
     known = [a for a, u in zip(args, undef) if not u]
+
+    def transposed(*staged):
+        r_iter, c_iter = iter(staged[: len(res)]), iter(staged[len(res) :])
+        bw = [
+            UndefinedPrimal(v.aval, a.vma) if u else next(r_iter)
+            for v, a, u in zip(jaxpr.invars, args, undef)
+        ]
+        bc = [next(c_iter) if nz else Zero(v.aval) for v, nz in zip(jaxpr.outvars, ct_nz)]
+        out = backward_pass(jaxpr, [], bw, bc)
+        return [instantiate(c) for c, u in zip(out, undef) if u]
+
+    with set_interpreter(builder):  # inside blu.shard: keeping the values' varying mesh axes
+        outer = known + [c for c in cts if not isinstance(c, Zero)]
+        out = vma.seeded(transposed, outer)(*res, *ct_in)
+    t_jaxpr, consts = builder.build(out)
     outs = iter(_bind_jaxpr(t_jaxpr, consts, [*known, *[c for c in cts if not isinstance(c, Zero)]],
                             f"transpose({name})"))  # fmt: skip
     return [next(outs) if u else None for u in undef]
@@ -328,7 +336,9 @@ class Jitted:
                 ) from e
         return dyn_args, dyn_kwargs, tuple(static_vals), donated
 
-    def _trace(self, args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals) -> CacheEntry:
+    def _trace(
+        self, args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals, vmas=None
+    ) -> CacheEntry:
         out_tree_box = []
 
         def flat_fun(*flat):
@@ -341,6 +351,8 @@ class Jitted:
             return out_leaves
 
         n_shard = _shard_traces.n
+        if vmas is not None:  # inside blu.shard: keep the values' varying manual axes
+            flat_fun = vma.trace_manual(flat_fun, vmas)
         jaxpr, consts = trace_to_jaxpr(flat_fun, in_avals)
         jaxpr = dce_jaxpr(jaxpr)  # e.g. the unused forward value under grad
         _check_addressable(self.name, jaxpr)
@@ -349,7 +361,10 @@ class Jitted:
     def _explain_miss(self, key) -> str:
         if self._last_key is None:
             return "first call"
-        (tree, avals, statics, axes), (otree, oavals, ostatics, oaxes) = key, self._last_key
+        (tree, avals, statics, axes, vmas), (otree, oavals, ostatics, oaxes, ovmas) = (
+            key,
+            self._last_key,
+        )
         if axes != oaxes:
             return f"named axes changed from {list(oaxes)} to {list(axes)} (another mesh)"
         if tree != otree:
@@ -362,6 +377,8 @@ class Jitted:
         for (_, w, v), (_, _, ov) in zip(statics, ostatics):
             if v != ov:
                 return f"static argument {w} changed from {ov!r} to {v!r}"
+        if vmas != ovmas:
+            return f"the arguments' varying mesh axes changed from {ovmas} to {vmas}"
         return "signature not seen before"
 
     def _lookup(self, args: tuple, kwargs: dict):
@@ -381,14 +398,16 @@ class Jitted:
                 + "\n".join(e.args[0].splitlines()[1:])
             ) from None
         # a trace under one mesh (named axes and sizes) is not valid under another
-        key = (in_tree, in_avals, statics, axis_env_key())
+        # inside blu.shard, which mesh axes each argument varies over (shard_map's rule)
+        vmas = vma.arg_vmas(leaves) if axis_env_key() else None
+        key = (in_tree, in_avals, statics, axis_env_key(), vmas)
         entry = self._cache.get(key)
         if entry is None:
             if config.log_compiles:
                 log.warning("jit(%s): tracing because %s", self.name, self._explain_miss(key))
             t0 = time.perf_counter()
             try:
-                entry = self._trace(args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals)
+                entry = self._trace(args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals, vmas)
             except Exception:
                 if self._partitions(leaves):  # (a process's blocks are not the global shapes
                     return None, leaves, None  # the function is written for: partition it)

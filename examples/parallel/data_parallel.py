@@ -1,10 +1,13 @@
 """Data-parallel GPT-2 training with ``blu.shard``, optionally with ZeRO-1.
 
 Every device holds the parameters and runs the model on its slice of the global batch; the
-gradient all-reduce (``pmean`` over the ``data`` axis) is inside the one jitted training step.
-With ``--zero1`` the optimizer state is sharded (Rajbhandari et al. 2020, stage 1): each device
-keeps the AdamW moments of 1/N of every parameter, the gradients are reduce-scattered
-(``psum_scatter``), each device updates its slice, and the new parameters are all-gathered.
+loss is averaged over the ``data`` axis (``pmean``), so its gradient w.r.t. the replicated
+parameters is the global one (shard_map's rule: the gradient all-reduce is the transpose of the
+implicit ``pvary``), inside the one jitted training step. With ``--zero1`` the optimizer state
+is sharded (Rajbhandari et al. 2020, stage 1): each device keeps the AdamW moments of 1/N of
+every parameter, takes its own gradient (w.r.t. ``pvary(params)``), the gradients are
+reduce-scattered (``psum_scatter``), each device updates its slice, and the new parameters are
+all-gathered.
 
     BLU_NUM_CPU_DEVICES=4 python -m examples.parallel.data_parallel --steps 20 --zero1
     python -m blu.parallel.launch --nproc 8 examples/parallel/data_parallel.py --zero1   # GPUs
@@ -52,11 +55,11 @@ def make_optimizer(params: Any, lr: float = 3e-3):
 
 
 def dp_step(cfg: GPTConfig, opt):
-    """The per-device step: local gradient, then the all-reduce, then the (replicated) update."""
+    """The per-device step: the gradient of the global (``pmean``) loss, whose transpose
+    all-reduces the gradients, then the (replicated) update."""
 
     def step(params, opt_state, x, y):
-        loss, grads = blu.value_and_grad(lambda p: loss_fn(p, x, y, cfg))(params)
-        loss, grads = bp.pmean((loss, grads), AXIS)  # the gradient all-reduce
+        loss, grads = blu.value_and_grad(lambda p: bp.pmean(loss_fn(p, x, y, cfg), AXIS))(params)
         params, opt_state = opt.step(grads, opt_state, params)
         return params, opt_state, loss
 
@@ -86,7 +89,9 @@ def zero1_step(cfg: GPTConfig, opt, n_dev: int):
     every parameter (its moments live only here), all-gather the new parameters."""
 
     def step(params, opt_state, x, y):
-        loss, grads = blu.value_and_grad(lambda p: loss_fn(p, x, y, cfg))(params)
+        # this device's own gradient (pvary: not all-reduced), reduce-scattered below
+        local = bp.pvary(params, AXIS)
+        loss, grads = blu.value_and_grad(lambda p: loss_fn(p, x, y, cfg))(local)
         loss = bp.pmean(loss, AXIS)
         i = bp.axis_index(AXIS)
         leaves, tree = pytree.tree_flatten(params)

@@ -60,14 +60,15 @@ def fsdp_loss(slices: Any, x, y, cfg: GPTConfig, specs: Any):
 
 
 def fsdp_step(cfg: GPTConfig, opt, specs: Any):
-    """The per-device step over parameter slices: local loss and (reduce-scattered)
-    gradients, the data-parallel mean, the optimizer on the slices."""
+    """The per-device step over parameter slices: the data-parallel mean loss and its
+    gradients (reduce-scattered for the sliced parameters, all-reduced for the replicated
+    ones: shard_map's rule), the optimizer on the slices."""
 
     def step(slices, opt_state, x, y):
-        loss, grads = blu.value_and_grad(lambda p: fsdp_loss(p, x, y, cfg, specs))(slices)
-        grads = fsdp.mean_gradients(grads, specs, AXIS)
+        mean_loss = lambda p: bp.pmean(fsdp_loss(p, x, y, cfg, specs), AXIS)  # noqa: E731
+        loss, grads = blu.value_and_grad(mean_loss)(slices)
         slices, opt_state = opt.step(grads, opt_state, slices)
-        return slices, opt_state, bp.pmean(loss, AXIS)
+        return slices, opt_state, loss
 
     return step
 

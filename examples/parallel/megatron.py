@@ -7,7 +7,7 @@ row-parallel, with one all-reduce (``psum``) each; embeddings, layer norms and t
 biases are replicated. With ``sequence_parallel`` (Korthikanti et al. 2022) the residual stream
 is split over the sequence between the layers: each all-reduce becomes a reduce-scatter and an
 all-gather precedes the next column-parallel layer, so layer norms run on 1/M of the tokens.
-With a ``data`` axis the batch is split over it and the gradients averaged (DP x TP).
+With a ``data`` axis the batch is split over it and the loss averaged over it (DP x TP).
 
 ``c_attn``'s ``(d, 3d)`` weight (q, k, v side by side) is kept as ``(d, 3, d)`` (and its bias as
 ``(3, d)``) so that splitting its last dimension gives each device the q, k and v of its heads
@@ -122,26 +122,30 @@ def grads_fn(cfg: GPTConfig, mesh, param_specs: Any, sequence_parallel: bool = F
     has_data = DATA in mesh.shape
 
     def f(p, x, y):
-        m = bp.axis_size(MODEL)
-        l, g = blu.value_and_grad(lambda q: local_loss(q, x, y, cfg, sequence_parallel) / m)(p)
-        g = tensor.sync_gradients(g, param_specs, MODEL, DATA if has_data else None)
-        l = bp.pmean(l * m, (DATA, MODEL) if has_data else MODEL)
-        return l, g
+        return blu.value_and_grad(global_loss(cfg, has_data, sequence_parallel))(p, x, y)
 
     b = _batch_spec(mesh, sequence_parallel)
     return blu.jit(bp.shard(f, mesh, (param_specs, b, b), (P(), param_specs)))
 
 
+def global_loss(cfg: GPTConfig, has_data: bool, sp: bool):
+    """``(p, x, y) -> loss`` of the global batch (inside ``blu.shard``): the mean of the
+    devices' :func:`local_loss` over ``model`` (a no-op unless sequence parallel, where each
+    device has its own tokens' mean) and ``data``. Its gradient inside ``shard`` is the global
+    gradient (shard_map's rule): split parameters get theirs, and replicated ones get the
+    all-reduce of their partial gradients (Megatron's) from the transpose of the implicit
+    ``pvary``."""
+    axes = (DATA, MODEL) if has_data else MODEL
+    return lambda p, x, y: bp.pmean(local_loss(p, x, y, cfg, sp), axes)
+
+
 def tp_step(cfg: GPTConfig, opt, param_specs: Any, has_data: bool, sp: bool):
-    """The per-device step: this device's share of the loss and its gradients, the
-    all-reduces of the replicated parameters' gradients (and the data-parallel mean), AdamW."""
+    """The per-device step: the global loss and its gradients (all-reduces included), AdamW."""
 
     def step(p, opt_state, x, y):
-        m = bp.axis_size(MODEL)
-        l, g = blu.value_and_grad(lambda q: local_loss(q, x, y, cfg, sp) / m)(p)
-        g = tensor.sync_gradients(g, param_specs, MODEL, DATA if has_data else None)
+        l, g = blu.value_and_grad(global_loss(cfg, has_data, sp))(p, x, y)
         p, opt_state = opt.step(g, opt_state, p)
-        return p, opt_state, bp.pmean(l * m, (DATA, MODEL) if has_data else MODEL)
+        return p, opt_state, l
 
     return step
 

@@ -5,12 +5,12 @@ the second by rows over the ``model`` axis, so each device computes ``gelu(x @ W
 and its partial ``@ W2[cols, :]`` with no communication, and one ``psum`` per MLP sums the
 partial outputs.
 
-Gradients inside ``shard`` follow JAX's pmap rule: they are the gradients of the *sum over
-devices* of each device's loss. The loss here is computed (equal) on the ``M`` devices of the
-``model`` axis, so each device differentiates ``loss / M``; the sharded weights then get their
-exact gradient, and the replicated ``b2`` gets it after a ``psum`` over ``model`` (Megatron's
-all-reduce of replicated parameters' gradients). With a ``data`` axis too, the batch is split
-over it and every gradient is averaged over ``data`` (2-d parallelism).
+Gradients inside ``shard`` follow JAX's shard_map rule: the gradient of a loss that is equal
+on every device (here the loss over the ``model`` axis, averaged over ``data`` with ``pmean``)
+is the gradient of the global function. The sharded weights get their exact gradient, and the
+replicated ``b2`` too: its partial gradients are summed over ``model`` by the transpose of the
+implicit ``pvary`` where it meets the sharded values (Megatron's all-reduce of replicated
+parameters' gradients). With a ``data`` axis too, the batch is split over it (2-d parallelism).
 
     BLU_NUM_CPU_DEVICES=4 python -m examples.parallel.tensor_parallel --model 2 --data 2
 """
@@ -71,16 +71,11 @@ def tp_train_step(mesh, lr: float = 0.1):
     batch = P(DATA) if has_data else P()
 
     def step(params, x, y):
-        m = bp.axis_size(MODEL)
-
-        def loss(p):  # each model rank holds 1/m of the (replicated) loss: see the docstring
-            return bnp.mean((mlp_block(p, x) - y) ** 2) / m
+        def loss(p):  # the global loss: equal on every device
+            local = bnp.mean((mlp_block(p, x) - y) ** 2)
+            return bp.pmean(local, DATA) if has_data else local
 
         l, g = blu.value_and_grad(loss)(params)
-        l = l * m
-        g["b2"] = bp.psum(g["b2"], MODEL)  # replicated over model: sum its partial gradients
-        if has_data:  # data parallelism over the other axis
-            l, g = bp.pmean((l, g), DATA)
         new = pytree.tree_map(lambda p, gi: p - lr * gi, params, g)
         return new, l
 

@@ -108,12 +108,38 @@ COLLECTIVES = textwrap.dedent(
         close(local(s_), np.arange(2.0 * n).sum(), np.float32, "scalar psum")
         close(local(g_), np.arange(2.0 * n).reshape(n, 2).sum(1), np.float32, "scalar gather")
 
-    # the gradient through the collectives (JAX's pmap rule), jitted
+    # gradients inside shard (shard_map's rule): of the pmean-ed loss w.r.t. a replicated w,
+    # the global gradient, eagerly and jitted
     w0 = np.linspace(-1, 1, 3).astype(np.float32)
     xb = np.linspace(0, 1, 4 * n * 3).reshape(4 * n, 3).astype(np.float32)
-    step = lambda w, x: bp.pmean(blu.grad(lambda w: ((x @ w) ** 2).mean())(w), "x")
-    g = blu.jit(bp.shard(step, mesh, (P(), P("x")), P()))(w0, xb)
-    close(local(g), (2 * xb * (xb @ w0)[:, None]).mean(0), np.float32, "grad")
+    step = lambda w, x: blu.grad(lambda w: bp.pmean(((x @ w) ** 2).mean(), "x"))(w)
+    for fn in (bp.shard(step, mesh, (P(), P("x")), P()),
+               blu.jit(bp.shard(step, mesh, (P(), P("x")), P()))):
+        close(local(fn(w0, xb)), (2 * xb * (xb @ w0)[:, None]).mean(0), np.float32, "grad")
+
+    # a tensor-parallel layer: w1's columns and w2's rows split over x, b2 replicated; the
+    # gradient of the (replicated) loss inside shard against numpy's float64 backward pass
+    rng = np.random.default_rng(0)
+    xt, yt = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
+    tp = {"w1": rng.standard_normal((3, 2 * n)), "w2": rng.standard_normal((2 * n, 2)),
+          "b2": rng.standard_normal(2)}
+    hid = np.tanh(xt @ tp["w1"])
+    d = 2 * (hid @ tp["w2"] + tp["b2"] - yt) / yt.size
+    want = {"b2": d.sum(0), "w2": hid.T @ d, "w1": xt.T @ (d @ tp["w2"].T * (1 - hid**2))}
+    tp_specs = {"w1": P(None, "x"), "w2": P("x", None), "b2": P()}
+
+    def tp_grad(p, x, y):
+        def loss(p):
+            out = bp.psum(blu.numpy.tanh(x @ p["w1"]) @ p["w2"], "x") + p["b2"]
+            return ((out - y) ** 2).mean()
+        return blu.grad(loss)(p)
+
+    tp32 = {k: v.astype(np.float32) for k, v in tp.items()}
+    g = bp.shard(tp_grad, mesh, (tp_specs, P(), P()), tp_specs)(
+        tp32, xt.astype(np.float32), yt.astype(np.float32))
+    for k, w in (("b2", want["b2"]), ("w2", want["w2"][2 * r:2 * r + 2]),
+                 ("w1", want["w1"][:, 2 * r:2 * r + 2])):
+        assert np.allclose(local(g[k]), w, rtol=1e-5, atol=1e-6), ("tp", k, local(g[k]), w)
 
     # ---- a 2-D mesh: sub-communicators along each axis and over both ----------------------------
     if n == 4:

@@ -89,17 +89,38 @@ WORKER = textwrap.dedent(
         bp.device_put(flags, NamedSharding(mesh, P("x"))))
     assert np.array_equal(local(gathered), flags)
 
-    # data-parallel gradient: per-device grad, then pmean, inside one jitted program
+    # data-parallel gradient inside shard (shard_map's rule): the gradient of the pmean-ed loss
+    # w.r.t. the replicated w is the global one, eagerly and inside one jitted program; the
+    # gradient of the local loss is the sum of the devices' gradients
     w0 = np.linspace(-1, 1, 3).astype(np.float32)
     xb = np.linspace(0, 1, 8 * n * 3).reshape(8 * n, 3).astype(np.float32)
 
     def step(w, x):
-        g = blu.grad(lambda w: ((x @ w) ** 2).mean())(w)
-        return bp.pmean(g, "x")
+        return blu.grad(lambda w: bp.pmean(((x @ w) ** 2).mean(), "x"))(w)
 
-    g = blu.jit(bp.shard(step, mesh, (P(), P("x")), P()))(w0, xb)
+    def local_step(w, x):
+        return blu.grad(lambda w: ((x @ w) ** 2).mean())(w)
+
     ref = (2 * xb * (xb @ w0)[:, None]).mean(0)
+    for fn in (bp.shard(step, mesh, (P(), P("x")), P()),
+               blu.jit(bp.shard(step, mesh, (P(), P("x")), P()))):
+        assert np.allclose(local(fn(w0, xb)), ref, rtol=1e-5, atol=1e-6)
+    g = bp.shard(local_step, mesh, (P(), P("x")), P())(w0, xb)
+    assert np.allclose(local(g), n * ref, rtol=1e-5, atol=1e-6)
+    g = bp.shard(blu.jit(step), mesh, (P(), P("x")), P())(w0, xb)  # a jit inside the body
     assert np.allclose(local(g), ref, rtol=1e-5, atol=1e-6)
+    inv = blu.jit(lambda w: blu.grad(lambda v: (bp.psum(v, "x") ** 2).sum())(w))
+    g = bp.shard(inv, mesh, P(), P())(w0)  # psum of an invariant value: n * v
+    assert np.allclose(local(g), 2 * n * n * w0, rtol=1e-5, atol=1e-6)
+    # device_put to a named device: this process's own is fine; another process's raises
+    assert bp.device_put(np.ones(2), bp.local_devices()[0]).devices() == {bp.local_devices()[0]}
+    if n > 1:
+        other = bp.devices()[(r + 1) % n]
+        try:
+            bp.device_put(np.ones(2), other)
+            raise AssertionError("device_put to another process's device did not raise")
+        except blu.errors.BluValueError as e:
+            assert repr(other) in str(e) and "belongs to process" in str(e), str(e)
     print(f"RANK {r} OK backend={sys.argv[1] if len(sys.argv) > 1 else ''}", flush=True)
     """
 )

@@ -171,7 +171,9 @@ def test_gradient_of_a_sharded_function_is_the_unsharded_gradient(data):
 
 @given(st.data())
 def test_data_parallel_gradient_inside_shard(data):
-    # the gradient taken per device on its batch block, then pmean: the full-batch gradient
+    # shard_map's rule: the gradient, taken per device, of the pmean-ed loss w.r.t. the
+    # replicated parameters is the full-batch gradient; that of the local loss is the sum of
+    # the devices' gradients
     mesh = data.draw(meshes())
     spec, _ = data.draw(sharded_arrays(mesh, min_rank=1, max_rank=1))
     names = spec.names_of(0)
@@ -184,14 +186,17 @@ def test_data_parallel_gradient_inside_shard(data):
         return bnp.mean(bnp.tanh(xb @ p["w"] + p["b"]) ** 2)
 
     def step(p, xb):
-        l, g = blu.value_and_grad(loss)(p, xb)
-        return pmean(l, names), pmean(g, names)
+        l, g = blu.value_and_grad(lambda p: pmean(loss(p, xb), names))(p)
+        return l, g, blu.grad(loss)(p, xb)
 
-    l, g = blu.jit(shard(step, mesh, (P(), P(names or None)), P()))(w, x)
+    l, g, g_sum = blu.jit(shard(step, mesh, (P(), P(names or None)), P()))(w, x)
     rl, rg = blu.value_and_grad(loss)(w, x)
     np.testing.assert_allclose(float(l), float(rl), rtol=1e-12)
     for k in w:
         np.testing.assert_allclose(np.asarray(g[k]), np.asarray(rg[k]), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            np.asarray(g_sum[k]), n * np.asarray(rg[k]), rtol=1e-10, atol=1e-12
+        )
 
 
 def test_check_grads_through_shard():
@@ -312,10 +317,15 @@ def test_device_put_pytrees_and_devices():
     assert plain.devices() == {devices()[0]} and out["a"].devices() == set(devices())
 
 
-def test_device_put_to_another_device_raises_instead_of_staying_on_device_0():
-    with pytest.raises(BluValueError, match=r"lives on CPUDevice\(id=0\).*NamedSharding"):
-        device_put(np.arange(3), devices()[3])
-    with pytest.raises(BluValueError, match="not a device of this job"):
+def test_device_put_to_a_named_device_records_it():
+    x = np.arange(6.0).reshape(2, 3)
+    for k in (3, 7):
+        a = blu.device_put(x, devices()[k])
+        assert a.devices() == {devices()[k]} and a.device == devices()[k]
+        assert a.sharding == blu.sharding.SingleDeviceSharding(devices()[k])
+        np.testing.assert_array_equal(np.asarray(a), x)
+        np.testing.assert_array_equal(np.asarray(blu.jit(lambda v: v * 2.0)(a)), x * 2.0)
+    with pytest.raises(BluValueError, match=r"Device\(id=99.*not a device of this job"):
         device_put(np.arange(3), blu.sharding.Device(99))
 
 

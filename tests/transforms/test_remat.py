@@ -195,9 +195,8 @@ def test_checkpoint_with_collectives_under_shard(four_devices, policy, mesh_shap
     np.testing.assert_allclose(float(blu.jit(global_loss)(x, w, c)), want, rtol=1e-12)
     want_g = blu.grad(lambda x, w: bnp.sum(plain(x, w) * c), (0, 1))(x, w)
 
-    def inside(x, w, c):  # pmap semantics: the replicated w's gradient is summed explicitly
-        gx, gw = blu.grad(local, (0, 1))(x, w, c)
-        return gx, psum(gw, names)
+    def inside(x, w, c):  # shard_map's rule: the gradient of the psum-ed loss is the global one
+        return blu.grad(lambda x, w: psum(local(x, w, c), names), (0, 1))(x, w)
 
     for got in (
         blu.grad(global_loss, (0, 1))(x, w, c),

@@ -21,6 +21,7 @@ from blu.core.staging import StagingInterpreter
 from blu.lax.casts import convert_element_type
 from blu.lax.elementwise import eq, gt, lt, ne, select
 from blu.lax.shapes import broadcast_in_dim, full, full_like
+from blu.transforms import vma
 from blu.transforms.ad import backward_pass
 from blu.transforms.ad_util import UndefinedPrimal, Zero, instantiate, is_undefined
 from blu.transforms.jaxpr_util import (
@@ -166,17 +167,19 @@ def _cond_transpose(cts, index, *ops, branches):
     res_avals = [get_aval(r) for r in res]
     ct_avals = [a.strip_weak_type() for a, nz in zip(branches[0].out_avals, ct_nz) if nz]
     lin_avals = [o.aval for o in ops if is_undefined(o)]
+    lin_vmas = [o.vma for o in ops if is_undefined(o)]
     parts = []
     for br in branches:
 
         def fun(*args, br=br):
             r, c = args[: len(res)], iter(args[len(res) :])
-            bw_args = merge(lin, [UndefinedPrimal(a) for a in lin_avals], r)
+            bw_args = merge(lin, [UndefinedPrimal(a, m) for a, m in zip(lin_avals, lin_vmas)], r)
             bw_cts = [next(c) if nz else Zero(a) for nz, a in zip(ct_nz, br.out_avals)]
             out = backward_pass(br, [], bw_args, bw_cts)
             return [instantiate(o) for o, l in zip(out, lin) if l]
 
-        parts.append(trace_jaxpr(fun, res_avals + ct_avals))
+        outer = res + [c for c in cts if not isinstance(c, Zero)]  # (vmas inside blu.shard)
+        parts.append(trace_jaxpr(vma.seeded(fun, outer), res_avals + ct_avals))
     new_branches, consts = join_consts(parts)
     ct_in = [c for c in cts if not isinstance(c, Zero)]
     outs = cond_p.bind(index, *consts, *res, *ct_in, branches=tuple(new_branches))

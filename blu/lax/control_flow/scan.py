@@ -25,6 +25,7 @@ from blu.core.jaxpr import Literal
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
 from blu.lax.casts import convert_element_type
+from blu.transforms import vma
 from blu.transforms.ad import backward_pass
 from blu.transforms.ad_util import UndefinedPrimal, Zero, add_tangents, instantiate, is_undefined
 from blu.transforms.batching import bdim_to_front, moveaxis
@@ -258,12 +259,18 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     y_avals = [a.strip_weak_type() for a in jaxpr.out_avals[ncar:]]
     n_rc, n_lc, n_rx = len(res_c), len(lin_c_avals), len(res_x)
 
+    # inside blu.shard: the linear inputs' varying mesh axes (the carries' at a fixed point)
+    lin_vmas = vma.loop_carry_vmas(jaxpr, list(consts), list(init), list(xs))
+    v_c, v_car, v_x = groups(lin_vmas or [None] * len(args), nc, ncar)
+    v_c = [m for m, l in zip(v_c, c_lin) if l]
+    v_x = [m for m, l in zip(v_x, x_lin) if l]
+
     def body(*a):
         r_c, acc, ct_car, r_x, ct_y = groups(a, n_rc, n_lc, ncar, n_rx)
         bw_args = (
-            merge(c_lin, [UndefinedPrimal(av) for av in lin_c_avals], r_c)
-            + [UndefinedPrimal(av) for av in carry_avals]
-            + merge(x_lin, [UndefinedPrimal(av) for av in lin_x_avals], r_x)
+            merge(c_lin, [UndefinedPrimal(av, m) for av, m in zip(lin_c_avals, v_c)], r_c)
+            + [UndefinedPrimal(av, m) for av, m in zip(carry_avals, v_car)]
+            + merge(x_lin, [UndefinedPrimal(av, m) for av, m in zip(lin_x_avals, v_x)], r_x)
         )
         bw_cts = list(ct_car) + merge(ys_nz, ct_y, [Zero(av) for av in y_avals])
         out = backward_pass(jaxpr, [], bw_args, bw_cts)
@@ -280,7 +287,17 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
         + [ShapedArray(get_aval(r).shape[1:], get_aval(r).dtype) for r in res_x]
         + mask(y_avals, ys_nz)
     )
-    t_body, t_consts = trace_jaxpr(body, in_avals)
+    # inside blu.shard: the body keeps its values' varying manual axes; the carries (the
+    # consts' running cotangents, the carry's cotangent) start from their initial values'
+    seeds = (
+        [vma.vma_of(r) for r in res_c]
+        + [frozenset()] * n_lc
+        + [vma.vma_of(c) for c in ct_carry]
+        + [vma.vma_of(r) for r in res_x]
+        + [vma.vma_of(c) for c in ct_ys if not isinstance(c, Zero)]
+    )
+    carries = [(n_rc + k, k) for k in range(n_lc + ncar)]
+    t_body, t_consts = vma.trace_loop_body(lambda f: trace_jaxpr(f, in_avals), body, seeds, carries)
     zeros = [instantiate(Zero(a)) for a in lin_c_avals]
     outs = _bind(
         [*t_consts, *res_c],

@@ -24,7 +24,7 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.primitive import Primitive
-from blu.lax import bits, random_gamma, reductions, shapes, slicing, special
+from blu.lax import bits, parallel, random_gamma, reductions, shapes, slicing, special
 from blu.lax import elementwise as ew
 from blu.lower.mlir import mathlib, mathlib_gamma, mathlib_special
 from blu.lower.mlir.emit import Builder, Idx, compute_type, is_float, is_unsigned
@@ -264,7 +264,7 @@ def _random_gamma_grad(b, eqn, a, x):  # two scf.while loops per element (mathli
     return mathlib_gamma.random_gamma_grad(b, a, x, ty, eqn.params["log_space"])
 
 
-@_rule(ad_ops.stop_gradient_p, remat.name_p)  # checkpoint_name: a name for remat policies
+@_rule(ad_ops.stop_gradient_p, remat.name_p, parallel.pvary_p)  # names / vma marks only
 def _identity(b, eqn, x):
     return x
 

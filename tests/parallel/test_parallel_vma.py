@@ -1,0 +1,272 @@
+"""shard_map's gradient rule (varying manual axes, ``blu.transforms.vma``) on virtual CPU devices.
+
+The gradient taken *inside* ``blu.shard`` of a loss that is equal on every device (``psum`` /
+``pmean``-reduced) is the gradient of the global function: it equals the gradient taken outside
+``shard`` and numpy's float64 backward pass, for data parallelism (batch split, parameters
+replicated) and a tensor-parallel layer (weights split over a model axis), on 1-D and 2-D meshes.
+Also: ``psum`` of an invariant value, ``pvary``, and the transposes of ``all_gather`` and
+``psum_scatter`` of invariant values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import blu
+import blu.numpy as bnp
+from blu.parallel import (
+    Mesh,
+    P,
+    all_gather,
+    devices,
+    pmax,
+    pmean,
+    psum,
+    psum_scatter,
+    pvary,
+    shard,
+)
+from tests.helpers import check_grads
+
+
+@pytest.fixture(autouse=True)
+def _eight_devices(set_flag):
+    set_flag("num_cpu_devices", 8)
+
+
+def _mesh(shape, names):
+    devs = np.empty(math.prod(shape), dtype=object)
+    devs[:] = devices()[: math.prod(shape)]
+    return Mesh(devs.reshape(shape), names)
+
+
+def _close(got, want):
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-10, atol=1e-12)
+
+
+# ---- data parallelism -----------------------------------------------------------------------
+
+
+def _dp_numpy(w, b, x):
+    """loss = mean(tanh(x @ w + b) ** 2) and its gradients, float64."""
+    t = np.tanh(x @ w + b)
+    d = 2 * t * (1 - t**2) / t.size
+    return np.mean(t**2), {"w": x.T @ d, "b": d.sum(0)}
+
+
+def _dp_loss(p, xb):
+    return bnp.mean(bnp.tanh(xb @ p["w"] + p["b"]) ** 2)
+
+
+@pytest.mark.parametrize(
+    "shape,names,batch",
+    [((8,), ("d",), ("d",)), ((2, 4), ("x", "y"), ("x", "y")), ((2, 4), ("x", "y"), ("y",))],
+)
+def test_data_parallel_gradient_inside_shard_is_the_global_gradient(shape, names, batch):
+    mesh = _mesh(shape, names)
+    rng = np.random.default_rng(len(batch))
+    x = rng.standard_normal((16, 3))
+    p = {"w": rng.standard_normal((3, 2)), "b": rng.standard_normal(2)}
+
+    def step(p, xb):  # the loss is the mean over the devices holding batch blocks
+        return blu.value_and_grad(lambda q: pmean(_dp_loss(q, xb), batch))(p)
+
+    sharded = shard(step, mesh, (P(), P(batch)), P())
+    rl, rg = _dp_numpy(p["w"], p["b"], x)
+    outside = blu.grad(_dp_loss)(p, x)
+    for fn in (sharded, blu.jit(sharded)):
+        loss, g = fn(p, x)
+        _close(loss, rl)
+        for k in p:
+            _close(g[k], rg[k])
+            _close(g[k], np.asarray(outside[k]))
+
+
+def test_gradient_of_the_local_loss_is_summed_and_pvary_keeps_it_per_device():
+    mesh = _mesh((4,), ("d",))
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 3))
+    p = {"w": rng.standard_normal((3, 2)), "b": rng.standard_normal(2)}
+
+    def step(p, xb):
+        summed = blu.grad(_dp_loss)(p, xb)  # invariant: the sum of the devices' gradients
+        own = blu.grad(_dp_loss)(pvary(p, "d"), xb)  # varying: this device's
+        return summed, pytree_map(lambda v: v[None], own)
+
+    summed, own = shard(step, mesh, (P(), P("d")), (P(), P("d")))(p, x)
+    blocks = x.reshape(4, 2, 3)
+    per_dev = [_dp_numpy(p["w"], p["b"], blocks[i])[1] for i in range(4)]
+    for k in p:
+        _close(own[k], np.stack([g[k] for g in per_dev]))
+        _close(summed[k], sum(g[k] for g in per_dev))
+
+
+def pytree_map(f, tree):
+    return {k: f(v) for k, v in tree.items()}
+
+
+# ---- a tensor-parallel layer (Megatron's MLP) ---------------------------------------------------
+
+
+def _tp_numpy(p, x, y):
+    """mean((tanh(x @ w1) @ w2 + b2 - y) ** 2) and its gradients, float64."""
+    h = np.tanh(x @ p["w1"])
+    d = 2 * (h @ p["w2"] + p["b2"] - y) / y.size
+    dh = d @ p["w2"].T * (1 - h**2)
+    return {"w1": x.T @ dh, "w2": h.T @ d, "b2": d.sum(0)}
+
+
+@pytest.mark.parametrize("shape,names", [((4,), ("model",)), ((2, 4), ("data", "model"))])
+def test_tensor_parallel_gradient_inside_shard_is_the_global_gradient(shape, names):
+    mesh = _mesh(shape, names)
+    has_data = "data" in names
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((8, 3)), rng.standard_normal((8, 2))
+    p = {"w1": rng.standard_normal((3, 8)), "w2": rng.standard_normal((8, 2)),
+         "b2": rng.standard_normal(2)}  # fmt: skip
+    specs = {"w1": P(None, "model"), "w2": P("model", None), "b2": P()}
+    batch = P("data") if has_data else P()
+
+    def loss(q, xb, yb):
+        out = psum(bnp.tanh(xb @ q["w1"]) @ q["w2"], "model") + q["b2"]
+        local = bnp.mean((out - yb) ** 2)
+        return pmean(local, "data") if has_data else local
+
+    grads = shard(blu.grad(loss), mesh, (specs, batch, batch), specs)(p, x, y)
+    want = _tp_numpy(p, x, y)
+    outside = blu.grad(lambda q: shard(loss, mesh, (specs, batch, batch), P())(q, x, y))(p)
+    for k in p:
+        _close(grads[k], want[k])
+        _close(grads[k], np.asarray(outside[k]))
+
+
+# ---- collectives of invariant values ------------------------------------------------------------
+
+
+def test_psum_pmax_of_an_invariant_value():
+    mesh = _mesh((2, 4), ("x", "y"))
+    w = np.array([0.5, -1.5, 2.0])
+
+    def f(w):
+        s = psum(w, ("x", "y"))  # psum(1, axis) is the axis size (JAX)
+        g = blu.grad(lambda v: bnp.sum(psum(v, "y") ** 2))(w)  # d/dw ||4 w||^2 = 32 w
+        return s, pmax(w, "x"), g
+
+    s, m, g = shard(f, mesh, P(), P())(w)
+    _close(s, 8 * w)
+    _close(m, w)
+    _close(g, 32 * w)
+
+
+def test_all_gather_of_sliced_parameters_gives_the_global_gradient():
+    # FSDP: parameters split over d, gathered before use; the gradient of the pmean-ed loss
+    # w.r.t. each slice is that slice of the global gradient
+    mesh = _mesh((4,), ("d",))
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 3))
+    w, b = rng.standard_normal((3, 8)), rng.standard_normal(8)
+
+    def step(ws, bs, xb):
+        def loss(ws, bs):
+            full_w = all_gather(ws, "d", axis=1, tiled=True)
+            full_b = all_gather(bs, "d", tiled=True)
+            return pmean(bnp.mean(bnp.tanh(xb @ full_w + full_b) ** 2), "d")
+
+        return blu.grad(loss, argnums=(0, 1))(ws, bs)
+
+    gw, gb = shard(step, mesh, (P(None, "d"), P("d"), P("d")), (P(None, "d"), P("d")))(w, b, x)
+    _, want = _dp_numpy(w, b, x)
+    _close(gw, want["w"])
+    _close(gb, want["b"])
+
+
+def test_psum_scatter_of_an_invariant_value_and_its_gradient():
+    mesh = _mesh((4,), ("d",))
+    w = np.linspace(-1.0, 1.0, 8)
+
+    def f(w):
+        # each device keeps 4 * its block of w; the loss is the sum of their squares
+        loss = lambda v: psum(bnp.sum(psum_scatter(v, "d", tiled=True) ** 2), "d")  # noqa: E731
+        return psum_scatter(w, "d", tiled=True), blu.grad(loss)(w)
+
+    blocks, g = shard(f, mesh, P(), (P("d"), P()))(w)
+    _close(blocks, 4 * w)
+    _close(g, 2 * 16 * w)
+
+
+def test_grad_inside_shard_against_finite_differences():
+    # the gradient taken inside, as a function of the replicated w, checked numerically
+    mesh = _mesh((2, 2), ("x", "y"))
+    x = np.random.default_rng(4).standard_normal((4, 3))
+
+    def inner(w, xb):
+        return blu.grad(lambda v: psum(bnp.sum(bnp.sin(xb @ v)), ("x", "y")))(w)
+
+    f = shard(inner, mesh, (P(), P(("x", "y"))), P())
+    g = f(np.array([0.3, -0.2, 0.5]), x)
+    _close(g, x.T @ np.cos(x @ np.array([0.3, -0.2, 0.5])))
+    check_grads(lambda w: f(w, x), [np.array([0.3, -0.2, 0.5])])
+
+
+def test_gradients_inside_a_jit_nested_in_the_shard_body():
+    # the jit's trace keeps the variance of its arguments (blu.transforms.vma.trace_manual)
+    mesh = _mesh((2, 4), ("x", "y"))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((8, 3))
+    p = {"w": rng.standard_normal((3, 2)), "b": rng.standard_normal(2)}
+    step = blu.jit(lambda p, xb: blu.grad(lambda q: pmean(_dp_loss(q, xb), ("x", "y")))(p))
+    inv = blu.jit(lambda w: blu.grad(lambda v: bnp.sum(psum(v, "y") ** 2))(w))
+    _, want = _dp_numpy(p["w"], p["b"], x)
+    for outer in (lambda f: f, blu.jit):
+        g = outer(shard(step, mesh, (P(), P(("x", "y"))), P()))(p, x)
+        for k in p:
+            _close(g[k], want[k])
+        _close(outer(shard(inv, mesh, P(), P()))(p["b"]), 32 * p["b"])
+
+
+@pytest.mark.parametrize("how", ["scan", "jit", "cond"])
+def test_tensor_parallel_layers_in_scan_jit_and_cond(how):
+    # two Megatron layers (the residual stream invariant, w1/w2 split over m) run by a scan, a
+    # nested jit or a cond: the transposed bodies keep the values' variance
+    mesh = _mesh((4,), ("m",))
+    rng = np.random.default_rng(6)
+    x, y = rng.standard_normal((5, 3)), rng.standard_normal((5, 3))
+    p = {"w1": rng.standard_normal((2, 3, 8)) * 0.5, "w2": rng.standard_normal((2, 8, 3)) * 0.5,
+         "b": rng.standard_normal((2, 3))}  # fmt: skip
+    specs = {"w1": P(None, None, "m"), "w2": P(None, "m", None), "b": P()}
+
+    def layer(h, q):
+        return h + psum(bnp.tanh(h @ q["w1"]) @ q["w2"], "m") + q["b"]
+
+    def loss(q, xb, yb):
+        if how == "scan":
+            h, _ = blu.lax.scan(lambda h, ql: (layer(h, ql), None), xb, q)
+        else:
+            h, run = xb, blu.jit(layer)
+            for i in range(2):
+                ql = {k: v[i] for k, v in q.items()}
+                if how == "jit":
+                    h = run(h, ql)
+                else:
+                    h = blu.lax.cond(True, lambda h, ql=ql: layer(h, ql), lambda h: h, h)
+        return bnp.mean((h - yb) ** 2)
+
+    # numpy float64: forward through both layers, then backward
+    hs, hid = [x], []
+    for i in range(2):
+        hid.append(np.tanh(hs[-1] @ p["w1"][i]))
+        hs.append(hs[-1] + hid[-1] @ p["w2"][i] + p["b"][i])
+    dh = 2 * (hs[-1] - y) / y.size
+    want = {k: np.zeros_like(v) for k, v in p.items()}
+    for i in (1, 0):
+        want["b"][i], want["w2"][i] = dh.sum(0), hid[i].T @ dh
+        da = dh @ p["w2"][i].T * (1 - hid[i] ** 2)
+        want["w1"][i] = hs[i].T @ da
+        dh = dh + da @ p["w1"][i].T
+    for outer in (lambda f: f, blu.jit):
+        g = outer(shard(blu.grad(loss), mesh, (specs, P(), P()), specs))(p, x, y)
+        for k in p:
+            _close(g[k], want[k])
