@@ -52,6 +52,7 @@ from blu.lax import (
 )
 from blu.lax import elementwise as ew
 from blu.lax.callback import debug_callback_p, pure_callback_p
+from blu.lax.collective_prims import pvary_p
 from blu.lax.control_flow.conditionals import cond_p
 from blu.lax.control_flow.loops import while_p
 from blu.lax.control_flow.scan import scan_p
@@ -191,7 +192,7 @@ def _register() -> None:
     shapes.rev_p.lowerings["view"] = View(_rev_view)
     ad_ops.stop_gradient_p.lowerings["identity"] = lambda e: True
     remat.name_p.lowerings["identity"] = lambda e: True  # a name for remat policies only
-    parallel.pvary_p.lowerings["identity"] = lambda e: True  # marks values varying (shard_map)
+    pvary_p.lowerings["identity"] = lambda e: True  # marks values varying (shard_map)
     ew.convert_element_type_p.lowerings["identity"] = _same_aval
     shapes.reshape_p.lowerings["identity"] = _same_aval
     shapes.squeeze_p.lowerings["identity"] = _same_aval
