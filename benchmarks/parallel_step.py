@@ -141,6 +141,17 @@ def run_layout(layout: str, a: argparse.Namespace) -> dict:
                 loss.block_until_ready()
                 times.append(time.perf_counter() - t)
                 losses.append(loss)
+        if layout in a.profile_host.split(","):  # the host's share of a call, by function
+            import cProfile
+            import pstats
+
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(5):
+                params, state, loss, _ = step(params, state, x, y, key)
+                loss.block_until_ready()
+            prof.disable()
+            pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(12)
     med = statistics.median(times)
     stats = bc.memory_stats()
     return dict(
@@ -184,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
     ap.add_argument("--backend", default=None, help="blu.parallel.initialize's (default: nccl)")
     ap.add_argument("--fill-cache", action="store_true")
+    ap.add_argument("--profile-host", default="", help="layouts whose calls cProfile prints")
     ap.add_argument("--target", default="cuda:sm_90")
     a = ap.parse_args(argv)
 
@@ -196,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for layout in a.layouts.split(","):
         rows.append(run_layout(layout, a))
+        import gc
+
+        import blu
+
+        blu.clear_caches()  # the previous layout's executables (their arenas) go: each peak
+        gc.collect()  # is its own layout's
         print(json.dumps(rows[-1]), flush=True)
     ref = next((r for r in rows if r["layout"] == "single"), rows[0])
     print(

@@ -270,7 +270,9 @@ def _check_device(d: Device) -> bool:
                 "lay data out over a mesh instead: device_put(x, NamedSharding(mesh, P(...)))"
             )
         )
-    return d != devices()[0]
+    # (a plain array reports the CPU device 0; any other device, a GPU of a process included,
+    # is recorded)
+    return (d.platform, d.id, d.process_index) != ("cpu", 0, 0)
 
 
 def local_aval(x: ShardedArray) -> ShapedArray:
