@@ -19,7 +19,10 @@ On the GPU machine (one H200) the job is a world of one process over NCCL
 collective and each layout should run as the single-device step. It prints one JSON line per
 layout: tokens/s from the median step, peak memory, the host's median time per call, and the
 device-to-host copies made during the timed steps (counted at the device's ``copy_d2h``: the
-loss is read only after the timing), then a table.
+loss is read only after the timing), then a table. Then, for the speed comparison, every layout
+is built again and kept alive while their steps are timed in turns (``--rounds`` rounds of
+``--steps`` steps, the order rotated): a drift of the GPU's clocks over the run then falls on
+all of them alike (H200 timings move by several percent between calls).
 """
 
 from __future__ import annotations
@@ -169,6 +172,40 @@ def run_layout(layout: str, a: argparse.Namespace) -> dict:
     )
 
 
+def interleaved(a: argparse.Namespace, layouts: list[str]) -> dict[str, list[float]]:
+    """Step times of every layout, alive together and timed in turns (``--rounds`` rounds of
+    ``--steps`` steps, the order rotated each round), so that a drift of the GPU's clocks or
+    of the host's load over the run falls on every layout alike."""
+    import blu_gpt2 as bg
+
+    cfg = bg.model_config(a.config, a.vocab)
+    base = bg.train_step(cfg, a.mode)
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, cfg.vocab_size, (1, a.B, a.T), dtype=np.int32)
+    y = rng.integers(0, cfg.vocab_size, (1, a.B, a.T), dtype=np.int32)
+    runs = {}
+    with bg.precision_scope(a.mode):
+        for layout in layouts:
+            params = bg.host_params(cfg, 0, "numpy")
+            state = bg.host_opt_state(params)
+            step = step_for(layout, base, params, state)
+            args = list(bg.to_run_device((params, state, x, y, np.zeros(2, np.uint32))))
+            for _ in range(a.warmup):
+                args[0], args[1], loss, _ = step(*args)
+            loss.block_until_ready()
+            runs[layout] = (step, args)
+        times: dict[str, list[float]] = {k: [] for k in layouts}
+        for r in range(a.rounds):
+            for layout in layouts[r % len(layouts) :] + layouts[: r % len(layouts)]:
+                step, args = runs[layout]
+                for _ in range(a.steps):
+                    t = time.perf_counter()
+                    args[0], args[1], loss, _ = step(*args)
+                    loss.block_until_ready()
+                    times[layout].append(time.perf_counter() - t)
+    return times
+
+
 def fill_cache(a: argparse.Namespace) -> None:
     """Compile every layout's program for ``a.target`` (no GPU needed: ``BLU_FAKE_GPU=1``)."""
     import blu_gpt2 as bg
@@ -192,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vocab", type=int, default=50257)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (0: none)")
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
     ap.add_argument("--backend", default=None, help="blu.parallel.initialize's (default: nccl)")
     ap.add_argument("--fill-cache", action="store_true")
@@ -215,7 +253,18 @@ def main(argv: list[str] | None = None) -> int:
         blu.clear_caches()  # the previous layout's executables (their arenas) go: each peak
         gc.collect()  # is its own layout's
         print(json.dumps(rows[-1]), flush=True)
+    if a.rounds:
+        times = interleaved(a, [r["layout"] for r in rows])
+        for r in rows:
+            med = statistics.median(times[r["layout"]])
+            r["tok_s_interleaved"] = round(a.B * a.T / med)
+            print(json.dumps({"layout": r["layout"], "interleaved_step_ms": round(med * 1e3, 2)}))
     ref = next((r for r in rows if r["layout"] == "single"), rows[0])
+    if a.rounds:
+        print(f"\ninterleaved ({a.rounds} rounds of {a.steps} steps, the layouts alive together):")
+        for r in rows:
+            ratio = r["tok_s_interleaved"] / ref["tok_s_interleaved"]
+            print(f"{r['layout']:8} {r['tok_s_interleaved']:>9} {ratio:>9.3f}")
     print(
         f"\n{'layout':8} {'tok/s':>9} {'vs single':>9} {'step ms':>8} {'host ms':>8} "
         f"{'peak GiB':>8} {'D2H':>4}  device {ref['device']}"
