@@ -35,207 +35,15 @@ from blu.core.array import Array
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import Tracer, get_aval
-from blu.core.jaxpr import Jaxpr, Literal, use_counts
 from blu.core.primitive import Primitive
-from blu.core.staging import hoist_consts, trace_to_jaxpr
-from blu.lax import attention as att
 from blu.parallel import runtime
+from blu.parallel import spmd_nested as _nested  # noqa: F401  (registers the nested rules)
 from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec
-from blu.parallel.spmd_layout import Layout, divides, drop_trivial, reshard
-from blu.parallel.spmd_rules import RULES, elementwise, rebroadcast, replicate_all, rule
-from blu.transforms.jaxpr_util import groups
+from blu.parallel.spmd_interp import PartitionContext, output_hints, run_partitioned
+from blu.parallel.spmd_layout import Layout
+from blu.parallel.spmd_rules import rule
 
 __all__ = ["collectives", "with_sharding_constraint"]
-
-
-class _Ctx:
-    def __init__(self, mesh: Mesh):
-        self.mesh = mesh
-        self.log: list[str] = []  # the collectives inserted (``collectives``)
-        self.eqn: Any = None  # the equation being partitioned
-        self._done: dict = {}  # (id(x), src, dst) -> (x, resharded): each move made once
-        self._broadcasts: dict = {}  # id(y) -> (y, operand, its layout, the broadcast eqn)
-        self.hints: dict = {}  # var -> dims its consumers (the outputs) want
-        self.uses: dict = {}  # var -> how many equations (and outputs) read it
-
-    def note_broadcast(self, y: Any, x: Any, lay: Layout, eqn: Any) -> None:
-        self._broadcasts[id(y)] = (y, x, lay, eqn)
-
-    def is_broadcast(self, y: Any) -> bool:
-        hit = self._broadcasts.get(id(y))
-        return hit is not None and hit[0] is y
-
-    def hint(self, var: Any) -> tuple | None:
-        return self.hints.get(var)
-
-    def reshard(self, x: Any, src: Layout, dst: Layout) -> Any:
-        if src == dst or drop_trivial(src, self.mesh) == drop_trivial(dst, self.mesh):
-            return x
-        key = (id(x), src, dst)
-        hit = self._done.get(key)
-        if hit is not None and hit[0] is x:
-            return hit[1]
-        n = len(self.log)
-        if self.is_broadcast(x):  # made again in the wanted layout from its small operand
-            _, source, lay, eqn = self._broadcasts[id(x)]
-            y = rebroadcast(self, eqn, source, lay, dst)
-            self._done[key] = (x, y)
-            return y
-        y = reshard(x, src, dst, self.mesh, self.log)
-        for i in range(n, len(self.log)):  # the user's line that needed it
-            self.log[i] += (
-                f" for {self.eqn.primitive.name} at {self.eqn.source}" if self.eqn else ""
-            )
-        self._done[key] = (x, y)  # (x kept alive, so its id is not reused)
-        return y
-
-
-def _rule_of(prim: Primitive):
-    found = RULES.get(prim.name)
-    if found is not None:
-        return found
-    return elementwise if getattr(prim, "elementwise", False) else replicate_all
-
-
-def run_partitioned(ctx: _Ctx, jaxpr: Jaxpr, vals: list, lays: list[Layout]) -> list:
-    """Run ``jaxpr`` on per-device blocks: ``(block, Layout)`` per output."""
-    env: dict = {}
-
-    def read(v):
-        if isinstance(v, Literal):
-            return v.val, Layout.replicated(len(v.aval.shape))
-        return env[v]
-
-    ctx.uses.update(use_counts(jaxpr))
-    for v, x, lay in zip([*jaxpr.constvars, *jaxpr.invars], vals, lays, strict=True):
-        env[v] = (x, lay)
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        ctx.eqn = eqn
-        outs = _rule_of(eqn.primitive)(ctx, eqn, [x for x, _ in ins], [lay for _, lay in ins])
-        env.update(zip(eqn.outvars, outs, strict=True))
-    return [read(v) for v in jaxpr.outvars]
-
-
-def output_hints(jaxpr: Jaxpr, out_dims: list) -> dict:
-    """Per variable, the split the outputs want, carried back through elementwise equations
-    (an optimizer's update chain ends in the parameter's layout: computing it split is ZeRO)."""
-    hints = {
-        v: d
-        for v, d in zip(jaxpr.outvars, out_dims)
-        if d is not None and not isinstance(v, Literal)
-    }
-    for eqn in reversed(jaxpr.eqns):
-        if not getattr(eqn.primitive, "elementwise", False) or eqn.outvars[0] not in hints:
-            continue
-        h = hints[eqn.outvars[0]]
-        for v in eqn.invars:
-            if not isinstance(v, Literal) and v.aval.shape == eqn.outvars[0].aval.shape:
-                hints.setdefault(v, h)
-    return hints
-
-
-# ---- calls are inlined -------------------------------------------------------------------------
-
-
-@rule("jit")
-def _inline_jit(ctx, eqn, vals, lays):
-    return run_partitioned(ctx, eqn.params["jaxpr"], vals, lays)
-
-
-def _localize(ctx: _Ctx, jaxpr: Jaxpr, vals: list, lays: list) -> tuple | None:
-    """``jaxpr`` partitioned and staged at these blocks' shapes: ``(jaxpr with its consts as
-    leading inputs, consts, output layouts)``, or None if it needs communication."""
-    sub = _Ctx(ctx.mesh)
-    out_lays: list = []
-
-    def per_device(*xs):
-        outs = run_partitioned(sub, jaxpr, list(xs), lays)
-        out_lays[:] = [lay for _, lay in outs]
-        return [o for o, _ in outs]
-
-    local, consts = trace_to_jaxpr(per_device, [get_aval(v) for v in vals])
-    if sub.log or any(lay.partial for lay in out_lays):
-        return None
-    return hoist_consts(local), consts, out_lays
-
-
-@rule("custom_jvp_call")
-def _custom_jvp(ctx, eqn, vals, lays):
-    """Kept a custom_jvp call (its rule, and a ``lowering_name`` the GPU plan fuses, e.g. GELU
-    into a product's epilogue) with its function staged per device, when that needs no
-    communication; otherwise inlined."""
-    p = eqn.params
-    nf, nj = p["num_fconsts"], p["num_jconsts"]
-    vals = [ctx.reshard(v, lay, Layout(lay.dims)) for v, lay in zip(vals, lays)]  # sums resolved
-    lays = [Layout(lay.dims) for lay in lays]
-    (fv, jv, xv), (fl, jl, xl) = groups(vals, nf, nj), groups(lays, nf, nj)
-    call = _localize(ctx, p["call_jaxpr"], fv + xv, fl + xl)
-    jvp, rule_ok = p["jvp"], call is not None
-    if rule_ok and isinstance(jvp, Jaxpr):  # a traced rule: staged per device as well
-        lj = _localize(ctx, jvp, jv + xv + xv, jl + xl + xl)
-        rule_ok = lj is not None and lj[2] == call[2] * 2
-    if not rule_ok:
-        return run_partitioned(ctx, p["call_jaxpr"], fv + xv, fl + xl)
-    call_j, c_consts, out_lays = call
-    j_consts: list = []
-    if isinstance(jvp, Jaxpr):
-        jvp, j_consts, _ = lj
-    named = {k: p[k] for k in ("lowering_name",) if k in p}
-    outs = eqn.primitive.bind(
-        *c_consts, *fv, *j_consts, *jv, *xv, call_jaxpr=call_j, jvp=jvp,
-        num_fconsts=len(c_consts) + nf, num_jconsts=len(j_consts) + nj, **named,
-    )  # fmt: skip
-    return list(zip(outs, out_lays))
-
-
-@rule("custom_vjp_call")
-def _inline_custom_vjp(ctx, eqn, vals, lays):
-    p = eqn.params
-    fc, _, _, xs = groups(list(zip(vals, lays)), *p["num_consts"])
-    args = fc + xs
-    return run_partitioned(ctx, p["call_jaxpr"], [a for a, _ in args], [b for _, b in args])
-
-
-# ---- attention: batch and heads split ----------------------------------------------------------
-
-
-@rule("dot_product_attention_fwd", "dot_product_attention_jvp", "dot_product_attention_bwd")
-def _attention(ctx, eqn, vals, lays):
-    """Every (B, ...) operand split alike on B; heads (queries' N and keys' KH, both divisible)
-    split alike when there is no bias or mask."""
-    roles = att._roles(eqn.primitive, eqn.params)
-    shapes = [v.aval.shape for v in eqn.invars]
-    b, n, kh = shapes[0][0], shapes[0][2], shapes[1][2]
-    if any(len(o.aval.shape) not in (3, 4) or o.aval.shape[0] != b for o in eqn.outvars):
-        return replicate_all(ctx, eqn, vals, lays)  # (a bias gradient summed over B)
-    mesh = ctx.mesh
-    bax = next(
-        (
-            lay.dims[0]
-            for lay, r in zip(lays, roles)
-            if r == "x" and lay.dims[0] and divides(mesh, b, lay.dims[0])
-        ),
-        (),
-    )
-    hax: tuple = ()
-    if "b" not in roles:
-        for lay, s in zip(lays, shapes):
-            h = lay.dims[2] if len(s) == 4 else lay.dims[1]
-            if h and not set(h) & set(bax) and divides(mesh, n, h) and divides(mesh, kh, h):
-                hax = h
-                break
-
-    def layout(shape):
-        if len(shape) == 4 and shape[0] == b:
-            return Layout((bax, (), hax, ()))
-        if len(shape) == 3:
-            return Layout((bax, hax, ()))
-        return Layout(((),) * len(shape))  # a (1, ...) bias or mask
-
-    new = [ctx.reshard(x, lay, layout(s)) for x, lay, s in zip(vals, lays, shapes)]
-    out = eqn.primitive.bind(*new, **eqn.params)
-    return [(o, layout(v.aval.shape)) for o, v in zip(out, eqn.outvars)]
 
 
 # ---- with_sharding_constraint ------------------------------------------------------------------
@@ -480,7 +288,7 @@ def _compile(entry, mesh: Mesh, have: list, want: list, out_want: list, fname: s
     from blu.transforms import jit as jit_mod
 
     jaxpr, nc = entry.jaxpr, len(entry.consts)
-    ctx = _Ctx(mesh)
+    ctx = PartitionContext(mesh)
     out_specs: list = []  # filled while the per-device program is traced (shard reads it after)
 
     def per_device(*blocks):

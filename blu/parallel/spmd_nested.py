@@ -1,0 +1,108 @@
+"""Partitioning rules that run a jaxpr inside: calls (inlined, or a custom_jvp kept as one call
+staged per device), attention (batch and heads split) and loops (``scan``: its body staged per
+device, the carries' layouts found by iterating to a fixed point).
+"""
+
+from __future__ import annotations
+
+from blu.core.interpreter import get_aval
+from blu.core.jaxpr import Jaxpr
+from blu.lax import attention as att
+from blu.parallel.spmd_interp import PartitionContext, run_partitioned, stage
+from blu.parallel.spmd_layout import Layout, divides
+from blu.parallel.spmd_rules import replicate_all, rule
+from blu.transforms.jaxpr_util import groups
+
+# ---- calls are inlined -------------------------------------------------------------------------
+
+
+@rule("jit")
+def _inline_jit(ctx, eqn, vals, lays):
+    return run_partitioned(ctx, eqn.params["jaxpr"], vals, lays)
+
+
+def _localize(ctx: PartitionContext, jaxpr: Jaxpr, vals: list, lays: list) -> tuple | None:
+    """``jaxpr`` staged per device at these blocks' shapes, or None if it needs communication
+    (``stage``'s first three results)."""
+    local, consts, out_lays, log = stage(ctx, jaxpr, [get_aval(v) for v in vals], lays)
+    if log or any(lay.partial for lay in out_lays):
+        return None
+    return local, consts, out_lays
+
+
+@rule("custom_jvp_call")
+def _custom_jvp(ctx, eqn, vals, lays):
+    """Kept a custom_jvp call (its rule, and a ``lowering_name`` the GPU plan fuses, e.g. GELU
+    into a product's epilogue) with its function staged per device, when that needs no
+    communication; otherwise inlined."""
+    p = eqn.params
+    nf, nj = p["num_fconsts"], p["num_jconsts"]
+    vals = [ctx.reshard(v, lay, Layout(lay.dims)) for v, lay in zip(vals, lays)]  # sums resolved
+    lays = [Layout(lay.dims) for lay in lays]
+    (fv, jv, xv), (fl, jl, xl) = groups(vals, nf, nj), groups(lays, nf, nj)
+    call = _localize(ctx, p["call_jaxpr"], fv + xv, fl + xl)
+    jvp, rule_ok = p["jvp"], call is not None
+    if rule_ok and isinstance(jvp, Jaxpr):  # a traced rule: staged per device as well
+        lj = _localize(ctx, jvp, jv + xv + xv, jl + xl + xl)
+        rule_ok = lj is not None and lj[2] == call[2] * 2
+    if not rule_ok:
+        return run_partitioned(ctx, p["call_jaxpr"], fv + xv, fl + xl)
+    call_j, c_consts, out_lays = call
+    j_consts: list = []
+    if isinstance(jvp, Jaxpr):
+        jvp, j_consts, _ = lj
+    named = {k: p[k] for k in ("lowering_name",) if k in p}
+    outs = eqn.primitive.bind(
+        *c_consts, *fv, *j_consts, *jv, *xv, call_jaxpr=call_j, jvp=jvp,
+        num_fconsts=len(c_consts) + nf, num_jconsts=len(j_consts) + nj, **named,
+    )  # fmt: skip
+    return list(zip(outs, out_lays))
+
+
+@rule("custom_vjp_call")
+def _inline_custom_vjp(ctx, eqn, vals, lays):
+    p = eqn.params
+    fc, _, _, xs = groups(list(zip(vals, lays)), *p["num_consts"])
+    args = fc + xs
+    return run_partitioned(ctx, p["call_jaxpr"], [a for a, _ in args], [b for _, b in args])
+
+
+# ---- attention: batch and heads split ----------------------------------------------------------
+
+
+@rule("dot_product_attention_fwd", "dot_product_attention_jvp", "dot_product_attention_bwd")
+def _attention(ctx, eqn, vals, lays):
+    """Every (B, ...) operand split alike on B; heads (queries' N and keys' KH, both divisible)
+    split alike when there is no bias or mask."""
+    roles = att._roles(eqn.primitive, eqn.params)
+    shapes = [v.aval.shape for v in eqn.invars]
+    b, n, kh = shapes[0][0], shapes[0][2], shapes[1][2]
+    if any(len(o.aval.shape) not in (3, 4) or o.aval.shape[0] != b for o in eqn.outvars):
+        return replicate_all(ctx, eqn, vals, lays)  # (a bias gradient summed over B)
+    mesh = ctx.mesh
+    bax = next(
+        (
+            lay.dims[0]
+            for lay, r in zip(lays, roles)
+            if r == "x" and lay.dims[0] and divides(mesh, b, lay.dims[0])
+        ),
+        (),
+    )
+    hax: tuple = ()
+    if "b" not in roles:
+        for lay, s in zip(lays, shapes):
+            h = lay.dims[2] if len(s) == 4 else lay.dims[1]
+            if h and not set(h) & set(bax) and divides(mesh, n, h) and divides(mesh, kh, h):
+                hax = h
+                break
+
+    def layout(shape):
+        if len(shape) == 4 and shape[0] == b:
+            return Layout((bax, (), hax, ()))
+        if len(shape) == 3:
+            return Layout((bax, hax, ()))
+        return Layout(((),) * len(shape))  # a (1, ...) bias or mask
+
+    new = [ctx.reshard(x, lay, layout(s)) for x, lay, s in zip(vals, lays, shapes)]
+    out = eqn.primitive.bind(*new, **eqn.params)
+    return [(o, layout(v.aval.shape)) for o, v in zip(out, eqn.outvars)]
