@@ -106,14 +106,20 @@ def output_hints(jaxpr: Jaxpr, out_dims: list) -> dict:
     return hints
 
 
-def stage(ctx: PartitionContext, jaxpr: Jaxpr, avals: list, lays: list) -> tuple:
+def stage(
+    ctx: PartitionContext, jaxpr: Jaxpr, avals: list, lays: list, whole_outputs: bool = False
+) -> tuple:
     """``jaxpr`` partitioned and traced at these blocks' avals: ``(jaxpr with its consts as
-    leading inputs, consts, output layouts, the collectives it inserted)``."""
+    leading inputs, consts, output layouts, the collectives it inserted)``; ``whole_outputs``:
+    the outputs replicated (a loop's predicate)."""
     sub = PartitionContext(ctx.mesh)
     out_lays: list = []
 
     def per_device(*xs):
         outs = run_partitioned(sub, jaxpr, list(xs), lays)
+        if whole_outputs:
+            rep = [Layout.replicated(len(lay.dims)) for _, lay in outs]
+            outs = [(sub.reshard(o, lay, r), r) for (o, lay), r in zip(outs, rep)]
         out_lays[:] = [lay for _, lay in outs]
         return [o for o, _ in outs]
 

@@ -9,7 +9,7 @@ from blu.core.interpreter import get_aval
 from blu.core.jaxpr import Jaxpr
 from blu.lax import attention as att
 from blu.parallel.spmd_interp import PartitionContext, run_partitioned, stage
-from blu.parallel.spmd_layout import Layout, divides
+from blu.parallel.spmd_layout import Layout, divides, drop_trivial, local_shape
 from blu.parallel.spmd_rules import replicate_all, rule
 from blu.transforms.jaxpr_util import groups
 
@@ -106,3 +106,79 @@ def _attention(ctx, eqn, vals, lays):
     new = [ctx.reshard(x, lay, layout(s)) for x, lay, s in zip(vals, lays, shapes)]
     out = eqn.primitive.bind(*new, **eqn.params)
     return [(o, layout(v.aval.shape)) for o, v in zip(out, eqn.outvars)]
+
+
+# ---- loops: the body staged per device ----------------------------------------------------------
+
+
+@rule("scan")
+def _scan(ctx, eqn, vals, lays):
+    """The scanned axis (0) of each ``xs`` whole, its other dimensions as split as they come;
+    consts as they come; the carries' layouts found by staging the body until the layouts it
+    returns are the ones it was given (a gradient carried over the iterations becomes a partial
+    sum on the first pass, and stays one). Collectives the body needs run in every iteration."""
+    p = eqn.params
+    nc, ncar = p["num_consts"], p["num_carry"]
+    mesh = ctx.mesh
+    (cv, carv, xv), (cl, carl, xl) = groups(vals, nc, ncar), groups(lays, nc, ncar)
+    xl_whole = [Layout(((),) + lay.dims[1:], lay.partial) for lay in xl]
+    xv = [ctx.reshard(v, a, b) for v, a, b in zip(xv, xl, xl_whole)]
+    x_lays = [Layout(lay.dims[1:], lay.partial) for lay in xl_whole]
+    x_avals = [get_aval(v).update(shape=get_aval(v).shape[1:]) for v in xv]
+    c_avals = [get_aval(v) for v in cv]
+    glob = [v.aval for v in eqn.invars[nc : nc + ncar]]
+    carry_lays = list(carl)
+    for _ in range(4):  # (two passes in practice: as given, then as the body returns them)
+        avals = [
+            a.update(shape=local_shape(mesh, a.shape, lay)) for a, lay in zip(glob, carry_lays)
+        ]
+        body, consts, out_lays, log = stage(ctx, p["jaxpr"], c_avals + avals + x_avals,
+                                            cl + carry_lays + x_lays)  # fmt: skip
+        if [drop_trivial(a, mesh) for a in out_lays[:ncar]] == [
+            drop_trivial(a, mesh) for a in carry_lays
+        ]:
+            break
+        carry_lays = out_lays[:ncar]
+    else:
+        return replicate_all(ctx, eqn, vals, lays)
+    carv = [ctx.reshard(v, a, b) for v, a, b in zip(carv, carl, carry_lays)]
+    ctx.log.extend(f"{line} (in a scan body: every iteration)" for line in log)
+    outs = eqn.primitive.bind(
+        *consts, *cv, *carv, *xv, jaxpr=body, num_consts=len(consts) + nc, num_carry=ncar,
+        length=p["length"], reverse=p["reverse"], unroll=p["unroll"],
+    )  # fmt: skip
+    ys = [Layout(((),) + lay.dims, lay.partial) for lay in out_lays[ncar:]]
+    return list(zip(outs, carry_lays + ys))
+
+
+@rule("while")
+def _while(ctx, eqn, vals, lays):
+    """As ``scan``: the carries' layouts found by staging the body to a fixed point; the
+    predicate made whole (every device decides alike)."""
+    p = eqn.params
+    ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
+    mesh = ctx.mesh
+    (ccv, bcv, carv), (ccl, bcl, carl) = groups(vals, ncc, nbc), groups(lays, ncc, nbc)
+    glob = [v.aval for v in eqn.invars[ncc + nbc :]]
+    cc_avals, bc_avals = [get_aval(v) for v in ccv], [get_aval(v) for v in bcv]
+    carry_lays = list(carl)
+    for _ in range(4):
+        avals = [
+            a.update(shape=local_shape(mesh, a.shape, lay)) for a, lay in zip(glob, carry_lays)
+        ]
+        body, b_consts, out_lays, b_log = stage(ctx, p["body_jaxpr"], bc_avals + avals,
+                                                bcl + carry_lays)  # fmt: skip
+        if [drop_trivial(a, mesh) for a in out_lays] == [drop_trivial(a, mesh) for a in carry_lays]:
+            break
+        carry_lays = out_lays
+    else:
+        return replicate_all(ctx, eqn, vals, lays)
+    cond, c_consts, c_lays, c_log = stage(ctx, p["cond_jaxpr"], cc_avals + avals, ccl + carry_lays,
+                                          whole_outputs=True)  # fmt: skip
+    carv = [ctx.reshard(v, a, b) for v, a, b in zip(carv, carl, carry_lays)]
+    ctx.log.extend(f"{line} (in a while loop: every iteration)" for line in c_log + b_log)
+    outs = eqn.primitive.bind(
+        *c_consts, *ccv, *b_consts, *bcv, *carv, cond_jaxpr=cond, body_jaxpr=body,
+        cond_nconsts=len(c_consts) + ncc, body_nconsts=len(b_consts) + nbc,
+    )  # fmt: skip
+    return list(zip(outs, carry_lays))

@@ -311,3 +311,60 @@ def test_a_small_cnn_step_batch_split_equals_one_device(set_flag):
         _close(gg[k], gw[k], rtol=1e-4, atol=1e-6)
     kinds = [c.split()[0] for c in spmd.collectives(f)]
     assert set(kinds) == {"all-reduce"} and len(kinds) == 3, "\n".join(spmd.collectives(f))
+
+
+def test_loops_keep_their_carries_split(set_flag):
+    """A while_loop and a scan over a batch-split carry run split (no gather): their bodies
+    are partitioned, and the stacked partial sums of the scan are all-reduced once."""
+    set_flag("jit_backend", "numpy")
+    mesh = make_mesh((4,), ("data",))
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((8, 4)).astype(np.float32)
+    w = (rng.standard_normal((4, 4)) * 0.3).astype(np.float32)
+
+    def f(w, x):
+        _, h = blu.lax.while_loop(
+            lambda c: c[0] < 5, lambda c: (c[0] + 1, bnp.tanh(c[1] @ w)), (0, x)
+        )
+        h2, ys = blu.lax.scan(lambda c, _: (c @ w, c.sum()), h, None, length=3)
+        return h2, ys
+
+    jf = blu.jit(f, in_shardings=(None, NamedSharding(mesh, P("data"))))
+    h2, ys = jf(w, x)
+    h = x.astype(np.float64)
+    for _ in range(5):
+        h = np.tanh(h @ w)
+    want_ys = []
+    for _ in range(3):
+        want_ys.append(h.sum())
+        h = h @ w
+    _close(h2, h, rtol=1e-5, atol=1e-6)
+    _close(ys, want_ys, rtol=1e-5, atol=1e-5)
+    assert h2.sharding == NamedSharding(mesh, P("data"))
+    assert [c.split(" for ")[0] for c in spmd.collectives(jf)] == [
+        "all-reduce f32[3] over ('data',)"
+    ]
+
+
+def test_gpt2_scanned_over_its_blocks_partitions_as_unrolled(gpt2, set_flag):
+    """GPT-2 written with lax.scan over its blocks (scan_layers), data-parallel: the same
+    gradients' all-reduces as the unrolled model (none inside the loop), the same result."""
+    set_flag("jit_backend", "numpy")
+    _, params, state, x, y = gpt2
+    cfg = dataclasses.replace(M.CONFIGS["tiny"], vocab_size=96, scan_layers=True)
+    opt = optim.adamw(1e-2, weight_decay=0.1)
+
+    def step(params, state, x, y):
+        loss, g = blu.value_and_grad(lambda p: M.loss_fn(p, x, y, cfg))(params)
+        params, state = opt.step(g, state, params)
+        return params, state, loss
+
+    want = blu.jit(step)(params, state, x, y)
+    mesh = make_mesh((4,), ("data",))
+    rep, batch = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
+    f = blu.jit(step, in_shardings=(rep, rep, batch, batch))
+    for got, w in zip(pytree.tree_leaves(f(params, state, x, y)), pytree.tree_leaves(want)):
+        _close(got, w, rtol=1e-4, atol=1e-5)
+    log = spmd.collectives(f)
+    assert all(c.startswith("all-reduce") and "scan body" not in c for c in log), log
+    assert len(log) == len(pytree.tree_leaves(params)) + 1
