@@ -18,11 +18,15 @@ Outputs keep the layout propagation gave them, unless ``out_shardings`` names on
 partial sum is all-reduced. ``with_sharding_constraint(x, sharding)`` inside the function fixes
 a value's layout (as JAX's).
 
-What is not partitioned: control flow (``scan``, ``while``, ``cond``) and other primitives
-without a rule run on whole operands on every device (right, but with one device's speed), and
-``custom_jvp`` / ``custom_vjp`` functions are inlined (their custom derivative rules apply when
-``grad`` is taken inside the jitted function, as for a training step, not to ``grad`` of the
-partitioned function).
+Loops and branches are partitioned: a ``scan`` or ``while_loop`` body is staged per device with
+its carries' layouts found by iterating to a fixed point, a ``cond``'s branches staged per
+device and made to agree. A ``custom_jvp`` function that needs no communication stays one call
+(its rule, and a fusion the GPU plan keys on its name); ``custom_vjp`` functions are inlined
+(their rules apply to ``grad`` taken inside the jitted function, as in a training step). What
+has no rule (sorting, FFTs, linear algebra, ...) runs on whole operands on every device: right,
+but at one device's speed; ``collectives`` lists the gathers that costs. A gather whose row
+indices are an ``arange`` (``logp[arange(B), labels]``) gathers its operand: write it one-hot
+or with ``take_along_axis`` over the split axis kept whole.
 """
 
 from __future__ import annotations

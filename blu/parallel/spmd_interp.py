@@ -107,19 +107,27 @@ def output_hints(jaxpr: Jaxpr, out_dims: list) -> dict:
 
 
 def stage(
-    ctx: PartitionContext, jaxpr: Jaxpr, avals: list, lays: list, whole_outputs: bool = False
+    ctx: PartitionContext,
+    jaxpr: Jaxpr,
+    avals: list,
+    lays: list,
+    whole_outputs: bool = False,
+    out_lays_wanted: list | None = None,
 ) -> tuple:
     """``jaxpr`` partitioned and traced at these blocks' avals: ``(jaxpr with its consts as
     leading inputs, consts, output layouts, the collectives it inserted)``; ``whole_outputs``:
-    the outputs replicated (a loop's predicate)."""
+    the outputs replicated (a loop's predicate); ``out_lays_wanted``: the outputs moved to
+    these layouts (the branches of a ``cond`` agree)."""
     sub = PartitionContext(ctx.mesh)
     out_lays: list = []
 
     def per_device(*xs):
         outs = run_partitioned(sub, jaxpr, list(xs), lays)
+        want = out_lays_wanted
         if whole_outputs:
-            rep = [Layout.replicated(len(lay.dims)) for _, lay in outs]
-            outs = [(sub.reshard(o, lay, r), r) for (o, lay), r in zip(outs, rep)]
+            want = [Layout.replicated(len(lay.dims)) for _, lay in outs]
+        if want is not None:
+            outs = [(sub.reshard(o, lay, w), w) for (o, lay), w in zip(outs, want)]
         out_lays[:] = [lay for _, lay in outs]
         return [o for o, _ in outs]
 

@@ -6,7 +6,7 @@ device, the carries' layouts found by iterating to a fixed point).
 from __future__ import annotations
 
 from blu.core.interpreter import get_aval
-from blu.core.jaxpr import Jaxpr
+from blu.core.jaxpr import Jaxpr, Var
 from blu.lax import attention as att
 from blu.parallel.spmd_interp import PartitionContext, run_partitioned, stage
 from blu.parallel.spmd_layout import Layout, divides, drop_trivial, local_shape
@@ -182,3 +182,32 @@ def _while(ctx, eqn, vals, lays):
         cond_nconsts=len(c_consts) + ncc, body_nconsts=len(b_consts) + nbc,
     )  # fmt: skip
     return list(zip(outs, carry_lays))
+
+
+@rule("cond")
+def _cond(ctx, eqn, vals, lays):
+    """The index whole; the operands as they come (sums resolved); every branch staged per
+    device and its outputs moved to the first branch's layouts, so the branches agree. Each
+    branch's captured values become operands of all of them (unused by the others)."""
+    index, ops = vals[0], vals[1:]
+    index = ctx.reshard(index, lays[0], Layout(()))
+    ops = [ctx.reshard(v, lay, Layout(lay.dims)) for v, lay in zip(ops, lays[1:])]
+    op_lays = [Layout(lay.dims) for lay in lays[1:]]
+    avals = [get_aval(v) for v in ops]
+    branches = eqn.params["branches"]
+    first = stage(ctx, branches[0], avals, op_lays)
+    want = [Layout(lay.dims) for lay in first[2]]
+    staged = [stage(ctx, br, avals, op_lays, out_lays_wanted=want) for br in branches]
+    consts = [c for _, cs, _, _ in staged for c in cs]
+    new_branches = []
+    for k, (body, cs, _, log) in enumerate(staged):
+        before = sum(len(s[1]) for s in staged[:k])
+        after = sum(len(s[1]) for s in staged[k + 1 :])
+        unused_before = [Var(get_aval(c)) for c in consts[:before]]
+        unused_after = [Var(get_aval(c)) for c in consts[len(consts) - after :]]
+        nb = len(cs)
+        invars = unused_before + body.invars[:nb] + unused_after + body.invars[nb:]
+        new_branches.append(Jaxpr([], invars, body.eqns, body.outvars))
+        ctx.log.extend(f"{line} (in branch {k} of a cond)" for line in log)
+    outs = eqn.primitive.bind(index, *consts, *ops, branches=tuple(new_branches))
+    return list(zip(outs, want))

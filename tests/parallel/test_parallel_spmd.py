@@ -314,8 +314,9 @@ def test_a_small_cnn_step_batch_split_equals_one_device(set_flag):
 
 
 def test_loops_keep_their_carries_split(set_flag):
-    """A while_loop and a scan over a batch-split carry run split (no gather): their bodies
-    are partitioned, and the stacked partial sums of the scan are all-reduced once."""
+    """A while_loop, a scan and a cond over a batch-split value run split (no gather): their
+    bodies and branches are partitioned, and the stacked partial sums of the scan are
+    all-reduced (the cond's predicate reads the first one whole)."""
     set_flag("jit_backend", "numpy")
     mesh = make_mesh((4,), ("data",))
     rng = np.random.default_rng(4)
@@ -327,6 +328,7 @@ def test_loops_keep_their_carries_split(set_flag):
             lambda c: c[0] < 5, lambda c: (c[0] + 1, bnp.tanh(c[1] @ w)), (0, x)
         )
         h2, ys = blu.lax.scan(lambda c, _: (c @ w, c.sum()), h, None, length=3)
+        h2 = blu.lax.cond(ys[0] > -1e9, lambda h: h * 2.0, lambda h: h - w.sum(), h2)
         return h2, ys
 
     jf = blu.jit(f, in_shardings=(None, NamedSharding(mesh, P("data"))))
@@ -338,11 +340,12 @@ def test_loops_keep_their_carries_split(set_flag):
     for _ in range(3):
         want_ys.append(h.sum())
         h = h @ w
-    _close(h2, h, rtol=1e-5, atol=1e-6)
+    _close(h2, 2 * h, rtol=1e-5, atol=1e-6)
     _close(ys, want_ys, rtol=1e-5, atol=1e-5)
     assert h2.sharding == NamedSharding(mesh, P("data"))
     assert [c.split(" for ")[0] for c in spmd.collectives(jf)] == [
-        "all-reduce f32[3] over ('data',)"
+        "all-reduce f32[] over ('data',)",  # (the predicate's first sum)
+        "all-reduce f32[3] over ('data',)",  # (the sums returned)
     ]
 
 
