@@ -24,9 +24,7 @@ device and made to agree. A ``custom_jvp`` function that needs no communication 
 (its rule, and a fusion the GPU plan keys on its name); ``custom_vjp`` functions are inlined
 (their rules apply to ``grad`` taken inside the jitted function, as in a training step). What
 has no rule (sorting, FFTs, linear algebra, ...) runs on whole operands on every device: right,
-but at one device's speed; ``collectives`` lists the gathers that costs. A gather whose row
-indices are an ``arange`` (``logp[arange(B), labels]``) gathers its operand: write it one-hot
-or with ``take_along_axis`` over the split axis kept whole.
+but at one device's speed; ``collectives`` lists the gathers that costs.
 """
 
 from __future__ import annotations

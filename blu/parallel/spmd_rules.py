@@ -19,6 +19,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from blu import lax
+from blu.core.interpreter import get_aval
 from blu.core.jaxpr import Literal
 from blu.lax import parallel as coll
 from blu.parallel.spmd_layout import Layout, divides, local_shape, split_size
@@ -334,11 +336,18 @@ def dynamic_update_slice(ctx, eqn, vals, lays):
 
 @rule("gather")
 def gather(ctx, eqn, vals, lays):
-    """``operand[indices]`` along ``axes``: the indexed axes whole; the index batch dimensions
-    and the operand's other dimensions keep their splits."""
+    """``operand[indices]`` along ``axes``. The index batch dimensions and the operand's other
+    dimensions keep their splits. An indexed axis that is split stays split when the whole
+    operand is larger than the result (e.g. ``logp[arange(B), labels]`` on batch-split
+    log-probabilities, or a vocabulary-split embedding): each device gathers the indices that
+    fall in its block, zeros the rest, and the result is their sum (Megatron's vocabulary-
+    parallel embedding); otherwise the indexed axes are gathered whole first."""
     (op, idx), (olay, ilay) = vals, lays
     axes = eqn.params["axes"]
-    ishape = eqn.invars[1].aval.shape
+    oshape, out_aval = eqn.invars[0].aval.shape, eqn.outvars[0].aval
+    split = [k for k, d in enumerate(axes) if olay.dims[d]]
+    if split and math.prod(oshape) * 1 > out_aval.size * 2:
+        return _gather_in_blocks(ctx, eqn, op, idx, olay, ilay, split)
     idims = list(ilay.dims[:-1]) + [()]
     used = {a for d in idims for a in d}
     rest = [d for d in range(len(olay.dims)) if d not in axes]
@@ -350,8 +359,51 @@ def gather(ctx, eqn, vals, lays):
     op = ctx.reshard(op, olay, Layout(odims, olay.partial))
     idx = ctx.reshard(idx, ilay, Layout(idims))
     res = Layout(idims[:-1] + [odims[d] for d in rest], olay.partial)
-    del ishape
     return [(_bind(eqn, [op, idx])[0], res)]
+
+
+def _gather_in_blocks(ctx, eqn, op, idx, olay, ilay, split):
+    axes, mode = eqn.params["axes"], eqn.params["mode"]
+    oshape = eqn.invars[0].aval.shape
+    mesh = ctx.mesh
+    rest = [d for d in range(len(olay.dims)) if d not in axes]
+    # the operand as it is, its sum resolved; the indices whole (every device looks up all)
+    odims = [
+        olay.dims[d] if (d in rest or axes.index(d) in split) else () for d in range(len(oshape))
+    ]
+    op = ctx.reshard(op, olay, Layout(odims))
+    idx = ctx.reshard(idx, ilay, Layout.replicated(len(ilay.dims)))
+    ia = get_aval(idx)
+    cols, valid = [], None
+    for k, d in enumerate(axes):
+        col = lax.slice(idx, (0,) * (ia.ndim - 1) + (k,), ia.shape[:-1] + (k + 1,))
+        if k in split:
+            n, block = oshape[d], oshape[d] // split_size(mesh, odims[d])
+            inside = lax.bitwise_and(lax.ge(col, _int(0, ia)), lax.lt(col, _int(n, ia)))
+            if mode == "clip":  # (out-of-range coordinates are clamped first, as one device would)
+                col = lax.clamp(_int(0, ia), col, _int(n - 1, ia))
+                inside = lax.eq(col, col)
+            start = lax.mul(coll.axis_index(odims[d]), lax.full((), block, ia.dtype))
+            col = lax.sub(col, lax.broadcast_in_dim(start, get_aval(col).shape, ()))
+            mine = lax.bitwise_and(lax.ge(col, _int(0, ia)), lax.lt(col, _int(block, ia)))
+            mine = lax.bitwise_and(mine, inside)
+            valid = mine if valid is None else lax.bitwise_and(valid, mine)
+        cols.append(col)
+    local_idx = lax.concatenate(cols, ia.ndim - 1)
+    out = _bind(eqn, [op, local_idx], mode="clip" if mode == "clip" else mode)[0]
+    oa = get_aval(out)
+    nb = ia.ndim - 1
+    valid = lax.reshape(valid, ia.shape[:-1])
+    keep = lax.broadcast_in_dim(valid, oa.shape, tuple(range(nb)))
+    out = lax.select(keep, out, lax.full(oa.shape, 0, oa.dtype))
+    over = [a for k in split for a in odims[axes[k]]]
+    partial = [a for a in mesh.axis_names if a in over]
+    res = Layout([()] * nb + [odims[d] for d in rest], partial)
+    return [(out, res)]
+
+
+def _int(v: int, aval) -> Any:
+    return lax.full(aval.shape[:-1] + (1,), v, aval.dtype)
 
 
 @rule("scatter_add")

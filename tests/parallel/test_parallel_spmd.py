@@ -297,8 +297,7 @@ def test_a_small_cnn_step_batch_split_equals_one_device(set_flag):
         )
         h = blu.nn.max_pool(bnp.maximum(h, 0.0), (2, 2), strides=(2, 2))
         logits = h.reshape(h.shape[0], -1) @ p["w"]
-        # (one-hot, not logp[arange(B), y]: that gather's row indices are an iota the
-        # partitioner does not recognise, so it gathers the (small) logits)
+        # (one-hot: logp[arange(B), y] would also gather the labels, see the gather test)
         return -bnp.mean(bnp.sum(blu.nn.one_hot(y, 3) * blu.nn.log_softmax(logits), axis=-1))
 
     grad = blu.value_and_grad(loss)
@@ -371,3 +370,35 @@ def test_gpt2_scanned_over_its_blocks_partitions_as_unrolled(gpt2, set_flag):
     log = spmd.collectives(f)
     assert all(c.startswith("all-reduce") and "scan body" not in c for c in log), log
     assert len(log) == len(pytree.tree_leaves(params)) + 1
+
+
+def test_gathers_from_a_split_operand(set_flag):
+    """``logp[arange(B), labels]`` and ``take_along_axis`` on batch-split log-probabilities
+    look up each device's block and sum (the indices gathered, not the operand); a lookup in
+    a small row-split table gathers the table. Values and gradients equal one device's."""
+    set_flag("jit_backend", "numpy")
+    mesh = make_mesh((4,), ("data",))
+    rng = np.random.default_rng(5)
+    lp = rng.standard_normal((8, 50)).astype(np.float32)
+    y = rng.integers(-50, 50, 8).astype(np.int32)  # (negative labels index from the end)
+    emb = rng.standard_normal((12, 3)).astype(np.float32)
+    ids = rng.integers(0, 12, (8, 2)).astype(np.int32)
+
+    def f(lp, y, emb, ids):
+        picked = bnp.take_along_axis(lp, bnp.abs(y)[:, None] % 50, axis=1)
+        return lp[bnp.arange(8), y], picked, emb[ids]
+
+    rows = NamedSharding(mesh, P("data"))
+    jf = blu.jit(f, in_shardings=(rows, rows, rows, None))
+    got = jf(lp, y, emb, ids)
+    ar = np.arange(8)
+    want = (lp[ar, y], lp[ar, np.abs(y) % 50][:, None], emb[ids])
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), w)  # (a lookup: no arithmetic)
+    log = [c.split(" for ")[0] for c in spmd.collectives(jf)]
+    assert not any(c.startswith("all-gather f32[2,50]") for c in log), log  # lp stays split
+    assert "all-gather f32[3,3] over ('data',)" in log  # the small table is gathered
+    g = blu.grad(lambda lp: jf(lp, y, emb, ids)[0].sum())(lp)
+    g_want = np.zeros_like(lp)
+    g_want[ar, y % 50] = 1.0
+    np.testing.assert_array_equal(np.asarray(g), g_want)
