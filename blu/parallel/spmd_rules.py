@@ -23,7 +23,7 @@ from blu import lax
 from blu.core.interpreter import get_aval
 from blu.core.jaxpr import Literal
 from blu.lax import parallel as coll
-from blu.parallel.spmd_layout import Layout, divides, local_shape, split_size
+from blu.parallel.spmd_layout import Layout, divides, drop_trivial, local_shape, split_size
 
 Rule = Callable[..., list]
 RULES: dict[str, Rule] = {}
@@ -345,7 +345,7 @@ def gather(ctx, eqn, vals, lays):
     (op, idx), (olay, ilay) = vals, lays
     axes = eqn.params["axes"]
     oshape, out_aval = eqn.invars[0].aval.shape, eqn.outvars[0].aval
-    split = [k for k, d in enumerate(axes) if olay.dims[d]]
+    split = [k for k, d in enumerate(axes) if drop_trivial(olay, ctx.mesh).dims[d]]
     if split and math.prod(oshape) * 1 > out_aval.size * 2:
         return _gather_in_blocks(ctx, eqn, op, idx, olay, ilay, split)
     idims = list(ilay.dims[:-1]) + [()]

@@ -10,6 +10,7 @@ interpreter (the partitioning is the same; compiling them would take most of a m
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 
 import numpy as np
 import pytest
@@ -402,3 +403,39 @@ def test_gathers_from_a_split_operand(set_flag):
     g_want = np.zeros_like(lp)
     g_want[ar, y % 50] = 1.0
     np.testing.assert_array_equal(np.asarray(g), g_want)
+
+
+def test_on_one_device_the_partitioned_step_is_the_one_device_step(tmp_path):
+    """A world of one process (as on one GPU): DP, FSDP and TP shardings of the GPT-2 step give
+    the one-device step's jaxpr, equation for equation (what makes the H200's partitioned
+    steps run at the one-device step's speed and memory)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "one.py"
+    script.write_text(
+        "import sys\n"
+        "sys.path[:0] = ['benchmarks', 'benchmarks/peers']\n"
+        "from blu import parallel as bp\n"
+        "bp.initialize(backend='cpu')\n"
+        "import blu_gpt2 as bg, parallel_step as ps\n"
+        "from blu.core.jaxpr import pp_jaxpr\n"
+        "cfg = bg.model_config('tiny', 96)\n"
+        "base = bg.train_step(cfg, 'fp32')\n"
+        "specs = bg.step_specs(cfg, 2, 16)\n"
+        "want = pp_jaxpr(base.lower(*specs).entry.jaxpr)\n"
+        "for layout in ('dp', 'fsdp', 'tp'):\n"
+        "    step = ps.step_for(layout, base, specs[0], specs[1])\n"
+        "    got = pp_jaxpr(step.lower(*specs).entry.jaxpr)\n"
+        "    print(layout, 'same' if got == want else 'differs')\n"
+    )
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE"))}
+    env.pop("BLU_NUM_CPU_DEVICES", None)
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env["PYTHONPATH"] = str(root)
+    res = subprocess.run([sys.executable, str(script)], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.split() == ["dp", "same", "fsdp", "same", "tp", "same"], res.stdout
