@@ -3,8 +3,8 @@
 Modules: ``resnet`` (ResNet with basic or bottleneck blocks: ``resnet50``, ``resnet18``,
 ``resnet-tiny``), ``vit`` (Vision Transformer: ``vit-b16``, ``vit-tiny``), both pure functions
 over nested-dict parameters, channels last (NHWC), batch norm's running statistics a separate
-pytree; ``models`` (the two behind one interface), ``data`` (procedural digit glyphs, scikit-
-learn's digits when installed, a folder of images, synthetic ImageNet-shaped batches),
+pytree; ``models`` (the two behind one interface), ``data`` (scikit-learn's digits, procedural
+digit glyphs without scikit-learn, a folder of images, synthetic ImageNet-shaped batches),
 ``train`` (the training loop and the command line).
 """
 

@@ -1,10 +1,11 @@
 """Image classification data, all as NHWC float32 arrays with int32 labels.
 
-- ``glyphs``: procedurally drawn 8x8 digits (a 5x7 bitmap font placed at a random offset,
-  with random stroke intensity, dropped pixels and Gaussian noise): offline, no dependency,
-  learnable but not trivial. The default and what the tests train on.
 - ``digits``: scikit-learn's bundled ``load_digits`` (1,797 8x8 handwritten digits, UCI's
-  optdigits) when scikit-learn is installed (it is not in the project's lock files).
+  optdigits; offline: the data ships in scikit-learn's wheel, pinned in the test and examples
+  locks). The default when scikit-learn is installed, and what CI trains on.
+- ``glyphs``: procedurally drawn 8x8 digits (a 5x7 bitmap font placed at a random offset,
+  with random stroke intensity, dropped pixels and Gaussian noise): no dependency, learnable
+  but not trivial; the default without scikit-learn.
 - a folder (``--data-dir``): one subfolder per class holding images (anything Pillow reads),
   resized to the model's input size.
 - ``synthetic``: ImageNet-shaped random batches (for speed runs; nothing to learn).
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -72,8 +74,8 @@ def sklearn_digits() -> tuple[np.ndarray, np.ndarray]:
         from sklearn.datasets import load_digits
     except ImportError:
         raise ExampleError(
-            "--data digits needs scikit-learn (pip install scikit-learn); --data glyphs needs "
-            "nothing"
+            "--data digits needs scikit-learn (pip install --require-hashes -r "
+            "requirements/examples.lock); --data glyphs needs nothing"
         ) from None
     d = load_digits()
     return (d.images.astype(np.float32) / 16.0)[..., None], d.target.astype(np.int32)
@@ -125,10 +127,13 @@ def split(
 
 def load(kind: str, data_dir: str | None, size: int, channels: int, seed: int,
          val_fraction: float = 0.2) -> Dataset:  # fmt: skip
-    """The dataset a run asked for (``kind``: ``glyphs`` or ``digits``; ``data_dir`` wins)."""
+    """The dataset a run asked for (``kind``: ``digits``, ``glyphs`` or ``auto``: digits when
+    scikit-learn is installed, else glyphs; ``data_dir`` wins)."""
     if data_dir:
         x, y, k = image_folder(data_dir, size, channels)
         return split(str(data_dir), x, y, k, val_fraction, seed)
+    if kind == "auto":
+        kind = "digits" if importlib.util.find_spec("sklearn") else "glyphs"
     if kind == "glyphs":
         x, y = glyphs(seed=seed)
     elif kind == "digits":

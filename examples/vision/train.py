@@ -35,11 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", choices=list(models.CONFIGS), default="resnet-tiny")
     p.add_argument(
         "--data",
-        choices=("glyphs", "digits", "synthetic"),
-        default="glyphs",
-        help="glyphs: procedural 8x8 digits (offline, default); digits: "
-        "scikit-learn's load_digits (needs scikit-learn); synthetic: ImageNet-shaped "
-        "random batches for speed (no evaluation)",
+        choices=("auto", "digits", "glyphs", "synthetic"),
+        default="auto",
+        help="digits: scikit-learn's load_digits (1,797 real 8x8 digits, bundled with "
+        "scikit-learn: offline); glyphs: procedurally drawn 8x8 digits (no dependency); auto "
+        "(default): digits when scikit-learn is installed, else glyphs; synthetic: "
+        "ImageNet-shaped random batches for speed (no evaluation)",
     )
     p.add_argument(
         "--data-dir",
