@@ -157,13 +157,12 @@ def group_norm(
         )
     xg = bnp.reshape(x, (*x.shape[:-1], g, c // g))
     axes = (*range(1, x.ndim - 1), x.ndim)  # spatial axes and the channels within a group
-    y = bnp.reshape(layer_norm(xg, eps=eps, axis=axes), x.shape)
-    cd = _upcast(x).dtype
-    if scale is None and bias is None:
-        return y
-    y = _upcast(y)
-    if scale is not None:
-        y = y * _feature_param(scale, c, "scale", "group_norm").astype(cd)
-    if bias is not None:
-        y = y + _feature_param(bias, c, "bias", "group_norm").astype(cd)
-    return y.astype(x.dtype)
+    # scale and bias of xg's full rank (1, ..., 1, G, C/G), never mistaken for the normalized
+    # axes' shape: they broadcast, and layer_norm applies them in the compute dtype before the
+    # one rounding to x's dtype
+    full = (1,) * (x.ndim - 1) + (g, c // g)
+    sb = [
+        None if p is None else bnp.reshape(_feature_param(p, c, w, "group_norm"), full)
+        for p, w in ((scale, "scale"), (bias, "bias"))
+    ]
+    return bnp.reshape(layer_norm(xg, sb[0], sb[1], eps=eps, axis=axes), x.shape)

@@ -162,6 +162,14 @@ def test_group_norm_matches_numpy(n, spatial, gc, data):
     np.testing.assert_allclose(np.asarray(y), ref_group_norm(x, g, scale, bias), atol=1e-6)
 
 
+def test_group_norm_scale_is_per_channel_when_a_spatial_size_equals_the_groups():
+    # x (N, 2, 2): spatial size 2 = groups 2 (the scale's (G, C/G) = the normalized axes' shape)
+    rng = np.random.default_rng(5)
+    x, s, b = rng.normal(size=(3, 2, 2)), np.array([1.0, 3.0]), np.array([0.5, -1.0])
+    np.testing.assert_allclose(np.asarray(nn.group_norm(x, 2, s, b)), ref_group_norm(x, 2, s, b),
+                               atol=1e-6)  # fmt: skip
+
+
 def test_group_norm_grads_and_errors():
     rng = np.random.default_rng(4)
     x = rng.normal(size=(2, 3, 3, 4))
