@@ -181,3 +181,14 @@ def test_group_norm_grads_and_errors():
         nn.group_norm(np.zeros(4), 2)
     with pytest.raises(BluShapeError, match=r"bias .*\(4,\)"):
         nn.group_norm(x, 2, s, np.ones(3))
+
+
+def test_group_norm_bfloat16_statistics_in_float32():
+    rng = np.random.default_rng(6)
+    x64 = rng.normal(size=(2, 4, 4, 6)) * 0.01 + 200.0  # a large mean: float32 statistics needed
+    x = x64.astype(ml_dtypes.bfloat16)
+    s, b = rng.normal(size=6), rng.normal(size=6)
+    y = np.asarray(nn.group_norm(x, 3, s.astype(np.float32), b.astype(np.float32)))
+    assert y.dtype == ml_dtypes.bfloat16
+    ref = ref_group_norm(np.asarray(x, np.float64), 3, s, b)
+    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=2e-2, atol=5e-2)
