@@ -114,6 +114,7 @@ TOPICS = {
     # blu.nn
     "blu.nn.functions": "Layers, normalization and losses",
     "blu.nn.classifier": "Layers, normalization and losses",
+    "blu.nn.normalization": "Layers, normalization and losses",
     "blu.nn.attention": "Attention",
     "blu.nn.activations": "More activations",
     # blu.optim

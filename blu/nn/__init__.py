@@ -9,7 +9,8 @@ cross_entropy, layer_norm statistics) are computed in float32 when given bfloat1
   ``sparse_plus``, ``sparse_sigmoid``, ``elu``, ``celu``, ``selu``, ``glu``, ``hard_tanh``,
   ``relu6``, ``hard_sigmoid``, ``hard_silu``/``hard_swish``, ``leaky_relu``, ``mish``,
   ``squareplus``, ``standardize``, ``tanh``, ``identity``
-- normalization and probabilities: ``layer_norm``, ``rms_norm``, ``softmax``, ``log_softmax``,
+- normalization and probabilities: ``layer_norm``, ``rms_norm``, ``batch_norm`` (running
+  statistics in and out, ``train`` explicit), ``group_norm``, ``softmax``, ``log_softmax``,
   ``logsumexp``
 - layers: ``linear``, ``embedding``, ``one_hot``, ``dropout``
 - losses: ``cross_entropy``, ``linear_cross_entropy`` (the output projection fused with the
@@ -42,16 +43,19 @@ from blu.nn.activations import __all__ as _activations
 from blu.nn.classifier import linear_cross_entropy
 from blu.nn.attention import causal_self_attention, dot_product_attention
 from blu.nn.pooling import avg_pool, max_pool, min_pool
+from blu.nn.normalization import batch_norm, group_norm
 from blu.nn import initializers
 
 __all__ = [
     "avg_pool",
+    "batch_norm",
     "causal_self_attention",
     "cross_entropy",
     "dot_product_attention",
     "dropout",
     "embedding",
     "gelu",
+    "group_norm",
     "initializers",
     "layer_norm",
     "linear",

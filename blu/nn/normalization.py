@@ -1,0 +1,168 @@
+"""Normalization with state: ``batch_norm`` (its running statistics threaded functionally, the
+train / eval switch explicit) and ``group_norm`` (channels last). ``layer_norm`` and
+``rms_norm`` live in ``blu.nn.functions``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import blu.numpy as bnp
+from blu import lax
+from blu.core.errors import BluShapeError, BluValueError, with_user_line
+from blu.core.interpreter import get_aval
+from blu.nn.functions import _axes, _float_operand, _upcast, layer_norm
+
+__all__ = ["batch_norm", "group_norm"]
+
+
+def _feature_param(p: Any, c: int, what: str, name: str) -> Any:
+    p = bnp.asarray(p)
+    if p.shape != (c,):
+        raise BluShapeError(
+            with_user_line(f"nn.{name}: {what} {get_aval(p).str_short()} must have shape ({c},)")
+        )
+    return p
+
+
+def batch_norm(
+    x: Any,
+    scale: Any,
+    bias: Any,
+    running_mean: Any,
+    running_var: Any,
+    *,
+    train: bool,
+    momentum: float = 0.9,
+    eps: float = 1e-5,
+    axis: int = -1,
+) -> tuple[Any, tuple[Any, Any]]:
+    """Batch normalization (Ioffe & Szegedy 2015) as a pure function of its state.
+
+    ``y = (x - mu) / sqrt(var + eps) * scale + bias`` per feature (the entries of ``axis``).
+    With ``train=True``, ``mu`` and ``var`` are the batch's mean and biased variance over every
+    axis but ``axis``, and the running statistics are updated (flax's momentum convention)::
+
+        new_mean = momentum * running_mean + (1 - momentum) * mu
+        new_var  = momentum * running_var  + (1 - momentum) * var * n / (n - 1)
+
+    with ``n`` the number of values per feature: the running variance takes the *unbiased*
+    batch variance, as ``torch.nn.BatchNorm`` does (flax's ``BatchNorm`` takes the biased one;
+    the normalization itself uses the biased variance in both). No gradient flows into the new
+    running statistics. With ``train=False``, ``mu`` and ``var`` are ``running_mean`` and
+    ``running_var``, returned unchanged. Thread the returned statistics into the next step
+    (flax's ``batch_stats`` collection, kept apart from the trained parameters).
+
+    Args:
+        x: float array, features on ``axis`` (NHWC: the default ``-1``). bfloat16/float16:
+            statistics and the affine map in float32, ``y`` rounded back to ``x``'s dtype.
+        scale, bias: ``(C,)`` with ``C = x.shape[axis]``.
+        running_mean, running_var: ``(C,)`` (usually float32); the new ones keep their dtype.
+        train: batch statistics and an update (True) or the running ones (False); keyword-only
+            so that the switch is always explicit.
+        momentum: weight of the old running statistics (flax's 0.9 = PyTorch's 0.1).
+        eps: added to the variance.
+        axis: the feature axis.
+
+    Returns:
+        ``(y, (new_mean, new_var))``: ``y`` of ``x``'s shape and dtype.
+
+    Raises:
+        BluShapeError: a parameter or statistic is not ``(C,)``.
+        BluValueError: ``axis`` out of range; ``train=True`` with one value per feature (the
+            unbiased variance is undefined, as PyTorch refuses).
+    """
+    x = _float_operand(x)
+    (ax,) = _axes(axis, x.ndim, "batch_norm")
+    c = x.shape[ax]
+    scale, bias, running_mean, running_var = (
+        _feature_param(p, c, w, "batch_norm")
+        for p, w in (
+            (scale, "scale"),
+            (bias, "bias"),
+            (running_mean, "running_mean"),
+            (running_var, "running_var"),
+        )
+    )
+    red = tuple(i for i in range(x.ndim) if i != ax)
+    bshape = tuple(c if i == ax else 1 for i in range(x.ndim))
+    x32 = _upcast(x)
+    cd = x32.dtype
+    if train:
+        n = int(np.prod([x.shape[i] for i in red], dtype=np.int64))
+        if n < 2:
+            raise BluValueError(
+                with_user_line(
+                    f"nn.batch_norm: train=True needs more than one value per feature, got x "
+                    f"{get_aval(x).str_short()} with features on axis {ax}"
+                )
+            )
+        mu = bnp.mean(x32, axis=red, keepdims=True)
+        xc = x32 - mu
+        var = bnp.mean(xc * xc, axis=red, keepdims=True)  # biased: deviations, no cancellation
+        m = float(momentum)
+        bm = lax.stop_gradient(bnp.reshape(mu, (c,)))
+        bv = lax.stop_gradient(bnp.reshape(var, (c,))) * (n / (n - 1))
+        sd = running_mean.dtype
+        new_mean = (m * _upcast(running_mean) + (1.0 - m) * bm).astype(sd)
+        new_var = (m * _upcast(running_var) + (1.0 - m) * bv).astype(running_var.dtype)
+        stats = (new_mean, new_var)
+    else:
+        mu = bnp.reshape(_upcast(running_mean).astype(cd), bshape)
+        var = bnp.reshape(_upcast(running_var).astype(cd), bshape)
+        xc = x32 - mu
+        stats = (running_mean, running_var)
+    y = xc * lax.rsqrt(var + eps)
+    y = y * bnp.reshape(scale.astype(cd), bshape) + bnp.reshape(bias.astype(cd), bshape)
+    return y.astype(x.dtype), stats
+
+
+def group_norm(
+    x: Any, num_groups: int, scale: Any = None, bias: Any = None, eps: float = 1e-5
+) -> Any:
+    """Group normalization (Wu & He 2018), channels last.
+
+    The ``C`` channels of ``x`` ``(N, *spatial, C)`` are split into ``num_groups`` groups of
+    ``C // num_groups`` consecutive channels; each example's group is normalized by its own
+    mean and biased variance over the spatial axes and the group's channels, then the per-
+    channel ``scale`` and ``bias`` apply (``torch.nn.GroupNorm`` / flax's ``GroupNorm`` with
+    channels last). No state, the same in training and evaluation. ``num_groups=1`` is layer
+    normalization over all but the batch axis; ``num_groups=C`` is instance normalization.
+
+    Args:
+        x: float ``(N, *spatial, C)`` (rank >= 2); bfloat16/float16: statistics in float32.
+        num_groups: a divisor of ``C``.
+        scale, bias: optional ``(C,)``.
+        eps: added to the variance.
+
+    Returns:
+        An array of ``x``'s shape and dtype.
+
+    Raises:
+        BluShapeError: ``x`` of rank < 2, or ``scale``/``bias`` not ``(C,)``.
+        BluValueError: ``num_groups`` does not divide ``C``.
+    """
+    x = _float_operand(x)
+    if x.ndim < 2:
+        raise BluShapeError(
+            with_user_line(
+                f"nn.group_norm: x {get_aval(x).str_short()} needs rank >= 2 (N, ..., C)"
+            )
+        )
+    c, g = x.shape[-1], int(num_groups)
+    if g < 1 or c % g:
+        raise BluValueError(
+            with_user_line(f"nn.group_norm: num_groups {num_groups} must divide the {c} channels")
+        )
+    xg = bnp.reshape(x, (*x.shape[:-1], g, c // g))
+    axes = (*range(1, x.ndim - 1), x.ndim)  # spatial axes and the channels within a group
+    # scale and bias of xg's full rank (1, ..., 1, G, C/G), never mistaken for the normalized
+    # axes' shape: they broadcast, and layer_norm applies them in the compute dtype before the
+    # one rounding to x's dtype
+    full = (1,) * (x.ndim - 1) + (g, c // g)
+    sb = [
+        None if p is None else bnp.reshape(_feature_param(p, c, w, "group_norm"), full)
+        for p, w in ((scale, "scale"), (bias, "bias"))
+    ]
+    return bnp.reshape(layer_norm(xg, sb[0], sb[1], eps=eps, axis=axes), x.shape)
