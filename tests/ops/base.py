@@ -188,7 +188,12 @@ NOT_OPERATIONS: dict[str, str] = {
     **{
         f"linalg.{n}": "a result type or exception"
         for n in (
-            "EigResult", "EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult"
+            "EigResult",
+            "EighResult",
+            "LinAlgError",
+            "QRResult",
+            "SVDResult",
+            "SlogdetResult",
         )  # fmt: skip
     },
     **{
@@ -215,6 +220,7 @@ NOT_OPERATIONS: dict[str, str] = {
             "windowed",
             "window_select",
             "parallel",
+            "collective_prims",
             "random_gamma",
             "random_gamma_numpy",
         )
@@ -236,6 +242,9 @@ NOT_OPERATIONS: dict[str, str] = {
     "numpy.IndexUpdateHelper": "x.at: covered by the IndexUpdateRef entries",
     "prim:cpu_concat": "made only by the CPU plan from sums of zero-padded parts, after "
     "differentiation (test_cpu_concat)",
+    "prim:sharding_constraint": "bound only while jit partitions a function over a mesh, and "
+    "consumed there (blu.parallel.spmd): tests/parallel/test_parallel_spmd.py checks the layout "
+    "it sets and its no-op outside",
     "prim:dot_bias_gelu": "made only by the CUDA plan from a product, its bias and the tanh GELU, "
     "after differentiation (test_gpu_epilogues: against float64 and the unfused program)",
     "prim:dot_dgelu": "made only by the CUDA plan from a backward product times the GELU's "

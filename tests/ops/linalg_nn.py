@@ -263,6 +263,54 @@ op(
     n_ops=10,
     special=[(np.array([[1.0, 2.0, 4.0]]), np.ones(3), np.zeros(3))],
 )
+
+
+def _bn_train(x, scale, bias, mean, var, momentum=0.9, eps=1e-5):
+    """Batch norm in training mode over all but the last axis, float64: (y, new statistics)."""
+    axes = tuple(range(x.ndim - 1))
+    m, v = x.mean(axes), x.var(axes)
+    n = x.size // x.shape[-1]
+    y = (x - m) / np.sqrt(v + eps) * scale + bias
+    return y, (
+        momentum * mean + (1 - momentum) * m,
+        momentum * var + (1 - momentum) * v * n / (n - 1),
+    )
+
+
+def _bn_sample(rng):
+    s = (3,) + nonempty_shape(rng, 1, 2)
+    c = s[-1:]
+    var = rng.uniform(0.5, 2.0, c)
+    return uniform()(rng, s), uniform()(rng, c), uniform()(rng, c), uniform()(rng, c), var
+
+
+op(
+    "nn.batch_norm",
+    # (the output; the running statistics carry no gradient: tests/nn/test_normalization.py)
+    lambda x, g, b, m, v, **kw: bnn.batch_norm(x, g, b, m, v, train=True, **kw)[0],
+    lambda *args, **kw: _bn_train(*args, **kw)[0],
+    _bn_sample,
+    kwargs=[{"eps": 0.5}],
+    diff_args=(0, 1, 2),
+    n_ops=12,
+)
+
+
+def _gn(x, scale, bias, groups=2, eps=1e-5):
+    g = x.reshape(x.shape[0], -1, groups, x.shape[-1] // groups)
+    m = g.mean((1, 3), keepdims=True)
+    v = g.var((1, 3), keepdims=True)
+    return ((g - m) / np.sqrt(v + eps)).reshape(x.shape) * scale + bias
+
+
+op(
+    "nn.group_norm",
+    lambda x, g, b, **kw: bnn.group_norm(x, 2, g, b, **kw),
+    _gn,
+    lambda rng: (uniform()(rng, (2, 3, 4)), uniform()(rng, (4,)), uniform()(rng, (4,))),
+    kwargs=[{"eps": 0.5}],
+    n_ops=12,
+)
 op(
     "nn.rms_norm",
     lambda x, g, **kw: bnn.rms_norm(x, g, **kw),

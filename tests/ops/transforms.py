@@ -167,6 +167,7 @@ _COLL = {
         lambda x: x.sum(0).reshape(x.shape[0], -1),
     ),
 }
+_COLL["pvary"] = (lambda v: _par.pvary(v, "i"), lambda x: x)  # (a value already varying: itself)
 _LAX = {"reduce_scatter": "psum_scatter"}
 _NOT_PRIM = ("pmean", "axis_size")  # psum divided by the size; a static int
 for _n, (_f, _ref) in _COLL.items():
