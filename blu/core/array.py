@@ -344,7 +344,7 @@ class Array(ArrayOps):
         # arrays are immutable: np.asarray(x) gives a read-only view (as in JAX). Callers hand
         # over buffers blu owns; user numpy arrays are copied where they enter (to_numpy), unless
         # ``immutable``
-        value.flags.writeable = False
+        value.setflags(write=False)  # (as ``flags.writeable = False``, without a flags object)
         self._buf = value
         self._deleted: str | None = None
         self.weak_type = weak_type

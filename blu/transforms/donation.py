@@ -1,0 +1,62 @@
+"""Donation (``jit(f, donate_argnums=...)``): the donated leaves' buffers lent to the executable,
+and the caller's arrays deleted after the call; shared by jit's full path and its fast path
+(``dispatch.py``), so both lend, copy and delete exactly alike."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from blu.core.array import Array
+
+__all__ = ["delete_donated", "donate_inputs", "release_for_donation", "restore"]
+
+
+def release_for_donation(x: Array) -> None:
+    """Let the executable write a donated array's buffer in place (the caller gave it up).
+
+    Only a buffer nothing else can see: one that owns its memory and that no view, no other
+    Array and no ``np.asarray(x)`` result refers to (else those would change silently); the
+    executable allocates for the others."""
+    v = x._value  # raises if x was deleted (donated before)
+    # references: x's slot, v, getrefcount's argument
+    if v.base is None and sys.getrefcount(v) <= 3:
+        with contextlib.suppress(ValueError):
+            v.flags.writeable = True
+
+
+def donate_inputs(leaves: list, donated: Sequence[bool]) -> list:
+    """Prepare donated leaves: blu Arrays lend their buffers; numpy arrays are copied (the
+    caller's array is never written)."""
+    out = list(leaves)
+    for i, (leaf, d) in enumerate(zip(leaves, donated)):
+        if not d:
+            continue
+        if isinstance(leaf, Array):
+            release_for_donation(leaf)
+        elif isinstance(leaf, np.ndarray):
+            out[i] = np.array(leaf)
+    return out
+
+
+def restore(leaves: list, donated: Sequence[bool]) -> None:
+    """The call did not run: the donated Arrays the caller keeps are read-only again."""
+    for leaf, d in zip(leaves, donated):
+        if d and isinstance(leaf, Array) and not leaf.is_deleted():
+            leaf._buf.flags.writeable = False
+
+
+def delete_donated(name: str, leaves: list, donated: Sequence[bool], where: str) -> None:
+    """Delete the donated Arrays after the call (their buffers may now be outputs)."""
+    for i, (leaf, d) in enumerate(zip(leaves, donated)):
+        if d and isinstance(leaf, Array):
+            with contextlib.suppress(ValueError):
+                leaf._buf.flags.writeable = False
+            leaf.delete(
+                f"it was donated to jit({name}) (donate_argnums; argument leaf {i}) at {where}, "
+                "which may have reused its buffer for an output. Pass a copy (x.copy()) to "
+                "keep it, or drop donate_argnums"
+            )
