@@ -283,15 +283,31 @@ def dispatch(rounds: int = 7, calls: int = 5000) -> None:
     blu against JAX, in rounds taken in turns; the median round's time per call."""
     import jax
 
+    import warnings
+
     x = np.arange(8, dtype=np.float32)
     bf, jf = blu.jit(lambda x: x * 2.0 + 1.0), jax.jit(lambda x: x * 2.0 + 1.0)
     bx, jx = bf(x), jax.device_put(x)
     jax.block_until_ready(jf(jx))
+    # donated: each call's result is the next call's argument (a training step's state)
+    bd = blu.jit(lambda x: x * 0.5 + 1.0, donate_argnums=0)
+    jd = jax.jit(lambda x: x * 0.5 + 1.0, donate_argnums=0)
+    carry = {"blu": bd(bf(x)), "jax": jd(jax.device_put(x))}
+
+    def blu_donated() -> None:
+        carry["blu"] = bd(carry["blu"])
+
+    def jax_donated() -> None:
+        carry["jax"] = jd(carry["jax"]).block_until_ready()
+
     cases = {
         "blu, a blu Array": lambda: bf(bx),
         "blu, a numpy array": lambda: bf(x),
         "JAX, a device array (result waited for)": lambda: jf(jx).block_until_ready(),
+        "blu, donated (x = f(x))": blu_donated,
+        "JAX, donated (x = f(x), result waited for)": jax_donated,
     }
+    warnings.filterwarnings("ignore", message=".*donated buffers were not usable")
     times: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(rounds):
         for name, call in cases.items():

@@ -42,7 +42,7 @@ class FastCall:
     """A jitted function's last signature and its executable (see the module docstring)."""
 
     __slots__ = ("generation", "axes", "tree", "n", "specs", "run", "consts", "held",
-                 "out_tree", "out_specs", "leaf_out", "donated", "name")  # fmt: skip
+                 "out_tree", "out_specs", "leaf_out", "donated", "donated_at", "name")  # fmt: skip
 
     def __init__(self, args: tuple, leaves: list, jaxpr: Any, consts: list, out_tree: Any,
                  run: Any, donated: list | None = None, name: str = "") -> None:  # fmt: skip
@@ -61,6 +61,7 @@ class FastCall:
         self.leaf_out = out_tree.node_data() is None  # one array returned, not a tree
         # per leaf, whether it is donated (None: none is)
         self.donated = list(donated) if donated is not None and any(donated) else None
+        self.donated_at = [i for i, d in enumerate(self.donated or ()) if d]
         self.name = name
 
     def __call__(self, args: tuple) -> Any:
@@ -128,18 +129,16 @@ class FastCall:
         """A call with donated leaves, as the full path makes it (``donation.py``): Arrays
         lend their buffers where nothing else sees them, numpy arrays are copied, and the
         donated Arrays are deleted after the call."""
-        donated = self.donated
-        for i, d in enumerate(donated):
-            if d:
-                vals[i] = None  # (a reference here would keep the buffer from being lent)
-        for i, d in enumerate(donated):
-            if d:
-                x = leaves[i]
-                if type(x) is Array:
-                    donation.release_for_donation(x)
-                    vals[i] = x._buf
-                else:
-                    vals[i] = np.array(x)
+        donated, at = self.donated, self.donated_at
+        for i in at:
+            vals[i] = None  # (a reference here would keep the buffer from being lent)
+        for i in at:
+            x = leaves[i]
+            if type(x) is Array:
+                donation.release_for_donation(x)
+                vals[i] = x._buf
+            else:
+                vals[i] = np.array(x)
         try:
             outs = self.run(*consts, *vals)
         except (MemoryError, ValueError):  # the full path raises it as blu's error

@@ -4,7 +4,6 @@ and the caller's arrays deleted after the call; shared by jit's full path and it
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Sequence
 
@@ -24,8 +23,10 @@ def release_for_donation(x: Array) -> None:
     v = x._value  # raises if x was deleted (donated before)
     # references: x's slot, v, getrefcount's argument
     if v.base is None and sys.getrefcount(v) <= 3:
-        with contextlib.suppress(ValueError):
-            v.flags.writeable = True
+        try:  # (no ``contextlib.suppress``: this runs at every call of a training step)
+            v.setflags(write=True)
+        except ValueError:  # (a buffer numpy will not make writable: the executable allocates)
+            pass
 
 
 def donate_inputs(leaves: list, donated: Sequence[bool]) -> list:
@@ -49,14 +50,29 @@ def restore(leaves: list, donated: Sequence[bool]) -> None:
             leaf._buf.flags.writeable = False
 
 
+class _Donated:
+    """Why a donated Array was deleted; its message is made only if the Array is used again
+    (``Array._value`` raises), not at every call of a training step."""
+
+    __slots__ = ("name", "leaf", "where")
+
+    def __init__(self, name: str, leaf: int, where: str) -> None:
+        self.name, self.leaf, self.where = name, leaf, where
+
+    def __str__(self) -> str:
+        return (
+            f"it was donated to jit({self.name}) (donate_argnums; argument leaf {self.leaf}) at "
+            f"{self.where}, which may have reused its buffer for an output. Pass a copy "
+            "(x.copy()) to keep it, or drop donate_argnums"
+        )
+
+
 def delete_donated(name: str, leaves: list, donated: Sequence[bool], where: str) -> None:
     """Delete the donated Arrays after the call (their buffers may now be outputs)."""
     for i, (leaf, d) in enumerate(zip(leaves, donated)):
         if d and isinstance(leaf, Array):
-            with contextlib.suppress(ValueError):
-                leaf._buf.flags.writeable = False
-            leaf.delete(
-                f"it was donated to jit({name}) (donate_argnums; argument leaf {i}) at {where}, "
-                "which may have reused its buffer for an output. Pass a copy (x.copy()) to "
-                "keep it, or drop donate_argnums"
-            )
+            try:  # (no ``contextlib.suppress``: this runs at every call of a training step)
+                leaf._buf.setflags(write=False)
+            except ValueError:
+                pass
+            leaf.delete(_Donated(name, i, where))
