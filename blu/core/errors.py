@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 
@@ -86,17 +85,29 @@ def user_frame() -> str:
     Used in error messages and in jaxpr source info, so the user sees *their* line.
     """
     frame = sys._getframe(1)
+    internal = _INTERNAL
     while frame is not None:
         code = frame.f_code
-        if not _is_internal(code.co_filename):
+        inside = internal.get(code.co_filename)
+        if inside is None:
+            inside = _is_internal(code.co_filename)
+        if not inside:
             return f"{code.co_filename}:{frame.f_lineno} ({code.co_name})"
         frame = frame.f_back
     return "<unknown>"
 
 
-@functools.lru_cache(maxsize=4096)
+# file name -> inside blu: a plain dict read first (a donated jit call names its caller's line
+# at every call: ``functools.lru_cache``'s wrapper cost more than the dict)
+_INTERNAL: dict[str, bool] = {}
+
+
 def _is_internal(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_BLU_DIR) or filename.startswith("<frozen")
+    inside = os.path.abspath(filename).startswith(_BLU_DIR) or filename.startswith("<frozen")
+    if len(_INTERNAL) >= 4096:
+        _INTERNAL.clear()
+    _INTERNAL[filename] = inside
+    return inside
 
 
 def with_user_line(msg: str) -> str:

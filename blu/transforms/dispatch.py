@@ -142,13 +142,13 @@ class FastCall:
         try:
             outs = self.run(*consts, *vals)
         except (MemoryError, ValueError):  # the full path raises it as blu's error
-            donation.restore(list(leaves), donated)
+            donation.restore(leaves, donated)
             return MISS
         except BaseException:
-            donation.restore(list(leaves), donated)  # not run: the caller keeps them
+            donation.restore(leaves, donated)  # not run: the caller keeps them
             raise
         del vals
-        donation.delete_donated(self.name, list(leaves), donated, user_frame())
+        donation.delete_donated(self.name, leaves, donated, user_frame(), at)
         return self._wrap(outs)
 
 

@@ -43,36 +43,38 @@ def donate_inputs(leaves: list, donated: Sequence[bool]) -> list:
     return out
 
 
-def restore(leaves: list, donated: Sequence[bool]) -> None:
+def restore(leaves: Sequence, donated: Sequence[bool]) -> None:
     """The call did not run: the donated Arrays the caller keeps are read-only again."""
     for leaf, d in zip(leaves, donated):
         if d and isinstance(leaf, Array) and not leaf.is_deleted():
             leaf._buf.flags.writeable = False
 
 
-class _Donated:
-    """Why a donated Array was deleted; its message is made only if the Array is used again
-    (``Array._value`` raises), not at every call of a training step."""
+class _Donated(tuple):
+    """Why a donated Array was deleted, ``(name, leaf, where)``; its message is made only if
+    the Array is used again (``Array._value`` raises), not at every call of a training step
+    (a tuple: made without a Python ``__init__``)."""
 
-    __slots__ = ("name", "leaf", "where")
-
-    def __init__(self, name: str, leaf: int, where: str) -> None:
-        self.name, self.leaf, self.where = name, leaf, where
+    __slots__ = ()
 
     def __str__(self) -> str:
+        name, leaf, where = self
         return (
-            f"it was donated to jit({self.name}) (donate_argnums; argument leaf {self.leaf}) at "
-            f"{self.where}, which may have reused its buffer for an output. Pass a copy "
-            "(x.copy()) to keep it, or drop donate_argnums"
+            f"it was donated to jit({name}) (donate_argnums; argument leaf {leaf}) at {where}, "
+            "which may have reused its buffer for an output. Pass a copy (x.copy()) to keep "
+            "it, or drop donate_argnums"
         )
 
 
-def delete_donated(name: str, leaves: list, donated: Sequence[bool], where: str) -> None:
-    """Delete the donated Arrays after the call (their buffers may now be outputs)."""
-    for i, (leaf, d) in enumerate(zip(leaves, donated)):
-        if d and isinstance(leaf, Array):
+def delete_donated(name: str, leaves: Sequence, donated: Sequence[bool], where: str,
+                   at: Sequence[int] | None = None) -> None:  # fmt: skip
+    """Delete the donated Arrays after the call (their buffers may now be outputs); ``at``:
+    the donated leaves' positions, where the caller has them already."""
+    for i in at if at is not None else [i for i, d in enumerate(donated) if d]:
+        leaf = leaves[i]
+        if isinstance(leaf, Array):
             try:  # (no ``contextlib.suppress``: this runs at every call of a training step)
                 leaf._buf.setflags(write=False)
             except ValueError:
                 pass
-            leaf.delete(_Donated(name, i, where))
+            leaf.delete(_Donated((name, i, where)))
