@@ -72,7 +72,7 @@ def test_donated_numpy_arguments_are_copied_on_the_fast_path(lookups):
     f = blu.jit(lambda x, y: x + y, donate_argnums=0)
     x = np.arange(5, dtype=np.float32)
     y = bnp.asarray(np.ones(5, np.float32))
-    for k in range(3):
+    for _ in range(3):
         out = f(x, y)
         assert np.asarray(out).tolist() == [float(i + 1) for i in range(5)]
     assert x.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]  # never written
@@ -108,3 +108,39 @@ def test_a_one_kernel_program_takes_the_lean_call():
     np.testing.assert_array_equal(np.asarray(f(t, y)), t * 2.0 + 1.0)
     out = f(x, y)
     assert not np.asarray(out).flags.writeable  # a blu Array's buffer is read-only
+
+
+def test_a_program_of_several_kernels_takes_the_lean_call():
+    f = blu.jit(lambda x: (bnp.sum(x, 0), bnp.max(x, 1)))
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    f(x)
+    assert f._fast is not None and f._fast.run.__module__ == "blu.lower.cpu.lean"
+    for _ in range(2):
+        x = rng.standard_normal((4, 6)).astype(np.float32)
+        s, m = f(x)
+        np.testing.assert_allclose(np.asarray(s), x.astype(np.float64).sum(0), rtol=1e-6)
+        np.testing.assert_array_equal(np.asarray(m), x.max(1))
+
+
+def test_threads_donating_through_one_function():
+    """Threads carry their own state through one donating function: the lean call is taken by
+    one thread at a time (the others run the general call); every result is its own thread's."""
+    import threading
+
+    f = blu.jit(lambda x: x * 0.5 + 1.0, donate_argnums=0)
+    errors = []
+
+    def run(start: float) -> None:
+        x, want = bnp.asarray(np.full(16, start, np.float32)), np.full(16, start)
+        for _ in range(100):
+            x, want = f(x), want * 0.5 + 1.0
+        if not np.allclose(np.asarray(x), want, rtol=1e-6):
+            errors.append((start, np.asarray(x)))
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in (0.0, 10.0, -7.0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
