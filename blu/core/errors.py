@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -95,6 +96,36 @@ def user_frame() -> str:
             return f"{code.co_filename}:{frame.f_lineno} ({code.co_name})"
         frame = frame.f_back
     return "<unknown>"
+
+
+def user_site() -> Any:
+    """What ``user_frame`` names, read without making its text (``format_site`` makes it): the
+    code object and last instruction of the innermost frame outside blu, or None. For a message
+    made only if it is ever shown (a donated array's deletion, at every training step)."""
+    frame = sys._getframe(1)
+    internal = _INTERNAL
+    while frame is not None:
+        code = frame.f_code
+        inside = internal.get(code.co_filename)
+        if inside is None:
+            inside = _is_internal(code.co_filename)
+        if not inside:
+            return code, frame.f_lasti
+        frame = frame.f_back
+    return None
+
+
+def format_site(site: Any) -> str:
+    """``user_frame``'s text for a ``user_site`` result."""
+    if site is None:
+        return "<unknown>"
+    code, lasti = site
+    line = code.co_firstlineno
+    for start, end, n in code.co_lines():
+        if start <= lasti < end and n is not None:
+            line = n
+            break
+    return f"{code.co_filename}:{line} ({code.co_name})"
 
 
 # file name -> inside blu: a plain dict read first (a donated jit call names its caller's line

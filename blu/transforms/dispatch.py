@@ -28,7 +28,7 @@ from blu.core import pytree
 from blu.core import trace as tracing
 from blu.core.array import Array
 from blu.core.config import config
-from blu.core.errors import user_frame
+from blu.core.errors import user_site
 from blu.core.interpreter import at_root
 from blu.transforms import donation
 from blu.transforms.axes import any_process_axes, axis_env_key
@@ -148,7 +148,7 @@ class FastCall:
             donation.restore(leaves, donated)  # not run: the caller keeps them
             raise
         del vals
-        donation.delete_donated(self.name, leaves, donated, user_frame(), at)
+        donation.delete_donated(self.name, leaves, donated, user_site(), at)
         return self._wrap(outs)
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from blu.core.array import Array
+from blu.core.errors import format_site
 
 __all__ = ["delete_donated", "donate_inputs", "release_for_donation", "restore"]
 
@@ -59,6 +61,8 @@ class _Donated(tuple):
 
     def __str__(self) -> str:
         name, leaf, where = self
+        if not isinstance(where, str):  # (a ``user_site``: its text made now)
+            where = format_site(where)
         return (
             f"it was donated to jit({name}) (donate_argnums; argument leaf {leaf}) at {where}, "
             "which may have reused its buffer for an output. Pass a copy (x.copy()) to keep "
@@ -66,9 +70,10 @@ class _Donated(tuple):
         )
 
 
-def delete_donated(name: str, leaves: Sequence, donated: Sequence[bool], where: str,
+def delete_donated(name: str, leaves: Sequence, donated: Sequence[bool], where: Any,
                    at: Sequence[int] | None = None) -> None:  # fmt: skip
-    """Delete the donated Arrays after the call (their buffers may now be outputs); ``at``:
+    """Delete the donated Arrays after the call (their buffers may now be outputs); ``where``:
+    the caller's line (``user_frame``, or ``user_site``: its text made only if shown); ``at``:
     the donated leaves' positions, where the caller has them already."""
     for i in at if at is not None else [i for i, d in enumerate(donated) if d]:
         leaf = leaves[i]

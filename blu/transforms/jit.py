@@ -23,7 +23,7 @@ from blu.core import trace as tracing
 from blu.core.array import Array, immutable
 from blu.core.aval import ShapeDtypeStruct
 from blu.core.config import config
-from blu.core.errors import BluTypeError, BluValueError, user_frame, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, user_site, with_user_line
 from blu.core.interpreter import Tracer, at_root, current_interpreter, get_aval, set_interpreter
 from blu.core.jaxpr import Jaxpr, dce_jaxpr, eval_jaxpr
 from blu.core.lru import LRU
@@ -421,7 +421,7 @@ class Jitted:
             _donation.restore(leaves, donated)  # not run: the caller keeps them
             raise
         if donating:
-            _donation.delete_donated(self.name, leaves, donated, user_frame())
+            _donation.delete_donated(self.name, leaves, donated, user_site())
         if not kwargs and not self.static_argnums and not entry.uses_shard and at_root():
             self._fast = self._fast_path(args, leaves, entry, donated)
         tracing.span_since(f"jit({self.name})", "jit", t0)  # a timeline trace's host span

@@ -5,6 +5,8 @@ loop's."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -61,9 +63,14 @@ def test_a_donating_training_step_takes_the_fast_path(lookups):
 def test_a_deleted_donated_array_passed_again_raises(lookups):
     f = blu.jit(lambda x: x * 2.0, donate_argnums=0)
     a = bnp.asarray(np.ones(4, np.float32))
-    b = f(a)
-    c = f(b)  # the fast path
+    b, full_line = f(a), sys._getframe().f_lineno
+    c, fast_line = f(b), sys._getframe().f_lineno  # the fast path
     assert lookups[0] == 1 and np.asarray(c).tolist() == [4.0] * 4
+    here = __file__.rstrip("c")
+    for deleted, line in ((a, full_line), (b, fast_line)):  # each names its call's line
+        with pytest.raises(BluValueError) as e:
+            np.asarray(deleted)
+        assert f"{here}:{line} (test_a_deleted_donated_array_passed_again_raises)" in str(e.value)
     with pytest.raises(BluValueError, match="Array has been deleted.*argument leaf 0"):
         f(b)  # deleted by the fast path's call: the full path names the donation
 
