@@ -281,9 +281,9 @@ def vs_jax(names: list[str], reps: int) -> None:
 def dispatch(rounds: int = 7, calls: int = 5000) -> None:
     """The time of a cached jitted call of a one-kernel program (``x * 2 + 1`` on 8 float32s),
     blu against JAX, in rounds taken in turns; the median round's time per call."""
-    import jax
-
     import warnings
+
+    import jax
 
     x = np.arange(8, dtype=np.float32)
     bf, jf = blu.jit(lambda x: x * 2.0 + 1.0), jax.jit(lambda x: x * 2.0 + 1.0)
