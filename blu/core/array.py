@@ -344,9 +344,9 @@ class Array(ArrayOps):
         # arrays are immutable: np.asarray(x) gives a read-only view (as in JAX). Callers hand
         # over buffers blu owns; user numpy arrays are copied where they enter (to_numpy), unless
         # ``immutable``
-        value.flags.writeable = False
+        value.setflags(write=False)  # (as ``flags.writeable = False``, without a flags object)
         self._buf = value
-        self._deleted: str | None = None
+        self._deleted: Any = None  # once deleted, why (a str, or an object whose str says it)
         self.weak_type = weak_type
         self._aval = None  # made on first use (shape and dtype never change, even when deleted)
 
@@ -373,8 +373,9 @@ class Array(ArrayOps):
             raise BluValueError(with_user_line(f"Array has been deleted: {self._deleted}"))
         return self._buf
 
-    def delete(self, reason: str = "deleted with x.delete()") -> None:
-        """Give up the array: any later use of its value raises (its shape and dtype remain)."""
+    def delete(self, reason: Any = "deleted with x.delete()") -> None:
+        """Give up the array: any later use of its value raises (its shape and dtype remain);
+        ``reason`` (or its ``str``, made only when raised) ends the error message."""
         self._deleted = reason
         self._buf = _placeholder(self._buf.shape, self._buf.dtype)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -86,17 +86,59 @@ def user_frame() -> str:
     Used in error messages and in jaxpr source info, so the user sees *their* line.
     """
     frame = sys._getframe(1)
+    internal = _INTERNAL
     while frame is not None:
         code = frame.f_code
-        if not _is_internal(code.co_filename):
+        inside = internal.get(code.co_filename)
+        if inside is None:
+            inside = _is_internal(code.co_filename)
+        if not inside:
             return f"{code.co_filename}:{frame.f_lineno} ({code.co_name})"
         frame = frame.f_back
     return "<unknown>"
 
 
-@functools.lru_cache(maxsize=4096)
+def user_site() -> Any:
+    """What ``user_frame`` names, read without making its text (``format_site`` makes it): the
+    code object and last instruction of the innermost frame outside blu, or None. For a message
+    made only if it is ever shown (a donated array's deletion, at every training step)."""
+    frame = sys._getframe(1)
+    internal = _INTERNAL
+    while frame is not None:
+        code = frame.f_code
+        inside = internal.get(code.co_filename)
+        if inside is None:
+            inside = _is_internal(code.co_filename)
+        if not inside:
+            return code, frame.f_lasti
+        frame = frame.f_back
+    return None
+
+
+def format_site(site: Any) -> str:
+    """``user_frame``'s text for a ``user_site`` result."""
+    if site is None:
+        return "<unknown>"
+    code, lasti = site
+    line = code.co_firstlineno
+    for start, end, n in code.co_lines():
+        if start <= lasti < end and n is not None:
+            line = n
+            break
+    return f"{code.co_filename}:{line} ({code.co_name})"
+
+
+# file name -> inside blu: a plain dict read first (a donated jit call names its caller's line
+# at every call: ``functools.lru_cache``'s wrapper cost more than the dict)
+_INTERNAL: dict[str, bool] = {}
+
+
 def _is_internal(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_BLU_DIR) or filename.startswith("<frozen")
+    inside = os.path.abspath(filename).startswith(_BLU_DIR) or filename.startswith("<frozen")
+    if len(_INTERNAL) >= 4096:
+        _INTERNAL.clear()
+    _INTERNAL[filename] = inside
+    return inside
 
 
 def with_user_line(msg: str) -> str:

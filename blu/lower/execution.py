@@ -96,11 +96,20 @@ class Executor:
     def fast_callable(jaxpr: Jaxpr, name: str, donated_invars: Sequence[bool], args: Sequence[Any]):
         """The executable a call like this one runs, for ``jit``'s fast path
         (``blu/transforms/dispatch.py``), or None: it does not read host arrays in place
-        (device arrays, or an executable whose results may alias its operands)."""
+        (device arrays, or an executable whose results may alias its operands). Where the
+        executable has a lean call (``lean()``: the CPU's ``cpu/lean.py``) and the arguments
+        have the program's dtypes (no conversion per call), that call; it holds for the
+        current flags (the fast path checks ``config.generation`` per call)."""
         if any(getattr(a, "_blu_device_array", False) for a in args):
             return None
         exe = executable_for(jaxpr, name, tuple(donated_invars), backend_for(args), args)
-        return exe if getattr(exe, "borrows_inputs", False) else None
+        if not getattr(exe, "borrows_inputs", False):
+            return None
+        lean = getattr(exe, "lean", None)
+        if lean is not None and all(getattr(a, "dtype", None) == v.aval.dtype
+                                    for a, v in zip(args, jaxpr.invars)):  # fmt: skip
+            return lean() or exe
+        return exe
 
     @staticmethod
     def lower(jaxpr: Jaxpr, name: str, target: str | None, donated_invars: Sequence[bool]):

@@ -2,8 +2,8 @@
 with no flatten of the signature key, no ``bind`` and no executable lookup.
 
 ``Jitted.__call__`` makes a ``FastCall`` after a call that took the full path (``make``), when
-that call is one the fast path can repeat exactly: positional arguments only, none static or
-donated, every leaf a blu ``Array`` or a numpy array, no ``blu.shard`` in the trace, and an
+that call is one the fast path can repeat exactly: positional arguments only, none static, every
+leaf a blu ``Array`` or a numpy array, no ``blu.shard`` in the trace, and an
 executable that reads its operands in place (the backend's ``fast_callable``: the CPU's). The
 next call then checks only what could differ (``FastCall.__call__``): the interpreter (the root:
 no transform is tracing the call), the flags (``config.generation``: any ``blu.config.update``
@@ -12,7 +12,10 @@ since, or other ``override`` blocks in this thread: a call from a thread inside
 the arguments' structure and each leaf's type, shape, dtype and weak type; anything else, or an
 error from the executable, goes the full way (which raises the proper error). Through the full
 path a call of a one-kernel program on small arrays spent most of its time outside the
-executable (``benchmarks/cpu_jit.py --dispatch``, BENCHMARKS.md).
+executable (``benchmarks/cpu_jit.py --dispatch``, BENCHMARKS.md). Donated leaves (a training
+step's ``donate_argnums``) take it too: lent, copied and deleted as the full path does
+(``donation.py``); a donated array used again is deleted, so its call misses and the full path
+raises "Array has been deleted".
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from blu.core import pytree
 from blu.core import trace as tracing
 from blu.core.array import Array
 from blu.core.config import config
+from blu.core.errors import user_site
 from blu.core.interpreter import at_root
+from blu.transforms import donation
 from blu.transforms.axes import any_process_axes, axis_env_key
 
 __all__ = ["MISS", "FastCall", "eligible", "make"]
@@ -37,10 +42,10 @@ class FastCall:
     """A jitted function's last signature and its executable (see the module docstring)."""
 
     __slots__ = ("generation", "axes", "tree", "n", "specs", "run", "consts", "held",
-                 "out_tree", "out_specs", "leaf_out")  # fmt: skip
+                 "out_tree", "out_specs", "leaf_out", "donated", "donated_at", "name")  # fmt: skip
 
     def __init__(self, args: tuple, leaves: list, jaxpr: Any, consts: list, out_tree: Any,
-                 run: Any) -> None:  # fmt: skip
+                 run: Any, donated: list | None = None, name: str = "") -> None:  # fmt: skip
         self.generation = config.generation
         self.axes = axis_env_key()
         flat = all(type(a) in (Array, np.ndarray) for a in args)
@@ -54,6 +59,10 @@ class FastCall:
         self.held = [c for c in self.consts if type(c) is Array]
         self.out_specs = [(a.dtype, a.weak_type) for a in jaxpr.out_avals]
         self.leaf_out = out_tree.node_data() is None  # one array returned, not a tree
+        # per leaf, whether it is donated (None: none is)
+        self.donated = list(donated) if donated is not None and any(donated) else None
+        self.donated_at = [i for i, d in enumerate(self.donated or ()) if d]
+        self.name = name
 
     def __call__(self, args: tuple) -> Any:
         if self.generation != config.generation or not at_root() or tracing.current() is not None:
@@ -71,7 +80,7 @@ class FastCall:
             t = type(x)
             if t is Array:
                 if x._deleted is not None or x.weak_type != weak:
-                    return MISS
+                    return MISS  # (a deleted one: the full path raises, naming the donation)
                 b = x._buf
             elif t is np.ndarray and not weak:
                 b = x
@@ -88,19 +97,59 @@ class FastCall:
                 if c._deleted is not None:
                     return MISS
             consts = [c._buf if type(c) is Array else c for c in consts]
+        if self.donated is not None:
+            b = None  # (else the last leaf's buffer has one more reference: never lent)
+            return self._donating(leaves, vals, consts)
         try:
             outs = self.run(*consts, *vals)
         except (MemoryError, ValueError):  # the full path raises it as blu's error
             return MISS
+        if self.leaf_out:  # (one array: the usual case, inline)
+            o = outs[0]
+            dtype, weak = self.out_specs[0]
+            if type(o) is np.ndarray and o.dtype == dtype:
+                return Array(o, weak)
+        return self._wrap(outs)
+
+    def _wrap(self, outs: list) -> Any:
+        if self.leaf_out:
+            o = outs[0]
+            dtype, weak = self.out_specs[0]
+            if type(o) is not np.ndarray:
+                o = np.asarray(o)
+            return Array(o if o.dtype == dtype else o.astype(dtype), weak)
         wrapped = []
         for o, (dtype, weak) in zip(outs, self.out_specs):
-            o = np.asarray(o)
-            if o.dtype != dtype:
-                o = o.astype(dtype)
-            wrapped.append(Array(o, weak))
-        if self.leaf_out:
-            return wrapped[0]
+            if type(o) is not np.ndarray:
+                o = np.asarray(o)
+            wrapped.append(Array(o if o.dtype == dtype else o.astype(dtype), weak))
         return self.out_tree.unflatten(wrapped)
+
+    def _donating(self, leaves: Any, vals: list, consts: list) -> Any:
+        """A call with donated leaves, as the full path makes it (``donation.py``): Arrays
+        lend their buffers where nothing else sees them, numpy arrays are copied, and the
+        donated Arrays are deleted after the call."""
+        donated, at = self.donated, self.donated_at
+        for i in at:
+            vals[i] = None  # (a reference here would keep the buffer from being lent)
+        for i in at:
+            x = leaves[i]
+            if type(x) is Array:
+                donation.release_for_donation(x)
+                vals[i] = x._buf
+            else:
+                vals[i] = np.array(x)
+        try:
+            outs = self.run(*consts, *vals)
+        except (MemoryError, ValueError):  # the full path raises it as blu's error
+            donation.restore(leaves, donated)
+            return MISS
+        except BaseException:
+            donation.restore(leaves, donated)  # not run: the caller keeps them
+            raise
+        del vals
+        donation.delete_donated(self.name, leaves, donated, user_site(), at)
+        return self._wrap(outs)
 
 
 def eligible(leaves: list, consts: list) -> bool:
@@ -111,12 +160,13 @@ def eligible(leaves: list, consts: list) -> bool:
     )
 
 
-def make(args: tuple, leaves: list, jaxpr: Any, consts: list, out_tree: Any,
-         run: Any) -> FastCall | None:  # fmt: skip
+def make(args: tuple, leaves: list, jaxpr: Any, consts: list, out_tree: Any, run: Any,
+         donated: list | None = None, name: str = "") -> FastCall | None:  # fmt: skip
     """A ``FastCall`` repeating a call that took the full path (``args``: its positional
     arguments, ``leaves`` their leaves, ``jaxpr``/``consts``/``out_tree`` its trace, ``run`` the
-    executable it ran, or None where the backend has no fast callable), or None where the fast
-    path could not repeat it exactly."""
+    executable it ran, or None where the backend has no fast callable; ``donated``: per leaf,
+    whether it is donated; ``name``: the function's, for the deleted arrays' message), or None
+    where the fast path could not repeat it exactly."""
     if run is None or not eligible(leaves, consts):
         return None
-    return FastCall(args, leaves, jaxpr, consts, out_tree, run)
+    return FastCall(args, leaves, jaxpr, consts, out_tree, run, donated, name)

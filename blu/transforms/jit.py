@@ -8,10 +8,8 @@ programs.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
-import sys
 import threading
 import time
 import weakref
@@ -25,13 +23,14 @@ from blu.core import trace as tracing
 from blu.core.array import Array, immutable
 from blu.core.aval import ShapeDtypeStruct
 from blu.core.config import config
-from blu.core.errors import BluTypeError, BluValueError, user_frame, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, user_site, with_user_line
 from blu.core.interpreter import Tracer, at_root, current_interpreter, get_aval, set_interpreter
 from blu.core.jaxpr import Jaxpr, dce_jaxpr, eval_jaxpr
 from blu.core.lru import LRU
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter, hoist_consts, trace_to_jaxpr
 from blu.transforms import dispatch, vma
+from blu.transforms import donation as _donation
 from blu.transforms.ad import backward_pass, jvp_jaxpr
 from blu.transforms.ad_util import UndefinedPrimal, Zero, instantiate, tangent_aval
 from blu.transforms.aot import Lowered, _is_spec, _spec_to_aval_holder
@@ -167,45 +166,6 @@ def _jit_partial_eval(pe, args, params):
 
 
 # ---- the user-facing jit -----------------------------------------------------------------------
-
-
-def _release_for_donation(x: Array) -> None:
-    """Let the executable write a donated array's buffer in place (the caller gave it up).
-
-    Only a buffer nothing else can see: one that owns its memory and that no view, no other
-    Array and no ``np.asarray(x)`` result refers to (else those would change silently); the
-    executable allocates for the others."""
-    v = x._value  # raises if x was deleted (donated before)
-    # references: x's slot, v, getrefcount's argument
-    if v.base is None and sys.getrefcount(v) <= 3:
-        with contextlib.suppress(ValueError):
-            v.flags.writeable = True
-
-
-def _donate_inputs(name: str, leaves: list, donated: Sequence[bool]) -> list:
-    """Prepare donated leaves: blu Arrays lend their buffers; numpy arrays are copied (the
-    caller's array is never written)."""
-    out = list(leaves)
-    for i, (leaf, d) in enumerate(zip(leaves, donated)):
-        if not d:
-            continue
-        if isinstance(leaf, Array):
-            _release_for_donation(leaf)
-        elif isinstance(leaf, np.ndarray):
-            out[i] = np.array(leaf)
-    return out
-
-
-def _delete_donated(name: str, leaves: list, donated: Sequence[bool], where: str) -> None:
-    for i, (leaf, d) in enumerate(zip(leaves, donated)):
-        if d and isinstance(leaf, Array):
-            with contextlib.suppress(ValueError):
-                leaf._buf.flags.writeable = False
-            leaf.delete(
-                f"it was donated to jit({name}) (donate_argnums; argument leaf {i}) at {where}, "
-                "which may have reused its buffer for an output. Pass a copy (x.copy()) to "
-                "keep it, or drop donate_argnums"
-            )
 
 
 _partitioner: Any = None  # blu.parallel.spmd (call, lower), registered by blu.parallel
@@ -441,11 +401,12 @@ class Jitted:
             return _partition(self, args, kwargs)  # jit over sharded arrays
         if not entry.uses_shard:
             _check_sharded_args(self.name, leaves)
-        if any(donated):
+        donating = any(donated)
+        if donating:
             for leaf in leaves:
                 if isinstance(leaf, Array):
                     leaf._value  # noqa: B018 - raises, naming the donation, if deleted
-            inputs = _donate_inputs(self.name, leaves, donated)
+            inputs = _donation.donate_inputs(leaves, donated)
         else:
             inputs = leaves
         try:
@@ -457,26 +418,26 @@ class Jitted:
                 donated_invars=(False,) * len(entry.consts) + tuple(donated),
             )
         except BaseException:
-            for leaf, d in zip(leaves, donated):
-                if d and isinstance(leaf, Array) and not leaf.is_deleted():
-                    leaf._buf.flags.writeable = False  # not run: the caller keeps it
+            _donation.restore(leaves, donated)  # not run: the caller keeps them
             raise
-        if any(donated):
-            _delete_donated(self.name, leaves, donated, user_frame())
-        elif not kwargs and not self.static_argnums and not entry.uses_shard and at_root():
-            self._fast = self._fast_path(args, leaves, entry)
+        if donating:
+            _donation.delete_donated(self.name, leaves, donated, user_site())
+        if not kwargs and not self.static_argnums and not entry.uses_shard and at_root():
+            self._fast = self._fast_path(args, leaves, entry, donated)
         tracing.span_since(f"jit({self.name})", "jit", t0)  # a timeline trace's host span
         return pytree.tree_unflatten(entry.out_tree, outs)
 
-    def _fast_path(self, args: tuple, leaves: list, entry: CacheEntry) -> Any:
+    def _fast_path(self, args: tuple, leaves: list, entry: CacheEntry, donated: list) -> Any:
         """The fast path for calls like this one (``dispatch.make``), or None."""
         fast_callable = getattr(execution.executor(), "fast_callable", None)  # (optional)
         if fast_callable is None or not dispatch.eligible(leaves, entry.consts):
             return None
         jaxpr = stable_hoisted(entry)
-        donated = (False,) * (len(entry.consts) + len(leaves))
-        run = fast_callable(jaxpr, self.name, donated, [*entry.consts, *leaves])
-        return dispatch.make(args, leaves, entry.jaxpr, entry.consts, entry.out_tree, run)
+        donated_invars = (False,) * len(entry.consts) + tuple(donated)
+        # (a donated leaf is deleted by now: its shape and dtype remain, which is all it needs)
+        run = fast_callable(jaxpr, self.name, donated_invars, [*entry.consts, *leaves])
+        return dispatch.make(args, leaves, entry.jaxpr, entry.consts, entry.out_tree, run,
+                             donated, self.name)  # fmt: skip
 
     def lower(self, *args: Any, target: str | None = None, **kwargs: Any) -> Lowered:
         """Stage for the given arguments (arrays or ``ShapeDtypeStruct``s) without running.

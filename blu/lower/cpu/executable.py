@@ -29,7 +29,7 @@ from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import library
-from blu.lower.cpu import address, blas, chains, epilogue, spin
+from blu.lower.cpu import address, blas, chains, epilogue, lean, spin
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.cpu.control_flow import loop_runner
 from blu.lower.cpu.kernels import emit_node, kernel_text, split_rows
@@ -456,6 +456,11 @@ class CpuExecutable(Executable):
             self._arena_lock.release_if_held(mine)
 
     borrows_inputs = True
+
+    def lean(self) -> Any:
+        """``run(*arrays)`` skipping the general call's machinery, for jit's fast path, where
+        the program is only plain kernels (``cpu/lean.py``), else None."""
+        return lean.runner(self, _Kernel)
 
     def _pooled(self, slot: int, aval: Any) -> np.ndarray:
         """The pooled buffer of output ``slot`` if nothing outside the pool holds it any more
