@@ -80,39 +80,38 @@ class EscapedTracerError(BluError):
     """A tracer was used after the transformation that created it had finished."""
 
 
+def _user_frame_object() -> Any:
+    """The innermost stack frame outside the blu package, or None."""
+    frame = sys._getframe(1)
+    internal = _INTERNAL
+    while frame is not None:
+        name = frame.f_code.co_filename
+        inside = internal.get(name)
+        if inside is None:
+            inside = _is_internal(name)
+        if not inside:
+            return frame
+        frame = frame.f_back
+    return None
+
+
 def user_frame() -> str:
     """Return 'file:line (function)' of the innermost stack frame outside the blu package.
 
     Used in error messages and in jaxpr source info, so the user sees *their* line.
     """
-    frame = sys._getframe(1)
-    internal = _INTERNAL
-    while frame is not None:
-        code = frame.f_code
-        inside = internal.get(code.co_filename)
-        if inside is None:
-            inside = _is_internal(code.co_filename)
-        if not inside:
-            return f"{code.co_filename}:{frame.f_lineno} ({code.co_name})"
-        frame = frame.f_back
-    return "<unknown>"
+    frame = _user_frame_object()
+    if frame is None:
+        return "<unknown>"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} ({frame.f_code.co_name})"
 
 
 def user_site() -> Any:
     """What ``user_frame`` names, read without making its text (``format_site`` makes it): the
     code object and last instruction of the innermost frame outside blu, or None. For a message
     made only if it is ever shown (a donated array's deletion, at every training step)."""
-    frame = sys._getframe(1)
-    internal = _INTERNAL
-    while frame is not None:
-        code = frame.f_code
-        inside = internal.get(code.co_filename)
-        if inside is None:
-            inside = _is_internal(code.co_filename)
-        if not inside:
-            return code, frame.f_lasti
-        frame = frame.f_back
-    return None
+    frame = _user_frame_object()
+    return None if frame is None else (frame.f_code, frame.f_lasti)
 
 
 def format_site(site: Any) -> str:

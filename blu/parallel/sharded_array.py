@@ -50,7 +50,7 @@ class ShardedArray(Array):
     """
 
     __slots__ = ("sharding", "_global_shape", "_local")
-    _blu_sharded = True  # jit refuses these outside blu.shard (it does not partition yet)
+    _blu_sharded = True  # jit partitions over these (blu.parallel.spmd) unless f runs shard
 
     def __init__(self, value: np.ndarray, sharding: NamedSharding, global_shape: tuple,
                  local: bool = False, weak_type: bool = False):  # fmt: skip

@@ -203,7 +203,7 @@ def _prepare(jitted: Any, args: tuple, kwargs: dict) -> tuple:
     jitted._spmd_tree = in_tree
     have, avals, mesh_box = [], [], []
     for i, x in enumerate(leaves):
-        if getattr(x, "_blu_sharded", False) and len(x.sharding.device_set) > 1:
+        if _is_sharded(x):
             where = f"jit({jitted.name}): argument leaf {i}"
             have.append(_spec_of(x.sharding, mesh_box, where))
             avals.append(_global_aval(x))

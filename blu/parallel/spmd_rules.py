@@ -346,7 +346,7 @@ def gather(ctx, eqn, vals, lays):
     axes = eqn.params["axes"]
     oshape, out_aval = eqn.invars[0].aval.shape, eqn.outvars[0].aval
     split = [k for k, d in enumerate(axes) if drop_trivial(olay, ctx.mesh).dims[d]]
-    if split and math.prod(oshape) * 1 > out_aval.size * 2:
+    if split and math.prod(oshape) > 2 * out_aval.size:
         return _gather_in_blocks(ctx, eqn, op, idx, olay, ilay, split)
     idims = list(ilay.dims[:-1]) + [()]
     used = {a for d in idims for a in d}

@@ -201,19 +201,6 @@ def note_shard() -> None:
     _shard_traces.n += 1
 
 
-def _check_sharded_args(name: str, leaves: Sequence[Any]) -> None:
-    for i, x in enumerate(leaves):
-        if getattr(x, "_blu_sharded", False) and len(x.sharding.device_set) > 1:
-            raise BluValueError(
-                with_user_line(
-                    f"jit({name}): argument leaf {i} is a sharded global array "
-                    f"({x.aval.str_short()}, {x.sharding}); jit does not partition a program "
-                    "over devices yet: run the per-device program with blu.shard(f, mesh, "
-                    "in_specs, out_specs), e.g. jit(shard(f, ...)), or pass np.asarray(x)"
-                )
-            )
-
-
 def _check_addressable(name: str, jaxpr: Jaxpr) -> None:
     """Refuse, before compiling, an array no 64-bit machine can hold (its byte count, or one
     of its dimensions, does not even fit the compiler's index type).
@@ -399,8 +386,6 @@ class Jitted:
         entry, leaves, donated = self._lookup(args, kwargs)
         if entry is None or (not entry.uses_shard and self._partitions(leaves)):
             return _partition(self, args, kwargs)  # jit over sharded arrays
-        if not entry.uses_shard:
-            _check_sharded_args(self.name, leaves)
         donating = any(donated)
         if donating:
             for leaf in leaves:
