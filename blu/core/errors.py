@@ -114,6 +114,21 @@ def user_site() -> Any:
     return None if frame is None else (frame.f_code, frame.f_lasti)
 
 
+def user_site_at(depth: int) -> Any:
+    """``user_site`` for a caller that knows how deep the user's frame usually is: the frame
+    ``depth`` levels above the caller's, taken at once where it is outside blu (no walk over the
+    frames between: each frame object the walk reads is made for it, the cost of a donated
+    call's site), else the walk's answer."""
+    try:
+        frame = sys._getframe(depth + 1)
+    except ValueError:  # (a shallower stack)
+        return user_site()
+    inside = _INTERNAL.get(frame.f_code.co_filename)
+    if inside is False:
+        return (frame.f_code, frame.f_lasti)
+    return user_site()
+
+
 def format_site(site: Any) -> str:
     """``user_frame``'s text for a ``user_site`` result."""
     if site is None:

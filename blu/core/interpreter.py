@@ -112,6 +112,9 @@ class _TraceContext(threading.local):
 
 
 _context = _TraceContext()
+# for jit's fast path (``transforms/dispatch.py``), which reads ``thread_context.current is
+# root_interpreter`` inline: ``at_root``'s answer without a call
+thread_context, root_interpreter = _context, _root
 
 
 def at_root() -> bool:

@@ -33,6 +33,7 @@ HOST, EXECUTABLE, DEVICE = 1, 2, 3
 _NAMES = {HOST: "blu host", EXECUTABLE: "blu CPU executable"}
 
 _active: list[TraceWriter] = []  # innermost last
+active = _active  # (read by jit's fast path: empty when nothing is traced, without a call)
 _flush_hooks: list[Callable[[TraceWriter], None]] = []
 _null = contextlib.nullcontext()
 

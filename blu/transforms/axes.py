@@ -62,6 +62,12 @@ def _bound_levels() -> list[tuple[Any, int]]:
     return out
 
 
+def process_envs_of_thread() -> Any:
+    """This thread's holder of the process meshes entered (``.envs``: a list, or absent before
+    the first), for jit's fast path to read without a call per jitted call."""
+    return _local
+
+
 def any_process_axes() -> bool:
     """Whether this thread is inside a process-level named-axis scope (``blu.shard`` across
     processes): ``axis_env_key`` is then not empty even at the root interpreter."""

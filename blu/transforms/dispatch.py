@@ -20,18 +20,22 @@ raises "Array has been deleted".
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 
 from blu.core import pytree
 from blu.core import trace as tracing
-from blu.core.array import Array
+from blu.core.array import Array, _placeholder
 from blu.core.config import config
-from blu.core.errors import user_site
-from blu.core.interpreter import at_root
+from blu.core.errors import user_site_at
+from blu.core.interpreter import root_interpreter as _root
+from blu.core.interpreter import thread_context as _context
 from blu.transforms import donation
-from blu.transforms.axes import any_process_axes, axis_env_key
+from blu.transforms.axes import axis_env_key, process_envs_of_thread
+
+_process = process_envs_of_thread()  # (``any_process_axes()``: its ``envs`` read inline)
 
 __all__ = ["MISS", "FastCall", "eligible", "make"]
 
@@ -42,7 +46,8 @@ class FastCall:
     """A jitted function's last signature and its executable (see the module docstring)."""
 
     __slots__ = ("generation", "axes", "tree", "n", "specs", "run", "consts", "held",
-                 "out_tree", "out_specs", "leaf_out", "donated", "donated_at", "name")  # fmt: skip
+                 "out_tree", "out_specs", "leaf_out", "donated", "donated_at", "name",
+                 "placeholders")  # fmt: skip
 
     def __init__(self, args: tuple, leaves: list, jaxpr: Any, consts: list, out_tree: Any,
                  run: Any, donated: list | None = None, name: str = "") -> None:  # fmt: skip
@@ -62,10 +67,16 @@ class FastCall:
         # per leaf, whether it is donated (None: none is)
         self.donated = list(donated) if donated is not None and any(donated) else None
         self.donated_at = [i for i, d in enumerate(self.donated or ()) if d]
+        # a deleted Array's stand-in buffer per donated leaf (``Array.delete``'s), made once
+        self.placeholders = {i: _placeholder(*self.specs[i][:2]) for i in self.donated_at}
         self.name = name
 
     def __call__(self, args: tuple) -> Any:
-        if self.generation != config.generation or not at_root() or tracing.current() is not None:
+        if (
+            self.generation != config.generation
+            or _context.current is not _root  # (``at_root()``, inline: at every call)
+            or tracing.active  # (``tracing.current() is not None``)
+        ):
             return MISS
         if self.tree is None:
             leaves: Any = args
@@ -89,7 +100,7 @@ class FastCall:
             if b.shape != shape or b.dtype != dtype:
                 return MISS
             vals.append(b)
-        if (self.axes or any_process_axes()) and axis_env_key() != self.axes:
+        if (self.axes or getattr(_process, "envs", None)) and axis_env_key() != self.axes:
             return MISS
         consts = self.consts
         if self.held:
@@ -126,29 +137,52 @@ class FastCall:
         return self.out_tree.unflatten(wrapped)
 
     def _donating(self, leaves: Any, vals: list, consts: list) -> Any:
-        """A call with donated leaves, as the full path makes it (``donation.py``): Arrays
-        lend their buffers where nothing else sees them, numpy arrays are copied, and the
-        donated Arrays are deleted after the call."""
-        donated, at = self.donated, self.donated_at
+        """A call with donated leaves, as the full path makes it (``donation.py``, whose rules
+        this inlines: it runs at every training step): Arrays lend their buffers where nothing
+        else sees them, numpy arrays are copied, and the donated Arrays are deleted after the
+        call."""
+        at = self.donated_at
         for i in at:
-            vals[i] = None  # (a reference here would keep the buffer from being lent)
-        for i in at:
+            vals[i] = None  # (a reference here would keep the buffer from being lent; a
+            # buffer passed twice keeps one in the other's place: never lent)
             x = leaves[i]
             if type(x) is Array:
-                donation.release_for_donation(x)
-                vals[i] = x._buf
+                b = x._buf
+                # lent only if nothing else sees it (``donation.release_for_donation``): the
+                # references are the Array's slot, ``b`` and getrefcount's argument
+                if b.base is None and sys.getrefcount(b) <= 3:
+                    try:
+                        b.setflags(write=True)
+                    except ValueError:  # (a buffer numpy will not make writable: not lent)
+                        pass
+                vals[i] = b
+                b = None
             else:
                 vals[i] = np.array(x)
         try:
             outs = self.run(*consts, *vals)
         except (MemoryError, ValueError):  # the full path raises it as blu's error
-            donation.restore(leaves, donated)
+            donation.restore(leaves, self.donated)
             return MISS
         except BaseException:
-            donation.restore(leaves, donated)  # not run: the caller keeps them
+            donation.restore(leaves, self.donated)  # not run: the caller keeps them
             raise
         del vals
-        donation.delete_donated(self.name, leaves, donated, user_site(), at)
+        # deleted as ``donation.delete_donated`` does, but for the read-only flag: the Array
+        # lets go of its buffer, so a lent one is seen only as an output, which the output's
+        # Array makes read-only. The caller's line three frames up (``jit.__call__``,
+        # ``__call__``, here) where that is outside blu, for the message made only if the
+        # deleted Array is used again
+        site, name, stand_in = user_site_at(3), self.name, self.placeholders
+        for i in at:
+            x = leaves[i]
+            if type(x) is Array:
+                x._deleted = donation.Donated((name, i, site))
+                x._buf = stand_in[i]
+        if self.leaf_out:  # (one array: the usual case, inline)
+            o = outs[0]
+            if type(o) is np.ndarray and o.dtype == self.out_specs[0][0]:
+                return Array(o, self.out_specs[0][1])
         return self._wrap(outs)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from blu.core.array import Array
 from blu.core.errors import format_site
 
-__all__ = ["delete_donated", "donate_inputs", "release_for_donation", "restore"]
+__all__ = ["Donated", "delete_donated", "donate_inputs", "release_for_donation", "restore"]
 
 
 def release_for_donation(x: Array) -> None:
@@ -52,7 +52,7 @@ def restore(leaves: Sequence, donated: Sequence[bool]) -> None:
             leaf._buf.flags.writeable = False
 
 
-class _Donated(tuple):
+class Donated(tuple):
     """Why a donated Array was deleted, ``(name, leaf, where)``; its message is made only if
     the Array is used again (``Array._value`` raises), not at every call of a training step
     (a tuple: made without a Python ``__init__``)."""
@@ -77,9 +77,6 @@ def delete_donated(name: str, leaves: Sequence, donated: Sequence[bool], where: 
     the donated leaves' positions, where the caller has them already."""
     for i in at if at is not None else [i for i, d in enumerate(donated) if d]:
         leaf = leaves[i]
-        if isinstance(leaf, Array):
-            try:  # (no ``contextlib.suppress``: this runs at every call of a training step)
-                leaf._buf.setflags(write=False)
-            except ValueError:
-                pass
-            leaf.delete(_Donated((name, i, where)))
+        if type(leaf) is Array or isinstance(leaf, Array):
+            leaf._buf.setflags(write=False)  # (lent: writable; never raises for False)
+            leaf.delete(Donated((name, i, where)))

@@ -102,6 +102,24 @@ def test_the_fast_path_lends_donated_buffers_as_the_full_path(lookups):
     assert lookups[0] == 1
 
 
+def test_a_buffer_lent_on_the_fast_path_is_read_only_in_every_array_that_sees_it(lookups):
+    """The fast path lets go of a donated Array's buffer without marking it read-only again:
+    the buffer lives on only as an output, whose Array (and its base) cannot be written."""
+    f = blu.jit(lambda x: (x * 2.0, x + 1.0), donate_argnums=0)
+    x = bnp.asarray(np.arange(8, dtype=np.float32))
+    for k in range(3):
+        a, b = f(x)
+        for out in (a, b):
+            buf = np.asarray(out)
+            assert not buf.flags.writeable and (buf.base is None or not buf.base.flags.writeable)
+            with pytest.raises(ValueError):
+                buf[0] = 1.0
+        assert x.is_deleted()
+        x = a
+    np.testing.assert_array_equal(np.asarray(x), np.arange(8, dtype=np.float32) * 8.0)
+    assert lookups[0] == 1
+
+
 def test_a_one_kernel_program_takes_the_lean_call():
     f = blu.jit(lambda x, y: x * 2.0 + y)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)

@@ -111,13 +111,16 @@ def _one_kernel(exe: Any, step: tuple, in_slots: list, outs: list, lock: Any) ->
     donated = [arg for _, arg, _, _ in made if arg is not None]
     owned, empty, data = lock._is_owned, np.empty, address.data
 
+    lends = [i in donated for i in range(len(exe.in_slots))]
+
     def run(*args: np.ndarray) -> list[np.ndarray]:
-        for x in args:
-            if not x.flags.c_contiguous:
+        for x, lent in zip(args, lends):
+            f = x.flags  # (made once per argument: each ``x.flags`` read makes one)
+            if not f.c_contiguous:
                 return exe(*args)
-        for i in donated:  # the general call writes a donated buffer only if writable and
-            x = args[i]  # no other argument is it (a view of it would have kept it read-only)
-            if not x.flags.writeable or (len(args) > 1 and sum(y is x for y in args) > 1):
+            # the general call writes a donated buffer only if writable and no other argument
+            # is it (a view of it would have kept it read-only)
+            if lent and (not f.writeable or (len(args) > 1 and sum(y is x for y in args) > 1)):
                 return exe(*args)
         if owned():  # (a call cannot nest in a kernel; kept as the general call's rule)
             return exe(*args)
