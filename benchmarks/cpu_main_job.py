@@ -8,6 +8,7 @@ from the same initial weights on the same batches, interleaved.
     python benchmarks/cpu_main_job.py --steps 60 --round 20  # a quick look
     python benchmarks/cpu_main_job.py --compile            # also torch.compile
     python benchmarks/cpu_main_job.py --only blu jax torch torch1   # also PyTorch on 1 thread
+    python benchmarks/cpu_main_job.py --only blu --profile /tmp/step.json  # + blu's kernels
 
 Each round runs ``--round`` steps of each framework in turn (so load from other processes falls
 on all of them alike); the first round (compiles, warm-up) is reported apart and left out of
@@ -257,6 +258,10 @@ def main() -> None:
     ap.add_argument("--eval-iters", type=int, default=20)
     ap.add_argument("--data", default=None, help="tinyshakespeare.txt (default: as the example)")
     ap.add_argument("--compile", action="store_true", help="also PyTorch with torch.compile")
+    ap.add_argument("--profile", metavar="TRACE", default=None,
+                    help="after the run, trace 10 more blu steps into TRACE (Chrome trace JSON) "
+                         "and print scripts/summarize_trace.py's table: each kernel's rate and "
+                         "its fraction of the machine's measured peak")  # fmt: skip
     ap.add_argument("--only", nargs="*", default=None,
                     help="a subset of: blu jax torch torch1 (one thread) compile")  # fmt: skip
     args = ap.parse_args()
@@ -311,6 +316,26 @@ def main() -> None:
         rel = f"{tok[r.name] / ref:.2f}x" if ref else "-"
         print(f"| {r.name} | {tok[r.name]:,.0f} | {rel} | {first[r.name]:.1f} s | {r.loss:.3f} "
               f"| {r.val_loss(val):.3f} |", flush=True)  # fmt: skip
+    blu_run = next((r for r in runs if r.name == "blu"), None)
+    if args.profile and blu_run is not None:
+        profile(blu_run, batches[:10], args.profile)
+
+
+def profile(run: BluRun, batches: list, path: str) -> None:
+    """Trace ``batches`` of blu steps into ``path`` and print the summary of its kernels."""
+    import importlib.util
+
+    import blu
+
+    with blu.profiler.trace(path):
+        run.steps(batches)
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts",
+                          "summarize_trace.py")  # fmt: skip
+    spec = importlib.util.spec_from_file_location("summarize_trace", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    print(f"\nprofile of {len(batches)} blu steps ({path}):")
+    print(mod.report(mod.load(path), top=25, n_gaps=3))
 
 
 if __name__ == "__main__":

@@ -73,7 +73,8 @@ def test_trace_is_chrome_trace_json_with_host_and_device_spans(traced):
     assert device and len(device) % 3 == 0  # the same steps each call
     for e in device:
         assert e["pid"] == tracing.EXECUTABLE
-        assert e["args"]["kind"] in ("kernel", "dot", "view", "fallback", "scatter", "library")
+        assert e["args"]["kind"] in ("kernel", "dot", "view", "fallback", "scatter", "library",
+                                     "pair", "chain")  # fmt: skip
         assert "=" in e["args"]["eqns"]  # "f32[8,3] = tanh f32[8,3]"
     kinds = {e["args"]["kind"] for e in device}
     assert "dot" in kinds
@@ -245,3 +246,26 @@ def test_trace_of_a_program_on_the_simulated_gpu(tmp_path, set_flag):
     assert dev and all(e["pid"] >= tracing.DEVICE for e in dev)
     assert any("exp" in e["args"]["eqns"] for e in dev)
     assert any(e["ph"] == "C" and "allocated" in e["args"] for e in w.events)
+
+
+def test_cpu_spans_carry_their_work_and_the_machines_peak(traced):
+    """A product's span carries 2 m k n FLOPs, a kernel's its minimal bytes (inputs read once,
+    outputs written once), each with the measured peak it is compared with; the summarizer turns
+    them into a rate and a fraction of that peak."""
+    _, data = traced
+    device = [e for e in data["traceEvents"] if e.get("cat") == "device"]
+    dots = [e for e in device if e["args"]["kind"] == "dot"]
+    assert dots and all(int(e["args"]["flops"]) == 2 * 8 * 4 * 3 for e in dots)
+    assert all(e["name"].endswith("-> f32[8,3]") for e in dots)
+    for e in device:
+        value, unit = e["args"]["peak"].split()
+        assert float(value) > 0 and unit == ("TFLOP/s" if "flops" in e["args"] else "GB/s")
+    tanh = [e for e in device if e["args"]["kind"] == "kernel" and "tanh" in e["args"]["eqns"]]
+    # the kernel reads the product f32[8,3] and writes at most f32[8,3] and a scalar
+    assert tanh and all(4 * 24 <= int(e["args"]["bytes"]) <= 4 * (24 + 24 + 1) for e in tanh)
+    rows = _summarizer().top_kernels(data["traceEvents"])
+    for r in rows:
+        span_s = r["total_us"] * 1e-6
+        rate = (r["flops"] or r["bytes"]) / span_s
+        peak = float(r["peak"].split()[0]) * (1e12 if r["flops"] else 1e9)
+        assert r["fraction"] == pytest.approx(rate / peak, rel=1e-9)

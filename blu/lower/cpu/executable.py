@@ -30,6 +30,7 @@ from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import library
 from blu.lower.cpu import address, blas, chains, epilogue, lean, spin
+from blu.lower.cpu import profile as cpu_profile
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.cpu.control_flow import loop_runner
 from blu.lower.cpu.kernels import emit_node, kernel_text, split_rows
@@ -41,7 +42,6 @@ from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
 from blu.lower.program import BluFloatingPointError, Executable, log
 from blu.lower.program import Lowered as _Lowered
-from blu.lower.tracing import step_args
 
 __all__ = ["BluFloatingPointError", "CpuExecutable"]
 
@@ -158,7 +158,7 @@ class CpuExecutable(Executable):
             self.node_kernels.append(k)
         self.kernels = kernels
         self.timing = {"plan_s": t1 - t0, "kernels_s": time.perf_counter() - t1}
-        self._trace_args: list[dict] | None = None  # per step, made when first traced
+        self._trace_args: dict | None = None  # the run loop's spans, made when first traced
         st = self.steps
         self.in_slots, self.out_spec, self.n_slots = st.in_slots, st.out_spec, st.n_slots
         self.slot, self.donated_slots = st.slot, st.donated_slots
@@ -391,10 +391,12 @@ class CpuExecutable(Executable):
             if owned:
                 self._views = views
             debug_nans = config.debug_nans
-            pair_at = self._pair_at if tw is None and not debug_nans else ()
-            chain_at = self._chain_at if tw is None and not debug_nans else {}
+            pair_at = self._pair_at if not debug_nans else ()
+            chain_at = self._chain_at if not debug_nans else {}
+            spans = self._spans(not debug_nans) if tw is not None else None
             runners, n_steps, n_step = self.runners, len(self.runners), 0
             while n_step < n_steps:
+                k = n_step
                 allocs, run, node = runners[n_step]
                 chain = chain_at.get(n_step)
                 if chain is not None:  # steps up to ``end`` run as one, by rows
@@ -421,17 +423,13 @@ class CpuExecutable(Executable):
                     cpu_threads.run_parts(both, [(0, 1), (1, 2)], self._pair_balance[n_step],
                                           native=True)  # fmt: skip
                     n_step += 2
-                    continue
-                run(env, arena, owned)
-                if chain is not None:
-                    n_step = end + 1
-                    continue
-                if tw is not None:
-                    tw.span(node.label(), "device", t, pid=tracing.EXECUTABLE,
-                            args=self._trace_args[n_step])  # fmt: skip
-                if debug_nans:
-                    self._check_nans(node, env)
-                n_step += 1
+                else:
+                    run(env, arena, owned)
+                    n_step = n_step + 1 if chain is None else end + 1
+                    if debug_nans:
+                        self._check_nans(node, env)
+                if spans is not None:  # one span per step, pair or chain, with its work
+                    tw.span(spans[k][0], "device", t, pid=tracing.EXECUTABLE, args=spans[k][1])
             if tw is not None:
                 self._trace_call(tw, env, start=False)
             outs = []
@@ -472,11 +470,17 @@ class CpuExecutable(Executable):
         b = self._pool[slot] = np.empty(aval.shape, aval.dtype)
         return b
 
+    def _spans(self, grouped: bool) -> dict[int, tuple[str, dict]]:
+        """The trace spans of the run loop's units, made when first traced (``cpu/profile.py``:
+        each with its work and the machine's peak)."""
+        made = self._trace_args = self._trace_args or {}
+        if grouped not in made:
+            made[grouped] = cpu_profile.step_spans(self, _threads(), grouped)
+        return made[grouped]
+
     def _trace_call(self, tw: Any, env: list, start: bool) -> None:
         """Memory counters at the start and end of a traced call (the planned temporaries and
         the bytes of the arguments and results held)."""
-        if self._trace_args is None:
-            self._trace_args = [step_args(node) for *_, node in self.runners]
         held = sum(x.nbytes for x in env if isinstance(x, np.ndarray) and x.base is None)
         temps = self.memory.arena_size if start else 0
         tw.counter(f"memory jit({self.name})", {"temporaries": temps, "arrays": held},
