@@ -5,6 +5,7 @@ and off against float64 references."""
 
 from __future__ import annotations
 
+import os
 import weakref
 
 import numpy as np
@@ -19,6 +20,15 @@ from blu.lower.cpu import blas
 mkl = pytest.mark.skipif(
     blas.mkl_gemm_for(np.float32) is None, reason="the mkl wheel is not installed"
 )
+
+
+def test_ci_finds_mkl_where_it_installs_it():
+    """CI runs the CPU tests a second time with ``requirements/mkl.lock`` installed and
+    ``BLU_CI_MKL=1`` (``.ci/run``): there the MKL path must be found, not skipped."""
+    if os.environ.get("BLU_CI_MKL") != "1":
+        pytest.skip("CI's MKL run only")
+    assert blas.mkl_gemm_for(np.float32) is not None and blas.mkl_gemm_for(np.float64) is not None
+    assert blu.config.cpu_mkl and blas.gemm_for(np.float32) is blas.mkl_gemm_for(np.float32)
 
 
 def _tol(dtype, k):
