@@ -90,7 +90,9 @@ def test_against_float64(kind, case, channels_last, dt, tf32):
     bufs = {r: rng.normal(size=s).astype(dt) for r, s in zip("xwy", shapes)}
     written = {"fprop": "y", "dgrad": "x", "wgrad": "w"}[kind]
     dims = {r: (getattr(spec, r), getattr(spec, r + "_strides")) for r in "xwy"}
-    views = {r: None if r == written else _view(bufs[r].astype(np.float64), *dims[r]) for r in "xwy"}
+    views = {
+        r: None if r == written else _view(bufs[r].astype(np.float64), *dims[r]) for r in "xwy"
+    }
     want = ref(spec, views["x"], views["w"], views["y"])
     d = {r: bc.device_put(np.ascontiguousarray(bufs[r]), dev) for r in "xwy"}
     ws = DeviceArray.empty((max(cudnn_conv.workspace_size(spec), 1),), np.uint8, dev)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -135,7 +134,7 @@ def _dgrad(lhs, rhs, out, p: dict):
     w = ([ri * g, cg, *win], [o_stride, s_ro, *s_win])
     geo = []
     for i, (m, k, n) in enumerate(zip(dy[0][2:], win, dx[0][2:])):
-        (b, a), s, d = p["padding"][i], p["lhs_dilation"][i], p["rhs_dilation"][i]
+        (b, _), s, d = p["padding"][i], p["lhs_dilation"][i], p["rhs_dilation"][i]
         keff = dilate_dim(k, d)
         lo = keff - 1 - b
         got = _post(n, lo, keff, s, m, crop=False) if lo >= 0 else None

@@ -170,8 +170,9 @@ def test_feature_groups():
     """Grouped convolutions: the forward and the kernel gradient always; the input gradient
     where the swapped kernel's out features are one stride (depthwise: one output per group)."""
     rng = np.random.default_rng(2)
-    for layout, c, o, fg, dgrad in (("nhwc", 4, 4, 4, True), ("nchw", 4, 4, 4, True),
-                                    ("nchw", 4, 6, 2, False), ("nhwc", 6, 6, 3, False)):  # fmt: skip
+    cases = [("nhwc", 4, 4, 4, True), ("nchw", 4, 4, 4, True), ("nchw", 4, 6, 2, False),
+             ("nhwc", 6, 6, 3, False)]  # fmt: skip
+    for layout, c, o, fg, dgrad in cases:
         xs, ws = _shapes(layout, 2, c, o, (7, 6), (3, 3), fg)
         fwd, dlhs, drhs = _grad_eqns(xs, ws, (2, 2), "SAME", (1, 1), LAYOUTS[layout], fg)
         assert check_problem(fwd, rng) == "fprop"
