@@ -179,9 +179,20 @@ def classify(avals: Sequence[ShapedArray], params: dict, out: ShapedArray):
     return found
 
 
+_problems: dict[tuple, cudnn_conv.ConvSpec | None] = {}
+
+
 def problem(avals: Sequence[ShapedArray], params: dict) -> cudnn_conv.ConvSpec | None:
     """The cuDNN problem of a ``conv_general_dilated`` equation, or None when cuDNN cannot take
-    it (``classify`` reads no such problem, or ``cudnn_conv.unsupported`` says why not)."""
+    it (``classify`` reads no such problem, or ``cudnn_conv.unsupported`` says why not);
+    remembered, since each execution of the node asks again."""
+    key = (tuple(avals), tuple(sorted(params.items())), config.default_matmul_precision)
+    if key not in _problems:
+        _problems[key] = _problem(avals, params)
+    return _problems[key]
+
+
+def _problem(avals: Sequence[ShapedArray], params: dict) -> cudnn_conv.ConvSpec | None:
     lhs, rhs = avals
     if lhs.ndim > 5 or lhs.size == 0 or rhs.size == 0:
         return None
