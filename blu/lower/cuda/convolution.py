@@ -215,18 +215,22 @@ def _variants(spec: cudnn_conv.ConvSpec) -> list[cudnn_conv.ConvSpec]:
     return [spec, cudnn_conv.ConvSpec(**{**spec.__dict__, "tf32": not spec.tf32})]
 
 
+_refused: set[cudnn_conv.ConvSpec] = set()  # problems whose graph cuDNN would not build
+
+
 def _applies(avals, params, target: str) -> bool:
     spec = problem(avals, params)
     if spec is None:
         return False
     if fake_gpu():
         return True
-    if not cudnn_conv.available():
+    if spec in _refused or not cudnn_conv.available():
         return False
     try:  # cuDNN may still refuse a layout or size: then the decomposition runs
         cudnn_conv.graph(spec)
         return True
     except Exception:  # noqa: BLE001 - CudaError, CudaUnavailableError (no device)
+        _refused.add(spec)  # (building is slow: not tried again)
         return False
 
 
