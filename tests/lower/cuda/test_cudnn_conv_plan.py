@@ -180,7 +180,7 @@ def test_feature_groups():
         assert check_problem(drhs, rng) == "wgrad"
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     layout=st.sampled_from(list(LAYOUTS)),
     n=st.integers(1, 2),
@@ -279,3 +279,14 @@ def test_no_spatial_axes():
     rng = np.random.default_rng(4)
     kinds = [check_problem(e, rng) for e in _grad_eqns((3, 4), (5, 4), (), "VALID", (), None, 1)]
     assert kinds[0] == "fprop" and None not in kinds, kinds
+
+
+@pytest.mark.parametrize("dn", [None, ("NDHWC", "DHWIO", "NDHWC")], ids=["ncdhw", "ndhwc"])
+def test_three_dimensional_convolutions(dn):
+    rng = np.random.default_rng(5)
+    if dn is None:
+        xs, ws = (2, 3, 5, 6, 4), (4, 3, 2, 3, 2)
+    else:
+        xs, ws = (2, 5, 6, 4, 3), (2, 3, 2, 3, 4)
+    eqns = _grad_eqns(xs, ws, (2, 1, 2), "SAME", (1, 2, 1), dn, 1)
+    assert [check_problem(e, rng) for e in eqns] == ["fprop", "dgrad", "wgrad"]
