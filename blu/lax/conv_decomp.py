@@ -1,5 +1,6 @@
 """``conv_general_dilated``'s decomposition (im2col), for targets with no convolution kernel
-(CUDA today): ``pad``, one strided ``slice`` per kernel offset and one ``dot_general``.
+(CUDA where cuDNN does not take the equation: ``blu.lower.cuda.convolution``): ``pad``, one
+strided ``slice`` per kernel offset and one ``dot_general``.
 
 In ``(N, C, spatial...)`` / ``(O, I, window...)`` layout::
 

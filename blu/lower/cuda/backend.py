@@ -13,6 +13,7 @@ from blu.lower import library
 from blu.lower.backend import Backend, Capabilities, _donated, register_backend
 from blu.lower.cuda import attention as _attention  # noqa: F401  (registers its library calls)
 from blu.lower.cuda import collectives as _collectives  # noqa: F401  (NCCL on the stream)
+from blu.lower.cuda import convolution as _convolution  # noqa: F401  (registers cuDNN's convs)
 from blu.lower.cuda import cumulative as _cumulative  # noqa: F401  (registers its kernels)
 from blu.lower.cuda import kernels, loops
 from blu.lower.cuda import libraries as _libraries  # noqa: F401  (registers cuSOLVER's calls)
