@@ -32,6 +32,7 @@ AGREED = {
     "cache_max_bytes": "BLU_CACHE_MAX_BYTES",
     "cache_key_file": "BLU_CACHE_KEY_FILE",
     "cudnn_attention": "BLU_CUDNN_ATTENTION",
+    "cudnn_conv": "BLU_CUDNN_CONV",
     "jit_cache_size": "BLU_JIT_CACHE_SIZE",
     "executable_cache_size": "BLU_EXECUTABLE_CACHE_SIZE",
     "kernel_cache_size": "BLU_KERNEL_CACHE_SIZE",

@@ -144,26 +144,26 @@ def test_vmap_of_either_operand_against_loop(case, which, axis):
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
-def test_cpu_runs_a_library_node_and_cuda_the_decomposition_without_cudnn():
-    """float64 (which cuDNN does not take) inlines the decomposition on CUDA; float32 is cuDNN's
-    library node where cudnn-frontend loads (or on the simulated GPU)."""
-    from blu.cuda import cudnn_conv
-    from blu.cuda.device import fake_gpu
-
-    for dt in (np.float64, np.float32):
-        x, w = np.ones((2, 6, 6, 3), dt), np.ones((3, 3, 3, 4), dt)
-        jaxpr = blu.make_jaxpr(
-            lambda a, b: lax.conv_general_dilated(
-                a, b, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
-            )
-        )(x, w).jaxpr
-        kinds = {t: [n.kind.value for n in prepare(jaxpr, (False, False), t)[1].nodes]
-                 for t in ("cpu", "cuda:sm_90")}  # fmt: skip
-        assert kinds["cpu"] == ["library"]
-        if dt == np.float32 and (fake_gpu() or cudnn_conv.available()):
-            assert kinds["cuda:sm_90"] == ["library"], kinds
-        else:
-            assert "dot" in kinds["cuda:sm_90"] and "library" not in kinds["cuda:sm_90"]
+def test_cpu_runs_a_library_node_and_cuda_the_decomposition_unless_cudnn_is_on(set_flag):
+    """CUDA inlines the decomposition by default (``config.cudnn_conv`` off); with it on, float32
+    is cuDNN's library node and float64 (which cuDNN does not take) still the decomposition.
+    The plan is a setting's, the same on any machine (no probe of cuDNN)."""
+    for on in (False, True):
+        set_flag("cudnn_conv", on)
+        for dt in (np.float64, np.float32):
+            x, w = np.ones((2, 6, 6, 3), dt), np.ones((3, 3, 3, 4), dt)
+            jaxpr = blu.make_jaxpr(
+                lambda a, b: lax.conv_general_dilated(
+                    a, b, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+                )
+            )(x, w).jaxpr
+            kinds = {t: [n.kind.value for n in prepare(jaxpr, (False, False), t)[1].nodes]
+                     for t in ("cpu", "cuda:sm_90")}  # fmt: skip
+            assert kinds["cpu"] == ["library"]
+            if on and dt == np.float32:
+                assert kinds["cuda:sm_90"] == ["library"], kinds
+            else:
+                assert "dot" in kinds["cuda:sm_90"] and "library" not in kinds["cuda:sm_90"]
 
 
 def test_gradient_jaxpr_is_convolutions_and_float32_tolerance():

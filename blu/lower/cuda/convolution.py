@@ -215,23 +215,11 @@ def _variants(spec: cudnn_conv.ConvSpec) -> list[cudnn_conv.ConvSpec]:
     return [spec, cudnn_conv.ConvSpec(**{**spec.__dict__, "tf32": not spec.tf32})]
 
 
-_refused: set[cudnn_conv.ConvSpec] = set()  # problems whose graph cuDNN would not build
-
-
 def _applies(avals, params, target: str) -> bool:
-    spec = problem(avals, params)
-    if spec is None:
-        return False
-    if fake_gpu():
-        return True
-    if spec in _refused or not cudnn_conv.available():
-        return False
-    try:  # cuDNN may still refuse a layout or size: then the decomposition runs
-        cudnn_conv.graph(spec)
-        return True
-    except Exception:  # noqa: BLE001 - CudaError, CudaUnavailableError (no device)
-        _refused.add(spec)  # (building is slow: not tried again)
-        return False
+    """A setting, not a probe (``config.cudnn_conv``, off by default): a plan must not depend on
+    the machine that lowers it (a GPU machine runs kernels a CPU machine compiled for it, with
+    no compiler to make the decomposition's if cuDNN were found to refuse a problem there)."""
+    return config.cudnn_conv and problem(avals, params) is not None
 
 
 def _workspace(avals, params, target: str) -> int:

@@ -239,9 +239,10 @@ def test_not_taken():
 @on_gpu
 @pytest.mark.parametrize("dt", [f32, bf16], ids=["f32", "bf16"])
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
-def test_jit_forward_and_gradients_run_as_cudnn(layout, dt):
+def test_jit_forward_and_gradients_run_as_cudnn(layout, dt, set_flag):
     if not FAKE and not cudnn_conv.available():
         pytest.skip("needs cudnn-frontend on a real GPU")
+    set_flag("cudnn_conv", True)  # (off by default until the GPU tests have passed on a GPU)
     dev = make_device()
     rng = np.random.default_rng(3)
     xs, ws = _shapes(layout, 2, 8, 16, (10, 9), (3, 3), 1)
