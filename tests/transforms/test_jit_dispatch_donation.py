@@ -107,7 +107,7 @@ def test_a_buffer_lent_on_the_fast_path_is_read_only_in_every_array_that_sees_it
     the buffer lives on only as an output, whose Array (and its base) cannot be written."""
     f = blu.jit(lambda x: (x * 2.0, x + 1.0), donate_argnums=0)
     x = bnp.asarray(np.arange(8, dtype=np.float32))
-    for k in range(3):
+    for _ in range(3):
         a, b = f(x)
         for out in (a, b):
             buf = np.asarray(out)
