@@ -392,13 +392,14 @@ class SmallGemm:
     sees the same few arrays every iteration). ``tiles`` > 1: as that many calls, each on a block
     of the columns of ``b`` and ``out`` (widths multiples of 16 where ``n`` allows)."""
 
-    __slots__ = ("fn", "m", "k", "n", "dtype", "seen", "cols")
+    __slots__ = ("fn", "m", "k", "n", "dtype", "seen", "cols", "last")
 
     def __init__(self, fn: Any, m: int, k: int, n: int, dtype: Any, tiles: int = 1):
         self.fn, self.m, self.k, self.n, self.dtype = fn, m, k, n, np.dtype(dtype)
         self.seen: list[tuple[Any, int]] = []  # (weak reference to an array, its address)
         it = self.dtype.itemsize  # (column offset in bytes, width) per call
         self.cols = [(lo * it, hi - lo) for lo, hi in _column_tiles(n, tiles)]
+        self.last: tuple = ((), [])  # the last call's addresses and its calls' arguments
 
     def _address(self, x: np.ndarray) -> int:
         for a, p in self.seen:
@@ -418,12 +419,17 @@ class SmallGemm:
                 raise spin.NotRecordable("a product numpy casts")
             np.matmul(a, b, out=out)  # (it casts other dtypes)
             return
-        m, k, n, fn = self.m, self.k, self.n, self.fn
-        pa, pb, po = self._address(a), self._address(b), self._address(out)
+        fn = self.fn
+        ptrs = (self._address(a), self._address(b), self._address(out))
+        seen, calls = self.last  # (one read: another thread's call may replace it)
+        if ptrs != seen:  # (a loop body: the same few arrays, the same few calls)
+            m, k, n = self.m, self.k, self.n
+            pa, pb, po = ptrs
+            calls = [(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_NO_TRANS, m, w, k, 1.0,
+                      pa, k, pb + off, n, 0.0, po + off, n) for off, w in self.cols]  # fmt: skip
+            self.last = (ptrs, calls)
         ops = spin.recording()
-        for off, w in self.cols:
-            args = (_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_NO_TRANS, m, w, k, 1.0,
-                    pa, k, pb + off, n, 0.0, po + off, n)  # fmt: skip
+        for args in calls:
             if ops is not None:
                 spin.gemm_op(ops, fn, dt == np.float64, args, (a, b, out))
             else:
