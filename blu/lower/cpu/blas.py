@@ -26,7 +26,7 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.config import config
-from blu.lower.cpu import address, spin
+from blu.lower.cpu import address, autotune, spin
 from blu.lower.cpu import threads as cpu_threads
 
 __all__ = ["SmallGemm", "dot_runner", "gemm", "gemm_for", "matmul", "mkl_gemm_for", "mm",
@@ -384,17 +384,22 @@ def mm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 
 
 class SmallGemm:
-    """``out = a @ b`` for C-contiguous ``(m, k) @ (k, n)`` arrays of one dtype through MKL, made
-    once per product of a program (``small_gemm``): a small product is called often (a scan
-    body's, every iteration), and the generic path's checks cost a large part of it
-    (reading an array's address, ``.ctypes.data``, builds an object: the last few arrays seen are
-    remembered with their addresses; a loop body sees the same few arrays every iteration)."""
+    """``out = a @ b`` for C-contiguous ``(m, k) @ (k, n)`` arrays of one dtype through a CBLAS
+    ``?gemm`` (MKL's, or OpenBLAS's where timing chose it: ``small_gemm``), made once per product
+    of a program: a small product is called often (a scan body's, every iteration), and the
+    generic path's checks cost a large part of it (reading an array's address, ``.ctypes.data``,
+    builds an object: the last few arrays seen are remembered with their addresses; a loop body
+    sees the same few arrays every iteration). ``tiles`` > 1: as that many calls, each on a block
+    of the columns of ``b`` and ``out`` (widths multiples of 16 where ``n`` allows)."""
 
-    __slots__ = ("fn", "m", "k", "n", "dtype", "seen")
+    __slots__ = ("fn", "m", "k", "n", "dtype", "seen", "cols", "last")
 
-    def __init__(self, fn: Any, m: int, k: int, n: int, dtype: Any):
+    def __init__(self, fn: Any, m: int, k: int, n: int, dtype: Any, tiles: int = 1):
         self.fn, self.m, self.k, self.n, self.dtype = fn, m, k, n, np.dtype(dtype)
         self.seen: list[tuple[Any, int]] = []  # (weak reference to an array, its address)
+        it = self.dtype.itemsize  # (column offset in bytes, width) per call
+        self.cols = [(lo * it, hi - lo) for lo, hi in _column_tiles(n, tiles)]
+        self.last: tuple = ((), [])  # the last call's addresses and its calls' arguments
 
     def _address(self, x: np.ndarray) -> int:
         for a, p in self.seen:
@@ -414,23 +419,71 @@ class SmallGemm:
                 raise spin.NotRecordable("a product numpy casts")
             np.matmul(a, b, out=out)  # (it casts other dtypes)
             return
-        m, k, n = self.m, self.k, self.n
-        args = (_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_NO_TRANS, m, n, k, 1.0,
-                self._address(a), k, self._address(b), n, 0.0, self._address(out), n)  # fmt: skip
+        fn = self.fn
+        ptrs = (self._address(a), self._address(b), self._address(out))
+        seen, calls = self.last  # (one read: another thread's call may replace it)
+        if ptrs != seen:  # (a loop body: the same few arrays, the same few calls)
+            m, k, n = self.m, self.k, self.n
+            pa, pb, po = ptrs
+            calls = [(_CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_NO_TRANS, m, w, k, 1.0,
+                      pa, k, pb + off, n, 0.0, po + off, n) for off, w in self.cols]  # fmt: skip
+            self.last = (ptrs, calls)
         ops = spin.recording()
-        if ops is not None:
-            spin.gemm_op(ops, self.fn, dt == np.float64, args, (a, b, out))
-            return
-        self.fn(*args)
+        for args in calls:
+            if ops is not None:
+                spin.gemm_op(ops, fn, dt == np.float64, args, (a, b, out))
+            else:
+                fn(*args)
+
+
+def _column_tiles(n: int, tiles: int) -> list[tuple[int, int]]:
+    """``range(n)`` cut into ``tiles`` nonempty blocks (fewer where ``n`` is short), their
+    bounds multiples of 16 where that leaves each block 16 columns or more."""
+    tiles = max(1, min(tiles, n))
+    if tiles > 1 and n >= 16 * tiles:
+        step = n // tiles // 16 * 16  # (a multiple of 16, rounded down: the last is longer)
+        cuts = [step * i for i in range(tiles)] + [n]
+        return list(zip(cuts[:-1], cuts[1:]))
+    return [(n * i // tiles, n * (i + 1) // tiles) for i in range(tiles)]
+
+
+TUNED_MIN_FLOPS = 1 << 20  # products from ~1 MFLOP to MIN_THREADED_FLOPS: their call timed
+TILINGS = (1, 2, 4, 8, 16)  # column blocks tried (``_tuned_tiles``)
 
 
 def small_gemm(m: int, k: int, n: int, dtype: Any) -> SmallGemm | None:
     """A ``SmallGemm`` for a product of these sizes where MKL is at hand (``config.cpu_mkl``, read
-    now) and the sizes are not degenerate, else None (numpy's ``matmul`` does it)."""
+    now) and the sizes are not degenerate; else, for a float product of ``TUNED_MIN_FLOPS`` or
+    more, OpenBLAS's ``?gemm`` whole or in column blocks where timing found that faster than
+    numpy's matmul (``_tuned_tiles``); else None (numpy's ``matmul`` does it)."""
     fn = mkl_gemm_for(dtype) if config.cpu_mkl else None
-    if fn is None or min(m, k, n) < 1 or max(m, k, n) > fn.int_max:
+    if min(m, k, n) < 1:
         return None
-    return SmallGemm(fn, m, k, n, dtype)
+    if fn is not None:
+        return SmallGemm(fn, m, k, n, dtype) if max(m, k, n) <= fn.int_max else None
+    fn = openblas_gemm_for(dtype)
+    if fn is None or max(m, k, n) > fn.int_max or 2.0 * m * k * n < TUNED_MIN_FLOPS:
+        return None
+    tiles = _tuned_tiles(m, k, n, np.dtype(dtype))
+    return None if tiles == 0 else SmallGemm(fn, m, k, n, dtype, tiles)
+
+
+@functools.cache
+def _tuned_tiles(m: int, k: int, n: int, dtype: np.dtype) -> int:
+    """How this process runs a ``(m, k) @ (k, n)`` product through OpenBLAS: 0 numpy's matmul,
+    else a ``SmallGemm`` in that many column blocks; the fastest on scratch operands
+    (``autotune.fastest``; numpy's matmul unless another is clearly faster)."""
+    fn = openblas_gemm_for(dtype)
+    a, b, out = np.zeros((m, k), dtype), np.zeros((k, n), dtype), np.empty((m, n), dtype)
+    use_threads(1)  # (as the executable runs it)
+    candidates: list[Any] = [lambda: np.matmul(a, b, out=out)]
+    tilings = [0]
+    for t in TILINGS:
+        if len(_column_tiles(n, t)) == t and (t == 1 or n // t >= 16):
+            g = SmallGemm(fn, m, k, n, dtype, t)
+            candidates.append(lambda g=g: g(a, b, out))
+            tilings.append(t)
+    return tilings[autotune.fastest(candidates)]
 
 
 def use_threads(n: int) -> None:
