@@ -23,7 +23,7 @@ import numpy as np
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluValueError, with_user_line
 from blu.lax import attention as att
-from blu.lower.cpu import blas
+from blu.lower.cpu import blas, flash_backward
 from blu.lower.cpu import flash as mlir_att
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.library import LibraryLowering, register_library
@@ -50,7 +50,7 @@ _cpu_kernels: dict[tuple[str, mlir_att.Spec], mlir_cpu.Kernel] = {}
 def _cpu_kernel(kind: str, sp: mlir_att.Spec) -> mlir_cpu.Kernel:
     k = _cpu_kernels.get((kind, sp))
     if k is None:
-        emit = mlir_att.emit_forward if kind == "fwd" else mlir_att.emit_backward
+        emit = mlir_att.emit_forward if kind == "fwd" else flash_backward.emit_backward
         k = mlir_cpu.get_kernel(sp.text(kind), lambda sym: emit(sp, sym),
                                 f"dot_product_attention_{kind} {sp}")  # fmt: skip
         _cpu_kernels[(kind, sp)] = k

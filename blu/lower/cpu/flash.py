@@ -33,7 +33,7 @@ from blu.lower.mlir import mathlib
 from blu.lower.mlir.emit import Builder, float_literal, memref_type, storage_type
 
 BLOCK_KEYS = 64  # keys per block of scores (a stack buffer of this many accumulator values)
-VERSION = "2"  # bump when the generated code changes meaning
+VERSION = "4"  # bump when the generated code changes meaning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +67,8 @@ class Spec:
     def text(self, kind: str) -> str:
         """Cache key material of the ``kind`` ("fwd" or "bwd") kernel."""
         return (
-            f"blu-attention-cpu-{kind} v{VERSION} block={BLOCK_KEYS} {dataclasses.astuple(self)!r}"
+            f"blu-attention-cpu-{kind} v{VERSION} block={BLOCK_KEYS} rows={self.row_block} "
+            f"{dataclasses.astuple(self)!r}"
         )
 
     @property
@@ -79,6 +80,12 @@ class Spec:
     def key_block(self) -> int:
         """Keys per block of the forward: ``BLOCK_KEYS`` rounded to whole vectors."""
         return max(1, BLOCK_KEYS // self.lanes) * self.lanes
+
+    @property
+    def row_block(self) -> int:
+        """Queries per block of the forward: 4 (their accumulators, 4 per value vector, stay in
+        registers), fewer for wide values."""
+        return max(1, min(8, 32 // -(-self.hv // self.lanes)))
 
     @property
     def s_pad(self) -> int:
@@ -202,6 +209,41 @@ class _Emitter:
         if self.a == "f32":
             return mathlib.exp(self.b, x)
         return self.op(f"math.exp {x} : f64")
+
+    def vexp(self, x: str, n: int) -> str:
+        """``e**x`` of a vector: ``mathlib.exp``'s Cephes steps over ``vector<n x f32>`` (the
+        ``math`` dialect's, libm's, for float64)."""
+        t = self.vt(n)
+        if self.a == "f64":
+            return self.op(f"math.exp {x} : {t}")
+        it, ct = self.vt(n, "i32"), f"vector<{n}xi1>, {t}"
+        c = lambda v: self.vconst(v, n, "f32")  # noqa: E731
+        ic = lambda v: self.vconst(v, n, "i32")  # noqa: E731
+        ff = lambda x, y, z: self.op(f"math.fma {x}, {y}, {z} : {t}")  # noqa: E731
+        xc = self.f("minnumf", self.f("maxnumf", x, c(mathlib.EXP_LO), t), c(mathlib.EXP_HI), t)
+        low = self.op(f"arith.cmpf ult, {x}, {c(mathlib.EXP_LO)} : {t}")
+        xc = self.sel(low, c(0.0), xc, ct)
+        z = self.op(f"math.floor {ff(xc, c(mathlib.LOG2E), c(0.5))} : {t}")
+        r = ff(z, c(-mathlib.C1), xc)
+        r = ff(z, c(-mathlib.C2), r)
+        p = c(mathlib.EXP_POLY[0])
+        for k in mathlib.EXP_POLY[1:]:
+            p = ff(p, r, c(k))
+        y = self.f("addf", ff(p, self.f("mulf", r, r, t), r), c(1.0), t)
+        ni = self.op(f"arith.fptosi {z} : {t} to {it}")
+        n1 = self.op(f"arith.shrsi {ni}, {ic(1)} : {it}")
+        n2 = self.op(f"arith.subi {ni}, {n1} : {it}")
+
+        def pow2(m: str) -> str:
+            biased = self.op(f"arith.addi {m}, {ic(127)} : {it}")
+            sh = self.op(f"arith.shli {biased}, {ic(23)} : {it}")
+            return self.op(f"arith.bitcast {sh} : {it} to {t}")
+
+        y = self.f("mulf", self.f("mulf", y, pow2(n1), t), pow2(n2), t)
+        hi = self.op(f"arith.cmpf ogt, {x}, {c(mathlib.EXP_HI)} : {t}")
+        y = self.sel(hi, c(math.inf), y, ct)
+        y = self.sel(self.op(f"arith.cmpf olt, {x}, {c(mathlib.EXP_LO)} : {t}"), c(0.0), y, ct)
+        return self.sel(self.op(f"arith.cmpf uno, {x}, {x} : {t}"), x, y, ct)
 
     def is_neg_inf(self, x: str) -> str:
         return self.op(f"arith.cmpf oeq, {x}, {self.c(-math.inf)} : {self.a}")
@@ -356,212 +398,135 @@ def emit_forward(sp: Spec, name: str) -> str:
     out = e.param("out", sp.b * sp.t * sp.n * sp.hv, e.dt)
     lse = e.param("lse", sp.b * sp.n * sp.t, _acc_np(sp))
     kt = e.param("kt", sp.b * sp.kh * sp.h * sp.s_pad, _acc_np(sp))
-    a, g, lanes, bk, sp_ = e.a, sp.n // sp.kh, sp.lanes, sp.key_block, sp.s_pad
-    sc = "%sc"
-    e.avals[sc] = ShapedArray((bk,), _acc_np(sp))
-    prologue = [f"{sc} = memref.alloca() : {memref_type(e.avals[sc])}"]
-    ninf, zero = e.c(-math.inf), e.c(0.0)
-    vch = e.chunks(sp.hv)
-    vzeros = [e.vconst(0.0, n, a) for _, n in vch]
-    vtys = [e.vt(n) for _, n in vch]
-    lt = e.vt(lanes)
+    rows = sp.row_block
+    e.avals["%sc"] = ShapedArray((rows * sp.key_block,), _acc_np(sp))
+    prologue = [f"%sc = memref.alloca() : {memref_type(e.avals['%sc'])}"]
+    g, zero = sp.n // sp.kh, e.c(0.0)
 
     # keys transposed to (B, K, H, S_pad), zero-padded: a block's scores are then vectors of
     # keys, sum_h q[h] * kt[h, j0:j0+lanes], with no horizontal sums
     bi, _, _ = e.for_(e.i(0), e.i(sp.b))
     khi, _, _ = e.for_(e.i(0), e.i(sp.kh))
-    ji, _, _ = e.for_(e.i(0), e.i(sp_))
     hi, _, _ = e.for_(e.i(0), e.i(sp.h))
-    dst = e.lin((bi, sp.b), (khi, sp.kh), (hi, sp.h), (ji, sp_))
-    inside = e.op(f"arith.cmpi ult, {ji}, {e.i(sp.s)} : index")
-    src = e.sel(inside, e.lin((bi, sp.b), (ji, sp.s), (khi, sp.kh), (hi, sp.h)), e.i(0), "index")
-    e.store(e.sel(inside, e.load(k, src), zero), kt, dst)
-    for _ in range(4):
+    ji, _, _ = e.for_(e.i(0), e.i(sp.s))
+    src = e.lin((bi, sp.b), (ji, sp.s), (khi, sp.kh), (hi, sp.h))
+    e.store(e.load(k, src), kt, e.lin((bi, sp.b), (khi, sp.kh), (hi, sp.h), (ji, sp.s_pad)))
+    e.end("")
+    if sp.s_pad > sp.s:
+        ji, _, _ = e.for_(e.i(sp.s), e.i(sp.s_pad))
+        e.store(zero, kt, e.lin((bi, sp.b), (khi, sp.kh), (hi, sp.h), (ji, sp.s_pad)))
+        e.end("")
+    for _ in range(3):
         e.end("")
 
     bi, _, _ = e.for_(e.i(0), e.i(sp.b))
     ni, _, _ = e.for_(e.i(0), e.i(sp.n))
     khi = e.b.op(f"arith.divui {ni}, {e.i(g)} : index") if g > 1 else ni
-    ii, _, _ = e.for_(e.i(0), e.i(sp.t))
-    qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
-    jend = e.i(sp.s)
-    if sp.is_causal:
-        jend = e.op(f"arith.minui {e.b.iaddc(ii, 1)}, {jend} : index")
-    jend32 = e.op(f"arith.index_cast {jend} : index to i32")
-    inits = [(ninf, a), (zero, a)] + list(zip(vzeros, vtys))
-    j0, st, res = e.for_(e.i(0), jend, inits, step=e.i(bk))
-    m, l, accs = st[0], st[1], st[2:]
-    jn = e.op(f"arith.minui {e.op(f'arith.subi {jend}, {j0} : index')}, {e.i(bk)} : index")
-    # pass 1: the block's scores (vectors over keys) and their maximum
-    nr = bk // lanes
-    hi, ss, rh = e.for_(e.i(0), e.i(sp.h), [(e.vconst(0.0, lanes, a), lt)] * nr)
-    qh = e.splat(e.f("mulf", e.load(q, e.b.iadd(qbase, hi)), e.c(sp.scale)), lanes)
-    kb = e.b.iadd(e.lin((bi, sp.b), (khi, sp.kh), (hi, sp.h), (j0, sp_)), e.i(0))
-    ss = [e.fma(qh, e.vload(kt, e.b.iaddc(kb, r * lanes), lanes), x, lanes)
-          for r, x in enumerate(ss)]  # fmt: skip
-    ss = e.end(rh, [(x, lt) for x in ss])
-    mx = None
-    for r, x in enumerate(ss):
-        start = e.b.iaddc(j0, r * lanes)
-        ok = e.lanes_below(start, jend32, lanes)
-        if bias is not None:
-            x = e.f("addf", x, e.vload(bias, e.bs_offset(sp.bias, bi, ni, ii, start), lanes, ok),
-                    lt)  # fmt: skip
-        if mask is not None:
-            mk = e.vload(mask, e.bs_offset(sp.mask, bi, ni, ii, start), lanes, ok)
-            ok = e.op(f"arith.andi {ok}, {mk} : vector<{lanes}xi1>")
-        x = e.sel(ok, x, e.vconst(-math.inf, lanes, a), f"vector<{lanes}xi1>, {lt}")
-        e.b.stmt(f"vector.store {x}, {sc}[{e.i(r * lanes)}] : {memref_type(e.avals[sc])}, {lt}")
-        mx = x if mx is None else e.f("maxnumf", mx, x, lt)
-    mb = e.op(f"vector.reduction <maxnumf>, {mx} : {lt} into {a}")
-    m_new = e.f("maxnumf", m, mb)
-    m_safe = e.sel(e.is_neg_inf(m_new), zero, m_new)
-    alpha = e.exp(e.f("subf", m, m_safe))
-    # pass 2: p = exp(s - m) in place, and its sum (a loop LLVM vectorizes)
-    jj, (sm,), r2 = e.for_(e.i(0), jn, [(zero, a)])
-    x = e.op(f"memref.load {sc}[{jj}] : {memref_type(e.avals[sc])}")
-    p = e.exp(e.f("subf", x, m_safe))
-    e.b.stmt(f"memref.store {p}, {sc}[{jj}] : {memref_type(e.avals[sc])}")
-    (ls,) = e.end(r2, [(e.op(f"arith.addf {sm}, {p} fastmath<reassoc> : {a}"), a)])
-    # pass 3: acc = alpha acc + sum_j p_j v_j
-    scaled = [e.f("mulf", x, e.splat(alpha, n), e.vt(n)) for x, (_, n) in zip(accs, vch)]
-    jj, st3, r3 = e.for_(e.i(0), jn, list(zip(scaled, vtys)))
-    p = e.op(f"memref.load {sc}[{jj}] : {memref_type(e.avals[sc])}")
-    vs = e.row(v, e.lin((bi, sp.b), (e.b.iadd(j0, jj), sp.s), (khi, sp.kh), (e.i(0), sp.hv)),
-               sp.hv)  # fmt: skip
-    new = [e.fma(e.splat(p, n), y, acc, n) for y, acc, (_, n) in zip(vs, st3, vch)]
-    accs2 = e.end(r3, list(zip(new, vtys)))
-    l2 = e.f("addf", e.f("mulf", alpha, l), ls)
-    fin = e.end(res, [(m_new, a), (l2, a)] + list(zip(accs2, vtys)))
-    m, l, accs = fin[0], fin[1], fin[2:]
-    has = e.op(f"arith.cmpf ogt, {l}, {zero} : {a}")
-    l1 = e.sel(has, l, e.c(1.0))
-    inv = e.f("divf", e.c(1.0), l1)
-    outs = [e.sel(has, e.f("mulf", x, e.splat(inv, n), e.vt(n)), z, e.vt(n))
-            for x, z, (_, n) in zip(accs, vzeros, vch)]  # fmt: skip
-    e.store_row(outs, out, e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.hv)), sp.hv)
-    lg = e.op(f"math.log {l1} : {a}")
-    e.store(e.sel(has, e.f("addf", m, lg), ninf), lse, e.lin((bi, sp.b), (ni, sp.n), (ii, sp.t)))
-    for _ in range(3):
+    io = (bi, ni, khi, q, v, bias, mask, out, lse, kt)
+    main = sp.t - sp.t % rows
+    if main:  # blocks of `rows` queries share each key vector
+        ib, _, _ = e.for_(e.i(0), e.i(main), step=e.i(rows))
+        _forward_rows(e, rows, ib, io)
+        e.end("")
+    if main < sp.t:
+        ib, _, _ = e.for_(e.i(main), e.i(sp.t))
+        _forward_rows(e, 1, ib, io)
+        e.end("")
+    for _ in range(2):
         e.end("")
     return e.function(name, prologue)
 
 
-# ---- backward ------------------------------------------------------------------------------------
-
-
-def emit_backward(sp: Spec, name: str) -> str:
-    """The backward kernel ``name(q, k, v, [bias], [mask], out, lse, dout, [dlse], dq, dk, dv,
-    [dbias], dd, [dq_acc], [dbias_acc])`` (the last are the workspace buffers)."""
-    e = _Emitter(sp)
-    q, k, v, bias, mask = _inputs(e, sp)
-    acc_np, a, g = _acc_np(sp), e.a, sp.n // sp.kh
-    nq, nrow = sp.b * sp.t * sp.n, sp.b * sp.n * sp.t
-    out = e.param("out", nq * sp.hv, e.dt)
-    lse = e.param("lse", nrow, acc_np)
-    dout = e.param("dout", nq * sp.hv, e.dt)
-    dlse = e.param("dlse", nrow, acc_np) if sp.has_dlse else None
-    dq = e.param("dq", nq * sp.h, e.dt)
-    dk = e.param("dk", sp.b * sp.s * sp.kh * sp.h, e.dt)
-    dv = e.param("dv", sp.b * sp.s * sp.kh * sp.hv, e.dt)
-    nbias = math.prod(sp.bias) * sp.t * sp.s if sp.need_dbias else 0
-    dbias = e.param("dbias", nbias, e.dt) if sp.need_dbias else None
-    dd = e.param("dd", nrow, acc_np)
-    dq_acc, db_acc = dq, dbias
-    if sp.low:
-        dq_acc = e.param("dqacc", nq * sp.h, np.float32)
-        if sp.need_dbias:
-            db_acc = e.param("dbacc", nbias, np.float32)
-    zero, pinf = e.c(0.0), e.c(math.inf)
-    qb, sc = sp.key_block, "%sc"
-    sct = memref_type(ShapedArray((qb,), acc_np))
-
-    def fill_zero(buf: str, size: int) -> None:
-        x, _, _ = e.for_(e.i(0), e.i(size))
-        e.store(zero, buf, x)
-        e.end("")
-
-    fill_zero(dq_acc, nq * sp.h)
-    if db_acc is not None:
-        fill_zero(db_acc, nbias)
-    # D = rowsum(dO * O) - dL
-    bi, _, _ = e.for_(e.i(0), e.i(sp.b))
-    ii, _, _ = e.for_(e.i(0), e.i(sp.t))
-    ni, _, _ = e.for_(e.i(0), e.i(sp.n))
-    base = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.hv))
-    d = e.dot(e.row(dout, base, sp.hv), e.row(out, base, sp.hv), sp.hv)
-    row = e.lin((bi, sp.b), (ni, sp.n), (ii, sp.t))
-    if dlse is not None:
-        d = e.f("subf", d, e.load(dlse, row))
-    e.store(d, dd, row)
-    for _ in range(3):
-        e.end("")
-    # per key row j: dk_j, dv_j in registers over the group's heads and the queries seeing j
-    hch, vch = e.chunks(sp.h), e.chunks(sp.hv)
-    hz = [(e.vconst(0.0, n, a), e.vt(n)) for _, n in hch]
-    vz = [(e.vconst(0.0, n, a), e.vt(n)) for _, n in vch]
-    bi, _, _ = e.for_(e.i(0), e.i(sp.b))
-    khi, _, _ = e.for_(e.i(0), e.i(sp.kh))
-    ji, _, _ = e.for_(e.i(0), e.i(sp.s))
-    kbase = e.lin((bi, sp.b), (ji, sp.s), (khi, sp.kh), (e.i(0), sp.h))
-    vbase = e.lin((bi, sp.b), (ji, sp.s), (khi, sp.kh), (e.i(0), sp.hv))
-    ks, vs = e.row(k, kbase, sp.h), e.row(v, vbase, sp.hv)
-    gi, st_g, res_g = e.for_(e.i(0), e.i(g), hz + vz)
-    ni = e.b.iadd(e.b.imul(khi, g), gi)
-    # the queries seeing key j in blocks: their P = exp(S - L) first (a loop LLVM
-    # vectorizes), then each query's updates
-    carried = [(x, t) for x, (_, t) in zip(st_g, hz + vz)]
-    ib, st, res_i = e.for_(ji if sp.is_causal else e.i(0), e.i(sp.t), carried, step=e.i(qb))
-    inn = e.op(f"arith.minui {e.op(f'arith.subi {e.i(sp.t)}, {ib} : index')}, {e.i(qb)} : index")
-    jj, _, _ = e.for_(e.i(0), inn)
-    ii = e.b.iadd(ib, jj)
-    qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
-    s, ok = e.score(e.row(q, qbase, sp.h), ks, None, mask, bi, ni, ii, ji)
-    s = e.f("mulf", s, e.c(sp.scale))
-    if bias is not None:
-        s = e.f("addf", s, e.load(bias, e.bs_offset(sp.bias, bi, ni, ii, ji)))
-    lv = e.load(lse, e.lin((bi, sp.b), (ni, sp.n), (ii, sp.t)))
-    lv = e.sel(e.is_neg_inf(lv), pinf, lv)  # a row with nothing to attend: P = 0, not NaN
-    x = e.f("subf", s, lv)
-    if ok is not None:
-        x = e.sel(ok, x, e.c(-math.inf))
-    e.b.stmt(f"memref.store {x}, {sc}[{jj}] : {sct}")
-    e.end("")
-    jj, _, _ = e.for_(e.i(0), inn)
-    x = e.op(f"memref.load {sc}[{jj}] : {sct}")
-    e.b.stmt(f"memref.store {e.exp(x)}, {sc}[{jj}] : {sct}")
-    e.end("")
-    jj, st, res_q = e.for_(e.i(0), inn, [(x, t) for x, (_, t) in zip(st, hz + vz)])
-    dks, dvs = st[: len(hch)], st[len(hch) :]
-    ii = e.b.iadd(ib, jj)
-    p = e.op(f"memref.load {sc}[{jj}] : {sct}")
-    qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
-    obase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.hv))
-    qs, dos = e.row(q, qbase, sp.h), e.row(dout, obase, sp.hv)
-    row = e.lin((bi, sp.b), (ni, sp.n), (ii, sp.t))
-    dvs = [e.fma(e.splat(p, n), y, x, n) for y, x, (_, n) in zip(dos, dvs, vch)]
-    dp = e.dot(dos, vs, sp.hv)
-    ds = e.f("mulf", p, e.f("subf", dp, e.load(dd, row)))
-    if db_acc is not None:  # the bias is added after the scale
-        off = e.bs_offset(sp.bias, bi, ni, ii, ji)
-        e.store(e.f("addf", e.load(db_acc, off), ds), db_acc, off)
-    dss = e.f("mulf", ds, e.c(sp.scale))
-    for x, (o, n) in zip(ks, hch):
-        off = e.b.iaddc(qbase, o)
-        e.vstore(e.fma(e.splat(dss, n), x, e.vload(dq_acc, off, n), n), dq_acc, off, n)
-    dks = [e.fma(e.splat(dss, n), x, y, n) for x, y, (_, n) in zip(qs, dks, hch)]
-    ys = e.end(res_q, [(x, e.vt(n)) for x, (_, n) in zip(dks + dvs, hch + vch)])
-    ys = e.end(res_i, [(x, e.vt(n)) for x, (_, n) in zip(ys, hch + vch)])
-    ys = e.end(res_g, [(x, e.vt(n)) for x, (_, n) in zip(ys, hch + vch)])
-    e.store_row(ys[: len(hch)], dk, kbase, sp.h)
-    e.store_row(ys[len(hch) :], dv, vbase, sp.hv)
-    for _ in range(3):
-        e.end("")
-    if sp.low:  # round the float32 accumulators once
-        for src, dst, size in ((dq_acc, dq, nq * sp.h), (db_acc, dbias, nbias)):
-            if src is None or src == dst:
-                continue
-            x, _, _ = e.for_(e.i(0), e.i(size))
-            e.store(e.load(src, x), dst, x)
-            e.end("")
-    return e.function(name, [f"{sc} = memref.alloca() : {sct}"])
+def _forward_rows(e: _Emitter, rows: int, i0: str, io) -> None:
+    """The forward of queries ``i0 .. i0 + rows``: per key block, their scores (``rows`` x the
+    block's key vectors, causal blocks cut after the last row's limit) stored in ``%sc``, the
+    running maxima, ``p = exp(s - m)`` in place over vectors, then ``acc = alpha acc +
+    sum_j p_j v_j`` with each ``v`` row shared by the rows."""
+    sp, a, lanes, bk = e.sp, e.a, e.sp.lanes, e.sp.key_block
+    bi, ni, khi, q, v, bias, mask, out, lse, kt = io
+    R = range(rows)
+    ninf, zero = e.c(-math.inf), e.c(0.0)
+    vch = e.chunks(sp.hv)
+    vzeros = [e.vconst(0.0, n, a) for _, n in vch]
+    vtys = [e.vt(n) for _, n in vch]
+    lt, sct = e.vt(lanes), memref_type(e.avals["%sc"])
+    ii = [e.b.iaddc(i0, r) for r in R]
+    qbase = [e.lin((bi, sp.b), (x, sp.t), (ni, sp.n), (e.i(0), sp.h)) for x in ii]
+    jends = [e.i(sp.s)] * rows
+    if sp.is_causal:
+        jends = [e.op(f"arith.minui {e.b.iaddc(x, 1)}, {e.i(sp.s)} : index") for x in ii]
+    jend32 = [e.op(f"arith.index_cast {x} : index to i32") for x in jends]
+    jlast = jends[-1]
+    inits = [(ninf, a)] * rows + [(zero, a)] * rows + list(zip(vzeros, vtys)) * rows
+    j0, st, res = e.for_(e.i(0), jlast, inits, step=e.i(bk))
+    ms, ls, accs = st[:rows], st[rows : 2 * rows], st[2 * rows :]
+    jn = e.op(f"arith.minui {e.op(f'arith.subi {jlast}, {j0} : index')}, {e.i(bk)} : index")
+    nv = e.op(f"arith.divui {e.b.iaddc(jn, lanes - 1)}, {e.i(lanes)} : index")
+    # pass 1: the scores, one key vector at a time for all the rows, and their maxima
+    c, mxs, r1 = e.for_(e.i(0), nv, [(e.vconst(-math.inf, lanes, a), lt)] * rows)
+    cj = e.b.imul(c, lanes)
+    start = e.b.iadd(j0, cj)
+    kb = e.lin((bi, sp.b), (khi, sp.kh), (e.i(0), sp.h), (start, sp.s_pad))
+    hi, ss, rh = e.for_(e.i(0), e.i(sp.h), [(e.vconst(0.0, lanes, a), lt)] * rows)
+    kv = e.vload(kt, e.b.iadd(kb, e.b.imul(hi, sp.s_pad)), lanes)
+    ss = [e.fma(e.splat(e.load(q, e.b.iadd(qbase[r], hi)), lanes), kv, ss[r], lanes) for r in R]
+    ss = e.end(rh, [(x, lt) for x in ss])
+    new_mx = []
+    for r in R:
+        x = e.f("mulf", ss[r], e.vconst(sp.scale, lanes, a), lt)
+        ok = e.lanes_below(start, jend32[r], lanes)
+        if bias is not None:
+            boff = e.bs_offset(sp.bias, bi, ni, ii[r], start)
+            x = e.f("addf", x, e.vload(bias, boff, lanes, ok), lt)
+        if mask is not None:
+            mk = e.vload(mask, e.bs_offset(sp.mask, bi, ni, ii[r], start), lanes, ok)
+            ok = e.op(f"arith.andi {ok}, {mk} : vector<{lanes}xi1>")
+        x = e.sel(ok, x, e.vconst(-math.inf, lanes, a), f"vector<{lanes}xi1>, {lt}")
+        e.b.stmt(f"vector.store {x}, %sc[{e.b.iaddc(cj, r * bk)}] : {sct}, {lt}")
+        new_mx.append(e.f("maxnumf", mxs[r], x, lt))
+    mxs = e.end(r1, [(x, lt) for x in new_mx])
+    m_new, m_safe, alpha = [], [], []
+    for r in R:
+        mb = e.op(f"vector.reduction <maxnumf>, {mxs[r]} : {lt} into {a}")
+        m_new.append(e.f("maxnumf", ms[r], mb))
+        m_safe.append(e.sel(e.is_neg_inf(m_new[r]), zero, m_new[r]))
+        alpha.append(e.exp(e.f("subf", ms[r], m_safe[r])))
+    # pass 2: p = exp(s - m) in place, vectors of keys, and its sums
+    msv = [e.splat(x, lanes) for x in m_safe]
+    c, sums, r2 = e.for_(e.i(0), nv, [(e.vconst(0.0, lanes, a), lt)] * rows)
+    cj = e.b.imul(c, lanes)
+    new_sums = []
+    for r in R:
+        off = e.b.iaddc(cj, r * bk)
+        x = e.op(f"vector.load %sc[{off}] : {sct}, {lt}")
+        p = e.vexp(e.f("subf", x, msv[r], lt), lanes)
+        e.b.stmt(f"vector.store {p}, %sc[{off}] : {sct}, {lt}")
+        new_sums.append(e.f("addf", sums[r], p, lt))
+    sums = e.end(r2, [(x, lt) for x in new_sums])
+    # pass 3: acc = alpha acc + sum_j p_j v_j (p is 0 past a row's last key)
+    nc = len(vch)
+    scaled = [e.f("mulf", accs[r * nc + t], e.splat(alpha[r], n), e.vt(n))
+              for r in R for t, (_, n) in enumerate(vch)]  # fmt: skip
+    jj, st3, r3 = e.for_(e.i(0), jn, list(zip(scaled, vtys * rows)))
+    vs = e.row(v, e.lin((bi, sp.b), (e.b.iadd(j0, jj), sp.s), (khi, sp.kh), (e.i(0), sp.hv)),
+               sp.hv)  # fmt: skip
+    new = []
+    for r in R:
+        p = e.op(f"memref.load %sc[{e.b.iaddc(jj, r * bk)}] : {sct}")
+        ps = {n: e.splat(p, n) for _, n in vch}
+        new += [e.fma(ps[n], y, st3[r * nc + t], n) for t, (y, (_, n)) in enumerate(zip(vs, vch))]
+    accs2 = e.end(r3, list(zip(new, vtys * rows)))
+    l2 = [e.f("addf", e.f("mulf", alpha[r], ls[r]), e.reduce(sums[r], lanes)) for r in R]
+    fin = e.end(res, [(x, a) for x in m_new + l2] + list(zip(accs2, vtys * rows)))
+    ms, ls, accs = fin[:rows], fin[rows : 2 * rows], fin[2 * rows :]
+    for r in R:
+        has = e.op(f"arith.cmpf ogt, {ls[r]}, {zero} : {a}")
+        l1 = e.sel(has, ls[r], e.c(1.0))
+        inv = e.f("divf", e.c(1.0), l1)
+        outs = [e.sel(has, e.f("mulf", x, e.splat(inv, n), e.vt(n)), z, e.vt(n))
+                for x, z, (_, n) in zip(accs[r * nc : (r + 1) * nc], vzeros, vch)]  # fmt: skip
+        obase = e.lin((bi, sp.b), (ii[r], sp.t), (ni, sp.n), (e.i(0), sp.hv))
+        e.store_row(outs, out, obase, sp.hv)
+        lg = e.op(f"math.log {l1} : {a}")
+        e.store(e.sel(has, e.f("addf", ms[r], lg), ninf), lse,
+                e.lin((bi, sp.b), (ni, sp.n), (ii[r], sp.t)))  # fmt: skip
