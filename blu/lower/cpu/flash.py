@@ -33,7 +33,7 @@ from blu.lower.mlir import mathlib
 from blu.lower.mlir.emit import Builder, float_literal, memref_type, storage_type
 
 BLOCK_KEYS = 64  # keys per block of scores (a stack buffer of this many accumulator values)
-VERSION = "4"  # bump when the generated code changes meaning
+VERSION = "5"  # bump when the generated code changes meaning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +88,12 @@ class Spec:
         return max(1, min(8, 32 // -(-self.hv // self.lanes)))
 
     @property
+    def t_pad(self) -> int:
+        """``T`` plus room for a vector of queries starting at any of them (the backward's
+        transposed queries)."""
+        return -(-(self.t + self.lanes - 1) // self.lanes) * self.lanes
+
+    @property
     def s_pad(self) -> int:
         """``S`` rounded up to whole key blocks (the forward's transposed keys)."""
         return -(-self.s // self.key_block) * self.key_block
@@ -95,7 +101,8 @@ class Spec:
     def workspace(self, kind: str) -> list[tuple[str, int]]:
         """The scratch buffers ``(dtype name, elements)`` of the ``kind`` kernel: the forward's
         transposed keys ``(B, K, H, S_pad)``; the backward's ``D``, then (half floats) the
-        float32 ``dq`` and ``dbias`` accumulators."""
+        float32 ``dq`` and ``dbias`` accumulators, then the transposed queries ``(B, N, H,
+        T_pad)`` and output gradients ``(B, N, Hv, T_pad)``."""
         acc = "float64" if self.acc == "f64" else "float32"
         if kind == "fwd":
             return [(acc, self.b * self.kh * self.h * self.s_pad)]
@@ -104,6 +111,8 @@ class Spec:
             ws.append(("float32", self.b * self.t * self.n * self.h))
             if self.need_dbias:
                 ws.append(("float32", math.prod(self.bias) * self.t * self.s))
+        ws.append((acc, self.b * self.n * self.h * self.t_pad))
+        ws.append((acc, self.b * self.n * self.hv * self.t_pad))
         return ws
 
 

@@ -11,13 +11,15 @@ from blu.core.aval import ShapedArray
 from blu.lower.cpu.flash import Spec, _acc_np, _Emitter, _inputs
 from blu.lower.mlir.emit import memref_type
 
+KEYS = 4  # keys per block of the backward: their dk, dv rows stay in registers
+
 
 def emit_backward(sp: Spec, name: str) -> str:
     """The backward kernel ``name(q, k, v, [bias], [mask], out, lse, dout, [dlse], dq, dk, dv,
-    [dbias], dd, [dq_acc], [dbias_acc])`` (the last are the workspace buffers)."""
+    [dbias], dd, [dq_acc], [dbias_acc], qt, dot)`` (the last are the workspace buffers)."""
     e = _Emitter(sp)
     q, k, v, bias, mask = _inputs(e, sp)
-    acc_np, a, g = _acc_np(sp), e.a, sp.n // sp.kh
+    acc_np = _acc_np(sp)
     nq, nrow = sp.b * sp.t * sp.n, sp.b * sp.n * sp.t
     out = e.param("out", nq * sp.hv, e.dt)
     lse = e.param("lse", nrow, acc_np)
@@ -34,9 +36,14 @@ def emit_backward(sp: Spec, name: str) -> str:
         dq_acc = e.param("dqacc", nq * sp.h, np.float32)
         if sp.need_dbias:
             db_acc = e.param("dbacc", nbias, np.float32)
-    zero, pinf = e.c(0.0), e.c(math.inf)
-    qb, sc = sp.key_block, "%sc"
-    sct = memref_type(ShapedArray((qb,), acc_np))
+    qt = e.param("qt", sp.b * sp.n * sp.h * sp.t_pad, acc_np)
+    dot = e.param("dot", sp.b * sp.n * sp.hv * sp.t_pad, acc_np)
+    zero = e.c(0.0)
+    tiles = ["%pt", "%dst"] + ["%bt"] * (bias is not None) + ["%mt"] * (mask is not None)
+    tiles += ["%dbt"] * sp.need_dbias
+    for t in tiles:
+        e.avals[t] = ShapedArray((KEYS * sp.lanes,), acc_np)
+    prologue = [f"{t} = memref.alloca() : {memref_type(e.avals[t])}" for t in tiles]
 
     def fill_zero(buf: str, size: int) -> None:
         x, _, _ = e.for_(e.i(0), e.i(size))
@@ -46,7 +53,8 @@ def emit_backward(sp: Spec, name: str) -> str:
     fill_zero(dq_acc, nq * sp.h)
     if db_acc is not None:
         fill_zero(db_acc, nbias)
-    # D = rowsum(dO * O) - dL
+    # D = rowsum(dO * O) - dL, and q, dO transposed to (B, N, H, T_pad): a block's scores are
+    # then vectors of queries, sum_h k[h] * qt[h, i0:i0+lanes], with no horizontal sums
     bi, _, _ = e.for_(e.i(0), e.i(sp.b))
     ii, _, _ = e.for_(e.i(0), e.i(sp.t))
     ni, _, _ = e.for_(e.i(0), e.i(sp.n))
@@ -56,69 +64,38 @@ def emit_backward(sp: Spec, name: str) -> str:
     if dlse is not None:
         d = e.f("subf", d, e.load(dlse, row))
     e.store(d, dd, row)
-    for _ in range(3):
+    for src, dst, hh in ((q, qt, sp.h), (dout, dot, sp.hv)):
+        hi, _, _ = e.for_(e.i(0), e.i(hh))
+        x = e.load(src, e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (hi, hh)))
+        e.store(x, dst, e.lin((bi, sp.b), (ni, sp.n), (hi, hh), (ii, sp.t_pad)))
         e.end("")
-    # per key row j: dk_j, dv_j in registers over the group's heads and the queries seeing j
-    hch, vch = e.chunks(sp.h), e.chunks(sp.hv)
-    hz = [(e.vconst(0.0, n, a), e.vt(n)) for _, n in hch]
-    vz = [(e.vconst(0.0, n, a), e.vt(n)) for _, n in vch]
+    e.end("")  # ni
+    e.end("")  # ii
+    if sp.t_pad > sp.t:  # zeros after the queries: no NaN from stale workspace
+        ni, _, _ = e.for_(e.i(0), e.i(sp.n))
+        for dst, hh in ((qt, sp.h), (dot, sp.hv)):
+            hi, _, _ = e.for_(e.i(0), e.i(hh))
+            ii, _, _ = e.for_(e.i(sp.t), e.i(sp.t_pad))
+            e.store(zero, dst, e.lin((bi, sp.b), (ni, sp.n), (hi, hh), (ii, sp.t_pad)))
+            e.end("")
+            e.end("")
+        e.end("")
+    e.end("")  # bi
+    # per block of keys: their dk, dv in registers over the group's heads and the queries
     bi, _, _ = e.for_(e.i(0), e.i(sp.b))
     khi, _, _ = e.for_(e.i(0), e.i(sp.kh))
-    ji, _, _ = e.for_(e.i(0), e.i(sp.s))
-    kbase = e.lin((bi, sp.b), (ji, sp.s), (khi, sp.kh), (e.i(0), sp.h))
-    vbase = e.lin((bi, sp.b), (ji, sp.s), (khi, sp.kh), (e.i(0), sp.hv))
-    ks, vs = e.row(k, kbase, sp.h), e.row(v, vbase, sp.hv)
-    gi, st_g, res_g = e.for_(e.i(0), e.i(g), hz + vz)
-    ni = e.b.iadd(e.b.imul(khi, g), gi)
-    # the queries seeing key j in blocks: their P = exp(S - L) first (a loop LLVM
-    # vectorizes), then each query's updates
-    carried = [(x, t) for x, (_, t) in zip(st_g, hz + vz)]
-    ib, st, res_i = e.for_(ji if sp.is_causal else e.i(0), e.i(sp.t), carried, step=e.i(qb))
-    inn = e.op(f"arith.minui {e.op(f'arith.subi {e.i(sp.t)}, {ib} : index')}, {e.i(qb)} : index")
-    jj, _, _ = e.for_(e.i(0), inn)
-    ii = e.b.iadd(ib, jj)
-    qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
-    s, ok = e.score(e.row(q, qbase, sp.h), ks, None, mask, bi, ni, ii, ji)
-    s = e.f("mulf", s, e.c(sp.scale))
-    if bias is not None:
-        s = e.f("addf", s, e.load(bias, e.bs_offset(sp.bias, bi, ni, ii, ji)))
-    lv = e.load(lse, e.lin((bi, sp.b), (ni, sp.n), (ii, sp.t)))
-    lv = e.sel(e.is_neg_inf(lv), pinf, lv)  # a row with nothing to attend: P = 0, not NaN
-    x = e.f("subf", s, lv)
-    if ok is not None:
-        x = e.sel(ok, x, e.c(-math.inf))
-    e.b.stmt(f"memref.store {x}, {sc}[{jj}] : {sct}")
-    e.end("")
-    jj, _, _ = e.for_(e.i(0), inn)
-    x = e.op(f"memref.load {sc}[{jj}] : {sct}")
-    e.b.stmt(f"memref.store {e.exp(x)}, {sc}[{jj}] : {sct}")
-    e.end("")
-    jj, st, res_q = e.for_(e.i(0), inn, [(x, t) for x, (_, t) in zip(st, hz + vz)])
-    dks, dvs = st[: len(hch)], st[len(hch) :]
-    ii = e.b.iadd(ib, jj)
-    p = e.op(f"memref.load {sc}[{jj}] : {sct}")
-    qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
-    obase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.hv))
-    qs, dos = e.row(q, qbase, sp.h), e.row(dout, obase, sp.hv)
-    row = e.lin((bi, sp.b), (ni, sp.n), (ii, sp.t))
-    dvs = [e.fma(e.splat(p, n), y, x, n) for y, x, (_, n) in zip(dos, dvs, vch)]
-    dp = e.dot(dos, vs, sp.hv)
-    ds = e.f("mulf", p, e.f("subf", dp, e.load(dd, row)))
-    if db_acc is not None:  # the bias is added after the scale
-        off = e.bs_offset(sp.bias, bi, ni, ii, ji)
-        e.store(e.f("addf", e.load(db_acc, off), ds), db_acc, off)
-    dss = e.f("mulf", ds, e.c(sp.scale))
-    for x, (o, n) in zip(ks, hch):
-        off = e.b.iaddc(qbase, o)
-        e.vstore(e.fma(e.splat(dss, n), x, e.vload(dq_acc, off, n), n), dq_acc, off, n)
-    dks = [e.fma(e.splat(dss, n), x, y, n) for x, y, (_, n) in zip(qs, dks, hch)]
-    ys = e.end(res_q, [(x, e.vt(n)) for x, (_, n) in zip(dks + dvs, hch + vch)])
-    ys = e.end(res_i, [(x, e.vt(n)) for x, (_, n) in zip(ys, hch + vch)])
-    ys = e.end(res_g, [(x, e.vt(n)) for x, (_, n) in zip(ys, hch + vch)])
-    e.store_row(ys[: len(hch)], dk, kbase, sp.h)
-    e.store_row(ys[len(hch) :], dv, vbase, sp.hv)
-    for _ in range(3):
+    io = (bi, khi, q, k, v, bias, mask, lse, dout, dk, dv, dq_acc, db_acc, dd, qt, dot)
+    main = sp.s - sp.s % KEYS
+    if main:
+        j0, _, _ = e.for_(e.i(0), e.i(main), step=e.i(KEYS))
+        _backward_keys(e, KEYS, j0, io)
         e.end("")
+    if main < sp.s:
+        j0, _, _ = e.for_(e.i(main), e.i(sp.s))
+        _backward_keys(e, 1, j0, io)
+        e.end("")
+    e.end("")
+    e.end("")
     if sp.low:  # round the float32 accumulators once
         for src, dst, size in ((dq_acc, dq, nq * sp.h), (db_acc, dbias, nbias)):
             if src is None or src == dst:
@@ -126,4 +103,123 @@ def emit_backward(sp: Spec, name: str) -> str:
             x, _, _ = e.for_(e.i(0), e.i(size))
             e.store(e.load(src, x), dst, x)
             e.end("")
-    return e.function(name, [f"{sc} = memref.alloca() : {sct}"])
+    return e.function(name, prologue)
+
+
+def _backward_keys(e: _Emitter, nk: int, j0: str, io) -> None:
+    """Keys ``j0 .. j0 + nk``: per head of the group and vector of queries (from ``j0`` when
+    causal), ``S`` and ``dP = dO v`` as vectors over the queries, ``P = exp(S - L)``, ``dS = P
+    (dP - D)`` into tiles; then per query ``dv += P dO``, ``dk += scale dS q``, ``dq += scale
+    dS k`` with the keys' rows in registers."""
+    sp, a, w = e.sp, e.a, e.sp.lanes
+    bi, khi, q, k, v, bias, mask, lse, dout, dk, dv, dq_acc, db_acc, dd, qt, dot = io
+    g, K = sp.n // sp.kh, range(nk)
+    hch, vch = e.chunks(sp.h), e.chunks(sp.hv)
+    nh, nvh = len(hch), len(vch)
+    lt, mt = e.vt(w), f"vector<{w}xi1>"
+    tt = memref_type(e.avals["%pt"])
+    js = [e.b.iaddc(j0, r) for r in K]
+    kbase = [e.lin((bi, sp.b), (j, sp.s), (khi, sp.kh), (e.i(0), sp.h)) for j in js]
+    vbase = [e.lin((bi, sp.b), (j, sp.s), (khi, sp.kh), (e.i(0), sp.hv)) for j in js]
+    krows = [e.row(k, x, sp.h) for x in kbase]
+    zeros = [(e.vconst(0.0, n, a), e.vt(n)) for _, n in hch] * nk
+    zeros += [(e.vconst(0.0, n, a), e.vt(n)) for _, n in vch] * nk
+    gi, st_g, res_g = e.for_(e.i(0), e.i(g), zeros)
+    ni = e.b.iadd(e.b.imul(khi, g), gi)
+    lo = j0 if sp.is_causal else e.i(0)
+    i0, st, res_i = e.for_(lo, e.i(sp.t), list(zip(st_g, [t for _, t in zeros])), step=e.i(w))
+    # scores and dP, vectors over the queries i0 .. i0 + w
+    qtb = e.lin((bi, sp.b), (ni, sp.n), (e.i(0), sp.h), (i0, sp.t_pad))
+    hi, ss, rh = e.for_(e.i(0), e.i(sp.h), [(e.vconst(0.0, w, a), lt)] * nk)
+    qv = e.vload(qt, e.b.iadd(qtb, e.b.imul(hi, sp.t_pad)), w)
+    ss = [e.fma(e.splat(e.load(k, e.b.iadd(kbase[r], hi)), w), qv, ss[r], w) for r in K]
+    ss = e.end(rh, [(x, lt) for x in ss])
+    dtb = e.lin((bi, sp.b), (ni, sp.n), (e.i(0), sp.hv), (i0, sp.t_pad))
+    hi, dps, rh = e.for_(e.i(0), e.i(sp.hv), [(e.vconst(0.0, w, a), lt)] * nk)
+    dv_ = e.vload(dot, e.b.iadd(dtb, e.b.imul(hi, sp.t_pad)), w)
+    dps = [e.fma(e.splat(e.load(v, e.b.iadd(vbase[r], hi)), w), dv_, dps[r], w) for r in K]
+    dps = e.end(rh, [(x, lt) for x in dps])
+    inside = e.lanes_below(i0, e.op(f"arith.index_cast {e.i(sp.t)} : index to i32"), w)
+    rowb = e.lin((bi, sp.b), (ni, sp.n), (i0, sp.t))
+    lv = e.vload(lse, rowb, w, inside)
+    # a row with nothing to attend (L = -inf): P = 0, not NaN
+    ninf_v, pinf_v = e.vconst(-math.inf, w, a), e.vconst(math.inf, w, a)
+    lv = e.sel(e.op(f"arith.cmpf oeq, {lv}, {ninf_v} : {lt}"), pinf_v, lv, f"{mt}, {lt}")
+    dvec = e.vload(dd, rowb, w, inside)
+    left = e.op(f"arith.subi {e.i(sp.t)}, {i0} : index")
+    nvalid = e.op(f"arith.minui {left}, {e.i(w)} : index")
+    if bias is not None or mask is not None:  # their (T, S) entries of the tile, by rows
+        rr, _, _ = e.for_(e.i(0), nvalid)
+        ii = e.b.iadd(i0, rr)
+        for r in K:
+            at = e.b.iaddc(rr, r * w)
+            if bias is not None:
+                x = e.load(bias, e.bs_offset(sp.bias, bi, ni, ii, js[r]))
+                e.b.stmt(f"memref.store {x}, %bt[{at}] : {tt}")
+            if mask is not None:
+                ok = e.load(mask, e.bs_offset(sp.mask, bi, ni, ii, js[r]))
+                e.b.stmt(f"memref.store {e.sel(ok, e.c(1.0), e.c(0.0))}, %mt[{at}] : {tt}")
+        e.end("")
+    i32 = e.op(f"arith.index_cast {i0} : index to i32")
+    qidx = e.op(f"arith.addi {e.op(f'vector.broadcast {i32} : i32 to vector<{w}xi32>')}, "
+                f"{e.iota(w)} : vector<{w}xi32>")  # fmt: skip
+    scale_v = e.vconst(sp.scale, w, a)
+    for r in K:
+        x = e.f("mulf", ss[r], scale_v, lt)
+        ok = inside
+        if sp.is_causal:
+            j32 = e.op(f"arith.index_cast {js[r]} : index to i32")
+            jv = e.op(f"vector.broadcast {j32} : i32 to vector<{w}xi32>")
+            seen = e.op(f"arith.cmpi sge, {qidx}, {jv} : vector<{w}xi32>")
+            ok = e.op(f"arith.andi {ok}, {seen} : {mt}")
+        if bias is not None:
+            x = e.f("addf", x, e.op(f"vector.load %bt[{e.i(r * w)}] : {tt}, {lt}"), lt)
+        if mask is not None:
+            mv = e.op(f"vector.load %mt[{e.i(r * w)}] : {tt}, {lt}")
+            on = e.op(f"arith.cmpf one, {mv}, {e.vconst(0.0, w, a)} : {lt}")
+            ok = e.op(f"arith.andi {ok}, {on} : {mt}")
+        x = e.sel(ok, e.f("subf", x, lv, lt), ninf_v, f"{mt}, {lt}")
+        p = e.vexp(x, w)
+        ds = e.f("mulf", p, e.f("subf", dps[r], dvec, lt), lt)
+        ds = e.sel(ok, ds, e.vconst(0.0, w, a), f"{mt}, {lt}")
+        e.b.stmt(f"vector.store {p}, %pt[{e.i(r * w)}] : {tt}, {lt}")
+        e.b.stmt(f"vector.store {e.f('mulf', ds, scale_v, lt)}, %dst[{e.i(r * w)}] : {tt}, {lt}")
+        if db_acc is not None:  # the bias is added after the scale
+            e.b.stmt(f"vector.store {ds}, %dbt[{e.i(r * w)}] : {tt}, {lt}")
+    if db_acc is not None:
+        rr, _, _ = e.for_(e.i(0), nvalid)
+        ii = e.b.iadd(i0, rr)
+        for r in K:
+            off = e.bs_offset(sp.bias, bi, ni, ii, js[r])
+            x = e.op(f"memref.load %dbt[{e.b.iaddc(rr, r * w)}] : {tt}")
+            e.store(e.f("addf", e.load(db_acc, off), x), db_acc, off)
+        e.end("")
+    # per query: dv += P dO, dk += scale dS q, dq += scale dS k
+    rr, st_q, res_q = e.for_(e.i(0), nvalid, list(zip(st, [t for _, t in zeros])))
+    ii = e.b.iadd(i0, rr)
+    qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
+    obase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.hv))
+    qs, dos = e.row(q, qbase, sp.h), e.row(dout, obase, sp.hv)
+    dqs = e.row(dq_acc, qbase, sp.h)
+    dks, dvs = st_q[: nk * nh], st_q[nk * nh :]
+    new_dk, new_dv = [], []
+    for r in K:
+        p = e.op(f"memref.load %pt[{e.b.iaddc(rr, r * w)}] : {tt}")
+        ds = e.op(f"memref.load %dst[{e.b.iaddc(rr, r * w)}] : {tt}")
+        pv = {n: e.splat(p, n) for _, n in vch}
+        dsv = {n: e.splat(ds, n) for _, n in hch}
+        new_dv += [
+            e.fma(pv[n], y, dvs[r * nvh + t], n) for t, (y, (_, n)) in enumerate(zip(dos, vch))
+        ]
+        new_dk += [
+            e.fma(dsv[n], y, dks[r * nh + t], n) for t, (y, (_, n)) in enumerate(zip(qs, hch))
+        ]
+        dqs = [e.fma(dsv[n], y, x, n) for y, x, (_, n) in zip(krows[r], dqs, hch)]
+    e.store_row(dqs, dq_acc, qbase, sp.h)
+    tys = [t for _, t in zeros]
+    ys = e.end(res_q, list(zip(new_dk + new_dv, tys)))
+    ys = e.end(res_i, list(zip(ys, tys)))
+    ys = e.end(res_g, list(zip(ys, tys)))
+    for r in K:
+        e.store_row(ys[r * nh : (r + 1) * nh], dk, kbase[r], sp.h)
+        e.store_row(ys[nk * nh + r * nvh : nk * nh + (r + 1) * nvh], dv, vbase[r], sp.hv)
