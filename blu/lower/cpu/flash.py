@@ -2,15 +2,20 @@
 online softmax blocked over keys, so no ``(T, S)`` buffer exists (Dao 2023, "FlashAttention-2:
 Faster Attention with Better Parallelism and Work Partitioning", arXiv:2307.08691).
 
-- ``emit_forward``: per query row, the keys in blocks of ``BLOCK_KEYS``: the block's scores
-  (``q . k`` as ``vector`` dot products over the head), the running maximum, ``exp`` of the
-  block (a scalar loop LLVM vectorizes), and ``acc = alpha acc + sum_j p_j v_j`` held in
-  registers (Algorithm 1). Writes ``out`` and ``lse = m + log l`` (``-inf`` and zeros for a row
-  with nothing to attend).
-- ``emit_backward``: ``D = rowsum(dO * O) - dL`` first, then per key row ``j`` (its ``dk_j``,
-  ``dv_j`` in registers, summed over the query heads of its group and the queries that see it),
-  ``P = exp(S - L)``, ``dV += P dO``, ``dS = P (dO . v - D)``, ``dQ += scale dS k`` (memory),
-  ``dK += scale dS q`` (Algorithm 2, with the loops in the order a single core wants).
+- ``emit_forward`` (here): the keys transposed into the workspace first; then per block of
+  ``Spec.row_block`` queries and block of ``BLOCK_KEYS`` keys (causal blocks end at the last
+  row's limit): the scores as vectors of keys, each key vector loaded once for all the rows (an
+  outer product, no horizontal sums), the running maxima, ``p = exp(s - m)`` over vectors (the
+  Cephes steps of ``mathlib.exp``), and ``acc = alpha acc + sum_j p_j v_j`` held in registers,
+  each ``v`` row shared by the rows (Algorithm 1). Writes ``out`` and ``lse = m + log l``
+  (``-inf`` and zeros for a row with nothing to attend).
+- ``emit_backward`` (``flash_backward``): ``D = rowsum(dO * O) - dL`` and the queries and
+  output gradients transposed first, then per block of ``BACKWARD_KEYS`` keys (their ``dk``,
+  ``dv`` in registers, summed over the query heads of the group and the queries that see them)
+  and vector of queries: ``S`` and ``dP = dO V^T`` as vectors of queries, ``P = exp(S - L)``,
+  ``dS = P (dP - D)`` into small tiles, then per query ``dV += P dO``, ``dK += scale dS q``,
+  ``dQ += scale dS k`` (memory) by broadcast FMAs (Algorithm 2, with the loops in the order a
+  single core wants).
 
 Layouts are the primitives' (flat, row-major): ``q (B, T, N, H)``, ``k (B, S, K, H)``,
 ``v (B, S, K, Hv)``, ``bias``/``mask`` ``(1|B, 1|N, T, S)`` (mask as bytes), ``lse (B, N, T)``.
@@ -32,8 +37,9 @@ from blu.core.aval import ShapedArray
 from blu.lower.mlir import mathlib
 from blu.lower.mlir.emit import Builder, float_literal, memref_type, storage_type
 
-BLOCK_KEYS = 64  # keys per block of scores (a stack buffer of this many accumulator values)
-VERSION = "5"  # bump when the generated code changes meaning
+BLOCK_KEYS = 64  # keys per block of the forward's scores (a stack buffer of rows x this many)
+BACKWARD_KEYS = 4  # keys per block of the backward: their dk, dv rows stay in registers
+VERSION = "6"  # bump when the generated code changes meaning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +74,7 @@ class Spec:
         """Cache key material of the ``kind`` ("fwd" or "bwd") kernel."""
         return (
             f"blu-attention-cpu-{kind} v{VERSION} block={BLOCK_KEYS} rows={self.row_block} "
+            f"keys={BACKWARD_KEYS} "
             f"{dataclasses.astuple(self)!r}"
         )
 
@@ -132,7 +139,7 @@ def _align(n: int) -> int:
     return (n + 63) // 64 * 64
 
 
-class _Emitter:
+class Emitter:
     """A ``Builder`` with vector helpers over the accumulator type."""
 
     def __init__(self, spec: Spec):
@@ -383,7 +390,8 @@ class _Emitter:
         return "module {\n" + "\n".join(lines) + "\n}\n"
 
 
-def _inputs(e: _Emitter, sp: Spec) -> tuple[str, str, str, str | None, str | None]:
+def inputs(e: Emitter, sp: Spec) -> tuple[str, str, str, str | None, str | None]:
+    """The kernel parameters ``q, k, v, [bias], [mask]`` (None where the spec has none)."""
     q = e.param("q", sp.b * sp.t * sp.n * sp.h, e.dt)
     k = e.param("k", sp.b * sp.s * sp.kh * sp.h, e.dt)
     v = e.param("v", sp.b * sp.s * sp.kh * sp.hv, e.dt)
@@ -392,7 +400,8 @@ def _inputs(e: _Emitter, sp: Spec) -> tuple[str, str, str, str | None, str | Non
     return q, k, v, bias, mask
 
 
-def _acc_np(sp: Spec):
+def acc_dtype(sp: Spec):
+    """The numpy accumulator type: float64 for float64 inputs, else float32."""
     return np.float64 if sp.acc == "f64" else np.float32
 
 
@@ -402,13 +411,13 @@ def _acc_np(sp: Spec):
 def emit_forward(sp: Spec, name: str) -> str:
     """The forward kernel ``name(q, k, v, [bias], [mask], out, lse, kt)`` (``kt``: workspace
     for the transposed keys; see the module doc)."""
-    e = _Emitter(sp)
-    q, k, v, bias, mask = _inputs(e, sp)
+    e = Emitter(sp)
+    q, k, v, bias, mask = inputs(e, sp)
     out = e.param("out", sp.b * sp.t * sp.n * sp.hv, e.dt)
-    lse = e.param("lse", sp.b * sp.n * sp.t, _acc_np(sp))
-    kt = e.param("kt", sp.b * sp.kh * sp.h * sp.s_pad, _acc_np(sp))
+    lse = e.param("lse", sp.b * sp.n * sp.t, acc_dtype(sp))
+    kt = e.param("kt", sp.b * sp.kh * sp.h * sp.s_pad, acc_dtype(sp))
     rows = sp.row_block
-    e.avals["%sc"] = ShapedArray((rows * sp.key_block,), _acc_np(sp))
+    e.avals["%sc"] = ShapedArray((rows * sp.key_block,), acc_dtype(sp))
     prologue = [f"%sc = memref.alloca() : {memref_type(e.avals['%sc'])}"]
     g, zero = sp.n // sp.kh, e.c(0.0)
 
@@ -446,7 +455,7 @@ def emit_forward(sp: Spec, name: str) -> str:
     return e.function(name, prologue)
 
 
-def _forward_rows(e: _Emitter, rows: int, i0: str, io) -> None:
+def _forward_rows(e: Emitter, rows: int, i0: str, io) -> None:
     """The forward of queries ``i0 .. i0 + rows``: per key block, their scores (``rows`` x the
     block's key vectors, causal blocks cut after the last row's limit) stored in ``%sc``, the
     running maxima, ``p = exp(s - m)`` in place over vectors, then ``acc = alpha acc +

@@ -1,5 +1,7 @@
-"""The MLIR CPU kernel of the fused attention's backward (``blu.lax.attention``; the forward,
-the problem ``Spec`` and the vector helpers are in ``blu.lower.cpu.flash``)."""
+"""The MLIR CPU kernel of the fused attention's backward (``blu.lax.attention``): FlashAttention-2's
+Algorithm 2 blocked over keys, with ``S`` and ``dP`` as vectors of queries (the algorithm, the
+layouts and the problem ``Spec`` are in ``blu.lower.cpu.flash``'s doc, the vector helpers in its
+``Emitter``)."""
 
 from __future__ import annotations
 
@@ -8,18 +10,17 @@ import math
 import numpy as np
 
 from blu.core.aval import ShapedArray
-from blu.lower.cpu.flash import Spec, _acc_np, _Emitter, _inputs
+from blu.lower.cpu.flash import BACKWARD_KEYS as KEYS
+from blu.lower.cpu.flash import Emitter, Spec, acc_dtype, inputs
 from blu.lower.mlir.emit import memref_type
-
-KEYS = 4  # keys per block of the backward: their dk, dv rows stay in registers
 
 
 def emit_backward(sp: Spec, name: str) -> str:
     """The backward kernel ``name(q, k, v, [bias], [mask], out, lse, dout, [dlse], dq, dk, dv,
     [dbias], dd, [dq_acc], [dbias_acc], qt, dot)`` (the last are the workspace buffers)."""
-    e = _Emitter(sp)
-    q, k, v, bias, mask = _inputs(e, sp)
-    acc_np = _acc_np(sp)
+    e = Emitter(sp)
+    q, k, v, bias, mask = inputs(e, sp)
+    acc_np = acc_dtype(sp)
     nq, nrow = sp.b * sp.t * sp.n, sp.b * sp.n * sp.t
     out = e.param("out", nq * sp.hv, e.dt)
     lse = e.param("lse", nrow, acc_np)
@@ -106,7 +107,7 @@ def emit_backward(sp: Spec, name: str) -> str:
     return e.function(name, prologue)
 
 
-def _backward_keys(e: _Emitter, nk: int, j0: str, io) -> None:
+def _backward_keys(e: Emitter, nk: int, j0: str, io) -> None:
     """Keys ``j0 .. j0 + nk``: per head of the group and vector of queries (from ``j0`` when
     causal), ``S`` and ``dP = dO v`` as vectors over the queries, ``P = exp(S - L)``, ``dS = P
     (dP - D)`` into tiles; then per query ``dv += P dO``, ``dk += scale dS q``, ``dq += scale
