@@ -39,7 +39,7 @@ from blu.lower.mlir.emit import Builder, float_literal, memref_type, storage_typ
 
 BLOCK_KEYS = 64  # keys per block of the forward's scores (a stack buffer of rows x this many)
 BACKWARD_KEYS = 4  # keys per block of the backward: their dk, dv rows stay in registers
-VERSION = "6"  # bump when the generated code changes meaning
+VERSION = "7"  # bump when the generated code changes meaning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,6 +280,18 @@ class Emitter:
             total = self.f("addf", total, self.reduce(tail, n)) if full else self.reduce(tail, n)
         return total
 
+    def max_lanes(self, v: str, n: int) -> str:
+        """The largest lane of a vector of ``n`` (a power of two) lanes, NaN lanes ignored: a
+        tree of shuffles (``vector.reduction <maxnumf>`` becomes a serial chain of scalar
+        maxima with NaN checks, the forward's costliest part at small heads)."""
+        t, half = self.vt(n), n // 2
+        while half:
+            perm = [(i ^ half) for i in range(n)]  # swap the halves of each 2*half group
+            sw = self.op(f"vector.shuffle {v}, {v} {perm} : {t}, {t}")
+            v = self.f("maxnumf", v, sw, t)
+            half //= 2
+        return self.op(f"vector.extract {v}[0] : {self.a} from {t}")
+
     def reduce(self, v: str, n: int) -> str:
         return self.op(f"vector.reduction <add>, {v} fastmath<reassoc> : {self.vt(n)} "
                        f"into {self.a}")  # fmt: skip
@@ -505,7 +517,7 @@ def _forward_rows(e: Emitter, rows: int, i0: str, io) -> None:
     mxs = e.end(r1, [(x, lt) for x in new_mx])
     m_new, m_safe, alpha = [], [], []
     for r in R:
-        mb = e.op(f"vector.reduction <maxnumf>, {mxs[r]} : {lt} into {a}")
+        mb = e.max_lanes(mxs[r], lanes)
         m_new.append(e.f("maxnumf", ms[r], mb))
         m_safe.append(e.sel(e.is_neg_inf(m_new[r]), zero, m_new[r]))
         alpha.append(e.exp(e.f("subf", ms[r], m_safe[r])))
