@@ -1,14 +1,15 @@
 """The CPU's library lowerings of the fused attention primitives (``blu.lax.attention``): blu's
-own MLIR kernels (``blu.lower.cpu.flash``: FlashAttention-2's online softmax blocked over keys,
-vectorized over the head) for the forward and the backward, at every size (no ``(T, S)`` buffer
-exists; ``benchmarks/attention_cpu.py`` compares them with the inlined decomposition). Compiled
-once per problem (sizes, dtype, options) through the host compiler (``mlir/llvm.py``) and its
-disk cache when the executable first runs it (library nodes are not in ``cache_keys()``), called
-on the planned buffers; their workspace (the forward's transposed keys, the backward's ``D`` and
-half-float accumulators) is planned scratch, and large problems are split by batch entries
-across blu's threads. The JVP primitive (forward mode only) runs the blocked numpy kernels for
-problems whose scores would exceed ``CPU_KERNEL_MIN_SCORES`` elements and inlines its
-decomposition below that. ``implementation="cudnn"`` is an error here (it needs a CUDA target).
+own MLIR kernels (``blu.lower.cpu.flash`` and ``flash_backward``: FlashAttention-2 blocked over
+queries and keys, the scores as vectors) for the forward and the backward, at every size (no
+``(T, S)`` buffer exists; ``benchmarks/attention_cpu.py`` compares them with the inlined
+decomposition). Compiled once per problem (sizes, dtype, options) through the host compiler
+(``mlir/llvm.py``) and its disk cache when the executable first runs it (library nodes are not
+in ``cache_keys()``), called on the planned buffers; their workspace (the forward's transposed
+keys, the backward's ``D``, half-float accumulators and transposed queries and output gradients)
+is planned scratch, and large problems are split by batch entries across blu's threads. The JVP
+primitive (forward mode only) runs the blocked numpy kernels for problems whose scores would
+exceed ``CPU_KERNEL_MIN_SCORES`` elements and inlines its decomposition below that.
+``implementation="cudnn"`` is an error here (it needs a CUDA target).
 """
 
 from __future__ import annotations
