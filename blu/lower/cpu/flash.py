@@ -39,7 +39,7 @@ from blu.lower.mlir.emit import Builder, float_literal, memref_type, storage_typ
 
 BLOCK_KEYS = 64  # keys per block of the forward's scores (a stack buffer of rows x this many)
 BACKWARD_KEYS = 4  # keys per block of the backward: their dk, dv rows stay in registers
-VERSION = "7"  # bump when the generated code changes meaning
+VERSION = "10"  # bump when the generated code changes meaning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,6 +361,50 @@ class Emitter:
     def store(self, v: str, buf: str, lin: str) -> None:
         self.b.store(v, buf, self.avals[buf], lin)
 
+    def transpose(
+        self,
+        src: str,
+        sbase: str,
+        sstride: int,
+        dst: str,
+        dbase: str,
+        dstride: int,
+        rows: int,
+        cols: int,
+    ) -> None:
+        """``dst[dbase + c * dstride + r] = src[sbase + r * sstride + c]`` for ``r < rows``,
+        ``c < cols``: tiles of ``w x w`` through registers (a butterfly of two-vector shuffles)
+        where ``cols`` is whole vectors, element by element for the rest."""
+        w, b = self.w, self.b
+        full = rows - rows % w if cols % w == 0 else 0
+        if full:
+            r0, _, _ = self.for_(self.i(0), self.i(full), step=self.i(w))
+            c0, _, _ = self.for_(self.i(0), self.i(cols), step=self.i(w))
+            at = b.iadd(b.iadd(sbase, b.imul(r0, sstride)), c0)
+            vs = [self.vload(src, b.iaddc(at, r * sstride), w) for r in range(w)]
+            t = self.vt(w)
+            d = w // 2
+            while d:  # swap the off-diagonal d x d blocks: bit d of row and lane
+                for a in [r for r in range(w) if not r & d]:
+                    lo = [(x ^ d) + w if x & d else x for x in range(w)]
+                    hi = [(x ^ d) if not x & d else x + w for x in range(w)]
+                    na = self.op(f"vector.shuffle {vs[a]}, {vs[a + d]} {lo} : {t}, {t}")
+                    vs[a + d] = self.op(f"vector.shuffle {vs[a]}, {vs[a + d]} {hi} : {t}, {t}")
+                    vs[a] = na
+                d //= 2
+            to = b.iadd(b.iadd(dbase, b.imul(c0, dstride)), r0)
+            for c in range(w):
+                self.vstore(vs[c], dst, b.iaddc(to, c * dstride), w)
+            self.end("")
+            self.end("")
+        if full < rows:
+            r, _, _ = self.for_(self.i(full), self.i(rows))
+            c, _, _ = self.for_(self.i(0), self.i(cols))
+            x = self.load(src, b.iadd(b.iadd(sbase, b.imul(r, sstride)), c))
+            self.store(x, dst, b.iadd(b.iadd(dbase, b.imul(c, dstride)), r))
+            self.end("")
+            self.end("")
+
     # ---- index helpers --------------------------------------------------------------------------
 
     def lin(self, *pairs: tuple[str, int]) -> str:
@@ -437,16 +481,16 @@ def emit_forward(sp: Spec, name: str) -> str:
     # keys, sum_h q[h] * kt[h, j0:j0+lanes], with no horizontal sums
     bi, _, _ = e.for_(e.i(0), e.i(sp.b))
     khi, _, _ = e.for_(e.i(0), e.i(sp.kh))
-    hi, _, _ = e.for_(e.i(0), e.i(sp.h))
-    ji, _, _ = e.for_(e.i(0), e.i(sp.s))
-    src = e.lin((bi, sp.b), (ji, sp.s), (khi, sp.kh), (hi, sp.h))
-    e.store(e.load(k, src), kt, e.lin((bi, sp.b), (khi, sp.kh), (hi, sp.h), (ji, sp.s_pad)))
-    e.end("")
+    dbase = e.lin((bi, sp.b), (khi, sp.kh), (e.i(0), sp.h), (e.i(0), sp.s_pad))
+    sbase = e.lin((bi, sp.b), (e.i(0), sp.s), (khi, sp.kh), (e.i(0), sp.h))
+    e.transpose(k, sbase, sp.kh * sp.h, kt, dbase, sp.s_pad, sp.s, sp.h)
     if sp.s_pad > sp.s:
+        hi, _, _ = e.for_(e.i(0), e.i(sp.h))
         ji, _, _ = e.for_(e.i(sp.s), e.i(sp.s_pad))
         e.store(zero, kt, e.lin((bi, sp.b), (khi, sp.kh), (hi, sp.h), (ji, sp.s_pad)))
         e.end("")
-    for _ in range(3):
+        e.end("")
+    for _ in range(2):
         e.end("")
 
     bi, _, _ = e.for_(e.i(0), e.i(sp.b))

@@ -54,8 +54,8 @@ def emit_backward(sp: Spec, name: str) -> str:
     fill_zero(dq_acc, nq * sp.h)
     if db_acc is not None:
         fill_zero(db_acc, nbias)
-    # D = rowsum(dO * O) - dL, and q, dO transposed to (B, N, H, T_pad): a block's scores are
-    # then vectors of queries, sum_h k[h] * qt[h, i0:i0+lanes], with no horizontal sums
+    # D = rowsum(dO * O) - dL; q, dO transposed to (B, N, H, T_pad): a block's scores are then
+    # vectors of queries, sum_h k[h] * qt[h, i0:i0+lanes], with no horizontal sums
     bi, _, _ = e.for_(e.i(0), e.i(sp.b))
     ii, _, _ = e.for_(e.i(0), e.i(sp.t))
     ni, _, _ = e.for_(e.i(0), e.i(sp.n))
@@ -65,22 +65,20 @@ def emit_backward(sp: Spec, name: str) -> str:
     if dlse is not None:
         d = e.f("subf", d, e.load(dlse, row))
     e.store(d, dd, row)
-    for src, dst, hh in ((q, qt, sp.h), (dout, dot, sp.hv)):
-        hi, _, _ = e.for_(e.i(0), e.i(hh))
-        x = e.load(src, e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (hi, hh)))
-        e.store(x, dst, e.lin((bi, sp.b), (ni, sp.n), (hi, hh), (ii, sp.t_pad)))
-        e.end("")
     e.end("")  # ni
     e.end("")  # ii
-    if sp.t_pad > sp.t:  # zeros after the queries: no NaN from stale workspace
-        ni, _, _ = e.for_(e.i(0), e.i(sp.n))
-        for dst, hh in ((qt, sp.h), (dot, sp.hv)):
+    ni, _, _ = e.for_(e.i(0), e.i(sp.n))
+    for src, dst, hh in ((q, qt, sp.h), (dout, dot, sp.hv)):
+        sbase = e.lin((bi, sp.b), (e.i(0), sp.t), (ni, sp.n), (e.i(0), hh))
+        dbase = e.lin((bi, sp.b), (ni, sp.n), (e.i(0), hh), (e.i(0), sp.t_pad))
+        e.transpose(src, sbase, sp.n * hh, dst, dbase, sp.t_pad, sp.t, hh)
+        if sp.t_pad > sp.t:  # zeros after the queries: no NaN from stale workspace
             hi, _, _ = e.for_(e.i(0), e.i(hh))
             ii, _, _ = e.for_(e.i(sp.t), e.i(sp.t_pad))
             e.store(zero, dst, e.lin((bi, sp.b), (ni, sp.n), (hi, hh), (ii, sp.t_pad)))
             e.end("")
             e.end("")
-        e.end("")
+    e.end("")  # ni
     e.end("")  # bi
     # per block of keys: their dk, dv in registers over the group's heads and the queries
     bi, _, _ = e.for_(e.i(0), e.i(sp.b))
