@@ -10,7 +10,7 @@ Faster Attention with Better Parallelism and Work Partitioning", arXiv:2307.0869
   registers, each ``v`` row shared by the rows (Algorithm 1). Writes ``out`` and ``lse = m +
   log l`` (``-inf`` and zeros for a row with nothing to attend).
 - ``emit_backward`` (``flash_backward``): ``D = rowsum(dO * O) - dL`` and the queries and
-  output gradients transposed first, then per block of ``BACKWARD_KEYS`` keys (their ``dk``,
+  output gradients transposed first, then per block of ``Spec.backward_keys`` keys (their ``dk``,
   ``dv`` in registers, summed over the query heads of the group and the queries that see them)
   and vector of queries: ``S`` and ``dP = dO V^T`` as vectors of queries, ``P = exp(S - L)``,
   ``dS = P (dP - D)`` into small tiles, then per query ``dV += P dO``, ``dK += scale dS q``,
@@ -38,8 +38,8 @@ from blu.lower.mlir import mathlib
 from blu.lower.mlir.emit import Builder, float_literal, memref_type, storage_type
 
 BLOCK_KEYS = 64  # keys per block of the forward's scores (a stack buffer of rows x this many)
-BACKWARD_KEYS = 4  # keys per block of the backward: their dk, dv rows stay in registers
-VERSION = "11"  # bump when the generated code changes meaning
+BACKWARD_KEYS = 4  # keys per block of the backward (their dk, dv rows stay in registers)
+VERSION = "13"  # bump when the generated code changes meaning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Spec:
         """Cache key material of the ``kind`` ("fwd" or "bwd") kernel."""
         return (
             f"blu-attention-cpu-{kind} v{VERSION} block={BLOCK_KEYS} rows={self.row_block} "
-            f"keys={BACKWARD_KEYS} "
+            f"keys={self.backward_keys} "
             f"{dataclasses.astuple(self)!r}"
         )
 
@@ -92,7 +92,13 @@ class Spec:
     def row_block(self) -> int:
         """Queries per block of the forward: 4 (their accumulators, 4 per value vector, stay in
         registers), fewer for wide values."""
-        return max(1, min(8, 32 // -(-self.hv // self.lanes)))
+        return max(1, min(8, 16 // -(-self.hv // self.lanes)))
+
+    @property
+    def backward_keys(self) -> int:
+        """Keys per block of the backward: ``BACKWARD_KEYS`` at every head size (for wide heads
+        their accumulators spill, yet fewer keys measured slower: shorter FMA chains)."""
+        return BACKWARD_KEYS
 
     @property
     def t_pad(self) -> int:

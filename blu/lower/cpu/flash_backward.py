@@ -10,7 +10,6 @@ import math
 import numpy as np
 
 from blu.core.aval import ShapedArray
-from blu.lower.cpu.flash import BACKWARD_KEYS as KEYS
 from blu.lower.cpu.flash import Emitter, Spec, acc_dtype, inputs
 from blu.lower.mlir.emit import memref_type
 
@@ -43,7 +42,7 @@ def emit_backward(sp: Spec, name: str) -> str:
     tiles = ["%pt", "%dst"] + ["%bt"] * (bias is not None) + ["%mt"] * (mask is not None)
     tiles += ["%dbt"] * sp.need_dbias
     for t in tiles:
-        e.avals[t] = ShapedArray((KEYS * sp.lanes,), acc_np)
+        e.avals[t] = ShapedArray((sp.backward_keys * sp.lanes,), acc_np)
     prologue = [f"{t} = memref.alloca() : {memref_type(e.avals[t])}" for t in tiles]
 
     def fill_zero(buf: str, size: int) -> None:
@@ -84,10 +83,11 @@ def emit_backward(sp: Spec, name: str) -> str:
     bi, _, _ = e.for_(e.i(0), e.i(sp.b))
     khi, _, _ = e.for_(e.i(0), e.i(sp.kh))
     io = (bi, khi, q, k, v, bias, mask, lse, dout, dk, dv, dq_acc, db_acc, dd, qt, dot)
-    main = sp.s - sp.s % KEYS
+    keys = sp.backward_keys
+    main = sp.s - sp.s % keys
     if main:
-        j0, _, _ = e.for_(e.i(0), e.i(main), step=e.i(KEYS))
-        _backward_keys(e, KEYS, j0, io)
+        j0, _, _ = e.for_(e.i(0), e.i(main), step=e.i(keys))
+        _backward_keys(e, keys, j0, io)
         e.end("")
     if main < sp.s:
         j0, _, _ = e.for_(e.i(main), e.i(sp.s))
