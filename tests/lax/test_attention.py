@@ -435,11 +435,11 @@ def test_cpu_kernels_fully_masked_rows_give_zeros(cpu_kernels):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("case", [  # b, t, s, n, kh, h, hv, causal
     (3, 70, 83, 4, 2, 20, 36, True),  # T, S past a 64-key block; T % 8, S % 4, h % 16 != 0
-    (2, 13, 9, 2, 1, 33, 72, False),  # wide values: blocks of 6 queries, then the tail
+    (2, 13, 9, 2, 1, 33, 72, False),  # wide values: blocks of 3 queries (1 in float64), a tail
     (1, 83, 70, 1, 1, 16, 16, True),  # T > S: the last queries see every key
 ])  # fmt: skip
 def test_cpu_kernels_at_their_block_sizes(dtype, case):
-    """The kernels called directly at their own block sizes (64 keys and 8 queries forward, 4
+    """The kernels called directly at their own block sizes (64 keys and up to 8 queries forward, 4
     keys backward), with a bias gradient, a cotangent of the log-sum-exp, a mask and grouped
     heads, against the float64 references."""
     b, t, s, n, kh, h, hv, causal = case

@@ -90,8 +90,8 @@ class Spec:
 
     @property
     def row_block(self) -> int:
-        """Queries per block of the forward: 4 (their accumulators, 4 per value vector, stay in
-        registers), fewer for wide values."""
+        """Queries per block of the forward: 8, fewer for wide values (their ``acc`` rows, 16
+        vectors at most, stay in registers)."""
         return max(1, min(8, 16 // -(-self.hv // self.lanes)))
 
     @property
