@@ -39,7 +39,7 @@ from blu.lower.mlir.emit import Builder, float_literal, memref_type, storage_typ
 
 BLOCK_KEYS = 64  # keys per block of the forward's scores (a stack buffer of rows x this many)
 BACKWARD_KEYS = 4  # keys per block of the backward (their dk, dv rows stay in registers)
-VERSION = "13"  # bump when the generated code changes meaning
+VERSION = "14"  # bump when the generated code changes meaning
 
 
 @dataclasses.dataclass(frozen=True)

@@ -193,30 +193,46 @@ def _backward_keys(e: Emitter, nk: int, j0: str, io) -> None:
             x = e.op(f"memref.load %dbt[{e.b.iaddc(rr, r * w)}] : {tt}")
             e.store(e.f("addf", e.load(db_acc, off), x), db_acc, off)
         e.end("")
-    # per query: dv += P dO, dk += scale dS q, dq += scale dS k
-    rr, st_q, res_q = e.for_(e.i(0), nvalid, list(zip(st, [t for _, t in zeros])))
-    ii = e.b.iadd(i0, rr)
-    qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
-    obase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.hv))
-    qs, dos = e.row(q, qbase, sp.h), e.row(dout, obase, sp.hv)
-    dqs = e.row(dq_acc, qbase, sp.h)
-    dks, dvs = st_q[: nk * nh], st_q[nk * nh :]
-    new_dk, new_dv = [], []
-    for r in K:
-        p = e.op(f"memref.load %pt[{e.b.iaddc(rr, r * w)}] : {tt}")
-        ds = e.op(f"memref.load %dst[{e.b.iaddc(rr, r * w)}] : {tt}")
-        pv = {n: e.splat(p, n) for _, n in vch}
-        dsv = {n: e.splat(ds, n) for _, n in hch}
-        new_dv += [
-            e.fma(pv[n], y, dvs[r * nvh + t], n) for t, (y, (_, n)) in enumerate(zip(dos, vch))
-        ]
-        new_dk += [
-            e.fma(dsv[n], y, dks[r * nh + t], n) for t, (y, (_, n)) in enumerate(zip(qs, hch))
-        ]
-        dqs = [e.fma(dsv[n], y, x, n) for y, x, (_, n) in zip(krows[r], dqs, hch)]
-    e.store_row(dqs, dq_acc, qbase, sp.h)
+    # per query: dv += P dO, dk += scale dS q, dq += scale dS k; for wide heads one loop per
+    # group of columns, so that each loop's accumulators stay in registers
     tys = [t for _, t in zeros]
-    ys = e.end(res_q, list(zip(new_dk + new_dv, tys)))
+    per = max(1, 16 // nk)
+    if nh + nvh <= per:
+        groups = [(list(range(nh)), list(range(nvh)))]
+    else:
+        groups = [(list(range(nh))[c : c + per], []) for c in range(0, nh, per)]
+        groups += [([], list(range(nvh))[c : c + per]) for c in range(0, nvh, per)]
+    cur = list(st)
+    for hcs, vcs in groups:
+        idx = [r * nh + t for r in K for t in hcs] + [nk * nh + r * nvh + t for r in K for t in vcs]
+        rr, st_q, res_q = e.for_(e.i(0), nvalid, [(cur[x], tys[x]) for x in idx])
+        acc = dict(zip(idx, st_q))
+        ii = e.b.iadd(i0, rr)
+        qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
+        obase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.hv))
+        qs = {t: e.vload(q, e.b.iaddc(qbase, hch[t][0]), hch[t][1]) for t in hcs}
+        dqs = {t: e.vload(dq_acc, e.b.iaddc(qbase, hch[t][0]), hch[t][1]) for t in hcs}
+        dos = {t: e.vload(dout, e.b.iaddc(obase, vch[t][0]), vch[t][1]) for t in vcs}
+        for r in K:
+            if vcs:
+                p = e.op(f"memref.load %pt[{e.b.iaddc(rr, r * w)}] : {tt}")
+                pv = {n: e.splat(p, n) for _, n in vch}
+                for t in vcs:
+                    x = nk * nh + r * nvh + t
+                    acc[x] = e.fma(pv[vch[t][1]], dos[t], acc[x], vch[t][1])
+            if hcs:
+                ds = e.op(f"memref.load %dst[{e.b.iaddc(rr, r * w)}] : {tt}")
+                dsv = {n: e.splat(ds, n) for _, n in hch}
+                for t in hcs:
+                    x, n = r * nh + t, hch[t][1]
+                    acc[x] = e.fma(dsv[n], qs[t], acc[x], n)
+                    dqs[t] = e.fma(dsv[n], krows[r][t], dqs[t], n)
+        for t in hcs:
+            e.vstore(dqs[t], dq_acc, e.b.iaddc(qbase, hch[t][0]), hch[t][1])
+        out = e.end(res_q, [(acc[x], tys[x]) for x in idx])
+        for x, y in zip(idx, out):
+            cur[x] = y
+    ys = cur
     ys = e.end(res_i, list(zip(ys, tys)))
     ys = e.end(res_g, list(zip(ys, tys)))
     for r in K:
