@@ -393,9 +393,10 @@ def test_cpu_kernels_random_shapes(b, t, s, heads, causal, masked):
 @pytest.mark.parametrize("dtype", [np.float16, bf16])
 def test_cpu_kernels_low_precision(cpu_kernels, dtype):
     rng = np.random.default_rng(14)
-    q, k, v = qkv(rng, b=2, t=9, n=4, kh=2, h=16, hv=8, dtype=dtype)
-    bias = rng.normal(size=(2, 4, 9, 9)).astype(dtype)
-    dout = rng.normal(size=(2, 9, 4, 8)).astype(dtype)
+    # T = 19: a full tile of 16 queries or keys through the register transposes, then the rest
+    q, k, v = qkv(rng, b=2, t=19, n=4, kh=2, h=16, hv=8, dtype=dtype)
+    bias = rng.normal(size=(2, 4, 19, 19)).astype(dtype)
+    dout = rng.normal(size=(2, 19, 4, 8)).astype(dtype)
     out, grads = _jit_attention_and_grads(q, k, v, bias, None, dout, True)
     assert np.asarray(out).dtype == np.dtype(dtype)
     close(out, ref_attention(q, k, v, bias, causal=True), dtype)
@@ -429,6 +430,45 @@ def test_cpu_kernels_fully_masked_rows_give_zeros(cpu_kernels):
         q0, k0, v0 = qkv(rng, t=t, s=s, n=2, h=4)
         out = blu.jit(lambda q, k, v: nn.dot_product_attention(q, k, v))(q0, k0, v0)
         assert np.asarray(out).shape == (2, t, 2, 4) and np.all(np.asarray(out) == 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("case", [  # b, t, s, n, kh, h, hv, causal
+    (3, 70, 83, 4, 2, 20, 36, True),  # T, S past a 64-key block; T % 8, S % 4, h % 16 != 0
+    (2, 13, 9, 2, 1, 33, 72, False),  # wide values: blocks of 3 queries (1 in float64), a tail
+    (1, 83, 70, 1, 1, 16, 16, True),  # T > S: the last queries see every key
+])  # fmt: skip
+def test_cpu_kernels_at_their_block_sizes(dtype, case):
+    """The kernels called directly at their own block sizes (64 keys and up to 8 queries forward, 4
+    keys backward), with a bias gradient, a cotangent of the log-sum-exp, a mask and grouped
+    heads, against the float64 references."""
+    b, t, s, n, kh, h, hv, causal = case
+    rng = np.random.default_rng(t * 100 + s)
+    q, k, v = qkv(rng, b=b, t=t, s=s, n=n, kh=kh, h=h, hv=hv, dtype=dtype)
+    bias = rng.normal(size=(1, n, t, s)).astype(dtype)
+    mask = rng.random((b, 1, t, s)) < 0.8
+    dout = rng.normal(size=(b, t, n, hv)).astype(dtype)
+    dlse = rng.normal(size=(b, n, t)).astype(dtype)
+    params = dict(scale=0.3, is_causal=causal, has_bias=True, has_mask=True, implementation=None)
+    out, lse = np.empty((b, t, n, hv), dtype), np.empty((b, n, t), dtype)
+    lower_attention._cpu_fwd([q, k, v, bias, mask], [out, lse], None, **params)
+    p, want_lse, _ = ref_probs(q, k, bias, mask, 0.3, causal)
+    close(out, ref_attention(q, k, v, bias, mask, 0.3, causal), dtype)
+    close(np.where(np.isinf(want_lse), 0, lse), np.where(np.isinf(want_lse), 0, want_lse), dtype)
+    grads = [np.empty_like(x) for x in (q, k, v, bias)]
+    lower_attention._cpu_bwd([q, k, v, bias, mask, out, lse, dout, dlse], grads, None,
+                             has_dlse=True, need_dbias=True, **params)  # fmt: skip
+    # d lse_i / d s_ij = p_ij: the lse cotangent adds p * dlse to dS
+    dq, dk, dv, ds = ref_vjp(q, k, v, dout, bias, mask, 0.3, causal)
+    ds_l = p * np.asarray(dlse, np.float64)[..., None]
+    g = n // kh
+    fold = lambda x: x.reshape(x.shape[:2] + (kh, g, x.shape[-1])).sum(3)  # noqa: E731
+    kk = np.repeat(np.asarray(k, np.float64), g, axis=2)
+    dq = dq + np.einsum("bnts,bsnh->btnh", ds_l, kk) * 0.3
+    dk = dk + fold(np.einsum("bnts,btnh->bsnh", ds_l, np.asarray(q, np.float64)) * 0.3)
+    want = (dq, dk, dv, (ds + ds_l).sum(0, keepdims=True))
+    for got, w in zip(grads, want):
+        close(got, w, dtype, scale=max(1.0, np.abs(w).max()))
 
 
 @pytest.mark.parametrize("causal", [False, True])

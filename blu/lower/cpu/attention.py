@@ -1,14 +1,15 @@
 """The CPU's library lowerings of the fused attention primitives (``blu.lax.attention``): blu's
-own MLIR kernels (``blu.lower.cpu.flash``: FlashAttention-2's online softmax blocked over keys,
-vectorized over the head) for the forward and the backward, at every size (no ``(T, S)`` buffer
-exists; ``benchmarks/attention_cpu.py`` compares them with the inlined decomposition). Compiled
-once per problem (sizes, dtype, options) through the host compiler (``mlir/llvm.py``) and its
-disk cache when the executable first runs it (library nodes are not in ``cache_keys()``), called
-on the planned buffers; their workspace (the forward's transposed keys, the backward's ``D`` and
-half-float accumulators) is planned scratch, and large problems are split by batch entries
-across blu's threads. The JVP primitive (forward mode only) runs the blocked numpy kernels for
-problems whose scores would exceed ``CPU_KERNEL_MIN_SCORES`` elements and inlines its
-decomposition below that. ``implementation="cudnn"`` is an error here (it needs a CUDA target).
+own MLIR kernels (``blu.lower.cpu.flash`` with ``flash_forward`` and ``flash_backward``:
+FlashAttention-2 blocked over queries and keys, the scores as vectors) for the forward and the
+backward, at every size (no ``(T, S)`` buffer exists; ``benchmarks/attention_cpu.py`` compares
+them with the inlined decomposition). Compiled once per problem (sizes, dtype, options) through
+the host compiler (``mlir/llvm.py``) and its disk cache when the executable first runs it
+(library nodes are not in ``cache_keys()``), called on the planned buffers; their workspace (the
+forward's transposed keys, the backward's ``D``, half-float accumulators and transposed queries
+and output gradients) is planned scratch, and large problems are split by batch entries across
+blu's threads. The JVP primitive (forward mode only) runs the blocked numpy kernels for problems
+whose scores would exceed ``CPU_KERNEL_MIN_SCORES`` elements and inlines its decomposition below
+that. ``implementation="cudnn"`` is an error here (it needs a CUDA target).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluValueError, with_user_line
 from blu.lax import attention as att
-from blu.lower.cpu import blas
+from blu.lower.cpu import blas, flash_backward, flash_forward
 from blu.lower.cpu import flash as mlir_att
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.library import LibraryLowering, register_library
@@ -50,7 +51,7 @@ _cpu_kernels: dict[tuple[str, mlir_att.Spec], mlir_cpu.Kernel] = {}
 def _cpu_kernel(kind: str, sp: mlir_att.Spec) -> mlir_cpu.Kernel:
     k = _cpu_kernels.get((kind, sp))
     if k is None:
-        emit = mlir_att.emit_forward if kind == "fwd" else mlir_att.emit_backward
+        emit = flash_forward.emit_forward if kind == "fwd" else flash_backward.emit_backward
         k = mlir_cpu.get_kernel(sp.text(kind), lambda sym: emit(sp, sym),
                                 f"dot_product_attention_{kind} {sp}")  # fmt: skip
         _cpu_kernels[(kind, sp)] = k

@@ -2,15 +2,20 @@
 online softmax blocked over keys, so no ``(T, S)`` buffer exists (Dao 2023, "FlashAttention-2:
 Faster Attention with Better Parallelism and Work Partitioning", arXiv:2307.08691).
 
-- ``emit_forward``: per query row, the keys in blocks of ``BLOCK_KEYS``: the block's scores
-  (``q . k`` as ``vector`` dot products over the head), the running maximum, ``exp`` of the
-  block (a scalar loop LLVM vectorizes), and ``acc = alpha acc + sum_j p_j v_j`` held in
-  registers (Algorithm 1). Writes ``out`` and ``lse = m + log l`` (``-inf`` and zeros for a row
-  with nothing to attend).
-- ``emit_backward``: ``D = rowsum(dO * O) - dL`` first, then per key row ``j`` (its ``dk_j``,
-  ``dv_j`` in registers, summed over the query heads of its group and the queries that see it),
-  ``P = exp(S - L)``, ``dV += P dO``, ``dS = P (dO . v - D)``, ``dQ += scale dS k`` (memory),
-  ``dK += scale dS q`` (Algorithm 2, with the loops in the order a single core wants).
+- ``emit_forward`` (``flash_forward``): the keys transposed into the workspace first; then per
+  block of ``Spec.row_block`` queries and block of ``BLOCK_KEYS`` keys (causal blocks end at the
+  last row's limit): the scores as vectors of keys, each key vector loaded once for all the rows
+  (an outer product, no horizontal sums), the running maxima, ``p = exp(s - m)`` over vectors
+  (the Cephes steps of ``mathlib.exp``), and ``acc = alpha acc + sum_j p_j v_j`` held in
+  registers, each ``v`` row shared by the rows (Algorithm 1). Writes ``out`` and ``lse = m +
+  log l`` (``-inf`` and zeros for a row with nothing to attend).
+- ``emit_backward`` (``flash_backward``): ``D = rowsum(dO * O) - dL`` and the queries and
+  output gradients transposed first, then per block of ``Spec.backward_keys`` keys (their ``dk``,
+  ``dv`` in registers, summed over the query heads of the group and the queries that see them)
+  and vector of queries: ``S`` and ``dP = dO V^T`` as vectors of queries, ``P = exp(S - L)``,
+  ``dS = P (dP - D)`` into small tiles, then per query ``dV += P dO``, ``dK += scale dS q``,
+  ``dQ += scale dS k`` (memory) by broadcast FMAs (Algorithm 2, with the loops in the order a
+  single core wants).
 
 Layouts are the primitives' (flat, row-major): ``q (B, T, N, H)``, ``k (B, S, K, H)``,
 ``v (B, S, K, Hv)``, ``bias``/``mask`` ``(1|B, 1|N, T, S)`` (mask as bytes), ``lse (B, N, T)``.
@@ -32,8 +37,9 @@ from blu.core.aval import ShapedArray
 from blu.lower.mlir import mathlib
 from blu.lower.mlir.emit import Builder, float_literal, memref_type, storage_type
 
-BLOCK_KEYS = 64  # keys per block of scores (a stack buffer of this many accumulator values)
-VERSION = "2"  # bump when the generated code changes meaning
+BLOCK_KEYS = 64  # keys per block of the forward's scores (a stack buffer of rows x this many)
+BACKWARD_KEYS = 4  # keys per block of the backward (their dk, dv rows stay in registers)
+VERSION = "14"  # bump when the generated code changes meaning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +73,9 @@ class Spec:
     def text(self, kind: str) -> str:
         """Cache key material of the ``kind`` ("fwd" or "bwd") kernel."""
         return (
-            f"blu-attention-cpu-{kind} v{VERSION} block={BLOCK_KEYS} {dataclasses.astuple(self)!r}"
+            f"blu-attention-cpu-{kind} v{VERSION} block={BLOCK_KEYS} rows={self.row_block} "
+            f"keys={self.backward_keys} "
+            f"{dataclasses.astuple(self)!r}"
         )
 
     @property
@@ -81,6 +89,24 @@ class Spec:
         return max(1, BLOCK_KEYS // self.lanes) * self.lanes
 
     @property
+    def row_block(self) -> int:
+        """Queries per block of the forward: 8, fewer for wide values (their ``acc`` rows, 16
+        vectors at most, stay in registers)."""
+        return max(1, min(8, 16 // -(-self.hv // self.lanes)))
+
+    @property
+    def backward_keys(self) -> int:
+        """Keys per block of the backward: ``BACKWARD_KEYS`` at every head size (for wide heads
+        their accumulators spill, yet fewer keys measured slower: shorter FMA chains)."""
+        return BACKWARD_KEYS
+
+    @property
+    def t_pad(self) -> int:
+        """``T`` plus room for a vector of queries starting at any of them (the backward's
+        transposed queries)."""
+        return -(-(self.t + self.lanes - 1) // self.lanes) * self.lanes
+
+    @property
     def s_pad(self) -> int:
         """``S`` rounded up to whole key blocks (the forward's transposed keys)."""
         return -(-self.s // self.key_block) * self.key_block
@@ -88,7 +114,8 @@ class Spec:
     def workspace(self, kind: str) -> list[tuple[str, int]]:
         """The scratch buffers ``(dtype name, elements)`` of the ``kind`` kernel: the forward's
         transposed keys ``(B, K, H, S_pad)``; the backward's ``D``, then (half floats) the
-        float32 ``dq`` and ``dbias`` accumulators."""
+        float32 ``dq`` and ``dbias`` accumulators, then the transposed queries ``(B, N, H,
+        T_pad)`` and output gradients ``(B, N, Hv, T_pad)``."""
         acc = "float64" if self.acc == "f64" else "float32"
         if kind == "fwd":
             return [(acc, self.b * self.kh * self.h * self.s_pad)]
@@ -97,6 +124,8 @@ class Spec:
             ws.append(("float32", self.b * self.t * self.n * self.h))
             if self.need_dbias:
                 ws.append(("float32", math.prod(self.bias) * self.t * self.s))
+        ws.append((acc, self.b * self.n * self.h * self.t_pad))
+        ws.append((acc, self.b * self.n * self.hv * self.t_pad))
         return ws
 
 
@@ -116,7 +145,7 @@ def _align(n: int) -> int:
     return (n + 63) // 64 * 64
 
 
-class _Emitter:
+class Emitter:
     """A ``Builder`` with vector helpers over the accumulator type."""
 
     def __init__(self, spec: Spec):
@@ -203,6 +232,31 @@ class _Emitter:
             return mathlib.exp(self.b, x)
         return self.op(f"math.exp {x} : f64")
 
+    def vexp(self, x: str, n: int) -> str:
+        """``e**x`` of a vector of probabilities' exponents: ``mathlib.exp``'s Cephes steps over
+        ``vector<n x f32>``, with one power of two (results below ``e**-80`` flush to 0: nothing
+        next to the row's largest term, 1) (the ``math`` dialect's, libm's, for float64)."""
+        t = self.vt(n)
+        if self.a == "f64":
+            return self.op(f"math.exp {x} : {t}")
+        it, ct = self.vt(n, "i32"), f"vector<{n}xi1>, {t}"
+        c = lambda v: self.vconst(v, n, "f32")  # noqa: E731
+        ff = lambda x, y, z: self.op(f"math.fma {x}, {y}, {z} : {t}")  # noqa: E731
+        xc = self.f("minnumf", self.f("maxnumf", x, c(-80.0), t), c(mathlib.EXP_HI), t)
+        z = self.op(f"math.floor {ff(xc, c(mathlib.LOG2E), c(0.5))} : {t}")
+        r = ff(z, c(-mathlib.C1), xc)
+        r = ff(z, c(-mathlib.C2), r)
+        p = c(mathlib.EXP_POLY[0])
+        for k in mathlib.EXP_POLY[1:]:
+            p = ff(p, r, c(k))
+        y = self.f("addf", ff(p, self.f("mulf", r, r, t), r), c(1.0), t)
+        ni = self.op(f"arith.fptosi {z} : {t} to {it}")  # in [-115, 128]: 2**128 is inf
+        biased = self.op(f"arith.addi {ni}, {self.vconst(127, n, 'i32')} : {it}")
+        sh = self.op(f"arith.shli {biased}, {self.vconst(23, n, 'i32')} : {it}")
+        y = self.f("mulf", y, self.op(f"arith.bitcast {sh} : {it} to {t}"), t)
+        y = self.sel(self.op(f"arith.cmpf olt, {x}, {c(-80.0)} : {t}"), c(0.0), y, ct)
+        return self.sel(self.op(f"arith.cmpf uno, {x}, {x} : {t}"), x, y, ct)
+
     def is_neg_inf(self, x: str) -> str:
         return self.op(f"arith.cmpf oeq, {x}, {self.c(-math.inf)} : {self.a}")
 
@@ -221,6 +275,18 @@ class _Emitter:
             tail = self.op(f"arith.mulf {xs[-1]}, {ys[-1]} : {self.vt(n)}")
             total = self.f("addf", total, self.reduce(tail, n)) if full else self.reduce(tail, n)
         return total
+
+    def max_lanes(self, v: str, n: int) -> str:
+        """The largest lane of a vector of ``n`` (a power of two) lanes, NaN lanes ignored: a
+        tree of shuffles (``vector.reduction <maxnumf>`` becomes a serial chain of scalar
+        maxima with NaN checks, the forward's costliest part at small heads)."""
+        t, half = self.vt(n), n // 2
+        while half:
+            perm = [(i ^ half) for i in range(n)]  # swap the halves of each 2*half group
+            sw = self.op(f"vector.shuffle {v}, {v} {perm} : {t}, {t}")
+            v = self.f("maxnumf", v, sw, t)
+            half //= 2
+        return self.op(f"vector.extract {v}[0] : {self.a} from {t}")
 
     def reduce(self, v: str, n: int) -> str:
         return self.op(f"vector.reduction <add>, {v} fastmath<reassoc> : {self.vt(n)} "
@@ -291,6 +357,50 @@ class _Emitter:
     def store(self, v: str, buf: str, lin: str) -> None:
         self.b.store(v, buf, self.avals[buf], lin)
 
+    def transpose(
+        self,
+        src: str,
+        sbase: str,
+        sstride: int,
+        dst: str,
+        dbase: str,
+        dstride: int,
+        rows: int,
+        cols: int,
+    ) -> None:
+        """``dst[dbase + c * dstride + r] = src[sbase + r * sstride + c]`` for ``r < rows``,
+        ``c < cols``: tiles of ``w x w`` through registers (a butterfly of two-vector shuffles)
+        where ``cols`` is whole vectors, element by element for the rest."""
+        w, b = self.w, self.b
+        full = rows - rows % w if cols % w == 0 else 0
+        if full:
+            r0, _, _ = self.for_(self.i(0), self.i(full), step=self.i(w))
+            c0, _, _ = self.for_(self.i(0), self.i(cols), step=self.i(w))
+            at = b.iadd(b.iadd(sbase, b.imul(r0, sstride)), c0)
+            vs = [self.vload(src, b.iaddc(at, r * sstride), w) for r in range(w)]
+            t = self.vt(w)
+            d = w // 2
+            while d:  # swap the off-diagonal d x d blocks: bit d of row and lane
+                for a in [r for r in range(w) if not r & d]:
+                    lo = [(x ^ d) + w if x & d else x for x in range(w)]
+                    hi = [(x ^ d) if not x & d else x + w for x in range(w)]
+                    na = self.op(f"vector.shuffle {vs[a]}, {vs[a + d]} {lo} : {t}, {t}")
+                    vs[a + d] = self.op(f"vector.shuffle {vs[a]}, {vs[a + d]} {hi} : {t}, {t}")
+                    vs[a] = na
+                d //= 2
+            to = b.iadd(b.iadd(dbase, b.imul(c0, dstride)), r0)
+            for c in range(w):
+                self.vstore(vs[c], dst, b.iaddc(to, c * dstride), w)
+            self.end("")
+            self.end("")
+        if full < rows:
+            r, _, _ = self.for_(self.i(full), self.i(rows))
+            c, _, _ = self.for_(self.i(0), self.i(cols))
+            x = self.load(src, b.iadd(b.iadd(sbase, b.imul(r, sstride)), c))
+            self.store(x, dst, b.iadd(b.iadd(dbase, b.imul(c, dstride)), r))
+            self.end("")
+            self.end("")
+
     # ---- index helpers --------------------------------------------------------------------------
 
     def lin(self, *pairs: tuple[str, int]) -> str:
@@ -332,7 +442,8 @@ class _Emitter:
         return "module {\n" + "\n".join(lines) + "\n}\n"
 
 
-def _inputs(e: _Emitter, sp: Spec) -> tuple[str, str, str, str | None, str | None]:
+def inputs(e: Emitter, sp: Spec) -> tuple[str, str, str, str | None, str | None]:
+    """The kernel parameters ``q, k, v, [bias], [mask]`` (None where the spec has none)."""
     q = e.param("q", sp.b * sp.t * sp.n * sp.h, e.dt)
     k = e.param("k", sp.b * sp.s * sp.kh * sp.h, e.dt)
     v = e.param("v", sp.b * sp.s * sp.kh * sp.hv, e.dt)
@@ -341,227 +452,6 @@ def _inputs(e: _Emitter, sp: Spec) -> tuple[str, str, str, str | None, str | Non
     return q, k, v, bias, mask
 
 
-def _acc_np(sp: Spec):
+def acc_dtype(sp: Spec):
+    """The numpy accumulator type: float64 for float64 inputs, else float32."""
     return np.float64 if sp.acc == "f64" else np.float32
-
-
-# ---- forward -------------------------------------------------------------------------------------
-
-
-def emit_forward(sp: Spec, name: str) -> str:
-    """The forward kernel ``name(q, k, v, [bias], [mask], out, lse, kt)`` (``kt``: workspace
-    for the transposed keys; see the module doc)."""
-    e = _Emitter(sp)
-    q, k, v, bias, mask = _inputs(e, sp)
-    out = e.param("out", sp.b * sp.t * sp.n * sp.hv, e.dt)
-    lse = e.param("lse", sp.b * sp.n * sp.t, _acc_np(sp))
-    kt = e.param("kt", sp.b * sp.kh * sp.h * sp.s_pad, _acc_np(sp))
-    a, g, lanes, bk, sp_ = e.a, sp.n // sp.kh, sp.lanes, sp.key_block, sp.s_pad
-    sc = "%sc"
-    e.avals[sc] = ShapedArray((bk,), _acc_np(sp))
-    prologue = [f"{sc} = memref.alloca() : {memref_type(e.avals[sc])}"]
-    ninf, zero = e.c(-math.inf), e.c(0.0)
-    vch = e.chunks(sp.hv)
-    vzeros = [e.vconst(0.0, n, a) for _, n in vch]
-    vtys = [e.vt(n) for _, n in vch]
-    lt = e.vt(lanes)
-
-    # keys transposed to (B, K, H, S_pad), zero-padded: a block's scores are then vectors of
-    # keys, sum_h q[h] * kt[h, j0:j0+lanes], with no horizontal sums
-    bi, _, _ = e.for_(e.i(0), e.i(sp.b))
-    khi, _, _ = e.for_(e.i(0), e.i(sp.kh))
-    ji, _, _ = e.for_(e.i(0), e.i(sp_))
-    hi, _, _ = e.for_(e.i(0), e.i(sp.h))
-    dst = e.lin((bi, sp.b), (khi, sp.kh), (hi, sp.h), (ji, sp_))
-    inside = e.op(f"arith.cmpi ult, {ji}, {e.i(sp.s)} : index")
-    src = e.sel(inside, e.lin((bi, sp.b), (ji, sp.s), (khi, sp.kh), (hi, sp.h)), e.i(0), "index")
-    e.store(e.sel(inside, e.load(k, src), zero), kt, dst)
-    for _ in range(4):
-        e.end("")
-
-    bi, _, _ = e.for_(e.i(0), e.i(sp.b))
-    ni, _, _ = e.for_(e.i(0), e.i(sp.n))
-    khi = e.b.op(f"arith.divui {ni}, {e.i(g)} : index") if g > 1 else ni
-    ii, _, _ = e.for_(e.i(0), e.i(sp.t))
-    qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
-    jend = e.i(sp.s)
-    if sp.is_causal:
-        jend = e.op(f"arith.minui {e.b.iaddc(ii, 1)}, {jend} : index")
-    jend32 = e.op(f"arith.index_cast {jend} : index to i32")
-    inits = [(ninf, a), (zero, a)] + list(zip(vzeros, vtys))
-    j0, st, res = e.for_(e.i(0), jend, inits, step=e.i(bk))
-    m, l, accs = st[0], st[1], st[2:]
-    jn = e.op(f"arith.minui {e.op(f'arith.subi {jend}, {j0} : index')}, {e.i(bk)} : index")
-    # pass 1: the block's scores (vectors over keys) and their maximum
-    nr = bk // lanes
-    hi, ss, rh = e.for_(e.i(0), e.i(sp.h), [(e.vconst(0.0, lanes, a), lt)] * nr)
-    qh = e.splat(e.f("mulf", e.load(q, e.b.iadd(qbase, hi)), e.c(sp.scale)), lanes)
-    kb = e.b.iadd(e.lin((bi, sp.b), (khi, sp.kh), (hi, sp.h), (j0, sp_)), e.i(0))
-    ss = [e.fma(qh, e.vload(kt, e.b.iaddc(kb, r * lanes), lanes), x, lanes)
-          for r, x in enumerate(ss)]  # fmt: skip
-    ss = e.end(rh, [(x, lt) for x in ss])
-    mx = None
-    for r, x in enumerate(ss):
-        start = e.b.iaddc(j0, r * lanes)
-        ok = e.lanes_below(start, jend32, lanes)
-        if bias is not None:
-            x = e.f("addf", x, e.vload(bias, e.bs_offset(sp.bias, bi, ni, ii, start), lanes, ok),
-                    lt)  # fmt: skip
-        if mask is not None:
-            mk = e.vload(mask, e.bs_offset(sp.mask, bi, ni, ii, start), lanes, ok)
-            ok = e.op(f"arith.andi {ok}, {mk} : vector<{lanes}xi1>")
-        x = e.sel(ok, x, e.vconst(-math.inf, lanes, a), f"vector<{lanes}xi1>, {lt}")
-        e.b.stmt(f"vector.store {x}, {sc}[{e.i(r * lanes)}] : {memref_type(e.avals[sc])}, {lt}")
-        mx = x if mx is None else e.f("maxnumf", mx, x, lt)
-    mb = e.op(f"vector.reduction <maxnumf>, {mx} : {lt} into {a}")
-    m_new = e.f("maxnumf", m, mb)
-    m_safe = e.sel(e.is_neg_inf(m_new), zero, m_new)
-    alpha = e.exp(e.f("subf", m, m_safe))
-    # pass 2: p = exp(s - m) in place, and its sum (a loop LLVM vectorizes)
-    jj, (sm,), r2 = e.for_(e.i(0), jn, [(zero, a)])
-    x = e.op(f"memref.load {sc}[{jj}] : {memref_type(e.avals[sc])}")
-    p = e.exp(e.f("subf", x, m_safe))
-    e.b.stmt(f"memref.store {p}, {sc}[{jj}] : {memref_type(e.avals[sc])}")
-    (ls,) = e.end(r2, [(e.op(f"arith.addf {sm}, {p} fastmath<reassoc> : {a}"), a)])
-    # pass 3: acc = alpha acc + sum_j p_j v_j
-    scaled = [e.f("mulf", x, e.splat(alpha, n), e.vt(n)) for x, (_, n) in zip(accs, vch)]
-    jj, st3, r3 = e.for_(e.i(0), jn, list(zip(scaled, vtys)))
-    p = e.op(f"memref.load {sc}[{jj}] : {memref_type(e.avals[sc])}")
-    vs = e.row(v, e.lin((bi, sp.b), (e.b.iadd(j0, jj), sp.s), (khi, sp.kh), (e.i(0), sp.hv)),
-               sp.hv)  # fmt: skip
-    new = [e.fma(e.splat(p, n), y, acc, n) for y, acc, (_, n) in zip(vs, st3, vch)]
-    accs2 = e.end(r3, list(zip(new, vtys)))
-    l2 = e.f("addf", e.f("mulf", alpha, l), ls)
-    fin = e.end(res, [(m_new, a), (l2, a)] + list(zip(accs2, vtys)))
-    m, l, accs = fin[0], fin[1], fin[2:]
-    has = e.op(f"arith.cmpf ogt, {l}, {zero} : {a}")
-    l1 = e.sel(has, l, e.c(1.0))
-    inv = e.f("divf", e.c(1.0), l1)
-    outs = [e.sel(has, e.f("mulf", x, e.splat(inv, n), e.vt(n)), z, e.vt(n))
-            for x, z, (_, n) in zip(accs, vzeros, vch)]  # fmt: skip
-    e.store_row(outs, out, e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.hv)), sp.hv)
-    lg = e.op(f"math.log {l1} : {a}")
-    e.store(e.sel(has, e.f("addf", m, lg), ninf), lse, e.lin((bi, sp.b), (ni, sp.n), (ii, sp.t)))
-    for _ in range(3):
-        e.end("")
-    return e.function(name, prologue)
-
-
-# ---- backward ------------------------------------------------------------------------------------
-
-
-def emit_backward(sp: Spec, name: str) -> str:
-    """The backward kernel ``name(q, k, v, [bias], [mask], out, lse, dout, [dlse], dq, dk, dv,
-    [dbias], dd, [dq_acc], [dbias_acc])`` (the last are the workspace buffers)."""
-    e = _Emitter(sp)
-    q, k, v, bias, mask = _inputs(e, sp)
-    acc_np, a, g = _acc_np(sp), e.a, sp.n // sp.kh
-    nq, nrow = sp.b * sp.t * sp.n, sp.b * sp.n * sp.t
-    out = e.param("out", nq * sp.hv, e.dt)
-    lse = e.param("lse", nrow, acc_np)
-    dout = e.param("dout", nq * sp.hv, e.dt)
-    dlse = e.param("dlse", nrow, acc_np) if sp.has_dlse else None
-    dq = e.param("dq", nq * sp.h, e.dt)
-    dk = e.param("dk", sp.b * sp.s * sp.kh * sp.h, e.dt)
-    dv = e.param("dv", sp.b * sp.s * sp.kh * sp.hv, e.dt)
-    nbias = math.prod(sp.bias) * sp.t * sp.s if sp.need_dbias else 0
-    dbias = e.param("dbias", nbias, e.dt) if sp.need_dbias else None
-    dd = e.param("dd", nrow, acc_np)
-    dq_acc, db_acc = dq, dbias
-    if sp.low:
-        dq_acc = e.param("dqacc", nq * sp.h, np.float32)
-        if sp.need_dbias:
-            db_acc = e.param("dbacc", nbias, np.float32)
-    zero, pinf = e.c(0.0), e.c(math.inf)
-    qb, sc = sp.key_block, "%sc"
-    sct = memref_type(ShapedArray((qb,), acc_np))
-
-    def fill_zero(buf: str, size: int) -> None:
-        x, _, _ = e.for_(e.i(0), e.i(size))
-        e.store(zero, buf, x)
-        e.end("")
-
-    fill_zero(dq_acc, nq * sp.h)
-    if db_acc is not None:
-        fill_zero(db_acc, nbias)
-    # D = rowsum(dO * O) - dL
-    bi, _, _ = e.for_(e.i(0), e.i(sp.b))
-    ii, _, _ = e.for_(e.i(0), e.i(sp.t))
-    ni, _, _ = e.for_(e.i(0), e.i(sp.n))
-    base = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.hv))
-    d = e.dot(e.row(dout, base, sp.hv), e.row(out, base, sp.hv), sp.hv)
-    row = e.lin((bi, sp.b), (ni, sp.n), (ii, sp.t))
-    if dlse is not None:
-        d = e.f("subf", d, e.load(dlse, row))
-    e.store(d, dd, row)
-    for _ in range(3):
-        e.end("")
-    # per key row j: dk_j, dv_j in registers over the group's heads and the queries seeing j
-    hch, vch = e.chunks(sp.h), e.chunks(sp.hv)
-    hz = [(e.vconst(0.0, n, a), e.vt(n)) for _, n in hch]
-    vz = [(e.vconst(0.0, n, a), e.vt(n)) for _, n in vch]
-    bi, _, _ = e.for_(e.i(0), e.i(sp.b))
-    khi, _, _ = e.for_(e.i(0), e.i(sp.kh))
-    ji, _, _ = e.for_(e.i(0), e.i(sp.s))
-    kbase = e.lin((bi, sp.b), (ji, sp.s), (khi, sp.kh), (e.i(0), sp.h))
-    vbase = e.lin((bi, sp.b), (ji, sp.s), (khi, sp.kh), (e.i(0), sp.hv))
-    ks, vs = e.row(k, kbase, sp.h), e.row(v, vbase, sp.hv)
-    gi, st_g, res_g = e.for_(e.i(0), e.i(g), hz + vz)
-    ni = e.b.iadd(e.b.imul(khi, g), gi)
-    # the queries seeing key j in blocks: their P = exp(S - L) first (a loop LLVM
-    # vectorizes), then each query's updates
-    carried = [(x, t) for x, (_, t) in zip(st_g, hz + vz)]
-    ib, st, res_i = e.for_(ji if sp.is_causal else e.i(0), e.i(sp.t), carried, step=e.i(qb))
-    inn = e.op(f"arith.minui {e.op(f'arith.subi {e.i(sp.t)}, {ib} : index')}, {e.i(qb)} : index")
-    jj, _, _ = e.for_(e.i(0), inn)
-    ii = e.b.iadd(ib, jj)
-    qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
-    s, ok = e.score(e.row(q, qbase, sp.h), ks, None, mask, bi, ni, ii, ji)
-    s = e.f("mulf", s, e.c(sp.scale))
-    if bias is not None:
-        s = e.f("addf", s, e.load(bias, e.bs_offset(sp.bias, bi, ni, ii, ji)))
-    lv = e.load(lse, e.lin((bi, sp.b), (ni, sp.n), (ii, sp.t)))
-    lv = e.sel(e.is_neg_inf(lv), pinf, lv)  # a row with nothing to attend: P = 0, not NaN
-    x = e.f("subf", s, lv)
-    if ok is not None:
-        x = e.sel(ok, x, e.c(-math.inf))
-    e.b.stmt(f"memref.store {x}, {sc}[{jj}] : {sct}")
-    e.end("")
-    jj, _, _ = e.for_(e.i(0), inn)
-    x = e.op(f"memref.load {sc}[{jj}] : {sct}")
-    e.b.stmt(f"memref.store {e.exp(x)}, {sc}[{jj}] : {sct}")
-    e.end("")
-    jj, st, res_q = e.for_(e.i(0), inn, [(x, t) for x, (_, t) in zip(st, hz + vz)])
-    dks, dvs = st[: len(hch)], st[len(hch) :]
-    ii = e.b.iadd(ib, jj)
-    p = e.op(f"memref.load {sc}[{jj}] : {sct}")
-    qbase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.h))
-    obase = e.lin((bi, sp.b), (ii, sp.t), (ni, sp.n), (e.i(0), sp.hv))
-    qs, dos = e.row(q, qbase, sp.h), e.row(dout, obase, sp.hv)
-    row = e.lin((bi, sp.b), (ni, sp.n), (ii, sp.t))
-    dvs = [e.fma(e.splat(p, n), y, x, n) for y, x, (_, n) in zip(dos, dvs, vch)]
-    dp = e.dot(dos, vs, sp.hv)
-    ds = e.f("mulf", p, e.f("subf", dp, e.load(dd, row)))
-    if db_acc is not None:  # the bias is added after the scale
-        off = e.bs_offset(sp.bias, bi, ni, ii, ji)
-        e.store(e.f("addf", e.load(db_acc, off), ds), db_acc, off)
-    dss = e.f("mulf", ds, e.c(sp.scale))
-    for x, (o, n) in zip(ks, hch):
-        off = e.b.iaddc(qbase, o)
-        e.vstore(e.fma(e.splat(dss, n), x, e.vload(dq_acc, off, n), n), dq_acc, off, n)
-    dks = [e.fma(e.splat(dss, n), x, y, n) for x, y, (_, n) in zip(qs, dks, hch)]
-    ys = e.end(res_q, [(x, e.vt(n)) for x, (_, n) in zip(dks + dvs, hch + vch)])
-    ys = e.end(res_i, [(x, e.vt(n)) for x, (_, n) in zip(ys, hch + vch)])
-    ys = e.end(res_g, [(x, e.vt(n)) for x, (_, n) in zip(ys, hch + vch)])
-    e.store_row(ys[: len(hch)], dk, kbase, sp.h)
-    e.store_row(ys[len(hch) :], dv, vbase, sp.hv)
-    for _ in range(3):
-        e.end("")
-    if sp.low:  # round the float32 accumulators once
-        for src, dst, size in ((dq_acc, dq, nq * sp.h), (db_acc, dbias, nbias)):
-            if src is None or src == dst:
-                continue
-            x, _, _ = e.for_(e.i(0), e.i(size))
-            e.store(e.load(src, x), dst, x)
-            e.end("")
-    return e.function(name, [f"{sc} = memref.alloca() : {sct}"])

@@ -57,8 +57,12 @@ def _pow2(b: Builder, n: str) -> str:
     return b.op(f"arith.bitcast {bits} : i32 to f32")
 
 
-_EXP_HI, _EXP_LO = 88.72283935546875, -103.972084045410
-_LOG2E, _C1, _C2 = 1.44269504088896341, 0.693359375, -2.12194440e-4
+# public: blu.lower.cpu.flash repeats these steps over vectors
+EXP_HI, EXP_LO = 88.72283935546875, -103.972084045410
+LOG2E, C1, C2 = 1.44269504088896341, 0.693359375, -2.12194440e-4
+EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+            5.0000001201e-1)  # fmt: skip
+_EXP_HI, _EXP_LO, _LOG2E, _C1, _C2 = EXP_HI, EXP_LO, LOG2E, C1, C2
 
 
 def exp(b: Builder, x: str) -> str:
@@ -71,8 +75,7 @@ def exp(b: Builder, x: str) -> str:
     z = b.op(f"math.floor {_fma(b, xc, _c(b, _LOG2E), _c(b, 0.5))} : f32")
     r = _fma(b, z, _c(b, -_C1), xc)
     r = _fma(b, z, _c(b, -_C2), r)
-    p = _horner(b, r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
-                       1.6666665459e-1, 5.0000001201e-1])  # fmt: skip
+    p = _horner(b, r, EXP_POLY)
     y = _bin(b, "addf", _fma(b, p, _bin(b, "mulf", r, r), r), _c(b, 1.0))
     n = b.op(f"arith.fptosi {z} : f32 to i32")
     n1 = b.op(f"arith.shrsi {n}, {b.const(1, 'i32')} : i32")

@@ -88,10 +88,16 @@ def test_cpu_uses_the_mlir_kernels_at_every_size_and_the_numpy_jvp_for_large_pro
     assert not jvp.applies(_avals(b=32, t=64, n=4, h=32, dt=np.float32), jp, "cpu")
     assert jvp.applies(_avals(b=4, t=2048, n=4, h=32, dt=np.float32), jp, "cpu")
     # workspace: the forward's transposed keys (B, K, H, S rounded up to 64) in float32; the
-    # backward's D (B, N, T) and, for half floats, a float32 dq accumulator (B, T, N, H)
+    # backward's D (B, N, T), for half floats a float32 dq accumulator (B, T, N, H), then the
+    # transposed q and dO (B, N, H, T_pad): T + 15 rounded up to 16 lanes
     assert fwd.workspace(_avals(b=2, t=70, n=4, h=8), _params(), "cpu") == 2 * 4 * 8 * 128 * 4
-    assert bwd.workspace(_avals(b=2, t=64, n=4, h=8, dt=np.float32), bp, "cpu") == 2 * 4 * 64 * 4
-    assert bwd.workspace(_avals(b=2, t=64, n=4, h=8), bp, "cpu") == 2 * 4 * 64 * 4 * (1 + 8)
+    qt = 2 * 4 * 8 * 80 * 4
+    assert bwd.workspace(_avals(b=2, t=64, n=4, h=8, dt=np.float32), bp, "cpu") == (
+        2 * 4 * 64 * 4 + 2 * qt
+    )
+    assert (
+        bwd.workspace(_avals(b=2, t=64, n=4, h=8), bp, "cpu") == 2 * 4 * 64 * 4 * (1 + 8) + 2 * qt
+    )
 
 
 @pytest.mark.parametrize("prim", ["fwd", "bwd", "jvp"])
