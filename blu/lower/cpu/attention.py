@@ -24,7 +24,7 @@ import numpy as np
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluValueError, with_user_line
 from blu.lax import attention as att
-from blu.lower.cpu import blas, flash_backward, flash_forward
+from blu.lower.cpu import address, blas, flash_backward, flash_forward, spin
 from blu.lower.cpu import flash as mlir_att
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.library import LibraryLowering, register_library
@@ -59,13 +59,18 @@ def _cpu_kernel(kind: str, sp: mlir_att.Spec) -> mlir_cpu.Kernel:
 
 
 def _call(kernel: mlir_cpu.Kernel, ins, outs, scratch: Sequence[int] = ()) -> None:
-    """Call a compiled kernel on numpy arrays (inputs made dense, outputs written in place)."""
+    """Call a compiled kernel on numpy arrays (inputs made dense, outputs written in place);
+    recorded for a spinning worker (``spin.call``) when recording, where it needs no copy."""
+    recording = spin.recording() is not None
+    if recording and not all(x.flags.c_contiguous for x in (*ins, *outs)):
+        raise spin.NotRecordable("attention operands that are not dense")
     ins = [np.ascontiguousarray(x) for x in ins]
     dense = [o if o.flags.c_contiguous else np.empty(o.shape, o.dtype) for o in outs]
-    addrs = [x.ctypes.data for x in ins + dense] + list(scratch)
+    addrs = [address.data(x) for x in ins + dense] + list(scratch)
     ptrs = (ctypes.c_void_p * len(addrs))(*addrs)
     base = ctypes.addressof(ptrs)
-    kernel.fn((ctypes.c_void_p * len(addrs))(*[base + 8 * i for i in range(len(addrs))]))
+    packed = (ctypes.c_void_p * len(addrs))(*[base + 8 * i for i in range(len(addrs))])
+    spin.call(kernel.fn, packed, keep=(packed, ptrs, ins, dense))
     for o, d in zip(outs, dense):
         if o is not d:
             o[...] = d
@@ -141,7 +146,9 @@ def _cpu_run(kind: str, sp: mlir_att.Spec, ins, outs, workspace, params: dict) -
 
     for sp_p in specs.values():  # compiled (or loaded) once, before the threads start
         _cpu_kernel(kind, sp_p)
-    cpu_threads.run_parts(run, cuts)
+    # (on spinning workers where they are at hand: a blocking pool thread waits for its core
+    # while a spinning one holds it, which more than doubled the step's attention time)
+    cpu_threads.run_parts(run, cuts, native=True)
     for o, d in zip(outs, dense):
         if o is not d:
             o[...] = d

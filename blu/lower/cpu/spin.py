@@ -550,13 +550,14 @@ def code_address(fn: Any) -> int:
     return got[1]
 
 
-def call(fn: Any, packed: Any) -> None:
-    """``fn(packed)`` for a compiled kernel (packed calling convention), or recorded."""
+def call(fn: Any, packed: Any, keep: Any = None) -> None:
+    """``fn(packed)`` for a compiled kernel (packed calling convention), or recorded (``keep``:
+    what must live until it runs, besides ``packed``: the pointer array it points into)."""
     ops = recording()
     if ops is None:
         fn(packed)
         return
-    ops.add(KERNEL, code_address(fn), [ctypes.addressof(packed)], packed)
+    ops.add(KERNEL, code_address(fn), [ctypes.addressof(packed)], packed if keep is None else keep)
 
 
 def gemm_op(ops: Ops, fn: Any, double: bool, args: tuple, keep: Any) -> None:
