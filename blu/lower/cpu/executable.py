@@ -29,7 +29,7 @@ from blu.core.config import config
 from blu.core.errors import BluValueError
 from blu.core.jaxpr import Jaxpr, Literal
 from blu.lower import library
-from blu.lower.cpu import address, blas, chains, epilogue, lean, spin
+from blu.lower.cpu import address, blas, chains, epilogue, hugepages, lean, spin
 from blu.lower.cpu import profile as cpu_profile
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.cpu.control_flow import loop_runner
@@ -353,10 +353,10 @@ class CpuExecutable(Executable):
         new one (False) for a concurrent call, a nested one (``mine`` False: this thread holds
         the lock already) or where ``mine`` is False."""
         if mine and self._arena_lock.try_acquire():
-            if self._arena is None:
-                self._arena = np.empty(max(self.memory.arena_size, 64), np.uint8)
+            if self._arena is None:  # (on huge pages where it can: ``hugepages.py``)
+                self._arena = hugepages.arena(self.memory.arena_size)
             return self._arena, True
-        return np.empty(max(self.memory.arena_size, 64), np.uint8), False  # a concurrent call
+        return hugepages.arena(self.memory.arena_size), False  # a concurrent call
 
     def __call__(self, *args: Any) -> list[np.ndarray]:
         env: list[Any] = [None] * self.n_slots
