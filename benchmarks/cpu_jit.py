@@ -3,14 +3,20 @@
     python benchmarks/cpu_jit.py                 # every case
     python benchmarks/cpu_jit.py gelu softmax    # some cases
     python benchmarks/cpu_jit.py --gpt2 small    # GPT-2 training step config (tiny/small/...)
-    python benchmarks/cpu_jit.py --vs-jax --reps 30   # blu.jit against jax.jit, interleaved
+    python benchmarks/cpu_jit.py --vs-jax --reps 30   # blu.jit against jax.jit, in turns
     python benchmarks/cpu_jit.py --dispatch           # a cached jitted call's own time, and a
                                                       # small donating training step's
 
 ``--vs-jax``: the same programs written once for each (an MLP training step, softmax, layer
 norm + GELU, a 100-step ``scan`` RNN and its gradient, an attention block), both jitted, timed
-call by call in turns (blu, JAX, blu, JAX, ...; each result waited for), steady-state medians
-after warm-up; also the number of host fallback nodes in blu's program (its ``fallbacks``).
+in turns (blu, JAX, blu, JAX, ...; each result waited for), steady-state medians after warm-up;
+also the number of host fallback nodes in blu's program (its ``fallbacks``). The turns are
+rounds of calls (``--settle`` untimed calls of a framework, default 3, then ``--per-round``
+timed ones, default 7): XLA's thread pool keeps a core busy for tens of milliseconds after a
+JAX call returns, and what runs next shares that core (blu's 100-step scan took 10.1 ms right
+after a JAX call, call by call, and 6.5 ms after its own; with one untimed call between, still
+10.1; three, 8.6). blu's spinning workers stop when its call ends, so JAX's calls do not pay
+so after blu's. Rounds time each as a program that uses one framework runs.
 
 For each case: eager (op by op, each primitive's numpy impl through the eval interpreter),
 ``numpy-jit`` (the jaxpr interpreted with numpy impls, today's default jit executable) and
@@ -226,8 +232,8 @@ def jax_cases(rng: np.random.Generator) -> dict:
     }  # fmt: skip
 
 
-def vs_jax(names: list[str], reps: int) -> None:
-    """blu.jit against jax.jit, interleaved call by call (see the module docstring)."""
+def vs_jax(names: list[str], reps: int, settle: int = 3, per_round: int = 7) -> None:
+    """blu.jit against jax.jit, in rounds of calls taken in turns (see the module docstring)."""
     import jax
 
     table = jax_cases(np.random.default_rng(0))
@@ -255,16 +261,19 @@ def vs_jax(names: list[str], reps: int) -> None:
         jargs = [jax.device_put(a) for a in pytree.tree_leaves(args)]
         jargs = pytree.tree_unflatten(pytree.tree_structure(args), jargs)
         tb, tj = [], []
-        for k in range(reps + 3):
-            t = time.perf_counter()
-            pytree.tree_leaves(bj(*args))
-            dt_b = time.perf_counter() - t
-            t = time.perf_counter()
-            jax.block_until_ready(jj(*jargs))
-            dt_j = time.perf_counter() - t
-            if k >= 3:  # warm-up calls left out
-                tb.append(dt_b)
-                tj.append(dt_j)
+        while len(tb) < reps:  # rounds (see the module docstring)
+            for _ in range(settle):  # (untimed: the other framework's threads settle)
+                pytree.tree_leaves(bj(*args))
+            for _ in range(per_round):
+                t = time.perf_counter()
+                pytree.tree_leaves(bj(*args))
+                tb.append(time.perf_counter() - t)
+            for _ in range(settle):
+                jax.block_until_ready(jj(*jargs))
+            for _ in range(per_round):
+                t = time.perf_counter()
+                jax.block_until_ready(jj(*jargs))
+                tj.append(time.perf_counter() - t)
         mb, mj = float(np.median(tb)), float(np.median(tj))
         rows.append((name, mb, mj, len(exe.fallbacks), len(exe.plan.nodes), blu_compile,
                      jax_compile, err))  # fmt: skip
@@ -369,6 +378,10 @@ def main() -> None:
     )
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--vs-jax", action="store_true", help="blu.jit against jax.jit (see above)")
+    ap.add_argument("--settle", type=int, default=3,
+                    help="--vs-jax: untimed calls of a framework opening each round")  # fmt: skip
+    ap.add_argument("--per-round", type=int, default=7,
+                    help="--vs-jax: timed calls of a framework per round")  # fmt: skip
     ap.add_argument(
         "--dispatch", action="store_true", help="a cached jitted call's own time, blu and JAX"
     )
@@ -380,7 +393,7 @@ def main() -> None:
         donated_step()
         return
     if args.vs_jax:
-        vs_jax(args.cases, args.reps)
+        vs_jax(args.cases, args.reps, args.settle, args.per_round)
         return
     table = cases(np.random.default_rng(0))
     for name, (f, a, donate) in table.items():
