@@ -141,7 +141,12 @@ class FastCall:
         this inlines: it runs at every training step): Arrays lend their buffers where nothing
         else sees them, numpy arrays are copied, and the donated Arrays are deleted after the
         call."""
-        at = self.donated_at
+        at, run = self.donated_at, self.run
+        # a run that lends what it is given without the writable flag (``cpu/lean.py``): used
+        # when every donated buffer may be lent, so none is made writable (a flag set and unset
+        # per call)
+        lent = getattr(run, "lent", None)
+        lendable = []
         for i in at:
             vals[i] = None  # (a reference here would keep the buffer from being lent; a
             # buffer passed twice keeps one in the other's place: never lent)
@@ -151,16 +156,24 @@ class FastCall:
                 # lent only if nothing else sees it (``donation.release_for_donation``): the
                 # references are the Array's slot, ``b`` and getrefcount's argument
                 if b.base is None and sys.getrefcount(b) <= 3:
-                    try:
-                        b.setflags(write=True)
-                    except ValueError:  # (a buffer numpy will not make writable: not lent)
-                        pass
+                    lendable.append(b)
+                else:
+                    lent = None
                 vals[i] = b
                 b = None
             else:
                 vals[i] = np.array(x)
+        if lent is not None:
+            run = lent
+        else:
+            for b in lendable:
+                try:
+                    b.setflags(write=True)
+                except ValueError:  # (a buffer numpy will not make writable: not lent)
+                    pass
+        del lendable
         try:
-            outs = self.run(*consts, *vals)
+            outs = run(*consts, *vals)
         except (MemoryError, ValueError):  # the full path raises it as blu's error
             donation.restore(leaves, self.donated)
             return MISS

@@ -96,6 +96,8 @@ def test_the_fast_path_lends_donated_buffers_as_the_full_path(lookups):
         x = f(x)
         assert x._buf.ctypes.data == addr, k  # written in place
     assert lookups[0] == 1
+    assert getattr(f._fast.run, "lent", None) is not None  # the lean call lends without flags
+    assert not x._buf.flags.writeable  # (never made writable on the way)
     view = np.asarray(x)  # a view the caller keeps: its values must not change
     y = f(x)
     assert view.tolist() == [3.0] * 1024 and np.asarray(y).tolist() == [4.0] * 1024

@@ -113,31 +113,40 @@ def _one_kernel(exe: Any, step: tuple, in_slots: list, outs: list, lock: Any) ->
 
     lends = [i in donated for i in range(len(exe.in_slots))]
 
-    def run(*args: np.ndarray) -> list[np.ndarray]:
-        for x, lent in zip(args, lends):
-            f = x.flags  # (made once per argument: each ``x.flags`` read makes one)
-            if not f.c_contiguous:
+    def make(writable_checked: bool) -> Any:
+        def run(*args: np.ndarray) -> list[np.ndarray]:
+            for x, lent in zip(args, lends):
+                f = x.flags  # (made once per argument: each ``x.flags`` read makes one)
+                if not f.c_contiguous:
+                    return exe(*args)
+                # the general call writes a donated buffer only if writable (``run.lent``: the
+                # caller lends it, whatever its flag) and no other argument is it
+                if lent and ((writable_checked and not f.writeable)
+                             or (len(args) > 1 and sum(y is x for y in args) > 1)):  # fmt: skip
+                    return exe(*args)
+            if owned():  # (a call cannot nest in a kernel; kept as the general call's rule)
                 return exe(*args)
-            # the general call writes a donated buffer only if writable and no other argument
-            # is it (a view of it would have kept it read-only)
-            if lent and (not f.writeable or (len(args) > 1 and sum(y is x for y in args) > 1)):
-                return exe(*args)
-        if owned():  # (a call cannot nest in a kernel; kept as the general call's rule)
-            return exe(*args)
-        try:  # (the acquire inside: released whatever interrupts the call)
-            if lock.acquire(False):
-                for k, i in from_args:
-                    ptrs[k] = data(args[i])
-                bufs = []
-                for k, arg, shape, dtype in made:
-                    b = empty(shape, dtype) if arg is None else args[arg]
-                    ptrs[k] = data(b)
-                    bufs.append(b)
-                fn(packed)
-                return [bufs[j] for j in out_at]
-        finally:
-            if owned():
-                lock.release()
-        return exe(*args)  # another thread runs the executable: its general call
+            try:  # (the acquire inside: released whatever interrupts the call)
+                if lock.acquire(False):
+                    for k, i in from_args:
+                        ptrs[k] = data(args[i])
+                    bufs = []
+                    for k, arg, shape, dtype in made:
+                        b = empty(shape, dtype) if arg is None else args[arg]
+                        ptrs[k] = data(b)
+                        bufs.append(b)
+                    fn(packed)
+                    return [bufs[j] for j in out_at]
+            finally:
+                if owned():
+                    lock.release()
+            return exe(*args)  # another thread runs the executable: its general call
 
+        return run
+
+    run = make(True)
+    if donated:  # for jit's fast path, which knows the donated buffers nothing else sees: it
+        # lends them without making them writable (the kernel writes through their address;
+        # the output's Array is read-only anyway)
+        run.lent = make(False)
     return run
