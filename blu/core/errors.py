@@ -145,6 +145,7 @@ def format_site(site: Any) -> str:
 # file name -> inside blu: a plain dict read first (a donated jit call names its caller's line
 # at every call: ``functools.lru_cache``'s wrapper cost more than the dict)
 _INTERNAL: dict[str, bool] = {}
+INTERNAL_FILES = _INTERNAL  # (read inline by jit's fast path: ``user_site_at``'s first test)
 
 
 def _is_internal(filename: str) -> bool:

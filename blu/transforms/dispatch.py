@@ -29,7 +29,7 @@ from blu.core import pytree
 from blu.core import trace as tracing
 from blu.core.array import Array, _placeholder
 from blu.core.config import config
-from blu.core.errors import user_site_at
+from blu.core.errors import INTERNAL_FILES, user_site
 from blu.core.interpreter import root_interpreter as _root
 from blu.core.interpreter import thread_context as _context
 from blu.transforms import donation
@@ -47,7 +47,7 @@ class FastCall:
 
     __slots__ = ("generation", "axes", "tree", "n", "specs", "run", "consts", "held",
                  "out_tree", "out_specs", "leaf_out", "donated", "donated_at", "name",
-                 "placeholders")  # fmt: skip
+                 "placeholders", "lent_run")  # fmt: skip
 
     def __init__(self, args: tuple, leaves: list, jaxpr: Any, consts: list, out_tree: Any,
                  run: Any, donated: list | None = None, name: str = "") -> None:  # fmt: skip
@@ -69,6 +69,10 @@ class FastCall:
         self.donated_at = [i for i, d in enumerate(self.donated or ()) if d]
         # a deleted Array's stand-in buffer per donated leaf (``Array.delete``'s), made once
         self.placeholders = {i: _placeholder(*self.specs[i][:2]) for i in self.donated_at}
+        # a run that lends what it is given without the writable flag (``cpu/lean.py``): used
+        # when every donated buffer may be lent, so none is made writable (a flag set and unset
+        # per call)
+        self.lent_run = getattr(run, "lent", None)
         self.name = name
 
     def __call__(self, args: tuple) -> Any:
@@ -141,11 +145,7 @@ class FastCall:
         this inlines: it runs at every training step): Arrays lend their buffers where nothing
         else sees them, numpy arrays are copied, and the donated Arrays are deleted after the
         call."""
-        at, run = self.donated_at, self.run
-        # a run that lends what it is given without the writable flag (``cpu/lean.py``): used
-        # when every donated buffer may be lent, so none is made writable (a flag set and unset
-        # per call)
-        lent = getattr(run, "lent", None)
+        at, run, lent = self.donated_at, self.run, self.lent_run
         lendable = []
         for i in at:
             vals[i] = None  # (a reference here would keep the buffer from being lent; a
@@ -186,7 +186,11 @@ class FastCall:
         # Array makes read-only. The caller's line three frames up (``jit.__call__``,
         # ``__call__``, here) where that is outside blu, for the message made only if the
         # deleted Array is used again
-        site, name, stand_in = user_site_at(3), self.name, self.placeholders
+        frame = sys._getframe(3)  # (``user_site_at(3)`` inline: at every training step)
+        code = frame.f_code
+        outside = INTERNAL_FILES.get(code.co_filename) is False
+        site = (code, frame.f_lasti) if outside else user_site()
+        name, stand_in = self.name, self.placeholders
         for i in at:
             x = leaves[i]
             if type(x) is Array:
