@@ -114,21 +114,6 @@ def user_site() -> Any:
     return None if frame is None else (frame.f_code, frame.f_lasti)
 
 
-def user_site_at(depth: int) -> Any:
-    """``user_site`` for a caller that knows how deep the user's frame usually is: the frame
-    ``depth`` levels above the caller's, taken at once where it is outside blu (no walk over the
-    frames between: each frame object the walk reads is made for it, the cost of a donated
-    call's site), else the walk's answer."""
-    try:
-        frame = sys._getframe(depth + 1)
-    except ValueError:  # (a shallower stack)
-        return user_site()
-    inside = _INTERNAL.get(frame.f_code.co_filename)
-    if inside is False:
-        return (frame.f_code, frame.f_lasti)
-    return user_site()
-
-
 def format_site(site: Any) -> str:
     """``user_frame``'s text for a ``user_site`` result."""
     if site is None:
@@ -145,7 +130,7 @@ def format_site(site: Any) -> str:
 # file name -> inside blu: a plain dict read first (a donated jit call names its caller's line
 # at every call: ``functools.lru_cache``'s wrapper cost more than the dict)
 _INTERNAL: dict[str, bool] = {}
-INTERNAL_FILES = _INTERNAL  # (read inline by jit's fast path: ``user_site_at``'s first test)
+INTERNAL_FILES = _INTERNAL  # (read inline by jit's fast path: whether its caller's file is blu's)
 
 
 def _is_internal(filename: str) -> bool:

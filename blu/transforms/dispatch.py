@@ -186,7 +186,7 @@ class FastCall:
         # Array makes read-only. The caller's line three frames up (``jit.__call__``,
         # ``__call__``, here) where that is outside blu, for the message made only if the
         # deleted Array is used again
-        frame = sys._getframe(3)  # (``user_site_at(3)`` inline: at every training step)
+        frame = sys._getframe(3)  # (not ``user_site``'s walk: it makes every frame object)
         code = frame.f_code
         outside = INTERNAL_FILES.get(code.co_filename) is False
         site = (code, frame.f_lasti) if outside else user_site()
