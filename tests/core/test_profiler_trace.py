@@ -74,7 +74,7 @@ def test_trace_is_chrome_trace_json_with_host_and_device_spans(traced):
     for e in device:
         assert e["pid"] == tracing.EXECUTABLE
         assert e["args"]["kind"] in ("kernel", "dot", "view", "fallback", "scatter", "library",
-                                     "pair", "chain")  # fmt: skip
+                                     "pair", "chain", "streamed")  # fmt: skip
         assert "=" in e["args"]["eqns"]  # "f32[8,3] = tanh f32[8,3]"
     kinds = {e["args"]["kind"] for e in device}
     assert "dot" in kinds

@@ -109,6 +109,7 @@ def _unless_nan_checks(run: Any) -> Any:
         if config.debug_nans:
             run(env, arena, owned)
 
+    deferred.streamed = True  # (its work is the loop's: ``cpu/profile.py``)
     return deferred
 
 

@@ -99,9 +99,14 @@ def node_work(node: Any) -> tuple[int, float]:
     return int(nbytes), flops
 
 
-def _span(nodes: list, threads: int) -> tuple[str, dict]:
-    """The name and args of one span covering ``nodes`` (one step, a pair or a chain)."""
+def _span(nodes: list, threads: int, streamed: bool = False) -> tuple[str, dict]:
+    """The name and args of one span covering ``nodes`` (one step, a pair or a chain);
+    ``streamed``: a product a loop makes while it runs (its own step does nothing)."""
     out = nodes[-1].outputs[0].aval.str_short() if nodes[-1].outputs else ""
+    if streamed:
+        args = step_args(nodes[0])
+        args["kind"] = "streamed"
+        return f"{nodes[0].label()} -> {out} (made by the loop)", args
     if len(nodes) == 1:
         name = f"{nodes[0].label()} -> {out}"
     else:
@@ -136,6 +141,7 @@ def step_spans(exe: Any, threads: int, grouped: bool = True) -> dict[int, tuple[
     pairs, chains = (exe._pair_at, exe._chain_at) if grouped else ((), {})
     while k < n:
         end = k + 1 if k in pairs else chains[k][2] if k in chains else k
-        spans[k] = _span([exe.runners[i][2] for i in range(k, end + 1)], threads)
+        streamed = grouped and getattr(exe.runners[k][1], "streamed", False)
+        spans[k] = _span([exe.runners[i][2] for i in range(k, end + 1)], threads, streamed)
         k = end + 1
     return spans
