@@ -382,7 +382,7 @@ class CpuExecutable(Executable):
                 errs_on = True
             tw = tracing.current()  # a timeline trace: one span per step, memory counters
             if tw is not None:
-                self._trace_call(tw, env, start=True)
+                cpu_profile.memory_counters(self, tw, env, start=True)
             if self._may_split:  # spinning workers may wait for parts until the outermost call
                 entered = True  # ends (before: ``leave`` tolerates one ``enter`` missed)
                 spin.enter()
@@ -394,7 +394,7 @@ class CpuExecutable(Executable):
             debug_nans = config.debug_nans
             pair_at = self._pair_at if not debug_nans else ()
             chain_at = self._chain_at if not debug_nans else {}
-            spans = self._spans(not debug_nans) if tw is not None else None
+            spans = cpu_profile.spans(self, _threads(), not debug_nans) if tw is not None else None
             runners, n_steps, n_step = self.runners, len(self.runners), 0
             while n_step < n_steps:
                 k = n_step
@@ -432,7 +432,7 @@ class CpuExecutable(Executable):
                 if spans is not None:  # one span per step, pair or chain, with its work
                     tw.span(spans[k][0], "device", t, pid=tracing.EXECUTABLE, args=spans[k][1])
             if tw is not None:
-                self._trace_call(tw, env, start=False)
+                cpu_profile.memory_counters(self, tw, env, start=False)
             outs = []
             for (kind, x), a in zip(self.out_spec, self._out_arg):
                 if kind == "lit":
@@ -470,22 +470,6 @@ class CpuExecutable(Executable):
             return b
         b = self._pool[slot] = np.empty(aval.shape, aval.dtype)
         return b
-
-    def _spans(self, grouped: bool) -> dict[int, tuple[str, dict]]:
-        """The trace spans of the run loop's units, made when first traced (``cpu/profile.py``:
-        each with its work and the machine's peak)."""
-        made = self._trace_args = self._trace_args or {}
-        if grouped not in made:
-            made[grouped] = cpu_profile.step_spans(self, _threads(), grouped)
-        return made[grouped]
-
-    def _trace_call(self, tw: Any, env: list, start: bool) -> None:
-        """Memory counters at the start and end of a traced call (the planned temporaries and
-        the bytes of the arguments and results held)."""
-        held = sum(x.nbytes for x in env if isinstance(x, np.ndarray) and x.base is None)
-        temps = self.memory.arena_size if start else 0
-        tw.counter(f"memory jit({self.name})", {"temporaries": temps, "arrays": held},
-                   pid=tracing.EXECUTABLE)  # fmt: skip
 
     def _buffer(self, place: tuple, aval: Any, arena: np.ndarray, env: list, args: tuple,
                 overlap: list | None = None) -> np.ndarray:  # fmt: skip

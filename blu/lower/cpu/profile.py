@@ -30,13 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from blu.core import trace as tracing
 from blu.lower.cpu import blas
 from blu.lower.cpu import threads as cpu_threads
 from blu.lower.cpu.pairs import dot_flops
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.tracing import step_args
 
-__all__ = ["node_work", "peaks", "step_spans"]
+__all__ = ["memory_counters", "node_work", "peaks", "spans", "step_spans"]
 
 _GEMM_N = 512  # the product peak's problem: n x n x n
 _COPY_BYTES = 64 << 20  # the copy bandwidth's array
@@ -145,3 +146,20 @@ def step_spans(exe: Any, threads: int, grouped: bool = True) -> dict[int, tuple[
         spans[k] = _span([exe.runners[i][2] for i in range(k, end + 1)], threads, streamed)
         k = end + 1
     return spans
+
+
+def spans(exe: Any, threads: int, grouped: bool) -> dict[int, tuple[str, dict]]:
+    """``step_spans`` of a ``CpuExecutable``, made when it is first traced and kept on it."""
+    made = exe._trace_args = exe._trace_args or {}
+    if grouped not in made:
+        made[grouped] = step_spans(exe, threads, grouped)
+    return made[grouped]
+
+
+def memory_counters(exe: Any, tw: Any, env: list, start: bool) -> None:
+    """Memory counters at the start and end of a traced call of ``exe`` (the planned
+    temporaries and the bytes of the arguments and results held)."""
+    held = sum(x.nbytes for x in env if isinstance(x, np.ndarray) and x.base is None)
+    temps = exe.memory.arena_size if start else 0
+    tw.counter(f"memory jit({exe.name})", {"temporaries": temps, "arrays": held},
+               pid=tracing.EXECUTABLE)  # fmt: skip
