@@ -14,6 +14,11 @@ rows are skipped with a note, not failed.
     python benchmarks/vision.py                       # the GPU run (H200)
     python benchmarks/vision.py --tiny                # CPU smoke
     python benchmarks/vision.py --models resnet50 --systems blu,torch --modes bf16
+    python benchmarks/vision.py --fill                # here, before the GPU run: blu's kernels
+
+``--fill`` runs nothing: it lowers and compiles blu's programs of the same flags (every model
+and mode's step, and the fp32 fidelity step) for ``cuda:sm_90`` into the kernel cache
+(``BLU_CACHE_DIR``), since the GPU machine has no MLIR; ``scripts/fill_gpu_cache.py`` calls it.
 """
 
 from __future__ import annotations
@@ -73,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tiny", action="store_true", help="CPU smoke mode (see above)")
     p.add_argument("--workdir", default=str(DEFAULT_WORKDIR), help="weights and batches")
     p.add_argument("--json", default=None, metavar="PATH", help="append the records (JSON lines)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per process (default 600)")
+    p.add_argument("--fill", action="store_true", help="compile blu's GPU programs (see above)")
     return p
 
 
@@ -117,8 +124,10 @@ def prepare(model: str, a: argparse.Namespace, work: Path) -> tuple[Path, Path, 
     return weights, batches, json.dumps(dataclasses.asdict(cfg))
 
 
-def run_peer(system: str, args: list[str], cfg_json: str, weights: Path) -> dict:
-    """One peer process; its JSON line, or ``{"ok": False, "error": ...}``."""
+def run_peer(system: str, args: list[str], cfg_json: str, weights: Path,
+             timeout: float | None = None) -> dict:  # fmt: skip
+    """One peer process; its JSON line, or ``{"ok": False, "error": ...}``. Its output is kept
+    in ``<workdir>/logs/`` (named by system and flags)."""
     if system == "blu":
         cmd = [sys.executable, str(PEERS / "blu_vision.py"), *args]
     else:
@@ -126,7 +135,14 @@ def run_peer(system: str, args: list[str], cfg_json: str, weights: Path) -> dict
                "--config-json", cfg_json, "--weights", str(weights)]  # fmt: skip
         if system == "torch-compile":
             cmd.append("--compile")
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"system": system, "ok": False, "error": f"timed out after {timeout:.0f} s"}
+    logs = weights.parent / "logs"
+    logs.mkdir(exist_ok=True)
+    name = "_".join([system, *(v for v in args if not v.startswith(("-", "/")))])
+    (logs / f"{name}.log").write_text(p.stdout + "\n---- stderr\n" + p.stderr)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode or not lines:
         tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
@@ -134,8 +150,24 @@ def run_peer(system: str, args: list[str], cfg_json: str, weights: Path) -> dict
     return {**json.loads(lines[-1]), "ok": True}
 
 
+def fill(a: argparse.Namespace) -> None:
+    """Compile blu's programs of this run for the GPU (``--fill``)."""
+    for model in a.models:
+        jobs = [(mode, a.batch, blu_vision.LR) for mode in modes_for(a, model)]
+        if a.fidelity_steps:
+            jobs.append(("fp32", a.fidelity_batch, blu_vision.FIDELITY_LR))
+        for mode, batch, lr in jobs:
+            t = time.perf_counter()
+            blu_vision.compile_program(model, mode, batch, lr)
+            print(f"[vision] {model} {mode} batch {batch} (lr {lr}): compiled for cuda:sm_90 "
+                  f"in {time.perf_counter() - t:.0f} s", flush=True)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     a = resolve(build_parser().parse_args(argv))
+    if a.fill:
+        fill(a)
+        return []
     has_torch = importlib.util.find_spec("torch") is not None
     work = Path(a.workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -150,7 +182,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             for mode in modes_for(a, model):
                 args = ["--model", model, "--mode", mode, "--batch", str(a.batch),
                         "--steps", str(a.steps), "--warmup", str(a.warmup)]  # fmt: skip
-                r = {**run_peer(system, args, cfg_json, weights), "model": model,
+                r = {**run_peer(system, args, cfg_json, weights, a.timeout), "model": model,
                      "mode": mode, "date": date}  # fmt: skip
                 records.append(r)
                 print(_row(r), flush=True)
@@ -172,7 +204,7 @@ def check_fidelity(model, a, weights, batches, cfg_json, has_torch) -> dict:
         args = ["--model", model, "--mode", "fp32", "--fidelity", "--weights", str(weights),
                 "--batches", str(batches), "--steps", str(a.fidelity_steps),
                 "--out", str(path)]  # fmt: skip
-        r = run_peer(system, args, cfg_json, weights)
+        r = run_peer(system, args, cfg_json, weights, a.timeout)
         out["losses"][system] = r.get("losses") if r["ok"] else None
         if not r["ok"]:
             out.setdefault("errors", {})[system] = r["error"]

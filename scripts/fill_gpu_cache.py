@@ -6,6 +6,7 @@ GPT-2 example and the GPT-2 benchmark run is compiled here, to PTX and (with ptx
                                      [--skip-max-batch] [--max-batch-modes bf16]
                                      [--skip-kernel-bench] [--skip-flash-tiles]
                                      [--skip-device-programs] [--skip-generate]
+                                     [--skip-vision]
 
 How: the GPU tests and the example run on a simulated GPU (``BLU_FAKE_GPU=1``: device arrays in
 host memory, each fused kernel's CPU build executed while its GPU build is compiled into the
@@ -53,6 +54,7 @@ GPU_TESTS = [
     "tests/lower/cuda/test_gpu_sort.py",
     "tests/lower/cuda/test_gpu_collectives.py",
     "tests/examples/test_gpt2_decode.py",
+    "tests/lower/cuda/test_cudnn_conv_plan.py",
 ]
 # the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps
 # sets the learning-rate schedule's constants)
@@ -119,6 +121,8 @@ def main() -> int:
                    help="skip benchmarks/flash_tiles.py's kernel variants")  # fmt: skip
     p.add_argument("--skip-device-programs", action="store_true",
                    help="skip benchmarks/device_programs.py's programs")  # fmt: skip
+    p.add_argument("--skip-vision", action="store_true",
+                   help="skip benchmarks/vision.py's programs (ResNet-50, ViT-B/16)")  # fmt: skip
     p.add_argument("--skip-generate", action="store_true",
                    help="skip benchmarks/generate.py's programs (GPT-2 generation)")  # fmt: skip
     p.add_argument("--bench-modes", default="fp32,tf32,bf16")
@@ -214,6 +218,10 @@ def main() -> int:
         ok &= run([sys.executable, str(ROOT / "benchmarks" / "device_programs.py"), "--fill"],
                   dict(env, BLU_FAKE_GPU="0"),
                   "device programs, lowered for cuda:sm_90")  # fmt: skip
+    if not a.skip_vision:  # the vision benchmark's steps (its default models, modes and batch)
+        ok &= run([sys.executable, str(ROOT / "benchmarks" / "vision.py"), "--fill"],
+                  dict(env, BLU_FAKE_GPU="0"),
+                  "vision benchmark programs, lowered for cuda:sm_90")  # fmt: skip
     if not a.skip_generate:  # GPT-2 124M generation loops (the defaults of the GPU run)
         ok &= run([sys.executable, str(ROOT / "benchmarks" / "generate.py"), "--fill"],
                   dict(env, BLU_FAKE_GPU="0"),

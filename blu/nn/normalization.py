@@ -4,6 +4,7 @@ train / eval switch explicit) and ``group_norm`` (channels last). ``layer_norm``
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ from blu import lax
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.nn.functions import _axes, _float_operand, _upcast, layer_norm
+from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policies
 
 __all__ = ["batch_norm", "group_norm"]
 
@@ -98,24 +100,43 @@ def batch_norm(
                     f"{get_aval(x).str_short()} with features on axis {ax}"
                 )
             )
-        mu = bnp.mean(x32, axis=red, keepdims=True)
-        xc = x32 - mu
-        var = bnp.mean(xc * xc, axis=red, keepdims=True)  # biased: deviations, no cancellation
+        y, mu, var = _train_normalize(x, scale, bias, red, bshape, float(eps))
         m = float(momentum)
         bm = lax.stop_gradient(bnp.reshape(mu, (c,)))
         bv = lax.stop_gradient(bnp.reshape(var, (c,))) * (n / (n - 1))
         sd = running_mean.dtype
         new_mean = (m * _upcast(running_mean) + (1.0 - m) * bm).astype(sd)
         new_var = (m * _upcast(running_var) + (1.0 - m) * bv).astype(running_var.dtype)
-        stats = (new_mean, new_var)
-    else:
-        mu = bnp.reshape(_upcast(running_mean).astype(cd), bshape)
-        var = bnp.reshape(_upcast(running_var).astype(cd), bshape)
-        xc = x32 - mu
-        stats = (running_mean, running_var)
-    y = xc * lax.rsqrt(var + eps)
+        return y, (new_mean, new_var)
+    x32 = _upcast(x)
+    cd = x32.dtype
+    mu = bnp.reshape(_upcast(running_mean).astype(cd), bshape)
+    var = bnp.reshape(_upcast(running_var).astype(cd), bshape)
+    y = (x32 - mu) * lax.rsqrt(var + eps)
     y = y * bnp.reshape(scale.astype(cd), bshape) + bnp.reshape(bias.astype(cd), bshape)
-    return y.astype(x.dtype), stats
+    return y.astype(x.dtype), (running_mean, running_var)
+
+
+_STATS = ("batch_norm_mean", "batch_norm_var", "batch_norm_rstd")
+
+
+@functools.partial(
+    checkpoint, policy=checkpoint_policies.save_only_these_names(*_STATS), static_argnums=(3, 4, 5)
+)
+def _train_normalize(x, scale, bias, red, bshape, eps):
+    """``(y, mu, var)`` of training mode. Rematerialized (``blu.checkpoint``): the backward pass
+    keeps ``x`` in its own dtype and the per-feature statistics, and recomputes the centred and
+    normalized values where it reads them, as a fused batch norm's backward does (PyTorch,
+    cuDNN), instead of keeping two float32 copies of every activation."""
+    x32 = _upcast(x)
+    cd = x32.dtype
+    mu = checkpoint_name(bnp.mean(x32, axis=red, keepdims=True), _STATS[0])
+    xc = x32 - mu
+    var = bnp.mean(xc * xc, axis=red, keepdims=True)  # biased: deviations, no cancellation
+    var = checkpoint_name(var, _STATS[1])
+    rstd = checkpoint_name(lax.rsqrt(var + eps), _STATS[2])
+    y = xc * rstd * bnp.reshape(scale.astype(cd), bshape) + bnp.reshape(bias.astype(cd), bshape)
+    return y.astype(x.dtype), mu, var
 
 
 def group_norm(

@@ -20,6 +20,7 @@ from blu.lower.cuda import libraries as _libraries  # noqa: F401  (registers cuS
 from blu.lower.cuda import sorting as _sorting  # noqa: F401  (registers its kernels)
 from blu.lower.cuda.codegen import plan_nests
 from blu.lower.cuda.complex_dots import split_complex_dots
+from blu.lower.cuda.conv_layouts import native_conv_layouts
 from blu.lower.cuda.dots import canonicalize_dots, library_dot
 from blu.lower.cuda.epilogues import fuse_epilogues
 from blu.lower.cuda.executable import GpuExecutable, Lowered
@@ -49,7 +50,8 @@ class CudaBackend(Backend):
         # after the packing, which leaves the QKV sum read by library calls only
         # short scans first (a model scanned over its blocks): the rewrites then see each
         # block's forward and backward in one program
-        j = unroll_scans(jaxpr, int(config.unroll_scans))
+        # convolutions in layouts cuDNN takes (transposed filters) before anything fuses
+        j = native_conv_layouts(unroll_scans(jaxpr, int(config.unroll_scans)))
         return fuse_epilogues(pack_attention(j))
 
     def late_passes(self, jaxpr: Jaxpr) -> Jaxpr:

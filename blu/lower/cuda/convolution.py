@@ -158,25 +158,35 @@ def _wgrad(lhs, rhs, out, p: dict):
     return "wgrad", x, dw, dy, geo, False
 
 
-def classify(avals: Sequence[ShapedArray], params: dict, out: ShapedArray):
-    """``(kind, x, w, y, geometry, flip)`` of an equation (see the module docstring), or None."""
+def readings(avals: Sequence[ShapedArray], params: dict, out: ShapedArray) -> list:
+    """Every ``(kind, x, w, y, geometry, flip)`` reading of an equation (see the module
+    docstring), the preferred first: a kernel gradient whose window equals its output's reads
+    as a ``wgrad`` and as an ``fprop`` with batch and features swapped."""
     lhs, rhs = avals
     ld, ws = params["lhs_dilation"], params["window_strides"]
     fg, bg = params["feature_group_count"], params["batch_group_count"]
     ospec = params["dimension_numbers"].out_spec
     unit_ld = all(v == 1 for v in ld)
-    found = None
+    wgrad = fwd = None
+    prefer_wgrad = False
     if unit_ld and fg == 1:
         rwin = math.prod(rhs.shape[a] for a in params["dimension_numbers"].rhs_spec[2:])
         owin = math.prod(out.shape[a] for a in ospec[2:])
-        if bg > 1 or rwin > owin:  # a kernel gradient: its "kernel" is the cotangent
-            found = _wgrad(lhs, rhs, out, params)
-    if found is None and bg == 1:
+        prefer_wgrad = bg > 1 or rwin > owin  # a kernel gradient: its "kernel" the cotangent
+        if prefer_wgrad or rwin == owin:
+            wgrad = _wgrad(lhs, rhs, out, params)
+    if bg == 1:
         if unit_ld:
-            found = _fprop(lhs, rhs, out, params)
+            fwd = _fprop(lhs, rhs, out, params)
         elif all(v == 1 for v in ws):
-            found = _dgrad(lhs, rhs, out, params)
-    return found
+            fwd = _dgrad(lhs, rhs, out, params)
+    return [f for f in ((wgrad, fwd) if prefer_wgrad else (fwd, wgrad)) if f is not None]
+
+
+def classify(avals: Sequence[ShapedArray], params: dict, out: ShapedArray):
+    """The preferred reading of an equation (``readings``), or None."""
+    found = readings(avals, params, out)
+    return found[0] if found else None
 
 
 _problems: dict[tuple, cudnn_conv.ConvSpec | None] = {}
@@ -193,18 +203,51 @@ def problem(avals: Sequence[ShapedArray], params: dict) -> cudnn_conv.ConvSpec |
 
 
 def _problem(avals: Sequence[ShapedArray], params: dict) -> cudnn_conv.ConvSpec | None:
+    return next((sp for sp in specs(avals, params) if native(sp)), None)
+
+
+def ordered(dims: Sequence[int], strides: Sequence[int], last: bool) -> bool:
+    """Whether a tensor in cuDNN's role order (``N, C, spatial...``; a filter ``K, C, ...``)
+    lies in memory channels-last (``NHWC``/``KRSC``) or, ``last`` False, channels-first: each
+    axis's stride at least the extent of those inside it (a cropped view still counts)."""
+    inner = [1, *range(len(dims) - 1, 1, -1), 0] if last else list(range(len(dims) - 1, -1, -1))
+    extent = 1
+    for a in inner:
+        if dims[a] != 1 and strides[a] < extent:
+            return False
+        extent = max(extent, strides[a] * dims[a]) if dims[a] != 1 else extent
+    return True
+
+
+def native(spec: cudnn_conv.ConvSpec) -> bool:
+    """Whether cuDNN's engines take ``spec``'s layouts: image, filter and output all
+    channels-last, or all channels-first. (Measured on an H200: an ``HWIO`` filter, ``RSCK`` in
+    cuDNN's terms, gave wrong values and no error; ``conv_layouts`` transposes such operands.)"""
+    roles = ((spec.x, spec.x_strides), (spec.w, spec.w_strides), (spec.y, spec.y_strides))
+    return any(all(ordered(d, s, last) for d, s in roles) for last in (True, False))
+
+
+def specs(avals: Sequence[ShapedArray], params: dict) -> list[cudnn_conv.ConvSpec]:
+    """The cuDNN problems an equation reads in place (``readings``), whatever its layouts
+    (``problem`` takes the first of them that is ``native``)."""
     lhs, rhs = avals
     if lhs.ndim > 5 or lhs.size == 0 or rhs.size == 0:
-        return None
+        return []
     out = conv_general_dilated_p.abstract_eval(lhs, rhs, **params)
     if out.size == 0:
-        return None
-    found = classify(avals, params, out)
-    if found is None:
-        return None
-    kind, x, w, y, geo, flip = found
-    spec = _spec(kind, x, w, y, geo, str(lhs.dtype), str(out.dtype), params, flip)
-    return spec if spec is not None and cudnn_conv.unsupported(spec) is None else None
+        return []
+    found = []
+    for kind, x, w, y, geo, flip in readings(avals, params, out):
+        spec = _spec(kind, x, w, y, geo, str(lhs.dtype), str(out.dtype), params, flip)
+        if spec is not None and cudnn_conv.unsupported(spec) is None:
+            found.append(spec)
+    return found
+
+
+def read(avals: Sequence[ShapedArray], params: dict) -> cudnn_conv.ConvSpec | None:
+    """The preferred cuDNN problem an equation reads in place, whatever its layouts."""
+    found = specs(avals, params)
+    return found[0] if found else None
 
 
 def _variants(spec: cudnn_conv.ConvSpec) -> list[cudnn_conv.ConvSpec]:

@@ -184,6 +184,10 @@ def _group(eqns: list[JaxprEqn], kinds: list[str]) -> list[list[int]]:
             g = find(p)
             if g == root or len(mlist[g]) + len(mlist[root]) > MAX_KERNEL_EQNS:
                 continue
+            if eqns[i].primitive.name == "optimization_barrier":
+                # a barrier starts a group: what reads it (a rematerialized value) runs where
+                # it is used, not fused into its producer's kernel in the forward pass
+                continue
             a, b = set(mlist[g]), set(mlist[root])
             both = a | b
             if reaches(external_preds(mlist[root], both), a, both) or reaches(

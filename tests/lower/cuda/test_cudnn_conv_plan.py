@@ -82,22 +82,24 @@ def _view(a: np.ndarray, dims, strides) -> np.ndarray:
 
 
 def check_problem(eqn, rng) -> str | None:
-    """The kind of cuDNN problem the lowering reads in ``eqn`` (None: none), after checking
-    that it reproduces the equation's impl on random float64 operands."""
+    """The kind of cuDNN problem the lowering prefers in ``eqn`` (None: none), after checking
+    that each of its readings (``cv.specs``) reproduces the equation's impl on random float64
+    operands."""
     avals = [v.aval for v in eqn.invars]
-    spec = cv.problem(avals, eqn.params)
-    if spec is None:
+    found = cv.specs(avals, eqn.params)
+    if not found:
         return None
     a, b = (rng.normal(size=v.shape) for v in avals)
     want = np.asarray(conv_p.impl(a, b, **eqn.params), np.float64)
-    roles = {"fprop": "xwy", "dgrad": "ywx", "wgrad": "xyw"}[spec.kind]
-    dims = {r: (getattr(spec, r), getattr(spec, r + "_strides")) for r in "xwy"}
-    got = {roles[0]: _view(a, *dims[roles[0]]), roles[1]: _view(b, *dims[roles[1]]),
-           roles[2]: None}  # fmt: skip
-    out = ref(spec, got["x"], got["w"], got["y"])
-    assert out.size == want.size, (spec, want.shape)  # the written view covers the output
-    np.testing.assert_allclose(out, _view(want, *dims[roles[2]]), rtol=1e-12, atol=1e-12)
-    return spec.kind
+    for spec in found:
+        roles = {"fprop": "xwy", "dgrad": "ywx", "wgrad": "xyw"}[spec.kind]
+        dims = {r: (getattr(spec, r), getattr(spec, r + "_strides")) for r in "xwy"}
+        got = {roles[0]: _view(a, *dims[roles[0]]), roles[1]: _view(b, *dims[roles[1]]),
+               roles[2]: None}  # fmt: skip
+        out = ref(spec, got["x"], got["w"], got["y"])
+        assert out.size == want.size, (spec, want.shape)  # the written view covers the output
+        np.testing.assert_allclose(out, _view(want, *dims[roles[2]]), rtol=1e-12, atol=1e-12)
+    return found[0].kind
 
 
 def _conv_eqns(jaxpr) -> list:
@@ -221,11 +223,11 @@ def test_not_taken():
     """float64, an input dilation with strides (no cuDNN problem), and an empty output."""
     f64 = np.zeros((1, 2, 5, 5)), np.zeros((3, 2, 3, 3))
     e = _conv_eqns(blu.make_jaxpr(lambda x, w: lax.conv(x, w, (1, 1), "SAME"))(*f64).jaxpr)[0]
-    assert cv.problem([v.aval for v in e.invars], e.params) is None
+    assert cv.read([v.aval for v in e.invars], e.params) is None
     x, w = np.zeros((1, 2, 5, 5), f32), np.zeros((3, 2, 3, 3), f32)
     both = lambda x, w: lax.conv_general_dilated(x, w, (2, 2), "SAME", (2, 2))  # noqa: E731
     e = _conv_eqns(blu.make_jaxpr(both)(x, w).jaxpr)[0]
-    assert cv.problem([v.aval for v in e.invars], e.params) is None
+    assert cv.read([v.aval for v in e.invars], e.params) is None
     assert "float64" in cudnn_conv.unsupported(
         cudnn_conv.ConvSpec("fprop", (1, 2, 5, 5), (50, 25, 5, 1), (3, 2, 3, 3), (18, 9, 3, 1),
                             (1, 3, 3, 3), (27, 9, 3, 1), (0, 0), (0, 0), (1, 1), (1, 1),
@@ -262,7 +264,7 @@ def test_jit_forward_and_gradients_run_as_cudnn(layout, dt, set_flag):
     assert len(libs) >= 3, libs  # the forward and both gradients
     (dx, dw), y = blu.jit(g)(*put(dev, x, w, ct))
     eqns = _grad_eqns(xs, ws, (2, 2), "SAME", (1, 1), dn, 1, dt)
-    spec = cv.problem([v.aval for v in eqns[0].invars], eqns[0].params)
+    spec = cv.read([v.aval for v in eqns[0].invars], eqns[0].params)
     flat = lambda a, r: _view(a, getattr(spec, r), getattr(spec, r + "_strides"))  # noqa: E731
     X, Wt, C = flat(x.astype(np.float64), "x"), flat(w.astype(np.float64), "w"), \
         flat(ct.astype(np.float64), "y")  # fmt: skip
