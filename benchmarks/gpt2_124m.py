@@ -103,13 +103,13 @@ def parse_args(argv: list[str] | None = None):
 # ---- the programs blu runs on the GPU (for the kernel-cache fill) ------------------------------
 
 
-def blu_programs(config: str, precision: str, batch: int, block: int, vocab: int = GPT2_TOKENS):
+def blu_programs(config: str, precision: str, batch: int, block: int, vocab: int | None = None):
     """``[(jitted_fn, specs)]``: every jitted function the blu side runs on the GPU for this
     config, precision, batch and block (see ``benchmarks/peers/blu_gpt2.py``). Lower them under
     ``precision_scope(precision)`` — or call :func:`fill_cache`, which does."""
     from benchmarks.peers.blu_gpt2 import blu_programs as programs
 
-    return programs(config, precision, batch, block, vocab)
+    return programs(config, precision, batch, block, vocab or bench_cli.default_vocab(config))
 
 
 def fill_cache(
@@ -117,14 +117,16 @@ def fill_cache(
     modes: list[str] | tuple[str, ...] = MODES,
     batch: int = 16,
     block: int = 1024,
-    vocab: int = GPT2_TOKENS,
+    vocab: int | None = None,
     target: str = "cuda:sm_90",
 ) -> None:
     """Compile blu's programs for every mode in ``modes`` into the kernel cache
     (``BLU_CACHE_DIR``); the benchmark and its fidelity checks (same batch and block) then find
-    every kernel. Prints one line per program."""
+    every kernel. ``vocab``: the tokenizer's (None: the config's default, as the driver's
+    ``--vocab``). Prints one line per program."""
     from benchmarks.peers.blu_gpt2 import compile_blu_programs
 
+    vocab = vocab or bench_cli.default_vocab(config)
     for mode in modes:
         t = time.perf_counter()
         compiled = compile_blu_programs(config, mode, batch, block, vocab, target)
@@ -139,7 +141,7 @@ def fill_max_batch_cache(
     config: str = "gpt2-124m",
     modes: list[str] | tuple[str, ...] = MODES,
     block: int = 1024,
-    vocab: int = GPT2_TOKENS,
+    vocab: int | None = None,
     device_bytes: int = H200_MEMORY_BYTES,
     margin_bytes: int = MAX_BATCH_MARGIN_BYTES,
     limit: int = 1024,
@@ -154,6 +156,7 @@ def fill_max_batch_cache(
     ``{mode: batch}``."""
     from benchmarks.peers.blu_gpt2 import predict_record
 
+    vocab = vocab or bench_cli.default_vocab(config)
     found = {}
     for mode in modes:
         rec = predict_record(config, mode, block, device_bytes, margin_bytes, vocab, limit)

@@ -14,8 +14,10 @@ SYSTEMS = ("blu", "torch", "torch-compile", "jax")
 H200_MEMORY_BYTES = 143771 * 2**20  # as blu_gpt2.H200_MEMORY_BYTES (no blu import here)
 MAX_BATCH_MARGIN_BYTES = 2 * 2**30
 MODES = ("fp32", "tf32", "bf16")
-CONFIGS = ("tiny", "small", "gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b")
+CONFIGS = ("tiny", "small", "gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b",
+           "llama-tiny", "llama-small", "llama-125m", "llama-1b")  # fmt: skip
 GPT2_TOKENS = 50257
+LLAMA_TOKENS = 128256  # Llama 3's tokenizer, the vocabulary of llama-1b (blu_models.py's)
 PEERS_DIR = ROOT / "benchmarks" / "peers"
 DEFAULT_JSON = ROOT / "runs" / "bench" / "gpt2_124m.json"
 DEFAULT_WORKDIR = ROOT / ".cache" / "bench_gpt2"
@@ -25,7 +27,6 @@ DEFAULT_PREDICTIONS = ROOT / ".data" / "max_batch_plan.json"
 class BenchmarkError(Exception):
     """A flag, a results file or BENCHMARKS.md that the benchmark cannot use (printed as
     ``error: ...``, exit status 2)."""
-
 
 
 def _csv(value: str, allowed: tuple[str, ...], flag: str) -> list[str]:
@@ -54,13 +55,15 @@ def build_parser(doc: str) -> argparse.ArgumentParser:
         "--config",
         default="gpt2-124m",
         choices=CONFIGS,
-        help="model size (the GPT-2 example's configs; tiny/small for CPU smoke runs)",
+        help="model size (the GPT-2 example's configs, GPT-2 or, llama-*, LLaMA-style; "
+        "tiny/small/llama-tiny for CPU smoke runs)",
     )
     p.add_argument(
         "--vocab",
         type=int,
-        default=GPT2_TOKENS,
-        help="tokenizer vocabulary, padded as the config says (gpt2-124m: to 50304)",
+        default=None,
+        help="tokenizer vocabulary, padded as the config says (default: GPT-2's 50257, padded "
+        "to 50304 for gpt2-124m; llama-* configs Llama 3's 128256)",
     )
     p.add_argument("--batch", type=int, default=16, help="sequences per step (default 16)")
     p.add_argument("--block", type=int, default=1024, help="tokens per sequence (default 1024)")
@@ -150,6 +153,10 @@ def parse_args(argv: list[str] | None, doc: str) -> argparse.Namespace:
     a = build_parser(doc).parse_args(argv)
     a.systems = _csv(a.systems, SYSTEMS, "--systems")
     a.modes = _csv(a.modes, MODES, "--modes")
+    if a.vocab is None:
+        a.vocab = default_vocab(a.config)
+    if is_llama(a.config) and "jax" in a.systems:
+        raise BenchmarkError(f"--systems jax has no LLaMA model ({a.config}): leave jax out")
     for flag in ("batch", "block", "steps", "vocab", "timeout"):
         if getattr(a, flag) <= 0:
             raise BenchmarkError(f"--{flag} must be positive, got {getattr(a, flag)}")
@@ -187,11 +194,27 @@ def parse_args(argv: list[str] | None, doc: str) -> argparse.Namespace:
     return a
 
 
-def model_dims(config: str, vocab: int) -> dict[str, int]:
-    """The example config's sizes, vocabulary padded (what every system builds)."""
-    from examples.gpt2.model import CONFIGS as EXAMPLE_CONFIGS
+def is_llama(config: str) -> bool:
+    """Whether ``config`` names the LLaMA-style decoder (``examples.gpt2.llama``)."""
+    return config.startswith("llama")
+
+
+def default_vocab(config: str) -> int:
+    """The tokenizer vocabulary ``config`` is benchmarked with: GPT-2's, or Llama 3's."""
+    return LLAMA_TOKENS if is_llama(config) else GPT2_TOKENS
+
+
+def model_dims(config: str, vocab: int) -> dict:
+    """The example config's sizes, vocabulary padded (what every system builds); a LLaMA
+    config's also ``arch="llama"``, its K/V heads, SwiGLU width, RoPE base and RMSNorm epsilon
+    (the flags of ``torch_gpt2.py --arch llama``)."""
+    from examples.gpt2.models import CONFIGS as EXAMPLE_CONFIGS
 
     c = EXAMPLE_CONFIGS[config].with_vocab(vocab)
-    return dict(
+    dims = dict(
         vocab=c.vocab_size, n_layer=c.n_layer, n_head=c.n_head, d_model=c.d_model, n_ctx=c.n_ctx
     )
+    if is_llama(config):
+        dims.update(arch="llama", n_kv_head=c.n_kv_head, d_ff=c.d_ff, rope_theta=c.rope_theta,
+                    norm_eps=c.norm_eps)  # fmt: skip
+    return dims
