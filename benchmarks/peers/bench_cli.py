@@ -48,7 +48,9 @@ def build_parser(doc: str) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--systems", default=",".join(SYSTEMS), help="default: all of " + ",".join(SYSTEMS)
+        "--systems",
+        default=None,
+        help="default: all of " + ",".join(SYSTEMS) + " (llama-* configs: all but jax)",
     )
     p.add_argument("--modes", default=",".join(MODES), help="default: fp32,tf32,bf16")
     p.add_argument(
@@ -65,6 +67,10 @@ def build_parser(doc: str) -> argparse.ArgumentParser:
         help="tokenizer vocabulary, padded as the config says (default: GPT-2's 50257, padded "
         "to 50304 for gpt2-124m; llama-* configs Llama 3's 128256)",
     )
+    p.add_argument("--n-ctx", type=int, default=None, metavar="T",
+                   help="the model's context if not the config's: GPT-2's learned position "
+                   "table has that many rows (e.g. 8192 for gpt2-124m at --block 8192); every "
+                   "system builds the same")  # fmt: skip
     p.add_argument("--batch", type=int, default=16, help="sequences per step (default 16)")
     p.add_argument("--block", type=int, default=1024, help="tokens per sequence (default 1024)")
     p.add_argument("--steps", type=int, default=30, help="timed steps (default 30)")
@@ -151,6 +157,8 @@ def parse_args(argv: list[str] | None, doc: str) -> argparse.Namespace:
         BenchmarkError: an impossible value, naming the flag.
     """
     a = build_parser(doc).parse_args(argv)
+    if a.systems is None:  # JAX has no LLaMA peer
+        a.systems = ",".join(s for s in SYSTEMS if not (is_llama(a.config) and s == "jax"))
     a.systems = _csv(a.systems, SYSTEMS, "--systems")
     a.modes = _csv(a.modes, MODES, "--modes")
     if a.vocab is None:
@@ -182,10 +190,15 @@ def parse_args(argv: list[str] | None, doc: str) -> argparse.Namespace:
         raise BenchmarkError(
             f"--fidelity-steps must be >= {fid.FP32_STEPS}, got {a.fidelity_steps}"
         )
-    n_ctx = model_dims(a.config, a.vocab)["n_ctx"]
+    if a.n_ctx is not None and a.n_ctx <= 0:
+        raise BenchmarkError(f"--n-ctx must be positive, got {a.n_ctx}")
+    if a.n_ctx is not None and a.find_max_batch:  # blu's plan predicts for the config's context
+        raise BenchmarkError("--find-max-batch takes no --n-ctx (the config's context only)")
+    n_ctx = model_dims(a.config, a.vocab, a.n_ctx)["n_ctx"]
     if a.block > n_ctx:
         raise BenchmarkError(
-            f"--block {a.block} is longer than the context of {a.config} ({n_ctx})"
+            f"--block {a.block} is longer than the context of {a.config} ({n_ctx}); "
+            f"--n-ctx {a.block} gives the model a longer one"
         )
     if a.report and not Path(a.json).is_file():
         raise BenchmarkError(f"--report reads --json {a.json}, which does not exist")
@@ -204,16 +217,15 @@ def default_vocab(config: str) -> int:
     return LLAMA_TOKENS if is_llama(config) else GPT2_TOKENS
 
 
-def model_dims(config: str, vocab: int) -> dict:
+def model_dims(config: str, vocab: int, n_ctx: int | None = None) -> dict:
     """The example config's sizes, vocabulary padded (what every system builds); a LLaMA
     config's also ``arch="llama"``, its K/V heads, SwiGLU width, RoPE base and RMSNorm epsilon
-    (the flags of ``torch_gpt2.py --arch llama``)."""
+    (the flags of ``torch_gpt2.py --arch llama``). ``n_ctx``: the context if not the config's."""
     from examples.gpt2.models import CONFIGS as EXAMPLE_CONFIGS
 
     c = EXAMPLE_CONFIGS[config].with_vocab(vocab)
-    dims = dict(
-        vocab=c.vocab_size, n_layer=c.n_layer, n_head=c.n_head, d_model=c.d_model, n_ctx=c.n_ctx
-    )
+    dims = dict(vocab=c.vocab_size, n_layer=c.n_layer, n_head=c.n_head, d_model=c.d_model,
+                n_ctx=c.n_ctx if n_ctx is None else n_ctx)  # fmt: skip
     if is_llama(config):
         dims.update(arch="llama", n_kv_head=c.n_kv_head, d_ff=c.d_ff, rope_theta=c.rope_theta,
                     norm_eps=c.norm_eps)  # fmt: skip

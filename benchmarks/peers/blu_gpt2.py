@@ -114,6 +114,7 @@ def blu_programs(
     block: int,
     vocab: int | None = None,
     scan_layers: bool = False,
+    n_ctx: int | None = None,
 ) -> list[tuple[Any, tuple]]:
     """Every jitted function the blu side runs on the GPU, with its argument specs.
 
@@ -124,12 +125,13 @@ def blu_programs(
         batch, block: sequences per step and tokens per sequence.
         vocab: tokenizer vocabulary before the config's padding.
         scan_layers: the blocks as one ``lax.scan`` over stacked parameters.
+        n_ctx: the context, if not the config's (``blu_models.model_config``).
 
     Returns:
         ``[(jitted_fn, specs)]``: ``jitted_fn.lower(*specs, target=...)`` stages the very program
         the benchmark and the fidelity run call (the throughput and fidelity paths share it).
     """
-    cfg = model_config(config, vocab, scan_layers)
+    cfg = model_config(config, vocab, scan_layers, n_ctx)
     return [(train_step(cfg, precision), step_specs(cfg, batch, block))]
 
 
@@ -141,13 +143,16 @@ def compile_blu_programs(
     vocab: int | None = None,
     target: str = "cuda:sm_90",
     scan_layers: bool = False,
+    n_ctx: int | None = None,
 ) -> list[Any]:
     """Lower and compile :func:`blu_programs` for ``target`` under the right precision (fills
     the kernel cache, ``BLU_CACHE_DIR``); returns the ``Compiled`` objects."""
     with precision_scope(precision):
         return [
             fn.lower(*specs, target=target).compile()
-            for fn, specs in blu_programs(config, precision, batch, block, vocab, scan_layers)
+            for fn, specs in blu_programs(
+                config, precision, batch, block, vocab, scan_layers, n_ctx
+            )
         ]
 
 
@@ -410,8 +415,8 @@ def attention_impl(step: Any, specs: tuple, precision: str) -> str:
 
 def bench(a: argparse.Namespace) -> dict:
     """Throughput of the training step (see the module docstring)."""
-    cfg = model_config(a.config, a.vocab, a.scan_layers)
-    ((step, specs),) = blu_programs(a.config, a.mode, a.B, a.T, a.vocab, a.scan_layers)
+    cfg = model_config(a.config, a.vocab, a.scan_layers, a.n_ctx)
+    ((step, specs),) = blu_programs(a.config, a.mode, a.B, a.T, a.vocab, a.scan_layers, a.n_ctx)
     plan = plan_memory(step, specs, a.mode, on_gpu())
     params = host_params(cfg, a.seed, a.init)
     nparams = num_params(params)
@@ -482,8 +487,8 @@ def bench(a: argparse.Namespace) -> dict:
 
 def fidelity(a: argparse.Namespace) -> dict:
     """Losses and gradient norms of ``--steps`` steps from given weights on given batches."""
-    cfg = model_config(a.config, a.vocab)
-    ((step, _specs),) = blu_programs(a.config, a.mode, a.B, a.T, a.vocab)
+    cfg = model_config(a.config, a.vocab, n_ctx=a.n_ctx)
+    ((step, _specs),) = blu_programs(a.config, a.mode, a.B, a.T, a.vocab, n_ctx=a.n_ctx)
     params = params_from_file(cfg, a.weights)
     opt_state = host_opt_state(params)
     with np.load(a.batches) as f:
@@ -527,6 +532,8 @@ def build_parser() -> argparse.ArgumentParser:
         "llama configs Llama 3's 128256)",
     )
     p.add_argument("--scan-layers", action="store_true", help="the blocks as one lax.scan")
+    p.add_argument("--n-ctx", type=int, default=None,
+                   help="context (GPT-2: position-table rows) if not the config's")  # fmt: skip
     p.add_argument("--B", type=int, default=16, help="sequences per batch")
     p.add_argument("--T", type=int, default=1024, help="tokens per sequence")
     p.add_argument("--steps", type=int, default=30, help="timed steps (fidelity: steps run)")

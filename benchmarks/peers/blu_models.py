@@ -39,15 +39,23 @@ def default_vocab(name: str) -> int:
     return LLAMA_TOKENS if arch_of(CONFIGS[name]) == "llama" else GPT2_TOKENS
 
 
-def model_config(name: str, vocab: int | None = None, scan_layers: bool = False) -> ModelConfig:
+def model_config(
+    name: str, vocab: int | None = None, scan_layers: bool = False, n_ctx: int | None = None
+) -> ModelConfig:
     """The example's config ``name`` sized for ``vocab`` tokens (None: :func:`default_vocab`;
-    padded as the config says); ``scan_layers``: GPT-2's blocks as one ``lax.scan``.
+    padded as the config says); ``scan_layers``: GPT-2's blocks as one ``lax.scan``; ``n_ctx``:
+    another context than the config's (GPT-2's learned position table has ``n_ctx`` rows, so
+    e.g. ``gpt2-124m`` at 8192 tokens needs ``n_ctx=8192``; LLaMA's RoPE has no table).
 
     Raises:
         KeyError: unknown config name.
-        ValueError: ``scan_layers`` for a LLaMA config (it has no scanned form).
+        ValueError: ``scan_layers`` for a LLaMA config (it has no scanned form), ``n_ctx < 1``.
     """
     cfg = CONFIGS[name].with_vocab(default_vocab(name) if vocab is None else vocab)
+    if n_ctx is not None:
+        if n_ctx < 1:
+            raise ValueError(f"n_ctx must be positive, got {n_ctx}")
+        cfg = dataclasses.replace(cfg, n_ctx=n_ctx)
     if arch_of(cfg) == "llama":
         if scan_layers:
             raise ValueError(f"--scan-layers is for GPT-2 configs, not {name}")
