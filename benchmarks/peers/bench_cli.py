@@ -192,6 +192,11 @@ def parse_args(argv: list[str] | None, doc: str) -> argparse.Namespace:
         )
     if a.n_ctx is not None and a.n_ctx <= 0:
         raise BenchmarkError(f"--n-ctx must be positive, got {a.n_ctx}")
+    if a.update_benchmarks and (is_llama(a.config) or a.n_ctx is not None):
+        raise BenchmarkError(
+            f"--update-benchmarks writes GPT-2's section of BENCHMARKS.md, not {a.config}'s"
+            f"{' at --n-ctx' if a.n_ctx else ''}: leave it out"
+        )
     if a.n_ctx is not None and a.find_max_batch:  # blu's plan predicts for the config's context
         raise BenchmarkError("--find-max-batch takes no --n-ctx (the config's context only)")
     n_ctx = model_dims(a.config, a.vocab, a.n_ctx)["n_ctx"]

@@ -138,3 +138,8 @@ def test_gpt2_at_8192_tokens_needs_a_longer_position_table(capsys):
     assert params["wpe"].shape == (8192, 768)
     assert drv.cli([*long, "--n-ctx", "0"]) == 2
     assert "--n-ctx must be positive" in capsys.readouterr().err
+
+
+def test_the_gpt2_section_of_benchmarks_md_is_not_written_for_llama(capsys):
+    assert drv.cli([*TINY, "--update-benchmarks"]) == 2
+    assert "--update-benchmarks" in capsys.readouterr().err
