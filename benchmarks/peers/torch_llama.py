@@ -5,8 +5,9 @@ that script's): pre-RMSNorm (statistics in float32, ``eps`` 1e-5), RoPE on queri
 the "rotate half" layout (dimension ``i < D/2`` pairs with ``i + D/2``, angle
 ``pos * theta^(-2i/D)``, tables computed in float64 and cast to the activations' dtype as blu
 does), grouped-query causal attention through SDPA (query head ``n`` reads K/V head
-``n // (H/K)``: ``enable_gqa``, or ``repeat_interleave`` of K and V before torch 2.5), a
-SwiGLU MLP, no biases, an untied output head; the loss is the mean cross-entropy of float32 logits.
+``n // (H/K)``: ``enable_gqa`` in bf16 from torch 2.5, else ``repeat_interleave`` of K and V;
+``TORCH_LLAMA_GQA=repeat|sdpa`` forces one), a SwiGLU MLP, no biases, an untied output head;
+the loss is the mean cross-entropy of float32 logits.
 
 Weights load from blu's ``.npz`` (:func:`blu_name_map`): blu stores projections ``(in, out)``
 (``y = x @ w``), torch's ``Linear`` ``(out, in)``, so they are transposed; the embedding and the
@@ -15,13 +16,27 @@ head are ``(vocab, d)`` in both.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# SDPA reads fewer K/V heads itself from torch 2.5 (``enable_gqa``); before, K/V are repeated
-_GQA = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 5)
+# SDPA reads fewer K/V heads itself from torch 2.5 (``enable_gqa``), but only its flash kernel
+# does (fp16/bf16): for float32, enable_gqa falls back to the unfused math kernel, so K/V are
+# repeated instead. TORCH_LLAMA_GQA=repeat|sdpa overrides the choice (auto by default).
+_GQA_OK = tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 5)
+GQA_MODE = os.environ.get("TORCH_LLAMA_GQA", "auto")
+if GQA_MODE not in ("auto", "repeat", "sdpa"):
+    raise ValueError(f"TORCH_LLAMA_GQA must be auto, repeat or sdpa, got {GQA_MODE!r}")
+
+
+def sdpa_reads_gqa(dtype: torch.dtype) -> bool:
+    """Whether SDPA gets the fewer K/V heads (``enable_gqa``) rather than repeated ones."""
+    if GQA_MODE != "auto":
+        return GQA_MODE == "sdpa"
+    return _GQA_OK and dtype in (torch.float16, torch.bfloat16)
 
 
 def rope_tables(T: int, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,9 +90,10 @@ class Block(nn.Module):
         v = self.wv(x).view(B, T, K, D).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         # query head n reads K/V head n // (H / K), as blu and Meta's repeat_kv
-        if H != K and not _GQA:
+        native = H != K and sdpa_reads_gqa(q.dtype)
+        if H != K and not native:
             k, v = k.repeat_interleave(H // K, dim=1), v.repeat_interleave(H // K, dim=1)
-        gqa = dict(enable_gqa=True) if H != K and _GQA else {}
+        gqa = dict(enable_gqa=True) if native else {}
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
         return self.wo(y.transpose(1, 2).reshape(B, T, d))
 

@@ -143,3 +143,21 @@ def test_gpt2_at_8192_tokens_needs_a_longer_position_table(capsys):
 def test_the_gpt2_section_of_benchmarks_md_is_not_written_for_llama(capsys):
     assert drv.cli([*TINY, "--update-benchmarks"]) == 2
     assert "--update-benchmarks" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="needs PyTorch")
+def test_torch_gqa_by_sdpa_equals_repeated_kv_heads(monkeypatch):
+    import torch
+
+    from benchmarks.peers import torch_llama
+
+    assert not torch_llama.sdpa_reads_gqa(torch.float32)  # enable_gqa would be the math kernel
+    torch.manual_seed(0)
+    blk = torch_llama.Block(32, 4, 2, 64, 1e-5)
+    x = torch.randn(2, 8, 32)
+    cos, sin = torch_llama.rope_tables(8, 8, 10000.0)
+    out = {}
+    for mode in ("repeat", "sdpa"):
+        monkeypatch.setattr(torch_llama, "GQA_MODE", mode)
+        out[mode] = blk.attention(x, cos, sin).detach().numpy()
+    np.testing.assert_allclose(out["sdpa"], out["repeat"], rtol=1e-5, atol=1e-6)
