@@ -6,6 +6,17 @@
         --json runs/bench/gpt2_124m.json                  # merged into the same JSON
     python benchmarks/gpt2_124m.py --report --update-benchmarks   # table from the JSON
     python benchmarks/gpt2_124m.py --config tiny --batch 2 --block 32 --steps 5 --no-fidelity
+    python benchmarks/gpt2_124m.py --config llama-1b --block 2048 --batch 8 --modes bf16 \\
+        --systems blu,torch-compile                       # the LLaMA-style model (issue #36)
+    python benchmarks/gpt2_124m.py --config gpt2-124m --block 8192 --n-ctx 8192 --batch 8 \\
+        --modes bf16 --systems blu,torch-compile          # GPT-2 with an 8192-row position table
+
+A ``llama-*`` config (``examples/gpt2/llama.py``: RMSNorm, RoPE, SwiGLU, grouped-query
+attention, untied head; vocabulary Llama 3's 128256 unless ``--vocab``) runs the same way: blu
+trains the example's own LLaMA (``benchmarks/peers/blu_models.py``), PyTorch the same math
+(``benchmarks/peers/torch_llama.py``, through ``torch_gpt2.py --arch llama``); JAX has no LLaMA
+peer. ``--n-ctx`` gives the model a longer context than its config's (GPT-2's learned position
+table: ``--block 8192`` needs ``--n-ctx 8192``), the same for every system.
 
 Each system and precision mode runs in its own process (``benchmarks/peers/``: ``blu_gpt2.py``,
 ``torch_gpt2.py`` [``--compile``], ``jax_gpt2.py``), the peers measured as
@@ -103,13 +114,13 @@ def parse_args(argv: list[str] | None = None):
 # ---- the programs blu runs on the GPU (for the kernel-cache fill) ------------------------------
 
 
-def blu_programs(config: str, precision: str, batch: int, block: int, vocab: int = GPT2_TOKENS):
+def blu_programs(config: str, precision: str, batch: int, block: int, vocab: int | None = None):
     """``[(jitted_fn, specs)]``: every jitted function the blu side runs on the GPU for this
     config, precision, batch and block (see ``benchmarks/peers/blu_gpt2.py``). Lower them under
     ``precision_scope(precision)`` — or call :func:`fill_cache`, which does."""
     from benchmarks.peers.blu_gpt2 import blu_programs as programs
 
-    return programs(config, precision, batch, block, vocab)
+    return programs(config, precision, batch, block, vocab or bench_cli.default_vocab(config))
 
 
 def fill_cache(
@@ -117,17 +128,21 @@ def fill_cache(
     modes: list[str] | tuple[str, ...] = MODES,
     batch: int = 16,
     block: int = 1024,
-    vocab: int = GPT2_TOKENS,
+    vocab: int | None = None,
     target: str = "cuda:sm_90",
+    n_ctx: int | None = None,
 ) -> None:
     """Compile blu's programs for every mode in ``modes`` into the kernel cache
     (``BLU_CACHE_DIR``); the benchmark and its fidelity checks (same batch and block) then find
-    every kernel. Prints one line per program."""
+    every kernel. ``vocab``: the tokenizer's (None: the config's default, as the driver's
+    ``--vocab``); ``n_ctx``: the model's context if not the config's (as ``--n-ctx``). Prints
+    one line per program."""
     from benchmarks.peers.blu_gpt2 import compile_blu_programs
 
+    vocab = vocab or bench_cli.default_vocab(config)
     for mode in modes:
         t = time.perf_counter()
-        compiled = compile_blu_programs(config, mode, batch, block, vocab, target)
+        compiled = compile_blu_programs(config, mode, batch, block, vocab, target, n_ctx=n_ctx)
         print(
             f"[gpt2_124m] {config} {mode} {batch}x{block}: {len(compiled)} program(s) "
             f"compiled for {target} in {time.perf_counter() - t:.0f} s",
@@ -139,7 +154,7 @@ def fill_max_batch_cache(
     config: str = "gpt2-124m",
     modes: list[str] | tuple[str, ...] = MODES,
     block: int = 1024,
-    vocab: int = GPT2_TOKENS,
+    vocab: int | None = None,
     device_bytes: int = H200_MEMORY_BYTES,
     margin_bytes: int = MAX_BATCH_MARGIN_BYTES,
     limit: int = 1024,
@@ -154,6 +169,7 @@ def fill_max_batch_cache(
     ``{mode: batch}``."""
     from benchmarks.peers.blu_gpt2 import predict_record
 
+    vocab = vocab or bench_cli.default_vocab(config)
     found = {}
     for mode in modes:
         rec = predict_record(config, mode, block, device_bytes, margin_bytes, vocab, limit)
@@ -191,9 +207,9 @@ def worker_command(system: str, mode: str, a: argparse.Namespace) -> list[str]:
     """The command line of one throughput process."""
     common = _flags(mode=mode, B=a.batch, T=a.block, steps=a.steps, warmup=a.warmup)
     if system == "blu":
-        own = _flags(config=a.config, vocab=a.vocab, seed=a.seed, init=a.init)
+        own = _flags(config=a.config, vocab=a.vocab, seed=a.seed, init=a.init, n_ctx=a.n_ctx)
         return [sys.executable, str(PEERS_DIR / "blu_gpt2.py"), *common, *own]
-    sizes = _flags(**model_dims(a.config, a.vocab))
+    sizes = _flags(**model_dims(a.config, a.vocab, a.n_ctx))
     script = "jax_gpt2.py" if system == "jax" else "torch_gpt2.py"
     extra = ["--compile"] if system == "torch-compile" else []
     return [sys.executable, str(PEERS_DIR / script), *common, *sizes, *extra]
@@ -204,9 +220,9 @@ def fidelity_command(side: str, check: str, steps: int, inputs: Any, out: Path, 
     common = ["--fidelity", *_flags(mode=check, weights=inputs.weights, batches=inputs.batches,
                                     steps=steps, out=out, B=a.batch, T=a.block)]  # fmt: skip
     if side == "blu":
-        own = _flags(config=a.config, vocab=a.vocab)
+        own = _flags(config=a.config, vocab=a.vocab, n_ctx=a.n_ctx)
         return [sys.executable, str(PEERS_DIR / "blu_gpt2.py"), *common, *own]
-    sizes = _flags(**model_dims(a.config, a.vocab))
+    sizes = _flags(**model_dims(a.config, a.vocab, a.n_ctx))
     return [sys.executable, str(PEERS_DIR / "torch_gpt2.py"), *common, *sizes]
 
 
@@ -268,7 +284,8 @@ class Session:
             config=a.config,
             B=a.batch,
             T=a.block,
-            vocab=model_dims(a.config, a.vocab)["vocab"],
+            vocab=model_dims(a.config, a.vocab, a.n_ctx)["vocab"],
+            n_ctx=model_dims(a.config, a.vocab, a.n_ctx)["n_ctx"],
             date=self.date,
             machine=self.machine,
             command=self.command,
@@ -315,7 +332,7 @@ def run_fidelity(s: Session) -> None:
     if not sides:
         print("[gpt2_124m] --fidelity: neither blu nor torch in --systems; skipped")
         return
-    dims = model_dims(a.config, a.vocab)
+    dims = model_dims(a.config, a.vocab, a.n_ctx)
     inputs = fid.prepare_inputs(
         s.workdir,
         a.config,
@@ -327,6 +344,7 @@ def run_fidelity(s: Session) -> None:
         a.seed,
         a.init,
         a.data,
+        a.n_ctx,
     )
     for check, steps in (("fp32", fid.FP32_STEPS), ("bf16", a.fidelity_steps)):
         for side in sides:
@@ -528,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
             run_throughput(s)
         if a.fidelity:
             run_fidelity(s)
-    dims = model_dims(a.config, a.vocab)
+    dims = model_dims(a.config, a.vocab, a.n_ctx)
     view = report.select(s.results, a.config, a.batch, a.block, dims["vocab"])
     print()
     print(report.text_report(view, a.config, a.batch, a.block))

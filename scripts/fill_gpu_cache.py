@@ -3,6 +3,7 @@ GPT-2 example and the GPT-2 benchmark run is compiled here, to PTX and (with ptx
 
     python scripts/fill_gpu_cache.py [--cache .blu_cache] [--skip-tests] [--skip-example]
                                      [--skip-bench] [--skip-parallel] [--bench-modes fp32,bf16]
+                                     [--bench-config llama-1b --bench-batch 8 --bench-block 2048]
                                      [--skip-max-batch] [--max-batch-modes bf16]
                                      [--skip-kernel-bench] [--skip-flash-tiles]
                                      [--skip-device-programs] [--skip-generate]
@@ -147,6 +148,12 @@ def main() -> int:
         help="bytes kept free (default: the benchmark's, 2 GiB)",
     )
     p.add_argument("--bench-config", default="gpt2-124m")
+    p.add_argument("--bench-batch", type=int, default=16,
+                   help="the benchmark's --batch (default 16)")  # fmt: skip
+    p.add_argument("--bench-block", type=int, default=1024,
+                   help="the benchmark's --block (default 1024)")  # fmt: skip
+    p.add_argument("--bench-n-ctx", type=int, default=None,
+                   help="the benchmark's --n-ctx (default: the config's context)")  # fmt: skip
     p.add_argument("--example-configs", default="small,gpt2-124m-bpe",
                    help="example configs to run (gpt2-124m-bpe: gpt2-124m on GPT-2 BPE, lowered "
                    "only)")  # fmt: skip
@@ -191,10 +198,12 @@ def main() -> int:
         code = (
             f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
             "from benchmarks.gpt2_124m import fill_cache\n"
-            f"fill_cache({a.bench_config!r}, {a.bench_modes!r}.split(','))\n"
+            f"fill_cache({a.bench_config!r}, {a.bench_modes!r}.split(','), {a.bench_batch}, "
+            f"{a.bench_block}, n_ctx={a.bench_n_ctx})\n"
         )
         ok &= run([sys.executable, "-c", code], dict(env, BLU_FAKE_GPU="0"),
-                  "GPT-2 benchmark programs, lowered for cuda:sm_90")  # fmt: skip
+                  f"benchmark programs ({a.bench_config}, {a.bench_batch}x{a.bench_block}), "
+                  "lowered for cuda:sm_90")  # fmt: skip
     if not a.skip_max_batch:
         extra = "".join(f", {k}={v}" for k, v in (("device_bytes", a.device_memory),
                                                     ("margin_bytes", a.max_batch_margin))

@@ -14,8 +14,10 @@ SYSTEMS = ("blu", "torch", "torch-compile", "jax")
 H200_MEMORY_BYTES = 143771 * 2**20  # as blu_gpt2.H200_MEMORY_BYTES (no blu import here)
 MAX_BATCH_MARGIN_BYTES = 2 * 2**30
 MODES = ("fp32", "tf32", "bf16")
-CONFIGS = ("tiny", "small", "gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b")
+CONFIGS = ("tiny", "small", "gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b",
+           "llama-tiny", "llama-small", "llama-125m", "llama-1b")  # fmt: skip
 GPT2_TOKENS = 50257
+LLAMA_TOKENS = 128256  # Llama 3's tokenizer, the vocabulary of llama-1b (blu_models.py's)
 PEERS_DIR = ROOT / "benchmarks" / "peers"
 DEFAULT_JSON = ROOT / "runs" / "bench" / "gpt2_124m.json"
 DEFAULT_WORKDIR = ROOT / ".cache" / "bench_gpt2"
@@ -25,7 +27,6 @@ DEFAULT_PREDICTIONS = ROOT / ".data" / "max_batch_plan.json"
 class BenchmarkError(Exception):
     """A flag, a results file or BENCHMARKS.md that the benchmark cannot use (printed as
     ``error: ...``, exit status 2)."""
-
 
 
 def _csv(value: str, allowed: tuple[str, ...], flag: str) -> list[str]:
@@ -47,21 +48,29 @@ def build_parser(doc: str) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--systems", default=",".join(SYSTEMS), help="default: all of " + ",".join(SYSTEMS)
+        "--systems",
+        default=None,
+        help="default: all of " + ",".join(SYSTEMS) + " (llama-* configs: all but jax)",
     )
     p.add_argument("--modes", default=",".join(MODES), help="default: fp32,tf32,bf16")
     p.add_argument(
         "--config",
         default="gpt2-124m",
         choices=CONFIGS,
-        help="model size (the GPT-2 example's configs; tiny/small for CPU smoke runs)",
+        help="model size (the GPT-2 example's configs, GPT-2 or, llama-*, LLaMA-style; "
+        "tiny/small/llama-tiny for CPU smoke runs)",
     )
     p.add_argument(
         "--vocab",
         type=int,
-        default=GPT2_TOKENS,
-        help="tokenizer vocabulary, padded as the config says (gpt2-124m: to 50304)",
+        default=None,
+        help="tokenizer vocabulary, padded as the config says (default: GPT-2's 50257, padded "
+        "to 50304 for gpt2-124m; llama-* configs Llama 3's 128256)",
     )
+    p.add_argument("--n-ctx", type=int, default=None, metavar="T",
+                   help="the model's context if not the config's: GPT-2's learned position "
+                   "table has that many rows (e.g. 8192 for gpt2-124m at --block 8192); every "
+                   "system builds the same")  # fmt: skip
     p.add_argument("--batch", type=int, default=16, help="sequences per step (default 16)")
     p.add_argument("--block", type=int, default=1024, help="tokens per sequence (default 1024)")
     p.add_argument("--steps", type=int, default=30, help="timed steps (default 30)")
@@ -148,8 +157,14 @@ def parse_args(argv: list[str] | None, doc: str) -> argparse.Namespace:
         BenchmarkError: an impossible value, naming the flag.
     """
     a = build_parser(doc).parse_args(argv)
+    if a.systems is None:  # JAX has no LLaMA peer
+        a.systems = ",".join(s for s in SYSTEMS if not (is_llama(a.config) and s == "jax"))
     a.systems = _csv(a.systems, SYSTEMS, "--systems")
     a.modes = _csv(a.modes, MODES, "--modes")
+    if a.vocab is None:
+        a.vocab = default_vocab(a.config)
+    if is_llama(a.config) and "jax" in a.systems:
+        raise BenchmarkError(f"--systems jax has no LLaMA model ({a.config}): leave jax out")
     for flag in ("batch", "block", "steps", "vocab", "timeout"):
         if getattr(a, flag) <= 0:
             raise BenchmarkError(f"--{flag} must be positive, got {getattr(a, flag)}")
@@ -175,10 +190,20 @@ def parse_args(argv: list[str] | None, doc: str) -> argparse.Namespace:
         raise BenchmarkError(
             f"--fidelity-steps must be >= {fid.FP32_STEPS}, got {a.fidelity_steps}"
         )
-    n_ctx = model_dims(a.config, a.vocab)["n_ctx"]
+    if a.n_ctx is not None and a.n_ctx <= 0:
+        raise BenchmarkError(f"--n-ctx must be positive, got {a.n_ctx}")
+    if a.update_benchmarks and (is_llama(a.config) or a.n_ctx is not None):
+        raise BenchmarkError(
+            f"--update-benchmarks writes GPT-2's section of BENCHMARKS.md, not {a.config}'s"
+            f"{' at --n-ctx' if a.n_ctx else ''}: leave it out"
+        )
+    if a.n_ctx is not None and a.find_max_batch:  # blu's plan predicts for the config's context
+        raise BenchmarkError("--find-max-batch takes no --n-ctx (the config's context only)")
+    n_ctx = model_dims(a.config, a.vocab, a.n_ctx)["n_ctx"]
     if a.block > n_ctx:
         raise BenchmarkError(
-            f"--block {a.block} is longer than the context of {a.config} ({n_ctx})"
+            f"--block {a.block} is longer than the context of {a.config} ({n_ctx}); "
+            f"--n-ctx {a.block} gives the model a longer one"
         )
     if a.report and not Path(a.json).is_file():
         raise BenchmarkError(f"--report reads --json {a.json}, which does not exist")
@@ -187,11 +212,26 @@ def parse_args(argv: list[str] | None, doc: str) -> argparse.Namespace:
     return a
 
 
-def model_dims(config: str, vocab: int) -> dict[str, int]:
-    """The example config's sizes, vocabulary padded (what every system builds)."""
-    from examples.gpt2.model import CONFIGS as EXAMPLE_CONFIGS
+def is_llama(config: str) -> bool:
+    """Whether ``config`` names the LLaMA-style decoder (``examples.gpt2.llama``)."""
+    return config.startswith("llama")
+
+
+def default_vocab(config: str) -> int:
+    """The tokenizer vocabulary ``config`` is benchmarked with: GPT-2's, or Llama 3's."""
+    return LLAMA_TOKENS if is_llama(config) else GPT2_TOKENS
+
+
+def model_dims(config: str, vocab: int, n_ctx: int | None = None) -> dict:
+    """The example config's sizes, vocabulary padded (what every system builds); a LLaMA
+    config's also ``arch="llama"``, its K/V heads, SwiGLU width, RoPE base and RMSNorm epsilon
+    (the flags of ``torch_gpt2.py --arch llama``). ``n_ctx``: the context if not the config's."""
+    from examples.gpt2.models import CONFIGS as EXAMPLE_CONFIGS
 
     c = EXAMPLE_CONFIGS[config].with_vocab(vocab)
-    return dict(
-        vocab=c.vocab_size, n_layer=c.n_layer, n_head=c.n_head, d_model=c.d_model, n_ctx=c.n_ctx
-    )
+    dims = dict(vocab=c.vocab_size, n_layer=c.n_layer, n_head=c.n_head, d_model=c.d_model,
+                n_ctx=c.n_ctx if n_ctx is None else n_ctx)  # fmt: skip
+    if is_llama(config):
+        dims.update(arch="llama", n_kv_head=c.n_kv_head, d_ff=c.d_ff, rope_theta=c.rope_theta,
+                    norm_eps=c.norm_eps)  # fmt: skip
+    return dims

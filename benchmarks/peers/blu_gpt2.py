@@ -1,7 +1,8 @@
-"""GPT-2 training step in blu: throughput (one JSON line), the fidelity run, and the programs.
+"""GPT-2 / LLaMA training step in blu: throughput (one JSON line), the fidelity run, the programs.
 
-The model is the GPT-2 example's (``examples/gpt2/model.py``: tied embeddings, the vocabulary
-padded as the config says — 50304 for ``gpt2-124m``) and so is the training step
+The model is the example's (``benchmarks/peers/blu_models.py``: GPT-2, ``examples/gpt2/model.py``,
+tied embeddings, the vocabulary padded as the config says — 50304 for ``gpt2-124m``; or for
+``llama-*`` configs the LLaMA-style decoder of ``examples/gpt2/llama.py``) and so is the step
 (``examples.gpt2.train.make_steps``: one ``blu.jit`` program of ``value_and_grad``, the
 gradient's global norm and the AdamW update, parameters and optimizer state donated), with the
 peers' optimizer: AdamW from ``blu/optim.py``, lr 6e-4, betas (0.9, 0.999), eps 1e-8, decay 0.1
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import math
 import sys
@@ -48,27 +48,22 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: blu, examples
 
 import blu  # noqa: E402
-import blu.random as random  # noqa: E402
+from benchmarks.peers.blu_models import (  # noqa: E402, F401  (re-exported)
+    GPT2_TOKENS,
+    INITS,
+    host_params,
+    model_config,
+    param_specs,
+    params_from_file,
+    params_to_named,
+)
 from blu import optim  # noqa: E402
 from blu.core import pytree  # noqa: E402
-from examples.gpt2.checkpoint import flatten_named, unflatten_named  # noqa: E402
-from examples.gpt2.model import CONFIGS, GPTConfig, init_params, num_params  # noqa: E402
+from examples.gpt2.models import CONFIGS, ModelConfig, num_params  # noqa: E402
 from examples.gpt2.train import make_steps  # noqa: E402
 
-GPT2_TOKENS = 50257  # GPT-2's BPE vocabulary (padded by the config, e.g. to 50304)
 MODES = ("fp32", "tf32", "bf16")
 ADAMW = dict(learning_rate=6e-4, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.1)
-INITS = ("numpy", "blu")
-
-
-def model_config(name: str, vocab: int = GPT2_TOKENS, scan_layers: bool = False) -> GPTConfig:
-    """The example's config ``name`` sized for ``vocab`` tokens (padded as the config says);
-    ``scan_layers``: its blocks as one ``lax.scan`` (``GPTConfig.scan_layers``).
-
-    Raises:
-        KeyError: unknown config name.
-    """
-    return dataclasses.replace(CONFIGS[name].with_vocab(vocab), scan_layers=scan_layers)
 
 
 def make_optimizer() -> optim.Optimizer:
@@ -90,7 +85,7 @@ def precision_scope(precision: str) -> Iterator[None]:
             yield
 
 
-def train_step(cfg: GPTConfig, precision: str) -> Any:
+def train_step(cfg: ModelConfig, precision: str) -> Any:
     """The example's jitted step ``(params, opt_state, xs, ys, key) -> (params, opt_state, loss,
     grad_norm)`` with ``xs, ys`` int32 ``(1, B, T)`` and ``key`` uint32 ``(2,)`` (unused: no
     dropout); parameters and optimizer state donated."""
@@ -98,13 +93,13 @@ def train_step(cfg: GPTConfig, precision: str) -> Any:
     return make_steps(cfg, make_optimizer(), a)[0]
 
 
-def state_specs(cfg: GPTConfig) -> tuple[Any, Any]:
+def state_specs(cfg: ModelConfig) -> tuple[Any, Any]:
     """``(params, opt_state)`` as pytrees of ``ShapeDtypeStruct`` (nothing is computed)."""
-    params = blu.eval_shape(lambda k: init_params(cfg, k), random.key(0))
+    params = param_specs(cfg)
     return params, blu.eval_shape(make_optimizer().init, params)
 
 
-def step_specs(cfg: GPTConfig, batch: int, block: int) -> tuple:
+def step_specs(cfg: ModelConfig, batch: int, block: int) -> tuple:
     """The argument specs of :func:`train_step` for ``batch`` sequences of ``block`` tokens."""
     S = blu.ShapeDtypeStruct
     params, opt_state = state_specs(cfg)
@@ -113,8 +108,13 @@ def step_specs(cfg: GPTConfig, batch: int, block: int) -> tuple:
 
 
 def blu_programs(
-    config: str, precision: str, batch: int, block: int, vocab: int = GPT2_TOKENS,
+    config: str,
+    precision: str,
+    batch: int,
+    block: int,
+    vocab: int | None = None,
     scan_layers: bool = False,
+    n_ctx: int | None = None,
 ) -> list[tuple[Any, tuple]]:
     """Every jitted function the blu side runs on the GPU, with its argument specs.
 
@@ -125,12 +125,13 @@ def blu_programs(
         batch, block: sequences per step and tokens per sequence.
         vocab: tokenizer vocabulary before the config's padding.
         scan_layers: the blocks as one ``lax.scan`` over stacked parameters.
+        n_ctx: the context, if not the config's (``blu_models.model_config``).
 
     Returns:
         ``[(jitted_fn, specs)]``: ``jitted_fn.lower(*specs, target=...)`` stages the very program
         the benchmark and the fidelity run call (the throughput and fidelity paths share it).
     """
-    cfg = model_config(config, vocab, scan_layers)
+    cfg = model_config(config, vocab, scan_layers, n_ctx)
     return [(train_step(cfg, precision), step_specs(cfg, batch, block))]
 
 
@@ -139,16 +140,19 @@ def compile_blu_programs(
     precision: str,
     batch: int,
     block: int,
-    vocab: int = GPT2_TOKENS,
+    vocab: int | None = None,
     target: str = "cuda:sm_90",
     scan_layers: bool = False,
+    n_ctx: int | None = None,
 ) -> list[Any]:
     """Lower and compile :func:`blu_programs` for ``target`` under the right precision (fills
     the kernel cache, ``BLU_CACHE_DIR``); returns the ``Compiled`` objects."""
     with precision_scope(precision):
         return [
             fn.lower(*specs, target=target).compile()
-            for fn, specs in blu_programs(config, precision, batch, block, vocab, scan_layers)
+            for fn, specs in blu_programs(
+                config, precision, batch, block, vocab, scan_layers, n_ctx
+            )
         ]
 
 
@@ -165,7 +169,7 @@ def plan_analysis(
     mode: str,
     batch: int,
     block: int,
-    vocab: int = GPT2_TOKENS,
+    vocab: int | None = None,
     target: str = "cuda:sm_90",
 ) -> Any:
     """The memory plan of the training step for ``target`` (lowered only: no kernel compiled,
@@ -175,7 +179,7 @@ def plan_analysis(
         return fn.lower(*specs, target=target).memory_analysis()
 
 
-def footprint(config: str, mode: str, batch: int, block: int, vocab: int = GPT2_TOKENS,
+def footprint(config: str, mode: str, batch: int, block: int, vocab: int | None = None,
               target: str = "cuda:sm_90") -> int:  # fmt: skip
     """The bytes one training step holds on the device at once, from its plan: the arguments
     (parameters, AdamW state, tokens), the whole arena of temporaries and the fresh outputs
@@ -190,7 +194,7 @@ def predict_max_batch(
     mode: str,
     block: int,
     budget_bytes: int,
-    vocab: int = GPT2_TOKENS,
+    vocab: int | None = None,
     limit: int = 1024,
     target: str = "cuda:sm_90",
 ) -> dict:
@@ -229,7 +233,7 @@ def plan_oom_report(
     batch: int,
     block: int,
     device_bytes: int,
-    vocab: int = GPT2_TOKENS,
+    vocab: int | None = None,
     target: str = "cuda:sm_90",
 ) -> str | None:
     """The out-of-memory report the plan gives for ``batch`` on a device of ``device_bytes``
@@ -252,7 +256,7 @@ def first_batch_over(
     block: int,
     device_bytes: int,
     known: dict[int, int],
-    vocab: int = GPT2_TOKENS,
+    vocab: int | None = None,
     target: str = "cuda:sm_90",
 ) -> tuple[int, int]:
     """The smallest batch whose planned footprint exceeds ``device_bytes`` (it cannot run on
@@ -282,7 +286,7 @@ def predict_record(
     block: int,
     device_bytes: int = H200_MEMORY_BYTES,
     margin_bytes: int = MAX_BATCH_MARGIN_BYTES,
-    vocab: int = GPT2_TOKENS,
+    vocab: int | None = None,
     limit: int = 1024,
 ) -> dict:
     """The largest batch from the plan (footprint within ``device_bytes - margin_bytes``), the
@@ -337,46 +341,6 @@ def predict(a: argparse.Namespace) -> dict:
 
 
 # ---- state on the host -------------------------------------------------------------------------
-
-
-def host_params(cfg: GPTConfig, seed: int = 0, how: str = "numpy") -> Any:
-    """Initial float32 parameters as numpy arrays, in the example's structure.
-
-    ``how="blu"``: the example's ``init_params`` with ``blu.random.key(seed)`` (threefry on the
-    host: about 50 s for 124M parameters on 2 cores). ``how="numpy"``: the same distribution
-    (GPT-2's: weights N(0, 0.02²), the residual projections ``c_proj`` N(0, (0.02/sqrt(2L))²),
-    biases 0, LayerNorm gains 1) drawn with numpy's PCG64 — seconds, not a minute.
-    """
-    if how == "blu":
-        return pytree.tree_map(np.asarray, init_params(cfg, random.key(seed)))
-    if how != "numpy":
-        raise ValueError(f"init must be one of {INITS}, got {how!r}")
-    template = blu.eval_shape(lambda k: init_params(cfg, k), random.key(0))
-    rng = np.random.default_rng(seed)
-    tensors = {}
-    for name, spec in flatten_named(template, "params").items():
-        leaf = name.rsplit(".", 1)[1]
-        if leaf == "g":
-            tensors[name] = np.ones(spec.shape, np.float32)
-        elif leaf == "b":
-            tensors[name] = np.zeros(spec.shape, np.float32)
-        else:
-            std = 0.02 / math.sqrt(2 * cfg.n_layer) if ".c_proj." in name else 0.02
-            tensors[name] = rng.standard_normal(spec.shape, np.float32) * np.float32(std)
-    return unflatten_named(template, "params", tensors, "initial weights")
-
-
-def params_to_named(params: Any) -> dict[str, np.ndarray]:
-    """``{"params.<key path>": array}``, the names the weight file and the torch peer use."""
-    return {k: np.asarray(v) for k, v in flatten_named(params, "params").items()}
-
-
-def params_from_file(cfg: GPTConfig, path: str | Path) -> Any:
-    """Parameters from a ``.npz`` written with :func:`params_to_named` (names, shapes checked)."""
-    template = blu.eval_shape(lambda k: init_params(cfg, k), random.key(0))
-    with np.load(path) as f:
-        tensors = {k: f[k] for k in f.files}
-    return unflatten_named(template, "params", tensors, str(path))
 
 
 def host_opt_state(params: Any) -> Any:
@@ -451,8 +415,8 @@ def attention_impl(step: Any, specs: tuple, precision: str) -> str:
 
 def bench(a: argparse.Namespace) -> dict:
     """Throughput of the training step (see the module docstring)."""
-    cfg = model_config(a.config, a.vocab, a.scan_layers)
-    ((step, specs),) = blu_programs(a.config, a.mode, a.B, a.T, a.vocab, a.scan_layers)
+    cfg = model_config(a.config, a.vocab, a.scan_layers, a.n_ctx)
+    ((step, specs),) = blu_programs(a.config, a.mode, a.B, a.T, a.vocab, a.scan_layers, a.n_ctx)
     plan = plan_memory(step, specs, a.mode, on_gpu())
     params = host_params(cfg, a.seed, a.init)
     nparams = num_params(params)
@@ -523,8 +487,8 @@ def bench(a: argparse.Namespace) -> dict:
 
 def fidelity(a: argparse.Namespace) -> dict:
     """Losses and gradient norms of ``--steps`` steps from given weights on given batches."""
-    cfg = model_config(a.config, a.vocab)
-    ((step, _specs),) = blu_programs(a.config, a.mode, a.B, a.T, a.vocab)
+    cfg = model_config(a.config, a.vocab, n_ctx=a.n_ctx)
+    ((step, _specs),) = blu_programs(a.config, a.mode, a.B, a.T, a.vocab, n_ctx=a.n_ctx)
     params = params_from_file(cfg, a.weights)
     opt_state = host_opt_state(params)
     with np.load(a.batches) as f:
@@ -563,10 +527,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--vocab",
         type=int,
-        default=GPT2_TOKENS,
-        help="tokenizer vocabulary, padded as the config says (default 50257)",
+        default=None,
+        help="tokenizer vocabulary, padded as the config says (default: GPT-2's 50257, "
+        "llama configs Llama 3's 128256)",
     )
     p.add_argument("--scan-layers", action="store_true", help="the blocks as one lax.scan")
+    p.add_argument("--n-ctx", type=int, default=None,
+                   help="context (GPT-2: position-table rows) if not the config's")  # fmt: skip
     p.add_argument("--B", type=int, default=16, help="sequences per batch")
     p.add_argument("--T", type=int, default=1024, help="tokens per sequence")
     p.add_argument("--steps", type=int, default=30, help="timed steps (fidelity: steps run)")

@@ -162,20 +162,23 @@ def prepare_inputs(
     seed: int,
     init: str,
     data: str | None = None,
+    n_ctx: int | None = None,
 ) -> Inputs:
     """Write (or reuse) the initial weights and write the batches for both sides.
 
     The weights (``host_params`` of ``benchmarks/peers/blu_gpt2.py``) are kept in ``workdir``
     by config, vocabulary, seed and init, with their digest beside them, so later invocations
     reuse them; the batches are remade each time (cheap, deterministic from ``seed``).
+    ``n_ctx``: the model's context if not the config's (GPT-2's position table).
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    stem = f"weights-{config}-v{padded_vocab}-s{seed}-{init}"
+    ctx = "" if n_ctx is None else f"-c{n_ctx}"
+    stem = f"weights-{config}{ctx}-v{padded_vocab}-s{seed}-{init}"
     weights, weights_sha = workdir / f"{stem}.npz", workdir / f"{stem}.sha256"
     if not (weights.is_file() and weights_sha.is_file()):
         from benchmarks.peers.blu_gpt2 import host_params, model_config, params_to_named
 
-        named = params_to_named(host_params(model_config(config, vocab), seed, init))
+        named = params_to_named(host_params(model_config(config, vocab, n_ctx=n_ctx), seed, init))
         tmp = workdir / f".{stem}.{os.getpid()}.npz"
         np.savez(tmp, **named)
         os.replace(tmp, weights)

@@ -220,7 +220,8 @@ def text_report(view: dict, config: str, B: int, T: int) -> str:
     rows = ratio_rows(view["runs"])
     lines += [f"failed: {r['system']} {r['mode']}: {r['error']}" for r in rows if not r["ok"]]
     lines.append(
-        f"GPT-2 {config} (vocabulary {_vocab(view)}), batch {B} x {T}: tokens/s of the median "
+        f"{'LLaMA' if config.startswith('llama') else 'GPT-2'} {config} (vocabulary "
+        f"{_vocab(view)}), batch {B} x {T}: tokens/s of the median "
         "step, peak GiB, blu/peer ratios"
     )
     cells = [_cells(r) for r in rows]

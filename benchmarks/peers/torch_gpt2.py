@@ -19,7 +19,8 @@ its update) and the gradient's global norm of every step as JSON to ``--out``.
         --batches b.npz --steps 3 --out torch_fp32.json
 
 The model size flags default to GPT-2 124M (vocabulary 50304, 12 layers, 12 heads, d=768,
-context 1024); the driver ``benchmarks/gpt2_124m.py`` passes the config it measures. Without a
+context 1024); the driver ``benchmarks/gpt2_124m.py`` passes the config it measures, for a
+``llama-*`` config with ``--arch llama`` and its sizes (the model of ``torch_llama.py``). Without a
 GPU it runs on the CPU (for tests: timing by ``perf_counter``, no peak memory).
 """
 
@@ -34,6 +35,11 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+try:  # run as a script (benchmarks/peers on sys.path) or imported from the repo root
+    import torch_llama
+except ImportError:
+    from benchmarks.peers import torch_llama
 
 LR, BETAS, EPS, WEIGHT_DECAY = 6e-4, (0.9, 0.999), 1e-8, 0.1
 
@@ -109,7 +115,7 @@ def blu_name_map(n_layer: int) -> dict[str, tuple[str, bool]]:
     return m
 
 
-def load_blu_weights(model: GPT, path: str, n_layer: int) -> None:
+def load_blu_weights(model: nn.Module, path: str, n_layer: int, arch: str = "gpt2") -> None:
     """Copy blu's initial weights into ``model``; every tensor must match by name and shape.
 
     Raises:
@@ -117,7 +123,7 @@ def load_blu_weights(model: GPT, path: str, n_layer: int) -> None:
     """
     with np.load(path) as f:
         tensors = {k: f[k] for k in f.files}
-    names = blu_name_map(n_layer)
+    names = (torch_llama.blu_name_map if arch == "llama" else blu_name_map)(n_layer)
     if set(tensors) != set(names):
         missing, extra = sorted(set(names) - set(tensors)), sorted(set(tensors) - set(names))
         raise ValueError(f"{path}: missing tensors {missing[:5]}, unexpected {extra[:5]}")
@@ -145,12 +151,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-head", type=int, default=12)
     p.add_argument("--d-model", type=int, default=768)
     p.add_argument("--n-ctx", type=int, default=1024)
+    p.add_argument(
+        "--arch",
+        default="gpt2",
+        choices=["gpt2", "llama"],
+        help="llama: the LLaMA-style decoder of torch_llama.py (the flags below)",
+    )
+    p.add_argument("--n-kv-head", type=int, default=None, help="llama: K/V heads")
+    p.add_argument("--d-ff", type=int, default=None, help="llama: SwiGLU hidden width")
+    p.add_argument("--rope-theta", type=float, default=10000.0, help="llama: RoPE base")
+    p.add_argument("--norm-eps", type=float, default=1e-5, help="llama: RMSNorm epsilon")
     p.add_argument("--device", default=None, help="default: cuda when available, else cpu")
     p.add_argument("--fidelity", action="store_true", help="run blu's weights and batches")
     p.add_argument("--weights", help="fidelity: blu's initial weights (.npz)")
     p.add_argument("--batches", help="fidelity: token batches (.npz with x, y of (N, B, T))")
     p.add_argument("--out", help="fidelity: where to write the JSON result")
     return p
+
+
+def build_model(a: argparse.Namespace) -> nn.Module:
+    """GPT-2 or (``--arch llama``) the LLaMA-style decoder, sized by the flags.
+
+    Raises:
+        SystemExit: ``--arch llama`` without ``--n-kv-head`` and ``--d-ff``.
+    """
+    if a.arch == "gpt2":
+        return GPT(a.vocab, a.n_layer, a.n_head, a.d_model, a.n_ctx)
+    if a.n_kv_head is None or a.d_ff is None:
+        raise SystemExit("error: --arch llama needs --n-kv-head and --d-ff")
+    return torch_llama.Llama(a.vocab, a.n_layer, a.n_head, a.d_model, a.n_ctx, a.n_kv_head,
+                             a.d_ff, a.rope_theta, a.norm_eps)  # fmt: skip
 
 
 def _device_name(dev: str) -> str:
@@ -164,9 +194,9 @@ def main(argv: list[str] | None = None) -> dict:
     torch.backends.cuda.matmul.allow_tf32 = a.mode != "fp32"
     torch.backends.cudnn.allow_tf32 = a.mode != "fp32"
     torch.manual_seed(0)
-    m = GPT(a.vocab, a.n_layer, a.n_head, a.d_model, a.n_ctx).to(dev)
+    m = build_model(a).to(dev)
     if a.fidelity:
-        load_blu_weights(m, a.weights, a.n_layer)
+        load_blu_weights(m, a.weights, a.n_layer, a.arch)
     nparams = sum(p.numel() for p in m.parameters())
     opt = make_optimizer(m)
     step_fn = torch.compile(m) if a.compile else m
