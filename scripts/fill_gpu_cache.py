@@ -56,6 +56,7 @@ GPU_TESTS = [
     "tests/lower/cuda/test_gpu_collectives.py",
     "tests/examples/test_gpt2_decode.py",
     "tests/lower/cuda/test_cudnn_conv_plan.py",
+    "tests/lax/test_conv_primitive.py",
 ]
 # the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps
 # sets the learning-rate schedule's constants)

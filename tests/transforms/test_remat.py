@@ -265,3 +265,34 @@ def test_checkpointed_attention_keeps_no_float32_scores_between_passes():
         np.testing.assert_allclose(got, ref, rtol=0, atol=2**-6 * np.abs(ref).max())
     assert outs[True] == ["bf16[64,64]"]
     assert "f32[64,64]" in outs[False]
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda:sm_90"])
+def test_recomputation_runs_in_the_backward_pass_not_fused_into_the_forward(target):
+    """A remat block between library calls (convolutions on CUDA, products on both): its
+    recomputation reads the saved values through a barrier, which starts a kernel group, so it
+    is not fused into the forward kernel that made those values (which would keep the
+    recomputed float32 values alive from the forward pass to the backward: the memory plan's
+    peak grew 2.4x for ResNet-50 before). Checked on the plan: with the block rematerialized
+    the peak is below the plain program's (before, the two were equal)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 256)).astype(np.float32)
+    ws = [rng.standard_normal((256, 256)).astype(np.float32) / 16 for _ in range(4)]
+
+    def norm(h):  # float32 intermediates of h's size; the statistics are (1, 256)
+        mu = blu.checkpoint_name(bnp.mean(h, axis=0, keepdims=True), "mu")
+        return bnp.tanh((h - mu) * 2.0) * (h - mu)
+
+    def loss(ws, x, remat):
+        f = blu.checkpoint(norm, policy=blu.checkpoint_policies.save_only_these_names("mu"))
+        h = x.astype(np.float16)
+        for w in ws:
+            h = (f if remat else norm)(h.astype(np.float32)).astype(np.float16)
+            h = lax.dot_general(h, w.astype(np.float16), DN)
+        return bnp.sum(h.astype(np.float32) ** 2)
+
+    peaks = {}
+    for remat in (False, True):
+        g = blu.jit(blu.grad(lambda ws, x: loss(ws, x, remat)))
+        peaks[remat] = g.lower(ws, x, target=target).memory_analysis().peak_bytes
+    assert peaks[True] < 0.8 * peaks[False], peaks
