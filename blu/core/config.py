@@ -41,11 +41,11 @@ Flags (environment variable, type, default):
   attention through cuDNN's fused SDPA (``nvidia-cudnn-frontend``); off, through blu's own
   kernels. A plan must not depend on the machine that lowers it (AOT on a CPU machine), so this
   is a setting, not a probe.
-- ``cudnn_conv`` (``BLU_CUDNN_CONV``, bool, False): plans for CUDA targets run
+- ``cudnn_conv`` (``BLU_CUDNN_CONV``, bool, True): plans for CUDA targets run
   ``conv_general_dilated`` (forward, input and kernel gradients) through cuDNN's convolution
-  graphs (``blu.cuda.cudnn_conv``); off, through the im2col decomposition. Off until its GPU
-  tests (``tests/cuda/test_cudnn_conv_gpu.py``) have passed on a GPU; a setting, not a probe,
-  as ``cudnn_attention``.
+  graphs (``blu.cuda.cudnn_conv``; other layouts transposed to ones cuDNN takes); off, through
+  the im2col decomposition. On since its GPU tests passed on an H200 (2026-12-05); a setting,
+  not a probe, as ``cudnn_attention``.
 - ``flash_attention`` (``BLU_FLASH_ATTENTION``, bool, True): plans for CUDA targets run float32
   attention (and bf16/fp16 where cuDNN is off) through blu's own flash kernels
   (``blu.lower.cuda.flash``); off, through the unfused decomposition.
@@ -207,7 +207,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
         os.path.join(os.path.expanduser("~"), ".config", "blu", "cache-key"),
     ),
     "cudnn_attention": ("BLU_CUDNN_ATTENTION", _bool, True),
-    "cudnn_conv": ("BLU_CUDNN_CONV", _bool, False),
+    "cudnn_conv": ("BLU_CUDNN_CONV", _bool, True),
     "jit_cache_size": ("BLU_JIT_CACHE_SIZE", _int(1), 256),
     "executable_cache_size": ("BLU_EXECUTABLE_CACHE_SIZE", _int(1), 256),
     "kernel_cache_size": ("BLU_KERNEL_CACHE_SIZE", _int(1), 1024),

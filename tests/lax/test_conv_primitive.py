@@ -145,8 +145,8 @@ def test_vmap_of_either_operand_against_loop(case, which, axis):
 
 
 def test_cpu_runs_a_library_node_and_cuda_the_decomposition_unless_cudnn_is_on(set_flag):
-    """CUDA inlines the decomposition by default (``config.cudnn_conv`` off); with it on, float32
-    is cuDNN's library node and float64 (which cuDNN does not take) still the decomposition.
+    """CUDA inlines the decomposition with ``config.cudnn_conv`` off; with it on (the default),
+    float32 is cuDNN's library node and float64 (which cuDNN does not take) the decomposition.
     The plan is a setting's, the same on any machine (no probe of cuDNN)."""
     for on in (False, True):
         set_flag("cudnn_conv", on)

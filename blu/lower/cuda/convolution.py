@@ -259,7 +259,7 @@ def _variants(spec: cudnn_conv.ConvSpec) -> list[cudnn_conv.ConvSpec]:
 
 
 def _applies(avals, params, target: str) -> bool:
-    """A setting, not a probe (``config.cudnn_conv``, off by default): a plan must not depend on
+    """A setting, not a probe (``config.cudnn_conv``, on by default): a plan must not depend on
     the machine that lowers it (a GPU machine runs kernels a CPU machine compiled for it, with
     no compiler to make the decomposition's if cuDNN were found to refuse a problem there)."""
     return config.cudnn_conv and problem(avals, params) is not None

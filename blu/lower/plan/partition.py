@@ -17,8 +17,11 @@
   with its numpy impl.
 
 What an equation may become is read from its primitive's ``lowerings`` (``blu/lower/lowering.py``).
-Fusion never creates a cycle: an equation joins a group only when no path leads from the group
-to the equation through a node outside it (checked with ancestor bitsets).
+An ``optimization_barrier`` (``blu.checkpoint``'s recomputation reads the saved values through
+one) never joins its producer's group: fused there, the recomputation would run in the forward
+pass and keep its results alive until the backward. Fusion never creates a cycle: an
+equation joins a group only when no path leads from the group to the equation through a node
+outside it (checked with ancestor bitsets).
 """
 
 from __future__ import annotations

@@ -244,7 +244,7 @@ def test_not_taken():
 def test_jit_forward_and_gradients_run_as_cudnn(layout, dt, set_flag):
     if not FAKE and not cudnn_conv.available():
         pytest.skip("needs cudnn-frontend on a real GPU")
-    set_flag("cudnn_conv", True)  # (off by default until the GPU tests have passed on a GPU)
+    set_flag("cudnn_conv", True)  # (the default; BLU_CUDNN_CONV=0 may have turned it off)
     dev = make_device()
     rng = np.random.default_rng(3)
     xs, ws = _shapes(layout, 2, 8, 16, (10, 9), (3, 3), 1)
