@@ -249,6 +249,23 @@ def splice_jaxpr(body: Jaxpr, args: Sequence[Any], into: list[JaxprEqn], source:
     return [read(v) for v in body.outvars]
 
 
+def splice_each(jaxpr: Jaxpr, body_of: Callable[[JaxprEqn], Jaxpr | None]) -> Jaxpr:
+    """``jaxpr`` with each equation for which ``body_of(eqn)`` gives a jaxpr replaced by that
+    jaxpr's equations (``splice_jaxpr`` on the equation's operands, with its source line); the
+    other equations kept (their operands renamed)."""
+    env: dict[Var, Any] = {}
+    eqns: list[JaxprEqn] = []
+    read = lambda a: env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
+    for e in jaxpr.eqns:
+        ins = [read(a) for a in e.invars]
+        body = body_of(e)
+        if body is None:
+            eqns.append(e.replace(invars=ins))
+        else:
+            env.update(zip(e.outvars, splice_jaxpr(body, ins, eqns, e.source)))
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, [read(v) for v in jaxpr.outvars])
+
+
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None) -> Jaxpr:
     """Dead-code elimination: drop equations none of whose outputs are used.
 

@@ -43,10 +43,11 @@ from blu.nn.activations import __all__ as _activations
 from blu.nn.classifier import linear_cross_entropy
 from blu.nn.attention import causal_self_attention, dot_product_attention
 from blu.nn.pooling import avg_pool, max_pool, min_pool
-from blu.nn.normalization import batch_norm, group_norm
+from blu.nn.normalization import BATCH_NORM_STATISTICS, batch_norm, group_norm
 from blu.nn import initializers
 
 __all__ = [
+    "BATCH_NORM_STATISTICS",
     "avg_pool",
     "batch_norm",
     "causal_self_attention",

@@ -16,7 +16,12 @@ from blu.core.interpreter import get_aval
 from blu.nn.functions import _axes, _float_operand, _upcast, layer_norm
 from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policies
 
-__all__ = ["batch_norm", "group_norm"]
+__all__ = ["BATCH_NORM_STATISTICS", "batch_norm", "group_norm"]
+
+# the ``checkpoint_name`` tags of batch norm's training statistics (per feature, float32): save
+# them (``checkpoint_policies.save_only_these_names(*BATCH_NORM_STATISTICS)``) to rematerialize a
+# block around a batch norm without recomputing its reductions
+BATCH_NORM_STATISTICS = ("batch_norm_mean", "batch_norm_var", "batch_norm_rstd")
 
 
 def _feature_param(p: Any, c: int, what: str, name: str) -> Any:
@@ -117,7 +122,7 @@ def batch_norm(
     return y.astype(x.dtype), (running_mean, running_var)
 
 
-_STATS = ("batch_norm_mean", "batch_norm_var", "batch_norm_rstd")
+_STATS = BATCH_NORM_STATISTICS
 
 
 @functools.partial(

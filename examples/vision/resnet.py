@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+import blu
 import blu.numpy as bnp
 import blu.random as random
 from blu import lax, nn
@@ -145,18 +146,44 @@ def init(cfg: ResNetConfig, key) -> tuple[dict, dict]:
     return params, stats
 
 
+# batch norm's per-channel statistics (``nn.batch_norm`` tags them): what a rematerialized block
+# keeps; the rest (the normalized values, the ReLU's mask, max pooling's) is recomputed in the
+# backward pass from the convolution's output, as torch.compile's ResNet does
+_KEEP_STATS = blu.checkpoint_policies.save_only_these_names(*nn.BATCH_NORM_STATISTICS)
+
+
 def apply(params: dict, batch_stats: dict, x, cfg: ResNetConfig, *, train: bool):
     """Logits ``(N, num_classes)`` of NHWC images ``x`` ``(N, H, W, in_channels)``, and the
-    batch statistics (updated if ``train``)."""
+    batch statistics (updated if ``train``). In training, each batch norm with the ReLU (and
+    residual sum, max pool) after it is one ``blu.checkpoint`` block keeping only the
+    statistics: the activations kept for the backward pass are the convolutions' outputs and
+    inputs."""
     m = cfg.momentum
     new: dict[str, Any] = {}
     stride0 = 2 if cfg.stem == "imagenet" else 1
-    h, s = bn(conv(x, params["stem"]["conv"], stride0), params["stem"]["bn"],
-              batch_stats["stem"]["bn"], train, m)  # fmt: skip
-    new["stem"] = {"bn": s}
-    h = nn.relu(h)
-    if cfg.stem == "imagenet":
-        h = nn.max_pool(h, (3, 3), (2, 2), ((1, 1), (1, 1)))
+    remat = (lambda f: blu.checkpoint(f, policy=_KEEP_STATS)) if train else (lambda f: f)
+
+    def stem(c, p, s):
+        h, s = bn(c, p, s, train, m)
+        h = nn.relu(h)
+        if cfg.stem == "imagenet":
+            h = nn.max_pool(h, (3, 3), (2, 2), ((1, 1), (1, 1)))
+        return h, s
+
+    def bn_relu(c, p, s):
+        y, s = bn(c, p, s, train, m)
+        return nn.relu(y), s
+
+    def bn_add_relu(c, p, s, sc):  # sc: the shortcut, or (its convolution, bn params, stats)
+        y, s = bn(c, p, s, train, m)
+        if isinstance(sc, tuple):
+            sc, s2 = bn(*sc, train, m)
+            return nn.relu(y + sc), (s, s2)
+        return nn.relu(y + sc), (s, None)
+
+    h, new["stem"] = remat(stem)(conv(x, params["stem"]["conv"], stride0), params["stem"]["bn"],
+                                 batch_stats["stem"]["bn"])  # fmt: skip
+    new["stem"] = {"bn": new["stem"]}
     for i, (_, _, stride) in enumerate(_block_shapes(cfg)):
         p, st = params[f"block{i}"], batch_stats[f"block{i}"]
         ns: dict[str, Any] = {}
@@ -165,15 +192,15 @@ def apply(params: dict, batch_stats: dict, x, cfg: ResNetConfig, *, train: bool)
         for j in range(1, n_conv + 1):
             # the stride on the first 3x3 convolution (bottleneck: v1.5's, the middle one)
             sj = stride if j == (2 if cfg.block == "bottleneck" else 1) else 1
-            y, ns[f"bn{j}"] = bn(conv(y, p[f"conv{j}"], sj), p[f"bn{j}"], st[f"bn{j}"], train, m)
+            c = conv(y, p[f"conv{j}"], sj)
             if j < n_conv:
-                y = nn.relu(y)
-        if "proj" in p:
-            sc, ns["proj_bn"] = bn(conv(h, p["proj"], stride), p["proj_bn"], st["proj_bn"],
-                                   train, m)  # fmt: skip
-        else:
-            sc = h
-        h = nn.relu(y + sc)
+                y, ns[f"bn{j}"] = remat(bn_relu)(c, p[f"bn{j}"], st[f"bn{j}"])
+        sc = ((conv(h, p["proj"], stride), p["proj_bn"], st["proj_bn"]) if "proj" in p
+              else h)  # fmt: skip
+        h, (ns[f"bn{n_conv}"], proj) = remat(bn_add_relu)(c, p[f"bn{n_conv}"],
+                                                          st[f"bn{n_conv}"], sc)  # fmt: skip
+        if proj is not None:
+            ns["proj_bn"] = proj
         new[f"block{i}"] = ns
     feat = bnp.mean(h.astype(np.float32), axis=(1, 2))
     return feat @ params["head"]["w"] + params["head"]["b"], new

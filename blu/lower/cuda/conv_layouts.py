@@ -20,7 +20,7 @@ from typing import Any
 
 from blu.core.aval import ShapedArray
 from blu.core.config import config
-from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, splice_jaxpr
+from blu.core.jaxpr import Jaxpr, JaxprEqn, splice_each
 from blu.core.staging import trace_to_jaxpr
 from blu.lax.convolution import ConvDimensionNumbers, conv_general_dilated_p
 from blu.lax.shapes import transpose
@@ -36,17 +36,9 @@ def native_conv_layouts(jaxpr: Jaxpr) -> Jaxpr:
     if not config.cudnn_conv or not any(e.primitive is conv_general_dilated_p
                                         for e in jaxpr.eqns):  # fmt: skip
         return jaxpr
-    env: dict[Var, Any] = {}
-    eqns: list[JaxprEqn] = []
-    read = lambda a: env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
-    for e in jaxpr.eqns:
-        ins = [read(a) for a in e.invars]
-        body = _rewritten(e) if e.primitive is conv_general_dilated_p else None
-        if body is None:
-            eqns.append(e.replace(invars=ins))
-        else:
-            env.update(zip(e.outvars, splice_jaxpr(body, ins, eqns, e.source)))
-    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, [read(v) for v in jaxpr.outvars])
+    return splice_each(
+        jaxpr, lambda e: _rewritten(e) if e.primitive is conv_general_dilated_p else None
+    )
 
 
 def _permuted(avals: Sequence[ShapedArray], params: dict, which: int, perm: Sequence[int]):

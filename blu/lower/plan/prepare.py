@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from blu.core.jaxpr import Jaxpr, JaxprEqn, Var, splice_jaxpr
+from blu.core.jaxpr import Jaxpr, JaxprEqn, splice_each
 from blu.core.staging import trace_to_jaxpr
 from blu.lower import library
 from blu.lower.plan.fusion import KernelLayout, can_fuse
@@ -49,18 +49,9 @@ def inline_decompositions(jaxpr: Jaxpr, target: str) -> Jaxpr:
                 and not lowers(e, target)}  # fmt: skip
         if not todo:
             return jaxpr
-        env: dict[Var, Any] = {}
-        eqns: list[JaxprEqn] = []
-        read = lambda a: env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
-        for e in jaxpr.eqns:
-            ins = [read(a) for a in e.invars]
-            body = _decomposition_jaxpr(e) if id(e) in todo else None
-            if body is None:
-                eqns.append(e.replace(invars=ins))
-                continue
-            # traced now, the body's lines would be the lowering call's: keep the user's
-            env.update(zip(e.outvars, splice_jaxpr(body, ins, eqns, e.source)))
-        jaxpr = Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, [read(v) for v in jaxpr.outvars])
+        # (spliced with each equation's source: traced now, the body's lines would be the
+        # lowering call's; keep the user's)
+        jaxpr = splice_each(jaxpr, lambda e: _decomposition_jaxpr(e) if id(e) in todo else None)
     return jaxpr
 
 
