@@ -122,11 +122,10 @@ def batch_norm(
     return y.astype(x.dtype), (running_mean, running_var)
 
 
-_STATS = BATCH_NORM_STATISTICS
-
-
 @functools.partial(
-    checkpoint, policy=checkpoint_policies.save_only_these_names(*_STATS), static_argnums=(3, 4, 5)
+    checkpoint,
+    policy=checkpoint_policies.save_only_these_names(*BATCH_NORM_STATISTICS),
+    static_argnums=(3, 4, 5),
 )
 def _train_normalize(x, scale, bias, red, bshape, eps):
     """``(y, mu, var)`` of training mode. Rematerialized (``blu.checkpoint``): the backward pass
@@ -135,11 +134,11 @@ def _train_normalize(x, scale, bias, red, bshape, eps):
     cuDNN), instead of keeping two float32 copies of every activation."""
     x32 = _upcast(x)
     cd = x32.dtype
-    mu = checkpoint_name(bnp.mean(x32, axis=red, keepdims=True), _STATS[0])
+    mu = checkpoint_name(bnp.mean(x32, axis=red, keepdims=True), BATCH_NORM_STATISTICS[0])
     xc = x32 - mu
     var = bnp.mean(xc * xc, axis=red, keepdims=True)  # biased: deviations, no cancellation
-    var = checkpoint_name(var, _STATS[1])
-    rstd = checkpoint_name(lax.rsqrt(var + eps), _STATS[2])
+    var = checkpoint_name(var, BATCH_NORM_STATISTICS[1])
+    rstd = checkpoint_name(lax.rsqrt(var + eps), BATCH_NORM_STATISTICS[2])
     y = xc * rstd * bnp.reshape(scale.astype(cd), bshape) + bnp.reshape(bias.astype(cd), bshape)
     return y.astype(x.dtype), mu, var
 

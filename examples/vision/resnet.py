@@ -181,9 +181,9 @@ def apply(params: dict, batch_stats: dict, x, cfg: ResNetConfig, *, train: bool)
             return nn.relu(y + sc), (s, s2)
         return nn.relu(y + sc), (s, None)
 
-    h, new["stem"] = remat(stem)(conv(x, params["stem"]["conv"], stride0), params["stem"]["bn"],
-                                 batch_stats["stem"]["bn"])  # fmt: skip
-    new["stem"] = {"bn": new["stem"]}
+    h, s = remat(stem)(conv(x, params["stem"]["conv"], stride0), params["stem"]["bn"],
+                       batch_stats["stem"]["bn"])  # fmt: skip
+    new["stem"] = {"bn": s}
     for i, (_, _, stride) in enumerate(_block_shapes(cfg)):
         p, st = params[f"block{i}"], batch_stats[f"block{i}"]
         ns: dict[str, Any] = {}

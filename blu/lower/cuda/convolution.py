@@ -183,18 +183,12 @@ def readings(avals: Sequence[ShapedArray], params: dict, out: ShapedArray) -> li
     return [f for f in ((wgrad, fwd) if prefer_wgrad else (fwd, wgrad)) if f is not None]
 
 
-def classify(avals: Sequence[ShapedArray], params: dict, out: ShapedArray):
-    """The preferred reading of an equation (``readings``), or None."""
-    found = readings(avals, params, out)
-    return found[0] if found else None
-
-
 _problems: dict[tuple, cudnn_conv.ConvSpec | None] = {}
 
 
 def problem(avals: Sequence[ShapedArray], params: dict) -> cudnn_conv.ConvSpec | None:
     """The cuDNN problem of a ``conv_general_dilated`` equation, or None when cuDNN cannot take
-    it (``classify`` reads no such problem, or ``cudnn_conv.unsupported`` says why not);
+    it (no reading of it (``readings``) is ``native`` and supported: ``cudnn_conv.unsupported``);
     remembered, since each execution of the node asks again."""
     key = (tuple(avals), tuple(sorted(params.items())), config.default_matmul_precision)
     if key not in _problems:
