@@ -33,6 +33,7 @@ import math
 
 import numpy as np
 
+import blu
 import blu.numpy as bnp
 from blu import nn
 from examples.gpt2 import ExampleError
@@ -226,11 +227,22 @@ def _attention(p, x, cfg: LlamaConfig, cos, sin, cd=None):
     return y.reshape(B, T, H * D) @ _mm(p["wo"], cd)
 
 
+def _swiglu_down(gate, up, w_down):
+    return (nn.silu(gate) * up) @ w_down
+
+
+# Under grad only the two products' outputs are kept for the backward pass (the gate's sigmoid,
+# SiLU and the product of the two, each (B, T, d_ff), are recomputed there, fused into the
+# backward's elementwise kernel): 4 of 6 (B, T, d_ff) buffers a layer fewer, 16 GiB of the 1B
+# model's 59 at batch 8 x 2048.
+_swiglu_down_remat = blu.checkpoint(_swiglu_down)
+
+
 def _mlp(p, x, cd=None):
     """SwiGLU: ``(silu(x w_gate) * (x w_up)) w_down``, ``(B, T, d) -> (B, T, d)``."""
     xc = _mm(x, cd)
-    g = nn.silu(xc @ _mm(p["w_gate"], cd)) * (xc @ _mm(p["w_up"], cd))
-    return g @ _mm(p["w_down"], cd)
+    return _swiglu_down_remat(xc @ _mm(p["w_gate"], cd), xc @ _mm(p["w_up"], cd),
+                              _mm(p["w_down"], cd))  # fmt: skip
 
 
 def hidden_states(params: Params, ids, cfg: LlamaConfig, key=None, compute_dtype=None):

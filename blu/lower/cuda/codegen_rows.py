@@ -59,6 +59,13 @@ def warp_rows_on() -> bool:
     return rows == "warp"
 
 
+# The GPU emitter's version, part of every GPU kernel's key (which holds the kernel's jaxpr, not
+# the code emitted for it): bump it when the emitter's code or a launch's geometry changes, so no
+# cache serves a kernel built by an older emitter. 2: split reductions over leading dimensions
+# in lanes of consecutive kept indices, with their own partial counts (``codegen.column_lanes``).
+EMITTER_VERSION = 2
+
+
 def key_suffix() -> str:
     """What the emitted text depends on besides the kernel's canonical text."""
     n, warp, gen = unroll_limit(), warp_rows_on(), generation()
@@ -67,7 +74,8 @@ def key_suffix() -> str:
     flash += "" if config.gpu_epilogues else "\n#no-gpu-epilogues"  # (the plan differs)
     flash += "" if config.packed_attention else "\n#unpacked-attention"
     return (("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("\n#gpu-rows warp" if warp else "")
-            + ("" if gen == 1 else f"\n#gpu-kernels {gen}") + flash)  # fmt: skip
+            + ("" if gen == 1 else f"\n#gpu-kernels {gen}") + flash
+            + f"\n#gpu-emitter {EMITTER_VERSION}")  # fmt: skip
 
 
 def pow2_at_least(n: int) -> int:

@@ -79,9 +79,11 @@ class StridedEmitter:
     ``_close``)."""
 
     def _visit_many(self, nest: Nest, points: list[tuple[str, Idx]], reds: list[Var],
-                    accs: list[str]) -> list[str]:  # fmt: skip
+                    accs: list[str], lanes: int = 1) -> list[str]:  # fmt: skip
         """``_visit`` at each of ``points`` (``(position, index)``) in order, with every value
-        the points need computed, so every load issued, before the first combine or store."""
+        the points need computed, so every load issued, before the first combine or store.
+        With ``lanes`` > 1, point ``i`` belongs to lane ``i % lanes`` and ``accs`` holds each
+        lane's accumulators in turn (lane-major)."""
         b = self.b
         pars = [m for m in nest.members if m not in reds]
         vals = []
@@ -89,31 +91,62 @@ class StridedEmitter:
             vals.append([self.value(m, at) for m in pars])
             for m in reds:  # the reductions' operands: _combine then finds them in the cache
                 self.value(self.layout.producer[m].invars[0], at)
-        for (pos, at), vs in zip(points, vals):
-            new, k = [], 0
+        accs, w = list(accs), len(accs) // lanes
+        for i, ((pos, at), vs) in enumerate(zip(points, vals)):
+            lane = i % lanes
+            cur, new, k = accs[lane * w : (lane + 1) * w], [], 0
             for m in reds:
-                w = 2 if is_arg_reduce(self.layout.producer[m]) else 1
-                new += self._combine(m, accs[k : k + w], at, pos)
-                k += w
-            accs = new
+                n = 2 if is_arg_reduce(self.layout.producer[m]) else 1
+                new += self._combine(m, cur[k : k + n], at, pos)
+                k += n
+            accs[lane * w : (lane + 1) * w] = new
             for m, v in zip(pars, vs):
                 b.store(v, self.arg[m], m.aval, b.lin(at))
                 if self.keep:  # later nests of an unrolled group read m as stored: rounded
                     self.cache[(m, at.key())] = b.stored(v, m.aval)
         return accs
 
-    def _strided(self, nest: Nest, lo: str, n: int, step: int, point: Callable[[str], Idx],
-                 reds: list[Var], inits: list[tuple[str, str]],
-                 unroll: int) -> list[str]:  # fmt: skip
+    def _lane_points(self, at: Idx, lanes: int, multi: bool = False) -> list[Idx]:
+        """``at`` and the ``lanes - 1`` points after it along the innermost non-unit dimension
+        (the caller knows they lie in the same row of it): their multi-indices (``at``'s, made
+        if ``multi``) and offsets derived from ``at``'s by adding constants, so no division is
+        repeated, and LLVM sees consecutive addresses (one vector access)."""
+        b = self.b
+        if lanes == 1:
+            return [at]
+        lin = b.lin(at)
+        if multi:
+            b.multi(at)
+        if at.multi is None:
+            return [Idx(at.shape, None, b.iaddc(lin, v)) for v in range(lanes)]
+        d = max(i for i, n in enumerate(at.shape) if n > 1)
+        out = []
+        for v in range(lanes):
+            multi = list(at.multi)
+            multi[d] = b.iaddc(multi[d], v)
+            out.append(Idx(at.shape, multi, b.iaddc(lin, v)))
+        return out
+
+    def _strided(self, nest: Nest, lo: str, n: int, step: int, point: Callable[[str], Any],
+                 reds: list[Var], inits: list[tuple[str, str]], unroll: int,
+                 lanes: int = 1) -> list[str]:  # fmt: skip
         """The loop ``for r = lo; r < n; r += step`` (``0 <= lo < step``) visiting
         ``point(r)``, its reductions starting from ``inits`` (``(value, type)``): chunks of
         ``unroll`` iterations with their loads first, then the rolled remainder. Returns the
-        reductions' final accumulators (per thread, before any combine across threads)."""
+        reductions' final accumulators (per thread, before any combine across threads). With
+        ``lanes`` > 1, ``point(r)`` is a list of ``lanes`` points, each lane with its own
+        accumulators (the result is lane-major)."""
         b = self.b
+        inits = list(inits) * lanes
         types = [t for _, t in inits]
         accs = [v for v, _ in inits]
-        while unroll > 1 and unroll * len(nest.members) > 2 * MAP_VALUES:
+        while unroll > 1 and unroll * lanes * len(nest.members) > 2 * MAP_VALUES:
             unroll //= 2  # the chunk's values are live at once: bound the registers
+
+        def at(r: str) -> list[tuple[str, Idx]]:
+            pts = point(r)
+            return [(r, pt) for pt in (pts if lanes > 1 else [pts])]
+
         chunks = (n // step) // unroll if unroll > 1 else 0
         saved = dict(self.cache)  # values made inside a loop do not outlive it
         if chunks:
@@ -122,9 +155,8 @@ class StridedEmitter:
             base = b.iadd(lo, b.op(f"arith.muli {c}, {b.index(unroll * step)} : index", "i"))
             pts = []
             for u in range(unroll):
-                r = b.iaddc(base, u * step)
-                pts.append((r, point(r)))
-            new = self._visit_many(nest, pts, reds, args)
+                pts += at(b.iaddc(base, u * step))
+            new = self._visit_many(nest, pts, reds, args, lanes)
             if inits:
                 b.stmt(f"scf.yield {', '.join(new)} : {', '.join(types)}")
             self._close()
@@ -132,7 +164,7 @@ class StridedEmitter:
             self.cache = dict(saved)
         start = b.iaddc(lo, chunks * unroll * step)
         r, args, res = self._open(start, b.index(n), b.index(step), list(zip(accs, types)))
-        new = self._visit_many(nest, [(r, point(r))], reds, args)
+        new = self._visit_many(nest, at(r), reds, args, lanes)
         if inits:
             b.stmt(f"scf.yield {', '.join(new)} : {', '.join(types)}")
         self._close()
@@ -150,10 +182,11 @@ class StridedEmitter:
         if chunks:
             c, _, _ = self._open(b.index(0), b.index(chunks), b.index(1))
             first = b.op(f"arith.muli {b.iadd(b.imul(c, T), t)}, {b.index(unroll)} : index", "i")
-            pts = []
-            for u in range(unroll):
-                r = b.iaddc(first, u)
-                pts.append((r, point(r)))
+            if nest.needs_multi and _last_dim(nest.shape) % unroll == 0:  # one row: one division
+                pts = [(b.iaddc(first, u), at) for u, at in
+                       enumerate(self._lane_points(point(first), unroll, True))]  # fmt: skip
+            else:
+                pts = [(b.iaddc(first, u), point(b.iaddc(first, u))) for u in range(unroll)]
             self._visit_many(nest, pts, [], [])
             self._close()
             self.cache = dict(saved)
@@ -161,6 +194,11 @@ class StridedEmitter:
         self._visit_many(nest, [(r, point(r))], [], [])
         self._close()
         self.cache = saved
+
+
+def _last_dim(shape: tuple[int, ...]) -> int:
+    """The size of the innermost dimension of ``shape`` that is not 1 (1 if none)."""
+    return next((n for n in reversed(shape) if n > 1), 1)
 
 
 def _results(res: str, n: int) -> list[str]:

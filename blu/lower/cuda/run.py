@@ -12,10 +12,11 @@ Graphs (``BLU_CUDA_GRAPHS``: by default "auto", a large program with small fresh
 as a training step; ``_graphs_enabled``): a plan without host fallbacks (and no ``while`` or
 ``cond``, which read a value on the host) is captured from its second call on. A graph bakes in
 addresses, so its arena and its non-donated outputs live in buffers the binding keeps; small
-non-donated arguments are copied into kept staging buffers (a token batch changes every
-step); large ones and donated ones (updated in place, so the same address comes back each
-step) key the graph. Outputs are copied out of the kept buffers into fresh arrays after the
-replay; outputs in donated arguments take the arguments' buffers over.
+arguments are copied into kept staging buffers (a token batch changes every step; a donated
+argument that no output is written into comes back in a fresh buffer); large ones and
+donated ones written in place (the same address comes back each step) key the graph.
+Outputs are copied out of the kept buffers into fresh arrays after the replay; outputs in
+donated arguments take the arguments' buffers over.
 """
 
 from __future__ import annotations
@@ -131,10 +132,14 @@ class Bound:
         self.graphs: OrderedDict = OrderedDict()
         self.kept: dict[str, Any] = {}
         self.recipes: list[tuple] | None = None  # _out_recipes, made on the first call
-        self.donated_into: list[int] | None = None  # _graph_ok's, made on the first call
-        # per argument, whether a graph replay copies it into a kept staging buffer
-        self.staged = [not d and v.aval.size * v.aval.dtype.itemsize <= STAGE_BYTES
-                       for d, v in zip(exe.donated, exe.jaxpr.invars)]  # fmt: skip
+        self.donated_into = sorted({p[1] for _, p, _ in self.allocs if p[0] == "donated"})
+        # per argument, whether a graph replay copies it into a kept staging buffer: a small one
+        # that no output is written into (a donated one the plan cannot write into comes back in
+        # a fresh buffer; keyed by its address, each call would capture anew: ResNet-50's step)
+        self.staged = [
+            v.aval.size * v.aval.dtype.itemsize <= STAGE_BYTES and i not in self.donated_into
+            for i, v in enumerate(exe.jaxpr.invars)
+        ]
 
     def graph_safe(self) -> bool:
         """Whether a CUDA graph can capture a call: no step waits for the GPU (no host
@@ -425,8 +430,6 @@ class Bound:
     # ---- graphs -------------------------------------------------------------------------------
 
     def _graph_ok(self, donatable: list[bool]) -> bool:
-        if self.donated_into is None:  # the arguments the plan writes outputs into
-            self.donated_into = sorted({p[1] for _, p, _ in self.allocs if p[0] == "donated"})
         return all(donatable[i] for i in self.donated_into)
 
     def _call_graph(self, arrays: list[DeviceArray], donatable: list[bool]) -> list[Any]:

@@ -59,8 +59,10 @@ from blu.core.jaxpr import Jaxpr, Literal
 from blu.core.version import __version__
 from blu.lower.mlir import cache_key
 
-# bump when the generated code changes meaning, so stale entries are not reused
-CODEGEN_VERSION = "9"
+# bump when the generated code changes meaning, so stale entries are not reused (a key holds a
+# kernel's jaxpr, not its layout or code). 10: a value gathered from many offsets and read by
+# several equations gets a buffer (``fusion.KernelLayout._shared_gather``)
+CODEGEN_VERSION = "10"
 
 
 def cache_dir() -> str:

@@ -70,6 +70,10 @@ def can_fuse(eqn: Any) -> bool:
     return fuses is None or fuses(eqn)
 
 
+GATHERS = 8  # shifted or strided reads in a value's inline computation that earn it a buffer
+GATHER_PRIMITIVES = frozenset({"slice", "pad", "dynamic_slice", "gather", "rev"})
+
+
 class Nest:
     """One loop nest: iterates over ``shape``; reduces ``axes`` (None: no reduction yet)."""
 
@@ -115,7 +119,8 @@ class KernelLayout:
             if v in self.buffer:
                 continue
             users = consumers.get(v, [])
-            if is_reduction(e) or self._expensive_broadcast(v, users) or self._many_maps(v, users):
+            if (is_reduction(e) or self._expensive_broadcast(v, users) or self._many_maps(v, users)
+                    or self._shared_gather(v, users)):  # fmt: skip
                 self.buffer[v] = ("tmp", len(self.scratch))
                 self.scratch.append(v.aval.strip_weak_type())
         self.nests: list[Nest] = []
@@ -150,6 +155,28 @@ class KernelLayout:
         maps = {id(e) for e in consumers if is_index(e)}
         maps |= {None for e in consumers if not is_index(e)}
         return len(maps) >= 2 and self._cost(v, 12) >= 12
+
+    def _gathers(self, v: Var, budget: int) -> int:
+        """How many shifted or strided reads (``GATHER_PRIMITIVES``: slices, pads, ...)
+        computing ``v`` inline runs (saturating at ``budget``); broadcasts and reshapes, which
+        read each operand element in place, do not count."""
+        n, stack, seen = 0, [v], set()
+        while stack and n < budget:
+            u = stack.pop()
+            if isinstance(u, Literal) or u in seen or u in self.buffer:
+                continue
+            seen.add(u)
+            e = self.producer[u]
+            n += 1 if e.primitive.name in GATHER_PRIMITIVES else 0
+            stack.extend(e.invars)
+        return min(n, budget)
+
+    def _shared_gather(self, v: Var, consumers: list[Any]) -> bool:
+        """A value gathered from many offsets (a windowed max's backward: each element reads
+        every offset of its window) and read by several equations: its readers may sit in
+        different nests (a batch norm's sums and its input gradient after a max pool), each of
+        which would redo every gather and its index arithmetic; give it a buffer instead."""
+        return len({id(e) for e in consumers}) >= 2 and self._gathers(v, GATHERS) >= GATHERS
 
     # ---- scheduling ---------------------------------------------------------------------------
 

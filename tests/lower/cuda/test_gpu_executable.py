@@ -143,6 +143,48 @@ def test_auto_graphs_replay_a_training_step_in_place(dev, monkeypatch):
             assert (a.ptr, b.ptr) == ptrs
 
 
+def test_graph_replays_when_a_donated_argument_is_not_written_into(dev, monkeypatch):
+    """``b``'s new value is made while ``b`` is still read, so the plan writes it into a fresh
+    buffer, not ``b``'s: the next call's ``b`` has a new address each time. It is staged (copied
+    into a kept buffer), so one graph is captured and replayed, not one per call (ResNet-50's
+    step had ten such batch-norm parameters)."""
+    from blu.cuda import graph as cuda_graph
+    from blu.lower.cuda import run as gpu_run
+
+    env_flag("BLU_CUDA_GRAPHS", "auto")
+    monkeypatch.setattr(gpu_run, "GRAPH_MIN_STEPS", 1)
+    captures = []
+
+    class Counting(cuda_graph.Graph):
+        def capture(self, stream):
+            captures.append(1)
+            return super().capture(stream)
+
+    monkeypatch.setattr(cuda_graph, "Graph", Counting)
+    rng = np.random.default_rng(18)
+    w0, b0 = rng.standard_normal((256, 64)).astype(f32), rng.standard_normal(64).astype(f32)
+
+    def step(w, b, x):
+        h = lax.tanh(x @ w + b)
+        return w - 0.01 * (x.T @ h), b * 0.9 + x[0, :64], (h * b).sum()
+
+    with blu.config.override(default_matmul_precision="fp32"):
+        f = blu.jit(step, donate_argnums=(0, 1))
+        w, b = put(dev, w0, b0)
+        rw, rb = w0.astype(f64), b0.astype(f64)
+        for _ in range(5):
+            x = rng.standard_normal((32, 256)).astype(f32)
+            w, b, loss = f(w, b, put(dev, x))
+            x64 = x.astype(f64)
+            h = np.tanh(x64 @ rw + rb)
+            rw, rb, rloss = rw - 0.01 * (x64.T @ h), rb * 0.9 + x64[0, :64], (h * rb).sum()
+            check(w, rw, rtol=1e-4)
+            check(b, rb, rtol=1e-4)
+            check(loss, np.asarray(rloss), rtol=1e-4)
+    # the 2nd call captures, the 3rd to 5th replay (a simulated GPU launches: no graph)
+    assert len(captures) == (0 if dev.platform == "fake" else 1)
+
+
 def test_memory_returns_to_start(dev, monkeypatch):
     env_flag("BLU_CUDA_GRAPHS", "0")  # a graph keeps its arena and outputs
     rng = np.random.default_rng(16)

@@ -123,6 +123,37 @@ def test_gelu_and_bias_gradient(dev):
     close(dbias, (dy.astype(f64) * dgelu).sum(0), 1e-4)
 
 
+@pytest.mark.parametrize("dt, shape", [(bf16, (16, 28, 28, 64)), (bf16, (8, 14, 14, 12)),
+                                       (f32, (8, 9, 9, 6)), (f32, (4, 5, 5, 7)),
+                                       (bf16, (3, 1, 1, 8))])  # fmt: skip
+def test_column_reductions_in_lanes(dev, dt, shape):
+    """Batch norm's statistics and gradient sums over (N, H, W) of an NHWC image: a split
+    reduction whose generation-2 threads each read ``codegen.column_lanes`` consecutive channels
+    (8, 4, 2 and 1 here; shapes whose row count leaves a remainder, and one too short to chunk).
+    The partial results are the same in both generations, so the bits are; both close to
+    float64."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(dt)
+    dy = rng.standard_normal(shape).astype(dt)
+    C = shape[-1]
+    mean = rng.standard_normal(C).astype(f32)
+
+    def f(x, dy, mean):
+        xc = x.astype(f32) - mean  # a broadcast: per-dimension indices
+        g = dy.astype(f32)
+        axes = (0, 1, 2)
+        return xc.sum(axes), (xc * xc).sum(axes), g.sum(axes), (g * xc).sum(axes)
+
+    outs = both_generations(dev, f, x, dy, mean)
+    xc, g = x.astype(f64) - mean, dy.astype(f64)
+    R = x.size // C
+    for got, terms in zip(outs, (xc, xc * xc, g, g * xc), strict=True):
+        # float32 summation in any order: |error| <= (R + 1) eps sum |terms| (the centring and
+        # the product round once more each)
+        bound = (R + 3) * np.finfo(f32).eps * np.abs(terms).sum((0, 1, 2))
+        assert np.all(np.abs(got - terms.sum((0, 1, 2))) <= bound)
+
+
 def test_misaligned_argument_is_copied_before_vector_loads(dev):
     """Generation-2 kernels move contiguous elements in 128-bit accesses and declare their
     buffers 16-byte aligned; an argument 4 bytes into a block (as a DLPack view at an offset

@@ -16,7 +16,7 @@ import blu
 import blu.nn as nn
 import blu.numpy as bnp
 from blu.core.errors import BluValueError
-from blu.lower.cuda import codegen_rows, codegen_strided
+from blu.lower.cuda import codegen, codegen_rows, codegen_strided
 from blu.lower.cuda import compiler as mlir_gpu
 
 needs_mlir = pytest.mark.skipif(importlib.util.find_spec("mlir") is None, reason="needs MLIR")
@@ -56,7 +56,9 @@ def _ptx(fn, *specs) -> str:
 
 def test_generation_flag_and_cache_keys():
     with blu.config.override(gpu_kernels=1):
-        assert codegen_strided.generation() == 1 and codegen_rows.key_suffix() == ""
+        assert codegen_strided.generation() == 1 and "#gpu-kernels" not in codegen_rows.key_suffix()
+        # every generation's keys name the emitter's version (a key holds no emitted code)
+        assert f"#gpu-emitter {codegen_rows.EMITTER_VERSION}" in codegen_rows.key_suffix()
     with blu.config.override(gpu_kernels=2):
         assert codegen_strided.loads_first() and "#gpu-kernels 2" in codegen_rows.key_suffix()
     with blu.config.override(gpu_kernels=3):
@@ -137,14 +139,47 @@ def test_elementwise_and_split_loops_issue_a_chunk_of_loads():
 
 @needs_mlir
 @needs_ptxas
-def test_vector_accesses_only_where_the_index_is_the_elements_own():
-    """A float32 add of a broadcast bias: the (N, 768) operand and the result move in 128-bit
-    accesses, the bias (read at ``i % 768``) in scalar ones; every parameter is declared
-    16-byte aligned."""
+def test_vector_accesses_along_the_innermost_dimension():
+    """A float32 add of a broadcast bias: the (N, 768) operand, the result and the bias (read at
+    ``i % 768``: a chunk of 4 lies in one row, so its bias elements are consecutive too) move in
+    128-bit accesses; a transposed operand's stay scalar; every parameter is declared 16-byte
+    aligned."""
     specs = (_spec((4096, 768), np.float32), _spec((768,), np.float32))
     with blu.config.override(gpu_kernels=2):
         low = blu.jit(lambda x, b: x + b).lower(*specs, target=TARGET)
         assert "llvm.align = 16" in low.as_text()
         ptx = "\n".join(p.decode() for p in low.compile().executable.ptx().values())
-    assert ptx.count("ld.global.v4.b32") == 1 and ptx.count("st.global.v4.b32") == 1
-    assert ptx.count("ld.global.b32") == 4
+        assert ptx.count("ld.global.v4.b32") == 2 and ptx.count("st.global.v4.b32") == 1
+        assert "ld.global.b32" not in ptx  # 4096 * 768 is whole chunks: no remainder loop
+        sq = _spec((512, 512), np.float32)
+        ptx = _ptx(lambda x, y: x + y.T, sq, sq)
+    assert ptx.count("ld.global.v4.b32") == 1 and ptx.count("ld.global.b32") >= 4
+
+
+@needs_mlir
+@needs_ptxas
+@pytest.mark.parametrize("dtype, inner, lanes", [("bf16", 64, 8), ("bf16", 12, 4), ("f32", 6, 2),
+                                                 ("f32", 7, 1)])  # fmt: skip
+def test_column_reductions_read_lanes_of_channels_without_64_bit_divisions(dtype, inner, lanes):
+    """Batch norm's statistics over (N, H, W) of an NHWC image (kept innermost: a split
+    reduction): each stage-1 thread reads ``lanes`` consecutive channels in one vector access,
+    and no point's index needs a division (the offset is ``r * C + c``), even where the
+    centred values read the mean through a broadcast (per-dimension indices)."""
+    dt = _bf16() if dtype == "bf16" else np.dtype(np.float32)
+
+    def stats(x, m):
+        x = x.astype(np.float32)
+        return bnp.sum(x, axis=(0, 1, 2)), bnp.sum((x - m) ** 2, axis=(0, 1, 2))
+
+    specs = (_spec((8, 28, 28, inner), dt), _spec((inner,), np.float32))
+    with blu.config.override(gpu_kernels=2):
+        low = blu.jit(stats).lower(*specs, target=TARGET)
+        plans = [p for n in low._program.plan.nodes if n.layout is not None
+                 for p in codegen.plan_nests(n.layout)]  # fmt: skip
+        assert [(p.strategy, p.lanes) for p in plans] == [("split", lanes)] * len(plans)
+        ptx = "\n".join(p.decode() for p in low.compile().executable.ptx().values())
+    stage1 = ptx[: ptx.index(".entry", ptx.index(".entry") + 1)]
+    assert "mul.hi.u64" not in stage1 and "div.u64" not in stage1 and "rem.u64" not in stage1
+    width = lanes * dt.itemsize * 8  # bits of one vector access of the image
+    loads = re.findall(r"ld\.global(?:\.nc)?(?:\.v(\d))?\.[bfsu](\d+)", stage1)
+    assert max(int(n or 1) * int(bits) for n, bits in loads) >= width
