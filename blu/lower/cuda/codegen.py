@@ -131,8 +131,11 @@ def column_lanes(layout: KernelLayout, nest: Nest) -> int:
     size is not a multiple. Its lanes' loads are one vector access, and the point's index
     arithmetic (divisions) is done once for all of them: the index work, not the bandwidth,
     had bound these kernels (6-21% of copy bandwidth on the H200, one scalar load a point).
-    Generation 1 keeps one lane a thread (``plan_nests``)."""
-    if is_suffix(nest):
+    Only where a point's index divides by a size that is not a power of two (``_divides``:
+    batch norm's H x W of 112, 56, ...): GPT-2's bias and layer-norm gradients (rows of
+    B x 1024, shifts) measured 6% slower in lanes (the larger S's second stage). Generation 1
+    keeps one lane a thread (``plan_nests``)."""
+    if is_suffix(nest) or not _divides(nest):
         return 1
     sizes = [v.aval.dtype.itemsize for v in layout.buffer] or [4]
     lanes, inner = min(8, max(4, ALIGN // max(1, min(sizes)))), _inner_size(nest.shape)
@@ -154,6 +157,18 @@ def _merged_loops(shape: tuple[int, ...], red: tuple[int, ...]) -> list[tuple[in
         else:
             out.append((n, lab))
     return out
+
+
+def _divides(nest: Nest) -> bool:
+    """Whether a point's index divides by a size that is not a power of two: per dimension
+    where the nest needs multi-indices, else per merged loop (the outermost of each kind takes
+    the quotient, no division)."""
+    red = nest.axes or ()
+    if nest.needs_multi:
+        loops = [(n, "r" if d in red else "k") for d, n in enumerate(nest.shape) if n > 1]
+    else:
+        loops = _merged_loops(nest.shape, red)
+    return any(n & (n - 1) for lab in "kr" for n, g in [x for x in loops if x[1] == lab][1:])
 
 
 def _inner_size(shape: tuple[int, ...]) -> int:
