@@ -135,8 +135,9 @@ def column_lanes(layout: KernelLayout, nest: Nest) -> int:
     batch norm's H x W of 112, 56, ...): GPT-2's bias and layer-norm gradients (rows of
     B x 1024, shifts) measured 6% slower in lanes (the larger S's second stage). Generation 1
     keeps one lane a thread (``plan_nests``)."""
-    if is_suffix(nest) or not _divides(nest):
-        return 1
+    inner = max((d for d, n in enumerate(nest.shape) if n > 1), default=-1)
+    if is_suffix(nest) or inner in (nest.axes or ()) or not _divides(nest):
+        return 1  # (the lanes run along the innermost dimension: it must be a kept one)
     sizes = [v.aval.dtype.itemsize for v in layout.buffer] or [4]
     lanes, inner = min(8, max(4, ALIGN // max(1, min(sizes)))), _inner_size(nest.shape)
     while lanes > 1 and inner % lanes:

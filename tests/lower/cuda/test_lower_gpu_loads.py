@@ -137,6 +137,22 @@ def test_elementwise_and_split_loops_issue_a_chunk_of_loads():
         assert loads_in_flight(_ptx(lambda d: d.sum(0), bias)) >= 4 * codegen_strided.ROW_UNROLL
 
 
+def test_column_lanes_only_along_a_kept_innermost_dimension():
+    """Lanes are consecutive kept indices along the innermost dimension: a reduction over
+    dimensions 1 and 3 of (A, B, C, D) (kept, reduced, kept, reduced: not a suffix, yet its
+    innermost dimension is reduced) keeps one lane a thread; over (0, 1, 2) it takes lanes."""
+
+    def plans(axes):
+        low = blu.jit(lambda x: bnp.sum(x * 2.0, axis=axes)).lower(
+            _spec((6, 10, 7, 24), np.float32), target=TARGET)  # fmt: skip
+        return [p for n in low._program.plan.nodes if n.layout is not None
+                for p in codegen.plan_nests(n.layout) if p.strategy == "split"]  # fmt: skip
+
+    with blu.config.override(gpu_kernels=2):
+        assert [p.lanes for p in plans((1, 3))] in ([], [1])
+        assert [p.lanes for p in plans((0, 1, 2))] == [4]
+
+
 @needs_mlir
 @needs_ptxas
 def test_vector_accesses_along_the_innermost_dimension():
