@@ -53,6 +53,7 @@ from blu.lower.cuda.codegen_strided import (
     ALIGN,
     ROW_UNROLL,
     StridedEmitter,
+    last_dim,
     loads_first,
     map_unroll,
 )
@@ -139,7 +140,7 @@ def column_lanes(layout: KernelLayout, nest: Nest) -> int:
     if is_suffix(nest) or inner in (nest.axes or ()) or not _divides(nest):
         return 1  # (the lanes run along the innermost dimension: it must be a kept one)
     sizes = [v.aval.dtype.itemsize for v in layout.buffer] or [4]
-    lanes, inner = min(8, max(4, ALIGN // max(1, min(sizes)))), _inner_size(nest.shape)
+    lanes, inner = min(8, max(4, ALIGN // max(1, min(sizes)))), last_dim(nest.shape)
     while lanes > 1 and inner % lanes:
         lanes //= 2
     return lanes
@@ -170,10 +171,6 @@ def _divides(nest: Nest) -> bool:
     else:
         loops = _merged_loops(nest.shape, red)
     return any(n & (n - 1) for lab in "kr" for n, g in [x for x in loops if x[1] == lab][1:])
-
-
-def _inner_size(shape: tuple[int, ...]) -> int:
-    return next((n for n in reversed(shape) if n > 1), 1)
 
 
 def map_grid(K: int, layout: KernelLayout, nest: Nest) -> int:

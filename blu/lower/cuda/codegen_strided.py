@@ -182,7 +182,7 @@ class StridedEmitter:
         if chunks:
             c, _, _ = self._open(b.index(0), b.index(chunks), b.index(1))
             first = b.op(f"arith.muli {b.iadd(b.imul(c, T), t)}, {b.index(unroll)} : index", "i")
-            if nest.needs_multi and _last_dim(nest.shape) % unroll == 0:  # one row: one division
+            if nest.needs_multi and last_dim(nest.shape) % unroll == 0:  # one row: one division
                 pts = [(b.iaddc(first, u), at) for u, at in
                        enumerate(self._lane_points(point(first), unroll, True))]  # fmt: skip
             else:
@@ -196,7 +196,7 @@ class StridedEmitter:
         self.cache = saved
 
 
-def _last_dim(shape: tuple[int, ...]) -> int:
+def last_dim(shape: tuple[int, ...]) -> int:
     """The size of the innermost dimension of ``shape`` that is not 1 (1 if none)."""
     return next((n for n in reversed(shape) if n > 1), 1)
 

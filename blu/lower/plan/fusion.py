@@ -129,18 +129,24 @@ class KernelLayout:
 
     # ---- materialization ----------------------------------------------------------------------
 
-    def _cost(self, v: Var, budget: int = 8) -> int:
-        """Roughly how expensive recomputing ``v`` inline is (saturating at ``budget``)."""
-        cost, stack, seen = 0, [v], set()
-        while stack and cost < budget:
+    def _inline_sum(self, v: Var, budget: int, weight: Any) -> int:
+        """``weight(eqn)`` summed over the equations computing ``v`` inline (up to the
+        materialized values), saturating at ``budget``."""
+        total, stack, seen = 0, [v], set()
+        while stack and total < budget:
             u = stack.pop()
             if isinstance(u, Literal) or u in seen or u in self.buffer:
                 continue
             seen.add(u)
             e = self.producer[u]
-            cost += 4 if "expensive" in e.primitive.lowerings else (1 if is_elementwise(e) else 0)
+            total += weight(e)
             stack.extend(e.invars)
-        return min(cost, budget)
+        return min(total, budget)
+
+    def _cost(self, v: Var, budget: int = 8) -> int:
+        """Roughly how expensive recomputing ``v`` inline is (saturating at ``budget``)."""
+        return self._inline_sum(v, budget, lambda e: 4 if "expensive" in e.primitive.lowerings
+                                else (1 if is_elementwise(e) else 0))  # fmt: skip
 
     def _expensive_broadcast(self, v: Var, consumers: list[Any]) -> bool:
         grows = any(
@@ -160,16 +166,7 @@ class KernelLayout:
         """How many shifted or strided reads (``GATHER_PRIMITIVES``: slices, pads, ...)
         computing ``v`` inline runs (saturating at ``budget``); broadcasts and reshapes, which
         read each operand element in place, do not count."""
-        n, stack, seen = 0, [v], set()
-        while stack and n < budget:
-            u = stack.pop()
-            if isinstance(u, Literal) or u in seen or u in self.buffer:
-                continue
-            seen.add(u)
-            e = self.producer[u]
-            n += 1 if e.primitive.name in GATHER_PRIMITIVES else 0
-            stack.extend(e.invars)
-        return min(n, budget)
+        return self._inline_sum(v, budget, lambda e: e.primitive.name in GATHER_PRIMITIVES)
 
     def _shared_gather(self, v: Var, consumers: list[Any]) -> bool:
         """A value gathered from many offsets (a windowed max's backward: each element reads
