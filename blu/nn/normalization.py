@@ -14,6 +14,7 @@ from blu import lax
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.nn.functions import _axes, _float_operand, _upcast, layer_norm
+from blu.transforms.custom_derivatives import custom_jvp
 from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policies
 
 __all__ = ["BATCH_NORM_STATISTICS", "batch_norm", "group_norm"]
@@ -134,13 +135,57 @@ def _train_normalize(x, scale, bias, red, bshape, eps):
     cuDNN), instead of keeping two float32 copies of every activation."""
     x32 = _upcast(x)
     cd = x32.dtype
-    mu = checkpoint_name(bnp.mean(x32, axis=red, keepdims=True), BATCH_NORM_STATISTICS[0])
-    xc = x32 - mu
-    var = bnp.mean(xc * xc, axis=red, keepdims=True)  # biased: deviations, no cancellation
-    var = checkpoint_name(var, BATCH_NORM_STATISTICS[1])
-    rstd = checkpoint_name(lax.rsqrt(var + eps), BATCH_NORM_STATISTICS[2])
-    y = xc * rstd * bnp.reshape(scale.astype(cd), bshape) + bnp.reshape(bias.astype(cd), bshape)
+    xhat, mu, var = _standardize(x32, red, eps)
+    y = xhat * bnp.reshape(scale.astype(cd), bshape) + bnp.reshape(bias.astype(cd), bshape)
     return y.astype(x.dtype), mu, var
+
+
+def _statistics(x: Any, red: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
+    """``(mu, var, rstd)`` over ``red`` (kept dims), named for the checkpoint policy.
+
+    One pass over ``x`` (both sums read it together; the two-pass form read it twice, then
+    once more to normalize): the "shifted data" variance (Chan, Golub & LeVeque 1983),
+    ``var = mean((x - c)^2) - mean(x - c)^2`` with ``c`` each feature's first value. The
+    cancellation of ``E[x^2] - E[x]^2`` grows with ``(mean / std)^2``; with a shift that is
+    one of the values it grows with ``((mean - c) / std)^2``, of order 1. The identity holds
+    for every ``c``, so its derivatives (any order) are the variance's."""
+    first = tuple(slice(0, 1) if d in red else slice(None) for d in range(x.ndim))
+    c = lax.stop_gradient(x[first])
+    xs = x - c
+    d = bnp.mean(xs, axis=red, keepdims=True)
+    mu = checkpoint_name(c + d, BATCH_NORM_STATISTICS[0])
+    var = bnp.maximum(bnp.mean(xs * xs, axis=red, keepdims=True) - d * d, 0.0)  # biased
+    var = checkpoint_name(var, BATCH_NORM_STATISTICS[1])
+    return mu, var, checkpoint_name(lax.rsqrt(var + eps), BATCH_NORM_STATISTICS[2])
+
+
+@functools.partial(custom_jvp, nondiff_argnums=(1, 2))
+def _standardize(x: Any, red: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
+    """``(xhat, mu, var)``: ``xhat = (x - mu) / sqrt(var + eps)`` with the batch's mean and
+    biased variance over ``red``. Its own JVP rule (``_standardize_jvp``)."""
+    mu, var, rstd = _statistics(x, red, eps)
+    return (x - mu) * rstd, mu, var
+
+
+@_standardize.defjvp
+def _standardize_jvp(red, eps, primals, tangents):
+    """``dxhat = rstd * (dx - mean(dx) - xhat * mean(xhat * dx))`` (the derivative of the
+    standardization with ``mean(xhat) = 0`` used, as the batch norm backward of Ioffe & Szegedy
+    2015, eq. in section 3, is written), ``dmu = mean(dx)``, ``dvar = 2 mean(xhat * dx) / rstd``.
+
+    Differentiating the statistics' formulas instead chains the reductions: the mean's
+    cotangent sums a term made from the variance's, so reverse mode read every activation three
+    times (two column reductions one after the other, then the input gradient). Here both
+    reductions of the transpose (``sum(g)``, ``sum(g * xhat)``) read only the cotangent and the
+    forward values: one pass, as cuDNN's and PyTorch's batch norm backward. The expressions are
+    the exact derivative (``mean(xhat)`` is identically 0), so higher orders stay exact."""
+    (x,), (dx,) = primals, tangents
+    mu, var, rstd = _statistics(x, red, eps)
+    xhat = (x - mu) * rstd
+    dmu = bnp.mean(dx, axis=red, keepdims=True)
+    m2 = bnp.mean(xhat * dx, axis=red, keepdims=True)
+    dxhat = rstd * (dx - dmu) - xhat * (rstd * m2)
+    return (xhat, mu, var), (dxhat, dmu, 2.0 * m2 / rstd)
 
 
 def group_norm(

@@ -108,6 +108,61 @@ def test_batch_norm_grads():
     np.testing.assert_array_equal(np.asarray(g), np.zeros_like(x))
 
 
+def test_batch_norm_second_order_grads():
+    # the custom JVP rule is itself differentiated: the derivatives of its tangent (a
+    # Hessian-vector product) against finite differences of the JVP
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(5, 2, 3))
+    scale, bias, rm, rv = _params(rng, 3)
+
+    def f(x, s, b):
+        return nn.batch_norm(x, s, b, rm, rv, train=True)[0]
+
+    check_grads(f, [x, scale, bias], order=2, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("offset", [0.0, 3e3, -1e5])
+def test_batch_norm_statistics_of_a_large_mean_in_float32(offset):
+    # one pass over x with a shift: E[x^2] - E[x]^2 in float32 would lose the variance of 1
+    # under a mean of 3e3 (x^2 ~ 1e7, float32's spacing there ~ 1); the shifted form keeps it
+    rng = np.random.default_rng(5)
+    x = (rng.normal(size=(64, 7, 3)) * rng.uniform(0.5, 2.0, size=3) + offset).astype(np.float32)
+    scale, bias, rm, rv = (p.astype(np.float32) for p in _params(rng, 3))
+    y, (m, v) = nn.batch_norm(x, scale, bias, rm, rv, train=True, momentum=0.0)
+    ry, (rm2, rv2) = ref_batch_norm(x, scale, bias, rm, rv, True, momentum=0.0)
+    np.testing.assert_allclose(np.asarray(m), rm2, rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(v), rv2, rtol=1e-4)
+    # y's error is the float32 mean's rounding (its spacing at the offset) over the std (>= 0.5)
+    tol = 1e-3 + 4 * float(np.spacing(np.float32(abs(offset))))
+    np.testing.assert_allclose(np.asarray(y), ry, rtol=1e-3, atol=tol)
+
+
+def test_batch_norm_gradient_reads_the_activation_in_two_rounds():
+    # the forward's statistics are one round of reductions over x and the backward's sums
+    # (sum(g), sum(g * xhat)) a second, read together: no reduction over a full-size value
+    # waits for another's result beyond that (differentiating the two-pass statistics' formulas
+    # chained four: mean, variance, then two backward sums one after the other)
+    x = np.random.default_rng(6).normal(size=(8, 5, 5, 16)).astype(np.float32)
+    c = x.shape[-1]
+    s, b, rm, rv = (np.ones(c, np.float32), np.zeros(c, np.float32), np.zeros(c, np.float32),
+                    np.ones(c, np.float32))  # fmt: skip
+
+    def loss(x, s, b):
+        y, _ = nn.batch_norm(x, s, b, rm, rv, train=True)
+        return blu.numpy.sum(nn.relu(y) * blu.numpy.cos(y))
+
+    jaxpr = blu.jit(blu.grad(loss, argnums=(0, 1, 2))).lower(x, s, b, target="cpu")._program.jaxpr
+    rounds: dict = {}
+    deepest = 0
+    for e in jaxpr.eqns:  # the prepared program: remat and custom rules inlined
+        r = max((rounds.get(v, 0) for v in e.invars if not hasattr(v, "val")), default=0)
+        if e.primitive.name.startswith("reduce") and e.invars[0].aval.size == x.size:
+            r += 1
+        rounds.update((v, r) for v in e.outvars)
+        deepest = max(deepest, r)
+    assert deepest == 2
+
+
 def test_batch_norm_under_jit_threads_the_state():
     rng = np.random.default_rng(2)
     xs = rng.normal(size=(3, 8, 4)).astype(np.float32)
