@@ -3,9 +3,12 @@ takes the tangent at its window's chosen offset) and its transpose ``window_scat
 (select-and-scatter-add: each cotangent goes back to that element), after XLA's
 SelectAndScatter and JAX's ``select_and_gather_add``.
 
-``which`` (int32, the output's shape) holds each window's chosen offset as a row-major index
-into the window (computed from the primal by ``reduce_window_max``'s JVP). Both primitives are
-linear in their first operand; ``which`` is an integer with no tangent.
+``which`` (the output's shape) holds each window's chosen offset as a row-major index into the
+window (computed from the primal by ``reduce_window_max``'s JVP), in the narrowest signed
+integer that holds every offset (``offsets_dtype``: int8 for a window of up to 127 elements, as
+every pooling window): a max pool's backward pads and reads it at each window offset, 4x fewer
+bytes than int32. Both primitives are linear in their first operand; ``which`` is an integer
+with no tangent.
 
 ``window_scatter`` is written as JAX writes ``reduce_window_sum``'s transpose: the cotangent and
 ``which`` are padded once (``window_strides - 1`` holes, the convolution's lhs-transpose
@@ -115,11 +118,21 @@ def _gather_impl(t, which, **p):
     return out
 
 
+def offsets_dtype(window_dimensions: tuple[int, ...]) -> np.dtype:
+    """The dtype of ``which`` for a window of these dimensions: int8, int16 or int32, the
+    narrowest that holds its largest offset (and the pads' -1)."""
+    n = math.prod(window_dimensions)
+    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32) if n <= np.iinfo(t).max)
+
+
+_OFFSET_DTYPES = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32))
+
+
 def _check(name, t: ShapedArray, which: ShapedArray, out_shape, operand_shape, p) -> None:
-    if which.dtype != dtypes.int32 or not dtypes.is_inexact(t.dtype):
+    if which.dtype not in _OFFSET_DTYPES or not dtypes.is_inexact(t.dtype):
         raise BluTypeError(
             with_user_line(
-                f"{name}: needs a float operand and int32 offsets, "
+                f"{name}: needs a float operand and int8/int16/int32 offsets, "
                 f"got {t.str_short()} and {which.str_short()}"
             )
         )

@@ -35,7 +35,13 @@ from blu.lax.conv_numpy import dilate_dim, dilate_pad
 from blu.lax.convolution import padtype_to_pads, vjp_lhs_padding
 from blu.lax.elementwise import convert_element_type
 from blu.lax.shapes import full, pad
-from blu.lax.window_select import out_spatial, window_gather, window_slices, window_views
+from blu.lax.window_select import (
+    offsets_dtype,
+    out_spatial,
+    window_gather,
+    window_slices,
+    window_views,
+)
 from blu.transforms.ad_util import Zero, deflinear, tangent_aval
 from blu.transforms.batching import moveaxis
 
@@ -242,13 +248,14 @@ def _chooser_jvp(prim: Primitive, monoid: str):
         out_sp = out_spatial(xa.shape, *(params[k] for k in _WINDOW))
         win = (params["window_dimensions"], params["window_strides"], params["window_dilation"])
         best = which = None
+        odt = offsets_dtype(params["window_dimensions"])
         for i, xs in enumerate(window_slices(xp, out_sp, *win)):
             if best is None:
-                best, which = xs, full(out_sp, 0, dtypes.int32)
+                best, which = xs, full(out_sp, 0, odt)
                 continue
             take = better(xs, best)  # strictly better: the first extremum keeps the tangent
             best = ew.select(take, xs, best)
-            which = ew.select(take, full(out_sp, i, dtypes.int32), which)
+            which = ew.select(take, full(out_sp, i, odt), which)
         if which is None:  # an empty window: no element, no tangent
             return out, Zero(tangent_aval(get_aval(out)))
         return out, window_gather(t, which, **params)

@@ -190,6 +190,9 @@ def _register() -> None:
     shapes.broadcast_in_dim_p.lowerings["view"] = View(_broadcast_view)
     slicing.slice_p.lowerings["view"] = View(_slice_view)
     shapes.rev_p.lowerings["view"] = View(_rev_view)
+    # a remat barrier read only by products and library calls (LLaMA's rematerialized SwiGLU
+    # input): the saved buffer itself, not a copy a kernel of its own writes
+    ad_ops.optimization_barrier_p.lowerings["view"] = View(_reshape_view, contiguous=True)
     ad_ops.stop_gradient_p.lowerings["identity"] = lambda e: True
     remat.name_p.lowerings["identity"] = lambda e: True  # a name for remat policies only
     pvary_p.lowerings["identity"] = lambda e: True  # marks values varying (shard_map)

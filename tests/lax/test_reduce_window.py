@@ -125,6 +125,27 @@ def test_max_gradient_with_ties_goes_to_the_first_maximum():
     np.testing.assert_array_equal(np.asarray(g), [0.0, 2.0, 1.0, 0.0])
 
 
+@pytest.mark.parametrize("wdims, dtype", [((3, 3), np.int8), ((3, 42), np.int8),
+                                           ((2, 64), np.int16), ((1, 200), np.int16)])  # fmt: skip
+def test_max_offsets_in_the_narrowest_integer_and_a_wide_windows_gradient(wdims, dtype):
+    # ``which`` holds a window offset: int8 up to 127 offsets, int16 beyond (a 200-wide window
+    # names offset 199, which int8 would wrap); the gradient against the first-maximum loop
+    rng = np.random.default_rng(5)
+    x = rng.permutation(4 * 230).reshape(4, 230).astype(np.float64)  # distinct: no ties
+    rw = _rw("max", wdims, (1, 3), ((0, 0), (0, 0)), (1, 1), (1, 1))
+    jaxpr = blu.make_jaxpr(lambda a: blu.jvp(rw, (a,), (a,))[1])(x).jaxpr
+    (gather,) = [e for e in jaxpr.eqns if e.primitive.name == "window_gather"]
+    assert gather.invars[1].aval.dtype == dtype
+    c = rng.standard_normal(np.shape(rw(x)))
+    g = np.asarray(blu.jit(blu.grad(lambda a: (rw(a) * c).sum()))(x))
+    want = np.zeros_like(x)
+    for i, j in itertools.product(*map(range, c.shape)):
+        win = x[i : i + wdims[0], 3 * j : 3 * j + wdims[1]]
+        a, b = np.unravel_index(np.argmax(win), win.shape)
+        want[i + a, 3 * j + b] += c[i, j]
+    np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize(
     "monoid, wdims, strides, pads, bd, wd",
     [

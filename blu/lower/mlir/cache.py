@@ -61,8 +61,9 @@ from blu.lower.mlir import cache_key
 
 # bump when the generated code changes meaning, so stale entries are not reused (a key holds a
 # kernel's jaxpr, not its layout or code). 10: a value gathered from many offsets and read by
-# several equations gets a buffer (``fusion.KernelLayout._shared_gather``)
-CODEGEN_VERSION = "10"
+# several equations gets a buffer (``fusion.KernelLayout._shared_gather``); 11: a widening cast
+# only read there holds its operand instead (``KernelLayout._narrow_source``)
+CODEGEN_VERSION = "11"
 
 
 def cache_dir() -> str:

@@ -121,8 +121,10 @@ class KernelLayout:
             users = consumers.get(v, [])
             if (is_reduction(e) or self._expensive_broadcast(v, users) or self._many_maps(v, users)
                     or self._shared_gather(v, users)):  # fmt: skip
-                self.buffer[v] = ("tmp", len(self.scratch))
-                self.scratch.append(v.aval.strip_weak_type())
+                v = self._narrow_source(v, e, consumers)
+                if v not in self.buffer:
+                    self.buffer[v] = ("tmp", len(self.scratch))
+                    self.scratch.append(v.aval.strip_weak_type())
         self.nests: list[Nest] = []
         self._reads: dict[Var, tuple[dict[Var, bool], bool]] = {}
         self._schedule()
@@ -147,6 +149,16 @@ class KernelLayout:
         """Roughly how expensive recomputing ``v`` inline is (saturating at ``budget``)."""
         return self._inline_sum(v, budget, lambda e: 4 if "expensive" in e.primitive.lowerings
                                 else (1 if is_elementwise(e) else 0))  # fmt: skip
+
+    def _narrow_source(self, v: Var, e: Any, consumers: dict[Var, list[Any]]) -> Var:
+        """What to hold in place of ``v``: the operand of a widening cast that only the cast
+        reads (its readers redo the cast, and the buffer has fewer bytes: a max pool's
+        bfloat16 gradient had been held in float32 for a batch norm's sums), else ``v``."""
+        u = e.invars[0] if e.primitive.name == "convert_element_type" else None
+        if (isinstance(u, Var) and len(consumers.get(u, [])) == 1
+                and u.aval.dtype.itemsize < v.aval.dtype.itemsize):  # fmt: skip
+            return u
+        return v
 
     def _expensive_broadcast(self, v: Var, consumers: list[Any]) -> bool:
         grows = any(

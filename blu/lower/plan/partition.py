@@ -33,11 +33,16 @@ from blu.core.jaxpr import Jaxpr, JaxprEqn, Literal, Var
 from blu.lax.shapes import broadcast_in_dim_p
 from blu.lower import library
 from blu.lower.mlir.scatter import scatter_supported
-from blu.lower.plan.fusion import can_fuse
+from blu.lower.plan.fusion import KernelLayout, can_fuse, is_reduction
 from blu.lower.plan.nodes import Node, NodeKind, Plan
 
 MAX_KERNEL_EQNS = 400  # bounds a kernel's compile time
+# a kernel's launches take every buffer of it as an 8-byte parameter, and a launch's parameters
+# are at most 4352 bytes (sm_90 below PTX 8.1): 544 buffers; kept below with some margin
+MAX_KERNEL_BUFFERS = 512
 MAX_EXPANSION = 16  # most equations recomputed in a reader instead of reading their result
+# elementwise equations cheap enough to recompute in a reader from a narrower operand
+_NARROWING = frozenset({"convert_element_type", "eq", "ne", "lt", "le", "gt", "ge", "neg", "not"})
 
 
 class _Host:
@@ -114,6 +119,16 @@ def partition(jaxpr: Jaxpr, backend: Any = None) -> Plan:
     kinds = classify(jaxpr, backend)
     groups = _group(jaxpr.eqns, kinds)
     nodes = _build(jaxpr, kinds, groups)
+    while True:  # a kernel's buffers are parameters of each of its launches: halve wide groups
+        wide = {n.group for n in nodes if n.kind == NodeKind.KERNEL and n.group is not None
+                and _buffers(n) > MAX_KERNEL_BUFFERS}  # fmt: skip
+        if not wide:
+            break
+        # (program order: the first half never reads the second, and no node outside reads
+        # one half and is read by the other, which would have been a cycle through the group)
+        groups = [h for g in groups
+                  for h in ((g[: len(g) // 2], g[len(g) // 2 :]) if tuple(g) in wide else (g,))]
+        nodes = _build(jaxpr, kinds, groups)
     order = _toposort(nodes)
     if order is None:  # a cycle between groups: give up fusing the groups on it
         done = {id(n) for n in _toposort(nodes, partial=True)}
@@ -248,6 +263,63 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
         return got
 
     memo: dict[int, list[int] | None] = {}
+    group_of = {i: k for k, g in enumerate(groups) for i in g}
+
+    def narrowing(p: int, depth: int = 0) -> tuple[list[int], list[Var]] | None:
+        """``(equations, leaves)``: the cheap elementwise equations (casts, comparisons,
+        ``_NARROWING``) that make ``eqns[p]``'s value from the values ``leaves`` of its own group
+        (or arguments) with fewer bytes, following each operand while that narrows; else None.
+        E.g. ``ct == 0`` of a float32 ``ct = convert(g_bf16)``: leaves ``[g_bf16]``."""
+        e = eqns[p]
+        if kinds[p] == "fuse" and e.primitive.name == "optimization_barrier" and len(e.invars) == 1:
+            # an identity: its operand precedes it, so reading that closes no cycle either
+            return [p], [a for a in e.invars if isinstance(a, Var)]
+        if kinds[p] != "fuse" or e.primitive.name not in _NARROWING or depth > MAX_EXPANSION:
+            return None
+        chain, leaves = [p], []
+        for a in e.invars:
+            q = producer.get(a) if isinstance(a, Var) else None
+            if q is not None and kinds[q] == "const" or not isinstance(a, Var):
+                continue
+            if q is not None and group_of.get(q) != group_of.get(p):
+                return None  # (a third group: reading it could close a cycle)
+            sub = None if q is None else narrowing(q, depth + 1)
+            if sub is not None and _bytes(sub[1]) < _bytes([a]):
+                chain, leaves = chain + sub[0], leaves + sub[1]
+            else:
+                leaves.append(a)
+        if len(chain) > MAX_EXPANSION:
+            return None
+        return chain, list(dict.fromkeys(leaves))
+
+    def copied_narrowings(idxs: list[int], have: set[int]) -> list[int]:
+        """Values of other kernels that ``idxs`` read and that are cheap elementwise functions
+        of fewer bytes there (``narrowing``): recomputed here from those, when the bytes read
+        that the group does not read already are fewer. A float32 cast of a bfloat16
+        activation and its comparison with 0 (a product's transpose, ``_mul_transpose``) would
+        otherwise be written as 5 bytes an element and read back (ResNet's shortcut batch
+        norms); the bfloat16 value is 2. A remat barrier's result (an identity) is read as its
+        operand: the barrier's kernel had written a copy of the saved activation for it."""
+        defined = {v for i in idxs for v in eqns[i].outvars}
+        reads = {a for i in idxs for a in eqns[i].invars if isinstance(a, Var) and a not in defined}
+        out = []
+        for a in sorted(reads, key=lambda v: -_bytes([v])):  # widest first: later ones reuse
+            p = producer.get(a)
+            if p is None or p in have or group_of.get(p) is None:
+                continue
+            got = narrowing(p)
+            if got is None:
+                continue
+            more, barrier = _bytes([v for v in got[1] if v not in reads]), got[0] == [p] and (
+                eqns[p].primitive.name == "optimization_barrier")
+            if more > _bytes([a]) or more == _bytes([a]) and not barrier:
+                continue
+            reads.update(got[1])
+            for q in got[0]:
+                if q not in have:
+                    have.add(q)
+                    out.append(q)
+        return out
 
     def copied_broadcasts(idxs: list[int]) -> list[int]:
         """Broadcasts made in other kernels that these equations read, and elementwise values
@@ -272,6 +344,7 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
     copies: dict[int, set[int]] = {}  # spec position -> equations copied into it
     for g in groups:
         extra = copied_broadcasts(g)
+        extra += copied_narrowings(g + extra, set(g + extra))
         if extra:
             copies[len(specs)] = set(extra)
         specs.append((NodeKind.KERNEL, sorted(const_closure(g + extra) + g + extra)))
@@ -319,6 +392,20 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
             node.group = tuple(i for i in idxs if kinds[i] == "fuse" and i not in copied) or None
         nodes.append(node)
     return nodes
+
+
+def _buffers(node: Node) -> int:
+    """How many buffers a kernel node's launches take: its inputs and outputs, and its private
+    buffers (``KernelLayout.scratch``, each reduction's split partials counted once more)."""
+    n = len(node.inputs) + len(node.outputs)
+    if n <= MAX_KERNEL_BUFFERS // 2:
+        return n
+    layout = KernelLayout(node.jaxpr)
+    return n + len(layout.scratch) + sum(1 for e in node.eqns if is_reduction(e))
+
+
+def _bytes(vs: list[Var]) -> int:
+    return sum(v.aval.size * v.aval.dtype.itemsize for v in vs)
 
 
 def _toposort(nodes: list[Node], partial: bool = False) -> list[Node] | None:

@@ -59,3 +59,38 @@ def test_values_match_numpy():
     hit = labels[:, None] == np.arange(V)[None, :]
     z = x.astype(np.float64) @ w.T
     np.testing.assert_allclose(float(loss), (np.where(hit, z, 0.0) - hit * 0.9).sum(), rtol=1e-4)
+
+
+def _widened(x, y):
+    # a bfloat16 value whose float32 cast and its ``== 0`` a later kernel reads (after the
+    # product, which reads the value too): the reader recomputes the cast and the comparison
+    h = x * 2.0
+    w = h.astype(np.float32)
+    d = (h @ y).astype(np.float32)
+    return bnp.where(w == 0.0, 1.0, w * d)
+
+
+@pytest.mark.parametrize("target", [None, "cuda:sm_90"])
+def test_a_widened_value_travels_narrow(target):
+    S, bf16 = blu.ShapeDtypeStruct, blu.numpy.bfloat16
+    low = blu.jit(_widened).lower(S((C, C), bf16), S((C, C), bf16), target=target)
+    nodes = low._program.plan.nodes
+    crossing = {v for n in nodes for v in n.outputs if n.kind == "kernel"}
+    crossing &= {v for n in nodes for v in n.inputs}
+    # the first kernel hands over h alone (bfloat16): no float32 copy of it, no mask
+    assert [v.aval.dtype for v in crossing] == [np.dtype(bf16)]
+    # the kernel after the product recomputes the cast and the mask from h
+    (last,) = [n for n in nodes if n.kind == "kernel" and any(v in crossing for v in n.inputs)]
+    assert {"convert_element_type", "eq"} <= {e.primitive.name for e in last.eqns}
+
+
+def test_widened_values_match_numpy():
+    rng = np.random.default_rng(1)
+    x, y = (rng.standard_normal((C, C)).astype(blu.numpy.bfloat16) for _ in range(2))
+    x[0, :3] = 0  # some entries where the mask takes the other branch
+    got = np.asarray(blu.jit(_widened)(x, y), np.float64)
+    h = np.asarray(x, np.float64) * 2
+    d = h @ np.asarray(y, np.float64)
+    want = np.where(h == 0, 1.0, h * d)
+    # d is rounded to bfloat16 by the product (8 bits): its relative error
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())

@@ -412,3 +412,29 @@ def test_overlapping_arguments_match_pairwise_may_share_memory(views):
         if i != k and a.size and b.size and np.may_share_memory(a, b)
     }
     assert _overlapping(arrays) == want
+
+
+def _many_updates(lr, *pg):
+    # an optimizer-like step: every parameter's update reads one scalar made from lr, which
+    # pulls them all into one group; 190 of them: 571 buffers in one kernel
+    s = lr * 2.0
+    n = len(pg) // 2
+    return [p - s * g for p, g in zip(pg[:n], pg[n:])]
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda:sm_90"])
+def test_no_kernel_takes_more_buffers_than_a_launch_can(target):
+    from blu.lower.plan.partition import MAX_KERNEL_BUFFERS, _buffers
+
+    S = blu.ShapeDtypeStruct
+    specs = [S((), np.float32)] + [S((3, 5), np.float32)] * 380
+    prog = blu.jit(_many_updates).lower(*specs, target=target)._program
+    kernels = [n for n in prog.plan.nodes if n.kind == "kernel"]
+    assert all(_buffers(n) <= MAX_KERNEL_BUFFERS for n in kernels)
+    assert sum(len(n.outputs) for n in kernels) >= 190  # every update still fused somewhere
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s.shape).astype(np.float32) for s in specs]
+    got = blu.jit(_many_updates)(*args)
+    for i, out in enumerate(got):
+        np.testing.assert_allclose(np.asarray(out), args[1 + i] - 2.0 * args[0] * args[191 + i],
+                                   rtol=1e-6, atol=1e-6)  # fmt: skip
