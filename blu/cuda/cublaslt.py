@@ -353,14 +353,14 @@ class CublasLt:
     def _search(self, p: _Plan, call_args: tuple, accumulate: bool, stream: int) -> None:
         """Time the plan's candidates on this call's operands; keep the fastest."""
         p.searched = True
-        if accumulate or self._capturing(stream):  # each timed run would add into D again
+        handle, desc, alpha, a, a_l, b, b_l, beta, c, c_l, d, d_l = call_args
+        if (accumulate and c == d) or self._capturing(stream):  # each run would add into D again
             return
         self.num_searches += 1
-        handle, desc, alpha, a, a_l, b, b_l, beta, d, c_l, d_l = call_args
 
         def run(i: int) -> None:
             ws = int(p.heuristics["workspace_size"][i])
-            self._call("matmul", handle, desc, alpha, a, a_l, b, b_l, beta, d, c_l, d, d_l,
+            self._call("matmul", handle, desc, alpha, a, a_l, b, b_l, beta, c, c_l, d, d_l,
                        p.heuristics[i : i + 1].ctypes.data,
                        self.workspace_ptr if ws else 0, self.workspace_bytes if ws else 0,
                        stream)  # fmt: skip
@@ -390,9 +390,10 @@ class CublasLt:
         bias_ptr: int = 0,
         aux_ptr: int = 0,
         accumulate: bool = False,
+        c_ptr: int = 0,
         stream: int = 0,
     ) -> None:
-        """Queue ``D = op(A) @ op(B)`` (+ epilogue; ``+ D`` if ``accumulate``) on ``stream``.
+        """Queue ``D = op(A) @ op(B)`` (+ epilogue; ``+ C`` if ``accumulate``) on ``stream``.
 
         Args:
             spec: from ``gemm_spec`` (``a`` is blu's rhs, ``b`` blu's lhs).
@@ -402,7 +403,8 @@ class CublasLt:
             epilogue: see the module docstring.
             bias_ptr: bias vector (input for ``*bias``, output for ``*bgrad*``).
             aux_ptr: GELU aux matrix (output for ``gelu_aux*``, input for ``dgelu*``).
-            accumulate: add into the existing ``D`` (beta = 1), e.g. gradient accumulation.
+            accumulate: add ``C`` (beta = 1), e.g. gradient accumulation.
+            c_ptr: ``C``, of ``D``'s layout and dtype (0: ``D`` itself, added into in place).
             stream: CUDA stream handle.
 
         Raises:
@@ -434,13 +436,14 @@ class CublasLt:
                 "cuBLASLt: k = 0 (an empty contraction): fill the output with zeros instead"
             )
         comp, _ = compute_type(a_dt, precision)
+        c_ptr = c_ptr or d_ptr
         key = MatmulKey(
             spec,
             a_dt,
             d_dt,
             comp,
             epilogue,
-            (alignment(a_ptr), alignment(b_ptr), alignment(d_ptr), alignment(d_ptr)),
+            (alignment(a_ptr), alignment(b_ptr), alignment(c_ptr), alignment(d_ptr)),
             accumulate,
         )
         p = self.plans.get(key) or self.plan(key, bias_ptr, aux_ptr)
@@ -453,8 +456,8 @@ class CublasLt:
         a_l, b_l, c_l, d_l = p.layouts
         beta = (p.beta1 if accumulate else p.beta0).ctypes.data
         if not p.searched:
-            args = (self.handle, p.desc, p.alpha.ctypes.data, a_ptr, a_l, b_ptr, b_l, beta, d_ptr,
-                    c_l, d_l)  # fmt: skip
+            args = (self.handle, p.desc, p.alpha.ctypes.data, a_ptr, a_l, b_ptr, b_l, beta, c_ptr,
+                    c_l, d_ptr, d_l)  # fmt: skip
             self._search(p, args, accumulate, stream)
         self._call(
             "matmul",
@@ -466,7 +469,7 @@ class CublasLt:
             b_ptr,
             b_l,
             beta,
-            d_ptr,
+            c_ptr,
             c_l,
             d_ptr,
             d_l,

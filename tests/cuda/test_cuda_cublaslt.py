@@ -431,6 +431,21 @@ def test_no_search_while_capturing_or_accumulating():
     assert lib.algos == [0] and dev.matmul_handle().num_searches == 0
 
 
+def test_accumulate_from_another_c_searches_and_leaves_c():
+    # D = A B + C with C apart from D: the timed runs each write D afresh, so the search runs
+    dev, lib = _searching_device({0: 3.0, 1: 1.0}, candidates=2)
+    rng = np.random.default_rng(1)
+    x, w, c = rng.standard_normal((5, 7)), rng.standard_normal((7, 3)), rng.standard_normal((5, 3))
+    dx, dw, dc = (bc.device_put(a, dev) for a in (x, w, c))
+    out = bc.DeviceArray.empty((5, 3), np.float64, dev)
+    h = dev.matmul_handle()
+    h.matmul(lt.gemm_spec(x.shape, w.shape, DN), dw.ptr, dx.ptr, out.ptr, in_dtype=np.float64,
+             out_dtype=np.float64, accumulate=True, c_ptr=dc.ptr)  # fmt: skip
+    np.testing.assert_allclose(np.asarray(out), c + x @ w, rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(dc), c)
+    assert h.num_searches == 1 and lib.algos[-1] == 1
+
+
 def test_without_search_the_heuristic_first_choice():
     dev = FakeDevice()
     lib = dev.matmul_handle().lib

@@ -369,6 +369,21 @@ def test_cublaslt_products(dev, case, precision):
     assert err < TOL[precision], err
 
 
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_cublaslt_adds_another_c(dev, dtype):
+    # D = A B + C, C apart from D (the plan's dot_acc): C stays, D has the sum; with its search
+    lhs, rhs, c = fresh((256, 512), 32, dtype), fresh((512, 192), 33, dtype), fresh((256, 192), 34)
+    dl, dr = bc.device_put(lhs, dev), bc.device_put(rhs, dev)
+    dc = bc.device_put(c.astype(np.float32), dev)
+    out = bc.DeviceArray.empty((256, 192), np.float32, dev)
+    dev.matmul_handle().matmul(lt.gemm_spec(lhs.shape, rhs.shape, DN), dr.ptr, dl.ptr, out.ptr,
+                               in_dtype=dtype, out_dtype=np.float32, precision="fp32",
+                               accumulate=True, c_ptr=dc.ptr)  # fmt: skip
+    want = lhs.astype(np.float64) @ rhs.astype(np.float64) + c
+    assert rel_err(out, want) < 1e-5
+    np.testing.assert_array_equal(np.asarray(dc), c.astype(np.float32))
+
+
 def test_strict_fp32_is_not_tf32(dev):
     from blu.cuda.products import dot_general
 

@@ -252,6 +252,8 @@ NOT_OPERATIONS: dict[str, str] = {
     "derivative (test_gpu_epilogues: against float64 and the unfused program)",
     "prim:dot_bias": "made only by the CUDA plan from a product plus a bias no kernel reads "
     "(test_gpu_epilogues: against float64 and the unfused program)",
+    "prim:dot_acc": "made only by the CUDA plan from a product plus a value of its shape "
+    "(test_gpu_epilogues: against float64; test_gpu_transformer_step: models against the CPU)",
     "prim:dot_product_attention_fwd_packed": "made only by the CUDA plan from attention on "
     "slices of one array (test_packed_attention: against float64 and the unpacked program)",
     "prim:dot_product_attention_bwd_packed": "made only by the CUDA plan from the attention "

@@ -1,4 +1,5 @@
-"""cuBLASLt epilogues in GPU programs: a product, its bias and the tanh GELU as one library call.
+"""cuBLASLt epilogues in GPU programs: a product, its bias and the tanh GELU as one library call
+(and a product with a value added, ``C``).
 
 A transformer's MLP computes ``a = gelu_tanh(x @ W + b)``. Lowered as it is, the product writes
 ``h = x @ W`` and a fused kernel reads ``h`` back, adds the bias and applies the GELU (and, in a
@@ -32,6 +33,12 @@ library call or a product: the QKV projection before the attention) becomes ``do
 ``BIAS`` epilogue, in every float dtype: the sum is otherwise a kernel that reads and writes the
 whole ``(M, N)`` result again (docs/benchmarks/gpt2_gpu.md, session 8).
 
+A product added to a value of its shape and dtype, the product read by nothing else, becomes
+``dot_acc``: cuBLASLt adds the value as its ``C`` (beta = 1) into a new ``D``, so the product's
+result is never written and read back by a sum kernel: a chunked classifier's weight gradient
+(``acc + h_i^T dz_i``, float32 of the vocabulary times the width each chunk), a residual sum
+after a projection without bias (LLaMA), a gradient summed from two paths.
+
 (``hb`` must be a ``dot_bias_gelu``'s aux output; the multiply may be blu's NaN-guarded form from
 ``mul``'s transpose, which zeroes ``d`` where ``g`` is zero and ``d`` NaN: the epilogue's
 derivative is finite wherever ``hb`` is.)
@@ -56,7 +63,7 @@ from blu.lax.dot import dot_general_p
 from blu.lower.library import LibraryLowering, register_library
 from blu.lower.slots import made_by_plan
 
-__all__ = ["dot_bias_p", "dot_bias_gelu_p", "dot_dgelu_p", "fuse_epilogues"]
+__all__ = ["dot_acc_p", "dot_bias_p", "dot_bias_gelu_p", "dot_dgelu_p", "fuse_epilogues"]
 
 GELU_NAME = "gelu_tanh"  # the custom_jvp lowering names matched
 GELU_GRAD_NAME = "gelu_tanh_grad"
@@ -85,9 +92,11 @@ def _cpu_call(prim: Primitive):
     return cpu
 
 
-def _gpu_call(epilogue: str, bias: tuple | None = None, aux: tuple | None = None):
-    """The library call of a product with cuBLASLt's ``epilogue``; ``bias``/``aux``: where
-    their pointers are, ``("in", i)`` or ``("out", i)`` (None: no such pointer)."""
+def _gpu_call(epilogue: str, bias: tuple | None = None, aux: tuple | None = None,
+              c: tuple | None = None):  # fmt: skip
+    """The library call of a product with cuBLASLt's ``epilogue``; ``bias``/``aux``/``c``:
+    where their pointers are, ``("in", i)`` or ``("out", i)`` (None: no such pointer; a ``c``
+    is added to the product, beta = 1)."""
 
     def gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, _precision="default",
             **params):  # fmt: skip
@@ -97,7 +106,7 @@ def _gpu_call(epilogue: str, bias: tuple | None = None, aux: tuple | None = None
         dev.matmul_handle().matmul(
             spec, ins[1], ins[0], outs[0], in_dtype=lhs.dtype, out_dtype=out_avals[0].dtype,
             precision=_precision, epilogue=epilogue, bias_ptr=at(bias), aux_ptr=at(aux),
-            stream=stream,
+            accumulate=c is not None, c_ptr=at(c), stream=stream,
         )  # fmt: skip
 
     return gpu
@@ -109,6 +118,8 @@ dot_bias_gelu_p = Primitive("dot_bias_gelu", multiple_results=True)
 dot_dgelu_p = Primitive("dot_dgelu")
 # ``dot_general(lhs, rhs) + bias`` (bias along the last axis)
 dot_bias_p = Primitive("dot_bias")
+# ``dot_general(lhs, rhs) + c`` (``c`` of the product's shape and dtype; cuBLASLt's beta = 1)
+dot_acc_p = Primitive("dot_acc")
 
 
 @dot_bias_gelu_p.def_abstract_eval
@@ -117,7 +128,7 @@ def _abstract_eval(lhs, rhs, bias, **params):
     return [out, out]
 
 
-for _p in (dot_dgelu_p, dot_bias_p):
+for _p in (dot_dgelu_p, dot_bias_p, dot_acc_p):
     _p.def_abstract_eval(lambda lhs, rhs, _, **params: dot_general_p.abstract_eval(lhs, rhs,
                                                                                    **params))
 
@@ -145,12 +156,21 @@ def _bias_impl(lhs, rhs, bias, **params):
     return (prod + np.asarray(bias, acc)).astype(out.dtype)
 
 
+@dot_acc_p.def_impl
+def _acc_impl(lhs, rhs, c, **params):
+    """``c`` added to the float32 product, rounded once."""
+    out, prod, acc = _product(lhs, rhs, params)
+    return (prod + np.asarray(c, acc)).astype(out.dtype)
+
+
 _gpu = _gpu_call("gelu_aux_bias", bias=("in", 2), aux=("out", 1))
 _dgelu_gpu = _gpu_call("dgelu", aux=("in", 2))
 _bias_gpu = _gpu_call("bias", bias=("in", 2))
+_acc_gpu = _gpu_call("none", c=("in", 2))
 
-made_by_plan("cuda", dot_bias_gelu_p, dot_dgelu_p, dot_bias_p)
-for _prim, _gpu_fn in ((dot_bias_gelu_p, _gpu), (dot_dgelu_p, _dgelu_gpu), (dot_bias_p, _bias_gpu)):
+made_by_plan("cuda", dot_bias_gelu_p, dot_dgelu_p, dot_bias_p, dot_acc_p)
+for _prim, _gpu_fn in ((dot_bias_gelu_p, _gpu), (dot_dgelu_p, _dgelu_gpu), (dot_bias_p, _bias_gpu),
+                       (dot_acc_p, _acc_gpu)):  # fmt: skip
     register_library(
         _prim,
         LibraryLowering(
@@ -173,7 +193,7 @@ def fuse_epilogues(jaxpr: Jaxpr) -> Jaxpr:
     ``config.gpu_epilogues`` is off."""
     if not config.gpu_epilogues:
         return jaxpr
-    return _fuse_bias(_fuse_gelu(jaxpr))
+    return _fuse_accumulate(_fuse_bias(_fuse_gelu(jaxpr)))
 
 
 def _fuse_gelu(jaxpr: Jaxpr) -> Jaxpr:
@@ -266,6 +286,55 @@ def _fuse_bias(jaxpr: Jaxpr) -> Jaxpr:
         return jaxpr
     eqns = [x for x in (replace.get(id(e), e) for e in jaxpr.eqns) if x is not None]
     return dce_jaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars))
+
+
+_ACC_FLOATS = _BIAS_FLOATS
+_F32 = np.dtype(np.float32)
+
+
+def _fuse_accumulate(jaxpr: Jaxpr) -> Jaxpr:
+    """Each ``c + dot_general(...)`` whose product nothing else reads made ``dot_acc``: the
+    product adds ``c`` (beta = 1) instead of writing its result for a kernel that reads it and
+    ``c`` back. A chunked classifier's weight gradient is such a chain (``acc + h_i^T dz_i``
+    per chunk, float32 of the vocabulary times the width: GPT-2 124M's 154 MB, LLaMA-1B's
+    1 GB, each written and read once more a chunk)."""
+    producer = producers(jaxpr)
+    outs = {v for v in jaxpr.outvars if isinstance(v, Var)}
+    uses = use_counts(jaxpr)
+    replace: dict[int, JaxprEqn | None] = {}
+    for e in jaxpr.eqns:
+        if e.primitive.name != "add" or len(e.invars) != 2:
+            continue
+        for d_var, c_var in (e.invars, e.invars[::-1]):
+            dot = producer.get(d_var) if isinstance(d_var, Var) else None
+            if (dot is None or dot.primitive is not dot_general_p or id(dot) in replace
+                    or uses.get(d_var) != 1 or d_var in outs or not isinstance(c_var, Var)
+                    or not _acc_ok(dot, c_var, e.outvars[0])):  # fmt: skip
+                continue
+            replace[id(e)] = JaxprEqn(dot_acc_p, [*dot.invars, c_var], dict(dot.params),
+                                      [e.outvars[0]], source=dot.source)  # fmt: skip
+            replace[id(dot)] = None
+            break
+    if not replace:
+        return jaxpr
+    eqns = [x for x in (replace.get(id(e), e) for e in jaxpr.eqns) if x is not None]
+    return dce_jaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars))
+
+
+def _acc_ok(dot: JaxprEqn, c: Var, out: Var) -> bool:
+    """cuBLASLt adds ``c`` in the product: ``c``, the product and the sum of one shape and
+    float dtype, no batch axes, a layout read without copies, nothing empty."""
+    o = dot.outvars[0].aval
+    if o.dtype not in _ACC_FLOATS or c.aval.dtype != o.dtype or out.aval.dtype != o.dtype:
+        return False
+    if c.aval.shape != o.shape or out.aval.shape != o.shape or len(o.shape) != 2:
+        return False
+    lhs, rhs = dot.invars
+    ins = lhs.aval.dtype
+    if rhs.aval.dtype != ins or ins not in _ACC_FLOATS or (o.dtype != ins and o.dtype != _F32):
+        return False  # (cuBLASLt's pairs: one operand dtype, out that or float32)
+    spec = gemm_spec(lhs.aval.shape, rhs.aval.shape, dot.params["dimension_numbers"])
+    return spec is not None and spec.batch == 1 and spec.m * spec.n * spec.k > 0
 
 
 def _derivative(x, g, derivs: dict, producer: dict):

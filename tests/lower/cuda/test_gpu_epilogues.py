@@ -13,12 +13,13 @@ from hypothesis import strategies as st
 
 import blu
 import blu.cuda as bc
+import blu.numpy as bnp
 from blu import nn
 from blu.core import pytree
 from blu.cuda.cublaslt import gelu_tanh, gelu_tanh_grad
 from blu.cuda.fake import FakeDevice
 from blu.lower.cuda import epilogues
-from blu.lower.cuda.epilogues import dot_bias_gelu_p, dot_bias_p, dot_dgelu_p
+from blu.lower.cuda.epilogues import dot_acc_p, dot_bias_gelu_p, dot_bias_p, dot_dgelu_p
 
 TOL = {np.dtype(f32): 2e-5, np.dtype(bf16): 2e-2}
 
@@ -120,6 +121,37 @@ def test_what_is_not_rewritten():
         assert "library[dot_bias_gelu]" not in _labels(_mlp(bf16), x, w, b)
 
 
+def _chunked_weight_grad(h, z):
+    # a chunked classifier's weight gradient: acc + h_i^T z_i over row chunks (float32 result of
+    # bfloat16 operands); the first product is read by the sum with the second
+    acc = None
+    for i in range(0, h.shape[0], 4):
+        d = blu.lax.dot_general(h[i : i + 4].astype(bf16), z[i : i + 4].astype(bf16),
+                                (((0,), (0,)), ((), ())), preferred_element_type=f32)  # fmt: skip
+        acc = d if acc is None else acc + d
+    return acc
+
+
+def test_products_added_to_a_value_take_it_as_c():
+    rng = np.random.default_rng(9)
+    h, z = rng.standard_normal((12, 16)).astype(f32), rng.standard_normal((12, 24)).astype(f32)
+    labels = _labels(_chunked_weight_grad, h, z)
+    # three chunks: the second and third products add the running sum in the product
+    assert labels.count("library[dot_acc]") == 2, labels
+    assert not any("add" in x for x in labels if x.startswith("kernel")), labels  # no sum kernel
+    x, w, c = rng.standard_normal((6, 16)), rng.standard_normal((16, 8)), rng.standard_normal(8)
+    cases = {
+        "read twice": lambda x, w, c: (x @ w) + (x @ w) * c,
+        "c broadcast (a bias)": lambda x, w, c: x @ w + c,
+        "batched": lambda x, w, c: bnp.einsum("bij,bjk->bik", x, w) + c,
+    }  # fmt: skip
+    for what, f in cases.items():
+        args = (x[None], w[None], np.ones((1, 6, 8))) if what == "batched" else (x, w, c)
+        assert "library[dot_acc]" not in _labels(f, *args), what
+    with blu.config.override(gpu_epilogues=False):
+        assert "library[dot_acc]" not in _labels(_chunked_weight_grad, h, z)
+
+
 def test_the_cpu_program_is_not_rewritten():
     text = blu.jit(_mlp(bf16)).lower(*_args(np.random.default_rng(2)), target="cpu").as_text()
     assert "dot_bias_gelu" not in text
@@ -182,6 +214,36 @@ def test_bias_primitive_against_float64(m, k, n, dt, seed):
     tol = TOL[np.dtype(dt)]
     assert got.dtype == np.dtype(dt) and got.shape == (m, n)
     np.testing.assert_allclose(got.astype(f64), want, rtol=tol, atol=tol)
+
+
+@settings(max_examples=20, deadline=None)
+@given(m=st.integers(1, 9), k=st.integers(1, 17), n=st.integers(1, 33),
+       dt=st.sampled_from([f32, bf16]), seed=st.integers(0, 2**16))  # fmt: skip
+def test_acc_primitive_against_float64(m, k, n, dt, seed):
+    rng = np.random.default_rng(seed)
+    x, w, c = (rng.standard_normal(s).astype(dt) for s in ((m, k), (k, n), (m, n)))
+    got = dot_acc_p.impl(x, w, c, dimension_numbers=(((1,), (0,)), ((), ())), precision=None,
+                         preferred_element_type=None)  # fmt: skip
+    want = x.astype(f64) @ w.astype(f64) + c.astype(f64)
+    tol = TOL[np.dtype(dt)]
+    assert got.dtype == np.dtype(dt) and got.shape == (m, n)
+    np.testing.assert_allclose(got.astype(f64), want, rtol=tol, atol=tol * (1 + np.abs(want).max()))
+
+
+def test_acc_call_reads_c_and_writes_another_buffer():
+    dev = FakeDevice()
+    rng = np.random.default_rng(10)
+    x, w, c = (rng.standard_normal(s).astype(f32) for s in ((5, 7), (7, 12), (5, 12)))
+    dx, dw, dc = put(dev, x, w, c)
+    out = bc.DeviceArray.empty((5, 12), f32, dev)
+    avals = [blu.ShapeDtypeStruct(a.shape, a.dtype) for a in (x, w, c)]
+    epilogues._acc_gpu(dev, 0, [dx.ptr, dw.ptr, dc.ptr], [out.ptr], 0, avals,
+                       [blu.ShapeDtypeStruct((5, 12), f32)],
+                       dimension_numbers=(((1,), (0,)), ((), ())), precision=None,
+                       preferred_element_type=None)  # fmt: skip
+    want = x.astype(f64) @ w.astype(f64) + c.astype(f64)
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(dc), c)  # C is read, not written
 
 
 def test_bias_call_maps_operands_for_cublaslt():
@@ -258,3 +320,14 @@ def test_jitted_mlp_value_and_gradients_match_the_unfused_program(dt):
         for g, r in zip(got, want):
             g, r = np.asarray(g, f64), np.asarray(r, f64)
             np.testing.assert_allclose(g, r, rtol=tol, atol=tol * np.max(np.abs(r)))
+
+
+@GPU_MARKS[0]
+@GPU_MARKS[1]
+def test_jitted_chunked_weight_gradient_matches_float64():
+    dev = make_device()
+    rng = np.random.default_rng(11)
+    h, z = rng.standard_normal((64, 48)).astype(f32), rng.standard_normal((64, 40)).astype(f32)
+    got = np.asarray(blu.jit(_chunked_weight_grad)(*put(dev, h, z)), f64)
+    hb, zb = (a.astype(bf16).astype(f64) for a in (h, z))  # the products' bfloat16 operands
+    np.testing.assert_allclose(got, hb.T @ zb, rtol=1e-5, atol=1e-5 * np.abs(hb.T @ zb).max())
