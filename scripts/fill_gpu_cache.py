@@ -57,6 +57,8 @@ GPU_TESTS = [
     "tests/examples/test_gpt2_decode.py",
     "tests/lower/cuda/test_cudnn_conv_plan.py",
     "tests/lax/test_conv_primitive.py",
+    "tests/lower/cuda/test_gpu_vision_step.py",
+    "tests/lower/cuda/test_gpu_transformer_step.py",
 ]
 # the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps
 # sets the learning-rate schedule's constants)
