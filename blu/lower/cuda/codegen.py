@@ -57,7 +57,7 @@ from blu.lower.cuda.codegen_strided import (
     loads_first,
     map_unroll,
 )
-from blu.lower.mlir.codegen import KernelEmitter
+from blu.lower.mlir.codegen import KernelEmitter, deep_recursion
 from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.mlir.launch import BLOCK, MAX_MAP_GRID, Launch  # noqa: F401  (re-exported)
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix
@@ -497,7 +497,8 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
 
 def emit_gpu_kernel(layout: KernelLayout, name: str) -> str:
     """The MLIR text (gpu, scf, arith, math, memref dialects) of a fused kernel for the GPU."""
-    return GpuKernelEmitter(layout, name).emit()
+    with deep_recursion(layout):
+        return GpuKernelEmitter(layout, name).emit()
 
 
 def partial_dtype(dt: np.dtype) -> np.dtype:

@@ -9,6 +9,9 @@ so shared subexpressions are computed once per element.
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -296,4 +299,22 @@ def emit_kernel(
     """The MLIR text (func, arith, math, scf, memref dialects) of a fused kernel; ``inplace``:
     outputs written over inputs; ``rows``: it takes a row range, its nests run by blocks of
     ``block`` rows (``KernelEmitter``)."""
-    return KernelEmitter(layout, name, inplace, rows, block).emit()
+    with deep_recursion(layout):
+        return KernelEmitter(layout, name, inplace, rows, block).emit()
+
+
+@contextlib.contextmanager
+def deep_recursion(layout: KernelLayout) -> Iterator[None]:
+    """Room on Python's stack for ``value``'s recursion through an inlined chain as long as the
+    kernel (a few frames an equation: a 200-step chain of ``sin(x) * c`` had exceeded the
+    default limit of 1000). Python 3.11+ calls Python functions without C recursion, so a higher
+    limit costs no C stack."""
+    need = 1000 + 8 * len(layout.jaxpr.eqns)
+    old = sys.getrecursionlimit()
+    if need > old:
+        sys.setrecursionlimit(need)
+    try:
+        yield
+    finally:
+        if need > old:
+            sys.setrecursionlimit(old)

@@ -213,6 +213,21 @@ def test_elementwise(dev, fn, ref, dt, domain):
     check(out, expect if expect.dtype == bool_ else expect.astype(np.asarray(out).dtype))
 
 
+def test_a_long_chain_is_one_kernel(dev):
+    # 400 equations of one elementwise chain in one kernel: its emitter recurses through every
+    # link (the default recursion limit of 1000 had been exceeded at 200 links)
+    def f(x):
+        for _ in range(200):
+            x = lax.sin(x) * 1.0001
+        return x
+
+    x = gen("any", f32, SHAPE, np.random.default_rng(3))
+    want = x.astype(f64)
+    for _ in range(200):
+        want = np.sin(want) * 1.0001
+    check(blu.jit(f)(put(dev, x)), want)
+
+
 @pytest.mark.parametrize("shape", [(0, 129), (1, 1)], ids=["size0", "size1"])
 def test_elementwise_degenerate_sizes(dev, shape):
     x = gen("pos", f32, shape, np.random.default_rng(1))
