@@ -74,6 +74,7 @@ def kernel_traffic(node: Any) -> list[tuple[str, int]]:
         read: set = set()
         for m in members:
             read.update(layout.reads(m)[0])
+        read -= set(members)  # (computed in this launch, not read back)
         points = math.prod(nest.shape)  # a slice of a value reads at most one element a point
         moved = sum(min(v.aval.size, points) * v.aval.dtype.itemsize for v in read)
         written = [m for m in members if m in layout.buffer]
