@@ -44,6 +44,7 @@ from blu.lax.window_select import (
 )
 from blu.transforms.ad_util import Zero, deflinear, tangent_aval
 from blu.transforms.batching import moveaxis
+from blu.transforms.remat import checkpoint_name
 
 __all__ = ["reduce_window"]
 
@@ -258,11 +259,18 @@ def _chooser_jvp(prim: Primitive, monoid: str):
             which = ew.select(take, full(out_sp, i, odt), which)
         if which is None:  # an empty window: no element, no tangent
             return out, Zero(tangent_aval(get_aval(out)))
+        # named for rematerialization policies: a block can keep these offsets (one byte an
+        # output) instead of recomputing its input to find them again (a padded copy, every
+        # window offset read) in the backward pass, as torch.compile keeps max pooling's
+        which = checkpoint_name(which, WINDOW_OFFSETS)
         return out, window_gather(t, which, **params)
 
     prim.def_jvp(jvp)
 
 
+# the ``checkpoint_name`` of a windowed max's or min's chosen offsets (``which``, the output's
+# shape, int8 for windows up to 127 elements): ``save_only_these_names(WINDOW_OFFSETS)`` keeps them
+WINDOW_OFFSETS = "reduce_window_offsets"
 _WINDOW = ("window_dimensions", "window_strides", "padding", "base_dilation", "window_dilation")
 _chooser_jvp(reduce_window_max_p, "max")
 _chooser_jvp(reduce_window_min_p, "min")

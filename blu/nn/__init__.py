@@ -42,12 +42,13 @@ from blu.nn.activations import *  # noqa: F403
 from blu.nn.activations import __all__ as _activations
 from blu.nn.classifier import linear_cross_entropy
 from blu.nn.attention import causal_self_attention, dot_product_attention
-from blu.nn.pooling import avg_pool, max_pool, min_pool
+from blu.nn.pooling import POOL_OFFSETS, avg_pool, max_pool, min_pool
 from blu.nn.normalization import BATCH_NORM_STATISTICS, batch_norm, group_norm
 from blu.nn import initializers
 
 __all__ = [
     "BATCH_NORM_STATISTICS",
+    "POOL_OFFSETS",
     "avg_pool",
     "batch_norm",
     "causal_self_attention",

@@ -14,9 +14,14 @@ from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.lax.windowed import identity
+from blu.lax.windowed import WINDOW_OFFSETS, identity
 
-__all__ = ["avg_pool", "max_pool", "min_pool"]
+__all__ = ["POOL_OFFSETS", "avg_pool", "max_pool", "min_pool"]
+
+# the ``checkpoint_name`` of max (and min) pooling's chosen window offsets, one byte an output:
+# ``checkpoint_policies.save_only_these_names(POOL_OFFSETS)`` keeps them for the backward pass
+# of a rematerialized block, which then does not recompute the pooled input to find them
+POOL_OFFSETS = WINDOW_OFFSETS
 
 
 def _pool(
@@ -81,7 +86,8 @@ def max_pool(
             never win: they hold ``-inf``).
 
     Returns:
-        The pooled array, ``inputs``' dtype. Its gradient reaches each window's first maximum.
+        The pooled array, ``inputs``' dtype. Its gradient reaches each window's first maximum
+        (the offsets found in the forward pass are named ``POOL_OFFSETS`` for remat policies).
 
     Raises:
         BluShapeError: too few axes or strides for the window. BluValueError: bad padding.

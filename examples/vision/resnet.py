@@ -146,10 +146,12 @@ def init(cfg: ResNetConfig, key) -> tuple[dict, dict]:
     return params, stats
 
 
-# batch norm's per-channel statistics (``nn.batch_norm`` tags them): what a rematerialized block
-# keeps; the rest (the normalized values, the ReLU's mask, max pooling's) is recomputed in the
-# backward pass from the convolution's output, as torch.compile's ResNet does
-_KEEP_STATS = blu.checkpoint_policies.save_only_these_names(*nn.BATCH_NORM_STATISTICS)
+# batch norm's per-channel statistics (``nn.batch_norm`` tags them) and max pooling's window
+# offsets (int8, ``nn.POOL_OFFSETS``): what a rematerialized block keeps; the rest (the
+# normalized values, the ReLU's mask) is recomputed in the backward pass from the convolution's
+# output, as torch.compile's ResNet does (it keeps max pooling's offsets in int8 too)
+_KEEP_STATS = blu.checkpoint_policies.save_only_these_names(*nn.BATCH_NORM_STATISTICS,
+                                                            nn.POOL_OFFSETS)  # fmt: skip
 
 
 def apply(params: dict, batch_stats: dict, x, cfg: ResNetConfig, *, train: bool):

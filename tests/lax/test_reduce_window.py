@@ -240,3 +240,19 @@ def test_pool_gradients_and_errors():
         nn.max_pool(x, (2, 2), (1,))
     with pytest.raises(BluError, match="padding"):
         nn.avg_pool(x, (2, 2), padding=((1, 1),))
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_remat_policy_can_keep_the_pool_offsets(keep):
+    # saved (int8, the pooled shape), they cross from the forward's kernel to the backward's
+    # instead of being found again there; the gradient is the same either way
+    x = np.random.default_rng(6).standard_normal((2, 8, 8, 3)).astype(np.float32)
+    block = lambda a: nn.max_pool(nn.relu(a), (3, 3), (2, 2), ((1, 1), (1, 1)))  # noqa: E731
+    names = (nn.POOL_OFFSETS,) if keep else ()
+    rem = blu.checkpoint(block, policy=blu.checkpoint_policies.save_only_these_names(*names))
+    grad = blu.jit(blu.grad(lambda a: (rem(a) ** 2).sum()))
+    nodes = grad.lower(x, target="cuda:sm_90")._program.plan.nodes
+    crossing = {v.aval.str_short() for n in nodes if n.kind == "kernel" for v in n.outputs}
+    assert ("i8[2,4,4,3]" in crossing) == keep, crossing
+    want = blu.grad(lambda a: (block(a) ** 2).sum())(x)
+    np.testing.assert_allclose(np.asarray(grad(x)), np.asarray(want), rtol=1e-6)
