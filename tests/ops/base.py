@@ -151,6 +151,7 @@ NOT_OPERATIONS: dict[str, str] = {
     **{f"numpy.{n}": "a dtype or dtype class" for n in _DTYPES},
     **{f"numpy.{n}": "a constant" for n in ("e", "euler_gamma", "inf", "nan", "pi", "newaxis")},
     "nn.BATCH_NORM_STATISTICS": "a constant (the checkpoint names of batch norm's statistics)",
+    "nn.POOL_OFFSETS": "a constant (the checkpoint name of max pooling's window offsets)",
     **{
         f"numpy.{n}": "a submodule (its functions are re-exported and listed)"
         for n in (

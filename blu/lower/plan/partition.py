@@ -41,8 +41,6 @@ MAX_KERNEL_EQNS = 400  # bounds a kernel's compile time
 # are at most 4352 bytes (sm_90 below PTX 8.1): 544 buffers; kept below with some margin
 MAX_KERNEL_BUFFERS = 512
 MAX_EXPANSION = 16  # most equations recomputed in a reader instead of reading their result
-# elementwise equations cheap enough to recompute in a reader from a narrower operand
-_NARROWING = frozenset({"convert_element_type", "eq", "ne", "lt", "le", "gt", "ge", "neg", "not"})
 
 
 class _Host:
@@ -265,25 +263,31 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
     memo: dict[int, list[int] | None] = {}
     group_of = {i: k for k, g in enumerate(groups) for i in g}
 
-    def narrowing(p: int, depth: int = 0) -> tuple[list[int], list[Var]] | None:
-        """``(equations, leaves)``: the cheap elementwise equations (casts, comparisons,
-        ``_NARROWING``) that make ``eqns[p]``'s value from the values ``leaves`` of its own group
-        (or arguments) with fewer bytes, following each operand while that narrows; else None.
-        E.g. ``ct == 0`` of a float32 ``ct = convert(g_bf16)``: leaves ``[g_bf16]``."""
+    def recomputation(p: int, depth: int = 0) -> tuple[list[int], list[Var]] | None:
+        """``(equations, leaves)``: the cheap equations (elementwise without transcendentals,
+        broadcasts, a barrier's identity) that make ``eqns[p]``'s value from the values
+        ``leaves``, following an operand made in ``p``'s group while that reads fewer bytes;
+        else None. E.g. ``ct == 0`` of a float32 ``ct = convert(g_bf16)``: leaves
+        ``[g_bf16]``; AdamW's ``(1 - b1) * g``: leaves ``[g]``, which its reader reads anyway."""
         e = eqns[p]
         if kinds[p] == "fuse" and e.primitive.name == "optimization_barrier" and len(e.invars) == 1:
             # an identity: its operand precedes it, so reading that closes no cycle either
             return [p], [a for a in e.invars if isinstance(a, Var)]
-        if kinds[p] != "fuse" or e.primitive.name not in _NARROWING or depth > MAX_EXPANSION:
+        lw = e.primitive.lowerings
+        if kinds[p] == "fuse" and e.primitive is broadcast_in_dim_p and depth <= MAX_EXPANSION:
+            return [p], [a for a in e.invars if isinstance(a, Var)]  # (its operand is smaller)
+        if (kinds[p] != "fuse" or "elementwise" not in lw or "expensive" in lw
+                or depth > MAX_EXPANSION):  # fmt: skip
             return None
         chain, leaves = [p], []
         for a in e.invars:
             q = producer.get(a) if isinstance(a, Var) else None
             if q is not None and kinds[q] == "const" or not isinstance(a, Var):
                 continue
-            if q is not None and group_of.get(q) != group_of.get(p):
-                return None  # (a third group: reading it could close a cycle)
-            sub = None if q is None else narrowing(q, depth + 1)
+            # made in the group: followed while that narrows; else an input of the group (its
+            # producer runs before the group, so before the reader too: no cycle)
+            own = q is not None and group_of.get(q) == group_of.get(p)
+            sub = recomputation(q, depth + 1) if own else None
             if sub is not None and _bytes(sub[1]) < _bytes([a]):
                 chain, leaves = chain + sub[0], leaves + sub[1]
             else:
@@ -292,14 +296,15 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
             return None
         return chain, list(dict.fromkeys(leaves))
 
-    def copied_narrowings(idxs: list[int], have: set[int]) -> list[int]:
-        """Values of other kernels that ``idxs`` read and that are cheap elementwise functions
-        of fewer bytes there (``narrowing``): recomputed here from those, when the bytes read
-        that the group does not read already are fewer. A float32 cast of a bfloat16
-        activation and its comparison with 0 (a product's transpose, ``_mul_transpose``) would
-        otherwise be written as 5 bytes an element and read back (ResNet's shortcut batch
-        norms); the bfloat16 value is 2. A remat barrier's result (an identity) is read as its
-        operand: the barrier's kernel had written a copy of the saved activation for it."""
+    def copied_recomputations(idxs: list[int], have: set[int]) -> list[int]:
+        """Values of other kernels that ``idxs`` read and that are cheap there
+        (``recomputation``): recomputed here instead, when the bytes their leaves add to what
+        the group reads are fewer than theirs. A float32 cast of a bfloat16 activation and its
+        comparison with 0 (a product's transpose, ``_mul_transpose``) had been written as 5
+        bytes an element and read back (ResNet's shortcut batch norms; the bfloat16 value is
+        2); an optimizer's scaled gradient, 4 bytes an element, from the gradient its reader
+        reads anyway (LLaMA's 1 GB embedding and classifier gradients). A remat barrier's
+        result (an identity) is read as its operand: its kernel had written a copy."""
         defined = {v for i in idxs for v in eqns[i].outvars}
         reads = {a for i in idxs for a in eqns[i].invars if isinstance(a, Var) and a not in defined}
         out = []
@@ -307,7 +312,7 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
             p = producer.get(a)
             if p is None or p in have or group_of.get(p) is None:
                 continue
-            got = narrowing(p)
+            got = recomputation(p)
             if got is None:
                 continue
             more, barrier = _bytes([v for v in got[1] if v not in reads]), got[0] == [p] and (
@@ -344,7 +349,7 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
     copies: dict[int, set[int]] = {}  # spec position -> equations copied into it
     for g in groups:
         extra = copied_broadcasts(g)
-        extra += copied_narrowings(g + extra, set(g + extra))
+        extra += copied_recomputations(g + extra, set(g + extra))
         if extra:
             copies[len(specs)] = set(extra)
         specs.append((NodeKind.KERNEL, sorted(const_closure(g + extra) + g + extra)))

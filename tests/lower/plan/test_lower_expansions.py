@@ -94,3 +94,27 @@ def test_widened_values_match_numpy():
     want = np.where(h == 0, 1.0, h * d)
     # d is rounded to bfloat16 by the product (8 bits): its relative error
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+
+
+def _scaled(x, y, m):
+    # u = 0.1 g crosses to the kernel after the product, which reads g itself: it recomputes u
+    # from g instead of reading both (an optimizer's scaled gradient)
+    g = x * 2.0
+    u = g * 0.1
+    d = g @ y
+    return m + u * d + g
+
+
+@pytest.mark.parametrize("target", [None, "cuda:sm_90"])
+def test_a_value_made_from_what_its_reader_reads_is_recomputed(target):
+    S = blu.ShapeDtypeStruct
+    low = blu.jit(_scaled).lower(*[S((C, C), np.float32)] * 3, target=target)
+    nodes = low._program.plan.nodes
+    first = next(n for n in nodes if n.kind == "kernel" and any(e.primitive.name == "mul"
+                                                                for e in n.eqns))  # fmt: skip
+    assert len(first.outputs) == 1  # g alone, not g and u
+    rng = np.random.default_rng(2)
+    x, y, m = (rng.standard_normal((C, C)).astype(np.float32) for _ in range(3))
+    g = 2.0 * x.astype(np.float64)
+    want = m + 0.1 * g * (g @ y) + g
+    np.testing.assert_allclose(np.asarray(blu.jit(_scaled)(x, y, m)), want, rtol=1e-5, atol=1e-5)
