@@ -190,6 +190,20 @@ def _group(eqns: list[JaxprEqn], kinds: list[str]) -> list[list[int]]:
     def external_preds(ms: list[int], inside: set[int]) -> list[int]:
         return [p for m in ms for p in preds[m] if p not in inside]
 
+    def merge(g: int, root: int) -> int:
+        """Join group ``root`` into group ``g`` unless that closes a cycle; the root after."""
+        a, b = set(mlist[g]), set(mlist[root])
+        both = a | b
+        if reaches(external_preds(mlist[root], both), a, both) or reaches(
+            external_preds(mlist[g], both), b, both
+        ):
+            return root
+        group[root] = g
+        mlist[g].extend(mlist.pop(root))
+        lo[g] = min(lo[g], lo.pop(root))
+        hi[g] = max(hi[g], hi.pop(root))
+        return g
+
     for i in range(len(eqns)):
         if kinds[i] != "fuse":
             continue
@@ -204,17 +218,17 @@ def _group(eqns: list[JaxprEqn], kinds: list[str]) -> list[list[int]]:
                 # a barrier starts a group: what reads it (a rematerialized value) runs where
                 # it is used, not fused into its producer's kernel in the forward pass
                 continue
-            a, b = set(mlist[g]), set(mlist[root])
-            both = a | b
-            if reaches(external_preds(mlist[root], both), a, both) or reaches(
-                external_preds(mlist[g], both), b, both
-            ):
-                continue
-            group[root] = g
-            mlist[g].extend(mlist.pop(root))
-            lo[g] = min(lo[g], lo.pop(root))
-            hi[g] = max(hi[g], hi.pop(root))
-            root = g
+            root = merge(g, root)
+    # what the cap kept out, an equation or two reading a full group (an optimizer's last sum,
+    # the parameter plus its update, read the update back from memory): joined at the end, so
+    # the cap still shapes every other group, up to twice the cap
+    for root in [r for r, ms in mlist.items() if len(ms) <= 2]:
+        if any(eqns[m].primitive.name == "optimization_barrier" for m in mlist[root]):
+            continue
+        into = {find(p) for m in mlist[root] for p in preds[m] if kinds[p] == "fuse"} - {root}
+        for g in sorted(into, key=lambda g: len(mlist[g])):
+            if len(mlist[g]) + len(mlist[root]) <= 2 * MAX_KERNEL_EQNS and merge(g, root) == g:
+                break
     return sorted(sorted(m) for m in mlist.values())
 
 

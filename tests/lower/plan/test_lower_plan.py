@@ -26,7 +26,7 @@ from blu.core.staging import hoist_consts
 from blu.lower.cpu.executable import BluFloatingPointError, CpuExecutable, Lowered
 from blu.lower.execution import make_executable
 from blu.lower.mlir import llvm as mlir_cpu
-from blu.lower.plan.partition import partition
+from blu.lower.plan.partition import MAX_KERNEL_EQNS, partition
 from blu.lower.plan.simplify import simplify
 from tests.helpers import env_flag
 
@@ -438,3 +438,24 @@ def test_no_kernel_takes_more_buffers_than_a_launch_can(target):
     for i, out in enumerate(got):
         np.testing.assert_allclose(np.asarray(out), args[1 + i] - 2.0 * args[0] * args[191 + i],
                                    rtol=1e-6, atol=1e-6)  # fmt: skip
+
+
+def _capped_then_summed(x, p):
+    u = x
+    for _ in range(MAX_KERNEL_EQNS):  # one group at the size cap
+        u = u * 1.0001
+    return p + u  # the cap kept this sum out; it joins at the end instead of reading u back
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda:sm_90"])
+def test_an_equation_the_cap_kept_out_joins_its_producer(target):
+    S = blu.ShapeDtypeStruct
+    prog = blu.jit(_capped_then_summed).lower(S((4, 8), np.float32), S((4, 8), np.float32),
+                                              target=target)._program  # fmt: skip
+    kernels = [n for n in prog.plan.nodes if n.kind == "kernel"]
+    assert len(kernels) == 1 and len(kernels[0].outputs) == 1, [len(n.eqns) for n in kernels]
+    rng = np.random.default_rng(1)
+    x, p = rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((4, 8))
+    want = p + x.astype(np.float64) * 1.0001**MAX_KERNEL_EQNS
+    got = blu.jit(_capped_then_summed)(x, p.astype(np.float32))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
