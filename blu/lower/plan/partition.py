@@ -417,10 +417,10 @@ def _buffers(node: Node) -> int:
     """How many buffers a kernel node's launches take: its inputs and outputs, and its private
     buffers (``KernelLayout.scratch``, each reduction's split partials counted once more)."""
     n = len(node.inputs) + len(node.outputs)
-    if n <= MAX_KERNEL_BUFFERS // 2:
-        return n
-    layout = KernelLayout(node.jaxpr)
-    return n + len(layout.scratch) + sum(1 for e in node.eqns if is_reduction(e))
+    reductions = sum(1 for e in node.eqns if is_reduction(e))
+    if n + len(node.eqns) + reductions <= MAX_KERNEL_BUFFERS:  # (at most a buffer an equation)
+        return n + len(node.eqns) + reductions
+    return n + len(KernelLayout(node.jaxpr).scratch) + reductions
 
 
 def _bytes(vs: list[Var]) -> int:
