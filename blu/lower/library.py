@@ -47,6 +47,9 @@ class LibraryLowering:
             ``gpu`` as ``_modules``.
         product: the call is a matrix product: ``gpu`` also gets ``_precision``, the
             product's precision under the executable's default (as a ``dot_general`` node's).
+        inplace: the position of an input the (single) result may be written over when that
+            input is read by nothing later (the memory plan decides; the call must then work
+            with the two pointers equal), or None.
     """
 
     workspace: Callable[[Sequence[ShapedArray], dict, str], int]
@@ -56,6 +59,7 @@ class LibraryLowering:
     graph_safe: bool = True
     kernels: Callable[[Sequence[ShapedArray], dict, str], list[tuple]] | None = None
     product: bool = False
+    inplace: int | None = None
 
 
 def register_library(prim: Primitive, lowering: LibraryLowering, platform: str | None = None):

@@ -178,6 +178,8 @@ for _prim, _gpu_fn in ((dot_bias_gelu_p, _gpu), (dot_dgelu_p, _dgelu_gpu), (dot_
             cpu=_cpu_call(_prim),
             gpu=_gpu_fn,
             product=True,
+            # dot_acc: D may be C's buffer when nothing reads C later (cuBLASLt adds in place)
+            inplace=2 if _prim is dot_acc_p else None,
         ),
         platform="cuda",
     )

@@ -246,7 +246,7 @@ class MemoryPlan:
                         span(r, k, end, live_bytes)
                     continue
                 reuse = None
-                if n.kind.compiled:
+                if n.kind.compiled or n.overwrites is not None:
                     for i in n.inputs:
                         ri = self.root[i]
                         if (ri in offset and last.get(ri) == k and ri.aval.size == r.aval.size
@@ -343,10 +343,13 @@ def _same_buffer(node: Any, out: Var, inp: Var) -> None:
 def inplace_ok(node: Any, out: Var, inp: Var) -> bool:
     """Whether node output ``out`` may be written over input ``inp``'s buffer: for kernels,
     their layout decides (``fusion.KernelLayout.inplace_safe``); a scatter may update its operand
-    in place unless the operand is also its indices or updates."""
+    in place unless the operand is also its indices or updates; a library call, its
+    ``overwrites`` input (read once by the call)."""
     if node.kind == NodeKind.SCATTER:
         e = node.eqns[0]
         return inp is e.invars[0] and all(a is not inp for a in e.invars[1:])
+    if node.kind == NodeKind.LIBRARY:  # a call that may write its result over that input
+        return inp is node.overwrites and sum(a is inp for a in node.eqns[0].invars) == 1
     return node.layout.inplace_safe(out, inp)
 
 

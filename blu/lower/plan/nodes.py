@@ -69,10 +69,12 @@ class Node:
         inplace: for kernels, ``(output, input)`` positions whose buffers the memory plan made
             one (an output written over an input); the CPU kernel writes such an output through
             the input's pointer (set by ``MemoryPlan``).
+        overwrites: for library nodes, the input its result may be written over, if any
+            (``LibraryLowering.inplace``: cuBLASLt's ``C`` of ``dot_acc``; set by ``prepare``).
     """
 
     __slots__ = ("kind", "eqns", "inputs", "outputs", "jaxpr", "group", "layout", "workspace",
-                 "inplace", "bodies")  # fmt: skip
+                 "inplace", "bodies", "overwrites")  # fmt: skip
 
     def __init__(self, kind: NodeKind, eqns: list[JaxprEqn], inputs: list[Var], outputs: list[Var]):
         self.kind, self.eqns, self.inputs, self.outputs = NodeKind(kind), eqns, inputs, outputs
@@ -82,6 +84,7 @@ class Node:
         self.workspace: int = 0  # library and loop nodes: scratch bytes
         self.inplace: tuple[tuple[int, int], ...] = ()
         self.bodies: Any = None  # loop nodes: the backend's prepared bodies
+        self.overwrites: Var | None = None  # library nodes: an input the result may reuse
 
     def label(self) -> str:
         names = [e.primitive.name for e in self.eqns]

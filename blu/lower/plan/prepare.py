@@ -83,6 +83,9 @@ def prepare_plan(jaxpr: Jaxpr, donated: Sequence[bool], backend: Any) -> Prepare
     for node in plan.nodes:
         if node.kind == NodeKind.LIBRARY:
             node.workspace = library.workspace_bytes(node.eqns[0], backend.target)
+            lw = library.lowering_for(node.eqns[0], backend.target)
+            if lw is not None and lw.inplace is not None:
+                node.overwrites = node.eqns[0].invars[lw.inplace]
         if node.kind == NodeKind.LOOP:
             backend.prepare_loop(node)
         if node.kind == NodeKind.KERNEL:

@@ -134,10 +134,16 @@ def _chunked_weight_grad(h, z):
 
 def test_products_added_to_a_value_take_it_as_c():
     rng = np.random.default_rng(9)
-    h, z = rng.standard_normal((12, 16)).astype(f32), rng.standard_normal((12, 24)).astype(f32)
+    h, z = rng.standard_normal((16, 16)).astype(f32), rng.standard_normal((16, 24)).astype(f32)
     labels = _labels(_chunked_weight_grad, h, z)
-    # three chunks: the second and third products add the running sum in the product
-    assert labels.count("library[dot_acc]") == 2, labels
+    # four chunks: the second, third and fourth products add the running sum in the product
+    assert labels.count("library[dot_acc]") == 3, labels
+    # and the third writes its sum over the second's, which nothing reads later (in place; the
+    # fourth's is the program's result, a buffer of its own)
+    prog = blu.jit(_chunked_weight_grad).lower(h, z, target="cuda:sm_90")._program
+    accs = [n for n in prog.plan.nodes if n.label() == "library[dot_acc]"]
+    place = lambda v: prog.memory.place[prog.memory.root[v]]  # noqa: E731
+    assert place(accs[1].outputs[0]) == place(accs[1].eqns[0].invars[2])
     assert not any("add" in x for x in labels if x.startswith("kernel")), labels  # no sum kernel
     x, w, c = rng.standard_normal((6, 16)), rng.standard_normal((16, 8)), rng.standard_normal(8)
     cases = {
