@@ -141,20 +141,12 @@ def _train_normalize(x, scale, bias, red, bshape, eps):
 
 
 def _statistics(x: Any, red: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
-    """``(mu, var, rstd)`` over ``red`` (kept dims), named for the checkpoint policy.
-
-    One pass over ``x`` (both sums read it together; the two-pass form read it twice, then
-    once more to normalize): the "shifted data" variance (Chan, Golub & LeVeque 1983),
-    ``var = mean((x - c)^2) - mean(x - c)^2`` with ``c`` each feature's first value. The
-    cancellation of ``E[x^2] - E[x]^2`` grows with ``(mean / std)^2``; with a shift that is
-    one of the values it grows with ``((mean - c) / std)^2``, of order 1. The identity holds
-    for every ``c``, so its derivatives (any order) are the variance's."""
-    first = tuple(slice(0, 1) if d in red else slice(None) for d in range(x.ndim))
-    c = lax.stop_gradient(x[first])
-    xs = x - c
-    d = bnp.mean(xs, axis=red, keepdims=True)
-    mu = checkpoint_name(c + d, BATCH_NORM_STATISTICS[0])
-    var = bnp.maximum(bnp.mean(xs * xs, axis=red, keepdims=True) - d * d, 0.0)  # biased
+    """``(mu, var, rstd)`` over ``red`` (kept dims), named for the checkpoint policy: the mean,
+    then the mean of squared deviations (two passes over ``x``: a one-pass form, shifted sums,
+    lost the variance to cancellation when a feature's shift was an outlier)."""
+    mu = checkpoint_name(bnp.mean(x, axis=red, keepdims=True), BATCH_NORM_STATISTICS[0])
+    xc = x - mu
+    var = bnp.mean(xc * xc, axis=red, keepdims=True)  # biased: deviations, no cancellation
     var = checkpoint_name(var, BATCH_NORM_STATISTICS[1])
     return mu, var, checkpoint_name(lax.rsqrt(var + eps), BATCH_NORM_STATISTICS[2])
 

@@ -117,9 +117,10 @@ def partition(jaxpr: Jaxpr, backend: Any = None) -> Plan:
     kinds = classify(jaxpr, backend)
     groups = _group(jaxpr.eqns, kinds)
     nodes = _build(jaxpr, kinds, groups)
-    while True:  # a kernel's buffers are parameters of each of its launches: halve wide groups
+    gpu = backend is not None and str(backend.target).startswith("cuda")
+    while gpu:  # a GPU kernel's buffers are parameters of each of its launches: halve wide groups
         wide = {n.group for n in nodes if n.kind == NodeKind.KERNEL and n.group is not None
-                and _buffers(n) > MAX_KERNEL_BUFFERS}  # fmt: skip
+                and len(n.group) > 1 and _buffers(n) > MAX_KERNEL_BUFFERS}  # fmt: skip
         if not wide:
             break
         # (program order: the first half never reads the second, and no node outside reads

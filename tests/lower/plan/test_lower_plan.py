@@ -422,8 +422,8 @@ def _many_updates(lr, *pg):
     return [p - s * g for p, g in zip(pg[:n], pg[n:])]
 
 
-@pytest.mark.parametrize("target", ["cpu", "cuda:sm_90"])
-def test_no_kernel_takes_more_buffers_than_a_launch_can(target):
+def test_no_gpu_kernel_takes_more_buffers_than_a_launch_can():
+    target = "cuda:sm_90"  # (CPU kernels take their buffers as function arguments: no limit)
     from blu.lower.plan.partition import MAX_KERNEL_BUFFERS, _buffers
 
     S = blu.ShapeDtypeStruct
@@ -459,3 +459,15 @@ def test_an_equation_the_cap_kept_out_joins_its_producer(target):
     want = p + x.astype(np.float64) * 1.0001**MAX_KERNEL_EQNS
     got = blu.jit(_capped_then_summed)(x, p.astype(np.float32))
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda:sm_90"])
+def test_one_equation_of_many_operands_is_planned(target):
+    # a concatenation of 600 arrays is one equation: no halving makes it narrower
+    S = blu.ShapeDtypeStruct
+    cat = lambda *xs: blu.numpy.concatenate(xs)  # noqa: E731
+    prog = blu.jit(cat).lower(*[S((2, 3), np.float32)] * 600, target=target)._program
+    assert any(len(n.inputs) == 600 for n in prog.plan.nodes)
+    if target == "cpu":
+        xs = [np.full((2, 3), i, np.float32) for i in range(600)]
+        np.testing.assert_array_equal(np.asarray(blu.jit(cat)(*xs)), np.concatenate(xs))
