@@ -44,11 +44,14 @@ class Capabilities:
         strided_views: data movement numpy does without a copy may be a strided view (else a
             view must be the operand's contiguous buffer).
         views_feed_libraries: library calls may read views (they take contiguous buffers).
+        kernel_buffers: the most buffers a kernel may take (each launch's parameters: a GPU
+            launch's 4352 bytes of 8-byte pointers); None: no limit.
     """
 
     compiles_loops: bool = False
     strided_views: bool = False
     views_feed_libraries: bool = False
+    kernel_buffers: int | None = None
 
 
 class Backend:

@@ -37,7 +37,10 @@ class CudaBackend(Backend):
     (``cuda.executable``)."""
 
     platform = "cuda"
-    caps = Capabilities(compiles_loops=True, strided_views=False, views_feed_libraries=True)
+    # a launch takes every buffer of its kernel as an 8-byte parameter, at most 4352 bytes
+    # (sm_90 below PTX 8.1): 544 buffers, kept below with a margin
+    caps = Capabilities(compiles_loops=True, strided_views=False, views_feed_libraries=True,
+                        kernel_buffers=512)  # fmt: skip
 
     def __init__(self, target: str = CUDA_DEFAULT):
         super().__init__(target)

@@ -37,9 +37,6 @@ from blu.lower.plan.fusion import KernelLayout, can_fuse, is_reduction
 from blu.lower.plan.nodes import Node, NodeKind, Plan
 
 MAX_KERNEL_EQNS = 400  # bounds a kernel's compile time
-# a kernel's launches take every buffer of it as an 8-byte parameter, and a launch's parameters
-# are at most 4352 bytes (sm_90 below PTX 8.1): 544 buffers; kept below with some margin
-MAX_KERNEL_BUFFERS = 512
 MAX_EXPANSION = 16  # most equations recomputed in a reader instead of reading their result
 
 
@@ -117,10 +114,11 @@ def partition(jaxpr: Jaxpr, backend: Any = None) -> Plan:
     kinds = classify(jaxpr, backend)
     groups = _group(jaxpr.eqns, kinds)
     nodes = _build(jaxpr, kinds, groups)
-    gpu = backend is not None and str(backend.target).startswith("cuda")
-    while gpu:  # a GPU kernel's buffers are parameters of each of its launches: halve wide groups
+    caps = getattr(backend, "caps", None)
+    limit = caps.kernel_buffers if caps is not None else None
+    while limit:  # a GPU kernel's buffers are parameters of each of its launches: halve wide groups
         wide = {n.group for n in nodes if n.kind == NodeKind.KERNEL and n.group is not None
-                and len(n.group) > 1 and _buffers(n) > MAX_KERNEL_BUFFERS}  # fmt: skip
+                and len(n.group) > 1 and _buffers(n, limit) > limit}  # fmt: skip
         if not wide:
             break
         # (program order: the first half never reads the second, and no node outside reads
@@ -414,12 +412,13 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
     return nodes
 
 
-def _buffers(node: Node) -> int:
+def _buffers(node: Node, limit: int) -> int:
     """How many buffers a kernel node's launches take: its inputs and outputs, and its private
-    buffers (``KernelLayout.scratch``, each reduction's split partials counted once more)."""
+    buffers (``KernelLayout.scratch``, each reduction's split partials counted once more); a
+    bound when that is within ``limit``."""
     n = len(node.inputs) + len(node.outputs)
     reductions = sum(1 for e in node.eqns if is_reduction(e))
-    if n + len(node.eqns) + reductions <= MAX_KERNEL_BUFFERS:  # (at most a buffer an equation)
+    if n + len(node.eqns) + reductions <= limit:  # (at most a buffer an equation)
         return n + len(node.eqns) + reductions
     return n + len(KernelLayout(node.jaxpr).scratch) + reductions
 

@@ -424,13 +424,16 @@ def _many_updates(lr, *pg):
 
 def test_no_gpu_kernel_takes_more_buffers_than_a_launch_can():
     target = "cuda:sm_90"  # (CPU kernels take their buffers as function arguments: no limit)
-    from blu.lower.plan.partition import MAX_KERNEL_BUFFERS, _buffers
+    from blu.lower.backend import backend_for
+    from blu.lower.plan.partition import _buffers
+
+    limit = backend_for((), target).caps.kernel_buffers
 
     S = blu.ShapeDtypeStruct
     specs = [S((), np.float32)] + [S((3, 5), np.float32)] * 380
     prog = blu.jit(_many_updates).lower(*specs, target=target)._program
     kernels = [n for n in prog.plan.nodes if n.kind == "kernel"]
-    assert all(_buffers(n) <= MAX_KERNEL_BUFFERS for n in kernels)
+    assert all(_buffers(n, limit) <= limit for n in kernels)
     assert sum(len(n.outputs) for n in kernels) >= 190  # every update still fused somewhere
     rng = np.random.default_rng(0)
     args = [rng.standard_normal(s.shape).astype(np.float32) for s in specs]
