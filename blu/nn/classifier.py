@@ -27,10 +27,13 @@ from blu.parallel import spmd
 from blu.transforms.custom_derivatives import custom_vjp
 
 _LOW_PRECISION = (dtypes.bfloat16, dtypes.float16)
-# at most this many chunks by default: each is a few unrolled products and kernels, and small
-# chunks starve the products (GPT-2 124M, B=16, bf16 on an H200: 8 chunks beat 16 and matched
-# 4; docs/benchmarks/gpt2_gpu.md, session 6, issue #18)
-_MAX_DEFAULT_CHUNKS = 8
+# at most this many chunks by default: each chunk after the first reads and writes dw's float32
+# accumulator (2 x 4 V C bytes: 309 MB for GPT-2's tied embedding, 2.1 GB for a 128K x 2048 one)
+# and reads w twice more, while each chunk's logits and their gradient hold 4 V bytes a row in
+# bfloat16. GPT-2 124M, B=16, bf16 (f32 logits then) on an H200: 8 chunks beat 16 and matched
+# 4 (docs/benchmarks/gpt2_gpu.md, session 6, issue #18); with bfloat16 logits, 4 chunks move
+# 1.9 GB a step less than 8 for 0.19 GiB more peak (benchmarks/plan_traffic.py)
+_MAX_DEFAULT_CHUNKS = 4
 
 
 def linear_cross_entropy(
@@ -51,7 +54,8 @@ def linear_cross_entropy(
     ``(1 - eps) * (lse(z) - z[y]) + eps * (lse(z) - mean(z))``.
 
     Mixed precision as ``torch.autocast``: bfloat16/float16 ``x``/``w`` are multiplied in that
-    dtype with float32 accumulation, and the logits, the log-sum-exp and the loss are float32;
+    dtype with float32 accumulation, the logits rounded to that dtype (autocast's linear layer),
+    and the softmax, the log-sum-exp and the loss computed in float32;
     the gradients come back in the inputs' dtypes. ``x`` and ``w`` of different dtypes are
     promoted to one (the gradient is cast back to each).
 
@@ -72,7 +76,7 @@ def linear_cross_entropy(
             0 for ignored rows).
         chunk_size: rows per chunk (any positive size; the last chunk may be smaller). None:
             about ``N / ceil(V / C)`` rows (each chunk's logits about the size of ``x``, as
-            Liger chooses), at most 8 chunks.
+            Liger chooses), at most 4 chunks.
 
     Returns:
         A scalar ("mean", "sum") or ``labels.shape`` ("none"): float32 for bfloat16/float16
@@ -184,6 +188,17 @@ def _after(x: Any, dep: Any) -> Any:
     return bnp.where(first > np.inf, bnp.zeros_like(x), x)
 
 
+def _logits(xc: Any, w: Any, acc: Any) -> Any:
+    """One chunk's logits ``xc @ w.T`` in ``acc``. bfloat16/float16 inputs: the product is
+    rounded to their dtype, as ``torch.autocast``'s linear layer rounds it (and llm.c's and
+    Liger's classifiers), then widened: the chunk's logits cross memory in half the bytes (GPT-2
+    124M: 3.3 GB a step less), and the reductions after it run in ``acc``."""
+    dims = (((1,), (1,)), ((), ()))
+    if xc.dtype in _LOW_PRECISION:
+        return lax.dot_general(xc, w, dims, preferred_element_type=xc.dtype).astype(acc)
+    return lax.dot_general(xc, w, dims, preferred_element_type=acc)
+
+
 @functools.cache
 def _fused(reduction: str, ignore_index: int | None, eps: float, chunk: int) -> custom_vjp:
     """The custom_vjp for one static configuration: ``(x (N, C), w (V, C), labels (N,))``."""
@@ -208,7 +223,7 @@ def _fused(reduction: str, ignore_index: int | None, eps: float, chunk: int) -> 
 
     def chunk_loss(xc: Any, w: Any, lc: Any, acc: Any) -> tuple[Any, ...]:
         """Loss rows, and what the gradient needs: exp(z - m), their sum, the hits."""
-        z = lax.dot_general(xc, w, (((1,), (1,)), ((), ())), preferred_element_type=acc)
+        z = _logits(xc, w, acc)
         m = lax.stop_gradient(bnp.max(z, axis=1, keepdims=True))
         shifted = z - m
         e = bnp.exp(shifted)
@@ -293,7 +308,7 @@ def _fused(reduction: str, ignore_index: int | None, eps: float, chunk: int) -> 
         for a, b in bounds(x.shape[0]):
             dep = g if dw is None else dw  # g: not merged with the forward pass's first chunk
             xc, lc = _after(x[a:b], dep), _after(lab[a:b], dep)
-            z = lax.dot_general(xc, w, (((1,), (1,)), ((), ())), preferred_element_type=acc)
+            z = _logits(xc, w, acc)
             p = bnp.exp(z - bnp.expand_dims(_after(lse[a:b], dep), 1))
             hit = bnp.expand_dims(lc, 1) == lax.iota(lc.dtype, z.shape, 1)
             gc = bnp.expand_dims(_after(g[a:b].astype(acc), dep), 1)

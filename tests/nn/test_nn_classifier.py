@@ -21,9 +21,12 @@ from tests.helpers import check_vjp
 bf16 = ml_dtypes.bfloat16
 
 
-def ref_loss(x, w, labels, ignore_index=None, eps=0.0, reduction="mean"):
-    """PyTorch's F.cross_entropy(x @ w.T, labels, ...) in float64 numpy."""
+def ref_loss(x, w, labels, ignore_index=None, eps=0.0, reduction="mean", logits_dtype=None):
+    """PyTorch's F.cross_entropy(x @ w.T, labels, ...) in float64 numpy (the logits rounded to
+    ``logits_dtype`` first if given, as torch.autocast's linear layer rounds them)."""
     z = np.asarray(x, np.float64) @ np.asarray(w, np.float64).T
+    if logits_dtype is not None:
+        z = z.astype(logits_dtype).astype(np.float64)
     m = z.max(-1, keepdims=True)
     logp = z - m - np.log(np.exp(z - m).sum(-1, keepdims=True))
     V = w.shape[0]
@@ -198,8 +201,9 @@ def test_bfloat16_inputs_float32_loss_bfloat16_gradients():
 
     loss = f(xb, wb)
     assert np.asarray(loss).dtype == np.float32
-    # float32 accumulation of bf16 products: the loss to float32 accuracy of the exact one
-    _close(loss, ref_loss(x64, w64, labels, eps=0.1), rtol=1e-5)
+    # float32 accumulation of bf16 products, the logits rounded to bf16 (as torch.autocast):
+    # the loss to float32 accuracy of the exact loss of those logits
+    _close(loss, ref_loss(x64, w64, labels, eps=0.1, logits_dtype=bf16), rtol=1e-5)
     gx, gw = blu.grad(f, argnums=(0, 1))(xb, wb)
     assert np.asarray(gx).dtype == bf16 and np.asarray(gw).dtype == bf16
     rx, rw = blu.grad(lambda x, w: unfused(x, w, labels, eps=0.1), argnums=(0, 1))(x64, w64)
