@@ -59,6 +59,7 @@ GPU_TESTS = [
     "tests/lax/test_conv_primitive.py",
     "tests/lower/cuda/test_gpu_vision_step.py",
     "tests/lower/cuda/test_gpu_transformer_step.py",
+    "tests/lower/test_fusion_deferred_reductions.py",
 ]
 # the GPU example run of scripts/gpu_check.sh (its programs depend on every flag: e.g. --steps
 # sets the learning-rate schedule's constants)

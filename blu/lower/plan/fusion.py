@@ -250,8 +250,31 @@ class KernelLayout:
             nest.members.append(m)
             nest.needs_multi = nest.needs_multi or moves
             where[m] = k
+        self._defer_reductions()
         for nest in self.nests:
             self._plan_accumulators(nest)
+
+    def _defer_reductions(self) -> None:
+        """A reduction nest whose values no nest reads before a later nest of the same shape
+        and reduced axes joins that nest: the two passes over their shared inputs become one
+        (a layer norm's backward: ``dgamma`` and ``dbeta``, which only the optimizer reads, with
+        the pass that writes ``dx`` after the row sums: GPT-2's read ``dy`` and ``x`` three
+        times, now twice)."""
+        j = 0
+        while j < len(self.nests):
+            a = self.nests[j]
+            mine = set(a.members)
+            for k in range(j + 1, len(self.nests) if a.axes is not None else j + 1):
+                b = self.nests[k]
+                if any(d in mine for m in b.members for d in self.reads(m)[0]):
+                    break  # read on the way: it must finish first
+                if b.shape == a.shape and b.axes == a.axes:
+                    b.members[:0] = a.members
+                    b.needs_multi = b.needs_multi or a.needs_multi
+                    del self.nests[j]
+                    j -= 1
+                    break
+            j += 1
 
     def inplace_safe(self, out: Var, inp: Var) -> bool:
         """Whether ``out`` may be written over ``inp``'s buffer: ``inp`` is read only in earlier
