@@ -62,8 +62,9 @@ from blu.lower.mlir import cache_key
 # bump when the generated code changes meaning, so stale entries are not reused (a key holds a
 # kernel's jaxpr, not its layout or code). 10: a value gathered from many offsets and read by
 # several equations gets a buffer (``fusion.KernelLayout._shared_gather``); 11: a widening cast
-# only read there holds its operand instead (``KernelLayout._narrow_source``)
-CODEGEN_VERSION = "11"
+# only read there holds its operand instead (``KernelLayout._narrow_source``); 12: a reduction
+# nest joins a later one of its shape and axes (``KernelLayout._defer_reductions``)
+CODEGEN_VERSION = "12"
 
 
 def cache_dir() -> str:
