@@ -28,9 +28,9 @@ forward's call wrote:
     d = custom_jvp_call[gelu_tanh_grad](hb); g = dot_general(dy, W2); dh = g * d
     # becomes  dh = dot_dgelu(dy, W2, hb)   (one cuBLASLt call; the derivative is never stored)
 
-The bias's gradient, the sum of ``dh`` over every axis but the last, comes from the same call
-(``DGELU_BGRAD``: ``dh, db = dot_dgelu_bgrad(dy, W2, hb)``), so no kernel reads ``dh`` back for
-it (GPT-2 124M: 100 MB a layer, which the plan had held until the gradient's norm).
+The bias's gradient (``dh`` summed over its rows) stays a reduction in a fused kernel:
+``DGELU_BGRAD``, which also returns it, ran GPT-2 124M's call in 427 us on the H200 against
+``DGELU``'s 153 us (BENCHMARKS.md, session 18), far more than the 100 MB it saves reading.
 
 A product plus a bias whose sum no fused kernel would read (every reader, through reshapes, a
 library call or a product: the QKV projection before the attention) becomes ``dot_bias``, the
@@ -67,8 +67,7 @@ from blu.lax.dot import dot_general_p
 from blu.lower.library import LibraryLowering, register_library
 from blu.lower.slots import made_by_plan
 
-__all__ = ["dot_acc_p", "dot_bias_p", "dot_bias_gelu_p", "dot_dgelu_bgrad_p", "dot_dgelu_p",
-           "fuse_epilogues"]
+__all__ = ["dot_acc_p", "dot_bias_p", "dot_bias_gelu_p", "dot_dgelu_p", "fuse_epilogues"]
 
 GELU_NAME = "gelu_tanh"  # the custom_jvp lowering names matched
 GELU_GRAD_NAME = "gelu_tanh_grad"
@@ -121,8 +120,6 @@ def _gpu_call(epilogue: str, bias: tuple | None = None, aux: tuple | None = None
 dot_bias_gelu_p = Primitive("dot_bias_gelu", multiple_results=True)
 # ``dot_general(lhs, rhs) * gelu_tanh_grad(aux)``
 dot_dgelu_p = Primitive("dot_dgelu")
-# ``dot_dgelu`` and its sum over every axis but the last (the bias's gradient)
-dot_dgelu_bgrad_p = Primitive("dot_dgelu_bgrad", multiple_results=True)
 # ``dot_general(lhs, rhs) + bias`` (bias along the last axis)
 dot_bias_p = Primitive("dot_bias")
 # ``dot_general(lhs, rhs) + c`` (``c`` of the product's shape and dtype; cuBLASLt's beta = 1)
@@ -133,12 +130,6 @@ dot_acc_p = Primitive("dot_acc")
 def _abstract_eval(lhs, rhs, bias, **params):
     out = dot_general_p.abstract_eval(lhs, rhs, **params)
     return [out, out]
-
-
-@dot_dgelu_bgrad_p.def_abstract_eval
-def _abstract_eval_bgrad(lhs, rhs, aux, **params):
-    out = dot_general_p.abstract_eval(lhs, rhs, **params)
-    return [out, out.update(shape=out.shape[-1:])]
 
 
 for _p in (dot_dgelu_p, dot_bias_p, dot_acc_p):
@@ -162,15 +153,6 @@ def _dgelu_impl(lhs, rhs, aux, **params):
     return (prod * gelu_tanh_grad(np.asarray(aux, acc))).astype(out.dtype)
 
 
-@dot_dgelu_bgrad_p.def_impl
-def _dgelu_bgrad_impl(lhs, rhs, aux, **params):
-    """``dot_dgelu``'s result and its float32 sum over the rows, each rounded once."""
-    out, prod, acc = _product(lhs, rhs, params)
-    dh = prod * gelu_tanh_grad(np.asarray(aux, acc))
-    rows = tuple(range(dh.ndim - 1))
-    return [dh.astype(out.dtype), dh.sum(axis=rows).astype(out.dtype)]
-
-
 @dot_bias_p.def_impl
 def _bias_impl(lhs, rhs, bias, **params):
     """The bias added to the float32 product, rounded once."""
@@ -187,13 +169,11 @@ def _acc_impl(lhs, rhs, c, **params):
 
 _gpu = _gpu_call("gelu_aux_bias", bias=("in", 2), aux=("out", 1))
 _dgelu_gpu = _gpu_call("dgelu", aux=("in", 2))
-_dgelu_bgrad_gpu = _gpu_call("dgelu_bgrad", bias=("out", 1), aux=("in", 2))
 _bias_gpu = _gpu_call("bias", bias=("in", 2))
 _acc_gpu = _gpu_call("none", c=("in", 2))
 
-made_by_plan("cuda", dot_bias_gelu_p, dot_dgelu_p, dot_dgelu_bgrad_p, dot_bias_p, dot_acc_p)
-for _prim, _gpu_fn in ((dot_bias_gelu_p, _gpu), (dot_dgelu_p, _dgelu_gpu),
-                       (dot_dgelu_bgrad_p, _dgelu_bgrad_gpu), (dot_bias_p, _bias_gpu),
+made_by_plan("cuda", dot_bias_gelu_p, dot_dgelu_p, dot_bias_p, dot_acc_p)
+for _prim, _gpu_fn in ((dot_bias_gelu_p, _gpu), (dot_dgelu_p, _dgelu_gpu), (dot_bias_p, _bias_gpu),
                        (dot_acc_p, _acc_gpu)):  # fmt: skip
     register_library(
         _prim,
@@ -269,31 +249,13 @@ def _fuse_dgelu(jaxpr: Jaxpr, auxes: set) -> Jaxpr:
                 continue
             if not _dgelu_ok(dot, derivs[d], e.outvars[0]):
                 continue
-            db = _bias_gradient(e.outvars[0], reader)
-            if db is None:
-                replace[id(e)] = JaxprEqn(dot_dgelu_p, [*dot.invars, derivs[d]],
-                                          dict(dot.params), [e.outvars[0]], source=dot.source)
-            else:  # the bias's gradient from the same call; its sum is dropped
-                replace[id(e)] = JaxprEqn(dot_dgelu_bgrad_p, [*dot.invars, derivs[d]],
-                                          dict(dot.params), [e.outvars[0], db.outvars[0]],
-                                          source=dot.source)  # fmt: skip
-                replace[id(db)] = None
+            replace[id(e)] = JaxprEqn(dot_dgelu_p, [*dot.invars, derivs[d]], dict(dot.params),
+                                      [e.outvars[0]], source=dot.source)  # fmt: skip
             break
     if not replace:
         return jaxpr
-    eqns = [x for x in (replace.get(id(e), e) for e in jaxpr.eqns) if x is not None]
+    eqns = [replace.get(id(e), e) for e in jaxpr.eqns]
     return dce_jaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars))
-
-
-def _bias_gradient(dh: Var, reader: dict) -> JaxprEqn | None:
-    """A ``reduce_sum`` of ``dh`` over every axis but the last, in ``dh``'s dtype (the
-    transpose of the bias's broadcast), which cuBLASLt's ``DGELU_BGRAD`` computes; else None."""
-    lead = tuple(range(len(dh.aval.shape) - 1))
-    for r in reader.get(dh, []):
-        if (r.primitive.name == "reduce_sum" and tuple(r.params.get("axes", ())) == lead
-                and lead and r.outvars[0].aval.dtype == dh.aval.dtype):  # fmt: skip
-            return r
-    return None
 
 
 # what may read a ``dot_bias`` result (through reshapes): calls that would not fuse the sum
