@@ -53,6 +53,7 @@ from blu.lower.cuda.codegen_strided import (
     ALIGN,
     ROW_UNROLL,
     StridedEmitter,
+    generation,
     last_dim,
     loads_first,
     map_unroll,
@@ -386,7 +387,8 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
         reds, inits = self._reductions(nest)
         if loads_first():
             parts = self._strided(nest, tid, p.R, block, lambda r: self._point(nest, p, k, r),
-                                  reds, inits, ROW_UNROLL)  # fmt: skip
+                                  reds, inits, ROW_UNROLL,
+                                  contiguous=generation() >= 3)  # fmt: skip
         else:
             r, accs, res = self._open(tid, b.index(p.R), bdim, inits)
             new = self._visit(nest, self._point(nest, p, k, r), reds, accs, r)

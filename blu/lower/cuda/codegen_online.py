@@ -138,8 +138,12 @@ class OnlineRowEmitter:
         accs = [v for v, _ in inits]
         if chunks:
             c, args, res = self._open(b.index(0), b.index(chunks), b.index(1), inits)
-            base = b.iadd(tid, b.op(f"arith.muli {c}, {b.index(ROW_UNROLL * step)} : index", "i"))
-            pts = [(r, point(r)) for r in (b.iaddc(base, u * step) for u in range(ROW_UNROLL))]
+            # thread t's chunk c: the ROW_UNROLL contiguous elements from (c step + t) ROW_UNROLL
+            # (one vector access where the row is aligned; chunk c covers the same elements as
+            # a strided chunk would, so the remainder loop below is the strided one)
+            first = b.op(f"arith.muli {b.iadd(b.imul(c, step), tid)}, {b.index(ROW_UNROLL)} "
+                         ": index", "i")  # fmt: skip
+            pts = [(r, point(r)) for r in (b.iaddc(first, u) for u in range(ROW_UNROLL))]
             new = body(args, pts)
             b.stmt(f"scf.yield {', '.join(new)} : {', '.join(types)}")
             self._close()

@@ -34,7 +34,7 @@ from blu.core.config import config
 from blu.core.jaxpr import Var
 from blu.lax.shapes import broadcast_in_dim_p, reshape_p, squeeze_p
 from blu.lower.cuda.codegen_online import online_on, online_pairs
-from blu.lower.cuda.codegen_strided import ROW_UNROLL, generation, loads_first
+from blu.lower.cuda.codegen_strided import ROW_UNROLL, generation, loads_first, map_unroll
 from blu.lower.mlir.emit import Idx, compute_type
 from blu.lower.plan.fusion import KernelLayout
 
@@ -62,8 +62,9 @@ def warp_rows_on() -> bool:
 # The GPU emitter's version, part of every GPU kernel's key (which holds the kernel's jaxpr, not
 # the code emitted for it): bump it when the emitter's code or a launch's geometry changes, so no
 # cache serves a kernel built by an older emitter. 2: split reductions over leading dimensions
-# in lanes of consecutive kept indices, with their own partial counts (``codegen.column_lanes``).
-EMITTER_VERSION = 2
+# in lanes of consecutive kept indices, with their own partial counts (``codegen.column_lanes``);
+# 3: generation 3's looped row passes visit contiguous runs a thread (vector accesses).
+EMITTER_VERSION = 3
 
 
 def key_suffix() -> str:
@@ -342,6 +343,10 @@ class RowGroupEmitter:
                 else:
                     for r, at in points:
                         self._visit(nest, at, [], [], r)
+            elif nest.shape == shape and generation() >= 3:  # contiguous runs: vectorizable
+                self._contiguous(nest, tid, head.R, block,
+                                 lambda r: self._point(nest, head, k, r),
+                                 map_unroll(self.layout, nest))  # fmt: skip
             elif nest.shape == shape and gen2:
                 self._strided(nest, tid, head.R, block, lambda r: self._point(nest, head, k, r),
                               [], [], ROW_UNROLL)  # fmt: skip

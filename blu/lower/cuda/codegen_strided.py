@@ -129,13 +129,15 @@ class StridedEmitter:
 
     def _strided(self, nest: Nest, lo: str, n: int, step: int, point: Callable[[str], Any],
                  reds: list[Var], inits: list[tuple[str, str]], unroll: int,
-                 lanes: int = 1) -> list[str]:  # fmt: skip
+                 lanes: int = 1, contiguous: bool = False) -> list[str]:  # fmt: skip
         """The loop ``for r = lo; r < n; r += step`` (``0 <= lo < step``) visiting
         ``point(r)``, its reductions starting from ``inits`` (``(value, type)``): chunks of
         ``unroll`` iterations with their loads first, then the rolled remainder. Returns the
         reductions' final accumulators (per thread, before any combine across threads). With
         ``lanes`` > 1, ``point(r)`` is a list of ``lanes`` points, each lane with its own
-        accumulators (the result is lane-major)."""
+        accumulators (the result is lane-major). ``contiguous``: chunk ``c`` visits the
+        ``unroll`` elements from ``(c step + lo) unroll`` instead (the chunks together cover
+        the same elements; one vector access where aligned), then the same remainder."""
         b = self.b
         inits = list(inits) * lanes
         types = [t for _, t in inits]
@@ -152,10 +154,16 @@ class StridedEmitter:
         if chunks:
             c, args, res = self._open(b.index(0), b.index(chunks), b.index(1),
                                       list(zip(accs, types)))  # fmt: skip
-            base = b.iadd(lo, b.op(f"arith.muli {c}, {b.index(unroll * step)} : index", "i"))
             pts = []
-            for u in range(unroll):
-                pts += at(b.iaddc(base, u * step))
+            if contiguous and lanes == 1:
+                first = b.op(f"arith.muli {b.iadd(b.imul(c, step), lo)}, {b.index(unroll)} "
+                             ": index", "i")  # fmt: skip
+                for u in range(unroll):
+                    pts += at(b.iaddc(first, u))
+            else:
+                base = b.iadd(lo, b.op(f"arith.muli {c}, {b.index(unroll * step)} : index", "i"))
+                for u in range(unroll):
+                    pts += at(b.iaddc(base, u * step))
             new = self._visit_many(nest, pts, reds, args, lanes)
             if inits:
                 b.stmt(f"scf.yield {', '.join(new)} : {', '.join(types)}")

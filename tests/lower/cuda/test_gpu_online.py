@@ -135,8 +135,9 @@ def test_online_kernel_reads_the_row_once_and_passes_ptxas(R):
 
 def online_model(x: np.ndarray, T: int, U: int = ROW_UNROLL) -> tuple[float, float]:
     """(max, sum of exp(x - max)) of one row as the generation-3 kernel computes them, in
-    float32: ``T`` threads, thread ``t`` visiting ``t, t + T, ...`` in chunks of ``U`` (as many
-    as every thread has) and then one at a time; per step ``m' = max(m, chunk)``,
+    float32: ``T`` threads, thread ``t``'s chunk ``c`` the ``U`` contiguous elements from
+    ``(c T + t) U`` (as many chunks as every thread has), then ``t + chunks U T, ... + T`` one at
+    a time; per step ``m' = max(m, chunk)``,
     ``s' = s * (1 if m == m' else exp(m - m')) + sum exp(x_i - (0 if m' == -inf else m'))``;
     then the block's max, each thread's sum rescaled to it and summed; NaN if the max is -inf."""
     ninf = f32(-np.inf)
@@ -146,7 +147,7 @@ def online_model(x: np.ndarray, T: int, U: int = ROW_UNROLL) -> tuple[float, flo
     with np.errstate(invalid="ignore", over="ignore"):
         for t in range(T):
             m, s = ninf, f32(0)
-            steps = [[x[t + (c * U + u) * T] for u in range(U)] for c in range(chunks)]
+            steps = [[x[(c * T + t) * U + u] for u in range(U)] for c in range(chunks)]
             steps += [[x[r]] for r in range(t + chunks * U * T, R, T)]
             for vals in steps:
                 new = m

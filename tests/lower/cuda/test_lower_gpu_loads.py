@@ -205,3 +205,32 @@ def test_column_reductions_read_lanes_of_channels_without_64_bit_divisions(dtype
     width = lanes * dt.itemsize * 8  # bits of one vector access of the image
     loads = re.findall(r"ld\.global(?:\.nc)?(?:\.v(\d))?\.[bfsu](\d+)", "".join(stage1))
     assert max(int(n or 1) * int(bits) for n, bits in loads) >= width
+
+
+@needs_mlir
+@needs_ptxas
+@pytest.mark.parametrize("R", [50304, 50257])
+def test_generation_3_vocabulary_rows_in_vector_accesses(R):
+    """A cross-entropy chunk's kernel over bfloat16 rows of ``R`` logits (a looped row group:
+    the online max and sum, then ``softmax - onehot`` written back): generation 3's threads
+    visit contiguous runs of 8, so where a row is 16-byte aligned (50,304 = 8 x 6,288) the
+    passes read and write it in 128-bit accesses; generation 2's stride by the block (2-byte
+    accesses). Rows of 50,257 stay scalar (no alignment to prove) and the same elements."""
+    bf16 = _bf16()
+
+    def f(z, y):
+        z = z.astype(np.float32)
+        m = bnp.max(z, axis=1, keepdims=True)
+        e = bnp.exp(z - m)
+        hit = y[:, None] == blu.lax.iota(np.int32, z.shape, 1)
+        return (e / bnp.sum(e, axis=1, keepdims=True) - hit).astype(bf16)
+
+    specs = (_spec((4096, R), bf16), _spec((4096,), np.int32))
+    v4 = {}
+    for gen in (2, 3):
+        with blu.config.override(gpu_kernels=gen):
+            v4[gen] = len(re.findall(r"(?:ld|st)\.global(?:\.nc)?\.v4", _ptx(f, *specs)))
+    if R % 8 == 0:
+        assert v4[2] == 0 and v4[3] >= 2, v4
+    else:
+        assert v4[3] == 0, v4
