@@ -54,8 +54,9 @@ def linear_cross_entropy(
     ``(1 - eps) * (lse(z) - z[y]) + eps * (lse(z) - mean(z))``.
 
     Mixed precision as ``torch.autocast``: bfloat16/float16 ``x``/``w`` are multiplied in that
-    dtype with float32 accumulation, the logits rounded to that dtype (autocast's linear layer),
-    and the softmax, the log-sum-exp and the loss computed in float32;
+    dtype with float32 accumulation, the logits rounded to that dtype (autocast's linear layer:
+    float16 logits beyond 65504 overflow to inf and give NaN, as there; bfloat16 has float32's
+    range), and the softmax, the log-sum-exp and the loss computed in float32;
     the gradients come back in the inputs' dtypes. ``x`` and ``w`` of different dtypes are
     promoted to one (the gradient is cast back to each).
 
