@@ -263,18 +263,19 @@ class KernelLayout:
         j = 0
         while j < len(self.nests):
             a = self.nests[j]
-            mine = set(a.members)
-            for k in range(j + 1, len(self.nests) if a.axes is not None else j + 1):
-                b = self.nests[k]
+            mine, joined = set(a.members), False
+            for b in self.nests[j + 1 :] if a.axes is not None else ():
                 if any(d in mine for m in b.members for d in self.reads(m)[0]):
                     break  # read on the way: it must finish first
                 if b.shape == a.shape and b.axes == a.axes:
                     b.members[:0] = a.members
                     b.needs_multi = b.needs_multi or a.needs_multi
-                    del self.nests[j]
-                    j -= 1
+                    joined = True
                     break
-            j += 1
+            if joined:
+                del self.nests[j]
+            else:
+                j += 1
 
     def inplace_safe(self, out: Var, inp: Var) -> bool:
         """Whether ``out`` may be written over ``inp``'s buffer: ``inp`` is read only in earlier
