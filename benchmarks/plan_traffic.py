@@ -41,7 +41,7 @@ def _nbytes(vs: Any) -> int:
     return sum(v.aval.size * v.aval.dtype.itemsize for v in vs)
 
 
-def program(model: str, mode: str, batch: int, block: int) -> Any:
+def program(model: str, mode: str, batch: int, block: int, n_ctx: int | None = None) -> Any:
     """The lowered ``Program`` of the model's benchmark step (vision or GPT-2/LLaMA)."""
     from examples.vision import models
 
@@ -54,7 +54,7 @@ def program(model: str, mode: str, batch: int, block: int) -> Any:
     else:
         from blu_gpt2 import blu_programs, precision_scope
 
-        ((fn, specs),) = blu_programs(model, mode, batch, block)
+        ((fn, specs),) = blu_programs(model, mode, batch, block, n_ctx=n_ctx)
         scope = precision_scope(mode)
     with scope:
         return fn.lower(*specs, target="cuda:sm_90")._program
@@ -115,9 +115,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--mode", default="bf16", choices=("fp32", "tf32", "bf16"))
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--block", type=int, default=1024, help="tokens a sequence (GPT-2/LLaMA)")
+    p.add_argument("--n-ctx", type=int, default=None,
+                   help="GPT-2: position-table rows, if not the config's (T = 8192: 8192)")
     p.add_argument("--top", type=int, default=15, help="the largest nodes to list")
     a = p.parse_args(argv)
-    prog = program(a.model, a.mode, a.batch, a.block)
+    prog = program(a.model, a.mode, a.batch, a.block, a.n_ctx)
     nbytes, count, rows = traffic(prog)
     print(f"{a.model} {a.mode} batch {a.batch}: plan peak "
           f"{prog.memory_analysis().peak_bytes / 2**30:.2f} GiB")  # fmt: skip
