@@ -118,14 +118,14 @@ def _gather_impl(t, which, **p):
     return out
 
 
+_OFFSET_DTYPES = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32))
+
+
 def offsets_dtype(window_dimensions: tuple[int, ...]) -> np.dtype:
     """The dtype of ``which`` for a window of these dimensions: int8, int16 or int32, the
     narrowest that holds its largest offset (and the pads' -1)."""
     n = math.prod(window_dimensions)
-    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32) if n <= np.iinfo(t).max)
-
-
-_OFFSET_DTYPES = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32))
+    return next(t for t in _OFFSET_DTYPES if n <= np.iinfo(t).max)
 
 
 def _check(name, t: ShapedArray, which: ShapedArray, out_shape, operand_shape, p) -> None:

@@ -34,6 +34,7 @@ from blu.lax.shapes import broadcast_in_dim_p
 from blu.lower import library
 from blu.lower.mlir.scatter import scatter_supported
 from blu.lower.plan.fusion import KernelLayout, can_fuse, is_reduction
+from blu.lower.plan.memory import nbytes
 from blu.lower.plan.nodes import Node, NodeKind, Plan
 
 MAX_KERNEL_EQNS = 400  # bounds a kernel's compile time
@@ -295,7 +296,7 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
         chain, leaves = [p], []
         for a in e.invars:
             q = producer.get(a) if isinstance(a, Var) else None
-            if q is not None and kinds[q] == "const" or not isinstance(a, Var):
+            if not isinstance(a, Var) or (q is not None and kinds[q] == "const"):
                 continue
             # made in the group: followed while that narrows; else an input of the group (its
             # producer runs before the group, so before the reader too: no cycle)
@@ -424,7 +425,7 @@ def _buffers(node: Node, limit: int) -> int:
 
 
 def _bytes(vs: list[Var]) -> int:
-    return sum(v.aval.size * v.aval.dtype.itemsize for v in vs)
+    return sum(nbytes(v.aval) for v in vs)
 
 
 def _toposort(nodes: list[Node], partial: bool = False) -> list[Node] | None:
