@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GPU_TESTS = [
     "tests/lower/cuda/test_gpu_kernels.py",
     "tests/lower/cuda/test_gpu_special.py",
+    "tests/lower/cuda/test_gpu_exp.py",
     "tests/lower/cuda/test_gpu_row_groups.py",
     "tests/lower/cuda/test_gpu_generations.py",
     "tests/lower/cuda/test_gpu_executable.py",

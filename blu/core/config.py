@@ -83,6 +83,11 @@ Flags (environment variable, type, default):
 - ``gpu_epilogues`` (``BLU_GPU_EPILOGUES``, bool, True): CUDA programs compute a product, its bias
   and the tanh GELU as one cuBLASLt call (``GELU_AUX_BIAS``; ``blu.lower.cuda.epilogues``); off,
   the product and a fused kernel.
+- ``gpu_exp`` (``BLU_GPU_EXP``, ``"ex2"`` | ``"poly"``, ``"ex2"``): how GPU kernels compute a
+  float32 ``exp`` (and the functions built on it: ``logistic``, ``expm1``): ``ex2`` reduces the
+  argument and calls the special-function unit's ``ex2.approx.f32`` (within 3.2 ulp; half the
+  instructions), ``poly`` the CPU's Cephes polynomial (within 2 ulp;
+  ``blu.lower.mlir.mathlib.exp``). Part of every GPU kernel's cache key.
 - ``packed_attention`` (``BLU_PACKED_ATTENTION``, bool, True): CUDA programs give the fused
   attention its ``q, k, v`` (and take ``dq, dk, dv`` back) as strided slices of the QKV product's
   array (``blu.lower.cuda.packed_attention``); off, as copies.
@@ -218,6 +223,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "flash_tensor_cores": ("BLU_FLASH_TENSOR_CORES", _bool, True),
     "gemm_search": ("BLU_GEMM_SEARCH", _bool, True),
     "gpu_epilogues": ("BLU_GPU_EPILOGUES", _bool, True),
+    "gpu_exp": ("BLU_GPU_EXP", _choice("ex2", "poly"), "ex2"),
     "packed_attention": ("BLU_PACKED_ATTENTION", _bool, True),
     "unroll_scans": ("BLU_UNROLL_SCANS", _int(0), 16),
     "cuda_conditional_nodes": ("BLU_CUDA_CONDITIONAL_NODES", _bool, True),

@@ -43,6 +43,7 @@ AGREED = {
     "flash_tensor_cores": "BLU_FLASH_TENSOR_CORES",
     "gemm_search": "BLU_GEMM_SEARCH",
     "gpu_epilogues": "BLU_GPU_EPILOGUES",
+    "gpu_exp": "BLU_GPU_EXP",
     "packed_attention": "BLU_PACKED_ATTENTION",
     "unroll_scans": "BLU_UNROLL_SCANS",
     "cuda_conditional_nodes": "BLU_CUDA_CONDITIONAL_NODES",

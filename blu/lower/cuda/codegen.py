@@ -40,6 +40,7 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.aval import ShapedArray
+from blu.core.config import config
 from blu.core.jaxpr import Var
 from blu.lower.cuda.codegen_online import OnlineRowEmitter
 from blu.lower.cuda.codegen_rows import (
@@ -216,6 +217,11 @@ class GpuBuilder(Builder):
 
     def libm(self, fn: str, args: Any, ty: str) -> str:
         return super().libm("__nv_" + fn, args, ty)
+
+    @property
+    def exp2_unit(self) -> bool:
+        """float32 ``exp`` through ``ex2.approx`` (``mathlib.exp_ex2``; ``$BLU_GPU_EXP``)."""
+        return config.gpu_exp == "ex2"
 
     def f32_to_bf16(self, x: str) -> str:
         """Generation 2: the hardware's conversion (``cvt.rn.bf16.f32``, sm_80+: the integer

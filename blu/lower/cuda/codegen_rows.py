@@ -63,8 +63,9 @@ def warp_rows_on() -> bool:
 # the code emitted for it): bump it when the emitter's code or a launch's geometry changes, so no
 # cache serves a kernel built by an older emitter. 2: split reductions over leading dimensions
 # in lanes of consecutive kept indices, with their own partial counts (``codegen.column_lanes``);
-# 3: generation 3's looped row passes visit contiguous runs a thread (vector accesses).
-EMITTER_VERSION = 3
+# 3: generation 3's looped row passes visit contiguous runs a thread (vector accesses); 4: float32
+# exp through ex2.approx (``mathlib.exp_ex2``).
+EMITTER_VERSION = 4
 
 
 def key_suffix() -> str:
@@ -74,6 +75,7 @@ def key_suffix() -> str:
     flash = "" if config.flash_tensor_cores else "\n#flash-cuda-cores"
     flash += "" if config.gpu_epilogues else "\n#no-gpu-epilogues"  # (the plan differs)
     flash += "" if config.packed_attention else "\n#unpacked-attention"
+    flash += "" if config.gpu_exp == "ex2" else f"\n#gpu-exp {config.gpu_exp}"
     return (("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("\n#gpu-rows warp" if warp else "")
             + ("" if gen == 1 else f"\n#gpu-kernels {gen}") + flash
             + f"\n#gpu-emitter {EMITTER_VERSION}")  # fmt: skip

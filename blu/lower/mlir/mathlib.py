@@ -66,7 +66,10 @@ _EXP_HI, _EXP_LO, _LOG2E, _C1, _C2 = EXP_HI, EXP_LO, LOG2E, C1, C2
 
 
 def exp(b: Builder, x: str) -> str:
-    """e**x (Cephes expf): x = n ln2 + r, e**r by a degree-7 polynomial, times 2**n."""
+    """e**x (Cephes expf): x = n ln2 + r, e**r by a degree-7 polynomial, times 2**n. A builder
+    whose ``exp2_unit`` is true (GPU kernels, ``$BLU_GPU_EXP=ex2``) gets ``exp_ex2``."""
+    if getattr(b, "exp2_unit", False):
+        return exp_ex2(b, x)
     xc = b.op(f"arith.minnumf {b.op(f'arith.maxnumf {x}, {_c(b, _EXP_LO)} : f32')}, "
               f"{_c(b, _EXP_HI)} : f32")  # fmt: skip
     # below _EXP_LO (and at NaN) the result is known: compute with x = 0 there, so no lane
@@ -84,6 +87,34 @@ def exp(b: Builder, x: str) -> str:
     y = _sel(b, _cmp(b, "ogt", x, _c(b, _EXP_HI)), _c(b, float("inf")), y)
     y = _sel(b, _cmp(b, "olt", x, _c(b, _EXP_LO)), _c(b, 0.0), y)
     return _sel(b, _is_nan(b, x), x, y)
+
+
+# log2(e) split in two float32s: LOG2E_HI (its float32 rounding) + LOG2E_LO to ~2**-48
+LOG2E_HI, LOG2E_LO = 1.4426950216293335, 1.92596298909109e-08
+EX2_LO, EX2_HI = -104.0, 88.75  # e**-104 rounds to 0; e**88.75 > FLT_MAX overflows to inf
+
+
+def exp_ex2(b: Builder, x: str) -> str:
+    """e**x through a GPU's special-function unit, within 3.2 ulp of the correctly rounded
+    result (1.1 of them the reduction's, 2 the hardware's) over the whole float32 range (inf,
+    NaN, zeros and subnormal results included), in about 16 instructions (the polynomial of
+    ``exp``: about 35). ``t = x log2(e)`` is split as ``j + f`` with ``j = rint(t)`` and
+    ``f = fma(x, LOG2E_HI, -j) + x LOG2E_LO`` (|f| <= 1/2, its error ~2**-25); ``2**f`` comes
+    from ``math.exp2`` (``ex2.approx.f32``: 2 ulp, the CUDA guide's bound for ``exp2f``), times
+    ``2**j`` in two exact halves (``j`` in [-150, 128]: a subnormal result is rounded once). The
+    argument is clamped to [``EX2_LO``, ``EX2_HI``] first (``maximumf`` and ``minimumf`` keep a
+    NaN), where the result is already 0 or inf. CUDA's own ``expf`` takes the same approach
+    (reduction by ln 2, the hardware's 2**f)."""
+    lo, hi = _c(b, EX2_LO), _c(b, EX2_HI)
+    xc = b.op(f"arith.minimumf {b.op(f'arith.maximumf {x}, {lo} : f32')}, {hi} : f32")
+    j = b.op(f"math.roundeven {_bin(b, 'mulf', xc, _c(b, LOG2E_HI))} : f32")
+    f = _fma(b, xc, _c(b, LOG2E_HI), b.op(f"arith.negf {j} : f32"))
+    f = _fma(b, xc, _c(b, LOG2E_LO), f)
+    y = b.op(f"math.exp2 {f} : f32")
+    n = b.op(f"arith.fptosi {j} : f32 to i32")
+    n1 = b.op(f"arith.shrsi {n}, {b.const(1, 'i32')} : i32")
+    n2 = b.op(f"arith.subi {n}, {n1} : i32")
+    return _bin(b, "mulf", _bin(b, "mulf", y, _pow2(b, n1)), _pow2(b, n2))
 
 
 def log(b: Builder, x: str) -> str:

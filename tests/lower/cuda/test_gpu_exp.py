@@ -1,0 +1,138 @@
+"""float32 ``exp`` on the GPU through ``ex2.approx`` (``mathlib.exp_ex2``, ``$BLU_GPU_EXP``).
+
+Three parts: the PTX (no GPU: the kernel calls ``ex2.approx.f32`` and no polynomial, each setting
+keys its own kernels); the algorithm modelled in numpy float32 against float64 (no GPU: the
+argument reduction and the two-step scaling, with ``2**f`` perturbed by the hardware's 2 ulp both
+ways), within 3.2 ulp over the whole range, subnormal results, zeros, inf and NaN; and the kernel
+on a GPU (marked ``gpu``) against float64 over the same values.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from gpu_helpers import make_device, on_gpu, put
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blu
+import blu.lax as lax
+from blu.lower.cuda import codegen_rows
+from blu.lower.cuda import compiler as mlir_gpu
+from blu.lower.mlir import mathlib
+
+f32, f64 = np.float32, np.float64
+needs_mlir = pytest.mark.skipif(importlib.util.find_spec("mlir") is None, reason="needs MLIR")
+needs_ptxas = pytest.mark.skipif(mlir_gpu.find_ptxas() is None, reason="needs ptxas")
+BOUND = 3.2  # ulps: exp_ex2's bound (the module docstring)
+TINY = 2.0**-149  # the least float32 subnormal: the ulp of every subnormal result
+
+
+def _ulps(got: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """|got - e**x| in float32 ulps of the true result (float64 reference; subnormal results
+    counted in the subnormal spacing), 0 where both are the same special value."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = np.exp(x.astype(f64))
+        rounded = want.astype(f32)  # beyond FLT_MAX: inf, as float32 rounds it
+        ulp = np.maximum(np.spacing(np.abs(rounded)).astype(f64), TINY)
+        err = np.abs(got.astype(f64) - want) / ulp
+    same = (got == rounded) | (np.isnan(got) & np.isnan(want))
+    return np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))
+
+
+def _model(x: np.ndarray, ex2_ulps: float = 0.0) -> np.ndarray:
+    """``exp_ex2`` step by step in float32 (fused multiply-adds in float64, where the product is
+    exact); ``2**f`` from numpy (correctly rounded) moved by ``ex2_ulps`` of its spacing: the
+    hardware's error either way."""
+    x = np.asarray(x, f32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        xc = np.minimum(np.maximum(x, f32(mathlib.EX2_LO)), f32(mathlib.EX2_HI))
+        hi, lo = f64(f32(mathlib.LOG2E_HI)), f64(f32(mathlib.LOG2E_LO))
+        j = np.rint(xc * f32(mathlib.LOG2E_HI)).astype(f32)
+        f = (xc.astype(f64) * hi - j).astype(f32)  # fma: the exact x*hi - j, rounded once
+        f = (xc.astype(f64) * lo + f).astype(f32)
+        y = np.exp2(f)
+        y = (y + f32(ex2_ulps) * np.spacing(y)).astype(f32)
+        n = np.where(np.isnan(j), 0, j).astype(np.int32)
+        n1 = n >> 1
+        p1 = np.ldexp(f32(1), n1).astype(f32)
+        p2 = np.ldexp(f32(1), n - n1).astype(f32)
+        return (y * p1 * p2).astype(f32)
+
+
+SPECIALS = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 88.72, 88.7228, 88.73, 89.0, -87.3,
+            -87.34, -88.0, -100.0, -103.2, -103.97, -104.0, -200.0, 1e-8, -1e-8, 1e-40,
+            3e38]  # fmt: skip
+
+
+def _sweep() -> np.ndarray:
+    """Every 7919th float32 bit pattern between -105 and 89 (about 280,000 values), the
+    specials."""
+    lo, hi = np.array([-105.0, 89.0], f32).view(np.uint32)
+    neg = np.arange(0x80000000, lo, 7919, dtype=np.uint32).view(f32)  # -0 down to -105
+    pos = np.arange(0, hi, 7919, dtype=np.uint32).view(f32)
+    return np.concatenate([neg, pos, np.array(SPECIALS, f32)])
+
+
+@pytest.mark.parametrize("ex2_ulps", [0.0, -2.0, 2.0])
+def test_the_algorithm_is_within_bound(ex2_ulps):
+    x = _sweep()
+    err = _ulps(_model(x, ex2_ulps), x)
+    # the reduction and scaling 1.11 ulp (an exact 2**f), the hardware's 2 more
+    assert err.max() <= (1.2 if ex2_ulps == 0 else BOUND), (x[err.argmax()], err.max())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(width=32, allow_nan=True, allow_infinity=True))
+def test_the_algorithm_any_float(v):
+    x = np.array([v], f32)
+    for u in (-2.0, 2.0):
+        assert _ulps(_model(x, u), x)[0] <= BOUND
+
+
+def test_specials_exactly():
+    got = _model(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -200.0, 200.0], f32))
+    assert got[0] == 1.0 and got[1] == 1.0 and got[2] == np.inf and got[3] == 0.0
+    assert np.isnan(got[4]) and got[5] == 0.0 and got[6] == np.inf
+
+
+@needs_mlir
+@needs_ptxas
+def test_ptx_uses_the_special_function_unit(tmp_path):
+    spec = blu.ShapeDtypeStruct((4096,), np.dtype(f32))
+
+    def ptx():
+        exe = blu.jit(lambda x: lax.exp(x) + 1.0).lower(spec, target="cuda:sm_90").compile()
+        return "\n".join(p.decode() for p in exe.executable.ptx().values())
+
+    with blu.config.override(cache_dir=str(tmp_path)):
+        fast = ptx()
+        with blu.config.override(gpu_exp="poly"):
+            poly = ptx()
+            assert "#gpu-exp poly" in codegen_rows.key_suffix()
+    assert "ex2.approx.f32" in fast and "cvt.rmi" not in fast
+    assert "ex2.approx" not in poly and "cvt.rmi" in poly  # Cephes' floor and polynomial
+    count = [sum(1 for line in p.splitlines() if line.strip().endswith(";")) for p in (fast, poly)]
+    assert count[0] < 0.7 * count[1], count
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return make_device()
+
+
+@on_gpu
+@pytest.mark.parametrize("fn", ["exp", "logistic"])
+def test_exp_on_the_gpu(dev, fn):
+    x = _sweep()[::7]
+    x = np.concatenate([x, np.zeros((-x.size) % 128, f32)]).reshape(-1, 128)
+    out = np.asarray(blu.jit(getattr(lax, fn))(put(dev, x)))
+    if fn == "exp":
+        err = _ulps(out.ravel(), x.ravel())
+        assert err.max() <= BOUND, (x.ravel()[err.argmax()], err.max())
+    else:  # 1 / (1 + e**-x): the exp's error and two roundings, relative
+        want = 1.0 / (1.0 + np.exp(-x.astype(f64)))
+        np.testing.assert_allclose(out, want, rtol=4e-7, atol=TINY)
+
