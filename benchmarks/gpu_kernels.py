@@ -76,7 +76,7 @@ def _ce_rows(z: Any, labels: Any) -> tuple[Any, Any]:
     # the picked logit from the raw row (joins the max's pass), then shifted: the same value
     picked = bnp.sum(bnp.where(hit, z, bnp.zeros_like(z)), axis=1) - m[:, 0]
     loss = bnp.sum(bnp.log(s[:, 0]) - picked)
-    dz = (e / s - hit.astype(z.dtype)) * np.float32(1.0 / z.shape[0])
+    dz = (e * (1 / s) - hit.astype(z.dtype)) * np.float32(1.0 / z.shape[0])
     return loss, dz.astype(_bf16())
 
 
