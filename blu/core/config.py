@@ -88,6 +88,11 @@ Flags (environment variable, type, default):
   argument and calls the special-function unit's ``ex2.approx.f32`` (within 3.2 ulp; half the
   instructions), ``poly`` the CPU's Cephes polynomial (within 2 ulp;
   ``blu.lower.mlir.mathlib.exp``). Part of every GPU kernel's cache key.
+- ``gpu_group_columns`` (``BLU_GPU_GROUP_COLUMNS``, bool, True): a GPU row group followed by
+  column reductions over its rows (a layer norm backward's gain and bias gradients, next to the
+  input gradient) runs them in its own pass: each block loops over rows keeping column partials
+  in registers (``blu.lower.cuda.codegen_rows``); off, a separate split reduction reads the rows
+  again. Part of every GPU kernel's cache key.
 - ``packed_attention`` (``BLU_PACKED_ATTENTION``, bool, True): CUDA programs give the fused
   attention its ``q, k, v`` (and take ``dq, dk, dv`` back) as strided slices of the QKV product's
   array (``blu.lower.cuda.packed_attention``); off, as copies.
@@ -224,6 +229,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "gemm_search": ("BLU_GEMM_SEARCH", _bool, True),
     "gpu_epilogues": ("BLU_GPU_EPILOGUES", _bool, True),
     "gpu_exp": ("BLU_GPU_EXP", _choice("ex2", "poly"), "ex2"),
+    "gpu_group_columns": ("BLU_GPU_GROUP_COLUMNS", _bool, True),
     "packed_attention": ("BLU_PACKED_ATTENTION", _bool, True),
     "unroll_scans": ("BLU_UNROLL_SCANS", _int(0), 16),
     "cuda_conditional_nodes": ("BLU_CUDA_CONDITIONAL_NODES", _bool, True),

@@ -83,6 +83,7 @@ class NestPlan:
     block_combine: bool = False  # split: stage 2 is one block per kept index (gpu.all_reduce)
     group: int = -1  # row group: the index of its first nest (all of it is one launch)
     lanes: int = 1  # split, kept innermost: consecutive kept indices per stage-1 thread
+    grid: int = 0  # row group head: blocks that loop over its rows (0: one block per row)
 
 
 def plan_nests(layout: KernelLayout) -> list[NestPlan]:
@@ -195,6 +196,8 @@ def launches(layout: KernelLayout, sym: str) -> list[Launch]:
         if p.group >= 0:
             if p.group == j:
                 out.append(Launch(name, *group_launch(p)))
+            elif p.strategy == "split":  # a row group's column reductions: its stage 2
+                out.append(_combine_launch(name, p))
         elif p.strategy == "map":
             if p.K:
                 out.append(Launch(name, map_grid(p.K, layout, nest), BLOCK))
@@ -205,11 +208,15 @@ def launches(layout: KernelLayout, sym: str) -> list[Launch]:
             out.append(Launch(name, p.K, row_block(p.R)))
         else:
             out.append(Launch(name + "a", -(-(p.K // p.lanes * p.S) // BLOCK), BLOCK))
-            if p.block_combine:
-                out.append(Launch(name + "b", p.K, min(1024, pow2_at_least(p.S // 8))))
-            else:
-                out.append(Launch(name + "b", -(-p.K // BLOCK), BLOCK))
+            out.append(_combine_launch(name, p))
     return out
+
+
+def _combine_launch(name: str, p: NestPlan) -> Launch:
+    """A split reduction's stage 2 (``_emit_combine``)."""
+    if p.block_combine:
+        return Launch(name + "b", p.K, min(1024, pow2_at_least(p.S // 8)))
+    return Launch(name + "b", -(-p.K // BLOCK), BLOCK)
 
 
 class GpuBuilder(Builder):
@@ -455,7 +462,12 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
                 b.store(v, f"%tmp{pos}", self.layout.scratch[pos], b.iaddc(slot, lane))
         self._close()
         self._end(fname + "a")
-        # stage 2: the S partials of k, combined by one block (or by one thread)
+        self._emit_combine(nest, p, fname)
+
+    def _emit_combine(self, nest: Nest, p: NestPlan, fname: str) -> None:
+        """A split reduction's stage 2 (``fname`` + "b"): the ``S`` partials of each kept index
+        ``k`` (``partials[s * K + k]``), combined by one block (or by one thread)."""
+        reds = [m for m in nest.members if is_reduction(self.layout.producer[m])]
         self._begin()
         b = self.b
         if p.block_combine:
@@ -493,6 +505,8 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
         for j, (nest, p) in enumerate(zip(self.layout.nests, self.plans)):
             if p.group == j:
                 self._emit_group(j, f"{self.name}_{j}")
+            elif p.group >= 0 and p.strategy == "split":  # the group made its partials
+                self._emit_combine(nest, p, f"{self.name}_{j}")
             elif p.group < 0:
                 emitters[p.strategy](nest, p, f"{self.name}_{j}")
                 self.done.update(nest.members)

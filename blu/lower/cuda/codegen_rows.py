@@ -17,6 +17,16 @@ Three forms, by row length ``R`` (chosen from shapes alone, like every launch):
   slower than ``unrolled`` on the GPT-2 step (H200, bf16: 24-32 elements per lane need ~117
   registers, so fewer warps are resident; docs/benchmarks/gpt2_gpu.md), hence not the default.
 
+Column partials (generation 2, unrolled form, ``$BLU_GPU_GROUP_COLUMNS``): when the nest after
+a group reduces over the group's rows and keeps its columns (a layer norm backward's gain and
+bias gradients, computed with the input gradient), the group takes it in: ``column_blocks``
+blocks loop over the rows (``k = block, block + G, ...``), each thread adding its elements'
+terms into one register per column and reduction, and store ``G`` partials per column; the
+split's second stage combines them. The rows are read once instead of twice (the separate split
+read them again), one launch fewer. A split that generation 1 makes in place of the group uses
+the same ``S = G`` (a partial sums the rows ``s, s + G, ...`` in order either way), so both
+generations compute the same bits.
+
 A value a nest stored in a half-precision buffer is reused by later nests *as stored* (rounded),
 so the unrolled and looped forms compute the same bits
 (``tests/lower/cuda/test_gpu_row_groups.py``).
@@ -30,15 +40,24 @@ import dataclasses
 import math
 from typing import Any
 
+from blu.core.aval import ShapedArray
 from blu.core.config import config
 from blu.core.jaxpr import Var
 from blu.lax.shapes import broadcast_in_dim_p, reshape_p, squeeze_p
 from blu.lower.cuda.codegen_online import online_on, online_pairs
-from blu.lower.cuda.codegen_strided import ROW_UNROLL, generation, loads_first, map_unroll
+from blu.lower.cuda.codegen_strided import (
+    ROW_UNROLL,
+    generation,
+    loads_first,
+    loop_results,
+    map_unroll,
+)
 from blu.lower.mlir.emit import Idx, compute_type
-from blu.lower.plan.fusion import KernelLayout
+from blu.lower.plan.fusion import KernelLayout, is_arg_reduce, is_reduction
 
 UNROLL = 16  # unrolled form: most elements per thread
+GROUP_THREADS = 1 << 17  # a group with column partials: its threads in all (codegen.SPLIT_THREADS)
+GROUP_PARTIALS = 1 << 20  # ... and its most partial results a reduction (codegen.SPLIT_PARTIALS)
 WARP_UNROLL = 32  # warp form: most elements per lane
 WARP_ROWS = 4  # warp form: rows (warps) per block
 VEC = 4  # generation 3, unrolled form: contiguous elements per thread and run (16 bytes of f32)
@@ -64,8 +83,9 @@ def warp_rows_on() -> bool:
 # cache serves a kernel built by an older emitter. 2: split reductions over leading dimensions
 # in lanes of consecutive kept indices, with their own partial counts (``codegen.column_lanes``);
 # 3: generation 3's looped row passes visit contiguous runs a thread (vector accesses); 4: float32
-# exp through ex2.approx (``mathlib.exp_ex2``).
-EMITTER_VERSION = 4
+# exp through ex2.approx (``mathlib.exp_ex2``); 5: row groups with column partials
+# (``column_blocks``).
+EMITTER_VERSION = 5
 
 
 def key_suffix() -> str:
@@ -76,6 +96,7 @@ def key_suffix() -> str:
     flash += "" if config.gpu_epilogues else "\n#no-gpu-epilogues"  # (the plan differs)
     flash += "" if config.packed_attention else "\n#unpacked-attention"
     flash += "" if config.gpu_exp == "ex2" else f"\n#gpu-exp {config.gpu_exp}"
+    flash += "" if config.gpu_group_columns else "\n#no-group-columns"
     return (("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("\n#gpu-rows warp" if warp else "")
             + ("" if gen == 1 else f"\n#gpu-kernels {gen}") + flash
             + f"\n#gpu-emitter {EMITTER_VERSION}")  # fmt: skip
@@ -134,7 +155,7 @@ def group_launch(head: Any) -> tuple[int, int]:
     """(grid, block) of the group led by ``head``."""
     if group_form(head) == "warp":
         return -(-head.K // WARP_ROWS), 32 * WARP_ROWS
-    return head.K, vector_block(head.R) or group_block(head.R)
+    return head.grid or head.K, vector_block(head.R) or group_block(head.R)
 
 
 # ---- planning -----------------------------------------------------------------------------------
@@ -162,11 +183,48 @@ def row_groups(layout: KernelLayout, plans: list[Any]) -> list[Any]:
         while j < len(nests) and _joins(layout, nests[j], out[j], head, shape, kept_shape, made):
             made.update(nests[j].members)
             j += 1
+        if (j < len(nests) and group_form(head) == "unrolled"
+                and _column_split(layout, nests[j], out[j], head, shape, made)):  # fmt: skip
+            # S = the group's blocks in every generation: the partials, and the bits, are the
+            # same whether the group (generation 2) or a split (generation 1) makes them
+            G = column_blocks(head, out[j].K)
+            for pos in out[j].partials:
+                layout.scratch[pos] = ShapedArray((G * out[j].K,), layout.scratch[pos].dtype)
+            types = {compute_type(layout.producer[m].invars[0].aval.dtype)
+                     for m in nests[j].members if is_reduction(layout.producer[m])}  # fmt: skip
+            block = G >= 64 and types <= {"f32", "f64", "i32", "i64"}  # (codegen._ROW_TYPES)
+            out[j] = dataclasses.replace(out[j], S=G, block_combine=block, lanes=1)
+            if loads_first():
+                out[i] = head = dataclasses.replace(head, grid=G)
+                j += 1
         if j - i > 1:
             for t in range(i, j):
                 out[t] = dataclasses.replace(out[t], group=i)
         i = j
     return out
+
+
+def column_blocks(head: Any, columns: int) -> int:
+    """Blocks of a row group that also reduces ``columns`` columns over its rows: about
+    ``GROUP_THREADS`` threads in all, at least 16 rows a block, at most ``GROUP_PARTIALS``
+    partial results (the second stage reads them from L2)."""
+    per = GROUP_THREADS // group_block(head.R)
+    return max(1, min(pow2_at_least(per), head.K // 16, GROUP_PARTIALS // max(columns, 1)))
+
+
+def _column_split(layout, nest, p, head, shape, made) -> bool:
+    """Whether ``nest`` (after a row group over ``shape``) reduces over the group's rows and
+    keeps its columns (``split``, the same shape and axes swapped), every member computed from
+    values of its own row: the group can then accumulate its column partials
+    (``$BLU_GPU_GROUP_COLUMNS``)."""
+    if not config.gpu_group_columns or p.strategy != "split" or nest.shape != shape:
+        return False
+    if set(p.red) != set(head.kept) or set(p.kept) != set(head.red) or p.K != head.R:
+        return False
+    if any(is_arg_reduce(layout.producer[m]) for m in nest.members):
+        return False
+    allowed = {_strip(shape), _strip(tuple(shape[d] for d in head.kept))}
+    return all(_row_local(layout, m, made, allowed) for m in nest.members)
 
 
 def _joins(layout, nest, p, head, shape, kept_shape, made) -> bool:
@@ -247,16 +305,20 @@ class RowGroupEmitter:
         ``vec * lane + (i // vec) * vec * step + i % vec``."""
         b = self.b
         km = b.multi(Idx(tuple(shape[d] for d in head.kept), None, k))
-        base = lane if vec == 1 else b.imul(lane, vec)
         points = []
-        for i in range(n):
-            r = b.iaddc(base, (i // vec) * vec * step + i % vec)
+        for r in self._columns(lane, step, n, vec):
             rm = b.multi(Idx(tuple(shape[d] for d in head.red), None, r))
             multi = [b.index(0)] * len(shape)
             for d, x in [*zip(head.kept, km), *zip(head.red, rm)]:
                 multi[d] = x
             points.append((r, Idx(shape, multi, b.iadd(b.imul(k, head.R), r))))
         return points
+
+    def _columns(self, lane: str, step: int, n: int, vec: int = 1) -> list[str]:
+        """The positions in the row of ``_points``' elements."""
+        b = self.b
+        base = lane if vec == 1 else b.imul(lane, vec)
+        return [b.iaddc(base, (i // vec) * vec * step + i % vec) for i in range(n)]
 
     def _reduce_points(self, nest, points, combine) -> tuple[list[Var], list[str]]:
         """The nest's reductions over this thread's ``points`` (storing its other members on
@@ -300,9 +362,16 @@ class RowGroupEmitter:
         unrolled = self.keep = form == "unrolled"
         vblock = vector_block(head.R)
         block = vblock or group_block(head.R)
+        vec, n = (VEC if vblock else 1), head.R // block
+        if head.grid:  # blocks loop over rows; the last nest's column partials in registers
+            bid, last = k, max(t for t, q in enumerate(self.plans) if q.group == j)
+            cols = self._columns(tid, block, n, vec)
+            col_reds, col_inits = self._reductions(self.layout.nests[last])
+            col_inits = col_inits * n  # each of the thread's columns its own (lane-major)
+            k, col_accs, col_res = self._open(bid, b.index(head.K), b.index(head.grid),
+                                              col_inits)  # fmt: skip
         if unrolled:  # this thread's points, shared by every nest of the group
-            points = self._points(shape, head, k, tid, block, head.R // block,
-                                  VEC if vblock else 1)  # fmt: skip
+            points = self._points(shape, head, k, tid, block, n, vec)
         R = b.index(head.R)
         # generation 2: totals and per-row values stay in registers (``row_vals``); a thread
         # then reads from memory only its own elements, so the nests need no barriers
@@ -326,7 +395,9 @@ class RowGroupEmitter:
                 self.done.update(second.members)
                 skip = t + 1
                 continue
-            if p.strategy == "row" and unrolled:
+            if p.strategy == "split":  # (head.grid) this row's terms of the column reductions
+                col_accs = self._visit_many(nest, points, col_reds, col_accs, n)
+            elif p.strategy == "row" and unrolled:
                 reds, totals = self._reduce_points(nest, points, self._all_reduce)
                 self._if(first or b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
                 self._store_reds(reds, totals, k)
@@ -367,8 +438,23 @@ class RowGroupEmitter:
             self.done.update(nest.members)
             if not gen2:
                 b.stmt("gpu.barrier")  # this nest's writes are visible to the whole block
+        if head.grid:
+            b.stmt(f"scf.yield {', '.join(col_accs)} : {', '.join(t for _, t in col_inits)}")
+            self._close()
+            self.cache = {}  # (values of the loop's body)
+            self._store_partials(self.plans[last], bid, cols,
+                                 loop_results(col_res, len(col_inits)))  # fmt: skip
         self.keep, self.row_vals = False, {}
         self._end(fname)
+
+    def _store_partials(self, p: Any, s: str, cols: list[str], accs: list[str]) -> None:
+        """A group's column partials (``accs``: column-major, one per reduction) into the
+        split's scratch at ``s * K + column`` (its stage 2 combines them: ``_emit_combine``)."""
+        b, w = self.b, len(accs) // len(cols)
+        for i, c in enumerate(cols):
+            slot = b.iadd(b.imul(s, p.K), c)
+            for v, pos in zip(accs[i * w : (i + 1) * w], p.partials):
+                b.store(v, f"%tmp{pos}", self.layout.scratch[pos], slot)
 
     def _emit_warp_group(self, j: int, fname: str) -> None:
         """A row group in the warp form (module docstring)."""

@@ -168,7 +168,7 @@ class StridedEmitter:
             if inits:
                 b.stmt(f"scf.yield {', '.join(new)} : {', '.join(types)}")
             self._close()
-            accs = _results(res, len(inits))
+            accs = loop_results(res, len(inits))
             self.cache = dict(saved)
         start = b.iaddc(lo, chunks * unroll * step)
         r, args, res = self._open(start, b.index(n), b.index(step), list(zip(accs, types)))
@@ -177,7 +177,7 @@ class StridedEmitter:
             b.stmt(f"scf.yield {', '.join(new)} : {', '.join(types)}")
         self._close()
         self.cache = saved
-        return _results(res, len(inits))
+        return loop_results(res, len(inits))
 
     def _contiguous(self, nest: Nest, t: str, n: int, T: int, point: Callable[[str], Idx],
                     unroll: int) -> None:  # fmt: skip
@@ -209,5 +209,6 @@ def last_dim(shape: tuple[int, ...]) -> int:
     return next((n for n in reversed(shape) if n > 1), 1)
 
 
-def _results(res: str, n: int) -> list[str]:
+def loop_results(res: str, n: int) -> list[str]:
+    """The names of an ``scf.for``'s ``n`` results (``res``, or ``res#i``)."""
     return [] if n == 0 else [res] if n == 1 else [f"{res}#{i}" for i in range(n)]

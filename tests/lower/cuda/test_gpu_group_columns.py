@@ -1,0 +1,147 @@
+"""Row groups with column partials (``codegen_rows``, ``$BLU_GPU_GROUP_COLUMNS``): a layer norm's
+backward reduces its gain and bias gradients over the rows its row group already reads.
+
+Without a GPU: the launch plan (the split joins the group, ``S`` = the group's blocks in every
+generation, one launch fewer, the partial buffers sized ``S * K``; off, the old plan), the
+kernels through ``ptxas`` (no spills). On a GPU (marked ``gpu``): the gradients against float64
+and bit-equal to generation 1's (the same partials, the same order), with a row count the blocks
+do not divide and a bfloat16 cotangent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from gpu_helpers import make_device, on_gpu
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blu
+import blu.cuda as bc
+import blu.nn as nn
+from blu.lower.cuda import codegen, codegen_rows
+from blu.lower.cuda import compiler as mlir_gpu
+from blu.lower.plan.nodes import NodeKind
+
+f32, f64 = np.float32, np.float64
+needs_mlir = pytest.mark.skipif(importlib.util.find_spec("mlir") is None, reason="needs MLIR")
+needs_ptxas = pytest.mark.skipif(mlir_gpu.find_ptxas() is None, reason="needs ptxas")
+
+
+def _bf16():
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def ln_grads(x, g, b, dy):
+    """A layer norm's input, gain and bias gradients (a GPT-2 block's pre-norm; a bfloat16
+    cotangent cast up, as from a bf16 product)."""
+    return blu.vjp(nn.layer_norm, x, g, b)[1](dy.astype(f32))
+
+
+def _specs(rows: int, cols: int, dy_dtype=f32):
+    s = blu.ShapeDtypeStruct
+    return [s((rows, cols), np.dtype(f32)), s((cols,), np.dtype(f32)), s((cols,), np.dtype(f32)),
+            s((rows, cols), np.dtype(dy_dtype))]  # fmt: skip
+
+
+def _column_groups(rows: int, cols: int, **flags):
+    """``(head, split)`` plans of every group with column partials in the lowered program, and
+    every split of ``cols`` kept columns over ``rows`` rows."""
+    with blu.config.override(**flags):
+        prog = blu.jit(ln_grads).lower(*_specs(rows, cols), target="cuda:sm_90")._program
+        grouped, splits = [], []
+        for node in prog.plan.nodes:
+            if node.kind != NodeKind.KERNEL:
+                continue
+            lay = node.layout
+            plans = codegen.plan_nests(lay)
+            names = [la.func for la in codegen.launches(lay, "k")]
+            for j, p in enumerate(plans):
+                if p.strategy == "split" and p.K == cols and p.R == rows:
+                    splits.append((p, lay, names, j))
+                    if p.group >= 0:
+                        grouped.append((plans[p.group], p))
+        return grouped, splits
+
+
+@settings(max_examples=12, deadline=None)
+@given(rows=st.sampled_from([1, 15, 16, 100, 1000, 16384]), cols=st.sampled_from([64, 768, 1024]))
+def test_the_plan(rows, cols):
+    grouped, splits = _column_groups(rows, cols)
+    if rows >= 512:  # (fewer: no row groups, codegen.plan_nests)
+        assert splits and grouped, "the gain and bias gradients: a split the group takes in"
+    for p, lay, names, j in splits:
+        head_block = codegen_rows.group_block(cols)
+        G = max(1, min(codegen_rows.pow2_at_least(codegen_rows.GROUP_THREADS // head_block),
+                       rows // 16, codegen_rows.GROUP_PARTIALS // cols))  # fmt: skip
+        if p.group < 0:
+            continue
+        assert p.S == G  # the partials: one per block and column
+        for pos in p.partials:
+            assert lay.scratch[pos].shape == (G * cols,)
+        assert f"k_{j}a" not in names and f"k_{j}b" in names  # stage 1 is the group's
+    for head, p in grouped:
+        assert head.grid == p.S and codegen_rows.group_launch(head)[0] == p.S
+
+
+def test_off_and_generation_1():
+    on, _ = _column_groups(16384, 768)
+    assert on and all(p.S == 1024 for _, p in on)  # 2**17 threads of 128: 1024 blocks
+    grouped, splits = _column_groups(16384, 768, gpu_group_columns=False)
+    assert not grouped and splits
+    assert all(s[0].S == 256 for s in splits)  # the split's own S
+    grouped, splits = _column_groups(16384, 768, gpu_kernels=1)
+    assert not grouped  # generation 1: a separate split, but with the group's S (same bits)
+    assert 1024 in {s[0].S for s in splits}
+
+
+@needs_mlir
+@needs_ptxas
+def test_the_kernels_compile_without_spills(tmp_path):
+    import subprocess
+
+    bf16 = _bf16()
+    with blu.config.override(cache_dir=str(tmp_path)):
+        exe = blu.jit(ln_grads).lower(*_specs(1000, 768, bf16), target="cuda:sm_90").compile()
+    ptx = "\n".join(p.decode() for p in exe.executable.ptx().values())
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    cmd = [mlir_gpu.find_ptxas(), "-v", "-arch=sm_90", str(src), "-o", str(tmp_path / "k.cubin")]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    spills = [ln for ln in out.stderr.splitlines() if "spill" in ln]
+    assert spills and all(" 0 bytes spill stores, 0 bytes spill loads" in ln for ln in spills)
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return make_device()
+
+
+@on_gpu
+@pytest.mark.parametrize("rows, dy_dtype", [(1000, "f32"), (4096, "bf16")])
+def test_gradients_on_the_gpu(dev, rows, dy_dtype):
+    rng = np.random.default_rng(rows)
+    cols = 768
+    x = rng.standard_normal((rows, cols)).astype(f32)
+    g, b = rng.standard_normal(cols).astype(f32), rng.standard_normal(cols).astype(f32)
+    dy = rng.standard_normal((rows, cols)).astype(_bf16() if dy_dtype == "bf16" else f32)
+    args = [bc.device_put(a, dev) for a in (x, g, b, dy)]
+    outs = {}
+    for gen in (1, 2):
+        with blu.config.override(gpu_kernels=gen):
+            outs[gen] = [np.asarray(o) for o in blu.jit(lambda *a: ln_grads(*a))(*args)]
+    for a, c in zip(outs[1], outs[2], strict=True):  # the same partials in the same order
+        assert np.array_equal(a.view(np.uint8), c.view(np.uint8))
+    x64, d64 = x.astype(f64), dy.astype(f64)
+    rstd = 1 / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+    xh = (x64 - x64.mean(-1, keepdims=True)) * rstd
+    gw = d64 * g
+    want = [rstd * (gw - gw.mean(-1, keepdims=True) - xh * (gw * xh).mean(-1, keepdims=True)),
+            (d64 * xh).sum(0), d64.sum(0)]  # fmt: skip
+    for got, ref in zip(outs[2], want, strict=True):
+        err = np.linalg.norm(got.astype(f64) - ref) / np.linalg.norm(ref)
+        assert err < 1e-5, err
