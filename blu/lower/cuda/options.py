@@ -25,6 +25,9 @@ class CudaOptions(Options):
         unroll_scans: scans of at most this many iterations are unrolled
             (``BLU_UNROLL_SCANS``).
         conditional_nodes: while loops decided on the device (``BLU_CUDA_CONDITIONAL_NODES``).
+        exp: how kernels compute a float32 exp (``BLU_GPU_EXP``: "ex2" or "poly").
+        group_columns: row groups take in the column reductions over their rows
+            (``BLU_GPU_GROUP_COLUMNS``).
     """
 
     precision: str = ""
@@ -36,6 +39,8 @@ class CudaOptions(Options):
     packed_attention: bool = True
     unroll_scans: int = 16
     conditional_nodes: bool = True
+    exp: str = "ex2"
+    group_columns: bool = True
 
     @classmethod
     def from_config(cls, precision: str | None = None) -> CudaOptions:
@@ -44,4 +49,5 @@ class CudaOptions(Options):
                    codegen_rows.warp_rows_on(), codegen_strided.generation(),
                    bool(config.flash_tensor_cores), bool(config.gpu_epilogues),
                    bool(config.packed_attention), int(config.unroll_scans),
-                   bool(config.cuda_conditional_nodes))  # fmt: skip
+                   bool(config.cuda_conditional_nodes), str(config.gpu_exp),
+                   bool(config.gpu_group_columns))  # fmt: skip
