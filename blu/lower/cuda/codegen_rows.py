@@ -108,8 +108,16 @@ def pow2_at_least(n: int) -> int:
 
 
 def group_block(R: int) -> int:
-    """Threads per block of a block-form row group over rows of ``R`` elements (about 8 each)."""
-    return min(1024, max(32, pow2_at_least(R // 8)))
+    """Threads per block of a block-form row group over rows of ``R`` elements (about 8 each):
+    a power of two, or where that does not divide ``R``, the multiple of 32 dividing it that
+    gives each thread at most ``unroll_limit()`` elements, nearest ``R / 8`` (GPT-2 1.5B's rows
+    of 1600: 160 threads of 10), so the row fits the unrolled form; else the power of two (the
+    looped form)."""
+    b = min(1024, max(32, pow2_at_least(R // 8)))
+    if R % b == 0:
+        return b
+    fits = [c for c in range(32, 1025, 32) if R % c == 0 and R // c <= unroll_limit()]
+    return min(fits, key=lambda c: (abs(c - R / 8), c)) if fits else b
 
 
 def vector_block(R: int) -> int | None:
@@ -183,7 +191,19 @@ def row_groups(layout: KernelLayout, plans: list[Any]) -> list[Any]:
         while j < len(nests) and _joins(layout, nests[j], out[j], head, shape, kept_shape, made):
             made.update(nests[j].members)
             j += 1
-        if (j < len(nests) and group_form(head) == "unrolled"
+        unrolled = group_form(head) == "unrolled"
+        if unrolled and not _column_split(layout, nests[j] if j < len(nests) else None,
+                                          out[j] if j < len(nests) else None, head, shape, made):
+            if i > 0 and out[i - 1].group < 0 and _column_split(
+                    layout, nests[i - 1], out[i - 1], head, shape, made) and not any(
+                    _touches(layout, m, set(nests[i - 1].members))
+                    for n in nests[i:j] for m in n.members):  # fmt: skip
+                # a column reduction just before the group, which the group does not read
+                # (RMSNorm's gain gradient): it runs after the group instead, in its pass
+                nests.insert(j - 1, nests.pop(i - 1))
+                out.insert(j - 1, out.pop(i - 1))
+                i, j = i - 1, j - 1
+        if (j < len(nests) and unrolled
                 and _column_split(layout, nests[j], out[j], head, shape, made)):  # fmt: skip
             # S = the group's blocks in every generation: the partials, and the bits, are the
             # same whether the group (generation 2) or a split (generation 1) makes them
@@ -217,7 +237,9 @@ def _column_split(layout, nest, p, head, shape, made) -> bool:
     keeps its columns (``split``, the same shape and axes swapped), every member computed from
     values of its own row: the group can then accumulate its column partials
     (``$BLU_GPU_GROUP_COLUMNS``)."""
-    if not config.gpu_group_columns or p.strategy != "split" or nest.shape != shape:
+    if nest is None or not config.gpu_group_columns or p.strategy != "split":
+        return False
+    if nest.shape != shape:
         return False
     if set(p.red) != set(head.kept) or set(p.kept) != set(head.red) or p.K != head.R:
         return False

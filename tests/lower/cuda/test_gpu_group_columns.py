@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 
 import blu
 import blu.cuda as bc
+import blu.lax as lax
 import blu.nn as nn
+import blu.numpy as bnp
 from blu.lower.cuda import codegen, codegen_rows
 from blu.lower.cuda import compiler as mlir_gpu
 from blu.lower.plan.nodes import NodeKind
@@ -42,17 +44,27 @@ def ln_grads(x, g, b, dy):
     return blu.vjp(nn.layer_norm, x, g, b)[1](dy.astype(f32))
 
 
+def rms_grads(x, g, b, dy):
+    """An RMSNorm's input and gain gradients (LLaMA's; ``b`` unused): the fusion puts the gain
+    gradient's column reduction before the row group, which moves it after itself."""
+
+    def rms(x, g):
+        return x * lax.rsqrt(bnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g
+
+    return blu.vjp(rms, x, g)[1](dy.astype(f32))
+
+
 def _specs(rows: int, cols: int, dy_dtype=f32):
     s = blu.ShapeDtypeStruct
     return [s((rows, cols), np.dtype(f32)), s((cols,), np.dtype(f32)), s((cols,), np.dtype(f32)),
             s((rows, cols), np.dtype(dy_dtype))]  # fmt: skip
 
 
-def _column_groups(rows: int, cols: int, **flags):
+def _column_groups(rows: int, cols: int, fn=ln_grads, **flags):
     """``(head, split)`` plans of every group with column partials in the lowered program, and
     every split of ``cols`` kept columns over ``rows`` rows."""
     with blu.config.override(**flags):
-        prog = blu.jit(ln_grads).lower(*_specs(rows, cols), target="cuda:sm_90")._program
+        prog = blu.jit(fn).lower(*_specs(rows, cols), target="cuda:sm_90")._program
         grouped, splits = [], []
         for node in prog.plan.nodes:
             if node.kind != NodeKind.KERNEL:
@@ -68,10 +80,12 @@ def _column_groups(rows: int, cols: int, **flags):
         return grouped, splits
 
 
-@settings(max_examples=12, deadline=None)
-@given(rows=st.sampled_from([1, 15, 16, 100, 1000, 16384]), cols=st.sampled_from([64, 768, 1024]))
-def test_the_plan(rows, cols):
-    grouped, splits = _column_groups(rows, cols)
+@settings(max_examples=16, deadline=None)
+@given(rows=st.sampled_from([1, 15, 16, 100, 1000, 16384]),
+       cols=st.sampled_from([64, 768, 1024, 1600]),
+       fn=st.sampled_from([ln_grads, rms_grads]))  # fmt: skip
+def test_the_plan(rows, cols, fn):
+    grouped, splits = _column_groups(rows, cols, fn)
     if rows >= 512:  # (fewer: no row groups, codegen.plan_nests)
         assert splits and grouped, "the gain and bias gradients: a split the group takes in"
     for p, lay, names, j in splits:
@@ -121,9 +135,24 @@ def dev():
     return make_device()
 
 
+def _reference(fn, x, g, dy) -> list[np.ndarray]:
+    """float64 gradients of ``fn``'s norm: ``[dx, dg, db]`` (layer norm) or ``[dx, dg]``."""
+    x64, d64 = x.astype(f64), dy.astype(f64)
+    if fn is rms_grads:
+        r = 1 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-6)
+        gd = d64 * g
+        return [gd * r - x64 * r**3 * (gd * x64).mean(-1, keepdims=True), (d64 * x64 * r).sum(0)]
+    rstd = 1 / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+    xh = (x64 - x64.mean(-1, keepdims=True)) * rstd
+    gw = d64 * g
+    return [rstd * (gw - gw.mean(-1, keepdims=True) - xh * (gw * xh).mean(-1, keepdims=True)),
+            (d64 * xh).sum(0), d64.sum(0)]  # fmt: skip
+
+
 @on_gpu
-@pytest.mark.parametrize("rows, dy_dtype", [(1000, "f32"), (4096, "bf16")])
-def test_gradients_on_the_gpu(dev, rows, dy_dtype):
+@pytest.mark.parametrize("rows, dy_dtype, fn", [(1000, "f32", ln_grads), (4096, "bf16", ln_grads),
+                                                (1000, "bf16", rms_grads)])  # fmt: skip
+def test_gradients_on_the_gpu(dev, rows, dy_dtype, fn):
     rng = np.random.default_rng(rows)
     cols = 768
     x = rng.standard_normal((rows, cols)).astype(f32)
@@ -133,15 +162,9 @@ def test_gradients_on_the_gpu(dev, rows, dy_dtype):
     outs = {}
     for gen in (1, 2):
         with blu.config.override(gpu_kernels=gen):
-            outs[gen] = [np.asarray(o) for o in blu.jit(lambda *a: ln_grads(*a))(*args)]
+            outs[gen] = [np.asarray(o) for o in blu.jit(lambda *a: fn(*a))(*args)]
     for a, c in zip(outs[1], outs[2], strict=True):  # the same partials in the same order
         assert np.array_equal(a.view(np.uint8), c.view(np.uint8))
-    x64, d64 = x.astype(f64), dy.astype(f64)
-    rstd = 1 / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
-    xh = (x64 - x64.mean(-1, keepdims=True)) * rstd
-    gw = d64 * g
-    want = [rstd * (gw - gw.mean(-1, keepdims=True) - xh * (gw * xh).mean(-1, keepdims=True)),
-            (d64 * xh).sum(0), d64.sum(0)]  # fmt: skip
-    for got, ref in zip(outs[2], want, strict=True):
+    for got, ref in zip(outs[2], _reference(fn, x, g, dy), strict=True):
         err = np.linalg.norm(got.astype(f64) - ref) / np.linalg.norm(ref)
         assert err < 1e-5, err
