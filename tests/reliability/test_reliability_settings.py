@@ -31,6 +31,8 @@ BAD = {  # variable -> (a value that does not parse, words of what is expected)
     "BLU_PARALLEL_BACKEND": ("gloo", "one of 'nccl', 'mpi', 'cpu'"),
     "BLU_DEFAULT_MATMUL_PRECISION": ("fp8", "one of 'fp32'"),
     "BLU_CPU_SPIN": ("y", "a boolean"),
+    "BLU_GPU_EXP": ("fast", "one of 'ex2', 'poly'"),
+    "BLU_GPU_GROUP_COLUMNS": ("sometimes", "a boolean"),
 }
 
 
@@ -49,7 +51,8 @@ def test_every_setting_goes_through_the_one_parser():
     gives the same through ``parse_setting`` as through ``Config``."""
     good = {"BLU_CACHE_DIR": "/tmp/x", "BLU_DUMP_IR": "/tmp/ir", "BLU_CUDA_GRAPHS": "auto",
             "BLU_DEFAULT_MATMUL_PRECISION": "TF32", "BLU_JIT_BACKEND": "numpy",
-            "BLU_GPU_ROWS": "warp", "BLU_PARALLEL_BACKEND": "mpi"}  # fmt: skip
+            "BLU_GPU_ROWS": "warp", "BLU_PARALLEL_BACKEND": "mpi",
+            "BLU_GPU_EXP": "poly"}  # fmt: skip
     for name, (var, _, default) in FLAGS.items():
         assert getattr(Config(environ={var: "  "}), name) == default, var
         raw = good.get(var) or ("1" if var not in BAD or BAD[var][1] != "a boolean" else "on")
