@@ -83,9 +83,10 @@ def warp_rows_on() -> bool:
 # cache serves a kernel built by an older emitter. 2: split reductions over leading dimensions
 # in lanes of consecutive kept indices, with their own partial counts (``codegen.column_lanes``);
 # 3: generation 3's looped row passes visit contiguous runs a thread (vector accesses); 4: float32
-# exp through ex2.approx (``mathlib.exp_ex2``); 5: row groups with column partials
-# (``column_blocks``).
-EMITTER_VERSION = 5
+# exp through ex2.approx (``mathlib.exp_ex2``); 6: row groups with column partials
+# (``column_blocks``), a column reduction before its group moved after it, unrolled groups of
+# blocks that are not powers of two (``group_block``).
+EMITTER_VERSION = 6
 
 
 def key_suffix() -> str:
