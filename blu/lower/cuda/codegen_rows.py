@@ -132,7 +132,8 @@ def vector_block(R: int) -> int | None:
     b = group_block(R)
     while b > 32 and (R % (VEC * b) or R // b < 8):
         b //= 2
-    return b if R % (VEC * b) == 0 and R // b <= unroll_limit() else None
+    ok = R % (VEC * b) == 0 and R // b <= unroll_limit() and b % 32 == 0  # (whole warps)
+    return b if ok else None
 
 
 def group_form(head: Any) -> str:
@@ -197,10 +198,12 @@ def row_groups(layout: KernelLayout, plans: list[Any]) -> list[Any]:
                                           out[j] if j < len(nests) else None, head, shape, made):
             if i > 0 and out[i - 1].group < 0 and _column_split(
                     layout, nests[i - 1], out[i - 1], head, shape, made) and not any(
-                    _touches(layout, m, set(nests[i - 1].members))
-                    for n in nests[i:j] for m in n.members):  # fmt: skip
+                    _touches(layout, v, set(nests[i - 1].members))
+                    for n in nests[i:j] for m in n.members
+                    for v in layout.producer[m].invars):  # fmt: skip
                 # a column reduction just before the group, which the group does not read
-                # (RMSNorm's gain gradient): it runs after the group instead, in its pass
+                # (RMSNorm's gain gradient; the walk starts at the operands: the members are
+                # buffers, where _touches stops): it runs after the group instead, in its pass
                 nests.insert(j - 1, nests.pop(i - 1))
                 out.insert(j - 1, out.pop(i - 1))
                 i, j = i - 1, j - 1

@@ -114,6 +114,22 @@ def test_off_and_generation_1():
 
 
 @needs_mlir
+@pytest.mark.parametrize("fn", [lambda x: nn.softmax(x - x.sum(0)),
+                                lambda x: (x - x.sum(0)).max(1)])  # fmt: skip
+def test_a_column_reduction_the_group_reads_stays_before_it(tmp_path, fn):
+    """The group reads the column sums (a broadcast of them in every row): they cannot move
+    after it (this had raised "reduce_sum read before its nest ran")."""
+    spec = blu.ShapeDtypeStruct((1024, 768), np.dtype(f32))
+    for flags in ({}, {"gpu_kernels": 1}):
+        with blu.config.override(cache_dir=str(tmp_path), **flags):
+            low = blu.jit(fn).lower(spec, target="cuda:sm_90")
+            low.compile()
+            for node in low._program.plan.nodes:
+                if node.kind == NodeKind.KERNEL:
+                    assert not any(p.grid for p in codegen.plan_nests(node.layout))
+
+
+@needs_mlir
 @needs_ptxas
 def test_the_kernels_compile_without_spills(tmp_path):
     import subprocess
