@@ -193,39 +193,46 @@ def row_groups(layout: KernelLayout, plans: list[Any]) -> list[Any]:
         while j < len(nests) and _joins(layout, nests[j], out[j], head, shape, kept_shape, made):
             made.update(nests[j].members)
             j += 1
-        unrolled = group_form(head) == "unrolled"
-        if unrolled and not _column_split(layout, nests[j] if j < len(nests) else None,
-                                          out[j] if j < len(nests) else None, head, shape, made):
-            if i > 0 and out[i - 1].group < 0 and _column_split(
-                    layout, nests[i - 1], out[i - 1], head, shape, made) and not any(
-                    _touches(layout, v, set(nests[i - 1].members))
-                    for n in nests[i:j] for m in n.members
-                    for v in layout.producer[m].invars):  # fmt: skip
-                # a column reduction just before the group, which the group does not read
-                # (RMSNorm's gain gradient; the walk starts at the operands: the members are
-                # buffers, where _touches stops): it runs after the group instead, in its pass
-                nests.insert(j - 1, nests.pop(i - 1))
-                out.insert(j - 1, out.pop(i - 1))
-                i, j = i - 1, j - 1
-        if (j < len(nests) and unrolled
-                and _column_split(layout, nests[j], out[j], head, shape, made)):  # fmt: skip
-            # S = the group's blocks in every generation: the partials, and the bits, are the
-            # same whether the group (generation 2) or a split (generation 1) makes them
-            G = column_blocks(head, out[j].K)
-            for pos in out[j].partials:
-                layout.scratch[pos] = ShapedArray((G * out[j].K,), layout.scratch[pos].dtype)
-            types = {compute_type(layout.producer[m].invars[0].aval.dtype)
-                     for m in nests[j].members if is_reduction(layout.producer[m])}  # fmt: skip
-            block = G >= 64 and types <= {"f32", "f64", "i32", "i64"}  # (codegen._ROW_TYPES)
-            out[j] = dataclasses.replace(out[j], S=G, block_combine=block, lanes=1)
-            if loads_first():
-                out[i] = head = dataclasses.replace(head, grid=G)
-                j += 1
+        if group_form(head) == "unrolled":
+            i, j, head = _take_columns(layout, out, i, j, head, made)
         if j - i > 1:
             for t in range(i, j):
                 out[t] = dataclasses.replace(out[t], group=i)
         i = j
     return out
+
+
+def _take_columns(layout: KernelLayout, out: list[Any], i: int, j: int, head: Any,
+                  made: set) -> tuple[int, int, Any]:  # fmt: skip
+    """The unrolled group ``[i, j)``'s column partials (the module docstring): a column split at
+    ``j`` (or just before ``i`` that the group does not read: RMSNorm's gain gradient, moved to
+    ``j``) gets ``S`` = the group's blocks in every generation (the partials, and the bits, are
+    the same whether the group, generation 2, or a split, generation 1, makes them); generation
+    2's group takes it in. Returns the group's bounds and head."""
+    nests, shape = layout.nests, layout.nests[i].shape
+    after = j < len(nests) and _column_split(layout, nests[j], out[j], head, shape, made)
+    if not after and i > 0 and out[i - 1].group < 0:
+        before = nests[i - 1]
+        # (the walk starts at the members' operands: members are buffers, where _touches stops)
+        ins = [v for n in nests[i:j] for m in n.members for v in layout.producer[m].invars]
+        read = any(_touches(layout, v, set(before.members)) for v in ins)
+        if not read and _column_split(layout, before, out[i - 1], head, shape, made):
+            nests.insert(j - 1, nests.pop(i - 1))
+            out.insert(j - 1, out.pop(i - 1))
+            i, j, after = i - 1, j - 1, True
+    if not after:
+        return i, j, head
+    G = column_blocks(head, out[j].K)
+    for pos in out[j].partials:
+        layout.scratch[pos] = ShapedArray((G * out[j].K,), layout.scratch[pos].dtype)
+    types = {compute_type(layout.producer[m].invars[0].aval.dtype)
+             for m in nests[j].members if is_reduction(layout.producer[m])}  # fmt: skip
+    block = G >= 64 and types <= {"f32", "f64", "i32", "i64"}  # (codegen._ROW_TYPES)
+    out[j] = dataclasses.replace(out[j], S=G, block_combine=block, lanes=1)
+    if loads_first():
+        out[i] = head = dataclasses.replace(head, grid=G)
+        j += 1
+    return i, j, head
 
 
 def column_blocks(head: Any, columns: int) -> int:
@@ -241,9 +248,7 @@ def _column_split(layout, nest, p, head, shape, made) -> bool:
     keeps its columns (``split``, the same shape and axes swapped), every member computed from
     values of its own row: the group can then accumulate its column partials
     (``$BLU_GPU_GROUP_COLUMNS``)."""
-    if nest is None or not config.gpu_group_columns or p.strategy != "split":
-        return False
-    if nest.shape != shape:
+    if not config.gpu_group_columns or p.strategy != "split" or nest.shape != shape:
         return False
     if set(p.red) != set(head.kept) or set(p.kept) != set(head.red) or p.K != head.R:
         return False
