@@ -44,6 +44,9 @@ from blu.core.config import config
 from blu.core.jaxpr import Var
 from blu.lower.cuda.codegen_online import OnlineRowEmitter
 from blu.lower.cuda.codegen_rows import (
+    ROW_TYPES,
+    SPLIT_PARTIALS,
+    SPLIT_THREADS,
     RowGroupEmitter,
     group_launch,
     online_at,
@@ -63,10 +66,6 @@ from blu.lower.mlir.codegen import KernelEmitter, deep_recursion
 from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.mlir.launch import BLOCK, MAX_MAP_GRID, Launch  # noqa: F401  (re-exported)
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix
-
-SPLIT_THREADS = 1 << 17  # target K * S / lanes of a split reduction
-SPLIT_PARTIALS = 1 << 20  # most K * S: stage 2 reads the partials from L2 (4 MiB of float32)
-_ROW_TYPES = ("f32", "f64", "i32", "i64")  # gpu.all_reduce shuffles these
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +106,7 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
         types = {compute_type(layout.producer[m].invars[0].aval.dtype) for m in reds}
         if arg or R < 64 or K * R == 0:
             plans.append(NestPlan("thread", kept, red, K, R))
-        elif is_suffix(nest) and K >= 512 and types <= set(_ROW_TYPES):
+        elif is_suffix(nest) and K >= 512 and types <= set(ROW_TYPES):
             plans.append(NestPlan("row", kept, red, K, R))
         else:
             # S counts the lanes in every generation (generation 1: one lane a thread), so the
@@ -121,7 +120,7 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
                 parts.append(len(layout.scratch))
                 dt = partial_dtype(layout.producer[m].invars[0].aval.dtype)
                 layout.scratch.append(ShapedArray((S * K,), dt))
-            block = S >= 64 and types <= set(_ROW_TYPES)
+            block = S >= 64 and types <= set(ROW_TYPES)
             plans.append(NestPlan("split", kept, red, K, R, S, tuple(parts), block, lanes=lanes))
     plans = row_groups(layout, plans)
     layout.gpu_nests = plans  # type: ignore[attr-defined]
@@ -467,8 +466,8 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
     def _emit_combine(self, nest: Nest, p: NestPlan, fname: str) -> None:
         """A split reduction's stage 2 (``fname`` + "b"): the ``S`` partials of each kept index
         ``k`` (``partials[s * K + k]``), combined by one block (or by one thread)."""
-        reds = [m for m in nest.members if is_reduction(self.layout.producer[m])]
         self._begin()
+        reds, inits = self._reductions(nest)
         b = self.b
         if p.block_combine:
             k, tid = self._gpu("block_id"), self._gpu("thread_id")
@@ -477,7 +476,6 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
             start, stride = self._global_thread()
             k, _, _ = self._open(start, b.index(p.K), stride)
             lo, step = b.index(0), b.index(1)
-        inits = [v for m in reds for v in self._red_init(m)]
         s, accs, res = self._open(lo, b.index(p.S), step, inits)
         slot = b.iadd(b.imul(s, p.K), k)
         new = []

@@ -56,8 +56,10 @@ from blu.lower.mlir.emit import Idx, compute_type
 from blu.lower.plan.fusion import KernelLayout, is_arg_reduce, is_reduction
 
 UNROLL = 16  # unrolled form: most elements per thread
-GROUP_THREADS = 1 << 17  # a group with column partials: its threads in all (codegen.SPLIT_THREADS)
-GROUP_PARTIALS = 1 << 20  # ... and its most partial results a reduction (codegen.SPLIT_PARTIALS)
+# split reductions (``codegen.plan_nests``) and row groups with column partials (``column_blocks``)
+SPLIT_THREADS = 1 << 17  # target K * S / lanes of a split reduction
+SPLIT_PARTIALS = 1 << 20  # most K * S: stage 2 reads the partials from L2 (4 MiB of float32)
+ROW_TYPES = ("f32", "f64", "i32", "i64")  # gpu.all_reduce shuffles these
 WARP_UNROLL = 32  # warp form: most elements per lane
 WARP_ROWS = 4  # warp form: rows (warps) per block
 VEC = 4  # generation 3, unrolled form: contiguous elements per thread and run (16 bytes of f32)
@@ -227,7 +229,7 @@ def _take_columns(layout: KernelLayout, out: list[Any], i: int, j: int, head: An
         layout.scratch[pos] = ShapedArray((G * out[j].K,), layout.scratch[pos].dtype)
     types = {compute_type(layout.producer[m].invars[0].aval.dtype)
              for m in nests[j].members if is_reduction(layout.producer[m])}  # fmt: skip
-    block = G >= 64 and types <= {"f32", "f64", "i32", "i64"}  # (codegen._ROW_TYPES)
+    block = G >= 64 and types <= set(ROW_TYPES)
     out[j] = dataclasses.replace(out[j], S=G, block_combine=block, lanes=1)
     if loads_first():
         out[i] = head = dataclasses.replace(head, grid=G)
@@ -237,10 +239,10 @@ def _take_columns(layout: KernelLayout, out: list[Any], i: int, j: int, head: An
 
 def column_blocks(head: Any, columns: int) -> int:
     """Blocks of a row group that also reduces ``columns`` columns over its rows: about
-    ``GROUP_THREADS`` threads in all, at least 16 rows a block, at most ``GROUP_PARTIALS``
+    ``SPLIT_THREADS`` threads in all, at least 16 rows a block, at most ``SPLIT_PARTIALS``
     partial results (the second stage reads them from L2)."""
-    per = GROUP_THREADS // group_block(head.R)
-    return max(1, min(pow2_at_least(per), head.K // 16, GROUP_PARTIALS // max(columns, 1)))
+    per = SPLIT_THREADS // group_block(head.R)
+    return max(1, min(pow2_at_least(per), head.K // 16, SPLIT_PARTIALS // max(columns, 1)))
 
 
 def _column_split(layout, nest, p, head, shape, made) -> bool:
