@@ -37,6 +37,7 @@ GPU_TESTS = [
     "tests/lower/cuda/test_gpu_special.py",
     "tests/lower/cuda/test_gpu_exp.py",
     "tests/lower/cuda/test_gpu_group_columns.py",
+    "tests/lower/cuda/test_gpu_map_stores.py",
     "tests/lower/cuda/test_gpu_row_groups.py",
     "tests/lower/cuda/test_gpu_generations.py",
     "tests/lower/cuda/test_gpu_executable.py",

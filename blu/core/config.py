@@ -86,13 +86,20 @@ Flags (environment variable, type, default):
 - ``gpu_exp`` (``BLU_GPU_EXP``, ``"ex2"`` | ``"poly"``, ``"ex2"``): how GPU kernels compute a
   float32 ``exp`` (and the functions built on it: ``logistic``, ``expm1``): ``ex2`` reduces the
   argument and calls the special-function unit's ``ex2.approx.f32`` (within 3.2 ulp; half the
-  instructions), ``poly`` the CPU's Cephes polynomial (within 2 ulp;
-  ``blu.lower.mlir.mathlib.exp``). Part of every GPU kernel's cache key.
+  instructions) and divides ``logistic``'s ``n / (1 + e**-|x|)`` by ``div.approx.f32`` (2 ulp),
+  ``poly`` the CPU's Cephes polynomial (within 2 ulp; ``blu.lower.mlir.mathlib.exp``) and the
+  correctly rounded division. Part of every GPU kernel's cache key.
 - ``gpu_group_columns`` (``BLU_GPU_GROUP_COLUMNS``, bool, True): a GPU row group followed by
   column reductions over its rows (a layer norm backward's gain and bias gradients, next to the
   input gradient) runs them in its own pass: each block loops over rows keeping column partials
   in registers (``blu.lower.cuda.codegen_rows``); off, a separate split reduction reads the rows
   again. Part of every GPU kernel's cache key.
+- ``gpu_map_values`` (``BLU_GPU_MAP_VALUES``, int >= 1, 16): most values a thread of a GPU
+  elementwise loop stores per chunk (``blu.lower.cuda.codegen_strided.map_unroll``): each thread
+  takes 16 bytes of the narrowest buffer (8 bfloat16 elements), halved until the chunk stores at
+  most this many values (registers: they are live at once). 24 keeps 16-byte accesses for
+  three-output bfloat16 nests (a SwiGLU backward) at about 48 registers a thread. Part of every
+  GPU kernel's cache key.
 - ``packed_attention`` (``BLU_PACKED_ATTENTION``, bool, True): CUDA programs give the fused
   attention its ``q, k, v`` (and take ``dq, dk, dv`` back) as strided slices of the QKV product's
   array (``blu.lower.cuda.packed_attention``); off, as copies.
@@ -230,6 +237,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "gpu_epilogues": ("BLU_GPU_EPILOGUES", _bool, True),
     "gpu_exp": ("BLU_GPU_EXP", _choice("ex2", "poly"), "ex2"),
     "gpu_group_columns": ("BLU_GPU_GROUP_COLUMNS", _bool, True),
+    "gpu_map_values": ("BLU_GPU_MAP_VALUES", _int(1), 16),
     "packed_attention": ("BLU_PACKED_ATTENTION", _bool, True),
     "unroll_scans": ("BLU_UNROLL_SCANS", _int(0), 16),
     "cuda_conditional_nodes": ("BLU_CUDA_CONDITIONAL_NODES", _bool, True),

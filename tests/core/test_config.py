@@ -45,6 +45,7 @@ AGREED = {
     "gpu_epilogues": "BLU_GPU_EPILOGUES",
     "gpu_exp": "BLU_GPU_EXP",
     "gpu_group_columns": "BLU_GPU_GROUP_COLUMNS",
+    "gpu_map_values": "BLU_GPU_MAP_VALUES",
     "packed_attention": "BLU_PACKED_ATTENTION",
     "unroll_scans": "BLU_UNROLL_SCANS",
     "cuda_conditional_nodes": "BLU_CUDA_CONDITIONAL_NODES",

@@ -46,11 +46,13 @@ from blu.core.jaxpr import Var
 from blu.lax.shapes import broadcast_in_dim_p, reshape_p, squeeze_p
 from blu.lower.cuda.codegen_online import online_on, online_pairs
 from blu.lower.cuda.codegen_strided import (
+    MAP_VALUES,
     ROW_UNROLL,
     generation,
     loads_first,
     loop_results,
     map_unroll,
+    map_values,
 )
 from blu.lower.mlir.emit import Idx, compute_type
 from blu.lower.plan.fusion import KernelLayout, is_arg_reduce, is_reduction
@@ -87,8 +89,9 @@ def warp_rows_on() -> bool:
 # 3: generation 3's looped row passes visit contiguous runs a thread (vector accesses); 4: float32
 # exp through ex2.approx (``mathlib.exp_ex2``); 6: row groups with column partials
 # (``column_blocks``), a column reduction before its group moved after it, unrolled groups of
-# blocks that are not powers of two (``group_block``).
-EMITTER_VERSION = 6
+# blocks that are not powers of two (``group_block``); 7: elementwise chunks store buffer by
+# buffer (vector stores), ``logistic`` divides once (``div.approx`` with ``ex2``).
+EMITTER_VERSION = 7
 
 
 def key_suffix() -> str:
@@ -100,6 +103,7 @@ def key_suffix() -> str:
     flash += "" if config.packed_attention else "\n#unpacked-attention"
     flash += "" if config.gpu_exp == "ex2" else f"\n#gpu-exp {config.gpu_exp}"
     flash += "" if config.gpu_group_columns else "\n#no-group-columns"
+    flash += "" if map_values() == MAP_VALUES else f"\n#gpu-map-values {map_values()}"
     return (("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("\n#gpu-rows warp" if warp else "")
             + ("" if gen == 1 else f"\n#gpu-kernels {gen}") + flash
             + f"\n#gpu-emitter {EMITTER_VERSION}")  # fmt: skip

@@ -61,14 +61,20 @@ def loads_first() -> bool:
     return generation() >= 2
 
 
+def map_values() -> int:
+    """``MAP_VALUES``, or ``$BLU_GPU_MAP_VALUES``."""
+    v = config.gpu_map_values
+    return MAP_VALUES if v in (None, "") else int(v)
+
+
 def map_unroll(layout: Any, nest: Nest) -> int:
     """Contiguous elements per thread and chunk of the elementwise loop of ``nest``: 16 bytes of
     the kernel's narrowest buffer (4 or 8), fewer for a nest storing many members (at most
-    ``MAP_VALUES`` stored values per chunk: the chunk's values are all live at once, and a
+    ``map_values()`` stored values per chunk: the chunk's values are all live at once, and a
     nest of 16 members unrolled 8 times spilled on sm_90)."""
     sizes = [v.aval.dtype.itemsize for v in layout.buffer] or [4]
     u = max(MAP_UNROLL, min(8, ALIGN // max(1, min(sizes))))
-    while u > 1 and u * len(nest.members) > MAP_VALUES:
+    while u > 1 and u * len(nest.members) > map_values():
         u //= 2
     return u
 
@@ -92,7 +98,7 @@ class StridedEmitter:
             for m in reds:  # the reductions' operands: _combine then finds them in the cache
                 self.value(self.layout.producer[m].invars[0], at)
         accs, w = list(accs), len(accs) // lanes
-        for i, ((pos, at), vs) in enumerate(zip(points, vals)):
+        for i, (pos, at) in enumerate(points):
             lane = i % lanes
             cur, new, k = accs[lane * w : (lane + 1) * w], [], 0
             for m in reds:
@@ -100,10 +106,14 @@ class StridedEmitter:
                 new += self._combine(m, cur[k : k + n], at, pos)
                 k += n
             accs[lane * w : (lane + 1) * w] = new
-            for m, v in zip(pars, vs):
-                b.store(v, self.arg[m], m.aval, b.lin(at))
+        # Stores buffer by buffer: a member's points are consecutive stores to one buffer, which
+        # LLVM merges into vector stores (interleaved with other buffers' stores, which might
+        # alias, they stayed one 2-byte store per bf16 element).
+        for j, m in enumerate(pars):
+            for (_, at), vs in zip(points, vals):
+                b.store(vs[j], self.arg[m], m.aval, b.lin(at))
                 if self.keep:  # later nests of an unrolled group read m as stored: rounded
-                    self.cache[(m, at.key())] = b.stored(v, m.aval)
+                    self.cache[(m, at.key())] = b.stored(vs[j], m.aval)
         return accs
 
     def _lane_points(self, at: Idx, lanes: int, multi: bool = False) -> list[Idx]:

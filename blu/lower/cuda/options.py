@@ -28,6 +28,7 @@ class CudaOptions(Options):
         exp: how kernels compute a float32 exp (``BLU_GPU_EXP``: "ex2" or "poly").
         group_columns: row groups take in the column reductions over their rows
             (``BLU_GPU_GROUP_COLUMNS``).
+        map_values: most values an elementwise chunk stores (``BLU_GPU_MAP_VALUES``).
     """
 
     precision: str = ""
@@ -41,6 +42,7 @@ class CudaOptions(Options):
     conditional_nodes: bool = True
     exp: str = "ex2"
     group_columns: bool = True
+    map_values: int = codegen_strided.MAP_VALUES
 
     @classmethod
     def from_config(cls, precision: str | None = None) -> CudaOptions:
@@ -50,4 +52,4 @@ class CudaOptions(Options):
                    bool(config.flash_tensor_cores), bool(config.gpu_epilogues),
                    bool(config.packed_attention), int(config.unroll_scans),
                    bool(config.cuda_conditional_nodes), str(config.gpu_exp),
-                   bool(config.gpu_group_columns))  # fmt: skip
+                   bool(config.gpu_group_columns), codegen_strided.map_values())  # fmt: skip

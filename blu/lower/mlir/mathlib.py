@@ -167,12 +167,17 @@ def tanh(b: Builder, x: str) -> str:
 
 
 def logistic(b: Builder, x: str) -> str:
-    """1 / (1 + e**-x), computed from e**-|x| so that neither side overflows."""
+    """1 / (1 + e**-x), computed from e**-|x| so that neither side overflows: ``n / d`` with
+    ``d = 1 + e**-|x|`` in [1, 2] and ``n`` 1 for x >= 0, else ``e**-|x|``. A builder with
+    ``exp2_unit`` (GPU kernels, ``$BLU_GPU_EXP=ex2``) divides by ``div.approx.f32`` (``n`` times
+    the special-function unit's reciprocal: within 2 ulp for divisors in [2**-126, 2**126], as
+    the PTX ISA states) instead of the correctly rounded ``div.rn.f32`` (a reciprocal and a Newton
+    step with a slow path: about 8 instructions)."""
     e = exp(b, b.op(f"arith.negf {b.op(f'math.absf {x} : f32')} : f32"))
     d = _bin(b, "addf", e, _c(b, 1.0))
-    pos = _bin(b, "divf", _c(b, 1.0), d)
-    neg = _bin(b, "divf", e, d)
-    return _sel(b, _cmp(b, "oge", x, _c(b, 0.0)), pos, neg)
+    n = _sel(b, _cmp(b, "oge", x, _c(b, 0.0)), _c(b, 1.0), e)
+    fast = " fastmath<afn>" if getattr(b, "exp2_unit", False) else ""
+    return b.op(f"arith.divf {n}, {d}{fast} : f32")
 
 
 def log1p(b: Builder, x: str) -> str:
