@@ -90,8 +90,9 @@ def warp_rows_on() -> bool:
 # exp through ex2.approx (``mathlib.exp_ex2``); 6: row groups with column partials
 # (``column_blocks``), a column reduction before its group moved after it, unrolled groups of
 # blocks that are not powers of two (``group_block``); 7: elementwise chunks store buffer by
-# buffer (vector stores), ``logistic`` divides once (``div.approx`` with ``ex2``).
-EMITTER_VERSION = 7
+# buffer (vector stores), ``logistic`` divides once (``div.approx`` with ``ex2``); 8: ``exp_ex2``
+# calls ``ex2.approx.ftz``.
+EMITTER_VERSION = 8
 
 
 def key_suffix() -> str:

@@ -100,7 +100,10 @@ def exp_ex2(b: Builder, x: str) -> str:
     NaN, zeros and subnormal results included), in about 16 instructions (the polynomial of
     ``exp``: about 35). ``t = x log2(e)`` is split as ``j + f`` with ``j = rint(t)`` and
     ``f = fma(x, LOG2E_HI, -j) + x LOG2E_LO`` (|f| <= 1/2, its error ~2**-25); ``2**f`` comes
-    from ``math.exp2`` (``ex2.approx.f32``: 2 ulp, the CUDA guide's bound for ``exp2f``), times
+    from ``ex2.approx.ftz.f32`` (2 ulp, the CUDA guide's bound for ``exp2f``; ``ftz``: ``2**f`` is
+    never subnormal and a subnormal ``f`` flushed to 0 gives the same 1, so sm_90 runs the
+    unit's one instruction without the three that rescale ``ex2.approx.f32``'s subnormal
+    results), times
     ``2**j`` in two exact halves (``j`` in [-150, 128]: a subnormal result is rounded once). The
     argument is clamped to [``EX2_LO``, ``EX2_HI``] first (``maximumf`` and ``minimumf`` keep a
     NaN), where the result is already 0 or inf. CUDA's own ``expf`` takes the same approach
@@ -110,7 +113,7 @@ def exp_ex2(b: Builder, x: str) -> str:
     j = b.op(f"math.roundeven {_bin(b, 'mulf', xc, _c(b, LOG2E_HI))} : f32")
     f = _fma(b, xc, _c(b, LOG2E_HI), b.op(f"arith.negf {j} : f32"))
     f = _fma(b, xc, _c(b, LOG2E_LO), f)
-    y = b.op(f"math.exp2 {f} : f32")
+    y = b.op(f'llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"({f}) : (f32) -> f32')
     n = b.op(f"arith.fptosi {j} : f32 to i32")
     n1 = b.op(f"arith.shrsi {n}, {b.const(1, 'i32')} : i32")
     n2 = b.op(f"arith.subi {n}, {n1} : i32")
