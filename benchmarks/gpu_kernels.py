@@ -25,6 +25,8 @@ Cases (N = ``--rows`` = 16 x 1024 tokens):
   norm of ``h`` in bfloat16 (one row group: the add fused into the norm), and its VJP for the
   cotangents of both ``h`` and the bf16 output;
 - ``gelu_fwd`` / ``gelu_bwd``: ``nn.gelu`` (tanh) of bfloat16 (N, 3072) and its VJP;
+- ``rms_bwd``: LLaMA-1B's RMSNorm (float32 (N, 2048) with gain) VJP to a bfloat16 cotangent
+  (its row group loops over rows keeping the gain gradient's column partials);
 - ``swiglu_fwd`` / ``swiglu_bwd``: LLaMA-1B's ``silu(gate) * up`` of bfloat16 (N, 8192) and, as
   its rematerialized backward runs, the value again with both gradients (three outputs);
 - ``ce_rows``: softmax cross-entropy over float32 logits (``--chunk`` x ``--vocab``, 1024 x
@@ -56,8 +58,8 @@ import blu.nn as nn  # noqa: E402
 import blu.numpy as bnp  # noqa: E402
 from blu import lax  # noqa: E402
 
-CASES = ("ln_fwd", "ln_bwd", "ln_res_fwd", "ln_res_bwd", "gelu_fwd", "gelu_bwd", "swiglu_fwd",
-         "swiglu_bwd", "ce_rows", "classifier")  # fmt: skip
+CASES = ("ln_fwd", "ln_bwd", "ln_res_fwd", "ln_res_bwd", "rms_bwd", "gelu_fwd", "gelu_bwd",
+         "swiglu_fwd", "swiglu_bwd", "ce_rows", "classifier")  # fmt: skip
 GENS = (1, 2, 3)  # the emitter generations (``blu.lower.cuda.codegen_strided.generation``)
 
 
@@ -85,7 +87,7 @@ def _ce_rows(z: Any, labels: Any) -> tuple[Any, Any]:
 def programs(rows: int, chunk: int, vocab: int) -> dict[str, tuple[Callable, list]]:
     """Each case's function and its arguments' ``(shape, dtype)``."""
     f32, bf16, i32 = np.dtype(np.float32), _bf16(), np.dtype(np.int32)
-    C, H, F = 768, 3072, 8192  # GPT-2's width and MLP, LLaMA-1B's SwiGLU
+    C, H, D, F = 768, 3072, 2048, 8192  # GPT-2's width and MLP, LLaMA-1B's width and SwiGLU
 
     def ln(x, g, b):
         return nn.layer_norm(x, g, b)
@@ -108,6 +110,9 @@ def programs(rows: int, chunk: int, vocab: int) -> dict[str, tuple[Callable, lis
 
     def gelu_bwd(x, dy):
         return blu.vjp(nn.gelu, x)[1](dy)[0]
+
+    def rms_bwd(x, g, dy):
+        return blu.vjp(nn.rms_norm, x, g)[1](dy.astype(f32))
 
     def swiglu_fwd(g, u):
         return nn.silu(g) * u
@@ -136,6 +141,7 @@ def programs(rows: int, chunk: int, vocab: int) -> dict[str, tuple[Callable, lis
         ),
         "gelu_fwd": (gelu_fwd, [((rows, H), bf16)]),
         "gelu_bwd": (gelu_bwd, [((rows, H), bf16), ((rows, H), bf16)]),
+        "rms_bwd": (rms_bwd, [((rows, D), f32), ((D,), f32), ((rows, D), bf16)]),
         "swiglu_fwd": (swiglu_fwd, [((rows, F), bf16)] * 2),
         "swiglu_bwd": (swiglu_bwd, [((rows, F), bf16)] * 3),
         "ce_rows": (_ce_rows, [((chunk, vocab), f32), ((chunk,), i32)]),
