@@ -38,7 +38,6 @@ GPU_TESTS = [
     "tests/lower/cuda/test_gpu_exp.py",
     "tests/lower/cuda/test_gpu_group_columns.py",
     "tests/lower/cuda/test_gpu_map_stores.py",
-    "tests/lower/cuda/test_gpu_soft_bounds.py",
     "tests/lower/cuda/test_gpu_row_groups.py",
     "tests/lower/cuda/test_gpu_generations.py",
     "tests/lower/cuda/test_gpu_executable.py",

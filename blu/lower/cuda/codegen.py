@@ -62,7 +62,6 @@ from blu.lower.cuda.codegen_strided import (
     loads_first,
     map_unroll,
 )
-from blu.lower.cuda.compiler import SOFT_BOUND
 from blu.lower.mlir.codegen import KernelEmitter, deep_recursion
 from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.mlir.launch import BLOCK, MAX_MAP_GRID, Launch  # noqa: F401  (re-exported)
@@ -266,20 +265,14 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
         self.b.depth = 3
         self.cache = {}
 
-    def _end(self, fname: str, threads: int = 0, min_blocks: int = 0) -> None:
-        """Close the function ``fname``; with ``min_blocks``, ptxas is told that blocks of
-        ``threads`` threads should fit ``min_blocks`` to an SM (NVVM ``maxntid``/``minctasm``:
-        it bounds the registers a thread so), a bound kept only where it spills nothing
-        (``compiler.SOFT_BOUND``)."""
+    def _end(self, fname: str) -> None:
         j, lay = self.layout.jaxpr, self.layout
         # generation 2: every buffer is ALIGN-byte aligned (codegen_strided): vector accesses
         al = f" {{llvm.align = {ALIGN} : i64}}" if loads_first() else ""
         params = [f"%in{i}: {memref_type(v.aval)}{al}" for i, v in enumerate(j.invars)]
         params += [f"%out{i}: {memref_type(v.aval)}{al}" for i, v in enumerate(j.outvars)]
         params += [f"%tmp{i}: {memref_type(a)}{al}" for i, a in enumerate(lay.scratch)]
-        attrs = (f" attributes {{{SOFT_BOUND}, nvvm.maxntid = array<i32: {threads}, 1, 1>, "
-                 f"nvvm.minctasm = {min_blocks} : i32}}" if min_blocks else "")  # fmt: skip
-        lines = [f"    gpu.func @{fname}({', '.join(params)}) kernel{attrs} {{"]
+        lines = [f"    gpu.func @{fname}({', '.join(params)}) kernel {{"]
         lines += ["  " + ln for ln in self.b.const_lines] + self.b.lines
         lines += ["      gpu.return", "    }"]
         self.funcs.append("\n".join(lines))

@@ -65,10 +65,6 @@ ROW_TYPES = ("f32", "f64", "i32", "i64")  # gpu.all_reduce shuffles these
 WARP_UNROLL = 32  # warp form: most elements per lane
 WARP_ROWS = 4  # warp form: rows (warps) per block
 VEC = 4  # generation 3, unrolled form: contiguous elements per thread and run (16 bytes of f32)
-# threads an SM holds of a row group that loops over rows (column partials): ptxas keeps them to
-# 64 registers (without the bound, LLaMA-1B's RMSNorm backward took 80, 3 blocks of 256 an SM, and
-# its 512 blocks ran in 1.3 waves on 132 SMs); SPLIT_THREADS of them then fill 132 SMs in a wave
-GRID_SM_THREADS = 1024
 
 
 def unroll_limit() -> int:
@@ -95,9 +91,8 @@ def warp_rows_on() -> bool:
 # (``column_blocks``), a column reduction before its group moved after it, unrolled groups of
 # blocks that are not powers of two (``group_block``); 7: elementwise chunks store buffer by
 # buffer (vector stores), ``logistic`` divides once (``div.approx`` with ``ex2``); 8: ``exp_ex2``
-# calls ``ex2.approx.ftz``; 9: row groups that loop over rows bound their registers
-# (``GRID_SM_THREADS``).
-EMITTER_VERSION = 9
+# calls ``ex2.approx.ftz``.
+EMITTER_VERSION = 8
 
 
 def key_suffix() -> str:
@@ -488,7 +483,7 @@ class RowGroupEmitter:
             self._store_partials(self.plans[last], bid, cols,
                                  loop_results(col_res, len(col_inits)))  # fmt: skip
         self.keep, self.row_vals = False, {}
-        self._end(fname, block, max(1, GRID_SM_THREADS // block) if head.grid else 0)
+        self._end(fname)
 
     def _store_partials(self, p: Any, s: str, cols: list[str], accs: list[str]) -> None:
         """A group's column partials (``accs``: column-major, one per reduction) into the

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -167,8 +166,9 @@ def _load_or_compile(key, canonical, emit, label, target) -> GpuModule:
         )
     text = emit(name)
     _dump(name, canonical, text, ".gpu.mlir")
-    ptx, cubin = _assemble(text, parse_target(target))
+    ptx = compile_ptx(text, parse_target(target))
     _dump(name, None, ptx.decode(), ".ptx")
+    cubin = ptxas(ptx, parse_target(target))
     cache.write_bytes(key, ".ptx", ptx)
     if cubin is not None:
         cache.write_bytes(key, ".cubin", cubin)
@@ -206,38 +206,6 @@ def compile_ptx(text: str, chip: str = "sm_90") -> bytes:
     raise CompileError("the NVVM pipeline produced no gpu.binary")
 
 
-# A function attribute of emitted kernels: its register bound (``nvvm.minctasm``) is a hint,
-# dropped where ptxas would spill under it (``_assemble``).
-SOFT_BOUND = "blu.soft_bound"
-_SOFT = re.compile(r"(gpu\.func @(\w+)\(.*?\) kernel) attributes \{" + re.escape(SOFT_BOUND)
-                   + r", nvvm\.maxntid = array<i32: \d+, 1, 1>, "
-                   r"nvvm\.minctasm = \d+ : i32\}")  # fmt: skip
-
-
-def _assemble(text: str, chip: str) -> tuple[bytes, bytes | None]:
-    """PTX and cubin of a kernel module. Functions whose register bound is marked
-    ``SOFT_BOUND`` keep it only where ``ptxas -v`` reports no spills under it (local memory
-    traffic costs more than the occupancy it buys); without ptxas here, none keeps it."""
-    if SOFT_BOUND in text and find_ptxas() is None:
-        text = _drop_bounds(text, None)
-    ptx = compile_ptx(text, chip)
-    if SOFT_BOUND not in text:
-        return ptx, ptxas(ptx, chip)
-    cubin, report = _ptxas(ptx, chip, verbose=True)
-    spilled = {f for f, n in re.findall(r"Function properties for (\w+)\s+\d+ bytes stack "
-                                         r"frame, (\d+) bytes spill stores", report) if int(n)}
-    if not spilled:
-        return ptx, cubin
-    ptx = compile_ptx(_drop_bounds(text, spilled), chip)
-    return ptx, ptxas(ptx, chip)
-
-
-def _drop_bounds(text: str, names: set[str] | None) -> str:
-    """``text`` without the soft register bounds of the functions ``names`` (None: all)."""
-    return _SOFT.sub(lambda m: m.group(1) if names is None or m.group(2) in names
-                     else m.group(0), text)  # fmt: skip
-
-
 def find_ptxas() -> str | None:
     """``ptxas`` on PATH, under ``$CUDA_HOME``/``$CUDA_PATH``, or in /usr/local/cuda."""
     found = shutil.which("ptxas")
@@ -255,22 +223,15 @@ def ptxas(ptx: bytes, chip: str = "sm_90") -> bytes | None:
     Raises:
         CompileError: ptxas rejected the PTX (its message is included).
     """
-    return _ptxas(ptx, chip)[0]
-
-
-def _ptxas(ptx: bytes, chip: str, verbose: bool = False) -> tuple[bytes | None, str]:
-    """``ptxas``'s cubin (None when ptxas is missing) and, with ``verbose`` (``-v``), its
-    report (registers and spills per function)."""
     exe = find_ptxas()
     if exe is None:
-        return None, ""
+        return None
     with tempfile.TemporaryDirectory() as d:
         src, dst = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
         with open(src, "wb") as f:
             f.write(ptx)
-        cmd = [exe, f"-arch={chip}", "-O3"] + (["-v"] if verbose else []) + [src, "-o", dst]
-        r = subprocess.run(cmd, capture_output=True)
+        r = subprocess.run([exe, f"-arch={chip}", "-O3", src, "-o", dst], capture_output=True)
         if r.returncode != 0:
             raise CompileError(f"ptxas -arch={chip} rejected a kernel:\n{r.stderr.decode()[:2000]}")
         with open(dst, "rb") as f:
-            return f.read(), r.stderr.decode()
+            return f.read()
