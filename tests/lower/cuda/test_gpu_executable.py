@@ -112,6 +112,56 @@ def test_repeated_calls_graph_capture_and_replay(dev, monkeypatch, graphs):
             check(loss, np.asarray((h * h).sum()), rtol=1e-4)
 
 
+def _count_puts(monkeypatch) -> list:
+    """The shapes of the host arguments the GPU executables copy to the device, in order."""
+    from blu.lower.cuda import run as gpu_run
+
+    puts, real = [], gpu_run._put
+    monkeypatch.setattr(gpu_run, "_put", lambda x, d: puts.append(np.shape(x)) or real(x, d))
+    return puts
+
+
+@pytest.mark.parametrize("graphs", ["1", "0"])
+def test_a_host_constant_is_copied_to_the_device_once(dev, monkeypatch, graphs):
+    # a trace's constants (a RoPE table computed on the host) come back as the same immutable
+    # objects every call: their device copies are kept; with graphs, they key the graph
+    env_flag("BLU_CUDA_GRAPHS", graphs)
+    rng = np.random.default_rng(18)
+    table = bnp.asarray(rng.standard_normal((24, 40)).astype(f32))
+    scale = 3.0 if graphs == "1" else 5.0  # distinct programs: executables are cached
+
+    def f(x):
+        return x * scale + table
+
+    g = blu.jit(f)
+    puts = _count_puts(monkeypatch)
+    for _ in range(4):
+        x = rng.standard_normal((24, 40)).astype(f32)
+        check(g(put(dev, x)), x.astype(f64) * scale + np.asarray(table, f64))
+    assert puts == [(24, 40)], puts
+
+
+def test_host_arguments_that_can_change_are_copied_each_call(dev, monkeypatch):
+    # a writable numpy argument is copied at each call (the caller may write it between
+    # calls); a constant the program returns as it is goes out in a fresh copy each call (the
+    # caller owns the output: donating it must not free what the next call reads)
+    rng = np.random.default_rng(19)
+    table = bnp.asarray(rng.standard_normal((16, 8)).astype(f32))
+    g = blu.jit(lambda x, w: (x + w, table))
+    puts = _count_puts(monkeypatch)
+    w, outs = np.zeros((16, 8), f32), []
+    for k in range(3):
+        w[:] = k  # the same writable array, written between calls
+        x = rng.standard_normal((16, 8)).astype(f32)
+        y, t = g(put(dev, x), w)
+        check(y, x.astype(f64) + k)
+        check(t, np.asarray(table))
+        outs.append(t)
+    assert len(puts) == 6 and len({id(t) for t in outs}) == 3, puts
+    blu.jit(lambda a: a * 2.0, donate_argnums=0)(outs[-1])  # frees the last copy
+    check(g(put(dev, np.zeros((16, 8), f32)), w)[1], np.asarray(table))
+
+
 def test_auto_graphs_replay_a_training_step_in_place(dev, monkeypatch):
     # "auto": a step whose state goes back into donated buffers is captured once and replayed;
     # each new value lands in its own argument's buffer (JAX's pairing), so the addresses the
