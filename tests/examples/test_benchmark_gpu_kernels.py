@@ -28,6 +28,20 @@ def test_every_case_runs_small_on_the_cpu():
     ref = (h64 - h64.mean(-1, keepdims=True)) / np.sqrt(h64.var(-1, keepdims=True) + 1e-5) * g + b
     np.testing.assert_allclose(np.asarray(h), h64, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(y, np.float64), ref, rtol=2e-2, atol=2e-2)
+    g, u, dh = (a.astype(np.float64) for a in gk._inputs(progs["swiglu_bwd"][1], 40, rng))
+    got = blu.jit(progs["swiglu_bwd"][0])(*(a.astype(gk._bf16()) for a in (g, u, dh)))
+    s = 1 / (1 + np.exp(-g))
+    want = [g * s * u, dh * u * s * (1 + g * (1 - s)), dh * g * s]  # h, dg, du
+    for o, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(o, np.float64), w, rtol=2e-2, atol=2e-2)
+    x, gain, dy = gk._inputs(progs["rms_bwd"][1], 40, rng)
+    dx, dgain = blu.jit(progs["rms_bwd"][0])(x, gain, dy)
+    x64, d64 = x.astype(np.float64), dy.astype(np.float64)
+    r = 1 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-6)
+    gd = d64 * gain
+    want_dx = gd * r - x64 * r**3 * (gd * x64).mean(-1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(dx), want_dx, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(dgain), (d64 * x64 * r).sum(0), rtol=1e-4, atol=1e-5)
 
 
 def test_report_compares_each_generation_with_the_first():
