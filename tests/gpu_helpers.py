@@ -127,3 +127,17 @@ def plan_nodes(f, *args) -> list:
     closed = blu.make_jaxpr(f)(*args)
     jaxpr = getattr(closed, "jaxpr", closed)
     return prepare(jaxpr, (False,) * len(jaxpr.invars), "cuda:sm_90")[1].nodes
+
+
+def assert_no_spills(ptx: str, tmp_path) -> None:
+    """``ptxas -v`` assembles the PTX module ``ptx`` for sm_90 with no spill in any function."""
+    import subprocess
+
+    from blu.lower.cuda.compiler import find_ptxas
+
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    cmd = [find_ptxas(), "-v", "-arch=sm_90", str(src), "-o", str(tmp_path / "k.cubin")]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    spills = [ln for ln in out.stderr.splitlines() if "spill" in ln]
+    assert spills and all(" 0 bytes spill stores, 0 bytes spill loads" in ln for ln in spills)

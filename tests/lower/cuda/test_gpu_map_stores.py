@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import subprocess
 
 import numpy as np
 import pytest
-from gpu_helpers import make_device, on_gpu, put
+from gpu_helpers import assert_no_spills, make_device, on_gpu, put
 
 import blu
 import blu.nn as nn
@@ -73,12 +72,7 @@ def test_the_setting_keys_the_kernels():
 @needs_ptxas
 @pytest.mark.parametrize("values", [16, 24])
 def test_no_spills(tmp_path, values):
-    src = tmp_path / "k.ptx"
-    src.write_text(_ptx(1000, tmp_path, gpu_map_values=values))
-    cmd = [mlir_gpu.find_ptxas(), "-v", "-arch=sm_90", str(src), "-o", str(tmp_path / "k.cubin")]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    spills = [ln for ln in out.stderr.splitlines() if "spill" in ln]
-    assert spills and all(" 0 bytes spill stores, 0 bytes spill loads" in ln for ln in spills)
+    assert_no_spills(_ptx(1000, tmp_path, gpu_map_values=values), tmp_path)
 
 
 @pytest.fixture(scope="module")
