@@ -464,9 +464,9 @@ class Bound:
         keep: list[Any] = [None] * self.n_slots
         key = []
         for i, (sl, a, staged) in enumerate(zip(self.in_slots, arrays, self.staged)):
-            if staged and self.host_copies.get(i, (0, 0))[1] is not a:  # (a kept host
-                # copy has the same address each call: it keys the graph, as a large one)
-                # small and not donated: copied into a kept buffer the graph reads
+            # small and not donated: copied into a kept buffer the graph reads (a kept host
+            # copy has the same address each call: it keys the graph, as a large argument does)
+            if staged and self.host_copies.get(i, (0, 0))[1] is not a:
                 buf = kept.get(i)
                 if buf is None:
                     buf = kept[i] = DeviceArray.empty(a.shape, a.dtype, dev)

@@ -103,11 +103,10 @@ def exp_ex2(b: Builder, x: str) -> str:
     from ``ex2.approx.ftz.f32`` (2 ulp, the CUDA guide's bound for ``exp2f``; ``ftz``: ``2**f`` is
     never subnormal and a subnormal ``f`` flushed to 0 gives the same 1, so sm_90 runs the
     unit's one instruction without the three that rescale ``ex2.approx.f32``'s subnormal
-    results), times
-    ``2**j`` in two exact halves (``j`` in [-150, 128]: a subnormal result is rounded once). The
-    argument is clamped to [``EX2_LO``, ``EX2_HI``] first (``maximumf`` and ``minimumf`` keep a
-    NaN), where the result is already 0 or inf. CUDA's own ``expf`` takes the same approach
-    (reduction by ln 2, the hardware's 2**f)."""
+    results), times ``2**j`` in two exact halves (``j`` in [-150, 128]: a subnormal result is
+    rounded once). The argument is clamped to [``EX2_LO``, ``EX2_HI``] first (``maximumf`` and
+    ``minimumf`` keep a NaN), where the result is already 0 or inf. CUDA's own ``expf`` takes
+    the same approach (reduction by ln 2, the hardware's 2**f)."""
     lo, hi = _c(b, EX2_LO), _c(b, EX2_HI)
     xc = b.op(f"arith.minimumf {b.op(f'arith.maximumf {x}, {lo} : f32')}, {hi} : f32")
     j = b.op(f"math.roundeven {_bin(b, 'mulf', xc, _c(b, LOG2E_HI))} : f32")
