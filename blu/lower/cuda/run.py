@@ -28,7 +28,7 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core import trace as tracing
-from blu.core.array import Array, immutable
+from blu.core.array import Array
 from blu.core.aval import shaped
 from blu.core.config import config
 from blu.core.errors import BluError
@@ -234,19 +234,20 @@ class Bound:
 
     def _host_arg(self, i: int, a: Any, dtype: Any) -> DeviceArray:
         """Argument ``i``, not on this device, copied to it; kept for the next call where ``a``
-        cannot change (a blu ``Array``, or a numpy array nothing can write) and the device copy
+        is a blu ``Array`` on the host (immutable: a trace's constants are such Arrays; a
+        read-only numpy array is not kept, numpy lets its owner write it again) and the copy
         stays this binding's (the argument is not donated, and no output returns it as is),
-        then reused while the same object comes back (``self.host_copies``)."""
+        then reused while the same Array comes back undeleted (``self.host_copies``; a deleted
+        one takes the copying path, which raises naming it)."""
         hit = self.host_copies.get(i)
-        if hit is not None and hit[0] is a:
+        if hit is not None and hit[0] is a and a._deleted is None:
             return hit[1]
+        self.host_copies.pop(i, None)
         d = _put(np.asarray(a, dtype), self.dev)
         if self.returned is None:
             self.recipes = self.recipes or self._out_recipes()
             self.returned = {r[1] for r in self.recipes if r[0] in ("arg", "donated")}
-        fixed = (type(a) is Array and a._deleted is None) or (
-            isinstance(a, np.ndarray) and immutable(a))  # fmt: skip
-        if fixed and not self.exe.donated[i] and i not in self.returned:
+        if type(a) is Array and not self.exe.donated[i] and i not in self.returned:
             self.host_copies[i] = (a, d)
         return d
 
@@ -473,9 +474,9 @@ class Bound:
                 if a.nbytes:
                     dev.copy_d2d(buf.ptr, a.ptr, a.nbytes)
                 ptr[sl], keep[sl] = buf.ptr, buf
-            else:
+            else:  # (by position: which arguments are staged varies with the kept copies)
                 ptr[sl], keep[sl] = a.ptr, a
-                key.append(a.ptr)
+                key.append((i, a.ptr))
         key_t = tuple(key)
         entry = self.graphs.get(key_t)
         if entry is None:  # capture: every planned buffer's address (kept between calls)

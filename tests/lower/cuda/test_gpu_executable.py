@@ -162,6 +162,79 @@ def test_host_arguments_that_can_change_are_copied_each_call(dev, monkeypatch):
     check(g(put(dev, np.zeros((16, 8), f32)), w)[1], np.asarray(table))
 
 
+def test_only_host_arrays_that_cannot_change_are_kept(dev):
+    # numpy lets the owner of a read-only array write it again: such an argument is copied
+    # each call; a kept constant that is deleted since raises as the copy would
+    rng = np.random.default_rng(20)
+    x = rng.standard_normal(8).astype(f32)
+    c = np.arange(8, dtype=f32)
+    c.flags.writeable = False
+    g = blu.jit(lambda x, c: x + c)
+    check(g(put(dev, x), c), x + c)
+    c.flags.writeable = True
+    c[:] = 100.0
+    c.flags.writeable = False
+    check(g(put(dev, x), c), x + 100.0)
+    w = bnp.asarray(rng.standard_normal(8).astype(f32))
+    h = blu.jit(lambda x: x * 2.0 + w)
+    check(h(put(dev, x)), x * 2.0 + np.asarray(w))
+    w.delete()
+    with pytest.raises(Exception, match="deleted"):
+        h(put(dev, x))
+
+
+def test_graph_keys_name_positions(dev, monkeypatch):
+    # which arguments are staged into kept buffers and which key the graph by address varies
+    # with the kept host copies: a key of addresses alone matched a graph captured with another
+    # argument at that address. Graphs simulated (a recorder replaying the captured launches)
+    # where the device cannot capture them.
+    import contextlib
+
+    from blu.lower.cuda import run as gpu_run
+
+    if getattr(dev, "platform", "") == "fake":
+        real = gpu_run.Bound._launch_all
+
+        class Recorder:
+            @contextlib.contextmanager
+            def capture(self, stream):
+                def rec(bound, ptr, keep, arena):
+                    self.rec = (bound, list(ptr), len(keep), arena)
+
+                monkeypatch.setattr(gpu_run.Bound, "_launch_all", rec)
+                try:
+                    yield self
+                finally:
+                    monkeypatch.setattr(gpu_run.Bound, "_launch_all", real)
+
+            def replay(self, stream):
+                bound, ptr, n, arena = self.rec
+                real(bound, list(ptr), [None] * n, arena)
+
+            def destroy(self):
+                pass
+
+        import blu.cuda.graph as graph_mod
+
+        init = gpu_run.Bound.__init__
+
+        def graphable_init(self, exe, d):
+            init(self, exe, d)
+            self.graphable = True
+
+        monkeypatch.setattr(graph_mod, "Graph", Recorder)
+        monkeypatch.setattr(gpu_run.Bound, "__init__", graphable_init)
+        monkeypatch.setattr(type(dev), "stream", None, raising=False)
+    env_flag("BLU_CUDA_GRAPHS", "1")
+    g = blu.jit(lambda c0, c1, x: c0 + c1 * 10.0 + x * 100.0)
+    dx = put(dev, np.ones(4, f32))
+    m = np.full(4, 2.0, f32)  # writable: copied and staged each call
+    a0, a0b, a1 = (bnp.asarray(np.full(4, v, f32)) for v in (3.0, 4.0, 5.0))
+    for c0, c1, want in [(a0, m, 123.0), (a0, m, 123.0), (a0b, m, 124.0),
+                         (put(dev, np.full(4, 6.0, f32)), a1, 156.0)]:  # fmt: skip
+        check(g(c0, c1, dx), np.full(4, want))
+
+
 def test_auto_graphs_replay_a_training_step_in_place(dev, monkeypatch):
     # "auto": a step whose state goes back into donated buffers is captured once and replayed;
     # each new value lands in its own argument's buffer (JAX's pairing), so the addresses the
