@@ -24,9 +24,9 @@ from blu.lower.cuda.conv_layouts import native_conv_layouts
 from blu.lower.cuda.dots import canonicalize_dots, library_dot
 from blu.lower.cuda.epilogues import fuse_epilogues
 from blu.lower.cuda.executable import GpuExecutable, Lowered
+from blu.lower.cuda.memory_checks import check_device_memory
 from blu.lower.cuda.options import CudaOptions
 from blu.lower.cuda.packed_attention import pack_attention
-from blu.lower.cuda.run import check_device_memory
 from blu.lower.lowering import describe_generic
 from blu.lower.plan.scan_unroll import unroll_scans
 from blu.lower.target import CUDA_DEFAULT
@@ -94,9 +94,9 @@ class CudaBackend(Backend):
 
     def compile(self, jaxpr, donated, options, name="jit", args=()):
         """The executable; with the call's ``args`` (device arrays), the memory plan is first
-        checked against what their device can still give (``run.check_device_memory``), so a
-        program that cannot fit raises its out-of-memory report before any kernel is compiled
-        or looked up."""
+        checked against what their device can still give
+        (``memory_checks.check_device_memory``), so a program that cannot fit raises its
+        out-of-memory report before any kernel is compiled or looked up."""
         prepared = None
         if any(getattr(a, "_blu_device_array", False) for a in args):
             prepared = self.prepare(jaxpr, donated, options)

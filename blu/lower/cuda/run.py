@@ -41,6 +41,7 @@ from blu.lower import library
 from blu.lower.cuda.codegen_strided import ALIGN
 from blu.lower.cuda.kernels import call_host_kernel, host_kernel
 from blu.lower.cuda.loops import LoopStep
+from blu.lower.cuda.memory_checks import blocks_of, failed_what
 from blu.lower.plan.memory_report import out_of_memory_error
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
@@ -256,11 +257,11 @@ class Bound:
         the plan's report (``plan.memory_report``): the bytes asked and free, the plan's largest
         buffers at its peak, and what other live arrays hold. Frees what the call took."""
         alloc = self.dev.allocator
-        mine = {id(b) for b in _blocks([*arrays, *keep, *self.kept.values()])}
-        others = [b for b in alloc.live_blocks() if id(b) not in mine]
+        mine = {id(b) for b in blocks_of([*arrays, *keep, *self.kept.values()])}
+        others = [b for b in alloc.liveblocks_of() if id(b) not in mine]
         err = out_of_memory_error(
             self.exe.name, self.exe.plan, self.exe.memory,
-            asked=e.nbytes, free=e.free_bytes, what=_failed_what(e.tag), where=str(self.dev),
+            asked=e.nbytes, free=e.free_bytes, what=failed_what(e.tag), where=str(self.dev),
             other_bytes=sum(b.size for b in others),
             other_largest=[(b.size, b.tag) for b in others[:4]], donated=self.exe.donated,
         )  # fmt: skip
@@ -502,56 +503,6 @@ class Bound:
         g, captured = entry
         g.replay(dev.stream)
         return self._outputs(captured, keep, arrays, donatable, copy_out=True)
-
-
-def check_device_memory(name: str, prepared: Any, donated: tuple, args: Any) -> None:
-    """Before compiling a program for a call: raise its out-of-memory report when the memory
-    plan needs more than the arguments' device can still give (the allocator's free and cached
-    bytes), so nothing is compiled, looked up or launched for a program that cannot run.
-
-    Raises:
-        BluOutOfMemoryError: the arena, the fresh outputs and the host arguments to copy need
-            more than ``available_bytes()``; the plan's report (``plan.memory_report``).
-    """
-    dev = next(a.device for a in args if isinstance(a, DeviceArray))
-    alloc = dev.allocator
-    available = alloc.available_bytes()
-    if available is None:
-        return
-    _, plan, memory = prepared
-    a = memory.analysis
-    on_host = sum(v.aval.size * v.aval.dtype.itemsize
-                  for x, v in zip(args, prepared[0].invars)
-                  if not (isinstance(x, DeviceArray) and x.device is dev))  # fmt: skip
-    need = max(memory.arena_size, 1) + a.output_bytes - a.alias_bytes + on_host
-    if need <= available:
-        return
-    mine = {id(b) for b in _blocks(list(args))}
-    others = [b for b in alloc.live_blocks() if id(b) not in mine]
-    raise out_of_memory_error(
-        name, plan, memory, asked=need, free=available, where=str(dev),
-        what="its arena of temporaries and its outputs (checked before compiling its kernels)",
-        other_bytes=sum(b.size for b in others),
-        other_largest=[(b.size, b.tag) for b in others[:4]], donated=donated,
-    )  # fmt: skip
-
-
-def _blocks(arrays: list[Any]) -> list[Any]:
-    """The allocator blocks behind device arrays (views count their owner's)."""
-    out = []
-    for a in arrays:
-        while a is not None and isinstance(a, DeviceArray) and a._block is None:
-            a = a._owner
-        if isinstance(a, DeviceArray) and a._block is not None:
-            out.append(a._block)
-    return out
-
-
-def _failed_what(tag: str | None) -> str:
-    """What the failed request was for, from its allocation tag."""
-    if not tag:
-        return "a buffer"
-    return f"its arena of temporaries ({tag})" if tag.endswith("temporaries") else f"an {tag}"
 
 
 def _nbytes(vs: Any) -> int:
