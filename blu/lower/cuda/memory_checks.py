@@ -33,7 +33,7 @@ def check_device_memory(name: str, prepared: Any, donated: tuple, args: Any) -> 
     if need <= available:
         return
     mine = {id(b) for b in blocks_of(list(args))}
-    others = [b for b in alloc.liveblocks_of() if id(b) not in mine]
+    others = [b for b in alloc.live_blocks() if id(b) not in mine]
     raise out_of_memory_error(
         name, plan, memory, asked=need, free=available, where=str(dev),
         what="its arena of temporaries and its outputs (checked before compiling its kernels)",

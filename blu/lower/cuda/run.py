@@ -258,7 +258,7 @@ class Bound:
         buffers at its peak, and what other live arrays hold. Frees what the call took."""
         alloc = self.dev.allocator
         mine = {id(b) for b in blocks_of([*arrays, *keep, *self.kept.values()])}
-        others = [b for b in alloc.liveblocks_of() if id(b) not in mine]
+        others = [b for b in alloc.live_blocks() if id(b) not in mine]
         err = out_of_memory_error(
             self.exe.name, self.exe.plan, self.exe.memory,
             asked=e.nbytes, free=e.free_bytes, what=failed_what(e.tag), where=str(self.dev),
