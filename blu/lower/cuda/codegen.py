@@ -44,7 +44,6 @@ from blu.core.config import config
 from blu.core.jaxpr import Var
 from blu.lower.cuda.codegen_online import OnlineRowEmitter
 from blu.lower.cuda.codegen_rows import (
-    ROW_TYPES,
     SPLIT_PARTIALS,
     SPLIT_THREADS,
     RowGroupEmitter,
@@ -52,6 +51,7 @@ from blu.lower.cuda.codegen_rows import (
     online_at,
     pow2_at_least,
     row_groups,
+    shuffled,
 )
 from blu.lower.cuda.codegen_strided import (
     ALIGN,
@@ -103,10 +103,9 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
         K, R = math.prod(shape[d] for d in kept), math.prod(shape[d] for d in red)
         reds = [m for m in nest.members if is_reduction(layout.producer[m])]
         arg = any(is_arg_reduce(layout.producer[m]) for m in reds)
-        types = {compute_type(layout.producer[m].invars[0].aval.dtype) for m in reds}
         if arg or R < 64 or K * R == 0:
             plans.append(NestPlan("thread", kept, red, K, R))
-        elif is_suffix(nest) and K >= 512 and types <= set(ROW_TYPES):
+        elif is_suffix(nest) and K >= 512 and shuffled(layout, reds):
             plans.append(NestPlan("row", kept, red, K, R))
         else:
             # S counts the lanes in every generation (generation 1: one lane a thread), so the
@@ -120,7 +119,7 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
                 parts.append(len(layout.scratch))
                 dt = partial_dtype(layout.producer[m].invars[0].aval.dtype)
                 layout.scratch.append(ShapedArray((S * K,), dt))
-            block = S >= 64 and types <= set(ROW_TYPES)
+            block = S >= 64 and shuffled(layout, reds)
             plans.append(NestPlan("split", kept, red, K, R, S, tuple(parts), block, lanes=lanes))
     plans = row_groups(layout, plans)
     layout.gpu_nests = plans  # type: ignore[attr-defined]

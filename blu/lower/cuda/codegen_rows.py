@@ -232,14 +232,19 @@ def _take_columns(layout: KernelLayout, out: list[Any], i: int, j: int, head: An
     G = column_blocks(head, out[j].K)
     for pos in out[j].partials:
         layout.scratch[pos] = ShapedArray((G * out[j].K,), layout.scratch[pos].dtype)
-    types = {compute_type(layout.producer[m].invars[0].aval.dtype)
-             for m in nests[j].members if is_reduction(layout.producer[m])}  # fmt: skip
-    block = G >= 64 and types <= set(ROW_TYPES)
+    reds = [m for m in nests[j].members if is_reduction(layout.producer[m])]
+    block = G >= 64 and shuffled(layout, reds)
     out[j] = dataclasses.replace(out[j], S=G, block_combine=block, lanes=1)
     if loads_first():
         out[i] = head = dataclasses.replace(head, grid=G)
         j += 1
     return i, j, head
+
+
+def shuffled(layout: KernelLayout, reds: list[Var]) -> bool:
+    """Whether the reductions ``reds`` accumulate in types ``gpu.all_reduce`` shuffles
+    (``ROW_TYPES``): a block can combine them (a row nest, a block-combined split)."""
+    return {compute_type(layout.producer[m].invars[0].aval.dtype) for m in reds} <= set(ROW_TYPES)
 
 
 def column_blocks(head: Any, columns: int) -> int:

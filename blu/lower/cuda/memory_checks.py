@@ -32,14 +32,20 @@ def check_device_memory(name: str, prepared: Any, donated: tuple, args: Any) -> 
     need = max(memory.arena_size, 1) + a.output_bytes - a.alias_bytes + on_host
     if need <= available:
         return
-    mine = {id(b) for b in blocks_of(list(args))}
-    others = [b for b in alloc.live_blocks() if id(b) not in mine]
     raise out_of_memory_error(
         name, plan, memory, asked=need, free=available, where=str(dev),
         what="its arena of temporaries and its outputs (checked before compiling its kernels)",
-        other_bytes=sum(b.size for b in others),
-        other_largest=[(b.size, b.tag) for b in others[:4]], donated=donated,
+        donated=donated, **held_by_others(alloc, list(args)),
     )  # fmt: skip
+
+
+def held_by_others(alloc: Any, mine: list[Any]) -> dict[str, Any]:
+    """``out_of_memory_error``'s ``other_bytes`` and ``other_largest``: the live blocks of
+    ``alloc`` not behind the device arrays ``mine``."""
+    own = {id(b) for b in blocks_of(mine)}
+    others = [b for b in alloc.live_blocks() if id(b) not in own]
+    return {"other_bytes": sum(b.size for b in others),
+            "other_largest": [(b.size, b.tag) for b in others[:4]]}  # fmt: skip
 
 
 def blocks_of(arrays: list[Any]) -> list[Any]:

@@ -41,7 +41,7 @@ from blu.lower import library
 from blu.lower.cuda.codegen_strided import ALIGN
 from blu.lower.cuda.kernels import call_host_kernel, host_kernel
 from blu.lower.cuda.loops import LoopStep
-from blu.lower.cuda.memory_checks import blocks_of, failed_what
+from blu.lower.cuda.memory_checks import failed_what, held_by_others
 from blu.lower.plan.memory_report import out_of_memory_error
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.plan.steps import Step, literal_value
@@ -256,14 +256,11 @@ class Bound:
         """The allocator's out-of-memory error while this call took its arena and outputs, as
         the plan's report (``plan.memory_report``): the bytes asked and free, the plan's largest
         buffers at its peak, and what other live arrays hold. Frees what the call took."""
-        alloc = self.dev.allocator
-        mine = {id(b) for b in blocks_of([*arrays, *keep, *self.kept.values()])}
-        others = [b for b in alloc.live_blocks() if id(b) not in mine]
         err = out_of_memory_error(
             self.exe.name, self.exe.plan, self.exe.memory,
             asked=e.nbytes, free=e.free_bytes, what=failed_what(e.tag), where=str(self.dev),
-            other_bytes=sum(b.size for b in others),
-            other_largest=[(b.size, b.tag) for b in others[:4]], donated=self.exe.donated,
+            donated=self.exe.donated,
+            **held_by_others(self.dev.allocator, [*arrays, *keep, *self.kept.values()]),
         )  # fmt: skip
         keep.clear()  # what this call took goes back to the allocator
         return err
