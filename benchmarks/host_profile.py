@@ -8,6 +8,14 @@ returns (the host's share: the GPU waits behind it in a step that waits for its 
 benchmark's steps do), then its loss is waited for outside the profile. Prints each call's host
 milliseconds (profiled, so inflated) and the profile by own and by cumulative time. On a machine
 without a GPU it profiles the CPU step.
+
+``--stub-replay`` measures the GPU path's host share without a GPU: on the simulated device
+(``BLU_FAKE_GPU=1``) every call from the second on is "replayed" from a graph that runs nothing,
+so what is timed is the host's work alone (the driver's calls aside); it also prints the median
+of as many unprofiled calls first:
+
+    BLU_FAKE_GPU=1 PYTHONPATH=. python3 benchmarks/host_profile.py --config gpt2-124m --B 1 \
+        --T 64 --calls 200 --stub-replay
 """
 
 from __future__ import annotations
@@ -36,7 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--T", type=int, default=1024, help="tokens per sequence")
     ap.add_argument("--calls", type=int, default=8, help="profiled calls")
     ap.add_argument("--top", type=int, default=25, help="rows of each listing")
+    ap.add_argument(
+        "--stub-replay",
+        action="store_true",
+        help="on the simulated GPU: replay graphs that run nothing (the host's share)",
+    )
     a = ap.parse_args(argv)
+    if a.stub_replay:
+        stub_replay()
     cfg = bg.model_config(a.config, None, False, None)
     ((step, _),) = bg.blu_programs(a.config, "bf16", a.B, a.T, None, False, None)
     params = bg.host_params(cfg, 0, "numpy")
@@ -52,6 +67,13 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(3):
             params, opt, loss, _ = step(params, opt, x, y, key)
         loss.block_until_ready()
+        if a.stub_replay:  # (the replays run nothing: no wait needed)
+            for _ in range(a.calls):
+                t = time.perf_counter()
+                params, opt, loss, _ = step(params, opt, x, y, key)
+                host.append(time.perf_counter() - t)
+            print(f"host ms (unprofiled, median of {a.calls}) {np.median(host) * 1e3:.3f}")
+            host = []
         for _ in range(a.calls):
             t = time.perf_counter()
             prof.enable()
@@ -64,6 +86,41 @@ def main(argv: list[str] | None = None) -> int:
     stats.sort_stats("tottime").print_stats(a.top)
     stats.sort_stats("cumulative").print_stats(a.top)
     return 0
+
+
+def stub_replay() -> None:
+    """Graphs on the simulated device that capture and replay nothing (see the docstring)."""
+    import contextlib
+
+    import blu.cuda.graph as graph
+    from blu.core.config import config
+    from blu.cuda.fake import FakeDevice
+    from blu.lower.cuda import run
+
+    if not config.fake_gpu:
+        raise SystemExit("--stub-replay runs on the simulated GPU: set BLU_FAKE_GPU=1")
+
+    class StubGraph:
+        @contextlib.contextmanager
+        def capture(self, stream):
+            yield self
+
+        def replay(self, stream):
+            pass
+
+        def destroy(self):
+            pass
+
+    init = run.Bound.__init__
+
+    def graphable(self, exe, dev):
+        init(self, exe, dev)
+        self.graphable = run._graphs_enabled(self.steps, self.allocs)
+
+    graph.Graph = StubGraph
+    run.Bound.__init__ = graphable
+    FakeDevice.stream = None  # (what a capture is given)
+    config.update("cuda_graphs", True)
 
 
 if __name__ == "__main__":

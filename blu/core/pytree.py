@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import Any
 
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
@@ -88,9 +89,11 @@ class PyTreeDef:
 
     __slots__ = (
         "_aux",
+        "_build",
         "_children",
         "_handler",
         "_hash",
+        "_match",
         "_node_type",
         "_num_leaves",
         "_num_nodes",
@@ -108,6 +111,8 @@ class PyTreeDef:
         setattr_(self, "_num_leaves", leaves)
         setattr_(self, "_num_nodes", 1 + sum([c._num_nodes for c in children]))
         setattr_(self, "_hash", None)  # computed on first use
+        setattr_(self, "_build", None)  # ``_builder``'s, made on first use
+        setattr_(self, "_match", None)  # ``_matcher``'s, made on first use
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("PyTreeDef is immutable")
@@ -145,7 +150,11 @@ class PyTreeDef:
         if len(leaves) != self._num_leaves:
             msg = f"tree_unflatten: {self!r} expected {self._num_leaves} leaves, got {len(leaves)}"
             raise BluValueError(with_user_line(msg))
-        return _unflatten(self, iter(leaves))
+        build = self._build
+        if build is None:
+            build = _builder(self)
+            object.__setattr__(self, "_build", build)
+        return build(iter(leaves))
 
     def flatten_up_to(self, tree: Any) -> list[Any]:
         """Flatten ``tree`` down to this treedef's leaves, which may be subtrees in ``tree``.
@@ -254,14 +263,6 @@ def _flatten_with_path(
     return PyTreeDef(h, aux, children)
 
 
-def _unflatten(td: PyTreeDef, leaves: Iterator[Any]) -> Any:
-    h = td._handler
-    if h is None:
-        return next(leaves)
-    return h.unflatten(td._aux, [next(leaves) if c._handler is None else _unflatten(c, leaves)
-                                 for c in td._children])  # fmt: skip
-
-
 class _MismatchError(Exception):
     """Internal: structure mismatch; ``path`` collects key entries (innermost first)."""
 
@@ -341,9 +342,107 @@ def tree_flatten_like(tree: Any, treedef: PyTreeDef) -> tuple[list[Any], PyTreeD
     step's state passed back on every call): the walk follows ``treedef`` (no key sorting, no
     new treedef) and falls back to a full flatten at the first difference."""
     leaves: list[Any] = []
-    if _same(treedef, tree, leaves):
+    match = treedef._match
+    if match is None:
+        match = _matcher(treedef)
+        object.__setattr__(treedef, "_match", match)
+    if match(tree, leaves):
         return leaves, treedef
     return tree_flatten(tree)
+
+
+# Per treedef, closures made once that do ``_same`` and ``_unflatten``'s walks with the node
+# kinds, keys and child counts bound in: a jitted training step flattens its state and rebuilds
+# its outputs (hundreds of nodes) at every call, and the GPU waits behind the host meanwhile.
+
+
+def _matcher(td: PyTreeDef) -> Callable[[Any, list], bool]:
+    """``_same(td, ·, ·)`` for this treedef (dicts, tuples and lists inline; other nodes
+    through ``_same``)."""
+    h = td._handler
+    if h is None:
+        return lambda x, out: _same(td, x, out)
+    kids, aux, nt, n = td._children, td._aux, td._node_type, len(td._children)
+    subs = [None if c._handler is None else _matcher(c) for c in kids]
+    get = _lookup_cache.get
+    if h.kind == "dict" and all(s is None for s in subs):
+
+        def match_leaf_dict(x: Any, out: list) -> bool:
+            if type(x) is not nt or len(x) != n:
+                return False
+            try:
+                vals = [x[k] for k in aux]
+            except (KeyError, TypeError):
+                return False
+            for v in vals:
+                if get(type(v), _MISSING) is not None:  # a node where a leaf belongs
+                    return False
+            out += vals
+            return True
+
+        return match_leaf_dict
+    if h.kind == "dict":
+        pairs = list(zip(aux, subs))
+
+        def match_dict(x: Any, out: list) -> bool:
+            if type(x) is not nt or len(x) != n:
+                return False
+            try:
+                for k, sub in pairs:
+                    v = x[k]
+                    if sub is None:
+                        if get(type(v), _MISSING) is not None:
+                            return False
+                        out.append(v)
+                    elif not sub(v, out):
+                        return False
+            except (KeyError, TypeError):
+                return False
+            return True
+
+        return match_dict
+    seq = h.kind in ("tuple", "list")
+    flatten = h.flatten
+
+    def match_node(x: Any, out: list) -> bool:
+        if type(x) is not nt:
+            return False
+        if not seq:  # (a namedtuple, a registered class: its children and node data)
+            x, x_aux = flatten(x)
+            x = list(x)
+            if not _aux_equal(x_aux, aux):
+                return False
+        if len(x) != n:
+            return False
+        for v, sub in zip(x, subs):
+            if sub is None:
+                if get(type(v), _MISSING) is not None:
+                    return False
+                out.append(v)
+            elif not sub(v, out):
+                return False
+        return True
+
+    return match_node
+
+
+def _builder(td: PyTreeDef) -> Callable[[Iterator[Any]], Any]:
+    """``td.unflatten``'s walk for this treedef: builds the tree from an iterator of leaves
+    (each node by its handler's ``unflatten``; dicts and tuples inline)."""
+    h = td._handler
+    if h is None:
+        return next
+    kids, aux, n = td._children, td._aux, len(td._children)
+    if h.kind == "dict" and all(c._handler is None for c in kids):
+        return lambda it: dict(zip(aux, islice(it, n)))
+    subs = [None if c._handler is None else _builder(c) for c in kids]
+    if h.kind == "dict":
+        pairs = list(zip(aux, subs))
+        return lambda it: {k: next(it) if s is None else s(it) for k, s in pairs}
+    if h.kind == "tuple":
+        return lambda it: tuple([next(it) if s is None else s(it) for s in subs])
+    unflatten = h.unflatten
+    return lambda it: unflatten(aux, [next(it) if s is None else s(it) for s in subs])
 
 
 def _flatten_up_to(td: PyTreeDef, tree: Any, fn_name: str) -> list[Any]:

@@ -79,7 +79,7 @@ class DeviceArray(ArrayOps):
             CudaOutOfMemoryError: no room on the device (the message lists the largest buffers).
         """
         dtype = np.dtype(dtype)
-        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        n = math.prod(shape) * dtype.itemsize
         block = device.allocator.malloc(n, device.stream_id, tag=tag or _describe(shape, dtype))
         return cls(device, block.ptr, shape, dtype, block=block)
 

@@ -96,12 +96,17 @@ class Executor:
     def fast_callable(jaxpr: Jaxpr, name: str, donated_invars: Sequence[bool], args: Sequence[Any]):
         """The executable a call like this one runs, for ``jit``'s fast path
         (``blu/transforms/dispatch.py``), or None: it does not read host arrays in place
-        (device arrays, or an executable whose results may alias its operands). Where the
+        (an executable whose results may alias its operands). With device arrays, the
+        executable's ``runner`` for their device (a list of arguments -> the outputs). Where the
         executable has a lean call (``lean()``: the CPU's ``cpu/lean.py``) and the arguments
         have the program's dtypes (no conversion per call), that call; it holds for the
         current flags (the fast path checks ``config.generation`` per call)."""
         if any(getattr(a, "_blu_device_array", False) for a in args):
-            return None
+            # on a GPU: the executable bound to the arguments' device (``runner``), which
+            # reads host arguments and donates as the full path does
+            exe = executable_for(jaxpr, name, tuple(donated_invars), backend_for(args), args)
+            runner = getattr(exe, "runner", None)
+            return runner(args) if runner is not None else None
         exe = executable_for(jaxpr, name, tuple(donated_invars), backend_for(args), args)
         if not getattr(exe, "borrows_inputs", False):
             return None

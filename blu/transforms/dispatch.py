@@ -16,6 +16,11 @@ executable (``benchmarks/cpu_jit.py --dispatch``, BENCHMARKS.md). Donated leaves
 step's ``donate_argnums``) take it too: lent, copied and deleted as the full path does
 (``donation.py``); a donated array used again is deleted, so its call misses and the full path
 raises "Array has been deleted".
+
+On a GPU (some leaf a ``DeviceArray``) the fast path is a ``DeviceFastCall``: the same checks,
+each leaf's device too, then the executable bound to that device (``Bound.__call__``), which
+does the device's donation itself. A training step's replayed CUDA graph waits behind the host
+(the step waits for its loss): the full path's per-leaf work was most of its host time.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from blu.transforms.axes import axis_env_key, process_envs_of_thread
 
 _process = process_envs_of_thread()  # (``any_process_axes()``: its ``envs`` read inline)
 
-__all__ = ["MISS", "FastCall", "eligible", "make"]
+__all__ = ["MISS", "DeviceFastCall", "FastCall", "could_take", "eligible", "make"]
 
 MISS = object()  # FastCall's answer when the call must take the full path
 
@@ -203,6 +208,65 @@ class FastCall:
         return self._wrap(outs)
 
 
+class DeviceFastCall:
+    """The fast path of a call on device arrays (a GPU's ``DeviceArray``): the signature's
+    checks as ``FastCall``'s, each leaf of the previous call's type, shape, dtype and device,
+    then the backend's runner (``Bound.__call__`` of the executable bound to that device, which
+    copies host arguments, takes donated buffers over and deletes the donated arrays, as on
+    the full path). The full path's work per leaf (its aval, the signature key, ``bind``'s
+    abstract evaluation, the executable's lookup) is skipped: a training step's state has
+    hundreds of leaves, and the GPU waits behind the host in a step that waits for its loss."""
+
+    __slots__ = ("generation", "axes", "tree", "n", "specs", "run", "consts", "out_tree")
+
+    def __init__(self, args: tuple, leaves: list, consts: list, out_tree: Any,
+                 run: Any) -> None:  # fmt: skip
+        self.generation = config.generation
+        self.axes = axis_env_key()
+        flat = all(getattr(a, "_blu_device_array", False) for a in args)
+        self.tree = None if flat else pytree.tree_flatten(args)[1]
+        self.n = len(leaves)
+        # per leaf: its type, shape, dtype and device (None: a host array, read as the full
+        # path reads it, by the runner); weak types are the host's only
+        self.specs = [(type(x), x.shape, x.dtype, getattr(x, "device", None),
+                       getattr(x, "weak_type", False)) for x in leaves]  # fmt: skip
+        self.run, self.consts, self.out_tree = run, list(consts), out_tree
+
+    def __call__(self, args: tuple) -> Any:
+        if self.generation != config.generation or _context.current is not _root or tracing.active:
+            return MISS
+        if self.tree is None:
+            leaves: Any = args
+            if len(args) != self.n:
+                return MISS
+        else:
+            leaves, tree = pytree.tree_flatten_like(args, self.tree)
+            if tree is not self.tree:
+                return MISS
+        for x, (t, shape, dtype, dev, weak) in zip(leaves, self.specs):
+            if type(x) is not t or x.shape != shape or x.dtype != dtype:
+                return MISS
+            if dev is not None:
+                if x.device is not dev:
+                    return MISS
+            elif getattr(x, "weak_type", False) != weak:
+                return MISS
+        if (self.axes or getattr(_process, "envs", None)) and axis_env_key() != self.axes:
+            return MISS
+        outs = self.run([*self.consts, *leaves])
+        if outs is None:  # (the runner's own checks: the full path decides)
+            return MISS
+        return self.out_tree.unflatten(outs)
+
+
+def could_take(leaves: list, consts: list) -> bool:
+    """Whether a call with these leaves and trace constants might take a fast path: a
+    ``FastCall`` (``eligible``) or a ``DeviceFastCall`` (some leaf a device array; ``make``
+    decides)."""
+    return eligible(leaves, consts) or any(getattr(x, "_blu_device_array", False)
+                                           for x in leaves)  # fmt: skip
+
+
 def eligible(leaves: list, consts: list) -> bool:
     """Whether a call with these argument leaves and trace constants could take the fast path
     (all blu Arrays or numpy arrays: device arrays, scalars and tracers never do)."""
@@ -212,12 +276,22 @@ def eligible(leaves: list, consts: list) -> bool:
 
 
 def make(args: tuple, leaves: list, jaxpr: Any, consts: list, out_tree: Any, run: Any,
-         donated: list | None = None, name: str = "") -> FastCall | None:  # fmt: skip
-    """A ``FastCall`` repeating a call that took the full path (``args``: its positional
+         donated: list | None = None, name: str = "") -> Any:  # fmt: skip
+    """A ``FastCall`` (a ``DeviceFastCall`` where a leaf is a device array) repeating a call
+    that took the full path (``args``: its positional
     arguments, ``leaves`` their leaves, ``jaxpr``/``consts``/``out_tree`` its trace, ``run`` the
     executable it ran, or None where the backend has no fast callable; ``donated``: per leaf,
     whether it is donated; ``name``: the function's, for the deleted arrays' message), or None
     where the fast path could not repeat it exactly."""
-    if run is None or not eligible(leaves, consts):
+    if run is None:
+        return None
+    if any(getattr(x, "_blu_device_array", False) for x in leaves):
+        # host leaves are read as the full path reads them (copied to the device) unless
+        # donated: the full path deletes a donated host Array
+        ok = all(getattr(x, "_blu_device_array", False)
+                 or (type(x) in (Array, np.ndarray) and not (donated and donated[i]))
+                 for i, x in enumerate(leaves))  # fmt: skip
+        return DeviceFastCall(args, leaves, consts, out_tree, run) if ok else None
+    if not eligible(leaves, consts):
         return None
     return FastCall(args, leaves, jaxpr, consts, out_tree, run, donated, name)

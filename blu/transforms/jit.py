@@ -415,7 +415,7 @@ class Jitted:
     def _fast_path(self, args: tuple, leaves: list, entry: CacheEntry, donated: list) -> Any:
         """The fast path for calls like this one (``dispatch.make``), or None."""
         fast_callable = getattr(execution.executor(), "fast_callable", None)  # (optional)
-        if fast_callable is None or not dispatch.eligible(leaves, entry.consts):
+        if fast_callable is None or not dispatch.could_take(leaves, entry.consts):
             return None
         jaxpr = stable_hoisted(entry)
         donated_invars = (False,) * len(entry.consts) + tuple(donated)

@@ -189,6 +189,11 @@ def test_flatten_like_falls_back_on_every_difference():
         {"a": [[1], (2, None)], "b": {"c": 3}, "p": Point(4, 5)},  # a node for a leaf
         {"a": [1, (2, None)], "b": collections.OrderedDict(c=3), "p": Point(4, 5)},
         {"a": [1, (2, None)], "b": {"c": 3}, "p": (4, 5)},  # a tuple for a custom node
+        {"a": [1, (2, None)], "b": {"c": [3]}, "p": Point(4, 5)},  # a node in a leaves' dict
+        {"a": [1, (2, None)], "b": {"c": None}, "p": Point(4, 5)},  # None in a leaves' dict
+        {"a": [1, (2, None)], "b": {}, "p": Point(4, 5)},  # no keys
+        {"a": [1, (2, None)], "b": {"c": 3}, "p": Point((4,), 5)},  # a node in a custom node
+        {"a": [1, (2, None)], "b": {"c": 3}, "p": Point(4, 5), "q": 6},  # one more at the root
     ]
     for v in variants:
         leaves, td = pytree.tree_flatten_like(v, guide)

@@ -38,7 +38,7 @@ from blu.lower.cuda import codegen as codegen_gpu
 from blu.lower.cuda import compiler as mlir_gpu
 from blu.lower.cuda.kernels import emit_node, host_kernel, kernel_text  # noqa: F401
 from blu.lower.cuda.options import CudaOptions
-from blu.lower.cuda.run import run
+from blu.lower.cuda.run import bound_for, run
 from blu.lower.mlir.scatter import scatter_launches
 from blu.lower.plan.nodes import NodeKind
 from blu.lower.program import Executable, log
@@ -127,6 +127,11 @@ class GpuExecutable(Executable):
 
     def __call__(self, *args: Any) -> list[Any]:
         return run(self, args)
+
+    def runner(self, args: Any) -> Any:
+        """What calls like this one run (``jit``'s fast path, ``dispatch.DeviceFastCall``): the
+        executable bound to the device of ``args`` (a list of arguments -> the outputs)."""
+        return bound_for(self, args)
 
 
 def library_modules(eqn: Any, target: str) -> list[mlir_gpu.GpuModule]:

@@ -35,6 +35,7 @@ from blu.core.jaxpr import Literal, Var
 from blu.cuda.array import _put_one
 from blu.cuda.profile import profiler
 from blu.lower.cuda.codegen_strided import ALIGN
+from blu.lower.cuda.outputs import out_recipes
 from blu.lower.plan.memory import ALIGN as ARENA_ALIGN
 from blu.lower.plan.steps import Steps, literal_value
 from blu.lower.program import log
@@ -211,7 +212,7 @@ class _Body:
         # outputs written over their (donated) carry input: the input's address
         self._donated = [(sl, bound.in_slots[place[1]]) for sl, place, _ in bound.allocs
                          if place[0] == "donated"]  # fmt: skip
-        self.recipes = bound._out_recipes()
+        self.recipes = out_recipes(bound)
         roots = [r[2] for r in self.recipes if r[0] == "own"]
         # per output: the slot whose address the loop may set to make the body write it where
         # the loop wants it (a buffer of its own, returned once, as a whole or through a view

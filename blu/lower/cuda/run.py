@@ -29,15 +29,15 @@ import numpy as np
 from blu.core import dtypes
 from blu.core import trace as tracing
 from blu.core.array import Array
-from blu.core.aval import shaped
 from blu.core.config import config
-from blu.core.errors import BluError
-from blu.core.jaxpr import Literal, Var
+from blu.core.errors import BluError, BluValueError
+from blu.core.jaxpr import Var
 from blu.cuda.array import DeviceArray, default_device
 from blu.cuda.cublaslt import gemm_spec
 from blu.cuda.errors import CudaOutOfMemoryError
 from blu.cuda.profile import compute_class, peaks_for, profiler
 from blu.lower import library
+from blu.lower.cuda import outputs
 from blu.lower.cuda.codegen_strided import ALIGN
 from blu.lower.cuda.kernels import call_host_kernel, host_kernel
 from blu.lower.cuda.loops import LoopStep
@@ -60,7 +60,6 @@ def _precision(eqn: Any, default: str) -> str:
     return default if p in ("default", "none") else p
 
 
-
 def fit_block(fn: Any, block: int) -> int:
     """The threads per block a fused kernel's launch can have: ``block``, or, where the compiled
     function cannot run that many (``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK``: its registers per
@@ -80,16 +79,22 @@ def fit_block(fn: Any, block: int) -> int:
         fit *= 2
     return fit
 
+
 class GpuFallbackError(BluError):
     """A primitive without a GPU lowering failed in its host fallback."""
 
 
-def run(exe: Any, args: tuple) -> list[Any]:
+def bound_for(exe: Any, args: Any) -> Bound:
+    """``exe`` bound to the device of its first device-array argument (else the default)."""
     dev = next((a.device for a in args if isinstance(a, DeviceArray)), None) or default_device()
     bound = exe._bound.get(dev)
     if bound is None:
         bound = exe._bound[dev] = Bound(exe, dev)
-    return bound(args)
+    return bound
+
+
+def run(exe: Any, args: tuple) -> list[Any]:
+    return bound_for(exe, args)(args)
 
 
 GRAPH_MIN_STEPS = 64  # "auto": smaller programs gain little from a graph and pay its capture
@@ -133,20 +138,26 @@ class Bound:
         self.calls = 0
         self.graphs: OrderedDict = OrderedDict()
         self.kept: dict[str, Any] = {}
-        self.recipes: list[tuple] | None = None  # _out_recipes, made on the first call
+        self.recipes: list[tuple] | None = None  # ``outputs.out_recipes``, made on the first call
+        self.takeovers: list[tuple] | None = None  # and split (``outputs.takeovers_of``)
+        self.others: list[int] = []
         self.donated_into = sorted({p[1] for _, p, _ in self.allocs if p[0] == "donated"})
         # per argument, whether a graph replay copies it into a kept staging buffer: a small one
         # that no output is written into (a donated one the plan cannot write into comes back in
         # a fresh buffer; keyed by its address, each call would capture anew: ResNet-50's step)
-        self.staged = [
+        staged = [
             v.aval.size * v.aval.dtype.itemsize <= STAGE_BYTES and i not in self.donated_into
             for i, v in enumerate(exe.jaxpr.invars)
         ]
+        self.staged_at = [i for i, s in enumerate(staged) if s]
+        self.keyed_at = [i for i, s in enumerate(staged) if not s]
         # host arguments copied to the device and kept, by position, while the same immutable
         # object comes back (a trace's constants: LLaMA-1B's 64 RoPE tables, 32 MB, were
         # copied to the device at every step; ``_host_arg``)
         self.host_copies: dict[int, tuple[Any, DeviceArray]] = {}
         self.returned: set[int] | None = None  # arguments an output returns as they are
+        self.arena_tag = f"jit({exe.name}) temporaries"  # the allocator's name for the blocks
+        self.out_tags: dict[Any, str] = {}
 
     def graph_safe(self) -> bool:
         """Whether a CUDA graph can capture a call: no step waits for the GPU (no host
@@ -205,15 +216,18 @@ class Bound:
 
     # ---- one call -----------------------------------------------------------------------------
 
-    def __call__(self, args: tuple) -> list[Any]:
+    def __call__(self, args: Any) -> list[Any]:
         exe, dev = self.exe, self.dev
-        arrays = []
-        for i, (a, v) in enumerate(zip(args, exe.jaxpr.invars, strict=True)):
-            if not isinstance(a, DeviceArray) or a.device is not dev:
-                a = self._host_arg(i, a, v.aval.dtype)
-            elif a.ptr % ALIGN and a.nbytes and not self.fake:
-                a = _aligned_copy(a, dev)  # kernels assume aligned buffers (vector accesses)
-            arrays.append(a)
+        arrays = list(args)
+        if len(arrays) != len(exe.jaxpr.invars):
+            raise BluValueError(f"jit({exe.name}): {len(arrays)} arguments for a program of "
+                                f"{len(exe.jaxpr.invars)}")  # fmt: skip
+        for i, a in enumerate(arrays):
+            if type(a) is DeviceArray and a.device is dev:  # (the usual case, inline)
+                p = a._ptr
+                if p is not None and not p % ALIGN:
+                    continue
+            arrays[i] = self._arg(i, a)
         donatable = self._donatable(arrays)
         self.calls += 1
         graph = self.graphable and self.calls >= 2 and not profiler.enabled
@@ -224,14 +238,27 @@ class Bound:
         for sl, a in zip(self.in_slots, arrays):
             ptr[sl], keep[sl] = a.ptr, a
         try:
-            arena = DeviceArray.empty((max(exe.memory.arena_size, 1),), np.uint8, dev,
-                                      tag=f"jit({exe.name}) temporaries")  # fmt: skip
-            keep.append(arena)
-            self._assign(ptr, keep, arrays, donatable, arena.ptr, persistent=False)
+            arena_ptr = 0  # (a program without temporaries: no arena to take)
+            if exe.memory.arena_size:
+                arena = DeviceArray.empty((exe.memory.arena_size,), np.uint8, dev,
+                                          tag=self.arena_tag)  # fmt: skip
+                keep.append(arena)
+                arena_ptr = arena.ptr
+            self._assign(ptr, keep, arrays, donatable, arena_ptr, persistent=False)
         except CudaOutOfMemoryError as e:
             raise self._oom_report(e, arrays, keep) from None
-        self._launch_all(ptr, keep, arena.ptr)
-        return self._outputs(ptr, keep, arrays, donatable, copy_out=False)
+        self._launch_all(ptr, keep, arena_ptr)
+        return outputs.make_outputs(self, ptr, keep, arrays, donatable, copy_out=False)
+
+    def _arg(self, i: int, a: Any) -> DeviceArray:
+        """Argument ``i`` as this device's aligned array: a host one or another device's
+        copied here (``_host_arg``), one at an unaligned address copied (kernels assume
+        aligned buffers: vector accesses). Raises ``BluValueError`` for a deleted array."""
+        if not isinstance(a, DeviceArray) or a.device is not self.dev:
+            return self._host_arg(i, a, self.exe.jaxpr.invars[i].aval.dtype)
+        if a.ptr % ALIGN and a.nbytes and not self.fake:
+            return _aligned_copy(a, self.dev)
+        return a
 
     def _host_arg(self, i: int, a: Any, dtype: Any) -> DeviceArray:
         """Argument ``i``, not on this device, copied to it; kept for the next call where ``a``
@@ -246,7 +273,7 @@ class Bound:
         self.host_copies.pop(i, None)
         d = _put(np.asarray(a, dtype), self.dev)
         if self.returned is None:
-            self.recipes = self.recipes or self._out_recipes()
+            self.recipes = self.recipes or outputs.out_recipes(self)
             self.returned = {r[1] for r in self.recipes if r[0] in ("arg", "donated")}
         if type(a) is Array and not self.exe.donated[i] and i not in self.returned:
             self.host_copies[i] = (a, d)
@@ -266,14 +293,13 @@ class Bound:
         return err
 
     def _donatable(self, arrays: list[DeviceArray]) -> list[bool]:
-        ids = [id(a) for a in arrays]
-        if len(set(ids)) == len(ids):  # (the usual case: no array passed twice)
-            return [d and a._block is not None for d, a in zip(self.exe.donated, arrays)]
-        seen = Counter(ids)  # an array passed twice is not taken over
-        return [
-            d and a._block is not None and seen[id(a)] == 1
-            for d, a in zip(self.exe.donated, arrays)
-        ]
+        donated = self.exe.donated
+        if not any(donated):
+            return donated
+        if len(set(map(id, arrays))) == len(arrays):  # (the usual case: none passed twice)
+            return [d and a._block is not None for d, a in zip(donated, arrays)]
+        seen = Counter(map(id, arrays))  # an array passed twice is not taken over
+        return [d and a._block is not None and seen[id(a)] == 1 for d, a in zip(donated, arrays)]
 
     def _assign(self, ptr, keep, arrays, donatable, arena_ptr, persistent) -> None:
         """Addresses of every planned buffer (arena offsets, outputs, donated arguments)."""
@@ -296,7 +322,10 @@ class Bound:
                 ptr[sl], keep[sl] = buf.ptr, buf
 
     def _out_tag(self, aval: Any) -> str:
-        return f"jit({self.exe.name}) output {aval.str_short()}"
+        tag = self.out_tags.get(aval)  # (made once: a call takes its outputs at every step)
+        if tag is None:
+            tag = self.out_tags[aval] = f"jit({self.exe.name}) output {aval.str_short()}"
+        return tag
 
     def _launch_all(self, ptr: list[int], keep: list[Any], arena_ptr: int) -> None:
         if profiler.enabled:  # BLU_PROFILE=1: each step between two events
@@ -397,93 +426,50 @@ class Bound:
                     + (f"\n  from {'; '.join(srcs[:3])}" if srcs else "")
                 )
 
-    def _out_recipes(self) -> list[tuple]:
-        """Per output of the jaxpr, how a call makes it (the plan's placement, made once):
-        ``(kind, argument index, root slot, slot, aval, root aval, is_root)`` with ``kind`` one
-        of "lit" (the argument index holds the value), "donated", "arg" or "own" (a planned
-        buffer)."""
-        mem, out = self.exe.memory, []
-        for v in self.exe.jaxpr.outvars:
-            if isinstance(v, Literal):
-                out.append(("lit", literal_value(v), 0, 0, None, None, True))
-                continue
-            r = mem.root[v]
-            place = mem.place[r]
-            sl = self.slot[v]
-            kind = place[0] if place[0] in ("donated", "arg") else "own"
-            where = place[1] if kind != "own" else None
-            ra = r.aval if r.aval.weak_type else shaped(tuple(r.aval.shape), np.dtype(r.aval.dtype))
-            out.append((kind, where, self.slot.get(r, sl), sl, v.aval, ra, v is r))
-        return out
-
-    def _outputs(self, ptr, keep, arrays, donatable, copy_out: bool) -> list[Any]:
-        dev = self.dev
-        if self.recipes is None:
-            self.recipes = self._out_recipes()
-        outs: list[Any] = []
-        taken: dict[int, DeviceArray] = {}  # argument index -> the output that took it over
-        for kind, i, root, sl, aval, root_aval, is_root in self.recipes:
-            if kind == "lit":
-                outs.append(_put(i, dev))
-            elif kind == "donated" and donatable[i]:
-                owner = taken.get(i)
-                if owner is None:
-                    a = arrays[i]
-                    if root_aval.weak_type:
-                        owner = DeviceArray(dev, a._ptr, root_aval.shape, root_aval.dtype,
-                                            block=a._block)  # fmt: skip
-                    else:  # its aval is the next call's signature
-                        owner = DeviceArray._adopt(dev, a._ptr, root_aval, a._block)
-                    taken[i] = owner
-                    a._block, a._ptr = None, None  # donated: the argument is now deleted
-                outs.append(owner if is_root else _view(dev, ptr[sl], owner, aval))
-            elif kind == "arg":
-                a = arrays[i]
-                outs.append(a if is_root else _view(dev, ptr[sl], a, aval))
-            elif copy_out:
-                fresh = DeviceArray.empty(aval.shape, aval.dtype, dev)
-                if fresh.nbytes:
-                    dev.copy_d2d(fresh.ptr, ptr[sl], fresh.nbytes)
-                outs.append(fresh)
-            else:
-                owner = keep[root]
-                outs.append(owner if is_root else _view(dev, ptr[sl], owner, aval))
-        return outs
-
     # ---- graphs -------------------------------------------------------------------------------
 
     def _graph_ok(self, donatable: list[bool]) -> bool:
-        return all(donatable[i] for i in self.donated_into)
+        return all(map(donatable.__getitem__, self.donated_into))
 
     def _call_graph(self, arrays: list[DeviceArray], donatable: list[bool]) -> list[Any]:
         from blu.cuda.graph import Graph
 
         exe, dev, kept = self.exe, self.dev, self.kept
-        ptr: list[int] = [0] * self.n_slots
-        keep: list[Any] = [None] * self.n_slots
-        key = []
-        for i, (sl, a, staged) in enumerate(zip(self.in_slots, arrays, self.staged)):
-            # small and not donated: copied into a kept buffer the graph reads (a kept host
-            # copy has the same address each call: it keys the graph, as a large argument does)
-            if staged and self.host_copies.get(i, (0, 0))[1] is not a:
-                buf = kept.get(i)
-                if buf is None:
-                    buf = kept[i] = DeviceArray.empty(a.shape, a.dtype, dev)
-                if a.nbytes:
-                    dev.copy_d2d(buf.ptr, a.ptr, a.nbytes)
-                ptr[sl], keep[sl] = buf.ptr, buf
-            else:  # (by position: which arguments are staged varies with the kept copies)
-                ptr[sl], keep[sl] = a.ptr, a
-                key.append((i, a.ptr))
+        # small and not donated: copied into a kept buffer the graph reads (a kept host copy
+        # has the same address each call: it keys the graph, as a large argument does); the
+        # others key the graph by position (which are staged varies with the kept copies)
+        host = self.host_copies
+        key = [(i, arrays[i]._ptr) for i in self.keyed_at]
+        stage = []
+        for i in self.staged_at:
+            a = arrays[i]
+            if host and i in host and host[i][1] is a:
+                key.append((i, a._ptr))
+            else:
+                stage.append(i)
+        for i in stage:
+            a = arrays[i]
+            buf = kept.get(i)
+            if buf is None:
+                buf = kept[i] = DeviceArray.empty(a.shape, a.dtype, dev)
+            if a.nbytes:
+                dev.copy_d2d(buf._ptr, a._ptr, a.nbytes)
         key_t = tuple(key)
         entry = self.graphs.get(key_t)
         if entry is None:  # capture: every planned buffer's address (kept between calls)
+            ptr: list[int] = [0] * self.n_slots
+            keep: list[Any] = [None] * self.n_slots
+            for sl, a in zip(self.in_slots, arrays):
+                ptr[sl], keep[sl] = a._ptr, a
+            for i in stage:
+                sl = self.in_slots[i]
+                ptr[sl], keep[sl] = kept[i]._ptr, kept[i]
             try:
                 arena = kept.get("arena")
                 if arena is None:
                     arena = kept["arena"] = DeviceArray.empty(
                         (max(exe.memory.arena_size, 1),), np.uint8, dev,
-                        tag=f"jit({exe.name}) temporaries",
+                        tag=self.arena_tag,
                     )  # fmt: skip
                 self._assign(ptr, keep, arrays, donatable, arena.ptr, persistent=True)
             except CudaOutOfMemoryError as e:
@@ -499,7 +485,7 @@ class Bound:
             self.graphs.move_to_end(key_t)
         g, captured = entry
         g.replay(dev.stream)
-        return self._outputs(captured, keep, arrays, donatable, copy_out=True)
+        return outputs.make_outputs(self, captured, None, arrays, donatable, copy_out=True)
 
 
 def _nbytes(vs: Any) -> int:
