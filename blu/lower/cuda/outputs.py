@@ -83,9 +83,10 @@ def make_outputs(bound: Any, ptr: list[int], keep: list | None, arrays: list,
             outs[j] = owner if is_root else _view(dev, ptr[sl], owner, aval)
         elif kind == "lit":
             outs[j] = _put(i, dev)
-        elif kind == "arg":
+        elif kind == "arg":  # (a view at its offset in the argument itself: a replay's
+            # addresses are of the kept buffer a small argument was staged into)
             a = arrays[i]
-            outs[j] = a if is_root else _view(dev, ptr[sl], a, aval)
+            outs[j] = a if is_root else _view(dev, a._ptr + ptr[sl] - ptr[root], a, aval)
         elif copy_out:
             fresh = DeviceArray.empty(aval.shape, aval.dtype, dev)
             if fresh.nbytes:

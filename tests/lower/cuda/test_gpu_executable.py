@@ -183,48 +183,56 @@ def test_only_host_arrays_that_cannot_change_are_kept(dev):
         h(put(dev, x))
 
 
-def test_graph_keys_name_positions(dev, monkeypatch):
-    # which arguments are staged into kept buffers and which key the graph by address varies
-    # with the kept host copies: a key of addresses alone matched a graph captured with another
-    # argument at that address. Graphs simulated (a recorder replaying the captured launches)
-    # where the device cannot capture them.
+def _simulated_graphs(dev, monkeypatch) -> None:
+    """Graphs on the fake device (which cannot capture them): a capture runs the call's steps
+    once, as a capture's Python does (a view step sets its addresses), and records their
+    addresses; a replay runs the steps again on them. On a GPU: nothing (real graphs)."""
     import contextlib
 
     from blu.lower.cuda import run as gpu_run
 
-    if getattr(dev, "platform", "") == "fake":
-        real = gpu_run.Bound._launch_all
+    if getattr(dev, "platform", "") != "fake":
+        return
+    real = gpu_run.Bound._launch_all
 
-        class Recorder:
-            @contextlib.contextmanager
-            def capture(self, stream):
-                def rec(bound, ptr, keep, arena):
-                    self.rec = (bound, list(ptr), len(keep), arena)
+    class Recorder:
+        @contextlib.contextmanager
+        def capture(self, stream):
+            def rec(bound, ptr, keep, arena):
+                real(bound, ptr, keep, arena)
+                self.rec = (bound, list(ptr), len(keep), arena)
 
-                monkeypatch.setattr(gpu_run.Bound, "_launch_all", rec)
-                try:
-                    yield self
-                finally:
-                    monkeypatch.setattr(gpu_run.Bound, "_launch_all", real)
+            monkeypatch.setattr(gpu_run.Bound, "_launch_all", rec)
+            try:
+                yield self
+            finally:
+                monkeypatch.setattr(gpu_run.Bound, "_launch_all", real)
 
-            def replay(self, stream):
-                bound, ptr, n, arena = self.rec
-                real(bound, list(ptr), [None] * n, arena)
+        def replay(self, stream):
+            bound, ptr, n, arena = self.rec
+            real(bound, list(ptr), [None] * n, arena)
 
-            def destroy(self):
-                pass
+        def destroy(self):
+            pass
 
-        import blu.cuda.graph as graph_mod
+    import blu.cuda.graph as graph_mod
 
-        init = gpu_run.Bound.__init__
+    init = gpu_run.Bound.__init__
 
-        def graphable_init(self, exe, d):
-            init(self, exe, d)
-            self.graphable = True
+    def graphable_init(self, exe, d):
+        init(self, exe, d)
+        self.graphable = True
 
-        monkeypatch.setattr(graph_mod, "Graph", Recorder)
-        monkeypatch.setattr(gpu_run.Bound, "__init__", graphable_init)
-        monkeypatch.setattr(type(dev), "stream", None, raising=False)
+    monkeypatch.setattr(graph_mod, "Graph", Recorder)
+    monkeypatch.setattr(gpu_run.Bound, "__init__", graphable_init)
+    monkeypatch.setattr(type(dev), "stream", None, raising=False)
+
+
+def test_graph_keys_name_positions(dev, monkeypatch):
+    # which arguments are staged into kept buffers and which key the graph by address varies
+    # with the kept host copies: a key of addresses alone matched a graph captured with another
+    # argument at that address. Graphs simulated where the device cannot capture them.
+    _simulated_graphs(dev, monkeypatch)
     env_flag("BLU_CUDA_GRAPHS", "1")
     g = blu.jit(lambda c0, c1, x: c0 + c1 * 10.0 + x * 100.0)
     dx = put(dev, np.ones(4, f32))
@@ -233,6 +241,30 @@ def test_graph_keys_name_positions(dev, monkeypatch):
     for c0, c1, want in [(a0, m, 123.0), (a0, m, 123.0), (a0b, m, 124.0),
                          (put(dev, np.full(4, 6.0, f32)), a1, 156.0)]:  # fmt: skip
         check(g(c0, c1, dx), np.full(4, want))
+
+
+def test_a_replays_view_of_an_argument_is_of_that_argument(dev, monkeypatch):
+    # a small argument is staged into a buffer the graph keeps; an output that is a view of it
+    # (a reshape) must view the argument itself, not that buffer (which the next call
+    # overwrites, and which goes when the executable does)
+    _simulated_graphs(dev, monkeypatch)
+    env_flag("BLU_CUDA_GRAPHS", "1")
+    f = blu.jit(lambda a: (a.reshape(3, 2), a * 2.0))
+    outs = []
+    for k in range(4):
+        v, d = f(put(dev, np.full((2, 3), k, f32)))
+        outs.append(v)
+        check(d, np.full((2, 3), 2.0 * k))
+    for k, v in enumerate(outs):  # each still its own call's argument
+        check(v, np.full((3, 2), float(k)))
+    g = blu.jit(lambda a, b: (a, a.reshape(6)[2:], b + 1.0), donate_argnums=0)
+    for k in range(3):  # a donated argument returned as it is and through a view
+        a, tail, b = g(
+            put(dev, np.arange(6, dtype=f32).reshape(2, 3) + k), put(dev, np.ones(3, f32))
+        )
+        check(a, np.arange(6).reshape(2, 3) + k)
+        check(tail, np.arange(2, 6) + k)
+        check(b, np.full(3, 2.0))
 
 
 def test_auto_graphs_replay_a_training_step_in_place(dev, monkeypatch):
