@@ -365,39 +365,22 @@ def _matcher(td: PyTreeDef) -> Callable[[Any, list], bool]:
     kids, aux, nt, n = td._children, td._aux, td._node_type, len(td._children)
     subs = [None if c._handler is None else _matcher(c) for c in kids]
     get = _lookup_cache.get
-    if h.kind == "dict" and all(s is None for s in subs):
+    if h.kind == "dict":
+        leaves_only = all(s is None for s in subs)  # (most: a layer's weight and bias)
 
-        def match_leaf_dict(x: Any, out: list) -> bool:
+        def match_dict(x: Any, out: list) -> bool:
             if type(x) is not nt or len(x) != n:
                 return False
             try:
                 vals = [x[k] for k in aux]
             except (KeyError, TypeError):
                 return False
+            if not leaves_only:
+                return _match_children(vals, subs, out)
             for v in vals:
                 if get(type(v), _MISSING) is not None:  # a node where a leaf belongs
                     return False
             out += vals
-            return True
-
-        return match_leaf_dict
-    if h.kind == "dict":
-        pairs = list(zip(aux, subs))
-
-        def match_dict(x: Any, out: list) -> bool:
-            if type(x) is not nt or len(x) != n:
-                return False
-            try:
-                for k, sub in pairs:
-                    v = x[k]
-                    if sub is None:
-                        if get(type(v), _MISSING) is not None:
-                            return False
-                        out.append(v)
-                    elif not sub(v, out):
-                        return False
-            except (KeyError, TypeError):
-                return False
             return True
 
         return match_dict
@@ -412,18 +395,23 @@ def _matcher(td: PyTreeDef) -> Callable[[Any, list], bool]:
             x = list(x)
             if not _aux_equal(x_aux, aux):
                 return False
-        if len(x) != n:
-            return False
-        for v, sub in zip(x, subs):
-            if sub is None:
-                if get(type(v), _MISSING) is not None:
-                    return False
-                out.append(v)
-            elif not sub(v, out):
-                return False
-        return True
+        return len(x) == n and _match_children(x, subs, out)
 
     return match_node
+
+
+def _match_children(vals: Any, subs: list, out: list) -> bool:
+    """Append the leaves of a node's children ``vals`` to ``out``, each matched against its
+    treedef's matcher in ``subs`` (None: a leaf belongs there); False at the first mismatch."""
+    get = _lookup_cache.get
+    for v, sub in zip(vals, subs):
+        if sub is None:
+            if get(type(v), _MISSING) is not None:  # a node where a leaf belongs
+                return False
+            out.append(v)
+        elif not sub(v, out):
+            return False
+    return True
 
 
 def _builder(td: PyTreeDef) -> Callable[[Iterator[Any]], Any]:

@@ -47,6 +47,22 @@ __all__ = ["MISS", "DeviceFastCall", "FastCall", "could_take", "eligible", "make
 MISS = object()  # FastCall's answer when the call must take the full path
 
 
+def _same_call(fast: Any, args: tuple) -> Any:
+    """The leaves of ``args`` where the call is at the root, under the flags and with the
+    argument structure ``fast`` was made for (a ``FastCall`` or ``DeviceFastCall``), else
+    None."""
+    if (
+        fast.generation != config.generation
+        or _context.current is not _root  # (``at_root()``, inline: at every call)
+        or tracing.active  # (``tracing.current() is not None``)
+    ):
+        return None
+    if fast.tree is None:
+        return args if len(args) == fast.n else None
+    leaves, tree = pytree.tree_flatten_like(args, fast.tree)
+    return leaves if tree is fast.tree else None
+
+
 class FastCall:
     """A jitted function's last signature and its executable (see the module docstring)."""
 
@@ -81,20 +97,9 @@ class FastCall:
         self.name = name
 
     def __call__(self, args: tuple) -> Any:
-        if (
-            self.generation != config.generation
-            or _context.current is not _root  # (``at_root()``, inline: at every call)
-            or tracing.active  # (``tracing.current() is not None``)
-        ):
+        leaves = _same_call(self, args)
+        if leaves is None:
             return MISS
-        if self.tree is None:
-            leaves: Any = args
-            if len(args) != self.n:
-                return MISS
-        else:
-            leaves, tree = pytree.tree_flatten_like(args, self.tree)
-            if tree is not self.tree:
-                return MISS
         vals = []
         for x, (shape, dtype, weak) in zip(leaves, self.specs):
             t = type(x)
@@ -233,16 +238,9 @@ class DeviceFastCall:
         self.run, self.consts, self.out_tree = run, list(consts), out_tree
 
     def __call__(self, args: tuple) -> Any:
-        if self.generation != config.generation or _context.current is not _root or tracing.active:
+        leaves = _same_call(self, args)
+        if leaves is None:
             return MISS
-        if self.tree is None:
-            leaves: Any = args
-            if len(args) != self.n:
-                return MISS
-        else:
-            leaves, tree = pytree.tree_flatten_like(args, self.tree)
-            if tree is not self.tree:
-                return MISS
         for x, (t, shape, dtype, dev, weak) in zip(leaves, self.specs):
             if type(x) is not t or x.shape != shape or x.dtype != dtype:
                 return MISS
