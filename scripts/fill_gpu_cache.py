@@ -42,6 +42,7 @@ GPU_TESTS = [
     "tests/lower/cuda/test_gpu_generations.py",
     "tests/lower/cuda/test_gpu_executable.py",
     "tests/lower/cuda/test_gpu_fast_path.py",
+    "tests/examples/test_gpt2_example_gpu.py",
     "tests/lower/test_lower_gather_scatter.py",
     "tests/lower/cuda/test_gpu_dynamic.py",
     "tests/lower/cuda/test_gpu_loops.py",
