@@ -54,19 +54,16 @@ def make_outputs(bound: Any, ptr: list[int], keep: list | None, arrays: list,
     outs: list[Any] = [None] * len(recipes)
     # a training step's state: each output the whole buffer of its own donated argument,
     # which it takes over (the argument is deleted), in one tight loop
-    new = DeviceArray.__new__
+    adopt = DeviceArray._adopt
     rest = bound.others
     for j, i, aval in bound.takeovers:
         if donatable[i]:
             a = arrays[i]
-            o = outs[j] = new(DeviceArray)
-            o._ptr, o.shape, o.dtype, o.device = a._ptr, aval.shape, aval.dtype, dev
-            o._block, o._owner, o._aval = a._block, None, aval
+            outs[j] = adopt(dev, a._ptr, aval, a._block)
             a._block, a._ptr = None, None
         else:
             rest = rest + [j]
     taken: dict[int, DeviceArray] = {}  # argument index -> the output that took it over
-    adopt = DeviceArray._adopt
     for j in rest:
         kind, i, root, sl, aval, root_aval, is_root = recipes[j]
         if kind == "donated" and donatable[i]:
