@@ -33,7 +33,9 @@ Cases (N = ``--rows`` = 16 x 1024 tokens):
   50304): per row max, log-sum-exp and the picked logit, and ``dz = softmax - onehot`` in
   bfloat16: the fused classifier's chunk kernel (``blu/nn/classifier.py``) on its own;
 - ``classifier``: ``nn.linear_cross_entropy`` value and gradient at (N, 768) x (50304, 768)
-  bfloat16 (its chunk kernels between the cuBLASLt products).
+  bfloat16 (its chunk kernels between the cuBLASLt products);
+- ``global_norm``: the global norm of 13 float32 (2048, N / 2) gradients (LLaMA-1B's MLP
+  weights at N = 16,384), the sums of squares of one split reduction.
 
 The kernels must be in the kernel cache (the GPU machine has no MLIR):
 ``python scripts/fill_gpu_cache.py`` compiles them (it calls :func:`fill_cache`).
@@ -59,7 +61,8 @@ import blu.numpy as bnp  # noqa: E402
 from blu import lax  # noqa: E402
 
 CASES = ("ln_fwd", "ln_bwd", "ln_res_fwd", "ln_res_bwd", "rms_bwd", "gelu_fwd", "gelu_bwd",
-         "swiglu_fwd", "swiglu_bwd", "ce_rows", "classifier")  # fmt: skip
+         "swiglu_fwd", "swiglu_bwd", "ce_rows", "classifier", "global_norm")  # fmt: skip
+NORM_ARRAYS = 13  # global_norm: LLaMA-1B's 16 layers' MLP gradients fuse 13 at a time
 GENS = (1, 2, 3)  # the emitter generations (``blu.lower.cuda.codegen_strided.generation``)
 
 
@@ -124,6 +127,9 @@ def programs(rows: int, chunk: int, vocab: int) -> dict[str, tuple[Callable, lis
     def classifier(x, w, labels):
         return blu.value_and_grad(nn.linear_cross_entropy, argnums=(0, 1))(x, w, labels)
 
+    def global_norm(*gs):
+        return bnp.sqrt(sum(bnp.sum(g * g) for g in gs))
+
     return {
         "ln_fwd": (ln_fwd, [((rows, C), f32), ((C,), f32), ((C,), f32)]),
         "ln_bwd": (ln_bwd, [((rows, C), f32), ((C,), f32), ((C,), f32), ((rows, C), f32)]),
@@ -146,6 +152,7 @@ def programs(rows: int, chunk: int, vocab: int) -> dict[str, tuple[Callable, lis
         "swiglu_bwd": (swiglu_bwd, [((rows, F), bf16)] * 3),
         "ce_rows": (_ce_rows, [((chunk, vocab), f32), ((chunk,), i32)]),
         "classifier": (classifier, [((rows, C), bf16), ((vocab, C), bf16), ((rows,), i32)]),
+        "global_norm": (global_norm, [((D, rows // 2), f32)] * NORM_ARRAYS),
     }
 
 

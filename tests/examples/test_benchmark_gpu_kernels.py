@@ -42,6 +42,9 @@ def test_every_case_runs_small_on_the_cpu():
     want_dx = gd * r - x64 * r**3 * (gd * x64).mean(-1, keepdims=True)
     np.testing.assert_allclose(np.asarray(dx), want_dx, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(np.asarray(dgain), (d64 * x64 * r).sum(0), rtol=1e-4, atol=1e-5)
+    gs = gk._inputs(progs["global_norm"][1], 40, rng)
+    want = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in gs))
+    np.testing.assert_allclose(float(blu.jit(progs["global_norm"][0])(*gs)), want, rtol=1e-5)
 
 
 def test_report_compares_each_generation_with_the_first():

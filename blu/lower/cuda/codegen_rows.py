@@ -91,8 +91,9 @@ def warp_rows_on() -> bool:
 # (``column_blocks``), a column reduction before its group moved after it, unrolled groups of
 # blocks that are not powers of two (``group_block``); 7: elementwise chunks store buffer by
 # buffer (vector stores), ``logistic`` divides once (``div.approx`` with ``ex2``); 8: ``exp_ex2``
-# calls ``ex2.approx.ftz``.
-EMITTER_VERSION = 8
+# calls ``ex2.approx.ftz``; 9: ``exp_ex2`` rounds by a constant and scales once, a split's
+# stage 1 over contiguous runs and one loop per reduction of a many-reduction nest.
+EMITTER_VERSION = 9
 
 
 def key_suffix() -> str:

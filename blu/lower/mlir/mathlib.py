@@ -91,32 +91,38 @@ def exp(b: Builder, x: str) -> str:
 
 # log2(e) split in two float32s: LOG2E_HI (its float32 rounding) + LOG2E_LO to ~2**-48
 LOG2E_HI, LOG2E_LO = 1.4426950216293335, 1.92596298909109e-08
-EX2_LO, EX2_HI = -104.0, 88.75  # e**-104 rounds to 0; e**88.75 > FLT_MAX overflows to inf
+# 1.5 * 2**23: fma(x, LOG2E_HI, ROUNDER) is ROUNDER + the integer nearest x log2(e) (float32's
+# spacing is 1 there), its low mantissa bits that integer; J_LO, J_HI bound the scale 2**j
+ROUNDER, J_LO, J_HI = 12582912.0, -126, 127
 
 
 def exp_ex2(b: Builder, x: str) -> str:
     """e**x through a GPU's special-function unit, within 3.2 ulp of the correctly rounded
     result (1.1 of them the reduction's, 2 the hardware's) over the whole float32 range (inf,
-    NaN, zeros and subnormal results included), in about 16 instructions (the polynomial of
-    ``exp``: about 35). ``t = x log2(e)`` is split as ``j + f`` with ``j = rint(t)`` and
-    ``f = fma(x, LOG2E_HI, -j) + x LOG2E_LO`` (|f| <= 1/2, its error ~2**-25); ``2**f`` comes
-    from ``ex2.approx.ftz.f32`` (2 ulp, the CUDA guide's bound for ``exp2f``; ``ftz``: ``2**f`` is
-    never subnormal and a subnormal ``f`` flushed to 0 gives the same 1, so sm_90 runs the
-    unit's one instruction without the three that rescale ``ex2.approx.f32``'s subnormal
-    results), times ``2**j`` in two exact halves (``j`` in [-150, 128]: a subnormal result is
-    rounded once). The argument is clamped to [``EX2_LO``, ``EX2_HI``] first (``maximumf`` and
-    ``minimumf`` keep a NaN), where the result is already 0 or inf. CUDA's own ``expf`` takes
-    the same approach (reduction by ln 2, the hardware's 2**f)."""
-    lo, hi = _c(b, EX2_LO), _c(b, EX2_HI)
-    xc = b.op(f"arith.minimumf {b.op(f'arith.maximumf {x}, {lo} : f32')}, {hi} : f32")
-    j = b.op(f"math.roundeven {_bin(b, 'mulf', xc, _c(b, LOG2E_HI))} : f32")
-    f = _fma(b, xc, _c(b, LOG2E_HI), b.op(f"arith.negf {j} : f32"))
-    f = _fma(b, xc, _c(b, LOG2E_LO), f)
+    NaN, zeros and subnormal results included), in 9 instructions on sm_90 (the polynomial of
+    ``exp``: about 35). ``t = x log2(e)`` is split as ``j + f``: ``s = fma(x, LOG2E_HI,
+    ROUNDER)`` rounds ``t`` to the integer ``j`` (its low mantissa bits), clamped to [``J_LO``,
+    ``J_HI``] on ``s`` (``maxnumf``: a NaN ``x`` takes a bound here and stays NaN through
+    ``f``); ``f = fma(x, LOG2E_HI, -j) + x LOG2E_LO`` (|f| <= 1/2 with an error ~2**-25 where
+    ``j`` was not clamped; beyond the bounds ``f`` carries the rest: down to -24 for subnormal
+    results, where its rounding costs under 0.2 ulp, and to inf or -inf where the result is);
+    ``2**f`` from ``ex2.approx.ftz.f32`` (2 ulp, the CUDA guide's bound for ``exp2f``; a
+    ``2**f`` below 2**-126 flushed to 0 is a result that rounds to 0 anyway); times ``2**j``,
+    whose bits are ``s``'s shifted into the exponent field (one multiply: a subnormal result
+    is rounded once). CUDA's own ``expf`` takes the same approach (reduction by ln 2, the
+    rounding constant, the hardware's 2**f)."""
+    hi = _c(b, LOG2E_HI)
+    s = _fma(b, x, hi, _c(b, ROUNDER))
+    s = b.op(f"arith.minnumf {b.op(f'arith.maxnumf {s}, {_c(b, ROUNDER + J_LO)} : f32')}, "
+             f"{_c(b, ROUNDER + J_HI)} : f32")  # fmt: skip
+    j = _bin(b, "subf", s, _c(b, ROUNDER))
+    f = _fma(b, x, hi, b.op(f"arith.negf {j} : f32"))
+    f = _fma(b, x, _c(b, LOG2E_LO), f)
     y = b.op(f'llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"({f}) : (f32) -> f32')
-    n = b.op(f"arith.fptosi {j} : f32 to i32")
-    n1 = b.op(f"arith.shrsi {n}, {b.const(1, 'i32')} : i32")
-    n2 = b.op(f"arith.subi {n}, {n1} : i32")
-    return _bin(b, "mulf", _bin(b, "mulf", y, _pow2(b, n1)), _pow2(b, n2))
+    bits = b.op(f"arith.shli {b.op(f'arith.bitcast {s} : f32 to i32')}, "
+                f"{b.const(23, 'i32')} : i32")  # fmt: skip
+    bits = b.op(f"arith.addi {bits}, {b.const(127 << 23, 'i32')} : i32")  # (j + 127) << 23
+    return _bin(b, "mulf", y, b.op(f"arith.bitcast {bits} : i32 to f32"))
 
 
 def log(b: Builder, x: str) -> str:

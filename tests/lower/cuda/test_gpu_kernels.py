@@ -425,6 +425,8 @@ REDUCTIONS = [
     ("sum", bf16, (4096, 768), (0,), "split", "pos"),
     ("sum", bf16, (1024, 768), (1,), "row", "pos"),
     ("sum", f32, (100000,), (0,), "split", "pos"),
+    ("sum", f32, (3, 100003), (1,), "split", "pos"),  # few long rows: contiguous runs a row
+    ("max", bf16, (3, 100003), (1,), "split", "any"),
     ("min", i64, (100000,), (0,), "split", "any"),
     ("sum", f32, (8, 33, 17, 5), (1, 2), "split", "pos"),
     ("max", f16, (8, 33, 17, 5), (1, 2), "split", "any"),
@@ -476,6 +478,30 @@ def test_reduction(dev, op, dt, shape, axes, strategy, domain):
         check(out, ref(x.astype(f64), axis=axes), dtype=dt, rtol=tol)
     else:
         check(out, ref(x, axis=axes), dtype=dt)
+
+
+@pytest.mark.parametrize("dt", [f32, bf16], ids=lambda d: np.dtype(d).name)
+def test_a_norm_over_many_arrays(dev, dt):
+    """A global norm's sums of squares over more same-shape arrays than
+    ``codegen.MEMBER_LOOPS``: one split nest whose reductions read disjoint inputs, so stage 1
+    runs one loop per reduction over contiguous runs (333 x 257 elements: the chunks and a
+    remainder)."""
+    rng = np.random.default_rng(12)
+    n = codegen_gpu.MEMBER_LOOPS + 3
+    xs = [gen("any", dt, (333, 257), rng) for _ in range(n)]
+
+    def f(*xs):
+        sq = [bnp.sum(x.astype(f32) ** 2) for x in xs]
+        return sq, bnp.sqrt(sum(sq))
+
+    plans = [p for nd in plan_nodes(f, *xs) if nd.kind == "kernel"
+             for p in codegen_gpu.plan_nests(nd.layout)]  # fmt: skip
+    assert "split" in [p.strategy for p in plans]
+    sq, norm = blu.jit(f)(*put(dev, *xs))
+    want = [np.sum(x.astype(f64) ** 2) for x in xs]
+    for got, w in zip(sq, want):
+        check(got, w, dtype=f32, rtol=1e-5)
+    check(norm, np.sqrt(sum(want)), dtype=f32, rtol=1e-5)
 
 
 @pytest.mark.xfail(strict=True, reason="argmax/argmin over a non-last axis run as a host fallback")
