@@ -477,8 +477,8 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
         over many weights): then one loop per reduction, each unrolled over contiguous
         elements (one loop over all of them gets one element a reduction per chunk, and
         ptxas keeps about two loads in flight: ~35% of copy bandwidth on the H100)."""
-        if len(reds) != len(nest.members) or len(reds) <= MEMBER_LOOPS or \
-                len(inits) != len(reds):  # (an arg reduction carries two accumulators)
+        few = len(reds) <= MEMBER_LOOPS or len(reds) != len(nest.members)
+        if few or len(inits) != len(reds):  # (an arg reduction carries two accumulators)
             return [(nest, inits)]
         seen: set = set()
         for m in reds:

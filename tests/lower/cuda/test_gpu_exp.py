@@ -153,4 +153,3 @@ def test_exp_on_the_gpu(dev, fn):
         # and div.approx's 2 ulp: 5.7 ulp of the result, 2**-23 relative each at most
         want = 1.0 / (1.0 + np.exp(-x.astype(f64)))
         np.testing.assert_allclose(out, want, rtol=5.7 * 2.0**-23, atol=TINY)
-

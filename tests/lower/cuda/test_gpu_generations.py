@@ -3,11 +3,15 @@
 
 Generation 2 only reorders work (every load of a chunk of points before its combines and stores,
 row totals read from registers as a load would read them back), so each program's outputs must
-be bit-identical under generations 1 and 2, and both close to numpy float64. The programs
-cover each rewritten loop at GPT-2's row lengths: the unrolled row group (layer norm, rows of
-768), the looped row group (cross-entropy over rows of 50,304 logits, whose ``n // step`` is
-not a multiple of the chunk), split reductions (bias gradients over 4096 rows) and
-elementwise grid-stride loops (GELU over 1024 x 3072, whose element count leaves a remainder).
+be bit-identical under generations 1 and 2, and both close to numpy float64. One exception: a
+split reduction whose reduced index is innermost (few long rows, or a whole array) gives each
+stage-1 thread contiguous runs of elements in generation 2 (vector loads), so its partial sums
+group the elements differently; such outputs are compared with generation 1's within rounding.
+The programs cover each rewritten loop at GPT-2's row lengths: the unrolled row group (layer
+norm, rows of 768), cross-entropy over 64 rows of 50,304 logits (split reductions over the
+rows: the exception, whose ``n // step`` is not a multiple of the chunk), split reductions over
+leading axes (bias gradients over 4096 rows) and elementwise grid-stride loops (GELU over
+1024 x 3072, whose element count leaves a remainder).
 Generation 3 (the online softmax normalizer in looped row groups, ``codegen_online``) sums in
 another order, so it is checked against float64 and generation 2 with tolerances, special values
 included. Shapes are fixed: ``BLU_FAKE_GPU=1`` runs this file to fill the kernel cache for the
@@ -33,8 +37,10 @@ def dev():
     return make_device()
 
 
-def both_generations(dev, f, *args) -> list[np.ndarray]:
-    """``jit(f)`` under generations 1 and 2: asserts bit-equal outputs, returns generation 2's."""
+def both_generations(dev, f, *args, exact: bool = True) -> list[np.ndarray]:
+    """``jit(f)`` under generations 1 and 2: asserts bit-equal outputs (``exact``; else equal
+    within a few roundings of their dtype: the module docstring's exception), returns
+    generation 2's."""
     put = [bc.device_put(np.asarray(a), dev) for a in args]
     outs = {}
     for gen in (1, 2):
@@ -43,6 +49,9 @@ def both_generations(dev, f, *args) -> list[np.ndarray]:
             outs[gen] = [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
     for a, b in zip(outs[1], outs[2], strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape
+        if not exact:
+            close(b, a, 1e-2 if a.dtype == bf16 else 1e-6)
+            continue
         same = np.array_equal(np.atleast_1d(a).view(np.uint8), np.atleast_1d(b).view(np.uint8))
         assert same, f"generations differ at {np.argwhere(a != b)[:5].tolist()}"
     return outs[2]
@@ -90,7 +99,7 @@ def test_cross_entropy_rows_of_the_vocabulary(dev):
         picked = bnp.sum(bnp.where(hit, z - m, bnp.zeros_like(z)), axis=1)
         return bnp.log(s[:, 0]) - picked, (e / s - hit.astype(f32)).astype(bf16)
 
-    loss, dz = both_generations(dev, f, z, y)
+    loss, dz = both_generations(dev, f, z, y, exact=False)
     z64 = z.astype(f64)
     p = np.exp(z64 - z64.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
