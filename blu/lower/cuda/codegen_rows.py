@@ -61,11 +61,6 @@ UNROLL = 16  # unrolled form: most elements per thread
 # split reductions (``codegen.plan_nests``) and row groups with column partials (``column_blocks``)
 SPLIT_THREADS = 1 << 17  # target K * S / lanes of a split reduction
 SPLIT_PARTIALS = 1 << 20  # most K * S: stage 2 reads the partials from L2 (4 MiB of float32)
-# row groups with column partials: blocks in all about GROUP_THREADS threads, at most
-# GROUP_PARTIALS partials (more, shorter blocks than a split: a grid of G blocks that each loop
-# over rows loses to the last wave's idle SMs, ~1/3 of LLaMA's RMSNorm backward at G = 512)
-GROUP_THREADS, GROUP_PARTIALS = 1 << 18, 1 << 21
-LOOPED_BLOCK = 256  # looped row groups (long rows): threads a row, several rows an SM
 ROW_TYPES = ("f32", "f64", "i32", "i64")  # gpu.all_reduce shuffles these
 WARP_UNROLL = 32  # warp form: most elements per lane
 WARP_ROWS = 4  # warp form: rows (warps) per block
@@ -97,9 +92,8 @@ def warp_rows_on() -> bool:
 # blocks that are not powers of two (``group_block``); 7: elementwise chunks store buffer by
 # buffer (vector stores), ``logistic`` divides once (``div.approx`` with ``ex2``); 8: ``exp_ex2``
 # calls ``ex2.approx.ftz``; 9: ``exp_ex2`` rounds by a constant and scales once, a split's
-# stage 1 over contiguous runs and one loop per reduction of a many-reduction nest; 10: looped
-# row groups of at most ``LOOPED_BLOCK`` threads, column-partial groups of ``GROUP_THREADS``.
-EMITTER_VERSION = 10
+# stage 1 over contiguous runs and one loop per reduction of a many-reduction nest.
+EMITTER_VERSION = 9
 
 
 def key_suffix() -> str:
@@ -126,14 +120,13 @@ def group_block(R: int) -> int:
     """Threads per block of a block-form row group over rows of ``R`` elements (about 8 each):
     a power of two, or where that does not divide ``R``, the multiple of 32 dividing it that
     gives each thread at most ``unroll_limit()`` elements, nearest ``R / 8`` (GPT-2 1.5B's rows
-    of 1600: 160 threads of 10), so the row fits the unrolled form; else the power of two, at
-    most ``LOOPED_BLOCK`` (the looped form: several long rows an SM, so one row's barriers
-    between its passes do not idle the SM)."""
+    of 1600: 160 threads of 10), so the row fits the unrolled form; else the power of two (the
+    looped form)."""
     b = min(1024, max(32, pow2_at_least(R // 8)))
-    if R % b == 0 and R // b <= unroll_limit():
+    if R % b == 0:
         return b
     fits = [c for c in range(32, 1025, 32) if R % c == 0 and R // c <= unroll_limit()]
-    return min(fits, key=lambda c: (abs(c - R / 8), c)) if fits else min(b, LOOPED_BLOCK)
+    return min(fits, key=lambda c: (abs(c - R / 8), c)) if fits else b
 
 
 def vector_block(R: int) -> int | None:
@@ -257,10 +250,10 @@ def shuffled(layout: KernelLayout, reds: list[Var]) -> bool:
 
 def column_blocks(head: Any, columns: int) -> int:
     """Blocks of a row group that also reduces ``columns`` columns over its rows: about
-    ``GROUP_THREADS`` threads in all, at least 16 rows a block, at most ``GROUP_PARTIALS``
+    ``SPLIT_THREADS`` threads in all, at least 16 rows a block, at most ``SPLIT_PARTIALS``
     partial results (the second stage reads them from L2)."""
-    per = GROUP_THREADS // group_block(head.R)
-    return max(1, min(pow2_at_least(per), head.K // 16, GROUP_PARTIALS // max(columns, 1)))
+    per = SPLIT_THREADS // group_block(head.R)
+    return max(1, min(pow2_at_least(per), head.K // 16, SPLIT_PARTIALS // max(columns, 1)))
 
 
 def _column_split(layout, nest, p, head, shape, made) -> bool:

@@ -90,8 +90,8 @@ def test_the_plan(rows, cols, fn):
         assert splits and grouped, "the gain and bias gradients: a split the group takes in"
     for p, lay, names, j in splits:
         head_block = codegen_rows.group_block(cols)
-        G = max(1, min(codegen_rows.pow2_at_least(codegen_rows.GROUP_THREADS // head_block),
-                       rows // 16, codegen_rows.GROUP_PARTIALS // cols))  # fmt: skip
+        G = max(1, min(codegen_rows.pow2_at_least(codegen_rows.SPLIT_THREADS // head_block),
+                       rows // 16, codegen_rows.SPLIT_PARTIALS // cols))  # fmt: skip
         if p.group < 0:
             continue
         assert p.S == G  # the partials: one per block and column
