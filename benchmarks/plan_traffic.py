@@ -70,7 +70,7 @@ def kernel_traffic(node: Any) -> list[tuple[str, int]]:
         if p.group >= 0 and p.group != j:  # a row group's later nests run in its launch
             if p.strategy == "split":  # ... but for its column reductions' second stage
                 reds = [m for m in nest.members if is_reduction(layout.producer[m])]
-                out.append((next(names, "?"), p.S * p.K * 4 * len(p.partials) + _nbytes(reds)))
+                out.append((next(names, "?"), p.parts * p.K * 4 * len(p.partials) + _nbytes(reds)))
             continue
         members = [m for q, n in zip(plans, layout.nests) if q.group == j for m in n.members]
         members = members or nest.members
@@ -82,14 +82,14 @@ def kernel_traffic(node: Any) -> list[tuple[str, int]]:
         moved = sum(min(v.aval.size, points) * v.aval.dtype.itemsize for v in read)
         written = [m for m in members if m in layout.buffer]
         if p.strategy == "split":  # the combine writes the reductions' results
-            parts = p.S * p.K * 4 * len(p.partials)
+            parts = p.parts * p.K * 4 * len(p.partials)
             reds = [m for m in written if is_reduction(layout.producer[m])]
             out.append((next(names, "?"), moved + _nbytes(written) - _nbytes(reds) + parts))
             out.append((next(names, "?"), parts + _nbytes(reds)))
         elif p.K:  # (a group with column reductions writes their partials instead)
             cols = [q for q in plans if q.group == j and q.strategy == "split"]
             reds = [m for m in written if is_reduction(layout.producer[m])] if cols else []
-            parts = sum(q.S * q.K * 4 * len(q.partials) for q in cols)
+            parts = sum(q.parts * q.K * 4 * len(q.partials) for q in cols)
             out.append((next(names, "?"), moved + _nbytes(written) - _nbytes(reds) + parts))
     return out
 

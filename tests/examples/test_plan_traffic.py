@@ -35,7 +35,7 @@ def test_a_column_sum_and_its_use_read_the_input_twice():
     (node,) = [n for n in prog.plan.nodes if n.kind == "kernel"]
     per = pt.kernel_traffic(node)
     (split,) = [p for p in node.layout.gpu_nests if p.strategy == "split"]
-    parts = split.S * split.K * 4
+    parts = split.parts * split.K * 4
     size = 4096 * 256 * 4
     assert [b for _, b in per][:2] == [size + parts, parts + 256 * 4]
     assert per[-1][1] == 2 * size + 256 * 4  # x and the (256,) mean in, the result out

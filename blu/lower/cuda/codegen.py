@@ -85,6 +85,12 @@ class NestPlan:
     group: int = -1  # row group: the index of its first nest (all of it is one launch)
     lanes: int = 1  # split, kept innermost: consecutive kept indices per stage-1 thread
     grid: int = 0  # row group head: blocks that loop over its rows (0: one block per row)
+    per_block: bool = False  # split, reduced innermost: stage 1 writes one partial a block
+
+    @property
+    def parts(self) -> int:
+        """Partial results per kept index a split's stage 1 writes (stage 2 combines)."""
+        return self.S // BLOCK if self.per_block else self.S
 
 
 def plan_nests(layout: KernelLayout) -> list[NestPlan]:
@@ -116,13 +122,20 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
             S = max(1, min(pow2_at_least(SPLIT_THREADS * lanes // max(K, 1)), R // 16, 1 << 17,
                            max(1, SPLIT_PARTIALS // max(K, 1))))  # fmt: skip
             lanes = lanes if loads_first() else 1
+            # the reduced index innermost, whole blocks per kept index: each block's threads
+            # combine their partials first (a full reduction of 2**27 elements: 512 partials
+            # for stage 2, not 131,072 read by one block)
+            per_block = (is_suffix(nest) and lanes == 1 and S % BLOCK == 0
+                         and shuffled(layout, reds))  # fmt: skip
+            n = S // BLOCK if per_block else S
             parts = []
             for m in reds:
                 parts.append(len(layout.scratch))
                 dt = partial_dtype(layout.producer[m].invars[0].aval.dtype)
-                layout.scratch.append(ShapedArray((S * K,), dt))
-            block = S >= 64 and shuffled(layout, reds)
-            plans.append(NestPlan("split", kept, red, K, R, S, tuple(parts), block, lanes=lanes))
+                layout.scratch.append(ShapedArray((n * K,), dt))
+            block = n >= 64 and shuffled(layout, reds)
+            plans.append(NestPlan("split", kept, red, K, R, S, tuple(parts), block, lanes=lanes,
+                                  per_block=per_block))  # fmt: skip
     plans = row_groups(layout, plans)
     layout.gpu_nests = plans  # type: ignore[attr-defined]
     return plans
@@ -215,7 +228,7 @@ def launches(layout: KernelLayout, sym: str) -> list[Launch]:
 def _combine_launch(name: str, p: NestPlan) -> Launch:
     """A split reduction's stage 2 (``_emit_combine``)."""
     if p.block_combine:
-        return Launch(name + "b", p.K, min(1024, pow2_at_least(p.S // 8)))
+        return Launch(name + "b", p.K, min(1024, pow2_at_least(p.parts // 8)))
     return Launch(name + "b", -(-p.K // BLOCK), BLOCK)
 
 
@@ -436,7 +449,10 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
         reds, inits = self._reductions(nest)
         start, stride = self._global_thread()
         Kt = p.K // p.lanes  # threads per s
-        t, _, _ = self._open(start, b.index(Kt * p.S), stride)
+        if p.per_block:  # the launch has exactly K * S threads: one (k, s) each, no loop
+            t = start
+        else:
+            t, _, _ = self._open(start, b.index(Kt * p.S), stride)
         if is_suffix(nest):  # the reduced index is innermost: s varies fastest across threads
             k = b.op(f"arith.divui {t}, {b.index(p.S)} : index", "i")
             s = b.op(f"arith.remui {t}, {b.index(p.S)} : index", "i")
@@ -462,11 +478,16 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
             b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
             self._close()
             outs = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
+        if p.per_block:  # the block's total, stored by its thread 0 at (s / BLOCK, k)
+            outs = [self._all_reduce(m, v) for m, v in zip(reds, outs)]
+            tid = self._gpu("thread_id")
+            self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
+            s = b.op(f"arith.divui {s}, {b.index(BLOCK)} : index", "i")
         slot, w = b.iadd(b.imul(s, p.K), k), len(inits)
         for lane in range(p.lanes):
             for v, pos in zip(outs[lane * w : (lane + 1) * w], p.partials):
                 b.store(v, f"%tmp{pos}", self.layout.scratch[pos], b.iaddc(slot, lane))
-        self._close()
+        self._close()  # (the loop over (k, s), or the block's thread 0)
         self._end(fname + "a")
         self._emit_combine(nest, p, fname)
 
@@ -506,7 +527,7 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
             start, stride = self._global_thread()
             k, _, _ = self._open(start, b.index(p.K), stride)
             lo, step = b.index(0), b.index(1)
-        s, accs, res = self._open(lo, b.index(p.S), step, inits)
+        s, accs, res = self._open(lo, b.index(p.parts), step, inits)
         slot = b.iadd(b.imul(s, p.K), k)
         new = []
         for m, acc, pos in zip(reds, accs, p.partials):
