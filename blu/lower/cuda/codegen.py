@@ -18,7 +18,11 @@ machine without MLIR knows every launch's grid from the kernel's jaxpr):
   many). Consecutive threads read consecutive addresses in both the
   leading-axis and the innermost-axis cases. Over leading axes (a column reduction: bias
   gradients, batch norm's statistics) each stage-1 thread takes ``lanes`` consecutive kept
-  indices (``column_lanes``: 16 bytes of the narrowest buffer), one vector load a point.
+  indices (``column_lanes``: 16 bytes of the narrowest buffer), one vector load a point. With
+  the reduced index innermost (generation 2), a stage-1 thread takes contiguous runs (vector
+  loads), a nest of many reductions over disjoint inputs (a global norm) runs one loop per
+  reduction, and where whole blocks share a kept index each block combines its threads first
+  (``per_block``: one partial a block for stage 2).
 - ``thread``: the rest (short reductions, argmax/argmin): one thread per kept index loops over
   the reduced elements.
 
