@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 GPU_TESTS = [
     "tests/lower/cuda/test_gpu_kernels.py",
+    "tests/lower/cuda/test_gpu_splits.py",
     "tests/lower/cuda/test_gpu_special.py",
     "tests/lower/cuda/test_gpu_exp.py",
     "tests/lower/cuda/test_gpu_group_columns.py",

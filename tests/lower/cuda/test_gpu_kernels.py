@@ -485,49 +485,6 @@ def test_reduction(dev, op, dt, shape, axes, strategy, domain):
         check(out, ref(x, axis=axes), dtype=dt)
 
 
-def test_large_splits_combine_each_block_first():
-    """A split reduction whose reduced index is innermost and whose stage-1 threads per kept
-    index fill whole blocks writes one partial a block (``NestPlan.per_block``): stage 2
-    combines ``S / BLOCK`` of them, and the scratch holds no more; a column sum keeps one
-    partial a thread."""
-    for shape, axes, want in [((3000001,), (0,), True), ((2, 2097155), (1,), True),
-                              ((100000,), (0,), False), ((4096, 768), (0,), False)]:  # fmt: skip
-        x = np.zeros(shape, f32)
-        (node,) = [n for n in plan_nodes(lambda a: lax.reduce_sum(a, axes), x)
-                   if n.kind == "kernel"]  # fmt: skip
-        (p,) = [q for q in codegen_gpu.plan_nests(node.layout) if q.strategy == "split"]
-        assert p.per_block == want, shape
-        assert p.parts == (p.S // codegen_gpu.BLOCK if want else p.S)
-        assert node.layout.scratch[p.partials[0]].shape == (p.parts * p.K,)
-        stage1 = [la for la in codegen_gpu.launches(node.layout, "k") if la.func.endswith("a")]
-        assert stage1[0].grid * stage1[0].block >= p.K // p.lanes * p.S
-
-
-@pytest.mark.parametrize("dt", [f32, bf16], ids=lambda d: np.dtype(d).name)
-def test_a_norm_over_many_arrays(dev, dt):
-    """A global norm's sums of squares over more same-shape arrays than
-    ``codegen.MEMBER_LOOPS``: one split nest whose reductions read disjoint inputs, so stage 1
-    runs one loop per reduction over contiguous runs (1025 x 2049 elements: the chunks and a
-    remainder), each block's threads combined first."""
-    rng = np.random.default_rng(12)
-    n = codegen_gpu.MEMBER_LOOPS + 3
-    xs = [gen("any", dt, (1025, 2049), rng) for _ in range(n)]
-
-    def f(*xs):
-        sq = [bnp.sum(x.astype(f32) ** 2) for x in xs]
-        return sq, bnp.sqrt(sum(sq))
-
-    plans = [p for nd in plan_nodes(f, *xs) if nd.kind == "kernel"
-             for p in codegen_gpu.plan_nests(nd.layout)]  # fmt: skip
-    assert [p.per_block for p in plans if p.strategy == "split"] == [True]
-    sq, norm = blu.jit(f)(*put(dev, *xs))
-    want = [np.sum(x.astype(f64) ** 2) for x in xs]
-    tol = 1e-4  # float32 sums of 2.1 million positive terms, in blocks (the host's too)
-    for got, w in zip(sq, want):
-        check(got, w, dtype=f32, rtol=tol)
-    check(norm, np.sqrt(sum(want)), dtype=f32, rtol=tol)
-
-
 @pytest.mark.xfail(strict=True, reason="argmax/argmin over a non-last axis run as a host fallback")
 def test_argmax_axis0_is_a_kernel():
     x = np.zeros((1024, 768), f32)
