@@ -162,8 +162,8 @@ def _shift_sample(x: Any, red: tuple[int, ...]) -> Any:
 def _statistics(x: Any, red: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
     """``(mu, var, rstd)`` over ``red`` (kept dims), named for the checkpoint policy.
 
-    One pass over ``x`` (both sums read it together; the mean, then the mean of squared
-    deviations read it twice, then once more to normalize): the "shifted data" variance
+    One pass over ``x`` (both sums read it together, where the mean and then the mean of
+    squared deviations read it twice before the normalization's pass): the "shifted data" variance
     (Chan, Golub & LeVeque 1983), ``var = mean((x - c)^2) - mean(x - c)^2``, with ``c`` the
     mean of a sample ``S`` holding a fraction ``f >= 1/64`` of each feature's values
     (``_shift_sample``; reading it costs ``f`` of a pass). The subtraction multiplies the sums'
