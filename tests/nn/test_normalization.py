@@ -141,6 +141,25 @@ def test_batch_norm_statistics_of_a_large_mean_in_float32(offset, outlier):
     np.testing.assert_allclose(np.asarray(y), ry, rtol=1e-3, atol=tol)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 300), min_size=1, max_size=4), st.data())
+def test_batch_norm_shift_sample_holds_a_64th_of_each_feature(shape, data):
+    # the variance's error bound rests on the shift's sample holding >= 1/64 of the values
+    from blu.nn.normalization import _shift_sample
+
+    ax = data.draw(st.integers(0, len(shape) - 1))
+    red = tuple(i for i in range(len(shape)) if i != ax)
+    x = np.broadcast_to(np.float32(0), shape)  # (the sample's shape is all that is read)
+    sample = np.asarray(_shift_sample(x, red))
+    n = np.prod([shape[i] for i in red], dtype=np.int64)
+    m = np.prod([sample.shape[i] for i in red], dtype=np.int64)
+    assert sample.shape[ax] == shape[ax]
+    assert 64 * m >= n or m == n
+    # the block is the leading entries: (2, 3) values a feature, the first of 6 kept
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_array_equal(np.asarray(_shift_sample(x, (0, 1))), x[:1, :1])
+
+
 @pytest.mark.parametrize("block", [1e4, -3e4, 1e6])
 def test_batch_norm_variance_when_the_shift_sample_is_far_from_the_mean(block):
     # the shift is the mean of the first 1/64 of each feature's values; make that block the
