@@ -101,6 +101,32 @@ def test_crash_at_every_call_of_the_commit_leaves_old_or_new(tmp_path, monkeypat
     assert outcomes >= {"old", "new"}
 
 
+def test_tensor_file_is_named_by_its_sha256_and_a_failed_write_leaves_nothing(
+    tmp_path, monkeypatch
+):
+    import hashlib
+
+    import safetensors.numpy
+
+    old_p, old_o = state(0)
+    path = checkpoint.save(tmp_path, old_p, old_o, meta(4, 0))
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()  # the bytes on disk, read here
+    assert path.name == f"ckpt-00000004-{digest[:16]}.safetensors"
+    assert json.loads((tmp_path / checkpoint.RECORD).read_text())["tensors_sha256"] == digest
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    def full_disk(tensors, path, metadata=None):  # half a file, then the disk is full
+        Path(path).write_bytes(b"\0" * 100)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(safetensors.numpy, "save_file", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        checkpoint.save(tmp_path, *state(1), meta(8, 0))
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no temporary file left
+    assert_complete(tmp_path, old_p, old_o, meta(4, 0))
+
+
 def test_metadata_is_covered_by_the_hash(tmp_path):
     checkpoint.save(tmp_path, *state(0), meta(4, 0))
     rec = json.loads((tmp_path / checkpoint.RECORD).read_text())
