@@ -6,7 +6,7 @@ verify, parse), the best of ``--rounds``, into a fresh temporary folder each rou
 A LLaMA-1B run's checkpoint is its float32 parameters and AdamW's two moments: 1.18B x 12 bytes,
 14 GB; ``--gb 14`` times that size (it needs about twice that in host memory).
 
-    python benchmarks/checkpoint.py [--gb 2] [--rounds 3] [--dir /tmp]
+    python benchmarks/checkpoint_io.py [--gb 2] [--rounds 3] [--dir /tmp]
 """
 
 from __future__ import annotations
@@ -25,14 +25,15 @@ sys.path.insert(0, str(ROOT))
 
 from examples.gpt2 import checkpoint  # noqa: E402
 
-LEAF = (2048, 8192)  # float32 leaves of 64 MiB, an MLP weight of a 1B-class model
+LEAF = 2048 * 8192  # float32 leaves of 64 MiB (an MLP weight of a 1B-class model), or smaller
 
 
 def state(gb: float) -> tuple[dict, dict]:
     """Parameters and two optimizer moments of ``gb`` GB in all (float32, random)."""
-    n = max(3, round(gb * 1e9 / (4 * np.prod(LEAF))))
+    size = max(1, min(LEAF, round(gb * 1e9 / 12)))
+    n = 3 * max(1, round(gb * 1e9 / (12 * size)))
     rng = np.random.default_rng(0)
-    leaves = [rng.standard_normal(LEAF, dtype=np.float32) for _ in range(n)]
+    leaves = [rng.standard_normal(size, dtype=np.float32) for _ in range(n)]
     k = n // 3
     params = {f"w{i}": v for i, v in enumerate(leaves[:k])}
     opt = {"m": {f"w{i}": v for i, v in enumerate(leaves[k : 2 * k])},
