@@ -519,7 +519,7 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
         return out
 
     def _emit_combine(self, nest: Nest, p: NestPlan, fname: str) -> None:
-        """A split reduction's stage 2 (``fname`` + "b"): the ``S`` partials of each kept index
+        """A split reduction's stage 2 (``fname`` + "b"): the ``parts`` partials of each kept index
         ``k`` (``partials[s * K + k]``), combined by one block (or by one thread)."""
         self._begin()
         reds, inits = self._reductions(nest)
