@@ -160,19 +160,22 @@ def fill_max_batch_cache(
     limit: int = 1024,
     target: str = "cuda:sm_90",
     out: str | Path | None = DEFAULT_PREDICTIONS,
+    n_ctx: int | None = None,
 ) -> dict[str, int]:
     """For ``--find-max-batch``: per mode, the batch blu's plan predicts (the record
     ``blu_gpt2.py --predict-max-batch`` gives with the same device memory and margin) and its
     programs compiled into the kernel cache (one batch size per mode). The records are merged
     into ``out`` (default ``.data/max_batch_plan.json``: ``.data/`` travels to the GPU machine),
-    which ``--blu-predictions`` reads there instead of predicting again. Returns
-    ``{mode: batch}``."""
+    which ``--blu-predictions`` reads there instead of predicting again. ``n_ctx``: the model's
+    context if not the config's (as ``--n-ctx``). Returns ``{mode: batch}``."""
     from benchmarks.peers.blu_gpt2 import predict_record
 
     vocab = vocab or bench_cli.default_vocab(config)
     found = {}
     for mode in modes:
-        rec = predict_record(config, mode, block, device_bytes, margin_bytes, vocab, limit)
+        rec = predict_record(
+            config, mode, block, device_bytes, margin_bytes, vocab, limit, n_ctx=n_ctx
+        )
         b = found[mode] = rec["max_batch"]
         print(f"[gpt2_124m] max batch {config} {mode}: B={b} predicted by the plan "
               f"({rec['footprint_GiB']} GiB of {rec['budget_bytes'] / 2**30:.2f} GiB; "
@@ -185,14 +188,14 @@ def fill_max_batch_cache(
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(saved, indent=1))
         if b:
-            fill_cache(config, [mode], b, block, vocab, target)
+            fill_cache(config, [mode], b, block, vocab, target, n_ctx=n_ctx)
     return found
 
 
 def _prediction_key(r: dict) -> tuple:
     """What a saved prediction must match to stand for a new one."""
     return tuple(r.get(k) for k in ("config", "mode", "T", "vocab", "limit", "device_bytes",
-                                    "margin_bytes"))  # fmt: skip
+                                    "margin_bytes", "n_ctx"))  # fmt: skip
 
 
 # ---- running one process -----------------------------------------------------------------------
@@ -447,14 +450,14 @@ def _error_text(log: Path, name: str = "BluOutOfMemoryError") -> str | None:
 
 def _saved_prediction(a: argparse.Namespace, mode: str) -> dict | None:
     """The prediction ``--blu-predictions`` holds for this config, mode, block, vocabulary,
-    limit, device memory and margin, or None."""
+    limit, device memory, margin and context, or None."""
     if not a.blu_predictions:
         return None
     path = Path(a.blu_predictions)
     if not path.is_file():
         raise BenchmarkError(f"--blu-predictions {path} does not exist")
     want = (a.config, mode, a.block, a.vocab, a.max_batch_limit, a.device_memory,
-            a.max_batch_margin)  # fmt: skip
+            a.max_batch_margin, a.n_ctx)  # fmt: skip
     for r in json.loads(path.read_text()):
         if _prediction_key(r) == want:
             return r
@@ -469,7 +472,7 @@ def blu_max_batch_from_plan(s: Session, mode: str, run: Any) -> dict:
     cmd = [sys.executable, str(PEERS_DIR / "blu_gpt2.py"), "--predict-max-batch",
            *_flags(mode=mode, config=a.config, vocab=a.vocab, T=a.block,
                    device_bytes=a.device_memory, margin_bytes=a.max_batch_margin,
-                   limit=a.max_batch_limit)]  # fmt: skip
+                   limit=a.max_batch_limit, n_ctx=a.n_ctx)]  # fmt: skip
     log = s.workdir / "logs" / f"maxbatch-blu-{mode}-predict.log"
     pred = _saved_prediction(a, mode)
     if pred is not None:

@@ -221,7 +221,8 @@ def main() -> int:
         code = (
             f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
             "from benchmarks.gpt2_124m import fill_max_batch_cache\n"
-            f"fill_max_batch_cache({a.bench_config!r}, {a.max_batch_modes!r}.split(','){extra})\n"
+            f"fill_max_batch_cache({a.bench_config!r}, {a.max_batch_modes!r}.split(','), "
+            f"block={a.bench_block}, n_ctx={a.bench_n_ctx}{extra})\n"
         )
         ok &= run([sys.executable, "-c", code], dict(env, BLU_FAKE_GPU="0"),
                   "GPT-2 --find-max-batch programs (the plan's batch per mode)")  # fmt: skip

@@ -197,8 +197,6 @@ def parse_args(argv: list[str] | None, doc: str) -> argparse.Namespace:
             f"--update-benchmarks writes GPT-2's section of BENCHMARKS.md, not {a.config}'s"
             f"{' at --n-ctx' if a.n_ctx else ''}: leave it out"
         )
-    if a.n_ctx is not None and a.find_max_batch:  # blu's plan predicts for the config's context
-        raise BenchmarkError("--find-max-batch takes no --n-ctx (the config's context only)")
     n_ctx = model_dims(a.config, a.vocab, a.n_ctx)["n_ctx"]
     if a.block > n_ctx:
         raise BenchmarkError(

@@ -171,22 +171,24 @@ def plan_analysis(
     block: int,
     vocab: int | None = None,
     target: str = "cuda:sm_90",
+    n_ctx: int | None = None,
 ) -> Any:
     """The memory plan of the training step for ``target`` (lowered only: no kernel compiled,
-    no GPU needed): JAX's ``memory_analysis()`` fields and ``peak_bytes``."""
-    ((fn, specs),) = blu_programs(config, mode, batch, block, vocab)
+    no GPU needed): JAX's ``memory_analysis()`` fields and ``peak_bytes``. ``n_ctx``: the
+    model's context if not the config's (GPT-2's position table)."""
+    ((fn, specs),) = blu_programs(config, mode, batch, block, vocab, n_ctx=n_ctx)
     with precision_scope(mode):
         return fn.lower(*specs, target=target).memory_analysis()
 
 
 def footprint(config: str, mode: str, batch: int, block: int, vocab: int | None = None,
-              target: str = "cuda:sm_90") -> int:  # fmt: skip
+              target: str = "cuda:sm_90", n_ctx: int | None = None) -> int:  # fmt: skip
     """The bytes one training step holds on the device at once, from its plan: the arguments
     (parameters, AdamW state, tokens), the whole arena of temporaries and the fresh outputs
     (``blu.lower.plan.memory_report.footprint_bytes``; what the allocator's peak measures)."""
     from blu.lower.plan.memory_report import footprint_bytes
 
-    return footprint_bytes(plan_analysis(config, mode, batch, block, vocab, target))
+    return footprint_bytes(plan_analysis(config, mode, batch, block, vocab, target, n_ctx))
 
 
 def predict_max_batch(
@@ -197,6 +199,7 @@ def predict_max_batch(
     vocab: int | None = None,
     limit: int = 1024,
     target: str = "cuda:sm_90",
+    n_ctx: int | None = None,
 ) -> dict:
     """The largest batch whose training step's planned footprint is at most ``budget_bytes``
     (``benchmarks.peers.max_batch.search`` over lowerings: doubling, then bisection; the
@@ -212,7 +215,7 @@ def predict_max_batch(
 
     def size(b: int) -> int:
         if b not in need:
-            need[b] = footprint(config, mode, b, block, vocab, target)
+            need[b] = footprint(config, mode, b, block, vocab, target, n_ctx)
         return need[b]
 
     found = max_batch.search(lambda b: size(b) <= budget_bytes, start=1, limit=limit)
@@ -235,12 +238,13 @@ def plan_oom_report(
     device_bytes: int,
     vocab: int | None = None,
     target: str = "cuda:sm_90",
+    n_ctx: int | None = None,
 ) -> str | None:
     """The out-of-memory report the plan gives for ``batch`` on a device of ``device_bytes``
     (``Lowered.check_memory``: no kernel, no GPU), or None where it fits."""
     from blu.core.errors import BluOutOfMemoryError
 
-    ((fn, specs),) = blu_programs(config, mode, batch, block, vocab)
+    ((fn, specs),) = blu_programs(config, mode, batch, block, vocab, n_ctx=n_ctx)
     with precision_scope(mode):
         lowered = fn.lower(*specs, target=target)
     try:
@@ -258,6 +262,7 @@ def first_batch_over(
     known: dict[int, int],
     vocab: int | None = None,
     target: str = "cuda:sm_90",
+    n_ctx: int | None = None,
 ) -> tuple[int, int]:
     """The smallest batch whose planned footprint exceeds ``device_bytes`` (it cannot run on
     the device at all), from ``known`` footprints (``{batch: bytes}``, two at least of them
@@ -267,7 +272,7 @@ def first_batch_over(
 
     def size(b: int) -> int:
         if b not in need:
-            need[b] = footprint(config, mode, b, block, vocab, target)
+            need[b] = footprint(config, mode, b, block, vocab, target, n_ctx)
         return need[b]
 
     (b0, p0), (b1, p1) = sorted((b, p) for b, p in known.items() if p <= device_bytes)[-2:]
@@ -288,6 +293,7 @@ def predict_record(
     margin_bytes: int = MAX_BATCH_MARGIN_BYTES,
     vocab: int | None = None,
     limit: int = 1024,
+    n_ctx: int | None = None,
 ) -> dict:
     """The largest batch from the plan (footprint within ``device_bytes - margin_bytes``), the
     plan's report for one more sequence, and the smallest batch that cannot fit the device at
@@ -296,18 +302,18 @@ def predict_record(
     gib = lambda n: None if n is None else round(n / 2**30, 3)  # noqa: E731
     budget = device_bytes - margin_bytes
     t = time.perf_counter()
-    found = predict_max_batch(config, mode, block, budget, vocab, limit)
+    found = predict_max_batch(config, mode, block, budget, vocab, limit, n_ctx=n_ctx)
     b = found["max_batch"]
     report_next = None
     if not found["at_limit"]:
-        report_next = plan_oom_report(config, mode, b + 1, block, budget, vocab)
+        report_next = plan_oom_report(config, mode, b + 1, block, budget, vocab, n_ctx=n_ctx)
     known = {bb: n for bb, _, n in found["tries"]}
     if found["next_bytes"] is not None:
         known[b + 1] = found["next_bytes"]
     over: tuple = (None, None)
     if sum(n <= device_bytes for n in known.values()) >= 2:
-        over = first_batch_over(config, mode, block, device_bytes, known, vocab)
-    plan = plan_analysis(config, mode, b, block, vocab) if b else None
+        over = first_batch_over(config, mode, block, device_bytes, known, vocab, n_ctx=n_ctx)
+    plan = plan_analysis(config, mode, b, block, vocab, n_ctx=n_ctx) if b else None
     gpu_total = None
     if on_gpu():
         gpu_total = int(blu.cuda.default_device().properties.total_memory)
@@ -317,6 +323,7 @@ def predict_record(
         mode=mode,
         T=block,
         vocab=vocab,
+        n_ctx=n_ctx,
         limit=limit,
         max_batch=b,
         at_limit=found["at_limit"],
@@ -337,7 +344,9 @@ def predict_record(
 
 def predict(a: argparse.Namespace) -> dict:
     """``--predict-max-batch`` (see :func:`predict_record`)."""
-    return predict_record(a.config, a.mode, a.T, a.device_bytes, a.margin_bytes, a.vocab, a.limit)
+    return predict_record(
+        a.config, a.mode, a.T, a.device_bytes, a.margin_bytes, a.vocab, a.limit, n_ctx=a.n_ctx
+    )
 
 
 # ---- state on the host -------------------------------------------------------------------------

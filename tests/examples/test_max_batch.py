@@ -175,7 +175,7 @@ def test_blu_batch_from_the_plan_is_run_once_and_the_over_batch_refused(tmp_path
 def test_prediction_bisects_the_footprint_and_finds_the_first_batch_over(monkeypatch):
     # a footprint that is not quite a line (the plan's arena packing): 1 GiB + 0.3 GiB per
     # sequence, plus 64 MiB at every odd batch
-    def fake(config, mode, b, block, vocab=0, target=""):
+    def fake(config, mode, b, block, vocab=0, target="", n_ctx=None):
         return 2**30 + b * 3 * 2**30 // 10 + (b % 2) * 2**26
 
     monkeypatch.setattr(blu_gpt2, "footprint", fake)
@@ -201,6 +201,28 @@ def test_the_plan_report_of_the_training_step_needs_no_kernel_and_names_the_mode
     assert "by 1 B" not in text and "exceeds" in text
 
 
+def test_a_longer_context_reaches_the_prediction_and_the_plan(tmp_path):
+    """``--find-max-batch --n-ctx``: the prediction process gets the context (GPT-2 at 8K has a
+    position table of 8192 rows), and the plan's footprint grows with it."""
+    argv = ["--find-max-batch", "--systems", "blu", "--modes", "bf16", "--block", "32",
+            "--n-ctx", "64", "--config", "tiny", "--json", str(tmp_path / "r.json"),
+            "--workdir", str(tmp_path / "w")]  # fmt: skip
+    a = bench.parse_args(argv)
+    s = bench.Session(a, argv)
+    seen = []
+
+    def fake_run(what, cmd, log):
+        seen.append(cmd)
+        if "--predict-max-batch" in cmd:
+            return None, "stop here", 1.0
+        raise AssertionError("nothing runs without a prediction")
+
+    (r,) = bench.run_find_max_batch(s, fake_run)
+    assert "--n-ctx=64" in seen[0] and r["max_batch"] is None
+    base = blu_gpt2.footprint("tiny", "fp32", 2, 16)
+    assert blu_gpt2.footprint("tiny", "fp32", 2, 16, n_ctx=512) > base  # the position table
+
+
 def test_saved_predictions_stand_for_the_prediction_process(tmp_path):
     """``--blu-predictions`` (written by the kernel-cache fill): a record matching config, mode,
     block, vocabulary, limit, device memory and margin replaces the prediction process."""
@@ -212,7 +234,8 @@ def test_saved_predictions_stand_for_the_prediction_process(tmp_path):
                plan_tries=[], oom_report_plan="plan", over_batch=389,
                over_footprint_GiB=140.4)  # fmt: skip
     other = dict(rec, margin_bytes=1, max_batch=999)  # another margin: not this run's
-    preds.write_text(json.dumps([other, rec]))
+    longer = dict(rec, n_ctx=8192, max_batch=7)  # another context: not this run's either
+    preds.write_text(json.dumps([other, longer, rec]))
     argv = ["--find-max-batch", "--systems", "blu", "--modes", "bf16", "--blu-predictions",
             str(preds), "--json", str(tmp_path / "r.json"),
             "--workdir", str(tmp_path / "w")]  # fmt: skip
