@@ -49,7 +49,7 @@ LOCK = ".lock"
 MANIFEST = ".ckpt-written"
 TMP_SUFFIX = ".ckpt-tmp"
 _TENSOR_NAME = re.compile(r"ckpt-\d{8}-[0-9a-f]{16}\.safetensors")
-# the temporary files of _durable_write and lock_out_dir's probe: the only ones cleaned up
+# the temporary files of _commit_temporary and lock_out_dir's probe: the only ones cleaned up
 _TMP_NAME = re.compile(
     r"\.(?:ckpt-\d{8}(?:-[0-9a-f]{16})?\.safetensors|ckpt\.json|\.ckpt-written)\.\d+"
     r"\.[0-9a-f]+\.ckpt-tmp|\.write-probe\.\d+\.ckpt-tmp"
