@@ -1,18 +1,22 @@
-"""The largest GPT-2 124M batch PyTorch trains (one step: forward, backward, AdamW) on one GPU,
-searched inside one process per system (``--compile``: torch.compile) for every mode, so the
-search costs one start-up and, for torch.compile, few recompilations (after the second batch
-size PyTorch compiles the batch dimension as dynamic).
+"""The largest batch PyTorch trains (one step: forward, backward, AdamW) on one GPU, for any
+config the example knows (GPT-2 124M by default; ``--config llama-1b --T 2048``, ``--config
+gpt2-1.5b``, ``--config gpt2-124m --T 8192 --n-ctx 8192``), searched inside one process per
+system (``--compile``: torch.compile) for every mode, so the search costs one start-up and, for
+torch.compile, few recompilations (after the second batch size PyTorch compiles the batch
+dimension as dynamic).
 
-    python3 benchmarks/peers/torch_max_batch.py [--compile] [--modes fp32,tf32,bf16]
-        [--start fp32=120,bf16=150] [--limit 1024] [--json out.json]
+    python3 benchmarks/peers/torch_max_batch.py [--compile] [--config C] [--T T] [--n-ctx N]
+        [--modes fp32,tf32,bf16] [--start bf16=40] [--limit 1024] [--json out.json]
 
-Each try builds fresh weights and an optimizer, runs two steps at the batch and records
-``torch.cuda.max_memory_allocated()``; an out-of-memory error is a failed try (the caching
-allocator is emptied after each). The search gallops from ``--start`` by doubling, then
-bisects to the exact boundary. In one process the allocator may fragment after a failure, so
-the figure is a lower bound on what a fresh process could reach (at most a few sequences).
-Model and modes as ``torch_gpt2.py`` (fp32; tf32: TF32 products; bf16: autocast, fp32 master
-weights).
+Each try builds fresh weights and an optimizer (the model of ``torch_gpt2.py``, or of
+``torch_llama.py`` for a ``llama-*`` config, sized as ``benchmarks/gpt2_124m.py`` sizes it),
+runs two steps at the batch and records ``torch.cuda.max_memory_allocated()``; an out-of-memory
+error is a failed try (the caching allocator is emptied after each). The search starts at
+``--start`` (default 8) and is ``max_batch.search_guided``'s: the line through the fitting
+tries' peaks names the next try, bisection brackets the exact boundary. In one process the
+allocator may fragment after a failure, so the figure is a lower bound on what a fresh process
+could reach (at most a few sequences). Modes as ``torch_gpt2.py`` (fp32; tf32: TF32 products;
+bf16: autocast, fp32 master weights).
 """
 
 from __future__ import annotations
@@ -26,23 +30,38 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)
+sys.path.insert(1, os.path.dirname(os.path.dirname(_HERE)))  # the repo root: the configs
 
-from torch_gpt2 import GPT, make_optimizer  # noqa: E402
+from max_batch import search_guided  # noqa: E402
+from torch_gpt2 import build_model, build_parser, make_optimizer  # noqa: E402
 
 
-def try_batch(b: int, mode: str, compile_: bool, t: int = 1024, vocab: int = 50304) -> tuple:
+def model_args(config: str, n_ctx: int | None, vocab: int = 50304) -> argparse.Namespace:
+    """``torch_gpt2.py``'s model flags for an example config (vocabulary padded as the
+    benchmark pads it; ``n_ctx``: the position table's rows if not the config's)."""
+    from benchmarks.peers.bench_cli import model_dims
+
+    argv = []
+    for k, v in model_dims(config, vocab, n_ctx).items():
+        argv += [f"--{k.replace('_', '-')}", str(v)]
+    return build_parser().parse_args(argv)
+
+
+def try_batch(b: int, mode: str, compile_: bool, model: argparse.Namespace, t: int) -> tuple:
+    """Two training steps at batch ``b`` of ``t`` tokens: ``(fitted, peak bytes or None)``."""
     torch.backends.cuda.matmul.allow_tf32 = mode != "fp32"
     torch.backends.cudnn.allow_tf32 = mode != "fp32"
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
-    m = opt = step_fn = None
+    m = opt = step_fn = x = y = None
     try:
-        m = GPT(vocab, 12, 12, 768, t).cuda()
+        m = build_model(model).cuda()
         opt = make_optimizer(m)
         step_fn = torch.compile(m) if compile_ else m
-        x = torch.randint(0, vocab, (b, t), device="cuda")
-        y = torch.randint(0, vocab, (b, t), device="cuda")
+        x = torch.randint(0, model.vocab, (b, t), device="cuda")
+        y = torch.randint(0, model.vocab, (b, t), device="cuda")
         for _ in range(2):
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mode == "bf16"):
                 loss = step_fn(x, y)
@@ -54,47 +73,64 @@ def try_batch(b: int, mode: str, compile_: bool, t: int = 1024, vocab: int = 503
     except torch.OutOfMemoryError:
         return False, None
     finally:
-        del m, opt, step_fn
+        del m, opt, step_fn, x, y
         gc.collect()
         torch.cuda.empty_cache()
 
 
-def search(mode: str, compile_: bool, start: int, limit: int) -> dict:
-    lo, hi, tries, b = 0, limit + 1, [], start
-    while hi - lo > 1:
-        b = min(max(b, lo + 1), hi - 1)
+def search(mode: str, compile_: bool, start: int, limit: int, model: argparse.Namespace,
+           t: int, margin: float) -> dict:  # fmt: skip
+    """The largest batch that trains, by ``max_batch.search_guided`` (the line through the
+    fitting tries' peaks guides the next try; the answer is bracketed exactly)."""
+    tries = []
+
+    def one(b: int) -> tuple:
         t0 = time.time()
-        ok, peak = try_batch(b, mode, compile_)
+        ok, peak = try_batch(b, mode, compile_, model, t)
         tries.append([b, ok, None if peak is None else round(peak / 2**30, 2),
                       round(time.time() - t0, 1)])  # fmt: skip
         print(f"  {mode} B={b}: {'ok' if ok else 'out of memory'}"
               + (f", peak {peak / 2**30:.2f} GiB" if ok else ""), flush=True)  # fmt: skip
-        if ok:
-            lo = b
-            b = b * 2 if hi > limit else (lo + hi) // 2
-        else:
-            hi = b
-            b = (lo + hi) // 2
-    return {"mode": mode, "max_batch": lo, "tries": tries}
+        return ok, peak
+
+    budget = torch.cuda.mem_get_info()[1] - margin
+    found = search_guided(one, budget, start=min(start, limit), limit=limit)
+    return {"mode": mode, "max_batch": found["max_batch"], "at_limit": found["at_limit"],
+            "tries": tries}  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--config", default="gpt2-124m", help="an example config (examples/gpt2)")
+    ap.add_argument("--T", type=int, default=1024, help="tokens per sequence")
+    ap.add_argument("--n-ctx", type=int, default=None, help="position rows, if not the config's")
     ap.add_argument("--modes", default="fp32,tf32,bf16")
-    ap.add_argument("--start", default="", help="per mode, e.g. fp32=120,bf16=150 (default 64)")
+    ap.add_argument("--start", default="", help="per mode, e.g. fp32=20,bf16=40 (default 8)")
     ap.add_argument("--limit", type=int, default=1024)
+    ap.add_argument(
+        "--margin-gib",
+        type=float,
+        default=2.0,
+        help="memory left free by the guide's line (the benchmark's margin)",
+    )
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
+    model = model_args(a.config, a.n_ctx)
+    if a.T > model.n_ctx:
+        ap.error(f"--T {a.T} exceeds the config's context {model.n_ctx} (pass --n-ctx)")
     starts = dict(kv.split("=") for kv in a.start.split(",") if kv)
     system = "torch-compile" if a.compile else "torch"
     out = []
     for mode in a.modes.split(","):
-        print(f"{system} {mode}:", flush=True)
-        r = search(mode, a.compile, int(starts.get(mode, 64)), a.limit)
-        r["system"] = system
+        print(f"{system} {a.config} T={a.T} {mode}:", flush=True)
+        r = search(
+            mode, a.compile, int(starts.get(mode, 8)), a.limit, model, a.T, a.margin_gib * 2**30
+        )
+        r.update(system=system, config=a.config, T=a.T, device=torch.cuda.get_device_name(),
+                 version=torch.__version__)  # fmt: skip
         out.append(r)
-        print(f"{system} {mode}: largest batch {r['max_batch']} x 1024", flush=True)
+        print(f"{system} {a.config} {mode}: largest batch {r['max_batch']} x {a.T}", flush=True)
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(out, f, indent=1)
