@@ -2,8 +2,8 @@
 config the example knows (GPT-2 124M by default; ``--config llama-1b --T 2048``, ``--config
 gpt2-1.5b``, ``--config gpt2-124m --T 8192 --n-ctx 8192``), searched inside one process per
 system (``--compile``: torch.compile) for every mode, so the search costs one start-up and, for
-torch.compile, few recompilations (after the second batch size PyTorch compiles the batch
-dimension as dynamic).
+torch.compile, one compilation (the batch dimension marked dynamic, as PyTorch compiles it after
+a second batch size).
 
     python3 benchmarks/peers/torch_max_batch.py [--compile] [--config C] [--T T] [--n-ctx N]
         [--modes fp32,tf32,bf16] [--start bf16=40] [--limit 1024] [--json out.json]
@@ -62,6 +62,9 @@ def try_batch(b: int, mode: str, compile_: bool, model: argparse.Namespace, t: i
         step_fn = torch.compile(m) if compile_ else m
         x = torch.randint(0, model.vocab, (b, t), device="cuda")
         y = torch.randint(0, model.vocab, (b, t), device="cuda")
+        if compile_:  # one compilation for every try (as PyTorch does after a second size)
+            torch._dynamo.mark_dynamic(x, 0)
+            torch._dynamo.mark_dynamic(y, 0)
         for _ in range(2):
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mode == "bf16"):
                 loss = step_fn(x, y)
