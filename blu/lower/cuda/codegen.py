@@ -22,7 +22,8 @@ machine without MLIR knows every launch's grid from the kernel's jaxpr):
   the reduced index innermost (generation 2), a stage-1 thread takes contiguous runs (vector
   loads), a nest of many reductions over disjoint inputs (a global norm) runs one loop per
   reduction, and where whole blocks share a kept index each block combines its threads first
-  (``per_block``: one partial a block for stage 2).
+  (``per_block``: one partial a block for stage 2; in lanes, a block's tile of partials summed in
+  shared memory, ``codegen_splits``).
 - ``thread``: the rest (short reductions, argmax/argmin): one thread per kept index loops over
   the reduced elements.
 
@@ -57,6 +58,13 @@ from blu.lower.cuda.codegen_rows import (
     row_groups,
     shuffled,
 )
+from blu.lower.cuda.codegen_splits import (
+    MEMBER_LOOPS,  # noqa: F401  (re-exported)
+    SplitEmitter,
+    lanes_block_values,
+    plans_lanes_block,
+    tile_itemsizes,
+)
 from blu.lower.cuda.codegen_strided import (
     ALIGN,
     ROW_UNROLL,
@@ -70,8 +78,6 @@ from blu.lower.mlir.codegen import KernelEmitter, deep_recursion
 from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.mlir.launch import BLOCK, MAX_MAP_GRID, Launch  # noqa: F401  (re-exported)
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix
-
-MEMBER_LOOPS = 8  # more reductions than this in a split nest: one stage-1 loop each
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,12 +95,14 @@ class NestPlan:
     group: int = -1  # row group: the index of its first nest (all of it is one launch)
     lanes: int = 1  # split, kept innermost: consecutive kept indices per stage-1 thread
     grid: int = 0  # row group head: blocks that loop over its rows (0: one block per row)
-    per_block: bool = False  # split, reduced innermost: stage 1 writes one partial a block
+    per_block: bool = False  # split: stage 1 writes one partial a block (codegen_lanes too)
 
     @property
     def parts(self) -> int:
         """Partial results per kept index a split's stage 1 writes (stage 2 combines)."""
-        return self.S // BLOCK if self.per_block else self.S
+        if not self.per_block:
+            return self.S
+        return self.S // (BLOCK if self.lanes == 1 else lanes_block_values(self.K, self.lanes))
 
 
 def plan_nests(layout: KernelLayout) -> list[NestPlan]:
@@ -131,7 +139,9 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
             # for stage 2, not 131,072 read by one block)
             per_block = (is_suffix(nest) and lanes == 1 and S % BLOCK == 0
                          and shuffled(layout, reds))  # fmt: skip
-            n = S // BLOCK if per_block else S
+            per_block = per_block or (lanes > 1 and shuffled(layout, reds) and plans_lanes_block(
+                K, lanes, S, tile_itemsizes(layout, reds)))  # fmt: skip
+            n = NestPlan("split", kept, red, K, R, S, lanes=lanes, per_block=per_block).parts
             parts = []
             for m in reds:
                 parts.append(len(layout.scratch))
@@ -263,7 +273,8 @@ class GpuBuilder(Builder):
         return self.op(f"arith.select {nan}, {quiet}, {cvt} : i16")
 
 
-class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, KernelEmitter):
+class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedEmitter,
+                       KernelEmitter):  # fmt: skip
     """Emits ``gpu.module @sym`` with one ``gpu.func @sym_<nest>[a|b]`` per launch."""
 
     def __init__(self, layout: KernelLayout, name: str):
@@ -282,6 +293,7 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
         self.b = GpuBuilder()
         self.b.depth = 3
         self.cache = {}
+        self.smem: list[str] = []  # the function's shared buffers (workgroup attributions)
 
     def _end(self, fname: str) -> None:
         j, lay = self.layout.jaxpr, self.layout
@@ -290,7 +302,8 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
         params = [f"%in{i}: {memref_type(v.aval)}{al}" for i, v in enumerate(j.invars)]
         params += [f"%out{i}: {memref_type(v.aval)}{al}" for i, v in enumerate(j.outvars)]
         params += [f"%tmp{i}: {memref_type(a)}{al}" for i, a in enumerate(lay.scratch)]
-        lines = [f"    gpu.func @{fname}({', '.join(params)}) kernel {{"]
+        wg = f" workgroup({', '.join(self.smem)})" if self.smem else ""
+        lines = [f"    gpu.func @{fname}({', '.join(params)}){wg} kernel {{"]
         lines += ["  " + ln for ln in self.b.const_lines] + self.b.lines
         lines += ["      gpu.return", "    }"]
         self.funcs.append("\n".join(lines))
@@ -482,6 +495,10 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
             b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
             self._close()
             outs = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
+        if p.per_block and p.lanes > 1:  # the block's tile of partials, summed (codegen_lanes)
+            self._lanes_block_store(p, reds, outs)
+            self._end(fname + "a")
+            return self._emit_combine(nest, p, fname)
         if p.per_block:  # the block's total, stored by its thread 0 at (s / BLOCK, k)
             outs = [self._all_reduce(m, v) for m, v in zip(reds, outs)]
             tid = self._gpu("thread_id")
@@ -494,61 +511,6 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, StridedEmitter, Kernel
         self._close()  # (the loop over (k, s), or the block's thread 0)
         self._end(fname + "a")
         self._emit_combine(nest, p, fname)
-
-    def _member_loops(self, nest: Nest, reds: list[Var],
-                      inits: list[tuple[str, str]]) -> list[tuple[Nest, list]]:  # fmt: skip
-        """``[(nest, inits)]``: the loops of a split's stage 1. One, unless the nest is more
-        than ``MEMBER_LOOPS`` reductions over disjoint inputs (a global norm's sums of squares
-        over many weights): then one loop per reduction, each unrolled over contiguous
-        elements (one loop over all of them gets one element a reduction per chunk, and
-        ptxas keeps about two loads in flight: ~35% of copy bandwidth on the H100)."""
-        few = len(reds) <= MEMBER_LOOPS or len(reds) != len(nest.members)
-        if few or len(inits) != len(reds):  # (an arg reduction carries two accumulators)
-            return [(nest, inits)]
-        seen: set = set()
-        for m in reds:
-            read = set(self.layout.reads(m)[0])
-            if read & seen:
-                return [(nest, inits)]
-            seen |= read
-        out = []
-        for m, init in zip(reds, inits):
-            sub = Nest(nest.shape, nest.axes)
-            sub.members, sub.needs_multi = [m], nest.needs_multi
-            out.append((sub, [init]))
-        return out
-
-    def _emit_combine(self, nest: Nest, p: NestPlan, fname: str) -> None:
-        """A split reduction's stage 2 (``fname`` + "b"): the ``parts`` partials of each kept index
-        ``k`` (``partials[s * K + k]``), combined by one block (or by one thread)."""
-        self._begin()
-        reds, inits = self._reductions(nest)
-        b = self.b
-        if p.block_combine:
-            k, tid = self._gpu("block_id"), self._gpu("thread_id")
-            lo, step = tid, self._gpu("block_dim")
-        else:
-            start, stride = self._global_thread()
-            k, _, _ = self._open(start, b.index(p.K), stride)
-            lo, step = b.index(0), b.index(1)
-        s, accs, res = self._open(lo, b.index(p.parts), step, inits)
-        slot = b.iadd(b.imul(s, p.K), k)
-        new = []
-        for m, acc, pos in zip(reds, accs, p.partials):
-            x = b.load(f"%tmp{pos}", self.layout.scratch[pos], slot)
-            eqn = self.layout.producer[m]
-            new.append(eqn.primitive.lowerings["reduce"][1](b, eqn.invars[0].aval.dtype, acc, x))
-        b.stmt(f"scf.yield {', '.join(new)} : {', '.join(t for _, t in inits)}")
-        self._close()
-        outs = [res] if len(inits) == 1 else [f"{res}#{i}" for i in range(len(inits))]
-        if p.block_combine:
-            totals = [self._all_reduce(m, v) for m, v in zip(reds, outs)]
-            self._if(b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index"))
-            self._store_reds(reds, totals, k)
-        else:
-            self._store_reds(reds, outs, k)
-        self._close()
-        self._end(fname + "b")
 
     # ---- the module ---------------------------------------------------------------------------
 

@@ -92,8 +92,9 @@ def warp_rows_on() -> bool:
 # blocks that are not powers of two (``group_block``); 7: elementwise chunks store buffer by
 # buffer (vector stores), ``logistic`` divides once (``div.approx`` with ``ex2``); 8: ``exp_ex2``
 # calls ``ex2.approx.ftz``; 9: ``exp_ex2`` rounds by a constant and scales once, a split's
-# stage 1 over contiguous runs and one loop per reduction of a many-reduction nest.
-EMITTER_VERSION = 9
+# stage 1 over contiguous runs and one loop per reduction of a many-reduction nest; 11: a column
+# split in lanes combines each block's partials in shared memory first (``codegen_splits``).
+EMITTER_VERSION = 11
 
 
 def key_suffix() -> str:

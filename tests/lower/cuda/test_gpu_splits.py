@@ -65,3 +65,39 @@ def test_a_norm_over_many_arrays(dev, dt):
     for got, w in zip(sq, want):
         check(got, w, dtype=f32, rtol=tol)
     check(norm, np.sqrt(sum(want)), dtype=f32, rtol=tol)
+
+
+@pytest.mark.parametrize(
+    "shape,dt,block_first",
+    [((16, 56, 56, 64), bf16, True), ((8, 28, 28, 256), f32, True),
+     ((4, 7, 7, 2048), bf16, False), ((6, 14, 14, 1000), f32, False)],
+    ids=["bf16-64", "f32-256", "bf16-2048", "f32-1000"],
+)  # fmt: skip
+def test_column_lanes_combine_each_block_first(dev, shape, dt, block_first):
+    """Batch norm's per-channel statistics over NHWC (a column split in lanes of channels):
+    where a lane's threads per row divide the block, each block sums its tile of partials in
+    shared memory and writes one a block (``codegen_splits``); 2048 channels (one row a block)
+    and 1000 (threads per row not a divisor) keep one a thread. Sums, sums of squares and
+    maxima against numpy float64."""
+    rng = np.random.default_rng(5)
+    n, h, w, c = shape
+    x = gen("any", dt, (n, h + 1, w + 1, c), rng)
+    axes = (0, 1, 2)
+
+    def f(x):  # the window of a padded image: a point's index divides by H and W (lanes)
+        x = x[:, 1:, 1:, :].astype(f32)
+        return bnp.sum(x, axis=axes), bnp.sum(x * x, axis=axes), bnp.max(x, axis=axes)
+
+    plans = [p for nd in plan_nodes(f, x) if nd.kind == "kernel"
+             for p in codegen_gpu.plan_nests(nd.layout) if p.strategy == "split"]  # fmt: skip
+    assert plans and all(p.lanes > 1 for p in plans)
+    assert [p.per_block for p in plans] == [block_first] * len(plans)
+    for p in plans:
+        per = codegen_gpu.BLOCK // (p.K // p.lanes) if block_first else 1
+        assert p.parts == p.S // per
+    s, sq, mx = blu.jit(f)(put(dev, x))
+    x64 = np.asarray(x, f64)[:, 1:, 1:, :]
+    tol = 4e-6 * np.sqrt(n * h * w)  # float32 sums of n terms in blocks and partials
+    check(s, x64.sum(axis=axes), dtype=f32, rtol=tol, atol=tol * np.abs(x64).sum(axis=axes).max())
+    check(sq, (x64 * x64).sum(axis=axes), dtype=f32, rtol=tol)
+    check(mx, x64.max(axis=axes), dtype=f32, rtol=0)
