@@ -10,6 +10,9 @@ PyTorch's ``channels_last`` memory format of the NCHW tensor. Batch norm is
 blu's 0.9). SGD is ``torch.optim.SGD(momentum=0.9, foreach=True)``. Modes: ``fp32`` (TF32
 off), ``tf32`` (TF32 convolutions and products), ``bf16`` (autocast to bfloat16).
 
+``$BENCH_TORCH_PROFILE=n`` profiles ``n`` more steps after the timed ones (``torch.profiler``:
+the kernels' table to stderr).
+
 The model shapes come as ``--config-json`` (the example's config as a dict; the driver passes
 it) so that this process never imports blu.
 """
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -165,6 +170,8 @@ def bench(a: argparse.Namespace) -> dict:
         times.append(time.perf_counter() - t)
     med = sorted(times)[len(times) // 2]
     peak = torch.cuda.max_memory_allocated() if device.type == "cuda" else None
+    if os.environ.get("BENCH_TORCH_PROFILE") and device.type == "cuda":
+        _profile(step, x, y, int(os.environ["BENCH_TORCH_PROFILE"]))
     return dict(
         system="torch-compile" if a.compile else "torch", model=a.model, mode=a.mode, B=a.batch,
         image=s, params=sum(p.numel() for p in leaves(P)), images_s=round(a.batch / med, 1),
@@ -172,6 +179,26 @@ def bench(a: argparse.Namespace) -> dict:
         warmup_s=round(warm_s, 1), loss=float(loss), device=device.type,
         version=torch.__version__,
     )  # fmt: skip
+
+
+def _profile(step, x, y, n: int) -> None:
+    """``$BENCH_TORCH_PROFILE=n``: ``n`` more steps under ``torch.profiler``, the kernels'
+    table (device time, calls) to stderr, to set beside blu's ``BLU_PROFILE`` table."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            step(x, y)
+        torch.cuda.synchronize()
+    events = prof.key_averages()
+    launches = sum(e.count for e in events if getattr(e, "device_type", None) is not None)
+    for key in ("self_device_time_total", "self_cuda_time_total"):
+        try:
+            table = events.table(sort_by=key, row_limit=60, max_name_column_width=90)
+            break
+        except (AttributeError, KeyError, ValueError):
+            table = ""
+    print(f"torch profile: {n} steps, {launches} events\n{table}", file=sys.stderr, flush=True)
 
 
 def fidelity(a: argparse.Namespace) -> dict:

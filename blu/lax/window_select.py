@@ -33,9 +33,11 @@ from blu.core.errors import BluShapeError, BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax import elementwise as ew
+from blu.lax.bits import or_
+from blu.lax.casts import convert_element_type
 from blu.lax.conv_numpy import dilate_dim, dilate_pad
 from blu.lax.convolution import vjp_lhs_padding
-from blu.lax.shapes import broadcast_in_dim, full, pad
+from blu.lax.shapes import broadcast_in_dim, full, iota, pad, reshape
 from blu.lax.slicing import slice as _slice
 from blu.transforms.ad_util import Zero, tangent_aval
 from blu.transforms.batching import moveaxis
@@ -206,6 +208,8 @@ def _scatter_decomposition(ct, which, *, operand_shape, **p):
     ca, wa = get_aval(ct), get_aval(which)
     if math.prod(operand_shape) == 0:
         return full(operand_shape, 0, ca.dtype)
+    if all(d == 1 for d in (*p["base_dilation"], *p["window_dilation"])):
+        return _scatter_windows(ct, which, tuple(operand_shape), p)
     pads = _scatter_pads(operand_shape, ca.shape, p)
     cfg = [(lo, hi, s - 1) for (lo, hi), s in zip(pads, p["window_strides"])]
     ctp = pad(ct, full((), 0, ca.dtype), cfg)
@@ -216,6 +220,65 @@ def _scatter_decomposition(ct, which, *, operand_shape, **p):
     slices = zip(window_slices(ctp, operand_shape, *win), window_slices(whp, operand_shape, *win))
     for k, (c, w) in zip(_flipped(p["window_dimensions"]), slices):
         acc = ew.add(acc, ew.select(ew.eq(w, full(operand_shape, k, wa.dtype)), c, zero))
+    return acc
+
+
+def _scatter_windows(ct, which, operand_shape, p):
+    """``window_scatter`` without dilations, as a gather over the windows that hold each
+    element: along a dimension of window ``w``, stride ``s`` and low padding ``lo``, element
+    ``y`` lies in windows ``i = (y + lo) // s - j`` at offset ``t = (y + lo) % s + j s`` for
+    ``j < ceil(w / s)`` (and ``t < w``, ``0 <= i < out``). So each element reads
+    ``prod(ceil(w / s))`` windows (4 for a 3x3 max pool of stride 2), not the ``prod(w)``
+    offsets of the cotangent padded with stride holes (9, of which 2.25 on average are not
+    holes): the cotangent and ``which`` repeated ``s`` times along each dimension (a broadcast
+    and a reshape: no holes), padded once, then one unit-stride slice per window ``j``, whose
+    ``which`` must name the offset ``t`` (from an iota; -2 where ``t >= w``: never)."""
+    ca, wa = get_aval(ct), get_aval(which)
+    W, S, out = p["window_dimensions"], p["window_strides"], ca.shape
+    lows = [lo for lo, _ in p["padding"]]
+    J = [-(-w // s) for w, s in zip(W, S)]
+    # the repeat: [.., m, ..] -> [.., m, s, ..] -> [.., m s, ..]
+    wide = [n * s for n, s in zip(out, S)]
+    if any(s > 1 for s in S):
+        split = [x for n, s in zip(out, S) for x in ((n, s) if s > 1 else (n,))]
+        dims, k = [], 0
+        for s in S:
+            dims.append(k)
+            k += 2 if s > 1 else 1
+        ct = reshape(broadcast_in_dim(ct, split, dims), wide)
+        which = reshape(broadcast_in_dim(which, split, dims), wide)
+    pads = [(max(0, (j - 1) * s - lo), max(0, lo + n - m))
+            for j, s, lo, n, m in zip(J, S, lows, operand_shape, wide)]  # fmt: skip
+    if any(a or b for a, b in pads):
+        ct = pad(ct, full((), 0, ca.dtype), [(a, b, 0) for a, b in pads])
+        which = pad(which, full((), -1, wa.dtype), [(a, b, 0) for a, b in pads])
+    strides = [math.prod(W[d + 1 :]) for d in range(len(W))]
+    acc = None
+    for js in itertools.product(*(range(j) for j in J)):
+        start = [lo - j * s + a for lo, j, s, (a, _) in zip(lows, js, S, pads)]
+        c = _slice(ct, start, [b + n for b, n in zip(start, operand_shape)])
+        w = _slice(which, start, [b + n for b, n in zip(start, operand_shape)])
+        target, bad = None, None
+        for d, (n, s, lo, j) in enumerate(zip(operand_shape, S, lows, js)):
+            if W[d] == 1 and s == 1:
+                continue  # (t = 0)
+            t = ew.add(iota(np.int32, n), full((n,), lo, np.int32))
+            t = ew.rem(t, full((n,), s, np.int32)) if s > 1 else full((n,), 0, np.int32)
+            t = ew.add(t, full((n,), j * s, np.int32)) if j else t
+            if (j + 1) * s > W[d]:  # some t of this window lie past its end
+                over = broadcast_in_dim(ew.ge(t, full((n,), W[d], np.int32)), operand_shape,
+                                        (d,))  # fmt: skip
+                bad = over if bad is None else or_(bad, over)
+            t = ew.mul(t, full((n,), strides[d], np.int32)) if strides[d] > 1 else t
+            t = broadcast_in_dim(t, operand_shape, (d,))
+            target = t if target is None else ew.add(target, t)
+        if target is None:
+            target = full(operand_shape, 0, wa.dtype)
+        target = convert_element_type(target, wa.dtype)
+        if bad is not None:
+            target = ew.select(bad, full(operand_shape, -2, wa.dtype), target)
+        term = ew.select(ew.eq(w, target), c, full(operand_shape, 0, ca.dtype))
+        acc = term if acc is None else ew.add(acc, term)
     return acc
 
 

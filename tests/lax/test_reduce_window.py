@@ -175,6 +175,64 @@ def test_compiled_gradient_matches_eager(monoid, wdims, strides, pads, bd, wd):
     )
 
 
+@st.composite
+def undilated(draw):
+    r = draw(st.integers(1, 3))
+    shape = [draw(st.integers(1, 7)) for _ in range(r)]
+    wdims = [draw(st.integers(1, 4)) for _ in range(r)]
+    strides = [draw(st.integers(1, 3)) for _ in range(r)]
+    pads = [(draw(st.integers(-1, 2)), draw(st.integers(-1, 2))) for _ in range(r)]
+    pads = [(lo, max(hi, -(d + lo))) for (lo, hi), d in zip(pads, shape)]
+    seed = draw(st.integers(0, 2**16))
+    return np.random.default_rng(seed).permutation(np.prod(shape)).reshape(shape) * 1.0, (
+        wdims, strides, pads, draw(st.sampled_from(["max", "min"])))
+
+
+@settings(max_examples=40, deadline=None)
+@given(undilated())
+def test_window_scatter_over_windows_matches_the_loop(case):
+    """Without dilations the max pool's gradient gathers, for each element, the ``prod(ceil(w /
+    s))`` windows that hold it (``window_select._scatter_windows``), not the ``prod(w)`` offsets
+    of the cotangent padded with stride holes: compiled, against the first-extremum loop (sizes,
+    windows, strides and crops at random; the values distinct, so no ties)."""
+    x, (wdims, strides, pads, monoid) = case
+    rw = _rw(monoid, wdims, strides, pads, (1,) * x.ndim, (1,) * x.ndim)
+    y = np.asarray(rw(x))
+    if y.size == 0 or not np.isfinite(y).all():
+        return  # (a window of padding only: no element gets its cotangent)
+    c = np.random.default_rng(1).standard_normal(y.shape)
+    g = np.asarray(blu.jit(blu.grad(lambda a: (rw(a) * c).sum()))(x))
+    pick = np.argmax if monoid == "max" else np.argmin
+    want = np.zeros_like(x)
+    lows = [lo for lo, _ in pads]
+    for pos in itertools.product(*map(range, y.shape)):
+        starts = [p * s - lo for p, s, lo in zip(pos, strides, lows)]
+        idx = [range(max(b, 0), min(b + w, n)) for b, w, n in zip(starts, wdims, x.shape)]
+        cells = list(itertools.product(*idx))
+        vals = [x[q] for q in cells]  # (padding holds the identity: never picked)
+        want[cells[int(pick(vals))]] += c[pos]
+    np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-12)
+
+
+def test_max_pool_gradient_reads_four_windows_without_holes():
+    """A 3x3 stride-2 max pool's gradient: no interior (stride-hole) padding in its jaxpr and
+    four slices of the cotangent (the windows that hold an element), not nine."""
+    x = np.random.default_rng(2).standard_normal((2, 11, 11, 3)).astype(np.float32)
+
+    def loss(a):
+        return nn.max_pool(a, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1))).sum()
+
+    jaxpr = blu.make_jaxpr(blu.grad(loss))(x).jaxpr
+    eqns = [e for e in jaxpr.eqns if e.primitive.name == "window_scatter"]
+    assert len(eqns) == 1
+    inner = blu.make_jaxpr(lambda c, w: eqns[0].primitive.decomposition(c, w, **eqns[0].params))(
+        *[np.zeros(v.aval.shape, v.aval.dtype) for v in eqns[0].invars]).jaxpr  # fmt: skip
+    pads = [e for e in inner.eqns if e.primitive.name == "pad"]
+    assert pads and all(lo_hi_in[2] == 0 for e in pads for lo_hi_in in e.params["padding_config"])
+    slices = [e for e in inner.eqns if e.primitive.name == "slice"]
+    assert len(slices) == 2 * 4  # the cotangent's and the offsets' four windows
+
+
 def test_integer_max_and_errors():
     x = np.array([[3, -7, 5], [1, 2, -9]], np.int32)
     imin = np.iinfo(np.int32).min

@@ -415,7 +415,40 @@ def _bid(k, eqn, idx: Idx) -> str:
 @_index_rule(shapes.reshape_p)
 def _reshape(k, eqn, idx: Idx) -> str:
     x = eqn.invars[0]
-    return k.value(x, Idx(x.aval.shape, lin=k.b.lin(idx)))  # row-major order is unchanged
+    groups = _reshape_groups(x.aval.shape, idx.shape) if idx.multi is not None else None
+    if groups is None:
+        return k.value(x, Idx(x.aval.shape, lin=k.b.lin(idx)))  # row-major order is unchanged
+    # dimensions only split or merged: each group's operand digits from its own output digits
+    # (a split of y into (y / s, y % s) divides by s, not by every size of the shape: a
+    # repeat's broadcast-and-reshape read at several offsets redid the whole division chain)
+    b, multi = k.b, []
+    for (i0, i1), (o0, o1) in groups:
+        sub = Idx(idx.shape[o0:o1], idx.multi[o0:o1])
+        multi += b.multi(Idx(x.aval.shape[i0:i1], None, b.lin(sub)))
+    return k.value(x, Idx(x.aval.shape, multi, idx.lin))
+
+
+def _reshape_groups(ins, outs) -> list | None:
+    """The reshape of ``ins`` to ``outs`` as groups ``((i0, i1), (o0, o1))`` of consecutive
+    dimensions with equal products (None if a size is 0)."""
+    if 0 in ins or 0 in outs:
+        return None
+    groups, i, o = [], 0, 0
+    while i < len(ins) or o < len(outs):
+        i0, o0, pi, po = i, o, 1, 1
+        while True:
+            if pi <= po and i < len(ins):
+                pi, i = pi * ins[i], i + 1
+            elif o < len(outs):
+                po, o = po * outs[o], o + 1
+            else:
+                break
+            if pi == po and (i == len(ins) or ins[i] != 1 or o == len(outs)):
+                break
+        if pi != po:
+            return None
+        groups.append(((i0, i), (o0, o)))
+    return groups
 
 
 @_index_rule(shapes.squeeze_p)
