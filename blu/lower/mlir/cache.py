@@ -63,8 +63,9 @@ from blu.lower.mlir import cache_key
 # kernel's jaxpr, not its layout or code). 10: a value gathered from many offsets and read by
 # several equations gets a buffer (``fusion.KernelLayout._shared_gather``); 11: a widening cast
 # only read there holds its operand instead (``KernelLayout._narrow_source``); 12: a reduction
-# nest joins a later one of its shape and axes (``KernelLayout._defer_reductions``)
-CODEGEN_VERSION = "12"
+# nest joins a later one of its shape and axes (``KernelLayout._defer_reductions``); 13: a
+# reshape that only splits or merges dimensions maps each group's digits (``rules._reshape``)
+CODEGEN_VERSION = "13"
 
 
 def cache_dir() -> str:
