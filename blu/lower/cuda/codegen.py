@@ -294,6 +294,7 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedE
         self.b.depth = 3
         self.cache = {}
         self.smem: list[str] = []  # the function's shared buffers (workgroup attributions)
+        self.memo: dict[tuple, Any] = {}  # digits made before a loop (``_kept_digits``)
 
     def _end(self, fname: str) -> None:
         j, lay = self.layout.jaxpr, self.layout
@@ -340,7 +341,7 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedE
         # the offset from the merged loops' digits: no division where the reduced dimensions
         # lead (a column reduction: r * K + k) or trail (k * R + r)
         groups = _merged_loops(nest.shape, p.red)  # p: a row group's head for all its nests
-        digits = {lab: list(b.multi(Idx(tuple(n for n, g in groups if g == lab), None, i)))
+        digits = {lab: list(self._digits(tuple(n for n, g in groups if g == lab), i))
                   for lab, i in (("k", k), ("r", r))}  # fmt: skip
         lin = b.index(0)
         for n, lab in groups:
@@ -349,13 +350,32 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedE
             return Idx(nest.shape, None, lin)
         # per-dimension indices for inlined data movement (LLVM drops the unused ones)
         multi = [b.index(0)] * len(nest.shape)
-        km = b.multi(Idx(tuple(nest.shape[d] for d in p.kept), None, k))
+        km = self._digits(tuple(nest.shape[d] for d in p.kept), k)
         rm = b.multi(Idx(tuple(nest.shape[d] for d in p.red), None, r))
         for d, i in zip(p.kept, km):
             multi[d] = i
         for d, i in zip(p.red, rm):
             multi[d] = i
         return Idx(nest.shape, multi, lin)
+
+    def _digits(self, shape: tuple[int, ...], i: str) -> tuple[str, ...]:
+        """The multi-index of offset ``i`` in ``shape`` (made before the loop if it was)."""
+        got = self.memo.get((shape, i))
+        return got if got is not None else self.b.multi(Idx(shape, None, i))
+
+    def _kept_digits(self, nest: Nest, p: NestPlan, k: str) -> None:
+        """Before a split's stage-1 loop: kept index ``k``'s digits and its lanes' innermost
+        ones, made once outside the loop, so the points' loads of per-kept-index values index
+        by loop-invariant names (``_hoist_loads`` moves them out of the loop)."""
+        b, groups = self.b, _merged_loops(nest.shape, p.red)
+        shapes = [tuple(n for n, g in groups if g == "k"), tuple(nest.shape[d] for d in p.kept)]
+        for shape in shapes:
+            self.memo[(shape, k)] = b.multi(Idx(shape, None, k))
+        inner = max((d for d, n in enumerate(nest.shape) if n > 1), default=-1)
+        if nest.needs_multi and inner in p.kept:
+            digit = self.memo[(shapes[1], k)][p.kept.index(inner)]
+            for v in range(p.lanes):
+                self.memo[("lane", digit, v)] = b.iaddc(digit, v)
 
     def _visit(self, nest: Nest, at: Idx, reds: list[Var], accs: list[str], pos: str) -> list[str]:
         """Compute and store the nest's full-shape members at ``at``; combine the reductions."""
@@ -477,9 +497,12 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedE
             k = b.imul(b.op(f"arith.remui {t}, {b.index(Kt)} : index", "i"), p.lanes)
             s = b.op(f"arith.divui {t}, {b.index(Kt)} : index", "i")
         if p.lanes > 1:
+            self._kept_digits(nest, p, k)
+            mark = len(b.lines)
             outs = self._strided(nest, s, p.R, p.S,
                                  lambda r: self._lane_points(self._point(nest, p, k, r), p.lanes),
                                  reds, inits, ROW_UNROLL, p.lanes)  # fmt: skip
+            self._hoist_loads(mark, p.K)
         elif loads_first():
             # the reduced index innermost: a chunk's points are consecutive elements (vector
             # loads); a stage-1 thread's few loads in flight carry 4x the bytes

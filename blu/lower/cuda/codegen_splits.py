@@ -18,6 +18,7 @@ norms (``K`` 64-2048 channels in lanes of 8) wrote and read 2.4 GB of partials a
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from blu.core.jaxpr import Var
@@ -53,6 +54,9 @@ class SplitEmitter:
     emitter's builder ``b``, ``layout``, ``smem``, ``_gpu``, ``_open``, ``_close``, ``_if``,
     ``_begin``, ``_end``, ``_reductions``, ``_all_reduce``, ``_store_reds``,
     ``_global_thread``)."""
+
+    def _hoist_loads(self, mark: int, limit: int) -> None:
+        hoist_loads(self.b.lines, mark, limit)
 
     def _lanes_block_store(self, p: Any, reds: list, outs: list[str]) -> None:
         """Stage 1's end for ``p.per_block`` with lanes: ``outs`` (lane-major, one value per
@@ -141,6 +145,44 @@ class SplitEmitter:
             self._store_reds(reds, outs, k)
         self._close()
         self._end(fname + "b")
+
+
+_LOAD = re.compile(r"^( *)(%\w+) = memref\.load (%in\d+)\[(%\w+)\] : memref<(\d+)x")
+_DEF = re.compile(r"(%\w+)(?::\d+)? = ")
+
+
+def hoist_loads(lines: list[str], mark: int, limit: int) -> None:
+    """Move out of each loop opened at ``lines[mark:]``'s top level the loads of kernel inputs
+    of at most ``limit`` elements whose index is defined before the loop (a stage-1 thread's
+    per-kept-index values: batch norm's mean, scale, shift). The loop's stores go to its nest's
+    full-size buffers and the partials, never to such an input, but NVPTX cannot prove that
+    (the parameters may alias) and reloaded them at every point: 8 vector loads and their
+    addresses a point in the stem's batch-norm backward."""
+    i = mark
+    while i < len(lines):
+        head = lines[i]
+        ind = len(head) - len(head.lstrip())
+        if not (head.lstrip().startswith(("scf.for", "%")) and "scf.for" in head
+                and head.endswith("{")):  # fmt: skip
+            i += 1
+            continue
+        j = i + 1
+        while not (lines[j].startswith(" " * ind + "}") and lines[j][ind] == "}"):
+            j += 1
+        body = lines[i + 1 : j]
+        defined = set(_DEF.findall(head.split("scf.for", 1)[1]))
+        for ln in body:
+            defined.update(_DEF.findall(ln))
+        moved, kept = [], []
+        for ln in body:
+            m = _LOAD.match(ln)
+            if (m and len(m.group(1)) == ind + 2 and m.group(4) not in defined
+                    and int(m.group(5)) <= limit):  # fmt: skip
+                moved.append(ln[2:])
+            else:
+                kept.append(ln)
+        lines[i:j] = [*moved, head, *kept]
+        i = j + 1
 
 
 def tile_itemsizes(layout: Any, reds: list) -> list[int]:

@@ -133,7 +133,7 @@ class StridedEmitter:
         out = []
         for v in range(lanes):
             multi = list(at.multi)
-            multi[d] = b.iaddc(multi[d], v)
+            multi[d] = self.memo.get(("lane", multi[d], v)) or b.iaddc(multi[d], v)
             out.append(Idx(at.shape, multi, b.iaddc(lin, v)))
         return out
 

@@ -77,27 +77,30 @@ def test_column_lanes_combine_each_block_first(dev, shape, dt, block_first):
     """Batch norm's per-channel statistics over NHWC (a column split in lanes of channels):
     where a lane's threads per row divide the block, each block sums its tile of partials in
     shared memory and writes one a block (``codegen_splits``); 2048 channels (one row a block)
-    and 1000 (threads per row not a divisor) keep one a thread. Sums, sums of squares and
-    maxima against numpy float64."""
+    and 1000 (threads per row not a divisor) keep one a thread. The per-channel shift and
+    scale are loaded once before the stage-1 loop (``codegen_splits.hoist_loads``). Sums of
+    shifted and scaled values, of their squares and maxima against numpy float64."""
     rng = np.random.default_rng(5)
     n, h, w, c = shape
     x = gen("any", dt, (n, h + 1, w + 1, c), rng)
+    shift, scale = rng.standard_normal(c).astype(f32), rng.uniform(0.5, 2, c).astype(f32)
     axes = (0, 1, 2)
 
-    def f(x):  # the window of a padded image: a point's index divides by H and W (lanes)
-        x = x[:, 1:, 1:, :].astype(f32)
+    def f(x, shift, scale):  # a window of a padded image: its index divides by H, W (lanes)
+        x = (x[:, 1:, 1:, :].astype(f32) - shift) * scale
         return bnp.sum(x, axis=axes), bnp.sum(x * x, axis=axes), bnp.max(x, axis=axes)
 
-    plans = [p for nd in plan_nodes(f, x) if nd.kind == "kernel"
+    plans = [p for nd in plan_nodes(f, x, shift, scale) if nd.kind == "kernel"
              for p in codegen_gpu.plan_nests(nd.layout) if p.strategy == "split"]  # fmt: skip
     assert plans and all(p.lanes > 1 for p in plans)
     assert [p.per_block for p in plans] == [block_first] * len(plans)
     for p in plans:
         per = codegen_gpu.BLOCK // (p.K // p.lanes) if block_first else 1
         assert p.parts == p.S // per
-    s, sq, mx = blu.jit(f)(put(dev, x))
-    x64 = np.asarray(x, f64)[:, 1:, 1:, :]
+    s, sq, mx = blu.jit(f)(*put(dev, x, shift, scale))
+    x64 = (np.asarray(x, f64)[:, 1:, 1:, :] - shift.astype(f64)) * scale.astype(f64)
     tol = 4e-6 * np.sqrt(n * h * w)  # float32 sums of n terms in blocks and partials
     check(s, x64.sum(axis=axes), dtype=f32, rtol=tol, atol=tol * np.abs(x64).sum(axis=axes).max())
     check(sq, (x64 * x64).sum(axis=axes), dtype=f32, rtol=tol)
-    check(mx, x64.max(axis=axes), dtype=f32, rtol=0)
+    y32 = (np.asarray(x, f32)[:, 1:, 1:, :] - shift) * scale  # the same float32 roundings
+    check(mx, y32.max(axis=axes), dtype=f32, rtol=0)

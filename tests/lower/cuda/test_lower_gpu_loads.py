@@ -18,6 +18,7 @@ import blu.numpy as bnp
 from blu.core.errors import BluValueError
 from blu.lower.cuda import codegen, codegen_rows, codegen_strided
 from blu.lower.cuda import compiler as mlir_gpu
+from blu.lower.cuda.codegen_splits import hoist_loads
 
 needs_mlir = pytest.mark.skipif(importlib.util.find_spec("mlir") is None, reason="needs MLIR")
 needs_ptxas = pytest.mark.skipif(mlir_gpu.find_ptxas() is None, reason="needs ptxas")
@@ -235,3 +236,25 @@ def test_generation_3_vocabulary_rows_in_vector_accesses(R):
         assert v4[2] == 0 and v4[3] >= 2, v4
     else:
         assert v4[3] == 0, v4
+
+
+def test_hoisted_loads_leave_the_loop_only_when_loop_invariant():
+    """``hoist_loads`` moves a loop's top-level load of a small input indexed by a name made
+    before the loop, and keeps the loads indexed inside it, of large inputs, or nested."""
+    lines = [
+        "      %k = arith.addi %a, %b : index",
+        "      %r:1 = scf.for %i = %c0 to %c9 step %c1 iter_args(%acc = %z) -> (f32) {",
+        "        %j = arith.addi %i, %k : index",
+        "        %v1 = memref.load %in1[%k] : memref<64xf32>",
+        "        %v2 = memref.load %in2[%j] : memref<64xf32>",
+        "        %v3 = memref.load %in3[%k] : memref<4096xf32>",
+        "        scf.if %p {",
+        "          %v4 = memref.load %in4[%k] : memref<64xf32>",
+        "        }",
+        "        scf.yield %v1 : f32",
+        "      }",
+    ]
+    out = list(lines)
+    hoist_loads(out, 1, 64)
+    assert out[1] == "      %v1 = memref.load %in1[%k] : memref<64xf32>"
+    assert out[2] == lines[1] and out[3:] == [ln for ln in lines[2:] if "%in1" not in ln]
