@@ -67,6 +67,8 @@ def kernel_traffic(node: Any) -> list[tuple[str, int]]:
     plans = layout.gpu_nests
     out = []
     for j, (nest, p) in enumerate(zip(layout.nests, plans)):
+        if p.host >= 0:  # (a map run by its split's stage 2: a few values, no launch)
+            continue
         if p.group >= 0 and p.group != j:  # a row group's later nests run in its launch
             if p.strategy == "split":  # ... but for its column reductions' second stage
                 reds = [m for m in nest.members if is_reduction(layout.producer[m])]

@@ -61,6 +61,7 @@ from blu.lower.cuda.codegen_rows import (
 from blu.lower.cuda.codegen_splits import (
     MEMBER_LOOPS,  # noqa: F401  (re-exported)
     SplitEmitter,
+    combine_epilogues,
     lanes_block_values,
     plans_lanes_block,
     tile_itemsizes,
@@ -96,6 +97,7 @@ class NestPlan:
     lanes: int = 1  # split, kept innermost: consecutive kept indices per stage-1 thread
     grid: int = 0  # row group head: blocks that loop over its rows (0: one block per row)
     per_block: bool = False  # split: stage 1 writes one partial a block (codegen_lanes too)
+    host: int = -1  # map: the split whose stage 2 computes its elements (combine_epilogues)
 
     @property
     def parts(self) -> int:
@@ -150,7 +152,7 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
             block = n >= 64 and shuffled(layout, reds)
             plans.append(NestPlan("split", kept, red, K, R, S, tuple(parts), block, lanes=lanes,
                                   per_block=per_block))  # fmt: skip
-    plans = row_groups(layout, plans)
+    plans = combine_epilogues(layout, row_groups(layout, plans))
     layout.gpu_nests = plans  # type: ignore[attr-defined]
     return plans
 
@@ -226,7 +228,7 @@ def launches(layout: KernelLayout, sym: str) -> list[Launch]:
             elif p.strategy == "split":  # a row group's column reductions: its stage 2
                 out.append(_combine_launch(name, p))
         elif p.strategy == "map":
-            if p.K:
+            if p.K and p.host < 0:
                 out.append(Launch(name, map_grid(p.K, layout, nest), BLOCK))
         elif p.strategy == "thread":
             if p.K:
@@ -546,7 +548,8 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedE
             elif p.group >= 0 and p.strategy == "split":  # the group made its partials
                 self._emit_combine(nest, p, f"{self.name}_{j}")
             elif p.group < 0:
-                emitters[p.strategy](nest, p, f"{self.name}_{j}")
+                if p.host < 0:  # (a hosted map ran in its split's stage 2)
+                    emitters[p.strategy](nest, p, f"{self.name}_{j}")
                 self.done.update(nest.members)
         body = list(self.decls.values()) + self.funcs
         return (

@@ -94,8 +94,9 @@ def warp_rows_on() -> bool:
 # calls ``ex2.approx.ftz``; 9: ``exp_ex2`` rounds by a constant and scales once, a split's
 # stage 1 over contiguous runs and one loop per reduction of a many-reduction nest; 11: a column
 # split in lanes combines each block's partials in shared memory first (``codegen_splits``); 12:
-# its stage-1 loads of per-kept-index inputs made before the loop (``hoist_loads``).
-EMITTER_VERSION = 12
+# its stage-1 loads of per-kept-index inputs made before the loop (``hoist_loads``); 13: maps
+# over a split's kept indices run in its stage 2 (``combine_epilogues``).
+EMITTER_VERSION = 13
 
 
 def key_suffix() -> str:

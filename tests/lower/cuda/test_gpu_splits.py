@@ -104,3 +104,38 @@ def test_column_lanes_combine_each_block_first(dev, shape, dt, block_first):
     check(sq, (x64 * x64).sum(axis=axes), dtype=f32, rtol=tol)
     y32 = (np.asarray(x, f32)[:, 1:, 1:, :] - shift) * scale  # the same float32 roundings
     check(mx, y32.max(axis=axes), dtype=f32, rtol=0)
+
+
+def test_maps_after_a_split_run_in_its_second_stage(dev):
+    """Batch norm's per-channel maps after its statistics (``rsqrt(var + eps)``, the running
+    statistics' update) run in the split's stage 2 (``codegen_splits.combine_epilogues``: no
+    launch of their own); a map that reads another channel's total (a reversal) keeps its
+    launch. Against numpy float64."""
+    rng = np.random.default_rng(8)
+    x = gen("any", f32, (8, 9, 9, 64), rng)
+    run_mean, run_var = rng.standard_normal(64).astype(f32), rng.uniform(1, 2, 64).astype(f32)
+
+    def stats(x, run_mean, run_var):
+        mean = bnp.mean(x, axis=(0, 1, 2))
+        var = bnp.mean(x * x, axis=(0, 1, 2)) - mean * mean
+        return lax.rsqrt(var + 1e-5), 0.9 * run_mean + 0.1 * mean, 0.9 * run_var + 0.1 * var
+
+    def reversed_(x):
+        return bnp.mean(x, axis=(0, 1, 2))[::-1] * 2.0
+
+    for f, args, hosted in [(stats, (x, run_mean, run_var), True), (reversed_, (x,), False)]:
+        (node,) = [n for n in plan_nodes(f, *args) if n.kind == "kernel"]
+        plans = codegen_gpu.plan_nests(node.layout)
+        assert [p.host >= 0 for p in plans if p.strategy == "map"] == [hosted]
+        names = [la.func for la in codegen_gpu.launches(node.layout, "k")]
+        assert len(names) == sum(1 if p.strategy == "map" else 2 for p in plans if p.host < 0)
+    inv, rm, rv = blu.jit(stats)(*put(dev, x, run_mean, run_var))
+    (rev,) = [blu.jit(reversed_)(put(dev, x))]
+    x64 = x.astype(f64)
+    mean = x64.mean(axis=(0, 1, 2))
+    var = (x64 * x64).mean(axis=(0, 1, 2)) - mean * mean
+    tol = 1e-4  # float32 sums of 648 terms, then a difference of two means
+    check(inv, 1 / np.sqrt(var + 1e-5), dtype=f32, rtol=tol)
+    check(rm, 0.9 * run_mean + 0.1 * mean, dtype=f32, rtol=tol, atol=1e-5)
+    check(rv, 0.9 * run_var + 0.1 * var, dtype=f32, rtol=tol)
+    check(rev, mean[::-1] * 2.0, dtype=f32, rtol=tol, atol=1e-5)
