@@ -50,6 +50,9 @@ class LibraryLowering:
         inplace: the position of an input the (single) result may be written over when that
             input is read by nothing later (the memory plan decides; the call must then work
             with the two pointers equal), or None.
+        precision: ``gpu`` also gets ``_precision`` (as ``product``'s), without being a product
+            (a convolution: its TF32 engines follow the executable's precision, which its
+            plan's workspace was sized under, not the configuration at the call).
     """
 
     workspace: Callable[[Sequence[ShapedArray], dict, str], int]
@@ -60,6 +63,7 @@ class LibraryLowering:
     kernels: Callable[[Sequence[ShapedArray], dict, str], list[tuple]] | None = None
     product: bool = False
     inplace: int | None = None
+    precision: bool = False
 
 
 def register_library(prim: Primitive, lowering: LibraryLowering, platform: str | None = None):

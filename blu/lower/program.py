@@ -47,7 +47,7 @@ class Program:
         self.name, self.target, self.source_jaxpr, self.options = name, target, jaxpr, options
         self.donated = tuple(donated or ()) or (False,) * len(jaxpr.invars)
         self.backend = backend_for((), target)
-        self.prepared = prepared or self.backend.prepare(jaxpr, self.donated)
+        self.prepared = prepared or self.backend.prepare(jaxpr, self.donated, options)
         self.jaxpr, self.plan, self.memory = self.prepared
 
     def as_text(self) -> str:

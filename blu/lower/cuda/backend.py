@@ -48,6 +48,15 @@ class CudaBackend(Backend):
     def options(self) -> CudaOptions:
         return CudaOptions.from_config()
 
+    def prepare(self, jaxpr, donated, options=None):
+        """The plan, made under ``options``' matrix-product precision (the executable's): a
+        library call that reads it (a float32 convolution's TF32 engines, their workspace)
+        plans what the call then runs (``LibraryLowering.precision``)."""
+        if options is None or getattr(options, "precision", None) is None:
+            return super().prepare(jaxpr, donated, options)
+        with config.override(default_matmul_precision=options.precision):
+            return super().prepare(jaxpr, donated, options)
+
     def early_passes(self, jaxpr: Jaxpr) -> Jaxpr:
         # before simplify inlines the GELU's custom_jvp calls, which name them; the epilogues
         # after the packing, which leaves the QKV sum read by library calls only

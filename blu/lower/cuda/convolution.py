@@ -29,12 +29,14 @@ the planned host buffers (so the simulated GPU checks the reading). The CPU's lo
 ``blu.lower.cpu.libraries``'s.
 
 Float32 runs on TF32 tensor cores only under a precision that allows it (the equation's, else
-``blu.config.default_matmul_precision``: ``"tf32"``/``"high"``/``"bf16"``), as cuBLASLt's
-products (``blu.cuda.cublaslt.compute_type``).
+the executable's, ``blu.config.default_matmul_precision`` when it was made: ``"tf32"``/
+``"high"``/``"bf16"``), as cuBLASLt's products (``blu.cuda.cublaslt.compute_type``); the plan's
+workspace is that engine's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -76,13 +78,13 @@ def _post(n: int, lo: int, keff: int, s: int, m: int, crop: bool) -> tuple[int, 
     return (n + h0, 0) if crop and n + h0 > 0 else None
 
 
-def _tf32(dtype: str, params: dict) -> bool:
+def _tf32(dtype: str, params: dict, default: str | None = None) -> bool:
     p = params.get("precision")
     if isinstance(p, (tuple, list)):
         p = p[0]
     p = str(getattr(p, "name", p) or "default").lower()
     if p in ("default", "none"):
-        p = config.default_matmul_precision
+        p = default or config.default_matmul_precision
     return dtype == "float32" and p in TF32_PRECISIONS
 
 
@@ -186,13 +188,20 @@ def readings(avals: Sequence[ShapedArray], params: dict, out: ShapedArray) -> li
 _problems: dict[tuple, cudnn_conv.ConvSpec | None] = {}
 
 
-def problem(avals: Sequence[ShapedArray], params: dict) -> cudnn_conv.ConvSpec | None:
+def problem(avals: Sequence[ShapedArray], params: dict,
+            precision: str | None = None) -> cudnn_conv.ConvSpec | None:  # fmt: skip
     """The cuDNN problem of a ``conv_general_dilated`` equation, or None when cuDNN cannot take
     it (no reading of it (``readings``) is ``native`` and supported: ``cudnn_conv.unsupported``);
-    remembered, since each execution of the node asks again."""
-    key = (tuple(avals), tuple(sorted(params.items())), config.default_matmul_precision)
+    remembered, since each execution of the node asks again. ``precision``: the products'
+    default precision (the executable's; None: ``blu.config``'s now), which decides whether
+    float32 may run on TF32 engines."""
+    default = precision or config.default_matmul_precision
+    key = (tuple(avals), tuple(sorted(params.items())), default)
     if key not in _problems:
-        _problems[key] = _problem(avals, params)
+        sp = _problem(avals, params)
+        if sp is not None and sp.dtype == "float32":
+            sp = dataclasses.replace(sp, tf32=_tf32(sp.dtype, params, default))
+        _problems[key] = sp
     return _problems[key]
 
 
@@ -244,14 +253,6 @@ def read(avals: Sequence[ShapedArray], params: dict) -> cudnn_conv.ConvSpec | No
     return found[0] if found else None
 
 
-def _variants(spec: cudnn_conv.ConvSpec) -> list[cudnn_conv.ConvSpec]:
-    """``spec``, and for float32 its other TF32 setting (the precision may change between the
-    planning and the call: the workspace covers both)."""
-    if spec.dtype != "float32":
-        return [spec]
-    return [spec, cudnn_conv.ConvSpec(**{**spec.__dict__, "tf32": not spec.tf32})]
-
-
 def _applies(avals, params, target: str) -> bool:
     """A setting, not a probe (``config.cudnn_conv``, on by default): a plan must not depend on
     the machine that lowers it (a GPU machine runs kernels a CPU machine compiled for it, with
@@ -260,20 +261,18 @@ def _applies(avals, params, target: str) -> bool:
 
 
 def _workspace(avals, params, target: str) -> int:
+    """The workspace of the engine the call runs: planned under the executable's precision
+    (``CudaBackend.prepare``), which the call gets as ``_precision``. (Sizing it for both TF32
+    settings had planned a strict-float32 engine's workspace into every TF32 step.)"""
     spec = problem(avals, params)
     if spec is None or fake_gpu() or not cudnn_conv.available():
         return 0
-    sizes = []
-    for sp in _variants(spec):
-        try:
-            sizes.append(cudnn_conv.workspace_size(sp))
-        except Exception:  # noqa: BLE001 - the other TF32 setting may not build
-            pass
-    return max(sizes, default=0)
+    return cudnn_conv.workspace_size(spec)
 
 
-def _gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, **params) -> None:
-    spec = problem(in_avals, params)
+def _gpu(dev, stream, ins, outs, workspace, in_avals, out_avals, _precision=None,
+         **params) -> None:  # fmt: skip
+    spec = problem(in_avals, params, _precision)
     assert spec is not None, "the lowering applied to an equation it cannot read"
     lhs, rhs, out = ins[0], ins[1], outs[0]
     kw = dict(workspace=workspace, stream=stream, device=dev.id)
@@ -311,6 +310,6 @@ def _fake(ins, outs, workspace, **params) -> None:
 
 register_library(
     conv_general_dilated_p,
-    LibraryLowering(workspace=_workspace, cpu=_fake, gpu=_gpu, applies=_applies),
+    LibraryLowering(workspace=_workspace, cpu=_fake, gpu=_gpu, applies=_applies, precision=True),
     platform="cuda",
 )

@@ -207,7 +207,7 @@ class Bound:
             extra = {}
             if mods and not self.fake:  # blu's own kernels the call launches
                 extra["_modules"] = [_module(self.dev, m) for m in mods]
-            if lowering.product:  # a product's precision, as a dot_general node's
+            if lowering.product or lowering.precision:  # as a dot_general node's
                 extra["_precision"] = _precision(e, exe.precision)
             info = (lowering, e, step.ins, step.outs, step.scratch, extra)
             return (NodeKind.LIBRARY, info, None, node)
