@@ -96,7 +96,7 @@ class NestPlan:
     group: int = -1  # row group: the index of its first nest (all of it is one launch)
     lanes: int = 1  # split, kept innermost: consecutive kept indices per stage-1 thread
     grid: int = 0  # row group head: blocks that loop over its rows (0: one block per row)
-    per_block: bool = False  # split: stage 1 writes one partial a block (codegen_lanes too)
+    per_block: bool = False  # split: stage 1 writes one partial a block (lanes: codegen_splits)
     host: int = -1  # map: the split whose stage 2 computes its elements (combine_epilogues)
 
     @property

@@ -1,12 +1,10 @@
 """The split reductions' combines (``codegen``'s ``split`` strategy): stage 1's loops of a
 many-reduction nest (``_member_loops``), a column split's stage 1 combining each block's
-partials first, and stage 2 (``_emit_combine``).
+partials first, its per-kept-index loads made before its loop (``hoist_loads``), and stage 2
+(``_emit_combine``) with the maps over the kept indices it hosts (``combine_epilogues``).
 
-Stage 1 of a column split with ``lanes`` > 1 and ``NestPlan.per_block`` (bias gradients, batch
-norm's statistics) combines each block's partials first.
-
-A stage-1 thread ``t`` of a column split takes the kept indices ``k = (t % Kt) * lanes`` ...
-``+ lanes - 1`` (``Kt = K / lanes`` threads per ``s``) of the rows ``s, s + S, ...``
+A column split's stage-1 thread ``t`` in lanes takes the kept indices ``k = (t % Kt) * lanes``
+... ``+ lanes - 1`` (``Kt = K / lanes`` threads per ``s``) of the rows ``s, s + S, ...``
 (``s = t / Kt``). Where ``Kt`` divides the block, one block holds ``BLOCK / Kt`` whole values
 of ``s`` for every kept index: its threads store their lanes' partial results in shared memory
 (``w`` buffers of ``BLOCK * lanes`` values, one per reduction: the value of thread ``tl``'s
