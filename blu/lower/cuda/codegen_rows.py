@@ -95,8 +95,9 @@ def warp_rows_on() -> bool:
 # stage 1 over contiguous runs and one loop per reduction of a many-reduction nest; 11: a column
 # split in lanes combines each block's partials in shared memory first (``codegen_splits``); 12:
 # its stage-1 loads of per-kept-index inputs made before the loop (``hoist_loads``); 13: maps
-# over a split's kept indices run in its stage 2 (``combine_epilogues``).
-EMITTER_VERSION = 13
+# over a split's kept indices run in its stage 2 (``combine_epilogues``); 14: a row group's
+# column split combines all its partials (it had kept 12's per-block count).
+EMITTER_VERSION = 14
 
 
 def key_suffix() -> str:
@@ -238,7 +239,8 @@ def _take_columns(layout: KernelLayout, out: list[Any], i: int, j: int, head: An
         layout.scratch[pos] = ShapedArray((G * out[j].K,), layout.scratch[pos].dtype)
     reds = [m for m in nests[j].members if is_reduction(layout.producer[m])]
     block = G >= 64 and shuffled(layout, reds)
-    out[j] = dataclasses.replace(out[j], S=G, block_combine=block, lanes=1)
+    # (one partial a block row of the group: not a lanes split's per-block tile)
+    out[j] = dataclasses.replace(out[j], S=G, block_combine=block, lanes=1, per_block=False)
     if loads_first():
         out[i] = head = dataclasses.replace(head, grid=G)
         j += 1

@@ -139,3 +139,32 @@ def test_maps_after_a_split_run_in_its_second_stage(dev):
     check(rm, 0.9 * run_mean + 0.1 * mean, dtype=f32, rtol=tol, atol=1e-5)
     check(rv, 0.9 * run_var + 0.1 * var, dtype=f32, rtol=tol)
     check(rev, mean[::-1] * 2.0, dtype=f32, rtol=tol, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,dt", [((8, 100, 512), f32), ((4, 250, 1024), bf16)],
+                         ids=["f32", "bf16"])  # fmt: skip
+def test_a_row_groups_column_split_combines_every_partial(dev, shape, dt):
+    """A column sum over a row group's rows (a layer norm's gain gradient) that would be a lanes
+    split with a block combine on its own: taken into the group, its stage 2 combines all ``G``
+    partials the group's blocks write (it had read ``G / BLOCK`` of them, none below 256).
+    Against numpy float64."""
+    rng = np.random.default_rng(9)
+    x, g = gen("any", dt, shape, rng), gen("any", dt, shape, rng)
+
+    def f(x, g):
+        x, g = x.astype(f32), g.astype(f32)
+        m = bnp.mean(x, axis=2, keepdims=True)
+        return m, bnp.sum((x - m) * g, axis=(0, 1))
+
+    (node,) = [n for n in plan_nodes(f, x, g) if n.kind == "kernel"]
+    plans = codegen_gpu.plan_nests(node.layout)
+    (col,) = [p for p in plans if p.strategy == "split" and p.group >= 0]
+    assert not col.per_block and col.parts == col.S
+    assert node.layout.scratch[col.partials[0]].shape == (col.S * col.K,)
+    m, dg = blu.jit(f)(*put(dev, x, g))
+    x64, g64 = x.astype(f64), g.astype(f64)
+    m64 = x64.mean(axis=2, keepdims=True)
+    want = ((x64 - m64) * g64).sum(axis=(0, 1))
+    n = shape[0] * shape[1]
+    check(m, m64, dtype=f32, rtol=1e-5, atol=1e-6)
+    check(dg, want, dtype=f32, rtol=1e-4, atol=1e-5 * np.sqrt(n) * 3)
