@@ -22,6 +22,8 @@ The model size flags default to GPT-2 124M (vocabulary 50304, 12 layers, 12 head
 context 1024); the driver ``benchmarks/gpt2_124m.py`` passes the config it measures, for a
 ``llama-*`` config with ``--arch llama`` and its sizes (the model of ``torch_llama.py``). Without a
 GPU it runs on the CPU (for tests: timing by ``perf_counter``, no peak memory).
+``$BENCH_TORCH_PROFILE=n`` profiles ``n`` more steps after the timed ones (``torch.profiler``'s
+kernel table to stderr).
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ import torch.nn.functional as F
 
 try:  # run as a script (benchmarks/peers on sys.path) or imported from the repo root
     import torch_llama
+    import torch_profile
 except ImportError:
-    from benchmarks.peers import torch_llama
+    from benchmarks.peers import torch_llama, torch_profile
 
 LR, BETAS, EPS, WEIGHT_DECAY = 6e-4, (0.9, 0.999), 1e-8, 0.1
 
@@ -262,6 +265,9 @@ def main(argv: list[str] | None = None) -> dict:
             times.append(time.perf_counter() - t)
     times.sort()
     med = times[len(times) // 2]
+    peak = torch.cuda.max_memory_allocated() if cuda else None
+    if torch_profile.requested():
+        torch_profile.profile_steps(lambda: step(x, y), torch_profile.requested())
     gib = lambda n: round(n / 2**30, 3)  # noqa: E731
     out = dict(
         system="torch" + ("-compile" if a.compile else ""),
@@ -271,7 +277,7 @@ def main(argv: list[str] | None = None) -> dict:
         params=nparams,
         tok_s=round(a.B * a.T / med),
         step_ms=round(med * 1e3, 2),
-        peak_GiB=gib(torch.cuda.max_memory_allocated()) if cuda else None,
+        peak_GiB=None if peak is None else gib(peak),
         reserved_GiB=gib(torch.cuda.max_memory_reserved()) if cuda else None,
         warmup_s=round(warm_s, 1),
         loss=float(loss.detach()),

@@ -38,11 +38,13 @@ from max_batch import search_guided  # noqa: E402
 from torch_gpt2 import build_model, build_parser, make_optimizer  # noqa: E402
 
 
-def model_args(config: str, n_ctx: int | None, vocab: int = 50304) -> argparse.Namespace:
-    """``torch_gpt2.py``'s model flags for an example config (vocabulary padded as the
-    benchmark pads it; ``n_ctx``: the position table's rows if not the config's)."""
-    from benchmarks.peers.bench_cli import model_dims
+def model_args(config: str, n_ctx: int | None, vocab: int | None = None) -> argparse.Namespace:
+    """``torch_gpt2.py``'s model flags for an example config (``vocab``: default the one the
+    benchmark gives the config, GPT-2's 50,304 or Llama 3's 128,256, padded as it pads it;
+    ``n_ctx``: the position table's rows if not the config's)."""
+    from benchmarks.peers.bench_cli import default_vocab, model_dims
 
+    vocab = default_vocab(config) if vocab is None else vocab
     argv = []
     for k, v in model_dims(config, vocab, n_ctx).items():
         argv += [f"--{k.replace('_', '-')}", str(v)]
@@ -108,6 +110,8 @@ def main() -> None:
     ap.add_argument("--config", default="gpt2-124m", help="an example config (examples/gpt2)")
     ap.add_argument("--T", type=int, default=1024, help="tokens per sequence")
     ap.add_argument("--n-ctx", type=int, default=None, help="position rows, if not the config's")
+    ap.add_argument("--vocab", type=int, default=None,
+                    help="vocabulary (default: the benchmark's for the config)")  # fmt: skip
     ap.add_argument("--modes", default="fp32,tf32,bf16")
     ap.add_argument("--start", default="", help="per mode, e.g. fp32=20,bf16=40 (default 8)")
     ap.add_argument("--limit", type=int, default=1024)
@@ -119,7 +123,7 @@ def main() -> None:
     )
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    model = model_args(a.config, a.n_ctx)
+    model = model_args(a.config, a.n_ctx, a.vocab)
     if a.T > model.n_ctx:
         ap.error(f"--T {a.T} exceeds the config's context {model.n_ctx} (pass --n-ctx)")
     starts = dict(kv.split("=") for kv in a.start.split(",") if kv)

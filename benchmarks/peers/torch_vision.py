@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+try:  # run as a script (benchmarks/peers on sys.path) or imported from the repo root
+    import torch_profile
+except ImportError:
+    from benchmarks.peers import torch_profile
 
 LR, MOMENTUM, FIDELITY_LR = 0.1, 0.9, 0.01
 MODES = ("fp32", "tf32", "bf16")
@@ -170,8 +173,8 @@ def bench(a: argparse.Namespace) -> dict:
         times.append(time.perf_counter() - t)
     med = sorted(times)[len(times) // 2]
     peak = torch.cuda.max_memory_allocated() if device.type == "cuda" else None
-    if os.environ.get("BENCH_TORCH_PROFILE") and device.type == "cuda":
-        _profile(step, x, y, int(os.environ["BENCH_TORCH_PROFILE"]))
+    if torch_profile.requested() and device.type == "cuda":
+        torch_profile.profile_steps(lambda: step(x, y), torch_profile.requested())
     return dict(
         system="torch-compile" if a.compile else "torch", model=a.model, mode=a.mode, B=a.batch,
         image=s, params=sum(p.numel() for p in leaves(P)), images_s=round(a.batch / med, 1),
@@ -179,26 +182,6 @@ def bench(a: argparse.Namespace) -> dict:
         warmup_s=round(warm_s, 1), loss=float(loss), device=device.type,
         version=torch.__version__,
     )  # fmt: skip
-
-
-def _profile(step, x, y, n: int) -> None:
-    """``$BENCH_TORCH_PROFILE=n``: ``n`` more steps under ``torch.profiler``, the kernels'
-    table (device time, calls) to stderr, to set beside blu's ``BLU_PROFILE`` table."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n):
-            step(x, y)
-        torch.cuda.synchronize()
-    events = prof.key_averages()
-    launches = sum(e.count for e in events if getattr(e, "device_type", None) is not None)
-    for key in ("self_device_time_total", "self_cuda_time_total"):
-        try:
-            table = events.table(sort_by=key, row_limit=60, max_name_column_width=90)
-            break
-        except (AttributeError, KeyError, ValueError):
-            table = ""
-    print(f"torch profile: {n} steps, {launches} events\n{table}", file=sys.stderr, flush=True)
 
 
 def fidelity(a: argparse.Namespace) -> dict:
