@@ -83,6 +83,10 @@ Flags (environment variable, type, default):
 - ``gpu_epilogues`` (``BLU_GPU_EPILOGUES``, bool, True): CUDA programs compute a product, its bias
   and the tanh GELU as one cuBLASLt call (``GELU_AUX_BIAS``; ``blu.lower.cuda.epilogues``); off,
   the product and a fused kernel.
+- ``gpu_gelu_aux`` (``BLU_GPU_GELU_AUX``, bool, True): with ``gpu_epilogues``, the MLP's product,
+  bias and tanh GELU are one ``GELU_AUX_BIAS`` call; off, the product and bias are one ``BIAS``
+  call writing the pre-activation and the GELU a fused kernel (both keep the backward's ``DGELU``
+  product; which is faster depends on the GPU's cuBLASLt kernels, ``blu.lower.cuda.epilogues``).
 - ``gpu_exp`` (``BLU_GPU_EXP``, ``"ex2"`` | ``"poly"``, ``"ex2"``): how GPU kernels compute a
   float32 ``exp`` (and the functions built on it: ``logistic``, ``expm1``): ``ex2`` reduces the
   argument and calls the special-function unit's ``ex2.approx.f32`` (within 3.2 ulp; half the
@@ -235,6 +239,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "flash_tensor_cores": ("BLU_FLASH_TENSOR_CORES", _bool, True),
     "gemm_search": ("BLU_GEMM_SEARCH", _bool, True),
     "gpu_epilogues": ("BLU_GPU_EPILOGUES", _bool, True),
+    "gpu_gelu_aux": ("BLU_GPU_GELU_AUX", _bool, True),
     "gpu_exp": ("BLU_GPU_EXP", _choice("ex2", "poly"), "ex2"),
     "gpu_group_columns": ("BLU_GPU_GROUP_COLUMNS", _bool, True),
     "gpu_map_values": ("BLU_GPU_MAP_VALUES", _int(1), 16),

@@ -19,6 +19,13 @@ reads without copies (``gemm_spec``), without batch axes, and with ``N`` a multi
 matrix is then exactly ``h``'s row-major layout). Everything else is left as it is.
 ``config.gpu_epilogues`` (``BLU_GPU_EPILOGUES=0``) turns the rewrite off.
 
+With ``config.gpu_gelu_aux`` off (``BLU_GPU_GELU_AUX=0``) the product and bias become a ``BIAS``
+call writing ``hb`` and the GELU stays a fused kernel reading it: on the H200 the
+``GELU_AUX_BIAS`` call of GPT-2 124M's MLP took 210-234 us against ~100 us for a ``BIAS`` product
+of its size (docs/benchmarks/gpt2_gpu.md, sessions 7-8), while the kernel moves ``hb`` and ``a``
+once more (2 x 100 MB, ~50 us at the copy bandwidth). The backward's ``DGELU`` reads ``hb`` either
+way.
+
 The backward pass multiplies the cotangent of ``a`` by the GELU's derivative at ``hb`` (the
 ``custom_jvp_call`` named ``"gelu_tanh_grad"``, which the forward pass would compute and keep: a
 kernel and an ``(M, N)`` residual per layer). Where that cotangent is itself a product read by
@@ -210,23 +217,31 @@ def _fuse_gelu(jaxpr: Jaxpr) -> Jaxpr:
     uses = use_counts(jaxpr)
     replace: dict[int, JaxprEqn] = {}  # id(gelu call) -> the fused equation
     drop: set[int] = set()  # ids of the product and the sum it replaces
+    auxes = set()  # the pre-activations the backward's DGELU products may read
     for call in calls:
         m = _match(call, producer, uses)
-        if m is not None:
-            dot, add, bias = m
-            fused = JaxprEqn(dot_bias_gelu_p, [*dot.invars, bias], dict(dot.params),
-                             [call.outvars[0], add.outvars[0]], source=dot.source)  # fmt: skip
-            replace[id(call)] = fused
+        if m is None:
+            continue
+        dot, add, bias = m
+        hb = add.outvars[0]
+        if config.gpu_gelu_aux:  # the GELU in the product's epilogue, writing hb as its aux
+            replace[id(call)] = JaxprEqn(dot_bias_gelu_p, [*dot.invars, bias], dict(dot.params),
+                                         [call.outvars[0], hb], source=dot.source)  # fmt: skip
             drop.update((id(dot), id(add)))
+        else:  # the product and bias write hb (BIAS); the GELU stays, a fused kernel reads hb
+            replace[id(add)] = JaxprEqn(dot_bias_p, [*dot.invars, bias], dict(dot.params), [hb],
+                                        source=dot.source)  # fmt: skip
+            drop.add(id(dot))
+        auxes.add(hb)
     if not replace:
         return jaxpr
     eqns = [replace.get(id(e), e) for e in jaxpr.eqns if id(e) not in drop]
-    return _fuse_dgelu(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars),
-                       {e.outvars[1] for e in replace.values()})  # fmt: skip
+    return _fuse_dgelu(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars), auxes)
 
 
 def _fuse_dgelu(jaxpr: Jaxpr, auxes: set) -> Jaxpr:
-    """Each ``g * gelu_tanh_grad(hb)`` with ``hb`` in ``auxes`` (a ``dot_bias_gelu``'s aux)
+    """Each ``g * gelu_tanh_grad(hb)`` with ``hb`` in ``auxes`` (a ``dot_bias_gelu``'s aux, or
+    the ``dot_bias`` result a GELU kernel reads)
     and ``g`` a product read by nothing else made one ``dot_dgelu`` (the module docstring)."""
     derivs = {e.outvars[0]: e.invars[0] for e in jaxpr.eqns
               if e.primitive.name == "custom_jvp_call" and _is_named(e, GELU_GRAD_NAME)

@@ -29,6 +29,8 @@ class CudaOptions(Options):
         group_columns: row groups take in the column reductions over their rows
             (``BLU_GPU_GROUP_COLUMNS``).
         map_values: most values an elementwise chunk stores (``BLU_GPU_MAP_VALUES``).
+        gelu_aux: the MLP's GELU in the product's ``GELU_AUX_BIAS`` epilogue, else a kernel
+            after a ``BIAS`` product (``BLU_GPU_GELU_AUX``).
     """
 
     precision: str = ""
@@ -43,6 +45,7 @@ class CudaOptions(Options):
     exp: str = "ex2"
     group_columns: bool = True
     map_values: int = codegen_strided.MAP_VALUES
+    gelu_aux: bool = True
 
     @classmethod
     def from_config(cls, precision: str | None = None) -> CudaOptions:
@@ -52,4 +55,5 @@ class CudaOptions(Options):
                    bool(config.flash_tensor_cores), bool(config.gpu_epilogues),
                    bool(config.packed_attention), int(config.unroll_scans),
                    bool(config.cuda_conditional_nodes), str(config.gpu_exp),
-                   bool(config.gpu_group_columns), codegen_strided.map_values())  # fmt: skip
+                   bool(config.gpu_group_columns), codegen_strided.map_values(),
+                   bool(config.gpu_gelu_aux))  # fmt: skip

@@ -67,6 +67,23 @@ def test_mlp_layer_and_its_gradient_use_the_epilogue():
     assert "library[dot_dgelu]" not in plain
 
 
+def test_gelu_as_a_kernel_after_a_bias_product():
+    # BLU_GPU_GELU_AUX=0: the product and bias are a BIAS call, the GELU a kernel reading its
+    # result, the backward's product still takes the derivative at that result (DGELU)
+    args = _args(np.random.default_rng(0))
+    w2 = np.ones((32, 16), f32)
+    loss2 = lambda x, w, b, w2: ((_mlp(bf16)(x, w, b) @ w2.astype(bf16)).astype(f32) ** 2).sum()  # noqa: E731
+    with blu.config.override(gpu_gelu_aux=False):
+        labels = _labels(blu.value_and_grad(loss2, (0, 1, 2, 3)), *args, w2)
+    assert "library[dot_bias_gelu]" not in labels, labels
+    assert "library[dot_bias]" in labels and "library[dot_dgelu]" in labels, labels
+    # the forward's bias product writes the pre-activation the GELU kernel and DGELU read
+    prog = blu.jit(blu.value_and_grad(loss2, (0, 1, 2, 3))).lower(*args, w2, target="cuda:sm_90")
+    assert "library[dot_bias_gelu]" in [
+        ln.split(": ", 1)[1] for ln in prog.as_text().splitlines() if ln.startswith("//   ")
+    ]  # (the option is read when lowering: the default program keeps the epilogue)
+
+
 def _two_layers(dt):  # a linear layer whose sum only the next product reads
     def f(x, w, b, w2):
         h = x.astype(dt) @ w.astype(dt) + b.astype(dt)
@@ -307,8 +324,8 @@ def test_derivative_call_maps_operands_for_cublaslt():
 
 @GPU_MARKS[0]
 @GPU_MARKS[1]
-@pytest.mark.parametrize("dt", [bf16, f32])
-def test_jitted_mlp_value_and_gradients_match_the_unfused_program(dt):
+@pytest.mark.parametrize("dt,gelu_aux", [(bf16, True), (f32, True), (bf16, False)])
+def test_jitted_mlp_value_and_gradients_match_the_unfused_program(dt, gelu_aux):
     dev = make_device()
     rng = np.random.default_rng(4)
     x, w, b = _args(rng, m=64, k=48, n=96, lead=(2,))
@@ -319,7 +336,8 @@ def test_jitted_mlp_value_and_gradients_match_the_unfused_program(dt):
 
     for f in (loss, _two_layers(dt)):  # GELU_AUX_BIAS and DGELU; BIAS
         step = blu.value_and_grad(f, (0, 1, 2, 3))
-        got = pytree.tree_leaves(blu.jit(step)(*put(dev, x, w, b, w2)))
+        with blu.config.override(gpu_gelu_aux=gelu_aux):
+            got = pytree.tree_leaves(blu.jit(step)(*put(dev, x, w, b, w2)))
         with blu.config.override(gpu_epilogues=False):
             want = pytree.tree_leaves(blu.jit(step)(*put(dev, x, w, b, w2)))
         tol = TOL[np.dtype(dt)] * (5 if dt == bf16 else 10)
