@@ -62,6 +62,7 @@ from blu.lower.cuda.codegen_splits import (
     MEMBER_LOOPS,  # noqa: F401  (re-exported)
     SplitEmitter,
     combine_epilogues,
+    hoist_loads,
     lanes_block_values,
     plans_lanes_block,
     tile_itemsizes,
@@ -368,7 +369,7 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedE
     def _kept_digits(self, nest: Nest, p: NestPlan, k: str) -> None:
         """Before a split's stage-1 loop: kept index ``k``'s digits and its lanes' innermost
         ones, made once outside the loop, so the points' loads of per-kept-index values index
-        by loop-invariant names (``_hoist_loads`` moves them out of the loop)."""
+        by loop-invariant names (``hoist_loads`` moves them out of the loop)."""
         b, groups = self.b, _merged_loops(nest.shape, p.red)
         shapes = [tuple(n for n, g in groups if g == "k"), tuple(nest.shape[d] for d in p.kept)]
         for shape in shapes:
@@ -504,7 +505,7 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedE
             outs = self._strided(nest, s, p.R, p.S,
                                  lambda r: self._lane_points(self._point(nest, p, k, r), p.lanes),
                                  reds, inits, ROW_UNROLL, p.lanes)  # fmt: skip
-            self._hoist_loads(mark, p.K)
+            hoist_loads(b.lines, mark, p.K)
         elif loads_first():
             # the reduced index innermost: a chunk's points are consecutive elements (vector
             # loads); a stage-1 thread's few loads in flight carry 4x the bytes

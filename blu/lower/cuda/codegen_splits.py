@@ -116,9 +116,6 @@ class SplitEmitter:
             self.done.update(other.members)
         self.done, self.cache = saved, {}
 
-    def _hoist_loads(self, mark: int, limit: int) -> None:
-        hoist_loads(self.b.lines, mark, limit)
-
     def _lanes_block_store(self, p: Any, reds: list, outs: list[str]) -> None:
         """Stage 1's end for ``p.per_block`` with lanes: ``outs`` (lane-major, one value per
         reduction and lane) into the block's shared tile, a barrier, then the tile's column
