@@ -45,6 +45,7 @@ from blu.core.config import config
 from blu.core.jaxpr import Var
 from blu.lax.shapes import broadcast_in_dim_p, reshape_p, squeeze_p
 from blu.lower.cuda.codegen_online import online_on, online_pairs
+from blu.lower.cuda.codegen_prefetch import RowPrefetchEmitter, prefetch_on
 from blu.lower.cuda.codegen_strided import (
     MAP_VALUES,
     ROW_UNROLL,
@@ -107,6 +108,7 @@ def key_suffix() -> str:
     flash = "" if config.flash_tensor_cores else "\n#flash-cuda-cores"
     flash += "" if config.gpu_epilogues else "\n#no-gpu-epilogues"  # (the plan differs)
     flash += "" if config.gpu_gelu_aux else "\n#no-gelu-aux"
+    flash += "\n#row-prefetch" if prefetch_on() else ""
     flash += "" if config.packed_attention else "\n#unpacked-attention"
     flash += "" if config.gpu_exp == "ex2" else f"\n#gpu-exp {config.gpu_exp}"
     flash += "" if config.gpu_group_columns else "\n#no-group-columns"
@@ -337,9 +339,10 @@ def _touches(layout: KernelLayout, v: Any, made: set) -> bool:
 # ---- emission -----------------------------------------------------------------------------------
 
 
-class RowGroupEmitter:
+class RowGroupEmitter(RowPrefetchEmitter):
     """The row-group part of ``codegen_gpu.GpuKernelEmitter`` (a mixin: it uses the emitter's
-    builder, ``_visit``, ``_reductions``, ``_all_reduce``, ``_row_pass``...)."""
+    builder, ``_visit``, ``_reductions``, ``_all_reduce``, ``_row_pass``...; the pipelined row
+    loop: ``codegen_prefetch``)."""
 
     row_vals: dict[Var, str]  # warp form: a per-row value every lane holds (reductions, ...)
 
@@ -413,14 +416,16 @@ class RowGroupEmitter:
         vblock = vector_block(head.R)
         block = vblock or group_block(head.R)
         vec, n = (VEC if vblock else 1), head.R // block
+        points, carried = None, []
         if head.grid:  # blocks loop over rows; the last nest's column partials in registers
             bid, last = k, max(t for t, q in enumerate(self.plans) if q.group == j)
             cols = self._columns(tid, block, n, vec)
             col_reds, col_inits = self._reductions(self.layout.nests[last])
             col_inits = col_inits * n  # each of the thread's columns its own (lane-major)
-            k, col_accs, col_res = self._open(bid, b.index(head.K), b.index(head.grid),
-                                              col_inits)  # fmt: skip
-        if unrolled:  # this thread's points, shared by every nest of the group
+            k, col_accs, col_res, carried, points = self._open_rows(
+                j, head, shape, bid, tid, block, n, vec, col_inits,
+                unrolled and loads_first() and prefetch_on())  # fmt: skip
+        if unrolled and points is None:  # this thread's points, shared by every nest
             points = self._points(shape, head, k, tid, block, n, vec)
         R = b.index(head.R)
         # generation 2: totals and per-row values stay in registers (``row_vals``); a thread
@@ -488,12 +493,14 @@ class RowGroupEmitter:
             self.done.update(nest.members)
             if not gen2:
                 b.stmt("gpu.barrier")  # this nest's writes are visible to the whole block
-        if head.grid:
-            b.stmt(f"scf.yield {', '.join(col_accs)} : {', '.join(t for _, t in col_inits)}")
+        if head.grid:  # (with the next row's loads after the accumulators, if carried)
+            yields = [*col_accs, *(s for s, _ in carried)]
+            types = [t for _, t in (*col_inits, *carried)]
+            b.stmt(f"scf.yield {', '.join(yields)} : {', '.join(types)}")
             self._close()
             self.cache = {}  # (values of the loop's body)
             self._store_partials(self.plans[last], bid, cols,
-                                 loop_results(col_res, len(col_inits)))  # fmt: skip
+                                 loop_results(col_res, len(types))[: len(col_inits)])  # fmt: skip
         self.keep, self.row_vals = False, {}
         self._end(fname)
 

@@ -31,6 +31,8 @@ class CudaOptions(Options):
         map_values: most values an elementwise chunk stores (``BLU_GPU_MAP_VALUES``).
         gelu_aux: the MLP's GELU in the product's ``GELU_AUX_BIAS`` epilogue, else a kernel
             after a ``BIAS`` product (``BLU_GPU_GELU_AUX``).
+        row_prefetch: row groups looping over rows load the next row first
+            (``BLU_GPU_ROW_PREFETCH``).
     """
 
     precision: str = ""
@@ -46,6 +48,7 @@ class CudaOptions(Options):
     group_columns: bool = True
     map_values: int = codegen_strided.MAP_VALUES
     gelu_aux: bool = True
+    row_prefetch: bool = False
 
     @classmethod
     def from_config(cls, precision: str | None = None) -> CudaOptions:
@@ -56,4 +59,4 @@ class CudaOptions(Options):
                    bool(config.packed_attention), int(config.unroll_scans),
                    bool(config.cuda_conditional_nodes), str(config.gpu_exp),
                    bool(config.gpu_group_columns), codegen_strided.map_values(),
-                   bool(config.gpu_gelu_aux))  # fmt: skip
+                   bool(config.gpu_gelu_aux), bool(config.gpu_row_prefetch))  # fmt: skip

@@ -3,9 +3,10 @@ backward reduces its gain and bias gradients over the rows its row group already
 
 Without a GPU: the launch plan (the split joins the group, ``S`` = the group's blocks in every
 generation, one launch fewer, the partial buffers sized ``S * K``; off, the old plan), the
-kernels through ``ptxas`` (no spills). On a GPU (marked ``gpu``): the gradients against float64
-and bit-equal to generation 1's (the same partials, the same order), with a row count the blocks
-do not divide and a bfloat16 cotangent.
+kernels through ``ptxas`` (no spills), the pipelined row loop's text (``BLU_GPU_ROW_PREFETCH``).
+On a GPU (marked ``gpu``): the gradients against float64 and bit-equal to generation 1's (the
+same partials, the same order) and to the pipelined loop's, with a row count the blocks do not
+divide and a bfloat16 cotangent.
 """
 
 from __future__ import annotations
@@ -139,6 +140,34 @@ def test_the_kernels_compile_without_spills(tmp_path):
     assert_no_spills("\n".join(p.decode() for p in exe.executable.ptx().values()), tmp_path)
 
 
+@needs_mlir
+@needs_ptxas
+def test_the_pipelined_row_loop(tmp_path):
+    """``BLU_GPU_ROW_PREFETCH=1`` (``codegen_prefetch``): the blocks' loop over rows carries the
+    next row's loads (x and dy at each of a thread's 6 points: rows of 768, 128 threads) after
+    its column accumulators (the gain's and bias's gradients at its 6 columns), and issues them
+    before the row's block reductions; no spills; its own cache key."""
+    bf16 = _bf16()
+    specs = _specs(4096, 768, bf16)
+    with blu.config.override(cache_dir=str(tmp_path), gpu_row_prefetch=True):
+        assert "#row-prefetch" in codegen_rows.key_suffix()
+        low = blu.jit(ln_grads).lower(*specs, target="cuda:sm_90")
+        (node,) = [n for n in low._program.plan.nodes if n.kind == NodeKind.KERNEL
+                   and any(p.grid for p in codegen.plan_nests(n.layout))]  # fmt: skip
+        text = codegen.emit_gpu_kernel(node.layout, "k")
+        exe = low.compile()
+    assert "#row-prefetch" not in codegen_rows.key_suffix()
+    loop = next(ln for ln in text.splitlines() if "scf.for" in ln and "iter_args" in ln)
+    assert loop.count("%a") == 2 * 6 + 2 * 6, loop  # accumulators, then the loads
+    body = text[text.index(loop) :]
+    assert body.index("arith.minui") < body.index("gpu.all_reduce")  # next row first
+    with blu.config.override(cache_dir=str(tmp_path)):
+        plain = codegen.emit_gpu_kernel(node.layout, "k")
+    plain_loop = next(ln for ln in plain.splitlines() if "scf.for" in ln and "iter_args" in ln)
+    assert plain_loop.count("%a") == 2 * 6 and "arith.minui" not in plain
+    assert_no_spills("\n".join(p.decode() for p in exe.executable.ptx().values()), tmp_path)
+
+
 @pytest.fixture(scope="module")
 def dev():
     return make_device()
@@ -172,8 +201,11 @@ def test_gradients_on_the_gpu(dev, rows, dy_dtype, fn):
     for gen in (1, 2):
         with blu.config.override(gpu_kernels=gen):
             outs[gen] = [np.asarray(o) for o in blu.jit(lambda *a: fn(*a))(*args)]
-    for a, c in zip(outs[1], outs[2], strict=True):  # the same partials in the same order
-        assert np.array_equal(a.view(np.uint8), c.view(np.uint8))
+    with blu.config.override(gpu_row_prefetch=True):  # the pipelined loop: the same arithmetic
+        outs["prefetch"] = [np.asarray(o) for o in blu.jit(lambda *a: fn(*a))(*args)]
+    for a, c, p in zip(outs[1], outs[2], outs["prefetch"], strict=True):  # the same partials
+        assert np.array_equal(a.view(np.uint8), c.view(np.uint8))  # in the same order
+        assert np.array_equal(c.view(np.uint8), p.view(np.uint8))
     for got, ref in zip(outs[2], _reference(fn, x, g, dy), strict=True):
         err = np.linalg.norm(got.astype(f64) - ref) / np.linalg.norm(ref)
         assert err < 1e-5, err
