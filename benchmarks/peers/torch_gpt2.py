@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> dict:
     times.sort()
     med = times[len(times) // 2]
     peak = torch.cuda.max_memory_allocated() if cuda else None
-    if torch_profile.requested():
+    if cuda and torch_profile.requested():
         torch_profile.profile_steps(lambda: step(x, y), torch_profile.requested())
     gib = lambda n: round(n / 2**30, 3)  # noqa: E731
     out = dict(

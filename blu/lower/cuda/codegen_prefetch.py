@@ -121,8 +121,11 @@ class RowPrefetchEmitter:
         return False
 
     def _row_invariant(self, v: Var, head: Any) -> bool:
-        """Whether ``v`` is a broadcast whose operand spans only the row's (reduced) axes."""
+        """Whether ``v`` is a broadcast whose operand spans only the row's (reduced) axes (its
+        other axes of size 1: a gain ``g[None, :]``)."""
         e = self.layout.producer.get(v)
         if v in self.done or e is None or e.primitive is not broadcast_in_dim_p:
             return False
-        return all(d in head.red for d in e.params["broadcast_dimensions"])
+        shape = e.invars[0].aval.shape
+        return all(d in head.red or shape[i] == 1
+                   for i, d in enumerate(e.params["broadcast_dimensions"]))  # fmt: skip
