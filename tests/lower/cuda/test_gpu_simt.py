@@ -1,9 +1,10 @@
 """GPU kernels' values without a GPU: the emitted ``gpu.func`` text run by a lockstep SIMT
-interpreter (``simt.py``). The interpreter is checked against the kernel's own jaxpr evaluated by
-numpy; then the pipelined row loop (``BLU_GPU_ROW_PREFETCH``, ``codegen_prefetch``) is checked
-to compute every buffer bit for bit as the plain loop does (it moves loads, not arithmetic), for
-layer-norm and RMSNorm backward passes, a residual sum, bfloat16 cotangents, rows of 768 and
-1600, generations 2 and 3."""
+interpreter (``simt.py``). Kernels are checked against their own jaxpr evaluated by numpy (a row
+group with a column split, batch norm's channel statistics in lanes, a full reduction's
+per-block partials, a softmax, a layer-norm backward); then the pipelined row loop
+(``BLU_GPU_ROW_PREFETCH``, ``codegen_prefetch``) is checked to compute every buffer bit for bit
+as the plain loop does (it moves loads, not arithmetic), for layer-norm and RMSNorm backward
+passes, a residual sum, bfloat16 cotangents, rows of 768 and 1600, generations 2 and 3."""
 
 from __future__ import annotations
 
@@ -71,13 +72,12 @@ def _random_buffers(text: str, name: str, rng) -> dict:
     return mem
 
 
-def test_the_interpreter_against_the_kernels_jaxpr():
-    """Every launch of a layer-norm backward kernel (generation 2, the plain loop), run in
-    order on its inputs: its outputs against numpy's evaluation of the kernel's jaxpr."""
-    specs = _specs(ln_grads, 512, 768)
-    node = _looping_group(ln_grads, specs)
+def _check_against_jaxpr(node, seed: int = 1) -> None:
+    """Every launch of the kernel node run in order on random inputs (the other buffers random
+    too: nothing may read what it did not write): each output against numpy's evaluation of
+    the kernel's jaxpr, to float32 accumulation's rounding."""
     text, launches = _emit(node)
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(seed)
     jaxpr = node.layout.jaxpr
     args = [rng.standard_normal(v.aval.shape).astype(np.dtype(v.aval.dtype))
             for v in jaxpr.invars]  # fmt: skip
@@ -87,11 +87,54 @@ def test_the_interpreter_against_the_kernels_jaxpr():
     for la in launches:
         simt.run_func(text, la.func, mem, la.grid, la.block)
     for i, want in enumerate(eval_jaxpr(jaxpr, [], *args)):
-        want = np.asarray(want)
+        want = np.asarray(want).astype(f64)
         got = mem[f"%out{i}"]
-        got = (got.view(bf16) if want.dtype == bf16 else got).astype(f64).reshape(want.shape)
-        err = np.linalg.norm(got - want.astype(f64)) / max(np.linalg.norm(want.astype(f64)), 1e-30)
+        got = got.view(bf16) if node.layout.jaxpr.outvars[i].aval.dtype == bf16 else got
+        got = got.astype(f64).reshape(want.shape)
+        err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
         assert err < 1e-5, (i, want.shape, err)
+
+
+def test_the_interpreter_against_the_kernels_jaxpr():
+    """A layer-norm backward kernel (generation 2, the plain loop) against its jaxpr."""
+    _check_against_jaxpr(_looping_group(ln_grads, _specs(ln_grads, 512, 768)))
+
+
+def _mean_and_column_sum(x, g):  # a row group with a column split (session 24's bug: zeros)
+    x, g = x.astype(np.float32), g.astype(np.float32)
+    m = bnp.mean(x, axis=2, keepdims=True)
+    return m, bnp.sum((x - m) * g, axis=(0, 1))
+
+
+def _channel_statistics(x, g):  # batch norm's: splits over N, H, W in lanes of channels
+    x = x.astype(np.float32)
+    m = bnp.mean(x, axis=(0, 1, 2))
+    return m, bnp.sum((x - m) * g.astype(np.float32), axis=(0, 1, 2))
+
+
+def _sum_of_squares(x):  # a full reduction: per-block partials, then one block combines them
+    return bnp.sum(x.astype(np.float32) ** 2)
+
+
+def _softmax(x):
+    x = x.astype(np.float32)
+    e = bnp.exp(x - bnp.max(x, axis=-1, keepdims=True))
+    return e / bnp.sum(e, axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("fn, shapes, dt", [
+    (_mean_and_column_sum, [(8, 100, 512)] * 2, f32),
+    (_channel_statistics, [(16, 28, 28, 64)] * 2, bf16),
+    (_sum_of_squares, [(3000, 1001)], f32),
+    (_softmax, [(64, 5000)], bf16),
+])  # fmt: skip
+def test_split_and_row_kernels_against_their_jaxpr(fn, shapes, dt):
+    specs = [blu.ShapeDtypeStruct(s, dt) for s in shapes]
+    low = blu.jit(fn).lower(*specs, target="cuda:sm_90")
+    nodes = [n for n in low._program.plan.nodes if n.kind == NodeKind.KERNEL]
+    assert nodes
+    for node in nodes:
+        _check_against_jaxpr(node)
 
 
 @pytest.mark.parametrize("fn, cols, gen", [(ln_res_grads, 768, 2), (rms_grads, 768, 2),
