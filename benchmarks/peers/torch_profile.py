@@ -27,7 +27,7 @@ def profile_steps(step: Callable[[], object], n: int) -> None:
             step()
         torch.cuda.synchronize()
     events = prof.key_averages()
-    launches = sum(e.count for e in events if getattr(e, "device_type", None) is not None)
+    n_events = sum(e.count for e in events if getattr(e, "device_type", None) is not None)
     table = ""
     for key in ("self_device_time_total", "self_cuda_time_total"):
         try:
@@ -35,4 +35,4 @@ def profile_steps(step: Callable[[], object], n: int) -> None:
             break
         except (AttributeError, KeyError, ValueError):
             continue
-    print(f"torch profile: {n} steps, {launches} events\n{table}", file=sys.stderr, flush=True)
+    print(f"torch profile: {n} steps, {n_events} events\n{table}", file=sys.stderr, flush=True)

@@ -25,6 +25,7 @@ from typing import Any
 from blu.core.config import config
 from blu.core.jaxpr import Var
 from blu.lax.shapes import broadcast_in_dim_p, reshape_p, squeeze_p
+from blu.lower.mlir.emit import compute_type
 
 _MOVES = (reshape_p, squeeze_p, broadcast_in_dim_p)
 
@@ -70,8 +71,6 @@ class RowPrefetchEmitter:
     def _fetch(self, leaves: list[Var], points: list) -> tuple[list, list]:
         """The loads of ``leaves`` at ``points``: ``(pattern, values)``, ``pattern[i]`` the
         ``(leaf, ssa)`` pairs of point ``i``, ``values`` each distinct ``(ssa, type)`` once."""
-        from blu.lower.mlir.emit import compute_type
-
         pattern, seen = [], {}
         for _, at in points:
             row = []
