@@ -15,7 +15,8 @@ Throughput is measured as the peers measure it: parameters made on the host (num
 GPU once with random tokens; ``--warmup`` steps, then the peak-memory counter is reset and
 ``--steps`` steps are timed one by one (each waits for its loss); tokens/s from the median step
 (``host_ms``: the median time until the step's call returns, the host's work before the GPU
-runs it, e.g. a CUDA graph's replay);
+runs it, e.g. a CUDA graph's replay; ``$BENCH_REPLAY_TRACE=path``: the replayed steps' kernels
+afterwards, ``benchmarks/peers/replay_trace.py``);
 peak memory from ``blu.cuda.memory_stats()["peak_allocated_bytes"]``, printed beside the memory
 plan's prediction (``plan_peak_GiB``: ``jit(step).lower(..., target).memory_analysis()``, the
 static plan of the very program that runs). Without a GPU it runs on the CPU (no measured peak;
@@ -48,6 +49,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root: blu, examples
 
 import blu  # noqa: E402
+from benchmarks.peers import replay_trace  # noqa: E402
 from benchmarks.peers.blu_models import (  # noqa: E402, F401  (re-exported)
     GPT2_TOKENS,
     INITS,
@@ -453,6 +455,14 @@ def bench(a: argparse.Namespace) -> dict:
             host.append(time.perf_counter() - t)  # until the call returns: the host's share
             loss.block_until_ready()
             times.append(time.perf_counter() - t)
+        if gpu and replay_trace.requested():  # the replayed steps' kernels, through CUPTI
+            state = [params, opt_state]
+
+            def one() -> None:
+                state[0], state[1], out, _ = step(state[0], state[1], x, y, key)
+                out.block_until_ready()
+
+            replay_trace.record(one, replay_trace.steps(), replay_trace.requested())
     times.sort()
     med = times[len(times) // 2]
     host_med = sorted(host)[len(host) // 2]

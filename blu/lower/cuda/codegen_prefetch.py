@@ -1,5 +1,5 @@
-"""Row groups whose blocks loop over rows, software-pipelined (``BLU_GPU_ROW_PREFETCH=1``; off by
-default until a GPU measures it): the loads of row ``k + G`` are issued at the top of row
+"""Row groups whose blocks loop over rows, software-pipelined (``BLU_GPU_ROW_PREFETCH``, on by
+default; ``=0`` the plain loop): the loads of row ``k + G`` are issued at the top of row
 ``k``'s iteration and carried to the next one as the loop's iteration arguments, so they are in
 flight while row ``k`` runs its block reductions and barriers.
 
@@ -8,7 +8,9 @@ loop over the rows ``k = block, block + G, ...``; a layer norm's or RMSNorm's ba
 gain and bias gradients), generation 2 or later. Without the pipeline each row waits for its
 loads, then for two block reductions (four ``bar.sync``), then for the loads a later nest
 makes (the residual's gradient), one after the other: GPT-2 124M's layer-norm backward ran at
-44% of the H100's copy bandwidth (BENCHMARKS.md, session 25; 148 us a call, 23 a step).
+44% of the H100's copy bandwidth (154 us a call, 23 a step), and 63% with it (109 us; 75 to
+108 registers, no spills). The steps, alternating processes on the H100 (BENCHMARKS.md,
+session 26): GPT-2 124M bf16 +3.6%, LLaMA-1B +1.7%, ViT-B/16 +5.3%.
 
 What is carried: each value the group's full-row nests read that is a load of a buffer complete
 before the group (the kernel's inputs, earlier nests' results), directly or through broadcasts,

@@ -108,7 +108,7 @@ def key_suffix() -> str:
     flash = "" if config.flash_tensor_cores else "\n#flash-cuda-cores"
     flash += "" if config.gpu_epilogues else "\n#no-gpu-epilogues"  # (the plan differs)
     flash += "" if config.gpu_gelu_aux else "\n#no-gelu-aux"
-    flash += "\n#row-prefetch" if prefetch_on() else ""
+    flash += "" if prefetch_on() else "\n#no-row-prefetch"
     flash += "" if config.packed_attention else "\n#unpacked-attention"
     flash += "" if config.gpu_exp == "ex2" else f"\n#gpu-exp {config.gpu_exp}"
     flash += "" if config.gpu_group_columns else "\n#no-group-columns"

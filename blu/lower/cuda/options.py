@@ -48,7 +48,7 @@ class CudaOptions(Options):
     group_columns: bool = True
     map_values: int = codegen_strided.MAP_VALUES
     gelu_aux: bool = True
-    row_prefetch: bool = False
+    row_prefetch: bool = True
 
     @classmethod
     def from_config(cls, precision: str | None = None) -> CudaOptions:

@@ -143,25 +143,26 @@ def test_the_kernels_compile_without_spills(tmp_path):
 @needs_mlir
 @needs_ptxas
 def test_the_pipelined_row_loop(tmp_path):
-    """``BLU_GPU_ROW_PREFETCH=1`` (``codegen_prefetch``): the blocks' loop over rows carries the
-    next row's loads (x and dy at each of a thread's 6 points: rows of 768, 128 threads) after
-    its column accumulators (the gain's and bias's gradients at its 6 columns), and issues them
-    before the row's block reductions; no spills; its own cache key."""
+    """``BLU_GPU_ROW_PREFETCH`` (``codegen_prefetch``, the default): the blocks' loop over rows
+    carries the next row's loads (x and dy at each of a thread's 6 points: rows of 768, 128
+    threads) after its column accumulators (the gain's and bias's gradients at its 6 columns),
+    and issues them before the row's block reductions; no spills. Off, the plain loop has its
+    own cache key."""
     bf16 = _bf16()
     specs = _specs(4096, 768, bf16)
     with blu.config.override(cache_dir=str(tmp_path), gpu_row_prefetch=True):
-        assert "#row-prefetch" in codegen_rows.key_suffix()
+        assert "row-prefetch" not in codegen_rows.key_suffix()
         low = blu.jit(ln_grads).lower(*specs, target="cuda:sm_90")
         (node,) = [n for n in low._program.plan.nodes if n.kind == NodeKind.KERNEL
                    and any(p.grid for p in codegen.plan_nests(n.layout))]  # fmt: skip
         text = codegen.emit_gpu_kernel(node.layout, "k")
         exe = low.compile()
-    assert "#row-prefetch" not in codegen_rows.key_suffix()
     loop = next(ln for ln in text.splitlines() if "scf.for" in ln and "iter_args" in ln)
     assert loop.count("%a") == 2 * 6 + 2 * 6, loop  # accumulators, then the loads
     body = text[text.index(loop) :]
     assert body.index("arith.minui") < body.index("gpu.all_reduce")  # next row first
-    with blu.config.override(cache_dir=str(tmp_path)):
+    with blu.config.override(cache_dir=str(tmp_path), gpu_row_prefetch=False):
+        assert "#no-row-prefetch" in codegen_rows.key_suffix()
         plain = codegen.emit_gpu_kernel(node.layout, "k")
     plain_loop = next(ln for ln in plain.splitlines() if "scf.for" in ln and "iter_args" in ln)
     assert plain_loop.count("%a") == 2 * 6 and "arith.minui" not in plain
@@ -199,7 +200,7 @@ def test_gradients_on_the_gpu(dev, rows, dy_dtype, fn):
     args = [bc.device_put(a, dev) for a in (x, g, b, dy)]
     outs = {}
     for gen in (1, 2):
-        with blu.config.override(gpu_kernels=gen):
+        with blu.config.override(gpu_kernels=gen, gpu_row_prefetch=False):
             outs[gen] = [np.asarray(o) for o in blu.jit(lambda *a: fn(*a))(*args)]
     with blu.config.override(gpu_row_prefetch=True):  # the pipelined loop: the same arithmetic
         outs["prefetch"] = [np.asarray(o) for o in blu.jit(lambda *a: fn(*a))(*args)]
