@@ -6,7 +6,8 @@ machine without MLIR knows every launch's grid from the kernel's jaxpr):
 
 - ``map``: no reduction. A grid-stride loop over the nest's elements, one element per thread
   per iteration (consecutive threads touch consecutive elements: coalesced).
-- ``row``: reductions over the innermost dimensions, many rows. One block per kept row: the
+- ``row``: reductions over the innermost dimensions, many rows (or few elements in all:
+  ``SMALL_ROWS``, one launch instead of a split's two). One block per kept row: the
   threads stride over the row, then ``gpu.all_reduce`` (warp shuffles and one barrier) combines
   their partial results. A row nest and the nests after it over the same rows (a softmax's max,
   sum and quotient; a layer norm's mean, variance and output) form a *row group*, run by one
@@ -81,6 +82,12 @@ from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.mlir.launch import BLOCK, MAX_MAP_GRID, Launch  # noqa: F401  (re-exported)
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix
 
+# a reduction over innermost dimensions of at most this many elements in all runs as rows (one
+# block per kept index) even where they are few: a split made two launches of a few threads
+# each (GPT-2's layer-norm backward: a global norm's sums over 768 gains, 8.7 + 2.0 us of its
+# ~100 us on the H100)
+SMALL_ROWS = 1 << 14
+
 
 @dataclasses.dataclass(frozen=True)
 class NestPlan:
@@ -99,6 +106,9 @@ class NestPlan:
     grid: int = 0  # row group head: blocks that loop over its rows (0: one block per row)
     per_block: bool = False  # split: stage 1 writes one partial a block (lanes: codegen_splits)
     host: int = -1  # map: the split whose stage 2 computes its elements (combine_epilogues)
+    # split: partials at k * parts + s, not s * K + k (a row group's column partials: its
+    # blocks store one partial a column, and stage 2's block reads its column's contiguously)
+    transposed: bool = False
 
     @property
     def parts(self) -> int:
@@ -128,7 +138,7 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
         arg = any(is_arg_reduce(layout.producer[m]) for m in reds)
         if arg or R < 64 or K * R == 0:
             plans.append(NestPlan("thread", kept, red, K, R))
-        elif is_suffix(nest) and K >= 512 and shuffled(layout, reds):
+        elif is_suffix(nest) and (K >= 512 or K * R <= SMALL_ROWS) and shuffled(layout, reds):
             plans.append(NestPlan("row", kept, red, K, R))
         else:
             # S counts the lanes in every generation (generation 1: one lane a thread), so the

@@ -96,8 +96,8 @@ def _check_against_jaxpr(node, seed: int = 1) -> None:
 
 
 def test_the_interpreter_against_the_kernels_jaxpr():
-    """A layer-norm backward kernel (generation 2, the pipelined loop: the default) against its
-    jaxpr."""
+    """A layer-norm backward kernel (generation 2, the pipelined loop: the default; its column
+    partials stored column by column, ``NestPlan.transposed``) against its jaxpr."""
     _check_against_jaxpr(_looping_group(ln_grads, _specs(ln_grads, 512, 768)))
 
 
@@ -117,6 +117,11 @@ def _sum_of_squares(x):  # a full reduction: per-block partials, then one block 
     return bnp.sum(x.astype(np.float32) ** 2)
 
 
+def _small_sums(x):  # few elements in all: rows of one block each (``codegen.SMALL_ROWS``)
+    x = x.astype(np.float32)
+    return bnp.sum(x * x), bnp.max(x, axis=-1), bnp.sum(x, axis=-1, keepdims=True)
+
+
 def _softmax(x):
     x = x.astype(np.float32)
     e = bnp.exp(x - bnp.max(x, axis=-1, keepdims=True))
@@ -128,6 +133,8 @@ def _softmax(x):
     (_channel_statistics, [(16, 28, 28, 64)] * 2, bf16),
     (_sum_of_squares, [(3000, 1001)], f32),
     (_softmax, [(64, 5000)], bf16),
+    (_small_sums, [(768,)], f32),
+    (_small_sums, [(37, 129)], bf16),
 ])  # fmt: skip
 def test_split_and_row_kernels_against_their_jaxpr(fn, shapes, dt):
     specs = [blu.ShapeDtypeStruct(s, dt) for s in shapes]
@@ -136,6 +143,8 @@ def test_split_and_row_kernels_against_their_jaxpr(fn, shapes, dt):
     assert nodes
     for node in nodes:
         _check_against_jaxpr(node)
+    if fn is _small_sums:  # rows (one launch each), no split's two
+        assert all(p.strategy != "split" for n in nodes for p in codegen.plan_nests(n.layout))
 
 
 @pytest.mark.parametrize("fn, cols, gen", [(ln_res_grads, 768, 2), (rms_grads, 768, 2),
