@@ -2,8 +2,9 @@
 
 ``BENCH_REPLAY_TRACE=trace.json python3 benchmarks/peers/blu_gpt2.py ...`` (on the GPU)
 records the replayed steps' kernels (``benchmarks/peers/replay_trace.py``); this reads that
-trace beside the same step's launch plan, lowered here on the CPU for ``cuda:sm_90`` with the
-same flags, and prints where each step's time goes:
+trace beside the same step's launch plan, lowered here on the CPU for ``cuda:sm_90`` by the
+same tree with the same flags (blu's kernel names are their cache keys: another emitter
+version or flag finds none of them), and prints where each step's time goes:
 
     python benchmarks/replay_profile.py trace.json --model gpt2-124m --mode bf16 --batch 16 \\
         --block 1024 [--steps 3] [--top 40] [--copy-gbs 3000]
@@ -198,6 +199,9 @@ def main(argv: list[str] | None = None) -> None:
         busy.append(sum(float(e["dur"]) for e in st))
     span, work = statistics.median(spans), statistics.median(busy)
     matched = sum(1 for e in steps[0] if e["name"] in funcs)
+    if not matched:
+        print("none of the trace's kernels is one of this plan's: lower with the tree and the "
+              "flags ($BLU_GPU_*) of the run that recorded it", file=sys.stderr)  # fmt: skip
     print(f"{a.model} {a.mode} {a.batch} x {a.block}: {len(steps)} steps of {len(steps[0])} "
           f"kernels ({matched} blu's); a step spans {span / 1e3:.2f} ms on the GPU, kernels busy "
           f"{work / 1e3:.2f} ms, idle between them {(span - work) / 1e3:.2f} ms")  # fmt: skip

@@ -106,9 +106,6 @@ class NestPlan:
     grid: int = 0  # row group head: blocks that loop over its rows (0: one block per row)
     per_block: bool = False  # split: stage 1 writes one partial a block (lanes: codegen_splits)
     host: int = -1  # map: the split whose stage 2 computes its elements (combine_epilogues)
-    # split: partials at k * parts + s, not s * K + k (a row group's column partials: its
-    # blocks store one partial a column, and stage 2's block reads its column's contiguously)
-    transposed: bool = False
 
     @property
     def parts(self) -> int:

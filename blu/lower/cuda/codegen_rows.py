@@ -62,6 +62,11 @@ UNROLL = 16  # unrolled form: most elements per thread
 # split reductions (``codegen.plan_nests``) and row groups with column partials (``column_blocks``)
 SPLIT_THREADS = 1 << 17  # target K * S / lanes of a split reduction
 SPLIT_PARTIALS = 1 << 20  # most K * S: stage 2 reads the partials from L2 (4 MiB of float32)
+# row groups with column partials: about this many threads, so about one wave (the layer-norm
+# backward's 128-thread blocks hold ~108 registers a thread: ~4 blocks an SM, ~528 on 132 SMs)
+# and half the partials of 2**17 threads. GPT-2 124M's (H100, BENCHMARKS.md session 26): 512
+# blocks 82.5 us a node (85% of copy bandwidth), 1024 blocks 100.7 us (stage 2 18 us of it).
+COLUMN_THREADS = 1 << 16
 ROW_TYPES = ("f32", "f64", "i32", "i64")  # gpu.all_reduce shuffles these
 WARP_UNROLL = 32  # warp form: most elements per lane
 WARP_ROWS = 4  # warp form: rows (warps) per block
@@ -97,10 +102,10 @@ def warp_rows_on() -> bool:
 # split in lanes combines each block's partials in shared memory first (``codegen_splits``); 12:
 # its stage-1 loads of per-kept-index inputs made before the loop (``hoist_loads``); 13: maps
 # over a split's kept indices run in its stage 2 (``combine_epilogues``); 14: a row group's
-# column split combines all its partials (it had kept 12's per-block count); 15: a row group's
-# column partials stored column by column (``NestPlan.transposed``), small reductions over
-# innermost dimensions as rows (``codegen.SMALL_ROWS``).
-EMITTER_VERSION = 15
+# column split combines all its partials (it had kept 12's per-block count); 16: small
+# reductions over innermost dimensions as rows (``codegen.SMALL_ROWS``), row groups with column
+# partials of half the blocks (``COLUMN_THREADS``).
+EMITTER_VERSION = 16
 
 
 def key_suffix() -> str:
@@ -115,6 +120,8 @@ def key_suffix() -> str:
     flash += "" if config.gpu_exp == "ex2" else f"\n#gpu-exp {config.gpu_exp}"
     flash += "" if config.gpu_group_columns else "\n#no-group-columns"
     flash += "" if map_values() == MAP_VALUES else f"\n#gpu-map-values {map_values()}"
+    cols = config.gpu_column_blocks
+    flash += f"\n#gpu-column-blocks {cols}" if cols else ""
     return (("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("\n#gpu-rows warp" if warp else "")
             + ("" if gen == 1 else f"\n#gpu-kernels {gen}") + flash
             + f"\n#gpu-emitter {EMITTER_VERSION}")  # fmt: skip
@@ -248,9 +255,6 @@ def _take_columns(layout: KernelLayout, out: list[Any], i: int, j: int, head: An
     out[j] = dataclasses.replace(out[j], S=G, block_combine=block, lanes=1, per_block=False)
     if loads_first():
         out[i] = head = dataclasses.replace(head, grid=G)
-        # (stage 2 reads column k's G partials as one run: stored s * K + k, the block of k
-        # read them K * 4 bytes apart, 18 us of GPT-2's 100 us layer-norm backward on the H100)
-        out[j] = dataclasses.replace(out[j], transposed=True)
         j += 1
     return i, j, head
 
@@ -263,10 +267,12 @@ def shuffled(layout: KernelLayout, reds: list[Var]) -> bool:
 
 def column_blocks(head: Any, columns: int) -> int:
     """Blocks of a row group that also reduces ``columns`` columns over its rows: about
-    ``SPLIT_THREADS`` threads in all, at least 16 rows a block, at most ``SPLIT_PARTIALS``
-    partial results (the second stage reads them from L2)."""
-    per = SPLIT_THREADS // group_block(head.R)
-    return max(1, min(pow2_at_least(per), head.K // 16, SPLIT_PARTIALS // max(columns, 1)))
+    ``COLUMN_THREADS`` threads in all (at most ``$BLU_GPU_COLUMN_BLOCKS`` blocks), at least 16
+    rows a block, at most ``SPLIT_PARTIALS`` partial results (the second stage reads them from
+    L2)."""
+    per = COLUMN_THREADS // group_block(head.R)
+    G = min(pow2_at_least(per), config.gpu_column_blocks or per << 1)
+    return max(1, min(G, head.K // 16, SPLIT_PARTIALS // max(columns, 1)))
 
 
 def _column_split(layout, nest, p, head, shape, made) -> bool:
@@ -511,11 +517,13 @@ class RowGroupEmitter(RowPrefetchEmitter):
 
     def _store_partials(self, p: Any, s: str, cols: list[str], accs: list[str]) -> None:
         """A group's column partials (``accs``: column-major, one per reduction) into the
-        split's scratch at ``column * S + s`` (``p.transposed``; its stage 2 combines them:
-        ``_emit_combine``)."""
+        split's scratch at ``s * K + column`` (its stage 2 combines them: ``_emit_combine``).
+        (Stored ``column * S + s`` instead, for stage 2's reads in one run, GPT-2 124M's
+        layer-norm backward measured 6.8 us in stage 2 instead of 18.4, and 115 us in this
+        launch instead of 85 on the H100: the scattered stores cost more.)"""
         b, w = self.b, len(accs) // len(cols)
         for i, c in enumerate(cols):
-            slot = b.iadd(b.imul(c, p.parts), s) if p.transposed else b.iadd(b.imul(s, p.K), c)
+            slot = b.iadd(b.imul(s, p.K), c)
             for v, pos in zip(accs[i * w : (i + 1) * w], p.partials):
                 b.store(v, f"%tmp{pos}", self.layout.scratch[pos], slot)
 

@@ -174,8 +174,7 @@ class SplitEmitter:
 
     def _emit_combine(self, nest: Nest, p: Any, fname: str) -> None:
         """A split reduction's stage 2 (``fname`` + "b"): the ``parts`` partials of each kept index
-        ``k`` (``partials[s * K + k]``; ``p.transposed``: ``partials[k * parts + s]``), combined
-        by one block (or by one thread)."""
+        ``k`` (``partials[s * K + k]``), combined by one block (or by one thread)."""
         self._begin()
         reds, inits = self._reductions(nest)
         b = self.b
@@ -187,7 +186,7 @@ class SplitEmitter:
             k, _, _ = self._open(start, b.index(p.K), stride)
             lo, step = b.index(0), b.index(1)
         s, accs, res = self._open(lo, b.index(p.parts), step, inits)
-        slot = b.iadd(b.imul(k, p.parts), s) if p.transposed else b.iadd(b.imul(s, p.K), k)
+        slot = b.iadd(b.imul(s, p.K), k)
         new = []
         for m, acc, pos in zip(reds, accs, p.partials):
             x = b.load(f"%tmp{pos}", self.layout.scratch[pos], slot)

@@ -33,6 +33,8 @@ class CudaOptions(Options):
             after a ``BIAS`` product (``BLU_GPU_GELU_AUX``).
         row_prefetch: row groups looping over rows load the next row first
             (``BLU_GPU_ROW_PREFETCH``).
+        column_blocks: most blocks of a row group with column partials (0: the default rule;
+            ``BLU_GPU_COLUMN_BLOCKS``).
     """
 
     precision: str = ""
@@ -49,6 +51,7 @@ class CudaOptions(Options):
     map_values: int = codegen_strided.MAP_VALUES
     gelu_aux: bool = True
     row_prefetch: bool = True
+    column_blocks: int = 0
 
     @classmethod
     def from_config(cls, precision: str | None = None) -> CudaOptions:
@@ -59,4 +62,5 @@ class CudaOptions(Options):
                    bool(config.packed_attention), int(config.unroll_scans),
                    bool(config.cuda_conditional_nodes), str(config.gpu_exp),
                    bool(config.gpu_group_columns), codegen_strided.map_values(),
-                   bool(config.gpu_gelu_aux), bool(config.gpu_row_prefetch))  # fmt: skip
+                   bool(config.gpu_gelu_aux), bool(config.gpu_row_prefetch),
+                   int(config.gpu_column_blocks or 0))  # fmt: skip

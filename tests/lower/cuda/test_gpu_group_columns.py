@@ -91,7 +91,7 @@ def test_the_plan(rows, cols, fn):
         assert splits and grouped, "the gain and bias gradients: a split the group takes in"
     for p, lay, names, j in splits:
         head_block = codegen_rows.group_block(cols)
-        G = max(1, min(codegen_rows.pow2_at_least(codegen_rows.SPLIT_THREADS // head_block),
+        G = max(1, min(codegen_rows.pow2_at_least(codegen_rows.COLUMN_THREADS // head_block),
                        rows // 16, codegen_rows.SPLIT_PARTIALS // cols))  # fmt: skip
         if p.group < 0:
             continue
@@ -105,13 +105,15 @@ def test_the_plan(rows, cols, fn):
 
 def test_off_and_generation_1():
     on, _ = _column_groups(16384, 768)
-    assert on and all(p.S == 1024 for _, p in on)  # 2**17 threads of 128: 1024 blocks
+    assert on and all(p.S == 512 for _, p in on)  # 2**16 threads of 128: 512 blocks
     grouped, splits = _column_groups(16384, 768, gpu_group_columns=False)
     assert not grouped and splits
     assert all(s[0].S == 256 for s in splits)  # the split's own S
     grouped, splits = _column_groups(16384, 768, gpu_kernels=1)
     assert not grouped  # generation 1: a separate split, but with the group's S (same bits)
-    assert 1024 in {s[0].S for s in splits}
+    assert 512 in {s[0].S for s in splits}
+    capped, _ = _column_groups(16384, 768, gpu_column_blocks=128)  # $BLU_GPU_COLUMN_BLOCKS
+    assert capped and all(p.S == 128 == head.grid for head, p in capped)
 
 
 @needs_mlir

@@ -96,8 +96,8 @@ def _check_against_jaxpr(node, seed: int = 1) -> None:
 
 
 def test_the_interpreter_against_the_kernels_jaxpr():
-    """A layer-norm backward kernel (generation 2, the pipelined loop: the default; its column
-    partials stored column by column, ``NestPlan.transposed``) against its jaxpr."""
+    """A layer-norm backward kernel (generation 2, the pipelined loop: the default) against its
+    jaxpr."""
     _check_against_jaxpr(_looping_group(ln_grads, _specs(ln_grads, 512, 768)))
 
 
