@@ -109,7 +109,8 @@ def _slots(prog: Any) -> list[tuple[int, bool]]:
 def _assign(pending: list[dict], slots: list[tuple[int, bool]]) -> list[int]:
     """Node indices for a run of library kernels between two of blu's: each product's main
     kernel to the next product (its split-K reduction with it), the others (cuDNN's) to the
-    next library call that is not a product; -1 where no node is left."""
+    next library call that is not a product (without moving past the products before it);
+    -1 where no node is left."""
     out, i, last_gemm, filled = [], 0, -1, set()
     for e in pending:
         name = e["name"]
@@ -123,8 +124,7 @@ def _assign(pending: list[dict], slots: list[tuple[int, bool]]) -> list[int]:
             continue
         if want:
             filled.add(j)
-            last_gemm = j
-        i = j
+            last_gemm = i = j
         out.append(slots[j][0])
     return out
 
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     for k, times in per_node.items():
         t = statistics.median(times)
         nbytes = sum(moved.get(name, 0) for name, _ in names[k])
-        label = labels.get(k, "library kernels before the first node")[:72]
+        label = labels.get(k, "library kernels with no library node left to take them")[:72]
         if not nbytes:
             label += "  [" + names[k][0][0][:48] + "]"
         g = groups.setdefault(label, [0.0, 0, 0, 0, k])

@@ -103,11 +103,11 @@ Flags (environment variable, type, default):
   input gradient) runs them in its own pass: each block loops over rows keeping column partials
   in registers (``blu.lower.cuda.codegen_rows``); off, a separate split reduction reads the rows
   again. Part of every GPU kernel's cache key.
-- ``gpu_column_blocks`` (``BLU_GPU_COLUMN_BLOCKS``, int >= 1, None): at most this many blocks in
-  a GPU row group that also reduces its columns (``blu.lower.cuda.codegen_rows.column_blocks``:
-  each block loops over rows and stores one partial a column; fewer blocks, fewer partials for
-  the second stage to combine). None: about ``SPLIT_THREADS`` threads. Part of every GPU
-  kernel's cache key when set.
+- ``gpu_column_blocks`` (``BLU_GPU_COLUMN_BLOCKS``, int >= 1, None): the blocks of a GPU row
+  group that also reduces its columns (``blu.lower.cuda.codegen_rows.column_blocks``: each block
+  loops over rows and stores one partial a column; fewer blocks, fewer partials for the second
+  stage to combine), at most one per 16 rows. None: about ``COLUMN_THREADS`` (2**16) threads.
+  Part of every GPU kernel's cache key when set.
 - ``gpu_map_values`` (``BLU_GPU_MAP_VALUES``, int >= 1, 16): most values a thread of a GPU
   elementwise loop stores per chunk (``blu.lower.cuda.codegen_strided.map_unroll``): each thread
   takes 16 bytes of the narrowest buffer (8 bfloat16 elements), halved until the chunk stores at

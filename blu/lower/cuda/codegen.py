@@ -82,10 +82,10 @@ from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.mlir.launch import BLOCK, MAX_MAP_GRID, Launch  # noqa: F401  (re-exported)
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix
 
-# a reduction over innermost dimensions of at most this many elements in all runs as rows (one
-# block per kept index) even where they are few: a split made two launches of a few threads
-# each (GPT-2's layer-norm backward: a global norm's sums over 768 gains, 8.7 + 2.0 us of its
-# ~100 us on the H100)
+# reductions over innermost dimensions of at most this many elements in all (every reduction
+# of the nest counted) run as rows (one block per kept index) even where they are few: a split
+# made two launches of a few threads each (GPT-2's layer-norm backward: a global norm's sums
+# over 768 gains, 8.7 + 2.0 us of its ~100 us on the H100)
 SMALL_ROWS = 1 << 14
 
 
@@ -133,9 +133,10 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
         K, R = math.prod(shape[d] for d in kept), math.prod(shape[d] for d in red)
         reds = [m for m in nest.members if is_reduction(layout.producer[m])]
         arg = any(is_arg_reduce(layout.producer[m]) for m in reds)
+        small = K * R * len(reds) <= SMALL_ROWS  # (every reduction of the nest counted)
         if arg or R < 64 or K * R == 0:
             plans.append(NestPlan("thread", kept, red, K, R))
-        elif is_suffix(nest) and (K >= 512 or K * R <= SMALL_ROWS) and shuffled(layout, reds):
+        elif is_suffix(nest) and (K >= 512 or small) and shuffled(layout, reds):
             plans.append(NestPlan("row", kept, red, K, R))
         else:
             # S counts the lanes in every generation (generation 1: one lane a thread), so the
@@ -306,7 +307,11 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedE
         self.smem: list[str] = []  # the function's shared buffers (workgroup attributions)
         self.memo: dict[tuple, Any] = {}  # digits made before a loop (``_kept_digits``)
 
-    def _end(self, fname: str) -> None:
+    def _end(self, fname: str, threads: int = 0) -> None:
+        """Close the function ``fname``; ``threads``: the block it must run with (NVVM's
+        ``maxntid``: ptxas then keeps its registers within what that block can hold, spilling
+        if it must; ``run.fit_block`` would otherwise launch fewer threads, which a kernel whose
+        threads own fixed points of a row, an unrolled row group, cannot take)."""
         j, lay = self.layout.jaxpr, self.layout
         # generation 2: every buffer is ALIGN-byte aligned (codegen_strided): vector accesses
         al = f" {{llvm.align = {ALIGN} : i64}}" if loads_first() else ""
@@ -314,7 +319,8 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedE
         params += [f"%out{i}: {memref_type(v.aval)}{al}" for i, v in enumerate(j.outvars)]
         params += [f"%tmp{i}: {memref_type(a)}{al}" for i, a in enumerate(lay.scratch)]
         wg = f" workgroup({', '.join(self.smem)})" if self.smem else ""
-        lines = [f"    gpu.func @{fname}({', '.join(params)}){wg} kernel {{"]
+        at = f" attributes {{nvvm.maxntid = array<i32: {threads}, 1, 1>}}" if threads else ""
+        lines = [f"    gpu.func @{fname}({', '.join(params)}){wg} kernel{at} {{"]
         lines += ["  " + ln for ln in self.b.const_lines] + self.b.lines
         lines += ["      gpu.return", "    }"]
         self.funcs.append("\n".join(lines))

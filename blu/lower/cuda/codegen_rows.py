@@ -59,7 +59,7 @@ from blu.lower.mlir.emit import Idx, compute_type
 from blu.lower.plan.fusion import KernelLayout, is_arg_reduce, is_reduction
 
 UNROLL = 16  # unrolled form: most elements per thread
-# split reductions (``codegen.plan_nests``) and row groups with column partials (``column_blocks``)
+# split reductions (``codegen.plan_nests``); row groups with column partials: ``COLUMN_THREADS``
 SPLIT_THREADS = 1 << 17  # target K * S / lanes of a split reduction
 SPLIT_PARTIALS = 1 << 20  # most K * S: stage 2 reads the partials from L2 (4 MiB of float32)
 # row groups with column partials: about this many threads, so about one wave (the layer-norm
@@ -102,9 +102,10 @@ def warp_rows_on() -> bool:
 # split in lanes combines each block's partials in shared memory first (``codegen_splits``); 12:
 # its stage-1 loads of per-kept-index inputs made before the loop (``hoist_loads``); 13: maps
 # over a split's kept indices run in its stage 2 (``combine_epilogues``); 14: a row group's
-# column split combines all its partials (it had kept 12's per-block count); 16: small
-# reductions over innermost dimensions as rows (``codegen.SMALL_ROWS``), row groups with column
-# partials of half the blocks (``COLUMN_THREADS``).
+# column split combines all its partials (it had kept 12's per-block count); 15: a row group's
+# column partials stored column by column (taken back); 16: small reductions over innermost
+# dimensions as rows (``codegen.SMALL_ROWS``), row groups with column partials of half the
+# blocks (``COLUMN_THREADS``), unrolled groups compiled for their block (``nvvm.maxntid``).
 EMITTER_VERSION = 16
 
 
@@ -267,11 +268,9 @@ def shuffled(layout: KernelLayout, reds: list[Var]) -> bool:
 
 def column_blocks(head: Any, columns: int) -> int:
     """Blocks of a row group that also reduces ``columns`` columns over its rows: about
-    ``COLUMN_THREADS`` threads in all (at most ``$BLU_GPU_COLUMN_BLOCKS`` blocks), at least 16
-    rows a block, at most ``SPLIT_PARTIALS`` partial results (the second stage reads them from
-    L2)."""
-    per = COLUMN_THREADS // group_block(head.R)
-    G = min(pow2_at_least(per), config.gpu_column_blocks or per << 1)
+    ``COLUMN_THREADS`` threads in all (or ``$BLU_GPU_COLUMN_BLOCKS`` blocks), at least 16 rows
+    a block, at most ``SPLIT_PARTIALS`` partial results (the second stage reads them from L2)."""
+    G = config.gpu_column_blocks or pow2_at_least(COLUMN_THREADS // group_block(head.R))
     return max(1, min(G, head.K // 16, SPLIT_PARTIALS // max(columns, 1)))
 
 
@@ -513,7 +512,7 @@ class RowGroupEmitter(RowPrefetchEmitter):
             self._store_partials(self.plans[last], bid, cols,
                                  loop_results(col_res, len(types))[: len(col_inits)])  # fmt: skip
         self.keep, self.row_vals = False, {}
-        self._end(fname)
+        self._end(fname, block if unrolled else 0)  # (its threads own fixed points)
 
     def _store_partials(self, p: Any, s: str, cols: list[str], accs: list[str]) -> None:
         """A group's column partials (``accs``: column-major, one per reduction) into the
@@ -560,7 +559,7 @@ class RowGroupEmitter(RowPrefetchEmitter):
             b.stmt(f"nvvm.bar.warp.sync {b.const(-1, 'i32')} : i32")  # the lanes' stores seen
         self._close()
         self.keep, self.row_vals = False, {}
-        self._end(fname)
+        self._end(fname, WARP_ROWS * 32)  # (its lanes own fixed points of a row)
 
     def _warp_reduce(self, m: Var, x: str) -> str:
         """``x`` combined over the warp by a butterfly: every lane gets the total."""

@@ -67,7 +67,9 @@ def fit_block(fn: Any, block: int) -> int:
     operands at 1,024 threads), the largest power of two it can. Correct for blu's fused kernels:
     the row and combine nests stride over their rows by ``gpu.block_dim`` and reduce with
     ``gpu.all_reduce``, so any block size computes the same result; the map and thread nests use
-    256 threads, which every kernel can run."""
+    256 threads, which every kernel can run; an unrolled row group, whose threads own fixed
+    points of a row, is compiled for its block (``nvvm.maxntid``: ptxas spills rather than
+    exceed it), so it always fits."""
     try:
         most = int(fn.attribute("MAX_THREADS_PER_BLOCK"))
     except (AttributeError, TypeError, ValueError):  # a stand-in function (tests, fakes)

@@ -171,6 +171,36 @@ def test_the_pipelined_row_loop(tmp_path):
     assert_no_spills("\n".join(p.decode() for p in exe.executable.ptx().values()), tmp_path)
 
 
+@needs_mlir
+@needs_ptxas
+@pytest.mark.parametrize("fn", [ln_grads, rms_grads])
+def test_wide_rows_keep_their_whole_block(tmp_path, fn):
+    """Rows of 8192: 1024 threads of 8 elements, pipelined (72 registers a thread without a
+    bound). The group's threads own fixed points of a row, so its kernel is compiled for its
+    block (``nvvm.maxntid``) and ptxas keeps registers x threads within the SM's 65,536: a
+    launch of fewer threads (``run.fit_block``) would leave part of every row unread."""
+    import re
+    import subprocess
+
+    with blu.config.override(cache_dir=str(tmp_path)):
+        low = blu.jit(fn).lower(*_specs(1024, 8192), target="cuda:sm_90")
+        (node,) = [n for n in low._program.plan.nodes if n.kind == NodeKind.KERNEL
+                   and any(p.grid for p in codegen.plan_nests(n.layout))]  # fmt: skip
+        text = codegen.emit_gpu_kernel(node.layout, "k")
+        modules = [p.decode() for p in low.compile().executable.ptx().values()]
+    (head,) = [p for p in codegen.plan_nests(node.layout) if p.grid]
+    block = codegen_rows.group_launch(head)[1]
+    assert block == 1024 and f"nvvm.maxntid = array<i32: {block}, 1, 1>" in text
+    (ptx,) = [m for m in modules if ".maxntid 1024" in m]  # (the group's module carries it)
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    out = subprocess.run([mlir_gpu.find_ptxas(), "-v", "-arch=sm_90", str(src), "-o",
+                          str(tmp_path / "k.cubin")], capture_output=True, text=True,
+                         check=True).stderr  # fmt: skip
+    used = [int(r) for r in re.findall(r"Used (\d+) registers", out)]
+    assert used and max(used) * block <= 65536, out
+
+
 @pytest.fixture(scope="module")
 def dev():
     return make_device()
