@@ -60,7 +60,7 @@ from blu.lower.cuda.codegen_rows import (
     shuffled,
 )
 from blu.lower.cuda.codegen_splits import (
-    MEMBER_LOOPS,  # noqa: F401  (re-exported)
+    MEMBER_LOOPS,
     SplitEmitter,
     combine_epilogues,
     hoist_loads,
@@ -82,10 +82,11 @@ from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.mlir.launch import BLOCK, MAX_MAP_GRID, Launch  # noqa: F401  (re-exported)
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix
 
-# reductions over innermost dimensions of at most this many elements in all (every reduction
-# of the nest counted) run as rows (one block per kept index) even where they are few: a split
-# made two launches of a few threads each (GPT-2's layer-norm backward: a global norm's sums
-# over 768 gains, 8.7 + 2.0 us of its ~100 us on the H100)
+# reductions over innermost dimensions of at most this many elements in all (and at most
+# MEMBER_LOOPS of them in the nest: a global norm's many sums stay a split) run as rows (one
+# block per kept index) even where they are few: a split made two launches of a few threads
+# each (GPT-2's layer-norm backward: a global norm's sums over 768 gains, 8.7 + 2.0 us of its
+# ~100 us on the H100)
 SMALL_ROWS = 1 << 14
 
 
@@ -133,7 +134,7 @@ def plan_nests(layout: KernelLayout) -> list[NestPlan]:
         K, R = math.prod(shape[d] for d in kept), math.prod(shape[d] for d in red)
         reds = [m for m in nest.members if is_reduction(layout.producer[m])]
         arg = any(is_arg_reduce(layout.producer[m]) for m in reds)
-        small = K * R * len(reds) <= SMALL_ROWS  # (every reduction of the nest counted)
+        small = K * R <= SMALL_ROWS and len(reds) <= MEMBER_LOOPS  # (not a many-sum norm)
         if arg or R < 64 or K * R == 0:
             plans.append(NestPlan("thread", kept, red, K, R))
         elif is_suffix(nest) and (K >= 512 or small) and shuffled(layout, reds):
