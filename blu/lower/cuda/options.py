@@ -33,8 +33,8 @@ class CudaOptions(Options):
             after a ``BIAS`` product (``BLU_GPU_GELU_AUX``).
         row_prefetch: row groups looping over rows load the next row first
             (``BLU_GPU_ROW_PREFETCH``).
-        column_blocks: most blocks of a row group with column partials (0: the default rule;
-            ``BLU_GPU_COLUMN_BLOCKS``).
+        column_blocks: the blocks of a row group with column partials (0: about
+            ``COLUMN_THREADS`` threads; ``BLU_GPU_COLUMN_BLOCKS``).
     """
 
     precision: str = ""
