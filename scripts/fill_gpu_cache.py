@@ -41,6 +41,7 @@ GPU_TESTS = [
     "tests/lower/cuda/test_gpu_map_stores.py",
     "tests/lower/cuda/test_gpu_row_groups.py",
     "tests/lower/cuda/test_gpu_generations.py",
+    "tests/lower/cuda/test_gpu_row_stash.py",
     "tests/lower/cuda/test_gpu_executable.py",
     "tests/lower/cuda/test_gpu_fast_path.py",
     "tests/examples/test_gpt2_example_gpu.py",

@@ -108,6 +108,11 @@ Flags (environment variable, type, default):
   loops over rows and stores one partial a column; fewer blocks, fewer partials for the second
   stage to combine), at most one per 16 rows. None: about ``COLUMN_THREADS`` (2**16) threads.
   Part of every GPU kernel's cache key when set.
+- ``gpu_row_stash`` (``BLU_GPU_ROW_STASH``, int >= 0 bytes, None): the most shared memory a
+  looped GPU row group (rows too long for registers: a classifier's logits) keeps its row's
+  inputs in, so that its passes read the row from global memory once
+  (``blu.lower.cuda.codegen_stash``). None: as much as the chip gives a block (225 KiB on
+  sm_90); 0: no stash. Part of every GPU kernel's cache key when set.
 - ``gpu_map_values`` (``BLU_GPU_MAP_VALUES``, int >= 1, 16): most values a thread of a GPU
   elementwise loop stores per chunk (``blu.lower.cuda.codegen_strided.map_unroll``): each thread
   takes 16 bytes of the narrowest buffer (8 bfloat16 elements), halved until the chunk stores at
@@ -255,6 +260,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "gpu_group_columns": ("BLU_GPU_GROUP_COLUMNS", _bool, True),
     "gpu_map_values": ("BLU_GPU_MAP_VALUES", _int(1), 16),
     "gpu_column_blocks": ("BLU_GPU_COLUMN_BLOCKS", _int(1), None),
+    "gpu_row_stash": ("BLU_GPU_ROW_STASH", _int(0, what=_BYTES), None),
     "packed_attention": ("BLU_PACKED_ATTENTION", _bool, True),
     "unroll_scans": ("BLU_UNROLL_SCANS", _int(0), 16),
     "cuda_conditional_nodes": ("BLU_CUDA_CONDITIONAL_NODES", _bool, True),

@@ -45,6 +45,7 @@ AGREED = {
     "gpu_epilogues": "BLU_GPU_EPILOGUES",
     "gpu_gelu_aux": "BLU_GPU_GELU_AUX",
     "gpu_column_blocks": "BLU_GPU_COLUMN_BLOCKS",
+    "gpu_row_stash": "BLU_GPU_ROW_STASH",
     "gpu_row_prefetch": "BLU_GPU_ROW_PREFETCH",
     "gpu_exp": "BLU_GPU_EXP",
     "gpu_group_columns": "BLU_GPU_GROUP_COLUMNS",

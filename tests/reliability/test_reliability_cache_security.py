@@ -414,6 +414,36 @@ def test_ptx_with_an_extern_function_is_refused(cdir, monkeypatch):
         mlir_gpu.get_module(canonical, lambda name: "", "the test kernel")
 
 
+@pytest.mark.parametrize("decl, ok", [
+    (b".extern .shared .align 16 .b8 __dynamic_shmem__0[];", True),  # a row stash's window
+    (b".extern .shared .align 16 .b8 table[];", False),  # another name: not the pipeline's
+    (b".extern .global .align 16 .b8 __dynamic_shmem__0[];", False),  # another module's data
+    (b".extern .shared .align 16 .b8 __dynamic_shmem__0[64];", False),
+])  # fmt: skip
+def test_only_the_dynamic_shared_window_may_be_extern(decl, ok):
+    ptx = b".version 8.0\n.target sm_90\n.address_size 64\n" + decl + b"\n"
+    assert (entry_check.check_ptx(ptx) is None) is ok
+
+
+def test_dynamic_shared_memory_is_declared_after_the_static_variables():
+    """NVPTX writes ``gpu.dynamic_shared_memory``'s zero-length global as a one-byte static
+    shared variable (demoted into its one kernel); ``compiler.dynamic_shared`` declares it as
+    PTX's dynamic shared memory at module scope, the kernels' static variables kept."""
+    ptx = (b".version 7.8\n.target sm_90\n.address_size 64\n\n\t// .globl\tk_0\n"
+           b".visible .entry k_0(\n\t.param .u64 k_0_param_0\n)\n{\n\t.reg .b64 \t%rd<3>;\n"
+           b"\t// demoted variable\n\t.shared .align 16 .b8 __dynamic_shmem__0;\n"
+           b"\t// demoted variable\n\t.shared .align 4 .b8 __wg_k_0_0[128];\n"
+           b"\tmov.b64 \t%rd1, __dynamic_shmem__0;\n\tret;\n}\n")  # fmt: skip
+    out = mlir_gpu.dynamic_shared(ptx)
+    lines = out.decode().splitlines()
+    decl = ".extern .shared .align 16 .b8 __dynamic_shmem__0[];"
+    assert lines.count(decl) == 1 and lines.index(decl) < lines.index(".visible .entry k_0(")
+    assert "\t.shared .align 4 .b8 __wg_k_0_0[128];" in lines
+    assert "\t.shared .align 16 .b8 __dynamic_shmem__0;" not in lines
+    assert entry_check.check_ptx(out) is None
+    assert mlir_gpu.dynamic_shared(b"no shared memory\n") == b"no shared memory\n"
+
+
 def test_cubin_with_foreign_undefined_symbols_is_dropped(cdir, monkeypatch):
     """ptxas's own weak ``.nv.reservedSmem.*`` symbols pass; anything else the driver would
     have to resolve (or a non-CUDA ELF) is dropped and the verified PTX used."""

@@ -68,6 +68,7 @@ from blu.lower.cuda.codegen_splits import (
     plans_lanes_block,
     tile_itemsizes,
 )
+from blu.lower.cuda.codegen_stash import RowStashEmitter, stash_shared
 from blu.lower.cuda.codegen_strided import (
     ALIGN,
     ROW_UNROLL,
@@ -227,14 +228,15 @@ def row_block(R: int) -> int:
     return min(1024, max(64, pow2_at_least(R // 4)))
 
 
-def launches(layout: KernelLayout, sym: str) -> list[Launch]:
-    """The launches of a kernel, in order (nests with nothing to do are skipped)."""
-    out = []
-    for j, p in enumerate(plan_nests(layout)):
+def launches(layout: KernelLayout, sym: str, chip: str = "sm_90") -> list[Launch]:
+    """The launches of a kernel for ``chip``, in order (nests with nothing to do are
+    skipped)."""
+    out, plans = [], plan_nests(layout)
+    for j, p in enumerate(plans):
         name, nest = f"{sym}_{j}", layout.nests[j]
         if p.group >= 0:
             if p.group == j:
-                out.append(Launch(name, *group_launch(p)))
+                out.append(Launch(name, *group_launch(p), stash_shared(layout, plans, j, chip)))
             elif p.strategy == "split":  # a row group's column reductions: its stage 2
                 out.append(_combine_launch(name, p))
         elif p.strategy == "map":
@@ -285,8 +287,8 @@ class GpuBuilder(Builder):
         return self.op(f"arith.select {nan}, {quiet}, {cvt} : i16")
 
 
-class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedEmitter,
-                       KernelEmitter):  # fmt: skip
+class GpuKernelEmitter(RowGroupEmitter, RowStashEmitter, OnlineRowEmitter, SplitEmitter,
+                       StridedEmitter, KernelEmitter):  # fmt: skip
     """Emits ``gpu.module @sym`` with one ``gpu.func @sym_<nest>[a|b]`` per launch."""
 
     def __init__(self, layout: KernelLayout, name: str):
@@ -308,11 +310,12 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedE
         self.smem: list[str] = []  # the function's shared buffers (workgroup attributions)
         self.memo: dict[tuple, Any] = {}  # digits made before a loop (``_kept_digits``)
 
-    def _end(self, fname: str, threads: int = 0) -> None:
+    def _end(self, fname: str, threads: int = 0, blocks: int = 0) -> None:
         """Close the function ``fname``; ``threads``: the block it must run with (NVVM's
         ``maxntid``: ptxas then keeps its registers within what that block can hold, spilling
         if it must; ``run.fit_block`` would otherwise launch fewer threads, which a kernel whose
-        threads own fixed points of a row, an unrolled row group, cannot take)."""
+        threads own fixed points of a row, an unrolled row group, cannot take); ``blocks``:
+        the blocks an SM must hold at once (``minctasm``: registers for that many)."""
         j, lay = self.layout.jaxpr, self.layout
         # generation 2: every buffer is ALIGN-byte aligned (codegen_strided): vector accesses
         al = f" {{llvm.align = {ALIGN} : i64}}" if loads_first() else ""
@@ -320,7 +323,9 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedE
         params += [f"%out{i}: {memref_type(v.aval)}{al}" for i, v in enumerate(j.outvars)]
         params += [f"%tmp{i}: {memref_type(a)}{al}" for i, a in enumerate(lay.scratch)]
         wg = f" workgroup({', '.join(self.smem)})" if self.smem else ""
-        at = f" attributes {{nvvm.maxntid = array<i32: {threads}, 1, 1>}}" if threads else ""
+        attrs = [f"nvvm.maxntid = array<i32: {threads}, 1, 1>"] if threads else []
+        attrs += [f"nvvm.minctasm = {blocks} : i32"] if blocks else []
+        at = f" attributes {{{', '.join(attrs)}}}" if attrs else ""
         lines = [f"    gpu.func @{fname}({', '.join(params)}){wg} kernel{at} {{"]
         lines += ["  " + ln for ln in self.b.const_lines] + self.b.lines
         lines += ["      gpu.return", "    }"]
@@ -456,7 +461,7 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedE
         self._begin()
         k, tid, bdim = self._gpu("block_id"), self._gpu("thread_id"), self._gpu("block_dim")
         self._row_pass(nest, p, k, tid, bdim, row_block(p.R))
-        self._end(fname)
+        self._end(fname, row_block(p.R))  # (its loop steps by the block: run.fit_block)
 
     def _row_pass(self, nest: Nest, p: NestPlan, k: str, tid: str, bdim: str,
                   block: int) -> list[tuple[Var, str]]:  # fmt: skip
@@ -573,10 +578,13 @@ class GpuKernelEmitter(RowGroupEmitter, OnlineRowEmitter, SplitEmitter, StridedE
         )
 
 
-def emit_gpu_kernel(layout: KernelLayout, name: str) -> str:
-    """The MLIR text (gpu, scf, arith, math, memref dialects) of a fused kernel for the GPU."""
+def emit_gpu_kernel(layout: KernelLayout, name: str, chip: str = "sm_90") -> str:
+    """The MLIR text (gpu, scf, arith, math, memref dialects) of a fused kernel for the GPU
+    ``chip`` (its shared memory bounds a row group's stash)."""
     with deep_recursion(layout):
-        return GpuKernelEmitter(layout, name).emit()
+        emitter = GpuKernelEmitter(layout, name)
+        emitter.chip = chip
+        return emitter.emit()
 
 
 def partial_dtype(dt: np.dtype) -> np.dtype:

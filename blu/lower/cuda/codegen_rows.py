@@ -105,8 +105,10 @@ def warp_rows_on() -> bool:
 # column split combines all its partials (it had kept 12's per-block count); 15: a row group's
 # column partials stored column by column (taken back); 16: small reductions over innermost
 # dimensions as rows (``codegen.SMALL_ROWS``), row groups with column partials of half the
-# blocks (``COLUMN_THREADS``), unrolled groups compiled for their block (``nvvm.maxntid``).
-EMITTER_VERSION = 16
+# blocks (``COLUMN_THREADS``), unrolled groups compiled for their block (``nvvm.maxntid``);
+# 17: looped groups keep their row's inputs in shared memory (``codegen_stash``), looped groups
+# and row nests compiled for their block too.
+EMITTER_VERSION = 17
 
 
 def key_suffix() -> str:
@@ -123,6 +125,8 @@ def key_suffix() -> str:
     flash += "" if map_values() == MAP_VALUES else f"\n#gpu-map-values {map_values()}"
     cols = config.gpu_column_blocks
     flash += f"\n#gpu-column-blocks {cols}" if cols else ""
+    stash = config.gpu_row_stash
+    flash += f"\n#gpu-row-stash {stash}" if stash is not None else ""
     return (("" if n == UNROLL else f"\n#gpu-unroll {n}") + ("\n#gpu-rows warp" if warp else "")
             + ("" if gen == 1 else f"\n#gpu-kernels {gen}") + flash
             + f"\n#gpu-emitter {EMITTER_VERSION}")  # fmt: skip
@@ -442,6 +446,8 @@ class RowGroupEmitter(RowPrefetchEmitter):
         # then reads from memory only its own elements, so the nests need no barriers
         gen2, self.row_vals = loads_first(), {}
         first = b.op(f"arith.cmpi eq, {tid}, {b.index(0)} : index") if gen2 else ""
+        if not unrolled:  # inputs its passes read again, kept in shared memory
+            self._stash_open(j, head, k)
         skip = -1
         for t in range(j, len(self.plans)):
             nest, p = self.layout.nests[t], self.plans[t]
@@ -449,6 +455,7 @@ class RowGroupEmitter(RowPrefetchEmitter):
                 break
             if t == skip:  # the second nest of an online pass
                 continue
+            self._stash_pass()
             if not unrolled:
                 self.cache = {}
             pairs = None if unrolled else online_at(self.layout, self.plans, t)
@@ -512,7 +519,9 @@ class RowGroupEmitter(RowPrefetchEmitter):
             self._store_partials(self.plans[last], bid, cols,
                                  loop_results(col_res, len(types))[: len(col_inits)])  # fmt: skip
         self.keep, self.row_vals = False, {}
-        self._end(fname, block if unrolled else 0)  # (its threads own fixed points)
+        # compiled for its block (its loops step by it: run.fit_block must not launch fewer);
+        # with a stash, two blocks an SM (one loads its row while the other computes)
+        self._end(fname, block, self._stash_close())
 
     def _store_partials(self, p: Any, s: str, cols: list[str], accs: list[str]) -> None:
         """A group's column partials (``accs``: column-major, one per reduction) into the

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -202,8 +203,28 @@ def compile_ptx(text: str, chip: str = "sm_90") -> bytes:
             raise CompileError(f"MLIR could not compile a GPU kernel: {e}\n{text[:4000]}") from e
         for op in module.body.operations:
             if op.operation.name == "gpu.binary":
-                return bytes(gpu.ObjectAttr(op.attributes["objects"][0]).object)
+                return dynamic_shared(bytes(gpu.ObjectAttr(op.attributes["objects"][0]).object))
     raise CompileError("the NVVM pipeline produced no gpu.binary")
+
+
+# ``gpu.dynamic_shared_memory`` lowers to an internal zero-length global, which NVPTX writes as a
+# one-byte *static* shared variable (in the one kernel using it, or at module scope): ptxas may
+# place it before the kernel's other static shared variables (``gpu.all_reduce``'s), and a row
+# group's stash then overwrote them. Declared as PTX's dynamic shared memory instead (at module
+# scope: PTX takes ``.extern`` nowhere else), it starts after every static variable.
+_DYNAMIC_SHARED = re.compile(rb"^\s*\.shared (\.align \d+ \.b8 __dynamic_shmem__\d+);\n", re.M)
+
+
+def dynamic_shared(ptx: bytes) -> bytes:
+    """``ptx`` with its dynamic shared memory declared as such (``.extern .shared ... []``)."""
+    names = list(dict.fromkeys(_DYNAMIC_SHARED.findall(ptx)))
+    if not names:
+        return ptx
+    ptx = _DYNAMIC_SHARED.sub(b"", ptx)
+    head = re.search(rb"^\.address_size \d+\n", ptx, re.M)
+    at = head.end() if head else 0
+    decls = b"".join(b".extern .shared " + n + b"[];\n" for n in names)
+    return ptx[:at] + b"\n" + decls + ptx[at:]
 
 
 def find_ptxas() -> str | None:

@@ -93,7 +93,9 @@ class GpuExecutable(Executable):
                 )
                 self.modules[k] = mod
                 if node.kind == NodeKind.KERNEL:
-                    self.launches[k] = codegen_gpu.launches(node.layout, mod.name)
+                    self.launches[k] = codegen_gpu.launches(
+                        node.layout, mod.name, mlir_gpu.parse_target(target)
+                    )
                 else:
                     self.launches[k] = scatter_launches(node.eqns[0], mod.name)
             elif node.kind == NodeKind.LIBRARY:

@@ -11,6 +11,7 @@ from typing import Any
 
 from blu.lower.cuda import codegen_rows
 from blu.lower.cuda.codegen import emit_gpu_kernel
+from blu.lower.cuda.compiler import parse_target
 from blu.lower.mlir import llvm
 from blu.lower.mlir.codegen import emit_kernel
 from blu.lower.mlir.program import node_text
@@ -27,7 +28,7 @@ def emit_node(node: Any, sym: str, target: str) -> str:
     """The MLIR text of a GPU kernel or scatter node for ``target`` (``cuda:sm_XX``)."""
     if node.kind == NodeKind.SCATTER:
         return emit_scatter(node.eqns[0], sym, target)
-    return emit_gpu_kernel(node.layout, sym)
+    return emit_gpu_kernel(node.layout, sym, parse_target(target))
 
 
 def host_kernel(node: Any) -> Any:

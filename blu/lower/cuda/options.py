@@ -35,6 +35,8 @@ class CudaOptions(Options):
             (``BLU_GPU_ROW_PREFETCH``).
         column_blocks: the blocks of a row group with column partials (0: about
             ``COLUMN_THREADS`` threads; ``BLU_GPU_COLUMN_BLOCKS``).
+        row_stash: the most shared memory a looped row group keeps its row in (bytes;
+            ``BLU_GPU_ROW_STASH``; -1: the chip's).
     """
 
     precision: str = ""
@@ -52,6 +54,7 @@ class CudaOptions(Options):
     gelu_aux: bool = True
     row_prefetch: bool = True
     column_blocks: int = 0
+    row_stash: int = -1
 
     @classmethod
     def from_config(cls, precision: str | None = None) -> CudaOptions:
@@ -63,4 +66,5 @@ class CudaOptions(Options):
                    bool(config.cuda_conditional_nodes), str(config.gpu_exp),
                    bool(config.gpu_group_columns), codegen_strided.map_values(),
                    bool(config.gpu_gelu_aux), bool(config.gpu_row_prefetch),
-                   int(config.gpu_column_blocks or 0))  # fmt: skip
+                   int(config.gpu_column_blocks or 0),
+                   -1 if config.gpu_row_stash is None else int(config.gpu_row_stash))  # fmt: skip

@@ -65,11 +65,11 @@ def fit_block(fn: Any, block: int) -> int:
     function cannot run that many (``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK``: its registers per
     thread times ``block`` exceed the SM's register file, e.g. a reduction combining many large
     operands at 1,024 threads), the largest power of two it can. Correct for blu's fused kernels:
-    the row and combine nests stride over their rows by ``gpu.block_dim`` and reduce with
+    the combine nests stride over their rows by ``gpu.block_dim`` and reduce with
     ``gpu.all_reduce``, so any block size computes the same result; the map and thread nests use
-    256 threads, which every kernel can run; an unrolled row group, whose threads own fixed
-    points of a row, is compiled for its block (``nvvm.maxntid``: ptxas spills rather than
-    exceed it), so it always fits."""
+    256 threads, which every kernel can run; row nests and row groups, whose loops step by the
+    block known at emission (or whose threads own fixed points of a row), are compiled for
+    their block (``nvvm.maxntid``: ptxas spills rather than exceed it), so they always fit."""
     try:
         most = int(fn.attribute("MAX_THREADS_PER_BLOCK"))
     except (AttributeError, TypeError, ValueError):  # a stand-in function (tests, fakes)
@@ -188,7 +188,9 @@ class Bound:
             fns = []
             for la in exe.launches[k]:
                 fn = module.function(la.func)
-                fns.append((fn, la.grid, fit_block(fn, la.block),
+                if la.shared > 48 * 1024:  # a row group's stash (codegen_stash)
+                    fn.set_max_dynamic_shared_memory(la.shared)
+                fns.append((fn, la.grid, fit_block(fn, la.block), la.shared,
                             kind == NodeKind.SCATTER and la.func.endswith("_0")))  # fmt: skip
             return (NodeKind.KERNEL, fns, refs, node)
         if kind == NodeKind.DOT:
@@ -354,9 +356,9 @@ class Bound:
         if kind in (NodeKind.KERNEL, "host_kernel"):
             addrs = [ptr[x] if t == "s" else arena_ptr + x for t, x in refs]
             if kind == NodeKind.KERNEL:
-                for fn, grid, block, copy in info:
+                for fn, grid, block, shared, copy in info:
                     if not (copy and addrs[0] == addrs[3]):
-                        fn.launch(grid, block, addrs, stream=dev.stream_id)
+                        fn.launch(grid, block, addrs, shared, stream=dev.stream_id)
             else:
                 call_host_kernel(info, addrs)
         elif kind == NodeKind.DOT:

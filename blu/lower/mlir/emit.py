@@ -257,7 +257,10 @@ class Builder:
     # ---- memory -------------------------------------------------------------------------------
 
     def load(self, buf: str, aval: Any, lin: str) -> str:
-        v = self.op(f"memref.load {buf}[{lin}] : {memref_type(aval)}")
+        return self.widen(self.op(f"memref.load {buf}[{lin}] : {memref_type(aval)}"), aval)
+
+    def widen(self, v: str, aval: Any) -> str:
+        """An element of ``aval``'s buffer as loaded (its storage type) in its compute type."""
         if aval.dtype == dtypes.bfloat16:
             return self.bf16_to_f32(v)
         if aval.dtype == dtypes.float16:

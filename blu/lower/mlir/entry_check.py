@@ -21,7 +21,9 @@ and rebuilt; on a machine without MLIR, a clear ``KernelCacheMiss``):
   module's globals; no inline assembly, integer-to-pointer casts, arbitrary intrinsics, invokes or
   global constructors;
 - PTX (``<key>.ptx``): text without ``.extern`` declarations (blu's PTX has none: libdevice is
-  linked in by the NVVM pipeline);
+  linked in by the NVVM pipeline) but the dynamic shared memory's (``.extern .shared .align N
+  .b8 __dynamic_shmem__K[];``: a window of the block's shared memory, no code or data of another
+  module);
 - a cubin (``<key>.cubin``, read only beside a verified PTX): an ELF file for the CUDA machine
   whose only undefined symbols are the ones ``ptxas`` itself writes (``.nv.reservedSmem.*``).
 
@@ -210,6 +212,10 @@ def check_llvm_module(module: Any) -> str | None:
 
 _COMMENT = re.compile(rb"//[^\n]*|/\*.*?\*/", re.S)
 _EXTERN = re.compile(rb"\.extern\b[^;{]*?([A-Za-z_$%][\w$]*)\s*(?:\([^)]*\)\s*)?;")
+# the one ``.extern`` blu's PTX has: its dynamic shared memory (``compiler.dynamic_shared``)
+_DYNAMIC_SHARED = re.compile(
+    rb"\.extern\s+\.shared\s+\.align\s+\d+\s+\.b8\s+__dynamic_shmem__\d+\s*\[\s*\]\s*;"
+)
 _EM_CUDA = 190
 PTXAS_UNDEFINED = re.compile(r"\.nv\.reservedSmem\.[\w.]+")
 
@@ -220,7 +226,7 @@ def check_ptx(data: bytes) -> str | None:
         data.decode("utf-8")
     except UnicodeDecodeError:
         return "PTX that is not UTF-8 text"
-    code = _COMMENT.sub(b" ", data)
+    code = _DYNAMIC_SHARED.sub(b" ", _COMMENT.sub(b" ", data))
     m = _EXTERN.search(code) or re.search(rb"\.extern\b", code)
     if m is not None:
         name = m.group(1).decode() if m.groups() else "?"

@@ -12,8 +12,10 @@ MAX_MAP_GRID = 1 << 16  # grid-stride loops: enough blocks to fill every SM many
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """One ``cuLaunchKernel`` of a fused kernel: the ``gpu.func``'s name, grid and block."""
+    """One ``cuLaunchKernel`` of a fused kernel: the ``gpu.func``'s name, grid, block and
+    dynamic shared memory (bytes: a row group's stash, ``blu.lower.cuda.codegen_stash``)."""
 
     func: str
     grid: int
     block: int
+    shared: int = 0

@@ -9,12 +9,14 @@ parameter (``%in0``, ``%out1``, ``%tmp2``...) to a flat numpy array, updated in 
 buffers are int16 arrays of the raw bits, as the kernels see them.
 
 What it covers is the subset the row-group and split emitters write: ``arith``, the ``math``
-functions they use, ``memref.load/store`` on flat buffers, ``scf.for`` (with ``iter_args``) and
-``scf.if``, ``gpu.all_reduce`` with a combining region (the threads' values combined in thread
-order), the special-function ``ex2`` call, ``gpu.barrier``. Anything else raises
-``NotImplementedError`` naming the line. Arithmetic is numpy's in the operation's type (``fma``
-in float64, then rounded; ``ex2`` as ``exp2``), so values agree with the GPU's to rounding, and
-two kernels with the same operations in the same order agree bit for bit.
+functions they use, ``memref.load/store`` on flat buffers and on views of the block's dynamic
+shared memory (``gpu.dynamic_shared_memory``, ``memref.view``: each view its own array, fresh
+per block, and a load of an element no thread of the block stored raises), ``scf.for`` (with
+``iter_args``) and ``scf.if``, ``gpu.all_reduce`` with a combining region (the threads' values
+combined in thread order), the special-function ``ex2`` call, ``gpu.barrier``. Anything else
+raises ``NotImplementedError`` naming the line. Arithmetic is numpy's in the operation's type
+(``fma`` in float64, then rounded; ``ex2`` as ``exp2``), so values agree with the GPU's to
+rounding, and two kernels with the same operations in the same order agree bit for bit.
 
 Written for the pipelined row loop's tests (``test_gpu_simt.py``: ``codegen_prefetch``); from a
 reviewing helper's interpreter of session 25.
@@ -41,6 +43,7 @@ _BINARY = {
 }  # fmt: skip
 _UNARY = {"math.sqrt": np.sqrt, "arith.negf": np.negative, "math.exp": np.exp,
           "math.absf": np.abs, "math.rsqrt": lambda a: np.float32(1) / np.sqrt(a)}  # fmt: skip
+_MEMREF = r"memref<\d+x\w+(?:, #gpu\.address_space<workgroup>)?>"
 _CMP = {"eq": np.equal, "ne": np.not_equal, "gt": np.greater, "ge": np.greater_equal,
         "lt": np.less, "le": np.less_equal}  # fmt: skip
 
@@ -102,6 +105,12 @@ class _Block:
         self.ids = {"block_id": np.int64(bid), "thread_id": np.arange(T, dtype=np.int64),
                     "block_dim": np.int64(T), "grid_dim": np.int64(grid)}  # fmt: skip
         self.yielded: list = []
+        self.shared: dict = {}  # a view of shared memory -> (its elements, which were stored)
+
+    def buffer(self, name: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """A buffer parameter's array (None: global), or a shared view's and its stored mask."""
+        got = self.shared.get(name)
+        return got if got is not None else (self.mem[name], None)
 
     def vec(self, x: Any) -> np.ndarray:
         x = np.asarray(x)
@@ -122,11 +131,13 @@ class _Block:
             self.yielded = [E(n) for n in s[len("scf.yield ") :].split(" : ")[0].split(", ")]
             return
         if s.startswith("memref.store"):
-            m = re.match(r"memref\.store (%[\w#]+), (%\w+)\[(%[\w#]+)\] : memref<\d+x\w+>", s)
-            arr, idx, v = self.mem[m.group(2)], self.vec(E(m.group(3))), self.vec(E(m.group(1)))
-            i = idx[mask]
+            m = re.match(rf"memref\.store (%[\w#]+), (%\w+)\[(%[\w#]+)\] : {_MEMREF}", s)
+            (arr, stored), idx = self.buffer(m.group(2)), self.vec(E(m.group(3)))
+            v, i = self.vec(E(m.group(1))), idx[mask]
             assert ((i >= 0) & (i < arr.size)).all(), f"store out of bounds: {s}"
             arr[i] = v[mask].astype(arr.dtype)
+            if stored is not None:
+                stored[i] = True
             return
         m = re.match(r"(%\w+) = (\S+) (.*)$", s)
         if m is None:
@@ -141,13 +152,21 @@ class _Block:
         if name == "arith.constant":
             lit, ty = rest.rsplit(" : ", 1) if " : " in rest else (rest, "i1")
             return _const(lit.strip(), ty.strip())
+        if name == "gpu.dynamic_shared_memory":
+            return None  # (its views are arrays of their own)
         if name.startswith("gpu."):
             return self.ids[name[4:]]
+        if name == "memref.view":
+            m = re.match(r"%\w+\[%\w+\]\[\] : memref<\?xi8, [^>]+>> to memref<(\d+)x(\w+),", rest)
+            n, ty = int(m.group(1)), NP[m.group(2)]
+            self.shared[s.split(" = ")[0]] = (np.full(n, -1, ty), np.zeros(n, bool))
+            return None
         if name == "memref.load":
-            m = re.match(r"(%\w+)\[(%[\w#]+)\] : memref<\d+x\w+>", rest)
-            arr, idx = self.mem[m.group(1)], self.vec(E(m.group(2)))
+            m = re.match(rf"(%\w+)\[(%[\w#]+)\] : {_MEMREF}", rest)
+            (arr, stored), idx = self.buffer(m.group(1)), self.vec(E(m.group(2)))
             safe = np.where(mask, idx, 0)
             assert ((safe >= 0) & (safe < arr.size)).all(), f"load out of bounds: {s}"
+            assert stored is None or stored[safe[mask]].all(), f"load of an unstored element: {s}"
             return arr[safe]
         if name == "math.fma":
             m = re.match(r"(%[\w#]+), (%[\w#]+), (%[\w#]+) : (\w+)", rest)
@@ -204,6 +223,8 @@ class _Block:
             return u.astype(_UNSIGNED[t2]).view(NP[t2])
         if name == "arith.truncf" and t2 == "bf16":
             return a.astype(np.float32).astype(ml_dtypes.bfloat16).view(np.int16)
+        if name == "arith.uitofp":
+            return a.astype(np.uint8 if t1 == "i1" else _UNSIGNED[t1]).astype(NP[t2])
         if name in ("arith.trunci", "arith.truncf", "arith.extf", "arith.sitofp",
                     "arith.fptosi", "arith.index_cast"):  # fmt: skip
             return a.astype(NP[t2])

@@ -170,3 +170,60 @@ def test_the_pipelined_row_loop_computes_the_same_bits(fn, cols, gen):
             assert np.array_equal(m1[k].view(np.uint8), m2[k].view(np.uint8)), (la.func, k)
         ran += 1
     assert ran == 1  # the group's launch, and only it, is pipelined
+
+
+def _cross_entropy(x, labels):  # the fused classifier's row group: max, label, sum, gradient
+    def loss(z):
+        m = bnp.max(z, axis=-1, keepdims=True)
+        lse = bnp.log(bnp.sum(bnp.exp(z - m), axis=-1)) + m[:, 0]
+        hit = bnp.arange(z.shape[-1])[None, :] == labels[:, None]
+        return bnp.mean(lse - bnp.sum(bnp.where(hit, z, 0.0), axis=-1))
+
+    value, grad = blu.value_and_grad(loss)(x.astype(np.float32))
+    return value, grad.astype(x.dtype)
+
+
+def _stashed_group(fn, shapes, dt, **flags):
+    """The kernel node of ``fn`` with a looped row group, its launches with the stash."""
+    specs = [blu.ShapeDtypeStruct(s, d) for s, d in zip(shapes, dt)]
+    with blu.config.override(**flags):
+        low = blu.jit(fn).lower(*specs, target="cuda:sm_90")
+        for n in low._program.plan.nodes:
+            if n.kind == NodeKind.KERNEL and any(
+                la.shared for la in codegen.launches(n.layout, "k")
+            ):
+                return n
+    raise AssertionError("no looped row group with a stash")
+
+
+@pytest.mark.parametrize("fn, shapes, dt, gen", [
+    (_cross_entropy, [(3, 5001), (3,)], [bf16, np.int32], 2),
+    (_cross_entropy, [(2, 4099), (2,)], [bf16, np.int32], 3),
+    (_softmax, [(3, 5003)], [f32], 2),
+])  # fmt: skip
+def test_the_row_stash_reads_each_row_once_and_computes_the_same_bits(fn, shapes, dt, gen):
+    """Rows the unrolled form does not take (looped groups; few rows of a length no block
+    divides stand in for the classifier's 4,096 rows of 50,304 logits): with the stash
+    (``codegen_stash``) each input row is loaded from global memory by one pass and from
+    shared memory by the others (the interpreter raises on a shared load of an element nobody
+    stored), the outputs against the jaxpr and bit for bit those of the kernel without it."""
+    node = _stashed_group(fn, shapes, dt, gpu_kernels=gen)
+    with blu.config.override(gpu_kernels=gen):
+        _check_against_jaxpr(node)
+    on, launches = _emit(node, gpu_kernels=gen)
+    off, plain = _emit(node, gpu_kernels=gen, gpu_row_stash=0)
+    stashed = [la for la in launches if la.shared]
+    assert stashed and not any(la.shared for la in plain)
+    for la in stashed:
+        assert la.shared == shapes[0][-1] * np.dtype(dt[0]).itemsize
+        a, b = ("\n".join(simt.functions(t)[la.func]) for t in (off, on))
+        # the row's logits: fewer global loads (the later passes' are shared ones)
+        assert b.count("memref.load %in0[") < a.count("memref.load %in0[")
+        assert "gpu.barrier" in b and "memref.view" in b
+        mem = _random_buffers(off, la.func, np.random.default_rng(la.grid))
+        m1 = {k: v.copy() for k, v in mem.items()}
+        m2 = {k: v.copy() for k, v in mem.items()}
+        simt.run_func(off, la.func, m1, la.grid, la.block)
+        simt.run_func(on, la.func, m2, la.grid, la.block)
+        for k in m1:
+            assert np.array_equal(m1[k].view(np.uint8), m2[k].view(np.uint8)), (la.func, k)
