@@ -3,10 +3,8 @@
 A row group too long for registers (the looped form of ``codegen_rows``: the fused
 classifier's rows of 50,304 logits) makes one strided pass over its row per nest: a
 cross-entropy's maximum (with the label's logit), its sum of exponentials, then the gradient,
-each loading the row's logits again. A row of bfloat16 logits is 100 KB; with two rows in
-flight on each SM and the gradient's stores between the passes, L2 kept few of them, and GPT-2
-124M's classifier kernels ran at 48% of copy bandwidth on the H100 (three reads and a write of
-each logit instead of one and one).
+each loading the row's logits again: three reads and a write of each logit (a row of
+bfloat16 logits is 100 KB, two rows in flight an SM), where one read and a write would do.
 
 Here each input that two or more of the group's passes read at the row's own index (through
 elementwise operations only: not a broadcast, a slice or a gather) is kept as loaded, in its
@@ -28,8 +26,10 @@ from global memory as before. Values are the same bits as without the stash (the
 from another place).
 
 Measured (H100, GPT-2 124M, 16 x 1024, alternating processes of ``benchmarks/peers/blu_gpt2.py``
-with ``BLU_GPU_ROW_STASH=0`` or not): bf16 493-495K -> 515-520K tokens/s, tf32 188K -> 198K
-(BENCHMARKS.md, session 27).
+with ``BLU_GPU_ROW_STASH=0`` or not; BENCHMARKS.md, session 27): bf16 492-495K -> 495K tokens/s
+(+0.4%), tf32 +1.6%, fp32 +0.5%. The replayed classifier kernel stayed at ~559 us (49% of copy
+bandwidth): with its row read once it is bound by its ~40 instructions an element (scalar
+16-bit loads and stores, the exponentials computed twice, the label's compare), not by DRAM.
 """
 
 from __future__ import annotations
