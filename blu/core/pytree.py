@@ -8,15 +8,15 @@ order. Node types are matched exactly: an unregistered subclass of ``dict`` or `
 a leaf (namedtuples, i.e. tuple subclasses with ``_fields``, are recognised automatically).
 
 This module flattens and rebuilds (``PyTreeDef``, the ``tree_*`` functions); the node registry
-and key paths are in ``blu.core.pytree_registry`` and re-exported here.
+and key paths are in ``blu.core.pytree_registry`` and re-exported here; the walks a jitted call
+makes at every call (``leaves_like``, ``PyTreeDef.unflatten``), written out per treedef, are in
+``blu.core.pytree_walks``.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
-from operator import itemgetter
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
@@ -40,17 +40,10 @@ from blu.core.pytree_registry import (  # noqa: F401  (the public names are re-e
     register_pytree_node_class,
     register_pytree_with_keys,
 )
+from blu.core.pytree_walks import aux_equal as _aux_equal
+from blu.core.pytree_walks import builder, gatherer
 
 # ----------------------------------------------------------------------------- PyTreeDef
-
-
-def _aux_equal(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    try:
-        return bool(a == b)
-    except (TypeError, ValueError):  # e.g. ambiguous truth value of an array comparison
-        return False
 
 
 def _type_name(t: type) -> str:
@@ -112,8 +105,8 @@ class PyTreeDef:
         setattr_(self, "_num_leaves", leaves)
         setattr_(self, "_num_nodes", 1 + sum([c._num_nodes for c in children]))
         setattr_(self, "_hash", None)  # computed on first use
-        setattr_(self, "_build", None)  # ``_builder``'s, made on first use
-        setattr_(self, "_match", None)  # ``_gatherer``'s, made on first use
+        setattr_(self, "_build", None)  # ``pytree_walks.builder``'s, made on first use
+        setattr_(self, "_match", None)  # ``pytree_walks.gatherer``'s, made on first use
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("PyTreeDef is immutable")
@@ -151,11 +144,7 @@ class PyTreeDef:
         if len(leaves) != self._num_leaves:
             msg = f"tree_unflatten: {self!r} expected {self._num_leaves} leaves, got {len(leaves)}"
             raise BluValueError(with_user_line(msg))
-        build = self._build
-        if build is None:
-            build = _builder(self)
-            object.__setattr__(self, "_build", build)
-        return build(iter(leaves))
+        return builder(self)(leaves)
 
     def flatten_up_to(self, tree: Any) -> list[Any]:
         """Flatten ``tree`` down to this treedef's leaves, which may be subtrees in ``tree``.
@@ -317,129 +306,12 @@ def leaves_like(tree: Any, treedef: PyTreeDef) -> list[Any] | None:
     those are leaves is not checked (a node may sit where a leaf belongs): the caller checks
     their types (``all_leaf_types``), once per distinct type, not once per leaf."""
     leaves: list[Any] = []
-    return leaves if _gatherer(treedef)(tree, leaves) else None
+    return leaves if gatherer(treedef)(tree, leaves) else None
 
 
 def all_leaf_types(types: Iterable[type]) -> bool:
     """Whether values of each of ``types`` are leaves (not pytree nodes)."""
     return all(_lookup(t) is None for t in types)
-
-
-# ``leaves_like``'s walk of a treedef is a function written out for it, made once (cached on
-# the treedef): node by node, with the node types, dict keys and child counts bound in as
-# constants, no call per node, and no check per leaf. A jitted training step walks its state
-# (GPT-2's: 783 nodes, 448 leaves) at every call while the GPU waits: 167 us with a closure per
-# node checking each leaf, 34 us so. A walk writes out at most ``_INLINE`` nodes and calls the
-# walks of larger subtrees (their own, shared: treedefs are interned, so a model's layers share
-# one): what is compiled stays small (a 46,664-node tree: 4 ms, not 1.5 s written out whole).
-_INLINE = 256
-
-
-def _gatherer(td: PyTreeDef) -> Callable[[Any, list], bool]:
-    """The walk of ``td`` (``(tree, out) -> bool``: appends the leaves to ``out``, False at the
-    first node that differs), made on first use."""
-    gather = td._match
-    if gather is None:
-        gather = _gather_leaf if td._handler is None else _write_gatherer(td)
-        object.__setattr__(td, "_match", gather)
-    return gather
-
-
-def _gather_leaf(x: Any, out: list) -> bool:
-    out.append(x)
-    return True
-
-
-def _write_gatherer(td: PyTreeDef) -> Callable[[Any, list], bool]:
-    env: dict[str, Any] = {"_aux_equal": _aux_equal}
-    lines: list[str] = []
-    budget = [_INLINE]
-
-    def const(value: Any) -> str:
-        name = f"c{len(env)}"
-        env[name] = value
-        return name
-
-    def node(t: PyTreeDef, v: str, whole: bool) -> None:
-        """Lines checking the node ``t`` held in ``v`` and appending its leaves (``whole``: its
-        subtree written out whole, else each child subtree while the budget lasts)."""
-        h, kids = t._handler, t._children
-        n, nt, kind = len(kids), const(t._node_type), h.kind
-        if kind in ("dict", "tuple", "list"):
-            lines.append(f"if type({v}) is not {nt} or len({v}) != {n}: return False")
-            if kind == "dict" and n == 1:  # (the same number of keys, each present)
-                vals = f"({v}[{const(t._aux[0])}],)"
-            elif kind == "dict" and n:
-                vals = f"{const(itemgetter(*t._aux))}({v})"
-            else:
-                vals = v
-        elif kind == "none":
-            lines.append(f"if {v} is not None: return False")
-        else:  # a namedtuple, a registered class: its handler's children and node data
-            lines.append(f"if type({v}) is not {nt}: return False")
-            lines.append(f"c, a = {const(h.flatten)}({v})")
-            lines.append("c = list(c)")
-            lines.append(f"if len(c) != {n} or not _aux_equal(a, {const(t._aux)}): return False")
-            vals = "c"
-        if not n:
-            return
-        if all(c._handler is None for c in kids):  # (most: a layer's weight and bias)
-            lines.append(f"out += {vals}")
-            return
-        if not whole and all(c is kids[0] for c in kids):  # (a model's list of layers)
-            lines.append(f"for x in {vals}:")
-            lines.append(f"    if not {const(_gatherer(kids[0]))}(x, out): return False")
-            return
-        names = [f"x{len(lines)}_{i}" for i in range(n)]
-        lines.append(f"{''.join(k + ', ' for k in names)}= {vals}")
-        leaves: list[str] = []  # a run of leaves, appended at once
-        for c, k in zip(kids, names):
-            if c._handler is None:
-                leaves.append(k)
-                continue
-            if leaves:
-                lines.append(f"out += ({', '.join(leaves)},)")
-                leaves = []
-            if whole or c._num_nodes <= budget[0]:
-                if not whole:
-                    budget[0] -= c._num_nodes
-                node(c, k, True)
-            else:
-                lines.append(f"if not {const(_gatherer(c))}({k}, out): return False")
-        if leaves:
-            lines.append(f"out += ({', '.join(leaves)},)")
-
-    node(td, "tree", td._num_nodes <= _INLINE)
-    body = "".join(f"        {line}\n" for line in lines)
-    src = (f"def gather(tree, out):\n    try:\n{body}        return True\n"
-           "    except (KeyError, TypeError):  # a dict without one of the keys\n"
-           "        return False\n")  # fmt: skip
-    exec(compile(src, f"<leaves_like of {td._num_nodes} nodes>", "exec"), env)  # noqa: S102
-    return env["gather"]
-
-
-# Per treedef, a closure made once that does ``_unflatten``'s walk with the node kinds, keys and
-# child counts bound in: a jitted training step rebuilds its outputs (hundreds of nodes) at
-# every call, and the GPU waits behind the host meanwhile.
-
-
-def _builder(td: PyTreeDef) -> Callable[[Iterator[Any]], Any]:
-    """``td.unflatten``'s walk for this treedef: builds the tree from an iterator of leaves
-    (each node by its handler's ``unflatten``; dicts and tuples inline)."""
-    h = td._handler
-    if h is None:
-        return next
-    kids, aux, n = td._children, td._aux, len(td._children)
-    if h.kind == "dict" and all(c._handler is None for c in kids):
-        return lambda it: dict(zip(aux, islice(it, n)))
-    subs = [None if c._handler is None else _builder(c) for c in kids]
-    if h.kind == "dict":
-        pairs = list(zip(aux, subs))
-        return lambda it: {k: next(it) if s is None else s(it) for k, s in pairs}
-    if h.kind == "tuple":
-        return lambda it: tuple([next(it) if s is None else s(it) for s in subs])
-    unflatten = h.unflatten
-    return lambda it: unflatten(aux, [next(it) if s is None else s(it) for s in subs])
 
 
 def _flatten_up_to(td: PyTreeDef, tree: Any, fn_name: str) -> list[Any]:

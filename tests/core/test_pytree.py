@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blu.core import pytree
+from blu.core import pytree, pytree_walks
 from blu.core.errors import BluError, BluTypeError, BluValueError
 from blu.core.pytree import (
     DictKey,
@@ -205,7 +205,7 @@ def test_flatten_like_falls_back_on_every_difference():
 def test_flatten_like_of_a_tree_walked_in_parts(monkeypatch):
     # a walk writes out so many nodes and calls the walks of larger subtrees (a model's layers:
     # one walk, shared); a difference inside any part still falls back to a full flatten
-    monkeypatch.setattr(pytree, "_INLINE", 8)
+    monkeypatch.setattr(pytree_walks, "_INLINE", 8)
 
     def layer(i):
         return {"w_part": i, "b_part": (i, None), "c_part": {"z_part": i}}
@@ -230,6 +230,34 @@ def test_flatten_like_of_a_tree_walked_in_parts(monkeypatch):
         want_leaves, want_td = tree_flatten(v)
         assert leaves == want_leaves and td == want_td
         assert (td is guide) == (want_td == guide)
+
+
+def test_unflatten_built_in_parts(monkeypatch):
+    # a build writes out so many nodes and nests so deep, and calls the builds of the other
+    # subtrees (a list of layers: one build, shared, each on its slice of the leaves); the
+    # trees' structures are new (keys of their own): their first build goes through the handlers
+    monkeypatch.setattr(pytree_walks, "_INLINE", 8)
+    monkeypatch.setattr(pytree_walks, "_DEPTH", 3)
+
+    def layer(i):
+        return {"w_build": i, "b_build": (i, None, []), "c_build": {"z_build": Point(i, ())}}
+
+    deep: Any = 0
+    for i in range(10):
+        deep = [deep, (i,)] if i % 2 else {"d_build": deep, "e_build": i}
+    trees = [
+        {"layers_build": [layer(i) for i in range(20)], "n_build": 0},
+        ([layer(0), {"q_build": [1, 2]}, 3, collections.OrderedDict(b=4, a=5)] * 4, None),
+        (tuple(layer(i) for i in range(12)), collections.defaultdict(list, {"k": [6, 7]})),
+        deep,
+        {"empty": ({}, (), [], None)},
+    ]
+    for tree in trees:
+        leaves, td = tree_flatten(tree)
+        for _ in range(2):  # (the first build through the handlers, then written out)
+            rebuilt = td.unflatten(leaves)
+            assert rebuilt == tree and type(rebuilt) is type(tree)
+            assert tree_structure(rebuilt) is td and tree_leaves(rebuilt) == leaves
 
 
 def test_flatten_like_after_a_leaf_type_is_registered():
