@@ -8,14 +8,15 @@ order. Node types are matched exactly: an unregistered subclass of ``dict`` or `
 a leaf (namedtuples, i.e. tuple subclasses with ``_fields``, are recognised automatically).
 
 This module flattens and rebuilds (``PyTreeDef``, the ``tree_*`` functions); the node registry
-and key paths are in ``blu.core.pytree_registry`` and re-exported here.
+and key paths are in ``blu.core.pytree_registry`` and re-exported here; the walks a jitted call
+makes at every call (``leaves_like``, ``PyTreeDef.unflatten``), written out per treedef, are in
+``blu.core.pytree_walks``.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
@@ -39,17 +40,10 @@ from blu.core.pytree_registry import (  # noqa: F401  (the public names are re-e
     register_pytree_node_class,
     register_pytree_with_keys,
 )
+from blu.core.pytree_walks import aux_equal as _aux_equal
+from blu.core.pytree_walks import builder, gatherer
 
 # ----------------------------------------------------------------------------- PyTreeDef
-
-
-def _aux_equal(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    try:
-        return bool(a == b)
-    except (TypeError, ValueError):  # e.g. ambiguous truth value of an array comparison
-        return False
 
 
 def _type_name(t: type) -> str:
@@ -111,8 +105,8 @@ class PyTreeDef:
         setattr_(self, "_num_leaves", leaves)
         setattr_(self, "_num_nodes", 1 + sum([c._num_nodes for c in children]))
         setattr_(self, "_hash", None)  # computed on first use
-        setattr_(self, "_build", None)  # ``_builder``'s, made on first use
-        setattr_(self, "_match", None)  # ``_matcher``'s, made on first use
+        setattr_(self, "_build", None)  # ``pytree_walks.builder``'s, made on first use
+        setattr_(self, "_match", None)  # ``pytree_walks.gatherer``'s, made on first use
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("PyTreeDef is immutable")
@@ -150,11 +144,7 @@ class PyTreeDef:
         if len(leaves) != self._num_leaves:
             msg = f"tree_unflatten: {self!r} expected {self._num_leaves} leaves, got {len(leaves)}"
             raise BluValueError(with_user_line(msg))
-        build = self._build
-        if build is None:
-            build = _builder(self)
-            object.__setattr__(self, "_build", build)
-        return build(iter(leaves))
+        return builder(self)(leaves)
 
     def flatten_up_to(self, tree: Any) -> list[Any]:
         """Flatten ``tree`` down to this treedef's leaves, which may be subtrees in ``tree``.
@@ -300,137 +290,28 @@ def _up_to(td: PyTreeDef, x: Any, out: list[Any]) -> None:
             raise
 
 
-def _same(td: PyTreeDef, x: Any, leaves: list[Any]) -> bool:
-    """Append ``x``'s leaves to ``leaves`` if ``x`` has exactly the structure ``td`` (the same
-    node types, dict keys and node data, and leaves where ``td`` has leaves); else False."""
-    h = td._handler
-    if h is None:
-        if _lookup_cache.get(type(x), _MISSING) is not None:  # a node (or a type not seen yet)
-            return False
-        leaves.append(x)
-        return True
-    if type(x) is not td._node_type:
-        return False
-    kids = td._children
-    kind = h.kind
-    if kind == "dict":  # aux: the sorted keys; the same number of them, each present
-        if len(x) != len(kids):
-            return False
-        try:
-            children = [x[k] for k in td._aux]
-        except (KeyError, TypeError):
-            return False
-    elif kind in ("tuple", "list"):
-        if len(x) != len(kids):
-            return False
-        children = x
-    else:
-        children, aux = h.flatten(x)
-        children = list(children)
-        if len(children) != len(kids) or not _aux_equal(aux, td._aux):
-            return False
-    for c, ctd in zip(children, kids):
-        if ctd._handler is None and _lookup_cache.get(type(c), _MISSING) is None:
-            leaves.append(c)  # (a leaf, inline: most children are)
-        elif not _same(ctd, c, leaves):
-            return False
-    return True
-
-
 def tree_flatten_like(tree: Any, treedef: PyTreeDef) -> tuple[list[Any], PyTreeDef]:
     """``tree_flatten(tree)``, faster when ``tree`` has the structure ``treedef`` (a training
     step's state passed back on every call): the walk follows ``treedef`` (no key sorting, no
     new treedef) and falls back to a full flatten at the first difference."""
-    leaves: list[Any] = []
-    match = treedef._match
-    if match is None:
-        match = _matcher(treedef)
-        object.__setattr__(treedef, "_match", match)
-    if match(tree, leaves):
+    leaves = leaves_like(tree, treedef)
+    if leaves is not None and all_leaf_types(set(map(type, leaves))):
         return leaves, treedef
     return tree_flatten(tree)
 
 
-# Per treedef, closures made once that do ``_same`` and ``_unflatten``'s walks with the node
-# kinds, keys and child counts bound in: a jitted training step flattens its state and rebuilds
-# its outputs (hundreds of nodes) at every call, and the GPU waits behind the host meanwhile.
+def leaves_like(tree: Any, treedef: PyTreeDef) -> list[Any] | None:
+    """What ``tree`` holds where ``treedef`` has its leaves, if ``tree`` has the nodes of
+    ``treedef`` (node types, dict keys, node data, numbers of children), else None. Whether
+    those are leaves is not checked (a node may sit where a leaf belongs): the caller checks
+    their types (``all_leaf_types``), once per distinct type, not once per leaf."""
+    leaves: list[Any] = []
+    return leaves if gatherer(treedef)(tree, leaves) else None
 
 
-def _matcher(td: PyTreeDef) -> Callable[[Any, list], bool]:
-    """``_same(td, ·, ·)`` for this treedef (dicts, tuples and lists inline; other nodes
-    through ``_same``)."""
-    h = td._handler
-    if h is None:
-        return lambda x, out: _same(td, x, out)
-    kids, aux, nt, n = td._children, td._aux, td._node_type, len(td._children)
-    subs = [None if c._handler is None else _matcher(c) for c in kids]
-    get = _lookup_cache.get
-    if h.kind == "dict":
-        leaves_only = all(s is None for s in subs)  # (most: a layer's weight and bias)
-
-        def match_dict(x: Any, out: list) -> bool:
-            if type(x) is not nt or len(x) != n:
-                return False
-            try:
-                vals = [x[k] for k in aux]
-            except (KeyError, TypeError):
-                return False
-            if not leaves_only:
-                return _match_children(vals, subs, out)
-            for v in vals:
-                if get(type(v), _MISSING) is not None:  # a node where a leaf belongs
-                    return False
-            out += vals
-            return True
-
-        return match_dict
-    seq = h.kind in ("tuple", "list")
-    flatten = h.flatten
-
-    def match_node(x: Any, out: list) -> bool:
-        if type(x) is not nt:
-            return False
-        if not seq:  # (a namedtuple, a registered class: its children and node data)
-            x, x_aux = flatten(x)
-            x = list(x)
-            if not _aux_equal(x_aux, aux):
-                return False
-        return len(x) == n and _match_children(x, subs, out)
-
-    return match_node
-
-
-def _match_children(vals: Any, subs: list, out: list) -> bool:
-    """Append the leaves of a node's children ``vals`` to ``out``, each matched against its
-    treedef's matcher in ``subs`` (None: a leaf belongs there); False at the first mismatch."""
-    get = _lookup_cache.get
-    for v, sub in zip(vals, subs):
-        if sub is None:
-            if get(type(v), _MISSING) is not None:  # a node where a leaf belongs
-                return False
-            out.append(v)
-        elif not sub(v, out):
-            return False
-    return True
-
-
-def _builder(td: PyTreeDef) -> Callable[[Iterator[Any]], Any]:
-    """``td.unflatten``'s walk for this treedef: builds the tree from an iterator of leaves
-    (each node by its handler's ``unflatten``; dicts and tuples inline)."""
-    h = td._handler
-    if h is None:
-        return next
-    kids, aux, n = td._children, td._aux, len(td._children)
-    if h.kind == "dict" and all(c._handler is None for c in kids):
-        return lambda it: dict(zip(aux, islice(it, n)))
-    subs = [None if c._handler is None else _builder(c) for c in kids]
-    if h.kind == "dict":
-        pairs = list(zip(aux, subs))
-        return lambda it: {k: next(it) if s is None else s(it) for k, s in pairs}
-    if h.kind == "tuple":
-        return lambda it: tuple([next(it) if s is None else s(it) for s in subs])
-    unflatten = h.unflatten
-    return lambda it: unflatten(aux, [next(it) if s is None else s(it) for s in subs])
+def all_leaf_types(types: Iterable[type]) -> bool:
+    """Whether values of each of ``types`` are leaves (not pytree nodes)."""
+    return all(_lookup(t) is None for t in types)
 
 
 def _flatten_up_to(td: PyTreeDef, tree: Any, fn_name: str) -> list[Any]:

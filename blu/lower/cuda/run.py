@@ -22,6 +22,7 @@ donated arguments take the arguments' buffers over.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -153,6 +154,12 @@ class Bound:
         ]
         self.staged_at = [i for i, s in enumerate(staged) if s]
         self.keyed_at = [i for i, s in enumerate(staged) if not s]
+        self.pick_keyed = _picker(self.keyed_at)
+        self.n_in = len(exe.jaxpr.invars)
+        self.donated_at = [i for i, d in enumerate(exe.donated) if d]
+        self.pick_donated = _picker(self.donated_at)
+        self.pick_kept = _picker([i for i, d in enumerate(exe.donated) if not d])
+        self.into_donated = all(exe.donated[i] for i in self.donated_into)
         # host arguments copied to the device and kept, by position, while the same immutable
         # object comes back (a trace's constants: LLaMA-1B's 64 RoPE tables, 32 MB, were
         # copied to the device at every step; ``_host_arg``)
@@ -223,9 +230,9 @@ class Bound:
     def __call__(self, args: Any) -> list[Any]:
         exe, dev = self.exe, self.dev
         arrays = list(args)
-        if len(arrays) != len(exe.jaxpr.invars):
+        if len(arrays) != self.n_in:
             raise BluValueError(f"jit({exe.name}): {len(arrays)} arguments for a program of "
-                                f"{len(exe.jaxpr.invars)}")  # fmt: skip
+                                f"{self.n_in}")  # fmt: skip
         for i, a in enumerate(arrays):
             if type(a) is DeviceArray and a.device is dev:  # (the usual case, inline)
                 p = a._ptr
@@ -296,11 +303,19 @@ class Bound:
         keep.clear()  # what this call took goes back to the allocator
         return err
 
-    def _donatable(self, arrays: list[DeviceArray]) -> list[bool]:
+    def _donatable(self, arrays: list[DeviceArray]) -> Any:
+        """Per argument, whether its buffer may be taken over: donated, owning its buffer
+        (``_block``), and passed once. ``exe.donated`` itself where each donated one may be (a
+        training step's state, checked in C: the donated arguments' blocks are distinct and
+        none is another argument's, so no donated array is passed twice)."""
         donated = self.exe.donated
-        if not any(donated):
+        if not self.donated_at:
             return donated
-        if len(set(map(id, arrays))) == len(arrays):  # (the usual case: none passed twice)
+        blocks = set(map(_block, self.pick_donated(arrays)))
+        if (len(blocks) == len(self.donated_at) and None not in blocks
+                and blocks.isdisjoint(map(_block, self.pick_kept(arrays)))):  # fmt: skip
+            return donated
+        if len(set(map(id, arrays))) == len(arrays):  # (none passed twice)
             return [d and a._block is not None for d, a in zip(donated, arrays)]
         seen = Counter(map(id, arrays))  # an array passed twice is not taken over
         return [d and a._block is not None and seen[id(a)] == 1 for d, a in zip(donated, arrays)]
@@ -432,7 +447,9 @@ class Bound:
 
     # ---- graphs -------------------------------------------------------------------------------
 
-    def _graph_ok(self, donatable: list[bool]) -> bool:
+    def _graph_ok(self, donatable: Any) -> bool:
+        if donatable is self.exe.donated:  # (each donated argument taken over)
+            return self.into_donated
         return all(map(donatable.__getitem__, self.donated_into))
 
     def _call_graph(self, arrays: list[DeviceArray], donatable: list[bool]) -> list[Any]:
@@ -443,7 +460,7 @@ class Bound:
         # has the same address each call: it keys the graph, as a large argument does); the
         # others key the graph by position (which are staged varies with the kept copies)
         host = self.host_copies
-        key = [(i, arrays[i]._ptr) for i in self.keyed_at]
+        key = [tuple(map(_ptr, self.pick_keyed(arrays)))]  # (the keyed ones' in order)
         stage = []
         for i in self.staged_at:
             a = arrays[i]
@@ -490,6 +507,17 @@ class Bound:
         g, captured = entry
         g.replay(dev.stream)
         return outputs.make_outputs(self, captured, None, arrays, donatable, copy_out=True)
+
+
+_ptr, _block = attrgetter("_ptr"), attrgetter("_block")
+
+
+def _picker(at: list[int]) -> Any:
+    """``xs -> tuple(xs[i] for i in at)``, in C (``itemgetter``: which returns a lone item
+    alone)."""
+    if len(at) > 1:
+        return itemgetter(*at)
+    return (lambda xs: (xs[at[0]],)) if at else (lambda xs: ())
 
 
 def _nbytes(vs: Any) -> int:

@@ -156,3 +156,56 @@ def test_deleted_and_donated_host_arrays_keep_the_full_paths_errors(dev, graphs)
     d.delete()
     with pytest.raises(BluValueError, match="deleted"):
         g(d)
+
+
+def test_device_leaves_are_checked_by_their_avals(dev, graphs, monkeypatch):
+    # each device leaf's aval (the full path's key) is compared with the executable's: by
+    # identity where the array has it (a step's outputs), made as the full path makes it where
+    # not yet (arrays just put on the device: the fast path still); another's misses
+    rng = np.random.default_rng(24)
+    f = blu.jit(lambda t: t["a"] * 2.0 + t["b"])
+    x, y = (rng.standard_normal((4, 3)).astype(f32) for _ in range(2))
+    check(f({"a": put(dev, x), "b": put(dev, y)}), x.astype(f64) * 2 + y)
+    fast = f._fast
+    assert isinstance(fast, dispatch.DeviceFastCall)
+    lookups = [0]
+    lookup = type(f)._lookup
+
+    def counted(self, *a, **k):
+        lookups[0] += 1
+        return lookup(self, *a, **k)
+
+    monkeypatch.setattr(type(f), "_lookup", counted)
+    a, b = put(dev, x, y)
+    assert a._aval is None  # (none made yet)
+    check(f({"a": a, "b": b}), x.astype(f64) * 2 + y)
+    assert lookups[0] == 0 and a._aval is fast.avals[0]
+    check(f({"a": a, "b": b}), x.astype(f64) * 2 + y)  # (now by identity)
+    assert lookups[0] == 0
+    x2 = x[:, :2].copy()
+    c = put(dev, x2)
+    c.aval  # noqa: B018 - made: another aval than the executable's
+    check(f({"a": c, "b": put(dev, y[:, :2].copy())}), x2.astype(f64) * 2 + y[:, :2])
+    assert lookups[0] == 1
+    check(f({"a": a, "b": put(dev, y.astype(np.float16))}), x.astype(f64) * 2 + y.astype(
+        np.float16), rtol=2e-3)  # (another dtype, no aval made yet)  # fmt: skip
+    assert lookups[0] == 2
+
+
+def test_an_array_passed_twice_is_not_taken_over(dev, graphs, monkeypatch):
+    # the same array as a donated leaf and another argument: its buffer is not taken over (the
+    # other argument reads it), on the full path and the fast path alike; the others are
+    rng = np.random.default_rng(25)
+    f = blu.jit(lambda s, x: ({k: v * 2.0 + x for k, v in s.items()}, x.sum()), donate_argnums=0)
+    host = {k: rng.standard_normal(8).astype(f32) for k in "abc"}
+    for i in range(3):
+        s = {k: put(dev, v) for k, v in host.items()}
+        out, total = f(s, s["b"])
+        if i == 0:
+            assert isinstance(f._fast, dispatch.DeviceFastCall)
+            _no_full_path(monkeypatch)
+        for k in "abc":
+            check(out[k], host[k].astype(f64) * 2 + host["b"])
+        check(total, np.asarray(host["b"].astype(f64).sum()))
+        assert s["a"].is_deleted() and s["c"].is_deleted() and not s["b"].is_deleted()
+        check(s["b"], host["b"])
