@@ -6,8 +6,9 @@ cross-entropy's maximum (with the label's logit), its sum of exponentials, then 
 each loading the row's logits again: three reads and a write of each logit (a row of
 bfloat16 logits is 100 KB, two rows in flight an SM), where one read and a write would do.
 
-Here each input that two or more of the group's passes read at the row's own index (through
-elementwise operations only: not a broadcast, a slice or a gather) is kept as loaded, in its
+Here each input that two or more of the group's passes read at the point they visit (through
+elementwise operations only), and that the group reads nowhere else (no broadcast, slice,
+reversal or gather of it: another element, maybe of another row), is kept as loaded, in its
 storage type, in the block's dynamic shared memory: the first pass that loads an element also
 stores it there, the later passes load it from there. A barrier after that first pass makes
 the whole row visible to every thread (a later pass may visit the row's elements by another
@@ -73,26 +74,29 @@ def two_blocks(nbytes: int, chip: str = "sm_90") -> bool:
     return 2 * (nbytes + STATIC + RESERVED) <= sm
 
 
-def _row_reads(layout: KernelLayout, m: Var, shape: tuple[int, ...], ins: set) -> set[Var]:
-    """The kernel inputs of ``shape`` that computing member ``m`` reads at the same index
-    (through elementwise operations and, for a reduction, its operand)."""
-    found: set[Var] = set()
-    stack, seen = list(layout.producer[m].invars), set()
+def _reads(layout: KernelLayout, m: Var, at_row: bool, ins: set) -> tuple[set, set]:
+    """The kernel inputs computing member ``m`` reads: those at the point the pass visits
+    (``at_row``: ``m``'s nest is over the group's rows; through elementwise operations and, for
+    a reduction, its operand), and those read anywhere else (through a broadcast, a slice, a
+    reversal, a gather: another element, maybe of another row; or from a nest of one value a
+    row)."""
+    at_point: set[Var] = set()
+    elsewhere: set[Var] = set()
+    stack, seen = [(u, at_row) for u in layout.producer[m].invars], set()
     while stack:
-        u = stack.pop()
-        if not isinstance(u, Var) or u in seen:
+        u, here = stack.pop()
+        if not isinstance(u, Var) or (u, here) in seen:
             continue
-        seen.add(u)
+        seen.add((u, here))
         if u in ins:
-            if tuple(u.aval.shape) == shape:
-                found.add(u)
+            (at_point if here else elsewhere).add(u)
             continue
         if u in layout.buffer or u not in layout.producer:  # read from its buffer
             continue
         e = layout.producer[u]
-        if "elementwise" in e.primitive.lowerings and not is_reduction(e):
-            stack.extend(e.invars)
-    return found
+        same = "elementwise" in e.primitive.lowerings and not is_reduction(e)
+        stack.extend((w, here and same) for w in e.invars)
+    return at_point, elsewhere
 
 
 def row_stash(layout: KernelLayout, plans: list[Any], j: int,
@@ -104,22 +108,24 @@ def row_stash(layout: KernelLayout, plans: list[Any], j: int,
     if budget <= 0 or head.grid or group_form(head) != "looped":
         return []
     shape = tuple(layout.nests[j].shape)
-    ins = set(layout.jaxpr.invars)
+    ins = {v for v in layout.jaxpr.invars if tuple(v.aval.shape) == shape}
     passes: Counter = Counter()
+    other: set[Var] = set()  # read somewhere other than the passes' points: never stashed
     t = j
     while t < len(plans) and plans[t].group == j:  # one pass a nest (an online pair: one)
         width = 2 if online_at(layout, plans, t) else 1
         reads: set[Var] = set()
         for nest in layout.nests[t : t + width]:
-            if tuple(nest.shape) == shape:
-                for m in nest.members:
-                    reads |= _row_reads(layout, m, shape, ins)
+            for m in nest.members:
+                here, elsewhere = _reads(layout, m, tuple(nest.shape) == shape, ins)
+                reads |= here
+                other |= elsewhere
         passes.update(reads)
         t += width
     out, off = [], 0
     for v in layout.jaxpr.invars:  # (in the kernel's order: the same plan on every machine)
         nbytes = head.R * v.aval.dtype.itemsize
-        if passes[v] >= 2 and off + nbytes <= budget:
+        if passes[v] >= 2 and v not in other and off + nbytes <= budget:
             out.append((v, off))
             off += -(-nbytes // _ALIGN) * _ALIGN
     return out

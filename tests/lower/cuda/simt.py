@@ -37,7 +37,9 @@ _BINARY = {
     "arith.addf": np.add, "arith.addi": np.add, "arith.subf": np.subtract,
     "arith.subi": np.subtract, "arith.mulf": np.multiply, "arith.muli": np.multiply,
     "arith.divf": np.divide, "arith.divui": np.floor_divide, "arith.remui": np.remainder,
-    "arith.minui": np.minimum, "arith.maxnumf": np.fmax, "arith.minnumf": np.fmin,
+    "arith.minui": np.minimum, "arith.maxsi": np.maximum, "arith.minsi": np.minimum,
+    "arith.divsi": lambda a, b: np.trunc(a / b), "arith.remsi": np.fmod,
+    "arith.maxnumf": np.fmax, "arith.minnumf": np.fmin,
     "arith.maximumf": np.maximum, "arith.minimumf": np.minimum, "arith.ori": np.bitwise_or,
     "arith.andi": np.bitwise_and, "arith.xori": np.bitwise_xor, "arith.shli": np.left_shift,
 }  # fmt: skip

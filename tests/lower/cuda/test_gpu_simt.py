@@ -227,3 +227,31 @@ def test_the_row_stash_reads_each_row_once_and_computes_the_same_bits(fn, shapes
         simt.run_func(on, la.func, m2, la.grid, la.block)
         for k in m1:
             assert np.array_equal(m1[k].view(np.uint8), m2[k].view(np.uint8)), (la.func, k)
+
+
+def _first_column_then_rows(w, x):  # a value a row reads x[:, :1] before the passes over x
+    c = bnp.max(w, axis=1, keepdims=True) + x[:, :1]
+    e = bnp.exp(x - c)
+    return e / bnp.sum(e, axis=1, keepdims=True), c
+
+
+def _rows_times_rolled(x, y):  # x read at another row too (a roll, a reversal); y only at its
+    m = bnp.max(x, axis=1, keepdims=True)  # points, by two passes
+    e = bnp.exp(x - m)
+    p = e / bnp.sum(e, axis=1, keepdims=True) * bnp.roll(x, 1, axis=0) * bnp.flip(x, 0)
+    return p + y * bnp.max(y, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("fn, stashed", [(_first_column_then_rows, 0), (_rows_times_rolled, 1)])
+def test_inputs_read_elsewhere_are_not_stashed(fn, stashed):
+    """An input the group also reads at another element (a slice of its first column, a roll
+    or reversal across rows: from a reviewing helper's cases, which read shared elements no
+    thread stored, or out of the stash's bounds) stays in global memory; the others are
+    stashed; the kernel against its jaxpr."""
+    specs = [blu.ShapeDtypeStruct((3, 5001), f32)] * 2
+    low = blu.jit(fn).lower(*specs, target="cuda:sm_90")
+    (node,) = [n for n in low._program.plan.nodes if n.kind == NodeKind.KERNEL]
+    _check_against_jaxpr(node)
+    text, launches = _emit(node)
+    assert [la.shared for la in launches if la.shared] == [5001 * 4] * stashed, launches
+    assert text.count("memref.view") == stashed
