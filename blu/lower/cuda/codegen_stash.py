@@ -82,7 +82,9 @@ def _reads(layout: KernelLayout, m: Var, at_row: bool, ins: set) -> tuple[set, s
     row)."""
     at_point: set[Var] = set()
     elsewhere: set[Var] = set()
-    stack, seen = [(u, at_row) for u in layout.producer[m].invars], set()
+    e = layout.producer[m]  # (a member made by a reversal or a gather reads other elements)
+    here = at_row and ("elementwise" in e.primitive.lowerings or is_reduction(e))
+    stack, seen = [(u, here) for u in e.invars], set()
     while stack:
         u, here = stack.pop()
         if not isinstance(u, Var) or (u, here) in seen:
