@@ -135,11 +135,15 @@ def row_stash(layout: KernelLayout, plans: list[Any], j: int,
 
 def stash_shared(layout: KernelLayout, plans: list[Any], j: int, chip: str = "sm_90") -> int:
     """The dynamic shared memory (bytes) of the launch of the row group led by nest ``j``."""
-    got = row_stash(layout, plans, j, chip)
-    if not got:
+    return _size(row_stash(layout, plans, j, chip), plans[j].R)
+
+
+def _size(plan: list[tuple[Var, int]], R: int) -> int:
+    """The bytes of a stash ``plan`` (``row_stash``'s) over rows of ``R`` elements."""
+    if not plan:
         return 0
-    v, off = got[-1]
-    return off + plans[j].R * v.aval.dtype.itemsize
+    v, off = plan[-1]
+    return off + R * v.aval.dtype.itemsize
 
 
 class RowStashEmitter:
@@ -163,7 +167,7 @@ class RowStashEmitter:
             view = b.op(f"memref.view {base}[{b.index(off)}][] : memref<?xi8, {SMEM}> to {ty}")
             self.stash[v] = (view, ty)
         self.stash_row0 = b.imul(k, head.R)
-        self.stash_size = stash_shared(self.layout, self.plans, j, self.chip)
+        self.stash_size = _size(plan, head.R)
 
     def _stash_pass(self) -> None:
         """Before a pass: the elements the passes so far stashed are visible to the block."""
