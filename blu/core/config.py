@@ -92,12 +92,15 @@ Flags (environment variable, type, default):
   the current row's block reductions (``blu.lower.cuda.codegen_prefetch``; on the H100 GPT-2
   124M's layer-norm backward went from 44% to 63% of copy bandwidth). Off: part of every GPU
   kernel's cache key.
-- ``gpu_exp`` (``BLU_GPU_EXP``, ``"ex2"`` | ``"poly"``, ``"ex2"``): how GPU kernels compute a
-  float32 ``exp`` (and the functions built on it: ``logistic``, ``expm1``): ``ex2`` reduces the
-  argument and calls the special-function unit's ``ex2.approx.f32`` (within 3.2 ulp; half the
-  instructions) and divides ``logistic``'s ``n / (1 + e**-|x|)`` by ``div.approx.f32`` (2 ulp),
-  ``poly`` the CPU's Cephes polynomial (within 2 ulp; ``blu.lower.mlir.mathlib.exp``) and the
-  correctly rounded division. Part of every GPU kernel's cache key.
+- ``gpu_exp`` (``BLU_GPU_EXP``, ``"ex2"`` | ``"ex2-reduced"`` | ``"poly"``, ``"ex2"``): how GPU
+  kernels compute a float32 ``exp`` (and the functions built on it: ``logistic``, ``expm1``):
+  ``ex2-reduced`` reduces the argument and calls the special-function unit's ``ex2.approx.f32``
+  (within 3.2 ulp; half the instructions) and divides ``logistic``'s ``n / (1 + e**-|x|)`` by
+  ``div.approx.f32`` (2 ulp); ``ex2`` does the same, but an argument known to be ``<= 0`` (a
+  softmax's ``x - max(x)``: ``blu.lower.plan.signs``) goes to ``ex2.approx`` unreduced (2 of
+  ``exp``'s 11 instructions; within 2**-22 of the result); ``poly`` the CPU's Cephes polynomial
+  (within 2 ulp; ``blu.lower.mlir.mathlib.exp``) and the correctly rounded division. Part of
+  every GPU kernel's cache key.
 - ``gpu_group_columns`` (``BLU_GPU_GROUP_COLUMNS``, bool, True): a GPU row group followed by
   column reductions over its rows (a layer norm backward's gain and bias gradients, next to the
   input gradient) runs them in its own pass: each block loops over rows keeping column partials
@@ -256,7 +259,7 @@ FLAGS: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "gpu_epilogues": ("BLU_GPU_EPILOGUES", _bool, True),
     "gpu_gelu_aux": ("BLU_GPU_GELU_AUX", _bool, True),
     "gpu_row_prefetch": ("BLU_GPU_ROW_PREFETCH", _bool, True),
-    "gpu_exp": ("BLU_GPU_EXP", _choice("ex2", "poly"), "ex2"),
+    "gpu_exp": ("BLU_GPU_EXP", _choice("ex2", "ex2-reduced", "poly"), "ex2"),
     "gpu_group_columns": ("BLU_GPU_GROUP_COLUMNS", _bool, True),
     "gpu_map_values": ("BLU_GPU_MAP_VALUES", _int(1), 16),
     "gpu_column_blocks": ("BLU_GPU_COLUMN_BLOCKS", _int(1), None),

@@ -82,6 +82,7 @@ from blu.lower.mlir.codegen import KernelEmitter, deep_recursion
 from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
 from blu.lower.mlir.launch import BLOCK, MAX_MAP_GRID, Launch  # noqa: F401  (re-exported)
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix
+from blu.lower.plan.signs import nonpositive
 
 # reductions over innermost dimensions of at most this many elements in all (and at most
 # MEMBER_LOOPS of them in the nest: a global norm's many sums stay a split) run as rows (one
@@ -269,7 +270,7 @@ class GpuBuilder(Builder):
     @property
     def exp2_unit(self) -> bool:
         """float32 ``exp`` through ``ex2.approx`` (``mathlib.exp_ex2``; ``$BLU_GPU_EXP``)."""
-        return config.gpu_exp == "ex2"
+        return config.gpu_exp != "poly"
 
     def f32_to_bf16(self, x: str) -> str:
         """Generation 2: the hardware's conversion (``cvt.rn.bf16.f32``, sm_80+: the integer
@@ -306,6 +307,7 @@ class GpuKernelEmitter(RowGroupEmitter, RowStashEmitter, OnlineRowEmitter, Split
     def _begin(self) -> None:
         self.b = GpuBuilder()
         self.b.depth = 3
+        self.b.nonpositive = nonpositive(self.layout.jaxpr) if config.gpu_exp == "ex2" else ()
         self.cache = {}
         self.smem: list[str] = []  # the function's shared buffers (workgroup attributions)
         self.memo: dict[tuple, Any] = {}  # digits made before a loop (``_kept_digits``)

@@ -107,8 +107,9 @@ def warp_rows_on() -> bool:
 # dimensions as rows (``codegen.SMALL_ROWS``), row groups with column partials of half the
 # blocks (``COLUMN_THREADS``), unrolled groups compiled for their block (``nvvm.maxntid``);
 # 17: looped groups keep their row's inputs in shared memory (``codegen_stash``), looped groups
-# and row nests compiled for their block too.
-EMITTER_VERSION = 17
+# and row nests compiled for their block too; 18: a softmax's exp unreduced (``signs``), bfloat16
+# values stored as rounded (not rounded twice).
+EMITTER_VERSION = 18
 
 
 def key_suffix() -> str:

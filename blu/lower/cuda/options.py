@@ -25,7 +25,7 @@ class CudaOptions(Options):
         unroll_scans: scans of at most this many iterations are unrolled
             (``BLU_UNROLL_SCANS``).
         conditional_nodes: while loops decided on the device (``BLU_CUDA_CONDITIONAL_NODES``).
-        exp: how kernels compute a float32 exp (``BLU_GPU_EXP``: "ex2" or "poly").
+        exp: how kernels compute a float32 exp (``BLU_GPU_EXP``: "ex2", "ex2-reduced", "poly").
         group_columns: row groups take in the column reductions over their rows
             (``BLU_GPU_GROUP_COLUMNS``).
         map_values: most values an elementwise chunk stores (``BLU_GPU_MAP_VALUES``).

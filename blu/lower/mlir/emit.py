@@ -122,6 +122,12 @@ class Builder:
         self._consts: dict[tuple[str, str], str] = {}
         self.index_value: dict[str, int] = {}  # SSA name -> value, for index constants
         self.decls: dict[str, str] = {}  # external functions called (libm)
+        # bfloat16 bits of the values ``round_to_bf16`` made: storing one stores them as they
+        # are (widening them was exact), not rounded a second time (8 instructions a store)
+        self.bf16_bits: dict[str, str] = {}
+        # variables whose elements are <= 0 or NaN (``blu.lower.plan.signs``), where a kernel
+        # computes a cheaper ``exp`` (set by the GPU emitter)
+        self.nonpositive: frozenset = frozenset()
         self._n = 0
         self.depth = 1
 
@@ -271,7 +277,7 @@ class Builder:
 
     def store(self, value: str, buf: str, aval: Any, lin: str) -> None:
         if aval.dtype == dtypes.bfloat16:
-            value = self.f32_to_bf16(value)
+            value = self.to_bf16(value)
         elif aval.dtype == dtypes.float16:
             value = self.op(f"arith.truncf {value} : f32 to f16")
         elif aval.dtype == dtypes.bool_:
@@ -281,7 +287,7 @@ class Builder:
     def stored(self, value: str, aval: Any) -> str:
         """``value`` as a ``load`` reads it back after ``store`` (half floats are rounded)."""
         if aval.dtype == dtypes.bfloat16:
-            return self.bf16_to_f32(self.f32_to_bf16(value))
+            return value if value in self.bf16_bits else self.round_to_bf16(value)
         if aval.dtype == dtypes.float16:
             half = self.op(f"arith.truncf {value} : f32 to f16")
             return self.op(f"arith.extf {half} : f16 to f32")
@@ -311,7 +317,18 @@ class Builder:
 
     def round_to_bf16(self, x: str) -> str:
         """A float32 value rounded to the nearest bfloat16 (kept in float32)."""
-        return self.bf16_to_f32(self.f32_to_bf16(x))
+        if x in self.bf16_bits:  # already rounded
+            return x
+        bits = self.f32_to_bf16(x)
+        y = self.bf16_to_f32(bits)
+        self.bf16_bits[y] = bits
+        return y
+
+    def to_bf16(self, x: str) -> str:
+        """``f32_to_bf16``, or the bits ``x`` was widened from if ``round_to_bf16`` made it
+        (the same bits: they were rounded, a NaN among them quieted, already)."""
+        bits = self.bf16_bits.get(x)
+        return bits if bits is not None else self.f32_to_bf16(x)
 
 
 def collapse(sizes: Sequence[int], labels: Sequence[str]) -> list[tuple[int, str]]:

@@ -125,6 +125,18 @@ def exp_ex2(b: Builder, x: str) -> str:
     return _bin(b, "mulf", y, b.op(f"arith.bitcast {bits} : i32 to f32"))
 
 
+def exp_nonpositive(b: Builder, x: str) -> str:
+    """e**x for an ``x`` known to be ``<= 0`` or NaN (``blu.lower.plan.signs``: a softmax's
+    ``x - max(x)``), in 2 instructions on a GPU: ``ex2.approx.ftz.f32(x * log2(e))``, as
+    Triton's ``exp`` and CUDA's ``__expf``. Without ``exp_ex2``'s reduction the product's
+    rounding (and log2(e)'s) scales the result by up to ``2**(|x| 2**-23)``: within ``|x| + 2``
+    ulp, an absolute error below ``(|x| + 2) e**x 2**-23 <= 2**-22`` (largest at ``x = 0``),
+    2 ulp of the row's largest term, 1. Results below 2**-126 (``x < -87.3``)
+    are flushed to 0; ``-inf`` gives 0 and NaN stays NaN."""
+    t = _bin(b, "mulf", x, _c(b, LOG2E))
+    return b.op(f'llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"({t}) : (f32) -> f32')
+
+
 def log(b: Builder, x: str) -> str:
     """Natural log (Cephes logf): x = m 2**e with m in [sqrt(1/2), sqrt(2)), log(m) by a
     polynomial in m - 1; subnormals are scaled by 2**23 first."""

@@ -202,6 +202,9 @@ _LIBM_ONLY = {"log1p": ("log1p", "log1pf"), "expm1": ("expm1", "expm1f")}
 def _math_rule(name: str) -> Callable:
     def rule(b, eqn, x):
         ty = compute_type(_dt(eqn))
+        # a GPU kernel's exp of a value known <= 0 (a softmax's shift: ``Builder.nonpositive``)
+        if name == "exp" and ty == "f32" and eqn.invars[0] in b.nonpositive:
+            return mathlib.exp_nonpositive(b, x)
         if ty == "f32" and name in mathlib.FUNCTIONS:
             return mathlib.FUNCTIONS[name](b, x)
         if name in _LIBM_ONLY:
@@ -385,7 +388,7 @@ def _bitcast(b, eqn, x):
     src, dst = _dt(eqn), eqn.params["new_dtype"]
     ty = compute_type(src)
     if src == dtypes.bfloat16:  # back to the stored bits first
-        x, ty = b.f32_to_bf16(x), "i16"
+        x, ty = b.to_bf16(x), "i16"
     elif src == dtypes.float16:
         x, ty = b.op(f"arith.truncf {x} : f32 to f16"), "f16"
     if dst == dtypes.bfloat16:

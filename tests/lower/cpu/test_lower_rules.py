@@ -386,3 +386,50 @@ def test_primitives_without_a_rule_run_their_numpy_impl():
     assert {n.kind for n in exe.plan.nodes} >= {"kernel", "fallback"}
     for g, w in zip(got, eager(f, x)):
         np.testing.assert_array_equal(g, w)
+
+
+def _bf16_reference(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bits, rounding to nearest even in integers; NaN quieted (0x40)."""
+    u = x.view(np.uint32).astype(np.uint64)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(x), ((u >> 16) | 0x40).astype(np.uint16), rounded)
+
+
+def test_a_rounded_bfloat16_is_stored_as_rounded():
+    """``Builder.round_to_bf16``'s value, stored to a bfloat16 buffer, stores the bits it was
+    widened from (no second rounding: only the store is emitted); a value not made so is
+    rounded at the store."""
+    from blu.core.aval import ShapedArray
+    from blu.lower.mlir.emit import Builder
+
+    b, aval = Builder(), ShapedArray((4,), BF16)
+    v = b.round_to_bf16("%x")
+    bits, n = b.bf16_bits[v], len(b.lines)
+    b.store(v, "%buf", aval, "%i")
+    assert len(b.lines) == n + 1 and b.lines[-1].strip().startswith(f"memref.store {bits},")
+    assert b.stored(v, aval) == v and b.round_to_bf16(v) == v and len(b.lines) == n + 1
+    b.store("%y", "%buf", aval, "%i")
+    assert len(b.lines) > n + 3 and "%y" in " ".join(b.lines[n + 1:])
+
+
+def test_float32_to_bfloat16_bits_on_the_cpu():
+    """A kernel that rounds a float32 product to bfloat16 and stores it: the stored bits are
+    the reference rounding's (ties to even, overflow to inf, NaN quieted), and the
+    value widened again (a second output) is the same number."""
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.standard_normal(997).astype(F32) * 1e3, np.array(
+        [0.0, -0.0, np.inf, -np.inf, np.nan, 3.3895314e38, 1.00390625, 1.01171875, 1e-40,
+         -1.00390625], F32)])  # fmt: skip
+    y = np.array([1.0], F32)
+
+    def fn(x, y):
+        z = (x * y).astype(BF16)
+        return z, z.astype(F32) + 0.0
+
+    z, w = blu.jit(fn)(x, y)
+    got = np.asarray(z).view(np.uint16)
+    want = _bf16_reference(x)
+    fin = ~np.isnan(x)
+    assert (got[fin] == want[fin]).all() and np.isnan(np.asarray(z)[~fin].astype(F32)).all()
+    wide = (want.astype(np.uint32) << 16).view(F32)
+    np.testing.assert_array_equal(np.asarray(w)[fin], wide[fin])
