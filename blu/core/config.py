@@ -98,9 +98,9 @@ Flags (environment variable, type, default):
   (within 3.2 ulp; half the instructions) and divides ``logistic``'s ``n / (1 + e**-|x|)`` by
   ``div.approx.f32`` (2 ulp); ``ex2`` does the same, but an argument known to be ``<= 0`` (a
   softmax's ``x - max(x)``: ``blu.lower.plan.signs``) goes to ``ex2.approx`` unreduced (2 of
-  ``exp``'s 11 instructions; within 2**-22 of the result); ``poly`` the CPU's Cephes polynomial
-  (within 2 ulp; ``blu.lower.mlir.mathlib.exp``) and the correctly rounded division. Part of
-  every GPU kernel's cache key.
+  ``exp``'s 11 instructions; within 2.5 * 2**-23 of the result); ``poly`` the CPU's Cephes
+  polynomial (within 2 ulp; ``blu.lower.mlir.mathlib.exp``) and the correctly rounded division.
+  Part of every GPU kernel's cache key.
 - ``gpu_group_columns`` (``BLU_GPU_GROUP_COLUMNS``, bool, True): a GPU row group followed by
   column reductions over its rows (a layer norm backward's gain and bias gradients, next to the
   input gradient) runs them in its own pass: each block loops over rows keeping column partials
