@@ -194,16 +194,14 @@ _MATH = {"sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "sin": "sin", "cos": 
          "log1p": "log1p", "expm1": "expm1", "erf": "erf"}  # fmt: skip
 
 
-# MLIR lowers math.log1p / math.expm1 to log(1 + x) / exp(x) - 1, which lose all precision near
-# 0: call libm instead
+# MLIR lowers math.log1p / math.expm1 to log(1 + x) / exp(x) - 1 (no precision near 0): libm
 _LIBM_ONLY = {"log1p": ("log1p", "log1pf"), "expm1": ("expm1", "expm1f")}
 
 
 def _math_rule(name: str) -> Callable:
     def rule(b, eqn, x):
         ty = compute_type(_dt(eqn))
-        # a GPU kernel's exp of a value known <= 0 (a softmax's shift: ``Builder.nonpositive``)
-        if name == "exp" and ty == "f32" and eqn.invars[0] in b.nonpositive:
+        if name == "exp" and ty == "f32" and eqn.invars[0] in b.nonpositive:  # x - max(x)
             return mathlib.exp_nonpositive(b, x)
         if ty == "f32" and name in mathlib.FUNCTIONS:
             return mathlib.FUNCTIONS[name](b, x)
