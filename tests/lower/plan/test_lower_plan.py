@@ -474,3 +474,41 @@ def test_one_equation_of_many_operands_is_planned(target):
     if target == "cpu":
         xs = [np.full((2, 3), i, np.float32) for i in range(600)]
         np.testing.assert_array_equal(np.asarray(blu.jit(cat)(*xs)), np.concatenate(xs))
+
+
+def _products_and_a_sum(g, w, b):
+    """A reshape of an argument read by two products and a sum (GPT-2's query-key-value
+    gradient: the bias's, the weight's and the input's from one packed cotangent)."""
+    d = bnp.reshape(g, (g.shape[0], g.shape[1], -1))
+    return d @ w, bnp.einsum("btk,btc->kc", d, d[..., :4]), bnp.sum(d, axis=(0, 1)) * b
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda:sm_90"])
+def test_a_reshape_read_by_products_and_kernels_is_a_view(target):
+    """The reshape becomes a view of the argument that the products and the sum's kernel all
+    read: no kernel writes a copy of it (an output of its shape), and the values hold."""
+    S = blu.ShapeDtypeStruct
+    args = [S((2, 5, 3, 4), np.float32), S((12, 6), np.float32), S((12,), np.float32)]
+    prog = blu.jit(_products_and_a_sum).lower(*args, target=target)._program
+    views = [n for n in prog.plan.nodes if n.kind == "view"]
+    assert views and any(tuple(v.aval.shape) == (2, 5, 12) for n in views for v in n.outputs)
+    for n in prog.plan.nodes:
+        assert n.kind != "kernel" or all(tuple(v.aval.shape) != (2, 5, 12) for v in n.outputs)
+    if target == "cpu":
+        rng = np.random.default_rng(0)
+        g, w, b = (rng.standard_normal(a.shape).astype(np.float32) for a in args)
+        got = blu.jit(_products_and_a_sum)(g, w, b)
+        d = g.astype(np.float64).reshape(2, 5, 12)
+        want = (d @ w, np.einsum("btk,btc->kc", d, d[..., :4]), d.sum(axis=(0, 1)) * b)
+        for x, y in zip(got, want, strict=True):
+            np.testing.assert_allclose(np.asarray(x), y, rtol=1e-5, atol=1e-5)
+
+
+def test_a_reshape_of_a_kernels_value_stays_in_the_kernel():
+    """A reshape whose operand a kernel computes is not made a view: the kernel writes the
+    reshaped value once (a view would keep the operand as a separate output)."""
+    S = blu.ShapeDtypeStruct
+    fn = lambda g, w: _products_and_a_sum(g * 2.0, w, w[:, 0])  # noqa: E731
+    prog = blu.jit(fn).lower(S((2, 5, 3, 4), np.float32), S((12, 6), np.float32))._program
+    assert not any(n.kind == "view" and any(tuple(v.aval.shape) == (2, 5, 12) for v in n.outputs)
+                   for n in prog.plan.nodes)  # fmt: skip
