@@ -251,6 +251,7 @@ class MemoryPlan:
                         ri = self.root[i]
                         if (ri in offset and last.get(ri) == k and ri.aval.size == r.aval.size
                                 and ri.aval.dtype.itemsize == r.aval.dtype.itemsize
+                                and sum(self.root[u] is ri for u in n.inputs) == 1
                                 and inplace_ok(n, r, i)):  # fmt: skip
                             reuse = ri
                             break
@@ -316,6 +317,8 @@ class MemoryPlan:
             if lu < k:
                 return d
             if lu == k and node.kind.compiled and d in node.inputs:
+                if sum(self.root[u] is d for u in node.inputs) != 1:
+                    continue  # also read through a view of it (another input, same bytes)
                 if d.aval.size == r.aval.size and inplace_ok(node, r, d):
                     return d
         return None

@@ -512,3 +512,37 @@ def test_a_reshape_of_a_kernels_value_stays_in_the_kernel():
     prog = blu.jit(fn).lower(S((2, 5, 3, 4), np.float32), S((12, 6), np.float32))._program
     assert not any(n.kind == "view" and any(tuple(v.aval.shape) == (2, 5, 12) for v in n.outputs)
                    for n in prog.plan.nodes)  # fmt: skip
+
+
+def _aliased_in_a_kernel(a, b, c, d):
+    """A kernel reading a product's result both directly and through a reshape view of it
+    (two inputs, the same bytes) whose output may go where that result was."""
+    x = a @ b
+    v = bnp.reshape(x, (8, 2))
+    return (x + v.T + (v @ c).T) @ d
+
+
+def _aliased_donated(x, c):
+    v = bnp.reshape(x, (8, 2))
+    return x + v.T + (v @ c).T
+
+
+@pytest.mark.parametrize("fake_gpu", [False, True])
+def test_a_kernel_reading_one_buffer_twice_is_not_written_over_it(fake_gpu, monkeypatch):
+    """A reviewing helper's cases: neither in place over a temporary (the first) nor into the
+    donated argument (the second) while the kernel reads the same bytes through another input
+    (float64 numpy as the reference)."""
+    rng = np.random.default_rng(0)
+    a, b, c, d = (rng.standard_normal(s).astype(np.float32)
+                  for s in [(2, 3), (3, 8), (2, 2), (8, 3)])  # fmt: skip
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    A, B, C, D, X = (t.astype(np.float64) for t in (a, b, c, d, x))
+    P = A @ B
+    want_f = (P + P.reshape(8, 2).T + (P.reshape(8, 2) @ C).T) @ D
+    want_g = X + X.reshape(8, 2).T + (X.reshape(8, 2) @ C).T
+    with blu.config.override(fake_gpu=fake_gpu):
+        put = blu.cuda.device_put if fake_gpu else (lambda t: t)
+        got_f = blu.jit(_aliased_in_a_kernel)(*(put(t) for t in (a, b, c, d)))
+        got_g = blu.jit(_aliased_donated, donate_argnums=0)(put(x.copy()), put(c))
+        np.testing.assert_allclose(np.asarray(got_f), want_f, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(got_g), want_g, rtol=1e-5, atol=1e-5)
