@@ -122,8 +122,8 @@ class Builder:
         self._consts: dict[tuple[str, str], str] = {}
         self.index_value: dict[str, int] = {}  # SSA name -> value, for index constants
         self.decls: dict[str, str] = {}  # external functions called (libm)
-        # bfloat16 bits of the values ``round_to_bf16`` made: storing one stores them as they
-        # are (widening them was exact), not rounded a second time (8 instructions a store)
+        # bfloat16 bits of the values ``round_to_bf16`` made or ``widen`` loaded: storing one
+        # stores them as they are (widening was exact), not rounded again (8 instructions)
         self.bf16_bits: dict[str, str] = {}
         # variables whose elements are <= 0 or NaN (``blu.lower.plan.signs``), where a kernel
         # computes a cheaper ``exp`` (set by the GPU emitter)
@@ -268,7 +268,9 @@ class Builder:
     def widen(self, v: str, aval: Any) -> str:
         """An element of ``aval``'s buffer as loaded (its storage type) in its compute type."""
         if aval.dtype == dtypes.bfloat16:
-            return self.bf16_to_f32(v)
+            y = self.bf16_to_f32(v)
+            self.bf16_bits[y] = v  # stored or bitcast as loaded (a signaling NaN's bits too)
+            return y
         if aval.dtype == dtypes.float16:
             return self.op(f"arith.extf {v} : f16 to f32")
         if aval.dtype == dtypes.bool_:
@@ -326,7 +328,8 @@ class Builder:
 
     def to_bf16(self, x: str) -> str:
         """``f32_to_bf16``, or the bits ``x`` was widened from if ``round_to_bf16`` made it
-        (the same bits: they were rounded, a NaN among them quieted, already)."""
+        (the same bits: rounded, a NaN quieted, already) or ``widen`` loaded it (the bits as
+        loaded: a copy keeps a signaling NaN's bits, as numpy's does)."""
         bits = self.bf16_bits.get(x)
         return bits if bits is not None else self.f32_to_bf16(x)
 

@@ -433,3 +433,15 @@ def test_float32_to_bfloat16_bits_on_the_cpu():
     assert (got[fin] == want[fin]).all() and np.isnan(np.asarray(z)[~fin].astype(F32)).all()
     wide = (want.astype(np.uint32) << 16).view(F32)
     np.testing.assert_array_equal(np.asarray(w)[fin], wide[fin])
+
+
+def test_bfloat16_bits_are_kept_through_a_copy_and_a_bitcast():
+    """Loaded bfloat16 bits, signaling NaNs among them, come out of a copy (a reversal) and a
+    bitcast to uint16 as they went in (numpy's copy keeps them; a reviewing helper found the
+    bitcast quieting 0x7F81 to 0x7FC1)."""
+    bits = np.array([0x7F81, 0xFF81, 0x7FC0, 0x7F80, 0x0001, 0x8000, 0x3F80, 0x7FFF], np.uint16)
+    x = bits.view(BF16)
+    got_rev = np.asarray(blu.jit(lambda x: x[::-1])(x)).view(np.uint16)
+    got_cast = np.asarray(blu.jit(lambda x: lax.bitcast_convert_type(x, np.uint16))(x))
+    np.testing.assert_array_equal(got_rev, bits[::-1])
+    np.testing.assert_array_equal(got_cast, bits)
