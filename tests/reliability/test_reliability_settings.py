@@ -31,7 +31,7 @@ BAD = {  # variable -> (a value that does not parse, words of what is expected)
     "BLU_PARALLEL_BACKEND": ("gloo", "one of 'nccl', 'mpi', 'cpu'"),
     "BLU_DEFAULT_MATMUL_PRECISION": ("fp8", "one of 'fp32'"),
     "BLU_CPU_SPIN": ("y", "a boolean"),
-    "BLU_GPU_EXP": ("fast", "one of 'ex2', 'poly'"),
+    "BLU_GPU_EXP": ("fast", "one of 'ex2', 'ex2-reduced', 'poly'"),
     "BLU_GPU_GROUP_COLUMNS": ("sometimes", "a boolean"),
     "BLU_GPU_MAP_VALUES": ("0", "a whole number >= 1"),
 }
