@@ -108,7 +108,7 @@ def warp_rows_on() -> bool:
 # blocks (``COLUMN_THREADS``), unrolled groups compiled for their block (``nvvm.maxntid``);
 # 17: looped groups keep their row's inputs in shared memory (``codegen_stash``), looped groups
 # and row nests compiled for their block too; 18: a softmax's exp unreduced (``signs``), bfloat16
-# values stored as rounded (not rounded twice).
+# values stored as rounded or loaded (not rounded again).
 EMITTER_VERSION = 18
 
 

@@ -14,7 +14,7 @@ shift ``where(isfinite(m), m, 0)``. That last one is not ``<= 0`` everywhere: a 
 ``+inf`` or NaN (a row holding one) shifts by 0, and the row's other elements stay as they are,
 but that row's sum of exponentials is ``+inf`` or NaN, so its softmax, log-softmax and
 log-sum-exp are 0, ``inf``, ``-inf`` or NaN whatever those exponentials' last bits (and the
-cheaper exp is still within ``|x| + 2`` ulp of them). Anything else is unknown (no fact),
+cheaper exp is still within ``0.75 |x| + 2.5`` ulp of them). Anything else is unknown (no fact),
 never guessed.
 """
 
