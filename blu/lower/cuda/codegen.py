@@ -78,8 +78,9 @@ from blu.lower.cuda.codegen_strided import (
     loads_first,
     map_unroll,
 )
+from blu.lower.cuda.gpu_builder import GpuBuilder
 from blu.lower.mlir.codegen import KernelEmitter, deep_recursion
-from blu.lower.mlir.emit import Builder, Idx, compute_type, memref_type
+from blu.lower.mlir.emit import Idx, compute_type, memref_type
 from blu.lower.mlir.launch import BLOCK, MAX_MAP_GRID, Launch  # noqa: F401  (re-exported)
 from blu.lower.plan.fusion import KernelLayout, Nest, is_arg_reduce, is_reduction, is_suffix
 from blu.lower.plan.signs import nonpositive
@@ -261,33 +262,6 @@ def _combine_launch(name: str, p: NestPlan) -> Launch:
     return Launch(name + "b", -(-p.K // BLOCK), BLOCK)
 
 
-class GpuBuilder(Builder):
-    """A Builder whose library calls go to libdevice (``__nv_log1pf``, ...)."""
-
-    def libm(self, fn: str, args: Any, ty: str) -> str:
-        return super().libm("__nv_" + fn, args, ty)
-
-    @property
-    def exp2_unit(self) -> bool:
-        """float32 ``exp`` through ``ex2.approx`` (``mathlib.exp_ex2``; ``$BLU_GPU_EXP``)."""
-        return config.gpu_exp != "poly"
-
-    def f32_to_bf16(self, x: str) -> str:
-        """Generation 2: the hardware's conversion (``cvt.rn.bf16.f32``, sm_80+: the integer
-        form's rounding to nearest even in one instruction), a NaN kept as the integer form
-        keeps it (its sign and upper payload, quieted) so both give the same bits."""
-        if not loads_first():
-            return super().f32_to_bf16(x)
-        i32 = "i32"
-        cvt = self.op(f"arith.bitcast {self.op(f'arith.truncf {x} : f32 to bf16')} : bf16 to i16")
-        hi = self.op(f"arith.shrui {self.op(f'arith.bitcast {x} : f32 to i32')}, "
-                     f"{self.const(16, i32)} : i32")  # fmt: skip
-        quiet = self.op(f"arith.trunci {self.op(f'arith.ori {hi}, {self.const(0x40, i32)} : i32')}"
-                        " : i32 to i16")  # fmt: skip
-        nan = self.op(f"arith.cmpf uno, {x}, {x} : f32")
-        return self.op(f"arith.select {nan}, {quiet}, {cvt} : i16")
-
-
 class GpuKernelEmitter(RowGroupEmitter, RowStashEmitter, OnlineRowEmitter, SplitEmitter,
                        StridedEmitter, KernelEmitter):  # fmt: skip
     """Emits ``gpu.module @sym`` with one ``gpu.func @sym_<nest>[a|b]`` per launch."""
@@ -301,13 +275,15 @@ class GpuKernelEmitter(RowGroupEmitter, RowStashEmitter, OnlineRowEmitter, Split
         self.decls: dict[str, str] = {}
         self.keep = False  # values stay cached across nests (an unrolled row group)
         self.row_vals = {}
+        # values known <= 0 (a softmax's shift) get a cheaper exp (``blu.lower.plan.signs``)
+        self.nonpositive = nonpositive(layout.jaxpr) if config.gpu_exp == "ex2" else frozenset()
 
     # ---- one gpu.func -------------------------------------------------------------------------
 
     def _begin(self) -> None:
         self.b = GpuBuilder()
         self.b.depth = 3
-        self.b.nonpositive = nonpositive(self.layout.jaxpr) if config.gpu_exp == "ex2" else ()
+        self.b.nonpositive = self.nonpositive
         self.cache = {}
         self.smem: list[str] = []  # the function's shared buffers (workgroup attributions)
         self.memo: dict[tuple, Any] = {}  # digits made before a loop (``_kept_digits``)
