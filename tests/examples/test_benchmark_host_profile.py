@@ -35,7 +35,8 @@ def test_stub_replay_times_the_gpu_paths_host_share(tmp_path):
     med = float(r.stdout.split("host ms (unprofiled, median of 3) ")[1].split()[0])
     assert med > 0
     assert "dispatch.py" in r.stdout and "make_outputs" in r.stdout  # the device fast path ran
-    assert "_lookup" not in r.stdout  # not the full path
+    # not the full path (jit.py's trace-cache lookup; pytree_registry's _lookup may be listed)
+    assert not any("jit.py" in ln and "(_lookup)" in ln for ln in r.stdout.splitlines())
     r = subprocess.run([sys.executable, str(root / "benchmarks" / "host_profile.py"),
                         "--stub-replay"], env=dict(env, BLU_FAKE_GPU="0"), capture_output=True,
                        text=True, timeout=600)  # fmt: skip
