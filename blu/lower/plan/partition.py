@@ -33,12 +33,14 @@ from blu.core.jaxpr import Jaxpr, JaxprEqn, Literal, Var
 from blu.lax.shapes import broadcast_in_dim_p
 from blu.lower import library
 from blu.lower.mlir.scatter import scatter_supported
-from blu.lower.plan.fusion import KernelLayout, can_fuse, is_reduction
+from blu.lower.plan.fusion import KernelLayout, can_fuse, is_elementwise, is_reduction
 from blu.lower.plan.memory import nbytes
 from blu.lower.plan.nodes import Node, NodeKind, Plan
 
 MAX_KERNEL_EQNS = 400  # bounds a kernel's compile time
 MAX_EXPANSION = 16  # most equations recomputed in a reader instead of reading their result
+SMALL_MAP = 1 << 16  # most elements of a map fused horizontally with others of its shape
+SMALL_MAP_OPEN = 8  # horizontal groups of one shape still taking members (bounds the search)
 
 
 class _Host:
@@ -238,7 +240,70 @@ def _group(eqns: list[JaxprEqn], kinds: list[str]) -> list[list[int]]:
         for g in sorted(into, key=lambda g: len(mlist[g])):
             if len(mlist[g]) + len(mlist[root]) <= 2 * MAX_KERNEL_EQNS and merge(g, root) == g:
                 break
+
+    def ancestor(s: int, g: int) -> bool:
+        """Whether group ``s`` runs before group ``g`` can (a path leads from it to ``g``)."""
+        return reaches(external_preds(mlist[g], set(mlist[g])), set(mlist[s]), set(mlist[g]))
+
+    _merge_small_maps(eqns, kinds, preds, mlist, find, merge, ancestor)
     return sorted(sorted(m) for m in mlist.values())
+
+
+def _small_map_shape(eqns: list[JaxprEqn], members: list[int]) -> tuple[int, ...] | None:
+    """The one shape of a group of elementwise equations and broadcasts whose results all
+    have it and at most ``SMALL_MAP`` elements; else None."""
+    shapes = {tuple(v.aval.shape) for m in members for v in eqns[m].outvars}
+    if len(shapes) != 1:
+        return None
+    (shape,) = shapes
+    size = 1
+    for d in shape:
+        size *= d
+    if size > SMALL_MAP:
+        return None
+    for m in members:
+        e = eqns[m]
+        if e.primitive.name == "optimization_barrier" or not (
+            is_elementwise(e) or e.primitive is broadcast_in_dim_p
+        ):
+            return None
+    return shape
+
+
+def _merge_small_maps(eqns, kinds, preds, mlist, find, merge, ancestor) -> None:
+    """Horizontal fusion: independent small maps of one shape become one kernel (XLA's
+    horizontal loop fusion). An optimizer's update of each bias and norm scale, a layer's cast
+    of its small parameters, had been a launch each: a few KB for ~3 us of a launch's latency
+    (GPT-2 124M: 90 launches a step fewer, GPT-2 1.5B: 442). Two groups join only when every
+    node either reads from (an argument needs none) is one the other reads from too, or a
+    kernel that must run before the other can: the merged kernel waits for nothing more than
+    each did alone, and no value is held longer. ``merge`` refuses a join that would close a
+    cycle."""
+    buckets: dict[tuple[int, ...], list[int]] = {}
+    for root in sorted(mlist, key=lambda r: min(mlist[r])):
+        shape = _small_map_shape(eqns, mlist[root])
+        if shape is not None:
+            buckets.setdefault(shape, []).append(root)
+
+    def sources(root: int) -> set[int]:  # the nodes (a group's root, or an equation) read
+        inside = set(mlist[root])
+        return {find(p) if kinds[p] == "fuse" else p
+                for m in mlist[root] for p in preds[m] if p not in inside}  # fmt: skip
+
+    for roots in buckets.values():
+        open_: list[tuple[int, set[int]]] = []  # merged groups still taking members
+        for root in roots:
+            src = sources(root)
+            for g, gsrc in open_:
+                if (len(mlist[g]) + len(mlist[root]) <= MAX_KERNEL_EQNS
+                        and all(s in mlist and ancestor(s, g) for s in src - gsrc)
+                        and all(s in mlist and ancestor(s, root) for s in gsrc - src)
+                        and merge(g, root) == g):  # fmt: skip
+                    gsrc |= src
+                    break
+            else:
+                open_.append((root, src))
+                del open_[:-SMALL_MAP_OPEN]
 
 
 def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node]:
