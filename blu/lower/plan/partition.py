@@ -41,6 +41,7 @@ MAX_KERNEL_EQNS = 400  # bounds a kernel's compile time
 MAX_EXPANSION = 16  # most equations recomputed in a reader instead of reading their result
 SMALL_MAP = 1 << 16  # most elements of a map fused horizontally with others of its shape
 SMALL_MAP_OPEN = 8  # horizontal groups of one shape still taking members (bounds the search)
+SMALL_MAP_BYTES = 4 << 20  # most bytes a horizontal group's results take
 
 
 class _Host:
@@ -124,7 +125,7 @@ def partition(jaxpr: Jaxpr, backend: Any = None) -> Plan:
     ``backend``'s target: which products it runs, whether it compiles loops, which views it
     allows (``Backend.caps``)."""
     kinds = classify(jaxpr, backend)
-    groups = _group(jaxpr.eqns, kinds)
+    groups = _group(jaxpr.eqns, kinds, jaxpr.outvars)
     nodes = _build(jaxpr, kinds, groups)
     caps = getattr(backend, "caps", None)
     limit = caps.kernel_buffers if caps is not None else None
@@ -150,7 +151,7 @@ def partition(jaxpr: Jaxpr, backend: Any = None) -> Plan:
     return Plan(jaxpr, order)
 
 
-def _group(eqns: list[JaxprEqn], kinds: list[str]) -> list[list[int]]:
+def _group(eqns: list[JaxprEqn], kinds: list[str], outvars: list[Any] = ()) -> list[list[int]]:
     """Greedy fusion in program order: each fusible equation joins the groups of its fusible
     producers, unless that would make the graph of nodes cyclic (a path leaving the merged
     group and coming back, through other nodes or other groups)."""
@@ -245,7 +246,7 @@ def _group(eqns: list[JaxprEqn], kinds: list[str]) -> list[list[int]]:
         """Whether group ``s`` runs before group ``g`` can (a path leads from it to ``g``)."""
         return reaches(external_preds(mlist[g], set(mlist[g])), set(mlist[s]), set(mlist[g]))
 
-    _merge_small_maps(eqns, kinds, preds, mlist, find, merge, ancestor)
+    _merge_small_maps(eqns, kinds, preds, outvars, mlist, find, merge, ancestor)
     return sorted(sorted(m) for m in mlist.values())
 
 
@@ -270,32 +271,62 @@ def _small_map_shape(eqns: list[JaxprEqn], members: list[int]) -> tuple[int, ...
     return shape
 
 
-def _merge_small_maps(eqns, kinds, preds, mlist, find, merge, ancestor) -> None:
+def _merge_small_maps(eqns, kinds, preds, outvars, mlist, find, merge, ancestor) -> None:
     """Horizontal fusion: independent small maps of one shape become one kernel (XLA's
     horizontal loop fusion). An optimizer's update of each bias and norm scale, a layer's cast
     of its small parameters, had been a launch each: a few KB for ~3 us of a launch's latency
-    (GPT-2 124M: 90 launches a step fewer, GPT-2 1.5B: 442). Two groups join only when every
-    node either reads from (an argument needs none) is one the other reads from too, or a
-    kernel that must run before the other can: the merged kernel waits for nothing more than
-    each did alone, and no value is held longer. ``merge`` refuses a join that would close a
-    cycle."""
+    (GPT-2 124M: 90 launches a step fewer, GPT-2 1.5B: 442). Two groups join only when
+    neither would run at another time than alone:
+
+    - each reads from some node (a group reading only arguments runs where the program order
+      puts it; joined to an earlier one, its results would be held longer);
+    - every node either reads from is one the other reads from too, or a kernel that must run
+      before the other can (so the merged kernel waits for nothing more than each did alone);
+    - the same nodes read their results (or only the program's outputs), so neither result
+      is made before it is needed;
+    - the merged results stay under ``SMALL_MAP_BYTES``, bounding what an earlier start could
+      still hold.
+
+    ``merge`` refuses a join that would close a cycle."""
     buckets: dict[tuple[int, ...], list[int]] = {}
     for root in sorted(mlist, key=lambda r: min(mlist[r])):
         shape = _small_map_shape(eqns, mlist[root])
         if shape is not None:
             buckets.setdefault(shape, []).append(root)
 
-    def sources(root: int) -> set[int]:  # the nodes (a group's root, or an equation) read
+    def node(i: int) -> int:  # a group's root, or an equation of its own
+        return find(i) if kinds[i] == "fuse" else i
+
+    def sources(root: int) -> set[int]:
         inside = set(mlist[root])
-        return {find(p) if kinds[p] == "fuse" else p
-                for m in mlist[root] for p in preds[m] if p not in inside}  # fmt: skip
+        return {node(p) for m in mlist[root] for p in preds[m] if p not in inside}
+
+    users: dict[int, list[int]] = {}
+    for i, ps in enumerate(preds):
+        for p in ps:
+            users.setdefault(p, []).append(i)
+    outputs = {v for v in outvars if isinstance(v, Var)}
+
+    def readers(root: int) -> set[int]:  # -1: the program's outputs
+        inside = set(mlist[root])
+        got = {node(u) for m in mlist[root] for u in users.get(m, ()) if u not in inside}
+        if any(v in outputs for m in mlist[root] for v in eqns[m].outvars):
+            got.add(-1)
+        return got
+
+    def out_bytes(root: int) -> int:
+        return sum(nbytes(v.aval) for m in mlist[root] for v in eqns[m].outvars)
 
     for roots in buckets.values():
         open_: list[tuple[int, set[int]]] = []  # merged groups still taking members
         for root in roots:
             src = sources(root)
+            if not src:
+                continue
             for g, gsrc in open_:
                 if (len(mlist[g]) + len(mlist[root]) <= MAX_KERNEL_EQNS
+                        and out_bytes(g) + out_bytes(root) <= SMALL_MAP_BYTES
+                        and readers(g) == readers(root)
                         and all(s in mlist and ancestor(s, g) for s in src - gsrc)
                         and all(s in mlist and ancestor(s, root) for s in gsrc - src)
                         and merge(g, root) == g):  # fmt: skip
