@@ -27,6 +27,7 @@ outside it (checked with ancestor bitsets).
 from __future__ import annotations
 
 import heapq
+import math
 from typing import Any
 
 from blu.core.jaxpr import Jaxpr, JaxprEqn, Literal, Var
@@ -257,10 +258,7 @@ def _small_map_shape(eqns: list[JaxprEqn], members: list[int]) -> tuple[int, ...
     if len(shapes) != 1:
         return None
     (shape,) = shapes
-    size = 1
-    for d in shape:
-        size *= d
-    if size > SMALL_MAP:
+    if math.prod(shape) > SMALL_MAP:
         return None
     for m in members:
         e = eqns[m]
@@ -318,22 +316,26 @@ def _merge_small_maps(eqns, kinds, preds, outvars, mlist, find, merge, ancestor)
         return sum(nbytes(v.aval) for m in mlist[root] for v in eqns[m].outvars)
 
     for roots in buckets.values():
-        open_: list[tuple[int, set[int]]] = []  # merged groups still taking members
+        # merged groups still taking members: [root, sources, readers, result bytes]
+        open_: list[list[Any]] = []
         for root in roots:
             src = sources(root)
             if not src:
                 continue
-            for g, gsrc in open_:
+            rdr, size = readers(root), out_bytes(root)
+            for entry in open_:
+                g, gsrc, grdr, gsize = entry
                 if (len(mlist[g]) + len(mlist[root]) <= MAX_KERNEL_EQNS
-                        and out_bytes(g) + out_bytes(root) <= SMALL_MAP_BYTES
-                        and readers(g) == readers(root)
+                        and gsize + size <= SMALL_MAP_BYTES
+                        and grdr == rdr
                         and all(s in mlist and ancestor(s, g) for s in src - gsrc)
                         and all(s in mlist and ancestor(s, root) for s in gsrc - src)
                         and merge(g, root) == g):  # fmt: skip
                     gsrc |= src
+                    entry[3] += size
                     break
             else:
-                open_.append((root, src))
+                open_.append([root, src, rdr, size])
                 del open_[:-SMALL_MAP_OPEN]
 
 
