@@ -9,10 +9,12 @@ the first failure. With a ``grid`` it only tries the grid's sizes (blu's GPU ker
 the kernel cache, compiled ahead of time per batch size: fill it for the grid).
 
 :func:`search_guided` (the peers' search on the GPU: each try of torch.compile costs its
-compilation) also uses the peak memory each fitting try reports: through the last two fitting
-tries' peaks it draws a line and tries where the line meets the memory budget, then the batch
-above; where the guess fails or is off, it bisects (or gallops up). Each try narrows the bracket
-(largest fit, smallest failure), so it ends with the same answer as :func:`search`.
+compilation) also uses the peak memory each fitting try reports: after the first fitting try
+it tries one an eighth larger, draws the line through the last two fitting tries' peaks and
+tries where the line meets the memory budget, then the batch above; where the guess fails or is
+off, it bisects (or gallops up). A start near the answer so costs about four tries. Each try
+narrows the bracket (largest fit, smallest failure), so it ends with the same answer as
+:func:`search`.
 
 blu does not search on the GPU: its memory plan gives the footprint of any batch without a
 kernel or a GPU (``blu_gpt2.py --predict-max-batch``), and only the predicted batch is run.
@@ -125,6 +127,8 @@ def search_guided(
         guess = _line_guess(peaks, budget_bytes)
         if guess is not None and lo < guess < hi:
             nxt, step = guess, 1
+        elif ok and guess is None and len(peaks) == 1:
+            nxt = lo + max(1, lo // 8)  # a second peak near the first draws the line
         elif ok:  # no line, or the line says no more fits while this did: go up
             nxt = 2 * lo if guess is None else lo + step
             step *= 2

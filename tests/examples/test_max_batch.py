@@ -129,7 +129,7 @@ def test_guided_search_needs_few_tries_when_the_peaks_are_a_line():
 
     got = max_batch.search_guided(try_batch, 100 * 2**30, start=16, limit=1024)
     assert got["max_batch"] == 196
-    assert [b for b, _ in got["tries"]] == [16, 32, 196, 197]
+    assert [b for b, _ in got["tries"]] == [16, 18, 196, 197]
 
 
 def test_blu_batch_from_the_plan_is_run_once_and_the_over_batch_refused(tmp_path):
@@ -253,3 +253,14 @@ def test_saved_predictions_stand_for_the_prediction_process(tmp_path):
     assert seen == [383, 389] and r["max_batch"] == 383 and r["oom_report_plan"] == "plan"
     assert not r["over_refused"]  # no BluOutOfMemoryError in its log: said so, not hidden
     assert r["errors"]["389"] == "oom"
+
+
+def test_guided_search_from_a_start_near_the_answer_takes_four_tries():
+    # 20 GiB fixed + 3 GiB per sequence, 138 GiB of budget: 39 fits, 40 does not
+    def try_batch(b):
+        peak = (20 + 3 * b) * 2**30
+        return peak <= 138 * 2**30, peak
+
+    got = max_batch.search_guided(try_batch, 138 * 2**30, start=36, limit=1024)
+    assert got["max_batch"] == 39
+    assert len(got["tries"]) <= 4
