@@ -13,7 +13,7 @@ from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, canonicalize_axis, promote_dtypes
-from blu.numpy.logic import logical_and, logical_not
+from blu.numpy.logic import logical_and, logical_not, logical_or
 from blu.numpy.selection import take
 from blu.numpy.ufuncs import _where
 
@@ -78,6 +78,10 @@ def searchsorted(
     """Insertion points of ``v`` into the sorted 1-D ``a`` keeping it sorted (int32): the first
     index ``i`` with ``v <= a[i]`` ('left') or ``v < a[i]`` ('right').
 
+    Floating NaN is ordered as :func:`sort` puts it, after every number and equal to itself
+    (NumPy's and JAX's order): a NaN query goes after the numbers, before or after ``a``'s NaNs
+    by ``side``.
+
     An unrolled binary search of ``ceil(log2(n + 1))`` steps of gather and compare.
     """
     if side not in ("left", "right"):
@@ -94,6 +98,7 @@ def searchsorted(
     a, v = promote_dtypes(a, v)
     n = get_aval(a).shape[0]
     vshape = get_aval(v).shape
+    nan_last = dtypes.is_float(get_aval(a).dtype)
     lo = lax.full(vshape, 0, dtypes.int32)
     hi = lax.full(vshape, n, dtypes.int32)
     if n == 0:
@@ -101,8 +106,19 @@ def searchsorted(
     for _ in range(math.ceil(math.log2(n + 1))):
         mid = lax.div(lax.add(lo, hi), lax.full(vshape, 2, dtypes.int32))
         am = take(a, mid, mode="clip")
-        right = lax.lt(am, v) if side == "left" else lax.le(am, v)
+        right = _before(am, v, side, nan_last)
         active = lax.lt(lo, hi)
         lo = _where(logical_and(active, right), lax.add(mid, lax.full(vshape, 1, dtypes.int32)), lo)
         hi = _where(logical_and(active, logical_not(right)), mid, hi)
     return lo
+
+
+def _before(am: Any, v: Any, side: str, nan_last: bool) -> Any:
+    """Whether ``v`` goes after ``am`` ('left': ``am < v``; 'right': ``am <= v``), NaN after
+    every number and equal to NaN where ``nan_last``."""
+    if not nan_last:
+        return lax.lt(am, v) if side == "left" else lax.le(am, v)
+    v_nan = lax.ne(v, v)
+    if side == "left":  # a number before a NaN query
+        return logical_or(lax.lt(am, v), logical_and(v_nan, lax.eq(am, am)))
+    return logical_or(lax.le(am, v), v_nan)  # everything up to a NaN query's NaNs

@@ -237,16 +237,24 @@ def test_sort_argsort(data):
     _close(bnp.sort(ints, ax), np.sort(ints, ax), dtype=np.int8)
 
 
+_SPECIAL = st.sampled_from([np.nan, np.inf, -np.inf, -0.0])
+
+
 @given(st.data())
 def test_searchsorted(data):
+    # NaN sorts last (np.sort's order) and a NaN query goes after the numbers, as in NumPy
     a = np.sort(
-        data.draw(hnp.arrays(np.float64, st.integers(0, 9), elements=st.integers(-5, 5).map(float)))
+        data.draw(
+            hnp.arrays(
+                np.float64, st.integers(0, 9), elements=st.integers(-5, 5).map(float) | _SPECIAL
+            )
+        )
     )
     v = data.draw(
         hnp.arrays(
             np.float64,
             shapes(max_dims=2),
-            elements=st.floats(-6, 6).map(lambda f: round(f * 2) / 2),
+            elements=st.floats(-6, 6).map(lambda f: round(f * 2) / 2) | _SPECIAL,
         )
     )
     for side in ("left", "right"):
@@ -257,6 +265,14 @@ def test_searchsorted(data):
         bnp.searchsorted(shuffled, v, sorter=np.argsort(shuffled, kind="stable")),
         np.searchsorted(a, v),
     )
+
+
+def test_digitize_puts_nan_past_the_last_bin():
+    x = np.array([np.nan, 0.5, 1.5, 2.5, np.inf])
+    for bins in (np.array([1.0, 2.0]), np.array([2.0, 1.0])):
+        for right in (False, True):
+            want = np.digitize(x, bins, right=right)
+            np.testing.assert_array_equal(np.asarray(bnp.digitize(x, bins, right=right)), want)
 
 
 def test_axis_errors():
