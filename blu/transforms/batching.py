@@ -190,11 +190,14 @@ def vmap(
         axis_size: the batch size, required when no argument is mapped.
         axis_name: a name for collectives over the mapped axis.
 
+    Keyword arguments are mapped over their axis 0, as in JAX (``in_axes`` names the positional
+    arguments only).
+
     Raises:
         BluValueError: inconsistent sizes, out-of-range axes, or mismatched specs.
     """
 
-    def batched(*args: Any):
+    def batched(*args: Any, **kwargs: Any):
         if isinstance(in_axes, list):
             axes_spec: Any = tuple(in_axes)
         else:
@@ -207,8 +210,10 @@ def vmap(
                 )
             )
         leaves, in_tree = pytree.tree_flatten(args)
-        leaves = [canonicalize_arg(x) for x in leaves]
-        axes = _flatten_axes("in_axes", args, axes_spec)
+        kw_leaves, kw_tree = pytree.tree_flatten(kwargs)
+        n_pos = len(leaves)
+        leaves = [canonicalize_arg(x) for x in leaves + kw_leaves]
+        axes = _flatten_axes("in_axes", args, axes_spec) + [0] * len(kw_leaves)
         sizes = set()
         norm_axes = []
         for x, ax in zip(leaves, axes):
@@ -244,7 +249,10 @@ def vmap(
         interp = BatchInterpreter(current_interpreter(), size, axis_name)
         ins = [interp.wrap(x, a) for x, a in zip(leaves, norm_axes)]
         with set_interpreter(interp):
-            out = fun(*pytree.tree_unflatten(in_tree, ins))
+            out = fun(
+                *pytree.tree_unflatten(in_tree, ins[:n_pos]),
+                **pytree.tree_unflatten(kw_tree, ins[n_pos:]),
+            )
         interp.finished = True
         out_leaves, out_tree = pytree.tree_flatten(out)
         o_axes = _flatten_axes("out_axes", out, out_axes)

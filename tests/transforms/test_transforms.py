@@ -171,6 +171,18 @@ def test_vmap_pytrees_none_axis_size_and_nesting():
     assert float(c) == 2.0
 
 
+def test_vmap_maps_keyword_arguments_over_axis_0():
+    # JAX's rule: in_axes names the positional arguments; keywords are mapped over axis 0
+    x = np.arange(6.0).reshape(2, 3)
+    w = np.arange(3.0) + 1
+    f = lambda a, *, scale, shift: a * scale["s"] + shift
+    out = blu.vmap(f, in_axes=(1,))(x, scale={"s": w}, shift=np.full(3, 0.5))
+    want = np.stack([x[:, i] * w[i] + 0.5 for i in range(3)])
+    np.testing.assert_array_equal(np.asarray(out), want)
+    with pytest.raises(BluError, match="inconsistent sizes"):
+        blu.vmap(lax.mul)(np.ones(3), y=np.ones(4))
+
+
 def test_vmap_errors():
     with pytest.raises(BluError, match="inconsistent sizes"):
         blu.vmap(lax.add)(np.ones(3), np.ones(4))
