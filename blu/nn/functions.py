@@ -14,6 +14,7 @@ from blu import lax, random
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
+from blu.nn.logsumexp_weighted import weighted_logsumexp
 from blu.transforms.ad import jvp
 from blu.transforms.custom_derivatives import custom_jvp
 
@@ -164,7 +165,14 @@ def _stable_max(x: Any, axes: tuple[int, ...]) -> Any:
     return lax.stop_gradient(m)
 
 
-def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
+def logsumexp(
+    x: Any,
+    axis: int | Sequence[int] | None = None,
+    keepdims: bool = False,
+    b: Any = None,
+    return_sign: bool = False,
+    where: Any = None,
+) -> Any:
     """``log(sum(exp(x)))`` over ``axis``, computed stably (shifted by the max).
 
     ``-inf`` entries contribute nothing and get a zero (finite) gradient; the gradient is
@@ -175,12 +183,22 @@ def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = 
         x: float array (bfloat16/float16 are computed in float32).
         axis: an axis, a tuple of axes, or None for all.
         keepdims: keep the reduced axes as size 1.
+        b: real weights broadcast to ``x``: ``log(|sum(b * exp(x))|)`` (JAX's ``b=``).
+        return_sign: also return the sum's sign (-1, 0 or 1); without it a negative weighted
+            sum gives NaN.
+        where: a boolean mask broadcast to ``x``; False entries are left out.
 
     Returns:
-        An array of ``x``'s dtype, with the reduced axes removed (or size 1).
+        An array of ``x``'s dtype (promoted with ``b``'s), with the reduced axes removed (or
+        size 1); with ``return_sign``, ``(out, sign)``.
+
+    Raises:
+        BluTypeError: complex ``b``.
     """
     x = _float_operand(x)
     axes = _axes(axis, x.ndim, "logsumexp")
+    if b is not None or return_sign or where is not None:
+        return weighted_logsumexp(x, axes, keepdims, b, return_sign, where)
     shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     if any(x.shape[a] == 0 for a in axes):
         out = bnp.full(shape, -np.inf, x.dtype)

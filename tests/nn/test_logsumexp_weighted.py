@@ -1,0 +1,86 @@
+"""``nn.logsumexp``'s ``b=``, ``return_sign=`` and ``where=`` (JAX's): values against a float64
+loop, signs, masks, gradients against finite differences, and its bfloat16 inputs."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import blu
+from blu import nn
+from blu.core.errors import BluTypeError
+from tests.helpers import check_grads, shapes
+
+
+def _reference(x, axis, b, where):
+    """log|sum(b exp x)| and its sign over ``axis`` (a loop over the kept positions, float64)."""
+    x = np.asarray(x, np.float64)
+    b = np.broadcast_to(np.ones(()) if b is None else np.asarray(b, np.float64), x.shape)
+    w = np.broadcast_to(np.ones((), bool) if where is None else where, x.shape)
+    axes = tuple(range(x.ndim)) if axis is None else (axis % x.ndim,)
+    keep = [i for i in range(x.ndim) if i not in axes]
+    out_shape = tuple(x.shape[i] for i in keep)
+    out, sign, cond = np.zeros(out_shape), np.zeros(out_shape), np.ones(out_shape)
+    for pos in np.ndindex(*out_shape):
+        sel = [slice(None)] * x.ndim
+        for i, p in zip(keep, pos):
+            sel[i] = p
+        xs, bs, ws = x[tuple(sel)].ravel(), b[tuple(sel)].ravel(), w[tuple(sel)].ravel()
+        terms = [float(bv) * np.exp(float(xv)) for xv, bv, wv in zip(xs, bs, ws) if wv]
+        total = sum(terms)
+        out[pos], sign[pos] = (np.log(abs(total)) if total else -np.inf), np.sign(total)
+        # how much the sum cancels: its rounding error, relative to |total|, is eps * cond
+        cond[pos] = sum(abs(t) for t in terms) / abs(total) if total else np.inf
+    return out, sign, cond
+
+
+@given(st.data())
+def test_weighted_logsumexp_matches_a_loop(data):
+    shape = data.draw(shapes(min_dims=1, max_dims=3, min_side=0, max_side=4))
+    finite = st.floats(-20, 20, allow_nan=False)
+    x = data.draw(hnp.arrays(np.float64, shape, elements=finite | st.just(-np.inf)))
+    axis = data.draw(st.sampled_from([None, 0, -1]))
+    b = data.draw(hnp.arrays(np.float64, shape, elements=st.floats(-3, 3) | st.just(0.0)))
+    where = data.draw(hnp.arrays(np.bool_, shape))
+    got, sign = nn.logsumexp(x, axis, b=b, where=where, return_sign=True)
+    want, want_sign, cond = _reference(x, axis, b, where)
+    sure = cond < 1e6  # where the sum cancels almost to zero its last bits decide the sign
+    tol = 1e-9 + 64 * np.finfo(np.float64).eps * np.where(sure, cond, 0)
+    got, sign = np.asarray(got), np.asarray(sign)
+    np.testing.assert_array_equal(sign[sure], want_sign[sure])
+    plain = np.asarray(nn.logsumexp(x, axis, b=b, where=where))
+    np.testing.assert_array_equal(np.isnan(plain)[sure], (want_sign < 0)[sure])
+    with np.errstate(invalid="ignore"):  # -inf - -inf: equal entries are checked by ==
+        assert np.all(~sure | (got == want) | (np.abs(got - want) <= tol))
+        ok = ~sure | (want_sign < 0) | (plain == want) | (np.abs(plain - want) <= tol)
+    assert np.all(ok)
+
+
+def test_weights_keepdims_and_gradient():
+    rng = np.random.default_rng(0)
+    x, b = rng.standard_normal((3, 5)), rng.uniform(0.5, 2.0, (1, 5))
+    got = nn.logsumexp(x, 1, keepdims=True, b=b)
+    assert got.shape == (3, 1)
+    np.testing.assert_allclose(np.asarray(got)[:, 0], _reference(x, 1, b, None)[0], rtol=1e-12)
+    check_grads(lambda x: nn.logsumexp(x, 1, b=b), [x], order=1)
+    # the plain form is the weights' special case
+    np.testing.assert_allclose(
+        np.asarray(nn.logsumexp(x, 0, b=np.ones_like(x))), np.asarray(nn.logsumexp(x, 0)),
+        rtol=1e-12,
+    )  # fmt: skip
+
+
+def test_low_precision_and_errors():
+    x = np.linspace(-3, 3, 8).astype(ml_dtypes.bfloat16)
+    got = nn.logsumexp(x, b=np.full(8, 0.5, np.float32))
+    assert got.dtype == np.float32  # promoted with b's dtype, as in JAX
+    want = _reference(x.astype(np.float64), None, np.full(8, 0.5), None)[0]
+    np.testing.assert_allclose(float(got), want, rtol=1e-6)
+    with pytest.raises(BluTypeError, match="complex"):
+        nn.logsumexp(np.ones(3), b=np.ones(3, np.complex64))
+    got = blu.jit(lambda x, b: nn.logsumexp(x, b=b, return_sign=True))(np.ones(3), -np.ones(3))
+    assert float(got[1]) == -1.0 and np.isclose(float(got[0]), 1 + np.log(3))
