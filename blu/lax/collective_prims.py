@@ -146,7 +146,9 @@ def take_blocks(x, names: tuple, sizes: tuple, keep: set):
     entry along the names in ``keep``; the other leading axes stay."""
     for i in reversed(range(len(names))):
         if names[i] in keep:
-            x = dynamic_index_in_dim(x, axis_index_p.bind(axis_name=names[i]), i, False)
+            x = dynamic_index_in_dim(
+                x, axis_index_p.bind(axis_name=names[i]), i, False, allow_negative_indices=False
+            )
     return x
 
 

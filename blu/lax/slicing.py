@@ -176,6 +176,35 @@ def _start_operand(s: Any) -> Any:
     return s
 
 
+def _wrapped_starts(
+    starts: Sequence[Any], shape: tuple[int, ...], allow: bool | Sequence[bool]
+) -> list[Any]:
+    """Start operands with a negative start counted from the end (``s + dim``): Python ints
+    at once, traced signed ones by a select (JAX's ``allow_negative_indices``)."""
+    allow = [allow] * len(starts) if isinstance(allow, bool) else list(allow)
+    if len(allow) != len(starts):
+        raise BluValueError(
+            with_user_line(
+                f"allow_negative_indices has {len(allow)} entries for {len(starts)} start indices"
+            )
+        )
+    out = []
+    for s, wrap, n in zip(starts, allow, list(shape) + [0] * (len(starts) - len(shape))):
+        if not wrap:
+            out.append(_start_operand(s))
+            continue
+        if isinstance(s, np.ndarray) and s.ndim == 0 and dtypes.is_int(s.dtype):
+            s = s[()]  # a concrete index: wrapped here, not traced
+        if isinstance(s, (int, np.integer)) and not isinstance(s, bool):
+            s = int(s) + n if int(s) < 0 else int(s)
+        s = _start_operand(s)
+        dt = get_aval(s).dtype
+        if not isinstance(s, np.generic) and dtypes.is_int(dt) and not dtypes.is_unsigned(dt):
+            s = ew.select(ew.lt(s, 0), ew.add(s, n), s)
+        out.append(s)
+    return out
+
+
 def _batched_clamped_starts(starts, dims, shape, sizes, axis_size) -> list[Any]:
     """Start indices as ``(axis_size,)`` vectors of one int dtype, clamped like XLA."""
     wide = max(shape, default=0) >= 2**31 or any(
@@ -245,15 +274,23 @@ def _dynamic_slice_batch(axis_size, args, dims, *, slice_sizes):
     return gather(moveaxis(x, xd, 0), idx, axes=tuple(range(len(shape) + 1))), 0
 
 
-def dynamic_slice(x: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int]) -> Any:
+def dynamic_slice(
+    x: Any,
+    start_indices: Sequence[Any],
+    slice_sizes: Sequence[int],
+    *,
+    allow_negative_indices: bool | Sequence[bool] = True,
+) -> Any:
     """The window of ``slice_sizes`` starting at ``start_indices`` (traced values allowed).
 
     Args:
         x: array of rank r.
-        start_indices: r scalar integer arrays/tracers or ints. Each is clamped into
-            ``[0, dim - size]`` so the window lies inside x (as in XLA); negative starts are
-            not counted from the end.
+        start_indices: r scalar integer arrays/tracers or ints. A negative start counts from
+            the end of its dimension once (``s + dim``, as in JAX); then each is clamped into
+            ``[0, dim - size]`` so the window lies inside x (as in XLA).
         slice_sizes: r static ints, ``0 <= size <= dim``.
+        allow_negative_indices: False (or False per dimension) where the starts are known
+            non-negative: no wrap is traced for them (JAX's flag).
 
     Returns:
         array of shape ``slice_sizes`` and x's dtype.
@@ -262,23 +299,33 @@ def dynamic_slice(x: Any, start_indices: Sequence[Any], slice_sizes: Sequence[in
         BluShapeError: sizes do not fit. BluTypeError: starts are not scalar ints, or too few.
     """
     sizes = tuple(int(m) for m in slice_sizes)
-    starts = [_start_operand(s) for s in start_indices]
+    starts = _wrapped_starts(start_indices, get_aval(x).shape, allow_negative_indices)
     return dynamic_slice_p.bind(x, *starts, slice_sizes=sizes)
 
 
-def dynamic_slice_in_dim(x: Any, start_index: Any, slice_size: int, axis: int = 0) -> Any:
+def dynamic_slice_in_dim(
+    x: Any,
+    start_index: Any,
+    slice_size: int,
+    axis: int = 0,
+    *,
+    allow_negative_indices: bool = True,
+) -> Any:
     """``dynamic_slice`` on one axis (start 0, full size on the others)."""
     shape = get_aval(x).shape
     axis = _axis(axis, len(shape), "dynamic_slice_in_dim")
     starts: list[Any] = [0] * len(shape)
     sizes = list(shape)
     starts[axis], sizes[axis] = start_index, slice_size
-    return dynamic_slice(x, starts, sizes)
+    return dynamic_slice(x, starts, sizes, allow_negative_indices=allow_negative_indices)
 
 
-def dynamic_index_in_dim(x: Any, index: Any, axis: int = 0, keepdims: bool = True) -> Any:
-    """Element ``index`` (traced allowed, clamped) of ``axis``; squeezed unless keepdims."""
-    out = dynamic_slice_in_dim(x, index, 1, axis)
+def dynamic_index_in_dim(
+    x: Any, index: Any, axis: int = 0, keepdims: bool = True, *, allow_negative_indices: bool = True
+) -> Any:
+    """Element ``index`` (traced allowed; negative counts from the end, then clamped) of
+    ``axis``; squeezed unless keepdims."""
+    out = dynamic_slice_in_dim(x, index, 1, axis, allow_negative_indices=allow_negative_indices)
     return out if keepdims else squeeze(out, (_axis(axis, get_aval(x).ndim, "index"),))
 
 
@@ -345,14 +392,22 @@ def _dus_batch(axis_size, args, dims):
     return scatter(x, idx, update, axes=tuple(range(len(shape) + 1)), mode="clip"), 0
 
 
-def dynamic_update_slice(x: Any, update: Any, start_indices: Sequence[Any]) -> Any:
+def dynamic_update_slice(
+    x: Any,
+    update: Any,
+    start_indices: Sequence[Any],
+    *,
+    allow_negative_indices: bool | Sequence[bool] = True,
+) -> Any:
     """``x`` with the window at ``start_indices`` replaced by ``update``.
 
     Args:
         x: array of rank r.
         update: array of rank r and x's dtype, each dim <= x's.
-        start_indices: r scalar integer arrays/tracers or ints, clamped into
-            ``[0, dim - update_dim]`` (as in XLA); negative starts are not counted from the end.
+        start_indices: r scalar integer arrays/tracers or ints; a negative one counts from the
+            end once (as in JAX), then each is clamped into ``[0, dim - update_dim]`` (as in
+            XLA).
+        allow_negative_indices: as :func:`dynamic_slice`'s.
 
     Returns:
         array like x.
@@ -360,20 +415,24 @@ def dynamic_update_slice(x: Any, update: Any, start_indices: Sequence[Any]) -> A
     Raises:
         BluShapeError / BluTypeError: the update does not fit, or starts are not scalar ints.
     """
-    starts = [_start_operand(s) for s in start_indices]
+    starts = _wrapped_starts(start_indices, get_aval(x).shape, allow_negative_indices)
     return dynamic_update_slice_p.bind(x, update, *starts)
 
 
-def dynamic_update_slice_in_dim(x: Any, update: Any, start_index: Any, axis: int = 0) -> Any:
+def dynamic_update_slice_in_dim(
+    x: Any, update: Any, start_index: Any, axis: int = 0, *, allow_negative_indices: bool = True
+) -> Any:
     """``dynamic_update_slice`` with the update placed at ``start_index`` on one axis."""
     nd = get_aval(x).ndim
     axis = _axis(axis, nd, "dynamic_update_slice_in_dim")
     starts: list[Any] = [0] * nd
     starts[axis] = start_index
-    return dynamic_update_slice(x, update, starts)
+    return dynamic_update_slice(x, update, starts, allow_negative_indices=allow_negative_indices)
 
 
-def dynamic_update_index_in_dim(x: Any, update: Any, index: Any, axis: int = 0) -> Any:
+def dynamic_update_index_in_dim(
+    x: Any, update: Any, index: Any, axis: int = 0, *, allow_negative_indices: bool = True
+) -> Any:
     """Replace element ``index`` of ``axis``; ``update`` has x's shape without that axis (or
     with it at size 1)."""
     nd = get_aval(x).ndim
@@ -381,4 +440,6 @@ def dynamic_update_index_in_dim(x: Any, update: Any, index: Any, axis: int = 0) 
     u_shape = get_aval(update).shape
     if len(u_shape) == nd - 1:
         update = reshape(update, u_shape[:axis] + (1,) + u_shape[axis:])
-    return dynamic_update_slice_in_dim(x, update, index, axis)
+    return dynamic_update_slice_in_dim(
+        x, update, index, axis, allow_negative_indices=allow_negative_indices
+    )

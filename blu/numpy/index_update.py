@@ -287,8 +287,8 @@ def _update_window(x: Any, entries: list[_Entry], v: Any, op: str) -> Any:
             starts[e.axis], sizes[e.axis] = i, 1
     v = lax.reshape(v, tuple(sizes))
     if op != "set":
-        v = _combine(op, lax.dynamic_slice(x, starts, sizes), v)
-    out = lax.dynamic_update_slice(x, v, starts)
+        v = _combine(op, lax.dynamic_slice(x, starts, sizes, allow_negative_indices=False), v)
+    out = lax.dynamic_update_slice(x, v, starts, allow_negative_indices=False)
     if valid is not None:  # out-of-bounds traced scalars drop the update, as scatters do
         out = _where(valid, out, x)
     return out

@@ -313,7 +313,7 @@ def getitem(x: Any, idx: Any) -> Any:
         for e in dyn:
             dstarts[e.axis] = _normalized(asarray_operand(e.value), cur[e.axis], dtypes.int32)
             sizes[e.axis] = 1
-        x = lax.dynamic_slice(x, dstarts, sizes)
+        x = lax.dynamic_slice(x, dstarts, sizes, allow_negative_indices=False)
 
     if any(e.kind == "bool0" and not e.value for e in entries):
         return lax.full(_result_shape(entries, _adv_bshape(entries)), 0, get_aval(x).dtype)

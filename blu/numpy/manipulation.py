@@ -498,7 +498,7 @@ def _roll1(a: Any, shift: Any, axis: int) -> Any:
     doubled = lax.concatenate([a, a], axis)
     starts = [0] * _aval(a).ndim
     starts[axis] = start
-    return lax.dynamic_slice(doubled, starts, _aval(a).shape)
+    return lax.dynamic_slice(doubled, starts, _aval(a).shape, allow_negative_indices=False)
 
 
 # ---- padding -----------------------------------------------------------------------------------

@@ -124,8 +124,14 @@ def schedule_1f1b(stages: int, micro_batches: int) -> Schedule:
     return Schedule(np.array(kinds, np.int32), np.array(micros, np.int32), S, M)
 
 
+def _index(inbox: Any, slot: Any) -> Any:
+    return lax.dynamic_index_in_dim(inbox, slot, 0, False, allow_negative_indices=False)
+
+
 def _pick(table: np.ndarray, t: int, s: Any) -> Any:
-    return lax.dynamic_index_in_dim(np.ascontiguousarray(table[t], np.int32), s, 0, keepdims=False)
+    return lax.dynamic_index_in_dim(
+        np.ascontiguousarray(table[t], np.int32), s, 0, keepdims=False, allow_negative_indices=False
+    )
 
 
 def _zeros(tree: Any) -> Any:
@@ -190,12 +196,12 @@ def pipeline_1f1b(
                 arr_b[t, j], slot_b[t, j] = 1, sched.micro[t, j + 1] % S
 
     def micro(i):
-        return pytree.tree_map(lambda v: lax.dynamic_index_in_dim(v, i, 0, keepdims=False), inputs)
+        return pytree.tree_map(lambda v: _index(v, i), inputs)
 
     def fwd(state, i):
         grads, loss, inbox_f, inbox_b = state
         slot = lax.rem(i, lax.full((), S, dtypes.int32))
-        h_in = lax.dynamic_index_in_dim(inbox_f, slot, 0, keepdims=False)
+        h_in = _index(inbox_f, slot)
         h, l_ = stage_fn(params, h_in, micro(i), s)
         loss = loss + lax.select(last, lax.convert_element_type(l_, dtypes.float32), f32(0.0))
         return (grads, loss, inbox_f, inbox_b), h, act()
@@ -203,8 +209,8 @@ def pipeline_1f1b(
     def bwd(state, i):
         grads, loss, inbox_f, inbox_b = state
         slot = lax.rem(i, lax.full((), S, dtypes.int32))
-        h_in = lax.dynamic_index_in_dim(inbox_f, slot, 0, keepdims=False)
-        ct_h = lax.dynamic_index_in_dim(inbox_b, slot, 0, keepdims=False)
+        h_in = _index(inbox_f, slot)
+        ct_h = _index(inbox_b, slot)
         x = micro(i)
         (h, l_), back = vjp(lambda p, hi: stage_fn(p, hi, x, s), params, h_in)
         g_p, g_h = back((ct_h, lax.convert_element_type(ct_loss, get_aval(l_).dtype)))
@@ -228,11 +234,15 @@ def pipeline_1f1b(
         got_b = ppermute(send_b, axis, bwd_perm)
         grads, loss, inbox_f, inbox_b = state
         if arr_f[t].any():
-            upd = lax.dynamic_update_index_in_dim(inbox_f, got_f, _pick(slot_f, t, s), 0)
+            upd = lax.dynamic_update_index_in_dim(
+                inbox_f, got_f, _pick(slot_f, t, s), 0, allow_negative_indices=False
+            )
             inbox_f = _where(lax.ne(_pick(arr_f, t, s), lax.full((), 0, dtypes.int32)), upd,
                              inbox_f)  # fmt: skip
         if arr_b[t].any():
-            upd = lax.dynamic_update_index_in_dim(inbox_b, got_b, _pick(slot_b, t, s), 0)
+            upd = lax.dynamic_update_index_in_dim(
+                inbox_b, got_b, _pick(slot_b, t, s), 0, allow_negative_indices=False
+            )
             inbox_b = _where(lax.ne(_pick(arr_b, t, s), lax.full((), 0, dtypes.int32)), upd,
                              inbox_b)  # fmt: skip
         state = (grads, loss, inbox_f, inbox_b)

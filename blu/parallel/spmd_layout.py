@@ -114,7 +114,7 @@ def _slice_block(x: Any, d: int, axes: Axes, mesh: Mesh) -> Any:
     n = split_size(mesh, axes)
     block = get_aval(x).shape[d] // n
     start = lax.mul(coll.axis_index(axes), lax.full((), block, np.int32))
-    return lax.dynamic_slice_in_dim(x, start, block, axis=d)
+    return lax.dynamic_slice_in_dim(x, start, block, axis=d, allow_negative_indices=False)
 
 
 def _first_only(x: Any, axes: Axes) -> Any:

@@ -280,21 +280,65 @@ def test_scatter_add_on_axis_0_matches_np_add_at(shape, data):
 def test_dynamic_slice_clamps_start_into_range():
     x = np.arange(10.0)
     np.testing.assert_array_equal(np.asarray(lax.dynamic_slice(x, [8], [4])), x[6:10])
-    np.testing.assert_array_equal(np.asarray(lax.dynamic_slice(x, [-3], [4])), x[0:4])
+    # a negative start counts from the end once (JAX), then clamps: -3 -> 7 -> 6; -30 -> 0
+    np.testing.assert_array_equal(np.asarray(lax.dynamic_slice(x, [-3], [4])), x[6:10])
+    np.testing.assert_array_equal(np.asarray(lax.dynamic_slice(x, [-30], [4])), x[0:4])
+    got = lax.dynamic_slice(x, [-3], [4], allow_negative_indices=False)
+    np.testing.assert_array_equal(np.asarray(got), x[0:4])
     np.testing.assert_array_equal(np.asarray(lax.dynamic_slice(x, [np.uint8(200)], [0])), x[:0])
     # the same under jit (traced starts) and vmap (per-member starts go through gather)
     ds = blu.jit(lambda x, i: lax.dynamic_slice(x, [i], [4]))
     np.testing.assert_array_equal(np.asarray(ds(x, np.int32(9))), x[6:10])
-    out = blu.vmap(lambda i: lax.dynamic_slice(x, [i], [4]))(np.array([-5, 3, 99]))
-    np.testing.assert_array_equal(np.asarray(out), np.stack([x[0:4], x[3:7], x[6:10]]))
+    np.testing.assert_array_equal(np.asarray(ds(x, np.int32(-2))), x[6:10])
+    out = blu.vmap(lambda i: lax.dynamic_slice(x, [i], [4]))(np.array([-5, 3, 99, -99]))
+    np.testing.assert_array_equal(np.asarray(out), np.stack([x[5:9], x[3:7], x[6:10], x[0:4]]))
 
 
 def test_dynamic_update_slice_clamps_start_into_range():
     x = np.zeros((3, 4))
-    got = lax.dynamic_update_slice(x, np.ones((2, 2)), [5, -1])
+    got = lax.dynamic_update_slice(x, np.ones((2, 2)), [5, -1])  # 5 -> 1; -1 -> 3 -> 2
+    want = x.copy()
+    want[1:3, 2:4] = 1
+    np.testing.assert_array_equal(np.asarray(got), want)
+    got = lax.dynamic_update_slice(x, np.ones((2, 2)), [5, -1], allow_negative_indices=False)
     want = x.copy()
     want[1:3, 0:2] = 1
     np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def _jax_start(s: int, dim: int, size: int, wrap: bool = True) -> int:
+    """JAX's start: a negative one plus the dimension (once), then clamped into range."""
+    s = s + dim if wrap and s < 0 else s
+    return min(max(s, 0), dim - size)
+
+
+@given(st.data())
+def test_dynamic_slices_with_any_start_against_a_loop(data):
+    shape = data.draw(shapes(min_dims=1, max_dims=3, min_side=0, max_side=5))
+    sizes = [data.draw(st.integers(0, n)) for n in shape]
+    starts = [data.draw(st.integers(-2 * n - 2, 2 * n + 2)) for n in shape]
+    wrap = data.draw(st.booleans())
+    x = np.arange(float(np.prod(shape))).reshape(shape)
+    begin = [_jax_start(s, n, m, wrap) for s, n, m in zip(starts, shape, sizes)]
+    window = tuple(slice(b, b + m) for b, m in zip(begin, sizes))
+    starts32 = [np.int32(s) for s in starts]
+    ds = lambda x, *st_: lax.dynamic_slice(x, st_, sizes, allow_negative_indices=wrap)
+    for f in (ds, blu.jit(ds)):
+        np.testing.assert_array_equal(np.asarray(f(x, *starts32)), x[window])
+    u = -1.0 - np.arange(float(np.prod(sizes))).reshape(sizes)
+    want = x.copy()
+    want[window] = u
+    dus = lambda x, u, *st_: lax.dynamic_update_slice(x, u, st_, allow_negative_indices=wrap)
+    for f in (dus, blu.jit(dus)):
+        np.testing.assert_array_equal(np.asarray(f(x, u, *starts32)), want)
+    # batched starts: each member its own window
+    firsts = np.array([starts[0], -starts[0] - 1, 0], np.int32)
+    got = blu.vmap(lambda s0: ds(x, s0, *starts32[1:]))(firsts)
+    for k, s0 in enumerate(firsts):
+        b0 = _jax_start(int(s0), shape[0], sizes[0], wrap)
+        np.testing.assert_array_equal(
+            np.asarray(got[k]), x[(slice(b0, b0 + sizes[0]),) + window[1:]]
+        )
 
 
 def test_gather_clips_or_fills_out_of_bounds():
