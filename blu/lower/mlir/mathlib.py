@@ -173,7 +173,9 @@ def log(b: Builder, x: str) -> str:
 def tanh(b: Builder, x: str) -> str:
     """A rational approximation on [-7.9, 7.9] (odd degree-13 over even degree-6; Eigen's
     ``generic_fast_tanh_float``, also XLA's), +-1 beyond, x itself below 4e-4: within 5 ulp,
-    and no exp or branch, so it is cheaper than the Cephes formula."""
+    and no exp or branch, so it is cheaper than the Cephes formula. Beyond the clamp the result
+    is exactly +-1 (the approximation there is 1 - 3e-7): ``x * (1 + tanh(x))`` (GELU) then
+    vanishes for large negative x instead of growing with it."""
     lim = 7.90531110763549805
     xc = b.op(f"arith.minnumf {b.op(f'arith.maxnumf {x}, {_c(b, -lim)} : f32')}, "
               f"{_c(b, lim)} : f32")  # fmt: skip
@@ -184,7 +186,10 @@ def tanh(b: Builder, x: str) -> str:
     q = _horner(b, x2, [1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
                         4.89352518554385e-03])  # fmt: skip
     r = _bin(b, "mulf", xc, _bin(b, "divf", p, q))
-    tiny = _cmp(b, "olt", b.op(f"math.absf {x} : f32"), _c(b, 0.0004))
+    ax = b.op(f"math.absf {x} : f32")
+    one = _sel(b, _cmp(b, "olt", x, _c(b, 0.0)), _c(b, -1.0), _c(b, 1.0))
+    r = _sel(b, _cmp(b, "ogt", ax, _c(b, lim)), one, r)
+    tiny = _cmp(b, "olt", ax, _c(b, 0.0004))
     return _sel(b, _is_nan(b, x), x, _sel(b, tiny, x, r))
 
 

@@ -18,7 +18,9 @@ from blu.lower.plan.nodes import NodeKind, Plan
 # while every other kernel keeps its key (``cache.CODEGEN_VERSION`` would invalidate them all).
 # concatenate 2: every operand's position clamped (the last one's was read unclamped: a load
 # before its buffer, an illegal address on a GPU where that buffer starts an allocation).
-RULE_VERSIONS = {"concatenate": 2}
+# tanh 2: exactly +-1 beyond the approximation's clamp (it gave 1 - 3e-7 there, and GELU's
+# x * (1 + tanh) grew with large negative x).
+RULE_VERSIONS = {"concatenate": 2, "tanh": 2}
 
 
 def node_text(node: Any) -> str:

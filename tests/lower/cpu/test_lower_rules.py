@@ -189,6 +189,18 @@ def test_transcendentals_on_a_dense_float32_range():
         assert_close(g, w, F32, fn.__name__)
 
 
+def test_tanh_is_exactly_one_beyond_its_clamp_and_gelu_vanishes():
+    # float32 tanh(x) rounds to +-1 from |x| ~ 9; the rational approximation's clamp at 7.9 gave
+    # 1 - 3e-7 for every larger x, and GELU's x * (1 + tanh(.)) then grew with -x under jit
+    x = np.array([9.0, 20.0, 1e4, 3e38, np.inf], np.float32)
+    got = np.asarray(blu.jit(lax.tanh)(np.concatenate([x, -x])))
+    np.testing.assert_array_equal(got, np.concatenate([np.ones(5), -np.ones(5)]))
+    g = np.array([-1e30, -1e6, -1e4, -100.0, -20.0], np.float32)
+    gelu = blu.jit(lambda v: blu.nn.gelu(v, approximate=True))
+    np.testing.assert_array_equal(np.asarray(gelu(g)), np.zeros(5, np.float32))
+    np.testing.assert_array_equal(np.asarray(blu.jit(blu.grad(blu.nn.gelu))(g[2])), 0.0)
+
+
 # ---- casts -------------------------------------------------------------------------------------
 
 

@@ -99,3 +99,14 @@ def test_fused_special_functions_on_gpu(dev):
         want_b = sp.erfinv(xs * 0.0625) * 2.0
     np.testing.assert_allclose(np.asarray(a), want_a, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(np.asarray(b), want_b, rtol=1e-5, atol=1e-6)
+
+
+def test_tanh_saturates_on_gpu(dev):
+    """float32 tanh is exactly +-1 beyond the approximation's clamp (GELU then vanishes for
+    large negative x), as on the CPU."""
+    x = np.array([9.0, 20.0, 1e4, 3e38, np.inf, -9.0, -20.0, -1e4, -3e38, -np.inf], f32)
+    got = np.asarray(blu.jit(lax.tanh)(put(dev, x)))
+    np.testing.assert_array_equal(got, np.sign(x))
+    g = np.array([-1e30, -1e6, -1e4, -100.0, -20.0, 0.0, 0.0, 0.0, 0.0, 0.0], f32)
+    got = np.asarray(blu.jit(lambda v: blu.nn.gelu(v, approximate=True))(put(dev, g)))
+    np.testing.assert_array_equal(got, np.zeros(10, f32))
