@@ -68,6 +68,7 @@ from blu.numpy.logic import *  # noqa: F403
 from blu.numpy.manipulation import *  # noqa: F403
 from blu.numpy.products import *  # noqa: F403
 from blu.numpy.reductions import *  # noqa: F403
+from blu.numpy.repetition import *  # noqa: F403
 from blu.numpy.selection import *  # noqa: F403
 from blu.numpy.sets import *  # noqa: F403
 from blu.numpy.sorting import *  # noqa: F403

@@ -37,7 +37,7 @@ __all__ = [
     "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "moveaxis", "swapaxes",
     "expand_dims", "squeeze", "broadcast_to", "broadcast_arrays", "broadcast_shapes",
     "concatenate", "concat", "stack", "hstack", "vstack", "dstack", "column_stack", "split",
-    "array_split", "hsplit", "vsplit", "tile", "repeat", "flip", "fliplr", "flipud", "roll",
+    "array_split", "hsplit", "vsplit", "flip", "fliplr", "flipud", "roll",
     "atleast_1d", "atleast_2d", "atleast_3d", "shape", "ndim", "size", "astype", "pad", "append"
 ]
 # fmt: on
@@ -399,53 +399,6 @@ def vsplit(ary: Any, indices_or_sections: Any) -> list:
     return split(ary, indices_or_sections, 0)
 
 
-def tile(A: Any, reps: Any) -> Any:
-    """Repeat the whole array ``reps`` times along each axis (numpy's rank rules)."""
-    A = asarray_operand(A)
-    reps = (int(reps),) if isinstance(reps, (int, np.integer)) else tuple(int(r) for r in reps)
-    s = _aval(A).shape
-    nd = builtins.max(len(s), len(reps))
-    s = (1,) * (nd - len(s)) + s
-    reps = (1,) * (nd - len(reps)) + reps
-    A = lax.reshape(A, s)
-    inter = tuple(v for r, d in zip(reps, s) for v in (r, d))
-    b = lax.broadcast_in_dim(A, inter, tuple(range(1, 2 * nd, 2)))
-    return lax.reshape(b, tuple(r * d for r, d in zip(reps, s)))
-
-
-def repeat(
-    a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length: int | None = None
-):
-    """Repeat each element ``repeats`` times along ``axis`` (the raveled array when None).
-
-    ``repeats`` is a static int, or a concrete array of one count per element.
-
-    Raises:
-        ConcretizationError: ``repeats`` is traced.
-    """
-    a = asarray_operand(a)
-    if axis is None:
-        a, axis = ravel(a), 0
-    s = _aval(a).shape
-    axis = canonicalize_axis(axis, len(s), "repeat")
-    reps = concrete_value(repeats, "repeat (the repeat counts)")
-    if reps.ndim == 0 or reps.size == 1:
-        r = int(reps.reshape(()))
-        if r < 0:
-            raise BluValueError(with_user_line(f"repeat: negative repeats {r}"))
-        inter = s[: axis + 1] + (r,) + s[axis + 1 :]
-        b = lax.broadcast_in_dim(a, inter, tuple(i for i in range(len(inter)) if i != axis + 1))
-        return lax.reshape(b, s[:axis] + (s[axis] * r,) + s[axis + 1 :])
-    if reps.shape != (s[axis],):
-        raise BluShapeError(
-            with_user_line(f"repeat: {reps.shape[0]} counts for an axis of length {s[axis]}")
-        )
-    # ``take(a, idx, axis)``: one gather of the repeated rows (its index axis first), moved to
-    # ``axis``
-    idx = np.repeat(np.arange(s[axis]), reps.astype(np.int64)).astype(np.int32)
-    return moveaxis(lax.gather(a, idx[:, None], axes=(axis,), mode="clip"), 0, axis)
-
-
 def flip(m: Any, axis: Any = None) -> Any:
     """Reverse the order of elements along ``axis`` (all axes when None)."""
     m = asarray_operand(m)
@@ -519,6 +472,13 @@ def _pad_widths(pad_width: Any, nd: int) -> list[tuple[int, int]]:
     return [(int(lo), int(hi)) for lo, hi in pw]
 
 
+def _stretch(x: Any, k: int, axis: int) -> Any:
+    """``x`` (size 1 along ``axis``) broadcast to size ``k`` there."""
+    shape = list(_aval(x).shape)
+    shape[axis] = k
+    return broadcast_to(x, tuple(shape))
+
+
 def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any = 0) -> Any:
     """Pad with ``constant_values`` (mode 'constant'), or with the edge values ('edge'), or by
     wrapping around ('wrap').
@@ -565,7 +525,7 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any
             if mode == "edge":
                 first = _slice_axis(out, 0, 1, ax)
                 last = _slice_axis(out, n - 1, n, ax)
-                parts = [repeat(first, lo, ax), out, repeat(last, hi, ax)]
+                parts = [_stretch(first, lo, ax), out, _stretch(last, hi, ax)]
             else:
                 reps = -(-(lo + hi) // n) + 2
                 tiled = concatenate([out] * reps, ax)

@@ -344,3 +344,39 @@ def test_astype(src, dst):
     np.testing.assert_array_equal(np.asarray(got), x.astype(dst))
     y = np.array([-1.7, -0.2, 0.0, 0.5, 2.9])
     np.testing.assert_array_equal(np.asarray(bnp.astype(y, bnp.int32)), y.astype(np.int32))
+
+
+def _repeat_to(a, reps, axis, total):
+    """NumPy's repeat, cut to ``total`` or padded with the axis's last element (JAX's rule)."""
+    r = np.repeat(a, reps, axis)
+    if r.shape[axis] >= total:
+        return np.take(r, np.arange(total), axis)
+    last = np.take(a, [a.shape[axis] - 1], axis)
+    return np.concatenate([r, np.repeat(last, total - r.shape[axis], axis)], axis)
+
+
+@given(st.data())
+def test_repeat_with_total_repeat_length(data):
+    shape = data.draw(shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    n = shape[axis]
+    a = np.arange(float(np.prod(shape))).reshape(shape)
+    reps = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), np.int32)
+    total = data.draw(st.integers(0, int(reps.sum()) + 3))
+    want = _repeat_to(a, reps, axis, total)
+    got = bnp.repeat(a, reps, axis, total_repeat_length=total)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    # traced counts: the length is static, the counts are not
+    f = blu.jit(lambda r: bnp.repeat(a, r, axis, total_repeat_length=total))
+    np.testing.assert_array_equal(np.asarray(f(reps)), want)
+    k = int(reps[0])
+    want = _repeat_to(a, np.full(n, k), axis, total)
+    np.testing.assert_array_equal(np.asarray(f(np.int32(k))), want)
+
+
+def test_repeat_length_errors():
+    with pytest.raises(BluError, match="negative"):
+        bnp.repeat(np.ones(3), 2, total_repeat_length=-1)
+    with pytest.raises(BluError, match="empty"):
+        bnp.repeat(np.ones(0), 2, total_repeat_length=2)
+    assert bnp.repeat(np.ones(0), 2, total_repeat_length=0).shape == (0,)

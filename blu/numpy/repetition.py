@@ -1,0 +1,105 @@
+"""Repetition along axes: ``tile`` (whole arrays) and ``repeat`` (each element, by static,
+concrete or, with ``total_repeat_length``, traced counts)."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as np
+
+from blu import lax
+from blu.core import dtypes
+from blu.core.errors import BluShapeError, BluValueError, with_user_line
+from blu.core.interpreter import Tracer
+from blu.numpy._promote import asarray_operand, canonicalize_axis, concrete_value
+from blu.numpy.manipulation import _aval, moveaxis, ravel
+
+__all__ = ["tile", "repeat"]
+
+
+def tile(A: Any, reps: Any) -> Any:
+    """Repeat the whole array ``reps`` times along each axis (numpy's rank rules)."""
+    A = asarray_operand(A)
+    reps = (int(reps),) if isinstance(reps, (int, np.integer)) else tuple(int(r) for r in reps)
+    s = _aval(A).shape
+    nd = builtins.max(len(s), len(reps))
+    s = (1,) * (nd - len(s)) + s
+    reps = (1,) * (nd - len(reps)) + reps
+    A = lax.reshape(A, s)
+    inter = tuple(v for r, d in zip(reps, s) for v in (r, d))
+    b = lax.broadcast_in_dim(A, inter, tuple(range(1, 2 * nd, 2)))
+    return lax.reshape(b, tuple(r * d for r, d in zip(reps, s)))
+
+
+def repeat(
+    a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length: int | None = None
+):
+    """Repeat each element ``repeats`` times along ``axis`` (the raveled array when None).
+
+    ``repeats`` is a static int, or a concrete array of one count per element; with
+    ``total_repeat_length`` (a static int, JAX's argument) it may be traced, and the result
+    has that length along ``axis``: cut short where the counts sum to more, padded with the
+    axis's last element where they sum to less.
+
+    Raises:
+        ConcretizationError: ``repeats`` is traced and ``total_repeat_length`` is None.
+        BluValueError: negative counts (concrete), a negative ``total_repeat_length``, or a
+            length to fill from an empty axis.
+    """
+    a = asarray_operand(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    s = _aval(a).shape
+    axis = canonicalize_axis(axis, len(s), "repeat")
+    if total_repeat_length is not None:
+        return _repeat_to_length(a, repeats, axis, int(total_repeat_length))
+    reps = concrete_value(repeats, "repeat (the repeat counts)")
+    if reps.ndim == 0 or reps.size == 1:
+        r = int(reps.reshape(()))
+        if r < 0:
+            raise BluValueError(with_user_line(f"repeat: negative repeats {r}"))
+        inter = s[: axis + 1] + (r,) + s[axis + 1 :]
+        b = lax.broadcast_in_dim(a, inter, tuple(i for i in range(len(inter)) if i != axis + 1))
+        return lax.reshape(b, s[:axis] + (s[axis] * r,) + s[axis + 1 :])
+    if reps.shape != (s[axis],):
+        raise BluShapeError(
+            with_user_line(f"repeat: {reps.shape[0]} counts for an axis of length {s[axis]}")
+        )
+    # ``take(a, idx, axis)``: one gather of the repeated rows (its index axis first), moved to
+    # ``axis``
+    idx = np.repeat(np.arange(s[axis]), reps.astype(np.int64)).astype(np.int32)
+    return moveaxis(lax.gather(a, idx[:, None], axes=(axis,), mode="clip"), 0, axis)
+
+
+def _repeat_to_length(a: Any, repeats: Any, axis: int, total: int) -> Any:
+    """``repeat`` with ``total_repeat_length``: output position ``j`` reads the element whose
+    running count first exceeds ``j`` (the last one past the sum). Traced counts: a 1 added at
+    each element's first position (``cumsum(reps) - reps``; those past the end dropped), whose
+    running sum less 1 is the element each position reads (JAX's construction)."""
+    n = _aval(a).shape[axis]
+    if total < 0:
+        raise BluValueError(with_user_line(f"repeat: total_repeat_length {total} is negative"))
+    if n == 0 and total > 0:
+        raise BluValueError(
+            with_user_line(f"repeat: cannot fill {total} positions from an empty axis {axis}")
+        )
+    if not isinstance(repeats, Tracer):
+        reps = np.broadcast_to(np.asarray(repeats, np.int64), (n,))
+        if (reps < 0).any():
+            raise BluValueError(with_user_line(f"repeat: negative repeats {reps.min()}"))
+        idx = np.searchsorted(np.cumsum(reps), np.arange(total), side="right")
+        idx = np.minimum(idx, builtins.max(n - 1, 0)).astype(np.int32)
+    else:
+        reps = lax.convert_element_type(repeats, dtypes.int32)
+        if _aval(reps).ndim == 0 or _aval(reps).size == 1:
+            reps = lax.broadcast_in_dim(lax.reshape(reps, ()), (n,), ())
+        starts = lax.sub(lax.cumsum(reps, 0), reps)
+        ones = lax.full((n,), 1, dtypes.int32)
+        marks = lax.scatter_add(
+            lax.full((total,), 0, dtypes.int32), lax.reshape(starts, (n, 1)), ones, axes=(0,)
+        )
+        idx = lax.sub(lax.cumsum(marks, 0), lax.full((total,), 1, dtypes.int32))
+        idx = lax.min(idx, lax.full((total,), n - 1, dtypes.int32))
+    got = lax.gather(a, lax.reshape(idx, (total, 1)), axes=(axis,), mode="clip")
+    return moveaxis(got, 0, axis)
