@@ -34,7 +34,16 @@ from blu.numpy.indexing import (
 )
 from blu.numpy.logic import greater_equal, less, logical_and, logical_or, not_equal
 from blu.numpy.selection import _index_array, _normalize_index, take
-from blu.numpy.ufuncs import _where, add, maximum, minimum, multiply, negative, reciprocal
+from blu.numpy.ufuncs import (
+    _where,
+    add,
+    maximum,
+    minimum,
+    multiply,
+    negative,
+    power,
+    reciprocal,
+)
 
 __all__ = ["IndexUpdateHelper", "IndexUpdateRef"]
 
@@ -133,6 +142,20 @@ class IndexUpdateRef:
                unique_indices: bool = False) -> Any:  # fmt: skip
         """``x`` with ``x[idx] /= values``."""
         return self._do(reciprocal(values), "mul", mode)
+
+    def power(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
+              unique_indices: bool = False) -> Any:  # fmt: skip
+        """``x`` with ``x[idx] **= values``; a repeated index takes one of its values (as
+        ``set``), not their product."""
+        base = self.get(mode="clip" if mode == "clip" else None)
+        return self._do(power(base, values), "set", mode)
+
+    def apply(self, func: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
+              unique_indices: bool = False) -> Any:  # fmt: skip
+        """``x`` with ``x[idx] = func(x[idx])`` for an elementwise (unary) ``func``; applied
+        once per element, a repeated index too."""
+        base = self.get(mode="clip" if mode == "clip" else None)
+        return self._do(func(base), "set", mode)
 
     def min(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
             unique_indices: bool = False) -> Any:  # fmt: skip

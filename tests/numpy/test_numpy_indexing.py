@@ -174,6 +174,13 @@ def test_at_updates_match_numpy_ufunc_at(xi, data):
         want[np_idx] = v
         _close(ax.at[idx].set(v), want)
         _close(blu.jit(lambda x, v: x.at[idx].set(v))(x, v), want)
+        xa = np.array(np.abs(x))
+        want = xa.copy()
+        want[np_idx] = xa[np_idx] ** np.abs(v)
+        _close(bnp.asarray(xa).at[idx].power(np.abs(v)), want, 1e-6)
+        want = x.copy()
+        want[np_idx] = np.cos(x[np_idx])
+        _close(ax.at[idx].apply(bnp.cos), want, 1e-6)
     _close(ax.at[idx].get(), x[np_idx])
     template, arrs, is_tuple = _split_dynamic(idx)
     if arrs:
