@@ -281,11 +281,14 @@ def constant_schedule(value: float) -> Schedule:
 def linear_schedule(init_value: float, end_value: float, transition_steps: int,
                     transition_begin: int = 0) -> Schedule:  # fmt: skip
     """Linear from ``init_value`` to ``end_value`` over ``transition_steps`` counts after
-    ``transition_begin``, then ``end_value`` (``optax.linear_schedule``)."""
+    ``transition_begin``, then ``end_value`` (``optax.linear_schedule``); ``init_value``
+    throughout where ``transition_steps <= 0``, as optax."""
+    if transition_steps <= 0:
+        return lambda count: bnp.full((), init_value, dtypes.float32)
 
     def schedule(count: Any) -> Any:
         c = bnp.asarray(count).astype(dtypes.float32) - float(transition_begin)
-        frac = bnp.clip(c / float(max(transition_steps, 1)), 0.0, 1.0)
+        frac = bnp.clip(c / float(transition_steps), 0.0, 1.0)
         return init_value + (end_value - init_value) * frac
 
     return schedule

@@ -129,6 +129,9 @@ def test_optax_schedule_names():
         assert float(s(np.int32(c))) == pytest.approx(want, rel=1e-5)
     lin = optim.linear_schedule(1.0, 0.0, 4, transition_begin=2)
     assert [round(float(lin(np.int32(c))), 6) for c in range(0, 8, 2)] == [1.0, 1.0, 0.5, 0.0]
+    for steps in (0, -3):  # optax: no transition, init_value at every count
+        flat = optim.linear_schedule(1.0, 0.0, steps, transition_begin=1)
+        assert [float(flat(np.int32(c))) for c in (0, 1, 5)] == [1.0, 1.0, 1.0]
     cos = optim.cosine_decay_schedule(2.0, 10, alpha=0.1)
     assert float(cos(np.int32(10))) == pytest.approx(0.2)
     assert float(optim.constant_schedule(0.3)(np.int32(7))) == pytest.approx(0.3)
