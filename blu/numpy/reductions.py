@@ -422,8 +422,9 @@ def average(
 def quantile(
     a: Any, q: Any, axis: Any = None, method: str = "linear", keepdims: bool = False
 ) -> Any:
-    """The ``q``-th quantiles (static q in [0, 1]) along ``axis``, by sorting and linear
-    interpolation between the neighbouring order statistics (numpy's default 'linear').
+    """The ``q``-th quantiles (static q in [0, 1]) along ``axis`` (an int, a tuple of axes or
+    None for all), by sorting and linear interpolation between the neighbouring order
+    statistics (numpy's default 'linear').
 
     Returns:
         shape ``q.shape + reduced shape``; float.
@@ -436,6 +437,14 @@ def quantile(
         shape0 = get_aval(a).shape
         a, ax = lax.reshape(a, (get_aval(a).size,)), 0
         keep_shape = (1,) * len(shape0)
+    elif isinstance(axis, (tuple, list)):  # the axes moved last and merged into one
+        shape0 = get_aval(a).shape
+        axes = canonicalize_axes(tuple(axis), len(shape0), "quantile")
+        kept = [i for i in range(len(shape0)) if i not in axes]
+        a = lax.transpose(a, tuple(kept) + tuple(axes))
+        merged = tuple(shape0[i] for i in kept) + (math.prod(shape0[i] for i in axes),)
+        a, ax = lax.reshape(a, merged), len(kept)
+        keep_shape = tuple(1 if i in axes else d for i, d in enumerate(shape0))
     else:
         ax = canonicalize_axis(axis, get_aval(a).ndim, "quantile")
         keep_shape = tuple(1 if i == ax else d for i, d in enumerate(get_aval(a).shape))

@@ -291,3 +291,24 @@ def test_64_bit_integers_average_in_float64():
     assert float(bnp.mean(a)) == 2**40 + 2 and float(bnp.var(a)) == 1.0
     assert float((bnp.asarray(a) / 1)[0]) == 2**40 + 1
     assert bnp.mean(a.astype(np.int32) % 7).dtype == np.float32
+
+
+@given(st.data())
+def test_quantile_and_median_over_several_axes(data):
+    shape = data.draw(shapes(min_dims=2, max_dims=4, min_side=1, max_side=4))
+    nd = len(shape)
+    axes = tuple(
+        data.draw(
+            st.lists(st.integers(-nd, nd - 1), min_size=1, max_size=nd, unique_by=lambda a: a % nd)
+        )
+    )
+    x = np.random.default_rng(len(shape)).standard_normal(shape)
+    q = np.array([0.0, 0.3, 1.0])
+    for keepdims in (False, True):
+        _close(
+            bnp.quantile(x, q, axis=axes, keepdims=keepdims),
+            np.quantile(x, q, axis=axes, keepdims=keepdims),
+        )
+        _close(
+            bnp.median(x, axis=axes, keepdims=keepdims), np.median(x, axis=axes, keepdims=keepdims)
+        )
