@@ -33,7 +33,7 @@ from blu.numpy.indexing import (
     getitem,
 )
 from blu.numpy.logic import greater_equal, less, logical_and, logical_or, not_equal
-from blu.numpy.selection import _index_array, _normalize_index, take
+from blu.numpy.selection import _index_array, _normalize_index, default_fill, take
 from blu.numpy.ufuncs import (
     _where,
     add,
@@ -217,15 +217,6 @@ def _clip_index(x: Any, idx: Any) -> Any:
     return tuple(out)
 
 
-def _default_fill(dtype: Any) -> Any:
-    if dtypes.is_inexact(dtype):
-        return np.nan
-    if dtype == dtypes.bool_:
-        return True
-    info = np.iinfo(dtype)
-    return int(info.max) if dtypes.is_unsigned(dtype) else int(info.min)
-
-
 def _get_fill(x: Any, idx: Any, fill_value: Any) -> Any:
     """``x[idx]`` where the rows with an out-of-bounds integer index read ``fill_value``."""
     x = asarray_operand(x)
@@ -240,7 +231,7 @@ def _get_fill(x: Any, idx: Any, fill_value: Any) -> Any:
     if bad is None:
         return out
     dtype = get_aval(x).dtype
-    fill = _default_fill(dtype) if fill_value is None else fill_value
+    fill = default_fill(dtype) if fill_value is None else fill_value
     fill = lax.convert_element_type(asarray_operand(fill), dtype)
     # numpy's placement of the advanced-index dims: where the (contiguous) integer entries
     # are, else first

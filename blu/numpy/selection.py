@@ -65,15 +65,28 @@ def _index_array(indices: Any, name: str) -> Any:
     return lax.convert_element_type(indices, dtypes.int32)
 
 
+def default_fill(dtype: Any) -> Any:
+    """What an out-of-bounds index reads in mode 'fill' without a ``fill_value`` (JAX's): NaN
+    for inexact dtypes, True for bool, the most negative signed or the largest unsigned int."""
+    if dtypes.is_inexact(dtype):
+        return np.nan
+    if dtype == dtypes.bool_:
+        return True
+    info = np.iinfo(dtype)
+    return int(info.max) if dtypes.is_unsigned(dtype) else int(info.min)
+
+
 def take(
     a: Any, indices: Any, axis: int | None = None, mode: str | None = None, fill_value: Any = None
 ) -> Any:
     """Elements of ``a`` at ``indices`` along ``axis`` (raveled when None).
 
     Negative indices count from the end; out-of-bounds indices are clamped (``mode`` None or
-    'clip'), wrapped ('wrap') or read ``fill_value`` (default 0) with 'fill'; with 'raise'
-    (numpy's) they are an error. 'raise' needs concrete indices: traced ones (under ``jit``)
-    cannot be checked, so it is refused there (JAX refuses it too): use 'clip' or 'fill'.
+    'clip'; JAX's default is 'fill'), wrapped ('wrap') or read ``fill_value`` with 'fill'
+    (default as JAX's: NaN for floats, the most negative value for signed ints, the largest
+    for unsigned, True for bool); with 'raise' (numpy's) they are an error. 'raise' needs
+    concrete indices: traced ones (under ``jit``) cannot be checked, so it is refused there
+    (JAX refuses it too): use 'clip' or 'fill'.
 
     Raises:
         BluIndexError: ``mode="raise"`` and an index outside ``[-n, n)``.
@@ -99,7 +112,8 @@ def take(
     idx_e = idx[..., None] if isinstance(idx, np.ndarray) else lax.reshape(idx, ishape + (1,))
     out = lax.gather(a, idx_e, axes=(axis,), mode="fill" if mode == "fill" else "clip")
     nb = len(ishape)
-    if mode == "fill" and fill_value is not None:
+    if mode == "fill":
+        fill_value = default_fill(_aval(a).dtype) if fill_value is None else fill_value
         bad = logical_or(less(idx, 0), greater_equal(idx, n))
         bad = lax.broadcast_in_dim(bad, _aval(out).shape, tuple(range(nb)))
         fill = lax.convert_element_type(asarray_operand(fill_value), _aval(a).dtype)
@@ -136,7 +150,7 @@ def take_along_axis(
     of ``indices`` and ``arr`` broadcast (numpy's rules). Negative indices count from the end.
 
     Out-of-bounds indices follow ``mode``, as in ``take``: None or 'clip' clamps them, 'wrap'
-    wraps them (modulo the axis size), 'fill' reads ``fill_value`` (default 0).
+    wraps them (modulo the axis size), 'fill' reads ``fill_value`` (default as ``take``'s).
 
     Raises:
         BluValueError: unknown mode, or ``fill_value`` without mode 'fill'.
@@ -200,7 +214,7 @@ def take_along_axis(
     out = lax.gather(arr, full_idx, axes=tuple(range(len(s))), mode="clip")
     if mode == "fill":
         bad = logical_or(less(raw, -n), greater_equal(raw, n))
-        fill = 0 if fill_value is None else fill_value
+        fill = default_fill(_aval(arr).dtype) if fill_value is None else fill_value
         fill = lax.convert_element_type(asarray_operand(fill), _aval(arr).dtype)
         out = _where(broadcast_to(bad, out_shape), fill, out)
     return out

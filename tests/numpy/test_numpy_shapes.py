@@ -303,6 +303,10 @@ def test_take_and_take_along_axis(data):
     _eq(bnp.take(x, oob, axis=ax, mode="wrap"), np.take(x, oob, axis=ax, mode="wrap"))
     filled = bnp.take(x, oob, axis=ax, mode="fill", fill_value=np.nan)
     assert np.isnan(np.asarray(filled)).all()
+    # 'fill' without a fill_value reads JAX's: NaN for floats, the most negative signed int
+    assert np.isnan(np.asarray(bnp.take(x, oob, axis=ax, mode="fill"))).all()
+    ints = np.asarray(bnp.take(x.astype(np.int16), oob, axis=ax, mode="fill"))
+    assert (ints == np.iinfo(np.int16).min).all()
     # take_along_axis with broadcasting of the other axes
     m = data.draw(st.integers(0, 4))
     ishape = tuple(
