@@ -184,13 +184,11 @@ def logsumexp(
         axis: an axis, a tuple of axes, or None for all.
         keepdims: keep the reduced axes as size 1.
         b: real weights broadcast to ``x``: ``log(|sum(b * exp(x))|)`` (JAX's ``b=``).
-        return_sign: also return the sum's sign (-1, 0 or 1); without it a negative weighted
-            sum gives NaN.
+        return_sign: also return the sum's sign; without it a negative sum gives NaN.
         where: a boolean mask broadcast to ``x``; False entries are left out.
 
     Returns:
-        An array of ``x``'s dtype (promoted with ``b``'s), with the reduced axes removed (or
-        size 1); with ``return_sign``, ``(out, sign)``.
+        ``x``'s dtype (promoted with ``b``'s), the axes removed (or size 1); ``(out, sign)``.
 
     Raises:
         BluTypeError: complex ``b``.
