@@ -231,7 +231,7 @@ def _get_fill(x: Any, idx: Any, fill_value: Any) -> Any:
     if bad is None:
         return out
     dtype = get_aval(x).dtype
-    fill = default_fill(dtype) if fill_value is None else fill_value
+    fill = np.asarray(default_fill(dtype), dtype) if fill_value is None else fill_value
     fill = lax.convert_element_type(asarray_operand(fill), dtype)
     # numpy's placement of the advanced-index dims: where the (contiguous) integer entries
     # are, else first

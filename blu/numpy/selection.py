@@ -113,7 +113,8 @@ def take(
     out = lax.gather(a, idx_e, axes=(axis,), mode="fill" if mode == "fill" else "clip")
     nb = len(ishape)
     if mode == "fill":
-        fill_value = default_fill(_aval(a).dtype) if fill_value is None else fill_value
+        dt = _aval(a).dtype
+        fill_value = np.asarray(default_fill(dt), dt) if fill_value is None else fill_value
         bad = logical_or(less(idx, 0), greater_equal(idx, n))
         bad = lax.broadcast_in_dim(bad, _aval(out).shape, tuple(range(nb)))
         fill = lax.convert_element_type(asarray_operand(fill_value), _aval(a).dtype)
@@ -214,7 +215,8 @@ def take_along_axis(
     out = lax.gather(arr, full_idx, axes=tuple(range(len(s))), mode="clip")
     if mode == "fill":
         bad = logical_or(less(raw, -n), greater_equal(raw, n))
-        fill = default_fill(_aval(arr).dtype) if fill_value is None else fill_value
+        dt = _aval(arr).dtype
+        fill = np.asarray(default_fill(dt), dt) if fill_value is None else fill_value
         fill = lax.convert_element_type(asarray_operand(fill), _aval(arr).dtype)
         out = _where(broadcast_to(bad, out_shape), fill, out)
     return out

@@ -271,7 +271,7 @@ def _np_take(x, i, mode, fill_value):
     if mode == "fill":
         bad = (i < -n) | (i >= n)
         out = np.take(x, np.clip(np.where(i < 0, i + n, i), 0, n - 1), axis=0)
-        fill = 0.0 if fill_value is None else fill_value
+        fill = np.nan if fill_value is None else fill_value  # JAX's default for floats
         return np.where(bad.reshape(bad.shape + (1,) * (x.ndim - 1)), fill, out)
     if mode in (None, "normalize"):
         i = np.where(i < 0, i + n, i)

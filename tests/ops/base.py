@@ -161,6 +161,7 @@ NOT_OPERATIONS: dict[str, str] = {
             "linalg",
             "logic",
             "manipulation",
+            "repetition",
             "products",
             "reductions",
             "selection",
