@@ -235,7 +235,8 @@ def ndtri(p: Any) -> Any:
     Halley step on ``ndtr(x) - p`` (finite down to the smallest normal ``p``; ``-inf`` at 0,
     NaN outside [0, 1])."""
     p = _float(p)
-    central = math.sqrt(2.0) * lax.erf_inv(2.0 * bnp.maximum(p, _P_LOW) - 1.0)
+    # (where, not maximum: at p = _P_LOW a tie would halve the gradient)
+    central = math.sqrt(2.0) * lax.erf_inv(2.0 * bnp.where(p < _P_LOW, _P_LOW, p) - 1.0)
     low = (p > 0) & (p < _P_LOW)
     pl = bnp.where(low, p, _P_LOW)
     q = bnp.sqrt(-2.0 * bnp.log(pl))
@@ -252,9 +253,11 @@ def log_ndtr(x: Any) -> Any:
     """``log(ndtr(x))``: ``log1p(-ndtr(-x))`` for ``x > 0`` (so the upper tail keeps its tiny
     negative values), finite far into the lower tail (asymptotic series below -10)."""
     x = _float(x)
-    mid = bnp.log(0.5 * lax.erfc(-bnp.clip(x, -10.0, 0.0) * _SQRT1_2))
-    upper = bnp.log1p(-0.5 * lax.erfc(bnp.maximum(x, 0.0) * _SQRT1_2))
-    t = bnp.minimum(x, -10.0)
+    # (where, not clip or maximum: a tie at a branch point would halve the gradient)
+    mid = bnp.log(0.5 * lax.erfc(-bnp.where(x > 0.0, 0.0, bnp.where(x > -10.0, x, -10.0))
+                                 * _SQRT1_2))  # fmt: skip
+    upper = bnp.log1p(-0.5 * lax.erfc(bnp.where(x > 0.0, x, 0.0) * _SQRT1_2))
+    t = bnp.where(x > -10.0, -10.0, x)
     inv2 = 1.0 / (t * t)
     series = 1.0 - inv2 + 3.0 * inv2**2 - 15.0 * inv2**3 + 105.0 * inv2**4
     tail = -0.5 * t * t - bnp.log(-t) - 0.5 * math.log(2 * math.pi) + bnp.log(series)

@@ -3,6 +3,8 @@ gradients against central differences, and jit."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scipy.special as ss
@@ -107,3 +109,14 @@ def test_gamma_and_poch_at_the_poles():
     z = np.array([0.0, 0.0, 1.0, -1.0, -2.0, -3.0, -2.0, 0.5, -1.5, 3.0])
     m = np.array([0.0, 1.0, 0.0, 2.0, 1.0, 2.0, 0.5, 2.5, 2.0, -1.0])
     np.testing.assert_allclose(np.asarray(S.poch(z, m)), ss.poch(z, m), rtol=1e-13, atol=0)
+
+
+def test_gradients_at_the_branch_points():
+    # a tie between two branches (clip, maximum) halves the gradient there
+    for x0 in (0.0, -10.0):
+        want = np.exp(-x0 * x0 / 2) / math.sqrt(2 * math.pi) / ss.ndtr(x0)
+        # (below -10 the asymptotic series: its truncation leaves ~1e-8)
+        assert float(blu.grad(S.log_ndtr)(np.float64(x0))) == pytest.approx(want, rel=1e-7)
+    p0 = 0.02425
+    want = math.sqrt(2 * math.pi) * math.exp(ss.ndtri(p0) ** 2 / 2)
+    assert float(blu.grad(S.ndtri)(np.float64(p0))) == pytest.approx(want, rel=1e-8)
