@@ -35,11 +35,15 @@ def weighted_logsumexp(
     out_dtype = x.dtype
     low = x.dtype in (dtypes.bfloat16, dtypes.float16)
     a = x.astype(dtypes.float32) if low else x
+    keep = None  # the entries that count: left out ones (mask, zero weight) add exactly 0
     if b is not None:
         b = b.astype(a.dtype)
-        a = bnp.where(bnp.not_equal(b, 0), a, -np.inf)
+        keep = bnp.not_equal(b, 0)
     if where is not None:
-        a = bnp.where(bnp.broadcast_to(bnp.asarray(where, bool), a.shape), a, -np.inf)
+        mask = bnp.broadcast_to(bnp.asarray(where, bool), a.shape)
+        keep = mask if keep is None else bnp.logical_and(keep, mask)
+    if keep is not None:
+        a = bnp.where(keep, a, -np.inf)
     if any(a.shape[i] == 0 for i in axes):
         m = bnp.zeros(tuple(1 if i in axes else d for i, d in enumerate(a.shape)), a.dtype)
     else:
@@ -47,10 +51,12 @@ def weighted_logsumexp(
         m = lax.stop_gradient(bnp.where(bnp.isfinite(m), m, bnp.zeros_like(m)))
     e = bnp.exp(a - m)
     if b is not None:
-        e = e * b
+        e = e * bnp.where(keep, b, bnp.zeros_like(b))  # (a NaN weight left out is no NaN)
     s = bnp.sum(e, axis=axes, keepdims=True)
     sign = bnp.sign(s)
-    out = bnp.log(bnp.abs(s)) + m
+    # nothing left (all -inf or left out): log(1) in its place keeps the gradient 0, not NaN
+    empty = bnp.equal(s, 0)
+    out = bnp.where(empty, -np.inf, bnp.log(bnp.abs(bnp.where(empty, bnp.ones_like(s), s))) + m)
     if not keepdims:
         keep = tuple(d for i, d in enumerate(a.shape) if i not in axes)
         out, sign = bnp.reshape(out, keep), bnp.reshape(sign, keep)

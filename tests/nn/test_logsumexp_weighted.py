@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import blu
+import blu.numpy
 from blu import nn
 from blu.core.errors import BluTypeError
 from tests.helpers import check_grads, shapes
@@ -84,3 +85,23 @@ def test_low_precision_and_errors():
         nn.logsumexp(np.ones(3), b=np.ones(3, np.complex64))
     got = blu.jit(lambda x, b: nn.logsumexp(x, b=b, return_sign=True))(np.ones(3), -np.ones(3))
     assert float(got[1]) == -1.0 and np.isclose(float(got[0]), 1 + np.log(3))
+
+
+def test_left_out_entries_add_nothing_and_empty_rows_have_zero_gradient():
+    x = np.array([[1.0, 2.0, 3.0], [0.0, 4.0, 5.0]])
+    w = np.array([[True, False, True], [False, True, True]])
+    b = np.array([[1.0, np.inf, 1.0], [np.nan, 1.0, 1.0]])  # non-finite weights left out
+    want = [np.log(np.exp(1.0) + np.exp(3.0)), np.log(np.exp(4.0) + np.exp(5.0))]
+    np.testing.assert_allclose(np.asarray(nn.logsumexp(x, 1, b=b, where=w)), want, rtol=1e-12)
+    xi = np.array([[-np.inf, -np.inf], [0.0, 1.0]])
+    soft = np.exp([0.0, 1.0]) / np.exp([0.0, 1.0]).sum()
+    for kw in ({"return_sign": True}, {"where": np.ones((2, 2), bool)}, {"b": np.ones(2)}):
+
+        def f(v, kw=kw):  # the -inf row's value is in the sum: its gradient must be 0
+            out = nn.logsumexp(v, 1, **kw)
+            return blu.numpy.sum(out[0] if isinstance(out, tuple) else out)
+
+        g = np.asarray(blu.grad(f)(xi))
+        np.testing.assert_allclose(g, [[0.0, 0.0], soft], rtol=1e-12)
+        out = nn.logsumexp(xi, 1, **kw)
+        assert np.asarray(out[0] if isinstance(out, tuple) else out)[0] == -np.inf
