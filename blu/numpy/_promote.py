@@ -295,22 +295,13 @@ def promote_args(*args: Any) -> list[Any]:
     return [broadcast_to(a, shape) for a in args]
 
 
-def inexact_for(dtype: Any) -> np.dtype:
-    """The float an integer/bool dtype computes in: float64 for the 64-bit integers (their
-    values need its 53-bit mantissa, as JAX's x64 mode gives), else the default float32."""
-    dtype = np.dtype(dtype)
-    if dtype in (dtypes.int64, dtypes.uint64):
-        return np.dtype(dtypes.float64)
-    return np.dtype(dtypes.default_float)
-
-
 def to_inexact(x: Any) -> Any:
-    """Integer/bool ``x`` cast to its float (``inexact_for``; weak stays weak); floats and
-    complex unchanged."""
+    """Integer/bool ``x`` cast to the default float (weak stays weak); floats and complex
+    unchanged."""
     aval = get_aval(x)
     if dtypes.is_inexact(aval.dtype):
         return x
-    return convert_element_type(x, inexact_for(aval.dtype), weak_type=aval.weak_type)
+    return convert_element_type(x, dtypes.default_float, weak_type=aval.weak_type)
 
 
 def promote_args_inexact(*args: Any) -> list[Any]:

@@ -24,7 +24,6 @@ from blu.numpy._promote import (
     canonicalize_axes,
     canonicalize_axis,
     concrete_value,
-    inexact_for,
     to_inexact,
 )
 from blu.numpy.logic import equal, logical_and, logical_not, logical_or, to_bool
@@ -143,13 +142,12 @@ product = prod
 
 
 def _inexact_dtypes(a: Any, dtype: Any) -> tuple[np.dtype, np.dtype]:
-    """(result dtype, computation dtype) of mean/var: ints -> float32 (64-bit ones -> float64),
-    f16/bf16 computed in f32."""
+    """(result dtype, computation dtype) of mean/var: ints -> float32, f16/bf16 computed in f32."""
     if dtype is not None:
         out = dtypes.canonicalize(dtype)
     else:
         d = get_aval(a).dtype
-        out = d if dtypes.is_inexact(d) else inexact_for(d)
+        out = d if dtypes.is_inexact(d) else dtypes.default_float
     comp = dtypes.float32 if out in (dtypes.float16, dtypes.bfloat16) else out
     if not dtypes.is_inexact(comp):
         comp = dtypes.default_float

@@ -71,9 +71,7 @@ def test_single_precision_stays_single():
     assert bnp.fft.fft(z).dtype == np.complex64
     assert bnp.fft.rfft(z.real).dtype == np.complex64
     assert bnp.fft.irfft(z).dtype == np.float32
-    # ints: their float first (float32; the 64-bit ones float64)
-    assert bnp.fft.fft(np.arange(4, dtype=np.int32)).dtype == np.complex64
-    assert bnp.fft.fft(np.arange(4, dtype=np.int64)).dtype == np.complex128
+    assert bnp.fft.fft(np.arange(4)).dtype == np.complex64  # ints: default float first
     np.testing.assert_allclose(bnp.fft.fft(z), np.fft.fft(z.astype(np.complex128)), rtol=1e-5)
 
 
