@@ -2,7 +2,10 @@
 (``blu/lower/mlir/rules_dynamic.py``: index rules inside fused kernels) against independent
 references written here: Python loops over the output points with the clamping spelled out
 (XLA's rule: each start clamped into ``[0, dim - size]``; ``take_along_axis``: negative indices
-count from the end, then clamp into ``[0, n - 1]``), not the numpy impls.
+count from the end, then clamp into ``[0, n - 1]``), not the numpy impls. The programs pass
+``allow_negative_indices=False``: the primitives' clamping is what the kernels implement (the
+public functions first count a negative start from the end, as JAX does:
+``tests/lax/test_lax_slicing.py``).
 
 Random shapes include size-0 and size-1 dimensions; starts are in range, negative, past the end
 and at the extremes of every integer dtype (signed and unsigned, 8 to 64 bits); values include
@@ -124,7 +127,9 @@ def ref_dynamic_slice(x, starts, sizes):
 def test_dynamic_slice_matches_a_loop(case):
     shape, sizes, starts, dtype, seed = case
     x = values(np.random.default_rng(seed), shape, dtype)
-    got = run(lambda x, *s: lax.dynamic_slice(x, s, sizes), x, *starts)
+    got = run(
+        lambda x, *s: lax.dynamic_slice(x, s, sizes, allow_negative_indices=False), x, *starts
+    )
     assert_same(got, ref_dynamic_slice(x, starts, sizes), case)
 
 
@@ -135,7 +140,9 @@ def test_dynamic_slice_fuses_with_its_neighbours(idt):
     x, y = values(rng, (6, 5), F32), values(rng, (5,), F32)
 
     def f(x, y, i):
-        return lax.dynamic_index_in_dim(x * 2.0, i, keepdims=False) + y
+        return (
+            lax.dynamic_index_in_dim(x * 2.0, i, keepdims=False, allow_negative_indices=False) + y
+        )
 
     for i in [0, 3, 5, 200 if np.iinfo(idt).max >= 200 else 9, np.iinfo(idt).max]:
         i = np.asarray(i, idt)[()]
@@ -147,7 +154,7 @@ def test_dynamic_slice_fuses_with_its_neighbours(idt):
 
 def test_dynamic_slice_literal_and_negative_starts():
     x = np.arange(24, dtype=np.float32).reshape(4, 6)
-    got = run(lambda x: lax.dynamic_slice(x, [-5, 4], [2, 3]), x)
+    got = run(lambda x: lax.dynamic_slice(x, [-5, 4], [2, 3], allow_negative_indices=False), x)
     assert_same(got, x[0:2, 3:6])
 
 
@@ -159,8 +166,10 @@ def test_starts_computed_inside_the_kernel():
 
     def f(x, u, i):
         j = i * 2 - 1
-        window = lax.dynamic_slice(x, [j, np.int32(0)], [3, 5])
-        return window.sum(), lax.dynamic_update_slice(x + 1.0, u * 3.0, [j, np.int32(0)])
+        window = lax.dynamic_slice(x, [j, np.int32(0)], [3, 5], allow_negative_indices=False)
+        return window.sum(), lax.dynamic_update_slice(
+            x + 1.0, u * 3.0, [j, np.int32(0)], allow_negative_indices=False
+        )
 
     for i in [-4, 0, 2, 3, 9]:
         j = clamp(2 * i - 1, 0, 5)
@@ -188,7 +197,12 @@ def test_dynamic_update_slice_matches_a_loop(case):
     shape, sizes, starts, dtype, seed = case
     rng = np.random.default_rng(seed)
     x, u = values(rng, shape, dtype), values(rng, sizes, dtype)
-    got = run(lambda x, u, *s: lax.dynamic_update_slice(x, u, s), x, u, *starts)
+    got = run(
+        lambda x, u, *s: lax.dynamic_update_slice(x, u, s, allow_negative_indices=False),
+        x,
+        u,
+        *starts,
+    )
     assert_same(got, ref_dynamic_update_slice(x, u, starts), case)
 
 
@@ -200,8 +214,8 @@ def test_kv_cache_update_in_a_compiled_loop():
 
     def fill(cache, new):
         def body(t, c):
-            row = lax.dynamic_index_in_dim(new, t, keepdims=False)
-            return lax.dynamic_update_slice(c, row, [0, t, 0])
+            row = lax.dynamic_index_in_dim(new, t, keepdims=False, allow_negative_indices=False)
+            return lax.dynamic_update_slice(c, row, [0, t, 0], allow_negative_indices=False)
 
         return lax.fori_loop(0, 8, body, cache)
 
@@ -288,7 +302,7 @@ def test_grad_of_dynamic_slice_and_update_through_jit():
         si, sj = clamp(i, 0, 3), clamp(j, 0, 2)
 
         def f(x, i, j):
-            return (w * lax.dynamic_slice(x, [i, j], [2, 4])).sum()
+            return (w * lax.dynamic_slice(x, [i, j], [2, 4], allow_negative_indices=False)).sum()
 
         assert_compiled(blu.grad(f), x, i, j)
         want = np.zeros_like(x)
@@ -296,7 +310,7 @@ def test_grad_of_dynamic_slice_and_update_through_jit():
         np.testing.assert_array_equal(np.asarray(blu.jit(blu.grad(f))(x, i, j)), want)
 
         def g(x, u, i, j):
-            return (v * lax.dynamic_update_slice(x, u, [i, j])).sum()
+            return (v * lax.dynamic_update_slice(x, u, [i, j], allow_negative_indices=False)).sum()
 
         gx, gu = blu.jit(blu.grad(g, argnums=(0, 1)))(x, u, i, j)
         assert_compiled(blu.grad(g, argnums=(0, 1)), x, u, i, j)
@@ -312,8 +326,12 @@ def test_vmap_of_jit_with_batched_starts():
     rng = np.random.default_rng(4)
     x, u = values(rng, (4, 7, 3), F32), values(rng, (4, 2, 3), F32)
     starts = np.array([-2, 0, 5, 100], np.int32)
-    ds = blu.jit(lambda x, s: lax.dynamic_slice(x, [s, 0], [2, 3]))
-    dus = blu.jit(lambda x, u, s: lax.dynamic_update_slice(x, u, [s, np.int32(1)]))
+    ds = blu.jit(lambda x, s: lax.dynamic_slice(x, [s, 0], [2, 3], allow_negative_indices=False))
+    dus = blu.jit(
+        lambda x, u, s: lax.dynamic_update_slice(
+            x, u, [s, np.int32(1)], allow_negative_indices=False
+        )
+    )
     got = np.asarray(blu.vmap(ds)(x, starts))
     got_u = np.asarray(blu.vmap(dus)(x, u[:, :, :2], starts))
     shared = np.asarray(blu.vmap(ds, in_axes=(0, None))(x, np.int32(3)))
@@ -338,7 +356,9 @@ def test_kv_cache_update_is_written_over_the_donated_cache():
     cache, new = values(rng, (2, 16, 4), F32), values(rng, (2, 1, 4), F32)
 
     def step(cache, new, t):
-        return lax.dynamic_update_slice(cache, new * 2.0, [np.int32(0), t, np.int32(0)])
+        return lax.dynamic_update_slice(
+            cache, new * 2.0, [np.int32(0), t, np.int32(0)], allow_negative_indices=False
+        )
 
     f = blu.jit(step, donate_argnums=0)
     low = f.lower(cache, new, np.int32(3), target="cpu")
@@ -362,8 +382,10 @@ def test_operand_read_elsewhere_is_not_written_over():
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
 
     def f(x, t):
-        window = lax.dynamic_slice(x, [np.int32(0), np.int32(0)], [3, 3])
-        return lax.dynamic_update_slice(x, window, [t, np.int32(0)])
+        window = lax.dynamic_slice(
+            x, [np.int32(0), np.int32(0)], [3, 3], allow_negative_indices=False
+        )
+        return lax.dynamic_update_slice(x, window, [t, np.int32(0)], allow_negative_indices=False)
 
     g = blu.jit(f, donate_argnums=0)
     low = g.lower(x, np.int32(1), target="cpu")

@@ -1,6 +1,8 @@
 """GPU tests of ``dynamic_slice``, ``dynamic_update_slice`` and ``take_along_axis`` compiled as
 index rules (``blu/lower/mlir/rules_dynamic.py``): no host fallback node in the GPU plan (a
-traced offset no longer syncs the device), results against loop references with XLA's clamping.
+traced offset no longer syncs the device), results against loop references with XLA's clamping
+(the programs pass ``allow_negative_indices=False``: the primitives' clamping, without the
+public functions' count from the end).
 
 The ``gpu``-marked tests run on a GPU, or with ``BLU_FAKE_GPU=1`` on a ``FakeDevice`` (each
 kernel's CPU build runs while its GPU build is compiled into the cache). Shapes, dtypes and
@@ -53,11 +55,13 @@ def data(shape, dtype, seed):
 
 PROGRAMS = {
     "dynamic_slice": (
-        lambda x, i, j: lax.dynamic_slice(x, [i, j], [3, 5]) * 2.0,
+        lambda x, i, j: lax.dynamic_slice(x, [i, j], [3, 5], allow_negative_indices=False) * 2.0,
         lambda: (np.zeros((8, 9), f32), np.int64(0), np.uint8(0)),
     ),
     "dynamic_update_slice": (
-        lambda x, u, t: lax.dynamic_update_slice(x, u + 1.0, [np.int32(0), t, np.int32(0)]),
+        lambda x, u, t: lax.dynamic_update_slice(
+            x, u + 1.0, [np.int32(0), t, np.int32(0)], allow_negative_indices=False
+        ),
         lambda: (np.zeros((2, 16, 8), bf16), np.zeros((2, 1, 8), bf16), np.int32(0)),
     ),
     "take_along_axis": (
@@ -86,7 +90,6 @@ def test_gpu_text_passes_ptxas(name):
 # ---- on a GPU -----------------------------------------------------------------------------------
 
 
-
 @pytest.fixture(scope="module")
 def dev():
     return make_device()
@@ -99,7 +102,9 @@ def test_traced_row_index_fuses(dev, idt):
     x, y = data((64, 96), f32, 1), data((96,), f32, 2)
 
     def f(x, y, i):
-        return lax.dynamic_index_in_dim(x * 2.0, i, keepdims=False) + y
+        return (
+            lax.dynamic_index_in_dim(x * 2.0, i, keepdims=False, allow_negative_indices=False) + y
+        )
 
     no_fallback(f, x, y, idt(0))
     g = blu.jit(f)
@@ -122,7 +127,9 @@ def test_kv_cache_update_in_place(dev, dtype):
     new = data((6, 4, 1, 32), dtype, 3)
 
     def step(cache, k, t):
-        return lax.dynamic_update_slice(cache, k, [np.int32(0), t, np.int32(0)])
+        return lax.dynamic_update_slice(
+            cache, k, [np.int32(0), t, np.int32(0)], allow_negative_indices=False
+        )
 
     no_fallback(step, cache, new[0], np.int32(0))
     f = blu.jit(step, donate_argnums=0)
@@ -141,7 +148,7 @@ def test_dynamic_slice_window(dev):
     x = data((9, 16, 7), f32, 4)
 
     def f(x, a, b, c):
-        return lax.dynamic_slice(x, [a, b, c], [3, 5, 7])
+        return lax.dynamic_slice(x, [a, b, c], [3, 5, 7], allow_negative_indices=False)
 
     no_fallback(f, x, np.int32(0), np.int64(0), np.uint16(0))
     g, dx = blu.jit(f), put(dev, x)
@@ -168,7 +175,9 @@ def test_grad_of_dynamic_slice(dev):
     x, w = data((16, 8), f32, 7), np.random.default_rng(8).standard_normal((4, 8)).astype(f32)
 
     def loss(x, w, t):  # (w an argument: ``plan_nodes`` plans jaxprs without constants)
-        return (lax.dynamic_slice(x, [t, np.int32(0)], [4, 8]) * w).sum()
+        return (
+            lax.dynamic_slice(x, [t, np.int32(0)], [4, 8], allow_negative_indices=False) * w
+        ).sum()
 
     no_fallback(blu.grad(loss), x, w, np.int32(0))
     g = blu.jit(blu.grad(loss))
