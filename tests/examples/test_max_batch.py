@@ -121,15 +121,23 @@ def test_guided_search_finds_the_largest_fitting_batch(
     assert len(calls) <= 2 * (limit.bit_length() + 2)
 
 
-def test_guided_search_needs_few_tries_when_the_peaks_are_a_line():
-    # 2 GiB fixed + 0.5 GiB per sequence; 100 GiB of budget: 196 fits, 197 does not
+@pytest.mark.parametrize(
+    "fixed, per, budget, start, want, tries",
+    [
+        (2, 0.5, 100, 16, 196, [16, 18, 196, 197]),  # far below: the line from two peaks
+        (20, 3, 138, 36, 39, [36, 40, 38, 39]),  # a start near the answer: four tries
+    ],
+)
+def test_guided_search_needs_few_tries_when_the_peaks_are_a_line(
+    fixed, per, budget, start, want, tries
+):
     def try_batch(b):
-        peak = (2 + 0.5 * b) * 2**30
-        return peak <= 100 * 2**30, peak
+        peak = (fixed + per * b) * 2**30
+        return peak <= budget * 2**30, peak
 
-    got = max_batch.search_guided(try_batch, 100 * 2**30, start=16, limit=1024)
-    assert got["max_batch"] == 196
-    assert [b for b, _ in got["tries"]] == [16, 18, 196, 197]
+    got = max_batch.search_guided(try_batch, budget * 2**30, start=start, limit=1024)
+    assert got["max_batch"] == want
+    assert [b for b, _ in got["tries"]] == tries
 
 
 def test_blu_batch_from_the_plan_is_run_once_and_the_over_batch_refused(tmp_path):
@@ -253,14 +261,3 @@ def test_saved_predictions_stand_for_the_prediction_process(tmp_path):
     assert seen == [383, 389] and r["max_batch"] == 383 and r["oom_report_plan"] == "plan"
     assert not r["over_refused"]  # no BluOutOfMemoryError in its log: said so, not hidden
     assert r["errors"]["389"] == "oom"
-
-
-def test_guided_search_from_a_start_near_the_answer_takes_four_tries():
-    # 20 GiB fixed + 3 GiB per sequence, 138 GiB of budget: 39 fits, 40 does not
-    def try_batch(b):
-        peak = (20 + 3 * b) * 2**30
-        return peak <= 138 * 2**30, peak
-
-    got = max_batch.search_guided(try_batch, 138 * 2**30, start=36, limit=1024)
-    assert got["max_batch"] == 39
-    assert len(got["tries"]) <= 4
