@@ -200,6 +200,8 @@ def _wrapped_starts(
         s = _start_operand(s)
         dt = get_aval(s).dtype
         if not isinstance(s, np.generic) and dtypes.is_int(dt) and not dtypes.is_unsigned(dt):
+            if n > np.iinfo(dt).max:  # a narrow start for a long axis: widened to hold s + n
+                s = ew.convert_element_type(s, dtypes.int32 if n < 2**31 else dtypes.int64)
             s = ew.select(ew.lt(s, 0), ew.add(s, n), s)
         out.append(s)
     return out

@@ -506,3 +506,12 @@ def test_dynamic_slice_errors():
     with pytest.raises(BluTypeError) as e:
         lax.dynamic_update_slice(x, np.zeros((1, 1), np.int32), [0, 0])
     check_error_names(e, "f64[4,5]", "i32[1,1]")
+
+
+def test_a_narrow_negative_start_on_a_long_axis():
+    # int8 cannot hold -1 + 300: the start is widened before it counts from the end
+    x = np.arange(300.0)
+    f = blu.jit(lambda i: lax.dynamic_slice(x, [i], [2]))
+    np.testing.assert_array_equal(np.asarray(f(np.int8(-1))), x[298:300])
+    np.testing.assert_array_equal(np.asarray(f(np.int8(-128))), x[172:174])
+    np.testing.assert_array_equal(np.asarray(f(np.int8(5))), x[5:7])
