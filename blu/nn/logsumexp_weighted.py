@@ -58,8 +58,8 @@ def weighted_logsumexp(
     empty = bnp.equal(s, 0)
     out = bnp.where(empty, -np.inf, bnp.log(bnp.abs(bnp.where(empty, bnp.ones_like(s), s))) + m)
     if not keepdims:
-        keep = tuple(d for i, d in enumerate(a.shape) if i not in axes)
-        out, sign = bnp.reshape(out, keep), bnp.reshape(sign, keep)
+        kept = tuple(d for i, d in enumerate(a.shape) if i not in axes)
+        out, sign = bnp.reshape(out, kept), bnp.reshape(sign, kept)
     if return_sign:
         return out.astype(out_dtype), sign.astype(out_dtype)
     return bnp.where(bnp.less(sign, 0), np.nan, out).astype(out_dtype)
