@@ -15,7 +15,8 @@ from typing import Any
 import blu.numpy as bnp
 from blu import lax
 from blu.core.errors import BluShapeError, with_user_line
-from blu.nn.functions import _axes, _float_operand, sigmoid, silu
+from blu.nn.functions import sigmoid, silu
+from blu.nn.operands import _axes, _float_operand
 from blu.transforms.custom_derivatives import custom_jvp
 
 __all__ = [

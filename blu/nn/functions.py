@@ -15,38 +15,9 @@ from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.nn.logsumexp_weighted import weighted_logsumexp
+from blu.nn.operands import _axes, _float_operand, _stable_max, _upcast
 from blu.transforms.ad import jvp
 from blu.transforms.custom_derivatives import custom_jvp
-
-_LOW_PRECISION = (dtypes.bfloat16, dtypes.float16)
-
-
-def _float_operand(x: Any) -> Any:
-    """``x`` as an array of a float dtype (integers and bools become float32)."""
-    x = bnp.asarray(x)
-    if not dtypes.is_float(x.dtype):
-        x = x.astype(dtypes.float32)
-    return x
-
-
-def _upcast(x: Any) -> Any:
-    """bfloat16/float16 to float32 (for statistics); other floats unchanged."""
-    return x.astype(dtypes.float32) if x.dtype in _LOW_PRECISION else x
-
-
-def _axes(axis: int | Sequence[int] | None, ndim: int, name: str) -> tuple[int, ...]:
-    if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out = []
-    for a in axes:
-        if not -ndim <= a < ndim:
-            raise BluValueError(with_user_line(f"nn.{name}: axis {a} out of range for rank {ndim}"))
-        out.append(int(a) % ndim)
-    if len(set(out)) != len(out):
-        raise BluValueError(with_user_line(f"nn.{name}: repeated axis in {axis}"))
-    return tuple(sorted(out))
-
 
 # ---- activations -------------------------------------------------------------------------------
 
@@ -155,14 +126,6 @@ def gelu(x: Any, approximate: bool = True) -> Any:
 
 
 # ---- softmax family ----------------------------------------------------------------------------
-
-
-def _stable_max(x: Any, axes: tuple[int, ...]) -> Any:
-    """The max over ``axes`` (kept as size-1 axes), with non-finite maxima (all -inf rows)
-    replaced by 0 and no gradient: a shift that softmax-like functions are invariant to."""
-    m = bnp.max(x, axis=axes, keepdims=True)
-    m = bnp.where(bnp.isfinite(m), m, bnp.zeros_like(m))
-    return lax.stop_gradient(m)
 
 
 def logsumexp(

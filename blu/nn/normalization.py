@@ -13,7 +13,8 @@ import blu.numpy as bnp
 from blu import lax
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.nn.functions import _axes, _float_operand, _upcast, layer_norm
+from blu.nn.functions import layer_norm
+from blu.nn.operands import _axes, _float_operand, _upcast
 from blu.transforms.custom_derivatives import custom_jvp
 from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policies
 
