@@ -146,20 +146,24 @@ def logsumexp(
         x: float array (bfloat16/float16 are computed in float32).
         axis: an axis, a tuple of axes, or None for all.
         keepdims: keep the reduced axes as size 1.
-        b: real weights broadcast to ``x``: ``log(|sum(b * exp(x))|)`` (JAX's ``b=``).
+        b: real weights broadcast with ``x``: ``log(|sum(b * exp(x))|)`` (JAX's ``b=``); the
+            axes are those of the two shapes' broadcast, which may be larger than ``x``'s.
         return_sign: also return the sum's sign; without it a negative sum gives NaN.
-        where: a boolean mask broadcast to ``x``; False entries are left out.
+        where: a boolean mask broadcast to ``x`` (and ``b``); False entries are left out.
 
     Returns:
-        ``x``'s dtype (promoted with ``b``'s), the axes removed (or size 1); ``(out, sign)``.
+        ``x``'s dtype (promoted with ``b``'s), of the broadcast shape of ``x`` and ``b``, the
+        axes removed (or size 1); ``(out, sign)`` with ``return_sign``.
 
     Raises:
         BluTypeError: complex ``b``.
+        BluShapeError: ``b`` does not broadcast with ``x``, or ``where`` not to their shape.
+        BluValueError: an axis out of range or repeated.
     """
     x = _float_operand(x)
-    axes = _axes(axis, x.ndim, "logsumexp")
     if b is not None or return_sign or where is not None:
-        return weighted_logsumexp(x, axes, keepdims, b, return_sign, where)
+        return weighted_logsumexp(x, axis, keepdims, b, return_sign, where)
+    axes = _axes(axis, x.ndim, "logsumexp")
     shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
     if any(x.shape[a] == 0 for a in axes):
         out = bnp.full(shape, -np.inf, x.dtype)

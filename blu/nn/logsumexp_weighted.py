@@ -14,15 +14,17 @@ import numpy as np
 import blu.numpy as bnp
 from blu import lax
 from blu.core import dtypes
-from blu.core.errors import BluTypeError, with_user_line
+from blu.core.errors import BluShapeError, BluTypeError, with_user_line
+from blu.nn.operands import _axes
 
 
 def weighted_logsumexp(
-    x: Any, axes: tuple[int, ...], keepdims: bool, b: Any, return_sign: bool, where: Any
+    x: Any, axis: Any, keepdims: bool, b: Any, return_sign: bool, where: Any
 ) -> Any:
-    """``logsumexp`` of float ``x`` (axes already checked) with weights ``b`` broadcast to x's
-    shape, and entries where ``where`` is False left out. Returns ``out``, or ``(out, sign)``
-    with ``return_sign``; without it a negative sum gives NaN (as in JAX)."""
+    """``logsumexp`` of float ``x`` over ``axis`` (of the broadcast shape) with weights ``b``
+    broadcast with ``x`` (as JAX: a larger ``b`` broadcasts ``x``), and entries where ``where``
+    is False left out. Returns ``out``, or ``(out, sign)`` with ``return_sign``; without it a
+    negative sum gives NaN (as in JAX)."""
     if b is not None:
         b = bnp.asarray(b)
         if dtypes.is_complex(b.dtype):
@@ -31,7 +33,20 @@ def weighted_logsumexp(
             )
         dt = bnp.result_type(x, b)
         dt = dt if dtypes.is_float(dt) else dtypes.float32
-        x, b = x.astype(dt), bnp.broadcast_to(b.astype(dt), x.shape)
+        try:
+            shape = bnp.broadcast_shapes(x.shape, b.shape)
+        except BluShapeError:
+            raise BluShapeError(
+                with_user_line(
+                    f"nn.logsumexp: b of shape {b.shape} does not broadcast with x of shape "
+                    f"{x.shape}"
+                )
+            ) from None
+        x = x.astype(dt)
+        if x.shape != shape:  # (a b no larger than x traces as before)
+            x = bnp.broadcast_to(x, shape)
+        b = bnp.broadcast_to(b.astype(dt), shape)
+    axes = _axes(axis, x.ndim, "logsumexp")
     out_dtype = x.dtype
     low = x.dtype in (dtypes.bfloat16, dtypes.float16)
     a = x.astype(dtypes.float32) if low else x

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+import scipy.special
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -13,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 import blu
 import blu.numpy
 from blu import nn
-from blu.core.errors import BluTypeError
+from blu.core.errors import BluShapeError, BluTypeError
 from tests.helpers import check_grads, shapes
 
 
@@ -105,3 +106,49 @@ def test_left_out_entries_add_nothing_and_empty_rows_have_zero_gradient():
         np.testing.assert_allclose(g, [[0.0, 0.0], soft], rtol=1e-12)
         out = nn.logsumexp(xi, 1, **kw)
         assert np.asarray(out[0] if isinstance(out, tuple) else out)[0] == -np.inf
+
+
+@given(st.data())
+def test_weights_broadcast_with_x_as_in_jax(data):
+    """A ``b`` of more axes, or longer ones, than ``x`` broadcasts ``x`` (jax.nn.logsumexp's
+    rule): the result has the broadcast shape less the reduced axes. SciPy's logsumexp, which
+    broadcasts ``a`` and ``b`` the same way, in float64 is the reference."""
+    bshape = data.draw(shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+    lead = data.draw(st.integers(0, len(bshape)))  # x drops leading axes and keeps some as 1
+    xshape = tuple(d if data.draw(st.booleans()) else 1 for d in bshape[lead:])
+    x = data.draw(hnp.arrays(np.float64, xshape, elements=st.floats(-20, 20)))
+    b = data.draw(hnp.arrays(np.float64, bshape, elements=st.floats(0.125, 4)))
+    nd = len(bshape)
+    axis = data.draw(st.sampled_from([None, 0, -1, (0, nd - 1)] if nd > 1 else [None, 0, -1]))
+    keepdims = data.draw(st.booleans())
+    want = scipy.special.logsumexp(x, axis, b=b, keepdims=keepdims)
+    got = nn.logsumexp(x, axis, keepdims, b=b)
+    assert got.shape == np.shape(want) and got.dtype == np.float64
+    # a positive sum of at most 64 terms: a few roundings each, relative to |log| >= 1 or abs
+    tol = 64 * np.finfo(np.float64).eps
+    np.testing.assert_allclose(np.asarray(got), want, rtol=tol, atol=tol)
+    got32 = nn.logsumexp(x.astype(np.float32), axis, keepdims, b=b.astype(np.float32))
+    assert got32.dtype == np.float32
+    tol32 = 64 * np.finfo(np.float32).eps
+    np.testing.assert_allclose(np.asarray(got32), want, rtol=tol32, atol=tol32 * 25)
+
+
+def test_larger_weights_signs_masks_gradient_and_errors():
+    x = np.array([0.5, -1.0, 2.0])
+    b = np.array([[1.0, 2.0, 0.5], [-1.0, 0.25, -3.0]])  # row 1 sums negative
+    got, sign = nn.logsumexp(x, -1, b=b, return_sign=True)
+    want, want_sign = scipy.special.logsumexp(x, -1, b=b, return_sign=True)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-14)
+    np.testing.assert_array_equal(np.asarray(sign), want_sign)
+    w = np.array([True, False, True])  # a mask broadcast to the (2, 3) of x and b
+    want = scipy.special.logsumexp(x[w], -1, b=np.abs(b)[:, w])
+    np.testing.assert_allclose(np.asarray(nn.logsumexp(x, 1, b=np.abs(b), where=w)), want)
+    # d/dx sums over the broadcast rows: sum_i b_ij exp(x_j) / sum_k b_ik exp(x_k)
+    p = np.abs(b) * np.exp(x) / (np.abs(b) * np.exp(x)).sum(1, keepdims=True)
+    g = blu.grad(lambda v: blu.numpy.sum(nn.logsumexp(v, 1, b=np.abs(b))))(x)
+    np.testing.assert_allclose(np.asarray(g), p.sum(0), rtol=1e-14)
+    check_grads(lambda v, c: nn.logsumexp(v, 1, b=c), [x, np.abs(b)], order=1)
+    jitted = blu.jit(lambda v, c: nn.logsumexp(v, 0, b=c))(x, np.abs(b))
+    np.testing.assert_allclose(np.asarray(jitted), scipy.special.logsumexp(x, 0, b=np.abs(b)))
+    with pytest.raises(BluShapeError, match=r"b of shape \(2, 4\).*x of shape \(3,\)"):
+        nn.logsumexp(x, b=np.ones((2, 4)))
