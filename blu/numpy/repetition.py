@@ -37,24 +37,30 @@ def repeat(
 ):
     """Repeat each element ``repeats`` times along ``axis`` (the raveled array when None).
 
-    ``repeats`` is a static int, or a concrete array of one count per element; with
-    ``total_repeat_length`` (a static int, JAX's argument) it may be traced, and the result
-    has that length along ``axis``: cut short where the counts sum to more, padded with the
-    axis's last element where they sum to less.
+    ``repeats`` is a static int, or a concrete array of one count per element (raveled, as
+    JAX does, so any shape of that size; size 1 counts for all); with ``total_repeat_length``
+    (a static int, JAX's argument) it may be traced, and the result has that length along
+    ``axis``: cut short where the counts sum to more, padded with the axis's last element
+    where they sum to less.
 
     Raises:
         ConcretizationError: ``repeats`` is traced and ``total_repeat_length`` is None.
+        BluShapeError: ``repeats`` holds neither 1 count nor one per element of ``axis``.
         BluValueError: negative counts (concrete), a negative ``total_repeat_length``, or a
             length to fill from an empty axis.
     """
     a = asarray_operand(a)
-    if axis is None:
+    what = None
+    if axis is None:  # the counts' errors name the shape that the user gave
+        what = f"the array of shape {_aval(a).shape}, raveled,"
         a, axis = ravel(a), 0
     s = _aval(a).shape
     axis = canonicalize_axis(axis, len(s), "repeat")
+    what = what or f"axis {axis} of the array of shape {s}"
     if total_repeat_length is not None:
-        return _repeat_to_length(a, repeats, axis, int(total_repeat_length))
+        return _repeat_to_length(a, repeats, axis, int(total_repeat_length), what)
     reps = concrete_value(repeats, "repeat (the repeat counts)")
+    _check_counts(reps.shape, s[axis], what)
     if reps.ndim == 0 or reps.size == 1:
         r = int(reps.reshape(()))
         if r < 0:
@@ -62,22 +68,33 @@ def repeat(
         inter = s[: axis + 1] + (r,) + s[axis + 1 :]
         b = lax.broadcast_in_dim(a, inter, tuple(i for i in range(len(inter)) if i != axis + 1))
         return lax.reshape(b, s[:axis] + (s[axis] * r,) + s[axis + 1 :])
-    if reps.shape != (s[axis],):
-        raise BluShapeError(
-            with_user_line(f"repeat: {reps.shape[0]} counts for an axis of length {s[axis]}")
-        )
     # ``take(a, idx, axis)``: one gather of the repeated rows (its index axis first), moved to
     # ``axis``
-    idx = np.repeat(np.arange(s[axis]), reps.astype(np.int64)).astype(np.int32)
+    idx = np.repeat(np.arange(s[axis]), reps.reshape(-1).astype(np.int64)).astype(np.int32)
     return moveaxis(lax.gather(a, idx[:, None], axes=(axis,), mode="clip"), 0, axis)
 
 
-def _repeat_to_length(a: Any, repeats: Any, axis: int, total: int) -> Any:
+def _check_counts(shape: tuple[int, ...], n: int, what: str) -> None:
+    """``repeats`` of ``shape`` must hold 1 count or ``n``, one per element of ``what``."""
+    size = int(np.prod(shape, dtype=np.int64))
+    if size != 1 and size != n:
+        raise BluShapeError(
+            with_user_line(
+                f"repeat: repeats of shape {tuple(shape)} hold {size} counts, but {what} has "
+                f"{n} elements (give 1 count or {n})"
+            )
+        )
+
+
+def _repeat_to_length(a: Any, repeats: Any, axis: int, total: int, what: str) -> Any:
     """``repeat`` with ``total_repeat_length``: output position ``j`` reads the element whose
     running count first exceeds ``j`` (the last one past the sum). Traced counts: a 1 added at
     each element's first position (``cumsum(reps) - reps``; those past the end dropped), whose
     running sum less 1 is the element each position reads (JAX's construction)."""
     n = _aval(a).shape[axis]
+    _check_counts(
+        _aval(repeats).shape if isinstance(repeats, Tracer) else np.shape(repeats), n, what
+    )
     if total < 0:
         raise BluValueError(with_user_line(f"repeat: total_repeat_length {total} is negative"))
     if n == 0 and total > 0:
@@ -85,7 +102,7 @@ def _repeat_to_length(a: Any, repeats: Any, axis: int, total: int) -> Any:
             with_user_line(f"repeat: cannot fill {total} positions from an empty axis {axis}")
         )
     if not isinstance(repeats, Tracer):
-        reps = np.broadcast_to(np.asarray(repeats, np.int64), (n,))
+        reps = np.broadcast_to(np.asarray(repeats, np.int64).reshape(-1), (n,))
         if (reps < 0).any():
             raise BluValueError(with_user_line(f"repeat: negative repeats {reps.min()}"))
         idx = np.searchsorted(np.cumsum(reps), np.arange(total), side="right")
@@ -94,6 +111,8 @@ def _repeat_to_length(a: Any, repeats: Any, axis: int, total: int) -> Any:
         reps = lax.convert_element_type(repeats, dtypes.int32)
         if _aval(reps).ndim == 0 or _aval(reps).size == 1:
             reps = lax.broadcast_in_dim(lax.reshape(reps, ()), (n,), ())
+        elif _aval(reps).shape != (n,):  # one count per element, in another shape: raveled
+            reps = lax.reshape(reps, (n,))
         starts = lax.sub(lax.cumsum(reps, 0), reps)
         ones = lax.full((n,), 1, dtypes.int32)
         marks = lax.scatter_add(

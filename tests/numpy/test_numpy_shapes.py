@@ -1,6 +1,8 @@
 """blu.numpy creation and shape manipulation against numpy, over random shapes (size 0 and 1
 included)."""
 
+import re
+
 import numpy as np
 import pytest
 from helpers import arrays, shapes
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.core.errors import BluError, ConcretizationError
+from blu.core.errors import BluError, BluShapeError, ConcretizationError
 
 
 def _eq(got, want, dtype=None):
@@ -386,3 +388,46 @@ def test_repeat_length_errors():
     with pytest.raises(BluError, match="empty"):
         bnp.repeat(np.ones(0), 2, total_repeat_length=2)
     assert bnp.repeat(np.ones(0), 2, total_repeat_length=0).shape == (0,)
+
+
+@given(st.data())
+def test_repeat_counts_of_the_wrong_number_are_shape_errors(data):
+    """``repeats`` holding neither 1 count nor one per element: a BluShapeError naming the
+    counts' shape and the axis's length, with or without ``total_repeat_length`` and traced
+    (before, NumPy's broadcast error or a reshape error came out, or a count of the wrong
+    axis: '3 counts' for counts of shape (3, 1))."""
+    shape = data.draw(shapes(min_dims=1, max_dims=3, min_side=0, max_side=4))
+    axis = data.draw(st.sampled_from([None, *range(-len(shape), len(shape))]))
+    a = np.zeros(shape)
+    n = int(np.prod(shape)) if axis is None else shape[axis]
+    m = data.draw(st.integers(0, 6).filter(lambda m: m not in (1, n)))
+    rshape = data.draw(st.sampled_from([(m,), (1, m), (m, 1)]))
+    reps = np.ones(rshape, np.int32)
+    msg = rf"repeats of shape {re.escape(str(rshape))} hold {m} counts, but .* has {n} elements"
+    with pytest.raises(BluShapeError, match=msg):
+        bnp.repeat(a, reps, axis)
+    with pytest.raises(BluShapeError, match=msg):
+        bnp.repeat(a, reps, axis, total_repeat_length=3)
+    f = blu.jit(lambda r: bnp.repeat(a, r, axis, total_repeat_length=3))
+    with pytest.raises(BluShapeError, match=msg):
+        f(reps)
+
+
+@given(st.data())
+def test_repeat_counts_of_any_shape_are_raveled_as_in_jax(data):
+    """Counts of shape (1, n) or (n, 1) are n counts (JAX ravels them); traced (1, n) counts
+    with ``total_repeat_length`` were summed along their length-1 axis, a wrong result."""
+    shape = data.draw(shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    n = shape[axis]
+    a = np.arange(float(np.prod(shape))).reshape(shape)
+    flat = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), np.int32)
+    reps = flat.reshape(data.draw(st.sampled_from([(1, n), (n, 1), (1, n, 1)])))
+    _eq(bnp.repeat(a, reps, axis), np.repeat(a, flat, axis))
+    total = data.draw(st.integers(0, int(flat.sum()) + 3))
+    want = _repeat_to(a, flat, axis, total)
+    np.testing.assert_array_equal(
+        np.asarray(bnp.repeat(a, reps, axis, total_repeat_length=total)), want
+    )
+    f = blu.jit(lambda r: bnp.repeat(a, r, axis, total_repeat_length=total))
+    np.testing.assert_array_equal(np.asarray(f(reps)), want)
