@@ -16,6 +16,7 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.nn.logsumexp_weighted import weighted_logsumexp
 from blu.nn.operands import _axes, _float_operand, _stable_max, _upcast
+from blu.nn.softmax_masked import masked_softmax
 from blu.transforms.ad import jvp
 from blu.transforms.custom_derivatives import custom_jvp
 
@@ -180,17 +181,25 @@ def logsumexp(
     return out
 
 
-def softmax(x: Any, axis: int | Sequence[int] = -1) -> Any:
+def softmax(x: Any, axis: int | Sequence[int] = -1, where: Any = None) -> Any:
     """``exp(x) / sum(exp(x))`` over ``axis``, computed stably; ``-inf`` entries give 0.
 
     Args:
         x: float array (bfloat16/float16 are computed in float32).
-        axis: the normalized axis or axes.
+        axis: the normalized axis or axes (None: all).
+        where: a boolean mask broadcast to ``x`` (JAX's ``where=``): False entries are left
+            out of the sum and give 0 with gradient 0; a group left empty gives 0s.
 
     Returns:
         An array of ``x``'s shape and dtype.
+
+    Raises:
+        BluShapeError: ``where`` does not broadcast to ``x``'s shape.
+        BluValueError: an axis out of range or repeated.
     """
     x = _float_operand(x)
+    if where is not None:
+        return masked_softmax(x, axis, where, log=False)
     if x.size == 0:
         return x
     axes = _axes(axis, x.ndim, "softmax")
@@ -199,17 +208,25 @@ def softmax(x: Any, axis: int | Sequence[int] = -1) -> Any:
     return (e / bnp.sum(e, axis=axes, keepdims=True)).astype(x.dtype)
 
 
-def log_softmax(x: Any, axis: int | Sequence[int] = -1) -> Any:
+def log_softmax(x: Any, axis: int | Sequence[int] = -1, where: Any = None) -> Any:
     """``x - logsumexp(x)`` over ``axis``, computed stably.
 
     Args:
         x: float array (bfloat16/float16 are computed in float32).
-        axis: the normalized axis or axes.
+        axis: the normalized axis or axes (None: all).
+        where: a boolean mask broadcast to ``x`` (JAX's ``where=``): False entries are left
+            out of the sum and give ``-inf`` with gradient 0; a group left empty gives -infs.
 
     Returns:
         An array of ``x``'s shape and dtype.
+
+    Raises:
+        BluShapeError: ``where`` does not broadcast to ``x``'s shape.
+        BluValueError: an axis out of range or repeated.
     """
     x = _float_operand(x)
+    if where is not None:
+        return masked_softmax(x, axis, where, log=True)
     if x.size == 0:
         return x
     axes = _axes(axis, x.ndim, "log_softmax")

@@ -1,0 +1,48 @@
+"""``softmax`` and ``log_softmax`` with a mask: JAX's ``where=``.
+
+Entries where the mask is False are left out of the sum and give 0 (softmax) or ``-inf``
+(log_softmax), with a zero gradient; :func:`blu.nn.softmax` and :func:`blu.nn.log_softmax`
+call this only when ``where`` is given, so their plain forms trace as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import blu.numpy as bnp
+from blu.core.errors import BluShapeError, with_user_line
+from blu.nn.operands import _axes, _stable_max, _upcast
+
+
+def masked_softmax(x: Any, axis: Any, where: Any, log: bool) -> Any:
+    """``softmax`` (or, with ``log``, ``log_softmax``) of float ``x`` over ``axis`` with the
+    entries where ``where`` (broadcast to ``x``'s shape) is False left out.
+
+    A group with nothing left in it (all masked, or only ``-inf`` left) gives 0 (``-inf``)
+    everywhere and a zero gradient, where JAX's arithmetic gives NaN for its unmasked entries.
+    """
+    name = "log_softmax" if log else "softmax"
+    axes = _axes(axis, x.ndim, name)
+    mask = bnp.asarray(where, bool)
+    try:
+        keep = bnp.broadcast_to(mask, x.shape)
+    except BluShapeError:
+        raise BluShapeError(
+            with_user_line(
+                f"nn.{name}: where of shape {mask.shape} does not broadcast to x's shape {x.shape}"
+            )
+        ) from None
+    if x.size == 0:
+        return x
+    a = bnp.where(keep, _upcast(x), -np.inf)  # left out: exp(-inf) adds 0, gradient 0
+    shifted = a - _stable_max(a, axes)
+    e = bnp.exp(shifted)
+    s = bnp.sum(e, axis=axes, keepdims=True)
+    s = bnp.where(bnp.equal(s, 0), bnp.ones_like(s), s)  # nothing left: 0 / 1, log(1)
+    if log:
+        out = bnp.where(keep, shifted - bnp.log(s), -np.inf)
+    else:
+        out = bnp.where(keep, e / s, bnp.zeros_like(e))
+    return out.astype(x.dtype)
