@@ -280,9 +280,10 @@ def pinv(a: Any, rcond: float | None = None, hermitian: bool = False, *, rtol: A
     Args:
         a: ``(..., m, n)`` array.
         rcond, rtol: singular values ``<= rtol * max(s)`` are dropped (``rcond`` is numpy's
-            older name). Default as numpy: 1e-15 when neither is given. A Python float uses
-            the Golub-Pereyra derivative below; an array (broadcast against the batch axes
-            ``...``, as the Array API allows) differentiates through the SVD.
+            older name). Default as JAX: ``10 * max(m, n) * eps`` of ``a``'s dtype (numpy's
+            1e-15 would keep float32 rounding noise and invert it into huge entries). A Python
+            float uses the Golub-Pereyra derivative below; an array (broadcast against the
+            batch axes ``...``, as the Array API allows) differentiates through the SVD.
         hermitian: accepted for numpy compatibility (the general SVD is used either way).
 
     Returns:
@@ -300,7 +301,9 @@ def pinv(a: Any, rcond: float | None = None, hermitian: bool = False, *, rtol: A
         # is a value, so differentiate through the SVD (needs distinct singular values)
         tol = asarray(tol)
         return _pinv_fun(a, expand_dims(tol, -1) if ndim(tol) else tol)
-    return _pinv(a, 1e-15 if tol is None else _static_float(tol, "pinv"))
+    if tol is None:  # JAX's default: the rounding noise of the SVD, relative to max(s)
+        return _pinv(a, 10.0 * max(shape(a)[-2:]) * eps(a))
+    return _pinv(a, _static_float(tol, "pinv"))
 
 
 def _static_float(x: Any, name: str) -> float:

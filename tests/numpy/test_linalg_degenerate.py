@@ -1,0 +1,58 @@
+"""blu.numpy.linalg at rank-deficient and singular input, where JAX's rules differ from numpy's:
+``pinv``'s default cut-off (``10 * max(m, n) * eps``, JAX's; numpy's 1e-15 inverts float32
+rounding noise).
+
+References are float64 numpy: the pseudo-inverse of the exact low-rank matrix from its rank-r
+SVD.
+"""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blu
+import blu.numpy as bnp
+
+LA = bnp.linalg
+
+
+def _low_rank(seed: int, m: int, n: int, r: int) -> np.ndarray:
+    """An ``m x n`` float64 matrix of rank ``r`` with singular values in [0.5, 2]."""
+    rng = np.random.default_rng(seed)
+    u = np.linalg.qr(rng.standard_normal((m, m)))[0][:, :r]
+    v = np.linalg.qr(rng.standard_normal((n, n)))[0][:, :r]
+    return (u * rng.uniform(0.5, 2.0, r)) @ v.T
+
+
+def _exact_pinv(a: np.ndarray, r: int) -> np.ndarray:
+    """The pseudo-inverse of a rank-``r`` matrix, from its leading ``r`` singular triplets."""
+    u, s, vt = np.linalg.svd(a, full_matrices=False)
+    return (vt[:r].T / s[:r]) @ u[:, :r].T
+
+
+@settings(deadline=None, max_examples=30)
+@given(st.integers(0, 2**31), st.integers(2, 6), st.integers(2, 6), st.data())
+def test_pinv_default_cutoff_drops_float32_rounding_noise(seed, m, n, data):
+    r = data.draw(st.integers(1, min(m, n) - 1))
+    a = _low_rank(seed, m, n, r)
+    want = _exact_pinv(a, r)
+    a32 = a.astype(np.float32)
+    # the float32 singular values that should be zero are ~eps32: numpy's 1e-15 kept them and
+    # gave entries ~1e7; JAX's cut-off drops them. The kept values are >= 0.5, so the result
+    # is within a few eps32 of the exact pseudo-inverse (norms <= 2).
+    got = np.asarray(LA.pinv(a32))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, atol=200 * np.finfo(np.float32).eps)
+    np.testing.assert_allclose(np.asarray(blu.jit(LA.pinv)(a32)), got, atol=1e-6)
+
+
+def test_pinv_default_cutoff_is_relative_to_the_largest_singular_value():
+    # singular values 1 and 1e-3 (float32): both far above 10 * 2 * eps32, so both inverted
+    a = np.diag([1.0, 1e-3]).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(LA.pinv(a)), np.diag([1.0, 1e3]), rtol=1e-6)
+    # 1e-7 is below 10 * 2 * eps32 * 1 = 2.4e-6: dropped; float64 keeps it (eps64 * 20 = 4e-15)
+    b = np.diag([1.0, 1e-7])
+    np.testing.assert_allclose(np.asarray(LA.pinv(b.astype(np.float32))), np.diag([1.0, 0.0]))
+    np.testing.assert_allclose(np.asarray(LA.pinv(b)), np.diag([1.0, 1e7]), rtol=1e-12)
+    # an explicit tolerance still wins
+    np.testing.assert_allclose(np.asarray(LA.pinv(b, rtol=1e-6)), np.diag([1.0, 0.0]))
