@@ -1,12 +1,13 @@
 """blu.numpy.linalg at rank-deficient and singular input, where JAX's rules differ from numpy's:
 ``pinv``'s default cut-off (``10 * max(m, n) * eps``, JAX's; numpy's 1e-15 inverts float32
-rounding noise).
+rounding noise) and ``cond``'s NaN-to-inf rule for a singular matrix.
 
 References are float64 numpy: the pseudo-inverse of the exact low-rank matrix from its rank-r
-SVD.
+SVD, and inf for the condition number of a singular matrix (numpy's and JAX's value).
 """
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,3 +57,40 @@ def test_pinv_default_cutoff_is_relative_to_the_largest_singular_value():
     np.testing.assert_allclose(np.asarray(LA.pinv(b)), np.diag([1.0, 1e7]), rtol=1e-12)
     # an explicit tolerance still wins
     np.testing.assert_allclose(np.asarray(LA.pinv(b, rtol=1e-6)), np.diag([1.0, 0.0]))
+
+
+SINGULAR = {
+    "zeros": np.zeros((2, 2)),
+    "rank one": np.array([[1.0, 2.0], [2.0, 4.0]]),
+    "zero row": np.array([[1.0, 0.0], [0.0, 0.0]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SINGULAR))
+@pytest.mark.parametrize("p", [1, -1, np.inf, -np.inf, "fro", "nuc"])
+def test_cond_of_a_singular_matrix_is_inf(name, p):
+    """``norm(x) * norm(inv(x))`` is 0 * inf or inf * NaN there (NaN before): JAX and numpy
+    report inf."""
+    x = SINGULAR[name]
+    assert float(LA.cond(x, p)) == np.inf
+    assert float(blu.jit(lambda a: LA.cond(a, p))(x)) == np.inf
+    batch = np.stack([x, np.eye(2) * 2.0])  # the regular matrix keeps its finite value
+    got = np.asarray(LA.cond(batch, p))
+    assert got[0] == np.inf
+    np.testing.assert_allclose(got[1], np.linalg.cond(batch[1], p), rtol=1e-12)
+
+
+@pytest.mark.parametrize("p", [None, 2, 1, "fro", -2])
+def test_cond_keeps_nan_from_nan_input(p):
+    x = np.array([[np.nan, 1.0], [1.0, 2.0]])
+    assert np.isnan(float(LA.cond(x, p)))
+
+
+def test_cond_two_norm_of_the_zero_matrix():
+    """p -2 of the zero matrix is 0/0: inf (numpy, JAX); a singular nonzero matrix gives
+    ``s_min / s_max = 0``. For p None/2 JAX returns ``s[0] / s[-1]`` as is (0/0: NaN; x/0:
+    inf)."""
+    assert float(LA.cond(np.zeros((2, 2)), -2)) == np.inf
+    assert float(LA.cond(SINGULAR["zero row"], -2)) == 0.0
+    assert np.isnan(float(LA.cond(np.zeros((2, 2)))))
+    assert float(LA.cond(SINGULAR["zero row"])) == np.inf

@@ -18,15 +18,16 @@ from blu.lax import linalg as lax_linalg
 from blu.numpy._promote import asarray_operand, canonicalize_axes, to_inexact
 from blu.numpy.linalg._util import abs2, matrices
 from blu.numpy.linalg.solvers import inv
-from blu.numpy.logic import equal, not_equal
+from blu.numpy.logic import equal, logical_and, logical_not, not_equal
 from blu.numpy.manipulation import expand_dims, moveaxis, squeeze
+from blu.numpy.reductions import any as _any
 from blu.numpy.reductions import max as _max
 from blu.numpy.reductions import min as _min
 from blu.numpy.reductions import sum as _sum
 from blu.numpy.selection import where
 from blu.numpy.transcendental import sqrt
 from blu.numpy.ufuncs import abs as _abs
-from blu.numpy.ufuncs import power
+from blu.numpy.ufuncs import isnan, power
 
 
 def _root_safe_at_zero(s: Any, p: float) -> Any:
@@ -131,11 +132,18 @@ def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
 def cond(x: Any, p: Any = None) -> Any:
     """Condition numbers ``(...)`` of ``(..., m, n)`` matrices (``numpy.linalg.cond``): the
     ratio of the extreme singular values for ``p`` None/2/-2, else
-    ``norm(x, p) * norm(inv(x), p)`` (square ``x``)."""
+    ``norm(x, p) * norm(inv(x), p)`` (square ``x``). For ``p`` other than None/2 a NaN
+    that comes from singularity (``0 * inf``, ``0 / 0``) is reported as inf, where ``x``
+    itself holds no NaN (JAX's rule; None/2 return the plain ratio, as JAX)."""
     x = matrices(x, "cond")
-    if p is None or p in (2, -2):
+    if p is None or p == 2:
         s = lax_linalg.svd(x, compute_uv=False)
-        big, small = _max(s, axis=-1), _min(s, axis=-1)
-        return big / small if p != -2 else small / big
-    x = matrices(x, "cond", True)
-    return norm(x, p, axis=(-2, -1)) * norm(inv(x), p, axis=(-2, -1))
+        return _max(s, axis=-1) / _min(s, axis=-1)
+    if p == -2:
+        s = lax_linalg.svd(x, compute_uv=False)
+        r = _min(s, axis=-1) / _max(s, axis=-1)
+    else:
+        x = matrices(x, "cond", True)
+        r = norm(x, p, axis=(-2, -1)) * norm(inv(x), p, axis=(-2, -1))
+    singular = logical_and(isnan(r), logical_not(_any(isnan(x), axis=(-2, -1))))
+    return where(singular, np.inf, r)
