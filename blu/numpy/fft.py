@@ -7,7 +7,9 @@ and divides the inverse by ``n``; ``"ortho"`` scales both by ``1/sqrt(n)``; ``"f
 divides the forward one by ``n``. ``n``/``s`` crop or zero-pad the input along the transformed
 axes (for ``irfft*`` and ``hfft`` they are the *output* lengths, default ``2 * (m - 1)``).
 Real inputs to the complex transforms are promoted to complex (float64 -> complex128, other
-reals -> complex64); integer inputs become the default float first.
+reals -> complex64); integer inputs become the default float first. The arguments after the
+array may be given positionally, as numpy and JAX allow (``fft(x, 8)``, ``fftn(x, s, axes)``,
+``fftfreq(n, d)``, ``fftshift(x, axes)``).
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ def _check_n(n: int, name: str) -> int:
     return n
 
 
-def fftn(x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
+def fftn(x: Any, /, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
     """The n-dimensional DFT over ``axes`` (default all, or the last ``len(s)``), complex
     output; ``s`` crops/pads each transformed axis."""
     x = _to_complex(x)
@@ -132,7 +134,7 @@ def fftn(x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") 
     return _scale(_c2c(x, axes, False), norm, n, False)
 
 
-def ifftn(x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
+def ifftn(x: Any, /, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
     """The inverse n-dimensional DFT (see ``fftn``)."""
     x = _to_complex(x)
     axes, s = _norm_axes(x, s, axes, "ifftn")
@@ -142,27 +144,27 @@ def ifftn(x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward")
     return _scale(_c2c(x, axes, True), norm, n, True)
 
 
-def fft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
+def fft(x: Any, /, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
     """The one-dimensional DFT along ``axis`` (``n``: crop/zero-pad to that length)."""
     return fftn(x, s=None if n is None else [n], axes=[axis], norm=norm)
 
 
-def ifft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
+def ifft(x: Any, /, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
     """The inverse one-dimensional DFT along ``axis``."""
     return ifftn(x, s=None if n is None else [n], axes=[axis], norm=norm)
 
 
-def fft2(x: Any, /, *, s: Any = None, axes: Any = (-2, -1), norm: str = "backward") -> Any:
+def fft2(x: Any, /, s: Any = None, axes: Any = (-2, -1), norm: str = "backward") -> Any:
     """``fftn`` over two axes (default the last two)."""
     return fftn(x, s=s, axes=axes, norm=norm)
 
 
-def ifft2(x: Any, /, *, s: Any = None, axes: Any = (-2, -1), norm: str = "backward") -> Any:
+def ifft2(x: Any, /, s: Any = None, axes: Any = (-2, -1), norm: str = "backward") -> Any:
     """``ifftn`` over two axes (default the last two)."""
     return ifftn(x, s=s, axes=axes, norm=norm)
 
 
-def rfftn(x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
+def rfftn(x: Any, /, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
     """The DFT of a real array over ``axes``: the last transformed axis keeps ``n // 2 + 1``
     frequencies (the others are Hermitian-redundant)."""
     x = _to_real(x, "rfftn")
@@ -178,7 +180,7 @@ def rfftn(x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward")
     return _scale(_c2c(y, axes[:-1], False), norm, n, False)
 
 
-def irfftn(x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
+def irfftn(x: Any, /, s: Any = None, axes: Any = None, norm: str = "backward") -> Any:
     """The inverse of ``rfftn``: real output, the last axis of length ``s[-1]`` (default
     ``2 * (m - 1)`` for an input of ``m`` frequencies)."""
     x = _to_complex(x)
@@ -198,22 +200,22 @@ def irfftn(x: Any, /, *, s: Any = None, axes: Any = None, norm: str = "backward"
     return _scale(y, norm, math.prod(s), True)
 
 
-def rfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
+def rfft(x: Any, /, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
     """The DFT of a real array along ``axis``: ``n // 2 + 1`` frequencies."""
     return rfftn(x, s=None if n is None else [n], axes=[axis], norm=norm)
 
 
-def irfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
+def irfft(x: Any, /, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
     """The inverse of ``rfft``: a real array of length ``n`` (default ``2 * (m - 1)``)."""
     return irfftn(x, s=None if n is None else [n], axes=[axis], norm=norm)
 
 
-def rfft2(x: Any, /, *, s: Any = None, axes: Any = (-2, -1), norm: str = "backward") -> Any:
+def rfft2(x: Any, /, s: Any = None, axes: Any = (-2, -1), norm: str = "backward") -> Any:
     """``rfftn`` over two axes (default the last two)."""
     return rfftn(x, s=s, axes=axes, norm=norm)
 
 
-def irfft2(x: Any, /, *, s: Any = None, axes: Any = (-2, -1), norm: str = "backward") -> Any:
+def irfft2(x: Any, /, s: Any = None, axes: Any = (-2, -1), norm: str = "backward") -> Any:
     """``irfftn`` over two axes (default the last two)."""
     return irfftn(x, s=s, axes=axes, norm=norm)
 
@@ -221,7 +223,7 @@ def irfft2(x: Any, /, *, s: Any = None, axes: Any = (-2, -1), norm: str = "backw
 _SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho", None: "forward"}
 
 
-def hfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
+def hfft(x: Any, /, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
     """The DFT of a Hermitian-symmetric signal given by its first half: real output of length
     ``n`` (default ``2 * (m - 1)``); ``irfft(conj(x))`` with the norm's direction swapped."""
     if norm not in _SWAP:
@@ -230,7 +232,7 @@ def hfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backwa
     return irfft(lax.conj(x), n=n, axis=axis, norm=_SWAP[norm])
 
 
-def ihfft(x: Any, /, *, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
+def ihfft(x: Any, /, n: int | None = None, axis: int = -1, norm: str = "backward") -> Any:
     """The inverse of ``hfft`` for a real signal: ``conj(rfft(x))`` with the norm's direction
     swapped (``n // 2 + 1`` frequencies)."""
     if norm not in _SWAP:
@@ -246,7 +248,7 @@ def _freq_dtype(dtype: Any) -> np.dtype:
 
 
 @with_device
-def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None) -> Any:
+def fftfreq(n: int, /, d: float = 1.0, *, dtype: Any = None) -> Any:
     """The sample frequencies of an ``n``-point DFT with sample spacing ``d``:
     ``[0, 1, ..., ceil(n/2) - 1, -floor(n/2), ..., -1] / (d n)``."""
     n = _check_n(n, "fftfreq")
@@ -255,7 +257,7 @@ def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None) -> Any:
 
 
 @with_device
-def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None) -> Any:
+def rfftfreq(n: int, /, d: float = 1.0, *, dtype: Any = None) -> Any:
     """The sample frequencies of ``rfft``: ``[0, 1, ..., n // 2] / (d n)``."""
     n = _check_n(n, "rfftfreq")
     return Array(np.fft.rfftfreq(n, d=float(d)).astype(_freq_dtype(dtype)))
@@ -276,12 +278,12 @@ def _shift(x: Any, axes: Any, inverse: bool) -> Any:
     return _roll(x, shifts, axes)
 
 
-def fftshift(x: Any, /, *, axes: Any = None) -> Any:
+def fftshift(x: Any, /, axes: Any = None) -> Any:
     """Move the zero frequency to the centre: roll each axis in ``axes`` (default all) by
     ``n // 2``."""
     return _shift(x, axes, False)
 
 
-def ifftshift(x: Any, /, *, axes: Any = None) -> Any:
+def ifftshift(x: Any, /, axes: Any = None) -> Any:
     """The inverse of ``fftshift``: roll by ``-(n // 2)``."""
     return _shift(x, axes, True)

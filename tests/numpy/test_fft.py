@@ -178,3 +178,35 @@ def test_jit_and_grad_under_jit():
     np.testing.assert_allclose(np.asarray(g), fd_grad(loss, z), rtol=1e-5, atol=1e-6)
     x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
     np.testing.assert_allclose(blu.jit(F.rfft)(x), np.fft.rfft(x), rtol=1e-5, atol=1e-5)
+
+
+ONE_D = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft"]
+N_D = ["fftn", "ifftn", "rfftn", "irfftn", "fft2", "ifft2", "rfft2", "irfft2"]
+
+
+@pytest.mark.parametrize("name", ONE_D)
+def test_one_dimensional_arguments_go_positionally(name):
+    """``fft(x, n, axis, norm)`` as numpy and JAX spell it (a TypeError before: keyword-only)."""
+    x = cplx((3, 4), 7)
+    x = x.real if name in ("rfft", "ihfft") else x
+    np_fn, blu_fn = getattr(np.fft, name), getattr(bnp.fft, name)
+    close(blu_fn(x, 5, 0, "ortho"), np_fn(x, 5, 0, "ortho"))
+    close(blu_fn(x, 3), np_fn(x, 3))
+
+
+@pytest.mark.parametrize("name", N_D)
+def test_n_dimensional_arguments_go_positionally(name):
+    x = cplx((2, 3, 4), 8)
+    x = x.real if name in ("rfftn", "rfft2") else x
+    np_fn, blu_fn = getattr(np.fft, name), getattr(bnp.fft, name)
+    close(blu_fn(x, (3, 5), (0, 2), "forward"), np_fn(x, (3, 5), (0, 2), "forward"))
+
+
+def test_frequencies_and_shifts_take_positional_arguments():
+    np.testing.assert_allclose(np.asarray(bnp.fft.fftfreq(7, 0.5)), np.fft.fftfreq(7, 0.5),
+                               rtol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(np.asarray(bnp.fft.rfftfreq(8, 0.1)), np.fft.rfftfreq(8, 0.1),
+                               rtol=1e-6)  # fmt: skip
+    x = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(np.asarray(bnp.fft.fftshift(x, 0)), np.fft.fftshift(x, 0))
+    np.testing.assert_array_equal(np.asarray(bnp.fft.ifftshift(x, (1,))), np.fft.ifftshift(x, (1,)))
