@@ -372,19 +372,34 @@ def choice(
         by ``shape``.
 
     Raises:
-        BluValueError: more draws than entries without replacement.
+        BluValueError: more draws than entries without replacement, or draws from no entries.
+        BluShapeError: ``p`` is not one probability per entry, ``(n,)``.
     """
     shape = _shape_arg(shape, "choice")
     k = math.prod(shape)
     if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
         n, arr = int(a), None
+    elif get_aval(_as_array(a)).ndim == 0:  # a 0-d array is the count n, as JAX (concrete)
+        n, arr = int(_as_array(a)), None
     else:
         arr = _as_array(a)
         axis = _normalize_axis(axis, get_aval(arr).ndim, "choice")
         n = get_aval(arr).shape[axis]
+    if n <= 0 and k > 0:  # randint(0, 0) would give index 0 of nothing: invented entries
+        raise BluValueError(
+            with_user_line(f"random.choice: cannot draw {k} entries from a population of {n}")
+        )
     if not replace and k > n:
         raise BluValueError(
             with_user_line(f"random.choice: cannot draw {k} > {n} entries without replacement")
+        )
+    if p is not None and get_aval(_as_array(p)).shape != (n,):
+        # another length would draw from a different population (indices past n clamp)
+        raise BluShapeError(
+            with_user_line(
+                f"random.choice: p must hold one probability per entry, shape ({n},); "
+                f"got {get_aval(_as_array(p)).str_short()}"
+            )
         )
     if p is None:
         if replace:

@@ -501,3 +501,29 @@ def test_choice():
     assert w.shape == (4, 2, 2)
     assert len({int(v) for v in w[0].ravel()}) == 4
     np.testing.assert_array_equal(w, a[:, w[0].astype(int)])
+
+
+@pytest.mark.parametrize("replace", [True, False])
+def test_choice_p_must_have_one_entry_per_population_member(replace):
+    """A p of another length drew from that many entries (indices past n clamped to the last
+    one, or never reached): JAX raises."""
+    k = random.key(19)
+    for p in (np.array([0.5, 0.5]), np.ones(6) / 6, np.ones((1, 5)) / 5):
+        with pytest.raises(BluShapeError, match=r"\(5,\)"):
+            random.choice(k, 5, (3,), replace=replace, p=p)
+        with pytest.raises(BluShapeError, match=r"\(5,\)"):
+            random.choice(k, np.arange(10.0).reshape(2, 5), (3,), replace=replace, p=p, axis=1)
+
+
+def test_choice_from_no_entries_raises_and_a_0d_array_is_a_count():
+    k = random.key(20)
+    with pytest.raises(BluValueError, match="population of 0"):
+        random.choice(k, 0, (3,))  # gave [0, 0, 0]: entries of an empty population
+    with pytest.raises(BluValueError, match="population of 0"):
+        random.choice(k, np.zeros((0, 2)), (1,))
+    assert random.choice(k, 0, (0,)).shape == (0,)  # no draws: fine, as JAX
+    # a 0-d array is the population size, as an int (JAX's rule)
+    got = np.asarray(random.choice(k, np.array(5), (N,)))
+    assert got.dtype == np.int32
+    _assert_chi2_uniform(np.bincount(got, minlength=5))
+    np.testing.assert_array_equal(got, np.asarray(random.choice(k, 5, (N,))))
