@@ -25,10 +25,12 @@ from blu.core.jaxpr import Literal
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
 from blu.lax.casts import convert_element_type
+from blu.lax.shapes import concatenate, reshape
+from blu.lax.slicing import slice_in_dim
 from blu.transforms import vma
 from blu.transforms.ad import backward_pass
 from blu.transforms.ad_util import UndefinedPrimal, Zero, add_tangents, instantiate, is_undefined
-from blu.transforms.batching import bdim_to_front, moveaxis
+from blu.transforms.batching import bdim_to_front, moveaxis, vmap
 from blu.transforms.jaxpr_util import (
     batch_jaxpr,
     check_same_types,
@@ -489,10 +491,49 @@ def _promote(x: Any, aval: ShapedArray) -> Any:
     return convert_element_type(x, aval.dtype)
 
 
-def map(f: Callable, xs: Any) -> Any:  # noqa: A001 - the name jax.lax.map has
-    """``stack([f(x) for x in xs])`` over the leading axis of the pytree ``xs``, as a scan."""
-    _, ys = scan(lambda c, x: (c, f(x)), (), xs)
-    return ys
+def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001 - jax.lax.map
+    """``stack([f(x) for x in xs])`` over the leading axis of the pytree ``xs``, as a scan.
+
+    With ``batch_size`` (``jax.lax.map``'s): a scan over chunks of ``batch_size`` slices, each
+    chunk mapped with ``vmap``; a last, shorter chunk (``n % batch_size`` slices) gets its own
+    ``vmap`` and is appended. ``0`` is one ``vmap`` over everything. The values are the same
+    for every ``batch_size``.
+
+    Raises:
+        BluValueError: ``batch_size`` is not a non-negative int.
+        BluShapeError: the leaves of ``xs`` differ in their leading size.
+    """
+    if batch_size is None:
+        _, ys = scan(lambda c, x: (c, f(x)), (), xs)
+        return ys
+    return _batched_map(f, xs, batch_size)
+
+
+def _batched_map(f: Callable, xs: Any, batch_size: Any) -> Any:
+    if isinstance(batch_size, (bool, np.bool_)) or not isinstance(batch_size, (int, np.integer)):
+        raise BluValueError(with_user_line(f"map: batch_size must be an int, got {batch_size!r}"))
+    if batch_size < 0:
+        raise BluValueError(with_user_line(f"map: batch_size must be >= 0, got {batch_size}"))
+    leaves, tree = pytree.tree_flatten(xs)
+    avals = [get_aval(x) for x in leaves]
+    sizes = {a.shape[0] if a.ndim else None for a in avals}
+    if len(sizes) != 1 or None in sizes:
+        detail = ", ".join(a.str_short() for a in avals)
+        raise BluShapeError(with_user_line(f"map: xs leaves need one leading size; got {detail}"))
+    n = sizes.pop()
+    fv = vmap(f)
+    if batch_size == 0 or batch_size >= n:
+        return fv(xs)
+    chunks, rest = divmod(n, batch_size)
+    whole = chunks * batch_size
+    scan_xs = [reshape(slice_in_dim(x, 0, whole), (chunks, batch_size) + a.shape[1:])
+               for x, a in zip(leaves, avals)]  # fmt: skip
+    _, ys = scan(lambda c, x: (c, fv(x)), (), pytree.tree_unflatten(tree, scan_xs))
+    ys = pytree.tree_map(lambda y: reshape(y, (whole,) + get_aval(y).shape[2:]), ys)
+    if not rest:
+        return ys
+    tail = fv(pytree.tree_unflatten(tree, [slice_in_dim(x, whole, n) for x in leaves]))
+    return pytree.tree_map(lambda y, t: concatenate([y, t], 0), ys, tail)
 
 
 def is_static_int(x: Any) -> bool:
