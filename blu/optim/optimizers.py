@@ -341,8 +341,8 @@ def sgd(
 
 
 def global_norm(tree: Any) -> Any:
-    """``sqrt(sum of squares of every entry of every leaf)``, accumulated in float32 (float64
-    when a leaf is float64).
+    """``sqrt(sum of |x|^2 over every entry of every leaf)``, accumulated in float32 (float64
+    when a leaf is float64 or complex128); a complex entry counts ``re^2 + im^2``, as optax.
 
     Returns:
         A float scalar (0 for an empty tree).
@@ -350,11 +350,16 @@ def global_norm(tree: Any) -> Any:
     leaves = [bnp.asarray(x) for x in pytree.tree_leaves(tree)]
     if not leaves:
         return lax.full((), 0.0, dtypes.float32)
-    acc = dtypes.float64 if any(x.dtype == dtypes.float64 for x in leaves) else dtypes.float32
+    wide = (dtypes.float64, dtypes.complex128)
+    acc = dtypes.float64 if any(x.dtype in wide for x in leaves) else dtypes.float32
     total = None
     for x in leaves:
-        x = x.astype(acc)
-        s = bnp.sum(x * x)
+        if dtypes.is_complex(x.dtype):  # casting to a real dtype would drop the imaginary part
+            re, im = bnp.real(x).astype(acc), bnp.imag(x).astype(acc)
+            s = bnp.sum(re * re + im * im)
+        else:
+            x = x.astype(acc)
+            s = bnp.sum(x * x)
         total = s if total is None else total + s
     return bnp.sqrt(total)
 

@@ -288,6 +288,31 @@ def test_global_norm_and_clipping_against_numpy():
         assert new_norm <= max_norm * (1 + 1e-5)
 
 
+@pytest.mark.parametrize("cdtype, real", [(np.complex64, np.float32), (np.complex128, np.float64)])
+def test_global_norm_and_clipping_of_complex_grads(cdtype, real):
+    """A complex entry counts ``|z|^2`` (optax's ``abs_sq``); the cast to a real dtype dropped
+    the imaginary part (``{3j, 4}`` had norm 4, not 5)."""
+    rng = np.random.default_rng(10)
+    grads = {
+        "z": (rng.normal(size=(3, 2)) + 1j * rng.normal(size=(3, 2))).astype(cdtype),
+        "r": rng.normal(size=(4,)).astype(np.float32),
+    }
+    norm = np.sqrt(np.sum(np.abs(grads["z"].astype(np.complex128)) ** 2)
+                   + np.sum(grads["r"].astype(np.float64) ** 2))  # fmt: skip
+    tol = 1e-6 if real == np.float32 else 1e-12
+    for f in (optim.global_norm, blu.jit(optim.global_norm)):
+        got = f(grads)
+        assert np.asarray(got).dtype == real
+        np.testing.assert_allclose(float(got), norm, rtol=tol)
+    assert float(optim.global_norm({"a": np.array([3j, 4.0], cdtype)})) == 5.0
+    clipped, n = optim.clip_by_global_norm(grads, norm / 2)
+    np.testing.assert_allclose(float(n), norm, rtol=tol)
+    assert np.asarray(clipped["z"]).dtype == cdtype
+    np.testing.assert_allclose(np.asarray(clipped["z"]), grads["z"] / 2, rtol=10 * tol)
+    updates, _ = optim.clip_by_global_norm(norm / 2).update(grads, None)
+    np.testing.assert_allclose(np.asarray(updates["z"]), grads["z"] / 2, rtol=10 * tol)
+
+
 def test_clipping_zero_and_bf16_grads_and_jit():
     zeros = {"a": np.zeros((3,), np.float32), "b": np.zeros((2, 2), np.float32)}
     clipped, n = optim.clip_by_global_norm(zeros, 1.0)
