@@ -348,16 +348,21 @@ def _cumulative(a: Any, axis: Any, dtype: Any, name: str, lax_fn: Any) -> Any:
         a, axis = lax.reshape(a, (get_aval(a).size,)), 0
     ax = canonicalize_axis(axis, get_aval(a).ndim, name)
     d = dtypes.canonicalize(dtype) if dtype is not None else _accumulation_dtype(get_aval(a).dtype)
+    if d == dtypes.bool_:  # JAX: truth values accumulated in int, then back to bool
+        ints = _cast(_cast(a, dtypes.bool_), dtypes.default_int)
+        return _cast(lax_fn(ints, ax), dtypes.bool_)
     return lax_fn(_cast(a, d), ax)
 
 
 def cumsum(a: Any, axis: int | None = None, dtype: Any = None, out: None = None) -> Any:
-    """Cumulative sum along ``axis`` (of the raveled array when None); dtypes as for ``sum``."""
+    """Cumulative sum along ``axis`` (of the raveled array when None); dtypes as for ``sum``
+    (``dtype=bool``: whether any entry so far is nonzero, as JAX)."""
     return _cumulative(a, axis, dtype, "cumsum", lax.cumsum)
 
 
 def cumprod(a: Any, axis: int | None = None, dtype: Any = None, out: None = None) -> Any:
-    """Cumulative product along ``axis``; dtypes as for ``prod``."""
+    """Cumulative product along ``axis``; dtypes as for ``prod`` (``dtype=bool``: whether
+    every entry so far is nonzero, as JAX)."""
     return _cumulative(a, axis, dtype, "cumprod", lax.cumprod)
 
 

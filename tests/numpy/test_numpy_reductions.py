@@ -183,6 +183,33 @@ def test_cumsum_cumprod(xa):
         _close(bnp.cumulative_prod(x, axis=ax), np.cumulative_prod(x, axis=ax))
 
 
+@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=5),
+                  elements=st.sampled_from([0.0, -0.0, 0.5, -2.0, np.nan, np.inf])),
+       st.data())  # fmt: skip
+def test_cumulative_ops_with_dtype_bool(x, data):
+    """``dtype=bool`` (JAX's rule): truth values accumulated in int, then bool, so cumsum is
+    "any nonzero so far" and cumprod "all nonzero so far" (it raised: bool is not numeric).
+    Reference: numpy's logical_or / logical_and accumulations of ``x != 0``."""
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    truth = x != 0  # NaN counts as True, as its cast to bool
+    for fn, ref in ((bnp.cumsum, np.logical_or), (bnp.cumprod, np.logical_and)):
+        got = fn(x, axis=axis, dtype=bool)
+        assert got.dtype == np.bool_
+        np.testing.assert_array_equal(np.asarray(got), ref.accumulate(truth, axis=axis))
+    flat = bnp.cumsum(x, dtype=bool)  # axis None: the raveled array
+    np.testing.assert_array_equal(np.asarray(flat), np.logical_or.accumulate(truth.ravel()))
+
+
+def test_cumulative_ops_with_dtype_bool_on_integers():
+    x = np.array([[0, 3, 0], [0, 0, -1]], np.int32)
+    np.testing.assert_array_equal(np.asarray(bnp.cumsum(x, axis=1, dtype=bool)),
+                                  [[False, True, True], [False, False, True]])  # fmt: skip
+    np.testing.assert_array_equal(np.asarray(bnp.cumprod(x.T + 1, axis=0, dtype=bool)),
+                                  [[True, True], [True, True], [True, False]])  # fmt: skip
+    got = bnp.cumulative_sum(x[0], dtype=bool, include_initial=True)
+    np.testing.assert_array_equal(np.asarray(got), [False, False, True, True])
+
+
 @given(st.data())
 def test_average_median_quantile(data):
     shape = data.draw(shapes(min_dims=1, min_side=1))
