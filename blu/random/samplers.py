@@ -310,12 +310,18 @@ def _shuffled_indices(key: Any, n: int) -> Any:
     """A uniformly random permutation of ``arange(n)`` (int32): stable sort by random 32-bit keys,
     repeated so that ties (probability ~ n**2 / 2**33 per round) almost surely get broken
     (JAX's rule: ceil(3 ln n / ln 2**32) rounds)."""
-    rounds = max(1, math.ceil(3 * math.log(max(1, n)) / math.log(2**32 - 1)))
-    perm = lax.iota(dtypes.int32, n)
+    return _shuffle(key, lax.iota(dtypes.int32, n), 0)
+
+
+def _shuffle(key: Any, x: Any, axis: int) -> Any:
+    """Each 1-D slice of ``x`` along ``axis`` permuted on its own (JAX's ``_shuffle``): sorted by
+    random 32-bit keys of ``x``'s shape, ``ceil(3 ln size / ln 2**32)`` rounds."""
+    shape = get_aval(x).shape
+    rounds = max(1, math.ceil(3 * math.log(max(1, math.prod(shape))) / math.log(2**32 - 1)))
     for _ in range(rounds):
         key, sub = _unstack2(split(key))
-        _, perm = lax.sort_key_val(_bits(sub, (n,), 32, "permutation"), perm)
-    return perm
+        _, x = lax.sort_key_val(_bits(sub, shape, 32, "permutation"), x, axis)
+    return x
 
 
 def _take(x: Any, idx: Any, axis: int) -> Any:
@@ -325,13 +331,15 @@ def _take(x: Any, idx: Any, axis: int) -> Any:
     return lax.transpose(out, tuple(perm))
 
 
-def permutation(key: Any, x: Any, axis: int = 0) -> Any:
+def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> Any:
     """A random permutation of ``arange(x)`` (an int), or of ``x``'s entries along ``axis``.
 
     Args:
         key: ``uint32[2]``.
         x: a non-negative Python int, or an array.
         axis: the axis of ``x`` to shuffle.
+        independent: permute each 1-D slice along ``axis`` on its own (JAX's), instead of
+            moving whole slices by one permutation.
 
     Returns:
         int32 ``arange(x)`` permuted, or ``x`` with its slices along ``axis`` permuted.
@@ -346,6 +354,8 @@ def permutation(key: Any, x: Any, axis: int = 0) -> Any:
     if aval.ndim == 0:
         raise BluShapeError(with_user_line("random.permutation: x must be an int or an array"))
     axis = _normalize_axis(axis, aval.ndim, "permutation")
+    if independent and aval.ndim > 1:
+        return _shuffle(key, x, axis)
     return _take(x, _shuffled_indices(key, aval.shape[axis]), axis)
 
 

@@ -527,3 +527,26 @@ def test_choice_from_no_entries_raises_and_a_0d_array_is_a_count():
     assert got.dtype == np.int32
     _assert_chi2_uniform(np.bincount(got, minlength=5))
     np.testing.assert_array_equal(got, np.asarray(random.choice(k, 5, (N,))))
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_permutation_independent_shuffles_each_slice(axis):
+    """``independent=True`` (JAX's; a raw TypeError before): every 1-D slice along ``axis`` is
+    its own uniform permutation of that slice."""
+    k = random.key(21)
+    rows = 6000
+    x = np.tile(np.arange(4), (rows, 1)) if axis else np.tile(np.arange(4), (rows, 1)).T
+    got = np.asarray(random.permutation(k, x, axis=axis, independent=True))
+    np.testing.assert_array_equal(got, np.asarray(blu.jit(
+        lambda key: random.permutation(key, x, axis=axis, independent=True))(k)))  # fmt: skip
+    slices = got if axis else got.T
+    np.testing.assert_array_equal(np.sort(slices, axis=1), np.tile(np.arange(4), (rows, 1)))
+    # all 24 orders of 4 equally likely, slice by slice
+    code = slices @ (4 ** np.arange(4))
+    _, counts = np.unique(code, return_counts=True)
+    assert counts.size == 24
+    _assert_chi2_uniform(counts)
+    # 1-D input: one permutation, as without independent
+    v = np.arange(10)
+    np.testing.assert_array_equal(np.asarray(random.permutation(k, v, independent=True)),
+                                  np.asarray(random.permutation(k, v)))  # fmt: skip
