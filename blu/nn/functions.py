@@ -132,8 +132,8 @@ def gelu(x: Any, approximate: bool = True) -> Any:
 def logsumexp(
     x: Any,
     axis: int | Sequence[int] | None = None,
-    keepdims: bool = False,
     b: Any = None,
+    keepdims: bool = False,
     return_sign: bool = False,
     where: Any = None,
 ) -> Any:
@@ -146,9 +146,10 @@ def logsumexp(
     Args:
         x: float array (bfloat16/float16 are computed in float32).
         axis: an axis, a tuple of axes, or None for all.
-        keepdims: keep the reduced axes as size 1.
         b: real weights broadcast with ``x``: ``log(|sum(b * exp(x))|)`` (JAX's ``b=``); the
             axes are those of the two shapes' broadcast, which may be larger than ``x``'s.
+            Third, as in JAX's and SciPy's signatures (``logsumexp(a, axis, b, keepdims)``).
+        keepdims: keep the reduced axes as size 1.
         return_sign: also return the sum's sign; without it a negative sum gives NaN.
         where: a boolean mask broadcast to ``x`` (and ``b``); False entries are left out.
 

@@ -122,12 +122,12 @@ def test_weights_broadcast_with_x_as_in_jax(data):
     axis = data.draw(st.sampled_from([None, 0, -1, (0, nd - 1)] if nd > 1 else [None, 0, -1]))
     keepdims = data.draw(st.booleans())
     want = scipy.special.logsumexp(x, axis, b=b, keepdims=keepdims)
-    got = nn.logsumexp(x, axis, keepdims, b=b)
+    got = nn.logsumexp(x, axis, b=b, keepdims=keepdims)
     assert got.shape == np.shape(want) and got.dtype == np.float64
     # a positive sum of at most 64 terms: a few roundings each, relative to |log| >= 1 or abs
     tol = 64 * np.finfo(np.float64).eps
     np.testing.assert_allclose(np.asarray(got), want, rtol=tol, atol=tol)
-    got32 = nn.logsumexp(x.astype(np.float32), axis, keepdims, b=b.astype(np.float32))
+    got32 = nn.logsumexp(x.astype(np.float32), axis, b=b.astype(np.float32), keepdims=keepdims)
     assert got32.dtype == np.float32
     tol32 = 64 * np.finfo(np.float32).eps
     np.testing.assert_allclose(np.asarray(got32), want, rtol=tol32, atol=tol32 * 25)
@@ -152,3 +152,16 @@ def test_larger_weights_signs_masks_gradient_and_errors():
     np.testing.assert_allclose(np.asarray(jitted), scipy.special.logsumexp(x, 0, b=np.abs(b)))
     with pytest.raises(BluShapeError, match=r"b of shape \(2, 4\).*x of shape \(3,\)"):
         nn.logsumexp(x, b=np.ones((2, 4)))
+
+
+def test_positional_order_is_jax_and_scipys():
+    """``logsumexp(a, axis, b, keepdims)``: the third positional argument is the weights (it was
+    ``keepdims``, so SciPy-style weights passed positionally were read as a truth value)."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(3, 5))
+    w = rng.uniform(0.5, 2.0, size=(3, 5))
+    want = scipy.special.logsumexp(x, 0, w, True)
+    got = nn.logsumexp(x, 0, w, True)
+    assert got.shape == (1, 5)
+    tol = 16 * np.finfo(np.float64).eps
+    np.testing.assert_allclose(np.asarray(got), want, rtol=tol, atol=tol)
