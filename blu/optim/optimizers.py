@@ -368,7 +368,7 @@ def clip_grads_by_global_norm(grads: Any, max_norm: float) -> tuple[Any, Any]:
     """Scale ``grads`` so their global norm is at most ``max_norm``.
 
     Args:
-        grads: a pytree of float arrays.
+        grads: a pytree of float or complex arrays (a complex entry counts ``|z|^2``).
         max_norm: the largest allowed global norm (> 0).
 
     Returns:

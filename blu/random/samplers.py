@@ -336,7 +336,8 @@ def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> A
 
     Args:
         key: ``uint32[2]``.
-        x: a non-negative Python int, or an array.
+        x: a non-negative int (a Python int or a 0-d integer array, concrete), or an array of
+            one or more dimensions.
         axis: the axis of ``x`` to shuffle.
         independent: permute each 1-D slice along ``axis`` on its own (JAX's), instead of
             moving whole slices by one permutation.
@@ -351,8 +352,15 @@ def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> A
         return _shuffled_indices(key, int(x))
     x = _as_array(x)
     aval = get_aval(x)
-    if aval.ndim == 0:
-        raise BluShapeError(with_user_line("random.permutation: x must be an int or an array"))
+    if aval.ndim == 0:  # a 0-d integer array is the count n, as JAX (it must be concrete)
+        if not dtypes.is_int(aval.dtype):
+            raise BluTypeError(
+                with_user_line(
+                    f"random.permutation: x must be an int, an integer scalar or an array; "
+                    f"got {aval.str_short()}"
+                )
+            )
+        return permutation(key, int(x), axis, independent)
     axis = _normalize_axis(axis, aval.ndim, "permutation")
     if independent and aval.ndim > 1:
         return _shuffle(key, x, axis)
@@ -371,7 +379,8 @@ def choice(
 
     Args:
         key: ``uint32[2]``.
-        a: an int n (draw from ``arange(n)``) or an array.
+        a: an int n (a Python int or a 0-d array, concrete: draw from ``arange(n)``) or an
+            array.
         shape: how many draws, as a shape.
         replace: with replacement (independent draws) or without (distinct entries).
         p: optional probabilities of the n entries (need not be normalized).

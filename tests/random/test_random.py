@@ -550,3 +550,15 @@ def test_permutation_independent_shuffles_each_slice(axis):
     v = np.arange(10)
     np.testing.assert_array_equal(np.asarray(random.permutation(k, v, independent=True)),
                                   np.asarray(random.permutation(k, v)))  # fmt: skip
+
+
+def test_permutation_of_a_0d_integer_array_is_of_the_count():
+    """A 0-d integer array is the count n, as JAX (it raised); a 0-d float is a clear error."""
+    for n in [0, 1, 9]:
+        for x in [np.int32(n), np.array(n, np.int64), blu.numpy.asarray(n, np.uint8)]:
+            got = np.asarray(random.permutation(random.key(5), x))
+            want = np.asarray(random.permutation(random.key(5), n))
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.sort(got), np.arange(n))
+    with pytest.raises(BluTypeError, match="permutation"):
+        random.permutation(random.key(5), np.float32(3.0))
