@@ -132,9 +132,9 @@ def jacfwd(
         # per output leaf, the pieces per input leaf (held in a _Pieces, a pytree leaf, so that
         # an output that is itself a list is not mistaken for the pieces)
         jac_tree = pytree.tree_map(lambda o: _Pieces(_split_last(o, leaves)), out)
-        if isinstance(argnums, int):
-            return pytree.tree_map(lambda p: p.parts[0], jac_tree)
-        return pytree.tree_map(lambda p: pytree.tree_unflatten(tree, p.parts), jac_tree)
+        # (``tree`` is the tuple of the differentiated arguments: one entry for an int argnums)
+        pick = (lambda t: t[0]) if isinstance(argnums, int) else (lambda t: t)
+        return pytree.tree_map(lambda p: pick(pytree.tree_unflatten(tree, p.parts)), jac_tree)
 
     return jac
 
