@@ -24,7 +24,7 @@ import blu.numpy as bnp
 from blu.core import dtypes, pytree
 from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.transforms.ad import _argnums_tuple, jvp, vjp
+from blu.transforms.ad import jvp, resolve_argnums, single_argnum, vjp
 from blu.transforms.batching import vmap
 
 __all__ = ["jacfwd", "jacrev", "hessian"]
@@ -108,9 +108,9 @@ def jacfwd(
         input's basis would span only its real direction); with it, an input or output that is
         not complex.
     """
-    nums = _argnums_tuple(argnums)
 
     def jac(*args: Any):
+        nums = resolve_argnums("jacfwd", argnums, len(args))
         diff = tuple(args[i] for i in nums)
         leaves, tree = pytree.tree_flatten(diff)
         _check_inputs("jacfwd", holomorphic, leaves, real_only=True)
@@ -133,7 +133,7 @@ def jacfwd(
         # an output that is itself a list is not mistaken for the pieces)
         jac_tree = pytree.tree_map(lambda o: _Pieces(_split_last(o, leaves)), out)
         # (``tree`` is the tuple of the differentiated arguments: one entry for an int argnums)
-        pick = (lambda t: t[0]) if isinstance(argnums, int) else (lambda t: t)
+        pick = (lambda t: t[0]) if single_argnum(argnums) else (lambda t: t)
         return pytree.tree_map(lambda p: pick(pytree.tree_unflatten(tree, p.parts)), jac_tree)
 
     return jac
@@ -175,9 +175,9 @@ def jacrev(
         complex output (integer and bool outputs get zero rows; JAX raises for them); with it,
         an input or output that is not complex.
     """
-    nums = _argnums_tuple(argnums)
 
     def jac(*args: Any):
+        nums = resolve_argnums("jacrev", argnums, len(args))
         diff = tuple(args[i] for i in nums)
         _check_inputs("jacrev", holomorphic, pytree.tree_leaves(diff), real_only=False)
 
@@ -200,7 +200,7 @@ def jacrev(
             sl = pytree.tree_map(
                 lambda c: c[start : start + oa.size].reshape(oa.shape + c.shape[1:]), cts
             )
-            per_out.append(sl[0] if isinstance(argnums, int) else sl)
+            per_out.append(sl[0] if single_argnum(argnums) else sl)
             start += oa.size
         return pytree.tree_unflatten(out_tree, per_out)
 

@@ -25,7 +25,7 @@ import numpy as np
 from blu.core import dtypes, pytree
 from blu.core.array import Array
 from blu.core.aval import ShapedArray
-from blu.core.errors import BluTypeError, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import (
     Interpreter,
     Tracer,
@@ -376,8 +376,38 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False):
     return out, f_vjp
 
 
+def single_argnum(argnums: Any) -> bool:
+    """Whether ``argnums`` is one position (results unwrapped) rather than a sequence."""
+    return isinstance(argnums, (int, np.integer))
+
+
 def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
-    return (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    return (int(argnums),) if single_argnum(argnums) else tuple(argnums)
+
+
+def resolve_argnums(name: str, argnums: int | Sequence[int], n_args: int) -> tuple[int, ...]:
+    """``argnums`` as non-negative positions among ``n_args`` positional arguments.
+
+    Raises:
+        BluTypeError: a position that is not an int, or out of range (``-n_args <= i <
+            n_args``, as JAX).
+        BluValueError: a position named twice (its gradient would be split between the two).
+    """
+    nums = _argnums_tuple(argnums)
+    if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in nums):
+        raise BluTypeError(with_user_line(f"{name}: argnums must be ints, got {argnums!r}"))
+    nums = tuple(int(i) for i in nums)
+    bad = [i for i in nums if not -n_args <= i < n_args]
+    if bad:
+        raise BluTypeError(
+            with_user_line(f"{name}: argnums={argnums} but only {n_args} positional args")
+        )
+    out = tuple(i % n_args for i in nums)
+    if len(set(out)) != len(out):
+        raise BluValueError(
+            with_user_line(f"{name}: argnums={argnums} names an argument more than once")
+        )
+    return out
 
 
 def value_and_grad(
@@ -401,14 +431,10 @@ def value_and_grad(
         BluTypeError: the output is not a float scalar (a complex one with ``holomorphic``),
         or a differentiated input is not float or complex (complex, with ``holomorphic``).
     """
-    nums = _argnums_tuple(argnums)
 
     def vg(*args: Any, **kwargs: Any):
+        nums = resolve_argnums("grad", argnums, len(args))
         for i in nums:
-            if i >= len(args):
-                raise BluTypeError(
-                    with_user_line(f"argnums={argnums} but only {len(args)} positional args")
-                )
             for leaf in pytree.tree_leaves(args[i]):
                 aval = get_aval(leaf)
                 if holomorphic and not dtypes.is_complex(aval.dtype):
@@ -447,7 +473,7 @@ def value_and_grad(
                 )
             )
         g = f_vjp(Array(np.ones((), aval.dtype)))
-        g = g[0] if isinstance(argnums, int) else g
+        g = g[0] if single_argnum(argnums) else g
         return ((out, res[2]), g) if has_aux else (out, g)
 
     vg.__name__ = f"value_and_grad({getattr(fun, '__name__', 'fun')})"
