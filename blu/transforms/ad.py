@@ -41,6 +41,7 @@ from blu.transforms.ad_util import (
     UndefinedPrimal,
     Zero,
     add_tangents,
+    eager_arrays,
     instantiate,
     tangent_aval,
     zero_like,
@@ -143,7 +144,8 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple
         return leaves
 
     outs, t_outs = jvp_flat(flat_fun, p_leaves, t_leaves)
-    t_outs = [instantiate(t) for t in t_outs]
+    t_outs = eager_arrays([instantiate(t) for t in t_outs])
+    outs = eager_arrays(outs)
     return (pytree.tree_unflatten(out_tree[0], outs), pytree.tree_unflatten(out_tree[0], t_outs))
 
 
@@ -186,11 +188,12 @@ def linearize(fun: Callable, *primals: Any) -> tuple[Any, Callable]:
     def f_jvp(*tangents):
         t_leaves = pytree.tree_leaves(tangents)
 
-        return pytree.tree_unflatten(out_tree[0], eval_jaxpr(jaxpr, residuals, *t_leaves))
+        t_outs = eager_arrays(eval_jaxpr(jaxpr, residuals, *t_leaves), jaxpr.out_avals)
+        return pytree.tree_unflatten(out_tree[0], t_outs)
 
     f_jvp.jaxpr = jaxpr  # type: ignore[attr-defined]
     f_jvp.residuals = residuals  # type: ignore[attr-defined]
-    return pytree.tree_unflatten(out_tree[0], outs), f_jvp
+    return pytree.tree_unflatten(out_tree[0], eager_arrays(outs)), f_jvp
 
 
 # ---- transposition -----------------------------------------------------------------------------
@@ -358,21 +361,26 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False):
                 with_user_line(f"vjp: cotangent structure {ct_tree} != output {out_tree[0]}")
             )
         for i, (c, o) in enumerate(zip(ct_leaves, outs)):
-            ca, oa = get_aval(c), get_aval(o)
-            if ca.shape != oa.shape:
+            ca, oa = get_aval(c), tangent_aval(get_aval(o))
+            # a float output's cotangent has its dtype (JAX's check); a weakly typed one (a
+            # Python scalar) is cast to it
+            wrong_dtype = dtypes.is_inexact(oa.dtype) and ca.dtype != oa.dtype
+            if ca.shape != oa.shape or (wrong_dtype and not ca.weak_type):
                 raise BluTypeError(
                     with_user_line(
                         f"vjp: cotangent leaf {i} is {ca.str_short()} but the output it "
                         f"pairs with is {oa.str_short()}"
                     )
                 )
+            if wrong_dtype:
+                ct_leaves[i] = ops.convert_element_type(c, oa.dtype)
         cts = f_vjp_flat(ct_leaves + aux_zeros)
         cts = [instantiate(Zero(a) if c is None else c) for c, a in zip(cts, in_avals)]
-        return pytree.tree_unflatten(in_tree, cts)
+        return pytree.tree_unflatten(in_tree, eager_arrays(cts, in_avals))
 
-    out = pytree.tree_unflatten(out_tree[0], outs)
+    out = pytree.tree_unflatten(out_tree[0], eager_arrays(outs))
     if has_aux:
-        return out, f_vjp, pytree.tree_unflatten(aux_tree[0], aux_vals)
+        return out, f_vjp, pytree.tree_unflatten(aux_tree[0], eager_arrays(aux_vals))
     return out, f_vjp
 
 

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from blu.core import dtypes
+from blu.core.array import Array
 from blu.core.aval import ShapedArray
-from blu.core.interpreter import get_aval
+from blu.core.interpreter import Tracer, at_root, canonicalize_arg, get_aval
 from blu.transforms import ops
 
 
@@ -141,3 +142,20 @@ def nondifferentiable(prim: Any) -> None:
         return out, zero_like(out)
 
     prim.def_jvp(jvp)
+
+
+def eager_arrays(xs: list[Any], avals: list[ShapedArray] | None = None) -> list[Any]:
+    """Leaves handed back to the user by ``jvp`` / ``vjp`` / ``linearize``: where nothing is
+    tracing, a Python or numpy value that flowed through untouched (a constant output, a
+    cotangent passed straight back, a rule's literal zero) becomes an ``Array`` (of the dtype
+    of ``avals`` where given), as every other leaf is; under a trace leaves are kept."""
+    if not at_root():
+        return list(xs)
+    out = []
+    for i, x in enumerate(xs):
+        if not isinstance(x, (Array, Tracer)):
+            x = canonicalize_arg(x)
+            if isinstance(x, Array) and avals is not None and x.dtype != avals[i].dtype:
+                x = ops.convert_element_type(x, avals[i].dtype)
+        out.append(x)
+    return out
