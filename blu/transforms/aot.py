@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from blu.core import execution
+from blu.core import execution, pytree
 from blu.core.aval import ShapedArray, ShapeDtypeStruct
-from blu.core.errors import BluValueError
-from blu.core.interpreter import Tracer
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import Tracer, get_aval
 from blu.core.jaxpr import ClosedJaxpr, pp_jaxpr
 from blu.transforms.jit_cache import CacheEntry, stable_hoisted
 
-__all__ = ["Compiled", "Lowered"]
+__all__ = ["Compiled", "Lowered", "Signature"]
 
 # ``jitted`` below is a ``blu.transforms.jit.Jitted`` (typed ``Any``: jit.py imports this module,
 # and this one imports nothing of jit.py's)
@@ -45,6 +45,53 @@ class _SpecTracer(Tracer):
         return self._aval
 
 
+class Signature:
+    """What a ``lower`` call fixed: the static arguments' values (``("arg", position, value)``
+    / ``("kw", name, value)``, as ``Jitted._split`` gives them), the treedef of the dynamic
+    ``(args, kwargs)`` and their avals. A ``Compiled`` is called with the dynamic arguments only
+    (as JAX's), of these shapes and dtypes."""
+
+    def __init__(self, statics: tuple, in_tree: Any, in_avals: list[ShapedArray]):
+        self.statics, self.in_tree, self.in_avals = statics, in_tree, in_avals
+
+    def full_args(self, name: str, args: tuple, kwargs: dict) -> tuple[list, dict]:
+        """The call's arguments with the static ones put back, after checking the others.
+
+        Raises:
+            BluTypeError: the arguments' structure, shapes or dtypes differ from ``lower``'s.
+        """
+        leaves, tree = pytree.tree_flatten((list(args), dict(kwargs)))
+        if tree != self.in_tree:
+            n_static = sum(1 for kind, _, _ in self.statics if kind == "arg")
+            raise BluTypeError(
+                with_user_line(
+                    f"jit({name}).lower(...).compile(): called with arguments structured as "
+                    f"{tree}, but it was compiled for {self.in_tree}"
+                    + (f" (its {n_static} static positional argument(s) are fixed by lower: "
+                       "leave them out of the call)" if n_static else "")
+                )
+            )  # fmt: skip
+        bad = [
+            f"argument leaf {i} compiled with {a.str_short()} and called with {b.str_short()}"
+            for i, (a, b) in enumerate(zip(self.in_avals, map(get_aval, leaves)))
+            if a.shape != b.shape or a.dtype != b.dtype
+        ]
+        if bad:
+            raise BluTypeError(
+                with_user_line(
+                    f"jit({name}).lower(...).compile(): argument types differ from those it was "
+                    "compiled for: " + "; ".join(bad)
+                )
+            )
+        full, kw = list(args), dict(kwargs)
+        for kind, where, value in self.statics:  # positions ascending
+            if kind == "arg":
+                full.insert(where, value)
+            else:
+                kw[where] = value
+        return full, kw
+
+
 class Lowered:
     """A staged program for one signature (``jit(f).lower(*args, target=...)``).
 
@@ -56,11 +103,13 @@ class Lowered:
     """
 
     def __init__(self, jitted: Any, entry: CacheEntry, target: str | None = None,
-                 donated_invars: tuple[bool, ...] = ()):  # fmt: skip
+                 donated_invars: tuple[bool, ...] = (),
+                 signature: Signature | None = None):  # fmt: skip
         self.jitted = jitted
         self.entry = entry
         self.target = target
         self.donated_invars = donated_invars
+        self.signature = signature
         self._lowered = None
         if target is not None:
             self._lowered = self._lower()
@@ -143,6 +192,11 @@ class Compiled:
         return None if self._lowered is None else self._lowered.memory_analysis()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run with the dynamic arguments (those ``lower`` did not take as static), of the
+        shapes and dtypes it was lowered for (``BluTypeError`` otherwise, as JAX's)."""
+        signature = None if self._lowered is None else self._lowered.signature
+        if signature is not None:
+            args, kwargs = signature.full_args(self.jitted.name, args, kwargs)
         return self.jitted(*args, **kwargs)
 
     def as_text(self, dialect: str | None = None) -> str:

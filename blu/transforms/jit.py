@@ -33,7 +33,7 @@ from blu.transforms import dispatch, vma
 from blu.transforms import donation as _donation
 from blu.transforms.ad import backward_pass, jvp_jaxpr
 from blu.transforms.ad_util import UndefinedPrimal, Zero, instantiate, tangent_aval
-from blu.transforms.aot import Lowered, _is_spec, _spec_to_aval_holder
+from blu.transforms.aot import Lowered, Signature, _is_spec, _spec_to_aval_holder
 from blu.transforms.axes import axis_env_key
 from blu.transforms.batching import batch_jaxpr
 from blu.transforms.jaxpr_util import nonzero
@@ -436,9 +436,13 @@ class Jitted:
             if _partitioner is None:
                 return _partition(self, args, kwargs)  # (raises)
             return _partitioner.lower(self, args, kwargs, target)
-        entry, _, donated = self._lookup(args, kwargs)
+        entry, leaves, donated = self._lookup(args, kwargs)
         donated_invars = (False,) * len(entry.consts) + tuple(donated)
-        return Lowered(self, entry, target, donated_invars)
+        dyn_args, dyn_kwargs, statics, _ = self._split(args, kwargs)
+        signature = Signature(
+            statics, pytree.tree_structure((dyn_args, dyn_kwargs)), [get_aval(x) for x in leaves]
+        )
+        return Lowered(self, entry, target, donated_invars, signature)
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         entry, _, _ = self._lookup(args, kwargs)
