@@ -517,4 +517,5 @@ def jit(
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     """The output shapes and dtypes of ``fun`` (as ShapeDtypeStructs), without computing it."""
     args = pytree.tree_map(_spec_to_aval_holder, args, is_leaf=_is_spec)
+    kwargs = pytree.tree_map(_spec_to_aval_holder, kwargs, is_leaf=_is_spec)
     return Jitted(fun).eval_shape(*args, **kwargs)

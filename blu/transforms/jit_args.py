@@ -7,7 +7,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from blu.core.errors import BluValueError, with_user_line
+import numpy as np
+
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
 
 
 def _signature(fun: Callable) -> tuple[list, list[str]]:
@@ -33,12 +35,42 @@ def _in_range(nums: tuple, positional: list[str], what: str) -> tuple:
     return tuple(i % len(positional) for i in nums)
 
 
+def _as_tuple(value: Any, kind: type, what: str) -> tuple:
+    """``value`` (one ``kind`` or a sequence of them) as a tuple, checked.
+
+    Raises:
+        BluTypeError: an entry of another type (``bool`` is not an int here).
+    """
+    one = isinstance(value, kind) or (kind is int and isinstance(value, np.integer))
+    vals = (value,) if one else value if isinstance(value, (tuple, list)) else None
+    ok = vals is not None and all(
+        (isinstance(v, kind) or (kind is int and isinstance(v, np.integer)))
+        and not isinstance(v, bool)
+        for v in vals
+    )
+    if not ok:
+        raise BluTypeError(
+            with_user_line(
+                f"jit: {what} must be {'an int' if kind is int else 'a str'} or a sequence of "
+                f"them, got {value!r}"
+            )
+        )
+    return tuple(int(v) for v in vals) if kind is int else tuple(vals)
+
+
 def _normalize_static(fun: Callable, static_argnums: Any, static_argnames: Any):
-    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums or ())
-    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames or ())
+    nums = _as_tuple(() if static_argnums is None else static_argnums, int, "static_argnums")
+    names = _as_tuple(() if static_argnames is None else static_argnames, str, "static_argnames")
     params, positional = _signature(fun)
     if params and not any(p.kind == p.VAR_POSITIONAL for p in params):
         nums = _in_range(nums, positional, "static_argnums")
+    elif any(i < 0 for i in nums):
+        raise BluValueError(
+            with_user_line(
+                f"jit: negative static_argnums {list(nums)} for a function of *args: the "
+                "number of arguments is not known until the call; count from the front"
+            )
+        )
     if params and not any(p.kind == p.VAR_KEYWORD for p in params):
         known = {p.name for p in params}
         bad_names = [n for n in names if n not in known]
