@@ -13,6 +13,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from blu.core import pytree
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluValueError, with_user_line
@@ -212,8 +214,14 @@ def vmap(
         leaves, in_tree = pytree.tree_flatten(args)
         kw_leaves, kw_tree = pytree.tree_flatten(kwargs)
         n_pos = len(leaves)
-        leaves = [canonicalize_arg(x) for x in leaves + kw_leaves]
         axes = _flatten_axes("in_axes", args, axes_spec) + [0] * len(kw_leaves)
+        # an unmapped leaf reaches ``fun`` as it is (a Python value stays one, as in JAX, so it
+        # can be a static argument of a jit inside); numpy arrays are copied into Arrays (the
+        # function could hand the caller's buffer back)
+        leaves = [
+            canonicalize_arg(x) if ax is not None or type(x) is np.ndarray else x
+            for x, ax in zip(leaves + kw_leaves, axes)
+        ]
         sizes = set()
         norm_axes = []
         for x, ax in zip(leaves, axes):
