@@ -90,8 +90,28 @@ def _check_outputs(name: str, holomorphic: bool, leaves: list[Any], real_only: b
                                               + _HINT))  # fmt: skip
 
 
+def _aux_pair(name: str, out: Any) -> tuple[Any, Any]:
+    """``fun``'s ``(output, aux)`` with ``has_aux``.
+
+    Raises:
+        BluTypeError: ``fun`` did not return a pair.
+    """
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise BluTypeError(
+            with_user_line(
+                f"{name}(has_aux=True) requires the function to return a pair (output, aux), "
+                f"got {type(out).__name__}"
+            )
+        )
+    return out[0], out[1]
+
+
 def jacfwd(
-    fun: Callable, argnums: int | Sequence[int] = 0, *, holomorphic: bool = False
+    fun: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    *,
+    holomorphic: bool = False,
 ) -> Callable:
     """Jacobian by forward mode (vmap of jvp over the standard basis), as ``jax.jacfwd``.
 
@@ -101,7 +121,10 @@ def jacfwd(
     Args:
         fun: function of pytrees of arrays.
         argnums: the positional argument(s) to differentiate.
+        has_aux: ``fun`` returns ``(output, aux)``; the result is ``(jacobian, aux)``.
         holomorphic: ``fun`` is holomorphic: inputs and outputs complex, the result ``f'(z)``.
+
+    Keyword arguments of the call are passed to ``fun`` (not differentiated).
 
     Raises:
         BluTypeError: without ``holomorphic``, an input that is not a real float (a complex
@@ -109,7 +132,7 @@ def jacfwd(
         not complex.
     """
 
-    def jac(*args: Any):
+    def jac(*args: Any, **kwargs: Any):
         nums = resolve_argnums("jacfwd", argnums, len(args))
         diff = tuple(args[i] for i in nums)
         leaves, tree = pytree.tree_flatten(diff)
@@ -120,13 +143,16 @@ def jacfwd(
             full = list(args)
             for i, a in zip(nums, d):
                 full[i] = a
-            return fun(*full)
+            out = fun(*full, **kwargs)
+            return _aux_pair("jacfwd", out) if has_aux else out
 
         def push(*tangent_leaves):
-            return jvp(partial_fun, diff, pytree.tree_unflatten(tree, list(tangent_leaves)))[1]
+            y, t = jvp(partial_fun, diff, pytree.tree_unflatten(tree, list(tangent_leaves)))
+            return (t[0], y[1]) if has_aux else t  # (aux: of the primals, not batched)
 
         # outputs: (total,) + out_shape  -> move basis axis last and split per input leaf
-        out = vmap(push, in_axes=0, out_axes=-1)(*basis)
+        out = vmap(push, in_axes=0, out_axes=(-1, None) if has_aux else -1)(*basis)
+        out, aux = out if has_aux else (out, None)
         # a tangent has its output's dtype class (complex for complex outputs)
         _check_outputs("jacfwd", holomorphic, pytree.tree_leaves(out), real_only=False)
         # per output leaf, the pieces per input leaf (held in a _Pieces, a pytree leaf, so that
@@ -134,7 +160,8 @@ def jacfwd(
         jac_tree = pytree.tree_map(lambda o: _Pieces(_split_last(o, leaves)), out)
         # (``tree`` is the tuple of the differentiated arguments: one entry for an int argnums)
         pick = (lambda t: t[0]) if single_argnum(argnums) else (lambda t: t)
-        return pytree.tree_map(lambda p: pick(pytree.tree_unflatten(tree, p.parts)), jac_tree)
+        result = pytree.tree_map(lambda p: pick(pytree.tree_unflatten(tree, p.parts)), jac_tree)
+        return (result, aux) if has_aux else result
 
     return jac
 
@@ -157,7 +184,11 @@ def _split_last(o: Any, leaves: list[Any]) -> list[Any]:
 
 
 def jacrev(
-    fun: Callable, argnums: int | Sequence[int] = 0, *, holomorphic: bool = False
+    fun: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    *,
+    holomorphic: bool = False,
 ) -> Callable:
     """Jacobian by reverse mode (vmap of vjp over the output's standard basis), as
     ``jax.jacrev``.
@@ -168,7 +199,10 @@ def jacrev(
     Args:
         fun: function of pytrees of arrays.
         argnums: the positional argument(s) to differentiate.
+        has_aux: ``fun`` returns ``(output, aux)``; the result is ``(jacobian, aux)``.
         holomorphic: ``fun`` is holomorphic: inputs and outputs complex, the result ``f'(z)``.
+
+    Keyword arguments of the call are passed to ``fun`` (not differentiated).
 
     Raises:
         BluTypeError: without ``holomorphic``, an input that is not float or complex, or a
@@ -176,7 +210,7 @@ def jacrev(
         an input or output that is not complex.
     """
 
-    def jac(*args: Any):
+    def jac(*args: Any, **kwargs: Any):
         nums = resolve_argnums("jacrev", argnums, len(args))
         diff = tuple(args[i] for i in nums)
         _check_inputs("jacrev", holomorphic, pytree.tree_leaves(diff), real_only=False)
@@ -185,9 +219,10 @@ def jacrev(
             full = list(args)
             for i, a in zip(nums, d):
                 full[i] = a
-            return fun(*full)
+            out = fun(*full, **kwargs)
+            return _aux_pair("jacrev", out) if has_aux else out
 
-        out, f_vjp = vjp(partial_fun, *diff)
+        out, f_vjp, *aux = vjp(partial_fun, *diff, has_aux=has_aux)
         out_leaves, out_tree = pytree.tree_flatten(out)
         _check_outputs("jacrev", holomorphic, out_leaves, real_only=True)
         basis, total = _std_basis(out_leaves)
@@ -202,14 +237,20 @@ def jacrev(
             )
             per_out.append(sl[0] if single_argnum(argnums) else sl)
             start += oa.size
-        return pytree.tree_unflatten(out_tree, per_out)
+        result = pytree.tree_unflatten(out_tree, per_out)
+        return (result, aux[0]) if has_aux else result
 
     return jac
 
 
 def hessian(
-    fun: Callable, argnums: int | Sequence[int] = 0, *, holomorphic: bool = False
+    fun: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    *,
+    holomorphic: bool = False,
 ) -> Callable:
-    """Second derivatives: ``jacfwd(jacrev(fun))`` (``holomorphic`` passed to both; without it
-    the inputs must be real floats, as for ``jacfwd``)."""
-    return jacfwd(jacrev(fun, argnums, holomorphic=holomorphic), argnums, holomorphic=holomorphic)
+    """Second derivatives: ``jacfwd(jacrev(fun))`` (``has_aux`` and ``holomorphic`` passed to
+    both; without ``holomorphic`` the inputs must be real floats, as for ``jacfwd``)."""
+    inner = jacrev(fun, argnums, has_aux, holomorphic=holomorphic)
+    return jacfwd(inner, argnums, has_aux, holomorphic=holomorphic)

@@ -75,3 +75,21 @@ def test_hessian_of_a_pytree_argument_is_blocks_of_every_pair():
     for g, w in zip(tu.tree_leaves(got), tu.tree_leaves(want)):
         assert np.shape(g) == np.shape(w)
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("jac", [blu.jacfwd, blu.jacrev, blu.hessian])
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_has_aux_and_keyword_arguments(jac, n):
+    # has_aux and keyword arguments of the call raised raw TypeErrors
+    x = np.linspace(-1.0, 1.0, n)
+
+    def f(a, *, k):
+        return bnp.sum(a**3) * k, {"aux": a * 2, "k": k}
+
+    got, aux = jac(f, has_aux=True)(x, k=1.5)
+    want = {blu.jacfwd: 4.5 * x**2, blu.jacrev: 4.5 * x**2, blu.hessian: np.diag(9.0 * x)}[jac]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(aux["aux"]), x * 2)
+    assert float(aux["k"]) == 1.5
+    with pytest.raises(blu.errors.BluTypeError, match=r"has_aux=True\) requires"):
+        jac(lambda a: bnp.sum(a), has_aux=True)(x)
