@@ -69,9 +69,19 @@ class FlattenedIndexKey:
 KeyPath = tuple[Any, ...]
 
 
-def keystr(path: KeyPath) -> str:
-    """Render a key path as a string, e.g. ``"['params'][0].weight"`` ('' for the root)."""
-    return "".join(str(k) for k in path)
+def _simple_entry(k: Any) -> str:
+    for cls, field in ((SequenceKey, "idx"), (DictKey, "key"), (GetAttrKey, "name"),
+                       (FlattenedIndexKey, "key")):  # fmt: skip
+        if isinstance(k, cls):
+            return str(getattr(k, field))
+    return str(k)
+
+
+def keystr(path: KeyPath, *, simple: bool = False, separator: str = "") -> str:
+    """Render a key path as a string, e.g. ``"['params'][0].weight"`` ('' for the root), as
+    ``jax.tree_util.keystr``: ``simple=True`` writes each entry's bare key or index
+    (``params``, ``0``, ``weight``), joined by ``separator`` (e.g. ``"/"``)."""
+    return separator.join(_simple_entry(k) if simple else str(k) for k in path)
 
 
 # ----------------------------------------------------------------------------- registry

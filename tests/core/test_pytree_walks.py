@@ -87,3 +87,21 @@ def test_flatten_like_after_a_leaf_type_is_registered():
     register_pytree_node(Box, lambda b: ((b.v,), None), lambda _, c: Box(*c))
     leaves, td = pytree.tree_flatten_like(tree, guide)
     assert leaves == [1, 2, 3] and td != guide and td == tree_structure(tree)
+
+
+def test_keystr_simple_and_separator():
+    # JAX's keystr(keys, *, simple=False, separator=""): both raised a raw TypeError
+    import collections
+
+    from blu import tree_util as tu
+
+    nt = collections.namedtuple("NT", "w b")
+    paths = [p for p, _ in tu.tree_flatten_with_path({"layer": [nt(1, (2,))], "x": 4.0})[0]]
+    assert [tu.keystr(p) for p in paths] == ["['layer'][0].w", "['layer'][0].b[0]", "['x']"]
+    assert [tu.keystr(p, simple=True, separator="/") for p in paths] == [
+        "layer/0/w",
+        "layer/0/b/0",
+        "x",
+    ]
+    assert [tu.keystr(p, separator=" ") for p in paths][0] == "['layer'] [0] .w"
+    assert tu.keystr((), simple=True, separator="/") == ""
