@@ -137,8 +137,11 @@ def partition(jaxpr: Jaxpr, backend: Any = None) -> Plan:
             break
         # (program order: the first half never reads the second, and no node outside reads
         # one half and is read by the other, which would have been a cycle through the group)
-        groups = [h for g in groups
-                  for h in ((g[: len(g) // 2], g[len(g) // 2 :]) if tuple(g) in wide else (g,))]
+        groups = [
+            h
+            for g in groups
+            for h in ((g[: len(g) // 2], g[len(g) // 2 :]) if tuple(g) in wide else (g,))
+        ]
         nodes = _build(jaxpr, kinds, groups)
     order = _toposort(nodes)
     if order is None:  # a cycle between groups: give up fusing the groups on it
@@ -436,8 +439,10 @@ def _build(jaxpr: Jaxpr, kinds: list[str], groups: list[list[int]]) -> list[Node
             got = recomputation(p)
             if got is None:
                 continue
-            more, barrier = _bytes([v for v in got[1] if v not in reads]), got[0] == [p] and (
-                eqns[p].primitive.name == "optimization_barrier")
+            more, barrier = (
+                _bytes([v for v in got[1] if v not in reads]),
+                got[0] == [p] and (eqns[p].primitive.name == "optimization_barrier"),
+            )
             if more > _bytes([a]) or more == _bytes([a]) and not barrier:
                 continue
             reads.update(got[1])
