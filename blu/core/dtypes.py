@@ -112,6 +112,14 @@ def is_int(dtype: np.dtype) -> bool:
     return dtype.kind in "iu"
 
 
+def is_int_scalar(x: Any) -> bool:
+    """True for a Python int or a numpy integer scalar, not a ``bool``: the check for an
+    argument that is a position, a count or a size (``argnums``, ``static_argnums``,
+    ``random.permutation``'s ``n``, ``lax.map``'s ``batch_size``). Arrays, even 0-d ones, are
+    not."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
 def is_unsigned(dtype: np.dtype) -> bool:
     return dtype.kind == "u"
 

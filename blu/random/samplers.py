@@ -151,7 +151,7 @@ def _int_bound(x: Any, dtype: np.dtype, shape: tuple[int, ...], what: str) -> tu
     """An integer bound clipped to ``dtype``'s range (a ``dtype`` array of ``shape``), and
     whether it was above ``dtype``'s maximum (bool array)."""
     info = np.iinfo(dtype)
-    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+    if dtypes.is_int_scalar(x):
         clipped = lax.full(shape, min(max(int(x), info.min), info.max), dtype)
         return clipped, lax.full(shape, int(x) > info.max, dtypes.bool_)
     x = _as_array(x)
@@ -346,7 +346,7 @@ def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> A
         int32 ``arange(x)`` permuted, or ``x`` with its slices along ``axis`` permuted.
     """
     _check_key(key, "permutation")
-    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+    if dtypes.is_int_scalar(x):
         if x < 0:
             raise BluValueError(with_user_line(f"random.permutation: n must be >= 0, got {x}"))
         return _shuffled_indices(key, int(x))
@@ -396,7 +396,7 @@ def choice(
     """
     shape = _shape_arg(shape, "choice")
     k = math.prod(shape)
-    if isinstance(a, (int, np.integer)) and not isinstance(a, bool):
+    if dtypes.is_int_scalar(a):
         n, arr = int(a), None
     elif get_aval(_as_array(a)).ndim == 0:  # a 0-d array is the count n, as JAX (concrete)
         n, arr = int(_as_array(a)), None

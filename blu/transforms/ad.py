@@ -402,7 +402,7 @@ def resolve_argnums(name: str, argnums: int | Sequence[int], n_args: int) -> tup
         BluValueError: a position named twice (its gradient would be split between the two).
     """
     nums = _argnums_tuple(argnums)
-    if not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in nums):
+    if not all(dtypes.is_int_scalar(i) for i in nums):
         raise BluTypeError(with_user_line(f"{name}: argnums must be ints, got {argnums!r}"))
     nums = tuple(int(i) for i in nums)
     bad = [i for i in nums if not -n_args <= i < n_args]

@@ -7,8 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
+from blu.core import dtypes
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
 
 
@@ -41,13 +40,12 @@ def _as_tuple(value: Any, kind: type, what: str) -> tuple:
     Raises:
         BluTypeError: an entry of another type (``bool`` is not an int here).
     """
-    one = isinstance(value, kind) or (kind is int and isinstance(value, np.integer))
-    vals = (value,) if one else value if isinstance(value, (tuple, list)) else None
-    ok = vals is not None and all(
-        (isinstance(v, kind) or (kind is int and isinstance(v, np.integer)))
-        and not isinstance(v, bool)
-        for v in vals
-    )
+
+    def is_one(v: Any) -> bool:
+        return dtypes.is_int_scalar(v) if kind is int else isinstance(v, kind)
+
+    vals = (value,) if is_one(value) else value if isinstance(value, (tuple, list)) else None
+    ok = vals is not None and all(is_one(v) for v in vals)
     if not ok:
         raise BluTypeError(
             with_user_line(

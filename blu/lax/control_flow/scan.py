@@ -510,7 +510,7 @@ def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa:
 
 
 def _batched_map(f: Callable, xs: Any, batch_size: Any) -> Any:
-    if isinstance(batch_size, (bool, np.bool_)) or not isinstance(batch_size, (int, np.integer)):
+    if not dtypes.is_int_scalar(batch_size):
         raise BluValueError(with_user_line(f"map: batch_size must be an int, got {batch_size!r}"))
     if batch_size < 0:
         raise BluValueError(with_user_line(f"map: batch_size must be >= 0, got {batch_size}"))
