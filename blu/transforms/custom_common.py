@@ -37,6 +37,55 @@ def fun_name(fun: Callable) -> str:
     return getattr(fun, "__name__", "fun")
 
 
+def positional_counts(fun: Callable) -> tuple[int, ...]:
+    """The fewest and the most positional arguments ``fun`` takes; () where that is not known
+    (no signature, or ``*args``)."""
+    try:
+        params = inspect.signature(fun).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return ()
+    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return tuple(sorted({sum(p.default is p.empty for p in pos), len(pos)}))
+
+
+def check_rule(where: str, what: str, rule: Any, counts: Sequence[int], takes: str) -> None:
+    """Raise unless ``rule`` is callable and, where its signature is known, takes a number of
+    positional arguments from ``counts[0]`` to ``counts[-1]`` (() : any): checked when the rule
+    is set (``defjvp``, ``defvjp``), so a bad rule leaves the function's previous rule in place.
+
+    Raises:
+        BluTypeError: naming ``where`` (``custom_jvp f.defjvp``), ``what`` (``the JVP rule``)
+            and what it should take (``takes``).
+    """
+    if not callable(rule):
+        raise BluTypeError(
+            with_user_line(f"{where}: {what} must be callable, got {type(rule).__name__}")
+        )
+    try:
+        sig = inspect.signature(rule)
+    except (TypeError, ValueError):  # a builtin without a signature: checked when called
+        return
+    if not counts or any(_binds(sig, n) for n in range(counts[0], counts[-1] + 1)):
+        return
+    n = " to ".join(map(str, counts))
+    raise BluTypeError(
+        with_user_line(
+            f"{where}: {what} {fun_name(rule)}{sig} cannot take {n} positional arguments; it "
+            f"takes {takes}"
+        )
+    )
+
+
+def _binds(sig: inspect.Signature, n: int) -> bool:
+    try:
+        sig.bind(*range(n))
+    except TypeError:
+        return False
+    return True
+
+
 def split_nondiff(args: tuple, nondiff: tuple[int, ...]):
     static = [(i, args[i]) for i in nondiff if i < len(args)]
     dyn = tuple(a for i, a in enumerate(args) if i not in nondiff)

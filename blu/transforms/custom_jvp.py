@@ -32,8 +32,10 @@ from blu.transforms.batching import vmap
 from blu.transforms.custom_common import (
     cast_to,
     check_outputs,
+    check_rule,
     front,
     fun_name,
+    positional_counts,
     resolve_args,
     split_nondiff,
     with_static,
@@ -232,15 +234,50 @@ class custom_jvp:
         self.lowering_name: str | None = None
         self._tracing_rule = 0  # > 0 while the rule is being traced (its own calls defer it)
 
+    def _nondiff_takes(self, rest: str) -> str:
+        k = len(self.nondiff_argnums)
+        return f"the {k} nondiff_argnums arguments, then {rest}" if k else rest
+
     def defjvp(self, jvp: Callable) -> Callable:
-        """Set the JVP rule; returns it (usable as a decorator)."""
+        """Set the JVP rule; returns it (usable as a decorator).
+
+        Raises:
+            BluTypeError: ``jvp`` is not callable, or cannot take ``len(nondiff_argnums) + 2``
+                positional arguments; the previous rule (if any) stays.
+        """
+        where = f"custom_jvp {fun_name(self.fun)}.defjvp"
+        takes = self._nondiff_takes("(primals, tangents)")
+        check_rule(where, "the JVP rule", jvp, [len(self.nondiff_argnums) + 2], takes)
         self.jvp = jvp
         return jvp
 
     def defjvps(self, *tangent_fns: Callable | None) -> None:
         """Set the rule from one function per differentiable argument: ``fn(t_i, primal_out,
         *primals)`` gives argument i's (linear) contribution to the output tangent; None means
-        it has none. (Not with ``nondiff_argnums``.)"""
+        it has none. (Not with ``nondiff_argnums``.)
+
+        Raises:
+            BluTypeError: ``nondiff_argnums`` are set, more functions than the function has
+                positional parameters (or fewer than it needs), or one that is neither None nor
+                a callable taking ``(t, primal_out, *primals)``; the previous rule stays.
+        """
+        where = f"custom_jvp {fun_name(self.fun)}.defjvps"
+        if self.nondiff_argnums:
+            raise BluTypeError(
+                with_user_line(f"{where}: not with nondiff_argnums (use defjvp), as JAX's")
+            )
+        counts = positional_counts(self.fun)
+        if counts and not counts[0] <= len(tangent_fns) <= counts[-1]:
+            raise BluTypeError(
+                with_user_line(
+                    f"{where}: takes one function (or None) per positional parameter of the "
+                    f"function ({' to '.join(map(str, counts))}), got {len(tangent_fns)}"
+                )
+            )
+        for i, fn in enumerate(tangent_fns):
+            if fn is not None:
+                what, takes = f"function {i}", "(t, primal_out, *primals)"
+                check_rule(where, what, fn, [2 + c for c in counts], takes)
 
         def jvp(primals, tangents):
             out = self(*primals)

@@ -27,8 +27,10 @@ from blu.transforms.batching import bdim_to_front
 from blu.transforms.custom_common import (
     cast_to,
     check_outputs,
+    check_rule,
     front,
     fun_name,
+    positional_counts,
     resolve_args,
     split_nondiff,
     with_static,
@@ -222,7 +224,19 @@ class custom_vjp:
         self._in_rule = 0
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:
-        """Set the forward function (``-> (out, residuals)``) and the backward function."""
+        """Set the forward function (``-> (out, residuals)``) and the backward function.
+
+        Raises:
+            BluTypeError: ``fwd`` is not callable or cannot take the function's positional
+                arguments, or ``bwd`` is not callable or cannot take
+                ``len(nondiff_argnums) + 2``; the previous rules (if any) stay.
+        """
+        where = f"custom_vjp {fun_name(self.fun)}.defvjp"
+        counts = positional_counts(self.fun)
+        check_rule(where, "fwd", fwd, counts, "the function's arguments")
+        k = len(self.nondiff_argnums)
+        takes = f"the {k} nondiff_argnums arguments, then (res, g)" if k else "(res, g)"
+        check_rule(where, "bwd", bwd, [k + 2], takes)
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -264,6 +264,48 @@ def test_defjvps_one_rule_per_argument():
     np.testing.assert_allclose(np.asarray(gy), np.sin(x), rtol=1e-12)
 
 
+def test_a_rejected_rule_leaves_the_previous_one():
+    """defjvp/defjvps/defvjp check their rules before setting them (a non-callable or a wrong
+    number of parameters is a BluTypeError naming it); the rule set before stays in use."""
+    x = np.array([0.5, -1.0, 2.0])
+    f = custom_jvp(lambda x, y: lax.mul(lax.sin(x), y))
+    # deliberately not the derivative of sin(x) * y: d/dx is 2 y, d/dy is 3, so the rule shows
+    f.defjvp(lambda p, t: (f(*p), lax.add(lax.mul(lax.mul(t[0], p[1]), lax.full_like(t[0], 2.0)),
+                                          lax.mul(t[1], lax.full_like(t[1], 3.0)))))  # fmt: skip
+    for bad, match in [
+        ((3,), "the JVP rule must be callable, got int"),
+        ((lambda p: p,), r"the JVP rule <lambda>\(p\) cannot take 2 positional"),
+    ]:
+        with pytest.raises(BluTypeError, match=match):
+            f.defjvp(*bad)
+    for bad, match in [
+        ((lambda t, o, x, y: t,), r"one function \(or None\) per positional .* got 1"),
+        ((None, 4.0), "function 1 must be callable, got float"),
+        ((None, lambda t, o: t), r"function 1 <lambda>\(t, o\) cannot take 4 positional"),
+    ]:
+        with pytest.raises(BluTypeError, match=match):
+            f.defjvps(*bad)
+    gx, gy = blu.grad(lambda x, y: lax.reduce_sum(f(x, y)), (0, 1))(x, 1.5 * x)
+    np.testing.assert_allclose(np.asarray(gx), 2.0 * 1.5 * x, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(gy), np.full(3, 3.0), rtol=1e-12)
+    h = custom_jvp(lambda k, x: lax.mul(x, lax.full_like(x, k)), nondiff_argnums=(0,))
+    with pytest.raises(BluTypeError, match="nondiff_argnums"):
+        h.defjvps(lambda t, o, x: t)
+
+    g = custom_vjp(lax.sin)
+    g.defvjp(lambda x: (lax.sin(x), x), lambda r, ct: (lax.mul(ct, lax.full_like(ct, 5.0)),))
+    good_fwd = lambda x: (lax.sin(x), x)  # noqa: E731
+    for fwd, bwd, match in [
+        (None, lambda r, ct: (ct,), "fwd must be callable, got NoneType"),
+        (good_fwd, "bwd", "bwd must be callable, got str"),
+        (lambda: 0, lambda r, ct: (ct,), r"fwd <lambda>\(\) cannot take 1 positional"),
+        (good_fwd, lambda ct: (ct,), r"bwd <lambda>\(ct\) cannot take 2 positional"),
+    ]:
+        with pytest.raises(BluTypeError, match=match):
+            g.defvjp(fwd, bwd)
+    np.testing.assert_allclose(np.asarray(blu.grad(sum_of(g))(x)), np.full(3, 5.0), rtol=1e-12)
+
+
 # ---- higher orders: a rule calling its own function applies the rule again -----------------------
 
 # rules that are deliberately *not* sin's derivative, so each order shows which one was used
