@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from blu.core.errors import BluTypeError, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.transforms import ops
 from blu.transforms.ad_util import tangent_aval
@@ -76,6 +76,24 @@ def check_rule(where: str, what: str, rule: Any, counts: Sequence[int], takes: s
             f"takes {takes}"
         )
     )
+
+
+def refuse_symbolic_zeros(where: str, symbolic_zeros: Any, rules_get: str) -> None:
+    """JAX's ``symbolic_zeros=True`` (rules that see which inputs are perturbed) is not in blu:
+    the rules are traced when the function is called, before any transform says which inputs
+    carry tangents.
+
+    Raises:
+        BluValueError: ``symbolic_zeros`` is true.
+    """
+    if symbolic_zeros:
+        raise BluValueError(
+            with_user_line(
+                f"{where}: symbolic_zeros=True is not supported: blu traces the rules when the "
+                f"function is called, before it knows which inputs are perturbed; {rules_get} "
+                "(JAX's symbolic_zeros=False)"
+            )
+        )
 
 
 def _binds(sig: inspect.Signature, n: int) -> bool:

@@ -36,6 +36,7 @@ from blu.transforms.custom_common import (
     front,
     fun_name,
     positional_counts,
+    refuse_symbolic_zeros,
     resolve_args,
     split_nondiff,
     with_static,
@@ -238,14 +239,21 @@ class custom_jvp:
         k = len(self.nondiff_argnums)
         return f"the {k} nondiff_argnums arguments, then {rest}" if k else rest
 
-    def defjvp(self, jvp: Callable) -> Callable:
+    def defjvp(self, jvp: Callable, symbolic_zeros: bool = False) -> Callable:
         """Set the JVP rule; returns it (usable as a decorator).
+
+        ``symbolic_zeros`` (JAX's): only False, the rule's tangents are arrays, zeros where
+        nothing flows.
 
         Raises:
             BluTypeError: ``jvp`` is not callable, or cannot take ``len(nondiff_argnums) + 2``
                 positional arguments; the previous rule (if any) stays.
+            BluValueError: ``symbolic_zeros=True`` (not in blu: the rule is traced when the
+                function is called, before it is known which inputs are perturbed).
         """
         where = f"custom_jvp {fun_name(self.fun)}.defjvp"
+        gets = "its tangents are arrays (zeros where none flows)"
+        refuse_symbolic_zeros(where, symbolic_zeros, gets)
         takes = self._nondiff_takes("(primals, tangents)")
         check_rule(where, "the JVP rule", jvp, [len(self.nondiff_argnums) + 2], takes)
         self.jvp = jvp

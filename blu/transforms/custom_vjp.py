@@ -31,6 +31,7 @@ from blu.transforms.custom_common import (
     front,
     fun_name,
     positional_counts,
+    refuse_symbolic_zeros,
     resolve_args,
     split_nondiff,
     with_static,
@@ -223,15 +224,22 @@ class custom_vjp:
         self.bwd: Callable | None = None
         self._in_rule = 0
 
-    def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+    def defvjp(self, fwd: Callable, bwd: Callable, symbolic_zeros: bool = False) -> None:
         """Set the forward function (``-> (out, residuals)``) and the backward function.
+
+        ``symbolic_zeros`` (JAX's): only False, ``fwd`` gets the arguments themselves and
+        ``bwd`` array cotangents, zeros where none flows.
 
         Raises:
             BluTypeError: ``fwd`` is not callable or cannot take the function's positional
                 arguments, or ``bwd`` is not callable or cannot take
                 ``len(nondiff_argnums) + 2``; the previous rules (if any) stay.
+            BluValueError: ``symbolic_zeros=True`` (not in blu: the rules are traced when the
+                function is called, before it is known which inputs are perturbed).
         """
         where = f"custom_vjp {fun_name(self.fun)}.defvjp"
+        gets = "fwd gets the arguments, bwd array cotangents (zeros where none flows)"
+        refuse_symbolic_zeros(where, symbolic_zeros, gets)
         counts = positional_counts(self.fun)
         check_rule(where, "fwd", fwd, counts, "the function's arguments")
         k = len(self.nondiff_argnums)
