@@ -92,5 +92,3 @@ def eigvals(a: Any) -> Any:
                                 result_avals=((tuple(aval.shape[:-1]), out),),
                                 vmap_method="expand_dims")  # fmt: skip
     return w
-
-
