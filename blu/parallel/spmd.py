@@ -44,6 +44,7 @@ from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec
 from blu.parallel.spmd_interp import PartitionContext, output_hints, run_partitioned
 from blu.parallel.spmd_layout import Layout
 from blu.parallel.spmd_rules import rule
+from blu.transforms.jit_args import donated_leaf_flags
 
 __all__ = ["collectives", "with_sharding_constraint"]
 
@@ -223,8 +224,7 @@ def _prepare(jitted: Any, args: tuple, kwargs: dict) -> tuple:
 def _build(jitted, args, kwargs, leaves, in_tree, avals, have, mesh_box) -> tuple:
     name = f"jit({jitted.name})"
     dyn_args, dyn_kwargs, _, donated = jitted._split(args, kwargs)
-    n_leaf = [c.num_leaves for c in in_tree.children()[0].children()]
-    flags = [d for d, n in zip(donated, n_leaf) for _ in range(n)]
+    flags = donated_leaf_flags(in_tree, donated)
     donated_leaves = tuple(i for i, d in enumerate(flags) if d)
     want = _flat(f"{name}: in_shardings", tuple(dyn_args), jitted.in_shardings, mesh_box)
     want += [None] * (len(leaves) - len(want))

@@ -64,9 +64,9 @@ class Donated(tuple):
         if not isinstance(where, str):  # (a ``user_site``: its text made now)
             where = format_site(where)
         return (
-            f"it was donated to jit({name}) (donate_argnums; argument leaf {leaf}) at {where}, "
-            "which may have reused its buffer for an output. Pass a copy (x.copy()) to keep "
-            "it, or drop donate_argnums"
+            f"it was donated to jit({name}) (donate_argnums/donate_argnames; argument leaf "
+            f"{leaf}) at {where}, which may have reused its buffer for an output. Pass a copy "
+            "(x.copy()) to keep it, or do not donate it"
         )
 
 

@@ -37,7 +37,7 @@ from blu.transforms.aot import Lowered, Signature, _is_spec, _spec_to_aval_holde
 from blu.transforms.axes import axis_env_key
 from blu.transforms.batching import batch_jaxpr
 from blu.transforms.jaxpr_util import nonzero
-from blu.transforms.jit_args import _normalize_donate, _normalize_static
+from blu.transforms.jit_args import _normalize_donate, _normalize_static, donated_leaf_flags
 from blu.transforms.jit_cache import (
     CacheEntry,
     stable_hoisted,
@@ -230,8 +230,8 @@ class Jitted:
 
     _no_partition = False  # (set on the per-device program the partitioner compiles)
 
-    def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=(),
-                 in_shardings=None, out_shardings=None):  # fmt: skip
+    def __init__(self, fun, static_argnums=(), static_argnames=(), donate_argnums=None,
+                 in_shardings=None, out_shardings=None, donate_argnames=None):  # fmt: skip
         functools.update_wrapper(self, fun)
         self.in_shardings, self.out_shardings = in_shardings, out_shardings
         self.fun = fun
@@ -239,7 +239,9 @@ class Jitted:
         self.static_argnums, self.static_argnames = _normalize_static(
             fun, static_argnums, static_argnames
         )
-        self.donate_argnums = _normalize_donate(fun, donate_argnums, self.static_argnums)
+        self.donate_argnums, self.donate_argnames = _normalize_donate(
+            fun, donate_argnums, donate_argnames, self.static_argnums, self.static_argnames
+        )
         self._cache = LRU("jit_cache_size")  # signature -> CacheEntry
         self._last_key: Any = None
         self._last_tree: Any = None  # the previous call's argument treedef (a fast flatten)
@@ -270,6 +272,7 @@ class Jitted:
                 static_vals.append(("kw", k, kwargs[k]))
             else:
                 dyn_kwargs[k] = kwargs[k]
+                donated.append(k in self.donate_argnames)
         for _, where, v in static_vals:
             try:
                 hash(v)
@@ -365,12 +368,9 @@ class Jitted:
                 # signature at once, both use the first entry (so one executable is compiled)
                 entry = self._cache.setdefault(key, entry)
             self._last_key = key  # for the log message only
-        # leaves per positional argument, from the treedef of (dyn_args, dyn_kwargs) (not a
-        # second flatten of every argument: a training step's state has hundreds of leaves)
-        n_leaf = [c.num_leaves for c in in_tree.children()[0].children()]
-        donated_leaves = [d for d, n in zip(donated, n_leaf) for _ in range(n)]
-        donated_leaves += [False] * (len(leaves) - len(donated_leaves))
-        return entry, leaves, donated_leaves
+        # leaves per argument, from the treedef of (dyn_args, dyn_kwargs) (not a second
+        # flatten of every argument: a training step's state has hundreds of leaves)
+        return entry, leaves, donated_leaf_flags(in_tree, donated)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fast = self._fast
@@ -473,7 +473,8 @@ def jit(
     *,
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
-    donate_argnums: int | Sequence[int] = (),
+    donate_argnums: int | Sequence[int] | None = None,
+    donate_argnames: str | Sequence[str] | None = None,
     in_shardings: Any = None,
     out_shardings: Any = None,
 ) -> Any:
@@ -483,10 +484,13 @@ def jit(
         fun: a function of pytrees of arrays (usable as ``@jit`` or ``@jit(static_argnums=..)``).
         static_argnums / static_argnames: arguments passed as Python values (hashable; part of
             the cache key) instead of traced arrays.
-        donate_argnums: arguments whose buffers the program may reuse for outputs (as in
-            JAX). A donated ``blu.Array`` is deleted by the call: any later use of its value
-            raises a ``BluValueError`` ("Array has been deleted"); a donated numpy array is
-            copied first, so the caller's array is never written.
+        donate_argnums / donate_argnames: arguments (by position / by parameter name) whose
+            buffers the program may reuse for outputs (as in JAX). A donated ``blu.Array`` is
+            deleted by the call: any later use of its value raises a ``BluValueError`` ("Array
+            has been deleted"); a donated numpy array is copied first, so the caller's array is
+            never written. Given one of the two, the other is inferred from the signature (the
+            parameter is donated whether passed by position or by keyword); given both, each
+            applies only to arguments passed its way (JAX's rule).
         in_shardings / out_shardings: ``NamedSharding``s (or ``PartitionSpec``s when another
             one names the mesh, or ``None``: the argument's own / the propagated layout), one
             per positional argument / output or a pytree prefix. With them, or called with
@@ -495,7 +499,9 @@ def jit(
             the unpartitioned program's.
 
     Raises:
-        BluValueError: ``donate_argnums`` out of range, not ints, or also static.
+        BluValueError: ``donate_argnums`` out of range, not ints, or also static;
+            ``donate_argnames`` not parameters (of a function without ``**kwargs``),
+            positional-only, or also static.
         BluTypeError: unhashable static arguments; ConcretizationError when ``fun`` needs the
             value of a traced argument (e.g. Python ``if`` on it).
     """
@@ -505,13 +511,14 @@ def jit(
             static_argnums=static_argnums,
             static_argnames=static_argnames,
             donate_argnums=donate_argnums,
+            donate_argnames=donate_argnames,
             in_shardings=in_shardings,
             out_shardings=out_shardings,
         )
     if not callable(fun):
         raise BluValueError(with_user_line(f"jit expects a callable, got {type(fun).__name__}"))
     return Jitted(fun, static_argnums, static_argnames, donate_argnums, in_shardings,
-                  out_shardings)  # fmt: skip
+                  out_shardings, donate_argnames)  # fmt: skip
 
 
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:

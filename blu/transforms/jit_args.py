@@ -1,5 +1,6 @@
-"""jit's argument options: ``static_argnums`` / ``static_argnames`` and ``donate_argnums``
-checked against the function's signature and normalized to positions and names."""
+"""jit's argument options: ``static_argnums`` / ``static_argnames`` and ``donate_argnums`` /
+``donate_argnames`` checked against the function's signature and normalized to positions and
+names."""
 
 from __future__ import annotations
 
@@ -84,19 +85,36 @@ def _normalize_static(fun: Callable, static_argnums: Any, static_argnames: Any):
     return frozenset(nums), frozenset(names)
 
 
-def _normalize_donate(fun: Callable, donate_argnums: Any, static_nums: frozenset) -> frozenset:
-    """Donated positions, checked against the signature and the static ones at ``jit`` time.
+def _normalize_donate(fun: Callable, donate_argnums: Any, donate_argnames: Any,
+                      static_nums: frozenset, static_names: frozenset) -> tuple:  # fmt: skip
+    """Donated positions and names, checked against the signature and the static ones at
+    ``jit`` time. As JAX's: given one of ``donate_argnums`` / ``donate_argnames``, the other is
+    inferred from the signature (a donated parameter is donated whether passed by position or
+    by keyword); given both, each applies only to the way it names the argument.
 
     Raises:
-        BluValueError: a position that is not an int, out of range, or also static.
+        BluValueError: a position that is not an int, out of range, or also static; a name that
+            is not a parameter (of a function without ``**kwargs``), positional-only, or also
+            static; ``donate_argnames`` for a function whose signature Python cannot tell.
+        BluTypeError: ``donate_argnames`` not a str or a sequence of them.
     """
+    given_nums, given_names = donate_argnums is not None, donate_argnames is not None
     nums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums or ())
     bad_type = [i for i in nums if not isinstance(i, int) or isinstance(i, bool)]
     if bad_type:
         raise BluValueError(
             with_user_line(f"jit: donate_argnums must be ints (positions), got {bad_type}")
         )
+    names = _as_tuple(donate_argnames, str, "donate_argnames") if given_names else ()
     params, positional = _signature(fun)
+    known_signature = bool(params) or not _no_signature(fun)
+    if given_names and not known_signature:
+        raise BluValueError(
+            with_user_line(
+                f"jit: the signature of {fun!r} is unknown, so donate_argnames {list(names)} "
+                "cannot be matched to its parameters; pass donate_argnums instead"
+            )
+        )
     if params and not any(p.kind == p.VAR_POSITIONAL for p in params):
         nums = _in_range(nums, positional, "donate_argnums")
     elif any(i < 0 for i in nums):
@@ -106,12 +124,62 @@ def _normalize_donate(fun: Callable, donate_argnums: Any, static_nums: frozenset
                 "number of arguments is not known until the call"
             )
         )
+    if known_signature:
+        _check_argnames(params, names, "donate_argnames")
+    by_either = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
+    if given_names and not given_nums:
+        nums = tuple(positional.index(n) for n in by_either if n in names)
+    elif given_nums and not given_names:
+        names = tuple(n for n in by_either if positional.index(n) in nums)
     both = sorted(set(nums) & set(static_nums))
-    if both:
+    both_names = sorted(set(names) & set(static_names))
+    if both or both_names:
         raise BluValueError(
             with_user_line(
-                f"jit: argument(s) {both} are both static and donated: a static argument is "
-                "a Python value (part of the cache key), not a buffer that can be donated"
+                f"jit: argument(s) {both or both_names} are both static and donated: a static "
+                "argument is a Python value (part of the cache key), not a buffer that can be "
+                "donated"
             )
         )
-    return frozenset(nums)
+    return frozenset(nums), frozenset(names)
+
+
+def _no_signature(fun: Callable) -> bool:
+    try:
+        inspect.signature(fun)
+    except (TypeError, ValueError):
+        return True
+    return False
+
+
+def _check_argnames(params: list, names: tuple, what: str) -> None:
+    """JAX's check of argument names: none positional-only; each a parameter, unless the
+    function takes ``**kwargs``."""
+    positional_only = [n for n in names if any(p.name == n and p.kind == p.POSITIONAL_ONLY
+                                               for p in params)]  # fmt: skip
+    if positional_only:
+        raise BluValueError(
+            with_user_line(
+                f"jit: {what} {positional_only} are positional-only parameters: they cannot "
+                "be passed by keyword"
+            )
+        )
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return
+    known = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise BluValueError(
+            with_user_line(
+                f"jit: {what} {bad} are not parameters of the function (its parameters: "
+                f"{sorted(p.name for p in params)})"
+            )
+        )
+
+
+def donated_leaf_flags(in_tree: Any, donated: list) -> list:
+    """Per leaf of ``(dyn_args, dyn_kwargs)`` (``in_tree``), whether it is donated, from
+    ``donated``: one flag per dynamic positional argument, then per keyword one (sorted)."""
+    args_tree, kwargs_tree = in_tree.children()
+    subtrees = [*args_tree.children(), *kwargs_tree.children()]
+    return [d for d, t in zip(donated, subtrees) for _ in range(t.num_leaves)]

@@ -2,7 +2,8 @@
 negative ``static_argnums`` of a ``*args`` function (it raised a raw IndexError, or, with
 positional parameters before ``*args``, silently made the first one static), and
 ``static_argnums`` / ``static_argnames`` of the wrong type (raw TypeErrors); ``eval_shape``
-takes ``ShapeDtypeStruct``s as keyword arguments too (as positional ones)."""
+takes ``ShapeDtypeStruct``s as keyword arguments too (as positional ones); ``donate_argnames``
+(JAX's; it raised a raw TypeError) resolved against the signature with ``donate_argnums``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 import blu
+import blu.numpy as bnp
 from blu.core.errors import BluTypeError, BluValueError
 
 
@@ -51,3 +53,79 @@ def test_eval_shape_takes_specs_as_keyword_arguments():
     spec = blu.ShapeDtypeStruct((2, 3), np.float64)
     out = blu.eval_shape(lambda a, *, k: a @ k.T, spec, k=spec)
     assert (out.shape, out.dtype) == ((2, 2), np.float64)
+
+
+def _axpy(a, x, *, y):
+    return a * x + y
+
+
+def _inputs():
+    rng = np.random.default_rng(0)
+    a64, x64, y64 = (rng.standard_normal(64) for _ in range(3))
+    arrays = [bnp.asarray(v.astype(np.float32)) for v in (a64, x64, y64)]
+    return arrays, a64 * x64 + y64
+
+
+@pytest.mark.parametrize("x_by_keyword", [False, True])
+def test_donate_argnames_donates_the_named_arguments(x_by_keyword):
+    """A named argument is donated whether passed by position or by keyword (its position is
+    inferred from the signature, as JAX's): deleted by the call, its buffer reused for the
+    output; the others are kept."""
+    f = blu.jit(_axpy, donate_argnames=("x", "y"))
+    assert f.donate_argnums == frozenset({1}) and f.donate_argnames == frozenset({"x", "y"})
+    (a, x, y), want = _inputs()
+    addrs = {x._buf.ctypes.data, y._buf.ctypes.data}
+    out = f(a, x=x, y=y) if x_by_keyword else f(a, x, y=y)
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5, atol=1e-5)
+    assert x.is_deleted() and y.is_deleted() and not a.is_deleted()
+    assert out._buf.ctypes.data in addrs  # written in place of a donated argument
+    with pytest.raises(BluValueError, match="Array has been deleted.*donated to jit"):
+        np.asarray(x)
+
+
+def test_donate_argnums_donates_its_parameter_passed_by_keyword():
+    f = blu.jit(_axpy, donate_argnums=0)
+    assert f.donate_argnames == frozenset({"a"})
+    (a, x, y), want = _inputs()
+    np.testing.assert_allclose(np.asarray(f(a=a, x=x, y=y)), want, rtol=1e-5, atol=1e-5)
+    assert a.is_deleted() and not x.is_deleted() and not y.is_deleted()
+
+
+def test_donate_argnums_and_argnames_together_apply_each_to_its_own_way():
+    """Given both, nothing is inferred (JAX's rule): position 0 is donated when passed by
+    position, ``x`` when passed by keyword."""
+    f = blu.jit(_axpy, donate_argnums=0, donate_argnames="x")
+    (a, x, y), want = _inputs()
+    np.testing.assert_allclose(np.asarray(f(a, x, y=y)), want, rtol=1e-5, atol=1e-5)
+    assert a.is_deleted() and not x.is_deleted() and not y.is_deleted()
+    (a, x, y), want = _inputs()
+    np.testing.assert_allclose(np.asarray(f(a=a, x=x, y=y)), want, rtol=1e-5, atol=1e-5)
+    assert x.is_deleted() and not a.is_deleted() and not y.is_deleted()
+
+
+def test_donate_argnames_of_a_kwargs_function():
+    f = blu.jit(lambda **kw: kw["p"] * 2.0 + kw["q"], donate_argnames="p")
+    p, q = bnp.asarray(np.arange(4.0)), bnp.asarray(np.ones(4))
+    assert np.asarray(f(p=p, q=q)).tolist() == [1.0, 3.0, 5.0, 7.0]
+    assert p.is_deleted() and not q.is_deleted()
+
+
+def _pos_only(a, /, b):
+    return a + b
+
+
+@pytest.mark.parametrize(
+    "fun, kw, err, match",
+    [
+        (_axpy, {"donate_argnames": "z"}, BluValueError, r"donate_argnames \['z'\] are not par"),
+        (_pos_only, {"donate_argnames": "a"}, BluValueError, "positional-only"),
+        (_axpy, {"donate_argnames": "y", "static_argnames": "y"}, BluValueError,
+         "both static and donated"),
+        (_axpy, {"donate_argnames": "x", "static_argnums": 1}, BluValueError,
+         "both static and donated"),
+        (_axpy, {"donate_argnames": 1}, BluTypeError, "donate_argnames must be a str"),
+    ],
+)  # fmt: skip
+def test_bad_donate_argnames_are_refused_at_jit_time(fun, kw, err, match):
+    with pytest.raises(err, match=match):
+        blu.jit(fun, **kw)
