@@ -151,15 +151,15 @@ def logsumexp(
             Third, as in JAX's and SciPy's signatures (``logsumexp(a, axis, b, keepdims)``).
         keepdims: keep the reduced axes as size 1.
         return_sign: also return the sum's sign; without it a negative sum gives NaN.
-        where: a boolean mask broadcast to ``x`` (and ``b``); False entries are left out.
+        where: a boolean mask broadcast with ``x`` (and ``b``); False entries are left out.
 
     Returns:
-        ``x``'s dtype (promoted with ``b``'s), of the broadcast shape of ``x`` and ``b``, the
-        axes removed (or size 1); ``(out, sign)`` with ``return_sign``.
+        ``x``'s dtype (promoted with ``b``'s), of the broadcast shape of ``x``, ``b`` and
+        ``where``, the axes removed (or size 1); ``(out, sign)`` with ``return_sign``.
 
     Raises:
         BluTypeError: complex ``b``.
-        BluShapeError: ``b`` does not broadcast with ``x``, or ``where`` not to their shape.
+        BluShapeError: ``b`` or ``where`` does not broadcast with ``x``.
         BluValueError: an axis out of range or repeated.
     """
     x = _float_operand(x)
@@ -188,14 +188,15 @@ def softmax(x: Any, axis: int | Sequence[int] = -1, where: Any = None) -> Any:
     Args:
         x: float array (bfloat16/float16 are computed in float32).
         axis: the normalized axis or axes (None: all).
-        where: a boolean mask broadcast to ``x`` (JAX's ``where=``): False entries are left
-            out of the sum and give 0 with gradient 0; a group left empty gives 0s.
+        where: a boolean mask broadcast with ``x`` (JAX's ``where=``; a larger one gives the
+            result its shape): False entries are left out of the sum and give 0 with gradient
+            0; a group left empty gives 0s.
 
     Returns:
-        An array of ``x``'s shape and dtype.
+        An array of ``x``'s dtype and shape (broadcast with ``where``'s).
 
     Raises:
-        BluShapeError: ``where`` does not broadcast to ``x``'s shape.
+        BluShapeError: ``where`` does not broadcast with ``x``'s shape.
         BluValueError: an axis out of range or repeated.
     """
     x = _float_operand(x)
@@ -215,14 +216,15 @@ def log_softmax(x: Any, axis: int | Sequence[int] = -1, where: Any = None) -> An
     Args:
         x: float array (bfloat16/float16 are computed in float32).
         axis: the normalized axis or axes (None: all).
-        where: a boolean mask broadcast to ``x`` (JAX's ``where=``): False entries are left
-            out of the sum and give ``-inf`` with gradient 0; a group left empty gives -infs.
+        where: a boolean mask broadcast with ``x`` (JAX's ``where=``; a larger one gives the
+            result its shape): False entries are left out of the sum and give ``-inf`` with
+            gradient 0; a group left empty gives -infs.
 
     Returns:
-        An array of ``x``'s shape and dtype.
+        An array of ``x``'s dtype and shape (broadcast with ``where``'s).
 
     Raises:
-        BluShapeError: ``where`` does not broadcast to ``x``'s shape.
+        BluShapeError: ``where`` does not broadcast with ``x``'s shape.
         BluValueError: an axis out of range or repeated.
     """
     x = _float_operand(x)

@@ -22,9 +22,9 @@ def weighted_logsumexp(
     x: Any, axis: Any, keepdims: bool, b: Any, return_sign: bool, where: Any
 ) -> Any:
     """``logsumexp`` of float ``x`` over ``axis`` (of the broadcast shape) with weights ``b``
-    broadcast with ``x`` (as JAX: a larger ``b`` broadcasts ``x``), and entries where ``where``
-    is False left out. Returns ``out``, or ``(out, sign)`` with ``return_sign``; without it a
-    negative sum gives NaN (as in JAX)."""
+    broadcast with ``x`` and entries where ``where`` is False left out (as JAX: a larger ``b``
+    or ``where`` broadcasts ``x``). Returns ``out``, or ``(out, sign)`` with ``return_sign``;
+    without it a negative sum gives NaN (as in JAX)."""
     if b is not None:
         b = bnp.asarray(b)
         if dtypes.is_complex(b.dtype):
@@ -46,6 +46,20 @@ def weighted_logsumexp(
         if x.shape != shape:  # (a b no larger than x traces as before)
             x = bnp.broadcast_to(x, shape)
         b = bnp.broadcast_to(b.astype(dt), shape)
+    if where is not None:
+        where_shape = np.shape(where)
+        try:
+            shape = bnp.broadcast_shapes(x.shape, where_shape)
+        except BluShapeError:
+            raise BluShapeError(
+                with_user_line(
+                    f"nn.logsumexp: where of shape {where_shape} does not broadcast with "
+                    f"{'x and b' if b is not None else 'x'} of shape {x.shape}"
+                )
+            ) from None
+        if shape != x.shape:  # (a mask no larger than x traces as before)
+            x = bnp.broadcast_to(x, shape)
+            b = None if b is None else bnp.broadcast_to(b, shape)
     axes = _axes(axis, x.ndim, "logsumexp")
     out_dtype = x.dtype
     low = x.dtype in (dtypes.bfloat16, dtypes.float16)

@@ -18,22 +18,27 @@ from blu.nn.operands import _axes, _stable_max, _upcast
 
 def masked_softmax(x: Any, axis: Any, where: Any, log: bool) -> Any:
     """``softmax`` (or, with ``log``, ``log_softmax``) of float ``x`` over ``axis`` with the
-    entries where ``where`` (broadcast to ``x``'s shape) is False left out.
+    entries where ``where`` is False left out. ``x`` and ``where`` broadcast together, as in
+    JAX: a larger mask gives the result its shape, and ``axis`` counts in that shape.
 
     A group with nothing left in it (all masked, or only ``-inf`` left) gives 0 (``-inf``)
     everywhere and a zero gradient, where JAX's arithmetic gives NaN for its unmasked entries.
     """
     name = "log_softmax" if log else "softmax"
-    axes = _axes(axis, x.ndim, name)
     mask = bnp.asarray(where, bool)
     try:
-        keep = bnp.broadcast_to(mask, x.shape)
+        shape = bnp.broadcast_shapes(x.shape, mask.shape)
     except BluShapeError:
         raise BluShapeError(
             with_user_line(
-                f"nn.{name}: where of shape {mask.shape} does not broadcast to x's shape {x.shape}"
+                f"nn.{name}: where of shape {mask.shape} does not broadcast with x's shape "
+                f"{x.shape}"
             )
         ) from None
+    if shape != x.shape:  # (a mask no larger than x traces as before)
+        x = bnp.broadcast_to(x, shape)
+    axes = _axes(axis, x.ndim, name)
+    keep = bnp.broadcast_to(mask, x.shape)
     if x.size == 0:
         return x
     a = bnp.where(keep, _upcast(x), -np.inf)  # left out: exp(-inf) adds 0, gradient 0

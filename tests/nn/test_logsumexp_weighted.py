@@ -165,3 +165,40 @@ def test_positional_order_is_jax_and_scipys():
     assert got.shape == (1, 5)
     tol = 16 * np.finfo(np.float64).eps
     np.testing.assert_allclose(np.asarray(got), want, rtol=tol, atol=tol)
+
+
+@given(st.data())
+def test_a_larger_mask_broadcasts_x_as_in_jax(data):
+    """A ``where`` of more axes, or longer ones, than ``x`` broadcasts ``x`` (as a larger ``b``
+    does; jax.nn.logsumexp applies the mask before it reduces): the result has the broadcast
+    shape less the reduced axes. SciPy's logsumexp with the mask as 0/1 weights, in float64,
+    is the reference (a weight of 0 leaves the entry out)."""
+    wshape = data.draw(shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+    lead = data.draw(st.integers(0, len(wshape)))
+    xshape = tuple(d if data.draw(st.booleans()) else 1 for d in wshape[lead:])
+    x = data.draw(hnp.arrays(np.float64, xshape, elements=st.floats(-20, 20)))
+    where = data.draw(hnp.arrays(np.bool_, wshape))
+    nd = len(wshape)
+    axis = data.draw(st.sampled_from([None, 0, -1, (0, nd - 1)] if nd > 1 else [None, 0, -1]))
+    keepdims = data.draw(st.booleans())
+    with np.errstate(divide="ignore"):  # (a group left empty: log 0 = -inf)
+        want = scipy.special.logsumexp(x, axis, b=where.astype(np.float64), keepdims=keepdims)
+    got = nn.logsumexp(x, axis, keepdims=keepdims, where=where)
+    assert got.shape == np.shape(want) and got.dtype == np.float64
+    got = np.asarray(got)
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    tol = 64 * np.finfo(np.float64).eps  # a positive sum of at most 64 terms
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=tol, atol=tol)
+    b = np.full(wshape[-1:], 0.5)  # with weights too: all three broadcast together
+    with np.errstate(divide="ignore"):
+        want_b = scipy.special.logsumexp(x, axis, b=where * b, keepdims=keepdims)
+    got_b = np.asarray(nn.logsumexp(x, axis, b=b, keepdims=keepdims, where=where))
+    fin = np.isfinite(want_b)
+    np.testing.assert_array_equal(np.isneginf(got_b), np.isneginf(want_b))
+    np.testing.assert_allclose(got_b[fin], want_b[fin], rtol=tol, atol=tol)
+
+
+def test_a_mask_that_does_not_broadcast_is_a_shape_error():
+    with pytest.raises(BluShapeError, match=r"where of shape \(2, 2\).*x of shape \(3,\)"):
+        nn.logsumexp(np.zeros(3), where=np.ones((2, 2), bool))

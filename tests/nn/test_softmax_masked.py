@@ -122,3 +122,26 @@ def test_masked_forms_under_jit_low_precision_and_errors():
         )
         with pytest.raises(BluShapeError, match=r"where of shape \(3,\).*shape \(3, 4\)"):
             fn(x, where=np.ones(3, bool))
+
+
+@given(st.data())
+def test_a_larger_mask_gives_the_result_its_shape(data):
+    """A ``where`` of more axes, or longer ones, than ``x`` broadcasts ``x`` (as in JAX): the
+    result has the broadcast shape and ``axis`` counts in it. The float64 loop over the
+    broadcast arrays is the reference."""
+    wshape = data.draw(shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+    lead = data.draw(st.integers(0, len(wshape)))
+    xshape = tuple(d if data.draw(st.booleans()) else 1 for d in wshape[lead:])
+    x = data.draw(hnp.arrays(np.float64, xshape, elements=st.floats(-20, 20)))
+    where = data.draw(hnp.arrays(np.bool_, wshape))
+    nd = len(wshape)
+    axis = data.draw(st.sampled_from([-1, 0, None, (0, nd - 1)] if nd > 1 else [-1, 0, None]))
+    for fn, log in ((nn.softmax, False), (nn.log_softmax, True)):
+        want = _reference(np.broadcast_to(x, wshape), axis, where, log)
+        got = fn(x, axis, where=where)
+        assert got.shape == wshape and got.dtype == np.float64
+        got = np.asarray(got)
+        np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+        fin = np.isfinite(want)  # a group's sum of at most 64 terms, |x| <= 20
+        tol = 64 * np.finfo(np.float64).eps * (1 + np.abs(want[fin]) + 40)
+        assert np.all(np.abs(got[fin] - want[fin]) <= tol)
