@@ -11,13 +11,15 @@ gamma and beta, ``zeta``, ...) are listed with their reasons in ``docs/coming_fr
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from blu import lax
 from blu import numpy as bnp
-from blu.nn.functions import log_softmax, logsumexp, softmax
+from blu.nn import functions as _nn
+from blu.nn.functions import logsumexp
 
 __all__ = [
     "betaln",
@@ -262,3 +264,25 @@ def log_ndtr(x: Any) -> Any:
     series = 1.0 - inv2 + 3.0 * inv2**2 - 15.0 * inv2**3 + 105.0 * inv2**4
     tail = -0.5 * t * t - bnp.log(-t) - 0.5 * math.log(2 * math.pi) + bnp.log(series)
     return bnp.where(x > 0.0, upper, bnp.where(x > -10.0, mid, tail))
+
+
+def softmax(x: Any, axis: int | Sequence[int] | None = None, *, where: Any = None) -> Any:
+    """``exp(x) / sum(exp(x))`` over ``axis``, as ``jax.scipy.special.softmax`` and SciPy's:
+    by default over all the elements (``axis=None``; :func:`blu.nn.softmax` normalizes the last
+    axis). ``where`` is :func:`blu.nn.softmax`'s mask, which JAX's and SciPy's lack.
+
+    Raises:
+        BluValueError: an axis out of range or repeated.
+    """
+    return _nn.softmax(x, axis, where=where)
+
+
+def log_softmax(x: Any, axis: int | Sequence[int] | None = None, *, where: Any = None) -> Any:
+    """``x - logsumexp(x)`` over ``axis``, as ``jax.scipy.special.log_softmax`` and SciPy's:
+    by default over all the elements (``axis=None``; :func:`blu.nn.log_softmax` normalizes the
+    last axis). ``where`` is :func:`blu.nn.log_softmax`'s mask, which JAX's and SciPy's lack.
+
+    Raises:
+        BluValueError: an axis out of range or repeated.
+    """
+    return _nn.log_softmax(x, axis, where=where)

@@ -61,7 +61,23 @@ def test_multigammaln_polygamma_softmax_family():
         np.asarray(S.logsumexp(m, axis=1)), ss.logsumexp(m, axis=1), rtol=1e-12
     )
     np.testing.assert_allclose(np.asarray(S.softmax(m, axis=0)), ss.softmax(m, axis=0), rtol=1e-12)
-    np.testing.assert_allclose(np.asarray(S.log_softmax(m)), ss.log_softmax(m, axis=-1), rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(S.log_softmax(m, axis=-1)), ss.log_softmax(m, axis=-1), rtol=1e-12
+    )
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 4)])
+def test_softmax_and_log_softmax_default_to_all_elements(shape):
+    """``axis=None`` by default, as ``jax.scipy.special`` and SciPy (it was ``blu.nn``'s -1):
+    the whole array sums to 1; the float64 closed form over all elements is the reference."""
+    x = np.random.default_rng(1).normal(size=shape) * 3
+    lse = np.log(np.exp(x - x.max()).sum()) + x.max()
+    tol = 16 * np.finfo(np.float64).eps * x.size
+    np.testing.assert_allclose(np.asarray(S.softmax(x)), np.exp(x - lse), rtol=tol, atol=tol)
+    np.testing.assert_allclose(np.asarray(S.log_softmax(x)), x - lse, rtol=tol, atol=tol)
+    jitted = blu.jit(S.softmax)(x.astype(np.float32))
+    tol32 = 16 * np.finfo(np.float32).eps * x.size
+    np.testing.assert_allclose(np.asarray(jitted), np.exp(x - lse), rtol=tol32, atol=tol32)
 
 
 def test_integers_become_float32_and_errors():
