@@ -7,7 +7,7 @@ from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
 from blu.core.staging import make_jaxpr
-from blu.transforms.ad import grad, jvp, linearize, value_and_grad, vjp
+from blu.transforms.ad_api import grad, jvp, linearize, value_and_grad, vjp
 from blu.transforms.batching import vmap
 from blu.transforms.custom_derivatives import custom_jvp, custom_vjp
 from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policies, remat

@@ -24,7 +24,7 @@ import blu.numpy as bnp
 from blu.core import dtypes, pytree
 from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.transforms.ad import jvp, resolve_argnums, single_argnum, vjp
+from blu.transforms.ad_api import jvp, resolve_argnums, single_argnum, vjp
 from blu.transforms.batching import vmap
 
 __all__ = ["jacfwd", "jacrev", "hessian"]

@@ -42,6 +42,7 @@ PUBLIC = [
 TOPICS = {
     # blu
     "blu.transforms.ad": "Differentiation",
+    "blu.transforms.ad_api": "Differentiation",
     "blu.jacobians": "Differentiation",
     "blu.transforms.custom_jvp": "Custom derivatives and rematerialization",
     "blu.transforms.custom_vjp": "Custom derivatives and rematerialization",

@@ -17,7 +17,7 @@ from blu.core.interpreter import get_aval
 from blu.nn.logsumexp_weighted import weighted_logsumexp
 from blu.nn.operands import _axes, _float_operand, _stable_max, _upcast
 from blu.nn.softmax_masked import masked_softmax
-from blu.transforms.ad import jvp
+from blu.transforms.ad_api import jvp
 from blu.transforms.custom_derivatives import custom_jvp
 
 # ---- activations -------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.lax.parallel import axis_index, ppermute, pvary
 from blu.transforms import vma
-from blu.transforms.ad import vjp
+from blu.transforms.ad_api import vjp
 from blu.transforms.axes import axis_size
 
 IDLE, FWD, BWD = 0, 1, 2

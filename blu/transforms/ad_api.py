@@ -1,0 +1,300 @@
+"""The user's differentiation API on pytrees: ``jvp``, ``linearize``, ``vjp``, ``grad`` and
+``value_and_grad``, with their argument checks (``argnums``, primals against tangents,
+cotangents against outputs).
+
+Each flattens its arguments, runs the flat machinery of ``blu.transforms.ad`` (``jvp_flat``,
+``linearize_flat``, ``vjp_flat``) and hands back eager ``Array``s in the caller's structure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from blu.core import dtypes, pytree
+from blu.core.array import Array
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import canonicalize_arg, get_aval
+from blu.core.jaxpr import eval_jaxpr
+from blu.transforms import ops
+from blu.transforms.ad import jvp_flat, linearize_flat, vjp_flat
+from blu.transforms.ad_util import Zero, eager_arrays, instantiate, tangent_aval
+
+# ---- forward mode ------------------------------------------------------------------------------
+
+
+def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+    """Forward-mode derivative: ``(fun(*primals), d fun(primals) · tangents)``.
+
+    Args:
+        fun: function of pytrees of arrays.
+        primals: tuple of arguments.
+        tangents: tuple of the same structure, shapes and dtypes.
+
+    Raises:
+        BluTypeError: primals and tangents differ in structure, shape or dtype.
+    """
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise BluTypeError(
+            with_user_line(
+                "jvp(fun, primals, tangents) takes primals and tangents as tuples, e.g. "
+                f"jvp(f, (x,), (t,)); got {type(primals).__name__} and {type(tangents).__name__}"
+            )
+        )
+    p_leaves, tree = pytree.tree_flatten(tuple(primals))
+    t_leaves, t_tree = pytree.tree_flatten(tuple(tangents))
+    p_leaves = [canonicalize_arg(x) for x in p_leaves]
+    t_leaves = [canonicalize_arg(x) for x in t_leaves]
+    if t_tree != tree:
+        raise BluTypeError(with_user_line(f"jvp: primals {tree} and tangents {t_tree} differ"))
+    for p, t in zip(p_leaves, t_leaves):
+        pa, ta = get_aval(p), get_aval(t)
+        if pa.shape != ta.shape or (dtypes.is_inexact(pa.dtype) and pa.dtype != ta.dtype):
+            raise BluTypeError(
+                with_user_line(
+                    f"jvp: primal {pa.str_short()} and tangent {ta.str_short()} must match"
+                )
+            )
+    out_tree = []
+
+    def flat_fun(*args):
+        out = fun(*pytree.tree_unflatten(tree, list(args)))
+        leaves, t = pytree.tree_flatten(out)
+        out_tree.append(t)
+        return leaves
+
+    outs, t_outs = jvp_flat(flat_fun, p_leaves, t_leaves)
+    t_outs = eager_arrays([instantiate(t) for t in t_outs])
+    outs = eager_arrays(outs)
+    return (pytree.tree_unflatten(out_tree[0], outs), pytree.tree_unflatten(out_tree[0], t_outs))
+
+
+# ---- linearize ----------------------------------------------------------------------------------
+
+
+def linearize(fun: Callable, *primals: Any) -> tuple[Any, Callable]:
+    """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linearized function.
+
+    The primal computation runs once; ``f_jvp`` replays only the staged linear part.
+    """
+    leaves, tree = pytree.tree_flatten(primals)
+    leaves = [canonicalize_arg(x) for x in leaves]
+    out_tree = []
+
+    def flat_fun(*args):
+        out_leaves, t = pytree.tree_flatten(fun(*pytree.tree_unflatten(tree, list(args))))
+        out_tree.append(t)
+        return out_leaves
+
+    outs, jaxpr, residuals = linearize_flat(flat_fun, leaves)
+
+    def f_jvp(*tangents):
+        t_leaves = pytree.tree_leaves(tangents)
+
+        t_outs = eager_arrays(eval_jaxpr(jaxpr, residuals, *t_leaves), jaxpr.out_avals)
+        return pytree.tree_unflatten(out_tree[0], t_outs)
+
+    f_jvp.jaxpr = jaxpr  # type: ignore[attr-defined]
+    f_jvp.residuals = residuals  # type: ignore[attr-defined]
+    return pytree.tree_unflatten(out_tree[0], eager_arrays(outs)), f_jvp
+
+
+# ---- reverse mode ------------------------------------------------------------------------------
+
+
+def vjp(fun: Callable, *primals: Any, has_aux: bool = False):
+    """``(fun(*primals), f_vjp)`` where ``f_vjp(ct)`` returns the cotangents of ``primals``.
+
+    Args:
+        fun: function of pytrees of arrays returning a pytree (or ``(out, aux)`` with has_aux).
+        primals: its arguments.
+
+    Returns:
+        ``(out, f_vjp)`` or ``(out, f_vjp, aux)``; ``f_vjp`` takes a cotangent with ``out``'s
+        structure and returns a tuple with one cotangent per primal.
+    """
+    leaves, in_tree = pytree.tree_flatten(primals)
+    leaves = [canonicalize_arg(x) for x in leaves]
+    out_tree: list = []
+    aux_tree: list = []
+
+    def flat_fun(*args):
+        out = fun(*pytree.tree_unflatten(in_tree, list(args)))
+        aux_leaves: list = []
+        if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise BluTypeError(
+                    with_user_line(
+                        "has_aux=True requires the function to return a pair (output, aux), "
+                        f"got {type(out).__name__}"
+                    )
+                )
+            out, aux = out
+            aux_leaves, t_aux = pytree.tree_flatten(aux)
+            aux_tree.append(t_aux)
+        out_leaves, t = pytree.tree_flatten(out)
+        out_tree.append(t)
+        # aux rides along as extra outputs, so it leaves the JVP as plain primal values
+        return out_leaves + aux_leaves
+
+    outs, f_vjp_flat = vjp_flat(flat_fun, leaves)
+    n_out = out_tree[0].num_leaves
+    outs, aux_vals = outs[:n_out], outs[n_out:]
+    in_avals = [tangent_aval(get_aval(x)) for x in leaves]
+    aux_zeros = [Zero(tangent_aval(get_aval(a))) for a in aux_vals]
+
+    def f_vjp(ct: Any) -> tuple:
+        ct_leaves, ct_tree = pytree.tree_flatten(ct)
+        if ct_tree != out_tree[0]:
+            raise BluTypeError(
+                with_user_line(f"vjp: cotangent structure {ct_tree} != output {out_tree[0]}")
+            )
+        for i, (c, o) in enumerate(zip(ct_leaves, outs)):
+            ca, oa = get_aval(c), tangent_aval(get_aval(o))
+            # a float output's cotangent has its dtype (JAX's check); a weakly typed one (a
+            # Python scalar) is cast to it
+            wrong_dtype = dtypes.is_inexact(oa.dtype) and ca.dtype != oa.dtype
+            if ca.shape != oa.shape or (wrong_dtype and not ca.weak_type):
+                raise BluTypeError(
+                    with_user_line(
+                        f"vjp: cotangent leaf {i} is {ca.str_short()} but the output it "
+                        f"pairs with is {oa.str_short()}"
+                    )
+                )
+            if wrong_dtype:
+                ct_leaves[i] = ops.convert_element_type(c, oa.dtype)
+        cts = f_vjp_flat(ct_leaves + aux_zeros)
+        cts = [instantiate(Zero(a) if c is None else c) for c, a in zip(cts, in_avals)]
+        return pytree.tree_unflatten(in_tree, eager_arrays(cts, in_avals))
+
+    out = pytree.tree_unflatten(out_tree[0], eager_arrays(outs))
+    if has_aux:
+        return out, f_vjp, pytree.tree_unflatten(aux_tree[0], eager_arrays(aux_vals))
+    return out, f_vjp
+
+
+def single_argnum(argnums: Any) -> bool:
+    """Whether ``argnums`` is one position (results unwrapped) rather than a sequence."""
+    return isinstance(argnums, (int, np.integer))
+
+
+def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
+    return (int(argnums),) if single_argnum(argnums) else tuple(argnums)
+
+
+def resolve_argnums(name: str, argnums: int | Sequence[int], n_args: int) -> tuple[int, ...]:
+    """``argnums`` as non-negative positions among ``n_args`` positional arguments.
+
+    Raises:
+        BluTypeError: a position that is not an int, or out of range (``-n_args <= i <
+            n_args``, as JAX).
+        BluValueError: a position named twice (its gradient would be split between the two).
+    """
+    nums = _argnums_tuple(argnums)
+    if not all(dtypes.is_int_scalar(i) for i in nums):
+        raise BluTypeError(with_user_line(f"{name}: argnums must be ints, got {argnums!r}"))
+    nums = tuple(int(i) for i in nums)
+    bad = [i for i in nums if not -n_args <= i < n_args]
+    if bad:
+        raise BluTypeError(
+            with_user_line(f"{name}: argnums={argnums} but only {n_args} positional args")
+        )
+    out = tuple(i % n_args for i in nums)
+    if len(set(out)) != len(out):
+        raise BluValueError(
+            with_user_line(f"{name}: argnums={argnums} names an argument more than once")
+        )
+    return out
+
+
+def value_and_grad(
+    fun: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    holomorphic: bool = False,
+) -> Callable:
+    """A function returning ``(fun(*args), gradient of fun with respect to args[argnums])``.
+
+    ``fun`` must return a real scalar (shape ``()``, a float dtype), or ``(scalar, aux)`` with
+    ``has_aux``, in which case the result is ``((value, aux), grad)``.
+
+    Complex inputs follow JAX's convention: the gradient is the pullback of 1 through the
+    R-linear derivative, so for ``f: C -> R`` at ``z = x + iy`` it is ``df/dx - i df/dy``
+    (the conjugate of the direction of steepest ascent; ``-lr * conj(g)`` descends). With
+    ``holomorphic=True`` ``fun`` must return a complex scalar and the inputs must be complex
+    (as ``jax.grad``); the result is the complex derivative ``f'(z)``.
+
+    Raises:
+        BluTypeError: the output is not a float scalar (a complex one with ``holomorphic``),
+        or a differentiated input is not float or complex (complex, with ``holomorphic``).
+    """
+
+    def vg(*args: Any, **kwargs: Any):
+        nums = resolve_argnums("grad", argnums, len(args))
+        for i in nums:
+            for leaf in pytree.tree_leaves(args[i]):
+                aval = get_aval(leaf)
+                if holomorphic and not dtypes.is_complex(aval.dtype):
+                    raise BluTypeError(
+                        with_user_line(
+                            f"grad(holomorphic=True) requires complex inputs, but argument {i} "
+                            f"has a leaf {aval.str_short()}"
+                        )
+                    )
+                if not dtypes.is_inexact(aval.dtype):
+                    raise BluTypeError(
+                        with_user_line(
+                            f"grad requires float inputs, but argument {i} has a leaf "
+                            f"{aval.str_short()}; use a float dtype or exclude it from argnums"
+                        )
+                    )
+
+        def partial_fun(*diff_args):
+            full = list(args)
+            for i, a in zip(nums, diff_args):
+                full[i] = a
+            return fun(*full, **kwargs)
+
+        diff = tuple(args[i] for i in nums)
+        res = vjp(partial_fun, *diff, has_aux=has_aux)
+        out, f_vjp = res[0], res[1]
+        aval = get_aval(out) if not isinstance(out, (tuple, list, dict)) else None
+        ok = dtypes.is_complex if holomorphic else dtypes.is_float  # as jax.grad
+        if aval is None or aval.shape != () or not ok(aval.dtype):
+            what = aval.str_short() if aval is not None else type(out).__name__
+            kind = "complex scalar (holomorphic=True)" if holomorphic else "float scalar"
+            raise BluTypeError(
+                with_user_line(
+                    f"grad requires a function returning a {kind}, got {what}"
+                    + ("" if has_aux else " (if it returns (loss, aux), pass has_aux=True)")
+                )
+            )
+        g = f_vjp(Array(np.ones((), aval.dtype)))
+        g = g[0] if single_argnum(argnums) else g
+        return ((out, res[2]), g) if has_aux else (out, g)
+
+    vg.__name__ = f"value_and_grad({getattr(fun, '__name__', 'fun')})"
+    return vg
+
+
+def grad(
+    fun: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    holomorphic: bool = False,
+) -> Callable:
+    """The gradient of a scalar function (see ``value_and_grad``, which also says the
+    convention for complex inputs and ``holomorphic``), with respect to ``args[argnums]``.
+
+    Returns ``grad`` (or ``(grad, aux)`` with ``has_aux``) with the structure of the argument(s).
+    """
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic)
+
+    def g(*args: Any, **kwargs: Any):
+        (val, grads) = vg(*args, **kwargs)
+        return (grads, val[1]) if has_aux else grads
+
+    g.__name__ = f"grad({getattr(fun, '__name__', 'fun')})"
+    return g
