@@ -16,8 +16,8 @@ import numpy as np
 from blu.core import dtypes, pytree
 from blu.core.array import Array
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
-from blu.core.interpreter import canonicalize_arg, get_aval
-from blu.core.jaxpr import eval_jaxpr
+from blu.core.interpreter import Tracer, canonicalize_arg, get_aval
+from blu.core.jaxpr import dce_jaxpr, eval_jaxpr
 from blu.transforms import ops
 from blu.transforms.ad import jvp_flat, linearize_flat, vjp_flat
 from blu.transforms.ad_util import Zero, eager_arrays, instantiate, tangent_aval
@@ -25,16 +25,63 @@ from blu.transforms.ad_util import Zero, eager_arrays, instantiate, tangent_aval
 # ---- forward mode ------------------------------------------------------------------------------
 
 
-def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+def _aux_pair(name: str, out: Any) -> tuple[Any, Any]:
+    """``fun``'s ``(output, aux)`` with ``has_aux``.
+
+    Raises:
+        BluTypeError: ``fun`` did not return a pair.
+    """
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        if isinstance(out, (tuple, list)):
+            what = f"a {type(out).__name__} of length {len(out)}"
+        elif isinstance(out, (Array, Tracer, np.ndarray)):
+            what = f"one array {get_aval(out).str_short()}"
+        else:
+            what = type(out).__name__
+        raise BluTypeError(
+            with_user_line(
+                f"{name}has_aux=True requires the function to return a pair (output, aux), "
+                f"got {what}"
+            )
+        )
+    return out[0], out[1]
+
+
+def _flat_with_aux(
+    name: str, fun: Callable, in_tree: Any, has_aux: bool, out_tree: list, aux_tree: list
+) -> Callable:
+    """``fun`` on flat leaves, returning its output's leaves then (with ``has_aux``) its aux's,
+    whose trees it appends to ``out_tree`` and ``aux_tree``. The aux rides along as extra
+    outputs, so it leaves the transform as plain primal values (its tangents are dropped)."""
+
+    def flat_fun(*args):
+        out = fun(*pytree.tree_unflatten(in_tree, list(args)))
+        aux_leaves: list = []
+        if has_aux:
+            out, aux = _aux_pair(name, out)
+            aux_leaves, t_aux = pytree.tree_flatten(aux)
+            aux_tree.append(t_aux)
+        out_leaves, t = pytree.tree_flatten(out)
+        out_tree.append(t)
+        return out_leaves + aux_leaves
+
+    return flat_fun
+
+
+def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False):
     """Forward-mode derivative: ``(fun(*primals), d fun(primals) · tangents)``.
 
     Args:
-        fun: function of pytrees of arrays.
+        fun: function of pytrees of arrays (returning ``(output, aux)`` with ``has_aux``).
         primals: tuple of arguments.
         tangents: tuple of the same structure, shapes and dtypes.
+        has_aux: ``fun`` returns a pair whose second element, auxiliary data, is not
+            differentiated: the result is ``(primals_out, tangents_out, aux)``, ``aux`` the
+            value ``fun`` returned (as ``jax.jvp``).
 
     Raises:
-        BluTypeError: primals and tangents differ in structure, shape or dtype.
+        BluTypeError: primals and tangents differ in structure, shape or dtype; with
+        ``has_aux``, ``fun`` did not return a pair.
     """
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise BluTypeError(
@@ -57,38 +104,43 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple
                     f"jvp: primal {pa.str_short()} and tangent {ta.str_short()} must match"
                 )
             )
-    out_tree = []
-
-    def flat_fun(*args):
-        out = fun(*pytree.tree_unflatten(tree, list(args)))
-        leaves, t = pytree.tree_flatten(out)
-        out_tree.append(t)
-        return leaves
-
+    out_tree: list = []
+    aux_tree: list = []
+    flat_fun = _flat_with_aux("jvp: ", fun, tree, has_aux, out_tree, aux_tree)
     outs, t_outs = jvp_flat(flat_fun, p_leaves, t_leaves)
+    n_out = out_tree[0].num_leaves
+    outs, aux_vals, t_outs = outs[:n_out], outs[n_out:], t_outs[:n_out]
     t_outs = eager_arrays([instantiate(t) for t in t_outs])
     outs = eager_arrays(outs)
-    return (pytree.tree_unflatten(out_tree[0], outs), pytree.tree_unflatten(out_tree[0], t_outs))
+    res = (pytree.tree_unflatten(out_tree[0], outs), pytree.tree_unflatten(out_tree[0], t_outs))
+    if has_aux:
+        return res + (pytree.tree_unflatten(aux_tree[0], eager_arrays(aux_vals)),)
+    return res
 
 
 # ---- linearize ----------------------------------------------------------------------------------
 
 
-def linearize(fun: Callable, *primals: Any) -> tuple[Any, Callable]:
+def linearize(fun: Callable, *primals: Any, has_aux: bool = False):
     """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linearized function.
 
-    The primal computation runs once; ``f_jvp`` replays only the staged linear part.
+    The primal computation runs once; ``f_jvp`` replays only the staged linear part. With
+    ``has_aux``, ``fun`` returns ``(output, aux)`` and the result is ``(output, f_jvp, aux)``,
+    ``aux`` not differentiated (as ``jax.linearize``).
+
+    Raises:
+        BluTypeError: with ``has_aux``, ``fun`` did not return a pair.
     """
     leaves, tree = pytree.tree_flatten(primals)
     leaves = [canonicalize_arg(x) for x in leaves]
-    out_tree = []
-
-    def flat_fun(*args):
-        out_leaves, t = pytree.tree_flatten(fun(*pytree.tree_unflatten(tree, list(args))))
-        out_tree.append(t)
-        return out_leaves
-
+    out_tree: list = []
+    aux_tree: list = []
+    flat_fun = _flat_with_aux("linearize: ", fun, tree, has_aux, out_tree, aux_tree)
     outs, jaxpr, residuals = linearize_flat(flat_fun, leaves)
+    n_out = out_tree[0].num_leaves
+    outs, aux_vals = outs[:n_out], outs[n_out:]
+    if has_aux:  # the aux's tangents are not wanted: drop their staged work
+        jaxpr = dce_jaxpr(jaxpr, [i < n_out for i in range(len(jaxpr.outvars))])
 
     def f_jvp(*tangents):
         t_leaves = pytree.tree_leaves(tangents)
@@ -98,7 +150,10 @@ def linearize(fun: Callable, *primals: Any) -> tuple[Any, Callable]:
 
     f_jvp.jaxpr = jaxpr  # type: ignore[attr-defined]
     f_jvp.residuals = residuals  # type: ignore[attr-defined]
-    return pytree.tree_unflatten(out_tree[0], eager_arrays(outs)), f_jvp
+    out = pytree.tree_unflatten(out_tree[0], eager_arrays(outs))
+    if has_aux:
+        return out, f_jvp, pytree.tree_unflatten(aux_tree[0], eager_arrays(aux_vals))
+    return out, f_jvp
 
 
 # ---- reverse mode ------------------------------------------------------------------------------
@@ -120,25 +175,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False):
     out_tree: list = []
     aux_tree: list = []
 
-    def flat_fun(*args):
-        out = fun(*pytree.tree_unflatten(in_tree, list(args)))
-        aux_leaves: list = []
-        if has_aux:
-            if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                raise BluTypeError(
-                    with_user_line(
-                        "has_aux=True requires the function to return a pair (output, aux), "
-                        f"got {type(out).__name__}"
-                    )
-                )
-            out, aux = out
-            aux_leaves, t_aux = pytree.tree_flatten(aux)
-            aux_tree.append(t_aux)
-        out_leaves, t = pytree.tree_flatten(out)
-        out_tree.append(t)
-        # aux rides along as extra outputs, so it leaves the JVP as plain primal values
-        return out_leaves + aux_leaves
-
+    flat_fun = _flat_with_aux("", fun, in_tree, has_aux, out_tree, aux_tree)
     outs, f_vjp_flat = vjp_flat(flat_fun, leaves)
     n_out = out_tree[0].num_leaves
     outs, aux_vals = outs[:n_out], outs[n_out:]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import blu
 from blu import lax
-from blu.core.errors import BluError
+from blu.core.errors import BluError, BluTypeError
 
 
 def f_elem(x, y):
@@ -120,6 +120,91 @@ def test_jvp_and_linearize_agree():
     np.testing.assert_allclose(np.asarray(tout), want, rtol=1e-12)
     np.testing.assert_allclose(np.asarray(f_jvp(t)), want, rtol=1e-12)
     np.testing.assert_allclose(np.asarray(out2), np.asarray(out))
+
+
+def df_dy(x, y):
+    """d f_elem / dy computed by hand in float64."""
+    return np.sin(x) + (1 - np.tanh(x * y) ** 2) * x
+
+
+def f_elem_aux(x, y):
+    """f_elem with auxiliary data: a float array, an int and a nested tuple."""
+    return f_elem(x, y), {"sq": lax.mul(x, x), "n": 3, "t": (lax.exp(y),)}
+
+
+def _check_aux(aux, x, y, n=3):
+    np.testing.assert_allclose(np.asarray(aux["sq"]), x * x, rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(aux["n"]), n)
+    np.testing.assert_allclose(np.asarray(aux["t"][0]), np.exp(y), rtol=1e-12)
+
+
+@given(st.data())
+def test_jvp_and_linearize_has_aux(data):
+    # has_aux= raised a raw TypeError (jax.jvp / jax.linearize take it)
+    shape = data.draw(shapes(max_dims=2))
+    x, y, tx, ty = (data.draw(arrays(shape)) for _ in range(4))
+    want_out = np.sin(x) * y + np.tanh(x * y)
+    want_t = df_dx(x, y) * tx + df_dy(x, y) * ty
+    out, t_out, aux = blu.jvp(f_elem_aux, (x, y), (tx, ty), has_aux=True)
+    np.testing.assert_allclose(np.asarray(out), want_out, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(t_out), want_t, rtol=1e-12, atol=1e-12)
+    _check_aux(aux, x, y)
+    out2, f_jvp, aux2 = blu.linearize(f_elem_aux, x, y, has_aux=True)
+    np.testing.assert_allclose(np.asarray(out2), want_out, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(f_jvp(tx, ty)), want_t, rtol=1e-12, atol=1e-12)
+    want_t2 = df_dx(x, y) * ty + df_dy(x, y) * tx
+    np.testing.assert_allclose(np.asarray(f_jvp(ty, tx)), want_t2, rtol=1e-12, atol=1e-12)
+    assert len(f_jvp.jaxpr.outvars) == 1  # the aux's tangents are not staged
+    _check_aux(aux2, x, y)
+
+
+def test_jvp_has_aux_under_jit_and_vmap():
+    x, y = np.linspace(-1.5, 1.5, 6).reshape(2, 3), np.linspace(0.5, 2.0, 6).reshape(2, 3)
+    tx, ty = np.cos(np.arange(6.0)).reshape(2, 3), np.ones((2, 3))
+    want_t = df_dx(x, y) * tx + df_dy(x, y) * ty
+    jvp_aux = lambda *a: blu.jvp(f_elem_aux, a[:2], a[2:], has_aux=True)
+    for g in (
+        blu.jit(jvp_aux),
+        blu.vmap(jvp_aux),
+        blu.vmap(blu.jit(jvp_aux), in_axes=1, out_axes=-1),
+    ):
+        out, t_out, aux = g(x, y, tx, ty)
+        np.testing.assert_allclose(np.asarray(t_out), want_t, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(aux["sq"]), x * x, rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(aux["t"][0]), np.exp(y), rtol=1e-12)
+
+    @blu.jit
+    def lin(x, y, tx, ty):  # linearize with aux under jit, its tangent map applied inside
+        _, f_jvp, aux = blu.linearize(f_elem_aux, x, y, has_aux=True)
+        return f_jvp(tx, ty), aux
+
+    t_out, aux = lin(x, y, tx, ty)
+    np.testing.assert_allclose(np.asarray(t_out), want_t, rtol=1e-12, atol=1e-12)
+    _check_aux(aux, x, y)
+
+
+def test_jvp_aux_is_not_differentiated_by_that_jvp_but_by_an_outer_grad():
+    # the aux x**3 carries no tangent of the jvp (as JAX: its primal is returned) ...
+    g = lambda x: (lax.sin(x), lax.mul(x, lax.mul(x, x)))
+    out, t, aux = blu.jvp(g, (0.7,), (1.0,), has_aux=True)
+    assert float(t) == pytest.approx(np.cos(0.7), rel=1e-6)
+    assert float(aux) == pytest.approx(0.7**3, rel=1e-6)
+    # ... while a transform around the jvp still sees through it: d/dx x**3 = 3 x**2
+    d_aux = blu.grad(lambda x: blu.jvp(g, (x,), (np.float64(1.0),), has_aux=True)[2])(
+        np.float64(0.7)
+    )
+    assert float(d_aux) == pytest.approx(3 * 0.7**2, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["jvp", "linearize"])
+@pytest.mark.parametrize("bad", [lambda x: lax.sin(x), lambda x: (x, x, x), lambda x: {"a": x}])
+def test_has_aux_output_not_a_pair_is_a_blu_type_error(name, bad):
+    x = np.ones(3)
+    with pytest.raises(BluTypeError, match=rf"{name}: has_aux=True requires .* pair"):
+        if name == "jvp":
+            blu.jvp(bad, (x,), (x,), has_aux=True)
+        else:
+            blu.linearize(bad, x, has_aux=True)
 
 
 def test_vjp_cotangent_structure_checked():
