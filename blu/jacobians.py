@@ -49,11 +49,14 @@ _HINT = (
     "; for a holomorphic function pass holomorphic=True, for a non-holomorphic one use "
     "blu.jvp / blu.vjp directly"
 )
+_INT_HINT = "; pass allow_int=True for an integer or bool input (its rows are then zero)"
 
 
-def _check_inputs(name: str, holomorphic: bool, leaves: list[Any], real_only: bool) -> None:
+def _check_inputs(
+    name: str, holomorphic: bool, leaves: list[Any], real_only: bool, allow_int: bool = False
+) -> None:
     """JAX's input dtypes: complex with ``holomorphic``; else float (``real_only``: jacfwd) or
-    float and complex (jacrev)."""
+    float and complex (jacrev), and integer and bool too with ``allow_int`` (jacrev)."""
     for leaf in leaves:
         a = get_aval(leaf)
         if holomorphic and not dtypes.is_complex(a.dtype):
@@ -63,12 +66,14 @@ def _check_inputs(name: str, holomorphic: bool, leaves: list[Any], real_only: bo
                 )
             )
         ok = dtypes.is_float(a.dtype) if real_only else dtypes.is_inexact(a.dtype)
+        ok = ok or (allow_int and not dtypes.is_inexact(a.dtype))
         if not holomorphic and not ok:
             what = "real float" if real_only else "float or complex"
             raise BluTypeError(
                 with_user_line(
                     f"{name} requires {what} inputs, got {a.str_short()}"
                     + (_HINT if dtypes.is_complex(a.dtype) else "")
+                    + (_INT_HINT if name == "jacrev" and not dtypes.is_inexact(a.dtype) else "")
                 )
             )
 
@@ -189,6 +194,7 @@ def jacrev(
     has_aux: bool = False,
     *,
     holomorphic: bool = False,
+    allow_int: bool = False,
 ) -> Callable:
     """Jacobian by reverse mode (vmap of vjp over the output's standard basis), as
     ``jax.jacrev``.
@@ -201,19 +207,22 @@ def jacrev(
         argnums: the positional argument(s) to differentiate.
         has_aux: ``fun`` returns ``(output, aux)``; the result is ``(jacobian, aux)``.
         holomorphic: ``fun`` is holomorphic: inputs and outputs complex, the result ``f'(z)``.
+        allow_int: integer and bool inputs may be differentiated too: their Jacobian is zero,
+            with the input's dtype (JAX's is a ``float0`` array, a dtype blu does not have).
 
     Keyword arguments of the call are passed to ``fun`` (not differentiated).
 
     Raises:
-        BluTypeError: without ``holomorphic``, an input that is not float or complex, or a
-        complex output (integer and bool outputs get zero rows; JAX raises for them); with it,
-        an input or output that is not complex.
+        BluTypeError: without ``holomorphic``, an input that is not float or complex (integer
+        and bool ones pass with ``allow_int``), or a complex output (integer and bool outputs
+        get zero rows; JAX raises for them); with it, an input or output that is not complex.
     """
 
     def jac(*args: Any, **kwargs: Any):
         nums = resolve_argnums("jacrev", argnums, len(args))
         diff = tuple(args[i] for i in nums)
-        _check_inputs("jacrev", holomorphic, pytree.tree_leaves(diff), real_only=False)
+        leaves = pytree.tree_leaves(diff)
+        _check_inputs("jacrev", holomorphic, leaves, real_only=False, allow_int=allow_int)
 
         def partial_fun(*d):
             full = list(args)

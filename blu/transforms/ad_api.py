@@ -251,6 +251,7 @@ def value_and_grad(
     argnums: int | Sequence[int] = 0,
     has_aux: bool = False,
     holomorphic: bool = False,
+    allow_int: bool = False,
 ) -> Callable:
     """A function returning ``(fun(*args), gradient of fun with respect to args[argnums])``.
 
@@ -263,9 +264,14 @@ def value_and_grad(
     ``holomorphic=True`` ``fun`` must return a complex scalar and the inputs must be complex
     (as ``jax.grad``); the result is the complex derivative ``f'(z)``.
 
+    With ``allow_int=True`` integer and bool inputs may be differentiated too: their gradient
+    is zero, an array of their own shape and dtype (JAX's is a ``float0`` array, a dtype blu
+    does not have).
+
     Raises:
         BluTypeError: the output is not a float scalar (a complex one with ``holomorphic``),
-        or a differentiated input is not float or complex (complex, with ``holomorphic``).
+        or a differentiated input is not float or complex (complex, with ``holomorphic``;
+        integer and bool ones pass with ``allow_int``).
     """
 
     def vg(*args: Any, **kwargs: Any):
@@ -280,11 +286,12 @@ def value_and_grad(
                             f"has a leaf {aval.str_short()}"
                         )
                     )
-                if not dtypes.is_inexact(aval.dtype):
+                if not dtypes.is_inexact(aval.dtype) and not allow_int:
                     raise BluTypeError(
                         with_user_line(
                             f"grad requires float inputs, but argument {i} has a leaf "
-                            f"{aval.str_short()}; use a float dtype or exclude it from argnums"
+                            f"{aval.str_short()}; use a float dtype, exclude it from argnums "
+                            "or pass allow_int=True (its gradient is then zero)"
                         )
                     )
 
@@ -321,13 +328,15 @@ def grad(
     argnums: int | Sequence[int] = 0,
     has_aux: bool = False,
     holomorphic: bool = False,
+    allow_int: bool = False,
 ) -> Callable:
     """The gradient of a scalar function (see ``value_and_grad``, which also says the
-    convention for complex inputs and ``holomorphic``), with respect to ``args[argnums]``.
+    convention for complex inputs, ``holomorphic`` and ``allow_int``), with respect to
+    ``args[argnums]``.
 
     Returns ``grad`` (or ``(grad, aux)`` with ``has_aux``) with the structure of the argument(s).
     """
-    vg = value_and_grad(fun, argnums, has_aux, holomorphic)
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
     def g(*args: Any, **kwargs: Any):
         (val, grads) = vg(*args, **kwargs)

@@ -7,8 +7,10 @@ import pytest
 from helpers import arrays, check_grads, check_vmap, loop_vmap, shapes
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import blu
+import blu.numpy as bnp
 from blu import lax
 from blu.core.errors import BluError, BluTypeError
 
@@ -205,6 +207,65 @@ def test_has_aux_output_not_a_pair_is_a_blu_type_error(name, bad):
             blu.jvp(bad, (x,), (x,), has_aux=True)
         else:
             blu.linearize(bad, x, has_aux=True)
+
+
+def f_mixed(x, n, b):
+    """A float loss of a float, an int and a bool array: sum(sin(x) * n * (2 if b else 1))."""
+    return bnp.sum(bnp.sin(x) * n.astype(x.dtype) * bnp.where(b, 2.0, 1.0).astype(x.dtype))
+
+
+@given(st.data())
+def test_grad_allow_int(data):
+    # allow_int= raised a raw TypeError (jax.grad / value_and_grad / jacrev take it); an
+    # integer or bool input's gradient is zeros of its own dtype (JAX's is float0)
+    shape = data.draw(shapes(max_dims=2))
+    x = data.draw(arrays(shape))
+    n = data.draw(hnp.arrays(np.int32, shape, elements=st.integers(-3, 3)))
+    b = data.draw(hnp.arrays(np.bool_, shape))
+    w = np.where(b, 2.0, 1.0)
+    want_val, want_gx = np.sum(np.sin(x) * n * w), np.cos(x) * n * w
+    for g in (
+        blu.value_and_grad(f_mixed, argnums=(0, 1, 2), allow_int=True),
+        blu.jit(blu.value_and_grad(f_mixed, argnums=(0, 1, 2), allow_int=True)),
+    ):
+        val, (gx, gn, gb) = g(x, n, b)
+        np.testing.assert_allclose(float(val), want_val, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(gx), want_gx, rtol=1e-12, atol=1e-12)
+        assert (gn.dtype, gn.shape, gb.dtype, gb.shape) == (np.int32, shape, np.bool_, shape)
+        assert not np.asarray(gn).any() and not np.asarray(gb).any()
+    gn = blu.grad(f_mixed, argnums=1, allow_int=True)(x, n, b)
+    assert gn.dtype == np.int32 and gn.shape == shape and not np.asarray(gn).any()
+
+
+def test_grad_allow_int_under_vmap_and_python_int():
+    x, n = np.linspace(-1.0, 1.0, 6).reshape(2, 3), np.arange(6, dtype=np.int32).reshape(2, 3)
+    b = np.array([[True, False, True], [False, False, True]])
+    gx, gn = blu.vmap(blu.grad(f_mixed, argnums=(0, 1), allow_int=True))(x, n, b)
+    np.testing.assert_allclose(np.asarray(gx), np.cos(x) * n * np.where(b, 2.0, 1.0), rtol=1e-12)
+    assert gn.dtype == np.int32 and gn.shape == (2, 3) and not np.asarray(gn).any()
+    # a Python int exponent: d/dx x**k = k x**(k-1), and the int's gradient is 0
+    gx, gk = blu.grad(lambda x, k: x**k, argnums=(0, 1), allow_int=True)(np.float64(1.5), 3)
+    assert float(gx) == pytest.approx(3 * 1.5**2, rel=1e-12)
+    assert int(gk) == 0 and not np.issubdtype(gk.dtype, np.inexact)
+
+
+def test_jacrev_allow_int():
+    x, n = np.array([0.5, -1.0, 2.0]), np.array([2, -1, 3], dtype=np.int32)
+    f = lambda x, n: lax.mul(lax.sin(x), n.astype(x.dtype))
+    jx, jn = blu.jacrev(f, argnums=(0, 1), allow_int=True)(x, n)
+    np.testing.assert_allclose(np.asarray(jx), np.diag(np.cos(x) * n), rtol=1e-12)
+    assert jn.dtype == np.int32 and jn.shape == (3, 3) and not np.asarray(jn).any()
+
+
+@pytest.mark.parametrize("transform", [blu.grad, blu.value_and_grad, blu.jacrev])
+def test_integer_input_without_allow_int_is_an_error_naming_it(transform):
+    f = lambda x, n: lax.reduce_sum(lax.mul(x, n.astype(x.dtype)))
+    with pytest.raises(BluTypeError, match=r"i32\[3\].*allow_int=True"):
+        transform(f, argnums=(0, 1))(np.ones(3), np.arange(3, dtype=np.int32))
+    # holomorphic still wants complex inputs, allow_int or not (as jax.grad)
+    if transform is not blu.jacrev:
+        with pytest.raises(BluTypeError, match="holomorphic=True"):
+            transform(f, argnums=1, holomorphic=True, allow_int=True)(np.ones(3), np.arange(3))
 
 
 def test_vjp_cotangent_structure_checked():
