@@ -218,7 +218,11 @@ def single_argnum(argnums: Any) -> bool:
 
 
 def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
-    return (int(argnums),) if single_argnum(argnums) else tuple(argnums)
+    if single_argnum(argnums):
+        return (int(argnums),)
+    # a float or a str is neither a position nor a sequence of them: resolve_argnums names it
+    iterable = hasattr(argnums, "__iter__") and not isinstance(argnums, str)
+    return tuple(argnums) if iterable else (argnums,)
 
 
 def resolve_argnums(name: str, argnums: int | Sequence[int], n_args: int) -> tuple[int, ...]:

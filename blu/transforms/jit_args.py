@@ -99,12 +99,18 @@ def _normalize_donate(fun: Callable, donate_argnums: Any, donate_argnames: Any,
         BluTypeError: ``donate_argnames`` not a str or a sequence of them.
     """
     given_nums, given_names = donate_argnums is not None, donate_argnames is not None
-    nums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums or ())
-    bad_type = [i for i in nums if not isinstance(i, int) or isinstance(i, bool)]
+    if dtypes.is_int_scalar(donate_argnums):
+        nums = (int(donate_argnums),)
+    elif donate_argnums is None or isinstance(donate_argnums, (tuple, list)):
+        nums = tuple(donate_argnums or ())
+    else:  # a float, a str...: not a position nor a sequence of them
+        nums = (donate_argnums,)
+    bad_type = [i for i in nums if not dtypes.is_int_scalar(i)]
     if bad_type:
         raise BluValueError(
             with_user_line(f"jit: donate_argnums must be ints (positions), got {bad_type}")
         )
+    nums = tuple(int(i) for i in nums)
     names = _as_tuple(donate_argnames, str, "donate_argnames") if given_names else ()
     params, positional = _signature(fun)
     known_signature = bool(params) or not _no_signature(fun)

@@ -72,6 +72,8 @@ def test_failed_call_keeps_the_donated_array():
         (dict(donate_argnums=(0,), static_argnums=(0,)), "both static and donated"),
         (dict(donate_argnums=1, static_argnames="b"), "both static and donated"),
         (dict(donate_argnums="a"), "must be ints"),
+        (dict(donate_argnums=1.5), "must be ints"),  # was Python's "not iterable"
+        (dict(donate_argnums=(0, 0.0)), "must be ints"),
     ],
 )
 def test_bad_donate_argnums_are_refused_at_jit_time(kwargs, match):

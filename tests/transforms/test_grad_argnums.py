@@ -54,3 +54,16 @@ def test_numpy_integer_argnums_and_non_int_argnums():
     assert float(blu.jacrev(lambda a, b: a * b, argnums=np.int32(-1))(2.0, 3.0)) == 2.0
     with pytest.raises(BluError, match="argnums must be ints"):
         blu.grad(lambda a, b: a * b, argnums=(0, 1.5))(2.0, 3.0)
+
+
+@pytest.mark.parametrize("transform", [blu.grad, blu.jacfwd, blu.jacrev])
+@pytest.mark.parametrize("argnums", [1.5, "0", None])
+def test_a_scalar_that_is_not_a_position_is_a_clear_error(transform, argnums):
+    # a lone float or str raised Python's "'float' object is not iterable"
+    with pytest.raises(BluTypeError, match="argnums must be ints"):
+        transform(lambda a, b: a * b, argnums=argnums)(2.0, 3.0)
+
+
+def test_any_sequence_of_positions_is_taken():
+    g = blu.grad(lambda a, b: a * b * b, argnums=range(2))(2.0, 3.0)
+    np.testing.assert_allclose([float(v) for v in g], [9.0, 12.0], rtol=1e-6)
