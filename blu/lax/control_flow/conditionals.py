@@ -256,7 +256,7 @@ def _trace_branches(what: str, funs: Sequence[Callable], operands: tuple):
             out_trees[0], out_paths[0], out_trees[b], [a for _, a in out_paths[b]],
             root="output",
         )  # fmt: skip
-        for b_prev in range(b):  # weak-typed leaves may differ in dtype only if promotable
+        for b_prev in range(b):  # the same dtypes, weak or not (JAX's typematch: no promotion)
             for (p, a), (_, c) in zip(out_paths[b_prev], out_paths[b]):
                 if a.dtype != c.dtype:
                     raise BluTypeError(
