@@ -322,7 +322,8 @@ def reduce_window(
             them on its two arguments).
         window_dimensions, window_strides: ``r`` ints >= 1.
         padding: ``"SAME"``, ``"SAME_LOWER"``, ``"VALID"`` or ``r`` pairs ``(low, high)``
-            (negative: crop), applied after ``base_dilation``; pads hold ``init_value``.
+            (negative: crop), applied after ``base_dilation``; pads hold ``init_value``. The
+            strings pad for the window as ``window_dilation`` spreads it (as JAX's).
         base_dilation, window_dilation: ``r`` ints >= 1 (default 1).
 
     Returns:
@@ -370,7 +371,9 @@ def reduce_window(
     wdims, strides = ints(window_dimensions, "window_dimensions"), ints(window_strides, "strides")
     bd, wd = ints(base_dilation, "base_dilation"), ints(window_dilation, "window_dilation")
     if isinstance(padding, str):
-        pads = tuple(padtype_to_pads(xa.shape, wdims, strides, padding))
+        # JAX's: the window's extent after window_dilation sets the 'SAME' padding
+        eff = tuple((w - 1) * d + 1 for w, d in zip(wdims, wd))
+        pads = tuple(padtype_to_pads(xa.shape, eff, strides, padding))
     else:
         pads = tuple(tuple(int(p) for p in pr) for pr in padding)
         if len(pads) != r or any(len(pr) != 2 for pr in pads):

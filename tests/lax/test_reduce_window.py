@@ -223,6 +223,37 @@ def test_max_pool_gradient_reads_four_windows_without_holes():
     assert len(slices) == 2 * 4  # the cotangent's and the offsets' four windows
 
 
+def _same_pads(shape, eff, strides, lower):
+    """'SAME' by its definition: out = ceil(n / s), the missing extent split low/high."""
+    pads = []
+    for n, e, s in zip(shape, eff, strides):
+        total = max((-(-n // s) - 1) * s + e - n, 0)
+        pads.append((total - total // 2, total // 2) if lower else (total // 2, total - total // 2))
+    return pads
+
+
+@settings(max_examples=25, deadline=None)
+@given(cases(), st.sampled_from(["SAME", "SAME_LOWER"]))
+def test_same_padding_spans_the_dilated_window(case, padding):
+    # JAX's: "SAME" pads for the window's extent after window_dilation, (w - 1) * d + 1
+    x, monoid, wdims, strides, _, _, wd = case
+    bd = [1] * x.ndim
+    eff = [(w - 1) * d + 1 for w, d in zip(wdims, wd)]
+    want = window_ref(
+        x,
+        monoid,
+        wdims,
+        strides,
+        _same_pads(x.shape, eff, strides, padding == "SAME_LOWER"),
+        bd,
+        wd,
+    )
+    assert want.shape == tuple(-(-n // s) for n, s in zip(x.shape, strides))
+    f = _rw(monoid, wdims, strides, padding, bd, wd)
+    np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(blu.jit(f)(x)), want, rtol=1e-12, atol=1e-12)
+
+
 def test_integer_max_and_errors():
     x = np.array([[3, -7, 5], [1, 2, -9]], np.int32)
     imin = np.iinfo(np.int32).min
