@@ -117,7 +117,7 @@ def truncated_normal(
     shape: Sequence[int] | None = None,
     dtype: Any = dtypes.float32,
 ) -> Any:
-    """Standard normal floats conditioned on ``lower <= x <= upper`` (inverse-CDF sampling).
+    """Standard normal floats conditioned on ``lower < x < upper`` (inverse-CDF sampling).
 
     Args:
         key: ``uint32[2]``.
@@ -126,8 +126,9 @@ def truncated_normal(
         dtype: a float dtype.
 
     Returns:
-        An array of ``shape`` and ``dtype``. Precision degrades far in the tails (``|bound| > ~5``
-        in float32), where ``erf`` rounds to +-1.
+        An array of ``shape`` and ``dtype``, clamped into the open interval between the floats
+        next to the bounds (as JAX's), so always finite. Precision degrades far in the tails
+        (``|bound| > ~5`` in float32), where ``erf`` rounds to +-1.
     """
     dtype = _float_dtype(dtype, "truncated_normal")
     lower, upper = _as_array(lower), _as_array(upper)
@@ -141,7 +142,30 @@ def truncated_normal(
     b = lax.erf(lax.div(hi, lax.full(shape, s2, dtype)))
     u = uniform(key, shape, dtype, a, b)
     out = lax.mul(lax.erf_inv(u), s2)
-    return lax.min(lax.max(out, lo), hi)
+    # JAX's clamp to the open interval: u may round to b = erf(upper / sqrt 2) = 1 (or to
+    # a = -1), where erf_inv is infinite; the bounds' gradient flows through a and b only
+    lo, hi = lax.stop_gradient(lo), lax.stop_gradient(hi)
+    return lax.min(lax.max(out, _next_float(lo, True)), _next_float(hi, False))
+
+
+def _next_float(x: Any, up: bool) -> Any:
+    """The float next to ``x`` toward +inf (``up``) or -inf: numpy's ``nextafter(x, +-inf)``
+    (+-inf toward itself and NaN stay; +-0 steps to the smallest subnormal)."""
+    aval = get_aval(x)
+    udt = _UINT_OF_WIDTH[8 * aval.dtype.itemsize]
+    zero = lax.full(aval.shape, 0, aval.dtype)
+    one = lax.full(aval.shape, 1, udt)
+    b = lax.bitcast_convert_type(x, udt)
+    # the magnitude grows where x is on the side of zero it moves away from
+    grow = lax.gt(x, zero) if up else lax.lt(x, zero)
+    stepped = lax.bitcast_convert_type(
+        lax.select(grow, lax.add(b, one), lax.sub(b, one)), aval.dtype
+    )
+    tiny = lax.bitcast_convert_type(one, aval.dtype)
+    stepped = lax.select(lax.eq(x, zero), tiny if up else lax.neg(tiny), stepped)
+    inf = lax.full(aval.shape, np.inf if up else -np.inf, aval.dtype)
+    keep = lax.or_(lax.ne(x, x), lax.eq(x, inf))
+    return lax.select(keep, x, stepped)
 
 
 # ---- integers ----------------------------------------------------------------------------------
