@@ -217,6 +217,23 @@ def test_cond_under_vmap_with_batched_predicate_equals_python_if(data):
     np.testing.assert_allclose(np.asarray(gj), want_ga, rtol=1e-12, atol=1e-12)
 
 
+@given(
+    st.sampled_from([np.int64, np.uint32, np.uint64]),
+    st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=4),
+)
+def test_switch_clamps_wide_integer_indices(dtype, idx):
+    # indices past int32 are clamped too (the cast to int32 wrapped them: 2**32 + 1 picked
+    # branch 1, uint32 2**32 - 1 branch 0)
+    info = np.iinfo(dtype)
+    idx = np.array([min(max(i, int(info.min)), int(info.max)) for i in idx + [2**32 + 1]], dtype)
+    want = [float(min(max(int(i), 0), 2)) for i in idx]
+    fns = [lambda: 0.0, lambda: 1.0, lambda: 2.0]
+    for i, w in zip(idx, want):
+        assert float(switch(i, fns)) == w
+        assert float(blu.jit(lambda j: switch(j, fns))(i)) == w
+    np.testing.assert_array_equal(np.asarray(blu.vmap(lambda j: switch(j, fns))(idx)), want)
+
+
 @given(st.data())
 def test_cond_gradients_match_finite_differences(data):
     shape = data.draw(shapes(max_dims=2, max_side=3))

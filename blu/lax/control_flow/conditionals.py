@@ -292,8 +292,12 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
         raise BluTypeError(
             with_user_line(f"switch: index must be an integer scalar, got {aval.str_short()}")
         )
-    index = convert_element_type(index, dtypes.int32)
     n = len(branches)
+    if dtypes.iinfo(aval.dtype).max > dtypes.iinfo(dtypes.int32).max:
+        # clamp before the cast, which would wrap (uint32 2**32 - 1 to -1, int64 2**32 + 1 to 1)
+        index = select(lt(index, 0), full_like(index, 0), index)
+        index = select(gt(index, n - 1), full_like(index, n - 1), index)
+    index = convert_element_type(index, dtypes.int32)
     index = select(lt(index, 0), full_like(index, 0), index)
     index = select(gt(index, n - 1), full_like(index, n - 1), index)
     return _bind_cond("switch", index, branches, operands)
