@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from blu.core import dtypes, pytree
-from blu.core.errors import BluShapeError, BluValueError, with_user_line
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.lax.bits import or_
 from blu.lax.elementwise import add
@@ -53,8 +53,10 @@ def associative_scan(fn: Callable, elems: Any, reverse: bool = False, axis: int 
         A pytree like ``elems`` (same shapes and dtypes).
 
     Raises:
-        BluShapeError: the leaves' ``axis`` sizes differ.
-        BluValueError: ``axis`` out of range, or ``elems`` has no leaves.
+        BluShapeError: the leaves' ``axis`` sizes differ, or ``fn`` changed a leaf's shape.
+        BluTypeError: ``fn`` changed a leaf's dtype.
+        BluValueError: ``axis`` out of range, ``elems`` has no leaves, or ``fn`` changed the
+            structure.
 
     Example: ``associative_scan(lax.add, x)`` is ``cumsum(x, 0)``.
     """
@@ -82,6 +84,17 @@ def associative_scan(fn: Callable, elems: Any, reverse: bool = False, axis: int 
             raise BluValueError(
                 with_user_line(f"associative_scan: fn returned structure {c_tree}, expected {tree}")
             )
+        for i, (a, c) in enumerate(zip(a_flat, c_flat)):
+            want, got = get_aval(a), get_aval(c)
+            if want.shape != got.shape or want.dtype != got.dtype:
+                err = BluShapeError if want.shape != got.shape else BluTypeError
+                raise err(
+                    with_user_line(
+                        f"associative_scan: fn must return its arguments' shapes and dtypes; "
+                        f"leaf {i} of fn(a, b) is {got.str_short()} for arguments "
+                        f"{want.str_short()}"
+                    )
+                )
         return c_flat
 
     def sl(x: Any, start: int, stop: int, stride: int = 1) -> Any:

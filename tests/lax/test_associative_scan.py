@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import blu
 import blu.numpy as bnp
 from blu import lax
-from blu.core.errors import BluError
+from blu.core.errors import BluError, BluShapeError, BluTypeError
 from tests.helpers import check_grads
 
 
@@ -92,3 +92,17 @@ def test_errors():
         lax.associative_scan(lambda a, b: a, (np.ones(3), np.ones(4)))
     with pytest.raises(BluError, match="axis"):
         lax.associative_scan(lax.add, np.ones(3), axis=1)
+
+
+@pytest.mark.parametrize("n", [4, 5, 8])
+def test_fn_changing_a_leaf_is_an_error(n):
+    # a fn returning another shape gave a silently wrong scan (a[:1] + b[:1]: [0 1] for n=4) or
+    # a raw IndexError (a scalar); another dtype failed inside concatenate
+    x = np.arange(n, dtype=np.int32)
+    for fn in (lambda a, b: a[:1] + b[:1], lambda a, b: (a + b).sum()):
+        with pytest.raises(BluShapeError, match="fn must return"):
+            lax.associative_scan(fn, x)
+        with pytest.raises(BluShapeError, match="fn must return"):
+            blu.jit(lambda v, fn=fn: lax.associative_scan(fn, v))(x)
+    with pytest.raises(BluTypeError, match=r"leaf 1 of fn\(a, b\) is f32"):
+        lax.associative_scan(lambda a, b: (a[0] + b[0], (a[1] + b[1]) * 0.5), (x, x))
