@@ -22,14 +22,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.lax.random_gamma import random_gamma_grad_log
-from blu.random.prng import _as_array, _broadcast, _check_key, _shape_arg, split
+from blu.random.prng import _as_array, _broadcast, _check_key, _param_shape, _shape_arg, split
 from blu.random.samplers import _float_dtype, normal, uniform
 from blu.transforms.custom_derivatives import custom_jvp
 
@@ -214,7 +212,7 @@ def beta(
     a = lax.convert_element_type(_as_array(a), comp)
     b = lax.convert_element_type(_as_array(b), comp)
     if shape is None:
-        shape = tuple(np.broadcast_shapes(get_aval(a).shape, get_aval(b).shape))
+        shape = _param_shape("beta", a=a, b=b)
     a, shape = _shape_param(a, shape, "a", "beta", comp)
     b, _ = _shape_param(b, shape, "b", "beta", comp)
     ka, kb = split(key)

@@ -279,6 +279,18 @@ def _broadcasts_to(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
     return len(src) <= nd and all(d in (1, dst[nd - len(src) + i]) for i, d in enumerate(src))
 
 
+def _param_shape(name: str, **params: Any) -> tuple[int, ...]:
+    """The numpy broadcast of the parameters' shapes (the default sample shape)."""
+    avals = {k: get_aval(v) for k, v in params.items()}
+    try:
+        return tuple(np.broadcast_shapes(*(a.shape for a in avals.values())))
+    except ValueError:
+        detail = ", ".join(f"{k} {a.str_short()}" for k, a in avals.items())
+        raise BluShapeError(
+            with_user_line(f"random.{name}: {detail} do not broadcast together")
+        ) from None
+
+
 def _broadcast(x: Any, shape: tuple[int, ...], what: str, name: str) -> Any:
     """numpy-style broadcast of ``x`` to exactly ``shape`` (trailing axes aligned)."""
     aval = get_aval(x)

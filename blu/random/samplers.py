@@ -21,6 +21,7 @@ from blu.random.prng import (
     _broadcasts_to,
     _check_key,
     _normalize_axis,
+    _param_shape,
     _shape_arg,
     _unstack2,
     split,
@@ -133,7 +134,7 @@ def truncated_normal(
     dtype = _float_dtype(dtype, "truncated_normal")
     lower, upper = _as_array(lower), _as_array(upper)
     if shape is None:
-        shape = np.broadcast_shapes(get_aval(lower).shape, get_aval(upper).shape)
+        shape = _param_shape("truncated_normal", lower=lower, upper=upper)
     shape = _shape_arg(shape, "truncated_normal")
     lo = _as_float_operand(lower, dtype, shape, "lower", "truncated_normal")
     hi = _as_float_operand(upper, dtype, shape, "upper", "truncated_normal")

@@ -9,6 +9,7 @@ import pytest
 
 import blu
 from blu import random
+from blu.core.errors import BluShapeError
 
 KEY = random.key(3)
 N = 50_000
@@ -28,3 +29,16 @@ def test_truncated_normal_is_finite_and_inside_the_open_interval(dtype, lower, u
         x = x.astype(np.float64)
         assert x.dtype == np.float64 and np.all(np.isfinite(x))
         assert np.all(x > lower) and np.all(x < upper)
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda k: random.beta(k, np.ones(2), np.ones(3)),
+        lambda k: random.truncated_normal(k, -np.ones(2), np.ones(3)),
+    ],
+)
+def test_parameters_that_do_not_broadcast_are_a_shape_error(draw):
+    # without shape=, the parameters' broadcast was numpy's (a raw ValueError)
+    with pytest.raises(BluShapeError, match=r"f\d\d\[2\], .* f\d\d\[3\] do not broadcast"):
+        draw(KEY)
