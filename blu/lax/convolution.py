@@ -31,6 +31,7 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
+from blu.lax.conv_args import int_tuple, padtype_to_pads
 from blu.lax.conv_decomp import conv_im2col
 from blu.lax.conv_numpy import conv_numpy, dilate_dim
 from blu.lax.dot import _canonical_precision
@@ -118,44 +119,6 @@ def conv_dimension_numbers(
         return (spec.index(pair[0]), spec.index(pair[1]), *sp)
 
     return ConvDimensionNumbers(perm(lhs_s, pairs[0]), perm(rhs_s, pairs[1]), perm(out_s, pairs[2]))
-
-
-def padtype_to_pads(
-    in_shape: Sequence[int],
-    window_shape: Sequence[int],
-    window_strides: Sequence[int],
-    padding: str,
-) -> list[tuple[int, int]]:
-    """``"SAME"`` / ``"SAME_LOWER"`` / ``"VALID"`` as explicit ``(low, high)`` pads per axis.
-
-    ``SAME`` pads so that ``out = ceil(in / stride)``, the odd element on the high side
-    (``SAME_LOWER``: on the low side); ``VALID`` pads nothing.
-
-    Raises:
-        BluValueError: an unknown padding string.
-    """
-    p = padding.upper()
-    if p == "VALID":
-        return [(0, 0)] * len(in_shape)
-    if p not in ("SAME", "SAME_LOWER"):
-        raise BluValueError(
-            with_user_line(
-                f"conv: padding must be 'SAME', 'SAME_LOWER', 'VALID' or pairs, got {padding!r}"
-            )
-        )
-    out = []
-    for n, w, s in zip(in_shape, window_shape, window_strides):
-        total = max((-(-n // s) - 1) * s + w - n, 0)
-        lo, hi = total // 2, total - total // 2
-        out.append((lo, hi) if p == "SAME" else (hi, lo))
-    return out
-
-
-def _ints(v: Any, n: int, name: str, minimum: int) -> tuple[int, ...]:
-    v = (1,) * n if v is None else tuple(int(x) for x in v)
-    if len(v) != n or any(x < minimum for x in v):
-        raise BluValueError(with_user_line(f"conv: {name} must be {n} ints >= {minimum}, got {v}"))
-    return v
 
 
 # ---- the primitive ---------------------------------------------------------------------------
@@ -450,9 +413,9 @@ def conv_general_dilated(
     la, ra = get_aval(lhs), get_aval(rhs)
     dn = conv_dimension_numbers(la.shape, ra.shape, dimension_numbers)
     s = la.ndim - 2
-    strides = _ints(window_strides, s, "window_strides", 1)
-    ld = _ints(lhs_dilation, s, "lhs_dilation", 1)
-    rd = _ints(rhs_dilation, s, "rhs_dilation", 1)
+    strides = int_tuple(window_strides, s, "window_strides", 1)
+    ld = int_tuple(lhs_dilation, s, "lhs_dilation", 1)
+    rd = int_tuple(rhs_dilation, s, "rhs_dilation", 1)
     if isinstance(padding, str):
         in_sp = [la.shape[a] for a in dn.lhs_spec[2:]]
         eff_win = [dilate_dim(ra.shape[a], r) for a, r in zip(dn.rhs_spec[2:], rd)]
@@ -565,8 +528,8 @@ def conv_transpose(
         dimension_numbers = _TRANSPOSE_LAYOUTS[la.ndim]
     dn = conv_dimension_numbers(la.shape, ra.shape, dimension_numbers)
     s = la.ndim - 2
-    strides = _ints(strides, s, "strides", 1)
-    rd = _ints(rhs_dilation, s, "rhs_dilation", 1)
+    strides = int_tuple(strides, s, "strides", 1)
+    rd = int_tuple(rhs_dilation, s, "rhs_dilation", 1)
     if isinstance(padding, str) or use_consistent_padding:
         eff = [dilate_dim(ra.shape[a], r) for a, r in zip(dn.rhs_spec[2:], rd)]
         per_axis = [padding.upper()] * s if isinstance(padding, str) else list(padding)

@@ -218,6 +218,7 @@ NOT_OPERATIONS: dict[str, str] = {
             "attention_decomp",
             "attention_numpy",
             "convolution",
+            "conv_args",
             "conv_decomp",
             "conv_numpy",
             "windowed",

@@ -1,0 +1,47 @@
+"""The window arguments of the convolution and windowed reductions: padding strings as explicit
+``(low, high)`` pads (``padtype_to_pads``) and the checks of stride/dilation tuples."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from blu.core.errors import BluValueError, with_user_line
+
+
+def padtype_to_pads(
+    in_shape: Sequence[int],
+    window_shape: Sequence[int],
+    window_strides: Sequence[int],
+    padding: str,
+) -> list[tuple[int, int]]:
+    """``"SAME"`` / ``"SAME_LOWER"`` / ``"VALID"`` as explicit ``(low, high)`` pads per axis.
+
+    ``SAME`` pads so that ``out = ceil(in / stride)``, the odd element on the high side
+    (``SAME_LOWER``: on the low side); ``VALID`` pads nothing.
+
+    Raises:
+        BluValueError: an unknown padding string.
+    """
+    p = padding.upper()
+    if p == "VALID":
+        return [(0, 0)] * len(in_shape)
+    if p not in ("SAME", "SAME_LOWER"):
+        raise BluValueError(
+            with_user_line(
+                f"conv: padding must be 'SAME', 'SAME_LOWER', 'VALID' or pairs, got {padding!r}"
+            )
+        )
+    out = []
+    for n, w, s in zip(in_shape, window_shape, window_strides):
+        total = max((-(-n // s) - 1) * s + w - n, 0)
+        lo, hi = total // 2, total - total // 2
+        out.append((lo, hi) if p == "SAME" else (hi, lo))
+    return out
+
+
+def int_tuple(v: Any, n: int, name: str, minimum: int) -> tuple[int, ...]:
+    v = (1,) * n if v is None else tuple(int(x) for x in v)
+    if len(v) != n or any(x < minimum for x in v):
+        raise BluValueError(with_user_line(f"conv: {name} must be {n} ints >= {minimum}, got {v}"))
+    return v
