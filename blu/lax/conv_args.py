@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from blu.core.errors import BluValueError, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
 
 
 def padtype_to_pads(
@@ -40,8 +40,36 @@ def padtype_to_pads(
     return out
 
 
-def int_tuple(v: Any, n: int, name: str, minimum: int) -> tuple[int, ...]:
-    v = (1,) * n if v is None else tuple(int(x) for x in v)
+def int_tuple(v: Any, n: int, name: str, minimum: int, what: str = "conv") -> tuple[int, ...]:
+    """``v`` (None: all ones) as ``n`` ints >= ``minimum``.
+
+    Raises:
+        BluTypeError: ``v`` is not a sequence of ints; BluValueError: its length or values.
+    """
+    try:
+        v = (1,) * n if v is None else tuple(int(x) for x in v)
+    except (TypeError, ValueError):
+        raise BluTypeError(
+            with_user_line(f"{what}: {name} must be a sequence of {n} ints, got {v!r}")
+        ) from None
     if len(v) != n or any(x < minimum for x in v):
-        raise BluValueError(with_user_line(f"conv: {name} must be {n} ints >= {minimum}, got {v}"))
+        raise BluValueError(
+            with_user_line(f"{what}: {name} must be {n} ints >= {minimum}, got {v}")
+        )
     return v
+
+
+def pad_pairs(padding: Any, n: int, what: str) -> tuple[tuple[int, int], ...]:
+    """Explicit padding as ``n`` ``(low, high)`` pairs of ints.
+
+    Raises:
+        BluTypeError: not a sequence of pairs of ints; BluValueError: not ``n`` pairs.
+    """
+    msg = f"{what}: padding must be a string or {n} (low, high) pairs, got {padding!r}"
+    try:
+        pads = tuple(tuple(int(p) for p in pr) for pr in padding)
+    except (TypeError, ValueError):
+        raise BluTypeError(with_user_line(msg)) from None
+    if len(pads) != n or any(len(pr) != 2 for pr in pads):
+        raise BluValueError(with_user_line(msg))
+    return pads

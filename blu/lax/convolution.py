@@ -31,7 +31,7 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
-from blu.lax.conv_args import int_tuple, padtype_to_pads
+from blu.lax.conv_args import int_tuple, pad_pairs, padtype_to_pads
 from blu.lax.conv_decomp import conv_im2col
 from blu.lax.conv_numpy import conv_numpy, dilate_dim
 from blu.lax.dot import _canonical_precision
@@ -421,11 +421,7 @@ def conv_general_dilated(
         eff_win = [dilate_dim(ra.shape[a], r) for a, r in zip(dn.rhs_spec[2:], rd)]
         pads = tuple(padtype_to_pads(in_sp, eff_win, strides, padding))
     else:
-        pads = tuple(tuple(int(p) for p in pr) for pr in padding)
-        if len(pads) != s or any(len(pr) != 2 for pr in pads):
-            raise BluValueError(
-                with_user_line(f"conv: padding must be {s} (low, high) pairs, got {padding!r}")
-            )
+        pads = pad_pairs(padding, s, "conv")
     pet = None if preferred_element_type is None else dtypes.canonicalize(preferred_element_type)
     return conv_general_dilated_p.bind(
         lhs, rhs, window_strides=strides, padding=pads, lhs_dilation=ld, rhs_dilation=rd,

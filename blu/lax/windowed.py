@@ -31,6 +31,7 @@ from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.core.staging import make_jaxpr
 from blu.lax import elementwise as ew
+from blu.lax.conv_args import int_tuple, pad_pairs
 from blu.lax.conv_numpy import dilate_dim, dilate_pad
 from blu.lax.convolution import padtype_to_pads, vjp_lhs_padding
 from blu.lax.elementwise import convert_element_type
@@ -361,12 +362,7 @@ def reduce_window(
         )
 
     def ints(v, what):
-        v = (1,) * r if v is None else tuple(int(i) for i in v)
-        if len(v) != r:
-            raise BluValueError(
-                with_user_line(f"reduce_window: {what} must be {r} ints for {xa.str_short()}")
-            )
-        return v
+        return int_tuple(v, r, what, 1, f"reduce_window of {xa.str_short()}")
 
     wdims, strides = ints(window_dimensions, "window_dimensions"), ints(window_strides, "strides")
     bd, wd = ints(base_dilation, "base_dilation"), ints(window_dilation, "window_dilation")
@@ -375,13 +371,7 @@ def reduce_window(
         eff = tuple((w - 1) * d + 1 for w, d in zip(wdims, wd))
         pads = tuple(padtype_to_pads(xa.shape, eff, strides, padding))
     else:
-        pads = tuple(tuple(int(p) for p in pr) for pr in padding)
-        if len(pads) != r or any(len(pr) != 2 for pr in pads):
-            raise BluValueError(
-                with_user_line(
-                    f"reduce_window: padding must be {r} (low, high) pairs, got {padding!r}"
-                )
-            )
+        pads = pad_pairs(padding, r, "reduce_window")
     return prim.bind(
         operand,
         window_dimensions=wdims,

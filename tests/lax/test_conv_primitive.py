@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import blu
 from blu import lax
-from blu.core.errors import BluValueError
+from blu.core.errors import BluTypeError, BluValueError
 from blu.lax.conv_decomp import conv_im2col
 from blu.lax.convolution import conv_general_dilated_p
 from blu.lower.backend import prepare
@@ -227,3 +227,26 @@ def test_vmap_over_a_size_zero_axis_gives_empty_results():
     conv = lambda a, b: lax.conv_general_dilated(a, b, (1,), "SAME")  # noqa: E731
     assert blu.vmap(conv, in_axes=(0, None))(np.ones((0, 2, 3, 5)), w).shape == (0, 2, 4, 5)
     assert blu.vmap(conv, in_axes=(None, 0))(x, np.ones((0, 4, 3, 2))).shape == (0, 2, 4, 5)
+
+
+@pytest.mark.parametrize(
+    "call, err",
+    [
+        (lambda l, r: lax.conv_general_dilated(l, r, 1, "SAME"), BluTypeError),
+        (lambda l, r: lax.conv_general_dilated(l, r, (1,), None), BluTypeError),
+        (lambda l, r: lax.conv_general_dilated(l, r, (1,), (1,)), BluTypeError),
+        (lambda l, r: lax.conv_general_dilated(l, r, (1,), [(0, 0)], rhs_dilation=2), BluTypeError),
+        (lambda l, r: lax.conv_general_dilated(l, r, (1,), [("a", 0)]), BluTypeError),
+        (lambda l, r: lax.reduce_window(l, 0.0, lax.add, (1, 1, 2), 1, "VALID"), BluTypeError),
+        (lambda l, r: lax.reduce_window(l, 0.0, lax.add, (1, 1, 2), (1, 1, 1), None), BluTypeError),
+        (
+            lambda l, r: lax.reduce_window(l, 0.0, lax.add, (1, 1, 2), (1, 1, 1), (0,) * 3),
+            BluTypeError,
+        ),
+    ],
+)
+def test_window_arguments_of_the_wrong_type_are_blu_errors(call, err):
+    # an int for a sequence, or pairs that are not pairs of ints, raised raw TypeErrors
+    lhs, rhs = np.ones((1, 2, 5), np.float32), np.ones((3, 2, 2), np.float32)
+    with pytest.raises(err, match="must be"):
+        call(lhs, rhs)
