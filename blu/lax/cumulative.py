@@ -17,7 +17,7 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
-from blu.lax._base import any_dtype, check_dtype, compute_in_f32, is_numeric
+from blu.lax._base import any_dtype, check_dtype, compute_in_f32, is_numeric, static_int
 from blu.lax.elementwise import add, mul
 from blu.lax.shapes import concatenate, full, rev
 from blu.lax.slicing import slice as slice_
@@ -198,11 +198,12 @@ _chooser_jvp(cummin_p, "min")
 
 def _bind(prim: Primitive, x: Any, axis: int, reverse: bool) -> Any:
     aval = get_aval(x)
-    if not -aval.ndim <= int(axis) < aval.ndim:
+    axis = static_int(axis, f"{prim.name}: axis")
+    if not -aval.ndim <= axis < aval.ndim:
         raise BluValueError(
             with_user_line(f"{prim.name}: axis {axis} out of range for {aval.str_short()}")
         )
-    return prim.bind(x, axis=int(axis) % aval.ndim, reverse=bool(reverse))
+    return prim.bind(x, axis=axis % aval.ndim, reverse=bool(reverse))
 
 
 def cumsum(x: Any, axis: int = 0, reverse: bool = False) -> Any:

@@ -36,6 +36,7 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax import elementwise as ew
+from blu.lax._base import static_int
 from blu.lax.gather_scatter import gather, grid_indices, lin_jvp, scatter, scatter_add
 from blu.lax.shapes import full, pad, reshape, squeeze
 from blu.transforms.ad_util import deflinear, is_undefined
@@ -144,6 +145,7 @@ def index_in_dim(x: Any, index: int, axis: int = 0, keepdims: bool = True) -> An
 
 
 def _axis(axis: int, ndim: int, name: str) -> int:
+    axis = static_int(axis, f"{name}: axis")
     if not -ndim <= axis < ndim:
         raise BluValueError(with_user_line(f"{name}: axis {axis} out of range for rank {ndim}"))
     return axis % ndim
@@ -181,6 +183,10 @@ def _wrapped_starts(
 ) -> list[Any]:
     """Start operands with a negative start counted from the end (``s + dim``): Python ints
     at once, traced signed ones by a select (JAX's ``allow_negative_indices``)."""
+    if not hasattr(starts, "__len__"):
+        raise BluTypeError(
+            with_user_line(f"start_indices must be a sequence of scalar ints, got {starts!r}")
+        )
     allow = [allow] * len(starts) if isinstance(allow, bool) else list(allow)
     if len(allow) != len(starts):
         raise BluValueError(
@@ -300,7 +306,13 @@ def dynamic_slice(
     Raises:
         BluShapeError: sizes do not fit. BluTypeError: starts are not scalar ints, or too few.
     """
-    sizes = tuple(int(m) for m in slice_sizes)
+    try:
+        sizes = tuple(slice_sizes)
+    except TypeError:
+        raise BluTypeError(
+            with_user_line(f"dynamic_slice: slice_sizes must be ints, got {slice_sizes!r}")
+        ) from None
+    sizes = tuple(static_int(m, "dynamic_slice: slice_sizes entry") for m in sizes)
     starts = _wrapped_starts(start_indices, get_aval(x).shape, allow_negative_indices)
     return dynamic_slice_p.bind(x, *starts, slice_sizes=sizes)
 

@@ -20,7 +20,7 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax import elementwise as ew
-from blu.lax._base import fmt_avals
+from blu.lax._base import fmt_avals, static_int
 from blu.lax.casts import convert_element_type
 from blu.lax.gather_scatter import scatter_add_p
 from blu.lax.shapes import broadcast_in_dim, concatenate, full, iota, reshape
@@ -273,14 +273,18 @@ def sort(
     if not operands:
         raise BluValueError(with_user_line("sort: needs at least one operand"))
     nd = get_aval(operands[0]).ndim
-    if not -nd <= int(dimension) < nd:
+    dimension, num_keys = (
+        static_int(dimension, "sort: dimension"),
+        static_int(num_keys, "sort: num_keys"),
+    )
+    if not -nd <= dimension < nd:
         raise BluValueError(
             with_user_line(
                 f"sort: dimension {dimension} out of range for {get_aval(operands[0]).str_short()}"
             )
         )
     outs = sort_p.bind(
-        *operands, dimension=int(dimension) % nd, is_stable=bool(is_stable), num_keys=int(num_keys)
+        *operands, dimension=dimension % nd, is_stable=bool(is_stable), num_keys=num_keys
     )
     return outs[0] if single else tuple(outs)
 
@@ -352,5 +356,5 @@ def top_k(x: Any, k: int) -> tuple[Any, Any]:
     Raises:
         BluShapeError: ``x`` is 0-d. BluValueError: ``k`` out of range.
     """
-    values, idx = top_k_p.bind(x, k=int(k))
+    values, idx = top_k_p.bind(x, k=static_int(k, "top_k: k"))
     return values, idx
