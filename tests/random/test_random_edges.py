@@ -9,7 +9,7 @@ import pytest
 
 import blu
 from blu import random
-from blu.core.errors import BluShapeError
+from blu.core.errors import BluShapeError, BluTypeError
 
 KEY = random.key(3)
 N = 50_000
@@ -42,3 +42,18 @@ def test_parameters_that_do_not_broadcast_are_a_shape_error(draw):
     # without shape=, the parameters' broadcast was numpy's (a raw ValueError)
     with pytest.raises(BluShapeError, match=r"f\d\d\[2\], .* f\d\d\[3\] do not broadcast"):
         draw(KEY)
+
+
+@pytest.mark.parametrize("bad", [None, "a", 1.5, np.array([0, 1])])
+@pytest.mark.parametrize(
+    "name, draw",
+    [
+        ("categorical", lambda k, a: random.categorical(k, np.zeros((2, 3)), axis=a)),
+        ("permutation", lambda k, a: random.permutation(k, np.zeros((2, 3)), axis=a)),
+        ("choice", lambda k, a: random.choice(k, np.zeros((2, 3)), (1,), axis=a)),
+    ],
+)
+def test_an_axis_that_is_no_int_is_a_type_error(name, draw, bad):
+    # raw TypeErrors/ValueErrors from comparing or indexing with it
+    with pytest.raises(BluTypeError, match=f"random.{name}: axis must be an int"):
+        draw(KEY, bad)
