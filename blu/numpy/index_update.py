@@ -207,7 +207,7 @@ def _clip_index(x: Any, idx: Any) -> Any:
     out = []
     for e, n in zip(entries, shape):
         if _is_int_index(e):
-            i = _normalize_index(_index_array(e, "at[]"), n)
+            i = _normalize_index(_index_array(e, "at[]", n), n)
             if isinstance(i, np.ndarray):
                 i = np.clip(i, 0, max(n - 1, 0))
             else:
@@ -224,7 +224,7 @@ def _get_fill(x: Any, idx: Any, fill_value: Any) -> Any:
     bad = None
     for e, n in zip(entries, shape):
         if _is_int_index(e):
-            i = _index_array(e, "at[].get")
+            i = _index_array(e, "at[].get", n)
             b = logical_or(less(i, -n), greater_equal(i, n))
             bad = b if bad is None else logical_or(bad, b)
     out = getitem(x, idx)

@@ -31,6 +31,7 @@ from blu.core.array import Array
 from blu.core.errors import BluError, BluTypeError, ConcretizationError, with_user_line
 from blu.core.interpreter import Tracer, get_aval
 from blu.numpy._promote import array, asarray_operand, broadcast_shapes, broadcast_to
+from blu.numpy.selection import _fit_index
 
 __all__ = ["getitem", "BluIndexError"]
 
@@ -214,7 +215,9 @@ def _index_dtype(shape: tuple[int, ...]) -> np.dtype:
 
 
 def _normalized(arr: Any, n: int, dt: np.dtype) -> Any:
-    """Negative indices counted from the end, as ``dt`` (numpy in, numpy out)."""
+    """Negative indices counted from the end, as ``dt`` (numpy in, numpy out); indices of a
+    wider dtype than ``dt`` are clamped first (``_fit_index``), so out of bounds stays out."""
+    arr = _fit_index(arr, n, dt)
     if isinstance(arr, np.ndarray):
         a = arr.astype(np.int64)
         return np.where(a < 0, a + n, a).astype(dt)

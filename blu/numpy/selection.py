@@ -48,8 +48,36 @@ def _normalize_index(idx: Any, n: int) -> Any:
     return _where(less(idx, 0), add(idx, n), idx)
 
 
-def _index_array(indices: Any, name: str) -> Any:
+def _wider(src: Any, dt: Any) -> bool:
+    """Whether the integer dtype ``src`` holds values the integer dtype ``dt`` does not."""
+    si, di = np.iinfo(src), np.iinfo(dt)
+    return bool(si.min < di.min or si.max > di.max)
+
+
+def _fit_index(arr: Any, n: int, dt: Any) -> Any:
+    """Integer indices ``arr`` (numpy or traced) made safe to convert to the index dtype ``dt``
+    of an axis of size ``n``: when ``arr``'s dtype holds values ``dt`` does not (int64, uint32
+    or uint64 into int32), they are first clamped into ``[-n - 1, n]``, which keeps every
+    out-of-bounds index out of bounds (a bare conversion wraps ``2**32 + 1`` to ``1``, a valid
+    index). Indices of a narrower dtype are returned as they are."""
+    src = np.dtype(get_aval(arr).dtype)
+    if not _wider(src, dt):
+        return arr
+    si = np.iinfo(src)
+    lo, hi = max(int(si.min), -n - 1), n
+    if isinstance(arr, np.ndarray):
+        return np.asarray(np.clip(arr, src.type(lo), src.type(hi)))
+    if lo > si.min:
+        arr = lax.max(arr, lax.full_like(arr, lo))
+    return lax.min(arr, lax.full_like(arr, hi))
+
+
+def _index_array(indices: Any, name: str, n: int | None = None, wrap: bool = False) -> Any:
     """Integer indices as a numpy array (when concrete) or an int32 tracer.
+
+    With ``n`` (the indexed axis' size), indices of a dtype wider than int32 keep being out of
+    bounds when they are (``_fit_index``), or with ``wrap`` are first taken modulo
+    ``n`` in their own dtype; a bare conversion would wrap ``2**32 + 1`` to the valid ``1``.
 
     Raises:
         BluTypeError: the indices are not integers.
@@ -59,6 +87,10 @@ def _index_array(indices: Any, name: str) -> Any:
     d = np.dtype(_aval(indices).dtype)
     if d.kind not in "iu":
         raise BluTypeError(with_user_line(f"{name}: indices must be integers, got {d}"))
+    if n is not None and _wider(d, np.int32):
+        if wrap and n > 0:
+            indices = np.mod(indices, n) if isinstance(indices, np.ndarray) else mod(indices, n)
+        indices = _fit_index(indices, n, np.int32)
     if isinstance(indices, np.ndarray):
         big = indices.size and np.abs(indices.astype(np.int64)).max() > 2**31 - 2
         return indices.astype(np.int64 if big else np.int32)
@@ -98,7 +130,7 @@ def take(
     s = _aval(a).shape
     axis = canonicalize_axis(axis, len(s), "take")
     n = s[axis]
-    idx = _index_array(indices, "take")
+    idx = _index_array(indices, "take", None if mode == "raise" else n, mode == "wrap")
     if mode == "raise":
         _check_in_range(idx, n, axis)
     if mode == "wrap":
@@ -164,8 +196,9 @@ def take_along_axis(
     if axis is None:
         arr, axis = ravel(arr), 0
     s = _aval(arr).shape
-    idx = _index_array(indices, "take_along_axis")
-    ishape = idx.shape if isinstance(idx, np.ndarray) else _aval(idx).shape
+    if not isinstance(indices, Tracer):
+        indices = np.asarray(indices)
+    ishape = _aval(indices).shape
     if len(ishape) != len(s):
         raise BluShapeError(
             with_user_line(
@@ -174,6 +207,7 @@ def take_along_axis(
         )
     axis = canonicalize_axis(axis, len(s), "take_along_axis")
     n = s[axis]
+    idx = _index_array(indices, "take_along_axis", n, mode == "wrap")
     raw = idx
     if mode == "wrap":
         idx = np.mod(idx, max(n, 1)) if isinstance(idx, np.ndarray) else mod(idx, max(n, 1))

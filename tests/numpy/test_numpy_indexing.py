@@ -210,6 +210,37 @@ def test_out_of_bounds_arrays_clamp_on_read_and_drop_on_update():
     )
 
 
+@pytest.mark.parametrize(
+    "big", [np.array([2**32 + 1, 1], np.int64), np.array([2**32 - 1, 1], np.uint32),
+            np.array([2**64 - 2, 1], np.uint64), np.array([-(2**32) + 1, 1], np.int64)],
+)  # fmt: skip
+def test_wide_index_dtypes_stay_out_of_bounds(big):
+    # int64 / uint32 / uint64 indices that int32 cannot hold: a bare conversion wrapped
+    # 2**32 + 1 to the valid index 1 (and 2**32 - 1 to -1, the last row)
+    x = np.arange(12.0).reshape(3, 4)
+    clamp = 0 if big[0] < 0 else 2  # reads clamp an out-of-bounds index into range
+    dropped = x.copy()
+    dropped[1] = -1.0  # only the in-bounds index 1 is written
+    filled = np.stack([np.full(4, -5.0), x[1]])
+    for run in (lambda f, *a: f(*map(bnp.asarray, a)), lambda f, *a: blu.jit(f)(*a)):
+        _close(run(lambda x, i: x[i], x, big), x[[clamp, 1]])
+        _close(run(lambda x, i: x[i, 0], x, big), x[[clamp, 1], 0])
+        _close(run(lambda x, i: x.at[i].set(-1.0), x, big), dropped)
+        _close(run(lambda x, i: x.at[i].get(mode="fill", fill_value=-5.0), x, big), filled)
+        _close(run(lambda x, i: bnp.take(x, i, 0, mode="fill", fill_value=-5.0), x, big), filled)
+        _close(
+            run(lambda x, i: bnp.take_along_axis(x, i[:, None], 0, mode="fill", fill_value=-5.0),
+                x, big),
+            filled,
+        )  # fmt: skip
+        _close(run(lambda x, i: x.at[i].set(-1.0, mode="clip"), x, big[:1]),
+               np.where(np.arange(3)[:, None] == clamp, -1.0, x))  # fmt: skip
+    _close(blu.jit(lambda x, i: x[i[0]])(x, big), x[clamp])  # a traced scalar
+    _close(blu.jit(lambda x, i: x.at[i[0]].set(-1.0))(x, big), x)
+    _close(bnp.take(x, big, 0, mode="wrap"), x[big % 3])
+    _close(blu.jit(lambda x, i: bnp.take(x, i, 0, mode="wrap"))(x, big), x[big % 3])
+
+
 def test_traced_scalar_indices_use_dynamic_slice():
     x = np.arange(24.0).reshape(2, 3, 4)
     f = lambda x, i, j: x[i, :, j]  # noqa: E731
