@@ -505,14 +505,31 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any
             value = lax.convert_element_type(constant_values, aval.dtype)
             return lax.pad(array, value, [(lo, hi, 0) for lo, hi in widths])
         # per-axis (before, after) constants: pad one axis at a time
-        vals = np.broadcast_to(np.asarray(cv), (aval.ndim, 2))
+        cshape = get_aval(constant_values).shape if cv is None else cv.shape
+        try:
+            np.broadcast_shapes(cshape, (aval.ndim, 2))
+        except ValueError as e:
+            raise BluValueError(
+                with_user_line(
+                    f"pad: constant_values of shape {cshape} does not fit (before, after) for "
+                    f"each of the {aval.ndim} axes"
+                )
+            ) from e
+        if cv is None:  # traced: each constant is a scalar slice of them
+            vals = broadcast_to(constant_values, (aval.ndim, 2))
+            pick = lambda ax, k: lax.convert_element_type(  # noqa: E731
+                lax.reshape(lax.slice(vals, (ax, k), (ax + 1, k + 1)), ()), aval.dtype
+            )
+        else:
+            vals = np.broadcast_to(cv, (aval.ndim, 2))
+            pick = lambda ax, k: np.asarray(vals[ax, k], aval.dtype)[()]  # noqa: E731
         out = array
-        for ax, ((lo, hi), (vlo, vhi)) in enumerate(zip(widths, vals)):
+        for ax, (lo, hi) in enumerate(widths):
             cfg = [(0, 0, 0)] * aval.ndim
             cfg[ax] = (lo, 0, 0)
-            out = lax.pad(out, np.asarray(vlo, aval.dtype)[()], cfg)
+            out = lax.pad(out, pick(ax, 0), cfg)
             cfg[ax] = (0, hi, 0)
-            out = lax.pad(out, np.asarray(vhi, aval.dtype)[()], cfg)
+            out = lax.pad(out, pick(ax, 1), cfg)
         return out
     if mode in ("edge", "wrap"):
         out = array

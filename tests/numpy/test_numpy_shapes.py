@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.core.errors import BluError, BluShapeError, ConcretizationError
+from blu.core.errors import BluError, BluShapeError, BluValueError, ConcretizationError
 
 
 def _eq(got, want, dtype=None):
@@ -284,6 +284,28 @@ def test_pad(data):
         _eq(bnp.pad(x, widths, constant_values=cv), np.pad(x, widths, constant_values=cv))
     with pytest.raises(BluError):
         bnp.pad(x, widths, "median")
+
+
+def test_pad_traced_per_axis_constants():
+    # traced (before, after) constants under jit were read as NaN; a bad shape was a raw
+    # ValueError
+    x = np.arange(6.0).reshape(2, 3)
+    for cv in (np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([5.0, -6.0]), np.array([[7.0, 8.0]])):
+        got = blu.jit(lambda x, c: bnp.pad(x, ((1, 2), (2, 1)), constant_values=c))(x, cv)
+        _eq(got, np.pad(x, ((1, 2), (2, 1)), constant_values=cv))
+    xi = x.astype(np.int32)
+    got = blu.jit(lambda x, c: bnp.pad(x, 1, constant_values=c))(xi, np.array([1.0, -2.0]))
+    _eq(got, np.pad(xi, 1, constant_values=np.array([1.0, -2.0])))
+    # each constant's gradient counts the elements it fills
+    g = blu.grad(lambda c: bnp.sum(bnp.pad(x, ((1, 2), (2, 1)), constant_values=c)))(
+        np.array([[1.0, 2.0], [3.0, 4.0]])
+    )
+    _eq(g, np.array([[3.0, 6.0], [10.0, 5.0]]))
+    for bad in (np.ones(3), np.ones((3, 2))):
+        with pytest.raises(BluValueError, match="constant_values"):
+            bnp.pad(x, 1, constant_values=bad)
+        with pytest.raises(BluValueError, match="constant_values"):
+            blu.jit(lambda x, c: bnp.pad(x, 1, constant_values=c))(x, bad)
 
 
 # ---- take, diagonal, astype --------------------------------------------------------------------
