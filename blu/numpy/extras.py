@@ -39,7 +39,7 @@ from blu.numpy.manipulation import (
 from blu.numpy.reductions import any as _any
 from blu.numpy.reductions import sum as _sum
 from blu.numpy.selection import nonzero, take, take_along_axis, where
-from blu.numpy.sets import unique_all
+from blu.numpy.sets import _groups, unique_all
 from blu.numpy.sorting import argsort
 from blu.numpy.transcendental import sin
 from blu.numpy.ufuncs import clip
@@ -89,7 +89,8 @@ def unique(
         return_index, return_inverse, return_counts: also return the first index of each value
             (int32), the index of each element's value (``ar``'s shape), the counts.
         axis: only None (unique rows: ``unique`` of a view of each row is not in blu).
-        equal_nan: accepted; NaNs are each their own value (the Array API's rule).
+        equal_nan: whether the NaNs are one value (numpy's and JAX's default) or each their
+            own (the Array API's rule, as ``unique_all`` and the other ``unique_*``).
         size, fill_value: a static result length (needed under ``jit``) and the padding.
 
     Returns:
@@ -106,17 +107,16 @@ def unique(
                 "key (e.g. a dot with random weights), then unique the keys"
             )
         )
-    del equal_nan
-    r = unique_all(ar, size=size, fill_value=fill_value)
+    values, indices, inverse, counts = _groups(ar, size, fill_value, bool(equal_nan))
     if not (return_index or return_inverse or return_counts):
-        return r.values
-    out = [r.values]
+        return values
+    out = [values]
     if return_index:
-        out.append(r.indices)
+        out.append(indices)
     if return_inverse:
-        out.append(r.inverse_indices)
+        out.append(inverse)
     if return_counts:
-        out.append(r.counts)
+        out.append(counts)
     return tuple(out)
 
 

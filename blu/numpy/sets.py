@@ -42,8 +42,9 @@ class UniqueInverseResult(NamedTuple):
     inverse_indices: Any
 
 
-def _groups(x: Any, size: int | None, fill_value: Any):
-    """(values, first indices, inverse indices (x's shape), counts) of the groups of ``x``."""
+def _groups(x: Any, size: int | None, fill_value: Any, equal_nan: bool = False):
+    """(values, first indices, inverse indices (x's shape), counts) of the groups of ``x``;
+    with ``equal_nan`` the NaNs (sorted last) are one group."""
     x = asarray_operand(x)
     aval = get_aval(x)
     flat = lax.reshape(x, (aval.size,))
@@ -52,7 +53,11 @@ def _groups(x: Any, size: int | None, fill_value: Any):
     perm = argsort(flat)  # stable: a group's first sorted element has its smallest index
     srt = take(flat, perm)
     if n:
-        differs = lax.ne(lax.slice_in_dim(srt, 1, n), lax.slice_in_dim(srt, 0, n - 1))
+        hi, lo = lax.slice_in_dim(srt, 1, n), lax.slice_in_dim(srt, 0, n - 1)
+        differs = lax.ne(hi, lo)
+        if equal_nan and dtypes.is_inexact(aval.dtype):  # NaN != NaN, but here they are one
+            both_nan = lax.and_(lax.ne(hi, hi), lax.ne(lo, lo))
+            differs = lax.and_(differs, lax.not_(both_nan))
         starts = concatenate([lax.full((1,), True, dtypes.bool_), differs])
     else:
         starts = lax.full((0,), True, dtypes.bool_)
@@ -73,7 +78,12 @@ def _groups(x: Any, size: int | None, fill_value: Any):
         values = lax.full((size,), 0, aval.dtype)
         first = lax.full((size,), 0, i32)
     if size:
-        fill = lax.reduce_min(flat, (0,)) if fill_value is None and n else fill_value
+        if fill_value is None and n:
+            # the smallest value: the first sorted one (a minimum would be NaN, not the
+            # smallest number, when there is a NaN, as JAX's)
+            fill = lax.reduce_min(flat, (0,)) if not dtypes.is_inexact(aval.dtype) else take(srt, 0)
+        else:
+            fill = fill_value
         fill = lax.convert_element_type(asarray_operand(0 if fill is None else fill), aval.dtype)
         values = lax.select(present, values, lax.broadcast_in_dim(fill, (size,), ()))
     first = lax.select(present, first, lax.full((size,), 0, i32))

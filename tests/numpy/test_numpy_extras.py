@@ -91,6 +91,25 @@ def test_cov_corrcoef():
     close(blu.jit(bnp.corrcoef)(M), np.corrcoef(M), rtol=1e-12)
 
 
+def test_unique_nans_are_one_value_by_default():
+    # numpy's and JAX's equal_nan=True: every NaN was its own value (several NaNs came out)
+    v = np.array([np.nan, 1.0, np.nan, 0.0, 1.0, np.nan])
+    want = np.unique(v, return_index=True, return_inverse=True, return_counts=True)
+    for got in (
+        bnp.unique(v, return_index=True, return_inverse=True, return_counts=True),
+        blu.jit(lambda v: bnp.unique(v, True, True, True, size=3))(v),
+    ):
+        for g, w in zip(got, want):
+            close(g, w)
+    z = np.array([1 + 1j, complex(np.nan, 1), complex(1, np.nan), 1 + 1j])
+    close(bnp.unique(z), np.unique(z))
+    close(bnp.unique(v, equal_nan=False), [0.0, 1.0, np.nan, np.nan, np.nan])
+    close(bnp.unique_values(v), [0.0, 1.0, np.nan, np.nan, np.nan])  # the Array API's rule
+    # padding: the smallest value (the first sorted one, JAX's), not a NaN minimum
+    close(blu.jit(lambda v: bnp.unique(v, size=5))(v), [0.0, 1.0, np.nan, 0.0, 0.0])
+    close(bnp.unique_values(v, size=6), [0.0, 1.0, np.nan, np.nan, np.nan, 0.0])
+
+
 def test_unique_and_sets():
     got = bnp.unique(INTS, return_index=True, return_inverse=True, return_counts=True)
     want = np.unique(INTS, return_index=True, return_inverse=True, return_counts=True)

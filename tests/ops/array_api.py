@@ -232,14 +232,15 @@ op(
 
 def _np_unique(x, size, fill_value=None):
     """values, first indices, inverse indices (x's shape), counts; NaNs distinct; padded to
-    ``size`` with ``fill_value`` (default the minimum), index 0 and count 0."""
+    ``size`` with ``fill_value`` (default the smallest value: the first sorted one, JAX's, not
+    a NaN minimum), index 0 and count 0."""
     flat = x.reshape(-1)
     v, idx, inv, cnt = np.unique(
         flat, return_index=True, return_inverse=True, return_counts=True, equal_nan=False
     )
     if size is not None:
         pad = size - v.size
-        fill = (np.min(flat) if flat.size else 0) if fill_value is None else fill_value
+        fill = (np.sort(flat)[0] if flat.size else 0) if fill_value is None else fill_value
         v = np.concatenate([v, np.full(pad, fill, v.dtype)])
         idx = np.concatenate([idx, np.zeros(pad, idx.dtype)])
         cnt = np.concatenate([cnt, np.zeros(pad, cnt.dtype)])
