@@ -321,17 +321,17 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
         ConcretizationError: ``a`` is traced and ``size`` is None (use ``bnp.where(cond, x, y)``,
             a mask, or pass ``size=``). BluShapeError: ``a`` is 0-d (as numpy 2).
     """
-    fill = 0 if fill_value is None else fill_value
     if _aval(a).ndim == 0:
         # numpy 2 and the Array API: a 0-d array has no axes to index (atleast_1d it first)
         raise BluShapeError(with_user_line("nonzero: a 0-d array has no indices (use atleast_1d)"))
+    fills = _nonzero_fills(fill_value, _aval(a).ndim)
     if size is None or not isinstance(a, Tracer):
         v = concrete_value(a, "nonzero (or one-argument where) without size=")
         idx = np.nonzero(np.atleast_1d(v))
         if size is not None:
             idx = tuple(
                 np.concatenate([i[:size], np.full(builtins.max(size - len(i), 0), fill)])
-                for i in idx
+                for i, fill in zip(idx, fills)
             )
         return tuple(Array(i.astype(np.int32)) for i in idx)
     # traced, fixed size: the k-th nonzero element's flat index is written to slot k
@@ -350,8 +350,27 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
     for k, d in enumerate(shape):
         stride = int(np.prod(shape[k + 1 :]))
         coord = lax.rem(lax.div(pos, lax.full_like(pos, stride)), lax.full_like(pos, d))
-        out.append(_where(missing, fill, coord))
+        out.append(_where(missing, fills[k], coord))
     return tuple(out)
+
+
+def _nonzero_fills(fill_value: Any, ndim: int) -> tuple:
+    """One scalar fill per axis: ``fill_value`` (default 0) or a tuple of ``ndim`` scalars (as
+    JAX's).
+
+    Raises:
+        BluValueError: a tuple of another length, or a non-scalar fill.
+    """
+    fills = fill_value if isinstance(fill_value, tuple) else (fill_value,) * ndim
+    if len(fills) != ndim or any(np.ndim(f) if not isinstance(f, Tracer) else _aval(f).ndim
+                                 for f in fills):  # fmt: skip
+        raise BluValueError(
+            with_user_line(
+                f"nonzero: fill_value must be a scalar or a tuple of {ndim} scalars (one per "
+                f"axis), got {fill_value!r}"
+            )
+        )
+    return tuple(0 if f is None else f for f in fills)
 
 
 def where(

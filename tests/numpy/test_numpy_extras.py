@@ -140,6 +140,24 @@ def test_select_argwhere_flatnonzero():
         bnp.select([x < 1, x > 2], [x])
 
 
+def test_nonzero_fill_value_per_axis():
+    # JAX's tuple fill_value, one per axis: the tuple was flattened into every axis' padding
+    # (eagerly) or failed to broadcast (under jit)
+    x = np.array([[0, 1, 0], [2, 0, 3]])
+    want = (np.array([0, 1, 1, 8, 8]), np.array([1, 0, 2, 9, 9]))
+    for got in (
+        bnp.nonzero(x, size=5, fill_value=(8, 9)),
+        blu.jit(lambda x: bnp.nonzero(x, size=5, fill_value=(8, 9)))(x),
+    ):
+        for g, w in zip(got, want):
+            close(g, w)
+    close(blu.jit(lambda x: bnp.argwhere(x, size=4, fill_value=(-1, -2)))(x),
+          [[0, 1], [1, 0], [1, 2], [-1, -2]])  # fmt: skip
+    for bad in ((1,), (1, 2, 3), np.array([1, 2])):
+        with pytest.raises(BluValueError, match="fill_value"):
+            bnp.nonzero(x, size=5, fill_value=bad)
+
+
 def test_cross():
     a, b = RNG.normal(size=(5, 3)), RNG.normal(size=(5, 3))
     close(bnp.cross(a, b), np.cross(a, b), rtol=1e-12)
