@@ -31,7 +31,7 @@ from blu.numpy.reductions import sum as _sum
 from blu.numpy.selection import diagonal, take, where
 from blu.numpy.sorting import argsort, searchsorted
 from blu.numpy.transcendental import sqrt
-from blu.numpy.ufuncs import clip, subtract, true_divide
+from blu.numpy.ufuncs import clip, maximum, subtract, true_divide
 
 __all__ = [
     "bincount",
@@ -52,7 +52,8 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
         weights: optional array of ``x``'s shape.
         minlength: the smallest length of the result.
         length: the result's length (static); needed when ``x`` is traced. Values ``>= length``
-            or negative are dropped (as in JAX).
+            are dropped; negative values count in bin 0 (JAX's: they are clipped to zero,
+            where numpy raises).
 
     Returns:
         ``(length,)``: int32 counts, or sums of ``weights`` (their dtype).
@@ -77,8 +78,8 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
         raise BluValueError(
             with_user_line(f"bincount: weights has shape {w.shape}, x has shape {x.shape}")
         )
-    valid = logical_and(x >= 0, x < length)
-    idx = where(valid, x, length)  # out of range: dropped by the scatter
+    # negative values clipped to 0 (JAX's); values >= length are dropped by the scatter
+    idx = maximum(x, 0)
     return IndexUpdateHelper(zeros((length,), w.dtype))[idx].add(w, mode="drop")
 
 

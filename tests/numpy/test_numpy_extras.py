@@ -38,6 +38,17 @@ def test_bincount():
         bnp.bincount(np.ones(3))
 
 
+def test_bincount_clips_negative_values_to_zero():
+    # JAX's rule (numpy raises); they were dropped
+    x = np.array([-3, 0, 2, 5, -1])
+    clipped = np.maximum(x, 0)
+    close(bnp.bincount(x), np.bincount(clipped))
+    close(blu.jit(lambda x: bnp.bincount(x, length=3))(x), np.bincount(clipped)[:3])
+    w = np.array([0.5, 1.0, 2.0, 4.0, 8.0])
+    got = blu.jit(lambda x, w: bnp.bincount(x, w, length=4))(x, w)
+    close(got, np.bincount(clipped, w, minlength=4)[:4])
+
+
 EDGES = np.array([-3.0, -0.5, 0.0, 0.1, 3.0])
 
 
