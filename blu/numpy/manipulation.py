@@ -30,7 +30,7 @@ from blu.numpy._promote import (
     promote_dtypes,
 )
 from blu.numpy.devices import to_device
-from blu.numpy.ufuncs import mod, subtract
+from blu.numpy.ufuncs import add, mod, subtract
 
 # fmt: off
 __all__ = [
@@ -416,20 +416,44 @@ def flipud(m: Any) -> Any:
 
 
 def roll(a: Any, shift: Any, axis: Any = None) -> Any:
-    """Rotate elements along ``axis`` by ``shift`` (static or traced); raveled when None."""
+    """Rotate elements along ``axis`` by ``shift`` (static or traced); raveled when None.
+
+    ``shift`` and ``axis`` may be sequences; they broadcast against each other and the shifts
+    of an axis named more than once add up (numpy's and JAX's rule).
+
+    Raises:
+        BluValueError: ``shift`` and ``axis`` of lengths that do not broadcast, or an axis out
+            of range.
+    """
     a = asarray_operand(a)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), _aval(a).shape)
     nd = _aval(a).ndim
-    axes = (
-        canonicalize_axes(axis, nd, "roll")
-        if not isinstance(axis, (int, np.integer))
-        else (canonicalize_axis(axis, nd, "roll"),)
-    )
-    shifts = shift if isinstance(shift, (tuple, list)) else [shift] * len(axes)
-    if len(shifts) != len(axes):
-        shifts = list(np.broadcast_to(np.asarray(shifts, dtype=object), (len(axes),)))
+    axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+    if isinstance(shift, (tuple, list)):
+        shifts = list(shift)
+    elif not isinstance(shift, (int, np.integer)) and get_aval(shift).ndim == 1:
+        shifts = [shift[i] for i in range(get_aval(shift).shape[0])]  # concrete or traced
+    else:
+        shifts = [shift]
+    if len(axes) == 1:
+        axes = axes * len(shifts)
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    if len(axes) != len(shifts):
+        raise BluValueError(
+            with_user_line(f"roll: {len(shifts)} shifts do not broadcast with the axes {axis}")
+        )
+    total: dict[int, Any] = {}  # the shift of each axis, in the order the axes first appear
     for ax, sh in zip(axes, shifts):
+        ax = canonicalize_axis(ax, nd, "roll")
+        if ax not in total:
+            total[ax] = sh
+        elif is_concrete(total[ax]) and is_concrete(sh):
+            total[ax] = int(np.asarray(total[ax])) + int(np.asarray(sh))
+        else:
+            total[ax] = add(total[ax], sh)
+    for ax, sh in total.items():
         a = _roll1(a, sh, ax)
     return a
 

@@ -260,6 +260,24 @@ def test_tile_repeat_flip_roll(data):
         _eq(bnp.flipud(x), np.flipud(x))
 
 
+def test_roll_broadcasts_shifts_and_axes():
+    # numpy's and JAX's rule: shift and axis broadcast, the shifts of a repeated axis add up.
+    # A shift sequence with axis=None or one axis was a raw ValueError, a 1-d shift array a raw
+    # TypeError, a repeated axis a BluValueError
+    x = np.arange(12.0).reshape(3, 4)
+    for shift, axis in [((1, 2), None), ((1, 2), 1), ((1, 1), (0, 0)), ((2, -1, 1), (1, 0, 1)),
+                        (np.array([1, 2]), (0, 1)), (1, (0, 1, 0))]:  # fmt: skip
+        _eq(bnp.roll(x, shift, axis), np.roll(x, shift, axis))
+    _eq(
+        blu.jit(lambda x, s: bnp.roll(x, s, (0, 1)))(x, np.array([1, 2])),
+        np.roll(x, (1, 2), (0, 1)),
+    )
+    _eq(blu.jit(lambda x, s: bnp.roll(x, (s, 2), (1, 1)))(x, 1), np.roll(x, 3, 1))
+    _eq(blu.jit(lambda x, s: bnp.roll(x, s))(x, np.array([5, -1])), np.roll(x, 4))
+    with pytest.raises(BluValueError, match="shifts"):
+        bnp.roll(x, (1, 2, 3), (0, 1))
+
+
 @given(st.data())
 def test_pad(data):
     shape = data.draw(shapes(min_dims=1, max_dims=3))
