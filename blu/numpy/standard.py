@@ -128,10 +128,11 @@ def isdtype(dtype: Any, kind: Any) -> bool:
     return d == dtypes.canonicalize(getattr(kind, "dtype", kind))
 
 
-def diff(x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None):
+def diff(x: Any, /, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None):
     """The ``n``-th forward difference ``x[i+1] - x[i]`` along ``axis`` (bool: ``!=``), after
-    concatenating ``prepend``/``append`` there (numpy's ``diff``, the standard's keywords);
-    ``n == 0`` returns ``x`` itself, without ``prepend``/``append``, as numpy does.
+    concatenating ``prepend``/``append`` there (numpy's and JAX's ``diff``, whose positional
+    order ``n, axis`` it takes, and the standard's keywords); ``n == 0`` returns ``x`` itself,
+    without ``prepend``/``append``, as numpy does.
 
     Shapes: ``x.shape`` with ``axis`` shortened by ``n`` (lengthened by the appended parts).
 

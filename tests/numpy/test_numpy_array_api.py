@@ -116,6 +116,16 @@ def test_diff_prepend_append_bool_and_transforms():
         bnp.diff(np.float64(1.0))
 
 
+def test_diff_takes_n_and_axis_positionally():
+    # numpy's and JAX's diff(a, n, axis, prepend, append): diff(x, 2) was a raw TypeError
+    x = np.arange(12.0).reshape(3, 4) ** 2
+    np.testing.assert_array_equal(bnp.diff(x, 2), np.diff(x, 2))
+    np.testing.assert_array_equal(bnp.diff(x, 1, 0), np.diff(x, 1, 0))
+    np.testing.assert_array_equal(bnp.diff(x, 1, 0, -1.0, 2.0), np.diff(x, 1, 0, -1.0, 2.0))
+    got = blu.jit(lambda a: bnp.diff(a, 2, -1))(x)
+    np.testing.assert_array_equal(got, np.diff(x, 2, -1))
+
+
 def test_unstack():
     x = np.arange(24.0).reshape(2, 3, 4)
     for axis in (0, 1, -1):
