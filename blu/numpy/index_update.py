@@ -43,6 +43,7 @@ from blu.numpy.ufuncs import (
     negative,
     power,
     reciprocal,
+    true_divide,
 )
 
 __all__ = ["IndexUpdateHelper", "IndexUpdateRef"]
@@ -140,7 +141,13 @@ class IndexUpdateRef:
 
     def divide(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
                unique_indices: bool = False) -> Any:  # fmt: skip
-        """``x`` with ``x[idx] /= values``."""
+        """``x`` with ``x[idx] /= values``. For an integer or bool ``x`` this is JAX's
+        ``x / ones_like(x).at[idx].multiply(values)``, a float array (the reciprocal of an
+        integer would be 0)."""
+        x = asarray_operand(self.array)
+        if not dtypes.is_inexact(get_aval(x).dtype):
+            ones = lax.full_like(x, 1)
+            return true_divide(x, IndexUpdateRef(ones, self.index)._do(values, "mul", mode))
         return self._do(reciprocal(values), "mul", mode)
 
     def power(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,

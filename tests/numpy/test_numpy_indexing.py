@@ -285,6 +285,22 @@ def test_update_values_cast_and_broadcast():
     _close(b, np.array([False, True, False, True]))
 
 
+def test_at_divide_of_integers_is_a_float_division():
+    # JAX's x / ones_like(x).at[idx].multiply(v): it multiplied by the integer reciprocal 1 // v,
+    # which is 0, so x.at[1].divide(2) zeroed row 1
+    x = np.arange(6).reshape(3, 2)
+    want = x / np.array([[1], [4], [1]])  # index 1 twice: divided by 2 * 2; 5 is dropped
+    for got in (
+        bnp.asarray(x).at[np.array([1, 1, 5])].divide(2),
+        blu.jit(lambda x: x.at[np.array([1, 1, 5])].divide(2))(x),
+    ):
+        assert np.asarray(got).dtype == bnp.true_divide(x, x).dtype  # float, as x / x
+        np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-7)
+    got = bnp.asarray(x.astype(np.uint8)).at[:, 1].divide(np.array([2, 4, 8], np.uint8))
+    want = x / np.array([[1, 2], [1, 4], [1, 8]])
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-7)
+
+
 def test_index_errors():
     x = bnp.zeros((2, 3))
     with pytest.raises(IndexError, match=r"out of bounds.*\(2, 3\)"):
