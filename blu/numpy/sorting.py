@@ -82,8 +82,19 @@ def searchsorted(
     (NumPy's and JAX's order): a NaN query goes after the numbers, before or after ``a``'s NaNs
     by ``side``.
 
-    An unrolled binary search of ``ceil(log2(n + 1))`` steps of gather and compare.
+    An unrolled binary search of ``ceil(log2(n + 1))`` steps of gather and compare, whatever
+    JAX ``method`` ('scan', 'scan_unrolled', 'sort', 'compare_all') is named.
+
+    Raises:
+        BluValueError: an unknown ``side`` or ``method``.
     """
+    if method not in ("scan", "scan_unrolled", "sort", "compare_all"):
+        raise BluValueError(
+            with_user_line(
+                f"searchsorted: method must be 'scan', 'scan_unrolled', 'sort' or "
+                f"'compare_all', got {method!r}"
+            )
+        )
     if side not in ("left", "right"):
         raise BluValueError(
             with_user_line(f"searchsorted: side must be 'left' or 'right', got {side!r}")

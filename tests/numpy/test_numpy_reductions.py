@@ -294,6 +294,15 @@ def test_searchsorted(data):
     )
 
 
+def test_searchsorted_methods():
+    # JAX's methods give one result; an unknown one was silently ignored
+    a, v = np.array([1.0, 2.0, 2.0, 4.0]), np.array([0.0, 2.0, 3.0, 5.0])
+    for method in ("scan", "scan_unrolled", "sort", "compare_all"):
+        _close(bnp.searchsorted(a, v, "right", method=method), np.searchsorted(a, v, "right"))
+    with pytest.raises(BluError, match="method"):
+        bnp.searchsorted(a, v, method="binary")
+
+
 def test_digitize_puts_nan_past_the_last_bin():
     x = np.array([np.nan, 0.5, 1.5, 2.5, np.inf])
     for bins in (np.array([1.0, 2.0]), np.array([2.0, 1.0])):
