@@ -405,6 +405,8 @@ def _identity(op: str, dtype: np.dtype) -> Any:
         return 1
     if dtypes.is_float(dtype):
         return np.inf if op == "min" else -np.inf
+    if dtypes.is_complex(dtype):  # complex order is lexicographic (numpy's and JAX's)
+        return complex(np.inf, np.inf) if op == "min" else complex(-np.inf, -np.inf)
     if dtype == dtypes.bool_:
         return op == "min"
     info = np.iinfo(dtype)

@@ -301,6 +301,19 @@ def test_at_divide_of_integers_is_a_float_division():
     np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-7)
 
 
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_at_min_max_of_complex_arrays(dtype):
+    # lexicographic, as np.minimum.at (a raw ValueError: no integer identity for complex)
+    x = np.array([1 + 1j, 1 - 1j, -1j, 2 + 0j], dtype)
+    idx = np.array([0, 0, 3, 2, 2])
+    v = np.array([1 + 2j, 1 + 0.5j, 5j, -1j, -1 - 1j], dtype)
+    for name, ufunc in (("min", np.minimum), ("max", np.maximum)):
+        want = x.copy()
+        ufunc.at(want, idx, v)
+        _close(getattr(bnp.asarray(x).at[idx], name)(v), want)
+        _close(blu.jit(lambda x, v, name=name: getattr(x.at[idx], name)(v))(x, v), want)
+
+
 def test_index_errors():
     x = bnp.zeros((2, 3))
     with pytest.raises(IndexError, match=r"out of bounds.*\(2, 3\)"):
