@@ -121,7 +121,8 @@ def take(
     (JAX refuses it too): use 'clip' or 'fill'.
 
     Raises:
-        BluIndexError: ``mode="raise"`` and an index outside ``[-n, n)``.
+        BluIndexError: ``mode="raise"`` and an index outside ``[-n, n)``, or indices into an
+            empty axis with a mode other than 'fill'.
         BluValueError: ``mode="raise"`` with traced indices, or an unknown mode.
     """
     a = asarray_operand(a)
@@ -131,6 +132,14 @@ def take(
     axis = canonicalize_axis(axis, len(s), "take")
     n = s[axis]
     idx = _index_array(indices, "take", None if mode == "raise" else n, mode == "wrap")
+    if n == 0 and _aval(idx).size and mode in (None, "clip", "wrap"):
+        # nothing to clamp or wrap to (numpy and JAX raise too); 'fill' reads fill_value
+        raise BluIndexError(
+            with_user_line(
+                f"take: cannot take indices from the empty axis {axis} of an array of shape "
+                f"{s} with mode={mode!r} (mode='fill' reads fill_value there)"
+            )
+        )
     if mode == "raise":
         _check_in_range(idx, n, axis)
     if mode == "wrap":

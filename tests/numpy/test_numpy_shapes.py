@@ -368,6 +368,18 @@ def test_take_and_take_along_axis(data):
     _eq(bnp.take_along_axis(x, order, ax), np.sort(x, axis=ax))
 
 
+def test_take_from_an_empty_axis():
+    # numpy and JAX raise; clip/wrap returned zeros (wrap with a numpy divide-by-zero warning)
+    x = np.zeros((3, 0))
+    for mode in (None, "clip", "wrap"):
+        with pytest.raises(IndexError, match="empty axis"):
+            bnp.take(x, np.array([0, 1]), axis=1, mode=mode)
+        with pytest.raises(IndexError, match="empty axis"):
+            blu.jit(lambda x, i, mode=mode: bnp.take(x, i, axis=1, mode=mode))(x, np.array([0]))
+    _eq(bnp.take(x, np.array([0, 1]), axis=1, mode="fill", fill_value=-1.0), -np.ones((3, 2)))
+    _eq(bnp.take(x, np.zeros(0, np.int32), axis=1), np.zeros((3, 0)))  # no index: fine
+
+
 @given(st.data())
 def test_diagonal_diag_trace(data):
     shape = data.draw(shapes(min_dims=2, max_dims=4))
