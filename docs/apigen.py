@@ -73,6 +73,7 @@ TOPICS = {
     "blu.numpy.complexes": "Complex numbers",
     "blu.numpy.logic": "Comparisons, logic and bits",
     "blu.numpy.manipulation": "Shape manipulation",
+    "blu.numpy.padding": "Shape manipulation",
     "blu.numpy.indexing": "Indexing, selection and updates",
     "blu.numpy.index_update": "Indexing, selection and updates",
     "blu.numpy.selection": "Indexing, selection and updates",

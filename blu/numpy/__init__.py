@@ -22,7 +22,8 @@ from blu.core import array as _array
 # from the bottom: _promote (array, promotion, broadcasting), _dtypes, devices, logic,
 # complexes, ufuncs (arithmetic, rounding, extrema, the three-argument where), transcendental,
 # manipulation, creation, selection (take, nonzero, where), reductions, sorting, sets,
-# products, einsum, indexing, index_update, signal, fft, standard, linalg, statistics, extras.
+# products, einsum, indexing, index_update, signal, fft, standard, linalg, statistics, extras,
+# nanfuncs, padding.
 from blu.numpy import fft, linalg
 from blu.numpy._dtypes import (
     bfloat16,
@@ -66,6 +67,7 @@ from blu.numpy.index_update import IndexUpdateHelper, IndexUpdateRef
 from blu.numpy.indexing import getitem
 from blu.numpy.logic import *  # noqa: F403
 from blu.numpy.manipulation import *  # noqa: F403
+from blu.numpy.padding import *  # noqa: F403
 from blu.numpy.products import *  # noqa: F403
 from blu.numpy.reductions import *  # noqa: F403
 from blu.numpy.repetition import *  # noqa: F403
