@@ -8,10 +8,16 @@ from typing import Any
 import numpy as np
 
 from blu import lax
+from blu.core import dtypes
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, broadcast_to, concrete_value, is_concrete
 from blu.numpy.manipulation import _aval, _slice_axis, concatenate
+from blu.numpy.reductions import max as _max
+from blu.numpy.reductions import mean, median
+from blu.numpy.reductions import min as _min
+from blu.numpy.ufuncs import add, floor, multiply, subtract, true_divide
+from blu.numpy.ufuncs import round as round_
 
 __all__ = ["pad"]
 
@@ -38,19 +44,50 @@ def _stretch(x: Any, k: int, axis: int) -> Any:
     return broadcast_to(x, tuple(shape))
 
 
-def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any = 0) -> Any:
-    """Pad with ``constant_values`` (mode 'constant'), or with the edge values ('edge'), or by
-    wrapping around ('wrap').
+_MODES = ("constant", "edge", "wrap", "reflect", "symmetric", "maximum", "minimum", "mean",
+          "median", "linear_ramp", "empty")  # fmt: skip
+
+
+def pad(
+    array: Any,
+    pad_width: Any,
+    mode: str = "constant",
+    constant_values: Any = 0,
+    *,
+    stat_length: Any = None,
+    end_values: Any = 0,
+    reflect_type: str = "even",
+) -> Any:
+    """``array`` padded along each axis as ``numpy.pad`` (and ``jax.numpy.pad``) does, one axis
+    after the other (so later axes pad the corners too).
+
+    Modes: 'constant' (``constant_values``), 'edge' (the edge values), 'wrap' (wrapping
+    around), 'reflect' / 'symmetric' (mirrored without / with the edge value; with
+    ``reflect_type='odd'`` the mirror image is subtracted from twice the edge),
+    'maximum' / 'minimum' / 'mean' / 'median' (a statistic of the ``stat_length`` elements
+    nearest each side, all of them by default; integer means and medians round half to even),
+    'linear_ramp' (a ramp from ``end_values`` to the edge value, rounded down for integers),
+    'empty' (zeros, as JAX: numpy leaves them undefined).
 
     Args:
-        pad_width: an int, ``(before, after)``, or one ``(before, after)`` per axis.
+        pad_width: an int, ``(before, after)``, or one ``(before, after)`` per axis;
+            ``constant_values``, ``stat_length`` and ``end_values`` take the same forms.
 
     Raises:
-        BluValueError: an unsupported mode or a bad pad_width.
+        BluValueError: an unknown mode or ``reflect_type``, a bad pad_width, a stat_length of
+            0, or padding an empty axis with a mode that reads its values.
     """
     array = asarray_operand(array)
     aval = _aval(array)
     widths = _pad_widths(pad_width, aval.ndim)
+    if mode not in _MODES:
+        raise BluValueError(
+            with_user_line(f"pad: unknown mode {mode!r} (one of {', '.join(_MODES)})")
+        )
+    if mode == "empty":
+        return lax.pad(array, np.zeros((), aval.dtype)[()], [(lo, hi, 0) for lo, hi in widths])
+    if mode in ("reflect", "symmetric", "maximum", "minimum", "mean", "median", "linear_ramp"):
+        return _pad_other(array, widths, mode, stat_length, end_values, reflect_type)
     if mode == "constant":
         cv = (
             concrete_value(constant_values, "pad (constant_values)")
@@ -109,6 +146,106 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any
                 parts = [_slice_axis(tiled, start, start + lo + n + hi, ax)]
             out = concatenate(parts, ax)
         return out
-    raise BluValueError(
-        with_user_line(f"pad: mode {mode!r} is not supported (use 'constant', 'edge' or 'wrap')")
-    )
+    raise AssertionError(mode)  # every mode is handled above
+
+
+def _per_axis(value: Any, nd: int, name: str) -> np.ndarray:
+    """A concrete ``value`` broadcast to ``(nd, 2)``: (before, after) for each axis."""
+    v = concrete_value(value, f"pad ({name})")
+    try:
+        return np.broadcast_to(v, (nd, 2))
+    except ValueError as e:
+        raise BluValueError(
+            with_user_line(f"pad: {name} {value!r} does not fit (before, after) for {nd} axes")
+        ) from e
+
+
+def _pad_other(x: Any, widths: list, mode: str, stat_length: Any, end_values: Any,
+               reflect_type: str) -> Any:  # fmt: skip
+    """The reflecting, statistic and ramp modes, one axis after the other (numpy's order)."""
+    nd = _aval(x).ndim
+    if mode in ("reflect", "symmetric") and reflect_type not in ("even", "odd"):
+        raise BluValueError(
+            with_user_line(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
+        )
+    stat = None if stat_length is None else _per_axis(stat_length, nd, "stat_length")
+    if stat is not None and (stat <= 0).any():
+        raise BluValueError(with_user_line(f"pad: stat_length {stat_length!r} must be > 0"))
+    ends = _per_axis(end_values, nd, "end_values") if mode == "linear_ramp" else None
+    for ax, (lo, hi) in enumerate(widths):
+        if lo == hi == 0:
+            continue
+        n = _aval(x).shape[ax]
+        if n == 0:
+            raise BluValueError(with_user_line(f"pad: mode {mode!r} on an empty axis {ax}"))
+        if mode in ("reflect", "symmetric"):
+            x = _mirror(x, lo, hi, ax, mode, reflect_type)
+        elif mode == "linear_ramp":
+            x = concatenate([_ramp(x, lo, ax, ends[ax, 0], True), x,
+                             _ramp(x, hi, ax, ends[ax, 1], False)], ax)  # fmt: skip
+        else:
+            kb, ka = (
+                (n, n) if stat is None else (min(int(stat[ax, 0]), n), min(int(stat[ax, 1]), n))
+            )
+            before = _stat(_slice_axis(x, 0, kb, ax), ax, mode)
+            after = _stat(_slice_axis(x, n - ka, n, ax), ax, mode)
+            x = concatenate([_stretch(before, lo, ax), x, _stretch(after, hi, ax)], ax)
+    return x
+
+
+def _stat(part: Any, ax: int, mode: str) -> Any:
+    """The statistic of ``part`` along ``ax`` (kept as size 1), in ``part``'s dtype."""
+    dtype = _aval(part).dtype
+    if mode == "maximum":
+        return _max(part, axis=ax, keepdims=True)
+    if mode == "minimum":
+        return _min(part, axis=ax, keepdims=True)
+    v = (mean if mode == "mean" else median)(part, axis=ax, keepdims=True)
+    if not dtypes.is_inexact(dtype):
+        v = round_(v)  # numpy's and JAX's: round half to even, then the integer dtype
+    return lax.convert_element_type(v, dtype)
+
+
+def _mirror(x: Any, lo: int, hi: int, ax: int, mode: str, reflect_type: str) -> Any:
+    """'reflect' / 'symmetric' along ``ax``: numpy's (and JAX's) repeated mirroring in chunks
+    no longer than the axis (one less for 'reflect', which leaves out the edge value)."""
+    n = _aval(x).shape[ax]
+    off = 1 if mode == "reflect" else 0
+    if n == 1 and off:  # nothing to mirror but the edge itself
+        off = 0
+    for before, width in ((True, lo), (False, hi)):
+        while width > 0:
+            m = _aval(x).shape[ax]
+            k = min(width, n - off)
+            chunk = (
+                _slice_axis(x, off, off + k, ax)
+                if before
+                else _slice_axis(x, m - off - k, m - off, ax)
+            )
+            chunk = lax.rev(chunk, (ax,))
+            if reflect_type == "odd":
+                edge = _slice_axis(x, 0, 1, ax) if before else _slice_axis(x, m - 1, m, ax)
+                chunk = subtract(multiply(edge, 2), chunk)
+            x = concatenate([chunk, x] if before else [x, chunk], ax)
+            width -= k
+    return x
+
+
+def _ramp(x: Any, width: int, ax: int, end: Any, before: bool) -> Any:
+    """``width`` values from ``end`` towards the edge value along ``ax`` (the edge itself
+    excluded), as numpy's ``linspace(end, edge, width, endpoint=False)``: ``end + i * step``
+    (in float64 for integers, then rounded down)."""
+    m = _aval(x).shape[ax]
+    dtype = _aval(x).dtype
+    edge = _slice_axis(x, 0, 1, ax) if before else _slice_axis(x, m - 1, m, ax)
+    ft = dtype if dtypes.is_inexact(dtype) else dtypes.float64
+    edge = lax.convert_element_type(edge, ft)
+    end = lax.convert_element_type(asarray_operand(end), ft)
+    shape = list(_aval(edge).shape)
+    shape[ax] = width
+    i = lax.convert_element_type(lax.iota(dtypes.int32, tuple(shape), ax), ft)
+    ramp = add(multiply(i, true_divide(subtract(edge, end), width)), end)
+    if not dtypes.is_inexact(dtype):
+        ramp = floor(ramp)
+    ramp = lax.convert_element_type(ramp, dtype)
+    return ramp if before else lax.rev(ramp, (ax,))

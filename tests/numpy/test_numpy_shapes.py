@@ -301,7 +301,7 @@ def test_pad(data):
         cv = tuple((float(i), float(-i)) for i in range(nd))
         _eq(bnp.pad(x, widths, constant_values=cv), np.pad(x, widths, constant_values=cv))
     with pytest.raises(BluError):
-        bnp.pad(x, widths, "median")
+        bnp.pad(x, widths, "nope")
 
 
 def test_pad_traced_per_axis_constants():

@@ -1,0 +1,68 @@
+"""blu.numpy.pad's reflecting, statistic, ramp and empty modes against numpy.pad (float64 and
+int32, random shapes and widths larger than the axes), with gradients against finite
+differences and vmap against a loop."""
+
+import numpy as np
+import pytest
+from helpers import arrays, check_grads, check_vmap, shapes
+from hypothesis import given
+from hypothesis import strategies as st
+
+import blu
+import blu.numpy as bnp
+from blu.core.errors import BluValueError
+
+_MODES = [
+    ("reflect", {}),
+    ("symmetric", {}),
+    ("reflect", {"reflect_type": "odd"}),
+    ("symmetric", {"reflect_type": "odd"}),
+    ("maximum", {}),
+    ("minimum", {}),
+    ("mean", {}),
+    ("median", {}),
+    ("mean", {"stat_length": 2}),
+    ("median", {"stat_length": (1, 3)}),
+    ("linear_ramp", {}),
+    ("linear_ramp", {"end_values": (-3, 7)}),
+]
+
+
+@given(st.data())
+def test_pad_modes_match_numpy(data):
+    # they were a BluValueError ('mode is not supported')
+    shape = data.draw(shapes(min_dims=1, max_dims=3, min_side=1))
+    x = data.draw(arrays(shape, -5.0, 5.0))
+    if data.draw(st.booleans()):
+        x = np.round(x * 3).astype(np.int32)
+    widths = tuple((data.draw(st.integers(0, 7)), data.draw(st.integers(0, 7))) for _ in shape)
+    mode, kw = data.draw(st.sampled_from(_MODES))
+    want = np.pad(x, widths, mode, **kw)
+    for got in (
+        bnp.pad(x, widths, mode, **kw),
+        blu.jit(lambda x: bnp.pad(x, widths, mode, **kw))(x),
+    ):
+        got = np.asarray(got)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    # 'empty' leaves numpy's values undefined; JAX's (and blu's) are zeros
+    np.testing.assert_array_equal(np.asarray(bnp.pad(x, widths, "empty")), np.pad(x, widths))
+
+
+@pytest.mark.parametrize("mode, kw", _MODES)
+def test_pad_modes_grad_and_vmap(mode, kw):
+    x = np.arange(1.0, 7.0).reshape(2, 3) ** 1.5
+    check_grads(lambda a: bnp.pad(a, ((2, 3), (4, 1)), mode, **kw), [x])
+    check_vmap(lambda a: bnp.pad(a, ((5, 2),), mode, **kw), [x], [0])
+
+
+def test_pad_mode_errors():
+    x = np.ones((2, 3))
+    with pytest.raises(BluValueError, match="unknown mode"):
+        bnp.pad(x, 1, "nope")
+    with pytest.raises(BluValueError, match="reflect_type"):
+        bnp.pad(x, 1, "reflect", reflect_type="neither")
+    with pytest.raises(BluValueError, match="stat_length"):
+        bnp.pad(x, 1, "mean", stat_length=0)
+    with pytest.raises(BluValueError, match="empty axis"):
+        bnp.pad(np.ones((0, 2)), 1, "reflect")
