@@ -89,6 +89,15 @@ class ArrayOps:
 
     __slots__ = ()
 
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        # arrays and traced values alike (a tracer's raised a raw TypeError)
+        raise BluTypeError(
+            with_user_line(
+                "blu arrays are immutable and do not support item assignment; use "
+                "x = x.at[idx].set(value) (or .add/.multiply/...) instead"
+            )
+        )
+
     # arithmetic
     def __add__(self, o):
         return _bnp().add(self, o)
@@ -413,14 +422,6 @@ class Array(ArrayOps):
         if self.ndim == 0:
             raise TypeError("len() of a 0-d array")
         return self._value.shape[0]
-
-    def __setitem__(self, idx: Any, value: Any) -> None:
-        raise BluTypeError(
-            with_user_line(
-                "blu arrays are immutable and do not support item assignment; use "
-                "x = x.at[idx].set(value) (or .add/.multiply/...) instead"
-            )
-        )
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         v = self._value

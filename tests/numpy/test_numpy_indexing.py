@@ -336,6 +336,17 @@ def test_index_errors():
         x[::0]
 
 
+def test_item_assignment_is_a_blu_error_under_transforms_too():
+    # a tracer's x[0] = 1 raised a raw TypeError ('object does not support item assignment')
+    def f(x):
+        x[0] = 1.0
+        return x
+
+    for g in (f, blu.jit(f), blu.vmap(f), blu.grad(lambda x: f(x).sum())):
+        with pytest.raises(BluError, match="immutable.*at\\[idx\\]"):
+            g(bnp.zeros((2, 3)))
+
+
 def test_iteration_and_len():
     x = bnp.asarray(np.arange(6).reshape(3, 2))
     rows = list(x)
