@@ -462,6 +462,15 @@ def _roll1(a: Any, shift: Any, axis: int) -> Any:
     n = _aval(a).shape[axis]
     if n == 0:
         return a
+    kind = np.dtype(get_aval(shift).dtype).kind if not isinstance(shift, int) else "i"
+    if kind not in "iub":
+        raise BluTypeError(
+            with_user_line(f"roll: shift must be an integer, got {np.asarray(shift).dtype}")
+            if is_concrete(shift)
+            else with_user_line(
+                f"roll: shift must be an integer, got {get_aval(shift).str_short()}"
+            )
+        )
     if is_concrete(shift):
         k = int(np.asarray(shift)) % n
         if k == 0:
@@ -470,6 +479,9 @@ def _roll1(a: Any, shift: Any, axis: int) -> Any:
             [_slice_axis(a, n - k, n, axis), _slice_axis(a, 0, n - k, axis)], axis
         )
     # traced shift: read a window of [a, a] starting at n - shift % n
+    info = np.iinfo(get_aval(shift).dtype) if kind != "b" else None
+    if info is not None and (info.max > 2**31 - 1 or info.min < -(2**31)):
+        shift = mod(shift, n)  # in its own dtype: int32 would wrap 2**32 + 1 to 1
     shift = lax.convert_element_type(shift, dtypes.int32)
     start = subtract(n, mod(shift, n))
     doubled = lax.concatenate([a, a], axis)

@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.core.errors import BluError, BluShapeError, BluValueError, ConcretizationError
+from blu.core.errors import (
+    BluError,
+    BluShapeError,
+    BluTypeError,
+    BluValueError,
+    ConcretizationError,
+)
 
 
 def _eq(got, want, dtype=None):
@@ -276,6 +282,19 @@ def test_roll_broadcasts_shifts_and_axes():
     _eq(blu.jit(lambda x, s: bnp.roll(x, s))(x, np.array([5, -1])), np.roll(x, 4))
     with pytest.raises(BluValueError, match="shifts"):
         bnp.roll(x, (1, 2, 3), (0, 1))
+
+
+def test_roll_shift_dtypes():
+    # a float shift was truncated (roll(x, 1.5) rolled by 1); a traced int64 shift was cast to
+    # int32 first (2**32 + 1 rolled by 1)
+    x = np.arange(5.0)
+    for shift in (1.5, np.float32(2.0)):
+        with pytest.raises(BluTypeError, match="integer"):
+            bnp.roll(x, shift)
+        with pytest.raises(BluTypeError, match="integer"):
+            blu.jit(lambda x, s: bnp.roll(x, s))(x, shift)
+    for big in (np.array(2**32 + 1, np.int64), np.array(2**32 - 2, np.uint32)):
+        _eq(blu.jit(lambda x, s: bnp.roll(x, s))(x, big), np.roll(x, int(big)))
 
 
 @given(st.data())
