@@ -109,9 +109,18 @@ def default_fill(dtype: Any) -> Any:
 
 
 def take(
-    a: Any, indices: Any, axis: int | None = None, mode: str | None = None, fill_value: Any = None
+    a: Any,
+    indices: Any,
+    axis: int | None = None,
+    out: None = None,
+    mode: str | None = None,
+    unique_indices: bool = False,
+    indices_are_sorted: bool = False,
+    fill_value: Any = None,
 ) -> Any:
-    """Elements of ``a`` at ``indices`` along ``axis`` (raveled when None).
+    """Elements of ``a`` at ``indices`` along ``axis`` (raveled when None); numpy's and JAX's
+    signature (``out`` must be None; ``unique_indices`` and ``indices_are_sorted`` are hints
+    that never change the result).
 
     Negative indices count from the end; out-of-bounds indices are clamped (``mode`` None or
     'clip'; JAX's default is 'fill'), wrapped ('wrap') or read ``fill_value`` with 'fill'
@@ -123,8 +132,10 @@ def take(
     Raises:
         BluIndexError: ``mode="raise"`` and an index outside ``[-n, n)``, or indices into an
             empty axis with a mode other than 'fill'.
-        BluValueError: ``mode="raise"`` with traced indices, or an unknown mode.
+        BluValueError: ``mode="raise"`` with traced indices, an unknown mode, or ``out``.
     """
+    if out is not None:
+        raise BluValueError(with_user_line("take: out= is not supported (arrays are immutable)"))
     a = asarray_operand(a)
     if axis is None:
         a, axis = ravel(a), 0

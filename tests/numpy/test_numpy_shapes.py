@@ -387,6 +387,18 @@ def test_take_and_take_along_axis(data):
     _eq(bnp.take_along_axis(x, order, ax), np.sort(x, axis=ax))
 
 
+def test_take_positional_arguments_follow_numpy():
+    # numpy's and JAX's take(a, indices, axis, out, mode): the 5th positional was read as
+    # fill_value, so take(x, i, 0, None, "wrap") silently clamped instead of wrapping
+    x = np.arange(5.0)
+    i = np.array([6, -7, 2])
+    _eq(bnp.take(x, i, 0, None, "wrap"), np.take(x, i, 0, None, "wrap"))
+    _eq(bnp.take(x, i, 0, None, "clip"), np.take(x, i, 0, None, "clip"))
+    _eq(bnp.take(x, i, unique_indices=True, indices_are_sorted=False, mode="wrap"), x[i % 5])
+    with pytest.raises(BluValueError, match="out="):
+        bnp.take(x, i, 0, np.zeros(3))
+
+
 def test_take_from_an_empty_axis():
     # numpy and JAX raise; clip/wrap returned zeros (wrap with a numpy divide-by-zero warning)
     x = np.zeros((3, 0))
