@@ -17,7 +17,7 @@ import numpy as np
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import Tracer
 from blu.numpy._dtypes import issubdtype as _issubdtype
-from blu.numpy._promote import asarray_operand, concrete_value
+from blu.numpy._promote import asarray_operand, concrete_value, is_concrete
 from blu.numpy.complexes import conj
 from blu.numpy.creation import asarray, linspace, ones, zeros
 from blu.numpy.index_update import IndexUpdateHelper
@@ -92,12 +92,29 @@ def _edges(a: Any, bins: Any, range_: Any) -> Any:
             lo, hi = _min(a), _max(a)
         else:
             lo, hi = range_
+            if is_concrete(lo) and is_concrete(hi):  # numpy's checks (traced ones can't be)
+                flo, fhi = float(np.asarray(lo)), float(np.asarray(hi))
+                if not (np.isfinite(flo) and np.isfinite(fhi)):
+                    raise BluValueError(
+                        with_user_line(f"histogram: range ({flo}, {fhi}) is not finite")
+                    )
+                if flo > fhi:
+                    raise BluValueError(
+                        with_user_line(f"histogram: range ({flo}, {fhi}) has min > max")
+                    )
             lo, hi = asarray(lo, dtype=a.dtype), asarray(hi, dtype=a.dtype)
         # numpy widens an empty range to (lo - 0.5, hi + 0.5)
         same = equal(lo, hi)
         lo, hi = where(same, lo - 0.5, lo), where(same, hi + 0.5, hi)
         return linspace(lo, hi, n + 1)
-    return asarray_operand(bins)
+    edges = asarray_operand(bins)
+    if is_concrete(edges):
+        e = np.asarray(concrete_value(edges, "histogram (bins)"))
+        if e.ndim != 1 or (np.diff(e) < 0).any():
+            raise BluValueError(
+                with_user_line(f"histogram: bins must be a 1-d increasing array, got {e!r:.60}")
+            )
+    return edges
 
 
 def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any = None) -> Any:  # noqa: A002

@@ -72,6 +72,25 @@ def test_histogram_weights_and_max_in_last_bin():
     close(bnp.histogram(x, 2)[0], [1.0, 3.0])  # the max lands in the closed last bin
 
 
+def test_histogram_rejects_bad_ranges_and_bins():
+    # numpy's ValueErrors; they silently gave all-zero counts (or counts over unsorted edges)
+    for kw in (
+        {"bins": 2, "range": (3.0, 0.0)},
+        {"bins": 2, "range": (0.0, np.inf)},
+        {"bins": 2, "range": (np.nan, 1.0)},
+        {"bins": np.array([0.0, 2.0, 1.0])},
+    ):
+        with pytest.raises(ValueError):
+            np.histogram(A, **kw)
+        with pytest.raises(BluValueError, match="range|bins"):
+            bnp.histogram(A, **kw)
+        with pytest.raises(BluValueError, match="range|bins"):
+            bnp.histogram_bin_edges(A, **kw)
+    # traced bounds can't be checked and still work
+    got = blu.jit(lambda a, lo: bnp.histogram(a, 3, range=(lo, 1.0))[0])(A, -1.0)
+    close(got, np.histogram(A, 3, range=(-1.0, 1.0))[0])
+
+
 @pytest.mark.parametrize("right", [False, True])
 @pytest.mark.parametrize("bins", [np.array([0.0, 1, 2.5, 4, 10]), np.array([10.0, 4, 2.5, 1, 0])])
 def test_digitize(bins, right):
