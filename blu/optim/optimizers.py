@@ -364,6 +364,11 @@ def global_norm(tree: Any) -> Any:
     return bnp.sqrt(total)
 
 
+def _no_bound(max_norm: Any) -> bool:
+    """Whether ``max_norm`` is a concrete +inf (clipping to it changes nothing)."""
+    return isinstance(max_norm, (int, float, np.number)) and math.isinf(max_norm)
+
+
 def clip_grads_by_global_norm(grads: Any, max_norm: float) -> tuple[Any, Any]:
     """Scale ``grads`` so their global norm is at most ``max_norm``.
 
@@ -373,13 +378,15 @@ def clip_grads_by_global_norm(grads: Any, max_norm: float) -> tuple[Any, Any]:
 
     Returns:
         ``(clipped, norm)``: ``grads * min(1, max_norm / norm)`` (each leaf keeps its dtype)
-        and the global norm before clipping.
+        and the global norm before clipping; ``max_norm = inf`` leaves ``grads`` unchanged.
     """
     if not max_norm > 0:
         raise BluValueError(
             with_user_line(f"optim.clip_by_global_norm: max_norm must be > 0, got {max_norm}")
         )
     norm = global_norm(grads)
+    if _no_bound(max_norm):  # inf / max(norm, inf) would be inf / inf = NaN
+        return pytree.tree_map(bnp.asarray, grads), norm
     scale = max_norm / bnp.maximum(norm, max_norm)  # 1 when norm <= max_norm; no 0/0
 
     def clip(g: Any) -> Any:

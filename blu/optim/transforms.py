@@ -30,6 +30,7 @@ from blu.optim.optimizers import (
     Schedule,
     _leaves_like,
     _moment_dtype,
+    _no_bound,
     _resolve_mask,
     _step0,
     _zeros_like_moment,
@@ -199,11 +200,15 @@ def clip_by_global_norm_transform(max_norm: float) -> GradientTransformation:
     """Scale the updates so their global norm is at most ``max_norm`` (``optax``'s
     ``clip_by_global_norm(max_norm)``; ``blu.optim.clip_by_global_norm(max_norm)`` returns it).
 
+    ``max_norm = inf`` passes the updates unchanged (as optax's, for a finite norm).
+
     Raises:
         BluValueError: ``max_norm <= 0``.
     """
     if not max_norm > 0:
         raise BluValueError(with_user_line(f"clip_by_global_norm: max_norm {max_norm} <= 0"))
+    if _no_bound(max_norm):  # inf / max(norm, inf) would be inf / inf = NaN
+        return identity()
 
     def update(updates: Any, state: Any, params: Any = None) -> tuple[Any, Any]:
         norm = global_norm(updates)

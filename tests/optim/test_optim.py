@@ -333,6 +333,21 @@ def test_clipping_zero_and_bf16_grads_and_jit():
         optim.clip_by_global_norm(grads, 0.0)
 
 
+@pytest.mark.parametrize("inf", [math.inf, np.float64(np.inf)])
+def test_clipping_to_an_infinite_norm_changes_nothing(inf):
+    # optax's select(norm < max_norm, g, ...) keeps g; inf / max(norm, inf) was NaN everywhere
+    rng = np.random.default_rng(11)
+    grads = _params(rng, np.float32)
+    leaves = pytree.tree_leaves(grads)
+    want = math.sqrt(sum(float((x.astype(np.float64) ** 2).sum()) for x in leaves))
+    clipped, n = optim.clip_by_global_norm(grads, inf)
+    np.testing.assert_allclose(float(n), want, rtol=1e-6)
+    _assert_trees_close(clipped, grads, rtol=0, atol=0)
+    clip = optim.clip_by_global_norm(inf)
+    out, _ = clip.update(grads, clip.init(grads))
+    _assert_trees_close(out, grads, rtol=0, atol=0)
+
+
 # ---- schedules ---------------------------------------------------------------------------------
 
 
