@@ -100,13 +100,15 @@ def sparse_plus(x: Any) -> Any:
     # clipped so the untaken middle branch stays finite: its zero cotangent times an infinite
     # factor would be NaN in reverse mode at x = +-inf
     mid = bnp.square(bnp.minimum(bnp.maximum(x, -bnp.ones_like(x)), bnp.ones_like(x)) + 1) / 4
-    return bnp.where(x <= -1, _zeros(x), bnp.where(x < 1, mid, x))
+    # NaN fails both tests and takes the middle piece, which keeps it (as JAX's)
+    return bnp.where(x <= -1, _zeros(x), bnp.where(x >= 1, x, mid))
 
 
 def sparse_sigmoid(x: Any) -> Any:
-    """The derivative of ``sparse_plus``: 0, ``(x + 1) / 2``, 1 on the same three pieces."""
+    """The derivative of ``sparse_plus``: 0, ``(x + 1) / 2``, 1 on the same three pieces (NaN
+    gives NaN, as JAX's ``0.5 * clip(x + 1, 0, 2)``)."""
     x = _float_operand(x)
-    return bnp.where(x <= -1, _zeros(x), bnp.where(x < 1, (x + 1) / 2, bnp.ones_like(x)))
+    return bnp.where(x <= -1, _zeros(x), bnp.where(x >= 1, bnp.ones_like(x), (x + 1) / 2))
 
 
 def elu(x: Any, alpha: Any = 1.0) -> Any:

@@ -99,6 +99,18 @@ def test_gradients_at_special_points():
     assert _grad(nn.elu, 1e4) == 1.0 and _grad(nn.selu, 1e4) == S
 
 
+@pytest.mark.parametrize("name", sorted(REF))
+def test_nan_gives_nan(name):
+    # as the float64 references (and JAX's): sparse_sigmoid(NaN) was 1, NaN taking its x >= 1 piece
+    f, ref, _ = REF[name]
+    x = np.array([np.nan, 0.5])
+    assert np.isnan(ref(x)[0])
+    got = np.asarray(f(x))
+    assert np.isnan(got[0]) and np.isfinite(got[1])
+    if name == "sparse_plus":  # its derivative at NaN, (x + 1) / 2, is NaN too
+        assert np.isnan(_grad(f, np.nan))
+
+
 @given(arrays(shapes(max_dims=2)))
 def test_vmap_matches_loop(x):
     for name in ["softplus", "mish", "hard_silu", "elu"]:
