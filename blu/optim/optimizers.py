@@ -280,7 +280,7 @@ def _leaves_like(tree: Any, treedef: Any, what: str, name: str) -> list[Any]:
 
 def sgd(
     learning_rate: float | Schedule,
-    momentum: float = 0.0,
+    momentum: float | None = 0.0,
     nesterov: bool = False,
     weight_decay: float = 0.0,
 ) -> Optimizer:
@@ -292,13 +292,16 @@ def sgd(
 
     Args:
         learning_rate: a float or a schedule ``step -> lr``.
-        momentum: momentum coefficient (0: plain SGD, and no buffers are kept).
+        momentum: momentum coefficient (0 or None, optax's default: plain SGD, and no
+            buffers are kept).
         nesterov: Nesterov momentum (Sutskever et al. 2013).
         weight_decay: L2 coefficient added to the gradient (coupled, unlike ``adamw``).
 
     Returns:
         An ``Optimizer`` whose state is an ``SgdState``.
     """
+    if momentum is None:
+        momentum = 0.0
     if momentum < 0.0 or (nesterov and momentum == 0.0):
         raise BluValueError(
             with_user_line(f"optim.sgd: need momentum >= 0 (> 0 for nesterov), got {momentum}")

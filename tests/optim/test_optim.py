@@ -197,12 +197,12 @@ def test_sgd_plain_has_no_buffers():
     rng = np.random.default_rng(5)
     params = _params(rng)
     grads = _grads_seq(rng, params, 3)
-    opt = optim.sgd(0.1)
-    assert opt.init(params).trace is None
-    new_params, state = _run(opt, params, grads)
     want, _ = _sgd_ref(params, grads, 0.1, 0.0, False, 0.0)
-    _assert_trees_close(_np_leaves(new_params), want)
-    assert int(state.step) == 3
+    for opt in [optim.sgd(0.1), optim.sgd(0.1, momentum=None)]:  # None: optax's default
+        assert opt.init(params).trace is None
+        new_params, state = _run(opt, params, grads)
+        _assert_trees_close(_np_leaves(new_params), want)
+        assert int(state.step) == 3
 
 
 @pytest.mark.parametrize("nesterov", [False, True])
