@@ -200,7 +200,9 @@ def adamw(
 
     Returns:
         An ``Optimizer`` whose state is an ``AdamState``; ``update`` returns the updates
-        ``-lr * (...)`` above, ``step`` the new parameters.
+        ``-lr * (...)`` above, ``step`` the new parameters. ``update(grads, state)`` without
+        ``params`` (optax's default) is allowed where ``weight_decay`` is 0, else a
+        ``BluValueError``.
     """
     if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
         raise BluValueError(with_user_line(f"optim.adamw: need 0 <= b1, b2 < 1, got {b1}, {b2}"))
@@ -211,12 +213,11 @@ def adamw(
         nu = pytree.tree_map(_zeros_like_moment, params)
         return AdamState(_step0(), mu, nu)
 
-    def update(grads: Any, state: AdamState, params: Any) -> tuple[Any, AdamState]:
-        p_leaves, treedef = pytree.tree_flatten(params)
-        g_leaves = _leaves_like(grads, treedef, "grads", "adamw")
+    def update(grads: Any, state: AdamState, params: Any = None) -> tuple[Any, AdamState]:
+        p_leaves, g_leaves, treedef = _params_and_grads(params, grads, weight_decay, "adamw")
         m_leaves = _leaves_like(state.mu, treedef, "state.mu", "adamw")
         v_leaves = _leaves_like(state.nu, treedef, "state.nu", "adamw")
-        decays = _resolve_mask(mask, params, "adamw")
+        decays = [False] * len(g_leaves) if params is None else _resolve_mask(mask, params, "adamw")
         step = bnp.asarray(state.step)
         lr = _learning_rate(learning_rate, step)
         t = step + 1
@@ -232,7 +233,7 @@ def adamw(
 
         new_p, new_m, new_v = [], [], []
         for p, g, m, v, decay in zip(p_leaves, g_leaves, m_leaves, v_leaves, decays):
-            p, g = bnp.asarray(p), bnp.asarray(g)
+            p, g = None if p is None else bnp.asarray(p), bnp.asarray(g)
             m, v = bnp.asarray(m), bnp.asarray(v)
             md = m.dtype
             g = g.astype(md)
@@ -240,7 +241,7 @@ def adamw(
             v = b2 * v + (1.0 - b2) * (g * g)
             bc1, bc2 = bias_corrections(md)
             u = (m / bc1) / (bnp.sqrt(v / bc2) + eps)
-            p32 = p.astype(md)
+            p32 = None if p is None else p.astype(md)
             if decay and weight_decay != 0.0:
                 u = u + weight_decay * p32
             new_p.append(-(_cast(lr, md) * u))
@@ -264,6 +265,25 @@ def decay_mask_matrices(params: Any) -> Any:
     """A weight-decay mask: True for leaves with ``ndim >= 2`` (matrices, embeddings), False for
     biases and normalization scales (the usual GPT-2 choice)."""
     return pytree.tree_map(lambda p: bnp.asarray(p).ndim >= 2, params)
+
+
+def _params_and_grads(
+    params: Any, grads: Any, weight_decay: Any, name: str
+) -> tuple[list[Any], list[Any], Any]:
+    """The parameter leaves (Nones where ``params`` is None: optax's ``update(grads, state)``,
+    allowed without weight decay), the gradient leaves and their structure."""
+    if params is None:
+        if weight_decay != 0.0:
+            raise BluValueError(
+                with_user_line(
+                    f"optim.{name}: update needs params for weight_decay={weight_decay}; call "
+                    "update(grads, state, params)"
+                )
+            )
+        g_leaves, treedef = pytree.tree_flatten(grads)
+        return [None] * len(g_leaves), g_leaves, treedef
+    p_leaves, treedef = pytree.tree_flatten(params)
+    return p_leaves, _leaves_like(grads, treedef, "grads", name), treedef
 
 
 def _leaves_like(tree: Any, treedef: Any, what: str, name: str) -> list[Any]:
@@ -298,7 +318,9 @@ def sgd(
         weight_decay: L2 coefficient added to the gradient (coupled, unlike ``adamw``).
 
     Returns:
-        An ``Optimizer`` whose state is an ``SgdState``.
+        An ``Optimizer`` whose state is an ``SgdState``. ``update(grads, state)`` without
+        ``params`` (optax's default) is allowed where ``weight_decay`` is 0 (the update then
+        takes the gradients' dtype rule), else a ``BluValueError``.
     """
     if momentum is None:
         momentum = 0.0
@@ -312,9 +334,8 @@ def sgd(
         trace = pytree.tree_map(_zeros_like_moment, params) if momentum else None
         return SgdState(_step0(), trace)
 
-    def update(grads: Any, state: SgdState, params: Any) -> tuple[Any, SgdState]:
-        p_leaves, treedef = pytree.tree_flatten(params)
-        g_leaves = _leaves_like(grads, treedef, "grads", "sgd")
+    def update(grads: Any, state: SgdState, params: Any = None) -> tuple[Any, SgdState]:
+        p_leaves, g_leaves, treedef = _params_and_grads(params, grads, weight_decay, "sgd")
         b_leaves = (
             _leaves_like(state.trace, treedef, "state.trace", "sgd")
             if momentum
@@ -324,9 +345,14 @@ def sgd(
         lr = _learning_rate(learning_rate, step)
         new_p, new_b = [], []
         for p, g, b in zip(p_leaves, g_leaves, b_leaves):
-            p, g = bnp.asarray(p), bnp.asarray(g)
-            md = _moment_dtype(p.dtype)
-            p32, g = p.astype(md), g.astype(md)
+            if p is None:  # optax's params=None: the gradient's dtype rule
+                g = bnp.asarray(g)
+                md = _moment_dtype(g.dtype)
+                p32, g = None, g.astype(md)
+            else:
+                p, g = bnp.asarray(p), bnp.asarray(g)
+                md = _moment_dtype(p.dtype)
+                p32, g = p.astype(md), g.astype(md)
             if weight_decay:
                 g = g + weight_decay * p32
             if momentum:

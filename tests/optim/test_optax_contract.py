@@ -70,6 +70,32 @@ def test_update_returns_updates_and_step_applies_them():
     _close(p1, want, rtol=2e-5, atol=1e-6)
 
 
+def test_update_without_params_where_nothing_needs_them():
+    # optax's update(updates, state, params=None): adam and sgd without weight decay need no
+    # params (it was Python's TypeError for the missing argument)
+    for opt, want_fn in [
+        (optim.adam(1e-2), lambda: _adamw64(PARAMS, GRADS, 1e-2, 0.9, 0.999, 1e-8, 0.0, MASK)),
+        (optim.sgd(0.1, momentum=0.9), None),
+    ]:
+        s, p = opt.init(PARAMS), PARAMS
+        for g in GRADS:
+            updates, s = opt.update(g, s)
+            p = optim.apply_updates(p, updates)
+        if want_fn is None:  # heavy-ball SGD in float64
+            want = {k: v.astype(np.float64) for k, v in PARAMS.items()}
+            buf = {k: np.zeros_like(v) for k, v in want.items()}
+            for g in GRADS:
+                for k in want:
+                    buf[k] = 0.9 * buf[k] + g[k]
+                    want[k] = want[k] - 0.1 * buf[k]
+        else:
+            want = want_fn()
+        _close(p, want, rtol=2e-5, atol=1e-6)
+    for opt in [optim.adamw(1e-2, weight_decay=0.1), optim.sgd(0.1, weight_decay=0.1)]:
+        with pytest.raises(blu.errors.BluValueError, match="params"):
+            opt.update(GRADS[0], opt.init(PARAMS))
+
+
 def test_chain_equals_adamw_with_schedule_and_clipping():
     sched = optim.warmup_cosine_decay_schedule(0.0, 3e-2, 2, 5, end_value=1e-3)
     chained = optim.chain(
