@@ -57,6 +57,53 @@ def _fold(x: Any, name: str, batch: tuple[int, ...], n: int, t: int, s: int, dty
     return bnp.reshape(x, (b, nb, t, s))
 
 
+def _lengths(x: Any, name: str, batch: tuple[int, ...]) -> Any:
+    """Per-batch-entry sequence lengths as int32 ``(B,)`` (``B`` the product of ``batch``)."""
+    x = bnp.asarray(x)
+    if not dtypes.is_int(x.dtype):
+        raise _err(BluTypeError, f"{name} must be integers, got {get_aval(x).str_short()}")
+    b = math.prod(batch)
+    if x.shape not in (batch, (b,)):
+        raise _err(BluShapeError, f"{name} {get_aval(x).str_short()} must have the batch shape "
+                                  f"{batch} of q (or ({b},))")  # fmt: skip
+    return bnp.reshape(x, (b,)).astype(dtypes.int32)
+
+
+def _window(size: Any) -> tuple[int, int]:
+    """``local_window_size`` as ``(left, right)``, both ints >= 0."""
+    pair = (size, size) if isinstance(size, (int, np.integer)) else size
+    ok = isinstance(pair, (tuple, list)) and len(pair) == 2
+    ok = ok and all(isinstance(w, (int, np.integer)) and not isinstance(w, bool) for w in pair)
+    if not ok or min(pair) < 0:
+        raise _err(BluValueError, "local_window_size must be an int or a pair (left, right) of "
+                                  f"ints >= 0, got {size!r}")  # fmt: skip
+    return int(pair[0]), int(pair[1])
+
+
+def _extra_mask(batch: tuple[int, ...], t: int, s: int, q_len: Any, kv_len: Any,
+                window: Any) -> Any:  # fmt: skip
+    """The mask that ``query_seq_lengths``, ``key_value_seq_lengths`` and ``local_window_size``
+    make, as ``(1|B, 1, T, S)`` bool (None where all three are None), JAX's semantics: query
+    ``i`` of batch entry ``b`` attends key ``j`` iff ``i < q_len[b]``, ``j < kv_len[b]`` and
+    ``i - left <= j <= i + right``."""
+    out = None
+    if window is not None:
+        left, right = _window(window)
+        rows = lax.iota(dtypes.int32, (t, s), 0)
+        cols = lax.iota(dtypes.int32, (t, s), 1)
+        out = bnp.reshape((rows <= cols + left) & (cols <= rows + right), (1, 1, t, s))
+    for lengths, name, dim in ((q_len, "query_seq_lengths", 2),
+                               (kv_len, "key_value_seq_lengths", 3)):  # fmt: skip
+        if lengths is None:
+            continue
+        lengths = _lengths(lengths, name, batch)
+        b = lengths.shape[0]
+        shape = (b, 1, t if dim == 2 else 1, s if dim == 3 else 1)
+        ok = lax.iota(dtypes.int32, shape, dim) < bnp.reshape(lengths, (b, 1, 1, 1))
+        out = ok if out is None else out & ok
+    return None if out is None else bnp.broadcast_to(out, (out.shape[0], 1, t, s))
+
+
 def dot_product_attention(
     q: Any,
     k: Any,
@@ -66,6 +113,9 @@ def dot_product_attention(
     *,
     scale: float | None = None,
     is_causal: bool = False,
+    query_seq_lengths: Any = None,
+    key_value_seq_lengths: Any = None,
+    local_window_size: int | tuple[int, int] | None = None,
     implementation: str | None = None,
 ) -> Any:
     """``softmax(q k^T * scale + bias, masked) v`` per batch entry and head, fused.
@@ -85,6 +135,13 @@ def dot_product_attention(
         mask: optional bool array broadcastable to ``(..., N, T, S)``; True: may attend.
         scale: multiplies ``q k^T``; default ``1 / sqrt(H)``.
         is_causal: query ``i`` attends keys ``j <= i`` only (top-left aligned, as JAX).
+        query_seq_lengths: optional integer array of the batch shape (or ``(B,)``, ``B`` the
+            product of the batch axes): queries at positions ``>= query_seq_lengths[b]`` are
+            padding and get zeros.
+        key_value_seq_lengths: the same for keys: positions ``>= key_value_seq_lengths[b]``
+            are never attended.
+        local_window_size: an int ``w`` or a pair ``(left, right)`` of ints >= 0: query ``i``
+            attends keys ``i - left <= j <= i + right`` only (``w``: ``(w, w)``), as JAX.
         implementation: None (blu chooses: cuDNN for bfloat16/float16 on the GPU where it
             applies, else blu's own kernels), ``"reference"`` (the unfused lax computation),
             ``"cudnn"`` (cuDNN's fused SDPA: bfloat16/float16 on a CUDA device, no mask),
@@ -97,8 +154,9 @@ def dot_product_attention(
 
     Raises:
         BluShapeError: shapes that do not fit (named in the message).
-        BluTypeError: non-float operands or a non-bool mask.
-        BluValueError: an unknown ``implementation``, or ``"cudnn"`` for what cuDNN cannot do.
+        BluTypeError: non-float operands, a non-bool mask or non-integer sequence lengths.
+        BluValueError: an unknown ``implementation``, ``"cudnn"`` for what cuDNN cannot do, or
+            a ``local_window_size`` that is not an int or a pair of ints >= 0.
     """
     if implementation not in IMPLEMENTATIONS:
         raise _err(BluValueError, f"implementation must be one of {IMPLEMENTATIONS}, "
@@ -128,12 +186,16 @@ def dot_product_attention(
         if mask.dtype != dtypes.bool_:
             raise _err(BluTypeError, f"mask must be bool, got {get_aval(mask).str_short()}")
         mask = _fold(mask, "mask", batch, n, t, s, None)
+    extra = _extra_mask(batch, t, s, query_seq_lengths, key_value_seq_lengths, local_window_size)
+    if extra is not None:  # JAX's: these are masks too, and'ed with the others
+        mask = extra if mask is None else mask & extra
     if bias is not None:
         bias = _fold(bias, "bias", batch, n, t, s, dt)
     if implementation == "cudnn":
         if dt not in (dtypes.bfloat16, dtypes.float16) or mask is not None:
             raise _err(BluValueError, "implementation='cudnn' needs bfloat16/float16 operands "
-                                      f"and no mask (got {dtypes.short_name(dt)}"
+                                      "and no mask, sequence lengths or local window (got "
+                                      f"{dtypes.short_name(dt)}"
                                       f"{', a mask' if mask is not None else ''})")  # fmt: skip
     b = math.prod(batch)
     q4, k4, v4 = (bnp.reshape(a, (b,) + a.shape[-3:]) for a in (q, k, v))
