@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from blu import lax, random
 from blu.core import dtypes
 from blu.core.aval import canonical_shape
@@ -52,60 +54,51 @@ def ones(key: Any, shape: Sequence[int], dtype: Any = dtypes.float32) -> Any:
     return lax.full(canonical_shape(shape), 1, dtypes.canonicalize(dtype))
 
 
-def constant(value: float) -> Initializer:
-    """An initializer filling with ``value``."""
+def constant(value: float, dtype: Any = dtypes.float32) -> Initializer:
+    """An initializer filling with ``value``; ``dtype`` is the default of its ``dtype``."""
+    default_dtype = dtype
 
-    def init(key: Any, shape: Sequence[int], dtype: Any = dtypes.float32) -> Any:
-        return lax.full(canonical_shape(shape), value, dtypes.canonicalize(dtype))
-
-    return init
-
-
-def normal(stddev: float = 1e-2) -> Initializer:
-    """Normal with mean 0 and standard deviation ``stddev`` (GPT-2 uses 0.02)."""
-
-    def init(key: Any, shape: Sequence[int], dtype: Any = dtypes.float32) -> Any:
-        return lax.mul(random.normal(key, shape, dtype), stddev)
+    def init(key: Any, shape: Sequence[int], dtype: Any = None) -> Any:
+        dt = default_dtype if dtype is None else dtype
+        return lax.full(canonical_shape(shape), value, dtypes.canonicalize(dt))
 
     return init
 
 
-def uniform(scale: float = 1e-2) -> Initializer:
-    """Uniform in ``[0, scale)`` (as ``jax.nn.initializers.uniform``)."""
+def normal(stddev: float = 1e-2, dtype: Any = dtypes.float32) -> Initializer:
+    """Normal with mean 0 and standard deviation ``stddev`` (GPT-2 uses 0.02); ``dtype`` is
+    the default of the initializer's ``dtype``, as JAX's."""
+    default_dtype = dtype
 
-    def init(key: Any, shape: Sequence[int], dtype: Any = dtypes.float32) -> Any:
-        return random.uniform(key, shape, dtype, 0.0, scale)
-
-    return init
-
-
-def truncated_normal(stddev: float = 1e-2, lower: float = -2.0, upper: float = 2.0) -> Initializer:
-    """``stddev`` times a standard normal truncated to ``[lower, upper]``."""
-
-    def init(key: Any, shape: Sequence[int], dtype: Any = dtypes.float32) -> Any:
-        return lax.mul(random.truncated_normal(key, lower, upper, shape, dtype), stddev)
+    def init(key: Any, shape: Sequence[int], dtype: Any = None) -> Any:
+        dt = default_dtype if dtype is None else dtype
+        return lax.mul(random.normal(key, shape, dt), stddev)
 
     return init
 
 
-def _fans(shape: tuple[int, ...], name: str) -> tuple[int, int]:
-    if len(shape) < 2:
-        raise BluShapeError(
-            with_user_line(f"initializers.{name}: needs a shape of rank >= 2, got {shape}")
-        )
-    receptive = math.prod(shape[:-2])
-    return shape[-2] * receptive, shape[-1] * receptive
+def uniform(scale: float = 1e-2, dtype: Any = dtypes.float32) -> Initializer:
+    """Uniform in ``[0, scale)`` (as ``jax.nn.initializers.uniform``); ``dtype`` is the
+    default of the initializer's ``dtype``."""
+    default_dtype = dtype
+
+    def init(key: Any, shape: Sequence[int], dtype: Any = None) -> Any:
+        dt = default_dtype if dtype is None else dtype
+        return random.uniform(key, shape, dt, 0.0, scale)
+
+    return init
 
 
-def xavier_uniform() -> Initializer:
-    """Glorot & Bengio (2010): uniform in ``[-l, l)`` with ``l = sqrt(6 / (fan_in + fan_out))``,
-    variance ``2 / (fan_in + fan_out)``."""
+def truncated_normal(
+    stddev: float = 1e-2, dtype: Any = dtypes.float32, lower: float = -2.0, upper: float = 2.0
+) -> Initializer:
+    """``stddev`` times a standard normal truncated to ``[lower, upper]`` (JAX's argument
+    order: ``dtype``, the default of the initializer's ``dtype``, comes second)."""
+    default_dtype = dtype
 
-    def init(key: Any, shape: Sequence[int], dtype: Any = dtypes.float32) -> Any:
-        shape = canonical_shape(shape)
-        fan_in, fan_out = _fans(shape, "xavier_uniform")
-        limit = math.sqrt(6.0 / max(1, fan_in + fan_out))
-        return random.uniform(key, shape, dtype, -limit, limit)
+    def init(key: Any, shape: Sequence[int], dtype: Any = None) -> Any:
+        dt = default_dtype if dtype is None else dtype
+        return lax.mul(random.truncated_normal(key, lower, upper, shape, dt), stddev)
 
     return init
 
@@ -114,39 +107,49 @@ def xavier_uniform() -> Initializer:
 _TRUNC_STD_2 = 0.87962566103423978
 
 
-def lecun_normal() -> Initializer:
-    """LeCun et al. (1998): variance ``1 / fan_in``, drawn from a normal truncated at two
-    standard deviations (rescaled to keep the variance), as ``jax.nn.initializers``."""
-
-    def init(key: Any, shape: Sequence[int], dtype: Any = dtypes.float32) -> Any:
-        shape = canonical_shape(shape)
-        fan_in, _ = _fans(shape, "lecun_normal")
-        std = math.sqrt(1.0 / max(1, fan_in)) / _TRUNC_STD_2
-        return lax.mul(random.truncated_normal(key, -2.0, 2.0, shape, dtype), std)
-
-    return init
-
-
 _MODES = ("fan_in", "fan_out", "fan_avg")
 _DISTRIBUTIONS = ("truncated_normal", "normal", "uniform")
 
 
-def _fans_at(shape: tuple[int, ...], in_axis: int, out_axis: int, name: str) -> tuple[int, int]:
+Axes = int | Sequence[int]
+
+
+def _axis_set(axes: Axes, ndim: int, what: str, name: str) -> tuple[int, ...]:
+    axes = (axes,) if isinstance(axes, (int, np.integer)) else tuple(axes)
+    for a in axes:
+        if not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
+            raise BluValueError(
+                with_user_line(f"initializers.{name}: {what} {a!r} out of range for rank {ndim}")
+            )
+    return tuple(sorted({int(a) % ndim for a in axes}))
+
+
+def _fans_at(
+    shape: tuple[int, ...], in_axis: Axes, out_axis: Axes, batch_axis: Axes, name: str
+) -> tuple[int, int]:
+    """JAX's fans: ``in_size * receptive`` and ``out_size * receptive``, ``receptive`` the
+    product of the axes that are none of ``in_axis``, ``out_axis``, ``batch_axis`` (each an
+    axis or a sequence of axes)."""
     if len(shape) < 2:
         raise BluShapeError(
             with_user_line(f"initializers.{name}: needs a shape of rank >= 2, got {shape}")
         )
-    ia, oa = in_axis % len(shape), out_axis % len(shape)
-    receptive = math.prod(d for i, d in enumerate(shape) if i not in (ia, oa))
-    return shape[ia] * receptive, shape[oa] * receptive
+    ins = _axis_set(in_axis, len(shape), "in_axis", name)
+    outs = _axis_set(out_axis, len(shape), "out_axis", name)
+    batch = _axis_set(batch_axis, len(shape), "batch_axis", name)
+    receptive = math.prod(d for i, d in enumerate(shape) if i not in ins + outs + batch)
+    in_size = math.prod(shape[i] for i in ins)
+    out_size = math.prod(shape[i] for i in outs)
+    return in_size * receptive, out_size * receptive
 
 
 def variance_scaling(
     scale: float,
     mode: str,
     distribution: str,
-    in_axis: int = -2,
-    out_axis: int = -1,
+    in_axis: Axes = -2,
+    out_axis: Axes = -1,
+    batch_axis: Axes = (),
     dtype: Any = dtypes.float32,
 ) -> Initializer:
     """Draws with variance ``scale / n``, ``n`` the fan named by ``mode`` (as
@@ -158,15 +161,19 @@ def variance_scaling(
         distribution: ``"truncated_normal"`` (truncated at two standard deviations, rescaled
             to keep the variance), ``"normal"`` or ``"uniform"`` (in ``[-l, l)``,
             ``l = sqrt(3 * scale / n)``).
-        in_axis, out_axis: the weight's input and output axes; the other axes are the
-            receptive field (fan = its size times the axis's length).
+        in_axis, out_axis: the weight's input and output axes (an axis or a sequence of
+            axes); the other axes are the receptive field (fan = its size times the axes'
+            sizes).
+        batch_axis: axes (an axis or a sequence) that count in neither fan nor the receptive
+            field (independent weights stacked), as JAX's.
         dtype: the default dtype of the draws (float32).
 
     Returns:
         ``init(key, shape, dtype)``; ``shape`` needs rank >= 2.
 
     Raises:
-        BluValueError: an unknown ``mode`` or ``distribution``.
+        BluValueError: an unknown ``mode`` or ``distribution``, an axis out of range (at
+            ``init``).
         BluShapeError: a shape of rank < 2 (at ``init``).
     """
     if mode not in _MODES:
@@ -180,7 +187,7 @@ def variance_scaling(
     def init(key: Any, shape: Sequence[int], dtype: Any = None) -> Any:
         dt = dtypes.canonicalize(default_dtype if dtype is None else dtype)
         shape = canonical_shape(shape)
-        fan_in, fan_out = _fans_at(shape, in_axis, out_axis, "variance_scaling")
+        fan_in, fan_out = _fans_at(shape, in_axis, out_axis, batch_axis, "variance_scaling")
         n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[mode]
         variance = scale / max(1.0, n)
         if distribution == "truncated_normal":
@@ -194,33 +201,55 @@ def variance_scaling(
     return init
 
 
-def glorot_uniform(in_axis: int = -2, out_axis: int = -1, dtype: Any = dtypes.float32):
+def glorot_uniform(
+    in_axis: Axes = -2, out_axis: Axes = -1, batch_axis: Axes = (), dtype: Any = dtypes.float32
+) -> Initializer:
     """Glorot & Bengio (2010), uniform: ``variance_scaling(1, "fan_avg", "uniform")``."""
-    return variance_scaling(1.0, "fan_avg", "uniform", in_axis, out_axis, dtype)
+    return variance_scaling(1.0, "fan_avg", "uniform", in_axis, out_axis, batch_axis, dtype)
 
 
-def glorot_normal(in_axis: int = -2, out_axis: int = -1, dtype: Any = dtypes.float32):
+def glorot_normal(
+    in_axis: Axes = -2, out_axis: Axes = -1, batch_axis: Axes = (), dtype: Any = dtypes.float32
+) -> Initializer:
     """Glorot & Bengio (2010), truncated normal: ``variance_scaling(1, "fan_avg",
     "truncated_normal")``."""
-    return variance_scaling(1.0, "fan_avg", "truncated_normal", in_axis, out_axis, dtype)
+    return variance_scaling(
+        1.0, "fan_avg", "truncated_normal", in_axis, out_axis, batch_axis, dtype
+    )
 
 
-def he_uniform(in_axis: int = -2, out_axis: int = -1, dtype: Any = dtypes.float32):
+def he_uniform(
+    in_axis: Axes = -2, out_axis: Axes = -1, batch_axis: Axes = (), dtype: Any = dtypes.float32
+) -> Initializer:
     """He et al. (2015), uniform: ``variance_scaling(2, "fan_in", "uniform")``."""
-    return variance_scaling(2.0, "fan_in", "uniform", in_axis, out_axis, dtype)
+    return variance_scaling(2.0, "fan_in", "uniform", in_axis, out_axis, batch_axis, dtype)
 
 
-def he_normal(in_axis: int = -2, out_axis: int = -1, dtype: Any = dtypes.float32):
+def he_normal(
+    in_axis: Axes = -2, out_axis: Axes = -1, batch_axis: Axes = (), dtype: Any = dtypes.float32
+) -> Initializer:
     """He et al. (2015), truncated normal: ``variance_scaling(2, "fan_in",
     "truncated_normal")``."""
-    return variance_scaling(2.0, "fan_in", "truncated_normal", in_axis, out_axis, dtype)
+    return variance_scaling(2.0, "fan_in", "truncated_normal", in_axis, out_axis, batch_axis, dtype)
 
 
-def lecun_uniform(in_axis: int = -2, out_axis: int = -1, dtype: Any = dtypes.float32):
+def lecun_uniform(
+    in_axis: Axes = -2, out_axis: Axes = -1, batch_axis: Axes = (), dtype: Any = dtypes.float32
+) -> Initializer:
     """LeCun et al. (1998), uniform: ``variance_scaling(1, "fan_in", "uniform")``."""
-    return variance_scaling(1.0, "fan_in", "uniform", in_axis, out_axis, dtype)
+    return variance_scaling(1.0, "fan_in", "uniform", in_axis, out_axis, batch_axis, dtype)
 
 
+def lecun_normal(
+    in_axis: Axes = -2, out_axis: Axes = -1, batch_axis: Axes = (), dtype: Any = dtypes.float32
+) -> Initializer:
+    """LeCun et al. (1998), truncated normal: ``variance_scaling(1, "fan_in",
+    "truncated_normal")`` (variance ``1 / fan_in``, truncated at two standard deviations and
+    rescaled to keep it)."""
+    return variance_scaling(1.0, "fan_in", "truncated_normal", in_axis, out_axis, batch_axis, dtype)
+
+
+xavier_uniform = glorot_uniform
 xavier_normal = glorot_normal
 kaiming_uniform = he_uniform
 kaiming_normal = he_normal

@@ -52,6 +52,38 @@ def test_variance_scaling_modes_axes_and_errors():
         init.he_normal()(KEY, (5,))
 
 
+def test_axis_sequences_and_batch_axis():
+    # JAX's: in/out axes may be sequences, batch axes count in no fan (they raised TypeErrors)
+    shape = (8, 6, 5, 40)  # batch 8, inputs 6 * 5 = 30, outputs 40, no receptive field
+    w = init.variance_scaling(2.0, "fan_in", "normal", in_axis=(1, 2), out_axis=-1, batch_axis=0)
+    w = np.asarray(w(KEY, shape), np.float64)
+    assert w.var() == pytest.approx(2.0 / 30, rel=0.07)  # 2 / (8 * 30) counting the batch
+    w = np.asarray(init.he_uniform(in_axis=(1, 2), batch_axis=(0,))(KEY, shape), np.float64)
+    assert np.abs(w).max() <= math.sqrt(6 / 30) and w.var() == pytest.approx(2 / 30, rel=0.07)
+    for make in (init.xavier_uniform, init.lecun_normal):  # JAX's arguments, as glorot's
+        w = np.asarray(make(in_axis=0, out_axis=1, dtype=np.float64)(KEY, (300, 100)))
+        assert w.dtype == np.float64
+    assert np.asarray(init.lecun_normal(in_axis=0, out_axis=1)(KEY, (300, 600))).var() == (
+        pytest.approx(1 / 300, rel=0.05)
+    )
+    with pytest.raises(blu.BluError, match="in_axis"):
+        init.glorot_normal(in_axis=3)(KEY, (4, 5))
+
+
+def test_dtype_arguments_in_jax_order():
+    # normal/uniform/constant(value, dtype), truncated_normal(stddev, dtype, lower, upper)
+    w = init.truncated_normal(2.0, np.float64, -1.0, 0.5)(KEY, (4000,))
+    assert w.dtype == np.float64
+    w = np.asarray(w)
+    assert w.min() >= -2.0 and w.max() <= 1.0 and w.min() < -1.9 and w.max() > 0.9
+    assert init.normal(0.5, dtype=np.float16)(KEY, (3,)).dtype == np.float16
+    assert init.normal(0.5, np.float16)(KEY, (3,), np.float32).dtype == np.float32  # call's wins
+    u = init.uniform(0.5, np.float64)(KEY, (4000,))
+    assert u.dtype == np.float64 and 0 <= float(u.min()) and float(u.max()) < 0.5
+    c = init.constant(3, dtype=np.int32)(KEY, (2,))
+    assert c.dtype == np.int32 and np.all(np.asarray(c) == 3)
+
+
 @pytest.mark.parametrize("shape", [(6, 4), (4, 6), (3, 2, 5)])
 def test_orthogonal(shape):
     w = np.asarray(init.orthogonal(scale=2.0)(KEY, shape), np.float64)

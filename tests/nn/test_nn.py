@@ -507,7 +507,7 @@ def test_initializers_shapes_dtypes_and_statistics():
     std = math.sqrt(1 / (3 * fan_in))
     assert abs(ln.std() - std) < 0.02 * std
     assert np.abs(ln).max() <= 2 * std / 0.87962566103423978 + 1e-6
-    tn = np.asarray(init.truncated_normal(1.0, -1.0, 1.0)(k, (1000,)))
+    tn = np.asarray(init.truncated_normal(1.0, lower=-1.0, upper=1.0)(k, (1000,)))
     assert np.abs(tn).max() <= 1.0
     assert init.normal(1.0)(k, (3,), np.float16).dtype == np.float16
     with pytest.raises(BluShapeError):
