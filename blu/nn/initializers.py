@@ -172,10 +172,12 @@ def variance_scaling(
         ``init(key, shape, dtype)``; ``shape`` needs rank >= 2.
 
     Raises:
-        BluValueError: an unknown ``mode`` or ``distribution``, an axis out of range (at
-            ``init``).
+        BluValueError: an unknown ``mode`` or ``distribution``, a negative ``scale``, an axis
+            out of range (at ``init``).
         BluShapeError: a shape of rank < 2 (at ``init``).
     """
+    if isinstance(scale, (int, float, np.number)) and not scale >= 0:
+        raise BluValueError(with_user_line(f"variance_scaling: scale {scale} must be >= 0"))
     if mode not in _MODES:
         raise BluValueError(f"variance_scaling: mode {mode!r}, expected one of {_MODES}")
     if distribution not in _DISTRIBUTIONS:

@@ -50,6 +50,8 @@ def test_variance_scaling_modes_axes_and_errors():
         init.variance_scaling(1.0, "fan_in", "cauchy")
     with pytest.raises(blu.BluError, match="rank >= 2"):
         init.he_normal()(KEY, (5,))
+    with pytest.raises(blu.errors.BluValueError, match="scale"):
+        init.variance_scaling(-1.0, "fan_in", "normal")  # was Python's math domain error
 
 
 def test_axis_sequences_and_batch_axis():
