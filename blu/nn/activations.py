@@ -215,12 +215,16 @@ def squareplus(x: Any, b: Any = 4) -> Any:
     """``(x + sqrt(x**2 + b)) / 2`` (So 2021), a smooth relu; ``b >= 0`` sets the curvature.
 
     For ``x < 0`` it is computed as ``b / (2 (sqrt(x**2 + b) - x))``, which does not cancel
-    (``squareplus(-1e4)`` is ``1e-4`` in float32, not 0).
+    (``squareplus(-1e4)`` is ``1e-4`` in float32, not 0), and ``sqrt(x**2 + b)`` as
+    ``hypot(x, sqrt(b))``, which does not overflow (``squareplus(1e30)`` is ``1e30`` in
+    float32, not inf, with derivative 1).
     """
     x = _float_operand(x)
-    pos = (x + bnp.sqrt(bnp.square(x) + b)) / 2
-    xn = bnp.where(x < 0, x, -bnp.ones_like(x))  # keeps the untaken branch finite
-    neg = b / (2 * (bnp.sqrt(bnp.square(xn) + b) - xn))
+    b = bnp.asarray(b, dtype=x.dtype)
+    r = bnp.hypot(x, bnp.sqrt(b))
+    pos = 0.5 * x + 0.5 * r  # halves first: x + r overflows near the largest float
+    den = bnp.where(x < 0, r - x, bnp.ones_like(x))  # r - x = r + |x| > 0; 1 keeps 0/0 out
+    neg = b / (2 * den)
     return bnp.where(x < 0, neg, pos)
 
 

@@ -111,6 +111,19 @@ def test_nan_gives_nan(name):
         assert np.isnan(_grad(f, np.nan))
 
 
+def test_squareplus_does_not_overflow():
+    # x**2 overflowed float32 beyond ~1.8e19: squareplus(1e20) was inf with derivative 0.5
+    x = np.array([1e20, 1e30, 3e38, -1e20, -1e30], np.float32)
+    x64 = x.astype(np.float64)
+    r = np.sqrt(x64 * x64 + 4.0)  # no overflow in float64
+    want = np.where(x64 > 0, (x64 + r) / 2, 4.0 / (2 * (r + np.abs(x64))))  # r - x for x < 0
+    got = np.asarray(nn.squareplus(x))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=2e-6)
+    grads = np.asarray(blu.vmap(blu.grad(nn.squareplus))(x))
+    np.testing.assert_allclose(grads, (1 + x64 / r) / 2, rtol=2e-6, atol=1e-30)
+
+
 @given(arrays(shapes(max_dims=2)))
 def test_vmap_matches_loop(x):
     for name in ["softplus", "mish", "hard_silu", "elu"]:
