@@ -287,9 +287,11 @@ def linear_schedule(init_value: float, end_value: float, transition_steps: int,
                     transition_begin: int = 0) -> Schedule:  # fmt: skip
     """Linear from ``init_value`` to ``end_value`` over ``transition_steps`` counts after
     ``transition_begin``, then ``end_value`` (``optax.linear_schedule``); ``init_value``
-    throughout where ``transition_steps <= 0``, as optax."""
+    throughout where ``transition_steps <= 0``, and a negative ``transition_begin`` taken as 0,
+    as optax."""
     if transition_steps <= 0:
         return lambda count: bnp.full((), init_value, dtypes.float32)
+    transition_begin = max(transition_begin, 0)
 
     def schedule(count: Any) -> Any:
         c = bnp.asarray(count).astype(dtypes.float32) - float(transition_begin)

@@ -122,6 +122,13 @@ def test_chain_equals_adamw_with_schedule_and_clipping():
     _close(p, q, rtol=1e-5, atol=1e-7)
 
 
+def test_linear_schedule_negative_begin_is_zero():
+    # optax's polynomial_schedule takes transition_begin < 0 as 0 (it shifted the ramp left)
+    sched = optim.linear_schedule(1.0, 0.0, 10, transition_begin=-5)
+    for c in [0, 3, 10, 12]:
+        assert float(sched(c)) == pytest.approx(1.0 - min(c, 10) / 10)
+
+
 def test_clip_transform_masked_and_identity():
     g = {"w": np.full((3, 4), 2.0, np.float32), "b": np.zeros(4, np.float32)}
     clip = optim.clip_by_global_norm(3.0)
