@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +14,7 @@ import blu.numpy as bnp
 from blu import lax, random
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
-from blu.core.interpreter import get_aval
+from blu.core.interpreter import Tracer, get_aval
 from blu.nn.logsumexp_weighted import weighted_logsumexp
 from blu.nn.operands import _axes, _float_operand, _stable_max, _upcast
 from blu.nn.softmax_masked import masked_softmax
@@ -447,10 +448,20 @@ def one_hot(labels: Any, num_classes: int, dtype: Any = dtypes.float32, *, axis:
         ``labels.shape`` with ``num_classes`` inserted at ``axis``, of ``dtype``.
 
     Raises:
-        BluValueError: ``axis`` is out of range for ``labels.ndim + 1``.
+        BluValueError: ``axis`` is out of range for ``labels.ndim + 1``, or ``num_classes < 0``.
+        BluTypeError: ``num_classes`` is not an integer.
     """
     labels = _check_int(labels, "labels", "one_hot")
-    shape = labels.shape + (int(num_classes),)
+    if isinstance(num_classes, Tracer):
+        num_classes = int(num_classes)  # a ConcretizationError saying what to do
+    try:  # JAX's operator.index: 2.5 was truncated to 2 and None was Python's TypeError
+        n = operator.index(np.asarray(num_classes).item())
+    except TypeError:
+        raise BluTypeError(with_user_line(f"nn.one_hot: num_classes must be an int, got "
+                                          f"{num_classes!r}")) from None  # fmt: skip
+    if n < 0:
+        raise BluValueError(with_user_line(f"nn.one_hot: num_classes {n} < 0"))
+    shape = labels.shape + (n,)
     classes = lax.iota(labels.dtype, shape, len(shape) - 1)
     out = (bnp.expand_dims(labels, -1) == classes).astype(dtype)
     (ax,) = _axes(axis, len(shape), "one_hot")
