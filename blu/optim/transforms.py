@@ -51,9 +51,12 @@ __all__ = [
     "clip_by_global_norm_transform",
     "constant_schedule",
     "cosine_decay_schedule",
+    "exponential_decay",
     "identity",
+    "join_schedules",
     "linear_schedule",
     "masked",
+    "piecewise_constant_schedule",
     "scale",
     "scale_by_adam",
     "scale_by_learning_rate",
@@ -319,3 +322,87 @@ def warmup_cosine_decay_schedule(
     ``optax.warmup_cosine_decay_schedule``; blu's ``warmup_cosine_decay`` with optax's
     argument names."""
     return warmup_cosine_decay(peak_value, warmup_steps, decay_steps, end_value, init_value)
+
+
+def exponential_decay(
+    init_value: float,
+    transition_steps: int,
+    decay_rate: float,
+    transition_begin: int = 0,
+    staircase: bool = False,
+    end_value: float | None = None,
+) -> Schedule:
+    """``init_value * decay_rate ** ((count - transition_begin) / transition_steps)`` after
+    ``transition_begin`` (``init_value`` before), the exponent floored where ``staircase``, and
+    bounded by ``end_value`` (a floor when ``decay_rate < 1``, else a ceiling), as
+    ``optax.exponential_decay``; ``init_value`` throughout where ``transition_steps <= 0`` or
+    ``decay_rate == 0``, and a negative ``transition_begin`` taken as 0."""
+    if transition_steps <= 0 or decay_rate == 0:
+        return constant(init_value)
+    transition_begin = max(transition_begin, 0)
+
+    def schedule(count: Any) -> Any:
+        c = bnp.asarray(count).astype(dtypes.float32) - float(transition_begin)
+        p = c / float(transition_steps)
+        if staircase:
+            p = bnp.floor(p)
+        v = bnp.where(c <= 0, init_value, init_value * bnp.power(float(decay_rate), p))
+        if end_value is not None:
+            v = bnp.maximum(v, end_value) if decay_rate < 1.0 else bnp.minimum(v, end_value)
+        return v
+
+    return schedule
+
+
+def piecewise_constant_schedule(
+    init_value: float, boundaries_and_scales: dict[int, float] | None = None
+) -> Schedule:
+    """``init_value`` times every ``scale`` whose boundary the count has reached
+    (``count >= boundary``), as ``optax.piecewise_constant_schedule``'s code.
+
+    Raises:
+        BluValueError: a negative scale.
+    """
+    items = sorted((boundaries_and_scales or {}).items())
+    if any(not scale >= 0 for _, scale in items):
+        raise BluValueError(
+            with_user_line(
+                f"piecewise_constant_schedule: scales must be >= 0, got {boundaries_and_scales}"
+            )
+        )
+
+    def schedule(count: Any) -> Any:
+        c = bnp.asarray(count)
+        v = bnp.full((), init_value, dtypes.float32)
+        for boundary, scale in items:
+            v = bnp.where(c >= boundary, v * scale, v)
+        return v
+
+    return schedule
+
+
+def join_schedules(schedules: list[Schedule], boundaries: list[int]) -> Schedule:
+    """``schedules[0]`` until ``boundaries[0]``, then ``schedules[i + 1](count - boundaries[i])``
+    from ``boundaries[i]`` on (each one restarts its count at its boundary), as
+    ``optax.join_schedules``.
+
+    Raises:
+        BluValueError: not one boundary fewer than schedules.
+    """
+    schedules, boundaries = list(schedules), list(boundaries)
+    if not schedules or len(boundaries) != len(schedules) - 1:
+        raise BluValueError(
+            with_user_line(
+                f"join_schedules: needs one boundary fewer than schedules, got "
+                f"{len(schedules)} schedules and {len(boundaries)} boundaries"
+            )
+        )
+
+    def schedule(count: Any) -> Any:
+        c = bnp.asarray(count)
+        out = schedules[0](c)
+        for boundary, sched in zip(boundaries, schedules[1:]):
+            out = bnp.where(c < boundary, out, sched(c - boundary))
+        return out
+
+    return schedule

@@ -129,6 +129,39 @@ def test_linear_schedule_negative_begin_is_zero():
         assert float(sched(c)) == pytest.approx(1.0 - min(c, 10) / 10)
 
 
+def test_exponential_piecewise_and_joined_schedules():
+    # optax's exponential_decay / piecewise_constant_schedule / join_schedules (they were
+    # missing: AttributeError), against their closed forms at and around the boundaries
+    def exp_ref(c, begin, staircase, end):
+        d = c - begin
+        p = math.floor(d / 10) if staircase else d / 10
+        v = 2.0 if d <= 0 else 2.0 * 0.5**p
+        return v if end is None else max(v, end)
+
+    for begin, staircase, end in [(0, False, None), (5, True, 0.3), (-3, False, None)]:
+        sched = optim.exponential_decay(2.0, 10, 0.5, begin, staircase, end)
+        for c in [0, 4, 5, 9, 14, 15, 25, 60]:
+            want = exp_ref(c, max(begin, 0), staircase, end)
+            assert float(blu.jit(sched)(np.int32(c))) == pytest.approx(want, rel=1e-6)
+    grow = optim.exponential_decay(1.0, 1, 2.0, end_value=5.0)  # rate > 1: end is a ceiling
+    assert [float(grow(c)) for c in (1, 2, 3)] == [2.0, 4.0, 5.0]
+    assert float(optim.exponential_decay(3.0, 0, 0.5)(7)) == 3.0
+    pw = optim.piecewise_constant_schedule(1.0, {10: 0.1, 4: 0.5})
+    for c, want in [(0, 1.0), (3, 1.0), (4, 0.5), (9, 0.5), (10, 0.05), (11, 0.05)]:
+        assert float(blu.jit(pw)(np.int32(c))) == pytest.approx(want, rel=1e-6)
+    assert float(optim.piecewise_constant_schedule(0.3)(100)) == pytest.approx(0.3)
+    joined = optim.join_schedules(
+        [optim.constant_schedule(1.0), optim.linear_schedule(0.0, 1.0, 10), lambda c: c * 0.0 + 7],
+        [5, 20],
+    )
+    for c, want in [(0, 1.0), (4, 1.0), (5, 0.0), (10, 0.5), (19, 1.0), (20, 7.0), (30, 7.0)]:
+        assert float(blu.jit(joined)(np.int32(c))) == pytest.approx(want, rel=1e-6)
+    with pytest.raises(blu.errors.BluValueError, match="boundar"):
+        optim.join_schedules([optim.constant_schedule(1.0)], [3])
+    with pytest.raises(blu.errors.BluValueError, match="scales"):
+        optim.piecewise_constant_schedule(1.0, {3: -0.5})
+
+
 def test_clip_transform_masked_and_identity():
     g = {"w": np.full((3, 4), 2.0, np.float32), "b": np.zeros(4, np.float32)}
     clip = optim.clip_by_global_norm(3.0)
