@@ -179,13 +179,15 @@ def adamw(
     eps: float = 1e-8,
     weight_decay: float = 0.01,
     mask: Any = None,
+    *,
+    eps_root: float = 0.0,
 ) -> Optimizer:
     """Adam with decoupled weight decay (Loshchilov & Hutter 2019; Kingma & Ba 2015).
 
     Per leaf, with ``t = step + 1`` and ``lr = learning_rate(step)``::
 
         m = b1 m + (1 - b1) g;   v = b2 v + (1 - b2) g^2
-        p = p - lr * (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + weight_decay * p)
+        p = p - lr * (m / (1 - b1^t) / (sqrt(v / (1 - b2^t) + eps_root) + eps) + weight_decay * p)
 
     (the decay term only where ``mask`` is True) — the same update as ``optax.adamw`` and
     ``torch.optim.AdamW``.
@@ -194,6 +196,8 @@ def adamw(
         learning_rate: a float or a schedule ``step -> lr``.
         b1, b2: moment decay rates.
         eps: added to the root of the second moment.
+        eps_root: added to the bias-corrected second moment inside the root (optax's; keeps
+            the gradient of the update finite where ``v`` is 0, e.g. meta-learning).
         weight_decay: decoupled decay coefficient (multiplied by the learning rate).
         mask: which leaves decay: a pytree of bools with the params' structure, or a callable
             ``params -> that pytree`` (e.g. ``decay_mask_matrices``); None: all leaves.
@@ -240,7 +244,9 @@ def adamw(
             m = b1 * m + (1.0 - b1) * g
             v = b2 * v + (1.0 - b2) * (g * g)
             bc1, bc2 = bias_corrections(md)
-            u = (m / bc1) / (bnp.sqrt(v / bc2) + eps)
+            m_hat = m / bc1
+            v_hat = v / bc2 if not eps_root else v / bc2 + eps_root
+            u = m_hat / (bnp.sqrt(v_hat) + eps)
             p32 = None if p is None else p.astype(md)
             if decay and weight_decay != 0.0:
                 u = u + weight_decay * p32
@@ -255,10 +261,14 @@ def adamw(
 
 
 def adam(
-    learning_rate: float | Schedule, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8
+    learning_rate: float | Schedule,
+    b1: float = 0.9,
+    b2: float = 0.999,
+    eps: float = 1e-8,
+    eps_root: float = 0.0,
 ) -> Optimizer:
-    """Adam (Kingma & Ba 2015): ``adamw`` without weight decay."""
-    return adamw(learning_rate, b1, b2, eps, weight_decay=0.0)
+    """Adam (Kingma & Ba 2015): ``adamw`` without weight decay (``optax.adam``'s arguments)."""
+    return adamw(learning_rate, b1, b2, eps, weight_decay=0.0, eps_root=eps_root)
 
 
 def decay_mask_matrices(params: Any) -> Any:

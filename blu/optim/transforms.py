@@ -145,8 +145,10 @@ def scale_by_learning_rate(learning_rate: float | Schedule, *, flip_sign: bool =
     return scale(sign * learning_rate)
 
 
-def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> GradientTransformation:
-    """Adam's direction ``m_hat / (sqrt(v_hat) + eps)`` (Kingma & Ba 2015), as
+def scale_by_adam(
+    b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, eps_root: float = 0.0
+) -> GradientTransformation:
+    """Adam's direction ``m_hat / (sqrt(v_hat + eps_root) + eps)`` (Kingma & Ba 2015), as
     ``optax.scale_by_adam``; moments in float32 for bfloat16/float16 leaves."""
 
     def init(params: Any) -> ScaleByAdamState:
@@ -164,7 +166,9 @@ def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> Grad
             tt = t.astype(m.dtype)
             bc1 = 1.0 - bnp.power(bnp.asarray(b1, m.dtype), tt)
             bc2 = 1.0 - bnp.power(bnp.asarray(b2, m.dtype), tt)
-            return (m / bc1) / (bnp.sqrt(v / bc2) + eps), m, v
+            m_hat = m / bc1
+            v_hat = v / bc2 if not eps_root else v / bc2 + eps_root
+            return m_hat / (bnp.sqrt(v_hat) + eps), m, v
 
         leaves, treedef = pytree.tree_flatten(updates)
         ms = _leaves_like(state.mu, treedef, "state.mu", "scale_by_adam")

@@ -56,7 +56,7 @@ def _cosine_ref(step, peak, warmup, total, end, init=0.0):
     return end + (peak - end) * 0.5 * (1 + math.cos(math.pi * frac))
 
 
-def _adamw_ref(params, grads_seq, lr_fn, b1, b2, eps, wd, decay_flags):
+def _adamw_ref(params, grads_seq, lr_fn, b1, b2, eps, wd, decay_flags, eps_root=0.0):
     p = [x.copy() for x in _np_leaves(params)]
     m = [np.zeros_like(x) for x in p]
     v = [np.zeros_like(x) for x in p]
@@ -68,7 +68,7 @@ def _adamw_ref(params, grads_seq, lr_fn, b1, b2, eps, wd, decay_flags):
             v[i] = b2 * v[i] + (1 - b2) * g * g
             mhat = m[i] / (1 - b1**t)
             vhat = v[i] / (1 - b2**t)
-            upd = mhat / (np.sqrt(vhat) + eps)
+            upd = mhat / (np.sqrt(vhat + eps_root) + eps)
             if decay_flags[i]:
                 upd = upd + wd * p[i]
             p[i] = p[i] - lr * upd
@@ -159,6 +159,26 @@ def test_adam_is_adamw_without_decay():
     n = len(pytree.tree_leaves(params))
     want, _, _ = _adamw_ref(params, grads, lambda s: 5e-3, 0.5, 0.9, 1e-8, 123.0, [False] * n)
     _assert_trees_close(_np_leaves(new_params), want, rtol=1e-9, atol=1e-12)
+
+
+def test_eps_root_inside_the_root():
+    # optax's eps_root (it was Python's TypeError): m_hat / (sqrt(v_hat + eps_root) + eps)
+    rng = np.random.default_rng(12)
+    params = _params(rng)
+    grads = _grads_seq(rng, params, 4)
+    n = len(pytree.tree_leaves(params))
+    want, _, _ = _adamw_ref(params, grads, lambda s: 1e-2, 0.9, 0.99, 1e-8, 0.1, [True] * n, 0.5)
+    got, _ = _run(optim.adamw(1e-2, 0.9, 0.99, weight_decay=0.1, eps_root=0.5), params, grads)
+    _assert_trees_close(_np_leaves(got), want, rtol=1e-9, atol=1e-12)
+    want, _, _ = _adamw_ref(params, grads, lambda s: 1e-2, 0.9, 0.99, 1e-8, 0.0, [False] * n, 0.5)
+    got, _ = _run(optim.adam(1e-2, 0.9, 0.99, 1e-8, 0.5), params, grads)
+    _assert_trees_close(_np_leaves(got), want, rtol=1e-9, atol=1e-12)
+    chain = optim.chain(optim.scale_by_adam(0.9, 0.99, 1e-8, 0.5), optim.scale(-1e-2))
+    state, p = chain.init(params), params
+    for g in grads:
+        u, state = chain.update(g, state, p)
+        p = optim.apply_updates(p, u)
+    _assert_trees_close(_np_leaves(p), want, rtol=1e-9, atol=1e-12)
 
 
 def test_adamw_float32_params_close_to_float64_reference():
