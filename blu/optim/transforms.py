@@ -308,10 +308,16 @@ def linear_schedule(init_value: float, end_value: float, transition_steps: int,
     return schedule
 
 
-def cosine_decay_schedule(init_value: float, decay_steps: int, alpha: float = 0.0) -> Schedule:
+def cosine_decay_schedule(
+    init_value: float, decay_steps: int, alpha: float = 0.0, exponent: float = 1.0
+) -> Schedule:
     """Cosine from ``init_value`` to ``alpha * init_value`` over ``decay_steps``
-    (``optax.cosine_decay_schedule``)."""
-    return cosine_decay(init_value, decay_steps, alpha * init_value)
+    (``optax.cosine_decay_schedule``): ``init * ((1 - alpha) * c ** exponent + alpha)`` with
+    ``c = (1 + cos(pi * min(count, decay_steps) / decay_steps)) / 2``."""
+    if exponent == 1.0:
+        return cosine_decay(init_value, decay_steps, alpha * init_value)
+    half_cosine = cosine_decay(1.0, decay_steps, 0.0)
+    return lambda count: init_value * ((1.0 - alpha) * half_cosine(count) ** exponent + alpha)
 
 
 def warmup_cosine_decay_schedule(
@@ -320,12 +326,20 @@ def warmup_cosine_decay_schedule(
     warmup_steps: int,
     decay_steps: int,
     end_value: float = 0.0,
+    exponent: float = 1.0,
 ) -> Schedule:
     """Linear warmup from ``init_value`` to ``peak_value`` over ``warmup_steps``, then cosine
     decay to ``end_value`` at ``decay_steps`` (the total, warmup included), as
     ``optax.warmup_cosine_decay_schedule``; blu's ``warmup_cosine_decay`` with optax's
-    argument names."""
-    return warmup_cosine_decay(peak_value, warmup_steps, decay_steps, end_value, init_value)
+    argument names. ``exponent`` raises the cosine factor to that power, as optax's
+    (``cosine_decay_schedule``'s ``alpha = end_value / peak_value``, 0 for a zero peak)."""
+    plain = warmup_cosine_decay(peak_value, warmup_steps, decay_steps, end_value, init_value)
+    if exponent == 1.0:
+        return plain
+    alpha = 0.0 if peak_value == 0 else end_value / peak_value
+    warm = linear_schedule(init_value, peak_value, warmup_steps)
+    cos = cosine_decay_schedule(peak_value, max(1, decay_steps - warmup_steps), alpha, exponent)
+    return join_schedules([warm, cos], [warmup_steps])
 
 
 def exponential_decay(

@@ -162,6 +162,21 @@ def test_exponential_piecewise_and_joined_schedules():
         optim.piecewise_constant_schedule(1.0, {3: -0.5})
 
 
+def test_cosine_schedules_exponent():
+    # optax's exponent= (it was Python's TypeError): init * ((1 - alpha) * c**exponent + alpha)
+    def cos_factor(c, steps):
+        return 0.5 * (1 + math.cos(math.pi * min(c, steps) / steps))
+
+    s = optim.cosine_decay_schedule(2.0, 10, alpha=0.1, exponent=3.0)
+    for c in [0, 3, 5, 10, 20]:
+        want = 2.0 * (0.9 * cos_factor(c, 10) ** 3 + 0.1)
+        assert float(blu.jit(s)(np.int32(c))) == pytest.approx(want, rel=1e-6)
+    s = optim.warmup_cosine_decay_schedule(0.1, 1.0, 10, 110, end_value=0.01, exponent=2.0)
+    for c in [0, 5, 10, 60, 110, 200]:
+        want = 0.1 + 0.9 * c / 10 if c < 10 else 0.99 * cos_factor(c - 10, 100) ** 2 + 0.01
+        assert float(blu.jit(s)(np.int32(c))) == pytest.approx(want, rel=1e-6)
+
+
 def test_clip_transform_masked_and_identity():
     g = {"w": np.full((3, 4), 2.0, np.float32), "b": np.zeros(4, np.float32)}
     clip = optim.clip_by_global_norm(3.0)
