@@ -31,6 +31,7 @@ import blu.numpy as bnp
 from blu import lax
 from blu.core import dtypes, pytree
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import Tracer
 
 Schedule = Callable[[Any], Any]
 
@@ -141,10 +142,12 @@ def _step0() -> Any:
 
 
 def _learning_rate(lr: float | Schedule, step: Any) -> Any:
-    """The learning rate at ``step``: a Python float as given, or a schedule's value as a float32
-    scalar."""
+    """The learning rate at ``step``: a Python float as given, a schedule's value as a float32
+    scalar, or a traced scalar (a jit argument, as optax takes) as it is (cast per leaf)."""
     if callable(lr):
         return bnp.asarray(lr(step)).astype(dtypes.float32)
+    if isinstance(lr, Tracer):
+        return lr
     return float(lr)
 
 

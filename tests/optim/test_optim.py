@@ -269,6 +269,21 @@ def test_jit_update_equals_eager(make):
     _assert_trees_close((p, s), (jit_p, jit_s), rtol=0, atol=0)  # donation changes nothing
 
 
+@pytest.mark.parametrize("make", [lambda lr: optim.adamw(lr), lambda lr: optim.sgd(lr, 0.9)])
+def test_traced_learning_rate(make):
+    # a jit argument as the learning rate, as optax takes (float() of it was a
+    # ConcretizationError); the same numbers as the Python float, here float64 params
+    rng = np.random.default_rng(13)
+    params = _params(rng)
+    grads = _grads_seq(rng, params, 3)
+
+    def run(lr):
+        return _run(make(lr), params, grads)[0]
+
+    want, _ = _run(make(0.03), params, grads)
+    _assert_trees_close(blu.jit(run)(np.float64(0.03)), want, rtol=1e-12, atol=1e-14)
+
+
 def test_update_vmaps_over_independent_runs():
     rng = np.random.default_rng(8)
     batched = {"w": rng.normal(size=(3, 2, 2)), "b": rng.normal(size=(3, 2))}
