@@ -422,7 +422,7 @@ def clip_grads_by_global_norm(grads: Any, max_norm: float) -> tuple[Any, Any]:
         ``(clipped, norm)``: ``grads * min(1, max_norm / norm)`` (each leaf keeps its dtype)
         and the global norm before clipping; ``max_norm = inf`` leaves ``grads`` unchanged.
     """
-    if not max_norm > 0:
+    if not isinstance(max_norm, Tracer) and not max_norm > 0:  # a traced one: as optax, unchecked
         raise BluValueError(
             with_user_line(f"optim.clip_by_global_norm: max_norm must be > 0, got {max_norm}")
         )

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import blu.numpy as bnp
 from blu.core import dtypes, pytree
 from blu.core.errors import BluValueError, with_user_line
+from blu.core.interpreter import Tracer
 from blu.optim.optimizers import (
     GradientTransformation,
     Schedule,
@@ -212,7 +213,7 @@ def clip_by_global_norm_transform(max_norm: float) -> GradientTransformation:
     Raises:
         BluValueError: ``max_norm <= 0``.
     """
-    if not max_norm > 0:
+    if not isinstance(max_norm, Tracer) and not max_norm > 0:  # a traced one: as optax, unchecked
         raise BluValueError(with_user_line(f"clip_by_global_norm: max_norm {max_norm} <= 0"))
     if _no_bound(max_norm):  # inf / max(norm, inf) would be inf / inf = NaN
         return identity()

@@ -383,6 +383,21 @@ def test_clipping_to_an_infinite_norm_changes_nothing(inf):
     _assert_trees_close(out, grads, rtol=0, atol=0)
 
 
+def test_clipping_to_a_traced_max_norm():
+    # optax takes an array max_norm (jit argument); the > 0 check on it was a ConcretizationError
+    rng = np.random.default_rng(14)
+    grads = _params(rng)
+    norm = math.sqrt(sum(float((x**2).sum()) for x in pytree.tree_leaves(grads)))
+    for max_norm in [0.5 * norm, 2.0 * norm]:
+        want = pytree.tree_map(lambda x: x * min(1.0, max_norm / norm), grads)
+        clipped, n = blu.jit(optim.clip_by_global_norm)(grads, np.float64(max_norm))
+        _assert_trees_close(clipped, want, rtol=1e-12, atol=1e-14)
+        assert float(n) == pytest.approx(norm, rel=1e-12)
+        clip = blu.jit(lambda g, m: optim.clip_by_global_norm(m).update(g, None))
+        out, _ = clip(grads, np.float64(max_norm))
+        _assert_trees_close(out, want, rtol=1e-12, atol=1e-14)
+
+
 # ---- schedules ---------------------------------------------------------------------------------
 
 
