@@ -74,3 +74,15 @@ LOSSES = {
 def test_gradients_against_differences(name):
     f, z = LOSSES[name]
     np.testing.assert_allclose(np.asarray(blu.grad(f)(z)), fd_grad(f, z), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("trans", [0, 1, 2, "N", "T", "C"])
+@pytest.mark.parametrize("lower", [True, False])
+def test_solve_triangular_trans_conjugates_for_C(trans, lower):
+    # trans 2/'C' solves a^H x = b (scipy's); it solved a^T x = b, dropping the conjugate
+    a = cplx((3, 3), 8) + 3 * np.eye(3)
+    b = cplx((3, 2), 9)
+    t = np.tril(a) if lower else np.triu(a)
+    op = {0: t, 1: t.T, 2: t.conj().T}[{"N": 0, "T": 1, "C": 2}.get(trans, trans)]
+    got = np.asarray(LA.solve_triangular(a, b, trans=trans, lower=lower))
+    np.testing.assert_allclose(got, np.linalg.solve(op, b), rtol=1e-10, atol=1e-12)

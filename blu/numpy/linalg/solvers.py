@@ -99,7 +99,8 @@ def solve_triangular(
         a: ``(..., n, n)``; only its ``lower`` (else upper) triangle is read, and not its
             diagonal with ``unit_diagonal`` (taken as ones).
         b: vectors or matrices, as for ``solve``.
-        trans: 0/'N' (``a``), 1/'T' or 2/'C' (``a.T``).
+        trans: 0/'N' (``a``), 1/'T' (``a.T``) or 2/'C' (``a^H``, the conjugate transpose;
+            ``a.T`` for real ``a``).
 
     Returns:
         ``x`` with ``b``'s (broadcast) shape; a zero diagonal gives inf/NaN.
@@ -109,7 +110,7 @@ def solve_triangular(
     a, b, vector = rhs(matrices(a, "solve_triangular", True), b, "solve_triangular")
     x = lax_linalg.triangular_solve(
         a, b, left_side=True, lower=lower, transpose_a=trans not in (0, "N"),
-        unit_diagonal=unit_diagonal,
+        conjugate_a=trans in (2, "C"), unit_diagonal=unit_diagonal,
     )  # fmt: skip
     return squeeze(x, -1) if vector else x
 
