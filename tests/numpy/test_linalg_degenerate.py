@@ -94,3 +94,22 @@ def test_cond_two_norm_of_the_zero_matrix():
     assert float(LA.cond(SINGULAR["zero row"], -2)) == 0.0
     assert np.isnan(float(LA.cond(np.zeros((2, 2)))))
     assert float(LA.cond(SINGULAR["zero row"])) == np.inf
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.integers(0, 2**31), st.integers(2, 5), st.integers(2, 5), st.data())
+def test_lstsq_negative_rcond_means_machine_epsilon(seed, m, n, data):
+    """numpy's and JAX's rule: ``rcond < 0`` is eps of the dtype. It was taken literally (every
+    singular value kept), so the zero singular values of a rank-deficient matrix were inverted
+    (inf/NaN, or ~1e16 from rounding noise) and the rank was full."""
+    r = data.draw(st.integers(1, min(m, n) - 1))
+    rng = np.random.default_rng(seed)
+    # rank r with exactly zero singular values: a signed permutation of a diagonal matrix
+    d = np.zeros((m, n))
+    d[np.arange(r), np.arange(r)] = rng.uniform(0.5, 2.0, r) * rng.choice([-1.0, 1.0], r)
+    a = d[rng.permutation(m)][:, rng.permutation(n)]
+    b = rng.standard_normal(m)
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        x, _, rank, _ = LA.lstsq(a.astype(dtype), b.astype(dtype), rcond=-1)
+        np.testing.assert_allclose(np.asarray(x), np.linalg.pinv(a) @ b, rtol=tol, atol=tol)
+        assert int(rank) == r

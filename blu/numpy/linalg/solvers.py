@@ -323,7 +323,8 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Any, Any, Any, An
         a: ``(..., m, n)`` array.
         b: one vector ``(m,)`` or ``(..., m, k)`` matrices (batch dimensions broadcast).
         rcond: singular values ``<= rcond * max(s)`` count as zero (static float); default
-            ``eps * max(m, n)`` (numpy's default).
+            ``eps * max(m, n)`` (numpy's default); a negative ``rcond`` means ``eps`` of ``a``'s
+            dtype (numpy's and JAX's).
 
     Returns:
         ``(x, residuals, rank, s)``: the minimum-norm solution ``(..., n)`` or ``(..., n, k)``;
@@ -335,6 +336,7 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Any, Any, Any, An
     a, b, vector = rhs(matrices(a, "lstsq"), b, "lstsq")
     m, n = shape(a)[-2:]
     tol = eps(a) * max(m, n) if rcond is None else _static_float(rcond, "lstsq")
+    tol = eps(a) if tol < 0 else tol  # numpy's and JAX's: a negative rcond means eps
     x = matmul(_pinv(a, tol), b)
     r = b - matmul(a, x)
     resid = _sum(abs2(r), axis=-2)
