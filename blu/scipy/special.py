@@ -88,13 +88,13 @@ def gammaln(x: Any) -> Any:
 def gammasgn(x: Any) -> Any:
     """The sign of ``Gamma(x)``: 1 for ``x > 0``, ``(-1)^ceil(-x)`` for negative non-integers,
     the sign of zero at ``+-0`` (``Gamma(+-0) = +-inf``), NaN at the poles ``-1, -2, ...``
-    (scipy's values)."""
+    and at NaN (scipy's and JAX's values)."""
     x = _float(x)
     fl = bnp.floor(x)
     neg = bnp.where(bnp.remainder(fl, 2) == 0, 1.0, -1.0).astype(x.dtype)
     out = bnp.where(x > 0, bnp.ones_like(x), neg)
     out = bnp.where(x == 0, bnp.copysign(bnp.ones_like(x), x), out)
-    return bnp.where((x < 0) & (fl == x), bnp.nan, out)
+    return bnp.where(((x < 0) & (fl == x)) | bnp.isnan(x), bnp.nan, out)
 
 
 def gamma(x: Any) -> Any:
