@@ -103,10 +103,30 @@ def gamma(x: Any) -> Any:
     return gammasgn(x) * bnp.exp(lax.lgamma(x))
 
 
+# DiDonato & Morris (1992), "Algorithm 708", the minimax coefficients of their D0: the error
+# ``lgamma(x) - ((x - 1/2) log x - x + log(2 pi) / 2)`` of Stirling's formula, for x >= 8
+_STIRLING_ERR = (0.833333333333333e-01, -0.277777777760991e-02, 0.793650666825390e-03,
+                 -0.595202931351870e-03, 0.837308034031215e-03, -0.165322962780713e-02)  # fmt: skip
+
+
+def _stirling_err(x: Any) -> Any:
+    t = 1.0 / (x * x)
+    return _horner(_STIRLING_ERR[::-1], t) / x
+
+
 def betaln(a: Any, b: Any) -> Any:
-    """``log |B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)``."""
+    """``log |B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)``. For ``0 <= a <= b`` with
+    ``b >= 8`` (as JAX) the difference ``gammaln(b) - gammaln(a + b)`` is Stirling's formula
+    with its cancelling terms taken out and DiDonato & Morris's correction, so a large ``b``
+    keeps its digits (the plain difference of two huge ``gammaln`` lost them all)."""
     a, b = _floats(a, b)
-    return lax.lgamma(a) + lax.lgamma(b) - lax.lgamma(a + b)
+    a, b = bnp.minimum(a, b), bnp.maximum(a, b)
+    small = lax.lgamma(a) + lax.lgamma(b) - lax.lgamma(a + b)
+    big = (a >= 0) & (b >= 8)
+    x, y = bnp.where(big, a, 1.0), bnp.where(big, b, 8.0)
+    diff = -(x + y - 0.5) * bnp.log1p(x / y) - x * bnp.log(y) + x
+    diff = diff + (_stirling_err(y) - _stirling_err(x + y))
+    return bnp.where(big, lax.lgamma(a) + diff, small)
 
 
 def digamma(x: Any) -> Any:

@@ -8,6 +8,8 @@ import math
 import numpy as np
 import pytest
 import scipy.special as ss
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import blu
 from blu.scipy import special as S
@@ -137,3 +139,22 @@ def test_gradients_at_the_branch_points():
     p0 = 0.02425
     want = math.sqrt(2 * math.pi) * math.exp(ss.ndtri(p0) ** 2 / 2)
     assert float(blu.grad(S.ndtri)(np.float64(p0))) == pytest.approx(want, rel=1e-8)
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.integers(1, 4), st.floats(np.log(8.0), np.log(1e12)), st.booleans())
+def test_betaln_keeps_its_digits_for_a_large_argument(n, log_b, swap):
+    """``B(n, b) = (n-1)! / (b (b+1) ... (b+n-1))`` for an integer ``n``: the closed form, summed
+    in float64 logs. ``gammaln(b) - gammaln(n + b)`` of two huge values lost every digit
+    (float32 ``betaln(1, 1e6)`` was -13.0 for -13.8155; float64 ``betaln(1, 1e15)`` was 0)."""
+    b = float(np.exp(log_b))
+    want = math.lgamma(n) - sum(math.log(b + k) for k in range(n))
+    dwant = -sum(1.0 / (b + k) for k in range(n))  # d/db, the closed form's derivative
+    args = (b, float(n)) if swap else (float(n), b)
+    got = float(S.betaln(*map(np.float64, args)))
+    assert got == pytest.approx(want, rel=1e-13, abs=1e-13)
+    grad = blu.grad(S.betaln, argnums=0 if swap else 1)(*map(np.float64, args))
+    assert float(grad) == pytest.approx(dwant, rel=1e-9)
+    if b < 1e6:  # float32: a few ulps of the result
+        got32 = float(S.betaln(*map(np.float32, args)))
+        assert got32 == pytest.approx(want, rel=16 * float(np.finfo(np.float32).eps), abs=1e-6)
