@@ -18,6 +18,7 @@ import numpy as np
 
 from blu import lax
 from blu import numpy as bnp
+from blu.core.errors import BluError, BluTypeError, with_user_line
 from blu.nn import functions as _nn
 from blu.nn.functions import logsumexp
 
@@ -135,8 +136,32 @@ def digamma(x: Any) -> Any:
 
 
 def polygamma(n: Any, x: Any) -> Any:
-    """The ``n``-th derivative of ``digamma`` (``n`` a non-negative Python int)."""
-    return lax.polygamma(int(n), _float(x))
+    """The ``n``-th derivative of ``digamma``: ``n`` integer-valued, a Python number or a
+    concrete array broadcast against ``x`` (as JAX's and scipy's); NaN where ``n`` is negative
+    or not an integer (scipy's values).
+
+    Raises:
+        BluTypeError: ``n`` is traced (each order is its own computation, chosen when tracing).
+    """
+    try:
+        orders = np.asarray(n)
+    except BluError:
+        raise BluTypeError(
+            with_user_line("polygamma: n must be concrete (a Python int or a concrete array)")
+        ) from None
+    if not np.issubdtype(orders.dtype, np.number) and orders.dtype != np.bool_:
+        raise BluTypeError(with_user_line(f"polygamma: n must be integer-valued, got {n!r}"))
+    x = _float(x)
+    with np.errstate(invalid="ignore"):
+        valid = np.isfinite(orders) & (orders == np.floor(orders)) & (orders >= 0)
+    if orders.ndim == 0 and valid:
+        return lax.polygamma(int(orders), x)
+    shape = np.broadcast_shapes(orders.shape, x.shape)
+    xb = bnp.broadcast_to(x, shape)
+    out = bnp.full(shape, np.nan, x.dtype)
+    for k in np.unique(orders[valid]):
+        out = bnp.where(np.broadcast_to(orders == k, shape), lax.polygamma(int(k), xb), out)
+    return out
 
 
 def factorial(n: Any, exact: bool = False) -> Any:

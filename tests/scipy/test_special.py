@@ -158,3 +158,30 @@ def test_betaln_keeps_its_digits_for_a_large_argument(n, log_b, swap):
     if b < 1e6:  # float32: a few ulps of the result
         got32 = float(S.betaln(*map(np.float32, args)))
         assert got32 == pytest.approx(want, rel=16 * float(np.finfo(np.float32).eps), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "n",
+    [1, 2.0, 1.5, -1, np.array([0, 1, 2, 3]), np.array([[0.0], [2.0]]), [np.nan, 1, -2, 0.5]],
+    ids=str,
+)
+def test_polygamma_orders_as_arrays_and_non_integers(n):
+    """``n`` is integer-valued array-like, broadcast against ``x`` (JAX's and scipy's); NaN for a
+    negative or fractional order. An array raised Python's TypeError from ``int(n)`` and 1.5
+    was silently taken as 1. References: scipy's values, and closed forms for orders 0 and 1
+    at the integers (``-gamma_E + H_{x-1}``, ``pi^2/6 - sum_{k<x} 1/k^2``)."""
+    x = np.array([0.5, 2.0, 3.5, -1.5])
+    got = np.asarray(S.polygamma(n, x))
+    with np.errstate(invalid="ignore"):
+        want = ss.polygamma(n, x)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    jitted = np.asarray(blu.jit(lambda x: S.polygamma(n, x))(x))
+    np.testing.assert_allclose(jitted, want, rtol=1e-10)
+    k = np.array([1.0, 2.0, 3.0])
+    both = np.asarray(S.polygamma(np.array([0, 1, 1]), k))
+    h = np.array([0.0, 1.0, 1.5])  # H_{x-1}
+    assert both[0] == pytest.approx(-np.euler_gamma + h[0], rel=1e-12)
+    assert both[1] == pytest.approx(math.pi**2 / 6 - 1.0, rel=1e-12)
+    assert both[2] == pytest.approx(math.pi**2 / 6 - 1.25, rel=1e-12)
