@@ -24,7 +24,7 @@ import numpy as np
 from blu import lax
 from blu.core import dtypes
 from blu.core.array import Array
-from blu.core.errors import BluValueError, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, canonicalize_axes, canonicalize_axis, to_inexact
 from blu.numpy.devices import with_device
@@ -105,19 +105,32 @@ def _c2c(x: Any, axes: Sequence[int], inverse: bool) -> Any:
 
 def _norm_axes(x: Any, s: Any, axes: Any, name: str) -> tuple[list[int], list[int] | None]:
     nd = get_aval(x).ndim
+    if s is not None:
+        if not isinstance(s, Sequence) and not (isinstance(s, np.ndarray) and s.ndim == 1):
+            raise BluTypeError(
+                with_user_line(f"fft.{name}: s must be a sequence of ints, got {s!r}")
+            )
+        s = [_index(v, name, "s must hold ints (n for the 1-D transforms)") for v in s]
     if axes is None:
         axes = list(range(nd)) if s is None else list(range(nd - len(s), nd))
     else:
         axes = list(canonicalize_axes(axes, nd, name)) if axes != () else []
     if s is not None:
-        s = [operator.index(v) for v in s]
         if len(s) != len(axes):
             raise BluValueError(with_user_line(f"fft.{name}: s and axes differ in length"))
     return axes, s
 
 
+def _index(v: Any, name: str, what: str) -> int:
+    """``v`` as a Python int; ``what`` says what it must be, for the error."""
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise BluTypeError(with_user_line(f"fft.{name}: {what}, got {v!r}")) from None
+
+
 def _check_n(n: int, name: str) -> int:
-    n = operator.index(n)
+    n = _index(n, name, "n must be an int")
     if n < 1:
         raise BluValueError(with_user_line(f"fft.{name}: n must be >= 1, got {n}"))
     return n

@@ -210,3 +210,25 @@ def test_frequencies_and_shifts_take_positional_arguments():
     x = np.arange(12.0).reshape(3, 4)
     np.testing.assert_array_equal(np.asarray(bnp.fft.fftshift(x, 0)), np.fft.fftshift(x, 0))
     np.testing.assert_array_equal(np.asarray(bnp.fft.ifftshift(x, (1,))), np.fft.ifftshift(x, (1,)))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda z: bnp.fft.irfft(z, 4.0),
+        lambda z: bnp.fft.fft(z, 2.5),
+        lambda z: bnp.fft.fftn(z, s=5),
+        lambda z: bnp.fft.rfftn(z.real, s=(2.0, 3)),
+        lambda z: bnp.fft.fftfreq(4.0),
+        lambda z: bnp.fft.rfftfreq(np.float64(3)),
+    ],
+)
+def test_non_integer_lengths_are_blu_type_errors(call):
+    """A float ``n`` or ``s`` entry, or an ``s`` that is no sequence, is a BluTypeError naming
+    the argument (Python's TypeError from ``operator.index``/``len`` escaped before)."""
+    with pytest.raises(blu.errors.BluTypeError, match=r"fft\.\w+: (n|s) must"):
+        call(cplx((3, 4), 0))
+    # integer-valued numpy scalars and arrays are still lengths
+    z = cplx((3, 4), 1)
+    close(bnp.fft.fftn(z, s=np.array([2, 5])), np.fft.fftn(z, s=[2, 5], axes=(0, 1)))
+    close(bnp.fft.fft(z, np.int64(3)), np.fft.fft(z, 3))
