@@ -24,11 +24,12 @@ import numpy as np
 from blu import lax
 from blu.core import dtypes
 from blu.core.array import Array
-from blu.core.errors import BluTypeError, BluValueError, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, ConcretizationError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, canonicalize_axes, canonicalize_axis, to_inexact
 from blu.numpy.devices import with_device
 from blu.numpy.manipulation import roll as _roll
+from blu.numpy.ufuncs import true_divide
 
 # fmt: off
 __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
@@ -260,20 +261,30 @@ def _freq_dtype(dtype: Any) -> np.dtype:
     return d
 
 
-@with_device
-def fftfreq(n: int, /, d: float = 1.0, *, dtype: Any = None) -> Any:
-    """The sample frequencies of an ``n``-point DFT with sample spacing ``d``:
-    ``[0, 1, ..., ceil(n/2) - 1, -floor(n/2), ..., -1] / (d n)``."""
-    n = _check_n(n, "fftfreq")
-    out = np.fft.fftfreq(n, d=float(d))  # static values: computed once in float64
-    return Array(out.astype(_freq_dtype(dtype)))
+def _freqs(freqs: Any, n: int, d: Any, dtype: Any) -> Any:
+    """``freqs(n, d)`` (numpy's), computed once in float64 when ``d`` is known; a traced ``d``
+    (JAX takes any scalar array) divides the static ``freqs(n, 1)``."""
+    out_dtype = _freq_dtype(dtype)
+    try:
+        d_value = float(d)
+    except ConcretizationError:
+        scale = lax.convert_element_type(asarray_operand(d), out_dtype)
+        return true_divide(Array(freqs(n, 1.0).astype(out_dtype)), scale)
+    return Array(freqs(n, d=d_value).astype(out_dtype))
 
 
 @with_device
-def rfftfreq(n: int, /, d: float = 1.0, *, dtype: Any = None) -> Any:
-    """The sample frequencies of ``rfft``: ``[0, 1, ..., n // 2] / (d n)``."""
-    n = _check_n(n, "rfftfreq")
-    return Array(np.fft.rfftfreq(n, d=float(d)).astype(_freq_dtype(dtype)))
+def fftfreq(n: int, /, d: Any = 1.0, *, dtype: Any = None) -> Any:
+    """The sample frequencies of an ``n``-point DFT with sample spacing ``d`` (a scalar, which
+    may be traced): ``[0, 1, ..., ceil(n/2) - 1, -floor(n/2), ..., -1] / (d n)``."""
+    return _freqs(np.fft.fftfreq, _check_n(n, "fftfreq"), d, dtype)
+
+
+@with_device
+def rfftfreq(n: int, /, d: Any = 1.0, *, dtype: Any = None) -> Any:
+    """The sample frequencies of ``rfft``: ``[0, 1, ..., n // 2] / (d n)`` (``d`` as for
+    ``fftfreq``)."""
+    return _freqs(np.fft.rfftfreq, _check_n(n, "rfftfreq"), d, dtype)
 
 
 def _shift(x: Any, axes: Any, inverse: bool) -> Any:

@@ -232,3 +232,21 @@ def test_non_integer_lengths_are_blu_type_errors(call):
     z = cplx((3, 4), 1)
     close(bnp.fft.fftn(z, s=np.array([2, 5])), np.fft.fftn(z, s=[2, 5], axes=(0, 1)))
     close(bnp.fft.fft(z, np.int64(3)), np.fft.fft(z, 3))
+
+
+@pytest.mark.parametrize("n", [1, 4, 5])
+def test_frequencies_take_a_traced_spacing(n):
+    """``d`` may be traced (JAX's ``d`` is any scalar array): under jit, vmap and grad it
+    divides the static ``k / n`` (``float(d)`` raised a ConcretizationError before). The
+    derivative of ``k / (d n)`` in ``d`` is ``-k / (d^2 n)``."""
+    d = np.float64(0.3)
+    for fn, ref in ((bnp.fft.fftfreq, np.fft.fftfreq), (bnp.fft.rfftfreq, np.fft.rfftfreq)):
+        want = ref(n, d)
+        got = blu.jit(lambda d: fn(n, d, dtype=np.float64))(d)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-14)
+        ds = np.array([0.5, 2.0])
+        got = blu.vmap(lambda d: fn(n, d, dtype=np.float64))(ds)
+        np.testing.assert_allclose(np.asarray(got), [ref(n, v) for v in ds], rtol=1e-14)
+        w = np.arange(1.0, want.size + 1)
+        g = blu.grad(lambda d: bnp.sum(fn(n, d, dtype=np.float64) * w))(d)
+        np.testing.assert_allclose(float(g), -np.sum(ref(n, 1.0) * w) / d**2, rtol=1e-12)
