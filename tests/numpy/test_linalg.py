@@ -407,3 +407,17 @@ def test_shape_and_dtype_errors():
         blu.grad(lambda x: bnp.sum(LA.svd(x).U))(np.ones((3, 2)))
     with pytest.raises(NotImplementedError, match="full_matrices"):
         blu.grad(lambda x: bnp.sum(LA.qr(x, mode="complete").Q))(np.ones((3, 2)))
+
+
+@given(st.integers(0, 45), st.sampled_from([np.int32, np.int64, np.uint8]))
+def test_matrix_power_of_integers_stays_exact(n, dtype):
+    """Integers keep their dtype for ``n >= 0`` (numpy's and JAX's): Fibonacci numbers from
+    ``[[1, 1], [1, 0]]^n`` (a Python-int loop). They went through float32, which rounds above
+    2^24 (F(40) = 102334155 came back 102334160) and returned float32."""
+    fib = [0, 1]
+    for _ in range(n + 1):
+        fib.append(fib[-1] + fib[-2])
+    want = np.array([[fib[n + 1], fib[n]], [fib[n], fib[n - 1] if n else 1]])  # F(-1) = 1
+    got = LA.matrix_power(np.array([[1, 1], [1, 0]], dtype), n)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(got), want.astype(dtype))  # wraps as numpy's does

@@ -22,13 +22,15 @@ from blu.numpy.manipulation import expand_dims, swapaxes
 from blu.numpy.selection import diagonal
 
 
-def matrices(x: Any, name: str, square: bool = False) -> Any:
-    """``x`` as a float array of ``(..., m, n)`` (square if asked) matrices.
+def matrices(x: Any, name: str, square: bool = False, inexact: bool = True) -> Any:
+    """``x`` as a float array of ``(..., m, n)`` (square if asked) matrices; with ``inexact``
+    False integers keep their dtype.
 
     Raises:
         BluShapeError: fewer than two dimensions, or not square.
     """
-    x = to_inexact(asarray_operand(x))
+    x = asarray_operand(x)
+    x = to_inexact(x) if inexact else x
     aval = get_aval(x)
     if aval.ndim < 2 or (square and aval.shape[-1] != aval.shape[-2]):
         kind = "square matrices (..., n, n)" if square else "matrices (..., m, n)"

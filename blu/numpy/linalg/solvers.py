@@ -218,14 +218,16 @@ def _slogdet_sign_jvp(primals, tangents):
 
 def matrix_power(a: Any, n: int) -> Any:
     """``a`` to the integer power ``n`` (static), by repeated squaring; ``n < 0`` inverts
-    first and ``n == 0`` gives identities (``numpy.linalg.matrix_power``)."""
+    first and ``n == 0`` gives identities (``numpy.linalg.matrix_power``). The result has
+    ``a``'s dtype, integers too, except that ``n < 0`` makes integers the default float (as
+    JAX)."""
     try:
         n = operator.index(n)
     except TypeError:
         raise BluValueError(
             with_user_line(f"linalg.matrix_power: n must be a Python int, got {n!r}")
         ) from None
-    a = matrices(a, "matrix_power", True)
+    a = matrices(a, "matrix_power", True, inexact=n < 0)
     if n == 0:
         return eye_like(a)
     if n < 0:
