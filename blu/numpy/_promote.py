@@ -9,6 +9,7 @@ bottom of ``blu.numpy``: it imports no other ``blu.numpy`` module.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -343,7 +344,7 @@ def canonicalize_axis(axis: Any, ndim: int, name: str = "axis") -> int:
         BluAxisError: ``axis`` is not in ``[-ndim, ndim)`` (a ValueError and an IndexError).
     """
     try:
-        a = int(axis)
+        a = operator.index(axis)  # not int(): 1.5 and '1' are no axes (numpy's TypeError)
     except TypeError as e:
         raise BluTypeError(with_user_line(f"{name}: axis must be an int, got {axis!r}")) from e
     if not -ndim <= a < ndim:
@@ -360,8 +361,8 @@ def canonicalize_axes(axis: Any, ndim: int, name: str = "axis") -> tuple[int, ..
     """
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, (int, np.integer)):
-        axis = (axis,)
+    if not isinstance(axis, (Sequence, np.ndarray)) or getattr(axis, "ndim", 1) == 0:
+        axis = (axis,)  # one axis (an int; anything else fails in canonicalize_axis)
     out = tuple(canonicalize_axis(a, ndim, name) for a in axis)
     if len(set(out)) != len(out):
         raise BluValueError(with_user_line(f"{name}: repeated axis in {tuple(axis)}"))

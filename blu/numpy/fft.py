@@ -115,7 +115,7 @@ def _norm_axes(x: Any, s: Any, axes: Any, name: str) -> tuple[list[int], list[in
     if axes is None:
         axes = list(range(nd)) if s is None else list(range(nd - len(s), nd))
     else:
-        axes = list(canonicalize_axes(axes, nd, name)) if axes != () else []
+        axes = list(canonicalize_axes(axes, nd, name))
     if s is not None:
         if len(s) != len(axes):
             raise BluValueError(with_user_line(f"fft.{name}: s and axes differ in length"))

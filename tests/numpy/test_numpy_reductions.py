@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import blu.numpy as bnp
-from blu.core.errors import BluError
+from blu.core.errors import BluError, BluTypeError
 
 
 def _close(got, want, rtol=1e-10, atol=1e-10, dtype=None):
@@ -340,3 +340,29 @@ def test_quantile_and_median_over_several_axes(data):
         _close(
             bnp.median(x, axis=axes, keepdims=keepdims), np.median(x, axis=axes, keepdims=keepdims)
         )
+
+
+@pytest.mark.parametrize("axis", [1.0, 1.5, "1", "a", np.float64(0.0)], ids=repr)
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, axis: bnp.sum(x, axis=axis),
+        lambda x, axis: bnp.linalg.norm(x, axis=axis),
+        lambda x, axis: bnp.linalg.vector_norm(x, axis=axis),
+        lambda x, axis: bnp.fft.fftn(x, axes=axis),
+    ],
+    ids=["sum", "norm", "vector_norm", "fftn"],
+)
+def test_an_axis_that_is_no_int_is_a_blu_type_error(call, axis):
+    """numpy's rule (``operator.index``): 1.5 was silently axis 1 and '1' axis 1 (through
+    ``int()``); a lone float raised Python's 'not iterable', 'a' Python's ValueError."""
+    x = np.arange(12.0).reshape(3, 4)
+    with pytest.raises(BluTypeError, match="axis must be an int"):
+        call(x, axis)
+    # integer-likes are still axes: numpy ints, 0-d and 1-d integer arrays
+    want = x.sum(axis=1)
+    for ok in (np.int64(1), np.array(1), [np.int32(1)], np.array([1])):
+        np.testing.assert_array_equal(np.asarray(bnp.sum(x, axis=ok)), want)
+    # (fftn compared an array of axes with (): numpy's ambiguous-truth ValueError)
+    got = bnp.fft.fftn(x, axes=np.array([0, 1]))
+    np.testing.assert_allclose(np.asarray(got), np.fft.fftn(x), rtol=1e-12, atol=1e-9)
