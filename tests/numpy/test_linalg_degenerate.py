@@ -113,3 +113,17 @@ def test_lstsq_negative_rcond_means_machine_epsilon(seed, m, n, data):
         x, _, rank, _ = LA.lstsq(a.astype(dtype), b.astype(dtype), rcond=-1)
         np.testing.assert_allclose(np.asarray(x), np.linalg.pinv(a) @ b, rtol=tol, atol=tol)
         assert int(rank) == r
+
+
+@settings(deadline=None, max_examples=30)
+@given(st.lists(st.sampled_from([0.0, -0.0, 1.5, -2.0, np.nan]), min_size=0, max_size=5))
+def test_matrix_rank_of_a_vector_is_whether_it_has_a_nonzero(values):
+    """numpy's and JAX's rule for ``ndim < 2``: 1 unless every entry is zero (it was a
+    BluShapeError). The reference is the rule itself, written with Python's ``any``."""
+    v = np.array(values)
+    want = int(any(x != 0 for x in values))
+    for x in (v, v.astype(np.float32), v[:1].reshape(()) if v.size else 0.0):
+        got = LA.matrix_rank(x)
+        assert got.dtype == np.int32 and got.shape == ()
+    assert int(LA.matrix_rank(v)) == want
+    assert int(blu.jit(LA.matrix_rank)(v)) == want

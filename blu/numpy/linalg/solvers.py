@@ -16,6 +16,7 @@ import numpy as np
 from blu.core.errors import BluValueError, with_user_line
 from blu.lax import linalg as lax_linalg
 from blu.numpy._dtypes import int32
+from blu.numpy._promote import asarray_operand, to_inexact
 from blu.numpy.complexes import imag
 from blu.numpy.creation import arange, asarray, ones_like, zeros, zeros_like
 from blu.numpy.linalg._util import (
@@ -34,6 +35,7 @@ from blu.numpy.logic import equal, greater, not_equal
 from blu.numpy.manipulation import expand_dims, ndim, squeeze
 from blu.numpy.products import matmul
 from blu.numpy.reductions import all as _all
+from blu.numpy.reductions import any as _any
 from blu.numpy.reductions import max as _max
 from blu.numpy.reductions import min as _min
 from blu.numpy.reductions import prod
@@ -356,8 +358,12 @@ def _rank(s: Any, rtol: float) -> Any:
 def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Any:
     """Number of singular values ``> tol`` (absolute) or ``> rtol * max(s)`` (default
     ``rtol = eps * max(m, n)``) of ``(..., m, n)`` matrices, as int32 ``(...)``
-    (``numpy.linalg.matrix_rank``)."""
+    (``numpy.linalg.matrix_rank``). A vector (or scalar) ``A`` has rank 1 unless it is all
+    zeros (numpy's and JAX's)."""
     del hermitian
+    A = to_inexact(asarray_operand(A))
+    if ndim(A) < 2:
+        return _any(not_equal(A, 0)).astype(int32)
     A = matrices(A, "matrix_rank")
     s = lax_linalg.svd(A, compute_uv=False)
     if tol is not None:
