@@ -127,3 +127,26 @@ def test_matrix_rank_of_a_vector_is_whether_it_has_a_nonzero(values):
         assert got.dtype == np.int32 and got.shape == ()
     assert int(LA.matrix_rank(v)) == want
     assert int(blu.jit(LA.matrix_rank)(v)) == want
+
+
+@settings(deadline=None, max_examples=30)
+@given(st.integers(0, 2**31), st.integers(1, 4), st.integers(1, 4), st.booleans())
+def test_matrix_rank_takes_one_tolerance_per_matrix(seed, batch, n, relative):
+    """``tol``/``rtol`` of shape ``(...)`` hold one value per matrix (numpy's, and JAX's rtol):
+    an array ``tol`` was compared along the singular values instead (silently wrong ranks
+    when the shapes lined up), an array or traced ``rtol`` was a BluValueError. Diagonal
+    matrices, so the singular values are the ``|d_i|`` and the reference a per-matrix count."""
+    rng = np.random.default_rng(seed)
+    d = rng.uniform(0.1, 3.0, (batch, n)) * rng.choice([-1.0, 1.0], (batch, n))
+    a = np.zeros((batch, n, n))
+    a[:, np.arange(n), np.arange(n)] = d
+    t = rng.uniform(0.0, 1.0 if relative else 3.0, batch)
+    s = np.abs(d)
+    want = [(s[i] > t[i] * (s[i].max() if relative else 1.0)).sum() for i in range(batch)]
+    kw = {"rtol" if relative else "tol": t}
+    np.testing.assert_array_equal(np.asarray(LA.matrix_rank(a, **kw)), want)
+    key = "rtol" if relative else "tol"
+    jitted = blu.jit(lambda a, t: LA.matrix_rank(a, **{key: t}))(a, t)
+    np.testing.assert_array_equal(np.asarray(jitted), want)
+    with pytest.raises(blu.errors.BluValueError, match="tol or rtol"):  # numpy raises too
+        LA.matrix_rank(a, tol=t, rtol=t)

@@ -358,15 +358,30 @@ def _rank(s: Any, rtol: float) -> Any:
 def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Any:
     """Number of singular values ``> tol`` (absolute) or ``> rtol * max(s)`` (default
     ``rtol = eps * max(m, n)``) of ``(..., m, n)`` matrices, as int32 ``(...)``
-    (``numpy.linalg.matrix_rank``). A vector (or scalar) ``A`` has rank 1 unless it is all
-    zeros (numpy's and JAX's)."""
+    (``numpy.linalg.matrix_rank``). ``tol`` and ``rtol`` may be arrays (one value per matrix,
+    broadcast against the batch axes ``...``) or traced. A vector (or scalar) ``A`` has rank 1
+    unless it is all zeros (numpy's and JAX's)."""
     del hermitian
+    if tol is not None and rtol is not None:
+        raise BluValueError(with_user_line("linalg.matrix_rank: give tol or rtol, not both"))
     A = to_inexact(asarray_operand(A))
     if ndim(A) < 2:
         return _any(not_equal(A, 0)).astype(int32)
     A = matrices(A, "matrix_rank")
     s = lax_linalg.svd(A, compute_uv=False)
     if tol is not None:
-        return _sum(greater(s, tol), axis=-1, dtype=int32)
+        return _sum(greater(s, _per_matrix(tol)), axis=-1, dtype=int32)
     m, n = shape(A)[-2:]
-    return _rank(s, eps(A) * max(m, n) if rtol is None else _static_float(rtol, "matrix_rank"))
+    if rtol is None or isinstance(rtol, (int, float, np.generic)):
+        return _rank(s, eps(A) * max(m, n) if rtol is None else float(rtol))
+    if shape(s)[-1] == 0:
+        return zeros(shape(s)[:-1], int32)
+    return _sum(greater(s, _per_matrix(rtol) * s[..., :1]), axis=-1, dtype=int32)
+
+
+def _per_matrix(tol: Any) -> Any:
+    """A tolerance against singular values ``(..., k)``: a Python number as it is, an array of
+    one value per matrix ``(...)`` with a trailing axis to broadcast along ``k``."""
+    if isinstance(tol, (int, float)) or ndim(tol) == 0:
+        return tol
+    return expand_dims(asarray(tol), -1)
