@@ -11,14 +11,25 @@ import numpy as np
 import blu.numpy as bnp
 from blu import lax
 from blu.core import dtypes
-from blu.core.errors import BluValueError, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
 
 _LOW_PRECISION = (dtypes.bfloat16, dtypes.float16)
 
 
 def _float_operand(x: Any) -> Any:
-    """``x`` as an array of a float dtype (integers and bools become float32)."""
+    """``x`` as an array of a float dtype (integers and bools become float32).
+
+    Raises:
+        BluTypeError: complex ``x`` (a cast would drop the imaginary part).
+    """
     x = bnp.asarray(x)
+    if dtypes.is_complex(x.dtype):
+        raise BluTypeError(
+            with_user_line(
+                f"nn: this function takes real input, got {x.dtype} (casting it to a float "
+                "would drop the imaginary part; pass bnp.real(x) or bnp.abs(x) if meant)"
+            )
+        )
     if not dtypes.is_float(x.dtype):
         x = x.astype(dtypes.float32)
     return x

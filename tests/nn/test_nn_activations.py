@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import blu
 import blu.nn as nn
+from blu.core.errors import BluTypeError
 from tests.helpers import arrays, check_grads, shapes
 
 A, S = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
@@ -169,3 +170,21 @@ def test_one_hot_axis(axis, k):
     want = np.moveaxis((labels[..., None] == np.arange(k)).astype(np.float32), -1, axis)
     got = nn.one_hot(labels, k, axis=axis)
     np.testing.assert_array_equal(np.asarray(got), want)
+
+
+@pytest.mark.parametrize(
+    "name", ["softmax", "log_softmax", "logsumexp", "gelu", "sigmoid", "silu", "standardize"]
+)
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_input_is_a_type_error_not_a_cast(name, dtype):
+    """Complex input was cast to float32, dropping the imaginary part and the precision: e.g.
+    ``scipy.special.logsumexp([1+1j, 2-1j])`` gave 2.3133, the logsumexp of the real parts,
+    where the complex value is 1.9063-0.6238j. Real input is unchanged (float64 reference)."""
+    z = np.array([1 + 1j, 2 - 1j], dtype)
+    with pytest.raises(BluTypeError, match="real input"):
+        getattr(nn, name)(z)
+    with pytest.raises(BluTypeError, match="real input"):
+        blu.scipy.special.logsumexp(z)
+    x = np.array([1.0, 2.0])
+    want = np.log(np.exp(1.0) + np.exp(2.0))
+    assert float(blu.scipy.special.logsumexp(x)) == pytest.approx(want, rel=1e-15)
