@@ -3,6 +3,7 @@ float32 statistics for bfloat16/float16, checked axes, the softmax family's stab
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,9 +44,17 @@ def _upcast(x: Any) -> Any:
 def _axes(axis: int | Sequence[int] | None, ndim: int, name: str) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if not isinstance(axis, (Sequence, np.ndarray)) or getattr(axis, "ndim", 1) == 0:
+        axis = (axis,)
+    axes = tuple(axis)
     out = []
     for a in axes:
+        try:
+            a = operator.index(a)  # not int(): 1.5 is no axis (numpy's TypeError)
+        except TypeError:
+            raise BluTypeError(
+                with_user_line(f"nn.{name}: axis must be an int or a tuple of ints, got {a!r}")
+            ) from None
         if not -ndim <= a < ndim:
             raise BluValueError(with_user_line(f"nn.{name}: axis {a} out of range for rank {ndim}"))
         out.append(int(a) % ndim)

@@ -188,3 +188,17 @@ def test_complex_input_is_a_type_error_not_a_cast(name, dtype):
     x = np.array([1.0, 2.0])
     want = np.log(np.exp(1.0) + np.exp(2.0))
     assert float(blu.scipy.special.logsumexp(x)) == pytest.approx(want, rel=1e-15)
+
+
+@pytest.mark.parametrize("axis", [1.5, 1.0, "a", np.float32(0.0)], ids=repr)
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp", "standardize"])
+def test_an_axis_that_is_no_int_is_a_type_error(name, axis):
+    """numpy's rule (``operator.index``): 1.5 was silently axis 1 (``int()``), a lone 1.0
+    raised Python's 'float object is not iterable'. Integer-likes still work (float64
+    reference for logsumexp over axis 1)."""
+    x = np.arange(6.0).reshape(2, 3)
+    with pytest.raises(BluTypeError, match="axis must be an int"):
+        getattr(nn, name)(x, axis=axis)
+    want = np.log(np.exp(x).sum(axis=1))
+    for ok in (1, np.int64(1), np.array(1), [1]):
+        np.testing.assert_allclose(np.asarray(nn.logsumexp(x, axis=ok)), want, rtol=1e-14)
