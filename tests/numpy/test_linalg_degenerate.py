@@ -150,3 +150,25 @@ def test_matrix_rank_takes_one_tolerance_per_matrix(seed, batch, n, relative):
     np.testing.assert_array_equal(np.asarray(jitted), want)
     with pytest.raises(blu.errors.BluValueError, match="tol or rtol"):  # numpy raises too
         LA.matrix_rank(a, tol=t, rtol=t)
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.integers(0, 2**31), st.integers(1, 4), st.integers(1, 3), st.data())
+def test_eig_of_a_stack_with_non_finite_matrices(seed, n, batch, data):
+    """A matrix holding inf/NaN gets NaN eigenvalues and vectors (JAX's; numpy's LinAlgError
+    escaped from the host callback and took the whole stack with it); the other matrices keep
+    theirs. Triangular matrices, so the eigenvalues are the diagonal (sorted for comparison)."""
+    rng = np.random.default_rng(seed)
+    a = np.triu(rng.standard_normal((batch, n, n)))
+    bad = data.draw(st.lists(st.booleans(), min_size=batch, max_size=batch))
+    for i in np.flatnonzero(bad):
+        a[i, rng.integers(n), rng.integers(n)] = data.draw(st.sampled_from([np.nan, np.inf]))
+    for fn in (LA.eigvals, blu.jit(LA.eigvals), lambda x: LA.eig(x)[0]):
+        w = np.asarray(fn(a))
+        assert w.shape == (batch, n) and w.dtype == np.complex128
+        for i in range(batch):
+            if bad[i]:
+                assert np.isnan(w[i]).all()
+            else:
+                got = np.sort_complex(w[i])
+                np.testing.assert_allclose(got, np.sort(np.diagonal(a[i])), atol=1e-12)

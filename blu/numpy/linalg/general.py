@@ -6,8 +6,10 @@ or complex64 input) or complex128 (float64 or complex128 input). They are comput
 ``geev`` on the host (numpy's ``linalg.eig``) through a pure callback, under ``jit`` and
 ``vmap`` too, as JAX computes them on the CPU only. Like numpy's, the eigenvectors are the
 columns of ``eigenvectors``, each of unit 2-norm, in the order of the eigenvalues; their phase is
-LAPACK's. No derivative is defined here: asking for one raises (JAX differentiates the
-eigenvalues; for symmetric matrices use ``eigh``, which has derivatives).
+LAPACK's. A matrix holding inf or NaN gets NaN eigenvalues and eigenvectors (as JAX; numpy
+raises), the other matrices of a stack their own. No derivative is defined here: asking for one
+raises (JAX differentiates the eigenvalues; for symmetric matrices use ``eigh``, which has
+derivatives).
 """
 
 from __future__ import annotations
@@ -42,12 +44,19 @@ def _geev(vectors: bool, out_dtype: np.dtype):
         a = np.asarray(a)
         if a.dtype not in (np.float32, np.float64, np.complex64, np.complex128):
             a = a.astype(np.float32)  # bfloat16 / float16: LAPACK has no such kind
-        if a.shape[-1] == 0:
-            w, v = np.zeros(a.shape[:-1], out_dtype), np.zeros(a.shape, out_dtype)
-        else:
-            w, v = np.linalg.eig(a)
-        w = np.asarray(w).astype(out_dtype)
-        return [w, np.asarray(v).astype(out_dtype)] if vectors else [w]
+        n = a.shape[-1]
+        # a matrix holding inf/NaN gets NaN eigenvalues and vectors (numpy raises for the
+        # whole stack; JAX's geev returns NaNs), the others are computed as usual
+        flat = a.reshape((int(np.prod(a.shape[:-2])), n, n))
+        ok = np.isfinite(flat).all(axis=(-2, -1))
+        w = np.full(flat.shape[:-1], np.nan, out_dtype)
+        v = np.full(flat.shape, np.nan, out_dtype)
+        if n == 0:
+            w, v = np.zeros(flat.shape[:-1], out_dtype), np.zeros(flat.shape, out_dtype)
+        elif ok.any():
+            w[ok], v[ok] = np.linalg.eig(flat[ok])
+        w, v = w.reshape(a.shape[:-1]), v.reshape(a.shape)
+        return [w, v] if vectors else [w]
 
     return host
 
