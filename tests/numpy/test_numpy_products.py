@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.core.errors import BluError
+from blu.core.errors import BluError, BluTypeError
 
 
 def _close(got, want, rtol=1e-10, atol=1e-10, dtype=None):
@@ -223,3 +223,15 @@ def test_trace_matches_numpy(data):
     x = data.draw(arrays(data.draw(shapes(min_dims=2, max_dims=3))))
     _close(bnp.trace(x), np.trace(x))
     _close(bnp.trace(x, 1, dtype=bnp.float32), np.trace(x, 1), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn", [bnp.vecdot, bnp.linalg.vecdot])
+@pytest.mark.parametrize("axis", [1.5, -0.5, "0"], ids=repr)
+def test_vecdot_axis_that_is_no_int_is_a_type_error(fn, axis):
+    """A non-int axis passed the range check and then indexed a shape tuple: Python's
+    'tuple indices must be integers'. Integer-likes still work (reference: the float64 sum of
+    products)."""
+    x = np.arange(6.0).reshape(2, 3)
+    with pytest.raises(BluTypeError, match="vecdot: axis must be an int"):
+        fn(x, x, axis=axis)
+    np.testing.assert_allclose(np.asarray(fn(x, x, axis=np.int64(0))), (x * x).sum(axis=0))

@@ -92,5 +92,6 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
 
     Raises:
         BluShapeError: the operands' sizes along ``axis`` differ, or ``axis`` is out of range.
+        BluTypeError: ``axis`` is not an int.
     """
     return _vecdot(x1, x2, axis=axis)
