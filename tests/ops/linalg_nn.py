@@ -122,6 +122,30 @@ op(
     n_ops=10,
 )
 op(
+    "linalg.multi_dot",
+    lambda a, b, c: la.multi_dot([a, b, c]),
+    lambda a, b, c: np.linalg.multi_dot([a, b, c]),
+    lambda rng: (rng.standard_normal(3), rng.standard_normal((3, 4)), rng.standard_normal((4, 2))),
+    n_ops=10,
+)
+op(
+    "linalg.tensorinv",
+    lambda a: la.tensorinv(a, 1),
+    lambda a: np.linalg.tensorinv(a, 1),
+    lambda rng: ((rng.standard_normal((6, 6)) + 4 * np.eye(6)).reshape(6, 2, 3),),
+    n_ops=30,
+)
+op(
+    "linalg.tensorsolve",
+    la.tensorsolve,
+    np.linalg.tensorsolve,
+    lambda rng: (
+        (rng.standard_normal((6, 6)) + 4 * np.eye(6)).reshape(2, 3, 6),
+        rng.standard_normal((2, 3)),
+    ),
+    n_ops=30,
+)
+op(
     "linalg.matrix_rank",
     la.matrix_rank,
     np.linalg.matrix_rank,

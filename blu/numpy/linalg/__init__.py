@@ -7,6 +7,8 @@ ordinary blu operations:
 - ``solve``, ``inv``, ``det``, ``slogdet``: one LU factorization with partial pivoting.
 - ``lstsq``, ``pinv``, ``matrix_rank``, ``cond``, the spectral/nuclear norms: the SVD.
 - ``matrix_power``: repeated squaring (static exponent).
+- ``multi_dot``: ``einsum`` in ``opt_einsum``'s order; ``tensorinv``, ``tensorsolve``: ``inv`` and
+  ``solve`` of the flattened operator.
 
 Degenerate input (documented behaviour): an exactly singular matrix gives inf/NaN from
 ``solve``/``inv`` (numpy raises), a zero ``det`` and ``slogdet`` sign 0 / logabsdet -inf; a
@@ -54,6 +56,7 @@ from blu.numpy.linalg.solvers import (
     solve,
     solve_triangular,
 )
+from blu.numpy.linalg.tensor import multi_dot, tensorinv, tensorsolve
 
 __all__ = [
     "LinAlgError",
@@ -74,6 +77,7 @@ __all__ = [
     "matrix_norm",
     "matrix_power",
     "matrix_rank",
+    "multi_dot",
     "norm",
     "pinv",
     "qr",
@@ -82,6 +86,8 @@ __all__ = [
     "solve_triangular",
     "svd",
     "svdvals",
+    "tensorinv",
+    "tensorsolve",
     "vector_norm",
     # the Array API's functions on the last axes
     "cross",
