@@ -248,6 +248,9 @@ def _build(jitted, args, kwargs, leaves, in_tree, avals, have, mesh_box) -> tupl
     out_want = _flat(f"{name}: out_shardings", outs_tree, jitted.out_shardings, mesh_box)
     if mesh_box[0] != mesh:
         raise BluValueError(with_user_line(f"{name}: out_shardings name another mesh"))
+    for i, (v, s) in enumerate(zip(entry.jaxpr.outvars, out_want)):
+        if s is not None:
+            check_spec(s, mesh, v.aval.shape, f"{name}: out_shardings of output leaf {i}")
     return entry, _compile(entry, mesh, have, want, out_want, jitted.name, donated_leaves), mesh
 
 

@@ -162,6 +162,25 @@ def test_errors_name_the_problem():
         blu.jit(lambda a: a, in_shardings=P("data"))(x)
 
 
+@given(rows=st.integers(1, 12))
+def test_out_shardings_are_checked_against_the_outputs(rows):
+    # an out_shardings spec that does not divide an output, or has more entries than its rank,
+    # is an error as in JAX (it returned 4 of the 6 rows, or the scalar unchanged, silently)
+    mesh = make_mesh((4,), ("data",))
+    x = np.arange(rows * 2, dtype=np.float32).reshape(rows, 2)
+    rep, rows_split = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
+    f = blu.jit(lambda a: a * 2, in_shardings=rep, out_shardings=rows_split)
+    if rows % 4:
+        with pytest.raises(BluShapeError, match=r"out_shardings of output leaf 0.*does not divide"):
+            f(x)
+    else:
+        out = f(x)
+        _close(out, x.astype(np.float64) * 2)
+        assert out.sharding == rows_split
+    with pytest.raises(BluValueError, match=r"out_shardings of output leaf 1.*rank 0"):
+        blu.jit(lambda a: (a, a.sum()), in_shardings=rep, out_shardings=(rep, rows_split))(x)
+
+
 # ---- the GPT-2 training step, partitioned by its input shardings only -------------------------
 
 
