@@ -228,6 +228,11 @@ def _build(jitted, args, kwargs, leaves, in_tree, avals, have, mesh_box) -> tupl
     donated_leaves = tuple(i for i, d in enumerate(flags) if d)
     want = _flat(f"{name}: in_shardings", tuple(dyn_args), jitted.in_shardings, mesh_box)
     want += [None] * (len(leaves) - len(want))
+    if not mesh_box:  # (the mesh may be named by out_shardings only)
+        named = pytree.tree_leaves(
+            jitted.out_shardings, is_leaf=lambda s: isinstance(s, (NamedSharding, PartitionSpec))
+        )
+        mesh_box[:] = [s.mesh for s in named if isinstance(s, NamedSharding)][:1]
     if not mesh_box:
         raise BluValueError(
             with_user_line(

@@ -181,6 +181,22 @@ def test_out_shardings_are_checked_against_the_outputs(rows):
         blu.jit(lambda a: (a, a.sum()), in_shardings=rep, out_shardings=(rep, rows_split))(x)
 
 
+def test_out_shardings_alone_name_the_mesh():
+    # JAX's jit(f, out_shardings=NamedSharding(...)) with no in_shardings: the arguments enter
+    # replicated and the outputs leave split (it raised "given as PartitionSpecs only")
+    mesh = make_mesh((2, 2), ("a", "b"))
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    split = NamedSharding(mesh, P(("b", "a")))
+    out, total = blu.jit(lambda a: (a + 1, a.sum()), out_shardings=(split, P()))(x)
+    _close(out, x.astype(np.float64) + 1)
+    _close(total, x.astype(np.float64).sum())
+    assert out.sharding == split
+    # the block of device (a, b) is row 2 * b + a (the tuple's first name major)
+    blocks = [s.data for s in out.addressable_shards]
+    for k, (a, b) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
+        _close(blocks[k], x[None, 2 * b + a].astype(np.float64) + 1)
+
+
 # ---- the GPT-2 training step, partitioned by its input shardings only -------------------------
 
 
