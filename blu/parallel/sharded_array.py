@@ -19,7 +19,7 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import Tracer, canonicalize_arg, get_aval, to_numpy
 from blu.parallel import runtime
 from blu.parallel.devices import Device
-from blu.parallel.mesh import NamedSharding, check_spec
+from blu.parallel.mesh import NamedSharding, SingleDeviceSharding, check_spec
 
 
 class Shard:
@@ -154,8 +154,6 @@ class PlacedArray(Array):
 
     @property
     def sharding(self) -> Any:
-        from blu.parallel.mesh import SingleDeviceSharding
-
         return SingleDeviceSharding(self._device)
 
     def __repr__(self) -> str:
@@ -220,7 +218,8 @@ def device_put(x: Any, device_or_sharding: Any = None) -> Any:
     Args:
         x: arrays (numpy, blu, Python scalars) or a pytree of them.
         device_or_sharding: a ``NamedSharding`` (or a pytree of them matching ``x``) to lay the
-            global array out over a mesh; a ``Device`` or ``None`` for a plain array.
+            global array out over a mesh; a ``Device``, a ``SingleDeviceSharding`` (another
+            array's ``x.sharding``) or ``None`` for a plain array.
 
     Returns:
         ``ShardedArray`` leaves for shardings; for a ``Device`` other than the job's first, a
@@ -235,18 +234,24 @@ def device_put(x: Any, device_or_sharding: Any = None) -> Any:
 
     def one(leaf, s):
         value, weak = _global_value(leaf)
+        if isinstance(s, SingleDeviceSharding):
+            s = s.device
         if isinstance(s, Device) and _check_device(s):
             return PlacedArray(np.array(value), s, weak)
         if s is None or isinstance(s, Device):
             return Array(np.array(value), weak)
         if not isinstance(s, NamedSharding):
             raise BluValueError(
-                with_user_line(f"device_put: expected a NamedSharding or Device, got {s!r}")
+                with_user_line(
+                    f"device_put: expected a NamedSharding, SingleDeviceSharding or Device, "
+                    f"got {s!r}"
+                )
             )
         return put_global(value, s, weak)
 
-    is_leaf = lambda v: isinstance(v, (NamedSharding, Device)) or v is None  # noqa: E731
-    if device_or_sharding is None or isinstance(device_or_sharding, (NamedSharding, Device)):
+    kinds = (NamedSharding, SingleDeviceSharding, Device)
+    is_leaf = lambda v: isinstance(v, kinds) or v is None  # noqa: E731
+    if device_or_sharding is None or isinstance(device_or_sharding, kinds):
         return pytree.tree_map(lambda leaf: one(leaf, device_or_sharding), x)
     return pytree.tree_map(lambda s, sub: pytree.tree_map(lambda leaf: one(leaf, s), sub),
                            device_or_sharding, x, is_leaf=is_leaf)  # fmt: skip

@@ -329,6 +329,21 @@ def test_device_put_to_a_named_device_records_it():
         device_put(np.arange(3), blu.sharding.Device(99))
 
 
+def test_device_put_takes_a_single_device_sharding():
+    # JAX's device_put(x, y.sharding) for an array y on one device (it raised "expected a
+    # NamedSharding or Device"), alone or as a leaf of a pytree of shardings
+    x = np.arange(6.0).reshape(2, 3)
+    on3 = blu.device_put(x, devices()[3])
+    a = blu.device_put(x + 1, on3.sharding)
+    assert a.devices() == {devices()[3]} and a.sharding == on3.sharding
+    np.testing.assert_array_equal(np.asarray(a), x + 1)
+    mesh = make_mesh((8,), ("d",))
+    tree = device_put([x, np.arange(8.0)], [on3.sharding, NamedSharding(mesh, P("d"))])
+    assert tree[0].sharding == on3.sharding and tree[1].sharding.spec == P("d")
+    np.testing.assert_array_equal(np.asarray(tree[0]), x)
+    np.testing.assert_array_equal(np.asarray(tree[1]), np.arange(8.0))
+
+
 def test_shard_accepts_sharded_arrays_and_returns_them():
     mesh = make_mesh((8,), ("d",))
     x = device_put(np.arange(16.0), NamedSharding(mesh, P("d")))
