@@ -34,6 +34,7 @@ from blu.core import dtypes, pytree
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
+from blu.lax.casts import convert_element_type
 from blu.lax.collective_prims import (  # noqa: F401  (the primitives are used as parallel.*_p)
     all_gather_p,
     all_to_all_p,
@@ -95,19 +96,21 @@ def psum(x: Any, axis_name: Any) -> Any:
     """Sum of ``x`` over the devices along the named axis (or tuple of axes).
 
     Args:
-        x: an array or pytree of numeric arrays (any shape).
+        x: an array or pytree of numeric or boolean arrays (any shape).
         axis_name: a mesh axis name bound by ``blu.shard`` or ``vmap(axis_name=...)``, or a
             tuple of them.
 
     Returns:
-        the same shapes and dtypes; equal on every device of the group.
+        the same shapes and dtypes, except that booleans are converted to int32 before the
+        reduction (the count of True, as JAX's); equal on every device of the group.
     """
     names, _ = _names_and_sizes(axis_name, "psum")
     if not names:
         return x
 
     def one(v):
-        _numeric("psum", v)
+        if get_aval(v).dtype == dtypes.bool_:  # JAX's: counted as int32
+            v = convert_element_type(v, dtypes.int32)
         inv = invariant_names(v, names)
         if inv:  # the same on every device of those axes: the sum is a product
             v = times_size(v, math.prod(axis_size(n) for n in inv))

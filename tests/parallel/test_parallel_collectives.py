@@ -269,9 +269,17 @@ def test_dtypes(dt):
     np.testing.assert_array_equal(got, oracle(lambda v, i: np.stack(v), mesh, ("a", "b"), x))
     got = run_stacked(lambda b: ppermute(b, "b", [(0, 1), (1, 0)]), mesh, x)
     assert got.dtype == np.dtype(dt)
-    if dt == np.bool_:
-        with pytest.raises(BluTypeError, match="psum requires a numeric operand"):
-            run_stacked(lambda b: psum(b, "a"), mesh, x)
+    if dt == np.bool_:  # psum counts the True values as int32 (JAX's); pmax/pmin refuse
+        for names in ("a", ("b", "a")):
+            got = run_stacked(lambda b: psum(b, names), mesh, x)
+            assert got.dtype == np.int32
+            want = oracle(lambda v, i: np.stack(v).astype(np.int64).sum(0), mesh, names, x)
+            np.testing.assert_array_equal(got, want)
+        got = np.asarray(shard(lambda b: psum(b, ("a", "b")), mesh, P(), P())(x))  # replicated
+        np.testing.assert_array_equal(got, 4 * x.astype(np.int64))
+        assert got.dtype == np.int32
+        with pytest.raises(BluTypeError, match="pmax requires a numeric operand"):
+            run_stacked(lambda b: pmax(b, "a"), mesh, x)
         return
     for fn, op in ((psum, np.sum), (pmax, np.max), (pmin, np.min)):
         got = run_stacked(lambda b: fn(b, ("a", "b")), mesh, x)
