@@ -15,6 +15,7 @@ Anything else is an unbound axis name, a clear error.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -81,11 +82,14 @@ def axis_env_key() -> tuple:
 
 
 def axis_size(name: Any, what: str = "axis_size") -> int:
-    """The size of the named axis ``name`` where it is used.
+    """The size of the named axis ``name`` where it is used; for a tuple (or list) of names,
+    the product of their sizes (``jax.lax.axis_size``'s).
 
     Raises:
         BluValueError: no enclosing ``blu.shard`` / ``vmap(axis_name=...)`` binds ``name``.
     """
+    if isinstance(name, (tuple, list)):
+        return math.prod(axis_size(n, what) for n in normalize_names(name, what))
     for n, size in _bound_levels():
         if n == name:
             return size

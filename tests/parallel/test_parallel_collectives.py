@@ -27,6 +27,7 @@ from blu.parallel import (
     all_gather,
     all_to_all,
     axis_index,
+    axis_size,
     devices,
     pmax,
     pmean,
@@ -195,6 +196,11 @@ def test_axis_index(shape, data):
     got = run_stacked(lambda b: axis_index(names), mesh, x)
     np.testing.assert_array_equal(got, oracle(lambda v, i: np.int32(i), mesh, names, x))
     assert got.dtype == np.int32
+    # axis_size of a tuple (or list) of names: the size of the group, as JAX's
+    some = names[: data.draw(st.integers(1, len(names)))]
+    for ns in (some, list(some)):
+        got = run_stacked(lambda b: b.sum() * 0 + axis_size(ns), mesh, x)
+        np.testing.assert_array_equal(got, oracle(lambda v, i: float(len(v)), mesh, some, x))
 
 
 # ---- derivatives, vmap, jit ---------------------------------------------------------------------
