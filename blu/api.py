@@ -95,8 +95,9 @@ def make_mesh(
     ``devices``), as ``jax.make_mesh``.
 
     Raises:
-        BluValueError: the shape's product is not the number of devices, or ``axis_types`` is
-            given (JAX's explicit sharding mode is not in blu).
+        BluValueError: a size that is not a positive integer, the shape's product is not the
+            number of devices, or ``axis_types`` is given (JAX's explicit sharding mode is not
+            in blu).
     """
     if axis_types is not None:
         raise BluValueError(

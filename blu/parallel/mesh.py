@@ -11,6 +11,7 @@ over their product, first name major). Mesh axes a spec does not name are replic
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -104,10 +105,21 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[Any], devices_: A
     """A mesh of the given shape over all devices (``blu.devices()``) or ``devices_``.
 
     Raises:
-        BluValueError: the shape's product is not the number of devices.
+        BluValueError: a size that is not a positive integer, or the shape's product is not
+            the number of devices.
     """
     devs = list(devices() if devices_ is None else devices_)
-    shape = tuple(int(s) for s in axis_shapes)
+    try:
+        shape = tuple(operator.index(s) for s in axis_shapes)
+    except TypeError:
+        shape = (0,)
+    if any(s < 1 for s in shape):
+        raise BluValueError(
+            with_user_line(
+                "make_mesh: axis_shapes must be positive integers, one per axis, got "
+                f"{axis_shapes!r}"
+            )
+        )
     if math.prod(shape) != len(devs):
         raise BluValueError(
             with_user_line(

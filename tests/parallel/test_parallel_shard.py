@@ -344,6 +344,15 @@ def test_device_put_takes_a_single_device_sharding():
     np.testing.assert_array_equal(np.asarray(tree[1]), np.arange(8.0))
 
 
+@pytest.mark.parametrize("shape", [(2.5, 4), (-2, -4), (-1, -8), (0, 8), (8.0,), 8])
+def test_make_mesh_sizes_must_be_positive_integers(shape):
+    # (2.5, 4) was truncated to a (2, 4) mesh; negative sizes reached numpy's reshape
+    with pytest.raises(BluValueError, match="make_mesh: axis_shapes must be positive integers"):
+        blu.make_mesh(shape, ("x", "y")[: len(shape) if isinstance(shape, tuple) else 1])
+    mesh = blu.make_mesh((np.int64(2), 4), ("x", "y"))  # numpy integers are integers
+    assert mesh.shape == {"x": 2, "y": 4} and mesh.size == len(devices()) == 8
+
+
 def test_shard_accepts_sharded_arrays_and_returns_them():
     mesh = make_mesh((8,), ("d",))
     x = device_put(np.arange(16.0), NamedSharding(mesh, P("d")))
