@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
-from blu.parallel.devices import Device, devices
+from blu.parallel.devices import Device, devices, local_devices
 
 
 class Mesh:
@@ -252,6 +252,28 @@ class NamedSharding:
     def is_fully_replicated(self) -> bool:
         return all(self.mesh.shape[n] == 1 for n in self.spec.all_names())
 
+    @property
+    def num_devices(self) -> int:
+        return self.mesh.size
+
+    @property
+    def addressable_devices(self) -> set[Device]:
+        """The mesh's devices this process addresses (all of them on virtual CPU devices)."""
+        return self.device_set & set(local_devices())
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return self.addressable_devices == self.device_set
+
+    memory_kind = None
+
+    def addressable_devices_indices_map(
+        self, global_shape: Sequence[int]
+    ) -> dict[Device, tuple[slice, ...]]:
+        """``devices_indices_map`` restricted to ``addressable_devices``."""
+        mine = self.addressable_devices
+        return {d: i for d, i in self.devices_indices_map(global_shape).items() if d in mine}
+
     def shard_shape(self, global_shape: Sequence[int]) -> tuple[int, ...]:
         """The shape of each device's block."""
         shape = tuple(global_shape)
@@ -313,6 +335,11 @@ class SingleDeviceSharding:
     def device_set(self) -> set[Device]:
         return {self.device}
 
+    @property
+    def addressable_devices(self) -> set[Device]:
+        return {self.device}
+
+    num_devices = 1
     is_fully_replicated = True
     is_fully_addressable = True
     memory_kind = None
@@ -324,6 +351,8 @@ class SingleDeviceSharding:
     def devices_indices_map(self, global_shape: Sequence[int]) -> dict[Device, tuple[slice, ...]]:
         """The device -> the whole array's index."""
         return {self.device: tuple(slice(None) for _ in global_shape)}
+
+    addressable_devices_indices_map = devices_indices_map
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SingleDeviceSharding) and self.device == other.device

@@ -29,12 +29,13 @@ class Shard:
         device: where it lives.
         index: a tuple of slices: where the block sits in the global array.
         replica_id: 0 for the first device holding this block, 1 for the next, ...
-        data: the block (a ``blu.Array``).
+        data: the block (a ``blu.Array``; None in ``global_shards`` for a block another process
+            holds).
     """
 
     __slots__ = ("device", "index", "replica_id", "data")
 
-    def __init__(self, device: Device, index: tuple, replica_id: int, data: Array):
+    def __init__(self, device: Device, index: tuple, replica_id: int, data: Array | None):
         self.device, self.index, self.replica_id, self.data = device, index, replica_id, data
 
     def __repr__(self) -> str:
@@ -96,8 +97,22 @@ class ShardedArray(Array):
         return super().__array__(dtype, copy)
 
     @property
+    def is_fully_replicated(self) -> bool:
+        """Whether every device holds the whole array."""
+        return self.sharding.is_fully_replicated
+
+    @property
     def addressable_shards(self) -> list[Shard]:
         """The blocks this process holds, one per device."""
+        return self._shards(everywhere=False)
+
+    @property
+    def global_shards(self) -> list[Shard]:
+        """The blocks of every device of the mesh, in mesh order; ``data`` is None for those
+        another process holds (one process per device)."""
+        return self._shards(everywhere=True)
+
+    def _shards(self, everywhere: bool) -> list[Shard]:
         mesh, spec = self.sharding.mesh, self.sharding.spec
         idx = self.sharding.devices_indices_map(self._global_shape)
         unnamed = [n for n in mesh.axis_names if n not in spec.all_names()]
@@ -109,6 +124,8 @@ class ShardedArray(Array):
                 replica = replica * mesh.shape[n] + coords[n]
             if self._local:
                 if dev.process_index != runtime.process_index():
+                    if everywhere:
+                        out.append(Shard(dev, index, replica, None))
                     continue
                 data = Array(self._value, self.weak_type)
             else:

@@ -47,6 +47,12 @@ WORKER = textwrap.dedent(
         g = (np.arange(4 * n * 3) % 7).reshape(4 * n, 3).astype(dt)
         xs = bp.device_put(g, NamedSharding(mesh, P("x")))
         assert xs.shape == g.shape and xs.addressable_shards[0].device.process_index == r
+        glob = xs.global_shards  # every process's block; data only for this process's
+        assert [s.device.process_index for s in glob] == list(range(n))
+        assert [s.data is None for s in glob] == [i != r for i in range(n)]
+        np.testing.assert_array_equal(np.asarray(glob[r].data), block(g))
+        assert xs.sharding.addressable_devices == {glob[r].device}
+        assert xs.sharding.is_fully_addressable == (n == 1) and xs.sharding.num_devices == n
         blocks = g.reshape(n, 4, 3)
         perm = [(i, (i + 1) % n) for i in range(n)]
 

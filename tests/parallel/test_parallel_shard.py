@@ -301,6 +301,20 @@ def test_device_put_shards(data):
     assert {sh.replica_id for sh in shards} == set(range(replicas))
     # an eager operation sees the global array
     np.testing.assert_allclose(np.asarray(a * 2.0), x * 2.0)
+    # JAX's Array / Sharding attributes (they raised AttributeError): all virtual devices are
+    # this process's; replicated iff every axis the spec names has size 1
+    whole = all(mesh.shape[n] == 1 for n in spec.all_names())
+    assert a.is_fully_replicated is whole and s.is_fully_replicated is whole
+    assert s.num_devices == mesh.size == len(s.addressable_devices)
+    assert s.addressable_devices == set(mesh.devices.flat) and s.is_fully_addressable
+    assert s.memory_kind is None
+    assert s.addressable_devices_indices_map(x.shape) == {sh.device: sh.index for sh in shards}
+    glob = a.global_shards
+    assert [(g.device, g.index, g.replica_id) for g in glob] == [
+        (sh.device, sh.index, sh.replica_id) for sh in shards
+    ]
+    for g in glob:
+        np.testing.assert_array_equal(np.asarray(g.data), x[g.index])
 
 
 def test_device_put_pytrees_and_devices():
