@@ -183,13 +183,6 @@ class PlacedArray(Array):
 def _global_value(x: Any) -> tuple[np.ndarray, bool]:
     if isinstance(x, ShardedArray):
         return np.asarray(x), x.weak_type
-    if isinstance(x, Tracer):
-        raise BluValueError(
-            with_user_line(
-                "device_put of a traced value: inside jit/grad/vmap, lay data out with "
-                "blu.shard's in_specs instead"
-            )
-        )
     x = canonicalize_arg(x)
     if isinstance(x, Array):
         return x._value, x.weak_type
@@ -241,7 +234,10 @@ def device_put(x: Any, device_or_sharding: Any = None) -> Any:
     Returns:
         ``ShardedArray`` leaves for shardings; for a ``Device`` other than the job's first, a
         ``PlacedArray`` that records it (``x.devices() == {device}``, ``x.sharding`` a
-        ``SingleDeviceSharding`` of it); ``blu.Array`` leaves otherwise.
+        ``SingleDeviceSharding`` of it); ``blu.Array`` leaves otherwise. A traced value (inside
+        ``jit``/``grad``/``vmap``) comes back as itself, as JAX's ``device_put`` under a
+        transform: a ``NamedSharding`` then constrains its layout as ``with_sharding_constraint``
+        does (in a ``jit`` partitioned over the mesh; elsewhere it is only checked).
 
     Raises:
         BluValueError / BluShapeError: the spec does not fit the array or the mesh; a
@@ -250,9 +246,11 @@ def device_put(x: Any, device_or_sharding: Any = None) -> Any:
     """
 
     def one(leaf, s):
-        value, weak = _global_value(leaf)
         if isinstance(s, SingleDeviceSharding):
             s = s.device
+        if isinstance(leaf, Tracer):
+            return _traced(leaf, s)
+        value, weak = _global_value(leaf)
         if isinstance(s, Device) and _check_device(s):
             return PlacedArray(np.array(value), s, weak)
         if s is None or isinstance(s, Device):
@@ -272,6 +270,26 @@ def device_put(x: Any, device_or_sharding: Any = None) -> Any:
         return pytree.tree_map(lambda leaf: one(leaf, device_or_sharding), x)
     return pytree.tree_map(lambda s, sub: pytree.tree_map(lambda leaf: one(leaf, s), sub),
                            device_or_sharding, x, is_leaf=is_leaf)  # fmt: skip
+
+
+def _traced(leaf: Tracer, s: Any) -> Any:
+    """``device_put`` of a traced value: the value itself (JAX's ``device_put_p`` is the
+    identity on values and derivatives), its layout constrained by a ``NamedSharding``."""
+    if isinstance(s, Device):
+        _check_device(s)
+        return leaf
+    if s is None:
+        return leaf
+    if not isinstance(s, NamedSharding):
+        raise BluValueError(
+            with_user_line(
+                f"device_put: expected a NamedSharding, SingleDeviceSharding or Device, got {s!r}"
+            )
+        )
+    from blu.parallel.spmd import with_sharding_constraint  # (spmd is above this module)
+
+    check_spec(s.spec, s.mesh, get_aval(leaf).shape, "device_put")
+    return with_sharding_constraint(leaf, s)
 
 
 def _check_device(d: Device) -> bool:

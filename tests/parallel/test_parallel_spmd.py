@@ -144,6 +144,24 @@ def test_with_sharding_constraint_sets_the_layout_and_is_a_no_op_outside():
     assert out.sharding.spec == P(None, "data")
 
 
+def test_device_put_of_a_traced_value_is_the_value():
+    # JAX's device_put under jit/grad/vmap (it raised "device_put of a traced value"): the value
+    # itself, its gradient the identity's; a NamedSharding constrains the layout of a
+    # partitioned jit as with_sharding_constraint does
+    mesh = make_mesh((4,), ("data",))
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    cols = NamedSharding(mesh, P(None, "data"))
+    out = blu.jit(lambda v: blu.device_put(v * 2, cols), in_shardings=NamedSharding(mesh, P()))(x)
+    np.testing.assert_array_equal(np.asarray(out), x * 2)
+    assert out.sharding == cols
+    g = blu.grad(lambda v: (blu.device_put(v, blu.devices()[1]) ** 2).sum())(x)
+    _close(g, 2 * x.astype(np.float64))
+    per_row = blu.vmap(lambda r: blu.device_put(r, None).sum())(x)
+    _close(per_row, x.astype(np.float64).sum(1))
+    with pytest.raises(BluShapeError, match="device_put: spec P.*does not divide 6"):
+        blu.jit(lambda v: blu.device_put(v[:6], NamedSharding(mesh, P("data"))))(x)
+
+
 def test_errors_name_the_problem():
     m1, m2 = make_mesh((4,), ("data",)), make_mesh((2, 2), ("a", "b"))
     x = np.zeros((8, 4), np.float32)
