@@ -103,6 +103,14 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
         return x
 
     def one(s, sub):
+        if isinstance(s, NamedSharding) and s.mesh != _tracing.mesh:
+            raise BluValueError(
+                with_user_line(
+                    f"with_sharding_constraint: {s} is over another mesh (devices "
+                    f"{s.mesh.device_ids.tolist()}) than the jit's ({_tracing.mesh}, devices "
+                    f"{_tracing.mesh.device_ids.tolist()}); jit partitions over one"
+                )
+            )
         spec = s.spec if isinstance(s, NamedSharding) else (s or PartitionSpec())
         return pytree.tree_map(
             lambda leaf: sharding_constraint_p.bind(

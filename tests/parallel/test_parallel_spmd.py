@@ -142,6 +142,14 @@ def test_with_sharding_constraint_sets_the_layout_and_is_a_no_op_outside():
     out = blu.jit(f, in_shardings=NamedSharding(mesh, P("data")))(x)
     np.testing.assert_array_equal(np.asarray(out), x * 2)
     assert out.sharding.spec == P(None, "data")
+    # a NamedSharding over the same axis names but other devices is not the jit's mesh (its
+    # spec was laid out on the jit's devices silently)
+    rev = blu.make_mesh((4,), ("data",), devices=blu.devices()[::-1])
+    with pytest.raises(BluValueError, match=r"another mesh \(devices \[3, 2, 1, 0\]\)"):
+        blu.jit(
+            lambda v: with_sharding_constraint(v, NamedSharding(rev, P("data"))),
+            in_shardings=NamedSharding(mesh, P()),
+        )(x)
 
 
 def test_device_put_of_a_traced_value_is_the_value():
