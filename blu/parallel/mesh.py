@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
-from blu.parallel.devices import Device, devices, local_devices
+from blu.parallel.devices import Device, local_devices
+from blu.parallel.devices import devices as job_devices
 
 
 class Mesh:
@@ -101,14 +102,15 @@ def _as_object_array(devs: Any) -> np.ndarray:
     return out
 
 
-def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[Any], devices_: Any = None) -> Mesh:
-    """A mesh of the given shape over all devices (``blu.devices()``) or ``devices_``.
+def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[Any], devices: Any = None) -> Mesh:
+    """A mesh of the given shape over all devices (``blu.devices()``) or ``devices`` (JAX's
+    keyword, as ``blu.make_mesh``'s).
 
     Raises:
         BluValueError: a size that is not a positive integer, or the shape's product is not
             the number of devices.
     """
-    devs = list(devices() if devices_ is None else devices_)
+    devs = list(job_devices() if devices is None else devices)
     try:
         shape = tuple(operator.index(s) for s in axis_shapes)
     except TypeError:

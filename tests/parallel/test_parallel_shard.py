@@ -367,6 +367,17 @@ def test_make_mesh_sizes_must_be_positive_integers(shape):
     assert mesh.shape == {"x": 2, "y": 4} and mesh.size == len(devices()) == 8
 
 
+def test_parallel_make_mesh_takes_devices_by_jax_keyword():
+    # blu.parallel.make_mesh named it devices_ (a raw TypeError for JAX's devices=)
+    order = [devices()[i] for i in (7, 5, 3, 1, 6, 4, 2, 0)]
+    mesh = make_mesh((2, 4), ("x", "y"), devices=order)
+    assert mesh == blu.make_mesh((2, 4), ("x", "y"), devices=order)
+    assert mesh.device_ids.tolist() == [[7, 5, 3, 1], [6, 4, 2, 0]]
+    x = device_put(np.arange(8.0), NamedSharding(mesh, P(("x", "y"))))
+    assert [sh.device.id for sh in x.addressable_shards] == [7, 5, 3, 1, 6, 4, 2, 0]
+    np.testing.assert_array_equal([float(sh.data[0]) for sh in x.addressable_shards], range(8))
+
+
 def test_shard_accepts_sharded_arrays_and_returns_them():
     mesh = make_mesh((8,), ("d",))
     x = device_put(np.arange(16.0), NamedSharding(mesh, P("d")))
