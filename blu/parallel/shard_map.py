@@ -52,7 +52,7 @@ from typing import Any
 from blu import lax
 from blu.core import pytree
 from blu.core.array import Array
-from blu.core.errors import BluValueError, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import (
     Tracer,
     canonicalize_arg,
@@ -133,7 +133,14 @@ def shard(
     if not isinstance(mesh, Mesh):
         raise BluValueError(with_user_line(f"shard: expected a Mesh, got {mesh!r}"))
 
-    def sharded(*args: Any) -> Any:
+    def sharded(*args: Any, **kwargs: Any) -> Any:
+        if kwargs:  # (JAX's shard_map takes positional arguments only, each with its in_spec)
+            raise BluTypeError(
+                with_user_line(
+                    f"shard: keyword arguments {sorted(kwargs)} are not taken: pass them "
+                    "positionally, each with its in_spec, or close over them"
+                )
+            )
         _notify_jit()
         leaves, in_tree = pytree.tree_flatten(args)
         specs = _flat_specs("in_specs", args, in_specs)

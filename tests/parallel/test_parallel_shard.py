@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import blu
 import blu.numpy as bnp
 from blu import lax
-from blu.core.errors import BluShapeError, BluValueError
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError
 from blu.parallel import (
     Mesh,
     NamedSharding,
@@ -416,6 +416,8 @@ def test_errors(set_flag):
         shard(lambda a, b: a, mesh, (P(), P(), P()), P())(np.ones(2), np.ones(2))
     with pytest.raises(BluValueError, match="expected a Mesh"):
         shard(f, "mesh", P(), P())
+    with pytest.raises(BluTypeError, match=r"keyword arguments \['c'\] are not taken"):
+        shard(lambda b, c=1: b * c, mesh, P("x"), P("x"))(np.ones(4), c=2)  # (a raw TypeError)
     with pytest.raises(BluValueError, match="BLU_NUM_CPU_DEVICES must be a positive integer"):
         set_flag("num_cpu_devices", "zero")
         devices()
