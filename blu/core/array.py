@@ -26,7 +26,7 @@ ARRAY_FUNCTIONS = (
     "clip", "round", "dot", "sort", "real", "imag", "conj",
     # the Array API's array attributes (blu.numpy.devices)
     "array_namespace", "array_device", "to_device", "dlpack", "dlpack_device",
-    "array_devices", "array_sharding",
+    "array_devices", "array_sharding", "array_shards",
     "matrix_transpose",
 )  # fmt: skip
 
@@ -370,6 +370,16 @@ class Array(ArrayOps):
         """How the array is laid out: a ``SingleDeviceSharding`` (a ``ShardedArray`` has its
         ``NamedSharding``)."""
         return _bnp().array_sharding(self)
+
+    @property
+    def addressable_shards(self) -> list:
+        """JAX's ``Array.addressable_shards``: one ``Shard``, the whole array on its device (a
+        ``ShardedArray`` has one per device)."""
+        return _bnp().array_shards(self)
+
+    global_shards = addressable_shards  # (one device: every shard is this process's)
+    is_fully_replicated = True
+    is_fully_addressable = True
 
     @property
     def _value(self) -> np.ndarray:

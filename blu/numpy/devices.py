@@ -113,6 +113,13 @@ def array_sharding(x: Any) -> Any:
     return SingleDeviceSharding(CPU_DEVICE)
 
 
+def array_shards(x: Any) -> list:
+    """``x.addressable_shards`` of an array on one device: one ``Shard`` holding all of it."""
+    from blu.parallel.sharded_array import Shard
+
+    return [Shard(x.sharding.device, tuple(slice(None) for _ in x.shape), 0, x)]
+
+
 def to_device(x: Any, device: Any, /, *, stream: Any = None) -> Any:
     """``x.to_device(device)``: ``x`` itself when already there, else a copy.
 

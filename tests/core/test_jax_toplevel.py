@@ -168,6 +168,14 @@ def test_array_devices_and_sharding():
     (idx,) = s.devices_indices_map(x.shape).values()
     np.testing.assert_array_equal(np.asarray(x)[idx], np.arange(6.0).reshape(2, 3))
     assert s == blu.sharding.SingleDeviceSharding(dev) and hash(s) == hash(x.sharding)
+    # JAX's Array.addressable_shards / global_shards (AttributeError before): one shard, the
+    # whole array on its device
+    for shards in (x.addressable_shards, x.global_shards):
+        (sh,) = shards
+        assert sh.device == dev and sh.replica_id == 0
+        np.testing.assert_array_equal(np.asarray(sh.data), np.arange(6.0).reshape(2, 3))
+        np.testing.assert_array_equal(np.asarray(x)[sh.index], np.arange(6.0).reshape(2, 3))
+    assert x.is_fully_replicated and x.is_fully_addressable
 
 
 def test_memory_analysis_of_the_default_target_and_shape_dtype_struct_tracing():

@@ -338,6 +338,9 @@ def test_device_put_to_a_named_device_records_it():
         assert a.devices() == {devices()[k]} and a.device == devices()[k]
         assert a.sharding == blu.sharding.SingleDeviceSharding(devices()[k])
         np.testing.assert_array_equal(np.asarray(a), x)
+        (sh,) = a.addressable_shards  # its one block, on its device
+        assert sh.device == devices()[k]
+        np.testing.assert_array_equal(np.asarray(sh.data), x)
         np.testing.assert_array_equal(np.asarray(blu.jit(lambda v: v * 2.0)(a)), x * 2.0)
     with pytest.raises(BluValueError, match=r"Device\(id=99.*not a device of this job"):
         device_put(np.arange(3), blu.sharding.Device(99))
