@@ -77,6 +77,11 @@ class VmaInterpreter(Interpreter):
         if isinstance(x, VmaTracer) and x._interp is self:
             return x.val, x.vma
         self.check_value(x)
+        if isinstance(x, Tracer) and x._interp is not self.parent and _levels(self.parent):
+            # a value of the enclosing shard body closed over by a staged one (a nested jit's
+            # trace): it varies as it does there (unknown there: over every manual axis)
+            got = vma_of(x, self.parent)
+            return x, frozenset(manual_axes(self.parent)) if got is None else got
         return x, frozenset()
 
     def process(self, prim: Any, args: tuple, params: dict) -> Any:
@@ -112,10 +117,10 @@ def out_vma(prim: Any, vmas: Sequence[frozenset], params: dict) -> frozenset:
     return frozenset().union(*vmas)
 
 
-def _levels() -> list[Interpreter]:
-    """The interpreters from the current one out to the outermost manual level of the
-    innermost ``shard`` (empty when no ``shard`` is active here)."""
-    chain, interp = [], current_interpreter()
+def _levels(start: Interpreter | None = None) -> list[Interpreter]:
+    """The interpreters from the current one (or ``start``) out to the outermost manual level
+    of the innermost ``shard`` (empty when no ``shard`` is active here)."""
+    chain, interp = [], current_interpreter() if start is None else start
     while interp is not None:
         chain.append(interp)
         if getattr(interp, "manual_outer", False):
@@ -124,10 +129,10 @@ def _levels() -> list[Interpreter]:
     return []
 
 
-def manual_axes() -> tuple:
+def manual_axes(start: Interpreter | None = None) -> tuple:
     """The mesh axis names of the innermost active ``shard`` (outermost first)."""
     names = []
-    for interp in _levels():
+    for interp in _levels(start):
         if isinstance(interp, BatchInterpreter) and interp.manual:
             names.append(interp.axis_name)
         elif isinstance(interp, VmaInterpreter):
@@ -135,10 +140,11 @@ def manual_axes() -> tuple:
     return tuple(reversed(names))
 
 
-def vma_of(x: Any) -> frozenset | None:
+def vma_of(x: Any, start: Interpreter | None = None) -> frozenset | None:
     """The manual axes ``x`` varies over, or None when unknown (no ``shard`` active, or ``x``
-    is a value staged by a transform nested in the body whose variance is not recorded)."""
-    levels = _levels()
+    is a value staged by a transform nested in the body whose variance is not recorded);
+    seen from the current interpreter, or from ``start``."""
+    levels = _levels(start)
     if not levels:
         return None
     vma: set = set()

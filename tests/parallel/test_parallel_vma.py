@@ -227,6 +227,27 @@ def test_gradients_inside_a_jit_nested_in_the_shard_body():
         _close(outer(shard(inv, mesh, P(), P()))(p["b"]), 32 * p["b"])
 
 
+def test_a_jit_nested_in_the_shard_body_closing_over_a_varying_value():
+    # a value of the body closed over by a nested jit varies there as it does in the body (it
+    # was taken as invariant: psum over an axis it varies over gave its axis-size multiple,
+    # pmax the device's own value)
+    mesh = _mesh((2, 4), ("x", "y"))
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((2, 12)), rng.standard_normal(3)
+    blocks = x.reshape(2, 4, 3)  # device (i, j) holds x[i, 3j:3j+3]: varies over x and y
+
+    def body(w, xb):
+        s = blu.jit(lambda v: psum(bnp.sum(v * xb), ("x", "y")))(w)
+        m = blu.jit(lambda v: pmax(v * xb, "y"))(w)
+        g = blu.grad(lambda v: blu.jit(lambda u: psum(bnp.sum(bnp.sin(u * xb)), ("x", "y")))(v))
+        return s, m, g(w)
+
+    s, m, g = shard(body, mesh, (P(), P("x", "y")), (P(), P("x"), P()))(w, x)
+    _close(s, np.sum(blocks * w))
+    _close(np.asarray(m).reshape(2, 3), np.max(blocks * w, axis=1))
+    _close(g, np.sum(np.cos(blocks * w) * blocks, axis=(0, 1)))
+
+
 @pytest.mark.parametrize("how", ["scan", "jit", "cond"])
 def test_tensor_parallel_layers_in_scan_jit_and_cond(how):
     # two Megatron layers (the residual stream invariant, w1/w2 split over m) run by a scan, a
