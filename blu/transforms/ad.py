@@ -211,9 +211,17 @@ def backward_pass(
         cts_in = eqn.primitive.rule("transpose")(
             ct_arg, *map(read_primal, eqn.invars), **eqn.params
         )
+        # an ordinary equation's cotangent varies (as JAX types it) over the axes its output
+        # does, even where its value is the same on every device (a psum's transpose passes
+        # the invariant cotangent through): the implicit pvary of an input that varies over
+        # fewer axes transposes to a psum over the others. Collectives and equations holding
+        # jaxprs (whose transposes run their own backward_pass) say it themselves.
+        logical = None
+        if vmas is not None and eqn.primitive not in vma.rules and not vma.holds_jaxpr(eqn):
+            logical = frozenset().union(*(vmas.get(v, frozenset()) for v in eqn.outvars))
         for a, ct in zip(eqn.invars, cts_in, strict=True):
             if vmas is not None and is_lin(a) and ct is not None and not isinstance(ct, Zero):
-                ct = vma.fix_cotangent(ct, vmas.get(a))
+                ct = vma.fix_cotangent(ct, vmas.get(a), logical)
             write_ct(a, ct)
 
     return [

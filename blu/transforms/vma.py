@@ -165,19 +165,32 @@ def vma_of(x: Any, start: Interpreter | None = None) -> frozenset | None:
     return frozenset(vma)
 
 
-def fix_cotangent(ct: Any, primal_vma: frozenset | None) -> Any:
+def fix_cotangent(ct: Any, primal_vma: frozenset | None, typed: frozenset | None = None) -> Any:
     """The transpose of the implicit ``pvary``: ``psum`` a cotangent over the manual axes it
-    varies over but its primal does not."""
+    varies over but its primal does not. ``typed``: axes the cotangent varies over as JAX
+    types it (its equation's output's), though its value may be the same on every device."""
     if primal_vma is None or not _psum:
         return ct
     got = vma_of(ct)
     if got is None:
         return ct
-    extra = got - primal_vma
+    extra = (got | typed if typed else got) - primal_vma
     if not extra:
         return ct
     order = manual_axes()
     return _psum[0](ct, tuple(n for n in order if n in extra))
+
+
+def holds_jaxpr(eqn: Any) -> bool:
+    """Whether ``eqn``'s primitive holds jaxprs (a call, a loop, branches, a custom rule)."""
+
+    def is_jaxpr(v: Any) -> bool:
+        return hasattr(v, "eqns") or hasattr(getattr(v, "jaxpr", None), "eqns")
+
+    return any(
+        is_jaxpr(v) or (isinstance(v, (tuple, list)) and any(is_jaxpr(u) for u in v))
+        for v in eqn.params.values()
+    )
 
 
 def arg_vmas(leaves: Sequence[Any]) -> tuple | None:

@@ -248,6 +248,33 @@ def test_a_jit_nested_in_the_shard_body_closing_over_a_varying_value():
     _close(g, np.sum(np.cos(blocks * w) * blocks, axis=(0, 1)))
 
 
+def test_an_invariant_term_added_to_a_varying_one_gets_the_sum_of_the_cotangents():
+    # data parallelism with an L2 term in the local loss: the term's cotangent is the same on
+    # every device (pmean's transpose) but varies as the sum it meets; the implicit pvary's
+    # psum gives it N times over (it was missing: the regularizer's gradient came out 1/N)
+    mesh = _mesh((2, 4), ("x", "y"))
+    rng = np.random.default_rng(9)
+    w, x = rng.standard_normal(3), rng.standard_normal((16, 3))
+
+    def local(v, xb):
+        return bnp.mean((xb @ v) ** 2) + 0.1 * bnp.sum(v**2) + bnp.sin(psum(v[0], ("x", "y")))
+
+    def step(w, xb):
+        return blu.grad(lambda v: pmean(local(v, xb), ("x", "y")))(w)
+
+    f = shard(step, mesh, (P(), P(("x", "y"))), P())
+    want = 2 * x.T @ (x @ w) / 16 + 0.2 * w + np.array([8 * np.cos(8 * w[0]), 0, 0])
+    _close(f(w, x), want)
+
+    # and where the sum varies over one axis only: the invariant term's cotangent is summed
+    # over that axis alone
+    def one_axis(w, xb):
+        return blu.grad(lambda v: psum(bnp.sum(bnp.sin(v) + psum(v * xb[0], "y")), "x"))(w)
+
+    g = shard(one_axis, mesh, (P(), P(("x", "y"))), P())
+    _close(g(w, x[:8]), 2 * np.cos(w) + x[:8].sum(0))
+
+
 @pytest.mark.parametrize("how", ["scan", "jit", "cond"])
 def test_tensor_parallel_layers_in_scan_jit_and_cond(how):
     # two Megatron layers (the residual stream invariant, w1/w2 split over m) run by a scan, a
