@@ -35,8 +35,9 @@ others (replicated inputs, ``psum``/``pmean``/``pmax``/``pmin``/``all_gather`` r
   to reduce-scatter it (ZeRO).
 
 ``check_vma=False`` only turns off the out_specs check; gradients follow the same rule. A
-``jit`` nested in ``f`` is traced keeping its arguments' variance, and so are the transposed
-bodies of ``jit``, ``scan``, ``cond`` and ``checkpoint``. Not tracked: values inside a
+``jit`` or ``checkpoint`` nested in ``f`` is traced keeping its arguments' variance (and that of
+the values it closes over), and so are the transposed bodies of ``jit``, ``scan``, ``cond`` and
+``checkpoint``. Not tracked: values inside a
 ``scan``/``cond``/``while_loop`` body's *forward* trace, so a ``psum`` there of a value that is
 invariant over its axis transposes as that of a varying one (its gradient misses the factor of
 the axis size); ``psum`` varying values there. Gradients taken *outside* (``grad(shard(f))``)

@@ -25,9 +25,11 @@ from blu.core.interpreter import get_aval, set_interpreter
 from blu.core.jaxpr import Jaxpr, Literal, Var, dce_jaxpr, eval_jaxpr
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
+from blu.transforms import vma
 from blu.transforms.ad import backward_pass
 from blu.transforms.ad_ops import optimization_barrier
 from blu.transforms.ad_util import Zero, is_undefined
+from blu.transforms.axes import axis_env_key
 from blu.transforms.batching import defvectorized
 from blu.transforms.jaxpr_util import (
     batch_jaxpr,
@@ -293,7 +295,12 @@ def checkpoint(
             box.append(out_tree)
             return out_leaves
 
-        jaxpr, consts = trace_jaxpr(flat, [get_aval(x) for x in leaves])
+        # inside blu.shard: traced keeping the values' varying manual axes, as a nested jit's
+        # body, so a psum of an invariant value in it is its axis-size multiple (and transposes
+        # as one)
+        vmas = vma.arg_vmas(leaves) if axis_env_key() else None
+        body = flat if vmas is None else vma.trace_manual(flat, vmas)
+        jaxpr, consts = trace_jaxpr(body, [get_aval(x) for x in leaves])
         outs = checkpoint_p.bind(*consts, *leaves, jaxpr=jaxpr, policy=policy)
         return pytree.tree_unflatten(box[0], outs)
 

@@ -275,6 +275,26 @@ def test_an_invariant_term_added_to_a_varying_one_gets_the_sum_of_the_cotangents
     _close(g(w, x[:8]), 2 * np.cos(w) + x[:8].sum(0))
 
 
+@pytest.mark.parametrize("policy", [None, blu.checkpoint_policies.everything_saveable])
+def test_psum_of_an_invariant_value_inside_checkpoint(policy):
+    # checkpoint's body is traced keeping the values' variance, as a nested jit's: psum of the
+    # replicated w there is 8 * w * w on a mesh of 8, and its gradient 16 * w (it was 2 * w)
+    mesh = _mesh((2, 4), ("x", "y"))
+    rng = np.random.default_rng(8)
+    w, x = rng.standard_normal(3), rng.standard_normal((8, 3))
+    ck = blu.checkpoint(lambda v, xb: bnp.sin(psum(v * v, ("x", "y"))) + psum(v * xb, "y"),
+                        policy=policy)  # fmt: skip
+
+    def body(w, xb):
+        loss = lambda v: psum(bnp.sum(ck(v, xb[0])), "x")  # noqa: E731
+        return loss(w), blu.grad(loss)(w)
+
+    val, g = shard(body, mesh, (P(), P(("x", "y"))), P())(w, x)
+    total = x.sum(0)
+    _close(val, np.sum(2 * np.sin(8 * w * w) + w * total))
+    _close(g, 2 * np.cos(8 * w * w) * 16 * w + total)
+
+
 @pytest.mark.parametrize("how", ["scan", "jit", "cond"])
 def test_tensor_parallel_layers_in_scan_jit_and_cond(how):
     # two Megatron layers (the residual stream invariant, w1/w2 split over m) run by a scan, a
