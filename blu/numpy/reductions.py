@@ -430,7 +430,8 @@ def quantile(
     statistics (numpy's default 'linear').
 
     Returns:
-        shape ``q.shape + reduced shape``; float.
+        shape ``q.shape + reduced shape``; float. NaN where the reduced axes are empty (as
+        numpy's ``median`` and JAX's ``quantile``).
     """
     if method != "linear":
         raise BluValueError(with_user_line("quantile: only method='linear' is supported"))
@@ -453,8 +454,12 @@ def quantile(
         keep_shape = tuple(1 if i == ax else d for i, d in enumerate(get_aval(a).shape))
 
     a = to_inexact(a)
-    s = lax.sort(a, ax)
     n = get_aval(a).shape[ax]
+    if n == 0:  # no order statistics: NaN, as numpy's median and JAX's quantile
+        rest = tuple(d for i, d in enumerate(get_aval(a).shape) if i != ax)
+        shape = qv.shape + (keep_shape if keepdims else rest)
+        return lax.full(shape, np.nan, get_aval(a).dtype)
+    s = lax.sort(a, ax)
     pos = qv * (n - 1)
     lo = np.floor(pos).astype(np.int32)
     hi = np.minimum(lo + 1, n - 1).astype(np.int32)

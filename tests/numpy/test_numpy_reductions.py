@@ -366,3 +366,24 @@ def test_an_axis_that_is_no_int_is_a_blu_type_error(call, axis):
     # (fftn compared an array of axes with (): numpy's ambiguous-truth ValueError)
     got = bnp.fft.fftn(x, axes=np.array([0, 1]))
     np.testing.assert_allclose(np.asarray(got), np.fft.fftn(x), rtol=1e-12, atol=1e-9)
+
+
+@given(st.data())
+def test_quantile_and_median_of_an_empty_axis_are_nan(data):
+    # numpy's median (and JAX's median / quantile): NaN of the reduced shape; it was a
+    # BluIndexError from take (and before that 0.0)
+    shape = list(data.draw(shapes(min_dims=1, max_dims=3, min_side=1, max_side=3)))
+    ax = data.draw(st.integers(0, len(shape) - 1))
+    shape[ax] = 0
+    x = np.zeros(shape, np.float32)
+    rest = tuple(d for i, d in enumerate(shape) if i != ax)
+    for keepdims in (False, True):
+        out_rest = tuple(1 if i == ax else d for i, d in enumerate(shape)) if keepdims else rest
+        with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning):
+            want = np.median(x, axis=ax, keepdims=keepdims)
+        got = bnp.median(x, axis=ax, keepdims=keepdims)
+        assert got.shape == want.shape == out_rest and got.dtype == np.float32
+        assert np.isnan(np.asarray(got)).all()
+        q = bnp.quantile(x, np.array([0.0, 0.5]), axis=ax, keepdims=keepdims)
+        assert q.shape == (2,) + out_rest and np.isnan(np.asarray(q)).all()
+    assert np.isnan(float(bnp.percentile(x, 50.0)))
