@@ -28,14 +28,15 @@ def static_int(v: Any, what: str) -> int:
     integral float (``int(v) == v``), as ``int``.
 
     Raises:
-        BluTypeError: anything else (None, a string, a fractional float, a non-scalar array).
+        BluTypeError: anything else (None, a string, a fractional or non-finite float, a
+            non-scalar array).
     """
     try:
         i = int(v)
         ok = bool(i == v)
     except BluError:
         raise
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # (OverflowError: int(inf))
         ok = False
     if not ok:
         raise BluTypeError(with_user_line(f"{what} must be an int, got {v!r}"))

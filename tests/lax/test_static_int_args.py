@@ -30,12 +30,13 @@ CALLS = {
     [
         (name, bad)
         for name in sorted(CALLS)
-        for bad in (None, "a", 1.5, np.array([0, 1]))
+        for bad in (None, "a", 1.5, np.array([0, 1]), float("inf"), -np.inf, float("nan"))
         if not (name == "scan: length" and bad is None)  # None: the length of xs
     ],
 )
 def test_a_value_that_is_no_int_is_a_type_error(name, bad):
-    # they raised raw TypeErrors/ValueErrors, or (1.5) truncated silently to 1
+    # they raised raw TypeErrors/ValueErrors, or (1.5) truncated silently to 1; an infinite
+    # float raised Python's OverflowError
     with pytest.raises(BluTypeError, match=f"{name} must be an int, got"):
         CALLS[name](bad)
 
