@@ -46,17 +46,35 @@ def _stretch(x: Any, k: int, axis: int) -> Any:
 
 _MODES = ("constant", "edge", "wrap", "reflect", "symmetric", "maximum", "minimum", "mean",
           "median", "linear_ramp", "empty")  # fmt: skip
+# the keyword arguments each mode takes (numpy's and JAX's table)
+_MODE_KWARGS = {
+    "constant": ("constant_values",),
+    "linear_ramp": ("end_values",),
+    "reflect": ("reflect_type",),
+    "symmetric": ("reflect_type",),
+    **{m: ("stat_length",) for m in ("maximum", "minimum", "mean", "median")},
+}
+
+
+class _Unset:
+    """A keyword argument's default, to tell it from a value the caller passed."""
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+_UNSET: Any = _Unset()
 
 
 def pad(
     array: Any,
     pad_width: Any,
     mode: str = "constant",
-    constant_values: Any = 0,
+    constant_values: Any = _UNSET,
     *,
-    stat_length: Any = None,
-    end_values: Any = 0,
-    reflect_type: str = "even",
+    stat_length: Any = _UNSET,
+    end_values: Any = _UNSET,
+    reflect_type: Any = _UNSET,
 ) -> Any:
     """``array`` padded along each axis as ``numpy.pad`` (and ``jax.numpy.pad``) does, one axis
     after the other (so later axes pad the corners too).
@@ -71,11 +89,14 @@ def pad(
 
     Args:
         pad_width: an int, ``(before, after)``, or one ``(before, after)`` per axis;
-            ``constant_values``, ``stat_length`` and ``end_values`` take the same forms.
+            ``constant_values`` (default 0), ``stat_length`` (default: the whole axis) and
+            ``end_values`` (default 0) take the same forms. ``reflect_type`` defaults to
+            'even'. Each is taken only by the modes above that use it (as numpy's and JAX's).
 
     Raises:
-        BluValueError: an unknown mode or ``reflect_type``, a bad pad_width, a stat_length of
-            0, or padding an empty axis with a mode that reads its values.
+        BluValueError: an unknown mode or ``reflect_type``, a keyword argument the mode does not
+            take, a bad pad_width, a stat_length of 0, or padding an empty axis with a mode that
+            reads its values.
     """
     array = asarray_operand(array)
     aval = _aval(array)
@@ -84,6 +105,18 @@ def pad(
         raise BluValueError(
             with_user_line(f"pad: unknown mode {mode!r} (one of {', '.join(_MODES)})")
         )
+    given = {"constant_values": constant_values, "stat_length": stat_length,
+             "end_values": end_values, "reflect_type": reflect_type}  # fmt: skip
+    unsupported = sorted(k for k, v in given.items() if v is not _UNSET
+                         and k not in _MODE_KWARGS.get(mode, ()))  # fmt: skip
+    if unsupported:
+        raise BluValueError(
+            with_user_line(f"pad: mode {mode!r} does not take {', '.join(unsupported)}")
+        )
+    constant_values = 0 if constant_values is _UNSET else constant_values
+    stat_length = None if stat_length is _UNSET else stat_length
+    end_values = 0 if end_values is _UNSET else end_values
+    reflect_type = "even" if reflect_type is _UNSET else reflect_type
     if mode == "empty":
         return lax.pad(array, np.zeros((), aval.dtype)[()], [(lo, hi, 0) for lo, hi in widths])
     if mode in ("reflect", "symmetric", "maximum", "minimum", "mean", "median", "linear_ramp"):

@@ -66,3 +66,26 @@ def test_pad_mode_errors():
         bnp.pad(x, 1, "mean", stat_length=0)
     with pytest.raises(BluValueError, match="empty axis"):
         bnp.pad(np.ones((0, 2)), 1, "reflect")
+
+
+@pytest.mark.parametrize(
+    "mode, kw",
+    [
+        ("reflect", {"stat_length": 2}),
+        ("symmetric", {"constant_values": 1}),
+        ("edge", {"reflect_type": "odd"}),
+        ("wrap", {"end_values": 1}),
+        ("mean", {"end_values": 1}),
+        ("linear_ramp", {"stat_length": 1}),
+        ("constant", {"reflect_type": "even"}),
+        ("empty", {"constant_values": 0}),
+    ],
+)
+def test_pad_keyword_a_mode_does_not_take_is_an_error(mode, kw):
+    # numpy's and JAX's ValueError 'unsupported keyword arguments for mode'; it was ignored,
+    # so pad(x, 1, 'reflect', stat_length=2) quietly padded as if it were not given
+    x = np.arange(4.0)
+    with pytest.raises(ValueError, match="unsupported keyword"):
+        np.pad(x, 1, mode, **kw)
+    with pytest.raises(BluValueError, match=f"mode '{mode}' does not take {next(iter(kw))}"):
+        bnp.pad(x, 1, mode, **kw)
