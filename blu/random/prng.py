@@ -313,7 +313,7 @@ def _unstack2(keys: Any) -> tuple[Any, Any]:
 def _normalize_axis(axis: int, ndim: int, name: str) -> int:
     try:
         ok = int(axis) == axis
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # (OverflowError: int(inf))
         ok = False
     if not ok:
         raise BluTypeError(with_user_line(f"random.{name}: axis must be an int, got {axis!r}"))

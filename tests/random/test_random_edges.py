@@ -44,7 +44,7 @@ def test_parameters_that_do_not_broadcast_are_a_shape_error(draw):
         draw(KEY)
 
 
-@pytest.mark.parametrize("bad", [None, "a", 1.5, np.array([0, 1])])
+@pytest.mark.parametrize("bad", [None, "a", 1.5, np.array([0, 1]), float("inf"), -np.inf, np.nan])
 @pytest.mark.parametrize(
     "name, draw",
     [
@@ -54,6 +54,7 @@ def test_parameters_that_do_not_broadcast_are_a_shape_error(draw):
     ],
 )
 def test_an_axis_that_is_no_int_is_a_type_error(name, draw, bad):
-    # raw TypeErrors/ValueErrors from comparing or indexing with it
+    # raw TypeErrors/ValueErrors from comparing or indexing with it (an infinite float:
+    # Python's OverflowError from int())
     with pytest.raises(BluTypeError, match=f"random.{name}: axis must be an int"):
         draw(KEY, bad)
