@@ -411,6 +411,16 @@ def _no_bound(max_norm: Any) -> bool:
     return isinstance(max_norm, (int, float, np.number)) and math.isinf(max_norm)
 
 
+def _clip_factor(norm: Any, max_norm: Any) -> Any:
+    """``min(1, max_norm / norm)``: a Python number as ``max_norm / max(norm, max_norm)``; an
+    array one (a jit argument) by optax's select, which keeps the updates where ``norm <
+    max_norm``, an infinite ``max_norm`` included (the quotient would be ``inf / inf = NaN``)."""
+    if isinstance(max_norm, (int, float, np.number)):
+        return max_norm / bnp.maximum(norm, max_norm)  # 1 when norm <= max_norm; no 0/0
+    keep = norm < max_norm
+    return bnp.where(keep, 1.0, max_norm / bnp.where(keep, 1.0, norm)).astype(norm.dtype)
+
+
 def clip_grads_by_global_norm(grads: Any, max_norm: float) -> tuple[Any, Any]:
     """Scale ``grads`` so their global norm is at most ``max_norm``.
 
@@ -420,7 +430,8 @@ def clip_grads_by_global_norm(grads: Any, max_norm: float) -> tuple[Any, Any]:
 
     Returns:
         ``(clipped, norm)``: ``grads * min(1, max_norm / norm)`` (each leaf keeps its dtype)
-        and the global norm before clipping; ``max_norm = inf`` leaves ``grads`` unchanged.
+        and the global norm before clipping; ``max_norm = inf`` (a number or an array, e.g. a
+        jit argument) leaves ``grads`` unchanged.
     """
     if not isinstance(max_norm, Tracer) and not max_norm > 0:  # a traced one: as optax, unchecked
         raise BluValueError(
@@ -429,7 +440,7 @@ def clip_grads_by_global_norm(grads: Any, max_norm: float) -> tuple[Any, Any]:
     norm = global_norm(grads)
     if _no_bound(max_norm):  # inf / max(norm, inf) would be inf / inf = NaN
         return pytree.tree_map(bnp.asarray, grads), norm
-    scale = max_norm / bnp.maximum(norm, max_norm)  # 1 when norm <= max_norm; no 0/0
+    scale = _clip_factor(norm, max_norm)
 
     def clip(g: Any) -> Any:
         g = bnp.asarray(g)

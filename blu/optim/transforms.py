@@ -29,6 +29,7 @@ from blu.core.interpreter import Tracer
 from blu.optim.optimizers import (
     GradientTransformation,
     Schedule,
+    _clip_factor,
     _leaves_like,
     _moment_dtype,
     _no_bound,
@@ -208,7 +209,8 @@ def clip_by_global_norm_transform(max_norm: float) -> GradientTransformation:
     """Scale the updates so their global norm is at most ``max_norm`` (``optax``'s
     ``clip_by_global_norm(max_norm)``; ``blu.optim.clip_by_global_norm(max_norm)`` returns it).
 
-    ``max_norm = inf`` passes the updates unchanged (as optax's, for a finite norm).
+    ``max_norm = inf`` (a number or an array, e.g. a jit argument) passes the updates unchanged
+    (as optax's, for a finite norm).
 
     Raises:
         BluValueError: ``max_norm <= 0``.
@@ -220,7 +222,7 @@ def clip_by_global_norm_transform(max_norm: float) -> GradientTransformation:
 
     def update(updates: Any, state: Any, params: Any = None) -> tuple[Any, Any]:
         norm = global_norm(updates)
-        factor = max_norm / bnp.maximum(norm, max_norm)
+        factor = _clip_factor(norm, max_norm)
 
         def clip(g: Any) -> Any:
             g = bnp.asarray(g)

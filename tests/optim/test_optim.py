@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import blu
+import blu.numpy as bnp
 from blu import optim
 from blu.core import pytree
 from blu.core.errors import BluTypeError, BluValueError
@@ -396,6 +397,22 @@ def test_clipping_to_a_traced_max_norm():
         clip = blu.jit(lambda g, m: optim.clip_by_global_norm(m).update(g, None))
         out, _ = clip(grads, np.float64(max_norm))
         _assert_trees_close(out, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("wrap", ["jit", "array"])
+def test_clipping_to_a_traced_or_array_infinite_max_norm_changes_nothing(wrap):
+    # optax's select keeps the updates; the quotient inf / max(norm, inf) made them all NaN
+    rng = np.random.default_rng(15)
+    grads = _params(rng)
+    inf = np.float64(np.inf)
+    if wrap == "jit":
+        clipped, _ = blu.jit(optim.clip_by_global_norm)(grads, inf)
+        out, _ = blu.jit(lambda g, m: optim.clip_by_global_norm(m).update(g, None))(grads, inf)
+    else:
+        clipped, _ = optim.clip_by_global_norm(grads, bnp.asarray(inf))
+        out, _ = optim.clip_by_global_norm(bnp.asarray(inf)).update(grads, None)
+    _assert_trees_close(clipped, grads, rtol=0, atol=0)
+    _assert_trees_close(out, grads, rtol=0, atol=0)
 
 
 # ---- schedules ---------------------------------------------------------------------------------
