@@ -455,6 +455,8 @@ def one_hot(labels: Any, num_classes: int, dtype: Any = dtypes.float32, *, axis:
     if isinstance(num_classes, Tracer):
         num_classes = int(num_classes)  # a ConcretizationError saying what to do
     try:  # JAX's operator.index: 2.5 was truncated to 2 and None was Python's TypeError
+        if np.ndim(num_classes) != 0:  # operator.index refuses a 1-element (1,) array too
+            raise TypeError
         n = operator.index(np.asarray(num_classes).item())
     except TypeError:
         raise BluTypeError(with_user_line(f"nn.one_hot: num_classes must be an int, got "

@@ -292,7 +292,8 @@ def test_linear_embedding_one_hot():
 def test_one_hot_num_classes_checked():
     # JAX's operator.index: 2.5 was truncated to 2 classes, None was Python's TypeError
     np.testing.assert_array_equal(np.asarray(nn.one_hot(np.array([1]), np.int64(3))), [[0, 1, 0]])
-    for bad in [2.5, None, "3"]:
+    # a 1-element array of shape (1,) is no scalar index either (it was taken as its element)
+    for bad in [2.5, None, "3", np.array([3]), np.array([[3]])]:
         with pytest.raises(BluTypeError, match="num_classes"):
             nn.one_hot(np.array([0, 1]), bad)
     with pytest.raises(BluValueError, match="num_classes"):
