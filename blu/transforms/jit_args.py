@@ -8,6 +8,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from blu.core import dtypes
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
 
@@ -101,8 +103,12 @@ def _normalize_donate(fun: Callable, donate_argnums: Any, donate_argnames: Any,
     given_nums, given_names = donate_argnums is not None, donate_argnames is not None
     if dtypes.is_int_scalar(donate_argnums):
         nums = (int(donate_argnums),)
-    elif donate_argnums is None or isinstance(donate_argnums, (tuple, list)):
-        nums = tuple(donate_argnums or ())
+    elif donate_argnums is None:
+        nums = ()
+    elif isinstance(donate_argnums, np.ndarray) and donate_argnums.ndim == 0:
+        nums = (donate_argnums[()],)  # a numpy scalar: an integer one is a position
+    elif hasattr(donate_argnums, "__iter__") and not isinstance(donate_argnums, str):
+        nums = tuple(donate_argnums)  # any sequence of positions (a range, an array), as JAX
     else:  # a float, a str...: not a position nor a sequence of them
         nums = (donate_argnums,)
     bad_type = [i for i in nums if not dtypes.is_int_scalar(i)]

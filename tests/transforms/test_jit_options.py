@@ -129,3 +129,19 @@ def _pos_only(a, /, b):
 def test_bad_donate_argnames_are_refused_at_jit_time(fun, kw, err, match):
     with pytest.raises(err, match=match):
         blu.jit(fun, **kw)
+
+
+@pytest.mark.parametrize("nums", [range(2), np.array([0, 1]), np.array(1), [np.int64(1)]])
+def test_donate_argnums_takes_any_sequence_of_positions(nums):
+    # JAX's index tuple; a range (taken before) and numpy arrays were refused as 'not ints'
+    want = {int(i) for i in np.atleast_1d(np.asarray(nums))}
+    f = blu.jit(lambda a, b: a + 2.0 * b, donate_argnums=nums)
+    assert f.donate_argnums == frozenset(want)
+    x, y = bnp.ones(3), bnp.ones(3)
+    np.testing.assert_allclose(np.asarray(f(x, y)), np.full(3, 3.0))
+    for i, a in enumerate((x, y)):
+        if i in want:
+            with pytest.raises(BluValueError, match="deleted"):
+                np.asarray(a)
+        else:
+            np.testing.assert_allclose(np.asarray(a), np.ones(3))
