@@ -213,11 +213,16 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False):
 
 
 def single_argnum(argnums: Any) -> bool:
-    """Whether ``argnums`` is one position (results unwrapped) rather than a sequence."""
+    """Whether ``argnums`` is one position (results unwrapped) rather than a sequence: an int,
+    a numpy integer or a 0-d integer array (JAX's ``operator.index``)."""
+    if isinstance(argnums, np.ndarray):
+        return argnums.ndim == 0 and argnums.dtype.kind in "iu"
     return isinstance(argnums, (int, np.integer))
 
 
 def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(argnums, np.ndarray) and argnums.ndim == 0:
+        return (argnums[()],)  # a numpy scalar: resolve_argnums checks it is an integer
     if single_argnum(argnums):
         return (int(argnums),)
     # a float or a str is neither a position nor a sequence of them: resolve_argnums names it

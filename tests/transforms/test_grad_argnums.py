@@ -67,3 +67,13 @@ def test_a_scalar_that_is_not_a_position_is_a_clear_error(transform, argnums):
 def test_any_sequence_of_positions_is_taken():
     g = blu.grad(lambda a, b: a * b * b, argnums=range(2))(2.0, 3.0)
     np.testing.assert_allclose([float(v) for v in g], [9.0, 12.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("transform", [blu.grad, blu.jacfwd, blu.jacrev])
+def test_a_0d_integer_array_is_one_position(transform):
+    # JAX's operator.index; it raised Python's "iteration over a 0-d array"
+    g = transform(lambda a, b: a * b * b, argnums=np.array(1))(2.0, 3.0)
+    assert float(g) == 12.0  # d/db of a b^2, unwrapped like argnums=1
+    for bad in (np.array(1.0), np.array(True)):
+        with pytest.raises(BluTypeError, match="argnums must be ints"):
+            transform(lambda a, b: a * b, argnums=bad)(2.0, 3.0)
