@@ -422,14 +422,21 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
     of an axis named more than once add up (numpy's and JAX's rule).
 
     Raises:
-        BluValueError: ``shift`` and ``axis`` of lengths that do not broadcast, or an axis out
-            of range.
+        BluValueError: ``shift`` and ``axis`` of lengths that do not broadcast, a ``shift`` of
+            more than one dimension (numpy's ValueError), or an axis out of range.
+        BluTypeError: a shift that is not an integer.
     """
     a = asarray_operand(a)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), _aval(a).shape)
     nd = _aval(a).ndim
     axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+    if not isinstance(shift, (tuple, list, int, np.integer)) and get_aval(shift).ndim > 1:
+        raise BluValueError(
+            with_user_line(
+                f"roll: shift must be a scalar or a 1-d sequence, got {get_aval(shift).str_short()}"
+            )
+        )
     if isinstance(shift, (tuple, list)):
         shifts = list(shift)
     elif not isinstance(shift, (int, np.integer)) and get_aval(shift).ndim == 1:

@@ -282,6 +282,12 @@ def test_roll_broadcasts_shifts_and_axes():
     _eq(blu.jit(lambda x, s: bnp.roll(x, s))(x, np.array([5, -1])), np.roll(x, 4))
     with pytest.raises(BluValueError, match="shifts"):
         bnp.roll(x, (1, 2, 3), (0, 1))
+    # a 2-d shift is numpy's ValueError (it was Python's 'only 0-dimensional arrays ...')
+    for axis in (0, None):
+        with pytest.raises(BluValueError, match="1-d sequence"):
+            bnp.roll(x, np.array([[1]]), axis)
+        with pytest.raises(BluValueError, match="1-d sequence"):
+            blu.jit(lambda x, s: bnp.roll(x, s, axis))(x, np.array([[1]]))
 
 
 def test_roll_shift_dtypes():
