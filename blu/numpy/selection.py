@@ -135,7 +135,14 @@ def take(
         BluValueError: ``mode="raise"`` with traced indices, an unknown mode, or ``out``.
     """
     if out is not None:
-        raise BluValueError(with_user_line("take: out= is not supported (arrays are immutable)"))
+        hint = (
+            f"; {out!r} in 4th place looks like a mode, which is the 5th: pass mode={out!r}"
+            if isinstance(out, str)
+            else ""
+        )  # (mode was the 4th positional before numpy's and JAX's order)
+        raise BluValueError(
+            with_user_line(f"take: out= is not supported (arrays are immutable){hint}")
+        )
     a = asarray_operand(a)
     if axis is None:
         a, axis = ravel(a), 0

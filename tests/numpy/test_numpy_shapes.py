@@ -403,6 +403,9 @@ def test_take_positional_arguments_follow_numpy():
     _eq(bnp.take(x, i, unique_indices=True, indices_are_sorted=False, mode="wrap"), x[i % 5])
     with pytest.raises(BluValueError, match="out="):
         bnp.take(x, i, 0, np.zeros(3))
+    # mode in the 4th place (blu's order before) says where mode goes now
+    with pytest.raises(BluValueError, match=r"which is the 5th: pass mode='wrap'"):
+        bnp.take(x, i, 0, "wrap")
 
 
 def test_take_from_an_empty_axis():
