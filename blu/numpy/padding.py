@@ -234,7 +234,7 @@ def _stat(part: Any, ax: int, mode: str) -> Any:
     if mode == "minimum":
         return _min(part, axis=ax, keepdims=True)
     v = (mean if mode == "mean" else median)(part, axis=ax, keepdims=True)
-    if not dtypes.is_inexact(dtype):
+    if dtypes.is_int(dtype):  # (not bool: numpy converts its mean 0.5 to True, unrounded)
         v = round_(v)  # numpy's and JAX's: round half to even, then the integer dtype
     return lax.convert_element_type(v, dtype)
 
@@ -267,7 +267,7 @@ def _mirror(x: Any, lo: int, hi: int, ax: int, mode: str, reflect_type: str) -> 
 def _ramp(x: Any, width: int, ax: int, end: Any, before: bool) -> Any:
     """``width`` values from ``end`` towards the edge value along ``ax`` (the edge itself
     excluded), as numpy's ``linspace(end, edge, width, endpoint=False)``: ``end + i * step``
-    (in float64 for integers, then rounded down)."""
+    (in float64 for integers and bools, then rounded down for integers)."""
     m = _aval(x).shape[ax]
     dtype = _aval(x).dtype
     edge = _slice_axis(x, 0, 1, ax) if before else _slice_axis(x, m - 1, m, ax)
@@ -278,7 +278,7 @@ def _ramp(x: Any, width: int, ax: int, end: Any, before: bool) -> Any:
     shape[ax] = width
     i = lax.convert_element_type(lax.iota(dtypes.int32, tuple(shape), ax), ft)
     ramp = add(multiply(i, true_divide(subtract(edge, end), width)), end)
-    if not dtypes.is_inexact(dtype):
+    if dtypes.is_int(dtype):  # (numpy's linspace floors integers; a bool is any nonzero)
         ramp = floor(ramp)
     ramp = lax.convert_element_type(ramp, dtype)
     return ramp if before else lax.rev(ramp, (ax,))

@@ -89,3 +89,15 @@ def test_pad_keyword_a_mode_does_not_take_is_an_error(mode, kw):
         np.pad(x, 1, mode, **kw)
     with pytest.raises(BluValueError, match=f"mode '{mode}' does not take {next(iter(kw))}"):
         bnp.pad(x, 1, mode, **kw)
+
+
+@pytest.mark.parametrize("mode", ["mean", "median", "linear_ramp"])
+def test_pad_bool_statistics_and_ramps_match_numpy(mode):
+    # numpy rounds (mean, median) and floors (linear_ramp) integers only: a bool's 0.5 is True;
+    # they were rounded or floored to False
+    x = np.array([True, False, False, True, False])
+    kw = {"stat_length": 2} if mode != "linear_ramp" else {}
+    want = np.pad(x, 3, mode, **kw)
+    got = np.asarray(bnp.pad(x, 3, mode, **kw))
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
