@@ -286,10 +286,19 @@ def _traced(leaf: Tracer, s: Any) -> Any:
                 f"device_put: expected a NamedSharding, SingleDeviceSharding or Device, got {s!r}"
             )
         )
-    from blu.parallel.spmd import with_sharding_constraint  # (spmd is above this module)
-
     check_spec(s.spec, s.mesh, get_aval(leaf).shape, "device_put")
-    return with_sharding_constraint(leaf, s)
+    return leaf if _constrain is None else _constrain(leaf, s)
+
+
+# spmd's with_sharding_constraint, registered by spmd when it is imported (blu.parallel imports
+# it): spmd is above this module, so importing it here would close an import cycle
+_constrain: Any = None
+
+
+def register_constraint(fn: Any) -> None:
+    """Set the function a traced ``device_put`` with a ``NamedSharding`` calls (spmd's)."""
+    global _constrain
+    _constrain = fn
 
 
 def _check_device(d: Device) -> bool:

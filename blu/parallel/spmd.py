@@ -39,6 +39,7 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import Tracer, get_aval
 from blu.core.primitive import Primitive
 from blu.parallel import runtime
+from blu.parallel import sharded_array as _sharded_array
 from blu.parallel import spmd_nested as _nested  # noqa: F401  (registers the nested rules)
 from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec
 from blu.parallel.spmd_interp import PartitionContext, output_hints, run_partitioned
@@ -126,6 +127,9 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
     if is_leaf(shardings):
         return one(shardings, x)
     return pytree.tree_map(one, shardings, x, is_leaf=is_leaf)
+
+
+_sharded_array.register_constraint(with_sharding_constraint)  # a traced device_put's layout
 
 
 # ---- jit's entry -------------------------------------------------------------------------------
