@@ -20,8 +20,8 @@ __all__ = ["multi_dot", "tensorinv", "tensorsolve"]
 
 
 def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
-    """``arrays[0] @ arrays[1] @ ... @ arrays[-1]`` in the cheapest order (``opt_einsum``'s, as
-    JAX's), ``numpy.linalg.multi_dot``.
+    """The product of ``arrays`` in turn, ``arrays[0] @ arrays[1]`` onwards, in the cheapest
+    order (``opt_einsum``'s, as JAX's), as ``numpy.linalg.multi_dot``.
 
     Args:
         arrays: two or more arrays, all 2-D except the first and the last, which may be 1-D (a
