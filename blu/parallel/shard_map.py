@@ -37,11 +37,11 @@ others (replicated inputs, ``psum``/``pmean``/``pmax``/``pmin``/``all_gather`` r
 ``check_vma=False`` only turns off the out_specs check; gradients follow the same rule. A
 ``jit`` or ``checkpoint`` nested in ``f`` is traced keeping its arguments' variance (and that of
 the values it closes over), and so are the transposed bodies of ``jit``, ``scan``, ``cond`` and
-``checkpoint``. Not tracked: values inside a
-``scan``/``cond``/``while_loop`` body's *forward* trace, so a ``psum`` there of a value that is
-invariant over its axis transposes as that of a varying one (its gradient misses the factor of
-the axis size); ``psum`` varying values there. Gradients taken *outside* (``grad(shard(f))``)
-are the ordinary gradients of the global function.
+``checkpoint``, and the forward traces of ``cond``/``switch`` branches and ``scan``/
+``fori_loop``/``while_loop`` bodies (a loop's carries at a fixed point): a ``psum`` there of an
+invariant value is a product, as outside, and its gradient has the axis size's factor.
+Gradients taken *outside* (``grad(shard(f))``) are the ordinary gradients of the global
+function.
 """
 
 from __future__ import annotations

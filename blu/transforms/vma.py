@@ -9,9 +9,10 @@ it). JAX records this set in the aval; blu reads it off the value:
   a value varies over such a level's axis exactly when it is batched there;
 - one process per device: ``shard`` runs ``f`` under a :class:`VmaInterpreter` whose tracers
   carry the set;
-- staged code inside ``shard`` (a nested ``jit``'s trace, the transposed bodies of ``jit``,
-  ``scan``, ``cond``): traced under a ``VmaInterpreter`` seeded with the outer values' sets
-  (:func:`trace_manual`; a loop's carries at a fixed point), and ``UndefinedPrimal.vma``
+- staged code inside ``shard`` (a nested ``jit``'s trace, ``cond`` branches and loop bodies,
+  and their transposes): traced under a ``VmaInterpreter`` seeded with the outer values' sets
+  (:func:`trace_manual`; a loop's carries at a fixed point; values it closes over vary as they
+  do in the enclosing body), and ``UndefinedPrimal.vma``
   carries a linear input's set into the transposes that run a ``backward_pass``.
 
 Reverse mode uses it as JAX's shard_map does (JEP 17111, "efficient transposition of
@@ -22,7 +23,7 @@ transpose passes the invariant cotangent through unchanged. So the gradient take
 ``shard`` of a ``psum``-reduced loss is the gradient of the global function.
 
 ``None`` means "unknown" (no shard here, or a value staged by a transform whose trace is not
-seeded, e.g. a ``scan`` body's forward trace): then nothing is adjusted, and ``backward_pass``
+seeded, e.g. linearize's tangents): then nothing is adjusted, and ``backward_pass``
 takes an unknown linear input or residual as varying over every axis.
 """
 
@@ -162,6 +163,13 @@ def vma_of(x: Any, start: Interpreter | None = None) -> frozenset | None:
             x = x.primal
         else:
             return None  # staged (jit, linearize's tangents): not recorded
+    last = levels[-1]
+    if isinstance(last, VmaInterpreter) and isinstance(x, Tracer) and x._interp is not last.parent:
+        # a value of an enclosing shard body closed over by a staged trace (a nested jit's, a
+        # cond branch's, a loop body's): it varies as it does there (as VmaInterpreter.lift)
+        if _levels(last.parent):
+            got = vma_of(x, last.parent)
+            return None if got is None else frozenset(vma) | got
     return frozenset(vma)
 
 
@@ -229,14 +237,16 @@ def seeded(fun: Callable, outer: Sequence[Any]) -> Callable:
     return fun if vmas is None else trace_manual(fun, vmas)
 
 
-def trace_loop_body(trace: Callable, body: Callable, seeds: list, carries: Sequence[int]) -> Any:
+def trace_loop_body(
+    trace: Callable, body: Callable, seeds: list, carries: Sequence[tuple[int, int]]
+) -> Any:
     """``trace(fun)`` of a loop body under :func:`trace_manual`, the carries' ``seeds`` grown
     until the body's output carries vary over no more axes than its input carries (a fixed
     point: vma sets only grow). ``carries``: input position -> output position pairs as
-    ``(i, o)``. Traced plainly outside ``shard`` or where a seed is unknown."""
+    ``(i, o)``. Traced plainly outside ``shard`` or where a seed is unknown. ``seeds`` is
+    updated in place to the fixed point (e.g. for a while loop's condition)."""
     if not _levels() or any(v is None for v in seeds):
         return trace(body)
-    seeds = list(seeds)
     for _ in range(len(manual_axes()) + 2):
         fun = trace_manual(body, seeds)
         out = trace(fun)

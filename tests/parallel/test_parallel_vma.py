@@ -338,3 +338,69 @@ def test_tensor_parallel_layers_in_scan_jit_and_cond(how):
         g = outer(shard(blu.grad(loss), mesh, (specs, P(), P()), specs))(p, x, y)
         for k in p:
             _close(g[k], want[k])
+
+
+@pytest.mark.parametrize("how", ["cond", "switch", "scan", "fori_loop", "while_loop"])
+def test_psum_of_an_invariant_value_inside_control_flow(how):
+    # a cond branch's or a loop body's forward trace keeps the values' variance (as a nested
+    # jit's): psum of the replicated w there is 8 * w * w on a mesh of 8, and the gradient of
+    # its sin is 16 w cos(8 w^2) (it came out 1/8 of that: the psum transposed as if w varied)
+    mesh = _mesh((2, 4), ("x", "y"))
+    w = np.array([0.3, -0.7, 1.1])
+
+    def term(u):
+        return bnp.sum(bnp.sin(psum(u * u, ("x", "y"))))
+
+    def f(v):
+        if how == "cond":
+            return blu.lax.cond(True, term, lambda u: 0.0 * bnp.sum(u), v)
+        if how == "switch":
+            return blu.lax.switch(1, [lambda u: 0.0 * bnp.sum(u), term], v)
+        if how == "scan":
+            return blu.lax.scan(lambda c, _: (c + term(v), None), 0.0, None, length=2)[0] / 2
+        if how == "fori_loop":
+            return blu.lax.fori_loop(0, 2, lambda i, c: c + term(v), 0.0) / 2
+        # no reverse mode through while_loop: its forward value only
+        return blu.lax.while_loop(lambda c: c[1] < 2, lambda c: (c[0] + term(v), c[1] + 1),
+                                  (0.0, 0))[0] / 2  # fmt: skip
+
+    def body(w):
+        return f(w), (blu.grad(f)(w) if how != "while_loop" else w)
+
+    val, g = shard(body, mesh, P(), P())(w)
+    _close(val, np.sum(np.sin(8 * w * w)))
+    if how != "while_loop":
+        _close(g, 16 * w * np.cos(8 * w * w))
+
+
+def test_a_while_loop_carry_that_becomes_varying_is_summed_by_psum():
+    # the carry starts replicated (0) and varies after one step: the condition's psum of it is
+    # a sum over the devices, not 8 times this device's value
+    mesh = _mesh((2, 4), ("x", "y"))
+    x = np.arange(8.0)
+
+    def body(xb):
+        c = lambda s: psum(s[0], ("x", "y")) < 100.0  # noqa: E731
+        return blu.lax.while_loop(c, lambda s: (s[0] + xb[0], s[1] + 1), (0.0, 0))[1]
+
+    assert int(np.asarray(shard(body, mesh, P(("x", "y")), P())(x))) == 4  # 28 per step
+
+
+@pytest.mark.parametrize("how", ["jit", "cond"])
+def test_a_gradient_inside_a_staged_trace_wrt_a_varying_value_it_closes_over(how):
+    # vjp inside a nested jit or a cond branch w.r.t. a value of the body that varies (pvary-ed
+    # parameters, as the 1F1B pipeline's): each device's own gradient, not their sum (the
+    # closed-over value was taken as invariant, and its cotangent psum-ed)
+    mesh = _mesh((2, 4), ("x", "y"))
+    rng = np.random.default_rng(10)
+    w, x = rng.standard_normal(3), rng.standard_normal((8, 3))
+
+    def body(w, xb):
+        p = pvary(w, ("x", "y"))
+        g = lambda: blu.grad(lambda q: bnp.sum(bnp.sin(q * xb[0])))(p)  # noqa: E731
+        if how == "jit":
+            return blu.jit(g)()[None]
+        return blu.lax.cond(True, g, lambda: bnp.zeros_like(w))[None]
+
+    g = shard(body, mesh, (P(), P(("x", "y"))), P(("x", "y")))(w, x)
+    _close(g, np.cos(w * x) * x)

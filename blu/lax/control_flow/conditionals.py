@@ -246,7 +246,9 @@ def _trace_branches(what: str, funs: Sequence[Callable], operands: tuple):
             box.append(flatten_avals(out))
             return pytree.tree_leaves(out)
 
-        parts.append(trace_jaxpr(flat, in_avals))
+        # inside blu.shard: traced keeping the operands' varying manual axes, so a psum of an
+        # invariant value is a product (as outside cond) and transposes with the factor
+        parts.append(trace_jaxpr(vma.seeded(flat, leaves), in_avals))
         (pairs, tree) = box[0]
         out_paths.append(pairs)
         out_trees.append(tree)

@@ -23,6 +23,7 @@ from blu.lax.control_flow.scan import _scan, is_static_int
 from blu.lax.elementwise import add, gt, lt, select
 from blu.lax.reductions import reduce_sum
 from blu.lax.shapes import broadcast_in_dim, full
+from blu.transforms import vma
 from blu.transforms.ad_util import Zero, instantiate
 from blu.transforms.batching import bdim_to_front, moveaxis
 from blu.transforms.jaxpr_util import (
@@ -287,8 +288,14 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
             box.append((t, [a for _, a in pairs]))
             return pytree.tree_leaves(out)
 
-        body, body_consts = trace_jaxpr(body_flat, avals)
-        out_tree, out_avals = box[0]
+        # inside blu.shard: traced keeping the values' varying manual axes (the carries' grown
+        # to a fixed point), so a psum of an invariant value is a product, as outside the loop
+        seeds = [vma.vma_of(x) for x in leaves]
+        carries = [(k, k) for k in range(len(leaves))]
+        body, body_consts = vma.trace_loop_body(
+            lambda fun: trace_jaxpr(fun, avals), body_flat, seeds, carries
+        )
+        out_tree, out_avals = box[-1]
         promote = check_same_types(
             "while_loop", "the value passed in (init_val)", "the value body_fun returns",
             tree, list(zip(paths, avals)), out_tree, out_avals, root="val",
@@ -299,9 +306,10 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
             convert_element_type(x, out_avals[i].dtype) if i in promote else x
             for i, x in enumerate(leaves)
         ]
-    cond, cond_consts = trace_jaxpr(
-        lambda *a: [cond_fun(pytree.tree_unflatten(tree, list(a)))], avals
-    )
+    cond_flat = lambda *a: [cond_fun(pytree.tree_unflatten(tree, list(a)))]  # noqa: E731
+    if vma.manual_axes() and all(v is not None for v in seeds):  # the carries' fixed point
+        cond_flat = vma.trace_manual(cond_flat, seeds)
+    cond, cond_consts = trace_jaxpr(cond_flat, avals)
     pred = cond.out_avals[0]
     if pred.shape != () or pred.dtype != dtypes.bool_:
         raise BluTypeError(

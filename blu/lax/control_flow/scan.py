@@ -455,8 +455,14 @@ def _scan(f, init, xs, length, reverse, unroll, what="scan", root="carry", strip
             box.append((c_tree, [a for _, a in c_pairs], y_tree))
             return pytree.tree_leaves(out[0]) + y_leaves
 
-        jaxpr, consts = trace_jaxpr(flat, carry_avals + slice_avals)
-        c_tree, c_avals, y_tree = box[0]
+        # inside blu.shard: the body keeps its values' varying manual axes (the carries' grown
+        # to a fixed point), so a psum of an invariant value is a product, as outside scan
+        seeds = [vma.vma_of(x) for x in (*init_leaves, *x_leaves)]
+        carries = [(k, k) for k in range(len(carry_avals))]
+        jaxpr, consts = vma.trace_loop_body(
+            lambda fun: trace_jaxpr(fun, carry_avals + slice_avals), flat, seeds, carries
+        )
+        c_tree, c_avals, y_tree = box[-1]
         promote = check_same_types(
             what, f"the {root} passed in", f"the {root} the body returns",
             init_tree, list(zip(init_paths, carry_avals)), c_tree, c_avals, root=root,
