@@ -8,12 +8,14 @@ jit-able call). ``chain``, ``scale_by_adam``, ``add_decayed_weights``,
 names compose the same way (``blu.optim.transforms``).
 
 Modules: ``optimizers`` (AdamW, SGD, clipping, blu's schedules), ``transforms`` (optax's
-building blocks).
+building blocks), ``more_optimizers`` (optax's RMSProp with its transformations).
 """
 
+from blu.optim.more_optimizers import *  # noqa: F403
+from blu.optim.more_optimizers import __all__ as _more_all
 from blu.optim.optimizers import *  # noqa: F403
 from blu.optim.optimizers import __all__ as _opt_all
 from blu.optim.transforms import *  # noqa: F403
 from blu.optim.transforms import __all__ as _tr_all
 
-__all__ = list(_opt_all) + list(_tr_all)
+__all__ = list(_opt_all) + list(_tr_all) + list(_more_all)

@@ -1,0 +1,184 @@
+"""optax's RMSProp, Adagrad and Lion in blu.optim against float64 numpy loops of optax's update
+equations (``optax/_src/alias.py`` and ``transform.py``: the chain's order included, e.g.
+RMSProp's momentum after the learning rate), over fixed gradients, shapes from hypothesis
+(size-0 and size-1 dims too), schedules, jit and traced learning rates."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import blu
+from blu import optim
+from blu.core import pytree
+from blu.core.errors import BluTypeError, BluValueError
+
+RTOL, ATOL = 3e-5, 3e-6  # float32 over a few steps
+
+
+def _params(rng, dtype=np.float32):
+    def n(*shape):
+        return rng.normal(size=shape).astype(dtype)
+
+    return {"w": n(3, 4), "b": n(4), "blocks": [{"k": n(2, 1, 3)}, {"s": n()}]}
+
+
+def _grads(rng, params, steps, dtype=np.float32):
+    return [
+        pytree.tree_map(lambda p: rng.normal(size=np.shape(p)).astype(dtype), params)
+        for _ in range(steps)
+    ]
+
+
+def _run(opt, params, grads, jit=False):
+    state = opt.init(params)
+    step = blu.jit(opt.step) if jit else opt.step
+    for g in grads:
+        params, state = step(g, state, params)
+    return params, state
+
+
+def _leaves64(tree):
+    return [np.asarray(x, np.float64) for x in pytree.tree_leaves(tree)]
+
+
+def _close(got, want, rtol=RTOL, atol=ATOL):
+    got = _leaves64(got)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+def _rate(lr, step):
+    return lr(step) if callable(lr) else lr
+
+
+# ---- RMSProp -----------------------------------------------------------------------------------
+
+
+def _rmsprop64(params, grads, lr, decay=0.9, eps=1e-8, initial_scale=0.0, eps_in_sqrt=True,
+               centered=False, momentum=None, nesterov=False, bias_correction=False):  # fmt: skip
+    """optax.rmsprop: scale_by_rms / scale_by_stddev, then -lr, then trace(momentum)."""
+    p = _leaves64(params)
+    nu = [np.full_like(x, initial_scale) for x in p]
+    mu = [np.zeros_like(x) for x in p]
+    tr = [np.zeros_like(x) for x in p]
+    for step, gs in enumerate(grads):
+        count = step + 1
+        for i, g in enumerate(_leaves64(gs)):
+            nu[i] = decay * nu[i] + (1 - decay) * g * g
+            mu[i] = decay * mu[i] + (1 - decay) * g
+            bc = 1 - decay**count if bias_correction else 1.0
+            var = nu[i] / bc - (mu[i] / bc) ** 2 if centered else nu[i] / bc
+            u = g / np.sqrt(var + eps) if eps_in_sqrt else g / (np.sqrt(var) + eps)
+            u = -_rate(lr, step) * u
+            if momentum is not None:
+                tr[i] = u + momentum * tr[i]
+                u = u + momentum * tr[i] if nesterov else tr[i]
+            p[i] = p[i] + u
+    return p
+
+
+# centered with bias correction: nu_hat - mu_hat^2 is 0 at the first step (float32 cancellation
+# there is ~1e-7 * g^2), so a larger eps keeps the comparison well-conditioned
+RMS_CONFIGS = [
+    {},
+    {"eps": 1e-2, "eps_in_sqrt": False},
+    {"initial_scale": 1.0, "decay": 0.8, "eps": 1e-3},
+    {"centered": True, "eps": 1e-3},
+    {"centered": True, "eps": 0.3, "bias_correction": True},
+    {"bias_correction": True, "eps": 1e-3},
+    {"momentum": 0.9, "eps": 1e-3},
+    {"momentum": 0.5, "nesterov": True, "centered": True, "eps": 1e-2, "eps_in_sqrt": False},
+]
+
+
+@pytest.mark.parametrize("config", RMS_CONFIGS)
+def test_rmsprop_matches_optax_equations(config):
+    rng = np.random.default_rng(0)
+    params = _params(rng)
+    grads = _grads(rng, params, 5)
+    got, state = _run(optim.rmsprop(0.05, **config), params, grads)
+    _close(got, _rmsprop64(params, grads, 0.05, **config))
+    want_state = optim.ScaleByRStdDevState if config.get("centered") else optim.ScaleByRmsState
+    if config.get("bias_correction"):
+        want_state = (
+            optim.ScaleByRStdDevWithCountState
+            if config.get("centered")
+            else optim.ScaleByRmsWithCountState
+        )
+        assert int(state[0].count) == 5
+    assert isinstance(state[0], want_state)
+    assert isinstance(state[2], optim.TraceState if "momentum" in config else optim.EmptyState)
+
+
+def test_rmsprop_schedule_is_read_before_the_count_moves_and_scales_before_momentum():
+    rng = np.random.default_rng(1)
+    params = _params(rng)
+    grads = _grads(rng, params, 4)
+    sched = optim.linear_schedule(0.1, 0.01, 3)
+    got, _ = _run(optim.rmsprop(sched, momentum=0.9, eps=1e-3), params, grads)
+    lr = lambda s: 0.1 + (0.01 - 0.1) * min(s, 3) / 3  # noqa: E731
+    _close(got, _rmsprop64(params, grads, lr, momentum=0.9, eps=1e-3))
+
+
+@given(
+    shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3),
+    centered=st.booleans(),
+    momentum=st.sampled_from([None, 0.7]),
+    eps_in_sqrt=st.booleans(),
+)
+def test_rmsprop_shapes(shape, centered, momentum, eps_in_sqrt):
+    rng = np.random.default_rng(2)
+    params = {"a": rng.normal(size=shape).astype(np.float32), "b": np.float32(0.5)}
+    grads = _grads(rng, params, 3)
+    kw = dict(eps=1e-3, centered=centered, momentum=momentum, eps_in_sqrt=eps_in_sqrt)
+    got, _ = _run(optim.rmsprop(0.1, **kw), params, grads)
+    _close(got, _rmsprop64(params, grads, 0.1, **kw))
+
+
+def test_rmsprop_under_jit_and_with_a_traced_learning_rate():
+    rng = np.random.default_rng(3)
+    params = _params(rng)
+    grads = _grads(rng, params, 4)
+    kw = dict(centered=True, momentum=0.9, nesterov=True, eps=1e-3)
+    got, _ = _run(optim.rmsprop(0.05, **kw), params, grads, jit=True)
+    _close(got, _rmsprop64(params, grads, 0.05, **kw))
+
+    def run(lr):
+        return _run(optim.rmsprop(lr, **kw), params, grads)[0]
+
+    traced = blu.jit(run)(np.float64(0.05))
+    assert all(np.asarray(x).dtype == np.float32 for x in pytree.tree_leaves(traced))
+    _close(traced, _rmsprop64(params, grads, 0.05, **kw))
+
+
+def test_rmsprop_bfloat16_params_get_float32_statistics():
+    rng = np.random.default_rng(4)
+    params = {"w": rng.normal(size=(2, 3)).astype(ml_dtypes.bfloat16)}
+    grads = _grads(rng, params, 2, ml_dtypes.bfloat16)
+    opt = optim.rmsprop(0.01, eps=1e-3)
+    state = opt.init(params)
+    updates, state = opt.update(grads[0], state, params)
+    assert np.asarray(state[0].nu["w"]).dtype == np.float32
+    assert np.asarray(updates["w"]).dtype == np.float32
+    new, _ = opt.step(grads[0], opt.init(params), params)
+    assert np.asarray(new["w"]).dtype == ml_dtypes.bfloat16
+    (want,) = _rmsprop64(params, grads[:1], 0.01, eps=1e-3)
+    _close(updates, [want - np.asarray(params["w"], np.float64)], rtol=1e-5)
+
+
+def test_rmsprop_bad_arguments():
+    with pytest.raises(BluValueError, match="momentum"):
+        optim.rmsprop(0.1, momentum=-0.5)
+    with pytest.raises(BluTypeError, match="rmsprop.*int"):
+        optim.rmsprop(0.1).init({"n": np.arange(3)})
+    opt = optim.rmsprop(0.1)
+    params = {"a": np.zeros(2, np.float32), "b": np.zeros(3, np.float32)}
+    with pytest.raises(BluValueError, match="structure"):
+        opt.update({"a": np.zeros(2, np.float32)}, opt.init(params), params)
