@@ -1,6 +1,7 @@
-"""optax's other first-order optimizers (``optax.rmsprop``) and the transformations they chain
-(``scale_by_rms``, ``scale_by_stddev``, ``trace``), with optax's names, arguments and update
-equations (``optax/_src/alias.py``, ``optax/_src/transform.py``).
+"""optax's other first-order optimizers (``optax.rmsprop``, ``optax.adagrad``) and the
+transformations they chain (``scale_by_rms``, ``scale_by_stddev``, ``trace``, ``scale_by_rss``),
+with optax's names, arguments and update equations (``optax/_src/alias.py``,
+``optax/_src/transform.py``).
 
 Each optimizer is the ``chain`` optax builds, returned as an ``Optimizer`` (``init``,
 ``update``, and ``step``: ``update`` then ``apply_updates``). Statistics follow ``adamw``'s
@@ -32,13 +33,16 @@ from blu.optim.optimizers import (
 from blu.optim.transforms import EmptyState, chain, identity, scale_by_learning_rate
 
 __all__ = [
+    "adagrad",
     "ScaleByRStdDevState",
     "ScaleByRStdDevWithCountState",
     "ScaleByRmsState",
     "ScaleByRmsWithCountState",
+    "ScaleByRssState",
     "TraceState",
     "rmsprop",
     "scale_by_rms",
+    "scale_by_rss",
     "scale_by_stddev",
     "trace",
 ]
@@ -70,6 +74,12 @@ class ScaleByRStdDevWithCountState(NamedTuple):
     count: Any
     mu: Any
     nu: Any
+
+
+class ScaleByRssState(NamedTuple):
+    """The state of :func:`blu.optim.scale_by_rss` (optax's): the sums of squared gradients."""
+
+    sum_of_squares: Any
 
 
 class TraceState(NamedTuple):
@@ -258,6 +268,33 @@ def scale_by_stddev(
     return GradientTransformation(init, update)
 
 
+def scale_by_rss(initial_accumulator_value: float = 0.1, eps: float = 1e-7):
+    """Adagrad's rescaling (Duchi et al. 2011), as ``optax.scale_by_rss``::
+
+        s = s + |g|^2        (s starts at initial_accumulator_value)
+        g / sqrt(s + eps)    where s > 0, else 0
+
+    (the ``where``, optax's, keeps a zero sum's update 0 for ``eps = 0``)."""
+
+    def init(params: Any) -> ScaleByRssState:
+        return ScaleByRssState(
+            pytree.tree_map(lambda p: _full_like_moment(p, initial_accumulator_value), params)
+        )
+
+    def update(updates: Any, state: ScaleByRssState, params: Any = None):
+        def one(g: Any, s: Any) -> tuple[Any, Any]:
+            s = bnp.asarray(s)
+            g = _as(g, s)
+            s = s + _abs_sq(g)
+            inv = bnp.where(s > 0, lax.rsqrt(s + eps), bnp.zeros((), s.dtype))
+            return inv * g, s
+
+        out, (s,) = _zip_map(one, "scale_by_rss", updates, state.sum_of_squares)
+        return out, ScaleByRssState(s)
+
+    return GradientTransformation(init, update)
+
+
 # ---- optimizers --------------------------------------------------------------------------------
 
 
@@ -297,4 +334,35 @@ def rmsprop(
         scaler(decay, eps, initial_scale, eps_in_sqrt, bias_correction),
         _scale_by_lr(learning_rate),
         identity() if momentum is None else trace(momentum, nesterov),
+    )
+
+
+def adagrad(
+    learning_rate: float | Schedule,
+    initial_accumulator_value: float = 0.1,
+    eps: float = 1e-7,
+) -> Optimizer:
+    """Adagrad (Duchi et al. 2011), as ``optax.adagrad``: the chain ``scale_by_rss`` then
+    ``-learning_rate``. Per leaf::
+
+        s = s + g^2;   p = p - lr * g / sqrt(s + eps)     (0 where s is 0)
+
+    with ``s`` starting at ``initial_accumulator_value``.
+
+    Returns:
+        An ``Optimizer``; its state is the tuple of the chain's states.
+
+    Raises:
+        BluTypeError: ``init`` of parameters that are not floats.
+        BluValueError: ``initial_accumulator_value < 0``.
+    """
+    if not initial_accumulator_value >= 0:
+        raise BluValueError(
+            with_user_line(
+                "optim.adagrad: need initial_accumulator_value >= 0 (a sum of squares), got "
+                f"{initial_accumulator_value}"
+            )
+        )
+    return _optimizer(
+        "adagrad", scale_by_rss(initial_accumulator_value, eps), _scale_by_lr(learning_rate)
     )

@@ -1,4 +1,4 @@
-"""optax's RMSProp, Adagrad and Lion in blu.optim against float64 numpy loops of optax's update
+"""optax's RMSProp and Adagrad in blu.optim against float64 numpy loops of optax's update
 equations (``optax/_src/alias.py`` and ``transform.py``: the chain's order included, e.g.
 RMSProp's momentum after the learning rate), over fixed gradients, shapes from hypothesis
 (size-0 and size-1 dims too), schedules, jit and traced learning rates."""
@@ -182,3 +182,72 @@ def test_rmsprop_bad_arguments():
     params = {"a": np.zeros(2, np.float32), "b": np.zeros(3, np.float32)}
     with pytest.raises(BluValueError, match="structure"):
         opt.update({"a": np.zeros(2, np.float32)}, opt.init(params), params)
+
+
+# ---- Adagrad -----------------------------------------------------------------------------------
+
+
+def _adagrad64(params, grads, lr, initial_accumulator_value=0.1, eps=1e-7):
+    """optax.adagrad: scale_by_rss (0 where the sum is 0), then -lr."""
+    p = _leaves64(params)
+    s = [np.full_like(x, initial_accumulator_value) for x in p]
+    for step, gs in enumerate(grads):
+        for i, g in enumerate(_leaves64(gs)):
+            s[i] = s[i] + g * g
+            with np.errstate(divide="ignore"):
+                inv = np.where(s[i] > 0, 1 / np.sqrt(s[i] + eps), 0.0)
+            p[i] = p[i] - _rate(lr, step) * inv * g
+    return p, s
+
+
+@pytest.mark.parametrize(
+    "kw", [{}, {"initial_accumulator_value": 0.5, "eps": 1e-2}, {"initial_accumulator_value": 0.0}]
+)
+def test_adagrad_matches_optax_equations(kw):
+    rng = np.random.default_rng(10)
+    params = _params(rng)
+    grads = _grads(rng, params, 5)
+    got, state = _run(optim.adagrad(0.1, **kw), params, grads)
+    want_p, want_s = _adagrad64(params, grads, 0.1, **kw)
+    _close(got, want_p)
+    assert isinstance(state[0], optim.ScaleByRssState)
+    _close(state[0].sum_of_squares, want_s)
+
+
+def test_adagrad_zero_sum_gives_a_zero_update():
+    # a zero accumulator and zero gradients: optax's where(s > 0, rsqrt(s + eps), 0) keeps
+    # the update 0 (eps = 0 would make it 0 * inf = NaN otherwise)
+    params = {"w": np.array([1.0, -2.0, 3.0], np.float32)}
+    grads = [{"w": np.array([0.0, 0.5, 0.0], np.float32)}] * 2
+    got, _ = _run(optim.adagrad(0.1, initial_accumulator_value=0.0, eps=0.0), params, grads)
+    want, _ = _adagrad64(params, grads, 0.1, initial_accumulator_value=0.0, eps=0.0)
+    assert np.isfinite(np.asarray(got["w"])).all()
+    _close(got, want)
+
+
+@given(shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3))
+def test_adagrad_shapes_and_schedule(shape):
+    rng = np.random.default_rng(11)
+    params = {"a": rng.normal(size=shape).astype(np.float32), "b": np.float32(0.5)}
+    grads = _grads(rng, params, 3)
+    sched = optim.exponential_decay(0.2, 1, 0.5)
+    got, _ = _run(optim.adagrad(sched, eps=1e-3), params, grads)
+    _close(got, _adagrad64(params, grads, lambda s: 0.2 * 0.5**s, eps=1e-3)[0])
+
+
+def test_adagrad_under_jit_and_with_a_traced_learning_rate():
+    rng = np.random.default_rng(12)
+    params = _params(rng)
+    grads = _grads(rng, params, 4)
+    got, _ = _run(optim.adagrad(0.1), params, grads, jit=True)
+    _close(got, _adagrad64(params, grads, 0.1)[0])
+    traced = blu.jit(lambda lr: _run(optim.adagrad(lr), params, grads)[0])(np.float64(0.1))
+    assert all(np.asarray(x).dtype == np.float32 for x in pytree.tree_leaves(traced))
+    _close(traced, _adagrad64(params, grads, 0.1)[0])
+
+
+def test_adagrad_bad_arguments():
+    with pytest.raises(BluValueError, match="initial_accumulator_value"):
+        optim.adagrad(0.1, initial_accumulator_value=-1.0)
+    with pytest.raises(BluTypeError, match="adagrad.*int"):
+        optim.adagrad(0.1).init({"n": np.arange(3)})
