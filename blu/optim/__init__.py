@@ -8,7 +8,8 @@ jit-able call). ``chain``, ``scale_by_adam``, ``add_decayed_weights``,
 names compose the same way (``blu.optim.transforms``).
 
 Modules: ``optimizers`` (AdamW, SGD, clipping, blu's schedules), ``transforms`` (optax's
-building blocks), ``more_optimizers`` (optax's RMSProp and Adagrad with their transformations).
+building blocks), ``more_optimizers`` (optax's RMSProp, Adagrad and Lion with
+their transformations).
 """
 
 from blu.optim.more_optimizers import *  # noqa: F403

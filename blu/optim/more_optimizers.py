@@ -1,7 +1,7 @@
-"""optax's other first-order optimizers (``optax.rmsprop``, ``optax.adagrad``) and the
-transformations they chain (``scale_by_rms``, ``scale_by_stddev``, ``trace``, ``scale_by_rss``),
-with optax's names, arguments and update equations (``optax/_src/alias.py``,
-``optax/_src/transform.py``).
+"""optax's other first-order optimizers (``optax.rmsprop``, ``optax.adagrad``, ``optax.lion``)
+and the transformations they chain (``scale_by_rms``, ``scale_by_stddev``, ``trace``,
+``scale_by_rss``, ``scale_by_lion``), with optax's names, arguments and update equations
+(``optax/_src/alias.py``, ``optax/_src/transform.py``).
 
 Each optimizer is the ``chain`` optax builds, returned as an ``Optimizer`` (``init``,
 ``update``, and ``step``: ``update`` then ``apply_updates``). Statistics follow ``adamw``'s
@@ -30,10 +30,18 @@ from blu.optim.optimizers import (
     _with_step,
     _zeros_like_moment,
 )
-from blu.optim.transforms import EmptyState, chain, identity, scale_by_learning_rate
+from blu.optim.transforms import (
+    EmptyState,
+    add_decayed_weights,
+    chain,
+    identity,
+    scale_by_learning_rate,
+)
 
 __all__ = [
     "adagrad",
+    "lion",
+    "ScaleByLionState",
     "ScaleByRStdDevState",
     "ScaleByRStdDevWithCountState",
     "ScaleByRmsState",
@@ -41,6 +49,7 @@ __all__ = [
     "ScaleByRssState",
     "TraceState",
     "rmsprop",
+    "scale_by_lion",
     "scale_by_rms",
     "scale_by_rss",
     "scale_by_stddev",
@@ -80,6 +89,13 @@ class ScaleByRssState(NamedTuple):
     """The state of :func:`blu.optim.scale_by_rss` (optax's): the sums of squared gradients."""
 
     sum_of_squares: Any
+
+
+class ScaleByLionState(NamedTuple):
+    """The state of :func:`blu.optim.scale_by_lion` (optax's): the count and the momentum."""
+
+    count: Any  # int32 scalar: updates so far
+    mu: Any
 
 
 class TraceState(NamedTuple):
@@ -295,6 +311,40 @@ def scale_by_rss(initial_accumulator_value: float = 0.1, eps: float = 1e-7):
     return GradientTransformation(init, update)
 
 
+def scale_by_lion(b1: float = 0.9, b2: float = 0.99, mu_dtype: Any = None):
+    """Lion's direction (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms"), as
+    ``optax.scale_by_lion``::
+
+        update = sign((1 - b1) * g + b1 * mu);   mu = b2 * mu + (1 - b2) * g
+
+    ``mu`` is kept in ``mu_dtype`` (None: the parameters' moment dtype)."""
+    if not (0.0 <= b1 <= 1.0 and 0.0 <= b2 <= 1.0):
+        raise BluValueError(
+            with_user_line(f"optim.scale_by_lion: need 0 <= b1, b2 <= 1, got {b1}, {b2}")
+        )
+    md = None if mu_dtype is None else bnp.dtype(mu_dtype)
+
+    def init(params: Any) -> ScaleByLionState:
+        if md is None:
+            mu = pytree.tree_map(_zeros_like_moment, params)
+        else:
+            mu = pytree.tree_map(lambda p: lax.full(bnp.shape(p), 0, md), params)
+        return ScaleByLionState(_step0(), mu)
+
+    def update(updates: Any, state: ScaleByLionState, params: Any = None):
+        def one(g: Any, mu: Any) -> tuple[Any, Any]:
+            mu = bnp.asarray(mu)
+            g = bnp.asarray(g)
+            g = g.astype(_moment_dtype(g.dtype))
+            out = bnp.sign((1.0 - b1) * g + b1 * mu)
+            return out, (b2 * mu + (1.0 - b2) * g).astype(mu.dtype)
+
+        out, (mu,) = _zip_map(one, "scale_by_lion", updates, state.mu)
+        return out, ScaleByLionState(bnp.asarray(state.count) + 1, mu)
+
+    return GradientTransformation(init, update)
+
+
 # ---- optimizers --------------------------------------------------------------------------------
 
 
@@ -365,4 +415,37 @@ def adagrad(
         )
     return _optimizer(
         "adagrad", scale_by_rss(initial_accumulator_value, eps), _scale_by_lr(learning_rate)
+    )
+
+
+def lion(
+    learning_rate: float | Schedule,
+    b1: float = 0.9,
+    b2: float = 0.99,
+    mu_dtype: Any = None,
+    weight_decay: float = 1e-3,
+    mask: Any = None,
+) -> Optimizer:
+    """Lion (Chen et al. 2023), as ``optax.lion``: the chain ``scale_by_lion``,
+    ``add_decayed_weights(weight_decay, mask)`` then ``-learning_rate``. Per leaf::
+
+        p = p - lr * (sign((1 - b1) * g + b1 * mu) + weight_decay * p)
+        mu = b2 * mu + (1 - b2) * g
+
+    (the decay term only where ``mask``, a pytree of bools or a callable ``params -> that``,
+    is True).
+
+    Returns:
+        An ``Optimizer``; its state is the tuple of the chain's states. ``update`` needs
+        ``params`` (for the decay), as optax's.
+
+    Raises:
+        BluTypeError: ``init`` of parameters that are not floats.
+        BluValueError: ``b1`` or ``b2`` outside [0, 1]; ``update`` without ``params``.
+    """
+    return _optimizer(
+        "lion",
+        scale_by_lion(b1, b2, mu_dtype),
+        add_decayed_weights(weight_decay, mask),
+        _scale_by_lr(learning_rate),
     )

@@ -1,4 +1,4 @@
-"""optax's RMSProp and Adagrad in blu.optim against float64 numpy loops of optax's update
+"""optax's RMSProp, Adagrad and Lion in blu.optim against float64 numpy loops of optax's update
 equations (``optax/_src/alias.py`` and ``transform.py``: the chain's order included, e.g.
 RMSProp's momentum after the learning rate), over fixed gradients, shapes from hypothesis
 (size-0 and size-1 dims too), schedules, jit and traced learning rates."""
@@ -251,3 +251,89 @@ def test_adagrad_bad_arguments():
         optim.adagrad(0.1, initial_accumulator_value=-1.0)
     with pytest.raises(BluTypeError, match="adagrad.*int"):
         optim.adagrad(0.1).init({"n": np.arange(3)})
+
+
+# ---- Lion --------------------------------------------------------------------------------------
+
+
+def _lion64(params, grads, lr, b1=0.9, b2=0.99, weight_decay=1e-3, mask=None):
+    """optax.lion: scale_by_lion, add_decayed_weights(weight_decay, mask), then -lr."""
+    p = _leaves64(params)
+    mu = [np.zeros_like(x) for x in p]
+    flags = [True] * len(p) if mask is None else pytree.tree_leaves(mask)
+    for step, gs in enumerate(grads):
+        for i, g in enumerate(_leaves64(gs)):
+            u = np.sign((1 - b1) * g + b1 * mu[i])
+            mu[i] = b2 * mu[i] + (1 - b2) * g
+            if flags[i]:
+                u = u + weight_decay * p[i]
+            p[i] = p[i] - _rate(lr, step) * u
+    return p, mu
+
+
+LION_MASK = {"w": True, "b": False, "blocks": [{"k": True}, {"s": False}]}
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"b1": 0.5, "b2": 0.9, "weight_decay": 0.1, "mask": LION_MASK}, {"weight_decay": 0.0}],
+)
+def test_lion_matches_optax_equations(kw):
+    rng = np.random.default_rng(20)
+    params = _params(rng)
+    grads = _grads(rng, params, 6)
+    got, state = _run(optim.lion(0.01, **kw), params, grads)
+    want_p, want_mu = _lion64(params, grads, 0.01, **kw)
+    _close(got, want_p)
+    assert isinstance(state[0], optim.ScaleByLionState) and int(state[0].count) == 6
+    _close(state[0].mu, want_mu)
+
+
+def test_lion_mask_callable_schedule_and_bfloat16_momentum():
+    rng = np.random.default_rng(21)
+    params = _params(rng)
+    grads = _grads(rng, params, 4)
+    sched = optim.piecewise_constant_schedule(0.02, {2: 0.5})
+    opt = optim.lion(sched, mu_dtype="bfloat16", weight_decay=0.2, mask=optim.decay_mask_matrices)
+    got, state = _run(opt, params, grads)
+    assert np.asarray(state[0].mu["w"]).dtype == ml_dtypes.bfloat16
+    mask = {"w": True, "b": False, "blocks": [{"k": True}, {"s": False}]}
+    want_p, want_mu = _lion64(
+        params, grads, lambda s: 0.02 if s < 2 else 0.01, 0.9, 0.99, 0.2, mask
+    )
+    _close(got, want_p)
+    _close(state[0].mu, want_mu, rtol=1e-2, atol=1e-3)  # rounded to bfloat16 at each step
+
+
+@given(shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3))
+def test_lion_shapes(shape):
+    rng = np.random.default_rng(22)
+    params = {"a": rng.normal(size=shape).astype(np.float32), "b": np.float32(0.5)}
+    grads = _grads(rng, params, 3)
+    got, _ = _run(optim.lion(0.03, weight_decay=0.1), params, grads)
+    _close(got, _lion64(params, grads, 0.03, weight_decay=0.1)[0])
+
+
+def test_lion_under_jit_and_with_a_traced_learning_rate():
+    rng = np.random.default_rng(23)
+    params = _params(rng)
+    grads = _grads(rng, params, 4)
+    got, _ = _run(optim.lion(0.01, weight_decay=0.1), params, grads, jit=True)
+    _close(got, _lion64(params, grads, 0.01, weight_decay=0.1)[0])
+    run = lambda lr: _run(optim.lion(lr, weight_decay=0.1), params, grads)[0]  # noqa: E731
+    traced = blu.jit(run)(np.float64(0.01))
+    assert all(np.asarray(x).dtype == np.float32 for x in pytree.tree_leaves(traced))
+    _close(traced, _lion64(params, grads, 0.01, weight_decay=0.1)[0])
+
+
+def test_lion_bad_arguments():
+    with pytest.raises(BluValueError, match="b1, b2"):
+        optim.lion(0.1, b1=1.5)
+    with pytest.raises(BluValueError, match="b1, b2"):
+        optim.scale_by_lion(b2=-0.1)
+    with pytest.raises(BluTypeError, match="lion.*int"):
+        optim.lion(0.1).init({"n": np.arange(3)})
+    opt = optim.lion(0.1)
+    params = {"a": np.zeros(2, np.float32)}
+    with pytest.raises(BluValueError, match="params"):
+        opt.update(params, opt.init(params))
