@@ -123,6 +123,7 @@ TOPICS = {
     "blu.optim.optimizers": "Optimizers and schedules",
     "blu.optim.transforms": "Gradient transformations (optax's names)",
     "blu.optim.more_optimizers": "More optimizers (optax's)",
+    "blu.optim.factorized": "More optimizers (optax's)",
     # blu.random
     "blu.random.prng": "Keys",
     "blu.random.samplers": "Samplers",

@@ -24,7 +24,6 @@ from blu.optim.optimizers import (
     Schedule,
     _cast,
     _check_float_params,
-    _leaves_like,
     _moment_dtype,
     _step0,
     _with_step,
@@ -126,17 +125,30 @@ def _as(g: Any, like: Any) -> Any:
     return bnp.asarray(g).astype(bnp.asarray(like).dtype)
 
 
-def _zip_map(fn: Any, name: str, updates: Any, *states: Any) -> tuple[Any, list[list[Any]]]:
-    """``fn(u, *s)`` over the leaves of ``updates`` and of each tree in ``states`` (checked to
-    have the updates' structure); returns the tree of ``fn``'s first results and the leaf lists
-    of the others."""
+def _leaves_like_updates(tree: Any, treedef: Any, what: str, name: str) -> list[Any]:
+    leaves, td = pytree.tree_flatten(tree)
+    if td != treedef:
+        raise BluValueError(
+            with_user_line(
+                f"optim.{name}: {what} has structure {td} but the updates have {treedef}"
+            )
+        )
+    return leaves
+
+
+def _zip_map(
+    fn: Any, name: str, updates: Any, *trees: Any, what: str = "the state", n_out: int = 0
+) -> tuple[Any, list[Any]]:
+    """``fn(u, *t)`` over the leaves of ``updates`` and of each tree in ``trees`` (checked to
+    have the updates' structure; ``what`` names them in the error); ``fn`` returns ``n_out``
+    values (0: ``1 + len(trees)``). Returns the tree of ``fn``'s first results and the list of
+    the trees of the others."""
     leaves, treedef = pytree.tree_flatten(updates)
-    rest = [_leaves_like(s, treedef, f"state part {i}", name) for i, s in enumerate(states)]
+    rest = [_leaves_like_updates(t, treedef, what, name) for t in trees]
     outs = [fn(*xs) for xs in zip(leaves, *rest)]
+    n_out = n_out or 1 + len(trees)
     first = pytree.tree_unflatten(treedef, [o[0] for o in outs])
-    others = [
-        pytree.tree_unflatten(treedef, [o[k] for o in outs]) for k in range(1, len(states) + 1)
-    ]
+    others = [pytree.tree_unflatten(treedef, [o[k] for o in outs]) for k in range(1, n_out)]
     return first, others
 
 
