@@ -12,18 +12,19 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes
+from blu.core.array import Array
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax.casts import convert_element_type
-from blu.lax.elementwise import div, eq, mul
+from blu.lax.elementwise import add, div, eq, mul
 from blu.lax.reductions import reduce_max, reduce_min, reduce_sum
 from blu.lax.shapes import concatenate, full, iota
 from blu.lax.slicing import dynamic_index_in_dim, index_in_dim
 from blu.transforms import vma
 from blu.transforms.ad_util import Zero, deflinear, instantiate, nondifferentiable
-from blu.transforms.axes import process_env_for
+from blu.transforms.axes import axis_size, process_env_for
 from blu.transforms.batching import bdim_to_front, moveaxis
 
 
@@ -278,9 +279,14 @@ def _ppermute_abstract_eval(x, *, axis_name, perm):
     return ShapedArray(x.shape, x.dtype, x.weak_type)
 
 
+def _names(axis_name: Any) -> tuple:
+    return tuple(axis_name) if isinstance(axis_name, tuple) else (axis_name,)
+
+
 @ppermute_p.def_impl
 def _ppermute_impl(x, *, axis_name, perm):
-    return _comm((axis_name,), "ppermute").permute(np.asarray(x), perm)
+    # (a tuple of names: the group over their product, first name major, as ``comm_for``'s)
+    return _comm(_names(axis_name), "ppermute").permute(np.asarray(x), perm)
 
 
 def _ppermute_transpose(ct, x, *, axis_name, perm):
@@ -296,14 +302,70 @@ deflinear(ppermute_p, _ppermute_transpose)
 @ppermute_p.def_batch_named
 def _ppermute_batch(size, name, args, dims, *, axis_name, perm):
     (x,), (d,) = args, dims
-    if name != axis_name:
+    names = _names(axis_name)
+    if name not in names:
         return ppermute_p.bind(x, axis_name=axis_name, perm=perm), d
     x = bdim_to_front(x, d, size)
-    src_of = {dst: src for src, dst in perm}
     aval = get_aval(x)
     zero = full((1,) + aval.shape[1:], 0, aval.dtype)
-    parts = [index_in_dim(x, src_of[j], 0) if j in src_of else zero for j in range(size)]
-    return concatenate(parts, 0), 0
+    if len(names) == 1:
+        src_of = {dst: src for src, dst in perm}
+        parts = [index_in_dim(x, src_of[j], 0) if j in src_of else zero for j in range(size)]
+        return concatenate(parts, 0), 0
+    return _ppermute_batch_one_of(x, size, names, names.index(name), perm, zero[0]), 0
+
+
+def _ppermute_batch_one_of(x, size, names, i, perm, zero):
+    """A ppermute over several names at the level of ``names[i]`` (``x``: this axis in front):
+    destination row j at a device of the other names gets, from the row s that sends to it,
+    a ppermute over the other names of the pairs between row s and row j; the rows that send
+    are picked per device (an index over the other names)."""
+    rest = names[:i] + names[i + 1 :]
+    r_sizes = tuple(axis_size(n, "ppermute") for n in rest)  # (bound outside this level)
+    sizes = r_sizes[:i] + (size,) + r_sizes[i:]
+
+    def split(k):  # flat index over names -> (index along names[i], flat index over rest)
+        c = list(np.unravel_index(k, sizes))
+        own = c.pop(i)
+        return int(own), int(np.ravel_multi_index(c, r_sizes)) if c else 0
+
+    pairs: dict = {}  # (row s, row j) -> pairs over rest
+    for src, dst in perm:
+        (s, rs), (j, rd) = split(src), split(dst)
+        pairs.setdefault((s, j), []).append((rs, rd))
+    me = None
+    rows = []
+    for j in range(size):
+        got, pick = [zero], np.zeros(math.prod(r_sizes), np.int32)  # (row 0: nothing received)
+        for s in range(size):
+            p = pairs.get((s, j))
+            if p:
+                r_perm = tuple(p)
+                r_name = rest if len(rest) > 1 else rest[0]
+                got.append(ppermute_p.bind(index_in_dim(x, s, 0, False), axis_name=r_name,
+                                           perm=r_perm))  # fmt: skip
+                for _, rd in r_perm:
+                    pick[rd] = len(got) - 1
+        if len(got) == 1:
+            rows.append(zero[None])
+            continue
+        if me is None:
+            me = _flat_index(rest, r_sizes)
+        k = dynamic_index_in_dim(_constant(pick), me, 0, False, allow_negative_indices=False)
+        stacked = concatenate([g[None] for g in got], 0)
+        rows.append(dynamic_index_in_dim(stacked, k, 0, True, allow_negative_indices=False))
+    return concatenate(rows, 0)
+
+
+def _flat_index(names: tuple, sizes: tuple):
+    out = full((), 0, dtypes.int32)
+    for n, s in zip(names, sizes):
+        out = add(mul(out, full((), s, dtypes.int32)), axis_index_p.bind(axis_name=n))
+    return out
+
+
+def _constant(a: np.ndarray):
+    return Array(a)
 
 
 # ---- all_to_all ---------------------------------------------------------------------------------

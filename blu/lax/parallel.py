@@ -233,20 +233,17 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, tiled: b
     return _tree(one, x)
 
 
-def _single_name(axis_name: Any, what: str) -> tuple[Any, int]:
-    names = normalize_names(axis_name, what)
-    if len(names) != 1:
-        raise BluValueError(with_user_line(f"{what}: takes one axis name, got {axis_name!r}"))
-    return names[0], axis_size(names[0], what)
-
-
 def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
     """Send ``x`` from device ``src`` to device ``dst`` for each ``(src, dst)`` in ``perm``.
 
     Devices that receive nothing get zeros. Sources and destinations must each be distinct
-    indices along ``axis_name``.
+    indices along ``axis_name``; for a tuple of names (as JAX's), indices over their product,
+    first name major (``axis_index`` of the tuple).
     """
-    name, n = _single_name(axis_name, "ppermute")
+    names, sizes = _names_and_sizes(axis_name, "ppermute")
+    if not names:
+        raise BluValueError(with_user_line(f"ppermute: takes an axis name, got {axis_name!r}"))
+    n = math.prod(sizes)
     perm = tuple((int(s), int(d)) for s, d in perm)
     srcs, dsts = [s for s, _ in perm], [d for _, d in perm]
     if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
@@ -254,9 +251,11 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
             with_user_line(f"ppermute: perm {perm} repeats a source or destination")
         )
     if any(not 0 <= i < n for i in srcs + dsts):
+        what = f"axis {names[0]!r}" if len(names) == 1 else f"axes {names}"
         raise BluValueError(
-            with_user_line(f"ppermute: perm {perm} has indices outside axis {name!r} of size {n}")
+            with_user_line(f"ppermute: perm {perm} has indices outside {what} of size {n}")
         )
+    name = names[0] if len(names) == 1 else names  # (one name: bound as before, a bare name)
     return _tree(lambda v: ppermute_p.bind(v, axis_name=name, perm=perm), x)
 
 
@@ -266,9 +265,15 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, til
 
     Not tiled: ``x.shape[split_axis]`` must be N; that axis is removed and a new axis of size N
     is inserted at ``concat_axis``. Tiled: ``x.shape[split_axis]`` must be a multiple of N; it
-    shrinks N-fold and ``concat_axis`` grows N-fold.
+    shrinks N-fold and ``concat_axis`` grows N-fold. For a tuple of names (as JAX's), N is the
+    size of their product and devices are indexed over it first name major; it runs as one
+    all-to-all per name (chunk ``(j1, j2, ...)`` travels along each name in turn).
     """
-    name, n = _single_name(axis_name, "all_to_all")
+    names, sizes = _names_and_sizes(axis_name, "all_to_all")
+    if not names:
+        raise BluValueError(with_user_line(f"all_to_all: takes an axis name, got {axis_name!r}"))
+    n = math.prod(sizes)
+    shown = repr(names[0]) if len(names) == 1 else str(names)
 
     def one(v):
         shape = get_aval(v).shape
@@ -280,12 +285,21 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, til
             raise BluShapeError(
                 with_user_line(
                     f"all_to_all: split axis {s} of {get_aval(v).str_short()} must be {need} "
-                    f"(the size of {name!r}), got {m}"
+                    f"(the size of {shown}), got {m}"
                 )
             )
         if tiled:
             v = reshape(v, shape[:s] + (n, m // n) + shape[s + 1 :])
-        y = all_to_all_p.bind(moveaxis(v, s, 0), axis_name=name, axis_size=n)
+        y = moveaxis(v, s, 0)
+        if len(names) == 1:
+            y = all_to_all_p.bind(y, axis_name=names[0], axis_size=n)
+        else:  # chunk axes (j1, j2, ...); each all-to-all turns its axis into the source's index
+            rest = get_aval(y).shape[1:]
+            y = reshape(y, tuple(sizes) + rest)
+            for i, (name, size) in enumerate(zip(names, sizes)):
+                y = moveaxis(all_to_all_p.bind(moveaxis(y, i, 0), axis_name=name,
+                                               axis_size=size), 0, i)  # fmt: skip
+            y = reshape(y, (n,) + rest)
         if not tiled:
             return moveaxis(y, 0, c)
         rest = get_aval(y).shape[1:]  # x's shape with the split axis m // n

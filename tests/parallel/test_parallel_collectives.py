@@ -151,33 +151,35 @@ def test_psum_scatter(tiled, data):
 
 @given(mesh_names_block(), st.data())
 def test_ppermute(args, data):
+    # a tuple of names (JAX's): perm indices over their product, first name major (it was
+    # "ppermute: takes one axis name")
     mesh, names, x = args
-    name = names[0]
-    n = mesh.shape[name]
+    n = math.prod(mesh.shape[m] for m in names)
     dsts = data.draw(st.permutations(range(n)))
     keep = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
     perm = [(s, d) for s, d, k in zip(range(n), dsts, keep) if k]
+    name = names[0] if len(names) == 1 and data.draw(st.booleans()) else names
     got = run_stacked(lambda b: ppermute(b, name, perm), mesh, x)
     src_of = {d: s for s, d in perm}
 
     def op(v, i):
         return v[src_of[i]] if i in src_of else np.zeros_like(v[i])
 
-    np.testing.assert_array_equal(got, oracle(op, mesh, (name,), x))
+    np.testing.assert_array_equal(got, oracle(op, mesh, names, x))
 
 
 @given(mesh_names_block(block_dims=(2, 3)), st.booleans(), st.data())
 def test_all_to_all(args, tiled, data):
+    # a tuple of names (JAX's): chunk j goes to the member of index j over their product
     mesh, names, x = args
-    name = names[0]
-    n = mesh.shape[name]
+    n = math.prod(mesh.shape[m] for m in names)
     block = (x.shape[0] // mesh.size,) + x.shape[1:]
     split = data.draw(st.integers(0, len(block) - 1))
     concat = data.draw(st.integers(0, len(block) - 1))
     bshape = list(block)
     bshape[split] = n * (data.draw(st.integers(1, 2)) if tiled else 1)
     x = rng_for(x).standard_normal((mesh.size * bshape[0],) + tuple(bshape[1:]))
-    got = run_stacked(lambda b: all_to_all(b, name, split, concat, tiled=tiled), mesh, x)
+    got = run_stacked(lambda b: all_to_all(b, names, split, concat, tiled=tiled), mesh, x)
 
     def op(v, i):
         chunks = [np.split(u, n, axis=split)[i] for u in v]  # what member j sends to me
@@ -185,7 +187,7 @@ def test_all_to_all(args, tiled, data):
             return np.concatenate(chunks, concat)
         return np.stack([np.squeeze(c, split) for c in chunks], concat)
 
-    np.testing.assert_array_equal(got, oracle(op, mesh, (name,), x))
+    np.testing.assert_array_equal(got, oracle(op, mesh, names, x))
 
 
 @given(st.sampled_from(MESH_SHAPES), st.data())
@@ -213,6 +215,10 @@ COLLECTIVES = {
     "psum_scatter": lambda b, ns: psum_scatter(b, ns, tiled=True),
     "ppermute": lambda b, ns: ppermute(b, ns[0], [(i, (i + 1) % 2) for i in range(2)]),
     "all_to_all": lambda b, ns: all_to_all(b, ns[0], 0, 1, tiled=True),
+    "ppermute_tuple": lambda b, ns: ppermute(
+        b, ns, [(i, (3 * i + 1) % axis_size(ns)) for i in range(axis_size(ns))]
+    ),
+    "all_to_all_tuple": lambda b, ns: all_to_all(b, ns, 0, 1, tiled=True),
     "mixed": lambda b, ns: (
         lax.sin(b) * psum(b * b, ns) + all_gather(lax.cos(b), ns, tiled=True)[:4]
     ),
@@ -330,8 +336,11 @@ def test_collective_argument_errors():
         run(lambda b: all_to_all(b, "a", 0, 0, tiled=True), np.ones(8))
     with pytest.raises(BluValueError, match="repeats a name"):
         run(lambda b: psum(b, ("a", "a")), np.ones(8))
-    with pytest.raises(BluValueError, match="takes one axis name"):
+    with pytest.raises(BluValueError, match="unbound axis name 'a2'"):
         run(lambda b: ppermute(b, ("a", "a2"), []), np.ones(8))
+    mesh2 = _mesh((2, 2))
+    with pytest.raises(BluValueError, match=r"outside axes \('a', 'b'\) of size 4"):
+        shard(lambda b: ppermute(b, ("a", "b"), [(0, 4)]), mesh2, P("a"), P("a"))(np.ones(8))
     with pytest.raises(BluValueError, match="axis 3 out of range"):
         run(lambda b: all_gather(b, "a", axis=3), np.ones(8))
     assert issubclass(BluValueError, BluError)
