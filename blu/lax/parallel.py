@@ -35,6 +35,7 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax.casts import convert_element_type
+from blu.lax.collective_groups import check_groups, group_rows, group_size
 from blu.lax.collective_prims import (  # noqa: F401  (the primitives are used as parallel.*_p)
     all_gather_p,
     all_to_all_p,
@@ -50,7 +51,9 @@ from blu.lax.collective_prims import (  # noqa: F401  (the primitives are used a
     times_size,
 )
 from blu.lax.elementwise import add, mul
-from blu.lax.shapes import full, reshape
+from blu.lax.elementwise import max as lax_max
+from blu.lax.elementwise import min as lax_min
+from blu.lax.shapes import concatenate, full, reshape
 from blu.transforms import vma
 from blu.transforms.axes import axis_size, axis_sizes, normalize_names
 from blu.transforms.batching import moveaxis
@@ -92,19 +95,25 @@ def _numeric(what: str, v: Any) -> Any:
     return v
 
 
-def psum(x: Any, axis_name: Any) -> Any:
+def psum(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
     """Sum of ``x`` over the devices along the named axis (or tuple of axes).
 
     Args:
         x: an array or pytree of numeric or boolean arrays (any shape).
         axis_name: a mesh axis name bound by ``blu.shard`` or ``vmap(axis_name=...)``, or a
             tuple of them.
+        axis_index_groups: optional list of lists of device indices along the axes (over their
+            product, first name major), covering each exactly once: the sum is within each
+            group (JAX's; ``blu.lax.collective_groups`` says how it runs).
 
     Returns:
         the same shapes and dtypes, except that booleans are converted to int32 before the
         reduction (the count of True, as JAX's); equal on every device of the group.
     """
-    names, _ = _names_and_sizes(axis_name, "psum")
+    names, sizes = _names_and_sizes(axis_name, "psum")
+    if axis_index_groups is not None:
+        groups = _groups("psum", axis_index_groups, names, sizes)
+        return _tree(lambda v: _grouped_sum(v, names, sizes, groups), x)
     if not names:
         return x
 
@@ -120,12 +129,26 @@ def psum(x: Any, axis_name: Any) -> Any:
     return _tree(one, x)
 
 
-def pmean(x: Any, axis_name: Any) -> Any:
+def pmean(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
     """Mean of ``x`` over the devices along the named axis (or axes). Integers and booleans
     are summed (as ``psum``) and divided in floating point, as JAX's (``pmean`` of
-    ``arange(4)`` over 4 devices is 1.5 on each); floats and complex keep their dtype."""
+    ``arange(4)`` over 4 devices is 1.5 on each); floats and complex keep their dtype.
+    ``axis_index_groups``: as ``psum``'s (the mean within each group)."""
     names, sizes = _names_and_sizes(axis_name, "pmean")
     n = math.prod(sizes)
+    if axis_index_groups is not None:
+        groups = _groups("pmean", axis_index_groups, names, sizes)
+        k = group_size(names, sizes, groups)
+
+        def mean(v):
+            s = _grouped_sum(v, names, sizes, groups)
+            if isinstance(k, int):
+                return s / k
+            if not dtypes.is_inexact(get_aval(s).dtype):
+                s = convert_element_type(s, dtypes.float32)
+            return s / convert_element_type(k, get_aval(s).dtype)
+
+        return _tree(mean, x)
 
     def one(v):
         if not dtypes.is_inexact(get_aval(v).dtype):  # true division: a float result
@@ -135,15 +158,23 @@ def pmean(x: Any, axis_name: Any) -> Any:
     return _tree(one, x)
 
 
-def pmax(x: Any, axis_name: Any) -> Any:
-    """Elementwise maximum of ``x`` over the devices along the named axis (or axes)."""
-    names, _ = _names_and_sizes(axis_name, "pmax")
+def pmax(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+    """Elementwise maximum of ``x`` over the devices along the named axis (or axes);
+    ``axis_index_groups``: as ``psum``'s (the maximum within each group)."""
+    names, sizes = _names_and_sizes(axis_name, "pmax")
+    if axis_index_groups is not None:
+        groups = _groups("pmax", axis_index_groups, names, sizes)
+        return _tree(lambda v: _grouped_extremum(lax_max, "pmax", v, names, sizes, groups), x)
     return _tree(lambda v: _extremum(pmax_p, "pmax", v, names), x) if names else x
 
 
-def pmin(x: Any, axis_name: Any) -> Any:
-    """Elementwise minimum of ``x`` over the devices along the named axis (or axes)."""
-    names, _ = _names_and_sizes(axis_name, "pmin")
+def pmin(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+    """Elementwise minimum of ``x`` over the devices along the named axis (or axes);
+    ``axis_index_groups``: as ``psum``'s (the minimum within each group)."""
+    names, sizes = _names_and_sizes(axis_name, "pmin")
+    if axis_index_groups is not None:
+        groups = _groups("pmin", axis_index_groups, names, sizes)
+        return _tree(lambda v: _grouped_extremum(lax_min, "pmin", v, names, sizes, groups), x)
     return _tree(lambda v: _extremum(pmin_p, "pmin", v, names), x) if names else x
 
 
@@ -153,6 +184,30 @@ def _extremum(prim: Primitive, what: str, v: Any, names: tuple) -> Any:
     return prim.bind(v, axis_name=rest) if rest else v
 
 
+def _groups(what: str, groups: Any, names: tuple, sizes: tuple, equal: bool = False) -> tuple:
+    if not names:
+        raise BluValueError(with_user_line(f"{what}: axis_index_groups needs an axis name"))
+    return check_groups(what, groups, names, math.prod(sizes), equal)
+
+
+def _grouped_sum(v: Any, names: tuple, sizes: tuple, groups: tuple) -> Any:
+    if get_aval(v).dtype == dtypes.bool_:  # JAX's: counted as int32
+        v = convert_element_type(v, dtypes.int32)
+    rows = group_rows(v, names, sizes, groups, pad_zero=True)
+    acc = rows[0]
+    for r in rows[1:]:  # in group order
+        acc = add(acc, r)
+    return acc
+
+
+def _grouped_extremum(op, what: str, v: Any, names: tuple, sizes: tuple, groups: tuple) -> Any:
+    rows = group_rows(_numeric(what, v), names, sizes, groups, pad_zero=False)
+    acc = rows[0]
+    for r in rows[1:]:
+        acc = op(acc, r)
+    return acc
+
+
 def _check_axis(what: str, axis: int, ndim: int, inclusive: bool) -> int:
     hi = ndim + 1 if inclusive else ndim
     if not -hi <= axis < hi:
@@ -160,17 +215,24 @@ def _check_axis(what: str, axis: int, ndim: int, inclusive: bool) -> int:
     return axis % hi
 
 
-def all_gather(x: Any, axis_name: Any, *, axis: int = 0, tiled: bool = False) -> Any:
+def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0,
+               tiled: bool = False) -> Any:  # fmt: skip
     """Gather every device's ``x`` along the named axis (or axes; first name major).
 
     Args:
         x: array (or pytree) of shape ``s``.
+        axis_index_groups: optional list of equal-size lists of device indices (as ``psum``'s):
+            each device gathers its group's values, in group order (N is the group size).
         axis: where the gathered axis goes.
         tiled: False: a new axis of size N at ``axis`` (result rank ``len(s) + 1``);
             True: concatenate along the existing axis ``axis`` (size ``N * s[axis]``).
     """
     names, sizes = _names_and_sizes(axis_name, "all_gather")
     n = math.prod(sizes)
+    groups = None
+    if axis_index_groups is not None:
+        groups = _groups("all_gather", axis_index_groups, names, sizes, equal=True)
+        n = len(groups[0])
 
     def one(v):
         shape = get_aval(v).shape
@@ -179,7 +241,10 @@ def all_gather(x: Any, axis_name: Any, *, axis: int = 0, tiled: bool = False) ->
                 with_user_line("all_gather(tiled=True) needs an operand of rank >= 1")
             )
         ax = _check_axis("all_gather", axis, len(shape), inclusive=not tiled)
-        y = all_gather_p.bind(v, axis_name=names, axis_sizes=sizes) if names else v[None]
+        if groups is not None:
+            y = concatenate([r[None] for r in group_rows(v, names, sizes, groups, False)], 0)
+        else:
+            y = all_gather_p.bind(v, axis_name=names, axis_sizes=sizes) if names else v[None]
         y = reshape(y, (n,) + shape)
         y = moveaxis(y, 0, ax)
         if tiled:
