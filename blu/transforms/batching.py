@@ -175,12 +175,28 @@ def _flatten_axes(what: str, tree: Any, axes: Any) -> list[Any]:
         ) from e
 
 
+def _check_spmd_axis_name(spmd_axis_name: Any) -> None:
+    from blu.transforms import jit  # (jit imports this module)
+
+    part = jit._partitioner
+    mesh = part.partitioning_mesh() if part is not None else None
+    if mesh is not None:
+        raise BluValueError(
+            with_user_line(
+                f"vmap: spmd_axis_name={spmd_axis_name!r} inside a jit partitioned over {mesh} is "
+                "not supported: blu does not shard the mapped axis for you; call "
+                "with_sharding_constraint on the batched values instead"
+            )
+        )
+
+
 def vmap(
     fun: Callable,
     in_axes: Any = 0,
     out_axes: Any = 0,
     axis_size: int | None = None,
     axis_name: Any = None,
+    spmd_axis_name: Any = None,
 ) -> Callable:
     """Vectorize ``fun`` over an axis of its arguments.
 
@@ -191,6 +207,11 @@ def vmap(
         out_axes: the same for the outputs; None requires the output to be unbatched.
         axis_size: the batch size, required when no argument is mapped.
         axis_name: a name for collectives over the mapped axis.
+        spmd_axis_name: a mesh axis name (or tuple); in JAX it only shards the mapped axis
+            over that mesh axis inside a partitioned ``jit``, never changing values. blu
+            accepts it where nothing is partitioned (where it has no effect) and refuses it
+            inside a ``jit`` partitioned over a mesh (a ``BluValueError``: constrain the
+            batched values with ``with_sharding_constraint`` there instead).
 
     Keyword arguments are mapped over their axis 0, as in JAX (``in_axes`` names the positional
     arguments only).
@@ -200,6 +221,8 @@ def vmap(
     """
 
     def batched(*args: Any, **kwargs: Any):
+        if spmd_axis_name is not None:
+            _check_spmd_axis_name(spmd_axis_name)
         if isinstance(in_axes, list):
             axes_spec: Any = tuple(in_axes)
         else:

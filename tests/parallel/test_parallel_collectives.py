@@ -237,6 +237,18 @@ def test_axis_index_groups_grad_and_errors():
         run(lambda b: pmax(b, "a", axis_index_groups=[0, 1, 2, 3]))
 
 
+def test_vmap_spmd_axis_name():
+    # JAX's spmd_axis_name only shards the mapped axis: accepted where nothing is partitioned
+    # (it was a TypeError), refused inside a partitioned jit
+    x = np.arange(6.0).reshape(3, 2)
+    got = blu.vmap(lambda r: (r * r).sum(), spmd_axis_name="a")(x)
+    np.testing.assert_allclose(np.asarray(got), (x * x).sum(1), rtol=1e-12)
+    mesh = _mesh((2,))
+    xs = blu.device_put(np.ones((4, 2)), blu.parallel.NamedSharding(mesh, P("a")))
+    with pytest.raises(BluValueError, match="spmd_axis_name='a' inside a jit partitioned"):
+        blu.jit(lambda v: blu.vmap(lambda r: r.sum(), spmd_axis_name="a")(v))(xs)
+
+
 @given(st.sampled_from(MESH_SHAPES), st.data())
 def test_axis_index(shape, data):
     mesh = _mesh(shape)
