@@ -10,8 +10,10 @@ over their product, first name major). Mesh axes a spec does not name are replic
 
 from __future__ import annotations
 
+import collections
 import math
 import operator
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +30,9 @@ class Mesh:
     Args:
         devices: an n-d array (or nested lists) of distinct ``Device`` objects.
         axis_names: one name per axis of ``devices``.
+
+    ``with mesh:`` makes it the current mesh (JAX's legacy resource environment): a ``jit``
+    whose ``in_shardings`` / ``out_shardings`` are bare ``PartitionSpec``s partitions over it.
 
     Raises:
         BluValueError: names do not match the array's rank, repeat, or devices repeat.
@@ -61,9 +66,21 @@ class Mesh:
         self.axis_names = names
 
     @property
-    def shape(self) -> dict[Any, int]:
-        """Axis name -> size, in axis order."""
-        return dict(zip(self.axis_names, self.devices.shape))
+    def shape(self) -> collections.OrderedDict:
+        """Axis name -> size, in axis order (an ``OrderedDict``, as JAX's)."""
+        return collections.OrderedDict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def axis_sizes(self) -> tuple[int, ...]:
+        """The size of each axis, in axis order (JAX's ``Mesh.axis_sizes``)."""
+        return tuple(self.devices.shape)
+
+    def __enter__(self) -> Mesh:
+        _context.stack.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _context.stack.pop()
 
     @property
     def size(self) -> int:
@@ -92,6 +109,19 @@ class Mesh:
     def __repr__(self) -> str:
         axes = ", ".join(f"{n!r}: {s}" for n, s in self.shape.items())
         return f"Mesh({{{axes}}})"
+
+
+class _Context(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[Mesh] = []
+
+
+_context = _Context()
+
+
+def context_mesh() -> Mesh | None:
+    """The mesh of the innermost ``with mesh:`` block of this thread (None: none)."""
+    return _context.stack[-1] if _context.stack else None
 
 
 def _as_object_array(devs: Any) -> np.ndarray:

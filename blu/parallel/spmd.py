@@ -41,7 +41,7 @@ from blu.core.primitive import Primitive
 from blu.parallel import runtime
 from blu.parallel import sharded_array as _sharded_array
 from blu.parallel import spmd_nested as _nested  # noqa: F401  (registers the nested rules)
-from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec
+from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec, context_mesh
 from blu.parallel.spmd_interp import PartitionContext, output_hints, run_partitioned
 from blu.parallel.spmd_layout import Layout
 from blu.parallel.spmd_rules import rule
@@ -245,11 +245,14 @@ def _build(jitted, args, kwargs, leaves, in_tree, avals, have, mesh_box) -> tupl
             jitted.out_shardings, is_leaf=lambda s: isinstance(s, (NamedSharding, PartitionSpec))
         )
         mesh_box[:] = [s.mesh for s in named if isinstance(s, NamedSharding)][:1]
+    if not mesh_box and context_mesh() is not None:  # ``with mesh:`` (JAX's legacy form)
+        mesh_box[:] = [context_mesh()]
     if not mesh_box:
         raise BluValueError(
             with_user_line(
                 f"{name}: in_shardings / out_shardings given as PartitionSpecs only: name the mesh "
-                "with NamedSharding(mesh, spec) for at least one of them"
+                "with NamedSharding(mesh, spec) for at least one of them, or call it inside "
+                "`with mesh:`"
             )
         )
     mesh = mesh_box[0]

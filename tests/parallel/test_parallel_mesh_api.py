@@ -1,0 +1,50 @@
+"""JAX's mesh and sharding API around the partitioner on virtual CPU devices: ``Mesh``'s
+``axis_sizes`` / ``shape`` and ``with mesh:``, ``PartitionSpec.UNCONSTRAINED``, the sharding of
+a partitioned ``jit``'s outputs. Values against numpy; layouts against the blocks each device
+holds.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+import blu
+from blu.core.errors import BluValueError
+from blu.parallel import NamedSharding, P, make_mesh, with_sharding_constraint
+
+
+@pytest.fixture(autouse=True)
+def _devices(set_flag):
+    set_flag("num_cpu_devices", 4)
+
+
+def _blocks(out):
+    return [np.asarray(s.data) for s in out.addressable_shards]
+
+
+def test_mesh_axis_sizes_shape_and_with_mesh():
+    # JAX's Mesh.axis_sizes and OrderedDict shape; `with mesh:` names the mesh of bare
+    # PartitionSpecs (it raised AttributeError / "given as PartitionSpecs only")
+    mesh = make_mesh((2, 2), ("a", "b"))
+    assert mesh.axis_sizes == (2, 2)
+    assert isinstance(mesh.shape, collections.OrderedDict)
+    assert list(mesh.shape.items()) == [("a", 2), ("b", 2)]
+    x = np.arange(32, dtype=np.float64).reshape(8, 4)
+
+    def f(v):
+        return with_sharding_constraint(v * 2, P(None, "b"))
+
+    with mesh as m:
+        assert m is mesh
+        out = blu.jit(f, in_shardings=P("a"))(x)
+        split = blu.jit(f, in_shardings=P("a"), out_shardings=P(("a", "b")))(x)
+    np.testing.assert_array_equal(np.asarray(out), 2 * x)
+    assert out.sharding == NamedSharding(mesh, P(None, "b"))  # the constraint's layout
+    for k, (_, b) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
+        np.testing.assert_array_equal(_blocks(out)[k], 2 * x[:, 2 * b : 2 * b + 2])
+        np.testing.assert_array_equal(_blocks(split)[k], 2 * x[2 * k : 2 * k + 2])
+    with pytest.raises(BluValueError, match="name the mesh"):  # (outside it again)
+        blu.jit(f, in_shardings=P("a"))(x)
