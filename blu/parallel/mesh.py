@@ -165,10 +165,38 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[Any], devices: An
     return Mesh(arr.reshape(shape), axis_names)
 
 
+class _Unconstrained:
+    """``PartitionSpec.UNCONSTRAINED``: a dimension ``with_sharding_constraint`` leaves as the
+    partitioner has it (JAX's)."""
+
+    _one: _Unconstrained | None = None
+
+    def __new__(cls) -> _Unconstrained:
+        if cls._one is None:
+            cls._one = super().__new__(cls)
+        return cls._one
+
+    def __repr__(self) -> str:
+        return "P.UNCONSTRAINED"
+
+    def __reduce__(self) -> str:
+        return "UNCONSTRAINED"
+
+
+UNCONSTRAINED = _Unconstrained()
+
+
 class PartitionSpec(tuple):
     """How each dimension of an array is split over mesh axes: one entry per leading
     dimension, ``None`` (not split), a name, or a tuple of names. Missing trailing entries are
-    ``None``."""
+    ``None``.
+
+    ``PartitionSpec.UNCONSTRAINED`` as an entry (``with_sharding_constraint`` only, as JAX's):
+    the dimension keeps the split the partitioner gave it, less any mesh axis the constrained
+    dimensions take (blu's partitioner does not search for a better one).
+    """
+
+    UNCONSTRAINED = UNCONSTRAINED
 
     def __new__(cls, *entries: Any):
         norm = []
@@ -187,7 +215,7 @@ class PartitionSpec(tuple):
         if dim >= len(self):
             return ()
         e = self[dim]
-        if e is None:
+        if e is None or e is UNCONSTRAINED:
             return ()
         return tuple(e) if isinstance(e, tuple) else (e,)
 
@@ -202,14 +230,20 @@ P = PartitionSpec
 
 
 def check_spec(
-    spec: Any, mesh: Mesh, shape: tuple[int, ...], where: str, divide: bool = True
+    spec: Any,
+    mesh: Mesh,
+    shape: tuple[int, ...],
+    where: str,
+    divide: bool = True,
+    unconstrained: bool = False,
 ) -> PartitionSpec:
     """Validate ``spec`` for an array of ``shape`` on ``mesh`` (``divide=False``: ``shape`` is a
-    block, to be multiplied rather than divided).
+    block, to be multiplied rather than divided; ``unconstrained``: entries may be
+    ``PartitionSpec.UNCONSTRAINED``).
 
     Raises:
-        BluValueError: not a PartitionSpec, an unknown axis name, an axis used twice, or more
-            entries than dimensions.
+        BluValueError: not a PartitionSpec, an unknown axis name, an axis used twice, more
+            entries than dimensions, or ``UNCONSTRAINED`` where it is not allowed.
         BluShapeError: a dimension not divisible by the product of its mesh axes.
     """
     if spec is None:
@@ -225,6 +259,16 @@ def check_spec(
                 f"{len(shape)} (shape {shape})"
             )
         )
+    for e in spec:
+        if (e is UNCONSTRAINED and not unconstrained) or (
+            isinstance(e, tuple) and UNCONSTRAINED in e
+        ):
+            raise BluValueError(
+                with_user_line(
+                    f"{where}: spec {spec!r}: PartitionSpec.UNCONSTRAINED is only allowed as a "
+                    "whole entry of with_sharding_constraint's spec"
+                )
+            )
     used = spec.all_names()
     for n in used:
         if n not in mesh.shape:

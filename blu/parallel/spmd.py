@@ -41,7 +41,14 @@ from blu.core.primitive import Primitive
 from blu.parallel import runtime
 from blu.parallel import sharded_array as _sharded_array
 from blu.parallel import spmd_nested as _nested  # noqa: F401  (registers the nested rules)
-from blu.parallel.mesh import Mesh, NamedSharding, PartitionSpec, check_spec, context_mesh
+from blu.parallel.mesh import (
+    UNCONSTRAINED,
+    Mesh,
+    NamedSharding,
+    PartitionSpec,
+    check_spec,
+    context_mesh,
+)
 from blu.parallel.spmd_interp import PartitionContext, output_hints, run_partitioned
 from blu.parallel.spmd_layout import Layout
 from blu.parallel.spmd_rules import rule
@@ -72,7 +79,17 @@ sharding_constraint_p.def_transpose(
 @rule("sharding_constraint")
 def _constraint(ctx, eqn, vals, lays):
     (x,), (lay,) = vals, lays
-    want = Layout.from_spec(eqn.params["spec"], len(lay.dims))
+    spec = eqn.params["spec"]
+    want = Layout.from_spec(spec, len(lay.dims))
+    free = [i for i, e in enumerate(spec) if e is UNCONSTRAINED]
+    if free:  # as the partitioner has them, less the axes the constrained dimensions take
+        taken = want.used()
+        want = want.with_dims(
+            [
+                tuple(a for a in lay.dims[i] if a not in taken) if i in free else d
+                for i, d in enumerate(want.dims)
+            ]  # fmt: skip
+        )
     return [(ctx.reshard(x, lay, want), want)]
 
 
@@ -94,7 +111,10 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
 
     Args:
         x: arrays of the traced function.
-        shardings: a ``NamedSharding`` or ``PartitionSpec`` (or a pytree prefix of them).
+        shardings: a ``NamedSharding`` or ``PartitionSpec`` (or a pytree prefix of them). An
+            entry ``PartitionSpec.UNCONSTRAINED`` leaves that dimension split as the
+            partitioner has it, less the mesh axes the other entries take (JAX lets XLA choose;
+            blu keeps what propagation gave).
 
     Returns:
         ``x`` unchanged in value. Outside a ``jit`` that partitions over a mesh it is a no-op
@@ -117,7 +137,11 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
             lambda leaf: sharding_constraint_p.bind(
                 leaf,
                 spec=check_spec(
-                    spec, _tracing.mesh, get_aval(leaf).shape, "with_sharding_constraint"
+                    spec,
+                    _tracing.mesh,
+                    get_aval(leaf).shape,
+                    "with_sharding_constraint",
+                    unconstrained=True,
                 ),
             ),
             sub,

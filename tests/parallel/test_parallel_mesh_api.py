@@ -48,3 +48,26 @@ def test_mesh_axis_sizes_shape_and_with_mesh():
         np.testing.assert_array_equal(_blocks(split)[k], 2 * x[2 * k : 2 * k + 2])
     with pytest.raises(BluValueError, match="name the mesh"):  # (outside it again)
         blu.jit(f, in_shardings=P("a"))(x)
+
+
+def test_unconstrained_keeps_the_partitioners_split():
+    # JAX's PartitionSpec.UNCONSTRAINED (it was an AttributeError): the dimension keeps its
+    # split, less the axes the constrained dimensions take
+    mesh = make_mesh((2, 2), ("a", "b"))
+    x = np.arange(32, dtype=np.float64).reshape(8, 4)
+    rows = NamedSharding(mesh, P("a"))
+    out = blu.jit(
+        lambda v: with_sharding_constraint(v * 2, P(P.UNCONSTRAINED, "b")), in_shardings=rows
+    )(x)
+    assert out.sharding == NamedSharding(mesh, P("a", "b"))
+    for k, (a, b) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
+        np.testing.assert_array_equal(_blocks(out)[k], 2 * x[4 * a : 4 * a + 4, 2 * b : 2 * b + 2])
+    out = blu.jit(
+        lambda v: with_sharding_constraint(v, P(P.UNCONSTRAINED, "a")), in_shardings=rows
+    )(x)
+    assert out.sharding == NamedSharding(mesh, P(None, "a"))  # 'a' moved to dimension 1
+    np.testing.assert_array_equal(np.asarray(out), x)
+    assert repr(P(P.UNCONSTRAINED, "a")) == "P(P.UNCONSTRAINED, 'a')"
+    np.testing.assert_array_equal(np.asarray(with_sharding_constraint(x, P(P.UNCONSTRAINED))), x)
+    with pytest.raises(BluValueError, match="UNCONSTRAINED is only allowed"):
+        blu.device_put(x, NamedSharding(mesh, P(P.UNCONSTRAINED)))
