@@ -346,7 +346,9 @@ class Array(ArrayOps):
     *weakly typed* (``weak_type``) and defer to the other operand's dtype in promotion.
     """
 
-    __slots__ = ("_buf", "_deleted", "weak_type", "_aval")
+    # (``_mesh_sharding``: set only on a partitioned jit's replicated outputs, which report
+    # ``NamedSharding(mesh, P())`` as ``.sharding``, as JAX's; unset on every other array)
+    __slots__ = ("_buf", "_deleted", "weak_type", "_aval", "_mesh_sharding")
     __array_priority__ = 1000
 
     def __init__(self, value: np.ndarray, weak_type: bool = False):

@@ -102,21 +102,33 @@ def array_device(x: Any) -> Any:
 
 
 def array_devices(x: Any) -> set:
-    """``x.devices()``: the devices holding ``x`` (``{CPU device 0}`` for a blu Array)."""
-    return {CPU_DEVICE}
+    """``x.devices()``: the devices holding ``x`` (``{CPU device 0}`` for a blu Array; the
+    mesh's for a partitioned jit's replicated output)."""
+    s = getattr(x, "_mesh_sharding", None)
+    return {CPU_DEVICE} if s is None else s.device_set
 
 
 def array_sharding(x: Any) -> Any:
-    """``x.sharding``: ``SingleDeviceSharding`` of the device holding a blu Array."""
+    """``x.sharding``: ``SingleDeviceSharding`` of the device holding a blu Array;
+    ``NamedSharding(mesh, P())`` for a partitioned jit's replicated output (as JAX's)."""
     from blu.parallel.mesh import SingleDeviceSharding
 
-    return SingleDeviceSharding(CPU_DEVICE)
+    s = getattr(x, "_mesh_sharding", None)
+    return SingleDeviceSharding(CPU_DEVICE) if s is None else s
 
 
 def array_shards(x: Any) -> list:
     """``x.addressable_shards`` of an array on one device: one ``Shard`` holding all of it."""
     from blu.parallel.sharded_array import Shard
 
+    s = getattr(x, "_mesh_sharding", None)
+    if s is not None:  # replicated over a mesh: the whole array on each of this process's devices
+        devs = list(s.mesh.devices.flat)
+        where = s.addressable_devices_indices_map(x.shape)
+        return [
+            Shard(d, i, devs.index(d), x)
+            for d, i in sorted(where.items(), key=lambda t: devs.index(t[0]))
+        ]
     return [Shard(x.sharding.device, tuple(slice(None) for _ in x.shape), 0, x)]
 
 

@@ -305,12 +305,11 @@ def call(jitted: Any, args: tuple, kwargs: dict) -> Any:
     # jit(shard(...)) takes them as this process's block, which they are)
     outs = fn(*entry.consts, *leaves)
     shardings = fn.__dict__.get("_blu_out_shardings")
-    if shardings is None:  # (None for a replicated output: it stays a plain array)
-        shardings = [None if NamedSharding(mesh, s).is_fully_replicated
-                     else NamedSharding(mesh, s) for s in fn._blu_out_specs]  # fmt: skip
+    if shardings is None:
+        shardings = [NamedSharding(mesh, s) for s in fn._blu_out_specs]
         fn._blu_out_shardings = shardings
-    if any(shardings) and not any(isinstance(o, Tracer) for o in outs):  # (not under a transform)
-        outs = [o if s is None else _wrap(o, s) for o, s in zip(outs, shardings)]
+    if not any(isinstance(o, Tracer) for o in outs):  # (not under a transform)
+        outs = [_wrap(o, s) for o, s in zip(outs, shardings)]
     return pytree.tree_unflatten(entry.out_tree, outs)
 
 
@@ -324,8 +323,14 @@ def lower(jitted: Any, args: tuple, kwargs: dict, target: str | None) -> Any:
 def _wrap(o: Any, sharding: NamedSharding) -> Any:
     from blu.parallel.sharded_array import ShardedArray, from_local
 
-    if sharding.is_fully_replicated or not isinstance(o, Array):
+    if not isinstance(o, Array):
         return o
+    if sharding.is_fully_replicated:  # a plain array (jit takes it as one), which reports it
+        if type(o) is not Array:
+            return o
+        out = Array(o._value, o.weak_type)
+        out._mesh_sharding = sharding
+        return out
     if runtime.is_initialized():
         return from_local(o._value, sharding, o.weak_type)
     return ShardedArray(o._value, sharding, o.shape, weak_type=o.weak_type)

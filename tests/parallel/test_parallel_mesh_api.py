@@ -71,3 +71,25 @@ def test_unconstrained_keeps_the_partitioners_split():
     np.testing.assert_array_equal(np.asarray(with_sharding_constraint(x, P(P.UNCONSTRAINED))), x)
     with pytest.raises(BluValueError, match="UNCONSTRAINED is only allowed"):
         blu.device_put(x, NamedSharding(mesh, P(P.UNCONSTRAINED)))
+
+
+def test_replicated_outputs_report_their_named_sharding():
+    # JAX's: a partitioned jit's replicated output has NamedSharding(mesh, P()) (it reported a
+    # SingleDeviceSharding); it stays a plain array to jit (a later jit of it alone is not
+    # partitioned) and holds the whole value on every device
+    mesh = make_mesh((2, 2), ("a", "b"))
+    x = np.arange(32, dtype=np.float64).reshape(8, 4)
+    f = blu.jit(lambda v: (v.sum(0), v * 3), in_shardings=NamedSharding(mesh, P("a")))
+    total, rows = f(x)
+    np.testing.assert_allclose(np.asarray(total), x.sum(0), rtol=1e-12)
+    assert total.sharding == NamedSharding(mesh, P())
+    assert total.sharding.is_fully_replicated and total.devices() == set(mesh.devices.flat)
+    shards = total.addressable_shards
+    assert [s.device for s in shards] == list(mesh.devices.flat)
+    assert [s.replica_id for s in shards] == [0, 1, 2, 3]
+    for s in shards:
+        np.testing.assert_allclose(np.asarray(s.data), x.sum(0), rtol=1e-12)
+    assert rows.sharding == NamedSharding(mesh, P("a"))
+    g = blu.jit(lambda t: t * 2)
+    np.testing.assert_allclose(np.asarray(g(total)), 2 * x.sum(0), rtol=1e-12)
+    assert not getattr(g, "_spmd_cache", None)  # (not partitioned)
