@@ -129,6 +129,7 @@ TOPICS = {
     "blu.random.samplers": "Samplers",
     "blu.random.distributions": "Distributions",
     "blu.random.more": "Distributions",
+    "blu.random.derived": "Distributions",
     # blu.tree_util
     "blu.core.pytree": "Flattening and mapping",
     "blu.core.pytree_registry": "Registering types and key paths",

@@ -16,15 +16,16 @@ shape's layout and of how the work is split across devices. ``key``, ``split``, 
 
 ``exponential``, ``gamma``/``loggamma``, ``beta`` and ``dirichlet`` (``blu.random.distributions``)
 and ``laplace``, ``logistic``, ``cauchy``, ``poisson``, ``multivariate_normal``...
-(``blu.random.more``)
+(``blu.random.more``) and ``chisquare``, ``f``, ``t``... (``blu.random.derived``)
 are correct in distribution but do not reproduce ``jax.random``'s bits.
 
-Modules: ``blu.random.prng`` (the cipher, keys, raw bits), ``blu.random.samplers`` and
-``blu.random.distributions``.
+Modules: ``blu.random.prng`` (the cipher, keys, raw bits), ``blu.random.samplers``,
+``blu.random.distributions``, ``blu.random.more`` and ``blu.random.derived``.
 """
 
 from blu.random.prng import PRNGKey, bits, fold_in, key, split, threefry2x32
 from blu.random.distributions import beta, dirichlet, exponential, gamma, loggamma
+from blu.random.derived import chisquare, f, t
 from blu.random.more import (
     cauchy,
     key_data,
@@ -52,6 +53,9 @@ from blu.random.samplers import (
 )
 
 __all__ = [
+    "chisquare",
+    "f",
+    "t",
     "cauchy",
     "key_data",
     "laplace",

@@ -97,3 +97,84 @@ def test_key_data_round_trip():
         random.wrap_key_data(np.zeros(2, np.float32))
     with pytest.raises(blu.errors.BluValueError, match="threefry2x32"):
         random.wrap_key_data(data, impl="rbg")
+
+
+# ---- samplers built from gammas and normals (blu.random.derived) --------------------------------
+
+P_MIN = 1e-4  # a correct sampler fails one fixed key in 10,000
+
+
+def _moments_ok(x, dist, se=5.0):
+    """Sample mean and variance within ``se`` standard errors of ``dist``'s (the variance's
+    standard error from the excess kurtosis: var * sqrt((kurt + 2) / n))."""
+    m, v, kurt = (float(s) for s in dist.stats(moments="mvk"))
+    n = x.size
+    assert abs(x.mean() - m) < se * np.sqrt(v / n), (x.mean(), m)
+    assert abs(x.var() - v) < se * v * np.sqrt((kurt + 2) / n), (x.var(), v)
+
+
+def _jit_vmap_matches(draw, rtol=1e-5):
+    """``jit(vmap(draw))`` over three keys gives each key's eager draws (a tuple of arrays)."""
+    keys = random.split(KEY, 3)
+    got = blu.jit(blu.vmap(draw))(keys)
+    for i in range(3):
+        for g, w in zip(got, draw(keys[i]), strict=True):
+            np.testing.assert_allclose(np.asarray(g)[i], np.asarray(w), rtol=rtol, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "draw, dist, moments",
+    [
+        (lambda k: random.chisquare(k, 0.7, (N,)), st.chi2(0.7), True),
+        (lambda k: random.chisquare(k, 6.0, (N,)), st.chi2(6.0), True),
+        (lambda k: random.f(k, 3.0, 12.0, (N,)), st.f(3.0, 12.0), True),
+        (lambda k: random.f(k, 0.5, 2.0, (N,)), st.f(0.5, 2.0), False),
+        (lambda k: random.t(k, 10.0, (N,)), st.t(10.0), True),
+        (lambda k: random.t(k, 0.8, (N,)), st.t(0.8), False),
+    ],
+)
+def test_chisquare_f_t_against_scipy(draw, dist, moments):
+    x = np.asarray(draw(KEY), np.float64)
+    assert x.shape == (N,) and np.all(np.isfinite(x))
+    assert st.kstest(x, dist.cdf).pvalue > P_MIN
+    if moments:
+        _moments_ok(x, dist)
+
+
+def test_chisquare_f_t_shapes_dtypes_broadcasting():
+    df = np.array([1.0, 4.0, 15.0], np.float32)
+    fns = [(random.chisquare, (df,), (5.0,)), (random.f, (df, 20.0), (2.0, 5.0)),
+           (random.t, (df,), (5.0,))]  # fmt: skip
+    for fn, args, scalars in fns:
+        assert fn(KEY, *args, shape=None).shape == (3,)
+        assert fn(KEY, *args, shape=(0, 3)).shape == (0, 3)
+        x = fn(KEY, *scalars, shape=())
+        assert x.shape == () and x.dtype == np.float32
+        assert fn(KEY, *scalars, shape=(), dtype=np.float64).dtype == np.float64
+    assert random.chisquare(KEY, 3.0, (2,), np.float16).dtype == np.float16
+    assert random.chisquare(KEY, df).shape == (3,)  # JAX's default: df's shape
+    assert random.t(KEY, 3.0).shape == ()  # JAX's default shape ()
+    # each column follows its own df
+    x = np.asarray(random.chisquare(KEY, df, (5000, 3)), np.float64)
+    np.testing.assert_array_less(np.abs(x.mean(0) - df), 5 * np.sqrt(2 * df / 5000))
+    v = np.asarray(random.f(KEY, 5.0, df[None, 1:], (5000, 2)), np.float64)
+    assert st.kstest(v[:, 1], st.f(5.0, 15.0).cdf).pvalue > P_MIN
+
+
+def test_chisquare_f_t_bad_arguments():
+    for fn, args in [(random.chisquare, (3.0,)), (random.f, (3.0, 4.0)), (random.t, (3.0,))]:
+        with pytest.raises(blu.errors.BluTypeError, match="dtype must be a float"):
+            fn(KEY, *args, shape=(2,), dtype=np.int32)
+    with pytest.raises(blu.errors.BluShapeError, match=r"df .* does not broadcast to \(4,\)"):
+        random.chisquare(KEY, np.ones(3), (4,))
+    with pytest.raises(blu.errors.BluShapeError, match="dfden"):
+        random.f(KEY, 1.0, np.ones(3), (4, 2))
+    with pytest.raises(blu.errors.BluShapeError, match="do not broadcast together"):
+        random.f(KEY, np.ones(2), np.ones(3))
+    with pytest.raises(blu.errors.BluShapeError, match=r"does not broadcast to \(\)"):
+        random.t(KEY, np.ones(3))  # JAX's default shape () with a df of shape (3,)
+
+
+def test_chisquare_f_t_jit_vmap():
+    df = np.array([1.0, 3.0, 30.0, 2.0], np.float32)  # (chisquare is f's numerator)
+    _jit_vmap_matches(lambda k: (random.f(k, 2.0, 7.0, (4,)), random.t(k, df, None)))

@@ -1,0 +1,128 @@
+"""Samplers built from the others as ``jax.random`` builds them: ``chisquare``, ``f`` and ``t``
+from gammas and normals, with ``jax.random``'s signatures, shapes and dtypes.
+
+They are correct in distribution (tested against scipy.stats) but do not reproduce
+``jax.random``'s bits, since blu's ``gamma`` does not. Parameters broadcast to ``shape`` as
+JAX's ``_check_shape`` requires: each parameter's shape must broadcast *to* ``shape`` (the
+broadcast of ``shape`` with the parameters' shapes is ``shape`` itself), else
+``BluShapeError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from blu import lax
+from blu.core import dtypes
+from blu.random.distributions import loggamma
+from blu.random.prng import _as_array, _broadcast, _check_key, _param_shape, _shape_arg, split
+from blu.random.samplers import _float_dtype, normal
+
+__all__ = ["chisquare", "f", "t"]
+
+
+def _params(
+    name: str, dtype: np.dtype, shape: Any, **params: Any
+) -> tuple[tuple[int, ...], list[Any]]:
+    """The sample shape (default: the parameters' broadcast shape) and the parameters as
+    ``dtype`` arrays broadcast to it (``BluShapeError`` naming the one that does not)."""
+    arrs = {k: lax.convert_element_type(_as_array(v), dtype) for k, v in params.items()}
+    shape = _param_shape(name, **arrs) if shape is None else _shape_arg(shape, name)
+    return shape, [_broadcast(a, shape, k, name) for k, a in arrs.items()]
+
+
+def _log_chisquare(key: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """``log`` of chi-square(df) draws: ``log 2 + loggamma(df / 2)`` (``df`` of ``shape``)."""
+    half = lax.div(df, lax.full(shape, 2.0, dtype))
+    return lax.add(loggamma(key, half, shape, dtype), lax.full(shape, np.log(2.0), dtype))
+
+
+def chisquare(
+    key: Any, df: Any, shape: Sequence[int] | None = None, dtype: Any = dtypes.float32
+) -> Any:
+    """Chi-square draws with ``df`` degrees of freedom: ``2 * Gamma(df / 2)`` (JAX's, through
+    ``loggamma`` so tiny ``df`` underflows only at the final ``exp``).
+
+    Args:
+        key: ``uint32[2]``.
+        df: degrees of freedom > 0, broadcastable to ``shape``.
+        shape: output shape (default ``df``'s shape).
+        dtype: a float dtype.
+
+    Returns:
+        An array of ``shape`` and ``dtype``, values >= 0 (mean ``df``, variance ``2 df``).
+
+    Raises:
+        BluShapeError: ``df`` does not broadcast to ``shape``.
+        BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
+    """
+    dtype = _float_dtype(dtype, "chisquare")
+    key = _check_key(key, "chisquare")
+    shape, (df,) = _params("chisquare", dtype, shape, df=df)
+    return lax.exp(_log_chisquare(key, df, shape, dtype))
+
+
+def f(
+    key: Any,
+    dfnum: Any,
+    dfden: Any,
+    shape: Sequence[int] | None = None,
+    dtype: Any = dtypes.float32,
+) -> Any:
+    """F-distribution draws: ``(X1 / dfnum) / (X2 / dfden)`` for independent chi-squares
+    ``X1 ~ chi2(dfnum)``, ``X2 ~ chi2(dfden)`` (JAX's; the ratio formed in log space).
+
+    Args:
+        key: ``uint32[2]``.
+        dfnum, dfden: degrees of freedom > 0 of the numerator and denominator, broadcastable
+            to ``shape``.
+        shape: output shape (default: ``dfnum`` and ``dfden`` broadcast together).
+        dtype: a float dtype.
+
+    Returns:
+        An array of ``shape`` and ``dtype``, values >= 0.
+
+    Raises:
+        BluShapeError: ``dfnum`` or ``dfden`` does not broadcast to ``shape`` (or, with no
+            ``shape``, to each other).
+        BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
+    """
+    dtype = _float_dtype(dtype, "f")
+    key = _check_key(key, "f")
+    shape, (dfn, dfd) = _params("f", dtype, shape, dfnum=dfnum, dfden=dfden)
+    k_den, k_num = split(key)
+    log_num = lax.sub(_log_chisquare(k_num, dfn, shape, dtype), lax.log(dfn))
+    log_den = lax.sub(_log_chisquare(k_den, dfd, shape, dtype), lax.log(dfd))
+    return lax.exp(lax.sub(log_num, log_den))
+
+
+def t(key: Any, df: Any, shape: Sequence[int] | None = (), dtype: Any = dtypes.float32) -> Any:
+    """Student's t draws with ``df`` degrees of freedom: ``Z sqrt(df / X)`` for independent
+    ``Z ~ N(0, 1)`` and ``X ~ chi2(df)`` (JAX's ``n * sqrt(half_df / Gamma(half_df))``).
+
+    Args:
+        key: ``uint32[2]``.
+        df: degrees of freedom > 0, broadcastable to ``shape``.
+        shape: output shape (JAX's default ``()``; ``None`` for ``df``'s shape).
+        dtype: a float dtype.
+
+    Returns:
+        An array of ``shape`` and ``dtype``.
+
+    Raises:
+        BluShapeError: ``df`` does not broadcast to ``shape``.
+        BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
+    """
+    dtype = _float_dtype(dtype, "t")
+    key = _check_key(key, "t")
+    shape, (df,) = _params("t", dtype, shape, df=df)
+    k_n, k_g = split(key)
+    z = normal(k_n, shape, dtype)
+    half = lax.div(df, lax.full(shape, 2.0, dtype))
+    # sqrt(half / G) = exp((log half - log G) / 2): no inf where G underflows (tiny df)
+    log_ratio = lax.sub(lax.log(half), loggamma(k_g, half, shape, dtype))
+    return lax.mul(z, lax.exp(lax.mul(log_ratio, lax.full(shape, 0.5, dtype))))
+
