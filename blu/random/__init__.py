@@ -25,7 +25,7 @@ Modules: ``blu.random.prng`` (the cipher, keys, raw bits), ``blu.random.samplers
 
 from blu.random.prng import PRNGKey, bits, fold_in, key, split, threefry2x32
 from blu.random.distributions import beta, dirichlet, exponential, gamma, loggamma
-from blu.random.derived import chisquare, f, t
+from blu.random.derived import chisquare, double_sided_maxwell, f, maxwell, t
 from blu.random.more import (
     cauchy,
     key_data,
@@ -53,6 +53,8 @@ from blu.random.samplers import (
 )
 
 __all__ = [
+    "double_sided_maxwell",
+    "maxwell",
     "chisquare",
     "f",
     "t",

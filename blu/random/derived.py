@@ -1,5 +1,6 @@
 """Samplers built from the others as ``jax.random`` builds them: ``chisquare``, ``f`` and ``t``
-from gammas and normals, with ``jax.random``'s signatures, shapes and dtypes.
+from gammas and normals, ``maxwell`` and ``double_sided_maxwell`` from normals, with
+``jax.random``'s signatures, shapes and dtypes.
 
 They are correct in distribution (tested against scipy.stats) but do not reproduce
 ``jax.random``'s bits, since blu's ``gamma`` does not. Parameters broadcast to ``shape`` as
@@ -18,10 +19,11 @@ import numpy as np
 from blu import lax
 from blu.core import dtypes
 from blu.random.distributions import loggamma
+from blu.random.more import rademacher
 from blu.random.prng import _as_array, _broadcast, _check_key, _param_shape, _shape_arg, split
 from blu.random.samplers import _float_dtype, normal
 
-__all__ = ["chisquare", "f", "t"]
+__all__ = ["chisquare", "double_sided_maxwell", "f", "maxwell", "t"]
 
 
 def _params(
@@ -126,3 +128,61 @@ def t(key: Any, df: Any, shape: Sequence[int] | None = (), dtype: Any = dtypes.f
     log_ratio = lax.sub(lax.log(half), loggamma(k_g, half, shape, dtype))
     return lax.mul(z, lax.exp(lax.mul(log_ratio, lax.full(shape, 0.5, dtype))))
 
+
+def maxwell(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float32) -> Any:
+    """Maxwell (-Boltzmann) draws, the length of a standard normal 3-vector (JAX's): density
+    ``sqrt(2 / pi) x^2 exp(-x^2 / 2)`` on ``x >= 0``, mean ``2 sqrt(2 / pi)``.
+
+    Args:
+        key: ``uint32[2]``.
+        shape: output shape.
+        dtype: a float dtype.
+
+    Returns:
+        An array of ``shape`` and ``dtype``, values >= 0.
+
+    Raises:
+        BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
+    """
+    dtype = _float_dtype(dtype, "maxwell")
+    key = _check_key(key, "maxwell")
+    shape = _shape_arg(shape, "maxwell")
+    z = normal(key, shape + (3,), dtype)
+    return lax.sqrt(lax.reduce_sum(lax.mul(z, z), (len(shape),)))
+
+
+def double_sided_maxwell(
+    key: Any, loc: Any, scale: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float32
+) -> Any:
+    """Double-sided Maxwell draws ``loc + scale * s * M``: ``M`` Maxwell, ``s`` a random sign
+    (JAX's), density ``sqrt(2 / pi) y^2 exp(-y^2 / 2) / (2 scale)`` of ``y = (x - loc) / scale``.
+
+    As JAX, ``shape`` is the batch of draws in front of the parameters' shape: the result has
+    shape ``shape + broadcast(loc, scale)`` (JAX appends that shape to a ``shape`` of ``()``
+    twice; blu once).
+
+    Args:
+        key: ``uint32[2]``.
+        loc, scale: location and scale > 0 (broadcast together).
+        shape: the batch shape of the draws.
+        dtype: a float dtype.
+
+    Returns:
+        An array of shape ``shape + broadcast(loc, scale)`` and ``dtype``.
+
+    Raises:
+        BluShapeError: ``loc`` and ``scale`` do not broadcast together.
+        BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
+    """
+    dtype = _float_dtype(dtype, "double_sided_maxwell")
+    key = _check_key(key, "double_sided_maxwell")
+    params = _param_shape(
+        "double_sided_maxwell",
+        loc=lax.convert_element_type(_as_array(loc), dtype),
+        scale=lax.convert_element_type(_as_array(scale), dtype),
+    )
+    shape = _shape_arg(shape, "double_sided_maxwell") + params
+    shape, (loc, scale) = _params("double_sided_maxwell", dtype, shape, loc=loc, scale=scale)
+    k_m, k_s = split(key)
+    y = lax.mul(rademacher(k_s, shape, dtype), maxwell(k_m, shape, dtype))
+    return lax.add(lax.mul(y, scale), loc)

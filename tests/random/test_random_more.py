@@ -178,3 +178,39 @@ def test_chisquare_f_t_bad_arguments():
 def test_chisquare_f_t_jit_vmap():
     df = np.array([1.0, 3.0, 30.0, 2.0], np.float32)  # (chisquare is f's numerator)
     _jit_vmap_matches(lambda k: (random.f(k, 2.0, 7.0, (4,)), random.t(k, df, None)))
+
+
+def test_maxwell_and_double_sided_against_scipy():
+    x = np.asarray(random.maxwell(KEY, (N,)), np.float64)
+    assert x.shape == (N,) and x.min() >= 0
+    assert st.kstest(x, st.maxwell.cdf).pvalue > P_MIN
+    _moments_ok(x, st.maxwell)
+    y = np.asarray(random.double_sided_maxwell(KEY, 1.5, 2.0, (N,)), np.float64)
+    # |y - loc| / scale is Maxwell, the sign a fair coin independent of it
+    r = (y - 1.5) / 2.0
+    assert st.kstest(np.abs(r), st.maxwell.cdf).pvalue > P_MIN
+    assert st.binomtest(int((r > 0).sum()), N).pvalue > P_MIN
+    assert st.ks_2samp(np.abs(r[r > 0]), np.abs(r[r < 0])).pvalue > P_MIN
+    assert abs(y.mean() - 1.5) < 5 * np.sqrt(3 * 4.0 / N)  # variance 3 scale**2
+
+
+def test_maxwell_shapes_dtypes_errors_jit_vmap():
+    assert random.maxwell(KEY).shape == () and random.maxwell(KEY).dtype == np.float32
+    assert random.maxwell(KEY, (0, 2)).shape == (0, 2)
+    assert random.maxwell(KEY, (2,), np.float64).dtype == np.float64
+    # JAX's shape rule: the draws' batch shape in front of broadcast(loc, scale)
+    loc, scale = np.zeros((1, 3), np.float32), np.array([1.0, 10.0, 100.0], np.float32)
+    assert random.double_sided_maxwell(KEY, loc, scale).shape == (1, 3)
+    z = np.asarray(random.double_sided_maxwell(KEY, loc, scale, (2000,)), np.float64)
+    assert z.shape == (2000, 1, 3)
+    np.testing.assert_allclose(np.sqrt((z**2).mean(0)[0]), np.sqrt(3) * scale, rtol=0.08)
+    assert random.double_sided_maxwell(KEY, 0.0, 1.0, (0,)).shape == (0,)
+    with pytest.raises(blu.errors.BluTypeError, match="dtype must be a float"):
+        random.maxwell(KEY, (2,), np.int32)
+    with pytest.raises(blu.errors.BluTypeError, match="double_sided_maxwell: dtype"):
+        random.double_sided_maxwell(KEY, 0.0, 1.0, (2,), np.int32)
+    with pytest.raises(blu.errors.BluShapeError, match="do not broadcast together"):
+        random.double_sided_maxwell(KEY, np.zeros(2), np.ones(3))
+    _jit_vmap_matches(
+        lambda k: (random.maxwell(k, (4,)), random.double_sided_maxwell(k, loc, scale, (2,)))
+    )
