@@ -25,7 +25,15 @@ Modules: ``blu.random.prng`` (the cipher, keys, raw bits), ``blu.random.samplers
 
 from blu.random.prng import PRNGKey, bits, fold_in, key, split, threefry2x32
 from blu.random.distributions import beta, dirichlet, exponential, gamma, loggamma
-from blu.random.derived import chisquare, double_sided_maxwell, f, maxwell, t
+from blu.random.derived import (
+    ball,
+    chisquare,
+    double_sided_maxwell,
+    f,
+    generalized_normal,
+    maxwell,
+    t,
+)
 from blu.random.more import (
     cauchy,
     key_data,
@@ -53,6 +61,8 @@ from blu.random.samplers import (
 )
 
 __all__ = [
+    "ball",
+    "generalized_normal",
     "double_sided_maxwell",
     "maxwell",
     "chisquare",

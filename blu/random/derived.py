@@ -1,6 +1,7 @@
 """Samplers built from the others as ``jax.random`` builds them: ``chisquare``, ``f`` and ``t``
-from gammas and normals, ``maxwell`` and ``double_sided_maxwell`` from normals, with
-``jax.random``'s signatures, shapes and dtypes.
+from gammas and normals, ``maxwell`` and ``double_sided_maxwell`` from normals,
+``generalized_normal`` and ``ball`` from gammas and exponentials, with ``jax.random``'s
+signatures, shapes and dtypes.
 
 They are correct in distribution (tested against scipy.stats) but do not reproduce
 ``jax.random``'s bits, since blu's ``gamma`` does not. Parameters broadcast to ``shape`` as
@@ -18,12 +19,22 @@ import numpy as np
 
 from blu import lax
 from blu.core import dtypes
-from blu.random.distributions import loggamma
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import get_aval
+from blu.random.distributions import exponential, loggamma
 from blu.random.more import rademacher
 from blu.random.prng import _as_array, _broadcast, _check_key, _param_shape, _shape_arg, split
 from blu.random.samplers import _float_dtype, normal
 
-__all__ = ["chisquare", "double_sided_maxwell", "f", "maxwell", "t"]
+__all__ = [
+    "ball",
+    "chisquare",
+    "double_sided_maxwell",
+    "f",
+    "generalized_normal",
+    "maxwell",
+    "t",
+]
 
 
 def _params(
@@ -186,3 +197,84 @@ def double_sided_maxwell(
     k_m, k_s = split(key)
     y = lax.mul(rademacher(k_s, shape, dtype), maxwell(k_m, shape, dtype))
     return lax.add(lax.mul(y, scale), loc)
+
+
+def generalized_normal(
+    key: Any, p: Any, shape: Sequence[int] | None = (), dtype: Any = dtypes.float32
+) -> Any:
+    """Generalized normal draws of power ``p``, density ``p exp(-|x|^p) / (2 Gamma(1/p))``
+    (``p = 1`` Laplace, ``p = 2`` normal with variance 1/2): ``s G^(1/p)`` with
+    ``G ~ Gamma(1/p)`` and ``s`` a random sign (JAX's; the power taken from ``loggamma``).
+
+    Args:
+        key: ``uint32[2]``.
+        p: the power > 0, broadcastable to ``shape``.
+        shape: output shape (JAX's default ``()``; ``None`` for ``p``'s shape).
+        dtype: a float dtype.
+
+    Returns:
+        An array of ``shape`` and ``dtype``.
+
+    Raises:
+        BluShapeError: ``p`` does not broadcast to ``shape``.
+        BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
+    """
+    dtype = _float_dtype(dtype, "generalized_normal")
+    key = _check_key(key, "generalized_normal")
+    shape, (p,) = _params("generalized_normal", dtype, shape, p=p)
+    return _generalized_normal(key, p, shape, dtype)
+
+
+def _generalized_normal(key: Any, p: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    k_g, k_s = split(key)
+    inv_p = lax.div(lax.full(shape, 1.0, dtype), p)
+    mag = lax.exp(lax.mul(loggamma(k_g, inv_p, shape, dtype), inv_p))
+    return lax.mul(rademacher(k_s, shape, dtype), mag)
+
+
+def ball(
+    key: Any, d: int, p: float = 2, shape: Sequence[int] = (), dtype: Any = dtypes.float32
+) -> Any:
+    """Points uniform in the unit ``p``-norm ball of ``R^d``: ``g / (sum |g_i|^p + e)^(1/p)``
+    for ``g`` of ``d`` generalized normals of power ``p`` and ``e`` standard exponential
+    (Barthe, Guedon, Mendelson & Naor 2005, "A probabilistic approach to the geometry of the
+    l_p^n-ball"; JAX's).
+
+    Args:
+        key: ``uint32[2]``.
+        d: the dimension, a static int >= 0.
+        p: the norm's power > 0 (a scalar).
+        shape: the batch shape of the points.
+        dtype: a float dtype.
+
+    Returns:
+        An array of shape ``shape + (d,)`` and ``dtype``, each point of ``p``-norm < 1.
+
+    Raises:
+        BluTypeError: ``d`` is not an int, ``key`` is not a key, or ``dtype`` is not a float.
+        BluValueError: ``d`` is negative.
+        BluShapeError: ``p`` is not a scalar.
+    """
+    dtype = _float_dtype(dtype, "ball")
+    key = _check_key(key, "ball")
+    if not dtypes.is_int_scalar(d):
+        raise BluTypeError(
+            with_user_line(f"random.ball: d must be a static int dimension, got {d!r}")
+        )
+    if int(d) < 0:
+        raise BluValueError(with_user_line(f"random.ball: d must be >= 0, got {d}"))
+    shape = _shape_arg(shape, "ball")
+    full = shape + (int(d),)
+    p_arr = lax.convert_element_type(_as_array(p), dtype)
+    if get_aval(p_arr).shape != ():
+        raise BluShapeError(
+            with_user_line(f"random.ball: p must be a scalar, got {get_aval(p_arr).str_short()}")
+        )
+    k_g, k_e = split(key)
+    g = _generalized_normal(k_g, lax.broadcast_in_dim(p_arr, full, ()), full, dtype)
+    e = exponential(k_e, shape, dtype)
+    pw = lax.exp(lax.mul(lax.log(lax.abs(g)), lax.broadcast_in_dim(p_arr, full, ())))
+    total = lax.add(lax.reduce_sum(pw, (len(shape),)), e)
+    inv_p = lax.div(lax.full(shape, 1.0, dtype), lax.broadcast_in_dim(p_arr, shape, ()))
+    norm = lax.exp(lax.mul(lax.log(total), inv_p))
+    return lax.div(g, lax.broadcast_in_dim(norm, full, tuple(range(len(shape)))))

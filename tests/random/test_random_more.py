@@ -214,3 +214,58 @@ def test_maxwell_shapes_dtypes_errors_jit_vmap():
     _jit_vmap_matches(
         lambda k: (random.maxwell(k, (4,)), random.double_sided_maxwell(k, loc, scale, (2,)))
     )
+
+
+@pytest.mark.parametrize("p", [0.6, 1.0, 2.0, 5.0])
+def test_generalized_normal_against_scipy(p):
+    x = np.asarray(random.generalized_normal(KEY, p, (N,)), np.float64)
+    assert x.shape == (N,) and np.all(np.isfinite(x))
+    assert st.kstest(x, st.gennorm(p).cdf).pvalue > P_MIN
+    _moments_ok(x, st.gennorm(p))
+
+
+def test_generalized_normal_shapes_dtypes_errors():
+    p = np.array([1.0, 2.0, 4.0], np.float32)
+    assert random.generalized_normal(KEY, 2.0).shape == ()  # JAX's default shape ()
+    assert random.generalized_normal(KEY, p, None).shape == (3,)
+    assert random.generalized_normal(KEY, p, (0, 3)).shape == (0, 3)
+    assert random.generalized_normal(KEY, 2.0, (2,), np.float64).dtype == np.float64
+    x = np.asarray(random.generalized_normal(KEY, p, (N // 4, 3)), np.float64)
+    for j in range(3):  # each column its own power
+        assert st.kstest(x[:, j], st.gennorm(p[j]).cdf).pvalue > P_MIN
+    with pytest.raises(blu.errors.BluShapeError, match=r"p f32\[3\] does not broadcast to \(\)"):
+        random.generalized_normal(KEY, p)
+    with pytest.raises(blu.errors.BluTypeError, match="dtype must be a float"):
+        random.generalized_normal(KEY, 2.0, (2,), np.int32)
+
+
+@pytest.mark.parametrize("d, p", [(3, 2.0), (2, 1.0), (1, 0.5)])
+def test_ball_is_uniform_in_the_p_ball(d, p):
+    x = np.asarray(random.ball(KEY, d, p, (N,)), np.float64)
+    assert x.shape == (N, d)
+    r = (np.abs(x) ** p).sum(1) ** (1 / p)
+    assert r.max() < 1
+    # uniform in the ball: the volume fraction inside the radius, r**d, is uniform on [0, 1)
+    assert st.kstest(r**d, st.uniform.cdf).pvalue > P_MIN
+    if (d, p) == (3, 2.0):  # each coordinate of a uniform direction in R^3 is uniform on [-1, 1]
+        assert st.kstest(x[:, 0] / r, st.uniform(-1, 2).cdf).pvalue > P_MIN
+    if (d, p) == (2, 1.0):  # a coordinate of the uniform diamond has density 1 - |x|
+        assert st.kstest(x[:, 1], st.triang(0.5, -1, 2).cdf).pvalue > P_MIN
+
+
+def test_ball_shapes_errors_and_generalized_normal_jit_vmap():
+    assert random.ball(KEY, 3).shape == (3,) and random.ball(KEY, 3).dtype == np.float32
+    assert random.ball(KEY, 2, shape=(4, 5)).shape == (4, 5, 2)
+    assert random.ball(KEY, 0, shape=(2,)).shape == (2, 0)
+    assert random.ball(KEY, 2, shape=(0,), dtype=np.float64).shape == (0, 2)
+    with pytest.raises(blu.errors.BluTypeError, match="d must be a static int"):
+        random.ball(KEY, 2.5)
+    with pytest.raises(blu.errors.BluValueError, match="d must be >= 0"):
+        random.ball(KEY, -1)
+    with pytest.raises(blu.errors.BluShapeError, match="p must be a scalar"):
+        random.ball(KEY, 2, np.ones(2))
+    with pytest.raises(blu.errors.BluTypeError, match="random.ball: dtype"):
+        random.ball(KEY, 2, dtype=np.int32)
+    _jit_vmap_matches(
+        lambda k: (random.generalized_normal(k, 1.5, (3,)), random.ball(k, 2, 3.0, (2,)))
+    )
