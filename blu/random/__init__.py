@@ -33,6 +33,8 @@ from blu.random.derived import (
     generalized_normal,
     maxwell,
     t,
+    triangular,
+    wald,
 )
 from blu.random.more import (
     cauchy,
@@ -61,6 +63,8 @@ from blu.random.samplers import (
 )
 
 __all__ = [
+    "triangular",
+    "wald",
     "ball",
     "generalized_normal",
     "double_sided_maxwell",

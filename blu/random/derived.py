@@ -1,7 +1,7 @@
 """Samplers built from the others as ``jax.random`` builds them: ``chisquare``, ``f`` and ``t``
 from gammas and normals, ``maxwell`` and ``double_sided_maxwell`` from normals,
-``generalized_normal`` and ``ball`` from gammas and exponentials, with ``jax.random``'s
-signatures, shapes and dtypes.
+``generalized_normal`` and ``ball`` from gammas and exponentials, ``triangular`` and ``wald``
+from uniforms and normals, with ``jax.random``'s signatures, shapes and dtypes.
 
 They are correct in distribution (tested against scipy.stats) but do not reproduce
 ``jax.random``'s bits, since blu's ``gamma`` does not. Parameters broadcast to ``shape`` as
@@ -24,7 +24,7 @@ from blu.core.interpreter import get_aval
 from blu.random.distributions import exponential, loggamma
 from blu.random.more import rademacher
 from blu.random.prng import _as_array, _broadcast, _check_key, _param_shape, _shape_arg, split
-from blu.random.samplers import _float_dtype, normal
+from blu.random.samplers import _float_dtype, normal, uniform
 
 __all__ = [
     "ball",
@@ -34,6 +34,8 @@ __all__ = [
     "generalized_normal",
     "maxwell",
     "t",
+    "triangular",
+    "wald",
 ]
 
 
@@ -278,3 +280,79 @@ def ball(
     inv_p = lax.div(lax.full(shape, 1.0, dtype), lax.broadcast_in_dim(p_arr, shape, ()))
     norm = lax.exp(lax.mul(lax.log(total), inv_p))
     return lax.div(g, lax.broadcast_in_dim(norm, full, tuple(range(len(shape)))))
+
+
+def triangular(
+    key: Any,
+    left: Any,
+    mode: Any,
+    right: Any,
+    shape: Sequence[int] | None = None,
+    dtype: Any = dtypes.float32,
+) -> Any:
+    """Triangular draws on ``[left, right]`` peaking at ``mode``, by the inverse CDF of a
+    uniform ``u`` (JAX's): ``left + sqrt(u (right - left) (mode - left))`` where
+    ``u < (mode - left) / (right - left)``, else ``right - sqrt((1 - u) (right - left)
+    (right - mode))``.
+
+    Args:
+        key: ``uint32[2]``.
+        left, mode, right: ``left <= mode <= right``, ``left < right``, broadcastable to
+            ``shape``.
+        shape: output shape (default: the three broadcast together).
+        dtype: a float dtype.
+
+    Returns:
+        An array of ``shape`` and ``dtype``.
+
+    Raises:
+        BluShapeError: a parameter does not broadcast to ``shape``.
+        BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
+    """
+    dtype = _float_dtype(dtype, "triangular")
+    key = _check_key(key, "triangular")
+    shape, (lo, mo, hi) = _params("triangular", dtype, shape, left=left, mode=mode, right=right)
+    width = lax.sub(hi, lo)
+    u = uniform(key, shape, dtype)
+    below = lax.lt(u, lax.div(lax.sub(mo, lo), width))
+    a = lax.add(lo, lax.sqrt(lax.mul(lax.mul(u, width), lax.sub(mo, lo))))
+    one_minus = lax.sub(lax.full(shape, 1.0, dtype), u)
+    b = lax.sub(hi, lax.sqrt(lax.mul(lax.mul(one_minus, width), lax.sub(hi, mo))))
+    return lax.select(below, a, b)
+
+
+def wald(
+    key: Any, mean: Any, shape: Sequence[int] | None = None, dtype: Any = dtypes.float32
+) -> Any:
+    """Wald (inverse Gaussian) draws of mean ``mean`` and shape parameter 1: density
+    ``exp(-(x - mean)^2 / (2 mean^2 x)) / sqrt(2 pi x^3)`` (scipy's ``invgauss(mean)``).
+
+    Michael, Schucany & Haas 1976, "Generating random variates using transformations with
+    multiple roots" (JAX's method): with ``w = mean y``, ``y`` the square of a standard
+    normal, the smaller root ``x = mean - mean (sqrt(4 w + w^2) - w) / 2``, computed as
+    ``4 mean / (sqrt(4 + w) + sqrt(w))^2`` (no cancellation for large ``w``), is kept with
+    probability ``mean / (mean + x)``, else ``mean^2 / x``.
+
+    Args:
+        key: ``uint32[2]``.
+        mean: means > 0, broadcastable to ``shape``.
+        shape: output shape (default ``mean``'s shape).
+        dtype: a float dtype.
+
+    Returns:
+        An array of ``shape`` and ``dtype``, values > 0.
+
+    Raises:
+        BluShapeError: ``mean`` does not broadcast to ``shape``.
+        BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
+    """
+    dtype = _float_dtype(dtype, "wald")
+    key = _check_key(key, "wald")
+    shape, (mu,) = _params("wald", dtype, shape, mean=mean)
+    k_n, k_u = split(key)
+    v = normal(k_n, shape, dtype)
+    w = lax.mul(mu, lax.mul(v, v))
+    root = lax.add(lax.sqrt(lax.add(w, lax.full(shape, 4.0, dtype))), lax.sqrt(w))
+    x = lax.div(lax.mul(lax.full(shape, 4.0, dtype), mu), lax.mul(root, root))
+    keep = lax.le(uniform(k_u, shape, dtype), lax.div(mu, lax.add(mu, x)))
+    return lax.select(keep, x, lax.div(lax.mul(mu, mu), x))

@@ -269,3 +269,45 @@ def test_ball_shapes_errors_and_generalized_normal_jit_vmap():
     _jit_vmap_matches(
         lambda k: (random.generalized_normal(k, 1.5, (3,)), random.ball(k, 2, 3.0, (2,)))
     )
+
+
+@pytest.mark.parametrize("left, mode, right", [(-1.0, 0.5, 3.0), (0.0, 0.0, 1.0), (2.0, 5.0, 5.0)])
+def test_triangular_against_scipy(left, mode, right):
+    x = np.asarray(random.triangular(KEY, left, mode, right, (N,)), np.float64)
+    assert x.shape == (N,) and x.min() >= left and x.max() <= right
+    dist = st.triang((mode - left) / (right - left), left, right - left)
+    assert st.kstest(x, dist.cdf).pvalue > P_MIN
+    _moments_ok(x, dist)
+
+
+@pytest.mark.parametrize("mean", [0.3, 1.0, 20.0])
+def test_wald_against_scipy(mean):
+    x = np.asarray(random.wald(KEY, mean, (N,)), np.float64)
+    assert x.shape == (N,) and x.min() > 0 and np.all(np.isfinite(x))
+    assert st.kstest(x, st.invgauss(mean).cdf).pvalue > P_MIN
+    if mean < 5:  # (the kurtosis 15 mean grows: the variance's error is too wide to check)
+        _moments_ok(x, st.invgauss(mean))
+
+
+def test_triangular_wald_shapes_dtypes_errors_jit_vmap():
+    left = np.array([0.0, -2.0], np.float32)
+    assert random.triangular(KEY, left, 0.5, 1.0).shape == (2,)  # the parameters' shape
+    assert random.triangular(KEY, 0.0, 0.5, 1.0).shape == ()
+    assert random.triangular(KEY, left, 0.5, 1.0, (0, 2)).shape == (0, 2)
+    assert random.triangular(KEY, 0.0, 0.5, 1.0, (3,), np.float64).dtype == np.float64
+    assert random.wald(KEY, np.ones((2, 1), np.float32), (2, 3)).shape == (2, 3)
+    assert random.wald(KEY, 1.0, (2,), np.float64).dtype == np.float64
+    assert random.wald(KEY, 1.0, (0,)).shape == (0,) and random.wald(KEY, 2.0).shape == ()
+    with pytest.raises(blu.errors.BluShapeError, match=r"right f32\[3\] does not broadcast"):
+        random.triangular(KEY, 0.0, 0.5, np.ones(3, np.float32), (2,))
+    with pytest.raises(blu.errors.BluShapeError, match="do not broadcast together"):
+        random.triangular(KEY, left, 0.5, np.ones(3))
+    with pytest.raises(blu.errors.BluShapeError, match="mean"):
+        random.wald(KEY, np.ones(3), (2,))
+    with pytest.raises(blu.errors.BluTypeError, match="random.wald: dtype must be a float"):
+        random.wald(KEY, 1.0, (2,), np.int32)
+    with pytest.raises(blu.errors.BluTypeError, match="random.triangular: dtype"):
+        random.triangular(KEY, 0.0, 0.5, 1.0, (2,), np.int32)
+    _jit_vmap_matches(
+        lambda k: (random.triangular(k, left, 0.5, 1.0, (3, 2)), random.wald(k, 2.0, (3,)))
+    )
