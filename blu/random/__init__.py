@@ -32,6 +32,7 @@ from blu.random.derived import (
     f,
     generalized_normal,
     maxwell,
+    orthogonal,
     t,
     triangular,
     wald,
@@ -63,6 +64,7 @@ from blu.random.samplers import (
 )
 
 __all__ = [
+    "orthogonal",
     "triangular",
     "wald",
     "ball",

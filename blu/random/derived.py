@@ -1,7 +1,8 @@
 """Samplers built from the others as ``jax.random`` builds them: ``chisquare``, ``f`` and ``t``
 from gammas and normals, ``maxwell`` and ``double_sided_maxwell`` from normals,
 ``generalized_normal`` and ``ball`` from gammas and exponentials, ``triangular`` and ``wald``
-from uniforms and normals, with ``jax.random``'s signatures, shapes and dtypes.
+from uniforms and normals, and ``orthogonal`` from the QR decomposition of normals, with
+``jax.random``'s signatures, shapes and dtypes.
 
 They are correct in distribution (tested against scipy.stats) but do not reproduce
 ``jax.random``'s bits, since blu's ``gamma`` does not. Parameters broadcast to ``shape`` as
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from blu import lax
+from blu import numpy as bnp
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
@@ -33,6 +35,7 @@ __all__ = [
     "f",
     "generalized_normal",
     "maxwell",
+    "orthogonal",
     "t",
     "triangular",
     "wald",
@@ -234,6 +237,16 @@ def _generalized_normal(key: Any, p: Any, shape: tuple[int, ...], dtype: np.dtyp
     return lax.mul(rademacher(k_s, shape, dtype), mag)
 
 
+def _static_dim(x: Any, what: str, name: str) -> int:
+    if not dtypes.is_int_scalar(x):
+        raise BluTypeError(
+            with_user_line(f"random.{name}: {what} must be a static int dimension, got {x!r}")
+        )
+    if int(x) < 0:
+        raise BluValueError(with_user_line(f"random.{name}: {what} must be >= 0, got {x}"))
+    return int(x)
+
+
 def ball(
     key: Any, d: int, p: float = 2, shape: Sequence[int] = (), dtype: Any = dtypes.float32
 ) -> Any:
@@ -259,14 +272,9 @@ def ball(
     """
     dtype = _float_dtype(dtype, "ball")
     key = _check_key(key, "ball")
-    if not dtypes.is_int_scalar(d):
-        raise BluTypeError(
-            with_user_line(f"random.ball: d must be a static int dimension, got {d!r}")
-        )
-    if int(d) < 0:
-        raise BluValueError(with_user_line(f"random.ball: d must be >= 0, got {d}"))
+    d = _static_dim(d, "d", "ball")
     shape = _shape_arg(shape, "ball")
-    full = shape + (int(d),)
+    full = shape + (d,)
     p_arr = lax.convert_element_type(_as_array(p), dtype)
     if get_aval(p_arr).shape != ():
         raise BluShapeError(
@@ -356,3 +364,43 @@ def wald(
     x = lax.div(lax.mul(lax.full(shape, 4.0, dtype), mu), lax.mul(root, root))
     keep = lax.le(uniform(k_u, shape, dtype), lax.div(mu, lax.add(mu, x)))
     return lax.select(keep, x, lax.div(lax.mul(mu, mu), x))
+
+
+def orthogonal(
+    key: Any, n: int, shape: Sequence[int] = (), dtype: Any = dtypes.float32, m: int | None = None
+) -> Any:
+    """Haar-distributed (uniformly random) orthogonal matrices, or ``n x m`` matrices with
+    orthonormal columns (``n >= m``) or rows (``n < m``).
+
+    The QR decomposition of a standard normal matrix, ``Q``'s columns multiplied by the signs
+    of ``R``'s diagonal (Mezzadri 2007, "How to generate random matrices from the classical
+    compact groups"; JAX's): without that correction ``Q`` is not Haar.
+
+    Args:
+        key: ``uint32[2]``.
+        n: rows, a static int >= 0.
+        shape: the batch shape of the matrices.
+        dtype: a float dtype.
+        m: columns (default ``n``: square orthogonal matrices).
+
+    Returns:
+        An array of shape ``shape + (n, m)`` and ``dtype``.
+
+    Raises:
+        BluTypeError: ``n`` or ``m`` is not an int, ``key`` is not a key, or ``dtype`` is not
+            a float.
+        BluValueError: ``n`` or ``m`` is negative.
+    """
+    dtype = _float_dtype(dtype, "orthogonal")
+    key = _check_key(key, "orthogonal")
+    n = _static_dim(n, "n", "orthogonal")
+    m = n if m is None else _static_dim(m, "m", "orthogonal")
+    shape = _shape_arg(shape, "orthogonal")
+    tall, wide = max(n, m), min(n, m)
+    if wide == 0:
+        return lax.full(shape + (n, m), 0.0, dtype)
+    z = normal(key, shape + (tall, wide), dtype)
+    q, r = bnp.linalg.qr(z)
+    d = bnp.diagonal(r, axis1=-2, axis2=-1)
+    q = q * bnp.expand_dims(lax.sign(d), -2)
+    return bnp.swapaxes(q, -1, -2) if n < m else q

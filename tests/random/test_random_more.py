@@ -311,3 +311,52 @@ def test_triangular_wald_shapes_dtypes_errors_jit_vmap():
     _jit_vmap_matches(
         lambda k: (random.triangular(k, left, 0.5, 1.0, (3, 2)), random.wald(k, 2.0, (3,)))
     )
+
+
+def test_orthogonal_is_haar():
+    q = np.asarray(random.orthogonal(KEY, 3, (N,)), np.float64)
+    assert q.shape == (N, 3, 3)
+    np.testing.assert_allclose(
+        q.transpose(0, 2, 1) @ q, np.broadcast_to(np.eye(3), q.shape), atol=1e-5
+    )
+    # Haar on O(3): each entry is uniform on [-1, 1] (a coordinate of a uniform point of the
+    # sphere S^2), and the determinant is +1 or -1 with probability 1/2
+    for i, j in [(0, 0), (2, 1)]:
+        assert st.kstest(q[:, i, j], st.uniform(-1, 2).cdf).pvalue > P_MIN
+    det = np.linalg.det(q)
+    np.testing.assert_allclose(np.abs(det), 1.0, atol=1e-5)
+    assert st.binomtest(int((det > 0).sum()), N).pvalue > P_MIN
+    # the rotation angle of the SO(3) part follows (1 - cos t) / pi on [0, pi] (Weyl)
+    rot = q * np.sign(det)[:, None, None]
+    cos_t = np.clip((np.trace(rot, axis1=1, axis2=2) - 1) / 2, -1, 1)
+    t = np.arccos(cos_t)
+    assert st.kstest(t, lambda x: (x - np.sin(x)) / np.pi).pvalue > P_MIN
+
+
+@pytest.mark.parametrize("n, m", [(4, 2), (2, 5)])
+def test_orthogonal_rectangular(n, m):
+    q = np.asarray(random.orthogonal(KEY, n, (N // 2,), np.float64, m=m), np.float64)
+    assert q.shape == (N // 2, n, m)
+    k = min(n, m)
+    gram = q.transpose(0, 2, 1) @ q if n >= m else q @ q.transpose(0, 2, 1)
+    np.testing.assert_allclose(gram, np.broadcast_to(np.eye(k), gram.shape), atol=1e-12)
+    # each column (rows when wide) is uniform on the sphere S^(d-1) of R^d, d = max(n, m):
+    # (x + 1) / 2 of a coordinate is Beta((d - 1) / 2, (d - 1) / 2)
+    d = max(n, m)
+    x = q[:, -1, 0] if n >= m else q[:, 0, -1]
+    assert st.kstest((x + 1) / 2, st.beta((d - 1) / 2, (d - 1) / 2).cdf).pvalue > P_MIN
+
+
+def test_orthogonal_shapes_errors_jit_vmap():
+    assert random.orthogonal(KEY, 2).shape == (2, 2)
+    assert random.orthogonal(KEY, 2).dtype == np.float32
+    assert random.orthogonal(KEY, 3, (0,)).shape == (0, 3, 3)
+    assert random.orthogonal(KEY, 0, (2,)).shape == (2, 0, 0)
+    assert random.orthogonal(KEY, 3, m=0).shape == (3, 0)
+    with pytest.raises(blu.errors.BluTypeError, match="n must be a static int"):
+        random.orthogonal(KEY, 2.0)
+    with pytest.raises(blu.errors.BluValueError, match="m must be >= 0"):
+        random.orthogonal(KEY, 2, m=-1)
+    with pytest.raises(blu.errors.BluTypeError, match="random.orthogonal: dtype"):
+        random.orthogonal(KEY, 2, dtype=np.int32)
+    _jit_vmap_matches(lambda k: (random.orthogonal(k, 3, (2,)), random.orthogonal(k, 2, m=3)))
