@@ -130,6 +130,7 @@ TOPICS = {
     "blu.random.distributions": "Distributions",
     "blu.random.more": "Distributions",
     "blu.random.derived": "Distributions",
+    "blu.random.discrete": "Distributions",
     # blu.tree_util
     "blu.core.pytree": "Flattening and mapping",
     "blu.core.pytree_registry": "Registering types and key paths",

@@ -16,14 +16,17 @@ shape's layout and of how the work is split across devices. ``key``, ``split``, 
 
 ``exponential``, ``gamma``/``loggamma``, ``beta`` and ``dirichlet`` (``blu.random.distributions``)
 and ``laplace``, ``logistic``, ``cauchy``, ``poisson``, ``multivariate_normal``...
-(``blu.random.more``) and ``chisquare``, ``f``, ``t``... (``blu.random.derived``)
-are correct in distribution but do not reproduce ``jax.random``'s bits.
+(``blu.random.more``), ``chisquare``, ``f``, ``t``... (``blu.random.derived``) and
+``geometric``... (``blu.random.discrete``) are correct in distribution but do not reproduce
+``jax.random``'s bits.
 
 Modules: ``blu.random.prng`` (the cipher, keys, raw bits), ``blu.random.samplers``,
-``blu.random.distributions``, ``blu.random.more`` and ``blu.random.derived``.
+``blu.random.distributions``, ``blu.random.more``, ``blu.random.derived`` and
+``blu.random.discrete``.
 """
 
 from blu.random.prng import PRNGKey, bits, fold_in, key, split, threefry2x32
+from blu.random.discrete import geometric
 from blu.random.distributions import beta, dirichlet, exponential, gamma, loggamma
 from blu.random.derived import (
     ball,
@@ -64,6 +67,7 @@ from blu.random.samplers import (
 )
 
 __all__ = [
+    "geometric",
     "orthogonal",
     "triangular",
     "wald",

@@ -1,0 +1,85 @@
+"""jax.random's discrete samplers (blu.random.discrete) against scipy.stats: chi-square tests of
+the counts and moment checks on large draws with fixed keys (deterministic: a correct sampler
+fails a fixed key with probability P_MIN), shapes, dtypes, errors, jit and vmap over keys."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats as st
+
+import blu
+from blu import random
+
+KEY = random.key(7)
+N = 20000
+P_MIN = 1e-4
+
+
+def _chi2_ok(k, dist):
+    """A chi-square test of the integer draws ``k`` against the scipy distribution ``dist``:
+    one bin per value of expected count >= 5, the tails merged into the end bins."""
+    lo, hi = int(dist.ppf(1e-6)), int(dist.ppf(1 - 1e-6))
+    vals = np.arange(lo, hi + 1)
+    probs = dist.pmf(vals)
+    probs[0], probs[-1] = dist.cdf(lo), dist.sf(hi - 1)
+    expected = k.size * probs
+    observed = np.array([(k <= lo).sum(), *[(k == v).sum() for v in vals[1:-1]], (k >= hi).sum()])
+    if len(vals) == 1:
+        observed = np.array([k.size])
+    # merge bins from the ends inward until each expects >= 5
+    keep = expected >= 5
+    stat = ((observed[keep] - expected[keep]) ** 2 / expected[keep]).sum()
+    rest_o, rest_e = observed[~keep].sum(), expected[~keep].sum()
+    if rest_e > 0:
+        stat += (rest_o - rest_e) ** 2 / rest_e
+    dof = max(1, keep.sum() - (0 if rest_e > 0 else 1))
+    assert st.chi2(dof).sf(stat) > P_MIN, (stat, dof)
+
+
+def _moments_ok(x, dist, se=5.0):
+    m, v, kurt = (float(s) for s in dist.stats(moments="mvk"))
+    n = x.size
+    assert abs(x.mean() - m) < se * np.sqrt(v / n), (x.mean(), m)
+    assert abs(x.var() - v) < se * v * np.sqrt((kurt + 2) / n), (x.var(), v)
+
+
+def _jit_vmap_matches(draw):
+    """``jit(vmap(draw))`` over three keys gives each key's eager draws (a tuple of arrays)."""
+    keys = random.split(KEY, 3)
+    got = blu.jit(blu.vmap(draw))(keys)
+    for i in range(3):
+        for g, w in zip(got, draw(keys[i]), strict=True):
+            np.testing.assert_array_equal(np.asarray(g)[i], np.asarray(w))
+
+
+# ---- geometric ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("p", [0.02, 0.3, 0.9])
+def test_geometric_against_scipy(p):
+    k = np.asarray(random.geometric(KEY, p, (N,)))
+    assert k.dtype == np.int32 and k.shape == (N,) and k.min() >= 1
+    _chi2_ok(k, st.geom(p))
+    _moments_ok(k.astype(np.float64), st.geom(p))
+
+
+def test_geometric_shapes_dtypes_edges_errors_jit_vmap():
+    p = np.array([0.1, 0.5, 1.0], np.float32)
+    assert random.geometric(KEY, 0.5).shape == () and random.geometric(KEY, p).shape == (3,)
+    assert random.geometric(KEY, p, (0, 3)).shape == (0, 3)
+    assert random.geometric(KEY, 0.5, (2,), np.int64).dtype == np.int64
+    assert random.geometric(KEY, np.float64(0.5), (2,), np.int16).dtype == np.int16
+    k = np.asarray(random.geometric(KEY, p, (5000, 3)), np.float64)
+    assert np.all(k[:, 2] == 1)  # p = 1: the first trial succeeds
+    np.testing.assert_array_less(
+        np.abs(k.mean(0) - 1 / p)[:2], 5 * np.sqrt((1 - p) / p**2 / 5000)[:2]
+    )
+    # p = 0 (never a success) and tiny p: clipped to the dtype's maximum, not a wrapped value
+    big = np.asarray(random.geometric(KEY, np.array([0.0, 1e-30], np.float32), (4, 2), np.int16))
+    assert np.all(big == np.iinfo(np.int16).max)
+    with pytest.raises(blu.errors.BluTypeError, match="random.geometric: dtype must be an integer"):
+        random.geometric(KEY, 0.5, (2,), np.float32)
+    with pytest.raises(blu.errors.BluShapeError, match=r"p f32\[3\] does not broadcast to \(2,\)"):
+        random.geometric(KEY, p, (2,))
+    _jit_vmap_matches(lambda key: (random.geometric(key, p, (4, 3)),))
