@@ -83,3 +83,47 @@ def test_geometric_shapes_dtypes_edges_errors_jit_vmap():
     with pytest.raises(blu.errors.BluShapeError, match=r"p f32\[3\] does not broadcast to \(2,\)"):
         random.geometric(KEY, p, (2,))
     _jit_vmap_matches(lambda key: (random.geometric(key, p, (4, 3)),))
+
+
+# ---- binomial ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "n, p",
+    [(10, 0.3), (100, 0.05), (3, 0.97), (30, 0.35), (1000, 0.3), (60, 0.8), (100000, 0.01)],
+)  # inversion where min(p, 1 - p) n < 10, BTRS elsewhere; p > 1/2 through n - k
+def test_binomial_against_scipy(n, p):
+    k = np.asarray(random.binomial(KEY, n, p, (N,)))
+    assert k.dtype == np.float32 and k.shape == (N,)
+    assert k.min() >= 0 and k.max() <= n and np.all(k == np.round(k))
+    _chi2_ok(k.astype(np.int64), st.binom(n, p))
+    _moments_ok(k.astype(np.float64), st.binom(n, p))
+
+
+def test_binomial_parameter_arrays_edges_and_dtypes():
+    # one draw mixes the methods: each column follows its own (n, p)
+    n = np.array([0.0, 7.0, 40.0, 500.0, 12.0, 9.0], np.float32)
+    p = np.array([0.5, 0.0, 0.5, 0.02, 1.0, 0.6], np.float32)
+    k = np.asarray(random.binomial(KEY, n, p, (N // 2, 6)), np.float64)
+    assert np.all(k[:, 0] == 0) and np.all(k[:, 1] == 0) and np.all(k[:, 4] == 12)
+    for j in (2, 3, 5):
+        _chi2_ok(k[:, j].astype(np.int64), st.binom(int(n[j]), p[j]))
+    bad = random.binomial(KEY, np.array([-1.0, 5, 5, np.nan]), np.array([0.5, 1.5, np.nan, 0.5]))
+    assert np.all(np.isnan(np.asarray(bad)))  # JAX's NaN for invalid parameters
+    assert random.binomial(KEY, 5, 0.5).shape == () and random.binomial(KEY, n, 0.5).shape == (6,)
+    assert random.binomial(KEY, 5, 0.5, (0, 2)).shape == (0, 2)
+    k64 = np.asarray(random.binomial(KEY, 3e9, 0.25, (N // 2,), np.float64))
+    assert k64.dtype == np.float64  # counts past 2**31 (float64 holds them exactly)
+    assert abs(k64.mean() - 7.5e8) < 5 * np.sqrt(3e9 * 0.25 * 0.75 / k64.size)
+    assert random.binomial(KEY, 5, 0.5, (2,), np.float16).dtype == np.float16
+
+
+def test_binomial_errors_jit_vmap():
+    with pytest.raises(blu.errors.BluTypeError, match="random.binomial: dtype must be a float"):
+        random.binomial(KEY, 5, 0.5, (2,), np.int32)
+    with pytest.raises(blu.errors.BluShapeError, match="do not broadcast together"):
+        random.binomial(KEY, np.ones(2), np.full(3, 0.5))
+    with pytest.raises(blu.errors.BluShapeError, match=r"p f32\[3\] does not broadcast to \(2,\)"):
+        random.binomial(KEY, 5, np.full(3, 0.5, np.float32), (2,))
+    n = np.array([4.0, 200.0, 30.0], np.float32)
+    _jit_vmap_matches(lambda key: (random.binomial(key, n, 0.3, (2, 3)),))
