@@ -26,7 +26,7 @@ Modules: ``blu.random.prng`` (the cipher, keys, raw bits), ``blu.random.samplers
 """
 
 from blu.random.prng import PRNGKey, bits, fold_in, key, split, threefry2x32
-from blu.random.discrete import binomial, geometric
+from blu.random.discrete import binomial, geometric, multinomial
 from blu.random.distributions import beta, dirichlet, exponential, gamma, loggamma
 from blu.random.derived import (
     ball,
@@ -67,6 +67,7 @@ from blu.random.samplers import (
 )
 
 __all__ = [
+    "multinomial",
     "binomial",
     "geometric",
     "orthogonal",

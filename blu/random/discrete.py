@@ -1,5 +1,5 @@
-"""Discrete samplers of ``jax.random``: ``geometric`` and ``binomial``, with ``jax.random``'s
-signatures, shapes and dtypes.
+"""Discrete samplers of ``jax.random``: ``geometric``, ``binomial`` and ``multinomial``, with
+``jax.random``'s signatures, shapes and dtypes.
 
 They are correct in distribution (tested against scipy.stats by chi-square tests) but do not
 reproduce ``jax.random``'s bits. Parameters broadcast to ``shape`` as JAX's ``_check_shape``
@@ -17,12 +17,12 @@ import numpy as np
 from blu import lax
 from blu import numpy as bnp
 from blu.core import dtypes
-from blu.core.errors import BluTypeError, with_user_line
+from blu.core.errors import BluShapeError, BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.random.prng import _as_array, _broadcast, _check_key, _param_shape, _shape_arg, split
 from blu.random.samplers import _float_dtype, uniform
 
-__all__ = ["binomial", "geometric"]
+__all__ = ["binomial", "geometric", "multinomial"]
 
 
 def _int_dtype(dtype: Any, name: str) -> np.dtype:
@@ -230,3 +230,73 @@ def binomial(
     k = bnp.where(flip, n - k, k)
     k = bnp.where(invalid, np.nan, k)
     return lax.convert_element_type(k, dtype)
+
+
+def multinomial(
+    key: Any,
+    n: Any,
+    p: Any,
+    *,
+    shape: Sequence[int] | None = None,
+    dtype: Any = dtypes.float32,
+    unroll: int | bool = 1,
+) -> Any:
+    """Multinomial counts of ``n`` trials over the categories of the last axis of ``p``, as
+    floats (JAX's).
+
+    Conditional binomials, category by category in a ``lax.scan`` (JAX's): category ``i``
+    gets ``Binomial(n_left, p_i / (p_i + ... + p_K))`` of the ``n_left`` trials the earlier
+    categories left, so the counts sum to ``n`` exactly; ``p`` need not be normalized.
+
+    Args:
+        key: ``uint32[2]``.
+        n: numbers of trials >= 0 (integral values), broadcastable to ``shape[:-1]``.
+        p: category probabilities ``>= 0`` of shape ``(..., K)``, broadcastable to ``shape``.
+        shape: output shape, ending in ``K`` (default ``p``'s shape).
+        dtype: a float dtype.
+        unroll: ``lax.scan``'s unroll over the categories (a performance hint).
+
+    Returns:
+        An array of ``shape`` and ``dtype`` whose last axis sums to ``n``.
+
+    Raises:
+        BluShapeError: ``p`` is a scalar, ``shape`` does not end in ``p``'s ``K``, or ``n`` /
+            ``p`` does not broadcast to it.
+        BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
+    """
+    dtype = _float_dtype(dtype, "multinomial")
+    key = _check_key(key, "multinomial")
+    comp = dtype if dtype in (dtypes.float32, dtypes.float64) else dtypes.float32
+    n = lax.convert_element_type(_as_array(n), comp)
+    p = lax.convert_element_type(_as_array(p), comp)
+    p_aval = get_aval(p)
+    if p_aval.ndim < 1:
+        raise BluShapeError(
+            with_user_line(
+                f"random.multinomial: p must have a category axis, got {p_aval.str_short()}"
+            )
+        )
+    ncat = p_aval.shape[-1]
+    shape = p_aval.shape if shape is None else _shape_arg(shape, "multinomial")
+    if len(shape) < 1 or shape[-1] != ncat:
+        raise BluShapeError(
+            with_user_line(
+                f"random.multinomial: shape {shape} must end in the number of categories "
+                f"{ncat} (p {p_aval.str_short()})"
+            )
+        )
+    n = _broadcast(n, shape[:-1], "n", "multinomial")
+    p = _broadcast(p, shape, "p", "multinomial")
+    if ncat == 0 or math.prod(shape) == 0:
+        return lax.full(shape, 0.0, dtype)
+    p = bnp.moveaxis(p, -1, 0)
+    left = lax.cumsum(p, 0, reverse=True)
+    ratios = bnp.clip(p / bnp.where(left == 0, 1.0, left), 0.0, 1.0)
+
+    def step(remaining: Any, x: Any) -> tuple[Any, Any]:
+        ratio, k = x
+        count = binomial(k, remaining, ratio, dtype=comp)
+        return remaining - count, count
+
+    _, counts = lax.scan(step, n, (ratios, split(key, ncat)), unroll=unroll)
+    return lax.convert_element_type(bnp.moveaxis(counts, 0, -1), dtype)

@@ -127,3 +127,48 @@ def test_binomial_errors_jit_vmap():
         random.binomial(KEY, 5, np.full(3, 0.5, np.float32), (2,))
     n = np.array([4.0, 200.0, 30.0], np.float32)
     _jit_vmap_matches(lambda key: (random.binomial(key, n, 0.3, (2, 3)),))
+
+
+# ---- multinomial -------------------------------------------------------------------------------
+
+
+def test_multinomial_against_scipy():
+    n, p = 40, np.array([0.1, 0.45, 0.0, 0.3, 0.15])
+    c = np.asarray(random.multinomial(KEY, n, p, shape=(N, 5)), np.float64)
+    assert c.shape == (N, 5) and np.all(c.sum(1) == n) and np.all(c[:, 2] == 0)
+    for j in (0, 1, 3, 4):  # each count is Binomial(n, p_j)
+        _chi2_ok(c[:, j].astype(np.int64), st.binom(n, p[j]))
+    # the covariance is n (diag(p) - p p^T), each entry within 5 standard errors of a sample
+    # covariance, sqrt((s_ij^2 + s_ii s_jj) / N) (its normal-theory value)
+    cov = np.cov(c.T)
+    want = n * (np.diag(p) - np.outer(p, p))
+    se = np.sqrt((want**2 + np.outer(np.diag(want), np.diag(want))) / N)
+    np.testing.assert_array_less(np.abs(cov - want), 5 * se + 1e-12)
+    # the whole vector: a chi-square over the outcomes of a small multinomial
+    c2 = np.asarray(random.multinomial(KEY, 3, np.array([0.5, 0.3, 0.2]), shape=(N, 3)))
+    outcomes, observed = np.unique(c2.astype(np.int64), axis=0, return_counts=True)
+    dist = st.multinomial(3, [0.5, 0.3, 0.2])
+    expected = N * dist.pmf(outcomes)
+    assert len(outcomes) == 10 and np.isclose(expected.sum(), N)
+    stat = ((observed - expected) ** 2 / expected).sum()
+    assert st.chi2(9).sf(stat) > P_MIN
+
+
+def test_multinomial_shapes_broadcasting_errors_jit_vmap():
+    p = np.array([1.0, 1.0, 2.0], np.float32)  # unnormalized: 1/4, 1/4, 1/2
+    assert random.multinomial(KEY, 10, p).shape == (3,)  # JAX's default: p's shape
+    assert random.multinomial(KEY, 10, p, shape=(0, 3)).shape == (0, 3)
+    assert random.multinomial(KEY, 10, p, dtype=np.float64).dtype == np.float64
+    n = np.array([5.0, 200.0], np.float32)
+    c = np.asarray(random.multinomial(KEY, n, p, shape=(2000, 2, 3)), np.float64)
+    np.testing.assert_array_equal(c.sum(-1), np.broadcast_to(n, (2000, 2)))
+    np.testing.assert_allclose(c[:, 1].mean(0), [50.0, 50.0, 100.0], atol=5 * np.sqrt(50 / 2000))
+    with pytest.raises(blu.errors.BluShapeError, match="p must have a category axis"):
+        random.multinomial(KEY, 10, 0.5)
+    with pytest.raises(blu.errors.BluShapeError, match="must end in the number of categories 3"):
+        random.multinomial(KEY, 10, p, shape=(4, 2))
+    with pytest.raises(blu.errors.BluShapeError, match=r"n f32\[3\] does not broadcast to \(2,\)"):
+        random.multinomial(KEY, np.ones(3, np.float32), p, shape=(2, 3))
+    with pytest.raises(blu.errors.BluTypeError, match="random.multinomial: dtype must be a float"):
+        random.multinomial(KEY, 10, p, dtype=np.int32)
+    _jit_vmap_matches(lambda key: (random.multinomial(key, 12, p, shape=(2, 3), unroll=2),))
