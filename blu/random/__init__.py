@@ -42,6 +42,7 @@ from blu.random.derived import (
 )
 from blu.random.more import (
     cauchy,
+    clone,
     key_data,
     laplace,
     logistic,
@@ -67,6 +68,7 @@ from blu.random.samplers import (
 )
 
 __all__ = [
+    "clone",
     "multinomial",
     "binomial",
     "geometric",

@@ -1,7 +1,7 @@
 """More of ``jax.random``'s samplers: ``laplace``, ``logistic``, ``cauchy``, ``lognormal``,
 ``rademacher``, ``rayleigh``, ``pareto``, ``weibull_min``, ``poisson``, ``multivariate_normal``,
-and ``key_data`` / ``wrap_key_data`` (blu's keys are raw ``uint32[2]`` arrays, JAX's legacy
-``PRNGKey``s, so both are checks that return the data).
+and ``clone``, ``key_data`` / ``wrap_key_data`` (blu's keys are raw ``uint32[2]`` arrays,
+JAX's legacy ``PRNGKey``s, so all three are checks that return the key or its data).
 
 The continuous samplers are inverse CDFs of ``uniform`` draws (Devroye, "Non-Uniform Random
 Variate Generation", 1986, ch. 2); ``poisson`` is the inverse CDF searched upward from
@@ -19,12 +19,14 @@ import numpy as np
 from blu import lax
 from blu import numpy as bnp
 from blu.core import dtypes
-from blu.core.errors import BluValueError, with_user_line
-from blu.random.prng import _check_key, _shape_arg
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import get_aval
+from blu.random.prng import _as_array, _check_key, _shape_arg
 from blu.random.samplers import _float_dtype, normal, uniform
 
 __all__ = [
     "cauchy",
+    "clone",
     "key_data",
     "laplace",
     "logistic",
@@ -46,6 +48,26 @@ def key_data(keys: Any) -> Any:
         BluTypeError / BluShapeError: ``keys`` is not a ``uint32[2]`` key.
     """
     return _check_key(keys, "key_data")
+
+
+def clone(key: Any) -> Any:
+    """A key to use again after it was consumed (JAX's ``clone``, for its typed keys whose use
+    may be checked): blu's keys are immutable ``uint32`` arrays, so the key itself.
+
+    Args:
+        key: a ``uint32[2]`` key, or a batch of them ``uint32[..., 2]`` (from ``split``).
+
+    Raises:
+        BluTypeError: ``key`` is not a uint32 array ending in an axis of 2.
+    """
+    aval = get_aval(_as_array(key))
+    if aval.dtype != dtypes.uint32 or aval.ndim < 1 or aval.shape[-1] != 2:
+        raise BluTypeError(
+            with_user_line(
+                f"random.clone: key must be a uint32[..., 2] key array, got {aval.str_short()}"
+            )
+        )
+    return key
 
 
 def wrap_key_data(key_bits_array: Any, *, impl: Any = None) -> Any:

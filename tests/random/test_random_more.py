@@ -99,6 +99,19 @@ def test_key_data_round_trip():
         random.wrap_key_data(data, impl="rbg")
 
 
+def test_clone_gives_the_key_itself():
+    keys = random.split(KEY, 3)
+    np.testing.assert_array_equal(np.asarray(random.clone(KEY)), np.asarray(KEY))
+    np.testing.assert_array_equal(np.asarray(random.clone(keys)), np.asarray(keys))
+    got = blu.jit(blu.vmap(lambda k: random.uniform(random.clone(k), (2,))))(keys)
+    want = np.stack([np.asarray(random.uniform(keys[i], (2,))) for i in range(3)])
+    np.testing.assert_array_equal(np.asarray(got), want)
+    with pytest.raises(blu.errors.BluTypeError, match=r"random.clone: .* got f32\[2\]"):
+        random.clone(np.zeros(2, np.float32))
+    with pytest.raises(blu.errors.BluTypeError, match="uint32"):
+        random.clone(np.zeros(3, np.uint32))
+
+
 # ---- samplers built from gammas and normals (blu.random.derived) --------------------------------
 
 P_MIN = 1e-4  # a correct sampler fails one fixed key in 10,000
