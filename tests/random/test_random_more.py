@@ -1,11 +1,14 @@
 """jax.random's further samplers against scipy.stats (Kolmogorov-Smirnov and chi-square tests
-on large draws, fixed keys so the tests are deterministic), key_data / wrap_key_data."""
+on large draws, fixed keys so the tests are deterministic), their parameters' broadcasting,
+clone / key_data / wrap_key_data."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import scipy.stats as st
+from hypothesis import given
+from hypothesis import strategies as hs
 
 import blu
 from blu import random
@@ -372,3 +375,38 @@ def test_orthogonal_shapes_errors_jit_vmap():
     with pytest.raises(blu.errors.BluTypeError, match="random.orthogonal: dtype"):
         random.orthogonal(KEY, 2, dtype=np.int32)
     _jit_vmap_matches(lambda k: (random.orthogonal(k, 3, (2,)), random.orthogonal(k, 2, m=3)))
+
+
+# ---- parameters broadcast to shape (JAX's _check_shape) -----------------------------------------
+
+_WITH_PARAMS = {  # each sampler with its parameters from one array ``a`` of ones
+    "chisquare": lambda k, a, s: random.chisquare(k, 2 * a, s),
+    "f": lambda k, a, s: random.f(k, 2 * a, 3 * a, s),
+    "t": lambda k, a, s: random.t(k, 3 * a, s),
+    "generalized_normal": lambda k, a, s: random.generalized_normal(k, 2 * a, s),
+    "triangular": lambda k, a, s: random.triangular(k, 0 * a, 0.5 * a, a, s),
+    "wald": lambda k, a, s: random.wald(k, a, s),
+    "geometric": lambda k, a, s: random.geometric(k, 0.3 * a, s),
+    "binomial": lambda k, a, s: random.binomial(k, 5 * a, 0.3 * a, s),
+}
+
+
+@given(
+    hs.sampled_from(sorted(_WITH_PARAMS)),
+    hs.lists(hs.integers(0, 3), max_size=3).map(tuple),
+    hs.data(),
+)
+def test_parameters_broadcast_to_shape(name, shape, data):
+    draw = _WITH_PARAMS[name]
+    # parameters of a shape that broadcasts to ``shape``: a suffix of it, some axes of size 1
+    rank = data.draw(hs.integers(0, len(shape)))
+    pshape = tuple(1 if data.draw(hs.booleans()) else d for d in shape[len(shape) - rank :])
+    a = np.ones(pshape, np.float32)
+    x = np.asarray(draw(KEY, a, shape))
+    assert x.shape == shape
+    # the same draws as with the parameters broadcast by numpy first
+    want = np.asarray(draw(KEY, np.broadcast_to(a, shape).copy(), shape))
+    np.testing.assert_allclose(x, want, rtol=1e-6)
+    # a parameter of higher rank never broadcasts to ``shape``
+    with pytest.raises(blu.errors.BluShapeError, match=f"random.{name}: .* does not broadcast"):
+        draw(KEY, np.ones((2,) + shape, np.float32), shape)
