@@ -38,7 +38,8 @@ def _in_range(nums: tuple, positional: list[str], what: str) -> tuple:
 
 
 def _as_tuple(value: Any, kind: type, what: str) -> tuple:
-    """``value`` (one ``kind`` or a sequence of them) as a tuple, checked.
+    """``value`` (one ``kind`` or any iterable of them: a range, a set, a 1-d integer array, as
+    JAX's ``_ensure_index_tuple`` / ``_ensure_str_tuple``) as a tuple, checked.
 
     Raises:
         BluTypeError: an entry of another type (``bool`` is not an int here).
@@ -47,7 +48,14 @@ def _as_tuple(value: Any, kind: type, what: str) -> tuple:
     def is_one(v: Any) -> bool:
         return dtypes.is_int_scalar(v) if kind is int else isinstance(v, kind)
 
-    vals = (value,) if is_one(value) else value if isinstance(value, (tuple, list)) else None
+    if is_one(value):
+        vals = (value,)
+    elif isinstance(value, np.ndarray) and value.ndim == 0:
+        vals = (value[()],)  # a 0-d integer array is one position (JAX's operator.index)
+    elif hasattr(value, "__iter__") and not isinstance(value, (str, bytes)):
+        vals = tuple(value)
+    else:
+        vals = None
     ok = vals is not None and all(is_one(v) for v in vals)
     if not ok:
         raise BluTypeError(

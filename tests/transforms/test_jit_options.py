@@ -49,6 +49,42 @@ def test_static_argnums_spellings(nums):
     assert float(j(3, 2.0)) == 6.0
 
 
+@pytest.mark.parametrize(
+    "nums", [range(2), {0, 1}, (i for i in (0, 1)), np.array([0, 1]), [-3, -2], range(-3, -1)]
+)
+def test_static_argnums_any_iterable_of_positions(nums):
+    # JAX's _ensure_index_tuple takes any iterable of ints; a range or a set was refused
+    seen = []
+
+    def f(n, m, x):
+        seen.append((type(n), type(m)))
+        return x * n + m
+
+    j = blu.jit(f, static_argnums=nums)
+    assert j.static_argnums == frozenset({0, 1})
+    assert float(j(3, 4, 2.0)) == 3 * 2.0 + 4
+    assert seen == [(int, int)]  # both reached the function as Python values
+
+
+@pytest.mark.parametrize(
+    ("names", "want"),
+    [("n", {"n"}), (["n"], {"n"}), ({"n", "m"}, {"n", "m"}), ((s for s in ("m",)), {"m"})],
+)
+def test_static_argnames_a_str_or_any_iterable_of_them(names, want):
+    # JAX's _ensure_str_tuple; a set or a generator of names was refused
+    seen = []
+
+    def f(x, n=1, m=0):
+        seen.append((type(n), type(m)))
+        return x * n + m
+
+    j = blu.jit(f, static_argnames=names)
+    assert j.static_argnames == frozenset(want)
+    assert float(j(2.0, n=3, m=1)) == 7.0
+    # the static ones reached the function as Python ints, the others as tracers
+    assert [t is int for t in seen[0]] == [name in want for name in ("n", "m")]
+
+
 def test_eval_shape_takes_specs_as_keyword_arguments():
     spec = blu.ShapeDtypeStruct((2, 3), np.float64)
     out = blu.eval_shape(lambda a, *, k: a @ k.T, spec, k=spec)
