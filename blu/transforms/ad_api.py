@@ -214,10 +214,11 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False):
 
 def single_argnum(argnums: Any) -> bool:
     """Whether ``argnums`` is one position (results unwrapped) rather than a sequence: an int,
-    a numpy integer or a 0-d integer array (JAX's ``operator.index``)."""
+    a numpy integer or a 0-d integer array (JAX's ``operator.index``). A ``bool`` is not one:
+    ``resolve_argnums`` refuses it, alone as in a sequence (``True`` would mean argument 1)."""
     if isinstance(argnums, np.ndarray):
         return argnums.ndim == 0 and argnums.dtype.kind in "iu"
-    return isinstance(argnums, (int, np.integer))
+    return dtypes.is_int_scalar(argnums)
 
 
 def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:

@@ -77,3 +77,12 @@ def test_a_0d_integer_array_is_one_position(transform):
     for bad in (np.array(1.0), np.array(True)):
         with pytest.raises(BluTypeError, match="argnums must be ints"):
             transform(lambda a, b: a * b, argnums=bad)(2.0, 3.0)
+
+
+@pytest.mark.parametrize("transform", [blu.grad, blu.value_and_grad, blu.jacfwd, blu.jacrev])
+@pytest.mark.parametrize("argnums", [True, False, np.bool_(True)])
+def test_a_bool_is_not_a_position(transform, argnums):
+    # bool is an int subclass: grad(f, argnums=True) silently differentiated argument 1,
+    # though argnums=(0, True) was already refused
+    with pytest.raises(BluTypeError, match=f"argnums must be ints, got {argnums!r}"):
+        transform(lambda a, b: a * b, argnums=argnums)(2.0, 3.0)
