@@ -5,10 +5,10 @@ Each module defines primitives with all their rules and lists its public functio
 
 The families import each other in one order, a module only ever importing those before it:
 ``_base`` (helpers) < ``casts`` < ``shapes`` < ``_operands`` < ``elementwise`` < ``complex`` <
-``sorting`` < ``gather_scatter`` < ``slicing`` < ``cumulative`` < ``reductions`` < the rest
-(``bits``, ``special``, ``random_gamma``, ``fft``, ``dot``, ``convolution``, ``windowed``,
-``associative_scan``, ``attention``, ``control_flow``, ``parallel``, ``linalg``). No submodule
-imports this package. The few rules that need an operation of a higher family
+``sorting`` < ``gather_scatter`` < ``slicing`` < ``bits``, ``special``, ``associative_scan`` <
+``cumulative`` < ``reductions`` < the rest (``random_gamma``, ``fft``, ``dot``,
+``convolution``, ``windowed``, ``attention``, ``control_flow``, ``parallel``, ``linalg``).
+No submodule imports this package. The few rules that need an operation of a higher family
 (broadcast_in_dim's transpose needs ``reduce_sum``) call it through ``_late``, filled in below.
 """
 

@@ -1,4 +1,5 @@
-"""Cumulative reductions along one axis: cumsum, cumprod, cummax, cummin.
+"""Cumulative reductions along one axis: cumsum, cumprod, cummax, cummin (primitives) and
+cumlogsumexp (an ``associative_scan`` of a stable ``logaddexp``).
 
 Each keeps the operand's shape and dtype; ``reverse=True`` scans from the end of the axis. The
 public functions are re-exported by ``blu.lax.reductions``.
@@ -6,7 +7,7 @@ public functions are re-exported by ``blu.lax.reductions``.
 
 from __future__ import annotations
 
-__all__ = ["cumsum", "cumprod", "cummax", "cummin"]
+__all__ = ["cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"]
 
 from typing import Any
 
@@ -14,14 +15,17 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.aval import ShapedArray
-from blu.core.errors import BluValueError, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax._base import any_dtype, check_dtype, compute_in_f32, is_numeric, static_int
-from blu.lax.elementwise import add, mul
-from blu.lax.shapes import concatenate, full, rev
+from blu.lax.associative_scan import associative_scan
+from blu.lax.bits import and_
+from blu.lax.elementwise import add, eq, exp, gt, mul, ne, neg, select, sub
+from blu.lax.shapes import concatenate, full, full_like, rev
 from blu.lax.slicing import slice as slice_
 from blu.lax.sorting import take_along_axis
+from blu.lax.special import log1p
 from blu.transforms.ad_util import Zero, nondifferentiable, tangent_aval
 
 
@@ -233,3 +237,56 @@ def cummax(x: Any, axis: int = 0, reverse: bool = False) -> Any:
 def cummin(x: Any, axis: int = 0, reverse: bool = False) -> Any:
     """Running minimum along ``axis``; see ``cummax``."""
     return _bind(cummin_p, x, axis, reverse)
+
+
+def _logaddexp(x: Any, y: Any) -> Any:
+    """``log(exp(x) + exp(y))`` without overflow, as ``blu.numpy.logaddexp``: both ``-inf``
+    gives ``-inf`` with derivative 0 (docs/conventions.md), a tie splits the derivative evenly,
+    ``+inf`` wins over anything but NaN, and NaN propagates."""
+    ninf = full_like(x, -np.inf)
+    both_ninf = and_(eq(x, ninf), eq(y, ninf))
+    zero = full_like(x, 0)
+    x, y = select(both_ninf, zero, x), select(both_ninf, zero, y)
+    d = sub(y, x)
+    pos = gt(d, zero)
+    m = select(pos, y, x)
+    neg_abs = select(pos, neg(d), d)  # -|d|, but equal to d at a tie (so both get 1/2)
+    out = add(m, log1p(exp(neg_abs)))
+    # d is NaN for a NaN operand or for +inf and +inf (whose sum is +inf, as the NaN's is NaN)
+    return select(both_ninf, ninf, select(ne(d, d), add(x, y), out))
+
+
+def cumlogsumexp(x: Any, axis: int = 0, reverse: bool = False) -> Any:
+    """Cumulative log-sum-exp along ``axis``: ``out[..., i, ...] = log(sum(exp(x[..., :i+1,
+    ...])))`` (from the end with ``reverse``), computed without overflow or underflow as an
+    ``associative_scan`` of a stable ``logaddexp`` (``jax.lax.cumlogsumexp``).
+
+    A prefix of only ``-inf`` gives ``-inf``, with derivative 0 when it has two elements or more
+    (the first output is ``x[0]`` itself, derivative 1); ``+inf`` gives ``+inf``; NaN
+    propagates. The derivative of ``out[i]`` with respect to ``x[j]`` (``j <= i``) is
+    ``exp(x[j] - out[i])``, the softmax of the prefix.
+
+    Args:
+        x: float array (float16, bfloat16, float32, float64), shape ``S``.
+        axis: the scanned axis (negative counts from the end).
+        reverse: scan from the end of ``axis``.
+
+    Returns:
+        Array of shape ``S`` and ``x``'s dtype.
+
+    Raises:
+        BluTypeError: ``x`` is not a real float array. BluValueError: ``axis`` out of range.
+    """
+    aval = get_aval(x)
+    if not dtypes.is_float(aval.dtype):
+        raise BluTypeError(
+            with_user_line(f"cumlogsumexp: needs a real float operand, got {aval.str_short()}")
+        )
+    axis = static_int(axis, "cumlogsumexp: axis")
+    if not -aval.ndim <= axis < aval.ndim:
+        raise BluValueError(
+            with_user_line(f"cumlogsumexp: axis {axis} out of range for {aval.str_short()}")
+        )
+    if aval.shape[axis] == 0:
+        return x
+    return associative_scan(_logaddexp, x, reverse=bool(reverse), axis=axis % aval.ndim)

@@ -6,8 +6,8 @@ for floats / the dtype's minimum for integers / False for bool, min the opposite
 for and / or. (Unlike numpy, which raises for max/min of an empty axis without ``initial``.)
 ``argmax``/``argmin`` of a size-0 axis raise, as in numpy.
 
-The cumulative reductions (cumsum, cumprod, cummax, cummin) live in ``blu/lax/cumulative.py``
-and are re-exported from here.
+The cumulative reductions (cumsum, cumprod, cummax, cummin, cumlogsumexp) live in
+``blu/lax/cumulative.py`` and are re-exported from here.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ __all__ = [
     "cumprod",
     "cummax",
     "cummin",
+    "cumlogsumexp",
 ]  # public lax functions; keep in sync
 
 from collections.abc import Sequence
@@ -39,7 +40,14 @@ from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax._base import check_dtype, compute_in_f32, is_numeric
 from blu.lax.casts import convert_element_type
-from blu.lax.cumulative import cummax, cummin, cumprod, cumsum, dual_mul  # (cum*: re-exported)
+from blu.lax.cumulative import (  # (cum*: re-exported)
+    cumlogsumexp,
+    cummax,
+    cummin,
+    cumprod,
+    cumsum,
+    dual_mul,
+)
 from blu.lax.elementwise import div, eq, mul, select
 from blu.lax.shapes import broadcast_in_dim, concatenate, full, full_like, reshape, transpose
 from blu.lax.slicing import slice as slice_
