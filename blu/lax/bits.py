@@ -1,4 +1,5 @@
-"""Bitwise primitives on integers and bools: and/or/xor/not, shifts, bit counts, bitcasts.
+"""Bitwise primitives on integers and bools: and/or/xor/not, shifts, bit counts, bitcasts; and
+``reduce_precision``, float rounding composed of them.
 
 These are what a counter-based RNG (threefry2x32) is made of. Shifts follow XLA, not C/numpy:
 the shift amount is read as unsigned, and an amount of at least the bit width shifts every bit
@@ -19,21 +20,25 @@ __all__ = [  # public lax functions; keep in sync
     "population_count",
     "clz",
     "bitcast_convert_type",
+    "reduce_precision",
 ]
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from blu.core import dtypes
 from blu.core.aval import ShapedArray
-from blu.core.errors import BluShapeError, BluTypeError, with_user_line
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
-from blu.lax._base import is_int, is_int_or_bool
-from blu.lax.elementwise import binary, operands, unary
+from blu.lax._base import is_int, is_int_or_bool, static_int
+from blu.lax.elementwise import add, binary, gt, le, ne, operands, select, unary
+from blu.lax.shapes import full_like
 from blu.transforms.ad_util import nondifferentiable
 from blu.transforms.batching import moveaxis
+from blu.transforms.custom_derivatives import custom_jvp
 
 
 def _bits(dtype: np.dtype) -> int:
@@ -256,3 +261,99 @@ def bitcast_convert_type(x: Any, new_dtype: Any) -> Any:
     if get_aval(x).dtype == new_dtype:
         return x
     return bitcast_convert_type_p.bind(x, new_dtype=new_dtype)
+
+
+# ---- reduce_precision --------------------------------------------------------------------------
+
+# a float dtype's (exponent bits, explicit mantissa bits)
+_FLOAT_BITS = {"float16": (5, 10), "bfloat16": (8, 7), "float32": (8, 23), "float64": (11, 52)}
+
+
+def _reduce_precision_bits(x: Any, exponent_bits: int, mantissa_bits: int) -> Any:
+    """XLA's ReducePrecision on the bits: round the mantissa to nearest even, then send
+    exponents above the reduced range to a signed infinity and those below its normal range to
+    a signed zero (the reduced format has no subnormals); NaN stays the operand."""
+    dtype = get_aval(x).dtype
+    src_e, src_m = _FLOAT_BITS[dtype.name]
+    width = _bits(dtype)
+    bits = bitcast_convert_type(x, _unsigned(dtype))
+
+    def const(v: int) -> Any:
+        return full_like(bits, v)
+
+    if mantissa_bits < src_m:
+        shift = src_m - mantissa_bits
+        last = 1 << shift  # the lowest mantissa bit kept
+        last_kept = shift_right_logical(and_(bits, const(last)), const(shift))
+        # half the dropped range, less one, plus the kept bit: ties go to the even neighbour
+        bias = add(last_kept, const((last >> 1) - 1))
+        bits = and_(add(bits, bias), const(((1 << width) - 1) & ~(last - 1)))
+    if exponent_bits < src_e:
+        exp_mask = ((1 << src_e) - 1) << src_m
+        src_bias, bias = (1 << (src_e - 1)) - 1, (1 << (exponent_bits - 1)) - 1
+        exponent = and_(bits, const(exp_mask))
+        overflows = gt(exponent, const((src_bias + bias) << src_m))
+        underflows = le(exponent, const((src_bias - bias) << src_m))
+        signed_zero = and_(bits, const(1 << (width - 1)))
+        signed_inf = or_(signed_zero, const(exp_mask))
+        bits = select(overflows, signed_inf, select(underflows, signed_zero, bits))
+    return select(ne(x, x), x, bitcast_convert_type(bits, dtype))
+
+
+@functools.cache
+def _reduce_precision_fn(exponent_bits: int, mantissa_bits: int) -> custom_jvp:
+    @custom_jvp
+    def rounded(x: Any) -> Any:
+        return _reduce_precision_bits(x, exponent_bits, mantissa_bits)
+
+    # the rounding is a step function; its derivative is taken as the identity (JAX's rounds
+    # the tangent too, reduce_precision(t), which has no transpose here: the bitcasts are not
+    # linear)
+    rounded.defjvps(lambda t, out, x: t)
+    return rounded
+
+
+def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> Any:
+    """Round ``operand`` to the floats of ``exponent_bits`` exponent bits and ``mantissa_bits``
+    explicit mantissa bits, keeping its dtype (``jax.lax.reduce_precision``; XLA's
+    ReducePrecision).
+
+    The mantissa is rounded to nearest, ties to even; a result beyond the reduced format's
+    largest finite value is a signed infinity, one below its smallest normal value
+    (``2**(2 - 2**(exponent_bits - 1))``) a signed zero: the reduced format has no subnormals
+    (with as many exponent bits as the operand's dtype nothing is flushed, its subnormals are
+    rounded at their own spacing). NaN and infinities are kept. So ``(8, 7)`` on float32 is
+    bfloat16's rounding and ``(5, 10)`` float16's in float16's normal range. Bits beyond the
+    dtype's own are no-ops. The derivative is taken as the identity.
+
+    Args:
+        operand: float array (float16, bfloat16, float32, float64).
+        exponent_bits: at least 1.
+        mantissa_bits: at least 0.
+
+    Returns:
+        An array of ``operand``'s shape and dtype.
+
+    Raises:
+        BluTypeError: ``operand`` is not a real float array, or a bit count is not an int.
+        BluValueError: ``exponent_bits < 1`` or ``mantissa_bits < 0``.
+    """
+    exponent_bits = static_int(exponent_bits, "reduce_precision: exponent_bits")
+    mantissa_bits = static_int(mantissa_bits, "reduce_precision: mantissa_bits")
+    (operand,) = operands(operand)
+    aval = get_aval(operand)
+    if aval.dtype.name not in _FLOAT_BITS:
+        raise BluTypeError(
+            with_user_line(f"reduce_precision: needs a real float operand, got {aval.str_short()}")
+        )
+    if exponent_bits < 1 or mantissa_bits < 0:
+        raise BluValueError(
+            with_user_line(
+                f"reduce_precision: exponent_bits must be at least 1 and mantissa_bits at least "
+                f"0, got exponent_bits={exponent_bits}, mantissa_bits={mantissa_bits}"
+            )
+        )
+    src_e, src_m = _FLOAT_BITS[aval.dtype.name]
+    if exponent_bits >= src_e and mantissa_bits >= src_m:
+        return operand
+    return _reduce_precision_fn(exponent_bits, mantissa_bits)(operand)

@@ -17,7 +17,7 @@ from hypothesis.extra import numpy as hnp
 
 import blu
 from blu import lax
-from blu.core.errors import BluShapeError, BluTypeError
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError
 
 INT_DTYPES = [np.int8, np.int32, np.int64, np.uint8, np.uint32, np.uint64]
 dt_ids = [np.dtype(d).name for d in INT_DTYPES]
@@ -356,3 +356,127 @@ def test_threefry2x32_vectorized_jit_and_vmap(data):
         assert list(zip(np.asarray(o0).tolist(), np.asarray(o1).tolist())) == want
     o0, o1 = blu.vmap(threefry2x32, in_axes=(None, None, 0, 0))(k0, k1, x0, x1)
     assert list(zip(np.asarray(o0).tolist(), np.asarray(o1).tolist())) == want
+
+
+# ---- reduce_precision (JAX's; blu had none) ----------------------------------------------------
+
+_SRC_BITS = {"float16": (5, 10), "bfloat16": (8, 7), "float32": (8, 23), "float64": (11, 52)}
+
+
+def _reduce_precision_reference(x: np.ndarray, e: int, m: int) -> np.ndarray:
+    """The same IEEE rounding in float64 arithmetic, not on bits: round to a multiple of the
+    spacing of ``m`` mantissa bits at ``x``'s exponent (numpy's round: ties to even), then a
+    signed infinity above the range of ``e`` exponent bits, a signed zero below its normal
+    range (the operand's subnormals keep their own spacing when the exponent is not reduced)."""
+    src_e, src_m = _SRC_BITS[np.dtype(x.dtype).name]
+    src_min_exp = 2 - 2 ** (src_e - 1)  # the exponent of the smallest normal
+    reduce_exp = e < src_e
+    bias = 2 ** (e - 1) - 1 if reduce_exp else 2 ** (src_e - 1) - 1
+    out = []
+    for v in x.astype(np.float64).ravel():
+        if not np.isfinite(v) or v == 0:
+            out.append(v)
+            continue
+        exp = max(int(np.frexp(v)[1]) - 1, src_min_exp)
+        q = 2.0 ** (exp - min(m, src_m))
+        r = np.round(v / q) * q
+        # r's exponent (not a comparison with 2.0 ** (bias + 1): 2.0**1024 overflows a float64)
+        r_exp = int(np.frexp(r)[1]) - 1 if np.isfinite(r) else np.inf
+        if r_exp > bias:
+            r = np.copysign(np.inf, v)
+        elif reduce_exp and r_exp < 1 - bias:
+            r = np.copysign(0.0, v)
+        out.append(r)
+    return np.array(out, np.float64).reshape(x.shape)
+
+
+def _assert_same_floats(got: np.ndarray, want: np.ndarray) -> None:
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    np.testing.assert_array_equal(got, want)  # NaN where NaN
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))  # signed zeros
+
+
+def _floats32(shape):
+    special = st.sampled_from([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-40, 3.4e38, 1.0])
+    any_f32 = st.floats(width=32, allow_subnormal=True)
+    return hnp.arrays(np.float32, shape, elements=st.one_of(any_f32, special))
+
+
+@given(
+    x=shapes(max_side=5).flatmap(_floats32),
+    e=st.integers(1, 10),
+    m=st.integers(0, 25),
+)
+def test_reduce_precision_matches_the_float64_reference(x, e, m):
+    got = np.asarray(lax.reduce_precision(x, e, m))
+    assert got.shape == x.shape and got.dtype == np.float32
+    _assert_same_floats(got, _reduce_precision_reference(x, e, m))
+
+
+@given(x=shapes(max_side=5).flatmap(_floats32))
+def test_reduce_precision_8_7_is_bfloat16_rounding(x):
+    # subnormals, infinities and NaN included: bfloat16 has float32's exponent range
+    got = lax.reduce_precision(x, exponent_bits=8, mantissa_bits=7)
+    _assert_same_floats(got, x.astype(ml_dtypes.bfloat16))
+
+
+@given(x=shapes(max_side=5).flatmap(_floats32))
+def test_reduce_precision_5_10_is_float16_rounding_in_its_normal_range(x):
+    got = np.asarray(lax.reduce_precision(x, 5, 10))
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16)
+    # float16's subnormals (below 2**-14) are zeros here: the reduced format has none
+    subnormal = np.abs(want) < 2.0**-14
+    want = np.where(subnormal, np.copysign(np.float16(0), x), want)
+    _assert_same_floats(got, want)
+
+
+def test_reduce_precision_ties_go_to_even_and_overflow_to_inf():
+    x = np.array([1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 255.5, 257.0, 259.0, 65504.0])
+    got = np.asarray(lax.reduce_precision(x, 5, 7))  # 7 mantissa bits: spacing 2**-7 at 1
+    # ties to the even neighbour: 255.5 (spacing 1) to 256; 257 and 259 (spacing 2) to 256 and
+    # 260; 65504 rounds to 65536, beyond the largest finite (2 - 2**-7) * 2**15: inf
+    want = [1.0, 1 + 4 * 2**-8, -1.0, 256.0, 256.0, 260.0, np.inf]
+    _assert_same_floats(got, np.array(want))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float64])
+@given(seed=st.integers(0, 2**32 - 1), shape=shapes(max_side=4), e=st.integers(1, 12),
+       m=st.integers(0, 54))  # fmt: skip
+def test_reduce_precision_other_dtypes(dtype, seed, shape, e, m):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-20, 20, shape)).astype(dtype)
+    got = np.asarray(lax.reduce_precision(x, e, m))
+    assert got.dtype == np.dtype(dtype)
+    _assert_same_floats(got, _reduce_precision_reference(x, e, m))
+
+
+def test_reduce_precision_of_float64_to_8_23_is_float32_rounding():
+    x = np.array([np.pi, -1 / 3, 1e30, 3.4028235677973366e38, 1e39, 1e-30, np.nan, -np.inf])
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float32)
+    _assert_same_floats(lax.reduce_precision(x, 8, 23), want)
+
+
+def test_reduce_precision_derivative_is_the_identity_and_it_traces():
+    x = np.array([0.1, -3.7, 1e4], np.float32)
+    g = np.asarray(blu.grad(lambda v: (lax.reduce_precision(v, 5, 3) * v).sum())(x))
+    # d/dv (r(v) v) with r' = 1: v + r(v)
+    np.testing.assert_allclose(g, x + _reduce_precision_reference(x, 5, 3), rtol=1e-6)
+    check_jit(lambda v: lax.reduce_precision(v, 5, 3), [x])
+    check_vmap(lambda v: lax.reduce_precision(v, 4, 2), [x.reshape(3, 1)], in_axes=[0])
+
+
+@pytest.mark.parametrize(
+    ("x", "e", "m", "err", "match"),
+    [
+        (np.arange(3), 5, 10, BluTypeError, r"real float operand, got i64\[3\]"),
+        (np.zeros(2, np.complex64), 5, 10, BluTypeError, r"real float operand, got c64\[2\]"),
+        (np.zeros(2, np.float32), 0, 10, BluValueError, r"exponent_bits=0, mantissa_bits=10"),
+        (np.zeros(2, np.float32), 5, -1, BluValueError, r"exponent_bits=5, mantissa_bits=-1"),
+        (np.zeros(2, np.float32), 5.5, 2, BluTypeError, r"exponent_bits must be an int"),
+    ],
+)
+def test_reduce_precision_errors(x, e, m, err, match):
+    with pytest.raises(err, match=match):
+        lax.reduce_precision(x, e, m)
