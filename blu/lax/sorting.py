@@ -7,7 +7,7 @@ Float keys sort like numpy: NaNs last (for ``top_k``, which orders from the larg
 
 from __future__ import annotations
 
-__all__ = ["sort", "sort_key_val", "top_k"]
+__all__ = ["sort", "sort_key_val", "top_k", "approx_max_k"]
 
 from collections.abc import Sequence
 from typing import Any
@@ -23,7 +23,7 @@ from blu.lax import elementwise as ew
 from blu.lax._base import fmt_avals, static_int
 from blu.lax.casts import convert_element_type
 from blu.lax.gather_scatter import scatter_add_p
-from blu.lax.shapes import broadcast_in_dim, concatenate, full, iota, reshape
+from blu.lax.shapes import broadcast_in_dim, concatenate, full, iota, reshape, transpose
 from blu.transforms.ad_util import Zero, tangent_aval
 from blu.transforms.batching import bdim_to_front, moveaxis
 
@@ -358,3 +358,73 @@ def top_k(x: Any, k: int) -> tuple[Any, Any]:
     """
     values, idx = top_k_p.bind(x, k=static_int(k, "top_k: k"))
     return values, idx
+
+
+# ---- approx_max_k ---------------------------------------------------------------------------
+
+
+def _approx_k(name: str, operand: Any, k: Any, reduction_dimension: Any) -> tuple[Any, int, tuple]:
+    """The checked arguments: ``k``, and ``operand`` with the reduction dimension moved last,
+    with the permutation that moves it back."""
+    aval = get_aval(operand)
+    k = static_int(k, f"{name}: k")
+    dim = static_int(reduction_dimension, f"{name}: reduction_dimension")
+    if aval.ndim == 0:
+        raise BluShapeError(
+            with_user_line(f"{name}: operand must have rank >= 1, got {aval.str_short()}")
+        )
+    if not dtypes.is_float(aval.dtype):
+        raise BluTypeError(
+            with_user_line(f"{name}: operand must be a float array, got {aval.str_short()}")
+        )
+    if not -aval.ndim <= dim < aval.ndim:
+        raise BluValueError(
+            with_user_line(f"{name}: reduction_dimension {dim} out of range for {aval.str_short()}")
+        )
+    dim %= aval.ndim
+    if not 1 <= k <= aval.shape[dim]:
+        raise BluValueError(
+            with_user_line(
+                f"{name}: k={k} must be in [1, {aval.shape[dim]}] (the size of "
+                f"reduction_dimension {dim}) for {aval.str_short()}"
+            )
+        )
+    perm = tuple(i for i in range(aval.ndim) if i != dim) + (dim,)
+    back = tuple(perm.index(i) for i in range(aval.ndim))
+    return transpose(operand, perm), k, back
+
+
+def approx_max_k(
+    operand: Any,
+    k: int,
+    reduction_dimension: int = -1,
+    recall_target: float = 0.95,
+    reduction_input_size_override: int = -1,
+    aggregate_to_topk: bool = True,
+) -> tuple[Any, Any]:
+    """The ``k`` largest entries of ``operand`` along ``reduction_dimension`` and their indices
+    (``jax.lax.approx_max_k``), computed exactly: ``top_k`` along that dimension.
+
+    JAX's approximation (TPU's) is a hint: ``recall_target`` (the fraction of the true top
+    ``k`` that must be found), ``reduction_input_size_override`` and ``aggregate_to_topk`` (with
+    False, JAX may return more than ``k`` results, "implementation defined") are accepted and
+    do not change the result, which has recall 1 and exactly ``k`` entries.
+
+    Args:
+        operand: float array of rank >= 1.
+        k: how many, ``1 <= k <= operand.shape[reduction_dimension]``.
+        reduction_dimension: the searched axis (negative counts from the end).
+
+    Returns:
+        ``(values, indices)``: ``operand``'s shape with ``k`` along ``reduction_dimension``,
+        largest first, ties by lower index, NaN counting as the largest (as ``top_k``);
+        ``indices`` int32. ``values`` is differentiable (the tangent is gathered at
+        ``indices``).
+
+    Raises:
+        BluShapeError: a 0-d operand. BluTypeError: a non-float operand, or ``k`` not an int.
+        BluValueError: ``k`` or ``reduction_dimension`` out of range.
+    """
+    x, k, back = _approx_k("approx_max_k", operand, k, reduction_dimension)
+    values, idx = top_k(x, k)
+    return transpose(values, back), transpose(idx, back)

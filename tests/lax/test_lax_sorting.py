@@ -227,6 +227,81 @@ def test_top_k_vmap_and_jit(data, k_frac):
         check_grads(f, [x])
 
 
+# ---- approx_max_k (JAX's; blu had none): exact, along any dimension ---------------------------
+
+
+def _approx_k_ref(x, k, dim, largest):
+    """A loop over the slices along ``dim``: sorted by (NaN largest, value, index)."""
+    moved = np.moveaxis(x, dim, -1)
+    flat = moved.reshape(-1, moved.shape[-1]).astype(F64)
+    idx = np.empty((flat.shape[0], k), np.int32)
+    for r, row in enumerate(flat):
+
+        def key(j, row=row):
+            nan = bool(np.isnan(row[j]))
+            v = 0.0 if nan else (-row[j] if largest else row[j])
+            return (nan != largest, v, j)
+
+        idx[r] = sorted(range(row.size), key=key)[:k]
+    idx = np.moveaxis(idx.reshape(moved.shape[:-1] + (k,)), -1, dim)
+    return np.take_along_axis(x, idx, dim), idx
+
+
+@pytest.mark.parametrize("largest", [True], ids=["max"])
+@pytest.mark.parametrize("dtype", [F32, F64, BF16, F16], ids=lambda d: np.dtype(d).name)
+@given(data=st.data())
+def test_approx_max_min_k_are_exact_top_k_along_any_dimension(largest, dtype, data):
+    x, dim = data.draw(arrays_dim(dtype=dtype, nan=True).filter(lambda xd: xd[0].shape[xd[1]]))
+    k = data.draw(st.integers(1, x.shape[dim]))
+    fn = lax.approx_max_k if largest else lax.approx_min_k
+    values, idx = fn(x, k, reduction_dimension=dim, recall_target=0.9)
+    want_v, want_i = _approx_k_ref(x, k, dim, largest)
+    assert np.asarray(idx).dtype == np.int32 and np.asarray(values).dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(np.asarray(idx), want_i)
+    np.testing.assert_array_equal(np.asarray(values).astype(F64), want_v.astype(F64))
+
+
+def test_approx_k_examples_and_hints():
+    x = np.array([[3.0, 1.0, np.nan, 1.0, 5.0], [0.0, -1.0, 2.0, 2.0, -np.inf]])
+    v, i = lax.approx_max_k(x, 2, aggregate_to_topk=False, reduction_input_size_override=5)
+    np.testing.assert_array_equal(np.asarray(v), [[np.nan, 5.0], [2.0, 2.0]])
+    np.testing.assert_array_equal(np.asarray(i), [[2, 4], [2, 3]])
+    v, i = lax.approx_max_k(x, 1, reduction_dimension=0)
+    np.testing.assert_array_equal(np.asarray(v), [[3.0, 1.0, np.nan, 2.0, 5.0]])
+    np.testing.assert_array_equal(np.asarray(i), [[0, 0, 0, 1, 0]])
+
+
+@pytest.mark.parametrize("largest", [True], ids=["max"])
+@given(data=arrays_dim(distinct=True).filter(lambda xd: xd[0].shape[xd[1]]))
+def test_approx_k_grads_vmap_and_jit(largest, data):
+    x, dim = data
+    k = (x.shape[dim] + 1) // 2
+    fn = lax.approx_max_k if largest else lax.approx_min_k
+    check_grads(lambda v: fn(v, k, reduction_dimension=dim)[0], [x])
+    if x.ndim >= 2:
+        batch = (dim + 1) % x.ndim  # not the searched axis
+        inner_dim = dim % x.ndim - (dim % x.ndim > batch)
+        check_vmap(lambda v: fn(v, k, reduction_dimension=inner_dim), [x], in_axes=[batch])
+    check_jit(lambda v: fn(v, k, reduction_dimension=dim), [x])
+
+
+@pytest.mark.parametrize("fn", [lax.approx_max_k])
+@pytest.mark.parametrize(
+    ("x", "k", "kw", "err", "match"),
+    [
+        (np.zeros(()), 1, {}, BluShapeError, r"rank >= 1, got f64\[\]"),
+        (np.arange(3), 1, {}, BluTypeError, r"float array, got i64\[3\]"),
+        (np.zeros((2, 3)), 0, {}, BluValueError, r"k=0 must be in \[1, 3\]"),
+        (np.zeros((2, 3)), 3, {"reduction_dimension": 0}, BluValueError, r"k=3 must be in \[1, 2"),
+        (np.zeros((2, 3)), 1, {"reduction_dimension": 2}, BluValueError, r"dimension 2 out of"),
+        (np.zeros((2, 3)), 1.5, {}, BluTypeError, r"k must be an int"),
+    ],
+)  # fmt: skip
+def test_approx_k_errors(fn, x, k, kw, err, match):
+    with pytest.raises(err, match=match):
+        fn(x, k, **kw)
+
+
 # ---- take_along_axis (the gather behind the derivatives) ---------------------------------------
 
 
