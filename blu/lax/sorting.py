@@ -7,7 +7,7 @@ Float keys sort like numpy: NaNs last (for ``top_k``, which orders from the larg
 
 from __future__ import annotations
 
-__all__ = ["sort", "sort_key_val", "top_k", "approx_max_k"]
+__all__ = ["sort", "sort_key_val", "top_k", "approx_max_k", "approx_min_k"]
 
 from collections.abc import Sequence
 from typing import Any
@@ -360,7 +360,7 @@ def top_k(x: Any, k: int) -> tuple[Any, Any]:
     return values, idx
 
 
-# ---- approx_max_k ---------------------------------------------------------------------------
+# ---- approx_max_k / approx_min_k ---------------------------------------------------------------
 
 
 def _approx_k(name: str, operand: Any, k: Any, reduction_dimension: Any) -> tuple[Any, int, tuple]:
@@ -428,3 +428,24 @@ def approx_max_k(
     x, k, back = _approx_k("approx_max_k", operand, k, reduction_dimension)
     values, idx = top_k(x, k)
     return transpose(values, back), transpose(idx, back)
+
+
+def approx_min_k(
+    operand: Any,
+    k: int,
+    reduction_dimension: int = -1,
+    recall_target: float = 0.95,
+    reduction_input_size_override: int = -1,
+    aggregate_to_topk: bool = True,
+) -> tuple[Any, Any]:
+    """The ``k`` smallest entries of ``operand`` along ``reduction_dimension`` and their
+    indices (``jax.lax.approx_min_k``), computed exactly by a stable sort; see
+    ``approx_max_k`` for the arguments. Smallest first, ties by lower index, NaN counting as
+    the largest (it comes last, as in ``sort``)."""
+    x, k, back = _approx_k("approx_min_k", operand, k, reduction_dimension)
+    shape = get_aval(x).shape
+    last = len(shape) - 1
+    _, order = sort((x, iota(dtypes.int32, shape, last)), dimension=last, num_keys=1)
+    first_k = iota(dtypes.int32, shape[:-1] + (k,), last)
+    idx = take_along_axis(order, first_k, last)
+    return transpose(take_along_axis(x, idx, last), back), transpose(idx, back)

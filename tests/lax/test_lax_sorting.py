@@ -227,7 +227,7 @@ def test_top_k_vmap_and_jit(data, k_frac):
         check_grads(f, [x])
 
 
-# ---- approx_max_k (JAX's; blu had none): exact, along any dimension ---------------------------
+# ---- approx_max_k / approx_min_k (JAX's; blu had none): exact, along any dimension ----------
 
 
 def _approx_k_ref(x, k, dim, largest):
@@ -247,7 +247,7 @@ def _approx_k_ref(x, k, dim, largest):
     return np.take_along_axis(x, idx, dim), idx
 
 
-@pytest.mark.parametrize("largest", [True], ids=["max"])
+@pytest.mark.parametrize("largest", [True, False], ids=["max", "min"])
 @pytest.mark.parametrize("dtype", [F32, F64, BF16, F16], ids=lambda d: np.dtype(d).name)
 @given(data=st.data())
 def test_approx_max_min_k_are_exact_top_k_along_any_dimension(largest, dtype, data):
@@ -263,15 +263,15 @@ def test_approx_max_min_k_are_exact_top_k_along_any_dimension(largest, dtype, da
 
 def test_approx_k_examples_and_hints():
     x = np.array([[3.0, 1.0, np.nan, 1.0, 5.0], [0.0, -1.0, 2.0, 2.0, -np.inf]])
-    v, i = lax.approx_max_k(x, 2, aggregate_to_topk=False, reduction_input_size_override=5)
-    np.testing.assert_array_equal(np.asarray(v), [[np.nan, 5.0], [2.0, 2.0]])
-    np.testing.assert_array_equal(np.asarray(i), [[2, 4], [2, 3]])
+    v, i = lax.approx_min_k(x, 3, aggregate_to_topk=False, reduction_input_size_override=5)
+    np.testing.assert_array_equal(np.asarray(v), [[1.0, 1.0, 3.0], [-np.inf, -1.0, 0.0]])
+    np.testing.assert_array_equal(np.asarray(i), [[1, 3, 0], [4, 1, 0]])
     v, i = lax.approx_max_k(x, 1, reduction_dimension=0)
     np.testing.assert_array_equal(np.asarray(v), [[3.0, 1.0, np.nan, 2.0, 5.0]])
     np.testing.assert_array_equal(np.asarray(i), [[0, 0, 0, 1, 0]])
 
 
-@pytest.mark.parametrize("largest", [True], ids=["max"])
+@pytest.mark.parametrize("largest", [True, False], ids=["max", "min"])
 @given(data=arrays_dim(distinct=True).filter(lambda xd: xd[0].shape[xd[1]]))
 def test_approx_k_grads_vmap_and_jit(largest, data):
     x, dim = data
@@ -285,7 +285,7 @@ def test_approx_k_grads_vmap_and_jit(largest, data):
     check_jit(lambda v: fn(v, k, reduction_dimension=dim), [x])
 
 
-@pytest.mark.parametrize("fn", [lax.approx_max_k])
+@pytest.mark.parametrize("fn", [lax.approx_max_k, lax.approx_min_k])
 @pytest.mark.parametrize(
     ("x", "k", "kw", "err", "match"),
     [
