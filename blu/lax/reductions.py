@@ -19,6 +19,7 @@ __all__ = [
     "reduce_prod",
     "reduce_and",
     "reduce_or",
+    "reduce_xor",
     "argmax",
     "argmin",
     "cumsum",
@@ -38,7 +39,8 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
-from blu.lax._base import check_dtype, compute_in_f32, is_numeric
+from blu.lax._base import check_dtype, compute_in_f32, is_int_or_bool, is_numeric
+from blu.lax.bits import xor
 from blu.lax.casts import convert_element_type
 from blu.lax.cumulative import (  # (cum*: re-exported)
     cumlogsumexp,
@@ -51,6 +53,7 @@ from blu.lax.cumulative import (  # (cum*: re-exported)
 from blu.lax.elementwise import div, eq, mul, select
 from blu.lax.shapes import broadcast_in_dim, concatenate, full, full_like, reshape, transpose
 from blu.lax.slicing import slice as slice_
+from blu.lax.slicing import slice_in_dim
 from blu.transforms.ad_util import Zero, deflinear, nondifferentiable, tangent_aval
 
 
@@ -425,6 +428,39 @@ def _arg(prim: Primitive, x: Any, axis: int, index_dtype: Any) -> Any:
             with_user_line(f"{prim.name}: axis {axis} out of range for {aval.str_short()}")
         )
     return prim.bind(x, axis=int(axis) % aval.ndim, index_dtype=dtypes.canonicalize(index_dtype))
+
+
+def reduce_xor(x: Any, axes: Sequence[int] | int | None = None) -> Any:
+    """Bitwise exclusive or of an integer or bool array over ``axes`` (all by default; 0 or
+    False over a size-0 axis), ``jax.lax.reduce_xor``: for bool, whether an odd number are
+    True. Computed as ``ceil(log2(n))`` xors of halves of each axis. Not differentiable.
+
+    Raises:
+        BluTypeError: ``x`` is not an integer or bool array.
+        BluValueError: an axis is out of range or repeated.
+    """
+    check_dtype("reduce_xor", get_aval(x), is_int_or_bool, "integer or bool")
+    axes = _axes(x, axes)
+    if len(set(axes)) != len(axes):
+        raise BluValueError(
+            with_user_line(f"reduce_xor: repeated axes {list(axes)} for {get_aval(x).str_short()}")
+        )
+    for axis in reversed(axes):  # from the last: the axes before keep their numbers
+        shape = get_aval(x).shape
+        n = shape[axis]
+        if n == 0:
+            x = full(shape[:axis] + (1,) + shape[axis + 1 :], 0, get_aval(x).dtype)
+            n = 1
+        while n > 1:
+            half = n // 2
+            folded = xor(
+                slice_in_dim(x, 0, half, axis=axis), slice_in_dim(x, half, 2 * half, axis=axis)
+            )
+            if n % 2:
+                folded = concatenate([folded, slice_in_dim(x, 2 * half, n, axis=axis)], axis)
+            x, n = folded, half + n % 2
+        x = reshape(x, shape[:axis] + shape[axis + 1 :])
+    return x
 
 
 def argmax(x: Any, axis: int, index_dtype: Any = np.int32) -> Any:
