@@ -13,6 +13,7 @@ __all__ = [
     "slice",
     "slice_in_dim",
     "index_in_dim",
+    "split",
     "dynamic_slice",
     "dynamic_slice_in_dim",
     "dynamic_index_in_dim",
@@ -142,6 +143,36 @@ def index_in_dim(x: Any, index: int, axis: int = 0, keepdims: bool = True) -> An
     """Element ``index`` of ``axis`` (static); the axis is kept with size 1 unless not keepdims."""
     out = slice_in_dim(x, index, index + 1, 1, axis)
     return out if keepdims else squeeze(out, (_axis(axis, get_aval(x).ndim, "index_in_dim"),))
+
+
+def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Any]:
+    """``operand`` cut along ``axis`` into consecutive pieces of ``sizes`` (``jax.lax.split``):
+    piece ``i`` is ``slice_in_dim(operand, sum(sizes[:i]), sum(sizes[:i + 1]), axis=axis)``.
+
+    Args:
+        operand: an array of rank >= 1.
+        sizes: non-negative ints summing to ``operand.shape[axis]``.
+        axis: the axis to cut (negative counts from the end).
+
+    Returns:
+        A list of ``len(sizes)`` arrays of ``operand``'s dtype; each is differentiable.
+
+    Raises:
+        BluValueError: ``axis`` out of range, a negative size, or sizes not summing to the
+            axis size. BluTypeError: a size that is not an int.
+    """
+    shape = get_aval(operand).shape
+    axis = _axis(axis, len(shape), "split")
+    sizes = [static_int(n, "split: sizes") for n in sizes]
+    if any(n < 0 for n in sizes) or builtins.sum(sizes) != shape[axis]:
+        raise BluValueError(
+            with_user_line(
+                f"split: sizes {sizes} must be non-negative and sum to {shape[axis]}, the size "
+                f"of axis {axis} of {get_aval(operand).str_short()}"
+            )
+        )
+    starts = np.cumsum([0, *sizes]).tolist()
+    return [slice_in_dim(operand, a, b, axis=axis) for a, b in zip(starts[:-1], starts[1:])]
 
 
 def _axis(axis: int, ndim: int, name: str) -> int:
