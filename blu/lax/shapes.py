@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "broadcast_in_dim",
     "broadcast",
+    "broadcast_to_rank",
     "reshape",
     "transpose",
     "squeeze",
@@ -34,6 +35,7 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax import _late
+from blu.lax._base import static_int
 from blu.lax.casts import convert_element_type
 from blu.transforms.ad_util import Zero, deflinear, is_undefined
 from blu.transforms.batching import bdim_to_front, moveaxis
@@ -266,6 +268,13 @@ def broadcast(x: Any, sizes: Sequence[int]) -> Any:
     aval = get_aval(x)
     nd = len(sizes) + aval.ndim
     return broadcast_in_dim(x, sizes + aval.shape, tuple(range(len(sizes), nd)))
+
+
+def broadcast_to_rank(x: Any, rank: int) -> Any:
+    """``x`` with leading axes of size 1 added up to rank ``rank`` (``jax.lax.broadcast_to_rank``;
+    as JAX's, an ``x`` of rank ``rank`` or more is returned as it is)."""
+    rank = static_int(rank, "broadcast_to_rank: rank")
+    return broadcast(x, (1,) * (rank - get_aval(x).ndim))
 
 
 # ---- concatenate -------------------------------------------------------------------------------

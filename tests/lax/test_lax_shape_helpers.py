@@ -1,6 +1,7 @@
 """lax.split (JAX's; blu had none) against numpy's ``split`` at the cumulative offsets, with
-size-0 pieces, finite-difference gradients, vmap, jit and its errors. (test_lax_slicing.py and
-test_lax_shapes.py are near the length limit.)"""
+size-0 pieces, finite-difference gradients, vmap, jit and its errors; lax.broadcast_to_rank
+(JAX's; blu had none) against a reshape. (test_lax_slicing.py and test_lax_shapes.py are near
+the length limit.)"""
 
 from __future__ import annotations
 
@@ -75,3 +76,27 @@ def test_split_example_and_gradient():
 def test_split_errors(x, sizes, axis, err, match):
     with pytest.raises(err, match=match):
         lax.split(x, sizes, axis=axis)
+
+
+# ---- broadcast_to_rank (JAX's; blu had none) ---------------------------------------------------
+
+
+@given(shape=shapes(), extra=st.integers(-2, 3))
+def test_broadcast_to_rank_adds_leading_ones(shape, extra):
+    x = np.random.default_rng(len(shape)).standard_normal(shape)
+    rank = len(shape) + extra
+    got = np.asarray(lax.broadcast_to_rank(x, rank))
+    # JAX's: leading 1s up to the rank; an array of that rank or more is returned as it is
+    want_shape = (1,) * max(0, extra) + shape
+    assert got.shape == want_shape
+    np.testing.assert_array_equal(got, x.reshape(want_shape))
+
+
+def test_broadcast_to_rank_grad_vmap_and_jit():
+    x = np.arange(6.0).reshape(2, 3)
+    g = blu.grad(lambda v: lax.reduce_sum(lax.broadcast_to_rank(v, 4) * 2.0))(x)
+    np.testing.assert_array_equal(np.asarray(g), np.full((2, 3), 2.0))
+    check_jit(lambda v: lax.broadcast_to_rank(v, 3), [x])
+    check_vmap(lambda v: lax.broadcast_to_rank(v, 3), [x], in_axes=[1])  # rank of the slice
+    with pytest.raises(BluTypeError, match=r"broadcast_to_rank: rank must be an int"):
+        lax.broadcast_to_rank(x, 2.5)
