@@ -1,5 +1,5 @@
 """Bitwise primitives on integers and bools: and/or/xor/not, shifts, bit counts, bitcasts; and
-``reduce_precision``, float rounding composed of them.
+``reduce_precision`` and ``nextafter``, float operations composed of them.
 
 These are what a counter-based RNG (threefry2x32) is made of. Shifts follow XLA, not C/numpy:
 the shift amount is read as unsigned, and an amount of at least the bit width shifts every bit
@@ -21,6 +21,7 @@ __all__ = [  # public lax functions; keep in sync
     "clz",
     "bitcast_convert_type",
     "reduce_precision",
+    "nextafter",
 ]
 
 import functools
@@ -34,8 +35,9 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax._base import is_int, is_int_or_bool, static_int
-from blu.lax.elementwise import add, binary, gt, le, ne, operands, select, unary
+from blu.lax.elementwise import add, binary, eq, gt, le, lt, ne, operands, select, sub, unary
 from blu.lax.shapes import full_like
+from blu.transforms.ad_ops import stop_gradient
 from blu.transforms.ad_util import nondifferentiable
 from blu.transforms.batching import moveaxis
 from blu.transforms.custom_derivatives import custom_jvp
@@ -357,3 +359,44 @@ def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> An
     if exponent_bits >= src_e and mantissa_bits >= src_m:
         return operand
     return _reduce_precision_fn(exponent_bits, mantissa_bits)(operand)
+
+
+# ---- nextafter ---------------------------------------------------------------------------------
+
+
+def nextafter(x1: Any, x2: Any) -> Any:
+    """The next float after ``x1`` in the direction of ``x2``, elementwise
+    (``jax.lax.nextafter``; C's and ``numpy.nextafter``): one step of the float's bits away
+    from or towards zero. ``x2`` where ``x1 == x2``, the smallest subnormal of ``x2``'s sign
+    from a zero, NaN where either is NaN; the largest finite float steps to infinity and back.
+    Not differentiable: its derivative is zero.
+
+    Args:
+        x1, x2: float arrays of one shape and dtype (a Python scalar takes the other's).
+
+    Returns:
+        An array of their shape and dtype.
+
+    Raises:
+        BluTypeError: not real float operands of one dtype.
+        BluShapeError: operands of different shapes.
+    """
+    x1, x2 = operands(x1, x2)
+    a1, a2 = get_aval(x1), get_aval(x2)
+    got = f"got {a1.str_short()}, {a2.str_short()}"
+    if a1.dtype.name not in _FLOAT_BITS or a1.dtype != a2.dtype:
+        raise BluTypeError(with_user_line(f"nextafter: needs real floats of one dtype, {got}"))
+    if a1.shape != a2.shape:
+        raise BluShapeError(with_user_line(f"nextafter: operands must have one shape, {got}"))
+    x1, x2 = stop_gradient(x1), stop_gradient(x2)
+    same = eq(x1, x2)
+    udt = _unsigned(a1.dtype)
+    bits, bits2 = bitcast_convert_type(x1, udt), bitcast_convert_type(x2, udt)
+    one, zero = full_like(bits, 1), full_like(x1, 0)
+    sign = full_like(bits, 1 << (_bits(a1.dtype) - 1))
+    away_from_zero = ne(lt(x1, x2), lt(x1, zero))  # |x1| grows on the way to x2
+    stepped = select(away_from_zero, add(bits, one), sub(bits, one))
+    from_zero = or_(and_(bits2, sign), one)  # the smallest subnormal, x2's sign
+    out = bitcast_convert_type(select(eq(x1, zero), from_zero, stepped), a1.dtype)
+    nan = or_(ne(x1, x1), ne(x2, x2))
+    return select(nan, add(x1, x2), select(same, x2, out))

@@ -480,3 +480,74 @@ def test_reduce_precision_derivative_is_the_identity_and_it_traces():
 def test_reduce_precision_errors(x, e, m, err, match):
     with pytest.raises(err, match=match):
         lax.reduce_precision(x, e, m)
+
+
+# ---- nextafter (JAX's; blu had none) -----------------------------------------------------------
+
+
+def _float_pairs(dtype):
+    width = {np.float16: 16, np.float32: 32, np.float64: 64}[dtype]
+    f = np.finfo(dtype)
+    special = st.sampled_from(
+        [0.0, -0.0, np.inf, -np.inf, np.nan, float(f.max), -float(f.max),
+         float(f.smallest_subnormal), -float(f.smallest_subnormal), float(f.tiny), 1.0]
+    )  # fmt: skip
+    elem = st.one_of(st.floats(width=width, allow_subnormal=True), special)
+    return shapes(max_side=5).flatmap(
+        lambda s: st.tuples(
+            hnp.arrays(dtype, s, elements=elem), hnp.arrays(dtype, s, elements=elem)
+        )
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64], ids=lambda d: d.__name__)
+@given(data=st.data())
+def test_nextafter_matches_numpy(dtype, data):
+    x1, x2 = data.draw(_float_pairs(dtype))
+    got = np.asarray(lax.nextafter(x1, x2))
+    with np.errstate(over="ignore"):
+        want = np.nextafter(x1, x2)
+    # at x1 == x2 C's nextafter (and XLA's) gives x2; numpy's float16 one gives x1, the sign of
+    # a zero differing
+    want = np.where(x1 == x2, x2, want)
+    assert got.dtype == np.dtype(dtype) and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)  # NaN where NaN
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@given(x=hnp.arrays(np.float32, shapes(max_side=5), elements=st.floats(-1e3, 1e3, width=32)))
+def test_nextafter_bfloat16_is_one_step_of_the_bits(x):
+    x = x.astype(ml_dtypes.bfloat16)
+    up = np.asarray(lax.nextafter(x, np.full_like(x, np.inf)))
+    # the next bfloat16 up: the smallest bfloat16 above x, among x's neighbours in bits
+    u = x.view(np.uint16).astype(np.int64)
+    cands = np.stack([u - 1, u + 1, np.full_like(u, 1)]).clip(0, 2**16 - 1).astype(np.uint16)
+    cands = cands.view(ml_dtypes.bfloat16).astype(np.float64)
+    xf = x.astype(np.float64)
+    want = np.where(cands > xf, cands, np.inf).min(axis=0)
+    np.testing.assert_array_equal(up.astype(np.float64), want)
+
+
+def test_nextafter_examples_scalars_and_zero_derivative():
+    one = np.float32(1.0)
+    assert float(lax.nextafter(np.ones(1, np.float32), 2.0)[0]) == float(one + np.finfo(one).eps)
+    assert float(lax.nextafter(np.zeros((), np.float32), -1.0)) == -float(
+        np.finfo(np.float32).smallest_subnormal
+    )
+    assert float(blu.grad(lambda v: lax.nextafter(v, 2.0))(1.0)) == 0.0
+    x = np.array([[1.0, -2.0, 0.0]], np.float32)
+    check_jit(lambda a, b: lax.nextafter(a, b), [x, -x])
+    check_vmap(lambda a, b: lax.nextafter(a, b), [x.T, x.T], in_axes=[0, 0])
+
+
+@pytest.mark.parametrize(
+    ("x1", "x2", "err", "match"),
+    [
+        (np.zeros(2, np.int32), np.zeros(2, np.int32), BluTypeError, r"one dtype, got i32"),
+        (np.zeros(2, np.float32), np.zeros(2), BluTypeError, r"dtype, got f32\[2\], f64\[2\]"),
+        (np.zeros(2, np.float32), np.zeros(3, np.float32), BluShapeError, r"got f32\[2\], f32\[3"),
+    ],
+)  # fmt: skip
+def test_nextafter_errors(x1, x2, err, match):
+    with pytest.raises(err, match=match):
+        lax.nextafter(x1, x2)
