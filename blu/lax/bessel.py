@@ -12,7 +12,7 @@ the textbook ``i0e' = i1e - sign(x) i0e``, ``i1e' = i0e - i1e (sign(x) + 1/x)``)
 
 from __future__ import annotations
 
-__all__ = ["bessel_i0e"]
+__all__ = ["bessel_i0e", "bessel_i1e"]
 
 import functools
 from typing import Any
@@ -96,3 +96,10 @@ def bessel_i0e(x: Any) -> Any:
         BluTypeError: ``x`` is not a real float array.
     """
     return _bessel_e("bessel_i0e", 0, x)
+
+
+def bessel_i1e(x: Any) -> Any:
+    """``exp(-|x|) I1(x)``, the exponentially scaled modified Bessel function of order 1,
+    elementwise (``jax.lax.bessel_i1e``; ``scipy.special.i1e``): odd, ``~ x / 2`` near 0,
+    ``~ sign(x) / sqrt(2 pi |x|)`` for large ``|x|``; see ``bessel_i0e``."""
+    return _bessel_e("bessel_i1e", 1, x)

@@ -19,7 +19,7 @@ from blu import lax
 from blu.core.errors import BluTypeError
 from tests.helpers import check_grads, check_jit, check_vmap, shapes, tolerance
 
-FUNCS = {"i0e": (lax.bessel_i0e, 0)}
+FUNCS = {"i0e": (lax.bessel_i0e, 0), "i1e": (lax.bessel_i1e, 1)}
 
 
 def _series(x: float, order: int) -> float:
@@ -99,7 +99,9 @@ def test_derivatives_are_the_textbook_ones(x, neg):
     i0e, i1e = float(scipy.special.i0e(x)), float(scipy.special.i1e(x))
     s = math.copysign(1.0, x)
     d0 = float(blu.grad(lax.bessel_i0e)(np.float64(x)))
+    d1 = float(blu.grad(lax.bessel_i1e)(np.float64(x)))
     np.testing.assert_allclose(d0, i1e - s * i0e, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(d1, i0e - i1e * (s + 1 / x), rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", list(FUNCS))
