@@ -1,4 +1,5 @@
-"""Sorting and searching: sort, argsort (stable; optional descending), searchsorted.
+"""Sorting and searching: sort, argsort (stable; optional descending), partition (a
+full sort, which partitions at every ``kth``), searchsorted.
 
 ``lax.top_k`` is the fast path for the k largest elements.
 """
@@ -6,18 +7,26 @@
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
+
+import numpy as np
 
 from blu import lax
 from blu.core import dtypes
-from blu.core.errors import BluShapeError, BluValueError, with_user_line
-from blu.core.interpreter import get_aval
-from blu.numpy._promote import asarray_operand, canonicalize_axis, promote_dtypes
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import Tracer, get_aval
+from blu.numpy._promote import (
+    asarray_operand,
+    canonicalize_axis,
+    concrete_value,
+    promote_dtypes,
+)
 from blu.numpy.logic import logical_and, logical_not, logical_or
 from blu.numpy.selection import take
 from blu.numpy.ufuncs import _where
 
-__all__ = ["sort", "argsort", "searchsorted"]
+__all__ = ["sort", "argsort", "partition", "searchsorted"]
 
 
 def _prep(a: Any, axis: Any, name: str) -> tuple[Any, int]:
@@ -70,6 +79,52 @@ def argsort(
     # the indices back (ties then come out in increasing original index)
     idx = lax.sort((lax.rev(a, (ax,)), iota), ax, True, 1)[1]
     return lax.sub(lax.full(shape, n - 1, dtypes.int32), lax.rev(idx, (ax,)))
+
+
+def _check_kth(kth: Any, a: Any, ax: int, name: str) -> None:
+    """``kth`` (a static int, or numpy's sequence of them) within ``[-n, n)`` of axis ``ax``.
+
+    Raises:
+        ConcretizationError: a traced ``kth``. BluTypeError: not integers.
+        BluValueError: out of range.
+    """
+    if isinstance(kth, Tracer):
+        concrete_value(kth, f"{name} (kth)")
+    ks = np.asarray(kth)
+    if ks.dtype.kind not in "iu" or ks.ndim > 1:
+        raise BluTypeError(
+            with_user_line(f"{name}: kth must be an int or a 1-d sequence of ints, got {kth!r}")
+        )
+    shape = get_aval(a).shape
+    n = shape[ax]
+    for k in ks.reshape(-1):
+        if not -n <= operator.index(k) < n:
+            raise BluValueError(
+                with_user_line(
+                    f"{name}: kth={int(k)} is out of bounds for axis {ax} of size {n} "
+                    f"(an array of shape {shape})"
+                )
+            )
+
+
+def partition(a: Any, kth: Any, axis: int | None = -1) -> Any:
+    """A copy of ``a`` with the ``kth`` element along ``axis`` where a sort would put it,
+    every smaller element before it and every larger one after it (``jax.numpy.partition``;
+    ``axis=None`` partitions the raveled array, as numpy).
+
+    ``kth`` is a static int (or a sequence of them, as numpy), negative counting from the end.
+    The order within the two parts is unspecified: blu sorts the whole axis (a stable sort,
+    NaN last), which satisfies every ``kth``. Differentiable (the tangent follows the
+    permutation), any dtype.
+
+    Raises:
+        BluValueError: ``kth`` is outside ``[-n, n)``. BluTypeError: ``kth`` is not integer.
+        ConcretizationError: a traced ``kth``. BluAxisError: ``axis`` out of range.
+        BluShapeError: a 0-d ``a`` with an axis.
+    """
+    a, ax = _prep(a, axis, "partition")
+    _check_kth(kth, a, ax, "partition")
+    return lax.sort(a, ax)
 
 
 def searchsorted(

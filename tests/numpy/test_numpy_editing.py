@@ -1,0 +1,105 @@
+"""jax.numpy's partitioning and functional editing functions (partition, argpartition, choose,
+delete, insert, put, piecewise, ...) against numpy in float64 over random shapes (size 0 and 1
+included), under jit, and their derivatives against finite differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import arrays, check_grads, shapes
+from hypothesis import given
+from hypothesis import strategies as st
+
+import blu
+import blu.numpy as bnp
+from blu.core.errors import (
+    BluAxisError,
+    BluTypeError,
+    BluValueError,
+    ConcretizationError,
+)
+
+
+def _eq(got, want, dtype=None):
+    g = np.asarray(got)
+    assert g.shape == np.shape(want), (g.shape, np.shape(want))
+    if dtype is not None:
+        assert g.dtype == dtype, (g.dtype, dtype)
+    np.testing.assert_allclose(g.astype(np.float64), np.asarray(want, np.float64), rtol=1e-12)
+
+
+# ---- partition, argpartition -------------------------------------------------------------------
+
+
+def _assert_partitioned(out, a, kth, axis):
+    """``out`` is a permutation of ``a`` along ``axis`` with the ``kth`` sorted element in
+    place, nothing larger before it and nothing smaller after it."""
+    if axis is None:
+        a, axis = a.reshape(-1), 0
+    out, srt = np.moveaxis(np.asarray(out), axis, -1), np.moveaxis(np.sort(a, axis), axis, -1)
+    assert out.shape == srt.shape
+    np.testing.assert_array_equal(np.sort(out, -1), srt)  # a permutation of each line
+    k = kth % srt.shape[-1]
+    pivot = srt[..., k : k + 1]
+    np.testing.assert_array_equal(out[..., k], srt[..., k])
+    assert np.all(out[..., :k] <= pivot) and np.all(out[..., k + 1 :] >= pivot)
+
+
+@st.composite
+def _partition_case(draw):
+    shape = draw(shapes(min_dims=1))
+    a = np.round(draw(arrays(shape, -3, 3)))  # ties
+    axis = draw(st.one_of(st.none(), st.integers(-a.ndim, a.ndim - 1)))
+    n = a.size if axis is None else a.shape[axis]
+    return a, draw(st.integers(-n, n - 1)) if n else 0, axis
+
+
+@given(_partition_case())
+def test_partition_partitions_like_numpy(case):
+    a, kth, axis = case
+    if (a.size if axis is None else a.shape[axis]) == 0:  # no kth fits an empty axis
+        with pytest.raises(BluValueError, match="kth=0 is out of bounds"):
+            bnp.partition(a, kth, axis)
+        return
+    _assert_partitioned(bnp.partition(a, kth, axis), a, kth, axis)
+    _assert_partitioned(np.partition(a, kth, axis), a, kth, axis)  # the oracle agrees
+    jitted = blu.jit(bnp.partition, static_argnums=(1, 2))(a, kth, axis)
+    _assert_partitioned(jitted, a, kth, axis)
+
+
+def test_partition_dtypes_nan_and_sequence_kth():
+    x = np.array([5, 1, 4, 2, 3], np.int16)
+    _eq(bnp.partition(x, 2), np.sort(x), np.int16)
+    u = np.array([7, 0, 3], np.uint8)  # JAX's top_k form refuses unsigned; a sort does not
+    _eq(bnp.partition(u, 0), np.sort(u), np.uint8)
+    f = np.array([2.0, np.nan, -1.0, 0.5], np.float32)
+    got = np.asarray(bnp.partition(f, 2))
+    assert got.dtype == np.float32 and np.isnan(got[-1])  # NaN last, as numpy
+    _assert_partitioned(got[:3], f[~np.isnan(f)], 2, -1)
+    _assert_partitioned(bnp.partition(x, [1, 3]), x, 3, -1)  # numpy's sequence of kth
+    _assert_partitioned(bnp.partition(x, [1, 3]), x, 1, -1)
+
+
+def test_partition_gradient_follows_the_permutation():
+    rng = np.random.default_rng(1)
+    x = rng.permutation(12).reshape(3, 4) + 0.25 * rng.standard_normal((3, 4))
+    w = rng.standard_normal((3, 4))
+    g = blu.grad(lambda x: bnp.sum(bnp.partition(x, 1, axis=0) * w))(x)
+    # closed form: x[i, j] lands at its rank along axis 0
+    rank = np.argsort(np.argsort(x, 0), 0)
+    _eq(g, np.take_along_axis(w, rank, 0))
+    check_grads(lambda x: bnp.partition(x, -2, axis=None), [x])
+
+
+def test_partition_rejects_bad_kth_and_axis():
+    x = np.zeros((2, 5))
+    with pytest.raises(BluValueError, match=r"kth=5 .*size 5 .*\(2, 5\)"):
+        bnp.partition(x, 5)
+    with pytest.raises(BluValueError, match=r"kth=-3 .*axis 0 of size 2"):
+        bnp.partition(x, -3, axis=0)
+    with pytest.raises(BluTypeError, match="kth must be an int"):
+        bnp.partition(x, 1.5)
+    with pytest.raises(BluAxisError, match="axis 2 is out of bounds"):
+        bnp.partition(x, 0, axis=2)
+    with pytest.raises(ConcretizationError, match="kth"):
+        blu.jit(bnp.partition)(x, 1)
