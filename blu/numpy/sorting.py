@@ -1,5 +1,5 @@
-"""Sorting and searching: sort, argsort (stable; optional descending), partition (a
-full sort, which partitions at every ``kth``), searchsorted.
+"""Sorting and searching: sort, argsort (stable; optional descending), partition and
+argpartition (a full sort, which partitions at every ``kth``), searchsorted.
 
 ``lax.top_k`` is the fast path for the k largest elements.
 """
@@ -26,7 +26,7 @@ from blu.numpy.logic import logical_and, logical_not, logical_or
 from blu.numpy.selection import take
 from blu.numpy.ufuncs import _where
 
-__all__ = ["sort", "argsort", "partition", "searchsorted"]
+__all__ = ["sort", "argsort", "partition", "argpartition", "searchsorted"]
 
 
 def _prep(a: Any, axis: Any, name: str) -> tuple[Any, int]:
@@ -125,6 +125,19 @@ def partition(a: Any, kth: Any, axis: int | None = -1) -> Any:
     a, ax = _prep(a, axis, "partition")
     _check_kth(kth, a, ax, "partition")
     return lax.sort(a, ax)
+
+
+def argpartition(a: Any, kth: Any, axis: int | None = -1) -> Any:
+    """Indices (int32) that partition ``a`` along ``axis`` at ``kth`` (``jax.numpy.argpartition``):
+    ``take_along_axis(a, argpartition(a, kth, axis), axis)`` is a :func:`partition`. blu
+    returns the stable :func:`argsort`, which is such indices for every ``kth``.
+
+    Raises:
+        as :func:`partition`.
+    """
+    a, ax = _prep(a, axis, "argpartition")
+    _check_kth(kth, a, ax, "argpartition")
+    return argsort(a, ax)
 
 
 def searchsorted(

@@ -4,6 +4,8 @@ included), under jit, and their derivatives against finite differences."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from helpers import arrays, check_grads, shapes
@@ -55,7 +57,7 @@ def _partition_case(draw):
 
 
 @given(_partition_case())
-def test_partition_partitions_like_numpy(case):
+def test_partition_and_argpartition_partition_like_numpy(case):
     a, kth, axis = case
     if (a.size if axis is None else a.shape[axis]) == 0:  # no kth fits an empty axis
         with pytest.raises(BluValueError, match="kth=0 is out of bounds"):
@@ -63,6 +65,10 @@ def test_partition_partitions_like_numpy(case):
         return
     _assert_partitioned(bnp.partition(a, kth, axis), a, kth, axis)
     _assert_partitioned(np.partition(a, kth, axis), a, kth, axis)  # the oracle agrees
+    idx = np.asarray(bnp.argpartition(a, kth, axis))
+    assert idx.dtype == np.int32
+    flat = a.reshape(-1) if axis is None else a
+    _assert_partitioned(np.take_along_axis(flat, idx, -1 if axis is None else axis), a, kth, axis)
     jitted = blu.jit(bnp.partition, static_argnums=(1, 2))(a, kth, axis)
     _assert_partitioned(jitted, a, kth, axis)
 
@@ -96,10 +102,12 @@ def test_partition_rejects_bad_kth_and_axis():
     with pytest.raises(BluValueError, match=r"kth=5 .*size 5 .*\(2, 5\)"):
         bnp.partition(x, 5)
     with pytest.raises(BluValueError, match=r"kth=-3 .*axis 0 of size 2"):
-        bnp.partition(x, -3, axis=0)
+        bnp.argpartition(x, -3, axis=0)
     with pytest.raises(BluTypeError, match="kth must be an int"):
         bnp.partition(x, 1.5)
     with pytest.raises(BluAxisError, match="axis 2 is out of bounds"):
-        bnp.partition(x, 0, axis=2)
+        bnp.argpartition(x, 0, axis=2)
     with pytest.raises(ConcretizationError, match="kth"):
         blu.jit(bnp.partition)(x, 1)
+    with pytest.raises(ConcretizationError, match="kth"):
+        blu.jit(functools.partial(bnp.argpartition, axis=0))(x, 1)
