@@ -77,6 +77,7 @@ TOPICS = {
     "blu.numpy.indexing": "Indexing, selection and updates",
     "blu.numpy.index_update": "Indexing, selection and updates",
     "blu.numpy.selection": "Indexing, selection and updates",
+    "blu.numpy.editing": "Indexing, selection and updates",
     "blu.numpy.reductions": "Reductions",
     "blu.numpy.nanfuncs": "NaN-ignoring reductions and helpers",
     "blu.numpy.statistics": "Counting and statistics",

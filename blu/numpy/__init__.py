@@ -23,7 +23,7 @@ from blu.core import array as _array
 # complexes, ufuncs (arithmetic, rounding, extrema, the three-argument where), transcendental,
 # manipulation, creation, selection (take, nonzero, where), reductions, sorting, sets,
 # products, einsum, indexing, index_update, signal, fft, standard, linalg, statistics, extras,
-# nanfuncs, padding.
+# nanfuncs, padding, editing.
 from blu.numpy import fft, linalg
 from blu.numpy._dtypes import (
     bfloat16,
@@ -62,6 +62,7 @@ from blu.numpy._promote import asarray_operand, broadcast_shapes, promote_args
 from blu.numpy.creation import *  # noqa: F403
 from blu.numpy import devices as _devices
 from blu.numpy.devices import __array_namespace_info__, from_dlpack
+from blu.numpy.editing import *  # noqa: F403
 from blu.numpy.einsum import einsum
 from blu.numpy.index_update import IndexUpdateHelper, IndexUpdateRef
 from blu.numpy.indexing import getitem

@@ -16,6 +16,8 @@ import blu
 import blu.numpy as bnp
 from blu.core.errors import (
     BluAxisError,
+    BluError,
+    BluIndexError,
     BluTypeError,
     BluValueError,
     ConcretizationError,
@@ -111,3 +113,72 @@ def test_partition_rejects_bad_kth_and_axis():
         blu.jit(bnp.partition)(x, 1)
     with pytest.raises(ConcretizationError, match="kth"):
         blu.jit(functools.partial(bnp.argpartition, axis=0))(x, 1)
+
+
+# ---- choose ------------------------------------------------------------------------------------
+
+
+@st.composite
+def _choose_case(draw):
+    shape = draw(shapes(max_dims=3))
+    n = draw(st.integers(1, 4))
+    # each choice broadcasts with a: some of its trailing dims set to 1
+    cshapes = [
+        tuple(1 if draw(st.booleans()) else s for s in shape[draw(st.integers(0, len(shape))) :])
+        for _ in range(n)
+    ]
+    choices = [draw(arrays(cs)) for cs in cshapes]
+    a = draw(
+        st.lists(
+            st.integers(-2 * n, 2 * n), min_size=int(np.prod(shape)), max_size=int(np.prod(shape))
+        )
+    )
+    return np.array(a, np.int64).reshape(shape), choices
+
+
+@given(_choose_case(), st.sampled_from(["wrap", "clip"]))
+def test_choose_matches_numpy(case, mode):
+    a, choices = case
+    want = np.choose(a, choices, mode=mode)
+    _eq(bnp.choose(a, choices, mode=mode), want, np.float64)
+    _eq(blu.jit(lambda a, c: bnp.choose(a, c, mode=mode))(a, choices), want)
+    ok = np.clip(a, 0, len(choices) - 1)  # 'raise' (the default) with indices in range
+    _eq(bnp.choose(ok, choices), np.choose(ok, choices))
+    stacked = np.stack([np.broadcast_to(c, a.shape) for c in choices])  # an array of choices
+    _eq(bnp.choose(ok, stacked), np.choose(ok, stacked))
+
+
+def test_choose_promotes_like_jax_and_differentiates():
+    a = np.array([[0, 1, 2], [2, 1, 0]])
+    c = [np.arange(3, dtype=np.int8), np.ones(3, np.float32), 2.0]
+    got = bnp.choose(a, c)
+    assert np.asarray(got).dtype == np.float32  # int8 and float32: float32; 2.0 is weak
+    _eq(got, np.choose(a, [np.arange(3), np.ones(3), np.full(3, 2.0)]))
+    assert np.asarray(bnp.choose(a, [np.int8(1), np.int16(2), np.int8(3)])).dtype == np.int16
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((2, 3)), rng.standard_normal(3)
+    w = rng.standard_normal((2, 3))
+    gx, gy = blu.grad(lambda x, y: bnp.sum(bnp.choose(a, [x, y, x * y]) * w), (0, 1))(x, y)
+    # closed form: the output's derivative by each choice where a picks it (summed where y is
+    # broadcast)
+    _eq(gx, w * ((a == 0) + (a == 2) * y), np.float64)
+    _eq(gy, (w * ((a == 1) + (a == 2) * x)).sum(0), np.float64)
+    check_grads(lambda x, y: bnp.choose(a, [x, y, x * y], mode="wrap"), [x, y])
+
+
+def test_choose_rejects_bad_input():
+    c = [np.zeros(3), np.ones(3)]
+    with pytest.raises(BluIndexError, match=r"shape \(3,\).*\[0, 2\)"):
+        bnp.choose(np.array([0, 2, 1]), c)
+    with pytest.raises(BluIndexError, match=r"\[0, 2\)"):
+        bnp.choose(np.array([-1, 0, 1]), c, mode="raise")
+    with pytest.raises(ConcretizationError, match="mode='wrap' or 'clip'"):
+        blu.jit(bnp.choose)(np.array([0, 1, 1]), c)
+    with pytest.raises(BluTypeError, match=r"a \(the choice indices\) must be integers"):
+        bnp.choose(np.array([0.0, 1.0, 1.0], np.float32), c)
+    with pytest.raises(BluValueError, match="mode"):
+        bnp.choose(np.array([0, 1, 1]), c, mode="fill")
+    with pytest.raises(BluValueError, match="empty"):
+        bnp.choose(np.array([0]), [])
+    with pytest.raises(BluError, match=r"\(4,\)"):
+        bnp.choose(np.array([0, 1, 1]), [np.zeros(3), np.ones(4)], mode="clip")
