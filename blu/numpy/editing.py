@@ -1,4 +1,4 @@
-"""jax.numpy's functional editing and choosing: ``choose``.
+"""jax.numpy's functional editing and choosing: ``choose``, ``delete``.
 
 Each returns a new array (blu arrays are immutable, as JAX's); indices that decide the result's
 shape must be static, as in JAX.
@@ -6,22 +6,35 @@ shape must be static, as in JAX.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
+
+import numpy as np
 
 from blu import lax
 from blu.core import dtypes
-from blu.core.errors import BluIndexError, BluTypeError, BluValueError, with_user_line
-from blu.core.interpreter import get_aval
+from blu.core.errors import (
+    BluIndexError,
+    BluShapeError,
+    BluTypeError,
+    BluValueError,
+    with_user_line,
+)
+from blu.core.interpreter import Tracer, get_aval
 from blu.numpy._promote import (
     asarray_operand,
     broadcast_shapes,
     broadcast_to,
+    canonicalize_axis,
     concrete_value,
     promote_dtypes,
 )
-from blu.numpy.ufuncs import clip, mod
+from blu.numpy.manipulation import concatenate, ravel
+from blu.numpy.selection import take
+from blu.numpy.sorting import sort
+from blu.numpy.ufuncs import _where, add, clip, mod, subtract
 
-__all__ = ["choose"]
+__all__ = ["choose", "delete"]
 
 
 def _int_operand(x: Any, name: str, arg: str) -> Any:
@@ -93,3 +106,92 @@ def choose(a: Any, choices: Any, out: None = None, mode: str = "raise") -> Any:
     shape = broadcast_shapes(get_aval(a).shape, *(get_aval(c).shape for c in cases))
     which = broadcast_to(lax.convert_element_type(asarray_operand(a), dtypes.int32), shape)
     return lax.select_n(which, *(broadcast_to(c, shape) for c in cases))
+
+
+def _axis_of(arr: Any, axis: Any, name: str) -> tuple[Any, int]:
+    """``arr`` (raveled when ``axis`` is None) and the non-negative axis."""
+    arr = asarray_operand(arr)
+    if axis is None:
+        return ravel(arr), 0
+    return arr, canonicalize_axis(axis, get_aval(arr).ndim, name)
+
+
+def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices: bool = False):
+    """``arr`` without the entries ``obj`` along ``axis`` (the raveled array when None), as
+    ``jax.numpy.delete``.
+
+    Args:
+        arr: any array.
+        obj: an int, a slice, integer indices (negative count from the end) or a bool mask of
+            the axis' length. The result's length depends on them, so array indices must be
+            concrete, unless ``assume_unique_indices`` (JAX's): then traced integer indices
+            work, each deleted once, and must be distinct and in range (unchecked).
+        axis: the axis; None ravels ``arr`` first.
+
+    Differentiable in ``arr``.
+
+    Raises:
+        BluIndexError: an index out of range. BluShapeError: a mask of the wrong shape.
+        BluTypeError: indices neither integer nor bool.
+        ConcretizationError: traced indices without ``assume_unique_indices``.
+        BluAxisError: ``axis`` out of range.
+    """
+    a, ax = _axis_of(arr, axis, "delete")
+    shape = get_aval(a).shape
+    n = shape[ax]
+    if isinstance(obj, slice):
+        keep = np.ones(n, bool)
+        keep[obj] = False
+        return take(a, np.nonzero(keep)[0].astype(np.int32), axis=ax)
+    if dtypes.is_int_scalar(obj):
+        i = operator.index(obj)
+        if not -n <= i < n:
+            raise BluIndexError(
+                with_user_line(
+                    f"delete: index obj={i} is out of bounds for axis {ax} with size {n} "
+                    f"(an array of shape {shape})"
+                )
+            )
+        i %= n
+        lo = lax.slice_in_dim(a, 0, i, axis=ax)
+        return concatenate([lo, lax.slice_in_dim(a, i + 1, n, axis=ax)], axis=ax)
+    if isinstance(obj, Tracer) and assume_unique_indices:
+        idx = _int_operand(obj, "delete", "obj (the indices)")
+        idx = ravel(lax.convert_element_type(idx, dtypes.int32))
+        m = get_aval(idx).size
+        idx = sort(_where(lax.lt(idx, lax.full_like(idx, 0)), add(idx, n), idx))
+        idx = subtract(idx, lax.iota(dtypes.int32, (m,), 0))  # the k-th deleted: before k kept ones
+        kept = lax.iota(dtypes.int32, (n - m,), 0)
+        shift = lax.ge(lax.broadcast_in_dim(kept, (m, n - m), (1,)),
+                       lax.broadcast_in_dim(idx, (m, n - m), (0,)))  # fmt: skip
+        shift = lax.reduce_sum(lax.convert_element_type(shift, dtypes.int32), (0,))
+        return take(a, lax.add(kept, shift), axis=ax)
+    what = "delete (obj); pass assume_unique_indices=True for distinct traced integer indices"
+    idx = concrete_value(obj, what)
+    if idx.size == 0 and not hasattr(obj, "dtype"):
+        idx = idx.astype(np.int32)  # delete(a, []): numpy's empty index list
+    if idx.dtype == np.bool_:
+        if idx.shape != (n,):
+            raise BluShapeError(
+                with_user_line(
+                    f"delete: a bool obj must be 1-d of the length of axis {ax} ({n}), got "
+                    f"shape {idx.shape} (an array of shape {shape})"
+                )
+            )
+        keep = ~idx
+    elif idx.dtype.kind in "iu":
+        bad = (idx < -n) | (idx >= n)
+        if bad.any():
+            raise BluIndexError(
+                with_user_line(
+                    f"delete: index {idx[bad].reshape(-1)[0]} in obj is out of bounds for axis "
+                    f"{ax} with size {n} (an array of shape {shape})"
+                )
+            )
+        keep = np.ones(n, bool)
+        keep[idx.reshape(-1)] = False
+    else:
+        raise BluTypeError(
+            with_user_line(f"delete: obj must be integer or bool indices, got {idx.dtype}")
+        )
+    return take(a, np.nonzero(keep)[0].astype(np.int32), axis=ax)

@@ -18,6 +18,7 @@ from blu.core.errors import (
     BluAxisError,
     BluError,
     BluIndexError,
+    BluShapeError,
     BluTypeError,
     BluValueError,
     ConcretizationError,
@@ -182,3 +183,79 @@ def test_choose_rejects_bad_input():
         bnp.choose(np.array([0]), [])
     with pytest.raises(BluError, match=r"\(4,\)"):
         bnp.choose(np.array([0, 1, 1]), [np.zeros(3), np.ones(4)], mode="clip")
+
+
+# ---- delete ------------------------------------------------------------------------------------
+
+
+@st.composite
+def _delete_case(draw):
+    a = draw(arrays(draw(shapes(max_dims=3))))
+    axis = draw(st.one_of(st.none(), st.integers(-a.ndim, a.ndim - 1))) if a.ndim else None
+    n = a.size if axis is None else a.shape[axis]
+    kind = draw(st.sampled_from(["int", "list", "slice", "mask"]))
+    if kind == "int" and n:
+        obj = draw(st.integers(-n, n - 1))
+    elif kind == "slice":
+        obj = slice(
+            draw(st.one_of(st.none(), st.integers(-n - 1, n + 1))),
+            draw(st.one_of(st.none(), st.integers(-n - 1, n + 1))),
+            draw(st.sampled_from([None, 1, 2, -1, -3])),
+        )
+    elif kind == "mask":
+        obj = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    else:  # repeated and negative indices are allowed in a concrete list
+        obj = draw(st.lists(st.integers(-n, n - 1), max_size=4)) if n else []
+    return a, obj, axis
+
+
+@given(_delete_case())
+def test_delete_matches_numpy(case):
+    a, obj, axis = case
+    want = np.delete(a, obj, axis)
+    _eq(bnp.delete(a, obj, axis), want, np.float64)
+    _eq(blu.jit(lambda a: bnp.delete(a, obj, axis))(a), want)
+    ai = a.astype(np.int16)
+    _eq(bnp.delete(ai, obj, axis), np.delete(ai, obj, axis), np.int16)
+
+
+@given(st.data())
+def test_delete_traced_unique_indices(data):
+    a = data.draw(arrays(data.draw(shapes(min_dims=1, min_side=1))))
+    axis = data.draw(st.integers(-a.ndim, a.ndim - 1))
+    n = a.shape[axis]
+    obj = data.draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n))
+    obj = [i - n if data.draw(st.booleans()) else i for i in obj]  # negative ones too
+    obj = np.array(obj, np.int32)
+    f = blu.jit(lambda a, i: bnp.delete(a, i, axis, assume_unique_indices=True))
+    _eq(f(a, obj), np.delete(a, obj, axis), np.float64)
+
+
+def test_delete_gradient():
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((3, 5)), rng.standard_normal((3, 3))
+    g = blu.grad(lambda x: bnp.sum(bnp.delete(x, [0, -2], axis=1) * w))(x)
+    want = np.zeros((3, 5))
+    want[:, [1, 2, 4]] = w  # closed form: the kept entries get their weight
+    _eq(g, want)
+    check_grads(lambda x: bnp.delete(x, 2), [x])
+    i = np.array([4, 1])
+    check_grads(lambda x: bnp.delete(x, i, 1, assume_unique_indices=True), [x])
+
+
+def test_delete_rejects_bad_input():
+    x = np.zeros((2, 3))
+    with pytest.raises(BluIndexError, match=r"obj=3 .*axis 1 with size 3 .*\(2, 3\)"):
+        bnp.delete(x, 3, axis=1)
+    with pytest.raises(BluIndexError, match=r"index -7 in obj .*size 6"):
+        bnp.delete(x, [0, -7])
+    with pytest.raises(BluShapeError, match=r"length of axis 0 \(2\), got shape \(3,\)"):
+        bnp.delete(x, np.array([True, False, True]), axis=0)
+    with pytest.raises(BluTypeError, match="integer or bool.*float64"):
+        bnp.delete(x, np.array([1.0]), axis=0)
+    with pytest.raises(BluAxisError, match="axis 2 is out of bounds"):
+        bnp.delete(x, 0, axis=2)
+    with pytest.raises(ConcretizationError, match="assume_unique_indices"):
+        blu.jit(lambda x, i: bnp.delete(x, i, 1))(x, np.array([1]))
+    with pytest.raises(BluTypeError, match=r"obj \(the indices\) must be integers"):
+        blu.jit(lambda x, i: bnp.delete(x, i, 1, assume_unique_indices=True))(x, np.ones(1))
