@@ -1,4 +1,4 @@
-"""jax.numpy's functional editing and choosing: ``choose``, ``delete``.
+"""jax.numpy's functional editing and choosing: ``choose``, ``delete``, ``insert``.
 
 Each returns a new array (blu arrays are immutable, as JAX's); indices that decide the result's
 shape must be static, as in JAX.
@@ -29,12 +29,12 @@ from blu.numpy._promote import (
     concrete_value,
     promote_dtypes,
 )
-from blu.numpy.manipulation import concatenate, ravel
-from blu.numpy.selection import take
-from blu.numpy.sorting import sort
+from blu.numpy.manipulation import concatenate, moveaxis, ravel
+from blu.numpy.selection import nonzero, take
+from blu.numpy.sorting import argsort, sort
 from blu.numpy.ufuncs import _where, add, clip, mod, subtract
 
-__all__ = ["choose", "delete"]
+__all__ = ["choose", "delete", "insert"]
 
 
 def _int_operand(x: Any, name: str, arg: str) -> Any:
@@ -195,3 +195,93 @@ def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices
             with_user_line(f"delete: obj must be integer or bool indices, got {idx.dtype}")
         )
     return take(a, np.nonzero(keep)[0].astype(np.int32), axis=ax)
+
+
+def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
+    """``arr`` with ``values`` inserted before the indices ``obj`` along ``axis`` (the raveled
+    array when None), as ``jax.numpy.insert``.
+
+    Args:
+        arr: any array.
+        obj: an int, a slice or 1-d integer indices (negative count from the end; each index
+            at most the axis' length). Traced indices work (their count is static); concrete
+            ones out of ``[-n, n]`` are an error, traced ones are clipped into it (JAX's).
+            A scalar ``obj`` inserts ``values`` as a block, numpy's rule.
+        values: broadcast to the inserted slots and converted to ``arr``'s dtype (as numpy and
+            JAX).
+        axis: the axis; None ravels ``arr`` first.
+
+    Differentiable in ``arr`` and ``values``.
+
+    Raises:
+        BluIndexError: a concrete index out of range. BluTypeError: non-integer indices.
+        BluShapeError: ``obj`` of more than one dimension, or values that do not broadcast.
+        BluAxisError: ``axis`` out of range.
+    """
+    a, ax = _axis_of(arr, axis, "insert")
+    shape = get_aval(a).shape
+    n = shape[ax]
+    if isinstance(obj, slice):
+        idx = np.arange(*obj.indices(n), dtype=np.int32)
+    elif isinstance(obj, Tracer):
+        idx = _int_operand(obj, "insert", "obj (the indices)")
+    else:
+        idx = np.asarray(obj)
+        if idx.size == 0 and not hasattr(obj, "dtype"):
+            idx = idx.astype(np.int32)  # insert(a, [], []): numpy's empty index list
+        if idx.dtype.kind not in "iu":
+            raise BluTypeError(
+                with_user_line(f"insert: obj must be integer indices, got {idx.dtype} ({obj!r})")
+            )
+        bad = (idx < -n) | (idx > n)
+        if bad.any():
+            raise BluIndexError(
+                with_user_line(
+                    f"insert: index {idx[bad].reshape(-1)[0]} in obj is out of bounds for axis "
+                    f"{ax} with size {n} (an array of shape {shape})"
+                )
+            )
+        idx = idx.astype(np.int32)
+    if get_aval(idx).ndim > 1:
+        raise BluShapeError(
+            with_user_line(
+                f"insert: obj must be a slice, a scalar or 1-d indices, got shape "
+                f"{get_aval(idx).shape}"
+            )
+        )
+    dt = get_aval(a).dtype
+    v = lax.convert_element_type(asarray_operand(values), dt)
+    if get_aval(v).ndim < len(shape):  # numpy's ndmin: leading dimensions of 1
+        vs = get_aval(v).shape
+        v = lax.reshape(v, (1,) * (len(shape) - len(vs)) + vs)
+    idx = lax.convert_element_type(asarray_operand(idx), dtypes.int32)
+    if get_aval(idx).size == 1:
+        if get_aval(idx).ndim == 0:
+            v = moveaxis(v, 0, ax)
+        idx = lax.broadcast_in_dim(ravel(idx), (get_aval(v).shape[ax],), (0,))
+    m, vm = get_aval(idx).shape[0], get_aval(v).shape[ax]
+    k = m  # (a single index was repeated to the values' length above)
+    slots = shape[:ax] + (k,) + shape[ax + 1 :]
+    try:
+        broadcast_shapes(get_aval(v).shape, slots)
+        if vm not in (1, k):
+            raise BluShapeError("")
+    except BluShapeError:
+        raise BluShapeError(
+            with_user_line(
+                f"insert: values of shape {np.shape(values)} do not broadcast to the "
+                f"{k} inserted slots {slots} along axis {ax} (arr of shape {shape}, "
+                f"{m} indices in obj)"
+            )
+        ) from None
+    idx = broadcast_to(idx, (k,))
+    idx = clip(_where(lax.lt(idx, lax.full_like(idx, 0)), add(idx, n), idx), 0, n)
+    # the k-th inserted value (in index order, stable) lands k places further on
+    at = idx.at[argsort(idx)].add(lax.iota(dtypes.int32, (k,), 0))
+    kept = lax.full((n + k,), True, dtypes.bool_).at[at].set(False)
+    (arr_at,) = nonzero(kept, size=n)
+    out_shape = shape[:ax] + (n + k,) + shape[ax + 1 :]
+    out = lax.full(out_shape, 0, dt)
+    lead = (slice(None),) * ax
+    out = out.at[lead + (at,)].set(v)
+    return out.at[lead + (arr_at,)].set(a)

@@ -259,3 +259,75 @@ def test_delete_rejects_bad_input():
         blu.jit(lambda x, i: bnp.delete(x, i, 1))(x, np.array([1]))
     with pytest.raises(BluTypeError, match=r"obj \(the indices\) must be integers"):
         blu.jit(lambda x, i: bnp.delete(x, i, 1, assume_unique_indices=True))(x, np.ones(1))
+
+
+# ---- insert ------------------------------------------------------------------------------------
+
+
+@st.composite
+def _insert_case(draw):
+    a = draw(arrays(draw(shapes(max_dims=3))))
+    axis = draw(st.one_of(st.none(), st.integers(-a.ndim, a.ndim - 1))) if a.ndim else None
+    shape = (a.size,) if axis is None else a.shape
+    ax = 0 if axis is None else axis % a.ndim
+    n = shape[ax]
+    kind = draw(st.sampled_from(["int", "list", "slice"]))
+    if kind == "int":
+        obj = draw(st.integers(-n, n))
+        # a scalar index inserts values as a block: numpy moves their first axis to ``axis``
+        block = draw(st.integers(0, 2))
+        vshape = (block,) + shape[:ax] + shape[ax + 1 :] if block else ()
+    elif kind == "slice":
+        obj = slice(draw(st.integers(0, n)), None, draw(st.sampled_from([None, 2])))
+        k = len(range(*obj.indices(n)))
+        vshape = shape[:ax] + (k,) + shape[ax + 1 :]
+    else:
+        obj = draw(st.lists(st.integers(-n, n), max_size=4))  # repeated ones too
+        vshape = shape[:ax] + (len(obj),) + shape[ax + 1 :]
+        obj = np.array(obj, np.int64)
+    if vshape and kind != "int" and draw(st.booleans()):  # broadcast along the other axes
+        vshape = tuple(1 if i != ax else s for i, s in enumerate(vshape))
+    return a, obj, np.arange(1.0, 1.0 + np.prod(vshape)).reshape(vshape) + 0.5, axis
+
+
+@given(_insert_case())
+def test_insert_matches_numpy(case):
+    a, obj, values, axis = case
+    want = np.insert(a, obj, values, axis)
+    _eq(bnp.insert(a, obj, values, axis), want, np.float64)
+    _eq(blu.jit(lambda a, v: bnp.insert(a, obj, v, axis))(a, values), want)
+    ai = a.astype(np.int32)  # values take arr's dtype (float -> int truncates, as numpy)
+    _eq(bnp.insert(ai, obj, values, axis), np.insert(ai, obj, values, axis), np.int32)
+    if isinstance(obj, np.ndarray):  # traced indices: their positions need not be static
+        f = blu.jit(lambda a, i, v: bnp.insert(a, i, v, axis))
+        _eq(f(a, obj, values), want)
+
+
+def test_insert_gradient():
+    rng = np.random.default_rng(4)
+    x, v = rng.standard_normal((2, 3)), rng.standard_normal((2, 2))
+    w = rng.standard_normal((2, 5))
+    gx, gv = blu.grad(lambda x, v: bnp.sum(bnp.insert(x, [3, 0], v, 1) * w), (0, 1))(x, v)
+    _eq(gx, w[:, [1, 2, 3]])  # closed form: each entry's weight where it lands
+    _eq(gv, w[:, [4, 0]])
+    check_grads(lambda x, v: bnp.insert(x, 1, v, axis=0), [x, v[:1, :1]])
+
+
+def test_insert_rejects_bad_input():
+    x = np.zeros((2, 3))
+    with pytest.raises(BluIndexError, match=r"index 4 in obj .*axis 1 with size 3 .*\(2, 3\)"):
+        bnp.insert(x, 4, 1.0, axis=1)
+    with pytest.raises(BluIndexError, match=r"index -7 .*size 6"):
+        bnp.insert(x, [-7], [1.0])
+    with pytest.raises(BluTypeError, match="obj must be integer indices, got float64"):
+        bnp.insert(x, np.array([1.0]), 1.0, axis=0)
+    with pytest.raises(BluShapeError, match=r"1-d indices, got shape \(1, 2\)"):
+        bnp.insert(x, [[0, 1]], 1.0, axis=0)
+    with pytest.raises(BluAxisError, match="axis -3 is out of bounds"):
+        bnp.insert(x, 0, 1.0, axis=-3)
+    with pytest.raises(BluShapeError, match=r"values of shape \(4,\) .*slots \(2, 3\)"):
+        bnp.insert(x, [0, 1], np.ones(4), axis=0)
+    with pytest.raises(BluShapeError, match=r"values of shape \(3, 3\) .*2 indices in obj"):
+        bnp.insert(x, [0, 1], np.ones((3, 3)), axis=0)
+    with pytest.raises(BluTypeError, match=r"obj \(the indices\) must be integers"):
+        blu.jit(lambda x, i: bnp.insert(x, i, 0.0))(x, np.ones(2))
