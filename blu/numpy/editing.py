@@ -1,4 +1,5 @@
-"""jax.numpy's functional editing and choosing: ``choose``, ``delete``, ``insert``.
+"""jax.numpy's functional editing and choosing: ``choose``, ``delete``, ``insert``,
+``put``.
 
 Each returns a new array (blu arrays are immutable, as JAX's); indices that decide the result's
 shape must be static, as in JAX.
@@ -34,7 +35,7 @@ from blu.numpy.selection import nonzero, take
 from blu.numpy.sorting import argsort, sort
 from blu.numpy.ufuncs import _where, add, clip, mod, subtract
 
-__all__ = ["choose", "delete", "insert"]
+__all__ = ["choose", "delete", "insert", "put"]
 
 
 def _int_operand(x: Any, name: str, arg: str) -> Any:
@@ -285,3 +286,56 @@ def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
     lead = (slice(None),) * ax
     out = out.at[lead + (at,)].set(v)
     return out.at[lead + (arr_at,)].set(a)
+
+
+def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = True) -> Any:
+    """A copy of ``a`` with ``ravel(a)[ind] = v`` (``jax.numpy.put``); JAX's signature, whose
+    ``inplace`` must be False: blu arrays are immutable, so the update is returned.
+
+    Args:
+        a: any array.
+        ind: integer indices into the raveled ``a`` (negative count from the end).
+        v: values converted to ``a``'s dtype, repeated cyclically to the number of indices
+            (numpy's rule).
+        mode: None (JAX's: out-of-range indices are dropped), 'clip' or 'wrap'. numpy's
+            'raise' is not supported, as in JAX.
+        inplace: must be False.
+
+    Differentiable in ``a`` and ``v``. Repeated indices write one of their values
+    (unspecified which, as in JAX).
+
+    Raises:
+        BluValueError: ``inplace`` is not False, or an unknown or 'raise' ``mode``.
+        BluTypeError: ``ind`` is not integer.
+    """
+    if inplace:
+        raise BluValueError(
+            with_user_line(
+                "put: blu arrays are immutable, so put cannot change a in place; pass "
+                "inplace=False to get the updated array (JAX's rule)"
+            )
+        )
+    if mode not in (None, "clip", "wrap"):
+        hint = " (JAX does not support it either)" if mode == "raise" else ""
+        raise BluValueError(
+            with_user_line(f"put: mode must be None, 'clip' or 'wrap', got {mode!r}{hint}")
+        )
+    arr = asarray_operand(a)
+    shape, dt = get_aval(arr).shape, get_aval(arr).dtype
+    ind = ravel(_int_operand(ind, "put", "ind (the indices)"))
+    vals = ravel(asarray_operand(v))
+    size, m, nv = get_aval(arr).size, get_aval(ind).size, get_aval(vals).size
+    if not (size and m and nv):
+        return arr
+    if nv != m:  # numpy repeats (or cuts) v to the number of indices
+        vals = take(vals, np.arange(m, dtype=np.int32) % nv)
+    vals = lax.convert_element_type(vals, dt)
+    if get_aval(ind).dtype != dtypes.int32:
+        ind = clip(ind, -size - 1, size) if mode != "wrap" else mod(ind, size)
+        ind = lax.convert_element_type(ind, dtypes.int32)
+    if mode == "wrap":
+        ind = mod(ind, size)
+    elif mode == "clip":
+        ind = clip(ind, 0, size - 1)
+    out = lax.reshape(arr, (size,)).at[ind].set(vals, mode="drop")
+    return lax.reshape(out, shape)

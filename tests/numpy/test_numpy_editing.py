@@ -331,3 +331,71 @@ def test_insert_rejects_bad_input():
         bnp.insert(x, [0, 1], np.ones((3, 3)), axis=0)
     with pytest.raises(BluTypeError, match=r"obj \(the indices\) must be integers"):
         blu.jit(lambda x, i: bnp.insert(x, i, 0.0))(x, np.ones(2))
+
+
+# ---- put ---------------------------------------------------------------------------------------
+
+
+@st.composite
+def _put_case(draw):
+    a = draw(arrays(draw(shapes(max_dims=3))))
+    size = a.size
+    pos = draw(st.lists(st.integers(0, max(size - 1, 0)), unique=True, max_size=min(size, 5)))
+    mode = draw(st.sampled_from([None, "clip", "wrap"]))
+    ind = []
+    for p in pos:  # distinct targets after the mode, written as numpy would read them
+        if mode == "wrap":
+            p += size * draw(st.integers(-2, 2))
+        elif mode == "clip" and p in (0, size - 1):
+            p = draw(st.sampled_from([p, p - 5 if p == 0 else p + 5]))
+        elif mode is None and draw(st.booleans()):
+            p -= size  # negative counts from the end
+        ind.append(p)
+    v = np.arange(1.0, 1.0 + draw(st.integers(1, 4))) + 0.5
+    return a, np.array(ind, np.int64), v, mode
+
+
+@given(_put_case())
+def test_put_matches_numpy(case):
+    a, ind, v, mode = case
+    want = a.copy()
+    if a.size:
+        np.put(want, ind, v, mode=mode or "raise")
+    _eq(bnp.put(a, ind, v, mode, inplace=False), want, np.float64)
+    f = blu.jit(lambda a, i, v: bnp.put(a, i, v, mode, inplace=False))
+    _eq(f(a, ind, v), want)
+    ai = a.astype(np.int8)  # v takes a's dtype
+    wi = ai.copy()
+    if a.size:
+        np.put(wi, ind, v.astype(np.int8), mode=mode or "raise")
+    _eq(bnp.put(ai, ind, v, mode, inplace=False), wi, np.int8)
+
+
+def test_put_drops_out_of_range_indices_by_default():
+    x = np.arange(6.0).reshape(2, 3)
+    got = bnp.put(x, np.array([1, 6, -7, 2**40, -1]), [10.0, 20.0], inplace=False)
+    want = x.copy().reshape(-1)
+    want[1], want[-1] = 10.0, 10.0  # v repeats: [10, 20, 10, 20, 10]
+    _eq(got, want.reshape(2, 3))
+
+
+def test_put_gradient():
+    rng = np.random.default_rng(5)
+    x, v, w = rng.standard_normal((2, 3)), rng.standard_normal(2), rng.standard_normal((2, 3))
+    ind = np.array([4, 0])
+    gx, gv = blu.grad(lambda x, v: bnp.sum(bnp.put(x, ind, v, inplace=False) * w), (0, 1))(x, v)
+    want = w.copy().reshape(-1)
+    want[ind] = 0.0  # closed form: overwritten entries get no gradient, v gets theirs
+    _eq(gx, want.reshape(2, 3))
+    _eq(gv, w.reshape(-1)[ind])
+    check_grads(lambda x, v: bnp.put(x, ind, v, "wrap", inplace=False), [x, v])
+
+
+def test_put_rejects_bad_input():
+    x = np.zeros((2, 3))
+    with pytest.raises(BluValueError, match="inplace=False"):
+        bnp.put(x, [0], 1.0)
+    with pytest.raises(BluValueError, match="'raise'.*JAX"):
+        bnp.put(x, [0], 1.0, mode="raise", inplace=False)
+    with pytest.raises(BluTypeError, match=r"ind \(the indices\) must be integers, got f64"):
+        bnp.put(x, np.array([0.0]), 1.0, inplace=False)
