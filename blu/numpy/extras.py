@@ -39,7 +39,7 @@ from blu.numpy.manipulation import (
 from blu.numpy.reductions import any as _any
 from blu.numpy.reductions import sum as _sum
 from blu.numpy.selection import nonzero, take, take_along_axis, where
-from blu.numpy.sets import _groups, unique_all
+from blu.numpy.sets import _groups, _row_groups, unique_all
 from blu.numpy.sorting import argsort
 from blu.numpy.transcendental import sin
 from blu.numpy.ufuncs import clip
@@ -88,7 +88,8 @@ def unique(
         ar: any shape.
         return_index, return_inverse, return_counts: also return the first index of each value
             (int32), the index of each element's value (``ar``'s shape), the counts.
-        axis: only None (unique rows: ``unique`` of a view of each row is not in blu).
+        axis: None (the raveled ``ar``'s values) or an axis: the distinct slices along it,
+            sorted lexicographically (the inverse indices are then 1-d, numpy's).
         equal_nan: whether the NaNs are one value (numpy's and JAX's default) or each their
             own (the Array API's rule, as ``unique_all`` and the other ``unique_*``).
         size, fill_value: a static result length (needed under ``jit``) and the padding.
@@ -97,17 +98,13 @@ def unique(
         ``values``, or a tuple ``(values, [index], [inverse], [counts])``.
 
     Raises:
-        BluValueError: ``axis`` is not None.
+        BluAxisError: ``axis`` out of range.
         ConcretizationError: traced input without ``size``.
     """
-    if axis is not None:
-        raise BluValueError(
-            with_user_line(
-                "unique(axis=...) is not in blu: move the axis first and reduce each slice to a "
-                "key (e.g. a dot with random weights), then unique the keys"
-            )
-        )
-    values, indices, inverse, counts = _groups(ar, size, fill_value, bool(equal_nan))
+    if axis is None:
+        values, indices, inverse, counts = _groups(ar, size, fill_value, bool(equal_nan))
+    else:
+        values, indices, inverse, counts = _row_groups(ar, axis, size, fill_value, bool(equal_nan))
     if not (return_index or return_inverse or return_counts):
         return values
     out = [values]

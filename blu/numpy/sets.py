@@ -7,18 +7,20 @@ its own group, as the standard asks; -0.0 and +0.0 are one group). The number of
 on the values: without ``size`` the input must be concrete; with a static ``size`` the functions
 also work on traced arrays (as JAX's ``unique(size=)``), the missing groups padded with
 ``fill_value`` (default: the smallest value) and zero counts. ``values`` is a gather of the
-input, so it is differentiable.
+input, so it is differentiable. ``_row_groups`` does the same for the slices along an axis
+(``unique(axis=)``), sorted lexicographically, each column a key.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 from blu import lax
 from blu.core import dtypes
 from blu.core.interpreter import Tracer, get_aval
-from blu.numpy._promote import asarray_operand, concrete_value
-from blu.numpy.manipulation import concatenate
+from blu.numpy._promote import asarray_operand, canonicalize_axis, concrete_value
+from blu.numpy.manipulation import concatenate, moveaxis
 from blu.numpy.selection import nonzero, take
 from blu.numpy.sorting import argsort
 
@@ -90,6 +92,57 @@ def _groups(x: Any, size: int | None, fill_value: Any, equal_nan: bool = False):
     ones = lax.full((n,), 1, i32)
     counts = lax.scatter_add(lax.full((size,), 0, i32), lax.reshape(group, (n, 1)), ones, axes=(0,))
     return values, first, lax.reshape(inverse, aval.shape), counts
+
+
+def _row_groups(x: Any, axis: Any, size: int | None, fill_value: Any, equal_nan: bool = True):
+    """(values (``x``'s distinct slices along ``axis``, sorted lexicographically, at ``axis``),
+    first indices, inverse indices (1-d), counts): ``_groups`` for slices."""
+    x = asarray_operand(x)
+    aval = get_aval(x)
+    ax = canonicalize_axis(axis, aval.ndim, "unique")
+    moved = moveaxis(x, ax, 0)
+    n, rest = aval.shape[ax], get_aval(moved).shape[1:]
+    m = math.prod(rest)
+    rows = lax.reshape(moved, (n, m))
+    i32 = dtypes.int32
+    iota = lax.iota(i32, (n,), 0)
+    cols = [lax.index_in_dim(rows, j, 1, keepdims=False) for j in range(m)]
+    perm = lax.sort((*cols, iota), 0, True, m)[-1] if m else iota  # stable
+    srt = take(rows, perm, axis=0)
+    if n > 1 and m:
+        hi, lo = lax.slice_in_dim(srt, 1, n), lax.slice_in_dim(srt, 0, n - 1)
+        differs = lax.ne(hi, lo)
+        if equal_nan and dtypes.is_inexact(aval.dtype):
+            differs = lax.and_(differs, lax.not_(lax.and_(lax.ne(hi, hi), lax.ne(lo, lo))))
+        starts = concatenate([lax.full((1,), True, dtypes.bool_), lax.reduce_or(differs, (1,))])
+    else:
+        starts = lax.eq(iota, lax.full((n,), 0, i32))  # every row equal (or none, or one)
+    if size is None or not isinstance(starts, Tracer):
+        k = int(concrete_value(starts, "unique without size=").sum())
+        size = k if size is None else size
+    group = lax.sub(lax.cumsum(lax.convert_element_type(starts, i32), 0), lax.full((n,), 1, i32))
+    inverse = lax.scatter(
+        lax.full((n,), 0, i32), lax.reshape(perm, (n, 1)), group, axes=(0,)
+    ) if n else lax.full((0,), 0, i32)  # fmt: skip
+    (pos,) = nonzero(starts, size=size, fill_value=n)
+    present = lax.lt(pos, lax.full((size,), n, i32))
+    safe = lax.select(present, pos, lax.full((size,), 0, i32))
+    if n:
+        values = take(srt, safe, axis=0)
+        first = take(perm, safe)
+        fill = take(srt, 0, axis=0) if fill_value is None else fill_value
+    else:
+        values = lax.full((size, m), 0, aval.dtype)
+        first = lax.full((size,), 0, i32)
+        fill = 0 if fill_value is None else fill_value
+    fill = lax.convert_element_type(asarray_operand(fill), aval.dtype)
+    fill = lax.broadcast_in_dim(fill, (size, m), (1,) if get_aval(fill).ndim else ())
+    values = lax.select(lax.broadcast_in_dim(present, (size, m), (0,)), values, fill)
+    values = moveaxis(lax.reshape(values, (size, *rest)), 0, ax)
+    first = lax.select(present, first, lax.full((size,), 0, i32))
+    ones = lax.full((n,), 1, i32)
+    counts = lax.scatter_add(lax.full((size,), 0, i32), lax.reshape(group, (n, 1)), ones, axes=(0,))
+    return values, first, inverse, counts
 
 
 def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> UniqueAllResult:

@@ -8,10 +8,13 @@ import warnings
 
 import numpy as np
 import pytest
+from helpers import arrays, shapes
+from hypothesis import given
+from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.errors import BluIndexError, BluValueError, ConcretizationError
+from blu.errors import BluAxisError, BluIndexError, BluValueError, ConcretizationError
 
 RNG = np.random.default_rng(0)
 A = RNG.normal(size=200)
@@ -140,14 +143,53 @@ def test_unique_nans_are_one_value_by_default():
     close(bnp.unique_values(v, size=6), [0.0, 1.0, np.nan, np.nan, np.nan, 0.0])
 
 
+@given(st.data())
+def test_unique_along_an_axis_matches_numpy(data):
+    shape = data.draw(shapes(min_dims=1, max_dims=3))
+    a = np.round(data.draw(arrays(shape, -1.0, 1.0)))  # few distinct values: repeated slices
+    if a.ndim > 1 and a.shape[0] > 1 and data.draw(st.booleans()):
+        a[-1] = a[0]  # a repeated slice along axis 0
+    axis = data.draw(st.integers(-a.ndim, a.ndim - 1))
+    got = bnp.unique(a, True, True, True, axis=axis)
+    want = np.unique(a, True, True, True, axis=axis)
+    for g, w in zip(got, want):
+        close(g, w)
+    assert np.asarray(got[0]).dtype == np.float64 and np.asarray(got[2]).dtype == np.int32
+    k = want[0].shape[axis]
+    size = k + 2  # padded with fill_value under jit
+    f = blu.jit(lambda a: bnp.unique(a, True, True, True, axis=axis, size=size, fill_value=-9.0))
+    vals, first, inv, counts = f(a)
+    pad = list(want[0].shape)
+    pad[axis] = 2
+    close(vals, np.concatenate([want[0], np.full(pad, -9.0)], axis=axis))
+    close(first, np.concatenate([want[1], [0, 0]]))
+    close(inv, want[2])
+    close(counts, np.concatenate([want[3], [0, 0]]))
+    ai = a.astype(np.int8)
+    close(bnp.unique(ai, axis=axis), np.unique(ai, axis=axis))
+    assert np.asarray(bnp.unique(ai, axis=axis)).dtype == np.int8
+
+
+def test_unique_axis_gradient_and_errors():
+    x = np.array([[1.0, 2.0], [3.0, 0.5], [1.0, 2.0]])
+    w = np.array([[1.0, -2.0], [0.5, 4.0]])
+    g = blu.grad(lambda x: bnp.sum(bnp.unique(x, axis=0) * w))(x)
+    # closed form: the values are the first occurrences of each row, sorted: rows 0 and 1
+    close(g, [[1.0, -2.0], [0.5, 4.0], [0.0, 0.0]])
+    with pytest.raises(ConcretizationError, match="size="):
+        blu.jit(lambda x: bnp.unique(x, axis=0))(x)
+    with pytest.raises(BluAxisError, match="axis -3 is out of bounds for rank 2"):
+        bnp.unique(x, axis=-3)
+
+
 def test_unique_and_sets():
     got = bnp.unique(INTS, return_index=True, return_inverse=True, return_counts=True)
     want = np.unique(INTS, return_index=True, return_inverse=True, return_counts=True)
     for g, w in zip(got, want):
         close(g, w)
     close(blu.jit(lambda x: bnp.unique(x, size=7, fill_value=-1))(INTS), [0, 1, 2, 3, 5, -1, -1])
-    with pytest.raises(BluValueError, match="axis"):
-        bnp.unique(M, axis=0)
+    with pytest.raises(BluAxisError, match="unique: axis 2 is out of bounds for rank 2"):
+        bnp.unique(M, axis=2)
     other = np.array([5, 7, 1, 9])
     close(bnp.isin(INTS, other), np.isin(INTS, other))
     close(bnp.isin(INTS, other, invert=True), np.isin(INTS, other, invert=True))
