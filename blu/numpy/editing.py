@@ -1,5 +1,5 @@
 """jax.numpy's functional editing and choosing: ``choose``, ``delete``, ``insert``,
-``put``.
+``put``, ``piecewise``.
 
 Each returns a new array (blu arrays are immutable, as JAX's); indices that decide the result's
 shape must be static, as in JAX.
@@ -8,6 +8,7 @@ shape must be static, as in JAX.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,12 +31,13 @@ from blu.numpy._promote import (
     concrete_value,
     promote_dtypes,
 )
+from blu.numpy.logic import to_bool
 from blu.numpy.manipulation import concatenate, moveaxis, ravel
 from blu.numpy.selection import nonzero, take
 from blu.numpy.sorting import argsort, sort
 from blu.numpy.ufuncs import _where, add, clip, mod, subtract
 
-__all__ = ["choose", "delete", "insert", "put"]
+__all__ = ["choose", "delete", "insert", "put", "piecewise"]
 
 
 def _int_operand(x: Any, name: str, arg: str) -> Any:
@@ -339,3 +341,67 @@ def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = Tr
         ind = clip(ind, 0, size - 1)
     out = lax.reshape(arr, (size,)).at[ind].set(vals, mode="drop")
     return lax.reshape(out, shape)
+
+
+def piecewise(
+    x: Any, condlist: Any, funclist: Sequence[Callable[..., Any] | Any], *args: Any, **kw: Any
+) -> Any:
+    """``funclist[i](x)`` where ``condlist[i]`` holds, a later condition winning over an
+    earlier one, and the extra last entry of ``funclist`` (the default, else 0) where none
+    holds (``jax.numpy.piecewise``), in ``x``'s dtype and shape.
+
+    Args:
+        x: the input.
+        condlist: bool arrays broadcastable to ``x`` (a list, or an array whose first axis
+            lists them; one array of ``x``'s rank is one condition).
+        funclist: ``len(condlist)`` or ``len(condlist) + 1`` entries, each a function called
+            as ``f(x, *args, **kw)`` or a constant.
+
+    As JAX, every function is applied to all of ``x`` (under ``jit`` too) and the results are
+    selected, so a function must be defined (though its value is unused) off its piece.
+    Differentiable in ``x`` and whatever the functions close over.
+
+    Raises:
+        BluValueError: ``funclist`` of the wrong length.
+        BluShapeError: a condition that does not broadcast to ``x``.
+    """
+    x = asarray_operand(x)
+    shape, dt = get_aval(x).shape, get_aval(x).dtype
+    if isinstance(condlist, (list, tuple)):
+        conds = list(condlist)
+    else:
+        c = asarray_operand(condlist)
+        if get_aval(c).ndim == len(shape) + 1:
+            conds = [lax.index_in_dim(c, i, 0, False) for i in range(get_aval(c).shape[0])]
+        else:
+            conds = [c]
+    nc, nf = len(conds), len(funclist)
+    if nf == nc + 1:
+        funcs = [funclist[-1], *funclist[:-1]]
+    elif nf == nc:
+        funcs = [0, *funclist]
+    else:
+        raise BluValueError(
+            with_user_line(
+                f"piecewise: with {nc} condition(s), funclist needs {nc} or {nc + 1} "
+                f"entries, got {nf}"
+            )
+        )
+    which = lax.full(shape, 0, dtypes.int32)
+    for i, c in enumerate(conds):
+        c = to_bool(asarray_operand(c))
+        try:
+            c = broadcast_to(c, shape)
+        except BluShapeError:
+            raise BluShapeError(
+                with_user_line(
+                    f"piecewise: condlist[{i}] of shape {get_aval(c).shape} does not broadcast "
+                    f"to x's shape {shape}"
+                )
+            ) from None
+        which = lax.select(c, lax.full(shape, i + 1, dtypes.int32), which)
+    cases = []
+    for f in funcs:
+        val = f(x, *args, **kw) if callable(f) else f
+        cases.append(broadcast_to(lax.convert_element_type(asarray_operand(val), dt), shape))
+    return lax.select_n(which, *cases)

@@ -399,3 +399,47 @@ def test_put_rejects_bad_input():
         bnp.put(x, [0], 1.0, mode="raise", inplace=False)
     with pytest.raises(BluTypeError, match=r"ind \(the indices\) must be integers, got f64"):
         bnp.put(x, np.array([0.0]), 1.0, inplace=False)
+
+
+# ---- piecewise ---------------------------------------------------------------------------------
+
+_PIECES = [lambda x: x * x, lambda x: -x, bnp.sin, lambda x, s=2.0: s * x + 1.0, 0.5]
+
+
+@given(st.data())
+def test_piecewise_matches_numpy(data):
+    x = data.draw(arrays(data.draw(shapes())))
+    nc = data.draw(st.integers(1, 3))
+    bounds = sorted(data.draw(st.lists(st.floats(-2, 2), min_size=nc, max_size=nc)))
+    conds = [x > b for b in bounds]  # overlapping: the later one wins
+    if x.size and data.draw(st.booleans()):
+        conds[0] = conds[0][(0,) * x.ndim]  # a scalar condition broadcasts
+    nf = data.draw(st.sampled_from([nc, nc + 1]))
+    funcs = data.draw(st.lists(st.sampled_from(_PIECES), min_size=nf, max_size=nf))
+    conds_np = [np.broadcast_to(c, x.shape) for c in conds]
+    want = np.piecewise(x, conds_np, funcs)
+    _eq(bnp.piecewise(x, conds, funcs), want, np.float64)
+    _eq(blu.jit(lambda x: bnp.piecewise(x, [x > b for b in bounds], funcs))(x),
+        np.piecewise(x, [x > b for b in bounds], funcs))  # fmt: skip
+    xi = np.round(x * 3).astype(np.int32)  # the result keeps x's dtype
+    ci = [xi > b for b in bounds]
+    _eq(bnp.piecewise(xi, ci, funcs), np.piecewise(xi, ci, funcs), np.int32)
+
+
+def test_piecewise_extra_arguments_and_gradient():
+    x = np.linspace(-2.0, 2.0, 9)
+    got = bnp.piecewise(x, [x < 0], [lambda x, s: s * x, lambda x, s: x / s], 4.0)
+    _eq(got, np.where(x < 0, 4.0 * x, x / 4.0))
+    f = lambda x: bnp.piecewise(x, [x < -1, x > 0.5], [lambda x: x**3, bnp.cos, 2.0])  # noqa: E731
+    g = blu.vmap(blu.grad(f))(x + 0.1)
+    xs = x + 0.1  # closed form, away from the pieces' edges
+    _eq(g, np.where(xs > 0.5, -np.sin(xs), np.where(xs < -1, 3 * xs**2, 0.0)))
+    check_grads(f, [x + 0.1])
+
+
+def test_piecewise_rejects_bad_input():
+    x = np.zeros((2, 3))
+    with pytest.raises(BluValueError, match=r"2 condition\(s\), funclist needs 2 or 3 .*got 1"):
+        bnp.piecewise(x, [x > 0, x < 0], [bnp.sin])
+    with pytest.raises(BluShapeError, match=r"condlist\[1\] of shape \(2,\) .*\(2, 3\)"):
+        bnp.piecewise(x, [x > 0, np.array([True, False])], [bnp.sin, bnp.cos])
