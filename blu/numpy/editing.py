@@ -1,5 +1,5 @@
 """jax.numpy's functional editing and choosing: ``choose``, ``delete``, ``insert``,
-``put``, ``piecewise``.
+``put``, ``piecewise``, ``compress``.
 
 Each returns a new array (blu arrays are immutable, as JAX's); indices that decide the result's
 shape must be static, as in JAX.
@@ -37,7 +37,7 @@ from blu.numpy.selection import nonzero, take
 from blu.numpy.sorting import argsort, sort
 from blu.numpy.ufuncs import _where, add, clip, mod, subtract
 
-__all__ = ["choose", "delete", "insert", "put", "piecewise"]
+__all__ = ["choose", "delete", "insert", "put", "piecewise", "compress"]
 
 
 def _int_operand(x: Any, name: str, arg: str) -> Any:
@@ -405,3 +405,58 @@ def piecewise(
         val = f(x, *args, **kw) if callable(f) else f
         cases.append(broadcast_to(lax.convert_element_type(asarray_operand(val), dt), shape))
     return lax.select_n(which, *cases)
+
+
+def compress(
+    condition: Any,
+    a: Any,
+    axis: int | None = None,
+    *,
+    size: int | None = None,
+    fill_value: Any = 0,
+    out: None = None,
+) -> Any:
+    """The slices of ``a`` along ``axis`` (the raveled ``a`` when None) where the 1-d
+    ``condition`` holds (``jax.numpy.compress``); a ``condition`` shorter than the axis counts
+    as False past its end.
+
+    The result's length depends on ``condition``: it must be concrete unless ``size`` is given
+    (JAX's), which keeps the first ``size`` selected slices and pads with ``fill_value``.
+    Differentiable in ``a``.
+
+    Raises:
+        BluShapeError: ``condition`` is not 1-d. BluIndexError: ``condition`` is longer than
+        the axis and true past its end. ConcretizationError: a traced ``condition`` without
+        ``size``. BluValueError: ``out``. BluAxisError: ``axis`` out of range.
+    """
+    if out is not None:
+        raise BluValueError(
+            with_user_line("compress: out= is not supported (arrays are immutable)")
+        )
+    cond = condition if isinstance(condition, Tracer) else np.asarray(condition)
+    if get_aval(cond).ndim != 1:
+        raise BluShapeError(
+            with_user_line(f"compress: condition must be 1-d, got shape {get_aval(cond).shape}")
+        )
+    # (a concrete condition stays numpy: under jit, lax ops would make it a tracer)
+    cond = to_bool(cond) if isinstance(cond, Tracer) else cond != 0
+    arr, ax = _axis_of(a, axis, "compress")
+    shape = get_aval(arr).shape
+    n, c = shape[ax], get_aval(cond).shape[0]
+    if c > n:
+        extra = concrete_value(cond, "compress (a condition longer than the axis)")[n:]
+        if extra.any():
+            raise BluIndexError(
+                with_user_line(
+                    f"compress: condition (length {c}) is true past the end of axis {ax} of "
+                    f"size {n} (an array of shape {shape})"
+                )
+            )
+        cond = cond[:n]
+    elif c < n:
+        arr = lax.slice_in_dim(arr, 0, c, axis=ax)
+    if size is None:
+        keep = concrete_value(cond, "compress without size= (the result's length depends on it)")
+        return take(arr, np.nonzero(keep)[0].astype(np.int32), axis=ax)
+    (idx,) = nonzero(cond, size=size, fill_value=min(c, n))
+    return take(arr, idx, axis=ax, mode="fill", fill_value=fill_value)

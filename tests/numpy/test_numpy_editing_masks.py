@@ -1,0 +1,89 @@
+"""jax.numpy's mask-driven selection and edits (compress, extract, place) against numpy in
+float64 over random shapes (size 0 and 1 included), under jit (with a static size= where the
+result's length depends on values), and their derivatives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import arrays, check_grads, shapes
+from hypothesis import given
+from hypothesis import strategies as st
+
+import blu
+import blu.numpy as bnp
+from blu.core.errors import (
+    BluAxisError,
+    BluIndexError,
+    BluShapeError,
+    BluValueError,
+    ConcretizationError,
+)
+
+
+def _eq(got, want, dtype=None):
+    g = np.asarray(got)
+    assert g.shape == np.shape(want), (g.shape, np.shape(want))
+    if dtype is not None:
+        assert g.dtype == dtype, (g.dtype, dtype)
+    np.testing.assert_allclose(g.astype(np.float64), np.asarray(want, np.float64), rtol=1e-12)
+
+
+def _pad(want, axis, size, fill):
+    """numpy's result cut or padded with ``fill`` to ``size`` along ``axis``."""
+    want = np.moveaxis(want, axis, 0)[:size]
+    pad = np.full((size - want.shape[0],) + want.shape[1:], fill, want.dtype)
+    return np.moveaxis(np.concatenate([want, pad]), 0, axis)
+
+
+# ---- compress ----------------------------------------------------------------------------------
+
+
+@st.composite
+def _compress_case(draw):
+    a = draw(arrays(draw(shapes(max_dims=3))))
+    axis = draw(st.one_of(st.none(), st.integers(-a.ndim, a.ndim - 1))) if a.ndim else None
+    n = a.size if axis is None else a.shape[axis]
+    c = draw(st.integers(0, n + 2))  # shorter than the axis, or longer and false past it
+    cond = draw(st.lists(st.booleans(), min_size=c, max_size=c))
+    cond = np.array([v and i < n for i, v in enumerate(cond)], bool)
+    return cond, a, axis
+
+
+@given(_compress_case(), st.integers(0, 3))
+def test_compress_matches_numpy(case, size):
+    cond, a, axis = case
+    want = np.compress(cond, a, axis)
+    _eq(bnp.compress(cond, a, axis), want, np.float64)
+    _eq(bnp.compress(cond.astype(np.int32), a, axis), want)  # nonzero counts as True
+    _eq(blu.jit(lambda a: bnp.compress(cond, a, axis))(a), want)  # concrete condition
+    f = blu.jit(lambda c, a: bnp.compress(c, a, axis, size=size, fill_value=-5.0))
+    n = a.size if axis is None else a.shape[axis]  # (a traced one past the axis is refused)
+    _eq(f(cond[:n], a), _pad(want, axis or 0, size, -5.0))
+    ai = a.astype(np.int16)
+    _eq(bnp.compress(cond, ai, axis), np.compress(cond, ai, axis), np.int16)
+
+
+def test_compress_gradient():
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal((3, 4)), rng.standard_normal((3, 2))
+    cond = np.array([False, True, False, True])
+    g = blu.grad(lambda x: bnp.sum(bnp.compress(cond, x, axis=1) * w))(x)
+    want = np.zeros((3, 4))
+    want[:, cond] = w  # closed form
+    _eq(g, want)
+    check_grads(lambda x: bnp.compress(cond, x, axis=1, size=3), [x])
+
+
+def test_compress_rejects_bad_input():
+    x = np.zeros((2, 3))
+    with pytest.raises(BluShapeError, match=r"condition must be 1-d, got shape \(2, 3\)"):
+        bnp.compress(x > 0, x)
+    with pytest.raises(BluIndexError, match=r"length 4\) is true past the end of axis 1 of size 3"):
+        bnp.compress([0, 0, 0, 1], x, axis=1)
+    with pytest.raises(ConcretizationError, match="compress without size="):
+        blu.jit(lambda c: bnp.compress(c, x, axis=0))(np.array([True, False]))
+    with pytest.raises(BluAxisError, match="axis 2 is out of bounds"):
+        bnp.compress([True], x, axis=2)
+    with pytest.raises(BluValueError, match="out="):
+        bnp.compress([True], x, out=x)
