@@ -1,5 +1,6 @@
 """jax.numpy's functional editing and choosing: ``choose``, ``delete``, ``insert``,
-``put``, ``piecewise``, ``compress``.
+``put``, ``piecewise``, ``compress``,
+``extract``.
 
 Each returns a new array (blu arrays are immutable, as JAX's); indices that decide the result's
 shape must be static, as in JAX.
@@ -37,7 +38,7 @@ from blu.numpy.selection import nonzero, take
 from blu.numpy.sorting import argsort, sort
 from blu.numpy.ufuncs import _where, add, clip, mod, subtract
 
-__all__ = ["choose", "delete", "insert", "put", "piecewise", "compress"]
+__all__ = ["choose", "delete", "insert", "put", "piecewise", "compress", "extract"]
 
 
 def _int_operand(x: Any, name: str, arg: str) -> Any:
@@ -460,3 +461,17 @@ def compress(
         return take(arr, np.nonzero(keep)[0].astype(np.int32), axis=ax)
     (idx,) = nonzero(cond, size=size, fill_value=min(c, n))
     return take(arr, idx, axis=ax, mode="fill", fill_value=fill_value)
+
+
+def extract(condition: Any, arr: Any, *, size: int | None = None, fill_value: Any = 0) -> Any:
+    """The elements of the raveled ``arr`` where the raveled ``condition`` is nonzero
+    (``jax.numpy.extract``): ``compress(ravel(condition), ravel(arr))``; a traced
+    ``condition`` needs ``size`` (padding with ``fill_value``), as JAX.
+
+    Raises:
+        as :func:`compress`.
+    """
+    cond = condition if isinstance(condition, Tracer) else np.asarray(condition).reshape(-1)
+    if isinstance(cond, Tracer):
+        cond = ravel(cond)
+    return compress(cond, ravel(asarray_operand(arr)), size=size, fill_value=fill_value)

@@ -87,3 +87,33 @@ def test_compress_rejects_bad_input():
         bnp.compress([True], x, axis=2)
     with pytest.raises(BluValueError, match="out="):
         bnp.compress([True], x, out=x)
+
+
+# ---- extract -----------------------------------------------------------------------------------
+
+
+@given(st.data(), st.integers(0, 4))
+def test_extract_matches_numpy(data, size):
+    a = data.draw(arrays(data.draw(shapes(max_dims=3))))
+    cond = np.round(a) != 0
+    want = np.extract(cond, a)
+    _eq(bnp.extract(cond, a), want, np.float64)
+    _eq(bnp.extract(cond.astype(np.int8), a), want)  # nonzero counts as True
+    f = blu.jit(lambda c, a: bnp.extract(c, a, size=size, fill_value=7.0))
+    _eq(f(cond, a), _pad(want, 0, size, 7.0))
+    ai = np.round(a * 10).astype(np.int32)
+    _eq(bnp.extract(cond, ai), np.extract(cond, ai), np.int32)
+    x = np.arange(6.0).reshape(2, 3)  # a shorter condition: numpy's rule
+    _eq(bnp.extract([True, False, True], x), [0.0, 2.0])
+
+
+def test_extract_gradient_and_errors():
+    x = np.random.default_rng(7).standard_normal((2, 3))
+    cond = np.array([[True, False, True], [False, False, True]])
+    g = blu.grad(lambda x: bnp.sum(bnp.extract(cond, x) * np.array([1.0, 2.0, 3.0])))(x)
+    _eq(g, [[1.0, 0.0, 2.0], [0.0, 0.0, 3.0]])  # closed form
+    check_grads(lambda x: bnp.extract(cond, x, size=4), [x])
+    with pytest.raises(ConcretizationError, match="size="):
+        blu.jit(bnp.extract)(cond, x)
+    with pytest.raises(BluIndexError, match=r"length 7\) is true past the end of axis 0 of size 6"):
+        bnp.extract(np.ones(7, bool), x)
