@@ -1,6 +1,6 @@
 """jax.numpy's functional editing and choosing: ``choose``, ``delete``, ``insert``,
 ``put``, ``piecewise``, ``compress``,
-``extract``.
+``extract``, ``place``.
 
 Each returns a new array (blu arrays are immutable, as JAX's); indices that decide the result's
 shape must be static, as in JAX.
@@ -38,7 +38,7 @@ from blu.numpy.selection import nonzero, take
 from blu.numpy.sorting import argsort, sort
 from blu.numpy.ufuncs import _where, add, clip, mod, subtract
 
-__all__ = ["choose", "delete", "insert", "put", "piecewise", "compress", "extract"]
+__all__ = ["choose", "delete", "insert", "put", "piecewise", "compress", "extract", "place"]
 
 
 def _int_operand(x: Any, name: str, arg: str) -> Any:
@@ -475,3 +475,45 @@ def extract(condition: Any, arr: Any, *, size: int | None = None, fill_value: An
     if isinstance(cond, Tracer):
         cond = ravel(cond)
     return compress(cond, ravel(asarray_operand(arr)), size=size, fill_value=fill_value)
+
+
+def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
+    """A copy of ``arr`` whose elements where ``mask`` is nonzero take the raveled ``vals`` in
+    order, repeated cyclically (``jax.numpy.place``); JAX's signature, whose ``inplace`` must be
+    False: blu arrays are immutable, so the update is returned.
+
+    Works on traced masks (no result length depends on them). Differentiable in ``arr`` and
+    ``vals``; ``vals`` is converted to ``arr``'s dtype.
+
+    Raises:
+        BluValueError: ``inplace`` is not False, or an empty ``vals``.
+        BluShapeError: ``mask`` and ``arr`` differ in size.
+    """
+    if inplace:
+        raise BluValueError(
+            with_user_line(
+                "place: blu arrays are immutable, so place cannot change arr in place; pass "
+                "inplace=False to get the updated array (JAX's rule)"
+            )
+        )
+    a = asarray_operand(arr)
+    shape, dt = get_aval(a).shape, get_aval(a).dtype
+    data, m, v = ravel(a), ravel(to_bool(asarray_operand(mask))), ravel(asarray_operand(vals))
+    if get_aval(m).size != get_aval(data).size:
+        raise BluShapeError(
+            with_user_line(
+                f"place: mask (shape {np.shape(mask)}) must have as many elements as arr "
+                f"(shape {shape})"
+            )
+        )
+    if get_aval(v).size == 0:
+        raise BluValueError(with_user_line("place: vals is empty (JAX's rule)"))
+    if not get_aval(data).size:
+        return a
+    # the k-th masked element takes vals[k % len(vals)]
+    k = lax.sub(
+        lax.cumsum(lax.convert_element_type(m, dtypes.int32), 0),
+        lax.full_like(data, 1, dtypes.int32),
+    )
+    got = lax.convert_element_type(take(v, _where(m, k, lax.full_like(k, 0)), mode="wrap"), dt)
+    return lax.reshape(lax.select(m, got, data), shape)

@@ -117,3 +117,38 @@ def test_extract_gradient_and_errors():
         blu.jit(bnp.extract)(cond, x)
     with pytest.raises(BluIndexError, match=r"length 7\) is true past the end of axis 0 of size 6"):
         bnp.extract(np.ones(7, bool), x)
+
+
+# ---- place -------------------------------------------------------------------------------------
+
+
+@given(st.data())
+def test_place_matches_numpy(data):
+    a = data.draw(arrays(data.draw(shapes(max_dims=3))))
+    mask = np.round(a) > 0
+    vals = np.arange(1.0, 1.0 + data.draw(st.integers(1, 4))) + 0.25  # repeated cyclically
+    want = a.copy()
+    np.place(want, mask, vals)
+    _eq(bnp.place(a, mask, vals, inplace=False), want, np.float64)
+    f = blu.jit(lambda a, m, v: bnp.place(a, m, v, inplace=False))  # a traced mask works
+    _eq(f(a, mask, vals), want)
+    ai = np.asarray(np.round(a * 10)).astype(np.int16)  # vals take arr's dtype
+    wi = ai.copy()
+    np.place(wi, mask, vals.astype(np.int16))
+    _eq(bnp.place(ai, mask, vals, inplace=False), wi, np.int16)
+
+
+def test_place_gradient_and_errors():
+    rng = np.random.default_rng(8)
+    x, v, w = rng.standard_normal((2, 3)), rng.standard_normal(2), rng.standard_normal((2, 3))
+    mask = np.array([[True, False, True], [False, True, False]])
+    gx, gv = blu.grad(lambda x, v: bnp.sum(bnp.place(x, mask, v, inplace=False) * w), (0, 1))(x, v)
+    _eq(gx, np.where(mask, 0.0, w))  # closed form: masked entries are overwritten
+    _eq(gv, [w[0, 0] + w[1, 1], w[0, 2]])  # v[0] goes to the 1st and 3rd masked entries
+    check_grads(lambda x, v: bnp.place(x, mask, v, inplace=False), [x, v])
+    with pytest.raises(BluValueError, match="inplace=False"):
+        bnp.place(x, mask, v)
+    with pytest.raises(BluShapeError, match=r"mask \(shape \(3,\)\) .*arr \(shape \(2, 3\)\)"):
+        bnp.place(x, [True, False, True], v, inplace=False)
+    with pytest.raises(BluValueError, match="vals is empty"):
+        bnp.place(x, mask, [], inplace=False)
