@@ -1,6 +1,6 @@
 """jax.numpy's functional editing and choosing: ``choose``, ``delete``, ``insert``,
 ``put``, ``piecewise``, ``compress``,
-``extract``, ``place``.
+``extract``, ``place``, ``fill_diagonal``.
 
 Each returns a new array (blu arrays are immutable, as JAX's); indices that decide the result's
 shape must be static, as in JAX.
@@ -8,6 +8,7 @@ shape must be static, as in JAX.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,6 +17,7 @@ import numpy as np
 
 from blu import lax
 from blu.core import dtypes
+from blu.core.array import Array
 from blu.core.errors import (
     BluIndexError,
     BluShapeError,
@@ -38,7 +40,17 @@ from blu.numpy.selection import nonzero, take
 from blu.numpy.sorting import argsort, sort
 from blu.numpy.ufuncs import _where, add, clip, mod, subtract
 
-__all__ = ["choose", "delete", "insert", "put", "piecewise", "compress", "extract", "place"]
+__all__ = [
+    "choose",
+    "delete",
+    "insert",
+    "put",
+    "piecewise",
+    "compress",
+    "extract",
+    "place",
+    "fill_diagonal",
+]
 
 
 def _int_operand(x: Any, name: str, arg: str) -> Any:
@@ -54,6 +66,14 @@ def _int_operand(x: Any, name: str, arg: str) -> Any:
             with_user_line(f"{name}: {arg} must be integers, got {aval.str_short()}")
         )
     return x
+
+
+def _values_as(x: Any, dt: Any) -> Any:
+    """``x`` converted to the dtype ``dt``; Python scalars and lists through numpy, straight to
+    ``dt`` (not through float32, which would round ``0.1`` for a float64 array)."""
+    if isinstance(x, (Tracer, Array)):
+        return lax.convert_element_type(x, dt)
+    return asarray_operand(np.asarray(np.asarray(x).astype(dt)))
 
 
 def choose(a: Any, choices: Any, out: None = None, mode: str = "raise") -> Any:
@@ -517,3 +537,51 @@ def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
     )
     got = lax.convert_element_type(take(v, _where(m, k, lax.full_like(k, 0)), mode="wrap"), dt)
     return lax.reshape(lax.select(m, got, data), shape)
+
+
+def fill_diagonal(a: Any, val: Any, wrap: bool = False, *, inplace: bool = True) -> Any:
+    """A copy of ``a`` with its main diagonal set to ``val`` (raveled, repeated cyclically,
+    converted to ``a``'s dtype), as ``jax.numpy.fill_diagonal``, whose ``inplace`` must be
+    False: blu arrays are immutable, so the update is returned.
+
+    ``a`` is 2-d, or of more dimensions all of one length (then ``a[i, i, ..., i]``). ``wrap``
+    (numpy's) continues the diagonal of a tall matrix below a gap row every ``cols + 1`` rows.
+    Differentiable in ``a`` and ``val``.
+
+    Raises:
+        BluValueError: ``inplace`` is not False, or an empty ``val``.
+        BluShapeError: ``a`` has fewer than 2 dimensions, or more of different lengths.
+    """
+    if inplace:
+        raise BluValueError(
+            with_user_line(
+                "fill_diagonal: blu arrays are immutable, so fill_diagonal cannot change a in "
+                "place; pass inplace=False to get the updated array (JAX's rule)"
+            )
+        )
+    a = asarray_operand(a)
+    shape, dt = get_aval(a).shape, get_aval(a).dtype
+    if len(shape) < 2:
+        raise BluShapeError(
+            with_user_line(f"fill_diagonal: a must be at least 2-d, got shape {shape}")
+        )
+    if len(shape) == 2:  # numpy's flat stride of the diagonal, and where it stops
+        step, end = shape[1] + 1, (None if wrap else shape[1] * shape[1])
+    elif len(set(shape)) != 1:
+        raise BluShapeError(
+            with_user_line(
+                f"fill_diagonal: all dimensions of a must be of equal length, got shape {shape}"
+            )
+        )
+    else:
+        step, end = 1 + int(np.cumprod(shape[:-1]).sum()), None
+    size = math.prod(shape)
+    pos = np.arange(size, dtype=np.int32)[:end:step]
+    v = ravel(_values_as(val, dt))
+    nv = get_aval(v).size
+    if nv == 0:
+        raise BluValueError(with_user_line("fill_diagonal: val is empty"))
+    if not pos.size:
+        return a
+    v = take(v, np.arange(pos.size, dtype=np.int32) % nv)
+    return lax.reshape(lax.reshape(a, (size,)).at[pos].set(v), shape)

@@ -152,3 +152,44 @@ def test_place_gradient_and_errors():
         bnp.place(x, [True, False, True], v, inplace=False)
     with pytest.raises(BluValueError, match="vals is empty"):
         bnp.place(x, mask, [], inplace=False)
+
+
+# ---- fill_diagonal -----------------------------------------------------------------------------
+
+
+@given(st.data())
+def test_fill_diagonal_matches_numpy(data):
+    if data.draw(st.booleans()):
+        shape = data.draw(shapes(min_dims=2, max_dims=2, max_side=7))
+    else:  # more dimensions: all of one length
+        shape = (data.draw(st.integers(0, 3)),) * data.draw(st.integers(3, 4))
+    a = data.draw(arrays(shape))
+    val = data.draw(st.one_of(st.floats(-3, 3), st.just(np.array([1.5, -2.5, 3.5]))))
+    wrap = data.draw(st.booleans())
+    want = a.copy()
+    np.fill_diagonal(want, val, wrap)
+    _eq(bnp.fill_diagonal(a, val, wrap, inplace=False), want, np.float64)
+    f = blu.jit(lambda a, v: bnp.fill_diagonal(a, v, wrap, inplace=False))
+    _eq(f(a, np.asarray(val)), want)
+    ai = np.asarray(np.round(a)).astype(np.int8)  # val takes a's dtype
+    wi = ai.copy()
+    np.fill_diagonal(wi, np.asarray(val).astype(np.int8), wrap)
+    _eq(bnp.fill_diagonal(ai, val, wrap, inplace=False), wi, np.int8)
+
+
+def test_fill_diagonal_gradient_and_errors():
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    gx, gv = blu.grad(lambda x, v: bnp.sum(bnp.fill_diagonal(x, v, inplace=False) * w), (0, 1))(
+        x, np.float64(2.0)
+    )
+    eye = np.eye(3, 4, dtype=bool)
+    _eq(gx, np.where(eye, 0.0, w))  # closed form
+    _eq(gv, w[eye].sum())
+    check_grads(lambda x, v: bnp.fill_diagonal(x, v, inplace=False), [x, np.ones(2)])
+    with pytest.raises(BluValueError, match="inplace=False"):
+        bnp.fill_diagonal(x, 1.0)
+    with pytest.raises(BluShapeError, match=r"at least 2-d, got shape \(3,\)"):
+        bnp.fill_diagonal(np.zeros(3), 1.0, inplace=False)
+    with pytest.raises(BluShapeError, match=r"equal length, got shape \(2, 2, 3\)"):
+        bnp.fill_diagonal(np.zeros((2, 2, 3)), 1.0, inplace=False)
