@@ -274,7 +274,7 @@ def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
             )
         )
     dt = get_aval(a).dtype
-    v = lax.convert_element_type(asarray_operand(values), dt)
+    v = _values_as(values, dt)
     if get_aval(v).ndim < len(shape):  # numpy's ndmin: leading dimensions of 1
         vs = get_aval(v).shape
         v = lax.reshape(v, (1,) * (len(shape) - len(vs)) + vs)
@@ -346,13 +346,12 @@ def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = Tr
     arr = asarray_operand(a)
     shape, dt = get_aval(arr).shape, get_aval(arr).dtype
     ind = ravel(_int_operand(ind, "put", "ind (the indices)"))
-    vals = ravel(asarray_operand(v))
+    vals = ravel(_values_as(v, dt))
     size, m, nv = get_aval(arr).size, get_aval(ind).size, get_aval(vals).size
     if not (size and m and nv):
         return arr
     if nv != m:  # numpy repeats (or cuts) v to the number of indices
         vals = take(vals, np.arange(m, dtype=np.int32) % nv)
-    vals = lax.convert_element_type(vals, dt)
     if get_aval(ind).dtype != dtypes.int32:
         ind = clip(ind, -size - 1, size) if mode != "wrap" else mod(ind, size)
         ind = lax.convert_element_type(ind, dtypes.int32)
@@ -518,7 +517,7 @@ def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
         )
     a = asarray_operand(arr)
     shape, dt = get_aval(a).shape, get_aval(a).dtype
-    data, m, v = ravel(a), ravel(to_bool(asarray_operand(mask))), ravel(asarray_operand(vals))
+    data, m, v = ravel(a), ravel(to_bool(asarray_operand(mask))), ravel(_values_as(vals, dt))
     if get_aval(m).size != get_aval(data).size:
         raise BluShapeError(
             with_user_line(
@@ -535,7 +534,7 @@ def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
         lax.cumsum(lax.convert_element_type(m, dtypes.int32), 0),
         lax.full_like(data, 1, dtypes.int32),
     )
-    got = lax.convert_element_type(take(v, _where(m, k, lax.full_like(k, 0)), mode="wrap"), dt)
+    got = take(v, _where(m, k, lax.full_like(k, 0)), mode="wrap")
     return lax.reshape(lax.select(m, got, data), shape)
 
 

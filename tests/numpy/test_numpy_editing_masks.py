@@ -193,3 +193,14 @@ def test_fill_diagonal_gradient_and_errors():
         bnp.fill_diagonal(np.zeros(3), 1.0, inplace=False)
     with pytest.raises(BluShapeError, match=r"equal length, got shape \(2, 2, 3\)"):
         bnp.fill_diagonal(np.zeros((2, 2, 3)), 1.0, inplace=False)
+
+
+def test_python_float_values_keep_float64_precision():
+    # 0.1 went through float32 (0.10000000149...) before it was converted to the array's dtype
+    x = np.zeros((2, 3))
+    want = x.copy()
+    want.flat[[0, 4]] = 0.1
+    _eq(bnp.put(x, [0, 4], 0.1, inplace=False), want)
+    _eq(bnp.place(x, want != 0, [0.1], inplace=False), want)
+    _eq(bnp.insert(x, 1, 0.1, axis=0), np.insert(x, 1, 0.1, axis=0))
+    _eq(bnp.insert(x.reshape(-1), [0, 2], [0.1, 0.3]), np.insert(x.reshape(-1), [0, 2], [0.1, 0.3]))
