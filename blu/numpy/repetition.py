@@ -1,21 +1,24 @@
-"""Repetition along axes: ``tile`` (whole arrays) and ``repeat`` (each element, by static,
-concrete or, with ``total_repeat_length``, traced counts)."""
+"""Repetition along axes: ``tile`` (whole arrays), ``repeat`` (each element, by static,
+concrete or, with ``total_repeat_length``, traced counts) and ``resize`` (the raveled array,
+cyclically, to a new shape)."""
 
 from __future__ import annotations
 
 import builtins
+import math
+import operator
 from typing import Any
 
 import numpy as np
 
 from blu import lax
 from blu.core import dtypes
-from blu.core.errors import BluShapeError, BluValueError, with_user_line
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import Tracer
 from blu.numpy._promote import asarray_operand, canonicalize_axis, concrete_value
 from blu.numpy.manipulation import _aval, moveaxis, ravel
 
-__all__ = ["tile", "repeat"]
+__all__ = ["tile", "repeat", "resize"]
 
 
 def tile(A: Any, reps: Any) -> Any:
@@ -122,3 +125,35 @@ def _repeat_to_length(a: Any, repeats: Any, axis: int, total: int, what: str) ->
         idx = lax.min(idx, lax.full((total,), n - 1, dtypes.int32))
     got = lax.gather(a, lax.reshape(idx, (total, 1)), axes=(axis,), mode="clip")
     return moveaxis(got, 0, axis)
+
+
+def resize(a: Any, new_shape: Any) -> Any:
+    """An array of shape ``new_shape`` filled with the raveled ``a`` repeated cyclically
+    (``jax.numpy.resize``; numpy's function, not the method): zeros when ``a`` is empty.
+
+    ``new_shape`` (an int or a sequence of ints) is static. Differentiable in ``a``.
+
+    Raises:
+        BluValueError: a negative dimension. BluTypeError: a non-integer dimension.
+        ConcretizationError: a traced ``new_shape``.
+    """
+    if isinstance(new_shape, Tracer):
+        concrete_value(new_shape, "resize (new_shape)")
+    dims = (new_shape,) if np.ndim(new_shape) == 0 else tuple(new_shape)
+    try:
+        shape = tuple(operator.index(d) for d in dims)
+    except TypeError:
+        raise BluTypeError(
+            with_user_line(f"resize: new_shape must be ints, got {new_shape!r}")
+        ) from None
+    if builtins.any(d < 0 for d in shape):
+        raise BluValueError(
+            with_user_line(f"resize: all dimensions of new_shape must be >= 0, got {shape}")
+        )
+    a = ravel(asarray_operand(a))
+    n, total = _aval(a).size, math.prod(shape)
+    if n == 0 or total == 0:
+        return lax.full(shape, 0, _aval(a).dtype)
+    reps = -(-total // n)
+    flat = lax.reshape(lax.broadcast_in_dim(a, (reps, n), (1,)), (reps * n,))
+    return lax.reshape(lax.slice_in_dim(flat, 0, total), shape)
