@@ -1,4 +1,5 @@
-"""Array creation: array/asarray, zeros/ones/full/empty, arange/linspace, eye/tri, *_like.
+"""Array creation: array/asarray, zeros/ones/full/empty, arange/linspace, eye/tri, *_like,
+vander.
 
 As in JAX, Python floats and lists of them become float32 and Python ints int32 (numpy arrays
 keep their dtype, float64 included), and constant patterns (``arange``, ``eye``, ``tri``) are
@@ -43,7 +44,7 @@ from blu.numpy.ufuncs import add, multiply, power, subtract, true_divide
 __all__ = [
     "array", "asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like",
     "full_like", "empty_like", "arange", "linspace", "logspace", "eye", "identity", "tri",
-    "tril", "triu", "meshgrid", "copy"
+    "tril", "triu", "meshgrid", "copy", "vander"
 ]
 # fmt: on
 
@@ -346,3 +347,35 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = 
         else:
             out.append(lax.broadcast_in_dim(x, tuple(shape), (ax,)))
     return out
+
+
+def vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:
+    """The Vandermonde matrix of the 1-d ``x``: column ``j`` is ``x ** (N - 1 - j)`` (``x ** j``
+    with ``increasing``), shape ``(len(x), N)``, in ``x``'s dtype (``jax.numpy.vander``).
+
+    ``N`` (default ``len(x)``) is static. Each column is an integer power of ``x``, so it is
+    differentiable in ``x``.
+
+    Raises:
+        BluShapeError: ``x`` is not 1-d. BluValueError: a negative ``N``.
+        BluTypeError: a non-integer ``N``. ConcretizationError: a traced ``N``.
+    """
+    x = asarray_operand(x)
+    aval = get_aval(x)
+    if aval.ndim != 1:
+        raise BluShapeError(with_user_line(f"vander: x must be 1-d, got shape {aval.shape}"))
+    if isinstance(N, Tracer):
+        concrete_value(N, "vander (N)")
+    try:
+        n = aval.shape[0] if N is None else operator.index(N)
+    except TypeError:
+        raise BluTypeError(with_user_line(f"vander: N must be an int, got {N!r}")) from None
+    if n < 0:
+        raise BluValueError(with_user_line(f"vander: N must be >= 0, got {n}"))
+    if aval.dtype == dtypes.bool_:
+        x = lax.convert_element_type(x, dtypes.int32)  # numpy's powers of bools are ints
+    powers = range(n) if increasing else range(n - 1, -1, -1)
+    cols = [lax.reshape(lax.integer_pow(x, k), (aval.shape[0], 1)) for k in powers]
+    if not cols:
+        return lax.full((aval.shape[0], 0), 0, get_aval(x).dtype)
+    return concatenate(cols, axis=1)

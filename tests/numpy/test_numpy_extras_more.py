@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.core.errors import BluTypeError, BluValueError, ConcretizationError
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, ConcretizationError
 
 
 def _eq(got, want, dtype=None):
@@ -49,3 +49,38 @@ def test_resize_gradient_and_errors():
         bnp.resize(x, (2.5,))
     with pytest.raises(ConcretizationError, match="new_shape"):
         blu.jit(bnp.resize)(x, np.array([2, 2]))
+
+
+# ---- vander ------------------------------------------------------------------------------------
+
+
+@given(st.data())
+def test_vander_matches_numpy(data):
+    x = data.draw(arrays(data.draw(shapes(min_dims=1, max_dims=1, max_side=5)), -1.5, 1.5))
+    n = data.draw(st.one_of(st.none(), st.integers(0, 6)))
+    inc = data.draw(st.booleans())
+    want = np.vander(x, n, inc)
+    _eq(bnp.vander(x, n, inc), want, np.float64)
+    _eq(blu.jit(bnp.vander, static_argnums=(1, 2))(x, n, inc), want)
+    xi = np.round(x * 2).astype(np.int32)  # x's dtype, as JAX (numpy widens to int64)
+    _eq(bnp.vander(xi, n, inc), np.vander(xi, n, inc), np.int32)
+    got32 = np.asarray(bnp.vander(x.astype(np.float32), n, inc))
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(got32, want, rtol=1e-6, atol=1e-30)  # (float32 underflow)
+
+
+def test_vander_gradient_and_errors():
+    x = np.array([0.5, -1.25, 2.0])
+    w = np.random.default_rng(11).standard_normal((3, 4))
+    g = blu.grad(lambda x: bnp.sum(bnp.vander(x, 4) * w))(x)
+    # closed form: d/dx x**k = k x**(k-1), columns k = 3, 2, 1, 0
+    _eq(g, (w * np.array([3 * x**2, 2 * x, np.ones(3), np.zeros(3)]).T).sum(1))
+    check_grads(lambda x: bnp.vander(x, 3, increasing=True), [x])
+    with pytest.raises(BluShapeError, match=r"x must be 1-d, got shape \(3, 1\)"):
+        bnp.vander(x[:, None])
+    with pytest.raises(BluValueError, match="N must be >= 0, got -1"):
+        bnp.vander(x, -1)
+    with pytest.raises(BluTypeError, match="N must be an int"):
+        bnp.vander(x, 2.0)
+    with pytest.raises(ConcretizationError, match="vander"):
+        blu.jit(bnp.vander)(x, 3)
