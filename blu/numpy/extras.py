@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from blu.core.errors import BluIndexError, BluValueError, with_user_line
+from blu.core.errors import BluIndexError, BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import Tracer
 from blu.numpy._dtypes import issubdtype as _issubdtype
 from blu.numpy._dtypes import result_type as _result_type
@@ -63,6 +63,7 @@ __all__ = [
     "sinc",
     "trapezoid",
     "tril_indices",
+    "tril_indices_from",
     "triu_indices",
     "union1d",
     "unique",
@@ -398,6 +399,21 @@ def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
     """Row and column indices of the lower triangle of an ``(n, m)`` array (int32)."""
     r, c = np.tril_indices(n, k, m)
     return asarray(r.astype(np.int32)), asarray(c.astype(np.int32))
+
+
+def tril_indices_from(arr: Any, k: int = 0) -> tuple:
+    """``tril_indices(*arr.shape, k)``: the lower triangle's indices of the 2-d ``arr``'s shape
+    (int32; ``arr`` may be traced, only its shape is read).
+
+    Raises:
+        BluShapeError: ``arr`` is not 2-d.
+    """
+    shape = np.shape(arr) if not isinstance(arr, Tracer) else arr.aval.shape
+    if len(shape) != 2:
+        raise BluShapeError(
+            with_user_line(f"tril_indices_from: arr must be 2-d, got shape {tuple(shape)}")
+        )
+    return tril_indices(shape[0], k, shape[1])
 
 
 def triu_indices(n: int, k: int = 0, m: int | None = None) -> tuple:

@@ -84,3 +84,23 @@ def test_vander_gradient_and_errors():
         bnp.vander(x, 2.0)
     with pytest.raises(ConcretizationError, match="vander"):
         blu.jit(bnp.vander)(x, 3)
+
+
+# ---- tril_indices_from -------------------------------------------------------------------------
+
+
+@given(shapes(min_dims=2, max_dims=2, max_side=5), st.integers(-6, 6))
+def test_tril_indices_from_matches_numpy(shape, k):
+    a = np.arange(float(np.prod(shape))).reshape(shape)
+    got = bnp.tril_indices_from(a, k)
+    want = np.tril_indices_from(a, k)
+    for g, w in zip(got, want):
+        _eq(g, w, np.int32)
+    _eq(blu.jit(lambda a: a[bnp.tril_indices_from(a, k)])(a), a[want])  # only the shape is read
+    g = blu.grad(lambda a: bnp.sum(a[bnp.tril_indices_from(a, k)]))(a)
+    _eq(g, np.tril(np.ones(shape), k))  # closed form
+
+
+def test_tril_indices_from_rejects_non_2d():
+    with pytest.raises(BluShapeError, match=r"arr must be 2-d, got shape \(2, 2, 2\)"):
+        bnp.tril_indices_from(np.zeros((2, 2, 2)))
