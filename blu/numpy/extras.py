@@ -62,6 +62,7 @@ __all__ = [
     "setxor1d",
     "sinc",
     "trapezoid",
+    "trim_zeros",
     "tril_indices",
     "tril_indices_from",
     "triu_indices",
@@ -495,3 +496,27 @@ def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
     if to_end is not None:
         parts.append(ravel(asarray_operand(to_end)).astype(a.dtype))
     return concatenate(parts)
+
+
+def trim_zeros(filt: Any, trim: str = "fb") -> Any:
+    """The 1-d ``filt`` without its leading ('f' in ``trim``) and trailing ('b') zeros, as
+    ``jax.numpy.trim_zeros``: the result's length depends on the values, so ``filt`` must be
+    concrete (not under ``jit`` or ``grad``, as JAX).
+
+    Raises:
+        ConcretizationError: a traced ``filt``. BluShapeError: ``filt`` is not 1-d.
+        BluValueError: ``trim`` other than 'f', 'b', 'fb' or 'bf'.
+    """
+    if not isinstance(trim, str) or trim.lower() not in ("f", "b", "fb", "bf"):
+        raise BluValueError(
+            with_user_line(f"trim_zeros: trim must be 'f', 'b' or 'fb', got {trim!r}")
+        )
+    v = concrete_value(filt, "trim_zeros (filt: the result's length depends on its values)")
+    if v.ndim != 1:
+        raise BluShapeError(with_user_line(f"trim_zeros: filt must be 1-d, got shape {v.shape}"))
+    (nz,) = np.nonzero(v)
+    if not nz.size:
+        return asarray(v[:0])
+    start = int(nz[0]) if "f" in trim.lower() else 0
+    stop = int(nz[-1]) + 1 if "b" in trim.lower() else v.size
+    return asarray_operand(filt)[start:stop]

@@ -104,3 +104,28 @@ def test_tril_indices_from_matches_numpy(shape, k):
 def test_tril_indices_from_rejects_non_2d():
     with pytest.raises(BluShapeError, match=r"arr must be 2-d, got shape \(2, 2, 2\)"):
         bnp.tril_indices_from(np.zeros((2, 2, 2)))
+
+
+# ---- trim_zeros --------------------------------------------------------------------------------
+
+
+@given(
+    st.lists(st.sampled_from([0.0, 0.0, 1.5, -2.0]), max_size=8),
+    st.sampled_from(["f", "b", "fb", "bf", "FB"]),
+)
+def test_trim_zeros_matches_numpy(vals, trim):
+    x = np.array(vals, np.float64)
+    want = np.trim_zeros(x, trim)
+    _eq(bnp.trim_zeros(x, trim), want, np.float64)
+    xi = x.astype(np.int16)  # a blu array, its dtype kept
+    _eq(bnp.trim_zeros(bnp.asarray(xi), trim), np.trim_zeros(xi, trim), np.int16)
+
+
+def test_trim_zeros_rejects_bad_input():
+    x = np.array([0.0, 1.0, 0.0])
+    with pytest.raises(ConcretizationError, match="trim_zeros"):
+        blu.jit(bnp.trim_zeros)(x)
+    with pytest.raises(BluShapeError, match=r"filt must be 1-d, got shape \(1, 3\)"):
+        bnp.trim_zeros(x[None])
+    with pytest.raises(BluValueError, match="trim must be"):
+        bnp.trim_zeros(x, "x")
