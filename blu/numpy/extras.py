@@ -23,12 +23,13 @@ from blu.core.errors import BluIndexError, BluShapeError, BluValueError, with_us
 from blu.core.interpreter import Tracer
 from blu.numpy._dtypes import issubdtype as _issubdtype
 from blu.numpy._dtypes import result_type as _result_type
-from blu.numpy._promote import asarray_operand, broadcast_to, concrete_value
+from blu.numpy._promote import asarray_operand, broadcast_to, canonicalize_axis, concrete_value
 from blu.numpy.creation import arange, asarray, ones_like, zeros, zeros_like
 from blu.numpy.logic import equal, logical_not, logical_xor
 from blu.numpy.manipulation import (
     broadcast_arrays,
     concatenate,
+    expand_dims,
     flip,
     moveaxis,
     ravel,
@@ -46,6 +47,7 @@ from blu.numpy.ufuncs import clip
 
 __all__ = [
     "apply_along_axis",
+    "apply_over_axes",
     "argwhere",
     "cross",
     "ediff1d",
@@ -322,6 +324,32 @@ def apply_along_axis(func1d: Callable[..., Any], axis: int, arr: Any, *args: Any
     for i in range(extra):
         out = moveaxis(out, arr.ndim - 1 + i, axis + i)
     return out
+
+
+def apply_over_axes(func: Callable[[Any, int], Any], a: Any, axes: Any) -> Any:
+    """``func(a, axis)`` for each axis of ``axes`` in turn, each result of ``a``'s rank or one
+    less (then the axis is put back with size 1), as ``jax.numpy.apply_over_axes``:
+    ``apply_over_axes(bnp.sum, a, (0, 2))`` is ``bnp.sum(a, (0, 2), keepdims=True)``.
+
+    Raises:
+        BluAxisError: an axis out of range. BluShapeError: ``func`` returns another rank.
+    """
+    a = asarray_operand(a)
+    nd = a.ndim
+    for ax in (axes,) if np.ndim(axes) == 0 else tuple(axes):
+        axis = canonicalize_axis(ax, nd, "apply_over_axes")
+        b = asarray_operand(func(a, axis))
+        if b.ndim == nd - 1:
+            b = expand_dims(b, axis)
+        elif b.ndim != nd:
+            raise BluShapeError(
+                with_user_line(
+                    f"apply_over_axes: func(a, {axis}) must return an array of rank {nd} or "
+                    f"{nd - 1} (a of shape {a.shape}), got shape {b.shape}"
+                )
+            )
+        a = b
+    return a
 
 
 def lexsort(keys: Any, axis: int = -1) -> Any:

@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.core.errors import BluShapeError, BluTypeError, BluValueError, ConcretizationError
+from blu.core.errors import (
+    BluAxisError,
+    BluShapeError,
+    BluTypeError,
+    BluValueError,
+    ConcretizationError,
+)
 
 
 def _eq(got, want, dtype=None):
@@ -129,3 +135,29 @@ def test_trim_zeros_rejects_bad_input():
         bnp.trim_zeros(x[None])
     with pytest.raises(BluValueError, match="trim must be"):
         bnp.trim_zeros(x, "x")
+
+
+# ---- apply_over_axes ---------------------------------------------------------------------------
+
+
+@given(st.data())
+def test_apply_over_axes_matches_numpy(data):
+    a = data.draw(arrays(data.draw(shapes(min_dims=1))))
+    axes = data.draw(st.lists(st.integers(-a.ndim, a.ndim - 1), max_size=3, unique=True))
+    axes = data.draw(st.sampled_from([axes, axes[0]])) if axes else axes
+    for bf, nf in [(bnp.sum, np.sum), (bnp.cumsum, np.cumsum)]:  # rank - 1 and the same rank
+        want = np.apply_over_axes(nf, a, axes)
+        _eq(bnp.apply_over_axes(bf, a, axes), want, np.float64)
+        _eq(blu.jit(lambda a: bnp.apply_over_axes(bf, a, axes))(a), want)
+
+
+def test_apply_over_axes_gradient_and_errors():
+    x = np.random.default_rng(12).standard_normal((2, 3, 4))
+    w = np.random.default_rng(13).standard_normal((1, 3, 1))
+    g = blu.grad(lambda x: bnp.sum(bnp.apply_over_axes(bnp.sum, x, [0, 2]) * w))(x)
+    _eq(g, np.broadcast_to(w, x.shape))  # closed form
+    check_grads(lambda x: bnp.apply_over_axes(bnp.cumsum, x, 1), [x])
+    with pytest.raises(BluAxisError, match="axis 3 is out of bounds for rank 3"):
+        bnp.apply_over_axes(bnp.sum, x, [0, 3])
+    with pytest.raises(BluShapeError, match=r"rank 3 or 2 .*got shape \(\)"):
+        bnp.apply_over_axes(lambda a, ax: bnp.sum(a), x, 0)
