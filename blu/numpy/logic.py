@@ -3,7 +3,7 @@
 Comparisons return bool arrays; the logical functions treat nonzero as True; the bitwise ones
 take integer or bool arrays, and ``right_shift`` is arithmetic for signed integers and logical
 for unsigned ones (as numpy). Shifts by the bit width or more give 0 (or -1 for a negative
-signed value shifted right).
+signed value shifted right). ``packbits`` packs truth values into the bits of uint8s.
 """
 
 from __future__ import annotations
@@ -13,15 +13,20 @@ from typing import Any
 
 from blu import lax
 from blu.core import dtypes
-from blu.core.errors import BluTypeError, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.numpy._promote import asarray_operand, check_int_or_bool, promote_args
+from blu.numpy._promote import (
+    asarray_operand,
+    canonicalize_axis,
+    check_int_or_bool,
+    promote_args,
+)
 
 # fmt: off
 __all__ = [
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
     "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "bitwise_not", "invert", "left_shift", "right_shift"
+    "bitwise_not", "invert", "left_shift", "right_shift", "packbits"
 ]
 # fmt: on
 
@@ -122,3 +127,58 @@ def right_shift(x: Any, y: Any) -> Any:
     if dtypes.is_unsigned(get_aval(x).dtype):
         return lax.shift_right_logical(x, y)
     return lax.shift_right_arithmetic(x, y)
+
+
+def _bits_axis_last(a: Any, axis: Any, bitorder: str, name: str) -> tuple[Any, tuple[int, ...]]:
+    """``a`` (raveled when ``axis`` is None) with ``axis`` moved last, and the permutation
+    that moves it back.
+
+    Raises:
+        BluValueError: ``bitorder`` other than 'big' or 'little'. BluAxisError: a bad axis.
+    """
+    if bitorder not in ("big", "little"):
+        raise BluValueError(
+            with_user_line(f"{name}: bitorder must be 'big' or 'little', got {bitorder!r}")
+        )
+    aval = get_aval(a)
+    if axis is None:
+        return lax.reshape(a, (aval.size,)), (0,)
+    ax = canonicalize_axis(axis, aval.ndim, name)
+    perm = tuple(i for i in range(aval.ndim) if i != ax) + (ax,)
+    back = tuple(perm.index(i) for i in range(aval.ndim))
+    return lax.transpose(a, perm), back
+
+
+def _bit_shifts(shape: tuple[int, ...], bitorder: str) -> Any:
+    """uint8 shifts 7..0 ('big': the first element is the most significant bit) or 0..7 along
+    the last axis of ``shape``."""
+    shifts = lax.iota(dtypes.uint8, shape, len(shape) - 1)
+    return lax.sub(lax.full(shape, 7, dtypes.uint8), shifts) if bitorder == "big" else shifts
+
+
+def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
+    """The truth values (nonzero) of ``a`` packed 8 to a uint8 along ``axis`` (the raveled
+    ``a`` when None), the last byte padded with zero bits (``jax.numpy.packbits``; numpy's
+    rule that every nonzero value, negative ones too, is a 1 bit).
+
+    Raises:
+        BluTypeError: ``a`` is neither integer nor bool. BluValueError: a bad ``bitorder``.
+        BluAxisError: ``axis`` out of range.
+    """
+    a = asarray_operand(a)
+    aval = get_aval(a)
+    if not (dtypes.is_int(aval.dtype) or aval.dtype == dtypes.bool_):
+        raise BluTypeError(
+            with_user_line(f"packbits: a must be integer or bool, got {aval.str_short()}")
+        )
+    x, back = _bits_axis_last(a, axis, bitorder, "packbits")
+    shape = get_aval(x).shape
+    bits = lax.convert_element_type(lax.ne(x, lax.full(shape, 0, aval.dtype)), dtypes.uint8)
+    n, nd = shape[-1], len(shape)
+    if n % 8:
+        zero = lax.full((), 0, dtypes.uint8)
+        bits = lax.pad(bits, zero, [(0, 0, 0)] * (nd - 1) + [(0, -n % 8, 0)])
+    grouped = shape[:-1] + (-(-n // 8), 8)
+    bits = lax.reshape(bits, grouped)
+    packed = lax.reduce_sum(lax.shift_left(bits, _bit_shifts(grouped, bitorder)), (nd,))
+    return lax.transpose(packed, back)

@@ -161,3 +161,30 @@ def test_apply_over_axes_gradient_and_errors():
         bnp.apply_over_axes(bnp.sum, x, [0, 3])
     with pytest.raises(BluShapeError, match=r"rank 3 or 2 .*got shape \(\)"):
         bnp.apply_over_axes(lambda a, ax: bnp.sum(a), x, 0)
+
+
+# ---- packbits ----------------------------------------------------------------------------------
+
+
+@given(st.data())
+def test_packbits_matches_numpy(data):
+    shape = data.draw(shapes(max_side=11))
+    dtype = data.draw(st.sampled_from([np.bool_, np.int8, np.int32, np.uint16]))
+    lo = -2 if np.issubdtype(dtype, np.signedinteger) else 0
+    x = np.asarray(data.draw(st.lists(st.integers(lo, 2), min_size=int(np.prod(shape)),
+                                      max_size=int(np.prod(shape))))).astype(dtype)  # fmt: skip
+    x = x.reshape(shape)
+    axis = data.draw(st.one_of(st.none(), st.integers(-x.ndim, x.ndim - 1))) if x.ndim else None
+    order = data.draw(st.sampled_from(["big", "little"]))
+    want = np.packbits(x, axis, bitorder=order)  # nonzero, negative too, is a 1 bit
+    _eq(bnp.packbits(x, axis, order), want, np.uint8)
+    _eq(blu.jit(lambda x: bnp.packbits(x, axis, order))(x), want)
+
+
+def test_packbits_rejects_bad_input():
+    with pytest.raises(BluTypeError, match=r"integer or bool, got f32\[3\]"):
+        bnp.packbits(np.ones(3, np.float32))
+    with pytest.raises(BluValueError, match="bitorder must be 'big' or 'little'"):
+        bnp.packbits(np.ones(3, bool), bitorder="middle")
+    with pytest.raises(BluAxisError, match="axis 1 is out of bounds for rank 1"):
+        bnp.packbits(np.ones(3, bool), axis=1)
