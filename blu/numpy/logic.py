@@ -3,22 +3,25 @@
 Comparisons return bool arrays; the logical functions treat nonzero as True; the bitwise ones
 take integer or bool arrays, and ``right_shift`` is arithmetic for signed integers and logical
 for unsigned ones (as numpy). Shifts by the bit width or more give 0 (or -1 for a negative
-signed value shifted right). ``packbits`` packs truth values into the bits of uint8s.
+signed value shifted right). ``packbits`` packs truth values into the bits of uint8s, ``unpackbits``
+takes them out.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
 from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
-from blu.core.interpreter import get_aval
+from blu.core.interpreter import Tracer, get_aval
 from blu.numpy._promote import (
     asarray_operand,
     canonicalize_axis,
     check_int_or_bool,
+    concrete_value,
     promote_args,
 )
 
@@ -26,7 +29,8 @@ from blu.numpy._promote import (
 __all__ = [
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
     "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "bitwise_not", "invert", "left_shift", "right_shift", "packbits"
+    "bitwise_not", "invert", "left_shift", "right_shift", "packbits",
+    "unpackbits"
 ]
 # fmt: on
 
@@ -182,3 +186,53 @@ def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
     bits = lax.reshape(bits, grouped)
     packed = lax.reduce_sum(lax.shift_left(bits, _bit_shifts(grouped, bitorder)), (nd,))
     return lax.transpose(packed, back)
+
+
+def unpackbits(
+    a: Any, axis: int | None = None, count: int | None = None, bitorder: str = "big"
+) -> Any:
+    """The bits of the uint8 ``a`` as uint8 0/1 values, 8 per element along ``axis`` (the
+    raveled ``a`` when None), as ``jax.numpy.unpackbits``.
+
+    ``count`` (static) keeps that many bits along the axis, zero-padding past the end; a
+    negative one drops ``-count`` bits from the end (numpy's).
+
+    Raises:
+        BluTypeError: ``a`` is not uint8, or a non-integer ``count``. BluValueError: a bad
+        ``bitorder``, or ``-count`` more than the bits. BluAxisError: ``axis`` out of range.
+        ConcretizationError: a traced ``count``.
+    """
+    a = asarray_operand(a)
+    aval = get_aval(a)
+    if aval.dtype != dtypes.uint8:
+        raise BluTypeError(with_user_line(f"unpackbits: a must be uint8, got {aval.str_short()}"))
+    x, back = _bits_axis_last(a, axis, bitorder, "unpackbits")
+    shape = get_aval(x).shape
+    nd, m = len(shape), 8 * shape[-1]
+    spread = shape + (8,)
+    x = lax.broadcast_in_dim(x, spread, tuple(range(nd)))
+    bits = lax.shift_right_logical(x, _bit_shifts(spread, bitorder))
+    bits = lax.and_(bits, lax.full(spread, 1, dtypes.uint8))
+    bits = lax.reshape(bits, shape[:-1] + (m,))
+    if count is not None:
+        if isinstance(count, Tracer):
+            concrete_value(count, "unpackbits (count)")
+        try:
+            c = operator.index(count)
+        except TypeError:
+            raise BluTypeError(
+                with_user_line(f"unpackbits: count must be an int, got {count!r}")
+            ) from None
+        if c < -m:
+            raise BluValueError(
+                with_user_line(
+                    f"unpackbits: -count ({-c}) is more than the {m} bits along the axis"
+                )
+            )
+        keep = c if c >= 0 else m + c
+        if keep <= m:
+            bits = lax.slice_in_dim(bits, 0, keep, axis=nd - 1)
+        else:
+            zero = lax.full((), 0, dtypes.uint8)
+            bits = lax.pad(bits, zero, [(0, 0, 0)] * (nd - 1) + [(0, keep - m, 0)])
+    return lax.transpose(bits, back)

@@ -188,3 +188,39 @@ def test_packbits_rejects_bad_input():
         bnp.packbits(np.ones(3, bool), bitorder="middle")
     with pytest.raises(BluAxisError, match="axis 1 is out of bounds for rank 1"):
         bnp.packbits(np.ones(3, bool), axis=1)
+
+
+# ---- unpackbits --------------------------------------------------------------------------------
+
+
+@given(st.data())
+def test_unpackbits_matches_numpy(data):
+    shape = data.draw(shapes())
+    x = np.asarray(data.draw(st.lists(st.integers(0, 255), min_size=int(np.prod(shape)),
+                                      max_size=int(np.prod(shape)))), np.uint8)  # fmt: skip
+    x = x.reshape(shape)
+    axis = data.draw(st.one_of(st.none(), st.integers(-x.ndim, x.ndim - 1))) if x.ndim else None
+    m = 8 * (x.size if axis is None else x.shape[axis])
+    count = data.draw(st.one_of(st.none(), st.integers(-m, m + 5)))
+    order = data.draw(st.sampled_from(["big", "little"]))
+    want = np.unpackbits(x, axis, count, bitorder=order)
+    if x.size == 0:  # numpy leaves the count= padding of an empty input uninitialized
+        want = np.zeros_like(want)
+    _eq(bnp.unpackbits(x, axis, count, order), want, np.uint8)
+    _eq(blu.jit(lambda x: bnp.unpackbits(x, axis, count, order))(x), want)
+    packed = bnp.packbits(bnp.unpackbits(x, axis, None, order), axis, order)  # round trip
+    _eq(packed, x.reshape(-1) if axis is None else x)
+
+
+def test_unpackbits_rejects_bad_input():
+    x = np.array([1, 2], np.uint8)
+    with pytest.raises(BluTypeError, match=r"a must be uint8, got i32\[2\]"):
+        bnp.unpackbits(x.astype(np.int32))
+    with pytest.raises(BluValueError, match=r"-count \(17\) is more than the 16 bits"):
+        bnp.unpackbits(x, count=-17)
+    with pytest.raises(BluValueError, match="bitorder"):
+        bnp.unpackbits(x, bitorder="BIG")
+    with pytest.raises(BluTypeError, match="count must be an int"):
+        bnp.unpackbits(x, count=2.0)
+    with pytest.raises(ConcretizationError, match="count"):
+        blu.jit(lambda x, c: bnp.unpackbits(x, 0, c))(x, 3)
