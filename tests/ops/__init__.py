@@ -11,6 +11,7 @@ from ops import (  # noqa: F401  (register)
     jax_extras_a,
     jax_extras_b,
     jax_extras_c,
+    jax_extras_d,
     lax_ops,
     linalg_nn,
     transforms,
