@@ -25,7 +25,14 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.random.distributions import exponential, loggamma
 from blu.random.more import rademacher
-from blu.random.prng import _as_array, _broadcast, _check_key, _param_shape, _shape_arg, split
+from blu.random.prng import (
+    _as_array,
+    _check_key,
+    _param_shape,
+    _params,
+    _shape_arg,
+    split,
+)
 from blu.random.samplers import _float_dtype, normal, uniform
 
 __all__ = [
@@ -40,16 +47,6 @@ __all__ = [
     "triangular",
     "wald",
 ]
-
-
-def _params(
-    name: str, dtype: np.dtype, shape: Any, **params: Any
-) -> tuple[tuple[int, ...], list[Any]]:
-    """The sample shape (default: the parameters' broadcast shape) and the parameters as
-    ``dtype`` arrays broadcast to it (``BluShapeError`` naming the one that does not)."""
-    arrs = {k: lax.convert_element_type(_as_array(v), dtype) for k, v in params.items()}
-    shape = _param_shape(name, **arrs) if shape is None else _shape_arg(shape, name)
-    return shape, [_broadcast(a, shape, k, name) for k, a in arrs.items()]
 
 
 def _log_chisquare(key: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:

@@ -304,6 +304,16 @@ def _broadcast(x: Any, shape: tuple[int, ...], what: str, name: str) -> Any:
     return lax.broadcast_in_dim(x, shape, tuple(range(nd - aval.ndim, nd)))
 
 
+def _params(
+    name: str, dtype: np.dtype, shape: Any, **params: Any
+) -> tuple[tuple[int, ...], list[Any]]:
+    """The sample shape (default: the parameters' broadcast shape) and the parameters as
+    ``dtype`` arrays broadcast to it (``BluShapeError`` naming the one that does not)."""
+    arrs = {k: lax.convert_element_type(_as_array(v), dtype) for k, v in params.items()}
+    shape = _param_shape(name, **arrs) if shape is None else _shape_arg(shape, name)
+    return shape, [_broadcast(a, shape, k, name) for k, a in arrs.items()]
+
+
 def _unstack2(keys: Any) -> tuple[Any, Any]:
     a = lax.reshape(lax.slice(keys, (0, 0), (1, 2)), (2,))
     b = lax.reshape(lax.slice(keys, (1, 0), (2, 2)), (2,))
