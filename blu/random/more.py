@@ -21,7 +21,7 @@ from blu import numpy as bnp
 from blu.core import dtypes
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.random.prng import _as_array, _check_key, _shape_arg
+from blu.random.prng import _as_array, _check_key, _params, _shape_arg
 from blu.random.samplers import _float_dtype, normal, uniform
 
 __all__ = [
@@ -114,10 +114,16 @@ def cauchy(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float32) -> 
 def lognormal(
     key: Any, sigma: Any = 1.0, shape: Sequence[int] | None = None, dtype: Any = dtypes.float32
 ) -> Any:
-    """``exp(sigma * z)``, ``z`` standard normal (``shape`` defaults to ``sigma``'s)."""
+    """``exp(sigma * z)``, ``z`` standard normal, of ``shape`` (default ``sigma``'s) and
+    ``dtype`` (``sigma`` is converted to it and must broadcast to ``shape``, as JAX's).
+
+    Raises:
+        BluShapeError: ``sigma`` does not broadcast to ``shape``.
+        BluTypeError: ``dtype`` is not a float.
+    """
     dtype = _float_dtype(dtype, "lognormal")
-    shape = bnp.shape(sigma) if shape is None else shape
-    return bnp.exp(normal(key, _shape_arg(shape, "lognormal"), dtype) * sigma)
+    shape, (sigma,) = _params("lognormal", dtype, shape, sigma=sigma)
+    return bnp.exp(normal(key, shape, dtype) * sigma)
 
 
 def rademacher(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.int32) -> Any:
@@ -129,20 +135,33 @@ def rademacher(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.int32) -
 def rayleigh(
     key: Any, scale: Any = 1.0, shape: Sequence[int] | None = None, dtype: Any = dtypes.float32
 ) -> Any:
-    """Rayleigh draws ``scale * sqrt(-2 log u)``."""
+    """Rayleigh draws ``scale * sqrt(-2 log u)`` of ``shape`` (default ``scale``'s) and
+    ``dtype`` (``scale`` is converted to it and must broadcast to ``shape``, as JAX's).
+
+    Raises:
+        BluShapeError: ``scale`` does not broadcast to ``shape``.
+        BluTypeError: ``dtype`` is not a float.
+    """
     dtype = _float_dtype(dtype, "rayleigh")
-    shape = bnp.shape(scale) if shape is None else shape
-    u = _open_unit(key, _shape_arg(shape, "rayleigh"), dtype)
+    shape, (scale,) = _params("rayleigh", dtype, shape, scale=scale)
+    u = _open_unit(key, shape, dtype)
     return scale * bnp.sqrt(-2.0 * bnp.log(u))
 
 
 def pareto(
     key: Any, b: Any, shape: Sequence[int] | None = None, dtype: Any = dtypes.float32
 ) -> Any:
-    """Pareto draws of shape parameter ``b`` on ``[1, inf)``: ``u ** (-1 / b)``."""
+    """Pareto draws of shape parameter ``b`` on ``[1, inf)``: ``u ** (-1 / b)``, of ``shape``
+    (default ``b``'s) and ``dtype`` (``b`` is converted to it and must broadcast to ``shape``,
+    as JAX's).
+
+    Raises:
+        BluShapeError: ``b`` does not broadcast to ``shape``.
+        BluTypeError: ``dtype`` is not a float.
+    """
     dtype = _float_dtype(dtype, "pareto")
-    shape = bnp.shape(b) if shape is None else shape
-    u = _open_unit(key, _shape_arg(shape, "pareto"), dtype)
+    shape, (b,) = _params("pareto", dtype, shape, b=b)
+    u = _open_unit(key, shape, dtype)
     return bnp.exp(-bnp.log(u) / b)
 
 

@@ -401,6 +401,9 @@ _WITH_PARAMS = {  # each sampler with its parameters from one array ``a`` of one
     "wald": lambda k, a, s: random.wald(k, a, s),
     "geometric": lambda k, a, s: random.geometric(k, 0.3 * a, s),
     "binomial": lambda k, a, s: random.binomial(k, 5 * a, 0.3 * a, s),
+    "lognormal": lambda k, a, s: random.lognormal(k, 0.5 * a, s),
+    "rayleigh": lambda k, a, s: random.rayleigh(k, 2 * a, s),
+    "pareto": lambda k, a, s: random.pareto(k, 3 * a, s),
 }
 
 
@@ -423,3 +426,38 @@ def test_parameters_broadcast_to_shape(name, shape, data):
     # a parameter of higher rank never broadcasts to ``shape``
     with pytest.raises(blu.errors.BluShapeError, match=f"random.{name}: .* does not broadcast"):
         draw(KEY, np.ones((2,) + shape, np.float32), shape)
+
+
+# ---- float64 parameters give draws of the dtype asked for (JAX converts them) -------------------
+
+
+def _open_unit(k, shape):
+    tiny = float(np.finfo(np.float32).tiny)
+    return np.asarray(random.uniform(k, shape, np.float32, tiny, 1.0), np.float64)
+
+
+@pytest.mark.parametrize(
+    "name, draw, want",
+    [
+        (
+            "lognormal",
+            lambda k, a: random.lognormal(k, a, (2, 3), np.float32),
+            lambda k, a: np.exp(a * np.asarray(random.normal(k, (2, 3)), np.float64)),
+        ),
+        (
+            "rayleigh",
+            lambda k, a: random.rayleigh(k, a, (2, 3), np.float32),
+            lambda k, a: a * np.sqrt(-2 * np.log(_open_unit(k, (2, 3)))),
+        ),
+        (
+            "pareto",
+            lambda k, a: random.pareto(k, a, (2, 3), np.float32),
+            lambda k, a: _open_unit(k, (2, 3)) ** (-1 / a),
+        ),
+    ],
+)
+def test_float64_parameters_give_the_dtype_asked_for(name, draw, want):
+    a = np.array([0.5, 1.5, 2.5])  # float64
+    x = draw(KEY, a)
+    assert x.dtype == np.float32, name
+    np.testing.assert_allclose(np.asarray(x, np.float64), want(KEY, a), rtol=1e-5)
