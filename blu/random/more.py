@@ -172,8 +172,14 @@ def weibull_min(
     shape: Sequence[int] = (),
     dtype: Any = dtypes.float32,
 ) -> Any:
-    """Weibull draws ``scale * (-log u) ** (1 / concentration)``."""
+    """Weibull draws ``scale * (-log u) ** (1 / concentration)`` of ``dtype`` (the parameters
+    are converted to it). As JAX's, ``u`` has ``shape`` and the parameters broadcast with it
+    (numpy's rules), so the draws have the broadcast shape of ``shape``, ``scale`` and
+    ``concentration``.
+    """
     dtype = _float_dtype(dtype, "weibull_min")
+    scale = lax.convert_element_type(_as_array(scale), dtype)
+    concentration = lax.convert_element_type(_as_array(concentration), dtype)
     u = _open_unit(key, _shape_arg(shape, "weibull_min"), dtype)
     return scale * bnp.exp(bnp.log(-bnp.log(u)) / concentration)
 

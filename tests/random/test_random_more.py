@@ -461,3 +461,12 @@ def test_float64_parameters_give_the_dtype_asked_for(name, draw, want):
     x = draw(KEY, a)
     assert x.dtype == np.float32, name
     np.testing.assert_allclose(np.asarray(x, np.float64), want(KEY, a), rtol=1e-5)
+
+
+def test_weibull_min_float64_parameters_and_jax_broadcasting():
+    # JAX's weibull_min broadcasts u of ``shape`` with the parameters (numpy's rules)
+    scale, conc = np.array([0.5, 1.0, 2.0]), np.array([[1.5], [3.0]])  # float64
+    x = random.weibull_min(KEY, scale, conc, (2, 1), np.float32)
+    assert x.dtype == np.float32 and x.shape == (2, 3)
+    want = scale * (-np.log(_open_unit(KEY, (2, 1)))) ** (1 / conc)
+    np.testing.assert_allclose(np.asarray(x, np.float64), want, rtol=1e-5)
