@@ -202,7 +202,13 @@ def poisson(
 
     Returns:
         Counts of ``shape`` and ``dtype``.
+
+    Raises:
+        BluTypeError: ``dtype`` is not an integer dtype (as JAX's).
     """
+    dtype = dtypes.canonicalize(dtype)
+    if not dtypes.is_int(dtype):
+        raise BluTypeError(with_user_line(f"random.poisson: dtype must be an integer, got {dtype}"))
     lam = bnp.asarray(lam, dtype=np.float32)
     shape = lam.shape if shape is None else _shape_arg(shape, "poisson")
     lam = bnp.broadcast_to(lam, shape)

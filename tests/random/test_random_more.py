@@ -470,3 +470,12 @@ def test_weibull_min_float64_parameters_and_jax_broadcasting():
     assert x.dtype == np.float32 and x.shape == (2, 3)
     want = scale * (-np.log(_open_unit(KEY, (2, 1)))) ** (1 / conc)
     np.testing.assert_allclose(np.asarray(x, np.float64), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.bool_])
+def test_poisson_dtype_must_be_an_integer(dtype):
+    with pytest.raises(blu.errors.BluTypeError, match="random.poisson: dtype must be an integer"):
+        random.poisson(KEY, 3.0, (2,), dtype=dtype)
+    # integer dtypes give counts of that dtype, lam's float64 notwithstanding
+    x = random.poisson(KEY, np.array([0.0, 2.5]), dtype=np.int16)
+    assert x.dtype == np.int16 and x.shape == (2,) and int(x[0]) == 0
