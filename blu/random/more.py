@@ -19,9 +19,9 @@ import numpy as np
 from blu import lax
 from blu import numpy as bnp
 from blu.core import dtypes
-from blu.core.errors import BluTypeError, BluValueError, with_user_line
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.random.prng import _as_array, _check_key, _params, _shape_arg
+from blu.random.prng import _as_array, _broadcasts_to, _check_key, _params, _shape_arg
 from blu.random.samplers import _float_dtype, normal, uniform
 
 __all__ = [
@@ -256,6 +256,8 @@ def multivariate_normal(
 
     Raises:
         BluValueError: an unknown ``method``, or ``mean`` and ``cov`` disagree on ``n``.
+        BluShapeError: the batch shape of ``mean`` or ``cov`` does not broadcast to ``shape``
+            (as JAX's).
     """
     dtype = _float_dtype(dtype, "multivariate_normal")
     mean = bnp.asarray(mean, dtype=dtype)
@@ -268,6 +270,18 @@ def multivariate_normal(
                 f"cov must end in ({n}, {n})"
             )
         )
+    batch = {"mean": mean.shape[:-1], "cov": cov.shape[:-2]}
+    if shape is None:
+        shape = bnp.broadcast_shapes(*batch.values())
+    shape = _shape_arg(shape, "multivariate_normal")
+    for what, b in batch.items():  # JAX's _check_shape: each batch shape broadcasts to shape
+        if not _broadcasts_to(b, shape):
+            raise BluShapeError(
+                with_user_line(
+                    f"random.multivariate_normal: {what} of batch shape {b} does not "
+                    f"broadcast to shape {shape}"
+                )
+            )
     if method == "cholesky":
         factor = bnp.linalg.cholesky(cov)
     elif method == "eigh":
@@ -282,8 +296,5 @@ def multivariate_normal(
                 f"multivariate_normal: method {method!r}; expected 'cholesky', 'eigh' or 'svd'"
             )
         )
-    if shape is None:
-        shape = bnp.broadcast_shapes(mean.shape[:-1], cov.shape[:-2])
-    shape = _shape_arg(shape, "multivariate_normal")
     z = normal(key, tuple(shape) + (n,), dtype)
     return mean + bnp.einsum("...ij,...j->...i", factor, z)

@@ -479,3 +479,18 @@ def test_poisson_dtype_must_be_an_integer(dtype):
     # integer dtypes give counts of that dtype, lam's float64 notwithstanding
     x = random.poisson(KEY, np.array([0.0, 2.5]), dtype=np.int16)
     assert x.dtype == np.int16 and x.shape == (2,) and int(x[0]) == 0
+
+
+def test_multivariate_normal_batch_must_broadcast_to_shape():
+    mean = np.array([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])  # batch (3,)
+    cov = np.array([[2.0, 0.5], [0.5, 1.0]])
+    for shape in [(), (2,), (3, 2)]:  # JAX's _check_shape: (3,) must broadcast to shape
+        with pytest.raises(blu.errors.BluShapeError, match="random.multivariate_normal: mean"):
+            random.multivariate_normal(KEY, mean, cov, shape)
+    with pytest.raises(blu.errors.BluShapeError, match="random.multivariate_normal: cov"):
+        random.multivariate_normal(KEY, mean[0], np.broadcast_to(cov, (4, 2, 2)), (2,))
+    x = random.multivariate_normal(KEY, mean, cov, (2, 3), np.float32)
+    z = np.asarray(random.normal(KEY, (2, 3, 2), np.float32), np.float64)
+    want = mean + z @ np.linalg.cholesky(cov).T
+    assert x.shape == (2, 3, 2)
+    np.testing.assert_allclose(np.asarray(x, np.float64), want, rtol=1e-5, atol=1e-5)
