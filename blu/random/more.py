@@ -21,7 +21,7 @@ from blu import numpy as bnp
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.random.prng import _as_array, _broadcasts_to, _check_key, _params, _shape_arg
+from blu.random.prng import _as_array, _broadcast, _broadcasts_to, _check_key, _params, _shape_arg
 from blu.random.samplers import _float_dtype, normal, uniform
 
 __all__ = [
@@ -205,13 +205,14 @@ def poisson(
 
     Raises:
         BluTypeError: ``dtype`` is not an integer dtype (as JAX's).
+        BluShapeError: ``lam`` does not broadcast to ``shape``.
     """
     dtype = dtypes.canonicalize(dtype)
     if not dtypes.is_int(dtype):
         raise BluTypeError(with_user_line(f"random.poisson: dtype must be an integer, got {dtype}"))
     lam = bnp.asarray(lam, dtype=np.float32)
     shape = lam.shape if shape is None else _shape_arg(shape, "poisson")
-    lam = bnp.broadcast_to(lam, shape)
+    lam = _broadcast(lam, shape, "lam", "poisson")
     u = uniform(key, shape, np.float32)
     start = bnp.maximum(0.0, bnp.floor(lam - 8.0 * bnp.sqrt(lam)))
     stop = start + bnp.ceil(16.0 * bnp.sqrt(lam)) + 30.0

@@ -494,3 +494,11 @@ def test_multivariate_normal_batch_must_broadcast_to_shape():
     want = mean + z @ np.linalg.cholesky(cov).T
     assert x.shape == (2, 3, 2)
     np.testing.assert_allclose(np.asarray(x, np.float64), want, rtol=1e-5, atol=1e-5)
+
+
+def test_poisson_lam_must_broadcast_to_shape():
+    lam = np.array([1.0, 2.0, 3.0])
+    for shape in [(), (2,), (3, 2)]:
+        with pytest.raises(blu.errors.BluShapeError, match="random.poisson: lam f32.3. does not"):
+            random.poisson(KEY, lam, shape)
+    assert random.poisson(KEY, lam, (2, 3)).shape == (2, 3)
