@@ -18,35 +18,7 @@ import blu
 from blu import optim
 from blu.core import pytree
 from blu.core.errors import BluTypeError, BluValueError
-
-RTOL, ATOL = 3e-5, 3e-6  # float32 over a few steps
-
-
-def _leaves64(tree):
-    return [np.asarray(x, np.float64) for x in pytree.tree_leaves(tree)]
-
-
-def _close(got, want, rtol=RTOL, atol=ATOL):
-    got = _leaves64(got)
-    assert len(got) == len(want)
-    for a, b in zip(got, want):
-        assert a.shape == b.shape
-        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
-
-
-def _run(opt, params, grads, jit=False):
-    state = opt.init(params)
-    step = blu.jit(opt.step) if jit else opt.step
-    for g in grads:
-        params, state = step(g, state, params)
-    return params, state
-
-
-def _grads(rng, params, steps):
-    return [
-        pytree.tree_map(lambda p: rng.normal(size=np.shape(p)).astype(np.float32), params)
-        for _ in range(steps)
-    ]
+from tests.optim._helpers import assert_close, leaves64, normal_grads, run_steps
 
 
 def _dims(shape, factored, min_dim):
@@ -67,7 +39,7 @@ def _adafactor64(params, grads, learning_rate=None, min_dim_size_to_factor=128, 
                  momentum=None, weight_decay_rate=None, eps=1e-30, factored=True,
                  weight_decay_mask=None):  # fmt: skip
     """optax.adafactor in float64 numpy; returns the params and the factored statistics."""
-    p = _leaves64(params)
+    p = leaves64(params)
     dims = [_dims(x.shape, factored, min_dim_size_to_factor) for x in p]
     vr = [np.zeros(np.delete(x.shape, d[1])) if d else np.zeros(1) for x, d in zip(p, dims)]
     vc = [np.zeros(np.delete(x.shape, d[0])) if d else np.zeros(1) for x, d in zip(p, dims)]
@@ -78,7 +50,7 @@ def _adafactor64(params, grads, learning_rate=None, min_dim_size_to_factor=128, 
         warnings.simplefilter("ignore", RuntimeWarning)  # the mean of a size-0 leaf
         for step, gs in enumerate(grads):
             beta = 1 - (step - decay_offset + 1.0) ** -decay_rate
-            for i, g in enumerate(_leaves64(gs)):
+            for i, g in enumerate(leaves64(gs)):
                 s = g * g + eps
                 if dims[i]:
                     d1, d0 = dims[i]
@@ -128,15 +100,15 @@ CONFIGS = [
 def test_adafactor_matches_optax_equations(config):
     rng = np.random.default_rng(30)
     params = _params(rng)
-    grads = _grads(rng, params, 4)
-    got, state = _run(optim.adafactor(**config), params, grads)
+    grads = normal_grads(rng, params, 4)
+    got, state = run_steps(optim.adafactor(**config), params, grads)
     want, (vr, vc, v) = _adafactor64(params, grads, **config)
-    _close(got, want)
+    assert_close(got, want)
     fs = state[0]
     assert isinstance(fs, optim.FactoredState) and int(fs.count) == 4
-    _close(fs.v_row, vr, rtol=1e-5, atol=0)
-    _close(fs.v_col, vc, rtol=1e-5, atol=0)
-    _close(fs.v, v, rtol=1e-5, atol=0)
+    assert_close(fs.v_row, vr, rtol=1e-5, atol=0)
+    assert_close(fs.v_col, vc, rtol=1e-5, atol=0)
+    assert_close(fs.v, v, rtol=1e-5, atol=0)
 
 
 def test_adafactor_factors_by_optax_rule():
@@ -161,46 +133,46 @@ def test_adafactor_factors_by_optax_rule():
 def test_adafactor_shapes(shape, min_dim, momentum):
     rng = np.random.default_rng(32)
     params = {"a": rng.normal(size=shape).astype(np.float32), "c": np.ones((3, 3), np.float32)}
-    grads = _grads(rng, params, 3)
+    grads = normal_grads(rng, params, 3)
     kw = dict(learning_rate=0.1, min_dim_size_to_factor=min_dim, momentum=momentum, eps=1e-6)
-    got, state = _run(optim.adafactor(**kw), params, grads)
+    got, state = run_steps(optim.adafactor(**kw), params, grads)
     want, (vr, vc, v) = _adafactor64(params, grads, **kw)
-    _close(got, want)
-    _close(state[0].v_row, vr, rtol=1e-5, atol=1e-7)  # NaN where a factored axis has size 0
-    _close(state[0].v_col, vc, rtol=1e-5, atol=1e-7)
+    assert_close(got, want)
+    assert_close(state[0].v_row, vr, rtol=1e-5, atol=1e-7)  # NaN where a factored axis has size 0
+    assert_close(state[0].v_col, vc, rtol=1e-5, atol=1e-7)
 
 
 def test_adafactor_under_jit_with_a_schedule_and_a_traced_learning_rate():
     rng = np.random.default_rng(33)
     params = _params(rng)
-    grads = _grads(rng, params, 3)
+    grads = normal_grads(rng, params, 3)
     sched = optim.linear_schedule(0.02, 0.005, 2)
     kw = dict(momentum=0.9, weight_decay_rate=0.05)
-    got, _ = _run(optim.adafactor(sched, **kw), params, grads, jit=True)
+    got, _ = run_steps(optim.adafactor(sched, **kw), params, grads, jit=True)
     lr = lambda s: 0.02 + (0.005 - 0.02) * min(s, 2) / 2  # noqa: E731
-    _close(got, _adafactor64(params, grads, lr, **kw)[0])
-    run = lambda rate: _run(optim.adafactor(rate, **kw), params, grads)[0]  # noqa: E731
+    assert_close(got, _adafactor64(params, grads, lr, **kw)[0])
+    run = lambda rate: run_steps(optim.adafactor(rate, **kw), params, grads)[0]  # noqa: E731
     traced = blu.jit(run)(np.float64(0.02))
     assert all(np.asarray(x).dtype == np.float32 for x in pytree.tree_leaves(traced))
-    _close(traced, _adafactor64(params, grads, 0.02, **kw)[0])
+    assert_close(traced, _adafactor64(params, grads, 0.02, **kw)[0])
 
 
 def test_adafactor_building_blocks():
     rng = np.random.default_rng(34)
     u = {"a": (3 * rng.normal(size=(4, 5))).astype(np.float32), "b": np.float32(0.1)}
     clipped, _ = optim.clip_by_block_rms(0.5).update(u, optim.EmptyState())
-    for got, x in zip(_leaves64(clipped), _leaves64(u)):
+    for got, x in zip(leaves64(clipped), leaves64(u)):
         np.testing.assert_allclose(got, x / max(1.0, _rms(x) / 0.5), rtol=1e-6)
     p = {"a": np.full((4, 5), 1e-5, np.float32), "b": np.float32(2.0)}
     scaled, _ = optim.scale_by_param_block_rms().update(u, optim.EmptyState(), p)
-    want = [_leaves64(u)[0] * 1e-3, _leaves64(u)[1] * 2.0]  # min_scale floors the tiny block
-    _close(scaled, want, rtol=1e-6, atol=0)
+    want = [leaves64(u)[0] * 1e-3, leaves64(u)[1] * 2.0]  # min_scale floors the tiny block
+    assert_close(scaled, want, rtol=1e-6, atol=0)
     tx = optim.ema(0.9, debias=True)
     s = tx.init(u)
     out, s = tx.update(u, s)
     out, s = tx.update(u, s)
-    _close(out, _leaves64(u), rtol=1e-6, atol=0)  # debiased average of a constant: itself
-    _close(s.ema, [x * (1 - 0.9**2) for x in _leaves64(u)], rtol=1e-6, atol=0)
+    assert_close(out, leaves64(u), rtol=1e-6, atol=0)  # debiased average of a constant: itself
+    assert_close(s.ema, [x * (1 - 0.9**2) for x in leaves64(u)], rtol=1e-6, atol=0)
 
 
 def test_adafactor_bad_arguments():
