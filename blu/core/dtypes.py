@@ -19,12 +19,13 @@ Python ints to int32, as in JAX.
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
-from blu.core.errors import BluTypeError, with_user_line
+from blu.core.errors import BluError, BluTypeError, with_user_line
 
 bool_ = np.dtype(np.bool_)
 int8 = np.dtype(np.int8)
@@ -118,6 +119,46 @@ def is_int_scalar(x: Any) -> bool:
     ``random.permutation``'s ``n``, ``lax.map``'s ``batch_size``). Arrays, even 0-d ones, are
     not."""
     return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def not_an_int(v: Any, what: str, kind: str = "an int") -> BluTypeError:
+    """The error for a static integer argument (an axis, a size, a count) that is not one:
+    ``{what} must be {kind}, got {v!r}``."""
+    return BluTypeError(with_user_line(f"{what} must be {kind}, got {v!r}"))
+
+
+def index_int(v: Any, what: str, kind: str = "an int") -> int:
+    """``operator.index(v)``, numpy's rule for an axis: a Python or numpy integer, a 0-d
+    integer array or a bool; not ``1.5`` nor ``'1'``.
+
+    Raises:
+        BluTypeError: anything else (:func:`not_an_int`'s message; a traced value's
+            concretization error is its cause).
+    """
+    try:
+        return operator.index(v)
+    except TypeError as e:
+        raise not_an_int(v, what, kind) from e
+
+
+def static_int(v: Any, what: str) -> int:
+    """A static integer argument (an axis, a size, a count): a Python or numpy integer, or an
+    integral float (``int(v) == v``), as ``int``.
+
+    Raises:
+        BluTypeError: anything else (None, a string, a fractional or non-finite float, a
+            non-scalar array); a traced value's concretization error as it is.
+    """
+    try:
+        i = int(v)
+        ok = bool(i == v)
+    except BluError:
+        raise
+    except (TypeError, ValueError, OverflowError):  # (OverflowError: int(inf))
+        ok = False
+    if not ok:
+        raise not_an_int(v, what)
+    return i
 
 
 def is_unsigned(dtype: np.dtype) -> bool:

@@ -14,33 +14,13 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.aval import ShapedArray
-from blu.core.errors import BluError, BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 
 
 def is_python_scalar(x: Any) -> bool:
     return isinstance(x, (bool, int, float, complex)) or (
         isinstance(x, np.generic) and np.ndim(x) == 0
     )
-
-
-def static_int(v: Any, what: str) -> int:
-    """A static integer argument (an axis, a size, a count): a Python or numpy integer, or an
-    integral float (``int(v) == v``), as ``int``.
-
-    Raises:
-        BluTypeError: anything else (None, a string, a fractional or non-finite float, a
-            non-scalar array).
-    """
-    try:
-        i = int(v)
-        ok = bool(i == v)
-    except BluError:
-        raise
-    except (TypeError, ValueError, OverflowError):  # (OverflowError: int(inf))
-        ok = False
-    if not ok:
-        raise BluTypeError(with_user_line(f"{what} must be an int, got {v!r}"))
-    return i
 
 
 def fmt_avals(avals: Any) -> str:

@@ -16,7 +16,6 @@ from typing import Any
 from blu.core import dtypes, pytree
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.lax._base import static_int
 from blu.lax.bits import or_
 from blu.lax.elementwise import add
 from blu.lax.shapes import concatenate, full, pad, rev
@@ -66,7 +65,7 @@ def associative_scan(fn: Callable, elems: Any, reverse: bool = False, axis: int 
         raise BluValueError(with_user_line("associative_scan: elems has no arrays"))
     avals = [get_aval(x) for x in flat]
     ndim = avals[0].ndim
-    axis = static_int(axis, "associative_scan: axis")
+    axis = dtypes.static_int(axis, "associative_scan: axis")
     if not -ndim <= axis < ndim:
         raise BluValueError(
             with_user_line(f"associative_scan: axis {axis} out of range for rank {ndim}")

@@ -34,7 +34,7 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
-from blu.lax._base import is_int, is_int_or_bool, static_int
+from blu.lax._base import is_int, is_int_or_bool
 from blu.lax.elementwise import add, binary, eq, gt, le, lt, ne, operands, select, sub, unary
 from blu.lax.shapes import full_like
 from blu.transforms.ad_ops import stop_gradient
@@ -340,8 +340,8 @@ def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> An
         BluTypeError: ``operand`` is not a real float array, or a bit count is not an int.
         BluValueError: ``exponent_bits < 1`` or ``mantissa_bits < 0``.
     """
-    exponent_bits = static_int(exponent_bits, "reduce_precision: exponent_bits")
-    mantissa_bits = static_int(mantissa_bits, "reduce_precision: mantissa_bits")
+    exponent_bits = dtypes.static_int(exponent_bits, "reduce_precision: exponent_bits")
+    mantissa_bits = dtypes.static_int(mantissa_bits, "reduce_precision: mantissa_bits")
     (operand,) = operands(operand)
     aval = get_aval(operand)
     if aval.dtype.name not in _FLOAT_BITS:

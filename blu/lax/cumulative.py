@@ -18,7 +18,7 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
-from blu.lax._base import any_dtype, check_dtype, compute_in_f32, is_numeric, static_int
+from blu.lax._base import any_dtype, check_dtype, compute_in_f32, is_numeric
 from blu.lax.associative_scan import associative_scan
 from blu.lax.bits import and_
 from blu.lax.elementwise import add, eq, exp, gt, mul, ne, neg, select, sub
@@ -202,7 +202,7 @@ _chooser_jvp(cummin_p, "min")
 
 def _bind(prim: Primitive, x: Any, axis: int, reverse: bool) -> Any:
     aval = get_aval(x)
-    axis = static_int(axis, f"{prim.name}: axis")
+    axis = dtypes.static_int(axis, f"{prim.name}: axis")
     if not -aval.ndim <= axis < aval.ndim:
         raise BluValueError(
             with_user_line(f"{prim.name}: axis {axis} out of range for {aval.str_short()}")
@@ -282,7 +282,7 @@ def cumlogsumexp(x: Any, axis: int = 0, reverse: bool = False) -> Any:
         raise BluTypeError(
             with_user_line(f"cumlogsumexp: needs a real float operand, got {aval.str_short()}")
         )
-    axis = static_int(axis, "cumlogsumexp: axis")
+    axis = dtypes.static_int(axis, "cumlogsumexp: axis")
     if not -aval.ndim <= axis < aval.ndim:
         raise BluValueError(
             with_user_line(f"cumlogsumexp: axis {axis} out of range for {aval.str_short()}")

@@ -35,7 +35,6 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax import _late
-from blu.lax._base import static_int
 from blu.lax.casts import convert_element_type
 from blu.transforms.ad_util import Zero, deflinear, is_undefined
 from blu.transforms.batching import bdim_to_front, moveaxis
@@ -273,7 +272,7 @@ def broadcast(x: Any, sizes: Sequence[int]) -> Any:
 def broadcast_to_rank(x: Any, rank: int) -> Any:
     """``x`` with leading axes of size 1 added up to rank ``rank`` (``jax.lax.broadcast_to_rank``;
     as JAX's, an ``x`` of rank ``rank`` or more is returned as it is)."""
-    rank = static_int(rank, "broadcast_to_rank: rank")
+    rank = dtypes.static_int(rank, "broadcast_to_rank: rank")
     return broadcast(x, (1,) * (rank - get_aval(x).ndim))
 
 

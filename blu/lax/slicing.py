@@ -37,7 +37,6 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax import elementwise as ew
-from blu.lax._base import static_int
 from blu.lax.gather_scatter import gather, grid_indices, lin_jvp, scatter, scatter_add
 from blu.lax.shapes import full, pad, reshape, squeeze
 from blu.transforms.ad_util import deflinear, is_undefined
@@ -163,7 +162,7 @@ def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Any]:
     """
     shape = get_aval(operand).shape
     axis = _axis(axis, len(shape), "split")
-    sizes = [static_int(n, "split: sizes") for n in sizes]
+    sizes = [dtypes.static_int(n, "split: sizes") for n in sizes]
     if any(n < 0 for n in sizes) or builtins.sum(sizes) != shape[axis]:
         raise BluValueError(
             with_user_line(
@@ -176,7 +175,7 @@ def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Any]:
 
 
 def _axis(axis: int, ndim: int, name: str) -> int:
-    axis = static_int(axis, f"{name}: axis")
+    axis = dtypes.static_int(axis, f"{name}: axis")
     if not -ndim <= axis < ndim:
         raise BluValueError(with_user_line(f"{name}: axis {axis} out of range for rank {ndim}"))
     return axis % ndim
@@ -343,7 +342,7 @@ def dynamic_slice(
         raise BluTypeError(
             with_user_line(f"dynamic_slice: slice_sizes must be ints, got {slice_sizes!r}")
         ) from None
-    sizes = tuple(static_int(m, "dynamic_slice: slice_sizes entry") for m in sizes)
+    sizes = tuple(dtypes.static_int(m, "dynamic_slice: slice_sizes entry") for m in sizes)
     starts = _wrapped_starts(start_indices, get_aval(x).shape, allow_negative_indices)
     return dynamic_slice_p.bind(x, *starts, slice_sizes=sizes)
 

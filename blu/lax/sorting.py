@@ -20,7 +20,7 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax import elementwise as ew
-from blu.lax._base import fmt_avals, static_int
+from blu.lax._base import fmt_avals
 from blu.lax.casts import convert_element_type
 from blu.lax.gather_scatter import scatter_add_p
 from blu.lax.shapes import broadcast_in_dim, concatenate, full, iota, reshape, transpose
@@ -274,8 +274,8 @@ def sort(
         raise BluValueError(with_user_line("sort: needs at least one operand"))
     nd = get_aval(operands[0]).ndim
     dimension, num_keys = (
-        static_int(dimension, "sort: dimension"),
-        static_int(num_keys, "sort: num_keys"),
+        dtypes.static_int(dimension, "sort: dimension"),
+        dtypes.static_int(num_keys, "sort: num_keys"),
     )
     if not -nd <= dimension < nd:
         raise BluValueError(
@@ -356,7 +356,7 @@ def top_k(x: Any, k: int) -> tuple[Any, Any]:
     Raises:
         BluShapeError: ``x`` is 0-d. BluValueError: ``k`` out of range.
     """
-    values, idx = top_k_p.bind(x, k=static_int(k, "top_k: k"))
+    values, idx = top_k_p.bind(x, k=dtypes.static_int(k, "top_k: k"))
     return values, idx
 
 
@@ -367,8 +367,8 @@ def _approx_k(name: str, operand: Any, k: Any, reduction_dimension: Any) -> tupl
     """The checked arguments: ``k``, and ``operand`` with the reduction dimension moved last,
     with the permutation that moves it back."""
     aval = get_aval(operand)
-    k = static_int(k, f"{name}: k")
-    dim = static_int(reduction_dimension, f"{name}: reduction_dimension")
+    k = dtypes.static_int(k, f"{name}: k")
+    dim = dtypes.static_int(reduction_dimension, f"{name}: reduction_dimension")
     if aval.ndim == 0:
         raise BluShapeError(
             with_user_line(f"{name}: operand must have rank >= 1, got {aval.str_short()}")

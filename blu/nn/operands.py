@@ -3,7 +3,6 @@ float32 statistics for bfloat16/float16, checked axes, the softmax family's stab
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,12 +48,7 @@ def _axes(axis: int | Sequence[int] | None, ndim: int, name: str) -> tuple[int, 
     axes = tuple(axis)
     out = []
     for a in axes:
-        try:
-            a = operator.index(a)  # not int(): 1.5 is no axis (numpy's TypeError)
-        except TypeError:
-            raise BluTypeError(
-                with_user_line(f"nn.{name}: axis must be an int or a tuple of ints, got {a!r}")
-            ) from None
+        a = dtypes.index_int(a, f"nn.{name}: axis", "an int or a tuple of ints")  # not 1.5
         if not -ndim <= a < ndim:
             raise BluValueError(with_user_line(f"nn.{name}: axis {a} out of range for rank {ndim}"))
         out.append(int(a) % ndim)

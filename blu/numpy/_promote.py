@@ -9,7 +9,6 @@ bottom of ``blu.numpy``: it imports no other ``blu.numpy`` module.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -343,10 +342,7 @@ def canonicalize_axis(axis: Any, ndim: int, name: str = "axis") -> int:
     Raises:
         BluAxisError: ``axis`` is not in ``[-ndim, ndim)`` (a ValueError and an IndexError).
     """
-    try:
-        a = operator.index(axis)  # not int(): 1.5 and '1' are no axes (numpy's TypeError)
-    except TypeError as e:
-        raise BluTypeError(with_user_line(f"{name}: axis must be an int, got {axis!r}")) from e
+    a = dtypes.index_int(axis, f"{name}: axis")  # not int(): 1.5 and '1' are no axes
     if not -ndim <= a < ndim:
         raise BluAxisError(with_user_line(f"{name}: axis {a} is out of bounds for rank {ndim}"))
     return a % ndim

@@ -10,7 +10,8 @@ import operator
 from typing import Any
 
 from blu import lax
-from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core import dtypes
+from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import broadcast_shapes, canonicalize_axis, promote_dtypes
 from blu.numpy.complexes import conj
@@ -130,10 +131,7 @@ def vecdot(x1: Any, x2: Any, axis: int = -1) -> Any:
         BluShapeError: the sizes along ``axis`` differ, or ``axis`` is out of range.
         BluTypeError: ``axis`` is not an int.
     """
-    try:
-        axis = operator.index(axis)
-    except TypeError:
-        raise BluTypeError(with_user_line(f"vecdot: axis must be an int, got {axis!r}")) from None
+    axis = dtypes.index_int(axis, "vecdot: axis")
     x1, x2 = promote_dtypes(x1, x2)
     s1, s2 = get_aval(x1).shape, get_aval(x2).shape
     nd = max(len(s1), len(s2))

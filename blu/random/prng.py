@@ -321,13 +321,7 @@ def _unstack2(keys: Any) -> tuple[Any, Any]:
 
 
 def _normalize_axis(axis: int, ndim: int, name: str) -> int:
-    try:
-        ok = int(axis) == axis
-    except (TypeError, ValueError, OverflowError):  # (OverflowError: int(inf))
-        ok = False
-    if not ok:
-        raise BluTypeError(with_user_line(f"random.{name}: axis must be an int, got {axis!r}"))
-    axis = int(axis)
+    axis = dtypes.static_int(axis, f"random.{name}: axis")
     if not -ndim <= axis < ndim:
         raise BluValueError(
             with_user_line(f"random.{name}: axis {axis} out of range for rank {ndim}")

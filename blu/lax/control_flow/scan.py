@@ -24,7 +24,6 @@ from blu.core.interpreter import Tracer, get_aval, set_interpreter
 from blu.core.jaxpr import Literal
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
-from blu.lax._base import static_int
 from blu.lax.casts import convert_element_type
 from blu.lax.shapes import concatenate, reshape
 from blu.lax.slicing import slice_in_dim
@@ -416,7 +415,7 @@ def _scan(f, init, xs, length, reverse, unroll, what="scan", root="carry", strip
     if any(a.ndim == 0 for a in x_avals):
         raise BluShapeError(with_user_line("scan: every leaf of xs needs a leading axis to scan"))
     if length is not None:
-        length = static_int(length, f"{what}: length")
+        length = dtypes.static_int(length, f"{what}: length")
         if length < 0:
             raise BluValueError(with_user_line(f"scan: length={length} must be >= 0"))
         sizes.add(length)

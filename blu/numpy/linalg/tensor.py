@@ -5,11 +5,11 @@ so they differentiate, batch and compile through them."""
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Sequence
 from typing import Any
 
-from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
+from blu.core import dtypes
+from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, canonicalize_axes
 from blu.numpy.einsum import einsum
@@ -73,12 +73,7 @@ def tensorinv(a: Any, ind: int = 2) -> Any:
             differs from the others'.
     """
     a = asarray_operand(a)
-    try:
-        ind = operator.index(ind)
-    except TypeError:
-        raise BluTypeError(
-            with_user_line(f"linalg.tensorinv: ind must be an int, got {ind!r}")
-        ) from None
+    ind = dtypes.index_int(ind, "linalg.tensorinv: ind")
     if ind <= 0:
         raise BluValueError(with_user_line(f"linalg.tensorinv: ind must be positive, got {ind}"))
     shape = get_aval(a).shape
