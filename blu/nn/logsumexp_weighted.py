@@ -12,10 +12,9 @@ from typing import Any
 import numpy as np
 
 import blu.numpy as bnp
-from blu import lax
 from blu.core import dtypes
-from blu.core.errors import BluShapeError, BluTypeError, with_user_line
-from blu.nn.operands import _axes
+from blu.core.errors import BluTypeError, with_user_line
+from blu.nn.operands import _axes, _broadcast_shape, _stable_max, _upcast
 
 
 def weighted_logsumexp(
@@ -33,37 +32,20 @@ def weighted_logsumexp(
             )
         dt = bnp.result_type(x, b)
         dt = dt if dtypes.is_float(dt) else dtypes.float32
-        try:
-            shape = bnp.broadcast_shapes(x.shape, b.shape)
-        except BluShapeError:
-            raise BluShapeError(
-                with_user_line(
-                    f"nn.logsumexp: b of shape {b.shape} does not broadcast with x of shape "
-                    f"{x.shape}"
-                )
-            ) from None
+        shape = _broadcast_shape("logsumexp", "b", b.shape, x.shape)
         x = x.astype(dt)
         if x.shape != shape:  # (a b no larger than x traces as before)
             x = bnp.broadcast_to(x, shape)
         b = bnp.broadcast_to(b.astype(dt), shape)
     if where is not None:
-        where_shape = np.shape(where)
-        try:
-            shape = bnp.broadcast_shapes(x.shape, where_shape)
-        except BluShapeError:
-            raise BluShapeError(
-                with_user_line(
-                    f"nn.logsumexp: where of shape {where_shape} does not broadcast with "
-                    f"{'x and b' if b is not None else 'x'} of shape {x.shape}"
-                )
-            ) from None
+        against = "x and b" if b is not None else "x"
+        shape = _broadcast_shape("logsumexp", "where", np.shape(where), x.shape, against)
         if shape != x.shape:  # (a mask no larger than x traces as before)
             x = bnp.broadcast_to(x, shape)
             b = None if b is None else bnp.broadcast_to(b, shape)
     axes = _axes(axis, x.ndim, "logsumexp")
     out_dtype = x.dtype
-    low = x.dtype in (dtypes.bfloat16, dtypes.float16)
-    a = x.astype(dtypes.float32) if low else x
+    a = _upcast(x)
     keep = None  # the entries that count: left out ones (mask, zero weight) add exactly 0
     if b is not None:
         b = b.astype(a.dtype)
@@ -76,8 +58,7 @@ def weighted_logsumexp(
     if any(a.shape[i] == 0 for i in axes):
         m = bnp.zeros(tuple(1 if i in axes else d for i, d in enumerate(a.shape)), a.dtype)
     else:
-        m = bnp.max(a, axis=axes, keepdims=True)
-        m = lax.stop_gradient(bnp.where(bnp.isfinite(m), m, bnp.zeros_like(m)))
+        m = _stable_max(a, axes)
     e = bnp.exp(a - m)
     if b is not None:
         e = e * bnp.where(keep, b, bnp.zeros_like(b))  # (a NaN weight left out is no NaN)

@@ -11,7 +11,7 @@ import numpy as np
 import blu.numpy as bnp
 from blu import lax
 from blu.core import dtypes
-from blu.core.errors import BluTypeError, BluValueError, with_user_line
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 
 _LOW_PRECISION = (dtypes.bfloat16, dtypes.float16)
 
@@ -55,6 +55,26 @@ def _axes(axis: int | Sequence[int] | None, ndim: int, name: str) -> tuple[int, 
     if len(set(out)) != len(out):
         raise BluValueError(with_user_line(f"nn.{name}: repeated axis in {axis}"))
     return tuple(sorted(out))
+
+
+def _broadcast_shape(
+    name: str, what: str, shape: tuple[int, ...], x_shape: tuple[int, ...], against: str = "x"
+) -> tuple[int, ...]:
+    """The shape ``x``'s and ``what``'s (a ``where=`` mask's, a ``b=`` weight's) broadcast to:
+    as in JAX, a larger one gives the result its shape.
+
+    Raises:
+        BluShapeError: they do not broadcast (``against`` names ``x`` in the message).
+    """
+    try:
+        return bnp.broadcast_shapes(x_shape, shape)
+    except BluShapeError:
+        raise BluShapeError(
+            with_user_line(
+                f"nn.{name}: {what} of shape {shape} does not broadcast with {against} of shape "
+                f"{x_shape}"
+            )
+        ) from None
 
 
 def _stable_max(x: Any, axes: tuple[int, ...]) -> Any:

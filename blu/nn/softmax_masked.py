@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 
 import blu.numpy as bnp
-from blu.core.errors import BluShapeError, with_user_line
-from blu.nn.operands import _axes, _stable_max, _upcast
+from blu.nn.operands import _axes, _broadcast_shape, _stable_max, _upcast
 
 
 def masked_softmax(x: Any, axis: Any, where: Any, log: bool) -> Any:
@@ -26,15 +25,7 @@ def masked_softmax(x: Any, axis: Any, where: Any, log: bool) -> Any:
     """
     name = "log_softmax" if log else "softmax"
     mask = bnp.asarray(where, bool)
-    try:
-        shape = bnp.broadcast_shapes(x.shape, mask.shape)
-    except BluShapeError:
-        raise BluShapeError(
-            with_user_line(
-                f"nn.{name}: where of shape {mask.shape} does not broadcast with x's shape "
-                f"{x.shape}"
-            )
-        ) from None
+    shape = _broadcast_shape(name, "where", mask.shape, x.shape)
     if shape != x.shape:  # (a mask no larger than x traces as before)
         x = bnp.broadcast_to(x, shape)
     axes = _axes(axis, x.ndim, name)
