@@ -195,16 +195,9 @@ def _flat(where: str, tree: Any, shardings: Any, mesh_box: list) -> list:
             tree,
             is_leaf=is_leaf,
         )
-    except BluValueError as e:
-        if "structure mismatch" not in str(e):
-            raise
-        raise BluValueError(
-            with_user_line(
-                f"{where} {shardings!r} does not match the structure {pytree.tree_structure(tree)}"
-                " (one sharding per argument/output, or a pytree prefix of them)"
-            )
-        ) from e
     except Exception as e:
+        if isinstance(e, BluValueError) and "structure mismatch" not in str(e):
+            raise  # (a bad sharding's own error)
         raise BluValueError(
             with_user_line(
                 f"{where} {shardings!r} does not match the structure {pytree.tree_structure(tree)}"
