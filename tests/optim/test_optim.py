@@ -14,6 +14,7 @@ import blu.numpy as bnp
 from blu import optim
 from blu.core import pytree
 from blu.core.errors import BluTypeError, BluValueError
+from tests.optim._helpers import leaves64, run_steps
 
 
 def _params(rng: np.random.Generator, dtype=np.float64) -> dict:
@@ -32,10 +33,6 @@ def _grads_seq(rng: np.random.Generator, params: dict, steps: int, dtype=np.floa
         pytree.tree_map(lambda p: rng.normal(size=np.shape(p)).astype(dtype), params)
         for _ in range(steps)
     ]
-
-
-def _np_leaves(tree) -> list[np.ndarray]:
-    return [np.asarray(x, np.float64) for x in pytree.tree_leaves(tree)]
 
 
 def _assert_trees_close(got, want, rtol=1e-10, atol=1e-12):
@@ -58,13 +55,13 @@ def _cosine_ref(step, peak, warmup, total, end, init=0.0):
 
 
 def _adamw_ref(params, grads_seq, lr_fn, b1, b2, eps, wd, decay_flags, eps_root=0.0):
-    p = [x.copy() for x in _np_leaves(params)]
+    p = [x.copy() for x in leaves64(params)]
     m = [np.zeros_like(x) for x in p]
     v = [np.zeros_like(x) for x in p]
     for step, grads in enumerate(grads_seq):
         lr = lr_fn(step)
         t = step + 1
-        for i, g in enumerate(_np_leaves(grads)):
+        for i, g in enumerate(leaves64(grads)):
             m[i] = b1 * m[i] + (1 - b1) * g
             v[i] = b2 * v[i] + (1 - b2) * g * g
             mhat = m[i] / (1 - b1**t)
@@ -77,24 +74,16 @@ def _adamw_ref(params, grads_seq, lr_fn, b1, b2, eps, wd, decay_flags, eps_root=
 
 
 def _sgd_ref(params, grads_seq, lr, momentum, nesterov, wd):
-    p = [x.copy() for x in _np_leaves(params)]
+    p = [x.copy() for x in leaves64(params)]
     buf = [np.zeros_like(x) for x in p]
     for grads in grads_seq:
-        for i, g in enumerate(_np_leaves(grads)):
+        for i, g in enumerate(leaves64(grads)):
             g = g + wd * p[i]
             if momentum:
                 buf[i] = momentum * buf[i] + g
                 g = g + momentum * buf[i] if nesterov else buf[i]
             p[i] = p[i] - lr * g
     return p, buf
-
-
-def _run(opt, params, grads_seq, jit=False):
-    state = opt.init(params)
-    update = blu.jit(opt.step) if jit else opt.step
-    for g in grads_seq:
-        params, state = update(g, state, params)
-    return params, state
 
 
 # ---- AdamW / Adam ------------------------------------------------------------------------------
@@ -107,15 +96,15 @@ def test_adamw_matches_reference_with_mask_and_schedule():
     sched = optim.warmup_cosine_decay(3e-2, warmup_steps=2, total_steps=5, end_lr=1e-3)
     opt = optim.adamw(sched, b1=0.8, b2=0.95, eps=1e-6, weight_decay=0.1,
                       mask=optim.decay_mask_matrices)  # fmt: skip
-    new_params, state = _run(opt, params, grads)
+    new_params, state = run_steps(opt, params, grads)
     flags = [np.ndim(x) >= 2 for x in pytree.tree_leaves(params)]
     assert flags == [False, False, True, False, True, True]  # b, blocks[0].g/k, blocks[1].g/k, w
     want_p, want_m, want_v = _adamw_ref(
         params, grads, lambda s: _cosine_ref(s, 3e-2, 2, 5, 1e-3), 0.8, 0.95, 1e-6, 0.1, flags
     )
-    _assert_trees_close(_np_leaves(new_params), want_p, rtol=1e-6, atol=1e-9)
-    _assert_trees_close(_np_leaves(state.mu), want_m, rtol=1e-12)
-    _assert_trees_close(_np_leaves(state.nu), want_v, rtol=1e-12)
+    _assert_trees_close(leaves64(new_params), want_p, rtol=1e-6, atol=1e-9)
+    _assert_trees_close(leaves64(state.mu), want_m, rtol=1e-12)
+    _assert_trees_close(leaves64(state.nu), want_v, rtol=1e-12)
     assert int(state.step) == 6 and np.asarray(state.step).dtype == np.int32
     assert pytree.tree_structure(new_params) == pytree.tree_structure(params)
 
@@ -124,18 +113,18 @@ def test_adamw_constant_lr_all_leaves_decay_and_mask_pytree():
     rng = np.random.default_rng(1)
     params = _params(rng)
     grads = _grads_seq(rng, params, 4)
-    new_params, _ = _run(optim.adamw(1e-2, weight_decay=0.05), params, grads)
+    new_params, _ = run_steps(optim.adamw(1e-2, weight_decay=0.05), params, grads)
     n = len(pytree.tree_leaves(params))
     want, _, _ = _adamw_ref(params, grads, lambda s: 1e-2, 0.9, 0.999, 1e-8, 0.05, [True] * n)
-    _assert_trees_close(_np_leaves(new_params), want, rtol=1e-9, atol=1e-12)
+    _assert_trees_close(leaves64(new_params), want, rtol=1e-9, atol=1e-12)
     # an explicit mask pytree: only "b" decays
     mask = pytree.tree_map(lambda _: False, params)
     mask["b"] = True
-    new_params, _ = _run(optim.adamw(1e-2, weight_decay=0.5, mask=mask), params, grads)
+    new_params, _ = run_steps(optim.adamw(1e-2, weight_decay=0.5, mask=mask), params, grads)
     flags = pytree.tree_leaves(mask)
     assert flags == [True] + [False] * (n - 1)
     want, _, _ = _adamw_ref(params, grads, lambda s: 1e-2, 0.9, 0.999, 1e-8, 0.5, flags)
-    _assert_trees_close(_np_leaves(new_params), want, rtol=1e-9, atol=1e-12)
+    _assert_trees_close(leaves64(new_params), want, rtol=1e-9, atol=1e-12)
 
 
 def test_adamw_same_numbers_as_optax():
@@ -145,7 +134,7 @@ def test_adamw_same_numbers_as_optax():
         "w": np.array([[0.1, -0.2], [0.3, 0.4]], np.float32),
         "b": np.array([0.5, -0.5], np.float32),
     }
-    new, _ = _run(optim.adamw(1e-2, weight_decay=0.1), p, [g] * 3)
+    new, _ = run_steps(optim.adamw(1e-2, weight_decay=0.1), p, [g] * 3)
     np.testing.assert_allclose(np.asarray(new["b"]), [0.9670332074165344, -0.9670332074165344],
                                rtol=1e-7)  # fmt: skip
     np.testing.assert_allclose(np.asarray(new["w"]), [[0.46853169798851013, 0.5284712314605713],
@@ -156,10 +145,10 @@ def test_adam_is_adamw_without_decay():
     rng = np.random.default_rng(2)
     params = _params(rng)
     grads = _grads_seq(rng, params, 3)
-    new_params, _ = _run(optim.adam(5e-3, b1=0.5, b2=0.9), params, grads)
+    new_params, _ = run_steps(optim.adam(5e-3, b1=0.5, b2=0.9), params, grads)
     n = len(pytree.tree_leaves(params))
     want, _, _ = _adamw_ref(params, grads, lambda s: 5e-3, 0.5, 0.9, 1e-8, 123.0, [False] * n)
-    _assert_trees_close(_np_leaves(new_params), want, rtol=1e-9, atol=1e-12)
+    _assert_trees_close(leaves64(new_params), want, rtol=1e-9, atol=1e-12)
 
 
 def test_eps_root_inside_the_root():
@@ -169,29 +158,29 @@ def test_eps_root_inside_the_root():
     grads = _grads_seq(rng, params, 4)
     n = len(pytree.tree_leaves(params))
     want, _, _ = _adamw_ref(params, grads, lambda s: 1e-2, 0.9, 0.99, 1e-8, 0.1, [True] * n, 0.5)
-    got, _ = _run(optim.adamw(1e-2, 0.9, 0.99, weight_decay=0.1, eps_root=0.5), params, grads)
-    _assert_trees_close(_np_leaves(got), want, rtol=1e-9, atol=1e-12)
+    got, _ = run_steps(optim.adamw(1e-2, 0.9, 0.99, weight_decay=0.1, eps_root=0.5), params, grads)
+    _assert_trees_close(leaves64(got), want, rtol=1e-9, atol=1e-12)
     want, _, _ = _adamw_ref(params, grads, lambda s: 1e-2, 0.9, 0.99, 1e-8, 0.0, [False] * n, 0.5)
-    got, _ = _run(optim.adam(1e-2, 0.9, 0.99, 1e-8, 0.5), params, grads)
-    _assert_trees_close(_np_leaves(got), want, rtol=1e-9, atol=1e-12)
+    got, _ = run_steps(optim.adam(1e-2, 0.9, 0.99, 1e-8, 0.5), params, grads)
+    _assert_trees_close(leaves64(got), want, rtol=1e-9, atol=1e-12)
     chain = optim.chain(optim.scale_by_adam(0.9, 0.99, 1e-8, 0.5), optim.scale(-1e-2))
     state, p = chain.init(params), params
     for g in grads:
         u, state = chain.update(g, state, p)
         p = optim.apply_updates(p, u)
-    _assert_trees_close(_np_leaves(p), want, rtol=1e-9, atol=1e-12)
+    _assert_trees_close(leaves64(p), want, rtol=1e-9, atol=1e-12)
 
 
 def test_adamw_float32_params_close_to_float64_reference():
     rng = np.random.default_rng(3)
     params = _params(rng, np.float32)
     grads = _grads_seq(rng, params, 5, np.float32)
-    new_params, state = _run(optim.adamw(1e-2, weight_decay=0.1), params, grads)
+    new_params, state = run_steps(optim.adamw(1e-2, weight_decay=0.1), params, grads)
     for leaf in pytree.tree_leaves((new_params, state.mu, state.nu)):
         assert np.asarray(leaf).dtype == np.float32
     n = len(pytree.tree_leaves(params))
     want, _, _ = _adamw_ref(params, grads, lambda s: 1e-2, 0.9, 0.999, 1e-8, 0.1, [True] * n)
-    _assert_trees_close(_np_leaves(new_params), want, rtol=1e-5, atol=1e-6)
+    _assert_trees_close(leaves64(new_params), want, rtol=1e-5, atol=1e-6)
 
 
 def test_bfloat16_params_get_float32_moments():
@@ -202,16 +191,16 @@ def test_bfloat16_params_get_float32_moments():
     state = opt.init(params)
     for leaf in pytree.tree_leaves((state.mu, state.nu)):
         assert np.asarray(leaf).dtype == np.float32
-    new_params, state = _run(opt, params, grads)
+    new_params, state = run_steps(opt, params, grads)
     for leaf in pytree.tree_leaves(new_params):
         assert np.asarray(leaf).dtype == ml_dtypes.bfloat16
     for leaf in pytree.tree_leaves((state.mu, state.nu)):
         assert np.asarray(leaf).dtype == np.float32
     n = len(pytree.tree_leaves(params))
     want, want_m, _ = _adamw_ref(params, grads, lambda s: 1e-2, 0.9, 0.999, 1e-8, 0.01, [True] * n)
-    _assert_trees_close(_np_leaves(state.mu), want_m, rtol=1e-5, atol=1e-6)
+    _assert_trees_close(leaves64(state.mu), want_m, rtol=1e-5, atol=1e-6)
     # params are rounded to bf16 after each step: within a few bf16 ulps of the f64 reference
-    _assert_trees_close(_np_leaves(new_params), want, rtol=2e-2, atol=2e-2)
+    _assert_trees_close(leaves64(new_params), want, rtol=2e-2, atol=2e-2)
 
 
 def test_sgd_plain_has_no_buffers():
@@ -221,8 +210,8 @@ def test_sgd_plain_has_no_buffers():
     want, _ = _sgd_ref(params, grads, 0.1, 0.0, False, 0.0)
     for opt in [optim.sgd(0.1), optim.sgd(0.1, momentum=None)]:  # None: optax's default
         assert opt.init(params).trace is None
-        new_params, state = _run(opt, params, grads)
-        _assert_trees_close(_np_leaves(new_params), want)
+        new_params, state = run_steps(opt, params, grads)
+        _assert_trees_close(leaves64(new_params), want)
         assert int(state.step) == 3
 
 
@@ -231,16 +220,16 @@ def test_sgd_momentum_matches_reference(nesterov):
     rng = np.random.default_rng(6)
     params = _params(rng)
     grads = _grads_seq(rng, params, 5)
-    new_params, state = _run(optim.sgd(0.05, 0.9, nesterov, weight_decay=0.01), params, grads)
+    new_params, state = run_steps(optim.sgd(0.05, 0.9, nesterov, weight_decay=0.01), params, grads)
     want, buf = _sgd_ref(params, grads, 0.05, 0.9, nesterov, 0.01)
-    _assert_trees_close(_np_leaves(new_params), want)
-    _assert_trees_close(_np_leaves(state.trace), buf)
+    _assert_trees_close(leaves64(new_params), want)
+    _assert_trees_close(leaves64(state.trace), buf)
 
 
 def test_sgd_with_schedule_uses_step_before_increment():
     params = {"x": np.array([1.0, -2.0])}
     grads = [{"x": np.array([1.0, 1.0])}] * 3
-    new_params, _ = _run(optim.sgd(lambda s: 0.1 * (s + 1)), params, grads)
+    new_params, _ = run_steps(optim.sgd(lambda s: 0.1 * (s + 1)), params, grads)
     # lr(0) + lr(1) + lr(2) = 0.1 + 0.2 + 0.3
     np.testing.assert_allclose(np.asarray(new_params["x"]), [1.0 - 0.6, -2.0 - 0.6], rtol=1e-6)
 
@@ -258,8 +247,8 @@ def test_jit_update_equals_eager(make):
     params = _params(rng, np.float32)
     grads = _grads_seq(rng, params, 4, np.float32)
     opt = make()
-    eager_p, eager_s = _run(opt, params, grads)
-    jit_p, jit_s = _run(opt, params, grads, jit=True)
+    eager_p, eager_s = run_steps(opt, params, grads)
+    jit_p, jit_s = run_steps(opt, params, grads, jit=True)
     # compiled kernels fuse the update (float32 rounding may differ from numpy by ulps)
     _assert_trees_close((jit_p, jit_s), (eager_p, eager_s), rtol=2e-6, atol=1e-7)
     # donated params and state
@@ -279,9 +268,9 @@ def test_traced_learning_rate(make):
     grads = _grads_seq(rng, params, 3)
 
     def run(lr):
-        return _run(make(lr), params, grads)[0]
+        return run_steps(make(lr), params, grads)[0]
 
-    want, _ = _run(make(0.03), params, grads)
+    want, _ = run_steps(make(0.03), params, grads)
     _assert_trees_close(blu.jit(run)(np.float64(0.03)), want, rtol=1e-12, atol=1e-14)
 
 
