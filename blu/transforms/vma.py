@@ -70,9 +70,12 @@ class VmaInterpreter(Interpreter):
 
     manual_outer = True
 
-    def __init__(self, parent: Interpreter, names: Sequence[Any]):
+    def __init__(self, parent: Interpreter, names: Sequence[Any], closure: frozenset = Vma()):
         self.parent = parent
         self.names = tuple(names)
+        # axes every traced value closed over varies over besides its own (a cond's branches
+        # under a varying predicate: the values they close over are pvary-ed to its axes)
+        self.closure = frozenset(closure)
 
     def lift(self, x: Any) -> tuple[Any, frozenset]:
         if isinstance(x, VmaTracer) and x._interp is self:
@@ -82,7 +85,7 @@ class VmaInterpreter(Interpreter):
             # a value of the enclosing shard body closed over by a staged one (a nested jit's
             # trace): it varies as it does there (unknown there: over every manual axis)
             got = vma_of(x, self.parent)
-            return x, frozenset(manual_axes(self.parent)) if got is None else got
+            return x, frozenset(manual_axes(self.parent)) if got is None else got | self.closure
         return x, frozenset()
 
     def process(self, prim: Any, args: tuple, params: dict) -> Any:
@@ -169,7 +172,7 @@ def vma_of(x: Any, start: Interpreter | None = None) -> frozenset | None:
         # cond branch's, a loop body's): it varies as it does there (as VmaInterpreter.lift)
         if _levels(last.parent):
             got = vma_of(x, last.parent)
-            return None if got is None else frozenset(vma) | got
+            return None if got is None else frozenset(vma) | got | last.closure
     return frozenset(vma)
 
 
@@ -210,15 +213,16 @@ def arg_vmas(leaves: Sequence[Any]) -> tuple | None:
     return None if any(v is None for v in vmas) else vmas
 
 
-def trace_manual(fun: Callable, vmas: Sequence[frozenset]) -> Callable:
+def trace_manual(fun: Callable, vmas: Sequence[frozenset], closure: frozenset = Vma()) -> Callable:
     """``fun`` (flat arguments and outputs) run under a :class:`VmaInterpreter` seeded with the
     arguments' ``vmas``: a ``jit`` traced inside ``shard`` (or a transposed body) keeps the
     variance of its values, so gradients and collectives inside it follow shard_map's rule.
-    The returned function records its outputs' vmas in ``out_vmas`` after each call."""
+    ``closure``: axes added to those of the traced values ``fun`` closes over. The returned
+    function records its outputs' vmas in ``out_vmas`` after each call."""
     names = manual_axes()
 
     def traced(*args: Any) -> list[Any]:
-        interp = VmaInterpreter(current_interpreter(), names)
+        interp = VmaInterpreter(current_interpreter(), names, closure)
         with set_interpreter(interp):
             outs = fun(*[interp.wrap(a, v) for a, v in zip(args, vmas)])
         interp.finished = True
@@ -229,12 +233,13 @@ def trace_manual(fun: Callable, vmas: Sequence[frozenset]) -> Callable:
     return traced
 
 
-def seeded(fun: Callable, outer: Sequence[Any]) -> Callable:
+def seeded(fun: Callable, outer: Sequence[Any], closure: frozenset = Vma()) -> Callable:
     """``fun`` of staged arguments that will hold the values ``outer`` (a transposed body's
-    residuals and cotangents), traced keeping their variance (:func:`trace_manual`); ``fun``
-    itself outside ``shard`` or where one is unknown."""
+    residuals and cotangents), traced keeping their variance (:func:`trace_manual`; the
+    values it closes over vary over ``closure`` too); ``fun`` itself outside ``shard`` or where
+    one is unknown."""
     vmas = arg_vmas(outer)
-    return fun if vmas is None else trace_manual(fun, vmas)
+    return fun if vmas is None else trace_manual(fun, vmas, closure)
 
 
 def trace_loop_body(

@@ -404,3 +404,43 @@ def test_a_gradient_inside_a_staged_trace_wrt_a_varying_value_it_closes_over(how
 
     g = shard(body, mesh, (P(), P(("x", "y"))), P(("x", "y")))(w, x)
     _close(g, np.cos(w * x) * x)
+
+
+@pytest.mark.parametrize("how", ["operand", "closed over", "switch"])
+@pytest.mark.parametrize(
+    "shape,names,pred_axes", [((4,), ("d",), ("d",)), ((2, 4), ("x", "y"), ("x",))]
+)
+def test_a_cond_on_a_varying_predicate_pvaries_what_its_branches_take(how, shape, names, pred_axes):
+    # each device takes the branch its own block picks; the gradient w.r.t. the replicated w
+    # of the psum-ed loss is the sum of the devices' branch gradients (the branch's transpose
+    # psum-ed w's cotangent and the select over the devices summed it again: twice the sum)
+    mesh = _mesh(shape, names)
+    rng = np.random.default_rng(11)
+    w, x = rng.standard_normal(3), rng.standard_normal((16, 3))
+    n_pred = math.prod(mesh.shape[a] for a in pred_axes)
+
+    def local(v, xb):
+        hot = lambda u: bnp.sum(bnp.sin(xb @ u))  # noqa: E731
+        cold = lambda u: bnp.sum(bnp.cos(xb @ u)) * u[0]  # noqa: E731
+        pred = bnp.sum(xb[0]) > 0  # varies over the axes that split the batch
+        if how == "operand":
+            return blu.lax.cond(pred, hot, cold, v)
+        if how == "closed over":
+            return blu.lax.cond(pred, lambda: hot(v), lambda: cold(v))
+        return blu.lax.switch(pred.astype("int32"), [cold, hot], v)
+
+    def step(w, xb):
+        return blu.grad(lambda v: psum(local(v, xb), names))(w)
+
+    # device blocks: the batch split over pred_axes only (replicated over the others)
+    spec = P(pred_axes)
+    blocks = x.reshape(n_pred, -1, 3)
+    want = np.zeros(3)
+    for b in blocks:
+        if b[0].sum() > 0:
+            want += b.T @ np.cos(b @ w)
+        else:
+            want += -(b.T @ np.sin(b @ w)) * w[0] + np.eye(3)[0] * np.cos(b @ w).sum()
+    want *= math.prod(shape) // n_pred  # replicas of each block over the other axes
+    for outer in (lambda f: f, blu.jit):
+        _close(outer(shard(step, mesh, (P(), spec), P()))(w, x), want)

@@ -14,11 +14,12 @@ from typing import Any
 from blu.core import dtypes, pytree
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
-from blu.core.interpreter import get_aval, set_interpreter
+from blu.core.interpreter import Tracer, get_aval, set_interpreter
 from blu.core.jaxpr import eval_jaxpr
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
 from blu.lax.casts import convert_element_type
+from blu.lax.collective_prims import pvary_p
 from blu.lax.elementwise import eq, gt, lt, ne, select
 from blu.lax.shapes import broadcast_in_dim, full, full_like
 from blu.transforms import vma
@@ -232,8 +233,9 @@ def _select_lanes(pick: Any, on_true: Any, on_false: Any) -> Any:
 # ---- the user-facing functions -----------------------------------------------------------------
 
 
-def _trace_branches(what: str, funs: Sequence[Callable], operands: tuple):
+def _trace_branches(what: str, funs: Sequence[Callable], operands: tuple, extra=frozenset()):
     leaves, in_tree = pytree.tree_flatten(operands)
+    leaves = [_pvary(x, extra) for x in leaves]
     in_avals = [get_aval(x) for x in leaves]
     parts, out_trees, out_paths = [], [], []
     for f in funs:
@@ -248,7 +250,7 @@ def _trace_branches(what: str, funs: Sequence[Callable], operands: tuple):
 
         # inside blu.shard: traced keeping the operands' varying manual axes, so a psum of an
         # invariant value is a product (as outside cond) and transposes with the factor
-        parts.append(trace_jaxpr(vma.seeded(flat, leaves), in_avals))
+        parts.append(trace_jaxpr(vma.seeded(flat, leaves, extra), in_avals))
         (pairs, tree) = box[0]
         out_paths.append(pairs)
         out_trees.append(tree)
@@ -269,7 +271,15 @@ def _trace_branches(what: str, funs: Sequence[Callable], operands: tuple):
                         )
                     )
     branches, consts = join_consts(parts)
+    consts = [_pvary(c, extra) if isinstance(c, Tracer) else c for c in consts]
     return branches, consts, leaves, out_trees[0]
+
+
+def _pvary(x: Any, axes: frozenset) -> Any:
+    """``x`` pvary-ed over those of ``axes`` it does not vary over (inside ``blu.shard``)."""
+    got = vma.vma_of(x) if axes else None
+    rest = () if got is None else tuple(n for n in vma.manual_axes() if n in axes - got)
+    return pvary_p.bind(x, axis_name=rest) if rest else x
 
 
 def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
@@ -335,6 +345,11 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
 
 
 def _bind_cond(what: str, index: Any, funs: tuple, operands: tuple) -> Any:
-    branches, consts, leaves, out_tree = _trace_branches(what, funs, operands)
+    # inside blu.shard, an index varying over mesh axes makes the operands and the values the
+    # branches close over vary over them too (JAX's implicit pvary at cond): a branch's
+    # transpose then leaves the psum of an invariant value's cotangent to that pvary, outside
+    # the branch (in a branch it summed the cotangent once per device taking the branch)
+    extra = (vma.vma_of(index) or frozenset()) if vma.manual_axes() else frozenset()
+    branches, consts, leaves, out_tree = _trace_branches(what, funs, operands, extra)
     outs = cond_p.bind(index, *consts, *leaves, branches=tuple(branches))
     return pytree.tree_unflatten(out_tree, outs)
