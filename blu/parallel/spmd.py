@@ -118,12 +118,24 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
 
     Returns:
         ``x`` unchanged in value. Outside a ``jit`` that partitions over a mesh it is a no-op
-        (one device holds everything), as JAX's on one device.
+        (one device holds everything), as JAX's on one device; a ``NamedSharding``'s spec is
+        still checked against its mesh and each leaf's rank (JAX's, which allows uneven splits).
+
+    Raises:
+        BluValueError: a spec with more entries than a leaf's rank, an axis its mesh lacks, or
+            shardings that do not match the structure of ``x``.
+        BluShapeError: inside a partitioned ``jit``, a dimension its axes do not divide.
     """
-    if _tracing.mesh is None:
-        return x
 
     def one(s, sub):
+        if _tracing.mesh is None:  # (a no-op; the spec checked as JAX's, no divisibility)
+            if isinstance(s, NamedSharding):
+                for leaf in pytree.tree_leaves(sub):
+                    check_spec(
+                        s.spec, s.mesh, get_aval(leaf).shape, "with_sharding_constraint",
+                        divide=False, unconstrained=True,
+                    )  # fmt: skip
+            return sub
         if isinstance(s, NamedSharding) and s.mesh != _tracing.mesh:
             raise BluValueError(
                 with_user_line(

@@ -152,6 +152,22 @@ def test_with_sharding_constraint_sets_the_layout_and_is_a_no_op_outside():
         )(x)
 
 
+def test_with_sharding_constraint_outside_a_partitioned_jit_checks_its_spec():
+    # a no-op there, but a spec longer than the rank is the error JAX raises (it was dropped
+    # silently, to fail only once the inputs were sharded); an uneven split is allowed, as JAX's
+    mesh = make_mesh((2, 2), ("a", "b"))
+    x = np.arange(24, dtype=np.float32).reshape(8, 3)
+    uneven = NamedSharding(mesh, P(None, "b"))
+    for f in (lambda v: v, blu.jit):
+        out = f(lambda v: with_sharding_constraint(v * 2, uneven))(x)
+        np.testing.assert_array_equal(np.asarray(out), x * 2)
+        with pytest.raises(BluValueError, match=r"P\('a', None, 'b'\) has 3 entries .* \(8, 3\)"):
+            f(lambda v: with_sharding_constraint(v, NamedSharding(mesh, P("a", None, "b"))))(x)
+        with pytest.raises(BluValueError, match=r"2 entries for an array of rank 1 \(shape \(3,"):
+            both = NamedSharding(mesh, P("a", "b"))
+            f(lambda v: with_sharding_constraint({"k": v[0]}, {"k": both}))(x)
+
+
 def test_device_put_of_a_traced_value_is_the_value():
     # JAX's device_put under jit/grad/vmap (it raised "device_put of a traced value"): the value
     # itself, its gradient the identity's; a NamedSharding constrains the layout of a
