@@ -52,6 +52,7 @@ from blu.parallel.mesh import (
 from blu.parallel.spmd_interp import PartitionContext, output_hints, run_partitioned
 from blu.parallel.spmd_layout import Layout
 from blu.parallel.spmd_rules import rule
+from blu.transforms.donation import Donated
 from blu.transforms.jit_args import donated_leaf_flags
 
 __all__ = ["collectives", "with_sharding_constraint"]
@@ -309,6 +310,8 @@ def call(jitted: Any, args: tuple, kwargs: dict) -> Any:
     # (arguments that are not sharded arrays enter replicated: with one process per device,
     # jit(shard(...)) takes them as this process's block, which they are)
     outs = fn(*entry.consts, *leaves)
+    if fn._blu_donates:  # the donated leaves' record names the user's jit and leaf index
+        _rename_donated(leaves, len(entry.consts), jitted.name)
     shardings = fn.__dict__.get("_blu_out_shardings")
     if shardings is None:
         shardings = [NamedSharding(mesh, s) for s in fn._blu_out_specs]
@@ -316,6 +319,15 @@ def call(jitted: Any, args: tuple, kwargs: dict) -> Any:
     if not any(isinstance(o, Tracer) for o in outs):  # (not under a transform)
         outs = [_wrap(o, s) for o, s in zip(outs, shardings)]
     return pytree.tree_unflatten(entry.out_tree, outs)
+
+
+def _rename_donated(leaves: list, nc: int, name: str) -> None:
+    """The per-device program took the consts first and is named ``shard(...)``: its record of
+    a donated leaf, ``(name, index, where)``, is made the user's jit's and argument leaf's."""
+    for k, x in enumerate(leaves):
+        why = getattr(x, "_deleted", None)
+        if isinstance(why, Donated) and why[1] == nc + k:
+            x._deleted = Donated((name, k, why[2]))
 
 
 def lower(jitted: Any, args: tuple, kwargs: dict, target: str | None) -> Any:
@@ -385,6 +397,7 @@ def _compile(entry, mesh: Mesh, have: list, want: list, out_want: list, fname: s
         donate_argnums=tuple(nc + i for i in donated),
     )
     fn._no_partition = True
+    fn._blu_donates = bool(donated)
     fn._blu_out_specs = out_specs
     fn._blu_collectives = ctx.log
     return fn

@@ -355,6 +355,26 @@ def test_a_mesh_of_one_device_moves_nothing_and_donation_is_kept(set_flag):
     assert w.is_deleted()  # donated
 
 
+def test_a_donated_sharded_argument_names_the_users_jit_and_leaf():
+    # the per-device program takes the consts the function closes over first, and is named
+    # shard(...): the deleted array said "donated to jit(shard(step)) ... argument leaf 2"
+    mesh = make_mesh((4,), ("data",))
+    c = bnp.asarray(np.arange(8.0, dtype=np.float32).reshape(8, 1))
+    rows = NamedSharding(mesh, P("data"))
+
+    def step(a, b):
+        return a + b * c
+
+    f = blu.jit(step, donate_argnums=1)
+    a = blu.device_put(np.ones((8, 3), np.float32), rows)
+    for _ in range(2):  # (the second call: the cached program)
+        b = blu.device_put(np.full((8, 3), 2.0, np.float32), rows)
+        _close(f(a, b), 1 + 2 * np.arange(8.0)[:, None] * np.ones((1, 3)))
+        assert b.is_deleted() and not a.is_deleted()
+        with pytest.raises(BluValueError, match=r"donated to jit\(step\) .*argument leaf 1\)"):
+            np.asarray(b)
+
+
 def test_a_small_cnn_step_batch_split_equals_one_device(set_flag):
     """Convolution, max pooling and a dense head with the batch split: the gradients equal
     the unpartitioned ones, and the only communication is one all-reduce per gradient and the
