@@ -4,8 +4,8 @@
 Integer inputs are computed in float32 (as JAX). Formulas: Abramowitz & Stegun (ch. 6, 7, 26);
 ``log_ndtr`` uses ``log(erfc(-x / sqrt 2) / 2)`` for ``x > -10`` (-20 in float64) and the
 asymptotic series ``-x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4 - 15/x^6 ...)`` below
-(A&S 26.2.12), so it stays finite far into the lower tail. Functions blu lacks (Bessel
-``i0e``/``i1e``, incomplete gamma and beta, ``zeta``, ...) are listed with their reasons in
+(A&S 26.2.12), so it stays finite far into the lower tail. Functions blu lacks
+(incomplete gamma and beta, ``hyp1f1``, ...) are listed with their reasons in
 ``docs/coming_from_jax.md``.
 """
 
@@ -24,7 +24,11 @@ from blu.nn import functions as _nn
 from blu.nn.functions import logsumexp
 
 __all__ = [
+    "beta",
     "betaln",
+    "boxcox",
+    "boxcox1p",
+    "comb",
     "digamma",
     "entr",
     "erf",
@@ -35,6 +39,10 @@ __all__ = [
     "gamma",
     "gammaln",
     "gammasgn",
+    "i0",
+    "i0e",
+    "i1",
+    "i1e",
     "kl_div",
     "log_ndtr",
     "log_softmax",
@@ -49,6 +57,7 @@ __all__ = [
     "softmax",
     "xlog1py",
     "xlogy",
+    "zeta",
 ]
 
 
@@ -60,7 +69,7 @@ def _float(x: Any) -> Any:
 def _floats(*xs: Any) -> list:
     xs = [bnp.asarray(x) for x in xs]
     dt = (
-        bnp.result_type(*xs, np.float32)
+        bnp.result_type(*xs, np.dtype(np.float32))
         if not all(bnp.issubdtype(x.dtype, bnp.inexact) for x in xs)
         else bnp.result_type(*xs)
     )
@@ -338,3 +347,94 @@ def log_softmax(x: Any, axis: int | Sequence[int] | None = None, *, where: Any =
         BluValueError: an axis out of range or repeated.
     """
     return _nn.log_softmax(x, axis, where=where)
+
+
+def i0e(x: Any) -> Any:
+    """The exponentially scaled modified Bessel function of order 0, ``exp(-|x|) I0(x)``."""
+    return lax.bessel_i0e(_float(x))
+
+
+def i1e(x: Any) -> Any:
+    """The exponentially scaled modified Bessel function of order 1, ``exp(-|x|) I1(x)``."""
+    return lax.bessel_i1e(_float(x))
+
+
+def i0(x: Any) -> Any:
+    """The modified Bessel function of order 0, ``i0e(x) * exp(|x|)`` (as JAX)."""
+    x = _float(x)
+    return lax.bessel_i0e(x) * bnp.exp(bnp.abs(x))
+
+
+def i1(x: Any) -> Any:
+    """The modified Bessel function of order 1, ``i1e(x) * exp(|x|)`` (as JAX)."""
+    x = _float(x)
+    return lax.bessel_i1e(x) * bnp.exp(bnp.abs(x))
+
+
+def zeta(x: Any, q: Any = None) -> Any:
+    """The Hurwitz zeta function ``sum_n (n + q)^-x`` (:func:`blu.lax.zeta`: NaN for ``x < 1``
+    or ``q <= 0`` off the poles, as JAX's).
+
+    Raises:
+        BluValueError: ``q`` is None (the Riemann zeta function is not built, as in JAX:
+            pass ``q=1`` for ``x > 1``).
+    """
+    if q is None:
+        from blu.core.errors import BluValueError
+
+        raise BluValueError(
+            "zeta: the Riemann zeta function is not built; pass q (q=1 gives it for x > 1)"
+        )
+    x, q = _floats(x, q)
+    return lax.zeta(x, q)
+
+
+def beta(a: Any, b: Any) -> Any:
+    """The beta function ``Gamma(a) Gamma(b) / Gamma(a + b)``: ``exp(betaln(a, b))`` with the
+    signs of the three gammas (as JAX)."""
+    a, b = _floats(a, b)
+    sign = gammasgn(a) * gammasgn(b) * gammasgn(a + b)
+    return sign * bnp.exp(betaln(a, b))
+
+
+def comb(N: Any, k: Any, *, exact: bool = False, repetition: bool = False) -> Any:
+    """The number of combinations of ``N`` things taken ``k`` at a time,
+    ``exp(gammaln(N + 1) - gammaln(k + 1) - gammaln(N - k + 1))``; with ``repetition``,
+    ``comb(N + k - 1, k)``. 0 where ``k < 0``, ``N < 0`` or ``k > N``, 1 where ``k == 0`` and
+    ``inf`` for ``N = inf`` otherwise (scipy's values).
+
+    Raises:
+        BluValueError: ``exact=True`` (arbitrary-precision integers: use ``math.comb``).
+    """
+    if exact:
+        from blu.core.errors import BluValueError
+
+        raise BluValueError("comb(exact=True) is not available: use math.comb")
+    N, k = _floats(N, k)
+    if repetition:
+        N = N + k - 1.0
+    ok = (k >= 0) & (N >= 0) & (k <= N)
+    n1 = bnp.where(ok, N + 1.0, 1.0)
+    k1 = bnp.where(ok, k + 1.0, 1.0)
+    out = bnp.exp(lax.lgamma(n1) - lax.lgamma(k1) - lax.lgamma(n1 - k1 + 1.0))
+    out = bnp.where(bnp.isinf(N), bnp.inf, out)
+    return bnp.where(ok, bnp.where(k == 0, 1.0, out), 0.0).astype(N.dtype)
+
+
+def boxcox(x: Any, lmbda: Any) -> Any:
+    """The Box-Cox transform ``(x^lmbda - 1) / lmbda`` (``expm1(lmbda log x) / lmbda``), and
+    ``log(x)`` where ``lmbda == 0`` (NaN for ``x < 0``, as JAX's and scipy's)."""
+    x, lmbda = _floats(x, lmbda)
+    return _boxcox(bnp.log(x), lmbda)
+
+
+def boxcox1p(x: Any, lmbda: Any) -> Any:
+    """``boxcox(1 + x, lmbda)``, with ``log1p(x)`` so small ``x`` keep their digits."""
+    x, lmbda = _floats(x, lmbda)
+    return _boxcox(bnp.log1p(x), lmbda)
+
+
+def _boxcox(logx: Any, lmbda: Any) -> Any:
+    zero = lmbda == 0
+    safe = bnp.where(zero, 1.0, lmbda)
+    return bnp.where(zero, logx, bnp.expm1(safe * logx) / safe)
