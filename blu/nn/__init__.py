@@ -11,7 +11,7 @@ cross_entropy, layer_norm statistics) are computed in float32 when given bfloat1
   ``squareplus``, ``standardize``, ``tanh``, ``identity``
 - normalization and probabilities: ``layer_norm``, ``rms_norm``, ``batch_norm`` (running
   statistics in and out, ``train`` explicit), ``group_norm``, ``softmax``, ``log_softmax``,
-  ``logsumexp``
+  ``logsumexp``, ``logmeanexp``, ``log1mexp``
 - layers: ``linear``, ``embedding``, ``one_hot``, ``dropout``
 - losses: ``cross_entropy``, ``linear_cross_entropy`` (the output projection fused with the
   loss, in row chunks: the logits are never held whole)
@@ -41,6 +41,7 @@ from blu.nn.functions import (
 from blu.nn.activations import *  # noqa: F403
 from blu.nn.activations import __all__ as _activations
 from blu.nn.classifier import linear_cross_entropy
+from blu.nn.log_means import log1mexp, logmeanexp
 from blu.nn.attention import causal_self_attention, dot_product_attention
 from blu.nn.pooling import POOL_OFFSETS, avg_pool, max_pool, min_pool
 from blu.nn.normalization import BATCH_NORM_STATISTICS, batch_norm, group_norm
@@ -62,7 +63,9 @@ __all__ = [
     "layer_norm",
     "linear",
     "linear_cross_entropy",
+    "log1mexp",
     "log_softmax",
+    "logmeanexp",
     "logsumexp",
     "max_pool",
     "min_pool",

@@ -8,6 +8,7 @@ import pytest
 import scipy.special as sp
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import blu
 import blu.nn as nn
@@ -202,3 +203,74 @@ def test_an_axis_that_is_no_int_is_a_type_error(name, axis):
     want = np.log(np.exp(x).sum(axis=1))
     for ok in (1, np.int64(1), np.array(1), [1]):
         np.testing.assert_allclose(np.asarray(nn.logsumexp(x, axis=ok)), want, rtol=1e-14)
+
+
+def _log1mexp_decimal(v: float) -> float:
+    """``log(1 - exp(-v))`` in 400-digit decimal arithmetic (``exp(-800)`` is ~1e-348)."""
+    import decimal
+
+    if np.isnan(v) or v < 0:
+        return float("nan")
+    if v == 0:
+        return -float("inf")
+    if np.isinf(v):
+        return 0.0
+    with decimal.localcontext() as ctx:
+        ctx.prec = 400
+        d = decimal.Decimal(float(v))
+        return float((1 - (-d).exp()).ln())
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(1e-30, 800.0),
+            st.sampled_from([0.0, -0.0, -1.0, np.log(2.0), 1e-300, np.inf, -np.inf, np.nan]),
+        ),
+        min_size=0,
+        max_size=7,
+    )
+)
+def test_log1mexp_against_decimal_arithmetic(values):
+    """JAX's ``log1mexp(x) = log(1 - exp(-x))``: a few ulps at tiny ``x`` (where
+    ``log1p(-exp(-x))`` loses every digit) and at large ``x`` (where ``log(-expm1(-x))`` is 0)."""
+    x = np.array(values, np.float64)
+    want = np.array([_log1mexp_decimal(v) for v in values], np.float64)
+    for got in (nn.log1mexp(x), blu.jit(nn.log1mexp)(x)):
+        got = np.asarray(got)
+        assert got.dtype == np.float64 and got.shape == x.shape
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got, want, rtol=8 * np.finfo(np.float64).eps, atol=0)
+    assert nn.log1mexp(np.arange(1, 3)).dtype == np.float32
+
+
+def test_log1mexp_gradient():
+    """The derivative ``1 / expm1(x)`` (JAX's), against central differences."""
+    x = np.array([1e-3, 0.3, np.log(2.0) - 1e-3, np.log(2.0) + 1e-3, 2.0, 30.0])
+    g = np.asarray(blu.vmap(blu.grad(nn.log1mexp))(x))
+    np.testing.assert_allclose(g, 1.0 / np.expm1(x), rtol=1e-13)
+    h = 1e-7
+    fd = (np.asarray(nn.log1mexp(x + h)) - np.asarray(nn.log1mexp(x - h))) / (2 * h)
+    np.testing.assert_allclose(g, fd, rtol=1e-5)
+
+
+@given(shapes(min_dims=0, max_dims=3, min_side=0, max_side=3), st.data())
+def test_logmeanexp_against_a_float64_loop(shape, data):
+    """``log(mean(exp(x)))`` over axes and a mask (JAX's ``axis, where, keepdims``): the mean of
+    the exponentials in float64, element by element; NaN where nothing is reduced."""
+    x = np.asarray(data.draw(arrays(shape, -30.0, 30.0)))
+    ndim = x.ndim
+    axis = data.draw(st.one_of(st.none(), st.integers(-ndim, ndim - 1) if ndim else st.none()))
+    keepdims = data.draw(st.booleans())
+    mask = np.asarray(data.draw(hnp.arrays(np.bool_, shape))) if data.draw(st.booleans()) else None
+    axes = tuple(range(ndim)) if axis is None else (axis % ndim,)
+    w = np.ones(shape, bool) if mask is None else mask
+    with np.errstate(all="ignore"):
+        total = np.sum(np.where(w, np.exp(x), 0.0), axis=axes, keepdims=keepdims)
+        want = np.log(total / np.sum(w, axis=axes, keepdims=keepdims))
+    got = np.asarray(nn.logmeanexp(x, axis=axis, where=mask, keepdims=keepdims))
+    assert got.shape == np.shape(want)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    if x.size and mask is None:
+        check_grads(lambda v: nn.logmeanexp(v, axis=axis, keepdims=keepdims), (x,))
