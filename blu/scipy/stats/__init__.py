@@ -1,0 +1,42 @@
+"""``blu.scipy.stats`` (``jax.scipy.stats``): densities, mass functions, distribution functions
+and quantiles of SciPy's distributions on blu arrays, one module per distribution
+(``blu.scipy.stats.norm.logpdf``), with JAX's argument names and defaults (``loc=0``,
+``scale=1``), broadcasting, promotion (integers become float32) and ``-inf`` log densities
+outside the support. The CDFs that need the incomplete gamma or beta functions (``gamma``,
+``t``, ``beta``, ``poisson``, ``binom``) and the other distributions are listed in
+``docs/coming_from_jax.md``.
+"""
+
+from blu.scipy.stats import (
+    bernoulli,
+    beta,
+    binom,
+    cauchy,
+    dirichlet,
+    expon,
+    gamma,
+    laplace,
+    logistic,
+    multivariate_normal,
+    norm,
+    poisson,
+    t,
+    uniform,
+)
+
+__all__ = [
+    "bernoulli",
+    "beta",
+    "binom",
+    "cauchy",
+    "dirichlet",
+    "expon",
+    "gamma",
+    "laplace",
+    "logistic",
+    "multivariate_normal",
+    "norm",
+    "poisson",
+    "t",
+    "uniform",
+]

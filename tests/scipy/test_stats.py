@@ -1,0 +1,199 @@
+"""blu.scipy.stats against scipy.stats in float64: values (NaN and infinity positions too) over
+broadcast shapes with size-0 and size-1 axes and special values, JAX's promotion of integers,
+-inf log densities off the support, and derivatives against finite differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats as sst
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blu
+from blu.core.errors import BluShapeError
+from blu.scipy import stats as S
+from tests.helpers import check_grads
+
+# argument kinds: real x (support edges and infinities), positive parameters, probabilities,
+# integer counts, quantiles
+_KINDS = {
+    "x": st.one_of(
+        st.floats(-12, 12).map(lambda v: round(v, 2)),
+        st.sampled_from([0.0, -0.0, 1.0, 0.5, -1.0, 2.0, np.inf, -np.inf, np.nan]),
+    ),
+    "pos": st.one_of(
+        st.floats(0.05, 9.0).map(lambda v: round(v, 2)), st.sampled_from([0.5, 1.0, 2.0])
+    ),
+    "prob": st.one_of(st.floats(0, 1), st.sampled_from([0.0, 1.0, 0.5])),
+    "count": st.integers(-2, 12).map(float),
+    "n": st.integers(0, 12).map(float),
+    "loc": st.one_of(st.floats(-12, 12).map(lambda v: round(v, 2)), st.just(np.nan)),
+    "q": st.one_of(st.floats(0, 1), st.sampled_from([0.0, 1.0, 0.5, 1e-300, -0.5, 1.5, np.nan])),
+}
+
+# (module, function, scipy's, kinds of the arguments in JAX's order)
+CASES = [
+    *[("norm", f, ("x", "x", "pos")) for f in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")],
+    ("norm", "ppf", ("q", "loc", "pos")),
+    ("norm", "isf", ("q", "loc", "pos")),
+    ("t", "logpdf", ("x", "pos", "x", "pos")),
+    ("t", "pdf", ("x", "pos", "x", "pos")),
+    ("gamma", "logpdf", ("x", "pos", "x", "pos")),
+    ("gamma", "pdf", ("x", "pos", "x", "pos")),
+    ("beta", "logpdf", ("x", "pos", "pos", "x", "pos")),
+    ("beta", "pdf", ("x", "pos", "pos", "x", "pos")),
+    *[("uniform", f, ("x", "x", "pos")) for f in ("logpdf", "pdf", "cdf")],
+    ("uniform", "ppf", ("q", "loc", "pos")),
+    *[("expon", f, ("x", "x", "pos")) for f in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")],
+    ("expon", "ppf", ("q", "loc", "pos")),
+    *[("laplace", f, ("x", "x", "pos")) for f in ("logpdf", "pdf", "cdf")],
+    *[("logistic", f, ("x", "x", "pos")) for f in ("logpdf", "pdf", "cdf", "sf")],
+    ("logistic", "ppf", ("q", "loc", "pos")),
+    ("logistic", "isf", ("q", "loc", "pos")),
+    *[("cauchy", f, ("x", "x", "pos")) for f in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")],
+    ("cauchy", "ppf", ("q", "loc", "pos")),
+    ("cauchy", "isf", ("q", "loc", "pos")),
+    ("poisson", "logpmf", ("count", "pos", "count")),
+    ("poisson", "pmf", ("count", "pos", "count")),
+    ("bernoulli", "logpmf", ("count", "prob", "count")),
+    ("bernoulli", "pmf", ("count", "prob", "count")),
+    ("bernoulli", "cdf", ("x", "prob")),
+    ("bernoulli", "ppf", ("q", "prob")),
+    ("binom", "logpmf", ("count", "n", "prob", "count")),
+    ("binom", "pmf", ("count", "n", "prob", "count")),
+]
+
+
+@st.composite
+def _broadcast_args(draw, kinds):
+    """Arguments of the given kinds whose shapes broadcast: each the full shape, a scalar, or the
+    shape with some axes 1 (sizes 0 and 1 included)."""
+    shape = tuple(draw(st.lists(st.sampled_from([0, 1, 2, 3]), max_size=2)))
+    out = []
+    for kind in kinds:
+        form = draw(st.sampled_from(["full", "scalar", "ones"]))
+        s = () if form == "scalar" else shape
+        if form == "ones":
+            s = tuple(1 if draw(st.booleans()) else d for d in shape)
+        size = int(np.prod(s, dtype=int))
+        vals = draw(st.lists(_KINDS[kind], min_size=size, max_size=size))
+        out.append(np.array(vals, np.float64).reshape(s))
+    return out
+
+
+def _compare(got, want, rtol=1e-9):
+    got = np.asarray(got)
+    assert got.dtype == np.float64 and got.shape == np.shape(want)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-300)
+
+
+@pytest.mark.parametrize("mod, fn, kinds", CASES, ids=[f"{c[0]}.{c[1]}" for c in CASES])
+@settings(deadline=None, max_examples=20)
+@given(data=st.data())
+def test_against_scipy_float64(mod, fn, kinds, data):
+    args = data.draw(_broadcast_args(kinds))
+    if (mod, fn) == ("bernoulli", "ppf"):  # JAX's 0 at q = 0 (scipy: -1, below the support)
+        args[0] = np.where(args[0] == 0, 0.5, args[0])
+    ours = getattr(getattr(S, mod), fn)
+    with np.errstate(all="ignore"):
+        want = np.asarray(getattr(getattr(sst, mod), fn)(*args), np.float64)
+    _compare(ours(*args), want)
+    _compare(blu.jit(ours)(*args), want, rtol=1e-9)
+
+
+def test_defaults_promotion_and_support():
+    """``loc=0, scale=1`` by default; integers become float32 (JAX's promotion); log densities
+    are -inf off the support."""
+    assert S.norm.logpdf(np.arange(3)).dtype == np.float32
+    assert S.poisson.logpmf(np.arange(3), 2).dtype == np.float32
+    x = np.array([-1.0, 0.5, 3.0])
+    np.testing.assert_allclose(np.asarray(S.norm.logpdf(x)), sst.norm.logpdf(x), rtol=1e-14)
+    assert np.asarray(S.gamma.logpdf(-0.5, 2.0))[()] == -np.inf
+    assert np.asarray(S.beta.logpdf(1.5, 2.0, 3.0))[()] == -np.inf
+    assert np.asarray(S.uniform.logpdf(1.5))[()] == -np.inf
+    assert np.asarray(S.expon.logpdf(-1e-9))[()] == -np.inf
+    assert np.asarray(S.poisson.logpmf(2.5, 3.0))[()] == -np.inf
+    assert np.asarray(S.binom.logpmf(6.0, 5.0, 0.3))[()] == -np.inf
+    assert np.asarray(S.bernoulli.ppf(0.0, 0.3))[()] == 0.0  # JAX's
+    # a Python number stays weakly typed: float64 with float64 arrays, not rounded to float32
+    got = S.multivariate_normal.logpdf(np.array([0.5]), np.zeros(1), 1.7)
+    assert float(got) == pytest.approx(sst.norm.logpdf(0.5, 0, np.sqrt(1.7)), rel=1e-14)
+
+
+@pytest.mark.parametrize(
+    "f, args",
+    [
+        (S.norm.logpdf, (np.array([-1.2, 0.3, 2.5]), 0.4, 1.7)),
+        (S.norm.logcdf, (np.array([-7.0, 0.3, 2.5]), 0.4, 1.7)),
+        (S.norm.ppf, (np.array([0.01, 0.4, 0.97]), 0.4, 1.7)),
+        (S.t.logpdf, (np.array([-1.2, 0.3, 2.5]), 3.5, 0.2, 1.3)),
+        (S.gamma.logpdf, (np.array([0.7, 1.3, 4.5]), 2.5, 0.1, 1.3)),
+        (S.beta.logpdf, (np.array([0.2, 0.5, 0.9]), 2.5, 1.5, 0.0, 1.0)),
+        (S.expon.logcdf, (np.array([0.2, 0.9, 5.0]), 0.1, 1.3)),
+        (S.laplace.logpdf, (np.array([-1.2, 0.3, 2.5]), 0.1, 1.3)),
+        (S.logistic.logpdf, (np.array([-1.2, 0.3, 2.5]), 0.1, 1.3)),
+        (S.cauchy.cdf, (np.array([-1.2, 0.3, 2.5]), 0.1, 1.3)),
+        (S.poisson.logpmf, (np.array([0.0, 2.0, 5.0]), 2.5)),
+        (S.binom.logpmf, (np.array([0.0, 2.0, 5.0]), 7.0, 0.3)),
+        (S.bernoulli.logpmf, (np.array([0.0, 1.0]), 0.3)),
+    ],
+)
+def test_gradients_central_differences(f, args):
+    """Derivatives in every float argument (not the integer counts) against central differences."""
+    counts = f in (S.poisson.logpmf, S.binom.logpmf, S.bernoulli.logpmf)
+    first = np.asarray(args[0])
+    rest = [np.full(first.shape, a, np.float64) for a in args[1:]]
+    if counts:
+        check_grads(lambda *r: f(first, *r), rest)
+    else:
+        check_grads(f, [first, *rest])
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.integers(1, 4), st.sampled_from([(), (0,), (1,), (3,), (2, 3)]), st.data())
+def test_multivariate_normal_against_scipy(n, batch, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    mean = rng.normal(size=n)
+    m = rng.normal(size=(n, n))
+    cov = m @ m.T + n * np.eye(n)
+    x = rng.normal(size=batch + (n,)) * 2
+    want = sst.multivariate_normal.logpdf(x, mean, cov) if x.size else np.zeros(batch)
+    want = np.reshape(want, batch)
+    _compare(S.multivariate_normal.logpdf(x, mean, cov), want, rtol=1e-11)
+    _compare(S.multivariate_normal.pdf(x, mean, cov), np.exp(want), rtol=1e-11)
+    # a scalar covariance (cov * I) and a scalar mean (univariate)
+    want_iso = np.reshape(sst.multivariate_normal.logpdf(x, mean, 1.7) if x.size else [], batch)
+    _compare(S.multivariate_normal.logpdf(x, mean, 1.7), want_iso, rtol=1e-11)
+    _compare(
+        S.multivariate_normal.logpdf(x[..., 0], 0.3, 1.7),
+        sst.norm.logpdf(x[..., 0], 0.3, np.sqrt(1.7)),
+        rtol=1e-11,
+    )
+    check_grads(
+        lambda mu, c: S.multivariate_normal.logpdf(x[:1] if x.ndim > 1 else x, mu, c @ c.T),
+        (mean, m + n * np.eye(n)),
+    )
+    with pytest.raises(BluShapeError, match="cov"):
+        S.multivariate_normal.logpdf(x, mean, np.eye(n + 1))
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.integers(2, 4), st.sampled_from([(), (0,), (1,), (3,)]), st.data())
+def test_dirichlet_against_scipy(k, batch, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    alpha = rng.uniform(0.3, 4.0, size=k)
+    x = rng.dirichlet(alpha, size=batch).transpose((len(batch), *range(len(batch))))
+    want = np.reshape(sst.dirichlet.logpdf(x, alpha) if x.size else [], batch)
+    _compare(S.dirichlet.logpdf(x, alpha), want, rtol=1e-10)
+    _compare(S.dirichlet.logpdf(x[:-1], alpha), want, rtol=1e-10)  # the last one implied
+    _compare(S.dirichlet.pdf(x, alpha), np.exp(want), rtol=1e-10)
+    off = x.copy()
+    if off.size:
+        off[0] += 0.1  # off the simplex: -inf, as JAX
+        assert np.all(np.asarray(S.dirichlet.logpdf(off, alpha)) == -np.inf)
+    if x.size:
+        check_grads(lambda a: S.dirichlet.logpdf(x, a), (alpha,))
+    with pytest.raises(BluShapeError, match="alpha"):
+        S.dirichlet.logpdf(x, alpha[:, None])
