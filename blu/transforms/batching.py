@@ -175,11 +175,13 @@ def _flatten_axes(what: str, tree: Any, axes: Any) -> list[Any]:
         ) from e
 
 
-def _check_spmd_axis_name(spmd_axis_name: Any) -> None:
-    from blu.transforms import jit  # (jit imports this module)
+# () -> the mesh a jit being traced is partitioned over, or None; set by blu.transforms.jit
+# (which imports this module) once blu.parallel registers its partitioner
+partitioning_mesh: list[Callable[[], Any]] = []
 
-    part = jit._partitioner
-    mesh = part.partitioning_mesh() if part is not None else None
+
+def _check_spmd_axis_name(spmd_axis_name: Any) -> None:
+    mesh = partitioning_mesh[0]() if partitioning_mesh else None
     if mesh is not None:
         raise BluValueError(
             with_user_line(

@@ -29,7 +29,7 @@ from blu.core.jaxpr import Jaxpr, dce_jaxpr, eval_jaxpr
 from blu.core.lru import LRU
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter, hoist_consts, trace_to_jaxpr
-from blu.transforms import dispatch, vma
+from blu.transforms import batching, dispatch, vma
 from blu.transforms import donation as _donation
 from blu.transforms.ad import backward_pass, jvp_jaxpr
 from blu.transforms.ad_util import UndefinedPrimal, Zero, instantiate, tangent_aval
@@ -175,6 +175,7 @@ def set_partitioner(module: Any) -> None:
     """Register the SPMD partitioner (``blu.parallel`` is above this layer)."""
     global _partitioner
     _partitioner = module
+    batching.partitioning_mesh[:] = [module.partitioning_mesh]  # for vmap's spmd_axis_name
 
 
 def _partition(jitted: Jitted, args: tuple, kwargs: dict) -> Any:
