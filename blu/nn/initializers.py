@@ -17,7 +17,13 @@ import numpy as np
 from blu import lax, random
 from blu.core import dtypes
 from blu.core.aval import canonical_shape
-from blu.core.errors import BluShapeError, BluValueError, with_user_line
+from blu.core.errors import (
+    BluAxisError,
+    BluShapeError,
+    BluTypeError,
+    BluValueError,
+    with_user_line,
+)
 
 Initializer = Callable[..., Any]
 
@@ -114,14 +120,45 @@ _DISTRIBUTIONS = ("truncated_normal", "normal", "uniform")
 Axes = int | Sequence[int]
 
 
-def _axis_set(axes: Axes, ndim: int, what: str, name: str) -> tuple[int, ...]:
-    axes = (axes,) if isinstance(axes, (int, np.integer)) else tuple(axes)
-    for a in axes:
-        if not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
-            raise BluValueError(
-                with_user_line(f"initializers.{name}: {what} {a!r} out of range for rank {ndim}")
+def _is_axis(a: Any) -> bool:
+    return isinstance(a, (int, np.integer))
+
+
+def _check_axis(a: Any, shape: tuple[int, ...], what: str, name: str) -> int:
+    """``a`` as an axis of ``shape`` in ``[0, ndim)``: an integer in ``[-ndim, ndim)``, else a
+    BluTypeError (not an integer) or a BluAxisError (out of range), naming ``what``, ``a`` and
+    ``shape`` (JAX fails at the same point with a raw TypeError or IndexError)."""
+    ndim = len(shape)
+    if not _is_axis(a):
+        raise BluTypeError(
+            with_user_line(
+                f"initializers.{name}: {what} {a!r} ({type(a).__name__}) must be an integer "
+                f"axis of the shape {shape}"
             )
-    return tuple(sorted({int(a) % ndim for a in axes}))
+        )
+    if not -ndim <= a < ndim:
+        raise BluAxisError(
+            with_user_line(
+                f"initializers.{name}: {what} {a!r} out of range for the shape {shape} "
+                f"(rank {ndim})"
+            )
+        )
+    return int(a) % ndim
+
+
+def _axis_set(axes: Axes, shape: tuple[int, ...], what: str, name: str) -> tuple[int, ...]:
+    if _is_axis(axes):
+        axes = (axes,)
+    elif isinstance(axes, (Sequence, np.ndarray)) and not isinstance(axes, (str, bytes)):
+        axes = tuple(axes)
+    else:
+        raise BluTypeError(
+            with_user_line(
+                f"initializers.{name}: {what} {axes!r} ({type(axes).__name__}) must be an "
+                f"integer axis or a sequence of them, of the shape {shape}"
+            )
+        )
+    return tuple(sorted({_check_axis(a, shape, what, name) for a in axes}))
 
 
 def _fans_at(
@@ -134,9 +171,9 @@ def _fans_at(
         raise BluShapeError(
             with_user_line(f"initializers.{name}: needs a shape of rank >= 2, got {shape}")
         )
-    ins = _axis_set(in_axis, len(shape), "in_axis", name)
-    outs = _axis_set(out_axis, len(shape), "out_axis", name)
-    batch = _axis_set(batch_axis, len(shape), "batch_axis", name)
+    ins = _axis_set(in_axis, shape, "in_axis", name)
+    outs = _axis_set(out_axis, shape, "out_axis", name)
+    batch = _axis_set(batch_axis, shape, "batch_axis", name)
     receptive = math.prod(d for i, d in enumerate(shape) if i not in ins + outs + batch)
     in_size = math.prod(shape[i] for i in ins)
     out_size = math.prod(shape[i] for i in outs)
@@ -172,8 +209,9 @@ def variance_scaling(
         ``init(key, shape, dtype)``; ``shape`` needs rank >= 2.
 
     Raises:
-        BluValueError: an unknown ``mode`` or ``distribution``, a negative ``scale``, an axis
-            out of range (at ``init``).
+        BluValueError: an unknown ``mode`` or ``distribution``, a negative ``scale``; its
+            subclass BluAxisError (also an IndexError) an axis out of range (at ``init``).
+        BluTypeError: an axis that is not an integer (at ``init``).
         BluShapeError: a shape of rank < 2 (at ``init``).
     """
     if isinstance(scale, (int, float, np.number)) and not scale >= 0:
@@ -267,6 +305,8 @@ def orthogonal(scale: float = 1.0, column_axis: int = -1, dtype: Any = dtypes.fl
 
     Raises:
         BluShapeError: a shape of rank < 2 (at ``init``).
+        BluAxisError: ``column_axis`` out of range for the shape (at ``init``).
+        BluTypeError: ``column_axis`` not an integer (at ``init``).
     """
     default_dtype = dtype
 
@@ -279,7 +319,8 @@ def orthogonal(scale: float = 1.0, column_axis: int = -1, dtype: Any = dtypes.fl
             raise BluShapeError(
                 with_user_line(f"initializers.orthogonal: needs a shape of rank >= 2, got {shape}")
             )
-        n_cols = shape[column_axis]
+        col = _check_axis(column_axis, shape, "column_axis", "orthogonal")
+        n_cols = shape[col]
         n_rows = math.prod(shape) // n_cols
         big, small = max(n_rows, n_cols), min(n_rows, n_cols)
         a = random.normal(key, (big, small), dt)
@@ -287,10 +328,8 @@ def orthogonal(scale: float = 1.0, column_axis: int = -1, dtype: Any = dtypes.fl
         q = q * bnp.sign(bnp.diagonal(r))
         if n_rows < n_cols:
             q = q.T
-        q = bnp.reshape(
-            q, tuple(d for i, d in enumerate(shape) if i != column_axis % len(shape)) + (n_cols,)
-        )
-        q = bnp.moveaxis(q, -1, column_axis)
+        q = bnp.reshape(q, tuple(d for i, d in enumerate(shape) if i != col) + (n_cols,))
+        q = bnp.moveaxis(q, -1, col)
         return q * scale
 
     return init

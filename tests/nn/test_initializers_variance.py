@@ -72,6 +72,27 @@ def test_axis_sequences_and_batch_axis():
         init.glorot_normal(in_axis=3)(KEY, (4, 5))
 
 
+@pytest.mark.parametrize(
+    "make, kwargs, shape, error, words",
+    [
+        (init.orthogonal, {"column_axis": 5}, (3, 4), IndexError, ["column_axis 5", "(3, 4)"]),
+        (init.orthogonal, {"column_axis": -3}, (3, 4), IndexError, ["column_axis -3", "(3, 4)"]),
+        (init.orthogonal, {"column_axis": 1.5}, (3, 4), TypeError, ["column_axis 1.5", "(3, 4)"]),
+        (init.glorot_uniform, {"in_axis": 1.0}, (3, 4), TypeError, ["in_axis 1.0", "(3, 4)"]),
+        (init.he_normal, {"out_axis": (0, 2.0)}, (3, 4), TypeError, ["out_axis 2.0", "(3, 4)"]),
+        (init.lecun_uniform, {"out_axis": "x"}, (3, 4), TypeError, ["out_axis 'x'", "(3, 4)"]),
+        (init.he_uniform, {"batch_axis": 3}, (2, 3, 4), IndexError, ["batch_axis 3", "(2, 3, 4)"]),
+        (init.glorot_normal, {"batch_axis": None}, (2, 3), TypeError, ["batch_axis None"]),
+    ],
+)
+def test_axis_arguments_checked(make, kwargs, shape, error, words):
+    with pytest.raises(blu.BluError) as info:
+        make(**kwargs)(KEY, shape)
+    assert isinstance(info.value, error)  # JAX's raw error class, and blu's
+    for w in words:
+        assert w in str(info.value)
+
+
 def test_dtype_arguments_in_jax_order():
     # normal/uniform/constant(value, dtype), truncated_normal(stddev, dtype, lower, upper)
     w = init.truncated_normal(2.0, np.float64, -1.0, 0.5)(KEY, (4000,))
