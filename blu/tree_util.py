@@ -16,8 +16,10 @@ registered classes) are nodes; everything else is a leaf; dict keys are sorted w
 from __future__ import annotations
 
 import functools
+from collections.abc import Hashable
 from typing import Any
 
+from blu.core import errors as _errors
 from blu.core.pytree import (
     DictKey,
     FlattenedIndexKey,
@@ -44,6 +46,7 @@ from blu.core.pytree import (
     tree_unflatten,
     treedef_is_leaf,
 )
+from blu.core.pytree_registry import _lookup
 
 __all__ = [
     "DictKey",
@@ -54,6 +57,9 @@ __all__ = [
     "PyTreeDef",
     "SequenceKey",
     "all_leaves",
+    "flatten_one_level",
+    "flatten_one_level_with_keys",
+    "is_tree_node",
     "keystr",
     "register_dataclass",
     "register_pytree_node",
@@ -79,6 +85,51 @@ __all__ = [
 def treedef_children(treedef: PyTreeDef) -> list[PyTreeDef]:
     """The treedefs of the root node's children (``[]`` for a leaf)."""
     return treedef.children()
+
+
+def _node_handler(tree: Any, fn_name: str) -> Any:
+    h = _lookup(type(tree))
+    if h is None:
+        msg = f"{fn_name}: can't tree-flatten type: {type(tree)} (a leaf, not a pytree node)"
+        raise _errors.BluValueError(_errors.with_user_line(msg))
+    return h
+
+
+def flatten_one_level(tree: Any) -> tuple[tuple[Any, ...], Hashable]:
+    """The children of the pytree node ``tree`` (not flattened further) and its aux data, as
+    ``jax.tree_util.flatten_one_level``: ``flatten_one_level({"b": 1, "a": [2]})`` is
+    ``(([2], 1), ("a", "b"))`` (dict keys sorted); ``None`` gives ``((), None)``.
+
+    Raises:
+        BluValueError: ``tree`` is a leaf (also a ValueError, as JAX's).
+    """
+    children, aux = _node_handler(tree, "flatten_one_level").flatten(tree)
+    return tuple(children), aux
+
+
+def flatten_one_level_with_keys(tree: Any) -> tuple[tuple[tuple[Any, Any], ...], Hashable]:
+    """``flatten_one_level`` with each child paired with its key entry (``DictKey``,
+    ``SequenceKey``, ``GetAttrKey`` or ``FlattenedIndexKey``), as JAX's.
+
+    Raises:
+        BluValueError: ``tree`` is a leaf (also a ValueError, as JAX's).
+    """
+    pairs, aux = _node_handler(tree, "flatten_one_level_with_keys").flatten_with_keys(tree)
+    return tuple((k, c) for k, c in pairs), aux
+
+
+def is_tree_node(typ: type) -> bool:
+    """Whether values of type ``typ`` are pytree nodes (built in, registered, or a namedtuple
+    class), as ``jax.tree_util.is_tree_node``: ``is_tree_node(dict)`` and
+    ``is_tree_node(type(None))`` are True, ``is_tree_node(int)`` is False.
+
+    Raises:
+        BluTypeError: ``typ`` is not a type.
+    """
+    if not isinstance(typ, type):
+        msg = f"is_tree_node: expects a type, got {typ!r} of type {type(typ).__name__}"
+        raise _errors.BluTypeError(_errors.with_user_line(msg))
+    return _lookup(typ) is not None
 
 
 def register_pytree_with_keys_class(cls: type) -> type:

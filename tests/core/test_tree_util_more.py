@@ -1,0 +1,79 @@
+"""blu.tree_util's one-level flattening, node predicate, static registration, prefix
+broadcasting, associative reduction and tuple treedefs, against hand-written expectations
+(JAX's ``jax.tree_util`` semantics)."""
+
+from __future__ import annotations
+
+import collections
+from typing import NamedTuple
+
+import pytest
+
+import blu.tree_util as tu
+from blu.core.errors import BluError
+
+
+class Point(NamedTuple):
+    x: object
+    y: object
+
+
+class Box:
+    """A registered node with two children and aux data ``tag``."""
+
+    def __init__(self, a, b, tag="t"):
+        self.a, self.b, self.tag = a, b, tag
+
+    def __eq__(self, other):
+        return type(other) is Box and (self.a, self.b, self.tag) == (other.a, other.b, other.tag)
+
+
+tu.register_pytree_with_keys(
+    Box,
+    lambda bx: (((tu.GetAttrKey("a"), bx.a), (tu.GetAttrKey("b"), bx.b)), bx.tag),
+    lambda tag, ch: Box(ch[0], ch[1], tag),
+)
+
+
+# ---- flatten_one_level, flatten_one_level_with_keys, is_tree_node -------------------------------
+
+
+def test_flatten_one_level():
+    assert tu.flatten_one_level({"b": {"c": 3}, "a": [1, 2]}) == (([1, 2], {"c": 3}), ("a", "b"))
+    assert tu.flatten_one_level((1, (2, 3))) == ((1, (2, 3)), None)
+    assert tu.flatten_one_level([None, 4]) == ((None, 4), None)
+    assert tu.flatten_one_level(None) == ((), None)
+    assert tu.flatten_one_level(Point(5, [6])) == ((5, [6]), None)
+    assert tu.flatten_one_level(Box(1, (2,), tag="k")) == ((1, (2,)), "k")
+    od = collections.OrderedDict([("z", 1), ("a", 2)])
+    assert tu.flatten_one_level(od) == ((1, 2), ("z", "a"))  # insertion order kept
+
+
+def test_flatten_one_level_with_keys():
+    pairs, aux = tu.flatten_one_level_with_keys({"b": 2, "a": (1,)})
+    assert pairs == ((tu.DictKey("a"), (1,)), (tu.DictKey("b"), 2)) and aux == ("a", "b")
+    pairs, aux = tu.flatten_one_level_with_keys([7, None])
+    assert pairs == ((tu.SequenceKey(0), 7), (tu.SequenceKey(1), None)) and aux is None
+    pairs, _ = tu.flatten_one_level_with_keys(Point(1, 2))
+    assert pairs == ((tu.GetAttrKey("x"), 1), (tu.GetAttrKey("y"), 2))
+    pairs, aux = tu.flatten_one_level_with_keys(Box(3, 4, tag="q"))
+    assert pairs == ((tu.GetAttrKey("a"), 3), (tu.GetAttrKey("b"), 4)) and aux == "q"
+    assert tu.flatten_one_level_with_keys(None) == ((), None)
+
+
+@pytest.mark.parametrize("fn", [tu.flatten_one_level, tu.flatten_one_level_with_keys])
+@pytest.mark.parametrize("leaf", [3, 2.5, "s", object()])
+def test_flatten_one_level_of_a_leaf_is_a_value_error(fn, leaf):
+    with pytest.raises(BluError, match="can't tree-flatten type") as info:
+        fn(leaf)
+    assert isinstance(info.value, ValueError) and type(leaf).__name__ in str(info.value)
+
+
+def test_is_tree_node():
+    for typ in (tuple, list, dict, type(None), collections.OrderedDict, Point, Box):
+        assert tu.is_tree_node(typ), typ
+    for typ in (int, float, str, object, set):
+        assert not tu.is_tree_node(typ), typ
+    with pytest.raises(BluError, match="expects a type") as info:
+        tu.is_tree_node((1, 2))
+    assert isinstance(info.value, TypeError)
