@@ -66,6 +66,7 @@ __all__ = [
     "register_pytree_node_class",
     "register_pytree_with_keys",
     "register_pytree_with_keys_class",
+    "register_static",
     "tree_all",
     "tree_flatten",
     "tree_flatten_with_path",
@@ -146,6 +147,20 @@ def register_pytree_with_keys_class(cls: type) -> type:
         cls.tree_unflatten,  # type: ignore[attr-defined]
         (lambda x: x.tree_flatten()) if flatten is not None else None,
     )
+    return cls
+
+
+def register_static(cls: type) -> type:
+    """Class decorator registering ``cls`` as a pytree node without children whose instances
+    are their own aux data (as ``jax.tree_util.register_static``): a ``cls`` value has no
+    leaves, passes through ``tree_map`` unchanged and is static under ``jit`` (so it should be
+    hashable and comparable).
+
+    Raises:
+        BluTypeError: ``cls`` is not a class.
+        BluValueError: ``cls`` is already registered.
+    """
+    register_pytree_with_keys(cls, lambda obj: ((), obj), lambda obj, _children: obj)
     return cls
 
 

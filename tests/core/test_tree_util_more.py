@@ -77,3 +77,35 @@ def test_is_tree_node():
     with pytest.raises(BluError, match="expects a type") as info:
         tu.is_tree_node((1, 2))
     assert isinstance(info.value, TypeError)
+
+
+# ---- register_static ----------------------------------------------------------------------------
+
+
+def test_register_static():
+    @tu.register_static
+    class Tag:
+        def __init__(self, name):
+            self.name = name
+
+        def __eq__(self, other):
+            return type(other) is type(self) and other.name == self.name
+
+        def __hash__(self):
+            return hash(self.name)
+
+    tag = Tag("w")
+    tree = {"a": 1, "t": tag, "b": (2, tag)}
+    leaves, treedef = tu.tree_flatten(tree)
+    assert leaves == [1, 2]  # a static value has no leaves
+    assert tu.flatten_one_level(tag) == ((), tag)
+    out = tu.tree_map(lambda x: 10 * x, tree)
+    assert out == {"a": 10, "t": tag, "b": (20, tag)} and out["t"] is tag
+    assert tu.tree_structure({"t": Tag("w")}) == tu.tree_structure({"t": Tag("w")})
+    assert tu.tree_structure({"t": Tag("w")}) != tu.tree_structure({"t": Tag("v")})
+    assert tu.tree_unflatten(treedef, [5, 6])["t"] is tag
+    with pytest.raises(BluError, match="already registered"):
+        tu.register_static(Tag)
+    with pytest.raises(BluError, match="must be a class") as info:
+        tu.register_static(tag)
+    assert isinstance(info.value, TypeError)
