@@ -27,6 +27,7 @@ from blu.core.pytree import (
     KeyPath,
     PyTreeDef,
     SequenceKey,
+    _flatten_up_to,
     all_leaves,
     keystr,
     register_dataclass,
@@ -68,6 +69,7 @@ __all__ = [
     "register_pytree_with_keys_class",
     "register_static",
     "tree_all",
+    "tree_broadcast",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_leaves",
@@ -148,6 +150,25 @@ def register_pytree_with_keys_class(cls: type) -> type:
         (lambda x: x.tree_flatten()) if flatten is not None else None,
     )
     return cls
+
+
+def tree_broadcast(prefix_tree: Any, full_tree: Any, is_leaf: Any = None) -> Any:
+    """``full_tree``'s structure with each leaf of ``prefix_tree`` (a tree prefix of it)
+    repeated over the leaves of the subtree it stands for, as ``jax.tree_util.tree_broadcast``:
+    ``tree_broadcast((1, 2), ((3, 4), {"a": 5}))`` is ``((1, 1), {"a": 2})``.
+
+    ``is_leaf`` stops the flattening of ``prefix_tree`` (as JAX's); ``full_tree`` is flattened
+    in full.
+
+    Raises:
+        BluValueError: ``prefix_tree`` is not a prefix of ``full_tree`` (names the key path).
+    """
+    prefix_leaves, prefix_def = tree_flatten(prefix_tree, is_leaf)
+    subtrees = _flatten_up_to(prefix_def, full_tree, "tree_broadcast")
+    leaves: list[Any] = []
+    for x, sub in zip(prefix_leaves, subtrees):
+        leaves.extend([x] * tree_structure(sub).num_leaves)
+    return tree_structure(full_tree).unflatten(leaves)
 
 
 def register_static(cls: type) -> type:

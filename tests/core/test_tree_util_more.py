@@ -109,3 +109,38 @@ def test_register_static():
     with pytest.raises(BluError, match="must be a class") as info:
         tu.register_static(tag)
     assert isinstance(info.value, TypeError)
+
+
+# ---- tree_broadcast -----------------------------------------------------------------------------
+
+
+def test_tree_broadcast():
+    assert tu.tree_broadcast(1, {"a": 2, "b": (3, 4)}) == {"a": 1, "b": (1, 1)}
+    assert tu.tree_broadcast((1, 2), ((3, 4), {"a": 5})) == ((1, 1), {"a": 2})
+    full = {"w": [0, 0, 0], "b": Point(0, None), "c": Box(0, (0, 0))}
+    prefix = {"w": "W", "b": Point("x", None), "c": "C"}
+    assert tu.tree_broadcast(prefix, full) == {
+        "w": ["W", "W", "W"],
+        "b": Point("x", None),
+        "c": Box("C", ("C", "C")),
+    }
+    assert tu.tree_broadcast(7, None) is None  # a subtree without leaves takes none
+    assert tu.tree_broadcast([5], [()]) == [()]
+    # is_leaf stops the prefix's flattening: the tuple is one prefix leaf
+    got = tu.tree_broadcast((1, 2), [[0, 0], [0]], is_leaf=lambda x: isinstance(x, tuple))
+    assert got == [[(1, 2), (1, 2)], [(1, 2)]]
+
+
+@pytest.mark.parametrize(
+    "prefix, full, where",
+    [
+        ({"a": 1, "b": 2}, {"a": 1, "c": 2}, "<root>"),
+        ((1, 2), (1, 2, 3), "<root>"),
+        ([1, (2, 3)], [1, 2], "[1]"),
+        ({"a": [1]}, {"a": (1,)}, "['a']"),
+    ],
+)
+def test_tree_broadcast_not_a_prefix(prefix, full, where):
+    with pytest.raises(BluError, match="tree_broadcast") as info:
+        tu.tree_broadcast(prefix, full)
+    assert isinstance(info.value, ValueError) and where in str(info.value)
