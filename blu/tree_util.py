@@ -77,6 +77,7 @@ __all__ = [
     "tree_map",
     "tree_map_with_path",
     "tree_reduce",
+    "tree_reduce_associative",
     "tree_structure",
     "tree_transpose",
     "tree_unflatten",
@@ -169,6 +170,40 @@ def tree_broadcast(prefix_tree: Any, full_tree: Any, is_leaf: Any = None) -> Any
     for x, sub in zip(prefix_leaves, subtrees):
         leaves.extend([x] * tree_structure(sub).num_leaves)
     return tree_structure(full_tree).unflatten(leaves)
+
+
+_NO_IDENTITY: Any = object()
+
+
+def tree_reduce_associative(
+    operation: Any, tree: Any, *, identity: Any = _NO_IDENTITY, is_leaf: Any = None
+) -> Any:
+    """Combine the leaves of ``tree`` with the associative ``operation`` as a balanced tree
+    (depth ``log2(n)``, where ``tree_reduce`` folds from the left), as
+    ``jax.tree_util.tree_reduce_associative``: the leaves are split at ``n // 2`` and each half
+    reduced the same way, so leaves ``a b c`` give ``op(a, op(b, c))``. One leaf is returned
+    as is; no leaves give ``identity``.
+
+    Raises:
+        BluTypeError: ``tree`` has no leaves and no ``identity`` is given (JAX's TypeError).
+    """
+    leaves = tree_leaves(tree, is_leaf)
+    if not leaves:
+        if identity is _NO_IDENTITY:
+            msg = (
+                "tree_reduce_associative: the tree has no leaves; pass identity= for the "
+                "reduction of an empty tree"
+            )
+            raise _errors.BluTypeError(_errors.with_user_line(msg))
+        return identity
+
+    def reduce(lo: int, hi: int) -> Any:
+        if hi - lo == 1:
+            return leaves[lo]
+        mid = lo + (hi - lo) // 2
+        return operation(reduce(lo, mid), reduce(mid, hi))
+
+    return reduce(0, len(leaves))
 
 
 def register_static(cls: type) -> type:

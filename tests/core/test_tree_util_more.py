@@ -144,3 +144,30 @@ def test_tree_broadcast_not_a_prefix(prefix, full, where):
     with pytest.raises(BluError, match="tree_broadcast") as info:
         tu.tree_broadcast(prefix, full)
     assert isinstance(info.value, ValueError) and where in str(info.value)
+
+
+# ---- tree_reduce_associative --------------------------------------------------------------------
+
+
+def test_tree_reduce_associative_balanced_order():
+    def op(a, b):
+        return f"({a}{b})"
+
+    tree = {"x": ["a", "b"], "y": ("c", {"d": "d", "e": "e"})}  # leaves a b c d e
+    assert tu.tree_reduce_associative(op, tree) == "((ab)(c(de)))"
+    assert tu.tree_reduce_associative(op, ["a", "b", "c", "d"]) == "((ab)(cd))"
+    assert tu.tree_reduce_associative(op, Point("a", Box("b", "c"))) == "(a(bc))"
+    assert tu.tree_reduce_associative(op, ("only",)) == "only"  # no call for one leaf
+    assert tu.tree_reduce_associative(op, [None, "z"], identity="I") == "z"
+    assert tu.tree_reduce_associative(op, {"a": None, "b": ()}, identity="I") == "I"
+    total = tu.tree_reduce_associative(
+        lambda a, b: a + b, [(1, 2), (3, 4)], is_leaf=lambda x: isinstance(x, tuple)
+    )
+    assert total == (1, 2, 3, 4)  # the tuples are leaves, concatenated
+    assert tu.tree_reduce_associative(lambda a, b: a + b, list(range(1, 101))) == 5050
+
+
+def test_tree_reduce_associative_empty_without_identity():
+    with pytest.raises(BluError, match="identity") as info:
+        tu.tree_reduce_associative(lambda a, b: a + b, {"a": None})
+    assert isinstance(info.value, TypeError)
