@@ -28,6 +28,7 @@ from blu.core.pytree import (
     PyTreeDef,
     SequenceKey,
     _flatten_up_to,
+    _interned,
     all_leaves,
     keystr,
     register_dataclass,
@@ -83,6 +84,7 @@ __all__ = [
     "tree_unflatten",
     "treedef_children",
     "treedef_is_leaf",
+    "treedef_tuple",
 ]
 
 
@@ -134,6 +136,22 @@ def is_tree_node(typ: type) -> bool:
         msg = f"is_tree_node: expects a type, got {typ!r} of type {type(typ).__name__}"
         raise _errors.BluTypeError(_errors.with_user_line(msg))
     return _lookup(typ) is not None
+
+
+def treedef_tuple(treedefs: Any) -> PyTreeDef:
+    """The treedef of a tuple whose children have the structures ``treedefs`` (an iterable of
+    treedefs), as ``jax.tree_util.treedef_tuple``: ``treedef_tuple([tree_structure(x),
+    tree_structure(y)]) == tree_structure((x, y))``.
+
+    Raises:
+        BluTypeError: an element of ``treedefs`` is not a ``PyTreeDef`` (names its index).
+    """
+    children = tuple(treedefs)
+    for i, td in enumerate(children):
+        if not isinstance(td, PyTreeDef):
+            msg = f"treedef_tuple: treedefs[{i}] is a {type(td).__name__}, not a PyTreeDef: {td!r}"
+            raise _errors.BluTypeError(_errors.with_user_line(msg))
+    return _interned(_lookup(tuple), None, children)
 
 
 def register_pytree_with_keys_class(cls: type) -> type:

@@ -171,3 +171,26 @@ def test_tree_reduce_associative_empty_without_identity():
     with pytest.raises(BluError, match="identity") as info:
         tu.tree_reduce_associative(lambda a, b: a + b, {"a": None})
     assert isinstance(info.value, TypeError)
+
+
+# ---- treedef_tuple ------------------------------------------------------------------------------
+
+
+def test_treedef_tuple():
+    x, y, z = [1, (2, 3)], {"b": None, "a": Point(4, 5)}, Box(6, 7, tag="k")
+    parts = [tu.tree_structure(t) for t in (x, y, z)]
+    td = tu.treedef_tuple(parts)
+    assert td == tu.tree_structure((x, y, z)) and hash(td) == hash(tu.tree_structure((x, y, z)))
+    assert td.num_leaves == 3 + 2 + 2 and tu.treedef_children(td) == parts
+    assert td.unflatten(range(7)) == ([0, (1, 2)], {"a": Point(3, 4), "b": None}, Box(5, 6, "k"))
+    assert tu.treedef_tuple(iter(parts[:1])) == tu.tree_structure((x,))  # any iterable
+    empty = tu.treedef_tuple([])
+    assert empty == tu.tree_structure(()) and empty.num_leaves == 0
+    leaf = tu.tree_structure(1.0)
+    assert tu.treedef_tuple([leaf, leaf]).unflatten(["p", "q"]) == ("p", "q")
+
+
+def test_treedef_tuple_of_a_non_treedef():
+    with pytest.raises(BluError, match=r"treedefs\[1\] is a list") as info:
+        tu.treedef_tuple([tu.tree_structure(1), [1, 2]])
+    assert isinstance(info.value, TypeError)
