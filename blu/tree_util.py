@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, TypeVar
 
 from blu.core import errors as _errors
 from blu.core.pytree import (
@@ -50,10 +50,15 @@ from blu.core.pytree import (
 )
 from blu.core.pytree_registry import _lookup
 
+KeyEntry = TypeVar("KeyEntry", bound=Any)
+"""The type of one entry of a ``KeyPath`` (``DictKey``, ``SequenceKey``, ``GetAttrKey``,
+``FlattenedIndexKey`` or a registered node's own key object), as JAX's type variable."""
+
 __all__ = [
     "DictKey",
     "FlattenedIndexKey",
     "GetAttrKey",
+    "KeyEntry",
     "KeyPath",
     "Partial",
     "PyTreeDef",

@@ -5,6 +5,7 @@ broadcasting, associative reduction and tuple treedefs, against hand-written exp
 from __future__ import annotations
 
 import collections
+import typing
 from typing import NamedTuple
 
 import pytest
@@ -194,3 +195,17 @@ def test_treedef_tuple_of_a_non_treedef():
     with pytest.raises(BluError, match=r"treedefs\[1\] is a list") as info:
         tu.treedef_tuple([tu.tree_structure(1), [1, 2]])
     assert isinstance(info.value, TypeError)
+
+
+# ---- KeyEntry -----------------------------------------------------------------------------------
+
+
+def test_key_entry_is_a_type_variable():
+    assert isinstance(tu.KeyEntry, typing.TypeVar) and tu.KeyEntry.__name__ == "KeyEntry"
+    assert typing.get_args(tuple[tu.KeyEntry, ...]) == (tu.KeyEntry, Ellipsis)
+
+    def first_key(path: tuple[tu.KeyEntry, ...]) -> tu.KeyEntry:
+        return path[0]
+
+    (path, _), *_ = tu.tree_leaves_with_path({"a": [1]})
+    assert first_key(path) == tu.DictKey("a")
