@@ -64,6 +64,7 @@ __all__ = [
     "PyTreeDef",
     "SequenceKey",
     "all_leaves",
+    "default_registry",
     "flatten_one_level",
     "flatten_one_level_with_keys",
     "is_tree_node",
@@ -98,12 +99,69 @@ def treedef_children(treedef: PyTreeDef) -> list[PyTreeDef]:
     return treedef.children()
 
 
-def _node_handler(tree: Any, fn_name: str) -> Any:
-    h = _lookup(type(tree))
-    if h is None:
-        msg = f"{fn_name}: can't tree-flatten type: {type(tree)} (a leaf, not a pytree node)"
-        raise _errors.BluValueError(_errors.with_user_line(msg))
-    return h
+class _DefaultRegistry:
+    """The node registry as an object, as ``jax.tree_util.default_registry`` (jaxlib's
+    ``PyTreeRegistry``): blu has one registry, shared with the ``tree_*`` functions, so a
+    node registered here is a node everywhere."""
+
+    def flatten(self, tree: Any, leaf_predicate: Any = None) -> tuple[list[Any], PyTreeDef]:
+        """``tree_flatten(tree, is_leaf=leaf_predicate)``."""
+        return tree_flatten(tree, leaf_predicate)
+
+    def flatten_with_path(
+        self, tree: Any, leaf_predicate: Any = None
+    ) -> tuple[list[tuple[KeyPath, Any]], PyTreeDef]:
+        """``tree_flatten_with_path(tree, is_leaf=leaf_predicate)``."""
+        return tree_flatten_with_path(tree, leaf_predicate)
+
+    def flatten_one_level(self, tree: Any) -> tuple[tuple[Any, ...], Hashable] | None:
+        """``(children, aux_data)`` of the node ``tree``, or None for a leaf."""
+        h = _lookup(type(tree))
+        if h is None:
+            return None
+        children, aux = h.flatten(tree)
+        return tuple(children), aux
+
+    def flatten_one_level_with_keys(
+        self, tree: Any
+    ) -> tuple[tuple[tuple[Any, Any], ...], Hashable] | None:
+        """``((key, child), ...), aux_data`` of the node ``tree``, or None for a leaf."""
+        h = _lookup(type(tree))
+        if h is None:
+            return None
+        pairs, aux = h.flatten_with_keys(tree)
+        return tuple((k, c) for k, c in pairs), aux
+
+    def is_node(self, typ: type) -> bool:
+        """Whether values of type ``typ`` are nodes (see ``is_tree_node``)."""
+        return is_tree_node(typ)
+
+    def register_node(
+        self,
+        nodetype: type,
+        to_iterable: Any,
+        from_iterable: Any,
+        to_iterable_with_keys: Any = None,
+    ) -> None:
+        """``register_pytree_node`` (``register_pytree_with_keys`` when
+        ``to_iterable_with_keys`` is given), as jaxlib's."""
+        if to_iterable_with_keys is None:
+            register_pytree_node(nodetype, to_iterable, from_iterable)
+        else:
+            register_pytree_with_keys(nodetype, to_iterable_with_keys, from_iterable, to_iterable)
+
+    def register_dataclass_node(self, nodetype: type, data_fields: Any, meta_fields: Any) -> None:
+        """``register_dataclass(nodetype, data_fields=..., meta_fields=...)``."""
+        register_dataclass(nodetype, data_fields=data_fields, meta_fields=meta_fields)
+
+    def __repr__(self) -> str:
+        return "blu.tree_util.default_registry"
+
+    def __reduce__(self) -> str:
+        return "default_registry"  # pickles by reference, as JAX's
+
+
+default_registry = _DefaultRegistry()
 
 
 def flatten_one_level(tree: Any) -> tuple[tuple[Any, ...], Hashable]:
@@ -114,8 +172,10 @@ def flatten_one_level(tree: Any) -> tuple[tuple[Any, ...], Hashable]:
     Raises:
         BluValueError: ``tree`` is a leaf (also a ValueError, as JAX's).
     """
-    children, aux = _node_handler(tree, "flatten_one_level").flatten(tree)
-    return tuple(children), aux
+    out = default_registry.flatten_one_level(tree)
+    if out is None:
+        _raise_leaf(tree, "flatten_one_level")
+    return out
 
 
 def flatten_one_level_with_keys(tree: Any) -> tuple[tuple[tuple[Any, Any], ...], Hashable]:
@@ -125,8 +185,15 @@ def flatten_one_level_with_keys(tree: Any) -> tuple[tuple[tuple[Any, Any], ...],
     Raises:
         BluValueError: ``tree`` is a leaf (also a ValueError, as JAX's).
     """
-    pairs, aux = _node_handler(tree, "flatten_one_level_with_keys").flatten_with_keys(tree)
-    return tuple((k, c) for k, c in pairs), aux
+    out = default_registry.flatten_one_level_with_keys(tree)
+    if out is None:
+        _raise_leaf(tree, "flatten_one_level_with_keys")
+    return out
+
+
+def _raise_leaf(tree: Any, fn_name: str) -> None:
+    msg = f"{fn_name}: can't tree-flatten type: {type(tree)} (a leaf, not a pytree node)"
+    raise _errors.BluValueError(_errors.with_user_line(msg))
 
 
 def is_tree_node(typ: type) -> bool:

@@ -5,6 +5,8 @@ broadcasting, associative reduction and tuple treedefs, against hand-written exp
 from __future__ import annotations
 
 import collections
+import dataclasses
+import pickle
 import typing
 from typing import NamedTuple
 
@@ -209,3 +211,53 @@ def test_key_entry_is_a_type_variable():
 
     (path, _), *_ = tu.tree_leaves_with_path({"a": [1]})
     assert first_key(path) == tu.DictKey("a")
+
+
+# ---- default_registry ---------------------------------------------------------------------------
+
+
+def test_default_registry():
+    reg = tu.default_registry
+    tree = {"b": [1, None], "a": Point(2, 3)}
+    leaves, treedef = reg.flatten(tree)
+    assert leaves == [2, 3, 1] and treedef == tu.tree_structure(tree)
+    leaves, _ = reg.flatten(tree, lambda x: isinstance(x, Point))
+    assert leaves == [Point(2, 3), 1]
+    pairs, _ = reg.flatten_with_path({"k": (5,)})
+    assert pairs == [((tu.DictKey("k"), tu.SequenceKey(0)), 5)]
+    assert reg.flatten_one_level(tree) == ((Point(2, 3), [1, None]), ("a", "b"))
+    assert reg.flatten_one_level(4) is None and reg.flatten_one_level_with_keys("s") is None
+    assert reg.flatten_one_level_with_keys([9]) == (((tu.SequenceKey(0), 9),), None)
+    assert reg.is_node(dict) and reg.is_node(Box) and not reg.is_node(int)
+    assert pickle.loads(pickle.dumps(reg)) is reg
+
+
+def test_default_registry_register_node():
+    class Pair:
+        def __init__(self, l, r):
+            self.l, self.r = l, r
+
+    class KeyedPair(Pair):
+        pass
+
+    tu.default_registry.register_node(Pair, lambda p: ((p.l, p.r), "P"), lambda a, c: Pair(*c))
+    assert tu.tree_leaves([Pair(1, (2, 3))]) == [1, 2, 3]  # a node for the tree_* functions too
+    tu.default_registry.register_node(
+        KeyedPair,
+        lambda p: ((p.l, p.r), None),
+        lambda a, c: KeyedPair(*c),
+        lambda p: (((tu.GetAttrKey("l"), p.l), (tu.GetAttrKey("r"), p.r)), None),
+    )
+    (path, leaf), _ = tu.tree_leaves_with_path(KeyedPair(7, 8))
+    assert tu.keystr(path) == ".l" and leaf == 7
+    with pytest.raises(BluError, match="already registered"):
+        tu.default_registry.register_node(Pair, lambda p: ((), None), lambda a, c: Pair(0, 0))
+
+    @dataclasses.dataclass
+    class Layer:
+        w: object
+        name: str
+
+    tu.default_registry.register_dataclass_node(Layer, ["w"], ["name"])
+    leaves, treedef = tu.tree_flatten(Layer(w=(1, 2), name="fc"))
+    assert leaves == [1, 2] and tu.tree_unflatten(treedef, [3, 4]) == Layer((3, 4), "fc")
