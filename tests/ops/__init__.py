@@ -14,6 +14,7 @@ from ops import (  # noqa: F401  (register)
     jax_extras_d,
     lax_ops,
     linalg_nn,
+    numpy_poly,
     transforms,
     windowed,
 )
