@@ -243,6 +243,7 @@ NOT_OPERATIONS: dict[str, str] = {
     "numpy.padding": "a submodule (its functions are re-exported and listed)",
     "numpy.windows": "a submodule (its functions are re-exported and listed)",
     "numpy.polynomial": "a submodule (its functions are re-exported and listed)",
+    "numpy.differences": "a submodule (its functions are re-exported and listed)",
     "numpy.statistics": "a submodule (its functions are re-exported and listed)",
     "lax.callback": "a submodule (pure_callback is re-exported at the top level and listed)",
     "prim:debug_callback": "a side effect with no output: tests/core/test_jax_toplevel.py checks "

@@ -1,13 +1,13 @@
 """OpInfo entries: the window functions (bartlett, blackman, hamming, hanning, kaiser), i0, and
 the polynomial helpers (polyval, polyadd, polysub, polymul, polyder, polyint, polydiv, polyfit,
-poly, roots)."""
+poly, roots), gradient and unwrap."""
 
 from __future__ import annotations
 
 import numpy as np
 
 import blu.numpy as bnp
-from ops.base import away, op, rand_shape, unary_sampler, uniform
+from ops.base import away, nonempty_shape, op, rand_shape, unary_sampler, uniform
 
 for _n in ("bartlett", "blackman", "hamming", "hanning"):
     for _m in (0, 1, 6):
@@ -123,4 +123,30 @@ op(
         "jit": "strip_zeros needs a concrete p",
         "vmap": "strip_zeros needs a concrete p",
     },
+)
+
+
+# ---- finite differences ------------------------------------------------------------------------
+
+
+def _gradient_sample(rng):
+    shape = tuple(max(s, 2) for s in nonempty_shape(rng))
+    return uniform()(rng, shape), float(rng.uniform(0.5, 2.0))
+
+
+op(
+    "numpy.gradient",
+    lambda f, h, axis=None: bnp.gradient(f, h, axis=axis),
+    lambda f, h, axis=None: np.gradient(f, h, axis=axis),
+    _gradient_sample,
+    special=[(np.array([[0.0, 1.0, 4.0], [2.0, -1.0, 3.0]]), 0.5)],
+    kwargs=[{"axis": -1}],
+)
+op(
+    "numpy.unwrap",
+    lambda p, axis=-1, period=2 * np.pi: bnp.unwrap(p, axis=axis, period=period),
+    lambda p, axis=-1, period=2 * np.pi: np.unwrap(p, axis=axis, period=period),
+    lambda rng: (rng.uniform(-8.0, 8.0, nonempty_shape(rng)),),
+    special=[(np.array([[0.0, 4.0, -3.0, 2.9], [5.0, -2.0, 6.0, 0.1]]),)],
+    kwargs=[{"axis": 0}, {"period": 5.0}],
 )
