@@ -19,7 +19,7 @@ from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.numpy._promote import asarray_operand, broadcast_to
+from blu.numpy._promote import asarray_operand, broadcast_to, scalar_array
 from blu.numpy.indexing import (
     _adv_arrays,
     _adv_bshape,
@@ -109,7 +109,20 @@ class IndexUpdateRef:
             return _get_fill(self.array, self.index, fill_value)
         return getitem(self.array, self.index)
 
+    def _scalar(self, values: Any) -> Any:
+        """A Python scalar (weakly typed) as a 0-d array of ``x``'s dtype, made from the Python
+        value itself (as JAX: 0.1 into a float64 array is float64's 0.1, not float32's); other
+        values pass through."""
+        if type(values) not in (int, float, complex):
+            return values
+        dtype = get_aval(asarray_operand(self.array)).dtype
+        d, _ = dtypes.dtype_and_weak(values)
+        if not np.can_cast(d, dtype, "same_kind"):  # e.g. a float into an int array
+            return values
+        return scalar_array(values, dtype, False)
+
     def _do(self, values: Any, op: str, mode: str | None) -> Any:
+        values = self._scalar(values)
         mode = _check_mode(op, mode, ("drop", "fill", "clip", "promise_in_bounds"))
         idx = _clip_index(self.array, self.index) if mode == "clip" else self.index
         return _update(self.array, idx, values, op)
@@ -130,7 +143,7 @@ class IndexUpdateRef:
     def subtract(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
                  unique_indices: bool = False) -> Any:  # fmt: skip
         """``x`` with ``x[idx] -= values``; ``mode`` as for set."""
-        return self._do(negative(values), "add", mode)
+        return self._do(negative(self._scalar(values)), "add", mode)
 
     def multiply(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
                  unique_indices: bool = False) -> Any:  # fmt: skip
@@ -148,7 +161,7 @@ class IndexUpdateRef:
         if not dtypes.is_inexact(get_aval(x).dtype):
             ones = lax.full_like(x, 1)
             return true_divide(x, IndexUpdateRef(ones, self.index)._do(values, "mul", mode))
-        return self._do(reciprocal(values), "mul", mode)
+        return self._do(reciprocal(self._scalar(values)), "mul", mode)
 
     def power(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
               unique_indices: bool = False) -> Any:  # fmt: skip

@@ -352,3 +352,28 @@ def test_iteration_and_len():
     rows = list(x)
     assert len(rows) == 3
     _close(rows[2], np.array([4, 5]))
+
+
+@pytest.mark.parametrize(
+    "method", ["set", "add", "subtract", "multiply", "divide", "power", "min", "max"]
+)
+@pytest.mark.parametrize("jit", [False, True])
+def test_at_python_float_takes_float64_dtype(method, jit):
+    # a Python float is weakly typed: it takes x's dtype from its own value (as JAX), so 0.1
+    # into a float64 array is float64's 0.1, not float32's 0.1 widened
+    x = np.array([0.05, 2.0, 0.3])
+    want = x.copy()
+    ref = {"set": lambda a, v: v, "add": np.add, "subtract": np.subtract,
+           "multiply": np.multiply, "divide": np.divide, "power": np.power,
+           "min": np.minimum, "max": np.maximum}[method]  # fmt: skip
+    want[[0, 1]] = ref(x[[0, 1]], 0.1)
+    f = lambda a: getattr(a.at[:2], method)(0.1)  # noqa: E731
+    got = np.asarray((blu.jit(f) if jit else f)(bnp.asarray(x)))
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, want, rtol=4 * np.finfo(np.float64).eps, atol=0)
+
+
+def test_at_python_int_into_int64():
+    x = np.zeros(2, np.int64)
+    got = np.asarray(bnp.asarray(x).at[1].set(2**40))
+    assert got.dtype == np.int64 and got.tolist() == [0, 2**40]
