@@ -310,11 +310,15 @@ def vectorize(pyfunc: Callable[..., Any], *, excluded: frozenset = frozenset(),
 def apply_along_axis(func1d: Callable[..., Any], axis: int, arr: Any, *args: Any,
                      **kwargs: Any) -> Any:  # fmt: skip
     """``func1d`` applied to each 1-d slice of ``arr`` along ``axis`` (with ``blu.vmap``); the
-    slice's result dimensions replace ``axis``."""
+    slice's result dimensions replace ``axis``.
+
+    Raises:
+        BluAxisError: ``axis`` is not in ``[-arr.ndim, arr.ndim)``.
+    """
     from blu.transforms.batching import vmap
 
     arr = asarray_operand(arr)
-    axis = operator.index(axis) % builtins.max(arr.ndim, 1)
+    axis = canonicalize_axis(axis, arr.ndim, "apply_along_axis")
     f = lambda x: func1d(x, *args, **kwargs)  # noqa: E731
     moved = moveaxis(arr, axis, -1)
     for _ in range(arr.ndim - 1):

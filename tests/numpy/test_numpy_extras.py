@@ -251,6 +251,18 @@ def test_vectorize_and_apply_along_axis():
     f = lambda r: bnp.stack([bnp.min(r), bnp.max(r)])  # noqa: E731
     g = lambda r: np.stack([np.min(r), np.max(r)])  # noqa: E731
     close(bnp.apply_along_axis(f, 0, a), np.apply_along_axis(g, 0, a))
+    close(bnp.apply_along_axis(bnp.sum, -2, a), a.sum(0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("axis", [2, -3, 5])
+def test_apply_along_axis_axis_out_of_range(axis):
+    # numpy raises an AxisError; the axis was taken modulo the rank (2 became 0)
+    with pytest.raises(np.exceptions.AxisError):
+        np.apply_along_axis(np.sum, axis, np.ones((4, 3)))
+    with pytest.raises(BluAxisError, match=f"apply_along_axis: axis {axis} is out of bounds"):
+        bnp.apply_along_axis(bnp.sum, axis, np.ones((4, 3)))
+    with pytest.raises(BluAxisError, match="out of bounds for rank 0"):
+        bnp.apply_along_axis(bnp.sum, 0, np.float64(1.0))
 
 
 def test_lexsort_and_index_conversions():
