@@ -68,6 +68,9 @@ __all__ = [
     "tril_indices",
     "tril_indices_from",
     "triu_indices",
+    "triu_indices_from",
+    "diag_indices",
+    "diag_indices_from",
     "union1d",
     "unique",
     "unravel_index",
@@ -453,6 +456,45 @@ def triu_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
     """Row and column indices of the upper triangle of an ``(n, m)`` array (int32)."""
     r, c = np.triu_indices(n, k, m)
     return asarray(r.astype(np.int32)), asarray(c.astype(np.int32))
+
+
+def triu_indices_from(arr: Any, k: int = 0) -> tuple:
+    """``triu_indices(*arr.shape, k)``, as ``tril_indices_from``.
+
+    Raises:
+        BluShapeError: ``arr`` is not 2-d.
+    """
+    shape = np.shape(arr) if not isinstance(arr, Tracer) else arr.aval.shape
+    if len(shape) != 2:
+        raise BluShapeError(
+            with_user_line(f"triu_indices_from: arr must be 2-d, got shape {tuple(shape)}")
+        )
+    return triu_indices(shape[0], k, shape[1])
+
+
+def diag_indices(n: int, ndim: int = 2) -> tuple:
+    """``ndim`` copies of ``arange(n)`` (int32): the main diagonal of an ``(n,) * ndim`` array."""
+    n, ndim = operator.index(n), operator.index(ndim)
+    if n < 0 or ndim < 0:
+        raise BluValueError(with_user_line(f"diag_indices: n={n} and ndim={ndim} must be >= 0"))
+    return (arange(n, dtype=np.int32),) * ndim
+
+
+def diag_indices_from(arr: Any) -> tuple:
+    """``diag_indices(arr.shape[0], arr.ndim)`` (``arr`` may be traced, only its shape is read).
+
+    Raises:
+        BluShapeError: ``arr`` has fewer than 2 dimensions or unequal ones.
+    """
+    shape = np.shape(arr) if not isinstance(arr, Tracer) else arr.aval.shape
+    if len(shape) < 2 or len(set(shape)) != 1:
+        raise BluShapeError(
+            with_user_line(
+                f"diag_indices_from: arr must be at least 2-d with equal dimensions, got "
+                f"shape {tuple(shape)}"
+            )
+        )
+    return diag_indices(shape[0], len(shape))
 
 
 def indices(dimensions: Sequence[int], dtype: Any = np.int32, sparse: bool = False) -> Any:

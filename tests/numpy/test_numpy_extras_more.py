@@ -1,6 +1,6 @@
-"""More of jax.numpy (resize, vander, tril_indices_from, trim_zeros, apply_over_axes) against
-numpy in float64 over random shapes (size 0 and 1 included), under jit, and their
-derivatives."""
+"""More of jax.numpy (resize, vander, tril/triu_indices_from, diag_indices(_from),
+trim_zeros, apply_over_axes) against numpy in float64
+over random shapes (size 0 and 1 included), under jit, and their derivatives."""
 
 from __future__ import annotations
 
@@ -110,6 +110,43 @@ def test_tril_indices_from_matches_numpy(shape, k):
 def test_tril_indices_from_rejects_non_2d():
     with pytest.raises(BluShapeError, match=r"arr must be 2-d, got shape \(2, 2, 2\)"):
         bnp.tril_indices_from(np.zeros((2, 2, 2)))
+
+
+@given(shapes(min_dims=2, max_dims=2, max_side=5), st.integers(-6, 6))
+def test_triu_indices_from_matches_numpy(shape, k):
+    a = np.arange(float(np.prod(shape))).reshape(shape)
+    want = np.triu_indices_from(a, k)
+    for g, w in zip(bnp.triu_indices_from(a, k), want):
+        _eq(g, w, np.int32)
+    g = blu.grad(lambda a: bnp.sum(a[bnp.triu_indices_from(a, k)]))(a)
+    _eq(g, np.triu(np.ones(shape), k))  # closed form
+    with pytest.raises(BluShapeError, match=r"arr must be 2-d, got shape \(3,\)"):
+        bnp.triu_indices_from(np.zeros(3))
+
+
+@given(st.integers(0, 4), st.integers(2, 4))
+def test_diag_indices_and_from_match_numpy(n, ndim):
+    a = np.arange(float(n**ndim)).reshape((n,) * ndim)
+    want = np.diag_indices(n, ndim)
+    for got in (bnp.diag_indices(n, ndim), bnp.diag_indices_from(a)):
+        assert len(got) == ndim
+        for g, w in zip(got, want):
+            _eq(g, w, np.int32)
+    _eq(blu.jit(lambda a: a[bnp.diag_indices_from(a)])(a), a[want])  # only the shape is read
+    g = blu.grad(lambda a: bnp.sum(a[bnp.diag_indices_from(a)]))(a)
+    want_g = np.zeros(a.shape)
+    want_g[want] = 1.0
+    _eq(g, want_g)
+
+
+def test_diag_indices_from_rejects_bad_shapes():
+    for shape in [(3,), (2, 3), (2, 2, 3)]:
+        with pytest.raises(ValueError):
+            np.diag_indices_from(np.zeros(shape))
+        with pytest.raises(BluShapeError, match="equal dimensions, got shape"):
+            bnp.diag_indices_from(np.zeros(shape))
+    with pytest.raises(BluValueError, match="n=-1"):
+        bnp.diag_indices(-1)
 
 
 # ---- trim_zeros --------------------------------------------------------------------------------

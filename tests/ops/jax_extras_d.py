@@ -1,7 +1,8 @@
 """OpInfo entries: partition, argpartition, choose, delete, insert, put, piecewise, compress,
-extract, place, fill_diagonal, resize, vander, tril_indices_from, trim_zeros,
-apply_over_axes, packbits, unpackbits. Index and mask arguments are Python lists (closed over
-by the generic tests: their values decide the result's shape, so they are static, as in JAX)."""
+extract, place, fill_diagonal, resize, vander, tril/triu_indices_from, diag_indices(_from),
+trim_zeros, apply_over_axes, packbits, unpackbits. Index and mask arguments are Python
+lists (closed over by the generic tests: their values decide the result's
+shape, so they are static, as in JAX)."""
 
 from __future__ import annotations
 
@@ -164,6 +165,17 @@ op(
     lambda rng: (uniform()(rng, rand_shape(rng, 2, 2)), int(rng.integers(-2, 3))),
     grad=False,
 )
+op(
+    "numpy.triu_indices_from",
+    bnp.triu_indices_from,
+    np.triu_indices_from,
+    lambda rng: (uniform()(rng, rand_shape(rng, 2, 2)), int(rng.integers(-2, 3))),
+    grad=False,
+)
+op("numpy.diag_indices", bnp.diag_indices, np.diag_indices,
+   lambda rng: (int(rng.integers(0, 4)), int(rng.integers(1, 4))), grad=False)  # fmt: skip
+op("numpy.diag_indices_from", bnp.diag_indices_from, np.diag_indices_from,
+   lambda rng: (uniform()(rng, (3, 3, 3)),), grad=False)  # fmt: skip
 op(
     "numpy.trim_zeros",
     bnp.trim_zeros,
