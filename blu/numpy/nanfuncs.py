@@ -1,7 +1,8 @@
 """NaN-ignoring reductions and small numpy helpers that are one-line compositions:
 ``nanprod``, ``nancumsum``, ``nancumprod``, ``nanvar``, ``nanstd``, ``nanargmax``,
-``nanargmin``; ``isposinf``, ``isneginf``, ``modf``, ``ldexp``, ``diagflat``, ``rollaxis``,
-``array_equiv``, ``matvec``, ``vecmat``, ``geomspace``.
+``nanargmin``; ``isposinf``, ``isneginf``, ``modf``, ``ldexp``, ``frexp``, ``spacing``,
+``gcd``, ``lcm``, ``diagflat``, ``rollaxis``, ``array_equiv``, ``matvec``, ``vecmat``,
+``geomspace``.
 
 NaNs are replaced by the operation's identity (1 for products, 0 for sums) or masked out
 (``nanvar``: the mean and the count over the non-NaN entries), as numpy does; ``nanargmax`` of
@@ -14,23 +15,32 @@ from typing import Any
 
 import numpy as np
 
+from blu import lax
+from blu.core import dtypes
+from blu.core.errors import BluTypeError, with_user_line
 from blu.numpy._dtypes import issubdtype as _issubdtype
-from blu.numpy._promote import asarray_operand, broadcast_to
+from blu.numpy._promote import asarray_operand, broadcast_to, promote_args, to_inexact
 from blu.numpy.creation import logspace
-from blu.numpy.logic import equal
-from blu.numpy.manipulation import expand_dims, moveaxis, ravel
+from blu.numpy.logic import bitwise_and, bitwise_or, equal, right_shift
+from blu.numpy.manipulation import broadcast_arrays, expand_dims, moveaxis, ravel
 from blu.numpy.products import matmul
 from blu.numpy.reductions import all as _all
+from blu.numpy.reductions import any as _any
 from blu.numpy.reductions import argmax, argmin, cumprod, cumsum, prod
 from blu.numpy.reductions import sum as _sum
 from blu.numpy.selection import diag, where
+from blu.numpy.standard import nextafter
 from blu.numpy.transcendental import exp2, log10, sqrt
-from blu.numpy.ufuncs import clip, isinf, isnan, trunc
+from blu.numpy.ufuncs import abs as _abs
+from blu.numpy.ufuncs import clip, floor_divide, isinf, isnan, multiply, trunc
 from blu.numpy.ufuncs import sign as _sign
 
 __all__ = [
     "array_equiv",
     "diagflat",
+    "frexp",
+    "gcd",
+    "lcm",
     "geomspace",
     "isneginf",
     "isposinf",
@@ -45,6 +55,7 @@ __all__ = [
     "nanstd",
     "nanvar",
     "rollaxis",
+    "spacing",
     "vecmat",
 ]
 
@@ -150,6 +161,80 @@ def ldexp(x1: Any, x2: Any) -> Any:
     for p in parts:
         out = out * exp2(p.astype(x1.dtype))
     return out
+
+
+def frexp(x: Any) -> tuple[Any, Any]:
+    """``(mantissa, exponent)`` with ``x == mantissa * 2**exponent``, ``0.5 <= |mantissa| < 1``
+    and an int32 exponent (JAX's bit manipulation); 0, infs and NaNs give ``(x, 0)``.
+
+    Raises:
+        BluTypeError: ``x`` is complex.
+    """
+    x = to_inexact(asarray_operand(x))
+    dtype = np.dtype(x.dtype)
+    if dtypes.is_complex(dtype):
+        raise BluTypeError(with_user_line(f"frexp: x must be real, got {dtype}"))
+    info = np.finfo(dtype)
+    int_type = np.dtype(f"int{info.bits}")
+    mask, bias = (1 << info.nexp) - 1, 1 - info.minexp
+    tiny = _abs(x) < info.tiny  # subnormals: scale into the normal range first
+    x1 = where(tiny, x * np.asarray(2.0**info.nmant, dtype), x)
+    x2 = where(tiny, np.asarray(-info.nmant, int_type), np.asarray(0, int_type))
+    bits = lax.bitcast_convert_type(x1, int_type)
+    x2 = x2 + bitwise_and(right_shift(bits, info.nmant), mask) - (bias - 1)
+    bits = bitwise_and(bits, np.asarray(~(mask << info.nmant), int_type))
+    bits = bitwise_or(bits, np.asarray((bias - 1) << info.nmant, int_type))
+    special = isinf(x) | isnan(x) | equal(x, 0)
+    mantissa = where(special, x, lax.bitcast_convert_type(bits, dtype))
+    return mantissa, where(special, 0, x2).astype(np.int32)
+
+
+def spacing(x: Any) -> Any:
+    """The distance from ``x`` to the next float away from zero, with ``x``'s sign (numpy's;
+    -0.0 counts as positive):
+    ``nextafter(x, inf if x >= 0 else -inf) - x``; NaN at infs and NaNs."""
+    x = to_inexact(asarray_operand(x))
+    away = nextafter(x, where(x < 0, np.asarray(-np.inf, x.dtype), np.asarray(np.inf, x.dtype)))
+    return where(isinf(x), np.asarray(np.nan, x.dtype), away - x)
+
+
+def _integer_args(name: str, x1: Any, x2: Any) -> list[Any]:
+    x1, x2 = promote_args(x1, x2)
+    if not _issubdtype(x1.dtype, np.integer):
+        raise BluTypeError(
+            with_user_line(f"{name}: arguments must be integers, got {np.dtype(x1.dtype)}")
+        )
+    return broadcast_arrays(x1, x2)
+
+
+def _gcd_body(xs: tuple[Any, Any]) -> tuple[Any, Any]:
+    a, b = xs
+    nz = b != 0
+    a, b = where(nz, b, a), where(nz, lax.rem(a, where(nz, b, 1)), 0)
+    return where(a < b, b, a), where(a < b, a, b)
+
+
+def gcd(x1: Any, x2: Any) -> Any:
+    """The greatest common divisor of ``|x1|`` and ``|x2|`` (Euclid's algorithm in a
+    ``while_loop``, as JAX; ``gcd(0, 0) == 0``).
+
+    Raises:
+        BluTypeError: the arguments are not integers (bool included).
+    """
+    x1, x2 = _integer_args("gcd", x1, x2)
+    out, _ = lax.while_loop(lambda xs: _any(xs[1] != 0), _gcd_body, (_abs(x1), _abs(x2)))
+    return out
+
+
+def lcm(x1: Any, x2: Any) -> Any:
+    """The least common multiple of ``|x1|`` and ``|x2|`` (0 if either is 0).
+
+    Raises:
+        BluTypeError: the arguments are not integers (bool included).
+    """
+    x1, x2 = (_abs(x) for x in _integer_args("lcm", x1, x2))
+    d = gcd(x1, x2)  # |x1| * (|x2| // d), wrapping on overflow as numpy's and JAX's
+    return where(d == 0, 0, multiply(x1, floor_divide(x2, where(d == 0, 1, d))))
 
 
 def diagflat(v: Any, k: int = 0) -> Any:

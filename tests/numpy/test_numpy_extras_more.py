@@ -9,6 +9,7 @@ import pytest
 from helpers import arrays, check_grads, shapes
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import blu
 import blu.numpy as bnp
@@ -261,3 +262,69 @@ def test_unpackbits_rejects_bad_input():
         bnp.unpackbits(x, count=2.0)
     with pytest.raises(ConcretizationError, match="count"):
         blu.jit(lambda x, c: bnp.unpackbits(x, 0, c))(x, 3)
+
+
+# ---- gcd, lcm, frexp, spacing ------------------------------------------------------------------
+
+
+@given(
+    st.data(),
+    shapes(max_dims=2),
+    st.sampled_from([np.int8, np.int32, np.int64, np.uint16]),
+)
+def test_gcd_lcm_match_numpy(data, shape, dtype):
+    lo = 0 if np.dtype(dtype).kind == "u" else -40
+    ints = hnp.arrays(dtype, shape, elements=st.integers(lo, 40))
+    a, b = data.draw(ints), data.draw(ints)
+    for f, ref in ((bnp.gcd, np.gcd), (bnp.lcm, np.lcm)):
+        want = ref(a, b)
+        for got in (f(a, b), blu.jit(f)(a, b)):
+            _eq(got, want, want.dtype)
+    _eq(bnp.gcd(a, 6), np.gcd(a, dtype(6)))  # a Python int takes a's dtype
+
+
+def test_gcd_lcm_reject_non_integers():
+    for f in (bnp.gcd, bnp.lcm):
+        with pytest.raises(BluTypeError, match="must be integers, got float"):
+            f(np.ones(2), np.ones(2, np.int32))
+        with pytest.raises(BluTypeError, match="must be integers, got bool"):
+            f(np.ones(2, bool), True)
+
+
+_SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -1e-310, 1e-300, 1.5, -3.0]
+
+
+@given(
+    st.data(),
+    shapes(max_dims=2),
+    st.sampled_from([np.float64, np.float32, np.float16]),
+)
+def test_frexp_spacing_match_numpy(data, shape, dtype):
+    elements = st.one_of(st.floats(width=16 if dtype == np.float16 else 32 if dtype == np.float32
+                                   else 64), st.sampled_from(_SPECIAL))  # fmt: skip
+    with np.errstate(over="ignore"):
+        x = data.draw(hnp.arrays(np.float64, shape, elements=elements)).astype(dtype)
+    m, e = np.frexp(x)
+    for got_m, got_e in (bnp.frexp(x), blu.jit(bnp.frexp)(x)):
+        assert got_m.dtype == dtype and got_e.dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(got_m), m)  # exact: bit manipulation
+        np.testing.assert_array_equal(np.asarray(got_e), e)
+    if dtype == np.float16:  # numpy's float16 spacing of a negative power of 2 is the smaller
+        return  # gap (toward zero): np.spacing(np.float16(-1)) is 2**-11, float32's is -2**-23
+    with np.errstate(over="ignore"):
+        want = np.spacing(x)
+    for got in (bnp.spacing(x), blu.jit(bnp.spacing)(x)):
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_frexp_spacing_ints_and_derivative():
+    m, e = bnp.frexp(np.array([0, 1, -6, 1000], np.int32))  # ints become float32
+    wm, we = np.frexp(np.array([0, 1, -6, 1000], np.float32))
+    np.testing.assert_array_equal(np.asarray(m), wm)
+    np.testing.assert_array_equal(np.asarray(e), we)
+    x = np.array([0.3, -2.0, 7.5])
+    # spacing is piecewise constant: its derivative is 0 (finite differences of a step)
+    _eq(blu.grad(lambda x: bnp.sum(bnp.spacing(x)))(x), np.zeros(3))
+    with pytest.raises(BluTypeError, match="frexp: x must be real"):
+        bnp.frexp(np.ones(2, np.complex64))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 import blu.numpy as bnp
-from ops.base import away, nonempty_shape, op, rand_shape, uniform
+from ops.base import away, broadcast_pair, nonempty_shape, op, rand_shape, uniform
 
 
 def _axis(rng, nd):
@@ -204,3 +204,16 @@ op(
     lambda rng: (rng.integers(0, 256, (2, 3)).astype(np.uint8), int(rng.integers(-2, 2))),
     kwargs=[{"bitorder": "little"}, {"count": 5}],
 )
+
+
+def _int_pair(rng):
+    a, b = broadcast_pair(rng)
+    return rng.integers(-30, 31, a), rng.integers(-30, 31, b)
+
+
+op("numpy.gcd", bnp.gcd, np.gcd, _int_pair, grad=False)
+op("numpy.lcm", bnp.lcm, np.lcm, _int_pair, grad=False)
+op("numpy.frexp", bnp.frexp, np.frexp, lambda rng: (uniform(-1e3, 1e3)(rng, rand_shape(rng)),),
+   grad=False)  # fmt: skip
+op("numpy.spacing", bnp.spacing, np.spacing,
+   lambda rng: (uniform(-1e3, 1e3)(rng, rand_shape(rng)),), grad=False)  # fmt: skip
