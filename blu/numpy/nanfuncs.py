@@ -1,8 +1,8 @@
 """NaN-ignoring reductions and small numpy helpers that are one-line compositions:
 ``nanprod``, ``nancumsum``, ``nancumprod``, ``nanvar``, ``nanstd``, ``nanargmax``,
 ``nanargmin``; ``isposinf``, ``isneginf``, ``modf``, ``ldexp``, ``frexp``, ``spacing``,
-``gcd``, ``lcm``, ``diagflat``, ``rollaxis``, ``array_equiv``, ``matvec``, ``vecmat``,
-``geomspace``.
+``gcd``, ``lcm``, ``put_along_axis``, ``diagflat``, ``rollaxis``, ``array_equiv``, ``matvec``,
+``vecmat``, ``geomspace``.
 
 NaNs are replaced by the operation's identity (1 for products, 0 for sums) or masked out
 (``nanvar``: the mean and the count over the non-NaN entries), as numpy does; ``nanargmax`` of
@@ -17,10 +17,17 @@ import numpy as np
 
 from blu import lax
 from blu.core import dtypes
-from blu.core.errors import BluTypeError, with_user_line
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.numpy._dtypes import issubdtype as _issubdtype
-from blu.numpy._promote import asarray_operand, broadcast_to, promote_args, to_inexact
-from blu.numpy.creation import logspace
+from blu.numpy._promote import (
+    asarray_operand,
+    broadcast_to,
+    canonicalize_axis,
+    promote_args,
+    to_inexact,
+)
+from blu.numpy.creation import arange, logspace
+from blu.numpy.index_update import IndexUpdateRef
 from blu.numpy.logic import bitwise_and, bitwise_or, equal, right_shift
 from blu.numpy.manipulation import broadcast_arrays, expand_dims, moveaxis, ravel
 from blu.numpy.products import matmul
@@ -54,6 +61,7 @@ __all__ = [
     "nanprod",
     "nanstd",
     "nanvar",
+    "put_along_axis",
     "rollaxis",
     "spacing",
     "vecmat",
@@ -235,6 +243,44 @@ def lcm(x1: Any, x2: Any) -> Any:
     x1, x2 = (_abs(x) for x in _integer_args("lcm", x1, x2))
     d = gcd(x1, x2)  # |x1| * (|x2| // d), wrapping on overflow as numpy's and JAX's
     return where(d == 0, 0, multiply(x1, floor_divide(x2, where(d == 0, 1, d))))
+
+
+def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplace: bool = True,
+                   *, mode: str | None = None) -> Any:  # fmt: skip
+    """``arr`` with ``values`` put at ``indices`` along ``axis`` (numpy's ``put_along_axis``,
+    functionally: ``arr.at[idx].set(values, mode=mode)`` for the index ``take_along_axis``
+    reads). ``axis=None`` puts into ``ravel(arr)`` (1-d ``indices``); the shape is kept.
+
+    Raises:
+        BluValueError: ``inplace`` is True (blu arrays are immutable: pass ``inplace=False``, as
+            JAX asks). BluShapeError: ``indices``' rank is not ``arr``'s. BluAxisError: ``axis``
+            out of range.
+    """
+    if inplace:
+        raise BluValueError(
+            with_user_line(
+                "put_along_axis cannot modify arrays in place (blu arrays are immutable): pass "
+                "inplace=False to get the updated array"
+            )
+        )
+    arr = asarray_operand(arr)
+    shape = arr.shape
+    work = ravel(arr) if axis is None else arr
+    indices = asarray_operand(indices)
+    if indices.ndim != work.ndim:
+        raise BluShapeError(
+            with_user_line(
+                f"put_along_axis: indices of shape {indices.shape} for an array of rank "
+                f"{work.ndim}{' (axis=None: 1-d)' if axis is None else ''}"
+            )
+        )
+    ax = 0 if axis is None else canonicalize_axis(axis, work.ndim, "put_along_axis")
+    idx = tuple(
+        indices if i == ax else arange(n, dtype=np.int32).reshape(
+            tuple(n if j == i else 1 for j in range(work.ndim)))
+        for i, n in enumerate(work.shape)
+    )  # fmt: skip
+    return IndexUpdateRef(work, idx).set(values, mode=mode).reshape(shape)
 
 
 def diagflat(v: Any, k: int = 0) -> Any:

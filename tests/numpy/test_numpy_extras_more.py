@@ -328,3 +328,45 @@ def test_frexp_spacing_ints_and_derivative():
     _eq(blu.grad(lambda x: bnp.sum(bnp.spacing(x)))(x), np.zeros(3))
     with pytest.raises(BluTypeError, match="frexp: x must be real"):
         bnp.frexp(np.ones(2, np.complex64))
+
+
+# ---- put_along_axis ----------------------------------------------------------------------------
+
+
+def _unique_along(idx, axis, n):
+    norm = np.moveaxis(np.where(idx < 0, idx + n, idx), axis, -1)
+    return idx.size == 0 or all(len(set(r)) == len(r) for r in norm.reshape(-1, norm.shape[-1]))
+
+
+@given(st.data(), shapes(min_dims=1, max_dims=3))
+def test_put_along_axis_matches_numpy(data, shape):
+    a = data.draw(arrays(shape))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    n = shape[axis]
+    ishape = [d if i == axis % len(shape) else data.draw(st.sampled_from([1, d]))
+              for i, d in enumerate(shape)]  # fmt: skip
+    ishape[axis] = data.draw(st.integers(0, 3)) if n else 0
+    idx = data.draw(hnp.arrays(np.int64, ishape, elements=st.integers(-max(n, 1), max(n, 1) - 1)))
+    # with repeated indices set keeps one of the values: then put one value everywhere
+    unique = _unique_along(idx, axis, n)
+    v = np.arange(1.0, idx.size + 1).reshape(ishape) if unique else np.full(ishape, 2.5)
+    want = a.copy()
+    np.put_along_axis(want, idx, v, axis)
+    f = lambda a, v: bnp.put_along_axis(a, idx, v, axis, inplace=False)  # noqa: E731
+    _eq(f(a, v), want)
+    _eq(blu.jit(f)(a, v), want)
+    if unique:
+        check_grads(f, [a, v])
+
+
+def test_put_along_axis_none_and_errors():
+    a = np.arange(12.0).reshape(3, 4)
+    want = a.copy()
+    np.put_along_axis(want, np.array([0, -1, 5]), -1.0, None)
+    _eq(bnp.put_along_axis(a, np.array([0, -1, 5]), -1.0, None, inplace=False), want)
+    with pytest.raises(BluValueError, match="inplace=False"):
+        bnp.put_along_axis(a, np.zeros((1, 1), int), 0.0, 0)
+    with pytest.raises(BluShapeError, match=r"indices of shape \(2,\) for an array of rank 2"):
+        bnp.put_along_axis(a, np.zeros(2, int), 0.0, 0, inplace=False)
+    with pytest.raises(BluAxisError, match="put_along_axis: axis 2"):
+        bnp.put_along_axis(a, np.zeros((1, 1), int), 0.0, 2, inplace=False)

@@ -1,8 +1,8 @@
 """OpInfo entries: partition, argpartition, choose, delete, insert, put, piecewise, compress,
 extract, place, fill_diagonal, resize, vander, tril/triu_indices_from, diag_indices(_from),
-trim_zeros, apply_over_axes, packbits, unpackbits. Index and mask arguments are Python
-lists (closed over by the generic tests: their values decide the result's
-shape, so they are static, as in JAX)."""
+trim_zeros, apply_over_axes, packbits, unpackbits, gcd, lcm, frexp, spacing, put_along_axis.
+Index and mask arguments are Python lists (closed over by the generic tests: their values
+decide the result's shape, so they are static, as in JAX)."""
 
 from __future__ import annotations
 
@@ -217,3 +217,18 @@ op("numpy.frexp", bnp.frexp, np.frexp, lambda rng: (uniform(-1e3, 1e3)(rng, rand
    grad=False)  # fmt: skip
 op("numpy.spacing", bnp.spacing, np.spacing,
    lambda rng: (uniform(-1e3, 1e3)(rng, rand_shape(rng)),), grad=False)  # fmt: skip
+
+
+def _np_put_along_axis(a, v, idx, axis):
+    out = a.copy()
+    np.put_along_axis(out, np.asarray(idx), v, axis)
+    return out
+
+
+op(
+    "numpy.put_along_axis",
+    lambda a, v, idx, axis: bnp.put_along_axis(a, np.asarray(idx), v, axis, inplace=False),
+    _np_put_along_axis,  # distinct indices along the axis: the result does not depend on order
+    lambda rng: (uniform()(rng, (3, 4)), uniform()(rng, (2, 4)),
+                 np.stack([rng.permutation(3)[:2] for _ in range(4)], 1).tolist(), 0),
+)  # fmt: skip
