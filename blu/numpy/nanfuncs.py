@@ -1,8 +1,8 @@
 """NaN-ignoring reductions and small numpy helpers that are one-line compositions:
 ``nanprod``, ``nancumsum``, ``nancumprod``, ``nanvar``, ``nanstd``, ``nanargmax``,
-``nanargmin``; ``isposinf``, ``isneginf``, ``modf``, ``ldexp``, ``frexp``, ``spacing``,
-``gcd``, ``lcm``, ``put_along_axis``, ``diagflat``, ``rollaxis``, ``array_equiv``, ``matvec``,
-``vecmat``, ``geomspace``.
+``nanargmin``, ``nanquantile``, ``nanpercentile``, ``nanmedian``; ``isposinf``, ``isneginf``,
+``modf``, ``ldexp``, ``frexp``, ``spacing``, ``gcd``, ``lcm``, ``put_along_axis``, ``diagflat``,
+``rollaxis``, ``array_equiv``, ``matvec``, ``vecmat``, ``geomspace``.
 
 NaNs are replaced by the operation's identity (1 for products, 0 for sums) or masked out
 (``nanvar``: the mean and the count over the non-NaN entries), as numpy does; ``nanargmax`` of
@@ -22,6 +22,7 @@ from blu.numpy._dtypes import issubdtype as _issubdtype
 from blu.numpy._promote import (
     asarray_operand,
     broadcast_to,
+    canonicalize_axes,
     canonicalize_axis,
     promote_args,
     to_inexact,
@@ -35,11 +36,11 @@ from blu.numpy.reductions import all as _all
 from blu.numpy.reductions import any as _any
 from blu.numpy.reductions import argmax, argmin, cumprod, cumsum, prod
 from blu.numpy.reductions import sum as _sum
-from blu.numpy.selection import diag, where
+from blu.numpy.selection import diag, take_along_axis, where
 from blu.numpy.standard import nextafter
 from blu.numpy.transcendental import exp2, log10, sqrt
 from blu.numpy.ufuncs import abs as _abs
-from blu.numpy.ufuncs import clip, floor_divide, isinf, isnan, multiply, trunc
+from blu.numpy.ufuncs import clip, floor, floor_divide, isinf, isnan, minimum, multiply, trunc
 from blu.numpy.ufuncs import sign as _sign
 
 __all__ = [
@@ -55,6 +56,9 @@ __all__ = [
     "matvec",
     "modf",
     "nanargmax",
+    "nanmedian",
+    "nanpercentile",
+    "nanquantile",
     "nanargmin",
     "nancumprod",
     "nancumsum",
@@ -281,6 +285,66 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplac
         for i, n in enumerate(work.shape)
     )  # fmt: skip
     return IndexUpdateRef(work, idx).set(values, mode=mode).reshape(shape)
+
+
+def nanquantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
+                method: str = "linear", keepdims: bool = False) -> Any:  # fmt: skip
+    """``quantile`` of the non-NaN entries along ``axis`` (an int, a tuple or None for all):
+    the sorted row (NaNs last) is read at ``q * (count - 1)`` between the neighbouring order
+    statistics (numpy's 'linear'); NaN where a row has no non-NaN entry.
+
+    Returns:
+        shape ``q.shape + reduced shape`` (``keepdims``: the reduced axes kept with size 1).
+
+    Raises:
+        BluValueError: ``out`` or ``overwrite_input`` given (as JAX), a method other than
+            'linear', or ``q`` outside [0, 1]. BluAxisError: an axis out of range.
+    """
+    if out is not None or overwrite_input:
+        raise BluValueError(
+            with_user_line("nanquantile does not support out or overwrite_input=True (as JAX)")
+        )
+    if method != "linear":
+        raise BluValueError(with_user_line("nanquantile: only method='linear' is supported"))
+    qv = np.asarray(q, np.float64)
+    if qv.size and not ((qv >= 0) & (qv <= 1)).all():
+        raise BluValueError(with_user_line(f"nanquantile: q must be in [0, 1], got {q!r}"))
+    a = to_inexact(asarray_operand(a))
+    shape0, dtype = a.shape, a.dtype
+    axes = canonicalize_axes(axis, len(shape0), "nanquantile")
+    kept = [i for i in range(len(shape0)) if i not in axes]
+    keep_shape = tuple(1 if i in axes else d for i, d in enumerate(shape0))
+    rest = tuple(shape0[i] for i in kept)
+    n = int(np.prod([shape0[i] for i in axes], dtype=np.int64))
+    res_shape = qv.shape + (keep_shape if keepdims else rest)
+    if n == 0:
+        return lax.full(res_shape, np.nan, dtype)
+    a = lax.reshape(lax.transpose(a, tuple(kept) + axes), rest + (n,))
+    srt = broadcast_to(lax.sort(a, len(rest)), qv.shape + rest + (n,))  # NaNs sort last
+    cnt = _sum(~isnan(a), -1, keepdims=True).astype(dtype)  # rest + (1,)
+    qb = np.asarray(qv, dtype).reshape(qv.shape + (1,) * (len(rest) + 1))
+    pos = qb * (cnt - 1)
+    lo = clip(floor(pos), 0, n - 1)
+    hi = clip(minimum(lo + 1, cnt - 1), 0, n - 1)
+    frac = pos - lo
+    v_lo = take_along_axis(srt, lo.astype(np.int32), -1)
+    v_hi = take_along_axis(srt, hi.astype(np.int32), -1)
+    res = where(cnt == 0, np.asarray(np.nan, dtype), v_lo + (v_hi - v_lo) * frac)
+    return lax.reshape(res, res_shape)
+
+
+def nanpercentile(a: Any, q: Any, axis: Any = None, out: None = None,
+                  overwrite_input: bool = False, method: str = "linear",
+                  keepdims: bool = False) -> Any:  # fmt: skip
+    """``nanquantile(a, q / 100, ...)``."""
+    return nanquantile(a, np.asarray(q, np.float64) / 100.0, axis, out, overwrite_input, method,
+                       keepdims)  # fmt: skip
+
+
+def nanmedian(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
+              keepdims: bool = False) -> Any:  # fmt: skip
+    """The median of the non-NaN entries along ``axis`` (``nanquantile(a, 0.5)``)."""
+    return nanquantile(a, 0.5, axis, out, overwrite_input, keepdims=keepdims)
 
 
 def diagflat(v: Any, k: int = 0) -> Any:

@@ -4,6 +4,8 @@ over random shapes (size 0 and 1 included), under jit, and their derivatives."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from helpers import arrays, check_grads, shapes
@@ -370,3 +372,74 @@ def test_put_along_axis_none_and_errors():
         bnp.put_along_axis(a, np.zeros(2, int), 0.0, 0, inplace=False)
     with pytest.raises(BluAxisError, match="put_along_axis: axis 2"):
         bnp.put_along_axis(a, np.zeros((1, 1), int), 0.0, 2, inplace=False)
+
+
+# ---- nanquantile, nanpercentile, nanmedian -----------------------------------------------------
+
+
+def _nanquantile_loop(x, q, axis):
+    """An independent reference: each row's sorted non-NaN values read at q * (count - 1)."""
+    axes = tuple(range(x.ndim)) if axis is None else (axis,) if np.ndim(axis) == 0 else axis
+    axes = tuple(a % x.ndim for a in axes)
+    kept = [i for i in range(x.ndim) if i not in axes]
+    rows = np.transpose(x, kept + list(axes)).reshape(tuple(x.shape[i] for i in kept) + (-1,))
+    out = np.empty(np.shape(q) + rows.shape[:-1])
+    for k in np.ndindex(rows.shape[:-1]):
+        v = np.sort(rows[k][~np.isnan(rows[k])])
+        for j in np.ndindex(np.shape(q)):
+            if v.size == 0:
+                out[j + k] = np.nan
+                continue
+            pos = np.asarray(q)[j] * (v.size - 1)
+            lo = int(np.floor(pos))
+            hi = min(lo + 1, v.size - 1)
+            with np.errstate(invalid="ignore"):
+                out[j + k] = v[lo] + (v[hi] - v[lo]) * (pos - lo)
+    return out
+
+
+@given(
+    st.data(),
+    shapes(min_dims=1, max_dims=3),
+    st.sampled_from([0.5, 0.0, 1.0, 0.25, [0.1, 0.9], [[0.3], [0.7]]]),
+    st.booleans(),
+)
+def test_nanquantile_matches_numpy(data, shape, q, keepdims):
+    elements = st.one_of(st.floats(-5, 5), st.just(np.nan))
+    x = data.draw(hnp.arrays(np.float64, shape, elements=elements))
+    nd = len(shape)
+    tuples = st.lists(st.integers(0, nd - 1), min_size=1, unique=True).map(tuple)
+    axis = data.draw(st.one_of(st.none(), st.integers(-nd, nd - 1), tuples))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices, empty reductions
+        want = np.nanquantile(x, q, axis=axis, keepdims=keepdims)
+        want_pct = np.nanpercentile(x, np.multiply(q, 100), axis=axis, keepdims=keepdims)
+        want_med = np.nanmedian(x, axis=axis, keepdims=keepdims)
+    if x.size == 0:  # numpy returns nanmean's shape here, ignoring q's: JAX's is q.shape + ...
+        reduced = np.sum(x, axis=axis, keepdims=keepdims).shape
+        want = want_pct = np.full(np.shape(q) + reduced, np.nan)
+        want_med = np.full(reduced, np.nan)
+    elif not keepdims:
+        _eq(want, _nanquantile_loop(x, q, axis))
+    close = lambda g, w: np.testing.assert_allclose(np.asarray(g), w, rtol=1e-12, atol=1e-12)  # noqa: E731
+    close(bnp.nanquantile(x, q, axis, keepdims=keepdims), want)
+    close(blu.jit(lambda x: bnp.nanquantile(x, q, axis, keepdims=keepdims))(x), want)
+    close(bnp.nanpercentile(x, np.multiply(q, 100), axis, keepdims=keepdims), want_pct)
+    close(bnp.nanmedian(x, axis, keepdims=keepdims), want_med)
+
+
+def test_nanquantile_infs_and_derivative():
+    x = np.array([[1.0, np.nan, np.inf, 2.0], [-np.inf, np.nan, np.nan, 4.0], [np.nan] * 4])
+    q = [0.0, 0.4, 1.0]
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(np.asarray(bnp.nanquantile(x, q, 1)),
+                                      _nanquantile_loop(x, q, 1))  # fmt: skip
+    y = np.array([[0.3, np.nan, -1.2, 2.0, 0.7], [np.nan, 1.5, -0.4, np.nan, 0.1]])
+    f = lambda v: bnp.nanquantile(bnp.where(np.isnan(y), np.nan, v), [0.3, 0.5], 1)  # noqa: E731
+    check_grads(f, [np.nan_to_num(y)])
+    with pytest.raises(BluValueError, match="only method='linear'"):
+        bnp.nanquantile(y, 0.5, method="nearest")
+    with pytest.raises(BluValueError, match="q must be in"):
+        bnp.nanpercentile(y, 150)
+    with pytest.raises(BluValueError, match="overwrite_input"):
+        bnp.nanmedian(y, overwrite_input=True)

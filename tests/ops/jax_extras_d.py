@@ -1,6 +1,7 @@
 """OpInfo entries: partition, argpartition, choose, delete, insert, put, piecewise, compress,
 extract, place, fill_diagonal, resize, vander, tril/triu_indices_from, diag_indices(_from),
-trim_zeros, apply_over_axes, packbits, unpackbits, gcd, lcm, frexp, spacing, put_along_axis.
+trim_zeros, apply_over_axes, packbits, unpackbits, gcd, lcm, frexp, spacing, put_along_axis,
+nanquantile, nanpercentile, nanmedian.
 Index and mask arguments are Python lists (closed over by the generic tests: their values
 decide the result's shape, so they are static, as in JAX)."""
 
@@ -232,3 +233,28 @@ op(
     lambda rng: (uniform()(rng, (3, 4)), uniform()(rng, (2, 4)),
                  np.stack([rng.permutation(3)[:2] for _ in range(4)], 1).tolist(), 0),
 )  # fmt: skip
+
+
+def _with_nans(rng):
+    """A finite sample and a mask of where NaNs go (put in by the op: finite differences and the
+    samplers' seeds need finite inputs)."""
+    x = uniform()(rng, nonempty_shape(rng, 1, 2, 6))
+    mask = rng.random(x.shape) < 0.3
+    mask[..., 0] = False  # an all-NaN row's value is NaN (its finite differences too)
+    return x, mask
+
+
+def _nan_at(x, mask):
+    return np.where(mask, np.nan, x)
+
+
+op("numpy.nanquantile", lambda x, m, q, axis: bnp.nanquantile(bnp.where(m, np.nan, x), q, axis),
+   lambda x, m, q, axis: np.nanquantile(_nan_at(x, m), q, axis),
+   lambda rng: (*_with_nans(rng), 0.3, -1), diff_args=(0,))  # fmt: skip
+op("numpy.nanpercentile",
+   lambda x, m, q, axis: bnp.nanpercentile(bnp.where(m, np.nan, x), q, axis),
+   lambda x, m, q, axis: np.nanpercentile(_nan_at(x, m), q, axis),
+   lambda rng: (*_with_nans(rng), 30.0, -1), diff_args=(0,))  # fmt: skip
+op("numpy.nanmedian", lambda x, m, axis: bnp.nanmedian(bnp.where(m, np.nan, x), axis),
+   lambda x, m, axis: np.nanmedian(_nan_at(x, m), axis),
+   lambda rng: (*_with_nans(rng), -1), diff_args=(0,))  # fmt: skip
