@@ -110,14 +110,16 @@ class IndexUpdateRef:
         return getitem(self.array, self.index)
 
     def _scalar(self, values: Any) -> Any:
-        """A Python scalar (weakly typed) as a 0-d array of ``x``'s dtype, made from the Python
-        value itself (as JAX: 0.1 into a float64 array is float64's 0.1, not float32's); other
-        values pass through."""
+        """A Python scalar (weakly typed) as a 0-d array of ``x``'s dtype when that is wider than
+        the scalar's default, made from the Python value itself (as JAX: 0.1 into a float64
+        array is float64's 0.1, not float32's); other values pass through."""
         if type(values) not in (int, float, complex):
             return values
         dtype = get_aval(asarray_operand(self.array)).dtype
         d, _ = dtypes.dtype_and_weak(values)
-        if not np.can_cast(d, dtype, "same_kind"):  # e.g. a float into an int array
+        # only where x's dtype is wider than the scalar's default (float64, int64, complex128):
+        # narrower ones convert the default as before (the same jaxprs, the same kernels)
+        if not np.can_cast(d, dtype, "same_kind") or np.dtype(dtype).itemsize <= d.itemsize:
             return values
         return scalar_array(values, dtype, False)
 
