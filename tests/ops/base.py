@@ -227,6 +227,9 @@ NOT_OPERATIONS: dict[str, str] = {
             "collective_prims",
             "random_gamma",
             "random_gamma_numpy",
+            "bessel",
+            "zeta_series",
+            "collective_groups",
         )
     },
     "numpy.signal": "a submodule (its functions are re-exported and listed)",

@@ -1,0 +1,164 @@
+"""OpInfo entries: approx_max_k, approx_min_k, bessel_i0e, bessel_i1e, broadcast_to_rank,
+cumlogsumexp, nextafter, reduce_precision, reduce_xor, split, zeta (blu.lax); log1mexp,
+logmeanexp (blu.nn)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import scipy.special
+
+import blu.nn as bnn
+from blu import lax
+from ops.base import ints, nonempty_shape, op, rand_shape, unary_sampler, uniform
+
+
+def _row_sample(rng):
+    return (uniform()(rng, (int(rng.integers(1, 3)), int(rng.integers(2, 6)))),)
+
+
+def _np_k(x, k, largest):
+    i = np.argsort(-x if largest else x, axis=-1, kind="stable")[..., :k]
+    return np.take_along_axis(x, i, -1), i
+
+
+op("lax.approx_max_k", lambda x: lax.approx_max_k(x, 2), lambda x: _np_k(x, 2, True),
+   _row_sample, special=[(np.array([[0.0, 3.0, -1.0, 2.0]]),)])  # fmt: skip
+op("lax.approx_min_k", lambda x: lax.approx_min_k(x, 2), lambda x: _np_k(x, 2, False),
+   _row_sample, special=[(np.array([[0.0, 3.0, -1.0, 2.0]]),)])  # fmt: skip
+
+for _n, _ref in (("bessel_i0e", scipy.special.i0e), ("bessel_i1e", scipy.special.i1e)):
+    op(
+        f"lax.{_n}",
+        getattr(lax, _n),
+        _ref,
+        unary_sampler(uniform(-4, 4)),
+        special=[(np.array([0.0, 30.0, -30.0, np.inf, -np.inf]),)],
+        n_ops=8,
+    )
+
+op(
+    "lax.broadcast_to_rank",
+    lambda x: lax.broadcast_to_rank(x, 4),
+    lambda x: x.reshape((1,) * (4 - x.ndim) + x.shape),
+    unary_sampler(),
+    special=[(np.array(2.0),)],
+)
+
+
+def _np_cumlse(x, reverse=False):
+    if reverse:
+        return np.logaddexp.accumulate(x[::-1], 0)[::-1]
+    return np.logaddexp.accumulate(x, 0)
+
+
+op(
+    "lax.cumlogsumexp",
+    lambda x, **kw: lax.cumlogsumexp(x, 0, **kw),
+    _np_cumlse,
+    lambda rng: (uniform()(rng, nonempty_shape(rng, 1, 2, 5)),),
+    kwargs=[{"reverse": True}],
+    special=[(np.array([-np.inf, -np.inf, 0.0, 800.0]),)],
+    n_ops=8,
+)
+
+
+def _same_shape_pair(vx, vy):
+    def s(rng):
+        shape = rand_shape(rng)
+        return vx(rng, shape), vy(rng, shape)
+
+    return s
+
+
+op(
+    "lax.nextafter",
+    lax.nextafter,
+    np.nextafter,
+    _same_shape_pair(uniform(), uniform()),
+    special=[(np.array([0.0, 1.0, 1.0, -0.0, np.inf]), np.array([1.0, 2.0, 1.0, -1.0, 0.0]))],
+    grad=False,
+)
+
+_RP_DTYPES = {(8, 7): ml_dtypes.bfloat16, (5, 10): np.float16, (4, 3): ml_dtypes.float8_e4m3fn}
+
+
+def _np_reduce_precision(x, exponent_bits=8, mantissa_bits=7):
+    small = _RP_DTYPES[exponent_bits, mantissa_bits]
+    return x.astype(small).astype(x.dtype)
+
+
+op(
+    "lax.reduce_precision",
+    lambda x, exponent_bits=8, mantissa_bits=7: lax.reduce_precision(
+        x, exponent_bits, mantissa_bits
+    ),
+    _np_reduce_precision,
+    unary_sampler(),
+    special=[(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1 + 2.0**-8, 1 + 3 * 2.0**-8]),)],
+    kwargs=[{"exponent_bits": 5, "mantissa_bits": 10}],
+    skip={
+        "grad": "piecewise constant (its derivative is taken as the identity): central "
+        "differences see the rounding steps"
+    },
+)
+
+op(
+    "lax.reduce_xor",
+    lambda x: lax.reduce_xor(x, 0),
+    lambda x: np.bitwise_xor.reduce(x, 0),
+    lambda rng: (ints(rng, nonempty_shape(rng)),),
+    special=[(np.array([1, 3, 7, -1], np.int32),)],
+    grad=False,
+)
+
+
+def _split_sample(rng):
+    shape = nonempty_shape(rng)
+    ax = int(rng.integers(-len(shape), len(shape)))
+    n = shape[ax]
+    cut = int(rng.integers(0, n + 1))
+    return uniform()(rng, shape), [cut, n - cut], ax
+
+
+op(
+    "lax.split",
+    lax.split,
+    lambda x, sizes, ax: np.split(x, np.cumsum(sizes)[:-1], ax),
+    _split_sample,
+)
+
+op(
+    "lax.zeta",
+    lax.zeta,
+    scipy.special.zeta,
+    _same_shape_pair(uniform(1.5, 4), uniform(0.5, 3)),
+    special=[(np.array([2.0, 4.0, 1.0]), np.array([1.0, 1.0, 1.0]))],
+    diff_args=(1,),
+    n_ops=16,
+)
+
+op(
+    "nn.log1mexp",
+    bnn.log1mexp,
+    lambda x: np.log(-np.expm1(-x)),
+    unary_sampler(uniform(0.1, 5)),
+    special=[(np.array([0.0, np.log(2), 40.0, np.inf]),)],
+    n_ops=4,
+)
+
+
+def _np_logmeanexp(x, axis=None, keepdims=False):
+    n = x.size if axis is None else x.shape[axis]
+    return scipy.special.logsumexp(x, axis=axis, keepdims=keepdims) - np.log(n)
+
+
+op(
+    "nn.logmeanexp",
+    lambda x, **kw: bnn.logmeanexp(x, **kw),
+    _np_logmeanexp,
+    lambda rng: (uniform()(rng, nonempty_shape(rng, 2)),),
+    special=[(np.array([-np.inf, 0.0]),), (np.array([[-np.inf, -np.inf], [0.0, 1.0]]),)],
+    kwargs=[{"axis": -1}, {"axis": 0, "keepdims": True}],
+    n_ops=8,
+)
