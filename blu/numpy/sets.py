@@ -44,6 +44,25 @@ class UniqueInverseResult(NamedTuple):
     inverse_indices: Any
 
 
+def _numbered(starts: Any, perm: Any, n: int, size: int | None):
+    """From the sorted elements' group starts (bool ``(n,)``) and the sort's permutation:
+    ``(size, group of each sorted element, inverse indices (1-d), present, safe)``, ``present``
+    marking which of the ``size`` groups exist and ``safe`` their first sorted positions (0
+    where missing). Without ``size`` the starts must be concrete (the number of groups)."""
+    i32 = dtypes.int32
+    if size is None or not isinstance(starts, Tracer):
+        k = int(concrete_value(starts, "unique without size=").sum())
+        size = k if size is None else size
+    group = lax.sub(lax.cumsum(lax.convert_element_type(starts, i32), 0), lax.full((n,), 1, i32))
+    inverse = lax.scatter(
+        lax.full((n,), 0, i32), lax.reshape(perm, (n, 1)), group, axes=(0,)
+    ) if n else lax.full((0,), 0, i32)  # fmt: skip
+    (pos,) = nonzero(starts, size=size, fill_value=n)
+    present = lax.lt(pos, lax.full((size,), n, i32))
+    safe = lax.select(present, pos, lax.full((size,), 0, i32))
+    return size, group, inverse, present, safe
+
+
 def _groups(x: Any, size: int | None, fill_value: Any, equal_nan: bool = False):
     """(values, first indices, inverse indices (x's shape), counts) of the groups of ``x``;
     with ``equal_nan`` the NaNs (sorted last) are one group."""
@@ -63,16 +82,7 @@ def _groups(x: Any, size: int | None, fill_value: Any, equal_nan: bool = False):
         starts = concatenate([lax.full((1,), True, dtypes.bool_), differs])
     else:
         starts = lax.full((0,), True, dtypes.bool_)
-    if size is None or not isinstance(starts, Tracer):
-        k = int(concrete_value(starts, "unique without size=").sum())
-        size = k if size is None else size
-    group = lax.sub(lax.cumsum(lax.convert_element_type(starts, i32), 0), lax.full((n,), 1, i32))
-    inverse = lax.scatter(
-        lax.full((n,), 0, i32), lax.reshape(perm, (n, 1)), group, axes=(0,)
-    ) if n else lax.full((0,), 0, i32)  # fmt: skip
-    (pos,) = nonzero(starts, size=size, fill_value=n)
-    present = lax.lt(pos, lax.full((size,), n, i32))
-    safe = lax.select(present, pos, lax.full((size,), 0, i32))
+    size, group, inverse, present, safe = _numbered(starts, perm, n, size)
     if n:
         values = take(srt, safe)
         first = take(perm, safe)
@@ -117,16 +127,7 @@ def _row_groups(x: Any, axis: Any, size: int | None, fill_value: Any, equal_nan:
         starts = concatenate([lax.full((1,), True, dtypes.bool_), lax.reduce_or(differs, (1,))])
     else:
         starts = lax.eq(iota, lax.full((n,), 0, i32))  # every row equal (or none, or one)
-    if size is None or not isinstance(starts, Tracer):
-        k = int(concrete_value(starts, "unique without size=").sum())
-        size = k if size is None else size
-    group = lax.sub(lax.cumsum(lax.convert_element_type(starts, i32), 0), lax.full((n,), 1, i32))
-    inverse = lax.scatter(
-        lax.full((n,), 0, i32), lax.reshape(perm, (n, 1)), group, axes=(0,)
-    ) if n else lax.full((0,), 0, i32)  # fmt: skip
-    (pos,) = nonzero(starts, size=size, fill_value=n)
-    present = lax.lt(pos, lax.full((size,), n, i32))
-    safe = lax.select(present, pos, lax.full((size,), 0, i32))
+    size, group, inverse, present, safe = _numbered(starts, perm, n, size)
     if n:
         values = take(srt, safe, axis=0)
         first = take(perm, safe)
