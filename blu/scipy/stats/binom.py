@@ -14,7 +14,8 @@ __all__ = ["logpmf", "pmf"]
 
 def logpmf(k: Any, n: Any, p: Any, loc: Any = 0) -> Any:
     """``log comb(n, y) + xlogy(y, p) + xlog1py(n - y, -p)`` with ``y = k - loc``; ``-inf``
-    for ``y < 0`` or ``y > n``."""
+    for ``y < 0`` or ``y > n``. A non-integer ``y`` is not masked (as JAX's: the gamma-function
+    form continues between the integers, where scipy gives ``-inf``)."""
     k, n, p, loc = promote(k, n, p, loc)
     y = k - loc
     comb = special.gammaln(n + 1.0) - special.gammaln(y + 1.0) - special.gammaln(n - y + 1.0)
