@@ -73,9 +73,10 @@ def _vec(p: Any, name: str, what: str = "p") -> Any:
 
 
 def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
-    """``p[0] x^(n-1) + ... + p[n-1]`` by Horner's rule (``jax.numpy.polyval``): a ``lax.scan``
-    over the leading axis of ``p`` (unrolled ``unroll`` times), so ``p`` may carry trailing axes
-    that broadcast with ``x``; an empty ``p`` gives zeros. Integers become the default float."""
+    """The polynomial with coefficients ``p`` (highest power first) at ``x``: the sum of
+    ``p[i] x^(n-1-i)``, by Horner's rule (``jax.numpy.polyval``): a ``lax.scan`` over the leading
+    axis of ``p`` (unrolled ``unroll`` times), so ``p`` may carry trailing axes that broadcast
+    with ``x``; an empty ``p`` gives zeros. Integers become the default float."""
     p, x = _inexact(asarray_operand(p), asarray_operand(x))
     if get_aval(p).ndim == 0:
         raise BluShapeError(with_user_line("polyval: p must have at least one dimension"))

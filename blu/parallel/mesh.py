@@ -32,7 +32,8 @@ class Mesh:
         axis_names: one name per axis of ``devices``.
 
     ``with mesh:`` makes it the current mesh (JAX's legacy resource environment): a ``jit``
-    whose ``in_shardings`` / ``out_shardings`` are bare ``PartitionSpec``s partitions over it.
+    whose ``in_shardings`` / ``out_shardings`` are bare ``PartitionSpec`` objects partitions
+    over it.
 
     Raises:
         BluValueError: names do not match the array's rank, repeat, or devices repeat.
