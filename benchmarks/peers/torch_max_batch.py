@@ -8,10 +8,12 @@ a second batch size).
     python3 benchmarks/peers/torch_max_batch.py [--compile] [--config C] [--T T] [--n-ctx N]
         [--modes fp32,tf32,bf16] [--start bf16=40] [--limit 1024] [--json out.json]
 
-Each try builds fresh weights and an optimizer (the model of ``torch_gpt2.py``, or of
-``torch_llama.py`` for a ``llama-*`` config, sized as ``benchmarks/gpt2_124m.py`` sizes it),
-runs two steps at the batch and records ``torch.cuda.max_memory_allocated()``; an out-of-memory
-error is a failed try (the caching allocator is emptied after each). The search starts at
+Each mode builds the weights, an AdamW optimizer and (``--compile``) the compiled model once
+(the model of ``torch_gpt2.py``, or of ``torch_llama.py`` for a ``llama-*`` config, sized as
+``benchmarks/gpt2_124m.py`` sizes it); each try runs two steps at its batch and records
+``torch.cuda.max_memory_allocated()``, which counts the weights and the optimizer's state; an
+out-of-memory error is a failed try (gradients dropped and the caching allocator emptied after
+each). The search starts at
 ``--start`` (default 8) and is ``max_batch.search_guided``'s: the line through the fitting
 tries' peaks names the next try, bisection brackets the exact boundary. In one process the
 allocator may fragment after a failure, so the figure is a lower bound on what a fresh process
@@ -51,36 +53,49 @@ def model_args(config: str, n_ctx: int | None, vocab: int | None = None) -> argp
     return build_parser().parse_args(argv)
 
 
-def try_batch(b: int, mode: str, compile_: bool, model: argparse.Namespace, t: int) -> tuple:
-    """Two training steps at batch ``b`` of ``t`` tokens: ``(fitted, peak bytes or None)``."""
-    torch.backends.cuda.matmul.allow_tf32 = mode != "fp32"
-    torch.backends.cudnn.allow_tf32 = mode != "fp32"
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    m = opt = step_fn = x = y = None
-    try:
-        m = build_model(model).cuda()
-        opt = make_optimizer(m)
-        step_fn = torch.compile(m) if compile_ else m
-        x = torch.randint(0, model.vocab, (b, t), device="cuda")
-        y = torch.randint(0, model.vocab, (b, t), device="cuda")
-        if compile_:  # one compilation for every try (as PyTorch does after a second size)
-            torch._dynamo.mark_dynamic(x, 0)
-            torch._dynamo.mark_dynamic(y, 0)
-        for _ in range(2):
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mode == "bf16"):
-                loss = step_fn(x, y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        return True, torch.cuda.max_memory_allocated()
-    except torch.OutOfMemoryError:
-        return False, None
-    finally:
-        del m, opt, step_fn, x, y
+class Trainer:
+    """One model, optimizer and (with ``compile_``) compiled step, built once per mode and
+    reused by every try: torch.compile compiles once (the batch dimension marked dynamic), so a
+    try after the first costs two steps, not a compilation."""
+
+    def __init__(self, mode: str, compile_: bool, model: argparse.Namespace):
+        torch.backends.cuda.matmul.allow_tf32 = mode != "fp32"
+        torch.backends.cudnn.allow_tf32 = mode != "fp32"
+        self.mode, self.compile_, self.vocab = mode, compile_, model.vocab
+        self.m = build_model(model).cuda()
+        self.opt = make_optimizer(self.m)
+        self.step_fn = torch.compile(self.m) if compile_ else self.m
+
+    def try_batch(self, b: int, t: int) -> tuple:
+        """Two training steps at batch ``b`` of ``t`` tokens: ``(fitted, peak bytes or None)``;
+        the peak counts the weights and the optimizer's state, as a fresh process would."""
+        self.opt.zero_grad(set_to_none=True)
         gc.collect()
         torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        x = y = loss = None
+        try:
+            x = torch.randint(0, self.vocab, (b, t), device="cuda")
+            y = torch.randint(0, self.vocab, (b, t), device="cuda")
+            if self.compile_:  # one compilation for every try (as PyTorch does after a second size)
+                torch._dynamo.mark_dynamic(x, 0)
+                torch._dynamo.mark_dynamic(y, 0)
+            for _ in range(2):
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.mode == "bf16"):
+                    loss = self.step_fn(x, y)
+                loss.backward()
+                loss = None
+                self.opt.step()
+                self.opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            return True, torch.cuda.max_memory_allocated()
+        except torch.OutOfMemoryError:
+            return False, None
+        finally:
+            del x, y, loss
+            self.opt.zero_grad(set_to_none=True)
+            gc.collect()
+            torch.cuda.empty_cache()
 
 
 def search(mode: str, compile_: bool, start: int, limit: int, model: argparse.Namespace,
@@ -88,10 +103,11 @@ def search(mode: str, compile_: bool, start: int, limit: int, model: argparse.Na
     """The largest batch that trains, by ``max_batch.search_guided`` (the line through the
     fitting tries' peaks guides the next try; the answer is bracketed exactly)."""
     tries = []
+    trainer = Trainer(mode, compile_, model)
 
     def one(b: int) -> tuple:
         t0 = time.time()
-        ok, peak = try_batch(b, mode, compile_, model, t)
+        ok, peak = trainer.try_batch(b, t)
         tries.append([b, ok, None if peak is None else round(peak / 2**30, 2),
                       round(time.time() - t0, 1)])  # fmt: skip
         print(f"  {mode} B={b}: {'ok' if ok else 'out of memory'}"
@@ -134,6 +150,8 @@ def main() -> None:
         r = search(
             mode, a.compile, int(starts.get(mode, 8)), a.limit, model, a.T, a.margin_gib * 2**30
         )
+        gc.collect()  # the mode's trainer is gone with search's frame: free its memory
+        torch.cuda.empty_cache()
         r.update(system=system, config=a.config, T=a.T, device=torch.cuda.get_device_name(),
                  version=torch.__version__)  # fmt: skip
         out.append(r)
