@@ -33,7 +33,7 @@ from blu.random.prng import (
     _shape_arg,
     split,
 )
-from blu.random.samplers import _float_dtype, normal, uniform
+from blu.random.samplers import _float_dtype, _prologue, normal, uniform
 
 __all__ = [
     "ball",
@@ -74,9 +74,7 @@ def chisquare(
         BluShapeError: ``df`` does not broadcast to ``shape``.
         BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
     """
-    dtype = _float_dtype(dtype, "chisquare")
-    key = _check_key(key, "chisquare")
-    shape, (df,) = _params("chisquare", dtype, shape, df=df)
+    key, dtype, shape, (df,) = _prologue("chisquare", key, dtype, shape, df=df)
     return lax.exp(_log_chisquare(key, df, shape, dtype))
 
 
@@ -105,9 +103,7 @@ def f(
             ``shape``, to each other).
         BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
     """
-    dtype = _float_dtype(dtype, "f")
-    key = _check_key(key, "f")
-    shape, (dfn, dfd) = _params("f", dtype, shape, dfnum=dfnum, dfden=dfden)
+    key, dtype, shape, (dfn, dfd) = _prologue("f", key, dtype, shape, dfnum=dfnum, dfden=dfden)
     k_den, k_num = split(key)
     log_num = lax.sub(_log_chisquare(k_num, dfn, shape, dtype), lax.log(dfn))
     log_den = lax.sub(_log_chisquare(k_den, dfd, shape, dtype), lax.log(dfd))
@@ -131,9 +127,7 @@ def t(key: Any, df: Any, shape: Sequence[int] | None = (), dtype: Any = dtypes.f
         BluShapeError: ``df`` does not broadcast to ``shape``.
         BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
     """
-    dtype = _float_dtype(dtype, "t")
-    key = _check_key(key, "t")
-    shape, (df,) = _params("t", dtype, shape, df=df)
+    key, dtype, shape, (df,) = _prologue("t", key, dtype, shape, df=df)
     k_n, k_g = split(key)
     z = normal(k_n, shape, dtype)
     half = lax.div(df, lax.full(shape, 2.0, dtype))
@@ -157,9 +151,7 @@ def maxwell(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float32) ->
     Raises:
         BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
     """
-    dtype = _float_dtype(dtype, "maxwell")
-    key = _check_key(key, "maxwell")
-    shape = _shape_arg(shape, "maxwell")
+    key, dtype, shape, _ = _prologue("maxwell", key, dtype, shape)
     z = normal(key, shape + (3,), dtype)
     return lax.sqrt(lax.reduce_sum(lax.mul(z, z), (len(shape),)))
 
@@ -221,9 +213,7 @@ def generalized_normal(
         BluShapeError: ``p`` does not broadcast to ``shape``.
         BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
     """
-    dtype = _float_dtype(dtype, "generalized_normal")
-    key = _check_key(key, "generalized_normal")
-    shape, (p,) = _params("generalized_normal", dtype, shape, p=p)
+    key, dtype, shape, (p,) = _prologue("generalized_normal", key, dtype, shape, p=p)
     return _generalized_normal(key, p, shape, dtype)
 
 
@@ -314,9 +304,9 @@ def triangular(
         BluShapeError: a parameter does not broadcast to ``shape``.
         BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
     """
-    dtype = _float_dtype(dtype, "triangular")
-    key = _check_key(key, "triangular")
-    shape, (lo, mo, hi) = _params("triangular", dtype, shape, left=left, mode=mode, right=right)
+    key, dtype, shape, (lo, mo, hi) = _prologue(
+        "triangular", key, dtype, shape, left=left, mode=mode, right=right
+    )
     width = lax.sub(hi, lo)
     u = uniform(key, shape, dtype)
     below = lax.lt(u, lax.div(lax.sub(mo, lo), width))
@@ -351,9 +341,7 @@ def wald(
         BluShapeError: ``mean`` does not broadcast to ``shape``.
         BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
     """
-    dtype = _float_dtype(dtype, "wald")
-    key = _check_key(key, "wald")
-    shape, (mu,) = _params("wald", dtype, shape, mean=mean)
+    key, dtype, shape, (mu,) = _prologue("wald", key, dtype, shape, mean=mean)
     k_n, k_u = split(key)
     v = normal(k_n, shape, dtype)
     w = lax.mul(mu, lax.mul(v, v))

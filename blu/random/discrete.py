@@ -19,8 +19,8 @@ from blu import numpy as bnp
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.random.prng import _as_array, _broadcast, _check_key, _param_shape, _shape_arg, split
-from blu.random.samplers import _float_dtype, uniform
+from blu.random.prng import _as_array, _broadcast, _check_key, _shape_arg, split
+from blu.random.samplers import _compute_dtype, _float_dtype, _prologue, uniform
 
 __all__ = ["binomial", "geometric", "multinomial"]
 
@@ -204,16 +204,7 @@ def binomial(
             to each other).
         BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
     """
-    dtype = _float_dtype(dtype, "binomial")
-    key = _check_key(key, "binomial")
-    comp = dtype if dtype in (dtypes.float32, dtypes.float64) else dtypes.float32
-    n_arr = lax.convert_element_type(_as_array(n), comp)
-    p_arr = lax.convert_element_type(_as_array(p), comp)
-    if shape is None:
-        shape = _param_shape("binomial", n=n_arr, p=p_arr)
-    shape = _shape_arg(shape, "binomial")
-    n = _broadcast(n_arr, shape, "n", "binomial")
-    p = _broadcast(p_arr, shape, "p", "binomial")
+    key, dtype, shape, (n, p) = _prologue("binomial", key, dtype, shape, compute=True, n=n, p=p)
     invalid = (n < 0) | ~((p >= 0) & (p <= 1)) | bnp.isnan(n)
     flip = p > 0.5
     q = bnp.where(flip, 1.0 - p, p)
@@ -266,7 +257,7 @@ def multinomial(
     """
     dtype = _float_dtype(dtype, "multinomial")
     key = _check_key(key, "multinomial")
-    comp = dtype if dtype in (dtypes.float32, dtypes.float64) else dtypes.float32
+    comp = _compute_dtype(dtype)
     n = lax.convert_element_type(_as_array(n), comp)
     p = lax.convert_element_type(_as_array(p), comp)
     p_aval = get_aval(p)

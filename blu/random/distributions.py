@@ -27,13 +27,11 @@ from blu.core import dtypes
 from blu.core.errors import BluShapeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.lax.random_gamma import random_gamma_grad_log
-from blu.random.prng import _as_array, _broadcast, _check_key, _param_shape, _shape_arg, split
-from blu.random.samplers import _float_dtype, normal, uniform
+from blu.random.prng import _as_array, _broadcast, _check_key, _shape_arg, split
+from blu.random.samplers import _compute_dtype, _float_dtype, _prologue, normal, uniform
 from blu.transforms.custom_derivatives import custom_jvp
 
 __all__ = ["beta", "dirichlet", "exponential", "gamma", "loggamma"]
-
-_LOW = (dtypes.bfloat16, dtypes.float16)
 
 
 def exponential(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float32) -> Any:
@@ -119,17 +117,6 @@ def _log_gamma_sample_jvp(key, shape, dtype, primals, tangents):
     return log_x, lax.mul(ta, random_gamma_grad_log(a, log_x))
 
 
-def _shape_param(x: Any, shape: Any, what: str, name: str, dtype: Any):
-    x = lax.convert_element_type(_as_array(x), dtype)
-    aval = get_aval(x)
-    shape = aval.shape if shape is None else _shape_arg(shape, name)
-    return _broadcast(x, shape, what, name), shape
-
-
-def _compute_dtype(dtype: Any) -> Any:
-    return dtypes.float32 if dtype in _LOW else dtype
-
-
 def loggamma(
     key: Any, a: Any, shape: Sequence[int] | None = None, dtype: Any = dtypes.float32
 ) -> Any:
@@ -149,10 +136,8 @@ def loggamma(
         BluShapeError: ``a`` does not broadcast to ``shape``.
         BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
     """
-    dtype = _float_dtype(dtype, "loggamma")
-    key = _check_key(key, "loggamma")
+    key, dtype, shape, (a,) = _prologue("loggamma", key, dtype, shape, compute=True, a=a)
     comp = _compute_dtype(dtype)
-    a, shape = _shape_param(a, shape, "a", "loggamma", comp)
     return lax.convert_element_type(_log_gamma_sample(key, a, shape, comp), dtype)
 
 
@@ -177,10 +162,8 @@ def gamma(key: Any, a: Any, shape: Sequence[int] | None = None, dtype: Any = dty
         BluShapeError: ``a`` does not broadcast to ``shape``.
         BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
     """
-    dtype = _float_dtype(dtype, "gamma")
-    key = _check_key(key, "gamma")
+    key, dtype, shape, (a,) = _prologue("gamma", key, dtype, shape, compute=True, a=a)
     comp = _compute_dtype(dtype)
-    a, shape = _shape_param(a, shape, "a", "gamma", comp)
     return lax.convert_element_type(lax.exp(_log_gamma_sample(key, a, shape, comp)), dtype)
 
 
@@ -206,15 +189,8 @@ def beta(
     Raises:
         BluShapeError: ``a`` or ``b`` does not broadcast to ``shape``.
     """
-    dtype = _float_dtype(dtype, "beta")
-    key = _check_key(key, "beta")
+    key, dtype, shape, (a, b) = _prologue("beta", key, dtype, shape, compute=True, a=a, b=b)
     comp = _compute_dtype(dtype)
-    a = lax.convert_element_type(_as_array(a), comp)
-    b = lax.convert_element_type(_as_array(b), comp)
-    if shape is None:
-        shape = _param_shape("beta", a=a, b=b)
-    a, shape = _shape_param(a, shape, "a", "beta", comp)
-    b, _ = _shape_param(b, shape, "b", "beta", comp)
     ka, kb = split(key)
     la = _log_gamma_sample(ka, a, shape, comp)
     lb = _log_gamma_sample(kb, b, shape, comp)

@@ -22,6 +22,7 @@ from blu.random.prng import (
     _check_key,
     _normalize_axis,
     _param_shape,
+    _params,
     _shape_arg,
     _unstack2,
     split,
@@ -35,6 +36,31 @@ def _float_dtype(dtype: Any, name: str) -> np.dtype:
     if not dtypes.is_float(dtype):
         raise BluTypeError(with_user_line(f"random.{name}: dtype must be a float, got {dtype}"))
     return dtype
+
+
+_LOW = (dtypes.bfloat16, dtypes.float16)
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a float sampler computes in: float32 for the 16-bit floats, else ``dtype``."""
+    return dtypes.float32 if dtype in _LOW else dtype
+
+
+def _prologue(
+    name: str, key: Any, dtype: Any, shape: Any, /, *, compute: bool = False, **params: Any
+) -> tuple[Any, np.dtype, tuple[int, ...], list[Any]]:
+    """The start the float samplers share, in this order (so the first error stays the
+    same): ``dtype`` canonicalized and checked to be a float (``BluTypeError``), ``key``
+    checked (``_check_key``), then the sample shape and the parameters converted to
+    ``dtype`` (``_compute_dtype(dtype)`` with ``compute``) and broadcast to it (``_params``;
+    ``shape=None``: the parameters' broadcast shape). Returns ``(key, dtype, shape, params)``.
+    """
+    dtype = _float_dtype(dtype, name)
+    key = _check_key(key, name)
+    if not params:
+        return key, dtype, _shape_arg(shape, name), []
+    shape, arrs = _params(name, _compute_dtype(dtype) if compute else dtype, shape, **params)
+    return key, dtype, shape, arrs
 
 
 def _unit_floats(k: Any, shape: tuple[int, ...], dtype: np.dtype, name: str) -> Any:
