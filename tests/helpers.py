@@ -229,6 +229,16 @@ def assert_close(got: Any, want: Any, n_ops: int = 1, dtype: Any = None) -> None
             )
 
 
+def assert_matches(got: Any, want: Any, dtype: Any = None, rtol: float = 1e-12) -> None:
+    """``got`` has ``want``'s shape, ``dtype`` when given, and ``want``'s values to ``rtol``
+    (compared in float64): for results numpy computes the same way."""
+    g = np.asarray(got)
+    assert g.shape == np.shape(want), (g.shape, np.shape(want))
+    if dtype is not None:
+        assert g.dtype == dtype, (g.dtype, dtype)
+    np.testing.assert_allclose(g.astype(np.float64), np.asarray(want, np.float64), rtol=rtol)
+
+
 # ---- a two-layer MLP's SGD step, and the same step in float64 numpy ----------------------------
 
 

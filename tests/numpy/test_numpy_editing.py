@@ -8,7 +8,7 @@ import functools
 
 import numpy as np
 import pytest
-from helpers import arrays, check_grads, shapes
+from helpers import arrays, assert_matches, check_grads, shapes
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,15 +23,6 @@ from blu.core.errors import (
     BluValueError,
     ConcretizationError,
 )
-
-
-def _eq(got, want, dtype=None):
-    g = np.asarray(got)
-    assert g.shape == np.shape(want), (g.shape, np.shape(want))
-    if dtype is not None:
-        assert g.dtype == dtype, (g.dtype, dtype)
-    np.testing.assert_allclose(g.astype(np.float64), np.asarray(want, np.float64), rtol=1e-12)
-
 
 # ---- partition, argpartition -------------------------------------------------------------------
 
@@ -78,9 +69,9 @@ def test_partition_and_argpartition_partition_like_numpy(case):
 
 def test_partition_dtypes_nan_and_sequence_kth():
     x = np.array([5, 1, 4, 2, 3], np.int16)
-    _eq(bnp.partition(x, 2), np.sort(x), np.int16)
+    assert_matches(bnp.partition(x, 2), np.sort(x), np.int16)
     u = np.array([7, 0, 3], np.uint8)  # JAX's top_k form refuses unsigned; a sort does not
-    _eq(bnp.partition(u, 0), np.sort(u), np.uint8)
+    assert_matches(bnp.partition(u, 0), np.sort(u), np.uint8)
     f = np.array([2.0, np.nan, -1.0, 0.5], np.float32)
     got = np.asarray(bnp.partition(f, 2))
     assert got.dtype == np.float32 and np.isnan(got[-1])  # NaN last, as numpy
@@ -96,7 +87,7 @@ def test_partition_gradient_follows_the_permutation():
     g = blu.grad(lambda x: bnp.sum(bnp.partition(x, 1, axis=0) * w))(x)
     # closed form: x[i, j] lands at its rank along axis 0
     rank = np.argsort(np.argsort(x, 0), 0)
-    _eq(g, np.take_along_axis(w, rank, 0))
+    assert_matches(g, np.take_along_axis(w, rank, 0))
     check_grads(lambda x: bnp.partition(x, -2, axis=None), [x])
 
 
@@ -141,12 +132,12 @@ def _choose_case(draw):
 def test_choose_matches_numpy(case, mode):
     a, choices = case
     want = np.choose(a, choices, mode=mode)
-    _eq(bnp.choose(a, choices, mode=mode), want, np.float64)
-    _eq(blu.jit(lambda a, c: bnp.choose(a, c, mode=mode))(a, choices), want)
+    assert_matches(bnp.choose(a, choices, mode=mode), want, np.float64)
+    assert_matches(blu.jit(lambda a, c: bnp.choose(a, c, mode=mode))(a, choices), want)
     ok = np.clip(a, 0, len(choices) - 1)  # 'raise' (the default) with indices in range
-    _eq(bnp.choose(ok, choices), np.choose(ok, choices))
+    assert_matches(bnp.choose(ok, choices), np.choose(ok, choices))
     stacked = np.stack([np.broadcast_to(c, a.shape) for c in choices])  # an array of choices
-    _eq(bnp.choose(ok, stacked), np.choose(ok, stacked))
+    assert_matches(bnp.choose(ok, stacked), np.choose(ok, stacked))
 
 
 def test_choose_promotes_like_jax_and_differentiates():
@@ -154,7 +145,7 @@ def test_choose_promotes_like_jax_and_differentiates():
     c = [np.arange(3, dtype=np.int8), np.ones(3, np.float32), 2.0]
     got = bnp.choose(a, c)
     assert np.asarray(got).dtype == np.float32  # int8 and float32: float32; 2.0 is weak
-    _eq(got, np.choose(a, [np.arange(3), np.ones(3), np.full(3, 2.0)]))
+    assert_matches(got, np.choose(a, [np.arange(3), np.ones(3), np.full(3, 2.0)]))
     assert np.asarray(bnp.choose(a, [np.int8(1), np.int16(2), np.int8(3)])).dtype == np.int16
     rng = np.random.default_rng(2)
     x, y = rng.standard_normal((2, 3)), rng.standard_normal(3)
@@ -162,8 +153,8 @@ def test_choose_promotes_like_jax_and_differentiates():
     gx, gy = blu.grad(lambda x, y: bnp.sum(bnp.choose(a, [x, y, x * y]) * w), (0, 1))(x, y)
     # closed form: the output's derivative by each choice where a picks it (summed where y is
     # broadcast)
-    _eq(gx, w * ((a == 0) + (a == 2) * y), np.float64)
-    _eq(gy, (w * ((a == 1) + (a == 2) * x)).sum(0), np.float64)
+    assert_matches(gx, w * ((a == 0) + (a == 2) * y), np.float64)
+    assert_matches(gy, (w * ((a == 1) + (a == 2) * x)).sum(0), np.float64)
     check_grads(lambda x, y: bnp.choose(a, [x, y, x * y], mode="wrap"), [x, y])
 
 
@@ -213,10 +204,10 @@ def _delete_case(draw):
 def test_delete_matches_numpy(case):
     a, obj, axis = case
     want = np.delete(a, obj, axis)
-    _eq(bnp.delete(a, obj, axis), want, np.float64)
-    _eq(blu.jit(lambda a: bnp.delete(a, obj, axis))(a), want)
+    assert_matches(bnp.delete(a, obj, axis), want, np.float64)
+    assert_matches(blu.jit(lambda a: bnp.delete(a, obj, axis))(a), want)
     ai = a.astype(np.int16)
-    _eq(bnp.delete(ai, obj, axis), np.delete(ai, obj, axis), np.int16)
+    assert_matches(bnp.delete(ai, obj, axis), np.delete(ai, obj, axis), np.int16)
 
 
 @given(st.data())
@@ -228,7 +219,7 @@ def test_delete_traced_unique_indices(data):
     obj = [i - n if data.draw(st.booleans()) else i for i in obj]  # negative ones too
     obj = np.array(obj, np.int32)
     f = blu.jit(lambda a, i: bnp.delete(a, i, axis, assume_unique_indices=True))
-    _eq(f(a, obj), np.delete(a, obj, axis), np.float64)
+    assert_matches(f(a, obj), np.delete(a, obj, axis), np.float64)
 
 
 def test_delete_gradient():
@@ -237,7 +228,7 @@ def test_delete_gradient():
     g = blu.grad(lambda x: bnp.sum(bnp.delete(x, [0, -2], axis=1) * w))(x)
     want = np.zeros((3, 5))
     want[:, [1, 2, 4]] = w  # closed form: the kept entries get their weight
-    _eq(g, want)
+    assert_matches(g, want)
     check_grads(lambda x: bnp.delete(x, 2), [x])
     i = np.array([4, 1])
     check_grads(lambda x: bnp.delete(x, i, 1, assume_unique_indices=True), [x])
@@ -294,13 +285,13 @@ def _insert_case(draw):
 def test_insert_matches_numpy(case):
     a, obj, values, axis = case
     want = np.insert(a, obj, values, axis)
-    _eq(bnp.insert(a, obj, values, axis), want, np.float64)
-    _eq(blu.jit(lambda a, v: bnp.insert(a, obj, v, axis))(a, values), want)
+    assert_matches(bnp.insert(a, obj, values, axis), want, np.float64)
+    assert_matches(blu.jit(lambda a, v: bnp.insert(a, obj, v, axis))(a, values), want)
     ai = a.astype(np.int32)  # values take arr's dtype (float -> int truncates, as numpy)
-    _eq(bnp.insert(ai, obj, values, axis), np.insert(ai, obj, values, axis), np.int32)
+    assert_matches(bnp.insert(ai, obj, values, axis), np.insert(ai, obj, values, axis), np.int32)
     if isinstance(obj, np.ndarray):  # traced indices: their positions need not be static
         f = blu.jit(lambda a, i, v: bnp.insert(a, i, v, axis))
-        _eq(f(a, obj, values), want)
+        assert_matches(f(a, obj, values), want)
 
 
 def test_insert_gradient():
@@ -308,8 +299,8 @@ def test_insert_gradient():
     x, v = rng.standard_normal((2, 3)), rng.standard_normal((2, 2))
     w = rng.standard_normal((2, 5))
     gx, gv = blu.grad(lambda x, v: bnp.sum(bnp.insert(x, [3, 0], v, 1) * w), (0, 1))(x, v)
-    _eq(gx, w[:, [1, 2, 3]])  # closed form: each entry's weight where it lands
-    _eq(gv, w[:, [4, 0]])
+    assert_matches(gx, w[:, [1, 2, 3]])  # closed form: each entry's weight where it lands
+    assert_matches(gv, w[:, [4, 0]])
     check_grads(lambda x, v: bnp.insert(x, 1, v, axis=0), [x, v[:1, :1]])
 
 
@@ -361,14 +352,14 @@ def test_put_matches_numpy(case):
     want = a.copy()
     if a.size:
         np.put(want, ind, v, mode=mode or "raise")
-    _eq(bnp.put(a, ind, v, mode, inplace=False), want, np.float64)
+    assert_matches(bnp.put(a, ind, v, mode, inplace=False), want, np.float64)
     f = blu.jit(lambda a, i, v: bnp.put(a, i, v, mode, inplace=False))
-    _eq(f(a, ind, v), want)
+    assert_matches(f(a, ind, v), want)
     ai = a.astype(np.int8)  # v takes a's dtype
     wi = ai.copy()
     if a.size:
         np.put(wi, ind, v.astype(np.int8), mode=mode or "raise")
-    _eq(bnp.put(ai, ind, v, mode, inplace=False), wi, np.int8)
+    assert_matches(bnp.put(ai, ind, v, mode, inplace=False), wi, np.int8)
 
 
 def test_put_drops_out_of_range_indices_by_default():
@@ -376,7 +367,7 @@ def test_put_drops_out_of_range_indices_by_default():
     got = bnp.put(x, np.array([1, 6, -7, 2**40, -1]), [10.0, 20.0], inplace=False)
     want = x.copy().reshape(-1)
     want[1], want[-1] = 10.0, 10.0  # v repeats: [10, 20, 10, 20, 10]
-    _eq(got, want.reshape(2, 3))
+    assert_matches(got, want.reshape(2, 3))
 
 
 def test_put_gradient():
@@ -386,8 +377,8 @@ def test_put_gradient():
     gx, gv = blu.grad(lambda x, v: bnp.sum(bnp.put(x, ind, v, inplace=False) * w), (0, 1))(x, v)
     want = w.copy().reshape(-1)
     want[ind] = 0.0  # closed form: overwritten entries get no gradient, v gets theirs
-    _eq(gx, want.reshape(2, 3))
-    _eq(gv, w.reshape(-1)[ind])
+    assert_matches(gx, want.reshape(2, 3))
+    assert_matches(gv, w.reshape(-1)[ind])
     check_grads(lambda x, v: bnp.put(x, ind, v, "wrap", inplace=False), [x, v])
 
 
@@ -418,22 +409,22 @@ def test_piecewise_matches_numpy(data):
     funcs = data.draw(st.lists(st.sampled_from(_PIECES), min_size=nf, max_size=nf))
     conds_np = [np.broadcast_to(c, x.shape) for c in conds]
     want = np.piecewise(x, conds_np, funcs)
-    _eq(bnp.piecewise(x, conds, funcs), want, np.float64)
-    _eq(blu.jit(lambda x: bnp.piecewise(x, [x > b for b in bounds], funcs))(x),
+    assert_matches(bnp.piecewise(x, conds, funcs), want, np.float64)
+    assert_matches(blu.jit(lambda x: bnp.piecewise(x, [x > b for b in bounds], funcs))(x),
         np.piecewise(x, [x > b for b in bounds], funcs))  # fmt: skip
     xi = np.round(x * 3).astype(np.int32)  # the result keeps x's dtype
     ci = [xi > b for b in bounds]
-    _eq(bnp.piecewise(xi, ci, funcs), np.piecewise(xi, ci, funcs), np.int32)
+    assert_matches(bnp.piecewise(xi, ci, funcs), np.piecewise(xi, ci, funcs), np.int32)
 
 
 def test_piecewise_extra_arguments_and_gradient():
     x = np.linspace(-2.0, 2.0, 9)
     got = bnp.piecewise(x, [x < 0], [lambda x, s: s * x, lambda x, s: x / s], 4.0)
-    _eq(got, np.where(x < 0, 4.0 * x, x / 4.0))
+    assert_matches(got, np.where(x < 0, 4.0 * x, x / 4.0))
     f = lambda x: bnp.piecewise(x, [x < -1, x > 0.5], [lambda x: x**3, bnp.cos, 2.0])  # noqa: E731
     g = blu.vmap(blu.grad(f))(x + 0.1)
     xs = x + 0.1  # closed form, away from the pieces' edges
-    _eq(g, np.where(xs > 0.5, -np.sin(xs), np.where(xs < -1, 3 * xs**2, 0.0)))
+    assert_matches(g, np.where(xs > 0.5, -np.sin(xs), np.where(xs < -1, 3 * xs**2, 0.0)))
     check_grads(f, [x + 0.1])
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import arrays, check_grads, shapes
+from helpers import arrays, assert_matches, check_grads, shapes
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,14 +19,6 @@ from blu.core.errors import (
     BluValueError,
     ConcretizationError,
 )
-
-
-def _eq(got, want, dtype=None):
-    g = np.asarray(got)
-    assert g.shape == np.shape(want), (g.shape, np.shape(want))
-    if dtype is not None:
-        assert g.dtype == dtype, (g.dtype, dtype)
-    np.testing.assert_allclose(g.astype(np.float64), np.asarray(want, np.float64), rtol=1e-12)
 
 
 def _pad(want, axis, size, fill):
@@ -54,14 +46,14 @@ def _compress_case(draw):
 def test_compress_matches_numpy(case, size):
     cond, a, axis = case
     want = np.compress(cond, a, axis)
-    _eq(bnp.compress(cond, a, axis), want, np.float64)
-    _eq(bnp.compress(cond.astype(np.int32), a, axis), want)  # nonzero counts as True
-    _eq(blu.jit(lambda a: bnp.compress(cond, a, axis))(a), want)  # concrete condition
+    assert_matches(bnp.compress(cond, a, axis), want, np.float64)
+    assert_matches(bnp.compress(cond.astype(np.int32), a, axis), want)  # nonzero counts as True
+    assert_matches(blu.jit(lambda a: bnp.compress(cond, a, axis))(a), want)  # concrete condition
     f = blu.jit(lambda c, a: bnp.compress(c, a, axis, size=size, fill_value=-5.0))
     n = a.size if axis is None else a.shape[axis]  # (a traced one past the axis is refused)
-    _eq(f(cond[:n], a), _pad(want, axis or 0, size, -5.0))
+    assert_matches(f(cond[:n], a), _pad(want, axis or 0, size, -5.0))
     ai = a.astype(np.int16)
-    _eq(bnp.compress(cond, ai, axis), np.compress(cond, ai, axis), np.int16)
+    assert_matches(bnp.compress(cond, ai, axis), np.compress(cond, ai, axis), np.int16)
 
 
 def test_compress_gradient():
@@ -71,7 +63,7 @@ def test_compress_gradient():
     g = blu.grad(lambda x: bnp.sum(bnp.compress(cond, x, axis=1) * w))(x)
     want = np.zeros((3, 4))
     want[:, cond] = w  # closed form
-    _eq(g, want)
+    assert_matches(g, want)
     check_grads(lambda x: bnp.compress(cond, x, axis=1, size=3), [x])
 
 
@@ -97,21 +89,21 @@ def test_extract_matches_numpy(data, size):
     a = data.draw(arrays(data.draw(shapes(max_dims=3))))
     cond = np.round(a) != 0
     want = np.extract(cond, a)
-    _eq(bnp.extract(cond, a), want, np.float64)
-    _eq(bnp.extract(cond.astype(np.int8), a), want)  # nonzero counts as True
+    assert_matches(bnp.extract(cond, a), want, np.float64)
+    assert_matches(bnp.extract(cond.astype(np.int8), a), want)  # nonzero counts as True
     f = blu.jit(lambda c, a: bnp.extract(c, a, size=size, fill_value=7.0))
-    _eq(f(cond, a), _pad(want, 0, size, 7.0))
+    assert_matches(f(cond, a), _pad(want, 0, size, 7.0))
     ai = np.round(a * 10).astype(np.int32)
-    _eq(bnp.extract(cond, ai), np.extract(cond, ai), np.int32)
+    assert_matches(bnp.extract(cond, ai), np.extract(cond, ai), np.int32)
     x = np.arange(6.0).reshape(2, 3)  # a shorter condition: numpy's rule
-    _eq(bnp.extract([True, False, True], x), [0.0, 2.0])
+    assert_matches(bnp.extract([True, False, True], x), [0.0, 2.0])
 
 
 def test_extract_gradient_and_errors():
     x = np.random.default_rng(7).standard_normal((2, 3))
     cond = np.array([[True, False, True], [False, False, True]])
     g = blu.grad(lambda x: bnp.sum(bnp.extract(cond, x) * np.array([1.0, 2.0, 3.0])))(x)
-    _eq(g, [[1.0, 0.0, 2.0], [0.0, 0.0, 3.0]])  # closed form
+    assert_matches(g, [[1.0, 0.0, 2.0], [0.0, 0.0, 3.0]])  # closed form
     check_grads(lambda x: bnp.extract(cond, x, size=4), [x])
     with pytest.raises(ConcretizationError, match="size="):
         blu.jit(bnp.extract)(cond, x)
@@ -129,13 +121,13 @@ def test_place_matches_numpy(data):
     vals = np.arange(1.0, 1.0 + data.draw(st.integers(1, 4))) + 0.25  # repeated cyclically
     want = a.copy()
     np.place(want, mask, vals)
-    _eq(bnp.place(a, mask, vals, inplace=False), want, np.float64)
+    assert_matches(bnp.place(a, mask, vals, inplace=False), want, np.float64)
     f = blu.jit(lambda a, m, v: bnp.place(a, m, v, inplace=False))  # a traced mask works
-    _eq(f(a, mask, vals), want)
+    assert_matches(f(a, mask, vals), want)
     ai = np.asarray(np.round(a * 10)).astype(np.int16)  # vals take arr's dtype
     wi = ai.copy()
     np.place(wi, mask, vals.astype(np.int16))
-    _eq(bnp.place(ai, mask, vals, inplace=False), wi, np.int16)
+    assert_matches(bnp.place(ai, mask, vals, inplace=False), wi, np.int16)
 
 
 def test_place_gradient_and_errors():
@@ -143,8 +135,8 @@ def test_place_gradient_and_errors():
     x, v, w = rng.standard_normal((2, 3)), rng.standard_normal(2), rng.standard_normal((2, 3))
     mask = np.array([[True, False, True], [False, True, False]])
     gx, gv = blu.grad(lambda x, v: bnp.sum(bnp.place(x, mask, v, inplace=False) * w), (0, 1))(x, v)
-    _eq(gx, np.where(mask, 0.0, w))  # closed form: masked entries are overwritten
-    _eq(gv, [w[0, 0] + w[1, 1], w[0, 2]])  # v[0] goes to the 1st and 3rd masked entries
+    assert_matches(gx, np.where(mask, 0.0, w))  # closed form: masked entries are overwritten
+    assert_matches(gv, [w[0, 0] + w[1, 1], w[0, 2]])  # v[0] goes to the 1st and 3rd masked entries
     check_grads(lambda x, v: bnp.place(x, mask, v, inplace=False), [x, v])
     with pytest.raises(BluValueError, match="inplace=False"):
         bnp.place(x, mask, v)
@@ -168,13 +160,13 @@ def test_fill_diagonal_matches_numpy(data):
     wrap = data.draw(st.booleans())
     want = a.copy()
     np.fill_diagonal(want, val, wrap)
-    _eq(bnp.fill_diagonal(a, val, wrap, inplace=False), want, np.float64)
+    assert_matches(bnp.fill_diagonal(a, val, wrap, inplace=False), want, np.float64)
     f = blu.jit(lambda a, v: bnp.fill_diagonal(a, v, wrap, inplace=False))
-    _eq(f(a, np.asarray(val)), want)
+    assert_matches(f(a, np.asarray(val)), want)
     ai = np.asarray(np.round(a)).astype(np.int8)  # val takes a's dtype
     wi = ai.copy()
     np.fill_diagonal(wi, np.asarray(val).astype(np.int8), wrap)
-    _eq(bnp.fill_diagonal(ai, val, wrap, inplace=False), wi, np.int8)
+    assert_matches(bnp.fill_diagonal(ai, val, wrap, inplace=False), wi, np.int8)
 
 
 def test_fill_diagonal_gradient_and_errors():
@@ -184,8 +176,8 @@ def test_fill_diagonal_gradient_and_errors():
         x, np.float64(2.0)
     )
     eye = np.eye(3, 4, dtype=bool)
-    _eq(gx, np.where(eye, 0.0, w))  # closed form
-    _eq(gv, w[eye].sum())
+    assert_matches(gx, np.where(eye, 0.0, w))  # closed form
+    assert_matches(gv, w[eye].sum())
     check_grads(lambda x, v: bnp.fill_diagonal(x, v, inplace=False), [x, np.ones(2)])
     with pytest.raises(BluValueError, match="inplace=False"):
         bnp.fill_diagonal(x, 1.0)
@@ -200,7 +192,9 @@ def test_python_float_values_keep_float64_precision():
     x = np.zeros((2, 3))
     want = x.copy()
     want.flat[[0, 4]] = 0.1
-    _eq(bnp.put(x, [0, 4], 0.1, inplace=False), want)
-    _eq(bnp.place(x, want != 0, [0.1], inplace=False), want)
-    _eq(bnp.insert(x, 1, 0.1, axis=0), np.insert(x, 1, 0.1, axis=0))
-    _eq(bnp.insert(x.reshape(-1), [0, 2], [0.1, 0.3]), np.insert(x.reshape(-1), [0, 2], [0.1, 0.3]))
+    assert_matches(bnp.put(x, [0, 4], 0.1, inplace=False), want)
+    assert_matches(bnp.place(x, want != 0, [0.1], inplace=False), want)
+    assert_matches(bnp.insert(x, 1, 0.1, axis=0), np.insert(x, 1, 0.1, axis=0))
+    assert_matches(
+        bnp.insert(x.reshape(-1), [0, 2], [0.1, 0.3]), np.insert(x.reshape(-1), [0, 2], [0.1, 0.3])
+    )

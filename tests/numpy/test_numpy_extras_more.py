@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from helpers import arrays, check_grads, shapes
+from helpers import arrays, assert_matches, check_grads, shapes
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -23,15 +23,6 @@ from blu.core.errors import (
     ConcretizationError,
 )
 
-
-def _eq(got, want, dtype=None):
-    g = np.asarray(got)
-    assert g.shape == np.shape(want), (g.shape, np.shape(want))
-    if dtype is not None:
-        assert g.dtype == dtype, (g.dtype, dtype)
-    np.testing.assert_allclose(g.astype(np.float64), np.asarray(want, np.float64), rtol=1e-12)
-
-
 # ---- resize ------------------------------------------------------------------------------------
 
 
@@ -40,17 +31,17 @@ def test_resize_matches_numpy(data):
     a = data.draw(arrays(data.draw(shapes())))
     new = data.draw(st.one_of(shapes(), st.integers(0, 7)))
     want = np.resize(a, new)
-    _eq(bnp.resize(a, new), want, np.float64)
-    _eq(blu.jit(bnp.resize, static_argnums=1)(a, new), want)
+    assert_matches(bnp.resize(a, new), want, np.float64)
+    assert_matches(blu.jit(bnp.resize, static_argnums=1)(a, new), want)
     ai = np.asarray(np.round(a * 4)).astype(np.uint8)
-    _eq(bnp.resize(ai, new), np.resize(ai, new), np.uint8)
+    assert_matches(bnp.resize(ai, new), np.resize(ai, new), np.uint8)
 
 
 def test_resize_gradient_and_errors():
     x = np.random.default_rng(10).standard_normal(3)
     w = np.arange(1.0, 9.0).reshape(2, 4)
     g = blu.grad(lambda x: bnp.sum(bnp.resize(x, (2, 4)) * w))(x)
-    _eq(g, [1 + 4 + 7, 2 + 5 + 8, 3 + 6])  # closed form: each entry's repeats
+    assert_matches(g, [1 + 4 + 7, 2 + 5 + 8, 3 + 6])  # closed form: each entry's repeats
     check_grads(lambda x: bnp.resize(x, (5,)), [x])
     with pytest.raises(BluValueError, match=r"new_shape must be >= 0, got \(2, -1\)"):
         bnp.resize(x, (2, -1))
@@ -69,10 +60,10 @@ def test_vander_matches_numpy(data):
     n = data.draw(st.one_of(st.none(), st.integers(0, 6)))
     inc = data.draw(st.booleans())
     want = np.vander(x, n, inc)
-    _eq(bnp.vander(x, n, inc), want, np.float64)
-    _eq(blu.jit(bnp.vander, static_argnums=(1, 2))(x, n, inc), want)
+    assert_matches(bnp.vander(x, n, inc), want, np.float64)
+    assert_matches(blu.jit(bnp.vander, static_argnums=(1, 2))(x, n, inc), want)
     xi = np.round(x * 2).astype(np.int32)  # x's dtype, as JAX (numpy widens to int64)
-    _eq(bnp.vander(xi, n, inc), np.vander(xi, n, inc), np.int32)
+    assert_matches(bnp.vander(xi, n, inc), np.vander(xi, n, inc), np.int32)
     got32 = np.asarray(bnp.vander(x.astype(np.float32), n, inc))
     assert got32.dtype == np.float32
     np.testing.assert_allclose(got32, want, rtol=1e-6, atol=1e-30)  # (float32 underflow)
@@ -83,7 +74,7 @@ def test_vander_gradient_and_errors():
     w = np.random.default_rng(11).standard_normal((3, 4))
     g = blu.grad(lambda x: bnp.sum(bnp.vander(x, 4) * w))(x)
     # closed form: d/dx x**k = k x**(k-1), columns k = 3, 2, 1, 0
-    _eq(g, (w * np.array([3 * x**2, 2 * x, np.ones(3), np.zeros(3)]).T).sum(1))
+    assert_matches(g, (w * np.array([3 * x**2, 2 * x, np.ones(3), np.zeros(3)]).T).sum(1))
     check_grads(lambda x: bnp.vander(x, 3, increasing=True), [x])
     with pytest.raises(BluShapeError, match=r"x must be 1-d, got shape \(3, 1\)"):
         bnp.vander(x[:, None])
@@ -104,10 +95,12 @@ def test_tril_indices_from_matches_numpy(shape, k):
     got = bnp.tril_indices_from(a, k)
     want = np.tril_indices_from(a, k)
     for g, w in zip(got, want):
-        _eq(g, w, np.int32)
-    _eq(blu.jit(lambda a: a[bnp.tril_indices_from(a, k)])(a), a[want])  # only the shape is read
+        assert_matches(g, w, np.int32)
+    assert_matches(
+        blu.jit(lambda a: a[bnp.tril_indices_from(a, k)])(a), a[want]
+    )  # only the shape is read
     g = blu.grad(lambda a: bnp.sum(a[bnp.tril_indices_from(a, k)]))(a)
-    _eq(g, np.tril(np.ones(shape), k))  # closed form
+    assert_matches(g, np.tril(np.ones(shape), k))  # closed form
 
 
 def test_tril_indices_from_rejects_non_2d():
@@ -120,9 +113,9 @@ def test_triu_indices_from_matches_numpy(shape, k):
     a = np.arange(float(np.prod(shape))).reshape(shape)
     want = np.triu_indices_from(a, k)
     for g, w in zip(bnp.triu_indices_from(a, k), want):
-        _eq(g, w, np.int32)
+        assert_matches(g, w, np.int32)
     g = blu.grad(lambda a: bnp.sum(a[bnp.triu_indices_from(a, k)]))(a)
-    _eq(g, np.triu(np.ones(shape), k))  # closed form
+    assert_matches(g, np.triu(np.ones(shape), k))  # closed form
     with pytest.raises(BluShapeError, match=r"arr must be 2-d, got shape \(3,\)"):
         bnp.triu_indices_from(np.zeros(3))
 
@@ -134,12 +127,14 @@ def test_diag_indices_and_from_match_numpy(n, ndim):
     for got in (bnp.diag_indices(n, ndim), bnp.diag_indices_from(a)):
         assert len(got) == ndim
         for g, w in zip(got, want):
-            _eq(g, w, np.int32)
-    _eq(blu.jit(lambda a: a[bnp.diag_indices_from(a)])(a), a[want])  # only the shape is read
+            assert_matches(g, w, np.int32)
+    assert_matches(
+        blu.jit(lambda a: a[bnp.diag_indices_from(a)])(a), a[want]
+    )  # only the shape is read
     g = blu.grad(lambda a: bnp.sum(a[bnp.diag_indices_from(a)]))(a)
     want_g = np.zeros(a.shape)
     want_g[want] = 1.0
-    _eq(g, want_g)
+    assert_matches(g, want_g)
 
 
 def test_diag_indices_from_rejects_bad_shapes():
@@ -162,9 +157,9 @@ def test_diag_indices_from_rejects_bad_shapes():
 def test_trim_zeros_matches_numpy(vals, trim):
     x = np.array(vals, np.float64)
     want = np.trim_zeros(x, trim)
-    _eq(bnp.trim_zeros(x, trim), want, np.float64)
+    assert_matches(bnp.trim_zeros(x, trim), want, np.float64)
     xi = x.astype(np.int16)  # a blu array, its dtype kept
-    _eq(bnp.trim_zeros(bnp.asarray(xi), trim), np.trim_zeros(xi, trim), np.int16)
+    assert_matches(bnp.trim_zeros(bnp.asarray(xi), trim), np.trim_zeros(xi, trim), np.int16)
 
 
 def test_trim_zeros_rejects_bad_input():
@@ -187,15 +182,15 @@ def test_apply_over_axes_matches_numpy(data):
     axes = data.draw(st.sampled_from([axes, axes[0]])) if axes else axes
     for bf, nf in [(bnp.sum, np.sum), (bnp.cumsum, np.cumsum)]:  # rank - 1 and the same rank
         want = np.apply_over_axes(nf, a, axes)
-        _eq(bnp.apply_over_axes(bf, a, axes), want, np.float64)
-        _eq(blu.jit(lambda a: bnp.apply_over_axes(bf, a, axes))(a), want)
+        assert_matches(bnp.apply_over_axes(bf, a, axes), want, np.float64)
+        assert_matches(blu.jit(lambda a: bnp.apply_over_axes(bf, a, axes))(a), want)
 
 
 def test_apply_over_axes_gradient_and_errors():
     x = np.random.default_rng(12).standard_normal((2, 3, 4))
     w = np.random.default_rng(13).standard_normal((1, 3, 1))
     g = blu.grad(lambda x: bnp.sum(bnp.apply_over_axes(bnp.sum, x, [0, 2]) * w))(x)
-    _eq(g, np.broadcast_to(w, x.shape))  # closed form
+    assert_matches(g, np.broadcast_to(w, x.shape))  # closed form
     check_grads(lambda x: bnp.apply_over_axes(bnp.cumsum, x, 1), [x])
     with pytest.raises(BluAxisError, match="axis 3 is out of bounds for rank 3"):
         bnp.apply_over_axes(bnp.sum, x, [0, 3])
@@ -217,8 +212,8 @@ def test_packbits_matches_numpy(data):
     axis = data.draw(st.one_of(st.none(), st.integers(-x.ndim, x.ndim - 1))) if x.ndim else None
     order = data.draw(st.sampled_from(["big", "little"]))
     want = np.packbits(x, axis, bitorder=order)  # nonzero, negative too, is a 1 bit
-    _eq(bnp.packbits(x, axis, order), want, np.uint8)
-    _eq(blu.jit(lambda x: bnp.packbits(x, axis, order))(x), want)
+    assert_matches(bnp.packbits(x, axis, order), want, np.uint8)
+    assert_matches(blu.jit(lambda x: bnp.packbits(x, axis, order))(x), want)
 
 
 def test_packbits_rejects_bad_input():
@@ -246,10 +241,10 @@ def test_unpackbits_matches_numpy(data):
     want = np.unpackbits(x, axis, count, bitorder=order)
     if x.size == 0:  # numpy leaves the count= padding of an empty input uninitialized
         want = np.zeros_like(want)
-    _eq(bnp.unpackbits(x, axis, count, order), want, np.uint8)
-    _eq(blu.jit(lambda x: bnp.unpackbits(x, axis, count, order))(x), want)
+    assert_matches(bnp.unpackbits(x, axis, count, order), want, np.uint8)
+    assert_matches(blu.jit(lambda x: bnp.unpackbits(x, axis, count, order))(x), want)
     packed = bnp.packbits(bnp.unpackbits(x, axis, None, order), axis, order)  # round trip
-    _eq(packed, x.reshape(-1) if axis is None else x)
+    assert_matches(packed, x.reshape(-1) if axis is None else x)
 
 
 def test_unpackbits_rejects_bad_input():
@@ -281,8 +276,8 @@ def test_gcd_lcm_match_numpy(data, shape, dtype):
     for f, ref in ((bnp.gcd, np.gcd), (bnp.lcm, np.lcm)):
         want = ref(a, b)
         for got in (f(a, b), blu.jit(f)(a, b)):
-            _eq(got, want, want.dtype)
-    _eq(bnp.gcd(a, 6), np.gcd(a, dtype(6)))  # a Python int takes a's dtype
+            assert_matches(got, want, want.dtype)
+    assert_matches(bnp.gcd(a, 6), np.gcd(a, dtype(6)))  # a Python int takes a's dtype
 
 
 def test_gcd_lcm_reject_non_integers():
@@ -327,7 +322,7 @@ def test_frexp_spacing_ints_and_derivative():
     np.testing.assert_array_equal(np.asarray(e), we)
     x = np.array([0.3, -2.0, 7.5])
     # spacing is piecewise constant: its derivative is 0 (finite differences of a step)
-    _eq(blu.grad(lambda x: bnp.sum(bnp.spacing(x)))(x), np.zeros(3))
+    assert_matches(blu.grad(lambda x: bnp.sum(bnp.spacing(x)))(x), np.zeros(3))
     with pytest.raises(BluTypeError, match="frexp: x must be real"):
         bnp.frexp(np.ones(2, np.complex64))
 
@@ -355,8 +350,8 @@ def test_put_along_axis_matches_numpy(data, shape):
     want = a.copy()
     np.put_along_axis(want, idx, v, axis)
     f = lambda a, v: bnp.put_along_axis(a, idx, v, axis, inplace=False)  # noqa: E731
-    _eq(f(a, v), want)
-    _eq(blu.jit(f)(a, v), want)
+    assert_matches(f(a, v), want)
+    assert_matches(blu.jit(f)(a, v), want)
     if unique:
         check_grads(f, [a, v])
 
@@ -365,7 +360,7 @@ def test_put_along_axis_none_and_errors():
     a = np.arange(12.0).reshape(3, 4)
     want = a.copy()
     np.put_along_axis(want, np.array([0, -1, 5]), -1.0, None)
-    _eq(bnp.put_along_axis(a, np.array([0, -1, 5]), -1.0, None, inplace=False), want)
+    assert_matches(bnp.put_along_axis(a, np.array([0, -1, 5]), -1.0, None, inplace=False), want)
     with pytest.raises(BluValueError, match="inplace=False"):
         bnp.put_along_axis(a, np.zeros((1, 1), int), 0.0, 0)
     with pytest.raises(BluShapeError, match=r"indices of shape \(2,\) for an array of rank 2"):
@@ -420,7 +415,7 @@ def test_nanquantile_matches_numpy(data, shape, q, keepdims):
         want = want_pct = np.full(np.shape(q) + reduced, np.nan)
         want_med = np.full(reduced, np.nan)
     elif not keepdims:
-        _eq(want, _nanquantile_loop(x, q, axis))
+        assert_matches(want, _nanquantile_loop(x, q, axis))
     close = lambda g, w: np.testing.assert_allclose(np.asarray(g), w, rtol=1e-12, atol=1e-12)  # noqa: E731
     close(bnp.nanquantile(x, q, axis, keepdims=keepdims), want)
     close(blu.jit(lambda x: bnp.nanquantile(x, q, axis, keepdims=keepdims))(x), want)

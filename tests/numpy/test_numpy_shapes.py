@@ -1,11 +1,12 @@
 """blu.numpy creation and shape manipulation against numpy, over random shapes (size 0 and 1
 included)."""
 
+import functools
 import re
 
 import numpy as np
 import pytest
-from helpers import arrays, shapes
+from helpers import arrays, assert_matches, shapes
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,13 +20,8 @@ from blu.core.errors import (
     ConcretizationError,
 )
 
-
-def _eq(got, want, dtype=None):
-    g = np.asarray(got)
-    assert g.shape == np.shape(want), (g.shape, np.shape(want))
-    if dtype is not None:
-        assert g.dtype == dtype, (g.dtype, dtype)
-    np.testing.assert_allclose(g.astype(np.float64), np.asarray(want, np.float64), rtol=1e-6)
+# float32 results against numpy's float64 ones
+_eq = functools.partial(assert_matches, rtol=1e-6)
 
 
 # ---- creation ----------------------------------------------------------------------------------
