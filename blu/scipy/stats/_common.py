@@ -1,5 +1,6 @@
 """What the distributions share: JAX's promotion of their arguments (integers to float32,
-otherwise the common float dtype) and broadcasting."""
+otherwise the common float dtype) and broadcasting, and the standardized variable of the
+location-scale families."""
 
 from __future__ import annotations
 
@@ -15,6 +16,13 @@ def promote(*args: Any) -> list:
     """The arguments as float arrays of one dtype, broadcast together (JAX's
     ``promote_args_inexact``, which the arithmetic then broadcasts)."""
     return _floats(*args)
+
+
+def standardize(x: Any, *args: Any) -> list:
+    """``promote(x, *params, loc, scale)`` (``args`` ends in ``loc, scale``) with ``x``
+    replaced by ``z = (x - loc) / scale`` and ``loc`` left out: ``[z, *params, scale]``."""
+    x, *params, loc, scale = promote(x, *args)
+    return [(x - loc) / scale, *params, scale]
 
 
 def as_floats(*args: Any) -> list:

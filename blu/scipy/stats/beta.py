@@ -7,7 +7,7 @@ from typing import Any
 
 from blu import numpy as bnp
 from blu.scipy import special
-from blu.scipy.stats._common import promote
+from blu.scipy.stats._common import standardize
 
 __all__ = ["logpdf", "pdf"]
 
@@ -16,8 +16,7 @@ def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``xlogy(a - 1, y) + xlog1py(b - 1, -y) - betaln(a, b) - log(scale)`` with
     ``y = (x - loc) / scale``; ``-inf`` outside [0, 1], NaN
     where ``y`` is."""
-    x, a, b, loc, scale = promote(x, a, b, loc, scale)
-    y = (x - loc) / scale
+    y, a, b, scale = standardize(x, a, b, loc, scale)
     out = special.xlogy(a - 1.0, y) + special.xlog1py(b - 1.0, -y)
     out = out - special.betaln(a, b) - bnp.log(scale)
     out = bnp.where(bnp.isnan(y), bnp.nan, out)

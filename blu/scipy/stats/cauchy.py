@@ -6,15 +6,14 @@ import math
 from typing import Any
 
 from blu import numpy as bnp
-from blu.scipy.stats._common import promote
+from blu.scipy.stats._common import promote, standardize
 
 __all__ = ["cdf", "isf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
 
 
 def logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``-log(pi) - log(scale) - log1p(((x - loc) / scale)^2)``."""
-    x, loc, scale = promote(x, loc, scale)
-    z = (x - loc) / scale
+    z, scale = standardize(x, loc, scale)
     return -math.log(math.pi) - bnp.log(scale) - bnp.log1p(z * z)
 
 

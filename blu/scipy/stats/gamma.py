@@ -7,7 +7,7 @@ from typing import Any
 
 from blu import numpy as bnp
 from blu.scipy import special
-from blu.scipy.stats._common import promote
+from blu.scipy.stats._common import standardize
 
 __all__ = ["logpdf", "pdf"]
 
@@ -15,8 +15,7 @@ __all__ = ["logpdf", "pdf"]
 def logpdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``xlogy(a - 1, y) - y - gammaln(a) - log(scale)`` with ``y = (x - loc) / scale``;
     ``-inf`` for ``y < 0``."""
-    x, a, loc, scale = promote(x, a, loc, scale)
-    y = (x - loc) / scale
+    y, a, scale = standardize(x, a, loc, scale)
     out = special.xlogy(a - 1.0, y) - y - special.gammaln(a) - bnp.log(scale)
     return bnp.where(y < 0, -bnp.inf, out)
 

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from blu import numpy as bnp
-from blu.scipy.stats._common import promote
+from blu.scipy.stats._common import promote, standardize
 
 __all__ = ["cdf", "logpdf", "pdf"]
 
@@ -24,8 +24,7 @@ def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 def cdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``exp(z) / 2`` below ``loc``, ``1 - exp(-z) / 2`` above, ``z = (x - loc) / scale``."""
-    x, loc, scale = promote(x, loc, scale)
-    z = (x - loc) / scale
+    z, _ = standardize(x, loc, scale)
     neg = z <= 0
     lo = 0.5 * bnp.exp(bnp.where(neg, z, 0.0))
     hi = 1.0 - 0.5 * bnp.exp(-bnp.where(neg, 0.0, z))

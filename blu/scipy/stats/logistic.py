@@ -6,7 +6,7 @@ from typing import Any
 
 from blu import numpy as bnp
 from blu.scipy import special
-from blu.scipy.stats._common import promote
+from blu.scipy.stats._common import promote, standardize
 
 __all__ = ["cdf", "isf", "logpdf", "pdf", "ppf", "sf"]
 
@@ -26,8 +26,8 @@ def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 def cdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``expit((x - loc) / scale)``."""
-    x, loc, scale = promote(x, loc, scale)
-    return special.expit((x - loc) / scale)
+    z, _ = standardize(x, loc, scale)
+    return special.expit(z)
 
 
 def sf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 
 from blu import numpy as bnp
 from blu.scipy import special
-from blu.scipy.stats._common import promote
+from blu.scipy.stats._common import promote, standardize
 
 __all__ = ["cdf", "isf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
 
@@ -16,8 +16,7 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 def logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``-((x - loc) / scale)^2 / 2 - log(scale) - log(2 pi) / 2``."""
-    x, loc, scale = promote(x, loc, scale)
-    z = (x - loc) / scale
+    z, scale = standardize(x, loc, scale)
     return -0.5 * z * z - bnp.log(scale) - _LOG_SQRT_2PI
 
 
@@ -28,14 +27,14 @@ def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 def cdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``ndtr((x - loc) / scale)``."""
-    x, loc, scale = promote(x, loc, scale)
-    return special.ndtr((x - loc) / scale)
+    z, _ = standardize(x, loc, scale)
+    return special.ndtr(z)
 
 
 def logcdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``log_ndtr((x - loc) / scale)``, finite far into the lower tail."""
-    x, loc, scale = promote(x, loc, scale)
-    return special.log_ndtr((x - loc) / scale)
+    z, _ = standardize(x, loc, scale)
+    return special.log_ndtr(z)
 
 
 def sf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:

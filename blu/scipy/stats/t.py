@@ -8,7 +8,7 @@ from typing import Any
 
 from blu import numpy as bnp
 from blu.scipy import special
-from blu.scipy.stats._common import promote
+from blu.scipy.stats._common import standardize
 
 __all__ = ["logpdf", "pdf"]
 
@@ -16,8 +16,7 @@ __all__ = ["logpdf", "pdf"]
 def logpdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``gammaln((df+1)/2) - gammaln(df/2) - log(df pi scale^2)/2
     - (df+1)/2 log1p(((x - loc) / scale)^2 / df)``."""
-    x, df, loc, scale = promote(x, df, loc, scale)
-    z = (x - loc) / scale
+    z, df, scale = standardize(x, df, loc, scale)
     half = 0.5 * df
     norm = (0.5 * bnp.log(df * math.pi * scale * scale) + special.gammaln(half)
             - special.gammaln(half + 0.5))  # fmt: skip
