@@ -24,7 +24,7 @@ import blu.numpy as bnp
 from blu.core import dtypes, pytree
 from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.transforms.ad_api import jvp, resolve_argnums, single_argnum, vjp
+from blu.transforms.ad_api import jvp, replace_args, resolve_argnums, single_argnum, vjp
 from blu.transforms.batching import vmap
 
 __all__ = ["jacfwd", "jacrev", "hessian"]
@@ -145,10 +145,7 @@ def jacfwd(
         basis, total = _std_basis(leaves)
 
         def partial_fun(*d):
-            full = list(args)
-            for i, a in zip(nums, d):
-                full[i] = a
-            out = fun(*full, **kwargs)
+            out = fun(*replace_args(args, nums, d), **kwargs)
             return _aux_pair("jacfwd", out) if has_aux else out
 
         def push(*tangent_leaves):
@@ -225,10 +222,7 @@ def jacrev(
         _check_inputs("jacrev", holomorphic, leaves, real_only=False, allow_int=allow_int)
 
         def partial_fun(*d):
-            full = list(args)
-            for i, a in zip(nums, d):
-                full[i] = a
-            out = fun(*full, **kwargs)
+            out = fun(*replace_args(args, nums, d), **kwargs)
             return _aux_pair("jacrev", out) if has_aux else out
 
         out, f_vjp, *aux = vjp(partial_fun, *diff, has_aux=has_aux)

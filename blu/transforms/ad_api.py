@@ -256,6 +256,15 @@ def resolve_argnums(name: str, argnums: int | Sequence[int], n_args: int) -> tup
     return out
 
 
+def replace_args(args: Sequence[Any], nums: Sequence[int], values: Sequence[Any]) -> list[Any]:
+    """``args`` as a list with ``args[i]`` replaced by the matching entry of ``values`` for each
+    position ``i`` of ``nums``: the differentiated arguments put back among the others."""
+    full = list(args)
+    for i, a in zip(nums, values):
+        full[i] = a
+    return full
+
+
 def value_and_grad(
     fun: Callable,
     argnums: int | Sequence[int] = 0,
@@ -306,10 +315,7 @@ def value_and_grad(
                     )
 
         def partial_fun(*diff_args):
-            full = list(args)
-            for i, a in zip(nums, diff_args):
-                full[i] = a
-            return fun(*full, **kwargs)
+            return fun(*replace_args(args, nums, diff_args), **kwargs)
 
         diff = tuple(args[i] for i in nums)
         res = vjp(partial_fun, *diff, has_aux=has_aux)
