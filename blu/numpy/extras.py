@@ -437,6 +437,14 @@ def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
     return asarray(r.astype(np.int32)), asarray(c.astype(np.int32))
 
 
+def _shape_2d(arr: Any, name: str) -> tuple[int, ...]:
+    """The shape of the 2-d ``arr`` (which may be traced: only its shape is read)."""
+    shape = np.shape(arr) if not isinstance(arr, Tracer) else arr.aval.shape
+    if len(shape) != 2:
+        raise BluShapeError(with_user_line(f"{name}: arr must be 2-d, got shape {tuple(shape)}"))
+    return shape
+
+
 def tril_indices_from(arr: Any, k: int = 0) -> tuple:
     """``tril_indices(*arr.shape, k)``: the lower triangle's indices of the 2-d ``arr``'s shape
     (int32; ``arr`` may be traced, only its shape is read).
@@ -444,11 +452,7 @@ def tril_indices_from(arr: Any, k: int = 0) -> tuple:
     Raises:
         BluShapeError: ``arr`` is not 2-d.
     """
-    shape = np.shape(arr) if not isinstance(arr, Tracer) else arr.aval.shape
-    if len(shape) != 2:
-        raise BluShapeError(
-            with_user_line(f"tril_indices_from: arr must be 2-d, got shape {tuple(shape)}")
-        )
+    shape = _shape_2d(arr, "tril_indices_from")
     return tril_indices(shape[0], k, shape[1])
 
 
@@ -464,11 +468,7 @@ def triu_indices_from(arr: Any, k: int = 0) -> tuple:
     Raises:
         BluShapeError: ``arr`` is not 2-d.
     """
-    shape = np.shape(arr) if not isinstance(arr, Tracer) else arr.aval.shape
-    if len(shape) != 2:
-        raise BluShapeError(
-            with_user_line(f"triu_indices_from: arr must be 2-d, got shape {tuple(shape)}")
-        )
+    shape = _shape_2d(arr, "triu_indices_from")
     return triu_indices(shape[0], k, shape[1])
 
 
