@@ -20,7 +20,7 @@ from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.random.prng import _as_array, _broadcast, _check_key, _shape_arg, split
-from blu.random.samplers import _compute_dtype, _float_dtype, _prologue, uniform
+from blu.random.samplers import _compute_dtype, _float_dtype, _open_unit, _prologue, uniform
 
 __all__ = ["binomial", "geometric", "multinomial"]
 
@@ -30,11 +30,6 @@ def _int_dtype(dtype: Any, name: str) -> np.dtype:
     if not dtypes.is_int(dtype):
         raise BluTypeError(with_user_line(f"random.{name}: dtype must be an integer, got {dtype}"))
     return dtype
-
-
-def _open_unit(key: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    """Uniform in the open interval (0, 1): the smallest normal number replaces 0."""
-    return uniform(key, shape, dtype, minval=float(dtypes.finfo(dtype).tiny), maxval=1.0)
 
 
 def geometric(

@@ -22,7 +22,7 @@ from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.random.prng import _as_array, _broadcast, _broadcasts_to, _check_key, _params, _shape_arg
-from blu.random.samplers import _float_dtype, normal, uniform
+from blu.random.samplers import _float_dtype, _open_unit, normal, uniform
 
 __all__ = [
     "cauchy",
@@ -82,12 +82,6 @@ def wrap_key_data(key_bits_array: Any, *, impl: Any = None) -> Any:
             with_user_line(f"wrap_key_data: impl {impl!r}; blu has only 'threefry2x32'")
         )
     return _check_key(key_bits_array, "wrap_key_data")
-
-
-def _open_unit(key: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    """Uniform in the open interval (0, 1): the smallest normal number replaces 0."""
-    tiny = float(bnp.finfo(dtype).tiny)
-    return uniform(key, shape, dtype, minval=tiny, maxval=1.0)
 
 
 def laplace(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float32) -> Any:

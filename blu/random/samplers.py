@@ -120,6 +120,11 @@ def uniform(
     return out
 
 
+def _open_unit(key: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """Uniform in the open interval (0, 1): the smallest normal number replaces 0."""
+    return uniform(key, shape, dtype, minval=float(dtypes.finfo(dtype).tiny), maxval=1.0)
+
+
 def normal(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float32) -> Any:
     """Standard normal floats, ``sqrt(2) * erf_inv(u)`` with ``u`` uniform in (-1, 1).
 
