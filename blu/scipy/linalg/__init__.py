@@ -1,0 +1,50 @@
+"""``blu.scipy.linalg`` (``jax.scipy.linalg``): SciPy's linear algebra on blu arrays, with
+JAX's names, signatures, defaults and return types, differentiable, batchable (leading axes are
+batch axes, as JAX's) and jittable, composed from the ``blu.lax.linalg`` primitives and
+``blu.numpy.linalg``.
+
+- Factorizations and solvers (``decompositions``): ``cholesky`` (upper by default, as SciPy),
+  ``cho_factor``/``cho_solve``, ``solve_triangular``, ``solve`` (``assume_a`` 'gen', 'sym',
+  'her' or 'pos'), ``lu``/``lu_factor``/``lu_solve`` (square matrices: blu's LU primitive is
+  square-only), ``inv``, ``det``, ``eigh``, ``qr``, ``svd``, ``polar``.
+
+Integers and bools are promoted to the default float (float32), as JAX's
+``promote_dtypes_inexact``; SciPy's ``overwrite_*`` and ``check_finite`` arguments are accepted
+and ignored. Degenerate input gives NaN/inf as in ``blu.numpy.linalg`` (``LinAlgError`` under
+``blu.config.debug_nans``). What of ``jax.scipy.linalg`` is not built is listed in
+``docs/coming_from_jax.md``.
+"""
+
+from blu.scipy.linalg.decompositions import (
+    cho_factor,
+    cho_solve,
+    cholesky,
+    det,
+    eigh,
+    inv,
+    lu,
+    lu_factor,
+    lu_solve,
+    polar,
+    qr,
+    solve,
+    solve_triangular,
+    svd,
+)
+
+__all__ = [
+    "cho_factor",
+    "cho_solve",
+    "cholesky",
+    "det",
+    "eigh",
+    "inv",
+    "lu",
+    "lu_factor",
+    "lu_solve",
+    "polar",
+    "qr",
+    "solve",
+    "solve_triangular",
+    "svd",
+]

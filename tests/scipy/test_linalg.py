@@ -1,0 +1,318 @@
+"""blu.scipy.linalg against scipy.linalg / numpy in float64, matrix by matrix over batch shapes
+(size-0 and size-1 axes too) of random well-conditioned matrices; JAX's promotion (integers to
+float32, float32 kept); derivatives against finite differences; jit and vmap against eager;
+and the errors on bad shapes and arguments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blu
+import blu.numpy as bnp
+from blu.core.errors import BluShapeError, BluValueError
+from blu.scipy import linalg as L
+from tests.helpers import check_grads
+
+BATCHES = [(), (1,), (3,), (2, 1), (0,)]
+RTOL = 1e-10
+
+
+def _close(got, want, rtol=RTOL, atol=None):
+    got = np.asarray(got)
+    assert got.shape == np.shape(want), (got.shape, np.shape(want))
+    atol = rtol if atol is None else atol
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+def _each(f, *arrays, out_shape):
+    """``f`` applied core by core (``arrays``: pairs of an array and its number of core axes)
+    over the common leading (batch) axes, stacked into ``out_shape``."""
+    count = int(np.prod(np.broadcast_shapes(*(a.shape[: a.ndim - k] for a, k in arrays))))
+    flat = [np.reshape(a, (count,) + a.shape[a.ndim - k :]) for a, k in arrays]
+    outs = [f(*(x[i] for x in flat)) for i in range(count)]
+    return np.reshape(np.array(outs), out_shape) if outs else np.zeros(out_shape)
+
+
+def _general(rng, shape):
+    """Well-conditioned square matrices: random plus ``n`` on the diagonal."""
+    n = shape[-1]
+    return rng.standard_normal(shape) + n * np.eye(n)
+
+
+def _spd(rng, shape):
+    m = rng.standard_normal(shape)
+    return m @ np.swapaxes(m, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+def _draw(data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
+    return rng, data.draw(st.sampled_from(BATCHES), label="batch"), data.draw(st.integers(1, 4))
+
+
+# ---- Cholesky, triangular and general solves ----------------------------------------------------
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.booleans(), st.data())
+def test_cholesky_cho_solve_and_pos_solve_against_scipy(lower, data):
+    rng, batch, n = _draw(data)
+    a = _spd(rng, batch + (n, n))
+    bv, bm = rng.standard_normal(batch + (n,)), rng.standard_normal(batch + (n, 2))
+    c = L.cholesky(a, lower=lower)
+    _close(c, _each(lambda x: sl.cholesky(x, lower=lower), (a, 2), out_shape=a.shape))
+    assert L.cholesky(a).shape == a.shape and np.allclose(L.cholesky(a), L.cholesky(a, False))
+    factor = L.cho_factor(a, lower=lower)
+    assert factor[1] is lower
+    for b in (bv, bm):
+        want = np.linalg.solve(a, b[..., None])[..., 0] if b is bv else np.linalg.solve(a, b)
+        _close(L.cho_solve(factor, b), want)
+        _close(L.solve(a, b, lower=lower, assume_a="pos"), want)
+    # only the triangle named is read
+    junk = a + (np.triu if lower else np.tril)(np.full((n, n), 7.0), 1 if lower else -1)
+    _close(L.cholesky(junk, lower=lower), c)
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.sampled_from([0, 1, 2, "N", "T", "C"]), st.booleans(), st.booleans(), st.data())
+def test_solve_triangular_against_scipy(trans, lower, unit_diagonal, data):
+    rng, batch, n = _draw(data)
+    a = _general(rng, batch + (n, n))
+    for b in (rng.standard_normal(batch + (n,)), rng.standard_normal(batch + (n, 3))):
+        k = b.ndim - len(batch)
+        want = _each(
+            lambda x, y: sl.solve_triangular(x, y, trans, lower, unit_diagonal),
+            (a, 2), (b, k), out_shape=b.shape,
+        )  # fmt: skip
+        _close(L.solve_triangular(a, b, trans, lower, unit_diagonal), want)
+    # batch axes of size 1 broadcast
+    b1 = rng.standard_normal((1,) * len(batch) + (n, 2))
+    one = b1[(0,) * len(batch)]
+    want = _each(
+        lambda x: sl.solve_triangular(x, one, trans, lower), (a, 2), out_shape=batch + (n, 2)
+    )
+    _close(L.solve_triangular(a, b1, trans, lower), want)
+
+
+def test_solve_triangular_complex_conjugate_transpose():
+    rng = np.random.default_rng(0)
+    a = _general(rng, (3, 3)) + 1j * rng.standard_normal((3, 3))
+    b = rng.standard_normal(3) + 1j * rng.standard_normal(3)
+    for trans in (0, 1, 2):
+        _close(L.solve_triangular(a, b, trans=trans), sl.solve_triangular(a, b, trans=trans))
+    _close(L.cholesky(a @ a.conj().T), sl.cholesky(a @ a.conj().T))
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.sampled_from(["gen", "sym", "her", "pos"]), st.data())
+def test_solve_inv_det_against_numpy(assume_a, data):
+    rng, batch, n = _draw(data)
+    a = _spd(rng, batch + (n, n))
+    b = rng.standard_normal(batch + (n, 2))
+    _close(L.solve(a, b, assume_a=assume_a), np.linalg.solve(a, b))
+    v = rng.standard_normal(n)  # one vector: numpy's rule for 'gen', as JAX's
+    if assume_a != "pos" or not batch:
+        _close(L.solve(a, v, assume_a=assume_a), np.linalg.solve(a, v[..., None])[..., 0])
+    _close(L.inv(a), np.linalg.inv(a) if a.size else a)
+    _close(L.det(a), np.linalg.det(a) if a.size else np.ones(batch), rtol=1e-9)
+
+
+# ---- LU ------------------------------------------------------------------------------------------
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.sampled_from([0, 1, 2]), st.data())
+def test_lu_lu_factor_lu_solve_against_scipy(trans, data):
+    rng, batch, n = _draw(data)
+    a = rng.standard_normal(batch + (n, n))  # pivoting happens
+    p, l_, u = L.lu(a)
+    want = [_each(lambda x, i=i: sl.lu(x)[i], (a, 2), out_shape=a.shape) for i in range(3)]
+    for got, w in zip((p, l_, u), want, strict=True):
+        _close(got, w)
+    pl, u2 = L.lu(a, permute_l=True)
+    _close(pl, want[0] @ want[1])
+    _close(u2, want[2])
+    lu_, piv = L.lu_factor(a)
+    _close(lu_, _each(lambda x: sl.lu_factor(x)[0], (a, 2), out_shape=a.shape))
+    np.testing.assert_array_equal(
+        piv, _each(lambda x: sl.lu_factor(x)[1], (a, 2), out_shape=batch + (n,))
+    )
+    assert np.asarray(piv).dtype == np.int32
+    op = a if trans == 0 else np.swapaxes(a, -1, -2)
+    for b in (rng.standard_normal(batch + (n,)), rng.standard_normal(batch + (n, 3))):
+        bm = b[..., None] if b.ndim == a.ndim - 1 else b
+        want = np.linalg.solve(op, bm) if a.size else bm
+        want = want[..., 0] if b.ndim == a.ndim - 1 else want
+        _close(L.lu_solve((lu_, piv), b, trans=trans), want, rtol=1e-8)
+
+
+def test_lu_solve_complex_transposes():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4))
+    b = rng.standard_normal((4, 2)) + 1j * rng.standard_normal((4, 2))
+    f = L.lu_factor(a)
+    for trans in (0, 1, 2):
+        _close(L.lu_solve(f, b, trans), sl.lu_solve(sl.lu_factor(a), b, trans), rtol=1e-9)
+
+
+# ---- eigh, qr, svd, polar ------------------------------------------------------------------------
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.data())
+def test_eigh_qr_svd_against_scipy(data):
+    rng, batch, n = _draw(data)
+    a = _spd(rng, batch + (n, n))
+    w, v = L.eigh(a)
+    _close(w, np.linalg.eigvalsh(a) if a.size else np.zeros(batch + (n,)))
+    _close(np.asarray(a) @ v, np.asarray(v) * np.asarray(w)[..., None, :], rtol=1e-9)
+    _close(L.eigh(a, eigvals_only=True), w)
+    _close(L.eigh(a, lower=False)[0], w)
+    m = data.draw(st.integers(1, 4))
+    x = rng.standard_normal(batch + (m, n))
+    k = min(m, n)
+    for mode, qshape, rshape in (("full", (m, m), (m, n)), ("economic", (m, k), (k, n))):
+        q, r = L.qr(x, mode=mode)
+        assert q.shape == batch + qshape and r.shape == batch + rshape
+        _close(np.asarray(q) @ r, x)
+        _close(
+            np.swapaxes(q, -1, -2) @ np.asarray(q),
+            np.broadcast_to(np.eye(qshape[1]), q.shape[:-2] + (qshape[1],) * 2),
+        )
+        _close(np.tril(r, -1), np.zeros(r.shape))
+    (r_only,) = L.qr(x, mode="r")
+    _close(r_only, L.qr(x)[1])
+    u, s, vh = L.svd(x)
+    _close(s, _each(lambda y: sl.svdvals(y), (x, 2), out_shape=batch + (k,)))
+    assert u.shape == batch + (m, m) and vh.shape == batch + (n, n)
+    u, s, vh = L.svd(x, full_matrices=False)
+    _close((np.asarray(u) * np.asarray(s)[..., None, :]) @ vh, x)
+    _close(L.svd(x, compute_uv=False), s)
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.sampled_from(["right", "left"]), st.sampled_from(["qdwh", "svd"]), st.data())
+def test_polar_against_scipy(side, method, data):
+    rng, batch, n = _draw(data)
+    m = data.draw(st.integers(n, 4))  # m >= n: full column rank, a unique unitary factor
+    a = rng.standard_normal(batch + (m, n))
+    u, p = L.polar(a, side, method=method)
+    want_u = _each(lambda x: sl.polar(x, side)[0], (a, 2), out_shape=a.shape)
+    pn = n if side == "right" else m
+    want_p = _each(lambda x: sl.polar(x, side)[1], (a, 2), out_shape=batch + (pn, pn))
+    _close(u, want_u, rtol=1e-8)
+    _close(p, want_p, rtol=1e-8)
+
+
+# ---- promotion, derivatives, transforms, errors -------------------------------------------------
+
+
+def test_integer_input_is_promoted_to_float32_and_float32_is_kept():
+    i = np.array([[4, 1], [1, 3]], np.int32)
+    f32 = i.astype(np.float32)
+    for f in (L.cholesky, L.inv, L.det, lambda a: L.lu(a)[2], lambda a: L.eigh(a)[0],
+              lambda a: L.qr(a)[1], lambda a: L.svd(a)[1], lambda a: L.polar(a)[1],
+              lambda a: L.solve(a, np.array([1, 2])), lambda a: L.lu_factor(a)[0],
+              lambda a: L.solve_triangular(a, np.array([1, 2])),
+              lambda a: L.cho_solve(L.cho_factor(a), np.array([1, 2]))):  # fmt: skip
+        assert np.asarray(f(i)).dtype == np.float32
+        assert np.asarray(f(f32)).dtype == np.float32
+        _close(f(i), f(i.astype(np.float64)), rtol=1e-5)
+
+
+def _sym(x):
+    n = x.shape[-1]
+    return x @ x.T + n * np.eye(n) if isinstance(x, np.ndarray) else x @ x.T + n * bnp.eye(n)
+
+
+def test_derivatives_against_finite_differences():
+    rng = np.random.default_rng(3)
+    x, b = rng.standard_normal((3, 3)), rng.standard_normal((3, 2))
+    check_grads(lambda x: L.cholesky(_sym(x)), [x], order=2)
+    check_grads(lambda x: L.cholesky(_sym(x), lower=True), [x])
+    check_grads(lambda x, b: L.solve(_sym(x), b, assume_a="pos"), [x, b], order=2)
+    check_grads(lambda x, b: L.solve(x + 3 * bnp.eye(3), b), [x, b])
+    check_grads(lambda x, b: L.cho_solve(L.cho_factor(_sym(x)), b), [x, b])
+    check_grads(lambda x, b: L.solve_triangular(x + 3 * bnp.eye(3), b, trans=1), [x, b])
+    check_grads(lambda x, b: L.lu_solve(L.lu_factor(x + 3 * bnp.eye(3)), b, trans=1), [x, b])
+    check_grads(lambda x: L.det(x), [x])
+    check_grads(lambda x: L.polar(x + 3 * bnp.eye(3))[1], [x])
+
+
+def test_pos_solve_derivative_is_that_of_the_full_matrix():
+    """JAX's ``custom_linear_solve``: ``dx = -a^-1 da x`` also for a non-symmetric ``da``."""
+    rng = np.random.default_rng(4)
+    a, b = _spd(rng, (3, 3)), rng.standard_normal(3)
+    da = rng.standard_normal((3, 3))
+    _, t = blu.jvp(lambda a: L.solve(a, b, assume_a="pos"), (a,), (da,))
+    x = np.linalg.solve(a, b)
+    _close(t, -np.linalg.solve(a, da @ x))
+
+
+def test_jit_and_vmap_agree_with_eager():
+    rng = np.random.default_rng(5)
+    a, b = _spd(rng, (3, 4, 4)), rng.standard_normal((3, 4))
+    fns = {
+        "cholesky": lambda a, b: L.cholesky(a),
+        "cho_solve": lambda a, b: L.cho_solve(L.cho_factor(a, lower=True), b),
+        "solve_triangular": lambda a, b: L.solve_triangular(a, b, trans="C", lower=True),
+        "solve": lambda a, b: L.solve(a, b[:, None], assume_a="pos"),
+        "lu": lambda a, b: L.lu(a),
+        "lu_solve": lambda a, b: L.lu_solve(L.lu_factor(a), b, trans=1),
+        "inv": lambda a, b: L.inv(a),
+        "det": lambda a, b: L.det(a),
+        "eigh": lambda a, b: L.eigh(a, eigvals_only=True),
+        "qr": lambda a, b: L.qr(a),
+        "svd": lambda a, b: L.svd(a, compute_uv=False),
+        "polar": lambda a, b: L.polar(a, "left"),
+    }
+    for name, f in fns.items():
+        eager = [f(a[i], b[i]) for i in range(3)]
+        for i in range(3):
+            got = blu.jit(f)(a[i], b[i])
+            for g, e in zip(
+                blu.tree_util.tree_leaves(got), blu.tree_util.tree_leaves(eager[i]), strict=True
+            ):
+                _close(g, e, rtol=1e-12)
+        got = blu.vmap(f)(a, b)
+        for j, leaf in enumerate(blu.tree_util.tree_leaves(got)):
+            want = np.stack([np.asarray(blu.tree_util.tree_leaves(e)[j]) for e in eager])
+            _close(leaf, want, rtol=1e-12)
+        assert name
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: L.cholesky(np.ones((3, 4))), BluShapeError, r"cholesky.*f64\[3,4\]"),
+        (lambda: L.cholesky(np.ones(3)), BluShapeError, r"cholesky.*f64\[3\]"),
+        (lambda: L.cho_solve((np.eye(3), False), np.ones(4)), BluShapeError, r"f64\[4\]"),
+        (lambda: L.solve(np.eye(3), np.ones((3, 3, 3, 1)), assume_a="pos"), BluShapeError, "b f64"),
+        (lambda: L.solve(np.eye(3), np.ones(4)), BluShapeError, "solve"),
+        (lambda: L.solve(np.eye(2), np.ones(2), assume_a="diagonal"), BluValueError, "assume_a"),
+        (lambda: L.solve_triangular(np.eye(3), np.ones((2, 3))), BluShapeError, r"f64\[2,3\]"),
+        (lambda: L.solve_triangular(np.eye(2), np.ones(2), trans=3), BluValueError, "trans"),
+        (
+            lambda: L.solve_triangular(np.ones((2, 2, 2)), np.ones((3, 2, 1))),
+            BluShapeError,
+            "broadcast",
+        ),
+        (lambda: L.lu(np.ones((2, 3))), BluShapeError, r"lu.*f64\[2,3\]"),
+        (lambda: L.lu_solve((np.eye(3), np.zeros(2, np.int32)), np.ones(3)), BluShapeError, "piv"),
+        (lambda: L.lu_solve(L.lu_factor(np.eye(2)), np.ones(2), trans="X"), BluValueError, "trans"),
+        (lambda: L.eigh(np.eye(2), np.eye(2)), BluValueError, "b=None"),
+        (lambda: L.eigh(np.eye(2), type=2), BluValueError, "type"),
+        (lambda: L.qr(np.eye(2), mode="raw"), BluValueError, "mode"),
+        (lambda: L.qr(np.eye(2), pivoting=True), BluValueError, "pivoting"),
+        (lambda: L.qr(np.ones(2)), BluShapeError, r"qr.*f64\[2\]"),
+        (lambda: L.svd(np.eye(2), lapack_driver="x"), BluValueError, "lapack_driver"),
+        (lambda: L.polar(np.eye(2), "up"), BluValueError, "side"),
+        (lambda: L.polar(np.eye(2), method="newton"), BluValueError, "method"),
+    ],
+)
+def test_bad_input_raises_blu_errors_naming_shapes(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
