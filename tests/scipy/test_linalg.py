@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.core.errors import BluShapeError, BluValueError
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError
 from blu.scipy import linalg as L
 from tests.helpers import check_grads
 
@@ -207,13 +207,47 @@ def test_polar_against_scipy(side, method, data):
     _close(p, want_p, rtol=1e-8)
 
 
+# ---- expm ----------------------------------------------------------------------------------------
+
+
+@settings(deadline=None, max_examples=25)
+@given(st.sampled_from([1e-3, 0.05, 0.3, 1.0, 3.0, 20.0, 80.0]), st.data())
+def test_expm_against_scipy(scale, data):
+    """Norms across every Padé degree's bound (Higham 2005's theta_3 .. theta_13) and scaling."""
+    rng, batch, n = _draw(data)
+    a = rng.standard_normal(batch + (n, n))
+    a = a * scale / max(np.abs(a).sum(-2).max(), 1e-300) if a.size else a
+    want = _each(sl.expm, (a, 2), out_shape=a.shape)
+    _close(L.expm(a), want, rtol=1e-12 * max(1.0, scale), atol=1e-12 * np.abs(want).max(initial=1))
+    got32 = L.expm(a.astype(np.float32))
+    assert np.asarray(got32).dtype == np.float32
+    _close(got32, want, rtol=2e-5 * max(1.0, scale), atol=2e-5 * np.abs(want).max(initial=1))
+    ut = np.triu(a)
+    _close(L.expm(ut, upper_triangular=True), _each(sl.expm, (ut, 2), out_shape=a.shape),
+           rtol=1e-12 * max(1.0, scale), atol=1e-12 * np.abs(want).max(initial=1))  # fmt: skip
+
+
+def test_expm_closed_forms_complex_and_max_squarings():
+    t = 0.7
+    rot = np.array([[0.0, -t], [t, 0.0]])  # exp is the rotation by t
+    _close(L.expm(rot), [[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]], rtol=1e-15)
+    _close(L.expm(np.diag([1.0, -2.0, 40.0])), np.diag(np.exp([1.0, -2.0, 40.0])), rtol=1e-13)
+    z = np.array([[1j, 2.0], [0.5, -1j]])
+    _close(L.expm(z), sl.expm(z), rtol=1e-13)
+    # ||A||_1 = 200 needs ceil(log2(200 / 5.37)) = 6 squarings in float64
+    big = np.diag([200.0, 1.0])
+    assert np.all(np.isnan(np.asarray(L.expm(big, max_squarings=5))))
+    _close(L.expm(big * 1e-2, max_squarings=0), np.diag(np.exp([2.0, 0.01])), rtol=1e-13)
+    _close(L.expm(np.zeros((1, 0, 0))), np.zeros((1, 0, 0)))
+
+
 # ---- promotion, derivatives, transforms, errors -------------------------------------------------
 
 
 def test_integer_input_is_promoted_to_float32_and_float32_is_kept():
     i = np.array([[4, 1], [1, 3]], np.int32)
     f32 = i.astype(np.float32)
-    for f in (L.cholesky, L.inv, L.det, lambda a: L.lu(a)[2], lambda a: L.eigh(a)[0],
+    for f in (L.cholesky, L.inv, L.det, L.expm, lambda a: L.lu(a)[2], lambda a: L.eigh(a)[0],
               lambda a: L.qr(a)[1], lambda a: L.svd(a)[1], lambda a: L.polar(a)[1],
               lambda a: L.solve(a, np.array([1, 2])), lambda a: L.lu_factor(a)[0],
               lambda a: L.solve_triangular(a, np.array([1, 2])),
@@ -239,6 +273,8 @@ def test_derivatives_against_finite_differences():
     check_grads(lambda x, b: L.solve_triangular(x + 3 * bnp.eye(3), b, trans=1), [x, b])
     check_grads(lambda x, b: L.lu_solve(L.lu_factor(x + 3 * bnp.eye(3)), b, trans=1), [x, b])
     check_grads(lambda x: L.det(x), [x])
+    for scale in (0.02, 0.5, 2.0, 12.0):  # Padé degrees 3 .. 13, with and without squaring
+        check_grads(lambda x, s=scale: L.expm(s * x), [x / np.abs(x).sum(0).max()], order=2)
     check_grads(lambda x: L.polar(x + 3 * bnp.eye(3))[1], [x])
 
 
@@ -268,6 +304,7 @@ def test_jit_and_vmap_agree_with_eager():
         "qr": lambda a, b: L.qr(a),
         "svd": lambda a, b: L.svd(a, compute_uv=False),
         "polar": lambda a, b: L.polar(a, "left"),
+        "expm": lambda a, b: L.expm(a / 4),
     }
     for name, f in fns.items():
         eager = [f(a[i], b[i]) for i in range(3)]
@@ -289,6 +326,8 @@ def test_jit_and_vmap_agree_with_eager():
     [
         (lambda: L.cholesky(np.ones((3, 4))), BluShapeError, r"cholesky.*f64\[3,4\]"),
         (lambda: L.cholesky(np.ones(3)), BluShapeError, r"cholesky.*f64\[3\]"),
+        (lambda: L.expm(np.ones((2, 3))), BluShapeError, r"expm.*f64\[2,3\]"),
+        (lambda: L.expm(np.eye(2, dtype=np.float16)), BluTypeError, "float16"),
         (lambda: L.cho_solve((np.eye(3), False), np.ones(4)), BluShapeError, r"f64\[4\]"),
         (lambda: L.solve(np.eye(3), np.ones((3, 3, 3, 1)), assume_a="pos"), BluShapeError, "b f64"),
         (lambda: L.solve(np.eye(3), np.ones(4)), BluShapeError, "solve"),

@@ -7,6 +7,7 @@ batch axes, as JAX's) and jittable, composed from the ``blu.lax.linalg`` primiti
   ``cho_factor``/``cho_solve``, ``solve_triangular``, ``solve`` (``assume_a`` 'gen', 'sym',
   'her' or 'pos'), ``lu``/``lu_factor``/``lu_solve`` (square matrices: blu's LU primitive is
   square-only), ``inv``, ``det``, ``eigh``, ``qr``, ``svd``, ``polar``.
+- ``expm`` (``matrix_functions``): Padé approximation with scaling and squaring (Higham 2005).
 
 Integers and bools are promoted to the default float (float32), as JAX's
 ``promote_dtypes_inexact``; SciPy's ``overwrite_*`` and ``check_finite`` arguments are accepted
@@ -31,6 +32,7 @@ from blu.scipy.linalg.decompositions import (
     solve_triangular,
     svd,
 )
+from blu.scipy.linalg.matrix_functions import expm
 
 __all__ = [
     "cho_factor",
@@ -38,6 +40,7 @@ __all__ = [
     "cholesky",
     "det",
     "eigh",
+    "expm",
     "inv",
     "lu",
     "lu_factor",
