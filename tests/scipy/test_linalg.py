@@ -241,6 +241,45 @@ def test_expm_closed_forms_complex_and_max_squarings():
     _close(L.expm(np.zeros((1, 0, 0))), np.zeros((1, 0, 0)))
 
 
+# ---- special matrices ----------------------------------------------------------------------------
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.lists(st.sampled_from([(), (2,), (1, 1), (2, 3), (3, 1), (0, 2), (2, 0)]), max_size=4),
+       st.sampled_from([np.float64, np.int32, np.float32]))  # fmt: skip
+def test_block_diag_against_scipy(shapes, dtype):
+    rng = np.random.default_rng(len(shapes))
+    arrs = [(rng.standard_normal(s) * 10).astype(dtype) for s in shapes]
+    got = L.block_diag(*arrs)
+    want = sl.block_diag(*arrs)
+    np.testing.assert_array_equal(got, want)
+    assert np.asarray(got).dtype == (want.dtype if shapes else np.float32)
+
+
+@settings(deadline=None, max_examples=20)
+@given(st.integers(0, 4), st.integers(0, 4), st.sampled_from([(), (1,), (3,)]), st.booleans())
+def test_toeplitz_against_scipy(m, n, batch, with_r):
+    rng = np.random.default_rng(m * 5 + n)
+    c = rng.integers(-9, 9, batch + (max(m, 1),))
+    r = rng.standard_normal(batch + (n,)) if with_r else None
+    got = L.toeplitz(c, r)
+    if with_r:
+        want = _each(lambda x, y: sl.toeplitz(x, y), (c, 1), (r, 1), out_shape=got.shape)
+    else:
+        want = _each(lambda x: sl.toeplitz(x), (c, 1), out_shape=got.shape)
+        assert np.asarray(got).dtype == c.dtype  # integers stay integers, as JAX's
+    _close(got, want, rtol=0)
+    z = np.array([1.0, 2j, 3 - 1j])  # r defaults to conj(c): Hermitian
+    _close(L.toeplitz(z), sl.toeplitz(z), rtol=0)
+
+
+def test_hilbert_against_scipy():
+    for n in (0, 1, 5):
+        got = L.hilbert(n)
+        assert np.asarray(got).dtype == np.float32
+        _close(got, sl.hilbert(n), rtol=1e-7)
+
+
 # ---- promotion, derivatives, transforms, errors -------------------------------------------------
 
 
@@ -305,6 +344,8 @@ def test_jit_and_vmap_agree_with_eager():
         "svd": lambda a, b: L.svd(a, compute_uv=False),
         "polar": lambda a, b: L.polar(a, "left"),
         "expm": lambda a, b: L.expm(a / 4),
+        "toeplitz": lambda a, b: L.toeplitz(b, a[0]),
+        "block_diag": lambda a, b: L.block_diag(a, b),
     }
     for name, f in fns.items():
         eager = [f(a[i], b[i]) for i in range(3)]
@@ -350,6 +391,10 @@ def test_jit_and_vmap_agree_with_eager():
         (lambda: L.svd(np.eye(2), lapack_driver="x"), BluValueError, "lapack_driver"),
         (lambda: L.polar(np.eye(2), "up"), BluValueError, "side"),
         (lambda: L.polar(np.eye(2), method="newton"), BluValueError, "method"),
+        (lambda: L.block_diag(np.ones((1, 1, 1))), BluShapeError, r"f64\[1,1,1\] at argument 0"),
+        (lambda: L.toeplitz(np.ones((2, 3)), np.ones((3, 3))), BluShapeError, "broadcast"),
+        (lambda: L.hilbert(2.5), BluTypeError, "int"),
+        (lambda: L.hilbert(-1), BluValueError, ">= 0"),
     ],
 )
 def test_bad_input_raises_blu_errors_naming_shapes(call, error, match):

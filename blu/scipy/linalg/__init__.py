@@ -8,6 +8,7 @@ batch axes, as JAX's) and jittable, composed from the ``blu.lax.linalg`` primiti
   'her' or 'pos'), ``lu``/``lu_factor``/``lu_solve`` (square matrices: blu's LU primitive is
   square-only), ``inv``, ``det``, ``eigh``, ``qr``, ``svd``, ``polar``.
 - ``expm`` (``matrix_functions``): Padé approximation with scaling and squaring (Higham 2005).
+- Special matrices (``special_matrices``): ``block_diag``, ``toeplitz``, ``hilbert``.
 
 Integers and bools are promoted to the default float (float32), as JAX's
 ``promote_dtypes_inexact``; SciPy's ``overwrite_*`` and ``check_finite`` arguments are accepted
@@ -33,14 +34,17 @@ from blu.scipy.linalg.decompositions import (
     svd,
 )
 from blu.scipy.linalg.matrix_functions import expm
+from blu.scipy.linalg.special_matrices import block_diag, hilbert, toeplitz
 
 __all__ = [
+    "block_diag",
     "cho_factor",
     "cho_solve",
     "cholesky",
     "det",
     "eigh",
     "expm",
+    "hilbert",
     "inv",
     "lu",
     "lu_factor",
@@ -50,4 +54,5 @@ __all__ = [
     "solve",
     "solve_triangular",
     "svd",
+    "toeplitz",
 ]
