@@ -30,6 +30,7 @@ PUBLIC = [
     ("blu.tree_util", "Pytrees"),
     ("blu.tree", "Pytrees under jax.tree's short names"),
     ("blu.scipy.special", "Special functions"),
+    ("blu.scipy.linalg", "SciPy's linear algebra (jax.scipy.linalg)"),
     ("blu.debug", "Printing and callbacks inside jit"),
     ("blu.sharding", "Meshes and shardings"),
     ("blu.errors", "Errors"),
