@@ -149,10 +149,16 @@ def test_lu_lu_factor_lu_solve_against_scipy(trans, data):
         _close(L.lu_solve((lu_, piv), b, trans=trans), want, rtol=1e-8)
 
 
-def test_lu_solve_complex_transposes():
+def test_lu_and_lu_solve_complex():
     rng = np.random.default_rng(1)
     a = rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4))
     b = rng.standard_normal((4, 2)) + 1j * rng.standard_normal((4, 2))
+    p, l_, u = L.lu(a)
+    want = sl.lu(a)
+    assert np.asarray(p).dtype == want[0].dtype == np.float64  # real, as SciPy's and JAX's
+    for got, w in zip((p, l_, u), want, strict=True):
+        _close(got, w)
+    _close(L.lu(a, permute_l=True)[0], want[0] @ want[1])
     f = L.lu_factor(a)
     for trans in (0, 1, 2):
         _close(L.lu_solve(f, b, trans), sl.lu_solve(sl.lu_factor(a), b, trans), rtol=1e-9)

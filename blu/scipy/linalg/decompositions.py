@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from blu import lax
+from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.lax import linalg as lax_linalg
 from blu.numpy import linalg as np_linalg
 from blu.numpy.creation import arange, eye, tril, triu
-from blu.numpy.linalg._util import dtype, mH, shape
+from blu.numpy.linalg._util import dtype, mH, mT, shape
 from blu.numpy.logic import equal
 from blu.numpy.manipulation import squeeze
 from blu.numpy.products import matmul
@@ -223,7 +224,7 @@ def lu(
         permute_l: return ``(p @ l, u)`` instead.
 
     Returns:
-        ``(p, l, u)``: the permutation matrices ``p`` in ``a``'s dtype, unit-lower ``l`` and
+        ``(p, l, u)``: the permutation matrices ``p`` in ``a``'s real dtype, unit-lower ``l`` and
         upper ``u``, all ``(..., n, n)``; or ``(p @ l, u)``.
 
     Raises:
@@ -232,7 +233,8 @@ def lu(
     del overwrite_a, check_finite
     a = matrices(a, "lu")
     lu_, _, perm = lax_linalg.lu(a)
-    p = mH(lax_linalg.permutation_matrix(perm, dtype(a)))  # a = p @ (a[perm]) = p @ l @ u
+    # a = p @ a[perm] = p @ l @ u; p is real for complex a too (as SciPy's and JAX's)
+    p = mT(lax_linalg.permutation_matrix(perm, dtypes.real_dtype(dtype(a))))
     n = shape(a)[-1]
     l_ = tril(lu_, -1) + eye(n, dtype=dtype(a))
     u = triu(lu_)
