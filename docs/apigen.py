@@ -100,6 +100,7 @@ TOPICS = {
     "blu.lax.shapes": "Shapes",
     "blu.lax.slicing": "Slicing, gathers and scatters",
     "blu.lax.gather_scatter": "Slicing, gathers and scatters",
+    "blu.lax.scatter_combine": "Slicing, gathers and scatters",
     "blu.lax.reductions": "Reductions and scans",
     "blu.lax.cumulative": "Reductions and scans",
     "blu.lax.associative_scan": "Reductions and scans",

@@ -6,9 +6,9 @@ Each module defines primitives with all their rules and lists its public functio
 The families import each other in one order, a module only ever importing those before it:
 ``_base`` (helpers) < ``casts`` < ``shapes`` < ``_operands`` < ``elementwise`` < ``complex`` <
 ``sorting`` < ``gather_scatter`` < ``slicing`` < ``bits``, ``special``, ``associative_scan`` <
-``cumulative`` < ``reductions`` < the rest (``bessel``, ``zeta_series``, ``random_gamma``, ``fft``,
-``dot``, ``convolution``, ``windowed``, ``attention``, ``control_flow``, ``parallel``,
-``linalg``).
+``cumulative`` < ``reductions`` < the rest (``scatter_combine``, ``bessel``, ``zeta_series``,
+``random_gamma``, ``fft``, ``dot``, ``convolution``, ``windowed``, ``attention``,
+``control_flow``, ``parallel``, ``linalg``).
 No submodule imports this package. The few rules that need an operation of a higher family
 (broadcast_in_dim's transpose needs ``reduce_sum``) call it through ``_late``, filled in below.
 """
@@ -24,6 +24,7 @@ from blu.lax.complex import *  # noqa: F403
 from blu.lax.fft import *  # noqa: F403
 from blu.lax.shapes import *  # noqa: F403
 from blu.lax.slicing import *  # noqa: F403
+from blu.lax.scatter_combine import *  # noqa: F403
 from blu.lax.reductions import *  # noqa: F403
 from blu.lax.dot import *  # noqa: F403
 from blu.lax.sorting import *  # noqa: F403

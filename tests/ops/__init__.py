@@ -12,6 +12,7 @@ from ops import (  # noqa: F401  (register)
     jax_extras_b,
     jax_extras_c,
     jax_extras_d,
+    jax_extras_e,
     lax_extras,
     lax_ops,
     linalg_nn,

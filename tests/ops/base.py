@@ -230,6 +230,7 @@ NOT_OPERATIONS: dict[str, str] = {
             "bessel",
             "zeta_series",
             "collective_groups",
+            "scatter_combine",
         )
     },
     "numpy.signal": "a submodule (its functions are re-exported and listed)",

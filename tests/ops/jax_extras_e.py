@@ -1,0 +1,68 @@
+"""OpInfo entries: scatter_sub, scatter_mul, scatter_min, scatter_max, index_take (blu.lax)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from blu import lax
+from ops.base import nonempty_shape, op, uniform
+
+
+def _scatter_sample(rng):
+    x = uniform()(rng, nonempty_shape(rng, 2, 2))
+    i = rng.integers(-1, x.shape[0] + 1, (int(rng.integers(0, 6)), 1))  # repeats, out of bounds
+    return x, i, uniform()(rng, (i.shape[0],) + x.shape[1:])
+
+
+def _lax_scatter(name):
+    fn = getattr(lax, name)
+    return lambda x, i, u, **kw: fn(x, i, u, axes=(0,), **kw)
+
+
+def _np_scatter(ufunc):
+    def ref(x, i, u, mode="drop"):
+        x = np.array(x, copy=True)
+        i = i[:, 0]
+        if mode == "clip":
+            i = np.clip(i, 0, x.shape[0] - 1)
+        keep = (i >= 0) & (i < x.shape[0])
+        ufunc.at(x, i[keep], u[keep])
+        return x
+
+    return ref
+
+
+_SPECIAL = [(np.full((3, 2), 2.0), np.array([[1], [1], [5], [-1]]),
+             np.array([[0.0, 1.0], [2.0, 3.0], [-4.0, 5.0], [6.0, -7.0]]))]  # fmt: skip
+for _name, _ufunc in (("scatter_sub", np.subtract), ("scatter_mul", np.multiply),
+                      ("scatter_min", np.minimum), ("scatter_max", np.maximum)):  # fmt: skip
+    op(
+        f"lax.{_name}",
+        _lax_scatter(_name),
+        _np_scatter(_ufunc),
+        _scatter_sample,
+        diff_args=(0, 2),
+        kwargs=[{"mode": "clip"}],
+        special=_SPECIAL,
+        n_ops=6 if _name == "scatter_mul" else 1,
+    )
+
+
+def _index_take_sample(rng):
+    x = uniform()(rng, nonempty_shape(rng, 2, 3))
+    n = int(rng.integers(0, 5))
+    return x, rng.integers(-4, 4, n), rng.integers(-4, 4, n)
+
+
+def _np_index_take(x, i, j):
+    return np.moveaxis(x, -1, 0)[np.mod(i, x.shape[-1]), np.mod(j, x.shape[0])]
+
+
+op(
+    "lax.index_take",
+    lambda x, i, j: lax.index_take(x, (i, j), (-1, 0)),
+    _np_index_take,
+    _index_take_sample,
+    diff_args=(0,),
+    special=[(np.arange(6.0).reshape(2, 3), np.array([0, -1, 5]), np.array([2, -3, 7]))],
+)
