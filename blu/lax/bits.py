@@ -1,5 +1,6 @@
 """Bitwise primitives on integers and bools: and/or/xor/not, shifts, bit counts, bitcasts; and
-``reduce_precision`` and ``nextafter``, float operations composed of them.
+``reduce_precision`` and ``nextafter``, float operations composed of them, and ``mulhi`` (the
+high half of integer products, composed of products, shifts and masks).
 
 These are what a counter-based RNG (threefry2x32) is made of. Shifts follow XLA, not C/numpy:
 the shift amount is read as unsigned, and an amount of at least the bit width shifts every bit
@@ -19,6 +20,7 @@ __all__ = [  # public lax functions; keep in sync
     "shift_right_arithmetic",
     "population_count",
     "clz",
+    "mulhi",
     "bitcast_convert_type",
     "reduce_precision",
     "nextafter",
@@ -35,7 +37,8 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax._base import is_int, is_int_or_bool
-from blu.lax.elementwise import add, binary, eq, gt, le, lt, ne, operands, select, sub, unary
+from blu.lax.casts import convert_element_type
+from blu.lax.elementwise import add, binary, eq, gt, le, lt, mul, ne, operands, select, sub, unary
 from blu.lax.shapes import full_like
 from blu.transforms.ad_ops import stop_gradient
 from blu.transforms.ad_util import nondifferentiable
@@ -246,6 +249,50 @@ def population_count(x: Any) -> Any:
 def clz(x: Any) -> Any:
     """The number of leading zero bits of each element (the bit width for 0), in x's dtype."""
     return clz_p.bind(x)
+
+
+def mulhi(x: Any, y: Any) -> Any:
+    """The high half of each integer product ``x * y`` taken at twice the width (JAX's
+    ``lax.mulhi``): ``(x * y) >> bits`` exactly, signed for signed integers.
+
+    8-, 16- and 32-bit operands multiply in the integer type of twice their width; 64-bit ones
+    in 32-bit halves (the schoolbook product of four partial products, in uint64), the signed
+    high half corrected from the unsigned one by ``- (x < 0) * y - (y < 0) * x``.
+
+    Raises:
+        BluTypeError: bool or non-integer operands, or operands of two dtypes.
+    """
+    x, y = operands(x, y)
+    ax, ay = get_aval(x), get_aval(y)
+    if ax.dtype != ay.dtype or not dtypes.is_int(ax.dtype):
+        raise BluTypeError(
+            with_user_line(
+                f"mulhi needs integer operands of one dtype, got {ax.str_short()} and "
+                f"{ay.str_short()}"
+            )
+        )
+    dt = ax.dtype
+    bits = _bits(dt)
+    if bits < 64:
+        wide = np.dtype(f"{dt.kind}{2 * dt.itemsize}")
+        p = mul(convert_element_type(x, wide), convert_element_type(y, wide))
+        shift = shift_right_logical if dt.kind == "u" else shift_right_arithmetic
+        return convert_element_type(shift(p, full_like(p, bits)), dt)
+    u = _unsigned(dt)
+    a, b = bitcast_convert_type(x, u), bitcast_convert_type(y, u)
+    mask, k32 = full_like(a, 0xFFFFFFFF), full_like(a, 32)
+    a0, a1 = and_(a, mask), shift_right_logical(a, k32)
+    b0, b1 = and_(b, mask), shift_right_logical(b, k32)
+    t = add(mul(a1, b0), shift_right_logical(mul(a0, b0), k32))
+    low, carry = and_(t, mask), shift_right_logical(t, k32)
+    t = add(mul(a0, b1), low)
+    hi = add(add(mul(a1, b1), carry), shift_right_logical(t, k32))
+    if dt.kind == "u":
+        return hi
+    zero = full_like(a, 0)
+    hi = sub(hi, select(lt(x, full_like(x, 0)), b, zero))
+    hi = sub(hi, select(lt(y, full_like(y, 0)), a, zero))
+    return bitcast_convert_type(hi, dt)
 
 
 def bitcast_convert_type(x: Any, new_dtype: Any) -> Any:

@@ -1,4 +1,5 @@
-"""OpInfo entries: scatter_sub, scatter_mul, scatter_min, scatter_max, index_take (blu.lax)."""
+"""OpInfo entries: scatter_sub, scatter_mul, scatter_min, scatter_max, index_take, mulhi
+(blu.lax)."""
 
 from __future__ import annotations
 
@@ -65,4 +66,27 @@ op(
     _index_take_sample,
     diff_args=(0,),
     special=[(np.arange(6.0).reshape(2, 3), np.array([0, -1, 5]), np.array([2, -3, 7]))],
+)
+
+
+def _mulhi_sample(rng):
+    dt = [np.int8, np.uint16, np.int32, np.uint32, np.int64, np.uint64][int(rng.integers(0, 6))]
+    info = np.iinfo(dt)
+    shape = nonempty_shape(rng, 1, 2)
+    return tuple(rng.integers(info.min, info.max, shape, dtype=dt, endpoint=True) for _ in "xy")
+
+
+def _np_mulhi(x, y):
+    bits = x.dtype.itemsize * 8
+    hi = [(int(a) * int(b)) >> bits for a, b in zip(x.ravel(), y.ravel())]
+    return np.array(hi, dtype=object).astype(x.dtype).reshape(x.shape)
+
+
+op(
+    "lax.mulhi",
+    lax.mulhi,
+    _np_mulhi,
+    _mulhi_sample,
+    grad=False,
+    special=[(np.array([-(2**63), 2**63 - 1, -1]), np.array([-(2**63), 2**63 - 1, 2**63 - 1]))],
 )
