@@ -30,7 +30,7 @@ __all__ = [
     "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
     "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
     "bitwise_not", "invert", "left_shift", "right_shift", "packbits",
-    "unpackbits"
+    "unpackbits", "bitwise_count"
 ]
 # fmt: on
 
@@ -108,6 +108,27 @@ def invert(x: Any) -> Any:
 
 
 bitwise_not = invert
+
+
+def bitwise_count(x: Any, /) -> Any:
+    """The number of 1 bits in each element's absolute value, as uint8 (numpy's and JAX's
+    ``bitwise_count``: ``lax.population_count(abs(x))``; the most negative value of a signed
+    type counts its one bit). Bools count as 0 and 1.
+
+    Raises:
+        BluTypeError: a float or complex ``x``.
+    """
+    x = asarray_operand(x)
+    aval = get_aval(x)
+    if aval.dtype == dtypes.bool_:
+        x = lax.convert_element_type(x, dtypes.uint8)
+    elif not dtypes.is_int(aval.dtype):
+        raise BluTypeError(
+            with_user_line(f"bitwise_count needs integer or bool operands, got {aval.str_short()}")
+        )
+    elif not dtypes.is_unsigned(aval.dtype):
+        x = lax.abs(x)
+    return lax.convert_element_type(lax.population_count(x), dtypes.uint8)
 
 
 def _check_int(name: str, x: Any) -> None:

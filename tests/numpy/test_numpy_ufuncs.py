@@ -273,6 +273,32 @@ def test_bitwise(dtype):
         bnp.bitwise_and(np.ones(2), np.ones(2))
 
 
+_INT_DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+               np.uint64]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", _INT_DTYPES)
+@given(data=st.data())
+def test_bitwise_count_against_numpy(dtype, data):
+    """numpy's bitwise_count (the bits of |x|, uint8), extremes included, under jit and vmap."""
+    if dtype == np.bool_:
+        el = st.booleans()
+    else:
+        info = np.iinfo(dtype)
+        el = st.one_of(st.integers(int(info.min), int(info.max)),
+                       st.sampled_from([int(info.min), int(info.max), 0]))  # fmt: skip
+    x = data.draw(hnp.arrays(dtype, data.draw(shapes()), elements=el))
+    want = np.bitwise_count(x)
+    for f in (bnp.bitwise_count, blu.jit(bnp.bitwise_count)):
+        got = np.asarray(f(x))
+        assert got.dtype == np.uint8 and got.shape == x.shape
+        np.testing.assert_array_equal(got, want)
+    if x.ndim:
+        np.testing.assert_array_equal(np.asarray(blu.vmap(bnp.bitwise_count)(x)), want)
+    with pytest.raises(BluError, match=r"f32\[2\]"):
+        bnp.bitwise_count(np.ones(2, np.float32))
+
+
 def test_bool_arithmetic_follows_numpy():
     a, b = np.array([True, True, False, False]), np.array([True, False, True, False])
     for name in ("add", "multiply", "maximum", "minimum"):

@@ -1,12 +1,13 @@
 """OpInfo entries: scatter_sub, scatter_mul, scatter_min, scatter_max, index_take, mulhi
-(blu.lax)."""
+(blu.lax); bitwise_count (blu.numpy)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+import blu.numpy as bnp
 from blu import lax
-from ops.base import nonempty_shape, op, uniform
+from ops.base import nonempty_shape, op, rand_shape, uniform
 
 
 def _scatter_sample(rng):
@@ -89,4 +90,22 @@ op(
     _mulhi_sample,
     grad=False,
     special=[(np.array([-(2**63), 2**63 - 1, -1]), np.array([-(2**63), 2**63 - 1, 2**63 - 1]))],
+)
+
+
+def _bitwise_count_sample(rng):
+    dt = [np.bool_, np.int8, np.uint8, np.int32, np.int64, np.uint64][int(rng.integers(0, 6))]
+    if dt == np.bool_:
+        return (rng.integers(0, 2, rand_shape(rng)).astype(bool),)
+    info = np.iinfo(dt)
+    return (rng.integers(info.min, info.max, rand_shape(rng), dtype=dt, endpoint=True),)
+
+
+op(
+    "numpy.bitwise_count",
+    bnp.bitwise_count,
+    np.bitwise_count,
+    _bitwise_count_sample,
+    grad=False,
+    special=[(np.array([-128, 127, 0, -1], np.int8),), (np.array([True, False]),)],
 )
