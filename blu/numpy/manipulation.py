@@ -37,7 +37,7 @@ __all__ = [
     "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "moveaxis", "swapaxes",
     "expand_dims", "squeeze", "broadcast_to", "broadcast_arrays", "broadcast_shapes",
     "concatenate", "concat", "stack", "hstack", "vstack", "dstack", "column_stack", "split",
-    "array_split", "hsplit", "vsplit", "flip", "fliplr", "flipud", "roll",
+    "array_split", "hsplit", "vsplit", "dsplit", "flip", "fliplr", "flipud", "roll",
     "atleast_1d", "atleast_2d", "atleast_3d", "shape", "ndim", "size", "astype", "append"
 ]
 # fmt: on
@@ -397,6 +397,23 @@ def hsplit(ary: Any, indices_or_sections: Any) -> list:
 def vsplit(ary: Any, indices_or_sections: Any) -> list:
     """``split`` along axis 0."""
     return split(ary, indices_or_sections, 0)
+
+
+def dsplit(ary: Any, indices_or_sections: Any) -> list:
+    """``split`` along axis 2, the depth (numpy's and JAX's ``dsplit``).
+
+    Raises:
+        BluValueError: ``ary`` has fewer than 3 dimensions, or sections that do not divide
+        axis 2 (as ``split``).
+    """
+    ary = asarray_operand(ary)
+    if _aval(ary).ndim < 3:
+        raise BluValueError(
+            with_user_line(
+                f"dsplit needs an array of 3 or more dimensions, got {_aval(ary).str_short()}"
+            )
+        )
+    return split(ary, indices_or_sections, 2)
 
 
 def flip(m: Any, axis: Any = None) -> Any:

@@ -231,6 +231,23 @@ def test_split_array_split(data):
         _eq(g, w)
 
 
+@given(st.data())
+def test_dsplit(data):
+    """numpy's dsplit (axis 2, 3-d and up), sections and indices, under jit; < 3-d refused."""
+    shape = data.draw(shapes(min_dims=3, max_dims=4, max_side=6))
+    x = data.draw(arrays(shape))
+    k = data.draw(st.sampled_from([d for d in range(1, 5) if shape[2] % d == 0]))
+    idx = sorted(data.draw(st.lists(st.integers(-shape[2] - 1, shape[2] + 1), max_size=3)))
+    for arg in (k, idx):
+        got = blu.jit(lambda a, arg=arg: bnp.dsplit(a, arg))(x)
+        for g, w in zip(bnp.dsplit(x, arg), np.dsplit(x, arg), strict=True):
+            _eq(g, w)
+        for g, w in zip(got, np.dsplit(x, arg), strict=True):
+            _eq(g, w)
+    with pytest.raises(BluValueError, match=r"3 or more dimensions, got f64\[2,2\]"):
+        bnp.dsplit(np.zeros((2, 2)), 1)
+
+
 # ---- repeating, flipping, rolling, padding -----------------------------------------------------
 
 

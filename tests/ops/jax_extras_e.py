@@ -1,5 +1,5 @@
 """OpInfo entries: scatter_sub, scatter_mul, scatter_min, scatter_max, index_take, mulhi
-(blu.lax); bitwise_count (blu.numpy)."""
+(blu.lax); bitwise_count, dsplit (blu.numpy)."""
 
 from __future__ import annotations
 
@@ -108,4 +108,18 @@ op(
     _bitwise_count_sample,
     grad=False,
     special=[(np.array([-128, 127, 0, -1], np.int8),), (np.array([True, False]),)],
+)
+
+
+def _dsplit_sample(rng):
+    shape = rand_shape(rng, 3, 4)
+    return (uniform()(rng, shape), [int(i) for i in rng.integers(0, shape[2] + 1, 2)])
+
+
+op(
+    "numpy.dsplit",
+    bnp.dsplit,
+    np.dsplit,
+    _dsplit_sample,
+    special=[(np.arange(24.0).reshape(2, 3, 4), 2), (np.ones((1, 1, 3)), [1, -1, 5])],
 )
