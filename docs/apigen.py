@@ -67,6 +67,7 @@ TOPICS = {
     "blu.core.errors": "Errors, configuration and environment",
     # blu.numpy
     "blu.numpy.creation": "Array creation",
+    "blu.numpy.building": "Array creation",
     "blu.numpy._promote": "Arrays, dtypes and promotion",
     "blu.numpy._dtypes": "Arrays, dtypes and promotion",
     "blu.numpy.ufuncs": "Elementwise arithmetic",

@@ -23,7 +23,7 @@ from blu.core import array as _array
 # complexes, ufuncs (arithmetic, rounding, extrema, the three-argument where), transcendental,
 # manipulation, creation, selection (take, nonzero, where), reductions, sorting, sets,
 # products, einsum, indexing, index_update, signal, fft, standard, linalg, statistics, extras,
-# nanfuncs, padding, editing, windows, polynomial, differences.
+# nanfuncs, padding, editing, windows, polynomial, differences, building.
 from blu.numpy import fft, linalg
 from blu.numpy._dtypes import (
     bfloat16,
@@ -87,6 +87,7 @@ from blu.numpy.nanfuncs import *  # noqa: F403
 from blu.numpy.windows import *  # noqa: F403
 from blu.numpy.polynomial import *  # noqa: F403
 from blu.numpy.differences import *  # noqa: F403
+from blu.numpy.building import *  # noqa: F403
 
 pi = _math.pi
 e = _math.e

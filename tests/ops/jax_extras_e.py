@@ -1,5 +1,5 @@
 """OpInfo entries: scatter_sub, scatter_mul, scatter_min, scatter_max, index_take, mulhi
-(blu.lax); bitwise_count, dsplit (blu.numpy)."""
+(blu.lax); bitwise_count, dsplit, block, fromfunction, mask_indices (blu.numpy)."""
 
 from __future__ import annotations
 
@@ -122,4 +122,38 @@ op(
     np.dsplit,
     _dsplit_sample,
     special=[(np.arange(24.0).reshape(2, 3, 4), 2), (np.ones((1, 1, 3)), [1, -1, 5])],
+)
+
+
+def _block_sample(rng):
+    h1, h2, w1, w2 = (int(v) for v in rng.integers(0, 3, 4))
+    return tuple(uniform()(rng, s) for s in ((h1, w1), (h1, w2), (h2, w1 + w2)))
+
+
+op(
+    "numpy.block",
+    lambda a, b, c: bnp.block([[a, b], [c]]),
+    lambda a, b, c: np.block([[a, b], [c]]),
+    _block_sample,
+    special=[(np.ones((1, 1)), np.zeros((1, 2)), np.arange(3.0)[None])],
+)
+op(
+    "numpy.fromfunction",
+    lambda shape=(2, 3), dtype=float: bnp.fromfunction(lambda i, j: i * 3 - j * j, shape,
+                                                       dtype=dtype),
+    lambda shape=(2, 3), dtype=float: np.fromfunction(lambda i, j: i * 3 - j * j, shape,
+                                                      dtype=dtype),
+    lambda rng: (),
+    grad=False,
+    kwargs=[{"shape": (4, 0)}, {"shape": (1, 5)}, {"dtype": np.uint8}],
+    skip={"vmap": "no array argument", "jit": "no array argument"},
+)  # fmt: skip
+op(
+    "numpy.mask_indices",
+    lambda n=4, k=0: bnp.mask_indices(n, bnp.triu, k),
+    lambda n=4, k=0: np.mask_indices(n, np.triu, k),
+    lambda rng: (),
+    grad=False,
+    kwargs=[{"k": 1}, {"n": 0}, {"n": 3, "k": -1}],
+    skip={"vmap": "no array argument", "jit": "no array argument"},
 )
