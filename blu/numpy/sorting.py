@@ -26,7 +26,7 @@ from blu.numpy.logic import logical_and, logical_not, logical_or
 from blu.numpy.selection import take
 from blu.numpy.ufuncs import _where
 
-__all__ = ["sort", "argsort", "partition", "argpartition", "searchsorted"]
+__all__ = ["sort", "argsort", "partition", "argpartition", "searchsorted", "sort_complex"]
 
 
 def _prep(a: Any, axis: Any, name: str) -> tuple[Any, int]:
@@ -54,6 +54,20 @@ def sort(
     a, ax = _prep(a, axis, "sort")
     out = lax.sort(a, ax)
     return lax.rev(out, (ax,)) if descending else out
+
+
+def sort_complex(a: Any) -> Any:
+    """Sorted copy along the last axis as a complex array (numpy's and JAX's ``sort_complex``):
+    real part first, then imaginary part. The dtype is JAX's: complex128 for float64 and
+    complex128 inputs, complex64 for every other (integer, bool, narrower float) input.
+
+    Raises:
+        BluShapeError: a 0-d ``a``.
+    """
+    a, ax = _prep(a, -1, "sort_complex")
+    out = lax.sort(a, ax)
+    dt = get_aval(out).dtype
+    return lax.convert_element_type(out, dtypes.complex_dtype(dt))
 
 
 def argsort(

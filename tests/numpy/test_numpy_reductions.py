@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import blu
 import blu.numpy as bnp
 from blu.core.errors import BluError, BluTypeError
 
@@ -262,6 +263,30 @@ def test_sort_argsort(data):
     _close(bnp.sort(r, ax, descending=True), -np.sort(-r, ax))
     ints = np.nan_to_num(x * 2).astype(np.int8)
     _close(bnp.sort(ints, ax), np.sort(ints, ax), dtype=np.int8)
+
+
+@given(st.data())
+def test_sort_complex_against_numpy(data):
+    """numpy's sort_complex (the last axis, real part then imaginary part; ties in the real
+    parts often), in JAX's dtypes: complex128 from float64/complex128, else complex64."""
+    shape = data.draw(shapes(min_dims=1))
+    parts = st.sampled_from([-1.0, 0.0, 0.5, 2.0])
+    re = data.draw(hnp.arrays(np.float64, shape, elements=parts))
+    im = data.draw(hnp.arrays(np.float64, shape, elements=parts))
+    for x, dt in ((re + 1j * im, np.complex128), (re, np.complex128),
+                  ((re + 1j * im).astype(np.complex64), np.complex64),
+                  (re.astype(np.float32), np.complex64), ((2 * re).astype(np.int32), np.complex64),
+                  ((2 * re).astype(np.int64), np.complex64), (re > 0, np.complex64)):  # fmt: skip
+        got = np.asarray(bnp.sort_complex(x))
+        assert got.dtype == dt, (x.dtype, got.dtype)
+        np.testing.assert_array_equal(got, np.sort_complex(x).astype(dt))
+    x = re + 1j * im
+    np.testing.assert_array_equal(np.asarray(blu.jit(bnp.sort_complex)(x)), np.sort_complex(x))
+    np.testing.assert_array_equal(
+        np.asarray(blu.vmap(bnp.sort_complex)(x[None])), np.sort_complex(x)[None]
+    )
+    with pytest.raises(BluError, match="0-d"):
+        bnp.sort_complex(np.float64(1.0))
 
 
 _SPECIAL = st.sampled_from([np.nan, np.inf, -np.inf, -0.0])

@@ -1,5 +1,6 @@
 """OpInfo entries: scatter_sub, scatter_mul, scatter_min, scatter_max, index_take, mulhi
-(blu.lax); bitwise_count, dsplit, block, fromfunction, mask_indices (blu.numpy)."""
+(blu.lax); bitwise_count, dsplit, block, fromfunction, mask_indices, sort_complex
+(blu.numpy)."""
 
 from __future__ import annotations
 
@@ -156,4 +157,12 @@ op(
     grad=False,
     kwargs=[{"k": 1}, {"n": 0}, {"n": 3, "k": -1}],
     skip={"vmap": "no array argument", "jit": "no array argument"},
+)
+
+op(
+    "numpy.sort_complex",
+    bnp.sort_complex,
+    np.sort_complex,
+    lambda rng: (np.round(uniform()(rng, rand_shape(rng, 1)), 1),),  # ties in the real parts
+    special=[(np.array([[2.0, np.nan, -1.0], [0.0, -0.0, 1.0]]),)],
 )

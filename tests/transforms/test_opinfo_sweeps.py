@@ -69,6 +69,7 @@ FIXED_DTYPE: dict[str, str] = {
     "lax.dot_product_attention_fwd": "its log-sum-exp residual is float32 for half inputs",
     "lax.dot_product_attention_jvp": "its log-sum-exp residual is float32 for half inputs",
     "numpy.kaiser": "the window is in the default float (float32) whatever beta's dtype, as JAX's",
+    "numpy.sort_complex": "complex results: complex64 for half and single inputs, as JAX's",
 }
 SKIP_COMPLEX: dict[str, str] = {
     **{e.name: "blu.nn is real-valued (its references compare and clip reals)" for e in TABLE
