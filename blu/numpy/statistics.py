@@ -1,5 +1,6 @@
-"""Counting and statistics: ``bincount``, ``histogram``, ``histogram_bin_edges``, ``digitize``,
-``interp``, ``cov``, ``corrcoef`` (numpy's semantics, JAX's rules for traced values).
+"""Counting and statistics: ``bincount``, ``histogram``, ``histogram2d``, ``histogramdd``,
+``histogram_bin_edges``, ``digitize``, ``interp``, ``cov``, ``corrcoef`` (numpy's semantics,
+JAX's rules for traced values).
 
 Output sizes that depend on values need concrete inputs or a static size, as in JAX:
 ``bincount`` takes ``length=`` under ``jit``. Counts are scatter-adds (so weights
@@ -14,15 +15,22 @@ from typing import Any
 
 import numpy as np
 
-from blu.core.errors import BluValueError, with_user_line
+from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import Tracer
 from blu.numpy._dtypes import issubdtype as _issubdtype
-from blu.numpy._promote import asarray_operand, concrete_value, is_concrete
+from blu.numpy._promote import (
+    asarray_operand,
+    concrete_value,
+    is_concrete,
+    promote_args_inexact,
+    promote_dtypes,
+    to_inexact,
+)
 from blu.numpy.complexes import conj
 from blu.numpy.creation import asarray, linspace, ones, zeros
 from blu.numpy.index_update import IndexUpdateHelper
 from blu.numpy.logic import equal, greater, less, logical_and
-from blu.numpy.manipulation import atleast_1d, concatenate, ravel, reshape
+from blu.numpy.manipulation import atleast_1d, concatenate, ravel, reshape, stack
 from blu.numpy.products import matmul
 from blu.numpy.reductions import max as _max
 from blu.numpy.reductions import mean
@@ -39,7 +47,9 @@ __all__ = [
     "cov",
     "digitize",
     "histogram",
+    "histogram2d",
     "histogram_bin_edges",
+    "histogramdd",
     "interp",
 ]
 
@@ -164,6 +174,145 @@ def histogram(
         widths = subtract(edges[1:], edges[:-1])
         hist = true_divide(hist, _sum(hist) * widths)
     return hist, edges
+
+
+def histogramdd(
+    sample: Any,
+    bins: Any = 10,
+    range: Any = None,  # noqa: A002
+    weights: Any = None,
+    density: bool | None = None,
+) -> tuple[Any, list[Any]]:
+    """Counts of ``N`` points in ``D`` dimensions in a grid of bins (numpy's and JAX's
+    ``histogramdd``).
+
+    Each dimension's bins are as ``histogram``'s: half-open ``[e_i, e_{i+1})``, the last one
+    closed; a point outside the edges of any dimension is not counted.
+
+    Args:
+        sample: an ``(N, D)`` array, one row per point (promoted to an inexact dtype).
+        bins: one number of equal-width bins or one 1-d array of edges for every dimension, or
+            a length-``D`` sequence of them.
+        range: a length-``D`` sequence of ``(lo, hi)`` pairs or ``None`` (the data's min and
+            max), for the dimensions whose bins are numbers.
+        weights: optional ``(N,)`` weights (sums instead of counts).
+        density: divide by the total and the bins' volumes.
+
+    Returns:
+        ``(hist, edges)``: ``hist`` of shape ``(nbins_0, ..., nbins_{D-1})`` (int32 counts
+        without weights and density, as JAX's; else the promoted dtype of sample and weights)
+        and the list of the ``D`` arrays of edges.
+
+    Raises:
+        BluShapeError: ``sample`` not 2-d, ``weights`` not ``(N,)``.
+        BluValueError: ``bins`` or ``range`` not one per dimension, bad bins or ranges.
+    """
+    sample = asarray_operand(sample)
+    if sample.ndim != 2:
+        raise BluShapeError(
+            with_user_line(f"histogramdd: sample must be (N, D), got {sample.aval.str_short()}")
+        )
+    n_pts, d = sample.shape
+    if weights is None:
+        (sample,) = promote_args_inexact(sample)
+    else:
+        w = asarray_operand(weights)
+        if w.shape != (n_pts,):
+            raise BluShapeError(
+                with_user_line(
+                    f"histogramdd: weights {w.aval.str_short()} must have one weight per point "
+                    f"of sample {sample.aval.str_short()}"
+                )
+            )
+        sample, weights = (to_inexact(a) for a in promote_dtypes(sample, w))
+    if range is not None and (
+        len(range) != d or any(r is not None and np.shape(r)[0] != 2 for r in range)
+    ):
+        raise BluValueError(
+            with_user_line(
+                f"histogramdd: range must be {d} (lo, hi) pairs or Nones for a sample of shape "
+                f"{sample.shape}, got {range!r}"
+            )
+        )
+    try:
+        n_bins = len(bins)
+    except TypeError:  # one number of bins (or a 0-d array) for every dimension
+        per_dim = [bins] * d
+    else:
+        if n_bins != d:
+            raise BluValueError(
+                with_user_line(
+                    f"histogramdd: bins must give one entry per dimension, got {n_bins} for "
+                    f"sample of shape {sample.shape}"
+                )
+            )
+        per_dim = list(bins)
+    idx, edges, nbins = [], [], []
+    for i in builtins.range(d):
+        col = sample[:, i]
+        e = _edges(col, per_dim[i], None if range is None else range[i])
+        b = searchsorted(e, col, side="right")
+        b = where(equal(col, e[-1]), b - 1, b)  # the last bin is closed
+        idx.append(b)
+        edges.append(e)
+        nbins.append(e.shape[0] + 1)  # with one bin below and one above the edges
+    flat = zeros((n_pts,), np.int32)
+    stride = 1
+    for b, n in zip(reversed(idx), reversed(nbins)):
+        flat = flat + clip(b, 0, n - 1).astype(np.int32) * stride
+        stride *= n
+    hist = bincount(flat, weights, length=stride).reshape(tuple(nbins))
+    hist = hist[(slice(1, -1),) * d]
+    if density:
+        hist = hist.astype(sample.dtype)
+        hist = true_divide(hist, _sum(hist))
+        for i, e in enumerate(edges):
+            shape = [1] * d
+            shape[i] = nbins[i] - 2
+            hist = true_divide(hist, reshape(subtract(e[1:], e[:-1]), tuple(shape)))
+    return hist, edges
+
+
+def histogram2d(
+    x: Any,
+    y: Any,
+    bins: Any = 10,
+    range: Any = None,  # noqa: A002
+    weights: Any = None,
+    density: bool | None = None,
+) -> tuple[Any, Any, Any]:
+    """Counts of the points ``(x[k], y[k])`` in a grid of bins (numpy's and JAX's
+    ``histogram2d``): ``histogramdd`` of the ``(N, 2)`` sample.
+
+    Args:
+        x, y: 1-d coordinates of one length ``N``.
+        bins: a number of bins or an array of edges for both dimensions, or a pair of them.
+        range: ``[(xlo, xhi), (ylo, yhi)]`` (entries may be None).
+        weights, density: as ``histogramdd``.
+
+    Returns:
+        ``(hist, xedges, yedges)``; ``hist`` of shape ``(nx, ny)``.
+
+    Raises:
+        BluShapeError: ``x`` and ``y`` not 1-d of one length. Others as ``histogramdd``.
+    """
+    x, y = asarray_operand(x), asarray_operand(y)
+    if x.ndim != 1 or x.shape != y.shape:
+        raise BluShapeError(
+            with_user_line(
+                f"histogram2d: x and y must be 1-d of one length, got {x.aval.str_short()} and "
+                f"{y.aval.str_short()}"
+            )
+        )
+    try:
+        n = len(bins)
+    except TypeError:
+        n = 1
+    if n not in (1, 2):  # one array of edges for both dimensions
+        bins = [asarray_operand(bins)] * 2
+    x, y = (to_inexact(a) for a in promote_dtypes(x, y))
+    hist, edges = histogramdd(stack([x, y], axis=1), bins, range, weights, density)
+    return hist, edges[0], edges[1]
 
 
 def digitize(x: Any, bins: Any, right: bool = False) -> Any:

@@ -1,6 +1,6 @@
 """OpInfo entries: scatter_sub, scatter_mul, scatter_min, scatter_max, index_take, mulhi
-(blu.lax); bitwise_count, dsplit, block, fromfunction, mask_indices, sort_complex
-(blu.numpy)."""
+(blu.lax); bitwise_count, dsplit, block, fromfunction, mask_indices, sort_complex,
+histogramdd, histogram2d (blu.numpy)."""
 
 from __future__ import annotations
 
@@ -165,4 +165,40 @@ op(
     np.sort_complex,
     lambda rng: (np.round(uniform()(rng, rand_shape(rng, 1)), 1),),  # ties in the real parts
     special=[(np.array([[2.0, np.nan, -1.0], [0.0, -0.0, 1.0]]),)],
+)
+
+
+def _histdd_sample(rng):
+    n, d = int(rng.integers(1, 12)), int(rng.integers(1, 4))
+    return uniform()(rng, (n, d)), uniform(0.5, 2.0)(rng, (n,))
+
+
+op(
+    "numpy.histogramdd",
+    lambda s, w, **kw: bnp.histogramdd(s, 3, weights=w, **kw),
+    lambda s, w, **kw: np.histogramdd(s, 3, weights=w, **kw),
+    _histdd_sample,
+    diff_args=(1,),
+    kwargs=[{"density": True}],
+    special=[(np.array([[0.0, 1.0], [1.0, 1.0], [3.0, 2.0]]), np.ones(3))],  # points on edges
+    n_ops=8,
+)
+op(
+    "numpy.histogramdd:counts",
+    lambda s, bins=2, **kw: bnp.histogramdd(s, bins, **kw)[0],
+    lambda s, bins=2, **kw: np.histogramdd(s, bins, **kw)[0],
+    lambda rng: (uniform()(rng, (int(rng.integers(1, 12)), 2)),),
+    covers=("numpy.histogramdd",),
+    grad=False,  # piecewise constant counts
+    kwargs=[{"bins": [np.array([-2.0, -0.5, 0.0, 2.0]), 3]}, {"range": [(-1.0, 1.0), None]}],
+    special=[(np.array([[0.0, 1.0], [1.0, 1.0], [3.0, 2.0]]),)],
+)
+op(
+    "numpy.histogram2d",
+    lambda x, y, w, **kw: bnp.histogram2d(x, y, [2, 3], weights=w, **kw),
+    lambda x, y, w, **kw: np.histogram2d(x, y, [2, 3], weights=w, **kw),
+    lambda rng: tuple(uniform()(rng, (7,)) for _ in "xy") + (uniform(0.5, 2.0)(rng, (7,)),),
+    diff_args=(2,),
+    kwargs=[{"density": True}, {"range": [(-1.0, 1.0), (0.0, 2.0)]}],
+    n_ops=8,
 )
