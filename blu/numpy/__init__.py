@@ -63,7 +63,7 @@ from blu.numpy.creation import *  # noqa: F403
 from blu.numpy import devices as _devices
 from blu.numpy.devices import __array_namespace_info__, from_dlpack
 from blu.numpy.editing import *  # noqa: F403
-from blu.numpy.einsum import einsum
+from blu.numpy.einsum import einsum, einsum_path
 from blu.numpy.index_update import IndexUpdateHelper, IndexUpdateRef
 from blu.numpy.indexing import getitem
 from blu.numpy.logic import *  # noqa: F403

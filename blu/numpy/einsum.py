@@ -24,7 +24,7 @@ from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, promote_dtypes
 from blu.numpy.selection import diagonal
 
-__all__ = ["einsum"]
+__all__ = ["einsum", "einsum_path"]
 
 _LETTERS = string.ascii_letters
 _ELLIPSIS_LABELS = [chr(c) for c in range(0x391, 0x391 + 40)]  # Greek: never user labels
@@ -241,6 +241,51 @@ def einsum(
     if preferred_element_type is not None and len(prepared) == 1:
         acc = lax.convert_element_type(acc, preferred_element_type)
     return acc
+
+
+def einsum_path(subscripts: Any, /, *operands: Any, optimize: Any = "auto") -> tuple[list, Any]:
+    """The contraction order ``einsum`` would follow, without contracting (JAX's
+    ``einsum_path``: ``opt_einsum.contract_path``, Smith & Gray, JOSS 2018).
+
+    Only the operands' shapes are read, so they may be traced.
+
+    Args:
+        subscripts: e.g. ``'ij,jk,kl->il'`` (or the first operand of the interleaved form).
+        *operands: the arrays.
+        optimize: ``"auto"`` (JAX's default), ``True`` (``"optimal"``, as JAX), ``False``
+            (left to right: ``[(0, 1)] * (len(operands) - 1)``), any strategy name of
+            ``opt_einsum`` (``"greedy"``, ``"optimal"``, ``"dp"``...) or an explicit path.
+
+    Returns:
+        ``(path, info)``: the list of operand-index tuples (as ``einsum(..., optimize=path)``
+        and ``numpy.einsum_path`` take them) and ``opt_einsum``'s ``PathInfo``, whose ``str``
+        is the table of contractions, scalings and FLOP counts.
+
+    Raises:
+        BluValueError: a malformed spec, sizes that disagree, or an unknown strategy.
+    """
+    import opt_einsum  # noqa: PLC0415 - imported on first use, as einsum's paths
+
+    if optimize is True:
+        optimize = "optimal"
+    elif optimize is False:
+        optimize = _left_to_right(opt_einsum)
+    elif isinstance(optimize, (list, tuple)) and optimize and optimize[0] == "einsum_path":
+        optimize = list(optimize[1:])
+    try:
+        return opt_einsum.contract_path(subscripts, *operands, optimize=optimize)
+    except (KeyError, ValueError, TypeError) as e:
+        raise BluValueError(with_user_line(f"einsum_path: {e}")) from None
+
+
+def _left_to_right(opt_einsum: Any) -> Any:
+    """An opt_einsum path optimizer contracting the operands in order (JAX's ``Unoptimized``)."""
+
+    class LeftToRight(opt_einsum.paths.PathOptimizer):
+        def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> list[tuple[int, int]]:
+            return [(0, 1)] * (len(inputs) - 1)
+
+    return LeftToRight()
 
 
 def _path(prepared: list, out_labels: list[str], sizes: dict, optimize: Any) -> list | None:

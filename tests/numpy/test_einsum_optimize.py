@@ -3,8 +3,12 @@ give numpy's float64 result; the chosen order is the cheap one (fewer flops in t
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
@@ -79,3 +83,71 @@ def test_bad_paths_are_blu_errors():
         bnp.einsum("ij,jk,kl->il", A, B, C, optimize=[(0, 1)])
     with pytest.raises(BluValueError, match="opt_einsum"):
         bnp.einsum("ij,jk,kl->il", A, B, C, optimize="no-such-strategy")
+
+
+# ---- einsum_path ---------------------------------------------------------------------------------
+
+
+def _cost(labels, out, sizes, path):
+    """The cost of contracting operands with index ``labels`` along ``path`` (opt_einsum's
+    numbering: the picked operands leave the list, their result is appended), each pairwise
+    step counted as opt_einsum's model counts it: the size of the joint index space, twice when
+    an index is summed."""
+    ops = [set(lab) for lab in labels]
+    total = 0
+    for i, j in path:
+        rest = set(out).union(*[o for k, o in enumerate(ops) if k not in (i, j)])
+        joint = ops[i] | ops[j]
+        kept = joint & rest
+        total += math.prod(sizes[c] for c in joint) * (2 if joint - kept else 1)
+        for k in sorted((i, j), reverse=True):
+            ops.pop(k)
+        ops.append(kept)
+    return total
+
+
+def _all_paths(n):
+    if n == 1:
+        return [[]]
+    firsts = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    return [[f, *rest] for f in firsts for rest in _all_paths(n - 1)]
+
+
+@given(dims=st.lists(st.integers(0, 7), min_size=4, max_size=5))
+def test_einsum_path_optimal_is_the_cheapest_order(dims):
+    """For a chain of three or four matrices the 'optimal' path costs the least of all the
+    pairwise orders (each enumerated here, costed independently); False is left to right; the
+    paths drive einsum (blu's and numpy's) to numpy's product."""
+    rng = np.random.default_rng(len(dims))
+    mats = [rng.standard_normal((dims[i], dims[i + 1])) for i in range(len(dims) - 1)]
+    letters = "abcde"
+    spec = ",".join(letters[i : i + 2] for i in range(len(mats))) + "->a" + letters[len(mats)]
+    path, info = bnp.einsum_path(spec, *mats, optimize="optimal")
+    assert all(isinstance(step, tuple) for step in path)
+    labels = [letters[i : i + 2] for i in range(len(mats))]
+    sizes = dict(zip(letters, dims))
+    out = "a" + letters[len(mats)]
+    best = min(_cost(labels, out, sizes, p) for p in _all_paths(len(mats)))
+    assert _cost(labels, out, sizes, path) == best
+    assert str(info).splitlines()[0].strip() == f"Complete contraction:  {spec}"
+    unopt, _ = bnp.einsum_path(spec, *mats, optimize=False)
+    assert unopt == [(0, 1)] * (len(mats) - 1)
+    want = np.linalg.multi_dot(mats) if all(dims) else np.einsum(spec, *mats)
+    for p in (path, unopt, bnp.einsum_path(spec, *mats)[0]):
+        got = bnp.einsum(spec, *mats, optimize=p)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(np.einsum(spec, *mats, optimize=["einsum_path", *p]), want,
+                                   rtol=1e-10, atol=1e-10)  # fmt: skip
+
+
+def test_einsum_path_reads_only_shapes():
+    """Under jit the operands are tracers: the path is the eager one; the interleaved form;
+    mismatched sizes are a BluValueError naming the label."""
+    want = bnp.einsum_path("ij,jk,kl", A, B, C)[0]
+    seen = []
+    blu.jit(lambda a, b, c: seen.append(bnp.einsum_path("ij,jk,kl", a, b, c)[0]) or a)(A, B, C)
+    # A @ (B @ C): 40*50*2 + 30*40*2 multiplications, (A @ B) @ C: 30*40*50 + 30*50*2
+    assert seen == [want] == [[(1, 2), (0, 1)]]
+    assert bnp.einsum_path(A, [0, 1], B, [1, 2], C, [2, 3], [0, 3])[0] == want
+    with pytest.raises(BluValueError, match="'j'"):
+        bnp.einsum_path("ij,jk", A, C)

@@ -251,6 +251,8 @@ NOT_OPERATIONS: dict[str, str] = {
     "numpy.building": "a submodule (its functions are re-exported and listed)",
     "numpy.isscalar": "a type query, no array computation (tests/numpy/test_numpy_building.py)",
     "numpy.iterable": "a type query, no array computation (tests/numpy/test_numpy_building.py)",
+    "numpy.einsum_path": "contraction-order planning from shapes, no array computation "
+    "(tests/numpy/test_einsum_optimize.py)",
     "numpy.statistics": "a submodule (its functions are re-exported and listed)",
     "lax.callback": "a submodule (pure_callback is re-exported at the top level and listed)",
     "prim:debug_callback": "a side effect with no output: tests/core/test_jax_toplevel.py checks "
