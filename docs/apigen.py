@@ -94,6 +94,7 @@ TOPICS = {
     # blu.lax
     "blu.lax.elementwise": "Elementwise operations",
     "blu.lax.special": "Elementwise operations",
+    "blu.lax.incomplete": "Elementwise operations",
     "blu.lax.complex": "Elementwise operations",
     "blu.lax.casts": "Elementwise operations",
     "blu.lax.bits": "Bits and selection",

@@ -8,7 +8,7 @@ The families import each other in one order, a module only ever importing those 
 ``sorting`` < ``gather_scatter`` < ``slicing`` < ``bits``, ``special``, ``associative_scan`` <
 ``cumulative`` < ``reductions`` < the rest (``scatter_combine``, ``bessel``, ``zeta_series``,
 ``random_gamma``, ``fft``, ``dot``, ``convolution``, ``windowed``, ``attention``,
-``control_flow``, ``parallel``, ``linalg``).
+``control_flow``, ``parallel``, ``linalg``; ``incomplete`` imports ``control_flow``).
 No submodule imports this package. The few rules that need an operation of a higher family
 (broadcast_in_dim's transpose needs ``reduce_sum``) call it through ``_late``, filled in below.
 """
@@ -20,6 +20,7 @@ from blu.lax.special import *  # noqa: F403
 from blu.lax.bessel import *  # noqa: F403
 from blu.lax.zeta_series import *  # noqa: F403
 from blu.lax.random_gamma import *  # noqa: F403
+from blu.lax.incomplete import *  # noqa: F403
 from blu.lax.complex import *  # noqa: F403
 from blu.lax.fft import *  # noqa: F403
 from blu.lax.shapes import *  # noqa: F403

@@ -229,6 +229,7 @@ NOT_OPERATIONS: dict[str, str] = {
             "random_gamma_numpy",
             "bessel",
             "zeta_series",
+            "incomplete",
             "collective_groups",
             "scatter_combine",
         )

@@ -1,6 +1,6 @@
 """OpInfo entries: approx_max_k, approx_min_k, bessel_i0e, bessel_i1e, broadcast_to_rank,
-cumlogsumexp, nextafter, reduce_precision, reduce_xor, split, zeta (blu.lax); log1mexp,
-logmeanexp (blu.nn)."""
+cumlogsumexp, nextafter, reduce_precision, reduce_xor, split, zeta, igamma, igammac,
+igamma_grad_a (blu.lax); log1mexp, logmeanexp (blu.nn)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,12 @@ op(
     special=[(np.array([-np.inf, -np.inf, 0.0, 800.0]),)],
     n_ops=8,
 )
+
+
+def _fd_a(f, a, *rest):
+    """``df/da`` by central differences (relative step 1e-6) in float64."""
+    h = 1e-6 * a
+    return (f(a + h, *rest) - f(a - h, *rest)) / (2 * h)
 
 
 def _same_shape_pair(vx, vy):
@@ -138,6 +144,27 @@ op(
     n_ops=16,
 )
 
+_GAMMA_EDGES = (
+    np.array([2.0, 2.0, 0.5, -1.0, 2.0, 3.0]),
+    np.array([0.0, np.inf, 1e-3, 1.0, -1.0, 30.0]),
+)
+for _n, _ref in (("igamma", scipy.special.gammainc), ("igammac", scipy.special.gammaincc)):
+    op(
+        f"lax.{_n}",
+        getattr(lax, _n),
+        lambda a, x, _ref=_ref: np.where(a > 0, _ref(a, x), np.nan),  # JAX's NaN at a <= 0
+        _same_shape_pair(uniform(0.5, 5.0), uniform(0.1, 8.0)),
+        special=[_GAMMA_EDGES],
+        n_ops=32,
+    )
+op(
+    "lax.igamma_grad_a",
+    lax.igamma_grad_a,
+    lambda a, x: _fd_a(scipy.special.gammainc, a, x),
+    _same_shape_pair(uniform(0.5, 5.0), uniform(0.1, 8.0)),
+    grad=False,  # a first derivative itself: forward mode through a while_loop (as JAX's)
+    n_ops=2**14,  # the central differences of the reference (1e-6 relative steps) set it
+)
 op(
     "nn.log1mexp",
     bnn.log1mexp,

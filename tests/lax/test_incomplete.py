@@ -1,0 +1,129 @@
+"""``lax.igamma``, ``igammac``, ``igamma_grad_a`` and ``betainc`` (compositions of ``while_loop``
+and elementwise operations) against ``scipy.special`` in float64 over hypothesis-drawn
+parameters (small and large ``a``, ``x`` near ``a``, tiny ``x``), their special values, float32
+and half floats, derivatives against central differences and closed forms, jit and vmap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special as sc
+from hypothesis import given
+from hypothesis import strategies as st
+
+import blu
+import blu.numpy as bnp
+from blu import lax
+from blu.core.errors import BluTypeError
+
+EPS64 = np.finfo(np.float64).eps
+EPS32 = np.finfo(np.float32).eps
+
+
+def _rel(got, want, rtol, atol=0.0):
+    np.testing.assert_allclose(np.asarray(got), want, rtol=rtol, atol=atol)
+
+
+# ---- igamma / igammac ------------------------------------------------------------------------
+
+# a over five decades; x = a * exp(s): far below, near and far above a (scipy is accurate here)
+_A = st.floats(0.01, 1000.0)
+_S = st.one_of(st.floats(-4.0, 1.5), st.floats(-0.02, 0.02))
+
+
+@given(_A, _S)
+def test_igamma_igammac_against_scipy(a, s):
+    x = a * np.exp(s)
+    p, q = float(lax.igamma(a, x)), float(lax.igammac(a, x))
+    # the factor x^a e^-x / Gamma(a) carries ~|x - a| + log terms of rounding (a few ulps each)
+    tol = 64 * EPS64 * (1.0 + np.sqrt(a))
+    np.testing.assert_allclose(p, sc.gammainc(a, x), rtol=tol, atol=1e-300)
+    np.testing.assert_allclose(q, sc.gammaincc(a, x), rtol=tol, atol=1e-300)
+
+
+def test_igamma_tiny_x_and_large_a_near_x():
+    a = np.array([0.5, 3.0, 1e-3, 200.0, 5000.0, 5000.0, 20000.0])
+    x = np.array([1e-30, 1e-8, 1e-200, 200.5, 4999.0, 5003.0, 20000.0])
+    want = sc.gammainc(a, x)
+    _rel(lax.igamma(a, x), want, 1e-12)
+    _rel(lax.igammac(a, x), sc.gammaincc(a, x), 1e-12)
+
+
+def test_special_values_are_jaxs():
+    a = np.array([2.0, 2.0, 2.0, -1.0, 0.0, np.nan, 2.0, 2.0, np.inf])
+    x = np.array([0.0, np.inf, -1.0, 1.0, 1.0, 1.0, np.nan, 1.0, 3.0])
+    p, q = np.asarray(lax.igamma(a, x)), np.asarray(lax.igammac(a, x))
+    nan = [False, False, True, True, True, True, True, False, False]
+    np.testing.assert_array_equal(np.isnan(p), nan)
+    np.testing.assert_array_equal(np.isnan(q), nan)
+    assert p[0] == 0 and q[0] == 1 and p[1] == 1 and q[1] == 0
+    assert p[8] == 0 and q[8] == 1
+    np.testing.assert_allclose(p[7], sc.gammainc(2.0, 1.0), rtol=1e-15)
+
+
+@pytest.mark.parametrize("dt, tol", [(np.float32, 256 * EPS32), (np.float16, 8e-3)])
+def test_low_precision_keeps_its_dtype(dt, tol):
+    a = np.array([0.3, 1.0, 4.5, 30.0, 60.0], dt)
+    x = np.array([0.2, 2.0, 4.0, 33.0, 50.0], dt)
+    a64, x64 = a.astype(np.float64), x.astype(np.float64)
+    for fn, ref in ((lax.igamma, sc.gammainc), (lax.igammac, sc.gammaincc)):
+        got = fn(a, x)
+        assert got.dtype == dt
+        _rel(got, ref(a64, x64), tol, atol=tol)
+
+
+def test_refuses_integers_and_mixed_dtypes():
+    with pytest.raises(BluTypeError, match="igamma"):
+        lax.igamma(np.array([1, 2]), np.array([1, 2]))
+    with pytest.raises(BluTypeError):
+        lax.igammac(np.ones(2, np.float32), np.ones(2))
+
+
+def _fd(f, v, h):
+    return (f(v + h) - f(v - h)) / (2 * h)
+
+
+@given(st.floats(0.1, 50.0), st.floats(-2.0, 1.0))
+def test_gradients_against_differences(a, s):
+    a = np.float64(a)
+    x = a * np.exp(s)
+    ga, gx = blu.grad(lambda a, x: lax.igamma(a, x), argnums=(0, 1))(a, x)
+    # in x the density; in a central differences of scipy (of Q above a + 1: P rounds to 1)
+    dens = np.exp((a - 1) * np.log(x) - x - sc.gammaln(a))
+    np.testing.assert_allclose(float(gx), dens, rtol=1e-12)
+    h = 1e-5 * a
+    if x > a + 1:
+        want = -_fd(lambda v: sc.gammaincc(v, x), a, h)
+    else:
+        want = _fd(lambda v: sc.gammainc(v, x), a, h)
+    np.testing.assert_allclose(float(ga), want, rtol=1e-6, atol=1e-300)
+    np.testing.assert_allclose(float(lax.igamma_grad_a(a, x)), float(ga), rtol=1e-14)
+    qa, qx = blu.grad(lambda a, x: lax.igammac(a, x), argnums=(0, 1))(a, x)
+    assert float(qa) == -float(ga) and float(qx) == -float(gx)
+
+
+def test_second_derivatives():
+    a, x = np.float64(2.5), np.float64(3.0)
+    h = 1e-4
+    # d2P/dx2 = density * ((a - 1) / x - 1); d2P/dadx = density * (log x - digamma a)
+    dens = np.exp((a - 1) * np.log(x) - x - sc.gammaln(a))
+    hxx = blu.grad(blu.grad(lax.igamma, argnums=1), argnums=1)(a, x)
+    np.testing.assert_allclose(float(hxx), dens * ((a - 1) / x - 1), rtol=1e-12)
+    hax = blu.grad(blu.grad(lax.igamma, argnums=0), argnums=1)(a, x)
+    np.testing.assert_allclose(float(hax), dens * (np.log(x) - sc.digamma(a)), rtol=1e-12)
+    haa = blu.grad(blu.grad(lax.igamma, argnums=0), argnums=0)(a, x)
+    want = (sc.gammainc(a + h, x) - 2 * sc.gammainc(a, x) + sc.gammainc(a - h, x)) / h**2
+    np.testing.assert_allclose(float(haa), want, rtol=1e-5)
+
+
+def test_jit_vmap_and_grad_under_vmap():
+    a = np.array([[0.5, 3.0, 10.0], [40.0, 0.05, 7.0]])
+    x = np.array([[0.1, 5.0, 9.5], [45.0, 1e-3, 20.0]])
+    want = sc.gammainc(a, x)
+    _rel(blu.jit(lax.igamma)(a, x), want, 1e-13)
+    _rel(blu.vmap(lax.igamma)(a, x), want, 1e-13)
+    _rel(blu.vmap(lax.igammac, (None, 0))(np.float64(3.0), x[0]), sc.gammaincc(3.0, x[0]), 1e-13)
+    g = blu.vmap(blu.vmap(blu.grad(lax.igamma, argnums=1)))(a, x)
+    _rel(g, np.exp((a - 1) * np.log(x) - x - sc.gammaln(a)), 1e-12)
+    gj = blu.jit(blu.grad(lambda a: bnp.sum(lax.igamma(a, x))))(a)
+    _rel(gj, np.asarray(lax.igamma_grad_a(a, x)), 1e-12)
