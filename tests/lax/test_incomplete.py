@@ -127,3 +127,69 @@ def test_jit_vmap_and_grad_under_vmap():
     _rel(g, np.exp((a - 1) * np.log(x) - x - sc.gammaln(a)), 1e-12)
     gj = blu.jit(blu.grad(lambda a: bnp.sum(lax.igamma(a, x))))(a)
     _rel(gj, np.asarray(lax.igamma_grad_a(a, x)), 1e-12)
+
+
+# ---- betainc ---------------------------------------------------------------------------------
+
+_AB = st.floats(0.02, 300.0)
+
+
+@given(_AB, _AB, st.one_of(st.floats(1e-6, 1 - 1e-6), st.floats(0.0, 1.0)))
+def test_betainc_against_scipy(a, b, x):
+    got = float(lax.betainc(np.float64(a), np.float64(b), np.float64(x)))
+    # the factor x^a (1-x)^b / B(a, b) in logs: its rounding grows with a + b
+    tol = 64 * EPS64 * (4.0 + a + b)
+    np.testing.assert_allclose(got, sc.betainc(a, b, x), rtol=tol, atol=1e-300)
+
+
+def test_betainc_special_values_and_dtypes():
+    a = np.array([2.0, 2.0, 0.0, -1.0, 2.0, 2.0, 2.0, np.nan, 1.0])
+    b = np.array([3.0, 3.0, 1.0, 1.0, 0.0, 3.0, 3.0, 1.0, 1.0])
+    x = np.array([0.0, 1.0, 0.5, 0.5, 0.5, -0.1, 1.1, 0.5, 0.25])
+    got = np.asarray(lax.betainc(a, b, x))
+    np.testing.assert_array_equal(np.isnan(got), [0, 0, 1, 1, 1, 1, 1, 1, 0])
+    assert got[0] == 0 and got[1] == 1 and got[8] == 0.25
+    for dt, tol in ((np.float32, 512 * EPS32), (np.float16, 8e-3)):
+        a, b, x = (np.array(v, dt) for v in ([0.5, 3.0, 20.0], [2.0, 0.7, 30.0], [0.3, 0.9, 0.4]))
+        got = lax.betainc(a, b, x)
+        assert got.dtype == dt
+        _rel(got, sc.betainc(*(v.astype(np.float64) for v in (a, b, x))), tol, atol=tol)
+
+
+@given(st.floats(0.3, 30.0), st.floats(0.3, 30.0), st.floats(0.02, 0.98))
+def test_betainc_gradients(a, b, x):
+    a, b, x = np.float64(a), np.float64(b), np.float64(x)
+    ga, gb, gx = blu.grad(lax.betainc, argnums=(0, 1, 2))(a, b, x)
+    dens = np.exp((a - 1) * np.log(x) + (b - 1) * np.log1p(-x) - sc.betaln(a, b))
+    np.testing.assert_allclose(float(gx), dens, rtol=1e-11)
+    h = 1e-5
+    # differences of the smaller of I and 1 - I (scipy's complement is I_{1-x}(b, a))
+    if sc.betainc(a, b, x) < 0.5:
+        da = _fd(lambda v: sc.betainc(v, b, x), a, h * a)
+        db = _fd(lambda v: sc.betainc(a, v, x), b, h * b)
+    else:
+        da = -_fd(lambda v: sc.betainc(b, v, 1 - x), a, h * a)
+        db = -_fd(lambda v: sc.betainc(v, a, 1 - x), b, h * b)
+    np.testing.assert_allclose(float(ga), da, rtol=1e-5, atol=1e-12)
+    np.testing.assert_allclose(float(gb), db, rtol=1e-5, atol=1e-12)
+
+
+def test_betainc_second_derivatives_jit_vmap():
+    a, b, x = np.float64(2.5), np.float64(4.0), np.float64(0.3)
+    h = 1e-4
+    hab = blu.grad(blu.grad(lax.betainc, argnums=0), argnums=1)(a, b, x)
+    want = (sc.betainc(a + h, b + h, x) - sc.betainc(a + h, b - h, x)
+            - sc.betainc(a - h, b + h, x) + sc.betainc(a - h, b - h, x)) / (4 * h * h)  # fmt: skip
+    np.testing.assert_allclose(float(hab), want, rtol=1e-5)
+    # d2I/dx2 = density * ((a - 1) / x - (b - 1) / (1 - x))
+    dens = np.exp((a - 1) * np.log(x) + (b - 1) * np.log1p(-x) - sc.betaln(a, b))
+    hxx = blu.grad(blu.grad(lax.betainc, argnums=2), argnums=2)(a, b, x)
+    np.testing.assert_allclose(float(hxx), dens * ((a - 1) / x - (b - 1) / (1 - x)), rtol=1e-11)
+    A, B, X = np.array([[1.0, 2.0], [0.3, 50.0]]), np.array([[3.0, 4.0], [9.0, 45.0]]), 0.6
+    X = np.full((2, 2), X)
+    want = sc.betainc(A, B, X)
+    _rel(blu.jit(lax.betainc)(A, B, X), want, 1e-13)
+    _rel(blu.vmap(blu.vmap(lax.betainc))(A, B, X), want, 1e-13)
+    g = blu.vmap(blu.grad(lax.betainc, argnums=2))(A[0], B[0], X[0])
+    _rel(g, np.exp((A[0] - 1) * np.log(0.6) + (B[0] - 1) * np.log(0.4) - sc.betaln(A[0], B[0])),
+         1e-12)  # fmt: skip

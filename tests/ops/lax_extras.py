@@ -1,6 +1,6 @@
 """OpInfo entries: approx_max_k, approx_min_k, bessel_i0e, bessel_i1e, broadcast_to_rank,
 cumlogsumexp, nextafter, reduce_precision, reduce_xor, split, zeta, igamma, igammac,
-igamma_grad_a (blu.lax); log1mexp, logmeanexp (blu.nn)."""
+igamma_grad_a, betainc (blu.lax); log1mexp, logmeanexp (blu.nn)."""
 
 from __future__ import annotations
 
@@ -165,6 +165,32 @@ op(
     grad=False,  # a first derivative itself: forward mode through a while_loop (as JAX's)
     n_ops=2**14,  # the central differences of the reference (1e-6 relative steps) set it
 )
+
+
+def _same_shape_triple(rng):
+    shape = rand_shape(rng)
+    return (
+        uniform(0.5, 5.0)(rng, shape),
+        uniform(0.5, 5.0)(rng, shape),
+        uniform(0.05, 0.95)(rng, shape),
+    )
+
+
+op(
+    "lax.betainc",
+    lax.betainc,
+    lambda a, b, x: np.where((a > 0) & (b > 0), scipy.special.betainc(a, b, x), np.nan),
+    _same_shape_triple,
+    special=[
+        (
+            np.array([2.0, 2.0, 0.5, -1.0, 2.0, 3.0]),
+            np.array([3.0, 3.0, 0.5, 1.0, 0.0, 40.0]),
+            np.array([0.0, 1.0, 1e-3, 0.5, 0.5, 0.02]),
+        )
+    ],
+    n_ops=32,
+)
+
 op(
     "nn.log1mexp",
     bnn.log1mexp,
