@@ -4,8 +4,10 @@
 Integer inputs are computed in float32 (as JAX). Formulas: Abramowitz & Stegun (ch. 6, 7, 26);
 ``log_ndtr`` uses ``log(erfc(-x / sqrt 2) / 2)`` for ``x > -10`` (-20 in float64) and the
 asymptotic series ``-x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4 - 15/x^6 ...)`` below
-(A&S 26.2.12), so it stays finite far into the lower tail. Functions blu lacks
-(incomplete gamma and beta, ``hyp1f1``, ...) are listed with their reasons in
+(A&S 26.2.12), so it stays finite far into the lower tail. The incomplete gamma
+and beta functions are :func:`blu.lax.igamma`, :func:`blu.lax.igammac` and
+:func:`blu.lax.betainc` (series and continued fractions in ``while_loop``s). Functions blu
+lacks (``hyp1f1``, ...) are listed with their reasons in
 ``docs/coming_from_jax.md``.
 """
 
@@ -25,6 +27,7 @@ from blu.nn.functions import logsumexp
 
 __all__ = [
     "beta",
+    "betainc",
     "betaln",
     "boxcox",
     "boxcox1p",
@@ -37,6 +40,8 @@ __all__ = [
     "expit",
     "factorial",
     "gamma",
+    "gammainc",
+    "gammaincc",
     "gammaln",
     "gammasgn",
     "i0",
@@ -138,6 +143,30 @@ def betaln(a: Any, b: Any) -> Any:
     diff = -(x + y - 0.5) * bnp.log1p(x / y) - x * bnp.log(y) + x
     diff = diff + (_stirling_err(y) - _stirling_err(x + y))
     return bnp.where(big, lax.lgamma(a) + diff, small)
+
+
+def gammainc(a: Any, x: Any) -> Any:
+    """The regularized lower incomplete gamma function ``P(a, x)`` (:func:`blu.lax.igamma`
+    after JAX's promotion and broadcasting): NaN where ``a <= 0`` or ``x < 0`` (JAX's; scipy's
+    ``gammainc(0, x)`` is 1), 0 at ``x = 0``, 1 at ``x = inf``; differentiable in ``a`` and
+    ``x``."""
+    a, x = _floats(a, x)
+    return lax.igamma(a, x)
+
+
+def gammaincc(a: Any, x: Any) -> Any:
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``
+    (:func:`blu.lax.igammac`, its small values kept by the continued fraction)."""
+    a, x = _floats(a, x)
+    return lax.igammac(a, x)
+
+
+def betainc(a: Any, b: Any, x: Any) -> Any:
+    """The regularized incomplete beta function ``I_x(a, b)`` (:func:`blu.lax.betainc` after
+    JAX's promotion and broadcasting): NaN where ``a <= 0``, ``b <= 0`` or ``x`` is outside
+    [0, 1]; differentiable in ``x`` and (unlike JAX's) in ``a`` and ``b``."""
+    a, b, x = _floats(a, b, x)
+    return lax.betainc(a, b, x)
 
 
 def digamma(x: Any) -> Any:

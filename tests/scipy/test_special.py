@@ -297,3 +297,19 @@ def test_new_special_dtypes_and_errors():
         S.comb(5, 2, exact=True)
     with pytest.raises(blu.errors.BluValueError, match="Riemann"):
         S.zeta(2.0)
+
+
+def test_incomplete_gamma_and_beta_promote_broadcast_and_differentiate():
+    a = np.array([[0.5], [3.0], [40.0]])
+    x = np.array([0.1, 2.5, 45.0])
+    np.testing.assert_allclose(np.asarray(S.gammainc(a, x)), ss.gammainc(a, x), rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(S.gammaincc(a, x)), ss.gammaincc(a, x), rtol=1e-13)
+    b, p = np.array([2.0, 0.5, 30.0]), np.array([[0.1], [0.5], [0.97]])
+    np.testing.assert_allclose(np.asarray(S.betainc(a, b, p)), ss.betainc(a, b, p), rtol=1e-13)
+    got = S.gammainc(2, np.int32(3))  # integers computed in float32, as JAX
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(float(got), ss.gammainc(2, 3), rtol=4e-7)
+    assert S.betainc(2, 3, np.float32(0.25)).dtype == np.float32
+    assert np.isnan(float(S.gammainc(0.0, 1.0))) and np.isnan(float(S.betainc(1.0, 1.0, 1.5)))
+    g = blu.grad(lambda x: S.gammainc(np.float64(3.0), x))(np.float64(2.0))
+    np.testing.assert_allclose(float(g), 4.0 * np.exp(-2.0) / 2.0, rtol=1e-13)
