@@ -63,6 +63,18 @@ CASES = [
     ("binom", "logpmf", ("count", "n", "prob", "count")),
     ("binom", "pmf", ("count", "n", "prob", "count")),
 ]
+# over the incomplete gamma and beta functions (while_loops: each jit compiles for ~1 s)
+LOOP_CASES = [
+    *[("gamma", f, ("x", "pos", "x", "pos")) for f in ("cdf", "logcdf", "sf", "logsf")],
+    *[
+        ("chi2", f, ("x", "pos", "x", "pos"))
+        for f in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")
+    ],
+    *[("beta", f, ("x", "pos", "pos", "x", "pos")) for f in ("cdf", "logcdf", "sf", "logsf")],
+    ("t", "cdf", ("x", "pos", "x", "pos")),
+    ("poisson", "cdf", ("x", "pos", "count")),
+    ("binom", "cdf", ("x", "n", "prob", "count")),
+]
 
 
 @st.composite
@@ -96,6 +108,19 @@ def test_against_scipy_float64(mod, fn, kinds, data):
     args = data.draw(_broadcast_args(kinds))
     if (mod, fn) == ("bernoulli", "ppf"):  # JAX's 0 at q = 0 (scipy: -1, below the support)
         args[0] = np.where(args[0] == 0, 0.5, args[0])
+    ours = getattr(getattr(S, mod), fn)
+    with np.errstate(all="ignore"):
+        want = np.asarray(getattr(getattr(sst, mod), fn)(*args), np.float64)
+    _compare(ours(*args), want)
+    _compare(blu.jit(ours)(*args), want, rtol=1e-9)
+
+
+@pytest.mark.parametrize("mod, fn, kinds", LOOP_CASES, ids=[f"{c[0]}.{c[1]}" for c in LOOP_CASES])
+@settings(deadline=None, max_examples=6)
+@given(data=st.data())
+def test_cdfs_against_scipy_float64(mod, fn, kinds, data):
+    """As test_against_scipy_float64, with fewer examples (each jit compiles while_loops)."""
+    args = data.draw(_broadcast_args(kinds))
     ours = getattr(getattr(S, mod), fn)
     with np.errstate(all="ignore"):
         want = np.asarray(getattr(getattr(sst, mod), fn)(*args), np.float64)
@@ -138,11 +163,21 @@ def test_defaults_promotion_and_support():
         (S.poisson.logpmf, (np.array([0.0, 2.0, 5.0]), 2.5)),
         (S.binom.logpmf, (np.array([0.0, 2.0, 5.0]), 7.0, 0.3)),
         (S.bernoulli.logpmf, (np.array([0.0, 1.0]), 0.3)),
+        (S.gamma.cdf, (np.array([0.7, 1.3, 4.5]), 2.5, 0.1, 1.3)),
+        (S.gamma.logsf, (np.array([0.7, 1.3, 4.5]), 2.5, 0.1, 1.3)),
+        (S.chi2.logcdf, (np.array([0.7, 1.3, 4.5]), 3.5, 0.1, 1.3)),
+        (S.chi2.logpdf, (np.array([0.7, 1.3, 4.5]), 3.5, 0.1, 1.3)),
+        (S.beta.cdf, (np.array([0.2, 0.5, 0.9]), 2.5, 1.5, 0.0, 1.0)),
+        (S.beta.logsf, (np.array([0.2, 0.5, 0.9]), 2.5, 1.5, 0.0, 1.0)),
+        (S.t.cdf, (np.array([-1.2, 0.3, 2.5]), 3.5, 0.2, 1.3)),
+        (S.poisson.cdf, (np.array([0.0, 2.0, 5.0]), 2.5)),
+        (S.binom.cdf, (np.array([0.0, 2.0, 5.0]), 7.0, 0.3)),
     ],
 )
 def test_gradients_central_differences(f, args):
     """Derivatives in every float argument (not the integer counts) against central differences."""
-    counts = f in (S.poisson.logpmf, S.binom.logpmf, S.bernoulli.logpmf)
+    counts = f in (S.poisson.logpmf, S.binom.logpmf, S.bernoulli.logpmf, S.poisson.cdf,
+                   S.binom.cdf)  # fmt: skip
     first = np.asarray(args[0])
     rest = [np.full(first.shape, a, np.float64) for a in args[1:]]
     if counts:

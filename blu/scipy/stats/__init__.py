@@ -2,9 +2,9 @@
 and quantiles of SciPy's distributions on blu arrays, one module per distribution
 (``blu.scipy.stats.norm.logpdf``), with JAX's argument names and defaults (``loc=0``,
 ``scale=1``), broadcasting, promotion (integers become float32) and ``-inf`` log densities
-outside the support. The CDFs that need the incomplete gamma or beta functions (``gamma``,
-``t``, ``beta``, ``poisson``, ``binom``) and the other distributions are listed in
-``docs/coming_from_jax.md``.
+outside the support. The CDFs of ``gamma``, ``chi2``, ``t``, ``beta``, ``poisson`` and ``binom``
+are the incomplete gamma and beta functions of ``blu.scipy.special``; the other distributions
+are listed in ``docs/coming_from_jax.md``.
 """
 
 from blu.scipy.stats import (
@@ -12,6 +12,7 @@ from blu.scipy.stats import (
     beta,
     binom,
     cauchy,
+    chi2,
     dirichlet,
     expon,
     gamma,
@@ -29,6 +30,7 @@ __all__ = [
     "beta",
     "binom",
     "cauchy",
+    "chi2",
     "dirichlet",
     "expon",
     "gamma",

@@ -1,5 +1,5 @@
-"""``jax.scipy.stats.beta``: the beta distribution of shapes ``a``, ``b`` (its CDF needs the
-incomplete beta function, not built: ``docs/coming_from_jax.md``)."""
+"""``jax.scipy.stats.beta``: the beta distribution of shapes ``a``, ``b``; its CDF is the
+regularized incomplete beta function (``blu.scipy.special.betainc``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from blu import numpy as bnp
 from blu.scipy import special
 from blu.scipy.stats._common import standardize
 
-__all__ = ["logpdf", "pdf"]
+__all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]
 
 
 def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -26,3 +26,30 @@ def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
 def pdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``exp(logpdf(x, a, b, loc, scale))``."""
     return bnp.exp(logpdf(x, a, b, loc, scale))
+
+
+def _y(x: Any, a: Any, b: Any, loc: Any, scale: Any) -> tuple:
+    x, a, b, loc, scale = promote(x, a, b, loc, scale)
+    return a, b, bnp.clip((x - loc) / scale, 0.0, 1.0)
+
+
+def cdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """``betainc(a, b, y)`` with ``y = (x - loc) / scale`` clipped to [0, 1] (JAX's)."""
+    a, b, y = _y(x, a, b, loc, scale)
+    return special.betainc(a, b, y)
+
+
+def logcdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """``log(cdf(x, a, b, loc, scale))``."""
+    return bnp.log(cdf(x, a, b, loc, scale))
+
+
+def sf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """The survival function ``betainc(b, a, 1 - y)`` (JAX's)."""
+    a, b, y = _y(x, a, b, loc, scale)
+    return special.betainc(b, a, 1.0 - y)
+
+
+def logsf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """``log(sf(x, a, b, loc, scale))``."""
+    return bnp.log(sf(x, a, b, loc, scale))

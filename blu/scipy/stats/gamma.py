@@ -1,5 +1,5 @@
-"""``jax.scipy.stats.gamma``: the gamma distribution of shape ``a`` (its CDF needs the
-incomplete gamma function, not built: ``docs/coming_from_jax.md``)."""
+"""``jax.scipy.stats.gamma``: the gamma distribution of shape ``a``; its CDF and survival
+function are the regularized incomplete gamma functions (``blu.scipy.special.gammainc``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from blu import numpy as bnp
 from blu.scipy import special
 from blu.scipy.stats._common import standardize
 
-__all__ = ["logpdf", "pdf"]
+__all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]
 
 
 def logpdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -23,3 +23,30 @@ def logpdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
 def pdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``exp(logpdf(x, a, loc, scale))``."""
     return bnp.exp(logpdf(x, a, loc, scale))
+
+
+def _y(x: Any, a: Any, loc: Any, scale: Any) -> tuple:
+    x, a, loc, scale = promote(x, a, loc, scale)
+    return a, bnp.clip((x - loc) / scale, 0.0, bnp.inf)
+
+
+def cdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """``gammainc(a, y)`` with ``y = (x - loc) / scale`` clipped to ``[0, inf]`` (JAX's)."""
+    a, y = _y(x, a, loc, scale)
+    return special.gammainc(a, y)
+
+
+def logcdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """``log(cdf(x, a, loc, scale))``."""
+    return bnp.log(cdf(x, a, loc, scale))
+
+
+def sf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """The survival function ``gammaincc(a, y)``, whose small upper tail keeps its digits."""
+    a, y = _y(x, a, loc, scale)
+    return special.gammaincc(a, y)
+
+
+def logsf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """``log(sf(x, a, loc, scale))``."""
+    return bnp.log(sf(x, a, loc, scale))

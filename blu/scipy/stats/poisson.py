@@ -1,5 +1,5 @@
-"""``jax.scipy.stats.poisson``: the Poisson distribution of mean ``mu`` (its CDF needs the
-incomplete gamma function, not built: ``docs/coming_from_jax.md``)."""
+"""``jax.scipy.stats.poisson``: the Poisson distribution of mean ``mu``; its CDF is the
+regularized upper incomplete gamma function (``blu.scipy.special.gammaincc``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from blu import numpy as bnp
 from blu.scipy import special
 from blu.scipy.stats._common import promote
 
-__all__ = ["logpmf", "pmf"]
+__all__ = ["cdf", "logpmf", "pmf"]
 
 
 def logpmf(k: Any, mu: Any, loc: Any = 0) -> Any:
@@ -24,3 +24,11 @@ def logpmf(k: Any, mu: Any, loc: Any = 0) -> Any:
 def pmf(k: Any, mu: Any, loc: Any = 0) -> Any:
     """``exp(logpmf(k, mu, loc))``."""
     return bnp.exp(logpmf(k, mu, loc))
+
+
+def cdf(k: Any, mu: Any, loc: Any = 0) -> Any:
+    """``gammaincc(floor(k - loc) + 1, mu)``; 0 where ``k - loc < 0`` (JAX's)."""
+    k, mu, loc = promote(k, mu, loc)
+    x = k - loc
+    p = special.gammaincc(bnp.floor(bnp.where(x < 0, 0.0, x)) + 1.0, mu)
+    return bnp.where(x < 0, 0.0, p).astype(p.dtype)

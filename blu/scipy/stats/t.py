@@ -1,5 +1,5 @@
-"""``jax.scipy.stats.t``: Student's t distribution of ``df`` degrees of freedom (its CDF needs
-the incomplete beta function, not built: ``docs/coming_from_jax.md``)."""
+"""``jax.scipy.stats.t``: Student's t distribution of ``df`` degrees of freedom; its CDF is a
+regularized incomplete beta function (``blu.scipy.special.betainc``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from blu import numpy as bnp
 from blu.scipy import special
 from blu.scipy.stats._common import standardize
 
-__all__ = ["logpdf", "pdf"]
+__all__ = ["cdf", "logpdf", "pdf"]
 
 
 def logpdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -26,3 +26,12 @@ def logpdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
 def pdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``exp(logpdf(x, df, loc, scale))``."""
     return bnp.exp(logpdf(x, df, loc, scale))
+
+
+def cdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """``betainc(df/2, 1/2, df / (df + z^2)) / 2`` for ``z = (x - loc) / scale < 0``, one minus
+    it above (JAX's)."""
+    x, df, loc, scale = promote(x, df, loc, scale)
+    z = (x - loc) / scale
+    tail = 0.5 * special.betainc(0.5 * df, 0.5, df / (df + z * z))
+    return bnp.where(z < 0, tail, 1.0 - tail)
