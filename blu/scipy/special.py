@@ -24,6 +24,7 @@ from blu import numpy as bnp
 from blu.core.errors import BluError, BluTypeError, with_user_line
 from blu.nn import functions as _nn
 from blu.nn.functions import logsumexp
+from blu.scipy._exp_integrals import erfcx, exp1, expi, expn
 
 __all__ = [
     "beta",
@@ -34,10 +35,14 @@ __all__ = [
     "comb",
     "digamma",
     "entr",
+    "exp1",
+    "expi",
     "erf",
     "erfc",
+    "erfcx",
     "erfinv",
     "expit",
+    "expn",
     "factorial",
     "gamma",
     "gammainc",

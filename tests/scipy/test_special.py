@@ -313,3 +313,63 @@ def test_incomplete_gamma_and_beta_promote_broadcast_and_differentiate():
     assert np.isnan(float(S.gammainc(0.0, 1.0))) and np.isnan(float(S.betainc(1.0, 1.0, 1.5)))
     g = blu.grad(lambda x: S.gammainc(np.float64(3.0), x))(np.float64(2.0))
     np.testing.assert_allclose(float(g), 4.0 * np.exp(-2.0) / 2.0, rtol=1e-13)
+
+
+_XS = st.lists(st.floats(1e-6, 700.0) | st.floats(1e-3, 2.0), min_size=1, max_size=8)
+
+
+@settings(deadline=None, max_examples=10)
+@given(st.lists(st.floats(-25.0, 25.0) | st.floats(25.0, 1e8) | st.floats(1e-12, 1e-3),
+                min_size=1, max_size=8))  # fmt: skip
+def test_erfcx_against_scipy(xs):
+    x = np.array(xs)
+    # exp(x^2) amplifies the rounding of x^2 for negative x: its condition number is ~2 x^2
+    tol = 32 * np.finfo(np.float64).eps * (1.0 + np.where(x < 0, x * x, 0.0))
+    np.testing.assert_array_less(np.abs(np.asarray(S.erfcx(x)) / ss.erfcx(x) - 1), tol)
+
+
+@settings(deadline=None, max_examples=10)
+@given(_XS)
+def test_exponential_integrals_against_scipy(xs):
+    x = np.array(xs)
+    # E_n and Ei change by a relative ~x per unit relative change of x: tolerances grow with x
+    tol = 64 * np.finfo(np.float64).eps * (1.0 + x)
+
+    def close(got, want, keep=True):
+        err = np.abs(np.asarray(got) - want)
+        assert np.all((err <= tol * np.abs(want) + 1e-300) | ~keep), (x, got, want)
+
+    close(S.exp1(x), ss.exp1(x))
+    close(S.expi(-x), ss.expi(-x))
+    close(S.expi(x), ss.expi(x), np.abs(x - 0.3725) > 0.05)  # Ei's zero: relative digits lost
+    for n in (0, 2, 3, 7, 40):
+        close(S.expn(n, x), ss.expn(n, x))
+
+
+def test_exponential_integrals_special_values_dtypes_and_derivatives():
+    x = np.array([0.0, np.inf, -1.0, np.nan, -np.inf])
+    with np.errstate(all="ignore"):
+        for name in ("exp1", "expi", "erfcx"):
+            got, want = np.asarray(getattr(S, name)(x)), getattr(ss, name)(x)
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=name)
+            np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-14)
+    n = np.array([0.0, 1.0, 3.0, -1.0, 2.0, 1.5])
+    got = np.asarray(S.expn(n, np.array([0.0, 0.0, 0.0, 1.0, -1.0, 1.0])))
+    np.testing.assert_array_equal(got[:3], [np.inf, np.inf, 0.5])
+    assert np.all(np.isnan(got[3:]))  # n < 0, x < 0, a non-integer n
+    assert S.erfcx(np.float32(30.0)).dtype == np.float32 and S.expi(2).dtype == np.float32
+    assert S.expn(2, np.float16(3.0)).dtype == np.float16
+    np.testing.assert_allclose(float(S.exp1(np.float32(0.5))), ss.exp1(0.5), rtol=1e-6)
+    x = np.float64(1.7)
+    np.testing.assert_allclose(float(blu.grad(S.exp1)(x)), -np.exp(-x) / x, rtol=1e-14)
+    np.testing.assert_allclose(float(blu.grad(S.expi)(x)), np.exp(x) / x, rtol=1e-14)
+    np.testing.assert_allclose(float(blu.grad(S.expi)(-x)), np.exp(-x) / -x, rtol=1e-14)
+    g = blu.grad(lambda v: S.expn(4, v))(x)
+    np.testing.assert_allclose(float(g), -ss.expn(3, x), rtol=1e-13)
+    g = blu.grad(S.erfcx)(x)
+    np.testing.assert_allclose(float(g), 2 * x * ss.erfcx(x) - 2 / math.sqrt(math.pi), rtol=1e-12)
+    v = np.array([0.2, 3.0, 60.0])
+    np.testing.assert_allclose(np.asarray(blu.jit(S.expi)(v)), ss.expi(v), rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(blu.vmap(S.exp1)(v)), ss.exp1(v), rtol=1e-13)
+    gv = blu.vmap(blu.grad(lambda v: S.expn(2, v)))(v)
+    np.testing.assert_allclose(np.asarray(gv), -ss.expn(1, v), rtol=1e-13)
