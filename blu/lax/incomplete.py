@@ -62,7 +62,9 @@ from blu.lax.elementwise import (
 from blu.lax.reductions import reduce_or
 from blu.lax.shapes import full, full_like
 from blu.lax.special import digamma, lgamma, log1p
+from blu.transforms.ad import jvp_flat
 from blu.transforms.ad_ops import stop_gradient
+from blu.transforms.ad_util import instantiate
 from blu.transforms.custom_jvp import custom_jvp
 
 _MAX_ITER = 2000  # JAX's bound on the series and continued-fraction steps
@@ -220,9 +222,6 @@ def _igamma_pair(a: Any, x: Any) -> tuple[Any, Any]:
 def _jvp_in(fn: Any, k: int, *args: Any) -> Any:
     """The derivative of the elementwise ``fn`` in its ``k``-th operand, forward mode through
     the loops."""
-    from blu.transforms.ad import jvp_flat
-    from blu.transforms.ad_util import instantiate
-
     tangents = [full_like(v, 1.0 if i == k else 0.0) for i, v in enumerate(args)]
     _, out = jvp_flat(lambda *v: [fn(*v)], list(args), tangents)
     return instantiate(out[0])
