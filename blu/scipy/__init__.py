@@ -1,6 +1,6 @@
-"""blu.scipy: SciPy's API on blu arrays, as ``jax.scipy`` (``special``, ``stats`` and
-``linalg``; what is missing is listed in ``docs/coming_from_jax.md``)."""
+"""blu.scipy: SciPy's API on blu arrays, as ``jax.scipy`` (``special``, ``stats``,
+``linalg`` and ``signal``; what is missing is listed in ``docs/coming_from_jax.md``)."""
 
-from blu.scipy import linalg, special, stats
+from blu.scipy import linalg, signal, special, stats
 
-__all__ = ["linalg", "special", "stats"]
+__all__ = ["linalg", "signal", "special", "stats"]
