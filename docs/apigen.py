@@ -31,6 +31,8 @@ PUBLIC = [
     ("blu.tree", "Pytrees under jax.tree's short names"),
     ("blu.scipy.special", "Special functions"),
     ("blu.scipy.linalg", "SciPy's linear algebra (jax.scipy.linalg)"),
+    ("blu.scipy.signal", "SciPy's convolutions and detrending (jax.scipy.signal)"),
+    ("blu.image", "Image resizing (jax.image)"),
     ("blu.debug", "Printing and callbacks inside jit"),
     ("blu.sharding", "Meshes and shardings"),
     ("blu.errors", "Errors"),
