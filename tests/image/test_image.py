@@ -207,6 +207,22 @@ def test_scale_and_translate_two_dims_float32():
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("method", ["lanczos3", "lanczos5"])
+def test_lanczos_samples_just_off_the_pixels(method):
+    """Samples 4e-4 from the pixel centres (the kernel's Taylor branch, below 1e-3)."""
+    x = np.random.default_rng(8).standard_normal(7)
+    got = image.scale_and_translate(x, (7,), (0,), np.array([1.0]), np.array([4e-4]), method)
+    want = _ref(x, (7,), [0], [1.0], [4e-4], method)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-12)
+
+
+def test_zero_sizes():
+    x = np.ones((3, 4))
+    assert image.resize(x, (0, 4), "linear").shape == (0, 4)
+    assert image.resize(x, (0, 5), "nearest").shape == (0, 5)
+    assert image.resize(np.ones((0, 4)), (0, 6), "cubic").shape == (0, 6)
+
+
 # ---- derivatives, jit, vmap --------------------------------------------------------------------
 
 
