@@ -65,33 +65,34 @@ class ResizeMethod(enum.Enum):
         )
 
 
-def _lanczos(radius: float, x: Any) -> Any:
+def _lanczos(xp: Any, radius: float, x: Any) -> Any:
     """``sinc(x) sinc(x / radius)`` for ``x < radius``, else 0 (``x >= 0``); below ``1e-3``
     its Taylor polynomial ``1 - pi**2 (1 + 1 / radius**2) x**2 / 6`` (no 0/0; JAX's has
     ``1 - x**2`` there, off by up to 1e-6)."""
-    y = radius * bnp.sin(np.pi * x) * bnp.sin(np.pi * x / radius)
-    safe = bnp.where(x != 0, np.pi**2 * x**2, 1.0)
+    y = radius * xp.sin(np.pi * x) * xp.sin(np.pi * x / radius)
+    safe = xp.where(x != 0, np.pi**2 * x**2, 1.0)
     c2 = np.pi**2 * (1 + 1 / radius**2) / 6
-    out = bnp.where(x > 1e-3, y / safe, 1 - c2 * x**2)
-    return bnp.where(x > radius, 0.0, out)
+    out = xp.where(x > 1e-3, y / safe, 1 - c2 * x**2)
+    return xp.where(x > radius, 0.0, out)
 
 
-def _keys_cubic(x: Any) -> Any:
+def _keys_cubic(xp: Any, x: Any) -> Any:
     """Keys' cubic convolution kernel with ``a = -0.5`` (Keys 1981, IEEE TASSP 29(6)),
     ``x >= 0``."""
     out = ((1.5 * x - 2.5) * x) * x + 1.0
-    out = bnp.where(x >= 1.0, ((-0.5 * x + 2.5) * x - 4.0) * x + 2.0, out)
-    return bnp.where(x >= 2.0, 0.0, out)
+    out = xp.where(x >= 1.0, ((-0.5 * x + 2.5) * x - 4.0) * x + 2.0, out)
+    return xp.where(x >= 2.0, 0.0, out)
 
 
-def _triangle(x: Any) -> Any:
-    return bnp.maximum(0.0, 1 - bnp.abs(x))
+def _triangle(xp: Any, x: Any) -> Any:
+    return xp.maximum(0.0, 1 - xp.abs(x))
 
 
-_KERNELS: dict[ResizeMethod, Callable[[Any], Any]] = {
+# the kernels of x >= 0, written for numpy (resize's constant weights) and blu.numpy (xp)
+_KERNELS: dict[ResizeMethod, Callable[[Any, Any], Any]] = {
     ResizeMethod.LINEAR: _triangle,
-    ResizeMethod.LANCZOS3: lambda x: _lanczos(3.0, x),
-    ResizeMethod.LANCZOS5: lambda x: _lanczos(5.0, x),
+    ResizeMethod.LANCZOS3: lambda xp, x: _lanczos(xp, 3.0, x),
+    ResizeMethod.LANCZOS5: lambda xp, x: _lanczos(xp, 5.0, x),
     ResizeMethod.CUBIC: _keys_cubic,
 }
 
@@ -106,25 +107,25 @@ def _method(method: Any) -> ResizeMethod:
     )
 
 
-def _weights(m: int, n: int, scale: Any, translation: Any, kernel: Callable, antialias: bool):
+def _weights(xp, dtype, m, n, scale, translation, kernel, antialias):
     """The ``(m, n)`` weights taking ``m`` input pixels to ``n`` samples (JAX's
-    ``compute_weight_mat``): output pixel ``j``'s centre ``j + 0.5`` maps to the input
-    coordinate ``(j + 0.5 - translation) / scale``; columns sum to one, or are zero where the
-    sample lies outside the input or the kernel's weights there sum to (almost) zero."""
-    dtype = get_aval(scale).dtype
+    ``compute_weight_mat``), in ``dtype`` with ``xp`` (numpy or blu.numpy): output pixel
+    ``j``'s centre ``j + 0.5`` maps to the input coordinate ``(j + 0.5 - translation) /
+    scale``; columns sum to one, or are zero where the sample lies outside the input or the
+    kernel's weights there sum to (almost) zero."""
     inv_scale = 1.0 / scale
-    kernel_scale = bnp.maximum(inv_scale, 1.0) if antialias else 1.0
-    sample = (bnp.arange(n, dtype=dtype) + 0.5) * inv_scale - translation * inv_scale - 0.5
-    x = bnp.abs(sample[None, :] - bnp.arange(m, dtype=dtype)[:, None]) / kernel_scale
-    w = kernel(x)
-    total = bnp.sum(w, axis=0, keepdims=True)
+    kernel_scale = xp.maximum(inv_scale, 1.0) if antialias else 1.0
+    sample = (xp.arange(n, dtype=dtype) + 0.5) * inv_scale - translation * inv_scale - 0.5
+    x = xp.abs(sample[None, :] - xp.arange(m, dtype=dtype)[:, None]) / kernel_scale
+    w = kernel(xp, x)
+    total = xp.sum(w, axis=0, keepdims=True)
     tiny = 1000.0 * float(np.finfo(np.float32).eps)
-    w = bnp.where(bnp.abs(total) > tiny, w / bnp.where(total != 0, total, 1), 0)
-    inside = bnp.logical_and(sample >= -0.5, sample <= m - 0.5)
-    return bnp.where(inside[None, :], w, 0)
+    w = xp.where(xp.abs(total) > tiny, w / xp.where(total != 0, total, 1), 0)
+    inside = xp.logical_and(sample >= -0.5, sample <= m - 0.5)
+    return xp.where(inside[None, :], w, 0)
 
 
-def _contract(x, shape, dims, scale, translation, kernel, antialias, precision):
+def _contract(x: Any, shape: tuple[int, ...], dims: list[int], weights: list, precision: Any):
     """``x`` with each of ``dims`` contracted with its weight matrix (one ``einsum``)."""
     if not dims:
         return x
@@ -136,10 +137,8 @@ def _contract(x, shape, dims, scale, translation, kernel, antialias, precision):
     out_idx = list(x_idx)
     operands, specs = [x], ["".join(x_idx)]
     xdtype = get_aval(x).dtype
-    for i, d in enumerate(dims):
-        m, n = get_aval(x).shape[d], shape[d]
-        w = _weights(m, n, scale[i], translation[i], kernel, antialias)
-        operands.append(w.astype(xdtype))
+    for i, (d, w) in enumerate(zip(dims, weights)):
+        operands.append(w.astype(xdtype))  # (numpy's astype for resize's constants)
         specs.append(x_idx[d] + letters[nd + i])
         out_idx[d] = letters[nd + i]
     return bnp.einsum(",".join(specs) + "->" + "".join(out_idx), *operands, precision=precision)
@@ -161,13 +160,6 @@ def _check_shape(image: Any, shape: Any, name: str) -> tuple[int, ...]:
             )
         )
     return shape
-
-
-def _weight_dtype(image: Any) -> Any:
-    """``resize``'s weights: float64 for float64 / complex128 images, else float32 (JAX's
-    Python-float scales give its default float: float64 with x64 on)."""
-    dt = np.dtype(get_aval(image).dtype)
-    return np.float64 if dt in (np.float64, np.complex128) else np.float32
 
 
 def _nearest(x: Any, shape: tuple[int, ...]) -> Any:
@@ -211,6 +203,10 @@ def resize(
             effect when upsampling or for ``"nearest"``.
         precision: the ``einsum``'s precision (default ``HIGHEST``).
 
+    The weight matrices depend on the shapes alone: they are computed in float64 with numpy
+    when the call is traced (constants of the program) and cast to the image's dtype, so a
+    jitted resize is one contraction.
+
     Returns:
         An array of ``shape``; the image's dtype (floats) or float32 (integers).
 
@@ -227,10 +223,13 @@ def resize(
         image = image.astype(np.float32)
     in_shape = get_aval(image).shape
     dims = [d for d in range(len(shape)) if in_shape[d] != shape[d]]
-    wdtype = _weight_dtype(image)
-    scale = [bnp.asarray(1.0 if shape[d] == 0 else shape[d] / in_shape[d], wdtype) for d in dims]
-    translation = [bnp.zeros((), wdtype) for _ in dims]
-    return _contract(image, shape, dims, scale, translation, _KERNELS[method], antialias, precision)
+    kernel = _KERNELS[method]
+    weights = [  # constants, computed in float64 now and cast to the image's dtype
+        _weights(np, np.float64, in_shape[d], shape[d],
+                 1.0 if shape[d] == 0 else shape[d] / in_shape[d], 0.0, kernel, antialias)
+        for d in dims
+    ]  # fmt: skip
+    return _contract(image, shape, dims, weights, precision)
 
 
 def scale_and_translate(
@@ -307,13 +306,9 @@ def scale_and_translate(
             with_user_line(f"image.scale_and_translate: scale and translation are {st_dtype}")
         )
     scale, translation = scale.astype(st_dtype), translation.astype(st_dtype)
-    return _contract(
-        image,
-        shape,
-        dims,
-        [scale[i] for i in range(len(dims))],
-        [translation[i] for i in range(len(dims))],
-        _KERNELS[method],
-        antialias,
-        precision,
-    )
+    kernel = _KERNELS[method]
+    weights = [
+        _weights(bnp, st_dtype, in_shape[d], shape[d], scale[i], translation[i], kernel, antialias)
+        for i, d in enumerate(dims)
+    ]
+    return _contract(image, shape, dims, weights, precision)

@@ -223,6 +223,11 @@ def test_zero_sizes():
     assert image.resize(np.ones((0, 4)), (0, 6), "cubic").shape == (0, 6)
 
 
+def test_a_jitted_resize_is_contractions_of_constant_weights():
+    jaxpr = blu.make_jaxpr(lambda x: image.resize(x, (6, 2), "lanczos3"))(np.ones((4, 5)))
+    assert {e.primitive.name for e in jaxpr.jaxpr.eqns} <= {"dot_general", "transpose"}
+
+
 # ---- derivatives, jit, vmap --------------------------------------------------------------------
 
 
