@@ -243,7 +243,7 @@ def fftconvolve(
     Raises:
         BluShapeError: different numbers of dimensions; sizes on the other axes that do not
             broadcast; in ``"valid"`` mode neither input at least as large on every axis.
-        BluValueError: empty inputs or an unknown ``mode``.
+        BluValueError: empty inputs, an unknown ``mode``, empty or repeated ``axes``.
     """
     _check_mode(mode, "fftconvolve")
     in1, in2 = _operands(in1, in2, "fftconvolve", inexact=True)
@@ -253,7 +253,14 @@ def fftconvolve(
     if axes is None:
         ax = list(range(nd))
     else:
-        ax = sorted({canonicalize_axis(a, nd) for a in np.atleast_1d(axes).tolist()})
+        ax = [canonicalize_axis(a, nd) for a in np.atleast_1d(axes).tolist()]
+        if not ax or len(set(ax)) != len(ax):
+            raise BluValueError(
+                with_user_line(
+                    f"scipy.signal.fftconvolve: axes must be non-empty and unique, got {axes!r}"
+                )
+            )
+        ax = sorted(ax)
     s1, s2 = get_aval(in1).shape, get_aval(in2).shape
     b1, b2 = list(s1), list(s2)
     for d in range(nd):
