@@ -128,6 +128,20 @@ def test_nearest_upsample_by_two_repeats_and_keeps_ints():
     np.testing.assert_array_equal(np.asarray(got), np.repeat(np.repeat(x, 2, 0), 2, 1))
 
 
+@settings(deadline=None, max_examples=30)
+@given(st.lists(st.integers(1, 7), min_size=1, max_size=3), st.data())
+def test_nearest_takes_the_pixel_under_each_centre(in_shape, data):
+    out_shape = tuple(data.draw(st.integers(1, 11)) for _ in in_shape)
+    x = np.arange(np.prod(in_shape)).reshape(in_shape)
+    want = x
+    for d, (m, n) in enumerate(zip(in_shape, out_shape)):
+        idx = [int((j + 0.5) * m // n) for j in range(n)]  # floor((j + 0.5) m / n), exactly
+        want = np.take(want, idx, axis=d)
+    got = image.resize(x, out_shape, "nearest")
+    assert got.dtype == x.dtype
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
 def test_nearest_downsample_picks_floor_of_the_centre():
     x = np.arange(10.0)
     want = x[np.floor((np.arange(3) + 0.5) * 10 / 3).astype(int)]
