@@ -8,7 +8,7 @@ from typing import Any
 
 from blu import numpy as bnp
 from blu.scipy import special
-from blu.scipy.stats._common import standardize
+from blu.scipy.stats._common import promote, standardize
 
 __all__ = ["cdf", "logpdf", "pdf"]
 
