@@ -91,6 +91,7 @@ TOPICS = {
     "blu.numpy.sets": "Sorting, searching and sets",
     "blu.numpy.signal": "Convolution",
     "blu.numpy.extras": "More of NumPy's API",
+    "blu.numpy.index_tricks": "More of NumPy's API",
     "blu.numpy.standard": "The Array API standard's names",
     "blu.numpy.devices": "Devices and interchange",
     # blu.lax

@@ -243,6 +243,7 @@ NOT_OPERATIONS: dict[str, str] = {
     "lax.RoundingMethod": "an enum for lax.round",
     "lax.Precision": "an enum for the precision of products (dot_general's precision=)",
     "numpy.extras": "a submodule (its functions are re-exported and listed)",
+    "numpy.index_tricks": "a submodule (its functions are re-exported and listed)",
     "numpy.editing": "a submodule (its functions are re-exported and listed)",
     "numpy.nanfuncs": "a submodule (its functions are re-exported and listed)",
     "numpy.padding": "a submodule (its functions are re-exported and listed)",
