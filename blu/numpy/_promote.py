@@ -102,6 +102,29 @@ def asarray_operand(x: Any) -> Any:
     raise BluTypeError(with_user_line(f"expected an array, got {type(x).__name__}: {x!r:.60}"))
 
 
+def _width(d: np.dtype) -> int:
+    """Bytes of precision: a complex dtype's real part."""
+    return d.itemsize // 2 if d.kind == "c" else d.itemsize
+
+
+def asarray_operand_in(x: Any, dtype: Any) -> Any:
+    """``asarray_operand(x)``, except that a Python int/float/complex whose default dtype is
+    narrower than ``dtype`` (float64, int64, complex128) becomes a weakly typed 0-d array of
+    ``dtype`` made from the Python value itself: float64's 0.1, not float32's 0.1 widened
+    (JAX's, where the scalar takes the array's dtype). Where ``dtype`` is no wider, the result
+    is ``asarray_operand``'s, so float32/bfloat16 programs trace as before.
+
+    ``dtype`` is the dtype ``x`` will be converted or promoted to by the caller.
+    """
+    if is_python_scalar(x) and not isinstance(x, bool):
+        d, weak = dtypes.dtype_and_weak(x)
+        dtype = np.dtype(dtype)
+        if dtype.kind in "iufc" and np.can_cast(d, dtype, "same_kind"):
+            if _width(dtype) > _width(d):
+                return scalar_array(x, dtype, weak)
+    return asarray_operand(x)
+
+
 # ---- array: blu arrays from array-likes --------------------------------------------------------
 
 

@@ -28,6 +28,7 @@ from blu.core.errors import (
 from blu.core.interpreter import Tracer, get_aval
 from blu.numpy._promote import (
     asarray_operand,
+    asarray_operand_in,
     broadcast_shapes,
     broadcast_to,
     canonicalize_axis,
@@ -423,7 +424,8 @@ def piecewise(
     cases = []
     for f in funcs:
         val = f(x, *args, **kw) if callable(f) else f
-        cases.append(broadcast_to(lax.convert_element_type(asarray_operand(val), dt), shape))
+        val = lax.convert_element_type(asarray_operand_in(val, dt), dt)
+        cases.append(broadcast_to(val, shape))
     return lax.select_n(which, *cases)
 
 

@@ -21,7 +21,13 @@ import numpy as np
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.numpy._dtypes import issubdtype as _issubdtype
 from blu.numpy._dtypes import result_type as _result_type
-from blu.numpy._promote import asarray_operand, broadcast_to, canonicalize_axis, concrete_value
+from blu.numpy._promote import (
+    asarray_operand,
+    asarray_operand_in,
+    broadcast_to,
+    canonicalize_axis,
+    concrete_value,
+)
 from blu.numpy.creation import asarray, ones_like, zeros, zeros_like
 from blu.numpy.logic import equal, logical_not, logical_xor
 from blu.numpy.manipulation import (
@@ -394,7 +400,8 @@ def sinc(x: Any) -> Any:
 
 def heaviside(x1: Any, x2: Any) -> Any:
     """0 for ``x1 < 0``, ``x2`` at 0, 1 for ``x1 > 0``, NaN where ``x1`` is NaN."""
-    x1, x2 = asarray_operand(x1), asarray_operand(x2)
+    x1 = asarray_operand(x1)
+    x2 = asarray_operand_in(x2, x1.dtype)  # 0.1 next to float64 is float64's 0.1
     out = where(x1 < 0, 0, where(x1 > 0, 1, where(x1 == 0, x2, x1)))
     return out.astype(_result_type(x1.dtype, x2.dtype))
 

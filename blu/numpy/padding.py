@@ -11,7 +11,13 @@ from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.numpy._promote import asarray_operand, broadcast_to, concrete_value, is_concrete
+from blu.numpy._promote import (
+    asarray_operand,
+    asarray_operand_in,
+    broadcast_to,
+    concrete_value,
+    is_concrete,
+)
 from blu.numpy.manipulation import _aval, _slice_axis, concatenate
 from blu.numpy.reductions import max as _max
 from blu.numpy.reductions import mean, median
@@ -128,7 +134,8 @@ def pad(
             else None
         )
         if cv is not None and cv.ndim == 0:
-            value = lax.convert_element_type(asarray_operand(constant_values), aval.dtype)
+            value = asarray_operand_in(constant_values, aval.dtype)
+            value = lax.convert_element_type(value, aval.dtype)
             return lax.pad(array, value, [(lo, hi, 0) for lo, hi in widths])
         if cv is None and get_aval(constant_values).ndim == 0:
             value = lax.convert_element_type(constant_values, aval.dtype)

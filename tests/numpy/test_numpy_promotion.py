@@ -197,3 +197,27 @@ def test_promotion_under_jit_matches_eager():
     for e, j in zip(eager, jitted):
         assert e.dtype == j.dtype
         np.testing.assert_array_equal(np.asarray(e), np.asarray(j))
+
+
+# A Python float next to a float64 array is float64's value (JAX's, where the scalar takes the
+# array's dtype), not float32's 0.1 widened (1.5e-9 off); the references are numpy's float64.
+_X64 = np.array([-0.7, -0.1, 0.0, 0.1, 0.35, 0.9])
+_SCALAR_WITH_F64 = {
+    "heaviside": (lambda: bnp.heaviside(_X64 * 0, 0.1), lambda: np.heaviside(_X64 * 0, 0.1)),
+    "pad": (
+        lambda: bnp.pad(_X64, 1, constant_values=0.1),
+        lambda: np.pad(_X64, 1, constant_values=0.1),
+    ),
+    "piecewise": (
+        lambda: bnp.piecewise(_X64, [_X64 < 0], [0.1, 1 / 3]),
+        lambda: np.piecewise(_X64, [_X64 < 0], [0.1, 1 / 3]),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SCALAR_WITH_F64))
+def test_python_float_with_float64_array_keeps_float64_value(name):
+    f, ref = _SCALAR_WITH_F64[name]
+    got, want = np.asarray(f()), ref()
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=4 * np.finfo(np.float64).eps, atol=0)
