@@ -19,7 +19,7 @@ from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.numpy._promote import asarray_operand, broadcast_to, scalar_array
+from blu.numpy._promote import asarray_operand, asarray_operand_in, broadcast_to, scalar_array
 from blu.numpy.indexing import (
     _adv_arrays,
     _adv_bshape,
@@ -254,7 +254,7 @@ def _get_fill(x: Any, idx: Any, fill_value: Any) -> Any:
         return out
     dtype = get_aval(x).dtype
     fill = np.asarray(default_fill(dtype), dtype) if fill_value is None else fill_value
-    fill = lax.convert_element_type(asarray_operand(fill), dtype)
+    fill = lax.convert_element_type(asarray_operand_in(fill, dtype), dtype)
     # numpy's placement of the advanced-index dims: where the (contiguous) integer entries
     # are, else first
     ints = [k for k, e in enumerate(entries) if _is_int_index(e)]

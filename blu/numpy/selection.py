@@ -22,6 +22,7 @@ from blu.core.errors import (
 from blu.core.interpreter import Tracer, get_aval
 from blu.numpy._promote import (
     asarray_operand,
+    asarray_operand_in,
     broadcast_shapes,
     broadcast_to,
     canonicalize_axis,
@@ -176,7 +177,7 @@ def take(
         fill_value = np.asarray(default_fill(dt), dt) if fill_value is None else fill_value
         bad = logical_or(less(idx, 0), greater_equal(idx, n))
         bad = lax.broadcast_in_dim(bad, _aval(out).shape, tuple(range(nb)))
-        fill = lax.convert_element_type(asarray_operand(fill_value), _aval(a).dtype)
+        fill = lax.convert_element_type(asarray_operand_in(fill_value, dt), dt)
         out = _where(bad, fill, out)
     # gather puts the index dims first; numpy puts them at ``axis``
     perm = list(range(nb, nb + axis)) + list(range(nb)) + list(range(nb + axis, nb + len(s) - 1))
@@ -278,7 +279,7 @@ def take_along_axis(
         bad = logical_or(less(raw, -n), greater_equal(raw, n))
         dt = _aval(arr).dtype
         fill = np.asarray(default_fill(dt), dt) if fill_value is None else fill_value
-        fill = lax.convert_element_type(asarray_operand(fill), _aval(arr).dtype)
+        fill = lax.convert_element_type(asarray_operand_in(fill, dt), dt)
         out = _where(broadcast_to(bad, out_shape), fill, out)
     return out
 

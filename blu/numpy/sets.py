@@ -19,7 +19,12 @@ from typing import Any, NamedTuple
 from blu import lax
 from blu.core import dtypes
 from blu.core.interpreter import Tracer, get_aval
-from blu.numpy._promote import asarray_operand, canonicalize_axis, concrete_value
+from blu.numpy._promote import (
+    asarray_operand,
+    asarray_operand_in,
+    canonicalize_axis,
+    concrete_value,
+)
 from blu.numpy.manipulation import concatenate, moveaxis
 from blu.numpy.selection import nonzero, take
 from blu.numpy.sorting import argsort
@@ -96,7 +101,8 @@ def _groups(x: Any, size: int | None, fill_value: Any, equal_nan: bool = False):
             fill = lax.reduce_min(flat, (0,)) if not dtypes.is_inexact(aval.dtype) else take(srt, 0)
         else:
             fill = fill_value
-        fill = lax.convert_element_type(asarray_operand(0 if fill is None else fill), aval.dtype)
+        fill = asarray_operand_in(0 if fill is None else fill, aval.dtype)
+        fill = lax.convert_element_type(fill, aval.dtype)
         values = lax.select(present, values, lax.broadcast_in_dim(fill, (size,), ()))
     first = lax.select(present, first, lax.full((size,), 0, i32))
     ones = lax.full((n,), 1, i32)
@@ -136,7 +142,7 @@ def _row_groups(x: Any, axis: Any, size: int | None, fill_value: Any, equal_nan:
         values = lax.full((size, m), 0, aval.dtype)
         first = lax.full((size,), 0, i32)
         fill = 0 if fill_value is None else fill_value
-    fill = lax.convert_element_type(asarray_operand(fill), aval.dtype)
+    fill = lax.convert_element_type(asarray_operand_in(fill, aval.dtype), aval.dtype)
     fill = lax.broadcast_in_dim(fill, (size, m), (1,) if get_aval(fill).ndim else ())
     values = lax.select(lax.broadcast_in_dim(present, (size, m), (0,)), values, fill)
     values = moveaxis(lax.reshape(values, (size, *rest)), 0, ax)

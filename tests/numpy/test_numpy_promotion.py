@@ -212,6 +212,26 @@ _SCALAR_WITH_F64 = {
         lambda: bnp.piecewise(_X64, [_X64 < 0], [0.1, 1 / 3]),
         lambda: np.piecewise(_X64, [_X64 < 0], [0.1, 1 / 3]),
     ),
+    "take fill_value": (
+        lambda: bnp.take(_X64, np.array([0, 9]), mode="fill", fill_value=0.1),
+        lambda: np.array([_X64[0], 0.1]),
+    ),
+    "take_along_axis fill_value": (
+        lambda: bnp.take_along_axis(_X64, np.array([9, 0]), 0, mode="fill", fill_value=0.1),
+        lambda: np.array([0.1, _X64[0]]),
+    ),
+    "at[].get fill_value": (
+        lambda: bnp.asarray(_X64).at[np.array([0, 9])].get(mode="fill", fill_value=0.1),
+        lambda: np.array([_X64[0], 0.1]),
+    ),
+    "unique fill_value": (
+        lambda: bnp.unique(_X64, size=7, fill_value=0.1),
+        lambda: np.append(np.unique(_X64), 0.1),
+    ),
+    "compress fill_value": (
+        lambda: bnp.compress(_X64 > 0, _X64, size=4, fill_value=0.1),
+        lambda: np.append(_X64[_X64 > 0], 0.1),
+    ),
 }
 
 
