@@ -21,6 +21,7 @@ from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import (
     asarray_operand,
+    asarray_operand_in,
     canonicalize_axes,
     canonicalize_axis,
     concrete_value,
@@ -103,7 +104,7 @@ def _accumulate(name, reduce, combine, identity, a, axis, dtype, keepdims, initi
     in_shape = get_aval(a).shape
     r = reduce(a, axes)
     if initial is not None:
-        r = combine(r, lax.convert_element_type(asarray_operand(initial), d))
+        r = combine(r, lax.convert_element_type(asarray_operand_in(initial, d), d))
     return _keep(r, in_shape, axes, keepdims)
 
 
@@ -261,7 +262,7 @@ def _extremum(a: Any, axis: Any, keepdims: bool, initial: Any, where: Any, is_ma
     else:
         r = lax.reduce_max(a, axes) if is_max else lax.reduce_min(a, axes)
     if initial is not None:
-        init = lax.convert_element_type(asarray_operand(initial), aval.dtype)
+        init = lax.convert_element_type(asarray_operand_in(initial, aval.dtype), aval.dtype)
         r = maximum(r, init) if is_max else minimum(r, init)
     return _keep(r, aval.shape, axes, keepdims)
 

@@ -232,6 +232,12 @@ _SCALAR_WITH_F64 = {
         lambda: bnp.compress(_X64 > 0, _X64, size=4, fill_value=0.1),
         lambda: np.append(_X64[_X64 > 0], 0.1),
     ),
+    "sum initial": (lambda: bnp.sum(_X64, initial=0.1), lambda: np.sum(_X64, initial=0.1)),
+    "prod initial": (
+        lambda: bnp.prod(_X64 + 1, initial=0.1),
+        lambda: np.prod(_X64 + 1, initial=0.1),
+    ),
+    "max initial": (lambda: bnp.max(_X64, initial=1.1), lambda: np.max(_X64, initial=1.1)),
 }
 
 
