@@ -24,6 +24,7 @@ from blu import numpy as bnp
 from blu.core.errors import BluError, BluTypeError, with_user_line
 from blu.nn import functions as _nn
 from blu.nn.functions import logsumexp
+from blu.numpy._promote import asarray_operand_in, is_python_scalar
 from blu.scipy._exp_integrals import erfcx, exp1, expi, expn
 
 __all__ = [
@@ -77,13 +78,15 @@ def _float(x: Any) -> Any:
 
 
 def _floats(*xs: Any) -> list:
-    xs = [bnp.asarray(x) for x in xs]
+    arrs = [bnp.asarray(x) for x in xs]
     dt = (
-        bnp.result_type(*xs, np.dtype(np.float32))
-        if not all(bnp.issubdtype(x.dtype, bnp.inexact) for x in xs)
-        else bnp.result_type(*xs)
+        bnp.result_type(*arrs, np.dtype(np.float32))
+        if not all(bnp.issubdtype(x.dtype, bnp.inexact) for x in arrs)
+        else bnp.result_type(*arrs)
     )
-    return [x.astype(dt) for x in bnp.broadcast_arrays(*xs)]
+    # a Python float beside float64 is float64's value, not float32's widened
+    arrs = [asarray_operand_in(x, dt) if is_python_scalar(x) else a for x, a in zip(xs, arrs)]
+    return [x.astype(dt) for x in bnp.broadcast_arrays(*arrs)]
 
 
 def erf(x: Any) -> Any:
