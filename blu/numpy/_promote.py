@@ -125,6 +125,17 @@ def asarray_operand_in(x: Any, dtype: Any) -> Any:
     return asarray_operand(x)
 
 
+def asarray_operands(*args: Any) -> list[Any]:
+    """``asarray_operand`` of each argument, for functions that promote them later: a Python
+    scalar among them is made in their promoted dtype where that is wider than its default
+    (``asarray_operand_in``: 0.1 beside float64 is float64's 0.1), else as before."""
+    if not any(is_python_scalar(a) for a in args):
+        return [asarray_operand(a) for a in args]
+    raw = [a if is_python_scalar(a) else asarray_operand(a) for a in args]
+    dtype = dtypes.result_type(*raw)
+    return [asarray_operand_in(a, dtype) for a in raw]
+
+
 # ---- array: blu arrays from array-likes --------------------------------------------------------
 
 

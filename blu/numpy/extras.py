@@ -24,6 +24,7 @@ from blu.numpy._dtypes import result_type as _result_type
 from blu.numpy._promote import (
     asarray_operand,
     asarray_operand_in,
+    asarray_operands,
     broadcast_to,
     canonicalize_axis,
     concrete_value,
@@ -191,7 +192,7 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
         )
     if not condlist:
         raise BluValueError(with_user_line("select: condlist is empty"))
-    out = asarray_operand(default)
+    out = asarray_operands(default, *choicelist)[0]  # 0.1 beside float64 is float64's
     for cond, choice in zip(reversed(condlist), reversed(choicelist)):
         out = where(cond, choice, out)
     return out
@@ -423,9 +424,9 @@ def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
     a = ravel(asarray_operand(ary))
     parts = [a[1:] - a[:-1]]
     if to_begin is not None:
-        parts.insert(0, ravel(asarray_operand(to_begin)).astype(a.dtype))
+        parts.insert(0, ravel(asarray_operand_in(to_begin, a.dtype)).astype(a.dtype))
     if to_end is not None:
-        parts.append(ravel(asarray_operand(to_end)).astype(a.dtype))
+        parts.append(ravel(asarray_operand_in(to_end, a.dtype)).astype(a.dtype))
     return concatenate(parts)
 
 

@@ -21,6 +21,7 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import Tracer, get_aval
 from blu.numpy._promote import (
     asarray_operand,
+    asarray_operands,
     broadcast_shapes,
     broadcast_to,
     canonicalize_axes,
@@ -260,7 +261,7 @@ def concatenate(arrays: Sequence[Any], axis: int | None = 0, dtype: Any = None) 
     arrays = _unstack_if_array(arrays)
     if not arrays:
         raise BluValueError(with_user_line("concatenate: needs at least one array"))
-    arrays = [asarray_operand(a) for a in arrays]
+    arrays = asarray_operands(*arrays)
     if axis is None:
         arrays = [ravel(a) for a in arrays]
         axis = 0
@@ -298,7 +299,7 @@ def stack(arrays: Sequence[Any], axis: int = 0, dtype: Any = None) -> Any:
     Raises:
         BluShapeError: the shapes differ. BluValueError: no arrays.
     """
-    arrays = [asarray_operand(a) for a in _unstack_if_array(arrays)]
+    arrays = asarray_operands(*_unstack_if_array(arrays))
     if not arrays:
         raise BluValueError(with_user_line("stack: needs at least one array"))
     shapes = {_aval(a).shape for a in arrays}
@@ -316,24 +317,24 @@ def stack(arrays: Sequence[Any], axis: int = 0, dtype: Any = None) -> Any:
 
 def hstack(tup: Sequence[Any], dtype: Any = None) -> Any:
     """Join arrays along axis 1 (along axis 0 for 1-D arrays); dtypes promote."""
-    arrs = [atleast_1d(a) for a in tup]
+    arrs = [atleast_1d(a) for a in asarray_operands(*tup)]
     return concatenate(arrs, 0 if ndim(arrs[0]) == 1 else 1, dtype)
 
 
 def vstack(tup: Sequence[Any], dtype: Any = None) -> Any:
     """Join arrays along axis 0 after making each at least 2-D; dtypes promote."""
-    return concatenate([atleast_2d(a) for a in tup], 0, dtype)
+    return concatenate([atleast_2d(a) for a in asarray_operands(*tup)], 0, dtype)
 
 
 def dstack(tup: Sequence[Any], dtype: Any = None) -> Any:
     """Join arrays along axis 2 after making each at least 3-D; dtypes promote."""
-    return concatenate([atleast_3d(a) for a in tup], 2, dtype)
+    return concatenate([atleast_3d(a) for a in asarray_operands(*tup)], 2, dtype)
 
 
 def column_stack(tup: Sequence[Any]) -> Any:
     """Join 1-D arrays as the columns of a 2-D array (2-D arrays are joined along
     axis 1); dtypes promote."""
-    arrs = [reshape(a, (-1, 1)) if ndim(a) < 2 else asarray_operand(a) for a in tup]
+    arrs = [reshape(a, (-1, 1)) if ndim(a) < 2 else a for a in asarray_operands(*tup)]
     return concatenate(arrs, 1)
 
 

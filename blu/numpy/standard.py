@@ -19,7 +19,7 @@ from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.numpy._promote import asarray_operand, promote_args_inexact
+from blu.numpy._promote import asarray_operand, asarray_operands, promote_args_inexact
 from blu.numpy.logic import invert, left_shift, right_shift
 from blu.numpy.manipulation import concatenate
 from blu.numpy.transcendental import (
@@ -150,10 +150,8 @@ def diff(x: Any, /, n: int = 1, axis: int = -1, prepend: Any = None, append: Any
     if n == 0:
         return x  # numpy (and JAX) return the input itself, without prepend/append
     parts = []
-    for extra in (prepend, x, append):
-        if extra is None:
-            continue
-        e = asarray_operand(extra)
+    # (a Python float prepended to float64 is float64's value)
+    for e in asarray_operands(*(e for e in (prepend, x, append) if e is not None)):
         if get_aval(e).ndim == 0:
             shape = list(get_aval(x).shape)
             shape[ax] = 1

@@ -242,6 +242,22 @@ _SCALAR_WITH_F64 = {
         lambda: np.prod(_X64 + 1, initial=0.1),
     ),
     "max initial": (lambda: bnp.max(_X64, initial=1.1), lambda: np.max(_X64, initial=1.1)),
+    "append": (lambda: bnp.append(_X64, 0.1), lambda: np.append(_X64, 0.1)),
+    "hstack": (lambda: bnp.hstack([_X64, 0.1]), lambda: np.hstack([_X64, 0.1])),
+    "vstack": (lambda: bnp.vstack([_X64[:1], 0.1]), lambda: np.vstack([_X64[:1], 0.1])),
+    "stack": (lambda: bnp.stack([_X64[0], 0.1]), lambda: np.stack([_X64[0], 0.1])),
+    "select default": (
+        lambda: bnp.select([_X64 > 0], [_X64], 0.1),
+        lambda: np.select([_X64 > 0], [_X64], 0.1),
+    ),
+    "ediff1d to_begin": (
+        lambda: bnp.ediff1d(_X64, to_begin=0.1),
+        lambda: np.ediff1d(_X64, to_begin=0.1),
+    ),
+    "diff prepend": (
+        lambda: bnp.diff(_X64, prepend=0.1),
+        lambda: np.diff(_X64, prepend=0.1),
+    ),
     "scipy.special.xlogy": (
         lambda: bsp.xlogy(1 / 3, _X64 + 1),
         lambda: ssp.xlogy(1 / 3, _X64 + 1),
