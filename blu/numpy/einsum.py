@@ -21,7 +21,7 @@ from typing import Any
 from blu import lax
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.numpy._promote import asarray_operand, promote_dtypes
+from blu.numpy._promote import asarray_operands, promote_dtypes
 from blu.numpy.selection import diagonal
 
 __all__ = ["einsum", "einsum_path"]
@@ -201,7 +201,7 @@ def einsum(
         ops = list(operands)
     if not ops:
         raise _error("needs at least one operand")
-    ops = promote_dtypes(*[asarray_operand(o) for o in ops])
+    ops = promote_dtypes(*asarray_operands(*ops))
     shapes = [get_aval(o).shape for o in ops]
     in_labels, out_labels = _parse(subscripts, shapes)
     sizes = _label_sizes(in_labels, shapes)

@@ -13,7 +13,12 @@ from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.numpy._promote import broadcast_shapes, canonicalize_axis, promote_dtypes
+from blu.numpy._promote import (
+    asarray_operands,
+    broadcast_shapes,
+    canonicalize_axis,
+    promote_dtypes,
+)
 from blu.numpy.complexes import conj
 from blu.numpy.manipulation import ravel
 from blu.numpy.reductions import sum as _sum
@@ -118,6 +123,7 @@ def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = 
 
 def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """The inner product of the raveled arrays, conjugating ``a`` when it is complex."""
+    a, b = asarray_operands(a, b)  # a Python float beside float64 is float64's value
     return dot(
         ravel(conj(a)), ravel(b), precision=precision, preferred_element_type=preferred_element_type
     )
@@ -161,7 +167,7 @@ def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any 
 
 def outer(a: Any, b: Any) -> Any:
     """``ravel(a)[:, None] * ravel(b)[None, :]``."""
-    a, b = ravel(a), ravel(b)
+    a, b = (ravel(v) for v in asarray_operands(a, b))
     return multiply(
         lax.reshape(a, get_aval(a).shape + (1,)), lax.reshape(b, (1,) + get_aval(b).shape)
     )

@@ -258,6 +258,9 @@ _SCALAR_WITH_F64 = {
         lambda: bnp.diff(_X64, prepend=0.1),
         lambda: np.diff(_X64, prepend=0.1),
     ),
+    "einsum": (lambda: bnp.einsum("i,->i", _X64, 0.1), lambda: np.einsum("i,->i", _X64, 0.1)),
+    "vdot": (lambda: bnp.vdot(_X64[:1], 0.1), lambda: np.vdot(_X64[:1], 0.1)),
+    "outer": (lambda: bnp.outer(_X64, 0.1), lambda: np.outer(_X64, 0.1)),
     "scipy.special.xlogy": (
         lambda: bsp.xlogy(1 / 3, _X64 + 1),
         lambda: ssp.xlogy(1 / 3, _X64 + 1),
