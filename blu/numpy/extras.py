@@ -121,7 +121,8 @@ def unique(
 
 def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False):
     """bool array of ``element``'s shape: whether each element is in ``test_elements``."""
-    element, test = asarray_operand(element), ravel(asarray_operand(test_elements))
+    element, test = asarray_operands(element, test_elements)
+    test = ravel(test)
     hit = _any(equal(element[..., None], test), axis=-1)
     return logical_not(hit) if invert else hit
 
@@ -151,7 +152,7 @@ def _unique_sorted(ar: Any, size: int | None, name: str) -> tuple[Any, Any]:
 
 def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
     """The sorted unique values of both arrays (flattened)."""
-    both = concatenate([ravel(asarray_operand(ar1)), ravel(asarray_operand(ar2))])
+    both = concatenate([ravel(a) for a in asarray_operands(ar1, ar2)])
     return unique(both, size=size, fill_value=fill_value)
 
 
@@ -174,7 +175,7 @@ def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | No
 def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
              fill_value: Any = None) -> Any:  # fmt: skip
     """The sorted unique values in exactly one of the arrays."""
-    both = concatenate([ravel(asarray_operand(ar1)), ravel(asarray_operand(ar2))])
+    both = concatenate([ravel(a) for a in asarray_operands(ar1, ar2)])
     u, real = _unique_sorted(both, size, "setxor1d")
     keep = real & logical_xor(isin(u, ar1), isin(u, ar2))
     return _compact(u, keep, size, fill_value, "setxor1d")

@@ -261,6 +261,9 @@ _SCALAR_WITH_F64 = {
     "einsum": (lambda: bnp.einsum("i,->i", _X64, 0.1), lambda: np.einsum("i,->i", _X64, 0.1)),
     "vdot": (lambda: bnp.vdot(_X64[:1], 0.1), lambda: np.vdot(_X64[:1], 0.1)),
     "outer": (lambda: bnp.outer(_X64, 0.1), lambda: np.outer(_X64, 0.1)),
+    "isin": (lambda: bnp.isin(_X64, 0.1), lambda: np.isin(_X64, 0.1)),
+    "setdiff1d": (lambda: bnp.setdiff1d(_X64, 0.1), lambda: np.setdiff1d(_X64, 0.1)),
+    "union1d": (lambda: bnp.union1d(_X64, 1 / 3), lambda: np.union1d(_X64, 1 / 3)),
     "scipy.special.xlogy": (
         lambda: bsp.xlogy(1 / 3, _X64 + 1),
         lambda: ssp.xlogy(1 / 3, _X64 + 1),
