@@ -31,6 +31,7 @@ from blu.numpy._promote import (
     _check_fits,
     array,
     asarray_operand,
+    asarray_operands,
     broadcast_shapes,
     broadcast_to,
     concrete_value,
@@ -223,7 +224,7 @@ def linspace(
         start, stop = (
             v if isinstance(v, (Array, Tracer)) else array(v, dtype) for v in (start, stop)
         )
-    start, stop = asarray_operand(start), asarray_operand(stop)
+    start, stop = asarray_operands(start, stop)
     if dtype is None:
         dtype = dtypes.result_type(start, stop, 0.0)
     dtype = dtypes.canonicalize(dtype)

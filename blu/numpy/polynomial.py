@@ -17,6 +17,7 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.core.interpreter import Tracer, get_aval
 from blu.numpy._promote import (
     asarray_operand,
+    asarray_operands,
     broadcast_shapes,
     concrete_value,
     promote_dtypes,
@@ -77,7 +78,7 @@ def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
     ``p[i] x^(n-1-i)``, by Horner's rule (``jax.numpy.polyval``): a ``lax.scan`` over the leading
     axis of ``p`` (unrolled ``unroll`` times), so ``p`` may carry trailing axes that broadcast
     with ``x``; an empty ``p`` gives zeros. Integers become the default float."""
-    p, x = _inexact(asarray_operand(p), asarray_operand(x))
+    p, x = _inexact(*asarray_operands(p, x))
     if get_aval(p).ndim == 0:
         raise BluShapeError(with_user_line("polyval: p must have at least one dimension"))
     shape = broadcast_shapes(get_aval(p).shape[1:], get_aval(x).shape)

@@ -20,6 +20,7 @@ from blu.core.interpreter import Tracer
 from blu.numpy._dtypes import issubdtype as _issubdtype
 from blu.numpy._promote import (
     asarray_operand,
+    asarray_operands,
     concrete_value,
     is_concrete,
     promote_args_inexact,
@@ -361,7 +362,7 @@ def interp(
     Raises:
         BluValueError: ``xp`` / ``fp`` not 1-d of one length, or ``period`` is 0.
     """
-    x, xp, fp = asarray_operand(x), asarray_operand(xp), asarray_operand(fp)
+    x, xp, fp = asarray_operands(x, xp, fp)
     if xp.ndim != 1 or fp.ndim != 1 or xp.shape != fp.shape or xp.shape[0] == 0:
         raise BluValueError(
             with_user_line(

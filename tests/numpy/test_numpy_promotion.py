@@ -264,6 +264,18 @@ _SCALAR_WITH_F64 = {
     "isin": (lambda: bnp.isin(_X64, 0.1), lambda: np.isin(_X64, 0.1)),
     "setdiff1d": (lambda: bnp.setdiff1d(_X64, 0.1), lambda: np.setdiff1d(_X64, 0.1)),
     "union1d": (lambda: bnp.union1d(_X64, 1 / 3), lambda: np.union1d(_X64, 1 / 3)),
+    "polyval": (
+        lambda: bnp.polyval(_X64, 1 / 3),
+        lambda: np.polyval(_X64, 1 / 3),
+    ),
+    "interp": (
+        lambda: bnp.interp(1 / 3, _X64, _X64**2),
+        lambda: np.interp(1 / 3, _X64, _X64**2),
+    ),
+    "linspace": (
+        lambda: bnp.linspace(np.float64(0.1), 1 / 3, 4),
+        lambda: np.linspace(0.1, 1 / 3, 4),
+    ),
     "scipy.special.xlogy": (
         lambda: bsp.xlogy(1 / 3, _X64 + 1),
         lambda: ssp.xlogy(1 / 3, _X64 + 1),
