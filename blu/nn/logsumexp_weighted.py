@@ -15,6 +15,7 @@ import blu.numpy as bnp
 from blu.core import dtypes
 from blu.core.errors import BluTypeError, with_user_line
 from blu.nn.operands import _axes, _broadcast_shape, _stable_max, _upcast
+from blu.numpy._promote import asarray_operand_in, is_python_scalar
 
 
 def weighted_logsumexp(
@@ -25,7 +26,8 @@ def weighted_logsumexp(
     or ``where`` broadcasts ``x``). Returns ``out``, or ``(out, sign)`` with ``return_sign``;
     without it a negative sum gives NaN (as in JAX)."""
     if b is not None:
-        b = bnp.asarray(b)
+        # a Python float beside float64 is float64's value, not float32's widened
+        b = asarray_operand_in(b, bnp.result_type(x, b)) if is_python_scalar(b) else bnp.asarray(b)
         if dtypes.is_complex(b.dtype):
             raise BluTypeError(
                 with_user_line(f"nn.logsumexp: complex b ({b.dtype}) is not supported")

@@ -4,11 +4,13 @@ Python-scalar rules, dtype attributes and dtype functions."""
 import ml_dtypes
 import numpy as np
 import pytest
+import scipy.linalg as sla
 import scipy.special as ssp
 import scipy.stats as sst
 
 import blu
 import blu.numpy as bnp
+import blu.scipy.linalg as bsl
 import blu.scipy.special as bsp
 import blu.scipy.stats as bst
 from blu.core.errors import BluError
@@ -275,6 +277,14 @@ _SCALAR_WITH_F64 = {
     "linspace": (
         lambda: bnp.linspace(np.float64(0.1), 1 / 3, 4),
         lambda: np.linspace(0.1, 1 / 3, 4),
+    ),
+    "nn.logsumexp b": (
+        lambda: blu.nn.logsumexp(_X64, b=1 / 3),
+        lambda: ssp.logsumexp(_X64, b=1 / 3),
+    ),
+    "scipy.linalg.block_diag": (
+        lambda: bsl.block_diag(_X64[None, :2], 1 / 3),
+        lambda: sla.block_diag(_X64[None, :2], 1 / 3),
     ),
     "scipy.special.xlogy": (
         lambda: bsp.xlogy(1 / 3, _X64 + 1),

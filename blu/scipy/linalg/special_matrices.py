@@ -9,7 +9,13 @@ import numpy as np
 
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.numpy._promote import asarray_operand, broadcast_shapes, broadcast_to, promote_dtypes
+from blu.numpy._promote import (
+    asarray_operand,
+    asarray_operands,
+    broadcast_shapes,
+    broadcast_to,
+    promote_dtypes,
+)
 from blu.numpy.complexes import conj
 from blu.numpy.creation import arange, zeros
 from blu.numpy.manipulation import atleast_1d, atleast_2d, concatenate
@@ -32,7 +38,7 @@ def block_diag(*arrs: Any) -> Any:
     """
     if not arrs:
         return zeros((1, 0))
-    arrs = tuple(promote_dtypes(*(asarray_operand(a) for a in arrs)))
+    arrs = tuple(promote_dtypes(*asarray_operands(*arrs)))
     for i, a in enumerate(arrs):
         if get_aval(a).ndim > 2:
             raise BluShapeError(
