@@ -82,7 +82,9 @@ def scatter_sub(
     return scatter_add(operand, indices, ew.neg(updates), axes=axes, mode=mode)
 
 
-def _identity(op: str, dtype: np.dtype) -> Any:
+def combine_identity(op: str, dtype: np.dtype) -> Any:
+    """The identity of combiner ``op`` (``"mul"``, ``"min"``, ``"max"``) in ``dtype``: what a
+    segmented scan shifts in (also ``blu.numpy``'s ``x.at[].multiply/min/max``)."""
     if op == "mul":
         return True if dtype == dtypes.bool_ else 1
     if dtypes.is_float(dtype):
@@ -160,7 +162,7 @@ def _scatter_combined(name: str, op: str, operand, indices, updates, axes, mode)
     p_dt = get_aval(pos).dtype
     spos, perm = sort((pos, iota(p_dt, (n_rows,))), 0, True, 1)
     vals = gather(vals, reshape(perm, (n_rows, 1)), axes=(0,))
-    ident = _identity(op, o_aval.dtype)
+    ident = combine_identity(op, o_aval.dtype)
     starts = ew.ne(spos, _shift(spos, 1, -1))
     d = 1
     while d < n_rows:  # segmented inclusive scan: combine with the row d above within a run

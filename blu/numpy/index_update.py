@@ -19,6 +19,7 @@ from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
+from blu.lax.scatter_combine import combine_identity
 from blu.numpy._promote import asarray_operand, asarray_operand_in, broadcast_to, scalar_array
 from blu.numpy.indexing import (
     _adv_arrays,
@@ -415,19 +416,6 @@ def _col(pos: Any) -> Any:
     return lax.reshape(pos, get_aval(pos).shape + (1,))
 
 
-def _identity(op: str, dtype: np.dtype) -> Any:
-    if op == "mul":
-        return 1
-    if dtypes.is_float(dtype):
-        return np.inf if op == "min" else -np.inf
-    if dtypes.is_complex(dtype):  # complex order is lexicographic (numpy's and JAX's)
-        return complex(np.inf, np.inf) if op == "min" else complex(-np.inf, -np.inf)
-    if dtype == dtypes.bool_:
-        return op == "min"
-    info = np.iinfo(dtype)
-    return int(info.max) if op == "min" else int(info.min)
-
-
 def _scatter_combine(flat: Any, pos: Any, v: Any, op: str) -> Any:
     """multiply/min/max at positions that may repeat: sort the updates by position, combine
     each run of equal positions with a segmented scan, and scatter the last of each run."""
@@ -443,7 +431,7 @@ def _scatter_combine(flat: Any, pos: Any, v: Any, op: str) -> Any:
     shift = lambda a, d, fill: lax.pad(a, np.asarray(fill, get_aval(a).dtype)[()], [(d, -d, 0)])  # noqa: E731
     spos_arr = asarray_operand(spos)
     starts = not_equal(spos_arr, shift(spos_arr, 1, -1))
-    ident = _identity(op, dtype)
+    ident = combine_identity(op, dtype)
     d = 1
     while d < n:
         prev_v, prev_s = shift(vals, d, ident), shift(starts, d, False)
