@@ -19,13 +19,20 @@ that blu's memory plan predicts for an H200 (``--device-memory``, ``--max-batch-
 values the GPU run uses). Then carry the cache folder to the GPU machine and point
 ``BLU_CACHE_DIR`` at it (``scripts/gpu_check.sh`` does). Only the GPU entries travel: they are
 copied to ``<cache>-gpu`` (``.blu_cache-gpu``), which is the folder to carry.
+
+The corpora the GPU tests read (tinyshakespeare, the GPT-2 BPE files) are first copied from
+``../shared/data`` to ``.data/`` (``--data-dir``), and every step here reads them from there
+(``BLU_DATA_DIR``), as the GPU machine does from the carried ``.data/``: a test that found its
+corpus here but not there would tokenize another text, ask for other shapes, and miss the cache.
 """
 
 from __future__ import annotations
 
 import argparse
+import filecmp
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -78,6 +85,29 @@ EXAMPLE_ARGS = ["--device", "cuda", "--steps", "3", "--eval-every", "3", "--eval
                 "--sample-tokens", "0", "--no-progress", "--no-plot", "--overwrite"]  # fmt: skip
 
 
+# the files the GPU tests and the small example read through examples.gpt2.data.search_dirs
+TEST_CORPORA = ("tinyshakespeare.txt", "gpt2/encoder.json", "gpt2/vocab.bpe")
+
+
+def stage_corpora(source: Path, dest: Path, names: tuple[str, ...] = TEST_CORPORA) -> list[str]:
+    """Copy each of ``names`` from ``source`` to ``dest`` unless an identical copy is there.
+
+    Returns the names copied. Raises ``FileNotFoundError`` naming the file when ``source`` lacks
+    one: without it the tests would fall back to a synthetic corpus here and on the GPU alike,
+    silently, and fill the cache for programs nobody meant to run."""
+    copied = []
+    for name in names:
+        src, dst = source / name, dest / name
+        if not src.is_file():
+            raise FileNotFoundError(f"{src}: a corpus the GPU tests read is missing")
+        if dst.is_file() and filecmp.cmp(src, dst, shallow=False):
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+        copied.append(name)
+    return copied
+
+
 def run(cmd: list[str], env: dict, what: str) -> bool:
     t = time.perf_counter()
     print(f"[fill] {what}: {' '.join(cmd)}", flush=True)
@@ -96,8 +126,6 @@ def export_gpu_entries(cache: Path, dest: Path) -> int:
     travels: GPU entries are not signed (the CPU's are, and stay here). Only blu's entries, as
     regular files, are copied. The folders are made 0700: blu refuses a cache folder others could
     write. Returns the number of kernels."""
-    import shutil
-
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(mode=0o700, parents=True)
@@ -118,6 +146,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cache", default=str(ROOT / ".blu_cache"), help="the cache folder to fill")
     p.add_argument("--skip-tests", action="store_true")
+    p.add_argument("--data-dir", default=str(ROOT / ".data"),
+                   help="where the corpora are staged and read from (carry it: .data)")  # fmt: skip
     p.add_argument("--skip-example", action="store_true")
     p.add_argument("--skip-bench", action="store_true")
     p.add_argument(
@@ -170,8 +200,13 @@ def main() -> int:
                    "only)")  # fmt: skip
     a = p.parse_args()
     # BLU_TEST_CACHE_DIR: the tests compile into this cache (else into a temporary one)
+    sys.path.insert(0, str(ROOT))
+    from examples.gpt2.data import shared_data_dir
+
+    copied = stage_corpora(shared_data_dir(), Path(a.data_dir))
+    print(f"[fill] corpora in {a.data_dir}: {', '.join(copied) or 'already there'}", flush=True)
     env = dict(os.environ, BLU_CACHE_DIR=a.cache, BLU_TEST_CACHE_DIR=a.cache, BLU_FAKE_GPU="1",
-               PYTHONPATH=str(ROOT))  # fmt: skip
+               BLU_DATA_DIR=a.data_dir, PYTHONPATH=str(ROOT))  # fmt: skip
     os.environ.update(BLU_CACHE_DIR=a.cache)
     ok = True
     if not a.skip_tests:
@@ -181,7 +216,7 @@ def main() -> int:
     if not a.skip_example:
         for cfg in a.example_configs.split(","):
             if cfg == "gpt2-124m-bpe":
-                lower_env = dict(env, BLU_FAKE_GPU="0", BLU_DATA_DIR=str(ROOT / ".data"))
+                lower_env = dict(env, BLU_FAKE_GPU="0")
                 ok &= run([sys.executable, "-m", "examples.gpt2", "--device", "cuda",
                            "--lower-only", *GPU_EXAMPLE], lower_env,
                           "GPT-2 124M example, lowered")  # fmt: skip

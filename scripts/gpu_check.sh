@@ -6,8 +6,9 @@
 #
 # Before it travels (on a machine with network): scripts/fetch_gpu_wheels.sh, which puts the
 # nvmath-python and nccl4py wheels in .whl/; scripts/fill_gpu_cache.py, which compiles every GPU
-# kernel into .blu_cache/ and copies what the GPU reads to .blu_cache-gpu/; and a copy of the
-# corpora in .data/ (all git-ignored: carry them, carry: [".whl", ".blu_cache-gpu", ".data"]).
+# kernel into .blu_cache/, copies what the GPU reads to .blu_cache-gpu/ and the corpora the tests
+# read to .data/ (benchmarks/gpt2_124m.py --prepare-data adds the benchmark's tokens; all
+# git-ignored: carry them, carry: [".whl", ".blu_cache-gpu", ".data"]).
 # The GPU machine has no network: the wheels are installed from .whl/ into /tmp/site, and the
 # repository root goes on PYTHONPATH (blu itself is not installed there).
 #

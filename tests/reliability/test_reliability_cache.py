@@ -286,6 +286,34 @@ def test_gpu_entry_round_trip_and_export(cdir, tmp_path, monkeypatch):
     assert (m.ptx, m.cubin, m.source) == (b"// ptx", cubin, "cache")
 
 
+
+def test_fill_stages_the_test_corpora_for_the_gpu_machine(tmp_path):
+    """The fill copies the corpora the GPU tests read into the carried data folder (the GPU
+    machine has no shared/: a test that fell back to its synthetic corpus there asked for kernels
+    the fill never compiled), leaves identical copies alone, replaces a stale one, and refuses a
+    missing source by name."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "fill_gpu_cache", Path(__file__).parents[2] / "scripts" / "fill_gpu_cache.py"
+    )
+    fill = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fill)
+    src, dest = tmp_path / "shared", tmp_path / "data"
+    (src / "gpt2").mkdir(parents=True)
+    (src / "a.txt").write_text("to be or not")
+    (src / "gpt2" / "b.json").write_text("{}")
+    names = ("a.txt", "gpt2/b.json")
+    assert fill.stage_corpora(src, dest, names) == list(names)
+    assert (dest / "gpt2" / "b.json").read_text() == "{}"
+    assert fill.stage_corpora(src, dest, names) == []  # identical: nothing copied
+    (dest / "a.txt").write_text("to be or NOT")  # same size, other bytes
+    assert fill.stage_corpora(src, dest, names) == ["a.txt"]
+    assert (dest / "a.txt").read_text() == "to be or not"
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
+        fill.stage_corpora(src, dest, ("missing.txt",))
+    assert set(fill.TEST_CORPORA) >= {"tinyshakespeare.txt"}  # the example tests' corpus
+
 # ---- writes: atomic, and nothing left on a full disk --------------------------------------------
 
 
