@@ -444,3 +444,32 @@ def test_a_cond_on_a_varying_predicate_pvaries_what_its_branches_take(how, shape
     want *= math.prod(shape) // n_pred  # replicas of each block over the other axes
     for outer in (lambda f: f, blu.jit):
         _close(outer(shard(step, mesh, (P(), spec), P()))(w, x), want)
+
+
+@pytest.mark.parametrize("how", ["cond", "switch"])
+@pytest.mark.parametrize("axes", [("x", "y"), ("y",)])
+def test_a_branch_output_less_varying_than_the_other_branchs(how, axes):
+    # the taken branch returns a psum (invariant over axes), the other a varying value: the
+    # cond's output varies, and the psum branch's transpose takes the psum of its cotangent
+    # (JAX pvaries that branch's output; it was missing: the gradients came out 1/|group|)
+    mesh = _mesh((2, 4), ("x", "y"))
+    rng = np.random.default_rng(12)
+    w, x = np.array(0.8), rng.standard_normal(16)
+
+    def f(v, xb):
+        hot, cold = lambda u: psum(u * v, axes), lambda u: bnp.sin(u * v)  # noqa: E731
+        if how == "cond":
+            return blu.lax.cond(True, hot, cold, xb)
+        return blu.lax.switch(1, [cold, hot], xb)
+
+    def body(w, xb):
+        loss = lambda v, u: psum(bnp.sum(f(v, u)), ("x", "y"))  # noqa: E731
+        return loss(w, xb), *blu.grad(loss, argnums=(0, 1))(w, xb)
+
+    val, gw, gx = shard(body, mesh, (P(), P(("x", "y"))), (P(), P(), P(("x", "y"))))(w, x)
+    # each device's output is the sum over its group (the devices one psum sums over) of
+    # their blocks times w; the loss counts it once per device of the group
+    group = 8 if axes == ("x", "y") else 4
+    _close(val, group * np.sum(x) * w)
+    _close(gw, group * np.sum(x))
+    _close(gx, np.full(16, group * w))

@@ -169,13 +169,20 @@ def _cond_transpose(cts, index, *ops, branches):
     ct_avals = [a.strip_weak_type() for a, nz in zip(branches[0].out_avals, ct_nz) if nz]
     lin_avals = [o.aval for o in ops if is_undefined(o)]
     lin_vmas = [o.vma for o in ops if is_undefined(o)]
+    outs_vma = _branch_out_vmas(index, branches, lin, lin_vmas, res)
     parts = []
-    for br in branches:
+    for b, br in enumerate(branches):
 
-        def fun(*args, br=br):
+        def fun(*args, br=br, b=b):
             r, c = args[: len(res)], iter(args[len(res) :])
             bw_args = merge(lin, [UndefinedPrimal(a, m) for a, m in zip(lin_avals, lin_vmas)], r)
             bw_cts = [next(c) if nz else Zero(a) for nz, a in zip(ct_nz, br.out_avals)]
+            if outs_vma is not None:  # the implicit pvary of a branch's less varying output
+                mine, joined = outs_vma[b], outs_vma[-1]
+                bw_cts = [
+                    ct if isinstance(ct, Zero) else vma.fix_cotangent(ct, m, j)
+                    for ct, m, j in zip(bw_cts, mine, joined)
+                ]
             out = backward_pass(br, [], bw_args, bw_cts)
             return [instantiate(o) for o, l in zip(out, lin) if l]
 
@@ -185,6 +192,21 @@ def _cond_transpose(cts, index, *ops, branches):
     ct_in = [c for c in cts if not isinstance(c, Zero)]
     outs = cond_p.bind(index, *consts, *res, *ct_in, branches=tuple(new_branches))
     return [None] + merge(lin, outs, [None] * len(ops))
+
+
+def _branch_out_vmas(index, branches, lin, lin_vmas, res) -> list | None:
+    """Inside ``blu.shard``: each branch's outputs' varying manual axes, then the cond's (their
+    union and the index's: each device takes its own branch); None elsewhere or if unknown.
+    JAX's branches pvary an output to the cond's type; its transpose psums the cotangent."""
+    if not vma.manual_axes():
+        return None
+    res_vmas = [vma.vma_of(r) for r in res]
+    idx = vma.vma_of(index)
+    if idx is None or any(v is None for v in [*lin_vmas, *res_vmas]):
+        return None
+    in_vmas = merge(lin, lin_vmas, res_vmas)
+    outs = [vma.jaxpr_vmas(br, in_vmas) for br in branches]
+    return outs + [[idx.union(*col) for col in zip(*outs)]]
 
 
 # ---- batching ----------------------------------------------------------------------------------
