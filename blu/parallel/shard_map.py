@@ -42,6 +42,12 @@ the values it closes over), and so are the transposed bodies of ``jit``, ``scan`
 invariant value is a product, as outside, and its gradient has the axis size's factor.
 Gradients taken *outside* (``grad(shard(f))``) are the ordinary gradients of the global
 function.
+
+A ``cond``/``switch`` whose predicate varies over a mesh axis lets each device take its own
+branch. Collectives over that axis in the branches must then be the same in every branch, in
+the same order (each device gives the operand of its own branch; the branches run in lockstep,
+``blu.lax.control_flow.divergent``); a collective in some branches only is a ``BluValueError``
+at trace time, naming it and the axis (a real machine would hang).
 """
 
 from __future__ import annotations

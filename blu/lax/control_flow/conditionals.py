@@ -20,6 +20,7 @@ from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
 from blu.lax.casts import convert_element_type
 from blu.lax.collective_prims import pvary_p
+from blu.lax.control_flow.divergent import check_branches, lockstep, talks
 from blu.lax.elementwise import eq, gt, lt, ne, select
 from blu.lax.shapes import broadcast_in_dim, full, full_like
 from blu.transforms import vma
@@ -373,5 +374,10 @@ def _bind_cond(what: str, index: Any, funs: tuple, operands: tuple) -> Any:
     # the branch (in a branch it summed the cotangent once per device taking the branch)
     extra = (vma.vma_of(index) or frozenset()) if vma.manual_axes() else frozenset()
     branches, consts, leaves, out_tree = _trace_branches(what, funs, operands, extra)
+    if extra and any(talks(e, extra) for br in branches for e in br.eqns):
+        # devices may take different branches, and the branches talk over those axes: their
+        # collectives must pair up, and run as the devices would (blu.lax.control_flow.divergent)
+        check_branches(what, branches, extra)
+        return pytree.tree_unflatten(out_tree, lockstep(index, branches, extra, [*consts, *leaves]))
     outs = cond_p.bind(index, *consts, *leaves, branches=tuple(branches))
     return pytree.tree_unflatten(out_tree, outs)

@@ -1,0 +1,257 @@
+"""``cond``/``switch`` inside ``blu.shard`` on a predicate that varies over a mesh axis, with
+collectives over that axis in the branches (``blu.lax.control_flow.divergent``), on virtual CPU
+devices.
+
+Each device runs the branch its own predicate picks, so a collective must be reached by every
+device whatever its branch: the same collectives in every branch pair up (each device gives
+the operand of its own branch), and a collective in some branches only is an error at trace
+time. Values and gradients (inside ``shard``, inside a ``jit`` of it, and outside) are checked
+against a per-device numpy float64 program with the collectives written out, and its central
+finite differences.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import blu
+import blu.numpy as bnp
+from blu.errors import BluValueError
+from blu.parallel import Mesh, P, all_gather, devices, pmax, pmean, psum, shard
+
+
+@pytest.fixture(autouse=True)
+def _eight_devices(set_flag):
+    set_flag("num_cpu_devices", 8)
+
+
+def _mesh(shape, names):
+    devs = np.empty(math.prod(shape), dtype=object)
+    devs[:] = devices()[: math.prod(shape)]
+    return Mesh(devs.reshape(shape), names)
+
+
+# four blocks of two: their sums 1.7, -0.9, 0.8, -0.5 (cond: hot, cold, hot, cold; the switch
+# index floor(sum) + 1 clamped: 2, 0, 1, 0)
+X = np.array([1.3, 0.4, -0.7, -0.2, 0.9, -0.1, -1.1, 0.6])
+W = np.array(0.7)
+
+
+def _hot(xl):
+    return bnp.sum(xl) > 0
+
+
+# per case: the shard body's function of (w, this device's block), and the numpy program of
+# all devices: (w, x) -> the devices' outputs, one row each
+def _both_psum(w, xl):
+    return blu.lax.cond(_hot(xl), lambda v: psum(v * w, "i"), lambda v: psum(2 * v * w, "i"), xl)
+
+
+def _both_psum_np(w, x):
+    b = x.reshape(4, 2)
+    u = np.stack([(1 if r.sum() > 0 else 2) * r * w for r in b])  # each device's own operand
+    return np.stack([u.sum(0)] * 4)
+
+
+def _same_psum(w, xl):
+    hot = lambda v: bnp.sin(psum(v * w, "i")) * v  # noqa: E731
+    return blu.lax.cond(_hot(xl), hot, lambda v: psum(v * w, "i") + v**2, xl)
+
+
+def _same_psum_np(w, x):
+    b = x.reshape(4, 2)
+    s = (b * w).sum(0)
+    return np.stack([np.sin(s) * r if r.sum() > 0 else s + r**2 for r in b])
+
+
+def _pmean_closed_over(w, xl):
+    hot = lambda: pmean(bnp.sin(xl * w), "i") * xl  # noqa: E731
+    return blu.lax.cond(_hot(xl), hot, lambda: pmean(xl * w**2, "i"))
+
+
+def _pmean_closed_over_np(w, x):
+    b = x.reshape(4, 2)
+    m = np.stack([np.sin(r * w) if r.sum() > 0 else r * w**2 for r in b]).mean(0)
+    return np.stack([m * r if r.sum() > 0 else m for r in b])
+
+
+def _switch_all_gather(w, xl):
+    k = (bnp.floor(bnp.sum(xl)) + 1).astype("int32")
+    branch = lambda c: lambda v: all_gather(v * w * c, "i", tiled=True)  # noqa: E731
+    g = blu.lax.switch(k, [branch(1.0), branch(2.0), branch(3.0)], xl)
+    return g[2:4] * bnp.sum(g)
+
+
+def _switch_all_gather_np(w, x):
+    b = x.reshape(4, 2)
+    k = np.clip(np.floor(b.sum(1)).astype(int) + 1, 0, 2)
+    g = np.concatenate([r * w * (c + 1) for r, c in zip(b, k)])
+    return np.stack([g[2:4] * g.sum()] * 4)
+
+
+def _pmax_both(w, xl):
+    return blu.lax.cond(
+        _hot(xl), lambda v: pmax(v * w, "i"), lambda v: pmax(v * w * w, "i") * v, xl
+    )
+
+
+def _pmax_both_np(w, x):
+    b = x.reshape(4, 2)
+    m = np.stack([r * w if r.sum() > 0 else r * w * w for r in b]).max(0)
+    return np.stack([m if r.sum() > 0 else m * r for r in b])
+
+
+def _w_in_one_operand(w, xl):
+    # the psums pair up although only the taken branch's operand depends on w: the devices
+    # taking the other branch see w's effect through the pair's result
+    return blu.lax.cond(_hot(xl), lambda v: psum(v * w, "i"), lambda v: psum(v, "i") * w, xl)
+
+
+def _w_in_one_operand_np(w, x):
+    b = x.reshape(4, 2)
+    s = np.stack([r * w if r.sum() > 0 else r for r in b]).sum(0)
+    return np.stack([s if r.sum() > 0 else s * w for r in b])
+
+
+def _guarded_log(w, xl):
+    # log of a negative sum on the devices that do not take the branch: no nan in the values
+    # or the gradients (the branch a device skips sees its inputs through stop_gradient)
+    hot = lambda v: psum(v * bnp.log(bnp.sum(v) * w), "i")  # noqa: E731
+    return blu.lax.cond(_hot(xl), hot, lambda v: psum(v * w, "i"), xl)
+
+
+def _guarded_log_np(w, x):
+    b = x.reshape(4, 2)
+    s = np.stack([r * np.log(r.sum() * w) if r.sum() > 0 else r * w for r in b]).sum(0)
+    return np.stack([s] * 4)
+
+
+CASES = {
+    "both psum": (_both_psum, _both_psum_np),
+    "same psum": (_same_psum, _same_psum_np),
+    "pmean closed over": (_pmean_closed_over, _pmean_closed_over_np),
+    "switch all_gather": (_switch_all_gather, _switch_all_gather_np),
+    "pmax": (_pmax_both, _pmax_both_np),
+    "w in one operand": (_w_in_one_operand, _w_in_one_operand_np),
+    "guarded log": (_guarded_log, _guarded_log_np),
+}
+
+
+def _fd(loss, w, x, h=1e-6):
+    """Central differences of the numpy loss w.r.t. w and each element of x."""
+    gw = (loss(w + h, x) - loss(w - h, x)) / (2 * h)
+    gx = np.array([(loss(w, x + h * e) - loss(w, x - h * e)) / (2 * h) for e in np.eye(x.size)])
+    return gw, gx
+
+
+def _close(got, want, rtol=1e-10):
+    np.testing.assert_allclose(np.asarray(got), want, rtol=rtol, atol=rtol)
+
+
+# (the gradient outside of "same psum" was right before: its forward values were, the branches'
+# psums having the same operand)
+@pytest.mark.parametrize(
+    "case,where",
+    [
+        (c, w)
+        for c in CASES
+        for w in ("inside", "jit", "outside")
+        if (c, w) != ("same psum", "outside")
+    ],
+)
+def test_the_same_collectives_in_every_branch_pair_up_across_the_devices(case, where):
+    f, ref = CASES[case]
+    mesh = _mesh((4,), ("i",))
+    want = ref(W, X)
+    loss_np = lambda w, x: ref(w, x).sum()  # noqa: E731  # every device's output, once
+    gw_want, gx_want = _fd(loss_np, W, X)
+
+    def loss(w, xb):
+        return psum(bnp.sum(f(w, xb)), "i")
+
+    def body(w, xb):
+        return f(w, xb)[None], *blu.grad(loss, argnums=(0, 1))(w, xb)
+
+    specs = (P(), P("i")), (P("i"), P(), P("i"))
+    if where == "outside":
+        run = shard(lambda w, xb: f(w, xb)[None], mesh, specs[0], P("i"))
+        out = run(W, X)
+        gw, gx = blu.grad(lambda w, x: bnp.sum(run(w, x)), argnums=(0, 1))(W, X)
+    else:
+        run = shard(body, mesh, *specs)
+        out, gw, gx = (blu.jit(run) if where == "jit" else run)(W, X)
+    _close(out, want)
+    _close(gw, gw_want, 1e-7)  # central differences of float64: ~h**2 and 1e-16 / h
+    _close(gx, gx_want, 1e-7)
+
+
+def test_a_predicate_varying_over_one_axis_of_two_and_a_psum_over_both():
+    # mesh (x, y): the predicate is a row's sum (varies over x only); the branches psum over
+    # both axes: each device gives the operand of its row's branch
+    mesh = _mesh((2, 4), ("x", "y"))
+    x = np.array(
+        [0.5, -0.2, 0.3, 0.1, 0.4, 0.2, -0.3, 0.6, -0.8, 0.1, -0.4, 0.3, 0.2, -0.5, 0.1, -0.6]
+    )
+
+    def f(w, xl):
+        hot = lambda v: psum(v * w, ("x", "y"))  # noqa: E731
+        cold = lambda v: psum(bnp.sin(v * w), ("x", "y")) * v  # noqa: E731
+        return blu.lax.cond(psum(bnp.sum(xl), "y") > 0, hot, cold, xl)
+
+    def ref(w, x):
+        b = x.reshape(2, 4, 2)
+        hot = b.sum((1, 2)) > 0  # row 0 hot, row 1 cold
+        s = sum(b[i, j] * w if hot[i] else np.sin(b[i, j] * w) for i in range(2) for j in range(4))
+        return np.stack([s if hot[i] else s * b[i, j] for i in range(2) for j in range(4)])
+
+    def body(w, xb):
+        loss = lambda v, u: psum(bnp.sum(f(v, u)), ("x", "y"))  # noqa: E731
+        return f(w, xb)[None], *blu.grad(loss, argnums=(0, 1))(w, xb)
+
+    xy = P(("x", "y"))
+    out, gw, gx = shard(body, mesh, (P(), xy), (xy, P(), xy))(W, x)
+    gw_want, gx_want = _fd(lambda w, x: ref(w, x).sum(), W, x)
+    _close(out, ref(W, x))
+    _close(gw, gw_want, 1e-7)
+    _close(gx, gx_want, 1e-7)
+
+
+def _one_branch(w, xl):
+    return blu.lax.cond(_hot(xl), lambda v: psum(v * w, "i"), lambda v: v * w, xl)
+
+
+def _switch_one_branch(w, xl):
+    k = (bnp.floor(bnp.sum(xl)) + 1).astype("int32")
+    gather = lambda v: all_gather(v, "i", tiled=True)[:2]  # noqa: E731
+    return blu.lax.switch(k, [lambda v: v, gather, lambda v: v * w], xl)
+
+
+def _two_against_one(w, xl):
+    twice = lambda v: psum(psum(v, "i") * v, "i")  # noqa: E731
+    return blu.lax.cond(_hot(xl), twice, lambda v: psum(v * w, "i"), xl)
+
+
+def _psum_against_pmax(w, xl):
+    return blu.lax.cond(_hot(xl), lambda v: psum(v * w, "i"), lambda v: pmax(v * w, "i"), xl)
+
+
+@pytest.mark.parametrize(
+    "f,names",
+    [
+        (_one_branch, ("psum", "true_fun", "false_fun has none")),
+        (_switch_one_branch, ("all_gather", "branch 1", "branch 0 has none")),
+        (_two_against_one, ("2nd collective", "psum", "only 1")),
+        (_psum_against_pmax, ("psum over axis 'i'", "pmax over axis 'i'")),
+    ],
+)
+def test_a_collective_not_in_every_branch_under_a_varying_predicate_is_an_error(f, names):
+    # a device taking the other branch never reaches it: a real machine would hang (or pair
+    # it with an unrelated collective); on virtual devices it summed the other devices' values
+    mesh = _mesh((4,), ("i",))
+    with pytest.raises(BluValueError, match="varies over mesh axis 'i'") as err:
+        shard(lambda w, xb: f(w, xb)[None], mesh, (P(), P("i")), P("i"))(W, X)
+    for name in names:
+        assert name in str(err.value)
