@@ -473,3 +473,32 @@ def test_a_branch_output_less_varying_than_the_other_branchs(how, axes):
     _close(val, group * np.sum(x) * w)
     _close(gw, group * np.sum(x))
     _close(gx, np.full(16, group * w))
+
+
+@pytest.mark.parametrize("how", ["scan", "fori_loop"])
+@pytest.mark.parametrize("axes", [("x", "y"), ("y",)])
+def test_a_loop_body_returning_a_carry_less_varying_than_the_carry(how, axes):
+    # the carry starts as this device's block (varying); the body returns its psum (invariant
+    # over axes): the carry varies at the fixed point, and the body's transpose takes the psum
+    # of the carry's cotangent (JAX pvaries the returned carry; it was missing)
+    mesh = _mesh((2, 4), ("x", "y"))
+    rng = np.random.default_rng(13)
+    w, x = np.array(0.7), rng.standard_normal(16)
+    step = lambda c, v: psum(c * v, axes)  # noqa: E731
+
+    def f(v, xb):
+        if how == "scan":
+            return blu.lax.scan(lambda c, _: (step(c, v), None), xb, None, length=2)[0]
+        return blu.lax.fori_loop(0, 2, lambda i, c: step(c, v), xb)
+
+    def body(w, xb):
+        loss = lambda v, u: psum(bnp.sum(f(v, u)), ("x", "y"))  # noqa: E731
+        return loss(w, xb), *blu.grad(loss, argnums=(0, 1))(w, xb)
+
+    val, gw, gx = shard(body, mesh, (P(), P(("x", "y"))), (P(), P(), P(("x", "y"))))(w, x)
+    # step 1: each device holds its group's sum of blocks times w; step 2 multiplies that
+    # (invariant over the group) by w and the group's size; the loss counts each device once
+    group = 8 if axes == ("x", "y") else 4
+    _close(val, group**2 * w**2 * np.sum(x))
+    _close(gw, 2 * group**2 * w * np.sum(x))
+    _close(gx, np.full(16, group**2 * w**2))

@@ -266,6 +266,9 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
     v_c, v_car, v_x = groups(lin_vmas or [None] * len(args), nc, ncar)
     v_c = [m for m, l in zip(v_c, c_lin) if l]
     v_x = [m for m, l in zip(v_x, x_lin) if l]
+    # a carry the body returns varying over fewer axes than the carry (at the fixed point): JAX
+    # pvaries it to the carry's type, whose transpose psums its cotangent over the others
+    out_car = None if lin_vmas is None else vma.jaxpr_vmas(jaxpr, lin_vmas)[:ncar]
 
     def body(*a):
         r_c, acc, ct_car, r_x, ct_y = groups(a, n_rc, n_lc, ncar, n_rx)
@@ -274,6 +277,8 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse, u
             + [UndefinedPrimal(av, m) for av, m in zip(carry_avals, v_car)]
             + merge(x_lin, [UndefinedPrimal(av, m) for av, m in zip(lin_x_avals, v_x)], r_x)
         )
+        if out_car is not None:
+            ct_car = [vma.fix_cotangent(c, o, t) for c, o, t in zip(ct_car, out_car, v_car)]
         bw_cts = list(ct_car) + merge(ys_nz, ct_y, [Zero(av) for av in y_avals])
         out = backward_pass(jaxpr, [], bw_args, bw_cts)
         ct_c, ct_in, ct_x = groups(out, nc, ncar)
