@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes
+from blu.core.array import Array
 from blu.core.aval import ShapedArray
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
@@ -67,10 +68,41 @@ def _convert_transpose(ct, x, *, new_dtype, weak_type):
 defvectorized(convert_element_type_p)
 
 
+def _width(d: np.dtype) -> int:
+    """Bytes of precision: a complex dtype's real part."""
+    return d.itemsize // 2 if d.kind == "c" else d.itemsize
+
+
+def python_scalar_in(x: Any, dtype: np.dtype) -> Any:
+    """A Python float/complex cast to a ``dtype`` wider than its default dtype (float64,
+    complex128) becomes a weakly typed 0-d array of ``dtype`` made from the Python value itself:
+    float64's 0.1, not float32's 0.1 widened (JAX with x64); so does a Python int beyond int32
+    cast to a dtype that holds it (``2**40`` to int64 or float64). Anything else (arrays, numpy
+    scalars, bools, ints that int32 holds exactly, a ``dtype`` no wider) is returned as it is,
+    so float32 programs trace as before."""
+    if type(x) not in (int, float, complex):  # not bool, not np.float64 (strongly typed)
+        return x
+    d, weak = dtypes.dtype_and_weak(x)
+    if type(x) is int:
+        info = np.iinfo(d)
+        if info.min <= x <= info.max:
+            return x  # exact in int32 already
+        if dtype.kind in "iu":  # int64, uint64, or the int32 path says it does not fit
+            fits = np.iinfo(dtype).min <= x <= np.iinfo(dtype).max
+            return Array(np.asarray(x, dtype), weak) if fits else x
+    if dtype.kind in "iufc" and np.can_cast(d, dtype, "same_kind") and _width(dtype) > _width(d):
+        with np.errstate(over="ignore"):
+            return Array(np.asarray(x, dtype), weak)
+    return x
+
+
 def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any:
     """Cast ``x`` to ``new_dtype``. Float -> int truncates toward zero, saturates out of range
-    and maps NaN to 0 (like XLA); int -> narrower int wraps; anything -> bool is ``x != 0``."""
+    and maps NaN to 0 (like XLA); int -> narrower int wraps; anything -> bool is ``x != 0``.
+    A Python scalar cast to a wider dtype of its kind takes that dtype's value of it
+    (``convert_element_type(0.1, float64)`` is float64's 0.1, as JAX with x64)."""
     new_dtype = dtypes.canonicalize(new_dtype)
+    x = python_scalar_in(x, new_dtype)
     aval = get_aval(x)
     if (
         aval.dtype == new_dtype

@@ -7,8 +7,11 @@ import pytest
 import scipy.linalg as sla
 import scipy.special as ssp
 import scipy.stats as sst
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 import blu
+import blu.lax as lax
 import blu.numpy as bnp
 import blu.scipy.linalg as bsl
 import blu.scipy.special as bsp
@@ -318,3 +321,44 @@ def test_python_float_with_float64_array_keeps_float64_value(name):
     # scalar is ~1e-8 off
     eps = np.finfo(np.float64).eps
     np.testing.assert_allclose(got, want, rtol=8 * eps, atol=8 * eps * np.max(np.abs(want)))
+
+
+# A Python float ``s`` that reaches a float64 computation (a float64 dtype asked for, or a
+# float64 operand beside it) takes float64's value of it, as JAX with x64 (where ``s`` is
+# float64); float32's ``s`` is ~3e-8 relatively off. Entries: ``(blu(s), numpy float64(s))``.
+_F64 = np.float64
+_TO_F64 = {
+    "lax.convert_element_type": (
+        lambda s: lax.convert_element_type(s, _F64),
+        lambda s: _F64(s),
+    ),
+    "lax.convert_element_type complex128": (
+        lambda s: lax.convert_element_type(s, np.complex128),
+        lambda s: np.complex128(s),
+    ),
+    "lax.convert_element_type under jit": (
+        lambda s: blu.jit(lambda x: x + lax.convert_element_type(s, _F64))(_X64),
+        lambda s: _X64 + s,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TO_F64))
+@given(s=st.floats(0.05, 0.95) | st.floats(-40.0, -1.5))
+def test_python_float_takes_float64_value(name, s):
+    assume(float(np.float32(s)) != s)  # float32 holds s exactly: nothing to see
+    f, ref = _TO_F64[name]
+    got, want = np.asarray(f(s)), np.asarray(ref(s))
+    assert got.dtype == want.dtype
+    eps = np.finfo(np.float64).eps
+    np.testing.assert_allclose(got, want, rtol=16 * eps, atol=16 * eps * np.max(np.abs(want)))
+
+
+def test_python_int_beyond_int32_converts_to_64_bit_dtypes():
+    # JAX with x64: 2**40 is an int64 and converts to int64, uint64 and float64 exactly
+    for dt in (np.int64, np.uint64, np.float64):
+        got = lax.convert_element_type(2**40 + 3, dt)
+        assert got.dtype == dt and int(got) == 2**40 + 3
+    assert int(lax.convert_element_type(2**63 + 5, np.uint64)) == 2**63 + 5
+    with pytest.raises(BluError, match="does not fit"):
+        lax.convert_element_type(2**64, np.uint64)
