@@ -31,6 +31,7 @@ from blu.numpy._promote import (
     _check_fits,
     array,
     asarray_operand,
+    asarray_operand_in,
     asarray_operands,
     broadcast_shapes,
     broadcast_to,
@@ -263,7 +264,11 @@ def logspace(
     dtype: Any = None,
     axis: int = 0,
 ) -> Any:
-    """``base ** linspace(start, stop, num)``."""
+    """``base ** linspace(start, stop, num)``. With a float64 (complex128) ``dtype``, Python
+    scalar bounds are float64's values, as JAX's (which makes them in ``dtype`` first)."""
+    if dtype is not None and dtypes.is_inexact(dtypes.canonicalize(dtype)):
+        real = dtypes.real_dtype(dtypes.canonicalize(dtype))
+        start, stop = (asarray_operand_in(v, real) for v in (start, stop))
     y = linspace(start, stop, num, endpoint, dtype=None, axis=axis)
     out = power(base, y)
     return out if dtype is None else lax.convert_element_type(out, dtype)

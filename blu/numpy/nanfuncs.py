@@ -21,6 +21,8 @@ from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_use
 from blu.numpy._dtypes import issubdtype as _issubdtype
 from blu.numpy._promote import (
     asarray_operand,
+    asarray_operand_in,
+    asarray_operands,
     broadcast_to,
     canonicalize_axes,
     canonicalize_axis,
@@ -386,8 +388,12 @@ def vecmat(x1: Any, x2: Any) -> Any:
 def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None,
               axis: int = 0) -> Any:  # fmt: skip
     """``num`` numbers spaced evenly on a log scale from ``start`` to ``stop`` (both nonzero and
-    of one sign: negative endpoints give negative numbers, as numpy's and JAX's)."""
-    start, stop = asarray_operand(start), asarray_operand(stop)
+    of one sign: negative endpoints give negative numbers, as numpy's and JAX's). A Python scalar
+    bound beside a float64 bound or ``dtype`` is float64's value (JAX's)."""
+    if dtype is not None and dtypes.is_inexact(dtypes.canonicalize(dtype)):
+        real = dtypes.real_dtype(dtypes.canonicalize(dtype))
+        start, stop = (asarray_operand_in(v, real) for v in (start, stop))
+    start, stop = asarray_operands(start, stop)
     sign = _sign(start)
     out = logspace(log10(start / sign), log10(stop / sign), num, endpoint, 10.0, dtype, axis)
     sign = sign.astype(out.dtype)

@@ -333,18 +333,38 @@ _TO_F64 = {
         lambda s: _F64(s),
     ),
     "lax.convert_element_type complex128": (
-        lambda s: lax.convert_element_type(s, np.complex128),
-        lambda s: np.complex128(s),
+        lambda s: lax.convert_element_type(-s, np.complex128),
+        lambda s: np.complex128(-s),
     ),
     "lax.convert_element_type under jit": (
         lambda s: blu.jit(lambda x: x + lax.convert_element_type(s, _F64))(_X64),
         lambda s: _X64 + s,
     ),
+    "logspace dtype": (
+        lambda s: bnp.logspace(-s, 2, 5, dtype=_F64),
+        lambda s: np.logspace(-s, 2, 5),
+    ),
+    "logspace dtype, int bounds": (
+        lambda s: bnp.logspace(0, -1, 5, dtype=_F64, base=s),
+        lambda s: np.logspace(0, -1, 5, base=s),
+    ),
+    "geomspace dtype": (
+        lambda s: bnp.geomspace(s, 10, 4, dtype=_F64),
+        lambda s: np.geomspace(s, 10, 4),
+    ),
+    "geomspace negative, dtype": (
+        lambda s: bnp.geomspace(-3, -s, 4, endpoint=False, dtype=_F64),
+        lambda s: np.geomspace(-3, -s, 4, endpoint=False),
+    ),
+    "geomspace float64 stop": (
+        lambda s: bnp.geomspace(s, np.float64(7.0), 4),
+        lambda s: np.geomspace(s, 7.0, 4),
+    ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(_TO_F64))
-@given(s=st.floats(0.05, 0.95) | st.floats(-40.0, -1.5))
+@given(s=st.floats(0.05, 0.95) | st.floats(1.5, 40.0))
 def test_python_float_takes_float64_value(name, s):
     assume(float(np.float32(s)) != s)  # float32 holds s exactly: nothing to see
     f, ref = _TO_F64[name]
