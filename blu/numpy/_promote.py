@@ -136,6 +136,24 @@ def asarray_operands(*args: Any) -> list[Any]:
     return [asarray_operand_in(a, dtype) for a in raw]
 
 
+def asarray_operands_keep_kind(*args: Any) -> list[Any]:
+    """``asarray_operand`` of each argument, for functions that hand them on unpromoted (such as
+    ``vectorize``'s ``pyfunc``): a Python float (complex) among float64 (complex128) operands
+    is a weakly typed float64 (complex128) of its own value, as JAX with x64 makes it; a Python
+    int stays an int and a Python float stays real. Else as ``asarray_operand``, so float32
+    programs trace as before."""
+    if not any(type(a) in (float, complex) for a in args):
+        return [asarray_operand(a) for a in args]
+    raw = [a if is_python_scalar(a) else asarray_operand(a) for a in args]
+    wide = dtypes.result_type(*raw)
+    out = []
+    for a in raw:
+        if type(a) in (float, complex) and dtypes.is_inexact(wide):
+            a = asarray_operand_in(a, dtypes.real_dtype(wide) if type(a) is float else wide)
+        out.append(asarray_operand(a))
+    return out
+
+
 # ---- array: blu arrays from array-likes --------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ from blu.numpy._promote import (
     asarray_operand,
     asarray_operand_in,
     asarray_operands,
+    asarray_operands_keep_kind,
     broadcast_to,
     canonicalize_axis,
     concrete_value,
@@ -272,9 +273,10 @@ def vectorize(pyfunc: Callable[..., Any], *, excluded: frozenset = frozenset(),
         mapped = [i for i in range(len(args)) if i not in excluded]
         fixed_kw = {k: v for k, v in kwargs.items() if k in excluded}
         mapped_kw = sorted(k for k in kwargs if k not in excluded)
-        vals = [asarray_operand(args[i]) for i in mapped] + [
-            asarray_operand(kwargs[k]) for k in mapped_kw
-        ]
+        # a Python float beside float64 arguments is float64's value (JAX's with x64)
+        vals = asarray_operands_keep_kind(
+            *[args[i] for i in mapped], *[kwargs[k] for k in mapped_kw]
+        )
         core = [()] * len(vals)
         if signature is not None:
             ins, _ = _parse_signature(signature)

@@ -360,6 +360,18 @@ _TO_F64 = {
         lambda s: bnp.geomspace(s, np.float64(7.0), 4),
         lambda s: np.geomspace(s, 7.0, 4),
     ),
+    "vectorize": (
+        lambda s: bnp.vectorize(lambda a, b: a - b)(_X64, s),
+        lambda s: _X64 - s,
+    ),
+    "vectorize keyword, signature": (
+        lambda s: bnp.vectorize(lambda a, *, b: a @ a * b, signature="(n),()->()")(_X64, b=-s),
+        lambda s: _X64 @ _X64 * -s,
+    ),
+    "vectorize complex128": (
+        lambda s: bnp.vectorize(lambda a, b: a * b)(_X64 + 0j, s * 1j),
+        lambda s: (_X64 + 0j) * (s * 1j),
+    ),
 }
 
 
@@ -372,6 +384,14 @@ def test_python_float_takes_float64_value(name, s):
     assert got.dtype == want.dtype
     eps = np.finfo(np.float64).eps
     np.testing.assert_allclose(got, want, rtol=16 * eps, atol=16 * eps * np.max(np.abs(want)))
+
+
+def test_vectorize_keeps_python_scalars_kinds():
+    # beside float64 a Python float becomes float64 (not complex next to complex128), an int
+    # stays an int
+    seen = []
+    bnp.vectorize(lambda a, b, n: seen.append((b.dtype, n.dtype)) or a)(_X64 + 0j, 0.5, 3)
+    assert seen == [(np.dtype(np.float64), np.dtype(np.int32))]
 
 
 def test_python_int_beyond_int32_converts_to_64_bit_dtypes():
