@@ -183,8 +183,8 @@ def double_sided_maxwell(
     key = _check_key(key, "double_sided_maxwell")
     params = _param_shape(
         "double_sided_maxwell",
-        loc=lax.convert_element_type(_as_array(loc), dtype),
-        scale=lax.convert_element_type(_as_array(scale), dtype),
+        loc=lax.convert_element_type(_as_array(loc, dtype), dtype),
+        scale=lax.convert_element_type(_as_array(scale, dtype), dtype),
     )
     shape = _shape_arg(shape, "double_sided_maxwell") + params
     shape, (loc, scale) = _params("double_sided_maxwell", dtype, shape, loc=loc, scale=scale)
@@ -262,7 +262,7 @@ def ball(
     d = _static_dim(d, "d", "ball")
     shape = _shape_arg(shape, "ball")
     full = shape + (d,)
-    p_arr = lax.convert_element_type(_as_array(p), dtype)
+    p_arr = lax.convert_element_type(_as_array(p, dtype), dtype)
     if get_aval(p_arr).shape != ():
         raise BluShapeError(
             with_user_line(f"random.ball: p must be a scalar, got {get_aval(p_arr).str_short()}")

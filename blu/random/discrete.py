@@ -253,8 +253,8 @@ def multinomial(
     dtype = _float_dtype(dtype, "multinomial")
     key = _check_key(key, "multinomial")
     comp = _compute_dtype(dtype)
-    n = lax.convert_element_type(_as_array(n), comp)
-    p = lax.convert_element_type(_as_array(p), comp)
+    n = lax.convert_element_type(_as_array(n, comp), comp)
+    p = lax.convert_element_type(_as_array(p, comp), comp)
     p_aval = get_aval(p)
     if p_aval.ndim < 1:
         raise BluShapeError(

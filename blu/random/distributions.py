@@ -221,7 +221,7 @@ def dirichlet(
     dtype = _float_dtype(dtype, "dirichlet")
     key = _check_key(key, "dirichlet")
     comp = _compute_dtype(dtype)
-    alpha = lax.convert_element_type(_as_array(alpha), comp)
+    alpha = lax.convert_element_type(_as_array(alpha, comp), comp)
     aval = get_aval(alpha)
     if aval.ndim < 1:
         raise BluShapeError(

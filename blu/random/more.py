@@ -172,8 +172,8 @@ def weibull_min(
     ``concentration``.
     """
     dtype = _float_dtype(dtype, "weibull_min")
-    scale = lax.convert_element_type(_as_array(scale), dtype)
-    concentration = lax.convert_element_type(_as_array(concentration), dtype)
+    scale = lax.convert_element_type(_as_array(scale, dtype), dtype)
+    concentration = lax.convert_element_type(_as_array(concentration, dtype), dtype)
     u = _open_unit(key, _shape_arg(shape, "weibull_min"), dtype)
     return scale * bnp.exp(bnp.log(-bnp.log(u)) / concentration)
 

@@ -20,6 +20,7 @@ from blu.core.array import Array
 from blu.core.aval import canonical_shape
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import Tracer, get_aval
+from blu.lax.casts import python_scalar_in
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = 0x1BD11BDA  # Threefry's key-schedule constant (Random123's SKEIN_KS_PARITY32)
@@ -263,8 +264,12 @@ def bits(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.uint32) -> Any
 # ---- helpers shared with the samplers -----------------------------------------------------------
 
 
-def _as_array(x: Any) -> Any:
-    """Arrays and tracers pass through; numpy values, lists and Python scalars become Arrays."""
+def _as_array(x: Any, dtype: Any = None) -> Any:
+    """Arrays and tracers pass through; numpy values, lists and Python scalars become Arrays.
+    With the ``dtype`` the caller converts to, a Python scalar narrower than it is made there
+    from its own value (float64's 0.1, JAX's with x64; ``lax.casts.python_scalar_in``)."""
+    if dtype is not None:
+        x = python_scalar_in(x, dtypes.canonicalize(dtype))
     if isinstance(x, (Array, Tracer)):
         return x
     if isinstance(x, (bool, int, float)):
@@ -309,7 +314,7 @@ def _params(
 ) -> tuple[tuple[int, ...], list[Any]]:
     """The sample shape (default: the parameters' broadcast shape) and the parameters as
     ``dtype`` arrays broadcast to it (``BluShapeError`` naming the one that does not)."""
-    arrs = {k: lax.convert_element_type(_as_array(v), dtype) for k, v in params.items()}
+    arrs = {k: lax.convert_element_type(_as_array(v, dtype), dtype) for k, v in params.items()}
     shape = _param_shape(name, **arrs) if shape is None else _shape_arg(shape, name)
     return shape, [_broadcast(a, shape, k, name) for k, a in arrs.items()]
 

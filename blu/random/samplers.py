@@ -72,7 +72,7 @@ def _unit_floats(k: Any, shape: tuple[int, ...], dtype: np.dtype, name: str) -> 
 
 
 def _as_float_operand(x: Any, dtype: np.dtype, shape: tuple[int, ...], what: str, name: str) -> Any:
-    x = lax.convert_element_type(_as_array(x), dtype)
+    x = lax.convert_element_type(_as_array(x, dtype), dtype)
     return _broadcast(x, shape, what, name)
 
 
@@ -163,7 +163,7 @@ def truncated_normal(
         (``|bound| > ~5`` in float32), where ``erf`` rounds to +-1.
     """
     dtype = _float_dtype(dtype, "truncated_normal")
-    lower, upper = _as_array(lower), _as_array(upper)
+    lower, upper = _as_array(lower, dtype), _as_array(upper, dtype)
     if shape is None:
         shape = _param_shape("truncated_normal", lower=lower, upper=upper)
     shape = _shape_arg(shape, "truncated_normal")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+import scipy.special as ssp
 
 import blu
 from blu import random
@@ -58,3 +59,87 @@ def test_an_axis_that_is_no_int_is_a_type_error(name, draw, bad):
     # Python's OverflowError from int())
     with pytest.raises(BluTypeError, match=f"random.{name}: axis must be an int"):
         draw(KEY, bad)
+
+
+# A Python float parameter with dtype=float64 is float64's value (JAX's with x64), not float32's
+# (~3e-8 relatively off). References: closed forms in numpy float64 from the unit draws of the
+# same key (the samplers' own formulas).
+F64 = np.float64
+S, T = 1 / 3, 2.3
+TINY = F64(np.finfo(F64).tiny)
+
+
+def _unit(k):
+    return np.asarray(random.uniform(k, (64,), F64))
+
+
+def _open_unit(k):  # uniform in (0, 1): float64 bounds, always exact
+    return np.asarray(random.uniform(k, (64,), F64, TINY, F64(1.0)))
+
+
+_CLOSED_FORMS = {
+    "uniform": (
+        lambda k: random.uniform(k, (64,), F64, -S, T),
+        lambda k: -S + _unit(k) * (T + S),
+    ),
+    "truncated_normal": (
+        lambda k: random.truncated_normal(k, -S, T, (64,), F64),
+        lambda k: np.sqrt(2) * ssp.erfinv(_erf(-S) + _unit(k) * (_erf(T) - _erf(-S))),
+    ),
+    "weibull_min": (
+        lambda k: random.weibull_min(k, S, T, (64,), F64),
+        lambda k: S * (-np.log(_open_unit(k))) ** (1 / T),
+    ),
+    "rayleigh": (
+        lambda k: random.rayleigh(k, S, (64,), F64),
+        lambda k: S * np.sqrt(-2 * np.log(_open_unit(k))),
+    ),
+    "pareto": (
+        lambda k: random.pareto(k, S, (64,), F64),
+        lambda k: np.exp(-np.log(_open_unit(k)) / S),
+    ),
+    "lognormal": (
+        lambda k: random.lognormal(k, S, (64,), F64),
+        lambda k: np.exp(np.asarray(random.normal(k, (64,), F64)) * S),
+    ),
+    "double_sided_maxwell": (
+        lambda k: random.double_sided_maxwell(k, S, T, (64,), F64),
+        lambda k: S + T * np.asarray(random.double_sided_maxwell(k, F64(0), F64(1), (64,), F64)),
+    ),
+}
+
+
+def _erf(x):
+    return ssp.erf(x / np.sqrt(2))
+
+
+@pytest.mark.parametrize("name", sorted(_CLOSED_FORMS))
+def test_python_float_parameters_take_float64_values(name):
+    draw, ref = _CLOSED_FORMS[name]
+    got, want = np.asarray(draw(KEY)), ref(KEY)
+    assert got.dtype == F64
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+@pytest.mark.parametrize(
+    "name, draw",
+    [
+        ("gamma", lambda k, s, t: random.gamma(k, s, (8,), F64)),
+        ("loggamma", lambda k, s, t: random.loggamma(k, s, (8,), F64)),
+        ("beta", lambda k, s, t: random.beta(k, s, t, (8,), F64)),
+        ("chisquare", lambda k, s, t: random.chisquare(k, t, (8,), F64)),
+        ("f", lambda k, s, t: random.f(k, s, t, (8,), F64)),
+        ("t", lambda k, s, t: random.t(k, t, (8,), F64)),
+        ("wald", lambda k, s, t: random.wald(k, s, (8,), F64)),
+        ("generalized_normal", lambda k, s, t: random.generalized_normal(k, t, (8,), F64)),
+        ("triangular", lambda k, s, t: random.triangular(k, -s, s, t, (8,), F64)),
+        ("ball", lambda k, s, t: random.ball(k, 3, t, (8,), F64)),
+    ],
+)
+def test_python_float_parameters_draw_as_float64_scalars(name, draw):
+    # no closed form: the draws with Python floats are those with the same values as float64
+    # scalars (strongly typed, always converted exactly); float32's parameters moved them ~1e-8
+    got = np.asarray(draw(KEY, S, T))
+    want = np.asarray(draw(KEY, F64(S), F64(T)))
+    assert got.dtype == F64
+    np.testing.assert_allclose(got, want, rtol=1e-13)
