@@ -340,6 +340,14 @@ _TO_F64 = {
         lambda s: blu.jit(lambda x: x + lax.convert_element_type(s, _F64))(_X64),
         lambda s: _X64 + s,
     ),
+    "astype": (
+        lambda s: bnp.astype(s, _F64),
+        lambda s: _F64(s),
+    ),
+    "astype complex128": (
+        lambda s: bnp.astype(-s, np.complex128),
+        lambda s: np.complex128(-s),
+    ),
     "logspace dtype": (
         lambda s: bnp.logspace(-s, 2, 5, dtype=_F64),
         lambda s: np.logspace(-s, 2, 5),
