@@ -77,12 +77,15 @@ def python_scalar_in(x: Any, dtype: np.dtype) -> Any:
     """A Python float/complex cast to a ``dtype`` wider than its default dtype (float64,
     complex128) becomes a weakly typed 0-d array of ``dtype`` made from the Python value itself:
     float64's 0.1, not float32's 0.1 widened (JAX with x64); so does a Python int beyond int32
-    cast to a dtype that holds it (``2**40`` to int64 or float64). Anything else (arrays, numpy
-    scalars, bools, ints that int32 holds exactly, a ``dtype`` no wider) is returned as it is,
-    so float32 programs trace as before."""
+    cast to a dtype that holds it (``2**40`` to int64 or float64). A Python float cast to int64
+    or uint64 becomes a float64 (then truncated as any float64 is: ``16777217.0`` stays odd).
+    Anything else (arrays, numpy scalars, bools, ints that int32 holds exactly, a ``dtype`` no
+    wider) is returned as it is, so float32 programs trace as before."""
     if type(x) not in (int, float, complex):  # not bool, not np.float64 (strongly typed)
         return x
     d, weak = dtypes.dtype_and_weak(x)
+    if type(x) is float and dtype.kind in "iu" and dtype.itemsize == 8:
+        return Array(np.asarray(x, dtypes.float64), weak)
     if type(x) is int:
         info = np.iinfo(d)
         if info.min <= x <= info.max:

@@ -19,9 +19,9 @@ from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import Tracer, get_aval
+from blu.lax.casts import python_scalar_in
 from blu.numpy._promote import (
     asarray_operand,
-    asarray_operand_in,
     asarray_operands,
     broadcast_shapes,
     broadcast_to,
@@ -52,9 +52,10 @@ def _aval(x: Any):
 def astype(x: Any, dtype: Any, copy: bool = True, *, device: Any = None) -> Any:
     """``x`` cast to ``dtype`` (float -> int truncates toward zero, complex -> real keeps the
     real part; the result is not weak), on ``device`` if given (the Array API's keyword). A
-    Python float cast to float64 is float64's value of it (JAX's with x64)."""
+    Python float cast to float64 is float64's value of it, and cast to int64 float64's
+    truncated (JAX's with x64; ``lax.casts.python_scalar_in``)."""
     dtype = dtypes.canonicalize(dtype)
-    out = lax.convert_element_type(asarray_operand_in(x, dtype), dtype)
+    out = lax.convert_element_type(asarray_operand(python_scalar_in(x, dtype)), dtype)
     if device is None:
         return out
     return to_device(out, device)

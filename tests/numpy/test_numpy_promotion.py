@@ -402,6 +402,19 @@ def test_vectorize_keeps_python_scalars_kinds():
     assert seen == [(np.dtype(np.float64), np.dtype(np.int32))]
 
 
+@given(n=st.integers(2**24 + 1, 2**52), neg=st.booleans())
+def test_python_float_to_int64_truncates_its_float64_value(n, neg):
+    # JAX with x64: the float is float64, truncated toward zero; float32 rounded 2**24 + 1 to
+    # an even number first
+    v = -(n + 0.5) if neg else n + 0.5
+    for cast in (
+        lambda v: lax.convert_element_type(v, np.int64),
+        lambda v: bnp.astype(v, np.int64),
+    ):
+        got = cast(v)
+        assert got.dtype == np.int64 and int(got) == int(v)
+
+
 def test_python_int_beyond_int32_converts_to_64_bit_dtypes():
     # JAX with x64: 2**40 is an int64 and converts to int64, uint64 and float64 exactly
     for dt in (np.int64, np.uint64, np.float64):
