@@ -164,6 +164,42 @@ def test_lu_and_lu_solve_complex():
         _close(L.lu_solve(f, b, trans), sl.lu_solve(sl.lu_factor(a), b, trans), rtol=1e-9)
 
 
+@settings(deadline=None, max_examples=25)
+@given(st.integers(0, 5), st.integers(0, 5), st.booleans(), st.data())
+def test_lu_and_lu_factor_of_rectangular_matrices_against_scipy(m, n, complex_, data):
+    """JAX's shapes: p (m, m), l (m, k), u (k, n), lu (m, n), piv (k,), k = min(m, n)."""
+    rng, batch, _ = _draw(data)
+    a = rng.standard_normal(batch + (m, n))
+    if complex_:
+        a = a + 1j * rng.standard_normal(a.shape)
+    k = min(m, n)
+    p, l_, u = L.lu(a)
+    assert np.asarray(p).dtype == np.float64
+    shapes = (batch + (m, m), batch + (m, k), batch + (k, n))
+    for i, (got, shp) in enumerate(zip((p, l_, u), shapes, strict=True)):
+        if m and n:  # (SciPy gives p (0, 0) for an (m, 0) matrix; JAX's p is (m, m))
+            _close(got, _each(lambda x, i=i: sl.lu(x)[i], (a, 2), out_shape=shp))
+        assert np.shape(got) == shp
+    _close(np.asarray(p) @ np.asarray(l_) @ np.asarray(u), a)
+    _close(L.lu(a, permute_l=True)[0], np.asarray(p) @ np.asarray(l_))
+    lu_, piv = L.lu_factor(a)
+    assert np.shape(piv) == batch + (k,) and np.asarray(piv).dtype == np.int32
+    if m and n:
+        _close(lu_, _each(lambda x: sl.lu_factor(x)[0], (a, 2), out_shape=batch + (m, n)))
+        want_piv = _each(lambda x: sl.lu_factor(x)[1], (a, 2), out_shape=batch + (k,))
+        np.testing.assert_array_equal(piv, want_piv)
+
+
+def test_rectangular_lu_derivatives_against_finite_differences():
+    rng = np.random.default_rng(5)
+    for shape in ((4, 2), (2, 4), (3, 1), (1, 3)):
+        x = rng.standard_normal(shape)
+        check_grads(lambda x: L.lu(x)[1:], [x], order=2)
+        check_grads(lambda x: L.lu_factor(x)[0], [x])
+    x = rng.standard_normal((2, 3, 5))  # batched, under jit
+    check_grads(blu.jit(lambda x: L.lu(x, permute_l=True)), [x])
+
+
 # ---- eigh, qr, svd, polar ------------------------------------------------------------------------
 
 
@@ -386,7 +422,9 @@ def test_jit_and_vmap_agree_with_eager():
             BluShapeError,
             "broadcast",
         ),
-        (lambda: L.lu(np.ones((2, 3))), BluShapeError, r"lu.*f64\[2,3\]"),
+        (lambda: L.lu(np.ones(3)), BluShapeError, r"lu.*f64\[3\]"),
+        (lambda: L.lu_factor(np.ones(3)), BluShapeError, r"lu_factor.*f64\[3\]"),
+        (lambda: L.lu_solve(L.lu_factor(np.ones((3, 2))), np.ones(3)), BluShapeError, "lu_solve"),
         (lambda: L.lu_solve((np.eye(3), np.zeros(2, np.int32)), np.ones(3)), BluShapeError, "piv"),
         (lambda: L.lu_solve(L.lu_factor(np.eye(2)), np.ones(2), trans="X"), BluValueError, "trans"),
         (lambda: L.eigh(np.eye(2), np.eye(2)), BluValueError, "b=None"),

@@ -5,8 +5,8 @@ batch axes, as JAX's) and jittable, composed from the ``blu.lax.linalg`` primiti
 
 - Factorizations and solvers (``decompositions``): ``cholesky`` (upper by default, as SciPy),
   ``cho_factor``/``cho_solve``, ``solve_triangular``, ``solve`` (``assume_a`` 'gen', 'sym',
-  'her' or 'pos'), ``lu``/``lu_factor``/``lu_solve`` (square matrices: blu's LU primitive is
-  square-only), ``inv``, ``det``, ``eigh``, ``qr``, ``svd``, ``polar``.
+  'her' or 'pos'), ``lu``/``lu_factor`` (rectangular matrices too, as JAX's: ``_lu_rect``),
+  ``lu_solve``, ``inv``, ``det``, ``eigh``, ``qr``, ``svd``, ``polar``.
 - ``expm`` (``matrix_functions``): Padé approximation with scaling and squaring (Higham 2005).
 - Special matrices (``special_matrices``): ``block_diag``, ``toeplitz``, ``hilbert``.
 

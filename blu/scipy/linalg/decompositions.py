@@ -23,6 +23,7 @@ from blu.numpy.products import matmul
 from blu.numpy.reductions import sum as _sum
 from blu.numpy.selection import take_along_axis, where
 from blu.scipy.linalg._checks import matrices, solve_operands
+from blu.scipy.linalg._lu_rect import lu_rect
 from blu.transforms.custom_derivatives import custom_jvp
 
 # ---- Cholesky --------------------------------------------------------------------------------
@@ -219,23 +220,31 @@ def lu(
     """LU decomposition with partial pivoting (``jax.scipy.linalg.lu``): ``a = p @ l @ u``.
 
     Args:
-        a: ``(..., n, n)`` square matrices (blu's LU primitive is square-only; JAX's also takes
-            rectangular ones).
+        a: ``(..., m, n)`` matrices, square or not.
         permute_l: return ``(p @ l, u)`` instead.
 
     Returns:
-        ``(p, l, u)``: the permutation matrices ``p`` in ``a``'s real dtype, unit-lower ``l`` and
-        upper ``u``, all ``(..., n, n)``; or ``(p @ l, u)``.
+        ``(p, l, u)`` with ``k = min(m, n)``: the permutation matrices ``p`` ``(..., m, m)`` in
+        ``a``'s real dtype, unit-lower ``l`` ``(..., m, k)`` and upper ``u`` ``(..., k, n)``;
+        or ``(p @ l, u)``. Differentiable (JAX's rule; rectangular ``a`` through
+        :mod:`blu.scipy.linalg._lu_rect`).
 
     Raises:
-        BluShapeError: ``a`` is not square matrices.
+        BluShapeError: ``a`` has fewer than two dimensions.
     """
     del overwrite_a, check_finite
-    a = matrices(a, "lu")
+    a = matrices(a, "lu", square=False)
+    m, n = shape(a)[-2:]
+    if m != n:
+        lu_, _, perm = lu_rect(a)
+        p = mT(lax_linalg.permutation_matrix(perm, dtypes.real_dtype(dtype(a))))
+        k = min(m, n)
+        l_ = tril(lu_[..., :, :k], -1) + eye(m, k, dtype=dtype(a))
+        u = triu(lu_[..., :k, :])
+        return (matmul(p, l_), u) if permute_l else (p, l_, u)
     lu_, _, perm = lax_linalg.lu(a)
     # a = p @ a[perm] = p @ l @ u; p is real for complex a too (as SciPy's and JAX's)
     p = mT(lax_linalg.permutation_matrix(perm, dtypes.real_dtype(dtype(a))))
-    n = shape(a)[-1]
     l_ = tril(lu_, -1) + eye(n, dtype=dtype(a))
     u = triu(lu_)
     return (matmul(p, l_), u) if permute_l else (p, l_, u)
@@ -243,11 +252,15 @@ def lu(
 
 def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> tuple[Any, Any]:
     """``(lu, piv)`` (``jax.scipy.linalg.lu_factor``): ``l`` (unit diagonal implied) below the
-    diagonal of ``lu`` ``(..., n, n)`` and ``u`` on and above it; ``piv`` ``(..., n)`` int32
-    are LAPACK's 0-based row swaps (row ``i`` was swapped with row ``piv[i]``), for
-    :func:`lu_solve`. Square matrices only (see :func:`lu`)."""
+    diagonal of ``lu`` ``(..., m, n)`` and ``u`` on and above it; ``piv`` ``(..., k)`` int32,
+    ``k = min(m, n)``, are LAPACK's 0-based row swaps (row ``i`` was swapped with row
+    ``piv[i]``). :func:`lu_solve` takes square factors only (as JAX's)."""
     del overwrite_a, check_finite
-    lu_, piv, _ = lax_linalg.lu(matrices(a, "lu_factor"))
+    a = matrices(a, "lu_factor", square=False)
+    if shape(a)[-1] != shape(a)[-2]:
+        lu_, piv, _ = lu_rect(a)
+        return lu_, piv
+    lu_, piv, _ = lax_linalg.lu(a)
     return lu_, piv
 
 
