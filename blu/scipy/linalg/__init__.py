@@ -8,6 +8,8 @@ batch axes, as JAX's) and jittable, composed from the ``blu.lax.linalg`` primiti
   'her' or 'pos'), ``lu``/``lu_factor`` (rectangular matrices too, as JAX's: ``_lu_rect``),
   ``lu_solve``, ``inv``, ``det``, ``eigh``, ``qr``, ``svd``, ``polar``.
 - ``expm`` (``matrix_functions``): Padé approximation with scaling and squaring (Higham 2005).
+- ``hessenberg``, ``schur`` (real and complex forms), ``rsf2csf`` (``schur``): Householder
+  reduction and the shifted QR algorithm in ``lax`` loops (no host callback).
 - Special matrices (``special_matrices``): ``block_diag``, ``toeplitz``, ``hilbert``.
 
 Integers and bools are promoted to the default float (float32), as JAX's
@@ -34,6 +36,7 @@ from blu.scipy.linalg.decompositions import (
     svd,
 )
 from blu.scipy.linalg.matrix_functions import expm
+from blu.scipy.linalg.schur import hessenberg, rsf2csf, schur
 from blu.scipy.linalg.special_matrices import block_diag, hilbert, toeplitz
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "det",
     "eigh",
     "expm",
+    "hessenberg",
     "hilbert",
     "inv",
     "lu",
@@ -51,6 +55,8 @@ __all__ = [
     "lu_solve",
     "polar",
     "qr",
+    "rsf2csf",
+    "schur",
     "solve",
     "solve_triangular",
     "svd",

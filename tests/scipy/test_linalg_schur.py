@@ -1,0 +1,176 @@
+"""blu.scipy.linalg's Hessenberg and Schur decompositions and what is built on them, against
+scipy.linalg in float64: the Hessenberg form entry by entry (LAPACK's reflectors); the Schur
+forms, which are not unique, by their defining properties (``A = Z T Z^H``, ``Z`` unitary,
+``T`` (quasi-)triangular, standardized ``2 x 2`` blocks) and their eigenvalues against
+scipy's; over sizes 0 to 6, batches, and special matrices (diagonal, triangular, nilpotent,
+repeated eigenvalues)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blu
+from blu.core.errors import BluShapeError, BluValueError
+from blu.scipy import linalg as L
+
+BATCHES = [(), (1,), (3,), (2, 1), (0,)]
+
+
+def _flat(x, n):
+    x = np.asarray(x)
+    return np.reshape(x, (int(np.prod(x.shape[:-2])), n, n))
+
+
+def _matrix(rng, kind, n, complex_):
+    a = rng.standard_normal((n, n))
+    if complex_:
+        a = a + 1j * rng.standard_normal((n, n))
+    q, _ = np.linalg.qr(a)  # unitary, complex with a
+    if kind == "diagonal":
+        return np.diag(np.diag(a))
+    if kind == "upper":
+        return np.triu(a)
+    if kind == "lower":
+        return np.tril(a)
+    if kind == "nilpotent":  # a Jordan block of 0, conjugated: all eigenvalues 0
+        return q @ np.eye(n, k=1) @ q.conj().T
+    if kind == "repeated":  # eigenvalues 1, 1, 2, 2, ...
+        return q @ np.diag(np.arange(n) // 2 + 1.0) @ q.conj().T
+    return a
+
+
+def _eig_distance(got, want):
+    """The largest distance from an eigenvalue in ``want`` to the nearest in ``got`` and back."""
+    if not len(want):
+        return 0.0
+    d = np.abs(np.asarray(got)[:, None] - np.asarray(want)[None, :])
+    return max(d.min(axis=0).max(), d.min(axis=1).max())
+
+
+def _check_schur(a, T, Z, complex_form):
+    n = a.shape[-1]
+    T, Z = np.asarray(T), np.asarray(Z)
+    assert T.shape == Z.shape == a.shape
+    scale = max(1.0, np.abs(a).max(initial=0.0))
+    tol = 1e-12 * max(n, 1) * scale
+    np.testing.assert_allclose(Z @ T @ Z.conj().T, a, atol=tol)
+    np.testing.assert_allclose(Z.conj().T @ Z, np.eye(n), atol=1e-12 * max(n, 1))
+    if complex_form:
+        assert np.all(np.tril(T, -1) == 0)
+    else:
+        assert np.all(np.tril(T, -2) == 0)
+        sub = np.diag(T, -1)
+        assert not np.any((sub[:-1] != 0) & (sub[1:] != 0))  # 2 x 2 blocks only
+        for p in np.flatnonzero(sub):  # standardized: equal diagonal, b c < 0
+            assert abs(T[p, p] - T[p + 1, p + 1]) <= tol
+            assert T[p, p + 1] * T[p + 1, p] < 0
+    return np.linalg.eigvals(T) if n else np.zeros(0)
+
+
+@settings(deadline=None, max_examples=30)
+@given(st.integers(0, 6), st.booleans(), st.sampled_from(BATCHES), st.data())
+def test_hessenberg_against_scipy(n, complex_, batch, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    a = rng.standard_normal(batch + (n, n))
+    if complex_:
+        a = a + 1j * rng.standard_normal(a.shape)
+    H, Q = L.hessenberg(a, calc_q=True)
+    assert np.shape(H) == np.shape(Q) == a.shape
+    np.testing.assert_allclose(L.hessenberg(a), H, rtol=0, atol=0)
+    for x, h, q in zip(_flat(a, n), _flat(H, n), _flat(Q, n), strict=True):
+        np.testing.assert_allclose(q @ h @ q.conj().T, x, atol=1e-12 * n)
+        np.testing.assert_allclose(q.conj().T @ q, np.eye(n), atol=1e-12 * n)
+        assert np.all(np.tril(h, -2) == 0) and np.all(np.imag(np.diag(h, -1)) == 0)
+        if n >= 3 or not complex_:  # (SciPy returns a complex 2 x 2 as it is; LAPACK's
+            hw, qw = sl.hessenberg(x, calc_q=True)  # reflector makes its subdiagonal real)
+            np.testing.assert_allclose(h, hw, atol=1e-12 * n)
+            np.testing.assert_allclose(q, qw, atol=1e-12 * n)
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    st.integers(0, 6),
+    st.sampled_from(["random", "diagonal", "upper", "lower", "nilpotent", "repeated"]),
+    st.sampled_from(["real", "complex"]),
+    st.booleans(),
+    st.data(),
+)
+def test_schur_against_scipy_eigenvalues(n, kind, output, complex_input, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    a = _matrix(rng, kind, n, complex_input)
+    T, Z = L.schur(a, output=output)
+    complex_form = output == "complex" or complex_input
+    assert np.asarray(T).dtype == (np.complex128 if complex_form else np.float64)
+    ev = _check_schur(a, T, Z, complex_form)
+    want = sl.eigvals(a) if n else np.zeros(0)
+    # a nilpotent Jordan block's eigenvalues move by eps^(1/n) under rounding (scipy's too)
+    tol = 10 * (1e-16 ** (1 / n)) if kind == "nilpotent" and n else 1e-10
+    assert _eig_distance(ev, want) <= tol
+    if kind in ("diagonal", "upper") and not complex_input:  # already in Schur form
+        np.testing.assert_array_equal(T, a)
+        np.testing.assert_array_equal(Z, np.eye(n))
+
+
+def test_schur_batches_jit_and_vmap():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 3, 5, 5))
+    T, Z = L.schur(a)
+    for x, t, z in zip(_flat(a, 5), _flat(T, 5), _flat(Z, 5), strict=True):
+        _check_schur(x, t, z, False)
+        T1, Z1 = blu.jit(L.schur)(x)
+        np.testing.assert_allclose(T1, t, atol=1e-12)
+        np.testing.assert_allclose(Z1, z, atol=1e-12)
+    Tv, _ = blu.vmap(lambda x: L.schur(x, "complex"))(a[0])
+    for x, t in zip(a[0], np.asarray(Tv), strict=True):
+        np.testing.assert_allclose(t, np.asarray(L.schur(x, "complex")[0]), atol=1e-12)
+    assert L.schur(np.zeros((4, 0, 0)))[0].shape == (4, 0, 0)
+
+
+def test_schur_promotes_integers_and_keeps_float32():
+    a = np.array([[1, 2, 0], [3, 4, 1], [0, 1, 5]])
+    T, Z = L.schur(a)
+    assert np.asarray(T).dtype == np.float32 and np.asarray(Z).dtype == np.float32
+    np.testing.assert_allclose(np.asarray(Z) @ np.asarray(T) @ np.asarray(Z).T, a, atol=1e-5)
+    assert L.schur(a.astype(np.float32), "complex")[0].dtype == np.complex64
+    assert L.hessenberg(a).dtype == np.float32
+
+
+@settings(deadline=None, max_examples=30)
+@given(st.integers(0, 6), st.sampled_from(BATCHES), st.data())
+def test_rsf2csf_against_scipy(n, batch, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    a = rng.standard_normal(batch + (n, n))
+    Tr, Zr = _flat(a, n).copy(), np.zeros_like(_flat(a, n))
+    for i, x in enumerate(_flat(a, n)):  # scipy's real Schur forms as the input
+        Tr[i], Zr[i] = sl.schur(x)
+    Tr, Zr = Tr.reshape(a.shape), Zr.reshape(a.shape)
+    T, Z = L.rsf2csf(Tr, Zr)
+    assert np.asarray(T).dtype == np.complex128 and np.shape(T) == a.shape
+    for tr, zr, t, z in zip(_flat(Tr, n), _flat(Zr, n), _flat(T, n), _flat(Z, n), strict=True):
+        tw, zw = sl.rsf2csf(tr, zr)
+        np.testing.assert_allclose(t, tw, atol=1e-12 * max(n, 1))
+        np.testing.assert_allclose(z, zw, atol=1e-12 * max(n, 1))
+    # on blu's own real Schur form: a complex Schur decomposition of a
+    T, Z = L.rsf2csf(*L.schur(a))
+    for x, t, z in zip(_flat(a, n), _flat(T, n), _flat(Z, n), strict=True):
+        _check_schur(x, t, z, True)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: L.schur(np.ones((2, 3))), BluShapeError, r"schur.*f64\[2,3\]"),
+        (lambda: L.schur(np.ones(3)), BluShapeError, r"schur.*f64\[3\]"),
+        (lambda: L.schur(np.eye(2), output="quasi"), BluValueError, "output"),
+        (lambda: L.hessenberg(np.ones((3, 2))), BluShapeError, r"hessenberg.*f64\[3,2\]"),
+        (lambda: L.rsf2csf(np.eye(2), np.ones((2, 3))), BluShapeError, r"rsf2csf.*f64\[2,3\]"),
+        (lambda: L.rsf2csf(np.eye(2), np.eye(3)), BluShapeError, r"f64\[2,2\].*f64\[3,3\]"),
+    ],
+)
+def test_bad_input_raises_blu_errors_naming_shapes(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
