@@ -1,9 +1,9 @@
-"""blu.scipy.linalg's Hessenberg and Schur decompositions and what is built on them, against
-scipy.linalg in float64: the Hessenberg form entry by entry (LAPACK's reflectors); the Schur
-forms, which are not unique, by their defining properties (``A = Z T Z^H``, ``Z`` unitary,
-``T`` (quasi-)triangular, standardized ``2 x 2`` blocks) and their eigenvalues against
-scipy's; over sizes 0 to 6, batches, and special matrices (diagonal, triangular, nilpotent,
-repeated eigenvalues)."""
+"""blu.scipy.linalg's Hessenberg and Schur decompositions and what is built on them (sqrtm,
+funm, solve_sylvester), against scipy.linalg in float64: the Hessenberg form entry by entry
+(LAPACK's reflectors); the Schur forms, which are not unique, by their defining properties
+(``A = Z T Z^H``, ``Z`` unitary, ``T`` (quasi-)triangular, standardized ``2 x 2`` blocks) and
+their eigenvalues against scipy's; over sizes 0 to 6, batches, and special matrices (diagonal,
+triangular, nilpotent, repeated eigenvalues)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import blu
 from blu.core.errors import BluShapeError, BluValueError
 from blu.scipy import linalg as L
+from tests.helpers import check_grads
 
 BATCHES = [(), (1,), (3,), (2, 1), (0,)]
 
@@ -160,6 +161,109 @@ def test_rsf2csf_against_scipy(n, batch, data):
         _check_schur(x, t, z, True)
 
 
+# ---- sqrtm, funm, solve_sylvester ----------------------------------------------------------------
+
+
+@settings(deadline=None, max_examples=40)
+@given(
+    st.integers(0, 5),
+    st.sampled_from(["random", "spd", "diagonal", "upper", "repeated"]),
+    st.booleans(),
+    st.sampled_from(BATCHES[:3]),
+    st.data(),
+)
+def test_sqrtm_against_scipy(n, kind, complex_, batch, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    mats = []
+    for _ in range(int(np.prod(batch))):
+        a = _matrix(rng, "random" if kind == "spd" else kind, n, complex_)
+        mats.append(a @ a.conj().T + np.eye(n) if kind == "spd" else a + (n + 1) * np.eye(n))
+    a = np.reshape(np.array(mats), batch + (n, n))  # eigenvalues off the negative real axis
+    got = L.sqrtm(a)
+    assert np.asarray(got).dtype == np.complex128 and np.shape(got) == a.shape  # (JAX's)
+    for x, s in zip(_flat(a, n), _flat(got, n), strict=True):
+        if n:
+            np.testing.assert_allclose(s, sl.sqrtm(x), atol=1e-10 * n)
+        np.testing.assert_allclose(
+            s @ s, x, atol=1e-10 * max(n, 1) * (1 + np.abs(x).max(initial=0))
+        )
+    assert L.sqrtm(np.eye(2, dtype=np.float32)).dtype == np.complex64
+
+
+def test_sqrtm_closed_forms():
+    np.testing.assert_allclose(L.sqrtm(np.diag([4.0, 9.0, 0.0])), np.diag([2.0, 3.0, 0.0]))
+    # [[1, 1], [0, 1]] has the root [[1, 1/2], [0, 1]]; a rotation by 2t the rotation by t
+    np.testing.assert_allclose(L.sqrtm(np.array([[1.0, 1.0], [0.0, 1.0]])), [[1, 0.5], [0, 1]])
+    t = 0.7
+    rot = lambda t: np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])  # noqa: E731
+    np.testing.assert_allclose(L.sqrtm(rot(2 * t)), rot(t), atol=1e-14)
+
+
+@settings(deadline=None, max_examples=30)
+@given(st.integers(0, 5), st.sampled_from(["random", "diagonal", "upper"]), st.data())
+def test_funm_against_scipy_and_closed_forms(n, kind, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    a = _matrix(rng, kind, n, False)
+    a = np.stack([a, 0.5 * a])
+    got = L.funm(a, blu.numpy.exp)
+    assert np.asarray(got).dtype == np.complex128 and np.shape(got) == a.shape
+    for x, f in zip(a, np.asarray(got), strict=True):
+        np.testing.assert_allclose(f, sl.expm(x), atol=1e-9 * max(n, 1))
+        if n:
+            want = sl.funm(x, lambda z: np.sin(z) + 2 * np.cos(z))
+            g = L.funm(x, lambda z: blu.numpy.sin(z) + 2 * blu.numpy.cos(z))
+            np.testing.assert_allclose(g, want, atol=1e-9 * n)
+    F, err = L.funm(a, blu.numpy.exp, disp=False)
+    np.testing.assert_allclose(F, got)
+    assert np.shape(err) == (2,) and np.all((np.asarray(err) > 0) & (np.asarray(err) <= 1))
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.integers(0, 4), st.integers(0, 4), st.booleans(), st.sampled_from(BATCHES[:3]), st.data())
+def test_solve_sylvester_against_scipy(m, n, complex_, batch, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    a = rng.standard_normal(batch + (m, m)) + 2 * np.eye(m)  # eig(a) + eig(b) away from 0
+    b = rng.standard_normal(batch + (n, n)) + 2 * np.eye(n)
+    c = rng.standard_normal(batch + (m, n))
+    if complex_:
+        c = c + 1j * rng.standard_normal(c.shape)
+    x = L.solve_sylvester(a, b, c)
+    assert np.asarray(x).dtype == c.dtype and np.shape(x) == c.shape
+    count = int(np.prod(batch))
+    flat = [np.reshape(v, (count,) + np.shape(v)[-2:]) for v in (a, b, c, np.asarray(x))]
+    for ai, bi, ci, xi in zip(*flat, strict=True):
+        np.testing.assert_allclose(ai @ xi + xi @ bi, ci, atol=1e-10)
+        if m and n:  # (scipy's is wrong for a complex c beside real a, b: cast them)
+            want = sl.solve_sylvester(ai.astype(ci.dtype), bi.astype(ci.dtype), ci)
+            np.testing.assert_allclose(xi, want, atol=1e-10)
+
+
+def test_solve_sylvester_without_a_unique_solution_is_nan():
+    # eig(a) = {1, 2}, eig(b) = {-2, 5}: 2 + (-2) = 0
+    x = L.solve_sylvester(np.diag([1.0, 2.0]), np.diag([-2.0, 5.0]), np.ones((2, 2)))
+    assert np.all(np.isnan(np.asarray(x)))
+
+
+def test_hessenberg_derivatives_and_schur_functions_under_jit_and_vmap():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((4, 4))
+    check_grads(lambda x: L.hessenberg(x, calc_q=True), [x])  # through the reduction's scan
+    a = rng.standard_normal((3, 4, 4)) + 5 * np.eye(4)
+    b, c = rng.standard_normal((3, 2, 2)) + 5 * np.eye(2), rng.standard_normal((3, 4, 2))
+    for f, args in (
+        (L.sqrtm, (a,)),
+        (lambda a: L.funm(a, blu.numpy.exp), (a,)),
+        (L.solve_sylvester, (a, b, c)),
+        (lambda t, z: L.rsf2csf(t, z), (a, a)),
+    ):
+        eager = f(*args)
+        for got in (blu.jit(f)(*args), blu.vmap(f)(*args)):
+            for g, w in zip(
+                blu.tree_util.tree_leaves(got), blu.tree_util.tree_leaves(eager), strict=True
+            ):
+                np.testing.assert_allclose(g, w, atol=1e-12)
+
+
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
@@ -169,6 +273,19 @@ def test_rsf2csf_against_scipy(n, batch, data):
         (lambda: L.hessenberg(np.ones((3, 2))), BluShapeError, r"hessenberg.*f64\[3,2\]"),
         (lambda: L.rsf2csf(np.eye(2), np.ones((2, 3))), BluShapeError, r"rsf2csf.*f64\[2,3\]"),
         (lambda: L.rsf2csf(np.eye(2), np.eye(3)), BluShapeError, r"f64\[2,2\].*f64\[3,3\]"),
+        (lambda: L.sqrtm(np.ones((2, 3))), BluShapeError, r"sqrtm.*f64\[2,3\]"),
+        (lambda: L.sqrtm(np.eye(2), blocksize=2), BluValueError, "blocksize"),
+        (lambda: L.funm(np.ones(4), np.exp), BluShapeError, r"funm.*f64\[4\]"),
+        (
+            lambda: L.solve_sylvester(np.eye(2), np.eye(3), np.ones((3, 2))),
+            BluShapeError,
+            r"f64\[2,2\].*f64\[3,3\].*f64\[3,2\]",
+        ),
+        (
+            lambda: L.solve_sylvester(np.eye(2), np.eye(2), np.eye(2), method="eigen"),
+            BluValueError,
+            "method",
+        ),
     ],
 )
 def test_bad_input_raises_blu_errors_naming_shapes(call, error, match):

@@ -9,7 +9,8 @@ batch axes, as JAX's) and jittable, composed from the ``blu.lax.linalg`` primiti
   ``lu_solve``, ``inv``, ``det``, ``eigh``, ``qr``, ``svd``, ``polar``.
 - ``expm`` (``matrix_functions``): Padé approximation with scaling and squaring (Higham 2005).
 - ``hessenberg``, ``schur`` (real and complex forms), ``rsf2csf`` (``schur``): Householder
-  reduction and the shifted QR algorithm in ``lax`` loops (no host callback).
+  reduction and the shifted QR algorithm in ``lax`` loops (no host callback); from the complex
+  Schur form (``schur_functions``) ``sqrtm``, ``funm`` and ``solve_sylvester``.
 - Special matrices (``special_matrices``): ``block_diag``, ``toeplitz``, ``hilbert``.
 
 Integers and bools are promoted to the default float (float32), as JAX's
@@ -37,6 +38,7 @@ from blu.scipy.linalg.decompositions import (
 )
 from blu.scipy.linalg.matrix_functions import expm
 from blu.scipy.linalg.schur import hessenberg, rsf2csf, schur
+from blu.scipy.linalg.schur_functions import funm, solve_sylvester, sqrtm
 from blu.scipy.linalg.special_matrices import block_diag, hilbert, toeplitz
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "det",
     "eigh",
     "expm",
+    "funm",
     "hessenberg",
     "hilbert",
     "inv",
@@ -58,7 +61,9 @@ __all__ = [
     "rsf2csf",
     "schur",
     "solve",
+    "solve_sylvester",
     "solve_triangular",
+    "sqrtm",
     "svd",
     "toeplitz",
 ]
