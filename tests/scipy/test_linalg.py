@@ -283,6 +283,23 @@ def test_expm_closed_forms_complex_and_max_squarings():
     _close(L.expm(np.zeros((1, 0, 0))), np.zeros((1, 0, 0)))
 
 
+@settings(deadline=None, max_examples=20)
+@given(st.sampled_from([0.1, 1.0, 8.0]), st.data())
+def test_expm_frechet_against_scipy(scale, data):
+    rng, batch, n = _draw(data)
+    a = scale * rng.standard_normal(batch + (n, n))
+    e = rng.standard_normal(batch + (n, n))
+    got_expm, got = L.expm_frechet(a, e)
+    for i in range(2):  # expm(a), then L(a, e)
+        want = _each(lambda x, y, i=i: sl.expm_frechet(x, y)[i], (a, 2), (e, 2), out_shape=a.shape)
+        _close(
+            (got_expm, got)[i], want, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(want).max(initial=0))
+        )
+    _close(L.expm_frechet(a, e, compute_expm=False), np.asarray(got))
+    x, e3 = rng.standard_normal((2, 3, 3))  # differentiable: expm's second derivative
+    check_grads(lambda x, y: L.expm_frechet(x, y, compute_expm=False), [x, e3])
+
+
 # ---- special matrices ----------------------------------------------------------------------------
 
 
@@ -423,6 +440,8 @@ def test_jit_and_vmap_agree_with_eager():
             "broadcast",
         ),
         (lambda: L.lu(np.ones(3)), BluShapeError, r"lu.*f64\[3\]"),
+        (lambda: L.expm_frechet(np.eye(2), np.eye(3)), BluShapeError, r"f64\[2,2\].*f64\[3,3\]"),
+        (lambda: L.expm_frechet(np.ones((2, 3)), np.ones((2, 3))), BluShapeError, r"f64\[2,3\]"),
         (lambda: L.lu_factor(np.ones(3)), BluShapeError, r"lu_factor.*f64\[3\]"),
         (lambda: L.lu_solve(L.lu_factor(np.ones((3, 2))), np.ones(3)), BluShapeError, "lu_solve"),
         (lambda: L.lu_solve((np.eye(3), np.zeros(2, np.int32)), np.ones(3)), BluShapeError, "piv"),

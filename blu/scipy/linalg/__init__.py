@@ -7,7 +7,8 @@ batch axes, as JAX's) and jittable, composed from the ``blu.lax.linalg`` primiti
   ``cho_factor``/``cho_solve``, ``solve_triangular``, ``solve`` (``assume_a`` 'gen', 'sym',
   'her' or 'pos'), ``lu``/``lu_factor`` (rectangular matrices too, as JAX's: ``_lu_rect``),
   ``lu_solve``, ``inv``, ``det``, ``eigh``, ``qr``, ``svd``, ``polar``.
-- ``expm`` (``matrix_functions``): Padé approximation with scaling and squaring (Higham 2005).
+- ``expm`` (``matrix_functions``): Padé approximation with scaling and squaring (Higham 2005);
+  ``expm_frechet``, its JVP.
 - ``hessenberg``, ``schur`` (real and complex forms), ``rsf2csf`` (``schur``): Householder
   reduction and the shifted QR algorithm in ``lax`` loops (no host callback); from the complex
   Schur form (``schur_functions``) ``sqrtm``, ``funm`` and ``solve_sylvester``.
@@ -36,7 +37,7 @@ from blu.scipy.linalg.decompositions import (
     solve_triangular,
     svd,
 )
-from blu.scipy.linalg.matrix_functions import expm
+from blu.scipy.linalg.matrix_functions import expm, expm_frechet
 from blu.scipy.linalg.schur import hessenberg, rsf2csf, schur
 from blu.scipy.linalg.schur_functions import funm, solve_sylvester, sqrtm
 from blu.scipy.linalg.special_matrices import block_diag, hilbert, toeplitz
@@ -49,6 +50,7 @@ __all__ = [
     "det",
     "eigh",
     "expm",
+    "expm_frechet",
     "funm",
     "hessenberg",
     "hilbert",

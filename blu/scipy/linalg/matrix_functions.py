@@ -2,7 +2,7 @@
 scaling and squaring (N. J. Higham, "The scaling and squaring method for the matrix exponential
 revisited", SIAM J. Matrix Anal. Appl. 26(4), 2005, Algorithm 2.3), composed from ordinary blu
 operations (products, one LU solve, ``lax.switch`` and ``lax.fori_loop``), so it
-differentiates, batches and compiles."""
+differentiates, batches and compiles; ``expm_frechet``, its derivative (``expm``'s JVP)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ import numpy as np
 
 from blu import lax
 from blu.core import dtypes
-from blu.core.errors import BluTypeError, with_user_line
+from blu.core.errors import BluShapeError, BluTypeError, with_user_line
+from blu.core.interpreter import get_aval
 from blu.lax import linalg as lax_linalg
 from blu.numpy import linalg as np_linalg
 from blu.numpy.creation import eye, full_like
 from blu.numpy.extras import vectorize
-from blu.numpy.linalg._util import dtype, shape
+from blu.numpy.linalg._util import dtype, promote_inexact, shape
 from blu.numpy.products import matmul
 from blu.numpy.reductions import max as _max
 from blu.numpy.reductions import sum as _sum
@@ -26,6 +27,7 @@ from blu.numpy.transcendental import log2
 from blu.numpy.ufuncs import abs as _abs
 from blu.numpy.ufuncs import ceil, maximum
 from blu.scipy.linalg._checks import matrices
+from blu.transforms.ad_api import jvp
 
 # Higham (2005), Table 2.3: the largest 1-norm for which the degree-m Padé approximant of
 # exp(A) meets the unit roundoff of IEEE double (m = 3, 5, 7, 9, 13) and single (m = 3, 5, 7)
@@ -135,3 +137,34 @@ def expm(A: Any, *, upper_triangular: bool = False, max_squarings: int = 16) -> 
         lambda a: _expm(a, bool(upper_triangular), int(max_squarings)), signature="(n,n)->(n,n)"
     )
     return one(A)
+
+
+def expm_frechet(A: Any, E: Any, *, method: str | None = None, compute_expm: bool = True) -> Any:
+    """The Fréchet derivative of the matrix exponential at ``A`` in the direction ``E``
+    (``jax.scipy.linalg.expm_frechet``): the forward-mode derivative (JVP) of :func:`expm`, as
+    JAX's (SciPy's 'SPS' method differentiates the same Padé approximant).
+
+    Args:
+        A, E: ``(..., n, n)`` arrays of one shape; promoted to one float dtype.
+        method: accepted and unused (JAX's is too).
+        compute_expm: also return ``expm(A)``.
+
+    Returns:
+        ``(expm(A), L(A, E))`` or ``L(A, E)``, both ``(..., n, n)``. Differentiable (the
+        derivative of the approximant's derivative).
+
+    Raises:
+        BluShapeError: ``A`` or ``E`` not ``(..., n, n)``, or of different shapes.
+    """
+    del method
+    A, E = matrices(A, "expm_frechet"), matrices(E, "expm_frechet")
+    if shape(A) != shape(E):
+        raise BluShapeError(
+            with_user_line(
+                f"scipy.linalg.expm_frechet: A {get_aval(A).str_short()} and E "
+                f"{get_aval(E).str_short()} must have the same shape"
+            )
+        )
+    A, E = promote_inexact(A, E)
+    expm_A, frechet = jvp(expm, (A,), (E,))
+    return (expm_A, frechet) if compute_expm else frechet
