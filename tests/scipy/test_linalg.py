@@ -300,6 +300,34 @@ def test_expm_frechet_against_scipy(scale, data):
     check_grads(lambda x, y: L.expm_frechet(x, y, compute_expm=False), [x, e3])
 
 
+@settings(deadline=None, max_examples=20)
+@given(st.integers(0, 6), st.booleans(), st.data())
+def test_eigh_tridiagonal_against_scipy(n, select_i, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    batch = data.draw(st.sampled_from(BATCHES[:3]))
+    d, e = rng.standard_normal(batch + (n,)), rng.standard_normal(batch + (max(n - 1, 0),))
+    lo, hi = 0, n - 1
+    if n and select_i:
+        lo, hi = sorted(data.draw(st.integers(0, n - 1)) for _ in range(2))
+    kw = {"select": "i", "select_range": (lo, hi)} if n and select_i else {}
+    w, v = L.eigh_tridiagonal(d, e, **kw)
+    k = hi - lo + 1
+    assert np.shape(w) == batch + (k,) and np.shape(v) == batch + (n, k)
+    _close(L.eigh_tridiagonal(d, e, eigvals_only=True, **kw), np.asarray(w))
+    count = int(np.prod(batch))
+    for di, ei, wi, vi in zip(
+        *(np.reshape(x, (count,) + np.shape(x)[len(batch) :]) for x in (d, e, w, v)), strict=True
+    ):
+        if n:
+            want = sl.eigh_tridiagonal(di, ei, eigvals_only=True, **kw)
+            _close(wi, want, atol=1e-12)
+        t = np.diag(di) + np.diag(ei, 1) + np.diag(ei, -1)
+        _close(t @ vi, vi * wi, atol=1e-12)
+        _close(vi.T @ vi, np.eye(k), atol=1e-12)
+    d, e = rng.standard_normal(4), rng.standard_normal(3)  # eigenvalues: eigh's derivatives
+    check_grads(lambda d, e: L.eigh_tridiagonal(d, e, eigvals_only=True), [d, e], order=2)
+
+
 # ---- special matrices ----------------------------------------------------------------------------
 
 
@@ -442,6 +470,13 @@ def test_jit_and_vmap_agree_with_eager():
         (lambda: L.lu(np.ones(3)), BluShapeError, r"lu.*f64\[3\]"),
         (lambda: L.expm_frechet(np.eye(2), np.eye(3)), BluShapeError, r"f64\[2,2\].*f64\[3,3\]"),
         (lambda: L.expm_frechet(np.ones((2, 3)), np.ones((2, 3))), BluShapeError, r"f64\[2,3\]"),
+        (lambda: L.eigh_tridiagonal(np.ones(3), np.ones(3)), BluShapeError, r"f64\[3\]"),
+        (lambda: L.eigh_tridiagonal(np.ones(3), np.ones(2), select="v"), BluValueError, "'v'"),
+        (
+            lambda: L.eigh_tridiagonal(np.ones(3), np.ones(2), select="i", select_range=(2, 3)),
+            BluValueError,
+            "select_range",
+        ),
         (lambda: L.lu_factor(np.ones(3)), BluShapeError, r"lu_factor.*f64\[3\]"),
         (lambda: L.lu_solve(L.lu_factor(np.ones((3, 2))), np.ones(3)), BluShapeError, "lu_solve"),
         (lambda: L.lu_solve((np.eye(3), np.zeros(2, np.int32)), np.ones(3)), BluShapeError, "piv"),

@@ -12,6 +12,7 @@ batch axes, as JAX's) and jittable, composed from the ``blu.lax.linalg`` primiti
 - ``hessenberg``, ``schur`` (real and complex forms), ``rsf2csf`` (``schur``): Householder
   reduction and the shifted QR algorithm in ``lax`` loops (no host callback); from the complex
   Schur form (``schur_functions``) ``sqrtm``, ``funm`` and ``solve_sylvester``.
+- ``eigh_tridiagonal`` (``tridiagonal``): ``eigh`` of the dense tridiagonal matrix.
 - Special matrices (``special_matrices``): ``block_diag``, ``toeplitz``, ``hilbert``.
 
 Integers and bools are promoted to the default float (float32), as JAX's
@@ -40,6 +41,7 @@ from blu.scipy.linalg.decompositions import (
 from blu.scipy.linalg.matrix_functions import expm, expm_frechet
 from blu.scipy.linalg.schur import hessenberg, rsf2csf, schur
 from blu.scipy.linalg.schur_functions import funm, solve_sylvester, sqrtm
+from blu.scipy.linalg.tridiagonal import eigh_tridiagonal
 from blu.scipy.linalg.special_matrices import block_diag, hilbert, toeplitz
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "cholesky",
     "det",
     "eigh",
+    "eigh_tridiagonal",
     "expm",
     "expm_frechet",
     "funm",
