@@ -13,7 +13,10 @@ batch axes, as JAX's) and jittable, composed from the ``blu.lax.linalg`` primiti
   reduction and the shifted QR algorithm in ``lax`` loops (no host callback); from the complex
   Schur form (``schur_functions``) ``sqrtm``, ``funm`` and ``solve_sylvester``.
 - ``eigh_tridiagonal`` (``tridiagonal``): ``eigh`` of the dense tridiagonal matrix.
-- Special matrices (``special_matrices``): ``block_diag``, ``toeplitz``, ``hilbert``.
+- Special matrices (``special_matrices``): ``block_diag``, ``toeplitz``, ``hilbert``; and
+  (``structured_matrices``) ``hankel``, ``circulant``, ``leslie``, ``companion``, ``fiedler``,
+  ``fiedler_companion``, ``convolution_matrix``, ``invhilbert``, ``pascal``, ``invpascal``,
+  ``helmert``, ``hadamard``, ``dft``.
 
 Integers and bools are promoted to the default float (float32), as JAX's
 ``promote_dtypes_inexact``; SciPy's ``overwrite_*`` and ``check_finite`` arguments are accepted
@@ -41,6 +44,21 @@ from blu.scipy.linalg.decompositions import (
 from blu.scipy.linalg.matrix_functions import expm, expm_frechet
 from blu.scipy.linalg.schur import hessenberg, rsf2csf, schur
 from blu.scipy.linalg.schur_functions import funm, solve_sylvester, sqrtm
+from blu.scipy.linalg.structured_matrices import (
+    circulant,
+    companion,
+    convolution_matrix,
+    dft,
+    fiedler,
+    fiedler_companion,
+    hadamard,
+    hankel,
+    helmert,
+    invhilbert,
+    invpascal,
+    leslie,
+    pascal,
+)
 from blu.scipy.linalg.tridiagonal import eigh_tridiagonal
 from blu.scipy.linalg.special_matrices import block_diag, hilbert, toeplitz
 
@@ -49,18 +67,31 @@ __all__ = [
     "cho_factor",
     "cho_solve",
     "cholesky",
+    "circulant",
+    "companion",
+    "convolution_matrix",
     "det",
+    "dft",
     "eigh",
     "eigh_tridiagonal",
     "expm",
     "expm_frechet",
+    "fiedler",
+    "fiedler_companion",
     "funm",
+    "hadamard",
+    "hankel",
+    "helmert",
     "hessenberg",
     "hilbert",
     "inv",
+    "invhilbert",
+    "invpascal",
+    "leslie",
     "lu",
     "lu_factor",
     "lu_solve",
+    "pascal",
     "polar",
     "qr",
     "rsf2csf",
