@@ -249,6 +249,36 @@ def test_polar_against_scipy(side, method, data):
     _close(p, want_p, rtol=1e-8)
 
 
+@settings(deadline=None, max_examples=30)
+@given(st.integers(1, 4), st.integers(1, 4), st.sampled_from(["left", "right"]), st.booleans(),
+       st.booleans(), st.data())  # fmt: skip
+def test_qr_multiply_against_scipy(m, n, mode, conjugate, complex_, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    k = min(m, n)
+    vector = data.draw(st.booleans())  # c (k,) or (m,): one vector, unbatched (JAX ravels)
+    batch = () if vector else data.draw(st.sampled_from(BATCHES))
+    a = rng.standard_normal(batch + (m, n))
+    if complex_:
+        a = a + 1j * rng.standard_normal(a.shape)
+    core = ((k,) if mode == "left" else (m,)) if vector else (k, 2) if mode == "left" else (2, m)
+    c = rng.standard_normal(batch + core)
+    cq, r = L.qr_multiply(a, c, mode, conjugate=conjugate)
+    out = ((m,) if mode == "left" else (k,)) if vector else (m, 2) if mode == "left" else (2, k)
+    count = int(np.prod(batch))
+    got = np.reshape(np.asarray(cq), (count,) + out), np.reshape(np.asarray(r), (count, k, n))
+    for i, (x, ci) in enumerate(
+        zip(np.reshape(a, (count, m, n)), np.reshape(c, (count,) + core), strict=True)
+    ):
+        want = sl.qr_multiply(x, ci, mode, conjugate=conjugate)
+        _close(got[0][i], want[0])
+        _close(got[1][i], want[1])
+    assert np.shape(cq) == batch + out and np.shape(r) == batch + (k, n)
+    assert [np.shape(x) for x in L.qr_multiply(np.ones((0, 3)), np.ones((2, 0)))] == [
+        (2, 0),
+        (0, 3),
+    ]
+
+
 # ---- expm ----------------------------------------------------------------------------------------
 
 
@@ -486,6 +516,13 @@ def test_jit_and_vmap_agree_with_eager():
         (lambda: L.qr(np.eye(2), mode="raw"), BluValueError, "mode"),
         (lambda: L.qr(np.eye(2), pivoting=True), BluValueError, "pivoting"),
         (lambda: L.qr(np.ones(2)), BluShapeError, r"qr.*f64\[2\]"),
+        (
+            lambda: L.qr_multiply(np.ones((3, 2)), np.ones((2, 2))),
+            BluShapeError,
+            r"\(\.\.\., p, 3\)",
+        ),
+        (lambda: L.qr_multiply(np.ones((3, 2)), np.ones(3), "up"), BluValueError, "mode"),
+        (lambda: L.qr_multiply(np.eye(2), np.eye(2), pivoting=True), BluValueError, "pivoting"),
         (lambda: L.svd(np.eye(2), lapack_driver="x"), BluValueError, "lapack_driver"),
         (lambda: L.polar(np.eye(2), "up"), BluValueError, "side"),
         (lambda: L.polar(np.eye(2), method="newton"), BluValueError, "method"),

@@ -6,7 +6,7 @@ batch axes, as JAX's) and jittable, composed from the ``blu.lax.linalg`` primiti
 - Factorizations and solvers (``decompositions``): ``cholesky`` (upper by default, as SciPy),
   ``cho_factor``/``cho_solve``, ``solve_triangular``, ``solve`` (``assume_a`` 'gen', 'sym',
   'her' or 'pos'), ``lu``/``lu_factor`` (rectangular matrices too, as JAX's: ``_lu_rect``),
-  ``lu_solve``, ``inv``, ``det``, ``eigh``, ``qr``, ``svd``, ``polar``.
+  ``lu_solve``, ``inv``, ``det``, ``eigh``, ``qr``, ``qr_multiply``, ``svd``, ``polar``.
 - ``expm`` (``matrix_functions``): Padé approximation with scaling and squaring (Higham 2005);
   ``expm_frechet``, its JVP.
 - ``hessenberg``, ``schur`` (real and complex forms), ``rsf2csf`` (``schur``): Householder
@@ -37,6 +37,7 @@ from blu.scipy.linalg.decompositions import (
     lu_solve,
     polar,
     qr,
+    qr_multiply,
     solve,
     solve_triangular,
     svd,
@@ -94,6 +95,7 @@ __all__ = [
     "pascal",
     "polar",
     "qr",
+    "qr_multiply",
     "rsf2csf",
     "schur",
     "solve",

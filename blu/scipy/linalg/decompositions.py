@@ -15,8 +15,10 @@ from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.lax import linalg as lax_linalg
 from blu.numpy import linalg as np_linalg
+from blu.numpy._promote import asarray_operand, broadcast_to
+from blu.numpy.complexes import conj
 from blu.numpy.creation import arange, eye, tril, triu
-from blu.numpy.linalg._util import dtype, mH, mT, shape
+from blu.numpy.linalg._util import dtype, mH, mT, promote_inexact, shape
 from blu.numpy.logic import equal
 from blu.numpy.manipulation import squeeze
 from blu.numpy.products import matmul
@@ -391,6 +393,63 @@ def qr(
         raise BluValueError(with_user_line("scipy.linalg.qr: pivoting=True is not supported"))
     q, r = lax_linalg.qr(matrices(a, "qr", square=False), full_matrices=mode != "economic")
     return (r,) if mode == "r" else (q, r)
+
+
+def qr_multiply(
+    a: Any, c: Any, mode: str = "right", pivoting: bool = False, conjugate: bool = False,
+    overwrite_a: bool = False, overwrite_c: bool = False,
+) -> tuple[Any, Any]:  # fmt: skip
+    """``Q @ c`` or ``c @ Q`` with ``a = Q R`` (``jax.scipy.linalg.qr_multiply``).
+
+    Args:
+        a: ``(..., m, n)``; ``k = min(m, n)``.
+        c: mode 'right': ``(..., p, m)`` (a vector ``(m,)`` is one row); mode 'left': ``(...,
+            k, p)`` (a vector ``(k,)`` is one column). Batch dimensions broadcast with ``a``'s;
+            both are promoted to one float dtype.
+        mode: 'right' (``c @ Q``, ``(..., p, k)``) or 'left' (``Q @ c``, ``(..., m, p)``).
+        conjugate: use ``conj(Q)`` instead of ``Q``.
+        pivoting: not supported (blu has no pivoted QR).
+
+    Returns:
+        ``(cQ, r)``, ``r`` ``(..., k, n)`` upper triangular (LAPACK's signs); a vector ``c``
+        gives a vector ``cQ``.
+
+    Raises:
+        BluValueError: another mode, or ``pivoting``. BluShapeError: the shapes do not fit.
+    """
+    del overwrite_a, overwrite_c
+    if mode not in ("right", "left"):
+        raise BluValueError(
+            with_user_line(
+                f"scipy.linalg.qr_multiply: mode must be 'right' or 'left', got {mode!r}"
+            )
+        )
+    if pivoting:
+        raise BluValueError(
+            with_user_line("scipy.linalg.qr_multiply: pivoting=True is not supported")
+        )
+    a = matrices(a, "qr_multiply", square=False)
+    a, c = promote_inexact(a, asarray_operand(c))
+    vector = len(shape(c)) == 1
+    if vector:
+        c = c[:, None] if mode == "left" else c[None, :]
+    m, n = shape(a)[-2:]
+    k = min(m, n)
+    fits = len(shape(c)) >= 2 and (shape(c)[-2] == k if mode == "left" else shape(c)[-1] == m)
+    if not fits:
+        want = f"(..., {k}, p)" if mode == "left" else f"(..., p, {m})"
+        raise BluShapeError(
+            with_user_line(
+                f"scipy.linalg.qr_multiply: a {get_aval(a).str_short()} needs c {want} for "
+                f"mode={mode!r}, got {get_aval(c).str_short()}"
+            )
+        )
+    q, r = lax_linalg.qr(a, full_matrices=False)  # Q's first k columns are all either mode uses
+    if conjugate:
+        q = conj(q)
+    out = matmul(q, c) if mode == "left" else matmul(c, q)
+    r = broadcast_to(r, shape(out)[:-2] + shape(r)[-2:])  # a's batch broadcast with c's
+    return (out.reshape(-1) if vector else out), r
 
 
 def svd(
