@@ -248,6 +248,16 @@ def test_hessenberg_derivatives_and_schur_functions_under_jit_and_vmap():
     rng = np.random.default_rng(11)
     x = rng.standard_normal((4, 4))
     check_grads(lambda x: L.hessenberg(x, calc_q=True), [x])  # through the reduction's scan
+    # rsf2csf (differentiable, as JAX's) along the real Schur pattern of scipy's form
+    T, Z = sl.schur(x)
+    assert np.any(np.diag(T, -1) != 0)  # a 2 x 2 block to rotate
+    pattern = (T != 0) | (np.arange(4)[:, None] <= np.arange(4)[None, :])
+
+    def parts(t, z):
+        tc, zc = L.rsf2csf(t * pattern, z)
+        return [f(v) for v in (tc, zc) for f in (blu.numpy.real, blu.numpy.imag)]
+
+    check_grads(parts, [T, Z])
     a = rng.standard_normal((3, 4, 4)) + 5 * np.eye(4)
     b, c = rng.standard_normal((3, 2, 2)) + 5 * np.eye(2), rng.standard_normal((3, 4, 2))
     for f, args in (
