@@ -120,6 +120,7 @@ TOPICS = {
     "blu.lax.control_flow.conditionals": "Control flow",
     "blu.lax.control_flow.loops": "Control flow",
     "blu.lax.control_flow.scan": "Control flow",
+    "blu.lax.control_flow.solves": "Control flow",
     "blu.lax.parallel": "Collectives",
     "blu.transforms.axes": "Collectives",
     "blu.transforms.ad_ops": "Gradients and scheduling",

@@ -1,6 +1,7 @@
 """OpInfo entries: approx_max_k, approx_min_k, bessel_i0e, bessel_i1e, broadcast_to_rank,
 cumlogsumexp, nextafter, reduce_precision, reduce_xor, split, zeta, igamma, igammac,
-igamma_grad_a, betainc (blu.lax); log1mexp, logmeanexp (blu.nn)."""
+igamma_grad_a, betainc, custom_root, custom_linear_solve (blu.lax); log1mexp, logmeanexp
+(blu.nn)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import scipy.special
 
 import blu.nn as bnn
+import blu.numpy as bnp
 from blu import lax
 from ops.base import ints, nonempty_shape, op, rand_shape, unary_sampler, uniform
 
@@ -214,4 +216,45 @@ op(
     special=[(np.array([-np.inf, 0.0]),), (np.array([[-np.inf, -np.inf], [0.0, 1.0]]),)],
     kwargs=[{"axis": -1}, {"axis": 0, "keepdims": True}],
     n_ops=8,
+)
+
+
+def _newton_sqrt(y):
+    """sqrt(y) as the root of x*x - y by 30 Newton steps (a fori_loop) from 1."""
+    solve = lambda f, x0: lax.fori_loop(0, 30, lambda i, x: x - f(x) / (2 * x), x0)  # noqa: E731
+    return lax.custom_root(
+        lambda x: x * x - y, bnp.ones_like(y), solve, lambda g, r: r / g(bnp.ones_like(r))
+    )
+
+
+op(
+    "lax.custom_root",
+    _newton_sqrt,
+    np.sqrt,
+    unary_sampler(uniform(0.25, 4.0)),
+    n_ops=8,
+)
+
+
+def _dense_solve(a, b):
+    return lax.custom_linear_solve(
+        lambda x: a @ x,
+        b,
+        lambda _, r: bnp.linalg.solve(a, r),
+        lambda _, r: bnp.linalg.solve(a.T, r),
+    )
+
+
+def _solve_sample(rng):
+    n = int(rng.integers(1, 5))
+    return rng.standard_normal((n, n)) + n * np.eye(n), rng.standard_normal(n)
+
+
+op(
+    "lax.custom_linear_solve",
+    _dense_solve,
+    np.linalg.solve,
+    _solve_sample,
+    covers=("lax.custom_linear_solve", "prim:custom_linear_solve"),
+    n_ops=64,
 )
