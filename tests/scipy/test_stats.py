@@ -30,6 +30,8 @@ _KINDS = {
     "n": st.integers(0, 12).map(float),
     "loc": st.one_of(st.floats(-12, 12).map(lambda v: round(v, 2)), st.just(np.nan)),
     "q": st.one_of(st.floats(0, 1), st.sampled_from([0.0, 1.0, 0.5, 1e-300, -0.5, 1.5, np.nan])),
+    # probabilities of success in (0, 1] (scipy's geom and nbinom are NaN at 0, JAX's not)
+    "psucc": st.one_of(st.floats(0.01, 1), st.sampled_from([1.0, 0.5])),
 }
 
 # (module, function, scipy's, kinds of the arguments in JAX's order)
@@ -62,6 +64,12 @@ CASES = [
     ("bernoulli", "ppf", ("q", "prob")),
     ("binom", "logpmf", ("count", "n", "prob", "count")),
     ("binom", "pmf", ("count", "n", "prob", "count")),
+    ("geom", "logpmf", ("count", "psucc", "count")),
+    ("geom", "pmf", ("count", "psucc", "count")),
+    ("nbinom", "logpmf", ("count", "pos", "psucc", "count")),
+    ("nbinom", "pmf", ("count", "pos", "psucc", "count")),
+    ("betabinom", "logpmf", ("count", "n", "pos", "pos", "count")),
+    ("betabinom", "pmf", ("count", "n", "pos", "pos", "count")),
 ]
 # over the incomplete gamma and beta functions (while_loops: each jit compiles for ~1 s)
 LOOP_CASES = [
@@ -172,12 +180,15 @@ def test_defaults_promotion_and_support():
         (S.t.cdf, (np.array([-1.2, 0.3, 2.5]), 3.5, 0.2, 1.3)),
         (S.poisson.cdf, (np.array([0.0, 2.0, 5.0]), 2.5)),
         (S.binom.cdf, (np.array([0.0, 2.0, 5.0]), 7.0, 0.3)),
+        (S.geom.logpmf, (np.array([1.0, 2.0, 5.0]), 0.3)),
+        (S.nbinom.logpmf, (np.array([0.0, 2.0, 5.0]), 2.5, 0.3)),
+        (S.betabinom.logpmf, (np.array([0.0, 2.0, 5.0]), 7.0, 2.5, 1.5)),
     ],
 )
 def test_gradients_central_differences(f, args):
     """Derivatives in every float argument (not the integer counts) against central differences."""
     counts = f in (S.poisson.logpmf, S.binom.logpmf, S.bernoulli.logpmf, S.poisson.cdf,
-                   S.binom.cdf)  # fmt: skip
+                   S.binom.cdf, S.geom.logpmf, S.nbinom.logpmf, S.betabinom.logpmf)  # fmt: skip
     first = np.asarray(args[0])
     rest = [np.full(first.shape, a, np.float64) for a in args[1:]]
     if counts:
