@@ -32,6 +32,8 @@ _KINDS = {
     "q": st.one_of(st.floats(0, 1), st.sampled_from([0.0, 1.0, 0.5, 1e-300, -0.5, 1.5, np.nan])),
     # probabilities of success in (0, 1] (scipy's geom and nbinom are NaN at 0, JAX's not)
     "psucc": st.one_of(st.floats(0.01, 1), st.sampled_from([1.0, 0.5])),
+    # wrapcauchy's c: (0, 1) and its edges (NaN there)
+    "c": st.one_of(st.floats(0, 1), st.sampled_from([0.0, 1.0, 0.5])),
 }
 
 # (module, function, scipy's, kinds of the arguments in JAX's order)
@@ -70,6 +72,17 @@ CASES = [
     ("nbinom", "pmf", ("count", "pos", "psucc", "count")),
     ("betabinom", "logpmf", ("count", "n", "pos", "pos", "count")),
     ("betabinom", "pmf", ("count", "n", "pos", "pos", "count")),
+    *[
+        ("pareto", f, ("x", "pos", "x", "pos"))
+        for f in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")
+    ],
+    ("pareto", "ppf", ("q", "pos", "loc", "pos")),
+    ("gennorm", "logpdf", ("x", "pos")),
+    ("gennorm", "pdf", ("x", "pos")),
+    ("vonmises", "logpdf", ("x", "pos")),
+    ("vonmises", "pdf", ("x", "pos")),
+    ("wrapcauchy", "logpdf", ("x", "c")),
+    ("wrapcauchy", "pdf", ("x", "c")),
 ]
 # over the incomplete gamma and beta functions (while_loops: each jit compiles for ~1 s)
 LOOP_CASES = [
@@ -82,6 +95,7 @@ LOOP_CASES = [
     ("t", "cdf", ("x", "pos", "x", "pos")),
     ("poisson", "cdf", ("x", "pos", "count")),
     ("binom", "cdf", ("x", "n", "prob", "count")),
+    ("gennorm", "cdf", ("x", "pos")),
 ]
 
 
@@ -183,6 +197,12 @@ def test_defaults_promotion_and_support():
         (S.geom.logpmf, (np.array([1.0, 2.0, 5.0]), 0.3)),
         (S.nbinom.logpmf, (np.array([0.0, 2.0, 5.0]), 2.5, 0.3)),
         (S.betabinom.logpmf, (np.array([0.0, 2.0, 5.0]), 7.0, 2.5, 1.5)),
+        (S.pareto.logpdf, (np.array([1.5, 2.0, 5.0]), 2.5, 0.1, 1.3)),
+        (S.pareto.logcdf, (np.array([1.5, 2.0, 5.0]), 2.5, 0.1, 1.3)),
+        (S.pareto.ppf, (np.array([0.01, 0.4, 0.97]), 2.5, 0.1, 1.3)),
+        (S.gennorm.logpdf, (np.array([-1.2, 0.3, 2.5]), 1.7)),
+        (S.vonmises.logpdf, (np.array([-1.2, 0.3, 2.5]), 1.7)),
+        (S.wrapcauchy.logpdf, (np.array([0.2, 1.3, 4.5]), 0.4)),
     ],
 )
 def test_gradients_central_differences(f, args):
