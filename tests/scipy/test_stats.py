@@ -77,6 +77,10 @@ CASES = [
         for f in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")
     ],
     ("pareto", "ppf", ("q", "pos", "loc", "pos")),
+    *[
+        ("truncnorm", f, ("x", "x", "x", "x", "pos"))
+        for f in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")
+    ],
     ("gennorm", "logpdf", ("x", "pos")),
     ("gennorm", "pdf", ("x", "pos")),
     ("vonmises", "logpdf", ("x", "pos")),
@@ -200,6 +204,9 @@ def test_defaults_promotion_and_support():
         (S.pareto.logpdf, (np.array([1.5, 2.0, 5.0]), 2.5, 0.1, 1.3)),
         (S.pareto.logcdf, (np.array([1.5, 2.0, 5.0]), 2.5, 0.1, 1.3)),
         (S.pareto.ppf, (np.array([0.01, 0.4, 0.97]), 2.5, 0.1, 1.3)),
+        (S.truncnorm.logpdf, (np.array([-0.9, 0.3, 1.5]), -1.2, 1.8, 0.1, 1.3)),
+        (S.truncnorm.logcdf, (np.array([-0.9, 0.3, 1.5]), -1.2, 1.8, 0.1, 1.3)),
+        (S.truncnorm.logsf, (np.array([2.5, 3.0, 4.0]), 1.5, 3.5, 0.1, 1.3)),
         (S.gennorm.logpdf, (np.array([-1.2, 0.3, 2.5]), 1.7)),
         (S.vonmises.logpdf, (np.array([-1.2, 0.3, 2.5]), 1.7)),
         (S.wrapcauchy.logpdf, (np.array([0.2, 1.3, 4.5]), 0.4)),
@@ -280,3 +287,20 @@ def test_poisson_entropy_against_a_float64_sum():
     _compare(blu.jit(S.poisson.entropy)(mu), want, rtol=1e-9)
     assert np.isnan(np.asarray(S.poisson.entropy(-1.0)))
     assert S.poisson.entropy(np.arange(3)).dtype == np.float32
+
+
+def test_new_distributions_defaults_and_promotion():
+    """JAX's defaults (``loc=0``, ``scale=1``), integers to float32, Python floats weakly typed,
+    and JAX's values where they differ from scipy's (unmasked non-integer counts)."""
+    assert S.geom.logpmf(np.arange(1, 4), 0.3).dtype == np.float32
+    assert S.pareto.logpdf(np.arange(2, 5), 2).dtype == np.float32
+    assert S.truncnorm.logpdf(np.arange(3), -1, 5).dtype == np.float32
+    assert S.vonmises.logpdf(np.ones(2, np.float32), 1.5).dtype == np.float32  # weak 1.5
+    x = np.array([1.5, 2.0, 7.0])
+    _compare(S.pareto.logpdf(x, 2.5), sst.pareto.logpdf(x, 2.5), rtol=1e-14)
+    _compare(S.truncnorm.cdf(x - 2, -1.0, 2.0), sst.truncnorm.cdf(x - 2, -1.0, 2.0), rtol=1e-13)
+    # JAX's: a non-integer k is not masked for geom (scipy: -inf)
+    assert np.isfinite(np.asarray(S.geom.logpmf(1.5, 0.3)))
+    # betabinom floors k (JAX's)
+    k = np.array([0.2, 2.7, 4.9])
+    _compare(S.betabinom.logpmf(k, 5.0, 1.5, 2.0), sst.betabinom.logpmf(np.floor(k), 5, 1.5, 2.0))
