@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import blu
-from blu.core.errors import BluShapeError
+from blu.core.errors import BluShapeError, BluValueError
 from blu.scipy import stats as S
 from tests.helpers import check_grads
 
@@ -287,6 +287,24 @@ def test_poisson_entropy_against_a_float64_sum():
     _compare(blu.jit(S.poisson.entropy)(mu), want, rtol=1e-9)
     assert np.isnan(np.asarray(S.poisson.entropy(-1.0)))
     assert S.poisson.entropy(np.arange(3)).dtype == np.float32
+
+
+@settings(deadline=None, max_examples=15)
+@given(st.integers(1, 4), st.sampled_from([(), (0,), (1,), (3,)]), st.data())
+def test_multinomial_against_scipy(k, batch, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    p = rng.dirichlet(np.ones(k))
+    n = int(rng.integers(0, 8))
+    x = rng.multinomial(n, p, size=batch)
+    x_off = x + (np.arange(k) == 0)  # counts summing to n + 1: -inf
+    want = np.reshape(sst.multinomial.logpmf(x, n, p) if x.size else [], batch)
+    _compare(S.multinomial.logpmf(x, n, p), want, rtol=1e-11)
+    _compare(blu.jit(S.multinomial.pmf)(x, n, p), np.exp(want), rtol=1e-11)
+    assert np.all(np.asarray(S.multinomial.logpmf(x_off, n, p)) == -np.inf)
+    check_grads(lambda q: S.multinomial.logpmf(x, n, q), (p,))
+    assert S.multinomial.logpmf(x, n, p.astype(np.float32)).dtype == np.float32
+    with pytest.raises(BluValueError, match="integer"):
+        S.multinomial.logpmf(x.astype(np.float64), n, p)
 
 
 def test_new_distributions_defaults_and_promotion():
