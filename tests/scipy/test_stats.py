@@ -322,3 +322,51 @@ def test_new_distributions_defaults_and_promotion():
     # betabinom floors k (JAX's)
     k = np.array([0.2, 2.7, 4.9])
     _compare(S.betabinom.logpmf(k, 5.0, 1.5, 2.0), sst.betabinom.logpmf(np.floor(k), 5, 1.5, 2.0))
+
+
+@settings(deadline=None, max_examples=15)
+@given(st.sampled_from([(5,), (3, 4), (2, 0, 3), (2, 3, 4)]), st.data())
+def test_rankdata_mode_sem_against_scipy(shape, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    a = rng.integers(0, 4, size=shape).astype(np.float64)  # ties
+    axis = data.draw(st.sampled_from([None, *range(-len(shape), len(shape))]))
+    method = data.draw(st.sampled_from(["average", "min", "max", "dense", "ordinal"]))
+    r = S.rankdata(a, method, axis=axis)
+    assert r.dtype == np.float32  # the default float dtype, as JAX's
+    np.testing.assert_array_equal(np.asarray(r), sst.rankdata(a, method, axis=axis))
+    jitted = blu.jit(lambda v: S.rankdata(v, method, axis=axis))(a)
+    np.testing.assert_array_equal(np.asarray(jitted), sst.rankdata(a, method, axis=axis))
+    if a.size:
+        b = a.copy()
+        b.flat[0] = np.nan
+        np.testing.assert_array_equal(
+            np.asarray(S.rankdata(b, method, axis=axis)), sst.rankdata(b, method, axis=axis)
+        )
+    ax = 0 if axis is None else axis
+    if a.shape[ax] and a.size:
+        keep = data.draw(st.booleans())
+        got, want = S.mode(a, axis, keepdims=keep), sst.mode(a, axis, keepdims=keep)
+        np.testing.assert_array_equal(np.asarray(got.mode), want.mode)
+        np.testing.assert_array_equal(np.asarray(got.count), want.count)
+    if a.size and (axis is None or a.shape[axis] > 1):
+        _compare(S.sem(a, axis), sst.sem(a, axis=axis), rtol=1e-12)
+        _compare(S.sem(a, axis, ddof=0, keepdims=True), sst.sem(a, axis, ddof=0, keepdims=True))
+
+
+def test_rankdata_mode_sem_edges():
+    """NaN ranks in a row with a NaN, scipy's smallest-of-ties mode, NaN and 0 over an empty
+    axis (JAX's), sem's nan_policy='omit', and refusals."""
+    a = np.array([[3.0, 1.0, np.nan, 1.0], [2.0, 2.0, 5.0, 5.0]])
+    want = [[np.nan] * 4, [1.5, 1.5, 3.5, 3.5]]
+    np.testing.assert_array_equal(np.asarray(S.rankdata(a, axis=1)), want)
+    m = S.mode(np.array([4.0, 2.0, 4.0, 2.0, 7.0]))
+    assert float(m.mode) == 2.0 and int(m.count) == 2
+    e = S.mode(np.zeros((0, 3)))
+    assert np.all(np.isnan(np.asarray(e.mode))) and np.all(np.asarray(e.count) == 0)
+    _compare(S.sem(a, 1, nan_policy="omit"), sst.sem(a, axis=1, nan_policy="omit"), rtol=1e-12)
+    with pytest.raises(BluValueError, match="method"):
+        S.rankdata(a, "first")
+    with pytest.raises(BluValueError, match="nan_policy"):
+        S.rankdata(a, nan_policy="omit")
+    with pytest.raises(BluValueError, match="nan_policy"):
+        S.mode(a, nan_policy="bogus")

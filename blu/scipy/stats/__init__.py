@@ -7,6 +7,7 @@ are the incomplete gamma and beta functions of ``blu.scipy.special``; the other 
 are listed in ``docs/coming_from_jax.md``.
 """
 
+from blu.scipy.stats._core import ModeResult, mode, rankdata, sem
 from blu.scipy.stats import (
     bernoulli,
     beta,
@@ -35,6 +36,10 @@ from blu.scipy.stats import (
 )
 
 __all__ = [
+    "ModeResult",
+    "mode",
+    "rankdata",
+    "sem",
     "bernoulli",
     "beta",
     "betabinom",
