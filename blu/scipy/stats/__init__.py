@@ -3,8 +3,8 @@ and quantiles of SciPy's distributions on blu arrays, one module per distributio
 (``blu.scipy.stats.norm.logpdf``), with JAX's argument names and defaults (``loc=0``,
 ``scale=1``), broadcasting, promotion (integers become float32) and ``-inf`` log densities
 outside the support. The CDFs of ``gamma``, ``chi2``, ``t``, ``beta``, ``poisson`` and ``binom``
-are the incomplete gamma and beta functions of ``blu.scipy.special``; the other distributions
-are listed in ``docs/coming_from_jax.md``.
+are the incomplete gamma and beta functions of ``blu.scipy.special``. ``mode``, ``rankdata`` and
+``sem`` work on samples; JAX's pieces not built yet are listed in ``docs/coming_from_jax.md``.
 """
 
 from blu.scipy.stats._core import ModeResult, mode, rankdata, sem
