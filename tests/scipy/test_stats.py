@@ -87,6 +87,13 @@ CASES = [
     ("vonmises", "pdf", ("x", "pos")),
     ("wrapcauchy", "logpdf", ("x", "c")),
     ("wrapcauchy", "pdf", ("x", "c")),
+    *[
+        (m, f, ("x", "x", "pos"))
+        for m in ("gumbel_r", "gumbel_l")
+        for f in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")
+    ],
+    ("gumbel_r", "ppf", ("q", "loc", "pos")),
+    ("gumbel_l", "ppf", ("q", "loc", "pos")),
 ]
 # over the incomplete gamma and beta functions (while_loops: each jit compiles for ~1 s)
 LOOP_CASES = [
@@ -210,6 +217,10 @@ def test_defaults_promotion_and_support():
         (S.gennorm.logpdf, (np.array([-1.2, 0.3, 2.5]), 1.7)),
         (S.vonmises.logpdf, (np.array([-1.2, 0.3, 2.5]), 1.7)),
         (S.wrapcauchy.logpdf, (np.array([0.2, 1.3, 4.5]), 0.4)),
+        (S.gumbel_r.logpdf, (np.array([-1.2, 0.3, 2.5]), 0.1, 1.3)),
+        (S.gumbel_r.logsf, (np.array([-1.2, 0.3, 2.5]), 0.1, 1.3)),
+        (S.gumbel_l.logcdf, (np.array([-1.2, 0.3, 2.5]), 0.1, 1.3)),
+        (S.gumbel_l.ppf, (np.array([0.01, 0.4, 0.97]), 0.1, 1.3)),
     ],
 )
 def test_gradients_central_differences(f, args):
