@@ -328,6 +328,7 @@ def test_new_distributions_defaults_and_promotion():
     x = np.array([1.5, 2.0, 7.0])
     _compare(S.pareto.logpdf(x, 2.5), sst.pareto.logpdf(x, 2.5), rtol=1e-14)
     _compare(S.truncnorm.cdf(x - 2, -1.0, 2.0), sst.truncnorm.cdf(x - 2, -1.0, 2.0), rtol=1e-13)
+    assert np.isnan(np.asarray(S.wrapcauchy.logpdf(np.nan, 0.5)))  # scipy's (JAX's: -inf)
     # JAX's: a non-integer k is not masked for geom (scipy: -inf)
     assert np.isfinite(np.asarray(S.geom.logpmf(1.5, 0.3)))
     # betabinom floors k (JAX's)
