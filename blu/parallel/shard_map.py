@@ -47,7 +47,10 @@ A ``cond``/``switch`` whose predicate varies over a mesh axis lets each device t
 branch. Collectives over that axis in the branches must then be the same in every branch, in
 the same order (each device gives the operand of its own branch; the branches run in lockstep,
 ``blu.lax.control_flow.divergent``); a collective in some branches only is a ``BluValueError``
-at trace time, naming it and the axis (a real machine would hang).
+at trace time, naming it and the axis (a real machine would hang). So is a collective over such
+an axis in a ``while_loop`` (``cond_fun`` or ``body_fun``) whose ``cond_fun`` varies over it:
+devices would run different numbers of iterations (make the predicate invariant, e.g. with
+``pmax``).
 """
 
 from __future__ import annotations

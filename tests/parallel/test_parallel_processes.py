@@ -143,6 +143,16 @@ WORKER = textwrap.dedent(
             raise AssertionError("a psum in one branch of a varying cond did not raise")
         except blu.errors.BluValueError as e:
             assert "psum over axis 'x'" in str(e), str(e)
+        # a while_loop whose predicate varies over x (3 iterations here, 4 there) with a psum in
+        # its body: an error on every process (the second process's fourth psum had no partner)
+        try:
+            bp.shard(lambda x: blu.lax.while_loop(
+                lambda c: c[0] < 3.0, lambda c: (c[0] + 1.0, c[1] + bp.psum(c[0], "x")),
+                (x.sum(), 0.0 * x[0]))[1][None], mesh, P("x"), P("x"))(xgs)
+            raise AssertionError("a psum in a while_loop on a varying predicate did not raise")
+        except blu.errors.BluValueError as e:
+            assert "while_loop: cond_fun's result varies" in str(e), str(e)
+            assert "psum over axis 'x'" in str(e), str(e)
     # device_put to a named device: this process's own is fine; another process's raises
     assert bp.device_put(np.ones(2), bp.local_devices()[0]).devices() == {bp.local_devices()[0]}
     if n > 1:

@@ -8,11 +8,15 @@ the operand of its own branch), and a collective in some branches only is an err
 time. Values and gradients (inside ``shard``, inside a ``jit`` of it, and outside) are checked
 against a per-device numpy float64 program with the collectives written out, and its central
 finite differences.
+
+A ``while_loop`` whose predicate varies over the axis, with a collective over it in the loop, is an
+error at trace time (devices would run different numbers of iterations).
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -255,3 +259,94 @@ def test_a_collective_not_in_every_branch_under_a_varying_predicate_is_an_error(
         shard(lambda w, xb: f(w, xb)[None], mesh, (P(), P("i")), P("i"))(W, X)
     for name in names:
         assert name in str(err.value)
+
+
+# ---- while_loop: a predicate varying over a mesh axis, collectives over it in the loop ----------
+
+# the blocks' sums 1.7, -0.9, 0.8, -0.5 step up by |first element| + 0.5 (1.8, 1.2, 1.4, 1.6) while
+# below 3: the devices run 1, 4, 2 and 3 iterations
+
+
+def _steps(xl):
+    return bnp.abs(xl[0]) + 0.5
+
+
+def _while_psum_in_body(xl):
+    body = lambda c: (c[0] + _steps(xl), c[1] + psum(c[0], "i"))  # noqa: E731
+    return blu.lax.while_loop(lambda c: c[0] < 3.0, body, (bnp.sum(xl), 0.0 * xl[0]))[1]
+
+
+def _while_pmax_in_cond(xl):
+    # the predicate mixes an invariant pmax and the device's own value: it still varies
+    cond = lambda c: (pmax(c, "i") < 9.0) & (c < 3.0)  # noqa: E731
+    return blu.lax.while_loop(cond, lambda c: c + _steps(xl), bnp.sum(xl))
+
+
+def _while_cond_in_body(xl):
+    # a cond on an invariant count inside the body, with collectives in its branches
+    def body(c):
+        v, k = c
+        big = blu.lax.cond(k % 2 == 0, lambda: pmax(v, "i"), lambda: -pmax(-v, "i"))
+        return v + _steps(xl) + 0 * big, k + 1
+
+    return blu.lax.while_loop(lambda c: c[0] < 3.0, body, (bnp.sum(xl), 0))[0]
+
+
+def _fori_varying_bound(xl):
+    n = (bnp.sum(xl) > 0).astype("int32") + 1  # 2, 1, 2, 1 iterations
+    return blu.lax.fori_loop(0, n, lambda i, c: c + all_gather(c, "i", tiled=True)[:2], xl)[0]
+
+
+@pytest.mark.parametrize(
+    "f,names",
+    [
+        (_while_psum_in_body, ("body_fun runs psum over axis 'i' of f64[]",)),
+        (_while_pmax_in_cond, ("cond_fun runs pmax over axis 'i' of f64[]",)),
+        (_while_cond_in_body, ("body_fun runs pmax (inside cond) over axis 'i'",)),
+        (_fori_varying_bound, ("body_fun runs all_gather over axis 'i' of f64[2]",)),
+    ],
+)
+def test_a_while_loop_whose_predicate_varies_with_collectives_in_it_is_an_error(f, names):
+    # devices run different numbers of iterations, and one that has finished never reaches the
+    # others' collective (a real machine hangs; on virtual devices the loop ran while any device
+    # did, and the collectives took the finished devices' values)
+    mesh = _mesh((4,), ("i",))
+    for run in (shard, lambda *a: blu.jit(shard(*a))):
+        with pytest.raises(BluValueError, match="cond_fun's result varies over mesh axis 'i'") as e:
+            run(lambda xb: bnp.reshape(f(xb), (1, -1))[:, :1], mesh, P("i"), P("i"))(X)
+        for name in names:
+            assert name in str(e.value)
+        assert "test_parallel_vma_cond.py" in str(e.value)  # the collective's and the loop's line
+
+
+def test_the_predicate_the_while_loop_error_suggests_runs_while_any_device_does():
+    # the predicate made invariant with pmax: every device iterates until the last one is done,
+    # each keeping its own value once its own predicate is false; the psum takes every device's
+    # operand at every iteration
+    mesh = _mesh((4,), ("i",))
+    with pytest.raises(BluValueError, match=re.escape("pmax(pred.astype('int32'), axis) > 0")):
+        shard(lambda xb: _while_psum_in_body(xb)[None], mesh, P("i"), P("i"))(X)
+
+    def f(xl):
+        mine = lambda c: c[0] < 3.0  # noqa: E731
+
+        def body(c):
+            go = mine(c)
+            v = bnp.where(go, c[0] + _steps(xl), c[0])
+            return v, c[1] + psum(bnp.where(go, c[0], 0.0), "i"), c[2] + go.astype("int32")
+
+        anyone = lambda c: pmax(mine(c).astype("int32"), "i") > 0  # noqa: E731
+        v, s, n = blu.lax.while_loop(anyone, body, (bnp.sum(xl), 0.0 * xl[0], 0))
+        return bnp.stack([v, s, n.astype(v.dtype)])[None]
+
+    vals = [r.sum() for r in X.reshape(4, 2)]
+    steps = [abs(r[0]) + 0.5 for r in X.reshape(4, 2)]
+    total, n = 0.0, [0] * 4
+    while any(v < 3.0 for v in vals):  # numpy float64, device by device
+        total += sum(v for v in vals if v < 3.0)
+        n = [k + (v < 3.0) for k, v in zip(n, vals)]
+        vals = [v + s if v < 3.0 else v for v, s in zip(vals, steps)]
+    want = np.stack([vals, [total] * 4, n], 1)
+    np.testing.assert_equal(n, [1, 4, 2, 3])
+    _close(shard(f, mesh, P("i"), P("i"))(X), want)
+    _close(blu.jit(shard(f, mesh, P("i"), P("i")))(X), want)

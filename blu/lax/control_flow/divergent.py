@@ -16,6 +16,11 @@ and selected (vmap's rule), so a branch's collective summed the operands of devi
 not take it, and so did its transpose with their cotangents; across processes the branches'
 collectives paired up, but not those of their derivatives (a branch whose collective's operand
 does not depend on the differentiated value has no tangent collective).
+
+A ``while_loop`` whose predicate varies over a mesh axis has no such reading: devices run their
+own numbers of iterations, and one that has finished reaches no more collectives (JAX lowers the
+loop per device; a real machine hangs). A collective over the axis in its ``cond_fun`` or
+``body_fun`` is an error at trace time (:func:`check_loop`).
 """
 
 from __future__ import annotations
@@ -126,6 +131,44 @@ def check_branches(what: str, branches: Sequence[Jaxpr], names: frozenset) -> No
                     "branch, or make the index invariant over the axis (e.g. reduce it with pmax)"
                 )
             )
+
+
+def check_loop(pred_vma: frozenset | None, cond: Jaxpr, body: Jaxpr) -> None:
+    """``while_loop`` inside ``blu.shard``: raises BluValueError when ``cond_fun``'s result varies
+    over mesh axes (``pred_vma``) and ``cond_fun`` or ``body_fun`` runs a collective over one of
+    them, naming it and the axis. Devices then run their own numbers of iterations, and a
+    device that has finished would not reach the others' collective: a real machine hangs (JAX
+    lowers the loop per device and defines nothing else). Nothing where ``pred_vma`` is None
+    (unknown: the loop is traced where the variance is not recorded)."""
+    names = frozenset(pred_vma or ())
+    hit = _first((cond, body), names) if names else None
+    if hit is None:
+        return
+    where, eqn = hit
+    axes = ", ".join(repr(n) for n in sorted(names, key=str))
+    axes = f"axes {axes}" if len(names) > 1 else f"axis {axes}"
+    raise BluValueError(
+        with_user_line(
+            f"while_loop: cond_fun's result varies over mesh {axes}, so devices may run "
+            f"different numbers of iterations, and a device that has finished would not reach "
+            f"the others' collectives over it: {where} runs {_describe(eqn, names)}"
+            + (f" (the collective at {eqn.source})" if eqn.source else "")
+            + ". Make the predicate invariant over the axis (e.g. loop while any device "
+            "continues, pmax(pred.astype('int32'), axis) > 0, with body_fun keeping a finished "
+            "device's value by a select on its own predicate), or run the collective outside "
+            "the loop"
+        )
+    )
+
+
+def _first(jaxprs: tuple, names: frozenset) -> tuple | None:
+    """``(cond_fun or body_fun, eqn)`` of the first equation that runs a collective over
+    ``names``, or None."""
+    for what, j in zip(("cond_fun", "body_fun"), jaxprs):
+        for e in j.eqns:
+            if talks(e, names):
+                return what, e
+    return None
 
 
 def lockstep(index: Any, branches: Sequence[Jaxpr], names: frozenset, args: Sequence[Any]) -> list:

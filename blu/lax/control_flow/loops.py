@@ -19,6 +19,7 @@ from blu.core.jaxpr import Jaxpr, Var, dce_jaxpr, eval_jaxpr
 from blu.core.primitive import Primitive
 from blu.core.staging import StagingInterpreter
 from blu.lax.casts import convert_element_type
+from blu.lax.control_flow.divergent import check_loop
 from blu.lax.control_flow.scan import _scan, is_static_int
 from blu.lax.elementwise import add, gt, lt, select
 from blu.lax.reductions import reduce_sum
@@ -273,6 +274,9 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     Raises:
         BluTypeError: ``body_fun`` changes the carry (naming the leaf, shapes and dtypes), or
             ``cond_fun`` does not return a bool scalar.
+        BluValueError: inside ``blu.shard``, ``cond_fun``'s result varies over a mesh axis and
+            ``cond_fun`` or ``body_fun`` runs a collective over it (devices would run different
+            numbers of iterations: the collective would not pair up).
         WhileLoopReverseModeError: under ``grad``/``vjp`` (use ``fori_loop`` with static bounds
             or ``scan``).
     """
@@ -317,6 +321,9 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
                 f"while_loop: cond_fun must return a bool scalar, got {pred.str_short()}"
             )
         )
+    if vma.manual_axes():  # a predicate varying over a mesh axis, collectives over it: an error
+        pred_vma = getattr(cond_flat, "out_vmas", [None])[0]
+        check_loop(pred_vma, cond, body)
     outs = _bind(cond_consts, body_consts, leaves, cond_jaxpr=cond, body_jaxpr=body)
     return pytree.tree_unflatten(tree, outs)
 
