@@ -50,7 +50,7 @@ the same order (each device gives the operand of its own branch; the branches ru
 at trace time, naming it and the axis (a real machine would hang). So is a collective over such
 an axis in a ``while_loop`` (``cond_fun`` or ``body_fun``) whose ``cond_fun`` varies over it:
 devices would run different numbers of iterations (make the predicate invariant, e.g. with
-``pmax``).
+``pmax``). A ``custom_jvp``/``custom_vjp`` function and its rules are checked (and run) so too.
 """
 
 from __future__ import annotations

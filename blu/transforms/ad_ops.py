@@ -26,6 +26,14 @@ def _stop_gradient_jvp(primals, tangents):
     return stop_gradient_p.bind(x), zero_like(x)
 
 
+@stop_gradient_p.def_transpose
+def _stop_gradient_transpose(ct, x):
+    # reached only where a linear value goes through it (a custom rule's tangents, e.g. in a
+    # cond it runs in lockstep inside blu.shard): the adjoint of the identity map it computes,
+    # as the rule's JVP computed it (JAX has no transpose: it raises there)
+    return [ct]
+
+
 defvectorized(stop_gradient_p)
 
 

@@ -25,7 +25,7 @@ from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import get_aval, set_interpreter
 from blu.core.jaxpr import Jaxpr, eval_jaxpr
 from blu.core.primitive import Primitive
-from blu.transforms import ops
+from blu.transforms import ops, vma
 from blu.transforms.ad import jvp_flat
 from blu.transforms.ad_util import Zero, add_tangents, instantiate, tangent_aval
 from blu.transforms.batching import vmap
@@ -107,6 +107,10 @@ class _BatchedJVP:
 
     def __repr__(self) -> str:
         return f"vmap({self.inner!r}, axis_name={self.axis_name!r})"
+
+
+def _twice(vmas: tuple | None) -> tuple | None:
+    return None if vmas is None else vmas + vmas
 
 
 def _apply_jvp(jvp: Any, jconsts: Sequence[Any], primals: Sequence[Any], tangents: Sequence[Any]):
@@ -317,8 +321,11 @@ class custom_jvp:
             out_box.append((out_tree, [get_aval(o) for o in out_leaves]))
             return out_leaves
 
-        call_jaxpr, fconsts = trace_jaxpr(f_flat, avals)
-        out_tree, out_avals = out_box[0]
+        # inside blu.shard, traced again knowing the arguments' variance where a cond in it
+        # may let devices take different branches with collectives (vma.trace_knowing)
+        trace = lambda fun: trace_jaxpr(fun, avals)  # noqa: E731
+        call_jaxpr, fconsts = vma.trace_knowing(trace, f_flat, lambda: vma.arg_vmas(leaves))
+        out_tree, out_avals = out_box[-1]
         rule = _DeferredJVP(self, static, in_tree, out_tree, out_avals)
         jvp: Any = rule
         jconsts: list[Any] = []
@@ -326,9 +333,10 @@ class custom_jvp:
             n = len(leaves)
             self._tracing_rule += 1
             try:
-                jvp, jconsts = trace_jaxpr(
+                jvp, jconsts = vma.trace_knowing(
+                    lambda fun: trace_jaxpr(fun, avals + [tangent_aval(a) for a in avals]),
                     lambda *a: rule.apply(a[:n], a[n:]),
-                    avals + [tangent_aval(a) for a in avals],
+                    lambda: _twice(vma.arg_vmas(leaves)),  # tangents vary as their primals
                 )
             finally:
                 self._tracing_rule -= 1

@@ -20,7 +20,7 @@ from blu.core.errors import BluError, BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.jaxpr import Jaxpr, eval_jaxpr
 from blu.core.primitive import Primitive
-from blu.transforms import ops
+from blu.transforms import ops, vma
 from blu.transforms.ad import jvp_flat
 from blu.transforms.ad_util import Zero, add_tangents, instantiate, is_undefined, tangent_aval
 from blu.transforms.batching import bdim_to_front
@@ -267,7 +267,11 @@ class custom_vjp:
             box["out_avals"] = [get_aval(o) for o in out_leaves]
             return out_leaves
 
-        call_jaxpr, fconsts = trace_jaxpr(f_flat, avals)
+        # inside blu.shard, traced again knowing the arguments' variance where a cond in it
+        # may let devices take different branches with collectives (vma.trace_knowing)
+        trace = lambda fun: trace_jaxpr(fun, avals)  # noqa: E731
+        arg_vmas = lambda: vma.arg_vmas(leaves)  # noqa: E731
+        call_jaxpr, fconsts = vma.trace_knowing(trace, f_flat, arg_vmas)
         out_tree, out_avals = box["out_tree"], box["out_avals"]
 
         def fwd_flat(*xs):
@@ -286,7 +290,7 @@ class custom_vjp:
             r_leaves, box["res_tree"] = pytree.tree_flatten(res[1])
             return [cast_to(p, a) for p, a in zip(p_leaves, out_avals)] + r_leaves
 
-        fwd_jaxpr, wconsts = trace_jaxpr(fwd_flat, avals)
+        fwd_jaxpr, wconsts = vma.trace_knowing(trace, fwd_flat, arg_vmas)
         res_avals = fwd_jaxpr.out_avals[len(out_avals) :]
         res_tree = box["res_tree"]
         n_res = len(res_avals)
@@ -301,9 +305,15 @@ class custom_vjp:
                 self._in_rule -= 1
             return _flatten_bwd_output(name, cts, dyn, avals)
 
-        bwd_jaxpr, bconsts = trace_jaxpr(
-            bwd_flat, list(res_avals) + [tangent_aval(a) for a in out_avals]
-        )
+        def bwd_vmas() -> list | None:  # the residuals' and the cotangents' (as the outputs')
+            ins = vma.arg_vmas([*wconsts, *leaves])
+            outs = None if ins is None else vma.jaxpr_vmas(fwd_jaxpr, ins)
+            return None if outs is None else outs[len(out_avals) :] + outs[: len(out_avals)]
+
+        bwd_jaxpr, bconsts = vma.trace_knowing(
+            lambda fun: trace_jaxpr(fun, list(res_avals) + [tangent_aval(a) for a in out_avals]),
+            bwd_flat, bwd_vmas,
+        )  # fmt: skip
         outs = custom_vjp_call_p.bind(
             *fconsts, *wconsts, *bconsts, *leaves,
             call_jaxpr=call_jaxpr, fwd_jaxpr=fwd_jaxpr, bwd_jaxpr=bwd_jaxpr,

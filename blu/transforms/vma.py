@@ -29,6 +29,7 @@ takes an unknown linear input or residual as varying over every axis.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -263,6 +264,50 @@ def trace_loop_body(
         if not grown:
             return out
     return out
+
+
+class _Divergence(threading.local):
+    """Per thread: how many conds and while loops could not tell whether their predicate
+    varies (``unknown``), and how many conds ran in lockstep (``lockstep``), so far."""
+
+    def __init__(self) -> None:
+        self.unknown = 0
+        self.lockstep = 0
+
+
+_divergence = _Divergence()
+
+
+def note_unknown() -> None:
+    """A ``cond``/``while_loop`` with collectives over manual axes was traced where its
+    predicate's variance is unknown (a custom rule's function, traced plainly)."""
+    _divergence.unknown += 1
+
+
+def note_lockstep() -> None:
+    """A ``cond`` on a varying index ran its branches in lockstep (their collectives)."""
+    _divergence.lockstep += 1
+
+
+def trace_knowing(trace: Callable, fun: Callable, vmas: Callable[[], Sequence | None]) -> Any:
+    """``trace(fun)`` of a function that a custom rule traces plainly (its jaxpr as before).
+    Inside ``shard``, when a ``cond`` or ``while_loop`` there could not tell whether its
+    predicate varies and runs collectives over manual axes (:func:`note_unknown`), traced again
+    under :func:`trace_manual` with the arguments' ``vmas()``: that trace is kept if a cond ran
+    in lockstep there (devices may take different branches), and a ``while_loop`` whose
+    predicate varies raises there; else the plain one is kept."""
+    if not _levels():
+        return trace(fun)
+    before = _divergence.unknown
+    out = trace(fun)
+    if _divergence.unknown == before:
+        return out
+    known = vmas()
+    if known is None or any(v is None for v in known):
+        return out
+    ran = _divergence.lockstep
+    again = trace(trace_manual(fun, known))
+    return again if _divergence.lockstep > ran else out
 
 
 def jaxpr_vmas(jaxpr: Any, in_vmas: Sequence[frozenset]) -> list[frozenset]:

@@ -10,7 +10,8 @@ against a per-device numpy float64 program with the collectives written out, and
 finite differences.
 
 A ``while_loop`` whose predicate varies over the axis, with a collective over it in the loop, is an
-error at trace time (devices would run different numbers of iterations).
+error at trace time (devices would run different numbers of iterations); and a cond in a
+``custom_jvp``/``custom_vjp`` function or rule runs as one outside it.
 """
 
 from __future__ import annotations
@@ -350,3 +351,109 @@ def test_the_predicate_the_while_loop_error_suggests_runs_while_any_device_does(
     np.testing.assert_equal(n, [1, 4, 2, 3])
     _close(shard(f, mesh, P("i"), P("i"))(X), want)
     _close(blu.jit(shard(f, mesh, P("i"), P("i")))(X), want)
+
+
+# ---- a cond on a varying predicate inside custom_jvp / custom_vjp functions and rules ----------
+
+
+def _sin_or_square(w, xl):
+    hot = lambda v: psum(bnp.sin(v * w), "i")  # noqa: E731
+    return blu.lax.cond(_hot(xl), hot, lambda v: psum(v * w * w, "i"), xl)
+
+
+def _sin_or_square_np(w, x):
+    u = [np.sin(r * w) if r.sum() > 0 else r * w * w for r in x.reshape(4, 2)]
+    return np.stack([sum(u)] * 4)
+
+
+@blu.custom_jvp
+def _cj(w, xl):
+    return _sin_or_square(w, xl)
+
+
+@_cj.defjvp
+def _cj_rule(primals, tangents):  # the rule's own cond: its psums pair up too
+    (w, xl), (dw, dx) = primals, tangents
+    hot = lambda v: psum(bnp.cos(v * w) * (dx * w + v * dw), "i")  # noqa: E731
+    return _cj(w, xl), blu.lax.cond(
+        _hot(xl), hot, lambda v: psum(dx * w * w + 2 * v * w * dw, "i"), xl
+    )
+
+
+@blu.custom_vjp
+def _cv(w, xl):
+    return _sin_or_square(w, xl)
+
+
+def _cv_bwd(res, ct):  # the output's cotangent is psum-ed back to every device's operand
+    w, v = res
+    c = bnp.cos(v * w)
+    hot = lambda: (psum(bnp.sum(ct * c * v), "i"), psum(ct, "i") * c * w)  # noqa: E731
+    cold = lambda: (psum(bnp.sum(ct * 2 * v * w), "i"), psum(ct, "i") * w * w)  # noqa: E731
+    return blu.lax.cond(_hot(v), hot, cold)
+
+
+_cv.defvjp(lambda w, xl: (_cv(w, xl), (w, xl)), _cv_bwd)
+
+
+@pytest.mark.parametrize(
+    "f,where",
+    [(f, w) for f in (_cj, _cv) for w in ("inside", "jit", "outside", "jvp")][:-1],  # vjp: no jvp
+    ids=lambda v: {_cj: "custom_jvp", _cv: "custom_vjp"}.get(v, v),
+)
+def test_a_varying_cond_inside_a_custom_rule_function_pairs_its_collectives(f, where):
+    # the function (and the rule) is traced knowing its arguments' variance: its cond runs in
+    # lockstep (each device's psum operand is its own branch's) as outside a custom rule (it
+    # was bound as a cond on an invariant index: on virtual devices every branch summed every
+    # device's operand)
+    mesh = _mesh((4,), ("i",))
+    gw_want, gx_want = _fd(lambda w, x: _sin_or_square_np(w, x).sum(), W, X)
+    run = shard(lambda w, xb: f(w, xb)[None], mesh, (P(), P("i")), P("i"))
+    if where == "outside":
+        out = run(W, X)
+        gw, gx = blu.grad(lambda w, x: bnp.sum(run(w, x)), argnums=(0, 1))(W, X)
+    elif where == "jvp":
+        out, gw = blu.jvp(lambda w: run(w, X), (W,), (np.ones_like(W),))
+        gw = bnp.sum(gw)
+        gx = blu.jacfwd(lambda x: bnp.sum(run(W, x)))(X)
+    else:
+
+        def body(w, xb):
+            loss = lambda w, xb: psum(bnp.sum(f(w, xb)), "i")  # noqa: E731
+            return f(w, xb)[None], *blu.grad(loss, argnums=(0, 1))(w, xb)
+
+        body = shard(body, mesh, (P(), P("i")), (P("i"), P(), P("i")))
+        out, gw, gx = (blu.jit(body) if where == "jit" else body)(W, X)
+    _close(out, _sin_or_square_np(W, X))
+    _close(gw, gw_want, 1e-7)
+    _close(gx, gx_want, 1e-7)
+
+
+@blu.custom_jvp
+def _cj_one_branch(w, xl):
+    return _one_branch(w, xl)
+
+
+_cj_one_branch.defjvp(lambda p, t: (_cj_one_branch(*p), t[0] * p[1]))
+
+
+@blu.custom_jvp
+def _cj_while(xl):
+    return _while_psum_in_body(xl)
+
+
+_cj_while.defjvp(lambda p, t: (_cj_while(*p), t[0][0]))
+
+
+@pytest.mark.parametrize(
+    "f,what",
+    [
+        (lambda w, xb: _cj_one_branch(w, xb), "cond: the branch index varies over mesh axis 'i'"),
+        (lambda w, xb: _cj_while(xb) + 0 * xb, "while_loop: cond_fun's result varies over mesh"),
+    ],
+    ids=["one-branch psum", "while_loop"],
+)
+def test_a_custom_rule_function_is_checked_as_outside_one(f, what):
+    mesh = _mesh((4,), ("i",))
+    with pytest.raises(BluValueError, match=what):
+        shard(lambda w, xb: f(w, xb)[None], mesh, (P(), P("i")), P("i"))(W, X)

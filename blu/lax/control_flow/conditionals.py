@@ -372,8 +372,12 @@ def _bind_cond(what: str, index: Any, funs: tuple, operands: tuple) -> Any:
     # branches close over vary over them too (JAX's implicit pvary at cond): a branch's
     # transpose then leaves the psum of an invariant value's cotangent to that pvary, outside
     # the branch (in a branch it summed the cotangent once per device taking the branch)
-    extra = (vma.vma_of(index) or frozenset()) if vma.manual_axes() else frozenset()
+    manual = vma.manual_axes()
+    got = vma.vma_of(index) if manual else None
+    extra = got or frozenset()
     branches, consts, leaves, out_tree = _trace_branches(what, funs, operands, extra)
+    if manual and got is None and any(talks(e, set(manual)) for b in branches for e in b.eqns):
+        vma.note_unknown()  # a custom rule's plain trace: redone knowing the index's variance
     if extra and any(talks(e, extra) for br in branches for e in br.eqns):
         # devices may take different branches, and the branches talk over those axes: their
         # collectives must pair up, and run as the devices would (blu.lax.control_flow.divergent)

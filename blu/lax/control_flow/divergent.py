@@ -21,6 +21,11 @@ A ``while_loop`` whose predicate varies over a mesh axis has no such reading: de
 own numbers of iterations, and one that has finished reaches no more collectives (JAX lowers the
 loop per device; a real machine hangs). A collective over the axis in its ``cond_fun`` or
 ``body_fun`` is an error at trace time (:func:`check_loop`).
+
+A ``custom_jvp``/``custom_vjp`` function and its rules are traced without their arguments'
+variance (their jaxprs stay as they were); where a cond or while loop in one could not tell
+whether its predicate varies and has collectives over manual axes, the trace is redone knowing
+it (``vma.trace_knowing``), and kept if a cond ran in lockstep there.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from blu.core.jaxpr import ClosedJaxpr, Jaxpr, Literal
 from blu.lax.elementwise import eq, select
 from blu.lax.select_n import select_n
 from blu.lax.shapes import broadcast_in_dim, full, full_like
+from blu.transforms import vma
 from blu.transforms.ad_ops import stop_gradient
 
 _LOCAL = ("axis_index", "pvary")  # collectives that exchange nothing between devices
@@ -133,14 +139,19 @@ def check_branches(what: str, branches: Sequence[Jaxpr], names: frozenset) -> No
             )
 
 
-def check_loop(pred_vma: frozenset | None, cond: Jaxpr, body: Jaxpr) -> None:
+def check_loop(pred_vma: frozenset | None, cond: Jaxpr, body: Jaxpr, manual: tuple) -> None:
     """``while_loop`` inside ``blu.shard``: raises BluValueError when ``cond_fun``'s result varies
     over mesh axes (``pred_vma``) and ``cond_fun`` or ``body_fun`` runs a collective over one of
     them, naming it and the axis. Devices then run their own numbers of iterations, and a
     device that has finished would not reach the others' collective: a real machine hangs (JAX
-    lowers the loop per device and defines nothing else). Nothing where ``pred_vma`` is None
-    (unknown: the loop is traced where the variance is not recorded)."""
-    names = frozenset(pred_vma or ())
+    lowers the loop per device and defines nothing else). A ``pred_vma`` of None (unknown: the
+    loop is traced where the variance is not recorded) with collectives over ``manual`` is
+    noted (``vma.note_unknown``), so that a custom rule's trace is redone knowing it."""
+    if pred_vma is None:
+        if manual and _first((cond, body), frozenset(manual)) is not None:
+            vma.note_unknown()
+        return
+    names = frozenset(pred_vma)
     hit = _first((cond, body), names) if names else None
     if hit is None:
         return
@@ -179,6 +190,7 @@ def lockstep(index: Any, branches: Sequence[Jaxpr], names: frozenset, args: Sequ
     device; as in JAX's vmap of cond, a branch a device does not take sees its inputs (and
     the collectives' results) through ``stop_gradient``, so that its derivatives (inf or nan
     where the cond guards a domain) do not reach the gradient. Call ``check_branches`` first."""
+    vma.note_lockstep()
     stops = [[i for i, e in enumerate(br.eqns) if talks(e, names)] for br in branches]
     envs: list[dict] = [{} for _ in branches]
     taken = [eq(index, full_like(index, b)) for b in range(len(branches))]

@@ -323,7 +323,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
         )
     if vma.manual_axes():  # a predicate varying over a mesh axis, collectives over it: an error
         pred_vma = getattr(cond_flat, "out_vmas", [None])[0]
-        check_loop(pred_vma, cond, body)
+        check_loop(pred_vma, cond, body, vma.manual_axes())
     outs = _bind(cond_consts, body_consts, leaves, cond_jaxpr=cond, body_jaxpr=body)
     return pytree.tree_unflatten(tree, outs)
 
