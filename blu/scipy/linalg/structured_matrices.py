@@ -268,8 +268,8 @@ def helmert(n: int, full: bool = False) -> Any:
 
 
 def hadamard(n: int, dtype: Any = int) -> Any:
-    """The ``(n, n)`` Hadamard matrix of Sylvester's construction (``jax.scipy.linalg.
-    hadamard``), ``n`` a power of two, in ``dtype`` (default int: int32, as JAX's).
+    """The ``(n, n)`` Hadamard matrix of Sylvester's construction, ``n`` a power of two, in
+    ``dtype`` (default int: int32, as JAX's; ``jax.scipy.linalg.hadamard``).
 
     Raises:
         BluValueError: ``n`` is not a positive power of two.
