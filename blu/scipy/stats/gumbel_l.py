@@ -6,14 +6,10 @@ from typing import Any
 
 from blu import numpy as bnp
 from blu.nn.log_means import log1mexp
-from blu.scipy.stats._common import promote, standardize
+from blu.scipy.stats._common import promote
+from blu.scipy.stats.gumbel_r import _z  # z, scale and the scale > 0 test are the same
 
 __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
-
-
-def _z(x: Any, loc: Any, scale: Any) -> tuple:
-    z, scale = standardize(x, loc, scale)
-    return z, scale, ~(scale > 0)
 
 
 def logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
