@@ -279,3 +279,14 @@ def mlp_step_float64(p: dict, x: np.ndarray, y: np.ndarray) -> dict:
     dpre = dh * (0.5 * (1 + th) + 0.5 * pre * (1 - th**2) * c * (1 + 3 * 0.044715 * pre**2))
     g = {"w1": x.T @ dpre, "b1": dpre.sum(0), "w2": h.T @ dout, "b2": dout.sum(0)}
     return {k: p[k] - 0.01 * g[k] for k in p}
+
+
+def first_devices_mesh(shape: Sequence[int], names: Sequence[str]) -> Any:
+    """A ``Mesh`` of the first ``prod(shape)`` devices laid out row-major in ``shape``."""
+    import math
+
+    from blu.parallel import Mesh, devices
+
+    devs = np.empty(math.prod(shape), dtype=object)
+    devs[:] = devices()[: math.prod(shape)]
+    return Mesh(devs.reshape(shape), tuple(names))

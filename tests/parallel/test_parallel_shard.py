@@ -36,6 +36,7 @@ from blu.parallel import (
     shard,
 )
 from tests.helpers import arrays, check_grads, loop_vmap
+from tests.helpers import first_devices_mesh as _mesh
 
 
 @pytest.fixture(autouse=True)
@@ -44,12 +45,6 @@ def _eight_devices(set_flag):
 
 
 MESH_SHAPES = [(8,), (4,), (2,), (1,), (2, 4), (4, 2), (1, 8), (2, 2), (2, 2, 2), (1, 2, 4)]
-
-
-def _mesh(shape, names):
-    devs = np.empty(math.prod(shape), dtype=object)
-    devs[:] = devices()[: math.prod(shape)]
-    return Mesh(devs.reshape(shape), names)
 
 
 @st.composite

@@ -18,10 +18,8 @@ import pytest
 import blu
 import blu.numpy as bnp
 from blu.parallel import (
-    Mesh,
     P,
     all_gather,
-    devices,
     pmax,
     pmean,
     psum,
@@ -30,17 +28,12 @@ from blu.parallel import (
     shard,
 )
 from tests.helpers import check_grads
+from tests.helpers import first_devices_mesh as _mesh
 
 
 @pytest.fixture(autouse=True)
 def _eight_devices(set_flag):
     set_flag("num_cpu_devices", 8)
-
-
-def _mesh(shape, names):
-    devs = np.empty(math.prod(shape), dtype=object)
-    devs[:] = devices()[: math.prod(shape)]
-    return Mesh(devs.reshape(shape), names)
 
 
 def _close(got, want):

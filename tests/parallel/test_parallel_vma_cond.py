@@ -16,7 +16,6 @@ error at trace time (devices would run different numbers of iterations); and a c
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np
@@ -25,18 +24,13 @@ import pytest
 import blu
 import blu.numpy as bnp
 from blu.errors import BluValueError
-from blu.parallel import Mesh, P, all_gather, devices, pmax, pmean, psum, shard
+from blu.parallel import P, all_gather, pmax, pmean, psum, shard
+from tests.helpers import first_devices_mesh as _mesh
 
 
 @pytest.fixture(autouse=True)
 def _eight_devices(set_flag):
     set_flag("num_cpu_devices", 8)
-
-
-def _mesh(shape, names):
-    devs = np.empty(math.prod(shape), dtype=object)
-    devs[:] = devices()[: math.prod(shape)]
-    return Mesh(devs.reshape(shape), names)
 
 
 # four blocks of two: their sums 1.7, -0.9, 0.8, -0.5 (cond: hot, cold, hot, cold; the switch
