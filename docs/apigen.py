@@ -114,6 +114,7 @@ TOPICS = {
     "blu.lax.associative_scan": "Reductions and scans",
     "blu.lax.sorting": "Sorting",
     "blu.lax.dot": "Products and convolutions",
+    "blu.lax.ragged": "Products and convolutions",
     "blu.lax.convolution": "Products and convolutions",
     "blu.lax.fft": "Products and convolutions",
     "blu.lax.attention": "Products and convolutions",
