@@ -112,6 +112,7 @@ TOPICS = {
     "blu.lax.reductions": "Reductions and scans",
     "blu.lax.cumulative": "Reductions and scans",
     "blu.lax.associative_scan": "Reductions and scans",
+    "blu.lax.custom_reduce": "Reductions and scans",
     "blu.lax.sorting": "Sorting",
     "blu.lax.dot": "Products and convolutions",
     "blu.lax.ragged": "Products and convolutions",
