@@ -50,6 +50,7 @@ TOPICS = {
     "blu.transforms.ad": "Differentiation",
     "blu.transforms.ad_api": "Differentiation",
     "blu.jacobians": "Differentiation",
+    "blu.transforms.linear_transpose": "Differentiation",
     "blu.transforms.custom_jvp": "Custom derivatives and rematerialization",
     "blu.transforms.custom_vjp": "Custom derivatives and rematerialization",
     "blu.transforms.remat": "Custom derivatives and rematerialization",
