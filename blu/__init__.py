@@ -10,6 +10,7 @@ from blu.core.staging import make_jaxpr
 from blu.transforms.ad_api import grad, jvp, linearize, value_and_grad, vjp
 from blu.transforms.batching import vmap
 from blu.transforms.custom_derivatives import custom_jvp, custom_vjp
+from blu.transforms.custom_gradient import custom_gradient
 from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policies, remat
 from blu.transforms.jit import eval_shape, jit
 from blu.transforms.linear_transpose import linear_transpose

@@ -53,6 +53,7 @@ TOPICS = {
     "blu.transforms.linear_transpose": "Differentiation",
     "blu.transforms.custom_jvp": "Custom derivatives and rematerialization",
     "blu.transforms.custom_vjp": "Custom derivatives and rematerialization",
+    "blu.transforms.custom_gradient": "Custom derivatives and rematerialization",
     "blu.transforms.remat": "Custom derivatives and rematerialization",
     "blu.transforms.batching": "Vectorization",
     "blu.transforms.jit": "Compilation and staging",
