@@ -11,6 +11,7 @@ from blu.transforms.ad_api import grad, jvp, linearize, value_and_grad, vjp
 from blu.transforms.batching import vmap
 from blu.transforms.custom_derivatives import custom_jvp, custom_vjp
 from blu.transforms.custom_gradient import custom_gradient
+from blu.transforms.closure_convert import closure_convert
 from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policies, remat
 from blu.transforms.jit import eval_shape, jit
 from blu.transforms.linear_transpose import linear_transpose

@@ -54,6 +54,7 @@ TOPICS = {
     "blu.transforms.custom_jvp": "Custom derivatives and rematerialization",
     "blu.transforms.custom_vjp": "Custom derivatives and rematerialization",
     "blu.transforms.custom_gradient": "Custom derivatives and rematerialization",
+    "blu.transforms.closure_convert": "Custom derivatives and rematerialization",
     "blu.transforms.remat": "Custom derivatives and rematerialization",
     "blu.transforms.batching": "Vectorization",
     "blu.transforms.jit": "Compilation and staging",
