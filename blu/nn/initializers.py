@@ -30,6 +30,7 @@ Initializer = Callable[..., Any]
 __all__ = [
     "Initializer",
     "constant",
+    "delta_orthogonal",
     "glorot_normal",
     "glorot_uniform",
     "he_normal",
@@ -331,5 +332,55 @@ def orthogonal(scale: float = 1.0, column_axis: int = -1, dtype: Any = dtypes.fl
         q = bnp.reshape(q, tuple(d for i, d in enumerate(shape) if i != col) + (n_cols,))
         q = bnp.moveaxis(q, -1, col)
         return q * scale
+
+    return init
+
+
+def delta_orthogonal(scale: float = 1.0, column_axis: int = -1, dtype: Any = dtypes.float32):
+    """A convolution kernel that is an orthogonal matrix at its spatial center and zero
+    elsewhere (Xiao et al. 2018), as ``jax.nn.initializers.delta_orthogonal``.
+
+    Dynamical isometry for CNNs: "Dynamical Isometry and a Mean Field Theory of CNNs: How to
+    Train 10,000-Layer Vanilla Convolutional Neural Networks", arXiv:1806.05393, Algorithm 2.
+    For a kernel of shape ``(k, in, out)``, ``(k1, k2, in, out)`` or ``(k1, k2, k3, in,
+    out)`` (JAX's ``WIO``/``HWIO``/``DHWIO``), the tap at ``((k1 - 1) // 2, ...)`` is
+    ``orthogonal(scale, column_axis)`` drawn on ``(in, out)``, so its rows are orthonormal
+    times ``scale`` (``W[c] @ W[c].T = scale**2 I``); every other tap is zero.
+
+    Args:
+        scale: the factor of the orthogonal matrix.
+        column_axis: the columns' axis of the ``(in, out)`` matrix (``-1``, ``0`` ... as in
+            ``orthogonal``).
+        dtype: the default dtype (a call's ``dtype`` wins).
+
+    Raises:
+        BluShapeError: a shape of rank other than 3, 4 or 5, or with ``in > out`` (at
+            ``init``).
+        BluAxisError: ``column_axis`` out of range for the 2-D matrix (at ``init``).
+    """
+    default_dtype = dtype
+
+    def init(key: Any, shape: Sequence[int], dtype: Any = None) -> Any:
+        from blu import numpy as bnp  # the user API's sibling (.at[].set)
+
+        dt = dtypes.canonicalize(default_dtype if dtype is None else dtype)
+        shape = canonical_shape(shape)
+        if len(shape) not in (3, 4, 5):
+            raise BluShapeError(
+                with_user_line(
+                    "initializers.delta_orthogonal: needs a 3-D, 4-D or 5-D kernel shape "
+                    f"(spatial..., in, out), got {shape}"
+                )
+            )
+        if shape[-1] < shape[-2]:
+            raise BluShapeError(
+                with_user_line(
+                    f"initializers.delta_orthogonal: the shape {shape} has fan_in {shape[-2]} > "
+                    f"fan_out {shape[-1]}; fan_in must be at most fan_out"
+                )
+            )
+        matrix = orthogonal(scale, column_axis, dt)(key, shape[-2:])
+        center = tuple((k - 1) // 2 for k in shape[:-2])
+        return bnp.zeros(shape, dt).at[center].set(matrix)
 
     return init

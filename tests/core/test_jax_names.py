@@ -106,7 +106,8 @@ def test_the_page_parser_reads_bullets_across_lines():
     assert {"pmap", "smap"} <= listed["jax"]
     assert "reduce_window_shape_tuple" in listed["jax.lax"] and "add_p" in listed["jax.lax"]
     assert "reduce_window" not in listed["jax.lax"]  # built
-    assert "delta_orthogonal" in listed["jax.nn.initializers"]
+    assert "transfer_guard_host_to_device" in listed["jax"]  # on a bullet's third line
+    assert "delta_orthogonal" not in listed["jax.nn.initializers"]  # built
     assert "unique" not in listed["jax.numpy"]
 
 

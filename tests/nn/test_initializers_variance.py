@@ -1,5 +1,5 @@
-"""jax.nn.initializers' variance-scaling family and orthogonal: variances, bounds and
-orthogonality measured on large draws against the formulas."""
+"""jax.nn.initializers' variance-scaling family, orthogonal and delta_orthogonal: variances,
+bounds and orthogonality measured on large draws against the formulas."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import blu
+from blu.core.errors import BluAxisError, BluShapeError
 from blu.nn import initializers as init
 
 KEY = blu.random.key(7)
@@ -120,3 +123,40 @@ def test_orthogonal(shape):
 def test_initializers_under_jit():
     w = blu.jit(lambda k: init.he_uniform()(k, (8, 4)))(KEY)
     np.testing.assert_allclose(np.asarray(w), np.asarray(init.he_uniform()(KEY, (8, 4))), rtol=1e-6)
+
+
+@settings(deadline=None)
+@given(
+    spatial=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    n_in=st.integers(1, 5),
+    extra=st.integers(0, 3),
+    column_axis=st.sampled_from([-1, -2, 0, 1]),
+    seed=st.integers(0, 2**16),
+)
+def test_delta_orthogonal_is_orthogonal_at_the_center_and_zero_elsewhere(
+    spatial, n_in, extra, column_axis, seed
+):
+    shape = (*spatial, n_in, n_in + extra)
+    make = init.delta_orthogonal(scale=1.5, column_axis=column_axis, dtype=np.float64)
+    w = np.asarray(make(blu.random.key(seed), shape))
+    assert w.shape == shape and w.dtype == np.float64
+    center = tuple((k - 1) // 2 for k in spatial)
+    c = w[center]
+    np.testing.assert_allclose(c @ c.T, 1.5**2 * np.eye(n_in), atol=1e-12)  # orthonormal rows
+    if extra == 0:
+        np.testing.assert_allclose(c.T @ c, 1.5**2 * np.eye(n_in), atol=1e-12)
+    rest = w.copy()
+    rest[center] = 0.0
+    assert not rest.any()  # every other tap is exactly zero
+
+
+def test_delta_orthogonal_dtype_and_shape_errors():
+    assert init.delta_orthogonal()(KEY, (3, 4, 4)).dtype == np.float32
+    assert init.delta_orthogonal()(KEY, (3, 4, 4), np.float64).dtype == np.float64
+    for bad in [(4, 4), (4,), (1, 1, 1, 1, 4, 4)]:
+        with pytest.raises(BluShapeError, match="3-D, 4-D or 5-D"):
+            init.delta_orthogonal()(KEY, bad)
+    with pytest.raises(BluShapeError, match=r"fan_in 5 > fan_out 4"):
+        init.delta_orthogonal()(KEY, (3, 3, 5, 4))
+    with pytest.raises(BluAxisError, match="column_axis 2"):
+        init.delta_orthogonal(column_axis=2)(KEY, (3, 4, 4))
