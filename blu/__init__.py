@@ -41,6 +41,8 @@ from blu.api import (  # noqa: E402
     local_device_count,
     local_devices,
     make_mesh,
+    named_call,
+    named_scope,
     process_count,
     process_index,
     pure_callback,

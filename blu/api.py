@@ -1,16 +1,18 @@
 """JAX's top-level helpers under their JAX names: devices and processes (``device_count``,
-``local_devices``, ``default_backend``, ``process_index``...), ``make_mesh``, ``clear_caches``
-and ``pure_callback``; re-exported by ``blu``."""
+``local_devices``, ``default_backend``, ``process_index``...), ``make_mesh``, ``clear_caches``,
+``pure_callback`` and ``named_call`` / ``named_scope``; re-exported by ``blu``."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from blu.core import pytree
+from blu.core import trace as _trace
 from blu.core.config import config
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.lax.callback import pure_callback_p
@@ -34,6 +36,8 @@ __all__ = [
     "local_device_count",
     "local_devices",
     "make_mesh",
+    "named_call",
+    "named_scope",
     "process_count",
     "process_index",
     "pure_callback",
@@ -190,3 +194,46 @@ def default_matmul_precision(precision: str) -> Iterator[None]:
         )
     with config.override(default_matmul_precision=name):
         yield
+
+
+@contextlib.contextmanager
+def named_scope(name: str) -> Iterator[None]:
+    """A context manager naming a block, as ``jax.named_scope``: a host span ``name`` around
+    the block in the active ``blu.profiler.trace`` (nothing when none is active).
+
+    blu's jaxprs carry no name stack (an equation records its source line instead), so the
+    name only annotates the timeline: the span covers the block's Python execution (its
+    eager operations, or its tracing under ``jit``); the traced program, its jaxpr and its
+    kernels are the same as without the scope.
+
+    Raises:
+        BluTypeError: ``name`` is not a string.
+    """
+    if not isinstance(name, str):
+        raise BluTypeError(
+            with_user_line(f"named_scope: the name must be a string, got {type(name).__name__}")
+        )
+    with _trace.region(name, "user"):
+        yield
+
+
+def named_call(fun: Callable, *, name: str | None = None) -> Callable:
+    """``fun`` with its calls in ``named_scope(name)`` (``fun.__name__`` by default), as
+    ``jax.named_call``: results and traced programs are ``fun``'s own; each call is a named
+    span in the active ``blu.profiler.trace``.
+
+    Raises:
+        BluTypeError: ``name`` is given and not a string.
+    """
+    if name is not None and not isinstance(name, str):
+        raise BluTypeError(
+            with_user_line(f"named_call: the name must be a string, got {type(name).__name__}")
+        )
+    scope = getattr(fun, "__name__", type(fun).__name__) if name is None else name
+
+    @functools.wraps(fun)
+    def named(*args: Any, **kwargs: Any) -> Any:
+        with named_scope(scope):
+            return fun(*args, **kwargs)
+
+    return named

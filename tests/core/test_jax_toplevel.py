@@ -1,5 +1,5 @@
 """JAX's top-level helpers: devices and processes, make_mesh, clear_caches, pure_callback,
-blu.debug, blu.sharding and blu.errors."""
+blu.debug, blu.sharding and blu.errors; named_call and named_scope."""
 
 from __future__ import annotations
 
@@ -193,3 +193,46 @@ def test_memory_analysis_of_the_default_target_and_shape_dtype_struct_tracing():
         str(blu.core.aval.ShapedArray((32, 16), np.float32)),
     ]
     assert jaxpr.jaxpr.outvars[0].aval.shape == (64, 16)
+
+
+# ---- named_call / named_scope ----------------------------------------------------------------
+
+
+def _layer(x, w):
+    return bnp.tanh(x @ w) * 2.0
+
+
+def test_named_call_and_named_scope_keep_results_and_jaxprs(tmp_path):
+    x = np.arange(6.0).reshape(2, 3) / 7.0
+    w = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    want = np.tanh(x @ w) * 2.0  # numpy float64
+    named = blu.named_call(_layer, name="dense")
+    assert named.__name__ == "_layer"
+
+    def scoped(x, w):
+        with blu.named_scope("block"):
+            return _layer(x, w)
+
+    for fn in (named, scoped, blu.jit(named), blu.named_call(_layer)):
+        np.testing.assert_allclose(np.asarray(fn(x, w)), want, rtol=1e-12)
+    plain = str(blu.make_jaxpr(_layer)(x, w))
+    assert str(blu.make_jaxpr(named)(x, w)) == plain
+    assert str(blu.make_jaxpr(scoped)(x, w)) == plain
+    g = blu.grad(lambda w: bnp.sum(named(x, w)))(w)
+    want_g = x.T @ (2.0 * (1.0 - np.tanh(x @ w) ** 2))
+    np.testing.assert_allclose(np.asarray(g), want_g, rtol=1e-12)
+    # the names are spans of a profiler trace
+    with blu.profiler.trace(tmp_path / "t.json") as writer:
+        named(x, w)
+        scoped(x, w)
+        blu.named_call(_layer)(x, w)
+    spans = [e["name"] for e in writer.events if e.get("cat") == "user"]
+    assert spans == ["dense", "block", "_layer"]
+
+
+def test_named_scope_and_named_call_want_string_names():
+    with pytest.raises(blu.errors.BluTypeError, match="must be a string"):
+        with blu.named_scope(3):
+            pass
+    with pytest.raises(blu.errors.BluTypeError, match="must be a string"):
+        blu.named_call(_layer, name=("a",))
