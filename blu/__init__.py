@@ -6,6 +6,7 @@ from blu.core.aval import ShapeDtypeStruct, ShapedArray
 from blu.core.config import config
 from blu.core.errors import BluError
 from blu.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
+from blu.core.interpreter import ensure_compile_time_eval
 from blu.core.staging import make_jaxpr
 from blu.transforms.ad_api import grad, jvp, linearize, value_and_grad, vjp
 from blu.transforms.batching import vmap

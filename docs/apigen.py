@@ -59,6 +59,7 @@ TOPICS = {
     "blu.transforms.batching": "Vectorization",
     "blu.transforms.jit": "Compilation and staging",
     "blu.core.staging": "Compilation and staging",
+    "blu.core.interpreter": "Compilation and staging",
     "blu.core.jaxpr": "Compilation and staging",
     "blu.host": "Host transfers",
     "blu.core.array": "Arrays and abstract values",

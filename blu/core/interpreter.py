@@ -264,3 +264,47 @@ def canonicalize_arg(x: Any) -> Any:
 
 def is_concrete(x: Any) -> bool:
     return not isinstance(x, Tracer)
+
+
+class _CompileTimeEval(Interpreter):
+    """``ensure_compile_time_eval``'s interpreter: an operation none of whose operands is a
+    tracer runs eagerly at the root; any other goes to the interpreter it wraps (its parent,
+    so tracers of that one and its ancestors are still recognised)."""
+
+    def __init__(self, parent: Interpreter):
+        self.parent = parent
+
+    def process(self, prim: Any, args: tuple, params: dict) -> Any:
+        if any(isinstance(a, Tracer) for a in args):
+            return self.parent.process(prim, args, params)
+        return _root.process(prim, args, params)
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval() -> Iterator[None]:
+    """A context manager under which operations on concrete values run eagerly, even while
+    ``jit``, ``grad`` or ``vmap`` trace the surrounding function, as JAX's.
+
+    Inside the block an operation whose operands are all concrete (arrays, Python or numpy
+    scalars: none a tracer) is evaluated now and gives a concrete ``Array``, usable as a
+    Python number (a shape, a loop bound, an ``if``); an operation with a traced operand is
+    traced as usual. Outside a transform the block changes nothing. What runs eagerly is not
+    part of the traced program (its result is a constant of it).
+
+    Example::
+
+        @blu.jit
+        def f(x):
+            with blu.ensure_compile_time_eval():
+                n = int(bnp.sum(bnp.arange(4)))   # 6, a Python int while tracing
+            return x * n
+
+    Source: ``jax.ensure_compile_time_eval`` (``jax/_src/core.py``; JAX's eager constant
+    folding).
+    """
+    ctx = _context
+    if ctx.current is _root:
+        yield
+        return
+    with set_interpreter(_CompileTimeEval(ctx.current)):
+        yield

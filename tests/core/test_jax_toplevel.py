@@ -1,5 +1,5 @@
 """JAX's top-level helpers: devices and processes, make_mesh, clear_caches, pure_callback,
-blu.debug, blu.sharding and blu.errors; named_call and named_scope."""
+blu.debug, blu.sharding and blu.errors; named_call, named_scope and ensure_compile_time_eval."""
 
 from __future__ import annotations
 
@@ -195,7 +195,7 @@ def test_memory_analysis_of_the_default_target_and_shape_dtype_struct_tracing():
     assert jaxpr.jaxpr.outvars[0].aval.shape == (64, 16)
 
 
-# ---- named_call / named_scope ----------------------------------------------------------------
+# ---- named_call / named_scope / ensure_compile_time_eval ----------------------------------------
 
 
 def _layer(x, w):
@@ -236,3 +236,40 @@ def test_named_scope_and_named_call_want_string_names():
             pass
     with pytest.raises(blu.errors.BluTypeError, match="must be a string"):
         blu.named_call(_layer, name=("a",))
+
+
+def test_ensure_compile_time_eval_gives_concrete_values_under_jit():
+    @blu.jit
+    def f(x):
+        with blu.ensure_compile_time_eval():
+            n = int(bnp.sum(bnp.arange(4)))  # 0 + 1 + 2 + 3, a Python int while tracing
+            scale = bnp.cos(np.float64(0.5))
+            assert isinstance(scale, blu.Array)  # concrete, not a tracer
+            y = x[:n] * scale  # x is traced: staged as usual
+        return y + bnp.zeros(n)
+
+    x = np.linspace(0.0, 1.0, 9)
+    np.testing.assert_allclose(np.asarray(f(x)), x[:6] * np.cos(0.5), rtol=1e-12)
+
+    def no_block(x):
+        return x[: int(bnp.sum(bnp.arange(4)))]
+
+    with pytest.raises(blu.errors.ConcretizationTypeError):
+        blu.jit(no_block)(x)
+
+
+def test_ensure_compile_time_eval_under_grad_and_vmap_and_at_the_root():
+    def h(x):
+        with blu.ensure_compile_time_eval():
+            c = bnp.cos(np.float64(0.5))
+            assert isinstance(c, blu.Array)
+            return bnp.sin(x) * c
+
+    x = np.float64(1.0)
+    np.testing.assert_allclose(float(blu.grad(h)(x)), np.cos(1.0) * np.cos(0.5), rtol=1e-12)
+    xs = np.array([0.0, 1.0, 2.0])
+    np.testing.assert_allclose(np.asarray(blu.vmap(h)(xs)), np.sin(xs) * np.cos(0.5), rtol=1e-12)
+    np.testing.assert_allclose(float(h(x)), np.sin(1.0) * np.cos(0.5), rtol=1e-12)
+    # the jaxpr of a function without the block is unchanged by one used elsewhere
+    assert "cos" in str(blu.make_jaxpr(lambda x: bnp.sin(x) * bnp.cos(np.float64(0.5)))(x))
+    assert "cos" not in str(blu.make_jaxpr(h)(x))
