@@ -16,6 +16,7 @@ from blu.transforms.closure_convert import closure_convert
 from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policies, remat
 from blu.transforms.jit import eval_shape, jit
 from blu.transforms.linear_transpose import linear_transpose
+from blu.transforms.fwd_and_bwd import fwd_and_bwd
 from blu import lax, numpy  # noqa: E402
 from blu import lower  # noqa: E402  (registers jit's backend and the device dispatch)
 from blu import nn, optim, random  # noqa: E402

@@ -51,6 +51,7 @@ TOPICS = {
     "blu.transforms.ad_api": "Differentiation",
     "blu.jacobians": "Differentiation",
     "blu.transforms.linear_transpose": "Differentiation",
+    "blu.transforms.fwd_and_bwd": "Differentiation",
     "blu.transforms.custom_jvp": "Custom derivatives and rematerialization",
     "blu.transforms.custom_vjp": "Custom derivatives and rematerialization",
     "blu.transforms.custom_gradient": "Custom derivatives and rematerialization",
