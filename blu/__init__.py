@@ -32,6 +32,7 @@ from blu.host import block_until_ready, device_get, disable_jit  # noqa: E402
 from blu import profiler  # noqa: E402
 from blu.environment import print_environment_info  # noqa: E402
 from blu import debug, distributed, errors, image, scipy, sharding  # noqa: E402
+from blu import custom_batching  # noqa: E402
 from blu.api import (  # noqa: E402
     Device,
     NamedSharding,

@@ -137,6 +137,15 @@ op(
     skip={"grad": "custom_vjp has no forward mode (as JAX); reverse in test_custom_derivatives"},
 )
 
+
+@blu.custom_batching.custom_vmap
+def _cvm(x):
+    return bnp.sin(x)
+
+
+_cvm.def_vmap(lambda n, batched, xs: (bnp.sin(xs), batched[0]))
+op("transforms.custom_vmap", _cvm, np.sin, unary_sampler(), covers=("prim:custom_vmap_call",))
+
 # ---- collectives: under vmap with a named axis ---------------------------------------------------
 
 from blu import parallel as _par  # noqa: E402
