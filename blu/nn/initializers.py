@@ -338,7 +338,7 @@ def orthogonal(scale: float = 1.0, column_axis: int = -1, dtype: Any = dtypes.fl
 
 def delta_orthogonal(scale: float = 1.0, column_axis: int = -1, dtype: Any = dtypes.float32):
     """A convolution kernel that is an orthogonal matrix at its spatial center and zero
-    elsewhere (Xiao et al. 2018), as ``jax.nn.initializers.delta_orthogonal``.
+    elsewhere, as ``jax.nn.initializers.delta_orthogonal`` (Xiao and others, 2018).
 
     Dynamical isometry for CNNs: "Dynamical Isometry and a Mean Field Theory of CNNs: How to
     Train 10,000-Layer Vanilla Convolutional Neural Networks", arXiv:1806.05393, Algorithm 2.
