@@ -32,7 +32,7 @@ PUBLIC = [
     ("blu.custom_batching", "Custom batching rules (jax.custom_batching)"),
     ("blu.scipy.special", "Special functions"),
     ("blu.scipy.linalg", "SciPy's linear algebra (jax.scipy.linalg)"),
-    ("blu.scipy.signal", "SciPy's convolutions and detrending (jax.scipy.signal)"),
+    ("blu.scipy.signal", "SciPy's convolutions, detrending and spectra (jax.scipy.signal)"),
     ("blu.image", "Image resizing (jax.image)"),
     ("blu.scipy.fft", "Discrete cosine transforms (jax.scipy.fft)"),
     ("blu.scipy.integrate", "Numerical integration (jax.scipy.integrate)"),

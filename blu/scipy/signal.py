@@ -1,6 +1,7 @@
 """``blu.scipy.signal`` (``jax.scipy.signal``): N-d ``convolve`` / ``correlate`` (direct, by
 ``lax.conv_general_dilated``, or by FFT), ``convolve2d`` / ``correlate2d`` (zero fill only, as
-JAX), ``fftconvolve`` over chosen axes, and ``detrend``. JAX's signatures, defaults and
+JAX), ``fftconvolve`` over chosen axes, ``detrend``, and the spectral analysis of
+``blu.scipy._spectral`` (``stft``, ``istft``, ``csd``, ``welch``). JAX's signatures, defaults and
 promotion (``jax/_src/scipy/signal.py``)."""
 
 from __future__ import annotations
@@ -27,8 +28,20 @@ from blu.numpy._promote import (
     promote_dtypes,
     to_inexact,
 )
+from blu.scipy._spectral import csd, istft, stft, welch
 
-__all__ = ["convolve", "convolve2d", "correlate", "correlate2d", "detrend", "fftconvolve"]
+__all__ = [
+    "convolve",
+    "convolve2d",
+    "correlate",
+    "correlate2d",
+    "csd",
+    "detrend",
+    "fftconvolve",
+    "istft",
+    "stft",
+    "welch",
+]
 
 _MODES = ("full", "same", "valid")
 
