@@ -4,10 +4,12 @@ and quantiles of SciPy's distributions on blu arrays, one module per distributio
 ``scale=1``), broadcasting, promotion (integers become float32) and ``-inf`` log densities
 outside the support. The CDFs of ``gamma``, ``chi2``, ``t``, ``beta``, ``poisson`` and ``binom``
 are the incomplete gamma and beta functions of ``blu.scipy.special``. ``mode``, ``rankdata`` and
-``sem`` work on samples; JAX's pieces not built yet are listed in ``docs/coming_from_jax.md``.
+``sem`` work on samples, ``gaussian_kde`` (in ``kde``) estimates a density from them; JAX's
+pieces not built yet are listed in ``docs/coming_from_jax.md``.
 """
 
 from blu.scipy.stats._core import ModeResult, mode, rankdata, sem
+from blu.scipy.stats.kde import gaussian_kde
 from blu.scipy.stats import (
     bernoulli,
     beta,
@@ -39,6 +41,7 @@ from blu.scipy.stats import (
 
 __all__ = [
     "ModeResult",
+    "gaussian_kde",
     "mode",
     "rankdata",
     "sem",
