@@ -7,6 +7,7 @@ every piece stages, differentiates and batches; windows named by a string (or a 
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +35,14 @@ _BOUNDARIES = (None, "even", "odd", "constant", "zeros")
 
 def _error(name: str, msg: str) -> BluValueError:
     return BluValueError(with_user_line(f"scipy.signal.{name}: {msg}"))
+
+
+def _warn(msg: str) -> None:
+    """A UserWarning attributed to the first caller outside this module (welch calls csd)."""
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(msg, stacklevel=level)
 
 
 def _static(v: Any, what: str, name: str) -> int:
@@ -217,10 +226,9 @@ def _spectral(
         if nperseg is None:
             nperseg = 256
         if nperseg > length:
-            warnings.warn(
+            _warn(
                 f"scipy.signal.{name}: nperseg = {nperseg} is greater than the input length "
-                f"{length}, using nperseg = {length}",
-                stacklevel=3,
+                f"{length}, using nperseg = {length}"
             )
             nperseg = length
         win = _host_window(window, nperseg, name)
@@ -255,10 +263,7 @@ def _spectral(
     sides = "onesided" if return_onesided else "twosided"
     complex_in = dtypes.is_complex(get_aval(x).dtype)
     if return_onesided and complex_in:
-        warnings.warn(
-            f"scipy.signal.{name}: the input is complex, switching to return_onesided=False",
-            stacklevel=3,
-        )
+        _warn(f"scipy.signal.{name}: the input is complex, switching to return_onesided=False")
         sides = "twosided"
 
     # the scale (and the doubling of a one-sided PSD's inner frequencies)

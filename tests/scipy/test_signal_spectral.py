@@ -164,6 +164,13 @@ def test_edge_cases_match_scipy():
     assert f.shape == p.shape == (2, 0)
 
 
+def test_warnings_name_the_callers_line():
+    for f in (signal.stft, signal.welch, lambda x: signal.csd(x, x)):
+        with pytest.warns(UserWarning, match="nperseg = 256 is greater") as record:
+            f(np.ones(10))
+        assert record[0].filename == __file__
+
+
 def test_round_trip_and_nperseg_one():
     x = np.random.default_rng(1).standard_normal((3, 21))
     for kw in [dict(nperseg=8), dict(nperseg=7, noverlap=3, nfft=9), dict(nperseg=1)]:
@@ -199,8 +206,9 @@ def test_integer_and_complex_dtypes():
     f, p = signal.welch(np.arange(20), nperseg=8)
     assert f.dtype == p.dtype == np.float32
     _close(p, ss.welch(np.arange(20.0), nperseg=8)[1], tolerance(np.float32, 16))
-    with pytest.warns(UserWarning, match="complex"):
+    with pytest.warns(UserWarning, match="complex") as record:
         f, t, z = signal.stft(np.ones(8, np.complex64), nperseg=4)
+    assert record[0].filename == __file__
     assert z.shape == (4, 5) and z.dtype == np.complex64
     t, x = signal.istft(np.ones((5, 4), np.float32))
     assert x.dtype == np.float32
