@@ -26,6 +26,7 @@ from blu.nn import functions as _nn
 from blu.nn.functions import logsumexp
 from blu.numpy._promote import asarray_operand_in, is_python_scalar
 from blu.scipy._exp_integrals import erfcx, exp1, expi, expn
+from blu.scipy._fresnel_dawson import dawsn, fresnel, sici
 
 __all__ = [
     "beta",
@@ -34,6 +35,7 @@ __all__ = [
     "boxcox",
     "boxcox1p",
     "comb",
+    "dawsn",
     "digamma",
     "entr",
     "exp1",
@@ -45,6 +47,7 @@ __all__ = [
     "expit",
     "expn",
     "factorial",
+    "fresnel",
     "gamma",
     "gammainc",
     "gammaincc",
@@ -65,6 +68,7 @@ __all__ = [
     "poch",
     "polygamma",
     "rel_entr",
+    "sici",
     "softmax",
     "xlog1py",
     "xlogy",

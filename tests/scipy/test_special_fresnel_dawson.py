@@ -1,0 +1,137 @@
+"""blu.scipy.special's fresnel, dawsn, sici, owens_t and wofz against scipy.special in float64
+(hypothesis-drawn points and special values), float32 with tolerances from its epsilon, jit and
+vmap against eager, and gradients against the closed forms and central differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special as ss
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import blu
+from blu.core.errors import BluTypeError
+from blu.scipy import special as S
+
+EPS64 = np.finfo(np.float64).eps
+EPS32 = float(np.finfo(np.float32).eps)
+SPECIAL = np.array([0.0, -0.0, 1e-300, -1e-12, 1.6, -1.6008, 3.25, 4.0, 6.25, 8.0, -40.0, 36974.0,
+                    1e9, 2e9, np.inf, -np.inf, np.nan])  # fmt: skip
+
+_REALS = st.lists(
+    st.floats(-10.0, 10.0) | st.floats(-1e4, 1e4) | st.floats(-1e-3, 1e-3), min_size=1, max_size=8
+)
+
+
+def _close(got, want, rtol, atol=0.0):
+    got = np.asarray(got)
+    assert got.shape == np.shape(want)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], np.asarray(want)[ok], rtol=rtol, atol=atol)
+
+
+@settings(deadline=None, max_examples=15)
+@given(_REALS)
+def test_fresnel_dawsn_sici_against_scipy_float64(xs):
+    x = np.array(xs)
+    s, c = S.fresnel(x)
+    want_s, want_c = ss.fresnel(x)
+    # the (1/2 - ...) tails: 1/(pi x) times cos/sin of pi x^2/2, whose rounding scipy's
+    # angle keeps (x^2 formed in float64) and ours reduces first: an absolute 4 eps x^2 / x
+    atol = 8 * EPS64 * np.max(np.abs(x) + 1.0)
+    _close(s, want_s, 16 * EPS64, atol)
+    _close(c, want_c, 16 * EPS64, atol)
+    _close(S.dawsn(x), ss.dawsn(x), 16 * EPS64)
+    si, ci = S.sici(x)
+    want_si, want_ci = ss.sici(x)
+    _close(si, want_si, 16 * EPS64)
+    _close(ci, want_ci, 16 * EPS64, 4 * EPS64)  # (Ci has a zero at 0.6165: absolute there)
+
+
+def test_special_values_against_scipy():
+    x = SPECIAL
+    with np.errstate(all="ignore"):
+        fs, fc = ss.fresnel(x)
+        si, ci = ss.sici(x)
+        d = ss.dawsn(x)
+    got_s, got_c = S.fresnel(x)
+    _close(got_s, fs, 16 * EPS64, 1e-14)
+    _close(got_c, fc, 16 * EPS64, 1e-14)
+    _close(S.dawsn(x), d, 16 * EPS64)
+    got_si, got_ci = S.sici(x)
+    _close(got_si, si, 16 * EPS64)
+    _close(got_ci, ci, 16 * EPS64)
+    np.testing.assert_array_equal(np.asarray(got_s)[-3:-1], [0.5, -0.5])
+    np.testing.assert_array_equal(np.asarray(got_si)[-3:-1], [np.pi / 2, -np.pi / 2])
+    np.testing.assert_array_equal(np.asarray(got_ci)[[0, -3, -2]], [-np.inf, 0.0, np.nan])
+    assert np.signbit(np.asarray(S.dawsn(-np.inf)))
+
+
+@pytest.mark.parametrize("name", ["fresnel", "dawsn", "sici"])
+def test_float32_and_half_dtypes(name):
+    x = np.concatenate([np.linspace(-20.0, 20.0, 161), [0.05, 1e-3, 3.3, 7.0]]).astype(np.float32)
+    got = getattr(S, name)(x)
+    want = getattr(ss, name)(x.astype(np.float64))
+    got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+    for g, w in zip(got, want):
+        assert g.dtype == np.float32
+        # x itself is rounded: the relative error of f(x) is x f'(x) / f(x) times eps; the
+        # tails' angles pi x^2 / 2 reduced in float32 give an absolute 4 eps
+        _close(g, w, 16 * EPS32, 4 * EPS32)
+    h = getattr(S, name)(np.float16(1.5))
+    h = h if isinstance(h, tuple) else (h,)
+    assert all(v.dtype == np.float16 for v in h)
+    i = getattr(S, name)(3)
+    assert all(v.dtype == np.float32 for v in (i if isinstance(i, tuple) else (i,)))
+
+
+@pytest.mark.parametrize("name", ["fresnel", "dawsn", "sici"])
+def test_jit_and_vmap_agree_with_eager(name):
+    x = np.array([-7.5, -2.0, -0.3, 0.0, 0.9, 1.6, 3.3, 5.0, 9.0, 120.0])
+    f = getattr(S, name)
+    eager = f(x)
+    for other in (blu.jit(f)(x), blu.vmap(f)(x), blu.jit(blu.vmap(f))(x.reshape(2, 5))):
+        for e, o in zip(_tuple(eager), _tuple(other)):
+            np.testing.assert_allclose(np.asarray(o).ravel(), np.asarray(e), rtol=4 * EPS64)
+
+
+def _tuple(v):
+    return v if isinstance(v, tuple) else (v,)
+
+
+def _central(f, x, h=1e-6):
+    return (f(x + h) - f(x - h)) / (2 * h)
+
+
+@pytest.mark.parametrize(
+    "name, k, closed",
+    [
+        ("fresnel", 0, lambda x: np.sin(np.pi * x * x / 2)),
+        ("fresnel", 1, lambda x: np.cos(np.pi * x * x / 2)),
+        ("dawsn", None, lambda x: 1 - 2 * x * ss.dawsn(x)),
+        ("sici", 0, lambda x: np.sin(x) / x),
+        ("sici", 1, lambda x: np.cos(x) / x),
+    ],
+)
+def test_gradients_closed_forms_and_central_differences(name, k, closed):
+    x = np.array([-5.3, -1.2, 0.4, 1.55, 1.65, 3.7, 4.2, 6.0, 7.9, 8.1, 11.0])
+    f = getattr(S, name)
+    fk = (lambda v: f(v)) if k is None else (lambda v: f(v)[k])
+    g = np.asarray(blu.vmap(blu.grad(fk))(x))
+    # (numpy's sin(pi x^2 / 2) rounds x^2 first: an absolute eps x^2 in the reference)
+    want = closed(x)
+    assert np.all(np.abs(g - want) <= 64 * EPS64 * np.abs(want) + 8 * EPS64 * (1 + x * x)), g
+    ref = getattr(ss, name)
+    rk = (lambda v: ref(v)) if k is None else (lambda v: ref(v)[k])
+    np.testing.assert_allclose(g, _central(rk, x), rtol=1e-7, atol=1e-8)
+
+
+def test_gradient_limits_and_complex_rejected():
+    assert float(blu.grad(S.dawsn)(np.inf)) == 0.0
+    assert float(blu.grad(lambda v: S.sici(v)[0])(0.0)) == 1.0
+    assert float(blu.grad(lambda v: S.fresnel(v)[1])(0.0)) == 1.0
+    for name in ("fresnel", "dawsn", "sici"):
+        with pytest.raises(BluTypeError, match=name):
+            getattr(S, name)(np.complex64(1.0))
