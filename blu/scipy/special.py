@@ -26,6 +26,7 @@ from blu.nn import functions as _nn
 from blu.nn.functions import logsumexp
 from blu.numpy._promote import asarray_operand_in, is_python_scalar
 from blu.scipy._exp_integrals import erfcx, exp1, expi, expn
+from blu.scipy._faddeeva import wofz
 from blu.scipy._fresnel_dawson import dawsn, fresnel, sici
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "rel_entr",
     "sici",
     "softmax",
+    "wofz",
     "xlog1py",
     "xlogy",
     "zeta",

@@ -135,3 +135,67 @@ def test_gradient_limits_and_complex_rejected():
     for name in ("fresnel", "dawsn", "sici"):
         with pytest.raises(BluTypeError, match=name):
             getattr(S, name)(np.complex64(1.0))
+
+
+# ---- wofz ----------------------------------------------------------------------------------------
+
+_PARTS = st.floats(-6.0, 6.0) | st.floats(-1e4, 1e4) | st.floats(-1e-3, 1e-3)
+
+
+@settings(deadline=None, max_examples=15)
+@given(st.lists(st.tuples(_PARTS, _PARTS), min_size=1, max_size=8))
+def test_wofz_against_scipy_float64(parts):
+    z = np.array([complex(a, b) for a, b in parts])
+    with np.errstate(all="ignore"):
+        want = ss.wofz(z)
+    keep = np.abs(want) < 1e300  # (the lower half-plane overflows as exp(-z^2) does)
+    got = np.asarray(S.wofz(z))
+    assert got.dtype == np.complex128 and got.shape == z.shape
+    # Weideman's N = 32 rational: a relative error of up to about 3e-13 of |w| (measured)
+    assert np.all((np.abs(got - want) <= 1e-12 * np.abs(want)) | ~keep), (z, got, want)
+
+
+def test_wofz_real_axis_special_values_and_dtypes():
+    x = np.concatenate([np.linspace(-30.0, 30.0, 121), [0.0, 1e-300]])
+    got = np.asarray(S.wofz(x))
+    want = ss.wofz(x)
+    # on the real axis exp(-x^2) and dawsn: both parts to the last digits, the tiny real ones too
+    np.testing.assert_allclose(got.real, want.real, rtol=16 * EPS64, atol=0)
+    np.testing.assert_allclose(got.imag, want.imag, rtol=16 * EPS64, atol=0)
+    inf, nan = np.inf, np.nan
+    z = np.array([complex(inf, 0), complex(-inf, 0), complex(1, inf), complex(inf, 1),
+                  complex(-inf, 1), complex(inf, inf), complex(nan, 0), complex(0, nan),
+                  complex(1, -inf)])  # fmt: skip
+    got = np.asarray(S.wofz(z))
+    np.testing.assert_array_equal(got[:6], 0)
+    assert np.all(np.isnan(got[6:]))
+    assert S.wofz(1).dtype == np.complex64 and S.wofz(np.float16(1.0)).dtype == np.complex64
+    assert S.wofz(np.float32(1.0)).dtype == np.complex64
+    assert S.wofz(np.complex128(1.0)).dtype == np.complex128
+    zs = np.array([0.3 + 0.2j, -2.5 + 1.0j, 7.0 + 0.5j, 0.6 - 0.8j, -1.5 - 1.5j, 120.0 + 3.0j])
+    got32 = np.asarray(S.wofz(zs.astype(np.complex64)))
+    assert got32.dtype == np.complex64
+    want = ss.wofz(zs.astype(np.complex64).astype(np.complex128))
+    # the input's rounding moves w by |z w'| eps relative, w' = -2 z w + 2i / sqrt(pi)
+    cond = np.abs(zs * (-2 * zs * want + 2j / np.sqrt(np.pi))) / np.abs(want)
+    assert np.all(np.abs(got32 - want) <= 16 * EPS32 * (1 + cond) * np.abs(want)), got32
+
+
+def test_wofz_jit_vmap_and_derivative():
+    z = np.array([0.3 + 0.2j, -1.5 + 2.0j, 2.0 - 1.0j, -0.7 - 0.4j, 4.0 + 0.0j, 35.0 + 20.0j])
+    eager = np.asarray(S.wofz(z))
+    np.testing.assert_allclose(np.asarray(blu.jit(S.wofz)(z)), eager, rtol=4 * EPS64)
+    np.testing.assert_allclose(np.asarray(blu.vmap(S.wofz)(z)), eager, rtol=4 * EPS64)
+    _, tangent = blu.jvp(S.wofz, (z,), (np.ones_like(z),))
+    w = ss.wofz(z)
+    # (-2 z w and 2i / sqrt(pi) cancel far out: an absolute error of |2 z w| 1e-13)
+    want = -2 * z * w + 2j / np.sqrt(np.pi)
+    assert np.all(np.abs(np.asarray(tangent) - want) <= 1e-13 * (1 + np.abs(2 * z * w)))
+    h = 1e-6
+    np.testing.assert_allclose(
+        np.asarray(tangent), (ss.wofz(z + h) - ss.wofz(z - h)) / (2 * h), rtol=1e-8, atol=1e-9
+    )
+    x = np.array([-2.0, -0.4, 0.3, 1.2, 5.0])
+    g = blu.vmap(blu.grad(lambda v: blu.numpy.imag(S.wofz(v))))(x)
+    np.testing.assert_allclose(np.asarray(g), 2 / np.sqrt(np.pi) * (1 - 2 * x * ss.dawsn(x)),
+                               rtol=64 * EPS64, atol=64 * EPS64)  # fmt: skip
