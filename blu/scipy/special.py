@@ -28,6 +28,7 @@ from blu.numpy._promote import asarray_operand_in, is_python_scalar
 from blu.scipy._exp_integrals import erfcx, exp1, expi, expn
 from blu.scipy._faddeeva import wofz
 from blu.scipy._fresnel_dawson import dawsn, fresnel, sici
+from blu.scipy._owens_t import owens_t
 
 __all__ = [
     "beta",
@@ -66,6 +67,7 @@ __all__ = [
     "multigammaln",
     "ndtr",
     "ndtri",
+    "owens_t",
     "poch",
     "polygamma",
     "rel_entr",

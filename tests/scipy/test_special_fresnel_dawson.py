@@ -199,3 +199,73 @@ def test_wofz_jit_vmap_and_derivative():
     g = blu.vmap(blu.grad(lambda v: blu.numpy.imag(S.wofz(v))))(x)
     np.testing.assert_allclose(np.asarray(g), 2 / np.sqrt(np.pi) * (1 - 2 * x * ss.dawsn(x)),
                                rtol=64 * EPS64, atol=64 * EPS64)  # fmt: skip
+
+
+# ---- owens_t -------------------------------------------------------------------------------------
+
+
+def _owens_quad(h, a):
+    """T(h, a) by adaptive quadrature of its defining integral, exp(-h^2/2) taken out (and the
+    range cut where exp(-h^2 x^2 / 2) < e^-800, so quad sees the peak at 0)."""
+    from scipy.integrate import quad
+
+    top = abs(a) if h == 0 else min(abs(a), 40.0 / abs(h))
+    v, _ = quad(lambda x: np.exp(-h * h * x * x / 2) / (1 + x * x), 0, top, epsabs=0,
+                epsrel=1e-13, limit=200)  # fmt: skip
+    return np.sign(a) * np.exp(-h * h / 2) / (2 * np.pi) * v
+
+
+_H = st.floats(-8.0, 8.0) | st.floats(-30.0, 30.0) | st.floats(-1e-3, 1e-3)
+_A = st.floats(-3.0, 3.0) | st.floats(-1e3, 1e3) | st.floats(-1e-4, 1e-4)
+
+
+@settings(deadline=None, max_examples=15)
+@given(st.lists(st.tuples(_H, _A), min_size=1, max_size=6))
+def test_owens_t_against_quadrature_and_scipy(pairs):
+    h, a = np.array(pairs).T
+    got = np.asarray(S.owens_t(h, a))
+    assert got.dtype == np.float64
+    want = np.array([_owens_quad(x, y) for x, y in pairs])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+    # scipy's T2 forms Phi(ah) - 1/2 as ndtr(ah) - 0.5, which loses eps / |ah| of it: compared
+    # where that is below 1e-11
+    keep = np.abs(a * h) > 1e-5
+    np.testing.assert_allclose(got[keep], ss.owens_t(h, a)[keep], rtol=1e-10, atol=1e-300)
+
+
+def test_owens_t_special_values_broadcasting_and_dtypes():
+    v = np.array([0.0, -0.0, 1e-300, 0.5, 1.0, -2.0, np.inf, -np.inf, np.nan])
+    got = np.asarray(S.owens_t(v[:, None], v[None, :]))
+    assert got.shape == (9, 9)
+    _close(got, ss.owens_t(v[:, None], v[None, :]), 1e-14, 1e-300)
+    np.testing.assert_allclose(got[0, 5], np.arctan(-2.0) / (2 * np.pi), rtol=1e-15)
+    np.testing.assert_allclose(got[3, 6], ss.ndtr(-0.5) / 2, rtol=1e-15)
+    assert got[6, 3] == 0.0 and np.isnan(got[8, 0]) and np.isnan(got[0, 8])
+    assert S.owens_t(1, 2).dtype == np.float32
+    assert S.owens_t(np.float16(1.0), np.float16(2.0)).dtype == np.float16
+    h = np.linspace(-6.0, 6.0, 25).astype(np.float32)[:, None]
+    a = np.array([-200.0, -3.0, -0.7, 0.2, 0.95, 1.0, 1.3, 50.0], np.float32)
+    got32 = np.asarray(S.owens_t(h, a))
+    assert got32.dtype == np.float32
+    want = ss.owens_t(h.astype(np.float64), a.astype(np.float64))
+    np.testing.assert_allclose(got32, want, rtol=4 * EPS32, atol=1e-37)
+    with pytest.raises(BluTypeError, match="owens_t"):
+        S.owens_t(np.complex64(1.0), 0.5)
+
+
+def test_owens_t_jit_vmap_and_gradients():
+    h = np.array([-2.5, -0.3, 0.0, 0.7, 1.9, 3.45, 5.2])
+    a = np.array([0.4, -1.7, 0.8, 0.999, 12.0, 0.6, -0.05])
+    eager = np.asarray(S.owens_t(h, a))
+    np.testing.assert_allclose(np.asarray(blu.jit(S.owens_t)(h, a)), eager, rtol=4 * EPS64)
+    np.testing.assert_allclose(np.asarray(blu.vmap(S.owens_t)(h, a)), eager, rtol=4 * EPS64)
+    gh, ga = blu.vmap(blu.grad(S.owens_t, argnums=(0, 1)))(h, a)
+    want_h = -np.exp(-h * h / 2) * ss.erf(a * h / np.sqrt(2)) / (2 * np.sqrt(2 * np.pi))
+    want_a = np.exp(-(1 + a * a) * h * h / 2) / (2 * np.pi * (1 + a * a))
+    np.testing.assert_allclose(np.asarray(gh), want_h, rtol=64 * EPS64, atol=1e-300)
+    np.testing.assert_allclose(np.asarray(ga), want_a, rtol=64 * EPS64, atol=1e-300)
+    d = 1e-6
+    fd_h = (ss.owens_t(h + d, a) - ss.owens_t(h - d, a)) / (2 * d)
+    fd_a = (ss.owens_t(h, a + d) - ss.owens_t(h, a - d)) / (2 * d)
+    np.testing.assert_allclose(np.asarray(gh), fd_h, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(ga), fd_a, rtol=1e-6, atol=1e-9)
