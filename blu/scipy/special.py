@@ -29,6 +29,7 @@ from blu.scipy._exp_integrals import erfcx, exp1, expi, expn
 from blu.scipy._faddeeva import wofz
 from blu.scipy._fresnel_dawson import dawsn, fresnel, sici
 from blu.scipy._owens_t import owens_t
+from blu.scipy._sph_harm import sph_harm_y
 
 __all__ = [
     "beta",
@@ -73,6 +74,7 @@ __all__ = [
     "rel_entr",
     "sici",
     "softmax",
+    "sph_harm_y",
     "wofz",
     "xlog1py",
     "xlogy",

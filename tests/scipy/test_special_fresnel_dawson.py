@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import blu
-from blu.core.errors import BluTypeError
+from blu.core.errors import BluTypeError, BluValueError
 from blu.scipy import special as S
 
 EPS64 = np.finfo(np.float64).eps
@@ -269,3 +269,86 @@ def test_owens_t_jit_vmap_and_gradients():
     fd_a = (ss.owens_t(h, a + d) - ss.owens_t(h, a - d)) / (2 * d)
     np.testing.assert_allclose(np.asarray(gh), fd_h, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(np.asarray(ga), fd_a, rtol=1e-6, atol=1e-9)
+
+
+# ---- sph_harm_y ----------------------------------------------------------------------------------
+
+
+def _sph_tol(n, m, phi, eps):
+    """The angle m phi rounds to eps |m phi|, each recurrence step adds eps: of |Y|'s scale."""
+    n = np.maximum(n, 0)
+    return 16 * eps * (1 + np.abs(m * phi) + n) * np.sqrt((2 * n + 1) / (4 * np.pi))
+
+
+@settings(deadline=None, max_examples=15)
+@given(
+    st.lists(
+        st.tuples(st.integers(-2, 25), st.integers(-27, 27), st.floats(-1.0, 4.2),
+                  st.floats(-7.0, 7.0)),
+        min_size=1, max_size=8,
+    )
+)  # fmt: skip
+def test_sph_harm_y_against_scipy(rows):
+    n, m, theta, phi = (np.array(c) for c in zip(*rows))
+    got = np.asarray(S.sph_harm_y(n, m, theta, phi))
+    assert got.dtype == np.complex128 and got.shape == n.shape
+    want = ss.sph_harm_y(n, m, theta, phi)
+    assert np.all(np.abs(got - want) <= _sph_tol(n, m, phi, EPS64)), (got, want)
+
+
+def test_sph_harm_y_values_shapes_dtypes_and_errors():
+    # closed forms: Y_1^1 = -sqrt(3 / 8 pi) sin(theta) e^(i phi), Y_2^0 = sqrt(5 / 16 pi) (3c^2 - 1)
+    th, ph = np.array([0.4, 1.9, 2.8]), np.array([0.3, -2.0, 5.0])
+    y11 = -np.sqrt(3 / (8 * np.pi)) * np.sin(th) * np.exp(1j * ph)
+    np.testing.assert_allclose(np.asarray(S.sph_harm_y(1, 1, th, ph)), y11, rtol=8 * EPS64)
+    np.testing.assert_allclose(np.asarray(S.sph_harm_y(1, -1, th, ph)), -np.conj(y11),
+                               rtol=8 * EPS64)  # fmt: skip
+    y20 = np.sqrt(5 / (16 * np.pi)) * (3 * np.cos(th) ** 2 - 1)
+    np.testing.assert_allclose(np.asarray(S.sph_harm_y(2, 0, th, ph)), y20, rtol=8 * EPS64)
+    # broadcasting over n and m; 0 for n < 0 and |m| > n (scipy's)
+    n, m = np.arange(-1, 5)[:, None], np.arange(-5, 6)[None, :]
+    got = np.asarray(S.sph_harm_y(n, m, 0.7, np.float64(1.3)))
+    assert got.shape == (6, 11)
+    want = ss.sph_harm_y(n, m, 0.7, 1.3)
+    assert np.all(np.abs(got - want) <= _sph_tol(n, m, 1.3, EPS64))
+    assert np.all(got[0] == 0) and got[2, 0] == 0
+    # n_max clips the degree (JAX's)
+    clipped = S.sph_harm_y(np.array([10]), np.array([2]), np.array([0.7]), np.array([1.3]), n_max=6)
+    np.testing.assert_allclose(np.asarray(clipped), [ss.sph_harm_y(6, 2, 0.7, 1.3)], rtol=1e-13)
+    # float32 angles give complex64
+    t32, p32 = np.float32([0.3, 2.2, 1.0]), np.float32([1.0, -3.0, 6.0])
+    n3, m3 = np.array([3, 8, 15]), np.array([-2, 8, 4])
+    got32 = np.asarray(S.sph_harm_y(n3, m3, t32, p32))
+    assert got32.dtype == np.complex64
+    want = ss.sph_harm_y(n3, m3, t32.astype(np.float64), p32.astype(np.float64))
+    assert np.all(np.abs(got32 - want) <= _sph_tol(n3, m3, p32, EPS32))
+    with pytest.raises(BluValueError, match="diff_n"):
+        S.sph_harm_y(1, 0, 0.5, 0.5, diff_n=1)
+    with pytest.raises(BluTypeError, match="integer"):
+        S.sph_harm_y(1.5, 0, 0.5, 0.5)
+    with pytest.raises(BluTypeError, match="n_max"):
+        blu.jit(lambda k: S.sph_harm_y(k, 0, 0.5, 0.5))(np.array([2]))
+
+
+def test_sph_harm_y_jit_vmap_and_gradients():
+    n, m = np.array([0, 1, 3, 7, 12]), np.array([0, -1, 2, -5, 12])
+    th, ph = np.array([0.3, 1.1, 2.0, 0.9, 1.4]), np.array([0.2, -1.0, 2.5, 0.7, 3.0])
+
+    def f(nn, mm, t, p):
+        return S.sph_harm_y(nn, mm, t, p, n_max=12)
+
+    eager = np.asarray(f(n, m, th, ph))
+    np.testing.assert_allclose(np.asarray(blu.jit(f)(n, m, th, ph)), eager, rtol=4 * EPS64)
+    np.testing.assert_allclose(np.asarray(blu.vmap(f)(n, m, th, ph)), eager, rtol=4 * EPS64)
+    for part in (blu.numpy.real, blu.numpy.imag):
+        g = blu.vmap(blu.grad(lambda t, p, nn, mm: part(f(nn, mm, t, p)), argnums=(0, 1)))
+        gt, gp = g(th, ph, n, m)
+        d = 1e-6
+        npart = np.real if part is blu.numpy.real else np.imag
+        fd_t = npart(ss.sph_harm_y(n, m, th + d, ph) - ss.sph_harm_y(n, m, th - d, ph)) / (2 * d)
+        fd_p = npart(ss.sph_harm_y(n, m, th, ph + d) - ss.sph_harm_y(n, m, th, ph - d)) / (2 * d)
+        np.testing.assert_allclose(np.asarray(gt), fd_t, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(np.asarray(gp), fd_p, rtol=1e-6, atol=1e-8)
+        # d/dphi of Y = i m Y: the closed form
+        dp = npart(1j * m * ss.sph_harm_y(n, m, th, ph))
+        np.testing.assert_allclose(np.asarray(gp), dp, rtol=1e-12, atol=1e-14)
