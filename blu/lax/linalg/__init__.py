@@ -6,16 +6,19 @@ to the front. Real and complex floating dtypes; float16/bfloat16 are computed in
 
 Modules: ``primitives`` (the primitives, their rules and the public functions), ``cpu`` (the
 CPU kernels: LAPACK through numpy/scipy, used as the impls, so compiled programs run them as
-library nodes), ``_helpers`` (checks, batching, lax helpers for the rules). A GPU backend
-supplies kernels with the same parameters and output conventions on cuSOLVER/cuBLAS (potrf,
-trsm, getrf, geqrf+orgqr, syevd, gesvd):
+library nodes), ``_helpers`` (checks, batching, lax helpers for the rules), ``_qr_pivoted``
+(the pivoted QR's column permutation, a blu program). A GPU backend supplies kernels with the
+same parameters and output conventions on cuSOLVER/cuBLAS (potrf, trsm, getrf, geqrf+orgqr,
+syevd, gesvd):
 
 - ``cholesky``: lower factor ``L`` (upper triangle zero); reads only the lower triangle.
 - ``triangular_solve``: reads only the ``lower``/upper triangle (and not the diagonal with
   ``unit_diagonal``).
 - ``lu``: ``(lu, pivots, permutation)`` with unit-lower ``L`` below the diagonal of ``lu`` and
   ``U`` on and above; 0-based int32 LAPACK pivots; ``a[..., permutation, :] == L @ U``.
-- ``qr``: LAPACK's Householder signs (diagonal of ``R`` may be negative).
+- ``qr``: LAPACK's Householder signs (diagonal of ``R`` may be negative). The public ``qr``'s
+  ``pivoting=True`` chooses the column permutation by a blu program (``_qr_pivoted``), then
+  binds the primitive on the permuted columns.
 - ``eigh``: ``(v, w)`` with eigenvalues ascending, eigenvectors in the columns of ``v``.
 - ``svd``: ``(s, u, vt)`` as outputs (the wrapper returns ``(u, s, vt)``), ``s`` descending.
 

@@ -37,8 +37,10 @@ from blu.lax.linalg._helpers import (
     triu,
     zero_of,
 )
+from blu.lax.linalg._qr_pivoted import qr_pivots
 from blu.lax.shapes import broadcast_in_dim, concatenate, full_like, iota
 from blu.lax.slicing import slice_in_dim
+from blu.lax.sorting import take_along_axis
 from blu.transforms.ad_util import Zero, add_tangents, instantiate, is_undefined
 
 # ---- cholesky ----------------------------------------------------------------------------------
@@ -324,19 +326,36 @@ def _qr_jvp_tall(q, r, ta):
 batch_to_front(qr_p)
 
 
-def qr(x: Any, *, full_matrices: bool = True) -> tuple[Any, Any]:
-    """QR decomposition ``x = Q @ R`` of ``(..., m, n)`` matrices.
+def qr(
+    x: Any, *, pivoting: bool = False, full_matrices: bool = True, use_magma: bool | None = None
+) -> tuple[Any, ...]:
+    """QR decomposition ``x = Q @ R`` of ``(..., m, n)`` matrices, or with ``pivoting`` the
+    column-pivoted ``x[..., :, p] = Q @ R`` (rank-revealing: ``|R[i, i]|`` non-increasing).
 
     Args:
         x: ``(..., m, n)`` float or complex array.
+        pivoting: also choose the column permutation ``p`` as LAPACK's ``?geqp3`` (Householder
+            QR with column pivoting: each step takes the remaining column of largest norm; a
+            blu program, see ``_qr_pivoted``), then factor ``x[..., :, p]``.
         full_matrices: ``Q`` ``(..., m, m)`` and ``R`` ``(..., m, n)``; else ``k = min(m, n)``
             columns of ``Q`` and rows of ``R``. Differentiable unless ``full_matrices`` and
-            ``m > n``.
+            ``m > n`` (with ``pivoting`` too, ``p`` held fixed: JAX's rule).
+        use_magma: ignored (JAX's GPU switch for its pivoted QR).
 
     Returns:
-        ``(q, r)`` with orthonormal columns of ``q`` and upper-triangular ``r``.
+        ``(q, r)`` with orthonormal columns of ``q`` and upper-triangular ``r``; with
+        ``pivoting``, ``(q, r, p)``, ``p`` ``(..., n)`` int32.
+
+    Raises:
+        BluTypeError: ``x`` is not floating point or complex. BluShapeError: rank < 2.
     """
-    return tuple(qr_p.bind(x, full_matrices=bool(full_matrices)))
+    del use_magma
+    if not pivoting:
+        return tuple(qr_p.bind(x, full_matrices=bool(full_matrices)))
+    p = qr_pivots(x)
+    xp = take_along_axis(x, row(p, x), get_aval(x).ndim - 1)
+    q, r = qr_p.bind(xp, full_matrices=bool(full_matrices))
+    return q, r, p
 
 
 # ---- eigh ----------------------------------------------------------------------------------------

@@ -374,14 +374,18 @@ def qr(
         a: ``(..., m, n)`` array.
         mode: 'full' (``q`` ``(..., m, m)``, ``r`` ``(..., m, n)``), 'economic' (``k = min(m,
             n)`` columns of ``q`` and rows of ``r``) or 'r' (only ``r``, full).
-        pivoting: column pivoting is not supported (blu has no pivoted QR).
+        pivoting: column pivoting, rank-revealing (LAPACK's ``?geqp3``: each Householder step
+            takes the remaining column of largest norm; see :func:`blu.lax.linalg.qr`):
+            ``a[..., :, p] = q @ r`` with ``|r[..., i, i]|`` non-increasing.
 
     Returns:
-        ``(q, r)``, or the 1-tuple ``(r,)`` for mode 'r' (as SciPy and JAX). Signs follow
-        LAPACK. The derivative needs 'economic' or ``m <= n``.
+        ``(q, r)``, or the 1-tuple ``(r,)`` for mode 'r' (as SciPy and JAX); with ``pivoting``,
+        ``(q, r, p)`` or ``(r, p)``, ``p`` ``(..., n)`` int32 column indices. Signs follow
+        LAPACK. The derivative needs 'economic' or ``m <= n`` (with ``pivoting``, ``p`` held
+        fixed, as JAX).
 
     Raises:
-        BluValueError: another mode ('raw' too), or ``pivoting``.
+        BluValueError: another mode ('raw' too).
         BluShapeError: fewer than two dimensions.
     """
     del overwrite_a, lwork, check_finite
@@ -389,17 +393,20 @@ def qr(
         raise BluValueError(
             with_user_line(f"scipy.linalg.qr: mode must be 'full', 'economic' or 'r', got {mode!r}")
         )
+    a = matrices(a, "qr", square=False)
     if pivoting:
-        raise BluValueError(with_user_line("scipy.linalg.qr: pivoting=True is not supported"))
-    q, r = lax_linalg.qr(matrices(a, "qr", square=False), full_matrices=mode != "economic")
+        q, r, p = lax_linalg.qr(a, pivoting=True, full_matrices=mode != "economic")
+        return (r, p) if mode == "r" else (q, r, p)
+    q, r = lax_linalg.qr(a, full_matrices=mode != "economic")
     return (r,) if mode == "r" else (q, r)
 
 
 def qr_multiply(
     a: Any, c: Any, mode: str = "right", pivoting: bool = False, conjugate: bool = False,
     overwrite_a: bool = False, overwrite_c: bool = False,
-) -> tuple[Any, Any]:  # fmt: skip
-    """``Q @ c`` or ``c @ Q`` with ``a = Q R`` (``jax.scipy.linalg.qr_multiply``).
+) -> tuple[Any, ...]:  # fmt: skip
+    """``Q @ c`` or ``c @ Q`` with ``a = Q R`` (``a[..., :, p] = Q R`` with ``pivoting``)
+    (``jax.scipy.linalg.qr_multiply``).
 
     Args:
         a: ``(..., m, n)``; ``k = min(m, n)``.
@@ -408,14 +415,14 @@ def qr_multiply(
             both are promoted to one float dtype.
         mode: 'right' (``c @ Q``, ``(..., p, k)``) or 'left' (``Q @ c``, ``(..., m, p)``).
         conjugate: use ``conj(Q)`` instead of ``Q``.
-        pivoting: not supported (blu has no pivoted QR).
+        pivoting: the column-pivoted QR ``a[..., :, p] = Q R`` (as :func:`qr`).
 
     Returns:
         ``(cQ, r)``, ``r`` ``(..., k, n)`` upper triangular (LAPACK's signs); a vector ``c``
-        gives a vector ``cQ``.
+        gives a vector ``cQ``. With ``pivoting``, ``(cQ, r, p)``, ``p`` ``(..., n)`` int32.
 
     Raises:
-        BluValueError: another mode, or ``pivoting``. BluShapeError: the shapes do not fit.
+        BluValueError: another mode. BluShapeError: the shapes do not fit.
     """
     del overwrite_a, overwrite_c
     if mode not in ("right", "left"):
@@ -423,10 +430,6 @@ def qr_multiply(
             with_user_line(
                 f"scipy.linalg.qr_multiply: mode must be 'right' or 'left', got {mode!r}"
             )
-        )
-    if pivoting:
-        raise BluValueError(
-            with_user_line("scipy.linalg.qr_multiply: pivoting=True is not supported")
         )
     a = matrices(a, "qr_multiply", square=False)
     a, c = promote_inexact(a, asarray_operand(c))
@@ -444,12 +447,15 @@ def qr_multiply(
                 f"mode={mode!r}, got {get_aval(c).str_short()}"
             )
         )
-    q, r = lax_linalg.qr(a, full_matrices=False)  # Q's first k columns are all either mode uses
+    # Q's first k columns are all either mode uses
+    q, r, *p = lax_linalg.qr(a, pivoting=bool(pivoting), full_matrices=False)
     if conjugate:
         q = conj(q)
     out = matmul(q, c) if mode == "left" else matmul(c, q)
-    r = broadcast_to(r, shape(out)[:-2] + shape(r)[-2:])  # a's batch broadcast with c's
-    return (out.reshape(-1) if vector else out), r
+    batch = shape(out)[:-2]  # a's batch broadcast with c's
+    r = broadcast_to(r, batch + shape(r)[-2:])
+    out = out.reshape(-1) if vector else out
+    return (out, r, broadcast_to(p[0], batch + shape(p[0])[-1:])) if pivoting else (out, r)
 
 
 def svd(
