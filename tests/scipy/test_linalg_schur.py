@@ -222,26 +222,47 @@ def test_funm_against_scipy_and_closed_forms(n, kind, data):
 @given(st.integers(0, 4), st.integers(0, 4), st.booleans(), st.sampled_from(BATCHES[:3]), st.data())
 def test_solve_sylvester_against_scipy(m, n, complex_, batch, data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    method = data.draw(st.sampled_from(["schur", "eigen"]), label="method")
     a = rng.standard_normal(batch + (m, m)) + 2 * np.eye(m)  # eig(a) + eig(b) away from 0
     b = rng.standard_normal(batch + (n, n)) + 2 * np.eye(n)
     c = rng.standard_normal(batch + (m, n))
     if complex_:
         c = c + 1j * rng.standard_normal(c.shape)
-    x = L.solve_sylvester(a, b, c)
+    x = L.solve_sylvester(a, b, c, method=method)
     assert np.asarray(x).dtype == c.dtype and np.shape(x) == c.shape
     count = int(np.prod(batch))
     flat = [np.reshape(v, (count,) + np.shape(v)[-2:]) for v in (a, b, c, np.asarray(x))]
     for ai, bi, ci, xi in zip(*flat, strict=True):
-        np.testing.assert_allclose(ai @ xi + xi @ bi, ci, atol=1e-10)
+        want = np.zeros_like(ci)
         if m and n:  # (scipy's is wrong for a complex c beside real a, b: cast them)
             want = sl.solve_sylvester(ai.astype(ci.dtype), bi.astype(ci.dtype), ci)
-            np.testing.assert_allclose(xi, want, atol=1e-10)
+        # 'eigen' loses digits to the eigenvector matrices' condition: relative to |X|
+        scale = max(1.0, float(np.abs(want).max(initial=0)))
+        atol = 1e-10 if method == "schur" else 1e-9 * scale
+        np.testing.assert_allclose(ai @ xi + xi @ bi, ci, atol=atol)
+        np.testing.assert_allclose(xi, want, atol=atol)
 
 
-def test_solve_sylvester_without_a_unique_solution_is_nan():
+@pytest.mark.parametrize("method", ["schur", "eigen"])
+def test_solve_sylvester_without_a_unique_solution_is_nan(method):
     # eig(a) = {1, 2}, eig(b) = {-2, 5}: 2 + (-2) = 0
-    x = L.solve_sylvester(np.diag([1.0, 2.0]), np.diag([-2.0, 5.0]), np.ones((2, 2)))
+    x = L.solve_sylvester(np.diag([1.0, 2.0]), np.diag([-2.0, 5.0]), np.ones((2, 2)), method=method)
     assert np.all(np.isnan(np.asarray(x)))
+
+
+def test_solve_sylvester_eigen_in_float32_and_with_complex_eigenvalues():
+    """'eigen' on real matrices with complex-conjugate eigenvalue pairs (complex eigenvectors,
+    a real solution) in float64 and float32."""
+    rng = np.random.default_rng(7)
+    rot = np.array([[0.0, -3.0], [3.0, 0.0]])  # eigenvalues +-3i
+    a = sl.block_diag(rot, 1.0) + 0.1 * rng.standard_normal((3, 3)) + 2 * np.eye(3)
+    b = np.array([[1.0, 2.0], [-2.0, 1.0]])  # eigenvalues 1 +- 2i
+    c = rng.standard_normal((3, 2))
+    want = sl.solve_sylvester(a, b, c)
+    for dt, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        x = L.solve_sylvester(a.astype(dt), b.astype(dt), c.astype(dt), method="eigen")
+        assert np.asarray(x).dtype == dt
+        np.testing.assert_allclose(x, want, rtol=tol * 10, atol=tol * 10)
 
 
 def test_hessenberg_derivatives_and_schur_functions_under_jit_and_vmap():
@@ -264,6 +285,7 @@ def test_hessenberg_derivatives_and_schur_functions_under_jit_and_vmap():
         (L.sqrtm, (a,)),
         (lambda a: L.funm(a, blu.numpy.exp), (a,)),
         (L.solve_sylvester, (a, b, c)),
+        (lambda a, b, c: L.solve_sylvester(a, b, c, method="eigen"), (a, b, c)),
         (lambda t, z: L.rsf2csf(t, z), (a, a)),
     ):
         eager = f(*args)
@@ -292,7 +314,7 @@ def test_hessenberg_derivatives_and_schur_functions_under_jit_and_vmap():
             r"f64\[2,2\].*f64\[3,3\].*f64\[3,2\]",
         ),
         (
-            lambda: L.solve_sylvester(np.eye(2), np.eye(2), np.eye(2), method="eigen"),
+            lambda: L.solve_sylvester(np.eye(2), np.eye(2), np.eye(2), method="bartels"),
             BluValueError,
             "method",
         ),

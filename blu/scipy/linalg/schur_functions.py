@@ -2,8 +2,9 @@
 matrix square root ``sqrtm`` (Björck & Hammarling 1983), a general matrix function ``funm``
 (Parlett's recurrence, Golub & Van Loan, "Matrix Computations", 3rd ed., Algorithm 11.1.1) and
 the Sylvester equation ``solve_sylvester`` (Bartels & Stewart 1972). Each runs as a blu program
-(``lax`` loops), batched over leading axes. Like JAX's, which reach LAPACK's Schur
-decomposition, they have no derivative rule."""
+(``lax`` loops), batched over leading axes; ``solve_sylvester(method='eigen')`` diagonalizes by
+``eig`` instead (LAPACK's ``geev`` on the host, as JAX's). Like JAX's, which reach LAPACK's
+Schur decomposition, they have no derivative rule."""
 
 from __future__ import annotations
 
@@ -168,15 +169,32 @@ def _sylvester(a: Any, b: Any, c: Any, tol: float) -> Any:
     return bnp.where(bnp.any(close), bnp.nan, X)
 
 
+def _sylvester_eigen(a: Any, b: Any, c: Any, tol: float) -> Any:
+    """``X`` with ``a X + X b = c`` for one problem by diagonalizing (JAX's 'eigen'): ``a = U_a
+    diag(r_a) U_a^-1``, ``b = U_b diag(r_b) U_b^-1`` (``eig``), ``Y = (U_a^-1 c U_b) / (r_a[i] +
+    r_b[j])`` and ``X = U_a Y U_b^-1``."""
+    ra, ua = bnp.linalg.eig(a)
+    rb, ub = bnp.linalg.eig(b)
+    w = ra[:, None] + rb[None, :]
+    f = bnp.linalg.solve(ua, c.astype(dtype(ra)) @ ub)
+    X = ua @ (f / w) @ bnp.linalg.inv(ub)
+    X = (X if dtypes.is_complex(dtype(c)) else bnp.real(X)).astype(dtype(c))
+    return bnp.where(bnp.any(bnp.abs(w) < tol), bnp.nan, X)
+
+
 def solve_sylvester(A: Any, B: Any, C: Any, *, method: str = "schur", tol: float = 1e-8) -> Any:
     """Solve the Sylvester equation ``A X + X B = C`` (``jax.scipy.linalg.solve_sylvester``)
     by the Bartels-Stewart algorithm on complex Schur forms of ``A`` and ``B`` (Bartels &
-    Stewart, "Solution of the matrix equation AX + XB = C", Comm. ACM 15(9), 1972).
+    Stewart, "Solution of the matrix equation AX + XB = C", Comm. ACM 15(9), 1972), or by
+    diagonalizing them.
 
     Args:
         A: ``(..., m, m)``; B: ``(..., n, n)``; C: ``(..., m, n)``; batch dimensions broadcast,
             all promoted to one float dtype.
-        method: 'schur' (JAX's default; its 'eigen' is not built).
+        method: 'schur' (JAX's default: a blu program) or 'eigen' (JAX's: ``A`` and ``B``
+            diagonalized by :func:`blu.numpy.linalg.eig`, LAPACK's ``geev`` on the host; fast,
+            but inaccurate when an eigenvector matrix is ill-conditioned, and wrong for a
+            matrix that is not diagonalizable).
         tol: when some ``|eig(A)_i + eig(B)_j| < tol`` (no unique solution) the result is NaN.
 
     Returns:
@@ -185,10 +203,10 @@ def solve_sylvester(A: Any, B: Any, C: Any, *, method: str = "schur", tol: float
     Raises:
         BluShapeError: the shapes do not fit. BluValueError: another ``method``.
     """
-    if method != "schur":
+    if method not in ("schur", "eigen"):
         raise BluValueError(
             with_user_line(
-                f"scipy.linalg.solve_sylvester: only method='schur' is built, got {method!r}"
+                f"scipy.linalg.solve_sylvester: method must be 'schur' or 'eigen', got {method!r}"
             )
         )
     a, b = matrices(A, "solve_sylvester"), matrices(B, "solve_sylvester")
@@ -206,6 +224,7 @@ def solve_sylvester(A: Any, B: Any, C: Any, *, method: str = "schur", tol: float
     if m == 0 or n == 0:
         batch = bnp.broadcast_shapes(shape(a)[:-2], shape(b)[:-2], shape(c)[:-2])
         return bnp.broadcast_to(c, batch + (m, n))
+    solve = _sylvester if method == "schur" else _sylvester_eigen
     return vectorize(
-        lambda a, b, c: _sylvester(a, b, c, float(tol)), signature="(m,m),(n,n),(m,n)->(m,n)"
+        lambda a, b, c: solve(a, b, c, float(tol)), signature="(m,m),(n,n),(m,n)->(m,n)"
     )(a, b, c)
