@@ -25,6 +25,7 @@ from blu.core.errors import BluError, BluTypeError, with_user_line
 from blu.nn import functions as _nn
 from blu.nn.functions import logsumexp
 from blu.numpy._promote import asarray_operand_in, is_python_scalar
+from blu.scipy._dilog import bernoulli, loggamma, spence
 from blu.scipy._exp_integrals import erfcx, exp1, expi, expn
 from blu.scipy._faddeeva import wofz
 from blu.scipy._fresnel_dawson import dawsn, fresnel, sici
@@ -32,6 +33,7 @@ from blu.scipy._owens_t import owens_t
 from blu.scipy._sph_harm import sph_harm_y
 
 __all__ = [
+    "bernoulli",
     "beta",
     "betainc",
     "betaln",
@@ -63,6 +65,7 @@ __all__ = [
     "kl_div",
     "log_ndtr",
     "log_softmax",
+    "loggamma",
     "logit",
     "logsumexp",
     "multigammaln",
@@ -74,6 +77,7 @@ __all__ = [
     "rel_entr",
     "sici",
     "softmax",
+    "spence",
     "sph_harm_y",
     "wofz",
     "xlog1py",
