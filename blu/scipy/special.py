@@ -25,6 +25,7 @@ from blu.core.errors import BluError, BluTypeError, with_user_line
 from blu.nn import functions as _nn
 from blu.nn.functions import logsumexp
 from blu.numpy._promote import asarray_operand_in, is_python_scalar
+from blu.scipy._bessel_jn import bessel_jn
 from blu.scipy._dilog import bernoulli, loggamma, spence
 from blu.scipy._exp_integrals import erfcx, exp1, expi, expn
 from blu.scipy._faddeeva import wofz
@@ -34,6 +35,7 @@ from blu.scipy._sph_harm import sph_harm_y
 
 __all__ = [
     "bernoulli",
+    "bessel_jn",
     "beta",
     "betainc",
     "betaln",

@@ -124,3 +124,48 @@ def test_spence_special_values_float32_jit_vmap_and_grad():
         np.testing.assert_allclose(g, fd, rtol=1e-7)
     with pytest.raises(BluTypeError, match="float32 or float64"):
         S.spence(np.array([1, 2]))
+
+
+# ---- bessel_jn -----------------------------------------------------------------------------
+
+
+@settings(deadline=None, max_examples=30)
+@given(_floats(-20.0, 20.0), st.integers(0, 15))
+def test_bessel_jn_against_scipy(z, v):
+    got = S.bessel_jn(z, v=v)
+    assert got.shape == (v + 1, *z.shape) and got.dtype == np.float64
+    _close(got, ss.jv(np.arange(v + 1)[:, None], z), rtol=0, atol=200 * EPS64)
+
+
+def test_bessel_jn_special_values_float32_transforms_and_grad():
+    z = np.array([0.0, -0.0, 1e-300, 3e-5, -2e-3, np.inf, -np.inf, np.nan, 35.0])
+    got = S.bessel_jn(z, v=6, n_iter=80)
+    _close(got, ss.jv(np.arange(7)[:, None], z), rtol=0, atol=1e-14)
+    z32 = np.linspace(-15, 15, 31).astype(np.float32)
+    got32 = S.bessel_jn(z32, v=5)
+    assert got32.dtype == np.float32
+    want = ss.jv(np.arange(6)[:, None], z32.astype(np.float64))
+    _close(got32, want, rtol=0, atol=50 * EPS32)
+    assert S.bessel_jn(2, v=1).dtype == np.float32
+    zz = np.linspace(-9, 9, 12).reshape(3, 4)
+    want = ss.jv(np.arange(4)[:, None, None], zz)
+    _close(blu.jit(lambda x: S.bessel_jn(x, v=3))(zz), want, rtol=0, atol=100 * EPS64)
+    vm = blu.vmap(lambda x: S.bessel_jn(x, v=3))(zz)  # (3, 4, 4): the batch axis first
+    _close(vm, np.moveaxis(want, 1, 0), rtol=0, atol=100 * EPS64)
+    for n, z0 in [(0, 0.7), (1, 2.3), (3, -4.1), (5, 12.0)]:
+        g = blu.grad(lambda x, n=n: S.bessel_jn(x, v=5)[n])(np.float64(z0))
+        fd = _central(lambda x, n=n: ss.jv(n, x), z0, 1e-6)
+        np.testing.assert_allclose(g, fd, rtol=1e-7, atol=1e-9)
+
+
+def test_bessel_jn_errors():
+    with pytest.raises(BluTypeError, match="v must be a concrete integer"):
+        S.bessel_jn(1.0, v=1.5)
+    with pytest.raises(BluTypeError, match="n_iter must be a concrete integer"):
+        S.bessel_jn(1.0, v=1, n_iter=None)
+    with pytest.raises(BluValueError, match=r"v must be in \[0, n_iter\]"):
+        S.bessel_jn(1.0, v=60)
+    with pytest.raises(BluValueError, match=r"v must be in \[0, n_iter\]"):
+        S.bessel_jn(1.0, v=-1)
+    with pytest.raises(BluValueError, match="complex"):
+        S.bessel_jn(np.array([1j]), v=1)
