@@ -6,9 +6,10 @@ Integer inputs are computed in float32 (as JAX). Formulas: Abramowitz & Stegun (
 asymptotic series ``-x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4 - 15/x^6 ...)`` below
 (A&S 26.2.12), so it stays finite far into the lower tail. The incomplete gamma
 and beta functions are :func:`blu.lax.igamma`, :func:`blu.lax.igammac` and
-:func:`blu.lax.betainc` (series and continued fractions in ``while_loop``s). Functions blu
-lacks (``hyp1f1``, ...) are listed with their reasons in
-``docs/coming_from_jax.md``.
+:func:`blu.lax.betainc` (series and continued fractions in ``while_loop``s). The functions
+with their own algorithms (exponential integrals, ``fresnel``, ``wofz``, ``owens_t``,
+``sph_harm_y``, ``spence``, ``bessel_jn``, ``hyp1f1``, ``hyp2f1``) live in the private modules
+imported below; where they differ from JAX's is listed in ``docs/coming_from_jax.md``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from blu.scipy._dilog import bernoulli, loggamma, spence
 from blu.scipy._exp_integrals import erfcx, exp1, expi, expn
 from blu.scipy._faddeeva import wofz
 from blu.scipy._fresnel_dawson import dawsn, fresnel, sici
+from blu.scipy._hypergeometric import hyp1f1, hyp2f1
 from blu.scipy._owens_t import owens_t
 from blu.scipy._sph_harm import sph_harm_y
 
@@ -60,6 +62,8 @@ __all__ = [
     "gammaincc",
     "gammaln",
     "gammasgn",
+    "hyp1f1",
+    "hyp2f1",
     "i0",
     "i0e",
     "i1",

@@ -4,6 +4,7 @@ from its eps, jit and vmap, and gradients against central differences in float64
 
 from __future__ import annotations
 
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -22,7 +23,9 @@ EPS64 = float(np.finfo(np.float64).eps)
 
 def _floats(lo: float, hi: float, n: int = 8):
     return st.lists(
-        st.floats(lo, hi, allow_nan=False, allow_infinity=False), min_size=1, max_size=n
+        st.floats(lo, hi, allow_nan=False, allow_infinity=False, allow_subnormal=False),
+        min_size=1,
+        max_size=n,
     ).map(np.array)
 
 
@@ -169,3 +172,181 @@ def test_bessel_jn_errors():
         S.bessel_jn(1.0, v=-1)
     with pytest.raises(BluValueError, match="complex"):
         S.bessel_jn(np.array([1j]), v=1)
+
+
+# ---- hyp1f1 --------------------------------------------------------------------------------
+
+
+def _hyp1f1_bound(a, b, x):
+    """The sum of the moduli of the series' terms, in the better of the frames x and -x
+    (Kummer's): at most 1F1(|a|; b; |x|) and e^x 1F1(|b - a|; b; |x|) for b > 0; a float64
+    evaluation is off by a small multiple of eps times it where the terms cancel."""
+    with np.errstate(over="ignore"):
+        return np.minimum(
+            ss.hyp1f1(np.abs(a), b, np.abs(x)), np.exp(x) * ss.hyp1f1(np.abs(b - a), b, np.abs(x))
+        )
+
+
+@settings(deadline=None, max_examples=40)
+@given(_floats(-12.0, 12.0), _floats(0.05, 12.0), _floats(-120.0, 120.0))
+def test_hyp1f1_against_scipy(a, b, x):
+    a, b, x = np.broadcast_arrays(a[:, None, None], b[None, :, None], x[None, None, :])
+    got = np.asarray(S.hyp1f1(a, b, x))
+    assert got.shape == a.shape and got.dtype == np.float64
+    want = ss.hyp1f1(a, b, x)
+    err = np.abs(got - want)
+    np.testing.assert_array_less(err, 1e3 * EPS64 * (np.abs(want) + _hyp1f1_bound(a, b, x)))
+
+
+def test_hyp1f1_special_values_and_large_x():
+    inf, nan = np.inf, np.nan
+    cases = [  # (a, b, x, want): JAX's conventions at a = 0, a = b, b = 0
+        (0.0, 0.0, 1.0, 1.0),
+        (0.0, 3.0, 2.0, 1.0),
+        (2.0, 2.0, 3.0, np.exp(3.0)),
+        (1.0, 0.0, 2.0, inf),
+        (1.0, -2.0, 2.0, inf),
+        (-1.0, -2.0, 2.0, 2.0),
+        (1.0, 2.0, inf, inf),
+        (1.0, 2.0, -inf, 0.0),
+        (nan, 1.0, 1.0, nan),
+        (1.0, 1.5, nan, nan),
+        (1.5, -2.5, 3.0, ss.hyp1f1(1.5, -2.5, 3.0)),
+        (1.5, -2.5, -3.0, ss.hyp1f1(1.5, -2.5, -3.0)),
+        (-3.0, 2.5, -400.0, ss.hyp1f1(-3.0, 2.5, -400.0)),
+        (2.0, 3.0, 0.0, 1.0),
+        (0.5, 1.5, -1000.0, ss.hyp1f1(0.5, 1.5, -1000.0)),
+        (3.0, 1.0, -700.0, ss.hyp1f1(3, 1, -700.0)),
+        (0.5, 1.5, 600.0, ss.hyp1f1(0.5, 1.5, 600.0)),
+        (2.5, 4.0, 300.0, ss.hyp1f1(2.5, 4.0, 300.0)),
+    ]
+    a, b, x, want = (np.array(v) for v in zip(*cases, strict=True))
+    _close(S.hyp1f1(a, b, x), want, rtol=1e3 * EPS64)
+
+
+def test_hyp1f1_float32_dtypes_jit_vmap_and_grad():
+    a = np.array([0.5, 1.5, 3.0], np.float32)[:, None]
+    x = np.linspace(-30, 30, 13).astype(np.float32)
+    got = S.hyp1f1(a, np.float32(2.25), x)
+    assert got.dtype == np.float32
+    _close(got, ss.hyp1f1(a.astype(np.float64), 2.25, x.astype(np.float64)), rtol=100 * EPS32)
+    assert S.hyp1f1(1, 2, 3).dtype == np.float32
+    assert S.hyp1f1(np.float64(1), 2, 3).dtype == np.float64
+    xs = np.linspace(-50, 150, 9)
+    want = ss.hyp1f1(1.5, 2.5, xs)
+    _close(blu.jit(S.hyp1f1)(1.5, 2.5, xs), want, rtol=1e3 * EPS64)
+    _close(blu.vmap(lambda v: S.hyp1f1(1.5, 2.5, v))(xs), want, rtol=1e3 * EPS64)
+    g = blu.grad(S.hyp1f1, argnums=(0, 1, 2))
+    h = 1e-6
+    for a0, b0, x0 in [(1.3, 2.2, 0.7), (0.5, 1.5, -20.0), (-1.5, 2.0, 3.0), (1.2, 3.4, -40.0)]:
+        got = g(np.float64(a0), np.float64(b0), np.float64(x0))
+        fd = [
+            _central(lambda v: ss.hyp1f1(v, b0, x0), a0, h),
+            _central(lambda v: ss.hyp1f1(a0, v, x0), b0, h),
+            a0 / b0 * ss.hyp1f1(a0 + 1, b0 + 1, x0),  # DLMF 13.3.15
+        ]
+        np.testing.assert_allclose(np.array(got), fd, rtol=1e-7, atol=1e-10)
+        np.testing.assert_allclose(got[2], _central(lambda v: ss.hyp1f1(a0, b0, v), x0, 1e-4))
+    with pytest.raises(BluTypeError, match="hyp1f1: complex"):
+        S.hyp1f1(1.0, 2.0, np.array([1j]))
+
+
+# ---- hyp2f1 --------------------------------------------------------------------------------
+
+
+def _hyp2f1_decimal(a, b, c, x):
+    """2F1 and the sum of its terms' moduli in 50-digit decimals: the series, for x < 0 after
+    Pfaff's transformation (1 - x)^-a 2F1(a, c - b; c; x / (x - 1)) (DLMF 15.8.1)."""
+    with localcontext() as ctx:
+        ctx.prec = 50
+        a, b, c, x = (Decimal(float(v)) for v in (a, b, c, x))
+        pref = Decimal(1)
+        if x < 0:
+            pref, b, x = (1 - x) ** (-a), c - b, x / (x - 1)
+        t = s = moduli = Decimal(1)
+        for k in range(50000):
+            t = t * (a + k) * (b + k) / ((c + k) * (k + 1)) * x
+            s, moduli = s + t, moduli + abs(t)
+            if t == 0 or (k > -c and k > 30 and abs(t) < abs(s) * Decimal(10) ** -30):
+                break
+        return float(pref * s), float(abs(pref) * moduli)
+
+
+def _nonpos_int(v):
+    return (v <= 0) & (np.floor(v) == v)
+
+
+_PARAM = st.one_of(
+    st.floats(-8.0, 8.0, allow_subnormal=False), st.integers(-32, 32).map(lambda k: k / 4)
+)
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.lists(st.tuples(_PARAM, _PARAM, _PARAM, st.floats(-20.0, 0.98)), min_size=1, max_size=4))
+def test_hyp2f1_against_decimal_series(points):
+    """Off by at most a multiple of eps times the sum of the terms' moduli (the cancellation)."""
+    a, b, c, x = (np.array(v) for v in zip(*points, strict=True))
+    got = np.asarray(S.hyp2f1(a, b, c, x))
+    assert got.dtype == np.float64
+    for i in range(len(a)):
+        if _nonpos_int(c[i]):
+            continue
+        want, moduli = _hyp2f1_decimal(a[i], b[i], c[i], x[i])
+        assert abs(got[i] - want) <= 1e3 * EPS64 * (abs(want) + moduli), (points[i], got[i], want)
+
+
+def test_hyp2f1_against_scipy_and_special_values():
+    rng = np.random.default_rng(0)
+    a, b, c = rng.uniform(0.1, 5, (3, 200))
+    x = rng.uniform(-5, 0.9, 200)
+    _close(S.hyp2f1(a, b, c, x), ss.hyp2f1(a, b, c, x), rtol=1e-10)
+    inf, nan = np.inf, np.nan
+    cases = [  # JAX's conventions (and scipy's where they agree)
+        (1.5, 2.0, 4.5, 1.0, ss.hyp2f1(1.5, 2.0, 4.5, 1.0)),
+        (1.5, 2.0, 3.5, 1.0, inf),
+        (1.5, 2.0, 3.0, 1.5, inf),
+        (1.5, 2.0, -2.0, 0.5, inf),
+        (1.5, 2.0, 0.0, 0.5, inf),
+        (-2.0, 2.5, -3.0, 0.5, ss.hyp2f1(-2.0, 2.5, -3.0, 0.5)),
+        (0.0, 2.0, 3.0, 0.5, 1.0),
+        (1.5, 3.0, 3.0, 0.5, 0.5**-1.5),
+        (3.0, 1.5, 3.0, -2.0, 3.0**-1.5),
+        (2.0, 3.0, 4.0, 0.0, 1.0),
+        (nan, 1.0, 2.0, 0.5, nan),
+        (1.0, 1.0, 2.0, nan, nan),
+        (-3.0, 1.5, 2.5, -50.0, ss.hyp2f1(-3.0, 1.5, 2.5, -50.0)),
+        (1.0, 1.0, 2.0, 0.99, -np.log(0.01) / 0.99),
+    ]
+    a, b, c, x, want = (np.array(v) for v in zip(*cases, strict=True))
+    _close(S.hyp2f1(a, b, c, x), want, rtol=1e3 * EPS64)
+
+
+def test_hyp2f1_float32_dtypes_jit_vmap_and_grad():
+    x32 = np.linspace(-5, 0.95, 9).astype(np.float32)
+    got = S.hyp2f1(np.float32(1.5), np.float32(2.25), np.float32(3.5), x32)
+    assert got.dtype == np.float32
+    _close(got, ss.hyp2f1(1.5, 2.25, 3.5, x32.astype(np.float64)), rtol=100 * EPS32)
+    assert S.hyp2f1(1, 2, 3, 0.5).dtype == np.float32
+    xs = np.linspace(-30, 0.95, 9)
+    want = ss.hyp2f1(1.5, 2.5, 4.25, xs)
+    _close(blu.jit(S.hyp2f1)(1.5, 2.5, 4.25, xs), want, rtol=1e3 * EPS64)
+    _close(blu.vmap(lambda v: S.hyp2f1(1.5, 2.5, 4.25, v))(xs), want, rtol=1e3 * EPS64)
+    g = blu.grad(S.hyp2f1, argnums=(0, 1, 2, 3))
+    h = 1e-5
+
+    def ref(*p):
+        return _hyp2f1_decimal(*p)[0]
+
+    for p in [
+        (1.3, 2.2, 3.1, 0.5),
+        (0.5, 1.5, 2.5, -3.0),
+        (-1.5, 2.0, 3.5, 0.7),
+        (1.2, 3.4, 2.2, -0.4),
+    ]:
+        got = g(*map(np.float64, p))
+        fd = [_central(lambda v, i=i: ref(*p[:i], v, *p[i + 1 :]), p[i], h) for i in range(4)]
+        np.testing.assert_allclose(np.array(got), fd, rtol=1e-8, atol=1e-10)
+        a0, b0, c0, x0 = p
+        np.testing.assert_allclose(got[3], a0 * b0 / c0 * ref(a0 + 1, b0 + 1, c0 + 1, x0))
+    with pytest.raises(BluTypeError, match="hyp2f1: complex"):
+        S.hyp2f1(1.0, 2.0, 3.0, np.array([0.5j]))
