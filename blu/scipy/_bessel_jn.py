@@ -1,5 +1,5 @@
 """``bessel_jn`` of ``blu.scipy.special`` (``jax.scipy.special``'s): the Bessel functions of the
-first kind ``J_0 .. J_v`` of real ``z`` by Miller's backward recurrence (Zhang & Jin,
+first kind ``J_0`` to ``J_v`` of real ``z`` by Miller's backward recurrence (Zhang & Jin,
 *Computation of Special Functions*, 1996, ``BJNDD``; DLMF 10.74.iv), in ``blu.numpy`` operations.
 
 From ``f_(n_iter + 1) = 0``, ``f_(n_iter) = 1`` the recurrence ``f_(k-1) = 2k/z f_k - f_(k+1)``
@@ -62,7 +62,7 @@ def _series(z: Any, v: int) -> list:
 
 
 def bessel_jn(z: Any, *, v: int, n_iter: int = 50) -> Any:
-    """The Bessel functions of the first kind ``J_0(z) .. J_v(z)`` of integer order and real
+    """The Bessel functions of the first kind ``J_0(z)`` to ``J_v(z)`` of integer order and real
     ``z``, by Miller's backward recurrence from order ``n_iter`` (Zhang & Jin's ``BJNDD``).
 
     Returns an array of shape ``(v + 1, *z.shape)`` with ``z``'s dtype (integers computed in

@@ -2,7 +2,7 @@
 composed of ``blu.numpy`` operations.
 
 - ``loggamma(x)``: ``lgamma`` for ``x > 0``, NaN elsewhere (scipy's real branch; real inputs only).
-- ``bernoulli(n)``: the numbers ``B_0 .. B_n`` of a static ``n`` as a constant: exact fractions
+- ``bernoulli(n)``: the numbers ``B_0`` to ``B_n`` of a static ``n`` as a constant: exact fractions
   (Akiyama-Tanigawa) up to ``B_30``, above ``B_2k = (-1)^(k+1) 2 (2k)! zeta(2k) / (2 pi)^(2k)``
   (DLMF 24.8.1 at 0) in float64, ``(2k)! / (2 pi)^(2k)`` as a running product.
 - ``spence(x) = integral_1^x log t / (1 - t) dt``: Cephes ``spence.c``'s rational approximation
@@ -61,7 +61,7 @@ def loggamma(x: Any) -> Any:
 
 
 def _bernoulli_exact(n: int) -> list[Fraction]:
-    """``B_0 .. B_n`` (``B_1 = -1/2``) by the Akiyama-Tanigawa algorithm."""
+    """``B_0`` to ``B_n`` (``B_1 = -1/2``) by the Akiyama-Tanigawa algorithm."""
     a = [Fraction(0)] * (n + 1)
     out = []
     for m in range(n + 1):
@@ -89,9 +89,10 @@ def _bernoulli_table(n: int) -> np.ndarray:
 
 
 def bernoulli(n: int) -> Any:
-    """The Bernoulli numbers ``B_0 .. B_n`` (``B_1 = -1/2``), a float32 array of shape ``(n + 1,)``
-    (JAX's dtype): exact fractions rounded up to ``B_30``, above from ``zeta(2k)`` (DLMF 24.8.1);
-    ``+-inf`` where they overflow (``n > 250`` in float64, earlier once rounded to float32).
+    """The Bernoulli numbers ``B_0`` to ``B_n`` (``B_1 = -1/2``), a float32 array of shape
+    ``(n + 1,)`` (JAX's dtype): exact fractions rounded up to ``B_30``, above from ``zeta(2k)``
+    (DLMF 24.8.1); ``+-inf`` where they overflow (``n > 250`` in float64, earlier once rounded
+    to float32).
 
     Raises:
         BluTypeError: ``n`` is not a concrete integer.
