@@ -8,6 +8,11 @@
 
 Under ``vmap`` the callback sees the whole batch (the mapped axis first); under ``grad`` it sees
 the primal values.
+
+- ``blu.debug.inspect_array_sharding(x, callback=f)`` calls ``f(sharding)`` with how ``x`` is
+  laid out; ``visualize_array_sharding(x)`` / ``visualize_sharding(shape, sharding)`` print it
+  as a grid of devices (plain text with box-drawing characters, no ``rich``; see
+  ``blu/debug_sharding.py``).
 """
 
 from __future__ import annotations
@@ -17,9 +22,21 @@ from typing import Any
 
 from blu.core import pytree
 from blu.core.errors import BluTypeError, with_user_line
+from blu.debug_sharding import (
+    inspect_array_sharding,
+    visualize_array_sharding,
+    visualize_sharding,
+)
 from blu.lax.callback import debug_callback_p
 
-__all__ = ["breakpoint", "callback", "print"]
+__all__ = [
+    "breakpoint",
+    "callback",
+    "inspect_array_sharding",
+    "print",
+    "visualize_array_sharding",
+    "visualize_sharding",
+]
 
 
 def callback(fn: Callable[..., Any], *args: Any, ordered: bool = False, **kwargs: Any) -> None:

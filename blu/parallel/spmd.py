@@ -40,6 +40,7 @@ from blu.core.interpreter import Tracer, get_aval
 from blu.core.primitive import Primitive
 from blu.parallel import runtime
 from blu.parallel import sharded_array as _sharded_array
+from blu.parallel import spmd_inspect as _inspect  # noqa: F401  (registers its rule)
 from blu.parallel import spmd_nested as _nested  # noqa: F401  (registers the nested rules)
 from blu.parallel.mesh import (
     UNCONSTRAINED,

@@ -186,6 +186,27 @@ def _partition(jitted: Jitted, args: tuple, kwargs: dict) -> Any:
     return _partitioner.call(jitted, args, kwargs)
 
 
+class _Held(threading.local):
+    """``blu.debug.inspect_array_sharding``'s callbacks held while ``jit`` traces a call with
+    sharded arguments: the SPMD partitioner traces the function again, calling back with the
+    layouts, so a held callback runs only if that trace is the one that runs (it calls
+    ``shard``)."""
+
+    def __init__(self) -> None:
+        self.calls: list | None = None
+
+
+_held = _Held()
+
+
+def hold_sharding_callback(fn: Callable[[], None]) -> bool:
+    """Hold ``fn`` (returns True) while a trace may be redone by the partitioner; else False."""
+    if _held.calls is None:
+        return False
+    _held.calls.append(fn)
+    return True
+
+
 class _ShardCount(threading.local):
     """``blu.shard`` runs seen by this thread's traces: jit takes sharded arrays only if its trace
     reached one (per thread, so another thread's shard does not count)."""
@@ -357,12 +378,19 @@ class Jitted:
             if config.log_compiles:
                 log.warning("jit(%s): tracing because %s", self.name, self._explain_miss(key))
             t0 = time.perf_counter()
+            probe, held = self._partitions(leaves), _held.calls
+            if probe:  # (the partitioner will trace it again: hold inspect_array_sharding's)
+                _held.calls = []
             try:
                 entry = self._trace(args, kwargs, dyn_args, dyn_kwargs, in_tree, in_avals, vmas)
             except Exception:
                 if self._partitions(leaves):  # (a process's blocks are not the global shapes
                     return None, leaves, None  # the function is written for: partition it)
                 raise
+            finally:
+                calls, _held.calls = (_held.calls if probe else None), held
+            for fn in calls if calls is not None and entry.uses_shard else ():
+                fn()  # (this trace is the one that runs: the partitioner will not redo it)
             tracing.span_since(f"trace jit({self.name})", "trace", t0)
             if not any(isinstance(c, Tracer) for c in entry.consts):
                 # closures over tracers must be re-traced each time; of two threads tracing one
