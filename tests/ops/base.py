@@ -262,6 +262,9 @@ NOT_OPERATIONS: dict[str, str] = {
     "numpy.IndexUpdateHelper": "x.at: covered by the IndexUpdateRef entries",
     "prim:cpu_concat": "made only by the CPU plan from sums of zero-padded parts, after "
     "differentiation (test_cpu_concat)",
+    "prim:inspect_sharding": "a side effect with no output, bound only while jit partitions a "
+    "function over a mesh and consumed there: tests/parallel/test_parallel_debug_sharding.py "
+    "checks the layouts it reports",
     "prim:sharding_constraint": "bound only while jit partitions a function over a mesh, and "
     "consumed there (blu.parallel.spmd): tests/parallel/test_parallel_spmd.py checks the layout "
     "it sets and its no-op outside",
