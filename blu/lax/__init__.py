@@ -8,8 +8,8 @@ The families import each other in one order, a module only ever importing those 
 ``sorting`` < ``gather_scatter`` < ``slicing`` < ``bits``, ``special``, ``associative_scan`` <
 ``cumulative`` < ``reductions`` < the rest (``scatter_combine``, ``bessel``, ``zeta_series``,
 ``random_gamma``, ``fft``, ``dot``, ``ragged``, ``convolution``, ``windowed``, ``attention``,
-``control_flow``, ``parallel``, ``linalg``; ``incomplete`` and ``custom_reduce`` import
-``control_flow``).
+``control_flow``, ``parallel``, ``linalg``; ``incomplete``, ``custom_reduce`` and
+``scatter_apply`` import ``control_flow``).
 No submodule imports this package. The few rules that need an operation of a higher family
 (broadcast_in_dim's transpose needs ``reduce_sum``) call it through ``_late``, filled in below.
 """
@@ -33,6 +33,7 @@ from blu.lax.ragged import *  # noqa: F403
 from blu.lax.sorting import *  # noqa: F403
 from blu.lax.control_flow import *  # noqa: F403
 from blu.lax.custom_reduce import *  # noqa: F403
+from blu.lax.scatter_apply import *  # noqa: F403
 from blu.transforms.ad_ops import *  # noqa: F403
 from blu.lax.parallel import *  # noqa: F403
 from blu.lax.convolution import *  # noqa: F403

@@ -1,5 +1,5 @@
-"""OpInfo entries: scatter_sub, scatter_mul, scatter_min, scatter_max, index_take, mulhi
-(blu.lax); bitwise_count, dsplit, block, fromfunction, mask_indices, sort_complex,
+"""OpInfo entries: scatter_sub, scatter_mul, scatter_min, scatter_max, scatter_apply, index_take,
+mulhi (blu.lax); bitwise_count, dsplit, block, fromfunction, mask_indices, sort_complex,
 histogramdd, histogram2d (blu.numpy)."""
 
 from __future__ import annotations
@@ -49,6 +49,28 @@ for _name, _ufunc in (("scatter_sub", np.subtract), ("scatter_mul", np.multiply)
         special=_SPECIAL,
         n_ops=6 if _name == "scatter_mul" else 1,
     )
+
+
+def _np_scatter_apply(x, i, mode="drop"):
+    x = np.array(x, copy=True)
+    i = i[:, 0]
+    if mode == "clip":
+        i = np.clip(i, 0, x.shape[0] - 1)
+    for r in i[(i >= 0) & (i < x.shape[0])]:  # once per occurrence, in turn
+        x[r] = x[r] * np.sin(x[r]) + 0.5
+    return x
+
+
+op(
+    "lax.scatter_apply",
+    lambda x, i, **kw: lax.scatter_apply(x, i, lambda v: v * lax.sin(v) + 0.5, axes=(0,), **kw),
+    _np_scatter_apply,
+    lambda rng: _scatter_sample(rng)[:2],
+    diff_args=(0,),
+    kwargs=[{"mode": "clip"}],
+    special=[(np.full((3, 2), 2.0), np.array([[1], [1], [5], [-1]]))],
+    n_ops=12,
+)
 
 
 def _index_take_sample(rng):
