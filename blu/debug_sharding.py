@@ -189,7 +189,9 @@ def inspect_array_sharding(value: Any, *, callback: Callable[[Any], None]) -> No
 
     Raises:
         BluTypeError: ``callback`` is not callable.
-        BluValueError: inside ``blu.shard`` (a per-device block has no sharding).
+        BluValueError: inside ``blu.shard`` (a per-device block has no sharding); in a ``jit``
+            of sharded arguments whose function runs ``blu.shard`` (the ``jit`` is not
+            partitioned, so no layout is known outside the shard), when it is first called.
     """
     if not callable(callback):
         raise BluTypeError(
@@ -203,8 +205,25 @@ def inspect_array_sharding(value: Any, *, callback: Callable[[Any], None]) -> No
             inspect_sharding_p.bind(leaf, callback=callback)
             continue
         s = _sharding_now(leaf)
-        if not (isinstance(leaf, Tracer) and hold_sharding_callback(lambda s=s: callback(s))):
+        if not (isinstance(leaf, Tracer) and hold_sharding_callback(_untracked())):
             callback(s)  # (a trace of sharded arguments is held: the partitioner redoes it)
+
+
+def _untracked() -> Callable[[], None]:
+    """What a held call does if the trace of sharded arguments runs as it is (it calls
+    ``blu.shard``, so the partitioner does not redo it): raise, as nothing knows the layout."""
+    err = BluValueError(
+        with_user_line(
+            "inspect_array_sharding: in a jit whose function runs blu.shard on sharded "
+            "arguments, blu tracks no layout of the values outside the shard (the jit is not "
+            "partitioned); inspect the arrays before the jit, or the shard's results"
+        )
+    )
+
+    def fail() -> None:
+        raise err
+
+    return fail
 
 
 def visualize_array_sharding(arr: Any, **kwargs: Any) -> None:

@@ -157,3 +157,20 @@ def test_inspect_inside_shard_raises_and_bad_callback():
         blu.shard(body, mesh, P("x"), P("x"))(np.ones((8,)))
     with pytest.raises(TypeError, match="not callable"):
         inspect_array_sharding(bnp.ones(2), callback=3)
+
+
+def test_inspect_in_a_jit_that_runs_shard_on_sharded_arguments_raises():
+    mesh = first_devices_mesh((8,), ("x",))
+    x = blu.device_put(np.arange(8.0), NamedSharding(mesh, P("x")))
+    got = []
+
+    def f(a):
+        inspect_array_sharding(a, callback=got.append)
+        return blu.shard(lambda b: b * 2, mesh, P("x"), P("x"))(a)
+
+    with pytest.raises(BluValueError, match="tracks no layout"):
+        blu.jit(f)(x)
+    assert got == []
+    # the same function of an unsharded array: one device, called back when traced
+    np.testing.assert_allclose(np.asarray(blu.jit(f)(np.arange(8.0))), 2 * np.arange(8.0))
+    assert [len(s.device_set) for s in got] == [1]
