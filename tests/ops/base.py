@@ -232,6 +232,8 @@ NOT_OPERATIONS: dict[str, str] = {
             "incomplete",
             "collective_groups",
             "scatter_combine",
+            "ragged",
+            "custom_reduce",
         )
     },
     "numpy.signal": "a submodule (its functions are re-exported and listed)",

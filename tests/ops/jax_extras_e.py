@@ -1,6 +1,6 @@
 """OpInfo entries: scatter_sub, scatter_mul, scatter_min, scatter_max, scatter_apply, index_take,
-mulhi (blu.lax); bitwise_count, dsplit, block, fromfunction, mask_indices, sort_complex,
-histogramdd, histogram2d (blu.numpy)."""
+mulhi, ragged_dot, reduce (blu.lax); bitwise_count, dsplit, block, fromfunction, mask_indices,
+sort_complex, histogramdd, histogram2d (blu.numpy)."""
 
 from __future__ import annotations
 
@@ -224,5 +224,47 @@ op(
     lambda rng: tuple(uniform()(rng, (7,)) for _ in "xy") + (uniform(0.5, 2.0)(rng, (7,)),),
     diff_args=(2,),
     kwargs=[{"density": True}, {"range": [(-1.0, 1.0), (0.0, 2.0)]}],
+    n_ops=8,
+)
+
+
+def _ragged_sample(rng):
+    m, k, n, g = (int(rng.integers(1, 5)) for _ in range(4))
+    sizes = rng.multinomial(int(rng.integers(0, m + 1)), [1 / g] * g).astype(np.int32)
+    return uniform()(rng, (m, k)), uniform()(rng, (g, k, n)), sizes  # some groups empty
+
+
+def _np_ragged_dot(lhs, rhs, sizes):
+    out, start = np.zeros((lhs.shape[0], rhs.shape[2])), 0
+    for g, size in enumerate(sizes):  # each group's rows by its own matrix; the rest zero
+        out[start : start + size] = lhs[start : start + size] @ rhs[g]
+        start += size
+    return out
+
+
+op(
+    "lax.ragged_dot",
+    lax.ragged_dot,
+    _np_ragged_dot,
+    _ragged_sample,
+    covers=("lax.ragged_dot", "lax.ragged_dot_general", "lax.RaggedDotDimensionNumbers"),
+    diff_args=(0, 1),
+    special=[(np.ones((3, 2)), np.arange(8.0).reshape(2, 2, 2), np.array([0, 2], np.int32))],
+    n_ops=4,
+)
+
+
+def _np_logaddexp_reduce(x):
+    if x.shape[0] == 0:
+        return np.full(x.shape[1:], -np.inf)
+    return np.logaddexp.reduce(x, axis=0)  # a combiner that is no named reduction: the fold
+
+
+op(
+    "lax.reduce",
+    lambda x: lax.reduce(x, -np.inf, bnp.logaddexp, (0,)),
+    _np_logaddexp_reduce,
+    lambda rng: (uniform()(rng, rand_shape(rng, 1, 3)),),
+    special=[(np.array([[0.0, -np.inf], [1.0, 2.0], [-np.inf, -np.inf]]),)],
     n_ops=8,
 )
