@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from blu.core import dtypes, pytree
-from blu.core.errors import BluShapeError, BluTypeError, with_user_line
+from blu.core import pytree
+from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import canonicalize_arg, get_aval
 from blu.core.jaxpr import dce_jaxpr
-from blu.transforms import ops
 from blu.transforms.ad import backward_pass, linearize_flat
 from blu.transforms.ad_api import _flat_with_aux, replace_args, resolve_argnums, single_argnum
 from blu.transforms.ad_util import UndefinedPrimal, Zero, eager_arrays, instantiate, tangent_aval
 from blu.transforms.jit import jit
+from blu.transforms.linear_transpose import check_cotangents
 
 __all__ = ["fwd_and_bwd"]
 
@@ -106,7 +106,7 @@ def fwd_and_bwd(
                 )
             )
         jaxpr, in_tree, in_avals, out_tree, out_avals = residuals.static
-        cts = _check_cotangent(ct, out_tree, out_avals)
+        cts = check_cotangents("fwd_and_bwd", ct, out_tree, out_avals, inexact_only=True)
         got = backward_pass(jaxpr, residuals.arrays, [UndefinedPrimal(a) for a in in_avals], cts)
         got = [instantiate(Zero(a) if c is None else c) for c, a in zip(got, in_avals)]
         g = pytree.tree_unflatten(in_tree, eager_arrays(got, list(in_avals)))
@@ -115,33 +115,3 @@ def fwd_and_bwd(
     fwd.__name__ = f"fwd({getattr(fun, '__name__', 'fun')})"
     bwd.__name__ = f"bwd({getattr(fun, '__name__', 'fun')})"
     return (jit(fwd), jit(bwd)) if jitted else (fwd, bwd)
-
-
-def _check_cotangent(ct: Any, out_tree: Any, out_avals: tuple) -> list[Any]:
-    ct_leaves, ct_tree = pytree.tree_flatten(ct)
-    if ct_tree != out_tree:
-        raise BluTypeError(
-            with_user_line(f"fwd_and_bwd: cotangent structure {ct_tree} != output {out_tree}")
-        )
-    out = []
-    for i, (c, oa) in enumerate(zip(ct_leaves, out_avals)):
-        c = canonicalize_arg(c)
-        ca = get_aval(c)
-        if ca.shape != oa.shape:
-            raise BluShapeError(
-                with_user_line(
-                    f"fwd_and_bwd: cotangent leaf {i} is {ca.str_short()} but the output it "
-                    f"pairs with is {oa.str_short()}"
-                )
-            )
-        if dtypes.is_inexact(oa.dtype) and ca.dtype != oa.dtype:
-            if not ca.weak_type:
-                raise BluTypeError(
-                    with_user_line(
-                        f"fwd_and_bwd: cotangent leaf {i} is {ca.str_short()} but the output "
-                        f"it pairs with is {oa.str_short()}"
-                    )
-                )
-            c = ops.convert_element_type(c, oa.dtype)
-        out.append(c)
-    return out

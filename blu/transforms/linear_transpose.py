@@ -8,7 +8,7 @@ may depend on the inputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -107,35 +107,7 @@ def linear_transpose(fun: Callable, *primals: Any, reduce_axes: tuple = ()) -> C
         )
 
     def transposed(out_cotangent: Any) -> tuple:
-        ct_leaves, ct_tree = pytree.tree_flatten(out_cotangent)
-        if ct_tree != out_tree:
-            raise BluTypeError(
-                with_user_line(
-                    f"linear_transpose({name}): the cotangent's structure {ct_tree} does not "
-                    f"match the function's output {out_tree}"
-                )
-            )
-        cts = []
-        for i, (c, oa) in enumerate(zip(ct_leaves, out_avals)):
-            c = canonicalize_arg(c)
-            ca = get_aval(c)
-            if ca.shape != oa.shape:
-                raise BluShapeError(
-                    with_user_line(
-                        f"linear_transpose({name}): cotangent leaf {i} is {ca.str_short()} but "
-                        f"the output it pairs with is {oa.str_short()}"
-                    )
-                )
-            if ca.dtype != oa.dtype:
-                if not ca.weak_type:
-                    raise BluTypeError(
-                        with_user_line(
-                            f"linear_transpose({name}): cotangent leaf {i} is {ca.str_short()} "
-                            f"but the output it pairs with is {oa.str_short()} (dtypes differ)"
-                        )
-                    )
-                c = ops.convert_element_type(c, oa.dtype)
-            cts.append(c)
+        cts = check_cotangents(f"linear_transpose({name})", out_cotangent, out_tree, out_avals)
         args = [UndefinedPrimal(a) for a in in_avals]
         try:
             in_cts = backward_pass(jaxpr, consts, args, cts)
@@ -156,3 +128,39 @@ def linear_transpose(fun: Callable, *primals: Any, reduce_axes: tuple = ()) -> C
 
     transposed.__name__ = f"linear_transpose({name})"
     return transposed
+
+
+def check_cotangents(
+    who: str, ct: Any, out_tree: Any, out_avals: Sequence[Any], inexact_only: bool = False
+) -> list[Any]:
+    """The leaves of ``ct``, a cotangent of an output of structure ``out_tree`` and leaves
+    ``out_avals``: a weakly typed leaf (a Python scalar) cast to its output's dtype.
+
+    ``inexact_only``: only float and complex outputs' dtypes are checked (an integer output's
+    cotangent is ignored by the backward pass, as ``vjp``'s).
+
+    Raises:
+        BluTypeError: the structure differs, or a leaf's dtype (not weakly typed).
+        BluShapeError: a leaf's shape differs from its output's.
+    """
+    ct_leaves, ct_tree = pytree.tree_flatten(ct)
+    if ct_tree != out_tree:
+        raise BluTypeError(
+            with_user_line(
+                f"{who}: the cotangent's structure {ct_tree} does not match the function's "
+                f"output {out_tree}"
+            )
+        )
+    cts = []
+    for i, (c, oa) in enumerate(zip(ct_leaves, out_avals)):
+        c = canonicalize_arg(c)
+        ca = get_aval(c)
+        pair = f"{who}: cotangent leaf {i} is {ca.str_short()} but the output it pairs with is"
+        if ca.shape != oa.shape:
+            raise BluShapeError(with_user_line(f"{pair} {oa.str_short()}"))
+        if ca.dtype != oa.dtype and (dtypes.is_inexact(oa.dtype) or not inexact_only):
+            if not ca.weak_type:
+                raise BluTypeError(with_user_line(f"{pair} {oa.str_short()} (dtypes differ)"))
+            c = ops.convert_element_type(c, oa.dtype)
+        cts.append(c)
+    return cts
