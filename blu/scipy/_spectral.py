@@ -27,6 +27,7 @@ from blu.numpy._promote import (
     promote_dtypes,
     to_inexact,
 )
+from blu.scipy._detrend import detrend as detrend_
 
 __all__ = ["csd", "istft", "stft", "welch"]
 
@@ -139,8 +140,6 @@ def _detrend_func(detrend: Any, axis: int, mode: str) -> Callable[[Any], Any]:
     """Each segment's detrending. A function gets the segments ``(..., nseg, nperseg)``, their
     points last, in ``csd`` and ``welch`` (SciPy's since 1.12); in ``stft`` with their points
     moved to ``axis`` unless it is ``-1`` (SciPy's ``_spectral_helper``)."""
-    from blu.scipy.signal import detrend as detrend_
-
     if detrend is None or detrend is False:
         return lambda d: d
     if not callable(detrend):
