@@ -21,6 +21,7 @@ import numpy as np
 from blu.core.aval import ShapedArray
 from blu.core.jaxpr import _EFFECTFUL
 from blu.core.primitive import Primitive
+from blu.lower.slots import host_callback
 from blu.parallel.mesh import NamedSharding
 from blu.parallel.spmd_layout import Layout
 from blu.parallel.spmd_rules import rule
@@ -32,6 +33,10 @@ __all__: list[str] = []  # the public function is blu.debug.inspect_array_shardi
 inspect_sharding_p = Primitive("inspect_sharding", multiple_results=True)
 _EFFECTFUL.add(inspect_sharding_p.name)  # its result is unused: DCE must keep it
 _TOKEN = ShapedArray((), np.dtype(np.int32))
+host_callback(
+    "calls inspect_array_sharding's callback; the partitioner consumes it (never in a kernel)",
+    inspect_sharding_p,
+)
 
 
 @inspect_sharding_p.def_impl
