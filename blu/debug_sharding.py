@@ -95,6 +95,7 @@ def visualize_sharding(
 
     Raises:
         BluValueError: ``shape`` has not 1 or 2 dimensions.
+        BluTypeError: ``sharding`` is not a sharding (a ``PartitionSpec``, say).
         BluShapeError: ``sharding`` does not divide ``shape``.
     """
     shape = tuple(int(s) for s in shape)
@@ -103,6 +104,13 @@ def visualize_sharding(
             with_user_line(
                 f"visualize_sharding: only arrays of 1 or 2 dimensions can be shown; got shape "
                 f"{shape} ({len(shape)} dimensions)"
+            )
+        )
+    if not (hasattr(sharding, "devices_indices_map") and hasattr(sharding, "device_set")):
+        raise BluTypeError(
+            with_user_line(
+                f"visualize_sharding: sharding must be a Sharding (NamedSharding, "
+                f"SingleDeviceSharding), got {type(sharding).__name__} {sharding!r}"
             )
         )
     ids, heights, widths = _grid(shape, sharding)

@@ -10,7 +10,7 @@ import pytest
 
 import blu
 import blu.numpy as bnp
-from blu.core.errors import BluValueError
+from blu.core.errors import BluTypeError, BluValueError
 from blu.debug import inspect_array_sharding, visualize_array_sharding, visualize_sharding
 from blu.parallel import NamedSharding, P, with_sharding_constraint
 from tests.helpers import first_devices_mesh
@@ -100,6 +100,14 @@ def test_visualize_refuses_other_ranks():
         visualize_sharding((), s)
     with pytest.raises(BluValueError, match="1 or 2 dimensions"):
         visualize_array_sharding(bnp.ones((2, 2, 2)))
+
+
+def test_visualize_refuses_a_non_sharding():
+    # a PartitionSpec or a string where the sharding goes: a BluTypeError naming the type
+    with pytest.raises(BluTypeError, match="sharding must be a Sharding.*PartitionSpec"):
+        visualize_sharding((2, 2), P("x"))
+    with pytest.raises(BluTypeError, match="sharding must be a Sharding.*str"):
+        visualize_sharding((2, 2), "x")
 
 
 def test_inspect_eager_and_in_plain_jit():
