@@ -120,8 +120,16 @@ def scatter_apply(
         return operand
 
     def apply(v: Any) -> Any:
-        out = reshape(vmap(func)(reshape(v, (n,))), rows_shape)
-        got = get_aval(out)
+        mapped = vmap(func)(reshape(v, (n,)))
+        got = get_aval(mapped)
+        if got.shape != (n,):
+            raise BluTypeError(
+                with_user_line(
+                    f"scatter_apply: func maps a {op.dtype} scalar to an array of shape "
+                    f"{got.shape[1:]}; it must return a scalar of the operand's dtype"
+                )
+            )
+        out = reshape(mapped, rows_shape)
         if got.dtype != op.dtype:
             raise BluTypeError(
                 with_user_line(

@@ -283,6 +283,8 @@ def test_scatter_apply_errors():
         lax.scatter_apply(x, i, 3, axes=(0,))
     with pytest.raises(BluTypeError, match="float64 scalar to a int32"):
         lax.scatter_apply(x, i, lambda v: lax.convert_element_type(v, np.int32), axes=(0,))
+    with pytest.raises(BluTypeError, match=r"float64 scalar to an array of shape \(2,\)"):
+        lax.scatter_apply(x, i, lambda v: lax.broadcast(v, (2,)), axes=(0,))
     with pytest.raises(BluShapeError, match=r"update_shape \(4,\).*\(4, 2\)"):
         lax.scatter_apply(x, i, lambda v: v, axes=(0,), update_shape=(4,))
     with pytest.raises(BluTypeError, match="integer"):
