@@ -132,6 +132,16 @@ def _init_scalar(init: Any, dtype: np.dtype, i: int) -> Any:
     """``init`` as a scalar of ``dtype``: a Python or numpy scalar is converted, an array must
     already have it (as JAX's ``reduce`` requires)."""
     if isinstance(init, (bool, int, float, complex)):
+        value = complex(init)
+        integral = math.isfinite(value.real) and value.real == int(value.real)
+        kind = np.dtype(dtype).kind
+        if (value.imag != 0 and kind != "c") or (kind in "iub" and not integral):
+            raise BluTypeError(
+                with_user_line(
+                    f"reduce: init_values[{i}] {init!r} cannot be held by its operand's dtype "
+                    f"{np.dtype(dtype)}; pass an init value of that dtype"
+                )
+            )
         return convert_element_type(np.asarray(init), dtype)
     aval = get_aval(init)
     if aval.shape != ():

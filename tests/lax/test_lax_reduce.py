@@ -202,3 +202,15 @@ def test_errors():
         lax.reduce(x, 2.0, lambda a, b: lax.convert_element_type(a + b, np.float32), (0,))
     with pytest.raises(BluValueError, match="returned structure"):
         lax.reduce((x,), (2.0,), lambda a, b: a[0] + b[0], (0,))
+
+
+def test_a_python_init_value_its_operand_dtype_cannot_hold_is_refused():
+    # 0.5 for an integer operand was cut to 0 (sum of squares 14, not 14.5); JAX refuses the
+    # float init value for an int operand. Values the dtype holds exactly still convert.
+    n = np.arange(4)
+    with pytest.raises(BluTypeError, match=r"init_values\[0\] 0.5.*int64"):
+        lax.reduce(n, 0.5, lambda a, b: a + b * b, (0,))
+    with pytest.raises(BluTypeError, match=r"init_values\[0\] \(1\+2j\).*float64"):
+        lax.reduce(np.ones(3), 1 + 2j, lambda a, b: a + b * b, (0,))
+    got = lax.reduce(n, 2.0, lambda a, b: a + b * b, (0,))
+    assert int(got) == 2 + sum(int(v) ** 2 for v in range(4))
