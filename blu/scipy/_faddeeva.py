@@ -62,7 +62,14 @@ def _wofz_value(z: Any) -> Any:
     safe = ~infinite & ~bnp.isnan(re) & ~bnp.isnan(im)
     zu = bnp.where(safe, bnp.where(upper, z, -z), bnp.zeros_like(z))
     wu = _upper(zu)
-    lower = 2.0 * bnp.exp(-(zu * zu)) - wu
+    # 2 exp(-z^2) - w(-z) by parts: where exp(-z^2) overflows, a complex product would turn
+    # inf * 0 into NaN (scipy's is an infinity, or 0 where the angle's cosine or sine is)
+    t = -(zu * zu)
+    mag, ang = bnp.exp(bnp.real(t)), bnp.imag(t)
+    cos, sin = bnp.cos(ang), bnp.sin(ang)
+    e_re = bnp.where(cos == 0, 0.0, mag * cos)
+    e_im = bnp.where(sin == 0, 0.0, mag * sin)
+    lower = lax.complex(2.0 * e_re - bnp.real(wu), 2.0 * e_im - bnp.imag(wu))
     out = bnp.where(upper, wu, lower)
     out = bnp.where(safe, out, bnp.full_like(z, complex(np.nan, np.nan)))
     out = bnp.where(infinite & upper, bnp.zeros_like(z), out)  # (w ~ i / (sqrt(pi) z))

@@ -181,6 +181,19 @@ def test_wofz_real_axis_special_values_and_dtypes():
     assert np.all(np.abs(got32 - want) <= 16 * EPS32 * (1 + cond) * np.abs(want)), got32
 
 
+def test_wofz_overflow_below_the_real_axis_is_scipys_infinity():
+    # 2 exp(-z^2) - w(-z) where exp(-z^2) overflows: an infinity along the angle's direction
+    # (the imaginary part 0 on the imaginary axis), not a complex product's inf * 0 = NaN
+    z = np.array([-30j, 0.1 - 30j, -0.1 - 30j, 0.3 - 26j])
+    got, want = np.asarray(S.wofz(z)), ss.wofz(z)
+    np.testing.assert_array_equal(np.isinf(got.real), np.isinf(want.real))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.sign(got.real), np.sign(want.real))
+    np.testing.assert_array_equal(np.sign(got.imag), np.sign(want.imag))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-12)
+
+
 def test_wofz_jit_vmap_and_derivative():
     z = np.array([0.3 + 0.2j, -1.5 + 2.0j, 2.0 - 1.0j, -0.7 - 0.4j, 4.0 + 0.0j, 35.0 + 20.0j])
     eager = np.asarray(S.wofz(z))
