@@ -121,6 +121,23 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
 # ---- linearize ----------------------------------------------------------------------------------
 
 
+def linearize_with_aux(
+    prefix: str, fun: Callable, in_tree: Any, leaves: list, has_aux: bool
+) -> tuple[list, Any, list, list, Any, Any]:
+    """``linearize_flat`` of ``fun`` (pytree arguments ``in_tree`` with flat ``leaves``):
+    ``(outs, linear_jaxpr, residuals, aux_leaves, out_tree, aux_tree)``; with ``has_aux`` the
+    aux's tangents are dropped from the linear jaxpr (``aux_tree`` is None without)."""
+    out_tree: list = []
+    aux_tree: list = []
+    flat_fun = _flat_with_aux(prefix, fun, in_tree, has_aux, out_tree, aux_tree)
+    outs, jaxpr, residuals = linearize_flat(flat_fun, leaves)
+    n_out = out_tree[0].num_leaves
+    outs, aux_vals = outs[:n_out], outs[n_out:]
+    if has_aux:  # the aux's tangents are not wanted: drop their staged work
+        jaxpr = dce_jaxpr(jaxpr, [i < n_out for i in range(len(jaxpr.outvars))])
+    return outs, jaxpr, residuals, aux_vals, out_tree[0], aux_tree[0] if aux_tree else None
+
+
 def linearize(fun: Callable, *primals: Any, has_aux: bool = False):
     """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linearized function.
 
@@ -133,26 +150,21 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False):
     """
     leaves, tree = pytree.tree_flatten(primals)
     leaves = [canonicalize_arg(x) for x in leaves]
-    out_tree: list = []
-    aux_tree: list = []
-    flat_fun = _flat_with_aux("linearize: ", fun, tree, has_aux, out_tree, aux_tree)
-    outs, jaxpr, residuals = linearize_flat(flat_fun, leaves)
-    n_out = out_tree[0].num_leaves
-    outs, aux_vals = outs[:n_out], outs[n_out:]
-    if has_aux:  # the aux's tangents are not wanted: drop their staged work
-        jaxpr = dce_jaxpr(jaxpr, [i < n_out for i in range(len(jaxpr.outvars))])
+    outs, jaxpr, residuals, aux_vals, out_tree, aux_tree = linearize_with_aux(
+        "linearize: ", fun, tree, leaves, has_aux
+    )
 
     def f_jvp(*tangents):
         t_leaves = pytree.tree_leaves(tangents)
 
         t_outs = eager_arrays(eval_jaxpr(jaxpr, residuals, *t_leaves), jaxpr.out_avals)
-        return pytree.tree_unflatten(out_tree[0], t_outs)
+        return pytree.tree_unflatten(out_tree, t_outs)
 
     f_jvp.jaxpr = jaxpr  # type: ignore[attr-defined]
     f_jvp.residuals = residuals  # type: ignore[attr-defined]
-    out = pytree.tree_unflatten(out_tree[0], eager_arrays(outs))
+    out = pytree.tree_unflatten(out_tree, eager_arrays(outs))
     if has_aux:
-        return out, f_jvp, pytree.tree_unflatten(aux_tree[0], eager_arrays(aux_vals))
+        return out, f_jvp, pytree.tree_unflatten(aux_tree, eager_arrays(aux_vals))
     return out, f_jvp
 
 

@@ -15,9 +15,13 @@ from typing import Any
 from blu.core import pytree
 from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import canonicalize_arg, get_aval
-from blu.core.jaxpr import dce_jaxpr
-from blu.transforms.ad import backward_pass, linearize_flat
-from blu.transforms.ad_api import _flat_with_aux, replace_args, resolve_argnums, single_argnum
+from blu.transforms.ad import backward_pass
+from blu.transforms.ad_api import (
+    linearize_with_aux,
+    replace_args,
+    resolve_argnums,
+    single_argnum,
+)
 from blu.transforms.ad_util import UndefinedPrimal, Zero, eager_arrays, instantiate, tangent_aval
 from blu.transforms.jit import jit
 from blu.transforms.linear_transpose import check_cotangents
@@ -81,20 +85,15 @@ def fwd_and_bwd(
 
         leaves, in_tree = pytree.tree_flatten(tuple(args[i] for i in nums))
         leaves = [canonicalize_arg(x) for x in leaves]
-        out_tree: list = []
-        aux_tree: list = []
-        flat = _flat_with_aux("fwd_and_bwd: ", partial_fun, in_tree, has_aux, out_tree, aux_tree)
-        outs, jaxpr, residuals = linearize_flat(flat, leaves)
-        n_out = out_tree[0].num_leaves
-        outs, aux_vals = outs[:n_out], outs[n_out:]
-        if has_aux:  # the aux's tangents are not wanted: drop their staged work
-            jaxpr = dce_jaxpr(jaxpr, [i < n_out for i in range(len(jaxpr.outvars))])
+        outs, jaxpr, residuals, aux_vals, out_tree, aux_tree = linearize_with_aux(
+            "fwd_and_bwd: ", partial_fun, in_tree, leaves, has_aux
+        )
         in_avals = tuple(tangent_aval(get_aval(x)) for x in leaves)
         out_avals = tuple(tangent_aval(get_aval(o)) for o in outs)
-        res = _Residuals((jaxpr, in_tree, in_avals, out_tree[0], out_avals), list(residuals))
-        out = pytree.tree_unflatten(out_tree[0], eager_arrays(outs))
+        res = _Residuals((jaxpr, in_tree, in_avals, out_tree, out_avals), list(residuals))
+        out = pytree.tree_unflatten(out_tree, eager_arrays(outs))
         if has_aux:
-            return out, res, pytree.tree_unflatten(aux_tree[0], eager_arrays(aux_vals))
+            return out, res, pytree.tree_unflatten(aux_tree, eager_arrays(aux_vals))
         return out, res
 
     def bwd(residuals: Any, ct: Any) -> Any:
