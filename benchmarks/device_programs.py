@@ -198,9 +198,12 @@ def _jax_programs():
         "cumsum_rows": (lambda x: jnp.cumsum(x, axis=1), ()),
         "cumsum_cols": (lambda x: jnp.cumsum(x, axis=0), ()),
         "fori_loop": (lambda x: jax.lax.fori_loop(0, 1000, lambda i, v: v * 0.999 + 1.0, x), ()),
-        "while_loop": (lambda x: jax.lax.while_loop(
-            lambda c: c[0] < 1000, lambda c: (c[0] + 1, c[1] * 0.999 + 1.0), (np.int32(0), x)
-        )[1], ()),  # fmt: skip
+        "while_loop": (
+            lambda x: jax.lax.while_loop(
+                lambda c: c[0] < 1000, lambda c: (c[0] + 1, c[1] * 0.999 + 1.0), (np.int32(0), x)
+            )[1],
+            (),
+        ),  # fmt: skip
         "scan_rnn": (rnn, ()),
         "sort": (jnp.sort, ()),
         "top_k": (lambda x: jax.lax.top_k(x, 50), ()),

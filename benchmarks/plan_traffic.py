@@ -123,8 +123,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--mode", default="bf16", choices=("fp32", "tf32", "bf16"))
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--block", type=int, default=1024, help="tokens a sequence (GPT-2/LLaMA)")
-    p.add_argument("--n-ctx", type=int, default=None,
-                   help="GPT-2: position-table rows, if not the config's (T = 8192: 8192)")
+    p.add_argument(
+        "--n-ctx",
+        type=int,
+        default=None,
+        help="GPT-2: position-table rows, if not the config's (T = 8192: 8192)",
+    )
     p.add_argument("--top", type=int, default=15, help="the largest nodes to list")
     a = p.parse_args(argv)
     prog = program(a.model, a.mode, a.batch, a.block, a.n_ctx)

@@ -139,7 +139,6 @@ class LRU:
             return list(self._d.values())
 
 
-
 @forks.in_child
 def _after_fork() -> None:
     """A child forked while another thread used a cache gets that cache's lock fresh."""

@@ -184,6 +184,7 @@ class WhileGraph(Graph):
         """Queue the loop on the device's stream (one driver call; nothing waits)."""
         self.replay(self.device.stream)
 
+
 class SwitchGraph(WhileGraph):
     """``branches[clamp(*index, 0, n - 1)]()`` as one graph launch: a conditional SWITCH node
     (drivers >= 12.8) after a kernel that reads the int32 index on the device."""

@@ -501,8 +501,19 @@ class Function:
         values). For a sequence of launches of the same parameters (a library's kernels)."""
         gx, gy, gz = grid
         bx, by, bz = block
-        err = drv().cuLaunchKernel(self.handle, gx, gy, gz, bx, by, bz, shared_mem,
-                                   _stream_handle(stream), int(pointers.ctypes.data), 0)
+        err = drv().cuLaunchKernel(
+            self.handle,
+            gx,
+            gy,
+            gz,
+            bx,
+            by,
+            bz,
+            shared_mem,
+            _stream_handle(stream),
+            int(pointers.ctypes.data),
+            0,
+        )
         err = err[0] if isinstance(err, tuple) else err
         if _code(err) != 0:
             e = make_error(err, "cuLaunchKernel")

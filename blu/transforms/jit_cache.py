@@ -13,6 +13,7 @@ from blu.core.staging import hoist_consts
 
 __all__ = ["CacheEntry", "stable_hoisted"]
 
+
 class CacheEntry:
     """One traced signature of a jitted function."""
 

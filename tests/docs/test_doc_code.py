@@ -35,6 +35,8 @@ _FIGURE = re.compile(r"^% figure from the run: (\S+)\n!\[[^\]]*\]\((\S+)\)", re.
 def figures(path: Path) -> list[tuple[str, str]]:
     """(file the blocks write, image the page shows, relative to the page) of each figure."""
     return _FIGURE.findall(path.read_text(encoding="utf-8"))
+
+
 _FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 _CHECK = re.compile(r"^(\s*)(print\(.*\))\s+# -> (.*)$")
 _OUTPUT = re.compile(r"\s*```text[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)

@@ -128,6 +128,7 @@ def test_gpt2_scanned_plans_as_unrolled():
     x = np.zeros((2, 32), np.int32)
     plans = []
     for c in (cfg, dataclasses.replace(cfg, scan_layers=True)):
+
         def f(p, x, c=c):
             return blu.grad(lambda p: loss_fn(p, x, x, c, compute_dtype=bnp.bfloat16))(p)
 

@@ -106,7 +106,6 @@ def test_grad_of_take_along_axis_through_jit():
 # ---- on a GPU (fixed shapes: their kernels are compiled ahead) --------------------------------
 
 
-
 @pytest.fixture(scope="module")
 def dev():
     return make_device()

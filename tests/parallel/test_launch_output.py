@@ -113,12 +113,14 @@ def test_a_rank_that_raised_never_marks_itself_done(tmp_path, fails):
     import textwrap
 
     script = tmp_path / "rank.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         from blu.parallel import runtime
         runtime._mark_for_launcher(0)
         if {fails}:
             raise RuntimeError("this rank fails")
-    """))
+    """)
+    )
     env = {**os.environ, "BLU_LAUNCH_DONE_DIR": str(tmp_path)}
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
     assert (r.returncode != 0) == fails, r.stderr

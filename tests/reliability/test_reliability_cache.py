@@ -286,7 +286,6 @@ def test_gpu_entry_round_trip_and_export(cdir, tmp_path, monkeypatch):
     assert (m.ptx, m.cubin, m.source) == (b"// ptx", cubin, "cache")
 
 
-
 def test_fill_stages_the_test_corpora_for_the_gpu_machine(tmp_path):
     """The fill copies the corpora the GPU tests read into the carried data folder (the GPU
     machine has no shared/: a test that fell back to its synthetic corpus there asked for kernels
@@ -313,6 +312,7 @@ def test_fill_stages_the_test_corpora_for_the_gpu_machine(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing.txt"):
         fill.stage_corpora(src, dest, ("missing.txt",))
     assert set(fill.TEST_CORPORA) >= {"tinyshakespeare.txt"}  # the example tests' corpus
+
 
 # ---- writes: atomic, and nothing left on a full disk --------------------------------------------
 

@@ -83,6 +83,7 @@ GELU_GRAD_NAME = "gelu_tanh_grad"
 # (docs/benchmarks/gpt2_gpu.md, session 7)
 _FLOATS = (np.dtype(dtypes.bfloat16), np.dtype(np.float16))
 
+
 def _product(lhs, rhs, params: dict):
     """``(out aval, product, accumulation dtype)``: the product in float32 (float64 for float64
     operands), as the epilogues compute it before rounding once."""
@@ -139,8 +140,9 @@ def _abstract_eval(lhs, rhs, bias, **params):
 
 
 for _p in (dot_dgelu_p, dot_bias_p, dot_acc_p):
-    _p.def_abstract_eval(lambda lhs, rhs, _, **params: dot_general_p.abstract_eval(lhs, rhs,
-                                                                                   **params))
+    _p.def_abstract_eval(
+        lambda lhs, rhs, _, **params: dot_general_p.abstract_eval(lhs, rhs, **params)
+    )
 
 
 @dot_bias_gelu_p.def_impl

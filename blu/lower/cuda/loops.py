@@ -292,9 +292,13 @@ class LoopStep:
         self.graph_safe = self.name == "scan" and inner
         # a while loop decided on the device (a conditional WHILE node) where its bodies can
         # be captured and the driver has such nodes; else the host reads each predicate
-        self.on_device = (self.name in ("while", "cond") and inner and not bound.fake
-                          and bool(getattr(bound.exe.options, "conditional_nodes", True))
-                          and _conditional_supported(self.name))
+        self.on_device = (
+            self.name in ("while", "cond")
+            and inner
+            and not bound.fake
+            and bool(getattr(bound.exe.options, "conditional_nodes", True))
+            and _conditional_supported(self.name)
+        )
         self._graphs: dict[tuple, Any] = {}
         per = sum(len(b.bound.steps) for b in self.bodies)
         self.launches = per * (e.params["length"] if self.name == "scan" else 1)

@@ -294,8 +294,11 @@ def _reassembly(bwd: JaxprEqn, x: Var, offsets, producer, reader, uses):
         if v in pads:
             leaves.append(v)
             return True
-        if e is None or e.primitive.name not in ("add", "add_any") or (v is not top and
-                                                                     uses.get(v) != 1):
+        if (
+            e is None
+            or e.primitive.name not in ("add", "add_any")
+            or (v is not top and uses.get(v) != 1)
+        ):
             return False
         adds.append(e)
         return all(isinstance(a, Var) and collect(a) for a in e.invars)

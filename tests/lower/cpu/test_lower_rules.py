@@ -421,7 +421,7 @@ def test_a_rounded_bfloat16_is_stored_as_rounded():
     assert len(b.lines) == n + 1 and b.lines[-1].strip().startswith(f"memref.store {bits},")
     assert b.stored(v, aval) == v and b.round_to_bf16(v) == v and len(b.lines) == n + 1
     b.store("%y", "%buf", aval, "%i")
-    assert len(b.lines) > n + 3 and "%y" in " ".join(b.lines[n + 1:])
+    assert len(b.lines) > n + 3 and "%y" in " ".join(b.lines[n + 1 :])
 
 
 def test_float32_to_bfloat16_bits_on_the_cpu():
