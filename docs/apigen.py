@@ -124,6 +124,7 @@ TOPICS = {
     "blu.lax.dot": "Products and convolutions",
     "blu.lax.ragged": "Products and convolutions",
     "blu.lax.convolution": "Products and convolutions",
+    "blu.lax.conv_shapes": "Products and convolutions",
     "blu.lax.fft": "Products and convolutions",
     "blu.lax.attention": "Products and convolutions",
     "blu.lax.control_flow.conditionals": "Control flow",

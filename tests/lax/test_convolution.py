@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import blu
 import blu.numpy as bnp
 from blu import lax
-from blu.core.errors import BluError
+from blu.core.errors import BluError, BluTypeError, BluValueError
 from tests.helpers import check_grads
 
 
@@ -202,3 +202,110 @@ def test_convolve_dtypes_and_errors():
         bnp.convolve(np.ones(0), np.ones(2))
     with pytest.raises(BluError, match="mode"):
         bnp.convolve(np.ones(3), np.ones(2), "circular")
+
+
+# ---- the shape helpers: conv_general_permutations, conv_*shape_tuple -----------------------------
+
+
+def test_conv_general_permutations_by_hand():
+    assert lax.conv_general_permutations(("NHWC", "HWIO", "NHWC")) == (
+        (0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2),
+    )  # fmt: skip
+    # the spatial axes ordered as in the kernel's string: W before H
+    assert lax.conv_general_permutations(["NCHW", "OIWH", "NHCW"]) == (
+        (0, 1, 3, 2), (0, 1, 2, 3), (0, 2, 3, 1),
+    )  # fmt: skip
+    assert lax.conv_general_permutations(("CN", "IO", "NC")) == ((1, 0), (1, 0), (0, 1))
+    for bad, err in (
+        ("NCHW", BluTypeError),  # not three strings
+        ((0, 1, 2), BluTypeError),
+        (("NCH", "OIHW", "NCHW"), BluValueError),  # lengths differ
+        (("NCHH", "OIHW", "NCHW"), BluValueError),  # a repeated letter
+        (("NCHW", "OIHW", "NCHX"), BluValueError),  # different spatial letters
+        (("NXHW", "OIHW", "NCHW"), BluValueError),  # no C
+    ):
+        with pytest.raises(err):
+            lax.conv_general_permutations(bad)
+
+
+def _out_size(n, k, st, pad):
+    """The forward convolution's output size by cases (k = the dilated window)."""
+    if pad == "SAME" or pad == "SAME_LOWER":
+        return -(-n // st)
+    if pad == "VALID":
+        return max(-(-(n - k + 1) // st), 0)
+    return max((n + pad[0] + pad[1] - k) // st + 1, 0)
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4), st.integers(1, 3)), min_size=1,
+             max_size=2),
+    st.sampled_from(["SAME", "VALID", "SAME_LOWER", "pairs"]),
+    st.integers(1, 3), st.integers(1, 2), st.integers(0, 2**16),
+)  # fmt: skip
+def test_conv_shape_tuples_against_cases_and_the_convolution(dims, padding, c, bg, seed):
+    rng = np.random.default_rng(seed)
+    sp, win, strides = (tuple(d[i] for d in dims) for i in range(3))
+    if padding == "pairs":
+        padding = [(int(rng.integers(-1, 3)), int(rng.integers(-1, 3))) for _ in dims]
+    n, o = 2 * bg, 3 * bg
+    want = (n // bg, o, *(_out_size(a, k, s, p) for a, k, s, p in
+                          zip(sp, win, strides, [padding] * len(dims) if isinstance(padding, str)
+                              else padding)))  # fmt: skip
+    lhs_shape, rhs_shape = (n, c, *sp), (o, c, *win)
+    assert lax.conv_shape_tuple(lhs_shape, rhs_shape, strides, padding, bg) == want
+    x, w = np.ones(lhs_shape), np.ones(rhs_shape)
+    out = lax.conv_general_dilated(x, w, strides, padding, batch_group_count=bg)
+    assert out.shape == want
+    # channels-last layouts: the same sizes laid out by the strings
+    dn = (("NWC", "WIO", "NWC"), ("NHWC", "HWIO", "NHWC"))[len(dims) - 1]
+    got = lax.conv_general_shape_tuple(
+        np.moveaxis(x, 1, -1).shape, np.moveaxis(w, (0, 1), (-1, -2)).shape, strides, padding,
+        dn,
+    )  # fmt: skip
+    assert got == (n, *want[2:], o)  # no batch groups here
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 5), st.integers(1, 4), st.integers(1, 3)), min_size=1,
+             max_size=2),
+    st.sampled_from(["SAME", "VALID", "pairs"]), st.integers(0, 2**16),
+)  # fmt: skip
+def test_conv_transpose_shape_tuple_against_keras_and_conv_transpose(dims, padding, seed):
+    rng = np.random.default_rng(seed)
+    sp, win, strides = (tuple(d[i] for d in dims) for i in range(3))
+    if padding == "pairs":
+        padding = [(int(rng.integers(0, 3)), int(rng.integers(0, 3))) for _ in dims]
+    if padding == "SAME":  # Keras's Conv2DTranspose sizes
+        out_sp = [a * s for a, s in zip(sp, strides)]
+    elif padding == "VALID":
+        out_sp = [a * s + max(k - s, 0) for a, k, s in zip(sp, win, strides)]
+    else:  # the transposed convolution's own padding of the input dilated by the strides
+        out_sp = [max((a - 1) * s + 1 + lo + hi - k + 1, 0)
+                  for a, k, s, (lo, hi) in zip(sp, win, strides, padding)]  # fmt: skip
+    dn = (("NWC", "WIO", "NWC"), ("NHWC", "HWIO", "NHWC"))[len(dims) - 1]
+    lhs_shape, rhs_shape = (2, *sp, 3), (*win, 3, 4)
+    want = (2, *out_sp, 4)
+    assert lax.conv_transpose_shape_tuple(lhs_shape, rhs_shape, strides, padding, dn) == want
+    got = lax.conv_transpose(np.ones(lhs_shape), np.ones(rhs_shape), strides, padding)
+    assert got.shape == want
+
+
+def test_conv_shape_tuple_errors_name_the_shapes():
+    with pytest.raises(BluError, match=r"\(1, 2, 5\).*\(3, 2\)"):  # ranks differ
+        lax.conv_shape_tuple((1, 2, 5), (3, 2), (1,), "VALID")
+    with pytest.raises(BluValueError, match="padding.*FULL"):
+        lax.conv_shape_tuple((1, 2, 5), (3, 2, 2), (1,), "FULL")
+    with pytest.raises(BluValueError, match="1 \\(low, high\\) pairs"):
+        lax.conv_shape_tuple((1, 2, 5), (3, 2, 2), (1,), [(0, 0), (1, 1)])
+    with pytest.raises(
+        BluValueError, match=r"crops spatial axis 0.*\(1, 2, 5\)|\(1, 2, 5\).*crops"
+    ):
+        lax.conv_shape_tuple((1, 2, 5), (3, 2, 2), (1,), [(-3, -3)])
+    with pytest.raises(BluValueError, match="batch_group_count=2"):
+        lax.conv_shape_tuple((3, 2, 5), (4, 2, 2), (1,), "VALID", batch_group_count=2)
+    with pytest.raises(BluValueError, match="strides"):
+        lax.conv_general_shape_tuple((1, 5, 2), (2, 2, 3), (0,), "VALID", ("NWC", "WIO", "NWC"))
+    with pytest.raises(BluValueError, match="SAME_LOWER"):  # no transposed SAME_LOWER
+        lax.conv_transpose_shape_tuple((1, 5, 2), (2, 2, 3), (2,), "SAME_LOWER",
+                                       ("NWC", "WIO", "NWC"))  # fmt: skip

@@ -221,6 +221,7 @@ NOT_OPERATIONS: dict[str, str] = {
             "conv_args",
             "conv_decomp",
             "conv_numpy",
+            "conv_shapes",
             "windowed",
             "window_select",
             "parallel",
@@ -242,6 +243,17 @@ NOT_OPERATIONS: dict[str, str] = {
     "use string and None layouts; test_convolution)",
     "lax.padtype_to_pads": "padding arithmetic on shapes, no array computation (the conv entries "
     "use SAME/VALID; test_convolution)",
+    **{
+        f"lax.{n}": "shape arithmetic, no array computation (tests/lax/test_convolution.py: "
+        "against closed forms and the convolutions' shapes)"
+        for n in (
+            "conv_general_permutations",
+            "conv_general_shape_tuple",
+            "conv_shape_tuple",
+            "conv_transpose_shape_tuple",
+        )
+    },
+    "lax.ConvGeneralDilatedDimensionNumbers": "a type alias (what dimension_numbers may be)",
     "lax.RoundingMethod": "an enum for lax.round",
     "lax.Precision": "an enum for the precision of products (dot_general's precision=)",
     "numpy.extras": "a submodule (its functions are re-exported and listed)",
