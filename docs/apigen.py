@@ -125,6 +125,7 @@ TOPICS = {
     "blu.lax.ragged": "Products and convolutions",
     "blu.lax.convolution": "Products and convolutions",
     "blu.lax.conv_shapes": "Products and convolutions",
+    "blu.lax.conv_patches": "Products and convolutions",
     "blu.lax.fft": "Products and convolutions",
     "blu.lax.attention": "Products and convolutions",
     "blu.lax.control_flow.conditionals": "Control flow",

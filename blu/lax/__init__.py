@@ -7,9 +7,9 @@ The families import each other in one order, a module only ever importing those 
 ``_base`` (helpers) < ``casts`` < ``shapes`` < ``_operands`` < ``elementwise`` < ``complex`` <
 ``sorting`` < ``gather_scatter`` < ``slicing`` < ``bits``, ``special``, ``associative_scan`` <
 ``cumulative`` < ``reductions`` < the rest (``scatter_combine``, ``bessel``, ``zeta_series``,
-``random_gamma``, ``fft``, ``dot``, ``ragged``, ``convolution`` < ``conv_shapes``,
-``windowed``, ``attention``, ``control_flow``, ``parallel``, ``linalg``; ``incomplete``,
-``custom_reduce`` and ``scatter_apply`` import ``control_flow``).
+``random_gamma``, ``fft``, ``dot``, ``ragged``, ``convolution`` < ``conv_shapes`` <
+``conv_patches``, ``windowed``, ``attention``, ``control_flow``, ``parallel``, ``linalg``;
+``incomplete``, ``custom_reduce`` and ``scatter_apply`` import ``control_flow``).
 No submodule imports this package. The few rules that need an operation of a higher family
 (broadcast_in_dim's transpose needs ``reduce_sum``) call it through ``_late``, filled in below.
 """
@@ -38,6 +38,7 @@ from blu.transforms.ad_ops import *  # noqa: F403
 from blu.lax.parallel import *  # noqa: F403
 from blu.lax.convolution import *  # noqa: F403
 from blu.lax.conv_shapes import *  # noqa: F403
+from blu.lax.conv_patches import *  # noqa: F403
 from blu.lax.windowed import *  # noqa: F403
 from blu.lax.associative_scan import associative_scan  # noqa: F401
 from blu.lax.attention import *  # noqa: F403

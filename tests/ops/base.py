@@ -222,6 +222,7 @@ NOT_OPERATIONS: dict[str, str] = {
             "conv_decomp",
             "conv_numpy",
             "conv_shapes",
+            "conv_patches",
             "windowed",
             "window_select",
             "parallel",

@@ -1,5 +1,5 @@
-"""OpInfo entries: lax.conv_general_dilated and its wrappers, numpy.convolve/correlate,
-lax.associative_scan; references are direct float64 loops."""
+"""OpInfo entries: lax.conv_general_dilated and its wrappers, conv_general_dilated_patches and
+_local, numpy.convolve/correlate, lax.associative_scan; references are direct float64 loops."""
 
 from __future__ import annotations
 
@@ -177,6 +177,110 @@ op(
     kwargs=[{"transpose_kernel": True}],
     n_ops=12,
 )
+
+# ---- conv_general_dilated_patches / _local -------------------------------------------------------
+
+
+def _patches_ref(x, fs, strides, padding, ld, dn, rhs_dilation=None, preferred_element_type=None):
+    """Each window of the dilated, padded input cut out by a loop: feature ``c * S + p`` at
+    window offset ``p`` (row-major over fs), laid out as ``dn``'s out string."""
+    s = x.ndim - 2
+    ls, rs, os_ = dn or ("NC" + "HW"[:s], "OI" + "HW"[:s], "NC" + "HW"[:s])
+    sp = [c for c in rs if c not in "OI"]
+    x = x.transpose([ls.index(c) for c in "NC" + "".join(sp)])
+    rd = rhs_dilation if isinstance(rhs_dilation, tuple) else _tuple(rhs_dilation, x)
+    ld, rd = ld or (1,) * s, rd or (1,) * s
+    eff = [(k - 1) * r + 1 for k, r in zip(fs, rd)]
+    if padding in ("SAME", "VALID"):  # SAME: out = ceil(in / stride), odd pad high
+        tot = [max((-(-n // st) - 1) * st + e - n, 0) if padding == "SAME" else 0
+               for n, e, st in zip(x.shape[2:], eff, strides)]  # fmt: skip
+        padding = [(t // 2, t - t // 2) for t in tot]
+    xd = np.zeros(x.shape[:2] + tuple((n - 1) * d + 1 if n else 0 for n, d in zip(x.shape[2:], ld)))
+    xd[(slice(None), slice(None), *(slice(None, None, d) for d in ld))] = x
+    for a, (lo, hi) in enumerate(padding, start=2):
+        xd = np.take(xd, range(max(-lo, 0), xd.shape[a] - max(-hi, 0)), axis=a)
+        xd = np.pad(xd, [(0, 0)] * a + [(max(lo, 0), max(hi, 0))] + [(0, 0)] * (xd.ndim - a - 1))
+    out_sp = [max((p - e) // st + 1, 0) for p, e, st in zip(xd.shape[2:], eff, strides)]
+    offsets = list(itertools.product(*(range(k) for k in fs)))
+    out = np.zeros((x.shape[0], x.shape[1] * len(offsets), *out_sp))
+    for (c, (p, k)), y in itertools.product(
+        itertools.product(range(x.shape[1]), enumerate(offsets)),
+        itertools.product(*(range(m) for m in out_sp)),
+    ):
+        idx = tuple(yy * st + kk * r for yy, st, kk, r in zip(y, strides, k, rd))
+        out[(slice(None), c * len(offsets) + p, *y)] = xd[(slice(None), c, *idx)]
+    return out.transpose(["NC".index(c) if c in "NC" else 2 + sp.index(c) for c in os_])
+
+
+def _patches_sample(rng):
+    """lhs, filter_shape (in the kernel string's spatial order), strides, padding, lhs
+    dilation, layout."""
+    lhs, rhs, st, pad, ld, dn, _ = _conv_sample(rng)
+    rs = dn[1] if dn else "OI" + "HW"[: lhs.ndim - 2]
+    return lhs, tuple(rhs.shape[i] for i, c in enumerate(rs) if c not in "OI"), st, pad, ld, dn
+
+
+op(
+    "lax.conv_general_dilated_patches",
+    lambda x, fs, st, pad, ld, dn, rhs_dilation=None, **kw: lax.conv_general_dilated_patches(
+        x, fs, st, pad, ld, _tuple(rhs_dilation, x), dn, **kw
+    ),
+    _patches_ref,
+    _patches_sample,
+    special=[  # size-1 axes; a window wider than the input (an empty output)
+        (np.full((1, 1, 1, 1), 2.0), (1, 1), (1, 1), "VALID", None, None),
+        (np.ones((2, 1, 2)), (3,), (1,), "VALID", None, None),
+    ],
+    kwargs=[{"rhs_dilation": 2}, {"preferred_element_type": np.float32}],
+    n_ops=2,
+)
+
+
+def _local_sample(rng):
+    """lhs, rhs (O, C * prod(fs) and the output's sizes, in the kernel string's layout),
+    strides, padding, filter_shape, lhs and rhs dilations, layout."""
+    x, fs, st, pad, ld, dn = _patches_sample(rng)
+    rd = tuple(int(rng.integers(1, 3)) for _ in fs)
+    p = _patches_ref(x, fs, st, pad, ld, dn, rd)
+    s = x.ndim - 2
+    rs, os_ = (dn[1], dn[2]) if dn else ("OI" + "HW"[:s], "NC" + "HW"[:s])
+    size = {"O": int(rng.integers(1, 3)), "I": p.shape[os_.index("C")]}
+    size.update({c: p.shape[os_.index(c)] for c in rs if c not in "OI"})
+    return x, rng.standard_normal([size[c] for c in rs]), st, pad, fs, ld, rd, dn
+
+
+def _local_ref(x, w, st, pad, fs, ld, rd, dn):
+    """The patches' loop, then per output position a product with that position's kernel."""
+    s = x.ndim - 2
+    _, rs, os_ = dn or ("NC" + "HW"[:s], "OI" + "HW"[:s], "NC" + "HW"[:s])
+    sp = "".join(c for c in rs if c not in "OI")
+    p = _patches_ref(x, fs, st, pad, ld, dn, rd).transpose([os_.index(c) for c in "NC" + sp])
+    out = np.einsum("ni...,oi...->no...", p, w.transpose([rs.index(c) for c in "OI" + sp]))
+    return out.transpose(["NC".index(c) if c in "NC" else 2 + sp.index(c) for c in os_])
+
+
+op(
+    "lax.conv_general_dilated_local",
+    lambda x, w, st, pad, fs, ld, rd, dn: lax.conv_general_dilated_local(
+        x, w, st, pad, fs, ld, rd, dn
+    ),
+    _local_ref,
+    _local_sample,
+    special=[
+        (
+            np.full((1, 1, 1, 1), 2.0),
+            np.full((1, 1, 1, 1), 3.0),
+            (1, 1),
+            "VALID",
+            (1, 1),
+            None,
+            None,
+            None,
+        )
+    ],  # fmt: skip
+    n_ops=30,
+)
+
 
 # ---- numpy.convolve / correlate -----------------------------------------------------------------
 
