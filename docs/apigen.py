@@ -133,6 +133,7 @@ TOPICS = {
     "blu.lax.control_flow.scan": "Control flow",
     "blu.lax.control_flow.solves": "Control flow",
     "blu.lax.parallel": "Collectives",
+    "blu.lax.ragged_collective": "Collectives",
     "blu.transforms.axes": "Collectives",
     "blu.transforms.ad_ops": "Gradients and scheduling",
     "blu.lax.random_gamma": "Gradients and scheduling",

@@ -9,7 +9,8 @@ The families import each other in one order, a module only ever importing those 
 ``cumulative`` < ``reductions`` < the rest (``scatter_combine``, ``bessel``, ``zeta_series``,
 ``random_gamma``, ``fft``, ``dot``, ``ragged``, ``convolution`` < ``conv_shapes`` <
 ``conv_patches``, ``windowed``, ``attention``, ``control_flow``, ``parallel``, ``linalg``;
-``incomplete``, ``custom_reduce`` and ``scatter_apply`` import ``control_flow``).
+``incomplete``, ``custom_reduce`` and ``scatter_apply`` import ``control_flow``,
+``ragged_collective`` imports ``parallel``).
 No submodule imports this package. The few rules that need an operation of a higher family
 (broadcast_in_dim's transpose needs ``reduce_sum``) call it through ``_late``, filled in below.
 """
@@ -36,6 +37,7 @@ from blu.lax.custom_reduce import *  # noqa: F403
 from blu.lax.scatter_apply import *  # noqa: F403
 from blu.transforms.ad_ops import *  # noqa: F403
 from blu.lax.parallel import *  # noqa: F403
+from blu.lax.ragged_collective import *  # noqa: F403
 from blu.lax.convolution import *  # noqa: F403
 from blu.lax.conv_shapes import *  # noqa: F403
 from blu.lax.conv_patches import *  # noqa: F403

@@ -1,6 +1,7 @@
 """Collectives over named axes: psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute,
 all_to_all, axis_index, axis_size and pvary (``jax.lax``'s names; ``blu.parallel`` re-exports
-them). Their primitives and rules are in ``blu.lax.collective_prims``.
+them). Their primitives and rules are in ``blu.lax.collective_prims``; ``ragged_all_to_all``,
+composed of these, is in ``blu.lax.ragged_collective``.
 
 Each is a primitive with a *named* batching rule (``batch_named``): at the vmap/shard level that
 binds its axis name it becomes ordinary array operations over the batch axis (``psum`` sums it,

@@ -32,6 +32,7 @@ from blu.lax.parallel import (
     psum_scatter,
     pvary,
 )
+from blu.lax.ragged_collective import ragged_all_to_all
 from blu.parallel.checkpoint import CheckpointError, load_sharded, read_manifest, save_sharded
 from blu.parallel.devices import Device, device_count, devices, local_devices
 from blu.parallel.mesh import Mesh, NamedSharding, P, PartitionSpec, make_mesh
@@ -74,6 +75,7 @@ __all__ = [
     "psum",
     "psum_scatter",
     "pvary",
+    "ragged_all_to_all",
     "read_manifest",
     "save_sharded",
     "shard",

@@ -268,7 +268,7 @@ def test_lax_collectives_are_blu_parallels():
     import blu.parallel as par
 
     for name in ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute",
-                 "all_to_all", "axis_index"]:  # fmt: skip
+                 "all_to_all", "axis_index", "ragged_all_to_all"]:  # fmt: skip
         assert getattr(lax, name) is getattr(par, name)
 
 

@@ -235,6 +235,7 @@ NOT_OPERATIONS: dict[str, str] = {
             "collective_groups",
             "scatter_combine",
             "ragged",
+            "ragged_collective",
             "custom_reduce",
         )
     },

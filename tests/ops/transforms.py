@@ -193,3 +193,35 @@ for _n, (_f, _ref) in _COLL.items():
             "jit": "covered by test_parallel_collectives",
         },
     )
+
+
+def _ragged_a2a(v):
+    # device s sends row j of v to device j, landing at row j * 2 + s there: the received rows
+    # interleave with the untouched second half of `output`
+    me = _par.axis_index("i")
+    out = blu.lax.concatenate([v, v * 0.5], 0)
+    offs = bnp.arange(2, dtype=np.int32) * 2 + me
+    ones = np.ones(2, np.int32)
+    return blu.lax.ragged_all_to_all(v, out, np.arange(2, dtype=np.int32), ones, offs, ones,
+                                     axis_name="i")  # fmt: skip
+
+
+def _np_ragged_a2a(x):
+    out = np.concatenate([x, x * 0.5], 1)
+    for s in range(2):
+        for j in range(2):
+            out[j, j * 2 + s] = x[s, j]
+    return out
+
+
+op(
+    "lax.ragged_all_to_all",
+    _named(_ragged_a2a),
+    _np_ragged_a2a,
+    lambda rng: (uniform()(rng, (2, 2)),),
+    n_ops=4,
+    skip={
+        "vmap": "already a vmap with a named axis; nested in test_parallel_ragged_all_to_all",
+        "jit": "covered by test_parallel_ragged_all_to_all",
+    },
+)
