@@ -501,18 +501,9 @@ class Function:
         values). For a sequence of launches of the same parameters (a library's kernels)."""
         gx, gy, gz = grid
         bx, by, bz = block
+        packed = int(pointers.ctypes.data)
         err = drv().cuLaunchKernel(
-            self.handle,
-            gx,
-            gy,
-            gz,
-            bx,
-            by,
-            bz,
-            shared_mem,
-            _stream_handle(stream),
-            int(pointers.ctypes.data),
-            0,
+            self.handle, gx, gy, gz, bx, by, bz, shared_mem, _stream_handle(stream), packed, 0
         )
         err = err[0] if isinstance(err, tuple) else err
         if _code(err) != 0:
