@@ -15,6 +15,8 @@ order, as XLA's select-and-scatter with ``>=``), written with ``pad``, strided `
 vmap adds a window axis of size 1. The impls are numpy (one padded copy, one strided view per
 window offset); compiled programs inline the decomposition (the same, as ``pad``, strided
 ``slice`` and ``add``/``max``/``min``, which the kernel compiler fuses) on every target.
+
+``reduce_window_shape_tuple`` is the output shape's arithmetic.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 
 from blu.core import dtypes
 from blu.core.aval import ShapedArray, ShapeDtypeStruct
-from blu.core.errors import BluValueError, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.core.staging import make_jaxpr
@@ -47,7 +49,7 @@ from blu.transforms.ad_util import Zero, deflinear, tangent_aval
 from blu.transforms.batching import moveaxis
 from blu.transforms.remat import checkpoint_name
 
-__all__ = ["reduce_window"]
+__all__ = ["reduce_window", "reduce_window_shape_tuple"]
 
 _UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 
@@ -302,6 +304,81 @@ def _recognize(computation: Callable, dtype: Any) -> tuple[str, Primitive] | Non
     return _MONOIDS.get(eqn.primitive)
 
 
+def _window_params(
+    shape, what, window_dimensions, window_strides, padding, base_dilation, window_dilation
+):
+    """The window arguments checked for an operand of ``shape`` (``what`` names the call in
+    errors), the padding strings as pairs."""
+    r = len(shape)
+
+    def ints(v, name):
+        return int_tuple(v, r, name, 1, what)
+
+    wdims, strides = ints(window_dimensions, "window_dimensions"), ints(window_strides, "strides")
+    bd, wd = ints(base_dilation, "base_dilation"), ints(window_dilation, "window_dilation")
+    if isinstance(padding, str):
+        # JAX's: the window's extent after window_dilation sets the 'SAME' padding
+        eff = tuple((w - 1) * d + 1 for w, d in zip(wdims, wd))
+        pads = tuple(padtype_to_pads(shape, eff, strides, padding))
+    else:
+        pads = pad_pairs(padding, r, what)
+    return wdims, strides, pads, bd, wd
+
+
+def reduce_window_shape_tuple(
+    operand_shape: Sequence[int],
+    window_dimensions: Sequence[int],
+    window_strides: Sequence[int],
+    padding: str | Sequence[tuple[int, int]],
+    base_dilation: Sequence[int] | None = None,
+    window_dilation: Sequence[int] | None = None,
+) -> tuple[int, ...]:
+    """The shape of ``reduce_window``'s result for an operand of ``operand_shape``
+    (``jax.lax.reduce_window_shape_tuple``): axis ``i`` has
+    ``max(0, (dilated_in + lo + hi - dilated_window) // stride + 1)`` elements, where
+    ``dilated_in = (n - 1) * base_dilation + 1`` (0 for ``n = 0``) and
+    ``dilated_window = (w - 1) * window_dilation + 1``. Shape arithmetic on Python ints, no
+    arrays.
+
+    Args:
+        operand_shape: ``r`` ints >= 0.
+        window_dimensions, window_strides: ``r`` ints >= 1.
+        padding: ``r`` pairs ``(low, high)`` (JAX's), or ``"SAME"``, ``"SAME_LOWER"``,
+            ``"VALID"`` as ``reduce_window`` takes.
+        base_dilation, window_dilation: ``r`` ints >= 1 (default 1).
+
+    Returns:
+        A tuple of ``r`` Python ints.
+
+    Raises:
+        BluTypeError: ``operand_shape`` or a parameter is not a sequence of ints.
+        BluValueError: a negative size, a parameter of another length than ``r`` or below 1.
+    """
+    try:
+        shape = tuple(int(n) for n in operand_shape)
+    except (TypeError, ValueError):
+        raise BluTypeError(
+            with_user_line(
+                "reduce_window_shape_tuple: operand_shape must be a sequence of ints, got "
+                f"{operand_shape!r}"
+            )
+        ) from None
+    if any(n < 0 for n in shape):
+        raise BluValueError(
+            with_user_line(f"reduce_window_shape_tuple: negative size in operand_shape {shape}")
+        )
+    params = _window_params(
+        shape,
+        f"reduce_window_shape_tuple of {shape}",
+        window_dimensions,
+        window_strides,
+        padding,
+        base_dilation,
+        window_dilation,
+    )
+    return tuple(int(n) for n in out_spatial(shape, *params))
+
+
 def reduce_window(
     operand: Any,
     init_value: Any,
@@ -336,7 +413,6 @@ def reduce_window(
             identity (or not concrete), bad window parameters.
     """
     xa = get_aval(operand)
-    r = xa.ndim
     monoid = _recognize(computation, xa.dtype)
     if monoid is None:
         raise BluValueError(
@@ -361,17 +437,15 @@ def reduce_window(
             )
         )
 
-    def ints(v, what):
-        return int_tuple(v, r, what, 1, f"reduce_window of {xa.str_short()}")
-
-    wdims, strides = ints(window_dimensions, "window_dimensions"), ints(window_strides, "strides")
-    bd, wd = ints(base_dilation, "base_dilation"), ints(window_dilation, "window_dilation")
-    if isinstance(padding, str):
-        # JAX's: the window's extent after window_dilation sets the 'SAME' padding
-        eff = tuple((w - 1) * d + 1 for w, d in zip(wdims, wd))
-        pads = tuple(padtype_to_pads(xa.shape, eff, strides, padding))
-    else:
-        pads = pad_pairs(padding, r, "reduce_window")
+    wdims, strides, pads, bd, wd = _window_params(
+        xa.shape,
+        f"reduce_window of {xa.str_short()}",
+        window_dimensions,
+        window_strides,
+        padding,
+        base_dilation,
+        window_dilation,
+    )
     return prim.bind(
         operand,
         window_dimensions=wdims,

@@ -15,7 +15,7 @@ import blu
 import blu.nn as nn
 import blu.numpy as bnp
 from blu import lax
-from blu.core.errors import BluError, BluValueError
+from blu.core.errors import BluError, BluTypeError, BluValueError
 from tests.helpers import check_grads
 
 _OPS = {
@@ -252,6 +252,41 @@ def test_same_padding_spans_the_dilated_window(case, padding):
     f = _rw(monoid, wdims, strides, padding, bd, wd)
     np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(np.asarray(blu.jit(f)(x)), want, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(cases(), st.sampled_from([None, "SAME", "SAME_LOWER", "VALID"]))
+def test_shape_tuple_is_the_loops_shape(case, padding):
+    x, monoid, wdims, strides, pads, bd, wd = case
+    if padding is not None:  # the strings pad for the dilated window (no base dilation)
+        bd = [1] * x.ndim
+        eff = [(w - 1) * d + 1 for w, d in zip(wdims, wd)]
+        pads = (
+            [(0, 0)] * x.ndim
+            if padding == "VALID"
+            else _same_pads(x.shape, eff, strides, padding == "SAME_LOWER")
+        )
+    if not _valid(x, pads, bd):
+        return
+    want = window_ref(x, monoid, wdims, strides, pads, bd, wd).shape
+    got = lax.reduce_window_shape_tuple(x.shape, wdims, strides, padding or pads, bd, wd)
+    assert got == want and all(type(n) is int for n in got)
+
+
+def test_shape_tuple_is_jax_arithmetic():
+    # (5 dilated by 2 = 9, + 1 + 2 = 12; window 3 dilated by 2 = 5): (12 - 5) // 2 + 1 = 4;
+    # a size-0 axis and a window wider than the axis give 0
+    got = lax.reduce_window_shape_tuple(
+        (5, 0, 3), (3, 1, 4), (2, 1, 1), ((1, 2), (0, 0), (0, 0)), (2, 1, 1), (2, 1, 1)
+    )
+    assert got == (4, 0, 0)
+    assert lax.reduce_window_shape_tuple((7,), (3,), (2,), "SAME") == (4,)
+    with pytest.raises(BluValueError, match=r"\(3, 4\): window_dimensions must be 2 ints"):
+        lax.reduce_window_shape_tuple((3, 4), (2,), (1, 1), ((0, 0), (0, 0)))
+    with pytest.raises(BluValueError, match="negative size"):
+        lax.reduce_window_shape_tuple((3, -1), (1, 1), (1, 1), "VALID")
+    with pytest.raises(BluTypeError, match="operand_shape"):
+        lax.reduce_window_shape_tuple("ab", (1, 1), (1, 1), "VALID")
 
 
 def test_integer_max_and_errors():

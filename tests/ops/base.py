@@ -257,6 +257,8 @@ NOT_OPERATIONS: dict[str, str] = {
     },
     "lax.ConvGeneralDilatedDimensionNumbers": "a type alias (what dimension_numbers may be)",
     "lax.RoundingMethod": "an enum for lax.round",
+    "lax.reduce_window_shape_tuple": "shape arithmetic, no array computation "
+    "(tests/lax/test_reduce_window.py: against the loop's shapes)",
     "lax.Precision": "an enum for the precision of products (dot_general's precision=)",
     "numpy.extras": "a submodule (its functions are re-exported and listed)",
     "numpy.index_tricks": "a submodule (its functions are re-exported and listed)",
