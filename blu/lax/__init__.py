@@ -9,8 +9,8 @@ The families import each other in one order, a module only ever importing those 
 ``cumulative`` < ``reductions`` < the rest (``scatter_combine``, ``bessel``, ``zeta_series``,
 ``random_gamma``, ``fft``, ``dot``, ``ragged``, ``convolution`` < ``conv_shapes`` <
 ``conv_patches``, ``windowed``, ``attention``, ``control_flow``, ``parallel``, ``linalg``;
-``incomplete``, ``custom_reduce`` and ``scatter_apply`` import ``control_flow``,
-``ragged_collective`` imports ``parallel``).
+``incomplete``, ``custom_reduce`` and ``scatter_apply`` import ``control_flow``, ``windowed``
+imports it through ``custom_window``, ``ragged_collective`` imports ``parallel``).
 No submodule imports this package. The few rules that need an operation of a higher family
 (broadcast_in_dim's transpose needs ``reduce_sum``) call it through ``_late``, filled in below.
 """

@@ -128,9 +128,10 @@ def _dimensions(dimensions: Any, ndim: int, shape: str) -> tuple[int, ...]:
     return dims
 
 
-def _init_scalar(init: Any, dtype: np.dtype, i: int) -> Any:
+def init_scalar(init: Any, dtype: np.dtype, label: str) -> Any:
     """``init`` as a scalar of ``dtype``: a Python or numpy scalar is converted, an array must
-    already have it (as JAX's ``reduce`` requires)."""
+    already have it (as JAX's ``reduce`` requires). ``label`` names it in errors
+    (``"reduce: init_values[0]"``)."""
     if isinstance(init, (bool, int, float, complex)):
         value = complex(init)
         integral = math.isfinite(value.real) and value.real == int(value.real)
@@ -138,21 +139,17 @@ def _init_scalar(init: Any, dtype: np.dtype, i: int) -> Any:
         if (value.imag != 0 and kind != "c") or (kind in "iub" and not integral):
             raise BluTypeError(
                 with_user_line(
-                    f"reduce: init_values[{i}] {init!r} cannot be held by its operand's dtype "
+                    f"{label} {init!r} cannot be held by its operand's dtype "
                     f"{np.dtype(dtype)}; pass an init value of that dtype"
                 )
             )
         return convert_element_type(np.asarray(init), dtype)
     aval = get_aval(init)
     if aval.shape != ():
-        raise BluShapeError(
-            with_user_line(f"reduce: init_values[{i}] must be a scalar, got {aval.str_short()}")
-        )
+        raise BluShapeError(with_user_line(f"{label} must be a scalar, got {aval.str_short()}"))
     if aval.dtype != dtype:
         raise BluTypeError(
-            with_user_line(
-                f"reduce: init_values[{i}] {aval.str_short()} must have its operand's dtype {dtype}"
-            )
+            with_user_line(f"{label} {aval.str_short()} must have its operand's dtype {dtype}")
         )
     return init
 
@@ -212,7 +209,10 @@ def reduce(
         reducer = _monoid_reducer(computation, flat[0], flat_init[0])
         if reducer is not None:
             return reducer(flat[0], dims)
-    inits = [_init_scalar(v, a.dtype, i) for i, (v, a) in enumerate(zip(flat_init, avals))]
+    inits = [
+        init_scalar(v, a.dtype, f"reduce: init_values[{i}]")
+        for i, (v, a) in enumerate(zip(flat_init, avals))
+    ]
     kept = [d for d in range(len(shape)) if d not in dims]
     kept_shape = tuple(shape[d] for d in kept)
     n, size = math.prod(shape[d] for d in dims), math.prod(kept_shape)

@@ -16,7 +16,9 @@ vmap adds a window axis of size 1. The impls are numpy (one padded copy, one str
 window offset); compiled programs inline the decomposition (the same, as ``pad``, strided
 ``slice`` and ``add``/``max``/``min``, which the kernel compiler fuses) on every target.
 
-``reduce_window_shape_tuple`` is the output shape's arithmetic.
+``reduce_window`` sends any other computation, init value or pytree of operands to
+``custom_window.py`` (composed of existing primitives); ``reduce_window_shape_tuple`` is the
+output shape's arithmetic.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from blu.core import dtypes
+from blu.core import dtypes, pytree
 from blu.core.aval import ShapedArray, ShapeDtypeStruct
-from blu.core.errors import BluTypeError, BluValueError, with_user_line
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.core.staging import make_jaxpr
@@ -36,6 +38,7 @@ from blu.lax import elementwise as ew
 from blu.lax.conv_args import int_tuple, pad_pairs
 from blu.lax.conv_numpy import dilate_dim, dilate_pad
 from blu.lax.convolution import padtype_to_pads, vjp_lhs_padding
+from blu.lax.custom_window import general_reduce_window
 from blu.lax.elementwise import convert_element_type
 from blu.lax.shapes import full, pad
 from blu.lax.window_select import (
@@ -304,6 +307,24 @@ def _recognize(computation: Callable, dtype: Any) -> tuple[str, Primitive] | Non
     return _MONOIDS.get(eqn.primitive)
 
 
+def _monoid_primitive(computation: Callable, operand: Any, init_value: Any) -> Primitive | None:
+    """The primitive of ``computation`` when it is one ``add``/``max``/``min`` of its arguments
+    and ``init_value`` is that monoid's identity (a concrete scalar), else None."""
+    xa = get_aval(operand)
+    monoid = _recognize(computation, xa.dtype)
+    if monoid is None:
+        return None
+    name, prim = monoid
+    try:
+        init = np.asarray(init_value)
+    except Exception:  # noqa: BLE001  (a tracer: not concrete, the general path)
+        return None
+    with np.errstate(invalid="ignore"):  # -inf as an integer: not the identity
+        if init.shape != () or init.astype(xa.dtype) != identity(name, xa.dtype):
+            return None
+    return prim
+
+
 def _window_params(
     shape, what, window_dimensions, window_strides, padding, base_dilation, window_dilation
 ):
@@ -389,15 +410,27 @@ def reduce_window(
     base_dilation: Sequence[int] | None = None,
     window_dilation: Sequence[int] | None = None,
 ) -> Any:
-    """Reduce each window of ``operand`` with ``computation`` (``jax.lax.reduce_window``'s
-    signature; one operand).
+    """Reduce each window of ``operand`` with ``computation`` (``jax.lax.reduce_window``).
+
+    ``operand`` is an array or a pytree of arrays of one shape (variadic, as ``lax.reduce``);
+    ``computation(a, b)`` combines two pytrees like it of scalars into one, and ``init_value``,
+    a pytree like it of scalars, fills the pads and dilation holes and starts each window's
+    fold. One operand with ``lax.add``, ``lax.max`` or ``lax.min`` (or a function tracing to one
+    of them) and that monoid's identity as a concrete init value (0; ``-inf``, the lowest
+    integer, False; ``inf``, the highest, True) is the primitive ``reduce_window_sum``,
+    ``reduce_window_max`` or ``reduce_window_min``; anything else is composed of ``pad``,
+    strided ``slice``s and ``lax.reduce``'s fold of the window in row-major order
+    (``blu/lax/custom_window.py``), differentiable in forward and reverse mode through the
+    combiner's derivative (operands and init values) and batched by vmap. As JAX's, the result
+    does not depend on the order of combination when ``computation`` is associative and
+    commutative with ``init_value`` its identity.
 
     Args:
-        operand: array of rank ``r``.
-        init_value: the monoid's identity, a concrete scalar: 0 for ``lax.add``, ``-inf`` (the
-            lowest integer, False) for ``lax.max``, ``inf`` (the highest, True) for ``lax.min``.
-        computation: ``lax.add``, ``lax.max`` or ``lax.min`` (or a function tracing to one of
-            them on its two arguments).
+        operand: an array of rank ``r``, or a pytree of them of one shape.
+        init_value: a pytree like ``operand`` of scalars of the operands' dtypes (Python
+            scalars are converted when the dtype holds them).
+        computation: ``(a, b) -> c`` on pytrees like ``operand`` of scalars, returning one of
+            the same structure and dtypes.
         window_dimensions, window_strides: ``r`` ints >= 1.
         padding: ``"SAME"``, ``"SAME_LOWER"``, ``"VALID"`` or ``r`` pairs ``(low, high)``
             (negative: crop), applied after ``base_dilation``; pads hold ``init_value``. The
@@ -405,52 +438,50 @@ def reduce_window(
         base_dilation, window_dilation: ``r`` ints >= 1 (default 1).
 
     Returns:
-        An array of ``operand``'s dtype, axis ``i`` of size
-        ``floor((dilated_in + lo + hi - dilated_window) / stride) + 1`` (0 if negative).
+        A pytree like ``operand`` of arrays of its dtypes, axis ``i`` of size
+        ``floor((dilated_in + lo + hi - dilated_window) / stride) + 1`` (0 if negative:
+        ``reduce_window_shape_tuple``); where it has no element, nothing is reduced.
 
     Raises:
-        BluValueError: a computation other than add/max/min, an init value that is not its
-            identity (or not concrete), bad window parameters.
+        BluShapeError: operands of different shapes, a non-scalar init value.
+        BluTypeError: an init value of another dtype than its operand, ``computation``
+            returning other dtypes or non-scalars.
+        BluValueError: ``operand`` and ``init_value`` of different structures (counts), no
+            operand, ``computation`` returning another structure, window parameters of another
+            length than the rank or below 1, padding cropping an axis below 0.
     """
-    xa = get_aval(operand)
-    monoid = _recognize(computation, xa.dtype)
-    if monoid is None:
+    flat, tree = pytree.tree_flatten(operand)
+    flat_init, init_tree = pytree.tree_flatten(init_value)
+    if tree != init_tree:
         raise BluValueError(
             with_user_line(
-                f"reduce_window: computation {computation!r} is not lax.add, lax.max or lax.min "
-                "(the monoids with a windowed primitive)"
+                f"reduce_window: operand ({len(flat)} array(s), structure {tree}) and "
+                f"init_value ({len(flat_init)} value(s), structure {init_tree}) must have one "
+                "structure"
             )
         )
-    name, prim = monoid
-    want = identity(name, xa.dtype)
-    try:
-        init = np.asarray(init_value)
-    except Exception as e:  # a tracer: not concrete
-        raise BluValueError(
-            with_user_line("reduce_window: init_value must be a concrete scalar")
-        ) from e
-    if init.shape != () or init.astype(xa.dtype) != want:
-        raise BluValueError(
-            with_user_line(
-                f"reduce_window: init_value {init_value!r} must be the identity of "
-                f"{name} for {xa.str_short()}, {want!r}"
-            )
+    if not flat:
+        raise BluValueError(with_user_line("reduce_window: operand has no arrays"))
+    avals = [get_aval(x) for x in flat]
+    if any(a.shape != avals[0].shape for a in avals):
+        shown = ", ".join(a.str_short() for a in avals)
+        raise BluShapeError(
+            with_user_line(f"reduce_window: operands must have one shape, got {shown}")
         )
-
-    wdims, strides, pads, bd, wd = _window_params(
-        xa.shape,
-        f"reduce_window of {xa.str_short()}",
+    params = _window_params(
+        avals[0].shape,
+        f"reduce_window of {avals[0].str_short()}",
         window_dimensions,
         window_strides,
         padding,
         base_dilation,
         window_dilation,
     )
-    return prim.bind(
-        operand,
-        window_dimensions=wdims,
-        window_strides=strides,
-        padding=pads,
-        base_dilation=bd,
-        window_dilation=wd,
-    )
+    if len(flat) == 1 and tree == pytree.tree_structure(0):
+        prim = _monoid_primitive(computation, operand, init_value)
+        if prim is not None:
+            return prim.bind(operand, **dict(zip(_KEYS, params)))
+    return general_reduce_window(flat, flat_init, tree, computation, *params)
+
+
+_KEYS = ("window_dimensions", "window_strides", "padding", "base_dilation", "window_dilation")

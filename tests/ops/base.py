@@ -237,6 +237,7 @@ NOT_OPERATIONS: dict[str, str] = {
             "ragged",
             "ragged_collective",
             "custom_reduce",
+            "custom_window",
         )
     },
     "numpy.signal": "a submodule (its functions are re-exported and listed)",

@@ -8,6 +8,7 @@ import itertools
 import numpy as np
 
 import blu.nn as bnn
+import blu.numpy as bnp
 from blu import lax
 from ops.base import op
 
@@ -100,3 +101,67 @@ op("nn.max_pool", bnn.max_pool, _pool_ref("max"), _pool_sample, special=_POOL_SP
 op("nn.min_pool", bnn.min_pool, _pool_ref("min"), _pool_sample, special=_POOL_SPECIAL, n_ops=9)
 op("nn.avg_pool", bnn.avg_pool, _pool_ref("add", mean=True), _pool_sample,
    special=_POOL_SPECIAL, kwargs=[{"count_include_pad": False}], n_ops=10)  # fmt: skip
+
+
+# ---- reduce_window with other computations: the general path (pad, strided slices, a fold) ----
+
+
+def _fold_ref(xs, inits, combine, wdims, strides, pads):
+    """Each window folded by a loop from the init values; pads hold them (lists of arrays)."""
+    xps = [np.pad(x, pads, constant_values=i) for x, i in zip(xs, inits)]
+    out_sp = [max((p - w) // s + 1, 0) for p, w, s in zip(xps[0].shape, wdims, strides)]
+    outs = [np.empty(out_sp, x.dtype) for x in xs]
+    for pos in itertools.product(*map(range, out_sp)):
+        acc = list(inits)
+        for ks in itertools.product(*map(range, wdims)):
+            idx = tuple(p * s + k for p, s, k in zip(pos, strides, ks))
+            acc = combine(acc, [xp[idx] for xp in xps])
+        for o, v in zip(outs, acc):
+            o[pos] = v
+    return outs
+
+
+op(
+    "lax.reduce_window logaddexp",
+    lambda x, w, s, p: lax.reduce_window(x, -np.inf, bnp.logaddexp, w, s, p),
+    lambda x, w, s, p: _fold_ref(
+        [x.astype(np.float64)], [-np.inf], lambda a, b: [np.logaddexp(a[0], b[0])], w, s, p
+    )[0],
+    _sample,
+    special=[(np.array([1.0, 3.0, 3.0, np.inf, -np.inf]), (2,), (1,), ((0, 1),))],
+    n_ops=12,
+)
+
+
+def _argmax_pair(a, b):
+    take_b = (b[0] > a[0]) | ((b[0] == a[0]) & (b[1] < a[1]))
+    return bnp.where(take_b, b[0], a[0]), bnp.where(take_b, b[1], a[1])
+
+
+def _argmax_ref(x, i, w, s, p):
+    def combine(a, b):
+        return list(b) if b[0] > a[0] or (b[0] == a[0] and b[1] < a[1]) else list(a)
+
+    big = np.iinfo(np.int32).max
+    return tuple(_fold_ref([x.astype(np.float64), i], [-np.inf, big], combine, w, s, p))
+
+
+_PAD = ((0, 1),)  # the tie (3, 3) goes to the first index
+
+
+def _argmax_sample(rng):
+    x, w, s, p = _sample(rng)
+    return x, np.arange(x.size, dtype=np.int32).reshape(x.shape), w, s, p
+
+
+op(
+    "lax.reduce_window argmax pair",  # variadic: (value, index) operands and init values
+    lambda x, i, w, s, p: lax.reduce_window(
+        (x, i), (-np.inf, np.int32(np.iinfo(np.int32).max)), _argmax_pair, w, s, p
+    ),
+    _argmax_ref,
+    _argmax_sample,
+    diff_args=(0,),
+    special=[(np.array([1.0, 3.0, 3.0, -np.inf]), np.arange(4, dtype=np.int32), (2,), (1,), _PAD)],
+    n_ops=2,
+)
