@@ -81,11 +81,11 @@ _MONOIDS: dict[Any, tuple[Callable, Callable, Callable]] = {
 }
 
 
-def _monoid_reducer(computation: Callable, operand: Any, init: Any) -> Callable | None:
-    """The named reduction when ``computation`` is one monoid primitive of its two scalar
-    arguments and ``init`` its identity (concrete), else None."""
-    dt = get_aval(operand).dtype
-    scalar = ShapeDtypeStruct((), dt)
+def binary_primitive(computation: Callable, dtype: Any) -> Any:
+    """The primitive ``computation`` is, on two scalars of ``dtype``: one equation of it taking
+    both arguments (in either order) and giving the result; else None (``windowed`` and
+    ``reduce`` recognize their monoids so)."""
+    scalar = ShapeDtypeStruct((), dtype)
     try:
         jaxpr = make_jaxpr(computation)(scalar, scalar).jaxpr
     except Exception:  # noqa: BLE001  (anything that does not trace on scalars is no monoid)
@@ -96,10 +96,19 @@ def _monoid_reducer(computation: Callable, operand: Any, init: Any) -> Callable 
     if (
         sorted(str(v) for v in eqn.invars) != sorted(str(v) for v in jaxpr.invars)
         or eqn.outvars[0] is not jaxpr.outvars[0]
-        or eqn.primitive not in _MONOIDS
     ):
         return None
-    reducer, takes, identity = _MONOIDS[eqn.primitive]
+    return eqn.primitive
+
+
+def _monoid_reducer(computation: Callable, operand: Any, init: Any) -> Callable | None:
+    """The named reduction when ``computation`` is one monoid primitive of its two scalar
+    arguments and ``init`` its identity (concrete), else None."""
+    dt = get_aval(operand).dtype
+    prim = binary_primitive(computation, dt)
+    if prim not in _MONOIDS:
+        return None
+    reducer, takes, identity = _MONOIDS[prim]
     if not takes(dt):
         return None
     try:

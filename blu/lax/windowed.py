@@ -29,15 +29,15 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes, pytree
-from blu.core.aval import ShapedArray, ShapeDtypeStruct
+from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
-from blu.core.staging import make_jaxpr
 from blu.lax import elementwise as ew
 from blu.lax.conv_args import int_tuple, pad_pairs
 from blu.lax.conv_numpy import dilate_dim, dilate_pad
 from blu.lax.convolution import padtype_to_pads, vjp_lhs_padding
+from blu.lax.custom_reduce import binary_primitive
 from blu.lax.custom_window import general_reduce_window
 from blu.lax.elementwise import convert_element_type
 from blu.lax.shapes import full, pad
@@ -290,21 +290,7 @@ _MONOIDS = {
 
 def _recognize(computation: Callable, dtype: Any) -> tuple[str, Primitive] | None:
     """The monoid of ``computation`` if it is one ``add``/``max``/``min`` of its arguments."""
-    scalar = ShapeDtypeStruct((), dtype)
-    try:
-        jaxpr = make_jaxpr(computation)(scalar, scalar).jaxpr
-    except Exception:  # noqa: BLE001  (anything that does not trace is not a known monoid)
-        return None
-    if len(jaxpr.eqns) != 1 or len(jaxpr.outvars) != 1:
-        return None
-    (eqn,) = jaxpr.eqns
-    ins = [str(v) for v in eqn.invars]
-    if (
-        sorted(ins) != sorted(str(v) for v in jaxpr.invars)
-        or eqn.outvars[0] is not jaxpr.outvars[0]
-    ):
-        return None
-    return _MONOIDS.get(eqn.primitive)
+    return _MONOIDS.get(binary_primitive(computation, dtype))
 
 
 def _monoid_primitive(computation: Callable, operand: Any, init_value: Any) -> Primitive | None:
