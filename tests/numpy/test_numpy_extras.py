@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.errors import BluAxisError, BluIndexError, BluValueError, ConcretizationError
+from blu.errors import (
+    BluAxisError,
+    BluIndexError,
+    BluShapeError,
+    BluTypeError,
+    BluValueError,
+    ConcretizationError,
+)
 
 RNG = np.random.default_rng(0)
 A = RNG.normal(size=200)
@@ -348,3 +355,118 @@ def test_nanargmax_nanargmin_and_small_helpers():
     close(bnp.matvec(m, v), np.einsum("bij,bj->bi", m, v), rtol=1e-12)
     close(bnp.vecmat(m[:, :, 0], m), np.einsum("bi,bij->bj", m[:, :, 0], m), rtol=1e-12)
     close(bnp.geomspace(1.0, 1000.0, 4), np.geomspace(1.0, 1000.0, 4), rtol=1e-12)
+
+
+# ---- mgrid, ogrid, r_, c_, s_, index_exp, ix_ (numpy's results are the reference) ------------
+
+
+def _slices(draw_int, draw_step):
+    """A slice with int bounds and an int, float or complex (point count) step."""
+    return st.builds(slice, draw_int, draw_int, draw_step)
+
+
+_STEPS = st.one_of(
+    st.sampled_from([1, 2, -1, 3, -2]),
+    st.sampled_from([0.5, 0.7, -0.3, 1.25]),
+    st.integers(0, 6).map(lambda n: complex(0, n)),
+)
+
+
+@given(st.lists(_slices(st.integers(-4, 4), _STEPS), min_size=1, max_size=3))
+def test_mgrid_ogrid_against_numpy(key):
+    key = tuple(key)
+    # numpy's 1-d grids, meshed (np.mgrid itself fails on an empty one in several dims)
+    ones = [np.mgrid[k] for k in key]
+    want = np.stack(np.meshgrid(*ones, indexing="ij")).astype(np.result_type(*ones))
+    tol = dict(rtol=1e-6, atol=1e-6)  # float grids are float32 (numpy's float64)
+    close(bnp.mgrid[key], want, **tol)
+    if all(o.size for o in ones):
+        close(bnp.mgrid[key], np.mgrid[key], **tol)
+    for got, w in zip(bnp.ogrid[key], np.ogrid[key], strict=True):
+        close(got, w, **tol)
+    close(bnp.mgrid[key[0]], np.mgrid[key[0]], **tol)
+    assert (bnp.mgrid[key].dtype == np.int32) == (want.dtype.kind == "i")
+
+
+def test_mgrid_ogrid_cases_and_errors():
+    close(bnp.mgrid[0:1:5j, 0:3], np.mgrid[0:1:5j, 0:3], rtol=1e-6)
+    assert bnp.mgrid[0:1:5j, 0:3].dtype == np.float32  # promoted together, JAX's dtypes
+    close(bnp.ogrid[:2, :3][1], np.ogrid[:2, :3][1])
+    assert bnp.mgrid[()].shape == (0,)
+    with pytest.raises(ConcretizationError, match="slice stop of bnp.mgrid"):
+        blu.jit(lambda n: bnp.mgrid[0:n])(3)
+    with pytest.raises(BluTypeError, match="expected slices"):
+        bnp.mgrid[5]
+    with pytest.raises(BluValueError, match="needs a stop"):
+        bnp.ogrid[0:]
+
+
+_DIRECTIVES = ["0,3,0", "0,3,1", "0,3,-1", "0,3,-2", "1,3,0", "0,2,0", "0,2,-2", "0,4,1",
+               "r", "c", "-1", "0,2", "1,2"]  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # numpy's np.matrix for r, c
+@pytest.mark.parametrize("directive", _DIRECTIVES)
+@pytest.mark.parametrize("shape", [(2,), (2, 3)])
+def test_r_directives_against_numpy(directive, shape):
+    a = np.arange(np.prod(shape)).reshape(shape)
+    want = np.asarray(np.r_[directive, a, 2 * a])
+    close(bnp.r_[directive, a, 2 * a], want)
+    close(blu.jit(lambda x: bnp.r_[directive, x, 2 * x])(a), want)
+
+
+def test_r_c_items_slices_and_errors():
+    a, b = np.array([1.0, 2.0]), np.array([[3.0, 4.0]])
+    close(bnp.r_[1:3, 1.5, [4], a], np.r_[1:3, 1.5, [4], a])
+    close(bnp.r_[-1:1:6j, 0, a], np.r_[-1:1:6j, 0, a], rtol=1e-6)
+    close(bnp.c_[a, a], np.c_[a, a])
+    close(bnp.c_[b, 7, b], np.c_[b, 7, b])
+    close(bnp.c_[1:3, 4:6], np.c_[1:3, 4:6])
+    close(bnp.c_["0,2", [1, 2, 3], [4, 5, 6]], np.c_["0,2", [1, 2, 3], [4, 5, 6]])
+    assert bnp.r_[1:3, 5].dtype == np.int32 and bnp.r_[1:3, 1.5].dtype == np.float32
+    # traced items, differentiated through the concatenation
+    g = blu.grad(lambda x: bnp.sum(bnp.r_[x, 3 * x, 0:2] ** 2))(a)
+    close(g, 2 * a + 18 * a)
+    assert len(bnp.r_) == 0 and len(bnp.c_) == 0
+    with pytest.raises(BluValueError, match="could not understand the directive 'a,b'"):
+        bnp.r_["a,b", 1]
+    with pytest.raises(BluValueError, match="must come first"):
+        bnp.r_[1, "r"]
+    with pytest.raises(BluValueError, match="nothing to concatenate"):
+        bnp.r_[()]
+    with pytest.raises(BluValueError, match="trans1d=-3"):
+        bnp.r_["0,3,-3", np.ones((2, 3))]
+    with pytest.raises(ConcretizationError):
+        blu.jit(lambda n: bnp.r_[0:n])(3)
+
+
+def test_s_and_index_exp_are_numpys():
+    assert bnp.s_[1:2, ::2] == np.s_[1:2, ::2] and bnp.index_exp[3] == np.index_exp[3]
+    x = np.arange(12.0).reshape(3, 4)
+    close(bnp.asarray(x)[bnp.s_[1:, ::2]], x[1:, ::2])
+
+
+@given(st.data())
+def test_ix_against_numpy(data):
+    dims = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
+    x = np.arange(np.prod(dims), dtype=np.float64).reshape(dims)
+    idx = [np.array(data.draw(st.lists(st.integers(-d, d - 1), max_size=4)), np.int32)
+           for d in dims]  # fmt: skip
+    want = np.ix_(*idx)
+    for got, w in zip(bnp.ix_(*idx), want, strict=True):
+        close(got, w)
+    close(blu.jit(lambda x, *i: x[bnp.ix_(*i)])(x, *idx), x[want])
+
+
+def test_ix_bools_vmap_and_errors():
+    m = np.array([True, False, True])
+    for got, w in zip(bnp.ix_(m, np.array([0, 1])), np.ix_(m, np.array([0, 1])), strict=True):
+        close(got, w)
+    assert bnp.ix_(np.array([], np.float32))[0].shape == (0,) and bnp.ix_() == ()
+    rows = np.array([[0, 2], [1, 1]], np.int32)
+    got = blu.vmap(lambda r: bnp.ix_(r, r)[0])(rows)
+    close(got, rows[:, :, None])
+    with pytest.raises(BluShapeError, match=r"argument 0 must be 1-d, got shape \(2, 2\)"):
+        bnp.ix_(np.ones((2, 2), np.int32))
+    with pytest.raises(BluTypeError, match="traced boolean"):
+        blu.jit(bnp.ix_)(m)

@@ -13,6 +13,7 @@ from ops import (  # noqa: F401  (register)
     jax_extras_c,
     jax_extras_d,
     jax_extras_e,
+    jax_extras_f,
     lax_extras,
     lax_ops,
     linalg_nn,
