@@ -70,6 +70,16 @@ float64 = _make_scalar_type("float64", dtypes.float64)
 complex64 = _make_scalar_type("complex64", dtypes.complex64)
 complex128 = _make_scalar_type("complex128", dtypes.complex128)
 
+# numpy's aliases as JAX has them: the same scalar types (``jnp.float_ is jnp.float64``); blu's
+# 64-bit types are always on, so ``bnp.float_(1)`` is float64 (JAX's with ``jax_enable_x64``),
+# while Python scalars still default to float32 / int32
+float_ = double = float64
+single = float32
+int_ = int64
+uint = uint64
+complex_ = cdouble = complex128
+csingle = complex64
+
 # abstract kinds, for issubdtype (numpy's own; bfloat16 is handled specially)
 generic = np.generic
 number = np.number

@@ -423,3 +423,26 @@ def test_python_int_beyond_int32_converts_to_64_bit_dtypes():
     assert int(lax.convert_element_type(2**63 + 5, np.uint64)) == 2**63 + 5
     with pytest.raises(BluError, match="does not fit"):
         lax.convert_element_type(2**64, np.uint64)
+
+
+def test_numpys_scalar_aliases_are_the_64_bit_types():
+    """JAX's ``float_``, ``int_``, ... are its scalar types of numpy's widths (``jnp.float_ is
+    jnp.float64``); blu's 64-bit types are always on, so calling them keeps 64 bits."""
+    want = {
+        "double": np.double,
+        "single": np.single,
+        "cdouble": np.cdouble,
+        "csingle": np.csingle,
+        "int_": np.int_,
+        "uint": np.uint,
+        "float_": np.float64,
+        "complex_": np.complex128,
+    }  # numpy 2 lacks float_ and complex_: numpy 1 gave these types
+    for name, np_type in want.items():
+        t = getattr(bnp, name)
+        assert t is getattr(bnp, np.dtype(np_type).name), name
+        assert np.dtype(t) == np.dtype(np_type) and t == np_type, name
+        x = t(np.array([1, 2]))
+        assert x.dtype == np.dtype(np_type) and np.asarray(x).tolist() == [1, 2], name
+    assert bnp.zeros(2, bnp.float_).dtype == np.float64
+    assert bnp.asarray(1.0).dtype == np.float32  # Python scalars still default to 32 bits

@@ -1,4 +1,5 @@
-"""OpInfo entries: mgrid, ogrid, r_, c_, ix_ (blu.numpy's index tricks)."""
+"""OpInfo entries: mgrid, ogrid, r_, c_, ix_ (blu.numpy's index tricks); numpy's scalar
+aliases (float_, int_, ...) listed as dtypes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,19 @@ NOT_OPERATIONS.update(
         "numpy.s_": "numpy's own index-expression builder (slices, no arrays)",
         "numpy.index_exp": "numpy's own index-expression builder (slices, no arrays)",
         "numpy.index_grids": "a submodule (its functions are re-exported and listed)",
+        **{
+            f"numpy.{n}": "a dtype (numpy's alias of a sized scalar type)"
+            for n in (
+                "float_",
+                "double",
+                "single",
+                "int_",
+                "uint",
+                "complex_",
+                "cdouble",
+                "csingle",
+            )
+        },
     }
 )
 
