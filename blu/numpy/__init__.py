@@ -23,7 +23,8 @@ from blu.core import array as _array
 # complexes, ufuncs (arithmetic, rounding, extrema, the three-argument where), transcendental,
 # manipulation, creation, selection (take, nonzero, where), reductions, sorting, sets,
 # products, einsum, indexing, index_update, signal, fft, standard, linalg, statistics, extras,
-# index_tricks, index_grids, nanfuncs, padding, editing, windows, polynomial, differences, building.
+# index_tricks, index_grids, host_io, nanfuncs, padding, editing, windows, polynomial,
+# differences, building.
 from blu.numpy import fft, linalg
 from blu.numpy._dtypes import (
     bfloat16,
@@ -93,6 +94,7 @@ from blu.numpy.statistics import *  # noqa: F403
 from blu.numpy.extras import *  # noqa: F403
 from blu.numpy.index_tricks import *  # noqa: F403
 from blu.numpy.index_grids import *  # noqa: F403
+from blu.numpy.host_io import *  # noqa: F403
 from blu.numpy.nanfuncs import *  # noqa: F403
 from blu.numpy.windows import *  # noqa: F403
 from blu.numpy.polynomial import *  # noqa: F403

@@ -1,5 +1,5 @@
 """OpInfo entries: mgrid, ogrid, r_, c_, ix_ (blu.numpy's index tricks); numpy's scalar
-aliases (float_, int_, ...) listed as dtypes."""
+aliases (float_, int_, ...) listed as dtypes, host I/O and printing as no operations."""
 
 from __future__ import annotations
 
@@ -13,6 +13,25 @@ NOT_OPERATIONS.update(
         "numpy.s_": "numpy's own index-expression builder (slices, no arrays)",
         "numpy.index_exp": "numpy's own index-expression builder (slices, no arrays)",
         "numpy.index_grids": "a submodule (its functions are re-exported and listed)",
+        "numpy.host_io": "a submodule (its functions are re-exported and listed)",
+        **{
+            f"numpy.{n}": "host I/O or printing through numpy, no array computation "
+            "(tested in test_numpy_host_io)"
+            for n in (
+                "load",
+                "save",
+                "savez",
+                "frombuffer",
+                "fromfile",
+                "fromiter",
+                "fromstring",
+                "array_repr",
+                "array_str",
+                "get_printoptions",
+                "set_printoptions",
+                "printoptions",
+            )
+        },
         **{
             f"numpy.{n}": "a dtype (numpy's alias of a sized scalar type)"
             for n in (
