@@ -136,6 +136,7 @@ TOPICS = {
     "blu.lax.bits": "Bits and selection",
     "blu.lax.select_n": "Bits and selection",
     "blu.lax.shapes": "Shapes",
+    "blu.lax.stacking": "Shapes",
     "blu.lax.slicing": "Slicing, gathers and scatters",
     "blu.lax.gather_scatter": "Slicing, gathers and scatters",
     "blu.lax.scatter_combine": "Slicing, gathers and scatters",

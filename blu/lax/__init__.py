@@ -7,7 +7,7 @@ The families import each other in one order, a module only ever importing those 
 ``_base`` (helpers) < ``casts`` < ``shapes`` < ``_operands`` < ``elementwise`` < ``complex`` <
 ``sorting`` < ``gather_scatter`` < ``slicing`` < ``bits``, ``special``, ``associative_scan`` <
 ``cumulative`` < ``reductions`` < the rest (``scatter_combine``, ``bessel``, ``zeta_series``,
-``random_gamma``, ``fft``, ``dot``, ``ragged``, ``convolution`` < ``conv_shapes`` <
+``random_gamma``, ``stacking``, ``fft``, ``dot``, ``ragged``, ``convolution`` < ``conv_shapes`` <
 ``conv_patches``, ``windowed``, ``attention``, ``control_flow``, ``parallel``, ``linalg``;
 ``incomplete``, ``custom_reduce`` and ``scatter_apply`` import ``control_flow``, ``windowed``
 imports it through ``custom_window``, ``ragged_collective`` imports ``parallel``).
@@ -27,6 +27,7 @@ from blu.lax.complex import *  # noqa: F403
 from blu.lax.fft import *  # noqa: F403
 from blu.lax.shapes import *  # noqa: F403
 from blu.lax.slicing import *  # noqa: F403
+from blu.lax.stacking import *  # noqa: F403
 from blu.lax.scatter_combine import *  # noqa: F403
 from blu.lax.reductions import *  # noqa: F403
 from blu.lax.dot import *  # noqa: F403

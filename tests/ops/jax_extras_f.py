@@ -1,12 +1,14 @@
-"""OpInfo entries: mgrid, ogrid, r_, c_, ix_ (blu.numpy's index tricks); numpy's scalar
-aliases (float_, int_, ...) listed as dtypes, host I/O and printing as no operations."""
+"""OpInfo entries: mgrid, ogrid, r_, c_, ix_ (blu.numpy's index tricks); lax.stack, unstack,
+tile, broadcast_like, empty; numpy's scalar aliases (float_, int_, ...) listed as dtypes, host
+I/O and printing as no operations."""
 
 from __future__ import annotations
 
 import numpy as np
 
 import blu.numpy as bnp
-from ops.base import NOT_OPERATIONS, nonempty_shape, op, uniform
+from blu import lax
+from ops.base import NOT_OPERATIONS, nonempty_shape, op, rand_shape, unary_sampler, uniform
 
 NOT_OPERATIONS.update(
     {
@@ -14,6 +16,10 @@ NOT_OPERATIONS.update(
         "numpy.index_exp": "numpy's own index-expression builder (slices, no arrays)",
         "numpy.index_grids": "a submodule (its functions are re-exported and listed)",
         "numpy.host_io": "a submodule (its functions are re-exported and listed)",
+        "lax.stacking": "a submodule",
+        "lax.broadcast_shapes": "shape query, no array computation (tested in "
+        "test_lax_shape_helpers)",
+        "lax.dtype": "dtype query, no array computation (tested in test_lax_shape_helpers)",
         **{
             f"numpy.{n}": "host I/O or printing through numpy, no array computation "
             "(tested in test_numpy_host_io)"
@@ -75,4 +81,49 @@ op(
     np.ix_,
     lambda rng: (rng.integers(0, 5, 3).astype(np.int32), rng.integers(0, 5, 2).astype(np.int32)),
     grad=False,
+)
+
+
+# ---- lax's stack, unstack, tile, broadcast_like, empty -----------------------------------------
+
+
+def _stack_sample(rng):
+    shape = rand_shape(rng, 0, 2)
+    return (
+        uniform()(rng, shape),
+        uniform()(rng, shape),
+        int(rng.integers(-len(shape) - 1, len(shape) + 1)),
+    )
+
+
+op("lax.stack", lambda a, b, ax: lax.stack([a, b], ax), lambda a, b, ax: np.stack([a, b], ax),
+   _stack_sample)  # fmt: skip
+
+
+def _unstack_sample(rng):
+    shape = rand_shape(rng, 1, 3)
+    return uniform()(rng, shape), int(rng.integers(-len(shape), len(shape)))
+
+
+op("lax.unstack", lax.unstack,
+   lambda x, ax: tuple(np.moveaxis(x, ax, 0)), _unstack_sample)  # fmt: skip
+op(
+    "lax.tile",
+    lambda x: lax.tile(x, (2, 1, 3)[: x.ndim]),
+    lambda x: np.tile(x, (2, 1, 3)[: x.ndim]),
+    unary_sampler(),
+)
+op(
+    "lax.broadcast_like",
+    lambda x: lax.broadcast_like(x, np.zeros((2,) + x.shape, np.int8)),
+    lambda x: np.broadcast_to(x, (2,) + x.shape),
+    unary_sampler(),
+)
+op(
+    "lax.empty",
+    lambda: lax.empty((2, 0, 3), np.float32) * 0 + lax.empty((2, 1, 3), np.float32) * 0,
+    lambda: np.zeros((2, 0, 3), np.float32),
+    lambda rng: (),
+    grad=False,
+    skip={"vmap": "no array argument", "jit": "no array argument"},
 )
