@@ -123,6 +123,8 @@ TOPICS = {
     "blu.numpy.differences": "More of NumPy's API",
     "blu.numpy.polynomial": "More of NumPy's API",
     "blu.numpy.index_tricks": "More of NumPy's API",
+    "blu.numpy.index_grids": "More of NumPy's API",
+    "blu.numpy.host_io": "More of NumPy's API",
     "blu.numpy.standard": "The Array API standard's names",
     "blu.numpy.devices": "Devices and interchange",
     # blu.lax
