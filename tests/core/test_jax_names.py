@@ -104,7 +104,7 @@ def test_the_page_lists_no_name_blu_has():
 def test_the_page_parser_reads_bullets_across_lines():
     listed = _listed_on_page()
     assert {"pmap", "smap"} <= listed["jax"]
-    assert "conv_transpose_shape_tuple" in listed["jax.lax"] and "add_p" in listed["jax.lax"]
+    assert "GatherScatterMode" in listed["jax.lax"] and "add_p" in listed["jax.lax"]  # 2nd line
     assert "reduce_window" not in listed["jax.lax"]  # built
     assert "transfer_guard_host_to_device" in listed["jax"]  # on a bullet's third line
     assert "delta_orthogonal" not in listed["jax.nn.initializers"]  # built
