@@ -84,6 +84,7 @@ TOPICS = {
     "blu.numpy._promote": "Arrays, dtypes and promotion",
     "blu.numpy._dtypes": "Arrays, dtypes and promotion",
     "blu.numpy.ufuncs": "Elementwise arithmetic",
+    "blu.numpy.ufunc_api": "Elementwise arithmetic",
     "blu.numpy.transcendental": "Exponentials, logarithms and trigonometry",
     "blu.numpy.complexes": "Complex numbers",
     "blu.numpy.logic": "Comparisons, logic and bits",

@@ -10,7 +10,8 @@ clamped.
 Modules: ``creation``, ``ufuncs`` (elementwise arithmetic), ``transcendental`` (exp, log,
 trigonometric), ``manipulation`` (shapes), ``selection`` (take, where), ``reductions``,
 ``products`` (matmul, dot, tensordot), ``einsum``, ``sorting``, ``indexing`` (getitem and
-``.at[]``), ``linalg``.
+``.at[]``), ``linalg``, ``ufunc_api`` (``bnp.add``, ``bnp.sin``... as ``ufunc`` objects with
+``reduce``, ``accumulate``, ``outer``, ``at``; ``frompyfunc``).
 """
 
 import math as _math
@@ -24,7 +25,8 @@ from blu.core import array as _array
 # manipulation, creation, selection (take, nonzero, where), reductions, sorting, sets,
 # products, einsum, indexing, index_update, signal, fft, standard, linalg, statistics, extras,
 # index_tricks, index_grids, host_io, nanfuncs, padding, editing, windows, polynomial,
-# differences, building.
+# differences, building, ufunc_api (the ufunc objects bnp.add, bnp.sin... over those modules'
+# functions).
 from blu.numpy import fft, linalg
 from blu.numpy._dtypes import (
     bfloat16,
@@ -100,6 +102,7 @@ from blu.numpy.windows import *  # noqa: F403
 from blu.numpy.polynomial import *  # noqa: F403
 from blu.numpy.differences import *  # noqa: F403
 from blu.numpy.building import *  # noqa: F403
+from blu.numpy.ufunc_api import *  # noqa: F403  (last: bnp.add... are ufunc objects)
 
 pi = _math.pi
 e = _math.e
@@ -112,6 +115,11 @@ bool = bool_  # noqa: A001  (numpy 2 spells it bnp.bool as well)
 # x.__array_namespace__() is this package
 _devices.register_namespace(_sys.modules[__name__])
 # the numpy-style methods of arrays and tracers (x + y, x.sum(), x.at[...]) call these
+# (a ufunc's own function: x + y calls blu.numpy.ufuncs.add, as before bnp.add was a ufunc)
 _array.register_array_functions(
-    {_n: globals().get(_n) or getattr(_devices, _n) for _n in _array.ARRAY_FUNCTIONS}
+    {
+        _n: _f._func if isinstance(_f, ufunc) else _f  # noqa: F405
+        for _n in _array.ARRAY_FUNCTIONS
+        for _f in [globals().get(_n) or getattr(_devices, _n)]
+    }
 )

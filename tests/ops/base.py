@@ -279,6 +279,11 @@ NOT_OPERATIONS: dict[str, str] = {
     "prim:debug_callback": "a side effect with no output: tests/core/test_jax_toplevel.py checks "
     "each call's values under jit, grad and vmap",
     "numpy.IndexUpdateHelper": "x.at: covered by the IndexUpdateRef entries",
+    "numpy.ufunc_api": "a submodule (its ufunc objects are re-exported and listed)",
+    "numpy.ufunc": "the class of bnp.add, bnp.sin...: calls are the functions' entries; the "
+    "methods against numpy's (tests/numpy/test_numpy_ufunc_methods.py)",
+    "numpy.frompyfunc": "makes a ufunc of a Python function, no array computation of its own "
+    "(tests/numpy/test_numpy_ufunc_methods.py: against a Python loop)",
     "prim:cpu_concat": "made only by the CPU plan from sums of zero-padded parts, after "
     "differentiation (test_cpu_concat)",
     "prim:inspect_sharding": "a side effect with no output, bound only while jit partitions a "
