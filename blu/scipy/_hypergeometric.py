@@ -224,8 +224,9 @@ def hyp1f1(a: Any, b: Any, x: Any) -> Any:
 
 def _hyp2f1_pfaff(a, b, c, x):
     """``(A, B, z, log_pref)``: for ``x < 0`` Pfaff's ``(1 - x)^-A 2F1(A, c - b'; c; z)`` with
-    a non-positive integer parameter kept as ``A`` (a polynomial stays one)."""
-    swap = _nonpos_int(b) & ~_nonpos_int(a)
+    a non-positive integer parameter kept as ``A`` (a polynomial stays one; of two, the one of
+    lower degree, which ends the series before a pole of ``c`` between them)."""
+    swap = _nonpos_int(b) & (~_nonpos_int(a) | (b > a))
     a_, b_ = bnp.where(swap, b, a), bnp.where(swap, a, b)
     neg = x < 0
     xn = bnp.where(neg, x, -1.0)
@@ -274,8 +275,9 @@ def _hyp2f1_log_limit(a, b, c, w, m, active):
 
 def _hyp2f1_unit(a, b, c, z, active):
     """``2F1(a, b; c; z)`` for ``0 <= z < 1``."""
-    swap = _nonpos_int(b) & ~_nonpos_int(a)
-    a, b = bnp.where(swap, b, a), bnp.where(swap, a, b)  # a polynomial's degree is -a
+    swap = _nonpos_int(b) & (~_nonpos_int(a) | (b > a))
+    # a polynomial's degree is -a (the lower of two: a pole of c may lie between them)
+    a, b = bnp.where(swap, b, a), bnp.where(swap, a, b)
     poly = _nonpos_int(a)
     d = c - a - b
     m = bnp.round(d)

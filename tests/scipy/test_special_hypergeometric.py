@@ -4,6 +4,7 @@ from its eps, jit and vmap, and gradients against central differences in float64
 
 from __future__ import annotations
 
+import itertools
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
@@ -293,6 +294,35 @@ def test_hyp2f1_against_decimal_series(points):
             continue
         want, moduli = _hyp2f1_decimal(a[i], b[i], c[i], x[i])
         assert abs(got[i] - want) <= 1e3 * EPS64 * (abs(want) + moduli), (points[i], got[i], want)
+
+
+def _poly_fraction(a: int, b: int, c: int, x: Fraction) -> tuple[Fraction, Fraction]:
+    """The terminating series of 2F1(a, b; c; x) in exact fractions, to its first 0 term, and
+    the sum of its terms' moduli."""
+    total = moduli = term = Fraction(1)
+    for k in range(64):
+        term = term * (a + k) * (b + k) / ((c + k) * (k + 1)) * x
+        if term == 0:
+            return total, moduli
+        total, moduli = total + term, moduli + abs(term)
+    raise AssertionError("no terminating series")
+
+
+def test_hyp2f1_two_polynomial_parameters_around_a_pole_of_c():
+    """b = -n ends the series before c = -n - gap's pole, a below c (JAX's is inf there): the
+    lower degree is the polynomial, through Pfaff's (x < 0) and Euler's (x > 0.75)
+    transformations too, whichever of a and b it is."""
+    rows = []
+    for n, gap, past, x, swap in itertools.product(
+        range(5), (1, 3), (1, 4), (-20.0, -0.5, 0.3, 0.8, 0.98), (False, True)
+    ):
+        b, c = -n, -n - gap
+        a = c - past
+        want, moduli = _poly_fraction(a, b, c, Fraction(x))
+        rows.append(((b, a) if swap else (a, b)) + (c, x, float(want), float(moduli)))
+    a, b, c, x, want, moduli = (np.array(v, dtype=np.float64) for v in zip(*rows, strict=True))
+    got = np.asarray(S.hyp2f1(a, b, c, x))
+    np.testing.assert_array_less(np.abs(got - want), 1e3 * EPS64 * moduli)
 
 
 def test_hyp2f1_against_scipy_and_special_values():
