@@ -329,7 +329,9 @@ def _hyp2f1_value(a, b, c, x):
     d = c - a - b
     # c a pole of the series, unless a or b is a non-positive integer above it (a polynomial)
     pole = _nonpos_int(c) & ~(_nonpos_int(a) & (a > c)) & ~(_nonpos_int(b) & (b > c))
-    ok = (x < 1) & ~pole & (b != c) & (a != c)
+    # a polynomial at x = 1 is its finite sum (Chu-Vandermonde's (c - b)_n / (c)_n), scipy's
+    poly1 = (x == 1) & (_nonpos_int(a) | _nonpos_int(b))
+    ok = ((x < 1) | poly1) & ~pole & (b != c) & (a != c)
     A, B, z, log1mx, _, _ = _hyp2f1_pfaff(a, b, c, bnp.where(ok, x, 0.0))
     inner = _hyp2f1_unit(A, B, c, z, ok & bnp.isfinite(z))
     out = bnp.exp(-A * log1mx) * inner
@@ -337,7 +339,7 @@ def _hyp2f1_value(a, b, c, x):
     gauss = _gamma_ratio([c, bnp.where(d > 0, d, 1.0)], [c - a, c - b])
     at1 = bnp.where(d > 0, gauss, bnp.inf)
     s = bnp.where(x < 1, 1.0 - x, 1.0)
-    out = bnp.where(x == 1, at1, bnp.where(x > 1, bnp.inf, out))
+    out = bnp.where((x == 1) & ~(poly1 & ok), at1, bnp.where(x > 1, bnp.inf, out))
     out = bnp.where((x < 1) & (a == c), s ** (-b), out)
     out = bnp.where((x < 1) & (b == c), s ** (-a), out)
     out = bnp.where(pole, bnp.inf, out)
@@ -382,7 +384,9 @@ def hyp2f1(a: Any, b: Any, c: Any, x: Any) -> Any:
     ``a`` or ``b`` is 0 (``c != 0``); ``inf`` where ``c`` is a non-positive integer (unless
     ``a`` or ``b`` is a non-positive integer above it: scipy's polynomial; JAX's is ``inf``), for
     ``x > 1`` (off the real branch), and at ``x = 1`` for ``c - a - b <= 0``; Gauss's sum
-    (DLMF 15.4.20) at ``x = 1`` otherwise; ``(1 - x)^-a`` for ``b = c``.
+    (DLMF 15.4.20) at ``x = 1`` otherwise; ``(1 - x)^-a`` for ``b = c``. A polynomial (``a`` or
+    ``b`` a non-positive integer) at ``x = 1`` is its value, Chu-Vandermonde's
+    ``(c - b)_n / (c)_n`` (scipy's; JAX's is ``inf`` for ``c - a - b <= 0``).
     Computed by the power series up to ``x = 0.75``, Pfaff's transformation below 0
     (DLMF 15.8.1), the connection formula in ``1 - x`` above 0.75 (DLMF 15.8.4) or, for an
     integer ``c - a - b``, its logarithmic limit (Abramowitz & Stegun 15.3.10-11); accuracy

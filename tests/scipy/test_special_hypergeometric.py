@@ -325,6 +325,23 @@ def test_hyp2f1_two_polynomial_parameters_around_a_pole_of_c():
     np.testing.assert_array_less(np.abs(got - want), 1e3 * EPS64 * moduli)
 
 
+def test_hyp2f1_polynomials_at_one_are_chu_vandermonde():
+    """A polynomial at x = 1 is (c - b)_n / (c)_n for a = -n (DLMF 15.4.24), whatever the sign
+    of c - a - b (JAX's is inf for c - a - b <= 0) and for c a pole above its degree."""
+    rows = []
+    for n, b, c in itertools.product(range(1, 6), (-7, -2, 0.5, 2.5, 5), (-8, -6, 0.5, 1, 3.5)):
+        if c <= 0 and c >= -n or b == c:
+            continue  # c's pole before the series ends; b = c is (1 - x)^n
+        want = Fraction(1)
+        for k in range(n):
+            want *= Fraction(c - b + k) / Fraction(c + k)
+        rows += [(-n, b, c, float(want)), (b, -n, c, float(want))]
+    a, b, c, want = (np.array(v, dtype=np.float64) for v in zip(*rows, strict=True))
+    got = np.asarray(S.hyp2f1(a, b, c, np.ones_like(a)))
+    scale = np.maximum(1.0, np.abs(want))
+    np.testing.assert_array_less(np.abs(got - want), 1e4 * EPS64 * scale)
+
+
 def test_hyp2f1_against_scipy_and_special_values():
     rng = np.random.default_rng(0)
     a, b, c = rng.uniform(0.1, 5, (3, 200))
