@@ -184,18 +184,21 @@ def reduce(
         operands: an array or a pytree of arrays of one shape.
         init_values: a pytree like ``operands`` of scalars of their dtypes (Python scalars are
             converted).
-        computation: ``(a, b) -> c`` on pytrees like ``operands`` of scalars.
+        computation: ``(a, b) -> c`` on pytrees like ``operands`` of scalars; ``c`` may have
+            another structure with as many leaves (JAX's), paired with the operands in order.
         dimensions: distinct axes in ``[0, ndim)`` to reduce.
 
     Returns:
-        A pytree like ``operands``, each leaf without ``dimensions``; over size-0 dimensions,
-        ``init_values`` broadcast.
+        A pytree of ``computation``'s output structure (that of ``operands`` for a named
+        reduction), each leaf without ``dimensions``; over size-0 dimensions, ``init_values``
+        broadcast.
 
     Raises:
         BluShapeError: operands of different shapes, a non-scalar init value.
         BluTypeError: an init value of another dtype than its operand, ``computation`` returning
             other dtypes or shapes.
-        BluValueError: structures that differ, no operands, bad ``dimensions``.
+        BluValueError: structures that differ (``computation``'s: another number of leaves),
+            no operands, bad ``dimensions``.
     """
     flat, tree = pytree.tree_flatten(operands)
     flat_init, init_tree = pytree.tree_flatten(init_values)
@@ -225,19 +228,19 @@ def reduce(
     kept = [d for d in range(len(shape)) if d not in dims]
     kept_shape = tuple(shape[d] for d in kept)
     n, size = math.prod(shape[d] for d in dims), math.prod(kept_shape)
-    if n == 0 or size == 0:
-        outs = [broadcast_in_dim(v, kept_shape, ()) for v in inits]
-        return pytree.tree_unflatten(tree, outs)
+    out_trees: list[Any] = []  # the result has the computation's structure (JAX's)
 
     def combine(a: list[Any], b: list[Any]) -> list[Any]:
         out = computation(pytree.tree_unflatten(tree, a), pytree.tree_unflatten(tree, b))
         leaves, out_tree = pytree.tree_flatten(out)
-        if out_tree != tree:
+        if len(leaves) != len(flat):
             raise BluValueError(
                 with_user_line(
-                    f"reduce: computation returned structure {out_tree}, expected {tree}"
+                    f"reduce: computation returned structure {out_tree} of {len(leaves)} "
+                    f"arrays, expected {len(flat)} like {tree}"
                 )
             )
+        out_trees.append(out_tree)
         got = [get_aval(v) for v in leaves]
         if any(g.shape != () or g.dtype != a.dtype for g, a in zip(got, avals)):
             raise BluTypeError(
@@ -249,8 +252,14 @@ def reduce(
             )
         return leaves
 
+    if n == 0 or size == 0:
+        scalars = [ShapeDtypeStruct((), a.dtype) for a in avals]
+        make_jaxpr(combine)(scalars, scalars)  # (its checks and structure only)
+        outs = [broadcast_in_dim(v, kept_shape, ()) for v in inits]
+        return pytree.tree_unflatten(out_trees[-1], outs)
+
     step = vmap(combine)
     xs = [reshape(transpose(x, dims + tuple(kept)), (n, size)) for x in flat]
     carry0 = [broadcast_in_dim(v, (size,), ()) for v in inits]
     carry, _ = scan(lambda c, x: (step(c, x), None), carry0, xs)
-    return pytree.tree_unflatten(tree, [reshape(c, kept_shape) for c in carry])
+    return pytree.tree_unflatten(out_trees[-1], [reshape(c, kept_shape) for c in carry])

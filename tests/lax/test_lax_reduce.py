@@ -200,8 +200,29 @@ def test_errors():
         lax.reduce(x, np.float32(2.0), lax.add, (0,))
     with pytest.raises(BluTypeError, match="computation must return scalars"):
         lax.reduce(x, 2.0, lambda a, b: lax.convert_element_type(a + b, np.float32), (0,))
-    with pytest.raises(BluValueError, match="returned structure"):
-        lax.reduce((x,), (2.0,), lambda a, b: a[0] + b[0], (0,))
+    with pytest.raises(BluValueError, match="returned structure.* of 1 arrays, expected 2"):
+        lax.reduce((x, x), (2.0, 2.0), lambda a, b: a[0] + b[0], (0,))
+
+
+def test_the_result_has_the_computations_structure():
+    # JAX's reduce pairs the computation's leaves with the operands in order and returns its
+    # structure; a tuple from list operands (or a bare array from a 1-tuple) was refused
+    x = np.arange(6.0).reshape(2, 3)
+    got = lax.reduce((x,), (2.0,), lambda a, b: a[0] + b[0], (0,))
+    assert_close(got, 2.0 + x.sum(0))
+    n = np.array([[3, 1, 2], [0, 5, 4]])
+
+    def pairs(a, b):
+        return (a[0] + b[0] * b[0], lax.max(a[1], b[1]))
+
+    got = lax.reduce([x, n], [0.0, -1], pairs, (1,))
+    assert isinstance(got, tuple) and len(got) == 2
+    assert_close(got[0], (x * x).sum(1))
+    np.testing.assert_array_equal(np.asarray(got[1]), n.max(1))
+    empty = lax.reduce([np.zeros((0, 2)), np.zeros((0, 2), np.int64)], [0.5, 7], pairs, (0,))
+    assert isinstance(empty, tuple)
+    assert_close(empty[0], np.full(2, 0.5))
+    np.testing.assert_array_equal(np.asarray(empty[1]), [7, 7])
 
 
 def test_a_python_init_value_its_operand_dtype_cannot_hold_is_refused():
