@@ -87,7 +87,8 @@ def scatter_apply(
         unique_indices: the caller promises no coordinate repeats: ``func`` is applied once
             (to a repeated coordinate too; JAX leaves that undefined), with a loop-free program.
         mode: ``'drop'`` (default, and ``None``: rows with an out-of-bounds coordinate are
-            skipped, as JAX's fill-or-drop), ``'fill'`` (the same) or ``'clip'``.
+            skipped, as JAX's fill-or-drop), ``'fill'`` (the same), ``'clip'`` or
+            ``'promise_in_bounds'`` (JAX's: the caller promises in-bounds rows; others dropped).
 
     Returns:
         an array of the operand's shape and dtype.
@@ -102,7 +103,7 @@ def scatter_apply(
     if not callable(func):
         raise BluTypeError(with_user_line(f"scatter_apply: func {func!r} is not callable"))
     indices, axes = _prepare("scatter_apply", operand, indices, axes)
-    mode = _mode("drop" if mode is None else mode)
+    mode = _mode("drop" if mode in (None, "promise_in_bounds") else mode)
     op = get_aval(operand)
     v = gather(operand, indices, axes=axes, mode="clip")  # (checks indices as scatter's)
     rows_shape = get_aval(v).shape

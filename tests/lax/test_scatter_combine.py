@@ -276,6 +276,19 @@ def test_scatter_apply_derivatives_against_finite_differences():
     np.testing.assert_allclose(np.asarray(jvp), want, rtol=1e-12, atol=1e-12)
 
 
+def test_scatter_apply_takes_jaxs_promise_in_bounds_mode():
+    # JAX's mode strings include 'promise_in_bounds'; it was a BluValueError
+    x = np.linspace(-1.0, 2.0, 12).reshape(6, 2)
+    idx = np.array([[1], [4], [1], [5]])
+    want = _apply_reference(x, idx, lambda v: v * v - 0.5, (0,), "drop")
+
+    def f(a, i):
+        return lax.scatter_apply(a, i, lambda v: v * v - 0.5, axes=(0,), mode="promise_in_bounds")
+
+    for got in (f(x, idx), blu.jit(f)(x, idx)):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-12)
+
+
 def test_scatter_apply_errors():
     x = np.zeros((3, 2))
     i = np.zeros((4, 1), np.int32)
