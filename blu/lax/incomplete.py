@@ -15,7 +15,9 @@ epsilon, at most ``_MAX_ITER`` steps, as JAX's), each element keeping its value 
 they trace to a small jaxpr, batch under ``vmap`` and run under ``jit``. The common factors
 ``x^a e^-x / Gamma(a)`` and ``x^a (1-x)^b / B(a, b)`` are formed in logs, with Stirling's series
 for ``lgamma`` from ``a = 10`` on, so the cancellation of ``a log x`` against ``x`` and
-``lgamma(a)`` keeps the digits near ``x = a`` for large ``a``.
+``lgamma(a)`` keeps the digits near ``x = a`` for large ``a`` (and that of ``a log x``,
+``b log(1-x)`` and ``log B(a, b)`` near the mean ``x = a / (a + b)``, as Boost's
+``ibeta_power_terms``).
 
 Derivatives (``custom_jvp``): in ``x`` the closed forms (the densities
 ``x^(a-1) e^-x / Gamma(a)`` and ``x^(a-1) (1-x)^(b-1) / B(a, b)``); in ``a`` (and ``b``) the
@@ -302,6 +304,32 @@ def _log_beta(a: Any, b: Any) -> Any:
     return select(big, add(lgamma(x), diff), plain)
 
 
+def _log_beta_front(p: Any, q: Any, y: Any, yc: Any) -> Any:
+    """``log(y^p yc^q / B(p, q))`` with ``yc = 1 - y``. For ``p, q >= 10`` by Stirling's series
+    (as Boost's ``ibeta_power_terms``): ``1 / B(p, q) = sqrt(p q / (2 pi c)) (c/p)^p (c/q)^q
+    e^(R(c) - R(p) - R(q))``, ``c = p + q``, so with ``d = y c - p`` the log is
+    ``p (log1p(d/p) - d/p) + q (log1p(-d/q) + d/q)`` plus small terms: the linear parts, each
+    ``~ c`` near the mean, cancel exactly instead of in rounding (``log(y c / p)`` where
+    ``d/p < -1/2``, so ``y`` near 0 keeps its digits)."""
+    plain = sub(add(mul(p, log(y)), mul(q, log(yc))), _log_beta(p, q))
+    ten = _c(p, _STIRLING_FROM)
+    big = and_(le(ten, p), le(ten, q))
+    pb, qb = _where(big, p, _STIRLING_FROM), _where(big, q, _STIRLING_FROM)
+    c = add(pb, qb)
+    d = sub(mul(y, qb), mul(yc, pb))
+
+    def term(s, t, ratio):  # s (log(1 + t) - t), 1 + t = ratio
+        far = lt(t, _c(t, -0.5))
+        lg = select(far, log(_where(far, ratio, 1.0)), log1p(select(far, _c(t, 0.0), t)))
+        return mul(s, sub(lg, t))
+
+    e = add(term(pb, div(d, pb), div(mul(y, c), pb)), term(qb, neg(div(d, qb)),
+                                                           div(mul(yc, c), qb)))  # fmt: skip
+    half = mul(_c(p, 0.5), sub(add(log(pb), log(qb)), log(c)))
+    rest = sub(_stirling_rest(c), add(_stirling_rest(pb), _stirling_rest(qb)))
+    return select(big, add(add(e, sub(half, _c(p, _HALF_LOG_2PI))), rest), plain)
+
+
 def _beta_fraction(a: Any, b: Any, x: Any, active: Any) -> Any:
     """NR's ``betacf`` by modified Lentz (times ``x^a (1-x)^b / (a B(a, b))`` it is
     ``I_x(a, b)``): two steps, the even and the odd coefficient, per iteration."""
@@ -344,8 +372,8 @@ def _betainc_value(a: Any, b: Any, x: Any) -> Any:
     # the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) where the fraction would converge slowly
     swap = gt(x_s, div(add(a_s, one), add(add(a_s, b_s), _c(x, 2.0))))
     p, q = select(swap, b_s, a_s), select(swap, a_s, b_s)
-    y = select(swap, sub(one, x_s), x_s)
-    log_front = sub(add(mul(p, log(y)), mul(q, log1p(neg(y)))), _log_beta(p, q))
+    y, yc = select(swap, sub(one, x_s), x_s), select(swap, x_s, sub(one, x_s))
+    log_front = _log_beta_front(p, q, y, yc)
     part = div(mul(exp(log_front), _beta_fraction(p, q, y, ok)), p)
     out = select(swap, sub(one, part), part)
     out = select(eq(x, zero), zero, select(eq(x, one), one, out))
@@ -487,7 +515,10 @@ def betainc(a: Any, b: Any, x: Any) -> Any:
     any operand is NaN (JAX's); 0 at ``x = 0``, 1 at ``x = 1``. Derivatives: the density
     ``x^(a-1) (1-x)^(b-1) / B(a, b)`` in ``x``; in ``a`` and ``b`` (which JAX's lacks) the
     continued fraction differentiated in forward mode. The factor ``x^a (1-x)^b / B(a, b)`` is
-    formed in logs: for large ``a`` and ``b`` its rounding grows as ``(a + b)`` epsilons.
+    formed in logs, for ``a, b >= 10`` by Stirling's series with the ``(a + b)``-sized terms
+    cancelled exactly: within ~1e-12 of scipy's in float64 for ``a, b`` up to ``1e5`` near the
+    mean (it was ~``(a + b)`` epsilons). The continued fraction itself loses up to ~3e-12 where
+    ``a >> b`` (``a ~ 1e5``, ``b ~ 10``) and ``x`` is just below the mean, near 1.
 
     Args:
         a, b, x: float arrays of one shape and dtype (a Python scalar takes the others');

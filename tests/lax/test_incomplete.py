@@ -142,6 +142,19 @@ def test_betainc_against_scipy(a, b, x):
     np.testing.assert_allclose(got, sc.betainc(a, b, x), rtol=tol, atol=1e-300)
 
 
+@given(st.floats(1.0, 5.0), st.floats(-1.5, 1.5), st.floats(-6.0, 6.0))
+def test_betainc_large_a_b_near_the_mean(log_a, log_ratio, k):
+    # a, b in [10, 1e5] within a factor 30 of each other, x within 6 standard deviations of the
+    # mean: x^a (1-x)^b / B(a, b) taken as the exp of a difference of (a + b)-sized logs lost
+    # ~(a + b) ulps (3e-10 at a = b = 1e5); the answer is a few hundred ulps of scipy's
+    a = 10.0**log_a
+    b = float(np.clip(a * 10.0**log_ratio, 10.0, 1e5))
+    c = a + b
+    x = a / c + k * np.sqrt(a * b / (c * c * (c + 1)))
+    got = float(lax.betainc(np.float64(a), np.float64(b), np.float64(x)))
+    np.testing.assert_allclose(got, sc.betainc(a, b, x), rtol=4096 * EPS64, atol=1e-300)
+
+
 def test_betainc_special_values_and_dtypes():
     a = np.array([2.0, 2.0, 0.0, -1.0, 2.0, 2.0, 2.0, np.nan, 1.0])
     b = np.array([3.0, 3.0, 1.0, 1.0, 0.0, 3.0, 3.0, 1.0, 1.0])
