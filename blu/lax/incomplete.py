@@ -25,8 +25,10 @@ forward-mode derivative of the loops (``igamma_grad_a``; as JAX's and Eigen's, w
 differentiate the series and the fraction; JAX's ``betainc`` has none in ``a``, ``b``). Those
 are ``custom_jvp`` functions again, so a second derivative works in both modes (``while_loop``
 itself has no reverse mode): in ``x`` by the closed form, in the parameters by the loops
-differentiated twice in forward mode at operands cut from the graph, so a third derivative in
-the parameters alone is not built (it is 0).
+differentiated twice in forward mode. For ``igamma`` that is again a ``custom_jvp``
+(``_igamma_dak``, one per order), so every order in ``a`` and ``x`` is built; for ``betainc``
+it is taken at operands cut from the graph, so a third derivative with two or more in ``a``,
+``b`` is not built (it is 0).
 """
 
 from __future__ import annotations
@@ -258,14 +260,43 @@ def _igamma_da(a: Any, x: Any) -> Any:
     return _p_da(a, x)
 
 
+def _gamma_density_da(a: Any, x: Any) -> Any:
+    """``d/da`` of the density, ``density (log x - digamma(a))`` (0 where the density is)."""
+    return _times_log(_gamma_density(a, x), sub(log(x), digamma(a)))
+
+
+def _p_dak(k: int, a: Any, x: Any) -> Any:
+    """``d^k P / da^k``: the loops differentiated ``k`` times in forward mode."""
+    return _p_da(a, x) if k == 1 else _jvp_in(lambda a, x: _p_dak(k - 1, a, x), 0, a, x)
+
+
+def _gamma_density_dak(k: int, a: Any, x: Any) -> Any:
+    """``d^k/da^k`` of the density (forward mode through the closed form)."""
+    if k == 1:
+        return _gamma_density_da(a, x)
+    return _jvp_in(lambda a, x: _gamma_density_dak(k - 1, a, x), 0, a, x)
+
+
+def _igamma_dak_rule(k, primals, tangents):
+    # in a the next order (a call from its own rule: applied only when differentiated), in x
+    # d^k/da^k of the density
+    (a, x), (ta, tx) = primals, tangents
+    da, dx = _igamma_dak(k + 1, a, x), _gamma_density_dak(k, a, x)
+    return _p_dak(k, a, x), add(mul(ta, da), mul(tx, dx))
+
+
+# d^k P / da^k for k >= 2, so every order of derivative in a and x works in both modes
+_igamma_dak = custom_jvp(_p_dak, nondiff_argnums=(0,))
+_igamma_dak.defjvp(_igamma_dak_rule)
+
+
 @_igamma_da.defjvp
 def _igamma_da_jvp(primals, tangents):
-    # in x the closed form d/da of the density; in a the loops differentiated twice, at
-    # operands cut from the graph (a third derivative in a is not built: it is 0)
+    # in x the closed form d/da of the density; in a the loops differentiated twice (itself
+    # differentiable again: _igamma_dak)
     (a, x), (ta, tx) = primals, tangents
-    daa = _jvp_in(_p_da, 0, stop_gradient(a), stop_gradient(x))
-    dax = _times_log(_gamma_density(a, x), sub(log(x), digamma(a)))
-    return _p_da(a, x), add(mul(ta, daa), mul(tx, dax))
+    daa = _igamma_dak(2, a, x)
+    return _p_da(a, x), add(mul(ta, daa), mul(tx, _gamma_density_da(a, x)))
 
 
 @custom_jvp

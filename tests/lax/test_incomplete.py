@@ -116,6 +116,27 @@ def test_second_derivatives():
     np.testing.assert_allclose(float(haa), want, rtol=1e-5)
 
 
+def test_third_derivatives_in_a():
+    # they were 0 (the second derivative in a was cut from the graph): d3P/da3 against central
+    # differences of scipy (five points, h = 1e-2: truncation ~1e-6 relative), d3P/da2dx
+    # against second differences of the density in a
+    a, x = np.float64(2.5), np.float64(3.0)
+    h = 1e-2
+    g = [sc.gammainc(a + k * h, x) for k in (-2, -1, 1, 2)]
+    want = (g[3] - 2 * g[2] + 2 * g[1] - g[0]) / (2 * h**3)
+    d = blu.grad
+    np.testing.assert_allclose(float(d(d(d(lax.igamma, 0), 0), 0)(a, x)), want, rtol=1e-4)
+    jf = blu.jacfwd
+    np.testing.assert_allclose(float(jf(jf(jf(lax.igamma)))(a, x)), want, rtol=1e-4)
+
+    def dens(a):
+        return np.exp((a - 1) * np.log(x) - x - sc.gammaln(a))
+
+    h = 1e-4
+    want = (dens(a + h) - 2 * dens(a) + dens(a - h)) / h**2
+    np.testing.assert_allclose(float(d(d(d(lax.igamma, 0), 0), 1)(a, x)), want, rtol=1e-6)
+
+
 def test_jit_vmap_and_grad_under_vmap():
     a = np.array([[0.5, 3.0, 10.0], [40.0, 0.05, 7.0]])
     x = np.array([[0.1, 5.0, 9.5], [45.0, 1e-3, 20.0]])
