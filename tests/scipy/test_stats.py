@@ -187,6 +187,17 @@ def test_defaults_promotion_and_support():
     assert float(got) == pytest.approx(sst.norm.logpdf(0.5, 0, np.sqrt(1.7)), rel=1e-14)
 
 
+def test_uniform_cdf_nan_where_the_quotient_is():
+    # scipy's: NaN where (x - loc) / scale is NaN (inf - inf, inf / inf), the clip elsewhere
+    inf = np.inf
+    x = np.array([inf, -inf, inf, 0.0, inf, -inf, 0.5, 2.0])
+    loc = np.array([inf, -inf, 0.0, -inf, -inf, 0.0, 0.0, 0.0])
+    scale = np.array([1.0, 1.0, inf, inf, 1.0, 1.0, 1.0, 1.0])
+    with np.errstate(invalid="ignore"):
+        want = sst.uniform.cdf(x, loc=loc, scale=scale)
+    np.testing.assert_array_equal(np.asarray(S.uniform.cdf(x, loc=loc, scale=scale)), want)
+
+
 @pytest.mark.parametrize(
     "f, args",
     [

@@ -23,10 +23,12 @@ def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 
 def cdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``(x - loc) / scale`` clipped to [0, 1]."""
+    """``(x - loc) / scale`` clipped to [0, 1]; NaN where that quotient is (scipy's: ``x`` and
+    ``loc`` both infinite of one sign, ``x - loc`` and ``scale`` both infinite, a NaN)."""
     x, loc, scale = promote(x, loc, scale)
     inner = (x - loc) / scale
-    return bnp.where(x < loc, 0.0, bnp.where(x >= loc + scale, 1.0, inner)).astype(x.dtype)
+    out = bnp.where(x < loc, 0.0, bnp.where(x >= loc + scale, 1.0, inner))
+    return bnp.where(bnp.isnan(inner), bnp.nan, out).astype(x.dtype)
 
 
 def ppf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
