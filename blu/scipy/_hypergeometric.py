@@ -389,8 +389,11 @@ def hyp2f1(a: Any, b: Any, c: Any, x: Any) -> Any:
     ``(c - b)_n / (c)_n`` (scipy's; JAX's is ``inf`` for ``c - a - b <= 0``).
     Computed by the power series up to ``x = 0.75``, Pfaff's transformation below 0
     (DLMF 15.8.1), the connection formula in ``1 - x`` above 0.75 (DLMF 15.8.4) or, for an
-    integer ``c - a - b``, its logarithmic limit (Abramowitz & Stegun 15.3.10-11); accuracy
-    degrades where ``c - a - b`` is within about ``1e-6`` of an integer without being one.
+    integer ``c - a - b``, its logarithmic limit (Abramowitz & Stegun 15.3.10-11). Where
+    ``c - a - b`` is a distance ``d`` from an integer without being one (beyond ``50 eps``),
+    the connection formula's two terms cancel: measured in float64 for ``0.75 < x < 1``, a
+    relative error of about ``2e-13 / d`` (``d = 1e-5``: ~1e-8; ``1e-9``: ~2e-4; ``1e-13``:
+    no digits left). Below ``x = 0.75`` (the power series) it keeps ~1e-14.
     Differentiable in ``x`` (``a b / c hyp2f1(a + 1, b + 1, c + 1, x)``, DLMF 15.5.1) and in
     ``a``, ``b``, ``c`` (the differentiated power series, as JAX's, after Pfaff's
     transformation for ``x < 0``: it converges slowly as ``x`` nears 1 or ``-inf``).
