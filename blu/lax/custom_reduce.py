@@ -81,6 +81,20 @@ _MONOIDS: dict[Any, tuple[Callable, Callable, Callable]] = {
 }
 
 
+def check_scalar_results(name: str, leaves: list, avals: list) -> None:
+    """A combiner's results ``leaves`` must be scalars of the operands' dtypes (``avals``): a
+    BluTypeError naming both otherwise."""
+    got = [get_aval(v) for v in leaves]
+    if any(g.shape != () or g.dtype != a.dtype for g, a in zip(got, avals)):
+        raise BluTypeError(
+            with_user_line(
+                f"{name}: computation must return scalars of the operands' dtypes "
+                f"({', '.join(str(a.dtype) for a in avals)}), got "
+                f"{', '.join(g.str_short() for g in got)}"
+            )
+        )
+
+
 def binary_primitive(computation: Callable, dtype: Any) -> Any:
     """The primitive ``computation`` is, on two scalars of ``dtype``: one equation of it taking
     both arguments (in either order) and giving the result; else None (``windowed`` and
@@ -241,15 +255,7 @@ def reduce(
                 )
             )
         out_trees.append(out_tree)
-        got = [get_aval(v) for v in leaves]
-        if any(g.shape != () or g.dtype != a.dtype for g, a in zip(got, avals)):
-            raise BluTypeError(
-                with_user_line(
-                    "reduce: computation must return scalars of the operands' dtypes "
-                    f"({', '.join(str(a.dtype) for a in avals)}), got "
-                    f"{', '.join(g.str_short() for g in got)}"
-                )
-            )
+        check_scalar_results("reduce", leaves, avals)
         return leaves
 
     if n == 0 or size == 0:

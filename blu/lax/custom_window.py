@@ -32,10 +32,10 @@ from collections.abc import Callable
 from typing import Any
 
 from blu.core import pytree
-from blu.core.errors import BluTypeError, BluValueError, with_user_line
+from blu.core.errors import BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.lax.conv_numpy import dilate_dim
-from blu.lax.custom_reduce import init_scalar, reduce
+from blu.lax.custom_reduce import check_scalar_results, init_scalar, reduce
 from blu.lax.shapes import broadcast_in_dim, concatenate, pad, reshape
 from blu.lax.window_select import out_spatial, window_slices
 
@@ -57,15 +57,7 @@ def _checked(computation: Callable, tree: pytree.PyTreeDef, avals: list) -> Call
                     f"structure {tree}"
                 )
             )
-        got = [get_aval(v) for v in leaves]
-        if any(g.shape != () or g.dtype != a.dtype for g, a in zip(got, avals)):
-            raise BluTypeError(
-                with_user_line(
-                    "reduce_window: computation must return scalars of the operands' dtypes "
-                    f"({', '.join(str(a.dtype) for a in avals)}), got "
-                    f"{', '.join(g.str_short() for g in got)}"
-                )
-            )
+        check_scalar_results("reduce_window", leaves, avals)
         return out
 
     return combine
