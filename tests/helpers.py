@@ -290,3 +290,14 @@ def first_devices_mesh(shape: Sequence[int], names: Sequence[str]) -> Any:
     devs = np.empty(math.prod(shape), dtype=object)
     devs[:] = devices()[: math.prod(shape)]
     return Mesh(devs.reshape(shape), tuple(names))
+
+
+def same_pads(shape, eff, strides, lower):
+    """'SAME' padding by its definition, for windowed references: ``out = ceil(n / s)``, the
+    missing extent ``(out - 1) s + eff - n`` split low/high (the larger half high, or low for
+    'SAME_LOWER'). ``eff``: the dilated window sizes."""
+    pads = []
+    for n, e, s in zip(shape, eff, strides):
+        total = max((-(-n // s) - 1) * s + e - n, 0)
+        pads.append((total - total // 2, total // 2) if lower else (total // 2, total - total // 2))
+    return pads

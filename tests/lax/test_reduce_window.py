@@ -16,7 +16,7 @@ import blu.nn as nn
 import blu.numpy as bnp
 from blu import lax
 from blu.core.errors import BluError, BluTypeError, BluValueError
-from tests.helpers import check_grads
+from tests.helpers import check_grads, same_pads
 
 _OPS = {
     "sum": (lax.add, 0.0, np.add),
@@ -223,15 +223,6 @@ def test_max_pool_gradient_reads_four_windows_without_holes():
     assert len(slices) == 2 * 4  # the cotangent's and the offsets' four windows
 
 
-def _same_pads(shape, eff, strides, lower):
-    """'SAME' by its definition: out = ceil(n / s), the missing extent split low/high."""
-    pads = []
-    for n, e, s in zip(shape, eff, strides):
-        total = max((-(-n // s) - 1) * s + e - n, 0)
-        pads.append((total - total // 2, total // 2) if lower else (total // 2, total - total // 2))
-    return pads
-
-
 @settings(max_examples=25, deadline=None)
 @given(cases(), st.sampled_from(["SAME", "SAME_LOWER"]))
 def test_same_padding_spans_the_dilated_window(case, padding):
@@ -244,7 +235,7 @@ def test_same_padding_spans_the_dilated_window(case, padding):
         monoid,
         wdims,
         strides,
-        _same_pads(x.shape, eff, strides, padding == "SAME_LOWER"),
+        same_pads(x.shape, eff, strides, padding == "SAME_LOWER"),
         bd,
         wd,
     )
@@ -264,7 +255,7 @@ def test_shape_tuple_is_the_loops_shape(case, padding):
         pads = (
             [(0, 0)] * x.ndim
             if padding == "VALID"
-            else _same_pads(x.shape, eff, strides, padding == "SAME_LOWER")
+            else same_pads(x.shape, eff, strides, padding == "SAME_LOWER")
         )
     if not _valid(x, pads, bd):
         return

@@ -18,7 +18,7 @@ import blu
 import blu.numpy as bnp
 from blu import lax
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError
-from tests.helpers import check_grads
+from tests.helpers import check_grads, same_pads
 
 # name -> (blu computation, init value, numpy combiner): none is a monoid primitive with its
 # identity, so each takes the general path
@@ -32,21 +32,13 @@ COMBINERS = {
 }
 
 
-def _same_pads(shape, eff, strides, lower):
-    pads = []
-    for n, e, s in zip(shape, eff, strides):
-        total = max((-(-n // s) - 1) * s + e - n, 0)
-        pads.append((total - total // 2, total // 2) if lower else (total // 2, total - total // 2))
-    return pads
-
-
 def _explicit_pads(padding, shape, wdims, strides, wd):
     if not isinstance(padding, str):
         return list(padding)
     if padding == "VALID":
         return [(0, 0)] * len(shape)
     eff = [(w - 1) * d + 1 for w, d in zip(wdims, wd)]
-    return _same_pads(shape, eff, strides, padding == "SAME_LOWER")
+    return same_pads(shape, eff, strides, padding == "SAME_LOWER")
 
 
 def window_ref(xs, inits, combine, wdims, strides, padding, bd, wd):
