@@ -4,9 +4,8 @@ No primitive of their own: like JAX's reference implementation (``_ragged_dot_ge
 ``jax/_src/lax/lax.py``) the ragged dimension of an operand is made dense with a leading group
 axis, each group keeping its own rows and zeros elsewhere (``select`` on a mask built from the
 ``cumsum`` of ``group_sizes``), and one ``dot_general`` contracts that group axis with the rhs's
-group dimension (mode 1) or keeps it as a free dimension, the rhs unmasked (mode 2). The result
-traces, jits, vmaps and differentiates as those operations do (no derivative for
-``group_sizes``).
+group dimension (mode 1) or keeps it as a batch dimension (mode 2). The result traces, jits,
+vmaps and differentiates as those operations do (no derivative for ``group_sizes``).
 
 Cost: the dense operand holds ``g`` copies of the ragged one, so ``ragged_dot`` of ``lhs[m, k]``
 and ``rhs[g, k, n]`` does one product of ``[m, g * k]`` by ``[g * k, n]``: ``O(m * k * n * g)``
@@ -252,11 +251,11 @@ def ragged_dot_general(
     if mode == 1:
         contract = (inc(lc) + (0,), tuple(rc) + (groups[0],))
         return dot_general(dense_lhs, rhs, (contract, (inc(lb), tuple(rb))), **kw)
-    # a ragged contraction: masking the lhs alone keeps group i's terms in out[i]; the group
-    # axis is then a free lhs dimension, after the batch ones, moved to the front
-    out = dot_general(dense_lhs, rhs, ((inc(lc), tuple(rc)), (inc(lb), tuple(rb))), **kw)
-    nb = len(lb)
-    return transpose(out, (nb,) + tuple(range(nb)) + tuple(range(nb + 1, get_aval(out).ndim)))
+    rr = rc[lc.index(r)]
+    r_prefix = list(rb) + list(rc[: rc.index(rr)])
+    dense_rhs = _expand(rhs, rr, group_sizes, r_prefix)
+    batch = ((0,) + inc(lb), (0,) + inc(rb))
+    return dot_general(dense_lhs, dense_rhs, ((inc(lc), inc(rc)), batch), **kw)
 
 
 def ragged_dot(
