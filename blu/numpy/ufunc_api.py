@@ -423,10 +423,17 @@ def _at_via_loop(u: ufunc, a, indices, *bs):
     if m == 0:
         return a
     flat = [reshape(broadcast_to(e, shape), (m,)) if arr else e for e, arr in zip(idx, is_array)]
-    if bs:
-        bshape = get_aval(bs[0]).shape
-        core = bshape[len(shape) :] if len(bshape) > len(shape) else ()
-        bs = (reshape(broadcast_to(bs[0], (*shape, *core)), (m, *core)),)
+    if bs:  # b broadcasts against a[indices] (numpy's), whose index axes go first here
+        sel = get_aval(a.at[idx].get()).shape
+        at = [i for i, arr in enumerate(is_array) if arr]
+        lead = 0  # numpy keeps adjacent index arrays' axes where they stand
+        if at == list(range(at[0], at[-1] + 1)):
+            spans = get_aval(a).ndim - sum(e is not None and e is not Ellipsis for e in idx)
+            lead = sum(spans if e is Ellipsis else 1 for e in idx[: at[0]])
+        k = len(shape)
+        order = (*range(lead, lead + k), *range(lead), *range(lead + k, len(sel)))
+        b = transpose(broadcast_to(bs[0], sel), order)
+        bs = (reshape(b, (m, *get_aval(b).shape[k:])),)
 
     def body(i, acc):
         here = tuple(e[i] if arr else e for e, arr in zip(flat, is_array))

@@ -139,6 +139,31 @@ def test_at_matches_numpys_unbuffered_at(data, n, name):
     _close(bnp.add.at(x, (1 % n, slice(0, 2)), 0.25, inplace=False), want)
 
 
+_RNG = np.random.default_rng(7)
+
+
+@pytest.mark.parametrize(
+    "shape, idx, b",
+    [
+        ((3, 2), (np.array([0, 1]),), np.array([10.0, 20.0])),  # b along a[idx]'s last axis
+        ((3, 3), (np.array([0, 0]),), np.array([1.0, 2.0, 4.0])),
+        ((3, 4), (slice(None), np.array([0, 1, 1])), _RNG.uniform(1, 2, (3, 3))),
+        ((2, 3, 4), (np.array([0, 1]), slice(None), np.array([2, 3])), _RNG.uniform(1, 2, (2, 3))),
+        ((2, 3, 4), (Ellipsis, np.array([2, 2])), _RNG.uniform(1, 2, (2, 3, 2))),
+        ((2, 3, 4), (1, np.array([0, 2])), _RNG.uniform(1, 2, (2, 4))),
+        ((4,), (np.array([[0, 1], [1, 3]]),), _RNG.uniform(1, 2, (2, 2))),
+    ],
+)
+def test_generic_at_broadcasts_b_against_the_selection_as_numpy(shape, idx, b):
+    # divide has no fast path: the loop, with b broadcast against a[idx] (numpy's rule)
+    a = np.random.default_rng(1).uniform(1, 2, shape)
+    want = a.copy()
+    np.divide.at(want, idx, b)
+    blu_idx = tuple(bnp.asarray(e) if isinstance(e, np.ndarray) else e for e in idx)
+    got = bnp.divide.at(bnp.asarray(a), blu_idx, bnp.asarray(b), inplace=False)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+
+
 @given(st.data(), st.integers(1, 7), st.sampled_from(BINARY))
 def test_reduceat_matches_numpy(data, n, name):
     x = data.draw(arrays((2, n), 0.5, 2.0))
