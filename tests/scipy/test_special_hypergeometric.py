@@ -342,6 +342,22 @@ def test_hyp2f1_polynomials_at_one_are_chu_vandermonde():
     np.testing.assert_array_less(np.abs(got - want), 1e4 * EPS64 * scale)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_hyp2f1_high_degree_polynomials_at_one_keep_their_digits(dtype):
+    """(c - b)_n / (c)_n as a product: hyp2f1(-30, 40, 2, 1) is 1577532 (the series and the
+    connection formula cancel terms of 1e15 there)."""
+    rows = []
+    for n, b, c in itertools.product((15, 30), (20.0, 40.0, -35.0), (2.0, 7.5)):
+        want = Fraction(1)
+        for k in range(n):
+            want *= Fraction(c - b + k) / Fraction(c + k)
+        rows += [(-n, b, c, float(want))]
+    a, b, c, want = (np.array(v, dtype=np.float64) for v in zip(*rows, strict=True))
+    got = np.asarray(S.hyp2f1(*(v.astype(dtype) for v in (a, b, c, np.ones_like(a)))))
+    eps = np.finfo(dtype).eps
+    np.testing.assert_array_less(np.abs(got - want), 8 * 30 * eps * np.maximum(1, np.abs(want)))
+
+
 def test_hyp2f1_against_scipy_and_special_values():
     rng = np.random.default_rng(0)
     a, b, c = rng.uniform(0.1, 5, (3, 200))
