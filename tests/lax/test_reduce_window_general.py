@@ -277,3 +277,11 @@ def test_errors_name_shapes_and_dtypes():
         lax.reduce_window((x, x[0]), (0.0, 0.0), add2, (1, 1), (1, 1), "VALID")
     with pytest.raises(BluValueError, match="crops axis 1"):
         lax.reduce_window(x, 0.5, bnp.logaddexp, (1, 1), (1, 1), ((0, 0), (-2, -2)))
+
+
+def test_an_init_the_integer_operand_cannot_hold_is_refused_not_truncated():
+    # 0.9 as int32 is 0, add's identity: it used to take the monoid path and sum the windows
+    with pytest.raises(BluTypeError, match="0.9"):
+        lax.reduce_window(bnp.array([1, 2, 3], dtype=np.int32), 0.9, lax.add, (2,), (1,), "VALID")
+    got = lax.reduce_window(bnp.array([1, 2, 3], dtype=np.int32), 0, lax.add, (2,), (1,), "VALID")
+    np.testing.assert_array_equal(np.asarray(got), [3, 5])
