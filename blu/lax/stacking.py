@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from blu.core import dtypes
+from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.lax._base import normalize_axis
@@ -38,6 +39,17 @@ def dtype(x: Any) -> np.dtype:
     return dtypes.canonicalize(x)
 
 
+def _ints(values: Any, what: str) -> tuple[int, ...]:
+    """``values`` as a tuple of Python ints; a BluTypeError naming ``what`` for a float, a
+    string or a non-sequence."""
+    try:
+        return tuple(operator.index(v) for v in values)
+    except TypeError as e:
+        raise BluTypeError(
+            with_user_line(f"{what} must be a sequence of ints, got {values!r}")
+        ) from e
+
+
 def empty(shape: Sequence[int] | int, dtype: Any) -> Any:
     """An array of ``shape`` and ``dtype`` whose values are not specified (JAX's
     ``lax.empty``; blu gives zeros)."""
@@ -54,7 +66,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     """
     if not shapes:
         raise BluShapeError(with_user_line("broadcast_shapes: needs at least one shape"))
-    shapes = tuple(tuple(operator.index(d) for d in s) for s in shapes)
+    shapes = tuple(_ints(s, "broadcast_shapes: a shape") for s in shapes)
     out = []
     for sizes in itertools.zip_longest(*(reversed(s) for s in shapes), fillvalue=1):
         big = {d for d in sizes if d != 1}
@@ -95,13 +107,15 @@ def stack(operands: Sequence[Any], axis: int = 0) -> Any:
     operands = list(operands)
     if not operands:
         raise BluValueError(with_user_line("stack: needs at least one operand"))
+    given = [get_aval(x).shape for x in operands]  # before as_operands broadcasts scalars
     operands = as_operands(*operands)
     avals = [get_aval(x) for x in operands]
-    if len({a.shape for a in avals}) != 1:
+    if len({a.shape for a in avals}) != 1 or len(set(given)) != 1:
         raise BluShapeError(
             with_user_line(
                 "stack: operands must have equal shapes, got "
-                + ", ".join(a.str_short() for a in avals)
+                + ", ".join(ShapedArray(g, a.dtype).str_short() for a, g in zip(avals, given))
+                + " (a scalar is not broadcast)"
             )
         )
     if len({a.dtype for a in avals}) != 1:
@@ -143,7 +157,7 @@ def tile(operand: Any, reps: Sequence[int]) -> Any:
     """
     (operand,) = as_operands(operand)
     aval = get_aval(operand)
-    reps = tuple(operator.index(r) for r in reps)
+    reps = _ints(reps, f"tile: reps for {aval.str_short()}")
     if len(reps) != aval.ndim:
         raise BluTypeError(
             with_user_line(f"tile: reps {reps} must have one entry per axis of {aval.str_short()}")

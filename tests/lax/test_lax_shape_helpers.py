@@ -163,6 +163,12 @@ def test_stack_examples_and_errors():
         lax.stack([np.zeros(2, np.float32), np.zeros(3, np.float32)])
     with pytest.raises(BluTypeError, match="lax does not promote"):
         lax.stack([np.zeros(2, np.int32), np.zeros(2, np.float32)])
+    with pytest.raises(BluShapeError, match=r"got f32\[2\], f32\[\] \(a scalar is not broadcast"):
+        lax.stack([np.zeros(2, np.float32), 3.0])  # JAX's refuses it too
+    with pytest.raises(BluTypeError, match="reps for f32.* must be a sequence of ints"):
+        lax.tile(np.zeros(2, np.float32), (2.0,))
+    with pytest.raises(BluTypeError, match="a shape must be a sequence of ints"):
+        lax.broadcast_shapes((2.0, 1))
     with pytest.raises(BluValueError, match="at least one"):
         lax.stack([])
     with pytest.raises(BluValueError, match="axis 2 out of range"):
