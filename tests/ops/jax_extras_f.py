@@ -73,8 +73,9 @@ def _pair_1d(rng):
 
 
 op("numpy.r_", lambda a, b: bnp.r_[a, 0:2, 1.5, b], lambda a, b: np.r_[a, 0:2, 1.5, b], _pair_1d)
-op("numpy.c_", lambda a, b: bnp.c_[a, b, 0:1:1j * a.shape[0]],
-   lambda a, b: np.c_[a, b, 0:1:1j * a.shape[0]], _pair_1d)  # fmt: skip
+# an integer range (a linspace slice, 0:1:nj, is float32 and would promote half inputs)
+op("numpy.c_", lambda a, b: bnp.c_[a, b, 0 : a.shape[0]],
+   lambda a, b: np.c_[a, b, 0 : a.shape[0]], _pair_1d)  # fmt: skip
 op(
     "numpy.ix_",
     bnp.ix_,
