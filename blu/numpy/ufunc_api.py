@@ -5,11 +5,11 @@ numpy's ``nin``, ``nout``, ``identity`` and the methods ``reduce``, ``accumulate
 
 The standard ufuncs' methods use blu's existing operations where one exists (``add.reduce`` is
 ``sum``, ``multiply.accumulate`` ``cumprod``, ``maximum.at`` ``x.at[i].max``, the bitwise
-reductions ``blu.lax.reduce``'s named monoids); every other binary ufunc, and those made by
-:func:`frompyfunc`, reduce and accumulate as a ``lax.scan`` folding ``carry = f(carry, x[i])`` in
-numpy's order (left to right, from ``x[0]`` or ``initial``), and ``at`` and ``reduceat`` as a
-``fori_loop``, as JAX's ``ufunc_api`` does. Arrays are immutable: ``at`` returns the updated
-array and needs ``inplace=False``; ``out=`` is rejected.
+reductions ``blu.lax.reduce``'s named monoids: ``ufunc_methods``); every other binary ufunc,
+and those made by :func:`frompyfunc`, reduce and accumulate as a ``lax.scan`` folding
+``carry = f(carry, x[i])`` in numpy's order (left to right, from ``x[0]`` or ``initial``), and
+``at`` and ``reduceat`` as a ``fori_loop``, as JAX's ``ufunc_api`` does. Arrays are
+immutable: ``at`` returns the updated array and needs ``inplace=False``; ``out=`` is rejected.
 """
 
 from __future__ import annotations
@@ -42,6 +42,14 @@ from blu.numpy.reductions import max as _max
 from blu.numpy.reductions import min as _min
 from blu.numpy.reductions import sum as _sum
 from blu.numpy.selection import take
+from blu.numpy.ufunc_methods import (
+    _accumulate_with,
+    _at_with,
+    _cast,
+    _reduce_monoid,
+    _reduce_with,
+    _to_front,
+)
 
 _AT_INPLACE = (
     "{name}.at: blu arrays are immutable, so at() cannot update in place as numpy's does; pass "
@@ -355,18 +363,6 @@ def _frompyfunc(func: Callable[..., Any], nin: int, nout: int, identity: Any) ->
 # ---- the generic methods (any binary ufunc, as JAX's ufunc_api) -------------------------------
 
 
-def _cast(x: Any, dtype: Any) -> Any:
-    return x if get_aval(x).dtype == dtype else lax.convert_element_type(x, dtype)
-
-
-def _to_front(a: Any, axes: tuple[int, ...]) -> Any:
-    """``a`` with ``axes`` moved to the front and flattened into one (C order)."""
-    shape = get_aval(a).shape
-    kept = tuple(d for d in range(len(shape)) if d not in axes)
-    n = math.prod(shape[d] for d in axes)
-    return reshape(transpose(a, axes + kept), (n, *(shape[d] for d in kept)))
-
-
 def _reduce_via_scan(u: ufunc, a, axes, dtype, keepdims, initial, where):
     aval = get_aval(a)
     dt = np.dtype(dtype) if dtype is not None else u._out_dtype(aval.dtype, aval.dtype)
@@ -459,54 +455,6 @@ def _reduceat_via_loop(u: ufunc, a, idx, axis, dtype):
 
 
 # ---- the standard ufuncs: blu.numpy's functions numpy makes ufuncs, with their fast paths -----
-
-
-def _reduce_with(fn: Callable[..., Any], has_dtype: bool) -> Callable[..., Any]:
-    """``reduce`` as a reduction of blu.numpy (``sum``, ``prod``, ``max``...)."""
-
-    def impl(u, a, axes, dtype, keepdims, initial, where):
-        if dtype is not None and not has_dtype:
-            a = _cast(a, np.dtype(dtype))
-        kw = {"dtype": dtype} if has_dtype else {}
-        if fn in (_all, _any):  # no initial=: combine it after
-            out = fn(a, axis=axes, keepdims=keepdims, where=where)
-            return out if initial is None else u(out, initial)
-        return fn(a, axis=axes, keepdims=keepdims, initial=initial, where=where, **kw)
-
-    return impl
-
-
-def _reduce_monoid(u, a, axes, dtype, keepdims, initial, where):
-    """``reduce`` of an associative, commutative ufunc with an identity: ``blu.lax.reduce``
-    (the bitwise ones become ``reduce_and``/``reduce_or``/``reduce_xor``)."""
-    dt = np.dtype(dtype) if dtype is not None else u._out_dtype(a.dtype, a.dtype)
-    a = _cast(a, dt)
-    ident = np.asarray(u.identity).astype(dt)
-    if where is not None:
-        a = ufuncs._where(where, a, ident)
-    out = lax.reduce(a, ident[()], u._func, axes)
-    if initial is not None:
-        out = _cast(u(out, initial), dt)
-    if keepdims:
-        out = reshape(out, tuple(1 if d in axes else s for d, s in enumerate(a.shape)))
-    return out
-
-
-def _accumulate_with(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``accumulate`` as ``cumsum``/``cumprod``, integers kept in their dtype (numpy's and JAX's
-    ``add.accumulate``; bools count in the default int)."""
-
-    def impl(u, a, axis, dtype):
-        dt = get_aval(a).dtype
-        if dtype is None and np.issubdtype(dt, np.integer):
-            dtype = dt
-        return fn(a, axis=axis, dtype=dtype)
-
-    return impl
-
-
-def _at_with(method: str) -> Callable[..., Any]:
-    return lambda u, a, indices, b: getattr(a.at[indices], method)(b)
 
 
 # name -> (nin, nout, identity); aliases (absolute, pow, acos...) share their function's ufunc
