@@ -46,6 +46,7 @@ from blu.numpy.ufunc_methods import (
     _accumulate_with,
     _at_with,
     _cast,
+    _reduce_logaddexp,
     _reduce_monoid,
     _reduce_with,
     _to_front,
@@ -495,6 +496,8 @@ _METHODS: dict[str, dict[str, Callable[..., Any]]] = {
     "bitwise_and": {"reduce": _reduce_monoid},
     "bitwise_or": {"reduce": _reduce_monoid},
     "bitwise_xor": {"reduce": _reduce_monoid},
+    "logaddexp": {"reduce": _reduce_logaddexp(False)},
+    "logaddexp2": {"reduce": _reduce_logaddexp(True)},
 }  # fmt: skip
 
 _SOURCES = (ufuncs, logic, transcendental, complexes, nanfuncs, extras, standard)

@@ -1,7 +1,8 @@
 """The standard ufuncs' methods where blu has a better way than numpy's left-to-right fold (the
 generic ``scan`` of ``ufunc_api``), each a tree reduction over the axes at once: ``add.reduce``
 is ``sum``, ``multiply.accumulate`` ``cumprod``, ``maximum.at`` ``x.at[i].max``, the bitwise
-reductions ``blu.lax.reduce``'s monoids, ``logical_and.reduce`` ``all``.
+reductions ``blu.lax.reduce``'s monoids, ``logical_and.reduce`` ``all``, ``logaddexp.reduce``
+and ``logaddexp2.reduce`` a logsumexp shifted by the maximum (JAX's ``_logsumexp``).
 
 Each ``reduce`` takes ``(u, a, axes, dtype, keepdims, initial, where)``: the ufunc, the array,
 the canonical axes, and numpy's arguments, checked by ``ufunc.reduce``.
@@ -16,8 +17,11 @@ from typing import Any
 import numpy as np
 
 from blu import lax
+from blu.core import dtypes
+from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.numpy import ufuncs
+from blu.numpy import transcendental, ufuncs
+from blu.numpy._promote import asarray_operand, broadcast_to
 from blu.numpy.manipulation import reshape, transpose
 from blu.numpy.reductions import all as _all
 from blu.numpy.reductions import any as _any
@@ -69,6 +73,44 @@ def _reduce_monoid(u, a, axes, dtype, keepdims, initial, where):
     if initial is not None:
         out = _cast(u(out, initial), dt)
     return _keep(out, a.shape, axes, keepdims)
+
+
+def _reduce_logaddexp(base2: bool) -> Callable[..., Any]:
+    """``logaddexp.reduce`` (``logaddexp2.reduce`` with ``base2``): ``m + log(sum(exp(a - m)))``
+    with ``m`` the maximum (0 where it is not finite), a tree reduction where numpy folds left to
+    right. Only ``-inf`` (or nothing) gives ``-inf`` with gradient 0 (``logaddexp``'s
+    convention), a ``+inf`` gives ``+inf``, a NaN NaN; the gradient is the softmax of ``a``.
+    float16 and bfloat16 are computed in float32."""
+    exp, log = (transcendental.exp2, transcendental.log2) if base2 else (lax.exp, lax.log)
+
+    def impl(u, a, axes, dtype, keepdims, initial, where):
+        aval = get_aval(a)
+        dt = (
+            dtypes.canonicalize(dtype)
+            if dtype is not None
+            else u._out_dtype(aval.dtype, aval.dtype)
+        )
+        if not dtypes.is_float(dt):
+            raise BluTypeError(
+                with_user_line(
+                    f"{u.__name__}.reduce: needs a real floating dtype, got {dt} for "
+                    f"{aval.str_short()}"
+                )
+            )
+        x = _cast(a, dtypes.float32 if dt.itemsize < 4 else dt)
+        if where is not None:
+            x = ufuncs._where(broadcast_to(where, aval.shape), x, -np.inf)
+        m = lax.reduce_max(x, axes)
+        m = lax.stop_gradient(ufuncs._where(ufuncs.isfinite(m), m, 0))
+        s = lax.reduce_sum(exp(ufuncs.subtract(x, _keep(m, aval.shape, axes, True))), axes)
+        empty = lax.eq(s, lax.full_like(s, 0))  # only -inf: log(1) keeps the gradient 0
+        out = ufuncs.add(log(ufuncs._where(empty, 1, s)), m)
+        out = _cast(ufuncs._where(empty, -np.inf, out), dt)
+        if initial is not None:
+            out = _cast(u(out, asarray_operand(initial)), dt)
+        return _keep(out, aval.shape, axes, keepdims)
+
+    return impl
 
 
 def _accumulate_with(fn: Callable[..., Any]) -> Callable[..., Any]:
