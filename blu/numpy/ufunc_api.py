@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from blu import lax
+from blu.core import dtypes
 from blu.core.errors import BluIndexError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy import complexes, extras, logic, nanfuncs, standard, transcendental, ufuncs
@@ -214,6 +215,9 @@ class ufunc:
             BluValueError: a ufunc that is not binary, ``out=``, an empty reduction or ``where``
                 with neither identity nor ``initial``, a non-bool ``where``.
             BluAxisError: an axis out of range.
+            BluTypeError: a ``dtype`` the ufunc's results do not keep (``arctan2`` of ints
+                in int32), a comparison (``equal``, ``less``...) of non-bool values without
+                ``dtype=bool`` (numpy has no loop for either).
         """
         self._binary("reduce", out)
         a = asarray_operand(a)
@@ -253,6 +257,9 @@ class ufunc:
         Raises:
             BluValueError: a ufunc that is not binary, ``out=``, ``axis`` None or a tuple.
             BluAxisError: ``axis`` out of range.
+            BluTypeError: a ``dtype`` the ufunc's results do not keep (``arctan2`` of ints
+                in int32), a comparison (``equal``, ``less``...) of non-bool values without
+                ``dtype=bool`` (numpy has no loop for either).
         """
         self._binary("accumulate", out)
         a = asarray_operand(a)
@@ -299,13 +306,17 @@ class ufunc:
     ) -> Any:
         """Reductions over the slices ``a[indices[i]:indices[i+1]]`` along ``axis`` (the last
         to the end; ``a[indices[i]]`` where ``indices[i] >= indices[i+1]``), numpy's
-        :meth:`numpy.ufunc.reduceat`.
+        :meth:`numpy.ufunc.reduceat`, in ``reduce``'s dtype (``divide.reduceat`` of ints folds
+        floats).
 
         Raises:
             BluValueError: a ufunc that is not binary, ``out=``, ``a`` a scalar, ``indices`` not
                 one-dimensional integers.
             BluAxisError: ``axis`` out of range.
             BluIndexError: concrete ``indices`` out of range (traced ones are clamped).
+            BluTypeError: a ``dtype`` the ufunc's results do not keep (``arctan2`` of ints
+                in int32), a comparison (``equal``, ``less``...) of non-bool values without
+                ``dtype=bool`` (numpy has no loop for either).
         """
         self._binary("reduceat", out)
         a = asarray_operand(a)
@@ -364,9 +375,45 @@ def _frompyfunc(func: Callable[..., Any], nin: int, nout: int, identity: Any) ->
 # ---- the generic methods (any binary ufunc, as JAX's ufunc_api) -------------------------------
 
 
+_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
+
+
+def _fold_dtype(u: ufunc, method: str, a: Any, dtype: Any) -> np.dtype:
+    """The dtype ``u`` folds ``a`` in (numpy's loop): ``dtype``, else ``u``'s result on two
+    elements of ``a`` (``divide.reduce`` of ints folds floats).
+
+    Raises:
+        BluTypeError: where numpy has no loop: ``u`` of two ``dtype`` values is not of ``dtype``
+            (``arctan2.reduce(ints, dtype=int32)``), or a standard comparison folding non-bool
+            values (``equal.reduce`` of ints: its bool results are no ints to compare on).
+    """
+    aval = get_aval(a)
+    name = f"{u.__name__}.{method}"
+    if dtype is None:
+        dt = u._out_dtype(aval.dtype, aval.dtype)
+        if aval.dtype != dtypes.bool_ and u.__name__ in _COMPARISONS and _STANDARD[u.__name__] is u:
+            raise BluTypeError(
+                with_user_line(
+                    f"{name}: the comparison folds its bool results, so it needs bool values, "
+                    f"got {aval.str_short()} (numpy has no such loop; pass dtype=bool to fold "
+                    "the truth values)"
+                )
+            )
+        return dt
+    dt = dtypes.canonicalize(dtype)
+    if (out := u._out_dtype(dt, dt)) != dt:
+        raise BluTypeError(
+            with_user_line(
+                f"{name}: dtype={dt} cannot carry the fold: {u.__name__} of two {dt} values "
+                f"gives {out} (numpy has no such loop)"
+            )
+        )
+    return dt
+
+
 def _reduce_via_scan(u: ufunc, a, axes, dtype, keepdims, initial, where):
     aval = get_aval(a)
-    dt = np.dtype(dtype) if dtype is not None else u._out_dtype(aval.dtype, aval.dtype)
+    dt = _fold_dtype(u, "reduce", a, dtype)
     x = _cast(_to_front(a, axes), dt)
     w = None if where is None else _to_front(broadcast_to(where, aval.shape), axes)
     start = initial if initial is not None else u.identity
@@ -388,8 +435,7 @@ def _reduce_via_scan(u: ufunc, a, axes, dtype, keepdims, initial, where):
 
 
 def _accumulate_via_scan(u: ufunc, a, axis, dtype):
-    aval = get_aval(a)
-    dt = np.dtype(dtype) if dtype is not None else u._out_dtype(aval.dtype, aval.dtype)
+    dt = _fold_dtype(u, "accumulate", a, dtype)
     x = _cast(moveaxis(a, axis, 0), dt)
     if get_aval(x).shape[0] <= 1:
         return moveaxis(x, 0, axis)
@@ -440,7 +486,7 @@ def _at_via_loop(u: ufunc, a, indices, *bs):
 
 
 def _reduceat_via_loop(u: ufunc, a, idx, axis, dtype):
-    dt = np.dtype(dtype) if dtype is not None else get_aval(a).dtype
+    dt = _fold_dtype(u, "reduceat", a, dtype)
     a = moveaxis(_cast(a, dt), axis, 0)
     n = get_aval(a).shape[0]
     out = take(a, idx, axis=0)

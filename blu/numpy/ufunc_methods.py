@@ -93,8 +93,8 @@ def _reduce_logaddexp(base2: bool) -> Callable[..., Any]:
         if not dtypes.is_float(dt):
             raise BluTypeError(
                 with_user_line(
-                    f"{u.__name__}.reduce: needs a real floating dtype, got {dt} for "
-                    f"{aval.str_short()}"
+                    f"{u.__name__}.reduce: dtype={dt} cannot carry the fold: it needs a real "
+                    f"floating dtype, for {aval.str_short()} (numpy has no such loop)"
                 )
             )
         x = _cast(a, dtypes.float32 if dt.itemsize < 4 else dt)

@@ -83,7 +83,10 @@ def test_logaddexp_reduce_of_ints_and_float16_and_bad_dtypes():
     got = bnp.logaddexp.reduce(x, axis=0, dtype=np.float64)
     assert got.dtype == np.float64
     assert_close(got, np.logaddexp.reduce(x, axis=0, dtype=np.float64))
-    with pytest.raises(BluTypeError, match=r"logaddexp.reduce: needs a real floating dtype"):
+    with pytest.raises(
+        BluTypeError,
+        match=r"logaddexp.reduce: dtype=int32 cannot carry the fold: it needs a real floating",
+    ):
         bnp.logaddexp.reduce(x, dtype=np.int32)
 
 
@@ -108,3 +111,93 @@ def test_logaddexp_reduce_gradient_is_the_softmax():
     # only -inf: value -inf, gradient 0 (logaddexp's convention), not 0/0
     g = blu.grad(lambda a: bnp.logaddexp.reduce(a, axis=0).sum())(np.full((2, 3), -np.inf))
     np.testing.assert_array_equal(np.asarray(g), np.zeros((2, 3)))
+
+
+# ---- comparisons fold bool values only; a dtype must carry the fold ------------------------------
+
+COMPARISONS = ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
+
+
+@given(st.data(), shapes(min_dims=1, max_dims=2, min_side=1), st.sampled_from(COMPARISONS))
+def test_comparison_methods_fold_bools_as_numpy(data, shape, name):
+    b = data.draw(arrays(shape, 0, 1)) > 0.5
+    u, ref = getattr(bnp, name), getattr(np, name)
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    np.testing.assert_array_equal(u.reduce(b, axis=axis), ref.reduce(b, axis=axis))
+    np.testing.assert_array_equal(u.accumulate(b, axis=axis), ref.accumulate(b, axis=axis))
+    idx = np.array([0, shape[axis] - 1, 0])
+    np.testing.assert_array_equal(u.reduceat(b, idx, axis=axis), ref.reduceat(b, idx, axis=axis))
+    # dtype=bool folds the truth values of numbers, as numpy's
+    x = (data.draw(arrays(shape, -1, 1)) * 2).round()
+    got = u.reduce(x, axis=axis, dtype=bool)
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, ref.reduce(x, axis=axis, dtype=bool))
+    np.testing.assert_array_equal(
+        u.accumulate(x, axis=axis, dtype=bool), ref.accumulate(x, axis=axis, dtype=bool)
+    )
+
+
+@pytest.mark.parametrize("name", COMPARISONS)
+def test_comparison_methods_of_numbers_are_blu_type_errors(name):
+    # numpy: "No loop matching the specified signature" (JAX's comparisons have no methods)
+    u = getattr(bnp, name)
+    for x in [np.arange(6, dtype=np.int32).reshape(2, 3), np.ones((2, 3), np.float32)]:
+        with pytest.raises(BluTypeError, match=rf"{name}.reduce: .* needs bool values, got"):
+            u.reduce(x, axis=1)
+        with pytest.raises(BluTypeError, match=rf"{name}.accumulate: .* needs bool values"):
+            u.accumulate(x, axis=0)
+        with pytest.raises(BluTypeError, match=rf"{name}.reduceat: .* needs bool values"):
+            u.reduceat(x, np.array([0, 1]), axis=1)
+    with pytest.raises(BluTypeError, match=rf"{name}.reduce: dtype=int32 cannot carry the fold"):
+        u.reduce(np.ones(3, bool), dtype=np.int32)
+    # the comparison itself and outer take any numbers
+    np.testing.assert_array_equal(
+        u.outer(np.arange(3), np.arange(2)), getattr(np, name).outer(np.arange(3), np.arange(2))
+    )
+
+
+def test_logical_methods_fold_the_truth_of_numbers_as_numpy():
+    # numpy's logical ufuncs take any numbers (unlike the comparisons)
+    x = np.array([[0.5, 0.0, 2.0, 1.0], [0.0, 0.0, 3.0, -1.0]])
+    for name in ["logical_and", "logical_or", "logical_xor"]:
+        u, ref = getattr(bnp, name), getattr(np, name)
+        for v in [x, x.astype(np.int32)]:
+            np.testing.assert_array_equal(u.accumulate(v, axis=1), ref.accumulate(v, axis=1))
+            got = u.reduceat(v, np.array([0, 2, 1]), axis=1)
+            assert got.dtype == np.bool_
+            np.testing.assert_array_equal(got, ref.reduceat(v, np.array([0, 2, 1]), axis=1))
+
+
+def test_a_dtype_that_cannot_carry_the_fold_is_a_blu_type_error():
+    x = np.arange(1, 7, dtype=np.int32).reshape(2, 3)
+    for name in ["arctan2", "divide", "hypot", "copysign", "logaddexp", "nextafter"]:
+        u = getattr(bnp, name)
+        with pytest.raises(BluTypeError, match=rf"{name}.reduce: dtype=int32 cannot carry"):
+            u.reduce(x, axis=1, dtype=np.int32)
+        with pytest.raises(BluTypeError, match=rf"{name}.accumulate: dtype=int32 cannot"):
+            u.accumulate(x, axis=1, dtype=np.int32)
+        with pytest.raises(BluTypeError, match=rf"{name}.reduceat: dtype=int32 cannot"):
+            u.reduceat(x, np.array([0, 2]), axis=1, dtype=np.int32)
+
+
+def _fold(f, v):
+    acc = v[0]
+    for e in v[1:]:
+        acc = f(acc, e)
+    return acc
+
+
+@pytest.mark.parametrize("name", ["divide", "arctan2", "hypot", "logaddexp", "copysign"])
+def test_reduceat_of_ints_folds_in_the_ufuncs_float_dtype(name):
+    # numpy's reduceat folds in reduce's loop (divide.reduceat of ints in floats); blu folded in
+    # the ints' dtype, truncating each step (divide.reduceat([1, 2, 3], [0]) gave 0)
+    x = np.array([[3, 2, 5, 4, 1], [6, 1, 2, 7, 3]], np.int32)
+    idx = np.array([0, 3, 1, 4])
+    ref = getattr(np, name)
+    want = np.array(
+        [[_fold(ref, r[i:j].astype(np.float64)) if i < j else r[i] for i, j in
+          zip(idx, [*idx[1:], 5])] for r in x]
+    )  # fmt: skip
+    got = getattr(bnp, name).reduceat(x, idx, axis=1)
+    assert got.dtype == np.float32
+    assert_close(got, want, n_ops=4, dtype=np.float32)
