@@ -36,8 +36,6 @@ from blu.numpy._promote import (
 )
 from blu.numpy.extras import vectorize
 from blu.numpy.manipulation import concatenate, moveaxis, reshape, transpose
-from blu.numpy.reductions import all as _all
-from blu.numpy.reductions import any as _any
 from blu.numpy.reductions import cumprod, cumsum, prod
 from blu.numpy.reductions import max as _max
 from blu.numpy.reductions import min as _min
@@ -48,6 +46,7 @@ from blu.numpy.ufunc_methods import (
     _at_with,
     _cast,
     _reduce_logaddexp,
+    _reduce_logical,
     _reduce_monoid,
     _reduce_with,
     _to_front,
@@ -536,9 +535,9 @@ _METHODS: dict[str, dict[str, Callable[..., Any]]] = {
     "subtract": {"at": _at_with("subtract")},
     "maximum": {"reduce": _reduce_with(_max, False), "at": _at_with("max")},
     "minimum": {"reduce": _reduce_with(_min, False), "at": _at_with("min")},
-    "logical_and": {"reduce": _reduce_with(_all, False)},
-    "logical_or": {"reduce": _reduce_with(_any, False)},
-    "logical_xor": {"reduce": _reduce_monoid},
+    "logical_and": {"reduce": _reduce_logical(lax.reduce_and)},
+    "logical_or": {"reduce": _reduce_logical(lax.reduce_or)},
+    "logical_xor": {"reduce": _reduce_logical(lax.reduce_xor)},
     "bitwise_and": {"reduce": _reduce_monoid},
     "bitwise_or": {"reduce": _reduce_monoid},
     "bitwise_xor": {"reduce": _reduce_monoid},

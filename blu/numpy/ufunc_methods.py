@@ -1,8 +1,9 @@
 """The standard ufuncs' methods where blu has a better way than numpy's left-to-right fold (the
 generic ``scan`` of ``ufunc_api``), each a tree reduction over the axes at once: ``add.reduce``
 is ``sum``, ``multiply.accumulate`` ``cumprod``, ``maximum.at`` ``x.at[i].max``, the bitwise
-reductions ``blu.lax.reduce``'s monoids, ``logical_and.reduce`` ``all``, ``logaddexp.reduce``
-and ``logaddexp2.reduce`` a logsumexp shifted by the maximum (JAX's ``_logsumexp``).
+reductions ``blu.lax.reduce``'s monoids, the logical ones ``reduce_and``/``reduce_or``/
+``reduce_xor`` of truth values, ``logaddexp.reduce`` and ``logaddexp2.reduce`` a logsumexp
+shifted by the maximum (JAX's ``_logsumexp``).
 
 Each ``reduce`` takes ``(u, a, axes, dtype, keepdims, initial, where)``: the ufunc, the array,
 the canonical axes, and numpy's arguments, checked by ``ufunc.reduce``.
@@ -22,9 +23,8 @@ from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy import transcendental, ufuncs
 from blu.numpy._promote import asarray_operand, broadcast_to
+from blu.numpy.logic import to_bool
 from blu.numpy.manipulation import reshape, transpose
-from blu.numpy.reductions import all as _all
-from blu.numpy.reductions import any as _any
 
 
 def _cast(x: Any, dtype: Any) -> Any:
@@ -53,9 +53,6 @@ def _reduce_with(fn: Callable[..., Any], has_dtype: bool) -> Callable[..., Any]:
         if dtype is not None and not has_dtype:
             a = _cast(a, np.dtype(dtype))
         kw = {"dtype": dtype} if has_dtype else {}
-        if fn in (_all, _any):  # no initial=: combine it after
-            out = fn(a, axis=axes, keepdims=keepdims, where=where)
-            return out if initial is None else u(out, initial)
         return fn(a, axis=axes, keepdims=keepdims, initial=initial, where=where, **kw)
 
     return impl
@@ -73,6 +70,32 @@ def _reduce_monoid(u, a, axes, dtype, keepdims, initial, where):
     if initial is not None:
         out = _cast(u(out, initial), dt)
     return _keep(out, a.shape, axes, keepdims)
+
+
+def _reduce_logical(reduce: Callable[..., Any]) -> Callable[..., Any]:
+    """``logical_and/or/xor.reduce``: the truth values of ``a`` (and of ``initial``) reduced in
+    bool, then given ``dtype`` (JAX's: ``dtype=int32`` gives 0s and 1s; a float dtype is a
+    BluTypeError, as numpy and JAX refuse it)."""
+
+    def impl(u, a, axes, dtype, keepdims, initial, where):
+        dt = None if dtype is None else dtypes.canonicalize(dtype)
+        if dt is not None and dt != dtypes.bool_ and not dtypes.is_int(dt):
+            raise BluTypeError(
+                with_user_line(
+                    f"{u.__name__}.reduce: dtype must be bool or an integer (to hold the truth "
+                    f"values), got {dt} for {get_aval(a).str_short()}"
+                )
+            )
+        b = to_bool(a)
+        if where is not None:
+            b = ufuncs._where(where, b, bool(u.identity))
+        out = reduce(b, axes)
+        if initial is not None:
+            out = u(out, to_bool(initial))
+        out = _keep(out, get_aval(a).shape, axes, keepdims)
+        return out if dt is None else _cast(out, dt)
+
+    return impl
 
 
 def _reduce_logaddexp(base2: bool) -> Callable[..., Any]:

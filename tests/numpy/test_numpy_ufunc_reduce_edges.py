@@ -201,3 +201,33 @@ def test_reduceat_of_ints_folds_in_the_ufuncs_float_dtype(name):
     got = getattr(bnp, name).reduceat(x, idx, axis=1)
     assert got.dtype == np.float32
     assert_close(got, want, n_ops=4, dtype=np.float32)
+
+
+# ---- logical reductions honor dtype (JAX's: the truth values in it) ------------------------------
+
+LOGICAL = ["logical_and", "logical_or", "logical_xor"]
+
+
+@given(st.data(), shapes(min_dims=1, max_dims=3), st.sampled_from(LOGICAL))
+def test_logical_reduce_dtype_holds_the_truth_values(data, shape, name):
+    x = (data.draw(arrays(shape, -1, 1)) * 2).round() / 2  # zeros among the halves
+    axis = _axes(data.draw, len(shape))
+    kd = data.draw(st.booleans())
+    ref = getattr(np, name)
+    want = ref.reduce(x != 0, axis=axis, keepdims=kd)  # numpy's bool result
+    for dt in [np.int32, np.uint8, np.int8, bool]:
+        got = getattr(bnp, name).reduce(x, axis=axis, dtype=dt, keepdims=kd)
+        assert got.dtype == np.dtype(dt)
+        np.testing.assert_array_equal(got, want.astype(dt))
+    mask = data.draw(arrays(shape, 0, 1)) > 0.5
+    got = getattr(bnp, name).reduce(x, axis=axis, dtype=np.int32, where=mask, initial=True)
+    want = ref.reduce(x != 0, axis=axis, where=mask, initial=True)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want.astype(np.int32))
+
+
+@pytest.mark.parametrize("name", LOGICAL)
+def test_logical_reduce_float_dtype_is_a_blu_type_error(name):
+    # numpy: no loop; JAX: "and does not accept dtype float32"
+    with pytest.raises(BluTypeError, match=rf"{name}.reduce: dtype must be bool or an integer"):
+        getattr(bnp, name).reduce(np.ones((2, 3)), axis=1, dtype=np.float32)
