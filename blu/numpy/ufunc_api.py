@@ -490,6 +490,8 @@ def _reduceat_via_loop(u: ufunc, a, idx, axis, dtype):
     n = get_aval(a).shape[0]
     out = take(a, idx, axis=0)
     k = get_aval(idx).shape[0]
+    if k == 0:  # no slices: a 0-length axis (numpy's and JAX's)
+        return moveaxis(out, 0, axis)
     start = reshape(idx, (k,) + (1,) * (get_aval(a).ndim - 1))
     end = reshape(concatenate([idx[1:], asarray_operand(np.array([n], idx.dtype))]), start.shape)
 

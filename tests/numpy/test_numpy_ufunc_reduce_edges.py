@@ -231,3 +231,21 @@ def test_logical_reduce_float_dtype_is_a_blu_type_error(name):
     # numpy: no loop; JAX: "and does not accept dtype float32"
     with pytest.raises(BluTypeError, match=rf"{name}.reduce: dtype must be bool or an integer"):
         getattr(bnp, name).reduce(np.ones((2, 3)), axis=1, dtype=np.float32)
+
+
+# ---- reduceat with no indices ------------------------------------------------------------------
+
+
+@given(st.data(), shapes(min_dims=1, max_dims=3))
+def test_reduceat_with_empty_indices_gives_a_zero_length_axis(data, shape):
+    x = data.draw(arrays(shape, 0.5, 2.0))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    empty = np.zeros(0, np.int32)
+    for name in ["add", "maximum", "subtract", "logaddexp", "divide", "hypot"]:
+        want = getattr(np, name).reduceat(x, empty, axis=axis)
+        got = getattr(bnp, name).reduceat(x, empty, axis=axis)
+        assert got.shape == want.shape and got.dtype == np.float64
+    got = bnp.divide.reduceat(x.astype(np.int32), empty, axis=axis)
+    assert got.shape == want.shape and got.dtype == np.float32  # reduce's dtype
+    got = blu.jit(lambda v, i: bnp.add.reduceat(v, i, axis=axis))(x, empty)
+    assert got.shape == want.shape
