@@ -134,9 +134,14 @@ def prod(
     where: Any = None,
     promote_integers: bool = True,
 ) -> Any:
-    """Product over ``axis`` (dtypes as for ``sum``)."""
-    return _accumulate("prod", lax.reduce_prod, multiply, 1, a, axis, dtype, keepdims, initial,
+    """Product over ``axis`` (dtypes as for ``sum``; ``dtype=bool``: whether every entry is
+    nonzero, as JAX's and numpy's)."""
+    return _accumulate("prod", _reduce_prod, multiply, 1, a, axis, dtype, keepdims, initial,
                        where, promote_integers)  # fmt: skip
+
+
+def _reduce_prod(a: Any, axes: tuple[int, ...]) -> Any:
+    return (lax.reduce_and if get_aval(a).dtype == dtypes.bool_ else lax.reduce_prod)(a, axes)
 
 
 product = prod

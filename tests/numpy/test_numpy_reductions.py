@@ -201,6 +201,27 @@ def test_cumulative_ops_with_dtype_bool(x, data):
     np.testing.assert_array_equal(np.asarray(flat), np.logical_or.accumulate(truth.ravel()))
 
 
+@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4),
+                  elements=st.sampled_from([0.0, -0.0, 0.5, -2.0, np.nan, np.inf])),
+       st.data())  # fmt: skip
+def test_sum_and_prod_with_dtype_bool(x, data):
+    """``dtype=bool`` (JAX's and numpy's): sum is "any nonzero", prod "all nonzero" (prod
+    raised: reduce_prod requires numeric operands; so did ``bnp.multiply.reduce(x, dtype=bool)``).
+    Reference: numpy's logical_or / logical_and reductions of ``x != 0``."""
+    axis = data.draw(st.sampled_from([None, *range(-x.ndim, x.ndim)]))
+    keepdims = data.draw(st.booleans())
+    truth = x != 0
+    pairs = [(bnp.sum, np.logical_or), (bnp.prod, np.logical_and)]
+    pairs += [(bnp.add.reduce, np.logical_or), (bnp.multiply.reduce, np.logical_and)]
+    for fn, ref in pairs:
+        got = fn(x, axis=axis, dtype=bool, keepdims=keepdims)
+        assert got.dtype == np.bool_
+        np.testing.assert_array_equal(got, ref.reduce(truth, axis=axis, keepdims=keepdims))
+    mask = data.draw(hnp.arrays(np.bool_, x.shape))
+    got = bnp.prod(x, axis=axis, dtype=bool, where=mask, initial=True)
+    np.testing.assert_array_equal(got, np.logical_and.reduce(truth, axis=axis, where=mask))
+
+
 def test_cumulative_ops_with_dtype_bool_on_integers():
     x = np.array([[0, 3, 0], [0, 0, -1]], np.int32)
     np.testing.assert_array_equal(np.asarray(bnp.cumsum(x, axis=1, dtype=bool)),
