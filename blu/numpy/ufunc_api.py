@@ -251,10 +251,12 @@ class ufunc:
 
     def accumulate(self, a: Any, axis: int = 0, dtype: Any = None, out: None = None) -> Any:
         """The running reduction along ``axis`` (:meth:`numpy.ufunc.accumulate`):
-        ``out[i] = f(out[i-1], a[i])``, ``out[0] = a[0]``.
+        ``out[i] = f(out[i-1], a[i])``, ``out[0] = a[0]``. ``axis=None`` is axis 0 of a 1-d
+        array (numpy's).
 
         Raises:
-            BluValueError: a ufunc that is not binary, ``out=``, ``axis`` None or a tuple.
+            BluValueError: a ufunc that is not binary, ``out=``, ``axis`` a tuple, or None for
+                an array that is not 1-d.
             BluAxisError: ``axis`` out of range.
             BluTypeError: a ``dtype`` the ufunc's results do not keep (``arctan2`` of ints
                 in int32), a comparison (``equal``, ``less``...) of non-bool values without
@@ -262,9 +264,14 @@ class ufunc:
         """
         self._binary("accumulate", out)
         a = asarray_operand(a)
+        if axis is None and get_aval(a).ndim == 1:
+            axis = 0
         if axis is None or isinstance(axis, (tuple, list)):
             raise BluValueError(
-                with_user_line(f"{self.__name__}.accumulate: axis must be one int, got {axis!r}")
+                with_user_line(
+                    f"{self.__name__}.accumulate: axis must be one int (None only for a 1-d "
+                    f"array), got {axis!r} for {get_aval(a).str_short()}"
+                )
             )
         ax = canonicalize_axis(axis, get_aval(a).ndim, f"{self.__name__}.accumulate")
         impl = self._props["accumulate"] or _accumulate_via_scan

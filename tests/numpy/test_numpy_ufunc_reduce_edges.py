@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.core.errors import BluTypeError
+from blu.core.errors import BluTypeError, BluValueError
 
 
 def _axes(draw, ndim):
@@ -249,3 +249,15 @@ def test_reduceat_with_empty_indices_gives_a_zero_length_axis(data, shape):
     assert got.shape == want.shape and got.dtype == np.float32  # reduce's dtype
     got = blu.jit(lambda v, i: bnp.add.reduceat(v, i, axis=axis))(x, empty)
     assert got.shape == want.shape
+
+
+# ---- accumulate's axis=None ---------------------------------------------------------------------
+
+
+def test_accumulate_axis_none_is_axis_0_of_a_1d_array_as_numpy():
+    x = np.array([3.0, 0.5, 2.0, 4.0])
+    for name in ["add", "multiply", "subtract", "maximum", "logaddexp", "divide"]:
+        got = getattr(bnp, name).accumulate(x, axis=None)
+        assert_close(got, getattr(np, name).accumulate(x, axis=None))
+    with pytest.raises(BluValueError, match=r"axis must be one int \(None only for a 1-d"):
+        bnp.subtract.accumulate(np.ones((2, 3)), axis=None)  # numpy: "multiple axes"
