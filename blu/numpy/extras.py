@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.numpy._dtypes import issubdtype as _issubdtype
 from blu.numpy._dtypes import result_type as _result_type
@@ -403,11 +404,13 @@ def sinc(x: Any) -> Any:
 
 
 def heaviside(x1: Any, x2: Any) -> Any:
-    """0 for ``x1 < 0``, ``x2`` at 0, 1 for ``x1 > 0``, NaN where ``x1`` is NaN."""
+    """0 for ``x1 < 0``, ``x2`` at 0, 1 for ``x1 > 0``, NaN where ``x1`` is NaN; a float
+    (integers and bools give the default float, as JAX's and numpy's)."""
     x1 = asarray_operand(x1)
     x2 = asarray_operand_in(x2, x1.dtype)  # 0.1 next to float64 is float64's 0.1
     out = where(x1 < 0, 0, where(x1 > 0, 1, where(x1 == 0, x2, x1)))
-    return out.astype(_result_type(x1.dtype, x2.dtype))
+    dt = _result_type(x1.dtype, x2.dtype)
+    return out.astype(dt if dtypes.is_inexact(dt) else dtypes.default_float)
 
 
 def trapezoid(y: Any, x: Any = None, dx: float = 1.0, axis: int = -1) -> Any:

@@ -314,6 +314,12 @@ def test_small_helpers():
     close(bnp.sinc(t), np.sinc(t), rtol=1e-12, atol=1e-15)
     assert float(blu.grad(bnp.sinc)(0.0)) == 0.0
     close(bnp.heaviside(t, 0.5), np.heaviside(t, 0.5))
+    # integers and bools give floats (JAX's float32, numpy's float64); it kept int32
+    i = np.array([-2, 0, 3], np.int32)
+    for a, b in [(i, np.int32(7)), (i, 0.5), (i > 0, False)]:
+        got = bnp.heaviside(a, b)
+        assert got.dtype == np.float32
+        close(got, np.heaviside(a, b))
     close(bnp.trapezoid(x, axis=1), np.trapezoid(x, axis=1))
     close(bnp.trapezoid(x[0, 0], x=np.array([0.0, 1, 3, 7])), np.trapezoid(x[0, 0], x=[0, 1, 3, 7]))
     close(
