@@ -3,13 +3,12 @@
 numpy's ``nin``, ``nout``, ``identity`` and the methods ``reduce``, ``accumulate``, ``outer``,
 ``at`` and ``reduceat``.
 
-The standard ufuncs' methods use blu's existing operations where one exists (``add.reduce`` is
-``sum``, ``multiply.accumulate`` ``cumprod``, ``maximum.at`` ``x.at[i].max``, the bitwise
-reductions ``blu.lax.reduce``'s named monoids: ``ufunc_methods``); every other binary ufunc,
-and those made by :func:`frompyfunc`, reduce and accumulate as a ``lax.scan`` folding
-``carry = f(carry, x[i])`` in numpy's order (left to right, from ``x[0]`` or ``initial``), and
-``at`` and ``reduceat`` as a ``fori_loop``, as JAX's ``ufunc_api`` does. Arrays are
-immutable: ``at`` returns the updated array and needs ``inplace=False``; ``out=`` is rejected.
+The methods are in ``ufunc_methods``: the standard ufuncs use blu's existing operations where
+one exists (``add.reduce`` is ``sum``, ``multiply.accumulate`` ``cumprod``, ``maximum.at``
+``x.at[i].max``...); every other binary ufunc, and those made by :func:`frompyfunc`, reduce and
+accumulate as a ``lax.scan`` in numpy's order, and ``at`` and ``reduceat`` as a ``fori_loop``,
+as JAX's ``ufunc_api`` does. Arrays are immutable: ``at`` returns the updated array and needs
+``inplace=False``; ``out=`` is rejected.
 """
 
 from __future__ import annotations
@@ -22,34 +21,32 @@ from typing import Any
 import numpy as np
 
 from blu import lax
-from blu.core import dtypes
 from blu.core.errors import BluIndexError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy import complexes, extras, logic, nanfuncs, standard, transcendental, ufuncs
 from blu.numpy._promote import (
     asarray_operand,
-    broadcast_shapes,
-    broadcast_to,
     canonicalize_axes,
     canonicalize_axis,
     is_concrete,
 )
 from blu.numpy.extras import vectorize
-from blu.numpy.manipulation import concatenate, moveaxis, reshape, transpose
+from blu.numpy.manipulation import reshape
 from blu.numpy.reductions import cumprod, cumsum, prod
 from blu.numpy.reductions import max as _max
 from blu.numpy.reductions import min as _min
 from blu.numpy.reductions import sum as _sum
-from blu.numpy.selection import take
 from blu.numpy.ufunc_methods import (
+    _accumulate_via_scan,
     _accumulate_with,
+    _at_via_loop,
     _at_with,
-    _cast,
     _reduce_logaddexp,
     _reduce_logical,
     _reduce_monoid,
+    _reduce_via_scan,
     _reduce_with,
-    _to_front,
+    _reduceat_via_loop,
 )
 
 _AT_INPLACE = (
@@ -376,137 +373,6 @@ def frompyfunc(func: Callable[..., Any], /, nin: int, nout: int, *, identity: An
 
 def _frompyfunc(func: Callable[..., Any], nin: int, nout: int, identity: Any) -> ufunc:
     return frompyfunc(func, nin, nout, identity=identity)
-
-
-# ---- the generic methods (any binary ufunc, as JAX's ufunc_api) -------------------------------
-
-
-_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
-
-
-def _fold_dtype(u: ufunc, method: str, a: Any, dtype: Any) -> np.dtype:
-    """The dtype ``u`` folds ``a`` in (numpy's loop): ``dtype``, else ``u``'s result on two
-    elements of ``a`` (``divide.reduce`` of ints folds floats).
-
-    Raises:
-        BluTypeError: where numpy has no loop: ``u`` of two ``dtype`` values is not of ``dtype``
-            (``arctan2.reduce(ints, dtype=int32)``), or a standard comparison folding non-bool
-            values (``equal.reduce`` of ints: its bool results are no ints to compare on).
-    """
-    aval = get_aval(a)
-    name = f"{u.__name__}.{method}"
-    if dtype is None:
-        dt = u._out_dtype(aval.dtype, aval.dtype)
-        if aval.dtype != dtypes.bool_ and u.__name__ in _COMPARISONS and _STANDARD[u.__name__] is u:
-            raise BluTypeError(
-                with_user_line(
-                    f"{name}: the comparison folds its bool results, so it needs bool values, "
-                    f"got {aval.str_short()} (numpy has no such loop; pass dtype=bool to fold "
-                    "the truth values)"
-                )
-            )
-        return dt
-    dt = dtypes.canonicalize(dtype)
-    if (out := u._out_dtype(dt, dt)) != dt:
-        raise BluTypeError(
-            with_user_line(
-                f"{name}: dtype={dt} cannot carry the fold: {u.__name__} of two {dt} values "
-                f"gives {out} (numpy has no such loop)"
-            )
-        )
-    return dt
-
-
-def _reduce_via_scan(u: ufunc, a, axes, dtype, keepdims, initial, where):
-    aval = get_aval(a)
-    dt = _fold_dtype(u, "reduce", a, dtype)
-    x = _cast(_to_front(a, axes), dt)
-    w = None if where is None else _to_front(broadcast_to(where, aval.shape), axes)
-    start = initial if initial is not None else u.identity
-    if start is None or (initial is None and where is None and x.shape[0] > 0):
-        carry, rest, w = x[0], x[1:], None  # numpy's fold from the first element
-    else:
-        carry = broadcast_to(_cast(asarray_operand(start), dt), x.shape[1:])
-        rest = x
-    if get_aval(rest).shape[0] > 0:
-
-        def step(c, xs):
-            new = _cast(u(c, xs[0]), dt)
-            return (new if w is None else lax.select(xs[1], new, c)), None
-
-        carry, _ = lax.scan(step, carry, (rest, rest if w is None else w))
-    if keepdims:
-        carry = reshape(carry, tuple(1 if d in axes else s for d, s in enumerate(aval.shape)))
-    return carry
-
-
-def _accumulate_via_scan(u: ufunc, a, axis, dtype):
-    dt = _fold_dtype(u, "accumulate", a, dtype)
-    x = _cast(moveaxis(a, axis, 0), dt)
-    if get_aval(x).shape[0] <= 1:
-        return moveaxis(x, 0, axis)
-
-    def step(c, row):
-        c = _cast(u(c, row), dt)
-        return c, c
-
-    _, ys = lax.scan(step, x[0], x[1:])
-    return moveaxis(concatenate([x[:1], ys]), 0, axis)
-
-
-def _is_array_index(e: Any) -> bool:
-    return not (isinstance(e, slice) or e is None or e is Ellipsis)
-
-
-def _at_via_loop(u: ufunc, a, indices, *bs):
-    dt = u._out_dtype(get_aval(a).dtype, *(get_aval(asarray_operand(b)).dtype for b in bs))
-    a = _cast(a, dt)
-    bs = tuple(_cast(asarray_operand(b), dt) for b in bs)
-    idx = indices if isinstance(indices, tuple) else (indices,)
-    idx = tuple(asarray_operand(e) if _is_array_index(e) else e for e in idx)
-    is_array = [_is_array_index(e) for e in idx]
-    shape = broadcast_shapes(*(get_aval(e).shape for e, arr in zip(idx, is_array) if arr))
-    if not shape:  # one place (a slice may cover many elements, each once)
-        return a.at[idx].set(u(a.at[idx].get(), *bs))
-    m = math.prod(shape)
-    if m == 0:
-        return a
-    flat = [reshape(broadcast_to(e, shape), (m,)) if arr else e for e, arr in zip(idx, is_array)]
-    if bs:  # b broadcasts against a[indices] (numpy's), whose index axes go first here
-        sel = get_aval(a.at[idx].get()).shape
-        at = [i for i, arr in enumerate(is_array) if arr]
-        lead = 0  # numpy keeps adjacent index arrays' axes where they stand
-        if at == list(range(at[0], at[-1] + 1)):
-            spans = get_aval(a).ndim - sum(e is not None and e is not Ellipsis for e in idx)
-            lead = sum(spans if e is Ellipsis else 1 for e in idx[: at[0]])
-        k = len(shape)
-        order = (*range(lead, lead + k), *range(lead), *range(lead + k, len(sel)))
-        b = transpose(broadcast_to(bs[0], sel), order)
-        bs = (reshape(b, (m, *get_aval(b).shape[k:])),)
-
-    def body(i, acc):
-        here = tuple(e[i] if arr else e for e, arr in zip(flat, is_array))
-        return acc.at[here].set(u(acc.at[here].get(), *(b[i] for b in bs)))
-
-    return lax.fori_loop(0, m, body, a)
-
-
-def _reduceat_via_loop(u: ufunc, a, idx, axis, dtype):
-    dt = _fold_dtype(u, "reduceat", a, dtype)
-    a = moveaxis(_cast(a, dt), axis, 0)
-    n = get_aval(a).shape[0]
-    out = take(a, idx, axis=0)
-    k = get_aval(idx).shape[0]
-    if k == 0:  # no slices: a 0-length axis (numpy's and JAX's)
-        return moveaxis(out, 0, axis)
-    start = reshape(idx, (k,) + (1,) * (get_aval(a).ndim - 1))
-    end = reshape(concatenate([idx[1:], asarray_operand(np.array([n], idx.dtype))]), start.shape)
-
-    def body(i, acc):
-        inside = logic.logical_and(logic.greater(i, start), logic.less(i, end))
-        return ufuncs._where(inside, _cast(u(acc, a[i]), dt), acc)
-
-    return moveaxis(lax.fori_loop(0, n, body, out), 0, axis)
 
 
 # ---- the standard ufuncs: blu.numpy's functions numpy makes ufuncs, with their fast paths -----

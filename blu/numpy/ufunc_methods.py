@@ -1,12 +1,17 @@
-"""The standard ufuncs' methods where blu has a better way than numpy's left-to-right fold (the
-generic ``scan`` of ``ufunc_api``), each a tree reduction over the axes at once: ``add.reduce``
-is ``sum``, ``multiply.accumulate`` ``cumprod``, ``maximum.at`` ``x.at[i].max``, the bitwise
-reductions ``blu.lax.reduce``'s monoids, the logical ones ``reduce_and``/``reduce_or``/
-``reduce_xor`` of truth values, ``logaddexp.reduce`` and ``logaddexp2.reduce`` a logsumexp
-shifted by the maximum (JAX's ``_logsumexp``).
+"""The methods of blu.numpy's ufuncs (``reduce``, ``accumulate``, ``at``, ``reduceat``), which
+``ufunc_api``'s ``ufunc`` checks the arguments of and calls.
+
+The generic ones serve any binary ufunc, as JAX's ``ufunc_api`` does: ``reduce`` and
+``accumulate`` a ``lax.scan`` folding ``carry = f(carry, x[i])`` in numpy's order (left to
+right, from ``x[0]`` or ``initial``) in numpy's loop dtype, ``at`` and ``reduceat`` a
+``fori_loop``. The standard ufuncs' fast paths are tree reductions over the axes at once:
+``add.reduce`` is ``sum``, ``multiply.accumulate`` ``cumprod``, ``maximum.at``
+``x.at[i].max``, the bitwise reductions ``blu.lax.reduce``'s monoids, the logical ones
+``reduce_and``/``reduce_or``/``reduce_xor`` of truth values, ``logaddexp.reduce`` and
+``logaddexp2.reduce`` a logsumexp shifted by the maximum (JAX's ``_logsumexp``).
 
 Each ``reduce`` takes ``(u, a, axes, dtype, keepdims, initial, where)``: the ufunc, the array,
-the canonical axes, and numpy's arguments, checked by ``ufunc.reduce``.
+the canonical axes, and numpy's arguments.
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluTypeError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.numpy import transcendental, ufuncs
-from blu.numpy._promote import asarray_operand, broadcast_to
+from blu.numpy import logic, transcendental, ufuncs
+from blu.numpy._promote import asarray_operand, broadcast_shapes, broadcast_to
 from blu.numpy.logic import to_bool
-from blu.numpy.manipulation import reshape, transpose
+from blu.numpy.manipulation import concatenate, moveaxis, reshape, transpose
+from blu.numpy.selection import take
 
 
 def _cast(x: Any, dtype: Any) -> Any:
@@ -44,6 +50,141 @@ def _keep(out: Any, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: boo
     if not keepdims:
         return out
     return reshape(out, tuple(1 if d in axes else s for d, s in enumerate(shape)))
+
+
+# ---- the generic methods (any binary ufunc) ----------------------------------------------------
+
+
+_COMPARISONS = (logic.equal, logic.not_equal, logic.less, logic.less_equal, logic.greater,
+                logic.greater_equal)  # fmt: skip
+
+
+def _fold_dtype(u, method: str, a: Any, dtype: Any) -> np.dtype:
+    """The dtype ``u`` folds ``a`` in (numpy's loop): ``dtype``, else ``u``'s result on two
+    elements of ``a`` (``divide.reduce`` of ints folds floats).
+
+    Raises:
+        BluTypeError: where numpy has no loop: ``u`` of two ``dtype`` values is not of ``dtype``
+            (``arctan2.reduce(ints, dtype=int32)``), or a standard comparison folding non-bool
+            values (``equal.reduce`` of ints: its bool results are no ints to compare on).
+    """
+    aval = get_aval(a)
+    name = f"{u.__name__}.{method}"
+    if dtype is None:
+        dt = u._out_dtype(aval.dtype, aval.dtype)
+        if aval.dtype != dtypes.bool_ and u._func in _COMPARISONS:
+            raise BluTypeError(
+                with_user_line(
+                    f"{name}: the comparison folds its bool results, so it needs bool values, "
+                    f"got {aval.str_short()} (numpy has no such loop; pass dtype=bool to fold "
+                    "the truth values)"
+                )
+            )
+        return dt
+    dt = dtypes.canonicalize(dtype)
+    if (out := u._out_dtype(dt, dt)) != dt:
+        raise BluTypeError(
+            with_user_line(
+                f"{name}: dtype={dt} cannot carry the fold: {u.__name__} of two {dt} values "
+                f"gives {out} (numpy has no such loop)"
+            )
+        )
+    return dt
+
+
+def _reduce_via_scan(u, a, axes, dtype, keepdims, initial, where):
+    aval = get_aval(a)
+    dt = _fold_dtype(u, "reduce", a, dtype)
+    x = _cast(_to_front(a, axes), dt)
+    w = None if where is None else _to_front(broadcast_to(where, aval.shape), axes)
+    start = initial if initial is not None else u.identity
+    if start is None or (initial is None and where is None and x.shape[0] > 0):
+        carry, rest, w = x[0], x[1:], None  # numpy's fold from the first element
+    else:
+        carry = broadcast_to(_cast(asarray_operand(start), dt), x.shape[1:])
+        rest = x
+    if get_aval(rest).shape[0] > 0:
+
+        def step(c, xs):
+            new = _cast(u(c, xs[0]), dt)
+            return (new if w is None else lax.select(xs[1], new, c)), None
+
+        carry, _ = lax.scan(step, carry, (rest, rest if w is None else w))
+    if keepdims:
+        carry = reshape(carry, tuple(1 if d in axes else s for d, s in enumerate(aval.shape)))
+    return carry
+
+
+def _accumulate_via_scan(u, a, axis, dtype):
+    dt = _fold_dtype(u, "accumulate", a, dtype)
+    x = _cast(moveaxis(a, axis, 0), dt)
+    if get_aval(x).shape[0] <= 1:
+        return moveaxis(x, 0, axis)
+
+    def step(c, row):
+        c = _cast(u(c, row), dt)
+        return c, c
+
+    _, ys = lax.scan(step, x[0], x[1:])
+    return moveaxis(concatenate([x[:1], ys]), 0, axis)
+
+
+def _is_array_index(e: Any) -> bool:
+    return not (isinstance(e, slice) or e is None or e is Ellipsis)
+
+
+def _at_via_loop(u, a, indices, *bs):
+    dt = u._out_dtype(get_aval(a).dtype, *(get_aval(asarray_operand(b)).dtype for b in bs))
+    a = _cast(a, dt)
+    bs = tuple(_cast(asarray_operand(b), dt) for b in bs)
+    idx = indices if isinstance(indices, tuple) else (indices,)
+    idx = tuple(asarray_operand(e) if _is_array_index(e) else e for e in idx)
+    is_array = [_is_array_index(e) for e in idx]
+    shape = broadcast_shapes(*(get_aval(e).shape for e, arr in zip(idx, is_array) if arr))
+    if not shape:  # one place (a slice may cover many elements, each once)
+        return a.at[idx].set(u(a.at[idx].get(), *bs))
+    m = math.prod(shape)
+    if m == 0:
+        return a
+    flat = [reshape(broadcast_to(e, shape), (m,)) if arr else e for e, arr in zip(idx, is_array)]
+    if bs:  # b broadcasts against a[indices] (numpy's), whose index axes go first here
+        sel = get_aval(a.at[idx].get()).shape
+        at = [i for i, arr in enumerate(is_array) if arr]
+        lead = 0  # numpy keeps adjacent index arrays' axes where they stand
+        if at == list(range(at[0], at[-1] + 1)):
+            spans = get_aval(a).ndim - sum(e is not None and e is not Ellipsis for e in idx)
+            lead = sum(spans if e is Ellipsis else 1 for e in idx[: at[0]])
+        k = len(shape)
+        order = (*range(lead, lead + k), *range(lead), *range(lead + k, len(sel)))
+        b = transpose(broadcast_to(bs[0], sel), order)
+        bs = (reshape(b, (m, *get_aval(b).shape[k:])),)
+
+    def body(i, acc):
+        here = tuple(e[i] if arr else e for e, arr in zip(flat, is_array))
+        return acc.at[here].set(u(acc.at[here].get(), *(b[i] for b in bs)))
+
+    return lax.fori_loop(0, m, body, a)
+
+
+def _reduceat_via_loop(u, a, idx, axis, dtype):
+    dt = _fold_dtype(u, "reduceat", a, dtype)
+    a = moveaxis(_cast(a, dt), axis, 0)
+    n = get_aval(a).shape[0]
+    out = take(a, idx, axis=0)
+    k = get_aval(idx).shape[0]
+    if k == 0:  # no slices: a 0-length axis (numpy's and JAX's)
+        return moveaxis(out, 0, axis)
+    start = reshape(idx, (k,) + (1,) * (get_aval(a).ndim - 1))
+    end = reshape(concatenate([idx[1:], asarray_operand(np.array([n], idx.dtype))]), start.shape)
+
+    def body(i, acc):
+        inside = logic.logical_and(logic.greater(i, start), logic.less(i, end))
+        return ufuncs._where(inside, _cast(u(acc, a[i]), dt), acc)
+
+    return moveaxis(lax.fori_loop(0, n, body, out), 0, axis)
+
+
+# ---- the standard ufuncs' fast paths ------------------------------------------------------
 
 
 def _reduce_with(fn: Callable[..., Any], has_dtype: bool) -> Callable[..., Any]:
