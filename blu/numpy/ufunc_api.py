@@ -21,11 +21,18 @@ from typing import Any
 import numpy as np
 
 from blu import lax
-from blu.core.errors import BluIndexError, BluTypeError, BluValueError, with_user_line
+from blu.core.errors import (
+    BluIndexError,
+    BluShapeError,
+    BluTypeError,
+    BluValueError,
+    with_user_line,
+)
 from blu.core.interpreter import get_aval
 from blu.numpy import complexes, extras, logic, nanfuncs, standard, transcendental, ufuncs
 from blu.numpy._promote import (
     asarray_operand,
+    broadcast_shapes,
     canonicalize_axes,
     canonicalize_axis,
     is_concrete,
@@ -209,7 +216,9 @@ class ufunc:
 
         Raises:
             BluValueError: a ufunc that is not binary, ``out=``, an empty reduction or ``where``
-                with neither identity nor ``initial``, a non-bool ``where``.
+                with neither identity nor ``initial``, a non-bool ``where``, an ``initial``
+                that is not a scalar (numpy's and JAX's).
+            BluShapeError: ``where`` does not broadcast to ``a``'s shape (numpy's).
             BluAxisError: an axis out of range.
             BluTypeError: a ``dtype`` the ufunc's results do not keep (``arctan2`` of ints
                 in int32), a comparison (``equal``, ``less``...) of non-bool values without
@@ -235,6 +244,20 @@ class ufunc:
                         "needs initial="
                     )
                 )
+            if broadcast_shapes(get_aval(where).shape, aval.shape) != aval.shape:
+                raise BluShapeError(
+                    with_user_line(
+                        f"{self.__name__}.reduce: where {get_aval(where).str_short()} does not "
+                        f"broadcast to the array's shape {aval.shape}"
+                    )
+                )
+        if initial is not None and get_aval(asarray_operand(initial)).shape != ():
+            raise BluValueError(
+                with_user_line(
+                    f"{self.__name__}.reduce: initial must be a scalar, got shape "
+                    f"{get_aval(asarray_operand(initial)).shape}"
+                )
+            )
         n = math.prod(aval.shape[d] for d in axes)
         if n == 0 and self.identity is None and initial is None:
             raise BluValueError(

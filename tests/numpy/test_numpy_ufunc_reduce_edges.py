@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.core.errors import BluTypeError, BluValueError
+from blu.core.errors import BluShapeError, BluTypeError, BluValueError
 
 
 def _axes(draw, ndim):
@@ -261,3 +261,36 @@ def test_accumulate_axis_none_is_axis_0_of_a_1d_array_as_numpy():
         assert_close(got, getattr(np, name).accumulate(x, axis=None))
     with pytest.raises(BluValueError, match=r"axis must be one int \(None only for a 1-d"):
         bnp.subtract.accumulate(np.ones((2, 3)), axis=None)  # numpy: "multiple axes"
+
+
+# ---- where= broadcasts to the array; initial= is a scalar ---------------------------------------
+
+REDUCERS = ["add", "multiply", "maximum", "subtract", "logaddexp", "bitwise_or", "logical_or"]
+
+
+@pytest.mark.parametrize("name", REDUCERS)
+def test_reduce_where_broadcasts_to_the_array_only(name):
+    x = np.arange(1, 7, dtype=np.int32).reshape(2, 3)
+    u, ref = getattr(bnp, name), getattr(np, name)
+    init = {"initial": 1} if ref.identity is None else {}
+    for w in [np.array([True, False, True]), np.array([[True], [False]])]:  # smaller: numpy's
+        got = u.reduce(x, axis=0, where=w, **init)
+        want = ref.reduce(
+            x if name.startswith("bit") else x.astype(np.float64), axis=0, where=w, **init
+        )
+        assert_close(got, want.astype(np.asarray(got).dtype), dtype=np.float32)
+    # a mask larger than the array: numpy's "more dimensions than allowed" (sum broadcast the
+    # array up to (2, 3); subtract and logaddexp raised other errors)
+    with pytest.raises(BluShapeError, match=rf"{name}.reduce: where bool\[2,3\] does not broadc"):
+        u.reduce(x[0], where=np.ones((2, 3), bool), **init)
+
+
+@pytest.mark.parametrize("name", REDUCERS)
+def test_reduce_initial_must_be_a_scalar(name):
+    # numpy: "setting an array element with a sequence"; JAX: "initial value must be a scalar"
+    # (add and maximum broadcast [1, 2, 3] against the result)
+    x = np.ones((2, 3), np.int32)
+    with pytest.raises(BluValueError, match=rf"{name}.reduce: initial must be a scalar"):
+        getattr(bnp, name).reduce(x, axis=0, initial=np.array([1, 2, 3]))
+    got = getattr(bnp, name).reduce(x, axis=0, initial=np.array(1))  # a 0-d array is a scalar
+    assert got.shape == (3,)
