@@ -172,3 +172,50 @@ def test_eig_of_a_stack_with_non_finite_matrices(seed, n, batch, data):
             else:
                 got = np.sort_complex(w[i])
                 np.testing.assert_allclose(got, np.sort(np.diagonal(a[i])), atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "shape,ord,axis",
+    [
+        ((0,), np.inf, None),
+        ((2, 0), np.inf, -1),
+        ((0,), -1, None),
+        ((2, 0), -0.5, 1),
+        ((0,), -2, None),
+        ((3, 0), 1, None),
+        ((0, 3), 1, None),
+        ((3, 0), np.inf, None),
+        ((0, 3), np.inf, None),
+        ((3, 0), 2, None),
+        ((0, 3), 2, None),
+        ((2, 3, 0), 2, (1, 2)),
+    ],
+)
+def test_norm_of_nothing(shape, ord, axis):
+    # numpy's and JAX's values: a max-type norm of no entries is 0 (JAX's initial=0; blu's
+    # max raised), and sum(|x|^p)^(1/p) with p < 0 is 0^(1/p) = inf (blu gave 0)
+    x = np.zeros(shape)
+    with np.errstate(divide="ignore"):
+        want = np.linalg.norm(x, ord, axis)
+    for dt in (np.float32, np.float64):
+        got = np.asarray(LA.norm(x.astype(dt), ord, axis))
+        assert got.dtype == dt and got.shape == np.shape(want)
+        np.testing.assert_array_equal(got, want)
+    kept = np.asarray(LA.norm(x, ord, axis, keepdims=True))
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(kept, np.linalg.norm(x, ord, axis, keepdims=True))
+
+
+def test_norm_negative_ord_value_and_gradient():
+    # (2^-1.5 + 1)^(-1/1.5) and its derivative x^(p-1) s^(1/p - 1) (finite differences)
+    x = np.array([2.0, 1.0])
+    p = -1.5
+    s = np.sum(x**p)
+    np.testing.assert_allclose(float(LA.norm(x, p)), s ** (1 / p), rtol=1e-14)
+    g = np.asarray(blu.grad(lambda v: LA.norm(v, p))(x))
+    h = 1e-6
+    fd = [(np.sum((x + h * e) ** p) ** (1 / p) - np.sum((x - h * e) ** p) ** (1 / p)) / (2 * h)
+          for e in np.eye(2)]  # fmt: skip
+    np.testing.assert_allclose(g, fd, rtol=1e-7)
+    # a zero entry: sum is inf, the norm 0 (numpy's)
+    assert float(LA.norm(np.array([0.0, 1.0]), -1)) == 0.0

@@ -38,6 +38,15 @@ def _root_safe_at_zero(s: Any, p: float) -> Any:
     return where(zero, 0.0, root)
 
 
+def _max0(a: Any, axis: Any, keepdims: bool) -> Any:
+    """``max`` of nonnegative ``a`` whose empty reduction is 0 (JAX's ``initial=0``: a norm
+    of nothing), the ``initial`` left out otherwise (no tie with 0 in the gradient)."""
+    shape = get_aval(a).shape
+    axes = canonicalize_axes(axis, len(shape), "norm")
+    empty = any(shape[i] == 0 for i in axes)
+    return _max(a, axis=axis, keepdims=keepdims, initial=0 if empty else None)
+
+
 def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
     if ord is None or ord == 2:
         return _root_safe_at_zero(_sum(abs2(x), axis=axes, keepdims=keepdims), 2)
@@ -45,7 +54,7 @@ def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any
         raise BluValueError(with_user_line(f"linalg.norm: invalid ord {ord!r} for vectors"))
     a = _abs(x)
     if ord == np.inf:
-        return _max(a, axis=axes, keepdims=keepdims)
+        return _max0(a, axes, keepdims)
     if ord == -np.inf:
         return _min(a, axis=axes, keepdims=keepdims)
     if ord == 0:  # the number of nonzeros
@@ -53,7 +62,9 @@ def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any
     if ord == 1:
         return _sum(a, axis=axes, keepdims=keepdims)
     p = float(ord)
-    return _root_safe_at_zero(_sum(power(a, p), axis=axes, keepdims=keepdims), p)
+    total = _sum(power(a, p), axis=axes, keepdims=keepdims)
+    # a negative p: sum 0 (no entries) is inf, as numpy's and JAX's 0 ** (1 / p)
+    return _root_safe_at_zero(total, p) if p > 0 else power(total, 1.0 / p)
 
 
 def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Any:
@@ -64,15 +75,15 @@ def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int], keepdims: bool) -> Any
         return _root_safe_at_zero(_sum(abs2(x), axis=axes, keepdims=keepdims), 2)
     if ord in ("nuc", 2, -2):
         s = lax_linalg.svd(moveaxis(x, (r, c), (-2, -1)), compute_uv=False)
-        red = {"nuc": _sum, 2: _max, -2: _min}[ord]
-        out = red(s, axis=-1)
+        red = {"nuc": _sum, 2: _max0, -2: _min}[ord]
+        out = red(s, axis=-1, keepdims=False)
         return expand_dims(out, sorted((r, c))) if keepdims else out
     a = _abs(x)
     if ord in (1, -1):  # column sums (over rows), then extremum over columns
-        red = _max if ord == 1 else _min
+        red = _max0 if ord == 1 else _min
         out = red(_sum(a, axis=r, keepdims=True), axis=c, keepdims=True)
     elif ord in (np.inf, -np.inf):  # row sums, then extremum over rows
-        red = _max if ord == np.inf else _min
+        red = _max0 if ord == np.inf else _min
         out = red(_sum(a, axis=c, keepdims=True), axis=r, keepdims=True)
     else:
         raise BluValueError(with_user_line(f"linalg.norm: invalid ord {ord!r} for matrices"))
@@ -90,6 +101,8 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     both None the result is the 2-norm of the raveled array, whatever its rank.
 
     The gradient is finite at ``x == 0`` (0 for the Euclidean/Frobenius/p-norms, p >= 1).
+    Over no entries the norms that take a maximum (inf; 1, inf and 2 for matrices) are 0, as
+    JAX's; those that take a minimum raise, as numpy's and JAX's.
 
     Raises:
         BluValueError: an invalid ``ord`` or ``axis``.
