@@ -219,3 +219,16 @@ def test_norm_negative_ord_value_and_gradient():
     np.testing.assert_allclose(g, fd, rtol=1e-7)
     # a zero entry: sum is inf, the norm 0 (numpy's)
     assert float(LA.norm(np.array([0.0, 1.0]), -1)) == 0.0
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (3, 0), (0, 4), (2, 3, 0)])
+def test_matrix_rank_array_tolerance_of_empty_matrices_broadcasts(shape):
+    # numpy's: the per-matrix tolerances (2,) broadcast with the batch even with no singular
+    # values (blu returned the batch shape alone, () for one matrix)
+    x = np.zeros(shape)
+    rtol = np.array([0.1, 1e-6])
+    want = np.zeros(np.broadcast_shapes(shape[:-2], (2,)), int)
+    for kw in ({"rtol": rtol}, {"tol": rtol}):
+        got = np.asarray(LA.matrix_rank(x, **kw))
+        np.testing.assert_array_equal(got, want)
+        assert got.shape == want.shape

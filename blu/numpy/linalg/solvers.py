@@ -374,8 +374,8 @@ def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any =
     m, n = shape(A)[-2:]
     if rtol is None or isinstance(rtol, (int, float, np.generic)):
         return _rank(s, eps(A) * max(m, n) if rtol is None else float(rtol))
-    if shape(s)[-1] == 0:
-        return zeros(shape(s)[:-1], int32)
+    # (no singular values: s[..., :1] is empty and the count 0, of the batch that rtol's
+    # shape broadcasts with s's)
     return _sum(greater(s, _per_matrix(rtol) * s[..., :1]), axis=-1, dtype=int32)
 
 
