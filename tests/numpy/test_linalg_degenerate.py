@@ -232,3 +232,26 @@ def test_matrix_rank_array_tolerance_of_empty_matrices_broadcasts(shape):
         got = np.asarray(LA.matrix_rank(x, **kw))
         np.testing.assert_array_equal(got, want)
         assert got.shape == want.shape
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a: LA.svd(a, hermitian=True),
+        lambda a: LA.svd(a, compute_uv=False, hermitian=True),
+        lambda a: LA.pinv(a, hermitian=True),
+        lambda a: LA.matrix_rank(a, hermitian=True),
+    ],
+)
+def test_hermitian_needs_square_matrices(fn):
+    # numpy and JAX raise for hermitian=True on a non-square matrix; blu ignored the flag
+    with pytest.raises(blu.errors.BluShapeError, match=r"square.*f32\[2,3\]"):
+        fn(np.ones((2, 3), np.float32))
+    # square: the SVD's values, as without the flag (numpy's eigenvalue route agrees for a
+    # symmetric matrix)
+    a = np.array([[2.0, -1.0], [-1.0, -3.0]])
+    want = np.linalg.svd(a, compute_uv=False, hermitian=True)
+    got = np.asarray(LA.svd(a, compute_uv=False, hermitian=True))
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(LA.pinv(a, hermitian=True)), np.linalg.inv(a),
+                               rtol=1e-13)  # fmt: skip

@@ -115,7 +115,8 @@ def svd(
         full_matrices: ``U`` ``(..., m, m)`` and ``Vh`` ``(..., n, n)``; else ``k = min(m, n)``
             vectors each.
         compute_uv: else return only ``S``.
-        hermitian: accepted for numpy compatibility (the general SVD is used either way).
+        hermitian: ``a`` must then be square (numpy's and JAX's rule); the general SVD is
+            used either way.
 
     Returns:
         ``SVDResult(U, S, Vh)`` with ``S`` ``(..., k)`` descending, or ``S``. Gradients of ``S``
@@ -126,8 +127,7 @@ def svd(
         ``lstsq`` use their own formula and are exact there); a zero singular value of a
         non-square matrix makes them inf/NaN.
     """
-    del hermitian
-    x = matrices(a, "svd")
+    x = matrices(a, "svd", bool(hermitian))
     if not compute_uv:
         return lax_linalg.svd(x, compute_uv=False)
     return SVDResult(*lax_linalg.svd(x, full_matrices=full_matrices))

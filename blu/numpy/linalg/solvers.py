@@ -289,18 +289,18 @@ def pinv(a: Any, rcond: float | None = None, hermitian: bool = False, *, rtol: A
             1e-15 would keep float32 rounding noise and invert it into huge entries). A Python
             float uses the Golub-Pereyra derivative below; an array (broadcast against the
             batch axes ``...``, as the Array API allows) differentiates through the SVD.
-        hermitian: accepted for numpy compatibility (the general SVD is used either way).
+        hermitian: ``a`` must then be square (numpy's and JAX's rule); the general SVD is
+            used either way.
 
     Returns:
         The pseudo-inverse. Its derivative uses the Golub-Pereyra formula (valid where the rank
         does not change; exact at repeated singular values to first order; higher orders
         differentiate the SVD, so they need distinct singular values).
     """
-    del hermitian
     if rcond is not None and rtol is not None:
         raise BluValueError(with_user_line("linalg.pinv: give rcond or rtol, not both"))
     tol = rcond if rcond is not None else rtol
-    a = matrices(a, "pinv")
+    a = matrices(a, "pinv", bool(hermitian))
     if tol is not None and (ndim(tol) > 0 or not isinstance(tol, (int, float, np.generic))):
         # an array of tolerances (one per matrix, broadcast over the batch axes): the cut-off
         # is a value, so differentiate through the SVD (needs distinct singular values)
@@ -360,14 +360,14 @@ def matrix_rank(A: Any, tol: Any = None, hermitian: bool = False, *, rtol: Any =
     ``rtol = eps * max(m, n)``) of ``(..., m, n)`` matrices, as int32 ``(...)``
     (``numpy.linalg.matrix_rank``). ``tol`` and ``rtol`` may be arrays (one value per matrix,
     broadcast against the batch axes ``...``) or traced. A vector (or scalar) ``A`` has rank 1
-    unless it is all zeros (numpy's and JAX's)."""
-    del hermitian
+    unless it is all zeros (numpy's and JAX's). ``hermitian=True`` needs square matrices (as
+    numpy's and JAX's) and is otherwise ignored (the SVD is used either way)."""
     if tol is not None and rtol is not None:
         raise BluValueError(with_user_line("linalg.matrix_rank: give tol or rtol, not both"))
     A = to_inexact(asarray_operand(A))
     if ndim(A) < 2:
         return _any(not_equal(A, 0)).astype(int32)
-    A = matrices(A, "matrix_rank")
+    A = matrices(A, "matrix_rank", bool(hermitian))
     s = lax_linalg.svd(A, compute_uv=False)
     if tol is not None:
         return _sum(greater(s, _per_matrix(tol)), axis=-1, dtype=int32)
