@@ -255,3 +255,17 @@ def test_hermitian_needs_square_matrices(fn):
     np.testing.assert_allclose(got, want, rtol=1e-14)
     np.testing.assert_allclose(np.asarray(LA.pinv(a, hermitian=True)), np.linalg.inv(a),
                                rtol=1e-13)  # fmt: skip
+
+
+@pytest.mark.parametrize("p", [None, 2, -2, 1, -1, np.inf, -np.inf, "fro", "nuc"])
+@pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0)])
+def test_cond_of_empty_matrices_raises(p, shape):
+    # numpy's LinAlgError and JAX's ValueError; blu gave 0 for 'fro'/'nuc' and max's error
+    # for the others
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.cond(np.zeros(shape), p)
+    with pytest.raises(blu.errors.LinAlgError, match="empty"):
+        LA.cond(np.zeros(shape), p)
+    # no matrices at all (batch 0) is an empty result, not an error (numpy's)
+    got = np.asarray(LA.cond(np.zeros((0, 2, 2)), p))
+    assert got.shape == (0,)

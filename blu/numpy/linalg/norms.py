@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from blu.core.errors import BluValueError, with_user_line
+from blu.core.errors import BluValueError, LinAlgError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.lax import linalg as lax_linalg
 from blu.numpy._promote import asarray_operand, canonicalize_axes, to_inexact
@@ -147,8 +147,19 @@ def cond(x: Any, p: Any = None) -> Any:
     ratio of the extreme singular values for ``p`` None/2/-2, else
     ``norm(x, p) * norm(inv(x), p)`` (square ``x``). For ``p`` other than None/2 a NaN
     that comes from singularity (``0 * inf``, ``0 / 0``) is reported as inf, where ``x``
-    itself holds no NaN (JAX's rule; None/2 return the plain ratio, as JAX)."""
+    itself holds no NaN (JAX's rule; None/2 return the plain ratio, as JAX).
+
+    Raises:
+        LinAlgError: empty matrices (numpy's and JAX's: a condition number of nothing is not
+            defined).
+    """
     x = matrices(x, "cond")
+    if 0 in get_aval(x).shape[-2:]:
+        raise LinAlgError(
+            with_user_line(
+                f"linalg.cond: not defined on empty matrices, got {get_aval(x).str_short()}"
+            )
+        )
     if p is None or p == 2:
         s = lax_linalg.svd(x, compute_uv=False)
         return _max(s, axis=-1) / _min(s, axis=-1)
