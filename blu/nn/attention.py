@@ -20,7 +20,7 @@ from blu.core.interpreter import get_aval
 from blu.lax import attention_decomp
 from blu.nn.functions import linear
 
-IMPLEMENTATIONS = (None, "reference", "cudnn", "blu")
+IMPLEMENTATIONS = (None, "reference", "cudnn", "blu", "xla")
 
 
 def causal_mask(t_q: int, t_k: int) -> Any:
@@ -145,7 +145,8 @@ def dot_product_attention(
         implementation: None (blu chooses: cuDNN for bfloat16/float16 on the GPU where it
             applies, else blu's own kernels), ``"reference"`` (the unfused lax computation),
             ``"cudnn"`` (cuDNN's fused SDPA: bfloat16/float16 on a CUDA device, no mask),
-            ``"blu"`` (blu's kernels, never cuDNN).
+            ``"blu"`` (blu's kernels, never cuDNN), ``"xla"`` (JAX's name for its non-cuDNN
+            implementation: ``"blu"``'s).
 
     Returns:
         ``(..., T, N, Hv)`` in the operands' (promoted) dtype. Scores and softmax are computed
@@ -161,6 +162,8 @@ def dot_product_attention(
     if implementation not in IMPLEMENTATIONS:
         raise _err(BluValueError, f"implementation must be one of {IMPLEMENTATIONS}, "
                                   f"got {implementation!r}")  # fmt: skip
+    if implementation == "xla":
+        implementation = "blu"
     q, k, v = bnp.asarray(q), bnp.asarray(k), bnp.asarray(v)
     dt = dtypes.result_type(q, k, v)
     if not dtypes.is_float(dt):

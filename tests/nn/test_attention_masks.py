@@ -160,3 +160,16 @@ def test_bad_lengths_and_windows():
     for bad in [-1, (1, -2), (1, 2, 3), 1.5, "2"]:
         with pytest.raises(BluValueError, match="local_window_size"):
             nn.dot_product_attention(q, k, v, local_window_size=bad)
+
+
+def test_jax_implementation_name_xla():
+    # JAX's name for its non-cuDNN implementation (blu refused it): blu's own kernels
+    rng = np.random.default_rng(8)
+    q = rng.standard_normal((2, 3, 4, 3))
+    k = rng.standard_normal((2, 5, 2, 3))
+    v = rng.standard_normal((2, 5, 2, 2))
+    got = nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
+    want = ref_loop(q, k, v, True, None, None, None)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-10, atol=1e-12)
+    with pytest.raises(BluValueError, match="implementation"):
+        nn.dot_product_attention(q, k, v, implementation="XLA")
