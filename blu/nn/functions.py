@@ -203,9 +203,9 @@ def softmax(x: Any, axis: int | Sequence[int] = -1, where: Any = None) -> Any:
     x = _float_operand(x)
     if where is not None:
         return masked_softmax(x, axis, where, log=False)
+    axes = _axes(axis, x.ndim, "softmax")  # (checked for empty x too)
     if x.size == 0:
         return x
-    axes = _axes(axis, x.ndim, "softmax")
     x32 = _upcast(x)
     e = bnp.exp(x32 - _stable_max(x32, axes))
     return (e / bnp.sum(e, axis=axes, keepdims=True)).astype(x.dtype)
@@ -231,9 +231,9 @@ def log_softmax(x: Any, axis: int | Sequence[int] = -1, where: Any = None) -> An
     x = _float_operand(x)
     if where is not None:
         return masked_softmax(x, axis, where, log=True)
+    axes = _axes(axis, x.ndim, "log_softmax")  # (checked for empty x too)
     if x.size == 0:
         return x
-    axes = _axes(axis, x.ndim, "log_softmax")
     x32 = _upcast(x)
     shifted = x32 - _stable_max(x32, axes)
     lse = bnp.log(bnp.sum(bnp.exp(shifted), axis=axes, keepdims=True))

@@ -145,3 +145,19 @@ def test_a_larger_mask_gives_the_result_its_shape(data):
         fin = np.isfinite(want)  # a group's sum of at most 64 terms, |x| <= 20
         tol = 64 * np.finfo(np.float64).eps * (1 + np.abs(want[fin]) + 40)
         assert np.all(np.abs(got[fin] - want[fin]) <= tol)
+
+
+@pytest.mark.parametrize("fn", [nn.softmax, nn.log_softmax])
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 2)])
+def test_empty_input_still_checks_the_axis(fn, shape):
+    # JAX's (and numpy's) error for an axis the array lacks, empty or not; blu returned
+    # the empty array unchecked
+    x = np.zeros(shape, np.float32)
+    bad = len(shape)
+    for kw in ({}, {"where": np.ones(shape, bool)}):
+        with pytest.raises(blu.errors.BluValueError, match=f"axis {bad}"):
+            fn(x, axis=bad, **kw)
+        with pytest.raises(blu.errors.BluValueError):
+            fn(x, axis=(0, 0), **kw)
+        got = np.asarray(fn(x, axis=-1, **kw))
+        assert got.shape == shape and got.dtype == np.float32
