@@ -173,6 +173,19 @@ def test_one_hot_axis(axis, k):
     np.testing.assert_array_equal(np.asarray(got), want)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16])
+def test_one_hot_narrow_labels_more_classes_than_the_dtype_holds(dtype):
+    # the classes' iota was in the labels' dtype and wrapped: uint8 label 1 matched 1 and 257
+    # (JAX's does the same); a numpy comparison in int64 is the reference
+    info = np.iinfo(dtype)
+    labels = np.array([0, 1, info.max, info.min, -1 if info.min < 0 else 2], dtype)
+    k = int(info.max) + 3 if dtype in (np.uint8, np.int8) else 70000
+    want = (labels.astype(np.int64)[:, None] == np.arange(k)).astype(np.float32)
+    got = np.asarray(nn.one_hot(labels, k))
+    np.testing.assert_array_equal(got, want)
+    assert got.sum() == np.count_nonzero((labels >= 0) & (labels.astype(np.int64) < k))
+
+
 @pytest.mark.parametrize(
     "name", ["softmax", "log_softmax", "logsumexp", "gelu", "sigmoid", "silu", "standardize"]
 )
