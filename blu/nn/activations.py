@@ -14,7 +14,7 @@ from typing import Any
 
 import blu.numpy as bnp
 from blu import lax
-from blu.core.errors import BluShapeError, with_user_line
+from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.nn.functions import sigmoid, silu
 from blu.nn.operands import _axes, _float_operand
 from blu.transforms.custom_derivatives import custom_jvp
@@ -235,6 +235,8 @@ def standardize(
     variance: Any = None,
     epsilon: float = 1e-5,
     where: Any = None,
+    *,
+    algorithm: str = "fast",
 ) -> Any:
     """``(x - mean) / sqrt(variance + epsilon)`` over ``axis`` (``jax.nn.standardize``).
 
@@ -245,15 +247,34 @@ def standardize(
         variance: the variance to use (computed over ``axis``, biased, if None).
         epsilon: added to the variance.
         where: a boolean mask broadcastable to ``x``: only those elements enter the statistics.
+        algorithm: how a variance not given is computed, JAX's names: ``"fast"`` (default)
+            ``mean(x^2) - mean^2`` clipped at 0, ``"stable"`` ``mean((x - mean)^2)``. They
+            differ only where ``mean`` is given (then ``"fast"`` is JAX's ``mean(x^2)`` less
+            that mean squared); with ``mean`` None both are computed as ``"stable"`` (the
+            same value, without the cancellation of ``E[x^2] - E[x]^2``).
 
     Returns:
         An array of ``x``'s shape and dtype.
+
+    Raises:
+        BluValueError: an ``algorithm`` other than ``"fast"`` and ``"stable"``.
     """
+    if algorithm not in ("fast", "stable"):
+        raise BluValueError(
+            with_user_line(
+                f"nn.standardize: algorithm must be 'fast' or 'stable', got {algorithm!r}"
+            )
+        )
     x = _float_operand(x)
     axes = _axes(axis, x.ndim, "standardize")
+    fast_given_mean = algorithm == "fast" and mean is not None
     if mean is None:
         mean = bnp.mean(x, axis=axes, keepdims=True, where=where)
-    if variance is None:
+    if variance is None and fast_given_mean:
+        # JAX's "fast" second moment about the given mean, clipped as JAX's
+        mean_sq = bnp.mean(bnp.square(x), axis=axes, keepdims=True, where=where)
+        variance = bnp.maximum(mean_sq - bnp.square(mean), 0)
+    elif variance is None:
         # mean of squared deviations: no cancellation as in E[x^2] - E[x]^2
         variance = bnp.mean(bnp.square(x - mean), axis=axes, keepdims=True, where=where)
     else:  # a Python scalar takes x's dtype (else its sqrt would be the default float32's)

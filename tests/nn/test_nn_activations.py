@@ -165,6 +165,37 @@ def test_standardize():
     check_grads(nn.standardize, [x[:2, :3]], order=2)
 
 
+def test_standardize_algorithm_with_a_given_mean():
+    # JAX's algorithm=: with a mean given and no variance, "fast" (the default) divides by
+    # sqrt(mean(x^2) - mean^2 + eps), "stable" by sqrt(mean((x - mean)^2) + eps); blu had no
+    # algorithm= and always took the second, so JAX's default value was off (0.999 for 0.577
+    # at x = 1, mean 0.5)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 5)) * 2 + 1
+    m = np.array([[0.5], [-1.0], [3.0]])
+    x2 = (x**2).mean(-1, keepdims=True)
+    fast = (x - m) / np.sqrt(np.maximum(x2 - m**2, 0) + 1e-5)
+    stable = (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(np.asarray(nn.standardize(x, mean=m)), fast, rtol=1e-12)
+    got = nn.standardize(x, mean=m, algorithm="fast")
+    np.testing.assert_allclose(np.asarray(got), fast, rtol=1e-12)
+    got = nn.standardize(x, mean=m, algorithm="stable")
+    np.testing.assert_allclose(np.asarray(got), stable, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(nn.standardize(np.ones(3), mean=0.5)),
+                               0.5 / np.sqrt(0.75 + 1e-5), rtol=1e-12)  # fmt: skip
+    # mean(x^2) < mean^2: clipped to 0, as JAX's
+    np.testing.assert_allclose(np.asarray(nn.standardize(np.ones(2), mean=2.0)),
+                               -1 / np.sqrt(1e-5), rtol=1e-12)  # fmt: skip
+    # with the mean computed both give the variance (mean None: computed in two passes)
+    want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    for alg in ("fast", "stable"):
+        got = nn.standardize(x, algorithm=alg)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-10)
+    check_grads(lambda v: nn.standardize(v, mean=m[:2]), [x[:2, :3]], order=2)
+    with pytest.raises(blu.errors.BluValueError, match="algorithm"):
+        nn.standardize(x, algorithm="two-pass")
+
+
 @given(st.integers(0, 2), st.integers(1, 5))
 def test_one_hot_axis(axis, k):
     labels = np.array([[0, 2], [k - 1, 7]])
