@@ -116,6 +116,15 @@ def test_solve_inv_det_slogdet_match_numpy(data, vector):
     want_sign, want_logdet = np.linalg.slogdet(a)
     _close(sign, want_sign)
     _close(logdet, want_logdet)
+    for method in ("lu", "qr"):  # JAX's method=
+        sign, logdet = LA.slogdet(a, method=method)
+        _close(sign, want_sign)
+        _close(logdet, want_logdet)
+
+
+def test_slogdet_method_checked():
+    with pytest.raises(BluValueError, match="method"):
+        LA.slogdet(np.eye(2), method="cholesky")
 
 
 @given(st.data(), st.booleans(), st.sampled_from([0, 1, "T"]), st.booleans(), st.booleans())

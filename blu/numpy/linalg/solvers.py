@@ -187,10 +187,21 @@ def det(a: Any) -> Any:
     return _det(matrices(a, "det", True))
 
 
-def slogdet(a: Any) -> SlogdetResult:
+def slogdet(a: Any, *, method: str | None = None) -> SlogdetResult:
     """Sign and log of the absolute determinant (``numpy.linalg.slogdet``), from the LU
     factorization: ``SlogdetResult(sign (...), logabsdet (...))``. A singular matrix gives
-    sign 0 and logabsdet -inf. The gradient of logabsdet is ``inv(a).T``."""
+    sign 0 and logabsdet -inf. The gradient of logabsdet is ``inv(a).T``.
+
+    ``method``: JAX's ``None``/``'lu'`` or ``'qr'``; ``'qr'`` (JAX's, for TPUs, where LU's
+    pivoting is slow) is computed by the LU factorization too: the same values to rounding.
+
+    Raises:
+        BluValueError: another ``method``.
+    """
+    if method not in (None, "lu", "qr"):
+        raise BluValueError(
+            with_user_line(f"linalg.slogdet: method must be None, 'lu' or 'qr', got {method!r}")
+        )
     a = matrices(a, "slogdet", True)
     _, d = _lu_sign_and_diag(a)
     return SlogdetResult(_slogdet_sign(a), _sum(log(_abs(d)), axis=-1))
