@@ -240,6 +240,25 @@ def test_lstsq_pinv_match_numpy(data, vector):
     _close(LA.matrix_rank(a), np.linalg.matrix_rank(a) if a.size else np.zeros(a.shape[:-2]))
 
 
+@pytest.mark.parametrize("shape,rank", [((5, 3), 3), ((5, 3), 2), ((3, 3), 3), ((2, 4), 2)])
+@pytest.mark.parametrize("vector", [True, False])
+def test_lstsq_numpy_resid(shape, rank, vector):
+    # JAX's numpy_resid=True (blu had no such argument): numpy's residuals, empty when
+    # rank < n or m <= n
+    rng = np.random.default_rng(rank)
+    m, n = shape
+    a = rng.standard_normal((m, rank)) @ rng.standard_normal((rank, n))
+    b = rng.standard_normal((m,) if vector else (m, 2))
+    want = np.linalg.lstsq(a, b)
+    got = LA.lstsq(a, b, numpy_resid=True)
+    assert np.asarray(got[1]).shape == want[1].shape
+    _close(got[1], want[1])
+    _close(got[0], want[0])
+    assert int(got[2]) == want[2]
+    with pytest.raises(BluValueError, match="numpy_resid"):
+        LA.lstsq(np.stack([a, a]), b if vector else np.stack([b, b]), numpy_resid=True)
+
+
 def test_lstsq_and_pinv_rank_deficient():
     a = np.array([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
     b = np.array([1.0, 0.0, 2.0])

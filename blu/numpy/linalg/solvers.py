@@ -331,7 +331,9 @@ def _static_float(x: Any, name: str) -> float:
         ) from None
 
 
-def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Any, Any, Any, Any]:
+def lstsq(
+    a: Any, b: Any, rcond: float | None = None, *, numpy_resid: bool = False
+) -> tuple[Any, Any, Any, Any]:
     """Least-squares solution of ``a @ x = b``, as ``numpy.linalg.lstsq`` (also batched).
 
     Args:
@@ -344,10 +346,22 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Any, Any, Any, An
     Returns:
         ``(x, residuals, rank, s)``: the minimum-norm solution ``(..., n)`` or ``(..., n, k)``;
         the squared residual norms ``(..., k)`` (``(..., 1)`` for a vector ``b``, as JAX), always
-        computed (numpy gives an empty array when ``rank < n`` or ``m <= n``); ``rank`` int32
-        ``(...)``; ``s`` the singular values ``(..., min(m, n))``. Differentiable in ``a`` and
-        ``b`` (through ``pinv``'s derivative).
+        computed (numpy gives an empty array when ``rank < n`` or ``m <= n``: JAX's
+        ``numpy_resid=True`` does too, for one matrix ``a`` with a concrete rank); ``rank``
+        int32 ``(...)``; ``s`` the singular values ``(..., min(m, n))``. Differentiable in
+        ``a`` and ``b`` (through ``pinv``'s derivative).
+
+    Raises:
+        BluValueError: ``numpy_resid=True`` with a stack of matrices ``a`` (numpy's empty
+            residuals are per matrix).
+        ConcretizationError: ``numpy_resid=True`` under ``jit`` (the rank decides the shape).
     """
+    if numpy_resid and ndim(a) != 2:
+        raise BluValueError(
+            with_user_line(
+                f"linalg.lstsq: numpy_resid=True needs one matrix a, got shape {np.shape(a)}"
+            )
+        )
     a, b, vector = rhs(matrices(a, "lstsq"), b, "lstsq")
     m, n = shape(a)[-2:]
     tol = eps(a) * max(m, n) if rcond is None else _static_float(rcond, "lstsq")
@@ -357,6 +371,8 @@ def lstsq(a: Any, b: Any, rcond: float | None = None) -> tuple[Any, Any, Any, An
     resid = _sum(abs2(r), axis=-2)
     s = lax_linalg.svd(a, compute_uv=False)
     rank = _rank(s, tol)
+    if numpy_resid and (m <= n or int(rank) < n):
+        resid = zeros((0,), dtype(resid))
     return (squeeze(x, -1) if vector else x), resid, rank, s
 
 
