@@ -113,6 +113,10 @@ def _norm_axes(x: Any, s: Any, axes: Any, name: str) -> tuple[list[int], list[in
             )
         s = [_index(v, name, "s must hold ints (n for the 1-D transforms)") for v in s]
     if axes is None:
+        if s is not None and len(s) > nd:  # (numpy's axes range(-len(s), 0) are out of range)
+            raise BluValueError(
+                with_user_line(f"fft.{name}: s {tuple(s)} has more entries than x has axes ({nd})")
+            )
         axes = list(range(nd)) if s is None else list(range(nd - len(s), nd))
     else:
         axes = list(canonicalize_axes(axes, nd, name))

@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 import blu
 import blu.numpy as bnp
 from blu import lax
-from blu.core.errors import BluError
+from blu.core.errors import BluError, BluValueError
 from tests.numpy.test_complex import cplx, fd_grad, real_loss
 
 NORMS = ["backward", "ortho", "forward"]
@@ -96,6 +96,22 @@ def test_errors():
         bnp.fft.fft(np.ones(3), norm="bad")
     with pytest.raises(BluError):
         lax.fft(np.ones((2, 3)), "RFFT", (4,))  # trailing axis must be fft_lengths
+
+
+@pytest.mark.parametrize("name", ["fftn", "ifftn", "rfftn", "irfftn"])
+def test_s_longer_than_the_rank_is_a_clear_error(name):
+    # numpy raises (its axes range(-len(s), 0) leave the array); blu failed inside a transpose
+    # ("permutation (0, 1, 2, -1)"), JAX returns a (2, 2, 2) array
+    x = np.ones((3, 4, 5))
+    with pytest.raises(ValueError):
+        getattr(np.fft, name)(x, s=(2, 2, 2, 2))
+    with pytest.raises(
+        BluValueError, match=r"s \(2, 2, 2, 2\) has more entries than x has axes \(3\)"
+    ):
+        getattr(bnp.fft, name)(x, s=(2, 2, 2, 2))
+    # as many entries as axes is fine (numpy's values)
+    want = getattr(np.fft, name)(x, s=(2, 3, 4))
+    np.testing.assert_allclose(np.asarray(getattr(bnp.fft, name)(x, s=(2, 3, 4))), want, atol=1e-12)
 
 
 # ---- derivatives ---------------------------------------------------------------------------------
