@@ -194,6 +194,9 @@ def rfftn(x: Any, /, s: Any = None, axes: Any = None, norm: str = "backward") ->
     n = math.prod(get_aval(x).shape[a] for a in axes)
     y, inv = _last_axes(x, [axes[-1]])
     last = get_aval(y).shape[-1]
+    if last == 0:  # (numpy's "Invalid number of FFT data points (0)"; JAX's fails to lower)
+        raise BluValueError(with_user_line(f"fft.rfftn: the real transform's axis {axes[-1]} "
+                                           "has length 0; give n or s >= 1"))  # fmt: skip
     y = lax.transpose(lax.fft(y, "RFFT", (last,)), tuple(inv))
     return _scale(_c2c(y, axes[:-1], False), norm, n, False)
 

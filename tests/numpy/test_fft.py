@@ -266,3 +266,24 @@ def test_frequencies_take_a_traced_spacing(n):
         w = np.arange(1.0, want.size + 1)
         g = blu.grad(lambda d: bnp.sum(fn(n, d, dtype=np.float64) * w))(d)
         np.testing.assert_allclose(float(g), -np.sum(ref(n, 1.0) * w) / d**2, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda F, x: F.rfft(x),
+        lambda F, x: F.ihfft(x),
+        lambda F, x: F.rfftn(x),
+        lambda F, x: F.rfft2(np.zeros((2, 3, 0))),
+    ],
+)
+def test_real_transform_of_an_empty_axis_raises(call):
+    # numpy: "Invalid number of FFT data points (0)"; JAX fails to lower; blu returned one
+    # frequency, 0 (rfft(zeros(0)) == [0j])
+    with pytest.raises(ValueError):
+        call(np.fft, np.zeros(0))
+    with pytest.raises(BluValueError, match="length 0"):
+        call(bnp.fft, np.zeros(0))
+    # an empty batch axis is an empty result, and n pads an empty signal (numpy's)
+    assert bnp.fft.rfft(np.zeros((0, 4))).shape == (0, 3)
+    np.testing.assert_array_equal(np.asarray(bnp.fft.rfft(np.zeros(0), n=4)), np.zeros(3))
