@@ -463,10 +463,7 @@ def one_hot(labels: Any, num_classes: int, dtype: Any = dtypes.float32, *, axis:
                                           f"{num_classes!r}")) from None  # fmt: skip
     if n < 0:
         raise BluValueError(with_user_line(f"nn.one_hot: num_classes {n} < 0"))
-    if labels.dtype.itemsize < 4:
-        # compared in int32: an iota of classes in uint8 wraps, so label 1 also matched class
-        # 257 (as JAX's does)
-        labels = labels.astype(dtypes.int32)
+    labels = labels.astype(dtypes.int32) if labels.dtype.itemsize < 4 else labels  # no wrap
     shape = labels.shape + (n,)
     classes = lax.iota(labels.dtype, shape, len(shape) - 1)
     out = (bnp.expand_dims(labels, -1) == classes).astype(dtype)

@@ -257,6 +257,14 @@ def test_hermitian_needs_square_matrices(fn):
                                rtol=1e-13)  # fmt: skip
 
 
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (2, 0, 4)])
+def test_pinv_hermitian_of_empty_matrices_is_empty(shape):
+    # numpy's and JAX's pinv return the empty (n, m) before looking at hermitian
+    want = np.linalg.pinv(np.zeros(shape), hermitian=True)
+    got = np.asarray(LA.pinv(np.zeros(shape), hermitian=True))
+    assert got.shape == want.shape == shape[:-2] + shape[:-3:-1]
+
+
 @pytest.mark.parametrize("p", [None, 2, -2, 1, -1, np.inf, -np.inf, "fro", "nuc"])
 @pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0)])
 def test_cond_of_empty_matrices_raises(p, shape):

@@ -300,8 +300,8 @@ def pinv(a: Any, rcond: float | None = None, hermitian: bool = False, *, rtol: A
             1e-15 would keep float32 rounding noise and invert it into huge entries). A Python
             float uses the Golub-Pereyra derivative below; an array (broadcast against the
             batch axes ``...``, as the Array API allows) differentiates through the SVD.
-        hermitian: ``a`` must then be square (numpy's and JAX's rule); the general SVD is
-            used either way.
+        hermitian: ``a`` must then be square or empty (numpy's and JAX's rule); the general
+            SVD is used either way.
 
     Returns:
         The pseudo-inverse. Its derivative uses the Golub-Pereyra formula (valid where the rank
@@ -311,7 +311,9 @@ def pinv(a: Any, rcond: float | None = None, hermitian: bool = False, *, rtol: A
     if rcond is not None and rtol is not None:
         raise BluValueError(with_user_line("linalg.pinv: give rcond or rtol, not both"))
     tol = rcond if rcond is not None else rtol
-    a = matrices(a, "pinv", bool(hermitian))
+    a = matrices(a, "pinv")
+    if hermitian and min(shape(a)[-2:]) > 0:  # (empty matrices are exempt, as numpy's and JAX's)
+        a = matrices(a, "pinv", True)
     if tol is not None and (ndim(tol) > 0 or not isinstance(tol, (int, float, np.generic))):
         # an array of tolerances (one per matrix, broadcast over the batch axes): the cut-off
         # is a value, so differentiate through the SVD (needs distinct singular values)
