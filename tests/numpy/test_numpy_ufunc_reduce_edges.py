@@ -294,3 +294,41 @@ def test_reduce_initial_must_be_a_scalar(name):
         getattr(bnp, name).reduce(x, axis=0, initial=np.array([1, 2, 3]))
     got = getattr(bnp, name).reduce(x, axis=0, initial=np.array(1))  # a 0-d array is a scalar
     assert got.shape == (3,)
+
+
+# ---- every float ufunc's methods against a loop of numpy's calls -------------------------------
+
+FLOAT_BINARY = [
+    "add", "arctan2", "copysign", "float_power", "floor_divide", "fmax", "fmin", "fmod",
+    "heaviside", "hypot", "logaddexp", "logaddexp2", "maximum", "minimum", "mod", "multiply",
+    "nextafter", "power", "subtract", "true_divide",
+]  # fmt: skip
+
+
+@given(st.data(), shapes(min_dims=1, max_dims=3, min_side=1), st.sampled_from(FLOAT_BINARY))
+def test_float_ufunc_methods_match_a_loop_of_numpys_calls(data, shape, name):
+    # the loop, not numpy's reduce: numpy 2.4's arctan2.reduce and power.reduce regroup the
+    # terms (arctan2.reduce([1., 2., 3.]) gives arctan2(1, 3))
+    x = data.draw(arrays(shape, 0.5, 2.0))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    u, f = getattr(bnp, name), getattr(np, name)
+    rows = np.moveaxis(x, axis, 0)
+    want = np.moveaxis(np.stack(list(_accumulate_loop(f, rows))), 0, axis)
+    assert_close(u.accumulate(x, axis=axis), want, n_ops=len(rows))
+    keepdims = data.draw(st.booleans())
+    got = u.reduce(x, axis=axis, keepdims=keepdims)
+    assert_close(got, np.take(want, [-1] if keepdims else -1, axis=axis), n_ops=len(rows))
+    n = shape[axis]
+    idx = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=4)))
+    ends = [*idx[1:], n]
+    want = [_fold(f, rows[i:j]) if i < j else rows[i] for i, j in zip(idx, ends)]
+    got = u.reduceat(x, idx, axis=axis)
+    assert_close(got, np.moveaxis(np.stack(want), 0, axis), n_ops=len(rows))
+
+
+def _accumulate_loop(f, rows):
+    acc = rows[0]
+    yield acc
+    for r in rows[1:]:
+        acc = f(acc, r)
+        yield acc
