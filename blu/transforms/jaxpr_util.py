@@ -163,13 +163,22 @@ def flatten_avals(tree: Any) -> tuple[list[tuple[Any, ShapedArray]], Any]:
 
 
 def check_same_types(
-    what: str, name_a: str, name_b: str, tree_a, avals_a, tree_b, avals_b, root: str = ""
+    what: str,
+    name_a: str,
+    name_b: str,
+    tree_a,
+    avals_a,
+    tree_b,
+    avals_b,
+    root: str = "",
+    allow_promote: bool = True,
 ) -> list[int]:
     """Check two flattened pytrees of avals agree in structure, shapes and dtypes.
 
-    Returns the indices of leaves that differ only because ``a``'s leaf is weakly typed and has
-    another dtype (the caller may promote them); raises for every other difference, naming the
-    leaf's key path, its shapes and dtypes.
+    Returns the indices of leaves that differ only because ``a``'s leaf is weakly typed and
+    promotes with ``b``'s to ``b``'s dtype (JAX's ``_promote_weak_typed_inputs``: the caller
+    converts them to ``b``'s dtype and traces again, with ``allow_promote=False``); raises for every
+    other difference, naming the leaf's key path, its shapes and dtypes.
     """
     if tree_a != tree_b:
         raise BluTypeError(
@@ -181,7 +190,12 @@ def check_same_types(
     for i, ((path, a), b) in enumerate(zip(avals_a, avals_b, strict=True)):
         if a.shape == b.shape and a.dtype == b.dtype:
             continue
-        if a.shape == b.shape and a.weak_type and not b.weak_type:
+        if (
+            allow_promote
+            and a.shape == b.shape
+            and a.weak_type
+            and dtypes.result_type(a, b) == b.dtype
+        ):
             promote.append(i)
             continue
         leaf = root + pytree.keystr(path)

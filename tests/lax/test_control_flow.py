@@ -378,6 +378,34 @@ def test_weak_typed_carry_is_promoted():
     assert c.dtype == np.float32 and float(c) == 3.0
 
 
+def test_weak_carry_promotes_to_a_weak_result_of_another_kind():
+    # JAX's _promote_weak_typed_inputs: a weak int carry meeting a weak float result (c + 1.5)
+    # becomes float32, in scan, while_loop and fori_loop alike (a Python loop's values)
+    c, _ = scan(lambda c, x: (c + 1.5, None), 0, None, length=3)
+    assert c.dtype == np.float32 and float(c) == 4.5
+    w = while_loop(lambda c: c < 3, lambda c: c + 1.5, 0)
+    assert w.dtype == np.float32 and float(w) == 3.0
+    f = fori_loop(0, 3, lambda i, c: c * 2.0 + i, 1)
+    v = 1.0
+    for i in range(3):
+        v = v * 2.0 + i
+    assert f.dtype == np.float32 and float(f) == v
+
+
+@pytest.mark.parametrize("loop", ["scan", "while_loop", "fori_loop"])
+def test_weak_float_carry_is_not_cast_to_an_int_result(loop):
+    # 0.5 promoted with int32 is float32, not int32: the carry's types differ (it was truncated
+    # to 0, and the while_loop below never ended)
+    to_int = lambda c: lax.convert_element_type(lax.gt(c, 0.0), np.int32)  # noqa: E731
+    with pytest.raises(BluTypeError, match="int32"):
+        if loop == "scan":
+            scan(lambda c, x: (to_int(c), None), 0.5, None, length=2)
+        elif loop == "while_loop":
+            while_loop(lambda c: lax.lt(c, 3), to_int, 0.5)
+        else:
+            fori_loop(0, 3, lambda i, c: to_int(c), 0.5)
+
+
 def test_grad_of_while_loop_raises_with_advice():
     f = lambda x: while_loop(lambda c: lax.lt(c[0], 3), lambda c: (lax.add(c[0], 1), lax.sin(c[1])),
                              (0, x))[1]  # fmt: skip

@@ -282,7 +282,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     """
     leaves, tree = pytree.tree_flatten(init_val)
     paths = [p for p, _ in pytree.tree_flatten_with_path(init_val)[0]]
-    for _ in range(2):  # a second pass if a weakly typed leaf must be promoted
+    for attempt in range(2):  # a second pass if a weakly typed leaf must be promoted
         avals = [get_aval(x) for x in leaves]
         box = []
 
@@ -303,6 +303,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
         promote = check_same_types(
             "while_loop", "the value passed in (init_val)", "the value body_fun returns",
             tree, list(zip(paths, avals)), out_tree, out_avals, root="val",
+            allow_promote=attempt == 0,
         )  # fmt: skip
         if not promote:
             break

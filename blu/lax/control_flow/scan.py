@@ -440,7 +440,7 @@ def _scan(f, init, xs, length, reverse, unroll, what="scan", root="carry", strip
 
     init_leaves, init_tree = pytree.tree_flatten(init)
     init_paths = [p[strip:] for p, _ in pytree.tree_flatten_with_path(init)[0]]
-    for _ in range(2):  # a second pass if a weakly typed carry leaf must be promoted
+    for attempt in range(2):  # a second pass if a weakly typed carry leaf must be promoted
         carry_avals = [get_aval(x) for x in init_leaves]
         box = []
 
@@ -470,6 +470,7 @@ def _scan(f, init, xs, length, reverse, unroll, what="scan", root="carry", strip
         promote = check_same_types(
             what, f"the {root} passed in", f"the {root} the body returns",
             init_tree, list(zip(init_paths, carry_avals)), c_tree, c_avals, root=root,
+            allow_promote=attempt == 0,
         )  # fmt: skip
         if not promote:
             break
