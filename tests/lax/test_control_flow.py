@@ -475,3 +475,11 @@ def test_map_batch_size_rejects_bad_values():
         lax.map(lambda t: t, xs, batch_size=1.5)
     with pytest.raises(BluShapeError, match="leading size"):
         lax.map(lambda t: t, (xs, np.zeros(3)), batch_size=2)
+
+
+def test_fori_loop_bounds_of_two_dtypes_raise():
+    # JAX's TypeError: int32 and int16 arrays (it summed with an int32 index); a Python int
+    # bound takes the other's dtype
+    with pytest.raises(BluTypeError, match="i16"):
+        fori_loop(np.int32(0), np.int16(3), lambda i, c: c + i, 0)
+    assert int(fori_loop(np.int16(0), 3, lambda i, c: c + i, 0)) == 0 + 1 + 2

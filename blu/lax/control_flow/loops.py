@@ -346,8 +346,8 @@ def fori_loop(
             only with concrete bounds. The result is the same for every value.
 
     Raises:
-        BluTypeError: a bound is not an integer scalar, or ``body_fun`` changes the value's
-            structure, shapes or dtypes.
+        BluTypeError: a bound is not an integer scalar, the bounds are arrays of two dtypes
+            (JAX's rule), or ``body_fun`` changes the value's structure, shapes or dtypes.
         BluValueError: ``unroll`` is given with traced bounds, or is not a bool /
             non-negative int.
     """
@@ -357,6 +357,13 @@ def fori_loop(
             raise BluTypeError(
                 with_user_line(f"fori_loop: {name} must be an integer scalar, got {a.str_short()}")
             )
+    if la.dtype != ua.dtype and not la.weak_type and not ua.weak_type:
+        raise BluTypeError(
+            with_user_line(
+                "fori_loop: lower and upper must have the same dtype (a Python int may meet "
+                f"any), got lower {la.str_short()}, upper {ua.str_short()}"
+            )
+        )
     idx_dtype = dtypes.result_type(lower, upper)
     if is_static_int(lower) and is_static_int(upper):
         lo, hi = int(lower), int(upper)
