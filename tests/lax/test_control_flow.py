@@ -483,3 +483,12 @@ def test_fori_loop_bounds_of_two_dtypes_raise():
     with pytest.raises(BluTypeError, match="i16"):
         fori_loop(np.int32(0), np.int16(3), lambda i, c: c + i, 0)
     assert int(fori_loop(np.int16(0), 3, lambda i, c: c + i, 0)) == 0 + 1 + 2
+
+
+def test_cond_takes_one_operand_by_keyword():
+    # JAX's cond(pred, true_fun, false_fun, operand=x) (it was a TypeError)
+    x = np.array([0.5, -1.0, 2.0], np.float32)
+    np.testing.assert_allclose(cond(True, lambda v: v * 2, lambda v: v, operand=x), x * 2)
+    np.testing.assert_allclose(cond(False, lambda v: v * 2, lambda v: v - 1, operand=x), x - 1)
+    with pytest.raises(BluTypeError, match="operand="):
+        cond(True, lambda a, b: a, lambda a, b: b, x, operand=x)

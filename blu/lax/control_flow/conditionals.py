@@ -338,7 +338,12 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
     return _bind_cond("switch", index, branches, operands)
 
 
-def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> Any:
+_NO_OPERAND = object()
+
+
+def cond(
+    pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, operand: Any = _NO_OPERAND
+) -> Any:
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as one traced op.
 
     Both branches are traced (so they must agree in output structure, shapes and dtypes); only
@@ -348,11 +353,22 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
         pred: a scalar bool (or number: nonzero means true), Python or traced.
         true_fun, false_fun: callables of ``operands``.
         operands: pytrees of arrays.
+        operand: JAX's older form of one operand, by keyword (``cond(p, f, g, operand=x)``).
 
     Raises:
         BluShapeError: ``pred`` is not a scalar.
-        BluTypeError: the branches' outputs differ (naming the leaf, shapes and dtypes).
+        BluTypeError: the branches' outputs differ (naming the leaf, shapes and dtypes), or
+            ``operand=`` is given with positional operands.
     """
+    if operand is not _NO_OPERAND:
+        if operands:
+            raise BluTypeError(
+                with_user_line(
+                    "cond: pass the operands positionally or one as operand=, not both "
+                    f"(got {len(operands)} positional)"
+                )
+            )
+        operands = (operand,)
     aval = get_aval(pred)
     if aval.shape != ():
         raise BluShapeError(
