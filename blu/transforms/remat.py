@@ -9,8 +9,12 @@ Transposing that equation evaluates the recomputation inside the backward pass.
 
 Policies (``checkpoint_policies``), as in JAX: ``nothing_saveable`` (the default: keep only the
 inputs), ``everything_saveable``, ``dots_saveable`` (keep the results of matrix products),
-``dots_with_no_batch_dims_saveable``, ``save_only_these_names(*names)`` and
-``save_any_names_but_these(*names)`` for values tagged with ``checkpoint_name``.
+``dots_with_no_batch_dims_saveable``, ``save_only_these_names(*names)``,
+``save_any_names_but_these(*names)`` and ``save_anything_except_these_names(*names)`` for values
+tagged with ``checkpoint_name``, ``save_from_both_policies``, and JAX's aliases
+``checkpoint_dots``, ``checkpoint_dots_with_no_batch_dims``. JAX's offloading policies
+(``save_and_offload_only_these_names``, ``offload_dot_with_no_batch_dims``) save the values they
+would move to host memory (blu has one memory space per device; the gradients are the same).
 """
 
 from __future__ import annotations
@@ -124,12 +128,42 @@ def save_from_both_policies(a: Callable, b: Callable) -> Callable:
     return policy
 
 
+def save_anything_except_these_names(*names: str) -> Callable:
+    skip = frozenset(names)
+
+    def policy(prim, *avals, **params) -> bool:  # every value but those named ``names``
+        return prim is not name_p or params["name"] not in skip
+
+    return policy
+
+
+def save_and_offload_only_these_names(
+    *,
+    names_which_can_be_saved: Sequence[str],
+    names_which_can_be_offloaded: Sequence[str],
+    offload_src: str = "device",
+    offload_dst: str = "pinned_host",
+) -> Callable:
+    # blu has no host memory space to move residuals to: an offloadable value is saved
+    return save_only_these_names(*names_which_can_be_saved, *names_which_can_be_offloaded)
+
+
+def offload_dot_with_no_batch_dims(
+    offload_src: str = "device", offload_dst: str = "pinned_host"
+) -> Callable:
+    return dots_with_no_batch_dims_saveable  # (saved, not offloaded: as above)
+
+
 checkpoint_policies = types.SimpleNamespace(
     everything_saveable=everything_saveable,
     nothing_saveable=nothing_saveable,
     dots_saveable=dots_saveable,
     checkpoint_dots=dots_saveable,
     dots_with_no_batch_dims_saveable=dots_with_no_batch_dims_saveable,
+    checkpoint_dots_with_no_batch_dims=dots_with_no_batch_dims_saveable,
+    save_anything_except_these_names=save_anything_except_these_names,
+    save_and_offload_only_these_names=save_and_offload_only_these_names,
+    offload_dot_with_no_batch_dims=offload_dot_with_no_batch_dims,
     save_only_these_names=save_only_these_names,
     save_any_names_but_these=save_any_names_but_these,
     save_from_both_policies=save_from_both_policies,
