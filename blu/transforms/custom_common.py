@@ -105,7 +105,9 @@ def _binds(sig: inspect.Signature, n: int) -> bool:
 
 
 def split_nondiff(args: tuple, nondiff: tuple[int, ...]):
-    static = [(i, args[i]) for i in nondiff if i < len(args)]
+    # a negative index counts from the end, as Python's (JAX's rules get args[i] too)
+    nondiff = tuple(i + len(args) if -len(args) <= i < 0 else i for i in nondiff)
+    static = [(i, args[i]) for i in nondiff if 0 <= i < len(args)]
     dyn = tuple(a for i, a in enumerate(args) if i not in nondiff)
     return static, dyn
 

@@ -212,3 +212,27 @@ def test_nondiff_argnums_under_cond_and_fori_loop():
     np.testing.assert_allclose(
         np.asarray(blu.grad(loop)(x)), fd_grad(loop_np, x), rtol=1e-8, atol=1e-9
     )
+
+
+def test_negative_nondiff_argnums_count_from_the_end():
+    # nondiff_argnums=(-1,) is the last argument (it was a StopIteration); the rules get it
+    # first, and the derivative is the rule's: d/dx of x * n with a tangent of n * 10
+    from functools import partial
+
+    @partial(blu.custom_jvp, nondiff_argnums=(-1,))
+    def f(x, n):
+        return x * n
+
+    f.defjvp(lambda n, p, t: (p[0] * n, t[0] * n * 10.0))
+
+    @partial(blu.custom_vjp, nondiff_argnums=(-2,))
+    def g(n, x):
+        return x * n
+
+    g.defvjp(lambda n, x: (x * n, None), lambda n, r, ct: (ct * n * 10.0,))
+    x = np.array([0.5, -1.0, 2.0], np.float32)
+    assert float(f(2.0, 3)) == 6.0 and float(blu.grad(f)(2.0, 3)) == 30.0
+    np.testing.assert_allclose(
+        blu.vmap(blu.grad(g, argnums=1), in_axes=(None, 0))(3, x), [30.0] * 3
+    )
+    np.testing.assert_allclose(blu.vmap(blu.grad(f), in_axes=(0, None))(x, 2), [20.0] * 3)
