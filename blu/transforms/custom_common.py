@@ -105,9 +105,27 @@ def _binds(sig: inspect.Signature, n: int) -> bool:
 
 
 def split_nondiff(args: tuple, nondiff: tuple[int, ...]):
-    # a negative index counts from the end, as Python's (JAX's rules get args[i] too)
-    nondiff = tuple(i + len(args) if -len(args) <= i < 0 else i for i in nondiff)
-    static = [(i, args[i]) for i in nondiff if 0 <= i < len(args)]
+    # a negative index counts from the end, as Python's (JAX's rules get args[i] too); an
+    # index out of range is JAX's ValueError; one named twice (1 and -1) is refused too
+    n = len(args)
+    bad = [i for i in nondiff if not -n <= i < n]
+    if bad:
+        raise BluValueError(
+            with_user_line(
+                f"nondiff_argnums {tuple(nondiff)}: index {bad[0]} is out of range for a call "
+                f"with {n} positional argument(s)"
+            )
+        )
+    idx = tuple(i % n for i in nondiff)
+    if len(set(idx)) < len(idx):
+        raise BluValueError(
+            with_user_line(
+                f"nondiff_argnums {tuple(nondiff)} name an argument twice (as {idx} of {n} "
+                "positional arguments)"
+            )
+        )
+    nondiff = idx
+    static = [(i, args[i]) for i in nondiff]
     dyn = tuple(a for i, a in enumerate(args) if i not in nondiff)
     return static, dyn
 

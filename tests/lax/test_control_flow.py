@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import blu
+import blu.numpy as bnp
 from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluError, BluShapeError, BluTypeError
@@ -481,8 +482,12 @@ def test_fori_loop_bounds_of_two_dtypes_raise():
     # JAX's TypeError: int32 and int16 arrays (it summed with an int32 index); a Python int
     # bound takes the other's dtype
     with pytest.raises(BluTypeError, match="i16"):
-        fori_loop(np.int32(0), np.int16(3), lambda i, c: c + i, 0)
+        fori_loop(bnp.asarray(0, bnp.int32), bnp.asarray(3, bnp.int16), lambda i, c: c + i, 0)
     assert int(fori_loop(np.int16(0), 3, lambda i, c: c + i, 0)) == 0 + 1 + 2
+    # a numpy scalar bound meets any, as a Python int (np.prod of a shape is int64; JAX
+    # without x64 makes it int32)
+    n = np.prod((2, 3))
+    assert int(fori_loop(bnp.asarray(0, bnp.int32), n, lambda i, c: c + i, 0)) == sum(range(6))
 
 
 def test_cond_takes_one_operand_by_keyword():

@@ -10,6 +10,7 @@ from helpers import check_vjp, numerical_jvp, rng_for
 import blu
 import blu.numpy as bnp
 from blu import lax
+from blu.core.errors import BluValueError
 
 W = np.array([[1.0, -2.0, 0.5], [0.3, 0.7, -1.1], [2.0, 0.1, 0.4]])
 
@@ -236,3 +237,25 @@ def test_negative_nondiff_argnums_count_from_the_end():
         blu.vmap(blu.grad(g, argnums=1), in_axes=(None, 0))(3, x), [30.0] * 3
     )
     np.testing.assert_allclose(blu.vmap(blu.grad(f), in_axes=(0, None))(x, 2), [20.0] * 3)
+
+
+def test_nondiff_argnums_out_of_range_or_named_twice_raise():
+    # JAX's ValueError for an index outside [-len(args), len(args)) (-3 was dropped silently);
+    # 1 and -1 of two arguments name one argument twice (it was a bare StopIteration)
+    from functools import partial
+
+    @partial(blu.custom_jvp, nondiff_argnums=(-3,))
+    def f(x, n):
+        return x * n
+
+    f.defjvp(lambda n, p, t: (p[0] * n, t[0] * n))
+    with pytest.raises(BluValueError, match="out of range"):
+        f(2.0, 3.0)
+
+    @partial(blu.custom_jvp, nondiff_argnums=(1, -1))
+    def g(x, n):
+        return x * n
+
+    g.defjvp(lambda n, m, p, t: (p[0] * n, t[0] * n))
+    with pytest.raises(BluValueError, match="twice"):
+        g(2.0, 3.0)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from blu.core import dtypes, pytree
 from blu.core.errors import BluError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval, set_interpreter
@@ -357,7 +359,12 @@ def fori_loop(
             raise BluTypeError(
                 with_user_line(f"fori_loop: {name} must be an integer scalar, got {a.str_short()}")
             )
-    if la.dtype != ua.dtype and not la.weak_type and not ua.weak_type:
+    # JAX's rule is for two typed arrays; a numpy scalar bound (np.prod(shape) is int64) meets
+    # any, as a Python int does (JAX without x64 makes it int32)
+    typed = not isinstance(lower, (np.generic, np.ndarray)) and not isinstance(
+        upper, (np.generic, np.ndarray)
+    )
+    if typed and la.dtype != ua.dtype and not la.weak_type and not ua.weak_type:
         raise BluTypeError(
             with_user_line(
                 "fori_loop: lower and upper must have the same dtype (a Python int may meet "
