@@ -280,6 +280,8 @@ NOT_OPERATIONS: dict[str, str] = {
     "each call's values under jit, grad and vmap",
     "numpy.IndexUpdateHelper": "x.at: covered by the IndexUpdateRef entries",
     "numpy.ufunc_api": "a submodule (its ufunc objects are re-exported and listed)",
+    "numpy.ufunc_methods": "a submodule: the ufuncs' reduce/accumulate/at/reduceat, covered "
+    "by tests/numpy/test_numpy_ufunc_methods.py and test_numpy_ufunc_reduce_edges.py",
     "numpy.ufunc": "the class of bnp.add, bnp.sin...: calls are the functions' entries; the "
     "methods against numpy's (tests/numpy/test_numpy_ufunc_methods.py)",
     "numpy.frompyfunc": "makes a ufunc of a Python function, no array computation of its own "
