@@ -497,3 +497,19 @@ def test_cond_takes_one_operand_by_keyword():
     np.testing.assert_allclose(cond(False, lambda v: v * 2, lambda v: v - 1, operand=x), x - 1)
     with pytest.raises(BluTypeError, match="operand="):
         cond(True, lambda a, b: a, lambda a, b: b, x, operand=x)
+
+
+def test_loop_results_from_a_weak_init_are_weak_only_if_the_body_keeps_them_weak():
+    # JAX's carry out is the body's: a sum from Python 0.0 of float32 entries is a strong
+    # float32, so adding bfloat16 stays float32 (it stayed weak and dropped to bfloat16); a
+    # body of weak constants keeps it weak
+    xs = bnp.asarray(np.array([0.1, 0.2, 0.3], np.float32))
+    b = bnp.asarray(np.ones(2, np.float32), bnp.bfloat16)
+    tot = fori_loop(0, 3, lambda i, c: c + xs[i], 0.0)
+    c, _ = scan(lambda c, x: (c + x, None), 0.0, xs)
+    w = while_loop(lambda c: c < 1.0, lambda c: c + xs[0], 0.0)
+    for r, want in ((tot, 0.6), (c, 0.6), (w, 1.0)):
+        assert (r + b).dtype == np.float32
+        np.testing.assert_allclose(float(r), want, rtol=1e-6)
+    weak = while_loop(lambda c: c < 3, lambda c: c + 1.0, 0.0)
+    assert (weak + b).dtype == bnp.bfloat16 and float(weak) == 3.0

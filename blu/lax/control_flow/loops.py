@@ -74,9 +74,10 @@ def _while_abstract_eval(*avals, cond_jaxpr, body_jaxpr, cond_nconsts, body_ncon
                         f"expects {v.aval.str_short()}"
                     )
                 )
+    # weak only if the body keeps it weak (JAX's carry out is the body's: 0.0 + f32 is f32)
     return [
-        v.aval.update(weak_type=a.weak_type and v.aval.weak_type)
-        for a, v in zip(init, body_jaxpr.invars[body_nconsts:])
+        v.aval.update(weak_type=a.weak_type and v.aval.weak_type and o.weak_type)
+        for a, v, o in zip(init, body_jaxpr.invars[body_nconsts:], body_jaxpr.out_avals)
     ]
 
 

@@ -75,9 +75,14 @@ def _scan_abstract_eval(*avals, jaxpr, num_consts, num_carry, length, reverse, u
                     f"{want.str_short()} (length {length})"
                 )
             )
+    # weak only if the body keeps it weak (JAX's carry out is the body's: 0.0 + f32 is f32)
     carry = [
-        v.aval.update(weak_type=a.weak_type and v.aval.weak_type)
-        for a, v in zip(avals[num_consts:], jaxpr.invars[num_consts : num_consts + num_carry])
+        v.aval.update(weak_type=a.weak_type and v.aval.weak_type and o.weak_type)
+        for a, v, o in zip(
+            avals[num_consts:],
+            jaxpr.invars[num_consts : num_consts + num_carry],
+            jaxpr.out_avals[:num_carry],
+        )
     ]
     ys = [a.update(shape=(length,) + a.shape) for a in jaxpr.out_avals[num_carry:]]
     return carry + ys
