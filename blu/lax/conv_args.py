@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,6 +41,19 @@ def padtype_to_pads(
     return out
 
 
+def as_int(v: Any, name: str, what: str = "conv") -> int:
+    """``v`` as an int: a Python or numpy integer (``operator.index``), as JAX takes; a float
+    such as 1.5 or a string is refused (``int()`` truncated 1.5 to 1 and read ``"2"``).
+
+    Raises:
+        BluTypeError: naming ``name`` and the value.
+    """
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise BluTypeError(with_user_line(f"{what}: {name} must be an int, got {v!r}")) from None
+
+
 def int_tuple(v: Any, n: int, name: str, minimum: int, what: str = "conv") -> tuple[int, ...]:
     """``v`` (None: all ones) as ``n`` ints >= ``minimum``.
 
@@ -47,8 +61,8 @@ def int_tuple(v: Any, n: int, name: str, minimum: int, what: str = "conv") -> tu
         BluTypeError: ``v`` is not a sequence of ints; BluValueError: its length or values.
     """
     try:
-        v = (1,) * n if v is None else tuple(int(x) for x in v)
-    except (TypeError, ValueError):
+        v = (1,) * n if v is None else tuple(operator.index(x) for x in v)
+    except TypeError:
         raise BluTypeError(
             with_user_line(f"{what}: {name} must be a sequence of {n} ints, got {v!r}")
         ) from None
@@ -67,8 +81,8 @@ def pad_pairs(padding: Any, n: int, what: str) -> tuple[tuple[int, int], ...]:
     """
     msg = f"{what}: padding must be a string or {n} (low, high) pairs, got {padding!r}"
     try:
-        pads = tuple(tuple(int(p) for p in pr) for pr in padding)
-    except (TypeError, ValueError):
+        pads = tuple(tuple(operator.index(p) for p in pr) for pr in padding)
+    except TypeError:
         raise BluTypeError(with_user_line(msg)) from None
     if len(pads) != n or any(len(pr) != 2 for pr in pads):
         raise BluValueError(with_user_line(msg))

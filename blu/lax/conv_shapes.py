@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
-from blu.lax.conv_args import int_tuple, pad_pairs, padtype_to_pads
+from blu.lax.conv_args import as_int, int_tuple, pad_pairs, padtype_to_pads
 from blu.lax.conv_numpy import dilate_dim
 from blu.lax.convolution import ConvDimensionNumbers, _transpose_pads, conv_dimension_numbers
 
@@ -164,7 +164,7 @@ def conv_shape_tuple(
     if isinstance(pads, str):
         pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
     check_cropping(lhs_shape[2:], (1,) * s, pads, f"{where}: lhs_shape {lhs_shape}")
-    bg = int(batch_group_count)
+    bg = as_int(batch_group_count, "batch_group_count", where)
     if bg < 1 or lhs_shape[0] % bg:
         raise BluValueError(
             with_user_line(

@@ -31,7 +31,7 @@ from blu.core.aval import ShapedArray
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
-from blu.lax.conv_args import int_tuple, pad_pairs, padtype_to_pads
+from blu.lax.conv_args import as_int, int_tuple, pad_pairs, padtype_to_pads
 from blu.lax.conv_decomp import conv_im2col
 from blu.lax.conv_numpy import conv_numpy, dilate_dim
 from blu.lax.dot import _canonical_precision
@@ -405,7 +405,8 @@ def conv_general_dilated(
         ``floor((dilated_in + lo + hi - dilated_window) / stride) + 1`` (0 if negative).
 
     Raises:
-        BluTypeError: lhs and rhs dtypes differ (as ``dot_general``).
+        BluTypeError: lhs and rhs dtypes differ (as ``dot_general``); strides, dilations, pads
+            or group counts that are not ints (1.5 is not truncated).
         BluShapeError: ranks that differ.
         BluValueError: feature/batch sizes that do not match the group counts, bad
             strides/dilations/padding/dimension numbers.
@@ -413,6 +414,7 @@ def conv_general_dilated(
     la, ra = get_aval(lhs), get_aval(rhs)
     dn = conv_dimension_numbers(la.shape, ra.shape, dimension_numbers)
     s = la.ndim - 2
+    where = "conv_general_dilated"
     strides = int_tuple(window_strides, s, "window_strides", 1)
     ld = int_tuple(lhs_dilation, s, "lhs_dilation", 1)
     rd = int_tuple(rhs_dilation, s, "rhs_dilation", 1)
@@ -426,7 +428,8 @@ def conv_general_dilated(
     return conv_general_dilated_p.bind(
         lhs, rhs, window_strides=strides, padding=pads, lhs_dilation=ld, rhs_dilation=rd,
         dimension_numbers=ConvDimensionNumbers(*(tuple(int(a) for a in sp) for sp in dn)),
-        feature_group_count=int(feature_group_count), batch_group_count=int(batch_group_count),
+        feature_group_count=as_int(feature_group_count, "feature_group_count", where),
+        batch_group_count=as_int(batch_group_count, "batch_group_count", where),
         precision=_canonical_precision(precision), preferred_element_type=pet,
     )  # fmt: skip
 

@@ -309,3 +309,30 @@ def test_conv_shape_tuple_errors_name_the_shapes():
     with pytest.raises(BluValueError, match="SAME_LOWER"):  # no transposed SAME_LOWER
         lax.conv_transpose_shape_tuple((1, 5, 2), (2, 2, 3), (2,), "SAME_LOWER",
                                        ("NWC", "WIO", "NWC"))  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", [1.5, 2.0, "2", "x", None, [2]])
+def test_counts_strides_and_pads_that_are_not_ints_are_refused(bad):
+    # int() truncated 1.5 to 1 and read "2" (batch_group_count=2.5 gave batch 2, strides of 1.5
+    # stride 1), "x" was a plain ValueError: JAX takes ints only (operator.index)
+    x, w = np.ones((4, 2, 5)), np.ones((4, 2, 2))
+    with pytest.raises(BluTypeError, match="batch_group_count must be an int"):
+        lax.conv_shape_tuple(x.shape, w.shape, (1,), "VALID", batch_group_count=bad)
+    for kw in ("batch_group_count", "feature_group_count"):
+        with pytest.raises(BluTypeError, match=f"{kw} must be an int"):
+            lax.conv_general_dilated(x, w, (1,), "VALID", **{kw: bad})
+    with pytest.raises(BluTypeError, match="strides"):
+        lax.conv_shape_tuple(x.shape, w.shape, (bad,), "VALID")
+    with pytest.raises(BluTypeError, match="window_strides"):
+        lax.conv_general_dilated(x, w, (bad,), "VALID")
+    with pytest.raises(BluTypeError, match="padding"):
+        lax.conv_general_dilated(x, w, (1,), [(bad, 0)])
+
+
+def test_numpy_ints_are_counts():
+    x, w = np.ones((4, 2, 5)), np.ones((4, 2, 2))
+    want = (2, 4, 4)
+    assert lax.conv_shape_tuple(x.shape, w.shape, (np.int64(1),), "VALID", np.int32(2)) == want
+    out = lax.conv_general_dilated(x, w, (np.int64(1),), [(np.int8(0), 0)],
+                                   batch_group_count=np.int64(2))  # fmt: skip
+    assert out.shape == want
