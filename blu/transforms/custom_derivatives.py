@@ -5,8 +5,9 @@ the caller's interpreter, and binds one primitive holding them:
 
 - ``custom_jvp_call``: operands ``f consts, jvp consts, args``; evaluates like ``f``; its JVP
   applies the rule (param ``jvp``) under the parent interpreter. A call made while its own
-  rule is being traced (``f_jvp`` calling ``f``) holds a ``_DeferredJVP`` instead: the rule is
-  applied when that call is differentiated, so every order applies the custom rule again.
+  rule is being traced or applied (``f_jvp`` calling ``f``) holds a ``_DeferredJVP`` instead:
+  the rule is applied when that call is differentiated, so every order applies the custom rule
+  again (and only the orders taken are traced).
 - ``custom_vjp_call``: operands ``f consts, fwd consts, bwd consts, args``; its JVP runs ``fwd``
   and emits ``custom_lin``, a linear primitive of the tangents holding ``bwd`` and the
   residuals, whose transpose runs ``bwd``; forward mode cannot evaluate it and says so. A call

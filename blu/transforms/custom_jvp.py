@@ -3,8 +3,9 @@
 A call traces the function and its rule to jaxprs right away, under the caller's interpreter,
 and binds ``custom_jvp_call``: operands ``f consts, jvp consts, args``; it evaluates like ``f``;
 its JVP applies the rule (param ``jvp``) under the parent interpreter. A call made while its
-own rule is being traced (``f_jvp`` calling ``f``) holds a ``_DeferredJVP`` instead: the rule is
-applied when that call is differentiated, so every order applies the custom rule again. The
+own rule is being traced or applied (``f_jvp`` calling ``f``) holds a ``_DeferredJVP`` instead:
+the rule is applied when that call is differentiated, so every order applies the custom rule
+again, and a rule calling the next order (``f(k + 1)``) traces only the orders taken. The
 primitive batches by the named rule. The common design is in ``custom_derivatives.py``.
 
 Reverse mode needs no transpose rule: ``linearize`` runs the JVP rule with known primals and
@@ -71,7 +72,11 @@ class _DeferredJVP:
         cj, name = self.cj, fun_name(self.cj.fun)
         ps = pytree.tree_unflatten(self.in_tree, list(primals))
         ts = pytree.tree_unflatten(self.in_tree, list(tangents))
-        res = cj.jvp(*[v for _, v in self.static], tuple(ps), tuple(ts))
+        cj._tracing_rule += 1  # its own calls in it defer their rules again
+        try:
+            res = cj.jvp(*[v for _, v in self.static], tuple(ps), tuple(ts))
+        finally:
+            cj._tracing_rule -= 1
         if not isinstance(res, (tuple, list)) or len(res) != 2:
             raise BluTypeError(
                 with_user_line(f"custom_jvp {name}: the rule must return (primal_out, tangent_out)")

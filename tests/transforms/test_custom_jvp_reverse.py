@@ -259,3 +259,24 @@ def test_nondiff_argnums_out_of_range_or_named_twice_raise():
     g.defjvp(lambda n, m, p, t: (p[0] * n, t[0] * n))
     with pytest.raises(BluValueError, match="twice"):
         g(2.0, 3.0)
+
+
+def test_a_rule_calling_the_next_order_traces_only_the_orders_taken():
+    # g(k, x) = d^k/dx^k exp(2 x); its rule calls g(k + 1). A call made while a deferred rule
+    # was applied traced its own rule right away, so grad(grad(g)) traced g(3) too (and grad^3
+    # of betainc took every mixed order of the next one); the rules defer again now
+    traced = []
+
+    def fun(k, x):
+        traced.append(k)
+        return lax.mul(lax.exp(lax.mul(x, lax.full_like(x, 2.0))), lax.full_like(x, 2.0**k))
+
+    g = blu.custom_jvp(fun, nondiff_argnums=(0,))
+    g.defjvp(lambda k, p, t: (g(k, p[0]), lax.mul(t[0], g(k + 1, p[0]))))
+    x = np.float64(0.3)
+    f = lambda x: g(0, x)  # noqa: E731
+    for n in (1, 2, 3):
+        f = blu.grad(f)
+        traced.clear()
+        np.testing.assert_allclose(float(f(x)), 2.0**n * np.exp(2 * x), rtol=1e-14)
+        assert max(traced) == n
