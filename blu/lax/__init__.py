@@ -9,8 +9,9 @@ The families import each other in one order, a module only ever importing those 
 ``cumulative`` < ``reductions`` < the rest (``scatter_combine``, ``bessel``, ``zeta_series``,
 ``random_gamma``, ``stacking``, ``fft``, ``dot``, ``ragged``, ``convolution`` < ``conv_shapes`` <
 ``conv_patches``, ``windowed``, ``attention``, ``control_flow``, ``parallel``, ``linalg``;
-``incomplete``, ``custom_reduce`` and ``scatter_apply`` import ``control_flow``, ``windowed``
-imports it through ``custom_window``, ``ragged_collective`` imports ``parallel``).
+``incomplete`` (and ``incomplete_beta``, which imports it), ``custom_reduce`` and
+``scatter_apply`` import ``control_flow``, ``windowed`` imports it through ``custom_window``,
+``ragged_collective`` imports ``parallel``).
 No submodule imports this package. The few rules that need an operation of a higher family
 (broadcast_in_dim's transpose needs ``reduce_sum``) call it through ``_late``, filled in below.
 """
@@ -23,6 +24,7 @@ from blu.lax.bessel import *  # noqa: F403
 from blu.lax.zeta_series import *  # noqa: F403
 from blu.lax.random_gamma import *  # noqa: F403
 from blu.lax.incomplete import *  # noqa: F403
+from blu.lax.incomplete_beta import *  # noqa: F403
 from blu.lax.complex import *  # noqa: F403
 from blu.lax.fft import *  # noqa: F403
 from blu.lax.shapes import *  # noqa: F403
