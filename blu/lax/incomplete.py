@@ -10,7 +10,10 @@ that :mod:`blu.lax.incomplete_beta` (``betainc``) shares.
 
 The loops are ``while_loop``s that stop when every element has converged (to the dtype's
 epsilon, at most ``_MAX_ITER`` steps, as JAX's), each element keeping its value once done, so
-they trace to a small jaxpr, batch under ``vmap`` and run under ``jit``. The common factor
+they trace to a small jaxpr, batch under ``vmap`` and run under ``jit``. A continued fraction
+whose coefficient is 0 for a whole parameter (``-i (i - a)`` at ``i = a``) ends there: its value
+has converged, its derivative in that parameter not, so the loop also waits for a shadow
+fraction with that gap kept from 0 (``_shadow_gap``). The common factor
 ``x^a e^-x / Gamma(a)`` is formed in logs, with Stirling's series for ``lgamma`` from ``a = 10``
 on, so the cancellation of ``a log x`` against ``x`` and ``lgamma(a)`` keeps the digits near
 ``x = a`` for large ``a``.
@@ -58,7 +61,8 @@ from blu.lax.reductions import reduce_or
 from blu.lax.shapes import full, full_like
 from blu.lax.special import digamma, lgamma, log1p
 from blu.transforms.ad import jvp_flat
-from blu.transforms.ad_util import instantiate
+from blu.transforms.ad_ops import stop_gradient
+from blu.transforms.ad_util import Zero, instantiate, tangent_aval
 from blu.transforms.custom_jvp import custom_jvp
 
 _MAX_ITER = 2000  # JAX's bound on the series and continued-fraction steps
@@ -166,28 +170,71 @@ def _series(a: Any, x: Any, active: Any) -> Any:
     return _loop((a, first, first), active, step)[2]
 
 
+def _shadow_gap(v: Any) -> Any:
+    """``v`` kept at least 1/2 from 0: the gap ``i - a`` (``q - m``) of a continued fraction's
+    coefficient in the shadow fraction that decides when the loop stops."""
+    return select(lt(abs(v), _c(v, 0.5)), _c(v, 0.5), v)
+
+
+def _advance(h: Any, h_new: Any, done: Any) -> Any:
+    """``h_new``; where the value is ``done`` (converged, the loop running on for the shadow
+    fraction), ``h``'s value with ``h_new``'s derivative: the steps after an exact end multiply
+    by ``1 +- ulp`` and would drift (``Q(2, 5)`` by 3 ulps). ``h - h_new`` is exact (they are
+    within a factor of 2), so the sum is ``h`` exactly."""
+    return select(done, add(h_new, stop_gradient(sub(h, h_new))), h_new)
+
+
+def _converged(delta: Any, eps: float) -> Any:
+    return le(abs(sub(delta, _c(delta, 1.0))), _c(delta, eps))
+
+
+def _clamp(v: Any, tiny: float) -> Any:
+    """``v``, or ``tiny`` where it is smaller in magnitude (Lentz's guard against 0)."""
+    return select(lt(abs(v), _c(v, tiny)), _c(v, tiny), v)
+
+
+def _lentz(an: Any, bn: Any, c: Any, d: Any, tiny: float) -> tuple[Any, Any, Any]:
+    """One modified-Lentz step for the partial numerator ``an`` and denominator ``bn``:
+    ``(c, d, delta)``, the convergent multiplied by ``delta``."""
+
+    d = div(_c(d, 1.0), _clamp(add(mul(an, d), bn), tiny))
+    c = _clamp(add(bn, div(an, c)), tiny)
+    return c, d, mul(d, c)
+
+
 def _gamma_fraction(a: Any, x: Any, active: Any) -> Any:
-    """NR's ``gcf`` by modified Lentz (times ``x^a e^-x / Gamma(a)`` it is ``Q``)."""
+    """NR's ``gcf`` by modified Lentz (times ``x^a e^-x / Gamma(a)`` it is ``Q``).
+
+    The coefficient ``-i (i - a)`` is 0 at ``i = a`` for a whole ``a``: the fraction ends there
+    and its value converges, but not its derivative in ``a`` (the forward-mode tangents of the
+    loop), which takes the rest of the fraction. So the loop stops when a shadow fraction, its
+    gaps ``i - a`` kept 1/2 from 0 (outside the derivatives), has converged too (the first
+    derivative in ``a`` at ``(2, 5)`` was 5e-5 off). The first step is taken outside the loop:
+    NR's ``c = 1 / FPMIN`` start overflowed in third derivatives (NaN)."""
     eps, tiny = _eps(a), _tiny(a)
     one = _c(a, 1.0)
-
-    def clamp(v):
-        return select(lt(abs(v), _c(v, tiny)), _c(v, tiny), v)
+    sa = stop_gradient(a)
 
     def step(n, st):
-        i, b, c, d, h = st
+        i, b, c, d, h, cs, ds, done = st
         i = add(i, one)
-        an = mul(neg(i), sub(i, a))
         b = add(b, _c(b, 2.0))
-        d = div(one, clamp(add(mul(an, d), b)))
-        c = clamp(add(b, div(an, c)))
-        delta = mul(d, c)
-        h = mul(h, delta)
-        return (i, b, c, d, h), le(abs(sub(delta, one)), _c(delta, eps))
+        c, d, delta = _lentz(mul(neg(i), sub(i, a)), b, c, d, tiny)
+        an_s = mul(neg(i), _shadow_gap(sub(i, sa)))
+        cs, ds, delta_s = _lentz(an_s, stop_gradient(b), cs, ds, tiny)
+        h = _advance(h, mul(h, delta), done)
+        done = or_(done, _converged(delta, eps))
+        return (i, b, c, d, h, cs, ds, done), and_(done, _converged(delta_s, eps))
 
-    b = sub(add(x, one), a)
-    d = div(one, b)
-    return _loop((_c(a, 0.0), b, _c(a, 1.0 / tiny), d, d), active, step)[4]
+    b0 = sub(add(x, one), a)
+    d0 = div(one, b0)
+    # the first step, c_0 = inf: c_1 = b_1
+    b1 = add(b0, _c(b0, 2.0))
+    c1, d1, delta = _lentz(neg(sub(one, a)), b1, _c(a, np.inf), d0, tiny)
+    cs1, ds1, _ = _lentz(neg(_shadow_gap(sub(one, sa))), stop_gradient(b1), _c(a, np.inf),
+                         stop_gradient(d0), tiny)  # fmt: skip
+    state = (one, b1, c1, d1, mul(d0, delta), cs1, ds1, not_(active))
+    return _loop(state, active, step)[4]
 
 
 def _igamma_pair(a: Any, x: Any) -> tuple[Any, Any]:
@@ -216,7 +263,8 @@ def _igamma_pair(a: Any, x: Any) -> tuple[Any, Any]:
 def _jvp_in(fn: Any, k: int, *args: Any) -> Any:
     """The derivative of the elementwise ``fn`` in its ``k``-th operand, forward mode through
     the loops."""
-    tangents = [full_like(v, 1.0 if i == k else 0.0) for i, v in enumerate(args)]
+    tangents = [full_like(v, 1.0) if i == k else Zero(tangent_aval(get_aval(v)))
+                for i, v in enumerate(args)]  # fmt: skip
     _, out = jvp_flat(lambda *v: [fn(*v)], list(args), tangents)
     return instantiate(out[0])
 
