@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.special as sc
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import blu
@@ -24,6 +24,18 @@ def _rel(got, want, rtol, atol=0.0):
     np.testing.assert_allclose(np.asarray(got), want, rtol=rtol, atol=atol)
 
 
+# The hypothesis tests below draw 3 to 8 points per example and check each point as a scalar test
+# would, but call blu once for all of them (an eager call traces the while loops and the
+# custom_jvp rule whatever its size): a third of the profile's examples, as many points or more.
+_FEWER = settings(max_examples=max(1, settings.default.max_examples // 3))
+
+
+def _points(*strategies):
+    """3 to 8 points, each a tuple of the strategies' draws; as float64 arrays, one per strategy."""
+    rows = st.lists(st.tuples(*strategies), min_size=3, max_size=8)
+    return rows.map(lambda r: [np.array(c, np.float64) for c in zip(*r, strict=True)])
+
+
 # ---- igamma / igammac ------------------------------------------------------------------------
 
 # a over five decades; x = a * exp(s): far below, near and far above a (scipy is accurate here)
@@ -31,14 +43,17 @@ _A = st.floats(0.01, 1000.0)
 _S = st.one_of(st.floats(-4.0, 1.5), st.floats(-0.02, 0.02))
 
 
-@given(_A, _S)
-def test_igamma_igammac_against_scipy(a, s):
-    x = a * np.exp(s)
-    p, q = float(lax.igamma(a, x)), float(lax.igammac(a, x))
-    # the factor x^a e^-x / Gamma(a) carries ~|x - a| + log terms of rounding (a few ulps each)
-    tol = 64 * EPS64 * (1.0 + np.sqrt(a))
-    np.testing.assert_allclose(p, sc.gammainc(a, x), rtol=tol, atol=1e-300)
-    np.testing.assert_allclose(q, sc.gammaincc(a, x), rtol=tol, atol=1e-300)
+@_FEWER
+@given(_points(_A, _S))
+def test_igamma_igammac_against_scipy(points):
+    a_s, s_s = points
+    x_s = a_s * np.exp(s_s)
+    ps, qs = np.asarray(lax.igamma(a_s, x_s)), np.asarray(lax.igammac(a_s, x_s))
+    for a, x, p, q in zip(a_s, x_s, ps, qs, strict=True):
+        # the factor x^a e^-x / Gamma(a) carries ~|x - a| + log terms of rounding (a few ulps each)
+        tol = 64 * EPS64 * (1.0 + np.sqrt(a))
+        np.testing.assert_allclose(p, sc.gammainc(a, x), rtol=tol, atol=1e-300)
+        np.testing.assert_allclose(q, sc.gammaincc(a, x), rtol=tol, atol=1e-300)
 
 
 def test_igamma_tiny_x_and_large_a_near_x():
@@ -83,23 +98,28 @@ def _fd(f, v, h):
     return (f(v + h) - f(v - h)) / (2 * h)
 
 
-@given(st.floats(0.1, 50.0), st.floats(-2.0, 1.0))
-def test_gradients_against_differences(a, s):
-    a = np.float64(a)
-    x = a * np.exp(s)
-    ga, gx = blu.grad(lambda a, x: lax.igamma(a, x), argnums=(0, 1))(a, x)
-    # in x the density; in a central differences of scipy (of Q above a + 1: P rounds to 1)
-    dens = np.exp((a - 1) * np.log(x) - x - sc.gammaln(a))
-    np.testing.assert_allclose(float(gx), dens, rtol=1e-12)
-    h = 1e-5 * a
-    if x > a + 1:
-        want = -_fd(lambda v: sc.gammaincc(v, x), a, h)
-    else:
-        want = _fd(lambda v: sc.gammainc(v, x), a, h)
-    np.testing.assert_allclose(float(ga), want, rtol=1e-6, atol=1e-300)
-    np.testing.assert_allclose(float(lax.igamma_grad_a(a, x)), float(ga), rtol=1e-14)
-    qa, qx = blu.grad(lambda a, x: lax.igammac(a, x), argnums=(0, 1))(a, x)
-    assert float(qa) == -float(ga) and float(qx) == -float(gx)
+@_FEWER
+@given(_points(st.floats(0.1, 50.0), st.floats(-2.0, 1.0)))
+def test_gradients_against_differences(points):
+    a_s, s_s = points
+    x_s = a_s * np.exp(s_s)
+    # elementwise functions: the gradient of the sum is each point's derivative
+    ga_s, gx_s = blu.grad(lambda a, x: bnp.sum(lax.igamma(a, x)), argnums=(0, 1))(a_s, x_s)
+    da_s = np.asarray(lax.igamma_grad_a(a_s, x_s))
+    qa_s, qx_s = blu.grad(lambda a, x: bnp.sum(lax.igammac(a, x)), argnums=(0, 1))(a_s, x_s)
+    for a, x, ga, gx, da, qa, qx in zip(a_s, x_s, *map(np.asarray, (ga_s, gx_s, da_s, qa_s, qx_s)),
+                                        strict=True):  # fmt: skip
+        # in x the density; in a central differences of scipy (of Q above a + 1: P rounds to 1)
+        dens = np.exp((a - 1) * np.log(x) - x - sc.gammaln(a))
+        np.testing.assert_allclose(float(gx), dens, rtol=1e-12)
+        h = 1e-5 * a
+        if x > a + 1:
+            want = -_fd(lambda v: sc.gammaincc(v, x), a, h)
+        else:
+            want = _fd(lambda v: sc.gammainc(v, x), a, h)
+        np.testing.assert_allclose(float(ga), want, rtol=1e-6, atol=1e-300)
+        np.testing.assert_allclose(float(da), float(ga), rtol=1e-14)
+        assert float(qa) == -float(ga) and float(qx) == -float(gx)
 
 
 def test_second_derivatives():
@@ -155,24 +175,28 @@ def test_jit_vmap_and_grad_under_vmap():
 _AB = st.floats(0.02, 300.0)
 
 
-@given(_AB, _AB, st.one_of(st.floats(1e-6, 1 - 1e-6), st.floats(0.0, 1.0)))
-def test_betainc_against_scipy(a, b, x):
-    got = float(lax.betainc(np.float64(a), np.float64(b), np.float64(x)))
-    # the factor x^a (1-x)^b / B(a, b) in logs: its rounding grows with a + b
-    tol = 64 * EPS64 * (4.0 + a + b)
-    np.testing.assert_allclose(got, sc.betainc(a, b, x), rtol=tol, atol=1e-300)
+@_FEWER
+@given(_points(_AB, _AB, st.one_of(st.floats(1e-6, 1 - 1e-6), st.floats(0.0, 1.0))))
+def test_betainc_against_scipy(points):
+    got_s = np.asarray(lax.betainc(*points))
+    for a, b, x, got in zip(*points, got_s, strict=True):
+        # the factor x^a (1-x)^b / B(a, b) in logs: its rounding grows with a + b
+        tol = 64 * EPS64 * (4.0 + a + b)
+        np.testing.assert_allclose(got, sc.betainc(a, b, x), rtol=tol, atol=1e-300)
 
 
-@given(st.floats(1.0, 5.0), st.floats(-1.5, 1.5), st.floats(-6.0, 6.0))
-def test_betainc_large_a_b_near_the_mean(log_a, log_ratio, k):
+@_FEWER
+@given(_points(st.floats(1.0, 5.0), st.floats(-1.5, 1.5), st.floats(-6.0, 6.0)))
+def test_betainc_large_a_b_near_the_mean(points):
     # a, b in [10, 1e5] within a factor 30 of each other, x within 6 standard deviations of the
     # mean: x^a (1-x)^b / B(a, b) taken as the exp of a difference of (a + b)-sized logs lost
     # ~(a + b) ulps (3e-10 at a = b = 1e5); the answer is a few hundred ulps of scipy's
+    log_a, log_ratio, k = points
     a = 10.0**log_a
-    b = float(np.clip(a * 10.0**log_ratio, 10.0, 1e5))
+    b = np.clip(a * 10.0**log_ratio, 10.0, 1e5)
     c = a + b
     x = a / c + k * np.sqrt(a * b / (c * c * (c + 1)))
-    got = float(lax.betainc(np.float64(a), np.float64(b), np.float64(x)))
+    got = np.asarray(lax.betainc(a, b, x))
     np.testing.assert_allclose(got, sc.betainc(a, b, x), rtol=4096 * EPS64, atol=1e-300)
 
 
@@ -190,22 +214,24 @@ def test_betainc_special_values_and_dtypes():
         _rel(got, sc.betainc(*(v.astype(np.float64) for v in (a, b, x))), tol, atol=tol)
 
 
-@given(st.floats(0.3, 30.0), st.floats(0.3, 30.0), st.floats(0.02, 0.98))
-def test_betainc_gradients(a, b, x):
-    a, b, x = np.float64(a), np.float64(b), np.float64(x)
-    ga, gb, gx = blu.grad(lax.betainc, argnums=(0, 1, 2))(a, b, x)
-    dens = np.exp((a - 1) * np.log(x) + (b - 1) * np.log1p(-x) - sc.betaln(a, b))
-    np.testing.assert_allclose(float(gx), dens, rtol=1e-11)
-    h = 1e-5
-    # differences of the smaller of I and 1 - I (scipy's complement is I_{1-x}(b, a))
-    if sc.betainc(a, b, x) < 0.5:
-        da = _fd(lambda v: sc.betainc(v, b, x), a, h * a)
-        db = _fd(lambda v: sc.betainc(a, v, x), b, h * b)
-    else:
-        da = -_fd(lambda v: sc.betainc(b, v, 1 - x), a, h * a)
-        db = -_fd(lambda v: sc.betainc(v, a, 1 - x), b, h * b)
-    np.testing.assert_allclose(float(ga), da, rtol=1e-5, atol=1e-12)
-    np.testing.assert_allclose(float(gb), db, rtol=1e-5, atol=1e-12)
+@_FEWER
+@given(_points(st.floats(0.3, 30.0), st.floats(0.3, 30.0), st.floats(0.02, 0.98)))
+def test_betainc_gradients(points):
+    # elementwise: the gradient of the sum is each point's derivative
+    grads = blu.grad(lambda a, b, x: bnp.sum(lax.betainc(a, b, x)), argnums=(0, 1, 2))(*points)
+    for a, b, x, ga, gb, gx in zip(*points, *map(np.asarray, grads), strict=True):
+        dens = np.exp((a - 1) * np.log(x) + (b - 1) * np.log1p(-x) - sc.betaln(a, b))
+        np.testing.assert_allclose(float(gx), dens, rtol=1e-11)
+        h = 1e-5
+        # differences of the smaller of I and 1 - I (scipy's complement is I_{1-x}(b, a))
+        if sc.betainc(a, b, x) < 0.5:
+            da = _fd(lambda v: sc.betainc(v, b, x), a, h * a)
+            db = _fd(lambda v: sc.betainc(a, v, x), b, h * b)
+        else:
+            da = -_fd(lambda v: sc.betainc(b, v, 1 - x), a, h * a)
+            db = -_fd(lambda v: sc.betainc(v, a, 1 - x), b, h * b)
+        np.testing.assert_allclose(float(ga), da, rtol=1e-5, atol=1e-12)
+        np.testing.assert_allclose(float(gb), db, rtol=1e-5, atol=1e-12)
 
 
 def test_betainc_second_derivatives_jit_vmap():
