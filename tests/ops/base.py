@@ -276,6 +276,7 @@ NOT_OPERATIONS: dict[str, str] = {
     "(tests/numpy/test_einsum_optimize.py)",
     "numpy.statistics": "a submodule (its functions are re-exported and listed)",
     "lax.callback": "a submodule (pure_callback is re-exported at the top level and listed)",
+    "lax.incomplete_beta": "a submodule (betainc is re-exported and listed)",
     "prim:debug_callback": "a side effect with no output: tests/core/test_jax_toplevel.py checks "
     "each call's values under jit, grad and vmap",
     "numpy.IndexUpdateHelper": "x.at: covered by the IndexUpdateRef entries",
