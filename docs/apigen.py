@@ -168,13 +168,15 @@ TOPICS = {
     "blu.transforms.ad_ops": "Gradients and scheduling",
     "blu.lax.random_gamma": "Gradients and scheduling",
     # blu.nn
-    "blu.nn.functions": "Layers, normalization and losses",
+    "blu.nn.layers": "Layers, normalization and losses",
+    "blu.nn.losses": "Layers, normalization and losses",
+    "blu.nn.softmax_family": "Layers, normalization and losses",
     "blu.nn.classifier": "Layers, normalization and losses",
     "blu.nn.normalization": "Layers, normalization and losses",
     "blu.nn.attention": "Attention",
-    "blu.nn.activations": "More activations",
+    "blu.nn.activations": "Activations",
     "blu.nn.pooling": "Layers, normalization and losses",
-    "blu.nn.log_means": "More activations",
+    "blu.nn.log_means": "Activations",
     # blu.optim
     "blu.optim.optimizers": "Optimizers and schedules",
     "blu.optim.transforms": "Gradient transformations (optax's names)",

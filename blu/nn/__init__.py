@@ -22,29 +22,22 @@ cross_entropy, layer_norm statistics) are computed in float32 when given bfloat1
   ``lecun_normal``, ``truncated_normal``
 """
 
-from blu.nn.functions import (
-    cross_entropy,
-    dropout,
-    embedding,
-    gelu,
-    layer_norm,
-    linear,
-    log_softmax,
-    logsumexp,
-    one_hot,
-    relu,
-    rms_norm,
-    sigmoid,
-    silu,
-    softmax,
-)
+from blu.nn.layers import dropout, embedding, linear, one_hot
+from blu.nn.losses import cross_entropy
+from blu.nn.softmax_family import log_softmax, logsumexp, softmax
 from blu.nn.activations import *  # noqa: F403
 from blu.nn.activations import __all__ as _activations
 from blu.nn.classifier import linear_cross_entropy
 from blu.nn.log_means import log1mexp, logmeanexp
 from blu.nn.attention import causal_self_attention, dot_product_attention
 from blu.nn.pooling import POOL_OFFSETS, avg_pool, max_pool, min_pool
-from blu.nn.normalization import BATCH_NORM_STATISTICS, batch_norm, group_norm
+from blu.nn.normalization import (
+    BATCH_NORM_STATISTICS,
+    batch_norm,
+    group_norm,
+    layer_norm,
+    rms_norm,
+)
 from blu.nn import initializers
 
 __all__ = [
@@ -57,7 +50,6 @@ __all__ = [
     "dot_product_attention",
     "dropout",
     "embedding",
-    "gelu",
     "group_norm",
     "initializers",
     "layer_norm",
@@ -70,10 +62,7 @@ __all__ = [
     "max_pool",
     "min_pool",
     "one_hot",
-    "relu",
     "rms_norm",
-    "sigmoid",
-    "silu",
     "softmax",
     *_activations,
 ]

@@ -1,27 +1,30 @@
-"""The ``jax.nn`` activations beyond relu/gelu/silu/sigmoid (``blu.nn.functions``), under JAX's
-names and conventions, numerically stable and with finite gradients at their special points.
+"""The ``jax.nn`` activations under JAX's names and conventions: ``relu``, ``sigmoid``, ``silu``,
+``gelu`` (its derivative a rule of its own that a GPU product takes as its epilogue) and the
+rest, numerically stable and with finite gradients at their special points.
 
-Each takes a float array (integers and bools become float32) and returns one of its shape and
-dtype unless stated. Conventions at kinks (where the derivative is undefined) follow JAX's:
-``relu6`` and ``hard_sigmoid`` have derivative 0 at their corners, ``leaky_relu`` and
-``hard_tanh`` 1, ``elu``/``celu``/``selu`` take the left branch's derivative at 0 (``alpha``,
-1, ``scale * alpha``).
+Each takes a float array (integers and bools become float32; ``relu`` keeps its operand's dtype)
+and returns one of its shape and dtype unless stated. Conventions at kinks (where the derivative
+is undefined) follow JAX's: ``relu``, ``relu6`` and ``hard_sigmoid`` have derivative 0 at their
+corners, ``leaky_relu`` and ``hard_tanh`` 1, ``elu``/``celu``/``selu`` take the left branch's
+derivative at 0 (``alpha``, 1, ``scale * alpha``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import blu.numpy as bnp
 from blu import lax
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
-from blu.nn.functions import sigmoid, silu
-from blu.nn.operands import _axes, _float_operand
+from blu.nn.operands import _axes, _float_operand, _upcast
+from blu.transforms.ad_api import jvp
 from blu.transforms.custom_derivatives import custom_jvp
 
 __all__ = [
     "celu",
     "elu",
+    "gelu",
     "glu",
     "hard_sigmoid",
     "hard_silu",
@@ -31,8 +34,11 @@ __all__ = [
     "leaky_relu",
     "log_sigmoid",
     "mish",
+    "relu",
     "relu6",
     "selu",
+    "sigmoid",
+    "silu",
     "soft_sign",
     "softplus",
     "sparse_plus",
@@ -42,6 +48,109 @@ __all__ = [
     "swish",
     "tanh",
 ]
+
+
+@custom_jvp
+def _relu(x: Any) -> Any:
+    return bnp.maximum(x, bnp.zeros_like(x))  # NaN stays NaN (as maximum, relu6, leaky_relu)
+
+
+# derivative 0 at 0 (JAX's convention) and at NaN (JAX's ``select(x > 0, g, 0)``)
+_relu.defjvps(lambda t, y, x: bnp.where(x > 0, t, bnp.zeros_like(t)))
+
+
+def relu(x: Any) -> Any:
+    """``max(x, 0)`` elementwise (NaN gives NaN); its derivative at 0 is taken as 0 (at NaN
+    too, as JAX's)."""
+    return _relu(bnp.asarray(x))
+
+
+def sigmoid(x: Any) -> Any:
+    """The logistic function ``1 / (1 + exp(-x))`` elementwise."""
+    return lax.logistic(_float_operand(x))
+
+
+def silu(x: Any) -> Any:
+    """``x * sigmoid(x)`` (a.k.a. swish; Elfwing et al. 2017) elementwise."""
+    x = _float_operand(x)
+    return x * lax.logistic(x)
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_CUBIC = 0.044715
+# beyond this |x| the tanh form's sech^2 term is below 1e-37 and the erf form's density below
+# 1e-300: the derivatives clip x there, so that inf * 0 never makes a NaN
+_GELU_CLIP = 10.0
+_ERF_GELU_CLIP = 40.0
+
+
+@custom_jvp
+def _gelu_tanh(x: Any) -> Any:
+    # tanh of x clipped as the derivative clips it (the same values: +-1 beyond |x| = 10 to
+    # float64 precision), so that for float32/float64 x common-subexpression elimination leaves
+    # one tanh per element for the value and its gradient
+    xs = bnp.clip(x, -_GELU_CLIP, _GELU_CLIP)
+    inner = _SQRT_2_OVER_PI * (xs + _GELU_CUBIC * (xs * xs * xs))
+    return 0.5 * x * (1.0 + bnp.tanh(inner))
+
+
+@custom_jvp
+def _gelu_erf(x: Any) -> Any:
+    return 0.5 * x * (1.0 + lax.erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def _gelu_tanh_grad_fun(x: Any) -> Any:
+    """d/dx of the tanh form, from ``x`` alone (float32 for half floats, cast back):
+    ``0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)``, ``th = tanh(u)``."""
+    # tanh(u) is +-1 to float64 precision beyond |x| = 10 (u > 43), so clipping there changes
+    # nothing and keeps x^3 from overflowing
+    xs = bnp.clip(_upcast(x), -_GELU_CLIP, _GELU_CLIP)
+    th = bnp.tanh(_SQRT_2_OVER_PI * (xs + _GELU_CUBIC * (xs * xs * xs)))
+    poly = _SQRT_2_OVER_PI * (1.0 + (3.0 * _GELU_CUBIC) * (xs * xs))
+    return (0.5 * (1.0 + th) + 0.5 * xs * (1.0 - th * th) * poly).astype(x.dtype)
+
+
+def _gelu_erf_grad(x: Any) -> Any:
+    """d/dx of the erf form: ``Phi(x) + x phi(x)`` (the normal CDF and density)."""
+    x32 = _upcast(x)
+    xs = bnp.clip(x32, -_ERF_GELU_CLIP, _ERF_GELU_CLIP)
+    cdf = 0.5 * (1.0 + lax.erf(x32 * (1.0 / math.sqrt(2.0))))
+    pdf = bnp.exp(-0.5 * (xs * xs)) * (1.0 / math.sqrt(2.0 * math.pi))
+    return (cdf + xs * pdf).astype(x.dtype)
+
+
+# The derivative as a call of its own that a backend recognizes: the CUDA plan computes
+# ``g * gelu_tanh_grad(pre)`` in the product that makes ``g`` (cuBLASLt's DGELU epilogue, reading
+# the pre-activation the forward's GELU_AUX_BIAS product kept), so the derivative is never stored.
+# Differentiated (higher derivatives) as its body.
+_gelu_tanh_grad = custom_jvp(_gelu_tanh_grad_fun)
+_gelu_tanh_grad.defjvp(lambda p, t: jvp(_gelu_tanh_grad_fun, p, t))
+_gelu_tanh_grad.lowering_name = "gelu_tanh_grad"
+
+# The rules multiply the tangent by a derivative computed from x alone, so reverse mode keeps
+# one residual per call instead of every intermediate of the elementwise chain.
+_gelu_tanh.defjvp(lambda p, t: (_gelu_tanh(p[0]), t[0] * _gelu_tanh_grad(p[0])))
+_gelu_tanh.lowering_name = "gelu_tanh"  # a GPU product before it takes it as its epilogue
+_gelu_erf.defjvp(lambda p, t: (_gelu_erf(p[0]), t[0] * _gelu_erf_grad(p[0])))
+
+
+def gelu(x: Any, approximate: bool = True) -> Any:
+    """Gaussian error linear unit (Hendrycks & Gimpel 2016), elementwise.
+
+    The derivative is a custom JVP rule computed from ``x`` alone (in float32 for
+    bfloat16/float16, rounded to ``x``'s dtype), so reverse mode saves one array per call, not
+    the intermediates of the chain; higher derivatives differentiate that rule.
+
+    Args:
+        x: float array.
+        approximate: True: the tanh form ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``
+            (GPT-2's); False: the exact ``0.5 x (1 + erf(x / sqrt(2)))``.
+
+    Returns:
+        An array of ``x``'s shape and dtype.
+    """
+    x = _float_operand(x)
+    return _gelu_tanh(x) if approximate else _gelu_erf(x)
 
 
 def _zeros(x: Any) -> Any:

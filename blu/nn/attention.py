@@ -18,7 +18,7 @@ from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.lax import attention_decomp
-from blu.nn.functions import linear
+from blu.nn.layers import linear
 
 IMPLEMENTATIONS = (None, "reference", "cudnn", "blu", "xla")
 

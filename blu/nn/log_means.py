@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from blu import numpy as bnp
-from blu.nn.functions import logsumexp
 from blu.nn.operands import _axes, _float_operand
+from blu.nn.softmax_family import logsumexp
 
 __all__ = ["log1mexp", "logmeanexp"]
 

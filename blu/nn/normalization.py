@@ -1,10 +1,11 @@
-"""Normalization with state: ``batch_norm`` (its running statistics threaded functionally, the
-train / eval switch explicit) and ``group_norm`` (channels last). ``layer_norm`` and
-``rms_norm`` live in ``blu.nn.functions``."""
+"""Normalization: ``layer_norm`` and ``rms_norm``, and with state ``batch_norm`` (its running
+statistics threaded functionally, the train / eval switch explicit) and ``group_norm`` (channels
+last)."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -13,17 +14,138 @@ import blu.numpy as bnp
 from blu import lax
 from blu.core.errors import BluShapeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
-from blu.nn.functions import layer_norm
 from blu.nn.operands import _axes, _float_operand, _upcast
 from blu.transforms.custom_derivatives import custom_jvp
 from blu.transforms.remat import checkpoint, checkpoint_name, checkpoint_policies
 
-__all__ = ["BATCH_NORM_STATISTICS", "batch_norm", "group_norm"]
+__all__ = ["BATCH_NORM_STATISTICS", "batch_norm", "group_norm", "layer_norm", "rms_norm"]
 
 # the ``checkpoint_name`` tags of batch norm's training statistics (per feature, float32): save
 # them (``checkpoint_policies.save_only_these_names(*BATCH_NORM_STATISTICS)``) to rematerialize a
 # block around a batch norm without recomputing its reductions
 BATCH_NORM_STATISTICS = ("batch_norm_mean", "batch_norm_var", "batch_norm_rstd")
+
+
+def _param_for(p: Any, x: Any, axes: tuple[int, ...], what: str, name: str) -> Any:
+    """Reshape a scale/shift parameter of the normalized axes' shape so it broadcasts against
+    ``x`` (e.g. gamma (C,) for axis=1 of (N, C, L) becomes (C, 1))."""
+    p = bnp.asarray(p)
+    norm_shape = tuple(x.shape[a] for a in axes)
+    if p.shape == norm_shape:
+        first = axes[0]
+        shape = tuple(x.shape[i] if i in axes else 1 for i in range(first, x.ndim))
+        return bnp.reshape(p, shape)
+    try:
+        np.broadcast_shapes(p.shape, x.shape)
+    except ValueError:
+        raise BluShapeError(
+            with_user_line(
+                f"nn.{name}: {what} {get_aval(p).str_short()} must have the normalized shape "
+                f"{norm_shape} (or broadcast to x {get_aval(x).str_short()})"
+            )
+        ) from None
+    return p
+
+
+@functools.cache
+def _layer_norm_fn(axes: tuple[int, ...], eps: float, has_g: bool, has_b: bool) -> custom_jvp:
+    """The custom_jvp normalization ``f(x, params)`` (params: ``(g, b)``, those present, already
+    broadcastable to ``x`` and in the compute dtype) for one static configuration."""
+
+    def mean(v: Any) -> Any:
+        return bnp.mean(v, axis=axes, keepdims=True)
+
+    def stats(x: Any) -> tuple[Any, Any]:
+        """``xhat`` (compute dtype) and the per-row ``rstd = 1 / sqrt(var + eps)``."""
+        x32 = _upcast(x)
+        xc = x32 - mean(x32)
+        rstd = lax.rsqrt(mean(xc * xc) + eps)  # mean of squared deviations: no cancellation
+        return xc * rstd, rstd
+
+    def affine(xhat: Any, params: tuple) -> Any:
+        it = iter(params)
+        y = xhat * next(it) if has_g else xhat
+        return y + next(it) if has_b else y
+
+    @custom_jvp
+    def f(x: Any, params: tuple) -> Any:
+        return affine(stats(x)[0], params).astype(x.dtype)
+
+    @f.defjvp
+    def f_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+        (x, params), (tx, tparams) = primals, tangents
+        xhat, rstd = stats(x)
+        # the tangent reads xhat rounded to x's dtype (the one activation reverse mode keeps,
+        # as PyTorch and llm.c keep it), rstd per row and g
+        xh = _upcast(xhat.astype(x.dtype))
+        t = _upcast(tx)
+        # d xhat = rstd (t - mean(t) - xhat mean(t xhat)) (Ba et al. 2016, the standard closed
+        # form; its transpose is the usual dx = rstd (g dy - mean(g dy) - xhat mean(g dy xhat)))
+        dxhat = (t - mean(t) - xh * mean(t * xh)) * rstd
+        it, tit = iter(params), iter(tparams)
+        if has_g:
+            g, tg = next(it), next(tit)
+            dy = dxhat * g + xh * tg
+        else:
+            dy = dxhat
+        if has_b:
+            next(it)
+            dy = dy + next(tit)
+        return f(x, params), dy.astype(x.dtype)
+
+    return f
+
+
+def layer_norm(
+    x: Any,
+    gamma: Any = None,
+    beta: Any = None,
+    eps: float = 1e-5,
+    axis: int | Sequence[int] = -1,
+) -> Any:
+    """Layer normalization (Ba, Kiros & Hinton 2016): ``(x - mean) / sqrt(var + eps) * gamma +
+    beta`` with the mean and (biased) variance over ``axis``.
+
+    Its derivative is a custom JVP rule in the closed form, so reverse mode keeps one array the
+    size of ``x`` per call (the normalized values, rounded to ``x``'s dtype) plus the per-row
+    reciprocal standard deviation (and ``gamma``), not every intermediate; forward mode and
+    higher derivatives work (they differentiate the rule). A ``gamma``/``beta`` that is not
+    differentiated still gets a zero tangent through the rule.
+
+    Args:
+        x: float array (bfloat16/float16: statistics and the affine map in float32).
+        gamma, beta: optional scale and shift of the normalized axes' shape (e.g. ``(C,)``).
+        eps: added to the variance.
+        axis: the normalized axis or axes.
+
+    Returns:
+        An array of ``x``'s shape and dtype.
+
+    Raises:
+        BluShapeError: gamma/beta do not fit the normalized axes.
+    """
+    x = _float_operand(x)
+    axes = _axes(axis, x.ndim, "layer_norm")
+    cd = _upcast(x).dtype
+    params = []
+    if gamma is not None:
+        params.append(_param_for(gamma, x, axes, "gamma", "layer_norm").astype(cd))
+    if beta is not None:
+        params.append(_param_for(beta, x, axes, "beta", "layer_norm").astype(cd))
+    f = _layer_norm_fn(axes, float(eps), gamma is not None, beta is not None)
+    return f(x, tuple(params))
+
+
+def rms_norm(x: Any, gamma: Any = None, eps: float = 1e-6, axis: int | Sequence[int] = -1) -> Any:
+    """Root-mean-square normalization (Zhang & Sennrich 2019): ``x / sqrt(mean(x^2) + eps) *
+    gamma``, statistics in float32 for bfloat16/float16. Shapes as in ``layer_norm``."""
+    x = _float_operand(x)
+    axes = _axes(axis, x.ndim, "rms_norm")
+    x32 = _upcast(x)
+    y = x32 * lax.rsqrt(bnp.mean(x32 * x32, axis=axes, keepdims=True) + eps)
+    if gamma is not None:
+        y = y * _param_for(gamma, x, axes, "gamma", "rms_norm").astype(y.dtype)
+    return y.astype(x.dtype)
 
 
 def _feature_param(p: Any, c: int, what: str, name: str) -> Any:

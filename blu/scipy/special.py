@@ -23,8 +23,8 @@ import numpy as np
 from blu import lax
 from blu import numpy as bnp
 from blu.core.errors import BluError, BluTypeError, with_user_line
-from blu.nn import functions as _nn
-from blu.nn.functions import logsumexp
+from blu.nn import softmax_family as _nn
+from blu.nn.softmax_family import logsumexp
 from blu.numpy._promote import asarray_operand_in, is_python_scalar
 from blu.scipy._bessel_jn import bessel_jn
 from blu.scipy._dilog import bernoulli, loggamma, spence
