@@ -1,7 +1,8 @@
 """``custom_jvp`` and ``custom_vjp``: user-defined derivative rules (as in JAX).
 
 A call of a decorated function traces the function and its rules to jaxprs right away, under
-the caller's interpreter, and binds one primitive holding them:
+the caller's interpreter, and binds one primitive holding them (an eager ``custom_jvp`` call
+traces its rule only at the first call of a signature, to check it: ``custom_jvp.py``):
 
 - ``custom_jvp_call``: operands ``f consts, jvp consts, args``; evaluates like ``f``; its JVP
   applies the rule (param ``jvp``) under the parent interpreter. A call made while its own

@@ -8,6 +8,13 @@ the rule is applied when that call is differentiated, so every order applies the
 again, and a rule calling the next order (``f(k + 1)``) traces only the orders taken. The
 primitive batches by the named rule. The common design is in ``custom_derivatives.py``.
 
+An eager call (at the root, no tracer among its operands) gives a value no transform can
+differentiate, so its rule is only checked: traced at the first call of a signature (nondiff
+arguments of plain Python kinds, avals and structures in and out, the flags' generation) and
+skipped at the next ones, which bind the deferred rule; a rule that raised is traced again at
+every call, so its error stays eager. (JAX traces the rule only when differentiated; tracing it
+each time was most of an eager ``betainc``'s cost.)
+
 Reverse mode needs no transpose rule: ``linearize`` runs the JVP rule with known primals and
 unknown tangents, so the rule's tangent part is staged as ordinary primitives. A call that is
 itself unknown there (a rule applying the function to its tangents, ``f(t)``, or any call on a
@@ -22,8 +29,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from blu.core import dtypes, pytree
+from blu.core.config import config
 from blu.core.errors import BluTypeError, with_user_line
-from blu.core.interpreter import get_aval, set_interpreter
+from blu.core.interpreter import Tracer, at_root, get_aval, set_interpreter
 from blu.core.jaxpr import Jaxpr, eval_jaxpr
 from blu.core.primitive import Primitive
 from blu.transforms import ops, vma
@@ -209,6 +217,38 @@ def _cj_batch(axis_size, axis_name, args, dims, *, call_jaxpr, jvp, num_fconsts,
     return outs, [0 if b else None for b in out_b]
 
 
+def _plain(v: Any) -> Any:
+    """A hashable stand-in for a nondiff argument of a plain Python kind (its type kept: 1,
+    1.0 and True differ; floats by repr: -0.0 is not 0.0); TypeError for any other kind."""
+    t = type(v)
+    if t in (bool, int, str, type(None)):
+        return t, v
+    if t in (float, complex):
+        return t, repr(v)
+    if t in (tuple, list):
+        return t, tuple(_plain(x) for x in v)
+    raise TypeError(t)
+
+
+def _eager_key(static: list, in_tree, avals: list, out_tree, out_avals: list, operands: list):
+    """What the check of an eager call's rule depends on (its nondiff arguments, the avals and
+    structures in and out), or None where the call is not eager: not at the root (a transform
+    may differentiate the result), a tracer among the operands (an escaped one: the call
+    fails as before), a nondiff argument of another kind than ``_plain``'s or a pytree node
+    whose data is unhashable (its treedef, a BluTypeError)."""
+    if not at_root() or any(isinstance(x, Tracer) for x in operands):
+        return None
+    try:
+        key = tuple((i, _plain(v)) for i, v in static), in_tree, tuple(avals), out_tree
+        hash(key)
+    except TypeError:
+        return None
+    return *key, tuple(out_avals)
+
+
+_MAX_CHECKED = 256  # signatures remembered per function (then forgotten at once)
+
+
 class custom_jvp:
     """A function with a user-defined JVP rule (``jax.custom_jvp``).
 
@@ -243,6 +283,21 @@ class custom_jvp:
         # ``lowering_name`` param; None: none
         self.lowering_name: str | None = None
         self._tracing_rule = 0  # > 0 while the rule is being traced (its own calls defer it)
+        # the flags' generation and the eager signatures (``_eager_key``) whose rule traced
+        # without error under them: an eager call of one of those skips tracing its rule
+        self._checked: tuple[Any, set] = (None, set())
+
+    def _rule_checked(self, key: tuple) -> bool:
+        gen = config.generation  # a flag may change what the rule traces to
+        if self._checked[0] != gen:
+            self._checked = (gen, set())
+        return key in self._checked[1]
+
+    def _mark_checked(self, key: tuple) -> None:
+        done = self._checked[1]
+        if len(done) >= _MAX_CHECKED:
+            done.clear()
+        done.add(key)
 
     def _nondiff_takes(self, rest: str) -> str:
         k = len(self.nondiff_argnums)
@@ -265,7 +320,7 @@ class custom_jvp:
         refuse_symbolic_zeros(where, symbolic_zeros, gets)
         takes = self._nondiff_takes("(primals, tangents)")
         check_rule(where, "the JVP rule", jvp, [len(self.nondiff_argnums) + 2], takes)
-        self.jvp = jvp
+        self.jvp, self._checked = jvp, (None, set())
         return jvp
 
     def defjvps(self, *tangent_fns: Callable | None) -> None:
@@ -307,7 +362,7 @@ class custom_jvp:
                 total = pytree.tree_map(lambda o: ops.zeros(tangent_aval(get_aval(o))), out)
             return out, total
 
-        self.jvp = jvp
+        self.jvp, self._checked = jvp, (None, set())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.jvp is None:
@@ -334,7 +389,12 @@ class custom_jvp:
         rule = _DeferredJVP(self, static, in_tree, out_tree, out_avals)
         jvp: Any = rule
         jconsts: list[Any] = []
-        if not self._tracing_rule:  # else: called from its own rule, which applies it later
+        # an eager call's result is never differentiated: its rule is traced only to check it,
+        # once per signature (a deferred rule stands in its call: ``_cj_impl`` runs ``f``)
+        key = _eager_key(static, in_tree, avals, out_tree, out_avals, [*leaves, *fconsts])
+        checked = key is not None and self._rule_checked(key)
+        # (called from its own rule: that rule applies it later)
+        if not checked and not self._tracing_rule:
             n = len(leaves)
             self._tracing_rule += 1
             try:
@@ -345,6 +405,8 @@ class custom_jvp:
                 )
             finally:
                 self._tracing_rule -= 1
+            if key is not None:  # (a rule that raised is checked again at the next call)
+                self._mark_checked(key)
         named = {} if self.lowering_name is None else {"lowering_name": self.lowering_name}
         outs = custom_jvp_call_p.bind(
             *fconsts, *jconsts, *leaves,
