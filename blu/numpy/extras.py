@@ -30,6 +30,7 @@ from blu.numpy._promote import (
     broadcast_to,
     canonicalize_axis,
     concrete_value,
+    promote_dtypes,
 )
 from blu.numpy.creation import asarray, ones_like, zeros, zeros_like
 from blu.numpy.logic import equal, logical_not, logical_xor
@@ -176,10 +177,20 @@ def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | No
 
 def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
              fill_value: Any = None) -> Any:  # fmt: skip
-    """The sorted unique values in exactly one of the arrays."""
-    both = concatenate([ravel(a) for a in asarray_operands(ar1, ar2)])
-    u, real = _unique_sorted(both, size, "setxor1d")
-    keep = real & logical_xor(isin(u, ar1), isin(u, ar2))
+    """The sorted unique values in exactly one of the arrays.
+
+    A NaN equals nothing, so each array's NaNs are kept, one per array (numpy's and JAX's:
+    ``setxor1d([nan, 1], [nan, 2])`` is ``[1, 2, nan, nan]``); with ``size`` there is one NaN
+    however many arrays have one."""
+    ar1, ar2 = (ravel(a) for a in promote_dtypes(ar1, ar2))
+    if size is None:
+        a = concrete_value(ar1, "setxor1d without size=")
+        b = concrete_value(ar2, "setxor1d without size=")
+        return asarray(np.setxor1d(a, b, assume_unique=assume_unique))
+    both = concatenate([ar1, ar2])
+    u, _, _, counts = _groups(both, builtins.max(both.shape[0], 1), None, equal_nan=True)
+    nan = u != u
+    keep = (counts > 0) & (logical_xor(isin(u, ar1), isin(u, ar2)) | nan)
     return _compact(u, keep, size, fill_value, "setxor1d")
 
 

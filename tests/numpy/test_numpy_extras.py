@@ -208,6 +208,19 @@ def test_unique_and_sets():
     close(got, [1, 5, 0])
 
 
+def test_setxor1d_keeps_each_arrays_nan():
+    # a NaN equals nothing: numpy keeps one per array holding one (it was dropped: NaN is in
+    # neither array by isin)
+    nan = np.nan
+    for a, b in (([nan, 1.0], [nan, 2.0]), ([nan, 1.0, nan], [2.0, 2.0]), ([3.0], [nan])):
+        a32, b32 = np.array(a, np.float32), np.array(b, np.float32)
+        close(bnp.setxor1d(a32, b32), np.setxor1d(a32, b32))
+    got = blu.jit(lambda a, b: bnp.setxor1d(a, b, size=4, fill_value=-1.0))(
+        np.array([nan, 1.0, 3.0], np.float32), np.array([2.0, 2.0, 3.0], np.float32)
+    )
+    close(got, [1.0, 2.0, nan, -1.0])
+
+
 def test_select_argwhere_flatnonzero():
     x = np.arange(12).reshape(3, 4)
     close(bnp.select([x < 3, x > 8], [x, -x], 100), np.select([x < 3, x > 8], [x, -x], 100))
