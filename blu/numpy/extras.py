@@ -161,7 +161,8 @@ def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = No
 
 def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
                 fill_value: Any = None) -> Any:  # fmt: skip
-    """The sorted unique values found in both arrays."""
+    """The sorted unique values found in both arrays (of their promoted dtype)."""
+    ar1, ar2 = promote_dtypes(ar1, ar2)
     u, real = _unique_sorted(ar1, size, "intersect1d")
     keep = real & isin(u, ar2)
     return _compact(u, keep, size, fill_value, "intersect1d")

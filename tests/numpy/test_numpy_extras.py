@@ -221,6 +221,13 @@ def test_setxor1d_keeps_each_arrays_nan():
     close(got, [1.0, 2.0, nan, -1.0])
 
 
+def test_intersect1d_promotes_both_arrays():
+    a, b = np.array([1, 2, 3], np.int8), np.array([1.5, 2.0, 300.0], np.float32)
+    got = bnp.intersect1d(a, b)
+    assert got.dtype == np.intersect1d(a, b).dtype == np.float32
+    close(got, np.intersect1d(a, b))
+
+
 def test_select_argwhere_flatnonzero():
     x = np.arange(12).reshape(3, 4)
     close(bnp.select([x < 3, x > 8], [x, -x], 100), np.select([x < 3, x > 8], [x, -x], 100))
