@@ -373,9 +373,14 @@ def apply_over_axes(func: Callable[[Any, int], Any], a: Any, axes: Any) -> Any:
 def lexsort(keys: Any, axis: int = -1) -> Any:
     """Indices that sort by the last key, then the one before... (stable), as
     ``numpy.lexsort``; ``keys`` a sequence of arrays of one shape (or a stacked array)."""
+    if getattr(keys, "shape", None) == ():
+        raise BluValueError(with_user_line("lexsort: keys is a 0-d array, not a sequence of keys"))
     keys = [asarray_operand(k) for k in keys]
     if not keys:
         raise BluValueError(with_user_line("lexsort: needs at least one key"))
+    if any(k.shape != keys[0].shape for k in keys):
+        shapes = ", ".join(str(k.shape) for k in keys)
+        raise BluShapeError(with_user_line(f"lexsort: all keys need one shape, got {shapes}"))
     idx = argsort(keys[0], axis=axis, stable=True)
     for k in keys[1:]:
         order = argsort(take_along_axis(k, idx, axis), axis=axis, stable=True)

@@ -295,6 +295,10 @@ def test_apply_along_axis_axis_out_of_range(axis):
 def test_lexsort_and_index_conversions():
     k1, k2 = RNG.integers(0, 3, 20), RNG.integers(0, 3, 20)
     close(bnp.lexsort((k1, k2)), np.lexsort((k1, k2)))
+    with pytest.raises(BluShapeError, match=r"one shape, got \(20,\), \(19,\)"):
+        bnp.lexsort((k1, k2[:19]))  # it sorted by k2[:19] as if k1 were its length
+    with pytest.raises(BluValueError, match="0-d"):
+        bnp.lexsort(bnp.asarray(1.0))
     flat = np.array([0, 22, 41, 37, -1])
     for g, w in zip(bnp.unravel_index(flat, (7, 6)), np.unravel_index(flat % 42, (7, 6))):
         close(g, w)
