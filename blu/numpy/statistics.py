@@ -191,7 +191,9 @@ def histogramdd(
     closed; a point outside the edges of any dimension is not counted.
 
     Args:
-        sample: an ``(N, D)`` array, one row per point (promoted to an inexact dtype).
+        sample: an ``(N, D)`` array, one row per point (promoted to an inexact dtype), or
+            (numpy's reading) a sequence of ``D`` arrays of ``N`` coordinates, one per
+            dimension (``(x, y, z)``; a sequence of numbers is ``N`` points in one dimension).
         bins: one number of equal-width bins or one 1-d array of edges for every dimension, or
             a length-``D`` sequence of them.
         range: a length-``D`` sequence of ``(lo, hi)`` pairs or ``None`` (the data's min and
@@ -208,6 +210,10 @@ def histogramdd(
         BluShapeError: ``sample`` not 2-d, ``weights`` not ``(N,)``.
         BluValueError: ``bins`` or ``range`` not one per dimension, bad bins or ranges.
     """
+    if isinstance(sample, (list, tuple)) and len(sample):
+        # numpy's reading of a sequence: each entry holds one coordinate of every point
+        sample = stack([asarray_operand(c) for c in sample])
+        sample = reshape(sample, (-1, 1)) if sample.ndim == 1 else sample.T
     sample = asarray_operand(sample)
     if sample.ndim != 2:
         raise BluShapeError(

@@ -126,3 +126,20 @@ def test_histogram_errors_name_the_shapes():
         bnp.histogramdd(s, range=[(0, 1)])
     with pytest.raises(BluShapeError, match=r"f64\[4\] and f64\[3\]"):
         bnp.histogram2d(np.zeros(4), np.zeros(3))
+
+
+def test_histogramdd_sequence_sample_is_one_array_per_dimension():
+    # numpy reads a sequence as D coordinate arrays (it was read as D points of N dimensions)
+    rng = np.random.default_rng(6)
+    x, y = rng.uniform(-2, 2, 9), rng.uniform(-2, 2, 9)
+    want, wedges = np.histogramdd((x, y), bins=3)
+    got, edges = bnp.histogramdd((x, y), bins=3)
+    _check(got, edges, want, wedges, True)
+    got, edges = blu.jit(lambda a, b: bnp.histogramdd([a, b], bins=(2, 3), range=[(-2, 2)] * 2))(
+        x, y
+    )
+    want, wedges = np.histogramdd([x, y], bins=(2, 3), range=[(-2, 2)] * 2)
+    _check(got, edges, want, wedges, True)
+    want, wedges = np.histogramdd([0.5, 1.0, 3.0, 3.0], bins=2)  # numbers: 4 points in 1-d
+    got, edges = bnp.histogramdd([0.5, 1.0, 3.0, 3.0], bins=2)
+    _check(got, edges, want, wedges, True)
