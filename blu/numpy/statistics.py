@@ -59,7 +59,7 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
     """Count (or sum ``weights`` of) each value of the non-negative integer array ``x``.
 
     Args:
-        x: 1-d integer array.
+        x: 1-d integer (or bool) array.
         weights: optional array of ``x``'s shape.
         minlength: the smallest length of the result.
         length: the result's length (static); needed when ``x`` is traced. Values ``>= length``
@@ -74,6 +74,8 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
         ConcretizationError: ``x`` is traced and ``length`` is None.
     """
     x = asarray_operand(x)
+    if x.ndim == 1 and x.dtype == np.bool_:  # numpy's and JAX's: False is 0, True is 1
+        x = x.astype(np.int32)
     if x.ndim != 1 or not np.issubdtype(x.dtype, np.integer):
         raise BluValueError(
             with_user_line(

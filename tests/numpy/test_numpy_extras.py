@@ -46,6 +46,9 @@ def test_bincount():
         blu.jit(bnp.bincount)(INTS)
     with pytest.raises(BluValueError, match="1-d integer"):
         bnp.bincount(np.ones(3))
+    flags = np.array([True, False, True, True])  # bools count as 0 and 1 (they raised)
+    close(bnp.bincount(flags), np.bincount(flags))
+    close(blu.jit(lambda x: bnp.bincount(x, length=3))(flags), np.bincount(flags, minlength=3))
 
 
 def test_bincount_clips_negative_values_to_zero():
