@@ -35,6 +35,7 @@ from blu.numpy._promote import (
 from blu.numpy.creation import asarray, ones_like, zeros, zeros_like
 from blu.numpy.logic import equal, logical_not, logical_xor
 from blu.numpy.manipulation import (
+    astype,
     concatenate,
     expand_dims,
     flip,
@@ -138,7 +139,8 @@ def _compact(values: Any, keep: Any, size: int | None, fill_value: Any, name: st
         return asarray(v[k])
     (idx,) = nonzero(keep, size=size, fill_value=-1)
     got = take(values, clip(idx, 0, None))
-    fill = got[0] if fill_value is None else fill_value
+    # the padding takes the values' dtype (as JAX's setdiff1d), never widening the result
+    fill = got[0] if fill_value is None else astype(asarray(fill_value), got.dtype)
     return where(idx >= 0, got, fill)
 
 

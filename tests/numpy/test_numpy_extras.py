@@ -209,6 +209,16 @@ def test_unique_and_sets():
     close(got, [0, 2, 3, -7, -7])
     got = blu.jit(lambda a, b: bnp.intersect1d(a, b, size=3, fill_value=0))(INTS, other)
     close(got, [1, 5, 0])
+    # the padding takes the arrays' dtype (a fill of 7 made bools int32, 2.5 made int8 float)
+    flags = np.array([True, False])
+    got = bnp.setdiff1d(flags, np.array([True]), size=3, fill_value=7)
+    assert got.dtype == np.bool_
+    close(got, [False, True, True])
+    got = bnp.intersect1d(
+        np.array([1, 2], np.int8), np.array([2, 5], np.int8), size=3, fill_value=2.5
+    )
+    assert got.dtype == np.int8
+    close(got, [2, 2, 2])
 
 
 def test_setxor1d_keeps_each_arrays_nan():
