@@ -46,6 +46,7 @@ from blu.numpy.manipulation import (
     swapaxes,
 )
 from blu.numpy.reductions import any as _any
+from blu.numpy.reductions import argmax
 from blu.numpy.reductions import sum as _sum
 from blu.numpy.selection import nonzero, take, take_along_axis, where
 from blu.numpy.sets import _groups, _row_groups, unique_all
@@ -161,13 +162,34 @@ def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = No
     return unique(both, size=size, fill_value=fill_value)
 
 
-def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
-                fill_value: Any = None) -> Any:  # fmt: skip
-    """The sorted unique values found in both arrays (of their promoted dtype)."""
-    ar1, ar2 = promote_dtypes(ar1, ar2)
-    u, real = _unique_sorted(ar1, size, "intersect1d")
-    keep = real & isin(u, ar2)
-    return _compact(u, keep, size, fill_value, "intersect1d")
+def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices: bool = False,
+                *, size: int | None = None, fill_value: Any = None) -> Any:  # fmt: skip
+    """The sorted unique values found in both arrays (of their promoted dtype).
+
+    With ``return_indices``: ``(values, ind1, ind2)``, the index of each value's first
+    occurrence in the raveled ``ar1`` and ``ar2`` (int32; with ``size``, the padding's indices
+    are the arrays' lengths, as JAX's)."""
+    ar1, ar2 = (ravel(a) for a in promote_dtypes(ar1, ar2))
+    if not return_indices:
+        u, real = _unique_sorted(ar1, size, "intersect1d")
+        keep = real & isin(u, ar2)
+        return _compact(u, keep, size, fill_value, "intersect1d")
+    if size is None:
+        a = concrete_value(ar1, "intersect1d without size=")
+        b = concrete_value(ar2, "intersect1d without size=")
+        v, i1, i2 = np.intersect1d(a, b, assume_unique=assume_unique, return_indices=True)
+        return asarray(v), asarray(i1.astype(np.int32)), asarray(i2.astype(np.int32))
+    n1, n2 = ar1.shape[0], ar2.shape[0]
+    u, first1, _, counts = unique_all(ar1, size=builtins.max(n1, 1))
+    eq = equal(u[:, None], ar2[None, :])
+    keep = (counts > 0) & _any(eq, axis=-1)
+    first2 = argmax(eq, axis=-1) if n2 else zeros(u.shape, np.int32)
+    (idx,) = nonzero(keep, size=size, fill_value=-1)
+    ok, safe = idx >= 0, clip(idx, 0, None)
+    values = take(u, safe)
+    fill = values[0] if fill_value is None else astype(asarray(fill_value), values.dtype)
+    values = where(ok, values, fill)
+    return values, where(ok, take(first1, safe), n1), where(ok, take(first2, safe), n2)
 
 
 def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,

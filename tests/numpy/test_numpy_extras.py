@@ -241,6 +241,21 @@ def test_intersect1d_promotes_both_arrays():
     close(got, np.intersect1d(a, b))
 
 
+def test_intersect1d_return_indices():
+    a, b = np.array([3, 1, 2, 3, 5, np.nan]), np.array([5, 7, 3, np.nan, 5])
+    for unique in (False, True):
+        x, y = (np.unique(a), np.unique(b)) if unique else (a, b)
+        got = bnp.intersect1d(x, y, assume_unique=unique, return_indices=True)
+        for g, w in zip(got, np.intersect1d(x, y, assume_unique=unique, return_indices=True)):
+            close(g, w)
+    # with size: padded with fill_value, the padding's indices the arrays' lengths (JAX's)
+    f = blu.jit(lambda a, b: bnp.intersect1d(a, b, return_indices=True, size=4, fill_value=-1))
+    values, i1, i2 = f(a, b)
+    close(values, [3.0, 5.0, -1.0, -1.0])
+    close(i1, [0, 4, 6, 6])
+    close(i2, [2, 0, 5, 5])
+
+
 def test_select_argwhere_flatnonzero():
     x = np.arange(12).reshape(3, 4)
     close(bnp.select([x < 3, x > 8], [x, -x], 100), np.select([x < 3, x > 8], [x, -x], 100))
