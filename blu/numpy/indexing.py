@@ -28,16 +28,17 @@ import numpy as np
 from blu import lax
 from blu.core import dtypes
 from blu.core.array import Array
-from blu.core.errors import BluError, BluTypeError, ConcretizationError, with_user_line
+from blu.core.errors import (
+    BluIndexError,
+    BluTypeError,
+    ConcretizationError,
+    with_user_line,
+)
 from blu.core.interpreter import Tracer, get_aval
 from blu.numpy._promote import array, asarray_operand, broadcast_shapes, broadcast_to
 from blu.numpy.selection import _fit_index
 
 __all__ = ["getitem", "BluIndexError"]
-
-
-class BluIndexError(BluError, IndexError):
-    """An index that does not fit the array (out of bounds, too many indices, bad mask)."""
 
 
 def _err(msg: str, shape: tuple[int, ...]) -> BluIndexError:

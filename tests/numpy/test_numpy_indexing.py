@@ -347,6 +347,14 @@ def test_item_assignment_is_a_blu_error_under_transforms_too():
             g(bnp.zeros((2, 3)))
 
 
+def test_index_errors_are_blu_errors_index_error():
+    # getitem raised a class of its own, so except blu.errors.BluIndexError missed it
+    with pytest.raises(blu.errors.BluIndexError, match="index 4 is out of bounds"):
+        bnp.zeros(4)[4]
+    with pytest.raises(blu.errors.BluIndexError, match="too many indices"):
+        bnp.zeros(4)[0, 0]
+
+
 def test_iteration_and_len():
     x = bnp.asarray(np.arange(6).reshape(3, 2))
     rows = list(x)
