@@ -93,8 +93,8 @@ class IndexUpdateRef:
 
         Args:
             mode: None, 'clip' or 'promise_in_bounds' (out-of-bounds indices are clamped), or
-                'fill' / 'drop' (out-of-bounds integer-array indices read ``fill_value``; only
-                for an index made of integer arrays and full slices).
+                'fill' / 'drop' (out-of-bounds integers and integer-array indices read
+                ``fill_value``; only for an index made of them and full slices).
             fill_value: with 'fill': the value read out of bounds; default NaN for floats, the
                 most negative value for signed ints, the largest for unsigned, True for bool
                 (as JAX).
@@ -128,6 +128,11 @@ class IndexUpdateRef:
         values = self._scalar(values)
         mode = _check_mode(op, mode, ("drop", "fill", "clip", "promise_in_bounds"))
         idx = _clip_index(self.array, self.index) if mode == "clip" else self.index
+        if mode in ("drop", "fill"):
+            in_bounds, oob = _without_static_oob(self.array, idx)
+            if oob:  # every updated element is out of bounds: all dropped (JAX's)
+                _update(self.array, in_bounds, values, op)  # (the values' shape still checked)
+                return asarray_operand(self.array)
         return _update(self.array, idx, values, op)
 
     # ``indices_are_sorted`` / ``unique_indices`` are accepted as hints: they never change the
@@ -135,7 +140,8 @@ class IndexUpdateRef:
     def set(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
             unique_indices: bool = False) -> Any:  # fmt: skip
         """``x`` with ``x[idx] = values``; ``mode``: None/'drop'/'fill'/'promise_in_bounds'
-        (out-of-bounds integer-array indices are dropped) or 'clip' (clamped into range)."""
+        (out-of-bounds integer-array indices are dropped; with 'drop'/'fill' out-of-bounds
+        Python ints too) or 'clip' (clamped into range)."""
         return self._do(values, "set", mode)
 
     def add(self, values: Any, *, mode: str | None = None, indices_are_sorted: bool = False,
@@ -240,6 +246,28 @@ def _clip_index(x: Any, idx: Any) -> Any:
     return tuple(out)
 
 
+def _without_static_oob(x: Any, idx: Any) -> tuple[Any, bool]:
+    """``(idx with each out-of-bounds Python integer entry made 0, whether there was one)``, for
+    an index of integers, integer arrays and slices (one per leading axis); else ``(idx,
+    False)``. The modes 'drop' and 'fill' read such an entry as every element out of bounds."""
+    entries = list(idx) if isinstance(idx, tuple) else [idx]
+    shape = get_aval(x).shape
+    plain = all(
+        isinstance(e, (int, np.integer, slice))
+        and not isinstance(e, (bool, np.bool_))
+        or (hasattr(e, "dtype") and np.dtype(e.dtype).kind in "iu")
+        for e in entries
+    )
+    if not plain or len(entries) > len(shape):
+        return idx, False
+    out, oob = [], False
+    for e, n in zip(entries, shape):
+        if isinstance(e, (int, np.integer)) and n and not -n <= int(e) < n:
+            e, oob = 0, True
+        out.append(e)
+    return (tuple(out), True) if oob else (idx, False)
+
+
 def _get_fill(x: Any, idx: Any, fill_value: Any) -> Any:
     """``x[idx]`` where the rows with an out-of-bounds integer index read ``fill_value``."""
     x = asarray_operand(x)
@@ -250,7 +278,7 @@ def _get_fill(x: Any, idx: Any, fill_value: Any) -> Any:
             i = _index_array(e, "at[].get", n)
             b = logical_or(less(i, -n), greater_equal(i, n))
             bad = b if bad is None else logical_or(bad, b)
-    out = getitem(x, idx)
+    out = getitem(x, _without_static_oob(x, idx)[0])
     if bad is None:
         return out
     dtype = get_aval(x).dtype

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.core.errors import BluError, ConcretizationError
+from blu.core.errors import BluError, BluIndexError, BluShapeError, ConcretizationError
 
 
 @st.composite
@@ -208,6 +208,23 @@ def test_out_of_bounds_arrays_clamp_on_read_and_drop_on_update():
         bnp.asarray(x).at[idx, 1].multiply(0.0),
         np.where((np.arange(3)[:, None] == 1) & (np.arange(4) == 1), 0.0, x),
     )
+
+
+def test_drop_and_fill_modes_take_an_out_of_bounds_python_int():
+    # mode='drop'/'fill' drop (read fill_value for) a Python int out of bounds, as an integer
+    # array's, JAX's; they raised BluIndexError (the default mode still does, numpy's)
+    x = np.arange(20.0).reshape(5, 4)
+    b = bnp.asarray(x)
+    for mode in ("drop", "fill"):
+        _close(b.at[7].set(100.0, mode=mode), x)
+        _close(b.at[-6, 1].add(1.0, mode=mode), x)
+        _close(blu.jit(lambda a, m=mode: a.at[:, 4].multiply(0.0, mode=m))(x), x)
+    _close(b.at[7].get(mode="fill"), np.full(4, np.nan))
+    _close(b.at[1, 9].get(mode="fill", fill_value=-1.0), -1.0)
+    with pytest.raises(BluShapeError):
+        b.at[7].set(np.ones(3), mode="drop")  # the values' shape is still checked
+    with pytest.raises(BluIndexError, match="index 7 is out of bounds"):
+        b.at[7].set(1.0)
 
 
 @pytest.mark.parametrize(
