@@ -90,6 +90,8 @@ def _groups(x: Any, size: int | None, fill_value: Any, equal_nan: bool = False):
     size, group, inverse, present, safe = _numbered(starts, perm, n, size)
     if n:
         values = take(srt, safe)
+        # a missing group's index is the smallest value's (JAX's), so x[first] == values where
+        # the padding is the default fill, the smallest value
         first = take(perm, safe)
     else:
         values = lax.full((size,), 0, aval.dtype)
@@ -104,7 +106,6 @@ def _groups(x: Any, size: int | None, fill_value: Any, equal_nan: bool = False):
         fill = asarray_operand_in(0 if fill is None else fill, aval.dtype)
         fill = lax.convert_element_type(fill, aval.dtype)
         values = lax.select(present, values, lax.broadcast_in_dim(fill, (size,), ()))
-    first = lax.select(present, first, lax.full((size,), 0, i32))
     ones = lax.full((n,), 1, i32)
     counts = lax.scatter_add(lax.full((size,), 0, i32), lax.reshape(group, (n, 1)), ones, axes=(0,))
     return values, first, lax.reshape(inverse, aval.shape), counts
@@ -146,7 +147,6 @@ def _row_groups(x: Any, axis: Any, size: int | None, fill_value: Any, equal_nan:
     fill = lax.broadcast_in_dim(fill, (size, m), (1,) if get_aval(fill).ndim else ())
     values = lax.select(lax.broadcast_in_dim(present, (size, m), (0,)), values, fill)
     values = moveaxis(lax.reshape(values, (size, *rest)), 0, ax)
-    first = lax.select(present, first, lax.full((size,), 0, i32))
     ones = lax.full((n,), 1, i32)
     counts = lax.scatter_add(lax.full((size,), 0, i32), lax.reshape(group, (n, 1)), ones, axes=(0,))
     return values, first, inverse, counts

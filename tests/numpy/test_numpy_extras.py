@@ -172,7 +172,7 @@ def test_unique_along_an_axis_matches_numpy(data):
     pad = list(want[0].shape)
     pad[axis] = 2
     close(vals, np.concatenate([want[0], np.full(pad, -9.0)], axis=axis))
-    close(first, np.concatenate([want[1], [0, 0]]))
+    close(first, np.concatenate([want[1], [want[1][0] if k else 0] * 2]))  # smallest's index
     close(inv, want[2])
     close(counts, np.concatenate([want[3], [0, 0]]))
     ai = a.astype(np.int8)
@@ -219,6 +219,20 @@ def test_unique_and_sets():
     )
     assert got.dtype == np.int8
     close(got, [2, 2, 2])
+
+
+def test_unique_size_pads_indices_with_the_smallest_values_index():
+    # JAX's: x[index] == values on the padding too (the default fill is the smallest value);
+    # the padding's index was 0
+    x = np.array([3, 1, 2, 1])
+    values, index = bnp.unique(x, size=5, return_index=True)
+    close(values, [1, 2, 3, 1, 1])
+    close(index, [1, 2, 0, 1, 1])
+    close(x[np.asarray(index)], values)
+    rows = np.array([[3, 1], [1, 2], [3, 1]])
+    values, index = bnp.unique(rows, axis=0, size=4, return_index=True)
+    close(index, [1, 0, 1, 1])
+    close(rows[np.asarray(index)], values)
 
 
 def test_setxor1d_keeps_each_arrays_nan():

@@ -233,7 +233,7 @@ op(
 def _np_unique(x, size, fill_value=None):
     """values, first indices, inverse indices (x's shape), counts; NaNs distinct; padded to
     ``size`` with ``fill_value`` (default the smallest value: the first sorted one, JAX's, not
-    a NaN minimum), index 0 and count 0."""
+    a NaN minimum), the smallest value's index (JAX's) and count 0."""
     flat = x.reshape(-1)
     v, idx, inv, cnt = np.unique(
         flat, return_index=True, return_inverse=True, return_counts=True, equal_nan=False
@@ -242,7 +242,7 @@ def _np_unique(x, size, fill_value=None):
         pad = size - v.size
         fill = (np.sort(flat)[0] if flat.size else 0) if fill_value is None else fill_value
         v = np.concatenate([v, np.full(pad, fill, v.dtype)])
-        idx = np.concatenate([idx, np.zeros(pad, idx.dtype)])
+        idx = np.concatenate([idx, np.full(pad, idx[0] if idx.size else 0, idx.dtype)])
         cnt = np.concatenate([cnt, np.zeros(pad, cnt.dtype)])
     return v, idx, inv.reshape(x.shape), cnt
 

@@ -223,7 +223,9 @@ def _np_unique(x, size, fill_value=None, **kw):
     if not isinstance(out, tuple):
         return _pad(out, size, out.min() if fill_value is None else fill_value)
     vals, *rest = out
-    return (_pad(vals, size, vals.min()), *(_pad(r, size, 0) for r in rest))
+    # the padding's index is the smallest value's (JAX's); counts are 0
+    pads = [r[0] if k == 0 and kw.get("return_index") else 0 for k, r in enumerate(rest)]
+    return (_pad(vals, size, vals.min()), *(_pad(r, size, p) for r, p in zip(rest, pads)))
 
 
 op(
