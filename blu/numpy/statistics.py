@@ -67,7 +67,7 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
             where numpy raises).
 
     Returns:
-        ``(length,)``: int32 counts, or sums of ``weights`` (their dtype).
+        ``(length,)``: int32 counts, or sums of ``weights`` (their dtype; int32 for bools).
 
     Raises:
         BluValueError: ``x`` is not 1-d or not integer.
@@ -87,6 +87,8 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
         length = builtins.max(int(v.max()) + 1 if v.size else 0, int(minlength))
     length = operator.index(length)
     w = ones(x.shape, np.int32) if weights is None else asarray_operand(weights)
+    if w.dtype == np.bool_:  # sums of bools count the Trues (as sum's), not or them
+        w = w.astype(np.int32)
     if weights is not None and w.shape != x.shape:
         raise BluValueError(
             with_user_line(f"bincount: weights has shape {w.shape}, x has shape {x.shape}")

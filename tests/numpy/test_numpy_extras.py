@@ -49,6 +49,11 @@ def test_bincount():
     flags = np.array([True, False, True, True])  # bools count as 0 and 1 (they raised)
     close(bnp.bincount(flags), np.bincount(flags))
     close(blu.jit(lambda x: bnp.bincount(x, length=3))(flags), np.bincount(flags, minlength=3))
+    # bool weights are counted (as numpy's, in int32): they were or-ed, a bool result
+    w = np.array([True, True, False, True])
+    got = bnp.bincount(np.array([0, 1, 1, 3]), weights=w)
+    assert got.dtype == np.int32
+    close(got, np.bincount(np.array([0, 1, 1, 3]), weights=w))
 
 
 def test_bincount_clips_negative_values_to_zero():
