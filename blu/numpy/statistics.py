@@ -99,6 +99,13 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
 
 
 def _edges(a: Any, bins: Any, range_: Any) -> Any:
+    if isinstance(bins, str):
+        raise BluValueError(
+            with_user_line(
+                f"histogram: bins={bins!r}: estimators by name are not supported (nor by JAX); "
+                "pass a number of bins or an array of edges"
+            )
+        )
     if isinstance(bins, int) or (np.ndim(bins) == 0 and not isinstance(bins, Tracer)):
         n = operator.index(bins)
         if n < 1:

@@ -91,6 +91,8 @@ def test_histogram_weights_and_max_in_last_bin():
 
 
 def test_histogram_rejects_bad_ranges_and_bins():
+    with pytest.raises(BluValueError, match="'auto'"):  # it was a TypeError
+        bnp.histogram(np.ones(3), bins="auto")
     # numpy's ValueErrors; they silently gave all-zero counts (or counts over unsorted edges)
     for kw in (
         {"bins": 2, "range": (3.0, 0.0)},
