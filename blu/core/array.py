@@ -24,6 +24,8 @@ ARRAY_FUNCTIONS = (
     "IndexUpdateHelper", "transpose", "astype", "reshape", "ravel", "squeeze", "swapaxes", "sum",
     "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "all", "any", "cumsum",
     "clip", "round", "dot", "sort", "real", "imag", "conj",
+    "argsort", "argpartition", "searchsorted", "take", "nonzero", "compress", "choose", "repeat",
+    "diagonal", "trace", "cumprod", "ptp",
     # the Array API's array attributes (blu.numpy.devices)
     "array_namespace", "array_device", "to_device", "dlpack", "dlpack_device",
     "array_devices", "array_sharding", "array_shards",
@@ -291,8 +293,45 @@ class ArrayOps:
     def dot(self, o):
         return _bnp().dot(self, o)
 
-    def sort(self, axis=-1):
-        return _bnp().sort(self, axis=axis)
+    def sort(self, axis=-1, **kw):
+        return _bnp().sort(self, axis=axis, **kw)
+
+    # numpy's and jax.Array's methods over blu.numpy's functions of the same names
+    def argsort(self, axis=-1, **kw):
+        return _bnp().argsort(self, axis=axis, **kw)
+
+    def argpartition(self, kth, axis=-1):
+        return _bnp().argpartition(self, kth, axis=axis)
+
+    def searchsorted(self, v, side="left", sorter=None, **kw):
+        return _bnp().searchsorted(self, v, side=side, sorter=sorter, **kw)
+
+    def take(self, indices, axis=None, out=None, mode=None, **kw):
+        return _bnp().take(self, indices, axis=axis, out=out, mode=mode, **kw)
+
+    def nonzero(self, **kw):
+        return _bnp().nonzero(self, **kw)
+
+    def compress(self, condition, axis=None, **kw):
+        return _bnp().compress(condition, self, axis=axis, **kw)
+
+    def choose(self, choices, out=None, mode="raise"):
+        return _bnp().choose(self, choices, out=out, mode=mode)
+
+    def repeat(self, repeats, axis=None, **kw):
+        return _bnp().repeat(self, repeats, axis=axis, **kw)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return _bnp().diagonal(self, offset, axis1, axis2)
+
+    def trace(self, offset=0, axis1=0, axis2=1, dtype=None):
+        return _bnp().trace(self, offset, axis1, axis2, dtype=dtype)
+
+    def cumprod(self, axis=None, dtype=None):
+        return _bnp().cumprod(self, axis=axis, dtype=dtype)
+
+    def ptp(self, axis=None, keepdims=False):
+        return _bnp().ptp(self, axis=axis, keepdims=keepdims)
 
     # complex parts (numpy's attributes; on a real array .real is the array, .imag zeros)
     @property

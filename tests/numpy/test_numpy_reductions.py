@@ -433,3 +433,27 @@ def test_quantile_and_median_of_an_empty_axis_are_nan(data):
         q = bnp.quantile(x, np.array([0.0, 0.5]), axis=ax, keepdims=keepdims)
         assert q.shape == (2,) + out_rest and np.isnan(np.asarray(q)).all()
     assert np.isnan(float(bnp.percentile(x, 50.0)))
+
+
+def test_array_methods_of_numpy_and_jax_arrays():
+    # x.argsort(), x.take(i), x.nonzero()... were AttributeErrors (arrays and tracers alike)
+    x = np.array([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]], np.float32)
+    checks = [
+        (lambda a: a.argsort(), lambda a: a.argsort()),
+        (lambda a: a.argsort(axis=None), lambda a: a.argsort(axis=None, kind="stable")),
+        (lambda a: a.sort(axis=0, descending=True), lambda a: -np.sort(-a, axis=0)),
+        (lambda a: a[0].sort().searchsorted(2.0, side="right"), lambda a: np.array(2)),
+        (lambda a: a.take(np.array([0, 4])), lambda a: a.take(np.array([0, 4]))),
+        (lambda a: a.nonzero(size=5)[1], lambda a: a.nonzero()[1]),
+        (lambda a: a.compress(np.array([False, True]), axis=0), lambda a: a[1:]),
+        (lambda a: a.repeat(2, axis=1), lambda a: a.repeat(2, axis=1)),
+        (lambda a: a.diagonal(1), lambda a: a.diagonal(1)),
+        (lambda a: a.trace(), lambda a: a.trace()),
+        (lambda a: a.cumprod(axis=1), lambda a: a.cumprod(axis=1)),
+        (lambda a: a.ptp(axis=1), lambda a: np.ptp(a, axis=1)),
+        (lambda a: a.argpartition(1)[:, :1], lambda a: a.argsort()[:, :1]),
+    ]
+    for got, want in checks:
+        _close(got(bnp.asarray(x)), want(x))
+        _close(blu.jit(got)(x), want(x))
+    _close(bnp.asarray(np.array([0, 1, 0])).choose([x[0], x[1]]), np.array([3.0, 5.0, 2.0]))
