@@ -124,8 +124,22 @@ def unique(
     return tuple(out)
 
 
-def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False):
-    """bool array of ``element``'s shape: whether each element is in ``test_elements``."""
+def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False,
+         *, method: str = "auto"):  # fmt: skip
+    """bool array of ``element``'s shape: whether each element is in ``test_elements``.
+    ``method`` (JAX's: 'auto', 'compare_all', 'binary_search', 'sort') is accepted; every
+    element is compared with every test element whatever it says.
+
+    Raises:
+        BluValueError: an unknown ``method``.
+    """
+    if method not in ("auto", "compare_all", "binary_search", "sort"):
+        raise BluValueError(
+            with_user_line(
+                f"isin: unknown method {method!r} (expected 'auto', 'compare_all', "
+                "'binary_search' or 'sort')"
+            )
+        )
     element, test = asarray_operands(element, test_elements)
     test = ravel(test)
     hit = _any(equal(element[..., None], test), axis=-1)

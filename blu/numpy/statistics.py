@@ -333,10 +333,11 @@ def histogram2d(
     return hist, edges[0], edges[1]
 
 
-def digitize(x: Any, bins: Any, right: bool = False) -> Any:
+def digitize(x: Any, bins: Any, right: bool = False, *, method: str | None = None) -> Any:
     """The bin of each ``x`` (numpy's ``digitize``): for increasing ``bins``, ``i`` with
     ``bins[i-1] <= x < bins[i]`` (``right=True``: ``bins[i-1] < x <= bins[i]``); decreasing
-    ``bins`` are also handled. Returns int32 of ``x``'s shape.
+    ``bins`` are also handled. Returns int32 of ``x``'s shape. ``method`` is
+    ``searchsorted``'s (JAX's keyword; the result is the same).
 
     Raises:
         BluValueError: ``bins`` is not 1-d.
@@ -347,9 +348,10 @@ def digitize(x: Any, bins: Any, right: bool = False) -> Any:
     side = "left" if right else "right"
     if bins.shape[0] == 0:
         return zeros(x.shape, np.int32)
-    up = searchsorted(bins, x, side=side)
+    how = {} if method is None else {"method": method}
+    up = searchsorted(bins, x, side=side, **how)
     rev = bins[::-1]
-    down = bins.shape[0] - searchsorted(rev, x, side=side)
+    down = bins.shape[0] - searchsorted(rev, x, side=side, **how)
     increasing = bins[-1] >= bins[0]
     return where(increasing, up, down).astype(np.int32)
 

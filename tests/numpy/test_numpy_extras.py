@@ -116,6 +116,9 @@ def test_histogram_rejects_bad_ranges_and_bins():
 def test_digitize(bins, right):
     x = np.array([-1.0, 0.0, 0.2, 1.0, 2.5, 3.0, 6.4, 10.0, 11.0])
     close(bnp.digitize(x, bins, right=right), np.digitize(x, bins, right=right))
+    for method in ("scan", "sort", "compare_all"):  # JAX's keyword, searchsorted's methods
+        got = bnp.digitize(x, bins, right=right, method=method)
+        close(got, np.digitize(x, bins, right=right))
 
 
 def test_interp():
@@ -210,6 +213,10 @@ def test_unique_and_sets():
     other = np.array([5, 7, 1, 9])
     close(bnp.isin(INTS, other), np.isin(INTS, other))
     close(bnp.isin(INTS, other, invert=True), np.isin(INTS, other, invert=True))
+    for method in ("auto", "compare_all", "binary_search", "sort"):  # JAX's keyword
+        close(bnp.isin(INTS, other, method=method), np.isin(INTS, other))
+    with pytest.raises(BluValueError, match="unknown method 'bogus'"):
+        bnp.isin(INTS, other, method="bogus")
     for name in ("intersect1d", "union1d", "setdiff1d", "setxor1d"):
         close(getattr(bnp, name)(INTS, other), getattr(np, name)(INTS, other))
     got = blu.jit(lambda a, b: bnp.setdiff1d(a, b, size=5, fill_value=-7))(INTS, other)
