@@ -188,6 +188,11 @@ def searchsorted(
         )
     if sorter is not None:
         a = take(a, sorter)
+    adt = get_aval(a).dtype
+    if type(v) is int and dtypes.is_int(adt) and not np.iinfo(adt).min <= v <= np.iinfo(adt).max:
+        # past the dtype's range, so before or after every element (numpy's; no cast can wrap
+        # it to a value in range)
+        return lax.full((), 0 if v < 0 else get_aval(a).shape[0], dtypes.int32)
     a, v = promote_dtypes(a, v)
     n = get_aval(a).shape[0]
     vshape = get_aval(v).shape

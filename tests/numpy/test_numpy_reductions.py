@@ -349,6 +349,14 @@ def test_searchsorted_methods():
         bnp.searchsorted(a, v, method="binary")
 
 
+def test_searchsorted_of_a_python_int_past_the_dtype():
+    # before or after every element, numpy's (it was a BluValueError; JAX wraps 300 to 44)
+    a = np.array([1, 2, 100], np.int8)
+    for v, side in ((300, "left"), (-300, "right"), (2**40, "right")):
+        _close(bnp.searchsorted(a, v, side), np.searchsorted(a, v, side))
+    _close(blu.jit(lambda a: bnp.searchsorted(a, -1))(a.astype(np.uint8)), np.array(0))
+
+
 def test_digitize_puts_nan_past_the_last_bin():
     x = np.array([np.nan, 0.5, 1.5, 2.5, np.inf])
     for bins in (np.array([1.0, 2.0]), np.array([2.0, 1.0])):
