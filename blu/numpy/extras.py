@@ -88,6 +88,7 @@ def unique(
     equal_nan: bool = True,
     size: int | None = None,
     fill_value: Any = None,
+    sorted: bool = True,  # noqa: A002
 ) -> Any:
     """The sorted unique values of ``ar`` (flattened), as ``jax.numpy.unique``.
 
@@ -100,6 +101,7 @@ def unique(
         equal_nan: whether the NaNs are one value (numpy's and JAX's default) or each their
             own (the Array API's rule, as ``unique_all`` and the other ``unique_*``).
         size, fill_value: a static result length (needed under ``jit``) and the padding.
+        sorted: numpy's and JAX's keyword; the values are sorted either way (as JAX's).
 
     Returns:
         ``values``, or a tuple ``(values, [index], [inverse], [counts])``.

@@ -208,6 +208,8 @@ def test_unique_and_sets():
     for g, w in zip(got, want):
         close(g, w)
     close(blu.jit(lambda x: bnp.unique(x, size=7, fill_value=-1))(INTS), [0, 1, 2, 3, 5, -1, -1])
+    for flag in (True, False):  # numpy's and JAX's keyword (a TypeError); sorted either way
+        close(bnp.unique(INTS, sorted=flag), np.unique(INTS))
     with pytest.raises(BluAxisError, match="unique: axis 2 is out of bounds for rank 2"):
         bnp.unique(M, axis=2)
     other = np.array([5, 7, 1, 9])
