@@ -245,7 +245,7 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
         raise BluValueError(
             with_user_line(f"select: {len(condlist)} conditions but {len(choicelist)} choices")
         )
-    if not condlist:
+    if len(condlist) == 0:  # (an array of conditions has no truth value)
         raise BluValueError(with_user_line("select: condlist is empty"))
     out = asarray_operands(default, *choicelist)[0]  # 0.1 beside float64 is float64's
     for cond, choice in zip(reversed(condlist), reversed(choicelist)):

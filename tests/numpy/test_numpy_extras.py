@@ -289,6 +289,9 @@ def test_intersect1d_return_indices():
 def test_select_argwhere_flatnonzero():
     x = np.arange(12).reshape(3, 4)
     close(bnp.select([x < 3, x > 8], [x, -x], 100), np.select([x < 3, x > 8], [x, -x], 100))
+    conds, choices = np.stack([x < 3, x > 8]), np.stack([x, -x])  # arrays of them (a ValueError)
+    close(bnp.select(conds, choices, 100), np.select(conds, choices, 100))
+    close(bnp.select(bnp.asarray(conds), bnp.asarray(choices)), np.select(conds, choices))
     close(bnp.argwhere(x % 3 == 0), np.argwhere(x % 3 == 0))
     close(bnp.flatnonzero(x % 5 == 0), np.flatnonzero(x % 5 == 0))
     got = blu.jit(lambda v: bnp.argwhere(v > 9, size=3, fill_value=-1))(x)
