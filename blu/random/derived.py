@@ -110,14 +110,14 @@ def f(
     return lax.exp(lax.sub(log_num, log_den))
 
 
-def t(key: Any, df: Any, shape: Sequence[int] | None = (), dtype: Any = dtypes.float32) -> Any:
+def t(key: Any, df: Any, shape: Sequence[int] | None = None, dtype: Any = dtypes.float32) -> Any:
     """Student's t draws with ``df`` degrees of freedom: ``Z sqrt(df / X)`` for independent
     ``Z ~ N(0, 1)`` and ``X ~ chi2(df)`` (JAX's ``n * sqrt(half_df / Gamma(half_df))``).
 
     Args:
         key: ``uint32[2]``.
         df: degrees of freedom > 0, broadcastable to ``shape``.
-        shape: output shape (JAX's default ``()``; ``None`` for ``df``'s shape).
+        shape: output shape (default ``df``'s shape, as JAX's ``shape=None``).
         dtype: a float dtype.
 
     Returns:

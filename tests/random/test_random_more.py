@@ -169,7 +169,8 @@ def test_chisquare_f_t_shapes_dtypes_broadcasting():
         assert fn(KEY, *scalars, shape=(), dtype=np.float64).dtype == np.float64
     assert random.chisquare(KEY, 3.0, (2,), np.float16).dtype == np.float16
     assert random.chisquare(KEY, df).shape == (3,)  # JAX's default: df's shape
-    assert random.t(KEY, 3.0).shape == ()  # JAX's default shape ()
+    assert random.t(KEY, 3.0).shape == ()
+    assert random.t(KEY, df).shape == (3,)  # JAX's default: df's shape (it failed)
     # each column follows its own df
     x = np.asarray(random.chisquare(KEY, df, (5000, 3)), np.float64)
     np.testing.assert_array_less(np.abs(x.mean(0) - df), 5 * np.sqrt(2 * df / 5000))
@@ -187,8 +188,8 @@ def test_chisquare_f_t_bad_arguments():
         random.f(KEY, 1.0, np.ones(3), (4, 2))
     with pytest.raises(blu.errors.BluShapeError, match="do not broadcast together"):
         random.f(KEY, np.ones(2), np.ones(3))
-    with pytest.raises(blu.errors.BluShapeError, match=r"does not broadcast to \(\)"):
-        random.t(KEY, np.ones(3))  # JAX's default shape () with a df of shape (3,)
+    with pytest.raises(blu.errors.BluShapeError, match=r"does not broadcast to \(2,\)"):
+        random.t(KEY, np.ones(3), (2,))
 
 
 def test_chisquare_f_t_jit_vmap():
