@@ -87,7 +87,12 @@ def _log_beta_front(p: Any, q: Any, y: Any, yc: Any) -> Any:
     ``p (log1p(d/p) - d/p) + q (log1p(-d/q) + d/q)`` plus small terms: the linear parts, each
     ``~ c`` near the mean, cancel exactly instead of in rounding (``log(y c / p)`` where
     ``d/p < -1/2``, so ``y`` near 0 keeps its digits)."""
-    plain = sub(add(mul(p, log(y)), mul(q, log(yc))), _log_beta(p, q))
+    # one of y, yc is x, the other 1 - x rounded: the log of the rounded one near 1 is log1p
+    # of minus the exact one (q log(1 - 1e-8) was 0 in float32: I_x(0.5, 5e7) at 1e-8 was 1.13)
+    half_ = _c(y, 0.5)
+    log_y = select(lt(half_, y), log1p(neg(_where(lt(half_, y), yc, 0.0))), log(y))
+    log_yc = select(lt(half_, yc), log1p(neg(_where(lt(half_, yc), y, 0.0))), log(yc))
+    plain = sub(add(mul(p, log_y), mul(q, log_yc)), _log_beta(p, q))
     ten = _c(p, _STIRLING_FROM)
     big = and_(le(ten, p), le(ten, q))
     pb, qb = _where(big, p, _STIRLING_FROM), _where(big, q, _STIRLING_FROM)

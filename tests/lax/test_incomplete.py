@@ -217,6 +217,16 @@ def test_betainc_special_values_and_dtypes():
         _rel(got, sc.betainc(*(v.astype(np.float64) for v in (a, b, x))), tol, atol=tol)
 
 
+def test_betainc_one_small_parameter_one_huge_in_float32():
+    # x^a (1-x)^b took log(1 - x) of 1 - x rounded: b log(1 - 1e-8) was 0 in float32, so
+    # I_x(0.5, 5e7) at 1e-8 was 1.13 (and t.cdf at df = 1e6 1% off); now log1p(-x)
+    a = np.array([0.5, 0.5, 2.0, 5e5], np.float32)
+    b = np.array([5e5, 5e7, 5e5, 0.5], np.float32)
+    x = np.array([1e-6, 1e-8, 1e-6, 1 - 1e-6], np.float32)
+    want = sc.betainc(*(v.astype(np.float64) for v in (a, b, x)))
+    _rel(lax.betainc(a, b, x), want, 64 * EPS32, atol=64 * EPS32)
+
+
 @_FEWER
 @given(_points(st.floats(0.3, 30.0), st.floats(0.3, 30.0), st.floats(0.02, 0.98)))
 def test_betainc_gradients(points):
