@@ -99,11 +99,11 @@ def _float(x: Any) -> Any:
 
 def _floats(*xs: Any) -> list:
     arrs = [bnp.asarray(x) for x in xs]
-    dt = (
-        bnp.result_type(*arrs, np.dtype(np.float32))
-        if not all(bnp.issubdtype(x.dtype, bnp.inexact) for x in arrs)
-        else bnp.result_type(*arrs)
-    )
+    # JAX's promote_args_inexact: the operands' common type, float32 if that is no float (an
+    # integer beside float16 stays float16: it was float32)
+    dt = bnp.result_type(*arrs)
+    if not bnp.issubdtype(dt, bnp.inexact):
+        dt = bnp.result_type(dt, np.dtype(np.float32))
     # a Python float beside float64 is float64's value, not float32's widened
     arrs = [asarray_operand_in(x, dt) if is_python_scalar(x) else a for x, a in zip(xs, arrs)]
     return [x.astype(dt) for x in bnp.broadcast_arrays(*arrs)]

@@ -173,6 +173,13 @@ def test_defaults_promotion_and_support():
     are -inf off the support."""
     assert S.norm.logpdf(np.arange(3)).dtype == np.float32
     assert S.poisson.logpmf(np.arange(3), 2).dtype == np.float32
+    # an integer array beside a float16 one stays float16 (JAX's promote_args_inexact; float32)
+    h, i = np.array([0.5, 1.5], np.float16), np.array([2, 3], np.int32)
+    assert S.gamma.logpdf(h, i).dtype == np.float16
+    np.testing.assert_allclose(
+        np.asarray(S.gamma.logpdf(h, i), np.float64), sst.gamma.logpdf([0.5, 1.5], [2, 3]), 2e-3
+    )
+    assert S.binom.logpmf(i, i, h[:1]).dtype == np.float16
     x = np.array([-1.0, 0.5, 3.0])
     np.testing.assert_allclose(np.asarray(S.norm.logpdf(x)), sst.norm.logpdf(x), rtol=1e-14)
     assert np.asarray(S.gamma.logpdf(-0.5, 2.0))[()] == -np.inf
