@@ -42,12 +42,32 @@ __all__ = [
 
 
 def key_data(keys: Any) -> Any:
-    """The ``uint32[2]`` data of a key (blu's keys are that data already: returned as is).
+    """The ``uint32[..., 2]`` data of a key or a batch of keys (blu's keys are that data
+    already: returned as is).
 
     Raises:
-        BluTypeError / BluShapeError: ``keys`` is not a ``uint32[2]`` key.
+        BluTypeError / BluShapeError: ``keys`` is not a ``uint32[..., 2]`` key array.
     """
-    return _check_key(keys, "key_data")
+    return _check_keys(keys, "key_data")
+
+
+def _check_keys(keys: Any, name: str) -> Any:
+    """``keys`` if it is a key or a batch of keys, ``uint32[..., 2]`` (JAX's ``key_data`` and
+    ``wrap_key_data`` take batches; a ``split`` was refused)."""
+    if get_aval(_as_array(keys)).ndim <= 1:
+        return _check_key(keys, name)
+    aval = get_aval(_as_array(keys))
+    if aval.dtype != dtypes.uint32:
+        raise BluTypeError(
+            with_user_line(f"random.{name}: keys must be uint32, got {aval.str_short()}")
+        )
+    if aval.shape[-1] != 2:
+        raise BluShapeError(
+            with_user_line(
+                f"random.{name}: a batch of keys must have shape (..., 2), got {aval.str_short()}"
+            )
+        )
+    return keys
 
 
 def clone(key: Any) -> Any:
@@ -71,17 +91,18 @@ def clone(key: Any) -> Any:
 
 
 def wrap_key_data(key_bits_array: Any, *, impl: Any = None) -> Any:
-    """A key from its ``uint32[2]`` data (the data itself: blu's keys are raw Threefry keys).
+    """A key (or a batch of keys) from its ``uint32[..., 2]`` data (the data itself: blu's
+    keys are raw Threefry keys).
 
     Raises:
         BluValueError: ``impl`` names a generator other than Threefry-2x32.
-        BluTypeError / BluShapeError: the data is not ``uint32[2]``.
+        BluTypeError / BluShapeError: the data is not ``uint32[..., 2]``.
     """
     if impl not in (None, "threefry2x32"):
         raise BluValueError(
             with_user_line(f"wrap_key_data: impl {impl!r}; blu has only 'threefry2x32'")
         )
-    return _check_key(key_bits_array, "wrap_key_data")
+    return _check_keys(key_bits_array, "wrap_key_data")
 
 
 def laplace(key: Any, shape: Sequence[int] = (), dtype: Any = dtypes.float32) -> Any:

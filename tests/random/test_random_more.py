@@ -100,6 +100,18 @@ def test_key_data_round_trip():
         random.wrap_key_data(np.zeros(2, np.float32))
     with pytest.raises(blu.errors.BluValueError, match="threefry2x32"):
         random.wrap_key_data(data, impl="rbg")
+    # a batch of keys (JAX's take them; blu raised BluShapeError)
+    keys = random.split(KEY, (2, 3))
+    np.testing.assert_array_equal(np.asarray(random.key_data(keys)), np.asarray(keys))
+    again = random.wrap_key_data(np.asarray(random.key_data(keys)))
+    assert again.shape == (2, 3, 2) and again.dtype == np.uint32
+    np.testing.assert_array_equal(
+        np.asarray(random.normal(again[1, 2], (3,))), np.asarray(random.normal(keys[1, 2], (3,)))
+    )
+    with pytest.raises(blu.errors.BluShapeError, match=r"\(\.\.\., 2\)"):
+        random.key_data(np.zeros((3, 4), np.uint32))
+    with pytest.raises(blu.errors.BluTypeError, match="uint32"):
+        random.wrap_key_data(np.zeros((3, 2), np.int32))
 
 
 def test_clone_gives_the_key_itself():
