@@ -239,7 +239,7 @@ def multinomial(
         n: numbers of trials >= 0 (integral values), broadcastable to ``shape[:-1]``.
         p: category probabilities ``>= 0`` of shape ``(..., K)``, broadcastable to ``shape``.
         shape: output shape, ending in ``K`` (default ``p``'s shape).
-        dtype: a float dtype.
+        dtype: a float or integer dtype.
         unroll: ``lax.scan``'s unroll over the categories (a performance hint).
 
     Returns:
@@ -248,11 +248,15 @@ def multinomial(
     Raises:
         BluShapeError: ``p`` is a scalar, ``shape`` does not end in ``p``'s ``K``, or ``n`` /
             ``p`` does not broadcast to it.
-        BluTypeError: ``key`` is not a key, or ``dtype`` is not a float.
+        BluTypeError: ``key`` is not a key, or ``dtype`` is neither a float nor an integer.
     """
-    dtype = _float_dtype(dtype, "multinomial")
+    if dtypes.is_int(dtypes.canonicalize(dtype)):  # JAX's take an integer dtype too
+        dtype = dtypes.canonicalize(dtype)
+        comp = dtypes.float64 if dtype.itemsize == 8 else dtypes.float32
+    else:
+        dtype = _float_dtype(dtype, "multinomial")
+        comp = _compute_dtype(dtype)
     key = _check_key(key, "multinomial")
-    comp = _compute_dtype(dtype)
     n = lax.convert_element_type(_as_array(n, comp), comp)
     p = lax.convert_element_type(_as_array(p, comp), comp)
     p_aval = get_aval(p)
@@ -274,7 +278,7 @@ def multinomial(
     n = _broadcast(n, shape[:-1], "n", "multinomial")
     p = _broadcast(p, shape, "p", "multinomial")
     if ncat == 0 or math.prod(shape) == 0:
-        return lax.full(shape, 0.0, dtype)
+        return lax.full(shape, 0, dtype)
     p = bnp.moveaxis(p, -1, 0)
     left = lax.cumsum(p, 0, reverse=True)
     ratios = bnp.clip(p / bnp.where(left == 0, 1.0, left), 0.0, 1.0)

@@ -170,5 +170,18 @@ def test_multinomial_shapes_broadcasting_errors_jit_vmap():
     with pytest.raises(blu.errors.BluShapeError, match=r"n f32\[3\] does not broadcast to \(2,\)"):
         random.multinomial(KEY, np.ones(3, np.float32), p, shape=(2, 3))
     with pytest.raises(blu.errors.BluTypeError, match="random.multinomial: dtype must be a float"):
-        random.multinomial(KEY, 10, p, dtype=np.int32)
+        random.multinomial(KEY, 10, p, dtype=np.bool_)
+    # an integer dtype, as JAX's (it raised BluTypeError): counts summing to n, each column's
+    # mean within 6 standard errors of n p
+    c = random.multinomial(KEY, 10, p, shape=(4000, 3), dtype=np.int32)
+    assert (
+        c.dtype == np.int32
+        and random.multinomial(KEY, 10, p, shape=(0, 3), dtype=np.int32).dtype == np.int32
+    )
+    c = np.asarray(c, np.float64)
+    np.testing.assert_array_equal(c.sum(-1), 10)
+    want = 10 * np.asarray(p, np.float64) / p.sum()
+    np.testing.assert_array_less(
+        np.abs(c.mean(0) - want), 6 * np.sqrt(want * (1 - want / 10) / 4000)
+    )
     _jit_vmap_matches(lambda key: (random.multinomial(key, 12, p, shape=(2, 3), unroll=2),))
