@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from blu import lax
 from blu.core import dtypes
 from blu.core.errors import BluShapeError, with_user_line
@@ -93,12 +95,17 @@ def _log_gamma_draw(key: Any, a: Any, shape: tuple[int, ...], dtype: Any) -> Any
         out = lax.select(take, lax.add(lax.log(d), lax.log(safe_v)), out)
         return k, lax.or_(done, ok), out
 
-    done0 = lax.full(shape, False, dtypes.bool_)
+    # a NaN, infinite or <= -2/3 (d <= 0) is never accepted: done from the start (the loop
+    # never ended: gamma(key, -1.) hung), NaN (+inf for a = +inf), as JAX's
+    valid = lax.and_(lax.gt(d, _full(shape, 0.0, dtype)), lax.lt(d, _full(shape, np.inf, dtype)))
+    done0 = lax.not_(valid)
     _, _, log_g = lax.while_loop(cond, body, (key, done0, _full(shape, 0.0, dtype)))
     # boost for a < 1: + log(u) / a with u in (0, 1]
     u = lax.sub(one, uniform(k_boost, shape, dtype))
     boost = lax.select(small, lax.div(lax.log(u), a), _full(shape, 0.0, dtype))
-    return lax.add(log_g, boost)
+    inf = _full(shape, np.inf, dtype)
+    bad = lax.select(lax.eq(a, inf), inf, _full(shape, np.nan, dtype))
+    return lax.select(valid, lax.add(log_g, boost), bad)
 
 
 def _log_gamma_fn(key: Any, a: Any, shape: tuple[int, ...], dtype: Any) -> Any:

@@ -157,3 +157,16 @@ def test_truncated_normal_far_tails_follow_scipy(dtype, lower, upper):
     assert np.all((x > lower) & (x < upper))
     assert st.kstest(x, dist.cdf).pvalue > 1e-4
     assert abs(x.mean() - dist.mean()) < 6 * dist.std() / np.sqrt(N)
+
+
+def test_gamma_family_invalid_parameters_are_nan_not_a_hang():
+    # Marsaglia-Tsang's loop never accepted a draw for d = a - 1/3 <= 0, NaN or inf: gamma(key,
+    # -1.) (and beta, dirichlet, chisquare, t, f through it) looped forever; JAX's give NaN
+    a = np.array([-1.0, np.nan, np.inf, 0.0, 2.0], np.float32)
+    for g in (np.asarray(random.gamma(KEY, a)), np.asarray(blu.jit(random.gamma)(KEY, a))):
+        np.testing.assert_array_equal(np.isnan(g), [1, 1, 0, 0, 0])
+        assert g[2] == np.inf and g[3] == 0 and 0 < g[4] < np.inf
+    assert np.all(np.isnan(np.asarray(random.beta(KEY, -1.0, 1.0, (3,)))))
+    assert np.all(np.isnan(np.asarray(random.dirichlet(KEY, np.array([-1.0, 1.0]), (2,)))))
+    assert np.all(np.isnan(np.asarray(random.chisquare(KEY, -2.0, (2,)))))
+    assert np.all(np.isnan(np.asarray(random.t(KEY, np.nan, (2,)))))
