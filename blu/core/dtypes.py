@@ -248,6 +248,8 @@ def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
         return default_float, True
     if isinstance(x, complex):
         return default_complex, True
+    if isinstance(x, type):  # a scalar type (np.int32): its ``dtype`` is a descriptor
+        return canonicalize(x), False
     dt = getattr(x, "dtype", None)
     if dt is not None:
         return canonicalize(dt), bool(getattr(x, "weak_type", False))

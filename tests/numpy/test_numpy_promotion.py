@@ -94,6 +94,14 @@ def test_python_types_are_weak_in_result_type(name):
     assert bnp.promote_types(d, d) == d
 
 
+def test_result_type_of_scalar_types():
+    # numpy's scalar types (np.int32, not np.dtype) raised "<attribute 'dtype' of
+    # 'numpy.generic' objects> is not a dtype"
+    assert bnp.result_type(np.int32, np.float16) == np.float16
+    assert bnp.result_type(np.float32, np.int8, bnp.bfloat16) == np.float32
+    assert bnp.result_type(np.uint8, int) == np.uint8
+
+
 def test_weak_scalars_keep_narrow_dtypes():
     x = bnp.ones((3,), bnp.float16)
     assert (x * 2.0).dtype == np.float16
