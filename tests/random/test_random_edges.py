@@ -170,3 +170,16 @@ def test_gamma_family_invalid_parameters_are_nan_not_a_hang():
     assert np.all(np.isnan(np.asarray(random.dirichlet(KEY, np.array([-1.0, 1.0]), (2,)))))
     assert np.all(np.isnan(np.asarray(random.chisquare(KEY, -2.0, (2,)))))
     assert np.all(np.isnan(np.asarray(random.t(KEY, np.nan, (2,)))))
+
+
+def test_poisson_large_rates_have_the_right_mean_and_variance():
+    # k log lam - lam - lgamma(k + 1) cancelled in float32: at lam = 3e4 the variance was 1.6 lam
+    # and the mean 9 standard errors off (0.002 lam at 1e7); -1 for a negative or NaN lam (JAX's)
+    n = 5000
+    lam = np.array([3e4, 2e5], np.float32)
+    x = np.asarray(random.poisson(KEY, lam, (n, 2)), np.float64)
+    sd = np.sqrt(lam.astype(np.float64))
+    np.testing.assert_array_less(np.abs(x.mean(0) - lam), 6 * sd / np.sqrt(n))
+    np.testing.assert_array_less(np.abs(x.var(0) / lam - 1), 6 * np.sqrt(2 / n))
+    bad = np.asarray(random.poisson(KEY, np.array([-1.0, np.nan, 0.0], np.float32)))
+    np.testing.assert_array_equal(bad, [-1, -1, 0])
