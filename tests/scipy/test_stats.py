@@ -422,3 +422,11 @@ def test_t_large_and_infinite_df_and_cdf_near_the_centre_in_float32():
         want = sst.t.cdf(z64, df)
         np.testing.assert_allclose(cdf, want, rtol=1e-4, atol=1e-6)  # relative in the left tail
     assert np.asarray(S.t.cdf(np.float32(-4e-4), np.float32(30.0), 0.0, 1.0)) < 0.5
+
+
+def test_vonmises_at_zero_concentration_is_uniform():
+    # kappa = 0 is the uniform density on the circle (scipy's); it was NaN (JAX's too)
+    x = np.array([-4.0, 0.0, 1.0, 3.0])
+    np.testing.assert_allclose(np.asarray(S.vonmises.logpdf(x, 0.0)), sst.vonmises.logpdf(x, 0.0))
+    np.testing.assert_allclose(np.asarray(S.vonmises.pdf(x, 0.0)), 1 / (2 * np.pi))
+    assert np.all(np.isnan(np.asarray(S.vonmises.logpdf(x, -1.0))))
