@@ -430,3 +430,14 @@ def test_vonmises_at_zero_concentration_is_uniform():
     np.testing.assert_allclose(np.asarray(S.vonmises.logpdf(x, 0.0)), sst.vonmises.logpdf(x, 0.0))
     np.testing.assert_allclose(np.asarray(S.vonmises.pdf(x, 0.0)), 1 / (2 * np.pi))
     assert np.all(np.isnan(np.asarray(S.vonmises.logpdf(x, -1.0))))
+
+
+def test_gamma_chi2_logcdf_where_the_cdf_underflows_float32():
+    # log(gammainc) was -inf where gammainc underflows (JAX's too); the series' log instead
+    x = np.array([1e-3, 0.5, 20.0, 0.0], np.float32)
+    want = sst.chi2.logcdf(x.astype(np.float64), 30.0)
+    got = np.asarray(S.chi2.logcdf(x, np.float32(30.0)), np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    y = np.array([1e-3, 0.1, 1.0], np.float32)
+    got = np.asarray(S.gamma.logcdf(y, np.float32(20.0), 0.0, 2.0), np.float64)
+    np.testing.assert_allclose(got, sst.gamma.logcdf(y.astype(np.float64), 20.0, 0.0, 2.0), 1e-6)

@@ -9,6 +9,7 @@ from typing import Any
 from blu import numpy as bnp
 from blu.scipy import special
 from blu.scipy.stats._common import promote
+from blu.scipy.stats.gamma import _log_gammainc
 
 __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]
 
@@ -40,8 +41,9 @@ def cdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 
 def logcdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``log(cdf(x, df, loc, scale))``."""
-    return bnp.log(cdf(x, df, loc, scale))
+    """``log(cdf(x, df, loc, scale))``, by ``gamma._log_gammainc`` (finite where the CDF
+    underflows)."""
+    return _log_gammainc(*_half(x, df, loc, scale))
 
 
 def sf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:

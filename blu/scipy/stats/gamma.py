@@ -37,8 +37,26 @@ def cdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 
 def logcdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``log(cdf(x, a, loc, scale))``."""
-    return bnp.log(cdf(x, a, loc, scale))
+    """``log(cdf(x, a, loc, scale))``; where the CDF is below ``1e-30`` (it underflows in
+    float32) the log of its series."""
+    return _log_gammainc(*_y(x, a, loc, scale))
+
+
+def _log_gammainc(a: Any, y: Any) -> Any:
+    """``log(gammainc(a, y))``: below ``1e-30``, ``a log y - y - gammaln(a + 1) + log(sum_n
+    y^n / ((a + 1)...(a + n)))`` (20 terms; there ``y`` is well below ``a + 1``), which stays
+    finite where ``gammainc`` underflows (``chi2.logcdf(1e-3, 30)`` was -inf for -141.9)."""
+    p = special.gammainc(a, y)
+    tiny = p < 1e-30
+    ys = bnp.where(tiny, y, 0.0)
+    asafe = bnp.where(tiny, a, 1.0)
+    term = bnp.ones_like(ys)
+    total = bnp.ones_like(ys)
+    for n in range(1, 21):
+        term = term * ys / (asafe + n)
+        total = total + term
+    series = special.xlogy(asafe, ys) - ys - special.gammaln(asafe + 1.0) + bnp.log(total)
+    return bnp.where(tiny & (y > 0) & (a > 0), series, bnp.log(p))
 
 
 def sf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
