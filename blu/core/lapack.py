@@ -147,3 +147,40 @@ def svd(a: np.ndarray, *, full_matrices: bool, compute_uv: bool) -> list[np.ndar
     fn = lambda m: np.linalg.svd(m, full_matrices=full_matrices)  # noqa: E731
     u, s, vt = _each_or_nan(fn, a, "svd: no convergence")
     return [s, u, vt]
+
+
+def _lapack(name: str, a: np.ndarray) -> Callable:
+    import scipy.linalg
+
+    (fn,) = scipy.linalg.get_lapack_funcs((name,), (a,))
+    return fn
+
+
+@in_f32
+def geqrf(a: np.ndarray) -> list[np.ndarray]:
+    """Householder QR in LAPACK's compact form (geqrf): ``[a_out, taus]``, ``R`` in the upper
+    triangle of ``a_out``, the reflectors' vectors below the diagonal (their unit first entry
+    implicit) and their scales ``taus`` ``(..., min(m, n))``."""
+    *batch, m, n = a.shape
+    out = np.array(a, copy=True)
+    taus = np.zeros((*batch, min(m, n)), a.dtype)
+    if a.size == 0:
+        return [out, taus]
+    fn = _lapack("geqrf", a)
+    for i in np.ndindex(*batch):
+        out[i], taus[i], _, _ = fn(a[i])
+    return [out, taus]
+
+
+@in_f32
+def householder_product(a: np.ndarray, taus: np.ndarray) -> np.ndarray:
+    """The first ``n`` columns of ``H_1 ... H_k`` (LAPACK orgqr, ungqr for complex) from the
+    reflectors below the diagonal of ``a`` ``(..., m, n)``, ``m >= n``, and ``taus``
+    ``(..., k)``, ``k <= n`` (the identity's columns for ``k = 0``)."""
+    out = np.zeros(a.shape, a.dtype)
+    if a.size == 0:
+        return out
+    fn = _lapack("ungqr" if np.iscomplexobj(a) else "orgqr", a)
+    for i in np.ndindex(*a.shape[:-2]):
+        out[i] = fn(a[i], taus[i])[0]
+    return out

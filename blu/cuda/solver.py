@@ -23,6 +23,7 @@ transpose on the device with ``cublas<t>geam``:
   on the host.
 - qr: geam in, ``geqrf``; ``trmm`` by the identity writes ``triu(R)^T``, i.e. row-major ``R``
   with exact zeros below the diagonal; ``orgqr``; geam out.
+- geqrf, householder_product: geam in, ``geqrf`` (``orgqr``), geam out.
 - eigh: ``syevd`` of ``A^T`` reading the other triangle (the same symmetric matrix); geam of
   the eigenvectors (``syevd`` returns them in columns, column-major).
 - svd: ``gesvd`` needs ``m >= n``. For ``m <= n`` it factors ``A^T`` (``n x m``) ``= V S U^T``:
@@ -296,8 +297,8 @@ def _through_f32(fn: Callable, arrays: Sequence[DeviceArray], params: dict) -> A
     return [back(o) for o in outs] if isinstance(outs, list) else back(outs)
 
 
-def check_operands(name: str, arrays: Sequence[Any]) -> None:
-    """DeviceArrays on one device, of one float dtype, of rank >= 2.
+def check_operands(name: str, arrays: Sequence[Any], ranks: Sequence[int] = ()) -> None:
+    """DeviceArrays on one device, of one float dtype, of rank >= 2 (or the least ``ranks``).
 
     Raises:
         BluTypeError: not DeviceArrays, mixed or unsupported dtypes.
@@ -313,17 +314,17 @@ def check_operands(name: str, arrays: Sequence[Any]) -> None:
     supported = ("float32", "float64", "bfloat16", "float16")
     if any(x.dtype != a.dtype for x in arrays) or a.dtype.name not in supported:
         raise BluTypeError(f"{name} on the GPU needs one dtype of {supported}, got {desc}")
-    if any(x.ndim < 2 for x in arrays):
+    if any(x.ndim < r for x, r in zip(arrays, ranks or [2] * len(arrays))):
         raise BluShapeError(f"{name} on the GPU needs (..., m, n) matrices, got {desc}")
 
 
-def _kernel(name: str) -> Callable[[Callable], Callable]:
+def _kernel(name: str, ranks: Sequence[int] = ()) -> Callable[[Callable], Callable]:
     """Argument checks, empty and bfloat16/float16 inputs, and profiling around a kernel."""
 
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def run(*arrays: DeviceArray, **params: Any) -> Any:
-            check_operands(name, arrays)
+            check_operands(name, arrays, ranks)
             dev = arrays[0].device
             simulated = getattr(dev, "platform", "") != "cuda" and dev not in _HANDLES
             if simulated or any(x.size == 0 for x in arrays):
@@ -546,6 +547,46 @@ def svd(a: DeviceArray, *, full_matrices: bool, compute_uv: bool) -> list[Device
     return outs
 
 
+def _column_major(c: _Call, a: DeviceArray, tag: str) -> DeviceArray:
+    """A column-major copy ``(..., n, m)`` of row-major ``(..., m, n)`` matrices (geam)."""
+    m, n = a.shape[-2:]
+    work = c.zeros(a.shape[:-2] + (n, m), tag=tag)
+    for i in range(c.nb):
+        c.transpose(m, n, at(a, i, c.nb), n, at(work, i, c.nb), m)
+    return work
+
+
+@_kernel("geqrf")
+def geqrf(a: DeviceArray) -> list[DeviceArray]:
+    """LAPACK's compact Householder QR of ``(..., m, n)`` matrices: ``[a_out, taus]``.
+    geam in, cuSOLVER ``<t>geqrf``, geam out; no synchronization."""
+    c, (m, n) = _Call("geqrf", a), a.shape[-2:]
+    work = _column_major(c, a, "column-major copy")
+    taus = c.empty(a.shape[:-2] + (min(m, n),), tag="taus")
+    ws = c.workspace(c.dn("geqrf_buffer_size", m, n, work.ptr, m))
+    info, out = c.empty((c.nb,), np.int32, "info"), c.zeros(a.shape, tag="a_out")
+    for i in range(c.nb):
+        w = at(work, i, c.nb)
+        c.dn("geqrf", m, n, w, m, at(taus, i, c.nb), ws.ptr, ws.size, at(info, i, c.nb))
+        c.transpose(n, m, w, m, at(out, i, c.nb), n)
+    return [out, taus]
+
+
+@_kernel("householder_product", ranks=(2, 1))
+def householder_product(a: DeviceArray, taus: DeviceArray) -> DeviceArray:
+    """The first ``n`` columns of ``H_1 ... H_k`` from ``(..., m, n)`` reflectors and ``(..., k)``
+    taus (``m >= n >= k``). geam in, cuSOLVER ``<t>orgqr``, geam out; no synchronization."""
+    c, (m, n), k = _Call("householder_product", a), a.shape[-2:], taus.shape[-1]
+    work = _column_major(c, a, "reflectors (column-major)")
+    ws = c.workspace(c.dn("orgqr_buffer_size", m, n, k, work.ptr, m, taus.ptr))
+    info, out = c.empty((c.nb,), np.int32, "info"), c.zeros(a.shape, tag="q")
+    for i in range(c.nb):
+        w = at(work, i, c.nb)
+        c.dn("orgqr", m, n, k, w, m, at(taus, i, c.nb), ws.ptr, ws.size, at(info, i, c.nb))
+        c.transpose(n, m, w, m, at(out, i, c.nb), n)
+    return out
+
+
 GPU_KERNELS: dict[str, Callable[..., Any]] = {
     "cholesky": cholesky,
     "triangular_solve": triangular_solve,
@@ -553,4 +594,6 @@ GPU_KERNELS: dict[str, Callable[..., Any]] = {
     "qr": qr,
     "eigh": eigh,
     "svd": svd,
+    "geqrf": geqrf,
+    "householder_product": householder_product,
 }

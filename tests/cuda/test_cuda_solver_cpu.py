@@ -333,9 +333,11 @@ def test_a_simulated_device_without_libraries_runs_the_cpu_kernels():
 
 
 def test_kernels_mirror_the_primitive_impls():
+    from blu.lax.linalg import householder as h
     from blu.lax.linalg import primitives as p
 
-    prims = [p.cholesky_p, p.triangular_solve_p, p.lu_p, p.qr_p, p.eigh_p, p.svd_p]
+    prims = [p.cholesky_p, p.triangular_solve_p, p.lu_p, p.qr_p, p.eigh_p, p.svd_p, h.geqrf_p,
+             h.householder_product_p]  # fmt: skip
     assert sorted(solver.GPU_KERNELS) == sorted(q.name for q in prims)
     for q in prims:
         assert q.impl is getattr(cpu, q.name)  # the CPU kernel whose conventions are mirrored

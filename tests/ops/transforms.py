@@ -76,6 +76,55 @@ op(
     skip={"vmap": "scipy reference is unbatched"},
 )
 
+op(
+    "lax.linalg.geqrf",
+    lambda a: tuple(lax_linalg.geqrf(a)),
+    lambda a: _geqrf_ref(a),
+    lambda rng: (rng.standard_normal(_batch(rng) + tuple(rng.integers(1, 5, 2))),),
+    covers=("prim:geqrf",),
+    grad=False,
+    n_ops=30,
+)
+op(
+    "lax.linalg.householder_product",
+    lambda a, taus: lax_linalg.householder_product(a, taus),
+    lambda a, taus: _householder_product_ref(a, taus),
+    lambda rng: _reflectors_sample(rng),
+    covers=("prim:householder_product",),
+    grad=False,
+    n_ops=30,
+)
+
+
+def _batch(rng):
+    return tuple(int(d) for d in rng.integers(1, 3, int(rng.integers(0, 2))))
+
+
+def _geqrf_ref(a):
+    h, tau = np.linalg.qr(a, mode="raw")  # LAPACK's geqrf, its output transposed
+    return np.swapaxes(h, -1, -2), tau
+
+
+def _reflectors_sample(rng):
+    n = int(rng.integers(1, 4))
+    m, k = n + int(rng.integers(0, 3)), int(rng.integers(0, n + 1))
+    b = _batch(rng)
+    return rng.standard_normal(b + (m, n)), rng.uniform(0.0, 2.0, b + (k,))
+
+
+def _householder_product_ref(a, taus):
+    """The reflectors ``I - tau v v^T`` (``v``: a unit entry, then column ``i`` of ``a`` below
+    the diagonal) multiplied out, first ``n`` columns."""
+    out = np.empty(a.shape)
+    m, n = a.shape[-2:]
+    for i in np.ndindex(*a.shape[:-2]):
+        q = np.eye(m)
+        for j, tau in enumerate(taus[i]):
+            v = np.concatenate([np.zeros(j), [1.0], a[i][j + 1 :, j]])
+            q = q @ (np.eye(m) - tau * np.outer(v, v))
+        out[i] = q[:, :n]
+    return out
+
 
 def _lu_ref(a):
     out = []

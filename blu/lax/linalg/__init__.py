@@ -1,15 +1,17 @@
-"""Linear-algebra primitives (``jax.lax.linalg``): cholesky, triangular_solve, lu, qr, eigh, svd.
+"""Linear-algebra primitives (``jax.lax.linalg``): cholesky, triangular_solve, lu, qr, eigh, svd,
+and LAPACK's compact Householder QR (geqrf, householder_product).
 
 Use as ``from blu.lax import linalg``. Every primitive acts on the last two axes of its operands
 and treats the leading axes as batch dimensions, so a batching rule only moves the mapped axis
 to the front. Real and complex floating dtypes; float16/bfloat16 are computed in float32.
 
-Modules: ``primitives`` (the primitives, their rules and the public functions), ``cpu`` (the
-CPU kernels: LAPACK through numpy/scipy, used as the impls, so compiled programs run them as
-library nodes), ``_helpers`` (checks, batching, lax helpers for the rules), ``_qr_pivoted``
-(the pivoted QR's column permutation, a blu program). A GPU backend supplies kernels with the
-same parameters and output conventions on cuSOLVER/cuBLAS (potrf, trsm, getrf, geqrf+orgqr,
-syevd, gesvd):
+Modules: ``primitives`` (the primitives, their rules and the public functions),
+``blu.core.lapack`` (the CPU kernels: LAPACK through numpy/scipy, used as the impls, so compiled
+programs run them as library nodes), ``_helpers`` (checks, batching, lax helpers for the rules),
+``_qr_pivoted`` (the pivoted QR's column permutation, a blu program), ``householder`` (``geqrf``
+and ``householder_product``: LAPACK's reflectors, no derivative, as JAX's). A GPU backend
+supplies kernels with the same parameters and output conventions on cuSOLVER/cuBLAS (potrf,
+trsm, getrf, geqrf+orgqr, syevd, gesvd; geqrf and orgqr for the two Householder primitives):
 
 - ``cholesky``: lower factor ``L`` (upper triangle zero); reads only the lower triangle.
 - ``triangular_solve``: reads only the ``lower``/upper triangle (and not the diagonal with
@@ -45,6 +47,12 @@ directionally differentiable.
 """
 
 from blu.lax.linalg._helpers import LinAlgError
+from blu.lax.linalg.householder import (
+    geqrf,
+    geqrf_p,
+    householder_product,
+    householder_product_p,
+)
 from blu.lax.linalg.primitives import (
     cholesky,
     cholesky_p,
@@ -66,6 +74,8 @@ __all__ = [
     "LinAlgError",
     "cholesky",
     "eigh",
+    "geqrf",
+    "householder_product",
     "lu",
     "permutation_matrix",
     "qr",

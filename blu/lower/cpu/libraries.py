@@ -1,10 +1,11 @@
 """The linear-algebra primitives and the FFT on the CPU as library nodes (``NodeKind.LIBRARY``)
 writing into the plan's buffers, rather than host fallbacks (issue #34).
 
-- ``cholesky``, ``triangular_solve``, ``lu``, ``qr``, ``eigh``, ``svd``: LAPACK/BLAS through
-  numpy.linalg and scipy.linalg (``blu.core.lapack``, the primitives' impls: batched, NaN for
-  a failed factorization, float16/bfloat16 in float32). LAPACK's wrappers allocate their
-  results, so each is copied once into its planned output buffer.
+- ``cholesky``, ``triangular_solve``, ``lu``, ``qr``, ``eigh``, ``svd``, ``geqrf``,
+  ``householder_product``: LAPACK/BLAS through numpy.linalg and scipy.linalg
+  (``blu.core.lapack``, the primitives' impls: batched, NaN for a failed factorization,
+  float16/bfloat16 in float32). LAPACK's wrappers allocate their results, so each is copied
+  once into its planned output buffer.
 - ``fft``: numpy's pocketfft, which writes straight into the planned output (numpy >= 2's
   ``out=``), single precision staying single.
 - ``conv_general_dilated``: the direct convolution of ``blu/lax/conv_numpy.py`` (one padded
@@ -23,6 +24,7 @@ import numpy as np
 from blu.lax.conv_numpy import conv_numpy
 from blu.lax.convolution import conv_general_dilated_p
 from blu.lax.fft import fft_p
+from blu.lax.linalg.householder import geqrf_p, householder_product_p
 from blu.lax.linalg.primitives import cholesky_p, eigh_p, lu_p, qr_p, svd_p, triangular_solve_p
 from blu.lower.library import LibraryLowering, impl_into, register_library
 
@@ -50,7 +52,9 @@ def _none(avals, params, target: str) -> int:
     return 0  # the libraries keep their own work areas
 
 
-for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p):
+_LINALG = (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p, geqrf_p,
+           householder_product_p)  # fmt: skip
+for _p in _LINALG:
     register_library(_p, LibraryLowering(workspace=_none, cpu=impl_into(_p), gpu=None),
                      platform="cpu")  # fmt: skip
 register_library(fft_p, LibraryLowering(workspace=_none, cpu=_fft, gpu=None), platform="cpu")

@@ -14,6 +14,7 @@ from typing import Any
 
 from blu.cuda.array import DeviceArray
 from blu.lax.fft import fft_p
+from blu.lax.linalg.householder import geqrf_p, householder_product_p
 from blu.lax.linalg.primitives import cholesky_p, eigh_p, lu_p, qr_p, svd_p, triangular_solve_p
 from blu.lower.library import LibraryLowering, impl_into, register_library
 
@@ -33,7 +34,9 @@ def _solver_call(prim: Any) -> Any:
     return gpu
 
 
-for _p in (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p):
+_LINALG = (cholesky_p, triangular_solve_p, lu_p, qr_p, eigh_p, svd_p, geqrf_p,
+           householder_product_p)  # fmt: skip
+for _p in _LINALG:
     register_library(
         _p,
         LibraryLowering(
