@@ -1,9 +1,9 @@
-"""blu.lax.linalg.geqrf and householder_product (LAPACK's compact Householder QR): raw output
-against numpy's ``qr(mode='raw')`` (LAPACK in both), the factorization rebuilt (``Q R == A``),
-``householder_product`` against the reflectors multiplied out in numpy float64 (a loop of
-``I - tau v v^H``) and against numpy's reduced ``Q``; float32/float64/complex64/complex128, tall,
-wide, 1x1 and size-0 shapes; batches by leading axes and by vmap (against a loop); jit against
-eager; the errors; no derivative (as JAX)."""
+"""blu.lax.linalg.geqrf and householder_product (LAPACK's compact Householder QR) and
+blu.numpy.linalg.qr(mode='raw'): raw output against numpy's ``qr(mode='raw')`` (LAPACK in both),
+the factorization rebuilt (``Q R == A``), ``householder_product`` against the reflectors
+multiplied out in numpy float64 (a loop of ``I - tau v v^H``) and against numpy's reduced ``Q``;
+float32/float64/complex64/complex128, tall, wide, 1x1 and size-0 shapes; batches by leading axes
+and by vmap (against a loop); jit against eager; the errors; no derivative (as JAX)."""
 
 import numpy as np
 import pytest
@@ -114,6 +114,27 @@ def test_householder_product_of_any_reflectors(data):
     assert_close(got, want, 4 * (m + 1) * (k + 1))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (4, 2), (2, 4), (3, 3), (0, 3), (3, 0), (0, 0)])
+def test_numpy_qr_raw_is_numpys(shape, dtype):
+    a = _rand(np.random.default_rng(0), (2,) + shape, dtype)
+    h, tau = bnp.linalg.qr(a, mode="raw")
+    want_h, want_tau = np.linalg.qr(a, mode="raw")
+    assert h.shape == want_h.shape and tau.shape == want_tau.shape
+    assert h.dtype == a.dtype and tau.dtype == a.dtype
+    assert_close(h, want_h, 16)
+    assert_close(tau, want_tau, 16)
+
+
+def test_numpy_qr_raw_of_integers_is_the_default_float():
+    a = np.array([[1, 2], [3, 4], [5, 7]], np.int32)
+    h, tau = bnp.linalg.qr(a, mode="raw")
+    assert h.dtype == np.float32 and tau.dtype == np.float32
+    want_h, want_tau = np.linalg.qr(a.astype(np.float64), mode="raw")
+    assert_close(h, want_h.astype(np.float32), 8)
+    assert_close(tau, want_tau.astype(np.float32), 8)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_precision_is_computed_in_float32(dtype):
     a = _rand(np.random.default_rng(1), (4, 3), np.float32)
@@ -151,7 +172,7 @@ def test_jit_against_eager(dtype):
 
     def f(x):
         r, t = lax_linalg.geqrf(x)
-        return r, t, lax_linalg.householder_product(r, t)
+        return r, t, lax_linalg.householder_product(r, t), bnp.linalg.qr(x, mode="raw")
 
     assert_close(blu.jit(f)(a), f(a))
 
@@ -180,6 +201,8 @@ def test_no_derivative_as_jax():
         blu.grad(lambda x: bnp.sum(lax_linalg.geqrf(x)[0]))(a)
     with pytest.raises(MissingRuleError, match="householder_product has no derivative"):
         blu.jvp(lambda x: lax_linalg.householder_product(x, np.ones(2)), (a,), (a,))
+    with pytest.raises(MissingRuleError, match="geqrf"):
+        blu.grad(lambda x: bnp.sum(bnp.linalg.qr(x, mode="raw")[1]))(a)
     # a constant operand under a transform is fine: its tangent is zero
     g = blu.grad(lambda x: bnp.sum(x * lax_linalg.geqrf(a)[1][0]))(np.float64(2.0))
     assert_close(g, np.linalg.qr(a, mode="raw")[1][0])

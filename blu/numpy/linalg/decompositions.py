@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 from blu.core.errors import BluValueError, with_user_line
 from blu.lax import linalg as lax_linalg
-from blu.numpy.linalg._util import matrices, mH
+from blu.numpy.linalg._util import matrices, mH, mT
 
 
 class QRResult(NamedTuple):
@@ -57,15 +57,22 @@ def qr(a: Any, mode: str = "reduced") -> Any:
     Args:
         a: ``(..., m, n)`` array.
         mode: 'reduced' (``Q`` ``(..., m, k)``, ``R`` ``(..., k, n)``, ``k = min(m, n)``),
-            'complete' (``Q`` ``(..., m, m)``, ``R`` ``(..., m, n)``) or 'r' (``R`` only).
+            'complete' (``Q`` ``(..., m, m)``, ``R`` ``(..., m, n)``), 'r' (``R`` only) or
+            'raw' (LAPACK's Householder reflectors, ``blu.lax.linalg.geqrf``).
 
     Returns:
         ``QRResult(Q, R)``, or ``R`` for mode 'r'. Signs follow LAPACK (as numpy). The
-        derivative is defined for 'reduced' and 'r', and for 'complete' when ``m <= n``.
+        derivative is defined for 'reduced' and 'r', and for 'complete' when ``m <= n``. For
+        'raw', numpy's ``(h, tau)`` (as a ``QRResult``, JAX's): ``h`` ``(..., n, m)`` is
+        geqrf's output transposed (numpy's Fortran order: ``R`` in its lower triangle, the
+        reflectors above it), ``tau`` ``(..., k)`` their scales; not differentiable.
 
     Raises:
-        BluValueError: an unknown mode ('raw' is not supported).
+        BluValueError: an unknown mode.
     """
+    if mode == "raw":
+        h, tau = lax_linalg.geqrf(matrices(a, "qr"))
+        return QRResult(mT(h), tau)
     if mode not in ("reduced", "complete", "r"):
         raise BluValueError(with_user_line(f"linalg.qr: unsupported mode {mode!r}"))
     q, r = lax_linalg.qr(matrices(a, "qr"), full_matrices=mode == "complete")
