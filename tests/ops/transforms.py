@@ -80,7 +80,7 @@ op(
     "lax.linalg.geqrf",
     lambda a: tuple(lax_linalg.geqrf(a)),
     lambda a: _geqrf_ref(a),
-    lambda rng: (rng.standard_normal(_batch(rng) + tuple(rng.integers(1, 5, 2))),),
+    lambda rng: (_well_conditioned(rng),),
     covers=("prim:geqrf",),
     grad=False,
     n_ops=30,
@@ -98,6 +98,17 @@ op(
 
 def _batch(rng):
     return tuple(int(d) for d in rng.integers(1, 3, int(rng.integers(0, 2))))
+
+
+def _well_conditioned(rng):
+    """Householder steps away from cancellation (raw reflectors then agree to rounding): tall,
+    singular values in [0.5, 2]; wide, such a square block first."""
+    b, (m, n) = _batch(rng), (int(d) for d in rng.integers(1, 5, 2))
+    k = min(m, n)
+    q1 = np.linalg.qr(rng.standard_normal(b + (m, m)))[0][..., :k]
+    q2 = np.linalg.qr(rng.standard_normal(b + (k, k)))[0]
+    a = (q1 * rng.uniform(0.5, 2.0, b + (1, k))) @ np.swapaxes(q2, -1, -2)
+    return np.concatenate([a, rng.standard_normal(b + (m, n - k))], axis=-1)
 
 
 def _geqrf_ref(a):
