@@ -1,11 +1,12 @@
-"""LAPACK's compact Householder QR as primitives (``jax.lax.linalg``'s ``geqrf`` and
-``householder_product``): ``geqrf`` factors ``a = Q R`` keeping ``Q`` as its reflectors
-``H_i = I - tau_i v_i v_i^H`` (``v_i`` below the diagonal of the output, its unit first entry
-implicit), ``householder_product`` (LAPACK's orgqr/ungqr) forms the first ``n`` columns of
-``Q = H_1 ... H_k`` from them. Their impls are the CPU kernels of ``blu/core/lapack.py``; on
-CUDA targets cuSOLVER's geqrf and orgqr (``blu/cuda/solver_householder.py``). Leading axes are
-batch axes (the batching rule moves the mapped axis to the front). As in JAX, neither has a
-derivative: ``qr`` (the same factorization, with ``Q`` formed) has one."""
+"""LAPACK's compact Householder QR as primitives (JAX's ``geqrf``, internal to
+``jax._src.lax.linalg``, and ``jax.lax.linalg.householder_product``): ``geqrf`` factors
+``a = Q R`` keeping ``Q`` as its reflectors ``H_i = I - tau_i v_i v_i^H`` (``v_i`` below the
+diagonal of the output, its unit first entry implicit), ``householder_product`` (LAPACK's
+orgqr/ungqr) forms the first ``n`` columns of ``Q = H_1 ... H_k`` from them. Their impls are the
+CPU kernels of ``blu/core/lapack.py``; on CUDA targets cuSOLVER's geqrf and orgqr
+(``blu/cuda/solver.py``). Leading axes are batch axes (the batching rule moves the mapped axis to
+the front). As in JAX, neither has a derivative: ``qr`` (the same factorization, with ``Q``
+formed) has one."""
 
 from __future__ import annotations
 
