@@ -160,6 +160,31 @@ def test_qr(shape, dtype, full_matrices):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", RECT)
+def test_geqrf_and_householder_product(shape, dtype):
+    """geqrf rebuilds ``a`` (``Q R``, ``Q`` by householder_product from its reflectors);
+    householder_product of fixed reflectors (the CPU's) is unique: equal to the CPU kernel's."""
+    a = rand(shape, 17, dtype)
+    k = min(shape[-2:])
+    out, taus = map(np.asarray, solver.geqrf(put(a)))
+    assert out.shape == a.shape and taus.shape == shape[:-2] + (k,) and out.dtype == dtype
+    refl = np.ascontiguousarray(out[..., :, :k])
+    q = np.asarray(solver.householder_product(put(refl), put(taus)))
+    close(q @ np.triu(out[..., :k, :]), a.astype(np.float64), dtype, 10)
+    close(mT(q) @ q, np.eye(k), dtype, 10)
+    ref_out, ref_taus = cpu.geqrf(a)
+    diag = lambda x: np.abs(np.diagonal(x, 0, -2, -1))  # noqa: E731
+    close(diag(out), diag(ref_out.astype(np.float64)), dtype, 10)
+    ref_refl = np.ascontiguousarray(ref_out[..., :, :k])
+    got = np.asarray(solver.householder_product(put(ref_refl), put(ref_taus)))
+    close(got, cpu.householder_product(ref_refl, ref_taus).astype(np.float64), dtype, 10)
+    if k > 1:  # fewer reflectors than columns
+        few = np.ascontiguousarray(ref_taus[..., : k - 1])
+        got = np.asarray(solver.householder_product(put(ref_refl), put(few)))
+        close(got, cpu.householder_product(ref_refl, few).astype(np.float64), dtype, 10)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("shape", SQUARE)
 def test_eigh(shape, dtype, lower):
