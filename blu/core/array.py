@@ -237,8 +237,8 @@ class ArrayOps:
             axes = axes[0]
         return _bnp().transpose(self, axes or None)
 
-    def ravel(self):
-        return _bnp().ravel(self)
+    def ravel(self, order="C"):
+        return _bnp().ravel(self, order)
 
     flatten = ravel
 

@@ -109,28 +109,47 @@ def _resolve_shape(newshape: Any, total: int, old: tuple[int, ...]) -> tuple[int
 def reshape(
     a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None
 ) -> Any:
-    """Row-major reshape; one dimension may be -1 (inferred). ``newshape`` is numpy's older
-    name of ``shape``; ``copy`` is accepted for the Array API (blu arrays are immutable).
+    """Reshape; one dimension may be -1 (inferred). ``order='C'`` (or 'A': blu arrays are
+    always row-major) reads and writes the elements in row-major order, ``order='F'`` in
+    column-major order. ``newshape`` is numpy's older name of ``shape``; ``copy`` is accepted
+    for the Array API (blu arrays are immutable).
 
     Raises:
-        BluShapeError: the sizes differ. BluValueError: ``order`` is not 'C'.
+        BluShapeError: the sizes differ. BluValueError: ``order`` is not 'C', 'F' or 'A'.
     """
     del copy
-    if order != "C":
-        raise BluValueError(with_user_line(f"reshape: only order='C' is supported, got {order!r}"))
+    _check_order("reshape", order)
     if newshape is None:
         newshape = shape
     a = asarray_operand(a)
     aval = _aval(a)
-    return lax.reshape(a, _resolve_shape(newshape, aval.size, aval.shape))
+    dims = _resolve_shape(newshape, aval.size, aval.shape)
+    if order == "F":
+        # column-major: reverse the axes, reshape row-major to the reversed shape, reverse back
+        t = lax.transpose(a, tuple(reversed(range(aval.ndim))))
+        out = lax.reshape(t, tuple(reversed(dims)))
+        return lax.transpose(out, tuple(reversed(range(len(dims)))))
+    return lax.reshape(a, dims)
+
+
+def _check_order(name: str, order: Any) -> None:
+    if order not in ("C", "F", "A"):
+        raise BluValueError(with_user_line(f"{name}: order must be 'C', 'F' or 'A', got {order!r}"))
 
 
 def ravel(a: Any, order: str = "C") -> Any:
-    """The elements as a 1-D array (row-major)."""
-    if order != "C":
-        raise BluValueError(with_user_line(f"ravel: only order='C' is supported, got {order!r}"))
+    """The elements as a 1-D array, in row-major order (``order='C'``, or 'A': blu arrays are
+    always row-major) or column-major order (``order='F'``).
+
+    Raises:
+        BluValueError: ``order`` is not 'C', 'F' or 'A'.
+    """
+    _check_order("ravel", order)
     a = asarray_operand(a)
-    return lax.reshape(a, (_aval(a).size,))
+    aval = _aval(a)
+    if order == "F":
+        a = lax.transpose(a, tuple(reversed(range(aval.ndim))))
+    return lax.reshape(a, (aval.size,))
 
 
 def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:

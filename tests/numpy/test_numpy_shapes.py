@@ -145,12 +145,30 @@ def test_reshape_ravel_transpose(data):
         _eq(f(x), getattr(np, f.__name__)(x))
 
 
+@given(st.data())
+def test_reshape_and_ravel_orders(data):
+    # order='F' reads and writes column-major, as numpy's; 'A' is row-major for blu's arrays
+    shape = data.draw(shapes(max_dims=3, max_side=4))
+    x = data.draw(arrays(shape))
+    size = x.size
+    new = data.draw(st.sampled_from([(size,), (-1,), (1, size, 1), (size, -1)] if size else [(0,)]))
+    xb = bnp.asarray(x)
+    for order in ("C", "F", "A"):
+        _eq(bnp.reshape(xb, new, order=order), np.reshape(x, new, order=order))
+        _eq(bnp.ravel(xb, order), np.ravel(x, order))
+        _eq(xb.flatten(order), x.flatten(order))
+    if len(shape) == 2:
+        _eq(bnp.reshape(xb, shape[::-1], order="F"), np.reshape(x, shape[::-1], order="F"))
+
+
 def test_reshape_errors():
     x = bnp.zeros((2, 3))
     with pytest.raises(BluError, match=r"\(2, 3\)"):
         bnp.reshape(x, (4, -1))
-    with pytest.raises(BluError, match="order"):
-        bnp.reshape(x, (6,), order="F")
+    with pytest.raises(BluValueError, match="order"):
+        bnp.reshape(x, (6,), order="K")
+    with pytest.raises(BluValueError, match="order"):
+        bnp.ravel(x, order="X")
     with pytest.raises(BluError):
         bnp.squeeze(x, 0)
     with pytest.raises(BluError):
