@@ -436,8 +436,8 @@ def quantile(
     statistics (numpy's default 'linear').
 
     Returns:
-        shape ``q.shape + reduced shape``; float. NaN where the reduced axes are empty (as
-        numpy's ``median`` and JAX's ``quantile``).
+        shape ``q.shape + reduced shape``; float. NaN where the reduced axes are empty or hold
+        a NaN (as numpy's ``median`` and JAX's ``quantile``).
     """
     if method != "linear":
         raise BluValueError(with_user_line("quantile: only method='linear' is supported"))
@@ -475,6 +475,11 @@ def quantile(
     rest = get_aval(v_lo).shape[1:]
     f = lax.broadcast_in_dim(np.asarray(frac.reshape(-1)), get_aval(v_lo).shape, (0,))
     out = add(v_lo, multiply(subtract(v_hi, v_lo), f))
+    # a NaN anywhere in a row makes its quantiles NaN (numpy's and JAX's); the sort alone
+    # would read finite order statistics below the NaNs sorted last
+    nan_row = any(isnan(a), ax)
+    nan_row = lax.broadcast_in_dim(nan_row, get_aval(out).shape, tuple(range(1, len(rest) + 1)))
+    out = _where(nan_row, np.nan, out)
     out_rest = keep_shape if keepdims else rest
     return lax.reshape(out, qv.shape + out_rest)
 

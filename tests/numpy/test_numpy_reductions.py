@@ -465,3 +465,27 @@ def test_array_methods_of_numpy_and_jax_arrays():
         _close(got(bnp.asarray(x)), want(x))
         _close(blu.jit(got)(x), want(x))
     _close(bnp.asarray(np.array([0, 1, 0])).choose([x[0], x[1]]), np.array([3.0, 5.0, 2.0]))
+
+
+@given(st.data())
+def test_quantile_and_median_of_a_row_with_nan_are_nan(data):
+    # numpy's (and JAX's): a NaN anywhere in a row makes its quantiles NaN; blu read the sorted
+    # row's finite order statistics below the NaNs (median([nan, 1, 2, 3]) was 2.0)
+    shape = data.draw(shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+    x = data.draw(arrays(shape))
+    mask = data.draw(hnp.arrays(np.bool_, shape))
+    x = np.where(mask, np.nan, x)
+    for ax in (None, 0, -1, tuple(range(len(shape)))):
+        for keepdims in (False, True):
+            with np.errstate(invalid="ignore"):
+                want = np.median(x, axis=ax, keepdims=keepdims)
+                wq = np.quantile(x, [0.0, 0.3, 1.0], axis=ax, keepdims=keepdims)
+            got = np.asarray(bnp.median(x, axis=ax, keepdims=keepdims))
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+            gq = np.asarray(bnp.quantile(x, np.array([0.0, 0.3, 1.0]), axis=ax, keepdims=keepdims))
+            np.testing.assert_allclose(gq, wq, rtol=1e-12, atol=1e-12)
+    # pad's 'median' mode reads the same statistic
+    row = np.array([np.nan, 1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(
+        np.asarray(bnp.pad(row, 1, mode="median")), np.pad(row, 1, mode="median")
+    )
