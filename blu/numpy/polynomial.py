@@ -77,8 +77,9 @@ def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
     """The polynomial with coefficients ``p`` (highest power first) at ``x``: the sum of
     ``p[i] x^(n-1-i)``, by Horner's rule (``jax.numpy.polyval``): a ``lax.scan`` over the leading
     axis of ``p`` (unrolled ``unroll`` times), so ``p`` may carry trailing axes that broadcast
-    with ``x``; an empty ``p`` gives zeros. Integers become the default float."""
-    p, x = _inexact(*asarray_operands(p, x))
+    with ``x``; an empty ``p`` gives zeros. In the promoted dtype of ``p`` and ``x``, integers
+    kept (numpy's and JAX's: integer arithmetic, wrapping as numpy's)."""
+    p, x = promote_dtypes(*asarray_operands(p, x))
     if get_aval(p).ndim == 0:
         raise BluShapeError(with_user_line("polyval: p must have at least one dimension"))
     shape = broadcast_shapes(get_aval(p).shape[1:], get_aval(x).shape)

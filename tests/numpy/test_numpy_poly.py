@@ -43,7 +43,16 @@ def test_polyval_matches_numpy(data):
 
 
 def test_polyval_dtypes_and_derivatives():
-    assert bnp.polyval(np.array([1, 2], np.int32), np.int32(3)).dtype == dtypes.default_float
+    # integers stay integers, as numpy's and JAX's (blu gave the default float)
+    got = bnp.polyval(np.array([1, 2], np.int32), np.int32(3))
+    assert got.dtype == np.int32 and int(got) == 5
+    p8, x8 = np.array([1, 2, 3], np.uint8), np.array([200, 7], np.uint8)
+    got = bnp.polyval(p8, x8)  # wraps modulo 256 as numpy's
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(np.asarray(got), np.polyval(p8, x8))
+    pb, xb = np.array([True, False, True]), np.array([True, False])
+    np.testing.assert_array_equal(np.asarray(bnp.polyval(pb, xb)), np.polyval(pb, xb))
+    assert bnp.polyval(np.array([1, 2], np.int32), 0.5).dtype == np.float32
     assert bnp.polyval(np.array([1.0], np.float32), np.float32(3)).dtype == np.float32
     p, x = np.array([0.5, -1.0, 2.0, 0.3]), np.array([-1.2, 0.4, 1.7])
     check_grads(bnp.polyval, (p, x), order=2)
