@@ -429,9 +429,20 @@ def lexsort(keys: Any, axis: int = -1) -> Any:
 
 
 def rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
-    """``m`` rotated by 90 degrees ``k`` times in the plane of ``axes`` (first towards second)."""
+    """``m`` rotated by 90 degrees ``k`` times in the plane of ``axes`` (first towards second).
+
+    Raises:
+        BluValueError: ``axes`` is not two distinct axes. BluAxisError: an axis out of range.
+    """
     m = asarray_operand(m)
-    a0, a1 = axes
+    if len(axes) != 2:
+        raise BluValueError(with_user_line(f"rot90: axes must be two axes, got {axes!r}"))
+    nd = np.ndim(m)
+    a0, a1 = (canonicalize_axis(a, nd, "rot90") for a in axes)
+    if a0 == a1:
+        raise BluValueError(
+            with_user_line(f"rot90: axes must be different, got {axes!r} for {nd}-d m")
+        )
     k = operator.index(k) % 4
     if k == 0:
         return m

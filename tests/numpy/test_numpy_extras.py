@@ -388,6 +388,14 @@ def test_small_helpers():
     for k in range(-1, 5):
         close(bnp.rot90(x, k), np.rot90(x, k))
         close(bnp.rot90(x, k, axes=(1, 2)), np.rot90(x, k, axes=(1, 2)))
+        close(bnp.rot90(x, k, axes=(-1, 0)), np.rot90(x, k, axes=(-1, 0)))
+    # the same axis twice (also as a negative alias) raises, as numpy's; it returned x rotated
+    # by swapping an axis with itself
+    for axes in ((0, 0), (0, -3), (0, 1, 2)):
+        with pytest.raises(BluValueError, match="axes"):
+            bnp.rot90(x, 1, axes)
+    with pytest.raises(BluAxisError):
+        bnp.rot90(x, 1, (0, 3))
     close(bnp.indices((2, 3, 4)), np.indices((2, 3, 4)))
     for g, w in zip(bnp.indices((2, 3), sparse=True), np.indices((2, 3), sparse=True)):
         close(g, w)
