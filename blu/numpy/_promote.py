@@ -306,15 +306,15 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def broadcast_to(x: Any, shape: Sequence[int]) -> Any:
-    """numpy ``broadcast_to`` (trailing axes aligned).
+def broadcast_to(x: Any, shape: Sequence[int] | int) -> Any:
+    """numpy ``broadcast_to`` (trailing axes aligned; an int ``shape`` is one axis).
 
     Raises:
         BluShapeError: ``x`` does not broadcast to ``shape``.
     """
     x = asarray_operand(x)
     aval = get_aval(x)
-    shape = tuple(int(d) for d in shape)
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
     if aval.shape == shape:
         return x
     nd = len(shape)

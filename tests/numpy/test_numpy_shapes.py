@@ -189,6 +189,10 @@ def test_broadcast_to_and_arrays(data):
     assert bnp.broadcast_shapes(shape, (1,) * len(shape)) == shape
     with pytest.raises(BluError):
         bnp.broadcast_to(np.ones((3,)), (4,))
+    # an int shape is one axis, as numpy's (it raised TypeError: 'int' object is not iterable)
+    row = np.array([1.5, -2.0, 0.25])
+    _eq(bnp.broadcast_to(row, 3), np.broadcast_to(row, 3))
+    _eq(bnp.broadcast_to(2.0, np.int64(4)), np.broadcast_to(2.0, np.int64(4)))
 
 
 # ---- joining and splitting ---------------------------------------------------------------------
