@@ -212,7 +212,8 @@ def linspace(
     axis: int = 0,
 ) -> Any:
     """``num`` evenly spaced values from ``start`` to ``stop`` (arrays broadcast; traced and
-    differentiable), as ``start * (1 - t) + stop * t``; integer dtypes round down.
+    differentiable), as ``start * (1 - t) + stop * t``; integer dtypes round down, bool is
+    True where the value is nonzero.
 
     Returns:
         the values, and the step when ``retstep``.
@@ -249,7 +250,7 @@ def linspace(
         out = add(multiply(s, subtract(1, t)), multiply(e, t))
         if endpoint:
             out = concatenate([out, e], axis=axis)
-    if not dtypes.is_inexact(dtype):
+    if dtypes.is_int(dtype):  # (a bool is any nonzero value, as numpy's astype)
         out = lax.floor(out)
     out = lax.convert_element_type(out, dtype)
     return (out, step) if retstep else out

@@ -32,7 +32,7 @@ from blu.numpy._promote import (
 from blu.numpy.creation import arange, logspace
 from blu.numpy.index_update import IndexUpdateRef
 from blu.numpy.logic import bitwise_and, bitwise_or, equal, right_shift
-from blu.numpy.manipulation import broadcast_arrays, expand_dims, moveaxis, ravel
+from blu.numpy.manipulation import broadcast_arrays, concatenate, expand_dims, moveaxis, ravel
 from blu.numpy.products import matmul
 from blu.numpy.reductions import all as _all
 from blu.numpy.reductions import any as _any
@@ -389,12 +389,28 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
               axis: int = 0) -> Any:  # fmt: skip
     """``num`` numbers spaced evenly on a log scale from ``start`` to ``stop`` (both nonzero and
     of one sign: negative endpoints give negative numbers, as numpy's and JAX's). A Python scalar
-    bound beside a float64 bound or ``dtype`` is float64's value (JAX's)."""
-    if dtype is not None and dtypes.is_inexact(dtypes.canonicalize(dtype)):
-        real = dtypes.real_dtype(dtypes.canonicalize(dtype))
+    bound beside a float64 bound or ``dtype`` is float64's value (JAX's). The first value is
+    ``start`` and the last (with ``endpoint``) ``stop`` exactly, as numpy's; an integer or bool
+    ``dtype`` is computed in float64 and converted at the end (truncated, as numpy's)."""
+    dt = None if dtype is None else dtypes.canonicalize(dtype)
+    comp = dt if dt is None or dtypes.is_inexact(dt) else dtypes.float64
+    if comp is not None:
+        real = dtypes.real_dtype(comp)
         start, stop = (asarray_operand_in(v, real) for v in (start, stop))
     start, stop = asarray_operands(start, stop)
+    if comp is not None and not dtypes.is_inexact(start.dtype):
+        start = start.astype(comp)
     sign = _sign(start)
-    out = logspace(log10(start / sign), log10(stop / sign), num, endpoint, 10.0, dtype, axis)
+    start, stop = start / sign, stop / sign
+    out = logspace(log10(start), log10(stop), num, endpoint, 10.0, comp, axis)
+    ax = canonicalize_axis(axis, out.ndim, "geomspace")
+    if num > 0:  # the endpoints exactly: the logarithms' rounding moved them (256 -> 255.99...)
+        first, last = (expand_dims(v.astype(out.dtype), ax) for v in broadcast_arrays(start, stop))
+        first = broadcast_to(first, out.shape[:ax] + (1,) + out.shape[ax + 1 :])
+        last = broadcast_to(last, first.shape)
+        inner = lax.slice_in_dim(out, 1, max(1, num - 1 if endpoint else num), axis=ax)
+        parts = [first, inner] + ([last] if endpoint and num > 1 else [])
+        out = concatenate(parts, ax) if len(parts) > 1 else first
     sign = sign.astype(out.dtype)
-    return out * (expand_dims(sign, axis) if sign.ndim and out.ndim > sign.ndim else sign)
+    out = out * (expand_dims(sign, ax) if sign.ndim and out.ndim > sign.ndim else sign)
+    return out if dt is None else out.astype(dt)

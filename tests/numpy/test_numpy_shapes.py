@@ -73,6 +73,33 @@ def test_linspace_logspace(num, endpoint):
         np.linspace(0, 10, num, endpoint, dtype=np.int32),
     )
     _eq(bnp.logspace(0.0, 2.0, num, endpoint), np.logspace(0.0, 2.0, num, endpoint))
+    # bool is True where the value is nonzero (numpy's astype); it was floored first: 0.25 -> False
+    for lo, hi in ((0, 1), (-1, 1)):
+        got = bnp.linspace(lo, hi, num, endpoint, dtype=bnp.bool_)
+        _eq(got, np.linspace(lo, hi, num, endpoint, dtype=bool), np.bool_)
+
+
+@pytest.mark.parametrize("num,endpoint", [(9, True), (9, False), (1, True), (2, True), (0, True)])
+def test_geomspace_endpoints_are_exact(num, endpoint):
+    # numpy's first value is start and its last (with endpoint) stop exactly; the logarithms'
+    # rounding gave 255.99992 for geomspace(1, 256) and 255 in int32
+    for start, stop in (
+        (1.0, 256.0),
+        (-3.0, -1000.0),
+        (np.array([1.0, 2.0]), np.array([8.0, 5.0])),
+    ):
+        for dt in (None, bnp.float64, bnp.int32):
+            want = np.geomspace(start, stop, num, endpoint, dtype=dt)
+            got = np.asarray(bnp.geomspace(start, stop, num, endpoint, dtype=dt))
+            assert got.shape == want.shape
+            if num:
+                np.testing.assert_array_equal(got[:1], want[:1])
+                if endpoint:
+                    np.testing.assert_array_equal(got[-1:], want[-1:])
+            if dt is not bnp.int32:  # (the interior's truncation may fall either side)
+                np.testing.assert_allclose(got, want, rtol=1e-6)
+    got = bnp.geomspace(np.array([1.0, 2.0]), 64.0, num, endpoint, axis=1)
+    _eq(got, np.geomspace(np.array([1.0, 2.0]), 64.0, num, endpoint, axis=1))
 
 
 @pytest.mark.parametrize("n,m,k", [(3, None, 0), (3, 5, 1), (4, 2, -1), (0, 3, 0), (3, 3, 5)])
