@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from blu.core import dtypes
 from blu.core.errors import BluShapeError, BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import asarray_operand, canonicalize_axis, promote_dtypes, to_inexact
@@ -89,15 +90,17 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: Any = None) ->
 
 def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * math.pi) -> Any:
     """``p`` with each jump of more than ``max(discont, period / 2)`` along ``axis`` replaced
-    by its complement modulo ``period`` (``numpy.unwrap``; integers become the default float).
+    by its complement modulo ``period`` (``numpy.unwrap``), in the promoted dtype of ``p`` and
+    ``period``: integer ``p`` with an integer ``period`` stays integer (half a period rounded
+    down, as numpy's and JAX's), the default float ``period`` makes it float.
     """
-    p, period = (to_inexact(x) for x in promote_dtypes(asarray_operand(p), period))
+    p, period = promote_dtypes(asarray_operand(p), period)
     if get_aval(p).ndim == 0:
         raise BluShapeError(with_user_line("unwrap: p must have at least one dimension"))
     axis = canonicalize_axis(axis, get_aval(p).ndim)
     if discont is None:
         discont = period / 2
-    interval = period / 2
+    interval = period // 2 if dtypes.is_int(get_aval(p).dtype) else period / 2
     dd = diff(p, axis=axis)
     ddmod = mod(dd + interval, period) - interval
     ddmod = where((ddmod == -interval) & (dd > 0), interval, ddmod)
@@ -106,4 +109,4 @@ def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * math.p
         return p
     return concatenate(
         [_along(p, 0, 1, axis), _along(p, 1, None, axis) + cumsum(correct, axis=axis)], axis=axis
-    )
+    ).astype(get_aval(p).dtype)  # (cumsum widens int8/int16 and bool)

@@ -8,6 +8,7 @@ import pytest
 from helpers import arrays, check_grads, shapes
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import blu
 import blu.numpy as bnp
@@ -69,6 +70,20 @@ def test_unwrap_matches_numpy(data):
 
 def test_unwrap_dtypes_errors_and_derivative():
     assert bnp.unwrap(np.arange(5, dtype=np.int32) * 4).dtype == dtypes.default_float
+
+
+@given(st.data())
+def test_unwrap_of_integers_with_an_integer_period_stays_integer(data):
+    # numpy's and JAX's: half a period rounded down, the integer dtype kept (blu gave float32)
+    dt = data.draw(st.sampled_from([np.int8, np.int32, np.int64]))
+    shape = data.draw(shapes(min_dims=1, max_dims=2))
+    p = data.draw(hnp.arrays(dt, shape, elements=st.integers(-20, 20)))
+    period = data.draw(st.integers(2, 9))
+    discont = data.draw(st.none() | st.integers(1, 6))
+    want = np.unwrap(p, discont, -1, period=period)
+    got = bnp.unwrap(p, discont, -1, period)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    np.testing.assert_array_equal(np.asarray(got), want)
     with pytest.raises(BluShapeError, match="unwrap: p must have at least one dimension"):
         bnp.unwrap(np.float64(1.0))
     # away from the jumps' thresholds unwrap is the identity plus constants: derivative 1s
