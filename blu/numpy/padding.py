@@ -265,7 +265,8 @@ def _mirror(x: Any, lo: int, hi: int, ax: int, mode: str, reflect_type: str) -> 
             chunk = lax.rev(chunk, (ax,))
             if reflect_type == "odd":
                 edge = _slice_axis(x, 0, 1, ax) if before else _slice_axis(x, m - 1, m, ax)
-                chunk = subtract(multiply(edge, 2), chunk)
+                # (in x's dtype, as numpy's assignment: a bool is any nonzero value)
+                chunk = lax.convert_element_type(subtract(multiply(edge, 2), chunk), _aval(x).dtype)
             x = concatenate([chunk, x] if before else [x, chunk], ax)
             width -= k
     return x
