@@ -18,6 +18,7 @@ from blu.numpy._promote import (
     concrete_value,
     is_concrete,
 )
+from blu.numpy.extras import apply_along_axis
 from blu.numpy.manipulation import _aval, _slice_axis, concatenate
 from blu.numpy.reductions import max as _max
 from blu.numpy.reductions import mean, median
@@ -81,6 +82,7 @@ def pad(
     stat_length: Any = _UNSET,
     end_values: Any = _UNSET,
     reflect_type: Any = _UNSET,
+    **kwargs: Any,
 ) -> Any:
     """``array`` padded along each axis as ``numpy.pad`` (and ``jax.numpy.pad``) does, one axis
     after the other (so later axes pad the corners too).
@@ -91,7 +93,11 @@ def pad(
     'maximum' / 'minimum' / 'mean' / 'median' (a statistic of the ``stat_length`` elements
     nearest each side, all of them by default; integer means and medians round half to even),
     'linear_ramp' (a ramp from ``end_values`` to the edge value, rounded down for integers),
-    'empty' (zeros, as JAX: numpy leaves them undefined).
+    'empty' (zeros, as JAX: numpy leaves them undefined). A callable ``mode`` is numpy's and
+    JAX's padding function ``mode(vector, (before, after), axis, kwargs)``: ``array`` is padded
+    with zeros, then each 1-d slice along each axis in turn is replaced by what the function
+    returns for it (it must return the padded vector: blu arrays are immutable, as JAX's);
+    ``kwargs`` are the extra keyword arguments of ``pad``.
 
     Args:
         pad_width: an int, ``(before, after)``, or one ``(before, after)`` per axis;
@@ -107,6 +113,12 @@ def pad(
     array = asarray_operand(array)
     aval = _aval(array)
     widths = _pad_widths(pad_width, aval.ndim)
+    if callable(mode):
+        return _pad_with_function(array, widths, mode, kwargs)
+    if kwargs:
+        raise BluValueError(
+            with_user_line(f"pad: mode {mode!r} does not take {', '.join(sorted(kwargs))}")
+        )
     if mode not in _MODES:
         raise BluValueError(
             with_user_line(f"pad: unknown mode {mode!r} (one of {', '.join(_MODES)})")
@@ -187,6 +199,29 @@ def pad(
             out = concatenate(parts, ax)
         return out
     raise AssertionError(mode)  # every mode is handled above
+
+
+def _pad_with_function(array: Any, widths: list, func: Any, kwargs: dict) -> Any:
+    """A callable mode: zeros padded, then ``func(vector, (before, after), axis, kwargs)`` maps
+    each 1-d slice along each axis in turn (numpy's order; the result replaces the slice)."""
+    out = lax.pad(array, np.zeros((), _aval(array).dtype)[()], [(lo, hi, 0) for lo, hi in widths])
+    for ax, width in enumerate(widths):
+        n = _aval(out).shape[ax]
+
+        def one(vector: Any, width: tuple = width, ax: int = ax, n: int = n) -> Any:
+            r = func(vector, width, ax, kwargs)
+            if r is None or np.shape(r) != (n,):
+                raise BluValueError(
+                    with_user_line(
+                        f"pad: the padding function must return the padded vector of shape "
+                        f"({n},) (blu arrays are immutable, as JAX's), got "
+                        f"{'None' if r is None else np.shape(r)}"
+                    )
+                )
+            return lax.convert_element_type(asarray_operand(r), _aval(out).dtype)
+
+        out = apply_along_axis(one, ax, out)
+    return out
 
 
 def _per_axis(value: Any, nd: int, name: str) -> np.ndarray:

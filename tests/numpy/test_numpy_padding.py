@@ -117,3 +117,36 @@ def test_pad_bool_statistics_and_ramps_match_numpy(mode):
     got = np.asarray(bnp.pad(x, 3, mode, **kw))
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+def _numpy_padder(vector, width, axis, kwargs):  # numpy's: fills in place
+    vector[: width[0]] = kwargs.get("value", 10) + axis
+    if width[1]:
+        vector[-width[1] :] = -kwargs.get("value", 10)
+
+
+def _blu_padder(vector, width, axis, kwargs):  # JAX's and blu's: returns the padded vector
+    vector = vector.at[: width[0]].set(kwargs.get("value", 10) + axis)
+    return vector.at[vector.shape[0] - width[1] :].set(-kwargs.get("value", 10))
+
+
+@given(st.data())
+def test_pad_with_a_function_matches_numpy(data):
+    # a callable mode was a BluValueError ('unknown mode')
+    shape = data.draw(shapes(min_dims=1, max_dims=3, min_side=1))
+    x = data.draw(arrays(shape, -5.0, 5.0))
+    widths = tuple((data.draw(st.integers(0, 3)), data.draw(st.integers(0, 3))) for _ in shape)
+    value = data.draw(st.sampled_from([{}, {"value": 2.5}]))
+    want = np.pad(x, widths, _numpy_padder, **value)
+    for got in (
+        bnp.pad(x, widths, _blu_padder, **value),
+        blu.jit(lambda x: bnp.pad(x, widths, _blu_padder, **value))(x),
+    ):
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_pad_function_errors():
+    with pytest.raises(BluValueError, match="must return the padded vector"):
+        bnp.pad(np.ones((2, 3)), 1, lambda v, w, ax, kw: None)
+    with pytest.raises(BluValueError, match="does not take value"):
+        bnp.pad(np.ones((2, 3)), 1, "edge", value=3)
