@@ -40,7 +40,7 @@ from blu.numpy.reductions import argmax, argmin, cumprod, cumsum, prod
 from blu.numpy.reductions import sum as _sum
 from blu.numpy.selection import diag, take_along_axis, where
 from blu.numpy.standard import nextafter
-from blu.numpy.transcendental import exp2, log10, sqrt
+from blu.numpy.transcendental import log10, sqrt
 from blu.numpy.ufuncs import abs as _abs
 from blu.numpy.ufuncs import clip, floor, floor_divide, isinf, isnan, minimum, multiply, trunc
 from blu.numpy.ufuncs import sign as _sign
@@ -161,20 +161,30 @@ def modf(x: Any) -> tuple[Any, Any]:
 
 
 def ldexp(x1: Any, x2: Any) -> Any:
-    """``x1 * 2**x2`` (``x2`` integer)."""
+    """``x1 * 2**x2`` (``x2`` integer), correctly rounded as numpy's: float16, bfloat16 and
+    float32 multiply in a wider float, where the product is exact, and round once; float64 by
+    three exact powers of two, each a normal number, so ``x1 * 2**x2`` does not overflow on the
+    way to a finite result (``ldexp(2**-1074, 1100)``). Beyond the clip of ``x2`` the result
+    is 0 or inf either way."""
     x1 = asarray_operand(x1)
     if not _issubdtype(x1.dtype, np.inexact):
         x1 = x1.astype(np.float32)
-    # 2**x2 in three factors, each finite, so x1 * 2**x2 does not overflow on the way to a finite
-    # result (ldexp(2**-1074, 1100)); beyond the clip the result is 0 or inf either way
-    limit = 3 * (np.finfo(x1.dtype).maxexp - 1) if x1.dtype != np.float64 else 3 * 1023
-    n = clip(asarray_operand(x2), -limit, limit).astype(np.int32)
-    third = n // 3
-    parts = (third, third, n - 2 * third)
-    out = x1
-    for p in parts:
-        out = out * exp2(p.astype(x1.dtype))
-    return out
+    dtype = np.dtype(x1.dtype)
+    info = np.finfo(dtype)
+    # (in int64 first: the limits do not fit an int8 or uint8 x2)
+    n = asarray_operand(x2).astype(np.int64)
+    n = clip(n, 3 * int(info.minexp), 3 * (int(info.maxexp) - 1)).astype(np.int32)
+    wide = np.dtype(np.float32 if dtype == np.float16 else np.float64)
+    winfo = np.finfo(wide)
+    emin, emax = int(winfo.minexp), int(winfo.maxexp) - 1
+    int_type = np.dtype(f"int{winfo.bits}")
+    out = x1.astype(wide)
+    for last in (False, False, True):  # an exact power of two from its biased exponent bits
+        p = n if last else clip(n, emin, emax)
+        n = n - p
+        bits = (p + emax).astype(int_type) << winfo.nmant
+        out = out * lax.bitcast_convert_type(bits, wide)
+    return out.astype(dtype)
 
 
 def frexp(x: Any) -> tuple[Any, Any]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import warnings
 
+import ml_dtypes
 import numpy as np
 import pytest
 from helpers import arrays, shapes
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import blu
 import blu.numpy as bnp
@@ -569,3 +571,27 @@ def test_ix_bools_vmap_and_errors():
         bnp.ix_(np.ones((2, 2), np.int32))
     with pytest.raises(BluTypeError, match="traced boolean"):
         blu.jit(bnp.ix_)(m)
+
+
+@given(st.data())
+def test_ldexp_is_exact(data):
+    # numpy's ldexp rounds x * 2**n once; blu multiplied by exp2(n // 3) three times, and exp2 is
+    # exp(n log 2): ldexp(1.0, 100) was 1.2676532e+30 for 2**100 = 1.2676506e+30, and a uint8
+    # or int8 exponent raised a range error for the clip's limits
+    dt = data.draw(st.sampled_from([np.float16, ml_dtypes.bfloat16, np.float32, np.float64]))
+    n_dt = data.draw(st.sampled_from([np.int8, np.uint8, np.int32, np.int64]))
+    size = data.draw(st.integers(0, 8))
+    mant = data.draw(hnp.arrays(np.float64, size, elements=st.floats(-2.0, 2.0)))
+    expo = data.draw(hnp.arrays(np.int64, size, elements=st.integers(-40, 40)))
+    x = np.ldexp(mant, expo).astype(dt)
+    info = np.iinfo(n_dt)
+    n = data.draw(
+        hnp.arrays(n_dt, size, elements=st.integers(max(info.min, -3000), min(info.max, 3000)))
+    )
+    with np.errstate(over="ignore", under="ignore"):
+        want = np.ldexp(x.astype(np.float64), n.astype(np.int64)).astype(dt)  # (one rounding)
+    got = np.asarray(bnp.ldexp(x, n))
+    assert got.dtype == dt
+    np.testing.assert_array_equal(got, want)
+    assert float(bnp.ldexp(np.float32(1.0), 100)) == 2.0**100
+    assert float(bnp.ldexp(np.float64(2.0**-1074), 1100)) == 2.0**26
