@@ -357,8 +357,23 @@ def to_inexact(x: Any) -> Any:
 
 
 def promote_args_inexact(*args: Any) -> list[Any]:
-    """Like ``promote_args`` but integer/bool inputs become the default float (e.g. for sin)."""
-    return [to_inexact(a) for a in promote_args(*args)]
+    """Like ``promote_args`` but integer/bool inputs become the default float (e.g. for sin).
+
+    Python scalars go straight into the float (JAX's ``promote_dtypes_inexact``): ``u8 / -2``
+    is -0.5 * u8, not a range error of -2 against uint8.
+    """
+    raw = [a if is_python_scalar(a) else asarray_operand(a) for a in args]
+    dtype, weak = dtypes.result_type(*raw, return_weak_type=True)
+    if not dtypes.is_inexact(dtype):
+        dtype = dtypes.default_float
+    out = [
+        scalar_array(a, dtype, weak)
+        if is_python_scalar(a)
+        else convert_element_type(a, dtype, weak_type=weak)
+        for a in raw
+    ]
+    shape = broadcast_shapes(*[get_aval(a).shape for a in out])
+    return [broadcast_to(a, shape) for a in out]
 
 
 def promote_args_numeric(name: str, *args: Any) -> list[Any]:

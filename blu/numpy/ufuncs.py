@@ -24,10 +24,12 @@ from blu.numpy._promote import (
     asarray_operand,
     broadcast_shapes,
     broadcast_to,
+    is_python_scalar,
     promote_args,
     promote_args_inexact,
     promote_args_numeric,
     promote_dtypes,
+    scalar_array,
     to_inexact,
 )
 from blu.numpy.logic import (
@@ -204,11 +206,16 @@ def power(x: Any, y: Any) -> Any:
 
 def float_power(x: Any, y: Any) -> Any:
     """``x ** y`` computed in float64 (complex128 for complex operands, as numpy)."""
-    x, y = promote_args(x, y)
-    wide = dtypes.complex128 if dtypes.is_complex(get_aval(x).dtype) else dtypes.float64
-    x = lax.convert_element_type(x, wide)
-    y = lax.convert_element_type(y, wide)
-    return lax.pow(x, y)
+    raw = [v if is_python_scalar(v) else asarray_operand(v) for v in (x, y)]
+    wide = dtypes.complex128 if dtypes.is_complex(dtypes.result_type(*raw)) else dtypes.float64
+    # each operand straight into the wide dtype (a Python scalar is not range-checked against
+    # an integer array's dtype: float_power(u8, -1) is 1 / u8)
+    x, y = (
+        scalar_array(v, wide, False) if is_python_scalar(v) else lax.convert_element_type(v, wide)
+        for v in raw
+    )
+    shape = broadcast_shapes(get_aval(x).shape, get_aval(y).shape)
+    return lax.pow(broadcast_to(x, shape), broadcast_to(y, shape))
 
 
 def negative(x: Any) -> Any:

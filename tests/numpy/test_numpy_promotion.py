@@ -123,6 +123,24 @@ def test_python_int_out_of_range_is_an_error():
     np.testing.assert_array_equal(np.asarray(out), np.full(2, 2**40 + 1))
 
 
+@pytest.mark.parametrize(
+    "name, scalar",
+    [("true_divide", -2), ("arctan2", -1), ("copysign", -1), ("hypot", -3), ("logaddexp", -3),
+     ("float_power", -1), ("true_divide", 300)],
+)  # fmt: skip
+def test_python_int_beside_integers_goes_straight_into_the_float(name, scalar):
+    # an inexact function's Python scalar is not range-checked against the integer array's
+    # dtype (JAX's promote_dtypes_inexact; numpy's too): u8 / -2 raised 'does not fit in uint8'
+    for dt in (np.uint8, np.int8):
+        x = np.array([1, 100], dt)
+        got = getattr(bnp, name)(x, scalar)
+        want = getattr(np, name)(x.astype(np.float64), float(scalar))
+        assert got.dtype == (np.float64 if name == "float_power" else np.float32)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+    with pytest.raises(BluError, match="does not fit"):  # (exact arithmetic still checks)
+        bnp.ones((2,), bnp.uint8) + (-2)
+
+
 def test_asarray_dtypes():
     assert bnp.asarray(1.0).dtype == np.float32 and bnp.asarray(1.0).weak_type
     assert bnp.asarray(1).dtype == np.int32
