@@ -72,11 +72,10 @@ def cbrt(x: Any) -> Any:
 
 
 def exp2(x: Any) -> Any:
-    """``2 ** x``."""
+    """``2 ** x``: the exp2 primitive (within an ulp, exact at integers as numpy's; JAX 0.10's
+    is 65 ulps off near 2**100 in float32, as blu's exp(x log 2) was)."""
     (x,) = promote_args_inexact(x)
-    if _is_complex(x):  # numpy's complex exp2 (C99's special values)
-        return lax.exp2(x)
-    return exp(multiply(x, math.log(2.0)))
+    return lax.exp2(x)  # (complex: numpy's complex exp2, C99's special values)
 
 
 def log2(x: Any) -> Any:
