@@ -318,9 +318,13 @@ def round(a: Any, decimals: int = 0) -> Any:
         if decimals >= 0:
             return a
         f = 10 ** (-decimals)
+        dt = get_aval(a).dtype
+        if f > np.iinfo(dt).max:  # beyond the dtype: every value is nearer 0 (numpy's 0s)
+            return lax.full_like(a, 0)
         q, r = divmod(a, f)
-        twice = multiply(r, 2)
-        up = logical_or(greater(twice, f), logical_and(equal(twice, f), not_equal(mod(q, 2), 0)))
+        # r against f - r, not 2 r against f: 2 r overflows (round(int8(99), -2) was 0)
+        rest = subtract(np.asarray(f, dt), r)
+        up = logical_or(greater(r, rest), logical_and(equal(r, rest), not_equal(mod(q, 2), 0)))
         return multiply(_where(up, add(q, 1), q), f)
     if decimals == 0:
         return rint(a)

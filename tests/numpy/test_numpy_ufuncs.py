@@ -323,6 +323,23 @@ def test_round_half_to_even_with_decimals(data):
 
 
 @given(data=st.data())
+def test_round_of_small_integers_near_their_limits(data):
+    # the remainder's test was 2 r > f, and 2 r overflowed: round(int8(99), -2) was 0 and
+    # round(int8(-128), -2) 56; a 10**-decimals beyond the dtype gives numpy's 0s
+    dt = data.draw(st.sampled_from([np.int8, np.uint8, np.int16, np.uint16, np.int32]))
+    info = np.iinfo(dt)
+    x = data.draw(hnp.arrays(dt, data.draw(shapes(max_dims=2)), elements=st.integers(
+        max(int(info.min), -40000), min(int(info.max), 40000))))  # fmt: skip
+    for d in (-1, -2, -3, -4):
+        # the true values fit here, except beyond uint16's 65535 (numpy's wrap is no reference)
+        want = np.round(x.astype(np.int64), d)
+        keep = (want >= info.min) & (want <= info.max)
+        got = np.asarray(bnp.round(x, d))
+        assert got.dtype == dt
+        np.testing.assert_array_equal(got[keep], want[keep].astype(dt))
+
+
+@given(data=st.data())
 def test_where_broadcasts_and_promotes(data):
     sc, sx, sy = data.draw(
         hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=3)
