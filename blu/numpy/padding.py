@@ -9,7 +9,7 @@ import numpy as np
 
 from blu import lax
 from blu.core import dtypes
-from blu.core.errors import BluValueError, with_user_line
+from blu.core.errors import BluTypeError, BluValueError, with_user_line
 from blu.core.interpreter import get_aval
 from blu.numpy._promote import (
     asarray_operand,
@@ -30,7 +30,18 @@ __all__ = ["pad"]
 
 
 def _pad_widths(pad_width: Any, nd: int) -> list[tuple[int, int]]:
-    pw = concrete_value(pad_width, "pad (pad_width)").astype(np.int64)
+    if isinstance(pad_width, dict):
+        raise BluTypeError(
+            with_user_line(
+                "pad: pad_width must be ints, not a dict (as JAX's; numpy 2.3 takes one)"
+            )
+        )
+    pw = concrete_value(pad_width, "pad (pad_width)")
+    if pw.size and pw.dtype.kind not in "iu":
+        raise BluTypeError(
+            with_user_line(f"pad: pad_width must be of integral type, got {pad_width!r}")
+        )
+    pw = pw.astype(np.int64)
     if pw.size == 0 and nd == 0:
         return []
     try:

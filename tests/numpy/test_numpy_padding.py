@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import blu
 import blu.numpy as bnp
-from blu.core.errors import BluValueError
+from blu.core.errors import BluTypeError, BluValueError
 
 _MODES = [
     ("reflect", {}),
@@ -82,6 +82,10 @@ def test_pad_mode_errors():
         bnp.pad(x, 1, "mean", stat_length=0)
     with pytest.raises(BluValueError, match="empty axis"):
         bnp.pad(np.ones((0, 2)), 1, "reflect")
+    # a float width raises, as numpy's and JAX's (int() truncated it: pad(x, 1.5) padded 1)
+    for width in (1.5, 2.0, ((1, 2.5), (0, 0)), True, {0: (1, 2)}):
+        with pytest.raises(BluTypeError, match="pad_width"):
+            bnp.pad(x, width)
 
 
 @pytest.mark.parametrize(
