@@ -504,13 +504,15 @@ def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
     return concatenate(parts)
 
 
-def trim_zeros(filt: Any, trim: str = "fb") -> Any:
-    """The 1-d ``filt`` without its leading ('f' in ``trim``) and trailing ('b') zeros, as
-    ``jax.numpy.trim_zeros``: the result's length depends on the values, so ``filt`` must be
+def trim_zeros(filt: Any, trim: str = "fb", axis: Any = None) -> Any:
+    """``filt`` without its leading ('f' in ``trim``) and trailing ('b') zeros along each axis
+    of ``axis`` (an int, a tuple, or None for all), a slice kept where any element across the
+    other axes is nonzero (numpy 2.2's and ``jax.numpy.trim_zeros``; an all-zero array trims
+    to size 0 along them). The result's shape depends on the values, so ``filt`` must be
     concrete (not under ``jit`` or ``grad``, as JAX).
 
     Raises:
-        ConcretizationError: a traced ``filt``. BluShapeError: ``filt`` is not 1-d.
+        ConcretizationError: a traced ``filt``. BluAxisError: an axis out of range.
         BluValueError: ``trim`` other than 'f', 'b', 'fb' or 'bf'.
     """
     if not isinstance(trim, str) or trim.lower() not in ("f", "b", "fb", "bf"):
@@ -518,11 +520,21 @@ def trim_zeros(filt: Any, trim: str = "fb") -> Any:
             with_user_line(f"trim_zeros: trim must be 'f', 'b' or 'fb', got {trim!r}")
         )
     v = concrete_value(filt, "trim_zeros (filt: the result's length depends on its values)")
-    if v.ndim != 1:
-        raise BluShapeError(with_user_line(f"trim_zeros: filt must be 1-d, got shape {v.shape}"))
-    (nz,) = np.nonzero(v)
-    if not nz.size:
-        return asarray(v[:0])
-    start = int(nz[0]) if "f" in trim.lower() else 0
-    stop = int(nz[-1]) + 1 if "b" in trim.lower() else v.size
-    return asarray_operand(filt)[start:stop]
+    axes = (
+        tuple(range(v.ndim))
+        if axis is None
+        else tuple(
+            sorted({canonicalize_axis(a, v.ndim, "trim_zeros") for a in np.atleast_1d(axis)})
+        )
+    )
+    index = [slice(None)] * v.ndim
+    for ax in axes:
+        others = tuple(i for i in range(v.ndim) if i != ax)
+        (nz,) = np.nonzero(np.any(v != 0, axis=others))
+        if not nz.size:
+            index[ax] = slice(0, 0)
+            continue
+        start = int(nz[0]) if "f" in trim.lower() else 0
+        stop = int(nz[-1]) + 1 if "b" in trim.lower() else v.shape[ax]
+        index[ax] = slice(start, stop)
+    return asarray_operand(filt)[tuple(index)]
