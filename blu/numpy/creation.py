@@ -218,7 +218,7 @@ def linspace(
     Returns:
         the values, and the step when ``retstep``.
     """
-    num = operator.index(num)
+    num = dtypes.index_int(num, "linspace: num")
     if num < 0:
         raise BluValueError(with_user_line(f"linspace: num must be >= 0, got {num}"))
     if dtype is not None and dtypes.is_inexact(dtypes.canonicalize(dtype)):
@@ -282,10 +282,10 @@ def _index_grid(n: int, m: int) -> tuple[Any, Any]:
 @with_device
 def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Any:
     """An ``N x M`` array with ones on diagonal ``k`` (float32 by default)."""
-    N = operator.index(N)
-    M = N if M is None else operator.index(M)
+    N = dtypes.index_int(N, "eye: N")
+    M = N if M is None else dtypes.index_int(M, "eye: M")
     i, j = _index_grid(N, M)
-    k = max(-N, min(M, operator.index(k)))  # a diagonal outside the matrix: all zeros
+    k = max(-N, min(M, dtypes.index_int(k, "eye: k")))  # a diagonal outside the matrix: all zeros
     return lax.convert_element_type(lax.eq(lax.add(i, k), j), _default_dtype(dtype))
 
 
@@ -296,10 +296,11 @@ def identity(n: int, dtype: Any = None) -> Any:
 
 def tri(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Any:
     """Ones at and below diagonal ``k`` (``j <= i + k``), zeros above."""
-    N = operator.index(N)
-    M = N if M is None else operator.index(M)
+    N = dtypes.index_int(N, "tri: N")
+    M = N if M is None else dtypes.index_int(M, "tri: M")
     i, j = _index_grid(N, M)
-    return lax.convert_element_type(lax.le(j, lax.add(i, int(k))), _default_dtype(dtype))
+    k = dtypes.index_int(k, "tri: k")
+    return lax.convert_element_type(lax.le(j, lax.add(i, k)), _default_dtype(dtype))
 
 
 def _tri_select(m: Any, k: int, lower: bool, name: str) -> Any:

@@ -144,3 +144,18 @@ def test_isscalar_and_iterable():
     blu.jit(lambda t, s: seen.append((bnp.isscalar(t), bnp.isscalar(s))) or t)(x, 1.0)
     blu.vmap(lambda t: seen.append(bnp.isscalar(t)) or t)(x)
     assert seen == [(False, True), True]
+
+
+def test_creation_sizes_must_be_ints():
+    # a float size or diagonal raises BluTypeError naming the argument (it was a bare TypeError
+    # from operator.index, and tri truncated k=-1.5 to -1 where numpy's j <= i - 1.5 is -2)
+    for make, what in [
+        (lambda: bnp.linspace(0, 1, 2.0), "num"),
+        (lambda: bnp.eye(2.0), "N"),
+        (lambda: bnp.eye(3, k=1.5), "k"),
+        (lambda: bnp.tri(3, 2.5), "M"),
+        (lambda: bnp.tri(3, k=-1.5), "k"),
+    ]:
+        with pytest.raises(BluTypeError, match=f"{what} must be an int"):
+            make()
+    np.testing.assert_array_equal(np.asarray(bnp.tri(3, k=np.int32(-1))), np.tri(3, k=-1))
