@@ -218,6 +218,11 @@ def einsum(
             s.update(lab)
         return s
 
+    if preferred_element_type is not None and len(prepared) == 1:
+        # one operand: its sums accumulate in preferred_element_type (they were summed in the
+        # operand's dtype and converted after: a bfloat16 sum rounded to 8 bits)
+        x, lab = prepared[0]
+        prepared[0] = (lax.convert_element_type(x, preferred_element_type), lab)
     path = _path(prepared, out_labels, sizes, optimize)
     if path is None:  # left to right
         acc, acc_lab = prepared[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given
@@ -151,3 +152,18 @@ def test_einsum_path_reads_only_shapes():
     assert bnp.einsum_path(A, [0, 1], B, [1, 2], C, [2, 3], [0, 3])[0] == want
     with pytest.raises(BluValueError, match="'j'"):
         bnp.einsum_path("ij,jk", A, C)
+
+
+def test_one_operand_sums_accumulate_in_preferred_element_type():
+    # they were summed in the operand's dtype and converted after: a bfloat16 sum with
+    # preferred_element_type=float32 came back rounded to 8 bits, an int8 one wrapped
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((30, 40)).astype(ml_dtypes.bfloat16)
+    got = bnp.einsum("ij->j", x, preferred_element_type=bnp.float32)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(got), x.astype(np.float64).sum(0), rtol=1e-6, atol=1e-5)
+    got = bnp.einsum("ii->", x[:, :30], preferred_element_type=bnp.float32)
+    np.testing.assert_allclose(float(got), np.trace(x[:, :30].astype(np.float64)), rtol=1e-6)
+    i8 = np.full((3, 100), 100, np.int8)
+    got = bnp.einsum("ij->i", i8, preferred_element_type=bnp.int32)
+    np.testing.assert_array_equal(np.asarray(got), np.full(3, 10000))
