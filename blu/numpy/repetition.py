@@ -71,6 +71,12 @@ def repeat(
         inter = s[: axis + 1] + (r,) + s[axis + 1 :]
         b = lax.broadcast_in_dim(a, inter, tuple(i for i in range(len(inter)) if i != axis + 1))
         return lax.reshape(b, s[:axis] + (s[axis] * r,) + s[axis + 1 :])
+    if (reps < 0).any():  # (numpy's own ValueError came through)
+        raise BluValueError(with_user_line(f"repeat: negative repeats in {reps.tolist()}"))
+    if reps.dtype.kind not in "iub":  # (numpy's 'safe' cast; a float count was truncated)
+        raise BluTypeError(
+            with_user_line(f"repeat: repeats must be integers, got {reps.dtype} {reps.tolist()}")
+        )
     # ``take(a, idx, axis)``: one gather of the repeated rows (its index axis first), moved to
     # ``axis``
     idx = np.repeat(np.arange(s[axis]), reps.reshape(-1).astype(np.int64)).astype(np.int32)

@@ -542,6 +542,11 @@ def test_repeat_length_errors():
     with pytest.raises(BluError, match="empty"):
         bnp.repeat(np.ones(0), 2, total_repeat_length=2)
     assert bnp.repeat(np.ones(0), 2, total_repeat_length=0).shape == (0,)
+    # per-element counts: a negative one was numpy's bare ValueError, a float one truncated
+    with pytest.raises(BluValueError, match="negative"):
+        bnp.repeat(np.ones(3), np.array([1, -1, 2]))
+    with pytest.raises(BluTypeError, match="integers"):
+        bnp.repeat(np.ones(3), np.array([1.0, 2.5, 0.0]))
 
 
 @given(st.data())
