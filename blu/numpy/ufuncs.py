@@ -328,6 +328,12 @@ def round(a: Any, decimals: int = 0) -> Any:
         return multiply(_where(up, add(q, 1), q), f)
     if decimals == 0:
         return rint(a)
+    dt = get_aval(a).dtype
+    if np.dtype(dt).itemsize == 2:  # float16 / bfloat16 scale in float32, as JAX's: numpy's
+        # round(float16(100.5), 3) overflowed 100500 to inf
+        return lax.convert_element_type(
+            round(lax.convert_element_type(a, dtypes.float32), decimals), dt
+        )
     if decimals > 0:
         f = 10.0**decimals
         return true_divide(rint(multiply(a, f)), f)

@@ -419,3 +419,20 @@ def test_exp2_is_within_an_ulp_and_exact_at_integers(data):
     assert (np.abs(got - want) <= 1.01 * ulp).all()
     k = np.arange(-100, 101).astype(dt)
     np.testing.assert_array_equal(np.asarray(bnp.exp2(k)), np.exp2(k))
+
+
+@given(data=st.data())
+def test_round_of_half_floats_scales_in_float32(data):
+    # JAX's: numpy's float16 round(100.5, 3) scales to 100500, beyond float16: inf (blu too)
+    dt = data.draw(st.sampled_from([np.float16, ml_dtypes.bfloat16]))
+    x = data.draw(
+        hnp.arrays(
+            np.float32, data.draw(shapes(max_dims=1)), elements=st.floats(-6e4, 6e4, width=32)
+        )
+    )
+    x = x.astype(dt)
+    for d in (-2, 1, 3):
+        want = np.round(x.astype(np.float32), d).astype(dt)
+        got = np.asarray(bnp.round(x, d))
+        assert got.dtype == dt
+        np.testing.assert_array_equal(got, want)
