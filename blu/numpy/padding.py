@@ -325,7 +325,9 @@ def _ramp(x: Any, width: int, ax: int, end: Any, before: bool) -> Any:
     m = _aval(x).shape[ax]
     dtype = _aval(x).dtype
     edge = _slice_axis(x, 0, 1, ax) if before else _slice_axis(x, m - 1, m, ax)
+    # (float16 / bfloat16 in float32, rounded once: their own steps drifted by ulps)
     ft = dtype if dtypes.is_inexact(dtype) else dtypes.float64
+    ft = dtypes.float32 if np.dtype(ft).itemsize == 2 else ft
     edge = lax.convert_element_type(edge, ft)
     end = lax.convert_element_type(asarray_operand(end), ft)
     shape = list(_aval(edge).shape)

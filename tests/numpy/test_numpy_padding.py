@@ -2,6 +2,7 @@
 int32, random shapes and widths larger than the axes), with gradients against finite
 differences and vmap against a loop."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 from helpers import arrays, check_grads, check_vmap, shapes
@@ -154,3 +155,16 @@ def test_pad_function_errors():
         bnp.pad(np.ones((2, 3)), 1, lambda v, w, ax, kw: None)
     with pytest.raises(BluValueError, match="does not take value"):
         bnp.pad(np.ones((2, 3)), 1, "edge", value=3)
+
+
+@given(st.data())
+def test_linear_ramp_of_half_floats_is_rounded_once(data):
+    # the ramp stepped in float16 / bfloat16 and drifted by ulps from numpy's float64 values
+    dt = data.draw(st.sampled_from([np.float16, ml_dtypes.bfloat16]))
+    x = data.draw(arrays((data.draw(st.integers(1, 5)),), -8.0, 8.0)).astype(dt)
+    widths = (data.draw(st.integers(0, 9)), data.draw(st.integers(0, 9)))
+    ends = (data.draw(st.integers(-9, 9)), data.draw(st.integers(-9, 9)))
+    want = np.pad(x.astype(np.float64), widths, "linear_ramp", end_values=ends).astype(dt)
+    got = np.asarray(bnp.pad(x, widths, "linear_ramp", end_values=ends))
+    assert got.dtype == dt
+    np.testing.assert_array_equal(got, want)
