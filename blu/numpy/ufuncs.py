@@ -384,6 +384,13 @@ def clip(
     if a_max is _NO_VALUE:
         a_max = max
     out = asarray_operand(a)
+    dt = get_aval(out).dtype
+    if dtypes.is_int(dt):  # a Python int bound beyond the dtype on its own side clips nothing
+        # (numpy's): it was a range error, and JAX wraps it (clip(u8, 0, 300) clips to 44)
+        info = np.iinfo(dt)
+        py_int = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+        a_min = None if py_int(a_min) and a_min <= info.min else a_min
+        a_max = None if py_int(a_max) and a_max >= info.max else a_max
     if a_min is not None:
         out = maximum(out, a_min)
     if a_max is not None:

@@ -436,3 +436,18 @@ def test_round_of_half_floats_scales_in_float32(data):
         got = np.asarray(bnp.round(x, d))
         assert got.dtype == dt
         np.testing.assert_array_equal(got, want)
+
+
+@given(data=st.data())
+def test_clip_of_integers_with_a_python_bound_beyond_the_dtype(data):
+    # numpy's: a Python int below the dtype's minimum (as min) or above its maximum (as max)
+    # clips nothing; it was a range error (JAX wraps it: clip(u8, 0, 300) clips to 44)
+    dt = data.draw(st.sampled_from([np.uint8, np.int8, np.int16]))
+    info = np.iinfo(dt)
+    x = data.draw(hnp.arrays(dt, data.draw(shapes(max_dims=2))))
+    lo = data.draw(st.sampled_from([None, int(info.min) - 5, int(info.min), 3]))
+    hi = data.draw(st.sampled_from([None, int(info.max) + 45, int(info.max), 50]))
+    want = np.clip(x, lo, hi) if (lo, hi) != (None, None) else x
+    got = bnp.clip(x, lo, hi)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got), want)
