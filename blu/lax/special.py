@@ -51,11 +51,13 @@ import scipy.special
 from blu.core import dtypes
 from blu.core.aval import ShapedArray
 from blu.core.errors import BluTypeError, BluValueError, with_user_line
+from blu.core.interpreter import get_aval
 from blu.core.primitive import Primitive
 from blu.lax._base import check_dtype, compute_in_f32, is_float, is_inexact, is_numeric
 from blu.lax.elementwise import (
     add,
     binary,
+    convert_element_type,
     div,
     eq,
     exp,
@@ -297,11 +299,16 @@ def rsqrt(x: Any) -> Any:
 
 
 def pow(x: Any, y: Any) -> Any:
-    """Elementwise ``x ** y`` for floating-point ``x`` and ``y`` of one dtype.
+    """Elementwise ``x ** y`` for floating-point or complex ``x``; ``y`` of ``x``'s dtype, or an
+    integer array, which is converted to ``x``'s dtype (as JAX's ``lax.pow`` does).
 
     The derivative in ``y`` is ``log(x) * x**y`` with 0 where ``x == 0`` (as in JAX); the
     derivative in ``x`` is ``y * x**(y - 1)``, with 0 where ``x == y == 0``.
     """
+    if not isinstance(x, (bool, int, float, complex)) and not isinstance(y, (int, float, complex)):
+        x_dt, y_dt = get_aval(x).dtype, get_aval(y).dtype
+        if dtypes.is_inexact(x_dt) and dtypes.is_int(y_dt):
+            y = convert_element_type(y, x_dt)
     return pow_p.bind(*operands(x, y))
 
 

@@ -325,3 +325,22 @@ def test_float_only_binary_and_numeric_only_reject():
         lax.integer_pow(np.ones(3), 1.5)
     with pytest.raises(BluValueError, match="non-negative"):
         lax.polygamma(-1, np.ones(3))
+
+
+@pytest.mark.parametrize("xdt", [np.float16, np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("ydt", [np.int8, np.int32, np.uint32, np.int64])
+def test_pow_integer_exponent(xdt, ydt):
+    # JAX's lax.pow takes an integer exponent array with a float or complex base (converted to
+    # the base's dtype); it was a BluTypeError
+    x = np.array([0.0, 1.5, -2.0, 3.0, -0.5, 2.0], xdt)
+    y = np.array([0, 2, 3, 1, 4, 0 if ydt == np.uint32 else -2], ydt)
+    want = np.array([complex(a) ** int(b) for a, b in zip(x.tolist(), y.tolist())])
+    for fn in (lax.pow, blu.jit(lax.pow)):
+        got = fn(x, y)
+        assert got.dtype == np.dtype(xdt) and got.shape == (6,)
+        np.testing.assert_allclose(np.asarray(got).astype(complex), want, rtol=TOL.get(xdt, 1e-6))
+    if xdt == np.float64:  # d/dx x**n = n x**(n-1); the integer exponent has no tangent
+        t = np.ones(6)
+        _, dx = blu.jvp(lambda v: lax.pow(v, y), (x,), (t,))
+        want_dx = [int(b) * a ** (int(b) - 1) if b else 0.0 for a, b in zip(x.tolist(), y.tolist())]
+        np.testing.assert_allclose(np.asarray(dx), want_dx, rtol=1e-12)
