@@ -275,6 +275,8 @@ defjvp_with_output(abs_p, _abs_jvp)
 
 
 def _sign_impl(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind == "f" or x.dtype == dtypes.bfloat16:
+        return np.where(x == 0, x, np.sign(x))  # sign(-0.0) is -0.0, as XLA's
     if x.dtype.kind != "c":
         return np.sign(x)
     mag = np.abs(x)  # z / |z|, 0 at 0 (numpy 2's complex sign)

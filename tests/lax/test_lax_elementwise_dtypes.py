@@ -344,3 +344,13 @@ def test_pow_integer_exponent(xdt, ydt):
         _, dx = blu.jvp(lambda v: lax.pow(v, y), (x,), (t,))
         want_dx = [int(b) * a ** (int(b) - 1) if b else 0.0 for a, b in zip(x.tolist(), y.tolist())]
         np.testing.assert_allclose(np.asarray(dx), want_dx, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_sign_keeps_the_sign_of_zero(dtype):
+    # sign(-0.0) is -0.0 (IEEE copysign semantics, XLA's and JAX's); eagerly it was +0.0
+    x = np.array([-0.0, 0.0, -3.0, 2.0, np.nan], dtype)
+    for fn in (lax.sign, blu.jit(lax.sign)):
+        got = _f64(fn(x))
+        assert got[:4].tolist() == [0.0, 0.0, -1.0, 1.0] and np.isnan(got[4])
+        assert np.signbit(got[:2]).tolist() == [True, False]
