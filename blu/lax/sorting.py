@@ -342,22 +342,37 @@ def _top_k_batch(axis_size, args, dims, *, k):
     return [values, idx], [d, d]
 
 
-def top_k(x: Any, k: int) -> tuple[Any, Any]:
-    """The ``k`` largest entries along the last axis, largest first; ties by lower index.
+def top_k(x: Any, k: int, *, axis: int = -1) -> tuple[Any, Any]:
+    """The ``k`` largest entries along ``axis`` (the last by default), largest first; ties by
+    lower index.
 
     Args:
-        x: array of shape ``(..., n)``, any dtype; NaN counts as the largest.
-        k: how many, ``0 <= k <= n``.
+        x: array of rank >= 1, any dtype; NaN counts as the largest.
+        k: how many, ``0 <= k <= n`` (``n`` the size of ``axis``).
+        axis: the searched axis, negative counting from the end (JAX's ``axis=``).
 
     Returns:
-        ``(values, indices)`` of shape ``(..., k)``; indices are int32. ``values`` is
-        differentiable (the tangent is gathered at ``indices``).
+        ``(values, indices)``: ``x``'s shape with ``k`` along ``axis``; indices are int32.
+        ``values`` is differentiable (the tangent is gathered at ``indices``).
 
     Raises:
-        BluShapeError: ``x`` is 0-d. BluValueError: ``k`` out of range.
+        BluShapeError: ``x`` is 0-d. BluValueError: ``k`` or ``axis`` out of range.
     """
-    values, idx = top_k_p.bind(x, k=dtypes.static_int(k, "top_k: k"))
-    return values, idx
+    k = dtypes.static_int(k, "top_k: k")
+    axis = dtypes.static_int(axis, "top_k: axis")
+    ndim = get_aval(x).ndim
+    if ndim == 0 or axis in (-1, ndim - 1):
+        values, idx = top_k_p.bind(x, k=k)
+        return values, idx
+    if not -ndim <= axis < ndim:
+        raise BluValueError(
+            with_user_line(f"top_k: axis {axis} out of range for {get_aval(x).str_short()}")
+        )
+    axis %= ndim
+    perm = tuple(i for i in range(ndim) if i != axis) + (axis,)
+    back = tuple(perm.index(i) for i in range(ndim))
+    values, idx = top_k_p.bind(transpose(x, perm), k=k)
+    return transpose(values, back), transpose(idx, back)
 
 
 # ---- approx_max_k / approx_min_k ---------------------------------------------------------------

@@ -208,6 +208,21 @@ def test_top_k_example():
     np.testing.assert_array_equal(np.asarray(i), [2, 1, 3, 4])
 
 
+@pytest.mark.parametrize("axis", [0, 1, -3, -2])
+def test_top_k_axis(axis):
+    # JAX's top_k(x, k, axis=...): the k largest along that axis, which keeps its place
+    x = np.random.default_rng(1).integers(0, 4, size=(3, 5, 2)).astype(F64)
+    x[1, 2, 0] = np.nan
+    k = 2
+    for fn in (lax.top_k, blu.jit(lax.top_k, static_argnames=("k", "axis"))):
+        values, idx = fn(x, k=k, axis=axis)
+        want_v, want_i = _top_k_ref(np.moveaxis(x, axis, -1), k)
+        np.testing.assert_array_equal(np.asarray(idx), np.moveaxis(want_i, -1, axis))
+        np.testing.assert_array_equal(np.asarray(values), np.moveaxis(want_v, -1, axis))
+    with pytest.raises(BluValueError, match="axis 3 out of range"):
+        lax.top_k(x, 1, axis=3)
+
+
 @given(data=arrays_dim(distinct=True))
 def test_top_k_grads(data):
     x, _ = data
