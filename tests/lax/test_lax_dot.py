@@ -136,6 +136,31 @@ def test_preferred_element_type_sets_output_dtype(in_dtype, out_dtype, problem, 
         np.testing.assert_allclose(np.asarray(got, F64), want, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize(
+    "in_dtype,out_dtype",
+    [(np.int8, np.int32), (np.uint8, np.int32), (np.int8, np.int64), (F16, F32), (BF16, F32),
+     (np.int16, np.int32)],
+    ids=str,
+)  # fmt: skip
+def test_preferred_element_type_under_jit_accumulates_in_the_output_dtype(in_dtype, out_dtype):
+    # blu.jit's small 2-D product ran np.matmul(int8, int8, out=int32), which sums in int8 and
+    # wraps (and float16 in float16): 100 * 100 + ... came out as -100
+    rng = np.random.default_rng(0)
+    lo = 0 if np.dtype(in_dtype).kind == "u" else -120
+    for m, k, n in [(2, 3, 2), (4, 9, 5)]:
+        lhs = rng.integers(lo, 120, (m, k)).astype(in_dtype)
+        rhs = rng.integers(lo, 120, (k, n)).astype(in_dtype)
+        want = lhs.astype(F64) @ rhs.astype(F64)  # exact: every partial sum fits float64
+
+        def f(a, b):
+            return lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=out_dtype)
+
+        for fn in (f, blu.jit(f)):
+            got = fn(lhs, rhs)
+            assert np.asarray(got).dtype == np.dtype(out_dtype)
+            np.testing.assert_array_equal(np.asarray(got).astype(F64), want)
+
+
 def test_bf16_with_f32_output_keeps_accumulation_precision():
     # 1 + 2^-10 * 8 sums: in bf16 the small terms are lost; in f32 they are not
     lhs = np.array([[1.0] + [2.0**-10] * 8], BF16)

@@ -180,11 +180,13 @@ def dot_runner(eqn: Any, solo: bool = False) -> Any:
     direct = comp == out_dt
     flops = 2.0 * b * m * kk * n
 
-    plain = direct and b == 1 and lt is None and rt is None  # (m, k) @ (k, n) as they are
+    # (m, k) @ (k, n) as they are, in the operands' dtype: np.matmul(int8, int8, out=int32)
+    # would sum in int8 and wrap (and float16 in float16) before casting into out
+    same = l_dt == out_dt == np.dtype(ra.dtype)
+    plain = same and b == 1 and lt is None and rt is None
     plain = plain and len(la.shape) == 2 and len(ra.shape) == 2 and len(oa.shape) == 2
     small = flops < MIN_THREADED_FLOPS
-    same = l_dt == out_dt == np.dtype(ra.dtype)  # (numpy's matmul casts; BLAS does not)
-    fast = small_gemm(m, kk, n, out_dt) if plain and small and same else None
+    fast = small_gemm(m, kk, n, out_dt) if plain and small else None
     balance = cpu_threads.Balance()  # this product's split between the threads
     n_threads = (lambda f: 1) if solo else threads_for  # noqa: E731
 
