@@ -20,7 +20,7 @@ from blu.lax.shapes import broadcast_in_dim
 __all__: list[str] = []  # helpers for lax's own functions; nothing public
 
 
-def as_operands(*args: Any) -> list[Any]:
+def as_operands(*args: Any, broadcast: bool = False) -> list[Any]:
     """Make the operands of an n-ary lax function agree: Python scalars are weakly typed and
     take the dtype and shape of the first array operand (so ``add(x, 2.0)`` works for any float
     ``x`` and stays weak iff ``x`` is). Arrays are left as they are; abstract eval then checks
@@ -31,6 +31,9 @@ def as_operands(*args: Any) -> list[Any]:
     operands that are all Python scalars are promoted together; a float scalar next to an integer
     or bool array, or an int out of the array's range, is an error rather than a silent
     conversion.
+
+    ``broadcast`` (the elementwise functions'): then a 0-d operand takes the others' shape and
+    operands of one rank broadcast their size-1 dimensions, as JAX's lax does (never ranks).
 
     Raises:
         BluTypeError: a float scalar with an integer/bool array, or an int that does not fit.
@@ -72,4 +75,25 @@ def as_operands(*args: Any) -> list[Any]:
             raise BluTypeError(with_user_line(f"{a!r} does not fit in {dt}")) from e
         x = Array(val, not isinstance(a, np.generic))  # numpy scalars are strongly typed
         out.append(broadcast_in_dim(x, shape, ()) if shape else x)
-    return out
+    return _broadcast(out) if broadcast else out
+
+
+def _broadcast(args: list[Any]) -> list[Any]:
+    """JAX's broadcasting of lax's n-ary elementwise functions: a 0-d operand takes the others'
+    shape, and operands of one rank broadcast their size-1 dimensions; ranks are never added.
+    Shapes that do not broadcast are left for the primitive's check to name."""
+    shapes = [get_aval(a).shape for a in args]
+    ranked = [s for s in shapes if s]
+    if len(set(shapes)) < 2 or not ranked or len({len(s) for s in ranked}) != 1:
+        return args
+    target = []
+    for sizes in zip(*ranked):
+        big = {d for d in sizes if d != 1}
+        if len(big) > 1:
+            return args
+        target.append(big.pop() if big else 1)
+    target_shape = tuple(target)
+    return [
+        a if s == target_shape else broadcast_in_dim(a, target_shape, tuple(range(len(s))))
+        for a, s in zip(args, shapes)
+    ]

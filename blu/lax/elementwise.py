@@ -65,7 +65,7 @@ from blu.lax._base import (
     is_numeric,
     quiet,
 )
-from blu.lax._operands import as_operands as operands
+from blu.lax._operands import as_operands
 from blu.lax.casts import convert_element_type, convert_element_type_p  # noqa: F401  (re-exported)
 from blu.lax.shapes import full_like
 from blu.transforms.ad_util import (
@@ -76,6 +76,12 @@ from blu.transforms.ad_util import (
     nondifferentiable,
 )
 from blu.transforms.batching import defbroadcasting, defvectorized
+
+
+def operands(*args: Any) -> list[Any]:
+    """The operands of an n-ary elementwise function: Python scalars take the arrays' dtype, a
+    0-d array or size-1 dimensions broadcast (JAX's lax rules; ranks are not added)."""
+    return as_operands(*args, broadcast=True)
 
 
 def unary(
@@ -417,9 +423,10 @@ defbroadcasting(select_p)
 
 
 # ---- the lax functions users call --------------------------------------------------------------
-# Operands must have equal shapes and dtypes (no promotion or broadcasting: that is blu.numpy's
-# job); Python scalars take the other operand's dtype and shape. Errors: BluShapeError for
-# unequal shapes, BluTypeError for unequal or unsupported dtypes.
+# Operands must have equal dtypes (no promotion: that is blu.numpy's job); shapes broadcast
+# only as JAX's lax does (a 0-d operand, size-1 dimensions of operands of one rank; no ranks
+# added); Python scalars take the other operand's dtype and shape. Errors: BluShapeError for
+# shapes that do not broadcast, BluTypeError for unequal or unsupported dtypes.
 
 
 def add(x: Any, y: Any) -> Any:

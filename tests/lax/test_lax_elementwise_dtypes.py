@@ -354,3 +354,26 @@ def test_sign_keeps_the_sign_of_zero(dtype):
         got = _f64(fn(x))
         assert got[:4].tolist() == [0.0, 0.0, -1.0, 1.0] and np.isnan(got[4])
         assert np.signbit(got[:2]).tolist() == [True, False]
+
+
+def test_lax_broadcasting_of_0d_and_size_1_dimensions():
+    # as JAX's lax: a 0-d operand takes the other's shape and operands of one rank broadcast
+    # their size-1 dimensions (it was a BluShapeError); ranks are never added
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 3)).astype(np.float32)
+    for y in (np.float32(1.5), rng.normal(size=(1, 3)).astype(np.float32)):
+        for fn in (lax.add, blu.jit(lax.atan2), lax.max):
+            got = fn(x, y)
+            ref = {"add": np.add, "atan2": np.arctan2, "max": np.maximum}[fn.__name__]
+            np.testing.assert_allclose(np.asarray(got), ref(x, y), rtol=1e-6)
+        # the broadcast operand's gradient sums over the broadcast dimensions
+        gx, gy = blu.grad(lambda a, b: lax.reduce_sum(lax.mul(a, b), (0, 1)), argnums=(0, 1))(x, y)
+        np.testing.assert_allclose(np.asarray(gx), np.broadcast_to(y, x.shape), rtol=1e-6)
+        want_gy = x.sum() if np.ndim(y) == 0 else x.sum(0, keepdims=True)
+        np.testing.assert_allclose(np.asarray(gy), want_gy, rtol=1e-5)
+    got = lax.mul(np.ones((2, 1), np.int32) * 3, np.arange(3, dtype=np.int32)[None])
+    assert got.shape == (2, 3) and np.asarray(got).tolist() == [[0, 3, 6], [0, 3, 6]]
+    with pytest.raises(BluShapeError, match=r"f32\[2,3\], f32\[3\]"):
+        lax.add(x, np.ones(3, np.float32))  # ranks differ
+    with pytest.raises(BluShapeError, match=r"f32\[2,3\], f32\[2,2\]"):
+        lax.add(x, np.ones((2, 2), np.float32))
