@@ -393,8 +393,8 @@ def reduce_window(
     init_value: Any,
     computation: Callable[[Any, Any], Any],
     window_dimensions: Sequence[int],
-    window_strides: Sequence[int],
-    padding: str | Sequence[tuple[int, int]],
+    window_strides: Sequence[int] | None = None,
+    padding: str | Sequence[tuple[int, int]] = "VALID",
     base_dilation: Sequence[int] | None = None,
     window_dilation: Sequence[int] | None = None,
 ) -> Any:
@@ -419,10 +419,11 @@ def reduce_window(
             scalars are converted when the dtype holds them).
         computation: ``(a, b) -> c`` on pytrees like ``operand`` of scalars, returning one of
             the same structure and dtypes.
-        window_dimensions, window_strides: ``r`` ints >= 1.
-        padding: ``"SAME"``, ``"SAME_LOWER"``, ``"VALID"`` or ``r`` pairs ``(low, high)``
-            (negative: crop), applied after ``base_dilation``; pads hold ``init_value``. The
-            strings pad for the window as ``window_dilation`` spreads it (as JAX's).
+        window_dimensions, window_strides: ``r`` ints >= 1 (strides default 1, as JAX's).
+        padding: ``"SAME"``, ``"SAME_LOWER"``, ``"VALID"`` (the default) or ``r`` pairs
+            ``(low, high)`` (negative: crop), applied after ``base_dilation``; pads hold
+            ``init_value``. The strings pad for the window as ``window_dilation`` spreads it
+            (as JAX's).
         base_dilation, window_dilation: ``r`` ints >= 1 (default 1).
 
     Returns:
@@ -451,6 +452,8 @@ def reduce_window(
     if not flat:
         raise BluValueError(with_user_line("reduce_window: operand has no arrays"))
     avals = [get_aval(x) for x in flat]
+    if window_strides is None:
+        window_strides = (1,) * avals[0].ndim
     if any(a.shape != avals[0].shape for a in avals):
         shown = ", ".join(a.str_short() for a in avals)
         raise BluShapeError(

@@ -358,3 +358,16 @@ def test_a_remat_policy_can_keep_the_pool_offsets(keep):
     assert ("i8[2,4,4,3]" in crossing) == keep, crossing
     want = blu.grad(lambda a: (block(a) ** 2).sum())(x)
     np.testing.assert_allclose(np.asarray(grad(x)), np.asarray(want), rtol=1e-6)
+
+
+def test_reduce_window_strides_and_padding_default_as_jax():
+    # JAX's window_strides=None (1 on every axis) and padding="VALID"; they were required
+    x = np.arange(12.0).reshape(3, 4)
+    want = np.array([[x[i : i + 2, j : j + 2].sum() for j in range(3)] for i in range(2)])
+
+    def f(v):
+        return lax.reduce_window(v, 0.0, lax.add, (2, 2))
+
+    for fn in (f, blu.jit(f)):
+        got = fn(x)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12)
