@@ -136,8 +136,13 @@ def _reshape_batch(axis_size, args, dims, *, new_sizes):
     return reshape(moveaxis(x, d, 0), (axis_size,) + tuple(new_sizes)), 0
 
 
-def reshape(x: Any, new_sizes: Sequence[int]) -> Any:
-    """Row-major reshape to ``new_sizes`` (no -1 here; blu.numpy.reshape resolves it)."""
+def reshape(x: Any, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None) -> Any:
+    """Row-major reshape to ``new_sizes`` (no -1 here; blu.numpy.reshape resolves it).
+
+    ``dimensions`` (JAX's): a permutation of ``x``'s axes applied first (``transpose``), so the
+    elements are read in that axis order."""
+    if dimensions is not None:
+        x = transpose(x, dimensions)
     new_sizes = canonical_shape(new_sizes)
     if get_aval(x).shape == new_sizes:
         return x

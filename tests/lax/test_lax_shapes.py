@@ -509,3 +509,14 @@ def test_rev_and_iota_errors():
     with pytest.raises(BluValueError) as e:
         lax.iota(np.int32, (2, 3), 2)
     check_error_names(e, "(2, 3)")
+
+
+def test_reshape_dimensions_transposes_first():
+    # JAX's reshape(x, new_sizes, dimensions): the axes permuted by dimensions, then reshaped
+    x = np.arange(24.0).reshape(2, 3, 4)
+    want = np.transpose(x, (2, 0, 1)).reshape(4, 6)
+    for fn in (lax.reshape, blu.jit(lax.reshape, static_argnums=(1, 2))):
+        np.testing.assert_array_equal(np.asarray(fn(x, (4, 6), (2, 0, 1))), want)
+    t = np.random.default_rng(0).normal(size=(2, 3, 4))
+    _, dt = blu.jvp(lambda v: lax.reshape(v, (4, 6), (2, 0, 1)), (x,), (t,))
+    np.testing.assert_array_equal(np.asarray(dt), np.transpose(t, (2, 0, 1)).reshape(4, 6))
