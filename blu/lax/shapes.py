@@ -573,10 +573,13 @@ def _as_array(x: Any) -> Any:
     return x
 
 
-def full_like(x: Any, fill_value: Any, dtype: Any = None) -> Any:
-    """An array with ``x``'s shape (and dtype unless given), filled with ``fill_value``."""
+def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Any:
+    """An array with ``x``'s shape and dtype unless given (``dtype``, ``shape``: JAX's),
+    filled with ``fill_value``."""
     aval = get_aval(x)
-    return full(aval.shape, fill_value, aval.dtype if dtype is None else dtype)
+    return full(
+        aval.shape if shape is None else shape, fill_value, aval.dtype if dtype is None else dtype
+    )
 
 
 def zeros_like_zero(z: Zero) -> Any:

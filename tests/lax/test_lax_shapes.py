@@ -520,3 +520,12 @@ def test_reshape_dimensions_transposes_first():
     t = np.random.default_rng(0).normal(size=(2, 3, 4))
     _, dt = blu.jvp(lambda v: lax.reshape(v, (4, 6), (2, 0, 1)), (x,), (t,))
     np.testing.assert_array_equal(np.asarray(dt), np.transpose(t, (2, 0, 1)).reshape(4, 6))
+
+
+def test_full_like_shape_argument():
+    # JAX's full_like(x, fill_value, dtype=None, shape=None): x's dtype with another shape
+    x = np.ones(3, np.int8)
+    got = lax.full_like(x, 2, shape=(2, 2))
+    assert got.dtype == np.int8 and np.asarray(got).tolist() == [[2, 2], [2, 2]]
+    got = blu.jit(lambda v: lax.full_like(v, 2.5, np.float32, (4,)))(x)
+    assert got.dtype == np.float32 and np.asarray(got).tolist() == [2.5] * 4
