@@ -238,11 +238,14 @@ def _gamma_fraction(a: Any, x: Any, active: Any) -> Any:
 
 
 def _igamma_pair(a: Any, x: Any) -> tuple[Any, Any]:
-    """``(P, Q)`` with JAX's special values: NaN for ``a <= 0``, ``x < 0`` or NaN operands;
-    ``(0, 1)`` at ``x = 0``, ``(1, 0)`` at ``x = inf``."""
-    bad = or_(or_(le(a, _c(a, 0.0)), lt(x, _c(x, 0.0))), or_(ne(a, a), ne(x, x)))
+    """``(P, Q)`` with JAX's and scipy's special values: NaN for ``a < 0``, ``x < 0``,
+    ``a = x = 0`` or NaN operands; ``(0, 1)`` at ``x = 0``, ``(1, 0)`` at ``x = inf`` and at
+    ``a = 0`` (the limit from ``a > 0`` for ``x > 0``)."""
     zero, inf = eq(x, _c(x, 0.0)), eq(x, _c(x, np.inf))
-    ok = not_(or_(or_(bad, zero), or_(inf, eq(a, _c(a, np.inf)))))
+    a0 = eq(a, _c(a, 0.0))
+    bad = or_(or_(lt(a, _c(a, 0.0)), lt(x, _c(x, 0.0))), or_(ne(a, a), ne(x, x)))
+    bad = or_(bad, and_(a0, zero))
+    ok = not_(or_(or_(or_(bad, zero), a0), or_(inf, eq(a, _c(a, np.inf)))))
     frac = and_(ok, gt(x, add(a, _c(a, 1.0))))
     ser = and_(ok, not_(frac))
     a_s, x_s = _where(ok, a, 1.0), _where(ok, x, 1.0)
@@ -252,7 +255,7 @@ def _igamma_pair(a: Any, x: Any) -> tuple[Any, Any]:
     one = _c(a, 1.0)
     p = select(frac, sub(one, q_frac), p_ser)
     q = select(frac, q_frac, sub(one, p_ser))
-    for pred, pv, qv in ((zero, 0.0, 1.0), (inf, 1.0, 0.0), (bad, np.nan, np.nan)):
+    for pred, pv, qv in ((zero, 0.0, 1.0), (inf, 1.0, 0.0), (a0, 1.0, 0.0), (bad, np.nan, np.nan)):
         p, q = select(pred, _c(p, pv), p), select(pred, _c(q, qv), q)
     # a = inf with a finite x: P = 0 (scipy's); NaN stays NaN
     a_inf = and_(eq(a, _c(a, np.inf)), not_(or_(bad, inf)))
@@ -290,7 +293,10 @@ def _p(a: Any, x: Any) -> Any:
 
 
 def _p_da(a: Any, x: Any) -> Any:
-    return _jvp_in(_p, 0, a, x)
+    # at a = 0 P is the constant 1 of _igamma_pair's special values, whose derivative (0) is not
+    # the one-sided limit (-E1(x)): NaN there, as JAX's
+    da = _jvp_in(_p, 0, a, x)
+    return select(eq(a, _c(a, 0.0)), _c(da, np.nan), da)
 
 
 @custom_jvp
@@ -370,9 +376,9 @@ def igamma(a: Any, x: Any) -> Any:
     ``scipy.special.gammainc``).
 
     Series below ``x = a + 1``, continued fraction above (module docstring). NaN where
-    ``a <= 0``, ``x < 0`` or either is NaN (JAX's; scipy's ``gammainc(0, x)`` is 1); 0 at
-    ``x = 0``, 1 at ``x = inf``. Derivatives: ``x^(a-1) e^-x / Gamma(a)`` in ``x``,
-    :func:`igamma_grad_a` in ``a``.
+    ``a < 0``, ``x < 0``, ``a = x = 0`` or either is NaN; 0 at ``x = 0``, 1 at ``x = inf``
+    and at ``a = 0`` (JAX's and scipy's ``gammainc(0, x)``). Derivatives:
+    ``x^(a-1) e^-x / Gamma(a)`` in ``x``, :func:`igamma_grad_a` in ``a`` (NaN at ``a = 0``).
 
     Args:
         a, x: float arrays of one shape and dtype (a Python scalar takes the other's);
@@ -393,7 +399,8 @@ def igammac(a: Any, x: Any) -> Any:
     """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``
     (``jax.lax.igammac``; ``scipy.special.gammaincc``), by the continued fraction above
     ``x = a + 1`` (so its small values keep their digits), ``1 -`` the series below. NaN where
-    ``a <= 0``, ``x < 0`` or either is NaN; 1 at ``x = 0``, 0 at ``x = inf``.
+    ``a < 0``, ``x < 0``, ``a = x = 0`` or either is NaN; 1 at ``x = 0``, 0 at ``x = inf`` and
+    at ``a = 0``.
 
     Args:
         a, x: float arrays of one shape and dtype (as :func:`igamma`'s).

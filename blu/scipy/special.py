@@ -175,9 +175,9 @@ def betaln(a: Any, b: Any) -> Any:
 
 def gammainc(a: Any, x: Any) -> Any:
     """The regularized lower incomplete gamma function ``P(a, x)`` (:func:`blu.lax.igamma`
-    after JAX's promotion and broadcasting): NaN where ``a <= 0`` or ``x < 0`` (JAX's; scipy's
-    ``gammainc(0, x)`` is 1), 0 at ``x = 0``, 1 at ``x = inf``; differentiable in ``a`` and
-    ``x``."""
+    after JAX's promotion and broadcasting): NaN where ``a < 0``, ``x < 0`` or ``a = x = 0``,
+    0 at ``x = 0``, 1 at ``x = inf`` and at ``a = 0`` (scipy's and JAX's); differentiable in
+    ``a`` and ``x``."""
     a, x = _floats(a, x)
     return lax.igamma(a, x)
 

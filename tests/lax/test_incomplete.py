@@ -71,10 +71,10 @@ def test_special_values_are_jaxs():
     a = np.array([2.0, 2.0, 2.0, -1.0, 0.0, np.nan, 2.0, 2.0, np.inf])
     x = np.array([0.0, np.inf, -1.0, 1.0, 1.0, 1.0, np.nan, 1.0, 3.0])
     p, q = np.asarray(lax.igamma(a, x)), np.asarray(lax.igammac(a, x))
-    nan = [False, False, True, True, True, True, True, False, False]
+    nan = [False, False, True, True, False, True, True, False, False]
     np.testing.assert_array_equal(np.isnan(p), nan)
     np.testing.assert_array_equal(np.isnan(q), nan)
-    assert p[0] == 0 and q[0] == 1 and p[1] == 1 and q[1] == 0
+    assert p[0] == 0 and q[0] == 1 and p[1] == 1 and q[1] == 0 and p[4] == 1 and q[4] == 0
     assert p[8] == 0 and q[8] == 1
     np.testing.assert_allclose(p[7], sc.gammainc(2.0, 1.0), rtol=1e-15)
 
@@ -266,3 +266,15 @@ def test_betainc_second_derivatives_jit_vmap():
     g = blu.vmap(blu.grad(lax.betainc, argnums=2))(A[0], B[0], X[0])
     _rel(g, np.exp((A[0] - 1) * np.log(0.6) + (B[0] - 1) * np.log(0.4) - sc.betaln(A[0], B[0])),
          1e-12)  # fmt: skip
+
+
+def test_igamma_at_a_zero_is_scipys_and_jaxs():
+    # P(0, x) = 1 and Q(0, x) = 0 for x > 0 (scipy's gammainc and JAX 0.10's igamma); it was
+    # NaN. P(0, 0) stays NaN; the derivative in a at a = 0 is NaN (not the select's 0)
+    a = np.array([0.0, 0.0, 0.0, 0.0, -1.0])
+    x = np.array([1.0, 5.0, np.inf, 0.0, 1.0])
+    for fn, ref in ((lax.igamma, sc.gammainc), (lax.igammac, sc.gammaincc)):
+        for f in (fn, blu.jit(fn)):
+            np.testing.assert_array_equal(np.asarray(f(a, x)), ref(a, x))
+    da = blu.jvp(lax.igamma, (a[:2], x[:2]), (np.ones(2), np.zeros(2)))[1]
+    assert np.isnan(np.asarray(da)).all()
