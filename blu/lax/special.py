@@ -247,7 +247,13 @@ defjvp(erf_p, lambda t, x: mul(t, mul(exp(neg(square(x))), _TWO_OVER_SQRT_PI)))
 erfc_p = unary("erfc", _keep_dtype(scipy.special.erfc), is_float, "floating-point")
 defjvp(erfc_p, lambda t, x: mul(t, mul(exp(neg(square(x))), -_TWO_OVER_SQRT_PI)))
 
-erf_inv_p = unary("erf_inv", _keep_dtype(scipy.special.erfinv), is_float, "floating-point")
+
+def _erf_inv_impl(x: np.ndarray) -> np.ndarray:
+    out = np.asarray(scipy.special.erfinv(x)).astype(x.dtype, copy=False)
+    return np.where(x == 0, x, out)  # erf_inv(-0.0) is -0.0 (odd; XLA's, and blu.jit's)
+
+
+erf_inv_p = unary("erf_inv", _erf_inv_impl, is_float, "floating-point")
 # d/dy erfinv(y) = 1 / erf'(erfinv(y)) = sqrt(pi)/2 * exp(erfinv(y)^2)
 defjvp_with_output(
     erf_inv_p, lambda t, out, x: mul(t, mul(exp(square(out)), 1.0 / _TWO_OVER_SQRT_PI))

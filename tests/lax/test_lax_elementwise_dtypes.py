@@ -377,3 +377,13 @@ def test_lax_broadcasting_of_0d_and_size_1_dimensions():
         lax.add(x, np.ones(3, np.float32))  # ranks differ
     with pytest.raises(BluShapeError, match=r"f32\[2,3\], f32\[2,2\]"):
         lax.add(x, np.ones((2, 2), np.float32))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_erf_inv_keeps_the_sign_of_zero(dtype):
+    # erf_inv is odd: erf_inv(-0.0) is -0.0 (as blu.jit's and JAX's); eagerly it was +0.0
+    x = np.array([-0.0, 0.0, 0.5], dtype)
+    for fn in (lax.erf_inv, blu.jit(lax.erf_inv)):
+        got = _f64(fn(x))
+        assert got[:2].tolist() == [0.0, 0.0] and np.signbit(got[:2]).tolist() == [True, False]
+        np.testing.assert_allclose(got[2], 0.4769362762044699, rtol=TOL[dtype])
