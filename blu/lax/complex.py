@@ -120,6 +120,7 @@ def conj(x: Any) -> Any:
 
 def complex(x: Any, y: Any) -> Any:
     """``x + i y`` from two float32 (-> complex64) or float64 (-> complex128) arrays of one
-    shape; Python scalars take the other operand's dtype."""
-    x, y = as_operands(x, y)
+    shape (a 0-d operand or size-1 dimensions broadcast, as JAX's lax does); Python scalars
+    take the other operand's dtype."""
+    x, y = as_operands(x, y, broadcast=True)
     return complex_p.bind(x, y)

@@ -287,14 +287,17 @@ class custom_jvp:
         # without error under them: an eager call of one of those skips tracing its rule
         self._checked: tuple[Any, set] = (None, set())
 
-    def _rule_checked(self, key: tuple) -> bool:
-        gen = config.generation  # a flag may change what the rule traces to
-        if self._checked[0] != gen:
-            self._checked = (gen, set())
-        return key in self._checked[1]
+    def _rule_checked(self, key: tuple, gen: Any) -> bool:
+        gen_checked, done = self._checked  # (one read: another thread may replace it)
+        return gen_checked == gen and key in done
 
-    def _mark_checked(self, key: tuple) -> None:
-        done = self._checked[1]
+    def _mark_checked(self, key: tuple, gen: Any) -> None:
+        # ``gen``: the flags' generation read before the check, so that a check made under one
+        # flag state (another thread's override) never counts for another
+        gen_checked, done = self._checked
+        if gen_checked != gen:
+            done = set()
+            self._checked = (gen, done)
         if len(done) >= _MAX_CHECKED:
             done.clear()
         done.add(key)
@@ -392,7 +395,8 @@ class custom_jvp:
         # an eager call's result is never differentiated: its rule is traced only to check it,
         # once per signature (a deferred rule stands in its call: ``_cj_impl`` runs ``f``)
         key = _eager_key(static, in_tree, avals, out_tree, out_avals, [*leaves, *fconsts])
-        checked = key is not None and self._rule_checked(key)
+        gen = config.generation  # a flag may change what the rule traces to
+        checked = key is not None and self._rule_checked(key, gen)
         # (called from its own rule: that rule applies it later)
         if not checked and not self._tracing_rule:
             n = len(leaves)
@@ -406,7 +410,7 @@ class custom_jvp:
             finally:
                 self._tracing_rule -= 1
             if key is not None:  # (a rule that raised is checked again at the next call)
-                self._mark_checked(key)
+                self._mark_checked(key, gen)
         named = {} if self.lowering_name is None else {"lowering_name": self.lowering_name}
         outs = custom_jvp_call_p.bind(
             *fconsts, *jconsts, *leaves,

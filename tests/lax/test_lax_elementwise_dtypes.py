@@ -387,3 +387,16 @@ def test_erf_inv_keeps_the_sign_of_zero(dtype):
         got = _f64(fn(x))
         assert got[:2].tolist() == [0.0, 0.0] and np.signbit(got[:2]).tolist() == [True, False]
         np.testing.assert_allclose(got[2], 0.4769362762044699, rtol=TOL[dtype])
+
+
+def test_complex_broadcasts_a_0d_operand_and_size_1_dimensions():
+    # JAX's lax.complex(1.0 (0-d float32), [1, 2, 3]) is [1+1j, 1+2j, 1+3j]; it was a BluShapeError
+    y = np.array([1.0, 2.0, 3.0], np.float32)
+    got = np.asarray(lax.complex(np.float32(1.0), y))
+    np.testing.assert_array_equal(got, 1.0 + 1j * y.astype(np.complex64))
+    assert got.dtype == np.complex64
+    x2 = np.array([[1.0], [2.0]], np.float32)
+    got2 = np.asarray(blu.jit(lax.complex)(x2, y[None, :]))
+    np.testing.assert_array_equal(got2, x2 + 1j * y[None, :])
+    g = blu.grad(lambda a: lax.real(lax.complex(a, y)).sum())(np.float32(2.0))
+    assert float(g) == 3.0  # the 0-d operand's cotangent sums back over the broadcast

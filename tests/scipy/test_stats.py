@@ -441,3 +441,13 @@ def test_gamma_chi2_logcdf_where_the_cdf_underflows_float32():
     y = np.array([1e-3, 0.1, 1.0], np.float32)
     got = np.asarray(S.gamma.logcdf(y, np.float32(20.0), 0.0, 2.0), np.float64)
     np.testing.assert_allclose(got, sst.gamma.logcdf(y.astype(np.float64), 20.0, 0.0, 2.0), 1e-6)
+
+
+def test_chi2_with_no_positive_degrees_of_freedom_is_nan():
+    # scipy's: df <= 0 is no distribution (gammainc(0, y) = 1, gamma's limit, must not leak in)
+    x, df = np.array([1.0, 1.0, 0.5, 2.0]), np.array([0.0, -1.0, 3.0, 0.5])
+    for name in ("cdf", "logcdf", "sf", "logsf"):
+        got = np.asarray(getattr(S.chi2, name)(x, df))
+        want = getattr(sst.chi2, name)(x, df)
+        np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
+        assert np.isnan(got[:2]).all(), name

@@ -210,3 +210,48 @@ def test_eager_call_from_a_rule_at_the_root():
     np.testing.assert_allclose(np.asarray(t), -2.0 * np.sin(x), rtol=1e-15)
     h = blu.grad(blu.grad(g))  # g's rule differentiated: f's rule gives 7, not cos
     np.testing.assert_allclose(np.asarray(h(0.4)), -7.0, rtol=1e-15)
+
+
+def test_eager_check_under_one_flag_state_does_not_count_for_another_thread():
+    # thread A checks the rule (slowly) with no override; thread B calls under an override the
+    # rule rejects. A's check, finished after B's flags were read, must not mark B's signature
+    # checked: B's next call checks the rule and raises
+    import threading
+
+    from blu.core.config import config
+
+    started, go = threading.Event(), threading.Event()
+
+    @custom_jvp
+    def f(x):
+        return x * 2.0
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        if config.debug_nans:
+            raise RuntimeError("the rule rejects debug_nans")
+        if threading.current_thread().name == "A":
+            started.set()
+            go.wait(10)
+        return f(primals[0]), 2.0 * tangents[0]
+
+    x = np.ones(3, np.float32)
+    ta = threading.Thread(target=lambda: f(x), name="A")
+    ta.start()
+    assert started.wait(10)
+    seen = []
+
+    def thread_b():
+        with config.override(debug_nans=True):
+            f(x)  # (A is inside the rule: this call's own check is skipped)
+            go.set()
+            ta.join()
+            try:
+                f(x)
+            except RuntimeError as e:
+                seen.append(str(e))
+
+    tb = threading.Thread(target=thread_b, name="B")
+    tb.start()
+    tb.join(20)
+    assert seen == ["the rule rejects debug_nans"]

@@ -181,9 +181,11 @@ def dot_runner(eqn: Any, solo: bool = False) -> Any:
     flops = 2.0 * b * m * kk * n
 
     # (m, k) @ (k, n) as they are, in the operands' dtype: np.matmul(int8, int8, out=int32)
-    # would sum in int8 and wrap (and float16 in float16) before casting into out
+    # would sum in int8 and wrap (and float16 in float16) before casting into out; and only
+    # where that dtype computes directly (float16 through numpy's own loop is ~40x slower than
+    # converted to float32 for BLAS)
     same = l_dt == out_dt == np.dtype(ra.dtype)
-    plain = same and b == 1 and lt is None and rt is None
+    plain = same and direct and b == 1 and lt is None and rt is None
     plain = plain and len(la.shape) == 2 and len(ra.shape) == 2 and len(oa.shape) == 2
     small = flops < MIN_THREADED_FLOPS
     fast = small_gemm(m, kk, n, out_dt) if plain and small else None

@@ -31,8 +31,10 @@ def pdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 
 def _half(x: Any, df: Any, loc: Any, scale: Any) -> tuple:
+    # df <= 0 is no distribution: NaN (scipy's; gammainc(0, y) is 1, which is gamma's limit)
     x, df, loc, scale = promote(x, df, loc, scale)
-    return 0.5 * df, 0.5 * bnp.clip((x - loc) / scale, 0.0, bnp.inf)
+    half = bnp.where(df > 0, 0.5 * df, bnp.nan)
+    return half, 0.5 * bnp.clip((x - loc) / scale, 0.0, bnp.inf)
 
 
 def cdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
